@@ -1,0 +1,73 @@
+"""raftsched: a highly available cron and DAG scheduler, built as a Raft-replicated cluster.
+
+Public names are re-exported here; everything else is internal. ``Client`` and ``Node`` are
+imported lazily so that using the pure parts (specs, cron preview) does not load gRPC or pysyncobj.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from raftsched.errors import (
+    AlreadyExists,
+    ConfigError,
+    Conflict,
+    InvalidSpec,
+    NotFound,
+    NotLeader,
+    RaftschedError,
+    StaleEpoch,
+    Unavailable,
+)
+from raftsched.model import (
+    CronTrigger,
+    IntervalTrigger,
+    ManualTrigger,
+    Misfire,
+    OnceTrigger,
+    Outcome,
+    Overlap,
+    RunState,
+    TaskSpec,
+)
+
+if TYPE_CHECKING:
+    from raftsched.client import Client
+    from raftsched.node import Node
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExists",
+    "Client",
+    "ConfigError",
+    "Conflict",
+    "CronTrigger",
+    "IntervalTrigger",
+    "InvalidSpec",
+    "ManualTrigger",
+    "Misfire",
+    "Node",
+    "NotFound",
+    "NotLeader",
+    "OnceTrigger",
+    "Outcome",
+    "Overlap",
+    "RaftschedError",
+    "RunState",
+    "StaleEpoch",
+    "TaskSpec",
+    "Unavailable",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Client":
+        from raftsched.client import Client
+
+        return Client
+    if name == "Node":
+        from raftsched.node import Node
+
+        return Node
+    raise AttributeError(f"module 'raftsched' has no attribute {name!r}")

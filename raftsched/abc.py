@@ -1,0 +1,119 @@
+"""The seams of raftsched, in one file so a reader learns the architecture here.
+
+Each seam has an in-memory implementation shipped in the package (for simulation and for users'
+own tests) and a real one:
+
+=================  ==================================  ==========================================
+seam               in memory                           real
+=================  ==================================  ==========================================
+StateStore         storage.memory.MemoryStore          storage.lmdb_store.LmdbStore
+Clock              timing.clock.ManualClock            timing.clock.SystemClock
+ConsensusNode      consensus.memory.SimCluster nodes   consensus.pysyncobj_node.PySyncObjNode
+=================  ==================================  ==========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class StateStore(Protocol):
+    """Durable key/value image of the replicated state, written only by ``apply``.
+
+    Writes (``put``/``delete``) go into the current batch and are visible to ``get``/``scan`` on the
+    applying thread at once; ``commit`` makes the batch durable together with the Raft index it
+    covers, atomically. Readers on other threads use ``reader()``, which sees committed data only.
+    Keys starting with ``b"~"`` are node-local (the applied index) and are not replicated state.
+    """
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def put(self, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, key: bytes) -> None: ...
+
+    def scan(
+        self, start: bytes, end: bytes, *, reverse: bool = False, limit: int = 0
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs with ``start <= key < end`` in key order (reversed if asked), at most ``limit`` (0 = all)."""
+        ...
+
+    def commit(self, applied_index: int) -> None:
+        """Make every write since the last commit durable, with ``applied_index``, in one transaction."""
+        ...
+
+    def applied_index(self) -> int: ...
+
+    def reader(self) -> StoreReader: ...
+
+    def replace_all(self, entries: Iterator[tuple[bytes, bytes]], applied_index: int) -> None:
+        """Discard every key and load ``entries`` (a snapshot install), durably, in one transaction."""
+        ...
+
+
+class StoreReader(Protocol):
+    """A consistent, read-only view of committed data. Use as a context manager; keep it short."""
+
+    def __enter__(self) -> StoreReader: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def scan(
+        self, start: bytes, end: bytes, *, reverse: bool = False, limit: int = 0
+    ) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class Clock(Protocol):
+    """The only way raftsched code learns the time. ``now_ms`` is UTC epoch milliseconds."""
+
+    def now_ms(self) -> int: ...
+
+    def monotonic(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """A leadership change as the consensus layer reports it. ``epoch`` is the Raft term."""
+
+    is_leader: bool
+    epoch: int
+    leader_id: str | None
+
+
+class ProposeError(Exception):
+    """A proposal did not commit, or its outcome is unknown (``code``: not_leader, unavailable...).
+
+    A command that failed this way *may* still have been applied; client commands carry an
+    idempotency key, so retrying is safe.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+# callback(result_bytes, None) after the command is committed and applied on this node;
+# callback(None, error) otherwise. Runs on the consensus thread: it must be quick and not block.
+ProposeCallback = Callable[[bytes | None, ProposeError | None], None]
+
+
+class ConsensusNode(Protocol):
+    """A replicated log feeding one apply function.
+
+    ``propose`` never blocks. The apply function registered at construction is called on exactly
+    one thread, in log order, once per committed entry, on every node.
+    """
+
+    node_id: str
+
+    def propose(self, data: bytes, callback: ProposeCallback) -> None: ...
+
+    def is_leader(self) -> bool: ...
+
+    def epoch(self) -> int: ...
+
+    def leader_id(self) -> str | None: ...

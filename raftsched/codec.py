@@ -1,0 +1,136 @@
+"""The one conversion layer between frozen domain values and their protobuf form.
+
+Used by the state machine (commands and stored records), the gRPC servicers and the SDK.
+Decoding validates: a malformed message becomes :class:`raftsched.errors.InvalidSpec`.
+"""
+
+from __future__ import annotations
+
+from raftsched.errors import InvalidSpec
+from raftsched.model import (
+    CronTrigger,
+    IntervalTrigger,
+    ManualTrigger,
+    Misfire,
+    OnceTrigger,
+    Outcome,
+    Overlap,
+    RunState,
+    TaskSpec,
+    Trigger,
+)
+from raftsched.v1 import raftsched_pb2 as pb
+
+COMMAND_FORMAT = 1
+SNAPSHOT_FORMAT = 1
+
+_MISFIRE_TO_PB = {Misfire.LATEST: pb.MISFIRE_LATEST, Misfire.ALL: pb.MISFIRE_ALL, Misfire.SKIP: pb.MISFIRE_SKIP}
+_MISFIRE_FROM_PB = {v: k for k, v in _MISFIRE_TO_PB.items()} | {pb.MISFIRE_UNSPECIFIED: Misfire.LATEST}
+_OVERLAP_TO_PB = {Overlap.SKIP: pb.OVERLAP_SKIP, Overlap.ALLOW: pb.OVERLAP_ALLOW}
+_OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()} | {pb.OVERLAP_UNSPECIFIED: Overlap.SKIP}
+
+OUTCOME_TO_PB = {
+    Outcome.FIRED: pb.FIRED,
+    Outcome.COALESCED: pb.COALESCED,
+    Outcome.SKIPPED_OVERLAP: pb.SKIPPED_OVERLAP,
+    Outcome.SKIPPED_MISFIRE: pb.SKIPPED_MISFIRE,
+    Outcome.SKIPPED_DISABLED: pb.SKIPPED_DISABLED,
+}
+OUTCOME_FROM_PB = {v: k for k, v in OUTCOME_TO_PB.items()}
+
+RUN_STATE_TO_PB = {
+    RunState.PENDING: pb.PENDING,
+    RunState.RUNNING: pb.RUNNING,
+    RunState.SUCCEEDED: pb.SUCCEEDED,
+    RunState.FAILED: pb.FAILED,
+    RunState.CANCELLED: pb.CANCELLED,
+}
+RUN_STATE_FROM_PB = {v: k for k, v in RUN_STATE_TO_PB.items()}
+
+
+def trigger_to_pb(trigger: Trigger, out: pb.Trigger) -> None:
+    match trigger:
+        case CronTrigger(expr, tz):
+            out.cron.expr = expr
+            out.cron.timezone = tz
+        case IntervalTrigger(every, start):
+            out.interval.every_ms = every
+            out.interval.start_ms = start
+        case OnceTrigger(at):
+            out.once.at_ms = at
+        case ManualTrigger():
+            out.manual.SetInParent()
+
+
+def trigger_from_pb(msg: pb.Trigger) -> Trigger:
+    kind = msg.WhichOneof("kind")
+    if kind == "cron":
+        return CronTrigger(msg.cron.expr, msg.cron.timezone or "UTC")
+    if kind == "interval":
+        return IntervalTrigger(msg.interval.every_ms, msg.interval.start_ms)
+    if kind == "once":
+        return OnceTrigger(msg.once.at_ms)
+    return ManualTrigger()
+
+
+def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
+    out = pb.TaskSpec(
+        name=spec.name,
+        command=spec.command,
+        handler=spec.handler,
+        shards=spec.shards,
+        misfire=_MISFIRE_TO_PB[spec.misfire],
+        misfire_all_cap=spec.misfire_all_cap,
+        misfire_all_window_ms=spec.misfire_all_window_ms,
+        overlap=_OVERLAP_TO_PB[spec.overlap],
+        max_retries=spec.max_retries,
+        timeout_ms=spec.timeout_ms,
+        priority=spec.priority,
+        owner=spec.owner,
+        namespace=spec.namespace,
+        params_json=spec.params_json,
+        description=spec.description,
+    )
+    trigger_to_pb(spec.trigger, out.trigger)
+    return out
+
+
+def spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
+    """Decode and validate a spec. Raises InvalidSpec (never anything else) on bad input."""
+    misfire = _MISFIRE_FROM_PB.get(msg.misfire)
+    if misfire is None:
+        raise InvalidSpec("misfire", f"unknown misfire policy value {msg.misfire}")
+    overlap = _OVERLAP_FROM_PB.get(msg.overlap)
+    if overlap is None:
+        raise InvalidSpec("overlap", f"unknown overlap policy value {msg.overlap}")
+    return TaskSpec(
+        name=msg.name,
+        trigger=trigger_from_pb(msg.trigger),
+        command=msg.command,
+        handler=msg.handler,
+        shards=msg.shards or 1,
+        misfire=misfire,
+        misfire_all_cap=msg.misfire_all_cap,
+        misfire_all_window_ms=msg.misfire_all_window_ms,
+        overlap=overlap,
+        max_retries=msg.max_retries,
+        timeout_ms=msg.timeout_ms,
+        priority=msg.priority,
+        owner=msg.owner,
+        namespace=msg.namespace or "default",
+        params_json=msg.params_json,
+        description=msg.description,
+    )
+
+
+def encode_command(cmd: pb.Command) -> bytes:
+    """Commands are serialised deterministically so replicas log identical bytes."""
+    if not cmd.format:
+        cmd.format = COMMAND_FORMAT
+    return cmd.SerializeToString(deterministic=True)
+
+
+def decode_command(data: bytes) -> pb.Command:
+    cmd = pb.Command()
+    cmd.ParseFromString(data)
+    return cmd

@@ -1,0 +1,754 @@
+"""Cluster configuration: one TOML file → frozen, validated values.
+
+Every node (``raftsched-node --config cluster.toml --node-id n1``) and the CLI
+(``raftsched --config cluster.toml ...``) read the same file. It is validated as a whole before
+anything starts: :class:`raftsched.errors.ConfigError` lists *every* problem at once, each prefixed
+with its key path (``nodes[2].raft: port 70000 out of range (1-65535)``). ``nodes[i]`` counts the
+``[[nodes]]`` tables from 0 in file order. Unknown keys are problems too, so a typo is never
+silently ignored.
+
+The value types validate again at construction, so a hand-built :class:`ClusterConfig` (in tests,
+in :mod:`raftsched.testing`) holds the same invariants as one read from a file.
+
+This module reads no clock and starts nothing. :func:`parse_config` reads one file at most: the
+``cluster.secret_file``, when given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import date, datetime, time
+from pathlib import Path
+from typing import Final, TypeVar
+
+from raftsched.errors import ConfigError, InvalidSpec
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "ClusterConfig",
+    "NodeConfig",
+    "RaftTuning",
+    "SchedulerSettings",
+    "load_config",
+    "parse_address",
+    "parse_config",
+]
+
+MIN_SECRET_LENGTH: Final = 16
+"""Shortest accepted ``cluster.secret``, in characters."""
+
+DEFAULT_CLUSTER_NAME: Final = "raftsched"
+
+_NODE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_PORT: Final = re.compile(r"[0-9]+")
+_HOST_LABEL: Final = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+_DOTTED_NUMBERS: Final = re.compile(r"[0-9.]+")
+_BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
+
+_SECRET_REQUIRED: Final = (
+    "cluster.secret: required (a shared secret of at least 16 characters; "
+    "the Raft port accepts pickle from anyone without one)"
+)
+
+_Number = int | float
+
+
+# ----------------------------------------------------------------------------------------------
+# Value types
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """One ``[[nodes]]`` entry.
+
+    ``raft`` and ``grpc`` are ``host:port`` (IPv6 as ``[::1]:7001``); :func:`parse_config` stores
+    them in canonical form (hostname lower-cased, IP literal compressed, port without leading
+    zeros), so equal addresses compare equal as strings. ``data_dir`` is absolute when read from a
+    file. Raises :class:`ConfigError` if the id or an address is invalid.
+    """
+
+    id: str
+    raft: str
+    grpc: str
+    data_dir: Path
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        _check_node_id("id", self.id, problems)
+        raft = _check_peer_address("raft", self.raft, problems)
+        grpc = _check_peer_address("grpc", self.grpc, problems)
+        if raft is not None and raft == grpc:
+            problems.append(f"grpc: address {grpc} already used by raft")
+        if problems:
+            raise ConfigError("NodeConfig", problems)
+
+
+@dataclass(frozen=True, slots=True)
+class RaftTuning:
+    """The ``[raft]`` table: pysyncobj timing and log compaction. Durations are in seconds.
+
+    The constraints are pysyncobj's own (its ``SyncObjConf.validate`` asserts them, and asserts
+    vanish under ``python -O``), checked here so a bad value is reported with its key path.
+    Raises :class:`ConfigError` if a value or a relation between values is invalid.
+    """
+
+    append_entries_period: float = 0.02
+    auto_tick_period: float = 0.005
+    raft_min_timeout: float = 0.4
+    raft_max_timeout: float = 1.4
+    connection_timeout: float = 3.5
+    connection_retry_time: float = 1.0
+    leader_fallback_timeout: float = 2.0
+    log_compaction_min_entries: int = 20000
+    log_compaction_min_time: int = 300
+
+    def __post_init__(self) -> None:
+        _validate_instance(self, "raft", _RAFT_RULES, _raft_relations)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings:
+    """The ``[scheduler]`` table: misfire handling, history retention and batching.
+
+    Each node reads its own copy of the file, and copies differ during a rolling change, so code
+    inside ``apply`` must not read these from the local config: the leader stamps the values it
+    acts on into its commands, and every replica applies the same numbers. Raises
+    :class:`ConfigError` if a value is out of range.
+    """
+
+    misfire_grace_seconds: int = 5
+    misfire_all_cap: int = 100
+    misfire_all_window_seconds: int = 3600
+    history_keep_count: int = 1000
+    history_keep_seconds: int = 604800
+    idempotency_keep_seconds: int = 3600
+    max_fires_per_batch: int = 2000
+
+    def __post_init__(self) -> None:
+        _validate_instance(self, "scheduler", _SCHEDULER_RULES, None)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """A whole, valid cluster configuration.
+
+    ``nodes`` keeps file order and has at least one entry; ids, data dirs and all raft and grpc
+    addresses are unique (no raft address equals any grpc address either). ``secret`` is at least
+    :data:`MIN_SECRET_LENGTH` characters and is left out of ``repr``. ``source`` names where the
+    configuration came from (the file path as given) and is used in every error.
+
+    Raises :class:`ConfigError` if those invariants do not hold.
+    """
+
+    name: str
+    secret: str = dataclasses.field(repr=False)
+    nodes: tuple[NodeConfig, ...]
+    raft: RaftTuning = dataclasses.field(default_factory=RaftTuning)
+    scheduler: SchedulerSettings = dataclasses.field(default_factory=SchedulerSettings)
+    source: str = "<config>"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
+        problems: list[str] = []
+        if not isinstance(self.name, str) or not self.name.strip():
+            problems.append("cluster.name: must be a non-empty string")
+        _check_secret("cluster.secret", self.secret, problems)
+        if not self.nodes:
+            problems.append("nodes: at least one node is required")
+        problems.extend(
+            _node_set_problems(
+                _NodeKeys(f"nodes[{i}]", n.id, _canonical(n.raft), _canonical(n.grpc), n.data_dir)
+                for i, n in enumerate(self.nodes)
+            )
+        )
+        if problems:
+            raise ConfigError(self.source, problems)
+
+    def node(self, node_id: str) -> NodeConfig:
+        """The node with this id. Raises :class:`ConfigError` (listing the known ids) if there is none."""
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        known = ", ".join(n.id for n in self.nodes)
+        raise ConfigError(self.source, [f"nodes: no node with id {node_id!r} (known ids: {known})"])
+
+    def grpc_targets(self) -> list[str]:
+        """Every node's gRPC address, in file order (what the CLI and SDK dial)."""
+        return [n.grpc for n in self.nodes]
+
+    def raft_peers(self, node_id: str) -> list[str]:
+        """The raft addresses of every node except ``node_id``, in file order.
+
+        Raises :class:`ConfigError` if ``node_id`` is unknown.
+        """
+        self.node(node_id)
+        return [n.raft for n in self.nodes if n.id != node_id]
+
+    def node_by_raft(self, raft_addr: str) -> NodeConfig | None:
+        """The node whose raft address equals ``raft_addr`` (compared in canonical form), else None.
+
+        An unparseable ``raft_addr`` matches nothing.
+        """
+        wanted = _canonical(raft_addr)
+        if wanted is None:
+            return None
+        for node in self.nodes:
+            if _canonical(node.raft) == wanted:
+                return node
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Entry points
+# ----------------------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path) -> ClusterConfig:
+    """Read and validate a TOML config file.
+
+    Relative paths inside it (``data_dir``, ``secret_file``) resolve against the file's directory.
+    Raises :class:`ConfigError` (``source`` is ``str(path)``) if the file cannot be read, is not
+    valid TOML (the message carries tomllib's line and column), or describes an invalid cluster.
+    """
+    file = Path(path)
+    source = str(path)
+    try:
+        with file.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(source, ["cannot read config file: no such file"]) from None
+    except OSError as e:
+        raise ConfigError(source, [f"cannot read config file: {e.strerror or e}"]) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(source, [f"config file is not valid UTF-8 (byte {e.start})"]) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(source, [f"TOML syntax error: {e}"]) from None
+    return parse_config(data, source=source, base_dir=file.absolute().parent)
+
+
+def parse_config(
+    data: Mapping[str, object], source: str = "<config>", base_dir: Path | None = None
+) -> ClusterConfig:
+    """Validate already-parsed TOML data (as :func:`tomllib.loads` returns it).
+
+    Relative paths resolve against ``base_dir`` (default: the current directory), so every
+    ``data_dir`` in the result is absolute. If ``cluster.secret_file`` is given, it is read here.
+    Raises :class:`ConfigError` listing every problem, each with its key path.
+    """
+    base = (base_dir if base_dir is not None else Path.cwd()).absolute()
+    problems: list[str] = []
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
+    _unknown_keys("", data, ("cluster", "raft", "scheduler", "nodes"), problems)
+
+    name, secret = _parse_cluster(_table(data, "cluster", problems), base, problems)
+    raft = _parse_section(
+        _table(data, "raft", problems), "raft", RaftTuning, _RAFT_RULES, _raft_relations, problems
+    )
+    scheduler = _parse_section(
+        _table(data, "scheduler", problems), "scheduler", SchedulerSettings, _SCHEDULER_RULES, None, problems
+    )
+    nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
+
+    if problems or name is None or secret is None or raft is None or scheduler is None or nodes is None:
+        raise ConfigError(source, problems or ["invalid configuration"])
+    return ClusterConfig(name=name, secret=secret, nodes=nodes, raft=raft, scheduler=scheduler, source=source)
+
+
+def parse_address(value: str, field: str) -> tuple[str, int]:
+    """Split ``host:port`` (IPv6 as ``[::1]:7001``) into ``(host, port)``.
+
+    The host comes back without brackets; an IP literal is compressed, a hostname lower-cased.
+    The port is 1-65535. Raises :class:`InvalidSpec` naming ``field`` if the value is malformed.
+    """
+    if not isinstance(value, str):
+        raise InvalidSpec(field, f"expected a host:port string, got {_type_name(value)}")
+    example = "e.g. 127.0.0.1:7001 or [::1]:7001"
+    if not value:
+        raise InvalidSpec(field, f"empty address; expected host:port, {example}")
+    if value.startswith("["):
+        host, sep, port_text = value[1:].partition("]:")
+        if not sep:
+            raise InvalidSpec(field, f"{value!r}: expected [ipv6-address]:port, {example}")
+        try:
+            ip = ipaddress.IPv6Address(host)
+        except ValueError:
+            raise InvalidSpec(field, f"{value!r}: {host!r} is not an IPv6 address") from None
+        host = ip.compressed
+    else:
+        host, sep, port_text = value.rpartition(":")
+        if not sep:
+            raise InvalidSpec(field, f"{value!r}: missing port; expected host:port, {example}")
+        if ":" in host:
+            raise InvalidSpec(field, f"{value!r}: an IPv6 address needs brackets, e.g. [::1]:7001")
+        host = _check_host(value, host, field)
+    if not port_text:
+        raise InvalidSpec(field, f"{value!r}: missing port; expected host:port, {example}")
+    if not _PORT.fullmatch(port_text):
+        raise InvalidSpec(field, f"{value!r}: port {port_text!r} is not a number")
+    digits = port_text.lstrip("0") or "0"
+    port = int(digits) if len(digits) <= 5 else 0  # int() of thousands of digits would raise
+    if not 1 <= port <= 65535:
+        raise InvalidSpec(field, f"port {digits} out of range (1-65535)")
+    return host, port
+
+
+# ----------------------------------------------------------------------------------------------
+# Sections
+# ----------------------------------------------------------------------------------------------
+
+
+class _Missing:
+    """Marks an absent key (TOML has no null, but a Python caller may pass None)."""
+
+
+_MISSING: Final = _Missing()
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """A range rule: ``ok(value)`` must hold; ``text`` completes "must be ..."."""
+
+    ok: Callable[[float], bool]
+    text: str
+
+
+_POSITIVE: Final = _Rule(lambda v: v > 0, "> 0")
+_NON_NEGATIVE: Final = _Rule(lambda v: v >= 0, ">= 0")
+_AT_LEAST_ONE: Final = _Rule(lambda v: v >= 1, ">= 1")
+
+_RAFT_RULES: Final[Mapping[str, _Rule]] = {
+    "append_entries_period": _POSITIVE,
+    "auto_tick_period": _POSITIVE,
+    "raft_min_timeout": _POSITIVE,
+    "raft_max_timeout": _POSITIVE,
+    "connection_timeout": _POSITIVE,
+    "connection_retry_time": _NON_NEGATIVE,
+    "leader_fallback_timeout": _POSITIVE,
+    "log_compaction_min_entries": _Rule(lambda v: v >= 2, ">= 2"),
+    "log_compaction_min_time": _POSITIVE,
+}
+
+_SCHEDULER_RULES: Final[Mapping[str, _Rule]] = {
+    "misfire_grace_seconds": _NON_NEGATIVE,
+    "misfire_all_cap": _AT_LEAST_ONE,
+    "misfire_all_window_seconds": _POSITIVE,
+    "history_keep_count": _AT_LEAST_ONE,
+    "history_keep_seconds": _POSITIVE,
+    "idempotency_keep_seconds": _POSITIVE,
+    "max_fires_per_batch": _Rule(lambda v: 1 <= v <= 100_000, "between 1 and 100000"),
+}
+
+_Relations = Callable[[str, Mapping[str, _Number]], list[str]]
+
+
+def _raft_relations(prefix: str, v: Mapping[str, _Number]) -> list[str]:
+    """Cross-field rules, checked only between values that are valid on their own."""
+    out: list[str] = []
+    aep = v.get("append_entries_period")
+    lo = v.get("raft_min_timeout")
+    hi = v.get("raft_max_timeout")
+    conn = v.get("connection_timeout")
+    fallback = v.get("leader_fallback_timeout")
+    if aep is not None and lo is not None and not lo > 3 * aep:
+        out.append(
+            f"{prefix}.raft_min_timeout: must be > 3 * append_entries_period ({3 * aep:g}), got {lo!r}"
+        )
+    if lo is not None and hi is not None and not hi > lo:
+        # Strictly greater: pysyncobj draws the election timeout from [min, max) and asserts max > min.
+        out.append(f"{prefix}.raft_max_timeout: must be > raft_min_timeout ({lo!r}), got {hi!r}")
+    if hi is not None and conn is not None and not conn >= hi:
+        out.append(f"{prefix}.connection_timeout: must be >= raft_max_timeout ({hi!r}), got {conn!r}")
+    if aep is not None and fallback is not None and not fallback > aep:
+        out.append(
+            f"{prefix}.leader_fallback_timeout: must be > append_entries_period ({aep!r}), got {fallback!r}"
+        )
+    return out
+
+
+_Section = TypeVar("_Section", RaftTuning, SchedulerSettings)
+
+
+def _defaults(cls: type[RaftTuning | SchedulerSettings]) -> dict[str, _Number]:
+    """Field name → default, for the all-number dataclasses; the default's type is the field's type."""
+    out: dict[str, _Number] = {}
+    for f in fields(cls):
+        default: object = f.default
+        if isinstance(default, int | float):
+            out[f.name] = default
+    return out
+
+
+def _check_numbers(
+    prefix: str,
+    values: Mapping[str, object],
+    cls: type[RaftTuning | SchedulerSettings],
+    rules: Mapping[str, _Rule],
+    relations: _Relations | None,
+    problems: list[str],
+) -> dict[str, _Number]:
+    """Type- and range-check every field of ``cls`` (absent ones take their default).
+
+    Returns the valid values, converted to their field's type (an int where a float is expected
+    becomes a float).
+    """
+    good: dict[str, _Number] = {}
+    for name, default in _defaults(cls).items():
+        path = _key(prefix, name)
+        number = _as_number(path, values.get(name, default), type(default), problems)
+        if number is None:
+            continue
+        rule = rules[name]
+        if not rule.ok(number):
+            problems.append(f"{path}: must be {rule.text}, got {number!r}")
+            continue
+        good[name] = number
+    if relations is not None:
+        problems.extend(relations(prefix, good))
+    return good
+
+
+def _validate_instance(
+    obj: RaftTuning | SchedulerSettings, prefix: str, rules: Mapping[str, _Rule], relations: _Relations | None
+) -> None:
+    problems: list[str] = []
+    values = {f.name: getattr(obj, f.name) for f in fields(obj)}
+    good = _check_numbers(prefix, values, type(obj), rules, relations, problems)
+    if problems:
+        raise ConfigError(type(obj).__name__, problems)
+    for name, number in good.items():
+        if type(values[name]) is not type(number):  # an int given for a float field
+            object.__setattr__(obj, name, number)
+
+
+def _parse_section(
+    table: Mapping[str, object] | None,
+    prefix: str,
+    cls: type[_Section],
+    rules: Mapping[str, _Rule],
+    relations: _Relations | None,
+    problems: list[str],
+) -> _Section | None:
+    if table is None:
+        return None
+    _unknown_keys(prefix, table, tuple(_defaults(cls)), problems)
+    before = len(problems)
+    good = _check_numbers(prefix, table, cls, rules, relations, problems)
+    build: Callable[..., _Section] = cls  # the values were checked against the fields just above
+    return build(**good) if len(problems) == before else None
+
+
+def _parse_cluster(
+    table: Mapping[str, object] | None, base: Path, problems: list[str]
+) -> tuple[str | None, str | None]:
+    if table is None:
+        return None, None
+    _unknown_keys("cluster", table, ("name", "secret", "secret_file"), problems)
+
+    name: str | None = DEFAULT_CLUSTER_NAME
+    if "name" in table:
+        name = _string("cluster.name", table["name"], problems)
+        if name is not None and not name.strip():
+            problems.append("cluster.name: must not be empty")
+            name = None
+
+    has_secret, has_file = "secret" in table, "secret_file" in table
+    if has_secret and has_file:
+        problems.append("cluster.secret_file: set exactly one of cluster.secret and cluster.secret_file")
+        return name, None
+    if has_secret:
+        return name, _check_secret("cluster.secret", table["secret"], problems)
+    if has_file:
+        return name, _read_secret_file(table["secret_file"], base, problems)
+    problems.append(_SECRET_REQUIRED)
+    return name, None
+
+
+def _read_secret_file(value: object, base: Path, problems: list[str]) -> str | None:
+    path = _resolve_path("cluster.secret_file", value, base, problems)
+    if path is None:
+        return None
+    try:
+        # Surrounding whitespace is dropped: `echo secret > file` adds a newline.
+        secret = path.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        problems.append(f"cluster.secret_file: {path} is not valid UTF-8 text")
+        return None
+    except OSError as e:
+        problems.append(f"cluster.secret_file: cannot read {path}: {e.strerror or e}")
+        return None
+    return _check_secret(f"cluster.secret_file: the secret in {path}", secret, problems)
+
+
+def _check_secret(path: str, value: object, problems: list[str]) -> str | None:
+    secret = _string(path, value, problems)
+    if secret is not None and len(secret) < MIN_SECRET_LENGTH:
+        problems.append(
+            f"{path}: too short ({len(secret)} characters; at least {MIN_SECRET_LENGTH} required)"
+        )
+        return None
+    return secret
+
+
+_NODE_KEYS: Final[Mapping[str, str]] = {
+    "id": "1-64 characters from A-Z a-z 0-9 _ -",
+    "raft": "host:port of this node's Raft port",
+    "grpc": "host:port of this node's gRPC API",
+    "data_dir": "the directory this node keeps its state in",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeKeys:
+    """The parts of one node that passed their own checks (None where they did not)."""
+
+    path: str
+    id: str | None
+    raft: str | None
+    grpc: str | None
+    data_dir: Path | None
+
+
+def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConfig, ...] | None:
+    if isinstance(raw, _Missing) or raw is None:
+        problems.append("nodes: required (at least one [[nodes]] table)")
+        return None
+    if isinstance(raw, str | bytes) or not isinstance(raw, Sequence):
+        problems.append(f"nodes: expected an array of tables ([[nodes]]), got {_type_name(raw)}")
+        return None
+    if not raw:
+        problems.append("nodes: at least one node is required")
+        return None
+
+    before = len(problems)
+    parsed: list[_NodeKeys] = []
+    for i, item in enumerate(raw):
+        path = f"nodes[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{path}: expected a table, got {_type_name(item)}")
+            continue
+        _unknown_keys(path, item, tuple(_NODE_KEYS), problems)
+        for key, meaning in _NODE_KEYS.items():
+            if key not in item:
+                problems.append(f"{path}.{key}: required ({meaning})")
+        node_id = _check_node_id(f"{path}.id", item["id"], problems) if "id" in item else None
+        raft = _check_peer_address(f"{path}.raft", item["raft"], problems) if "raft" in item else None
+        grpc = _check_peer_address(f"{path}.grpc", item["grpc"], problems) if "grpc" in item else None
+        data_dir = (
+            _resolve_path(f"{path}.data_dir", item["data_dir"], base, problems)
+            if "data_dir" in item
+            else None
+        )
+        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir))
+    problems.extend(_node_set_problems(parsed))
+    if len(problems) > before:
+        return None
+    # No problems means every part of every node passed; the condition only narrows the types.
+    return tuple(
+        NodeConfig(id=n.id, raft=n.raft, grpc=n.grpc, data_dir=n.data_dir)
+        for n in parsed
+        if n.id is not None and n.raft is not None and n.grpc is not None and n.data_dir is not None
+    )
+
+
+def _node_set_problems(nodes: Iterable[_NodeKeys]) -> list[str]:
+    """Uniqueness across nodes: ids, data dirs, and raft and grpc addresses all in one namespace."""
+    out: list[str] = []
+    ids: dict[str, str] = {}
+    addresses: dict[str, str] = {}
+    dirs: dict[Path, str] = {}
+    for n in nodes:
+        if n.id is not None:
+            if n.id in ids:
+                out.append(f"{n.path}.id: duplicate id {n.id!r} (also {ids[n.id]}.id)")
+            else:
+                ids[n.id] = n.path
+        for key, address in (("raft", n.raft), ("grpc", n.grpc)):
+            if address is None:
+                continue
+            if address in addresses:
+                out.append(f"{n.path}.{key}: address {address} already used by {addresses[address]}")
+            else:
+                addresses[address] = f"{n.path}.{key}"
+        if n.data_dir is not None:
+            if n.data_dir in dirs:
+                out.append(f"{n.path}.data_dir: {n.data_dir} is also the data_dir of {dirs[n.data_dir]}")
+            else:
+                dirs[n.data_dir] = n.path
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Single values
+# ----------------------------------------------------------------------------------------------
+
+
+def _check_node_id(path: str, value: object, problems: list[str]) -> str | None:
+    node_id = _string(path, value, problems)
+    if node_id is None:
+        return None
+    if not _NODE_ID.fullmatch(node_id):
+        problems.append(f"{path}: invalid id {node_id!r} (1-64 characters from A-Z a-z 0-9 _ -)")
+        return None
+    return node_id
+
+
+def _check_peer_address(path: str, value: object, problems: list[str]) -> str | None:
+    """Validate an address other nodes and clients dial; return its canonical form."""
+    text = _string(path, value, problems)
+    if text is None:
+        return None
+    try:
+        host, port = parse_address(text, path)
+    except InvalidSpec as e:
+        problems.append(str(e))
+        return None
+    canonical = _format_address(host, port)
+    if _is_wildcard(host):
+        problems.append(
+            f"{path}: {canonical} is a wildcard address; give one that other nodes and clients can dial"
+        )
+        return None
+    return canonical
+
+
+def _check_host(value: str, host: str, field: str) -> str:
+    if not host:
+        raise InvalidSpec(field, f"{value!r}: missing host")
+    if _DOTTED_NUMBERS.fullmatch(host):
+        try:
+            return ipaddress.IPv4Address(host).compressed
+        except ValueError:
+            raise InvalidSpec(field, f"{value!r}: {host!r} is not an IPv4 address") from None
+    labels = host.split(".")
+    if len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+        raise InvalidSpec(field, f"{value!r}: {host!r} is not a valid hostname")
+    return host.lower()
+
+
+def _format_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _canonical(address: object) -> str | None:
+    if not isinstance(address, str):
+        return None
+    try:
+        return _format_address(*parse_address(address, ""))
+    except InvalidSpec:
+        return None
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _resolve_path(path: str, value: object, base: Path, problems: list[str]) -> Path | None:
+    text = _string(path, value, problems)
+    if text is None:
+        return None
+    if not text.strip():
+        problems.append(f"{path}: must be a non-empty path")
+        return None
+    try:
+        expanded = os.path.expanduser(text)
+    except RuntimeError:  # "~user" for an unknown user
+        problems.append(f"{path}: cannot expand {text!r}")
+        return None
+    # normpath, not resolve(): no filesystem access, and "./data/n1" and "data/n1" compare equal.
+    return Path(os.path.normpath(base / expanded))
+
+
+def _string(path: str, value: object, problems: list[str]) -> str | None:
+    if not isinstance(value, str):
+        problems.append(f"{path}: expected a string, got {_type_name(value)}")
+        return None
+    return value
+
+
+def _as_number(path: str, value: object, kind: type, problems: list[str]) -> _Number | None:
+    """``value`` as ``kind`` (int or float): a bool is not a number; an int is accepted as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        wanted = "an integer" if kind is int else "a number"
+        problems.append(f"{path}: expected {wanted}, got {_type_name(value)}")
+        return None
+    if kind is int:
+        if not isinstance(value, int):
+            problems.append(f"{path}: expected an integer, got float {value!r}")
+            return None
+        return value
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        problems.append(f"{path}: must be a finite number, got {value!r}")
+        return None
+    return number
+
+
+def _table(data: Mapping[str, object], key: str, problems: list[str]) -> Mapping[str, object] | None:
+    """The table at ``key`` ({} if absent), or None if it is not a table (reported here).
+
+    For None the caller checks nothing inside: "secret required" under a broken [cluster] is noise.
+    """
+    value = data.get(key, _MISSING)
+    if isinstance(value, _Missing) or value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.append(f"{key}: expected a table ([{key}]), got {_type_name(value)}")
+        return None
+    return value
+
+
+def _unknown_keys(
+    prefix: str, table: Mapping[str, object], allowed: Sequence[str], problems: list[str]
+) -> None:
+    for key in table:
+        if key in allowed:
+            continue
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(allowed)}"
+        problems.append(f"{_key(prefix, str(key))}: unknown key ({hint})")
+
+
+def _key(prefix: str, key: str) -> str:
+    """A key path; keys that are not TOML bare keys are quoted as TOML would."""
+    part = key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
+    return f"{prefix}.{part}" if prefix else part
+
+
+def _type_name(value: object) -> str:
+    """The TOML name of a value's type, for messages."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "table"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, datetime):
+        return "datetime"
+    if isinstance(value, date):
+        return "date"
+    if isinstance(value, time):
+        return "time"
+    return type(value).__name__

@@ -1,0 +1,173 @@
+"""A deterministic in-memory replicated log for simulating whole clusters in one thread.
+
+It models what matters to raftsched's invariants, not Raft's internals:
+
+* one committed log; the scenario decides who leads (``elect``) and when entries commit
+  (``deliver``), so every run is reproducible from its script (or seed);
+* partitions: a node cut off from the majority cannot commit; its proposals fail with
+  ``unavailable``; it stops applying until healed, then catches up;
+* a *deposed* leader keeps believing it leads until told otherwise (pysyncobj keeps
+  ``_isLeader()`` true for ``leaderFallbackTimeout``); if it is connected, its proposals are
+  forwarded to the real leader and committed under the new term — exactly the case epoch
+  fencing exists for;
+* crash and restart: a crashed node loses its in-memory state; its store (the "disk") survives,
+  and on restart it replays the log from the store's applied index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from raftsched.abc import ProposeCallback, ProposeError
+
+ApplyFn = Callable[[int, bytes], bytes | None]
+
+
+@dataclass
+class _Pending:
+    origin: str
+    data: bytes
+    callback: ProposeCallback
+
+
+@dataclass
+class SimNode:
+    node_id: str
+    cluster: SimCluster
+    apply_fn: ApplyFn | None = None
+    end_of_tick: Callable[[], None] | None = None
+    applied: int = 0
+    believes_leader: bool = False
+    term: int = 0
+    up: bool = True
+    waiting: dict[int, ProposeCallback] = field(default_factory=dict)
+
+    def propose(self, data: bytes, callback: ProposeCallback) -> None:
+        self.cluster._propose(self, data, callback)
+
+    def is_leader(self) -> bool:
+        return self.believes_leader
+
+    def epoch(self) -> int:
+        return self.term
+
+    def leader_id(self) -> str | None:
+        return self.cluster.leader
+
+
+class SimCluster:
+    def __init__(self, node_ids: list[str]) -> None:
+        self.nodes = {n: SimNode(n, self) for n in node_ids}
+        self.log: list[tuple[int, bytes]] = []  # (term, data); index = position + 1
+        self.term = 0
+        self.leader: str | None = None
+        self.isolated: set[str] = set()
+        self.pending: list[_Pending] = []
+        self.on_role_change: Callable[[str, bool, int], None] | None = None
+
+    # -- topology --------------------------------------------------------------------------------
+
+    def connected(self, node_id: str) -> bool:
+        return self.nodes[node_id].up and node_id not in self.isolated
+
+    def has_quorum(self) -> bool:
+        live = sum(1 for n in self.nodes if self.connected(n))
+        return live * 2 > len(self.nodes)
+
+    def elect(self, node_id: str) -> int:
+        """Make ``node_id`` leader of a new term. The old leader is *not* told (see module doc)."""
+        if not self.connected(node_id) or not self.has_quorum():
+            raise RuntimeError(f"{node_id} cannot be elected: not connected to a majority")
+        self.term += 1
+        self.leader = node_id
+        node = self.nodes[node_id]
+        node.term = self.term
+        node.believes_leader = True
+        self._fail_pending("leader changed")
+        for other in self.nodes.values():
+            if other.node_id != node_id and self.connected(other.node_id):
+                other.term = self.term
+                self._set_role(other, False)
+        self._set_role(node, True, force=True)
+        return self.term
+
+    def step_down(self, node_id: str) -> None:
+        """Tell a (deposed) node it no longer leads — pysyncobj's leaderFallbackTimeout expiring."""
+        self._set_role(self.nodes[node_id], False)
+
+    def _set_role(self, node: SimNode, leader: bool, force: bool = False) -> None:
+        changed = node.believes_leader != leader or force
+        node.believes_leader = leader
+        if changed and node.up and self.on_role_change is not None:
+            self.on_role_change(node.node_id, leader, node.term)
+
+    def partition(self, *node_ids: str) -> None:
+        self.isolated.update(node_ids)
+        if self.leader in self.isolated:
+            self.leader = None
+
+    def heal(self) -> None:
+        self.isolated.clear()
+
+    def crash(self, node_id: str) -> None:
+        node = self.nodes[node_id]
+        node.up = False
+        node.believes_leader = False
+        for cb in node.waiting.values():
+            cb(None, ProposeError("unavailable", "node crashed"))
+        node.waiting.clear()
+        self.pending = [p for p in self.pending if p.origin != node_id]
+        if self.leader == node_id:
+            self.leader = None
+
+    def restart(self, node_id: str, apply_fn: ApplyFn, applied: int, end_of_tick: Callable[[], None]) -> None:
+        node = self.nodes[node_id]
+        node.up = True
+        node.apply_fn = apply_fn
+        node.end_of_tick = end_of_tick
+        node.applied = applied
+        node.term = self.term
+
+    # -- the log ---------------------------------------------------------------------------------
+
+    def _propose(self, node: SimNode, data: bytes, callback: ProposeCallback) -> None:
+        if not node.up:
+            callback(None, ProposeError("unavailable", "node is down"))
+        elif not self.connected(node.node_id) or self.leader is None:
+            callback(None, ProposeError("unavailable", "no leader reachable"))
+        else:
+            self.pending.append(_Pending(node.node_id, data, callback))
+
+    def _fail_pending(self, why: str) -> None:
+        pending, self.pending = self.pending, []
+        for p in pending:
+            p.callback(None, ProposeError("unavailable", why))
+
+    def deliver(self) -> int:
+        """Commit every pending proposal (in order) and let every connected node apply. Returns #entries."""
+        committed = 0
+        if self.leader is not None and self.has_quorum():
+            pending, self.pending = self.pending, []
+            for p in pending:
+                self.log.append((self.term, p.data))
+                origin = self.nodes[p.origin]
+                origin.waiting[len(self.log)] = p.callback
+                committed += 1
+        for node in self.nodes.values():
+            if self.connected(node.node_id):
+                self._catch_up(node)
+        return committed
+
+    def _catch_up(self, node: SimNode) -> None:
+        if node.apply_fn is None:
+            return
+        while node.applied < len(self.log):
+            index = node.applied + 1
+            result = node.apply_fn(index, self.log[index - 1][1])
+            node.applied = index
+            cb = node.waiting.pop(index, None)
+            if cb is not None:
+                cb(result if result is not None else b"", None)
+        if node.end_of_tick is not None:
+            node.end_of_tick()

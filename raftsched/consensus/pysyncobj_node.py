@@ -1,0 +1,233 @@
+"""The consensus adapter: the only module in raftsched that imports pysyncobj.
+
+Decisions forced by pysyncobj (see LIBRARY-NOTES.md §1 and DESIGN.md §11):
+
+* ONE replicated entry point, ``_raftsched_apply(data: bytes)``; ``data`` is our protobuf command.
+  pysyncobj numbers replicated methods by sorted name, so a single stable name can never break a
+  stored journal;
+* batch mode with short periods and callbacks; nothing here blocks on ``sync=True``;
+* a cluster secret is mandatory: without pysyncobj's ``password`` the Raft port accepts pickle
+  from anyone (remote code execution);
+* a custom snapshot serializer that copies LMDB (no fork, so no clash with gRPC threads); the
+  snapshot file's header is JSON, never pickle;
+* the SyncObj is built on the calling thread, which must be the main thread and stay alive (the
+  tick thread exits when its constructing thread does).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.node import TCPNode
+
+from raftsched.abc import Leadership, ProposeCallback, ProposeError
+from raftsched.config import RaftTuning
+
+log = logging.getLogger(__name__)
+
+_FAIL_CODES = {
+    FAIL_REASON.QUEUE_FULL: "unavailable",
+    FAIL_REASON.MISSING_LEADER: "unavailable",
+    FAIL_REASON.DISCARDED: "unavailable",
+    FAIL_REASON.NOT_LEADER: "not_leader",
+    FAIL_REASON.LEADER_CHANGED: "unavailable",
+    FAIL_REASON.REQUEST_DENIED: "unavailable",
+    FAIL_REASON.UNKNOWN_OUTCOME: "unavailable",
+}
+
+_SNAPSHOT_MAGIC = b"RSNAP1\n"
+_RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
+
+
+class _Raft(SyncObj):  # type: ignore[misc]
+    """The SyncObj subclass. Its only replicated method hands bytes to the replica."""
+
+    def __init__(self, apply_fn: Callable[[int, bytes], bytes | None], *args: Any, **kwargs: Any) -> None:
+        self._raftsched_apply_fn = apply_fn
+        super().__init__(*args, **kwargs)
+
+    @replicated  # type: ignore[untyped-decorator]
+    def _raftsched_apply(self, data: bytes) -> bytes | None:
+        # raftLastApplied + 1 is the index of the entry being applied (verified in LIBRARY-NOTES).
+        index = self.raftLastApplied + 1
+        try:
+            if not isinstance(data, bytes):
+                return None
+            return self._raftsched_apply_fn(index, data)
+        except Exception:  # an exception here would wedge every node of the cluster
+            log.critical("replicated apply raised at index %d", index, exc_info=True)
+            return None
+
+
+class PySyncObjNode:
+    """A :class:`raftsched.abc.ConsensusNode` over pysyncobj, with LMDB-backed snapshots.
+
+    ``apply_fn(index, data)`` is called on pysyncobj's tick thread for each committed entry;
+    ``on_tick`` after each tick's applies (commit the store batch there); ``on_leadership`` on
+    every role change. ``write_snapshot(file)`` must write the store image at the current applied
+    index; ``load_snapshot(path, offset)`` must replace the store with the image at ``offset``.
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        self_addr: str,
+        peers: list[str],
+        secret: str,
+        data_dir: Path,
+        tuning: RaftTuning,
+        apply_fn: Callable[[int, bytes], bytes | None],
+        on_tick: Callable[[], None],
+        on_leadership: Callable[[Leadership], None],
+        write_snapshot: Callable[[BinaryIO], None],
+        load_snapshot: Callable[[Path, int], None],
+        applied_index: Callable[[], int],
+        addr_to_id: Callable[[str], str | None],
+    ) -> None:
+        if not secret or len(secret) < 16:
+            raise ValueError("a cluster secret of at least 16 characters is required")
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("PySyncObjNode must be constructed on the main thread (pysyncobj's tick thread "
+                               "stops when its constructing thread exits)")
+        self.node_id = node_id
+        self.self_addr = self_addr
+        self._on_leadership = on_leadership
+        self._write_snapshot = write_snapshot
+        self._load_snapshot = load_snapshot
+        self._applied_index = applied_index
+        self._addr_to_id = addr_to_id
+        self._last_role = -1
+        data_dir.mkdir(parents=True, exist_ok=True)
+        conf = SyncObjConf(
+            appendEntriesUseBatch=True,
+            appendEntriesPeriod=tuning.append_entries_period,
+            autoTickPeriod=tuning.auto_tick_period,
+            raftMinTimeout=tuning.raft_min_timeout,
+            raftMaxTimeout=tuning.raft_max_timeout,
+            connectionTimeout=tuning.connection_timeout,
+            connectionRetryTime=tuning.connection_retry_time,
+            leaderFallbackTimeout=tuning.leader_fallback_timeout,
+            logCompactionMinEntries=tuning.log_compaction_min_entries,
+            logCompactionMinTime=tuning.log_compaction_min_time,
+            journalFile=str(data_dir / "raft.journal"),
+            fullDumpFile=str(data_dir / "raft.dump"),
+            serializer=self._serialize,
+            deserializer=self._deserialize,
+            password=secret,
+            commandsWaitLeader=False,
+            dynamicMembershipChange=False,
+            onStateChanged=self._state_changed,
+        )
+        self._raft = _Raft(apply_fn, self_addr, peers, conf)
+        self._raft.addOnTickCallback(self._tick)
+        self._on_tick = on_tick
+
+    # -- ConsensusNode ---------------------------------------------------------------------------
+
+    def propose(self, data: bytes, callback: ProposeCallback) -> None:
+        def done(result: object, err: int) -> None:
+            if err == FAIL_REASON.SUCCESS:
+                callback(result if isinstance(result, bytes) else b"", None)
+            else:
+                code = _FAIL_CODES.get(err, "unavailable")
+                callback(None, ProposeError(code, f"raft: {FAIL_REASON_NAMES.get(err, err)}"))
+
+        try:
+            self._raft._raftsched_apply(data, callback=done)
+        except Exception as exc:  # e.g. the SyncObj is being destroyed
+            callback(None, ProposeError("unavailable", f"raft: {exc}"))
+
+    def is_leader(self) -> bool:
+        return bool(self._raft._isLeader())
+
+    def epoch(self) -> int:
+        return int(self._raft.raftCurrentTerm)
+
+    def leader_addr(self) -> str | None:
+        leader = self._raft._getLeader()
+        return None if leader is None else str(leader.address)
+
+    def leader_id(self) -> str | None:
+        addr = self.leader_addr()
+        return None if addr is None else self._addr_to_id(addr)
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._raft.getStatus())
+
+    def commit_index(self) -> int:
+        return int(self._raft.raftCommitIndex)
+
+    def destroy(self) -> None:
+        self._raft.destroy_synchronous() if hasattr(self._raft, "destroy_synchronous") else self._raft.destroy()
+
+    def force_compaction(self) -> None:
+        self._raft.forceLogCompaction()
+
+    # -- callbacks on the tick thread ----------------------------------------------------------
+
+    def _tick(self) -> None:
+        try:
+            self._on_tick()
+        except Exception:
+            log.exception("on-tick hook failed")
+
+    def _state_changed(self, old: int, new: int) -> None:
+        if new == self._last_role:
+            return
+        self._last_role = new
+        term = int(self._raft.raftCurrentTerm) if hasattr(self, "_raft") else 0
+        log.info("%s: raft role %s -> %s (term %d)", self.node_id, _RAFT_STATES.get(old, old),
+                 _RAFT_STATES.get(new, new), term)
+        try:
+            self._on_leadership(Leadership(new == 2, term, self.leader_id() if hasattr(self, "_raft") else None))
+        except Exception:
+            log.exception("leadership hook failed")
+
+    # -- snapshots: JSON header + LMDB copy ------------------------------------------------------
+
+    def _serialize(self, tmp_path: str, data: tuple[Any, Any, Any]) -> None:
+        """pysyncobj's serializer: ``data = (last_applied_entry, prev_entry, cluster)``."""
+        last, prev, cluster = data
+        header = json.dumps({
+            "last": [last[0].hex(), last[1], last[2]],
+            "prev": [prev[0].hex(), prev[1], prev[2]],
+            "cluster": sorted(str(n.address) for n in cluster),
+        }).encode()
+        self._on_tick()  # commit the open store batch so the copy contains every applied entry
+        with open(tmp_path, "wb") as f:
+            f.write(_SNAPSHOT_MAGIC + len(header).to_bytes(8, "big") + header)
+            self._write_snapshot(f)
+            f.flush()
+            os.fsync(f.fileno())
+        log.info("%s: snapshot written at index %d", self.node_id, last[1])
+
+    def _deserialize(self, path: str) -> tuple[Any, Any, Any]:
+        with open(path, "rb") as f:
+            magic = f.read(len(_SNAPSHOT_MAGIC))
+            if magic != _SNAPSHOT_MAGIC:
+                raise ValueError(f"{path}: not a raftsched snapshot")
+            size = int.from_bytes(f.read(8), "big")
+            header = json.loads(f.read(size))
+            offset = f.tell()
+        last = (bytes.fromhex(header["last"][0]), header["last"][1], header["last"][2])
+        prev = (bytes.fromhex(header["prev"][0]), header["prev"][1], header["prev"][2])
+        cluster = {TCPNode(a) for a in header["cluster"]}
+        if self._applied_index() < last[1]:
+            # Our store is behind the snapshot (new or wiped node, or a follower that fell behind
+            # the leader's compacted log): install the leader's copy.
+            self._on_tick()
+            self._load_snapshot(Path(path), offset)
+            log.info("%s: installed snapshot at index %d", self.node_id, last[1])
+        return last, prev, cluster
+
+
+FAIL_REASON_NAMES = {
+    getattr(FAIL_REASON, n): n.lower() for n in dir(FAIL_REASON) if n.isupper()
+}

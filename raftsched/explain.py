@@ -1,0 +1,82 @@
+"""Answer "why did (or didn't) this task fire at T?" from its record and fire accounting.
+
+Runs on any node, outside apply: it may evaluate the trigger (croniter) to tell a non-fire time
+from a missing record.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from raftsched import codec
+from raftsched.errors import InvalidSpec
+from raftsched.model import ManualTrigger
+from raftsched.timing.schedule import next_fire_after
+from raftsched.v1 import raftsched_pb2 as pb
+
+_VERB = {
+    pb.FIRED: "fired",
+    pb.COALESCED: "coalesced",
+    pb.SKIPPED_OVERLAP: "skipped (overlap)",
+    pb.SKIPPED_MISFIRE: "skipped (misfire)",
+    pb.SKIPPED_DISABLED: "skipped (disabled)",
+}
+
+
+def iso(ms: int) -> str:
+    if ms <= 0:
+        return "never"
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _covers(rec: pb.FireRecord, at_ms: int) -> bool:
+    return rec.nominal_ms == at_ms or rec.nominal_ms <= at_ms <= rec.through_ms
+
+
+def explain(task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: pb.Run | None) -> pb.ExplainReply:
+    name = task.spec.name
+    out = pb.ExplainReply()
+    for rec in records:
+        if _covers(rec, at_ms):
+            out.fire.CopyFrom(rec)
+            verb = _VERB.get(rec.outcome, "accounted")
+            if rec.outcome == pb.FIRED:
+                state = pb.RunState.Name(run.state).lower() if run is not None and run.run_id == rec.run_id else "?"
+                out.verdict = f"{name} fired at {iso(rec.nominal_ms)}: run {rec.run_id} ({state})"
+                if run is not None and run.run_id == rec.run_id:
+                    out.run.CopyFrom(run)
+            elif rec.through_ms:
+                out.verdict = (f"{name} {verb} at {iso(at_ms)}: one of {rec.count} fires from "
+                               f"{iso(rec.nominal_ms)} to {iso(rec.through_ms)}: {rec.reason}")
+            else:
+                out.verdict = f"{name} {verb} at {iso(at_ms)}: {rec.reason}"
+            out.details.append(f"decided by the leader of epoch {rec.epoch} at {iso(rec.decided_ms)} "
+                               f"(task version {rec.task_version})")
+            return out
+    spec = codec.spec_from_pb(task.spec)
+    if at_ms < task.created_ms:
+        out.verdict = f"{name} did not exist at {iso(at_ms)} (created {iso(task.created_ms)})"
+        return out
+    if isinstance(spec.trigger, ManualTrigger):
+        out.verdict = f"{name} has no schedule (manual trigger only); no run was triggered at {iso(at_ms)}"
+        return out
+    try:
+        is_fire_time = next_fire_after(spec.trigger, at_ms - 1) == at_ms
+        following = next_fire_after(spec.trigger, at_ms)
+    except InvalidSpec as exc:
+        out.verdict = f"{name}: cannot evaluate its trigger: {exc}"
+        return out
+    if at_ms > task.watermark_ms:
+        out.verdict = (f"{name} has not reached {iso(at_ms)} yet: fires are accounted up to "
+                       f"{iso(task.watermark_ms)}; next fire {iso(task.next_fire_ms)}")
+        if not task.enabled:
+            out.details.append("the task is disabled: nothing fires until it is enabled")
+        return out
+    if not is_fire_time:
+        out.verdict = (f"{name} was not due at {iso(at_ms)}: it is not a fire time of the current trigger "
+                       f"(next fire time after it: {iso(following)})")
+        return out
+    out.verdict = (f"{name} has no record for {iso(at_ms)}: the task was disabled then, its trigger was "
+                   "different then, or the record was pruned by history retention")
+    out.details.append(f"current version {task.version}, updated {iso(task.updated_ms)}")
+    return out

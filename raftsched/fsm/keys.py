@@ -1,0 +1,60 @@
+"""Key layout of the replicated state in the store. Every key is bytes; order matters for scans.
+
+==========================================  ===================================================
+``m/meta``                                  :class:`Meta` (max epoch, max leader now, counters)
+``t/<task>``                                TaskRecord
+``r/<task>\\x00<nominal:016x>[~m<seq>]``    Run (active and retained finished runs)
+``a/<task>\\x00<nominal:016x>``             FireRecord (fire accounting)
+``i/<idempotency key>``                     CommandResult of the first command with that key
+``j/<now:016x>/<idempotency key>``          expiry index of idempotency keys
+``~...``                                    node-local (applied index); never part of a snapshot
+==========================================  ===================================================
+
+Task names cannot contain ``\\x00``, so ``<task>\\x00`` is a unique prefix per task.
+"""
+
+from __future__ import annotations
+
+META = b"m/meta"
+TASK = b"t/"
+RUN = b"r/"
+FIRE = b"a/"
+IDEM = b"i/"
+IDEM_EXPIRY = b"j/"
+LOCAL_PREFIX = b"~"
+END = b"\xff"
+
+
+def task_key(name: str) -> bytes:
+    return TASK + name.encode()
+
+
+def task_prefix_end() -> bytes:
+    return b"t0"  # "0" sorts right after "/"
+
+
+def per_task_prefix(kind: bytes, task: str) -> bytes:
+    return kind + task.encode() + b"\x00"
+
+
+def per_task_end(kind: bytes, task: str) -> bytes:
+    return kind + task.encode() + b"\x01"
+
+
+def time_key(kind: bytes, task: str, nominal_ms: int, suffix: str = "") -> bytes:
+    return kind + task.encode() + b"\x00" + f"{nominal_ms:016x}{suffix}".encode()
+
+
+def run_key_for_id(run_id: str) -> bytes:
+    """``task@nominal[~mN]`` → its run key."""
+    task, _, rest = run_id.rpartition("@")
+    nominal, _, manual = rest.partition("~")
+    return time_key(RUN, task, int(nominal), f"~{manual}" if manual else "")
+
+
+def idem_key(key: str) -> bytes:
+    return IDEM + key.encode()
+
+
+def idem_expiry_key(now_ms: int, key: str) -> bytes:
+    return IDEM_EXPIRY + f"{now_ms:016x}/".encode() + key.encode()

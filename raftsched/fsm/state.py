@@ -1,0 +1,651 @@
+"""The replicated state machine: the whole replicated truth of a raftsched cluster.
+
+``SchedulerState.apply(data)`` takes one encoded :class:`raftsched.v1.raftsched_pb2.Command` and
+returns an :class:`Applied` — the result to hand back to the proposer plus the *effects* the
+leader carries out after commit (runs to dispatch, tasks to re-arm in the timing wheel).
+
+Contract (every replica, every time):
+
+* deterministic: no clock, no randomness, no IO except the injected store, and no iteration
+  order that leaks into results — the same log gives byte-identical snapshots;
+* never raises for bad input: user errors and stale leader commands become a rejection in the
+  result (``ok=False, code, message``) and leave stored state unchanged;
+* time enters as the command's ``now_ms``, stamped by the leader; fencing by the command's
+  ``epoch`` (the Raft term of the stamping leader);
+* fire times are *values in the command*: apply never runs croniter.
+
+Thread model: ``apply`` runs on one thread (the consensus thread). Readers on other threads must
+hold :attr:`lock` while touching the in-memory state (the node does this for them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from raftsched import codec
+from raftsched.abc import StateStore
+from raftsched.errors import InvalidSpec, SnapshotFormatError
+from raftsched.fsm import keys
+from raftsched.model import Overlap, TaskSpec, run_id_for, validate_params
+from raftsched.v1 import raftsched_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+_FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much history apply keeps per task, and for how long. Part of the replicated contract:
+    every node of a cluster must use the same values (they come from the shared config)."""
+
+    keep_count: int = 1000
+    keep_ms: int = 7 * 24 * 3600 * 1000
+    idempotency_keep_ms: int = 3600 * 1000
+    # Bound on deletions per insertion, so one apply never stalls on a huge backlog of expiries.
+    prune_step: int = 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Effects: what happened, for the leader to act on after commit.
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchAttempt:
+    """A committed attempt that should now be sent to an executor (consumed by the dispatcher)."""
+
+    run_id: str
+    task: str
+    nominal_ms: int
+    shard: int
+    attempt: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskArmed:
+    """The task's next fire changed. ``next_fire_ms == 0`` means: nothing to arm (disabled, gone)."""
+
+    task: str
+    version: int
+    next_fire_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierCommitted:
+    """A leader's barrier applied: everything before it (all older leaders' entries) is applied."""
+
+    node_id: str
+    epoch: int
+
+
+Effect = DispatchAttempt | TaskArmed | BarrierCommitted
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    result: pb.CommandResult
+    effects: tuple[Effect, ...] = ()
+
+    def encode(self) -> bytes:
+        return self.result.SerializeToString(deterministic=True)
+
+
+def rejected(code: str, message: str) -> pb.CommandResult:
+    return pb.CommandResult(ok=False, code=code, message=message)
+
+
+class _Reject(Exception):
+    """Internal control flow: abort the current command with a rejection (raised before mutation)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+
+
+class TaskState:
+    """Mutable per-task state owned by the FSM (the only mutable state in the domain)."""
+
+    __slots__ = (
+        "active_runs",
+        "created_ms",
+        "enabled",
+        "fires_total",
+        "kept_fires",
+        "kept_runs",
+        "next_fire_ms",
+        "runs_total",
+        "spec",
+        "spec_bytes",
+        "updated_ms",
+        "version",
+        "watermark_ms",
+    )
+
+    def __init__(self, spec: TaskSpec, spec_bytes: bytes) -> None:
+        self.spec = spec
+        self.spec_bytes = spec_bytes  # TaskRecord{spec} serialised once; see _record_bytes
+        self.version = 0
+        self.enabled = True
+        self.created_ms = 0
+        self.updated_ms = 0
+        self.watermark_ms = 0
+        self.next_fire_ms = 0
+        self.active_runs = 0
+        self.fires_total = 0
+        self.runs_total = 0
+        self.kept_fires = 0
+        self.kept_runs = 0
+
+    def record(self) -> pb.TaskRecord:
+        rec = pb.TaskRecord()
+        rec.ParseFromString(self.record_bytes())
+        return rec
+
+    def record_bytes(self) -> bytes:
+        # Concatenating serialised messages merges them; with the spec (field 1) first this is
+        # byte-identical to serialising the whole record deterministically, without re-encoding
+        # the spec on every fire.
+        tail = pb.TaskRecord(
+            version=self.version,
+            enabled=self.enabled,
+            created_ms=self.created_ms,
+            updated_ms=self.updated_ms,
+            watermark_ms=self.watermark_ms,
+            next_fire_ms=self.next_fire_ms,
+            active_runs=self.active_runs,
+            fires_total=self.fires_total,
+            runs_total=self.runs_total,
+            kept_fires=self.kept_fires,
+            kept_runs=self.kept_runs,
+        ).SerializeToString(deterministic=True)
+        return self.spec_bytes + tail
+
+
+def _spec_bytes(spec_pb: pb.TaskSpec) -> bytes:
+    return pb.TaskRecord(spec=spec_pb).SerializeToString(deterministic=True)
+
+
+class SchedulerState:
+    """The FSM. Build with :meth:`load` over a store (empty or not)."""
+
+    def __init__(self, store: StateStore, retention: Retention | None = None) -> None:
+        self.store = store
+        self.retention = retention or Retention()
+        self.lock = threading.RLock()
+        self.tasks: dict[str, TaskState] = {}
+        self.active: dict[str, pb.Run] = {}  # run_id -> run, for runs not finished
+        self.max_epoch = 0
+        self.max_now_ms = 0
+        self.manual_seq = 0
+        self.applied_commands = 0
+        self._load()
+
+    # -----------------------------------------------------------------------------------------
+    # loading, snapshot, restore
+
+    @classmethod
+    def load(cls, store: StateStore, retention: Retention | None = None) -> SchedulerState:
+        return cls(store, retention)
+
+    def _load(self) -> None:
+        self.tasks.clear()
+        self.active.clear()
+        meta_bytes = self.store.get(keys.META)
+        if meta_bytes:
+            meta = pb.Meta()
+            meta.ParseFromString(meta_bytes)
+            self.max_epoch = meta.max_epoch
+            self.max_now_ms = meta.max_leader_now_ms
+            self.manual_seq = meta.manual_seq
+            self.applied_commands = meta.applied_commands
+        else:
+            self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
+        for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
+            rec = pb.TaskRecord()
+            rec.ParseFromString(value)
+            st = TaskState(codec.spec_from_pb(rec.spec), _spec_bytes(rec.spec))
+            for name in TaskState.__slots__:
+                if name not in ("spec", "spec_bytes"):
+                    setattr(st, name, getattr(rec, name))
+            self.tasks[st.spec.name] = st
+        for _, value in self.store.scan(keys.RUN, keys.RUN + keys.END):
+            run = pb.Run()
+            run.ParseFromString(value)
+            if run.state not in _FINISHED:
+                self.active[run.run_id] = run
+
+    def _save_meta(self) -> None:
+        meta = pb.Meta(
+            max_epoch=self.max_epoch,
+            max_leader_now_ms=self.max_now_ms,
+            manual_seq=self.manual_seq,
+            applied_commands=self.applied_commands,
+        )
+        self.store.put(keys.META, meta.SerializeToString(deterministic=True))
+
+    def snapshot(self) -> bytes:
+        """The canonical image of the replicated state: equal on every replica at the same index."""
+        snap = pb.Snapshot(format=codec.SNAPSHOT_FORMAT)
+        for key, value in self._replicated_items():
+            snap.entries.add(key=key, value=value)
+        return snap.SerializeToString(deterministic=True)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for key, value in self._replicated_items():
+            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+        return h.hexdigest()
+
+    def _replicated_items(self) -> Iterator[tuple[bytes, bytes]]:
+        with self.store.reader() as r:
+            items = list(r.scan(b"", keys.LOCAL_PREFIX))
+        return iter(items)
+
+    def restore(self, data: bytes, applied_index: int) -> None:
+        """Discard all state and load a canonical snapshot (refuses a newer format)."""
+        snap = pb.Snapshot()
+        snap.ParseFromString(data)
+        if snap.format > codec.SNAPSHOT_FORMAT:
+            raise SnapshotFormatError(
+                f"snapshot format {snap.format} is newer than this build supports ({codec.SNAPSHOT_FORMAT})"
+            )
+        with self.lock:
+            self.store.replace_all(iter([(e.key, e.value) for e in snap.entries]), applied_index)
+            self._load()
+
+    def reload(self) -> None:
+        """Rebuild in-memory state from the store (after the store was replaced underneath)."""
+        with self.lock:
+            self._load()
+
+    # -----------------------------------------------------------------------------------------
+    # apply
+
+    def apply(self, data: bytes) -> Applied:
+        """Apply one encoded command. Never raises for any input (see module docstring)."""
+        with self.lock:
+            try:
+                cmd = codec.decode_command(data)
+            except Exception as exc:  # noqa: BLE001 - garbage bytes must not stop the cluster
+                return Applied(rejected("invalid_argument", f"undecodable command: {exc}"))
+            try:
+                return self._apply(cmd)
+            except _Reject as rej:
+                return Applied(rejected(rej.code, rej.message))
+            except InvalidSpec as exc:
+                return Applied(rejected(InvalidSpec.code, str(exc)))
+            except Exception as exc:  # a bug: log loudly, but never wedge every replica
+                log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
+                return Applied(rejected("internal", f"internal error applying command: {exc!r}"))
+
+    def _apply(self, cmd: pb.Command) -> Applied:
+        if cmd.format > codec.COMMAND_FORMAT:
+            raise _Reject("invalid_argument", f"command format {cmd.format} is newer than this node understands")
+        key = cmd.idempotency_key
+        if key:
+            prior = self.store.get(keys.idem_key(key))
+            if prior is not None:
+                res = pb.CommandResult()
+                res.ParseFromString(prior[8:])
+                return Applied(res)
+        if cmd.epoch < self.max_epoch:
+            # A deposed leader's command (forwarded by pysyncobj after a newer leader committed).
+            return self._finish(
+                cmd, rejected("stale_epoch", f"epoch {cmd.epoch} is older than {self.max_epoch}"), ()
+            )
+        body = cmd.WhichOneof("body")
+        handler = _HANDLERS.get(body or "")
+        if handler is None:
+            raise _Reject("invalid_argument", f"unknown command body {body!r}")
+        # Validate and compute first; mutate only once nothing can reject any more.
+        now = max(cmd.now_ms, self.max_now_ms)
+        result, effects = handler(self, cmd, now)
+        return self._finish(cmd, result, effects)
+
+    def _finish(self, cmd: pb.Command, result: pb.CommandResult, effects: tuple[Effect, ...]) -> Applied:
+        stale = result.code == "stale_epoch"
+        if not stale:
+            # A stale leader's clock must not move the cluster's time either.
+            self.max_epoch = max(self.max_epoch, cmd.epoch)
+            self.max_now_ms = max(self.max_now_ms, cmd.now_ms)
+        self.applied_commands += 1
+        if cmd.idempotency_key and not stale:
+            # Not remembered when stale: the client's retry through the new leader must apply.
+            stamp = self.max_now_ms.to_bytes(8, "big")
+            self.store.put(keys.idem_key(cmd.idempotency_key), stamp + result.SerializeToString(deterministic=True))
+            self.store.put(keys.idem_expiry_key(self.max_now_ms, cmd.idempotency_key), b"")
+        self._prune_idempotency()
+        self._save_meta()
+        return Applied(result, effects)
+
+    def _prune_idempotency(self) -> None:
+        horizon = self.max_now_ms - self.retention.idempotency_keep_ms
+        if horizon <= 0:
+            return
+        end = keys.IDEM_EXPIRY + f"{horizon:016x}".encode()
+        for k, _ in self.store.scan(keys.IDEM_EXPIRY, end, limit=self.retention.prune_step):
+            self.store.delete(k)
+            self.store.delete(keys.IDEM + k[len(keys.IDEM_EXPIRY) + 17 :])
+
+    # -----------------------------------------------------------------------------------------
+    # task commands
+
+    def _task(self, name: str) -> TaskState:
+        st = self.tasks.get(name)
+        if st is None:
+            raise _Reject("not_found", f"task {name!r} does not exist")
+        return st
+
+    def _put_task(self, st: TaskState) -> None:
+        self.store.put(keys.task_key(st.spec.name), st.record_bytes())
+
+    def _armed(self, st: TaskState) -> TaskArmed:
+        return TaskArmed(st.spec.name, st.version, st.next_fire_ms if st.enabled else 0)
+
+    def _create(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.create_task
+        spec = codec.spec_from_pb(body.spec)
+        if spec.name in self.tasks:
+            raise _Reject("already_exists", f"task {spec.name!r} already exists")
+        _check_next_fire(body.next_fire_ms, now)
+        st = TaskState(spec, _spec_bytes(codec.spec_to_pb(spec)))
+        st.version = 1
+        st.enabled = not body.disabled
+        st.created_ms = st.updated_ms = now
+        st.watermark_ms = now
+        st.next_fire_ms = body.next_fire_ms
+        self.tasks[spec.name] = st
+        self._put_task(st)
+        return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
+
+    def _update(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.update_task
+        spec = codec.spec_from_pb(body.spec)
+        st = self._task(spec.name)
+        if body.expected_version and body.expected_version != st.version:
+            raise _Reject(
+                "conflict", f"task {spec.name!r} is at version {st.version}, not {body.expected_version}"
+            )
+        _check_next_fire(body.next_fire_ms, now)
+        st.spec = spec
+        st.spec_bytes = _spec_bytes(codec.spec_to_pb(spec))
+        st.version += 1
+        st.updated_ms = now
+        # Fires up to now were owed under the old trigger and the leader accounted them before
+        # proposing this update only if they were due; from here on the new trigger governs.
+        st.watermark_ms = max(st.watermark_ms, now)
+        st.next_fire_ms = body.next_fire_ms
+        self._put_task(st)
+        return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
+
+    def _delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        name = cmd.delete_task.name
+        st = self._task(name)
+        del self.tasks[name]
+        self.store.delete(keys.task_key(name))
+        # History of a deleted task goes with it; active runs are left to finish (their results
+        # are still accepted) but nothing new is created.
+        for kind in (keys.FIRE, keys.RUN):
+            for k, v in self.store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):
+                if kind == keys.RUN:
+                    run = pb.Run()
+                    run.ParseFromString(v)
+                    if run.run_id in self.active:
+                        continue
+                self.store.delete(k)
+        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def _set_enabled(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.set_enabled
+        st = self._task(body.name)
+        if body.enabled:
+            _check_next_fire(body.next_fire_ms, now)
+        if st.enabled != body.enabled:
+            st.enabled = body.enabled
+            st.updated_ms = now
+            if body.enabled:
+                # Fires that fell due while disabled are not owed: start accounting from now.
+                st.watermark_ms = max(st.watermark_ms, now)
+                st.next_fire_ms = body.next_fire_ms
+            self._put_task(st)
+        return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
+
+    def _trigger_now(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.trigger_now
+        st = self._task(body.name)
+        if body.params_json:
+            validate_params(body.params_json)
+        self.manual_seq += 1
+        run, effects = self._new_run(st, now, now, cmd.epoch, manual_seq=self.manual_seq)
+        if body.params_json:
+            run.params_json = body.params_json
+            self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
+        self._put_task(st)
+        return pb.CommandResult(ok=True, run=run), effects
+
+    def _barrier(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        # Commits the new leader's epoch (fencing every older leader) and its first timestamp.
+        return pb.CommandResult(ok=True), (BarrierCommitted(cmd.barrier.node_id, cmd.epoch),)
+
+    # -----------------------------------------------------------------------------------------
+    # fires and runs
+
+    def _new_run(
+        self, st: TaskState, nominal: int, now: int, epoch: int, manual_seq: int = 0
+    ) -> tuple[pb.Run, tuple[Effect, ...]]:
+        run_id = run_id_for(st.spec.name, nominal, manual_seq)
+        run = pb.Run(
+            run_id=run_id,
+            task=st.spec.name,
+            nominal_ms=nominal,
+            task_version=st.version,
+            state=pb.PENDING,
+            created_ms=now,
+            epoch=epoch,
+            manual=bool(manual_seq),
+            params_json=st.spec.params_json,
+        )
+        for shard in range(st.spec.shards):
+            run.shards.add(shard=shard, attempt=1, state=pb.PENDING)
+        self.active[run_id] = run
+        st.active_runs += 1
+        st.runs_total += 1
+        self.store.put(keys.run_key_for_id(run_id), run.SerializeToString(deterministic=True))
+        effects = tuple(
+            DispatchAttempt(run_id, st.spec.name, nominal, shard, 1, epoch) for shard in range(st.spec.shards)
+        )
+        return run, effects
+
+    def _fire_batch(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        if cmd.now_ms < self.max_now_ms:
+            raise _Reject(
+                "conflict",
+                f"fire batch stamped {cmd.now_ms} is earlier than the committed leader time {self.max_now_ms}",
+            )
+        effects: list[Effect] = []
+        fired = accounted = refused = 0
+        for tf in cmd.fire_batch.tasks:
+            st = self.tasks.get(tf.task)
+            problem = self._check_task_fires(st, tf, now)
+            if problem or st is None:
+                refused += 1
+                log.debug("fire batch entry for %s refused: %s", tf.task, problem)
+                continue
+            for fire in tf.fires:
+                outcome, reason, run_id = fire.outcome, fire.reason, ""
+                if not st.enabled:
+                    outcome, reason = pb.SKIPPED_DISABLED, "task disabled when the fire was committed"
+                elif outcome == pb.FIRED and st.spec.overlap == Overlap.SKIP and st.active_runs > 0:
+                    outcome, reason = pb.SKIPPED_OVERLAP, "an earlier run was still unfinished (overlap=skip)"
+                if outcome == pb.FIRED:
+                    run, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch)
+                    run_id = run.run_id
+                    effects.extend(run_effects)
+                    fired += 1
+                self._account(st, fire, outcome, reason, run_id, now, cmd.epoch)
+                accounted += 1
+            st.watermark_ms = max(st.watermark_ms, tf.watermark_ms)
+            st.next_fire_ms = tf.next_fire_ms
+            self._put_task(st)
+            effects.append(self._armed(st))
+        return pb.CommandResult(ok=True, fired=fired, accounted=accounted, refused=refused), tuple(effects)
+
+    @staticmethod
+    def _check_task_fires(st: TaskState | None, tf: pb.TaskFires, now: int) -> str:
+        if st is None:
+            return "task no longer exists"
+        if tf.version != st.version:
+            return f"computed for version {tf.version}, task is at {st.version}"
+        last = st.watermark_ms
+        for fire in tf.fires:
+            if fire.nominal_ms <= last:
+                return f"fire at {fire.nominal_ms} is not after {last} (already accounted)"
+            end = max(fire.nominal_ms, fire.through_ms)
+            if end > now:
+                return f"fire at {end} is later than now {now} (never early)"
+            if fire.outcome not in (pb.FIRED, pb.COALESCED, pb.SKIPPED_MISFIRE):
+                return f"leader cannot decide outcome {fire.outcome}"
+            last = end
+        if tf.watermark_ms < last or tf.watermark_ms > now:
+            return f"watermark {tf.watermark_ms} outside [{last}, {now}]"
+        if tf.next_fire_ms and tf.next_fire_ms <= tf.watermark_ms:
+            return f"next fire {tf.next_fire_ms} is not after the watermark {tf.watermark_ms}"
+        return ""
+
+    def _account(
+        self, st: TaskState, fire: pb.Fire, outcome: int, reason: str, run_id: str, now: int, epoch: int
+    ) -> None:
+        name = st.spec.name
+        count = fire.count or 1
+        rec = pb.FireRecord(
+            task=name,
+            nominal_ms=fire.nominal_ms,
+            outcome=outcome,  # type: ignore[arg-type]
+            reason=reason,
+            decided_ms=now,
+            epoch=epoch,
+            run_id=run_id,
+            task_version=st.version,
+            through_ms=fire.through_ms,
+            count=count,
+        )
+        self.store.put(keys.time_key(keys.FIRE, name, fire.nominal_ms), rec.SerializeToString(deterministic=True))
+        st.fires_total += count
+        st.kept_fires += 1
+        self._prune_fires(st, now)
+
+    def _prune_fires(self, st: TaskState, now: int) -> None:
+        name = st.spec.name
+        horizon = now - self.retention.keep_ms
+        lo, hi = keys.per_task_prefix(keys.FIRE, name), keys.per_task_end(keys.FIRE, name)
+        for k, v in self.store.scan(lo, hi, limit=self.retention.prune_step):
+            if st.kept_fires <= self.retention.keep_count:
+                rec = pb.FireRecord()
+                rec.ParseFromString(v)
+                if rec.decided_ms >= horizon:
+                    break
+            self.store.delete(k)
+            st.kept_fires -= 1
+
+    def _report_results(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        accepted = refused = 0
+        for res in cmd.report_results.results:
+            run = self.active.get(res.run_id)
+            shard = run.shards[res.shard] if run is not None and res.shard < len(run.shards) else None
+            if run is None or shard is None or shard.attempt != res.attempt or shard.state in _FINISHED:
+                refused += 1  # stale attempt or unknown run: fenced off, not applied
+                continue
+            shard.state = pb.SUCCEEDED if res.success else pb.FAILED
+            shard.error = res.error
+            shard.finished_ms = now
+            if all(s.state in _FINISHED for s in run.shards):
+                failed = any(s.state != pb.SUCCEEDED for s in run.shards)
+                run.state = pb.FAILED if failed else pb.SUCCEEDED
+                run.finished_ms = now
+                del self.active[run.run_id]
+                st = self.tasks.get(run.task)
+                if st is not None:
+                    st.active_runs -= 1
+                    st.kept_runs += 1
+                    self._prune_runs(st, now)
+                    self._put_task(st)
+            elif run.state == pb.PENDING:
+                run.state = pb.RUNNING
+            self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
+            accepted += 1
+        return pb.CommandResult(ok=True, accounted=accepted, refused=refused), ()
+
+    def _prune_runs(self, st: TaskState, now: int) -> None:
+        name = st.spec.name
+        horizon = now - self.retention.keep_ms
+        lo, hi = keys.per_task_prefix(keys.RUN, name), keys.per_task_end(keys.RUN, name)
+        for k, v in self.store.scan(lo, hi, limit=self.retention.prune_step * 2):
+            run = pb.Run()
+            run.ParseFromString(v)
+            if run.state not in _FINISHED:
+                continue
+            if st.kept_runs <= self.retention.keep_count and run.finished_ms >= horizon:
+                break
+            self.store.delete(k)
+            st.kept_runs -= 1
+
+    # -----------------------------------------------------------------------------------------
+    # reads (any thread; take the lock for in-memory state)
+
+    def get_task(self, name: str) -> pb.TaskRecord | None:
+        with self.lock:
+            st = self.tasks.get(name)
+            return st.record() if st else None
+
+    def list_tasks(self, prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
+        with self.lock:
+            names = sorted(n for n in self.tasks if n.startswith(prefix))
+            if limit:
+                names = names[:limit]
+            return [self.tasks[n].record() for n in names]
+
+    def armed_tasks(self) -> list[TaskArmed]:
+        """Every enabled task with a next fire, in name order (the leader rebuilds its wheel from this)."""
+        with self.lock:
+            return [self._armed(self.tasks[n]) for n in sorted(self.tasks) if self.tasks[n].enabled]
+
+    def task_for_planning(self, name: str) -> tuple[TaskSpec, int, int, int] | None:
+        """``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task, or None."""
+        with self.lock:
+            st = self.tasks.get(name)
+            if st is None or not st.enabled:
+                return None
+            return st.spec, st.version, st.watermark_ms, st.next_fire_ms
+
+    def pending_attempts(self) -> list[DispatchAttempt]:
+        """Committed attempts not yet finished, in run-id order (a new leader re-dispatches these)."""
+        with self.lock:
+            out = []
+            for run_id in sorted(self.active):
+                run = self.active[run_id]
+                for s in run.shards:
+                    if s.state not in _FINISHED:
+                        out.append(DispatchAttempt(run_id, run.task, run.nominal_ms, s.shard, s.attempt, run.epoch))
+            return out
+
+
+def _check_next_fire(next_fire_ms: int, now: int) -> None:
+    if next_fire_ms < 0:
+        raise _Reject("invalid_argument", f"next fire {next_fire_ms} is negative")
+
+
+_HANDLERS = {
+    "create_task": SchedulerState._create,
+    "update_task": SchedulerState._update,
+    "delete_task": SchedulerState._delete,
+    "set_enabled": SchedulerState._set_enabled,
+    "trigger_now": SchedulerState._trigger_now,
+    "barrier": SchedulerState._barrier,
+    "fire_batch": SchedulerState._fire_batch,
+    "report_results": SchedulerState._report_results,
+}

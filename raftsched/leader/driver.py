@@ -1,0 +1,284 @@
+"""The leader driver: turns the clock and the timing wheel into committed FireBatch commands.
+
+:class:`LeaderDriver` is the pure core — no thread, no clock read. It is driven by:
+
+* :meth:`become_leader` → a Barrier command to propose; nothing fires until it has committed
+  (so every entry of older leaders is applied and the new epoch fences them);
+* :meth:`on_effects` ← effects of applied commands (tasks re-armed, barrier seen);
+* :meth:`poll(now)` → FireBatch commands for everything due, split to keep each entry small;
+* :meth:`next_wakeup_ms` → when to poll next (the next non-empty wheel slot; no fixed polling).
+
+:class:`DriverThread` is the thin threaded shell used by a real node; the simulation drives the
+core directly on a manual clock. The loop reads like a page: read clock → advance wheel →
+propose batch → (on commit, the FSM's effects re-arm the wheel and feed the dispatcher).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from raftsched import codec
+from raftsched.abc import Clock, ProposeError
+from raftsched.errors import InvalidSpec
+from raftsched.fsm.state import BarrierCommitted, Effect, SchedulerState, TaskArmed
+from raftsched.timing.schedule import MisfireSettings, plan_fires
+from raftsched.timing.wheel import TimingWheel
+from raftsched.v1 import raftsched_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# pysyncobj chunks entries above 64 KB, and chunked transmission has a known bug: stay below.
+MAX_ENTRY_BYTES = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """One command to propose, and the tasks it covers (re-armed from state if it fails)."""
+
+    data: bytes
+    tasks: tuple[str, ...]
+    barrier: bool = False
+
+
+class LeaderDriver:
+    def __init__(
+        self,
+        state: SchedulerState,
+        node_id: str,
+        misfire: MisfireSettings | None = None,
+        max_fires_per_batch: int = 2000,
+        tick_ms: int = 10,
+    ) -> None:
+        self.state = state
+        self.node_id = node_id
+        self.misfire = misfire or MisfireSettings()
+        self.max_fires_per_batch = max_fires_per_batch
+        self.tick_ms = tick_ms
+        self.epoch = 0
+        self.leading = False
+        self.ready = False  # barrier committed, wheel rebuilt
+        self.wheel: TimingWheel[str] = TimingWheel(tick_ms=tick_ms)
+        self.in_flight: set[str] = set()
+        self.last_now_ms = 0
+        self.planning_errors = 0
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    def become_leader(self, epoch: int, now_ms: int) -> Proposal:
+        self.epoch = epoch
+        self.leading = True
+        self.ready = False
+        self.in_flight.clear()
+        self.wheel = TimingWheel(tick_ms=self.tick_ms, start_ms=self._now(now_ms))
+        cmd = pb.Command(epoch=epoch, now_ms=self._now(now_ms), origin=self.node_id)
+        cmd.barrier.node_id = self.node_id
+        return Proposal(codec.encode_command(cmd), (), barrier=True)
+
+    def on_barrier_committed(self, epoch: int) -> None:
+        """Our barrier applied: every older leader's entry is applied too. Rebuild the wheel."""
+        if not self.leading or epoch != self.epoch:
+            return
+        self.ready = True
+        for armed in self.state.armed_tasks():
+            if armed.next_fire_ms:
+                self.wheel.insert(armed.task, armed.next_fire_ms)
+        log.info("leader %s (epoch %d) armed %d tasks", self.node_id, epoch, len(self.wheel))
+
+    def step_down(self) -> None:
+        self.leading = False
+        self.ready = False
+        self.in_flight.clear()
+        self.wheel = TimingWheel(tick_ms=self.tick_ms)
+
+    # -- effects of applied commands -------------------------------------------------------------
+
+    def on_effects(self, effects: Iterable[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, BarrierCommitted):
+                if effect.node_id == self.node_id:
+                    self.on_barrier_committed(effect.epoch)
+            elif not self.ready:
+                continue  # the wheel is rebuilt from state when our barrier commits
+            elif isinstance(effect, TaskArmed):
+                self.in_flight.discard(effect.task)
+                if effect.next_fire_ms:
+                    self.wheel.insert(effect.task, effect.next_fire_ms)
+                else:
+                    self.wheel.cancel(effect.task)
+
+    def on_proposal_failed(self, proposal: Proposal) -> None:
+        """Re-arm the tasks of a batch that did not commit (or whose outcome is unknown).
+
+        If it did commit after all, the FSM refuses the repeated fires (not after the watermark),
+        so re-arming can never produce a second run for a fire id.
+        """
+        for name in proposal.tasks:
+            self.in_flight.discard(name)
+            planning = self.state.task_for_planning(name)
+            if planning is not None and planning[3] and self.ready:
+                self.wheel.insert(name, planning[3])
+
+    # -- the loop body ---------------------------------------------------------------------------
+
+    def _now(self, clock_ms: int) -> int:
+        """Never earlier than any leader time already committed or used by us (invariant 3)."""
+        self.last_now_ms = max(self.last_now_ms, clock_ms, self.state.max_now_ms)
+        return self.last_now_ms
+
+    def poll(self, clock_ms: int) -> list[Proposal]:
+        if not (self.leading and self.ready):
+            return []
+        now = self._now(clock_ms)
+        due = self.wheel.advance(now)
+        if not due:
+            return []
+        entries: list[pb.TaskFires] = []
+        for name, _ in due:
+            planning = self.state.task_for_planning(name)
+            if planning is None:
+                continue
+            spec, version, _watermark, next_fire = planning
+            try:
+                tf = plan_fires(spec, version, next_fire, now, self.misfire)
+            except InvalidSpec as exc:  # e.g. a cron schedule with no fire before year 9999
+                self.planning_errors += 1
+                log.error("cannot plan fires of task %s: %s", name, exc)
+                continue
+            if tf is None:
+                if next_fire:
+                    self.wheel.insert(name, next_fire)
+                continue
+            entries.append(tf)
+            self.in_flight.add(name)
+        return self._batches(entries, now)
+
+    def _batches(self, entries: list[pb.TaskFires], now: int) -> list[Proposal]:
+        out: list[Proposal] = []
+        cmd = self._new_batch(now)
+        names: list[str] = []
+        size = fires = 0
+        for tf in entries:
+            tf_size = tf.ByteSize() + 4
+            if cmd.fire_batch.tasks and (
+                size + tf_size > MAX_ENTRY_BYTES or fires + len(tf.fires) > self.max_fires_per_batch
+            ):
+                out.append(Proposal(codec.encode_command(cmd), tuple(names)))
+                cmd, names, size, fires = self._new_batch(now), [], 0, 0
+            cmd.fire_batch.tasks.append(tf)
+            names.append(tf.task)
+            size += tf_size
+            fires += len(tf.fires)
+        if cmd.fire_batch.tasks:
+            out.append(Proposal(codec.encode_command(cmd), tuple(names)))
+        return out
+
+    def _new_batch(self, now: int) -> pb.Command:
+        cmd = pb.Command(epoch=self.epoch, now_ms=now, origin=self.node_id)
+        cmd.fire_batch.SetInParent()
+        return cmd
+
+    def next_wakeup_ms(self) -> int | None:
+        if not (self.leading and self.ready):
+            return None
+        return self.wheel.next_due_ms()
+
+
+ProposeFn = Callable[[bytes, Callable[[bytes | None, ProposeError | None], None]], None]
+
+
+class DriverThread:
+    """Runs a :class:`LeaderDriver` on its own thread against a real clock and consensus node.
+
+    Leadership changes and applied effects arrive from the consensus thread through
+    :meth:`leadership_changed` and :meth:`effects_applied`; both only enqueue and wake the loop.
+    """
+
+    def __init__(self, driver: LeaderDriver, clock: Clock, propose: ProposeFn, max_sleep_s: float = 0.5) -> None:
+        self.driver = driver
+        self.clock = clock
+        self.propose = propose
+        self.max_sleep_s = max_sleep_s
+        self._cond = threading.Condition()
+        self._events: list[tuple[str, object]] = []
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="raftsched-leader", daemon=True)
+        self.batches_proposed = 0
+        self.batches_failed = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout=5)
+
+    def leadership_changed(self, is_leader: bool, epoch: int) -> None:
+        self._post("leader" if is_leader else "follower", epoch)
+
+    def effects_applied(self, effects: tuple[Effect, ...]) -> None:
+        if effects:
+            self._post("effects", effects)
+
+    def _post(self, kind: str, value: object) -> None:
+        with self._cond:
+            self._events.append((kind, value))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._events and not self._stop:
+                    self._cond.wait(self._sleep_s())
+                if self._stop:
+                    return
+                events, self._events = self._events, []
+            try:
+                self._step(events)
+            except Exception:  # keep the loop alive; a bug here must not silence the scheduler
+                log.exception("leader loop step failed")
+
+    def _sleep_s(self) -> float:
+        wake = self.driver.next_wakeup_ms()
+        if wake is None:
+            return self.max_sleep_s
+        return min(self.max_sleep_s, max(0.0, (wake - self.clock.now_ms()) / 1000.0))
+
+    def _step(self, events: list[tuple[str, object]]) -> None:
+        d = self.driver
+        for kind, value in events:
+            if kind == "leader":
+                assert isinstance(value, int)
+                if not d.leading or d.epoch != value:
+                    self._send(d.become_leader(value, self.clock.now_ms()))
+            elif kind == "follower":
+                if d.leading:
+                    log.info("%s stepped down", d.node_id)
+                d.step_down()
+            elif kind == "effects":
+                d.on_effects(value)  # type: ignore[arg-type]
+            elif kind == "barrier_failed":
+                assert isinstance(value, int)
+                if d.leading and d.epoch == value and not d.ready:
+                    self._send(d.become_leader(value, self.clock.now_ms()))
+            elif kind == "failed":
+                assert isinstance(value, Proposal)
+                d.on_proposal_failed(value)
+        for proposal in d.poll(self.clock.now_ms()):
+            self._send(proposal)
+
+    def _send(self, proposal: Proposal) -> None:
+        epoch = self.driver.epoch
+
+        def done(result: bytes | None, error: ProposeError | None) -> None:
+            if error is not None:
+                self.batches_failed += 1
+                log.warning("proposal failed (%s): %s", error.code, error)
+                self._post("barrier_failed" if proposal.barrier else "failed", epoch if proposal.barrier else proposal)
+
+        self.batches_proposed += 1
+        self.propose(proposal.data, done)

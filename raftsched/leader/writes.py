@@ -1,0 +1,78 @@
+"""Client writes as the leader stamps them: validation against croniter and the clock, the first
+fire computed here (never in apply), and the leader's ``now`` and ``epoch`` attached.
+
+Used by the gRPC servicer on the leader and by the simulation harness, so both produce the
+same commands. Raises :class:`raftsched.errors.InvalidSpec` or ``NotFound`` for bad input before
+anything is proposed.
+"""
+
+from __future__ import annotations
+
+from raftsched import codec
+from raftsched.errors import NotFound
+from raftsched.fsm.state import SchedulerState
+from raftsched.model import TaskSpec, validate_name, validate_params
+from raftsched.timing.schedule import next_fire_after, prepare_spec
+from raftsched.v1 import raftsched_pb2 as pb
+
+
+def _envelope(now_ms: int, epoch: int, origin: str, key: str) -> pb.Command:
+    return pb.Command(epoch=epoch, now_ms=now_ms, origin=origin, idempotency_key=key)
+
+
+def create_task(spec: TaskSpec, *, disabled: bool, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    spec, first = prepare_spec(spec, now_ms)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.create_task.spec.CopyFrom(codec.spec_to_pb(spec))
+    cmd.create_task.next_fire_ms = first
+    cmd.create_task.disabled = disabled
+    return codec.encode_command(cmd)
+
+
+def update_task(
+    state: SchedulerState, spec: TaskSpec, *, expected_version: int, now_ms: int, epoch: int, origin: str, key: str
+) -> bytes:
+    current = state.get_task(spec.name)
+    if current is None:
+        raise NotFound(f"task {spec.name!r} does not exist")
+    spec, _ = prepare_spec(spec, now_ms)
+    # Fires up to max(now, watermark) are accounted under the old definition; the new trigger
+    # takes over strictly after that.
+    after = max(now_ms, current.watermark_ms)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.update_task.spec.CopyFrom(codec.spec_to_pb(spec))
+    cmd.update_task.next_fire_ms = next_fire_after(spec.trigger, after)
+    cmd.update_task.expected_version = expected_version
+    return codec.encode_command(cmd)
+
+
+def set_enabled(
+    state: SchedulerState, name: str, enabled: bool, *, now_ms: int, epoch: int, origin: str, key: str
+) -> bytes:
+    validate_name(name)
+    planning = state.get_task(name)
+    if planning is None:
+        raise NotFound(f"task {name!r} does not exist")
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.set_enabled.name = name
+    cmd.set_enabled.enabled = enabled
+    if enabled:
+        spec = codec.spec_from_pb(planning.spec)
+        cmd.set_enabled.next_fire_ms = next_fire_after(spec.trigger, max(now_ms, planning.watermark_ms))
+    return codec.encode_command(cmd)
+
+
+def delete_task(name: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    validate_name(name)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.delete_task.name = name
+    return codec.encode_command(cmd)
+
+
+def trigger_now(name: str, params_json: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    validate_name(name)
+    validate_params(params_json)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.trigger_now.name = name
+    cmd.trigger_now.params_json = params_json
+    return codec.encode_command(cmd)

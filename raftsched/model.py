@@ -1,0 +1,247 @@
+"""Frozen domain values: triggers, task specs, fire outcomes, run states.
+
+Everything here validates at construction and raises :class:`raftsched.errors.InvalidSpec`
+naming the field and the reason. Validation is *structural* (types, ranges, sizes): whether a
+cron expression or a time zone is valid is decided on the leader by :mod:`raftsched.timing`,
+because followers never run croniter (their tzdata may differ).
+
+Times are UTC epoch milliseconds (``int``) everywhere.
+
+Limits (documented in the README):
+
+======================  ===========================================
+name                    1–128 chars, ``[A-Za-z0-9][A-Za-z0-9_.:-]*``
+command                 at most 16 KiB (UTF-8)
+params_json             at most 16 KiB, a JSON object
+description             at most 4 KiB
+owner, namespace        at most 128 chars
+shards                  1–1024
+max_retries             0–100
+timeout                 0 (none) – 7 days
+priority                0–9
+interval                1 s – 366 days, whole seconds
+misfire_all_cap         0 (cluster default) – 10,000
+misfire_all_window      0 (cluster default) – 30 days
+======================  ===========================================
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from raftsched.errors import InvalidSpec
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+MAX_NAME = 128
+MAX_COMMAND_BYTES = 16 * 1024
+MAX_PARAMS_BYTES = 16 * 1024
+MAX_DESCRIPTION_BYTES = 4 * 1024
+MAX_LABEL = 128
+MAX_SHARDS = 1024
+MAX_RETRIES = 100
+MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+MAX_INTERVAL_MS = 366 * 24 * 3600 * 1000
+MAX_MISFIRE_CAP = 10_000
+MAX_MISFIRE_WINDOW_MS = 30 * 24 * 3600 * 1000
+# Year 9999 is the end of the calendar Python (and croniter) can represent.
+MAX_TIME_MS = 253_402_300_799_000
+
+
+class Misfire(StrEnum):
+    """What a task does with fires that fell due while nobody could fire them (or too late).
+
+    ``latest`` runs once for the newest missed fire and accounts the rest as coalesced;
+    ``all`` runs each missed fire within a window, up to a cap; ``skip`` runs none of them.
+    """
+
+    LATEST = "latest"
+    ALL = "all"
+    SKIP = "skip"
+
+
+class Overlap(StrEnum):
+    """What a fire does while an earlier run of the same task is unfinished."""
+
+    SKIP = "skip"
+    ALLOW = "allow"
+
+
+class Outcome(StrEnum):
+    """How one nominal fire was accounted. Every nominal fire gets exactly one."""
+
+    FIRED = "fired"
+    COALESCED = "coalesced"
+    SKIPPED_OVERLAP = "skipped_overlap"
+    SKIPPED_MISFIRE = "skipped_misfire"
+    SKIPPED_DISABLED = "skipped_disabled"
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+def validate_name(name: object, field_name: str = "name") -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidSpec(field_name, "required (a non-empty string)")
+    if len(name) > MAX_NAME:
+        raise InvalidSpec(field_name, f"{len(name)} characters, at most {MAX_NAME} allowed")
+    if not NAME_RE.fullmatch(name):
+        raise InvalidSpec(
+            field_name,
+            f"{name!r} is not a valid name: use letters, digits and _ . : - (starting with a letter or digit)",
+        )
+    return name
+
+
+def _check_int(value: int, field_name: str, low: int, high: int, unit: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidSpec(field_name, f"must be an integer, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidSpec(field_name, f"{value}{unit} out of range ({low}–{high}{unit})")
+
+
+def _check_text(value: str, field_name: str, max_bytes: int) -> None:
+    if not isinstance(value, str):
+        raise InvalidSpec(field_name, f"must be a string, got {type(value).__name__}")
+    size = len(value.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidSpec(field_name, f"{size} bytes, at most {max_bytes} allowed")
+
+
+@dataclass(frozen=True, slots=True)
+class CronTrigger:
+    """Fires on a cron expression evaluated in ``timezone`` (5 fields, or 6 with seconds last)."""
+
+    expr: str
+    timezone: str = "UTC"
+
+    def __post_init__(self) -> None:
+        _check_text(self.expr, "trigger.cron", 256)
+        if not self.expr.strip():
+            raise InvalidSpec("trigger.cron", "empty cron expression")
+        _check_text(self.timezone, "trigger.timezone", 64)
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalTrigger:
+    """Fires every ``every_ms`` (whole seconds), first at ``start_ms`` or one interval after creation."""
+
+    every_ms: int
+    start_ms: int = 0
+
+    def __post_init__(self) -> None:
+        _check_int(self.every_ms, "trigger.interval", 1000, MAX_INTERVAL_MS, " ms")
+        if self.every_ms % 1000:
+            raise InvalidSpec("trigger.interval", f"{self.every_ms} ms is not a whole number of seconds")
+        _check_int(self.start_ms, "trigger.start", 0, MAX_TIME_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class OnceTrigger:
+    """Fires once, at ``at_ms``."""
+
+    at_ms: int
+
+    def __post_init__(self) -> None:
+        _check_int(self.at_ms, "trigger.at", 1, MAX_TIME_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class ManualTrigger:
+    """Never fires by itself; runs only when triggered through the API or CLI."""
+
+
+Trigger = CronTrigger | IntervalTrigger | OnceTrigger | ManualTrigger
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """A task definition as the user gives it. Versioning is the state machine's business."""
+
+    name: str
+    trigger: Trigger = field(default_factory=ManualTrigger)
+    command: str = ""
+    handler: str = ""
+    shards: int = 1
+    misfire: Misfire = Misfire.LATEST
+    misfire_all_cap: int = 0
+    misfire_all_window_ms: int = 0
+    overlap: Overlap = Overlap.SKIP
+    max_retries: int = 0
+    timeout_ms: int = 0
+    priority: int = 5
+    owner: str = ""
+    namespace: str = "default"
+    params_json: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+        if not isinstance(self.trigger, CronTrigger | IntervalTrigger | OnceTrigger | ManualTrigger):
+            raise InvalidSpec("trigger", f"unknown trigger type {type(self.trigger).__name__}")
+        _check_text(self.command, "command", MAX_COMMAND_BYTES)
+        _check_text(self.handler, "handler", MAX_LABEL)
+        if self.command and self.handler:
+            raise InvalidSpec("handler", "give a command or a handler, not both")
+        _check_int(self.shards, "shards", 1, MAX_SHARDS)
+        if not isinstance(self.misfire, Misfire):
+            raise InvalidSpec("misfire", f"{self.misfire!r} is not one of latest, all, skip")
+        if not isinstance(self.overlap, Overlap):
+            raise InvalidSpec("overlap", f"{self.overlap!r} is not one of skip, allow")
+        _check_int(self.misfire_all_cap, "misfire_all_cap", 0, MAX_MISFIRE_CAP)
+        _check_int(self.misfire_all_window_ms, "misfire_all_window", 0, MAX_MISFIRE_WINDOW_MS, " ms")
+        _check_int(self.max_retries, "max_retries", 0, MAX_RETRIES)
+        _check_int(self.timeout_ms, "timeout", 0, MAX_TIMEOUT_MS, " ms")
+        _check_int(self.priority, "priority", 0, 9)
+        _check_text(self.owner, "owner", MAX_LABEL)
+        _check_text(self.namespace, "namespace", MAX_LABEL)
+        _check_text(self.description, "description", MAX_DESCRIPTION_BYTES)
+        validate_params(self.params_json)
+
+
+def validate_params(params_json: str, field_name: str = "params") -> None:
+    """Params are a JSON object of at most 16 KiB (empty means none)."""
+    _check_text(params_json, field_name, MAX_PARAMS_BYTES)
+    if not params_json:
+        return
+    try:
+        value = json.loads(params_json)
+    except ValueError as exc:
+        raise InvalidSpec(field_name, f"not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise InvalidSpec(field_name, f"must be a JSON object, got {type(value).__name__}")
+
+
+def parse_misfire(value: str) -> Misfire:
+    try:
+        return Misfire(value)
+    except ValueError:
+        raise InvalidSpec("misfire", f"{value!r} is not one of latest, all, skip") from None
+
+
+def parse_overlap(value: str) -> Overlap:
+    try:
+        return Overlap(value)
+    except ValueError:
+        raise InvalidSpec("overlap", f"{value!r} is not one of skip, allow") from None
+
+
+def run_id_for(task: str, nominal_ms: int, manual_seq: int = 0) -> str:
+    """The identity of the run a fire produces: ``task@nominal_ms`` (``task@nominal_ms~m<seq>`` if manual)."""
+    return f"{task}@{nominal_ms}" if not manual_seq else f"{task}@{nominal_ms}~m{manual_seq}"
+
+
+def execution_id(run_id: str, shard: int, attempt: int) -> str:
+    """The idempotency key executor code sees for one attempt of one shard."""
+    return f"{run_id}/{shard}/{attempt}"

@@ -1,0 +1,250 @@
+"""The composition root: config → store, state machine, consensus, leader driver, gRPC.
+
+``Node`` is one scheduler node, usable standalone (``raftsched-node``) or embedded in a Python
+service. Threads: pysyncobj's tick thread applies entries (and must be created by the main
+thread); the leader driver runs on its own thread; gRPC runs on an asyncio loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import BinaryIO
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from raftsched.abc import Clock, Leadership
+from raftsched.config import ClusterConfig, load_config
+from raftsched.consensus.pysyncobj_node import PySyncObjNode
+from raftsched.fsm.state import Effect, Retention, SchedulerState
+from raftsched.leader.driver import DriverThread, LeaderDriver
+from raftsched.replica import Replica
+from raftsched.rpc.admin import AdminServicer
+from raftsched.storage.lmdb_store import LmdbStore
+from raftsched.timing.clock import SystemClock
+from raftsched.timing.schedule import MisfireSettings
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+log = logging.getLogger("raftsched.node")
+
+LEADER_HEALTH_SERVICE = "raftsched.v1.Leader"
+ADMIN_SERVICE = "raftsched.v1.Admin"
+
+
+class Node:
+    """One scheduler node. Call :meth:`start` on the main thread, then ``await serve()``."""
+
+    def __init__(self, config: ClusterConfig, node_id: str, clock: Clock | None = None) -> None:
+        self.config = config
+        self.me = config.node(node_id)
+        self.node_id = node_id
+        self.clock: Clock = clock or SystemClock()
+        s = config.scheduler
+        self.retention = Retention(
+            keep_count=s.history_keep_count,
+            keep_ms=s.history_keep_seconds * 1000,
+            idempotency_keep_ms=s.idempotency_keep_seconds * 1000,
+        )
+        self.misfire = MisfireSettings(
+            grace_ms=s.misfire_grace_seconds * 1000,
+            all_cap=s.misfire_all_cap,
+            all_window_ms=s.misfire_all_window_seconds * 1000,
+        )
+        self.me.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = LmdbStore(self.me.data_dir)
+        self.state = SchedulerState.load(self.store, self.retention)
+        self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
+        self.replica = Replica(self.state, self.store, effect_sink=self._effects)
+        self.consensus: PySyncObjNode | None = None
+        self.driver_thread: DriverThread | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health: health.aio.HealthServicer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Join the Raft cluster. Must run on the main thread (pysyncobj's requirement)."""
+        self.driver_thread = DriverThread(self.driver, self.clock, self._propose)
+        self.driver_thread.start()
+        self.consensus = PySyncObjNode(
+            node_id=self.node_id,
+            self_addr=self.me.raft,
+            peers=self.config.raft_peers(self.node_id),
+            secret=self.config.secret,
+            data_dir=self.me.data_dir,
+            tuning=self.config.raft,
+            apply_fn=self.replica.apply_entry,
+            on_tick=self.replica.end_of_tick,
+            on_leadership=self._leadership,
+            write_snapshot=self._write_snapshot,
+            load_snapshot=self._load_snapshot,
+            applied_index=lambda: self.replica.last_applied,
+            addr_to_id=self._addr_to_id,
+        )
+        log.info("node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
+                 self.node_id, self.me.raft, self.me.grpc, self.me.data_dir, len(self.state.tasks),
+                 self.replica.last_applied)
+
+    async def serve(self, stop: asyncio.Event | None = None) -> None:
+        """Serve gRPC until ``stop`` is set (or forever)."""
+        self._loop = asyncio.get_running_loop()
+        server = grpc.aio.server(options=[
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+        ])
+        pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+        await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        bound = server.add_insecure_port(self.me.grpc)
+        if not bound:
+            raise OSError(f"cannot bind gRPC on {self.me.grpc}")
+        await server.start()
+        self._server = server
+        log.info("node %s serving gRPC on %s", self.node_id, self.me.grpc)
+        try:
+            if stop is None:
+                await server.wait_for_termination()
+            else:
+                await stop.wait()
+        finally:
+            await server.stop(grace=1.0)
+
+    def stop(self) -> None:
+        if self.driver_thread is not None:
+            self.driver_thread.stop()
+        if self.consensus is not None:
+            self.consensus.destroy()
+        self.replica.end_of_tick()
+        self.store.close()
+
+    # -- wiring ----------------------------------------------------------------------------------
+
+    def _propose(self, data: bytes, callback: object) -> None:
+        assert self.consensus is not None
+        self.consensus.propose(data, callback)  # type: ignore[arg-type]
+
+    def _effects(self, effects: tuple[Effect, ...]) -> None:
+        if self.driver_thread is not None:
+            self.driver_thread.effects_applied(effects)
+
+    def _leadership(self, change: Leadership) -> None:
+        if self.driver_thread is not None:
+            self.driver_thread.leadership_changed(change.is_leader, change.epoch)
+        loop, health_servicer = self._loop, self._health
+        if loop is not None and health_servicer is not None:
+            status = (health_pb2.HealthCheckResponse.SERVING if change.is_leader
+                      else health_pb2.HealthCheckResponse.NOT_SERVING)
+            asyncio.run_coroutine_threadsafe(health_servicer.set(LEADER_HEALTH_SERVICE, status), loop)
+
+    def _write_snapshot(self, f: BinaryIO) -> None:
+        self.store.write_snapshot(f)
+
+    def _load_snapshot(self, path: Path, offset: int) -> None:
+        with self.state.lock:
+            self.store.load_snapshot_copy(path, offset)
+            self.replica.reset_from_store()
+
+    def _addr_to_id(self, raft_addr: str) -> str | None:
+        node = self.config.node_by_raft(raft_addr)
+        return node.id if node else None
+
+    def leader_grpc(self) -> str | None:
+        if self.consensus is None:
+            return None
+        addr = self.consensus.leader_addr()
+        node = self.config.node_by_raft(addr) if addr else None
+        return node.grpc if node else None
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def node_status(self) -> pb.NodeStatusReply:
+        c = self.consensus
+        status = c.status() if c is not None else {}
+        role = {0: "follower", 1: "candidate", 2: "leader"}.get(int(status.get("state", 0)), "follower")
+        leader_id = c.leader_id() if c is not None else None
+        with self.state.lock:
+            reply = pb.NodeStatusReply(
+                node_id=self.node_id,
+                raft=self.me.raft,
+                grpc=self.me.grpc,
+                role=role,
+                leader_id=leader_id or "",
+                leader_grpc=self.leader_grpc() or "",
+                term=int(status.get("raft_term", 0)),
+                commit_index=int(status.get("commit_idx", 0)),
+                applied_index=self.replica.last_applied,
+                tasks=len(self.state.tasks),
+                active_runs=len(self.state.active),
+                max_leader_now_ms=self.state.max_now_ms,
+                max_epoch=self.state.max_epoch,
+                log_len=int(status.get("log_len", 0)),
+            )
+        reply.state_digest = self.state.digest()
+        return reply
+
+    def cluster_status(self) -> pb.ClusterStatusReply:
+        out = pb.ClusterStatusReply(self=self.node_status())
+        status = self.consensus.status() if self.consensus is not None else {}
+        for node in self.config.nodes:
+            if node.id == self.node_id:
+                continue
+            out.peers.add(
+                node_id=node.id,
+                raft=node.raft,
+                connected=status.get(f"partner_node_status_server_{node.raft}", 0) == 2,
+                match_index=int(status.get(f"match_idx_server_{node.raft}", -1)),
+            )
+        return out
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
+    """Run one node until SIGTERM/SIGINT. Returns the process exit code."""
+    _configure_logging(log_level)
+    config = load_config(config_path)
+    node = Node(config, node_id)
+    node.start()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await node.serve(stop)
+
+    try:
+        asyncio.run(main())
+    finally:
+        node.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="raftsched-node", description="Run one raftsched scheduler node.")
+    parser.add_argument("--config", required=True, help="cluster TOML file")
+    parser.add_argument("--node-id", required=True, help="this node's id in the config")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    return run_node(args.config, args.node_id, args.log_level)
+
+
+if __name__ == "__main__":
+    assert threading.current_thread() is threading.main_thread()
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""The Admin gRPC service (``grpc.aio``): thin handlers that decode, call the domain, encode.
+
+Writes are accepted only by the leader, which stamps them (``raftsched.leader.writes``) and
+proposes them; a follower answers ``FAILED_PRECONDITION`` with trailing metadata
+``raftsched-leader: host:port`` and the SDK follows it. Reads are served from this node's applied
+state (sequentially consistent: a follower may lag the leader by a few milliseconds).
+
+Error contract: a gRPC status plus trailing metadata ``raftsched-code`` (see raftsched/errors.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+
+from raftsched import codec
+from raftsched.errors import InvalidSpec, NotFound, RaftschedError
+from raftsched.fsm import keys
+from raftsched.explain import explain
+from raftsched.leader import writes
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from raftsched.node import Node
+
+T = TypeVar("T")
+
+_STATUS = {
+    "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "already_exists": grpc.StatusCode.ALREADY_EXISTS,
+    "conflict": grpc.StatusCode.ABORTED,
+    "stale_epoch": grpc.StatusCode.UNAVAILABLE,
+    "unavailable": grpc.StatusCode.UNAVAILABLE,
+    "not_leader": grpc.StatusCode.FAILED_PRECONDITION,
+    "snapshot_format": grpc.StatusCode.FAILED_PRECONDITION,
+    "internal": grpc.StatusCode.INTERNAL,
+}
+
+PROPOSE_TIMEOUT_S = 10.0
+DEFAULT_LIST_LIMIT = 1000
+
+
+class _Abort(Exception):
+    def __init__(self, code: str, message: str, leader: str = "") -> None:
+        self.code = code
+        self.message = message
+        self.leader = leader
+
+
+async def _guard(context: grpc.aio.ServicerContext, call: Callable[[], Awaitable[T]]) -> T:
+    """Run a handler body, mapping every raftsched error to a status with ``raftsched-code``."""
+    try:
+        return await call()
+    except _Abort as exc:
+        code, message, leader = exc.code, exc.message, exc.leader
+    except RaftschedError as exc:
+        code, message, leader = exc.code, str(exc), ""
+    metadata: list[tuple[str, str]] = [("raftsched-code", code)]
+    if leader:
+        metadata.append(("raftsched-leader", leader))
+    context.set_trailing_metadata(tuple(metadata))
+    await context.abort(_STATUS.get(code, grpc.StatusCode.UNKNOWN), message)
+    raise AssertionError("unreachable")  # context.abort raises
+
+
+class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _stamp(self) -> dict[str, Any]:
+        node = self.node
+        driver = node.driver
+        if not (node.consensus is not None and node.consensus.is_leader() and driver.leading and driver.ready):
+            leader = node.leader_grpc() or ""
+            raise _Abort(
+                "not_leader",
+                f"{node.node_id} is not the leader" + (f"; the leader is at {leader}" if leader else
+                                                        "; no leader is elected yet, retry shortly"),
+                leader,
+            )
+        now = max(node.clock.now_ms(), node.state.max_now_ms)
+        return {"now_ms": now, "epoch": driver.epoch, "origin": node.node_id}
+
+    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> pb.CommandResult:
+        stamp = self._stamp()
+        data = build(stamp)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bytes] = loop.create_future()
+
+        def done(result: bytes | None, error: Exception | None) -> None:
+            def settle() -> None:
+                if fut.done():
+                    return
+                if error is not None:
+                    fut.set_exception(error)
+                else:
+                    fut.set_result(result or b"")
+
+            loop.call_soon_threadsafe(settle)
+
+        assert self.node.consensus is not None
+        self.node.consensus.propose(data, done)
+        try:
+            raw = await asyncio.wait_for(fut, PROPOSE_TIMEOUT_S)
+        except TimeoutError:
+            raise _Abort("unavailable", "the write was not confirmed in time; its outcome is unknown "
+                                        "(retry with the same idempotency key)") from None
+        except Exception as exc:  # ProposeError
+            code = getattr(exc, "code", "unavailable")
+            raise _Abort(code if code in _STATUS else "unavailable", f"write not committed: {exc}") from None
+        result = pb.CommandResult()
+        result.ParseFromString(raw)
+        if not raw:
+            raise _Abort("unavailable", "the write's outcome is unknown (retry with the same idempotency key)")
+        if not result.ok:
+            raise _Abort(result.code or "internal", result.message)
+        return result
+
+    @staticmethod
+    def _key(key: str) -> str:
+        if len(key) > 128:
+            raise InvalidSpec("idempotency_key", "at most 128 characters")
+        return key or uuid.uuid4().hex
+
+    async def AddTask(self, request: pb.AddTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+        async def body() -> pb.TaskReply:
+            spec = codec.spec_from_pb(request.spec)
+            key = self._key(request.idempotency_key)
+            res = await self._write(lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s))
+            return pb.TaskReply(task=res.task)
+
+        return await _guard(context, body)
+
+    async def UpdateTask(self, request: pb.UpdateTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+        async def body() -> pb.TaskReply:
+            spec = codec.spec_from_pb(request.spec)
+            key = self._key(request.idempotency_key)
+            res = await self._write(lambda s: writes.update_task(
+                self.node.state, spec, expected_version=request.expected_version, key=key, **s))
+            return pb.TaskReply(task=res.task)
+
+        return await _guard(context, body)
+
+    async def DeleteTask(
+        self, request: pb.DeleteTaskRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteTaskReply:
+        async def body() -> pb.DeleteTaskReply:
+            key = self._key(request.idempotency_key)
+            await self._write(lambda s: writes.delete_task(request.name, key=key, **s))
+            return pb.DeleteTaskReply()
+
+        return await _guard(context, body)
+
+    async def SetEnabled(self, request: pb.SetEnabledRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+        async def body() -> pb.TaskReply:
+            key = self._key(request.idempotency_key)
+            res = await self._write(lambda s: writes.set_enabled(
+                self.node.state, request.name, request.enabled, key=key, **s))
+            return pb.TaskReply(task=res.task)
+
+        return await _guard(context, body)
+
+    async def TriggerNow(self, request: pb.TriggerNowRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
+        async def body() -> pb.RunReply:
+            key = self._key(request.idempotency_key)
+            res = await self._write(lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s))
+            return pb.RunReply(run=res.run)
+
+        return await _guard(context, body)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+        async def body() -> pb.TaskReply:
+            rec = self.node.state.get_task(request.name)
+            if rec is None:
+                raise NotFound(f"task {request.name!r} does not exist")
+            return pb.TaskReply(task=rec)
+
+        return await _guard(context, body)
+
+    async def ListTasks(
+        self, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTasksReply:
+        async def body() -> pb.ListTasksReply:
+            return pb.ListTasksReply(tasks=self.node.state.list_tasks(request.prefix, request.limit))
+
+        return await _guard(context, body)
+
+    async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsReply:
+        async def body() -> pb.ListRunsReply:
+            limit = request.limit or DEFAULT_LIST_LIMIT
+            tasks = [request.task] if request.task else [t.spec.name for t in self.node.state.list_tasks()]
+            if request.task and self.node.state.get_task(request.task) is None:
+                raise NotFound(f"task {request.task!r} does not exist")
+            runs: list[pb.Run] = []
+            with self.node.store.reader() as r:
+                for task in tasks:
+                    lo = keys.time_key(keys.RUN, task, max(request.since_ms, 0))
+                    hi = (keys.time_key(keys.RUN, task, request.until_ms + 1) if request.until_ms
+                          else keys.per_task_end(keys.RUN, task))
+                    for _, value in r.scan(lo, hi, reverse=True):
+                        run = pb.Run()
+                        run.ParseFromString(value)
+                        if request.state and run.state != request.state:
+                            continue
+                        runs.append(run)
+                        if len(runs) >= limit * 4:
+                            break
+            runs.sort(key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
+            return pb.ListRunsReply(runs=runs[:limit])
+
+        return await _guard(context, body)
+
+    async def FireAccounting(
+        self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FireAccountingReply:
+        async def body() -> pb.FireAccountingReply:
+            if self.node.state.get_task(request.task) is None:
+                raise NotFound(f"task {request.task!r} does not exist")
+            limit = request.limit or 10 * DEFAULT_LIST_LIMIT
+            out = pb.FireAccountingReply()
+            with self.node.store.reader() as r:
+                out.fires.extend(fire_records(r, request.task, request.since_ms, request.until_ms, limit))
+            return out
+
+        return await _guard(context, body)
+
+    async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
+        async def body() -> pb.ExplainReply:
+            rec = self.node.state.get_task(request.task)
+            if rec is None:
+                raise NotFound(f"task {request.task!r} does not exist")
+            with self.node.store.reader() as r:
+                around = fire_records(r, request.task, request.at_ms - 1, request.at_ms, 4)
+                run = None
+                for fire in around:
+                    if fire.run_id:
+                        raw = r.get(keys.run_key_for_id(fire.run_id))
+                        if raw is not None:
+                            run = pb.Run()
+                            run.ParseFromString(raw)
+            return explain(rec, request.at_ms, around, run)
+
+        return await _guard(context, body)
+
+    async def NodeStatus(
+        self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatusReply:
+        return self.node.node_status()
+
+    async def ClusterStatus(
+        self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterStatusReply:
+        return self.node.cluster_status()
+
+
+def fire_records(reader: Any, task: str, since_ms: int, until_ms: int, limit: int) -> list[pb.FireRecord]:
+    """Fire records of ``task`` that cover any nominal time in ``[since_ms, until_ms]``, in time order.
+
+    A range record starting before ``since_ms`` but reaching into the window is included.
+    """
+    out: list[pb.FireRecord] = []
+    lo = keys.per_task_prefix(keys.FIRE, task)
+    start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
+    hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
+    for _, value in reader.scan(lo, start, reverse=True, limit=1):
+        rec = pb.FireRecord()
+        rec.ParseFromString(value)
+        if rec.through_ms >= since_ms:
+            out.append(rec)
+    for _, value in reader.scan(start, hi, limit=limit):
+        rec = pb.FireRecord()
+        rec.ParseFromString(value)
+        out.append(rec)
+    return out[:limit]

@@ -1,0 +1,699 @@
+"""The LMDB :class:`raftsched.abc.StateStore`: the durable image of the replicated state.
+
+This is the only module that imports ``lmdb``.
+
+Layout: an environment directory ``<path>/state`` with two named databases. ``state`` holds the
+replicated keys; ``local`` holds the node-local applied index, so a scan of ``state`` never sees
+it. The index and the writes it covers are committed in one LMDB transaction, so after a
+``kill -9`` at any point the store reopens at the last commit, data and index together.
+
+Threads:
+
+* The *apply thread* (pysyncobj's tick thread) owns the write path: ``put``/``delete``/``get``/
+  ``scan``/``commit``/``replace_all``/``load_snapshot_copy``. The first write opens one write
+  transaction that stays open until ``commit``; ``get``/``scan`` read through it, so they see the
+  uncommitted batch. LMDB write transactions are bound to the thread that began them: calling a
+  write-path method from another thread while a batch is open raises :class:`RuntimeError`.
+* Any thread may use :meth:`LmdbStore.reader` (a short read-only transaction over committed
+  data), :meth:`LmdbStore.applied_index` and :meth:`LmdbStore.stats`.
+* Readers and the environment swap of :meth:`LmdbStore.load_snapshot_copy` (and ``close``) are
+  ordered by a shared/exclusive guard: readers share it, the swap waits for open readers to
+  finish and holds new ones back until the new environment is open.
+
+Failure: if an LMDB call fails while a batch is open (``MapFullError``, disk full...), LMDB can
+only abort the transaction, so the batch is lost. Rather than let a later ``commit`` record an
+index that covers writes that never happened, the store then refuses every write-path call with
+:class:`RuntimeError`; close it and reopen it (the node restarts and replays from its last
+committed index). Readers keep working.
+
+Keys are 1 to 511 bytes (LMDB's limit): ``put`` raises :class:`ValueError` for any other key,
+while ``get`` and ``delete`` treat such a key as absent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO, ClassVar
+
+import lmdb
+
+_STATE_DB = b"state"
+_LOCAL_DB = b"local"
+_APPLIED_KEY = b"applied_index"
+_INDEX = struct.Struct(">Q")
+_MAX_KEY = 511  # env.max_key_size() of the bundled LMDB 0.9; checked when the env opens
+_LMDB_MAGIC = 0xBEEFC0DE
+_COPY_BUF = 1 << 20
+
+# fetch(start, end, reverse, n, after) -> up to n pairs; see _read_range.
+_Fetch = Callable[[bytes, bytes, bool, int, bytes | None], list[tuple[bytes, bytes]]]
+
+
+class _SwapGuard:
+    """Many holders in shared mode (readers) or one in exclusive mode (env swap, close).
+
+    A waiting exclusive holder stops new shared holders, so a stream of readers cannot starve a
+    snapshot install. A thread that already holds the guard in shared mode may take it again
+    (nested readers) without waiting; taking it exclusively while holding it shared would wait
+    for itself, so that raises :class:`RuntimeError`. Acquire and release on the same thread.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._shared = 0
+        self._exclusive = False
+        self._exclusive_waiting = 0
+        self._mine = threading.local()
+
+    def _held_here(self) -> int:
+        n: int = getattr(self._mine, "n", 0)
+        return n
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        nested = self._held_here() > 0
+        with self._cond:
+            while not nested and (self._exclusive or self._exclusive_waiting):
+                self._cond.wait()
+            self._shared += 1
+        self._mine.n = self._held_here() + 1
+        try:
+            yield
+        finally:
+            self._mine.n -= 1
+            with self._cond:
+                self._shared -= 1
+                if not self._shared:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if self._held_here():
+            raise RuntimeError("this thread holds an open reader; close it before swapping or closing")
+        with self._cond:
+            self._exclusive_waiting += 1
+            try:
+                while self._exclusive or self._shared:
+                    self._cond.wait()
+            finally:
+                self._exclusive_waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+    def exclusive_waiting(self) -> int:
+        """How many threads wait for exclusive mode (for tests)."""
+        with self._cond:
+            return self._exclusive_waiting
+
+
+def _read_range(
+    txn: Any, db: Any, start: bytes, end: bytes, reverse: bool, n: int, after: bytes | None
+) -> list[tuple[bytes, bytes]]:
+    """Up to ``n`` pairs with ``start <= key < end`` (``n == 0``: all), in order or reversed.
+
+    ``after`` continues an earlier chunk: only keys strictly after it in scan direction. LMDB
+    cannot position at keys longer than 511 bytes, so such bounds are cut to 511 bytes; no stored
+    key lies strictly between the cut bound and the real one, only possibly the cut bound itself.
+    """
+    out: list[tuple[bytes, bytes]] = []
+    if start >= end:
+        return out
+    cur = txn.cursor(db)
+    try:
+        if reverse:
+            hi, hi_incl = (after, False) if after is not None else (end, False)
+            if len(hi) > _MAX_KEY:
+                hi, hi_incl = hi[:_MAX_KEY], True
+            if not cur.set_range(hi):
+                ok = cur.last()  # every key is below hi
+            elif hi_incl and cur.key() == hi:
+                ok = True
+            else:
+                ok = cur.prev()
+            if not ok:
+                return out
+            for k, v in cur.iterprev():
+                if k < start:
+                    break
+                out.append((k, v))
+                if len(out) == n:
+                    break
+        else:
+            lo, lo_excl = (after, True) if after is not None else (start, False)
+            if len(lo) > _MAX_KEY:
+                lo, lo_excl = lo[:_MAX_KEY], True
+            if not cur.set_range(lo):
+                return out
+            if lo_excl and cur.key() == lo and not cur.next():
+                return out
+            for k, v in cur.iternext():
+                if k >= end:
+                    break
+                out.append((k, v))
+                if len(out) == n:
+                    break
+    finally:
+        cur.close()
+    return out
+
+
+def _chunked_scan(
+    fetch: _Fetch,
+    start: bytes,
+    end: bytes,
+    reverse: bool,
+    limit: int,
+    chunk: int,
+) -> Iterator[tuple[bytes, bytes]]:
+    """Fetch the first chunk now; later chunks (if any) lazily, each after the last key yielded."""
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    want = min(limit, chunk) if limit else chunk
+    first = fetch(start, end, reverse, want, None)
+    if len(first) < want or len(first) == limit:
+        return iter(first)
+    return _more(fetch, first, start, end, reverse, limit, chunk)
+
+
+def _more(
+    fetch: _Fetch,
+    batch: list[tuple[bytes, bytes]],
+    start: bytes,
+    end: bytes,
+    reverse: bool,
+    limit: int,
+    chunk: int,
+) -> Iterator[tuple[bytes, bytes]]:
+    remaining = limit - len(batch) if limit else 0
+    while True:
+        yield from batch
+        if limit and not remaining:
+            return
+        want = min(remaining, chunk) if limit else chunk
+        batch = fetch(start, end, reverse, want, batch[-1][0])
+        if not batch:
+            return
+        if limit:
+            remaining -= len(batch)
+        if len(batch) < want:
+            yield from batch
+            return
+
+
+def _check_key(key: bytes) -> None:
+    if not 0 < len(key) <= _MAX_KEY:
+        raise ValueError(f"LMDB keys must be 1 to {_MAX_KEY} bytes, got {len(key)}")
+
+
+def _valid_key(key: bytes) -> bool:
+    return 0 < len(key) <= _MAX_KEY
+
+
+def _decode_index(raw: bytes | None) -> int:
+    if raw is None:
+        return 0
+    if len(raw) != _INDEX.size:
+        raise RuntimeError(f"corrupt applied index: {len(raw)} bytes, expected {_INDEX.size}")
+    value: int = _INDEX.unpack(raw)[0]
+    return value
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LmdbReader:
+    """A read-only view of committed data (one LMDB read transaction). Use as a context manager.
+
+    The transaction begins in ``__enter__`` and is aborted in ``__exit__``; keep it short, since
+    an open read transaction stops LMDB reusing freed pages. Any thread may use a reader, but one
+    reader must not be used by two threads at once, and ``__exit__`` must run on the thread that
+    ran ``__enter__``. ``scan`` follows :meth:`LmdbStore.scan`; within one reader every chunk
+    comes from the same snapshot, so the result is consistent, but it must be consumed before
+    the reader exits.
+    """
+
+    def __init__(self, store: LmdbStore) -> None:
+        self._store = store
+        self._txn: Any = None
+        self._db: Any = None
+        self._held: Any = None
+
+    def __enter__(self) -> LmdbReader:
+        if self._held is not None:
+            raise RuntimeError("reader is already open")
+        held = self._store._guard.shared()
+        held.__enter__()
+        try:
+            env = self._store._live_env()
+            self._txn = env.begin(write=False, buffers=False)
+            self._db = self._store._state_db
+        except BaseException:
+            held.__exit__(None, None, None)
+            raise
+        self._held = held
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:
+            txn, self._txn = self._txn, None
+            txn.abort()
+        finally:
+            held.__exit__(None, None, None)
+
+    def _txn_or_raise(self) -> Any:
+        if self._txn is None:
+            raise RuntimeError("reader is not open; use it as a context manager")
+        return self._txn
+
+    def get(self, key: bytes) -> bytes | None:
+        txn = self._txn_or_raise()
+        if not _valid_key(key):
+            return None
+        value: bytes | None = txn.get(key, db=self._db)
+        return value
+
+    def scan(
+        self, start: bytes, end: bytes, *, reverse: bool = False, limit: int = 0
+    ) -> Iterator[tuple[bytes, bytes]]:
+        def fetch(s: bytes, e: bytes, r: bool, n: int, after: bytes | None) -> list[tuple[bytes, bytes]]:
+            return _read_range(self._txn_or_raise(), self._db, s, e, r, n, after)
+
+        return _chunked_scan(fetch, start, end, reverse, limit, self._store._SCAN_CHUNK)
+
+
+class LmdbStore:
+    """LMDB-backed :class:`raftsched.abc.StateStore`; see the module docstring for threads and failure.
+
+    ``sync=True`` fsyncs every commit (durable against power loss); ``sync=False`` keeps
+    atomicity and survives a process crash but may lose the last commits on a host crash, like
+    pysyncobj's own journal. ``map_size`` is the most the database may grow to (address space
+    only; 64 GiB costs nothing on 64-bit).
+    """
+
+    # Scans fetch at most this many pairs per LMDB cursor pass; see scan().
+    _SCAN_CHUNK: ClassVar[int] = 1024
+
+    def __init__(self, path: Path, map_size: int = 64 << 30, sync: bool = True) -> None:
+        self._root = Path(path)
+        self._dir = self._root / "state"
+        self._restore_dir = self._root / "state.restore"
+        self._old_dir = self._root / "state.old"
+        self._map_size = map_size
+        self._sync = sync
+        self._guard = _SwapGuard()
+        # Guards the open batch (_txn/_owner) and _env replacement; never held across user code.
+        self._txn_lock = threading.Lock()
+        self._txn: Any = None
+        self._owner: threading.Thread | None = None
+        self._broken: BaseException | None = None
+        self._closed = False
+        self._env: Any = None
+        self._state_db: Any = None
+        self._local_db: Any = None
+        self._applied = 0
+        self._root.mkdir(parents=True, exist_ok=True)
+        self._recover_swap()
+        self._open_env()
+
+    # -- environment ---------------------------------------------------------------------------
+
+    def _recover_swap(self) -> None:
+        """Finish or undo a ``load_snapshot_copy`` that a crash interrupted."""
+        if not self._dir.exists():
+            # Crashed between the two renames: the restore copy was complete and fsynced
+            # before the first rename, so it is the state to keep.
+            if self._restore_dir.exists():
+                self._restore_dir.rename(self._dir)
+            elif self._old_dir.exists():
+                self._old_dir.rename(self._dir)
+            else:
+                return
+            _fsync_dir(self._root)
+        # Otherwise `state` is authoritative: a leftover restore copy may be partial.
+        for stale in (self._restore_dir, self._old_dir):
+            if stale.exists():
+                shutil.rmtree(stale)
+
+    def _open_env(self) -> None:
+        self._dir.mkdir(mode=0o700, exist_ok=True)
+        env = lmdb.open(
+            str(self._dir),
+            map_size=self._map_size,
+            subdir=True,
+            max_dbs=2,
+            sync=self._sync,
+            metasync=self._sync,
+            mode=0o600,
+        )
+        try:
+            if env.max_key_size() != _MAX_KEY:
+                raise RuntimeError(f"unexpected LMDB max key size {env.max_key_size()}")
+            env.reader_check()  # free reader slots left by a killed process
+            self._state_db = env.open_db(_STATE_DB)
+            self._local_db = env.open_db(_LOCAL_DB)
+            with env.begin(write=False) as txn:
+                self._applied = _decode_index(txn.get(_APPLIED_KEY, db=self._local_db))
+        except BaseException:
+            env.close()
+            raise
+        self._env = env
+
+    def _live_env(self) -> Any:
+        if self._closed:
+            raise RuntimeError("store is closed")
+        return self._env
+
+    # -- the write path (apply thread) ---------------------------------------------------------
+
+    def _check_batch_locked(self) -> Any:
+        """The open write txn or None; raises if the store is broken or another thread owns it."""
+        if self._broken is not None:
+            raise RuntimeError(
+                "an earlier write failed and its batch was lost; close and reopen the store"
+            ) from self._broken
+        if self._txn is not None and self._owner is not threading.current_thread():
+            raise RuntimeError(
+                f"write batch is owned by thread {self._owner!r}; write-path calls from"
+                f" {threading.current_thread()!r} are not allowed while it is open"
+            )
+        return self._txn
+
+    def _open_batch(self) -> Any:
+        """The open write txn, or None (after the ownership checks)."""
+        with self._txn_lock:
+            return self._check_batch_locked()
+
+    def _batch(self) -> tuple[Any, bool]:
+        """The write txn, begun now if none is open; and whether it was (no earlier writes in it)."""
+        with self._txn_lock:
+            txn = self._check_batch_locked()
+            if txn is not None:
+                return txn, False
+            self._txn = self._live_env().begin(write=True, buffers=False)
+            self._owner = threading.current_thread()
+            return self._txn, True
+
+    def _abort_batch(self, exc: BaseException, fresh: bool) -> None:
+        """An operation in the write txn failed: abort it. If that lost earlier writes, go broken."""
+        with self._txn_lock:
+            txn, self._txn, self._owner = self._txn, None, None
+            if not fresh:
+                self._broken = exc
+        if txn is not None:
+            with suppress(lmdb.Error):  # LMDB may have ended it already
+                txn.abort()
+
+    def _end_batch(self) -> Any:
+        with self._txn_lock:
+            txn, self._txn, self._owner = self._txn, None, None
+        return txn
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, seeing the open batch's writes, or None."""
+        txn = self._open_batch()
+        if not _valid_key(key):
+            return None
+        if txn is None:
+            with self._guard.shared(), self._live_env().begin(write=False) as rtxn:
+                value: bytes | None = rtxn.get(key, db=self._state_db)
+                return value
+        try:
+            value = txn.get(key, db=self._state_db)
+        except BaseException as exc:
+            self._abort_batch(exc, fresh=False)
+            raise
+        return value
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Write ``key`` in the batch (begun if none is open). Raises ValueError for a bad key size."""
+        _check_key(key)
+        txn, fresh = self._batch()
+        try:
+            txn.put(key, value, db=self._state_db)
+        except BaseException as exc:
+            self._abort_batch(exc, fresh)
+            raise
+
+    def delete(self, key: bytes) -> None:
+        """Delete ``key`` in the batch (begun if none is open); a missing key is not an error."""
+        if not _valid_key(key):
+            return
+        txn, fresh = self._batch()
+        try:
+            txn.delete(key, db=self._state_db)
+        except BaseException as exc:
+            self._abort_batch(exc, fresh)
+            raise
+
+    def scan(
+        self, start: bytes, end: bytes, *, reverse: bool = False, limit: int = 0
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs with ``start <= key < end`` in key order (reversed if asked), at most ``limit`` (0 = all).
+
+        Sees the open batch. The caller may put and delete while iterating. The first
+        ``_SCAN_CHUNK`` (1024) pairs are read before this returns, so a scan that fits (any
+        ``limit <= 1024``) is a snapshot taken at the call, exactly as in ``MemoryStore``. Longer
+        scans fetch further chunks lazily, each resuming strictly after the last key yielded:
+        every key comes at most once and in order, and keys written or deleted ahead of the
+        iterator after the call may or may not be seen. Later chunks obey the write-path thread
+        rule like any other call.
+        """
+        return _chunked_scan(self._fetch, start, end, reverse, limit, self._SCAN_CHUNK)
+
+    def _fetch(
+        self, start: bytes, end: bytes, reverse: bool, n: int, after: bytes | None
+    ) -> list[tuple[bytes, bytes]]:
+        txn = self._open_batch()
+        if txn is None:
+            with self._guard.shared(), self._live_env().begin(write=False) as rtxn:
+                return _read_range(rtxn, self._state_db, start, end, reverse, n, after)
+        try:
+            return _read_range(txn, self._state_db, start, end, reverse, n, after)
+        except BaseException as exc:
+            self._abort_batch(exc, fresh=False)
+            raise
+
+    def commit(self, applied_index: int) -> None:
+        """Durably commit the open batch together with ``max(applied_index(), applied_index)``.
+
+        With no open batch and no change of index this does nothing; with no batch but a higher
+        index it commits just the index. The index never moves backwards (as in ``MemoryStore``);
+        only ``replace_all`` and ``load_snapshot_copy`` can lower it.
+        """
+        new = max(self._applied, applied_index)
+        if new == self._applied and self._open_batch() is None:
+            return
+        txn, fresh = self._batch()
+        try:
+            if new != self._applied:
+                txn.put(_APPLIED_KEY, _INDEX.pack(new), db=self._local_db)
+            txn.commit()
+        except BaseException as exc:
+            self._abort_batch(exc, fresh)
+            raise
+        self._end_batch()
+        self._applied = new
+
+    def applied_index(self) -> int:
+        """The index of the last commit. Any thread may call it."""
+        return self._applied
+
+    def replace_all(self, entries: Iterator[tuple[bytes, bytes]], applied_index: int) -> None:
+        """Discard every key, load ``entries`` and set the index, durably, in one transaction.
+
+        An open batch becomes part of that transaction (its writes are discarded with everything
+        else), so data is never committed without the index that covers it. If ``entries``
+        raises, nothing changes on disk; an open batch is then lost, with the consequences given
+        in the module docstring. Last value wins for a repeated key; keys must be 1 to 511 bytes.
+        """
+        txn, fresh = self._batch()
+        try:
+            txn.drop(self._state_db, delete=False)
+            cursor = txn.cursor(self._state_db)
+            cursor.putmulti(_checked(entries), dupdata=False, overwrite=True)
+            cursor.close()
+            txn.put(_APPLIED_KEY, _INDEX.pack(applied_index), db=self._local_db)
+            txn.commit()
+        except BaseException as exc:
+            self._abort_batch(exc, fresh)
+            raise
+        self._end_batch()
+        self._applied = applied_index
+
+    # -- readers -------------------------------------------------------------------------------
+
+    def reader(self) -> LmdbReader:
+        """A view of committed data for any thread; the transaction opens on ``__enter__``."""
+        return LmdbReader(self)
+
+    def stats(self) -> dict[str, int]:
+        """Numbers for metrics: ``entries`` in ``state``, bytes used and available in the map."""
+        with self._guard.shared():
+            env = self._live_env()
+            with env.begin(write=False) as txn:
+                entries: int = txn.stat(self._state_db)["entries"]
+            info = env.info()
+            page: int = env.stat()["psize"]
+            return {
+                "entries": entries,
+                "map_used_bytes": (info["last_pgno"] + 1) * page,  # pages are numbered from 0
+                "map_size_bytes": info["map_size"],
+                "readers_used": info["num_readers"],
+                "applied_index": self._applied,
+            }
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def write_snapshot(self, fileobj: BinaryIO) -> int:
+        """Append a compact LMDB copy of the committed state at the file's offset; return its index.
+
+        The copy is taken from one read transaction, so it holds exactly the data covered by the
+        returned index (which it also contains). Commit the batch first: calling this from the
+        thread that owns an open batch raises :class:`RuntimeError`, since the copy would silently
+        leave that batch out. (Another thread may snapshot while the apply thread writes.) The
+        file is flushed and left positioned after the copy; fsyncing it is the caller's job.
+        """
+        with self._txn_lock:
+            if self._txn is not None and self._owner is threading.current_thread():
+                raise RuntimeError("commit the open write batch before write_snapshot")
+        fileobj.flush()
+        fd = fileobj.fileno()
+        with self._guard.shared():
+            env = self._live_env()
+            with env.begin(write=False) as rtxn:
+                index = _decode_index(rtxn.get(_APPLIED_KEY, db=self._local_db))
+                env.copyfd(fd, compact=True, txn=rtxn)
+        # copyfd wrote through the fd; resynchronise the file object's idea of its position.
+        fileobj.seek(os.lseek(fd, 0, os.SEEK_CUR))
+        return index
+
+    def load_snapshot_copy(self, src: Path, offset: int) -> int:
+        """Replace the whole store with the LMDB copy found in ``src`` at ``offset``; return its index.
+
+        The copy (everything from ``offset`` to the end of ``src``, as ``write_snapshot`` wrote
+        it) is first extracted to ``state.restore`` and validated, so a bad file leaves the store
+        untouched. Then, with readers held back, the environment is closed, the directories are
+        swapped (``state`` → ``state.old``, ``state.restore`` → ``state``) and reopened. A crash
+        during the swap is repaired when the store is next opened. An open batch on this thread
+        is discarded; one on another thread raises :class:`RuntimeError`.
+        """
+        self._open_batch()  # fail early on the thread and broken-store checks
+        if self._restore_dir.exists():
+            shutil.rmtree(self._restore_dir)
+        self._restore_dir.mkdir(mode=0o700)
+        data = self._restore_dir / "data.mdb"
+        with open(src, "rb") as fin, open(data, "xb") as fout:
+            fin.seek(offset)
+            header = fin.read(4096)
+            _check_lmdb_header(header, src, offset)
+            fout.write(header)
+            shutil.copyfileobj(fin, fout, _COPY_BUF)
+            fout.flush()
+            os.fsync(fout.fileno())
+        os.chmod(data, 0o600)
+        index = self._validate_copy()
+        _fsync_dir(self._restore_dir)
+        with self._guard.exclusive(), self._txn_lock:
+            txn = self._check_batch_locked()
+            self._txn = self._owner = None
+            if txn is not None:
+                txn.abort()
+            self._live_env().close()
+            self._env = None
+            if self._old_dir.exists():
+                shutil.rmtree(self._old_dir)
+            try:
+                self._dir.rename(self._old_dir)
+                self._restore_dir.rename(self._dir)
+                _fsync_dir(self._root)
+                shutil.rmtree(self._old_dir)
+                self._open_env()
+            except BaseException:
+                self._closed = True  # reopening the store runs the crash repair
+                raise
+        return index
+
+    def _validate_copy(self) -> int:
+        try:
+            env = lmdb.open(
+                str(self._restore_dir),
+                map_size=self._map_size,
+                readonly=True,
+                lock=False,
+                subdir=True,
+                max_dbs=2,
+            )
+        except lmdb.Error as exc:
+            raise ValueError(f"snapshot payload is not a readable LMDB file: {exc}") from exc
+        try:
+            state = env.open_db(_STATE_DB, create=False)
+            local = env.open_db(_LOCAL_DB, create=False)
+            with env.begin(write=False) as txn:
+                txn.stat(state)
+                return _decode_index(txn.get(_APPLIED_KEY, db=local))
+        except lmdb.Error as exc:
+            raise ValueError(f"snapshot payload is not a raftsched LMDB store: {exc}") from exc
+        finally:
+            env.close()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Abort any open batch (nothing is committed) and close the environment. Idempotent.
+
+        Waits for open readers. Raises :class:`RuntimeError` if another live thread owns an open
+        batch (LMDB cannot abort it from here); if that thread has exited, the batch is dropped.
+        """
+        with self._guard.exclusive(), self._txn_lock:
+            if self._closed:
+                return
+            txn, owner = self._txn, self._owner
+            if txn is not None and owner is not threading.current_thread():
+                if owner is not None and owner.is_alive():
+                    raise RuntimeError(f"write batch is open on live thread {owner!r}; close from it")
+                txn = None  # env.close() below releases it
+            self._txn = self._owner = None
+            if txn is not None:
+                txn.abort()
+            self._env.close()
+            self._closed = True
+
+    def __enter__(self) -> LmdbStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _checked(entries: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in entries:
+        _check_key(key)
+        yield key, value
+
+
+def _check_lmdb_header(header: bytes, src: Path, offset: int) -> None:
+    # Page 0 is a meta page: a 16-byte page header, then MDB_meta starting with its magic.
+    if len(header) < 20 or struct.unpack_from("=I", header, 16)[0] != _LMDB_MAGIC:
+        raise ValueError(f"{src} holds no LMDB data file at offset {offset}")

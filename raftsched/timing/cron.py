@@ -1,0 +1,338 @@
+"""Cron expressions and raftsched's daylight-saving policy (the only module that imports croniter).
+
+Pure: time enters and leaves as integer UTC epoch milliseconds; nothing here reads a clock, does IO or
+draws random numbers. Fire times still depend on the tz database in use (the system zoneinfo or the
+``tzdata`` package), so replicas must not recompute them during ``apply``: the leader computes a fire
+time once and replicates the resulting epoch value.
+
+Expressions
+    Five fields (``minute hour day-of-month month day-of-week``, minute granularity) or six fields with
+    the SECONDS FIELD LAST (croniter's convention: ``"* * * * * */2"`` fires every two seconds, while
+    ``"*/2 * * * * *"`` fires every second of every even minute), or one
+    of ``@hourly @daily @midnight @weekly @monthly @yearly @annually``. Day-of-month and day-of-week
+    combine with OR when both are restricted (POSIX). ``H`` (hash) and ``R`` (random) are rejected:
+    ``R`` differs per evaluation, so replicas would disagree. The year field (seven fields) is not
+    supported. An expression that can never match (``0 0 30 2 *``) is rejected.
+
+DST policy
+    An expression names local *wall-clock* times in the schedule's zone. Each matching wall time
+    becomes at most one fire:
+
+    * A wall time that exists once fires at that instant.
+    * A wall time that exists twice (the repeated period when clocks go back) fires ONCE, at its
+      FIRST occurrence. The second pass through the repeated period fires nothing: across
+      Europe/Berlin's fall-back on 2025-10-26, ``30 2 * * *`` fires once at 02:30+02:00, and
+      ``*/30 * * * *`` fires 02:00+02:00, 02:30+02:00, then 03:00+01:00 - one hour of elapsed time
+      with no fires. (croniter alone would fire 02:30 twice; Vixie cron also runs fixed-time jobs
+      once.)
+    * A wall time that does not exist (skipped when clocks go forward):
+        - if the hour field is restricted (anything but ``*``), the job runs ONCE at the first instant
+          after the gap, i.e. at the transition itself: ``30 2 * * *`` in Berlin on 2025-03-30 runs at
+          03:00+02:00; several matches inside one gap (``*/15 2 * * *``) collapse into that one fire.
+        - if the hour field is ``*`` (hourly and finer jobs), the nonexistent wall times are simply
+          skipped: ``30 * * * *`` goes from 01:30+01:00 to 03:30+02:00. Such jobs fire on every wall
+          time that exists.
+
+    The policy is stateless: ``next_after(t)`` is the earliest fire of the set above that is strictly
+    later than ``t``, whatever was asked before, and ``fires_between`` is the same set restricted to a
+    range. Fires are whole seconds, so the results are multiples of 1000.
+
+Limits
+    When no fire exists after the given instant (the search passes year 9999, the end of Python's
+    ``datetime``), ``next_after`` raises :class:`~raftsched.errors.InvalidSpec` with the reason
+    ``"no fire after <ms>"``; ``fires_between`` and ``preview`` simply return the fires that exist.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import functools
+import re
+import zoneinfo
+from dataclasses import dataclass, field
+from typing import Any
+
+from croniter import croniter  # the only croniter import in raftsched
+
+from raftsched.errors import InvalidSpec
+
+__all__ = ["MAX_CRON_LEN", "MAX_PREVIEW", "MAX_TZ_LEN", "CronSchedule", "preview", "validate_timezone"]
+
+MAX_CRON_LEN = 256
+MAX_TZ_LEN = 64
+MAX_PREVIEW = 1000
+
+_ALIASES = frozenset({"@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually"})
+_TZ_KEY_RE = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
+# Zone keys whose meaning depends on the host rather than on the tz database.
+_HOST_DEPENDENT_ZONES = frozenset({"localtime", "posixrules"})
+_CRON_CHARS_RE = re.compile(r"[\x21-\x7e \t]*")
+# A field element (between commas, '-' and '/') that starts with h/r is croniter's hash/random syntax;
+# no month or weekday name starts with either letter.
+_HASH_OR_RANDOM_RE = re.compile(r"(?:^|[,\-/])([hHrR])")
+
+# Naive wall-clock times are handled as "wall seconds": seconds since 1970-01-01T00:00 on the local
+# clock, computed as if the zone were UTC. croniter evaluates a float start as UTC, so it enumerates
+# matching wall times with no zone at all; the DST policy is then applied here, with zoneinfo.
+_NAIVE_EPOCH = _dt.datetime(1970, 1, 1)
+_ONE_SECOND = _dt.timedelta(seconds=1)
+# A fixed naive reference for the "can this expression ever match" check (a replica-independent input).
+_VALIDATION_REFERENCE = 946_684_800.0  # 2000-01-01T00:00
+# What croniter and datetime raise when a search runs off the supported calendar (year 9999) or
+# finds nothing within its bounded search window (CroniterBadDateError is a ValueError).
+# OSError: fromtimestamp() beyond the platform's time_t.
+_EXHAUSTED = (ValueError, OverflowError, OSError)
+
+
+def validate_timezone(tz: str, field: str = "trigger.timezone") -> zoneinfo.ZoneInfo:
+    """Return the IANA zone named ``tz``.
+
+    Raises :class:`InvalidSpec` naming ``field`` for an empty, overlong, malformed or unknown key, and
+    for host-dependent keys (``localtime``, ``posixrules``) that would mean different zones on
+    different nodes.
+    """
+    if not tz:
+        raise InvalidSpec(field, "time zone is empty")
+    if len(tz) > MAX_TZ_LEN:
+        raise InvalidSpec(field, f"time zone is longer than {MAX_TZ_LEN} characters")
+    if _TZ_KEY_RE.fullmatch(tz) is None:
+        raise InvalidSpec(field, f"{tz!r} is not a valid IANA time zone name")
+    if tz in _HOST_DEPENDENT_ZONES:
+        raise InvalidSpec(field, f"{tz!r} depends on the host; name an IANA zone such as 'Europe/Berlin'")
+    try:
+        return zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        # OSError: the key names a directory ("Europe") or an unreadable file.
+        raise InvalidSpec(field, f"unknown time zone {tz!r}") from None
+
+
+@dataclass(frozen=True)
+class CronSchedule:
+    """A validated cron expression in a time zone, with raftsched's DST policy.
+
+    Instances are immutable and shared (``parse`` caches them), so they are safe to use from any
+    thread. Equality is by ``(expr, tz)``.
+    """
+
+    expr: str
+    tz: str
+    has_seconds: bool
+    _zone: zoneinfo.ZoneInfo = field(repr=False, compare=False)
+    # True when the hour field is ``*``: nonexistent wall times are skipped rather than moved.
+    _every_hour: bool = field(repr=False, compare=False)
+    # A croniter that is never advanced itself: each query works on a shallow copy (~1.5 us), because
+    # croniter keeps its position in the instance. Its expanded fields are only read.
+    _template: Any = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(
+        cls, expr: str, tz: str = "UTC", field: str = "trigger.cron", tz_field: str = "trigger.timezone"
+    ) -> CronSchedule:
+        """Validate ``expr`` in zone ``tz`` and return the (cached, shared) schedule.
+
+        Raises :class:`InvalidSpec` naming ``field`` for a bad expression, or ``tz_field`` for a bad
+        zone. Nothing is cached for invalid input. The same ``(expr, tz)`` returns the same object.
+        """
+        try:
+            return _parse_cached(expr, tz)
+        except _BadTimezone as bad:
+            raise InvalidSpec(tz_field, bad.spec.reason) from None
+        except _BadExpression as bad:
+            raise InvalidSpec(field, bad.reason) from None
+
+    def next_after(self, after_ms: int) -> int:
+        """Return the first fire strictly after ``after_ms`` (UTC epoch ms) as UTC epoch ms.
+
+        Stateless and deterministic for a given tz database. The result is a whole second. Raises
+        :class:`InvalidSpec` (``trigger.cron``, ``"no fire after <ms>"``) when no fire exists before
+        the end of year 9999 or ``after_ms`` is outside the representable range.
+        """
+        try:
+            return self._next_after_s(_floor_seconds(after_ms), copy.copy(self._template)) * 1000
+        except _EXHAUSTED:
+            raise InvalidSpec("trigger.cron", f"no fire after {after_ms}") from None
+
+    def fires_between(self, after_ms: int, until_ms: int, limit: int) -> list[int]:
+        """Return the fires ``f`` with ``after_ms < f <= until_ms``, ascending, at most ``limit`` of them.
+
+        Exactly the values that repeated ``next_after`` produces. Fires beyond the supported calendar
+        do not exist, so the list just ends there.
+        """
+        fires: list[int] = []
+        if limit <= 0 or until_ms <= after_ms:
+            return fires
+        cron = copy.copy(self._template)
+        until_s = until_ms // 1000  # fires are whole seconds: f <= until_ms  <=>  f_s <= floor(until_ms/1000)
+        try:
+            t = _floor_seconds(after_ms)
+            while len(fires) < limit:
+                t = self._next_after_s(t, cron)
+                if t > until_s:
+                    break
+                fires.append(t * 1000)
+        except _EXHAUSTED:
+            pass
+        return fires
+
+    def local_iso(self, at_ms: int) -> str:
+        """Render ``at_ms`` (whole seconds) on this schedule's wall clock, with its UTC offset."""
+        return _dt.datetime.fromtimestamp(_floor_seconds(at_ms), self._zone).isoformat()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _next_after_s(self, after_s: int, cron: Any) -> int:
+        """Earliest fire (epoch seconds) strictly after ``after_s``; ``cron`` is a private croniter."""
+        start = self._search_start(after_s)
+        while True:
+            wall = int(cron.get_next(float, start_time=float(start)))  # next matching wall time > start
+            naive = _naive(wall)
+            off0 = _offset_s(naive.replace(tzinfo=self._zone, fold=0))
+            off1 = _offset_s(naive.replace(tzinfo=self._zone, fold=1))
+            if off0 >= off1:
+                # Exists once (equal offsets), or twice (off0 > off1): fold=0 is the FIRST occurrence
+                # and the policy's only fire; the second occurrence is never produced.
+                fire = wall - off0
+            else:
+                # In a gap: fold=1 uses the offset after the transition, fold=0 the one before, so the
+                # transition instant lies in (wall - off1, wall - off0].
+                transition = _first_instant_with_offset(self._zone, wall - off1, wall - off0, off1)
+                if self._every_hour:
+                    start = transition + off1 - 1  # skip the rest of the gap: resume at its end
+                    continue
+                fire = transition
+            if fire > after_s:
+                return fire
+            # Only reachable in zones with transitions closer together than our assumptions; moving
+            # on keeps the "strictly after" contract.
+            start = wall
+
+    def _search_start(self, after_s: int) -> int:
+        """The wall time to enumerate matches from: every match at or before it fires at or before
+        ``after_s``, and the next match after it is the next fire (or in a gap, handled by the caller).
+        """
+        local = _dt.datetime.fromtimestamp(after_s, self._zone)
+        wall = after_s + _offset_s(local)
+        if local.fold == 1:
+            first = local.replace(fold=0)
+            first_off = _offset_s(first)
+            if first_off != _offset_s(local):
+                # ``after_s`` is in the second pass through a repeated period: all of that period's
+                # wall times fired (or would have) during the first pass, so resume at its end, which
+                # is the transition instant read on the earlier (larger) offset.
+                transition = _first_instant_with_offset(
+                    self._zone, after_s - (first_off - _offset_s(local)), after_s, _offset_s(local)
+                )
+                wall = max(wall, transition + first_off - 1)
+        return wall
+
+
+class _BadExpression(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _BadTimezone(Exception):
+    def __init__(self, spec: InvalidSpec) -> None:
+        super().__init__(spec.reason)
+        self.spec = spec
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(expr: str, tz: str) -> CronSchedule:
+    """Build a schedule; raises (and so caches nothing) for invalid input."""
+    try:
+        zone = validate_timezone(tz)
+    except InvalidSpec as spec:
+        raise _BadTimezone(spec) from None
+    fields = _check_syntax(expr)
+    try:
+        template = croniter(" ".join(fields), _VALIDATION_REFERENCE)
+    except (ValueError, TypeError) as exc:  # CroniterBadCronError and friends are ValueErrors
+        raise _BadExpression(f"invalid cron expression {expr!r}: {exc}") from None
+    try:
+        copy.copy(template).get_next(float, start_time=_VALIDATION_REFERENCE)
+    except _EXHAUSTED:
+        raise _BadExpression(f"{expr!r} never matches (no date satisfies it)") from None
+    return CronSchedule(
+        expr=expr,
+        tz=tz,
+        has_seconds=len(fields) == 6,
+        _zone=zone,
+        _every_hour="*" in template.expanded[1],
+        _template=template,
+    )
+
+
+def _check_syntax(expr: str) -> list[str]:
+    """The checks croniter does not make (or makes with a vaguer message); returns the fields.
+
+    An alias comes back as its single lower-cased field, which croniter expands without a hash.
+    """
+    if not expr.strip():
+        raise _BadExpression("cron expression is empty")
+    if len(expr) > MAX_CRON_LEN:
+        raise _BadExpression(f"cron expression is longer than {MAX_CRON_LEN} characters")
+    if _CRON_CHARS_RE.fullmatch(expr) is None:
+        raise _BadExpression("cron expression may contain only printable ASCII, spaces and tabs")
+    fields = expr.split()
+    if len(fields) == 1 and fields[0].startswith("@"):
+        if fields[0].lower() not in _ALIASES:
+            raise _BadExpression(f"unknown alias {fields[0]!r}; use one of {', '.join(sorted(_ALIASES))}")
+        return [fields[0].lower()]
+    if len(fields) not in (5, 6):
+        raise _BadExpression(
+            f"expected 5 fields (minute hour day month weekday) or 6 (… second), got {len(fields)}"
+        )
+    for f in fields:
+        match = _HASH_OR_RANDOM_RE.search(f)
+        if match is not None and match.group(1) in "rR":
+            raise _BadExpression(f"'R' (random) is not allowed, replicas would disagree: {f!r}")
+        if match is not None:
+            raise _BadExpression(f"'H' (hash) is not supported: {f!r}")
+    return fields
+
+
+def preview(expr: str, tz: str, from_ms: int, count: int) -> list[tuple[int, str]]:
+    """The next ``count`` fires after ``from_ms``: ``(utc_ms, local ISO-8601 with offset)`` pairs.
+
+    For the ``cron preview`` command. ``count`` must be 1..MAX_PREVIEW; fewer pairs come back only if
+    the calendar ends first. Raises :class:`InvalidSpec` for a bad expression, zone or count.
+    """
+    if not 1 <= count <= MAX_PREVIEW:
+        raise InvalidSpec("count", f"must be between 1 and {MAX_PREVIEW}, got {count}")
+    schedule = CronSchedule.parse(expr, tz)
+    fires = schedule.fires_between(from_ms, _MAX_MS, count)
+    return [(f, schedule.local_iso(f)) for f in fires]
+
+
+# The last millisecond of year 9999 UTC; datetime cannot represent anything later.
+_MAX_MS = 253_402_300_799_999
+
+
+def _floor_seconds(ms: int) -> int:
+    return ms // 1000
+
+
+def _naive(wall_s: int) -> _dt.datetime:
+    return _NAIVE_EPOCH + _dt.timedelta(seconds=wall_s)
+
+
+def _offset_s(aware: _dt.datetime) -> int:
+    off = aware.utcoffset()
+    return 0 if off is None else off // _ONE_SECOND
+
+
+def _first_instant_with_offset(zone: zoneinfo.ZoneInfo, lo: int, hi: int, offset: int) -> int:
+    """The first epoch second in ``(lo, hi]`` whose UTC offset is ``offset`` (binary search).
+
+    Precondition: ``lo`` has a different offset and ``hi`` has ``offset``; one transition between.
+    """
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _offset_s(_dt.datetime.fromtimestamp(mid, zone)) == offset:
+            hi = mid
+        else:
+            lo = mid
+    return hi

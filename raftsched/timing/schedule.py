@@ -1,0 +1,139 @@
+"""Leader-side fire planning: when a trigger fires next, and what to do with due and missed fires.
+
+Pure: time enters as arguments. Runs only on the leader (it calls croniter through
+:mod:`raftsched.timing.cron`); its output is written into commands so replicas never recompute it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raftsched.errors import InvalidSpec
+from raftsched.model import (
+    CronTrigger,
+    IntervalTrigger,
+    ManualTrigger,
+    Misfire,
+    OnceTrigger,
+    TaskSpec,
+    Trigger,
+)
+from raftsched.timing.cron import CronSchedule
+from raftsched.v1 import raftsched_pb2 as pb
+
+# Most fires enumerated for one task in one plan. A larger backlog is caught up over several
+# consecutive plans (each accounted in full), so a year of missed per-second fires never lands in
+# one log entry or one apply.
+MAX_FIRES_PER_PLAN = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class MisfireSettings:
+    grace_ms: int = 5_000
+    all_cap: int = 100
+    all_window_ms: int = 3_600_000
+
+
+def next_fire_after(trigger: Trigger, after_ms: int) -> int:
+    """The first nominal fire strictly after ``after_ms``, or 0 if the trigger never fires again."""
+    match trigger:
+        case CronTrigger(expr, tz):
+            return CronSchedule.parse(expr, tz).next_after(after_ms)
+        case IntervalTrigger(every, start):
+            if after_ms < start:
+                return start
+            return start + ((after_ms - start) // every + 1) * every
+        case OnceTrigger(at):
+            return at if at > after_ms else 0
+        case ManualTrigger():
+            return 0
+    raise InvalidSpec("trigger", f"unknown trigger {trigger!r}")
+
+
+def prepare_spec(spec: TaskSpec, now_ms: int) -> tuple[TaskSpec, int]:
+    """Validate a spec against the leader's clock and croniter; return it (anchored) and its first fire.
+
+    An interval without a start is anchored at ``now + every`` so its phase survives updates and
+    failovers. A one-shot time in the past is refused. Raises InvalidSpec naming the field.
+    """
+    trigger = spec.trigger
+    if isinstance(trigger, CronTrigger):
+        CronSchedule.parse(trigger.expr, trigger.timezone)
+    elif isinstance(trigger, IntervalTrigger) and trigger.start_ms == 0:
+        from dataclasses import replace
+
+        spec = replace(spec, trigger=IntervalTrigger(trigger.every_ms, now_ms + trigger.every_ms))
+    elif isinstance(trigger, OnceTrigger) and trigger.at_ms <= now_ms:
+        raise InvalidSpec("trigger.at", f"{trigger.at_ms} is not in the future (now is {now_ms})")
+    return spec, next_fire_after(spec.trigger, now_ms)
+
+
+def plan_fires(
+    spec: TaskSpec, version: int, next_fire_ms: int, now_ms: int, settings: MisfireSettings
+) -> pb.TaskFires | None:
+    """Account every nominal fire in ``[next_fire_ms, now_ms]`` by the task's misfire policy.
+
+    Returns None when nothing is due. A fire is *missed* when it is more than the grace period
+    older than ``now_ms``; on-time fires always fire. Missed fires follow the policy:
+
+    * ``latest``: if no on-time fire exists, the newest missed one fires; the rest are coalesced;
+    * ``all``: missed fires inside the window fire, the newest ``cap`` of them; others are skipped;
+    * ``skip``: every missed fire is skipped.
+
+    Runs of identical non-fired outcomes are written as one range record (``through_ms``, ``count``).
+    """
+    if not next_fire_ms or next_fire_ms > now_ms:
+        return None
+    due: list[int] = []
+    t = next_fire_ms
+    while t and t <= now_ms and len(due) < MAX_FIRES_PER_PLAN:
+        due.append(t)
+        t = next_fire_after(spec.trigger, t)
+    more = bool(t) and t <= now_ms  # the backlog continues past this plan
+    bound = now_ms - settings.grace_ms
+    missed = [f for f in due if f < bound]
+    ontime = due[len(missed) :]
+    decided: list[tuple[int, int, str]] = []  # (nominal, outcome, reason)
+    lateness = f"missed by more than the {settings.grace_ms // 1000}s grace"
+    if spec.misfire == Misfire.LATEST:
+        if more or ontime:
+            decided += [(f, pb.COALESCED, f"{lateness}; coalesced (misfire=latest)") for f in missed]
+        elif missed:
+            decided += [(f, pb.COALESCED, f"{lateness}; coalesced into the newest (misfire=latest)")
+                        for f in missed[:-1]]
+            decided.append((missed[-1], pb.FIRED, f"{lateness}; newest missed fire runs (misfire=latest)"))
+    elif spec.misfire == Misfire.SKIP:
+        decided += [(f, pb.SKIPPED_MISFIRE, f"{lateness}; skipped (misfire=skip)") for f in missed]
+    else:
+        window = spec.misfire_all_window_ms or settings.all_window_ms
+        cap = spec.misfire_all_cap or settings.all_cap
+        eligible = [f for f in missed if f >= now_ms - window]
+        chosen = set(eligible[-cap:])
+        for f in missed:
+            if f in chosen:
+                decided.append((f, pb.FIRED, f"{lateness}; run late (misfire=all)"))
+            elif f < now_ms - window:
+                decided.append((f, pb.SKIPPED_MISFIRE, f"older than the {window // 1000}s window (misfire=all)"))
+            else:
+                decided.append((f, pb.SKIPPED_MISFIRE, f"beyond the cap of {cap} late runs (misfire=all)"))
+    decided += [(f, pb.FIRED, "") for f in ontime]
+    out = pb.TaskFires(task=spec.name, version=version)
+    for nominal, outcome, reason in decided:
+        prev = out.fires[-1] if out.fires else None
+        if (
+            prev is not None
+            and outcome != pb.FIRED
+            and prev.outcome == outcome
+            and prev.reason == reason
+        ):
+            prev.through_ms = nominal
+            prev.count += 1
+            continue
+        out.fires.add(nominal_ms=nominal, outcome=outcome, reason=reason, count=1)  # type: ignore[arg-type]
+    if more:
+        out.watermark_ms = due[-1]
+        out.next_fire_ms = t
+    else:
+        out.watermark_ms = now_ms
+        out.next_fire_ms = t
+    return out

@@ -1,0 +1,515 @@
+"""A pure hierarchical timing wheel: the leader's index of pending fires.
+
+The leader keeps every armed fire here and asks two questions of it: "which fires are due now?"
+(:meth:`TimingWheel.advance`) and "how long may I sleep?" (:meth:`TimingWheel.next_due_ms`). The
+structure is the hashed hierarchical wheel of Varghese & Lauck (as in Kafka's purgatory and the
+Linux timer wheel). It is pure: it reads no clock, does no IO, uses no randomness and owns no
+thread. Time enters only as integer milliseconds passed by the caller, so the same calls always
+give the same answers on every replica.
+
+Layout. Time is cut into ticks of ``tick_ms``. With ``W = wheel_size`` and ``L = levels``, a tick
+number ``t`` is read as base-``W`` digits, and ``t // W**l`` is its *level-l block*. A key due in
+tick ``d`` while the current tick is ``T`` lives at:
+
+* the *ready* set, if its due time is at or before the current time (it fires on the next advance);
+* level 0, slot ``d % W``, if ``d`` and ``T`` share their level-1 block (``d >= T``; ``d == T`` only
+  when the exact due time is still ahead of ``now_ms``);
+* level ``l`` (``1 <= l < L``), slot ``(d // W**l) % W``, if ``d`` and ``T`` share their
+  level-``l+1`` block but not their level-``l`` block, i.e. ``l`` is the highest digit in which
+  they differ;
+* the overflow heap, if ``d`` and ``T`` are not even in the same level-``L`` block
+  (more than about ``tick_ms * W**L`` ahead).
+
+With the defaults (10 ms ticks, 256 slots, 5 levels) the wheel proper spans about 348 years, so
+the overflow heap is there for correctness, not for the common case.
+
+Advancing from tick ``T`` to ``T'`` never walks the ticks in between. Let ``h`` be the highest
+level whose block differs between ``T`` and ``T'``. Every key below level ``h`` is then due; the
+slots of level ``h`` strictly between the two digits are due; the one slot of level ``h`` that
+``T'`` has just entered is *cascaded* (re-bucketed relative to ``T'``, dropping each key to a
+lower level); levels above ``h`` are untouched. If even the level-``L`` block changed, the whole
+wheel is due and the overflow heap is drained down to the new block. Every cascade moves a key
+strictly downwards, so a key is touched at most ``levels + 1`` times in its life however time
+jumps: a jump of years costs the same as a jump of one tick with the same keys.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable
+from operator import itemgetter
+from typing import Generic, TypeVar
+
+__all__ = ["TimingWheel"]
+
+K = TypeVar("K", bound=Hashable)
+
+# Level code of keys that were already due when inserted; they wait in ``_ready``.
+_READY = -1
+
+# Fired items are collected as (due_ms, seq, key); ordering must never fall through to the key,
+# which need not be comparable (seq is unique, so it never would, but say so explicitly).
+_FIRE_ORDER = itemgetter(0, 1)
+
+
+class _Entry:
+    """One armed key: its exact due time, insertion sequence and current location.
+
+    The same object is referenced from the key index and from the slot that holds the key, so
+    cascading a key only rewrites ``level``/``slot`` here instead of rebuilding index entries.
+    """
+
+    __slots__ = ("due", "level", "seq", "slot")
+
+    def __init__(self, due: int, seq: int) -> None:
+        self.due = due
+        self.seq = seq
+        self.level = _READY
+        self.slot = 0
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class TimingWheel(Generic[K]):
+    """Pending fires keyed by ``K``, each with an exact due time in milliseconds.
+
+    Contracts:
+
+    * **Never early.** :meth:`advance` returns a key only when its exact ``due_ms <= now_ms``;
+      ticks are an internal bucketing granularity, not a rounding of due times.
+    * **Deterministic order.** Fired keys come out sorted by ``(due_ms, insertion sequence)``;
+      re-inserting a key gives it a fresh sequence number, as if cancelled and inserted anew.
+    * **Monotonic time.** The wheel's time only moves forwards; an earlier ``now_ms`` is read as
+      the current time.
+    * **Not thread-safe.** The wheel is plain single-owner state; the leader's driver loop owns it.
+
+    Complexity: :meth:`insert`, :meth:`cancel`, ``in``, :func:`len` and :meth:`due_of` are O(1)
+    for keys within the wheel's span (O(levels) to pick the level), O(log n) for keys beyond it
+    (overflow heap). :meth:`advance` costs O(levels + keys fired or cascaded + occupied slots
+    visited), plus sorting what fires; it never iterates over elapsed ticks.
+    """
+
+    def __init__(self, tick_ms: int = 10, wheel_size: int = 256, levels: int = 5, start_ms: int = 0) -> None:
+        """Create an empty wheel whose current time is ``start_ms``.
+
+        Raises:
+            ValueError: listing every invalid parameter at once. ``tick_ms`` and ``levels`` must
+                be ints >= 1, ``wheel_size`` an int >= 2, ``start_ms`` an int (may be negative).
+        """
+        problems: list[str] = []
+        for name, value, minimum in (
+            ("tick_ms", tick_ms, 1),
+            ("wheel_size", wheel_size, 2),
+            ("levels", levels, 1),
+        ):
+            if not _is_int(value):
+                problems.append(f"{name}: must be an int, got {value!r}")
+            elif value < minimum:
+                problems.append(f"{name}: must be >= {minimum}, got {value}")
+        if not _is_int(start_ms):
+            problems.append(f"start_ms: must be an int, got {start_ms!r}")
+        if problems:
+            raise ValueError("invalid TimingWheel parameters: " + "; ".join(problems))
+
+        self._tick_ms = tick_ms
+        self._size = wheel_size
+        self._levels = levels
+        # _pow[l] = W**l ticks per level-l slot; _pow[levels] is the span of the whole wheel.
+        self._pow = [wheel_size**level for level in range(levels + 1)]
+        self._now = start_ms
+        self._tick = start_ms // tick_ms
+        # _blocks[l] = current tick // W**l, cached because every placement compares against it.
+        self._blocks = [self._tick // p for p in self._pow]
+
+        self._slots: list[list[dict[K, _Entry]]] = [[{} for _ in range(wheel_size)] for _ in range(levels)]
+        # Earliest exact due per slot, or None when unknown (a cancel removed the earliest key) or
+        # the slot is empty. Lets next_due_ms be exact without rescanning a busy slot every call.
+        self._slot_min: list[list[int | None]] = [[None] * wheel_size for _ in range(levels)]
+        # Bit i of _occupied[l] is set iff slot i of level l is non-empty: finding the next
+        # occupied slot, or all occupied slots in a range, is then a few big-int operations.
+        self._occupied: list[int] = [0] * levels
+
+        self._ready: dict[K, _Entry] = {}
+        # Overflow heap of (due_ms, seq, key). Cancel is lazy (O(1)): a heap item is live only
+        # while the index still maps its key to an entry with the same seq.
+        self._overflow: list[tuple[int, int, K]] = []
+        self._overflow_live = 0
+
+        self._index: dict[K, _Entry] = {}
+        self._seq = 0
+        # Cached answer of next_due_ms; kept exact through inserts, dropped by advance and by
+        # cancelling the earliest key.
+        self._next_valid = True
+        self._next: int | None = None
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def now_ms(self) -> int:
+        """The wheel's current time: ``start_ms`` or the latest ``now_ms`` given to :meth:`advance`."""
+        return self._now
+
+    def __len__(self) -> int:
+        """Number of armed keys, including those already due but not yet returned by :meth:`advance`."""
+        return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is armed (inserted, not cancelled, not yet returned by :meth:`advance`)."""
+        return key in self._index
+
+    def due_of(self, key: K) -> int | None:
+        """The exact due time of ``key`` in ms, or None if it is not armed."""
+        entry = self._index.get(key)
+        return None if entry is None else entry.due
+
+    def next_due_ms(self) -> int | None:
+        """The earliest due time among armed keys, or None when the wheel is empty.
+
+        Contract: the result is never later than the true earliest due time, so sleeping until it
+        can never make a fire late. This implementation returns the exact earliest due time, so
+        ``advance(next_due_ms())`` always fires at least one key; the result may be at or before
+        :attr:`now_ms` when a key is already due (fire it with :meth:`advance` straight away).
+
+        Cost: cached between mutations; otherwise O(levels) big-int operations to find the first
+        occupied slot, plus one pass over that slot only if a cancel removed its earliest key.
+        """
+        if not self._next_valid:
+            self._next = self._compute_next()
+            self._next_valid = True
+        return self._next
+
+    # ---------------------------------------------------------------- mutations
+
+    def insert(self, key: K, due_ms: int) -> None:
+        """Arm ``key`` to fire at ``due_ms``, replacing any due time it already had.
+
+        Replacing is exactly cancel + insert: the key takes a new insertion sequence, so among
+        keys with the same due time it now fires last. A due time at or before :attr:`now_ms`
+        fires on the next :meth:`advance`, whatever ``now_ms`` that call passes.
+        O(1) within the wheel's span, O(log n) beyond it.
+        """
+        if key in self._index:
+            self.cancel(key)
+        entry = _Entry(due_ms, self._seq)
+        self._seq += 1
+        self._index[key] = entry
+        if due_ms <= self._now:
+            self._ready[key] = entry
+        else:
+            self._place(key, entry)
+        # Adding a key can only lower the minimum, so an exact cached answer stays exact.
+        if self._next_valid and (self._next is None or due_ms < self._next):
+            self._next = due_ms
+
+    def cancel(self, key: K) -> bool:
+        """Disarm ``key``. Returns True if it was armed, False if unknown (already fired or cancelled).
+
+        O(1): the index knows the key's slot; overflow keys are dropped from the heap lazily.
+        """
+        entry = self._index.pop(key, None)
+        if entry is None:
+            return False
+        level = entry.level
+        if level == _READY:
+            del self._ready[key]
+        elif level == self._levels:
+            self._overflow_live -= 1
+            # Lazy deletion leaves dead heap items; rebuild once they outnumber the live ones so
+            # memory stays proportional to the armed keys under insert/cancel churn.
+            if len(self._overflow) > 2 * self._overflow_live + 64:
+                self._compact_overflow()
+        else:
+            bucket = self._slots[level][entry.slot]
+            del bucket[key]
+            if not bucket:
+                self._occupied[level] &= ~(1 << entry.slot)
+                self._slot_min[level][entry.slot] = None
+            elif self._slot_min[level][entry.slot] == entry.due:
+                self._slot_min[level][entry.slot] = None
+        if not self._index:
+            self._next_valid, self._next = True, None
+        elif self._next_valid and entry.due == self._next:
+            self._next_valid = False
+        return True
+
+    def advance(self, now_ms: int) -> list[tuple[K, int]]:
+        """Move the wheel's time to ``now_ms`` and pop every key with ``due_ms <= now_ms``.
+
+        Returns ``(key, due_ms)`` pairs sorted by ``(due_ms, insertion sequence)``; returned keys
+        are no longer armed. Never returns a key whose due time is after ``now_ms`` (keys sharing
+        the current tick but due later in it stay armed). A ``now_ms`` earlier than
+        :attr:`now_ms` is treated as :attr:`now_ms`: time never goes backwards, and the call
+        still returns keys inserted with a due time in the past.
+
+        Cost: O(levels + keys fired or cascaded + occupied slots visited) plus sorting the result;
+        independent of how many ticks elapsed.
+        """
+        if now_ms < self._now:
+            now_ms = self._now
+        fired: list[tuple[int, int, K]] = []
+        index = self._index
+        if self._ready:
+            for key, entry in self._ready.items():
+                fired.append((entry.due, entry.seq, key))
+                del index[key]
+            self._ready.clear()
+
+        old_blocks = self._blocks
+        new_tick = now_ms // self._tick_ms
+        self._now = now_ms
+        if new_tick == self._tick:
+            self._drain_current_slot(fired)
+        else:
+            self._tick = new_tick
+            new_blocks = [new_tick // p for p in self._pow]
+            self._blocks = new_blocks
+            # h = the highest level whose block changed (levels means: even the top block).
+            # Level-0 blocks are ticks themselves, so this stops at 0 at the latest.
+            h = self._levels
+            while old_blocks[h] == new_blocks[h]:
+                h -= 1
+            for level in range(min(h, self._levels)):
+                # Keys below level h share T's old level-h block, which now lies wholly in the past.
+                self._fire_level(level, fired)
+            if h == self._levels:
+                self._drain_overflow(fired)
+            else:
+                size = self._size
+                old_digit = old_blocks[h] % size
+                new_digit = new_blocks[h] % size
+                # Slots we jumped over are wholly in the past. (For h > 0 the old digit's slot
+                # is empty by construction; for h == 0 it held keys due in the old tick.)
+                self._fire_slots(h, old_digit, new_digit, fired)
+                if h == 0:
+                    self._drain_current_slot(fired)
+                else:
+                    self._cascade(h, new_digit, fired)
+        self._next_valid = False
+        fired.sort(key=_FIRE_ORDER)
+        return [(key, due) for due, _, key in fired]
+
+    # ---------------------------------------------------------------- internals
+
+    def _locate(self, due_tick: int) -> int:
+        """The level for a key due in ``due_tick`` (> current tick, or == with due > now);
+        ``levels`` means overflow."""
+        blocks = self._blocks
+        pow_ = self._pow
+        for level in range(self._levels):
+            if due_tick // pow_[level + 1] == blocks[level + 1]:
+                return level
+        return self._levels
+
+    def _place(self, key: K, entry: _Entry) -> None:
+        """Bucket an entry that is not yet due (``entry.due > now``) relative to the current tick."""
+        due_tick = entry.due // self._tick_ms
+        level = self._locate(due_tick)
+        if level == self._levels:
+            entry.level = level
+            heapq.heappush(self._overflow, (entry.due, entry.seq, key))
+            self._overflow_live += 1
+            return
+        slot = (due_tick // self._pow[level]) % self._size
+        entry.level = level
+        entry.slot = slot
+        bucket = self._slots[level][slot]
+        mins = self._slot_min[level]
+        if not bucket:
+            self._occupied[level] |= 1 << slot
+            mins[slot] = entry.due
+        else:
+            current = mins[slot]
+            if current is not None and entry.due < current:
+                mins[slot] = entry.due
+        bucket[key] = entry
+
+    def _fire_or_place(self, key: K, entry: _Entry, fired: list[tuple[int, int, K]]) -> None:
+        if entry.due <= self._now:
+            fired.append((entry.due, entry.seq, key))
+            del self._index[key]
+        else:
+            self._place(key, entry)
+
+    def _fire_bucket(self, bucket: dict[K, _Entry], fired: list[tuple[int, int, K]]) -> None:
+        index = self._index
+        for key, entry in bucket.items():
+            fired.append((entry.due, entry.seq, key))
+            del index[key]
+        bucket.clear()
+
+    def _fire_level(self, level: int, fired: list[tuple[int, int, K]]) -> None:
+        mask = self._occupied[level]
+        slots = self._slots[level]
+        mins = self._slot_min[level]
+        while mask:
+            low = mask & -mask
+            mask ^= low
+            slot = low.bit_length() - 1
+            self._fire_bucket(slots[slot], fired)
+            mins[slot] = None
+        self._occupied[level] = 0
+
+    def _fire_slots(self, level: int, start: int, stop: int, fired: list[tuple[int, int, K]]) -> None:
+        """Fire every key in slots ``[start, stop)`` of ``level``."""
+        bits = self._occupied[level] & ((1 << stop) - (1 << start))
+        if not bits:
+            return
+        self._occupied[level] &= ~bits
+        slots = self._slots[level]
+        mins = self._slot_min[level]
+        while bits:
+            low = bits & -bits
+            bits ^= low
+            slot = low.bit_length() - 1
+            self._fire_bucket(slots[slot], fired)
+            mins[slot] = None
+
+    def _drain_current_slot(self, fired: list[tuple[int, int, K]]) -> None:
+        """Fire the keys of the current tick's level-0 slot whose exact due time has passed."""
+        slot = self._tick % self._size
+        bucket = self._slots[0][slot]
+        if not bucket:
+            return
+        now = self._now
+        mins = self._slot_min[0]
+        known_min = mins[slot]
+        if known_min is not None and known_min > now:
+            return
+        gone: list[K] = []
+        remaining_min: int | None = None
+        for key, entry in bucket.items():
+            if entry.due <= now:
+                fired.append((entry.due, entry.seq, key))
+                gone.append(key)
+            elif remaining_min is None or entry.due < remaining_min:
+                remaining_min = entry.due
+        index = self._index
+        for key in gone:
+            del bucket[key]
+            del index[key]
+        mins[slot] = remaining_min
+        if not bucket:
+            self._occupied[0] &= ~(1 << slot)
+
+    def _cascade(self, level: int, slot: int, fired: list[tuple[int, int, K]]) -> None:
+        """Re-bucket the slot of ``level`` that the current tick just entered.
+
+        Its keys now share the current tick's level-``level`` block, so each either fires or
+        lands on a strictly lower level (which the caller has already emptied).
+        """
+        bucket = self._slots[level][slot]
+        if not bucket:
+            return
+        self._slots[level][slot] = {}
+        self._slot_min[level][slot] = None
+        self._occupied[level] &= ~(1 << slot)
+        for key, entry in bucket.items():
+            self._fire_or_place(key, entry, fired)
+
+    def _drain_overflow(self, fired: list[tuple[int, int, K]]) -> None:
+        """Pull every overflow key that falls in the current top-level block (or before it)."""
+        heap = self._overflow
+        index = self._index
+        # Due times below this bound are in the current level-``levels`` block or earlier.
+        bound = (self._blocks[self._levels] + 1) * self._pow[self._levels] * self._tick_ms
+        while heap and heap[0][0] < bound:
+            _, seq, key = heapq.heappop(heap)
+            entry = index.get(key)
+            if entry is None or entry.seq != seq:
+                continue  # cancelled or replaced since it was pushed
+            self._overflow_live -= 1
+            self._fire_or_place(key, entry, fired)
+
+    def _compact_overflow(self) -> None:
+        index = self._index
+        live: list[tuple[int, int, K]] = []
+        for item in self._overflow:
+            entry = index.get(item[2])
+            if entry is not None and entry.seq == item[1]:
+                live.append(item)
+        heapq.heapify(live)
+        self._overflow = live
+
+    def _slot_earliest(self, level: int, slot: int) -> int:
+        earliest = self._slot_min[level][slot]
+        if earliest is None:
+            earliest = min(entry.due for entry in self._slots[level][slot].values())
+            self._slot_min[level][slot] = earliest
+        return earliest
+
+    def _compute_next(self) -> int | None:
+        if self._ready:
+            return min(entry.due for entry in self._ready.values())
+        # Levels, and slots within a level, are ordered by time: every occupied slot of level l
+        # is at or after the current digit, and all of level l precedes all of level l + 1.
+        # So the lowest occupied slot of the lowest occupied level holds the earliest key.
+        for level in range(self._levels):
+            mask = self._occupied[level]
+            if mask:
+                return self._slot_earliest(level, (mask & -mask).bit_length() - 1)
+        heap = self._overflow
+        index = self._index
+        while heap:
+            due, seq, key = heap[0]
+            entry = index.get(key)
+            if entry is not None and entry.seq == seq:
+                return due
+            heapq.heappop(heap)  # dead item (cancelled or replaced); drop it now
+        return None
+
+    def _check_invariants(self) -> None:
+        """Verify the internal layout against the placement rules (for tests; O(n + levels * W)).
+
+        Raises AssertionError describing the first violation found.
+        """
+
+        def fail(message: str) -> None:
+            raise AssertionError(message)
+
+        seen = 0
+        for key, entry in self._ready.items():
+            seen += 1
+            if self._index.get(key) is not entry or entry.level != _READY:
+                fail(f"ready key {key!r} not indexed as ready")
+        for level in range(self._levels):
+            mask = 0
+            for slot, bucket in enumerate(self._slots[level]):
+                if bucket:
+                    mask |= 1 << slot
+                    known = self._slot_min[level][slot]
+                    true_min = min(entry.due for entry in bucket.values())
+                    if known is not None and known != true_min:
+                        fail(f"slot min of level {level} slot {slot} is {known}, true {true_min}")
+                elif self._slot_min[level][slot] is not None:
+                    fail(f"empty slot {level}/{slot} has a min")
+                for key, entry in bucket.items():
+                    seen += 1
+                    if self._index.get(key) is not entry or (entry.level, entry.slot) != (level, slot):
+                        fail(f"key {key!r} in level {level} slot {slot} but indexed elsewhere")
+                    if entry.due <= self._now:
+                        fail(f"key {key!r} due {entry.due} <= now {self._now} still in the wheel")
+                    due_tick = entry.due // self._tick_ms
+                    if self._locate(due_tick) != level:
+                        fail(f"key {key!r} due tick {due_tick} belongs to level {self._locate(due_tick)}")
+                    if (due_tick // self._pow[level]) % self._size != slot:
+                        fail(f"key {key!r} due tick {due_tick} in wrong slot {slot} of level {level}")
+            if mask != self._occupied[level]:
+                fail(f"occupied mask of level {level} is stale")
+        live = 0
+        for due, seq, key in self._overflow:
+            indexed = self._index.get(key)
+            if indexed is None or indexed.seq != seq:
+                continue
+            live += 1
+            if indexed.level != self._levels or indexed.due != due:
+                fail(f"overflow key {key!r} indexed elsewhere")
+            if self._locate(due // self._tick_ms) != self._levels or due <= self._now:
+                fail(f"overflow key {key!r} due {due} belongs in the wheel")
+        if live != self._overflow_live:
+            fail(f"overflow live count {self._overflow_live}, true {live}")
+        if seen + live != len(self._index):
+            fail(f"index holds {len(self._index)} keys, structures hold {seen + live}")
+        if self._next_valid and self._next != self._compute_next():
+            fail(f"cached next_due_ms {self._next} is stale")

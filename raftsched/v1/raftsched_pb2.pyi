@@ -1,0 +1,610 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MISFIRE_UNSPECIFIED: _ClassVar[MisfirePolicy]
+    MISFIRE_LATEST: _ClassVar[MisfirePolicy]
+    MISFIRE_ALL: _ClassVar[MisfirePolicy]
+    MISFIRE_SKIP: _ClassVar[MisfirePolicy]
+
+class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OVERLAP_UNSPECIFIED: _ClassVar[OverlapPolicy]
+    OVERLAP_SKIP: _ClassVar[OverlapPolicy]
+    OVERLAP_ALLOW: _ClassVar[OverlapPolicy]
+
+class FireOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_UNSPECIFIED: _ClassVar[FireOutcome]
+    FIRED: _ClassVar[FireOutcome]
+    COALESCED: _ClassVar[FireOutcome]
+    SKIPPED_OVERLAP: _ClassVar[FireOutcome]
+    SKIPPED_MISFIRE: _ClassVar[FireOutcome]
+    SKIPPED_DISABLED: _ClassVar[FireOutcome]
+
+class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_STATE_UNSPECIFIED: _ClassVar[RunState]
+    PENDING: _ClassVar[RunState]
+    RUNNING: _ClassVar[RunState]
+    SUCCEEDED: _ClassVar[RunState]
+    FAILED: _ClassVar[RunState]
+    CANCELLED: _ClassVar[RunState]
+MISFIRE_UNSPECIFIED: MisfirePolicy
+MISFIRE_LATEST: MisfirePolicy
+MISFIRE_ALL: MisfirePolicy
+MISFIRE_SKIP: MisfirePolicy
+OVERLAP_UNSPECIFIED: OverlapPolicy
+OVERLAP_SKIP: OverlapPolicy
+OVERLAP_ALLOW: OverlapPolicy
+OUTCOME_UNSPECIFIED: FireOutcome
+FIRED: FireOutcome
+COALESCED: FireOutcome
+SKIPPED_OVERLAP: FireOutcome
+SKIPPED_MISFIRE: FireOutcome
+SKIPPED_DISABLED: FireOutcome
+RUN_STATE_UNSPECIFIED: RunState
+PENDING: RunState
+RUNNING: RunState
+SUCCEEDED: RunState
+FAILED: RunState
+CANCELLED: RunState
+
+class CronTrigger(_message.Message):
+    __slots__ = ("expr", "timezone")
+    EXPR_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    expr: str
+    timezone: str
+    def __init__(self, expr: _Optional[str] = ..., timezone: _Optional[str] = ...) -> None: ...
+
+class IntervalTrigger(_message.Message):
+    __slots__ = ("every_ms", "start_ms")
+    EVERY_MS_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    every_ms: int
+    start_ms: int
+    def __init__(self, every_ms: _Optional[int] = ..., start_ms: _Optional[int] = ...) -> None: ...
+
+class OnceTrigger(_message.Message):
+    __slots__ = ("at_ms",)
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    at_ms: int
+    def __init__(self, at_ms: _Optional[int] = ...) -> None: ...
+
+class ManualTrigger(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Trigger(_message.Message):
+    __slots__ = ("cron", "interval", "once", "manual")
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    ONCE_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    cron: CronTrigger
+    interval: IntervalTrigger
+    once: OnceTrigger
+    manual: ManualTrigger
+    def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
+
+class TaskSpec(_message.Message):
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_ALL_CAP_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_ALL_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    trigger: Trigger
+    command: str
+    handler: str
+    shards: int
+    misfire: MisfirePolicy
+    misfire_all_cap: int
+    misfire_all_window_ms: int
+    overlap: OverlapPolicy
+    max_retries: int
+    timeout_ms: int
+    priority: int
+    owner: str
+    namespace: str
+    params_json: str
+    description: str
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class TaskRecord(_message.Message):
+    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    FIRES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIRES_FIELD_NUMBER: _ClassVar[int]
+    KEPT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    spec: TaskSpec
+    version: int
+    enabled: bool
+    created_ms: int
+    updated_ms: int
+    watermark_ms: int
+    next_fire_ms: int
+    active_runs: int
+    fires_total: int
+    runs_total: int
+    kept_fires: int
+    kept_runs: int
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ...) -> None: ...
+
+class FireRecord(_message.Message):
+    __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    nominal_ms: int
+    outcome: FireOutcome
+    reason: str
+    decided_ms: int
+    epoch: int
+    run_id: str
+    task_version: int
+    through_ms: int
+    count: int
+    def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ShardAttempt(_message.Message):
+    __slots__ = ("shard", "attempt", "state", "error", "finished_ms")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    attempt: int
+    state: RunState
+    error: str
+    finished_ms: int
+    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    TASK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    task: str
+    nominal_ms: int
+    task_version: int
+    state: RunState
+    created_ms: int
+    finished_ms: int
+    epoch: int
+    manual: bool
+    shards: _containers.RepeatedCompositeFieldContainer[ShardAttempt]
+    params_json: str
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class CreateTask(_message.Message):
+    __slots__ = ("spec", "next_fire_ms", "disabled")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
+    spec: TaskSpec
+    next_fire_ms: int
+    disabled: bool
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., disabled: _Optional[bool] = ...) -> None: ...
+
+class UpdateTask(_message.Message):
+    __slots__ = ("spec", "next_fire_ms", "expected_version")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    spec: TaskSpec
+    next_fire_ms: int
+    expected_version: int
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class DeleteTask(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class SetEnabled(_message.Message):
+    __slots__ = ("name", "enabled", "next_fire_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    enabled: bool
+    next_fire_ms: int
+    def __init__(self, name: _Optional[str] = ..., enabled: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class TriggerNow(_message.Message):
+    __slots__ = ("name", "params_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    params_json: str
+    def __init__(self, name: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class Barrier(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class Fire(_message.Message):
+    __slots__ = ("nominal_ms", "outcome", "reason", "through_ms", "count")
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    nominal_ms: int
+    outcome: FireOutcome
+    reason: str
+    through_ms: int
+    count: int
+    def __init__(self, nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class TaskFires(_message.Message):
+    __slots__ = ("task", "version", "fires", "next_fire_ms", "watermark_ms")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_MS_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    version: int
+    fires: _containers.RepeatedCompositeFieldContainer[Fire]
+    next_fire_ms: int
+    watermark_ms: int
+    def __init__(self, task: _Optional[str] = ..., version: _Optional[int] = ..., fires: _Optional[_Iterable[_Union[Fire, _Mapping]]] = ..., next_fire_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ...) -> None: ...
+
+class FireBatch(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskFires]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskFires, _Mapping]]] = ...) -> None: ...
+
+class AttemptResult(_message.Message):
+    __slots__ = ("run_id", "shard", "attempt", "success", "error")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    shard: int
+    attempt: int
+    success: bool
+    error: str
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ReportResults(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AttemptResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TASK_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TASK_FIELD_NUMBER: _ClassVar[int]
+    DELETE_TASK_FIELD_NUMBER: _ClassVar[int]
+    SET_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_NOW_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    FIRE_BATCH_FIELD_NUMBER: _ClassVar[int]
+    REPORT_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    format: int
+    idempotency_key: str
+    epoch: int
+    now_ms: int
+    origin: str
+    create_task: CreateTask
+    update_task: UpdateTask
+    delete_task: DeleteTask
+    set_enabled: SetEnabled
+    trigger_now: TriggerNow
+    barrier: Barrier
+    fire_batch: FireBatch
+    report_results: ReportResults
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ...) -> None: ...
+
+class CommandResult(_message.Message):
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    FIRED_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    code: str
+    message: str
+    task: TaskRecord
+    run: Run
+    fired: int
+    accounted: int
+    refused: int
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ...) -> None: ...
+
+class Meta(_message.Message):
+    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands")
+    MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    max_epoch: int
+    max_leader_now_ms: int
+    manual_seq: int
+    applied_commands: int
+    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ...) -> None: ...
+
+class SnapshotEntry(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("format", "entries")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    format: int
+    entries: _containers.RepeatedCompositeFieldContainer[SnapshotEntry]
+    def __init__(self, format: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[SnapshotEntry, _Mapping]]] = ...) -> None: ...
+
+class AddTaskRequest(_message.Message):
+    __slots__ = ("spec", "disabled", "idempotency_key")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    spec: TaskSpec
+    disabled: bool
+    idempotency_key: str
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., disabled: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class UpdateTaskRequest(_message.Message):
+    __slots__ = ("spec", "expected_version", "idempotency_key")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    spec: TaskSpec
+    expected_version: int
+    idempotency_key: str
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., expected_version: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteTaskRequest(_message.Message):
+    __slots__ = ("name", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SetEnabledRequest(_message.Message):
+    __slots__ = ("name", "enabled", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    enabled: bool
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., enabled: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class TriggerNowRequest(_message.Message):
+    __slots__ = ("name", "params_json", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    params_json: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., params_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class TaskReply(_message.Message):
+    __slots__ = ("task",)
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: TaskRecord
+    def __init__(self, task: _Optional[_Union[TaskRecord, _Mapping]] = ...) -> None: ...
+
+class DeleteTaskReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetTaskRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListTasksRequest(_message.Message):
+    __slots__ = ("prefix", "limit")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    limit: int
+    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListTasksReply(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskRecord]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskRecord, _Mapping]]] = ...) -> None: ...
+
+class RunReply(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: Run
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class ListRunsRequest(_message.Message):
+    __slots__ = ("task", "since_ms", "until_ms", "state", "limit")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    since_ms: int
+    until_ms: int
+    state: RunState
+    limit: int
+    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListRunsReply(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ...) -> None: ...
+
+class FireAccountingRequest(_message.Message):
+    __slots__ = ("task", "since_ms", "until_ms", "limit")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    since_ms: int
+    until_ms: int
+    limit: int
+    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class FireAccountingReply(_message.Message):
+    __slots__ = ("fires",)
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    fires: _containers.RepeatedCompositeFieldContainer[FireRecord]
+    def __init__(self, fires: _Optional[_Iterable[_Union[FireRecord, _Mapping]]] = ...) -> None: ...
+
+class ExplainRequest(_message.Message):
+    __slots__ = ("task", "at_ms")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    at_ms: int
+    def __init__(self, task: _Optional[str] = ..., at_ms: _Optional[int] = ...) -> None: ...
+
+class ExplainReply(_message.Message):
+    __slots__ = ("verdict", "details", "fire", "run")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    FIRE_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    verdict: str
+    details: _containers.RepeatedScalarFieldContainer[str]
+    fire: FireRecord
+    run: Run
+    def __init__(self, verdict: _Optional[str] = ..., details: _Optional[_Iterable[str]] = ..., fire: _Optional[_Union[FireRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class ClusterStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PeerStatus(_message.Message):
+    __slots__ = ("node_id", "raft", "connected", "match_index")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    raft: str
+    connected: bool
+    match_index: int
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ...) -> None: ...
+
+class NodeStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeStatusReply(_message.Message):
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_FIELD_NUMBER: _ClassVar[int]
+    GRPC_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_GRPC_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    STATE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_LEN_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    raft: str
+    grpc: str
+    role: str
+    leader_id: str
+    leader_grpc: str
+    term: int
+    commit_index: int
+    applied_index: int
+    tasks: int
+    active_runs: int
+    state_digest: str
+    max_leader_now_ms: int
+    max_epoch: int
+    log_len: int
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ...) -> None: ...
+
+class ClusterStatusReply(_message.Message):
+    __slots__ = ("self", "peers")
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    self: NodeStatusReply
+    peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
+    def __init__(self_, self: _Optional[_Union[NodeStatusReply, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...

@@ -132,7 +132,7 @@ class SchedulerSettings:
     history_keep_count: int = 1000
     history_keep_seconds: int = 604800
     idempotency_keep_seconds: int = 3600
-    max_fires_per_batch: int = 2000
+    max_fires_per_batch: int = 1000
 
     def __post_init__(self) -> None:
         _validate_instance(self, "scheduler", _SCHEDULER_RULES, None)

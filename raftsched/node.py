@@ -22,8 +22,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from raftsched.abc import Clock, Leadership
 from raftsched.config import ClusterConfig, load_config
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.fsm.state import Effect, Retention, SchedulerState
+from raftsched.fsm.state import DispatchAttempt, Effect, Retention, SchedulerState
 from raftsched.leader.driver import DriverThread, LeaderDriver
+from raftsched.metrics import LatenessLog, rss_bytes
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.storage.lmdb_store import LmdbStore
@@ -58,10 +59,18 @@ class Node:
             all_window_ms=s.misfire_all_window_seconds * 1000,
         )
         self.me.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = LmdbStore(self.me.data_dir)
+        # No fsync on the apply thread: a commit per Raft tick must not block heartbeats on the
+        # disk (that caused elections under load). Commits keep LMDB's ACI properties and survive
+        # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
+        # own journal is never fsynced at all (LIBRARY-NOTES §1.8), so this costs no durability
+        # the Raft log itself would have offered.
+        self.store = LmdbStore(self.me.data_dir, sync=False)
+        self._flusher_stop = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
         self.state = SchedulerState.load(self.store, self.retention)
         self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
         self.replica = Replica(self.state, self.store, effect_sink=self._effects)
+        self.lateness = LatenessLog()
         self.consensus: PySyncObjNode | None = None
         self.driver_thread: DriverThread | None = None
         self._server: grpc.aio.Server | None = None
@@ -74,6 +83,7 @@ class Node:
         """Join the Raft cluster. Must run on the main thread (pysyncobj's requirement)."""
         self.driver_thread = DriverThread(self.driver, self.clock, self._propose)
         self.driver_thread.start()
+        self._flusher.start()
         self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
@@ -120,7 +130,15 @@ class Node:
         finally:
             await server.stop(grace=1.0)
 
+    def _flush_loop(self) -> None:
+        while not self._flusher_stop.wait(1.0):
+            try:
+                self.store.flush()
+            except Exception:
+                log.exception("periodic LMDB flush failed")
+
     def stop(self) -> None:
+        self._flusher_stop.set()
         if self.driver_thread is not None:
             self.driver_thread.stop()
         if self.consensus is not None:
@@ -135,6 +153,11 @@ class Node:
         self.consensus.propose(data, callback)  # type: ignore[arg-type]
 
     def _effects(self, effects: tuple[Effect, ...]) -> None:
+        if self.driver.leading:
+            now = self.clock.now_ms()
+            for effect in effects:
+                if isinstance(effect, DispatchAttempt) and effect.shard == 0 and effect.epoch == self.driver.epoch:
+                    self.lateness.record(effect.nominal_ms, now - effect.nominal_ms)
         if self.driver_thread is not None:
             self.driver_thread.effects_applied(effects)
 
@@ -168,7 +191,9 @@ class Node:
 
     # -- status ----------------------------------------------------------------------------------
 
-    def node_status(self) -> pb.NodeStatusReply:
+    def node_status(
+        self, lateness_since_ms: int = 0, include_digest: bool = False, chain_at_index: int = 0
+    ) -> pb.NodeStatusReply:
         c = self.consensus
         status = c.status() if c is not None else {}
         role = {0: "follower", 1: "candidate", 2: "leader"}.get(int(status.get("state", 0)), "follower")
@@ -189,8 +214,16 @@ class Node:
                 max_leader_now_ms=self.state.max_now_ms,
                 max_epoch=self.state.max_epoch,
                 log_len=int(status.get("log_len", 0)),
+                fires_committed=self.lateness.total,
+                rss_bytes=rss_bytes(),
+                chain=self.state.chain.hex(),
             )
-        reply.state_digest = self.state.digest()
+            at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
+            if at is not None:
+                reply.chain_at_index = at.hex()
+        reply.commit_lateness.CopyFrom(self.lateness.summary(lateness_since_ms))
+        if include_digest:
+            reply.state_digest = self.state.digest()
         return reply
 
     def cluster_status(self) -> pb.ClusterStatusReply:

@@ -6,6 +6,7 @@ effects to the leader driver.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 
 from raftsched.abc import StateStore
@@ -32,6 +33,10 @@ class Replica:
         self._dirty = False
         self.entries_applied = 0
         self.entries_skipped = 0
+        # index -> apply-chain hash for recent entries: lets replicas be compared at one index
+        # while the cluster keeps applying (node-local, bounded).
+        self.recent_chains: OrderedDict[int, bytes] = OrderedDict()
+        self.recent_chains_max = 100_000
 
     def apply_entry(self, index: int, data: bytes) -> bytes | None:
         """Apply log entry ``index``. Never raises (an exception here would wedge every node)."""
@@ -47,6 +52,9 @@ class Replica:
         self.last_applied = index
         self._dirty = True
         self.entries_applied += 1
+        self.recent_chains[index] = self.state.chain
+        if len(self.recent_chains) > self.recent_chains_max:
+            self.recent_chains.popitem(last=False)
         if applied.effects and self.effect_sink is not None:
             try:
                 self.effect_sink(applied.effects)

@@ -123,6 +123,8 @@ class SimHarness:
                 if proposal.barrier:
                     return
                 driver.on_proposal_failed(proposal)
+            else:
+                driver.on_proposal_committed(proposal)
 
         self.cluster.nodes[node.node_id].propose(proposal.data, done)
 
@@ -159,8 +161,9 @@ class SimHarness:
         node = self.nodes[node_id]
         fn = getattr(writes, build)
         key = f"sim-{next(self._keys)}"
-        stamp = {"now_ms": self.now(node_id), "epoch": node.driver.epoch or self.cluster.term,
-                 "origin": node_id, "key": key}
+        # Stamped as rpc/admin.py does: never below the committed leader time, whatever the clock.
+        now_ms = max(self.now(node_id), node.state.max_now_ms)
+        stamp = {"now_ms": now_ms, "epoch": node.driver.epoch or self.cluster.term, "origin": node_id, "key": key}
         if build in ("update_task", "set_enabled"):
             data = fn(node.state, *args, **kwargs, **stamp)
         else:

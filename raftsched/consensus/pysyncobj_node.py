@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -104,6 +105,8 @@ class PySyncObjNode:
         self._applied_index = applied_index
         self._addr_to_id = addr_to_id
         self._last_role = -1
+        self._last_tick = time.monotonic()
+        self._stall_warn_s = tuning.raft_min_timeout / 2
         data_dir.mkdir(parents=True, exist_ok=True)
         conf = SyncObjConf(
             appendEntriesUseBatch=True,
@@ -173,10 +176,18 @@ class PySyncObjNode:
     # -- callbacks on the tick thread ----------------------------------------------------------
 
     def _tick(self) -> None:
+        start = time.monotonic()
+        gap = start - self._last_tick
         try:
             self._on_tick()
         except Exception:
             log.exception("on-tick hook failed")
+        end = time.monotonic()
+        self._last_tick = end
+        # A tick thread that stalls longer than the election timeout costs the cluster a leader.
+        if gap > self._stall_warn_s:
+            log.warning("%s: raft tick thread stalled for %.0f ms (on-tick hook %.0f ms)",
+                        self.node_id, gap * 1000, (end - start) * 1000)
 
     def _state_changed(self, old: int, new: int) -> None:
         if new == self._last_role:

@@ -183,6 +183,7 @@ class SchedulerState:
         self.max_now_ms = 0
         self.manual_seq = 0
         self.applied_commands = 0
+        self.chain = b""
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -203,8 +204,10 @@ class SchedulerState:
             self.max_now_ms = meta.max_leader_now_ms
             self.manual_seq = meta.manual_seq
             self.applied_commands = meta.applied_commands
+            self.chain = meta.chain
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
+            self.chain = b""
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
             rec.ParseFromString(value)
@@ -225,6 +228,7 @@ class SchedulerState:
             max_leader_now_ms=self.max_now_ms,
             manual_seq=self.manual_seq,
             applied_commands=self.applied_commands,
+            chain=self.chain,
         )
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
 
@@ -272,16 +276,24 @@ class SchedulerState:
             try:
                 cmd = codec.decode_command(data)
             except Exception as exc:  # noqa: BLE001 - garbage bytes must not stop the cluster
-                return Applied(rejected("invalid_argument", f"undecodable command: {exc}"))
+                applied = Applied(rejected("invalid_argument", f"undecodable command: {exc}"))
+                self.chain = hashlib.sha256(self.chain + hashlib.sha256(data).digest() + applied.encode()).digest()
+                self._save_meta()
+                return applied
             try:
-                return self._apply(cmd)
+                applied = self._apply(cmd)
             except _Reject as rej:
-                return Applied(rejected(rej.code, rej.message))
+                applied = Applied(rejected(rej.code, rej.message))
             except InvalidSpec as exc:
-                return Applied(rejected(InvalidSpec.code, str(exc)))
+                applied = Applied(rejected(InvalidSpec.code, str(exc)))
             except Exception as exc:  # a bug: log loudly, but never wedge every replica
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
-                return Applied(rejected("internal", f"internal error applying command: {exc!r}"))
+                applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
+            # The apply chain: a cheap fingerprint of everything applied so far, comparable between
+            # replicas at the same log index even while the cluster is busy.
+            self.chain = hashlib.sha256(self.chain + hashlib.sha256(data).digest() + applied.encode()).digest()
+            self._save_meta()
+            return applied
 
     def _apply(self, cmd: pb.Command) -> Applied:
         if cmd.format > codec.COMMAND_FORMAT:
@@ -295,9 +307,10 @@ class SchedulerState:
                 return Applied(res)
         if cmd.epoch < self.max_epoch:
             # A deposed leader's command (forwarded by pysyncobj after a newer leader committed).
-            return self._finish(
-                cmd, rejected("stale_epoch", f"epoch {cmd.epoch} is older than {self.max_epoch}"), ()
-            )
+            # Refused like any other rejection: nothing stored changes (no counter, no pruning, no
+            # clock), and its idempotency key is not remembered, so the client's retry through the
+            # new leader applies.
+            raise _Reject("stale_epoch", f"epoch {cmd.epoch} is older than {self.max_epoch}")
         body = cmd.WhichOneof("body")
         handler = _HANDLERS.get(body or "")
         if handler is None:
@@ -308,19 +321,14 @@ class SchedulerState:
         return self._finish(cmd, result, effects)
 
     def _finish(self, cmd: pb.Command, result: pb.CommandResult, effects: tuple[Effect, ...]) -> Applied:
-        stale = result.code == "stale_epoch"
-        if not stale:
-            # A stale leader's clock must not move the cluster's time either.
-            self.max_epoch = max(self.max_epoch, cmd.epoch)
-            self.max_now_ms = max(self.max_now_ms, cmd.now_ms)
+        self.max_epoch = max(self.max_epoch, cmd.epoch)
+        self.max_now_ms = max(self.max_now_ms, cmd.now_ms)
         self.applied_commands += 1
-        if cmd.idempotency_key and not stale:
-            # Not remembered when stale: the client's retry through the new leader must apply.
+        if cmd.idempotency_key:
             stamp = self.max_now_ms.to_bytes(8, "big")
             self.store.put(keys.idem_key(cmd.idempotency_key), stamp + result.SerializeToString(deterministic=True))
             self.store.put(keys.idem_expiry_key(self.max_now_ms, cmd.idempotency_key), b"")
         self._prune_idempotency()
-        self._save_meta()
         return Applied(result, effects)
 
     def _prune_idempotency(self) -> None:
@@ -355,6 +363,9 @@ class SchedulerState:
         _check_next_fire(body.next_fire_ms, now)
         st = TaskState(spec, _spec_bytes(codec.spec_to_pb(spec)))
         st.version = 1
+        # Runs of a deleted task of the same name may still be active (delete leaves them to
+        # finish); they count here, or their completion would drive the counter below zero.
+        st.active_runs = sum(1 for run in self.active.values() if run.task == spec.name)
         st.enabled = not body.disabled
         st.created_ms = st.updated_ms = now
         st.watermark_ms = now
@@ -371,7 +382,8 @@ class SchedulerState:
             raise _Reject(
                 "conflict", f"task {spec.name!r} is at version {st.version}, not {body.expected_version}"
             )
-        _check_next_fire(body.next_fire_ms, now)
+        _check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
+        _check_nothing_due(st, now)
         st.spec = spec
         st.spec_bytes = _spec_bytes(codec.spec_to_pb(spec))
         st.version += 1
@@ -404,7 +416,9 @@ class SchedulerState:
         body = cmd.set_enabled
         st = self._task(body.name)
         if body.enabled:
-            _check_next_fire(body.next_fire_ms, now)
+            _check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
+        else:
+            _check_nothing_due(st, now)
         if st.enabled != body.enabled:
             st.enabled = body.enabled
             st.updated_ms = now
@@ -462,11 +476,11 @@ class SchedulerState:
         return run, effects
 
     def _fire_batch(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        if cmd.now_ms < self.max_now_ms:
-            raise _Reject(
-                "conflict",
-                f"fire batch stamped {cmd.now_ms} is earlier than the committed leader time {self.max_now_ms}",
-            )
+        # Never early is checked per fire against the stamping leader's clock (cmd.now_ms), not the
+        # max committed time: one leader pipelines commands stamped by several threads, so they
+        # may commit slightly out of stamp order. A *new* leader never stamps below the committed
+        # max (the driver starts from it after its barrier), which is what invariant 3 asks.
+        now = cmd.now_ms
         effects: list[Effect] = []
         fired = accounted = refused = 0
         for tf in cmd.fire_batch.tasks:
@@ -540,10 +554,18 @@ class SchedulerState:
         self._prune_fires(st, now)
 
     def _prune_fires(self, st: TaskState, now: int) -> None:
+        # Over the count limit: prune now. Age is checked every 64th record only (it needs a
+        # read of the oldest record); both conditions are deterministic, so replicas agree.
+        age_check = st.fires_total % 64 == 0
+        if st.kept_fires <= self.retention.keep_count and not age_check:
+            return
         name = st.spec.name
         horizon = now - self.retention.keep_ms
         lo, hi = keys.per_task_prefix(keys.FIRE, name), keys.per_task_end(keys.FIRE, name)
-        for k, v in self.store.scan(lo, hi, limit=self.retention.prune_step):
+        # An age check must be able to drop every record that aged out since the previous one
+        # (up to 64), or age retention falls further behind on every check.
+        limit = self.retention.prune_step + (64 if age_check else 0)
+        for k, v in self.store.scan(lo, hi, limit=limit):
             if st.kept_fires <= self.retention.keep_count:
                 rec = pb.FireRecord()
                 rec.ParseFromString(v)
@@ -634,9 +656,38 @@ class SchedulerState:
             return out
 
 
-def _check_next_fire(next_fire_ms: int, now: int) -> None:
+def _check_next_fire(next_fire_ms: int, watermark_ms: int) -> None:
+    """``watermark_ms`` is the task's watermark once the command applies.
+
+    A next fire at or before it could never be accounted (every batch for it is refused as "not
+    after the watermark"), so the task would silently stop firing: refuse the command instead. It
+    happens when the stamping clock is behind the committed leader time; a retry restamps it.
+    """
     if next_fire_ms < 0:
         raise _Reject("invalid_argument", f"next fire {next_fire_ms} is negative")
+    if next_fire_ms and next_fire_ms <= watermark_ms:
+        # "unavailable": transient, and the SDK retries it (the retry is stamped afresh).
+        raise _Reject(
+            "unavailable",
+            f"next fire {next_fire_ms} is not after the task's watermark {watermark_ms} "
+            "(stamped by a clock behind the committed leader time); retry",
+        )
+
+
+def _check_nothing_due(st: TaskState, now: int) -> None:
+    """Refuse to disable or redefine an enabled task while fires are due but not yet accounted.
+
+    Disabling (then enabling) or updating moves the watermark to "now" without a fire record, so
+    fires already due under the current definition — e.g. the backlog a new leader has not
+    planned yet on its first tick — would vanish silently (invariant 1). The leader accounts them
+    on its next tick; the refusal is transient ("unavailable", retried by the SDK).
+    """
+    if st.enabled and st.next_fire_ms and st.next_fire_ms <= now:
+        raise _Reject(
+            "unavailable",
+            f"task {st.spec.name!r} has a fire due at {st.next_fire_ms} that the leader has not "
+            f"accounted yet (now {now}); retry shortly",
+        )
 
 
 _HANDLERS = {

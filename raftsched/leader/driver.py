@@ -49,7 +49,7 @@ class LeaderDriver:
         state: SchedulerState,
         node_id: str,
         misfire: MisfireSettings | None = None,
-        max_fires_per_batch: int = 2000,
+        max_fires_per_batch: int = 1000,
         tick_ms: int = 10,
     ) -> None:
         self.state = state
@@ -108,6 +108,13 @@ class LeaderDriver:
                     self.wheel.insert(effect.task, effect.next_fire_ms)
                 else:
                     self.wheel.cancel(effect.task)
+
+    def on_proposal_committed(self, proposal: Proposal) -> None:
+        """A batch applied. Tasks it covered that were not re-armed by an effect (their entry was
+        refused: version changed, task deleted...) are re-armed from the state as it is now."""
+        for name in proposal.tasks:
+            if name in self.in_flight:
+                self.on_proposal_failed(Proposal(b"", (name,)))
 
     def on_proposal_failed(self, proposal: Proposal) -> None:
         """Re-arm the tasks of a batch that did not commit (or whose outcome is unknown).
@@ -196,8 +203,15 @@ class DriverThread:
     :meth:`leadership_changed` and :meth:`effects_applied`; both only enqueue and wake the loop.
     """
 
-    def __init__(self, driver: LeaderDriver, clock: Clock, propose: ProposeFn, max_sleep_s: float = 0.5) -> None:
+    def __init__(
+        self, driver: LeaderDriver, clock: Clock, propose: ProposeFn, max_sleep_s: float = 0.5, max_in_flight: int = 2
+    ) -> None:
         self.driver = driver
+        self.max_in_flight = max_in_flight
+        self._queue: list[Proposal] = []
+        self._in_flight = 0
+        self.commit_seconds: list[float] = []
+        self._last_report = clock.monotonic()
         self.clock = clock
         self.propose = propose
         self.max_sleep_s = max_sleep_s
@@ -243,6 +257,8 @@ class DriverThread:
                 log.exception("leader loop step failed")
 
     def _sleep_s(self) -> float:
+        if self._in_flight >= self.max_in_flight:
+            return self.max_sleep_s  # a commit (an event) wakes us
         wake = self.driver.next_wakeup_ms()
         if wake is None:
             return self.max_sleep_s
@@ -251,6 +267,10 @@ class DriverThread:
     def _step(self, events: list[tuple[str, object]]) -> None:
         d = self.driver
         for kind, value in events:
+            if kind in ("leader", "follower"):
+                # Queued batches were planned under the previous role/epoch: drop them. Their
+                # tasks are re-armed from state when this node next leads.
+                self._queue.clear()
             if kind == "leader":
                 assert isinstance(value, int)
                 if not d.leading or d.epoch != value:
@@ -268,17 +288,52 @@ class DriverThread:
             elif kind == "failed":
                 assert isinstance(value, Proposal)
                 d.on_proposal_failed(value)
-        for proposal in d.poll(self.clock.now_ms()):
-            self._send(proposal)
+            elif kind == "committed":
+                assert isinstance(value, Proposal)
+                d.on_proposal_committed(value)
+            elif kind == "settled":
+                self._in_flight -= 1
+                assert isinstance(value, float)
+                self.commit_seconds.append(value)
+        now_s = self.clock.monotonic()
+        if self.commit_seconds and now_s - self._last_report > 10:
+            lat = sorted(self.commit_seconds)
+            log.info("leader %s: %d batches committed in %.0fs, commit latency p50 %.0f ms max %.0f ms, "
+                     "%d queued", d.node_id, len(lat), now_s - self._last_report, lat[len(lat) // 2] * 1000,
+                     lat[-1] * 1000, len(self._queue))
+            self.commit_seconds.clear()
+            self._last_report = now_s
+        self._pump()
+
+    def _pump(self) -> None:
+        # Flow control: at most `max_in_flight` fire batches proposed but not yet applied. Every
+        # node applies all newly committed entries in one Raft tick, and heartbeats wait for
+        # that; an unpaced burst (10,000 fires due in the same second) stalled ticks past the
+        # election timeout. The wheel is polled only when the pipeline has room and nothing is
+        # queued, so under load due tasks accumulate there and leave in full batches (polling
+        # on every commit produced many tiny batches and throughput collapsed).
+        while self._in_flight < self.max_in_flight:
+            if not self._queue:
+                self._queue.extend(self.driver.poll(self.clock.now_ms()))
+                if not self._queue:
+                    return
+            self._send(self._queue.pop(0))
 
     def _send(self, proposal: Proposal) -> None:
         epoch = self.driver.epoch
+        sent = self.clock.monotonic()
+        if not proposal.barrier:
+            self._in_flight += 1
 
         def done(result: bytes | None, error: ProposeError | None) -> None:
+            if not proposal.barrier:
+                self._post("settled", self.clock.monotonic() - sent)
             if error is not None:
                 self.batches_failed += 1
                 log.warning("proposal failed (%s): %s", error.code, error)
                 self._post("barrier_failed" if proposal.barrier else "failed", epoch if proposal.barrier else proposal)
+            elif proposal.tasks:
+                self._post("committed", proposal)
 
         self.batches_proposed += 1
         self.propose(proposal.data, done)

@@ -255,7 +255,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def NodeStatus(
         self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.NodeStatusReply:
-        return self.node.node_status()
+        return self.node.node_status(request.lateness_since_ms, request.include_digest, request.chain_at_index)
 
     async def ClusterStatus(
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext

@@ -14,17 +14,19 @@ Threads:
   transaction that stays open until ``commit``; ``get``/``scan`` read through it, so they see the
   uncommitted batch. LMDB write transactions are bound to the thread that began them: calling a
   write-path method from another thread while a batch is open raises :class:`RuntimeError`.
+  (With no batch open, ``get``/``scan`` read committed data through a short read transaction.)
 * Any thread may use :meth:`LmdbStore.reader` (a short read-only transaction over committed
   data), :meth:`LmdbStore.applied_index` and :meth:`LmdbStore.stats`.
 * Readers and the environment swap of :meth:`LmdbStore.load_snapshot_copy` (and ``close``) are
   ordered by a shared/exclusive guard: readers share it, the swap waits for open readers to
   finish and holds new ones back until the new environment is open.
 
-Failure: if an LMDB call fails while a batch is open (``MapFullError``, disk full...), LMDB can
-only abort the transaction, so the batch is lost. Rather than let a later ``commit`` record an
-index that covers writes that never happened, the store then refuses every write-path call with
-:class:`RuntimeError`; close it and reopen it (the node restarts and replays from its last
-committed index). Readers keep working.
+Failure: if an LMDB call fails inside the write transaction (``MapFullError``, disk full...),
+LMDB can only abort it. If that loses writes made by earlier calls, then rather than let a later
+``commit`` record an index covering writes that never happened, the store refuses every further
+write-path call with :class:`RuntimeError`: close and reopen it (the node restarts and replays
+from its last committed index). Readers keep working. A failure in a transaction the failing
+call began itself loses nothing else and only raises.
 
 Keys are 1 to 511 bytes (LMDB's limit): ``put`` raises :class:`ValueError` for any other key,
 while ``get`` and ``delete`` treat such a key as absent.
@@ -212,9 +214,8 @@ def _more(
             return
 
 
-def _check_key(key: bytes) -> None:
-    if not 0 < len(key) <= _MAX_KEY:
-        raise ValueError(f"LMDB keys must be 1 to {_MAX_KEY} bytes, got {len(key)}")
+def _key_error(key: bytes) -> ValueError:
+    return ValueError(f"LMDB keys must be 1 to {_MAX_KEY} bytes, got {len(key)}")
 
 
 def _valid_key(key: bytes) -> bool:
@@ -400,11 +401,19 @@ class LmdbStore:
 
     def _open_batch(self) -> Any:
         """The open write txn, or None (after the ownership checks)."""
+        txn = self._txn
+        if txn is not None and self._owner is threading.current_thread():
+            return txn  # the fast path of _batch()
         with self._txn_lock:
             return self._check_batch_locked()
 
     def _batch(self) -> tuple[Any, bool]:
         """The write txn, begun now if none is open; and whether it was (no earlier writes in it)."""
+        txn = self._txn
+        if txn is not None and self._owner is threading.current_thread():
+            # Fast path, no lock: only the owner can end its own batch (close() from another
+            # thread refuses while the owner lives), and a broken store has no batch.
+            return txn, False
         with self._txn_lock:
             txn = self._check_batch_locked()
             if txn is not None:
@@ -446,7 +455,8 @@ class LmdbStore:
 
     def put(self, key: bytes, value: bytes) -> None:
         """Write ``key`` in the batch (begun if none is open). Raises ValueError for a bad key size."""
-        _check_key(key)
+        if not 0 < len(key) <= _MAX_KEY:
+            raise _key_error(key)
         txn, fresh = self._batch()
         try:
             txn.put(key, value, db=self._state_db)
@@ -558,9 +568,16 @@ class LmdbStore:
                 "entries": entries,
                 "map_used_bytes": (info["last_pgno"] + 1) * page,  # pages are numbered from 0
                 "map_size_bytes": info["map_size"],
-                "readers_used": info["num_readers"],
+                "reader_slots_used": info["num_readers"],  # high-water mark of the reader table
                 "applied_index": self._applied,
             }
+
+    def flush(self) -> None:
+        """Force committed data to disk (fsync). With ``sync=False`` a node calls this periodically
+        from a background thread, so the apply thread never waits on the disk."""
+        with self._guard.shared():
+            if not self._closed:
+                self._live_env().sync(True)
 
     # -- snapshots -----------------------------------------------------------------------------
 
@@ -689,7 +706,8 @@ class LmdbStore:
 
 def _checked(entries: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[bytes, bytes]]:
     for key, value in entries:
-        _check_key(key)
+        if not 0 < len(key) <= _MAX_KEY:
+            raise _key_error(key)
         yield key, value
 
 

@@ -8,8 +8,8 @@ time once and replicates the resulting epoch value.
 Expressions
     Five fields (``minute hour day-of-month month day-of-week``, minute granularity) or six fields with
     the SECONDS FIELD LAST (croniter's convention: ``"* * * * * */2"`` fires every two seconds, while
-    ``"*/2 * * * * *"`` fires every second of every even minute), or one
-    of ``@hourly @daily @midnight @weekly @monthly @yearly @annually``. Day-of-month and day-of-week
+    ``"*/2 * * * * *"`` fires every second of every even minute), or one of ``@hourly @daily
+    @midnight @weekly @monthly @yearly @annually``. Day-of-month and day-of-week
     combine with OR when both are restricted (POSIX). ``H`` (hash) and ``R`` (random) are rejected:
     ``R`` differs per evaluation, so replicas would disagree. The year field (seven fields) is not
     supported. An expression that can never match (``0 0 30 2 *``) is rejected.
@@ -32,6 +32,11 @@ DST policy
         - if the hour field is ``*`` (hourly and finer jobs), the nonexistent wall times are simply
           skipped: ``30 * * * *`` goes from 01:30+01:00 to 03:30+02:00. Such jobs fire on every wall
           time that exists.
+
+    This equals croniter's own zone-aware output with the second occurrences dropped, except that a
+    six-field job whose time falls in a gap runs at the end of the gap (03:00:00) where croniter keeps
+    the seconds (03:00:15). Mechanically, croniter enumerates matching wall times with no zone
+    attached and this module maps each one to an instant with zoneinfo.
 
     The policy is stateless: ``next_after(t)`` is the earliest fire of the set above that is strictly
     later than ``t``, whatever was asked before, and ``fires_between`` is the same set restricted to a

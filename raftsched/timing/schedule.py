@@ -34,11 +34,29 @@ class MisfireSettings:
     all_window_ms: int = 3_600_000
 
 
+# Many tasks share an expression and fall due together, so on the leader the same
+# (expr, zone, after) question is asked thousands of times per tick: memoise the answer. A pure
+# function of its key, so the memo cannot change any result; bounded by clearing.
+_CRON_MEMO: dict[tuple[str, str, int], int] = {}
+_CRON_MEMO_MAX = 200_000
+
+
+def _cron_next(expr: str, tz: str, after_ms: int) -> int:
+    key = (expr, tz, after_ms)
+    hit = _CRON_MEMO.get(key)
+    if hit is None:
+        hit = CronSchedule.parse(expr, tz).next_after(after_ms)
+        if len(_CRON_MEMO) >= _CRON_MEMO_MAX:
+            _CRON_MEMO.clear()
+        _CRON_MEMO[key] = hit
+    return hit
+
+
 def next_fire_after(trigger: Trigger, after_ms: int) -> int:
     """The first nominal fire strictly after ``after_ms``, or 0 if the trigger never fires again."""
     match trigger:
         case CronTrigger(expr, tz):
-            return CronSchedule.parse(expr, tz).next_after(after_ms)
+            return _cron_next(expr, tz, after_ms)
         case IntervalTrigger(every, start):
             if after_ms < start:
                 return start
@@ -48,6 +66,16 @@ def next_fire_after(trigger: Trigger, after_ms: int) -> int:
         case ManualTrigger():
             return 0
     raise InvalidSpec("trigger", f"unknown trigger {trigger!r}")
+
+
+def _count_missed_after(trigger: Trigger, after_ms: int, lo_ms: int, bound_ms: int, limit: int) -> int:
+    """How many fires ``f`` with ``f > after_ms``, ``lo_ms <= f < bound_ms`` exist (counting stops at ``limit``)."""
+    n = 0
+    t = next_fire_after(trigger, max(after_ms, lo_ms - 1))
+    while t and t < bound_ms and n < limit:
+        n += 1
+        t = next_fire_after(trigger, t)
+    return n
 
 
 def prepare_spec(spec: TaskSpec, now_ms: int) -> tuple[TaskSpec, int]:
@@ -108,7 +136,12 @@ def plan_fires(
         window = spec.misfire_all_window_ms or settings.all_window_ms
         cap = spec.misfire_all_cap or settings.all_cap
         eligible = [f for f in missed if f >= now_ms - window]
-        chosen = set(eligible[-cap:])
+        # The cap is on the newest missed fires of the whole backlog, not of this plan: when the
+        # backlog continues past this plan, the eligible fires after it take their share first
+        # (otherwise every plan of a long catch-up would run its own ``cap`` fires).
+        later = _count_missed_after(spec.trigger, due[-1], now_ms - window, bound, cap) if more else 0
+        keep = cap - later
+        chosen = set(eligible[max(0, len(eligible) - keep) :]) if keep > 0 else set()
         for f in missed:
             if f in chosen:
                 decided.append((f, pb.FIRED, f"{lateness}; run late (misfire=all)"))

@@ -378,16 +378,18 @@ class CommandResult(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands")
+    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain")
     MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     MANUAL_SEQ_FIELD_NUMBER: _ClassVar[int]
     APPLIED_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
     max_epoch: int
     max_leader_now_ms: int
     manual_seq: int
     applied_commands: int
-    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ...) -> None: ...
+    chain: bytes
+    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ...) -> None: ...
 
 class SnapshotEntry(_message.Message):
     __slots__ = ("key", "value")
@@ -564,11 +566,31 @@ class PeerStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ...) -> None: ...
 
 class NodeStatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("lateness_since_ms", "include_digest", "chain_at_index")
+    LATENESS_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_AT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    lateness_since_ms: int
+    include_digest: bool
+    chain_at_index: int
+    def __init__(self, lateness_since_ms: _Optional[int] = ..., include_digest: _Optional[bool] = ..., chain_at_index: _Optional[int] = ...) -> None: ...
+
+class LatencySummary(_message.Message):
+    __slots__ = ("count", "p50_ms", "p99_ms", "max_ms", "mean_ms")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    P50_MS_FIELD_NUMBER: _ClassVar[int]
+    P99_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_MS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    mean_ms: float
+    def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "rss_bytes", "chain", "chain_at_index")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -584,6 +606,11 @@ class NodeStatusReply(_message.Message):
     MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LOG_LEN_FIELD_NUMBER: _ClassVar[int]
+    FIRES_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LATENESS_FIELD_NUMBER: _ClassVar[int]
+    RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_AT_INDEX_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     grpc: str
@@ -599,7 +626,12 @@ class NodeStatusReply(_message.Message):
     max_leader_now_ms: int
     max_epoch: int
     log_len: int
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ...) -> None: ...
+    fires_committed: int
+    commit_lateness: LatencySummary
+    rss_bytes: int
+    chain: str
+    chain_at_index: str
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")

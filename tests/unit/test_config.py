@@ -110,7 +110,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert config.raft.log_compaction_min_entries == 20000
     assert config.scheduler.misfire_grace_seconds == 5
     assert config.scheduler.history_keep_seconds == 604800
-    assert config.scheduler.max_fires_per_batch == 2000
+    assert config.scheduler.max_fires_per_batch == 1000
 
 
 def test_values_override_defaults_and_ints_are_accepted_for_floats(tmp_path: Path) -> None:

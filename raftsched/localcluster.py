@@ -1,0 +1,227 @@
+"""Run a cluster of real ``raftsched-node`` processes on this machine.
+
+Used by the demo (``raftsched demo``), the integration and chaos tests and the benchmarks. Every
+node is a separate Python process (``python -m raftsched.node``) with its own data directory;
+processes can be killed (SIGKILL), paused (SIGSTOP/SIGCONT), restarted and wiped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+
+from raftsched.config import ClusterConfig, load_config
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """OS-assigned free ports (bound then released; a tiny race remains, acceptable for tests)."""
+    socks, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.05, what: str = "condition") -> T:
+    """Poll ``predicate`` until it returns a truthy value; raise TimeoutError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - the predicate may fail until the system is up
+            last_exc = exc
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}" +
+                               (f" (last error: {last_exc!r})" if last_exc else ""))
+        time.sleep(interval)
+
+
+def write_config(
+    path: Path, nodes: int, secret: str = "local-cluster-secret-0123456789", extra: str = ""
+) -> ClusterConfig:
+    ports = free_ports(nodes * 2)
+    lines = ["[cluster]", 'name = "local"', f'secret = "{secret}"', ""]
+    for i in range(nodes):
+        lines += [
+            "[[nodes]]",
+            f'id = "n{i + 1}"',
+            f'raft = "127.0.0.1:{ports[2 * i]}"',
+            f'grpc = "127.0.0.1:{ports[2 * i + 1]}"',
+            f'data_dir = "data/n{i + 1}"',
+            "",
+        ]
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return load_config(path)
+
+
+@dataclass
+class LocalCluster:
+    """Processes of one cluster described by ``config_path``."""
+
+    config_path: Path
+    log_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.config = load_config(self.config_path)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._channels: dict[str, grpc.Channel] = {}
+
+    @classmethod
+    def create(cls, base_dir: Path, nodes: int = 3, extra_config: str = "") -> LocalCluster:
+        base_dir.mkdir(parents=True, exist_ok=True)
+        path = base_dir / "cluster.toml"
+        write_config(path, nodes, extra=extra_config)
+        return cls(path, base_dir / "logs")
+
+    # -- processes -------------------------------------------------------------------------------
+
+    def start(self, node_id: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+        ids = [node_id] if node_id else [n.id for n in self.config.nodes]
+        for nid in ids:
+            if nid in self.procs and self.procs[nid].poll() is None:
+                continue
+            log = open(self.log_dir / f"{nid}.log", "ab")  # noqa: SIM115 - owned by the child
+            env = {**os.environ, **self.env, **(extra_env or {})}
+            self.procs[nid] = subprocess.Popen(
+                [sys.executable, "-m", "raftsched.node", "--config", str(self.config_path), "--node-id", nid],
+                stdout=log, stderr=subprocess.STDOUT, env=env,
+            )
+            log.close()
+
+    def kill(self, node_id: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.get(node_id)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                proc.wait(timeout=30)
+        self._drop_channel(node_id)
+
+    def pause(self, node_id: str) -> None:
+        self.procs[node_id].send_signal(signal.SIGSTOP)
+
+    def resume(self, node_id: str) -> None:
+        self.procs[node_id].send_signal(signal.SIGCONT)
+
+    def wipe(self, node_id: str) -> None:
+        shutil.rmtree(self.config.node(node_id).data_dir, ignore_errors=True)
+
+    def alive(self) -> list[str]:
+        return [n for n, p in self.procs.items() if p.poll() is None]
+
+    def stop(self) -> None:
+        for nid, proc in self.procs.items():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- observation -----------------------------------------------------------------------------
+
+    def grpc_of(self, node_id: str) -> str:
+        return self.config.node(node_id).grpc
+
+    def targets(self) -> list[str]:
+        return self.config.grpc_targets()
+
+    def _stub(self, node_id: str) -> pb_grpc.AdminStub:
+        ch = self._channels.get(node_id)
+        if ch is None:
+            ch = grpc.insecure_channel(self.grpc_of(node_id))
+            self._channels[node_id] = ch
+        return pb_grpc.AdminStub(ch)
+
+    def _drop_channel(self, node_id: str) -> None:
+        ch = self._channels.pop(node_id, None)
+        if ch is not None:
+            ch.close()
+
+    def status(
+        self, node_id: str, timeout: float = 2.0, lateness_since_ms: int = 0, digest: bool = False,
+        chain_at_index: int = 0,
+    ) -> pb.NodeStatusReply:
+        reply: pb.NodeStatusReply = self._stub(node_id).NodeStatus(
+            pb.NodeStatusRequest(lateness_since_ms=lateness_since_ms, include_digest=digest,
+                                 chain_at_index=chain_at_index), timeout=timeout)
+        return reply
+
+    def leader(self, among: list[str] | None = None) -> str | None:
+        """The node that says it leads, if every reachable node agrees on it."""
+        votes = set()
+        for nid in among or self.alive():
+            try:
+                st = self.status(nid, timeout=1.0)
+            except grpc.RpcError:
+                continue
+            if st.role == "leader":
+                votes.add(nid)
+        return votes.pop() if len(votes) == 1 else None
+
+    def wait_for_leader(self, timeout: float = 30.0, among: list[str] | None = None) -> str:
+        return wait_until(lambda: self.leader(among), timeout, 0.05, "a leader")
+
+    def wait_converged(self, timeout: float = 30.0, nodes: list[str] | None = None) -> str:
+        """Wait until the given (default: live) nodes report the same applied index and digest."""
+        def same() -> str | None:
+            sts = [self.status(n, timeout=30, digest=True) for n in nodes or self.alive()]
+            if len({(s.applied_index, s.state_digest) for s in sts}) == 1:
+                return sts[0].state_digest
+            return None
+
+        return wait_until(same, timeout, 0.5, "replicas to converge")
+
+    def chains_agree(self, nodes: list[str] | None = None, timeout: float = 30.0) -> tuple[int, str]:
+        """Compare the apply-chain hash of every node at one log index (works under load).
+
+        Returns ``(index, chain)``; raises AssertionError if two replicas applied different
+        histories up to that index.
+        """
+        ids = nodes or self.alive()
+        index = min(self.status(n, timeout=10).applied_index for n in ids)
+
+        def at_index() -> dict[str, str] | None:
+            got = {n: self.status(n, timeout=10, chain_at_index=index).chain_at_index for n in ids}
+            return got if all(got.values()) else None
+
+        chains = wait_until(at_index, timeout, 0.2, f"every node to report its chain at index {index}")
+        if len(set(chains.values())) != 1:
+            raise AssertionError(f"replicas disagree at index {index}: {chains}")
+        return index, next(iter(chains.values()))

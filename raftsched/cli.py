@@ -170,9 +170,11 @@ def node_main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), 2, prog="raftsched-node")
 
 
-def demo_main(config_path: str = DEFAULT_DEMO_CONFIG) -> int:
-    """Run the local demo cluster described by ``config_path`` (``raftsched demo``)."""
-    return _run_node_function("run_demo", config_path)
+def demo_main(config_path: str = DEFAULT_DEMO_CONFIG, duration: float = 0.0) -> int:
+    """Run the local demo cluster described by ``config_path`` (``raftsched demo``).
+
+    ``duration`` > 0 stops the demo after that many seconds (0 runs until Ctrl-C)."""
+    return _run_node_function("run_demo", config_path, str(duration))
 
 
 def _run_node_function(name: str, *args: str) -> int:
@@ -308,6 +310,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="demo_config",
         metavar="FILE",
         help=f"cluster config (default: the global --config, else {DEFAULT_DEMO_CONFIG})",
+    )
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop after this many seconds (default: run until Ctrl-C)",
     )
     return parser
 
@@ -840,7 +849,7 @@ def _cmd_cron_preview(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    return demo_main(args.demo_config or args.config or DEFAULT_DEMO_CONFIG)
+    return demo_main(args.demo_config or args.config or DEFAULT_DEMO_CONFIG, args.duration)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     return ports
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.05, what: str = "condition") -> T:
+def wait_until(predicate: Callable[[], T | None], timeout: float, interval: float = 0.05, what: str = "condition") -> T:
     """Poll ``predicate`` until it returns a truthy value; raise TimeoutError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
@@ -167,7 +167,7 @@ class LocalCluster:
         if ch is None:
             ch = grpc.insecure_channel(self.grpc_of(node_id))
             self._channels[node_id] = ch
-        return pb_grpc.AdminStub(ch)
+        return pb_grpc.AdminStub(ch)  # type: ignore[no-untyped-call]  # generated, untyped
 
     def _drop_channel(self, node_id: str) -> None:
         ch = self._channels.pop(node_id, None)

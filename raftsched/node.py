@@ -7,7 +7,6 @@ thread); the leader driver runs on its own thread; gRPC runs on an asyncio loop.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
@@ -269,15 +268,15 @@ def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="raftsched-node", description="Run one raftsched scheduler node.")
-    parser.add_argument("--config", required=True, help="cluster TOML file")
-    parser.add_argument("--node-id", required=True, help="this node's id in the config")
-    parser.add_argument("--log-level", default="info")
-    args = parser.parse_args(argv)
-    return run_node(args.config, args.node_id, args.log_level)
+def run_demo(config_path: str, duration: str = "0") -> int:
+    """``raftsched demo`` (see raftsched.demo)."""
+    from raftsched.demo import run_demo as demo
+
+    return demo(config_path, duration)
 
 
 if __name__ == "__main__":
-    assert threading.current_thread() is threading.main_thread()
-    sys.exit(main())
+    # `python -m raftsched.node ...` behaves exactly like the `raftsched-node` script.
+    from raftsched.cli import node_main
+
+    sys.exit(node_main())

@@ -163,7 +163,8 @@ class SimHarness:
         key = f"sim-{next(self._keys)}"
         # Stamped as rpc/admin.py does: never below the committed leader time, whatever the clock.
         now_ms = max(self.now(node_id), node.state.max_now_ms)
-        stamp = {"now_ms": now_ms, "epoch": node.driver.epoch or self.cluster.term, "origin": node_id, "key": key}
+        epoch = node.driver.epoch or self.cluster.term
+        stamp = {"now_ms": now_ms, "epoch": epoch, "origin": node_id, "key": key}
         if build in ("update_task", "set_enabled"):
             data = fn(node.state, *args, **kwargs, **stamp)
         else:

@@ -524,6 +524,12 @@ class SchedulerState:
                 return f"fire at {end} is later than now {now} (never early)"
             if fire.outcome not in (pb.FIRED, pb.COALESCED, pb.SKIPPED_MISFIRE):
                 return f"leader cannot decide outcome {fire.outcome}"
+            if fire.through_ms and fire.through_ms <= fire.nominal_ms:
+                return f"range {fire.nominal_ms}..{fire.through_ms} is empty"
+            if fire.outcome == pb.FIRED and (fire.through_ms or fire.count > 1):
+                # One run per fire id: a fired record that claimed a range would account fires
+                # as run that never got a run.
+                return f"a fired record covers one fire, not {fire.nominal_ms}..{fire.through_ms}"
             last = end
         if tf.watermark_ms < last or tf.watermark_ms > now:
             return f"watermark {tf.watermark_ms} outside [{last}, {now}]"
@@ -606,7 +612,11 @@ class SchedulerState:
         name = st.spec.name
         horizon = now - self.retention.keep_ms
         lo, hi = keys.per_task_prefix(keys.RUN, name), keys.per_task_end(keys.RUN, name)
-        for k, v in self.store.scan(lo, hi, limit=self.retention.prune_step * 2):
+        # Unfinished runs are skipped, not pruned; widen the scan by their number (+1: the run
+        # finishing now is stored after this) so runs stuck at the head of the range never stop
+        # the finished ones behind them from being pruned.
+        limit = self.retention.prune_step * 2 + st.active_runs + 1
+        for k, v in self.store.scan(lo, hi, limit=limit):
             run = pb.Run()
             run.ParseFromString(v)
             if run.state not in _FINISHED:

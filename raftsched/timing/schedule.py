@@ -69,7 +69,7 @@ def next_fire_after(trigger: Trigger, after_ms: int) -> int:
 
 
 def _count_missed_after(trigger: Trigger, after_ms: int, lo_ms: int, bound_ms: int, limit: int) -> int:
-    """How many fires ``f`` with ``f > after_ms``, ``lo_ms <= f < bound_ms`` exist (counting stops at ``limit``)."""
+    """How many fires ``f > after_ms`` with ``lo_ms <= f < bound_ms`` exist (counting stops at ``limit``)."""
     n = 0
     t = next_fire_after(trigger, max(after_ms, lo_ms - 1))
     while t and t < bound_ms and n < limit:

@@ -181,7 +181,8 @@ class Source:
             cmd.report_results.SetInParent()
             active = sorted(state.active)
             for _ in range(draw(st.integers(min_value=1, max_value=4))):
-                run_id = draw(st.sampled_from(active)) if active and draw(st.booleans()) else f"a@{T0 + S}"
+                use_active = bool(active) and draw(st.booleans())
+                run_id = draw(st.sampled_from(active)) if use_active else f"a@{T0 + S}"
                 cmd.report_results.results.add(
                     run_id=run_id,
                     shard=draw(st.sampled_from([0, 0, 1, 2, 7])),
@@ -202,7 +203,9 @@ def check_invariants(state: SchedulerState) -> None:
             assert max(rec.nominal_ms, rec.through_ms) <= rec.decided_ms  # never early
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data(), length=st.integers(min_value=1, max_value=45))
 def test_random_streams_replay_to_identical_snapshots(data: st.DataObject, length: int) -> None:
     source = Source(data)

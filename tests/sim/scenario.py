@@ -186,7 +186,9 @@ class Scenario:
             try:
                 self._execute(words)
             except ScenarioError as exc:
-                raise ScenarioError(f"line {lineno}: {line}\n  {exc}\n--- scenario ---\n{self.text}") from None
+                raise ScenarioError(
+                    f"line {lineno}: {line}\n  {exc}\n--- scenario ---\n{self.text}"
+                ) from None
             except Exception as exc:
                 raise ScenarioError(
                     f"line {lineno}: {line}\n  {type(exc).__name__}: {exc}\n--- scenario ---\n{self.text}"
@@ -320,7 +322,9 @@ class Scenario:
         """A live, connected, caught-up node to read from (the leader if it qualifies)."""
         sim = self.sim
         log_len = len(sim.cluster.log)
-        candidates = [n for n in sim.nodes if sim.cluster.connected(n) and sim.cluster.nodes[n].applied == log_len]
+        candidates = [
+            n for n in sim.nodes if sim.cluster.connected(n) and sim.cluster.nodes[n].applied == log_len
+        ]
         if not candidates:
             raise ScenarioError("no live node has applied the whole log")
         return sim.leader if sim.leader in candidates else candidates[0]
@@ -339,7 +343,9 @@ class Scenario:
                 cmd: pb.Command | None = codec.decode_command(data)
             except Exception:
                 cmd = None
-            entries.append(LogEntry(index, term, cmd, applied.result, applied.effects, epoch_before, now_before))
+            entries.append(
+                LogEntry(index, term, cmd, applied.result, applied.effects, epoch_before, now_before)
+            )
         digest = state.digest()
         self._replay_cache = (len(log), entries, digest)
         return entries, digest
@@ -358,7 +364,9 @@ class Scenario:
             if rec.through_ms:
                 nominals = nominal_fires(track.trigger, rec.nominal_ms - 1, rec.through_ms)
                 if not nominals or nominals[0] != rec.nominal_ms or nominals[-1] != rec.through_ms:
-                    raise ScenarioError(f"range record {rec.nominal_ms}..{rec.through_ms} does not start/end on fires")
+                    raise ScenarioError(
+                        f"range record {rec.nominal_ms}..{rec.through_ms} does not start/end on fires"
+                    )
                 if len(nominals) != rec.count:
                     raise ScenarioError(
                         f"range record {rec.nominal_ms}..{rec.through_ms} says count={rec.count}, "
@@ -370,7 +378,9 @@ class Scenario:
                     raise ScenarioError(f"single record at {rec.nominal_ms} has count={rec.count}")
             for n in nominals:
                 if n in out:
-                    raise ScenarioError(f"nominal fire {_t(n)} accounted twice ({_rec(out[n])} and {_rec(rec)})")
+                    raise ScenarioError(
+                        f"nominal fire {_t(n)} accounted twice ({_rec(out[n])} and {_rec(rec)})"
+                    )
                 out[n] = rec
         return out
 
@@ -519,7 +529,9 @@ class Scenario:
                     f"{entry.epoch_before} was applied: {[e.run_id for e in created][:3]}"
                 )
             if entry.cmd.epoch > entry.term:
-                raise ScenarioError(f"entry {entry.index}: epoch {entry.cmd.epoch} from the future (term {entry.term})")
+                raise ScenarioError(
+                    f"entry {entry.index}: epoch {entry.cmd.epoch} from the future (term {entry.term})"
+                )
             if any(e.epoch != entry.cmd.epoch for e in created):
                 raise ScenarioError(f"entry {entry.index}: a run does not carry its command's epoch")
 
@@ -579,7 +591,12 @@ def random_fault_script(seed: int, node_count: int, minutes: int = 3) -> str:
     nodes = [f"n{i}" for i in range(1, node_count + 1)]
     up, isolated, believers = set(nodes), set[str](), {"n1"}
     leader: str | None = "n1"
-    lines = [f"# seed {seed}, {node_count} nodes", f"cluster {' '.join(nodes)}", "elect n1", *FAULT_TASKS.splitlines()]
+    lines = [
+        f"# seed {seed}, {node_count} nodes",
+        f"cluster {' '.join(nodes)}",
+        "elect n1",
+        *FAULT_TASKS.splitlines(),
+    ]
     disabled = False
 
     def connected(n: str) -> bool:
@@ -616,7 +633,9 @@ def random_fault_script(seed: int, node_count: int, minutes: int = 3) -> str:
         elif op == "partition":
             candidates = sorted(n for n in nodes if connected(n))
             if candidates:
-                cut = rng.sample(candidates, min(len(candidates), rng.randint(1, max(1, (len(nodes) - 1) // 2))))
+                cut = rng.sample(
+                    candidates, min(len(candidates), rng.randint(1, max(1, (len(nodes) - 1) // 2)))
+                )
                 isolated.update(cut)
                 leader = None if leader in cut else leader
                 lines.append(f"partition {' '.join(sorted(cut))}")
@@ -658,5 +677,10 @@ def random_fault_script(seed: int, node_count: int, minutes: int = 3) -> str:
     finale = ["heal", *[f"restart {n}" for n in nodes if n not in up]]
     finale += [f"elect {rng.choice(nodes)}", "run 20s"]
     finale += [f"check exactly-once {t}" for t in ("sec", "two", "min", "five", "odd", "once")]
-    finale += ["check never-early", "check monotonic-time", "check no-stale-epoch-runs", "check replicas-agree"]
+    finale += [
+        "check never-early",
+        "check monotonic-time",
+        "check no-stale-epoch-runs",
+        "check replicas-agree",
+    ]
     return "\n".join(lines + finale) + "\n"

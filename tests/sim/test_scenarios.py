@@ -300,7 +300,7 @@ def test_scenario(name: str) -> None:
 
 
 @pytest.mark.parametrize("nodes", [3, 5])
-@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6, 7, 8])
 def test_random_fault_schedule(seed: int, nodes: int) -> None:
     script = random_fault_script(seed, nodes, minutes=3)
     scenario = run_scenario(script)

@@ -457,10 +457,12 @@ def test_demo_subcommand(
     assert cli.main(["demo"]) == 0
     assert cli.main(["demo", "--config", "mine.toml"]) == 0
     assert cli.main(["--config", "global.toml", "demo"]) == 0
+    assert cli.main(["demo", "--duration", "5"]) == 0
     assert fake_node == [
-        ("run_demo", ("cluster.example.toml",)),
-        ("run_demo", ("mine.toml",)),
-        ("run_demo", ("global.toml",)),
+        ("run_demo", ("cluster.example.toml", "0.0")),
+        ("run_demo", ("mine.toml", "0.0")),
+        ("run_demo", ("global.toml", "0.0")),
+        ("run_demo", ("cluster.example.toml", "5.0")),
     ]
 
 

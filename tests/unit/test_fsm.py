@@ -46,7 +46,7 @@ def domain(state: SchedulerState) -> str:
         if key == keys.META:
             meta = pb.Meta.FromString(value)
             if "chain" in pb.Meta.DESCRIPTOR.fields_by_name:
-                meta.ClearField("chain")  # type: ignore[arg-type]
+                meta.ClearField("chain")
             value = meta.SerializeToString(deterministic=True)
         h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
     return h.hexdigest()
@@ -61,7 +61,9 @@ def create(
     key: str = "",
     disabled: bool = False,
 ) -> pb.CommandResult:
-    return apply(state, writes.create_task(spec, disabled=disabled, now_ms=now, epoch=epoch, origin="n1", key=key))
+    return apply(
+        state, writes.create_task(spec, disabled=disabled, now_ms=now, epoch=epoch, origin="n1", key=key)
+    )
 
 
 def update(
@@ -73,8 +75,12 @@ def update(
     return apply(state, data)
 
 
-def set_enabled(state: SchedulerState, name: str, enabled: bool, *, now: int, epoch: int = 1) -> pb.CommandResult:
-    return apply(state, writes.set_enabled(state, name, enabled, now_ms=now, epoch=epoch, origin="n1", key=""))
+def set_enabled(
+    state: SchedulerState, name: str, enabled: bool, *, now: int, epoch: int = 1
+) -> pb.CommandResult:
+    return apply(
+        state, writes.set_enabled(state, name, enabled, now_ms=now, epoch=epoch, origin="n1", key="")
+    )
 
 
 def trigger(
@@ -87,12 +93,16 @@ def delete(state: SchedulerState, name: str, *, now: int, epoch: int = 1) -> pb.
     return apply(state, writes.delete_task(name, now_ms=now, epoch=epoch, origin="n1", key=""))
 
 
-def fire(nominal: int, outcome: int = pb.FIRED, *, through: int = 0, count: int = 1, reason: str = "") -> pb.Fire:
+def fire(
+    nominal: int, outcome: int = pb.FIRED, *, through: int = 0, count: int = 1, reason: str = ""
+) -> pb.Fire:
     return pb.Fire(nominal_ms=nominal, outcome=outcome, through_ms=through, count=count, reason=reason)  # type: ignore[arg-type]
 
 
 def entry(task: str, version: int, fires: list[pb.Fire], *, watermark: int, next_fire: int) -> pb.TaskFires:
-    return pb.TaskFires(task=task, version=version, fires=fires, watermark_ms=watermark, next_fire_ms=next_fire)
+    return pb.TaskFires(
+        task=task, version=version, fires=fires, watermark_ms=watermark, next_fire_ms=next_fire
+    )
 
 
 def batch(now: int, *entries: pb.TaskFires, epoch: int = 1) -> bytes:
@@ -157,7 +167,9 @@ def with_task(spec: TaskSpec | None = None, **kwargs: object) -> SchedulerState:
 def test_create_stores_version_1_enabled_with_watermark_at_now() -> None:
     state = fresh()
     applied = state.apply(
-        writes.create_task(TaskSpec("t", EVERY_SECOND), disabled=False, now_ms=T0, epoch=1, origin="n1", key="")
+        writes.create_task(
+            TaskSpec("t", EVERY_SECOND), disabled=False, now_ms=T0, epoch=1, origin="n1", key=""
+        )
     )
     rec = applied.result.task
     assert applied.result.ok
@@ -180,7 +192,9 @@ def test_create_anchors_an_interval_one_period_after_creation() -> None:
 def test_create_disabled_arms_nothing() -> None:
     state = fresh()
     applied = state.apply(
-        writes.create_task(TaskSpec("t", EVERY_SECOND), disabled=True, now_ms=T0, epoch=1, origin="n1", key="")
+        writes.create_task(
+            TaskSpec("t", EVERY_SECOND), disabled=True, now_ms=T0, epoch=1, origin="n1", key=""
+        )
     )
     assert applied.result.task.enabled is False
     assert applied.effects == (TaskArmed("t", 1, 0),)
@@ -280,7 +294,9 @@ def _field_name(field: str) -> str:
     return {"timeout_ms": "timeout"}.get(field, field)
 
 
-@pytest.mark.parametrize(("field", "value"), INVALID_SPECS, ids=[f"{f}={str(v)[:12]}" for f, v in INVALID_SPECS])
+@pytest.mark.parametrize(
+    ("field", "value"), INVALID_SPECS, ids=[f"{f}={str(v)[:12]}" for f, v in INVALID_SPECS]
+)
 def test_invalid_spec_in_create_is_refused_with_its_field(field: str, value: object) -> None:
     state = with_task(TaskSpec("other", EVERY_SECOND))
     before = domain(state)
@@ -291,7 +307,9 @@ def test_invalid_spec_in_create_is_refused_with_its_field(field: str, value: obj
     assert [t.spec.name for t in state.list_tasks()] == ["other"]
 
 
-@pytest.mark.parametrize(("field", "value"), INVALID_SPECS[3:], ids=[f"{f}={str(v)[:12]}" for f, v in INVALID_SPECS[3:]])
+@pytest.mark.parametrize(
+    ("field", "value"), INVALID_SPECS[3:], ids=[f"{f}={str(v)[:12]}" for f, v in INVALID_SPECS[3:]]
+)
 def test_invalid_spec_in_update_is_refused_and_the_task_is_untouched(field: str, value: object) -> None:
     state = with_task()
     before, rec = domain(state), record(state, "t")
@@ -342,7 +360,12 @@ def test_update_bumps_version_replaces_spec_and_moves_the_watermark() -> None:
         writes.update_task(state, spec2, expected_version=0, now_ms=T0 + 500, epoch=1, origin="n1", key="")
     )
     rec = applied.result.task
-    assert (rec.version, rec.updated_ms, rec.watermark_ms, rec.next_fire_ms) == (2, T0 + 500, T0 + 500, T0 + 20 * S)
+    assert (rec.version, rec.updated_ms, rec.watermark_ms, rec.next_fire_ms) == (
+        2,
+        T0 + 500,
+        T0 + 500,
+        T0 + 20 * S,
+    )
     assert rec.created_ms == T0
     assert codec.spec_from_pb(rec.spec) == spec2
     assert applied.effects == (TaskArmed("t", 2, T0 + 20 * S),)
@@ -431,7 +454,9 @@ def test_disabled_task_accounts_fires_as_skipped_disabled() -> None:
 def test_enable_starts_accounting_from_now() -> None:
     state = with_task()
     assert set_enabled(state, "t", False, now=T0 + 500).ok
-    applied = state.apply(writes.set_enabled(state, "t", True, now_ms=T0 + 10_500, epoch=1, origin="n1", key=""))
+    applied = state.apply(
+        writes.set_enabled(state, "t", True, now_ms=T0 + 10_500, epoch=1, origin="n1", key="")
+    )
     rec = applied.result.task
     assert (rec.enabled, rec.watermark_ms, rec.next_fire_ms) == (True, T0 + 10_500, T0 + 11 * S)
     assert applied.effects == (TaskArmed("t", 1, T0 + 11 * S),)
@@ -445,8 +470,19 @@ def test_disable_with_fires_due_but_unaccounted_is_refused() -> None:
     assert "not accounted" in res.message
     assert domain(state) == before
     # a disabled task owes nothing, so disabling twice is fine
-    apply(state, batch(T0 + 3 * S, entry("t", 1, [fire(T0 + S, pb.COALESCED, through=T0 + 3 * S, count=3)],
-                                           watermark=T0 + 3 * S, next_fire=T0 + 4 * S)))
+    apply(
+        state,
+        batch(
+            T0 + 3 * S,
+            entry(
+                "t",
+                1,
+                [fire(T0 + S, pb.COALESCED, through=T0 + 3 * S, count=3)],
+                watermark=T0 + 3 * S,
+                next_fire=T0 + 4 * S,
+            ),
+        ),
+    )
     assert set_enabled(state, "t", False, now=T0 + 3 * S).ok
     assert set_enabled(state, "t", False, now=T0 + 9 * S).ok
 
@@ -551,7 +587,11 @@ def test_fire_batch_creates_runs_accounts_fires_and_dispatches_every_shard() -> 
     ]
     rec = record(state, "t")
     assert (rec.watermark_ms, rec.next_fire_ms, rec.fires_total, rec.runs_total, rec.active_runs) == (
-        T0 + 2 * S, T0 + 3 * S, 2, 2, 2,
+        T0 + 2 * S,
+        T0 + 3 * S,
+        2,
+        2,
+        2,
     )
     assert len(state.pending_attempts()) == 4
 
@@ -569,7 +609,12 @@ def test_a_range_record_accounts_many_fires_at_once() -> None:
     assert (res.fired, res.accounted) == (1, 2)
     assert record(state, "t").fires_total == 9
     first = fires_of(state, "t")[0]
-    assert (first.outcome, first.through_ms, first.count, first.reason) == (pb.COALESCED, T0 + 8 * S, 8, "late")
+    assert (first.outcome, first.through_ms, first.count, first.reason) == (
+        pb.COALESCED,
+        T0 + 8 * S,
+        8,
+        "late",
+    )
 
 
 def test_a_fire_already_accounted_is_refused_so_no_fire_gets_a_second_run() -> None:
@@ -609,6 +654,21 @@ def test_fires_must_ascend_and_the_watermark_and_next_fire_must_be_consistent() 
     _refused(state, now, entry("t", 1, [fire(T0 + 3 * S)], watermark=now, next_fire=now))
 
 
+def test_malformed_ranges_are_refused() -> None:
+    state = with_task()
+    now = T0 + 5 * S
+
+    def one(f: pb.Fire) -> pb.TaskFires:
+        return entry("t", 1, [f], watermark=now, next_fire=now + S)
+
+    # a fired record stands for exactly one run: it cannot claim a range of fires
+    _refused(state, now, one(fire(T0 + S, pb.FIRED, through=T0 + 3 * S, count=3)))
+    _refused(state, now, one(fire(T0 + S, pb.FIRED, count=2)))
+    # a range must end after it starts
+    _refused(state, now, one(fire(T0 + 3 * S, pb.COALESCED, through=T0 + 2 * S, count=2)))
+    _refused(state, now, one(fire(T0 + 3 * S, pb.COALESCED, through=T0 + 3 * S, count=1)))
+
+
 @pytest.mark.parametrize("outcome", [pb.OUTCOME_UNSPECIFIED, pb.SKIPPED_OVERLAP, pb.SKIPPED_DISABLED, 42])
 def test_outcomes_only_apply_may_decide_are_refused_from_the_leader(outcome: int) -> None:
     state = with_task()
@@ -645,8 +705,13 @@ def test_a_batch_stamped_below_the_committed_time_is_judged_by_its_own_stamp() -
     state = with_task()
     assert create(state, TaskSpec("other", ManualTrigger()), now=T0 + 5 * S).ok  # committed time T0+5s
     _refused(state, T0 + 3 * S, entry("t", 1, [fire(T0 + 4 * S)], watermark=T0 + 4 * S, next_fire=T0 + 5 * S))
-    e = entry("t", 1, [fire(T0 + S, pb.COALESCED, through=T0 + 3 * S, count=3)],
-              watermark=T0 + 3 * S, next_fire=T0 + 4 * S)
+    e = entry(
+        "t",
+        1,
+        [fire(T0 + S, pb.COALESCED, through=T0 + 3 * S, count=3)],
+        watermark=T0 + 3 * S,
+        next_fire=T0 + 4 * S,
+    )
     assert apply(state, batch(T0 + 3 * S, e)).accounted == 1
     [rec] = fires_of(state, "t")
     assert rec.decided_ms >= rec.through_ms
@@ -684,7 +749,11 @@ def test_trigger_now_creates_a_manual_run() -> None:
     applied = state.apply(writes.trigger_now("t", '{"k": 1}', now_ms=T0 + 1500, epoch=1, origin="n1", key=""))
     run = applied.result.run
     assert (run.run_id, run.nominal_ms, run.manual, run.params_json, run.state) == (
-        f"t@{T0 + 1500}~m1", T0 + 1500, True, '{"k": 1}', pb.PENDING,
+        f"t@{T0 + 1500}~m1",
+        T0 + 1500,
+        True,
+        '{"k": 1}',
+        pb.PENDING,
     )
     assert applied.effects == (DispatchAttempt(run.run_id, "t", T0 + 1500, 0, 1, 1),)
     assert runs_of(state, "t") == [run]
@@ -741,7 +810,9 @@ def test_stale_unknown_and_repeated_results_are_refused() -> None:
     before = runs_of(state, "t")
     res = apply(
         state,
-        report(T0 + 1100, (run_id, 0, 2, True), (run_id, 0, 0, True), (run_id, 5, 1, True), ("t@1", 0, 1, True)),
+        report(
+            T0 + 1100, (run_id, 0, 2, True), (run_id, 0, 0, True), (run_id, 5, 1, True), ("t@1", 0, 1, True)
+        ),
     )
     assert (res.ok, res.accounted, res.refused) == (True, 0, 4)
     assert runs_of(state, "t") == before
@@ -801,6 +872,21 @@ def test_unfinished_runs_are_never_pruned() -> None:
     assert record(state, "t").active_runs == 6
 
 
+def test_stuck_runs_do_not_stop_finished_runs_from_being_pruned() -> None:
+    # Regression: the prune scan looked at the first 8 runs only; when those never finish (their
+    # executor died) no finished run behind them was ever pruned.
+    keep = Retention(keep_count=3)
+    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW), retention=keep)
+    for i in range(1, 61):
+        apply(state, tick("t", 1, T0 + i * S))
+        if i > 10:  # runs +1s .. +10s never finish
+            apply(state, report(T0 + i * S + 500, (f"t@{T0 + i * S}", 0, 1, True)))
+    runs = runs_of(state, "t")
+    assert [r.nominal_ms for r in runs if r.state == pb.SUCCEEDED] == [T0 + i * S for i in (58, 59, 60)]
+    assert sum(1 for r in runs if r.state == pb.PENDING) == 10
+    assert (record(state, "t").kept_runs, record(state, "t").active_runs) == (3, 10)
+
+
 # --------------------------------------------------------------------------- snapshot, restore, load
 
 
@@ -828,7 +914,11 @@ def test_snapshot_restore_round_trip_is_identity() -> None:
     assert other.get_task("junk") is None
     assert other.pending_attempts() == state.pending_attempts()
     assert other.armed_tasks() == state.armed_tasks()
-    assert (other.max_epoch, other.max_now_ms, other.manual_seq) == (state.max_epoch, state.max_now_ms, state.manual_seq)
+    assert (other.max_epoch, other.max_now_ms, other.manual_seq) == (
+        state.max_epoch,
+        state.max_now_ms,
+        state.manual_seq,
+    )
     # and both behave the same from here on
     nxt = [
         report(T0 + 8 * S, (f"t@{T0 + 3 * S}", 0, 1, True), (f"t@{T0 + 3 * S}", 1, 1, True)),
@@ -862,7 +952,9 @@ def test_restoring_a_newer_snapshot_format_fails_clearly_and_changes_nothing() -
 # --------------------------------------------------------------------------- garbage in
 
 
-@pytest.mark.parametrize("data", [b"\xff\xff\xff", b"\x0a\x05abc", b"\x80" * 12], ids=["ff", "truncated", "varint"])
+@pytest.mark.parametrize(
+    "data", [b"\xff\xff\xff", b"\x0a\x05abc", b"\x80" * 12], ids=["ff", "truncated", "varint"]
+)
 def test_undecodable_bytes_are_rejected_never_raised(data: bytes) -> None:
     state = _busy_state()
     before = domain(state)

@@ -14,9 +14,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftsched.errors import InvalidSpec
-from raftsched.model import CronTrigger, IntervalTrigger, ManualTrigger, Misfire, OnceTrigger, TaskSpec, Trigger
+from raftsched.model import (
+    CronTrigger,
+    IntervalTrigger,
+    ManualTrigger,
+    Misfire,
+    OnceTrigger,
+    TaskSpec,
+    Trigger,
+)
 from raftsched.timing import schedule
-from raftsched.timing.schedule import MAX_FIRES_PER_PLAN, MisfireSettings, next_fire_after, plan_fires, prepare_spec
+from raftsched.timing.schedule import (
+    MAX_FIRES_PER_PLAN,
+    MisfireSettings,
+    next_fire_after,
+    plan_fires,
+    prepare_spec,
+)
 from raftsched.v1 import raftsched_pb2 as pb
 
 T0 = 1_700_000_040_000
@@ -69,8 +83,8 @@ def expand(tf: pb.TaskFires, trigger: Trigger) -> list[int]:
     return out
 
 
-def utc_ms(*args: int) -> int:
-    return int(dt.datetime(*args, tzinfo=dt.UTC).timestamp() * 1000)  # type: ignore[misc]
+def utc_ms(year: int, month: int, day: int, hour: int, minute: int) -> int:
+    return int(dt.datetime(year, month, day, hour, minute, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 # --------------------------------------------------------------------------- next_fire_after
@@ -125,8 +139,7 @@ def test_prepare_spec_refuses_a_one_shot_not_in_the_future() -> None:
         with pytest.raises(InvalidSpec) as info:
             prepare_spec(TaskSpec("t", OnceTrigger(at)), T0)
         assert info.value.field == "trigger.at"
-    spec, first = prepare_spec(TaskSpec("t", OnceTrigger(T0 + 1)), T0)
-    assert first == T0 + 1
+    assert prepare_spec(TaskSpec("t", OnceTrigger(T0 + 1)), T0)[1] == T0 + 1
 
 
 def test_prepare_spec_validates_cron_and_zone() -> None:
@@ -249,7 +262,11 @@ def catch_up(
         tf = plan(spec, next_fire, now, misfire)
         nominals = expand(tf, spec.trigger)
         assert len(nominals) <= MAX_FIRES_PER_PLAN
-        assert nominals == sorted(nominals) and nominals[0] > watermark and nominals[-1] <= tf.watermark_ms <= now
+        assert (
+            nominals == sorted(nominals)
+            and nominals[0] > watermark
+            and nominals[-1] <= tf.watermark_ms <= now
+        )
         assert tf.next_fire_ms > tf.watermark_ms or tf.next_fire_ms == 0
         plans.append(tf)
         accounted += nominals

@@ -1,0 +1,1 @@
+"""Integration tests: real node processes, pysyncobj, LMDB and gRPC on loopback."""

@@ -1,0 +1,84 @@
+"""Small helpers shared by the integration tests (cluster-level waits; no assertions of invariants,
+those live in :mod:`tests.integration.checks`)."""
+
+from __future__ import annotations
+
+from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
+from raftsched.timing.clock import SystemClock
+from tests.integration.checks import node_client
+
+EVERY_SECOND = "* * * * * *"  # six fields: seconds last
+NODES = ("n1", "n2", "n3")
+
+_CLOCK = SystemClock()
+
+
+def now_ms() -> int:
+    """The wall clock the nodes on this machine read too."""
+    return _CLOCK.now_ms()
+
+
+def per_second_task(name: str = "tick") -> TaskSpec:
+    """Fires every second; runs never finish (no executors), so overlap must be allowed."""
+    return TaskSpec(
+        name,
+        CronTrigger(EVERY_SECOND),
+        command="true",
+        overlap=Overlap.ALLOW,
+        misfire=Misfire.LATEST,
+    )
+
+
+def watermark(cluster: LocalCluster, node_id: str, task: str) -> int:
+    with node_client(cluster, node_id) as client:
+        return client.get_task(task).watermark_ms
+
+
+def wait_accounted_through(
+    cluster: LocalCluster, nodes: list[str] | tuple[str, ...], task: str, until_ms: int, timeout: float = 30.0
+) -> None:
+    """Wait until every node in ``nodes`` has accounted ``task``'s fires up to ``until_ms``."""
+    wait_until(
+        lambda: all(watermark(cluster, n, task) >= until_ms for n in nodes),
+        timeout,
+        0.2,
+        f"{task} accounted through {until_ms} on {', '.join(nodes)}",
+    )
+
+
+def wait_time_passed(until_ms: int, timeout: float = 60.0) -> None:
+    """Let real time pass (for cron schedules and timeouts to matter), polling the clock."""
+    wait_until(lambda: now_ms() >= until_ms, timeout, 0.1, f"the clock to reach {until_ms}")
+
+
+def wait_caught_up(cluster: LocalCluster, node_id: str, index: int, timeout: float = 30.0) -> None:
+    """Wait until ``node_id`` has applied log index ``index``."""
+    wait_until(
+        lambda: cluster.status(node_id).applied_index >= index,
+        timeout,
+        0.1,
+        f"{node_id} to apply index {index}",
+    )
+
+
+def wait_all_applied(cluster: LocalCluster, index: int, timeout: float = 30.0) -> None:
+    """Wait until every live node has applied log index ``index``."""
+    wait_until(
+        lambda: all(cluster.status(n).applied_index >= index for n in cluster.alive()),
+        timeout,
+        0.1,
+        f"every node to apply index {index}",
+    )
+
+
+def chains_agree_after(cluster: LocalCluster, index: int) -> tuple[int, str]:
+    """``cluster.chains_agree()`` once every node has applied past ``index``.
+
+    A node records its apply-chain hash only for entries it applies itself: not for entries it
+    skips on replay after a restart, nor for the index of a snapshot it installed. Comparing at an
+    index every node has applied *after* such an event avoids asking one for a hash it never had.
+    ``index`` must be at least the restart or snapshot index of every node.
+    """
+    wait_all_applied(cluster, index + 1)
+    return cluster.chains_agree()

@@ -12,6 +12,7 @@ the accounting check (every nominal second of the watched task covered exactly o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import sys
@@ -30,19 +31,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-def first_fire_by_new_leader(cluster: LocalCluster, survivors: list[str], old_term: int,
-                             before: dict[str, int], deadline_s: float) -> tuple[str, float]:
+def first_fire_by_new_leader(
+    cluster: LocalCluster, survivors: list[str], old_term: int, before: dict[str, int], deadline_s: float
+) -> tuple[str, float]:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         for nid in survivors:
             try:
                 st = cluster.status(nid, timeout=0.5)
-            except Exception:  # noqa: BLE001 - a survivor may be busy electing
+            except Exception:
                 continue
             if st.role == "leader" and st.term > old_term and st.fires_committed > before.get(nid, 0):
                 return nid, time.monotonic()
         time.sleep(0.01)
     raise TimeoutError("no fire committed by a new leader")
+
+
+def caught_up(cluster: LocalCluster, node: str, leader: str) -> bool:
+    return cluster.status(node, timeout=1).applied_index >= cluster.status(leader, timeout=1).applied_index - 50
 
 
 def covered_exactly_once(fires: list[pb.FireRecord], first: int, last: int) -> tuple[int, int]:
@@ -75,11 +81,18 @@ def run(kills: int, nodes: int, base: Path) -> dict[str, object]:
                 cluster.kill(leader, signal.SIGKILL)
                 new_leader, t1 = first_fire_by_new_leader(cluster, survivors, st.term, before, 30)
                 times.append(t1 - t0)
-                print(f"round {round_no + 1:3}: killed {leader} (term {st.term}), {new_leader} fired after "
-                      f"{(t1 - t0) * 1000:.0f} ms", flush=True)
+                print(
+                    f"round {round_no + 1:3}: killed {leader} (term {st.term}), {new_leader} fired after "
+                    f"{(t1 - t0) * 1000:.0f} ms",
+                    flush=True,
+                )
                 cluster.start(leader)
-                wait_until(lambda lid=leader: cluster.status(lid, timeout=1).applied_index >=  # type: ignore[misc]
-                           cluster.status(new_leader, timeout=1).applied_index - 50, 60, 0.1, "rejoin")
+                wait_until(
+                    functools.partial(caught_up, cluster, leader, new_leader),
+                    60,
+                    0.1,
+                    "rejoin",
+                )
             tasks = client.get_task("tick-0")
             fires = client.fire_accounting("tick-0", limit=100_000)
         first = min(f.nominal_ms for f in fires)
@@ -95,9 +108,12 @@ def run(kills: int, nodes: int, base: Path) -> dict[str, object]:
                 "max": round(max(times) * 1000),
                 "all": [round(t * 1000) for t in times],
             },
-            "accounting": {"seconds": (tasks.watermark_ms - first) // 1000 + 1, "missing": missing,
-                           "doubled": doubled,
-                           "coalesced": sum(f.count for f in fires if f.outcome == pb.COALESCED)},
+            "accounting": {
+                "seconds": (tasks.watermark_ms - first) // 1000 + 1,
+                "missing": missing,
+                "doubled": doubled,
+                "coalesced": sum(f.count for f in fires if f.outcome == pb.COALESCED),
+            },
             "replicas_agree_at_index": index,
         }
     finally:

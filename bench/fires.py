@@ -30,7 +30,7 @@ from pathlib import Path
 import grpc
 
 from raftsched import codec
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -59,29 +59,40 @@ def heapq_loop(n_tasks: int, seconds: int) -> float:
     return (time.process_time() - start) / max(fires, 1)
 
 
-async def create_tasks(target: str, n: int, concurrency: int = 200) -> float:
+async def create_tasks(targets: list[str], n: int, concurrency: int = 200) -> float:
+    """Create N every-second tasks with `concurrency` RPCs in flight, following leader changes."""
     start = time.monotonic()
-    async with grpc.aio.insecure_channel(target) as ch:
-        stub = pb_grpc.AdminStub(ch)
-        sem = asyncio.Semaphore(concurrency)
+    channels = {t: grpc.aio.insecure_channel(t) for t in targets}
+    leader = [targets[0]]
+    sem = asyncio.Semaphore(concurrency)
 
-        async def one(i: int) -> None:
-            spec = TaskSpec(f"bench-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW)
-            async with sem:
-                last = ""
-                for attempt in range(40):
-                    try:
-                        await stub.AddTask(pb.AddTaskRequest(spec=codec.spec_to_pb(spec),
-                                                             idempotency_key=f"bench-{i}"), timeout=30)
+    async def one(i: int) -> None:
+        spec = TaskSpec(f"bench-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW)
+        request = pb.AddTaskRequest(spec=codec.spec_to_pb(spec), idempotency_key=f"bench-{i}")
+        async with sem:
+            last = ""
+            for attempt in range(60):
+                target = leader[0]
+                try:
+                    await pb_grpc.AdminStub(channels[target]).AddTask(request, timeout=30)
+                    return
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
                         return
-                    except grpc.aio.AioRpcError as exc:
-                        if exc.code() == grpc.StatusCode.ALREADY_EXISTS:
-                            return
-                        last = f"{exc.code().name}: {exc.details()}"
-                        await asyncio.sleep(min(2.0, 0.1 * 2 ** min(attempt, 5)))
-                raise RuntimeError(f"could not create task {i}: {last}")
+                    last = f"{exc.code().name}: {exc.details()}"
+                    hint = dict(exc.trailing_metadata() or ()).get("raftsched-leader")
+                    if hint in channels:
+                        leader[0] = hint
+                    elif exc.code() == grpc.StatusCode.UNAVAILABLE:
+                        leader[0] = targets[(targets.index(target) + 1) % len(targets)]
+                    await asyncio.sleep(min(1.0, 0.05 * 2 ** min(attempt, 5)))
+            raise RuntimeError(f"could not create task {i}: {last}")
 
+    try:
         await asyncio.gather(*(one(i) for i in range(n)))
+    finally:
+        for ch in channels.values():
+            await ch.close()
     return time.monotonic() - start
 
 
@@ -90,7 +101,7 @@ def run(n_tasks: int, seconds: int, base: Path) -> dict[str, object]:
     try:
         cluster.start()
         leader = cluster.wait_for_leader(60)
-        created_s = asyncio.run(create_tasks(cluster.grpc_of(leader), n_tasks))
+        created_s = asyncio.run(create_tasks([cluster.grpc_of(leader), *cluster.targets()], n_tasks))
         leader = cluster.wait_for_leader(30)
         pid = cluster.procs[leader].pid
         # Let the schedule settle into its steady state before measuring.
@@ -117,8 +128,13 @@ def run(n_tasks: int, seconds: int, base: Path) -> dict[str, object]:
             "task_creation_s": round(created_s, 2),
             "fires_committed": fired,
             "fires_per_s": round(fired / seconds, 1),
-            "lateness_ms": {"p50": summary.p50_ms, "p99": summary.p99_ms, "max": summary.max_ms,
-                            "mean": round(summary.mean_ms, 1), "count": summary.count},
+            "lateness_ms": {
+                "p50": summary.p50_ms,
+                "p99": summary.p99_ms,
+                "max": summary.max_ms,
+                "mean": round(summary.mean_ms, 1),
+                "count": summary.count,
+            },
             "leader_cpu_us_per_fire": round(leader_cpu_per_fire * 1e6, 1),
             "heapq_cpu_us_per_fire": round(heap_cpu * 1e6, 2),
             "cpu_ratio_vs_heapq": round(leader_cpu_per_fire / heap_cpu, 1),

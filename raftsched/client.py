@@ -168,6 +168,24 @@ class Client:
         reply: pb.TaskReply = self._call("AddTask", request, write=True)
         return reply.task
 
+    def add_tasks(self, specs: Sequence[TaskSpec], *, disabled: bool = False) -> list[pb.ItemResult]:
+        """Bulk import: create many tasks, a few hundred per log entry.
+
+        Each task is created or refused on its own (``ItemResult.ok``, ``code``, ``message``, in
+        input order); one bad spec does not stop the rest. Calls are made per 5,000 tasks, each
+        with its own idempotency key, so a retried call never creates a task twice.
+        """
+        results: list[pb.ItemResult] = []
+        for start in range(0, len(specs), 5000):
+            chunk = specs[start : start + 5000]
+            request = pb.AddTasksRequest(
+                tasks=[pb.AddTaskRequest(spec=codec.spec_to_pb(s), disabled=disabled) for s in chunk],
+                idempotency_key=_key(),
+            )
+            reply: pb.AddTasksReply = self._call("AddTasks", request, write=True)
+            results.extend(reply.results)
+        return results
+
     def update_task(self, spec: TaskSpec, *, expected_version: int = 0) -> pb.TaskRecord:
         """Replace a task's spec. ``expected_version`` > 0 makes it conditional (else Conflict)."""
         if expected_version < 0:
@@ -187,7 +205,9 @@ class Client:
         return self._set_enabled(name, True)
 
     def disable_task(self, name: str) -> pb.TaskRecord:
-        """Stop a task from firing; its fires are accounted as ``skipped_disabled`` meanwhile."""
+        """Stop a task from firing. Fires that fall due while it is disabled are not owed: enabling
+        it later starts from the time it is enabled (a fire already planned when the disable
+        commits is accounted as ``skipped_disabled``)."""
         return self._set_enabled(name, False)
 
     def trigger(self, name: str, params_json: str = "") -> pb.Run:

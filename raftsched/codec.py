@@ -24,7 +24,11 @@ from raftsched.v1 import raftsched_pb2 as pb
 COMMAND_FORMAT = 1
 SNAPSHOT_FORMAT = 1
 
-_MISFIRE_TO_PB = {Misfire.LATEST: pb.MISFIRE_LATEST, Misfire.ALL: pb.MISFIRE_ALL, Misfire.SKIP: pb.MISFIRE_SKIP}
+_MISFIRE_TO_PB = {
+    Misfire.LATEST: pb.MISFIRE_LATEST,
+    Misfire.ALL: pb.MISFIRE_ALL,
+    Misfire.SKIP: pb.MISFIRE_SKIP,
+}
 _MISFIRE_FROM_PB = {v: k for k, v in _MISFIRE_TO_PB.items()} | {pb.MISFIRE_UNSPECIFIED: Misfire.LATEST}
 _OVERLAP_TO_PB = {Overlap.SKIP: pb.OVERLAP_SKIP, Overlap.ALLOW: pb.OVERLAP_ALLOW}
 _OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()} | {pb.OVERLAP_UNSPECIFIED: Overlap.SKIP}

@@ -22,22 +22,44 @@ from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
 SAMPLES = (
-    TaskSpec("hello-every-2s", CronTrigger("* * * * * */2"), command="echo hello from raftsched",
-             overlap=Overlap.ALLOW, description="demo: every two seconds"),
-    TaskSpec("report-every-10s", CronTrigger("* * * * * */10"), command="echo report", shards=3,
-             overlap=Overlap.ALLOW, description="demo: every ten seconds, three shards"),
-    TaskSpec("nightly-backup", CronTrigger("30 2 * * *", "Europe/Berlin"), command="echo backup",
-             description="demo: 02:30 Berlin time (runs once on DST change days)"),
+    TaskSpec(
+        "hello-every-2s",
+        CronTrigger("* * * * * */2"),
+        command="echo hello from raftsched",
+        overlap=Overlap.ALLOW,
+        description="demo: every two seconds",
+    ),
+    TaskSpec(
+        "report-every-10s",
+        CronTrigger("* * * * * */10"),
+        command="echo report",
+        shards=3,
+        overlap=Overlap.ALLOW,
+        description="demo: every ten seconds, three shards",
+    ),
+    TaskSpec(
+        "nightly-backup",
+        CronTrigger("30 2 * * *", "Europe/Berlin"),
+        command="echo backup",
+        description="demo: 02:30 Berlin time (runs once on DST change days)",
+    ),
 )
 
-_OUTCOME = {pb.FIRED: "fired", pb.COALESCED: "coalesced", pb.SKIPPED_OVERLAP: "skipped (overlap)",
-            pb.SKIPPED_MISFIRE: "skipped (misfire)", pb.SKIPPED_DISABLED: "skipped (disabled)"}
+_OUTCOME = {
+    pb.FIRED: "fired",
+    pb.COALESCED: "coalesced",
+    pb.SKIPPED_OVERLAP: "skipped (overlap)",
+    pb.SKIPPED_MISFIRE: "skipped (misfire)",
+    pb.SKIPPED_DISABLED: "skipped (disabled)",
+}
 
 
 def run_demo(config_path: str, duration: str = "0") -> int:
     config = Path(config_path)
     if not config.is_file():
-        raise RaftschedError(f"{config}: no such config file (run from the repository root, or pass --config)")
+        raise RaftschedError(
+            f"{config}: no such config file (run from the repository root, or pass --config)"
+        )
     stop_after = float(duration)
     cluster = LocalCluster(config, config.parent / "data" / "logs")
     stopping = False
@@ -54,7 +76,10 @@ def run_demo(config_path: str, duration: str = "0") -> int:
     try:
         leader = cluster.wait_for_leader(60)
         st = cluster.status(leader)
-        print(f"leader elected: {leader} (term {st.term}); gRPC targets {','.join(cluster.targets())}", flush=True)
+        print(
+            f"leader elected: {leader} (term {st.term}); gRPC targets {','.join(cluster.targets())}",
+            flush=True,
+        )
         with Client(cluster.targets()) as client:
             for spec in SAMPLES:
                 try:
@@ -62,7 +87,8 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                     print(f"added task {spec.name:18} next fire {iso(rec.next_fire_ms)}", flush=True)
                 except AlreadyExists:
                     rec = client.get_task(spec.name)
-                    print(f"task {spec.name:18} exists (version {rec.version}), next fire {iso(rec.next_fire_ms)}")
+                    nxt = iso(rec.next_fire_ms)
+                    print(f"task {spec.name:18} exists (version {rec.version}), next fire {nxt}", flush=True)
             print("fires as they are committed (Ctrl-C to stop):", flush=True)
             print(f"{'NOMINAL (UTC)':26} {'TASK':18} {'OUTCOME':12} {'DECIDED':>8}  EPOCH  RUN", flush=True)
             seen = {spec.name: clock.now_ms() for spec in SAMPLES}
@@ -78,8 +104,11 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                         if f.nominal_ms <= since:
                             continue
                         shown = "" if not f.through_ms else f" x{f.count} through {iso(f.through_ms)}"
-                        print(f"{iso(f.nominal_ms):26} {name:18} {_OUTCOME.get(f.outcome, '?'):12} "
-                              f"{f.decided_ms - f.nominal_ms:>6}ms  {f.epoch:>5}  {f.run_id}{shown}", flush=True)
+                        print(
+                            f"{iso(f.nominal_ms):26} {name:18} {_OUTCOME.get(f.outcome, '?'):12} "
+                            f"{f.decided_ms - f.nominal_ms:>6}ms  {f.epoch:>5}  {f.run_id}{shown}",
+                            flush=True,
+                        )
                         seen[name] = max(f.nominal_ms, f.through_ms)
                 time.sleep(0.5)  # pacing of the display loop, not synchronisation
     finally:

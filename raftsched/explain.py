@@ -33,7 +33,9 @@ def _covers(rec: pb.FireRecord, at_ms: int) -> bool:
     return rec.nominal_ms == at_ms or rec.nominal_ms <= at_ms <= rec.through_ms
 
 
-def explain(task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: pb.Run | None) -> pb.ExplainReply:
+def explain(
+    task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: pb.Run | None
+) -> pb.ExplainReply:
     name = task.spec.name
     out = pb.ExplainReply()
     for rec in records:
@@ -41,17 +43,25 @@ def explain(task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: 
             out.fire.CopyFrom(rec)
             verb = _VERB.get(rec.outcome, "accounted")
             if rec.outcome == pb.FIRED:
-                state = pb.RunState.Name(run.state).lower() if run is not None and run.run_id == rec.run_id else "?"
+                state = (
+                    pb.RunState.Name(run.state).lower()
+                    if run is not None and run.run_id == rec.run_id
+                    else "?"
+                )
                 out.verdict = f"{name} fired at {iso(rec.nominal_ms)}: run {rec.run_id} ({state})"
                 if run is not None and run.run_id == rec.run_id:
                     out.run.CopyFrom(run)
             elif rec.through_ms:
-                out.verdict = (f"{name} {verb} at {iso(at_ms)}: one of {rec.count} fires from "
-                               f"{iso(rec.nominal_ms)} to {iso(rec.through_ms)}: {rec.reason}")
+                out.verdict = (
+                    f"{name} {verb} at {iso(at_ms)}: one of {rec.count} fires from "
+                    f"{iso(rec.nominal_ms)} to {iso(rec.through_ms)}: {rec.reason}"
+                )
             else:
                 out.verdict = f"{name} {verb} at {iso(at_ms)}: {rec.reason}"
-            out.details.append(f"decided by the leader of epoch {rec.epoch} at {iso(rec.decided_ms)} "
-                               f"(task version {rec.task_version})")
+            out.details.append(
+                f"decided by the leader of epoch {rec.epoch} at {iso(rec.decided_ms)} "
+                f"(task version {rec.task_version})"
+            )
             return out
     spec = codec.spec_from_pb(task.spec)
     if at_ms < task.created_ms:
@@ -67,16 +77,22 @@ def explain(task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: 
         out.verdict = f"{name}: cannot evaluate its trigger: {exc}"
         return out
     if at_ms > task.watermark_ms:
-        out.verdict = (f"{name} has not reached {iso(at_ms)} yet: fires are accounted up to "
-                       f"{iso(task.watermark_ms)}; next fire {iso(task.next_fire_ms)}")
+        out.verdict = (
+            f"{name} has not reached {iso(at_ms)} yet: fires are accounted up to "
+            f"{iso(task.watermark_ms)}; next fire {iso(task.next_fire_ms)}"
+        )
         if not task.enabled:
             out.details.append("the task is disabled: nothing fires until it is enabled")
         return out
     if not is_fire_time:
-        out.verdict = (f"{name} was not due at {iso(at_ms)}: it is not a fire time of the current trigger "
-                       f"(next fire time after it: {iso(following)})")
+        out.verdict = (
+            f"{name} was not due at {iso(at_ms)}: it is not a fire time of the current trigger "
+            f"(next fire time after it: {iso(following)})"
+        )
         return out
-    out.verdict = (f"{name} has no record for {iso(at_ms)}: the task was disabled then, its trigger was "
-                   "different then, or the record was pruned by history retention")
+    out.verdict = (
+        f"{name} has no record for {iso(at_ms)}: the task was disabled then, its trigger was "
+        "different then, or the record was pruned by history retention"
+    )
     out.details.append(f"current version {task.version}, updated {iso(task.updated_ms)}")
     return out

@@ -51,7 +51,7 @@ def wait_until(predicate: Callable[[], T | None], timeout: float, interval: floa
             value = predicate()
             if value:
                 return value
-        except Exception as exc:  # noqa: BLE001 - the predicate may fail until the system is up
+        except Exception as exc:
             last_exc = exc
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}" +

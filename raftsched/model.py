@@ -10,18 +10,18 @@ Times are UTC epoch milliseconds (``int``) everywhere.
 Limits (documented in the README):
 
 ======================  ===========================================
-name                    1–128 chars, ``[A-Za-z0-9][A-Za-z0-9_.:-]*``
+name                    1-128 chars, ``[A-Za-z0-9][A-Za-z0-9_.:-]*``
 command                 at most 16 KiB (UTF-8)
 params_json             at most 16 KiB, a JSON object
 description             at most 4 KiB
 owner, namespace        at most 128 chars
-shards                  1–1024
-max_retries             0–100
-timeout                 0 (none) – 7 days
-priority                0–9
-interval                1 s – 366 days, whole seconds
-misfire_all_cap         0 (cluster default) – 10,000
-misfire_all_window      0 (cluster default) – 30 days
+shards                  1-1024
+max_retries             0-100
+timeout                 0 (none) - 7 days
+priority                0-9
+interval                1 s - 366 days, whole seconds
+misfire_all_cap         0 (cluster default) - 10,000
+misfire_all_window      0 (cluster default) - 30 days
 ======================  ===========================================
 """
 
@@ -99,7 +99,8 @@ def validate_name(name: object, field_name: str = "name") -> str:
     if not NAME_RE.fullmatch(name):
         raise InvalidSpec(
             field_name,
-            f"{name!r} is not a valid name: use letters, digits and _ . : - (starting with a letter or digit)",
+            f"{name!r} is not a valid name: use letters, digits and _ . : - "
+            "(starting with a letter or digit)",
         )
     return name
 
@@ -108,7 +109,7 @@ def _check_int(value: int, field_name: str, low: int, high: int, unit: str = "")
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidSpec(field_name, f"must be an integer, got {type(value).__name__}")
     if not low <= value <= high:
-        raise InvalidSpec(field_name, f"{value}{unit} out of range ({low}–{high}{unit})")
+        raise InvalidSpec(field_name, f"{value}{unit} out of range ({low}-{high}{unit})")
 
 
 def _check_text(value: str, field_name: str, max_bytes: int) -> None:

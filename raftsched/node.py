@@ -98,17 +98,25 @@ class Node:
             applied_index=lambda: self.replica.last_applied,
             addr_to_id=self._addr_to_id,
         )
-        log.info("node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
-                 self.node_id, self.me.raft, self.me.grpc, self.me.data_dir, len(self.state.tasks),
-                 self.replica.last_applied)
+        log.info(
+            "node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
+            self.node_id,
+            self.me.raft,
+            self.me.grpc,
+            self.me.data_dir,
+            len(self.state.tasks),
+            self.replica.last_applied,
+        )
 
     async def serve(self, stop: asyncio.Event | None = None) -> None:
         """Serve gRPC until ``stop`` is set (or forever)."""
         self._loop = asyncio.get_running_loop()
-        server = grpc.aio.server(options=[
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-        ])
+        server = grpc.aio.server(
+            options=[
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+            ]
+        )
         pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -155,7 +163,11 @@ class Node:
         if self.driver.leading:
             now = self.clock.now_ms()
             for effect in effects:
-                if isinstance(effect, DispatchAttempt) and effect.shard == 0 and effect.epoch == self.driver.epoch:
+                if (
+                    isinstance(effect, DispatchAttempt)
+                    and effect.shard == 0
+                    and effect.epoch == self.driver.epoch
+                ):
                     self.lateness.record(effect.nominal_ms, now - effect.nominal_ms)
         if self.driver_thread is not None:
             self.driver_thread.effects_applied(effects)
@@ -165,8 +177,11 @@ class Node:
             self.driver_thread.leadership_changed(change.is_leader, change.epoch)
         loop, health_servicer = self._loop, self._health
         if loop is not None and health_servicer is not None:
-            status = (health_pb2.HealthCheckResponse.SERVING if change.is_leader
-                      else health_pb2.HealthCheckResponse.NOT_SERVING)
+            status = (
+                health_pb2.HealthCheckResponse.SERVING
+                if change.is_leader
+                else health_pb2.HealthCheckResponse.NOT_SERVING
+            )
             asyncio.run_coroutine_threadsafe(health_servicer.set(LEADER_HEALTH_SERVICE, status), loop)
 
     def _write_snapshot(self, f: BinaryIO) -> None:

@@ -25,7 +25,9 @@ class Replica:
     :meth:`apply_entry` skips every entry at or below that index (returning ``None``).
     """
 
-    def __init__(self, state: SchedulerState, store: StateStore, effect_sink: EffectSink | None = None) -> None:
+    def __init__(
+        self, state: SchedulerState, store: StateStore, effect_sink: EffectSink | None = None
+    ) -> None:
         self.state = state
         self.store = store
         self.effect_sink = effect_sink

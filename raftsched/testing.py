@@ -42,11 +42,11 @@ class SimNodeState:
 class SimHarness:
     """A simulated cluster. Typical use::
 
-        sim = SimHarness(["n1", "n2", "n3"])
-        sim.elect("n1")
-        sim.add_task(TaskSpec("t", CronTrigger("* * * * * *")))
-        sim.run_for(10_000)
-        assert sim.outcomes("t") ...
+    sim = SimHarness(["n1", "n2", "n3"])
+    sim.elect("n1")
+    sim.add_task(TaskSpec("t", CronTrigger("* * * * * *")))
+    sim.run_for(10_000)
+    assert sim.outcomes("t") ...
     """
 
     def __init__(
@@ -191,7 +191,9 @@ class SimHarness:
     def fires(self, task: str, node_id: str | None = None) -> list[pb.FireRecord]:
         node = self.nodes[node_id or self.leader or next(iter(self.nodes))]
         out = []
-        for _, value in node.store.scan(keys.per_task_prefix(keys.FIRE, task), keys.per_task_end(keys.FIRE, task)):
+        for _, value in node.store.scan(
+            keys.per_task_prefix(keys.FIRE, task), keys.per_task_end(keys.FIRE, task)
+        ):
             rec = pb.FireRecord()
             rec.ParseFromString(value)
             out.append(rec)
@@ -200,7 +202,9 @@ class SimHarness:
     def runs(self, task: str, node_id: str | None = None) -> list[pb.Run]:
         node = self.nodes[node_id or self.leader or next(iter(self.nodes))]
         out = []
-        for _, value in node.store.scan(keys.per_task_prefix(keys.RUN, task), keys.per_task_end(keys.RUN, task)):
+        for _, value in node.store.scan(
+            keys.per_task_prefix(keys.RUN, task), keys.per_task_end(keys.RUN, task)
+        ):
             run = pb.Run()
             run.ParseFromString(value)
             out.append(run)
@@ -209,5 +213,3 @@ class SimHarness:
     def digests(self) -> dict[str, str]:
         """State digest per live node (they must all be equal once every node has caught up)."""
         return {n: s.state.digest() for n, s in self.nodes.items() if self.cluster.nodes[n].up}
-
-

@@ -13,8 +13,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def generate(out_dir: Path) -> None:
     """Run protoc for every .proto under protos/ into ``out_dir`` (package layout mirrors protos/)."""
     protos = sorted(str(p.relative_to(ROOT / "protos")) for p in (ROOT / "protos").rglob("*.proto"))
-    args = ["protoc", f"-I{ROOT / 'protos'}", f"--python_out={out_dir}", f"--pyi_out={out_dir}",
-            f"--grpc_python_out={out_dir}", *protos]
+    args = [
+        "protoc",
+        f"-I{ROOT / 'protos'}",
+        f"--python_out={out_dir}",
+        f"--pyi_out={out_dir}",
+        f"--grpc_python_out={out_dir}",
+        *protos,
+    ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
 

@@ -30,6 +30,7 @@ from pysyncobj.node import TCPNode
 
 from raftsched.abc import Leadership, ProposeCallback, ProposeError
 from raftsched.config import RaftTuning
+from raftsched.consensus.applier import Applier
 
 log = logging.getLogger(__name__)
 
@@ -48,31 +49,32 @@ _RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 
 
 class _Raft(SyncObj):  # type: ignore[misc]
-    """The SyncObj subclass. Its only replicated method hands bytes to the replica."""
+    """The SyncObj subclass. Its only replicated method hands bytes to the applier."""
 
-    def __init__(self, apply_fn: Callable[[int, bytes], bytes | None], *args: Any, **kwargs: Any) -> None:
-        self._raftsched_apply_fn = apply_fn
+    def __init__(self, enqueue: Callable[[int, bytes], None], *args: Any, **kwargs: Any) -> None:
+        self._raftsched_enqueue = enqueue
         super().__init__(*args, **kwargs)
 
     @replicated  # type: ignore[untyped-decorator]
-    def _raftsched_apply(self, data: bytes) -> bytes | None:
+    def _raftsched_apply(self, data: bytes) -> int:
         # raftLastApplied + 1 is the index of the entry being applied (verified in LIBRARY-NOTES).
-        index = self.raftLastApplied + 1
+        # The entry is applied on the applier thread; the proposer gets its result through
+        # Applier.on_result(index). Returning the index is all the tick thread does.
+        index = int(self.raftLastApplied) + 1
         try:
-            if not isinstance(data, bytes):
-                return None
-            return self._raftsched_apply_fn(index, data)
+            if isinstance(data, bytes):
+                self._raftsched_enqueue(index, data)
         except Exception:  # an exception here would wedge every node of the cluster
             log.critical("replicated apply raised at index %d", index, exc_info=True)
-            return None
+        return index
 
 
 class PySyncObjNode:
     """A :class:`raftsched.abc.ConsensusNode` over pysyncobj, with LMDB-backed snapshots.
 
-    ``apply_fn(index, data)`` is called on pysyncobj's tick thread for each committed entry;
-    ``on_tick`` after each tick's applies (commit the store batch there); ``on_leadership`` on
-    every role change. ``write_snapshot(file)`` must write the store image at the current applied
+    ``apply_fn(index, data)`` is called for each committed entry, in log order, on the applier
+    thread (see :mod:`raftsched.consensus.applier`); ``on_tick`` commits the store batch, on the
+    same thread; ``on_leadership`` is called on pysyncobj's tick thread on every role change. ``write_snapshot(file)`` must write the store image at the current applied
     index; ``load_snapshot(path, offset)`` must replace the store with the image at ``offset``.
     """
 
@@ -95,8 +97,10 @@ class PySyncObjNode:
         if not secret or len(secret) < 16:
             raise ValueError("a cluster secret of at least 16 characters is required")
         if threading.current_thread() is not threading.main_thread():
-            raise RuntimeError("PySyncObjNode must be constructed on the main thread (pysyncobj's tick thread "
-                               "stops when its constructing thread exits)")
+            raise RuntimeError(
+                "PySyncObjNode must be constructed on the main thread (pysyncobj's tick thread "
+                "stops when its constructing thread exits)"
+            )
         self.node_id = node_id
         self.self_addr = self_addr
         self._on_leadership = on_leadership
@@ -128,16 +132,19 @@ class PySyncObjNode:
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
         )
-        self._raft = _Raft(apply_fn, self_addr, peers, conf)
+        self._applier = Applier(apply_fn, on_tick)
+        self._applier.start()
+        self._raft = _Raft(self._applier.enqueue, self_addr, peers, conf)
         self._raft.addOnTickCallback(self._tick)
-        self._on_tick = on_tick
 
     # -- ConsensusNode ---------------------------------------------------------------------------
 
     def propose(self, data: bytes, callback: ProposeCallback) -> None:
         def done(result: object, err: int) -> None:
-            if err == FAIL_REASON.SUCCESS:
-                callback(result if isinstance(result, bytes) else b"", None)
+            if err == FAIL_REASON.SUCCESS and isinstance(result, int):
+                self._applier.on_result(result, lambda applied: callback(applied or b"", None))
+            elif err == FAIL_REASON.SUCCESS:
+                callback(b"", None)  # outcome unknown
             else:
                 code = _FAIL_CODES.get(err, "unavailable")
                 callback(None, ProposeError(code, f"raft: {FAIL_REASON_NAMES.get(err, err)}"))
@@ -168,7 +175,16 @@ class PySyncObjNode:
         return int(self._raft.raftCommitIndex)
 
     def destroy(self) -> None:
-        self._raft.destroy_synchronous() if hasattr(self._raft, "destroy_synchronous") else self._raft.destroy()
+        if hasattr(self._raft, "destroy_synchronous"):
+            self._raft.destroy_synchronous()
+        else:
+            self._raft.destroy()
+        self._applier.stop()
+
+    @property
+    def apply_backlog(self) -> int:
+        """Committed entries waiting to be applied on this node."""
+        return self._applier.backlog
 
     def force_compaction(self) -> None:
         self._raft.forceLogCompaction()
@@ -176,28 +192,28 @@ class PySyncObjNode:
     # -- callbacks on the tick thread ----------------------------------------------------------
 
     def _tick(self) -> None:
-        start = time.monotonic()
-        gap = start - self._last_tick
-        try:
-            self._on_tick()
-        except Exception:
-            log.exception("on-tick hook failed")
-        end = time.monotonic()
-        self._last_tick = end
+        now = time.monotonic()
+        gap, self._last_tick = now - self._last_tick, now
         # A tick thread that stalls longer than the election timeout costs the cluster a leader.
         if gap > self._stall_warn_s:
-            log.warning("%s: raft tick thread stalled for %.0f ms (on-tick hook %.0f ms)",
-                        self.node_id, gap * 1000, (end - start) * 1000)
+            log.warning("%s: raft tick thread stalled for %.0f ms", self.node_id, gap * 1000)
 
     def _state_changed(self, old: int, new: int) -> None:
         if new == self._last_role:
             return
         self._last_role = new
         term = int(self._raft.raftCurrentTerm) if hasattr(self, "_raft") else 0
-        log.info("%s: raft role %s -> %s (term %d)", self.node_id, _RAFT_STATES.get(old, old),
-                 _RAFT_STATES.get(new, new), term)
+        log.info(
+            "%s: raft role %s -> %s (term %d)",
+            self.node_id,
+            _RAFT_STATES.get(old, old),
+            _RAFT_STATES.get(new, new),
+            term,
+        )
         try:
-            self._on_leadership(Leadership(new == 2, term, self.leader_id() if hasattr(self, "_raft") else None))
+            self._on_leadership(
+                Leadership(new == 2, term, self.leader_id() if hasattr(self, "_raft") else None)
+            )
         except Exception:
             log.exception("leadership hook failed")
 
@@ -206,18 +222,30 @@ class PySyncObjNode:
     def _serialize(self, tmp_path: str, data: tuple[Any, Any, Any]) -> None:
         """pysyncobj's serializer: ``data = (last_applied_entry, prev_entry, cluster)``."""
         last, prev, cluster = data
-        header = json.dumps({
-            "last": [last[0].hex(), last[1], last[2]],
-            "prev": [prev[0].hex(), prev[1], prev[2]],
-            "cluster": sorted(str(n.address) for n in cluster),
-        }).encode()
-        self._on_tick()  # commit the open store batch so the copy contains every applied entry
+        header = json.dumps(
+            {
+                "last": [last[0].hex(), last[1], last[2]],
+                "prev": [prev[0].hex(), prev[1], prev[2]],
+                "cluster": sorted(str(n.address) for n in cluster),
+            }
+        ).encode()
+        started = time.monotonic()
+        # Everything up to raftLastApplied is queued; apply and commit it so the copy is exact.
+        if not self._applier.quiesce():
+            raise RuntimeError("applier did not drain in time; snapshot skipped")
         with open(tmp_path, "wb") as f:
             f.write(_SNAPSHOT_MAGIC + len(header).to_bytes(8, "big") + header)
             self._write_snapshot(f)
             f.flush()
             os.fsync(f.fileno())
-        log.info("%s: snapshot written at index %d", self.node_id, last[1])
+            size = f.tell()
+        log.info(
+            "%s: snapshot written at index %d: %d bytes in %.0f ms",
+            self.node_id,
+            last[1],
+            size,
+            (time.monotonic() - started) * 1000,
+        )
 
     def _deserialize(self, path: str) -> tuple[Any, Any, Any]:
         with open(path, "rb") as f:
@@ -233,12 +261,17 @@ class PySyncObjNode:
         if self._applied_index() < last[1]:
             # Our store is behind the snapshot (new or wiped node, or a follower that fell behind
             # the leader's compacted log): install the leader's copy.
-            self._on_tick()
+            started = time.monotonic()
+            self._applier.quiesce()
             self._load_snapshot(Path(path), offset)
-            log.info("%s: installed snapshot at index %d", self.node_id, last[1])
+            self._applier.reset(last[1])
+            log.info(
+                "%s: installed snapshot at index %d in %.0f ms",
+                self.node_id,
+                last[1],
+                (time.monotonic() - started) * 1000,
+            )
         return last, prev, cluster
 
 
-FAIL_REASON_NAMES = {
-    getattr(FAIL_REASON, n): n.lower() for n in dir(FAIL_REASON) if n.isupper()
-}
+FAIL_REASON_NAMES = {getattr(FAIL_REASON, n): n.lower() for n in dir(FAIL_REASON) if n.isupper()}

@@ -179,6 +179,7 @@ class SchedulerState:
         self.lock = threading.RLock()
         self.tasks: dict[str, TaskState] = {}
         self.active: dict[str, pb.Run] = {}  # run_id -> run, for runs not finished
+        self.active_per_task: dict[str, int] = {}  # derived from `active`; kept for O(1) lookups
         self.max_epoch = 0
         self.max_now_ms = 0
         self.manual_seq = 0
@@ -196,6 +197,7 @@ class SchedulerState:
     def _load(self) -> None:
         self.tasks.clear()
         self.active.clear()
+        self.active_per_task.clear()
         meta_bytes = self.store.get(keys.META)
         if meta_bytes:
             meta = pb.Meta()
@@ -221,6 +223,7 @@ class SchedulerState:
             run.ParseFromString(value)
             if run.state not in _FINISHED:
                 self.active[run.run_id] = run
+                self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
 
     def _save_meta(self) -> None:
         meta = pb.Meta(
@@ -275,9 +278,11 @@ class SchedulerState:
         with self.lock:
             try:
                 cmd = codec.decode_command(data)
-            except Exception as exc:  # noqa: BLE001 - garbage bytes must not stop the cluster
+            except Exception as exc:
                 applied = Applied(rejected("invalid_argument", f"undecodable command: {exc}"))
-                self.chain = hashlib.sha256(self.chain + hashlib.sha256(data).digest() + applied.encode()).digest()
+                self.chain = hashlib.sha256(
+                    self.chain + hashlib.sha256(data).digest() + applied.encode()
+                ).digest()
                 self._save_meta()
                 return applied
             try:
@@ -291,13 +296,17 @@ class SchedulerState:
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
             # The apply chain: a cheap fingerprint of everything applied so far, comparable between
             # replicas at the same log index even while the cluster is busy.
-            self.chain = hashlib.sha256(self.chain + hashlib.sha256(data).digest() + applied.encode()).digest()
+            self.chain = hashlib.sha256(
+                self.chain + hashlib.sha256(data).digest() + applied.encode()
+            ).digest()
             self._save_meta()
             return applied
 
     def _apply(self, cmd: pb.Command) -> Applied:
         if cmd.format > codec.COMMAND_FORMAT:
-            raise _Reject("invalid_argument", f"command format {cmd.format} is newer than this node understands")
+            raise _Reject(
+                "invalid_argument", f"command format {cmd.format} is newer than this node understands"
+            )
         key = cmd.idempotency_key
         if key:
             prior = self.store.get(keys.idem_key(key))
@@ -326,7 +335,9 @@ class SchedulerState:
         self.applied_commands += 1
         if cmd.idempotency_key:
             stamp = self.max_now_ms.to_bytes(8, "big")
-            self.store.put(keys.idem_key(cmd.idempotency_key), stamp + result.SerializeToString(deterministic=True))
+            self.store.put(
+                keys.idem_key(cmd.idempotency_key), stamp + result.SerializeToString(deterministic=True)
+            )
             self.store.put(keys.idem_expiry_key(self.max_now_ms, cmd.idempotency_key), b"")
         self._prune_idempotency()
         return Applied(result, effects)
@@ -356,7 +367,26 @@ class SchedulerState:
         return TaskArmed(st.spec.name, st.version, st.next_fire_ms if st.enabled else 0)
 
     def _create(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        body = cmd.create_task
+        st = self._create_one(cmd.create_task, now)
+        return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
+
+    def _create_many(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Bulk create: every item is created or refused on its own; refusals change nothing."""
+        result = pb.CommandResult(ok=True)
+        effects: list[Effect] = []
+        for item in cmd.create_tasks.items:
+            try:
+                st = self._create_one(item, now)
+            except _Reject as rej:
+                result.items.add(name=item.spec.name, ok=False, code=rej.code, message=rej.message)
+            except InvalidSpec as exc:
+                result.items.add(name=item.spec.name, ok=False, code=InvalidSpec.code, message=str(exc))
+            else:
+                result.items.add(name=st.spec.name, ok=True, version=st.version, next_fire_ms=st.next_fire_ms)
+                effects.append(self._armed(st))
+        return result, tuple(effects)
+
+    def _create_one(self, body: pb.CreateTask, now: int) -> TaskState:
         spec = codec.spec_from_pb(body.spec)
         if spec.name in self.tasks:
             raise _Reject("already_exists", f"task {spec.name!r} already exists")
@@ -365,14 +395,14 @@ class SchedulerState:
         st.version = 1
         # Runs of a deleted task of the same name may still be active (delete leaves them to
         # finish); they count here, or their completion would drive the counter below zero.
-        st.active_runs = sum(1 for run in self.active.values() if run.task == spec.name)
+        st.active_runs = self.active_per_task.get(spec.name, 0)
         st.enabled = not body.disabled
         st.created_ms = st.updated_ms = now
         st.watermark_ms = now
         st.next_fire_ms = body.next_fire_ms
         self.tasks[spec.name] = st
         self._put_task(st)
-        return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
+        return st
 
     def _update(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.update_task
@@ -467,6 +497,7 @@ class SchedulerState:
         for shard in range(st.spec.shards):
             run.shards.add(shard=shard, attempt=1, state=pb.PENDING)
         self.active[run_id] = run
+        self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
         st.active_runs += 1
         st.runs_total += 1
         self.store.put(keys.run_key_for_id(run_id), run.SerializeToString(deterministic=True))
@@ -554,7 +585,9 @@ class SchedulerState:
             through_ms=fire.through_ms,
             count=count,
         )
-        self.store.put(keys.time_key(keys.FIRE, name, fire.nominal_ms), rec.SerializeToString(deterministic=True))
+        self.store.put(
+            keys.time_key(keys.FIRE, name, fire.nominal_ms), rec.SerializeToString(deterministic=True)
+        )
         st.fires_total += count
         st.kept_fires += 1
         self._prune_fires(st, now)
@@ -596,6 +629,11 @@ class SchedulerState:
                 run.state = pb.FAILED if failed else pb.SUCCEEDED
                 run.finished_ms = now
                 del self.active[run.run_id]
+                left = self.active_per_task[run.task] - 1
+                if left:
+                    self.active_per_task[run.task] = left
+                else:
+                    del self.active_per_task[run.task]
                 st = self.tasks.get(run.task)
                 if st is not None:
                     st.active_runs -= 1
@@ -662,7 +700,9 @@ class SchedulerState:
                 run = self.active[run_id]
                 for s in run.shards:
                     if s.state not in _FINISHED:
-                        out.append(DispatchAttempt(run_id, run.task, run.nominal_ms, s.shard, s.attempt, run.epoch))
+                        out.append(
+                            DispatchAttempt(run_id, run.task, run.nominal_ms, s.shard, s.attempt, run.epoch)
+                        )
             return out
 
 
@@ -702,6 +742,7 @@ def _check_nothing_due(st: TaskState, now: int) -> None:
 
 _HANDLERS = {
     "create_task": SchedulerState._create,
+    "create_tasks": SchedulerState._create_many,
     "update_task": SchedulerState._update,
     "delete_task": SchedulerState._delete,
     "set_enabled": SchedulerState._set_enabled,

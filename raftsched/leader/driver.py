@@ -204,7 +204,12 @@ class DriverThread:
     """
 
     def __init__(
-        self, driver: LeaderDriver, clock: Clock, propose: ProposeFn, max_sleep_s: float = 0.5, max_in_flight: int = 2
+        self,
+        driver: LeaderDriver,
+        clock: Clock,
+        propose: ProposeFn,
+        max_sleep_s: float = 0.5,
+        max_in_flight: int = 2,
     ) -> None:
         self.driver = driver
         self.max_in_flight = max_in_flight
@@ -298,9 +303,15 @@ class DriverThread:
         now_s = self.clock.monotonic()
         if self.commit_seconds and now_s - self._last_report > 10:
             lat = sorted(self.commit_seconds)
-            log.info("leader %s: %d batches committed in %.0fs, commit latency p50 %.0f ms max %.0f ms, "
-                     "%d queued", d.node_id, len(lat), now_s - self._last_report, lat[len(lat) // 2] * 1000,
-                     lat[-1] * 1000, len(self._queue))
+            log.info(
+                "leader %s: %d batches committed in %.0fs, commit latency p50 %.0f ms max %.0f ms, %d queued",
+                d.node_id,
+                len(lat),
+                now_s - self._last_report,
+                lat[len(lat) // 2] * 1000,
+                lat[-1] * 1000,
+                len(self._queue),
+            )
             self.commit_seconds.clear()
             self._last_report = now_s
         self._pump()
@@ -331,7 +342,10 @@ class DriverThread:
             if error is not None:
                 self.batches_failed += 1
                 log.warning("proposal failed (%s): %s", error.code, error)
-                self._post("barrier_failed" if proposal.barrier else "failed", epoch if proposal.barrier else proposal)
+                self._post(
+                    "barrier_failed" if proposal.barrier else "failed",
+                    epoch if proposal.barrier else proposal,
+                )
             elif proposal.tasks:
                 self._post("committed", proposal)
 

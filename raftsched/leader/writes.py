@@ -9,7 +9,7 @@ anything is proposed.
 from __future__ import annotations
 
 from raftsched import codec
-from raftsched.errors import NotFound
+from raftsched.errors import InvalidSpec, NotFound
 from raftsched.fsm.state import SchedulerState
 from raftsched.model import TaskSpec, validate_name, validate_params
 from raftsched.timing.schedule import next_fire_after, prepare_spec
@@ -30,7 +30,14 @@ def create_task(spec: TaskSpec, *, disabled: bool, now_ms: int, epoch: int, orig
 
 
 def update_task(
-    state: SchedulerState, spec: TaskSpec, *, expected_version: int, now_ms: int, epoch: int, origin: str, key: str
+    state: SchedulerState,
+    spec: TaskSpec,
+    *,
+    expected_version: int,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
 ) -> bytes:
     current = state.get_task(spec.name)
     if current is None:
@@ -76,3 +83,35 @@ def trigger_now(name: str, params_json: str, *, now_ms: int, epoch: int, origin:
     cmd.trigger_now.name = name
     cmd.trigger_now.params_json = params_json
     return codec.encode_command(cmd)
+
+
+MAX_BULK_ENTRY_BYTES = 60_000
+
+
+def create_tasks(
+    items: list[tuple[TaskSpec, bool]], *, now_ms: int, epoch: int, origin: str, key: str
+) -> tuple[list[bytes], dict[int, InvalidSpec]]:
+    """Bulk create: ``(commands, refused)``. Items that fail validation on the leader are returned
+    in ``refused`` (by position) and never proposed; the rest are packed into CreateTasks
+    commands below the log-entry size limit, each with idempotency key ``key/<n>``."""
+    refused: dict[int, InvalidSpec] = {}
+    commands: list[bytes] = []
+    cmd = _envelope(now_ms, epoch, origin, f"{key}/0")
+    size = 0
+    for position, (spec, disabled) in enumerate(items):
+        try:
+            spec, first = prepare_spec(spec, now_ms)
+        except InvalidSpec as exc:
+            refused[position] = exc
+            continue
+        item = pb.CreateTask(spec=codec.spec_to_pb(spec), next_fire_ms=first, disabled=disabled)
+        item_size = item.ByteSize() + 8
+        if cmd.create_tasks.items and size + item_size > MAX_BULK_ENTRY_BYTES:
+            commands.append(codec.encode_command(cmd))
+            cmd = _envelope(now_ms, epoch, origin, f"{key}/{len(commands)}")
+            size = 0
+        cmd.create_tasks.items.append(item)
+        size += item_size
+    if cmd.create_tasks.items:
+        commands.append(codec.encode_command(cmd))
+    return commands, refused

@@ -19,8 +19,8 @@ import grpc
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError
-from raftsched.fsm import keys
 from raftsched.explain import explain
+from raftsched.fsm import keys
 from raftsched.leader import writes
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -43,6 +43,7 @@ _STATUS = {
 }
 
 PROPOSE_TIMEOUT_S = 10.0
+MAX_BULK_TASKS = 10_000
 DEFAULT_LIST_LIMIT = 1000
 
 
@@ -78,20 +79,24 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     def _stamp(self) -> dict[str, Any]:
         node = self.node
         driver = node.driver
-        if not (node.consensus is not None and node.consensus.is_leader() and driver.leading and driver.ready):
+        if not (
+            node.consensus is not None and node.consensus.is_leader() and driver.leading and driver.ready
+        ):
             leader = node.leader_grpc() or ""
             raise _Abort(
                 "not_leader",
-                f"{node.node_id} is not the leader" + (f"; the leader is at {leader}" if leader else
-                                                        "; no leader is elected yet, retry shortly"),
+                f"{node.node_id} is not the leader"
+                + (f"; the leader is at {leader}" if leader else "; no leader is elected yet, retry shortly"),
                 leader,
             )
         now = max(node.clock.now_ms(), node.state.max_now_ms)
         return {"now_ms": now, "epoch": driver.epoch, "origin": node.node_id}
 
     async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> pb.CommandResult:
-        stamp = self._stamp()
-        data = build(stamp)
+        return await self._propose(build(self._stamp()))
+
+    async def _propose(self, data: bytes) -> pb.CommandResult:
+        """Propose one command and wait until it is applied here; map failures to errors."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bytes] = loop.create_future()
 
@@ -111,15 +116,20 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         try:
             raw = await asyncio.wait_for(fut, PROPOSE_TIMEOUT_S)
         except TimeoutError:
-            raise _Abort("unavailable", "the write was not confirmed in time; its outcome is unknown "
-                                        "(retry with the same idempotency key)") from None
+            raise _Abort(
+                "unavailable",
+                "the write was not confirmed in time; its outcome is unknown "
+                "(retry with the same idempotency key)",
+            ) from None
         except Exception as exc:  # ProposeError
             code = getattr(exc, "code", "unavailable")
             raise _Abort(code if code in _STATUS else "unavailable", f"write not committed: {exc}") from None
         result = pb.CommandResult()
         result.ParseFromString(raw)
         if not raw:
-            raise _Abort("unavailable", "the write's outcome is unknown (retry with the same idempotency key)")
+            raise _Abort(
+                "unavailable", "the write's outcome is unknown (retry with the same idempotency key)"
+            )
         if not result.ok:
             raise _Abort(result.code or "internal", result.message)
         return result
@@ -134,17 +144,58 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         async def body() -> pb.TaskReply:
             spec = codec.spec_from_pb(request.spec)
             key = self._key(request.idempotency_key)
-            res = await self._write(lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s))
+            res = await self._write(
+                lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s)
+            )
             return pb.TaskReply(task=res.task)
 
         return await _guard(context, body)
 
-    async def UpdateTask(self, request: pb.UpdateTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+    async def AddTasks(
+        self, request: pb.AddTasksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AddTasksReply:
+        async def body() -> pb.AddTasksReply:
+            if len(request.tasks) > MAX_BULK_TASKS:
+                raise InvalidSpec(
+                    "tasks", f"{len(request.tasks)} tasks in one call, at most {MAX_BULK_TASKS}"
+                )
+            key = self._key(request.idempotency_key)
+            results: list[pb.ItemResult | None] = [None] * len(request.tasks)
+            items = []
+            positions = []
+            for i, req in enumerate(request.tasks):
+                try:
+                    items.append((codec.spec_from_pb(req.spec), req.disabled))
+                    positions.append(i)
+                except InvalidSpec as exc:
+                    results[i] = pb.ItemResult(name=req.spec.name, ok=False, code=exc.code, message=str(exc))
+            stamp = self._stamp()
+            commands, refused = writes.create_tasks(items, key=key, **stamp)
+            for j, exc in refused.items():
+                i = positions[j]
+                results[i] = pb.ItemResult(
+                    name=request.tasks[i].spec.name, ok=False, code=exc.code, message=str(exc)
+                )
+            accepted = iter(i for j, i in enumerate(positions) if j not in refused)
+            outcomes = await asyncio.gather(*(self._propose(c) for c in commands))
+            for outcome in outcomes:
+                for item in outcome.items:
+                    results[next(accepted)] = item
+            return pb.AddTasksReply(results=[r for r in results if r is not None])
+
+        return await _guard(context, body)
+
+    async def UpdateTask(
+        self, request: pb.UpdateTaskRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TaskReply:
         async def body() -> pb.TaskReply:
             spec = codec.spec_from_pb(request.spec)
             key = self._key(request.idempotency_key)
-            res = await self._write(lambda s: writes.update_task(
-                self.node.state, spec, expected_version=request.expected_version, key=key, **s))
+            res = await self._write(
+                lambda s: writes.update_task(
+                    self.node.state, spec, expected_version=request.expected_version, key=key, **s
+                )
+            )
             return pb.TaskReply(task=res.task)
 
         return await _guard(context, body)
@@ -159,19 +210,26 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
         return await _guard(context, body)
 
-    async def SetEnabled(self, request: pb.SetEnabledRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+    async def SetEnabled(
+        self, request: pb.SetEnabledRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TaskReply:
         async def body() -> pb.TaskReply:
             key = self._key(request.idempotency_key)
-            res = await self._write(lambda s: writes.set_enabled(
-                self.node.state, request.name, request.enabled, key=key, **s))
+            res = await self._write(
+                lambda s: writes.set_enabled(self.node.state, request.name, request.enabled, key=key, **s)
+            )
             return pb.TaskReply(task=res.task)
 
         return await _guard(context, body)
 
-    async def TriggerNow(self, request: pb.TriggerNowRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
+    async def TriggerNow(
+        self, request: pb.TriggerNowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RunReply:
         async def body() -> pb.RunReply:
             key = self._key(request.idempotency_key)
-            res = await self._write(lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s))
+            res = await self._write(
+                lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s)
+            )
             return pb.RunReply(run=res.run)
 
         return await _guard(context, body)
@@ -195,7 +253,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
         return await _guard(context, body)
 
-    async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsReply:
+    async def ListRuns(
+        self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListRunsReply:
         async def body() -> pb.ListRunsReply:
             limit = request.limit or DEFAULT_LIST_LIMIT
             tasks = [request.task] if request.task else [t.spec.name for t in self.node.state.list_tasks()]
@@ -205,8 +265,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             with self.node.store.reader() as r:
                 for task in tasks:
                     lo = keys.time_key(keys.RUN, task, max(request.since_ms, 0))
-                    hi = (keys.time_key(keys.RUN, task, request.until_ms + 1) if request.until_ms
-                          else keys.per_task_end(keys.RUN, task))
+                    hi = (
+                        keys.time_key(keys.RUN, task, request.until_ms + 1)
+                        if request.until_ms
+                        else keys.per_task_end(keys.RUN, task)
+                    )
                     for _, value in r.scan(lo, hi, reverse=True):
                         run = pb.Run()
                         run.ParseFromString(value)
@@ -255,7 +318,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def NodeStatus(
         self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.NodeStatusReply:
-        return self.node.node_status(request.lateness_since_ms, request.include_digest, request.chain_at_index)
+        return self.node.node_status(
+            request.lateness_since_ms, request.include_digest, request.chain_at_index
+        )
 
     async def ClusterStatus(
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext

@@ -127,8 +127,10 @@ def plan_fires(
         if more or ontime:
             decided += [(f, pb.COALESCED, f"{lateness}; coalesced (misfire=latest)") for f in missed]
         elif missed:
-            decided += [(f, pb.COALESCED, f"{lateness}; coalesced into the newest (misfire=latest)")
-                        for f in missed[:-1]]
+            decided += [
+                (f, pb.COALESCED, f"{lateness}; coalesced into the newest (misfire=latest)")
+                for f in missed[:-1]
+            ]
             decided.append((missed[-1], pb.FIRED, f"{lateness}; newest missed fire runs (misfire=latest)"))
     elif spec.misfire == Misfire.SKIP:
         decided += [(f, pb.SKIPPED_MISFIRE, f"{lateness}; skipped (misfire=skip)") for f in missed]
@@ -146,19 +148,16 @@ def plan_fires(
             if f in chosen:
                 decided.append((f, pb.FIRED, f"{lateness}; run late (misfire=all)"))
             elif f < now_ms - window:
-                decided.append((f, pb.SKIPPED_MISFIRE, f"older than the {window // 1000}s window (misfire=all)"))
+                decided.append(
+                    (f, pb.SKIPPED_MISFIRE, f"older than the {window // 1000}s window (misfire=all)")
+                )
             else:
                 decided.append((f, pb.SKIPPED_MISFIRE, f"beyond the cap of {cap} late runs (misfire=all)"))
     decided += [(f, pb.FIRED, "") for f in ontime]
     out = pb.TaskFires(task=spec.name, version=version)
     for nominal, outcome, reason in decided:
         prev = out.fires[-1] if out.fires else None
-        if (
-            prev is not None
-            and outcome != pb.FIRED
-            and prev.outcome == outcome
-            and prev.reason == reason
-        ):
+        if prev is not None and outcome != pb.FIRED and prev.outcome == outcome and prev.reason == reason:
             prev.through_ms = nominal
             prev.count += 1
             continue

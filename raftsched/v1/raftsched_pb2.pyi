@@ -233,6 +233,12 @@ class CreateTask(_message.Message):
     disabled: bool
     def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., disabled: _Optional[bool] = ...) -> None: ...
 
+class CreateTasks(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[CreateTask]
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateTask, _Mapping]]] = ...) -> None: ...
+
 class UpdateTask(_message.Message):
     __slots__ = ("spec", "next_fire_ms", "expected_version")
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -328,7 +334,7 @@ class ReportResults(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -342,6 +348,7 @@ class Command(_message.Message):
     BARRIER_FIELD_NUMBER: _ClassVar[int]
     FIRE_BATCH_FIELD_NUMBER: _ClassVar[int]
     REPORT_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TASKS_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
     epoch: int
@@ -355,10 +362,27 @@ class Command(_message.Message):
     barrier: Barrier
     fire_batch: FireBatch
     report_results: ReportResults
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ...) -> None: ...
+    create_tasks: CreateTasks
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ...) -> None: ...
+
+class ItemResult(_message.Message):
+    __slots__ = ("name", "ok", "code", "message", "version", "next_fire_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ok: bool
+    code: str
+    message: str
+    version: int
+    next_fire_ms: int
+    def __init__(self, name: _Optional[str] = ..., ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., version: _Optional[int] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
 
 class CommandResult(_message.Message):
-    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused")
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items")
     OK_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -367,6 +391,7 @@ class CommandResult(_message.Message):
     FIRED_FIELD_NUMBER: _ClassVar[int]
     ACCOUNTED_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     code: str
     message: str
@@ -375,7 +400,8 @@ class CommandResult(_message.Message):
     fired: int
     accounted: int
     refused: int
-    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ...) -> None: ...
+    items: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
 
 class Meta(_message.Message):
     __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain")
@@ -416,6 +442,20 @@ class AddTaskRequest(_message.Message):
     disabled: bool
     idempotency_key: str
     def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., disabled: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class AddTasksRequest(_message.Message):
+    __slots__ = ("tasks", "idempotency_key")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[AddTaskRequest]
+    idempotency_key: str
+    def __init__(self, tasks: _Optional[_Iterable[_Union[AddTaskRequest, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class AddTasksReply(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
 
 class UpdateTaskRequest(_message.Message):
     __slots__ = ("spec", "expected_version", "idempotency_key")

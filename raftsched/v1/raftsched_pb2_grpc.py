@@ -39,6 +39,11 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.AddTaskRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TaskReply.FromString,
                 _registered_method=True)
+        self.AddTasks = channel.unary_unary(
+                '/raftsched.v1.Admin/AddTasks',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.AddTasksRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AddTasksReply.FromString,
+                _registered_method=True)
         self.UpdateTask = channel.unary_unary(
                 '/raftsched.v1.Admin/UpdateTask',
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.UpdateTaskRequest.SerializeToString,
@@ -100,6 +105,12 @@ class AdminServicer:
     """Missing associated documentation comment in .proto file."""
 
     def AddTask(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddTasks(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -178,6 +189,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AddTask,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AddTaskRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.TaskReply.SerializeToString,
+            ),
+            'AddTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddTasks,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AddTasksRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.AddTasksReply.SerializeToString,
             ),
             'UpdateTask': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateTask,
@@ -262,6 +278,33 @@ class Admin:
             '/raftsched.v1.Admin/AddTask',
             raftsched_dot_v1_dot_raftsched__pb2.AddTaskRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.TaskReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/AddTasks',
+            raftsched_dot_v1_dot_raftsched__pb2.AddTasksRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.AddTasksReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,8 +24,21 @@ PURE = [
     "consensus/memory.py",
     "storage/memory.py",
 ]
-FORBIDDEN_IN_PURE = {"time", "random", "uuid", "secrets", "os", "socket", "subprocess", "pysyncobj", "lmdb",
-                     "grpc", "asyncio", "shutil", "tempfile"}
+FORBIDDEN_IN_PURE = {
+    "time",
+    "random",
+    "uuid",
+    "secrets",
+    "os",
+    "socket",
+    "subprocess",
+    "pysyncobj",
+    "lmdb",
+    "grpc",
+    "asyncio",
+    "shutil",
+    "tempfile",
+}
 
 # Each third-party library is imported in exactly one adapter module.
 ADAPTERS = {

@@ -11,7 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("grpc_tools") is None, reason="grpcio-tools (test extra) missing")
+@pytest.mark.skipif(
+    importlib.util.find_spec("grpc_tools") is None, reason="grpcio-tools (test extra) missing"
+)
 def test_generated_code_matches_protos(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "tools"))
     try:

@@ -1,0 +1,140 @@
+"""Scale: many task definitions on a real 3-node cluster.
+
+    python bench/scale.py [--tasks 100000 1000000]
+
+For each N: a fresh cluster; N daily cron tasks bulk-imported (plus 20 per-second tasks so
+something fires); then
+
+* RSS per node, and the increase per task;
+* Raft snapshot (LMDB copy) size and time, as logged by the nodes;
+* cold restart of a follower (SIGKILL, restart) until it serves and has caught up;
+* SIGKILL of the leader until the first fire committed by the new leader (which must rebuild its
+  timing wheel from N tasks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from raftsched.client import Client
+from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.model import CronTrigger, Overlap, TaskSpec
+
+# Compact often enough that a snapshot of the full state is written during the run.
+EXTRA = "[raft]\nlog_compaction_min_entries = 500\n"
+
+
+def snapshot_lines(cluster: LocalCluster) -> list[tuple[int, float]]:
+    out = []
+    for log in cluster.log_dir.glob("*.log"):
+        for m in re.finditer(r"snapshot written at index \d+: (\d+) bytes in (\d+) ms", log.read_text()):
+            out.append((int(m.group(1)), float(m.group(2))))
+    return out
+
+
+def run_one(n: int, base: Path) -> dict[str, object]:
+    cluster = LocalCluster.create(base, 3, extra_config=EXTRA)
+    try:
+        cluster.start()
+        leader = cluster.wait_for_leader(60)
+        rss0 = {nid: cluster.status(nid).rss_bytes for nid in cluster.alive()}
+        with Client(cluster.targets(), timeout=60) as client:
+            t0 = time.monotonic()
+            step = 50_000
+            for start in range(0, n, step):
+                specs = [
+                    TaskSpec(f"daily-{i:07d}", CronTrigger("0 3 * * *", "Europe/Berlin"), command="true")
+                    for i in range(start, min(n, start + step))
+                ]
+                bad = [r for r in client.add_tasks(specs) if not r.ok]
+                if bad:
+                    raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
+            import_s = time.monotonic() - t0
+            for i in range(20):
+                client.add_task(TaskSpec(f"tick-{i}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW))
+            wait_until(
+                lambda: all(cluster.status(nid, timeout=10).tasks >= n + 20 for nid in cluster.alive()),
+                600,
+                0.5,
+                "every node to hold all tasks",
+            )
+            time.sleep(2)
+            rss = {nid: cluster.status(nid, timeout=10).rss_bytes for nid in cluster.alive()}
+            per_task = {nid: round((rss[nid] - rss0[nid]) / n) for nid in rss}
+
+            # Cold restart of a follower.
+            leader = cluster.wait_for_leader(30)
+            follower = next(nid for nid in cluster.alive() if nid != leader)
+            target = cluster.status(leader, timeout=10).applied_index
+            cluster.kill(follower, signal.SIGKILL)
+            t0 = time.monotonic()
+            cluster.start(follower)
+            wait_until(
+                lambda: cluster.status(follower, timeout=2).applied_index >= target,
+                600,
+                0.05,
+                "restarted follower to serve and catch up",
+            )
+            restart_s = time.monotonic() - t0
+
+            # Leader kill until the first fire by the new leader.
+            leader = cluster.wait_for_leader(30)
+            old = cluster.status(leader, timeout=10)
+            survivors = [nid for nid in cluster.alive() if nid != leader]
+            before = {nid: cluster.status(nid, timeout=10).fires_committed for nid in survivors}
+            t0 = time.monotonic()
+            cluster.kill(leader, signal.SIGKILL)
+
+            def fired() -> bool:
+                for nid in survivors:
+                    st = cluster.status(nid, timeout=2)
+                    if st.role == "leader" and st.term > old.term and st.fires_committed > before[nid]:
+                        return True
+                return False
+
+            wait_until(fired, 120, 0.02, "a fire by the new leader")
+            failover_s = time.monotonic() - t0
+        snaps = snapshot_lines(cluster)
+        return {
+            "tasks": n,
+            "bulk_import_s": round(import_s, 1),
+            "import_tasks_per_s": round(n / import_s),
+            "rss_mb": {k: round(v / 2**20) for k, v in rss.items()},
+            "rss_bytes_per_task": per_task,
+            "snapshot": {
+                "count": len(snaps),
+                "largest_mb": round(max((s for s, _ in snaps), default=0) / 2**20, 1),
+                "slowest_ms": max((t for _, t in snaps), default=0),
+            },
+            "follower_cold_restart_s": round(restart_s, 2),
+            "leader_kill_to_first_fire_s": round(failover_s, 2),
+        }
+    finally:
+        cluster.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    results = []
+    for n in args.tasks:
+        with tempfile.TemporaryDirectory(prefix="raftsched-scale-") as tmp:
+            result = run_one(n, Path(tmp))
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The applier thread: in-order application off the Raft tick thread, results to proposers."""
+
+from __future__ import annotations
+
+import threading
+
+from raftsched.consensus.applier import COMMIT_EVERY, Applier
+from raftsched.localcluster import wait_until
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.applied: list[int] = []
+        self.commits: list[int] = []
+        self.threads: set[str] = set()
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def apply(self, index: int, data: bytes) -> bytes | None:
+        self.gate.wait(10)
+        self.threads.add(threading.current_thread().name)
+        self.applied.append(index)
+        return b"r" + data
+
+    def commit(self) -> None:
+        self.commits.append(self.applied[-1] if self.applied else 0)
+
+
+def test_entries_apply_in_order_on_the_applier_thread_and_results_reach_proposers() -> None:
+    rec = Recorder()
+    applier = Applier(rec.apply, rec.commit)
+    applier.start()
+    got: dict[int, bytes | None] = {}
+    try:
+        rec.gate.clear()  # hold the applier so results are awaited, not already stored
+        for i in range(1, 6):
+            applier.enqueue(i, str(i).encode())
+        for i in (2, 5):
+            applier.on_result(i, lambda r, i=i: got.__setitem__(i, r))
+        rec.gate.set()
+        assert applier.quiesce(10)
+        assert rec.applied == [1, 2, 3, 4, 5]
+        assert rec.threads == {"raftsched-apply"}
+        assert got == {2: b"r2", 5: b"r5"}
+        assert rec.commits and rec.commits[-1] == 5  # committed once drained
+        # A result asked for after the entry applied is delivered at once.
+        late: list[bytes | None] = []
+        applier.on_result(3, late.append)
+        assert late == [b"r3"]
+    finally:
+        applier.stop()
+
+
+def test_a_long_backlog_is_committed_as_it_drains() -> None:
+    rec = Recorder()
+    applier = Applier(rec.apply, rec.commit)
+    rec.gate.clear()
+    applier.start()
+    try:
+        for i in range(1, 3 * COMMIT_EVERY + 1):
+            applier.enqueue(i, b"x")
+        rec.gate.set()
+        assert applier.quiesce(10)
+        assert rec.applied == list(range(1, 3 * COMMIT_EVERY + 1))
+        assert len(rec.commits) >= 3  # not one giant transaction at the very end
+        assert rec.commits[-1] == 3 * COMMIT_EVERY
+    finally:
+        applier.stop()
+
+
+def test_reset_drops_entries_covered_by_an_installed_snapshot_and_stop_drains() -> None:
+    rec = Recorder()
+    applier = Applier(rec.apply, rec.commit)
+    rec.gate.clear()
+    for i in range(1, 11):
+        applier.enqueue(i, b"x")
+    applier.reset(7)
+    applier.start()
+    rec.gate.set()
+    wait_until(lambda: applier.backlog == 0, 10)
+    applier.stop()
+    assert rec.applied == [8, 9, 10]
+    assert rec.commits[-1] == 10

@@ -352,7 +352,9 @@ class Client:
                 raise RaftschedError("the client is closed")
             channel = self._channels.get(target)
             if channel is None:
-                channel = self._channels[target] = grpc.insecure_channel(target)
+                # Nodes restart during failovers: keep reconnect backoff short (gRPC's default
+                # grows to two minutes) so a returning node is usable again quickly.
+                channel = self._channels[target] = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
         return _GENERATED.AdminStub(channel)
 
     def _prefer(self, target: str) -> None:
@@ -370,6 +372,12 @@ class Client:
         with self._lock:
             index = self._targets.index(target) if target in self._targets else -1
             return self._targets[(index + 1) % len(self._targets)]
+
+
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
 
 
 def _key() -> str:

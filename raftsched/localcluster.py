@@ -165,7 +165,11 @@ class LocalCluster:
     def _stub(self, node_id: str) -> pb_grpc.AdminStub:
         ch = self._channels.get(node_id)
         if ch is None:
-            ch = grpc.insecure_channel(self.grpc_of(node_id))
+            # Short reconnect backoff: nodes are killed and restarted all the time here.
+            ch = grpc.insecure_channel(
+                self.grpc_of(node_id),
+                options=[("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
+            )
             self._channels[node_id] = ch
         return pb_grpc.AdminStub(ch)  # type: ignore[no-untyped-call]  # generated, untyped
 

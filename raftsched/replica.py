@@ -39,6 +39,7 @@ class Replica:
         # while the cluster keeps applying (node-local, bounded).
         self.recent_chains: OrderedDict[int, bytes] = OrderedDict()
         self.recent_chains_max = 100_000
+        self.recent_chains[self.last_applied] = state.chain  # the chain is stored with the state
 
     def apply_entry(self, index: int, data: bytes) -> bytes | None:
         """Apply log entry ``index``. Never raises (an exception here would wedge every node)."""
@@ -75,3 +76,5 @@ class Replica:
         self.state.reload()
         self.last_applied = self.store.applied_index()
         self._dirty = False
+        self.recent_chains.clear()
+        self.recent_chains[self.last_applied] = self.state.chain

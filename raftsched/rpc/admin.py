@@ -89,6 +89,10 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 + (f"; the leader is at {leader}" if leader else "; no leader is elected yet, retry shortly"),
                 leader,
             )
+        if driver.epoch != node.consensus.epoch():
+            # Leadership changed under us and the driver has not caught up (its barrier for the
+            # new term is not applied yet): a stamp now would carry a stale epoch.
+            raise _Abort("unavailable", f"{node.node_id} is changing leadership; retry shortly")
         now = max(node.clock.now_ms(), node.state.max_now_ms)
         return {"now_ms": now, "epoch": driver.epoch, "origin": node.node_id}
 
@@ -171,10 +175,10 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                     results[i] = pb.ItemResult(name=req.spec.name, ok=False, code=exc.code, message=str(exc))
             stamp = self._stamp()
             commands, refused = writes.create_tasks(items, key=key, **stamp)
-            for j, exc in refused.items():
+            for j, problem in refused.items():
                 i = positions[j]
                 results[i] = pb.ItemResult(
-                    name=request.tasks[i].spec.name, ok=False, code=exc.code, message=str(exc)
+                    name=request.tasks[i].spec.name, ok=False, code=problem.code, message=str(problem)
                 )
             accepted = iter(i for j, i in enumerate(positions) if j not in refused)
             outcomes = await asyncio.gather(*(self._propose(c) for c in commands))

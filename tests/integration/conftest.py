@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from raftsched.localcluster import LocalCluster
 ClusterFactory = Callable[..., LocalCluster]
 
 _LOG_TAIL_LINES = 40
+# A node logging an error or a traceback is a bug even when every assertion held (an exception
+# swallowed on the tick thread, a failed flush...): the test reports it.
+_LOG_PROBLEM = re.compile(r" (ERROR|CRITICAL) |^Traceback ")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -30,6 +34,15 @@ def _failed(request: pytest.FixtureRequest) -> bool:
     return report is None or bool(getattr(report, "failed", True))
 
 
+def _log_problems(cluster: LocalCluster, limit: int = 20) -> list[str]:
+    found: list[str] = []
+    for log in sorted(cluster.log_dir.glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if _LOG_PROBLEM.search(line):
+                found.append(f"{log.name}: {line}")
+    return found[:limit] + ([f"... {len(found) - limit} more"] if len(found) > limit else [])
+
+
 def _log_tails(cluster: LocalCluster) -> str:
     parts = []
     for log in sorted(cluster.log_dir.glob("*.log")):
@@ -45,6 +58,7 @@ def make_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Clu
 
     Every cluster made is stopped (SIGCONT + SIGTERM, then SIGKILL) when the test ends, pass or
     fail; on failure the tail of every node log is printed (pytest shows it with the failure).
+    A passing test whose nodes logged an ERROR, CRITICAL or traceback errors in teardown.
     """
     made: list[LocalCluster] = []
 
@@ -65,6 +79,10 @@ def make_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Clu
         if made and _failed(request):
             for cluster in made:
                 print(_log_tails(cluster))
+        elif made:
+            problems = [line for cluster in made for line in _log_problems(cluster)]
+            if problems:
+                pytest.fail("node logs report errors:\n" + "\n".join(problems), pytrace=False)
 
 
 @pytest.fixture

@@ -47,9 +47,11 @@ def _same_views(views: dict[str, NodeView]) -> None:
 
 
 def test_per_second_task_survives_leader_sigkill(cluster: LocalCluster, client: Client) -> None:
-    old_leader = cluster.wait_for_leader()
+    cluster.wait_for_leader()
     client.add_task(per_second_task(TASK))
     wait_until(lambda: client.get_task(TASK).fires_total >= 4, 20, 0.1, "4 fires accounted")
+    # Asked only now: on a loaded machine a tick stall can move leadership at any time.
+    old_leader = cluster.wait_for_leader()
     old_epoch = cluster.status(old_leader).term
 
     kill_ms = now_ms()
@@ -63,7 +65,8 @@ def test_per_second_task_survives_leader_sigkill(cluster: LocalCluster, client: 
     for nid in survivors:
         view = read_node(cluster, nid, TASK)
         require(view_problems(view), view.summary())
-        assert any(f.epoch == new_epoch for f in view.fires), (
+        # (>=: on a loaded machine a second election may follow the first.)
+        assert any(f.epoch >= new_epoch for f in view.fires), (
             f"{nid}: no record of the new leader's epoch {new_epoch}\n{view.summary()}"
         )
         assert any(f.epoch == old_epoch for f in view.fires), view.summary()

@@ -26,9 +26,11 @@ PAUSE_MS = 4_000  # > leader_fallback_timeout (2 s) and the election timeouts (0
 
 
 def test_paused_leader_is_fenced(cluster: LocalCluster, client: Client) -> None:
-    old_leader = cluster.wait_for_leader()
+    cluster.wait_for_leader()
     client.add_task(per_second_task(TASK))
     wait_until(lambda: client.get_task(TASK).fires_total >= 3, 20, 0.1, "3 fires accounted")
+    # Asked only now: on a loaded machine a tick stall can move leadership at any time.
+    old_leader = cluster.wait_for_leader()
     old_epoch = cluster.status(old_leader).term
     others = [n for n in NODES if n != old_leader]
 
@@ -54,6 +56,6 @@ def test_paused_leader_is_fenced(cluster: LocalCluster, client: Client) -> None:
             view.summary(),
         )
         # (A later epoch is legitimate too: the resumed node may call an election of its own.)
-        assert any(f.epoch == new_epoch for f in view.fires), view.summary()
+        assert any(f.epoch >= new_epoch for f in view.fires), view.summary()
     chains_agree_after(cluster, cluster.status(new_leader).applied_index)
     assert cluster.status(old_leader).max_epoch >= new_epoch

@@ -19,8 +19,8 @@ from tests.integration.conftest import ClusterFactory
 pytestmark = pytest.mark.integration
 
 SECRET_LINE = re.compile(r'^secret = ".*"$', re.MULTILINE)
-# Long enough for the odd node out to retry its connections (connection_retry_time = 1 s) and run
-# several elections (timeouts 0.4-1.4 s).
+# Long enough for the odd node out to retry its connections several times (connection_retry_time
+# = 1 s) and for its election timeout (0.4-1.4 s) to expire more than once.
 OBSERVE_S = 3.0
 
 
@@ -45,7 +45,17 @@ def test_node_with_another_secret_cannot_join(make_cluster: ClusterFactory) -> N
         cluster.start("n1")
         cluster.start("n2")
         intruder.start("n3")
-        cluster.wait_for_leader(among=["n1", "n2"])
+        # Every node is up and serving (a status error here would be a startup race, not n3).
+        wait_until(lambda: cluster.leader(["n1", "n2"]), 30, 0.05, "a leader among n1, n2")
+        wait_until(
+            lambda: (
+                [cluster.status("n1").node_id, cluster.status("n2").node_id, intruder.status("n3").node_id]
+                == ["n1", "n2", "n3"]
+            ),
+            30,
+            0.05,
+            "every node to serve gRPC",
+        )
         # For a while, n1 and n2 keep accepting writes; n3 (up, answering gRPC) applies none of
         # them, knows no leader and never leads.
         roles: set[str] = set()

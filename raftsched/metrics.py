@@ -22,6 +22,11 @@ class LatenessLog:
             self._samples.append((nominal_ms, lateness_ms))
             self.total += 1
 
+    def record_many(self, samples: list[tuple[int, int]]) -> None:
+        with self._lock:
+            self._samples.extend(samples)
+            self.total += len(samples)
+
     def summary(self, since_ms: int = 0) -> pb.LatencySummary:
         with self._lock:
             values = sorted(late for nominal, late in self._samples if nominal >= since_ms)

@@ -12,13 +12,14 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from raftsched.abc import Clock, Leadership
+from raftsched.abc import Clock, Leadership, ProposeCallback
 from raftsched.config import ClusterConfig, load_config
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.fsm.state import DispatchAttempt, Effect, Retention, SchedulerState
@@ -69,7 +70,8 @@ class Node:
         self.state = SchedulerState.load(self.store, self.retention)
         self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
         self.replica = Replica(self.state, self.store, effect_sink=self._effects)
-        self.lateness = LatenessLog()
+        self.lateness = LatenessLog()  # commit lateness (at Raft commit)
+        self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         self.consensus: PySyncObjNode | None = None
         self.driver_thread: DriverThread | None = None
         self._server: grpc.aio.Server | None = None
@@ -81,6 +83,7 @@ class Node:
     def start(self) -> None:
         """Join the Raft cluster. Must run on the main thread (pysyncobj's requirement)."""
         self.driver_thread = DriverThread(self.driver, self.clock, self._propose)
+        self.driver_thread.on_commit_lateness = self.lateness.record_many
         self.driver_thread.start()
         self._flusher.start()
         self.consensus = PySyncObjNode(
@@ -155,9 +158,11 @@ class Node:
 
     # -- wiring ----------------------------------------------------------------------------------
 
-    def _propose(self, data: bytes, callback: object) -> None:
+    def _propose(
+        self, data: bytes, callback: ProposeCallback, on_commit: Callable[[], None] | None = None
+    ) -> None:
         assert self.consensus is not None
-        self.consensus.propose(data, callback)  # type: ignore[arg-type]
+        self.consensus.propose(data, callback, on_commit)
 
     def _effects(self, effects: tuple[Effect, ...]) -> None:
         if self.driver.leading:
@@ -168,7 +173,7 @@ class Node:
                     and effect.shard == 0
                     and effect.epoch == self.driver.epoch
                 ):
-                    self.lateness.record(effect.nominal_ms, now - effect.nominal_ms)
+                    self.apply_lateness.record(effect.nominal_ms, now - effect.nominal_ms)
         if self.driver_thread is not None:
             self.driver_thread.effects_applied(effects)
 
@@ -236,6 +241,7 @@ class Node:
             if at is not None:
                 reply.chain_at_index = at.hex()
         reply.commit_lateness.CopyFrom(self.lateness.summary(lateness_since_ms))
+        reply.apply_lateness.CopyFrom(self.apply_lateness.summary(lateness_since_ms))
         if include_digest:
             reply.state_digest = self.state.digest()
         return reply

@@ -139,9 +139,19 @@ class PySyncObjNode:
 
     # -- ConsensusNode ---------------------------------------------------------------------------
 
-    def propose(self, data: bytes, callback: ProposeCallback) -> None:
+    def propose(
+        self, data: bytes, callback: ProposeCallback, on_commit: Callable[[], None] | None = None
+    ) -> None:
+        """Propose ``data``. ``on_commit`` (optional) runs on the tick thread the moment the entry
+        is committed, before it is applied; ``callback`` gets the apply result afterwards."""
+
         def done(result: object, err: int) -> None:
             if err == FAIL_REASON.SUCCESS and isinstance(result, int):
+                if on_commit is not None:
+                    try:
+                        on_commit()
+                    except Exception:
+                        log.exception("on-commit hook failed")
                 self._applier.on_result(result, lambda applied: callback(applied or b"", None))
             elif err == FAIL_REASON.SUCCESS:
                 callback(b"", None)  # outcome unknown

@@ -114,10 +114,12 @@ class TaskState:
         "active_runs",
         "created_ms",
         "enabled",
+        "fire_template",
         "fires_total",
         "kept_fires",
         "kept_runs",
         "next_fire_ms",
+        "run_template",
         "runs_total",
         "spec",
         "spec_bytes",
@@ -129,6 +131,8 @@ class TaskState:
     def __init__(self, spec: TaskSpec, spec_bytes: bytes) -> None:
         self.spec = spec
         self.spec_bytes = spec_bytes  # TaskRecord{spec} serialised once; see _record_bytes
+        self.run_template: bytes | None = None  # per-version part of a new Run; see _new_run
+        self.fire_template: bytes | None = None  # per-version part of a FireRecord; see _account
         self.version = 0
         self.enabled = True
         self.created_ms = 0
@@ -178,7 +182,9 @@ class SchedulerState:
         self.retention = retention or Retention()
         self.lock = threading.RLock()
         self.tasks: dict[str, TaskState] = {}
-        self.active: dict[str, pb.Run] = {}  # run_id -> run, for runs not finished
+        # run_id -> serialized Run, for runs not finished. Bytes, not messages: a message costs
+        # several hundred bytes of RAM and a microsecond-scale build per fire.
+        self.active: dict[str, bytes] = {}
         self.active_per_task: dict[str, int] = {}  # derived from `active`; kept for O(1) lookups
         self.max_epoch = 0
         self.max_now_ms = 0
@@ -215,14 +221,14 @@ class SchedulerState:
             rec.ParseFromString(value)
             st = TaskState(codec.spec_from_pb(rec.spec), _spec_bytes(rec.spec))
             for name in TaskState.__slots__:
-                if name not in ("spec", "spec_bytes"):
+                if name not in ("spec", "spec_bytes", "run_template", "fire_template"):
                     setattr(st, name, getattr(rec, name))
             self.tasks[st.spec.name] = st
         for _, value in self.store.scan(keys.RUN, keys.RUN + keys.END):
             run = pb.Run()
             run.ParseFromString(value)
             if run.state not in _FINISHED:
-                self.active[run.run_id] = run
+                self.active[run.run_id] = value
                 self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
 
     def _save_meta(self) -> None:
@@ -416,6 +422,7 @@ class SchedulerState:
         _check_nothing_due(st, now)
         st.spec = spec
         st.spec_bytes = _spec_bytes(codec.spec_to_pb(spec))
+        st.run_template = st.fire_template = None
         st.version += 1
         st.updated_ms = now
         # Fires up to now were owed under the old trigger and the leader accounted them before
@@ -465,10 +472,14 @@ class SchedulerState:
         if body.params_json:
             validate_params(body.params_json)
         self.manual_seq += 1
-        run, effects = self._new_run(st, now, now, cmd.epoch, manual_seq=self.manual_seq)
+        run_id, data, effects = self._new_run(st, now, now, cmd.epoch, manual_seq=self.manual_seq)
+        run = pb.Run()
+        run.ParseFromString(data)
         if body.params_json:
             run.params_json = body.params_json
-            self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
+            data = run.SerializeToString(deterministic=True)
+            self.active[run_id] = data
+            self.store.put(keys.run_key_for_id(run_id), data)
         self._put_task(st)
         return pb.CommandResult(ok=True, run=run), effects
 
@@ -481,30 +492,46 @@ class SchedulerState:
 
     def _new_run(
         self, st: TaskState, nominal: int, now: int, epoch: int, manual_seq: int = 0
-    ) -> tuple[pb.Run, tuple[Effect, ...]]:
-        run_id = run_id_for(st.spec.name, nominal, manual_seq)
-        run = pb.Run(
-            run_id=run_id,
-            task=st.spec.name,
-            nominal_ms=nominal,
-            task_version=st.version,
-            state=pb.PENDING,
-            created_ms=now,
-            epoch=epoch,
-            manual=bool(manual_seq),
-            params_json=st.spec.params_json,
-        )
-        for shard in range(st.spec.shards):
-            run.shards.add(shard=shard, attempt=1, state=pb.PENDING)
-        self.active[run_id] = run
-        self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
+    ) -> tuple[str, bytes, tuple[Effect, ...]]:
+        """Create a run; returns ``(run_id, serialized run, dispatch effects)``.
+
+        Hot path (one call per fire): the fields that are the same for every run of this task
+        version are serialized once (``TaskState.run_template``) and concatenated with the
+        per-fire fields; concatenated messages parse as one, and every replica produces the same
+        bytes.
+        """
+        name = st.spec.name
+        shards = st.spec.shards
+        run_id = run_id_for(name, nominal, manual_seq)
+        template = st.run_template
+        if template is None:
+            template = st.run_template = pb.Run(
+                task=name,
+                task_version=st.version,
+                state=pb.PENDING,
+                params_json=st.spec.params_json,
+                shards=_pending_shards(shards),
+            ).SerializeToString(deterministic=True)
+        data = template + pb.Run(
+            run_id=run_id, nominal_ms=nominal, created_ms=now, epoch=epoch, manual=bool(manual_seq)
+        ).SerializeToString(deterministic=True)
+        self.active[run_id] = data
+        self.active_per_task[name] = self.active_per_task.get(name, 0) + 1
         st.active_runs += 1
         st.runs_total += 1
-        self.store.put(keys.run_key_for_id(run_id), run.SerializeToString(deterministic=True))
-        effects = tuple(
-            DispatchAttempt(run_id, st.spec.name, nominal, shard, 1, epoch) for shard in range(st.spec.shards)
-        )
-        return run, effects
+        suffix = f"~m{manual_seq}" if manual_seq else ""
+        self.store.put(keys.time_key(keys.RUN, name, nominal, suffix), data)
+        if shards == 1:
+            return run_id, data, (DispatchAttempt(run_id, name, nominal, 0, 1, epoch),)
+        return run_id, data, tuple(DispatchAttempt(run_id, name, nominal, i, 1, epoch) for i in range(shards))
+
+    def active_run(self, run_id: str) -> pb.Run | None:
+        data = self.active.get(run_id)
+        if data is None:
+            return None
+        run = pb.Run()
+        run.ParseFromString(data)
+        return run
 
     def _fire_batch(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         # Never early is checked per fire against the stamping leader's clock (cmd.now_ms), not the
@@ -528,8 +555,7 @@ class SchedulerState:
                 elif outcome == pb.FIRED and st.spec.overlap == Overlap.SKIP and st.active_runs > 0:
                     outcome, reason = pb.SKIPPED_OVERLAP, "an earlier run was still unfinished (overlap=skip)"
                 if outcome == pb.FIRED:
-                    run, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch)
-                    run_id = run.run_id
+                    run_id, _, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch)
                     effects.extend(run_effects)
                     fired += 1
                 self._account(st, fire, outcome, reason, run_id, now, cmd.epoch)
@@ -573,20 +599,25 @@ class SchedulerState:
     ) -> None:
         name = st.spec.name
         count = fire.count or 1
+        # Like runs, the per-version fields are serialized once and concatenated (hot path).
+        template = st.fire_template
+        if template is None:
+            template = st.fire_template = pb.FireRecord(task=name, task_version=st.version).SerializeToString(
+                deterministic=True
+            )
         rec = pb.FireRecord(
-            task=name,
             nominal_ms=fire.nominal_ms,
             outcome=outcome,  # type: ignore[arg-type]
             reason=reason,
             decided_ms=now,
             epoch=epoch,
             run_id=run_id,
-            task_version=st.version,
             through_ms=fire.through_ms,
             count=count,
         )
         self.store.put(
-            keys.time_key(keys.FIRE, name, fire.nominal_ms), rec.SerializeToString(deterministic=True)
+            keys.time_key(keys.FIRE, name, fire.nominal_ms),
+            template + rec.SerializeToString(deterministic=True),
         )
         st.fires_total += count
         st.kept_fires += 1
@@ -616,7 +647,7 @@ class SchedulerState:
     def _report_results(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         accepted = refused = 0
         for res in cmd.report_results.results:
-            run = self.active.get(res.run_id)
+            run = self.active_run(res.run_id)
             shard = run.shards[res.shard] if run is not None and res.shard < len(run.shards) else None
             if run is None or shard is None or shard.attempt != res.attempt or shard.state in _FINISHED:
                 refused += 1  # stale attempt or unknown run: fenced off, not applied
@@ -640,9 +671,13 @@ class SchedulerState:
                     st.kept_runs += 1
                     self._prune_runs(st, now)
                     self._put_task(st)
-            elif run.state == pb.PENDING:
-                run.state = pb.RUNNING
-            self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
+            else:
+                if run.state == pb.PENDING:
+                    run.state = pb.RUNNING
+            data = run.SerializeToString(deterministic=True)
+            if run.run_id in self.active:
+                self.active[run.run_id] = data
+            self.store.put(keys.run_key_for_id(run.run_id), data)
             accepted += 1
         return pb.CommandResult(ok=True, accounted=accepted, refused=refused), ()
 
@@ -697,13 +732,18 @@ class SchedulerState:
         with self.lock:
             out = []
             for run_id in sorted(self.active):
-                run = self.active[run_id]
+                run = pb.Run()
+                run.ParseFromString(self.active[run_id])
                 for s in run.shards:
                     if s.state not in _FINISHED:
                         out.append(
                             DispatchAttempt(run_id, run.task, run.nominal_ms, s.shard, s.attempt, run.epoch)
                         )
             return out
+
+
+def _pending_shards(count: int) -> list[pb.ShardAttempt]:
+    return [pb.ShardAttempt(shard=i, attempt=1, state=pb.PENDING) for i in range(count)]
 
 
 def _check_next_fire(next_fire_ms: int, watermark_ms: int) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ class Proposal:
     data: bytes
     tasks: tuple[str, ...]
     barrier: bool = False
+    fired: tuple[int, ...] = ()  # nominal times of the fires it runs (for lateness figures)
 
 
 class LeaderDriver:
@@ -62,6 +64,7 @@ class LeaderDriver:
         self.ready = False  # barrier committed, wheel rebuilt
         self.wheel: TimingWheel[str] = TimingWheel(tick_ms=tick_ms)
         self.in_flight: set[str] = set()
+        self._due: deque[str] = deque()  # fell due, not planned yet (poll with max_fires)
         self.last_now_ms = 0
         self.planning_errors = 0
 
@@ -72,6 +75,7 @@ class LeaderDriver:
         self.leading = True
         self.ready = False
         self.in_flight.clear()
+        self._due.clear()
         self.wheel = TimingWheel(tick_ms=self.tick_ms, start_ms=self._now(now_ms))
         cmd = pb.Command(epoch=epoch, now_ms=self._now(now_ms), origin=self.node_id)
         cmd.barrier.node_id = self.node_id
@@ -91,6 +95,7 @@ class LeaderDriver:
         self.leading = False
         self.ready = False
         self.in_flight.clear()
+        self._due.clear()
         self.wheel = TimingWheel(tick_ms=self.tick_ms)
 
     # -- effects of applied commands -------------------------------------------------------------
@@ -135,15 +140,23 @@ class LeaderDriver:
         self.last_now_ms = max(self.last_now_ms, clock_ms, self.state.max_now_ms)
         return self.last_now_ms
 
-    def poll(self, clock_ms: int) -> list[Proposal]:
+    def poll(self, clock_ms: int, max_fires: int = 0) -> list[Proposal]:
+        """Plan what is due at ``clock_ms`` into FireBatch proposals.
+
+        With ``max_fires`` > 0 at most about that many fires are planned; the rest stay queued
+        (in due order) for the next call, so a burst of thousands of due tasks leaves in a
+        stream of batches instead of waiting for all of it to be planned first.
+        """
         if not (self.leading and self.ready):
             return []
         now = self._now(clock_ms)
-        due = self.wheel.advance(now)
-        if not due:
-            return []
+        self._due.extend(name for name, _ in self.wheel.advance(now))
         entries: list[pb.TaskFires] = []
-        for name, _ in due:
+        fires = 0
+        while self._due and (not max_fires or fires < max_fires):
+            name = self._due.popleft()
+            if name in self.wheel:
+                continue  # re-armed by a newer effect since it fell due: the wheel has it
             planning = self.state.task_for_planning(name)
             if planning is None:
                 continue
@@ -159,8 +172,14 @@ class LeaderDriver:
                     self.wheel.insert(name, next_fire)
                 continue
             entries.append(tf)
+            fires += len(tf.fires)
             self.in_flight.add(name)
         return self._batches(entries, now)
+
+    @property
+    def backlog(self) -> int:
+        """Tasks due but not planned yet."""
+        return len(self._due)
 
     def _batches(self, entries: list[pb.TaskFires], now: int) -> list[Proposal]:
         out: list[Proposal] = []
@@ -172,14 +191,14 @@ class LeaderDriver:
             if cmd.fire_batch.tasks and (
                 size + tf_size > MAX_ENTRY_BYTES or fires + len(tf.fires) > self.max_fires_per_batch
             ):
-                out.append(Proposal(codec.encode_command(cmd), tuple(names)))
+                out.append(_proposal(cmd, names))
                 cmd, names, size, fires = self._new_batch(now), [], 0, 0
             cmd.fire_batch.tasks.append(tf)
             names.append(tf.task)
             size += tf_size
             fires += len(tf.fires)
         if cmd.fire_batch.tasks:
-            out.append(Proposal(codec.encode_command(cmd), tuple(names)))
+            out.append(_proposal(cmd, names))
         return out
 
     def _new_batch(self, now: int) -> pb.Command:
@@ -190,10 +209,19 @@ class LeaderDriver:
     def next_wakeup_ms(self) -> int | None:
         if not (self.leading and self.ready):
             return None
+        if self._due:
+            return self.last_now_ms
         return self.wheel.next_due_ms()
 
 
-ProposeFn = Callable[[bytes, Callable[[bytes | None, ProposeError | None], None]], None]
+def _proposal(cmd: pb.Command, names: list[str]) -> Proposal:
+    fired = tuple(f.nominal_ms for tf in cmd.fire_batch.tasks for f in tf.fires if f.outcome == pb.FIRED)
+    return Proposal(codec.encode_command(cmd), tuple(names), fired=fired)
+
+
+ProposeFn = Callable[
+    [bytes, Callable[[bytes | None, ProposeError | None], None], Callable[[], None] | None], None
+]
 
 
 class DriverThread:
@@ -216,6 +244,8 @@ class DriverThread:
         self._queue: list[Proposal] = []
         self._in_flight = 0
         self.commit_seconds: list[float] = []
+        # Called on the consensus thread at commit with [(nominal_ms, lateness_ms), ...].
+        self.on_commit_lateness: Callable[[list[tuple[int, int]]], None] | None = None
         self._last_report = clock.monotonic()
         self.clock = clock
         self.propose = propose
@@ -325,7 +355,7 @@ class DriverThread:
         # on every commit produced many tiny batches and throughput collapsed).
         while self._in_flight < self.max_in_flight:
             if not self._queue:
-                self._queue.extend(self.driver.poll(self.clock.now_ms()))
+                self._queue.extend(self.driver.poll(self.clock.now_ms(), self.driver.max_fires_per_batch))
                 if not self._queue:
                     return
             self._send(self._queue.pop(0))
@@ -333,12 +363,26 @@ class DriverThread:
     def _send(self, proposal: Proposal) -> None:
         epoch = self.driver.epoch
         sent = self.clock.monotonic()
+        settled = False
         if not proposal.barrier:
             self._in_flight += 1
 
-        def done(result: bytes | None, error: ProposeError | None) -> None:
-            if not proposal.barrier:
+        def settle() -> None:
+            # The pipeline slot frees up at commit (or failure), not at apply: applies run on
+            # their own thread, and a task is re-armed only once its fire is applied anyway.
+            nonlocal settled
+            if not settled and not proposal.barrier:
+                settled = True
                 self._post("settled", self.clock.monotonic() - sent)
+
+        def committed() -> None:
+            if proposal.fired and self.on_commit_lateness is not None:
+                now = self.clock.now_ms()
+                self.on_commit_lateness([(n, now - n) for n in proposal.fired])
+            settle()
+
+        def done(result: bytes | None, error: ProposeError | None) -> None:
+            settle()
             if error is not None:
                 self.batches_failed += 1
                 log.warning("proposal failed (%s): %s", error.code, error)
@@ -350,4 +394,4 @@ class DriverThread:
                 self._post("committed", proposal)
 
         self.batches_proposed += 1
-        self.propose(proposal.data, done)
+        self.propose(proposal.data, done, committed)

@@ -112,6 +112,18 @@ def plan_fires(
     """
     if not next_fire_ms or next_fire_ms > now_ms:
         return None
+    if next_fire_ms >= now_ms - settings.grace_ms:
+        # The common case, taken by almost every fire of a healthy cluster: exactly one fire is
+        # due and it is on time. Same result as the general path, without its bookkeeping.
+        following = next_fire_after(spec.trigger, next_fire_ms)
+        if not following or following > now_ms:
+            return pb.TaskFires(
+                task=spec.name,
+                version=version,
+                fires=[pb.Fire(nominal_ms=next_fire_ms, outcome=pb.FIRED, count=1)],
+                watermark_ms=now_ms,
+                next_fire_ms=following,
+            )
     due: list[int] = []
     t = next_fire_ms
     while t and t <= now_ms and len(due) < MAX_FIRES_PER_PLAN:

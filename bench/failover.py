@@ -48,7 +48,9 @@ def first_fire_by_new_leader(
 
 
 def caught_up(cluster: LocalCluster, node: str, leader: str) -> bool:
-    return cluster.status(node, timeout=1).applied_index >= cluster.status(leader, timeout=1).applied_index - 50
+    return (
+        cluster.status(node, timeout=1).applied_index >= cluster.status(leader, timeout=1).applied_index - 50
+    )
 
 
 def covered_exactly_once(fires: list[pb.FireRecord], first: int, last: int) -> tuple[int, int]:

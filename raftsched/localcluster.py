@@ -42,7 +42,9 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     return ports
 
 
-def wait_until(predicate: Callable[[], T | None], timeout: float, interval: float = 0.05, what: str = "condition") -> T:
+def wait_until(
+    predicate: Callable[[], T | None], timeout: float, interval: float = 0.05, what: str = "condition"
+) -> T:
     """Poll ``predicate`` until it returns a truthy value; raise TimeoutError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
@@ -54,8 +56,10 @@ def wait_until(predicate: Callable[[], T | None], timeout: float, interval: floa
         except Exception as exc:
             last_exc = exc
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}" +
-                               (f" (last error: {last_exc!r})" if last_exc else ""))
+            raise TimeoutError(
+                f"timed out after {timeout}s waiting for {what}"
+                + (f" (last error: {last_exc!r})" if last_exc else "")
+            )
         time.sleep(interval)
 
 
@@ -109,7 +113,9 @@ class LocalCluster:
             env = {**os.environ, **self.env, **(extra_env or {})}
             self.procs[nid] = subprocess.Popen(
                 [sys.executable, "-m", "raftsched.node", "--config", str(self.config_path), "--node-id", nid],
-                stdout=log, stderr=subprocess.STDOUT, env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
             )
             log.close()
 
@@ -134,7 +140,7 @@ class LocalCluster:
         return [n for n, p in self.procs.items() if p.poll() is None]
 
     def stop(self) -> None:
-        for nid, proc in self.procs.items():
+        for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
@@ -171,7 +177,7 @@ class LocalCluster:
                 options=[("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
             )
             self._channels[node_id] = ch
-        return pb_grpc.AdminStub(ch)  # type: ignore[no-untyped-call]  # generated, untyped
+        return pb_grpc.AdminStub(ch)  # generated, untyped
 
     def _drop_channel(self, node_id: str) -> None:
         ch = self._channels.pop(node_id, None)
@@ -179,12 +185,19 @@ class LocalCluster:
             ch.close()
 
     def status(
-        self, node_id: str, timeout: float = 2.0, lateness_since_ms: int = 0, digest: bool = False,
+        self,
+        node_id: str,
+        timeout: float = 2.0,
+        lateness_since_ms: int = 0,
+        digest: bool = False,
         chain_at_index: int = 0,
     ) -> pb.NodeStatusReply:
         reply: pb.NodeStatusReply = self._stub(node_id).NodeStatus(
-            pb.NodeStatusRequest(lateness_since_ms=lateness_since_ms, include_digest=digest,
-                                 chain_at_index=chain_at_index), timeout=timeout)
+            pb.NodeStatusRequest(
+                lateness_since_ms=lateness_since_ms, include_digest=digest, chain_at_index=chain_at_index
+            ),
+            timeout=timeout,
+        )
         return reply
 
     def leader(self, among: list[str] | None = None) -> str | None:
@@ -204,6 +217,7 @@ class LocalCluster:
 
     def wait_converged(self, timeout: float = 30.0, nodes: list[str] | None = None) -> str:
         """Wait until the given (default: live) nodes report the same applied index and digest."""
+
         def same() -> str | None:
             sts = [self.status(n, timeout=30, digest=True) for n in nodes or self.alive()]
             if len({(s.applied_index, s.state_digest) for s in sts}) == 1:

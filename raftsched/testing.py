@@ -16,7 +16,7 @@ from raftsched.abc import ProposeError
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
 from raftsched.fsm import keys
-from raftsched.fsm.state import Effect, Retention, SchedulerState
+from raftsched.fsm.state import Retention, SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.model import TaskSpec
@@ -74,13 +74,9 @@ class SimHarness:
     def _boot(self, node_id: str, store: MemoryStore) -> None:
         state = SchedulerState.load(store, self.retention)
         driver = LeaderDriver(state, node_id, self.misfire)
-        replica = Replica(state, store, effect_sink=lambda eff, d=driver: self._effects(d, eff))
+        replica = Replica(state, store, effect_sink=driver.on_effects)
         self.nodes[node_id] = SimNodeState(node_id, store, state, replica, driver)
         self.cluster.restart(node_id, replica.apply_entry, replica.last_applied, replica.end_of_tick)
-
-    @staticmethod
-    def _effects(driver: LeaderDriver, effects: tuple[Effect, ...]) -> None:
-        driver.on_effects(effects)
 
     def _role_changed(self, node_id: str, leader: bool, term: int) -> None:
         node = self.nodes[node_id]

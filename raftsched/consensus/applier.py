@@ -2,7 +2,7 @@
 
 pysyncobj runs replicated methods, heartbeats and all socket IO on one tick thread. Applying a
 burst of fires (thousands per second) there delayed heartbeats past the election timeout and
-cost the cluster its leader under load (measured: tick stalls of 200–400 ms, an election every
+cost the cluster its leader under load (measured: tick stalls of 200-400 ms, an election every
 few seconds at 10,000 fires/s). So the replicated method only *enqueues* ``(index, data)`` and
 returns; this applier applies entries strictly in index order on its own thread, commits the
 store when its queue runs dry (one transaction per burst), and hands each proposer its result.

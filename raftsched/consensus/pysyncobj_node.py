@@ -74,8 +74,9 @@ class PySyncObjNode:
 
     ``apply_fn(index, data)`` is called for each committed entry, in log order, on the applier
     thread (see :mod:`raftsched.consensus.applier`); ``on_tick`` commits the store batch, on the
-    same thread; ``on_leadership`` is called on pysyncobj's tick thread on every role change. ``write_snapshot(file)`` must write the store image at the current applied
-    index; ``load_snapshot(path, offset)`` must replace the store with the image at ``offset``.
+    same thread; ``on_leadership`` is called on pysyncobj's tick thread on every role change.
+    ``write_snapshot(file)`` must write the store image at the current applied index;
+    ``load_snapshot(path, offset)`` must replace the store with the image at ``offset``.
     """
 
     def __init__(

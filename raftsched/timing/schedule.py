@@ -173,7 +173,7 @@ def plan_fires(
             prev.through_ms = nominal
             prev.count += 1
             continue
-        out.fires.add(nominal_ms=nominal, outcome=outcome, reason=reason, count=1)  # type: ignore[arg-type]
+        out.fires.add(nominal_ms=nominal, outcome=outcome, reason=reason, count=1)
     if more:
         out.watermark_ms = due[-1]
         out.next_fire_ms = t

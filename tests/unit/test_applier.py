@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 from raftsched.consensus.applier import COMMIT_EVERY, Applier
@@ -36,7 +37,7 @@ def test_entries_apply_in_order_on_the_applier_thread_and_results_reach_proposer
         for i in range(1, 6):
             applier.enqueue(i, str(i).encode())
         for i in (2, 5):
-            applier.on_result(i, lambda r, i=i: got.__setitem__(i, r))
+            applier.on_result(i, functools.partial(got.__setitem__, i))
         rec.gate.set()
         assert applier.quiesce(10)
         assert rec.applied == [1, 2, 3, 4, 5]

@@ -39,6 +39,18 @@ def snapshot_lines(cluster: LocalCluster) -> list[tuple[int, float]]:
     return out
 
 
+def log_health(cluster: LocalCluster) -> dict[str, object]:
+    """Elections, stalls and pysyncobj truncation warnings seen in the node logs."""
+    text = "\n".join(log.read_text() for log in cluster.log_dir.glob("*.log"))
+    stalls = [int(m) for m in re.findall(r"tick thread stalled for (\d+) ms", text)]
+    return {
+        "leader_elections": len(re.findall(r"raft role candidate -> leader", text)),
+        "tick_stalls_over_200ms": len(stalls),
+        "max_tick_stall_ms": max(stalls, default=0),
+        "truncations_of_applied_entries": text.count("truncating already-applied"),
+    }
+
+
 def run_one(n: int, base: Path) -> dict[str, object]:
     cluster = LocalCluster.create(base, 3, extra_config=EXTRA)
     try:
@@ -102,6 +114,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             wait_until(fired, 120, 0.02, "a fire by the new leader")
             failover_s = time.monotonic() - t0
         snaps = snapshot_lines(cluster)
+        health = log_health(cluster)
         return {
             "tasks": n,
             "bulk_import_s": round(import_s, 1),
@@ -115,6 +128,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             },
             "follower_cold_restart_s": round(restart_s, 2),
             "leader_kill_to_first_fire_s": round(failover_s, 2),
+            "log_health": health,
         }
     finally:
         cluster.stop()

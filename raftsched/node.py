@@ -8,6 +8,7 @@ thread); the leader driver runs on its own thread; gRPC runs on an asyncio loop.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -36,6 +37,7 @@ from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 log = logging.getLogger("raftsched.node")
 
 LEADER_HEALTH_SERVICE = "raftsched.v1.Leader"
+SWITCH_INTERVAL_S = 0.001
 ADMIN_SERVICE = "raftsched.v1.Admin"
 
 
@@ -81,7 +83,19 @@ class Node:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Join the Raft cluster. Must run on the main thread (pysyncobj's requirement)."""
+        """Join the Raft cluster. Must run on the main thread (pysyncobj's requirement).
+
+        Sets the interpreter's GIL switch interval to 1 ms (process-wide): pysyncobj's tick
+        thread is IO-bound and waits for the GIL once per socket event; behind CPU-bound threads
+        (applier, leader driver, gRPC) each wait took up to the default 5 ms, and ticks stalled
+        for hundreds of milliseconds under load - long enough to lose the leader.
+        """
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        # A node holds millions of long-lived objects (tasks, wheel entries). A full cyclic GC
+        # pass over them holds the GIL for seconds; freeze what is loaded now and keep freezing
+        # (see _flush_loop) so collections only scan young objects. Refcounting still frees
+        # everything non-cyclic, which is all our state.
+        gc.freeze()
         self.driver_thread = DriverThread(self.driver, self.clock, self._propose)
         self.driver_thread.on_commit_lateness = self.lateness.record_many
         self.driver_thread.start()
@@ -142,6 +156,7 @@ class Node:
 
     def _flush_loop(self) -> None:
         while not self._flusher_stop.wait(1.0):
+            gc.freeze()  # cheap (moves the tracked objects to the permanent generation)
             try:
                 self.store.flush()
             except Exception:

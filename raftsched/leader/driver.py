@@ -86,9 +86,8 @@ class LeaderDriver:
         if not self.leading or epoch != self.epoch:
             return
         self.ready = True
-        for armed in self.state.armed_tasks():
-            if armed.next_fire_ms:
-                self.wheel.insert(armed.task, armed.next_fire_ms)
+        for name, next_fire_ms in self.state.armed_tasks():
+            self.wheel.insert(name, next_fire_ms)
         log.info("leader %s (epoch %d) armed %d tasks", self.node_id, epoch, len(self.wheel))
 
     def step_down(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from raftsched.abc import ProposeError
 from raftsched.consensus.memory import SimCluster
@@ -185,27 +186,27 @@ class SimHarness:
     # -- observation -----------------------------------------------------------------------------
 
     def fires(self, task: str, node_id: str | None = None) -> list[pb.FireRecord]:
-        node = self.nodes[node_id or self.leader or next(iter(self.nodes))]
-        out = []
-        for _, value in node.store.scan(
-            keys.per_task_prefix(keys.FIRE, task), keys.per_task_end(keys.FIRE, task)
-        ):
-            rec = pb.FireRecord()
-            rec.ParseFromString(value)
-            out.append(rec)
-        return out
+        """The task's fire accounting records on a node (default: the leader), in time order."""
+        return [_parse(pb.FireRecord, v) for v in self._scan(keys.FIRE, task, node_id)]
 
     def runs(self, task: str, node_id: str | None = None) -> list[pb.Run]:
+        """The task's stored runs on a node (default: the leader), in nominal-time order."""
+        return [_parse(pb.Run, v) for v in self._scan(keys.RUN, task, node_id)]
+
+    def _scan(self, kind: bytes, task: str, node_id: str | None) -> list[bytes]:
         node = self.nodes[node_id or self.leader or next(iter(self.nodes))]
-        out = []
-        for _, value in node.store.scan(
-            keys.per_task_prefix(keys.RUN, task), keys.per_task_end(keys.RUN, task)
-        ):
-            run = pb.Run()
-            run.ParseFromString(value)
-            out.append(run)
-        return out
+        lo, hi = keys.per_task_prefix(kind, task), keys.per_task_end(kind, task)
+        return [value for _, value in node.store.scan(lo, hi)]
 
     def digests(self) -> dict[str, str]:
         """State digest per live node (they must all be equal once every node has caught up)."""
         return {n: s.state.digest() for n, s in self.nodes.items() if self.cluster.nodes[n].up}
+
+
+M = TypeVar("M", pb.FireRecord, pb.Run)
+
+
+def _parse(cls: type[M], data: bytes) -> M:
+    msg = cls()
+    msg.ParseFromString(data)
+    return msg

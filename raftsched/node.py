@@ -23,7 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from raftsched.abc import Clock, Leadership, ProposeCallback
 from raftsched.config import ClusterConfig, load_config
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.fsm.state import DispatchAttempt, Effect, Retention, SchedulerState
+from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.metrics import LatenessLog, rss_bytes
 from raftsched.replica import Replica
@@ -184,7 +184,7 @@ class Node:
             now = self.clock.now_ms()
             for effect in effects:
                 if (
-                    isinstance(effect, DispatchAttempt)
+                    isinstance(effect, AttemptReady)
                     and effect.shard == 0
                     and effect.epoch == self.driver.epoch
                 ):

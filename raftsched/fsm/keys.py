@@ -7,6 +7,8 @@
 ``a/<task>\\x00<nominal:016x>``             FireRecord (fire accounting)
 ``i/<idempotency key>``                     CommandResult of the first command with that key
 ``j/<now:016x>/<idempotency key>``          expiry index of idempotency keys
+``e/<executor>``                            ExecutorRecord (membership)
+``x/<at:016x>/<execution id>``              AlertRecord (a run failed for good)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -21,6 +23,8 @@ RUN = b"r/"
 FIRE = b"a/"
 IDEM = b"i/"
 IDEM_EXPIRY = b"j/"
+EXECUTOR = b"e/"
+ALERT = b"x/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -58,3 +62,11 @@ def idem_key(key: str) -> bytes:
 
 def idem_expiry_key(now_ms: int, key: str) -> bytes:
     return IDEM_EXPIRY + f"{now_ms:016x}/".encode() + key.encode()
+
+
+def executor_key(name: str) -> bytes:
+    return EXECUTOR + name.encode()
+
+
+def alert_key(at_ms: int, execution_id: str) -> bytes:
+    return ALERT + f"{at_ms:016x}/{execution_id}".encode()

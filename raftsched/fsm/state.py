@@ -30,12 +30,13 @@ from raftsched import codec
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, SnapshotFormatError
 from raftsched.fsm import keys
-from raftsched.model import Overlap, TaskSpec, run_id_for, validate_params
+from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
 from raftsched.v1 import raftsched_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 _FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
+MAX_EXECUTOR_SLOTS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +56,31 @@ class Retention:
 
 
 @dataclass(frozen=True, slots=True)
-class DispatchAttempt:
-    """A committed attempt that should now be sent to an executor (consumed by the dispatcher)."""
+class AttemptReady:
+    """A committed attempt waiting for an executor (new run, or a retry after ``not_before_ms``).
+
+    The leader's dispatcher places it (ring + free slots) and commits the assignment.
+    """
 
     run_id: str
     task: str
     nominal_ms: int
     shard: int
     attempt: int
+    epoch: int
+    not_before_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchAttempt:
+    """An assignment of an attempt to an executor has committed: send it now (commit before dispatch)."""
+
+    run_id: str
+    task: str
+    nominal_ms: int
+    shard: int
+    attempt: int
+    executor: str
     epoch: int
 
 
@@ -83,7 +101,15 @@ class BarrierCommitted:
     epoch: int
 
 
-Effect = DispatchAttempt | TaskArmed | BarrierCommitted
+@dataclass(frozen=True, slots=True)
+class ExecutorChanged:
+    """Executor membership changed (the shard ring must be rebuilt from the replicated list)."""
+
+    name: str
+    alive: bool
+
+
+Effect = AttemptReady | DispatchAttempt | TaskArmed | BarrierCommitted | ExecutorChanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +212,7 @@ class SchedulerState:
         # several hundred bytes of RAM and a microsecond-scale build per fire.
         self.active: dict[str, bytes] = {}
         self.active_per_task: dict[str, int] = {}  # derived from `active`; kept for O(1) lookups
+        self.executors: dict[str, pb.ExecutorRecord] = {}
         self.max_epoch = 0
         self.max_now_ms = 0
         self.manual_seq = 0
@@ -204,6 +231,11 @@ class SchedulerState:
         self.tasks.clear()
         self.active.clear()
         self.active_per_task.clear()
+        self.executors.clear()
+        for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
+            executor = pb.ExecutorRecord()
+            executor.ParseFromString(value)
+            self.executors[executor.name] = executor
         meta_bytes = self.store.get(keys.META)
         if meta_bytes:
             meta = pb.Meta()
@@ -522,8 +554,8 @@ class SchedulerState:
         suffix = f"~m{manual_seq}" if manual_seq else ""
         self.store.put(keys.time_key(keys.RUN, name, nominal, suffix), data)
         if shards == 1:
-            return run_id, data, (DispatchAttempt(run_id, name, nominal, 0, 1, epoch),)
-        return run_id, data, tuple(DispatchAttempt(run_id, name, nominal, i, 1, epoch) for i in range(shards))
+            return run_id, data, (AttemptReady(run_id, name, nominal, 0, 1, epoch),)
+        return run_id, data, tuple(AttemptReady(run_id, name, nominal, i, 1, epoch) for i in range(shards))
 
     def active_run(self, run_id: str) -> pb.Run | None:
         data = self.active.get(run_id)
@@ -645,41 +677,190 @@ class SchedulerState:
             st.kept_fires -= 1
 
     def _report_results(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Attempt outcomes, batched: from executors (``executor`` set) or the leader (``lost``).
+
+        Fencing: a result for an attempt that is not the shard's current one, for a finished
+        shard, or from an executor other than the one the attempt is assigned to, is refused and
+        changes nothing. A failure with retries left re-queues the shard as attempt N+1, not before
+        the leader's ``retry_at_ms`` (backoff with jitter chosen by the leader, so replicas agree).
+        """
         accepted = refused = 0
+        effects: list[Effect] = []
         for res in cmd.report_results.results:
             run = self.active_run(res.run_id)
             shard = run.shards[res.shard] if run is not None and res.shard < len(run.shards) else None
-            if run is None or shard is None or shard.attempt != res.attempt or shard.state in _FINISHED:
-                refused += 1  # stale attempt or unknown run: fenced off, not applied
+            if (
+                run is None
+                or shard is None
+                or shard.attempt != res.attempt
+                or shard.state in _FINISHED
+                or (not res.lost and shard.executor and res.executor != shard.executor)
+            ):
+                refused += 1  # stale attempt, unknown run or wrong executor: fenced off
                 continue
-            shard.state = pb.SUCCEEDED if res.success else pb.FAILED
-            shard.error = res.error
-            shard.finished_ms = now
-            if all(s.state in _FINISHED for s in run.shards):
-                failed = any(s.state != pb.SUCCEEDED for s in run.shards)
-                run.state = pb.FAILED if failed else pb.SUCCEEDED
-                run.finished_ms = now
-                del self.active[run.run_id]
-                left = self.active_per_task[run.task] - 1
-                if left:
-                    self.active_per_task[run.task] = left
-                else:
-                    del self.active_per_task[run.task]
-                st = self.tasks.get(run.task)
-                if st is not None:
-                    st.active_runs -= 1
-                    st.kept_runs += 1
-                    self._prune_runs(st, now)
-                    self._put_task(st)
-            else:
-                if run.state == pb.PENDING:
-                    run.state = pb.RUNNING
-            data = run.SerializeToString(deterministic=True)
-            if run.run_id in self.active:
-                self.active[run.run_id] = data
-            self.store.put(keys.run_key_for_id(run.run_id), data)
+            self._settle_shard(run, shard, res, now, cmd.epoch, effects)
             accepted += 1
-        return pb.CommandResult(ok=True, accounted=accepted, refused=refused), ()
+        return pb.CommandResult(ok=True, accounted=accepted, refused=refused), tuple(effects)
+
+    def _settle_shard(
+        self,
+        run: pb.Run,
+        shard: pb.ShardAttempt,
+        res: pb.AttemptResult,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+    ) -> None:
+        st = self.tasks.get(run.task)
+        max_retries = st.spec.max_retries if st is not None else 0
+        shard.error = res.error
+        shard.exit_code = res.exit_code
+        shard.stdout_tail = res.stdout_tail
+        shard.stderr_tail = res.stderr_tail
+        if res.lost:
+            shard.lost += 1
+        if res.success:
+            shard.state = pb.SUCCEEDED
+            shard.finished_ms = now
+        elif shard.attempt <= max_retries:
+            shard.attempt += 1
+            shard.state = pb.PENDING
+            shard.executor = ""
+            shard.assigned_ms = 0
+            shard.not_before_ms = max(res.retry_at_ms, now)
+            effects.append(
+                AttemptReady(
+                    run.run_id,
+                    run.task,
+                    run.nominal_ms,
+                    shard.shard,
+                    shard.attempt,
+                    epoch,
+                    shard.not_before_ms,
+                )
+            )
+        else:
+            shard.state = pb.FAILED
+            shard.finished_ms = now
+        if all(s.state in _FINISHED for s in run.shards):
+            failed = [s for s in run.shards if s.state != pb.SUCCEEDED]
+            run.state = pb.FAILED if failed else pb.SUCCEEDED
+            run.finished_ms = now
+            del self.active[run.run_id]
+            left = self.active_per_task[run.task] - 1
+            if left:
+                self.active_per_task[run.task] = left
+            else:
+                del self.active_per_task[run.task]
+            if failed:
+                self._alert(run, failed[0], st, now)
+            if st is not None:
+                st.active_runs -= 1
+                st.kept_runs += 1
+                self._prune_runs(st, now)
+                self._put_task(st)
+        elif run.state == pb.PENDING and any(s.state != pb.PENDING for s in run.shards):
+            run.state = pb.RUNNING
+        data = run.SerializeToString(deterministic=True)
+        if run.run_id in self.active:
+            self.active[run.run_id] = data
+        self.store.put(keys.run_key_for_id(run.run_id), data)
+
+    def _alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
+        """A run failed after its last retry: record an alert (owner, execution id, last error)."""
+        execution = execution_id(run.run_id, shard.shard, shard.attempt)
+        alert = pb.AlertRecord(
+            task=run.task,
+            owner=st.spec.owner if st is not None else "",
+            run_id=run.run_id,
+            execution_id=execution,
+            error=shard.error or "failed",
+            at_ms=now,
+        )
+        self.store.put(keys.alert_key(now, execution), alert.SerializeToString(deterministic=True))
+        horizon = keys.ALERT + f"{max(0, now - self.retention.keep_ms):016x}".encode()
+        for k, _ in self.store.scan(keys.ALERT, horizon, limit=self.retention.prune_step):
+            self.store.delete(k)
+
+    # -----------------------------------------------------------------------------------------
+    # executors
+
+    def _executor_join(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.executor_join
+        validate_name(body.name, "executor.name")
+        if not 1 <= body.slots <= MAX_EXECUTOR_SLOTS:
+            raise InvalidSpec("executor.slots", f"{body.slots} out of range (1-{MAX_EXECUTOR_SLOTS})")
+        if len(body.labels) > 32 or any(len(k) > 128 or len(v) > 128 for k, v in body.labels.items()):
+            raise InvalidSpec("executor.labels", "at most 32 labels, keys and values at most 128 characters")
+        rec = pb.ExecutorRecord(
+            name=body.name, slots=body.slots, labels=dict(body.labels), alive=True, joined_ms=now
+        )
+        self.executors[body.name] = rec
+        self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
+        return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
+
+    def _executor_leave(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """An executor left (or was declared dead): every attempt assigned to it is lost and retried
+        by policy. Scans the active runs: membership changes are rare."""
+        body = cmd.executor_leave
+        rec = self.executors.get(body.name)
+        if rec is None:
+            raise _Reject("not_found", f"executor {body.name!r} is not registered")
+        rec.alive = False
+        rec.left_ms = now
+        rec.left_reason = body.reason or ("declared dead" if body.dead else "left")
+        self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
+        effects: list[Effect] = [ExecutorChanged(body.name, False)]
+        why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"
+        for run_id in sorted(self.active):
+            run = self.active_run(run_id)
+            assert run is not None
+            for shard in run.shards:
+                if shard.state == pb.RUNNING and shard.executor == body.name:
+                    lost = pb.AttemptResult(
+                        run_id=run_id,
+                        shard=shard.shard,
+                        attempt=shard.attempt,
+                        error=why,
+                        lost=True,
+                        retry_at_ms=body.retry_at_ms,
+                    )
+                    self._settle_shard(run, shard, lost, now, cmd.epoch, effects)
+                    if run_id not in self.active:
+                        break
+        return pb.CommandResult(ok=True), tuple(effects)
+
+    def _assign(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Record which executor runs which attempt; only then may the leader send it."""
+        accepted = refused = 0
+        effects: list[Effect] = []
+        for a in cmd.assign_attempts.assignments:
+            run = self.active_run(a.run_id)
+            shard = run.shards[a.shard] if run is not None and a.shard < len(run.shards) else None
+            executor = self.executors.get(a.executor)
+            if (
+                run is None
+                or shard is None
+                or shard.attempt != a.attempt
+                or shard.state != pb.PENDING
+                or shard.not_before_ms > cmd.now_ms  # a retry never starts before its backoff ends
+                or executor is None
+                or not executor.alive
+            ):
+                refused += 1
+                continue
+            shard.state = pb.RUNNING
+            shard.executor = a.executor
+            shard.assigned_ms = now
+            run.state = pb.RUNNING
+            data = run.SerializeToString(deterministic=True)
+            self.active[a.run_id] = data
+            self.store.put(keys.run_key_for_id(a.run_id), data)
+            effects.append(
+                DispatchAttempt(a.run_id, run.task, run.nominal_ms, a.shard, a.attempt, a.executor, cmd.epoch)
+            )
+            accepted += 1
+        return pb.CommandResult(ok=True, accounted=accepted, refused=refused), tuple(effects)
 
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
@@ -729,19 +910,40 @@ class SchedulerState:
                 return None
             return st.spec, st.version, st.watermark_ms, st.next_fire_ms
 
-    def pending_attempts(self) -> list[DispatchAttempt]:
-        """Committed attempts not yet finished, in run-id order (a new leader re-dispatches these)."""
+    def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]:
+        """Unfinished attempts in run-id order: ``AttemptReady`` for those waiting for an executor,
+        ``DispatchAttempt`` for those assigned (a new leader re-sends these to the same executor,
+        whose execution log deduplicates them)."""
         with self.lock:
-            out = []
+            out: list[AttemptReady | DispatchAttempt] = []
             for run_id in sorted(self.active):
                 run = pb.Run()
                 run.ParseFromString(self.active[run_id])
                 for s in run.shards:
-                    if s.state not in _FINISHED:
+                    if s.state == pb.PENDING:
                         out.append(
-                            DispatchAttempt(run_id, run.task, run.nominal_ms, s.shard, s.attempt, run.epoch)
+                            AttemptReady(
+                                run_id,
+                                run.task,
+                                run.nominal_ms,
+                                s.shard,
+                                s.attempt,
+                                run.epoch,
+                                s.not_before_ms,
+                            )
+                        )
+                    elif s.state == pb.RUNNING:
+                        out.append(
+                            DispatchAttempt(
+                                run_id, run.task, run.nominal_ms, s.shard, s.attempt, s.executor, run.epoch
+                            )
                         )
             return out
+
+    def live_executors(self) -> dict[str, int]:
+        """``name -> slots`` of executors alive in the replicated membership."""
+        with self.lock:
+            return {name: rec.slots for name, rec in sorted(self.executors.items()) if rec.alive}
 
 
 def _pending_shards(count: int) -> list[pb.ShardAttempt]:
@@ -785,6 +987,9 @@ def _check_nothing_due(st: TaskState, now: int) -> None:
 _HANDLERS = {
     "create_task": SchedulerState._create,
     "create_tasks": SchedulerState._create_many,
+    "executor_join": SchedulerState._executor_join,
+    "executor_leave": SchedulerState._executor_leave,
+    "assign_attempts": SchedulerState._assign,
     "update_task": SchedulerState._update,
     "delete_task": SchedulerState._delete,
     "set_enabled": SchedulerState._set_enabled,

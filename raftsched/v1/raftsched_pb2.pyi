@@ -184,18 +184,32 @@ class FireRecord(_message.Message):
     def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ShardAttempt(_message.Message):
-    __slots__ = ("shard", "attempt", "state", "error", "finished_ms")
+    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_MS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
     shard: int
     attempt: int
     state: RunState
     error: str
     finished_ms: int
-    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ...) -> None: ...
+    executor: str
+    not_before_ms: int
+    assigned_ms: int
+    exit_code: int
+    stdout_tail: str
+    stderr_tail: str
+    lost: int
+    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json")
@@ -314,18 +328,118 @@ class FireBatch(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[TaskFires, _Mapping]]] = ...) -> None: ...
 
 class AttemptResult(_message.Message):
-    __slots__ = ("run_id", "shard", "attempt", "success", "error")
+    __slots__ = ("run_id", "shard", "attempt", "success", "error", "executor", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_at_ms")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     shard: int
     attempt: int
     success: bool
     error: str
-    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+    executor: str
+    exit_code: int
+    stdout_tail: str
+    stderr_tail: str
+    lost: bool
+    retry_at_ms: int
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
+
+class ExecutorJoin(_message.Message):
+    __slots__ = ("name", "slots", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slots: int
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ExecutorLeave(_message.Message):
+    __slots__ = ("name", "reason", "dead", "retry_at_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reason: str
+    dead: bool
+    retry_at_ms: int
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., dead: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("run_id", "shard", "attempt", "executor")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    shard: int
+    attempt: int
+    executor: str
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., executor: _Optional[str] = ...) -> None: ...
+
+class AssignAttempts(_message.Message):
+    __slots__ = ("assignments",)
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
+    def __init__(self, assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ...) -> None: ...
+
+class ExecutorRecord(_message.Message):
+    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    JOINED_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slots: int
+    labels: _containers.ScalarMap[str, str]
+    alive: bool
+    joined_ms: int
+    left_ms: int
+    left_reason: str
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ...) -> None: ...
+
+class AlertRecord(_message.Message):
+    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    owner: str
+    run_id: str
+    execution_id: str
+    error: str
+    at_ms: int
+    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ...) -> None: ...
 
 class ReportResults(_message.Message):
     __slots__ = ("results",)
@@ -334,7 +448,7 @@ class ReportResults(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -349,6 +463,9 @@ class Command(_message.Message):
     FIRE_BATCH_FIELD_NUMBER: _ClassVar[int]
     REPORT_RESULTS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_JOIN_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_LEAVE_FIELD_NUMBER: _ClassVar[int]
+    ASSIGN_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
     epoch: int
@@ -363,7 +480,10 @@ class Command(_message.Message):
     fire_batch: FireBatch
     report_results: ReportResults
     create_tasks: CreateTasks
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ...) -> None: ...
+    executor_join: ExecutorJoin
+    executor_leave: ExecutorLeave
+    assign_attempts: AssignAttempts
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ...) -> None: ...
 
 class ItemResult(_message.Message):
     __slots__ = ("name", "ok", "code", "message", "version", "next_fire_ms")

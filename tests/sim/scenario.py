@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 
 from raftsched import codec
 from raftsched.errors import RaftschedError, Unavailable
-from raftsched.fsm.state import DispatchAttempt, Effect, Retention, SchedulerState
+from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
@@ -461,7 +461,7 @@ class Scenario:
             e.run_id
             for entry in entries
             for e in entry.effects
-            if isinstance(e, DispatchAttempt) and e.task == name and e.shard == 0 and e.attempt == 1
+            if isinstance(e, AttemptReady) and e.task == name and e.shard == 0 and e.attempt == 1
         )
         twice = [run_id for run_id, n in created.items() if n > 1]
         if twice:
@@ -519,7 +519,7 @@ class Scenario:
     def check_no_stale_epoch_runs(self) -> None:
         entries, _ = self.replay()
         for entry in entries:
-            created = [e for e in entry.effects if isinstance(e, DispatchAttempt) and e.attempt == 1]
+            created = [e for e in entry.effects if isinstance(e, AttemptReady) and e.attempt == 1]
             if not created:
                 continue
             assert entry.cmd is not None

@@ -17,7 +17,7 @@ import pytest
 from raftsched import codec
 from raftsched.errors import SnapshotFormatError
 from raftsched.fsm import keys
-from raftsched.fsm.state import DispatchAttempt, Retention, SchedulerState, TaskArmed
+from raftsched.fsm.state import AttemptReady, Retention, SchedulerState, TaskArmed
 from raftsched.leader import writes
 from raftsched.model import CronTrigger, IntervalTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
@@ -568,11 +568,11 @@ def test_fire_batch_creates_runs_accounts_fires_and_dispatches_every_shard() -> 
     applied = state.apply(batch(T0 + 2 * S, e, epoch=1))
     assert (applied.result.fired, applied.result.accounted, applied.result.refused) == (2, 2, 0)
     run_ids = [f"t@{T0 + S}", f"t@{T0 + 2 * S}"]
-    assert [d for d in applied.effects if isinstance(d, DispatchAttempt)] == [
-        DispatchAttempt(run_ids[0], "t", T0 + S, 0, 1, 1),
-        DispatchAttempt(run_ids[0], "t", T0 + S, 1, 1, 1),
-        DispatchAttempt(run_ids[1], "t", T0 + 2 * S, 0, 1, 1),
-        DispatchAttempt(run_ids[1], "t", T0 + 2 * S, 1, 1, 1),
+    assert [d for d in applied.effects if isinstance(d, AttemptReady)] == [
+        AttemptReady(run_ids[0], "t", T0 + S, 0, 1, 1),
+        AttemptReady(run_ids[0], "t", T0 + S, 1, 1, 1),
+        AttemptReady(run_ids[1], "t", T0 + 2 * S, 0, 1, 1),
+        AttemptReady(run_ids[1], "t", T0 + 2 * S, 1, 1, 1),
     ]
     assert applied.effects[-1] == TaskArmed("t", 1, T0 + 3 * S)
     runs = runs_of(state, "t")
@@ -755,7 +755,7 @@ def test_trigger_now_creates_a_manual_run() -> None:
         '{"k": 1}',
         pb.PENDING,
     )
-    assert applied.effects == (DispatchAttempt(run.run_id, "t", T0 + 1500, 0, 1, 1),)
+    assert applied.effects == (AttemptReady(run.run_id, "t", T0 + 1500, 0, 1, 1),)
     assert runs_of(state, "t") == [run]
     # a second trigger at the same instant is a different run; scheduled fires are unaffected
     assert trigger(state, "t", now=T0 + 1500).run.run_id == f"t@{T0 + 1500}~m2"

@@ -1,0 +1,170 @@
+"""The state machine's executor side: membership, assignment (commit before dispatch), fencing of
+results by attempt and executor, retries with leader-chosen backoff, alerts, lost attempts."""
+
+from __future__ import annotations
+
+from raftsched import codec
+from raftsched.fsm import keys
+from raftsched.fsm.state import AttemptReady, DispatchAttempt, ExecutorChanged, SchedulerState
+from raftsched.model import TaskSpec
+from raftsched.v1 import raftsched_pb2 as pb
+from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, domain, fresh, tick
+
+
+def command(now: int, epoch: int = 1) -> pb.Command:
+    return pb.Command(epoch=epoch, now_ms=now, origin="n1")
+
+
+def join(name: str, slots: int = 4, now: int = T0) -> bytes:
+    cmd = command(now)
+    cmd.executor_join.name = name
+    cmd.executor_join.slots = slots
+    return codec.encode_command(cmd)
+
+
+def leave(name: str, now: int, dead: bool = True, retry_at: int = 0) -> bytes:
+    cmd = command(now)
+    cmd.executor_leave.name = name
+    cmd.executor_leave.dead = dead
+    cmd.executor_leave.retry_at_ms = retry_at
+    return codec.encode_command(cmd)
+
+
+def assign(now: int, *items: tuple[str, int, int, str]) -> bytes:
+    cmd = command(now)
+    cmd.assign_attempts.SetInParent()
+    for run_id, shard, attempt, executor in items:
+        cmd.assign_attempts.assignments.add(run_id=run_id, shard=shard, attempt=attempt, executor=executor)
+    return codec.encode_command(cmd)
+
+
+def result(now: int, run_id: str, attempt: int, executor: str, ok: bool, **extra: object) -> bytes:
+    cmd = command(now)
+    cmd.report_results.results.add(
+        run_id=run_id,
+        shard=0,
+        attempt=attempt,
+        executor=executor,
+        success=ok,
+        **extra,
+    )
+    return codec.encode_command(cmd)
+
+
+def run_of(state: SchedulerState, run_id: str) -> pb.Run:
+    raw = state.store.get(keys.run_key_for_id(run_id))
+    assert raw is not None
+    return pb.Run.FromString(raw)
+
+
+def one_run(retries: int = 0) -> tuple[SchedulerState, str]:
+    state = fresh()
+    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=retries, owner="ops")).ok
+    assert apply(state, join("ex1")).ok and apply(state, join("ex2")).ok
+    assert apply(state, tick("t", 1, T0 + S)).fired == 1
+    return state, f"t@{T0 + S}"
+
+
+def test_join_validates_and_is_replicated_membership() -> None:
+    state = fresh()
+    applied = state.apply(join("ex1", 8))
+    assert applied.result.ok and applied.effects == (ExecutorChanged("ex1", True),)
+    assert state.live_executors() == {"ex1": 8}
+    before = domain(state)
+    for bad, field in ((join("bad name!", 4), "executor.name"), (join("ex3", 0), "executor.slots")):
+        res = apply(state, bad)
+        assert not res.ok and res.code == "invalid_argument" and field in res.message
+    assert domain(state) == before
+
+
+def test_assignment_commits_before_dispatch_and_fences_by_attempt_and_liveness() -> None:
+    state, run_id = one_run()
+    # Wrong attempt, unknown executor: refused, nothing dispatched.
+    assert apply(state, assign(T0 + S, (run_id, 0, 2, "ex1"))).refused == 1
+    assert apply(state, assign(T0 + S, (run_id, 0, 1, "nope"))).refused == 1
+    applied = state.apply(assign(T0 + S + 5, (run_id, 0, 1, "ex1")))
+    assert applied.result.accounted == 1
+    assert applied.effects == (DispatchAttempt(run_id, "t", T0 + S, 0, 1, "ex1", 1),)
+    run = run_of(state, run_id)
+    assert (run.state, run.shards[0].state, run.shards[0].executor) == (pb.RUNNING, pb.RUNNING, "ex1")
+    # A second assignment of the same attempt is refused: one executor per attempt.
+    assert apply(state, assign(T0 + S + 6, (run_id, 0, 1, "ex2"))).refused == 1
+
+
+def test_results_from_another_executor_or_a_stale_attempt_are_refused() -> None:
+    state, run_id = one_run()
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    before = (run_of(state, run_id), dict(state.active))
+    assert apply(state, result(T0 + 2 * S, run_id, 1, "ex2", True)).refused == 1
+    assert apply(state, result(T0 + 2 * S, run_id, 2, "ex1", True)).refused == 1
+    assert (run_of(state, run_id), dict(state.active)) == before  # refused: nothing changed
+    res = apply(state, result(T0 + 2 * S, run_id, 1, "ex1", True, exit_code=0, stdout_tail="ok"))
+    assert res.accounted == 1
+    run = run_of(state, run_id)
+    assert (run.state, run.shards[0].stdout_tail) == (pb.SUCCEEDED, "ok")
+    assert run_id not in state.active
+
+
+def test_failure_with_retries_left_requeues_after_the_leaders_backoff() -> None:
+    state, run_id = one_run(retries=1)
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    retry_at = T0 + 61 * S
+    applied = state.apply(result(T0 + 2 * S, run_id, 1, "ex1", False, exit_code=3, retry_at_ms=retry_at))
+    assert applied.effects == (AttemptReady(run_id, "t", T0 + S, 0, 2, 1, retry_at),)
+    shard = run_of(state, run_id).shards[0]
+    assert (shard.attempt, shard.state, shard.executor, shard.exit_code) == (2, pb.PENDING, "", 3)
+    # Never before the backoff ends.
+    assert apply(state, assign(retry_at - 1, (run_id, 0, 2, "ex2"))).refused == 1
+    assert apply(state, assign(retry_at, (run_id, 0, 2, "ex2"))).accounted == 1
+    # The late result of attempt 1 is fenced off.
+    assert apply(state, result(retry_at + 1, run_id, 1, "ex1", True)).refused == 1
+    assert apply(state, result(retry_at + 2, run_id, 2, "ex2", True)).accounted == 1
+    assert run_of(state, run_id).state == pb.SUCCEEDED
+
+
+def test_last_failure_fails_the_run_and_records_an_alert() -> None:
+    state, run_id = one_run(retries=0)
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    apply(state, result(T0 + 2 * S, run_id, 1, "ex1", False, error="exit 1"))
+    assert run_of(state, run_id).state == pb.FAILED
+    [(_, raw)] = list(state.store.scan(keys.ALERT, keys.ALERT + keys.END))
+    alert = pb.AlertRecord.FromString(raw)
+    assert (alert.task, alert.owner, alert.execution_id, alert.error) == (
+        "t",
+        "ops",
+        f"{run_id}/0/1",
+        "exit 1",
+    )
+    assert state.get_task("t").active_runs == 0  # type: ignore[union-attr]
+
+
+def test_a_dead_executor_loses_its_attempts_which_are_retried_elsewhere() -> None:
+    state, run_id = one_run(retries=2)
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    applied = state.apply(leave("ex1", T0 + 5 * S, retry_at=T0 + 6 * S))
+    assert ExecutorChanged("ex1", False) in applied.effects
+    assert AttemptReady(run_id, "t", T0 + S, 0, 2, 1, T0 + 6 * S) in applied.effects
+    shard = run_of(state, run_id).shards[0]
+    assert (shard.attempt, shard.state, shard.lost) == (2, pb.PENDING, 1)
+    assert state.live_executors() == {"ex2": 4}
+    # The dead executor can no longer be assigned; its late report for attempt 1 is ignored.
+    assert apply(state, assign(T0 + 6 * S, (run_id, 0, 2, "ex1"))).refused == 1
+    assert apply(state, result(T0 + 6 * S, run_id, 1, "ex1", True)).refused == 1
+    assert apply(state, assign(T0 + 6 * S, (run_id, 0, 2, "ex2"))).accounted == 1
+
+
+def test_pending_attempts_lists_waiting_and_assigned_attempts_for_a_new_leader() -> None:
+    state, run_id = one_run()
+    assert state.pending_attempts() == [AttemptReady(run_id, "t", T0 + S, 0, 1, 1, 0)]
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex2")))
+    assert state.pending_attempts() == [DispatchAttempt(run_id, "t", T0 + S, 0, 1, "ex2", 1)]
+
+
+def test_executor_state_survives_snapshot_and_reload() -> None:
+    state, run_id = one_run()
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    other = fresh()
+    other.restore(state.snapshot(), 1)
+    assert other.live_executors() == state.live_executors()
+    assert other.pending_attempts() == state.pending_attempts()
+    assert other.digest() == state.digest()

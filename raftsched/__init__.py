@@ -33,6 +33,7 @@ from raftsched.model import (
 
 if TYPE_CHECKING:
     from raftsched.client import Client
+    from raftsched.executor.agent import Executor
     from raftsched.node import Node
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "CronTrigger",
+    "Executor",
     "IntervalTrigger",
     "InvalidSpec",
     "ManualTrigger",
@@ -66,6 +68,10 @@ def __getattr__(name: str) -> Any:
         from raftsched.client import Client
 
         return Client
+    if name == "Executor":
+        from raftsched.executor.agent import Executor
+
+        return Executor
     if name == "Node":
         from raftsched.node import Node
 

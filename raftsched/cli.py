@@ -13,12 +13,15 @@ unreachable cluster...), 130 when interrupted. An error is one line on stderr,
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import datetime as dt
 import importlib
 import json
+import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -1022,3 +1025,54 @@ def _is_grpc_error(exc: Exception) -> bool:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def executor_main(argv: Sequence[str] | None = None) -> int:
+    """``raftsched-executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR``."""
+    parser = _Parser(prog="raftsched-executor", description="Run a raftsched executor until SIGTERM/SIGINT.")
+    parser.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
+    parser.add_argument(
+        "--config", metavar="FILE", help="read the nodes' gRPC addresses from a cluster config"
+    )
+    parser.add_argument("--name", required=True, help="this executor's unique name")
+    parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
+    parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
+    parser.add_argument(
+        "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
+    )
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    try:
+        try:
+            args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        except SystemExit as done:
+            return done.code if isinstance(done.code, int) else 0
+        logging.basicConfig(
+            level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        targets = args.cluster or os.environ.get("RAFTSCHED_CLUSTER", "")
+        if args.config:
+            from raftsched.config import load_config
+
+            targets = ",".join(load_config(args.config).grpc_targets())
+        if not targets:
+            raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
+        labels = dict(label.split("=", 1) for label in args.label if "=" in label)
+        from raftsched.executor.agent import Executor
+
+        executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
+
+        async def serve() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await executor.run(stop)
+
+        asyncio.run(serve())
+        return 0
+    except UsageError as exc:
+        return _fail(str(exc), 2, prog="raftsched-executor")
+    except ConfigError as exc:
+        return _fail(_config_message(exc), 2, prog="raftsched-executor")
+    except InvalidSpec as exc:
+        return _fail(str(exc), 2, prog="raftsched-executor")

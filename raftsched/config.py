@@ -133,6 +133,11 @@ class SchedulerSettings:
     history_keep_seconds: int = 604800
     idempotency_keep_seconds: int = 3600
     max_fires_per_batch: int = 1000
+    lease_ms: int = 10_000
+    heartbeat_ms: int = 2_000
+    kill_grace_ms: int = 5_000
+    retry_backoff_ms: int = 10_000
+    retry_backoff_cap_ms: int = 900_000
 
     def __post_init__(self) -> None:
         _validate_instance(self, "scheduler", _SCHEDULER_RULES, None)
@@ -347,6 +352,11 @@ _SCHEDULER_RULES: Final[Mapping[str, _Rule]] = {
     "history_keep_seconds": _POSITIVE,
     "idempotency_keep_seconds": _POSITIVE,
     "max_fires_per_batch": _Rule(lambda v: 1 <= v <= 100_000, "between 1 and 100000"),
+    "lease_ms": _Rule(lambda v: 500 <= v <= 3_600_000, "between 500 and 3600000"),
+    "heartbeat_ms": _Rule(lambda v: 100 <= v <= 600_000, "between 100 and 600000"),
+    "kill_grace_ms": _NON_NEGATIVE,
+    "retry_backoff_ms": _NON_NEGATIVE,
+    "retry_backoff_cap_ms": _NON_NEGATIVE,
 }
 
 _Relations = Callable[[str, Mapping[str, _Number]], list[str]]

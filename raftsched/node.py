@@ -24,10 +24,12 @@ from raftsched.abc import Clock, Leadership, ProposeCallback
 from raftsched.config import ClusterConfig, load_config
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
+from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.metrics import LatenessLog, rss_bytes
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
+from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
 from raftsched.timing.schedule import MisfireSettings
@@ -77,6 +79,7 @@ class Node:
         self.consensus: PySyncObjNode | None = None
         self.driver_thread: DriverThread | None = None
         self._server: grpc.aio.Server | None = None
+        self.hub: ExecutorHub | None = None
         self._health: health.aio.HealthServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -135,6 +138,19 @@ class Node:
             ]
         )
         pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
+        sch = self.config.scheduler
+        self.hub = ExecutorHub(
+            self,
+            DispatchSettings(
+                lease_ms=sch.lease_ms,
+                heartbeat_ms=sch.heartbeat_ms,
+                grace_ms=sch.kill_grace_ms,
+                retry_base_ms=sch.retry_backoff_ms,
+                retry_cap_ms=sch.retry_backoff_cap_ms,
+            ),
+        )
+        pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
+        self.hub.start()
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -191,10 +207,14 @@ class Node:
                     self.apply_lateness.record(effect.nominal_ms, now - effect.nominal_ms)
         if self.driver_thread is not None:
             self.driver_thread.effects_applied(effects)
+        if self.hub is not None:
+            self.hub.effects_threadsafe(effects)
 
     def _leadership(self, change: Leadership) -> None:
         if self.driver_thread is not None:
             self.driver_thread.leadership_changed(change.is_leader, change.epoch)
+        if self.hub is not None:
+            self.hub.leadership_threadsafe(change.is_leader)
         loop, health_servicer = self._loop, self._health
         if loop is not None and health_servicer is not None:
             status = (

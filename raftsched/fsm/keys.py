@@ -8,6 +8,7 @@
 ``i/<idempotency key>``                     CommandResult of the first command with that key
 ``j/<now:016x>/<idempotency key>``          expiry index of idempotency keys
 ``e/<executor>``                            ExecutorRecord (membership)
+``v/<task>\\x00<version:08x>``              TaskRecord{spec} of each recent version
 ``x/<at:016x>/<execution id>``              AlertRecord (a run failed for good)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
@@ -24,6 +25,7 @@ FIRE = b"a/"
 IDEM = b"i/"
 IDEM_EXPIRY = b"j/"
 EXECUTOR = b"e/"
+VERSION = b"v/"
 ALERT = b"x/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
@@ -70,3 +72,7 @@ def executor_key(name: str) -> bytes:
 
 def alert_key(at_ms: int, execution_id: str) -> bytes:
     return ALERT + f"{at_ms:016x}/{execution_id}".encode()
+
+
+def version_key(task: str, version: int) -> bytes:
+    return VERSION + task.encode() + b"\x00" + f"{version:08x}".encode()

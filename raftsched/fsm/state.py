@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 _FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
 MAX_EXECUTOR_SLOTS = 10_000
+VERSIONS_KEPT = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +402,25 @@ class SchedulerState:
     def _put_task(self, st: TaskState) -> None:
         self.store.put(keys.task_key(st.spec.name), st.record_bytes())
 
+    def _put_version(self, st: TaskState) -> None:
+        """Keep every version's spec: a run executes the definition it fired with. Only the newest
+        VERSIONS_KEPT versions are kept (older runs than that fall back to the newest spec)."""
+        name = st.spec.name
+        self.store.put(keys.version_key(name, st.version), st.spec_bytes)
+        if st.version > VERSIONS_KEPT:
+            self.store.delete(keys.version_key(name, st.version - VERSIONS_KEPT))
+
+    def spec_for(self, task: str, version: int) -> pb.TaskSpec | None:
+        """The spec a run of ``task`` at ``version`` executes (None if the task is gone)."""
+        with self.lock:
+            st = self.tasks.get(task)
+            if st is None:
+                return None
+            raw = self.store.get(keys.version_key(task, version)) if version != st.version else None
+            rec = pb.TaskRecord()
+            rec.ParseFromString(raw if raw is not None else st.spec_bytes)
+            return rec.spec
+
     def _armed(self, st: TaskState) -> TaskArmed:
         return TaskArmed(st.spec.name, st.version, st.next_fire_ms if st.enabled else 0)
 
@@ -440,6 +460,7 @@ class SchedulerState:
         st.next_fire_ms = body.next_fire_ms
         self.tasks[spec.name] = st
         self._put_task(st)
+        self._put_version(st)
         return st
 
     def _update(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -462,6 +483,7 @@ class SchedulerState:
         st.watermark_ms = max(st.watermark_ms, now)
         st.next_fire_ms = body.next_fire_ms
         self._put_task(st)
+        self._put_version(st)
         return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
 
     def _delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -471,7 +493,7 @@ class SchedulerState:
         self.store.delete(keys.task_key(name))
         # History of a deleted task goes with it; active runs are left to finish (their results
         # are still accepted) but nothing new is created.
-        for kind in (keys.FIRE, keys.RUN):
+        for kind in (keys.FIRE, keys.RUN, keys.VERSION):
             for k, v in self.store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):
                 if kind == keys.RUN:
                     run = pb.Run()

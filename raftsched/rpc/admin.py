@@ -100,43 +100,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         return await self._propose(build(self._stamp()))
 
     async def _propose(self, data: bytes) -> pb.CommandResult:
-        """Propose one command and wait until it is applied here; map failures to errors."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bytes] = loop.create_future()
-
-        def done(result: bytes | None, error: Exception | None) -> None:
-            def settle() -> None:
-                if fut.done():
-                    return
-                if error is not None:
-                    fut.set_exception(error)
-                else:
-                    fut.set_result(result or b"")
-
-            loop.call_soon_threadsafe(settle)
-
-        assert self.node.consensus is not None
-        self.node.consensus.propose(data, done)
-        try:
-            raw = await asyncio.wait_for(fut, PROPOSE_TIMEOUT_S)
-        except TimeoutError:
-            raise _Abort(
-                "unavailable",
-                "the write was not confirmed in time; its outcome is unknown "
-                "(retry with the same idempotency key)",
-            ) from None
-        except Exception as exc:  # ProposeError
-            code = getattr(exc, "code", "unavailable")
-            raise _Abort(code if code in _STATUS else "unavailable", f"write not committed: {exc}") from None
-        result = pb.CommandResult()
-        result.ParseFromString(raw)
-        if not raw:
-            raise _Abort(
-                "unavailable", "the write's outcome is unknown (retry with the same idempotency key)"
-            )
-        if not result.ok:
-            raise _Abort(result.code or "internal", result.message)
-        return result
+        return await propose_and_wait(self.node, data)
 
     @staticmethod
     def _key(key: str) -> str:
@@ -330,6 +294,44 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatusReply:
         return self.node.cluster_status()
+
+
+async def propose_and_wait(node: Node, data: bytes) -> pb.CommandResult:
+    """Propose one command and wait until it is applied here; map failures to errors."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[bytes] = loop.create_future()
+
+    def done(result: bytes | None, error: Exception | None) -> None:
+        def settle() -> None:
+            if fut.done():
+                return
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(result or b"")
+
+        loop.call_soon_threadsafe(settle)
+
+    assert node.consensus is not None
+    node.consensus.propose(data, done)
+    try:
+        raw = await asyncio.wait_for(fut, PROPOSE_TIMEOUT_S)
+    except TimeoutError:
+        raise _Abort(
+            "unavailable",
+            "the write was not confirmed in time; its outcome is unknown "
+            "(retry with the same idempotency key)",
+        ) from None
+    except Exception as exc:  # ProposeError
+        code = getattr(exc, "code", "unavailable")
+        raise _Abort(code if code in _STATUS else "unavailable", f"write not committed: {exc}") from None
+    result = pb.CommandResult()
+    result.ParseFromString(raw)
+    if not raw:
+        raise _Abort("unavailable", "the write's outcome is unknown (retry with the same idempotency key)")
+    if not result.ok:
+        raise _Abort(result.code or "internal", result.message)
+    return result
 
 
 def fire_records(reader: Any, task: str, since_ms: int, until_ms: int, limit: int) -> list[pb.FireRecord]:

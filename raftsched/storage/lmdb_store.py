@@ -715,3 +715,172 @@ def _check_lmdb_header(header: bytes, src: Path, offset: int) -> None:
     # Page 0 is a meta page: a 16-byte page header, then MDB_meta starting with its magic.
     if len(header) < 20 or struct.unpack_from("=I", header, 16)[0] != _LMDB_MAGIC:
         raise ValueError(f"{src} holds no LMDB data file at offset {offset}")
+
+
+class LmdbExecutionLog:
+    """The executor's durable log of execution ids: string key → opaque value, plus two facts per key.
+
+    Every key has an *insertion sequence* (fixed when it is first inserted) and a *settled* flag
+    (False when inserted). :class:`raftsched.executor.dedupe.ExecutionLog` builds the dedupe
+    semantics on top; this class only stores bytes.
+
+    Layout: an environment directory ``<path>/executions`` with three named databases:
+    ``entries`` (key → 8-byte sequence + value), ``order`` (sequence → key, every key) and
+    ``unsettled`` (sequence → key, unsettled keys only), so reopening reads only the unsettled
+    keys and pruning walks the oldest keys first. Each method is one LMDB transaction, committed
+    before it returns; with ``sync=True`` (the default) it is fsynced, so it survives a host
+    crash, not only a process crash.
+
+    One process owns a log: opening it takes an exclusive ``flock`` on ``executions/owner.lock``
+    and a second open (from any process, or the same one) raises :class:`RuntimeError` at once.
+    Methods may be called from any thread; each blocks for its disk write. Keys are non-empty and
+    at most 511 UTF-8 bytes (``ValueError`` otherwise).
+    """
+
+    def __init__(self, path: Path, map_size: int = 64 << 30, sync: bool = True) -> None:
+        import fcntl  # POSIX only, like the rest of the executor
+
+        self._dir = Path(path) / "executions"
+        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock_fd = os.open(self._dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock_fd)
+            raise RuntimeError(f"execution log {self._dir} is open in another process (or twice)") from None
+        env: Any = None
+        try:
+            env = lmdb.open(
+                str(self._dir),
+                map_size=map_size,
+                subdir=True,
+                max_dbs=3,
+                sync=sync,
+                metasync=sync,
+                mode=0o600,
+            )
+            env.reader_check()
+            self._entries = env.open_db(b"entries")
+            self._order = env.open_db(b"order")
+            self._unsettled = env.open_db(b"unsettled")
+            with env.begin(write=False) as txn, txn.cursor(self._order) as cur:
+                self._next_seq: int = _INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
+        except BaseException:
+            if env is not None:
+                env.close()
+            os.close(self._lock_fd)
+            raise
+        self._env = env
+        self._closed = False
+
+    @staticmethod
+    def _key(key: str) -> bytes:
+        raw = key.encode("utf-8")
+        if not _valid_key(raw):
+            raise ValueError(f"execution log keys must be 1 to {_MAX_KEY} UTF-8 bytes, got {len(raw)}")
+        return raw
+
+    def _live(self) -> Any:
+        if self._closed:
+            raise RuntimeError("execution log is closed")
+        return self._env
+
+    def get(self, key: str) -> tuple[bytes, bool] | None:
+        """``(value, settled)`` for ``key``, or None if absent."""
+        raw = self._key(key)
+        with self._live().begin(write=False, buffers=False) as txn:
+            stored: bytes | None = txn.get(raw, db=self._entries)
+            if stored is None:
+                return None
+            return stored[_INDEX.size :], txn.get(stored[: _INDEX.size], db=self._unsettled) is None
+
+    def insert(self, key: str, value: bytes) -> tuple[bytes, bool] | None:
+        """Insert ``key`` (unsettled) if absent and return None; if present, change nothing and
+        return its ``(value, settled)``. Atomic: of two racing inserts exactly one returns None."""
+        raw = self._key(key)
+        with self._live().begin(write=True, buffers=False) as txn:
+            stored: bytes | None = txn.get(raw, db=self._entries)
+            if stored is not None:
+                settled = txn.get(stored[: _INDEX.size], db=self._unsettled) is None
+                return stored[_INDEX.size :], settled
+            # LMDB runs one write transaction at a time, so this counter needs no lock of its own.
+            seq = _INDEX.pack(self._next_seq)
+            self._next_seq += 1
+            txn.put(raw, seq + value, db=self._entries)
+            txn.put(seq, raw, db=self._order)
+            txn.put(seq, raw, db=self._unsettled)
+        return None
+
+    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+        """Overwrite the value and settled flag of existing keys, all in one transaction.
+
+        The insertion sequence is kept. A missing key raises ``KeyError`` and changes nothing.
+        """
+        with self._live().begin(write=True, buffers=False) as txn:
+            for key, value, settled in items:
+                raw = self._key(key)
+                stored: bytes | None = txn.get(raw, db=self._entries)
+                if stored is None:
+                    raise KeyError(key)  # the context manager aborts the transaction
+                seq = stored[: _INDEX.size]
+                txn.put(raw, seq + value, db=self._entries)
+                if settled:
+                    txn.delete(seq, db=self._unsettled)
+                else:
+                    txn.put(seq, raw, db=self._unsettled)
+
+    def unsettled(self) -> list[tuple[str, bytes]]:
+        """Every unsettled ``(key, value)``, in insertion order."""
+        out: list[tuple[str, bytes]] = []
+        with self._live().begin(write=False, buffers=False) as txn:
+            for _seq, raw in txn.cursor(self._unsettled):
+                stored: bytes = txn.get(raw, db=self._entries)
+                out.append((raw.decode("utf-8"), stored[_INDEX.size :]))
+        return out
+
+    def prune_settled(self, keep: int) -> list[str]:
+        """Delete the oldest settled keys so that at most ``keep`` settled keys remain; return them.
+
+        Unsettled keys are never deleted. One transaction.
+        """
+        if keep < 0:
+            raise ValueError(f"keep must be >= 0, got {keep}")
+        removed: list[str] = []
+        with self._live().begin(write=True, buffers=False) as txn:
+            settled = txn.stat(self._order)["entries"] - txn.stat(self._unsettled)["entries"]
+            excess = settled - keep
+            if excess <= 0:
+                return removed
+            with txn.cursor(self._order) as cur:
+                ok = cur.first()
+                while ok and len(removed) < excess:
+                    seq, raw = cur.key(), cur.value()
+                    if txn.get(seq, db=self._unsettled) is not None:
+                        ok = cur.next()
+                        continue
+                    txn.delete(raw, db=self._entries)
+                    cur.delete()  # moves to the next record, or unpositions past the last one
+                    ok = bool(cur.key())  # sequence keys are never empty
+                    removed.append(raw.decode("utf-8"))
+        return removed
+
+    def __len__(self) -> int:
+        with self._live().begin(write=False) as txn:
+            count: int = txn.stat(self._entries)["entries"]
+            return count
+
+    def close(self) -> None:
+        """Close the environment and release the owner lock. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._env.close()
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> LmdbExecutionLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

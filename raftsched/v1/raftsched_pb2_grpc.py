@@ -611,3 +611,247 @@ class Admin:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ExecutorServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Register = channel.unary_unary(
+                '/raftsched.v1.ExecutorService/Register',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.RegisterRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RegisterReply.FromString,
+                _registered_method=True)
+        self.Dispatch = channel.unary_stream(
+                '/raftsched.v1.ExecutorService/Dispatch',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkItem.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/raftsched.v1.ExecutorService/Heartbeat',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.HeartbeatReply.FromString,
+                _registered_method=True)
+        self.Report = channel.unary_unary(
+                '/raftsched.v1.ExecutorService/Report',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ReportRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ReportReply.FromString,
+                _registered_method=True)
+        self.Leave = channel.unary_unary(
+                '/raftsched.v1.ExecutorService/Leave',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveReply.FromString,
+                _registered_method=True)
+
+
+class ExecutorServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Register(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Dispatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Report(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Leave(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ExecutorServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Register': grpc.unary_unary_rpc_method_handler(
+                    servicer.Register,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RegisterRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.RegisterReply.SerializeToString,
+            ),
+            'Dispatch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Dispatch,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkItem.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.HeartbeatRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.HeartbeatReply.SerializeToString,
+            ),
+            'Report': grpc.unary_unary_rpc_method_handler(
+                    servicer.Report,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ReportRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ReportReply.SerializeToString,
+            ),
+            'Leave': grpc.unary_unary_rpc_method_handler(
+                    servicer.Leave,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'raftsched.v1.ExecutorService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('raftsched.v1.ExecutorService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ExecutorService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Register(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.ExecutorService/Register',
+            raftsched_dot_v1_dot_raftsched__pb2.RegisterRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.RegisterReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Dispatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raftsched.v1.ExecutorService/Dispatch',
+            raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkItem.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.ExecutorService/Heartbeat',
+            raftsched_dot_v1_dot_raftsched__pb2.HeartbeatRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.HeartbeatReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Report(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.ExecutorService/Report',
+            raftsched_dot_v1_dot_raftsched__pb2.ReportRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ReportReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Leave(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.ExecutorService/Leave',
+            raftsched_dot_v1_dot_raftsched__pb2.LeaveRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.LeaveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -45,6 +45,7 @@ ADAPTERS = {
     "pysyncobj": {"consensus/pysyncobj_node.py"},
     "lmdb": {"storage/lmdb_store.py"},
     "croniter": {"timing/cron.py"},
+    "uhashring": {"sharding/ring.py"},
 }
 
 

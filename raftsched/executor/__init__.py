@@ -1,0 +1,21 @@
+"""The executor side: runners that carry out attempts, and the dedupe log that runs each once.
+
+``runners`` runs a shell command or a registered Python handler and turns every outcome into an
+:class:`AttemptResult`; ``dedupe`` records execution ids durably so a re-delivered attempt is not
+run again and its result is re-reported.
+"""
+
+from raftsched.executor.dedupe import BeginOutcome, BeginStatus, ExecutionLog, ExecutionRecord, ExecutionState
+from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
+
+__all__ = [
+    "AttemptContext",
+    "AttemptResult",
+    "BeginOutcome",
+    "BeginStatus",
+    "CallableRunner",
+    "ExecutionLog",
+    "ExecutionRecord",
+    "ExecutionState",
+    "SubprocessRunner",
+]

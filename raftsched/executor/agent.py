@@ -1,0 +1,297 @@
+"""The executor agent: registers with the cluster, holds the dispatch stream, runs attempts.
+
+``raftsched.Executor`` (embedded, with ``@executor.handler("name")`` Python callables) and
+``raftsched-executor`` (standalone) are this class. Contract:
+
+* at most ``slots`` attempts run at once (the leader never sends more; the agent enforces it too);
+* a dispatch from an epoch older than the newest seen is refused (a deposed leader);
+* an ``execution_id`` already running or done is never run again (the LMDB execution log,
+  which survives restarts); a done one has its stored result reported again;
+* results are reported until the cluster acknowledges them (committed), across leader changes;
+* heartbeats renew the leases of running attempts; losing the leader (stream error) makes the
+  agent find the new one and register again — dispatching resumes as soon as it has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from raftsched.config import parse_address
+from raftsched.errors import InvalidSpec
+from raftsched.executor.dedupe import BeginStatus, ExecutionLog
+from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
+from raftsched.model import validate_name
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+H = TypeVar("H", bound=Callable[..., Any])
+
+_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
+
+
+class LeaderLost(Exception):
+    """The stream or an RPC says this target no longer leads; find the leader again."""
+
+
+class Executor:
+    def __init__(
+        self,
+        targets: str | Sequence[str],
+        name: str,
+        *,
+        slots: int = 4,
+        data_dir: str | Path = "executor-data",
+        labels: Mapping[str, str] | None = None,
+        grace_s: float = 5.0,
+    ) -> None:
+        validate_name(name, "executor.name")
+        if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
+            raise InvalidSpec("executor.slots", f"{slots!r} out of range (1-10000)")
+        raw = targets.split(",") if isinstance(targets, str) else list(targets)
+        self.targets = [t.strip() for t in raw if t.strip()]
+        if not self.targets:
+            raise InvalidSpec("targets", "at least one host:port is required")
+        for t in self.targets:
+            parse_address(t, "targets")
+        self.name = name
+        self.slots = slots
+        self.labels = dict(labels or {})
+        self.data_dir = Path(data_dir)
+        self.callables = CallableRunner()
+        self.subprocess = SubprocessRunner(grace_s=grace_s)
+        self._log: ExecutionLog | None = None
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._max_epoch = 0
+        self._report_wake: asyncio.Event | None = None
+        self.started = 0
+        self.refused_stale = 0
+
+    def handler(self, name: str) -> Callable[[H], H]:
+        """Register a Python callable run for tasks whose ``handler`` is ``name``."""
+        return self.callables.handler(name)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def run_forever(self) -> None:
+        asyncio.run(self.run())
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Serve until ``stop`` is set (or forever): connect, take work, report, reconnect."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._log = ExecutionLog(self.data_dir)
+        for result in self._log.recover():
+            log.warning(
+                "%s: %s was interrupted by a restart; reporting it failed", self.name, result.execution_id
+            )
+        self._report_wake = asyncio.Event()
+        stop = stop or asyncio.Event()
+        try:
+            target_index = 0
+            while not stop.is_set():
+                target = self.targets[target_index % len(self.targets)]
+                try:
+                    target = await self._register(target)
+                    await self._serve(target, stop)
+                except (LeaderLost, grpc.aio.AioRpcError) as exc:
+                    log.info("%s: lost %s (%s); finding the leader", self.name, target, _short(exc))
+                    target_index += 1
+                    await _sleep_or_stop(stop, 0.2)
+        finally:
+            for task in self._running.values():
+                task.cancel()
+            for ch in self._channels.values():
+                await ch.close()
+            self._log.close()
+
+    def _stub(self, target: str) -> Any:
+        ch = self._channels.get(target)
+        if ch is None:
+            ch = self._channels[target] = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        return pb_grpc.ExecutorServiceStub(ch)
+
+    async def _register(self, target: str) -> str:
+        """Register with the leader, following redirects; returns the leader's address."""
+        for _ in range(len(self.targets) + 3):
+            try:
+                reply = await self._stub(target).Register(
+                    pb.RegisterRequest(name=self.name, slots=self.slots, labels=self.labels), timeout=10
+                )
+            except grpc.aio.AioRpcError as exc:
+                hint = _leader_hint(exc)
+                if hint:
+                    if hint not in self.targets:
+                        self.targets.append(hint)
+                    target = hint
+                    continue
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise InvalidSpec("executor", exc.details() or "refused") from None
+                raise
+            self._max_epoch = max(self._max_epoch, reply.epoch)
+            self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
+            log.info(
+                "%s: registered with %s (epoch %d, %d slots)", self.name, target, reply.epoch, self.slots
+            )
+            return target
+        raise LeaderLost(f"no leader found among {self.targets}")
+
+    async def _serve(self, target: str, stop: asyncio.Event) -> None:
+        stub = self._stub(target)
+        stream = stub.Dispatch(pb.DispatchRequest(name=self.name))
+        tasks = [
+            asyncio.ensure_future(self._consume(stream)),
+            asyncio.ensure_future(self._heartbeats(stub)),
+            asyncio.ensure_future(self._reports(stub)),
+            asyncio.ensure_future(stop.wait()),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            if not stop.is_set():
+                raise LeaderLost("dispatch stream ended")
+        finally:
+            stream.cancel()
+            for task in tasks:
+                task.cancel()
+
+    # -- work ----------------------------------------------------------------------------------------
+
+    async def _consume(self, stream: Any) -> None:
+        async for item in stream:
+            self._accept(item)
+
+    def _accept(self, item: pb.WorkItem) -> None:
+        assert self._log is not None and self._report_wake is not None
+        if item.epoch < self._max_epoch:
+            self.refused_stale += 1
+            log.warning(
+                "%s: refused %s from stale epoch %d (newest seen %d)",
+                self.name,
+                item.execution_id,
+                item.epoch,
+                self._max_epoch,
+            )
+            return
+        self._max_epoch = item.epoch
+        outcome = self._log.begin(item.execution_id)
+        if outcome.status is BeginStatus.DONE:
+            self._report_wake.set()  # its stored result is pending or re-reported
+            return
+        if outcome.status is BeginStatus.RUNNING:
+            return  # already running here: never twice
+        self._running[item.execution_id] = asyncio.ensure_future(self._execute(item))
+
+    async def _execute(self, item: pb.WorkItem) -> None:
+        assert self._log is not None and self._report_wake is not None
+        self.started += 1
+        try:
+            ctx = AttemptContext.with_params_json(
+                item.params_json,
+                execution_id=item.execution_id,
+                run_id=item.run_id,
+                task=item.task,
+                nominal_ms=item.nominal_ms,
+                shard=item.shard,
+                shards=max(1, item.shards),
+                attempt=item.attempt,
+                timeout_ms=item.timeout_ms,
+            )
+            if item.handler:
+                result = await self.callables.run(item.handler, ctx)
+            elif item.command:
+                result = await self.subprocess.run(item.command, ctx)
+            else:
+                result = _failed(item.execution_id, "task has neither a command nor a handler")
+        except InvalidSpec as exc:
+            result = _failed(item.execution_id, f"bad dispatch: {exc}")
+        except Exception as exc:  # a runner bug must not kill the agent or leave the attempt running
+            log.exception("%s: attempt %s crashed the runner", self.name, item.execution_id)
+            result = _failed(item.execution_id, f"runner error: {type(exc).__name__}: {exc}")
+        self._log.finish(item.execution_id, result)
+        self._running.pop(item.execution_id, None)
+        self._report_wake.set()
+
+    async def _heartbeats(self, stub: Any) -> None:
+        while True:
+            reply = await stub.Heartbeat(
+                pb.HeartbeatRequest(
+                    name=self.name,
+                    running=list(self._running),
+                    free_slots=max(0, self.slots - len(self._running)),
+                ),
+                timeout=5,
+            )
+            if not reply.registered:
+                raise LeaderLost("the leader does not know this executor")
+            if reply.epoch > self._max_epoch:
+                self._max_epoch = reply.epoch
+            await asyncio.sleep(self._heartbeat_s)
+
+    async def _reports(self, stub: Any) -> None:
+        assert self._log is not None and self._report_wake is not None
+        while True:
+            pending = self._log.pending_reports()
+            if pending:
+                reply = await stub.Report(
+                    pb.ReportRequest(name=self.name, results=[_to_pb(r) for r in pending[:500]]), timeout=15
+                )
+                self._log.acknowledge(reply.acknowledged)
+                continue
+            self._report_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._report_wake.wait(), 1.0)
+
+
+def _to_pb(r: AttemptResult) -> pb.ExecResult:
+    return pb.ExecResult(
+        execution_id=r.execution_id,
+        success=r.success,
+        exit_code=r.exit_code or 0,
+        error=r.error,
+        stdout_tail=r.stdout_tail,
+        stderr_tail=r.stderr_tail,
+        timed_out=r.timed_out,
+        duration_ms=r.duration_ms,
+    )
+
+
+def _failed(execution_id: str, error: str) -> AttemptResult:
+    return AttemptResult(
+        execution_id=execution_id,
+        success=False,
+        exit_code=None,
+        error=error,
+        stdout_tail="",
+        stderr_tail="",
+        duration_ms=0,
+        timed_out=False,
+    )
+
+
+def _leader_hint(exc: grpc.aio.AioRpcError) -> str:
+    for key, value in exc.trailing_metadata() or ():
+        if key == "raftsched-leader" and value:
+            return str(value)
+    return ""
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    return str(exc)
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

@@ -1,0 +1,313 @@
+"""Executor-side dedupe: a durable log of the execution ids this executor has started.
+
+The leader may deliver one attempt more than once (a new leader re-dispatches committed but
+unacknowledged attempts; a report may be lost). The execution id (``run_id/shard/attempt``)
+names the attempt, and this log makes an executor run each id at most once, across restarts:
+
+* :meth:`ExecutionLog.begin` atomically records an id as running before the attempt starts, or
+  says it is already running or done (with the stored result, to report again).
+* :meth:`ExecutionLog.finish` records the result; it stays *pending* until the cluster has
+  committed the report and the agent calls :meth:`ExecutionLog.acknowledge`.
+* After a crash, ids that were running are *interrupted*: nothing is running them any more, and
+  running them again could repeat side effects, so :meth:`ExecutionLog.recover` finishes them as
+  failed and the leader's retry policy decides (a retry is a new attempt, so a new id).
+
+Storage is :class:`raftsched.storage.lmdb_store.LmdbExecutionLog` (one fsynced LMDB write per
+``begin`` and per ``finish``); entries are versioned JSON. A bounded in-process cache keeps hot
+entries decoded. Retention: :meth:`ExecutionLog.prune` drops the oldest acknowledged entries.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from raftsched.executor.runners import AttemptResult
+from raftsched.storage.lmdb_store import LmdbExecutionLog
+
+FORMAT_VERSION = 1
+INTERRUPTED_ERROR = "executor restarted while the attempt ran"
+
+
+class BeginStatus(StrEnum):
+    """What :meth:`ExecutionLog.begin` found."""
+
+    NEW = "new"  # recorded as running now: run the attempt, then finish() it
+    RUNNING = "running"  # already running (here, or interrupted until recover()): do not run again
+    DONE = "done"  # already finished: do not run again; report the stored result again
+
+
+class ExecutionState(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class BeginOutcome:
+    """``status``, and for ``DONE`` the stored ``result`` (None otherwise)."""
+
+    status: BeginStatus
+    result: AttemptResult | None = None
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One entry of the log. ``result`` is set when ``state`` is DONE; ``acknowledged`` means the
+    cluster has committed the report (only a DONE entry can be acknowledged)."""
+
+    execution_id: str
+    state: ExecutionState
+    result: AttemptResult | None = None
+    acknowledged: bool = False
+
+
+def _encode(record: ExecutionRecord) -> bytes:
+    data: dict[str, Any] = {"v": FORMAT_VERSION, "state": record.state.value}
+    if record.result is not None:
+        data["result"] = record.result.to_json_dict()
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
+    where = f"execution log entry {execution_id!r}"
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("v"), int):
+        raise ValueError(f"{where} has no format version")
+    if data["v"] > FORMAT_VERSION:
+        raise ValueError(
+            f"{where} has format version {data['v']}, newer than this raftsched reads"
+            f" ({FORMAT_VERSION}): it was written by a newer release; upgrade, or use a new data dir"
+        )
+    try:
+        state = ExecutionState(str(data.get("state")))
+    except ValueError:
+        raise ValueError(f"{where} has unknown state {data.get('state')!r}") from None
+    result = None
+    if state is ExecutionState.DONE:
+        if not isinstance(data.get("result"), dict):
+            raise ValueError(f"{where} is done but holds no result")
+        result = AttemptResult.from_json_dict(data["result"])
+    return ExecutionRecord(execution_id, state, result, acknowledged=settled)
+
+
+class ExecutionLog:
+    """The dedupe log of one executor, kept under ``path`` (in ``path/executions``).
+
+    Contract:
+
+    * ``begin`` is atomic: of concurrent ``begin`` calls for one id exactly one gets ``NEW``.
+    * ``finish`` is called once per ``NEW`` and only then; a second ``finish`` (or one without
+      ``begin``) raises ``ValueError`` and the first result stands.
+    * Everything returned in lists is in insertion order (the order of ``begin``).
+    * Durable on return: with ``sync=True`` each write is fsynced before the method returns.
+    * Thread-safe. Methods block on disk writes (an fsync per ``begin``/``finish``/batch); from
+      an event loop, call them through ``asyncio.to_thread`` if that latency matters.
+    * One process owns the directory; a second open raises :class:`RuntimeError`.
+
+    At startup, call :meth:`recover` before taking dispatches: until then an attempt that was
+    interrupted by the restart answers ``RUNNING`` to ``begin``.
+    """
+
+    def __init__(
+        self, path: Path, *, cache_size: int = 10_000, sync: bool = True, map_size: int = 64 << 30
+    ) -> None:
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        self._store = LmdbExecutionLog(Path(path), map_size=map_size, sync=sync)
+        self._lock = threading.RLock()
+        self._cache: OrderedDict[str, ExecutionRecord] = OrderedDict()
+        self._cache_size = cache_size
+        # Every unacknowledged id (running, or done and pending) → its state, in insertion order.
+        self._open: dict[str, ExecutionState] = {}
+        try:
+            for execution_id, raw in self._store.unsettled():
+                record = _decode(execution_id, raw, settled=False)
+                self._open[execution_id] = record.state
+                self._remember(record)
+        except BaseException:
+            self._store.close()
+            raise
+        # Running when the previous process stopped: nobody runs them now.
+        self._interrupted = [e for e, state in self._open.items() if state is ExecutionState.RUNNING]
+
+    # -- cache -----------------------------------------------------------------------------------
+
+    def _remember(self, record: ExecutionRecord) -> None:
+        if not self._cache_size:
+            return
+        self._cache[record.execution_id] = record
+        self._cache.move_to_end(record.execution_id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _lookup(self, execution_id: str) -> ExecutionRecord | None:
+        record = self._cache.get(execution_id)
+        if record is not None:
+            self._cache.move_to_end(execution_id)
+            return record
+        found = self._store.get(execution_id)
+        if found is None:
+            return None
+        record = _decode(execution_id, *found)
+        self._remember(record)
+        return record
+
+    # -- the attempt lifecycle -------------------------------------------------------------------
+
+    def begin(self, execution_id: str) -> BeginOutcome:
+        """Record ``execution_id`` as running (``NEW``), or say it is ``RUNNING`` or ``DONE``.
+
+        Only ``NEW`` means "run it". ``DONE`` carries the stored result for the caller to report
+        again (reports are idempotent); nothing changes in the log. An id longer than 511 UTF-8
+        bytes raises ``ValueError``.
+        """
+        with self._lock:
+            record = self._cache.get(execution_id)
+            if record is None:
+                running = ExecutionRecord(execution_id, ExecutionState.RUNNING)
+                existing = self._store.insert(execution_id, _encode(running))
+                if existing is None:
+                    self._open[execution_id] = ExecutionState.RUNNING
+                    self._remember(running)
+                    return BeginOutcome(BeginStatus.NEW)
+                record = _decode(execution_id, *existing)
+            self._remember(record)
+            if record.state is ExecutionState.RUNNING:
+                return BeginOutcome(BeginStatus.RUNNING)
+            return BeginOutcome(BeginStatus.DONE, record.result)
+
+    def finish(self, execution_id: str, result: AttemptResult) -> None:
+        """Record the result of a running attempt; it is then pending until acknowledged.
+
+        Raises ``ValueError`` if ``result`` is for another id, or the id is not running (never
+        begun, or finished already: the first result stands).
+        """
+        if result.execution_id != execution_id:
+            raise ValueError(f"result is for {result.execution_id!r}, not {execution_id!r}")
+        with self._lock:
+            record = self._lookup(execution_id)
+            if record is None:
+                raise ValueError(f"finish({execution_id!r}) without begin()")
+            if record.state is not ExecutionState.RUNNING:
+                raise ValueError(f"{execution_id!r} is finished already; its first result stands")
+            self._finish_locked([ExecutionRecord(execution_id, ExecutionState.DONE, result)])
+
+    def _finish_locked(self, records: list[ExecutionRecord]) -> None:
+        self._store.update([(r.execution_id, _encode(r), False) for r in records])
+        for record in records:
+            self._open[record.execution_id] = ExecutionState.DONE  # keeps its insertion position
+            self._remember(record)
+
+    def get(self, execution_id: str) -> ExecutionRecord | None:
+        """The entry for ``execution_id``, or None if it was never begun (or was pruned)."""
+        with self._lock:
+            return self._lookup(execution_id)
+
+    def running(self) -> list[str]:
+        """Ids recorded as running. Right after opening (before :meth:`recover`), these are the
+        attempts that were running when the previous process stopped."""
+        with self._lock:
+            return [e for e, state in self._open.items() if state is ExecutionState.RUNNING]
+
+    def recover(self) -> list[AttemptResult]:
+        """Finish every attempt interrupted by the restart as failed, and return those results.
+
+        Each gets ``success=False``, ``error`` "executor restarted while the attempt ran", no
+        exit code; they become pending reports. Attempts begun by this process are untouched, so
+        calling this again (or late) is safe: it returns only what it finished now.
+        """
+        with self._lock:
+            records = [
+                ExecutionRecord(
+                    execution_id,
+                    ExecutionState.DONE,
+                    AttemptResult(execution_id, success=False, error=INTERRUPTED_ERROR),
+                )
+                for execution_id in self._interrupted
+                if self._open.get(execution_id) is ExecutionState.RUNNING
+            ]
+            self._interrupted = []
+            if records:
+                self._finish_locked(records)
+            return [r.result for r in records if r.result is not None]
+
+    # -- reporting -------------------------------------------------------------------------------
+
+    def pending_reports(self) -> list[AttemptResult]:
+        """Results finished but not yet acknowledged by the cluster, to report (again)."""
+        with self._lock:
+            out: list[AttemptResult] = []
+            for execution_id, state in self._open.items():
+                if state is not ExecutionState.DONE:
+                    continue
+                record = self._lookup(execution_id)
+                if record is not None and record.result is not None:
+                    out.append(record.result)
+            return out
+
+    def acknowledge(self, execution_ids: Iterable[str]) -> int:
+        """Mark these results as committed by the cluster; return how many changed.
+
+        Idempotent: ids that are unknown, still running or acknowledged already are ignored.
+        One durable write for the whole batch.
+        """
+        with self._lock:
+            acked = [
+                record
+                for execution_id in dict.fromkeys(execution_ids)
+                if self._open.get(execution_id) is ExecutionState.DONE
+                and (record := self._lookup(execution_id)) is not None
+            ]
+            if not acked:
+                return 0
+            self._store.update([(r.execution_id, _encode(r), True) for r in acked])
+            for record in acked:
+                del self._open[record.execution_id]
+                self._remember(
+                    ExecutionRecord(record.execution_id, record.state, record.result, acknowledged=True)
+                )
+            return len(acked)
+
+    def prune(self, keep: int) -> int:
+        """Keep only the newest ``keep`` acknowledged entries (by insertion order); return how many
+        were dropped. Running and pending entries are never dropped.
+
+        A dropped id is forgotten: were it dispatched again, ``begin`` would say ``NEW``. Keep
+        enough to cover how long the cluster may re-dispatch an attempt (its lease and retry
+        horizon).
+        """
+        with self._lock:
+            removed = self._store.prune_settled(keep)
+            for execution_id in removed:
+                self._cache.pop(execution_id, None)
+            return len(removed)
+
+    def __len__(self) -> int:
+        """How many entries the log holds."""
+        with self._lock:
+            return len(self._store)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the log (idempotent). Everything written is already durable."""
+        with self._lock:
+            self._store.close()
+
+    def __enter__(self) -> ExecutionLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,571 @@
+"""Runners: carry out one attempt on the executor and describe how it went.
+
+Two runners share one contract: ``await runner.run(target, ctx) -> AttemptResult``. ``run`` never
+raises for anything the attempt does (a command that cannot start, a non-zero exit, a handler
+that raises, a timeout): every outcome is an :class:`AttemptResult` the agent reports as it is.
+Only cancellation of ``run`` itself propagates (after a subprocess's process group was killed).
+
+* :class:`SubprocessRunner` runs a shell command in its own process group. The exit code is the
+  only truth: 0 is success, anything else failure, whatever the output says.
+* :class:`CallableRunner` runs registered Python handlers (the embedded executor).
+
+Time: the duration of an attempt is measured with the ``monotonic`` function the runner was
+given; timeouts are enforced by the event loop's timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import signal
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar, cast
+
+from raftsched.errors import InvalidSpec
+from raftsched.model import MAX_LABEL, MAX_SHARDS, MAX_TIME_MS, MAX_TIMEOUT_MS
+
+DEFAULT_TAIL_BYTES = 8 * 1024
+DEFAULT_GRACE_S = 5.0
+# How long output pipes may stay open after the main process exited (a background child still
+# holding them) before the runner stops reading and reports what it has.
+DEFAULT_DRAIN_S = 1.0
+# Error messages come from user code (exception text); they are capped like the output tails.
+MAX_ERROR_BYTES = 4 * 1024
+_READ_CHUNK = 64 * 1024
+_GROUP_POLL_S = 0.05
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+ENV_VARS = (
+    "RAFTSCHED_EXECUTION_ID",
+    "RAFTSCHED_TASK",
+    "RAFTSCHED_NOMINAL_TIME",
+    "RAFTSCHED_SHARD",
+    "RAFTSCHED_SHARDS",
+    "RAFTSCHED_ATTEMPT",
+    "RAFTSCHED_PARAMS",
+)
+
+
+def _check_int(value: object, field_name: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidSpec(field_name, f"must be an integer, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidSpec(field_name, f"{value} out of range ({low}-{high})")
+
+
+def _check_str(value: object, field_name: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidSpec(field_name, "required (a non-empty string)")
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """What one attempt of one shard knows about itself; handlers receive it, commands get it as env.
+
+    ``execution_id`` (``run_id/shard/attempt``) is the idempotency key: the same id means the same
+    attempt, so side effects keyed by it happen once even if the attempt is delivered twice.
+    ``nominal_ms`` is the fire's scheduled time (UTC epoch ms), not when the attempt started.
+    ``shard`` counts from 0 to ``shards - 1``; ``attempt`` counts from 1. ``params`` is the task's
+    JSON object (do not mutate it). ``timeout_ms`` 0 means no timeout. Invalid values raise
+    :class:`raftsched.errors.InvalidSpec` naming the field.
+    """
+
+    execution_id: str
+    run_id: str
+    task: str
+    nominal_ms: int
+    shard: int
+    shards: int
+    attempt: int
+    params: dict[str, Any] = field(default_factory=dict)
+    timeout_ms: int = 0
+
+    def __post_init__(self) -> None:
+        _check_str(self.execution_id, "execution_id")
+        _check_str(self.run_id, "run_id")
+        _check_str(self.task, "task")
+        _check_int(self.nominal_ms, "nominal_ms", 0, MAX_TIME_MS)
+        _check_int(self.shards, "shards", 1, MAX_SHARDS)
+        _check_int(self.shard, "shard", 0, self.shards - 1)
+        _check_int(self.attempt, "attempt", 1, 2**31 - 1)
+        if not isinstance(self.params, dict):
+            raise InvalidSpec("params", f"must be a JSON object (dict), got {type(self.params).__name__}")
+        _check_int(self.timeout_ms, "timeout_ms", 0, MAX_TIMEOUT_MS)
+
+    @classmethod
+    def with_params_json(cls, params_json: str, **fields: Any) -> AttemptContext:
+        """Build a context from the task's ``params_json`` text ('' means no params)."""
+        try:
+            params = json.loads(params_json) if params_json else {}
+        except ValueError as exc:
+            raise InvalidSpec("params", f"not valid JSON ({exc})") from None
+        return cls(params=params, **fields)
+
+    @property
+    def nominal_iso(self) -> str:
+        """``nominal_ms`` as ISO 8601 UTC: ``2026-11-30T10:00:00Z`` (``.123Z`` when not whole seconds)."""
+        moment = _EPOCH + timedelta(milliseconds=self.nominal_ms)
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+        millis = self.nominal_ms % 1000
+        return f"{text}.{millis:03d}Z" if millis else f"{text}Z"
+
+    @property
+    def params_json(self) -> str:
+        """``params`` as compact JSON (ASCII-only, so it is always a valid environment value)."""
+        return json.dumps(self.params, separators=(",", ":"))
+
+    def env(self) -> dict[str, str]:
+        """The ``RAFTSCHED_*`` variables a subprocess receives."""
+        return {
+            "RAFTSCHED_EXECUTION_ID": self.execution_id,
+            "RAFTSCHED_TASK": self.task,
+            "RAFTSCHED_NOMINAL_TIME": self.nominal_iso,
+            "RAFTSCHED_SHARD": str(self.shard),
+            "RAFTSCHED_SHARDS": str(self.shards),
+            "RAFTSCHED_ATTEMPT": str(self.attempt),
+            "RAFTSCHED_PARAMS": self.params_json,
+        }
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """How an attempt went, as the executor reports it.
+
+    ``success`` is the verdict. ``exit_code`` is the process's exit status (negative: killed by
+    that signal) or None when there was no process (a callable, or a command that never started).
+    ``error`` is empty on success and otherwise says why in one line (at most 4 KiB).
+    ``stdout_tail``/``stderr_tail`` are the last bytes of output, decoded as UTF-8 with
+    replacement, with a leading ``…[truncated N bytes]`` line when output was cut.
+    ``timed_out`` is True when the runner's timeout ended (or gave up on) the attempt.
+    """
+
+    execution_id: str
+    success: bool
+    exit_code: int | None = None
+    error: str = ""
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    duration_ms: int = 0
+    timed_out: bool = False
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (field name → value); :meth:`from_json_dict` reads it back."""
+        return {
+            "execution_id": self.execution_id,
+            "success": self.success,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "stdout_tail": self.stdout_tail,
+            "stderr_tail": self.stderr_tail,
+            "duration_ms": self.duration_ms,
+            "timed_out": self.timed_out,
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> AttemptResult:
+        """Inverse of :meth:`to_json_dict`; raises ``ValueError`` for a malformed dict."""
+        try:
+            result = cls(
+                execution_id=data["execution_id"],
+                success=data["success"],
+                exit_code=data["exit_code"],
+                error=data["error"],
+                stdout_tail=data["stdout_tail"],
+                stderr_tail=data["stderr_tail"],
+                duration_ms=data["duration_ms"],
+                timed_out=data["timed_out"],
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed attempt result: {exc!r}") from None
+        checks: list[tuple[object, type | tuple[type, ...]]] = [
+            (result.execution_id, str),
+            (result.success, bool),
+            (result.exit_code, (int, type(None))),
+            (result.error, str),
+            (result.stdout_tail, str),
+            (result.stderr_tail, str),
+            (result.duration_ms, int),
+            (result.timed_out, bool),
+        ]
+        if any(not isinstance(value, kind) for value, kind in checks):
+            raise ValueError(f"malformed attempt result: {data!r:.200}")
+        return result
+
+
+# -- output capture --------------------------------------------------------------------------------
+
+
+class _Tail:
+    """The last ``limit`` bytes of a stream, and how many bytes went by in total."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._buf = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self._buf += chunk
+        # Trim in batches, not on every chunk: keeps copying linear in the output size.
+        if len(self._buf) > 2 * self.limit + _READ_CHUNK:
+            del self._buf[: len(self._buf) - self.limit]
+
+    def text(self) -> str:
+        return _tail_text(bytes(self._buf), self.total, self.limit)
+
+
+def _tail_text(data: bytes, total: int, limit: int) -> str:
+    """The last ``limit`` bytes of ``data`` (whose stream had ``total`` bytes), decoded, marked if cut."""
+    kept = data[-limit:] if limit else b""
+    # Do not start in the middle of a UTF-8 sequence: drop (at most 3) continuation bytes.
+    skip = 0
+    while skip < min(3, len(kept)) and kept[skip] & 0xC0 == 0x80 and len(kept) < total:
+        skip += 1
+    kept = kept[skip:]
+    cut = total - len(kept)
+    text = kept.decode("utf-8", errors="replace")
+    return f"\u2026[truncated {cut} bytes]\n{text}" if cut else text
+
+
+def _cap_text(text: str, limit: int) -> str:
+    """``text`` cut to its last ``limit`` UTF-8 bytes, with the truncation marker if cut."""
+    data = text.encode("utf-8", errors="replace")
+    return _tail_text(data, len(data), limit)
+
+
+def _cap_error(text: str) -> str:
+    data = text.encode("utf-8", errors="replace")
+    if len(data) <= MAX_ERROR_BYTES:
+        return text
+    return data[:MAX_ERROR_BYTES].decode("utf-8", errors="ignore") + f"\u2026[{len(data)} bytes]"
+
+
+async def _drain(fd: int, tail: _Tail) -> None:
+    """Read the pipe ``fd`` to its end into ``tail``; closes ``fd`` (also when cancelled)."""
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    try:
+        reader = asyncio.StreamReader(limit=_READ_CHUNK, loop=loop)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    try:
+        while chunk := await reader.read(_READ_CHUNK):
+            tail.add(chunk)
+    finally:
+        transport.close()
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (zombies do not count).
+
+    ``killpg(pgid, 0)`` alone cannot tell: an orphaned member that exited stays a zombie until
+    its new parent reaps it, and some container init processes never do. On Linux the process
+    table in /proc says which members are zombies; elsewhere fall back to ``killpg``.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # exited meanwhile, or not ours to read
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _killpg(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+# -- subprocess ------------------------------------------------------------------------------------
+
+
+class SubprocessRunner:
+    """Runs a task's shell command: ``/bin/sh -c command`` in a new session (its own process group).
+
+    The child gets this process's environment plus the ``RAFTSCHED_*`` variables of
+    :meth:`AttemptContext.env`, stdin from /dev/null, and pipes for stdout and stderr that are read
+    concurrently; only the last ``tail_bytes`` of each are kept, so any amount of output (binary
+    included) costs constant memory.
+
+    Timeout (``ctx.timeout_ms > 0``): SIGTERM goes to the whole process group; the runner then
+    waits ``grace_s`` for the group to empty and sends SIGKILL to the group if it has not. The
+    result has ``timed_out=True`` and ``success=False`` even if the command then exited 0.
+
+    After a normal exit the runner does not signal the group: background children the command
+    left behind keep running. If they hold the output pipes open, the runner reads for at most
+    ``drain_s`` more and then reports what it has.
+
+    Cancelling ``run`` kills the process group with SIGKILL before the cancellation propagates.
+    One runner may run any number of attempts concurrently.
+    """
+
+    def __init__(
+        self,
+        *,
+        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        grace_s: float = DEFAULT_GRACE_S,
+        drain_s: float = DEFAULT_DRAIN_S,
+        shell: str = "/bin/sh",
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if tail_bytes < 0 or grace_s < 0 or drain_s < 0:
+            raise ValueError("tail_bytes, grace_s and drain_s must be >= 0")
+        self.tail_bytes = tail_bytes
+        self.grace_s = grace_s
+        self.drain_s = drain_s
+        self.shell = shell
+        self._monotonic = monotonic
+
+    async def run(self, command: str, ctx: AttemptContext) -> AttemptResult:
+        """Run ``command`` for ``ctx`` and return how it went; never raises except on cancellation."""
+        started = self._monotonic()
+
+        def failed(error: str) -> AttemptResult:
+            return AttemptResult(
+                ctx.execution_id, False, None, _cap_error(error), duration_ms=self._elapsed_ms(started)
+            )
+
+        if not isinstance(command, str) or not command.strip():
+            return failed("empty command: the task has no command to run")
+        env = {**os.environ, **ctx.env()}
+        # Our own pipes rather than asyncio's: asyncio's Process.wait() also waits for its pipes
+        # to close, which a background child of the command can delay for ever.
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.shell,
+                "-c",
+                command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException as exc:
+            os.close(out_r)
+            os.close(err_r)
+            if isinstance(exc, OSError | ValueError):  # ValueError: a NUL byte in the command or env
+                return failed(f"could not start {self.shell}: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+
+        out, err = _Tail(self.tail_bytes), _Tail(self.tail_bytes)
+        readers = [asyncio.create_task(_drain(out_r, out)), asyncio.create_task(_drain(err_r, err))]
+        pgid = proc.pid  # a session leader's process group id is its pid
+        try:
+            code, timeout_note = await self._wait(proc, pgid, ctx.timeout_ms)
+            await self._finish_reading(readers)
+        except BaseException:
+            # Cancelled (or something unforeseen): leave no process behind.
+            _killpg(pgid, signal.SIGKILL)
+            for reader in readers:
+                reader.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.wait())
+            raise
+
+        if timeout_note:
+            error = timeout_note
+        elif code < 0:
+            error = f"killed by {_signal_name(-code)}"
+        elif code:
+            error = f"exit code {code}"
+        else:
+            error = ""
+        return AttemptResult(
+            execution_id=ctx.execution_id,
+            success=code == 0 and not timeout_note,
+            exit_code=code,
+            error=error,
+            stdout_tail=out.text(),
+            stderr_tail=err.text(),
+            duration_ms=self._elapsed_ms(started),
+            timed_out=bool(timeout_note),
+        )
+
+    async def _wait(self, proc: asyncio.subprocess.Process, pgid: int, timeout_ms: int) -> tuple[int, str]:
+        """Wait for the process; on timeout TERM → grace → KILL the group. Exit status and timeout note."""
+        if timeout_ms <= 0:
+            return await proc.wait(), ""
+        try:
+            return await asyncio.wait_for(proc.wait(), timeout_ms / 1000), ""
+        except TimeoutError:
+            pass
+        _killpg(pgid, signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.grace_s
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), self.grace_s)
+        # The main process is gone (or the grace is up): give other members the rest of the grace.
+        while _group_alive(pgid) and loop.time() < deadline:
+            await asyncio.sleep(_GROUP_POLL_S)
+        killed = _group_alive(pgid)
+        if killed:
+            _killpg(pgid, signal.SIGKILL)
+        code = await proc.wait()
+        ending = f"SIGKILL after {self.grace_s:g} s grace" if killed else "the group ended within the grace"
+        return code, f"timed out after {timeout_ms} ms: sent SIGTERM to the process group, {ending}"
+
+    async def _finish_reading(self, readers: list[asyncio.Task[None]]) -> None:
+        _, pending = await asyncio.wait(readers, timeout=self.drain_s)
+        for reader in pending:
+            reader.cancel()  # a leftover child holds the pipe: stop reading, keep what we have
+        if pending:
+            await asyncio.wait(pending)  # unlike `await reader`, never mistakes our own cancellation
+        for reader in readers:
+            if not reader.cancelled():
+                reader.exception()  # a failed read keeps what it had; mark the error as seen
+
+    def _elapsed_ms(self, started: float) -> int:
+        return max(0, round((self._monotonic() - started) * 1000))
+
+
+# -- Python callables ------------------------------------------------------------------------------
+
+Handler = Callable[[AttemptContext], object]
+H = TypeVar("H", bound=Handler)
+
+
+class CallableRunner:
+    """Runs registered Python handlers by name: the embedded executor's runner.
+
+    A handler takes the :class:`AttemptContext`. Coroutine functions run on the event loop; plain
+    functions run in a worker thread (``asyncio.to_thread``, so the default executor's thread
+    limit applies). Returning normally is success; the return value, if not None, is reported as
+    ``stdout_tail`` (``str()`` of it, capped). Raising is failure: ``error`` is ``ExcType:
+    message`` and ``stderr_tail`` the traceback's tail. What a handler prints is not captured.
+
+    Timeout (``ctx.timeout_ms > 0``): an async handler is cancelled. A sync handler cannot be
+    stopped: the result says ``timed_out`` at once, but its thread runs on to completion in the
+    background (its outcome is discarded) and holds a worker thread meanwhile. Handlers that may
+    overrun should be async, or check a deadline of their own.
+
+    Register handlers before running; registration is not synchronised with ``run``.
+    """
+
+    def __init__(
+        self, *, tail_bytes: int = DEFAULT_TAIL_BYTES, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        if tail_bytes < 0:
+            raise ValueError("tail_bytes must be >= 0")
+        self.tail_bytes = tail_bytes
+        self._monotonic = monotonic
+        self._handlers: dict[str, Handler] = {}
+
+    def register(self, name: str, fn: Handler) -> None:
+        """Register ``fn`` as handler ``name``. A bad or already used name raises :class:`InvalidSpec`."""
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidSpec("handler", "required (a non-empty string)")
+        if len(name) > MAX_LABEL:
+            raise InvalidSpec("handler", f"{len(name)} characters, at most {MAX_LABEL} allowed")
+        if not callable(fn):
+            raise InvalidSpec("handler", f"{name!r}: {fn!r} is not callable")
+        if name in self._handlers:
+            raise InvalidSpec("handler", f"{name!r} is already registered")
+        self._handlers[name] = fn
+
+    def handler(self, name: str) -> Callable[[H], H]:
+        """Decorator form of :meth:`register`: ``@runner.handler("name")``; returns the function as is."""
+
+        def decorate(fn: H) -> H:
+            self.register(name, fn)
+            return fn
+
+        return decorate
+
+    def names(self) -> list[str]:
+        """Registered handler names, sorted."""
+        return sorted(self._handlers)
+
+    async def run(self, handler: str, ctx: AttemptContext) -> AttemptResult:
+        """Run handler ``handler`` for ``ctx``; never raises except on cancellation."""
+        started = self._monotonic()
+        fn = self._handlers.get(handler)
+        if fn is None:
+            registered = ", ".join(self.names()) or "none"
+            return AttemptResult(
+                ctx.execution_id,
+                False,
+                error=_cap_error(f"unknown handler {handler!r} (registered: {registered})"),
+                duration_ms=self._elapsed_ms(started),
+            )
+        timeout = ctx.timeout_ms / 1000 if ctx.timeout_ms > 0 else None
+        try:
+            value = await asyncio.wait_for(_invoke(fn, ctx), timeout)
+        except TimeoutError:
+            what = "cancelled" if _is_async(fn) else "its thread cannot be stopped and runs on"
+            return AttemptResult(
+                ctx.execution_id,
+                False,
+                error=f"timed out after {ctx.timeout_ms} ms: handler {handler!r} {what}",
+                duration_ms=self._elapsed_ms(started),
+                timed_out=True,
+            )
+        except (Exception, SystemExit) as exc:  # SystemExit: a handler's sys.exit() must not stop us
+            trace = "".join(traceback.format_exception(exc))
+            return AttemptResult(
+                ctx.execution_id,
+                False,
+                error=_cap_error(f"{type(exc).__name__}: {exc}"),
+                stderr_tail=_cap_text(trace, self.tail_bytes),
+                duration_ms=self._elapsed_ms(started),
+            )
+        return AttemptResult(
+            ctx.execution_id,
+            True,
+            stdout_tail="" if value is None else _cap_text(str(value), self.tail_bytes),
+            duration_ms=self._elapsed_ms(started),
+        )
+
+    def _elapsed_ms(self, started: float) -> int:
+        return max(0, round((self._monotonic() - started) * 1000))
+
+
+def _is_async(fn: Handler) -> bool:
+    # Also an instance whose class defines ``async def __call__``.
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+async def _invoke(fn: Handler, ctx: AttemptContext) -> object:
+    if _is_async(fn):
+        return await cast(Awaitable[object], fn(ctx))
+    value = await asyncio.to_thread(fn, ctx)
+    if inspect.isawaitable(value):  # a sync wrapper that returned a coroutine
+        awaited: Awaitable[object] = value
+        return await awaited
+    return value

@@ -1,0 +1,323 @@
+"""The leader's dispatcher: committed attempts → executors, with leases, backpressure and retries.
+
+Pure core (no IO, no clock; randomness enters as an injected ``random.Random``), driven by:
+
+* :meth:`on_effects` ← effects of applied commands: ``AttemptReady`` (an attempt waits for an
+  executor), ``DispatchAttempt`` (its assignment committed: send it), ``ExecutorChanged``;
+* :meth:`heartbeat`, :meth:`results` ← executors (through the gRPC service);
+* :meth:`poll(now)` → commands to propose: expired leases and silent executors (as lost
+  attempts / a dead executor), and assignments of waiting attempts to the executor the ring
+  picks, never beyond its free slots;
+* :meth:`take_outbox` → work items to push to executor streams.
+
+Commit before dispatch: a work item is produced only from a ``DispatchAttempt`` effect, i.e.
+after the ``AssignAttempts`` entry naming that executor is committed and applied here. Leases
+are leader-local (heartbeats are not replicated); a new leader grants every assigned attempt a
+fresh lease and re-sends it to the same executor, whose execution log deduplicates it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from raftsched import codec
+from raftsched.fsm.state import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, SchedulerState
+from raftsched.model import execution_id
+from raftsched.sharding.ring import ShardRing
+from raftsched.v1 import raftsched_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSettings:
+    lease_ms: int = 10_000  # an assigned attempt whose executor stays silent this long is lost
+    heartbeat_ms: int = 2_000  # executors heartbeat this often
+    grace_ms: int = 5_000  # SIGTERM -> SIGKILL grace; part of the timeout backstop
+    retry_base_ms: int = 10_000  # first retry after ~this long, doubling per attempt...
+    retry_cap_ms: int = 900_000  # ...up to this (15 min)
+    retry_jitter: float = 0.2  # plus up to 20 % random jitter, drawn here and written to the log
+    max_assign_per_command: int = 1000
+
+
+@dataclass(slots=True)
+class Lease:
+    execution_id: str
+    run_id: str
+    task: str
+    shard: int
+    attempt: int
+    executor: str
+    expires_ms: int
+    deadline_ms: int  # timeout backstop (0 = none): lost even if heartbeats continue
+
+
+@dataclass(slots=True)
+class _Waiting:
+    ready: AttemptReady
+    reserved_for: str = ""  # an AssignAttempts naming this executor is in flight
+
+
+@dataclass
+class Dispatcher:
+    state: SchedulerState
+    settings: DispatchSettings = field(default_factory=DispatchSettings)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    epoch: int = 0
+    leading: bool = False
+    ring: ShardRing = field(default_factory=lambda: ShardRing(()))
+    waiting: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
+    leases: dict[str, Lease] = field(default_factory=dict)  # by execution id
+    last_seen: dict[str, int] = field(default_factory=dict)  # executor -> last heartbeat
+    outbox: list[tuple[str, pb.WorkItem]] = field(default_factory=list)
+    declared_dead: set[str] = field(default_factory=set)
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    def become_leader(self, epoch: int, now_ms: int) -> None:
+        """Take over: every attempt in the state is waiting or re-sent with a fresh lease."""
+        self.step_down()
+        self.epoch = epoch
+        self.leading = True
+        self._rebuild_ring()
+        for name in self.ring.members:
+            self.last_seen[name] = now_ms  # a fresh chance to heartbeat to the new leader
+        for eff in self.state.pending_attempts():
+            if isinstance(eff, AttemptReady):
+                self.waiting[(eff.run_id, eff.shard)] = _Waiting(eff)
+            else:
+                self._lease_and_send(eff, now_ms)
+
+    def step_down(self) -> None:
+        self.leading = False
+        self.waiting.clear()
+        self.leases.clear()
+        self.last_seen.clear()
+        self.outbox.clear()
+        self.declared_dead.clear()
+
+    def _rebuild_ring(self) -> None:
+        # Derived from the replicated membership on every change: identical on every node.
+        self.ring = ShardRing(self.state.live_executors())
+
+    # -- effects of applied commands -------------------------------------------------------------
+
+    def on_effects(self, effects: Iterable[Effect], now_ms: int) -> None:
+        if not self.leading:
+            return
+        for eff in effects:
+            if isinstance(eff, AttemptReady):
+                self.waiting[(eff.run_id, eff.shard)] = _Waiting(eff)
+            elif isinstance(eff, DispatchAttempt):
+                self.waiting.pop((eff.run_id, eff.shard), None)
+                self._lease_and_send(eff, now_ms)
+            elif isinstance(eff, ExecutorChanged):
+                self._rebuild_ring()
+                if eff.alive:
+                    self.last_seen[eff.name] = now_ms
+                    self.declared_dead.discard(eff.name)
+
+    def _lease_and_send(self, eff: DispatchAttempt, now_ms: int) -> None:
+        spec = self.state.spec_for(eff.task, self._run_version(eff.run_id))
+        exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
+        timeout = spec.timeout_ms if spec is not None else 0
+        deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
+        self.leases[exec_id] = Lease(
+            exec_id,
+            eff.run_id,
+            eff.task,
+            eff.shard,
+            eff.attempt,
+            eff.executor,
+            now_ms + self.settings.lease_ms,
+            deadline,
+        )
+        item = pb.WorkItem(
+            execution_id=exec_id,
+            run_id=eff.run_id,
+            task=eff.task,
+            nominal_ms=eff.nominal_ms,
+            shard=eff.shard,
+            attempt=eff.attempt,
+            epoch=self.epoch,
+        )
+        if spec is not None:
+            item.shards = spec.shards or 1
+            item.command = spec.command
+            item.handler = spec.handler
+            item.params_json = spec.params_json
+            item.timeout_ms = spec.timeout_ms
+        self.outbox.append((eff.executor, item))
+
+    def _run_version(self, run_id: str) -> int:
+        run = self.state.active_run(run_id)
+        return run.task_version if run is not None else 0
+
+    def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
+        out, self.outbox = self.outbox, []
+        return out
+
+    def resend_to(self, executor: str) -> list[pb.WorkItem]:
+        """Work items of every attempt leased to ``executor`` (it reconnected: its stream was new)."""
+        items: list[pb.WorkItem] = []
+        for lease in self.leases.values():
+            if lease.executor == executor:
+                run = self.state.active_run(lease.run_id)
+                if run is None:
+                    continue
+                eff = DispatchAttempt(
+                    lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
+                )
+                before = len(self.outbox)
+                self._lease_and_send(eff, lease.expires_ms - self.settings.lease_ms)
+                items.extend(item for _, item in self.outbox[before:])
+                del self.outbox[before:]
+        return items
+
+    # -- executor events ---------------------------------------------------------------------------
+
+    def heartbeat(self, executor: str, running: Iterable[str], now_ms: int) -> bool:
+        """Renew the leases the executor still holds. False: it is not a live member (re-register)."""
+        if executor not in self.ring:
+            return False
+        self.last_seen[executor] = now_ms
+        for exec_id in running:
+            lease = self.leases.get(exec_id)
+            if lease is not None and lease.executor == executor:
+                lease.expires_ms = now_ms + self.settings.lease_ms
+        return True
+
+    def results(self, executor: str, results: Iterable[pb.ExecResult], now_ms: int) -> bytes | None:
+        """A ReportResults command for the executor's results (None if none are known here)."""
+        cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
+        cmd.report_results.SetInParent()
+        for res in results:
+            run_id, shard, attempt = _split(res.execution_id)
+            if run_id is None:
+                continue
+            cmd.report_results.results.add(
+                run_id=run_id,
+                shard=shard,
+                attempt=attempt,
+                executor=executor,
+                success=res.success,
+                error=res.error,
+                exit_code=res.exit_code,
+                stdout_tail=res.stdout_tail,
+                stderr_tail=res.stderr_tail,
+                retry_at_ms=self.retry_at(attempt, now_ms),
+            )
+            self.leases.pop(res.execution_id, None)
+        return codec.encode_command(cmd) if cmd.report_results.results else None
+
+    def retry_at(self, attempt: int, now_ms: int) -> int:
+        """Exponential backoff with a cap and jitter; the jitter is drawn here, on the leader."""
+        s = self.settings
+        delay = min(s.retry_cap_ms, s.retry_base_ms * 2 ** max(0, attempt - 1))
+        return now_ms + int(delay * (1 + self.rng.random() * s.retry_jitter))
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def poll(self, now_ms: int, free_slots: dict[str, int] | None = None) -> list[bytes]:
+        """Commands to propose now: lost attempts, dead executors, and new assignments."""
+        if not self.leading:
+            return []
+        out: list[bytes] = []
+        lost = pb.Command(epoch=self.epoch, now_ms=now_ms)
+        lost.report_results.SetInParent()
+        for exec_id, lease in list(self.leases.items()):
+            silent = lease.expires_ms <= now_ms
+            overdue = lease.deadline_ms and lease.deadline_ms <= now_ms
+            if silent or overdue:
+                why = (
+                    f"lease expired: executor {lease.executor} silent for {self.settings.lease_ms} ms"
+                    if silent
+                    else f"timeout backstop: {lease.executor} did not finish in time"
+                )
+                lost.report_results.results.add(
+                    run_id=lease.run_id,
+                    shard=lease.shard,
+                    attempt=lease.attempt,
+                    lost=True,
+                    error=why,
+                    retry_at_ms=self.retry_at(lease.attempt, now_ms),
+                )
+                del self.leases[exec_id]
+        if lost.report_results.results:
+            out.append(codec.encode_command(lost))
+        for name in self.ring.members:
+            seen = self.last_seen.get(name, now_ms)
+            if now_ms - seen > self.settings.lease_ms and name not in self.declared_dead:
+                self.declared_dead.add(name)
+                cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
+                cmd.executor_leave.name = name
+                cmd.executor_leave.dead = True
+                cmd.executor_leave.reason = f"no heartbeat for {now_ms - seen} ms"
+                cmd.executor_leave.retry_at_ms = now_ms
+                out.append(codec.encode_command(cmd))
+        assign = self._assignments(now_ms, free_slots)
+        if assign is not None:
+            out.append(assign)
+        return out
+
+    def free_slots(self) -> dict[str, int]:
+        """Slots per live executor minus its leased and reserved attempts (never negative)."""
+        used: dict[str, int] = {}
+        for lease in self.leases.values():
+            used[lease.executor] = used.get(lease.executor, 0) + 1
+        for w in self.waiting.values():
+            if w.reserved_for:
+                used[w.reserved_for] = used.get(w.reserved_for, 0) + 1
+        return {
+            name: max(0, slots - used.get(name, 0))
+            for name, slots in self.state.live_executors().items()
+            if name not in self.declared_dead
+        }
+
+    def _assignments(self, now_ms: int, free_slots: dict[str, int] | None) -> bytes | None:
+        free = dict(free_slots if free_slots is not None else self.free_slots())
+        if not self.waiting or not any(free.values()):
+            return None
+        cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
+        cmd.assign_attempts.SetInParent()
+        order = sorted(
+            self.waiting.values(),
+            key=lambda w: (w.ready.not_before_ms, w.ready.nominal_ms, w.ready.run_id, w.ready.shard),
+        )
+        for w in order:
+            if w.reserved_for or w.ready.not_before_ms > now_ms:
+                continue
+            owner = self.ring.owner(w.ready.task, w.ready.shard)
+            if owner is None or free.get(owner, 0) <= 0:
+                continue  # backpressure: waits for its executor's next free slot
+            free[owner] -= 1
+            w.reserved_for = owner
+            r = w.ready
+            cmd.assign_attempts.assignments.add(
+                run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=owner
+            )
+            if len(cmd.assign_attempts.assignments) >= self.settings.max_assign_per_command:
+                break
+        return codec.encode_command(cmd) if cmd.assign_attempts.assignments else None
+
+    def release(self, data: bytes) -> None:
+        """An AssignAttempts proposal failed or was refused: its attempts may be placed again."""
+        cmd = codec.decode_command(data)
+        for a in cmd.assign_attempts.assignments:
+            w = self.waiting.get((a.run_id, a.shard))
+            if w is not None and w.reserved_for == a.executor:
+                w.reserved_for = ""
+
+    @property
+    def backlog(self) -> int:
+        """Attempts waiting for an executor slot (their lateness is visible in run state)."""
+        return len(self.waiting)
+
+
+def _split(exec_id: str) -> tuple[str | None, int, int]:
+    run_id, _, rest = exec_id.partition("/")
+    shard, _, attempt = rest.partition("/")
+    try:
+        return run_id, int(shard), int(attempt)
+    except ValueError:
+        return None, 0, 0

@@ -1,0 +1,168 @@
+"""Executors as real processes against a real 3-node cluster: commit before dispatch, leases,
+dead executors, leader failover with attempts in flight — checked with a marker file that the
+tasks' commands append to, and with the runs the cluster records."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raftsched.client import Client
+from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
+from raftsched.v1 import raftsched_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+FAST_LEASES = (
+    "[scheduler]\nlease_ms = 1500\nheartbeat_ms = 300\nretry_backoff_ms = 200\nkill_grace_ms = 1000\n"
+)
+
+
+class Fleet:
+    def __init__(self, base: Path) -> None:
+        self.cluster = LocalCluster.create(base, 3, extra_config=FAST_LEASES)
+        self.base = base
+        self.executors: dict[str, subprocess.Popen[bytes]] = {}
+        self.marker = base / "marker.log"
+
+    def start_executor(self, name: str, slots: int = 4) -> None:
+        log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.executors[name] = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from raftsched.cli import executor_main; sys.exit(executor_main())",
+                "--cluster",
+                ",".join(self.cluster.targets()),
+                "--name",
+                name,
+                "--slots",
+                str(slots),
+                "--data-dir",
+                str(self.base / name),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+    def kill_executor(self, name: str) -> None:
+        proc = self.executors[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def lines(self) -> list[list[str]]:
+        if not self.marker.exists():
+            return []
+        return [line.split() for line in self.marker.read_text().splitlines() if line.strip()]
+
+    def stop(self) -> None:
+        for proc in self.executors.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        self.cluster.stop()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    f = Fleet(tmp_path)
+    try:
+        f.cluster.start()
+        f.cluster.wait_for_leader(60)
+        yield f
+    finally:
+        f.stop()
+
+
+def finished(client: Client, task: str) -> list[pb.Run]:
+    return [r for r in client.runs(task) if r.state in (pb.SUCCEEDED, pb.FAILED)]
+
+
+def test_a_killed_executors_attempts_run_elsewhere_after_its_lease_expires(fleet: Fleet) -> None:
+    fleet.start_executor("ex1")
+    fleet.start_executor("ex2")
+    m = fleet.marker
+    command = (
+        f'echo "$RAFTSCHED_EXECUTION_ID start" >> {m}; sleep 2; echo "$RAFTSCHED_EXECUTION_ID end" >> {m}'
+    )
+    with Client(fleet.cluster.targets()) as client:
+        wait_until(lambda: len(fleet.cluster.status(fleet.cluster.wait_for_leader(10)).leader_id) > 0, 30)
+        wait_until(lambda: _executors_registered(fleet) == 2, 30, what="both executors registered")
+        client.add_task(TaskSpec("job", ManualTrigger(), command=command, shards=6, max_retries=3))
+        run = client.trigger("job")
+        wait_until(lambda: sum(1 for x in fleet.lines() if x[1] == "start") >= 4, 30, what="attempts started")
+        fleet.kill_executor("ex1")
+        wait_until(lambda: client.runs("job")[0].state in (pb.SUCCEEDED, pb.FAILED), 60, 0.2, "run finished")
+        [final] = [r for r in client.runs("job") if r.run_id == run.run_id]
+    assert final.state == pb.SUCCEEDED, final
+    starts = Counter(x[0] for x in fleet.lines() if x[1] == "start")
+    ends = {x[0] for x in fleet.lines() if x[1] == "end"}
+    assert all(n == 1 for n in starts.values()), f"an execution id ran twice: {starts}"
+    for shard in final.shards:
+        assert shard.state == pb.SUCCEEDED
+        assert f"{run.run_id}/{shard.shard}/{shard.attempt}" in ends
+        if shard.attempt > 1:
+            assert shard.lost >= 1  # moved because its executor died, not because it failed
+    assert any(s.attempt > 1 for s in final.shards), "no shard was on the killed executor"
+
+
+def test_leader_sigkill_with_attempts_in_flight_loses_and_doubles_nothing(fleet: Fleet) -> None:
+    fleet.start_executor("ex1")
+    fleet.start_executor("ex2")
+    m = fleet.marker
+    with Client(fleet.cluster.targets()) as client:
+        wait_until(lambda: _executors_registered(fleet) == 2, 30, what="both executors registered")
+        client.add_task(
+            TaskSpec(
+                "tick",
+                CronTrigger("* * * * * *"),
+                command=f'echo "$RAFTSCHED_EXECUTION_ID" >> {m}',
+                shards=2,
+                overlap=Overlap.ALLOW,
+            )
+        )
+        wait_until(lambda: len(fleet.lines()) >= 6, 30, what="first executions")
+        leader = fleet.cluster.wait_for_leader(10)
+        fleet.cluster.kill(leader, signal.SIGKILL)
+        survivors = [n for n in fleet.cluster.alive() if n != leader]
+        fleet.cluster.wait_for_leader(30, among=survivors)
+        count = len(fleet.lines())
+        wait_until(lambda: len(fleet.lines()) >= count + 6, 45, 0.2, "executions under the new leader")
+        client.disable_task("tick")
+        wait_until(
+            lambda: not [r for r in client.runs("tick") if r.state in (pb.PENDING, pb.RUNNING)],
+            60,
+            0.3,
+            "every fired run to finish",
+        )
+        runs = client.runs("tick", limit=10_000)
+    executed = Counter(x[0] for x in fleet.lines())
+    assert all(n == 1 for n in executed.values()), (
+        f"executed twice: {[k for k, n in executed.items() if n > 1]}"
+    )
+    for run in runs:
+        assert run.state == pb.SUCCEEDED, run
+        for shard in run.shards:
+            assert f"{run.run_id}/{shard.shard}/{shard.attempt}" in executed
+            assert shard.attempt == 1  # nothing was lost: the new leader re-sent, the executors deduped
+
+
+def _executors_registered(fleet: Fleet) -> int:
+    leader = fleet.cluster.leader()
+    if leader is None:
+        return 0
+    text = "".join(
+        (fleet.base / f"{n}.log").read_text() for n in fleet.executors if (fleet.base / f"{n}.log").exists()
+    )
+    return text.count("registered with")

@@ -1,0 +1,300 @@
+"""The executor's dedupe log: each execution id runs at most once, across restarts and crashes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from raftsched.executor.dedupe import (
+    INTERRUPTED_ERROR,
+    BeginOutcome,
+    BeginStatus,
+    ExecutionLog,
+    ExecutionState,
+)
+from raftsched.executor.runners import AttemptResult
+from raftsched.storage.lmdb_store import LmdbExecutionLog
+
+NEW, RUNNING, DONE = BeginStatus.NEW, BeginStatus.RUNNING, BeginStatus.DONE
+
+
+def ok(execution_id: str, out: str = "") -> AttemptResult:
+    return AttemptResult(execution_id, True, 0, stdout_tail=out, duration_ms=7)
+
+
+@pytest.fixture(params=[10_000, 0, 2], ids=["cache", "no-cache", "tiny-cache"])
+def cache_size(request: pytest.FixtureRequest) -> int:
+    size: int = request.param
+    return size
+
+
+@pytest.fixture
+def log(tmp_path: Path, cache_size: int) -> Iterator[ExecutionLog]:
+    with ExecutionLog(tmp_path, cache_size=cache_size) as opened:
+        yield opened
+
+
+def test_new_running_done(log: ExecutionLog) -> None:
+    assert log.begin("t@1/0/1") == BeginOutcome(NEW)
+    assert log.begin("t@1/0/1") == BeginOutcome(RUNNING)
+    assert log.running() == ["t@1/0/1"]
+    result = AttemptResult("t@1/0/1", False, 3, "exit code 3", "out", "err", 12)
+    log.finish("t@1/0/1", result)
+    assert log.begin("t@1/0/1") == BeginOutcome(DONE, result)
+    assert log.running() == []
+    record = log.get("t@1/0/1")
+    assert record is not None
+    assert (record.state, record.result, record.acknowledged) == (ExecutionState.DONE, result, False)
+    assert log.get("t@1/0/2") is None
+    # The next attempt is another id: it runs.
+    assert log.begin("t@1/0/2") == BeginOutcome(NEW)
+
+
+def test_finish_contract(log: ExecutionLog) -> None:
+    with pytest.raises(ValueError, match="without begin"):
+        log.finish("a/0/1", ok("a/0/1"))
+    log.begin("a/0/1")
+    with pytest.raises(ValueError, match="is for 'b/0/1'"):
+        log.finish("a/0/1", ok("b/0/1"))
+    log.finish("a/0/1", ok("a/0/1", "first"))
+    with pytest.raises(ValueError, match="first result stands"):
+        log.finish("a/0/1", ok("a/0/1", "second"))
+    assert log.begin("a/0/1") == BeginOutcome(DONE, ok("a/0/1", "first"))
+
+
+def test_state_survives_close_and_reopen(tmp_path: Path, cache_size: int) -> None:
+    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+        for eid in ("a/0/1", "b/0/1", "c/0/1"):
+            assert log.begin(eid).status is NEW
+        log.finish("a/0/1", ok("a/0/1", "A"))
+        log.finish("b/0/1", ok("b/0/1", "B"))
+        assert log.acknowledge(["a/0/1"]) == 1
+    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+        assert log.begin("a/0/1") == BeginOutcome(DONE, ok("a/0/1", "A"))
+        assert log.begin("b/0/1") == BeginOutcome(DONE, ok("b/0/1", "B"))
+        assert log.begin("c/0/1") == BeginOutcome(RUNNING)
+        assert log.pending_reports() == [ok("b/0/1", "B")]
+        assert log.running() == ["c/0/1"]
+        a = log.get("a/0/1")
+        assert a is not None and a.acknowledged
+        assert len(log) == 3
+
+
+def test_values_are_versioned_json(tmp_path: Path) -> None:
+    with ExecutionLog(tmp_path) as log:
+        log.begin("a/0/1")
+        log.finish("a/0/1", ok("a/0/1", "hi"))
+    with LmdbExecutionLog(tmp_path) as raw:
+        found = raw.get("a/0/1")
+    assert found is not None
+    value, settled = found
+    assert not settled
+    assert json.loads(value) == {"v": 1, "state": "done", "result": ok("a/0/1", "hi").to_json_dict()}
+
+
+def test_refuses_entries_from_a_newer_format(tmp_path: Path) -> None:
+    with LmdbExecutionLog(tmp_path) as raw:
+        raw.insert("a/0/1", json.dumps({"v": 99, "state": "running"}).encode())
+    with pytest.raises(ValueError, match="format version 99, newer"):
+        ExecutionLog(tmp_path)
+    with pytest.raises(ValueError, match="newer"):  # not "open in another process": it was released
+        ExecutionLog(tmp_path)
+
+
+def test_recover_finishes_attempts_interrupted_by_a_crash(tmp_path: Path) -> None:
+    # A real crash: the process dies with attempts running, without closing anything.
+    script = (
+        "import os, sys\n"
+        "from raftsched.executor.dedupe import ExecutionLog\n"
+        "from raftsched.executor.runners import AttemptResult\n"
+        "log = ExecutionLog(sys.argv[1])\n"
+        "for eid in ('a/0/1', 'b/0/1', 'c/0/1'):\n"
+        "    log.begin(eid)\n"
+        "log.finish('b/0/1', AttemptResult('b/0/1', True, 0))\n"
+        "os._exit(9)\n"
+    )
+    crashed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], timeout=60, check=False)
+    assert crashed.returncode == 9
+
+    with ExecutionLog(tmp_path) as log:
+        assert log.running() == ["a/0/1", "c/0/1"]
+        assert log.begin("a/0/1") == BeginOutcome(RUNNING)  # not run again, even before recover()
+        assert log.begin("d/0/1") == BeginOutcome(NEW)  # begun by this process: recover leaves it
+        recovered = log.recover()
+        expected = [AttemptResult(eid, False, None, INTERRUPTED_ERROR) for eid in ("a/0/1", "c/0/1")]
+        assert recovered == expected
+        assert log.running() == ["d/0/1"]
+        assert log.begin("a/0/1") == BeginOutcome(DONE, expected[0])
+        assert log.pending_reports() == [expected[0], AttemptResult("b/0/1", True, 0), expected[1]]
+        assert log.recover() == []
+    with ExecutionLog(tmp_path) as log:  # a clean restart: d was running, so it was interrupted
+        assert [r.execution_id for r in log.recover()] == ["d/0/1"]
+
+
+def test_pending_reports_and_acknowledge(log: ExecutionLog) -> None:
+    for i in range(5):
+        log.begin(f"r/{i}/1")
+    for i in (3, 0, 1, 4):
+        log.finish(f"r/{i}/1", ok(f"r/{i}/1"))
+    # Insertion (begin) order, not finish order.
+    assert [r.execution_id for r in log.pending_reports()] == ["r/0/1", "r/1/1", "r/3/1", "r/4/1"]
+    # Unknown, running and duplicate ids are ignored; acknowledging is idempotent.
+    assert log.acknowledge(["r/1/1", "r/2/1", "nope/0/1", "r/1/1", "r/3/1"]) == 2
+    assert log.acknowledge(["r/1/1"]) == 0
+    assert log.acknowledge([]) == 0
+    assert [r.execution_id for r in log.pending_reports()] == ["r/0/1", "r/4/1"]
+    assert log.running() == ["r/2/1"]
+    # An acknowledged result is still deduplicated and can be re-reported.
+    assert log.begin("r/1/1") == BeginOutcome(DONE, ok("r/1/1"))
+
+
+def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) -> None:
+    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+        ids = [f"p/{i}/1" for i in range(10)]
+        for eid in ids:
+            log.begin(eid)
+        for eid in ids[:8]:
+            log.finish(eid, ok(eid))
+        log.acknowledge(ids[1:7])  # 0 and 7 stay pending, 8 and 9 running
+        assert log.prune(2) == 4
+        assert [eid for eid in ids if log.get(eid) is not None] == [
+            "p/0/1",
+            "p/5/1",
+            "p/6/1",
+            "p/7/1",
+            *ids[8:],
+        ]
+        assert log.prune(2) == 0
+        assert log.prune(0) == 2
+        with pytest.raises(ValueError, match="keep"):
+            log.prune(-1)
+        assert log.begin("p/1/1") == BeginOutcome(NEW)  # pruned means forgotten
+    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+        assert [eid for eid in ids if log.get(eid) is not None] == [
+            "p/0/1",
+            "p/1/1",
+            "p/7/1",
+            "p/8/1",
+            "p/9/1",
+        ]
+        assert [r.execution_id for r in log.pending_reports()] == ["p/0/1", "p/7/1"]
+        assert log.running() == ["p/8/1", "p/9/1", "p/1/1"]
+
+
+def test_one_owner_per_directory(tmp_path: Path) -> None:
+    with ExecutionLog(tmp_path), pytest.raises(RuntimeError, match="open in another process"):
+        ExecutionLog(tmp_path)
+    ExecutionLog(tmp_path).close()
+
+
+def test_closed_log_refuses_calls(tmp_path: Path) -> None:
+    log = ExecutionLog(tmp_path, cache_size=0)
+    log.close()
+    log.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        log.begin("a/0/1")
+
+
+def test_oversized_id_is_refused(log: ExecutionLog) -> None:
+    with pytest.raises(ValueError, match="511"):
+        log.begin("x" * 512)
+
+
+def test_racing_begins_yield_exactly_one_new(log: ExecutionLog) -> None:
+    barrier = threading.Barrier(8)
+
+    def begin(_: int) -> BeginStatus:
+        barrier.wait()
+        return log.begin("race/0/1").status
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(begin, range(8)))
+    assert sorted(statuses) == sorted([NEW] + [RUNNING] * 7)
+
+
+# -- against a dumb oracle -------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    state: str  # "running" or "done"
+    acked: bool
+    seq: int  # insertion order
+
+
+IDS = st.sampled_from([f"o/{i}/1" for i in range(4)])
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("begin"), IDS),
+        st.tuples(st.just("finish"), IDS),
+        st.tuples(st.just("ack"), st.lists(IDS, max_size=3)),
+        st.tuples(st.just("prune"), st.integers(0, 3)),
+        st.tuples(st.just("reopen"), st.none()),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, cache=st.sampled_from([0, 2, 100]))
+def test_matches_a_dict_oracle(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, Any]], cache: int
+) -> None:
+    path = tmp_path_factory.mktemp("oracle")
+    oracle: dict[str, Entry] = {}
+    seq = 0
+    log = ExecutionLog(path, cache_size=cache, sync=False)
+    try:
+        for op, arg in ops:
+            if op == "begin":
+                want = BeginStatus(oracle[arg].state) if arg in oracle else NEW
+                if arg not in oracle:
+                    oracle[arg] = Entry("running", False, seq)
+                    seq += 1
+                assert log.begin(arg).status is want
+            elif op == "finish":
+                if arg in oracle and oracle[arg].state == "running":
+                    log.finish(arg, ok(arg))
+                    oracle[arg].state = "done"
+                else:
+                    with pytest.raises(ValueError):
+                        log.finish(arg, ok(arg))
+            elif op == "ack":
+                fresh = {i for i in arg if i in oracle and oracle[i].state == "done" and not oracle[i].acked}
+                assert log.acknowledge(arg) == len(fresh)
+                for i in fresh:
+                    oracle[i].acked = True
+            elif op == "prune":
+                acked = sorted((e for e in oracle if oracle[e].acked), key=lambda e: oracle[e].seq)
+                drop = acked[: max(0, len(acked) - arg)]
+                assert log.prune(arg) == len(drop)
+                for eid in drop:
+                    del oracle[eid]
+            else:  # a restart: what was running is interrupted, and recover() finishes it
+                log.close()
+                log = ExecutionLog(path, cache_size=cache, sync=False)
+                interrupted = sorted(
+                    (e for e in oracle if oracle[e].state == "running"), key=lambda e: oracle[e].seq
+                )
+                assert log.running() == interrupted
+                assert [r.execution_id for r in log.recover()] == interrupted
+                for eid in interrupted:
+                    oracle[eid].state = "done"
+            by_seq = sorted(oracle, key=lambda e: oracle[e].seq)
+            pending = [e for e in by_seq if oracle[e].state == "done" and not oracle[e].acked]
+            assert [r.execution_id for r in log.pending_reports()] == pending
+            assert log.running() == [e for e in by_seq if oracle[e].state == "running"]
+            assert len(log) == len(oracle)
+    finally:
+        log.close()

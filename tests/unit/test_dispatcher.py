@@ -1,0 +1,130 @@
+"""The leader's dispatcher on a real state machine: placement by ring and free slots (never
+overcommitted), commit before dispatch, leases and heartbeats, dead executors, retries."""
+
+from __future__ import annotations
+
+import random
+
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.model import TaskSpec
+from raftsched.sharding.ring import ShardRing
+from raftsched.v1 import raftsched_pb2 as pb
+from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
+from tests.unit.test_fsm_executors import join
+
+SETTINGS = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
+
+
+def setup(
+    shards: int = 1, retries: int = 0, slots: int = 2, executors: int = 2
+) -> tuple[SchedulerState, Dispatcher]:
+    state = fresh()
+    assert create(state, TaskSpec("t", EVERY_SECOND, shards=shards, max_retries=retries, timeout_ms=0)).ok
+    for i in range(executors):
+        assert state.apply(join(f"ex{i + 1}", slots)).result.ok
+    d = Dispatcher(state, SETTINGS, random.Random(7))
+    d.become_leader(1, T0)
+    return state, d
+
+
+def step(state: SchedulerState, d: Dispatcher, data: bytes, now: int) -> pb.CommandResult:
+    """Apply a command as the log would, and feed its effects to the dispatcher."""
+    applied = state.apply(data)
+    d.on_effects(applied.effects, now)
+    return applied.result
+
+
+def test_nothing_is_sent_before_its_assignment_commits() -> None:
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    assert d.take_outbox() == []  # fired and committed, but not yet assigned
+    [assign] = d.poll(T0 + S)
+    assert d.take_outbox() == []  # proposed, not committed
+    step(state, d, assign, T0 + S)
+    [(executor, item)] = d.take_outbox()
+    assert executor == ShardRing(["ex1", "ex2"]).owner("t", 0)
+    assert (item.execution_id, item.epoch, item.shards) == (f"t@{T0 + S}/0/1", 1, 1)
+
+
+def test_slots_are_never_overcommitted_and_the_rest_wait_their_turn() -> None:
+    state, d = setup(shards=10, slots=2)
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    sent = []
+    for now in range(T0 + S, T0 + 4 * S, 100):
+        for name in ("ex1", "ex2"):
+            d.heartbeat(name, [e for e, lease in d.leases.items() if lease.executor == name], now)
+        for data in d.poll(now):
+            step(state, d, data, now)
+        sent += d.take_outbox()
+        per_executor: dict[str, int] = {}
+        for lease in d.leases.values():
+            per_executor[lease.executor] = per_executor.get(lease.executor, 0) + 1
+        assert all(n <= 2 for n in per_executor.values())
+    assert len(sent) <= 4  # two executors x two slots, nothing finished
+    assert d.backlog == 10 - len(sent)
+    # A result frees a slot: the next waiting shard of that executor goes out.
+    executor, item = sent[0]
+    res = d.results(executor, [pb.ExecResult(execution_id=item.execution_id, success=True)], T0 + 5 * S)
+    assert res is not None
+    step(state, d, res, T0 + 5 * S)
+    for name in ("ex1", "ex2"):
+        d.heartbeat(name, [e for e, lease in d.leases.items() if lease.executor == name], T0 + 5 * S)
+    for data in d.poll(T0 + 5 * S):
+        step(state, d, data, T0 + 5 * S)
+    assert len(d.take_outbox()) >= 1
+
+
+def test_heartbeats_keep_leases_and_silence_expires_them_into_a_retry() -> None:
+    state, d = setup(retries=1)
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    for data in d.poll(T0 + S):
+        step(state, d, data, T0 + S)
+    [(executor, item)] = d.take_outbox()
+    other = "ex1" if executor == "ex2" else "ex2"
+    assert d.heartbeat(executor, [item.execution_id], T0 + 3 * S)
+    assert d.heartbeat(other, [], T0 + 3 * S)
+    assert not [
+        c for c in d.poll(T0 + 5 * S) if pb.Command.FromString(c).WhichOneof("body") == "report_results"
+    ]
+    commands = d.poll(T0 + 7 * S)  # no heartbeat for its attempt since T0+3s: lease lost
+    bodies = [pb.Command.FromString(c) for c in commands]
+    lost = [c for c in bodies if c.WhichOneof("body") == "report_results"]
+    assert lost and lost[0].report_results.results[0].lost
+    retry_at = lost[0].report_results.results[0].retry_at_ms
+    assert T0 + 8 * S <= retry_at <= T0 + 8 * S + 200  # base 1 s backoff + up to 20 % jitter
+    for c in commands:
+        step(state, d, c, T0 + 7 * S)
+    run = state.active_run(f"t@{T0 + S}")
+    assert run is not None and (run.shards[0].attempt, run.shards[0].lost) == (2, 1)
+
+
+def test_a_silent_executor_is_declared_dead_once() -> None:
+    _, d = setup()
+    d.heartbeat("ex1", [], T0 + 2 * S)
+    first = [pb.Command.FromString(c) for c in d.poll(T0 + 4 * S)]
+    assert [c.executor_leave.name for c in first if c.WhichOneof("body") == "executor_leave"] == ["ex2"]
+    again = [pb.Command.FromString(c) for c in d.poll(T0 + 4 * S + 100)]
+    assert not [c for c in again if c.WhichOneof("body") == "executor_leave"]
+
+
+def test_a_new_leader_resends_assigned_attempts_to_the_same_executor_with_fresh_leases() -> None:
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    for data in d.poll(T0 + S):
+        step(state, d, data, T0 + S)
+    [(executor, item)] = d.take_outbox()
+    successor = Dispatcher(state, SETTINGS, random.Random(1))
+    successor.become_leader(2, T0 + 10 * S)
+    [(again_to, again)] = successor.take_outbox()
+    assert (again_to, again.execution_id, again.epoch) == (executor, item.execution_id, 2)
+    assert successor.leases[item.execution_id].expires_ms == T0 + 10 * S + SETTINGS.lease_ms
+
+
+def test_a_refused_assignment_is_released_for_another_try() -> None:
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    [assign] = d.poll(T0 + S)
+    d.release(assign)  # the proposal failed
+    assert all(not w.reserved_for for w in d.waiting.values())
+    assert d.poll(T0 + S)  # placed again

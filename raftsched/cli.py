@@ -255,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         _leaf(actions, action, handler, text).add_argument("name", metavar="NAME")
 
+    retry = _leaf(commands, "retry", _cmd_retry, "run a failed run's failed shards again (retry count reset)")
+    retry.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
     trigger = _leaf(commands, "trigger", _cmd_trigger, "start a manual run of a task now")
     trigger.add_argument("name", metavar="NAME")
     trigger.add_argument("--params", metavar="JSON", default="", help="run parameters, a JSON object")
@@ -712,6 +714,13 @@ def _cmd_trigger(args: argparse.Namespace) -> int:
     with _connect(args) as client:
         run = client.trigger(args.name, args.params)
     print(f"triggered {run.task}: run {run.run_id} ({_enum(pb.RunState, run.state)})")
+    return 0
+
+
+def _cmd_retry(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        run = client.retry(args.run_id)
+    print(f"retrying {run.run_id}: {sum(1 for s in run.shards if s.state != pb.SUCCEEDED)} shard(s) queued")
     return 0
 
 

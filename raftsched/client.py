@@ -225,6 +225,12 @@ class Client:
 
     # -- reads (any node, from its local state) ----------------------------------------------------
 
+    def retry(self, run_id: str) -> pb.Run:
+        """Force a retry of a failed run: its failed shards run again with a fresh retry count."""
+        request = pb.RetryRunRequest(run_id=run_id, idempotency_key=_key())
+        reply: pb.RunReply = self._call("RetryRun", request, write=True)
+        return reply.run
+
     def get_task(self, name: str) -> pb.TaskRecord:
         reply: pb.TaskReply = self._call("GetTask", pb.GetTaskRequest(name=validate_name(name)))
         return reply.task

@@ -1,13 +1,17 @@
-"""``raftsched demo``: a local 3-node cluster with sample tasks, printing fires as they commit.
+"""``raftsched demo``: a local 3-node cluster, two executors and sample tasks; prints each fire as
+it is committed and each execution as it finishes.
 
-Starts the nodes of a config file (by default ``cluster.example.toml``) as child processes,
-waits for a leader, installs a few sample tasks and prints each fire as it is committed, with
-its commit lateness and the epoch of the leader that committed it. Ctrl-C stops everything.
+Starts the nodes of a config file (by default ``cluster.example.toml``) and two executors as
+child processes, installs sample tasks (one of them sharded), then prints every fire the
+cluster commits (nominal time, outcome, epoch, run) and every shard an executor finishes (which
+executor, how long after the nominal time it started, what the command printed). Ctrl-C stops
+everything.
 """
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,14 +29,14 @@ SAMPLES = (
     TaskSpec(
         "hello-every-2s",
         CronTrigger("* * * * * */2"),
-        command="echo hello from raftsched",
+        command='echo "hello from $RAFTSCHED_EXECUTION_ID"',
         overlap=Overlap.ALLOW,
         description="demo: every two seconds",
     ),
     TaskSpec(
         "report-every-10s",
         CronTrigger("* * * * * */10"),
-        command="echo report",
+        command='echo "shard $RAFTSCHED_SHARD of $RAFTSCHED_SHARDS for $RAFTSCHED_NOMINAL_TIME"',
         shards=3,
         overlap=Overlap.ALLOW,
         description="demo: every ten seconds, three shards",
@@ -44,6 +48,7 @@ SAMPLES = (
         description="demo: 02:30 Berlin time (runs once on DST change days)",
     ),
 )
+EXECUTORS = ("demo-ex1", "demo-ex2")
 
 _OUTCOME = {
     pb.FIRED: "fired",
@@ -61,7 +66,9 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"{config}: no such config file (run from the repository root, or pass --config)"
         )
     stop_after = float(duration)
-    cluster = LocalCluster(config, config.parent / "data" / "logs")
+    data = config.parent / "data"
+    cluster = LocalCluster(config, data / "logs")
+    executors: list[subprocess.Popen[bytes]] = []
     stopping = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -71,50 +78,100 @@ def run_demo(config_path: str, duration: str = "0") -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     clock = SystemClock()
-    print(f"starting {len(cluster.config.nodes)} nodes from {config} (logs in {cluster.log_dir})", flush=True)
+    say(
+        f"starting {len(cluster.config.nodes)} nodes and {len(EXECUTORS)} executors from {config} "
+        f"(logs in {cluster.log_dir})"
+    )
     cluster.start()
     try:
         leader = cluster.wait_for_leader(60)
-        st = cluster.status(leader)
-        print(
-            f"leader elected: {leader} (term {st.term}); gRPC targets {','.join(cluster.targets())}",
-            flush=True,
+        say(
+            f"leader elected: {leader} (term {cluster.status(leader).term}); "
+            f"gRPC targets {','.join(cluster.targets())}"
         )
+        for name in EXECUTORS:
+            log = open(cluster.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+            executors.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "raftsched.executor",
+                        "--cluster",
+                        ",".join(cluster.targets()),
+                        "--name",
+                        name,
+                        "--slots",
+                        "4",
+                        "--data-dir",
+                        str(data / name),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            log.close()
         with Client(cluster.targets()) as client:
             for spec in SAMPLES:
                 try:
                     rec = client.add_task(spec)
-                    print(f"added task {spec.name:18} next fire {iso(rec.next_fire_ms)}", flush=True)
+                    say(f"added task {spec.name:18} next fire {iso(rec.next_fire_ms)}")
                 except AlreadyExists:
                     rec = client.get_task(spec.name)
                     nxt = iso(rec.next_fire_ms)
-                    print(f"task {spec.name:18} exists (version {rec.version}), next fire {nxt}", flush=True)
-            print("fires as they are committed (Ctrl-C to stop):", flush=True)
-            print(f"{'NOMINAL (UTC)':26} {'TASK':18} {'OUTCOME':12} {'DECIDED':>8}  EPOCH  RUN", flush=True)
-            seen = {spec.name: clock.now_ms() for spec in SAMPLES}
+                    say(f"task {spec.name:18} exists (version {rec.version}), next fire {nxt}")
+            say("fires as they are committed, and executions as they finish (Ctrl-C to stop):")
+            since = {spec.name: clock.now_ms() for spec in SAMPLES}
+            done: set[str] = set()
             started = time.monotonic()
             while not stopping and not (stop_after and time.monotonic() - started > stop_after):
-                for name, since in seen.items():
+                for name in since:
                     try:
-                        fires = client.fire_accounting(name, since_ms=since + 1)
+                        show_fires(client, name, since)
+                        show_runs(client, name, since[name] - 60_000, done)
                     except RaftschedError as exc:
-                        print(f"  ({exc})", flush=True)
-                        continue
-                    for f in fires:
-                        if f.nominal_ms <= since:
-                            continue
-                        shown = "" if not f.through_ms else f" x{f.count} through {iso(f.through_ms)}"
-                        print(
-                            f"{iso(f.nominal_ms):26} {name:18} {_OUTCOME.get(f.outcome, '?'):12} "
-                            f"{f.decided_ms - f.nominal_ms:>6}ms  {f.epoch:>5}  {f.run_id}{shown}",
-                            flush=True,
-                        )
-                        seen[name] = max(f.nominal_ms, f.through_ms)
+                        say(f"  ({exc})")
                 time.sleep(0.5)  # pacing of the display loop, not synchronisation
     finally:
-        print("stopping the cluster...", flush=True)
+        say("stopping the executors and the cluster...")
+        for proc in executors:
+            proc.terminate()
+        for proc in executors:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         cluster.stop()
     return 0
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def show_fires(client: Client, name: str, since: dict[str, int]) -> None:
+    for f in client.fire_accounting(name, since_ms=since[name] + 1):
+        if f.nominal_ms <= since[name]:
+            continue
+        extra = f" x{f.count} through {iso(f.through_ms)}" if f.through_ms else ""
+        outcome = _OUTCOME.get(f.outcome, "?")
+        say(f"{iso(f.nominal_ms)}  {name:18} {outcome:10} epoch {f.epoch}  {f.run_id}{extra}")
+        since[name] = max(f.nominal_ms, f.through_ms)
+
+
+def show_runs(client: Client, name: str, since_ms: int, done: set[str]) -> None:
+    for run in reversed(client.runs(name, since_ms=max(0, since_ms), limit=50)):
+        if run.run_id in done or run.state not in (pb.SUCCEEDED, pb.FAILED):
+            continue
+        done.add(run.run_id)
+        for s in run.shards:
+            out = (s.stdout_tail or s.error).strip().splitlines()
+            verdict = "ok" if s.state == pb.SUCCEEDED else "FAILED"
+            late = max(0, s.assigned_ms - run.nominal_ms)
+            say(
+                f"{'':26}{'':18} {'ran':10} {verdict} on {s.executor or '-'} (shard {s.shard}, attempt "
+                f"{s.attempt}, assigned +{late} ms): {out[-1] if out else ''}"
+            )
 
 
 if __name__ == "__main__":

@@ -744,7 +744,7 @@ class SchedulerState:
         if res.success:
             shard.state = pb.SUCCEEDED
             shard.finished_ms = now
-        elif shard.attempt <= max_retries:
+        elif shard.attempt - shard.retry_base <= max_retries:
             shard.attempt += 1
             shard.state = pb.PENDING
             shard.executor = ""
@@ -803,6 +803,43 @@ class SchedulerState:
         horizon = keys.ALERT + f"{max(0, now - self.retention.keep_ms):016x}".encode()
         for k, _ in self.store.scan(keys.ALERT, horizon, limit=self.retention.prune_step):
             self.store.delete(k)
+
+    def _retry_run(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Forced retry of a failed run: its failed shards get a new attempt, with a fresh retry count."""
+        run_id = cmd.retry_run.run_id
+        raw = self.store.get(keys.run_key_for_id(run_id)) if "@" in run_id else None
+        if raw is None:
+            raise _Reject("not_found", f"run {run_id!r} does not exist (or its history was pruned)")
+        run = pb.Run.FromString(raw)
+        if run.run_id in self.active or run.state != pb.FAILED:
+            raise _Reject("conflict", f"run {run_id!r} is {pb.RunState.Name(run.state).lower()}, not failed")
+        st = self.tasks.get(run.task)
+        if st is None:
+            raise _Reject("not_found", f"task {run.task!r} of run {run_id!r} no longer exists")
+        effects: list[Effect] = []
+        for shard in run.shards:
+            if shard.state != pb.SUCCEEDED:
+                shard.attempt += 1
+                shard.retry_base = shard.attempt - 1
+                shard.state = pb.PENDING
+                shard.executor = ""
+                shard.not_before_ms = now
+                shard.finished_ms = 0
+                effects.append(
+                    AttemptReady(
+                        run.run_id, run.task, run.nominal_ms, shard.shard, shard.attempt, cmd.epoch, now
+                    )
+                )
+        run.state = pb.RUNNING
+        run.finished_ms = 0
+        data = run.SerializeToString(deterministic=True)
+        self.active[run.run_id] = data
+        self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
+        st.active_runs += 1
+        st.kept_runs = max(0, st.kept_runs - 1)
+        self._put_task(st)
+        self.store.put(keys.run_key_for_id(run.run_id), data)
+        return pb.CommandResult(ok=True, run=run), tuple(effects)
 
     # -----------------------------------------------------------------------------------------
     # executors
@@ -1012,6 +1049,7 @@ _HANDLERS = {
     "executor_join": SchedulerState._executor_join,
     "executor_leave": SchedulerState._executor_leave,
     "assign_attempts": SchedulerState._assign,
+    "retry_run": SchedulerState._retry_run,
     "update_task": SchedulerState._update,
     "delete_task": SchedulerState._delete,
     "set_enabled": SchedulerState._set_enabled,

@@ -115,3 +115,11 @@ def create_tasks(
     if cmd.create_tasks.items:
         commands.append(codec.encode_command(cmd))
     return commands, refused
+
+
+def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    if not run_id or "@" not in run_id or len(run_id) > 256:
+        raise InvalidSpec("run_id", f"{run_id!r} is not a run id (task@nominal_ms)")
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.retry_run.run_id = run_id
+    return codec.encode_command(cmd)

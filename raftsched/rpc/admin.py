@@ -202,6 +202,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
         return await _guard(context, body)
 
+    async def RetryRun(self, request: pb.RetryRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
+        async def body() -> pb.RunReply:
+            key = self._key(request.idempotency_key)
+            res = await self._write(lambda s: writes.retry_run(request.run_id, key=key, **s))
+            return pb.RunReply(run=res.run)
+
+        return await _guard(context, body)
+
     # -- reads ---------------------------------------------------------------------------------
 
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:

@@ -64,6 +64,11 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.TriggerNowRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
                 _registered_method=True)
+        self.RetryRun = channel.unary_unary(
+                '/raftsched.v1.Admin/RetryRun',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.RetryRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
+                _registered_method=True)
         self.GetTask = channel.unary_unary(
                 '/raftsched.v1.Admin/GetTask',
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetTaskRequest.SerializeToString,
@@ -135,6 +140,12 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def TriggerNow(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryRun(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -213,6 +224,11 @@ def add_AdminServicer_to_server(servicer, server):
             'TriggerNow': grpc.unary_unary_rpc_method_handler(
                     servicer.TriggerNow,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TriggerNowRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.SerializeToString,
+            ),
+            'RetryRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryRun,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RetryRunRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.SerializeToString,
             ),
             'GetTask': grpc.unary_unary_rpc_method_handler(
@@ -412,6 +428,33 @@ class Admin:
             target,
             '/raftsched.v1.Admin/TriggerNow',
             raftsched_dot_v1_dot_raftsched__pb2.TriggerNowRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/RetryRun',
+            raftsched_dot_v1_dot_raftsched__pb2.RetryRunRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
             options,
             channel_credentials,

@@ -166,3 +166,37 @@ def _executors_registered(fleet: Fleet) -> int:
         (fleet.base / f"{n}.log").read_text() for n in fleet.executors if (fleet.base / f"{n}.log").exists()
     )
     return text.count("registered with")
+
+
+def test_a_paused_executors_late_reports_are_ignored_and_nothing_runs_twice(fleet: Fleet) -> None:
+    fleet.start_executor("ex1")
+    fleet.start_executor("ex2")
+    m = fleet.marker
+    command = (
+        f'echo "$RAFTSCHED_EXECUTION_ID start" >> {m}; sleep 3; echo "$RAFTSCHED_EXECUTION_ID end" >> {m}'
+    )
+    with Client(fleet.cluster.targets()) as client:
+        wait_until(lambda: _executors_registered(fleet) == 2, 30, what="both executors registered")
+        client.add_task(TaskSpec("job", ManualTrigger(), command=command, shards=6, max_retries=3))
+        run = client.trigger("job")
+        wait_until(
+            lambda: sum(1 for x in fleet.lines() if x[1] == "start") >= 6, 30, what="all shards started"
+        )
+        fleet.executors["ex1"].send_signal(signal.SIGSTOP)
+        try:
+            # Past its lease (1.5 s): ex1 is declared dead, its shards are retried on ex2.
+            wait_until(lambda: any(s.attempt > 1 for s in client.runs("job")[0].shards), 30, 0.2, "a retry")
+        finally:
+            fleet.executors["ex1"].send_signal(signal.SIGCONT)
+        wait_until(lambda: client.runs("job")[0].state in (pb.SUCCEEDED, pb.FAILED), 60, 0.2, "run finished")
+        [final] = [r for r in client.runs("job") if r.run_id == run.run_id]
+    assert final.state == pb.SUCCEEDED
+    starts = Counter(x[0] for x in fleet.lines() if x[1] == "start")
+    assert all(n == 1 for n in starts.values()), f"an execution id ran twice: {starts}"
+    moved = [s for s in final.shards if s.attempt > 1]
+    assert moved, "no shard was on the paused executor"
+    for s in moved:
+        # The paused executor's attempt 1 finished later and reported: that report was fenced off;
+        # the run records the attempt that replaced it (on whichever executor the ring picked once
+        # ex1 had re-registered).
+        assert s.state == pb.SUCCEEDED and s.lost >= 1

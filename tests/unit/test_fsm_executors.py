@@ -168,3 +168,30 @@ def test_executor_state_survives_snapshot_and_reload() -> None:
     assert other.live_executors() == state.live_executors()
     assert other.pending_attempts() == state.pending_attempts()
     assert other.digest() == state.digest()
+
+
+def retry_run(run_id: str, now: int) -> bytes:
+    cmd = command(now)
+    cmd.retry_run.run_id = run_id
+    return codec.encode_command(cmd)
+
+
+def test_forced_retry_reruns_failed_shards_with_a_fresh_retry_count() -> None:
+    state, run_id = one_run(retries=1)
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    apply(state, result(T0 + 2 * S, run_id, 1, "ex1", False, retry_at_ms=T0 + 2 * S))
+    apply(state, assign(T0 + 3 * S, (run_id, 0, 2, "ex1")))
+    apply(state, result(T0 + 4 * S, run_id, 2, "ex1", False))
+    assert run_of(state, run_id).state == pb.FAILED
+    # Refused while not failed / for unknown runs, without changing anything.
+    assert apply(state, retry_run("t@1", T0 + 5 * S)).code == "not_found"
+    applied = state.apply(retry_run(run_id, T0 + 5 * S))
+    assert applied.result.ok
+    assert applied.effects == (AttemptReady(run_id, "t", T0 + S, 0, 3, 1, T0 + 5 * S),)
+    assert apply(state, retry_run(run_id, T0 + 5 * S)).code == "conflict"  # running again now
+    # The retry count starts over: one more failure is retried (max_retries=1) before failing.
+    apply(state, assign(T0 + 5 * S, (run_id, 0, 3, "ex2")))
+    apply(state, result(T0 + 6 * S, run_id, 3, "ex2", False, retry_at_ms=T0 + 6 * S))
+    shard = run_of(state, run_id).shards[0]
+    assert (shard.attempt, shard.state) == (4, pb.PENDING)
+    assert state.get_task("t").active_runs == 1  # type: ignore[union-attr]

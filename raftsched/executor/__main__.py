@@ -1,0 +1,7 @@
+"""``python -m raftsched.executor ...`` is ``raftsched-executor ...``."""
+
+import sys
+
+from raftsched.cli import executor_main
+
+sys.exit(executor_main())

@@ -67,7 +67,7 @@ class Executor:
         self.labels = dict(labels or {})
         self.data_dir = Path(data_dir)
         self.callables = CallableRunner()
-        self.subprocess = SubprocessRunner(grace_s=grace_s)
+        self.subprocess = SubprocessRunner(grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name})
         self._log: ExecutionLog | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._running: dict[str, asyncio.Task[None]] = {}

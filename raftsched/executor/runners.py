@@ -338,9 +338,11 @@ class SubprocessRunner:
         drain_s: float = DEFAULT_DRAIN_S,
         shell: str = "/bin/sh",
         monotonic: Callable[[], float] = time.monotonic,
+        env: dict[str, str] | None = None,
     ) -> None:
         if tail_bytes < 0 or grace_s < 0 or drain_s < 0:
             raise ValueError("tail_bytes, grace_s and drain_s must be >= 0")
+        self.extra_env = dict(env or {})  # e.g. RAFTSCHED_EXECUTOR, the executor's name
         self.tail_bytes = tail_bytes
         self.grace_s = grace_s
         self.drain_s = drain_s
@@ -358,7 +360,7 @@ class SubprocessRunner:
 
         if not isinstance(command, str) or not command.strip():
             return failed("empty command: the task has no command to run")
-        env = {**os.environ, **ctx.env()}
+        env = {**os.environ, **self.extra_env, **ctx.env()}
         # Our own pipes rather than asyncio's: asyncio's Process.wait() also waits for its pipes
         # to close, which a background child of the command can delay for ever.
         out_r, out_w = os.pipe()

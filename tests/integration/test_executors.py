@@ -15,7 +15,7 @@ import pytest
 
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, wait_until
-from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
+from raftsched.model import CronTrigger, ManualTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 
 pytestmark = pytest.mark.integration
@@ -200,3 +200,31 @@ def test_a_paused_executors_late_reports_are_ignored_and_nothing_runs_twice(flee
         # the run records the attempt that replaced it (on whichever executor the ring picked once
         # ex1 had re-registered).
         assert s.state == pb.SUCCEEDED and s.lost >= 1
+
+
+def test_a_burst_never_exceeds_the_fleets_slots_and_the_rest_queue_visibly(fleet: Fleet) -> None:
+    fleet.start_executor("ex1", slots=3)
+    fleet.start_executor("ex2", slots=3)
+    m = fleet.marker
+    command = (
+        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR start $(date +%s%N)" >> {m}; sleep 0.3; '
+        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR end $(date +%s%N)" >> {m}'
+    )
+    with Client(fleet.cluster.targets()) as client:
+        wait_until(lambda: _executors_registered(fleet) == 2, 30, what="both executors registered")
+        at = (fleet.cluster.status(fleet.cluster.wait_for_leader(10)).max_leader_now_ms // 1000 + 3) * 1000
+        specs = [TaskSpec(f"burst-{i:03d}", OnceTrigger(at), command=command) for i in range(60)]
+        assert all(r.ok for r in client.add_tasks(specs))
+        wait_until(lambda: sum(1 for x in fleet.lines() if x[2] == "end") >= 60, 90, 0.3, "all 60 attempts")
+        runs = [client.runs(spec.name)[0] for spec in specs]
+    events = sorted((int(x[3]), 1 if x[2] == "start" else -1, x[1]) for x in fleet.lines())
+    running = Counter[str]()
+    peak = Counter[str]()
+    for _, delta, executor in events:
+        running[executor] += delta
+        peak[executor] = max(peak[executor], running[executor])
+    assert peak["ex1"] <= 3 and peak["ex2"] <= 3, f"slots overcommitted: {dict(peak)}"
+    assert all(r.state == pb.SUCCEEDED for r in runs)
+    # The queue is visible: later attempts were assigned (started) later than their nominal time.
+    waits = sorted(r.shards[0].assigned_ms - r.nominal_ms for r in runs)
+    assert waits[-1] > 1000, f"nothing queued? waits {waits[:3]}..{waits[-3:]}"

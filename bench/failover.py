@@ -15,6 +15,7 @@ import argparse
 import functools
 import json
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,15 +65,56 @@ def covered_exactly_once(fires: list[pb.FireRecord], first: int, last: int) -> t
     return sum(1 for t in want if t not in seen), sum(1 for t in want if seen.get(t, 0) > 1)
 
 
-def run(kills: int, nodes: int, base: Path) -> dict[str, object]:
-    cluster = LocalCluster.create(base, nodes)
+def first_execution_after(marker: Path, t0_ns: int, deadline_s: float) -> int:
+    """Wall-clock ns of the first execution that started after ``t0_ns`` (polls the marker file)."""
+
+    def found() -> int | None:
+        if not marker.exists():
+            return None
+        starts = [int(line.split()[1]) for line in marker.read_text().splitlines() if len(line.split()) == 2]
+        later = [t for t in starts if t > t0_ns]
+        return min(later) if later else None
+
+    return wait_until(found, deadline_s, 0.02, "an execution under the new leader")
+
+
+def run(kills: int, nodes: int, base: Path, executors: int = 2) -> dict[str, object]:
+    cluster = LocalCluster.create(
+        base, nodes, extra_config="[scheduler]\nlease_ms = 3000\nheartbeat_ms = 500\n"
+    )
     times: list[float] = []
+    exec_times: list[float] = []
+    marker = base / "executions.log"
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         cluster.start()
         cluster.wait_for_leader(60)
+        for i in range(executors):
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "raftsched.executor",
+                        "--cluster",
+                        ",".join(cluster.targets()),
+                        "--name",
+                        f"ex{i + 1}",
+                        "--slots",
+                        "8",
+                        "--data-dir",
+                        str(base / f"ex{i + 1}"),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         with Client(cluster.targets()) as client:
+            command = f'echo "$RAFTSCHED_EXECUTION_ID $(date +%s%N)" >> {marker}' if executors else ""
             for i in range(20):
-                client.add_task(TaskSpec(f"tick-{i}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW))
+                client.add_task(
+                    TaskSpec(f"tick-{i}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command=command)
+                )
             wait_until(lambda: len(client.fire_accounting("tick-0")) >= 3, 30, what="first fires")
             for round_no in range(kills):
                 leader = cluster.wait_for_leader(30)
@@ -80,9 +122,12 @@ def run(kills: int, nodes: int, base: Path) -> dict[str, object]:
                 survivors = [n for n in cluster.alive() if n != leader]
                 before = {n: cluster.status(n).fires_committed for n in survivors}
                 t0 = time.monotonic()
+                t0_ns = time.time_ns()
                 cluster.kill(leader, signal.SIGKILL)
                 new_leader, t1 = first_fire_by_new_leader(cluster, survivors, st.term, before, 30)
                 times.append(t1 - t0)
+                if executors:
+                    exec_times.append((first_execution_after(marker, t0_ns, 30) - t0_ns) / 1e9)
                 print(
                     f"round {round_no + 1:3}: killed {leader} (term {st.term}), {new_leader} fired after "
                     f"{(t1 - t0) * 1000:.0f} ms",
@@ -110,6 +155,13 @@ def run(kills: int, nodes: int, base: Path) -> dict[str, object]:
                 "max": round(max(times) * 1000),
                 "all": [round(t * 1000) for t in times],
             },
+            "kill_to_first_execution_ms": {
+                "p50": round(percentile(exec_times, 0.50) * 1000),
+                "p99": round(percentile(exec_times, 0.99) * 1000),
+                "max": round(max(exec_times) * 1000),
+            }
+            if exec_times
+            else None,
             "accounting": {
                 "seconds": (tasks.watermark_ms - first) // 1000 + 1,
                 "missing": missing,
@@ -119,6 +171,10 @@ def run(kills: int, nodes: int, base: Path) -> dict[str, object]:
             "replicas_agree_at_index": index,
         }
     finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=15)
         cluster.stop()
 
 
@@ -126,10 +182,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--executors", type=int, default=2, help="executor processes running the tasks (0: none)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="raftsched-failover-") as tmp:
-        result = run(args.kills, args.nodes, Path(tmp))
+        result = run(args.kills, args.nodes, Path(tmp), args.executors)
     print(json.dumps({k: v for k, v in result.items()}, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

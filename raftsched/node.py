@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 import threading
@@ -23,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from raftsched.abc import Clock, Leadership, ProposeCallback
 from raftsched.config import ClusterConfig, load_config
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
+from raftsched.errors import InvalidSpec
 from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
@@ -303,11 +305,29 @@ def _configure_logging(level: str) -> None:
     )
 
 
+TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
+
+
+def _test_clock_offset_ms() -> int:
+    """Test-only: the chaos suite skews a node's clock with RAFTSCHED_TEST_CLOCK_OFFSET_MS."""
+    raw = os.environ.get(TEST_CLOCK_OFFSET_ENV, "")
+    if not raw:
+        return 0
+    try:
+        offset = int(raw)
+    except ValueError:
+        raise InvalidSpec(
+            TEST_CLOCK_OFFSET_ENV, f"{raw!r} is not an integer number of milliseconds"
+        ) from None
+    log.warning("TEST SETTING: this node's clock is skewed by %+d ms", offset)
+    return offset
+
+
 def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
     """Run one node until SIGTERM/SIGINT. Returns the process exit code."""
     _configure_logging(log_level)
     config = load_config(config_path)
-    node = Node(config, node_id)
+    node = Node(config, node_id, clock=SystemClock(_test_clock_offset_ms()))
     node.start()
 
     async def main() -> None:

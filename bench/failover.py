@@ -90,25 +90,7 @@ def run(kills: int, nodes: int, base: Path, executors: int = 2) -> dict[str, obj
         cluster.start()
         cluster.wait_for_leader(60)
         for i in range(executors):
-            procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "raftsched.executor",
-                        "--cluster",
-                        ",".join(cluster.targets()),
-                        "--name",
-                        f"ex{i + 1}",
-                        "--slots",
-                        "8",
-                        "--data-dir",
-                        str(base / f"ex{i + 1}"),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+            procs.append(cluster.start_executor(f"ex{i + 1}", slots=8, data_dir=base / f"ex{i + 1}"))
         with Client(cluster.targets()) as client:
             command = f'echo "$RAFTSCHED_EXECUTION_ID $(date +%s%N)" >> {marker}' if executors else ""
             for i in range(20):

@@ -90,27 +90,7 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"gRPC targets {','.join(cluster.targets())}"
         )
         for name in EXECUTORS:
-            log = open(cluster.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-            executors.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "raftsched.executor",
-                        "--cluster",
-                        ",".join(cluster.targets()),
-                        "--name",
-                        name,
-                        "--slots",
-                        "4",
-                        "--data-dir",
-                        str(data / name),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-            log.close()
+            executors.append(cluster.start_executor(name, slots=4, data_dir=data / name))
         with Client(cluster.targets()) as client:
             for spec in SAMPLES:
                 try:

@@ -119,6 +119,36 @@ class LocalCluster:
             )
             log.close()
 
+    def start_executor(
+        self, name: str, slots: int = 4, data_dir: Path | None = None, log: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start an executor process (``python -m raftsched.executor``) dialling this cluster.
+
+        The caller owns the process (stop it before :meth:`stop`)."""
+        data = data_dir or self.log_dir.parent / name
+        out = open(log or self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        try:
+            return subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "raftsched.executor",
+                    "--cluster",
+                    ",".join(self.targets()),
+                    "--name",
+                    name,
+                    "--slots",
+                    str(slots),
+                    "--data-dir",
+                    str(data),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+            )
+        finally:
+            out.close()
+
     def kill(self, node_id: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.get(node_id)
         if proc is not None and proc.poll() is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,25 +32,9 @@ class Fleet:
         self.marker = base / "marker.log"
 
     def start_executor(self, name: str, slots: int = 4) -> None:
-        log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        self.executors[name] = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from raftsched.cli import executor_main; sys.exit(executor_main())",
-                "--cluster",
-                ",".join(self.cluster.targets()),
-                "--name",
-                name,
-                "--slots",
-                str(slots),
-                "--data-dir",
-                str(self.base / name),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        self.executors[name] = self.cluster.start_executor(
+            name, slots, self.base / name, self.base / f"{name}.log"
         )
-        log.close()
 
     def kill_executor(self, name: str) -> None:
         proc = self.executors[name]

@@ -299,6 +299,11 @@ class ExecutionLog:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
+    def flush(self) -> None:
+        """fsync what is committed (with ``sync=False``, call this periodically)."""
+        with self._lock:
+            self._store.flush()
+
     def close(self) -> None:
         """Close the log (idempotent). Everything written is already durable."""
         with self._lock:

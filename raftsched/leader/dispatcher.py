@@ -55,6 +55,7 @@ class Lease:
 @dataclass(slots=True)
 class _Waiting:
     ready: AttemptReady
+    owner: str = ""  # the ring's executor for this shard (cached; recomputed when the ring changes)
     reserved_for: str = ""  # an AssignAttempts naming this executor is in flight
 
 
@@ -67,6 +68,11 @@ class Dispatcher:
     leading: bool = False
     ring: ShardRing = field(default_factory=lambda: ShardRing(()))
     waiting: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
+    # The same attempts by owner, in arrival order: a tick looks only at executors with free
+    # slots and at the head of their queues (sorting and hashing every waiting attempt on every
+    # tick made dispatch slow down as a backlog grew: bench/executors.py).
+    queues: dict[str, dict[tuple[str, int], _Waiting]] = field(default_factory=dict)
+    used: dict[str, int] = field(default_factory=dict)  # leases + reservations per executor
     leases: dict[str, Lease] = field(default_factory=dict)  # by execution id
     last_seen: dict[str, int] = field(default_factory=dict)  # executor -> last heartbeat
     outbox: list[tuple[str, pb.WorkItem]] = field(default_factory=list)
@@ -84,13 +90,15 @@ class Dispatcher:
             self.last_seen[name] = now_ms  # a fresh chance to heartbeat to the new leader
         for eff in self.state.pending_attempts():
             if isinstance(eff, AttemptReady):
-                self.waiting[(eff.run_id, eff.shard)] = _Waiting(eff)
+                self._wait(eff)
             else:
                 self._lease_and_send(eff, now_ms)
 
     def step_down(self) -> None:
         self.leading = False
         self.waiting.clear()
+        self.queues.clear()
+        self.used.clear()
         self.leases.clear()
         self.last_seen.clear()
         self.outbox.clear()
@@ -99,6 +107,27 @@ class Dispatcher:
     def _rebuild_ring(self) -> None:
         # Derived from the replicated membership on every change: identical on every node.
         self.ring = ShardRing(self.state.live_executors())
+        self.queues.clear()
+        for key, w in self.waiting.items():
+            w.owner = self.ring.owner(w.ready.task, w.ready.shard) or ""
+            self.queues.setdefault(w.owner, {})[key] = w
+
+    def _wait(self, ready: AttemptReady) -> None:
+        key = (ready.run_id, ready.shard)
+        self._unwait(key)
+        w = _Waiting(ready, self.ring.owner(ready.task, ready.shard) or "")
+        self.waiting[key] = w
+        self.queues.setdefault(w.owner, {})[key] = w
+
+    def _unwait(self, key: tuple[str, int]) -> None:
+        w = self.waiting.pop(key, None)
+        if w is not None:
+            self.queues.get(w.owner, {}).pop(key, None)
+            if w.reserved_for:
+                self._use(w.reserved_for, -1)
+
+    def _use(self, executor: str, delta: int) -> None:
+        self.used[executor] = max(0, self.used.get(executor, 0) + delta)
 
     # -- effects of applied commands -------------------------------------------------------------
 
@@ -107,9 +136,9 @@ class Dispatcher:
             return
         for eff in effects:
             if isinstance(eff, AttemptReady):
-                self.waiting[(eff.run_id, eff.shard)] = _Waiting(eff)
+                self._wait(eff)
             elif isinstance(eff, DispatchAttempt):
-                self.waiting.pop((eff.run_id, eff.shard), None)
+                self._unwait((eff.run_id, eff.shard))
                 self._lease_and_send(eff, now_ms)
             elif isinstance(eff, ExecutorChanged):
                 self._rebuild_ring()
@@ -122,6 +151,8 @@ class Dispatcher:
         exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
         timeout = spec.timeout_ms if spec is not None else 0
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
+        if exec_id not in self.leases:
+            self._use(eff.executor, +1)
         self.leases[exec_id] = Lease(
             exec_id,
             eff.run_id,
@@ -207,7 +238,9 @@ class Dispatcher:
                 stderr_tail=res.stderr_tail,
                 retry_at_ms=self.retry_at(attempt, now_ms),
             )
-            self.leases.pop(res.execution_id, None)
+            lease = self.leases.pop(res.execution_id, None)
+            if lease is not None:
+                self._use(lease.executor, -1)
         return codec.encode_command(cmd) if cmd.report_results.results else None
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
@@ -243,6 +276,7 @@ class Dispatcher:
                     retry_at_ms=self.retry_at(lease.attempt, now_ms),
                 )
                 del self.leases[exec_id]
+                self._use(lease.executor, -1)
         if lost.report_results.results:
             out.append(codec.encode_command(lost))
         for name in self.ring.members:
@@ -262,41 +296,38 @@ class Dispatcher:
 
     def free_slots(self) -> dict[str, int]:
         """Slots per live executor minus its leased and reserved attempts (never negative)."""
-        used: dict[str, int] = {}
-        for lease in self.leases.values():
-            used[lease.executor] = used.get(lease.executor, 0) + 1
-        for w in self.waiting.values():
-            if w.reserved_for:
-                used[w.reserved_for] = used.get(w.reserved_for, 0) + 1
         return {
-            name: max(0, slots - used.get(name, 0))
+            name: max(0, slots - self.used.get(name, 0))
             for name, slots in self.state.live_executors().items()
             if name not in self.declared_dead
         }
 
     def _assignments(self, now_ms: int, free_slots: dict[str, int] | None) -> bytes | None:
-        free = dict(free_slots if free_slots is not None else self.free_slots())
-        if not self.waiting or not any(free.values()):
+        free = free_slots if free_slots is not None else self.free_slots()
+        if not self.waiting:
             return None
         cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.assign_attempts.SetInParent()
-        order = sorted(
-            self.waiting.values(),
-            key=lambda w: (w.ready.not_before_ms, w.ready.nominal_ms, w.ready.run_id, w.ready.shard),
-        )
-        for w in order:
-            if w.reserved_for or w.ready.not_before_ms > now_ms:
-                continue
-            owner = self.ring.owner(w.ready.task, w.ready.shard)
-            if owner is None or free.get(owner, 0) <= 0:
-                continue  # backpressure: waits for its executor's next free slot
-            free[owner] -= 1
-            w.reserved_for = owner
-            r = w.ready
-            cmd.assign_attempts.assignments.add(
-                run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=owner
-            )
-            if len(cmd.assign_attempts.assignments) >= self.settings.max_assign_per_command:
+        budget = self.settings.max_assign_per_command
+        for owner in sorted(free):
+            slots = free[owner]
+            queue = self.queues.get(owner)
+            if slots <= 0 or not queue:
+                continue  # backpressure: its attempts wait for a free slot
+            for w in queue.values():
+                if w.reserved_for or w.ready.not_before_ms > now_ms:
+                    continue
+                w.reserved_for = owner
+                self._use(owner, +1)
+                r = w.ready
+                cmd.assign_attempts.assignments.add(
+                    run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=owner
+                )
+                slots -= 1
+                budget -= 1
+                if slots <= 0 or budget <= 0:
+                    break
+            if budget <= 0:
                 break
         return codec.encode_command(cmd) if cmd.assign_attempts.assignments else None
 
@@ -307,6 +338,7 @@ class Dispatcher:
             w = self.waiting.get((a.run_id, a.shard))
             if w is not None and w.reserved_for == a.executor:
                 w.reserved_for = ""
+                self._use(a.executor, -1)
 
     @property
     def backlog(self) -> int:

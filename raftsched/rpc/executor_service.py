@@ -18,7 +18,7 @@ import grpc
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.state import BarrierCommitted, Effect
+from raftsched.fsm.state import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
 from raftsched.rpc.admin import _Abort, _guard, propose_and_wait
@@ -45,6 +45,7 @@ class ExecutorHub:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self.dispatched = 0
+        self._kicked = False
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -84,6 +85,18 @@ class ExecutorHub:
                 )
         d.on_effects(effects, self._now())
         self._flush_outbox()
+        if not self._kicked and any(isinstance(e, AttemptReady) for e in effects):
+            # Place new attempts now rather than at the next timer tick (up to TICK_S later).
+            self._kicked = True
+            assert self.loop is not None
+            self.loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        self._kicked = False
+        try:
+            self._tick()
+        except Exception:
+            log.exception("dispatcher tick failed")
 
     def _lost_leadership(self) -> None:
         self.dispatcher.step_down()

@@ -869,6 +869,11 @@ class LmdbExecutionLog:
             count: int = txn.stat(self._entries)["entries"]
             return count
 
+    def flush(self) -> None:
+        """fsync everything committed so far (for ``sync=False``: call it periodically)."""
+        if not self._closed:
+            self._env.sync(True)
+
     def close(self) -> None:
         """Close the environment and release the owner lock. Idempotent."""
         if self._closed:

@@ -8,17 +8,21 @@ reproduces exactly. Users can drive their own schedules through it to check what
 
 from __future__ import annotations
 
+import functools
 import itertools
+import random
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
+from raftsched import codec
 from raftsched.abc import ProposeError
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
 from raftsched.fsm import keys
-from raftsched.fsm.state import Retention, SchedulerState
+from raftsched.fsm.state import BarrierCommitted, Effect, Retention, SchedulerState
 from raftsched.leader import writes
+from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
@@ -37,7 +41,52 @@ class SimNodeState:
     state: SchedulerState
     replica: Replica
     driver: LeaderDriver
+    dispatcher: Dispatcher
     clock_offset_ms: int = 0
+
+
+@dataclass
+class SimExecutor:
+    """A simulated executor: takes work items, 'runs' each for ``duration_ms``, reports results.
+
+    It keeps the real agent's rules: dispatches from an epoch older than the newest seen are
+    refused, and an execution id already running or done is never run again (``executions``
+    records every start, so a test can prove nothing ran twice).
+    """
+
+    name: str
+    slots: int
+    duration_ms: int = 300
+    up: bool = True
+    max_epoch: int = 0
+    running: dict[str, int] = field(default_factory=dict)  # execution id -> finishes at
+    done: dict[str, bool] = field(default_factory=dict)  # execution id -> success
+    unreported: list[str] = field(default_factory=list)
+    executions: list[tuple[str, int]] = field(default_factory=list)  # (execution id, start ms)
+    refused_stale: int = 0
+
+    def accept(self, item: pb.WorkItem, now_ms: int) -> None:
+        if not self.up:
+            return
+        if item.epoch < self.max_epoch:
+            self.refused_stale += 1
+            return
+        self.max_epoch = item.epoch
+        if item.execution_id in self.running:
+            return
+        if item.execution_id in self.done:
+            if item.execution_id not in self.unreported:
+                self.unreported.append(item.execution_id)
+            return
+        self.running[item.execution_id] = now_ms + self.duration_ms
+        self.executions.append((item.execution_id, now_ms))
+
+    def progress(self, now_ms: int) -> None:
+        for exec_id, finish in list(self.running.items()):
+            if finish <= now_ms:
+                del self.running[exec_id]
+                self.done[exec_id] = True
+                self.unreported.append(exec_id)
 
 
 class SimHarness:
@@ -57,7 +106,12 @@ class SimHarness:
         misfire: MisfireSettings | None = None,
         retention: Retention | None = None,
         step_ms: int = 100,
+        dispatch: DispatchSettings | None = None,
+        seed: int = 0,
     ) -> None:
+        self.dispatch = dispatch or DispatchSettings(lease_ms=2000, heartbeat_ms=300, retry_base_ms=200)
+        self.seed = seed
+        self.executors: dict[str, SimExecutor] = {}
         self.clock = ManualClock(start_ms)
         self.cluster = SimCluster(list(node_ids))
         self.misfire = misfire or MisfireSettings()
@@ -75,8 +129,19 @@ class SimHarness:
     def _boot(self, node_id: str, store: MemoryStore) -> None:
         state = SchedulerState.load(store, self.retention)
         driver = LeaderDriver(state, node_id, self.misfire)
-        replica = Replica(state, store, effect_sink=driver.on_effects)
-        self.nodes[node_id] = SimNodeState(node_id, store, state, replica, driver)
+        dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
+        node = SimNodeState(node_id, store, state, None, driver, dispatcher)  # type: ignore[arg-type]
+
+        def sink(effects: tuple[Effect, ...]) -> None:
+            driver.on_effects(effects)
+            for eff in effects:
+                if isinstance(eff, BarrierCommitted) and eff.node_id == node_id:
+                    dispatcher.become_leader(eff.epoch, self.now(node_id))
+            dispatcher.on_effects(effects, self.now(node_id))
+
+        node.replica = Replica(state, store, effect_sink=sink)
+        self.nodes[node_id] = node
+        replica = node.replica
         self.cluster.restart(node_id, replica.apply_entry, replica.last_applied, replica.end_of_tick)
 
     def _role_changed(self, node_id: str, leader: bool, term: int) -> None:
@@ -85,6 +150,7 @@ class SimHarness:
             self._propose(node, node.driver.become_leader(term, self.now(node_id)))
         else:
             node.driver.step_down()
+            node.dispatcher.step_down()
 
     def now(self, node_id: str) -> int:
         return self.clock.now_ms() + self.nodes[node_id].clock_offset_ms
@@ -133,13 +199,96 @@ class SimHarness:
             self.cluster.deliver()
 
     def tick(self) -> None:
-        """One scheduling round at the current time: every node that believes it leads polls."""
+        """One scheduling round at the current time: every node that believes it leads polls its
+        driver and its dispatcher; executors progress, heartbeat and report to the real leader."""
         for node in self.nodes.values():
             sim_node = self.cluster.nodes[node.node_id]
             if sim_node.up and sim_node.believes_leader:
                 for proposal in node.driver.poll(self.now(node.node_id)):
                     self._propose(node, proposal)
         self.settle()
+        if self.executors:
+            self._executors_round()
+
+    # -- executors --------------------------------------------------------------------------------
+
+    def add_executor(self, name: str, slots: int = 4, duration_ms: int = 300) -> SimExecutor:
+        ex = SimExecutor(name, slots, duration_ms)
+        self.executors[name] = ex
+        self._register(ex)
+        return ex
+
+    def _register(self, ex: SimExecutor) -> None:
+        leader = self.leader
+        if leader is None:
+            return
+        cmd = pb.Command(
+            epoch=self.nodes[leader].dispatcher.epoch or self.cluster.term, now_ms=self.now(leader)
+        )
+        cmd.executor_join.name = ex.name
+        cmd.executor_join.slots = ex.slots
+        self.cluster.nodes[leader].propose(codec.encode_command(cmd), _ignore)
+        self.settle()
+
+    def crash_executor(self, name: str) -> None:
+        ex = self.executors[name]
+        ex.up = False
+        # Its processes die with it; the execution log survives, and (like the real agent's
+        # recover()) marks what was running as finished unsuccessfully, to be reported.
+        for exec_id in ex.running:
+            ex.done[exec_id] = False
+            ex.unreported.append(exec_id)
+        ex.running.clear()
+
+    def restart_executor(self, name: str) -> None:
+        self.executors[name].up = True
+        self._register(self.executors[name])
+
+    def _executors_round(self) -> None:
+        leader = self.leader
+        if leader is None or not self.cluster.nodes[leader].believes_leader:
+            return
+        node = self.nodes[leader]
+        d = node.dispatcher
+        if not d.leading:
+            return
+        now = self.now(leader)
+        for ex in self.executors.values():
+            if not ex.up:
+                continue
+            ex.progress(now)
+            if not d.heartbeat(ex.name, [*ex.running, *ex.unreported], now):
+                self._register(ex)
+                continue
+            if ex.unreported:
+                results = [pb.ExecResult(execution_id=i, success=ex.done[i]) for i in ex.unreported]
+                data = d.results(ex.name, results, now)
+                ex.unreported.clear()
+                if data is not None:
+                    self.cluster.nodes[leader].propose(data, _ignore)
+        for data in d.poll(now):
+            if codec.decode_command(data).WhichOneof("body") == "assign_attempts":
+                # Whatever the assignment did not turn into a lease may be placed again.
+                self.cluster.nodes[leader].propose(data, functools.partial(_release, d, data))
+            else:
+                self.cluster.nodes[leader].propose(data, _ignore)
+        self.settle()
+        for executor, item in d.take_outbox():
+            target = self.executors.get(executor)
+            if target is not None:
+                target.accept(item, now)
+
+    def resend_all(self) -> None:
+        """Executors reconnecting to a (new) leader: it re-sends what it has leased to them."""
+        leader = self.leader
+        if leader is None:
+            return
+        d = self.nodes[leader].dispatcher
+        now = self.now(leader)
+        for ex in self.executors.values():
+            if ex.up:
+                for item in d.resend_to(ex.name):
+                    ex.accept(item, now)
 
     def run_for(self, ms: int, step_ms: int | None = None) -> None:
         step = step_ms or self.step_ms
@@ -210,3 +359,11 @@ def _parse(cls: type[M], data: bytes) -> M:
     msg = cls()
     msg.ParseFromString(data)
     return msg
+
+
+def _ignore(result: bytes | None, error: ProposeError | None) -> None:
+    return None
+
+
+def _release(d: Dispatcher, data: bytes, result: bytes | None, error: ProposeError | None) -> None:
+    d.release(data)

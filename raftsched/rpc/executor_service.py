@@ -228,7 +228,16 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             self.hub.require_leader()
             data = self.hub.dispatcher.results(request.name, request.results, self.hub._now())
             if data is not None:
-                await propose_and_wait(self.hub.node, data)
+                outcome = await propose_and_wait(self.hub.node, data)
+                if outcome.refused:
+                    log.info(
+                        "%s: %d of %d results from %s refused as stale (attempt superseded, run finished, "
+                        "or not assigned to it)",
+                        self.hub.node.node_id,
+                        outcome.refused,
+                        len(request.results),
+                        request.name,
+                    )
             # Committed (applied or refused as stale): either way the executor may forget them.
             return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
 

@@ -287,7 +287,7 @@ class SimHarness:
         now = self.now(leader)
         for ex in self.executors.values():
             if ex.up:
-                for item in d.resend_to(ex.name):
+                for item in d.resend_to(ex.name, now):
                     ex.accept(item, now)
 
     def run_for(self, ms: int, step_ms: int | None = None) -> None:

@@ -5,6 +5,8 @@
 
 * at most ``slots`` attempts run at once (the leader never sends more; the agent enforces it too);
 * a dispatch from an epoch older than the newest seen is refused (a deposed leader);
+* nothing starts before its nominal time by the executor's own clock either (a leader whose
+  clock runs ahead cannot make work start early; it waits until its nominal time);
 * an ``execution_id`` already running or done is never run again (the LMDB execution log,
   which survives restarts); a done one has its stored result reported again;
 * results are reported until the cluster acknowledges them (committed), across leader changes;
@@ -23,11 +25,13 @@ from typing import Any, TypeVar
 
 import grpc
 
+from raftsched.abc import Clock
 from raftsched.config import parse_address
 from raftsched.errors import InvalidSpec
 from raftsched.executor.dedupe import BeginStatus, ExecutionLog
 from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
 from raftsched.model import validate_name
+from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -52,6 +56,7 @@ class Executor:
         data_dir: str | Path = "executor-data",
         labels: Mapping[str, str] | None = None,
         grace_s: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
         validate_name(name, "executor.name")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
@@ -73,8 +78,12 @@ class Executor:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._max_epoch = 0
         self._report_wake: asyncio.Event | None = None
+        self.clock: Clock = clock or SystemClock()
         self.started = 0
         self.refused_stale = 0
+        self.delayed_early = 0  # dispatches that arrived before their nominal time by our clock
+        self._heartbeat_s = 2.0
+        self._rpc_timeout_s = 3.0
 
     def handler(self, name: str) -> Callable[[H], H]:
         """Register a Python callable run for tasks whose ``handler`` is ``name``."""
@@ -129,7 +138,8 @@ class Executor:
         for _ in range(len(self.targets) + 3):
             try:
                 reply = await self._stub(target).Register(
-                    pb.RegisterRequest(name=self.name, slots=self.slots, labels=self.labels), timeout=10
+                    pb.RegisterRequest(name=self.name, slots=self.slots, labels=self.labels),
+                    timeout=max(1.0, self._rpc_timeout_s),  # a paused old leader must not hold us
                 )
             except grpc.aio.AioRpcError as exc:
                 hint = _leader_hint(exc)
@@ -143,6 +153,11 @@ class Executor:
                 raise
             self._max_epoch = max(self._max_epoch, reply.epoch)
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
+            # A leader that does not answer within a third of the lease is treated as gone: we
+            # must find its successor and heartbeat there before the successor's lease on our
+            # attempts runs out (a fixed 5 s timeout outlived a 2 s lease: healthy executors were
+            # declared dead while the old leader was paused - found by the chaos suite).
+            self._rpc_timeout_s = max(0.2, reply.lease_ms / 3000)
             log.info(
                 "%s: registered with %s (epoch %d, %d slots)", self.name, target, reply.epoch, self.slots
             )
@@ -199,6 +214,12 @@ class Executor:
 
     async def _execute(self, item: pb.WorkItem) -> None:
         assert self._log is not None and self._report_wake is not None
+        # Never early, by our own clock too: a leader whose clock runs ahead would otherwise start
+        # attempts early in real time (the chaos suite's +2 s skew did, by ~2 s). Rather late.
+        early_ms = item.nominal_ms - self.clock.now_ms()
+        if early_ms > 0:
+            self.delayed_early += 1
+            await asyncio.sleep(early_ms / 1000)
         self.started += 1
         try:
             ctx = AttemptContext.with_params_json(
@@ -243,7 +264,7 @@ class Executor:
                 pb.HeartbeatRequest(
                     name=self.name, running=held, free_slots=max(0, self.slots - len(self._running))
                 ),
-                timeout=5,
+                timeout=self._rpc_timeout_s,
             )
             if not reply.registered:
                 raise LeaderLost("the leader does not know this executor")

@@ -416,7 +416,12 @@ class SchedulerState:
             st = self.tasks.get(task)
             if st is None:
                 return None
-            raw = self.store.get(keys.version_key(task, version)) if version != st.version else None
+            raw = None
+            if version != st.version:
+                # Any thread may ask (the dispatcher runs on the event loop): read committed data
+                # through a reader, never the apply thread's open write batch.
+                with self.store.reader() as r:
+                    raw = r.get(keys.version_key(task, version))
             rec = pb.TaskRecord()
             rec.ParseFromString(raw if raw is not None else st.spec_bytes)
             return rec.spec

@@ -86,13 +86,17 @@ class Dispatcher:
         self.epoch = epoch
         self.leading = True
         self._rebuild_ring()
+        # Takeover grace: executors first have to notice the old leader is gone (it may be paused,
+        # not dead) and find this one. Give them one extra lease before declaring them, or their
+        # attempts, lost (without it the chaos suite saw healthy executors declared dead).
+        grace = now_ms + self.settings.lease_ms
         for name in self.ring.members:
-            self.last_seen[name] = now_ms  # a fresh chance to heartbeat to the new leader
+            self.last_seen[name] = grace
         for eff in self.state.pending_attempts():
             if isinstance(eff, AttemptReady):
                 self._wait(eff)
             else:
-                self._lease_and_send(eff, now_ms)
+                self._lease_and_send(eff, grace)
 
     def step_down(self) -> None:
         self.leading = False
@@ -145,6 +149,13 @@ class Dispatcher:
                 if eff.alive:
                     self.last_seen[eff.name] = now_ms
                     self.declared_dead.discard(eff.name)
+                else:
+                    # The state machine has re-queued (or failed) every attempt it held: its
+                    # leases are void. Keeping them re-sent lost attempts when it reconnected.
+                    for exec_id, lease in list(self.leases.items()):
+                        if lease.executor == eff.name:
+                            del self.leases[exec_id]
+                    self.used.pop(eff.name, None)
 
     def _lease_and_send(self, eff: DispatchAttempt, now_ms: int) -> None:
         spec = self.state.spec_for(eff.task, self._run_version(eff.run_id))
@@ -188,19 +199,30 @@ class Dispatcher:
         out, self.outbox = self.outbox, []
         return out
 
-    def resend_to(self, executor: str) -> list[pb.WorkItem]:
-        """Work items of every attempt leased to ``executor`` (it reconnected: its stream was new)."""
+    def resend_to(self, executor: str, now_ms: int) -> list[pb.WorkItem]:
+        """Work items of every attempt leased to ``executor`` (it reconnected: its stream is new).
+
+        Each lease starts afresh: the attempt may never have reached the executor before (it was
+        assigned while the executor was still looking for this leader), and an old expiry would
+        declare it lost the moment it starts - a duplicate run the chaos suite caught."""
         items: list[pb.WorkItem] = []
-        for lease in self.leases.values():
+        for lease in list(self.leases.values()):
             if lease.executor == executor:
                 run = self.state.active_run(lease.run_id)
-                if run is None:
-                    continue
+                shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
+                if (
+                    run is None
+                    or shard is None
+                    or shard.attempt != lease.attempt
+                    or shard.executor != executor
+                    or shard.state != pb.RUNNING
+                ):
+                    continue  # superseded in the log: never re-send a lost or finished attempt
                 eff = DispatchAttempt(
                     lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
                 )
                 before = len(self.outbox)
-                self._lease_and_send(eff, lease.expires_ms - self.settings.lease_ms)
+                self._lease_and_send(eff, now_ms)
                 items.extend(item for _, item in self.outbox[before:])
                 del self.outbox[before:]
         return items

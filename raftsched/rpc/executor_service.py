@@ -9,6 +9,7 @@ leader's address (trailing metadata ``raftsched-leader``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -58,12 +59,14 @@ class ExecutorHub:
     # -- from other threads ----------------------------------------------------------------------
 
     def effects_threadsafe(self, effects: tuple[Effect, ...]) -> None:
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(self._on_effects, effects)
+        if self.loop is not None and not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed under us (shutting down)
+                self.loop.call_soon_threadsafe(self._on_effects, effects)
 
     def leadership_threadsafe(self, is_leader: bool) -> None:
-        if self.loop is not None and not is_leader:
-            self.loop.call_soon_threadsafe(self._lost_leadership)
+        if self.loop is not None and not is_leader and not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._lost_leadership)
 
     # -- on the loop -----------------------------------------------------------------------------
 
@@ -73,7 +76,15 @@ class ExecutorHub:
     def _on_effects(self, effects: tuple[Effect, ...]) -> None:
         d = self.dispatcher
         for eff in effects:
-            if isinstance(eff, BarrierCommitted) and eff.node_id == self.node.node_id:
+            driver = self.node.driver
+            if (
+                isinstance(eff, BarrierCommitted)
+                and eff.node_id == self.node.node_id
+                and driver.leading
+                and driver.epoch == eff.epoch
+            ):
+                # Our barrier of the term we lead now (not one replayed from an old term at
+                # restart: a follower once started dispatching from its own old barrier).
                 # Our barrier applied: every older leader's entry is applied too. Take over.
                 d.become_leader(eff.epoch, self._now())
                 log.info(
@@ -201,7 +212,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
         try:
-            for item in hub.dispatcher.resend_to(request.name):
+            for item in hub.dispatcher.resend_to(request.name, hub._now()):
                 yield item
             while True:
                 item = await queue.get()

@@ -101,10 +101,14 @@ def test_heartbeats_keep_leases_and_silence_expires_them_into_a_retry() -> None:
 
 def test_a_silent_executor_is_declared_dead_once() -> None:
     _, d = setup()
-    d.heartbeat("ex1", [], T0 + 2 * S)
-    first = [pb.Command.FromString(c) for c in d.poll(T0 + 4 * S)]
+    # A new leader gives executors one extra lease (3 s here) to find it before judging them.
+    d.heartbeat("ex1", [], T0 + 5 * S)
+    assert not [
+        c for c in d.poll(T0 + 5 * S) if pb.Command.FromString(c).WhichOneof("body") == "executor_leave"
+    ]
+    first = [pb.Command.FromString(c) for c in d.poll(T0 + 7 * S)]
     assert [c.executor_leave.name for c in first if c.WhichOneof("body") == "executor_leave"] == ["ex2"]
-    again = [pb.Command.FromString(c) for c in d.poll(T0 + 4 * S + 100)]
+    again = [pb.Command.FromString(c) for c in d.poll(T0 + 7 * S + 100)]
     assert not [c for c in again if c.WhichOneof("body") == "executor_leave"]
 
 
@@ -118,7 +122,8 @@ def test_a_new_leader_resends_assigned_attempts_to_the_same_executor_with_fresh_
     successor.become_leader(2, T0 + 10 * S)
     [(again_to, again)] = successor.take_outbox()
     assert (again_to, again.execution_id, again.epoch) == (executor, item.execution_id, 2)
-    assert successor.leases[item.execution_id].expires_ms == T0 + 10 * S + SETTINGS.lease_ms
+    # A fresh lease, plus the takeover grace of one more lease.
+    assert successor.leases[item.execution_id].expires_ms == T0 + 10 * S + 2 * SETTINGS.lease_ms
 
 
 def test_a_refused_assignment_is_released_for_another_try() -> None:

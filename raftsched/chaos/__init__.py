@@ -1,0 +1,34 @@
+"""The failover chaos suite: real node and executor processes, injected faults, an outside checker.
+
+* :mod:`raftsched.chaos.harness` — starts a cluster and an executor fleet on loopback, installs
+  per-second tasks that log every execution to a marker file, and injects process faults
+  (SIGKILL of leaders, followers and executors; SIGSTOP of the leader; restarts; a wiped data
+  dir; a skewed leader clock). Network partitions are not part of this increment.
+* :mod:`raftsched.chaos.checker` — reads only the marker file and the cluster's public API and
+  reports every lost, duplicated or early fire (DESIGN.md §3, invariants 1-6).
+
+``python -m raftsched.chaos`` runs the CI-sized schedule and prints the figures as JSON;
+``bench/chaos.py`` runs the soak.
+"""
+
+from raftsched.chaos.checker import ChaosReport, analyse, settle
+from raftsched.chaos.harness import (
+    ChaosHarness,
+    ChaosResult,
+    ChaosSettings,
+    ci_schedule,
+    run_chaos,
+    soak_schedule,
+)
+
+__all__ = [
+    "ChaosHarness",
+    "ChaosReport",
+    "ChaosResult",
+    "ChaosSettings",
+    "analyse",
+    "ci_schedule",
+    "run_chaos",
+    "settle",
+    "soak_schedule",
+]

@@ -1,0 +1,800 @@
+"""The chaos harness: a real cluster and executor fleet on loopback, and a fault schedule.
+
+:class:`ChaosHarness` starts 3 (or 5) ``raftsched.node`` processes (:class:`LocalCluster`) and 2
+``raftsched.executor`` processes with fast leases, installs per-second cron tasks whose command
+appends one line per execution to a marker file::
+
+    execution_id task nominal_iso shard attempt start_wall_ns executor
+
+and injects faults, one at a time. After each fault it waits, with deadlines, for recovery: a
+leader among the live nodes, every live node caught up with the leader's commit index, every
+executor registered with the current leader (its log names the leader's epoch) and executing
+fires decided after the fault. Faults:
+
+* :meth:`~ChaosHarness.kill_leader` — SIGKILL the leader; restart it once a new leader has fired;
+* :meth:`~ChaosHarness.kill_follower` — SIGKILL a follower, restart it;
+* :meth:`~ChaosHarness.kill_executor` — SIGKILL an executor while an attempt runs on it, restart it;
+* :meth:`~ChaosHarness.pause_leader` — SIGSTOP the leader past the election timeout, then SIGCONT;
+* :meth:`~ChaosHarness.restart_node` — SIGTERM a node (the leader) and start it from its data dir;
+* :meth:`~ChaosHarness.wipe_follower` — SIGKILL a follower, delete its data dir, start it empty;
+  it catches up from a snapshot or from the log (the report notes which);
+* :meth:`~ChaosHarness.skew_leader` — restart a follower with its clock off by ``offset_ms``
+  (``RAFTSCHED_TEST_CLOCK_OFFSET_MS``), SIGKILL leaders until it leads, let it fire, then restart
+  it with a true clock.
+
+**Out of scope in this increment:** network partitions (cutting the leader's Raft and gRPC links
+through per-link TCP proxies or network namespaces). Every fault here is a process fault: kill,
+pause, restart, wipe, clock skew.
+
+:func:`run_chaos` runs a schedule (:func:`ci_schedule`, :func:`soak_schedule`), heals everything,
+runs :mod:`raftsched.chaos.checker` and computes the figures. Every process it starts is stopped
+when it returns or raises.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from raftsched.chaos.checker import (
+    ChaosReport,
+    CheckSettings,
+    Execution,
+    ExecutorFault,
+    SkewWindow,
+    TaskExpectation,
+    analyse,
+    parse_marker_line,
+    read_markers,
+    settle,
+)
+from raftsched.client import Client
+from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
+from raftsched.node import TEST_CLOCK_OFFSET_ENV
+from raftsched.timing.clock import SystemClock
+
+Progress = Callable[[str], None]
+
+_MARK = (
+    '"$RAFTSCHED_EXECUTION_ID $RAFTSCHED_TASK $RAFTSCHED_NOMINAL_TIME $RAFTSCHED_SHARD '
+    '$RAFTSCHED_ATTEMPT $(date +%s%N) $RAFTSCHED_EXECUTOR"'
+)
+_REGISTERED = re.compile(r": registered with \S+ \(epoch (\d+),")
+_DISCONNECTED = "finding the leader"
+_LOG_PROBLEM = re.compile(r" (ERROR|CRITICAL) |^Traceback ")
+# pysyncobj logs this after a paused leader resumes: it truncates entries and takes identical
+# ones again (LIBRARY-NOTES §1.11, "spurious truncation"); our replica guard never applies an
+# index twice. A real divergence would show as unequal apply chains or state digests, which the
+# checker tests after every run - so this line alone is reported, not counted as a problem.
+_KNOWN_LIBRARY_NOISE = re.compile(r"CRITICAL pysyncobj\.syncobj: truncating already-applied log entries")
+
+
+# -- what runs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlan:
+    """A per-second task of the suite. Its first attempt fails on purpose for nominal seconds
+    whose last digit is in ``fail_digits`` (exit 3) or ``hang_digits`` (sleeps past the timeout)."""
+
+    name: str
+    shards: int = 1
+    max_retries: int = 0
+    timeout_ms: int = 0
+    sleep_s: float = 0.0
+    fail_digits: frozenset[int] = frozenset()
+    hang_digits: frozenset[int] = frozenset()
+
+    def spec(self, marker: Path) -> TaskSpec:
+        command = f"echo {_MARK} >> {shlex.quote(str(marker))}"
+        if self.sleep_s:
+            command += f"; sleep {self.sleep_s}"
+        cases = [f"*{d}Z/1) exit 3 ;;" for d in sorted(self.fail_digits)]
+        cases += [f"*{d}Z/1) exec sleep 5 ;;" for d in sorted(self.hang_digits)]
+        if cases:
+            command += '; case "$RAFTSCHED_NOMINAL_TIME/$RAFTSCHED_ATTEMPT" in ' + " ".join(cases) + " esac"
+        return TaskSpec(
+            self.name,
+            CronTrigger("* * * * * *"),
+            command=command,
+            shards=self.shards,
+            overlap=Overlap.ALLOW,
+            misfire=Misfire.LATEST,
+            max_retries=self.max_retries,
+            timeout_ms=self.timeout_ms,
+        )
+
+    def fails_by_design(self, nominal_ms: int, attempt: int) -> bool:
+        digit = (nominal_ms // 1000) % 10
+        return attempt == 1 and (digit in self.fail_digits or digit in self.hang_digits)
+
+    def expectation(self) -> TaskExpectation:
+        return TaskExpectation(self.name, self.shards, self.fails_by_design)
+
+
+SLOW = "chaos-slow"  # its attempts run ~1 s: the executor kill waits for one to be in flight
+
+DEFAULT_TASKS: tuple[TaskPlan, ...] = (
+    TaskPlan("chaos-tick"),
+    TaskPlan("chaos-sharded", shards=3),
+    TaskPlan(SLOW, shards=3, max_retries=1, sleep_s=1.0),
+    TaskPlan(
+        "chaos-retry",
+        max_retries=2,
+        timeout_ms=1500,
+        fail_digits=frozenset({0, 5}),
+        hang_digits=frozenset({3}),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosSettings:
+    nodes: int = 3
+    executors: int = 2
+    slots: int = 8
+    lease_ms: int = 2000
+    heartbeat_ms: int = 400
+    retry_backoff_ms: int = 300
+    # Small enough that the log is compacted within a CI run, so a wiped node can need a snapshot.
+    log_compaction_min_entries: int = 50
+    pause_s: float = 3.0  # SIGSTOP length: > leader_fallback_timeout (2 s) and the election timeout
+    skew_ms: int = 2000
+    skew_hold_fires: int = 3  # seconds a skewed leader fires before it is restarted
+    recovery_timeout_s: float = 60.0
+    tasks: tuple[TaskPlan, ...] = DEFAULT_TASKS
+
+    def extra_config(self) -> str:
+        return (
+            f"[scheduler]\nlease_ms = {self.lease_ms}\nheartbeat_ms = {self.heartbeat_ms}\n"
+            f"retry_backoff_ms = {self.retry_backoff_ms}\nhistory_keep_count = 1000000\n"
+            f"[raft]\nlog_compaction_min_entries = {self.log_compaction_min_entries}\n"
+        )
+
+    def check_settings(self) -> CheckSettings:
+        return CheckSettings(lease_ms=self.lease_ms)
+
+    def drain_budget_ms(self) -> int:
+        """How long runs may legitimately stay unfinished after their task is disabled."""
+        longest = max((p.timeout_ms or int(p.sleep_s * 1000)) for p in self.tasks)
+        retries = max(p.max_retries for p in self.tasks)
+        backoff = sum((self.retry_backoff_ms << i) * 12 // 10 for i in range(retries))
+        return (retries + 1) * (longest + self.heartbeat_ms) + backoff
+
+
+# -- what happened -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FaultEvent:
+    kind: str
+    target: str
+    start_ms: int
+    recovered_ms: int
+    detail: str = ""
+
+    def describe(self) -> str:
+        took = (self.recovered_ms - self.start_ms) / 1000
+        return f"{self.kind} {self.target}: recovered in {took:.1f} s" + (
+            f" ({self.detail})" if self.detail else ""
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderKill:
+    node: str
+    term: int
+    kill_ms: int
+    new_leader: str
+    new_term: int
+    first_commit_ms: int  # SIGKILL to the first fire committed by the new leader (its own report)
+
+
+@dataclass
+class ChaosResult:
+    report: ChaosReport
+    events: list[FaultEvent]
+    leader_kills: list[LeaderKill]
+    executor_faults: list[ExecutorFault]
+    skews: list[SkewWindow]
+    figures: dict[str, object]
+    log_problems: list[str]
+    seconds: float
+
+    def describe(self) -> str:
+        lines = [f"chaos run: {self.seconds:.0f} s, {len(self.events)} faults"]
+        lines += [f"  {e.describe()}" for e in self.events]
+        lines.append(self.report.summary())
+        lines += [f"LOG: {p}" for p in self.log_problems]
+        return "\n".join(lines)
+
+
+# -- the marker file -----------------------------------------------------------------------------
+
+
+class MarkerTail:
+    """Reads the marker file incrementally (complete lines only; malformed ones are skipped
+    here and reported by the checker, which rereads the whole file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.executions: list[Execution] = []
+        self._offset = 0
+        self._partial = b""
+
+    def poll(self) -> list[Execution]:
+        if not self.path.exists():
+            return self.executions
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        self._offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for raw in lines:
+            try:
+                self.executions.append(parse_marker_line(raw.decode(errors="replace")))
+            except ValueError:
+                continue
+        return self.executions
+
+
+# -- the harness ---------------------------------------------------------------------------------
+
+
+class ChaosHarness:
+    """The processes of one chaos run and the faults injected into them. Use as a context manager:
+    leaving it stops every process (resumed first if paused)."""
+
+    def __init__(
+        self, base: Path, settings: ChaosSettings | None = None, progress: Progress | None = None
+    ) -> None:
+        self.settings = s = settings or ChaosSettings()
+        self.base = base
+        base.mkdir(parents=True, exist_ok=True)
+        self.cluster = LocalCluster.create(base / "cluster", s.nodes, extra_config=s.extra_config())
+        self.node_ids = [n.id for n in self.cluster.config.nodes]
+        self.marker = base / "executions.log"
+        self.tail = MarkerTail(self.marker)
+        self.executors: dict[str, subprocess.Popen[bytes]] = {}
+        self.executor_names = [f"ex{i + 1}" for i in range(s.executors)]
+        self.node_env: dict[str, dict[str, str]] = {}
+        self.paused: set[str] = set()
+        self.events: list[FaultEvent] = []
+        self.leader_kills: list[LeaderKill] = []
+        self.executor_faults: list[ExecutorFault] = []
+        self.skews: list[SkewWindow] = []
+        self.notes: list[str] = []
+        self.clock = SystemClock()
+        self.progress: Progress = progress or (lambda _msg: None)
+        self._next_executor = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def __enter__(self) -> ChaosHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the nodes and executors, install the tasks, wait until every executor executes."""
+        t0 = self.clock.now_ms()
+        self.cluster.start()
+        self.cluster.wait_for_leader(self.settings.recovery_timeout_s)
+        for name in self.executor_names:
+            self.start_executor(name)
+        with Client(self.cluster.targets(), timeout=10) as client:
+            for plan in self.settings.tasks:
+                client.add_task(plan.spec(self.marker))
+        self.await_recovery(t0, "startup")
+        self.progress(
+            f"started {len(self.node_ids)} nodes, {len(self.executors)} executors in {self._since(t0)}"
+        )
+
+    def stop(self) -> None:
+        for nid in list(self.paused):
+            self.cluster.resume(nid)
+        self.paused.clear()
+        for proc in self.executors.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.executors.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        self.cluster.stop()
+
+    def start_executor(self, name: str) -> None:
+        log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        self.executors[name] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "raftsched.executor",
+                "--cluster",
+                ",".join(self.cluster.targets()),
+                "--name",
+                name,
+                "--slots",
+                str(self.settings.slots),
+                "--data-dir",
+                str(self.base / name),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+    def start_node(self, node_id: str) -> None:
+        self.cluster.start(node_id, extra_env=self.node_env.get(node_id))
+
+    # -- observation -------------------------------------------------------------------------------
+
+    def live_nodes(self) -> list[str]:
+        return [n for n in self.cluster.alive() if n not in self.paused]
+
+    def leader(self) -> str:
+        return self.cluster.wait_for_leader(self.settings.recovery_timeout_s, among=self.live_nodes())
+
+    def followers(self, leader: str) -> list[str]:
+        return [n for n in self.live_nodes() if n != leader]
+
+    def registered_epoch(self, name: str) -> int:
+        """The epoch the executor last registered in, 0 if it has lost its leader since."""
+        path = self.base / f"{name}.log"
+        if not path.exists():
+            return 0
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 65536))
+            text = f.read().decode(errors="replace")
+        matches = list(_REGISTERED.finditer(text))
+        if not matches or text.rfind(_DISCONNECTED) > matches[-1].start():
+            return 0
+        return int(matches[-1].group(1))
+
+    def await_recovery(self, since_ms: int, what: str) -> None:
+        """Wait until the cluster serves again after a fault that began at ``since_ms``: a leader
+        among the live nodes, every live node caught up, every executor registered with the
+        current leader and executing a fire whose nominal time is after ``since_ms``."""
+        timeout = self.settings.recovery_timeout_s
+        live = self.live_nodes()
+        leader = self.cluster.wait_for_leader(timeout, among=live)
+        target = self.cluster.status(leader).commit_index
+        wait_until(
+            lambda: all(self.cluster.status(n).applied_index >= target for n in live),
+            timeout,
+            0.1,
+            f"{', '.join(live)} to apply index {target} ({what})",
+        )
+
+        def registered() -> bool:
+            now_leader = self.cluster.leader(live)
+            if now_leader is None:
+                return False
+            term = self.cluster.status(now_leader).term
+            return all(
+                self.executors[n].poll() is None and self.registered_epoch(n) == term
+                for n in self.executor_names
+            )
+
+        wait_until(registered, timeout, 0.1, f"every executor to register with the leader ({what})")
+
+        def executing() -> bool:
+            fresh = {e.executor for e in self.tail.poll() if e.nominal_ms > since_ms}
+            return fresh >= set(self.executor_names)
+
+        wait_until(executing, timeout, 0.1, f"every executor to run fires after the fault ({what})")
+
+    def _record(self, kind: str, target: str, start_ms: int, detail: str = "") -> None:
+        event = FaultEvent(kind, target, start_ms, self.clock.now_ms(), detail)
+        self.events.append(event)
+        self.progress(event.describe())
+
+    def _since(self, start_ms: int) -> str:
+        return f"{(self.clock.now_ms() - start_ms) / 1000:.1f} s"
+
+    # -- faults ------------------------------------------------------------------------------------
+
+    def kill_leader(self) -> LeaderKill:
+        """SIGKILL the leader; once a survivor leads a newer term and has committed a fire, restart
+        the victim from its data dir and wait for recovery."""
+        leader = self.leader()
+        term = self.cluster.status(leader).term
+        survivors = self.followers(leader)
+        before = {n: self.cluster.status(n).fires_committed for n in survivors}
+        kill_ms = self.clock.now_ms()
+        t0 = time.monotonic()
+        self.cluster.kill(leader, signal.SIGKILL)
+
+        def fired() -> tuple[str, int] | None:
+            for nid in survivors:
+                try:
+                    st = self.cluster.status(nid, timeout=0.5)
+                except Exception:
+                    continue
+                if st.role == "leader" and st.term > term and st.fires_committed > before[nid]:
+                    return nid, int(st.term)
+            return None
+
+        new_leader, new_term = wait_until(
+            fired, self.settings.recovery_timeout_s, 0.02, "a new leader to commit a fire"
+        )
+        kill = LeaderKill(leader, term, kill_ms, new_leader, new_term, round((time.monotonic() - t0) * 1000))
+        self.leader_kills.append(kill)
+        self.start_node(leader)
+        self.await_recovery(kill_ms, f"after SIGKILL of leader {leader}")
+        self._record(
+            "sigkill-leader",
+            leader,
+            kill_ms,
+            f"term {term}; {new_leader} (term {new_term}) fired after {kill.first_commit_ms} ms",
+        )
+        return kill
+
+    def kill_follower(self) -> None:
+        leader = self.leader()
+        victim = self.followers(leader)[0]
+        start = self.clock.now_ms()
+        self.cluster.kill(victim, signal.SIGKILL)
+        self.start_node(victim)
+        self.await_recovery(start, f"after SIGKILL of follower {victim}")
+        self._record("sigkill-follower", victim, start)
+
+    def kill_executor(self, name: str | None = None) -> ExecutorFault:
+        """SIGKILL an executor while an attempt of the slow task runs on it; restart it at once.
+
+        Unnamed, the victims take turns; if the ring gives the one whose turn it is no slow
+        shard for a few seconds, whichever executor is running one is killed instead.
+        """
+        preferred = name or self.executor_names[self._next_executor % len(self.executor_names)]
+        if name is None:
+            self._next_executor += 1
+        slow = next((p for p in self.settings.tasks if p.name == SLOW), None)
+        running_ms = int((slow.sleep_s if slow else 0.5) * 1000 * 0.6)
+        patience = time.monotonic() + 5.0
+
+        def in_flight() -> Execution | None:
+            now = self.clock.now_ms()
+            anyone = name is None and time.monotonic() > patience
+            return next(
+                (
+                    e
+                    for e in reversed(self.tail.poll())
+                    if (e.executor == preferred or anyone)
+                    and e.task == SLOW
+                    and now - running_ms <= e.start_ms <= now
+                ),
+                None,
+            )
+
+        running = wait_until(
+            in_flight, self.settings.recovery_timeout_s, 0.02, f"an attempt running on {preferred}"
+        )
+        name = running.executor
+        kill_ms = self.clock.now_ms()
+        proc = self.executors[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        self.start_executor(name)
+        self.await_recovery(kill_ms, f"after SIGKILL of executor {name}")
+        fault = ExecutorFault(name, kill_ms, self.clock.now_ms())
+        self.executor_faults.append(fault)
+        self._record("sigkill-executor", name, kill_ms, f"mid-run: {running.execution_id}")
+        return fault
+
+    def pause_leader(self) -> None:
+        """SIGSTOP the leader until another node leads and ``pause_s`` has passed, then SIGCONT."""
+        leader = self.leader()
+        term = self.cluster.status(leader).term
+        others = self.followers(leader)
+        start = self.clock.now_ms()
+        self.cluster.pause(leader)
+        self.paused.add(leader)
+        try:
+            new_leader = self.cluster.wait_for_leader(self.settings.recovery_timeout_s, among=others)
+            pause_ms = int(self.settings.pause_s * 1000)
+            wait_until(
+                lambda: self.clock.now_ms() >= start + pause_ms, pause_ms / 1000 + 5, 0.05, "the pause"
+            )
+        finally:
+            self.cluster.resume(leader)
+            self.paused.discard(leader)
+        resumed = self.clock.now_ms()
+        wait_until(
+            lambda: (st := self.cluster.status(leader)).role != "leader" or st.term > term,
+            self.settings.recovery_timeout_s,
+            0.05,
+            f"{leader} to step down after SIGCONT",
+        )
+        self.await_recovery(resumed, f"after SIGSTOP/SIGCONT of leader {leader}")
+        self._record(
+            "sigstop-leader",
+            leader,
+            start,
+            f"term {term}, paused {(resumed - start) / 1000:.1f} s; {new_leader} led meanwhile",
+        )
+
+    def restart_node(self, node_id: str | None = None) -> None:
+        """SIGTERM a node (the leader unless named) and start it again from its data dir."""
+        victim = node_id or self.leader()
+        start = self.clock.now_ms()
+        self.cluster.kill(victim, signal.SIGTERM)
+        self.start_node(victim)
+        self.await_recovery(start, f"after restarting {victim}")
+        self._record("restart", victim, start, "SIGTERM, then started from its data dir")
+
+    def wipe_follower(self) -> None:
+        """SIGKILL a follower, delete its data dir, start it empty; it must catch up."""
+        leader = self.leader()
+        victim = self.followers(leader)[-1]
+        log = self.cluster.log_dir / f"{victim}.log"
+        start = self.clock.now_ms()
+        self.cluster.kill(victim, signal.SIGKILL)
+        self.cluster.wipe(victim)
+        offset = log.stat().st_size if log.exists() else 0
+        self.start_node(victim)
+        self.await_recovery(start, f"after wiping {victim}")
+        with log.open("rb") as f:
+            f.seek(offset)
+            how = "a snapshot" if b"installed snapshot" in f.read() else "the log"
+        self.notes.append(f"wiped {victim} caught up from {how}")
+        self._record("wipe", victim, start, f"caught up from {how}")
+
+    def skew_leader(self, offset_ms: int, max_kills: int = 0) -> SkewWindow:
+        """Make a node whose clock is off by ``offset_ms`` the leader, let it fire, then restore it.
+
+        A follower is restarted with the skew; leaders are SIGKILLed (each is a recorded leader
+        kill) until the skewed node wins an election; it fires for ``skew_hold_fires`` seconds;
+        then it is restarted with a true clock. The window returned tells the checker which
+        epochs the skewed node led.
+        """
+        s = self.settings
+        max_kills = max_kills or 4 * s.nodes
+        victim = self.followers(self.leader())[0]
+        start = self.clock.now_ms()
+        self.node_env[victim] = {TEST_CLOCK_OFFSET_ENV: str(offset_ms)}
+        self.cluster.kill(victim, signal.SIGTERM)
+        self.start_node(victim)
+        self.await_recovery(start, f"after restarting {victim} with a {offset_ms:+d} ms clock")
+        epochs: set[int] = set()
+        kills = 0
+        while self.leader() != victim and kills < max_kills:
+            self.kill_leader()
+            kills += 1
+        if self.leader() == victim:
+            st = self.cluster.status(victim)
+            epochs.add(int(st.term))
+            target = st.fires_committed + s.skew_hold_fires * len(s.tasks)
+            wait_until(
+                lambda: (x := self.cluster.status(victim)).fires_committed >= target or x.role != "leader",
+                s.recovery_timeout_s,
+                0.1,
+                f"{victim} to fire with its skewed clock",
+            )
+            epochs.add(int(self.cluster.status(victim).term))
+        else:
+            self.notes.append(f"skew {offset_ms:+d} ms: {victim} did not win an election in {kills} kills")
+        del self.node_env[victim]
+        restored = self.clock.now_ms()
+        self.cluster.kill(victim, signal.SIGTERM)
+        self.start_node(victim)
+        self.await_recovery(restored, f"after restarting {victim} with a true clock")
+        window = SkewWindow(victim, offset_ms, start, self.clock.now_ms(), frozenset(epochs))
+        self.skews.append(window)
+        self._record(
+            "skew",
+            victim,
+            start,
+            f"{offset_ms:+d} ms; led epochs {sorted(epochs) or 'none'} after {kills} leader kill(s)",
+        )
+        return window
+
+    # -- the end -----------------------------------------------------------------------------------
+
+    def heal(self) -> None:
+        """Every node running unpaused with a true clock, every executor running."""
+        for nid in list(self.paused):
+            self.cluster.resume(nid)
+        self.paused.clear()
+        for nid in list(self.node_env):
+            del self.node_env[nid]
+            self.cluster.kill(nid, signal.SIGTERM)
+        for nid in self.node_ids:
+            self.start_node(nid)
+        for name in self.executor_names:
+            if self.executors[name].poll() is not None:
+                self.start_executor(name)
+        self.await_recovery(self.clock.now_ms(), "healing")
+
+    def check(self) -> ChaosReport:
+        """Settle the cluster through its public API and check the whole history."""
+        s = self.settings
+        settled = settle(
+            self.cluster,
+            [p.name for p in s.tasks],
+            lease_ms=s.lease_ms,
+            drain_budget_ms=s.drain_budget_ms(),
+            nodes=self.node_ids,
+            timeout_s=s.recovery_timeout_s,
+        )
+        executions, malformed = read_markers([self.marker])
+        report = analyse(
+            settled.observations,
+            executions,
+            [p.expectation() for p in s.tasks],
+            executor_faults=self.executor_faults,
+            skews=self.skews,
+            disabled_at_ms=settled.disabled_at_ms,
+            settings=s.check_settings(),
+        )
+        report.violations = settled.problems + malformed + report.violations
+        report.notes = self.notes + settled.notes + report.notes
+        self._executions = executions
+        return report
+
+    def figures(self, report: ChaosReport) -> dict[str, object]:
+        """The published figures: failover times, and the checker's delayed/lost/duplicated/early."""
+        executions = getattr(self, "_executions", None) or read_markers([self.marker])[0]
+        commit = sorted(k.first_commit_ms for k in self.leader_kills)
+        first_exec: list[int] = []
+        for k in self.leader_kills:
+            later = [e.start_ms for e in executions if e.nominal_ms > k.kill_ms]
+            if later:
+                first_exec.append(min(later) - k.kill_ms)
+        first_exec.sort()
+        return {
+            "nodes": self.settings.nodes,
+            "executors": self.settings.executors,
+            "leader_kills": len(self.leader_kills),
+            "executor_kills": len(self.executor_faults),
+            "faults": len(self.events),
+            "kill_to_first_fire_committed_ms": _summary(commit),
+            "kill_to_first_execution_ms": _summary(first_exec),
+            "fires": report.fired + report.coalesced + report.skipped,
+            "fired": report.fired,
+            "coalesced": report.coalesced,
+            "executions": report.executed,
+            "delayed": report.delayed,
+            "delayed_threshold_ms": self.settings.check_settings().delayed_ms,
+            "delay_ms": {"p50": report.delay_p50_ms, "p99": report.delay_p99_ms, "max": report.max_delay_ms},
+            "lost": report.lost,
+            "duplicated": report.duplicates,
+            "early": report.early,
+            "early_during_skew": report.early_during_skew,
+            "early_after_skew": report.early_after_skew,
+            "max_early_ms": report.max_early_ms,
+            "reexecuted_after_executor_fault": report.reexecuted_after_executor_fault,
+            "failed_after_executor_fault": report.failed_after_executor_fault,
+            "violations": len(report.violations),
+        }
+
+    def log_problems(self, limit: int = 40) -> list[str]:
+        """ERROR/CRITICAL lines and tracebacks in the node and executor logs."""
+        logs = sorted(self.cluster.log_dir.glob("*.log")) + sorted(self.base.glob("ex*.log"))
+        found = [
+            f"{log.name}: {line}"
+            for log in logs
+            for line in log.read_text(errors="replace").splitlines()
+            if _LOG_PROBLEM.search(line) and not _KNOWN_LIBRARY_NOISE.search(line)
+        ]
+        return found[:limit] + ([f"... {len(found) - limit} more"] if len(found) > limit else [])
+
+    def post_mortem(self, lines: int = 30) -> str:
+        """The faults so far and the tail of every log: attached to an exception that ends a run."""
+        parts = [f"chaos run in {self.base}; faults so far:", *(f"  {e.describe()}" for e in self.events)]
+        logs = sorted(self.cluster.log_dir.glob("*.log")) + sorted(self.base.glob("ex*.log"))
+        for log in logs:
+            text = log.read_text(errors="replace").splitlines()
+            parts += [f"==== {log.name} (last {lines} of {len(text)} lines)", *text[-lines:]]
+        return "\n".join(parts)
+
+
+def _summary(values: Sequence[int]) -> dict[str, int] | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+
+    def pct(q: float) -> int:
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+    return {"n": len(ordered), "p50": pct(0.5), "p99": pct(0.99), "max": ordered[-1]}
+
+
+# -- schedules -----------------------------------------------------------------------------------
+
+
+Schedule = Callable[[ChaosHarness], None]
+
+
+def ci_schedule(h: ChaosHarness, leader_kills: int = 5) -> None:
+    """One of every fault, and at least ``leader_kills`` leader SIGKILLs (the skew phases count)."""
+    h.kill_leader()
+    h.kill_follower()
+    h.kill_executor()
+    h.pause_leader()
+    h.kill_leader()
+    h.restart_node()
+    h.wipe_follower()
+    h.skew_leader(+h.settings.skew_ms)
+    h.skew_leader(-h.settings.skew_ms)
+    while len(h.leader_kills) < leader_kills:
+        h.kill_leader()
+
+
+def soak_schedule(
+    leader_kills: int, executor_kills: int, other_faults: bool = True, skew: bool = False
+) -> Schedule:
+    """Leader and executor kills interleaved; optionally one of each other fault first."""
+
+    def schedule(h: ChaosHarness) -> None:
+        if other_faults:
+            h.kill_follower()
+            h.pause_leader()
+            h.restart_node()
+            h.wipe_follower()
+        if skew:
+            h.skew_leader(+h.settings.skew_ms)
+            h.skew_leader(-h.settings.skew_ms)
+        for i in range(max(leader_kills, executor_kills)):
+            if len(h.leader_kills) < leader_kills:
+                h.kill_leader()
+            if i < executor_kills:
+                h.kill_executor()
+
+    return schedule
+
+
+def run_chaos(
+    base: Path,
+    schedule: Schedule = ci_schedule,
+    settings: ChaosSettings | None = None,
+    progress: Progress | None = None,
+) -> ChaosResult:
+    """Start, run ``schedule``, heal, check; always stop every process."""
+    t0 = time.monotonic()
+    with ChaosHarness(base, settings, progress) as h:
+        try:
+            h.start()
+            schedule(h)
+            h.heal()
+            report = h.check()
+        except Exception as exc:
+            exc.add_note(h.post_mortem())
+            raise
+        result = ChaosResult(
+            report=report,
+            events=h.events,
+            leader_kills=h.leader_kills,
+            executor_faults=h.executor_faults,
+            skews=h.skews,
+            figures=h.figures(report),
+            log_problems=[],
+            seconds=0.0,
+        )
+    result.log_problems = h.log_problems()
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+__all__ = [
+    "DEFAULT_TASKS",
+    "ChaosHarness",
+    "ChaosResult",
+    "ChaosSettings",
+    "FaultEvent",
+    "LeaderKill",
+    "TaskPlan",
+    "ci_schedule",
+    "run_chaos",
+    "soak_schedule",
+]

@@ -378,13 +378,13 @@ class ChaosHarness:
         )
 
         def registered() -> bool:
-            now_leader = self.cluster.leader(live)
-            if now_leader is None:
+            # Connected (registered, not disconnected since). The epoch a Register reply names
+            # can trail the Raft term by a moment around a quick re-election, so it is not
+            # compared; the next check proves the executor really runs fires again.
+            if self.cluster.leader(live) is None:
                 return False
-            term = self.cluster.status(now_leader).term
             return all(
-                self.executors[n].poll() is None and self.registered_epoch(n) == term
-                for n in self.executor_names
+                self.executors[n].poll() is None and self.registered_epoch(n) > 0 for n in self.executor_names
             )
 
         wait_until(registered, timeout, 0.1, f"every executor to register with the leader ({what})")

@@ -157,6 +157,15 @@ class ExecutorHub:
             # lease expires and the attempt is retried elsewhere.
 
     def require_leader(self) -> None:
+        consensus = getattr(self.node, "consensus", None)
+        if (
+            self.dispatcher.leading
+            and consensus is not None
+            and (not consensus.is_leader() or consensus.epoch() != self.dispatcher.epoch)
+        ):
+            # Raft already moved on; the loop has not processed the change yet. Say so, rather
+            # than serve an executor in an epoch that is over.
+            raise _Abort("unavailable", f"{self.node.node_id} is changing leadership; retry shortly")
         if not self.dispatcher.leading:
             leader = self.node.leader_grpc() or ""
             raise _Abort(

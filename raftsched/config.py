@@ -140,7 +140,7 @@ class SchedulerSettings:
     retry_backoff_cap_ms: int = 900_000
 
     def __post_init__(self) -> None:
-        _validate_instance(self, "scheduler", _SCHEDULER_RULES, None)
+        _validate_instance(self, "scheduler", _SCHEDULER_RULES, _scheduler_relations)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +261,12 @@ def parse_config(
         _table(data, "raft", problems), "raft", RaftTuning, _RAFT_RULES, _raft_relations, problems
     )
     scheduler = _parse_section(
-        _table(data, "scheduler", problems), "scheduler", SchedulerSettings, _SCHEDULER_RULES, None, problems
+        _table(data, "scheduler", problems),
+        "scheduler",
+        SchedulerSettings,
+        _SCHEDULER_RULES,
+        _scheduler_relations,
+        problems,
     )
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
 
@@ -360,6 +365,15 @@ _SCHEDULER_RULES: Final[Mapping[str, _Rule]] = {
 }
 
 _Relations = Callable[[str, Mapping[str, _Number]], list[str]]
+
+
+def _scheduler_relations(prefix: str, v: Mapping[str, _Number]) -> list[str]:
+    """Executors must heartbeat several times per lease, or healthy ones are declared dead."""
+    lease = v.get("lease_ms")
+    beat = v.get("heartbeat_ms")
+    if lease is not None and beat is not None and not beat * 3 <= lease:
+        return [f"{prefix}.heartbeat_ms: must be at most lease_ms / 3 ({lease / 3:g}), got {beat!r}"]
+    return []
 
 
 def _raft_relations(prefix: str, v: Mapping[str, _Number]) -> list[str]:

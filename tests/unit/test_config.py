@@ -808,3 +808,14 @@ def test_parse_address_round_trips(host: str, port: int) -> None:
 def test_parse_address_rejects_every_out_of_range_port(port: int) -> None:
     with pytest.raises(InvalidSpec, match=f"^f: port {port} out of range"):
         parse_address(f"h:{port}", "f")
+
+
+def test_heartbeat_must_fit_several_times_into_the_lease() -> None:
+    data = {
+        "cluster": {"secret": "s" * 20},
+        "scheduler": {"lease_ms": 1000, "heartbeat_ms": 600},
+        "nodes": [{"id": "n1", "raft": "127.0.0.1:7001", "grpc": "127.0.0.1:7101", "data_dir": "d"}],
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.problems == ["scheduler.heartbeat_ms: must be at most lease_ms / 3 (333.333), got 600"]

@@ -277,8 +277,11 @@ class Node:
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
-        reply.commit_lateness.CopyFrom(self.lateness.summary(lateness_since_ms))
-        reply.apply_lateness.CopyFrom(self.apply_lateness.summary(lateness_since_ms))
+        if lateness_since_ms > 0:
+            # Sorting up to a million samples is not for the frequent status polls (leader
+            # discovery): only a caller that asks for a window gets the summaries.
+            reply.commit_lateness.CopyFrom(self.lateness.summary(lateness_since_ms))
+            reply.apply_lateness.CopyFrom(self.apply_lateness.summary(lateness_since_ms))
         if include_digest:
             reply.state_digest = self.state.digest()
         return reply

@@ -37,6 +37,39 @@ class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SUCCEEDED: _ClassVar[RunState]
     FAILED: _ClassVar[RunState]
     CANCELLED: _ClassVar[RunState]
+
+class EdgeCondition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONDITION_UNSPECIFIED: _ClassVar[EdgeCondition]
+    ON_SUCCESS: _ClassVar[EdgeCondition]
+    ON_FAILURE: _ClassVar[EdgeCondition]
+    ON_DONE: _ClassVar[EdgeCondition]
+
+class TriggerRule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RULE_UNSPECIFIED: _ClassVar[TriggerRule]
+    RULE_ALL: _ClassVar[TriggerRule]
+    RULE_ANY: _ClassVar[TriggerRule]
+
+class WorkflowTaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[WorkflowTaskState]
+    TASK_WAITING: _ClassVar[WorkflowTaskState]
+    TASK_READY: _ClassVar[WorkflowTaskState]
+    TASK_RUNNING: _ClassVar[WorkflowTaskState]
+    TASK_SUCCESS: _ClassVar[WorkflowTaskState]
+    TASK_FAILED: _ClassVar[WorkflowTaskState]
+    TASK_TIMEOUT: _ClassVar[WorkflowTaskState]
+    TASK_SKIPPED: _ClassVar[WorkflowTaskState]
+    TASK_KILLED: _ClassVar[WorkflowTaskState]
+
+class WorkflowRunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORKFLOW_STATE_UNSPECIFIED: _ClassVar[WorkflowRunState]
+    WORKFLOW_RUNNING: _ClassVar[WorkflowRunState]
+    WORKFLOW_SUCCESS: _ClassVar[WorkflowRunState]
+    WORKFLOW_FAILED: _ClassVar[WorkflowRunState]
+    WORKFLOW_KILLED: _ClassVar[WorkflowRunState]
 MISFIRE_UNSPECIFIED: MisfirePolicy
 MISFIRE_LATEST: MisfirePolicy
 MISFIRE_ALL: MisfirePolicy
@@ -56,6 +89,27 @@ RUNNING: RunState
 SUCCEEDED: RunState
 FAILED: RunState
 CANCELLED: RunState
+CONDITION_UNSPECIFIED: EdgeCondition
+ON_SUCCESS: EdgeCondition
+ON_FAILURE: EdgeCondition
+ON_DONE: EdgeCondition
+RULE_UNSPECIFIED: TriggerRule
+RULE_ALL: TriggerRule
+RULE_ANY: TriggerRule
+TASK_STATE_UNSPECIFIED: WorkflowTaskState
+TASK_WAITING: WorkflowTaskState
+TASK_READY: WorkflowTaskState
+TASK_RUNNING: WorkflowTaskState
+TASK_SUCCESS: WorkflowTaskState
+TASK_FAILED: WorkflowTaskState
+TASK_TIMEOUT: WorkflowTaskState
+TASK_SKIPPED: WorkflowTaskState
+TASK_KILLED: WorkflowTaskState
+WORKFLOW_STATE_UNSPECIFIED: WorkflowRunState
+WORKFLOW_RUNNING: WorkflowRunState
+WORKFLOW_SUCCESS: WorkflowRunState
+WORKFLOW_FAILED: WorkflowRunState
+WORKFLOW_KILLED: WorkflowRunState
 
 class CronTrigger(_message.Message):
     __slots__ = ("expr", "timezone")
@@ -214,7 +268,14 @@ class ShardAttempt(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json")
+    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -226,6 +287,10 @@ class Run(_message.Message):
     MANUAL_FIELD_NUMBER: _ClassVar[int]
     SHARDS_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     task: str
     nominal_ms: int
@@ -237,7 +302,180 @@ class Run(_message.Message):
     manual: bool
     shards: _containers.RepeatedCompositeFieldContainer[ShardAttempt]
     params_json: str
-    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ...) -> None: ...
+    command: str
+    env: _containers.ScalarMap[str, str]
+    workflow_run: str
+    backfill: bool
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ...) -> None: ...
+
+class Dependency(_message.Message):
+    __slots__ = ("task", "condition")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    condition: EdgeCondition
+    def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
+
+class WorkflowTaskSpec(_message.Message):
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_RULE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    command: str
+    handler: str
+    shards: int
+    max_retries: int
+    timeout_ms: int
+    params_json: str
+    env: _containers.ScalarMap[str, str]
+    depends_on: _containers.RepeatedCompositeFieldContainer[Dependency]
+    trigger_rule: TriggerRule
+    priority: int
+    description: str
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ...) -> None: ...
+
+class WorkflowSpec(_message.Message):
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLEL_PER_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schedule: CronTrigger
+    tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
+    max_parallel_per_run: int
+    max_parallel: int
+    params_json: str
+    owner: str
+    description: str
+    misfire: MisfirePolicy
+    overlap: OverlapPolicy
+    backfill_share_pct: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ...) -> None: ...
+
+class WorkflowRecord(_message.Message):
+    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    spec: WorkflowSpec
+    version: int
+    created_ms: int
+    updated_ms: int
+    runs_total: int
+    active_runs: int
+    running_tasks: int
+    next_fire_ms: int
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class TimelineEntry(_message.Message):
+    __slots__ = ("state", "at_ms", "reason")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    state: WorkflowTaskState
+    at_ms: int
+    reason: str
+    def __init__(self, state: _Optional[_Union[WorkflowTaskState, str]] = ..., at_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class WorkflowTaskRun(_message.Message):
+    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: WorkflowTaskState
+    waiting: int
+    reason: str
+    run_id: str
+    tries: int
+    timeline: _containers.RepeatedCompositeFieldContainer[TimelineEntry]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ...) -> None: ...
+
+class WorkflowRun(_message.Message):
+    __slots__ = ("run_id", "workflow", "version", "logical_ms", "state", "created_ms", "finished_ms", "backfill_id", "manual", "tasks", "params_json", "epoch")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    workflow: str
+    version: int
+    logical_ms: int
+    state: WorkflowRunState
+    created_ms: int
+    finished_ms: int
+    backfill_id: str
+    manual: bool
+    tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskRun]
+    params_json: str
+    epoch: int
+    def __init__(self, run_id: _Optional[str] = ..., workflow: _Optional[str] = ..., version: _Optional[int] = ..., logical_ms: _Optional[int] = ..., state: _Optional[_Union[WorkflowRunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., backfill_id: _Optional[str] = ..., manual: _Optional[bool] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskRun, _Mapping]]] = ..., params_json: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class BackfillRecord(_message.Message):
+    __slots__ = ("backfill_id", "workflow", "from_ms", "to_ms", "runs_total", "runs_finished", "runs_failed", "created_ms", "finished_ms", "share_pct")
+    BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    backfill_id: str
+    workflow: str
+    from_ms: int
+    to_ms: int
+    runs_total: int
+    runs_finished: int
+    runs_failed: int
+    created_ms: int
+    finished_ms: int
+    share_pct: int
+    def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ...) -> None: ...
 
 class CreateTask(_message.Message):
     __slots__ = ("spec", "next_fire_ms", "disabled")
@@ -455,8 +693,62 @@ class ReportResults(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[AttemptResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
 
+class ApplyWorkflow(_message.Message):
+    __slots__ = ("spec", "next_fire_ms")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    spec: WorkflowSpec
+    next_fire_ms: int
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class StartWorkflowRun(_message.Message):
+    __slots__ = ("workflow", "logical_ms", "params_json")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    logical_ms: int
+    params_json: str
+    def __init__(self, workflow: _Optional[str] = ..., logical_ms: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class WorkflowRunOp(_message.Message):
+    __slots__ = ("op", "run_id", "task", "reason")
+    class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        OP_UNSPECIFIED: _ClassVar[WorkflowRunOp.Op]
+        KILL: _ClassVar[WorkflowRunOp.Op]
+        RERUN: _ClassVar[WorkflowRunOp.Op]
+        MARK_SUCCESS: _ClassVar[WorkflowRunOp.Op]
+    OP_UNSPECIFIED: WorkflowRunOp.Op
+    KILL: WorkflowRunOp.Op
+    RERUN: WorkflowRunOp.Op
+    MARK_SUCCESS: WorkflowRunOp.Op
+    OP_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    op: WorkflowRunOp.Op
+    run_id: str
+    task: str
+    reason: str
+    def __init__(self, op: _Optional[_Union[WorkflowRunOp.Op, str]] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class StartBackfill(_message.Message):
+    __slots__ = ("workflow", "logical_ms", "from_ms", "to_ms", "params_json")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    logical_ms: _containers.RepeatedScalarFieldContainer[int]
+    from_ms: int
+    to_ms: int
+    params_json: str
+    def __init__(self, workflow: _Optional[str] = ..., logical_ms: _Optional[_Iterable[int]] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
+
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -475,6 +767,10 @@ class Command(_message.Message):
     EXECUTOR_LEAVE_FIELD_NUMBER: _ClassVar[int]
     ASSIGN_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     RETRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    APPLY_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    START_WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_RUN_OP_FIELD_NUMBER: _ClassVar[int]
+    START_BACKFILL_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
     epoch: int
@@ -493,7 +789,11 @@ class Command(_message.Message):
     executor_leave: ExecutorLeave
     assign_attempts: AssignAttempts
     retry_run: RetryRun
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ...) -> None: ...
+    apply_workflow: ApplyWorkflow
+    start_workflow_run: StartWorkflowRun
+    workflow_run_op: WorkflowRunOp
+    start_backfill: StartBackfill
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ...) -> None: ...
 
 class ItemResult(_message.Message):
     __slots__ = ("name", "ok", "code", "message", "version", "next_fire_ms")
@@ -512,7 +812,7 @@ class ItemResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., version: _Optional[int] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
 
 class CommandResult(_message.Message):
-    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items")
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill")
     OK_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -522,6 +822,9 @@ class CommandResult(_message.Message):
     ACCOUNTED_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     code: str
     message: str
@@ -531,7 +834,10 @@ class CommandResult(_message.Message):
     accounted: int
     refused: int
     items: _containers.RepeatedCompositeFieldContainer[ItemResult]
-    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
+    workflow: WorkflowRecord
+    workflow_run: WorkflowRun
+    backfill: BackfillRecord
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[BackfillRecord, _Mapping]] = ...) -> None: ...
 
 class Meta(_message.Message):
     __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain")
@@ -821,6 +1127,162 @@ class ClusterStatusReply(_message.Message):
     peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
     def __init__(self_, self: _Optional[_Union[NodeStatusReply, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
 
+class ApplyWorkflowRequest(_message.Message):
+    __slots__ = ("spec", "idempotency_key")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    spec: WorkflowSpec
+    idempotency_key: str
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class WorkflowReply(_message.Message):
+    __slots__ = ("workflow", "changed")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    workflow: WorkflowRecord
+    changed: bool
+    def __init__(self, workflow: _Optional[_Union[WorkflowRecord, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class GetWorkflowRequest(_message.Message):
+    __slots__ = ("name", "version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: int
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class ListWorkflowsRequest(_message.Message):
+    __slots__ = ("prefix", "limit")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    limit: int
+    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListWorkflowsReply(_message.Message):
+    __slots__ = ("workflows",)
+    WORKFLOWS_FIELD_NUMBER: _ClassVar[int]
+    workflows: _containers.RepeatedCompositeFieldContainer[WorkflowRecord]
+    def __init__(self, workflows: _Optional[_Iterable[_Union[WorkflowRecord, _Mapping]]] = ...) -> None: ...
+
+class StartWorkflowRunRequest(_message.Message):
+    __slots__ = ("workflow", "logical_ms", "params_json", "idempotency_key")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    logical_ms: int
+    params_json: str
+    idempotency_key: str
+    def __init__(self, workflow: _Optional[str] = ..., logical_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class WorkflowRunReply(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: WorkflowRun
+    def __init__(self, run: _Optional[_Union[WorkflowRun, _Mapping]] = ...) -> None: ...
+
+class GetWorkflowRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class ListWorkflowRunsRequest(_message.Message):
+    __slots__ = ("workflow", "limit", "active_only")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    limit: int
+    active_only: bool
+    def __init__(self, workflow: _Optional[str] = ..., limit: _Optional[int] = ..., active_only: _Optional[bool] = ...) -> None: ...
+
+class ListWorkflowRunsReply(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[WorkflowRun]
+    def __init__(self, runs: _Optional[_Iterable[_Union[WorkflowRun, _Mapping]]] = ...) -> None: ...
+
+class WorkflowRunOpRequest(_message.Message):
+    __slots__ = ("op", "run_id", "task", "reason", "idempotency_key")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    op: WorkflowRunOp.Op
+    run_id: str
+    task: str
+    reason: str
+    idempotency_key: str
+    def __init__(self, op: _Optional[_Union[WorkflowRunOp.Op, str]] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class BackfillRequest(_message.Message):
+    __slots__ = ("workflow", "from_ms", "to_ms", "params_json", "idempotency_key")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    from_ms: int
+    to_ms: int
+    params_json: str
+    idempotency_key: str
+    def __init__(self, workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class BackfillReply(_message.Message):
+    __slots__ = ("backfill",)
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    backfill: BackfillRecord
+    def __init__(self, backfill: _Optional[_Union[BackfillRecord, _Mapping]] = ...) -> None: ...
+
+class GetBackfillRequest(_message.Message):
+    __slots__ = ("backfill_id",)
+    BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
+    backfill_id: str
+    def __init__(self, backfill_id: _Optional[str] = ...) -> None: ...
+
+class ListBackfillsRequest(_message.Message):
+    __slots__ = ("workflow",)
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    def __init__(self, workflow: _Optional[str] = ...) -> None: ...
+
+class ListBackfillsReply(_message.Message):
+    __slots__ = ("backfills",)
+    BACKFILLS_FIELD_NUMBER: _ClassVar[int]
+    backfills: _containers.RepeatedCompositeFieldContainer[BackfillRecord]
+    def __init__(self, backfills: _Optional[_Iterable[_Union[BackfillRecord, _Mapping]]] = ...) -> None: ...
+
+class LineageRequest(_message.Message):
+    __slots__ = ("workflow", "task", "version")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    task: str
+    version: int
+    def __init__(self, workflow: _Optional[str] = ..., task: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class LineageEntry(_message.Message):
+    __slots__ = ("task", "depth")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    depth: int
+    def __init__(self, task: _Optional[str] = ..., depth: _Optional[int] = ...) -> None: ...
+
+class LineageReply(_message.Message):
+    __slots__ = ("upstream", "downstream")
+    UPSTREAM_FIELD_NUMBER: _ClassVar[int]
+    DOWNSTREAM_FIELD_NUMBER: _ClassVar[int]
+    upstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
+    downstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
+    def __init__(self, upstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ..., downstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ...) -> None: ...
+
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "slots", "labels")
     class LabelsEntry(_message.Message):
@@ -855,7 +1317,14 @@ class DispatchRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version")
+    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version", "env", "cancel")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -869,6 +1338,8 @@ class WorkItem(_message.Message):
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TASK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     run_id: str
     task: str
@@ -882,7 +1353,9 @@ class WorkItem(_message.Message):
     params_json: str
     timeout_ms: int
     task_version: int
-    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ...) -> None: ...
+    env: _containers.ScalarMap[str, str]
+    cancel: bool
+    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., cancel: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("name", "running", "free_slots")

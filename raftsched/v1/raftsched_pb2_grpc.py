@@ -104,6 +104,61 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.NodeStatusRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.NodeStatusReply.FromString,
                 _registered_method=True)
+        self.ApplyWorkflow = channel.unary_unary(
+                '/raftsched.v1.Admin/ApplyWorkflow',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ApplyWorkflowRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+                _registered_method=True)
+        self.GetWorkflow = channel.unary_unary(
+                '/raftsched.v1.Admin/GetWorkflow',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetWorkflowRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+                _registered_method=True)
+        self.ListWorkflows = channel.unary_unary(
+                '/raftsched.v1.Admin/ListWorkflows',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowsReply.FromString,
+                _registered_method=True)
+        self.StartWorkflowRun = channel.unary_unary(
+                '/raftsched.v1.Admin/StartWorkflowRun',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.StartWorkflowRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.FromString,
+                _registered_method=True)
+        self.GetWorkflowRun = channel.unary_unary(
+                '/raftsched.v1.Admin/GetWorkflowRun',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetWorkflowRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.FromString,
+                _registered_method=True)
+        self.ListWorkflowRuns = channel.unary_unary(
+                '/raftsched.v1.Admin/ListWorkflowRuns',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowRunsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowRunsReply.FromString,
+                _registered_method=True)
+        self.OperateWorkflowRun = channel.unary_unary(
+                '/raftsched.v1.Admin/OperateWorkflowRun',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunOpRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.FromString,
+                _registered_method=True)
+        self.Backfill = channel.unary_unary(
+                '/raftsched.v1.Admin/Backfill',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
+                _registered_method=True)
+        self.GetBackfill = channel.unary_unary(
+                '/raftsched.v1.Admin/GetBackfill',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetBackfillRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
+                _registered_method=True)
+        self.ListBackfills = channel.unary_unary(
+                '/raftsched.v1.Admin/ListBackfills',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListBackfillsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListBackfillsReply.FromString,
+                _registered_method=True)
+        self.Lineage = channel.unary_unary(
+                '/raftsched.v1.Admin/Lineage',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -193,6 +248,72 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApplyWorkflow(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkflow(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkflows(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartWorkflowRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkflowRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkflowRuns(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OperateWorkflowRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Backfill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBackfill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBackfills(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Lineage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -265,6 +386,61 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.NodeStatus,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.NodeStatusRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.NodeStatusReply.SerializeToString,
+            ),
+            'ApplyWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyWorkflow,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ApplyWorkflowRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.SerializeToString,
+            ),
+            'GetWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkflow,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.GetWorkflowRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.SerializeToString,
+            ),
+            'ListWorkflows': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkflows,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowsReply.SerializeToString,
+            ),
+            'StartWorkflowRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartWorkflowRun,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.StartWorkflowRunRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.SerializeToString,
+            ),
+            'GetWorkflowRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkflowRun,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.GetWorkflowRunRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.SerializeToString,
+            ),
+            'ListWorkflowRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkflowRuns,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowRunsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowRunsReply.SerializeToString,
+            ),
+            'OperateWorkflowRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.OperateWorkflowRun,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunOpRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.SerializeToString,
+            ),
+            'Backfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backfill,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.SerializeToString,
+            ),
+            'GetBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBackfill,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.GetBackfillRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.SerializeToString,
+            ),
+            'ListBackfills': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBackfills,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListBackfillsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListBackfillsReply.SerializeToString,
+            ),
+            'Lineage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lineage,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -645,6 +821,303 @@ class Admin:
             '/raftsched.v1.Admin/NodeStatus',
             raftsched_dot_v1_dot_raftsched__pb2.NodeStatusRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.NodeStatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ApplyWorkflow',
+            raftsched_dot_v1_dot_raftsched__pb2.ApplyWorkflowRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/GetWorkflow',
+            raftsched_dot_v1_dot_raftsched__pb2.GetWorkflowRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkflows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListWorkflows',
+            raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartWorkflowRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/StartWorkflowRun',
+            raftsched_dot_v1_dot_raftsched__pb2.StartWorkflowRunRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkflowRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/GetWorkflowRun',
+            raftsched_dot_v1_dot_raftsched__pb2.GetWorkflowRunRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkflowRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListWorkflowRuns',
+            raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowRunsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListWorkflowRunsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OperateWorkflowRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/OperateWorkflowRun',
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunOpRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowRunReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/Backfill',
+            raftsched_dot_v1_dot_raftsched__pb2.BackfillRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/GetBackfill',
+            raftsched_dot_v1_dot_raftsched__pb2.GetBackfillRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBackfills(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListBackfills',
+            raftsched_dot_v1_dot_raftsched__pb2.ListBackfillsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListBackfillsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lineage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/Lineage',
+            raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
             options,
             channel_credentials,
             insecure,

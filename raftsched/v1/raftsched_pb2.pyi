@@ -812,7 +812,7 @@ class ItemResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., version: _Optional[int] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
 
 class CommandResult(_message.Message):
-    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill")
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed")
     OK_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -825,6 +825,7 @@ class CommandResult(_message.Message):
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
     BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     code: str
     message: str
@@ -837,7 +838,8 @@ class CommandResult(_message.Message):
     workflow: WorkflowRecord
     workflow_run: WorkflowRun
     backfill: BackfillRecord
-    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[BackfillRecord, _Mapping]] = ...) -> None: ...
+    changed: bool
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[TaskRecord, _Mapping]] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
 
 class Meta(_message.Message):
     __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain")

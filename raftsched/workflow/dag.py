@@ -1,0 +1,201 @@
+"""A workflow's task graph, compiled once into index-based adjacency lists.
+
+Pure: no clock, no IO, no randomness, and every result is deterministic (ties are broken by the
+order of the tasks in the spec, never by set or hash order), so every replica computes the same
+graph, the same topological order and the same lineage.
+
+Edges point *downstream*: ``a → b`` means ``b`` depends on ``a`` (``a`` runs first). A task's
+``upstream`` entries are its dependencies; its ``downstream`` entries are the tasks that depend on
+it, which is what run completion walks (work proportional to the out-degree).
+
+Nothing here recurses, so graphs of any size (the validated limit is 10,000 tasks) are safe.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from raftsched.errors import NotFound
+from raftsched.v1 import raftsched_pb2 as pb
+
+__all__ = ["Dag", "compile_dag", "downstream_closure", "find_cycle", "lineage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Dag:
+    """The compiled graph of one workflow version. Task ``i`` is ``spec.tasks[i]``.
+
+    ``upstream[i]`` lists ``(dependency index, condition)`` in the order of the task's
+    ``depends_on``; ``downstream[i]`` lists ``(child index, condition of that edge)`` in spec order
+    of the children. Conditions are normalised (``CONDITION_UNSPECIFIED`` becomes ``ON_SUCCESS``),
+    as are rules (``RULE_UNSPECIFIED`` becomes ``RULE_ALL``). ``topo`` is Kahn's order with ties
+    broken by spec order, so it equals the spec order whenever the spec order is already
+    topological.
+    """
+
+    names: tuple[str, ...]
+    index: Mapping[str, int]
+    upstream: tuple[tuple[tuple[int, int], ...], ...]
+    downstream: tuple[tuple[tuple[int, int], ...], ...]
+    rule: tuple[int, ...]
+    topo: tuple[int, ...]
+
+
+def _condition(value: int) -> int:
+    return pb.ON_SUCCESS if value == pb.CONDITION_UNSPECIFIED else value
+
+
+def _rule(value: int) -> int:
+    return pb.RULE_ALL if value == pb.RULE_UNSPECIFIED else value
+
+
+def compile_dag(spec: pb.WorkflowSpec) -> Dag:
+    """Compile a *validated* spec (see :func:`raftsched.workflow.validate.validate_workflow`).
+
+    Raises ``ValueError`` for a spec that validation would have refused (duplicate task, unknown
+    dependency, cycle): inside the state machine that is an invariant violation, not user error.
+    Cost: O((tasks + edges) · log tasks).
+    """
+    names = tuple(task.name for task in spec.tasks)
+    index: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in index:
+            raise ValueError(f"workflow {spec.name!r}: duplicate task {name!r}")
+        index[name] = i
+    upstream: list[tuple[tuple[int, int], ...]] = []
+    children: list[list[tuple[int, int]]] = [[] for _ in names]
+    for i, task in enumerate(spec.tasks):
+        edges = []
+        for dep in task.depends_on:
+            j = index.get(dep.task)
+            if j is None:
+                raise ValueError(
+                    f"workflow {spec.name!r}: task {task.name!r} depends on unknown {dep.task!r}"
+                )
+            cond = _condition(dep.condition)
+            edges.append((j, cond))
+            children[j].append((i, cond))
+        upstream.append(tuple(edges))
+    topo = _kahn([[j for j, _ in edges] for edges in upstream], children)
+    if len(topo) != len(names):
+        deps = {names[i]: [names[j] for j, _ in edges] for i, edges in enumerate(upstream)}
+        cycle = find_cycle(names, deps) or []
+        raise ValueError(f"workflow {spec.name!r} has a cycle: {' → '.join(cycle)}")
+    return Dag(
+        names=names,
+        index=MappingProxyType(index),
+        upstream=tuple(upstream),
+        downstream=tuple(tuple(c) for c in children),
+        rule=tuple(_rule(task.trigger_rule) for task in spec.tasks),
+        topo=tuple(topo),
+    )
+
+
+def _kahn(parents: Sequence[Sequence[int]], children: Sequence[Sequence[tuple[int, int]]]) -> list[int]:
+    """Kahn's algorithm with a min-heap of ready indices (ties by spec order).
+
+    Returns fewer than ``len(parents)`` indices when a cycle blocks the rest.
+    """
+    waiting = [len(p) for p in parents]
+    ready = [i for i, w in enumerate(waiting) if w == 0]  # ascending, hence already a heap
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for child, _ in children[i]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                heapq.heappush(ready, child)
+    return order
+
+
+def find_cycle(names: Sequence[str], deps: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """Return one cycle as a closed path in flow order (``["a", "b", "c", "a"]``), or None.
+
+    ``deps`` maps a task name to the names it depends on; names missing from ``names`` are ignored
+    (validation reports them separately), a self-dependency is the cycle ``["a", "a"]``. The path
+    follows the edges downstream (``a → b``: ``b`` depends on ``a``) and starts at the task of the
+    cycle that comes first in ``names``, so the answer is deterministic. Iterative DFS: no
+    recursion limit, O(tasks + edges).
+    """
+    index: dict[str, int] = {}
+    for i, name in enumerate(names):
+        index.setdefault(name, i)
+    children: list[list[int]] = [[] for _ in names]
+    for i, name in enumerate(names):
+        if index[name] != i:
+            continue  # a duplicate name: its first occurrence stands for it
+        for dep in deps.get(name, ()):
+            j = index.get(dep)
+            if j is not None:
+                children[j].append(i)
+    white, grey, black = 0, 1, 2
+    colour = [white] * len(names)
+    for root in range(len(names)):
+        if colour[root] != white:
+            continue
+        path = [root]  # the grey nodes, root first
+        cursors = [0]  # next child to look at, per entry of path
+        colour[root] = grey
+        while path:
+            node = path[-1]
+            kids = children[node]
+            if cursors[-1] < len(kids):
+                child = kids[cursors[-1]]
+                cursors[-1] += 1
+                if colour[child] == grey:
+                    cycle = path[path.index(child) :]
+                    first = cycle.index(min(cycle))
+                    cycle = cycle[first:] + cycle[:first]
+                    return [names[i] for i in [*cycle, cycle[0]]]
+                if colour[child] == white:
+                    colour[child] = grey
+                    path.append(child)
+                    cursors.append(0)
+            else:
+                colour[node] = black
+                path.pop()
+                cursors.pop()
+    return None
+
+
+def lineage(dag: Dag, task: str, direction: Literal["up", "down"]) -> list[tuple[str, int]]:
+    """Every ancestor (``"up"``) or descendant (``"down"``) of ``task`` with its shortest depth.
+
+    Depth 1 is a direct dependency (or dependent). The task itself is not included. Sorted by
+    ``(depth, spec order)``. Raises :class:`~raftsched.errors.NotFound` for an unknown task.
+    """
+    start = dag.index.get(task)
+    if start is None:
+        raise NotFound(f"no task {task!r} in this workflow")
+    adjacency = dag.upstream if direction == "up" else dag.downstream
+    depth = {start: 0}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt, _ in adjacency[node]:
+            if nxt not in depth:
+                depth[nxt] = depth[node] + 1
+                queue.append(nxt)
+    del depth[start]
+    return [(dag.names[i], d) for i, d in sorted(depth.items(), key=lambda item: (item[1], item[0]))]
+
+
+def downstream_closure(dag: Dag, idx: int) -> list[int]:
+    """``idx`` and every task downstream of it, in ``dag.topo`` order (what a rerun re-queues)."""
+    seen = {idx}
+    stack = [idx]
+    while stack:
+        node = stack.pop()
+        for child, _ in dag.downstream[node]:
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    if len(seen) == 1:
+        return [idx]
+    return [i for i in dag.topo if i in seen]

@@ -32,6 +32,40 @@ class InvalidSpec(RaftschedError):
         super().__init__(f"{field}: {reason}" if field else reason)
 
 
+class InvalidWorkflow(InvalidSpec):
+    """A workflow definition (or workflow file) is invalid; nothing was stored.
+
+    ``problems`` lists *every* problem found, each as ``(location, message)``. The location names
+    the field path (``tasks[2].depends_on[0]``), with the task's name in parentheses where it
+    helps, prefixed by the file position (``etl.yaml:14``) when the definition came from a file;
+    it is ``""`` for a problem with the workflow as a whole. Fix them all and submit again.
+    """
+
+    def __init__(self, problems: list[tuple[str, str]], workflow: str = "") -> None:
+        self.problems = list(problems)
+        self.workflow = workflow
+        count = len(self.problems)
+        what = f"workflow {_quote(workflow)}" if workflow else "workflow"
+        head = f"invalid {what}: {count} problem{'' if count == 1 else 's'}"
+        lines = [f"{loc}: {msg}" if loc else msg for loc, msg in self.problems]
+        super().__init__("", "\n  ".join([head, *lines]))
+
+
+class TemplateError(InvalidSpec):
+    """A ``{{ ... }}`` template cannot be parsed or rendered (unknown variable, missing param).
+
+    Raised at submission where it can be detected; otherwise (a param missing only at run time)
+    the workflow task fails with this message. The message names the variable.
+    """
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(field, message)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 class ConfigError(RaftschedError):
     """A configuration file is invalid. ``problems`` lists every problem, each with its key path."""
 

@@ -1,0 +1,297 @@
+"""Validation of a workflow definition at submission: every problem at once, each with its location.
+
+Pure (no clock, no IO, no randomness) and deterministic: the same spec gives the same problems in
+the same order. The schedule check (cron expression and time zone) consults the tz database, so
+like every cron evaluation it belongs on the leader (or the client), not inside ``apply``.
+
+Locations are field paths of :class:`raftsched.v1.raftsched_pb2.WorkflowSpec`:
+``name``, ``schedule.expr``, ``schedule.timezone``, ``params_json``, ``tasks[2].name``,
+``tasks[2].depends_on[0]``, ``tasks[2].env.HOME``, ... A task's path carries its name in
+parentheses (``tasks[2].depends_on[0] ("load")``). When the spec came from a file, the
+``locations`` map given to :func:`validate_workflow` turns a path into ``file:line``; a path
+missing from the map falls back to its nearest parent (``tasks[2].command`` → ``tasks[2]``).
+
+Limits (beyond those of ordinary tasks in :mod:`raftsched.model`)
+    ==========================  ===================================================
+    tasks                       1 - 10,000 (``MAX_WORKFLOW_TASKS``)
+    max_parallel                0 (unlimited) - 10,000
+    max_parallel_per_run        0 (unlimited) - 10,000, at most ``max_parallel``
+    backfill_share_pct          0 (cluster default, 30) - 100
+    env                         names ``[A-Za-z_][A-Za-z0-9_]*``, not ``RAFTSCHED_*``
+    templates                   see :mod:`raftsched.workflow.template`; every
+                                ``{{ params.X }}`` must have a workflow or task default
+    ==========================  ===================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+
+from raftsched.errors import InvalidSpec, InvalidWorkflow
+from raftsched.model import (
+    MAX_COMMAND_BYTES,
+    MAX_DESCRIPTION_BYTES,
+    MAX_LABEL,
+    MAX_RETRIES,
+    MAX_SHARDS,
+    MAX_TIMEOUT_MS,
+    _check_int,
+    _check_text,
+    validate_name,
+    validate_params,
+)
+from raftsched.timing.cron import CronSchedule, validate_timezone
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.workflow.dag import find_cycle
+from raftsched.workflow.template import check_template, template_params
+
+__all__ = ["MAX_PARALLEL", "MAX_WORKFLOW_TASKS", "validate_workflow"]
+
+MAX_WORKFLOW_TASKS = 10_000
+MAX_PARALLEL = 10_000
+MAX_ENV_VARS = 256
+MAX_PRIORITY = 9
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Suggestions cost a fuzzy match against every task name; past this many unknown names a
+# workflow is more likely generated wrongly than mistyped, and the list stays fast.
+_MAX_SUGGESTIONS = 50
+
+_CONDITIONS = frozenset(pb.EdgeCondition.values())
+_RULES = frozenset(pb.TriggerRule.values())
+_MISFIRES = frozenset(pb.MisfirePolicy.values())
+_OVERLAPS = frozenset(pb.OverlapPolicy.values())
+
+
+class _Problems:
+    """Collects ``(path, message)``; ``check`` turns a raised InvalidSpec into one problem."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append((path, message))
+
+    def check_name(self, value: str, path: str) -> bool:
+        try:
+            validate_name(value, path)
+        except InvalidSpec as exc:
+            self.add(path, exc.reason)
+            return False
+        return True
+
+    def check_int(self, value: int, path: str, low: int, high: int, unit: str = "") -> None:
+        try:
+            _check_int(value, path, low, high, unit)
+        except InvalidSpec as exc:
+            self.add(path, exc.reason)
+
+    def check_text(self, value: str, path: str, max_bytes: int) -> None:
+        try:
+            _check_text(value, path, max_bytes)
+        except InvalidSpec as exc:
+            self.add(path, exc.reason)
+
+    def check_params(self, value: str, path: str) -> None:
+        try:
+            validate_params(value, path)
+        except InvalidSpec as exc:
+            self.add(path, exc.reason)
+
+
+def _q(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def validate_workflow(spec: pb.WorkflowSpec, locations: Mapping[str, str] | None = None) -> None:
+    """Check ``spec`` completely; raise :class:`InvalidWorkflow` listing every problem, or return.
+
+    ``locations`` optionally maps field paths (``tasks[2].depends_on[0]``) to file positions
+    (``etl.yaml:14``), which then prefix the problems. Cost is linear in the size of the spec
+    (a 10,000-task DAG takes tens of milliseconds).
+    """
+    problems = _Problems()
+    _check_workflow_fields(spec, problems)
+    names = [task.name for task in spec.tasks]
+    if not spec.tasks:
+        problems.add("tasks", "a workflow needs at least one task")
+    elif len(spec.tasks) > MAX_WORKFLOW_TASKS:
+        problems.add("tasks", f"{len(spec.tasks)} tasks, at most {MAX_WORKFLOW_TASKS} allowed")
+    first_at: dict[str, int] = {}
+    for i, name in enumerate(names):
+        first_at.setdefault(name, i)
+    workflow_params = _param_names(spec.params_json)
+    suggestions = [0]
+    for i, task in enumerate(spec.tasks):
+        _check_task(spec, i, task, first_at, workflow_params, problems, suggestions)
+    _check_cycle(spec, first_at, problems)
+    if problems.items:
+        raise InvalidWorkflow(_located(problems.items, names, locations), spec.name)
+
+
+def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> None:
+    problems.check_name(spec.name, "name")
+    problems.check_text(spec.owner, "owner", MAX_LABEL)
+    problems.check_text(spec.description, "description", MAX_DESCRIPTION_BYTES)
+    problems.check_params(spec.params_json, "params_json")
+    expr, tz = spec.schedule.expr, spec.schedule.timezone
+    if expr.strip():
+        try:
+            CronSchedule.parse(expr, tz or "UTC", field="schedule.expr", tz_field="schedule.timezone")
+        except InvalidSpec as exc:
+            problems.add(exc.field, exc.reason)
+    elif tz:
+        try:
+            validate_timezone(tz, "schedule.timezone")
+        except InvalidSpec as exc:
+            problems.add(exc.field, exc.reason)
+        else:
+            problems.add("schedule.timezone", "a time zone without a schedule (cron expression)")
+    elif expr:
+        problems.add("schedule.expr", "cron expression is blank")
+    if spec.misfire not in _MISFIRES:
+        problems.add("misfire", f"unknown misfire policy {spec.misfire} (use latest, all or skip)")
+    if spec.overlap not in _OVERLAPS:
+        problems.add("overlap", f"unknown overlap policy {spec.overlap} (use skip or allow)")
+    problems.check_int(spec.max_parallel, "max_parallel", 0, MAX_PARALLEL)
+    problems.check_int(spec.max_parallel_per_run, "max_parallel_per_run", 0, MAX_PARALLEL)
+    if 0 < spec.max_parallel < spec.max_parallel_per_run <= MAX_PARALLEL:
+        problems.add(
+            "max_parallel_per_run",
+            f"{spec.max_parallel_per_run} exceeds max_parallel {spec.max_parallel} "
+            "(no run could ever use it; lower it or raise max_parallel)",
+        )
+    problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
+
+
+def _param_names(params_json: str) -> set[str]:
+    """The top-level keys of a params object; empty for "" or invalid JSON (reported elsewhere)."""
+    if not params_json:
+        return set()
+    try:
+        value = json.loads(params_json)
+    except ValueError:
+        return set()
+    return set(value) if isinstance(value, dict) else set()
+
+
+def _check_task(
+    spec: pb.WorkflowSpec,
+    i: int,
+    task: pb.WorkflowTaskSpec,
+    first_at: Mapping[str, int],
+    workflow_params: set[str],
+    problems: _Problems,
+    suggestions: list[int],
+) -> None:
+    at = f"tasks[{i}]"
+    if problems.check_name(task.name, f"{at}.name") and first_at[task.name] != i:
+        problems.add(
+            f"{at}.name",
+            f"duplicate task name {_q(task.name)} (first defined at tasks[{first_at[task.name]}])",
+        )
+    if task.command and task.handler:
+        problems.add(f"{at}.handler", "give a command or a handler, not both")
+    elif not task.command and not task.handler:
+        problems.add(at, "give a command or a handler")
+    problems.check_text(task.command, f"{at}.command", MAX_COMMAND_BYTES)
+    problems.check_text(task.handler, f"{at}.handler", MAX_LABEL)
+    problems.check_int(task.shards, f"{at}.shards", 0, MAX_SHARDS)
+    problems.check_int(task.max_retries, f"{at}.max_retries", 0, MAX_RETRIES)
+    problems.check_int(task.timeout_ms, f"{at}.timeout_ms", 0, MAX_TIMEOUT_MS, " ms")
+    problems.check_int(task.priority, f"{at}.priority", 0, MAX_PRIORITY)
+    problems.check_text(task.description, f"{at}.description", MAX_DESCRIPTION_BYTES)
+    problems.check_params(task.params_json, f"{at}.params_json")
+    if task.trigger_rule not in _RULES:
+        problems.add(f"{at}.trigger_rule", f"unknown trigger rule {task.trigger_rule} (use all or any)")
+
+    defined = workflow_params | _param_names(task.params_json)
+    templated = [(f"{at}.command", task.command)]
+    if len(task.env) > MAX_ENV_VARS:
+        problems.add(f"{at}.env", f"{len(task.env)} variables, at most {MAX_ENV_VARS} allowed")
+    for key in sorted(task.env):
+        path = f"{at}.env.{key}"
+        if not _ENV_NAME.fullmatch(key):
+            problems.add(path, f"{_q(key)} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        elif key.startswith("RAFTSCHED_"):
+            problems.add(path, f"{_q(key)}: RAFTSCHED_* variables are set by the executor")
+        problems.check_text(task.env[key], path, MAX_COMMAND_BYTES)
+        templated.append((path, task.env[key]))
+    for path, text in templated:
+        if "{{" not in text:
+            continue
+        for message in check_template(text):
+            problems.add(path, f"template: {message}")
+        for name in sorted(template_params(text) - defined):
+            problems.add(
+                path,
+                f"{{{{ params.{name} }}}}: no workflow or task param {_q(name)} "
+                "(give it a default in params)",
+            )
+
+    seen: dict[str, int] = {}
+    for k, dep in enumerate(task.depends_on):
+        path = f"{at}.depends_on[{k}]"
+        if dep.condition not in _CONDITIONS:
+            problems.add(path, f"unknown condition {dep.condition} (use success, failure or done)")
+        if not dep.task:
+            problems.add(path, "names no task")
+            continue
+        if dep.task in seen:
+            problems.add(path, f"depends on {_q(dep.task)} twice (also depends_on[{seen[dep.task]}])")
+            continue
+        seen[dep.task] = k
+        if dep.task == task.name:
+            problems.add(path, "a task cannot depend on itself")
+        elif dep.task not in first_at:
+            hint = ""
+            if suggestions[0] < _MAX_SUGGESTIONS:
+                suggestions[0] += 1
+                close = [c for c in difflib.get_close_matches(dep.task, first_at, n=2) if c != task.name]
+                hint = f" (did you mean {_q(close[0])}?)" if close else ""
+            problems.add(path, f"unknown task {_q(dep.task)}{hint}")
+
+
+def _check_cycle(spec: pb.WorkflowSpec, first_at: Mapping[str, int], problems: _Problems) -> None:
+    """Report one cycle (self-dependencies are reported per edge) at the edge that closes it."""
+    names = [task.name for task in spec.tasks]
+    deps = {
+        task.name: [d.task for d in task.depends_on if d.task != task.name]
+        for i, task in enumerate(spec.tasks)
+        if first_at.get(task.name) == i
+    }
+    cycle = find_cycle(names, deps)
+    if cycle is None:
+        return
+    # cycle = [a, b, ..., z, a]: the path starts at a, which depends on z (the closing edge).
+    head = first_at[cycle[0]]
+    k = next(k for k, d in enumerate(spec.tasks[head].depends_on) if d.task == cycle[-2])
+    problems.add(f"tasks[{head}].depends_on[{k}]", f"cycle: {' → '.join(cycle)}")
+
+
+_PARENT = re.compile(r"(?:\.[^.\[\]]+|\[\d+\])$")
+_TASK = re.compile(r"tasks\[(\d+)\]")
+
+
+def _located(
+    items: list[tuple[str, str]], names: list[str], locations: Mapping[str, str] | None
+) -> list[tuple[str, str]]:
+    """Turn field paths into display locations: ``file:line: path ("task")``."""
+    out = []
+    for path, message in items:
+        shown = path
+        task = _TASK.match(path)
+        if task is not None and int(task.group(1)) < len(names) and names[int(task.group(1))]:
+            shown = f"{path} ({_q(names[int(task.group(1))])})"
+        if locations:
+            probe = path
+            while probe and probe not in locations:
+                probe = _PARENT.sub("", probe) if _PARENT.search(probe) else ""
+            if probe:
+                shown = f"{locations[probe]}: {shown}"
+            elif "" in locations:
+                shown = f"{locations['']}: {shown}"
+        out.append((shown, message))
+    return out

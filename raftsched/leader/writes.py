@@ -8,12 +8,17 @@ anything is proposed.
 
 from __future__ import annotations
 
+import datetime as _dt
+from typing import Final, Protocol
+
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound
 from raftsched.fsm.state import SchedulerState
-from raftsched.model import TaskSpec, validate_name, validate_params
+from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
+from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import next_fire_after, prepare_spec
 from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.workflow.validate import validate_workflow
 
 
 def _envelope(now_ms: int, epoch: int, origin: str, key: str) -> pb.Command:
@@ -123,3 +128,200 @@ def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) ->
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.retry_run.run_id = run_id
     return codec.encode_command(cmd)
+
+
+# -- workflows ------------------------------------------------------------------------------------
+
+MAX_BACKFILL_RUNS: Final = 10_000
+"""Most runs one backfill may create (one StartBackfill log entry holds all their logical times)."""
+MAX_REASON_BYTES: Final = 4 * 1024
+DAY_MS: Final = 86_400_000
+
+
+class WorkflowReads(Protocol):
+    """The reads of the replicated state that workflow writes check against (SchedulerState)."""
+
+    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None: ...
+
+    def get_workflow_run(self, run_id: str) -> pb.WorkflowRun | None: ...
+
+
+def workflow_next_fire(spec: pb.WorkflowSpec, after_ms: int) -> int:
+    """The first scheduled run strictly after ``after_ms`` (0 when the workflow has no schedule)."""
+    if not spec.HasField("schedule") or not spec.schedule.expr:
+        return 0
+    return next_fire_after(CronTrigger(spec.schedule.expr, spec.schedule.timezone or "UTC"), after_ms)
+
+
+def apply_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    """Create a workflow or a new version of it. Raises InvalidWorkflow listing every problem.
+
+    The state machine creates no version when the definition equals the current one
+    (``CommandResult.changed`` is false), so re-applying an unchanged file is harmless.
+    """
+    validate_workflow(spec)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.apply_workflow.spec.CopyFrom(spec)
+    cmd.apply_workflow.next_fire_ms = workflow_next_fire(spec, now_ms)
+    return codec.encode_command(cmd)
+
+
+def _check_time(ms: int, field: str) -> None:
+    if not 0 <= ms <= MAX_TIME_MS:
+        raise InvalidSpec(field, f"{ms} is outside 1970-01-01 .. 9999-12-31 (epoch ms)")
+
+
+def _existing_workflow(state: WorkflowReads, workflow: str) -> pb.WorkflowRecord:
+    validate_name(workflow, "workflow")
+    record = state.get_workflow(workflow)
+    if record is None:
+        raise NotFound(f"workflow {workflow!r} does not exist")
+    return record
+
+
+def start_workflow_run(
+    state: WorkflowReads,
+    workflow: str,
+    logical_ms: int,
+    params_json: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> bytes:
+    """Start a run of the workflow's current version now; ``logical_ms`` 0 means now.
+
+    ``logical_ms`` is the run's nominal time (``{{ ds }}``, ``{{ ts }}``), not when it starts:
+    the run starts as soon as it is committed whatever its logical time.
+    """
+    _existing_workflow(state, workflow)
+    _check_time(logical_ms, "logical_ms")
+    validate_params(params_json)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.start_workflow_run.workflow = workflow
+    cmd.start_workflow_run.logical_ms = logical_ms or now_ms
+    cmd.start_workflow_run.params_json = params_json
+    return codec.encode_command(cmd)
+
+
+_OPS_WITH_TASK: Final = frozenset({pb.WorkflowRunOp.RERUN, pb.WorkflowRunOp.MARK_SUCCESS})
+
+
+def workflow_run_op(
+    state: WorkflowReads,
+    op: int,
+    run_id: str,
+    task: str,
+    reason: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> bytes:
+    """Kill a workflow run, rerun one of its tasks (and everything downstream), or mark a task
+    succeeded. Raises NotFound naming the unknown run or task; InvalidSpec for a missing task name
+    (rerun, mark-success), a task given to kill, or an unknown op.
+
+    Whether the operation is possible in the run's current state (killing a finished run,
+    rerunning a task that is still running) is decided by the state machine, which sees the
+    state the command is applied to.
+    """
+    if op not in (pb.WorkflowRunOp.KILL, *_OPS_WITH_TASK):
+        raise InvalidSpec("op", f"unknown workflow run operation {op}")
+    if not run_id or len(run_id) > 512:
+        raise InvalidSpec("run_id", "required (a workflow run id, <workflow>@<logical_ms>...)")
+    if len(reason.encode("utf-8")) > MAX_REASON_BYTES:
+        raise InvalidSpec("reason", f"at most {MAX_REASON_BYTES} bytes")
+    run = state.get_workflow_run(run_id)
+    if run is None:
+        raise NotFound(f"workflow run {run_id!r} does not exist")
+    if op in _OPS_WITH_TASK:
+        if not task:
+            raise InvalidSpec("task", "required: which task of the run")
+        if all(t.name != task for t in run.tasks):
+            raise NotFound(f"workflow run {run_id!r} has no task {task!r}")
+    elif task:
+        raise InvalidSpec("task", "kill applies to the whole run; give no task")
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.workflow_run_op.op = op  # type: ignore[assignment]  # an int checked against the enum above
+    cmd.workflow_run_op.run_id = run_id
+    cmd.workflow_run_op.task = task
+    cmd.workflow_run_op.reason = reason
+    return codec.encode_command(cmd)
+
+
+def backfill_times(
+    spec: pb.WorkflowSpec, from_ms: int, to_ms: int, limit: int = MAX_BACKFILL_RUNS
+) -> list[int]:
+    """The logical times a backfill of ``[from_ms, to_ms]`` (both inclusive) runs, ascending.
+
+    Every occurrence of the workflow's schedule in the range (the cron DST policy applied, as for
+    scheduled runs), or every UTC midnight in the range when the workflow has no schedule. At most
+    ``limit + 1`` values come back, so a caller can tell "too many" from "exactly the limit".
+    Leader only: it evaluates cron.
+    """
+    if to_ms < from_ms:
+        return []
+    if spec.HasField("schedule") and spec.schedule.expr:
+        schedule = CronSchedule.parse(
+            spec.schedule.expr, spec.schedule.timezone or "UTC", "schedule.cron", "schedule.timezone"
+        )
+        return schedule.fires_between(from_ms - 1, to_ms, limit + 1)
+    first = -(-from_ms // DAY_MS) * DAY_MS  # the first midnight at or after from_ms
+    return list(range(first, to_ms + 1, DAY_MS))[: limit + 1]
+
+
+def start_backfill(
+    state: WorkflowReads,
+    workflow: str,
+    from_ms: int,
+    to_ms: int,
+    params_json: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> bytes:
+    """One run per logical time in ``[from_ms, to_ms]`` (see :func:`backfill_times`), of the
+    workflow's current version, dispatched within its backfill share of the executor slots.
+
+    Refused (InvalidSpec) when ``from`` is after ``to``, when the range holds no logical time, or
+    when it holds more than :data:`MAX_BACKFILL_RUNS`; NotFound for an unknown workflow.
+    """
+    record = _existing_workflow(state, workflow)
+    _check_time(from_ms, "from")
+    _check_time(to_ms, "to")
+    if from_ms > to_ms:
+        raise InvalidSpec("to", f"the range ends ({_iso(to_ms)}) before it starts ({_iso(from_ms)})")
+    validate_params(params_json)
+    times = backfill_times(record.spec, from_ms, to_ms)
+    if record.spec.schedule.expr:
+        what = f"occurrence of the schedule '{record.spec.schedule.expr}'"
+    else:
+        what = "UTC midnight (a workflow without a schedule backfills one run per day)"
+    if not times:
+        raise InvalidSpec(
+            "from", f"no {what} in [{_iso(from_ms)}, {_iso(to_ms)}]: the backfill would be empty"
+        )
+    if len(times) > MAX_BACKFILL_RUNS:
+        raise InvalidSpec(
+            "to",
+            f"[{_iso(from_ms)}, {_iso(to_ms)}] holds more than {MAX_BACKFILL_RUNS:,} runs "
+            f"(one per {what}); split it into several backfills",
+        )
+    cmd = _envelope(now_ms, epoch, origin, key)
+    body = cmd.start_backfill
+    body.workflow = workflow
+    body.logical_ms.extend(times)
+    body.from_ms = from_ms
+    body.to_ms = to_ms
+    body.params_json = params_json
+    return codec.encode_command(cmd)
+
+
+def _iso(ms: int) -> str:
+    """UTC ISO 8601 for messages (whole seconds)."""
+    return _dt.datetime.fromtimestamp(ms // 1000, _dt.UTC).isoformat().replace("+00:00", "Z")

@@ -24,6 +24,7 @@ from raftsched.fsm import keys
 from raftsched.leader import writes
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+from raftsched.workflow.dag import compile_dag, lineage
 
 if TYPE_CHECKING:
     from raftsched.node import Node
@@ -45,6 +46,7 @@ _STATUS = {
 PROPOSE_TIMEOUT_S = 10.0
 MAX_BULK_TASKS = 10_000
 DEFAULT_LIST_LIMIT = 1000
+DEFAULT_WORKFLOW_RUNS = 100
 
 
 class _Abort(Exception):
@@ -210,6 +212,77 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
         return await _guard(context, body)
 
+    # -- workflow writes ------------------------------------------------------------------------
+
+    async def ApplyWorkflow(
+        self, request: pb.ApplyWorkflowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowReply:
+        async def body() -> pb.WorkflowReply:
+            key = self._key(request.idempotency_key)
+            res = await self._write(lambda s: writes.apply_workflow(request.spec, key=key, **s))
+            return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
+
+        return await _guard(context, body)
+
+    async def StartWorkflowRun(
+        self, request: pb.StartWorkflowRunRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowRunReply:
+        async def body() -> pb.WorkflowRunReply:
+            key = self._key(request.idempotency_key)
+            res = await self._write(
+                lambda s: writes.start_workflow_run(
+                    self.node.state,
+                    request.workflow,
+                    request.logical_ms,
+                    request.params_json,
+                    key=key,
+                    **s,
+                )
+            )
+            return pb.WorkflowRunReply(run=res.workflow_run)
+
+        return await _guard(context, body)
+
+    async def OperateWorkflowRun(
+        self, request: pb.WorkflowRunOpRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowRunReply:
+        async def body() -> pb.WorkflowRunReply:
+            key = self._key(request.idempotency_key)
+            res = await self._write(
+                lambda s: writes.workflow_run_op(
+                    self.node.state,
+                    request.op,
+                    request.run_id,
+                    request.task,
+                    request.reason,
+                    key=key,
+                    **s,
+                )
+            )
+            return pb.WorkflowRunReply(run=res.workflow_run)
+
+        return await _guard(context, body)
+
+    async def Backfill(
+        self, request: pb.BackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BackfillReply:
+        async def body() -> pb.BackfillReply:
+            key = self._key(request.idempotency_key)
+            res = await self._write(
+                lambda s: writes.start_backfill(
+                    self.node.state,
+                    request.workflow,
+                    request.from_ms,
+                    request.to_ms,
+                    request.params_json,
+                    key=key,
+                    **s,
+                )
+            )
+            return pb.BackfillReply(backfill=res.backfill)
+
+        return await _guard(context, body)
+
     # -- reads ---------------------------------------------------------------------------------
 
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
@@ -288,6 +361,92 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                             run = pb.Run()
                             run.ParseFromString(raw)
             return explain(rec, request.at_ms, around, run)
+
+        return await _guard(context, body)
+
+    # -- workflow reads -------------------------------------------------------------------------
+
+    def _workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
+        rec = self.node.state.get_workflow(name, version)
+        if rec is None:
+            if version and self.node.state.get_workflow(name) is not None:
+                raise NotFound(f"workflow {name!r} has no version {version}")
+            raise NotFound(f"workflow {name!r} does not exist")
+        return rec
+
+    async def GetWorkflow(
+        self, request: pb.GetWorkflowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowReply:
+        async def body() -> pb.WorkflowReply:
+            return pb.WorkflowReply(workflow=self._workflow(request.name, request.version))
+
+        return await _guard(context, body)
+
+    async def ListWorkflows(
+        self, request: pb.ListWorkflowsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWorkflowsReply:
+        async def body() -> pb.ListWorkflowsReply:
+            return pb.ListWorkflowsReply(
+                workflows=self.node.state.list_workflows(request.prefix, request.limit)
+            )
+
+        return await _guard(context, body)
+
+    async def GetWorkflowRun(
+        self, request: pb.GetWorkflowRunRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowRunReply:
+        async def body() -> pb.WorkflowRunReply:
+            run = self.node.state.get_workflow_run(request.run_id)
+            if run is None:
+                raise NotFound(f"workflow run {request.run_id!r} does not exist")
+            return pb.WorkflowRunReply(run=run)
+
+        return await _guard(context, body)
+
+    async def ListWorkflowRuns(
+        self, request: pb.ListWorkflowRunsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWorkflowRunsReply:
+        async def body() -> pb.ListWorkflowRunsReply:
+            self._workflow(request.workflow)
+            runs = self.node.state.list_workflow_runs(
+                request.workflow, request.limit or DEFAULT_WORKFLOW_RUNS, request.active_only
+            )
+            return pb.ListWorkflowRunsReply(runs=runs)
+
+        return await _guard(context, body)
+
+    async def GetBackfill(
+        self, request: pb.GetBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BackfillReply:
+        async def body() -> pb.BackfillReply:
+            rec = self.node.state.get_backfill(request.backfill_id)
+            if rec is None:
+                raise NotFound(f"backfill {request.backfill_id!r} does not exist")
+            return pb.BackfillReply(backfill=rec)
+
+        return await _guard(context, body)
+
+    async def ListBackfills(
+        self, request: pb.ListBackfillsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListBackfillsReply:
+        async def body() -> pb.ListBackfillsReply:
+            self._workflow(request.workflow)
+            return pb.ListBackfillsReply(backfills=self.node.state.list_backfills(request.workflow))
+
+        return await _guard(context, body)
+
+    async def Lineage(self, request: pb.LineageRequest, context: grpc.aio.ServicerContext) -> pb.LineageReply:
+        async def body() -> pb.LineageReply:
+            rec = self._workflow(request.workflow, request.version)
+            dag = compile_dag(rec.spec)
+            if request.task not in dag.index:
+                raise NotFound(
+                    f"workflow {request.workflow!r} (version {rec.version}) has no task {request.task!r}"
+                )
+            return pb.LineageReply(
+                upstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "up")],
+                downstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "down")],
+            )
 
         return await _guard(context, body)
 

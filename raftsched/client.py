@@ -23,10 +23,14 @@ target is opened lazily and kept until :meth:`Client.close`.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import os
+import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -40,6 +44,7 @@ from raftsched.errors import (
     AlreadyExists,
     Conflict,
     InvalidSpec,
+    InvalidWorkflow,
     NotFound,
     NotLeader,
     RaftschedError,
@@ -47,11 +52,11 @@ from raftsched.errors import (
     Unavailable,
     error_for_code,
 )
-from raftsched.model import RunState, TaskSpec, validate_name, validate_params
+from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
-__all__ = ["Client", "ClusterView", "NodeView"]
+__all__ = ["WORKFLOW_FINISHED", "Client", "ClusterView", "NodeView", "params_to_json", "to_epoch_ms"]
 
 CODE_KEY: Final = "raftsched-code"
 LEADER_KEY: Final = "raftsched-leader"
@@ -63,6 +68,7 @@ _BACKOFF_MAX_S: Final = 1.0
 _GENERATED: Any = pb_grpc
 # The one place the client waits; a module attribute so tests can record backoffs instead of waiting.
 _sleep: Callable[[float], None] = time.sleep
+_monotonic: Callable[[], float] = time.monotonic
 
 # Errors after which another node (or the same one a little later) may succeed.
 _RETRY_CODES: Final = frozenset({NotLeader.code, Unavailable.code, StaleEpoch.code})
@@ -251,7 +257,9 @@ class Client:
     ) -> list[pb.Run]:
         """Runs (of ``task``, or all) whose nominal time is in [since, until]; 0 means unbounded."""
         if task:
-            validate_name(task, "task")
+            # A workflow's task runs belong to the internal task "<workflow>#<task>".
+            for part in task.split("#", 1):
+                validate_name(part, "task")
         request = pb.ListRunsRequest(
             task=task,
             since_ms=since_ms,
@@ -310,6 +318,189 @@ class Client:
             except grpc.RpcError as err:
                 views.append(NodeView(target, None, _describe(err)))
         return _summarise(tuple(views))
+
+    # -- workflows ---------------------------------------------------------------------------------
+
+    def apply_workflow(
+        self, spec_or_path: pb.WorkflowSpec | str | os.PathLike[str], idempotency_key: str | None = None
+    ) -> tuple[pb.WorkflowRecord, bool]:
+        """Create a workflow, or a new version of it: ``(record, changed)``.
+
+        ``spec_or_path`` is a spec or the path of a workflow file (YAML or TOML, see the README),
+        read and validated here: an invalid file raises
+        :class:`~raftsched.errors.InvalidWorkflow` listing every problem with its ``file:line``
+        before anything is sent. The leader validates again (cron and zones against its tzdata).
+        ``changed`` is False when the definition equals the current version: no version is
+        created, so applying the same file twice is harmless. Runs keep the version they started
+        with. ``idempotency_key`` (default: a fresh one) makes a retried call apply once.
+        """
+        if isinstance(spec_or_path, pb.WorkflowSpec):
+            spec = spec_or_path
+        else:
+            from raftsched.workflow.files import load_workflow_file  # file formats: only when used
+
+            spec = load_workflow_file(os.fspath(spec_or_path))
+        if idempotency_key is not None and not 0 < len(idempotency_key) <= 128:
+            raise InvalidSpec("idempotency_key", "1-128 characters")
+        request = pb.ApplyWorkflowRequest(spec=spec, idempotency_key=idempotency_key or _key())
+        try:
+            reply: pb.WorkflowReply = self._call("ApplyWorkflow", request, write=True)
+        except InvalidSpec as exc:
+            raise _as_invalid_workflow(exc, spec.name) from None
+        return reply.workflow, reply.changed
+
+    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
+        """A workflow's current record, or (``version`` > 0) the spec of that older version.
+
+        Raises NotFound for an unknown workflow or version."""
+        _check_count(version, "version")
+        request = pb.GetWorkflowRequest(name=validate_name(name, "workflow"), version=version)
+        reply: pb.WorkflowReply = self._call("GetWorkflow", request)
+        return reply.workflow
+
+    def list_workflows(self, prefix: str = "", limit: int = 0) -> list[pb.WorkflowRecord]:
+        """Workflows in name order whose names start with ``prefix``; ``limit`` 0 means all."""
+        _check_count(limit, "limit")
+        reply: pb.ListWorkflowsReply = self._call(
+            "ListWorkflows", pb.ListWorkflowsRequest(prefix=prefix, limit=limit)
+        )
+        return list(reply.workflows)
+
+    def start_workflow_run(
+        self, workflow: str, logical_ms: int = 0, params: Mapping[str, Any] | str | None = None
+    ) -> pb.WorkflowRun:
+        """Start a run of the workflow's current version now. Returns the run created.
+
+        ``logical_ms`` is its logical time (``{{ ds }}``, ``{{ ts }}``; 0 = now). ``params`` (a
+        mapping, or a JSON object as text) override the workflow's and tasks' params.
+        """
+        _check_time(logical_ms, "logical_ms")
+        request = pb.StartWorkflowRunRequest(
+            workflow=validate_name(workflow, "workflow"),
+            logical_ms=logical_ms,
+            params_json=params_to_json(params),
+            idempotency_key=_key(),
+        )
+        reply: pb.WorkflowRunReply = self._call("StartWorkflowRun", request, write=True)
+        return reply.run
+
+    def get_workflow_run(self, run_id: str) -> pb.WorkflowRun:
+        """One workflow run: its state and every task's state, tries, reason and timeline."""
+        reply: pb.WorkflowRunReply = self._call(
+            "GetWorkflowRun", pb.GetWorkflowRunRequest(run_id=_run_id(run_id))
+        )
+        return reply.run
+
+    def list_workflow_runs(
+        self, workflow: str, limit: int = 100, active_only: bool = False
+    ) -> list[pb.WorkflowRun]:
+        """Runs of ``workflow``, newest first; ``active_only`` keeps the unfinished ones."""
+        _check_count(limit, "limit")
+        request = pb.ListWorkflowRunsRequest(
+            workflow=validate_name(workflow, "workflow"), limit=limit, active_only=active_only
+        )
+        reply: pb.ListWorkflowRunsReply = self._call("ListWorkflowRuns", request)
+        return list(reply.runs)
+
+    def kill_workflow_run(self, run_id: str, reason: str = "") -> pb.WorkflowRun:
+        """Kill a run: its live task runs are cancelled (running attempts terminated) and every
+        unfinished task becomes KILLED; the run ends KILLED."""
+        return self._run_op(pb.WorkflowRunOp.KILL, run_id, "", reason)
+
+    def rerun_workflow_task(self, run_id: str, task: str) -> pb.WorkflowRun:
+        """Run ``task`` again, and everything downstream of it, inside the existing run; results
+        upstream of it are kept. NotFound names an unknown run or task."""
+        return self._run_op(pb.WorkflowRunOp.RERUN, run_id, validate_name(task, "task"), "")
+
+    def mark_task_success(self, run_id: str, task: str, reason: str = "") -> pb.WorkflowRun:
+        """Mark ``task`` succeeded by hand (its dependents proceed as after a success)."""
+        return self._run_op(pb.WorkflowRunOp.MARK_SUCCESS, run_id, validate_name(task, "task"), reason)
+
+    def _run_op(self, op: int, run_id: str, task: str, reason: str) -> pb.WorkflowRun:
+        request = pb.WorkflowRunOpRequest(
+            op=op,  # type: ignore[arg-type]  # one of the WorkflowRunOp.Op values
+            run_id=_run_id(run_id),
+            task=task,
+            reason=reason,
+            idempotency_key=_key(),
+        )
+        reply: pb.WorkflowRunReply = self._call("OperateWorkflowRun", request, write=True)
+        return reply.run
+
+    def wait_workflow_run(self, run_id: str, timeout_s: float, *, poll_s: float = 0.5) -> pb.WorkflowRun:
+        """Poll until the run is finished (SUCCESS, FAILED or KILLED) and return it.
+
+        Raises :class:`TimeoutError` (with the run's last state) if it is still running after
+        ``timeout_s`` seconds, and NotFound for an unknown run.
+        """
+        if timeout_s < 0 or poll_s <= 0:
+            raise InvalidSpec("timeout_s", "timeout must be >= 0 and poll interval > 0 seconds")
+        deadline = _monotonic() + timeout_s
+        while True:
+            run = self.get_workflow_run(run_id)
+            if run.state in WORKFLOW_FINISHED:
+                return run
+            left = deadline - _monotonic()
+            if left <= 0:
+                state = pb.WorkflowRunState.Name(run.state)
+                raise TimeoutError(f"workflow run {run_id!r} still {state} after {timeout_s:g}s")
+            _sleep(min(poll_s, left))
+
+    def backfill(
+        self,
+        workflow: str,
+        start: int | dt.date | dt.datetime,
+        end: int | dt.date | dt.datetime,
+        params: Mapping[str, Any] | str | None = None,
+    ) -> pb.BackfillRecord:
+        """Create one run per logical time in ``[start, end]`` (both inclusive).
+
+        The logical times are the workflow's schedule occurrences in the range, or every UTC
+        midnight when it has no schedule; the leader computes them. A ``date`` ``start`` means its
+        midnight (UTC), a ``date`` ``end`` the end of that day; a ``datetime`` must carry a zone;
+        an ``int`` is epoch ms. Backfill runs use at most the workflow's backfill share of the
+        executor slots and only what regular work leaves free. Refused (InvalidSpec) for an
+        empty or reversed range and for more than 10,000 runs. Watch progress with
+        :meth:`get_backfill`.
+        """
+        request = pb.BackfillRequest(
+            workflow=validate_name(workflow, "workflow"),
+            from_ms=to_epoch_ms(start, "start"),
+            to_ms=to_epoch_ms(end, "end", end_of_day=True),
+            params_json=params_to_json(params),
+            idempotency_key=_key(),
+        )
+        reply: pb.BackfillReply = self._call("Backfill", request, write=True)
+        return reply.backfill
+
+    def get_backfill(self, backfill_id: str) -> pb.BackfillRecord:
+        """One backfill and its progress (``runs_finished`` / ``runs_total``, ``runs_failed``)."""
+        if not backfill_id or len(backfill_id) > 256:
+            raise InvalidSpec("backfill_id", "required (<workflow>~b<seq>)")
+        reply: pb.BackfillReply = self._call("GetBackfill", pb.GetBackfillRequest(backfill_id=backfill_id))
+        return reply.backfill
+
+    def list_backfills(self, workflow: str) -> list[pb.BackfillRecord]:
+        """Every backfill of ``workflow``."""
+        reply: pb.ListBackfillsReply = self._call(
+            "ListBackfills", pb.ListBackfillsRequest(workflow=validate_name(workflow, "workflow"))
+        )
+        return list(reply.backfills)
+
+    def lineage(
+        self, workflow: str, task: str, version: int = 0
+    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """``(upstream, downstream)`` of ``task``: every ancestor and descendant with its shortest
+        distance (1 = direct), nearest first, in the given version of the workflow (0 = current)."""
+        _check_count(version, "version")
+        request = pb.LineageRequest(
+            workflow=validate_name(workflow, "workflow"), task=validate_name(task, "task"), version=version
+        )
+        reply: pb.LineageReply = self._call("Lineage", request)
+        return (
+            [(e.task, e.depth) for e in reply.upstream],
+            [(e.task, e.depth) for e in reply.downstream],
+        )
 
     # -- the retry loop ----------------------------------------------------------------------------
 
@@ -384,6 +575,84 @@ _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
+
+
+WORKFLOW_FINISHED: Final = frozenset({pb.WORKFLOW_SUCCESS, pb.WORKFLOW_FAILED, pb.WORKFLOW_KILLED})
+"""Workflow run states that never change again (unless a task is rerun)."""
+
+_DAY_MS: Final = 86_400_000
+
+
+def to_epoch_ms(value: int | dt.date | dt.datetime, field: str, *, end_of_day: bool = False) -> int:
+    """A time given as epoch ms, a zone-aware ``datetime`` or a ``date`` (UTC midnight; with
+    ``end_of_day``, the last millisecond of that day) as UTC epoch ms. Raises InvalidSpec."""
+    if isinstance(value, bool):
+        raise InvalidSpec(field, "expected epoch ms, a date or a datetime, got a bool")
+    if isinstance(value, int):
+        ms = value
+    elif isinstance(value, dt.datetime):  # before date: a datetime is a date
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidSpec(field, f"{value.isoformat()} has no time zone; give a zone-aware datetime")
+        ms = (value - _EPOCH) // dt.timedelta(milliseconds=1)
+    elif isinstance(value, dt.date):
+        midnight = dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
+        ms = (midnight - _EPOCH) // dt.timedelta(milliseconds=1) + (_DAY_MS - 1 if end_of_day else 0)
+    else:
+        raise InvalidSpec(field, f"expected epoch ms, a date or a datetime, got {type(value).__name__}")
+    _check_time(ms, field)
+    return ms
+
+
+def params_to_json(params: Mapping[str, Any] | str | None) -> str:
+    """Run params as the JSON object text the cluster stores ('' for none). Raises InvalidSpec."""
+    if params is None:
+        return ""
+    if isinstance(params, str):
+        text = params
+    elif isinstance(params, Mapping):
+        try:
+            text = json.dumps(dict(params), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidSpec("params", f"not JSON-serialisable ({exc})") from None
+    else:
+        raise InvalidSpec("params", f"expected a mapping or a JSON object, got {type(params).__name__}")
+    validate_params(text)
+    return text
+
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _check_time(ms: int, field: str) -> None:
+    if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= MAX_TIME_MS:
+        raise InvalidSpec(field, f"{ms!r} is not a time between 1970-01-01 and 9999-12-31 (epoch ms)")
+
+
+_WORKFLOW_HEAD = re.compile(r"invalid workflow\b.*: \d+ problems?")
+
+
+def _as_invalid_workflow(exc: InvalidSpec, workflow: str) -> InvalidSpec:
+    """The leader's InvalidWorkflow crosses gRPC as text (a headline, then one problem per line);
+    rebuild it so callers get ``problems`` as if validation had run here."""
+    head, *rest = str(exc).split("\n")
+    if not _WORKFLOW_HEAD.fullmatch(head.strip()):
+        return exc
+    problems = []
+    for line in rest:
+        location, sep, message = line.strip().partition(": ")
+        problems.append((location, message) if sep else ("", location))
+    return InvalidWorkflow(problems, workflow)
+
+
+def _check_count(value: int, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**32 - 1:
+        raise InvalidSpec(field, f"{value!r} is not a whole number between 0 and 4294967295")
+
+
+def _run_id(run_id: str) -> str:
+    if not isinstance(run_id, str) or "@" not in run_id or len(run_id) > 512:
+        raise InvalidSpec("run_id", f"{run_id!r} is not a workflow run id (<workflow>@<logical_ms>...)")
+    return run_id
 
 
 def _key() -> str:

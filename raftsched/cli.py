@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -30,7 +31,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from raftsched import codec
-from raftsched.errors import ConfigError, InvalidSpec, RaftschedError
+from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, RaftschedError
 from raftsched.model import (
     MAX_TIME_MS,
     CronTrigger,
@@ -42,6 +43,7 @@ from raftsched.model import (
     RunState,
     TaskSpec,
     Trigger,
+    validate_params,
 )
 from raftsched.timing import cron
 from raftsched.timing.clock import SystemClock
@@ -73,7 +75,7 @@ _DURATION_RE = re.compile(r"(\d{1,12}(?:\.\d{1,3})?)(ms|s|m|h|d|w)?")
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # Options whose value may be a negative relative time ("-10m"), which argparse would take for a flag.
-_TIME_OPTIONS = frozenset({"--since", "--until", "--from", "--at", "--start"})
+_TIME_OPTIONS = frozenset({"--since", "--until", "--from", "--to", "--at", "--start", "--logical"})
 _NEGATIVE_TIME_RE = re.compile(r"-\d+(?:ms|s|m|h|d|w)")
 
 TIME_HELP = """\
@@ -107,6 +109,13 @@ _FLAGS = {
     "params": "--params",
     "description": "--description",
     "count": "--count",
+    "workflow": "NAME",
+    "param": "--param",
+    "run_id": "RUN_ID",
+    "from": "--from",
+    "to": "--to",
+    "logical_ms": "--logical",
+    "version": "--version",
 }
 
 
@@ -138,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except UsageError as exc:
         return _fail(str(exc), 2)
+    except InvalidWorkflow as exc:
+        return _fail_workflow(exc)
     except InvalidSpec as exc:
         return _fail(_invalid_message(exc), 2)
     except ConfigError as exc:
@@ -309,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(preview)
 
+    _add_workflow_commands(commands)
+
     demo = _leaf(commands, "demo", _cmd_demo, "run the demo cluster described by a config file")
     demo.add_argument(
         "--config",
@@ -324,6 +337,132 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
     return parser
+
+
+def _add_workflow_commands(commands: Any) -> None:
+    workflow = commands.add_parser(
+        "workflow", help="workflows (DAGs): apply, list, show, run, runs, status, graph, backfill ..."
+    )
+    actions = workflow.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    apply = _leaf(actions, "apply", _cmd_wf_apply, "create or update a workflow from a YAML or TOML file")
+    apply.add_argument("file", metavar="FILE", help="workflow file (.yaml, .yml or .toml)")
+    apply.add_argument(
+        "--dry-run", action="store_true", help="only read and validate the file (no cluster needed)"
+    )
+
+    listing = _leaf(actions, "list", _cmd_wf_list, "list workflows")
+    listing.add_argument("--prefix", default="", metavar="P", help="only names starting with P")
+    _json_option(listing)
+
+    show = _leaf(actions, "show", _cmd_wf_show, "show a workflow: definition, tasks and dependencies")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument(
+        "--version",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="an older version (default: current)",
+    )
+    _json_option(show)
+
+    start = _leaf(actions, "run", _cmd_wf_run, "start a run of a workflow now", times=True)
+    start.add_argument("name", metavar="NAME")
+    start.add_argument("--logical", metavar="T", help="its logical time ({{ ds }}, {{ ts }}; default: now)")
+    _param_options(start)
+
+    runs = _leaf(actions, "runs", _cmd_wf_runs, "list a workflow's runs, newest first")
+    runs.add_argument("name", metavar="NAME")
+    runs.add_argument("--active", action="store_true", help="only unfinished runs")
+    runs.add_argument(
+        "--limit", type=_non_negative_int, default=100, metavar="N", help="at most N runs (default: 100)"
+    )
+    _json_option(runs)
+
+    status = _leaf(
+        actions, "status", _cmd_wf_status, "one run: every task's state, tries, reason and timeline"
+    )
+    status.add_argument("run_id", metavar="RUN_ID", help="e.g. etl@1796000000000")
+    _json_option(status)
+
+    graph = _leaf(
+        actions,
+        "graph",
+        _cmd_wf_graph,
+        "print a workflow's DAG in topological layers; given a run id, with each task's state",
+    )
+    graph.add_argument("target", metavar="NAME_OR_RUN_ID", help="a workflow name or a run id (NAME@...)")
+    graph.add_argument(
+        "--version", type=_non_negative_int, default=0, metavar="N", help="with NAME: an older version"
+    )
+    graph.add_argument("--ascii", action="store_true", help="ASCII only (no arrows or check marks)")
+    _json_option(graph)
+
+    kill = _leaf(actions, "kill", _cmd_wf_kill, "kill a run: live tasks are terminated and marked KILLED")
+    kill.add_argument("run_id", metavar="RUN_ID")
+    kill.add_argument("--reason", default="", metavar="TEXT", help="recorded in each task's timeline")
+
+    rerun = _leaf(
+        actions,
+        "rerun",
+        _cmd_wf_rerun,
+        "run a task and everything downstream of it again, inside the run (upstream results kept)",
+    )
+    rerun.add_argument("run_id", metavar="RUN_ID")
+    rerun.add_argument("task", metavar="TASK")
+
+    mark = _leaf(actions, "mark-success", _cmd_wf_mark_success, "mark a task of a run succeeded by hand")
+    mark.add_argument("run_id", metavar="RUN_ID")
+    mark.add_argument("task", metavar="TASK")
+    mark.add_argument("--reason", default="", metavar="TEXT", help="recorded in the task's timeline")
+
+    lineage = _leaf(actions, "lineage", _cmd_wf_lineage, "every task upstream and downstream of a task")
+    lineage.add_argument("name", metavar="NAME")
+    lineage.add_argument("task", metavar="TASK")
+    lineage.add_argument(
+        "--version",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="an older version (default: current)",
+    )
+    _json_option(lineage)
+
+    backfill = _leaf(
+        actions,
+        "backfill",
+        _cmd_wf_backfill,
+        "one run per logical time in [--from, --to]: every schedule occurrence "
+        "(or every UTC midnight without a schedule), within the workflow's backfill share of slots",
+        times=True,
+    )
+    backfill.add_argument("name", metavar="NAME")
+    backfill.add_argument("--from", dest="from_", required=True, metavar="T", help="first logical time")
+    backfill.add_argument(
+        "--to", required=True, metavar="T", help="last logical time (inclusive; a date means the whole day)"
+    )
+    backfill.add_argument("--wait", action="store_true", help="show a progress bar until every run finished")
+    _param_options(backfill)
+
+    watch = _leaf(actions, "backfill-status", _cmd_wf_backfill_status, "one backfill's progress")
+    watch.add_argument("backfill_id", metavar="BACKFILL_ID", help="e.g. etl~b1")
+    watch.add_argument("--wait", action="store_true", help="show a progress bar until every run finished")
+    _json_option(watch)
+
+    backfills = _leaf(actions, "backfills", _cmd_wf_backfills, "list a workflow's backfills")
+    backfills.add_argument("name", metavar="NAME")
+    _json_option(backfills)
+
+
+def _param_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", metavar="JSON", default="", help="run params, a JSON object")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one run param, a string (repeatable; applied over --params)",
+    )
 
 
 def _leaf(
@@ -865,6 +1004,514 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+# Workflow commands
+# ------------------------------------------------------------------------------------------------
+
+BACKFILL_POLL_S = 1.0
+_DAY_MS = 86_400_000
+# The one place the CLI waits (backfill --wait); a module attribute so tests record instead of sleeping.
+_sleep: Callable[[float], None] = time.sleep
+
+
+def params_from_args(params: str, pairs: Sequence[str]) -> str:
+    """``--params JSON`` with every ``--param KEY=VALUE`` (a string) applied over it, as JSON text.
+
+    Raises InvalidSpec (``--params``/``--param``) for a bad object or pair."""
+    if not pairs:
+        if params:
+            validate_params(params, "params")
+        return params
+    merged: dict[str, Any] = {}
+    if params:
+        validate_params(params, "params")
+        merged = json.loads(params)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidSpec("param", f"{pair!r} is not KEY=VALUE")
+        merged[key.strip()] = value
+    text = json.dumps(merged, sort_keys=True, ensure_ascii=False)
+    validate_params(text, "params")
+    return text
+
+
+def backfill_end(text: str, now: Now) -> int:
+    """``--to``: a time, or a bare date meaning the whole day (its last millisecond, UTC)."""
+    end = parse_time(text, now, "--to")
+    return end + _DAY_MS - 1 if _DATE_RE.fullmatch(text.strip()) else end
+
+
+def _cmd_wf_apply(args: argparse.Namespace) -> int:
+    from raftsched.workflow.files import load_workflow_file  # YAML/TOML reading only when used
+
+    spec = load_workflow_file(args.file)
+    if args.dry_run:
+        print(f"{args.file}: workflow {spec.name} is valid ({len(spec.tasks)} tasks; not applied)")
+        return 0
+    with _connect(args) as client:
+        record, changed = client.apply_workflow(spec)
+    name = record.spec.name or spec.name
+    if changed:
+        first = " (created)" if record.version == 1 else ""
+        print(f"applied workflow {name}: version {record.version}{first}")
+    else:
+        print(f"workflow {name} unchanged (version {record.version})")
+    if record.next_fire_ms:
+        print(f"next scheduled run: {_iso(record.next_fire_ms)}")
+    return 0
+
+
+def _cmd_wf_list(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        workflows = client.list_workflows(prefix=args.prefix)
+    if args.json:
+        return _print_json([_to_dict(w) for w in workflows])
+    rows = [
+        [
+            w.spec.name,
+            str(w.version),
+            _schedule_text(w.spec),
+            _iso(w.next_fire_ms),
+            str(len(w.spec.tasks)),
+            str(w.active_runs),
+            str(w.runs_total),
+        ]
+        for w in workflows
+    ]
+    _print_table(["NAME", "VERSION", "SCHEDULE", "NEXT RUN (UTC)", "TASKS", "ACTIVE", "RUNS"], rows)
+    return 0
+
+
+def _cmd_wf_show(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        record = client.get_workflow(args.name, args.version)
+    if args.json:
+        return _print_json(_to_dict(record))
+    s = record.spec
+    fields = [
+        ("name", s.name),
+        ("version", str(record.version)),
+        ("schedule", _schedule_text(s)),
+        ("next run", _iso(record.next_fire_ms)),
+        ("misfire", _enum(pb.MisfirePolicy, s.misfire, "MISFIRE_") if s.misfire else "latest"),
+        ("overlap", _enum(pb.OverlapPolicy, s.overlap, "OVERLAP_") if s.overlap else "skip"),
+        ("parallel per run", str(s.max_parallel_per_run or "unlimited")),
+        ("parallel overall", str(s.max_parallel or "unlimited")),
+        ("backfill share", f"{s.backfill_share_pct or 30}% of executor slots"),
+        ("params", s.params_json or "-"),
+        ("owner", s.owner or "-"),
+        ("description", s.description or "-"),
+        ("created", _iso(record.created_ms)),
+        ("updated", _iso(record.updated_ms)),
+        ("active runs", str(record.active_runs)),
+        ("runs total", str(record.runs_total)),
+    ]
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        print(f"{key.ljust(width)}  {value}")
+    print()
+    rows = [
+        [
+            t.name,
+            _deps_text(t),
+            "any" if t.trigger_rule == pb.RULE_ANY else "all",
+            f"handler {t.handler}" if t.handler else t.command,
+            str(t.max_retries),
+            _duration_text(t.timeout_ms) if t.timeout_ms else "-",
+            str(t.shards or 1),
+        ]
+        for t in s.tasks
+    ]
+    _print_table(["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS"], rows)
+    return 0
+
+
+def _cmd_wf_run(args: argparse.Namespace) -> int:
+    logical = 0 if args.logical is None else parse_time(args.logical, _lazy_now(), "--logical")
+    params = params_from_args(args.params, args.param)
+    with _connect(args) as client:
+        run = client.start_workflow_run(args.name, logical, params or None)
+    print(f"started {run.run_id} (workflow {run.workflow} v{run.version}, logical {_iso(run.logical_ms)})")
+    print(f"follow it: raftsched workflow status {run.run_id}  /  raftsched workflow graph {run.run_id}")
+    return 0
+
+
+def _cmd_wf_runs(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        runs = client.list_workflow_runs(args.name, limit=args.limit, active_only=args.active)
+    if args.json:
+        return _print_json([_to_dict(r) for r in runs])
+    rows = [
+        [
+            r.run_id,
+            str(r.version),
+            _iso(r.logical_ms),
+            _wf_state(r.state),
+            _run_kind(r),
+            _tasks_done_text(r),
+            _iso(r.created_ms),
+            _iso(r.finished_ms),
+        ]
+        for r in runs
+    ]
+    _print_table(
+        ["RUN", "VERSION", "LOGICAL (UTC)", "STATE", "KIND", "TASKS OK", "CREATED", "FINISHED"], rows
+    )
+    return 0
+
+
+def _cmd_wf_status(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        run = client.get_workflow_run(args.run_id)
+    if args.json:
+        return _print_json(_to_dict(run))
+    for line in render_status(run):
+        print(line)
+    return 0
+
+
+def _cmd_wf_graph(args: argparse.Namespace) -> int:
+    run: pb.WorkflowRun | None = None
+    with _connect(args) as client:
+        if "@" in args.target:
+            if args.version:
+                raise UsageError("--version applies to a workflow name; a run has its own version")
+            run = client.get_workflow_run(args.target)
+            record = client.get_workflow(run.workflow, run.version)
+        else:
+            record = client.get_workflow(args.target, args.version)
+    if args.json:
+        return _print_json(graph_dict(record.spec, record.version, run))
+    ascii_only = args.ascii or not _can_print("✓←⊘■▶…")
+    for line in render_graph(record.spec, record.version, run, ascii_only=ascii_only):
+        print(line)
+    return 0
+
+
+def _cmd_wf_kill(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        run = client.kill_workflow_run(args.run_id, args.reason)
+    print(f"killed {run.run_id}: {_wf_state(run.state)}")
+    return 0
+
+
+def _cmd_wf_rerun(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        run = client.rerun_workflow_task(args.run_id, args.task)
+    again = [t.name for t in run.tasks if t.state in (pb.TASK_WAITING, pb.TASK_READY, pb.TASK_RUNNING)]
+    print(f"rerunning {args.task} in {run.run_id}: {len(again)} task(s) to run ({', '.join(again) or '-'})")
+    return 0
+
+
+def _cmd_wf_mark_success(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        run = client.mark_task_success(args.run_id, args.task, args.reason)
+    print(f"marked {args.task} succeeded in {run.run_id} (run {_wf_state(run.state)})")
+    return 0
+
+
+def _cmd_wf_lineage(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        upstream, downstream = client.lineage(args.name, args.task, args.version)
+    if args.json:
+        return _print_json(
+            {
+                "workflow": args.name,
+                "task": args.task,
+                "upstream": [{"task": t, "depth": d} for t, d in upstream],
+                "downstream": [{"task": t, "depth": d} for t, d in downstream],
+            }
+        )
+    for title, entries in (("upstream", upstream), ("downstream", downstream)):
+        print(f"{title} of {args.task}: {len(entries)} task(s)")
+        for task, depth in entries:
+            print(f"  {depth}  {'  ' * (depth - 1)}{task}")
+    return 0
+
+
+def _cmd_wf_backfill(args: argparse.Namespace) -> int:
+    now = _lazy_now()
+    start = parse_time(args.from_, now, "--from")
+    end = backfill_end(args.to, now)
+    params = params_from_args(args.params, args.param)
+    with _connect(args) as client:
+        record = client.backfill(args.name, start, end, params or None)
+        print(
+            f"backfill {record.backfill_id}: {record.runs_total} run(s) of {record.workflow}, "
+            f"logical times {_iso(record.from_ms)} .. {_iso(record.to_ms)}, "
+            f"at most {record.share_pct or 30}% of executor slots"
+        )
+        if not args.wait:
+            print(
+                f"watch it: raftsched workflow backfill-status {record.backfill_id} --wait"
+                f"  (runs: raftsched workflow runs {record.workflow})"
+            )
+            return 0
+        return _watch_backfill(client, record)
+
+
+def _cmd_wf_backfill_status(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        record = client.get_backfill(args.backfill_id)
+        if args.json:
+            return _print_json(_to_dict(record))
+        if args.wait:
+            return _watch_backfill(client, record)
+    print(_backfill_line(record))
+    return 0
+
+
+def _cmd_wf_backfills(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        records = client.list_backfills(args.name)
+    if args.json:
+        return _print_json([_to_dict(b) for b in records])
+    rows = [
+        [
+            b.backfill_id,
+            _iso(b.from_ms),
+            _iso(b.to_ms),
+            progress_bar(b.runs_finished, b.runs_total, width=10),
+            str(b.runs_failed),
+            f"{b.share_pct or 30}%",
+            _iso(b.created_ms),
+            _iso(b.finished_ms),
+        ]
+        for b in records
+    ]
+    _print_table(["BACKFILL", "FROM", "TO", "PROGRESS", "FAILED", "SHARE", "CREATED", "FINISHED"], rows)
+    return 0
+
+
+def _watch_backfill(client: Client, record: pb.BackfillRecord) -> int:
+    """Poll the backfill until every run finished, redrawing a progress bar (one line per change
+    when stdout is not a terminal). Exit status 1 if any run failed."""
+    tty = sys.stdout.isatty()
+    last = ""
+    while True:
+        line = progress_bar(record.runs_finished, record.runs_total) + (
+            f", {record.runs_failed} failed" if record.runs_failed else ""
+        )
+        if line != last:
+            if tty:
+                print("\r" + line.ljust(len(last)), end="", flush=True)
+            else:
+                print(line, flush=True)
+            last = line
+        if _backfill_done(record):
+            break
+        _sleep(BACKFILL_POLL_S)
+        record = client.get_backfill(record.backfill_id)
+    if tty:
+        print()
+    print(_backfill_line(record))
+    if record.runs_failed:
+        return _fail(f"backfill {record.backfill_id}: {record.runs_failed} run(s) failed", 1)
+    return 0
+
+
+def _backfill_done(record: pb.BackfillRecord) -> bool:
+    return bool(record.finished_ms) or record.runs_finished >= record.runs_total
+
+
+def _backfill_line(b: pb.BackfillRecord) -> str:
+    state = f"finished {_iso(b.finished_ms)}" if _backfill_done(b) else "running"
+    return (
+        f"backfill {b.backfill_id} ({b.workflow}, {_iso(b.from_ms)} .. {_iso(b.to_ms)}): "
+        f"{b.runs_finished}/{b.runs_total} runs finished, {b.runs_failed} failed; {state}"
+    )
+
+
+# -- workflow rendering (pure) ------------------------------------------------------------------------
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    """``[#####.....] 12/30 runs``: ``width`` cells, filled in proportion (never full before done)."""
+    done = max(0, min(done, total))
+    filled = width if total and done >= total else (width * done // total if total else 0)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} runs"
+
+
+_STATE_MARK: dict[int, tuple[str, str]] = {
+    pb.TASK_SUCCESS: ("✓", "ok"),
+    pb.TASK_FAILED: ("✗", "x"),
+    pb.TASK_TIMEOUT: ("✗", "x"),
+    pb.TASK_SKIPPED: ("⊘", "-"),
+    pb.TASK_KILLED: ("■", "k"),
+    pb.TASK_RUNNING: ("▶", ">"),
+    pb.TASK_READY: ("…", "."),
+    pb.TASK_WAITING: ("…", "."),
+}
+_CONDITION_TEXT: dict[int, str] = {pb.ON_FAILURE: "on failure", pb.ON_DONE: "on done"}
+
+
+def graph_layers(spec: pb.WorkflowSpec) -> list[list[int]]:
+    """Task indexes by topological layer: layer 0 has no dependencies; a task's layer is one more
+    than its deepest dependency's (so every edge points to a later layer). Spec order within a layer."""
+    from raftsched.workflow.dag import compile_dag
+
+    dag = compile_dag(spec)
+    depth = [0] * len(dag.names)
+    for i in dag.topo:
+        depth[i] = max((depth[j] + 1 for j, _ in dag.upstream[i]), default=0)
+    layers: list[list[int]] = [[] for _ in range(max(depth, default=-1) + 1)]
+    for i in range(len(dag.names)):
+        layers[depth[i]].append(i)
+    return layers
+
+
+def render_graph(
+    spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None = None, *, ascii_only: bool = False
+) -> list[str]:
+    """The DAG as text, one block per topological layer, one line per task with its dependencies::
+
+        layer 2
+          load      [skipped]  ← extract ✓, validate ✗
+
+    With a run, each task shows its state and each dependency a mark of its state; an edge that
+    waits for something other than success says so (``(on failure)``, ``(on done)``), as does a
+    task that needs only one of its dependencies (``any of:``).
+    """
+    arrow = "<-" if ascii_only else "←"
+    states: dict[str, int] = {t.name: t.state for t in run.tasks} if run is not None else {}
+    index = {t.name: t for t in spec.tasks}
+    if run is not None:
+        head = f"workflow {spec.name} v{version}, run {run.run_id}: {_wf_state(run.state)}"
+    else:
+        head = f"workflow {spec.name} v{version}: {len(spec.tasks)} task(s), {_schedule_text(spec)}"
+    lines = [head]
+    layers = graph_layers(spec)
+    width = max((len(t.name) for t in spec.tasks), default=0)
+    state_width = max((len(_task_state(s)) + 2 for s in states.values()), default=0)
+    for n, layer in enumerate(layers):
+        lines.append(f"layer {n}")
+        for i in layer:
+            task = spec.tasks[i]
+            cells = [task.name.ljust(width)]
+            if run is not None:
+                cells.append(f"[{_task_state(states.get(task.name, 0))}]".ljust(state_width))
+            deps = []
+            for dep in task.depends_on:
+                text = dep.task
+                if run is not None and dep.task in index:
+                    text += " " + _STATE_MARK.get(states.get(dep.task, 0), ("?", "?"))[ascii_only]
+                condition = _CONDITION_TEXT.get(dep.condition)
+                if condition:
+                    text += f" ({condition})"
+                deps.append(text)
+            if deps:
+                rule = "any of: " if task.trigger_rule == pb.RULE_ANY and len(deps) > 1 else ""
+                cells.append(f"{arrow} {rule}{', '.join(deps)}")
+            lines.append(("  " + "  ".join(cells)).rstrip())
+    if run is not None:
+        marks = [
+            (pb.TASK_SUCCESS, "success"),
+            (pb.TASK_FAILED, "failed/timeout"),
+            (pb.TASK_SKIPPED, "skipped"),
+        ]
+        marks += [(pb.TASK_KILLED, "killed"), (pb.TASK_RUNNING, "running"), (pb.TASK_WAITING, "waiting")]
+        lines.append("  ".join(f"{_STATE_MARK[s][ascii_only]} {text}" for s, text in marks))
+    return lines
+
+
+def graph_dict(spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None) -> dict[str, Any]:
+    """``workflow graph --json``: the layers, each task with its dependencies (and states)."""
+    states = {t.name: t for t in run.tasks} if run is not None else {}
+
+    def task_dict(i: int) -> dict[str, Any]:
+        task = spec.tasks[i]
+        out: dict[str, Any] = {
+            "task": task.name,
+            "rule": "any" if task.trigger_rule == pb.RULE_ANY else "all",
+            "depends_on": [
+                {
+                    "task": d.task,
+                    "condition": _CONDITION_TEXT.get(d.condition, "on success").replace(" ", "_"),
+                }
+                for d in task.depends_on
+            ],
+        }
+        if run is not None:
+            out["state"] = _task_state(states[task.name].state) if task.name in states else None
+        return out
+
+    return {
+        "workflow": spec.name,
+        "version": version,
+        "run_id": run.run_id if run is not None else None,
+        "state": _wf_state(run.state) if run is not None else None,
+        "layers": [[task_dict(i) for i in layer] for layer in graph_layers(spec)],
+    }
+
+
+def render_status(run: pb.WorkflowRun) -> list[str]:
+    """``workflow status``: the run, a table of its tasks, then every task's timeline."""
+    kind = _run_kind(run)
+    lines = [
+        f"run {run.run_id}: {_wf_state(run.state)}",
+        f"workflow {run.workflow} v{run.version}, {kind}, logical {_iso(run.logical_ms)}, "
+        f"created {_iso(run.created_ms)}, finished {_iso(run.finished_ms)}",
+    ]
+    if run.params_json:
+        lines.append(f"params {run.params_json}")
+    headers = ["TASK", "STATE", "TRIES", "TASK RUN", "REASON"]
+    rows = [[t.name, _task_state(t.state), str(t.tries), t.run_id or "-", t.reason] for t in run.tasks]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines.append("")
+    for row in [headers, *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines += ["", "timeline (UTC)"]
+    for t in run.tasks:
+        lines.append(f"  {t.name}")
+        for entry in t.timeline:
+            reason = f"  {entry.reason}" if entry.reason else ""
+            lines.append(f"    {_iso(entry.at_ms)}  {_task_state(entry.state)}{reason}")
+    return lines
+
+
+def _schedule_text(spec: pb.WorkflowSpec) -> str:
+    if not spec.schedule.expr:
+        return "no schedule"
+    return f"cron '{spec.schedule.expr}' {spec.schedule.timezone or 'UTC'}"
+
+
+def _deps_text(task: pb.WorkflowTaskSpec) -> str:
+    parts = []
+    for d in task.depends_on:
+        condition = _CONDITION_TEXT.get(d.condition)
+        parts.append(f"{d.task} ({condition})" if condition else d.task)
+    return ", ".join(parts) or "-"
+
+
+def _task_state(state: int) -> str:
+    return _enum(pb.WorkflowTaskState, state, "TASK_")
+
+
+def _wf_state(state: int) -> str:
+    return _enum(pb.WorkflowRunState, state, "WORKFLOW_")
+
+
+def _run_kind(run: pb.WorkflowRun) -> str:
+    if run.backfill_id:
+        return f"backfill {run.backfill_id}"
+    return "manual" if run.manual else "scheduled"
+
+
+def _tasks_done_text(run: pb.WorkflowRun) -> str:
+    ok = sum(1 for t in run.tasks if t.state == pb.TASK_SUCCESS)
+    return f"{ok}/{len(run.tasks)}"
+
+
+def _can_print(text: str) -> bool:
+    encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
 # Output
 # ------------------------------------------------------------------------------------------------
 
@@ -1015,6 +1662,16 @@ def _fail(message: str, status: int, *, prog: str = "raftsched") -> int:
     one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"{prog}: error: {one_line}", file=sys.stderr)
     return status
+
+
+def _fail_workflow(exc: InvalidWorkflow) -> int:
+    """An invalid workflow: a headline, then every problem on its own line (file:line first)."""
+    count = len(exc.problems)
+    what = f"workflow {exc.workflow!r}" if exc.workflow else "workflow"
+    print(f"raftsched: error: invalid {what}: {count} problem{'' if count == 1 else 's'}", file=sys.stderr)
+    for location, message in exc.problems:
+        print(f"  {location}: {message}" if location else f"  {message}", file=sys.stderr)
+    return 2
 
 
 def _invalid_message(exc: InvalidSpec) -> str:

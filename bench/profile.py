@@ -1,0 +1,195 @@
+"""Profile a raftsched process under load with py-spy (sampling; the process is not paused).
+
+    python bench/profile.py [--tasks 10000] [--seconds 15] [--executors 0|N] [--target leader|ex1]
+                            [--top 30] [--raw FILE]
+
+Starts 3 nodes on loopback (and N executor processes with the no-op Python handler of
+bench/noop_executor.py), bulk-imports N every-second cron tasks, waits for the steady state and
+samples the target process (the leader, or an executor) for ``--seconds``. Prints, per thread
+and for the whole process, the functions with the most samples: *self* (the function was on top
+of the stack) and *total* (anywhere on the stack), as a share of the process's samples. The raw
+py-spy output (collapsed stacks) is kept with ``--raw``.
+
+Needs py-spy (the bench extra: ``pip install -e '.[bench]'``) and permission to ptrace the target
+(root, or ``kernel.yama.ptrace_scope=0``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+import executors  # noqa: E402
+
+from raftsched.client import Client  # noqa: E402
+from raftsched.localcluster import LocalCluster, wait_until  # noqa: E402
+from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
+
+_FRAME = re.compile(r"^(?P<fn>.*?) \((?P<file>[^:()]*)(?::\d+)?\)$")
+
+
+def frame_name(frame: str) -> str:
+    """``func (path/to/file.py:12)`` → ``file.py:func`` (lines merged)."""
+    m = _FRAME.match(frame.strip())
+    if not m:
+        return frame.strip()
+    path = m.group("file")
+    short = "/".join(path.split("/")[-2:]) if "raftsched" in path else path.split("/")[-1]
+    return f"{short}:{m.group('fn')}"
+
+
+def summarise(raw: str, top: int) -> str:
+    self_by: dict[str, Counter[str]] = defaultdict(Counter)
+    total_by: dict[str, Counter[str]] = defaultdict(Counter)
+    samples: Counter[str] = Counter()
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        stack, _, count_s = line.rpartition(" ")
+        try:
+            count = int(count_s)
+        except ValueError:
+            continue
+        frames = stack.split(";")
+        # With --threads the first frame is "thread (0x...)" or the thread's name.
+        thread = frames[0] if frames and frames[0].startswith(("thread", "process")) else "all"
+        if frames and frames[0].startswith("process"):
+            frames = frames[1:]
+            thread = frames[0] if frames else "all"
+        if frames and frames[0].startswith("thread"):
+            thread, frames = frames[0], frames[1:]
+        names = [frame_name(f) for f in frames]
+        if not names:
+            continue
+        for key in (thread, "ALL"):
+            samples[key] += count
+            self_by[key][names[-1]] += count
+            for name in set(names):
+                total_by[key][name] += count
+    out: list[str] = []
+    grand = samples["ALL"] or 1
+    for key in ["ALL", *sorted((k for k in samples if k != "ALL"), key=lambda k: -samples[k])]:
+        n = samples[key]
+        out.append(f"\n== {key}: {n} samples ({100 * n / grand:.1f}% of the process)")
+        out.append("   self%  total%  function")
+        for name, c in self_by[key].most_common(top):
+            out.append(f"  {100 * c / grand:6.1f}  {100 * total_by[key][name] / grand:6.1f}  {name}")
+        if key == "ALL":
+            out.append("   -- by total --")
+            for name, c in total_by[key].most_common(top):
+                out.append(f"  {100 * self_by[key][name] / grand:6.1f}  {100 * c / grand:6.1f}  {name}")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=10_000)
+    ap.add_argument("--seconds", type=int, default=15)
+    ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--executors", type=int, default=0)
+    ap.add_argument("--slots", type=int, default=256)
+    ap.add_argument("--target", default="leader", help="'leader', 'follower' or an executor name (ex1)")
+    ap.add_argument("--rate", type=int, default=200, help="samples per second")
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
+    args = ap.parse_args()
+    pyspy = shutil.which("py-spy")
+    if pyspy is None:
+        print("py-spy is not installed: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="raftsched-profile-") as tmp:
+        base = Path(tmp)
+        cluster = LocalCluster.create(base / "cluster", 3)
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            cluster.start()
+            cluster.wait_for_leader(60)
+            targets = cluster.targets()
+            names = [f"ex{i + 1}" for i in range(args.executors)]
+            for name in names:
+                (base / name).mkdir()
+                procs[name] = executors.start_executor(
+                    name, targets, args.slots, base / name, cluster.log_dir, "sync", True
+                )
+            if names:
+                wait_until(
+                    lambda: all(
+                        "registered with" in (cluster.log_dir / f"{n}.log").read_text(errors="replace")
+                        for n in names
+                    ),
+                    60,
+                    0.1,
+                    "executors to register",
+                )
+            specs = [
+                TaskSpec(
+                    f"prof-{i:07d}",
+                    CronTrigger("* * * * * *"),
+                    handler="noop" if names else "",
+                    overlap=Overlap.ALLOW,
+                )
+                for i in range(args.tasks)
+            ]
+            with Client(targets, timeout=60) as client:
+                bad = [r for r in client.add_tasks(specs) if not r.ok]
+                if bad:
+                    raise RuntimeError(f"{len(bad)} tasks refused")
+            time.sleep(args.warmup)
+            leader = cluster.wait_for_leader(30)
+            if args.target == "leader":
+                pid = cluster.procs[leader].pid
+            elif args.target == "follower":
+                pid = next(p.pid for n, p in cluster.procs.items() if n != leader)
+            else:
+                pid = procs[args.target].pid
+            raw_path = args.raw or base / "profile.txt"
+            before = cluster.status(leader).fires_committed
+            subprocess.run(
+                [
+                    pyspy,
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--duration",
+                    str(args.seconds),
+                    "--rate",
+                    str(args.rate),
+                    "--format",
+                    "raw",
+                    "--threads",
+                    "--nonblocking",
+                    "--output",
+                    str(raw_path),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            st = cluster.status(leader, timeout=10, lateness_since_ms=1)
+            fired = st.fires_committed - before
+            lat = st.commit_lateness
+            print(
+                f"target {args.target} (pid {pid}), {args.tasks} every-second tasks, "
+                f"{args.executors} executors: {fired / args.seconds:.0f} fires committed/s while sampled; "
+                f"commit lateness p50 {lat.p50_ms:.0f} ms, p99 {lat.p99_ms:.0f} ms"
+            )
+            print(summarise(raw_path.read_text(), args.top))
+        finally:
+            executors.stop_processes(procs)
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

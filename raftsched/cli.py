@@ -1464,8 +1464,9 @@ def render_status(run: pb.WorkflowRun) -> list[str]:
     for t in run.tasks:
         lines.append(f"  {t.name}")
         for entry in t.timeline:
-            reason = f"  {entry.reason}" if entry.reason else ""
-            lines.append(f"    {_iso(entry.at_ms)}  {_task_state(entry.state)}{reason}")
+            lines.append(
+                f"    {_iso(entry.at_ms)}  {_task_state(entry.state).ljust(9)}{entry.reason}".rstrip()
+            )
     return lines
 
 

@@ -29,9 +29,9 @@ _MISFIRE_TO_PB = {
     Misfire.ALL: pb.MISFIRE_ALL,
     Misfire.SKIP: pb.MISFIRE_SKIP,
 }
-_MISFIRE_FROM_PB = {v: k for k, v in _MISFIRE_TO_PB.items()} | {pb.MISFIRE_UNSPECIFIED: Misfire.LATEST}
+MISFIRE_FROM_PB = {v: k for k, v in _MISFIRE_TO_PB.items()} | {pb.MISFIRE_UNSPECIFIED: Misfire.LATEST}
 _OVERLAP_TO_PB = {Overlap.SKIP: pb.OVERLAP_SKIP, Overlap.ALLOW: pb.OVERLAP_ALLOW}
-_OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()} | {pb.OVERLAP_UNSPECIFIED: Overlap.SKIP}
+OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()} | {pb.OVERLAP_UNSPECIFIED: Overlap.SKIP}
 
 OUTCOME_TO_PB = {
     Outcome.FIRED: pb.FIRED,
@@ -101,10 +101,10 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
 
 def spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
     """Decode and validate a spec. Raises InvalidSpec (never anything else) on bad input."""
-    misfire = _MISFIRE_FROM_PB.get(msg.misfire)
+    misfire = MISFIRE_FROM_PB.get(msg.misfire)
     if misfire is None:
         raise InvalidSpec("misfire", f"unknown misfire policy value {msg.misfire}")
-    overlap = _OVERLAP_FROM_PB.get(msg.overlap)
+    overlap = OVERLAP_FROM_PB.get(msg.overlap)
     if overlap is None:
         raise InvalidSpec("overlap", f"unknown overlap policy value {msg.overlap}")
     return TaskSpec(

@@ -76,6 +76,7 @@ class Executor:
         self._log: ExecutionLog | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._cancelled: set[str] = set()
         self._max_epoch = 0
         self._report_wake: asyncio.Event | None = None
         self.clock: Clock = clock or SystemClock()
@@ -204,6 +205,12 @@ class Executor:
             )
             return
         self._max_epoch = item.epoch
+        if item.cancel:  # its workflow run was killed: stop it if it runs here (else nothing to do)
+            task = self._running.get(item.execution_id)
+            if task is not None:
+                self._cancelled.add(item.execution_id)
+                task.cancel()
+            return
         outcome = self._log.begin(item.execution_id)
         if outcome.status is BeginStatus.DONE:
             self._report_wake.set()  # its stored result is pending or re-reported
@@ -216,12 +223,12 @@ class Executor:
         assert self._log is not None and self._report_wake is not None
         # Never early, by our own clock too: a leader whose clock runs ahead would otherwise start
         # attempts early in real time (the chaos suite's +2 s skew did, by ~2 s). Rather late.
-        early_ms = item.nominal_ms - self.clock.now_ms()
-        if early_ms > 0:
-            self.delayed_early += 1
-            await asyncio.sleep(early_ms / 1000)
-        self.started += 1
         try:
+            early_ms = item.nominal_ms - self.clock.now_ms()
+            if early_ms > 0:
+                self.delayed_early += 1
+                await asyncio.sleep(early_ms / 1000)
+            self.started += 1
             ctx = AttemptContext.with_params_json(
                 item.params_json,
                 execution_id=item.execution_id,
@@ -232,6 +239,7 @@ class Executor:
                 shards=max(1, item.shards),
                 attempt=item.attempt,
                 timeout_ms=item.timeout_ms,
+                extra_env=dict(item.env),
             )
             if item.handler:
                 result = await self.callables.run(item.handler, ctx)
@@ -241,6 +249,11 @@ class Executor:
                 result = _failed(item.execution_id, "task has neither a command nor a handler")
         except InvalidSpec as exc:
             result = _failed(item.execution_id, f"bad dispatch: {exc}")
+        except asyncio.CancelledError:
+            if item.execution_id not in self._cancelled:
+                raise  # the agent is stopping
+            self._cancelled.discard(item.execution_id)
+            result = _failed(item.execution_id, "cancelled: its workflow run was killed")
         except Exception as exc:  # a runner bug must not kill the agent or leave the attempt running
             log.exception("%s: attempt %s crashed the runner", self.name, item.execution_id)
             result = _failed(item.execution_id, f"runner error: {type(exc).__name__}: {exc}")

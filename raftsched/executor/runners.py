@@ -85,6 +85,7 @@ class AttemptContext:
     attempt: int
     params: dict[str, Any] = field(default_factory=dict)
     timeout_ms: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)  # workflow tasks: their rendered env
 
     def __post_init__(self) -> None:
         _check_str(self.execution_id, "execution_id")
@@ -121,8 +122,9 @@ class AttemptContext:
         return json.dumps(self.params, separators=(",", ":"))
 
     def env(self) -> dict[str, str]:
-        """The ``RAFTSCHED_*`` variables a subprocess receives."""
+        """The variables a subprocess receives: the task's own env, then ``RAFTSCHED_*``."""
         return {
+            **self.extra_env,
             "RAFTSCHED_EXECUTION_ID": self.execution_id,
             "RAFTSCHED_TASK": self.task,
             "RAFTSCHED_NOMINAL_TIME": self.nominal_iso,

@@ -10,6 +10,10 @@
 ``e/<executor>``                            ExecutorRecord (membership)
 ``v/<task>\\x00<version:08x>``              TaskRecord{spec} of each recent version
 ``x/<at:016x>/<execution id>``              AlertRecord (a run failed for good)
+``w/<workflow>``                            WorkflowRecord
+``y/<workflow>\\x00<version:08x>``          WorkflowSpec of each version (runs pin theirs)
+``q/<workflow>\\x00<logical:016x>[~m|~b<seq>]`` WorkflowRun (active and retained finished ones)
+``b/<workflow>~b<seq>``                     BackfillRecord
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -27,6 +31,10 @@ IDEM_EXPIRY = b"j/"
 EXECUTOR = b"e/"
 VERSION = b"v/"
 ALERT = b"x/"
+WORKFLOW = b"w/"
+WORKFLOW_VERSION = b"y/"
+WORKFLOW_RUN = b"q/"
+BACKFILL = b"b/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -76,3 +84,22 @@ def alert_key(at_ms: int, execution_id: str) -> bytes:
 
 def version_key(task: str, version: int) -> bytes:
     return VERSION + task.encode() + b"\x00" + f"{version:08x}".encode()
+
+
+def workflow_key(name: str) -> bytes:
+    return WORKFLOW + name.encode()
+
+
+def workflow_version_key(name: str, version: int) -> bytes:
+    return WORKFLOW_VERSION + name.encode() + b"\x00" + f"{version:08x}".encode()
+
+
+def workflow_run_key(run_id: str) -> bytes:
+    """``workflow@logical[~mN|~bN]`` → its key (same layout as task runs)."""
+    workflow, _, rest = run_id.rpartition("@")
+    logical, _, suffix = rest.partition("~")
+    return time_key(WORKFLOW_RUN, workflow, int(logical), f"~{suffix}" if suffix else "")
+
+
+def backfill_key(backfill_id: str) -> bytes:
+    return BACKFILL + backfill_id.encode()

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 from raftsched import codec
 from raftsched.abc import StateStore
-from raftsched.errors import InvalidSpec, SnapshotFormatError
+from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
 from raftsched.fsm import keys
+from raftsched.fsm import workflows as wf_mod
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -70,6 +71,7 @@ class AttemptReady:
     attempt: int
     epoch: int
     not_before_ms: int = 0
+    backfill_share: int = 0  # > 0: a backfill attempt, placed only within this % of the slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ class ExecutorChanged:
     alive: bool
 
 
-Effect = AttemptReady | DispatchAttempt | TaskArmed | BarrierCommitted | ExecutorChanged
+Effect = AttemptReady | DispatchAttempt | TaskArmed | BarrierCommitted | ExecutorChanged | wf_mod.RunCancelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +221,7 @@ class SchedulerState:
         self.manual_seq = 0
         self.applied_commands = 0
         self.chain = b""
+        self.wf = wf_mod.WorkflowBook(self)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -252,7 +255,7 @@ class SchedulerState:
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
             rec.ParseFromString(value)
-            st = TaskState(codec.spec_from_pb(rec.spec), _spec_bytes(rec.spec))
+            st = TaskState(wf_mod.spec_from_record(rec.spec), _spec_bytes(rec.spec))
             for name in TaskState.__slots__:
                 if name not in ("spec", "spec_bytes", "run_template", "fire_template"):
                     setattr(st, name, getattr(rec, name))
@@ -263,6 +266,7 @@ class SchedulerState:
             if run.state not in _FINISHED:
                 self.active[run.run_id] = value
                 self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
+        self.wf.load()
 
     def _save_meta(self) -> None:
         meta = pb.Meta(
@@ -328,8 +332,8 @@ class SchedulerState:
                 applied = self._apply(cmd)
             except _Reject as rej:
                 applied = Applied(rejected(rej.code, rej.message))
-            except InvalidSpec as exc:
-                applied = Applied(rejected(InvalidSpec.code, str(exc)))
+            except RaftschedError as exc:  # InvalidSpec, NotFound, Conflict... raised before mutating
+                applied = Applied(rejected(exc.code, str(exc)))
             except Exception as exc:  # a bug: log loudly, but never wedge every replica
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
@@ -395,7 +399,7 @@ class SchedulerState:
 
     def _task(self, name: str) -> TaskState:
         st = self.tasks.get(name)
-        if st is None:
+        if st is None or wf_mod.is_internal(name):
             raise _Reject("not_found", f"task {name!r} does not exist")
         return st
 
@@ -614,8 +618,11 @@ class SchedulerState:
                 elif outcome == pb.FIRED and st.spec.overlap == Overlap.SKIP and st.active_runs > 0:
                     outcome, reason = pb.SKIPPED_OVERLAP, "an earlier run was still unfinished (overlap=skip)"
                 if outcome == pb.FIRED:
-                    run_id, _, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch)
-                    effects.extend(run_effects)
+                    if st.spec.handler == "workflow" and st.spec.name.endswith(wf_mod.SEP):
+                        run_id = self.wf.start_scheduled(st, fire.nominal_ms, now, cmd.epoch, effects)
+                    else:
+                        run_id, _, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch)
+                        effects.extend(run_effects)
                     fired += 1
                 self._account(st, fire, outcome, reason, run_id, now, cmd.epoch)
                 accounted += 1
@@ -740,7 +747,11 @@ class SchedulerState:
     ) -> None:
         st = self.tasks.get(run.task)
         max_retries = st.spec.max_retries if st is not None else 0
+        if run.workflow_run:
+            wspec = self.wf.task_spec(run)  # the version the workflow run is pinned to
+            max_retries = wspec.max_retries if wspec is not None else max_retries
         shard.error = res.error
+        shard.timed_out = res.timed_out
         shard.exit_code = res.exit_code
         shard.stdout_tail = res.stdout_tail
         shard.stderr_tail = res.stderr_tail
@@ -764,8 +775,11 @@ class SchedulerState:
                     shard.attempt,
                     epoch,
                     shard.not_before_ms,
+                    self.wf.backfill_share(run),
                 )
             )
+            if run.workflow_run:
+                self.wf.task_run_retrying(run, shard, res.error, now)
         else:
             shard.state = pb.FAILED
             shard.finished_ms = now
@@ -773,25 +787,33 @@ class SchedulerState:
             failed = [s for s in run.shards if s.state != pb.SUCCEEDED]
             run.state = pb.FAILED if failed else pb.SUCCEEDED
             run.finished_ms = now
-            del self.active[run.run_id]
-            left = self.active_per_task[run.task] - 1
-            if left:
-                self.active_per_task[run.task] = left
-            else:
-                del self.active_per_task[run.task]
             if failed:
                 self._alert(run, failed[0], st, now)
-            if st is not None:
-                st.active_runs -= 1
-                st.kept_runs += 1
-                self._prune_runs(st, now)
-                self._put_task(st)
-        elif run.state == pb.PENDING and any(s.state != pb.PENDING for s in run.shards):
+            self._finish_run(run, now)
+            if run.workflow_run:
+                self.wf.task_run_finished(run, now, epoch, effects)
+            return
+        if run.state == pb.PENDING and any(s.state != pb.PENDING for s in run.shards):
             run.state = pb.RUNNING
         data = run.SerializeToString(deterministic=True)
-        if run.run_id in self.active:
-            self.active[run.run_id] = data
+        self.active[run.run_id] = data
         self.store.put(keys.run_key_for_id(run.run_id), data)
+
+    def _finish_run(self, run: pb.Run, now: int) -> None:
+        """``run`` reached a final state: it leaves the active set, and its task's counters."""
+        del self.active[run.run_id]
+        left = self.active_per_task[run.task] - 1
+        if left:
+            self.active_per_task[run.task] = left
+        else:
+            del self.active_per_task[run.task]
+        st = self.tasks.get(run.task)
+        if st is not None:
+            st.active_runs -= 1
+            st.kept_runs += 1
+            self._prune_runs(st, now)
+            self._put_task(st)
+        self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
 
     def _alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
         """A run failed after its last retry: record an alert (owner, execution id, last error)."""
@@ -816,6 +838,12 @@ class SchedulerState:
         if raw is None:
             raise _Reject("not_found", f"run {run_id!r} does not exist (or its history was pruned)")
         run = pb.Run.FromString(raw)
+        if run.workflow_run:
+            raise _Reject(
+                "conflict",
+                f"run {run_id!r} is a task of workflow run {run.workflow_run!r}: rerun the task in the "
+                "workflow run instead (its downstream tasks follow)",
+            )
         if run.run_id in self.active or run.state != pb.FAILED:
             raise _Reject("conflict", f"run {run_id!r} is {pb.RunState.Name(run.state).lower()}, not failed")
         st = self.tasks.get(run.task)
@@ -832,7 +860,8 @@ class SchedulerState:
                 shard.finished_ms = 0
                 effects.append(
                     AttemptReady(
-                        run.run_id, run.task, run.nominal_ms, shard.shard, shard.attempt, cmd.epoch, now
+                        run.run_id, run.task, run.nominal_ms, shard.shard, shard.attempt, cmd.epoch, now,
+                        self.wf.backfill_share(run),
                     )
                 )
         run.state = pb.RUNNING
@@ -923,8 +952,25 @@ class SchedulerState:
             effects.append(
                 DispatchAttempt(a.run_id, run.task, run.nominal_ms, a.shard, a.attempt, a.executor, cmd.epoch)
             )
+            if run.workflow_run:
+                self.wf.task_run_assigned(run, shard, now)
             accepted += 1
         return pb.CommandResult(ok=True, accounted=accepted, refused=refused), tuple(effects)
+
+    # -----------------------------------------------------------------------------------------
+    # workflows (fsm/workflows.py)
+
+    def _apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.apply_workflow(cmd, now)
+
+    def _start_workflow_run(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.start_run_cmd(cmd, now)
+
+    def _workflow_run_op(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.run_op(cmd, now)
+
+    def _start_backfill(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.start_backfill(cmd, now)
 
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
@@ -954,7 +1000,7 @@ class SchedulerState:
 
     def list_tasks(self, prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
         with self.lock:
-            names = sorted(n for n in self.tasks if n.startswith(prefix))
+            names = sorted(n for n in self.tasks if n.startswith(prefix) and not wf_mod.is_internal(n))
             if limit:
                 names = names[:limit]
             return [self.tasks[n].record() for n in names]
@@ -994,6 +1040,7 @@ class SchedulerState:
                                 s.attempt,
                                 run.epoch,
                                 s.not_before_ms,
+                                self.wf.backfill_share(run),
                             )
                         )
                     elif s.state == pb.RUNNING:
@@ -1003,6 +1050,61 @@ class SchedulerState:
                             )
                         )
             return out
+
+    # -- workflow reads ---------------------------------------------------------------------------
+
+    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None:
+        """A workflow's record; ``version`` > 0 gives that version's definition (None if gone)."""
+        with self.lock:
+            return self.wf.get_workflow(name, version)
+
+    def list_workflows(self, prefix: str = "", limit: int = 0) -> list[pb.WorkflowRecord]:
+        with self.lock:
+            names = sorted(n for n in self.wf.workflows if n.startswith(prefix))
+            if limit:
+                names = names[:limit]
+            return [r for r in (self.wf.get_workflow(n) for n in names) if r is not None]
+
+    def get_workflow_run(self, run_id: str) -> pb.WorkflowRun | None:
+        with self.lock:
+            return self.wf.get_run(run_id)
+
+    def list_workflow_runs(
+        self, workflow: str, limit: int = 100, active_only: bool = False
+    ) -> list[pb.WorkflowRun]:
+        """Runs of ``workflow``, newest logical time first (retained history plus active runs)."""
+        with self.lock:
+            if active_only:
+                runs = [r for r in self.wf.runs.values() if r.workflow == workflow]
+            else:
+                lo = keys.per_task_prefix(keys.WORKFLOW_RUN, workflow)
+                hi = keys.per_task_end(keys.WORKFLOW_RUN, workflow)
+                with self.store.reader() as reader:
+                    stored = {pb.WorkflowRun.FromString(v).run_id: v for _, v in reader.scan(lo, hi)}
+                runs = [pb.WorkflowRun.FromString(v) for v in stored.values()]
+                # Active runs from memory: their newest state may not be flushed to the store yet.
+                live = {r.run_id: r for r in self.wf.runs.values() if r.workflow == workflow}
+                runs = [live.get(r.run_id, r) for r in runs] + [
+                    r for rid, r in live.items() if rid not in stored
+                ]
+            runs.sort(key=lambda r: (r.logical_ms, r.created_ms, r.run_id), reverse=True)
+            out = []
+            for r in runs[: limit or 100]:
+                copy = pb.WorkflowRun()
+                copy.CopyFrom(r)
+                out.append(copy)
+            return out
+
+    def get_backfill(self, backfill_id: str) -> pb.BackfillRecord | None:
+        with self.lock, self.store.reader() as r:
+            raw = r.get(keys.backfill_key(backfill_id))
+        return pb.BackfillRecord.FromString(raw) if raw is not None else None
+
+    def list_backfills(self, workflow: str) -> list[pb.BackfillRecord]:
+        lo = keys.BACKFILL + f"{workflow}~b".encode()
+        with self.lock, self.store.reader() as r:
+            rows = [pb.BackfillRecord.FromString(v) for _, v in r.scan(lo, lo + keys.END)]
+        return sorted(rows, key=lambda b: b.created_ms, reverse=True)
 
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
@@ -1062,4 +1164,8 @@ _HANDLERS = {
     "barrier": SchedulerState._barrier,
     "fire_batch": SchedulerState._fire_batch,
     "report_results": SchedulerState._report_results,
+    "apply_workflow": SchedulerState._apply_workflow,
+    "start_workflow_run": SchedulerState._start_workflow_run,
+    "workflow_run_op": SchedulerState._workflow_run_op,
+    "start_backfill": SchedulerState._start_backfill,
 }

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from raftsched import codec
 from raftsched.fsm.state import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, SchedulerState
+from raftsched.fsm.workflows import RunCancelled
 from raftsched.model import execution_id
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import raftsched_pb2 as pb
@@ -50,6 +51,7 @@ class Lease:
     executor: str
     expires_ms: int
     deadline_ms: int  # timeout backstop (0 = none): lost even if heartbeats continue
+    backfill: bool = False
 
 
 @dataclass(slots=True)
@@ -77,6 +79,9 @@ class Dispatcher:
     last_seen: dict[str, int] = field(default_factory=dict)  # executor -> last heartbeat
     outbox: list[tuple[str, pb.WorkItem]] = field(default_factory=list)
     declared_dead: set[str] = field(default_factory=set)
+    # Backfill attempts reserved or leased, by (run id, shard): capped at the workflow's share of
+    # all executor slots, and placed only where regular work left a slot free.
+    backfill_busy: set[tuple[str, int]] = field(default_factory=set)
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -107,6 +112,7 @@ class Dispatcher:
         self.last_seen.clear()
         self.outbox.clear()
         self.declared_dead.clear()
+        self.backfill_busy.clear()
 
     def _rebuild_ring(self) -> None:
         # Derived from the replicated membership on every change: identical on every node.
@@ -129,6 +135,14 @@ class Dispatcher:
             self.queues.get(w.owner, {}).pop(key, None)
             if w.reserved_for:
                 self._use(w.reserved_for, -1)
+                self.backfill_busy.discard(key)
+
+    def _drop_lease(self, exec_id: str) -> Lease | None:
+        lease = self.leases.pop(exec_id, None)
+        if lease is not None:
+            self._use(lease.executor, -1)
+            self.backfill_busy.discard((lease.run_id, lease.shard))
+        return lease
 
     def _use(self, executor: str, delta: int) -> None:
         self.used[executor] = max(0, self.used.get(executor, 0) + delta)
@@ -144,6 +158,8 @@ class Dispatcher:
             elif isinstance(eff, DispatchAttempt):
                 self._unwait((eff.run_id, eff.shard))
                 self._lease_and_send(eff, now_ms)
+            elif isinstance(eff, RunCancelled):
+                self._cancel(eff)
             elif isinstance(eff, ExecutorChanged):
                 self._rebuild_ring()
                 if eff.alive:
@@ -155,10 +171,22 @@ class Dispatcher:
                     for exec_id, lease in list(self.leases.items()):
                         if lease.executor == eff.name:
                             del self.leases[exec_id]
+                            self.backfill_busy.discard((lease.run_id, lease.shard))
                     self.used.pop(eff.name, None)
 
+    def _cancel(self, eff: RunCancelled) -> None:
+        """A killed workflow run cancelled a task run: forget its attempts, stop the running ones."""
+        for shard, attempt, executor in eff.attempts:
+            self._unwait((eff.run_id, shard))
+            if executor:
+                exec_id = execution_id(eff.run_id, shard, attempt)
+                self._drop_lease(exec_id)
+                item = pb.WorkItem(execution_id=exec_id, run_id=eff.run_id, epoch=self.epoch, cancel=True)
+                self.outbox.append((executor, item))
+
     def _lease_and_send(self, eff: DispatchAttempt, now_ms: int) -> None:
-        spec = self.state.spec_for(eff.task, self._run_version(eff.run_id))
+        run = self.state.active_run(eff.run_id)
+        spec = self.state.spec_for(eff.task, run.task_version if run is not None else 0)
         exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
         timeout = spec.timeout_ms if spec is not None else 0
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
@@ -173,7 +201,10 @@ class Dispatcher:
             eff.executor,
             now_ms + self.settings.lease_ms,
             deadline,
+            run is not None and run.backfill,
         )
+        if run is not None and run.backfill:
+            self.backfill_busy.add((eff.run_id, eff.shard))
         item = pb.WorkItem(
             execution_id=exec_id,
             run_id=eff.run_id,
@@ -189,11 +220,14 @@ class Dispatcher:
             item.handler = spec.handler
             item.params_json = spec.params_json
             item.timeout_ms = spec.timeout_ms
+        if run is not None:
+            if run.command:  # a workflow task: its templates rendered for this run
+                item.command = run.command
+            if run.params_json:
+                item.params_json = run.params_json
+            for k, v in run.env.items():
+                item.env[k] = v
         self.outbox.append((eff.executor, item))
-
-    def _run_version(self, run_id: str) -> int:
-        run = self.state.active_run(run_id)
-        return run.task_version if run is not None else 0
 
     def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
         out, self.outbox = self.outbox, []
@@ -259,10 +293,9 @@ class Dispatcher:
                 stdout_tail=res.stdout_tail,
                 stderr_tail=res.stderr_tail,
                 retry_at_ms=self.retry_at(attempt, now_ms),
+                timed_out=res.timed_out,
             )
-            lease = self.leases.pop(res.execution_id, None)
-            if lease is not None:
-                self._use(lease.executor, -1)
+            self._drop_lease(res.execution_id)
         return codec.encode_command(cmd) if cmd.report_results.results else None
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
@@ -297,8 +330,7 @@ class Dispatcher:
                     error=why,
                     retry_at_ms=self.retry_at(lease.attempt, now_ms),
                 )
-                del self.leases[exec_id]
-                self._use(lease.executor, -1)
+                self._drop_lease(exec_id)
         if lost.report_results.results:
             out.append(codec.encode_command(lost))
         for name in self.ring.members:
@@ -331,22 +363,32 @@ class Dispatcher:
         cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.assign_attempts.SetInParent()
         budget = self.settings.max_assign_per_command
+        total_slots = sum(self.state.live_executors().values())
         for owner in sorted(free):
             slots = free[owner]
             queue = self.queues.get(owner)
             if slots <= 0 or not queue:
                 continue  # backpressure: its attempts wait for a free slot
-            for w in queue.values():
-                if w.reserved_for or w.ready.not_before_ms > now_ms:
-                    continue
-                w.reserved_for = owner
-                self._use(owner, +1)
-                r = w.ready
-                cmd.assign_attempts.assignments.add(
-                    run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=owner
-                )
-                slots -= 1
-                budget -= 1
+            # Regular work first; backfill only in the slots it leaves, within its share.
+            for backfill in (False, True):
+                for w in queue.values():
+                    r = w.ready
+                    if w.reserved_for or r.not_before_ms > now_ms or (r.backfill_share > 0) != backfill:
+                        continue
+                    if backfill:
+                        cap = max(1, total_slots * r.backfill_share // 100)
+                        if len(self.backfill_busy) >= cap:
+                            break
+                        self.backfill_busy.add((r.run_id, r.shard))
+                    w.reserved_for = owner
+                    self._use(owner, +1)
+                    cmd.assign_attempts.assignments.add(
+                        run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=owner
+                    )
+                    slots -= 1
+                    budget -= 1
+                    if slots <= 0 or budget <= 0:
+                        break
                 if slots <= 0 or budget <= 0:
                     break
             if budget <= 0:
@@ -361,6 +403,7 @@ class Dispatcher:
             if w is not None and w.reserved_for == a.executor:
                 w.reserved_for = ""
                 self._use(a.executor, -1)
+                self.backfill_busy.discard((a.run_id, a.shard))
 
     @property
     def backlog(self) -> int:

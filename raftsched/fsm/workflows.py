@@ -1,0 +1,761 @@
+"""Workflows inside the replicated state machine: definitions, versions, runs and backfills.
+
+A workflow's tasks run as ordinary runs of internal tasks named ``<workflow>#<task>`` (``#`` is
+not allowed in user task names), so every workflow task gets what a task gets: shards, leases,
+retries with backoff, timeouts, fencing, executor dedupe and commit-before-dispatch. A workflow
+with a schedule also owns an internal *trigger task* ``<workflow>#`` with the cron trigger: the
+leader's timing wheel, misfire policy, DST rules and fire accounting apply to it unchanged, and
+each of its fires starts a workflow run instead of an executor run.
+
+The :class:`WorkflowBook` tracks the runs (states, waiting counters, timelines — the pure
+transitions are in :mod:`raftsched.workflow.run`) and moves READY tasks to RUNNING as the
+parallelism limits allow. Like the rest of the FSM it is deterministic: no clock, no IO beyond
+the injected store, and every choice (which READY task starts first) follows stored state only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from raftsched import codec
+from raftsched.errors import Conflict, InvalidSpec, TemplateError
+from raftsched.fsm import keys
+from raftsched.model import TaskSpec, validate_params
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.workflow import run as wfrun
+from raftsched.workflow.dag import Dag, compile_dag
+from raftsched.workflow.template import TemplateContext, render, render_params_json
+from raftsched.workflow.validate import validate_workflow
+
+if TYPE_CHECKING:
+    from raftsched.fsm.state import Effect, SchedulerState, TaskState
+
+SEP = "#"
+DEFAULT_BACKFILL_SHARE = 30
+MAX_BACKFILL_RUNS = 1000
+_TERMINAL_RUN = (pb.WORKFLOW_SUCCESS, pb.WORKFLOW_FAILED, pb.WORKFLOW_KILLED)
+
+
+def task_name(workflow: str, task: str) -> str:
+    """The internal task whose runs execute ``task`` of ``workflow``."""
+    return f"{workflow}{SEP}{task}"
+
+
+def trigger_name(workflow: str) -> str:
+    """The internal task that carries ``workflow``'s schedule."""
+    return f"{workflow}{SEP}"
+
+
+def is_internal(name: str) -> bool:
+    return SEP in name
+
+
+def split_internal(name: str) -> tuple[str, str]:
+    """``<workflow>#<task>`` → ``(workflow, task)`` (task is ``""`` for a trigger task)."""
+    workflow, _, task = name.partition(SEP)
+    return workflow, task
+
+
+def internal_spec(name: str, **fields: object) -> TaskSpec:
+    """A TaskSpec for an internal name (user-name validation would refuse the ``#``)."""
+    spec = TaskSpec(name="internal", **fields)  # type: ignore[arg-type]
+    object.__setattr__(spec, "name", name)
+    return spec
+
+
+def spec_from_record(msg: pb.TaskSpec) -> TaskSpec:
+    """Decode a stored TaskSpec, internal names included."""
+    if not is_internal(msg.name):
+        return codec.spec_from_pb(msg)
+    copy = pb.TaskSpec()
+    copy.CopyFrom(msg)
+    copy.name = "internal"
+    spec = codec.spec_from_pb(copy)
+    object.__setattr__(spec, "name", msg.name)
+    return spec
+
+
+@dataclass(frozen=True, slots=True)
+class RunCancelled:
+    """Effect: a killed workflow run cancelled this task run; ``attempts`` are
+    ``(shard, attempt, executor)`` of its unfinished shards (executor ``""``: never assigned)."""
+
+    run_id: str
+    attempts: tuple[tuple[int, int, str], ...]
+    epoch: int
+
+
+class WorkflowState:
+    """In-memory state of one workflow (its record, the compiled DAG of its current version)."""
+
+    __slots__ = (
+        "active_runs",
+        "created_ms",
+        "dag",
+        "kept_runs",
+        "running_tasks",
+        "runs_total",
+        "spec",
+        "updated_ms",
+        "version",
+    )
+
+    def __init__(self, spec: pb.WorkflowSpec, version: int) -> None:
+        self.spec = spec
+        self.version = version
+        self.dag = compile_dag(spec)
+        self.created_ms = 0
+        self.updated_ms = 0
+        self.runs_total = 0
+        self.active_runs = 0
+        self.running_tasks = 0
+        self.kept_runs = 0
+
+    def record(self, next_fire_ms: int = 0) -> pb.WorkflowRecord:
+        return pb.WorkflowRecord(
+            spec=self.spec,
+            version=self.version,
+            created_ms=self.created_ms,
+            updated_ms=self.updated_ms,
+            runs_total=self.runs_total,
+            active_runs=self.active_runs,
+            running_tasks=self.running_tasks,
+        )
+
+    @property
+    def backfill_share(self) -> int:
+        return self.spec.backfill_share_pct or DEFAULT_BACKFILL_SHARE
+
+
+def _canonical(spec: pb.WorkflowSpec) -> bytes:
+    return spec.SerializeToString(deterministic=True)
+
+
+class WorkflowBook:
+    """The workflow part of :class:`SchedulerState` (same thread, same lock, same store)."""
+
+    def __init__(self, state: SchedulerState) -> None:
+        self.s = state
+        self.workflows: dict[str, WorkflowState] = {}
+        self.runs: dict[str, pb.WorkflowRun] = {}  # active workflow runs
+        self.running: dict[str, int] = {}  # active run id -> its tasks RUNNING (max_parallel_per_run)
+        # READY tasks waiting for a parallelism slot, per workflow: (logical, run id, task index).
+        # Started in that order (oldest logical time first): a pure function of stored state.
+        self.ready: dict[str, set[tuple[int, str, int]]] = {}
+        self._versions: dict[tuple[str, int], tuple[pb.WorkflowSpec, Dag]] = {}
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.workflows.clear()
+        self.runs.clear()
+        self.running.clear()
+        self.ready.clear()
+        self._versions.clear()
+        store = self.s.store
+        for _, value in store.scan(keys.WORKFLOW, keys.WORKFLOW + keys.END):
+            rec = pb.WorkflowRecord.FromString(value)
+            wf = WorkflowState(rec.spec, rec.version)
+            wf.created_ms, wf.updated_ms = rec.created_ms, rec.updated_ms
+            wf.runs_total, wf.active_runs, wf.running_tasks = (
+                rec.runs_total,
+                rec.active_runs,
+                rec.running_tasks,
+            )
+            self.workflows[wf.spec.name] = wf
+        for _, value in store.scan(keys.WORKFLOW_RUN, keys.WORKFLOW_RUN + keys.END):
+            wr = pb.WorkflowRun.FromString(value)
+            owner = self.workflows.get(wr.workflow)
+            if owner is None:
+                continue
+            if wr.state in _TERMINAL_RUN:
+                owner.kept_runs += 1
+                continue
+            self.runs[wr.run_id] = wr
+            self.running[wr.run_id] = sum(1 for t in wr.tasks if t.state == pb.TASK_RUNNING)
+            for i, t in enumerate(wr.tasks):
+                if t.state == pb.TASK_READY:
+                    self.ready.setdefault(wr.workflow, set()).add((wr.logical_ms, wr.run_id, i))
+
+    # -- versions ----------------------------------------------------------------------------------
+
+    def version(self, workflow: str, version: int) -> tuple[pb.WorkflowSpec, Dag] | None:
+        wf = self.workflows.get(workflow)
+        if wf is None:
+            return None
+        if version in (0, wf.version):
+            return wf.spec, wf.dag
+        cached = self._versions.get((workflow, version))
+        if cached is None:
+            raw = self.s.store.get(keys.workflow_version_key(workflow, version))
+            if raw is None:
+                return None
+            spec = pb.WorkflowSpec.FromString(raw)
+            cached = self._versions[(workflow, version)] = (spec, compile_dag(spec))
+        return cached
+
+    def task_spec(self, run: pb.Run) -> pb.WorkflowTaskSpec | None:
+        """The workflow task spec a task run executes (its pinned version)."""
+        workflow, task = split_internal(run.task)
+        got = self.version(workflow, run.task_version)
+        if got is None:
+            return None
+        spec, dag = got
+        idx = dag.index.get(task)
+        return spec.tasks[idx] if idx is not None else None
+
+    def backfill_share(self, run: pb.Run) -> int:
+        if not run.backfill:
+            return 0
+        wf = self.workflows.get(split_internal(run.task)[0])
+        return wf.backfill_share if wf is not None else DEFAULT_BACKFILL_SHARE
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        from raftsched.fsm.state import TaskArmed, _check_next_fire, _check_nothing_due, _spec_bytes
+
+        body = cmd.apply_workflow
+        spec = body.spec
+        validate_workflow(spec)
+        name = spec.name
+        if name in self.s.tasks:
+            raise Conflict(f"{name!r} is the name of a task; a workflow needs its own name")
+        wf = self.workflows.get(name)
+        if wf is not None and _canonical(wf.spec) == _canonical(spec):
+            return pb.CommandResult(ok=True, workflow=self._record(wf), changed=False), ()
+        trig_name = trigger_name(name)
+        trig = self.s.tasks.get(trig_name)
+        has_schedule = bool(spec.schedule.expr)
+        # Check everything that can refuse before mutating anything.
+        if has_schedule:
+            _check_next_fire(body.next_fire_ms, max(trig.watermark_ms if trig else 0, now))
+        if trig is not None:
+            _check_nothing_due(trig, now)
+        version = wf.version + 1 if wf is not None else 1
+        new = WorkflowState(spec, version)
+        if wf is not None:
+            new.created_ms, new.runs_total = wf.created_ms, wf.runs_total
+            new.active_runs, new.running_tasks, new.kept_runs = wf.active_runs, wf.running_tasks, wf.kept_runs
+        else:
+            new.created_ms = now
+        new.updated_ms = now
+        self.workflows[name] = new
+        store = self.s.store
+        store.put(keys.workflow_version_key(name, version), _canonical(spec))
+        # The internal tasks: one per workflow task, at the workflow's version.
+        for t in spec.tasks:
+            tspec = internal_spec(
+                task_name(name, t.name),
+                trigger=codec.trigger_from_pb(pb.Trigger(manual=pb.ManualTrigger())),
+                command=t.command,
+                handler=t.handler,
+                shards=t.shards or 1,
+                max_retries=t.max_retries,
+                timeout_ms=t.timeout_ms,
+                priority=t.priority,
+                owner=spec.owner,
+                description=t.description,
+            )
+            self._put_internal(tspec, version, now, _spec_bytes, enabled=False, next_fire_ms=0)
+        effects: list[Effect] = []
+        if has_schedule:
+            tspec = internal_spec(
+                trig_name,
+                trigger=codec.trigger_from_pb(pb.Trigger(cron=spec.schedule)),
+                command="",
+                handler="workflow",
+                misfire=codec.MISFIRE_FROM_PB[spec.misfire],
+                overlap=codec.OVERLAP_FROM_PB[spec.overlap],
+                owner=spec.owner,
+            )
+            st = self._put_internal(
+                tspec, version, now, _spec_bytes, enabled=True, next_fire_ms=body.next_fire_ms
+            )
+            effects.append(TaskArmed(st.spec.name, st.version, st.next_fire_ms))
+        elif trig is not None:
+            # The schedule was removed: the trigger stops (its history stays with the workflow).
+            trig.enabled = False
+            trig.next_fire_ms = 0
+            trig.updated_ms = now
+            self.s._put_task(trig)
+            effects.append(TaskArmed(trig.spec.name, trig.version, 0))
+        self._save(new)
+        return pb.CommandResult(ok=True, workflow=self._record(new), changed=True), tuple(effects)
+
+    def _put_internal(
+        self, spec: TaskSpec, version: int, now: int, spec_bytes: object, *, enabled: bool, next_fire_ms: int
+    ) -> TaskState:
+        from raftsched.fsm.state import TaskState, _spec_bytes
+
+        st = self.s.tasks.get(spec.name)
+        pb_spec = codec.spec_to_pb(spec)
+        pb_spec.name = spec.name
+        if st is None:
+            st = TaskState(spec, _spec_bytes(pb_spec))
+            st.created_ms = now
+            st.watermark_ms = now
+            st.active_runs = self.s.active_per_task.get(spec.name, 0)
+            self.s.tasks[spec.name] = st
+        else:
+            st.spec = spec
+            st.spec_bytes = _spec_bytes(pb_spec)
+            st.run_template = st.fire_template = None
+            st.watermark_ms = max(st.watermark_ms, now)
+        st.version = version
+        st.enabled = enabled
+        st.updated_ms = now
+        st.next_fire_ms = next_fire_ms
+        self.s._put_task(st)
+        self.s._put_version(st)
+        return st
+
+    def start_run_cmd(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.start_workflow_run
+        wf = self._workflow(body.workflow)
+        if body.params_json:
+            validate_params(body.params_json, "params")
+        self.s.manual_seq += 1
+        logical = body.logical_ms or now
+        run_id = f"{wf.spec.name}@{logical}~m{self.s.manual_seq}"
+        effects: list[Effect] = []
+        wr = self._start(
+            wf, run_id, logical, now, cmd.epoch, effects, manual=True, params_json=body.params_json
+        )
+        return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
+
+    def start_scheduled(
+        self, st: TaskState, nominal: int, now: int, epoch: int, effects: list[Effect]
+    ) -> str:
+        """A fire of a workflow's trigger task: start a workflow run for ``nominal``."""
+        wf = self.workflows.get(split_internal(st.spec.name)[0])
+        if wf is None:  # unreachable: the trigger task goes with its workflow
+            return ""
+        run_id = f"{wf.spec.name}@{nominal}"
+        st.active_runs += 1
+        st.runs_total += 1
+        self._start(wf, run_id, nominal, now, epoch, effects)
+        return run_id
+
+    def start_backfill(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.start_backfill
+        wf = self._workflow(body.workflow)
+        times = sorted(set(body.logical_ms))
+        if not times:
+            raise InvalidSpec("backfill", "the date range holds no logical time of the workflow")
+        if len(times) > MAX_BACKFILL_RUNS:
+            raise InvalidSpec("backfill", f"{len(times)} runs, at most {MAX_BACKFILL_RUNS} per backfill")
+        if body.params_json:
+            validate_params(body.params_json, "params")
+        self.s.manual_seq += 1
+        seq = self.s.manual_seq
+        backfill_id = f"{wf.spec.name}~b{seq}"
+        rec = pb.BackfillRecord(
+            backfill_id=backfill_id,
+            workflow=wf.spec.name,
+            from_ms=body.from_ms or times[0],
+            to_ms=body.to_ms or times[-1],
+            runs_total=len(times),
+            created_ms=now,
+            share_pct=wf.backfill_share,
+        )
+        self.s.store.put(keys.backfill_key(backfill_id), rec.SerializeToString(deterministic=True))
+        effects: list[Effect] = []
+        for logical in times:
+            run_id = f"{wf.spec.name}@{logical}~b{seq}"
+            self._start(
+                wf,
+                run_id,
+                logical,
+                now,
+                cmd.epoch,
+                effects,
+                backfill_id=backfill_id,
+                params_json=body.params_json,
+            )
+        got = self.s.store.get(keys.backfill_key(backfill_id))
+        assert got is not None
+        return pb.CommandResult(ok=True, backfill=pb.BackfillRecord.FromString(got)), tuple(effects)
+
+    def run_op(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.workflow_run_op
+        wr = self.runs.get(body.run_id) or self._stored_run(body.run_id)
+        if wr is None:
+            raise _not_found(f"workflow run {body.run_id!r} does not exist (or its history was pruned)")
+        got = self.version(wr.workflow, wr.version)
+        if got is None:
+            raise _not_found(f"workflow {wr.workflow!r} version {wr.version} is no longer stored")
+        dag = got[1]
+        effects: list[Effect] = []
+        if body.op == pb.WorkflowRunOp.KILL:
+            if wr.state in _TERMINAL_RUN:
+                raise Conflict(f"workflow run {wr.run_id!r} already finished ({_run_state(wr)})")
+            for running in wfrun.kill(wr, now, body.reason or "killed by an operator"):
+                self._cancel_task_run(wr, running, now, cmd.epoch, effects)
+            self._drop_ready(wr)
+            self._settle(wr, now, effects)
+            return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
+        idx = dag.index.get(body.task)
+        if idx is None:
+            raise _not_found(
+                f"task {body.task!r} is not part of workflow {wr.workflow!r} version {wr.version}"
+            )
+        was_active = wr.run_id in self.runs
+        if body.op == pb.WorkflowRunOp.RERUN:
+            ready = wfrun.rerun(dag, wr, idx, now, body.reason or "rerun requested")
+        elif body.op == pb.WorkflowRunOp.MARK_SUCCESS:
+            ready = wfrun.mark_success(dag, wr, idx, now, body.reason or "marked succeeded by an operator")
+        else:
+            raise InvalidSpec("op", f"unknown workflow run operation {body.op}")
+        if not was_active and wr.state not in _TERMINAL_RUN:
+            self._reactivate(wr)
+        self._drop_ready(wr)
+        self._enqueue(wr, (i for i, t in enumerate(wr.tasks) if t.state == pb.TASK_READY))
+        del ready  # the run's READY tasks were all enqueued above
+        self._start_ready(wr.workflow, now, cmd.epoch, effects)
+        self._settle(wr, now, effects)
+        return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
+
+    # -- hooks from the task-run machinery -----------------------------------------------------------
+
+    def task_run_assigned(self, run: pb.Run, shard: pb.ShardAttempt, now: int) -> None:
+        wr = self.runs.get(run.workflow_run)
+        idx = self._task_index(wr, run)
+        if wr is None or idx is None:
+            return
+        wfrun.note(
+            wr,
+            idx,
+            pb.TASK_RUNNING,
+            now,
+            f"attempt {shard.attempt} of shard {shard.shard} started on executor {shard.executor}",
+        )
+        self._put_run(wr)
+
+    def task_run_retrying(self, run: pb.Run, shard: pb.ShardAttempt, error: str, now: int) -> None:
+        wr = self.runs.get(run.workflow_run)
+        idx = self._task_index(wr, run)
+        if wr is None or idx is None:
+            return
+        wfrun.note(wr, idx, pb.TASK_FAILED, now, f"attempt {shard.attempt - 1} failed: {error or 'failed'}")
+        wfrun.note(wr, idx, pb.TASK_READY, now, f"retry {shard.attempt} not before {shard.not_before_ms}")
+        self._put_run(wr)
+
+    def task_run_finished(self, run: pb.Run, now: int, epoch: int, effects: list[Effect]) -> None:
+        wr = self.runs.get(run.workflow_run)
+        idx = self._task_index(wr, run)
+        if wr is None or idx is None:
+            return
+        failed = [s for s in run.shards if s.state != pb.SUCCEEDED]
+        if not failed:
+            outcome, reason = pb.TASK_SUCCESS, ""
+        elif any(s.timed_out for s in failed):
+            outcome, reason = pb.TASK_TIMEOUT, failed[0].error or "timed out"
+        else:
+            outcome, reason = pb.TASK_FAILED, failed[0].error or f"exit code {failed[0].exit_code}"
+        self._task_stopped(wr)
+        ready = wfrun.finish(self._dag(wr), wr, idx, outcome, now, reason)
+        self._enqueue(wr, ready)
+        self._start_ready(wr.workflow, now, epoch, effects)
+        self._settle(wr, now, effects)
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _workflow(self, name: str) -> WorkflowState:
+        wf = self.workflows.get(name)
+        if wf is None:
+            raise _not_found(f"workflow {name!r} does not exist")
+        return wf
+
+    def _dag(self, wr: pb.WorkflowRun) -> Dag:
+        got = self.version(wr.workflow, wr.version)
+        assert got is not None, f"workflow {wr.workflow} version {wr.version} missing"
+        return got[1]
+
+    def _task_index(self, wr: pb.WorkflowRun | None, run: pb.Run) -> int | None:
+        if wr is None:
+            return None
+        idx = self._dag(wr).index.get(split_internal(run.task)[1])
+        if idx is None or wr.tasks[idx].run_id != run.run_id or wr.tasks[idx].state != pb.TASK_RUNNING:
+            return None  # superseded (killed, rerun, marked): this task run no longer speaks for it
+        return idx
+
+    def _start(
+        self,
+        wf: WorkflowState,
+        run_id: str,
+        logical: int,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+        *,
+        manual: bool = False,
+        backfill_id: str = "",
+        params_json: str = "",
+    ) -> pb.WorkflowRun:
+        wr = pb.WorkflowRun(
+            run_id=run_id,
+            workflow=wf.spec.name,
+            version=wf.version,
+            logical_ms=logical,
+            created_ms=now,
+            manual=manual,
+            backfill_id=backfill_id,
+            params_json=params_json,
+            epoch=epoch,
+        )
+        ready = wfrun.start(wf.dag, wr, now)
+        wf.runs_total += 1
+        self._reactivate(wr)
+        self._enqueue(wr, ready)
+        self._start_ready(wf.spec.name, now, epoch, effects)
+        self._settle(wr, now, effects)
+        return wr
+
+    def _reactivate(self, wr: pb.WorkflowRun) -> None:
+        wf = self.workflows[wr.workflow]
+        if wr.run_id not in self.runs:
+            self.runs[wr.run_id] = wr
+            self.running[wr.run_id] = 0
+            wf.active_runs += 1
+            if wr.finished_ms or wr.state in _TERMINAL_RUN:
+                wf.kept_runs = max(0, wf.kept_runs - 1)
+            wr.finished_ms = 0
+            self._save(wf)
+
+    def _enqueue(self, wr: pb.WorkflowRun, indices: Iterable[int]) -> None:
+        bucket = self.ready.setdefault(wr.workflow, set())
+        for i in indices:
+            bucket.add((wr.logical_ms, wr.run_id, i))
+
+    def _drop_ready(self, wr: pb.WorkflowRun) -> None:
+        bucket = self.ready.get(wr.workflow)
+        if bucket:
+            for entry in [e for e in bucket if e[1] == wr.run_id]:
+                bucket.discard(entry)
+
+    def _start_ready(self, workflow: str, now: int, epoch: int, effects: list[Effect]) -> None:
+        """Move READY tasks to RUNNING, oldest logical time first, as the limits allow."""
+        wf = self.workflows[workflow]
+        bucket = self.ready.get(workflow)
+        while bucket:
+            started = False
+            for entry in sorted(bucket):
+                if wf.spec.max_parallel and wf.running_tasks >= wf.spec.max_parallel:
+                    return
+                _, run_id, idx = entry
+                wr = self.runs.get(run_id)
+                if wr is None or wr.tasks[idx].state != pb.TASK_READY:
+                    bucket.discard(entry)
+                    continue
+                got = self.version(workflow, wr.version)
+                assert got is not None
+                spec, dag = got
+                if spec.max_parallel_per_run and self.running.get(run_id, 0) >= spec.max_parallel_per_run:
+                    continue
+                bucket.discard(entry)
+                self._launch(wf, wr, spec, dag, idx, now, epoch, effects)
+                started = True
+                break  # the bucket changed (a failure may have readied more): re-sort
+            if not started:
+                return
+
+    def _launch(
+        self,
+        wf: WorkflowState,
+        wr: pb.WorkflowRun,
+        spec: pb.WorkflowSpec,
+        dag: Dag,
+        idx: int,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+    ) -> None:
+        """READY → RUNNING: render the templates and create the task run (or fail the task)."""
+        from raftsched.fsm.state import AttemptReady
+
+        tspec = spec.tasks[idx]
+        try:
+            params = render_params_json(spec.params_json, tspec.params_json, wr.params_json)
+            ctx = TemplateContext(logical_ms=wr.logical_ms, run_id=wr.run_id, params=params)
+            command = render(tspec.command, ctx) if tspec.command else ""
+            env = {k: render(v, ctx) for k, v in sorted(tspec.env.items())}
+        except (TemplateError, ValueError) as exc:
+            wfrun.mark_running(wr, idx, "", now, "template rendering")
+            ready = wfrun.finish(dag, wr, idx, pb.TASK_FAILED, now, f"template error: {exc}")
+            self._enqueue(wr, ready)
+            return
+        self.s.manual_seq += 1
+        name = task_name(wr.workflow, tspec.name)
+        st = self.s.tasks[name]
+        run_id = f"{name}@{wr.logical_ms}~m{self.s.manual_seq}"
+        run = pb.Run(
+            run_id=run_id,
+            task=name,
+            nominal_ms=wr.logical_ms,
+            task_version=wr.version,
+            state=pb.PENDING,
+            created_ms=now,
+            epoch=epoch,
+            manual=True,
+            shards=[pb.ShardAttempt(shard=i, attempt=1, state=pb.PENDING) for i in range(tspec.shards or 1)],
+            params_json=json.dumps(params, sort_keys=True, separators=(",", ":")) if params else "",
+            command=command,
+            env=env,
+            workflow_run=wr.run_id,
+            backfill=bool(wr.backfill_id),
+        )
+        data = run.SerializeToString(deterministic=True)
+        self.s.active[run_id] = data
+        self.s.active_per_task[name] = self.s.active_per_task.get(name, 0) + 1
+        st.active_runs += 1
+        st.runs_total += 1
+        self.s._put_task(st)
+        self.s.store.put(keys.run_key_for_id(run_id), data)
+        share = wf.backfill_share if wr.backfill_id else 0
+        for i in range(tspec.shards or 1):
+            effects.append(AttemptReady(run_id, name, wr.logical_ms, i, 1, epoch, 0, share))
+        wfrun.mark_running(wr, idx, run_id, now, "handed to the executor fleet")
+        self.running[wr.run_id] = self.running.get(wr.run_id, 0) + 1
+        wf.running_tasks += 1
+
+    def _task_stopped(self, wr: pb.WorkflowRun) -> None:
+        wf = self.workflows[wr.workflow]
+        self.running[wr.run_id] = max(0, self.running.get(wr.run_id, 0) - 1)
+        wf.running_tasks = max(0, wf.running_tasks - 1)
+
+    def _cancel_task_run(
+        self, wr: pb.WorkflowRun, idx: int, now: int, epoch: int, effects: list[Effect]
+    ) -> None:
+        from raftsched.fsm.state import _FINISHED
+
+        run_id = wr.tasks[idx].run_id
+        self._task_stopped(wr)
+        run = self.s.active_run(run_id)
+        if run is None:
+            return
+        attempts: list[tuple[int, int, str]] = []
+        for shard in run.shards:
+            if shard.state not in _FINISHED:
+                attempts.append(
+                    (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+                )
+                shard.state = pb.CANCELLED
+                shard.finished_ms = now
+                shard.error = "workflow run killed"
+        run.state = pb.CANCELLED
+        run.finished_ms = now
+        self.s._finish_run(run, now)
+        effects.append(RunCancelled(run_id, tuple(attempts), epoch))
+
+    def _settle(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:
+        """Store the run; when it just finished, release it (counters, backfill, trigger overlap)."""
+        if wr.state != pb.WORKFLOW_KILLED:
+            wr.state = cast("pb.WorkflowRunState", wfrun.derive_state(wr))
+        if wr.state in _TERMINAL_RUN and wr.run_id in self.runs:
+            wf = self.workflows[wr.workflow]
+            del self.runs[wr.run_id]
+            self.running.pop(wr.run_id, None)
+            wr.finished_ms = wr.finished_ms or now
+            wf.active_runs = max(0, wf.active_runs - 1)
+            wf.kept_runs += 1
+            if not wr.manual and not wr.backfill_id:
+                trig = self.s.tasks.get(trigger_name(wr.workflow))
+                if trig is not None:
+                    trig.active_runs = max(0, trig.active_runs - 1)
+                    self.s._put_task(trig)
+            if wr.backfill_id:
+                self._backfill_progress(wr, now)
+            self._save(wf)
+            self._put_run(wr)
+            self._prune(wf, now)
+            return
+        self._put_run(wr)
+        if wr.run_id in self.runs:
+            self._save(self.workflows[wr.workflow])
+
+    def _backfill_progress(self, wr: pb.WorkflowRun, now: int) -> None:
+        raw = self.s.store.get(keys.backfill_key(wr.backfill_id))
+        if raw is None:
+            return
+        rec = pb.BackfillRecord.FromString(raw)
+        rec.runs_finished += 1
+        if wr.state != pb.WORKFLOW_SUCCESS:
+            rec.runs_failed += 1
+        if rec.runs_finished >= rec.runs_total:
+            rec.finished_ms = now
+        self.s.store.put(keys.backfill_key(wr.backfill_id), rec.SerializeToString(deterministic=True))
+
+    def _prune(self, wf: WorkflowState, now: int) -> None:
+        """Finished workflow runs are kept like task runs: by count and age (bounded work)."""
+        retention = self.s.retention
+        horizon = now - retention.keep_ms
+        name = wf.spec.name
+        lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, name), keys.per_task_end(keys.WORKFLOW_RUN, name)
+        limit = retention.prune_step * 2 + wf.active_runs + 1
+        for k, v in self.s.store.scan(lo, hi, limit=limit):
+            wr = pb.WorkflowRun.FromString(v)
+            if wr.state not in _TERMINAL_RUN:
+                continue
+            if wf.kept_runs <= retention.keep_count and wr.finished_ms >= horizon:
+                break
+            self.s.store.delete(k)
+            wf.kept_runs -= 1
+
+    def _stored_run(self, run_id: str) -> pb.WorkflowRun | None:
+        if "@" not in run_id:
+            return None
+        try:
+            raw = self.s.store.get(keys.workflow_run_key(run_id))
+        except ValueError:
+            return None
+        return pb.WorkflowRun.FromString(raw) if raw is not None else None
+
+    def _put_run(self, wr: pb.WorkflowRun) -> None:
+        self.s.store.put(keys.workflow_run_key(wr.run_id), wr.SerializeToString(deterministic=True))
+
+    def _record(self, wf: WorkflowState) -> pb.WorkflowRecord:
+        rec = wf.record()
+        trig = self.s.tasks.get(trigger_name(wf.spec.name))
+        if trig is not None and trig.enabled:
+            rec.next_fire_ms = trig.next_fire_ms
+        return rec
+
+    def _save(self, wf: WorkflowState) -> None:
+        self.s.store.put(keys.workflow_key(wf.spec.name), wf.record().SerializeToString(deterministic=True))
+
+    # -- reads (callers hold the state lock) -----------------------------------------------------------
+
+    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None:
+        wf = self.workflows.get(name)
+        if wf is None:
+            return None
+        rec = self._record(wf)
+        if version and version != wf.version:
+            got = self.version(name, version)
+            if got is None:
+                return None
+            rec.spec.CopyFrom(got[0])
+            rec.version = version
+        return rec
+
+    def get_run(self, run_id: str) -> pb.WorkflowRun | None:
+        wr = self.runs.get(run_id)
+        if wr is not None:
+            copy = pb.WorkflowRun()
+            copy.CopyFrom(wr)
+            return copy
+        return self._stored_run(run_id)
+
+
+def _run_state(wr: pb.WorkflowRun) -> str:
+    return pb.WorkflowRunState.Name(wr.state).removeprefix("WORKFLOW_").lower()
+
+
+def _not_found(message: str) -> Exception:
+    from raftsched.errors import NotFound
+
+    return NotFound(message)

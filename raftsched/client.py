@@ -460,7 +460,7 @@ class Client:
         midnight (UTC), a ``date`` ``end`` the end of that day; a ``datetime`` must carry a zone;
         an ``int`` is epoch ms. Backfill runs use at most the workflow's backfill share of the
         executor slots and only what regular work leaves free. Refused (InvalidSpec) for an
-        empty or reversed range and for more than 10,000 runs. Watch progress with
+        empty or reversed range and for more runs than one backfill may hold (1,000). Watch progress with
         :meth:`get_backfill`.
         """
         request = pb.BackfillRequest(

@@ -14,6 +14,7 @@ from typing import Final, Protocol
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.workflows import MAX_BACKFILL_RUNS  # the state machine's limit, checked here first
 from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import next_fire_after, prepare_spec
@@ -132,8 +133,6 @@ def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) ->
 
 # -- workflows ------------------------------------------------------------------------------------
 
-MAX_BACKFILL_RUNS: Final = 10_000
-"""Most runs one backfill may create (one StartBackfill log entry holds all their logical times)."""
 MAX_REASON_BYTES: Final = 4 * 1024
 DAY_MS: Final = 86_400_000
 

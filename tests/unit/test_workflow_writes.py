@@ -199,16 +199,18 @@ def test_backfill_refusals_are_clear() -> None:
         writes.start_backfill(state, "nightly", day, day + DAY, "", **STAMP)
 
 
-def test_backfill_refuses_more_than_10000_runs_and_accepts_exactly_10000() -> None:
+def test_backfill_refuses_more_runs_than_the_limit_and_accepts_exactly_the_limit() -> None:
+    limit = writes.MAX_BACKFILL_RUNS
     state = state_with(etl("* * * * *"))  # every minute
     start = ms("2026-01-01T00:00:00+00:00")
-    exactly = start + (writes.MAX_BACKFILL_RUNS - 1) * 60_000
+    exactly = start + (limit - 1) * 60_000
     cmd = codec.decode_command(writes.start_backfill(state, "etl", start, exactly, "", **STAMP))
-    assert len(cmd.start_backfill.logical_ms) == writes.MAX_BACKFILL_RUNS
-    with pytest.raises(InvalidSpec, match=r"more than 10,000 runs.*split it") as bad:
+    assert len(cmd.start_backfill.logical_ms) == limit
+    with pytest.raises(InvalidSpec, match=rf"more than {limit:,} runs.*split it") as bad:
         writes.start_backfill(state, "etl", start, exactly + 60_000, "", **STAMP)
     assert bad.value.field == "to"
-    # A year of an unscheduled workflow is 365 runs; 28 years is too many.
+    # Without a schedule: one run per UTC midnight.
     unscheduled = state_with(etl())
-    with pytest.raises(InvalidSpec, match="more than 10,000"):
-        writes.start_backfill(unscheduled, "etl", start, start + 28 * 366 * DAY, "", **STAMP)
+    writes.start_backfill(unscheduled, "etl", start, start + (limit - 1) * DAY, "", **STAMP)
+    with pytest.raises(InvalidSpec, match=f"more than {limit:,}"):
+        writes.start_backfill(unscheduled, "etl", start, start + limit * DAY, "", **STAMP)

@@ -9,6 +9,7 @@ reproduces exactly. Users can drive their own schedules through it to check what
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import random
 from collections.abc import Iterable
@@ -311,7 +312,7 @@ class SimHarness:
         now_ms = max(self.now(node_id), node.state.max_now_ms)
         epoch = node.driver.epoch or self.cluster.term
         stamp = {"now_ms": now_ms, "epoch": epoch, "origin": node_id, "key": key}
-        if build in ("update_task", "set_enabled"):
+        if build in ("update_task", "set_enabled") or next(iter(inspect.signature(fn).parameters)) == "state":
             data = fn(node.state, *args, **kwargs, **stamp)
         else:
             data = fn(*args, **kwargs, **stamp)
@@ -346,6 +347,11 @@ class SimHarness:
         node = self.nodes[node_id or self.leader or next(iter(self.nodes))]
         lo, hi = keys.per_task_prefix(kind, task), keys.per_task_end(kind, task)
         return [value for _, value in node.store.scan(lo, hi)]
+
+    def workflow_runs(self, workflow: str, node_id: str | None = None) -> list[pb.WorkflowRun]:
+        """Every run of ``workflow`` on a node (default: the leader), newest first."""
+        node = self.nodes[node_id or self.leader or next(iter(self.nodes))]
+        return node.state.list_workflow_runs(workflow, limit=100_000)
 
     def digests(self) -> dict[str, str]:
         """State digest per live node (they must all be equal once every node has caught up)."""

@@ -133,3 +133,61 @@ def test_a_refused_assignment_is_released_for_another_try() -> None:
     d.release(assign)  # the proposal failed
     assert all(not w.reserved_for for w in d.waiting.values())
     assert d.poll(T0 + S)  # placed again
+
+
+# -- workflows: backfill share and killed runs ------------------------------------------------------
+
+
+def workflow_setup(runs: int, share: int, slots: int = 5) -> tuple[SchedulerState, Dispatcher]:
+    from raftsched import codec
+
+    state = fresh()
+    assert state.apply(join("ex1", slots)).result.ok
+    spec = pb.WorkflowSpec(name="wf", backfill_share_pct=share)
+    spec.tasks.add(name="only", command="true")
+    cmd = pb.Command(epoch=1, now_ms=T0)
+    cmd.apply_workflow.spec.CopyFrom(spec)
+    assert state.apply(codec.encode_command(cmd)).result.ok
+    d = Dispatcher(state, SETTINGS, random.Random(7))
+    d.become_leader(1, T0)
+    cmd = pb.Command(epoch=1, now_ms=T0)
+    cmd.start_backfill.workflow = "wf"
+    cmd.start_backfill.logical_ms.extend(T0 - (i + 1) * 86_400_000 for i in range(runs))
+    assert step(state, d, codec.encode_command(cmd), T0).ok
+    return state, d
+
+
+def test_backfill_takes_at_most_its_share_of_the_slots() -> None:
+    state, d = workflow_setup(runs=10, share=40, slots=5)  # 40 % of 5 slots: 2
+    for data in d.poll(T0):
+        step(state, d, data, T0)
+    assert len(d.take_outbox()) == 2
+    assert d.poll(T0 + 100) == []  # the share is used up although three slots are free
+    assert d.backlog == 8
+
+
+def test_regular_work_goes_first_and_backfill_only_fills_what_it_leaves() -> None:
+    state, d = workflow_setup(runs=10, share=100, slots=3)
+    assert create(state, TaskSpec("t", EVERY_SECOND, shards=2)).ok
+    d.on_effects(state.apply(tick("t", 1, T0 + S)).effects, T0 + S)
+    [assign] = d.poll(T0 + S)
+    step(state, d, assign, T0 + S)
+    sent = [item.task for _, item in d.take_outbox()]
+    assert sorted(sent) == ["t", "t", "wf#only"]
+
+
+def test_killing_a_workflow_run_cancels_its_running_attempt_on_the_executor() -> None:
+    from raftsched import codec
+
+    state, d = workflow_setup(runs=1, share=100)
+    for data in d.poll(T0):
+        step(state, d, data, T0)
+    [(executor, item)] = d.take_outbox()
+    assert d.leases
+    cmd = pb.Command(epoch=1, now_ms=T0 + S)
+    cmd.workflow_run_op.op = pb.WorkflowRunOp.KILL
+    cmd.workflow_run_op.run_id = state.list_workflow_runs("wf")[0].run_id
+    assert step(state, d, codec.encode_command(cmd), T0 + S).ok
+    [(to, cancel)] = d.take_outbox()
+    assert (to, cancel.execution_id, cancel.cancel) == (executor, item.execution_id, True)
+    assert not d.leases and not d.backfill_busy

@@ -14,7 +14,7 @@ from typing import Final, Protocol
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound
 from raftsched.fsm.state import SchedulerState
-from raftsched.fsm.workflows import MAX_BACKFILL_RUNS  # the state machine's limit, checked here first
+from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
 from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import next_fire_after, prepare_spec
@@ -133,6 +133,8 @@ def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) ->
 
 # -- workflows ------------------------------------------------------------------------------------
 
+# MAX_BACKFILL_RUNS (imported above) is the state machine's limit, checked here first so the user gets
+# a clear message and nothing is proposed.
 MAX_REASON_BYTES: Final = 4 * 1024
 DAY_MS: Final = 86_400_000
 

@@ -48,7 +48,7 @@ from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.dag import find_cycle
 from raftsched.workflow.template import check_template, template_params
 
-__all__ = ["MAX_PARALLEL", "MAX_WORKFLOW_TASKS", "validate_workflow"]
+__all__ = ["MAX_PARALLEL", "MAX_WORKFLOW_TASKS", "collect_problems", "locate", "validate_workflow"]
 
 MAX_WORKFLOW_TASKS = 10_000
 MAX_PARALLEL = 10_000
@@ -112,6 +112,18 @@ def validate_workflow(spec: pb.WorkflowSpec, locations: Mapping[str, str] | None
     (``etl.yaml:14``), which then prefix the problems. Cost is linear in the size of the spec
     (a 10,000-task DAG takes tens of milliseconds).
     """
+    items = collect_problems(spec)
+    if items:
+        names = [task.name for task in spec.tasks]
+        raise InvalidWorkflow(locate(items, names, locations), spec.name)
+
+
+def collect_problems(spec: pb.WorkflowSpec) -> list[tuple[str, str]]:
+    """Every problem of ``spec`` as ``(field path, message)``, in a deterministic order.
+
+    The building block of :func:`validate_workflow`, for callers (the workflow file loader) that
+    merge these with problems of their own before reporting.
+    """
     problems = _Problems()
     _check_workflow_fields(spec, problems)
     names = [task.name for task in spec.tasks]
@@ -127,8 +139,7 @@ def validate_workflow(spec: pb.WorkflowSpec, locations: Mapping[str, str] | None
     for i, task in enumerate(spec.tasks):
         _check_task(spec, i, task, first_at, workflow_params, problems, suggestions)
     _check_cycle(spec, first_at, problems)
-    if problems.items:
-        raise InvalidWorkflow(_located(problems.items, names, locations), spec.name)
+    return problems.items
 
 
 def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> None:
@@ -142,6 +153,11 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> None:
             CronSchedule.parse(expr, tz or "UTC", field="schedule.expr", tz_field="schedule.timezone")
         except InvalidSpec as exc:
             problems.add(exc.field, exc.reason)
+            if exc.field == "schedule.timezone":  # the expression was not looked at yet
+                try:
+                    CronSchedule.parse(expr, "UTC", field="schedule.expr")
+                except InvalidSpec as bad_expr:
+                    problems.add(bad_expr.field, bad_expr.reason)
     elif tz:
         try:
             validate_timezone(tz, "schedule.timezone")
@@ -275,10 +291,13 @@ _PARENT = re.compile(r"(?:\.[^.\[\]]+|\[\d+\])$")
 _TASK = re.compile(r"tasks\[(\d+)\]")
 
 
-def _located(
+def locate(
     items: list[tuple[str, str]], names: list[str], locations: Mapping[str, str] | None
 ) -> list[tuple[str, str]]:
-    """Turn field paths into display locations: ``file:line: path ("task")``."""
+    """Turn field paths into display locations: ``file:line: path ("task")``.
+
+    A path missing from ``locations`` uses its nearest parent's position, else the ``""`` entry.
+    """
     out = []
     for path, message in items:
         shown = path

@@ -1667,9 +1667,8 @@ def _fail(message: str, status: int, *, prog: str = "raftsched") -> int:
 
 def _fail_workflow(exc: InvalidWorkflow) -> int:
     """An invalid workflow: a headline, then every problem on its own line (file:line first)."""
-    count = len(exc.problems)
-    what = f"workflow {exc.workflow!r}" if exc.workflow else "workflow"
-    print(f"raftsched: error: invalid {what}: {count} problem{'' if count == 1 else 's'}", file=sys.stderr)
+    headline = str(exc).split("\n", 1)[0]  # "invalid workflow "etl": 3 problems"
+    print(f"raftsched: error: {headline}", file=sys.stderr)
     for location, message in exc.problems:
         print(f"  {location}: {message}" if location else f"  {message}", file=sys.stderr)
     return 2

@@ -509,3 +509,51 @@ def test_backfills_table(admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFix
 def test_backfill_options_are_required(capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(capsys, "127.0.0.1:1", "backfill", "etl", "--from", "2026-01-01")
     assert status == 2 and "--to" in err and len(err.splitlines()) == 1
+
+
+def test_invalid_workflow_file_lists_every_problem_without_a_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: bad\n"
+        "tasks:\n"
+        "  - name: a\n"
+        "    command: echo a\n"
+        "    depends_on: [c]\n"
+        "  - name: b\n"
+        "    command: echo {{ dss }}\n"
+        "    depends_on: [a, nope]\n"
+        "  - name: c\n"
+        "    command: echo c\n"
+        "    depends_on: [b]\n"
+    )
+    status, out, err = run(capsys, "127.0.0.1:1", "apply", str(path))  # never dialled
+    assert status == 2 and out == ""
+    assert "Traceback" not in err
+    head, *problems = err.splitlines()
+    assert head == 'raftsched: error: invalid workflow "bad": 3 problems'
+    assert all(line.startswith(f"  {path}:") for line in problems), problems
+    assert any(":8:" in line and '"nope"' in line for line in problems)
+    assert any(":7:" in line and "dss" in line for line in problems)
+    assert any("cycle: " in line for line in problems)
+
+
+def test_apply_dry_run_and_apply(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    servicer, address = admin
+    path = tmp_path / "etl.toml"
+    path.write_text(
+        'name = "etl"\nschedule = "0 2 * * *"\ntimezone = "Europe/Berlin"\n\n'
+        '[[tasks]]\nname = "extract"\ncommand = "extract.sh {{ ds }}"\n\n'
+        '[[tasks]]\nname = "load"\ncommand = "load.sh"\ndepends_on = ["extract"]\n'
+    )
+    status, out, _ = run(capsys, "127.0.0.1:1", "apply", str(path), "--dry-run")
+    assert status == 0 and out == f"{path}: workflow etl is valid (2 tasks; not applied)\n"
+    status, out, _ = run(capsys, address, "apply", str(path))
+    assert status == 0 and out.startswith("applied workflow etl: version 4\n")
+    sent = servicer.requests[-1]
+    assert isinstance(sent, pb.ApplyWorkflowRequest) and sent.idempotency_key
+    assert sent.spec.schedule == pb.CronTrigger(expr="0 2 * * *", timezone="Europe/Berlin")
+    assert [d.task for d in sent.spec.tasks[1].depends_on] == ["extract"]

@@ -976,6 +976,15 @@ def parse_workflow_text(text: str, fmt: Literal["yaml", "toml"], source: str) ->
         root.line = 1
     else:
         raise ValueError(f"unknown workflow file format {fmt!r} (yaml or toml)")
+    if root.kind != "mapping":
+        raise InvalidWorkflow(
+            [
+                (
+                    f"{source}:{root.line or 1}",
+                    f"a workflow file holds a mapping (name, tasks, ...), got {_describe(root)}",
+                )
+            ]
+        )
     conv = _Converter(source)
     spec = _convert(root, conv)
     checked = [

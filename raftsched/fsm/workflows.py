@@ -595,7 +595,9 @@ class WorkflowBook:
         run = pb.Run(
             run_id=run_id,
             task=name,
-            nominal_ms=wr.logical_ms,
+            # Runnable from now: the logical time ({{ ds }}) may lie in the future or far in the
+            # past (backfill); executors never start a run before its nominal time.
+            nominal_ms=now,
             task_version=wr.version,
             state=pb.PENDING,
             created_ms=now,
@@ -617,7 +619,7 @@ class WorkflowBook:
         self.s.store.put(keys.run_key_for_id(run_id), data)
         share = wf.backfill_share if wr.backfill_id else 0
         for i in range(tspec.shards or 1):
-            effects.append(AttemptReady(run_id, name, wr.logical_ms, i, 1, epoch, 0, share))
+            effects.append(AttemptReady(run_id, name, now, i, 1, epoch, 0, share))
         wfrun.mark_running(wr, idx, run_id, now, "handed to the executor fleet")
         self.running[wr.run_id] = self.running.get(wr.run_id, 0) + 1
         wf.running_tasks += 1

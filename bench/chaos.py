@@ -1,17 +1,22 @@
 """The chaos soak: many leader and executor SIGKILLs against a real cluster, then the outside checker.
 
-    python bench/chaos.py --leader-kills 100 --executor-kills 100 [--nodes 3|5] [--skew] [--json FILE]
+    python bench/chaos.py --leader-kills 100 --executor-kills 100 [--nodes 3|5] [--other-rounds N]
+                          [--skew] [--json FILE] [--keep DIR]
 
 3 (or 5) ``raftsched-node`` processes and 2 executors on loopback run per-second tasks (sharded,
-with retries and a timeout) whose commands log every execution. First one of each other fault
-(follower SIGKILL, leader SIGSTOP, node restart, wiped follower; with ``--skew`` also a leader
-clock skewed by +2 s and by -2 s), then leader and executor SIGKILLs interleaved, each followed
-by a wait for full recovery. Network partitions are not part of this increment.
+with retries and a timeout) whose commands log every execution; every Raft link and gRPC port
+goes through a TCP proxy the harness can cut. With ``--skew`` first a leader clock skewed by +2 s
+and by -2 s; then leader and executor SIGKILLs interleaved, each followed by a wait for full
+recovery, with ``--other-rounds`` rounds (default 1) of every other fault spread among them:
+follower SIGKILL, leader SIGSTOP, node restart, wiped follower, the leader partitioned from its
+followers, executors and clients, the leader partitioned from its followers only (executors
+still reach it), and on 5 nodes the leader partitioned together with one follower.
 
 Prints the figures as JSON: time from a leader SIGKILL to the first fire committed by the new
-leader and to the first execution of a fire decided after the kill (p50/p99/max); fires delayed
-(started more than 1 s after nominal), lost, duplicated, early; and the checker's violations.
-Exit status 1 if the checker found a violation or a skew finding.
+leader and to the first execution of a fire decided after the kill (p50/p99/max); the same from
+a partition's cut, and until the cut-off leader stepped down; fires delayed (started more than
+1 s after nominal), lost, duplicated, early; and the checker's violations. Exit status 1 if the
+checker found a violation or a skew finding.
 """
 
 from __future__ import annotations
@@ -32,11 +37,11 @@ def main() -> int:
     ap.add_argument("--executor-kills", type=int, default=100)
     ap.add_argument("--nodes", type=int, choices=(3, 5), default=3)
     ap.add_argument("--skew", action="store_true", help="also run the +/-2 s leader clock skew faults")
-    ap.add_argument("--no-other-faults", action="store_true", help="only leader and executor kills")
+    ap.add_argument("--other-rounds", type=int, default=1, help="rounds of every other fault (0: only kills)")
     ap.add_argument("--keep", type=Path, help="run in this directory and keep it (logs, marker file)")
     ap.add_argument("--json", type=Path, help="also write the figures and the report here")
     args = ap.parse_args()
-    schedule = soak_schedule(args.leader_kills, args.executor_kills, not args.no_other_faults, args.skew)
+    schedule = soak_schedule(args.leader_kills, args.executor_kills, args.other_rounds, args.skew)
     settings = ChaosSettings(nodes=args.nodes)
     t0 = time.monotonic()
 
@@ -52,6 +57,7 @@ def main() -> int:
     out = {
         "command": " ".join(["python bench/chaos.py", *sys.argv[1:]]),
         "figures": figures,
+        "faults": [e.describe() for e in result.events],
         "violations": result.report.violations,
         "skew_findings": result.report.skew_findings[:20],
         "log_problems": result.log_problems,

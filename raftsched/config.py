@@ -75,22 +75,46 @@ class NodeConfig:
     them in canonical form (hostname lower-cased, IP literal compressed, port without leading
     zeros), so equal addresses compare equal as strings. ``data_dir`` is absolute when read from a
     file. Raises :class:`ConfigError` if the id or an address is invalid.
+
+    Two optional keys put something between nodes (a proxy, a NAT; the chaos suite's partitions
+    are TCP proxies):
+
+    * ``grpc_bind``: where this node listens for gRPC when that differs from ``grpc``, the address
+      clients and executors dial and that leader redirects name (default: ``grpc``);
+    * ``raft_via``: ``{peer id = "host:port"}``, the address this node dials to reach that peer's
+      Raft port. The peer is still identified by its own ``raft`` address (pysyncobj sends it as
+      the first message of a connection). pysyncobj dials a peer only from the node whose
+      address sorts after the peer's, so an entry is only valid on that side and must itself sort
+      before this node's ``raft`` (:class:`ClusterConfig` checks both).
     """
 
     id: str
     raft: str
     grpc: str
     data_dir: Path
+    grpc_bind: str | None = None
+    raft_via: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "raft_via", tuple(sorted(dict(self.raft_via).items())))
         problems: list[str] = []
         _check_node_id("id", self.id, problems)
         raft = _check_peer_address("raft", self.raft, problems)
         grpc = _check_peer_address("grpc", self.grpc, problems)
         if raft is not None and raft == grpc:
             problems.append(f"grpc: address {grpc} already used by raft")
+        if self.grpc_bind is not None:
+            _check_bind_address("grpc_bind", self.grpc_bind, problems)
+        for peer, via in self.raft_via:
+            _check_node_id(f"raft_via: peer id {peer!r}", peer, problems)
+            _check_peer_address(_key("raft_via", str(peer)), via, problems)
         if problems:
             raise ConfigError("NodeConfig", problems)
+
+    @property
+    def grpc_listen(self) -> str:
+        """The address the node's gRPC server binds: ``grpc_bind`` if given, else ``grpc``."""
+        return self.grpc_bind or self.grpc
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,12 +194,20 @@ class ClusterConfig:
         _check_secret("cluster.secret", self.secret, problems)
         if not self.nodes:
             problems.append("nodes: at least one node is required")
-        problems.extend(
-            _node_set_problems(
-                _NodeKeys(f"nodes[{i}]", n.id, _canonical(n.raft), _canonical(n.grpc), n.data_dir)
-                for i, n in enumerate(self.nodes)
+        keys = [
+            _NodeKeys(
+                f"nodes[{i}]",
+                n.id,
+                _canonical(n.raft),
+                _canonical(n.grpc),
+                n.data_dir,
+                _canonical(n.grpc_bind) if n.grpc_bind is not None else None,
+                {peer: _canonical(via) for peer, via in n.raft_via},
             )
-        )
+            for i, n in enumerate(self.nodes)
+        ]
+        problems.extend(_node_set_problems(keys))
+        problems.extend(_raft_via_problems(keys))
         if problems:
             raise ConfigError(self.source, problems)
 
@@ -192,12 +224,25 @@ class ClusterConfig:
         return [n.grpc for n in self.nodes]
 
     def raft_peers(self, node_id: str) -> list[str]:
-        """The raft addresses of every node except ``node_id``, in file order.
+        """The raft addresses ``node_id`` knows its peers by, in file order: each peer's
+        ``raft``, or the address ``node_id`` reaches it through (its ``raft_via`` entry).
 
         Raises :class:`ConfigError` if ``node_id`` is unknown.
         """
-        self.node(node_id)
-        return [n.raft for n in self.nodes if n.id != node_id]
+        via = dict(self.node(node_id).raft_via)
+        return [via.get(n.id, n.raft) for n in self.nodes if n.id != node_id]
+
+    def peer_by_raft(self, node_id: str, raft_addr: str) -> NodeConfig | None:
+        """The node that ``node_id`` knows by ``raft_addr`` (one of :meth:`raft_peers`, or any
+        node's own ``raft``), compared in canonical form; None if there is none.
+
+        Raises :class:`ConfigError` if ``node_id`` is unknown.
+        """
+        wanted = _canonical(raft_addr)
+        for peer, via in self.node(node_id).raft_via:
+            if wanted is not None and _canonical(via) == wanted:
+                return self.node(peer)
+        return self.node_by_raft(raft_addr)
 
     def node_by_raft(self, raft_addr: str) -> NodeConfig | None:
         """The node whose raft address equals ``raft_addr`` (compared in canonical form), else None.
@@ -530,6 +575,7 @@ _NODE_KEYS: Final[Mapping[str, str]] = {
     "grpc": "host:port of this node's gRPC API",
     "data_dir": "the directory this node keeps its state in",
 }
+_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via")
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,6 +587,8 @@ class _NodeKeys:
     raft: str | None
     grpc: str | None
     data_dir: Path | None
+    grpc_bind: str | None = None
+    raft_via: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
 
 def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConfig, ...] | None:
@@ -561,7 +609,7 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
         if not isinstance(item, Mapping):
             problems.append(f"{path}: expected a table, got {_type_name(item)}")
             continue
-        _unknown_keys(path, item, tuple(_NODE_KEYS), problems)
+        _unknown_keys(path, item, (*_NODE_KEYS, *_OPTIONAL_NODE_KEYS), problems)
         for key, meaning in _NODE_KEYS.items():
             if key not in item:
                 problems.append(f"{path}.{key}: required ({meaning})")
@@ -573,16 +621,74 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             if "data_dir" in item
             else None
         )
-        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir))
+        grpc_bind = (
+            _check_bind_address(f"{path}.grpc_bind", item["grpc_bind"], problems)
+            if "grpc_bind" in item
+            else None
+        )
+        via = _parse_raft_via(f"{path}.raft_via", item.get("raft_via", {}), problems)
+        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via))
     problems.extend(_node_set_problems(parsed))
+    problems.extend(_raft_via_problems(parsed))
     if len(problems) > before:
         return None
     # No problems means every part of every node passed; the condition only narrows the types.
     return tuple(
-        NodeConfig(id=n.id, raft=n.raft, grpc=n.grpc, data_dir=n.data_dir)
+        NodeConfig(
+            id=n.id,
+            raft=n.raft,
+            grpc=n.grpc,
+            data_dir=n.data_dir,
+            grpc_bind=n.grpc_bind,
+            raft_via=tuple((peer, via) for peer, via in n.raft_via.items() if via is not None),
+        )
         for n in parsed
         if n.id is not None and n.raft is not None and n.grpc is not None and n.data_dir is not None
     )
+
+
+def _parse_raft_via(path: str, raw: object, problems: list[str]) -> dict[str, str | None]:
+    if not isinstance(raw, Mapping):
+        problems.append(f'{path}: expected a table of peer id = "host:port", got {_type_name(raw)}')
+        return {}
+    return {str(peer): _check_peer_address(_key(path, str(peer)), via, problems) for peer, via in raw.items()}
+
+
+def _raft_via_problems(nodes: Sequence[_NodeKeys]) -> list[str]:
+    """``raft_via`` entries must name another node and respect pysyncobj's dialling rule: of two
+    nodes only the one whose address sorts after the other's dials, and it dials an address only
+    if that sorts before its own. An entry on the other side would break the link."""
+    out: list[str] = []
+    by_id = {n.id: n for n in nodes if n.id is not None}
+    taken = {a: f"{n.path}.{k}" for n in nodes for k, a in (("raft", n.raft), ("grpc", n.grpc)) if a}
+    for n in nodes:
+        used: dict[str, str] = {}
+        for peer, via in n.raft_via.items():
+            where = _key(f"{n.path}.raft_via", peer)
+            other = by_id.get(peer)
+            if other is None or peer == n.id:
+                what = "this node itself" if peer == n.id else "no node has this id"
+                out.append(f"{where}: {what}; expected the id of another node")
+                continue
+            if via is None or n.raft is None or other.raft is None:
+                continue
+            if not n.raft > other.raft:
+                out.append(
+                    f"{where}: this node never dials {peer} (pysyncobj dials only from the node whose "
+                    f"raft address sorts after the other's: {n.raft} < {other.raft}); "
+                    f"set the entry on {peer} instead"
+                )
+            elif not via < n.raft:
+                out.append(
+                    f"{where}: {via} must sort before this node's raft address {n.raft} "
+                    "(pysyncobj only dials addresses that sort before its own)"
+                )
+            if via in used:
+                out.append(f"{where}: {via} is also the address of peer {used[via]}")
+            used[via] = peer
+            if via in taken and via != other.raft:
+                out.append(f"{where}: {via} is {taken[via]}, not {peer}'s raft address")
+    return out
 
 
 def _node_set_problems(nodes: Iterable[_NodeKeys]) -> list[str]:
@@ -597,7 +703,8 @@ def _node_set_problems(nodes: Iterable[_NodeKeys]) -> list[str]:
                 out.append(f"{n.path}.id: duplicate id {n.id!r} (also {ids[n.id]}.id)")
             else:
                 ids[n.id] = n.path
-        for key, address in (("raft", n.raft), ("grpc", n.grpc)):
+        bind = n.grpc_bind if n.grpc_bind != n.grpc else None
+        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind)):
             if address is None:
                 continue
             if address in addresses:
@@ -658,6 +765,18 @@ def _check_host(value: str, host: str, field: str) -> str:
     if len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
         raise InvalidSpec(field, f"{value!r}: {host!r} is not a valid hostname")
     return host.lower()
+
+
+def _check_bind_address(path: str, value: object, problems: list[str]) -> str | None:
+    """Validate an address to listen on (a wildcard is fine); return its canonical form."""
+    text = _string(path, value, problems)
+    if text is None:
+        return None
+    try:
+        return _format_address(*parse_address(text, path))
+    except InvalidSpec as e:
+        problems.append(str(e))
+        return None
 
 
 def _format_address(host: str, port: int) -> str:

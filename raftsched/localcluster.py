@@ -193,7 +193,13 @@ class LocalCluster:
     # -- observation -----------------------------------------------------------------------------
 
     def grpc_of(self, node_id: str) -> str:
+        """The gRPC address clients and executors dial (through a proxy, if one is configured)."""
         return self.config.node(node_id).grpc
+
+    def admin_of(self, node_id: str) -> str:
+        """The address this class observes a node at: its ``grpc_bind`` when it has one, so status
+        polls take the operator's direct path, never a proxy the chaos suite may have cut."""
+        return self.config.node(node_id).grpc_listen
 
     def targets(self) -> list[str]:
         return self.config.grpc_targets()
@@ -203,7 +209,7 @@ class LocalCluster:
         if ch is None:
             # Short reconnect backoff: nodes are killed and restarted all the time here.
             ch = grpc.insecure_channel(
-                self.grpc_of(node_id),
+                self.admin_of(node_id),
                 options=[("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
             )
             self._channels[node_id] = ch

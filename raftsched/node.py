@@ -158,12 +158,14 @@ class Node:
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-        bound = server.add_insecure_port(self.me.grpc)
+        bound = server.add_insecure_port(self.me.grpc_listen)
         if not bound:
-            raise OSError(f"cannot bind gRPC on {self.me.grpc}")
+            raise OSError(f"cannot bind gRPC on {self.me.grpc_listen}")
         await server.start()
         self._server = server
-        log.info("node %s serving gRPC on %s", self.node_id, self.me.grpc)
+        log.info(
+            "node %s serving gRPC on %s (advertised as %s)", self.node_id, self.me.grpc_listen, self.me.grpc
+        )
         try:
             if stop is None:
                 await server.wait_for_termination()
@@ -235,14 +237,15 @@ class Node:
             self.replica.reset_from_store()
 
     def _addr_to_id(self, raft_addr: str) -> str | None:
-        node = self.config.node_by_raft(raft_addr)
+        # pysyncobj names a peer by the address this node dials it at (its raft_via entry).
+        node = self.config.peer_by_raft(self.node_id, raft_addr)
         return node.id if node else None
 
     def leader_grpc(self) -> str | None:
         if self.consensus is None:
             return None
         addr = self.consensus.leader_addr()
-        node = self.config.node_by_raft(addr) if addr else None
+        node = self.config.peer_by_raft(self.node_id, addr) if addr else None
         return node.grpc if node else None
 
     # -- status ----------------------------------------------------------------------------------
@@ -289,14 +292,13 @@ class Node:
     def cluster_status(self) -> pb.ClusterStatusReply:
         out = pb.ClusterStatusReply(self=self.node_status())
         status = self.consensus.status() if self.consensus is not None else {}
-        for node in self.config.nodes:
-            if node.id == self.node_id:
-                continue
+        peers = [n for n in self.config.nodes if n.id != self.node_id]
+        for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
             out.peers.add(
                 node_id=node.id,
                 raft=node.raft,
-                connected=status.get(f"partner_node_status_server_{node.raft}", 0) == 2,
-                match_index=int(status.get(f"match_idx_server_{node.raft}", -1)),
+                connected=status.get(f"partner_node_status_server_{known_as}", 0) == 2,
+                match_index=int(status.get(f"match_idx_server_{known_as}", -1)),
             )
         return out
 

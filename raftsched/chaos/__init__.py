@@ -1,9 +1,12 @@
 """The failover chaos suite: real node and executor processes, injected faults, an outside checker.
 
-* :mod:`raftsched.chaos.harness` — starts a cluster and an executor fleet on loopback, installs
-  per-second tasks that log every execution to a marker file, and injects process faults
-  (SIGKILL of leaders, followers and executors; SIGSTOP of the leader; restarts; a wiped data
-  dir; a skewed leader clock). Network partitions are not part of this increment.
+* :mod:`raftsched.chaos.harness` — starts a cluster (3 or 5 nodes) and an executor fleet on
+  loopback, installs per-second tasks that log every execution to a marker file, and injects
+  faults (SIGKILL of leaders, followers and executors; SIGSTOP of the leader; restarts; a wiped
+  data dir; a skewed leader clock; a partition of the leader from its followers, executors and
+  clients);
+* :mod:`raftsched.chaos.netproxy` — the TCP proxies every Raft link and gRPC port runs through,
+  which the harness cuts and heals to make partitions;
 * :mod:`raftsched.chaos.checker` — reads only the marker file and the cluster's public API and
   reports every lost, duplicated or early fire (DESIGN.md §3, invariants 1-6).
 

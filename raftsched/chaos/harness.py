@@ -20,11 +20,20 @@ fires decided after the fault. Faults:
   it catches up from a snapshot or from the log (the report notes which);
 * :meth:`~ChaosHarness.skew_leader` — restart a follower with its clock off by ``offset_ms``
   (``RAFTSCHED_TEST_CLOCK_OFFSET_MS``), SIGKILL leaders until it leads, let it fire, then restart
-  it with a true clock.
+  it with a true clock;
+* :meth:`~ChaosHarness.partition_leader` — cut the leader's Raft links to every follower and
+  (by default) the gRPC links of executors and clients to it, until the majority has elected and
+  fired under a new leader and the old one has stepped down; then heal.
 
-**Out of scope in this increment:** network partitions (cutting the leader's Raft and gRPC links
-through per-link TCP proxies or network namespaces). Every fault here is a process fault: kill,
-pause, restart, wipe, clock skew.
+**Partitions** use TCP proxies (:mod:`raftsched.chaos.netproxy`), not network namespaces: they
+need no privileges, so they run wherever the suite runs. Every Raft link goes through a proxy
+of its own, and every node's gRPC port through one front proxy. pysyncobj identifies a peer by
+the address string the peer sends first, and of two nodes only the one whose address sorts after
+the other's dials. So each node's ``raft`` (its identity) is ``127.0.0.2:port`` (nobody connects
+there: the node binds every interface, and the proxies dial 127.0.0.1), and the dialling node
+reaches its peer through ``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every
+identity. A node's ``grpc`` (what executors dial and redirects name) is its front proxy; it
+listens on ``grpc_bind``, where the harness observes it directly.
 
 :func:`run_chaos` runs a schedule (:func:`ci_schedule`, :func:`soak_schedule`), heals everything,
 runs :mod:`raftsched.chaos.checker` and computes the figures. Every process it starts is stopped
@@ -55,8 +64,9 @@ from raftsched.chaos.checker import (
     read_markers,
     settle,
 )
+from raftsched.chaos.netproxy import ProxyNet
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import LocalCluster, free_ports, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.node import TEST_CLOCK_OFFSET_ENV
 from raftsched.timing.clock import SystemClock
@@ -147,6 +157,8 @@ class ChaosSettings:
     # Small enough that the log is compacted within a CI run, so a wiped node can need a snapshot.
     log_compaction_min_entries: int = 50
     pause_s: float = 3.0  # SIGSTOP length: > leader_fallback_timeout (2 s) and the election timeout
+    partitions: bool = True  # route Raft and gRPC links through proxies the harness can cut
+    partition_s: float = 3.0  # shortest partition; it lasts until the old leader has stepped down
     skew_ms: int = 2000
     skew_hold_fires: int = 3  # seconds a skewed leader fires before it is restarted
     recovery_timeout_s: float = 60.0
@@ -189,6 +201,19 @@ class FaultEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Partition:
+    node: str
+    term: int
+    cut_ms: int
+    grpc_cut: bool
+    new_leader: str
+    new_term: int
+    first_commit_ms: int  # cut to the first fire committed by the new leader
+    step_down_ms: int  # cut to the isolated leader no longer calling itself leader
+    healed_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class LeaderKill:
     node: str
     term: int
@@ -205,6 +230,7 @@ class ChaosResult:
     leader_kills: list[LeaderKill]
     executor_faults: list[ExecutorFault]
     skews: list[SkewWindow]
+    partitions: list[Partition]
     figures: dict[str, object]
     log_problems: list[str]
     seconds: float
@@ -259,7 +285,16 @@ class ChaosHarness:
         self.settings = s = settings or ChaosSettings()
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
-        self.cluster = LocalCluster.create(base / "cluster", s.nodes, extra_config=s.extra_config())
+        self.net: ProxyNet | None = None
+        if s.partitions:
+            self.net = ProxyNet()
+            try:
+                self.cluster = _proxied_cluster(base / "cluster", s.nodes, self.net, s.extra_config())
+            except BaseException:
+                self.net.close()
+                raise
+        else:
+            self.cluster = LocalCluster.create(base / "cluster", s.nodes, extra_config=s.extra_config())
         self.node_ids = [n.id for n in self.cluster.config.nodes]
         self.marker = base / "executions.log"
         self.tail = MarkerTail(self.marker)
@@ -267,6 +302,8 @@ class ChaosHarness:
         self.executor_names = [f"ex{i + 1}" for i in range(s.executors)]
         self.node_env: dict[str, dict[str, str]] = {}
         self.paused: set[str] = set()
+        self.isolated: set[str] = set()  # cut off by a partition
+        self.partitions: list[Partition] = []
         self.events: list[FaultEvent] = []
         self.leader_kills: list[LeaderKill] = []
         self.executor_faults: list[ExecutorFault] = []
@@ -300,19 +337,23 @@ class ChaosHarness:
         )
 
     def stop(self) -> None:
-        for nid in list(self.paused):
-            self.cluster.resume(nid)
-        self.paused.clear()
-        for proc in self.executors.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.executors.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        self.cluster.stop()
+        try:
+            for nid in list(self.paused):
+                self.cluster.resume(nid)
+            self.paused.clear()
+            for proc in self.executors.values():
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in self.executors.values():
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+            self.cluster.stop()
+        finally:
+            if self.net is not None:
+                self.net.close()
 
     def start_executor(self, name: str) -> None:
         log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
@@ -341,7 +382,8 @@ class ChaosHarness:
     # -- observation -------------------------------------------------------------------------------
 
     def live_nodes(self) -> list[str]:
-        return [n for n in self.cluster.alive() if n not in self.paused]
+        """Running nodes that are neither paused nor cut off by a partition."""
+        return [n for n in self.cluster.alive() if n not in self.paused and n not in self.isolated]
 
     def leader(self) -> str:
         return self.cluster.wait_for_leader(self.settings.recovery_timeout_s, among=self.live_nodes())
@@ -599,13 +641,102 @@ class ChaosHarness:
         )
         return window
 
+    def links_of(self, group: set[str], grpc: bool = True) -> list[str]:
+        """The proxy links that cut ``group`` off from the other nodes: every Raft link with one
+        end inside and one outside, and (``grpc``) the front proxies every executor and client
+        reaches the group's gRPC ports through."""
+        if self.net is None:
+            raise RuntimeError("this harness runs without proxies (ChaosSettings.partitions=False)")
+        raft = [
+            name
+            for name in self.net.names()
+            if name.startswith("raft:") and len(group & set(name[5:].split("->"))) == 1
+        ]
+        return raft + ([f"grpc:{n}" for n in sorted(group)] if grpc else [])
+
+    def partition_leader(self, grpc: bool = True, keep: int = 0) -> Partition:
+        """Cut the leader, and ``keep`` followers with it, off from the other nodes (and, with
+        ``grpc``, from every executor and client) until the majority has a new leader that
+        committed a fire, the old leader has stepped down, and ``partition_s`` has passed; then
+        heal and wait for recovery.
+
+        The old leader keeps running throughout: whatever it still believes, it can commit
+        nothing, so it must dispatch nothing (the checker proves that from the executions).
+        """
+        s = self.settings
+        leader = self.leader()
+        term = self.cluster.status(leader).term
+        minority = {leader, *self.followers(leader)[:keep]}
+        others = [n for n in self.live_nodes() if n not in minority]
+        if len(minority) * 2 >= len(self.node_ids):
+            raise ValueError(f"a partition of {sorted(minority)} leaves no majority of {len(self.node_ids)}")
+        before = {n: self.cluster.status(n).fires_committed for n in others}
+        links = self.links_of(minority, grpc)
+        assert self.net is not None
+        cut_ms = self.clock.now_ms()
+        t0 = time.monotonic()
+        self.net.cut(links)
+        self.isolated |= minority
+        try:
+
+            def fired() -> tuple[str, int] | None:
+                for nid in others:
+                    try:
+                        st = self.cluster.status(nid, timeout=0.5)
+                    except Exception:
+                        continue
+                    if st.role == "leader" and st.term > term and st.fires_committed > before[nid]:
+                        return nid, int(st.term)
+                return None
+
+            new_leader, new_term = wait_until(
+                fired, s.recovery_timeout_s, 0.02, "the majority to elect a leader that fires"
+            )
+            first_commit_ms = round((time.monotonic() - t0) * 1000)
+            wait_until(
+                lambda: (st := self.cluster.status(leader)).role != "leader" or st.term > term,
+                s.recovery_timeout_s,
+                0.05,
+                f"the partitioned leader {leader} to step down",
+            )
+            step_down_ms = round((time.monotonic() - t0) * 1000)
+            held_ms = int(s.partition_s * 1000)
+            wait_until(
+                lambda: self.clock.now_ms() >= cut_ms + held_ms,
+                held_ms / 1000 + 5,
+                0.05,
+                "the partition to last",
+            )
+        finally:
+            self.net.heal(links)
+            self.isolated -= minority
+        healed_ms = self.clock.now_ms()
+        self.await_recovery(healed_ms, f"after healing the partition of {', '.join(sorted(minority))}")
+        part = Partition(
+            leader, term, cut_ms, grpc, new_leader, new_term, first_commit_ms, step_down_ms, healed_ms
+        )
+        self.partitions.append(part)
+        self._record(
+            "partition",
+            leader,
+            cut_ms,
+            f"term {term}, {'+'.join(sorted(minority))} cut off "
+            f"({'raft+grpc' if grpc else 'raft only'}) for {(healed_ms - cut_ms) / 1000:.1f} s; "
+            f"{new_leader} (term {new_term}) fired after {first_commit_ms} ms; "
+            f"{leader} stepped down after {step_down_ms} ms",
+        )
+        return part
+
     # -- the end -----------------------------------------------------------------------------------
 
     def heal(self) -> None:
-        """Every node running unpaused with a true clock, every executor running."""
+        """Every node running unpaused, connected, with a true clock; every executor running."""
         for nid in list(self.paused):
             self.cluster.resume(nid)
         self.paused.clear()
+        if self.net is not None:
+            self.net.heal()
+        self.isolated.clear()
         for nid in list(self.node_env):
             del self.node_env[nid]
             self.cluster.kill(nid, signal.SIGTERM)
@@ -646,6 +777,8 @@ class ChaosHarness:
         """The published figures: failover times, and the checker's delayed/lost/duplicated/early."""
         executions = getattr(self, "_executions", None) or read_markers([self.marker])[0]
         commit = sorted(k.first_commit_ms for k in self.leader_kills)
+        partition_commit = sorted(p.first_commit_ms for p in self.partitions)
+        step_down = sorted(p.step_down_ms for p in self.partitions)
         first_exec: list[int] = []
         for k in self.leader_kills:
             later = [e.start_ms for e in executions if e.nominal_ms > k.kill_ms]
@@ -660,6 +793,9 @@ class ChaosHarness:
             "faults": len(self.events),
             "kill_to_first_fire_committed_ms": _summary(commit),
             "kill_to_first_execution_ms": _summary(first_exec),
+            "partitions": len(self.partitions),
+            "partition_to_first_fire_committed_ms": _summary(partition_commit),
+            "partition_to_old_leader_step_down_ms": _summary(step_down),
             "fires": report.fired + report.coalesced + report.skipped,
             "fired": report.fired,
             "coalesced": report.coalesced,
@@ -710,6 +846,43 @@ def _summary(values: Sequence[int]) -> dict[str, int] | None:
     return {"n": len(ordered), "p50": pct(0.5), "p99": pct(0.99), "max": ordered[-1]}
 
 
+# -- a cluster behind proxies ---------------------------------------------------------------------
+
+_IDENTITY_HOST = "127.0.0.2"  # sorts after the proxies' 127.0.0.1; never dialled (see the docstring)
+
+
+def _proxied_cluster(base: Path, nodes: int, net: ProxyNet, extra_config: str) -> LocalCluster:
+    """Write a cluster config whose every Raft link and gRPC port goes through a proxy of ``net``
+    (links named ``raft:a->b`` for the connection node a dials to node b, and ``grpc:a``)."""
+    base.mkdir(parents=True, exist_ok=True)
+    ids = [f"n{i + 1}" for i in range(nodes)]
+    ports = free_ports(2 * nodes)
+    raft_port = {nid: ports[2 * i] for i, nid in enumerate(ids)}
+    grpc_port = {nid: ports[2 * i + 1] for i, nid in enumerate(ids)}
+    identity = {nid: f"{_IDENTITY_HOST}:{raft_port[nid]}" for nid in ids}
+    lines = ["[cluster]", 'name = "chaos"', 'secret = "local-cluster-secret-0123456789"', ""]
+    for nid in ids:
+        front = net.add(f"grpc:{nid}", f"127.0.0.1:{grpc_port[nid]}")
+        via = {
+            peer: net.add(f"raft:{nid}->{peer}", f"127.0.0.1:{raft_port[peer]}").address
+            for peer in ids
+            if peer != nid and identity[nid] > identity[peer]  # pysyncobj: the greater one dials
+        }
+        lines += [
+            "[[nodes]]",
+            f'id = "{nid}"',
+            f'raft = "{identity[nid]}"',
+            f'grpc = "{front.address}"',
+            f'grpc_bind = "127.0.0.1:{grpc_port[nid]}"',
+            f'data_dir = "data/{nid}"',
+            "raft_via = { " + ", ".join(f'{peer} = "{addr}"' for peer, addr in via.items()) + " }",
+            "",
+        ]
+    path = base / "cluster.toml"
+    path.write_text("\n".join(lines) + "\n" + extra_config)
+    return LocalCluster(path, base / "logs")
+
+
 # -- schedules -----------------------------------------------------------------------------------
 
 
@@ -727,29 +900,57 @@ def ci_schedule(h: ChaosHarness, leader_kills: int = 5) -> None:
     h.wipe_follower()
     h.skew_leader(+h.settings.skew_ms)
     h.skew_leader(-h.settings.skew_ms)
+    h.partition_leader()
+    h.partition_leader(grpc=False)  # executors still reach the old leader: it must send nothing stale
     while len(h.leader_kills) < leader_kills:
         h.kill_leader()
 
 
+def ci5_schedule(h: ChaosHarness) -> None:
+    """The 5-node CI run: leader kills, the leader cut off together with a follower (a minority
+    of two that still has a quorum of nothing), an executor kill, a follower kill, and the leader
+    cut off alone from its followers while executors still reach it."""
+    h.kill_leader()
+    h.partition_leader(keep=1)
+    h.kill_executor()
+    h.kill_follower()
+    h.partition_leader(grpc=False)
+    h.kill_leader()
+
+
+def other_faults(h: ChaosHarness) -> list[Callable[[], object]]:
+    """One of each fault other than leader and executor SIGKILLs (partitions only with proxies;
+    on 5 nodes also the leader cut off together with a follower)."""
+    faults: list[Callable[[], object]] = [h.kill_follower, h.pause_leader, h.restart_node, h.wipe_follower]
+    if h.net is not None:
+        faults += [h.partition_leader, lambda: h.partition_leader(grpc=False)]
+        if h.settings.nodes >= 5:
+            faults.append(lambda: h.partition_leader(keep=1))
+    return faults
+
+
 def soak_schedule(
-    leader_kills: int, executor_kills: int, other_faults: bool = True, skew: bool = False
+    leader_kills: int, executor_kills: int, other_rounds: int = 1, skew: bool = False
 ) -> Schedule:
-    """Leader and executor kills interleaved; optionally one of each other fault first."""
+    """Leader and executor kills interleaved, with ``other_rounds`` rounds of :func:`other_faults`
+    spread evenly among them; with ``skew``, first the +/- skewed leader clocks."""
 
     def schedule(h: ChaosHarness) -> None:
-        if other_faults:
-            h.kill_follower()
-            h.pause_leader()
-            h.restart_node()
-            h.wipe_follower()
         if skew:
             h.skew_leader(+h.settings.skew_ms)
             h.skew_leader(-h.settings.skew_ms)
-        for i in range(max(leader_kills, executor_kills)):
+        others = other_faults(h) * other_rounds
+        rounds = max(leader_kills, executor_kills, 1)
+        due = [len(others) * i // rounds for i in range(rounds + 1)]  # others done after round i
+        done = 0
+        for i in range(rounds):
             if len(h.leader_kills) < leader_kills:
                 h.kill_leader()
             if i < executor_kills:
                 h.kill_executor()
+            while done < due[i + 1]:
+                others[done]()
+                done += 1
 
     return schedule
 
@@ -777,6 +978,7 @@ def run_chaos(
             leader_kills=h.leader_kills,
             executor_faults=h.executor_faults,
             skews=h.skews,
+            partitions=h.partitions,
             figures=h.figures(report),
             log_problems=[],
             seconds=0.0,
@@ -793,8 +995,11 @@ __all__ = [
     "ChaosSettings",
     "FaultEvent",
     "LeaderKill",
+    "Partition",
     "TaskPlan",
+    "ci5_schedule",
     "ci_schedule",
+    "other_faults",
     "run_chaos",
     "soak_schedule",
 ]

@@ -1,9 +1,8 @@
 """The CI-sized chaos run (issue 4): 3 real nodes, 2 real executors, per-second tasks (sharded,
-with retries and a timeout), at least 5 leader SIGKILLs and one of every other process fault,
-then the outside checker. One run (about a minute on 2 cores) is shared by the tests below, each
+with retries and a timeout), at least 5 leader SIGKILLs and one of every other fault (process
+faults, clock skew, and a partition of the leader through the harness's TCP proxies), then the
+outside checker. One run (about a minute on 2 cores) is shared by the tests below, each
 of which asserts one invariant, so a failure names the invariant and lists every violation.
-
-Network partitions are not part of this increment (see :mod:`raftsched.chaos.harness`).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ FAULT_KINDS = {
     "restart",
     "wipe",
     "skew",
+    "partition",
 }
 
 

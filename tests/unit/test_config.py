@@ -94,7 +94,8 @@ def test_example_file_documents_every_key_with_a_comment() -> None:
     text = "\n".join(lines)
     for cls in (NodeConfig, RaftTuning, SchedulerSettings):
         for f in dataclasses.fields(cls):
-            assert f"\n{f.name} = " in text, f.name
+            optional = f.name in ("grpc_bind", "raft_via")  # documented as commented-out examples
+            assert f"\n{'# ' if optional else ''}{f.name} = " in text, f.name
     assert "\n# secret_file = " in text
     assert "CHANGE IT" in text
 
@@ -208,6 +209,44 @@ def test_cluster_lookups() -> None:
     assert config.node_by_raft("127.0.0.1:7103") is None  # a grpc address is not a raft address
     assert config.node_by_raft("127.0.0.1:9") is None
     assert config.node_by_raft("not an address") is None
+
+
+def test_grpc_bind_and_raft_via_put_proxies_between_nodes() -> None:
+    data = valid_data()
+    node(data, 0)["raft"] = "127.0.0.2:7001"
+    node(data, 0)["grpc_bind"] = "0.0.0.0:7201"  # a wildcard is fine to listen on
+    node(data, 0)["raft_via"] = {"n2": "127.0.0.1:17002", "n3": "127.0.0.1:17003"}
+
+    config = parse_config(data)
+
+    n1 = config.node("n1")
+    assert (n1.grpc, n1.grpc_listen, config.node("n2").grpc_listen) == (
+        "127.0.0.1:7101",
+        "0.0.0.0:7201",
+        "127.0.0.1:7102",
+    )
+    assert config.grpc_targets()[0] == "127.0.0.1:7101"  # clients still dial the advertised one
+    assert config.raft_peers("n1") == ["127.0.0.1:17002", "127.0.0.1:17003"]
+    assert config.raft_peers("n2") == ["127.0.0.2:7001", "127.0.0.1:7003"]  # n1 by its identity
+    assert config.peer_by_raft("n1", "127.0.0.1:17003") == config.node("n3")
+    assert config.peer_by_raft("n1", "127.0.0.1:7002") == config.node("n2")  # own address too
+    assert config.peer_by_raft("n2", "127.0.0.1:17003") is None  # only n1 knows n3 by that one
+
+
+def test_raft_via_must_respect_who_dials_whom() -> None:
+    data = valid_data()
+    node(data, 0)["raft_via"] = {"n2": "127.0.0.1:17002", "n9": "127.0.0.1:17009", "n1": "127.0.0.1:1"}
+    node(data, 2)["raft_via"] = {"n1": "127.0.0.2:17001", "n2": "127.0.0.1:7001"}
+
+    assert problems_of(data) == [
+        "nodes[0].raft_via.n2: this node never dials n2 (pysyncobj dials only from the node whose raft "
+        "address sorts after the other's: 127.0.0.1:7001 < 127.0.0.1:7002); set the entry on n2 instead",
+        "nodes[0].raft_via.n9: no node has this id; expected the id of another node",
+        "nodes[0].raft_via.n1: this node itself; expected the id of another node",
+        "nodes[2].raft_via.n1: 127.0.0.2:17001 must sort before this node's raft address 127.0.0.1:7003 "
+        "(pysyncobj only dials addresses that sort before its own)",
+        "nodes[2].raft_via.n2: 127.0.0.1:7001 is nodes[0].raft, not n2's raft address",
+    ]
 
 
 def test_node_by_raft_compares_canonical_forms() -> None:
@@ -525,7 +564,7 @@ def test_unknown_keys_at_every_level_with_a_suggestion() -> None:
         "misfire_all_window_seconds, history_keep_count, history_keep_seconds, idempotency_keep_seconds, "
         "max_fires_per_batch, lease_ms, heartbeat_ms, kill_grace_ms, retry_backoff_ms, retry_backoff_cap_ms)",
         "nodes[1].grcp: unknown key (did you mean 'grpc'?)",
-        'nodes[2]."weird key": unknown key (expected one of: id, raft, grpc, data_dir)',
+        'nodes[2]."weird key": unknown key (expected one of: id, raft, grpc, data_dir, grpc_bind, raft_via)',
     ]
 
 

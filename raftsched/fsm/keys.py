@@ -103,3 +103,10 @@ def workflow_run_key(run_id: str) -> bytes:
 
 def backfill_key(backfill_id: str) -> bytes:
     return BACKFILL + backfill_id.encode()
+
+
+def run_id_from_key(kind: bytes, key: bytes) -> str:
+    """Inverse of :func:`time_key` for run keys: ``<kind><name>\\x00<nominal:016x>[~suffix]`` → run id."""
+    name, _, rest = key[len(kind) :].partition(b"\x00")
+    nominal, suffix = rest[:16], rest[16:]
+    return f"{name.decode()}@{int(nominal, 16)}{suffix.decode()}"

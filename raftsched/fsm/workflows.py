@@ -220,7 +220,12 @@ class WorkflowBook:
 
         body = cmd.apply_workflow
         spec = body.spec
-        validate_workflow(spec)
+        # Structure only: the leader validated the schedule (cron + time zone) against its tz
+        # database before proposing; apply must not consult tzdata, which may differ per host.
+        unscheduled = pb.WorkflowSpec()
+        unscheduled.CopyFrom(spec)
+        unscheduled.ClearField("schedule")
+        validate_workflow(unscheduled)
         name = spec.name
         if name in self.s.tasks:
             raise Conflict(f"{name!r} is the name of a task; a workflow needs its own name")
@@ -697,8 +702,14 @@ class WorkflowBook:
         horizon = now - retention.keep_ms
         name = wf.spec.name
         lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, name), keys.per_task_end(keys.WORKFLOW_RUN, name)
+        from raftsched.fsm.state import AGE_PRUNE_EVERY
+
+        if wf.kept_runs <= retention.keep_count and wf.kept_runs % AGE_PRUNE_EVERY:
+            return
         limit = retention.prune_step * 2 + wf.active_runs + 1
         for k, v in self.s.store.scan(lo, hi, limit=limit):
+            if keys.run_id_from_key(keys.WORKFLOW_RUN, k) in self.runs:
+                continue
             wr = pb.WorkflowRun.FromString(v)
             if wr.state not in _TERMINAL_RUN:
                 continue

@@ -96,6 +96,32 @@ def prepare_spec(spec: TaskSpec, now_ms: int) -> tuple[TaskSpec, int]:
     return spec, next_fire_after(spec.trigger, now_ms)
 
 
+def single_on_time_fire(trigger: Trigger, next_fire_ms: int, now_ms: int, grace_ms: int) -> int | None:
+    """The common case, taken by almost every fire of a healthy cluster: exactly one fire is due
+    (``next_fire_ms``) and it is on time. Returns the fire after it (0: none), to be planned as
+    :func:`single_fire`; None when the case does not apply (use :func:`plan_fires`)."""
+    if not next_fire_ms or next_fire_ms > now_ms or next_fire_ms < now_ms - grace_ms:
+        return None
+    following = next_fire_after(trigger, next_fire_ms)
+    if not following or following > now_ms:
+        return following
+    return None
+
+
+def single_fire(task: str, version: int, nominal_ms: int, now_ms: int, following: int) -> pb.TaskFires:
+    """What :func:`plan_fires` returns in the case :func:`single_on_time_fire` recognises.
+
+    The leader driver builds the same message in place inside its batch (the hot path); this is
+    the reference it is tested against."""
+    return pb.TaskFires(
+        task=task,
+        version=version,
+        fires=[pb.Fire(nominal_ms=nominal_ms, outcome=pb.FIRED, count=1)],
+        watermark_ms=now_ms,
+        next_fire_ms=following,
+    )
+
+
 def plan_fires(
     spec: TaskSpec, version: int, next_fire_ms: int, now_ms: int, settings: MisfireSettings
 ) -> pb.TaskFires | None:
@@ -112,18 +138,9 @@ def plan_fires(
     """
     if not next_fire_ms or next_fire_ms > now_ms:
         return None
-    if next_fire_ms >= now_ms - settings.grace_ms:
-        # The common case, taken by almost every fire of a healthy cluster: exactly one fire is
-        # due and it is on time. Same result as the general path, without its bookkeeping.
-        following = next_fire_after(spec.trigger, next_fire_ms)
-        if not following or following > now_ms:
-            return pb.TaskFires(
-                task=spec.name,
-                version=version,
-                fires=[pb.Fire(nominal_ms=next_fire_ms, outcome=pb.FIRED, count=1)],
-                watermark_ms=now_ms,
-                next_fire_ms=following,
-            )
+    following = single_on_time_fire(spec.trigger, next_fire_ms, now_ms, settings.grace_ms)
+    if following is not None:
+        return single_fire(spec.name, version, next_fire_ms, now_ms, following)
     due: list[int] = []
     t = next_fire_ms
     while t and t <= now_ms and len(due) < MAX_FIRES_PER_PLAN:

@@ -1,0 +1,128 @@
+"""The leader driver's planning: in-place FireBatch building equals plan_fires, entries stay small."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftsched import codec
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
+from raftsched.leader.driver import MAX_ENTRY_BYTES, LeaderDriver, Proposal, _BatchBuilder
+from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
+from raftsched.storage.memory import MemoryStore
+from raftsched.timing.schedule import plan_fires, single_fire
+from raftsched.v1 import raftsched_pb2 as pb
+
+T0 = 1_800_000_000_000  # a whole second
+
+
+def leader_with(specs: list[TaskSpec], created_ms: int, max_fires_per_batch: int = 1000) -> LeaderDriver:
+    state = SchedulerState.load(MemoryStore())
+    commands, refused = writes.create_tasks(
+        [(s, False) for s in specs], now_ms=created_ms, epoch=1, origin="n1", key="k"
+    )
+    assert not refused
+    for data in commands:
+        assert state.apply(data).result.ok
+    driver = LeaderDriver(state, "n1", max_fires_per_batch=max_fires_per_batch)
+    driver.on_effects(state.apply(driver.become_leader(1, created_ms).data).effects)
+    assert driver.ready
+    return driver
+
+
+def reference(driver: LeaderDriver, names: list[str], now: int) -> list[pb.TaskFires]:
+    """What plan_fires says for each task, computed before the driver plans them."""
+    out = []
+    for name in names:
+        planning = driver.state.task_for_planning(name)
+        assert planning is not None
+        spec, version, _, next_fire = planning
+        tf = plan_fires(spec, version, next_fire, now, driver.misfire)
+        if tf is not None:
+            out.append(tf)
+    return out
+
+
+def decoded(proposals: list[Proposal]) -> list[pb.Command]:
+    return [codec.decode_command(p.data) for p in proposals]
+
+
+def test_in_place_batches_equal_plan_fires_for_on_time_and_missed_fires() -> None:
+    specs = [TaskSpec(f"every-{i:03d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW) for i in range(50)]
+    specs += [
+        TaskSpec(f"two-{i:03d}", CronTrigger("* * * * * */2"), overlap=Overlap.ALLOW) for i in range(20)
+    ]
+    specs += [TaskSpec(f"iv-{i}", IntervalTrigger(3000)) for i in range(5)]
+    specs += [TaskSpec(f"once-{i}", OnceTrigger(T0 + 4000 + i)) for i in range(5)]
+    # Created 60 s before "now": every task has missed fires (coalesced records, general path)...
+    driver = leader_with(specs, T0 - 60_000)
+    now = T0 + 7
+    names = [n for n, _ in driver.wheel.advance(now)]
+    expected = reference(driver, names, now)
+    driver._due.extend(names)
+    proposals = driver.poll(now)
+    got = [tf for cmd in decoded(proposals) for tf in cmd.fire_batch.tasks]
+    assert [tf.SerializeToString(deterministic=True) for tf in got] == [
+        tf.SerializeToString(deterministic=True) for tf in expected
+    ]
+    assert any(f.outcome == pb.COALESCED for tf in got for f in tf.fires)
+    # Commit them; a second later one on-time fire each is due (the in-place fast path).
+    for p in proposals:
+        driver.on_effects(driver.state.apply(p.data).effects)
+        driver.on_proposal_committed(p)
+    now += 1000
+    names = [n for n, _ in driver.wheel.advance(now)]
+    assert len(names) >= 50
+    expected = reference(driver, names, now)
+    driver._due.extend(names)
+    got = [tf for cmd in decoded(driver.poll(now)) for tf in cmd.fire_batch.tasks]
+    assert [tf.SerializeToString(deterministic=True) for tf in got] == [
+        tf.SerializeToString(deterministic=True) for tf in expected
+    ]
+
+
+def test_on_time_single_fires_are_byte_identical_to_single_fire() -> None:
+    specs = [TaskSpec(f"t-{i:04d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW) for i in range(300)]
+    driver = leader_with(specs, T0 - 500)
+    now = T0 + 3
+    proposals = driver.poll(now)
+    tasks = [tf for cmd in decoded(proposals) for tf in cmd.fire_batch.tasks]
+    assert len(tasks) == 300
+    for tf in tasks:
+        planning = driver.state.task_for_planning(tf.task)
+        assert planning is not None
+        _, version, _, _ = planning
+        want = single_fire(tf.task, version, T0, now, T0 + 1000)
+        assert tf.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+    assert [n for p in proposals for n in p.fired] == [T0] * 300
+    assert [n for p in proposals for n in p.tasks] == [tf.task for tf in tasks]
+    for cmd in decoded(proposals):
+        assert cmd.epoch == 1 and cmd.now_ms == now and cmd.origin == "n1"
+
+
+@pytest.mark.parametrize("name_len", [1, 20, 127, 128])
+@pytest.mark.parametrize("version", [1, 127, 128, 1 << 40])
+@pytest.mark.parametrize("following", [0, T0 + 1000])
+def test_in_place_size_is_exactly_bytesize_plus_four(name_len: int, version: int, following: int) -> None:
+    driver = leader_with([], T0)
+    builder = _BatchBuilder(driver, T0 + 5)
+    name = "a" * name_len
+    builder.add_single(name, version, T0, following)
+    assert builder.size == single_fire(name, version, T0, T0 + 5, following).ByteSize() + 4
+
+
+def test_batches_split_by_fire_count_and_stay_under_the_entry_limit() -> None:
+    specs = [
+        TaskSpec(f"t-{i:05d}-" + "x" * 100, CronTrigger("* * * * * *"), overlap=Overlap.ALLOW)
+        for i in range(2500)
+    ]
+    driver = leader_with(specs, T0 - 500, max_fires_per_batch=1000)
+    proposals = driver.poll(T0 + 1)
+    assert sum(len(p.fired) for p in proposals) == 2500
+    for p in proposals:
+        assert len(p.fired) <= 1000
+        assert len(p.data) <= MAX_ENTRY_BYTES + 100  # + the command's envelope fields
+    # The 60 KB limit, not the fire count, cut these (about 120 bytes per task).
+    assert len(proposals) > 3
+    small = leader_with(specs[:10], T0 - 500, max_fires_per_batch=3)
+    assert [len(p.fired) for p in small.poll(T0 + 1)] == [3, 3, 3, 1]

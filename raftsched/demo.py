@@ -50,6 +50,32 @@ SAMPLES = (
 )
 EXECUTORS = ("demo-ex1", "demo-ex2")
 
+
+def demo_workflow() -> pb.WorkflowSpec:
+    """extract -> validate -> load (load needs both), an alert only if validate fails."""
+    spec = pb.WorkflowSpec(
+        name="demo-pipeline",
+        schedule=pb.CronTrigger(expr="* * * * * */20"),
+        params_json='{"table": "orders"}',
+        description="demo: a three-step pipeline every twenty seconds",
+    )
+    spec.tasks.add(name="extract", command='echo "extract {{ params.table }} for {{ ds }}"')
+    spec.tasks.add(
+        name="validate", command='echo "validate {{ ts }}"', depends_on=[pb.Dependency(task="extract")]
+    )
+    spec.tasks.add(
+        name="load",
+        command='echo "load {{ params.table }} ({{ run_id }})"',
+        depends_on=[pb.Dependency(task="extract"), pb.Dependency(task="validate")],
+    )
+    spec.tasks.add(
+        name="alert",
+        command='echo "validate failed"',
+        depends_on=[pb.Dependency(task="validate", condition=pb.ON_FAILURE)],
+    )
+    return spec
+
+
 _OUTCOME = {
     pb.FIRED: "fired",
     pb.COALESCED: "coalesced",
@@ -100,9 +126,15 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                     rec = client.get_task(spec.name)
                     nxt = iso(rec.next_fire_ms)
                     say(f"task {spec.name:18} exists (version {rec.version}), next fire {nxt}")
+            workflow, _ = client.apply_workflow(demo_workflow())
+            say(
+                f"applied workflow {workflow.spec.name} (version {workflow.version}): "
+                "extract -> validate -> load, every 20 s"
+            )
             say("fires as they are committed, and executions as they finish (Ctrl-C to stop):")
             since = {spec.name: clock.now_ms() for spec in SAMPLES}
             done: set[str] = set()
+            workflows_done: set[str] = set()
             started = time.monotonic()
             while not stopping and not (stop_after and time.monotonic() - started > stop_after):
                 for name in since:
@@ -111,6 +143,10 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                         show_runs(client, name, since[name] - 60_000, done)
                     except RaftschedError as exc:
                         say(f"  ({exc})")
+                try:
+                    show_workflow_runs(client, "demo-pipeline", workflows_done)
+                except RaftschedError as exc:
+                    say(f"  ({exc})")
                 time.sleep(0.5)  # pacing of the display loop, not synchronisation
     finally:
         say("stopping the executors and the cluster...")
@@ -152,6 +188,18 @@ def show_runs(client: Client, name: str, since_ms: int, done: set[str]) -> None:
                 f"{'':26}{'':18} {'ran':10} {verdict} on {s.executor or '-'} (shard {s.shard}, attempt "
                 f"{s.attempt}, assigned +{late} ms): {out[-1] if out else ''}"
             )
+
+
+def show_workflow_runs(client: Client, name: str, done: set[str]) -> None:
+    for run in reversed(client.list_workflow_runs(name, limit=10)):
+        if run.run_id in done or run.state == pb.WORKFLOW_RUNNING:
+            continue
+        done.add(run.run_id)
+        state = pb.WorkflowRunState.Name(run.state).removeprefix("WORKFLOW_")
+        tasks = ", ".join(
+            f"{t.name} {pb.WorkflowTaskState.Name(t.state).removeprefix('TASK_')}" for t in run.tasks
+        )
+        say(f"{iso(run.logical_ms)}  {name:18} {state:10} {tasks}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@ cost per workflow task completion (the whole chain: task run settles, the run's 
 walks the reverse adjacency list, the next tasks start), and the memory held per active run.
 
     python bench/workflow_runs.py [--runs 1000] [--max-parallel 0]
+    python bench/workflow_runs.py --cluster [--runs 1000]
+
+``--cluster`` runs the same N workflow runs end to end instead: a real 3-node cluster on loopback
+and two executor processes with a no-op handler (bench/noop_executor.py); all N runs are started
+at once through the SDK and the script waits until every one has finished, then prints how long
+that took, task runs completed per second, and run duration percentiles.
 """
 
 from __future__ import annotations
@@ -14,7 +20,12 @@ from __future__ import annotations
 import argparse
 import gc
 import resource
+import statistics
+import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from raftsched import codec
 from raftsched.fsm.state import AttemptReady, SchedulerState
@@ -28,18 +39,95 @@ def command(now: int) -> pb.Command:
     return pb.Command(epoch=1, now_ms=now, origin="bench")
 
 
-def spec(max_parallel: int) -> pb.WorkflowSpec:
+def spec(max_parallel: int, handler: str = "") -> pb.WorkflowSpec:
+    """extract -> (left, right) -> load, and an alert on load's failure (skipped when it succeeds)."""
+
+    def how(text: str) -> dict[str, str]:
+        return {"handler": handler} if handler else {"command": text}
+
     s = pb.WorkflowSpec(name="diamond", max_parallel=max_parallel)
-    s.tasks.add(name="extract", command="extract {{ ds }}")
-    s.tasks.add(name="left", command="left", depends_on=[pb.Dependency(task="extract")])
-    s.tasks.add(name="right", command="right", depends_on=[pb.Dependency(task="extract")])
+    s.tasks.add(name="extract", **how("extract {{ ds }}"))
+    s.tasks.add(name="left", depends_on=[pb.Dependency(task="extract")], **how("left"))
+    s.tasks.add(name="right", depends_on=[pb.Dependency(task="extract")], **how("right"))
     s.tasks.add(
-        name="load", command="load", depends_on=[pb.Dependency(task="left"), pb.Dependency(task="right")]
+        name="load", depends_on=[pb.Dependency(task="left"), pb.Dependency(task="right")], **how("load")
     )
-    s.tasks.add(
-        name="alert", command="alert", depends_on=[pb.Dependency(task="load", condition=pb.ON_FAILURE)]
-    )
+    s.tasks.add(name="alert", depends_on=[pb.Dependency(task="load", condition=pb.ON_FAILURE)], **how("a"))
     return s
+
+
+def cluster_run(runs: int) -> None:
+    bench_dir = Path(__file__).resolve().parent
+    sys.path.insert(0, str(bench_dir))
+    from executors import start_executor, stop_processes
+
+    from raftsched.client import Client
+    from raftsched.localcluster import LocalCluster, wait_until
+
+    with tempfile.TemporaryDirectory(prefix="raftsched-wf-bench-") as tmp:
+        base = Path(tmp)
+        cluster = LocalCluster.create(base / "cluster", 3)
+        procs = {}
+        try:
+            cluster.start()
+            cluster.wait_for_leader(60)
+            for name in ("ex1", "ex2"):
+                (base / name).mkdir()
+                procs[name] = start_executor(
+                    name, cluster.targets(), 16, base / name, cluster.log_dir, "sync", True
+                )
+            with Client(cluster.targets()) as client:
+                logs = [cluster.log_dir / f"{name}.log" for name in procs]
+                wait_until(
+                    lambda: all("registered with" in log.read_text(errors="replace") for log in logs),
+                    60,
+                    what="executors registered",
+                )
+                client.apply_workflow(spec(0, handler="noop"))
+                t0 = time.monotonic()
+                # Submitted from 64 threads (one RPC per run): 1,000 runs in flight at once.
+                with ThreadPoolExecutor(64) as pool:
+                    ids = list(
+                        pool.map(
+                            lambda i: (
+                                client.start_workflow_run("diamond", logical_ms=T0 - i * 86_400_000).run_id
+                            ),
+                            range(runs),
+                        )
+                    )
+                submitted_s = time.monotonic() - t0
+
+                def finished() -> list[pb.WorkflowRun] | None:
+                    got = client.list_workflow_runs("diamond", limit=runs)
+                    done = [r for r in got if r.state != pb.WORKFLOW_RUNNING]
+                    return done if len(done) == len(ids) else None
+
+                done = wait_until(finished, 900, interval=1.0, what="every workflow run to finish")
+                total_s = time.monotonic() - t0
+        finally:
+            stop_processes(procs)
+            cluster.stop()
+    durations = sorted(r.finished_ms - r.created_ms for r in done)
+    events = sorted([(r.created_ms, 1) for r in done] + [(r.finished_ms, -1) for r in done])
+    peak = active = 0
+    for _, delta in events:  # the most runs that were active at the same moment
+        active += delta
+        peak = max(peak, active)
+    ok = sum(1 for r in done if r.state == pb.WORKFLOW_SUCCESS)
+    q = statistics.quantiles(durations, n=100)
+    print(
+        f"workflow runs end to end: {runs} diamond runs (4 task runs each), 3 nodes + 2 executors x 16 slots"
+    )
+    print(
+        f"  submitted in {submitted_s:.1f} s ({runs / submitted_s:,.0f} runs/s through the SDK, one RPC each)"
+    )
+    print(f"  all finished {total_s:.1f} s after the first submission: {ok}/{runs} SUCCESS")
+    print(f"  most runs active at once: {peak}")
+    print(f"  task runs completed: {4 * runs / total_s:,.0f}/s")
+    print(
+        f"  run duration (created -> finished): p50 {q[49]:,.0f} ms, p99 {q[98]:,.0f} ms, "
+        f"max {durations[-1]:,} ms"
+    )
 
 
 def rss_kb() -> int:
@@ -50,7 +138,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--max-parallel", type=int, default=0)
+    parser.add_argument("--cluster", action="store_true", help="end to end on a real cluster")
     args = parser.parse_args()
+    if args.cluster:
+        cluster_run(args.runs)
+        return
 
     state = SchedulerState.load(MemoryStore())
     join = command(T0)

@@ -16,6 +16,7 @@ the injected store, and every choice (which READY task starts first) follows sto
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 SEP = "#"
 DEFAULT_BACKFILL_SHARE = 30
 MAX_BACKFILL_RUNS = 1000
+RECENT_RUNS_KEPT = 4096  # finished runs kept in memory for readers (see WorkflowBook.recent)
 _TERMINAL_RUN = (pb.WORKFLOW_SUCCESS, pb.WORKFLOW_FAILED, pb.WORKFLOW_KILLED)
 
 
@@ -146,6 +148,11 @@ class WorkflowBook:
         # Started in that order (oldest logical time first): a pure function of stored state.
         self.ready: dict[str, set[tuple[int, str, int]]] = {}
         self._versions: dict[tuple[str, int], tuple[pb.WorkflowSpec, Dag]] = {}
+        # Recently finished runs, for readers on other threads: they read the store through a
+        # reader (committed data only), which may not hold a run that finished a moment ago.
+        # A read cache only: nothing replicated depends on it.
+        self.recent: OrderedDict[str, pb.WorkflowRun] = OrderedDict()
+        self._enqueued = 0  # READY entries ever queued (tells _start_ready a pass added some)
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -155,6 +162,7 @@ class WorkflowBook:
         self.running.clear()
         self.ready.clear()
         self._versions.clear()
+        self.recent.clear()
         store = self.s.store
         for _, value in store.scan(keys.WORKFLOW, keys.WORKFLOW + keys.END):
             rec = pb.WorkflowRecord.FromString(value)
@@ -182,7 +190,11 @@ class WorkflowBook:
 
     # -- versions ----------------------------------------------------------------------------------
 
-    def version(self, workflow: str, version: int) -> tuple[pb.WorkflowSpec, Dag] | None:
+    def version(
+        self, workflow: str, version: int, *, reader: bool = False
+    ) -> tuple[pb.WorkflowSpec, Dag] | None:
+        """A version's spec and DAG. ``reader=True`` on threads other than apply's (reads
+        committed data through a store reader, never the apply thread's open batch)."""
         wf = self.workflows.get(workflow)
         if wf is None:
             return None
@@ -190,7 +202,12 @@ class WorkflowBook:
             return wf.spec, wf.dag
         cached = self._versions.get((workflow, version))
         if cached is None:
-            raw = self.s.store.get(keys.workflow_version_key(workflow, version))
+            vkey = keys.workflow_version_key(workflow, version)
+            if reader:
+                with self.s.store.reader() as r:
+                    raw = r.get(vkey)
+            else:
+                raw = self.s.store.get(vkey)
             if raw is None:
                 return None
             spec = pb.WorkflowSpec.FromString(raw)
@@ -387,7 +404,9 @@ class WorkflowBook:
 
     def run_op(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.workflow_run_op
-        wr = self.runs.get(body.run_id) or self._stored_run(body.run_id)
+        # The recent cache holds the very object stored when the run finished (same content on
+        # every replica whether or not it is cached); mutating it keeps readers current.
+        wr = self.runs.get(body.run_id) or self.recent.get(body.run_id) or self._stored_run(body.run_id)
         if wr is None:
             raise _not_found(f"workflow run {body.run_id!r} does not exist (or its history was pruned)")
         got = self.version(wr.workflow, wr.version)
@@ -409,6 +428,7 @@ class WorkflowBook:
                 f"task {body.task!r} is not part of workflow {wr.workflow!r} version {wr.version}"
             )
         was_active = wr.run_id in self.runs
+        previous = 0 if was_active else int(wr.state)
         if body.op == pb.WorkflowRunOp.RERUN:
             ready = wfrun.rerun(dag, wr, idx, now, body.reason or "rerun requested")
         elif body.op == pb.WorkflowRunOp.MARK_SUCCESS:
@@ -416,7 +436,11 @@ class WorkflowBook:
         else:
             raise InvalidSpec("op", f"unknown workflow run operation {body.op}")
         if not was_active and wr.state not in _TERMINAL_RUN:
-            self._reactivate(wr)
+            self._reactivate(wr, previous)
+        elif not was_active and wr.backfill_id and wr.state != previous:
+            # A finished backfill run changed outcome without running again (mark-success).
+            self._backfill_progress(wr, now, undo=previous)
+            self._backfill_progress(wr, now)
         self._drop_ready(wr)
         self._enqueue(wr, (i for i, t in enumerate(wr.tasks) if t.state == pb.TASK_READY))
         del ready  # the run's READY tasks were all enqueued above
@@ -520,14 +544,24 @@ class WorkflowBook:
         self._settle(wr, now, effects)
         return wr
 
-    def _reactivate(self, wr: pb.WorkflowRun) -> None:
+    def _reactivate(self, wr: pb.WorkflowRun, previous: int = 0) -> None:
+        """(Re)enter the active set: a new run, or a finished one a rerun brought back
+        (``previous``: the state it had finished in, whose accounting is undone)."""
         wf = self.workflows[wr.workflow]
         if wr.run_id not in self.runs:
             self.runs[wr.run_id] = wr
+            self.recent.pop(wr.run_id, None)
             self.running[wr.run_id] = 0
             wf.active_runs += 1
-            if wr.finished_ms or wr.state in _TERMINAL_RUN:
+            if previous:
                 wf.kept_runs = max(0, wf.kept_runs - 1)
+                if not wr.manual and not wr.backfill_id:
+                    trig = self.s.tasks.get(trigger_name(wr.workflow))
+                    if trig is not None:  # it counts for overlap again
+                        trig.active_runs += 1
+                        self.s._put_task(trig)
+                if wr.backfill_id:
+                    self._backfill_progress(wr, 0, undo=previous)
             wr.finished_ms = 0
             self._save(wf)
 
@@ -535,6 +569,7 @@ class WorkflowBook:
         bucket = self.ready.setdefault(wr.workflow, set())
         for i in indices:
             bucket.add((wr.logical_ms, wr.run_id, i))
+            self._enqueued += 1
 
     def _drop_ready(self, wr: pb.WorkflowRun) -> None:
         bucket = self.ready.get(wr.workflow)
@@ -547,7 +582,7 @@ class WorkflowBook:
         wf = self.workflows[workflow]
         bucket = self.ready.get(workflow)
         while bucket:
-            started = False
+            mark = self._enqueued
             for entry in sorted(bucket):
                 if wf.spec.max_parallel and wf.running_tasks >= wf.spec.max_parallel:
                     return
@@ -563,10 +598,8 @@ class WorkflowBook:
                     continue
                 bucket.discard(entry)
                 self._launch(wf, wr, spec, dag, idx, now, epoch, effects)
-                started = True
-                break  # the bucket changed (a failure may have readied more): re-sort
-            if not started:
-                return
+            if self._enqueued == mark:
+                return  # else a task that failed to render readied others: one more pass
 
     def _launch(
         self,
@@ -679,21 +712,32 @@ class WorkflowBook:
             self._save(wf)
             self._put_run(wr)
             self._prune(wf, now)
+            self.recent[wr.run_id] = wr
+            self.recent.move_to_end(wr.run_id)
+            while len(self.recent) > RECENT_RUNS_KEPT:
+                self.recent.popitem(last=False)
             return
         self._put_run(wr)
         if wr.run_id in self.runs:
             self._save(self.workflows[wr.workflow])
 
-    def _backfill_progress(self, wr: pb.WorkflowRun, now: int) -> None:
+    def _backfill_progress(self, wr: pb.WorkflowRun, now: int, undo: int = 0) -> None:
+        """Count a finished backfill run; ``undo``: un-count one that had finished in that state."""
         raw = self.s.store.get(keys.backfill_key(wr.backfill_id))
         if raw is None:
             return
         rec = pb.BackfillRecord.FromString(raw)
-        rec.runs_finished += 1
-        if wr.state != pb.WORKFLOW_SUCCESS:
-            rec.runs_failed += 1
-        if rec.runs_finished >= rec.runs_total:
-            rec.finished_ms = now
+        if undo:
+            rec.runs_finished = max(0, rec.runs_finished - 1)
+            if undo != pb.WORKFLOW_SUCCESS:
+                rec.runs_failed = max(0, rec.runs_failed - 1)
+            rec.finished_ms = 0
+        else:
+            rec.runs_finished += 1
+            if wr.state != pb.WORKFLOW_SUCCESS:
+                rec.runs_failed += 1
+            if rec.runs_finished >= rec.runs_total:
+                rec.finished_ms = now
         self.s.store.put(keys.backfill_key(wr.backfill_id), rec.SerializeToString(deterministic=True))
 
     def _prune(self, wf: WorkflowState, now: int) -> None:
@@ -718,13 +762,18 @@ class WorkflowBook:
             self.s.store.delete(k)
             wf.kept_runs -= 1
 
-    def _stored_run(self, run_id: str) -> pb.WorkflowRun | None:
+    def _stored_run(self, run_id: str, *, reader: bool = False) -> pb.WorkflowRun | None:
         if "@" not in run_id:
             return None
         try:
-            raw = self.s.store.get(keys.workflow_run_key(run_id))
+            key = keys.workflow_run_key(run_id)
         except ValueError:
             return None
+        if reader:
+            with self.s.store.reader() as r:
+                raw = r.get(key)
+        else:
+            raw = self.s.store.get(key)
         return pb.WorkflowRun.FromString(raw) if raw is not None else None
 
     def _put_run(self, wr: pb.WorkflowRun) -> None:
@@ -748,7 +797,7 @@ class WorkflowBook:
             return None
         rec = self._record(wf)
         if version and version != wf.version:
-            got = self.version(name, version)
+            got = self.version(name, version, reader=True)
             if got is None:
                 return None
             rec.spec.CopyFrom(got[0])
@@ -756,12 +805,13 @@ class WorkflowBook:
         return rec
 
     def get_run(self, run_id: str) -> pb.WorkflowRun | None:
-        wr = self.runs.get(run_id)
+        """Any thread (caller holds the state lock)."""
+        wr = self.runs.get(run_id) or self.recent.get(run_id)
         if wr is not None:
             copy = pb.WorkflowRun()
             copy.CopyFrom(wr)
             return copy
-        return self._stored_run(run_id)
+        return self._stored_run(run_id, reader=True)
 
 
 def _run_state(wr: pb.WorkflowRun) -> str:

@@ -319,3 +319,36 @@ def test_unknown_workflow_and_run_are_named() -> None:
     res = apply(state, codec.encode_command(cmd))
     assert res.code == "not_found" and "ghost" in res.message
     assert op(state, pb.WorkflowRunOp.KILL, "ghost@1").code == "not_found"
+
+
+def test_rerun_of_a_finished_backfill_run_keeps_the_progress_counts_right() -> None:
+    state = fresh()
+    apply(state, join("x1"))
+    spec = pb.WorkflowSpec(name=W)
+    spec.tasks.add(name="only", command="true")
+    apply_wf(state, spec)
+    cmd = command(T0)
+    cmd.start_backfill.workflow = W
+    cmd.start_backfill.logical_ms.append(T0 - 86_400_000)
+    bf = apply(state, codec.encode_command(cmd)).backfill
+    [run] = state.list_workflow_runs(W)
+    complete(state, run.run_id, "only", ok=False, error="boom")
+    got = state.get_backfill(bf.backfill_id)
+    assert got is not None and (got.runs_finished, got.runs_failed) == (1, 1)
+    assert op(state, pb.WorkflowRunOp.RERUN, run.run_id, "only").ok
+    got = state.get_backfill(bf.backfill_id)
+    assert got is not None and (got.runs_finished, got.runs_failed, got.finished_ms) == (0, 0, 0)
+    complete(state, run.run_id, "only")
+    got = state.get_backfill(bf.backfill_id)
+    assert got is not None and (got.runs_finished, got.runs_failed) == (1, 0)
+
+
+def test_a_wide_dag_starts_all_its_roots_in_one_apply() -> None:
+    state = fresh()
+    apply(state, join("x1", slots=10_000))
+    spec = pb.WorkflowSpec(name=W)
+    for i in range(5_000):
+        spec.tasks.add(name=f"t{i}", command="true")
+    assert apply_wf(state, spec).ok
+    wr = start(state)  # one sorted pass over the READY set (re-sorting per start was quadratic)
+    assert set(task_states(state, wr.run_id).values()) == {"RUNNING"}

@@ -21,6 +21,7 @@ hold :attr:`lock` while touching the in-memory state (the node does this for the
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import threading
 from collections.abc import Iterator
@@ -1090,7 +1091,11 @@ class SchedulerState:
                     stored = {pb.WorkflowRun.FromString(v).run_id: v for _, v in reader.scan(lo, hi)}
                 runs = [pb.WorkflowRun.FromString(v) for v in stored.values()]
                 # Active runs from memory: their newest state may not be flushed to the store yet.
-                live = {r.run_id: r for r in self.wf.runs.values() if r.workflow == workflow}
+                live = {
+                    r.run_id: r
+                    for r in itertools.chain(self.wf.recent.values(), self.wf.runs.values())
+                    if r.workflow == workflow
+                }
                 runs = [live.get(r.run_id, r) for r in runs] + [
                     r for rid, r in live.items() if rid not in stored
                 ]

@@ -341,6 +341,7 @@ class SchedulerState:
             except Exception as exc:  # a bug: log loudly, but never wedge every replica
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
+            self.wf.flush()  # workflow runs changed by this command, written once
             # The apply chain: a cheap fingerprint of everything applied so far, comparable between
             # replicas at the same log index even while the cluster is busy.
             self.chain = hashlib.sha256(

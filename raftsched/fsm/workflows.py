@@ -19,7 +19,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from raftsched import codec
 from raftsched.errors import Conflict, InvalidSpec, TemplateError
@@ -101,12 +101,15 @@ class WorkflowState:
         "running_tasks",
         "runs_total",
         "spec",
+        "spec_bytes",
         "updated_ms",
         "version",
     )
 
     def __init__(self, spec: pb.WorkflowSpec, version: int) -> None:
         self.spec = spec
+        # WorkflowRecord{spec} serialised once: a big DAG's spec is not re-encoded on every save.
+        self.spec_bytes = pb.WorkflowRecord(spec=spec).SerializeToString(deterministic=True)
         self.version = version
         self.dag = compile_dag(spec)
         self.created_ms = 0
@@ -116,16 +119,20 @@ class WorkflowState:
         self.running_tasks = 0
         self.kept_runs = 0
 
-    def record(self, next_fire_ms: int = 0) -> pb.WorkflowRecord:
-        return pb.WorkflowRecord(
-            spec=self.spec,
+    def record(self) -> pb.WorkflowRecord:
+        return pb.WorkflowRecord.FromString(self.record_bytes())
+
+    def record_bytes(self) -> bytes:
+        # Serialised messages concatenate into one; the spec (field 1) first keeps the bytes
+        # identical to serialising the whole record deterministically.
+        return self.spec_bytes + pb.WorkflowRecord(
             version=self.version,
             created_ms=self.created_ms,
             updated_ms=self.updated_ms,
             runs_total=self.runs_total,
             active_runs=self.active_runs,
             running_tasks=self.running_tasks,
-        )
+        ).SerializeToString(deterministic=True)
 
     @property
     def backfill_share(self) -> int:
@@ -153,6 +160,10 @@ class WorkflowBook:
         # A read cache only: nothing replicated depends on it.
         self.recent: OrderedDict[str, pb.WorkflowRun] = OrderedDict()
         self._enqueued = 0  # READY entries ever queued (tells _start_ready a pass added some)
+        # Runs and workflows changed by the command being applied: written once when it ends
+        # (flush), not once per task transition - a 10,000-task run is a big message.
+        self._dirty_runs: dict[str, pb.WorkflowRun] = {}
+        self._dirty_workflows: dict[str, WorkflowState] = {}
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -693,8 +704,7 @@ class WorkflowBook:
 
     def _settle(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:
         """Store the run; when it just finished, release it (counters, backfill, trigger overlap)."""
-        if wr.state != pb.WORKFLOW_KILLED:
-            wr.state = cast("pb.WorkflowRunState", wfrun.derive_state(wr))
+        # wr.state is kept current by raftsched.workflow.run (hinted: no full scan per completion)
         if wr.state in _TERMINAL_RUN and wr.run_id in self.runs:
             wf = self.workflows[wr.workflow]
             del self.runs[wr.run_id]
@@ -760,6 +770,7 @@ class WorkflowBook:
             if wf.kept_runs <= retention.keep_count and wr.finished_ms >= horizon:
                 break
             self.s.store.delete(k)
+            self._dirty_runs.pop(wr.run_id, None)
             wf.kept_runs -= 1
 
     def _stored_run(self, run_id: str, *, reader: bool = False) -> pb.WorkflowRun | None:
@@ -777,7 +788,18 @@ class WorkflowBook:
         return pb.WorkflowRun.FromString(raw) if raw is not None else None
 
     def _put_run(self, wr: pb.WorkflowRun) -> None:
-        self.s.store.put(keys.workflow_run_key(wr.run_id), wr.SerializeToString(deterministic=True))
+        self._dirty_runs[wr.run_id] = wr
+
+    def flush(self) -> None:
+        """Write what the command just applied changed (called at the end of every apply)."""
+        if self._dirty_runs:
+            for run_id, wr in sorted(self._dirty_runs.items()):
+                self.s.store.put(keys.workflow_run_key(run_id), wr.SerializeToString(deterministic=True))
+            self._dirty_runs.clear()
+        if self._dirty_workflows:
+            for name, wf in sorted(self._dirty_workflows.items()):
+                self.s.store.put(keys.workflow_key(name), wf.record_bytes())
+            self._dirty_workflows.clear()
 
     def _record(self, wf: WorkflowState) -> pb.WorkflowRecord:
         rec = wf.record()
@@ -787,7 +809,7 @@ class WorkflowBook:
         return rec
 
     def _save(self, wf: WorkflowState) -> None:
-        self.s.store.put(keys.workflow_key(wf.spec.name), wf.record().SerializeToString(deterministic=True))
+        self._dirty_workflows[wf.spec.name] = wf
 
     # -- reads (callers hold the state lock) -----------------------------------------------------------
 

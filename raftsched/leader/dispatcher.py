@@ -192,6 +192,11 @@ class Dispatcher:
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
         if exec_id not in self.leases:
             self._use(eff.executor, +1)
+        # Silence counts from the assignment, or from the end of the executor's takeover grace if
+        # this leader has not heard from it yet: an attempt assigned while its executor is still
+        # finding the new leader must not expire before the executor itself would be declared dead
+        # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
+        heard = self.last_seen.get(eff.executor, now_ms)
         self.leases[exec_id] = Lease(
             exec_id,
             eff.run_id,
@@ -199,7 +204,7 @@ class Dispatcher:
             eff.shard,
             eff.attempt,
             eff.executor,
-            now_ms + self.settings.lease_ms,
+            max(now_ms, heard) + self.settings.lease_ms,
             deadline,
             run is not None and run.backfill,
         )

@@ -1,5 +1,5 @@
 """Deterministic reproductions of invariant violations the chaos suite found (pure dispatcher on a
-real state machine, manual time). Both were fixed; these tests keep them fixed.
+real state machine, manual time). Each was fixed; these tests keep them fixed.
 """
 
 from __future__ import annotations
@@ -70,3 +70,32 @@ def test_a_follower_replaying_its_own_old_barrier_does_not_start_dispatching() -
     hub = ExecutorHub(follower, DispatchSettings(lease_ms=LEASE_MS))  # type: ignore[arg-type]
     hub._on_effects((BarrierCommitted("n3", 5),))  # replayed from the log, the node is a follower
     assert not hub.dispatcher.leading
+
+
+def test_an_attempt_assigned_before_its_executor_finds_the_new_leader_is_not_lost() -> None:
+    """Chaos soak (3 nodes, after a leader SIGSTOP): the new leader took over at 28.30 and at once
+    assigned a shard of a no-retry task to ex1, which was still waiting on the paused old leader
+    (it followed a follower's stale redirect to it). The attempt's lease counted from the
+    assignment and expired at 30.42, 100 ms before ex1 registered: "lease expired: executor ex1
+    silent for 2000 ms", the run FAILED and the fire never executed, with no executor fault. The
+    takeover grace covered ex1 itself (not declared dead before takeover + 2 leases) but not the
+    attempts assigned to it during that grace."""
+    state = fresh()
+    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=0)).ok
+    assert state.apply(join("ex1", 4)).result.ok
+    d = Dispatcher(state, DispatchSettings(lease_ms=LEASE_MS, retry_base_ms=300), random.Random(0))
+    d.become_leader(2, T0)  # ex1 has not found this leader yet
+    _step(state, d, tick("t", 1, T0 + S, epoch=2), T0 + S)
+    for data in d.poll(T0 + S):
+        _step(state, d, data, T0 + S)  # attempt 1 assigned to ex1, which has no stream here yet
+    [(_, first)] = d.take_outbox()
+
+    now = T0 + S + LEASE_MS + 100  # a lease after the assignment, inside ex1's takeover grace
+    commands = [pb.Command.FromString(c) for c in d.poll(now)]
+    lost = [r for c in commands if c.WhichOneof("body") == "report_results" for r in c.report_results.results]
+    assert not lost, f"declared lost while its executor was still within the takeover grace: {lost}"
+
+    _step(state, d, join("ex1", 4, now), now)  # ex1 registers and opens its stream
+    assert [item.execution_id for item in d.resend_to("ex1", now)] == [first.execution_id]
+    run = state.active_run(f"t@{T0 + S}")
+    assert run is not None and (run.shards[0].attempt, run.shards[0].lost) == (1, 0)

@@ -865,7 +865,13 @@ class SchedulerState:
                 shard.finished_ms = 0
                 effects.append(
                     AttemptReady(
-                        run.run_id, run.task, run.nominal_ms, shard.shard, shard.attempt, cmd.epoch, now,
+                        run.run_id,
+                        run.task,
+                        run.nominal_ms,
+                        shard.shard,
+                        shard.attempt,
+                        cmd.epoch,
+                        now,
                         self.wf.backfill_share(run),
                     )
                 )

@@ -100,6 +100,12 @@ def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
     return ExecutionRecord(execution_id, state, result, acknowledged=settled)
 
 
+def _outcome(record: ExecutionRecord) -> BeginOutcome:
+    if record.state is ExecutionState.RUNNING:
+        return BeginOutcome(BeginStatus.RUNNING)
+    return BeginOutcome(BeginStatus.DONE, record.result)
+
+
 class ExecutionLog:
     """The dedupe log of one executor, kept under ``path`` (in ``path/executions``).
 
@@ -171,20 +177,46 @@ class ExecutionLog:
         again (reports are idempotent); nothing changes in the log. An id longer than 511 UTF-8
         bytes raises ``ValueError``.
         """
+        return self.begin_many([execution_id])[0]
+
+    def known(self, execution_id: str) -> BeginOutcome | None:
+        """What :meth:`begin` would answer for an id this process has seen recently (it is in
+        the in-memory cache): ``RUNNING`` or ``DONE``; None if the store must be asked. No IO."""
         with self._lock:
             record = self._cache.get(execution_id)
-            if record is None:
-                running = ExecutionRecord(execution_id, ExecutionState.RUNNING)
-                existing = self._store.insert(execution_id, _encode(running))
-                if existing is None:
-                    self._open[execution_id] = ExecutionState.RUNNING
-                    self._remember(running)
-                    return BeginOutcome(BeginStatus.NEW)
-                record = _decode(execution_id, *existing)
-            self._remember(record)
-            if record.state is ExecutionState.RUNNING:
-                return BeginOutcome(BeginStatus.RUNNING)
-            return BeginOutcome(BeginStatus.DONE, record.result)
+            return None if record is None else _outcome(record)
+
+    def begin_many(self, execution_ids: list[str]) -> list[BeginOutcome]:
+        """:meth:`begin` for each id, in order, with one durable write for all the new ones.
+
+        An id given twice is ``NEW`` at most once (the later one finds it running). If any id is
+        too long, ``ValueError`` is raised and nothing is recorded.
+        """
+        with self._lock:
+            out: list[BeginOutcome | None] = []
+            fresh: list[int] = []  # positions not in the cache: ask the store
+            for execution_id in execution_ids:
+                record = self._cache.get(execution_id)
+                if record is None:
+                    fresh.append(len(out))
+                    out.append(None)
+                else:
+                    self._remember(record)
+                    out.append(_outcome(record))
+            if fresh:
+                running = _encode(ExecutionRecord("", ExecutionState.RUNNING))  # the id is the key
+                found = self._store.insert_many([(execution_ids[i], running) for i in fresh])
+                for i, existing in zip(fresh, found, strict=True):
+                    execution_id = execution_ids[i]
+                    if existing is None:
+                        self._open[execution_id] = ExecutionState.RUNNING
+                        self._remember(ExecutionRecord(execution_id, ExecutionState.RUNNING))
+                        out[i] = BeginOutcome(BeginStatus.NEW)
+                    else:
+                        record = _decode(execution_id, *existing)
+                        self._remember(record)
+                        out[i] = _outcome(record)
+            return [o for o in out if o is not None]
 
     def finish(self, execution_id: str, result: AttemptResult) -> None:
         """Record the result of a running attempt; it is then pending until acknowledged.
@@ -194,13 +226,28 @@ class ExecutionLog:
         """
         if result.execution_id != execution_id:
             raise ValueError(f"result is for {result.execution_id!r}, not {execution_id!r}")
+        self.finish_many([result])
+
+    def finish_many(self, results: list[AttemptResult]) -> None:
+        """:meth:`finish` for each result (by its ``execution_id``), in one durable write.
+
+        Checked first, all or nothing: if any id is not running (or is given twice), raises
+        ``ValueError`` and records none of them.
+        """
         with self._lock:
-            record = self._lookup(execution_id)
-            if record is None:
-                raise ValueError(f"finish({execution_id!r}) without begin()")
-            if record.state is not ExecutionState.RUNNING:
-                raise ValueError(f"{execution_id!r} is finished already; its first result stands")
-            self._finish_locked([ExecutionRecord(execution_id, ExecutionState.DONE, result)])
+            seen: set[str] = set()
+            for result in results:
+                execution_id = result.execution_id
+                record = self._lookup(execution_id)
+                if record is None:
+                    raise ValueError(f"finish({execution_id!r}) without begin()")
+                if record.state is not ExecutionState.RUNNING or execution_id in seen:
+                    raise ValueError(f"{execution_id!r} is finished already; its first result stands")
+                seen.add(execution_id)
+            if results:
+                self._finish_locked(
+                    [ExecutionRecord(r.execution_id, ExecutionState.DONE, r) for r in results]
+                )
 
     def _finish_locked(self, records: list[ExecutionRecord]) -> None:
         self._store.update([(r.execution_id, _encode(r), False) for r in records])

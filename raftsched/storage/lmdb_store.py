@@ -812,19 +812,29 @@ class LmdbExecutionLog:
     def insert(self, key: str, value: bytes) -> tuple[bytes, bool] | None:
         """Insert ``key`` (unsettled) if absent and return None; if present, change nothing and
         return its ``(value, settled)``. Atomic: of two racing inserts exactly one returns None."""
-        raw = self._key(key)
+        return self.insert_many([(key, value)])[0]
+
+    def insert_many(self, items: list[tuple[str, bytes]]) -> list[tuple[bytes, bool] | None]:
+        """:meth:`insert` for each item, in order, in one write transaction (one commit for a
+        burst of dispatches instead of one each). A key repeated in ``items`` is inserted by its
+        first occurrence; later ones see it. A bad key raises ``ValueError`` and changes nothing."""
+        raws = [self._key(key) for key, _ in items]
+        out: list[tuple[bytes, bool] | None] = []
         with self._live().begin(write=True, buffers=False) as txn:
-            stored: bytes | None = txn.get(raw, db=self._entries)
-            if stored is not None:
-                settled = txn.get(stored[: _INDEX.size], db=self._unsettled) is None
-                return stored[_INDEX.size :], settled
-            # LMDB runs one write transaction at a time, so this counter needs no lock of its own.
-            seq = _INDEX.pack(self._next_seq)
-            self._next_seq += 1
-            txn.put(raw, seq + value, db=self._entries)
-            txn.put(seq, raw, db=self._order)
-            txn.put(seq, raw, db=self._unsettled)
-        return None
+            for raw, (_, value) in zip(raws, items, strict=True):
+                stored: bytes | None = txn.get(raw, db=self._entries)
+                if stored is not None:
+                    settled = txn.get(stored[: _INDEX.size], db=self._unsettled) is None
+                    out.append((stored[_INDEX.size :], settled))
+                    continue
+                # LMDB runs one write transaction at a time, so this counter needs no lock of its own.
+                seq = _INDEX.pack(self._next_seq)
+                self._next_seq += 1
+                txn.put(raw, seq + value, db=self._entries)
+                txn.put(seq, raw, db=self._order)
+                txn.put(seq, raw, db=self._unsettled)
+                out.append(None)
+        return out
 
     def update(self, items: list[tuple[str, bytes, bool]]) -> None:
         """Overwrite the value and settled flag of existing keys, all in one transaction.

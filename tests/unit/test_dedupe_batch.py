@@ -1,0 +1,166 @@
+"""Batched writes of the execution log: begin_many / finish_many, and the agent's use of them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from raftsched.executor.agent import Executor
+from raftsched.executor.dedupe import BeginOutcome, BeginStatus, ExecutionLog, ExecutionState
+from raftsched.executor.runners import AttemptContext, AttemptResult
+from raftsched.storage.lmdb_store import LmdbExecutionLog
+from raftsched.v1 import raftsched_pb2 as pb
+
+NEW, RUNNING, DONE = BeginStatus.NEW, BeginStatus.RUNNING, BeginStatus.DONE
+
+
+def ok(execution_id: str) -> AttemptResult:
+    return AttemptResult(execution_id, True, 0, duration_ms=1)
+
+
+def work(execution_id: str, *, cancel: bool = False) -> pb.WorkItem:
+    run_id = execution_id.split("/")[0]
+    return pb.WorkItem(
+        execution_id=execution_id,
+        run_id=run_id,
+        task="t",
+        handler="noop",
+        attempt=1,
+        epoch=1,
+        cancel=cancel,
+    )
+
+
+class CountingLog(ExecutionLog):
+    """Counts the batched writes."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.begins: list[int] = []
+        self.finishes: list[int] = []
+
+    def begin_many(self, execution_ids: list[str]) -> list[BeginOutcome]:
+        self.begins.append(len(execution_ids))
+        return super().begin_many(execution_ids)
+
+    def finish_many(self, results: list[AttemptResult]) -> None:
+        self.finishes.append(len(results))
+        super().finish_many(results)
+
+
+@pytest.mark.parametrize("cache_size", [10_000, 0])
+def test_begin_many_equals_begin_one_by_one(tmp_path: Path, cache_size: int) -> None:
+    with ExecutionLog(tmp_path / "a", cache_size=cache_size) as log:
+        log.begin("done")
+        log.finish("done", ok("done"))
+        log.begin("running")
+        got = log.begin_many(["x", "done", "running", "x", "y"])
+        assert [o.status for o in got] == [NEW, DONE, RUNNING, RUNNING, NEW]
+        assert got[1].result == ok("done")
+        assert log.running() == ["running", "x", "y"]
+    with ExecutionLog(tmp_path / "a", cache_size=cache_size) as log:  # durable
+        assert [o.status for o in log.begin_many(["x", "y", "z"])] == [RUNNING, RUNNING, NEW]
+
+
+def test_begin_many_with_a_bad_id_records_nothing(tmp_path: Path) -> None:
+    with ExecutionLog(tmp_path) as log:
+        with pytest.raises(ValueError):
+            log.begin_many(["fine", "x" * 600])
+        assert log.get("fine") is None
+        assert log.begin("fine").status is NEW
+
+
+def test_finish_many_is_all_or_nothing(tmp_path: Path) -> None:
+    with ExecutionLog(tmp_path) as log:
+        log.begin_many(["a", "b"])
+        with pytest.raises(ValueError, match="without begin"):
+            log.finish_many([ok("a"), ok("never")])
+        with pytest.raises(ValueError, match="finished already"):
+            log.finish_many([ok("a"), ok("a")])
+        assert log.running() == ["a", "b"]
+        log.finish_many([ok("a"), ok("b")])
+        assert [r.execution_id for r in log.pending_reports()] == ["a", "b"]
+        record = log.get("b")
+        assert record is not None and record.state is ExecutionState.DONE
+
+
+def test_known_answers_from_memory_only(tmp_path: Path) -> None:
+    with ExecutionLog(tmp_path, cache_size=10) as log:
+        assert log.known("a") is None
+        log.begin("a")
+        known = log.known("a")
+        assert known is not None and known.status is RUNNING
+        log.finish("a", ok("a"))
+        known = log.known("a")
+        assert known is not None and known.status is DONE and known.result == ok("a")
+
+
+def test_insert_many_inserts_a_repeated_key_once(tmp_path: Path) -> None:
+    store = LmdbExecutionLog(tmp_path)
+    try:
+        assert store.insert_many([("k", b"1"), ("k", b"2")]) == [None, (b"1", False)]
+        assert store.unsettled() == [("k", b"1")]
+    finally:
+        store.close()
+
+
+def test_a_burst_of_dispatches_is_begun_and_finished_in_one_write_each(tmp_path: Path) -> None:
+    ex = Executor("127.0.0.1:1", "ex1", slots=50, data_dir=tmp_path)
+    ran: list[str] = []
+
+    @ex.handler("noop")
+    async def noop(ctx: AttemptContext) -> None:
+        ran.append(ctx.execution_id)
+
+    async def scenario() -> None:
+        log = CountingLog(tmp_path)
+        ex._log = log
+        ex._report_wake = asyncio.Event()
+        try:
+            for i in range(20):
+                ex._accept(work(f"t@{i}/0/1"))
+            await asyncio.gather(*list(ex._running.values()))
+            assert not ex._running
+            assert log.begins == [20]  # one write for the whole burst...
+            assert sum(log.finishes) == 20 and len(log.finishes) < 20  # ...and fewer than 20 here
+            results = log.pending_reports()
+            assert len(results) == 20 and all(r.success for r in results)
+        finally:
+            log.close()
+
+    asyncio.run(scenario())
+    assert sorted(ran) == sorted(f"t@{i}/0/1" for i in range(20))
+
+
+def test_a_cancel_before_the_attempt_started_never_runs_it(tmp_path: Path) -> None:
+    ex = Executor("127.0.0.1:1", "ex1", slots=5, data_dir=tmp_path)
+    ran: list[str] = []
+
+    @ex.handler("noop")
+    def noop(ctx: AttemptContext) -> None:
+        ran.append(ctx.execution_id)
+
+    async def scenario() -> None:
+        ex._log = ExecutionLog(tmp_path)
+        ex._report_wake = asyncio.Event()
+        try:
+            ex._accept(work("w@1/0/1"))
+            ex._accept(work("w@1/0/1", cancel=True))
+            await asyncio.gather(*list(ex._running.values()), return_exceptions=True)
+            await asyncio.sleep(0)
+            assert not ex._running
+            assert ex._log.pending_reports() == []
+            # Cancelled once its begin is being recorded: recorded, not run, reported failed.
+            ex._accept(work("w@2/0/1"))
+            await asyncio.sleep(0)  # the task starts and waits for the batched begin
+            ex._accept(work("w@2/0/1", cancel=True))
+            await asyncio.gather(*list(ex._running.values()), return_exceptions=True)
+            [result] = ex._log.pending_reports()
+            assert result.execution_id == "w@2/0/1" and not result.success and "cancelled" in result.error
+        finally:
+            ex._log.close()
+
+    asyncio.run(scenario())
+    assert ran == []

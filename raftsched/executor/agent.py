@@ -39,7 +39,6 @@ from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 H = TypeVar("H", bound=Callable[..., Any])
-T = TypeVar("T")
 
 _CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
 
@@ -294,23 +293,20 @@ class Executor:
             else:
                 fut.set_result(None)
 
-    async def _recorded(self, fut: asyncio.Future[T], execution_id: str) -> T:
-        """Await a batched log write; a cancel of the attempt (its workflow run was killed) does
-        not abandon the write, only a stopping agent does."""
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            if execution_id not in self._cancelled:
-                raise  # the agent is stopping
-            return await fut
-
     async def _execute(self, item: pb.WorkItem) -> None:
         assert self._log is not None and self._report_wake is not None
         execution_id = item.execution_id
         try:
-            outcome = await self._recorded(self._begin_soon(execution_id), execution_id)
+            outcome = await self._begin_soon(execution_id)
         except asyncio.CancelledError:
-            raise
+            if execution_id not in self._cancelled:
+                raise  # the agent is stopping
+            # Its workflow run was killed while the begin was being recorded. The batch records
+            # it anyway (or already has): record it now if not, so the log holds it either way;
+            # RUNNING here means our own batch recorded it.
+            outcome = self._log.begin(execution_id)
+            if outcome.status is BeginStatus.RUNNING:
+                outcome = BeginOutcome(BeginStatus.NEW)
         except Exception:
             log.exception("%s: cannot record %s in the execution log", self.name, execution_id)
             self._running.pop(execution_id, None)
@@ -324,12 +320,17 @@ class Executor:
                 self._report_wake.set()
             return
         if execution_id in self._cancelled:  # killed while its begin was being recorded
-            self._cancelled.discard(execution_id)
             result = _failed(execution_id, "cancelled: its workflow run was killed")
         else:
             result = await self._attempt(item)
-        await self._recorded(self._finish_soon(result), execution_id)
-        self._cancelled.discard(execution_id)  # a cancel that came too late to stop it
+        finished = self._finish_soon(result)
+        try:
+            await finished
+        except asyncio.CancelledError:
+            if execution_id not in self._cancelled:
+                raise  # the agent is stopping
+            # A cancel that came too late to stop it: the batch still records the result.
+        self._cancelled.discard(execution_id)
         self._running.pop(execution_id, None)
         self._report_wake.set()
 

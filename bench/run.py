@@ -247,6 +247,7 @@ def timed(label: str, fn: Callable[[], Json], tries: int = 2, **meta: object) ->
     machine, a port taken in between) and then recorded as an error row, never lost silently."""
     print(f"[{time.strftime('%H:%M:%S')}] {label} ...", file=sys.stderr, flush=True)
     t0 = time.monotonic()
+    load0 = os.getloadavg()[0]
     errors: list[str] = []
     out: Json = {}
     for _ in range(tries):
@@ -261,6 +262,8 @@ def timed(label: str, fn: Callable[[], Json], tries: int = 2, **meta: object) ->
     if errors:
         out["errors_before_success" if "error" not in out else "errors"] = errors
     out["took_s"] = round(time.monotonic() - t0, 1)
+    # The machine is shared: the 1-minute load average around each section says how much.
+    out["load_avg_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     print(f"[{time.strftime('%H:%M:%S')}]   done in {out['took_s']} s", file=sys.stderr, flush=True)
     return out
 

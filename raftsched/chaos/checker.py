@@ -175,6 +175,7 @@ class ChaosReport:
     reexecuted_by_design: int = 0
     reexecuted_after_executor_fault: int = 0
     failed_after_executor_fault: int = 0
+    failed_by_policy: int = 0  # shards that executed and then failed their last attempt by policy
     early: int = 0
     early_during_skew: int = 0
     early_after_skew: int = 0
@@ -560,10 +561,43 @@ def _run(
                     + "; ".join(e.describe() for e in done)
                     + f"; final state {state}, lost {shard.lost}, error {shard.error!r}"
                 )
+        if shard.state == pb.FAILED:
+            _failed(shard, where, done, faults, s, report)
     for shard_no, extra in sorted(by_shard.items()):
         report.violations.append(
             f"execution: run {run.run_id}: executions of shard {shard_no}, which the run does not have: "
             + "; ".join(e.describe() for e in extra)
+        )
+
+
+def _failed(
+    shard: pb.ShardAttempt,
+    where: str,
+    done: list[Execution],
+    faults: Sequence[ExecutorFault],
+    s: CheckSettings,
+    report: ChaosReport,
+) -> None:
+    """A shard that executed and still ended FAILED. By policy when its last attempt failed (on
+    purpose, by timeout) or was lost with a killed executor; a *lost* fire when the cluster
+    declared its last attempt lost ("executor X silent/died") and no executor fault explains it:
+    the executor was alive, only cut off from the leader too long (or never told)."""
+    final = next((e for e in done if e.attempt == shard.attempt), None)
+    declared_lost = _LOST_ON.search(shard.error) is not None
+    if declared_lost and (
+        not _touched(final, faults, s) if final is not None else not _lost_to_fault(shard, faults, s)
+    ):
+        ran = f"ran on {final.executor}" if final is not None else "never ran"
+        report.lost += 1
+        report.violations.append(
+            f"lost: {where} FAILED: its last attempt {shard.attempt} {ran} and was declared lost "
+            f"({shard.error!r}) at {_iso(shard.finished_ms)} although no executor fault touched it"
+        )
+        return
+    report.failed_by_policy += 1
+    if report.failed_by_policy <= 20:
+        report.notes.append(
+            f"{where} FAILED by policy: attempt {shard.attempt}, lost {shard.lost}, error {shard.error!r}"
         )
 
 

@@ -149,6 +149,23 @@ def test_a_shard_lost_with_a_killed_executor_is_failed_by_policy_only_inside_the
     assert report.lost == 1 and report.of("lost"), report.violations
 
 
+def test_a_shard_whose_last_attempt_ran_and_was_declared_lost_without_a_fault_is_a_lost_fire() -> None:
+    obs, executions = history()
+    runs = list(obs.runs)
+    runs[2] = run("tick", 2)
+    runs[2].state = pb.FAILED
+    shard = runs[2].shards[0]
+    shard.state, shard.lost, shard.finished_ms = pb.FAILED, 1, T0 + 5 * S
+    shard.error = "lease expired: executor ex1 silent for 2000 ms"
+    obs = TaskObservation(obs.record, obs.fires, tuple(runs))
+    report = check(obs, executions)
+    assert report.lost == 1 and "declared lost" in report.of("lost")[0], report.violations
+
+    killed = ExecutorFault("ex1", kill_ms=T0 + 2 * S + 500, back_ms=T0 + 3 * S)
+    report = check(obs, executions, executor_faults=[killed])
+    assert report.violations == [] and report.failed_by_policy == 1
+
+
 def test_early_starts_are_violations_unless_a_skewed_leader_fired_them() -> None:
     obs, executions = history()
     runs = list(obs.runs)

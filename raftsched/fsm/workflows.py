@@ -244,7 +244,7 @@ class WorkflowBook:
     # -- commands ----------------------------------------------------------------------------------
 
     def apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        from raftsched.fsm.state import TaskArmed, _check_next_fire, _check_nothing_due, _spec_bytes
+        from raftsched.fsm.state import TaskArmed, _check_next_fire, _check_nothing_due
 
         body = cmd.apply_workflow
         spec = body.spec
@@ -293,7 +293,7 @@ class WorkflowBook:
                 owner=spec.owner,
                 description=t.description,
             )
-            self._put_internal(tspec, version, now, _spec_bytes, enabled=False, next_fire_ms=0)
+            self._put_internal(tspec, version, now, enabled=False, next_fire_ms=0)
         effects: list[Effect] = []
         if has_schedule:
             tspec = internal_spec(
@@ -305,9 +305,7 @@ class WorkflowBook:
                 overlap=codec.OVERLAP_FROM_PB[spec.overlap],
                 owner=spec.owner,
             )
-            st = self._put_internal(
-                tspec, version, now, _spec_bytes, enabled=True, next_fire_ms=body.next_fire_ms
-            )
+            st = self._put_internal(tspec, version, now, enabled=True, next_fire_ms=body.next_fire_ms)
             effects.append(TaskArmed(st.spec.name, st.version, st.next_fire_ms))
         elif trig is not None:
             # The schedule was removed: the trigger stops (its history stays with the workflow).
@@ -320,7 +318,7 @@ class WorkflowBook:
         return pb.CommandResult(ok=True, workflow=self._record(new), changed=True), tuple(effects)
 
     def _put_internal(
-        self, spec: TaskSpec, version: int, now: int, spec_bytes: object, *, enabled: bool, next_fire_ms: int
+        self, spec: TaskSpec, version: int, now: int, *, enabled: bool, next_fire_ms: int
     ) -> TaskState:
         from raftsched.fsm.state import TaskState, _spec_bytes
 

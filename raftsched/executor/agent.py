@@ -188,6 +188,10 @@ class Executor:
             stream.cancel()
             for task in tasks:
                 task.cancel()
+            # Collect every outcome: a loop whose RPC had already failed ends with that RpcError
+            # even when cancelled (one disconnect fails several loops at once), and an outcome
+            # nobody retrieves is logged by asyncio as an ERROR.
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- work ----------------------------------------------------------------------------------------
 

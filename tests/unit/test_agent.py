@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 from pathlib import Path
+
+import pytest
 
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import ExecutionLog
@@ -70,3 +74,46 @@ def test_an_unknown_handler_fails_the_attempt_with_a_clear_error(tmp_path: Path)
             ex._log.close()
 
     asyncio.run(scenario())
+
+
+def test_a_disconnect_that_fails_several_loops_at_once_leaves_no_unretrieved_task_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chaos run: a node restart reset the connection under the heartbeat and the report loops at
+    the same moment; ``_serve`` re-raised one failure and dropped the other task, which asyncio
+    then logged at ERROR ("Task exception was never retrieved")."""
+    ex = Executor("127.0.0.1:1", "ex1", slots=2, data_dir=tmp_path)
+    unhandled: list[dict[str, object]] = []
+
+    class _Stream:
+        def cancel(self) -> None:
+            pass
+
+    class _Stub:
+        def Dispatch(self, _request: object) -> _Stream:
+            return _Stream()
+
+    async def fails() -> None:
+        raise ConnectionResetError("reset by peer")
+
+    async def fails_while_cancelled() -> None:
+        # A gRPC call that already failed raises its RpcError, not CancelledError, when the task
+        # awaiting it is cancelled: the task ends with an exception nobody asked for.
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise ConnectionResetError("reset by peer") from None
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
+        monkeypatch.setattr(ex, "_stub", lambda _target: _Stub())
+        monkeypatch.setattr(ex, "_consume", lambda _stream: asyncio.Event().wait())
+        monkeypatch.setattr(ex, "_heartbeats", lambda _stub: fails())
+        monkeypatch.setattr(ex, "_reports", lambda _stub: fails_while_cancelled())
+        with contextlib.suppress(ConnectionResetError):
+            await ex._serve("127.0.0.1:1", asyncio.Event())
+        await asyncio.sleep(0)  # let the cancelled tasks finish
+        gc.collect()  # an unretrieved task exception is reported when the task is collected
+
+    asyncio.run(scenario())
+    assert not [c for c in unhandled if "never retrieved" in str(c.get("message"))], unhandled

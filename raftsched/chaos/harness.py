@@ -388,6 +388,22 @@ class ChaosHarness:
     def leader(self) -> str:
         return self.cluster.wait_for_leader(self.settings.recovery_timeout_s, among=self.live_nodes())
 
+    def leader_and_term(self) -> tuple[str, int]:
+        """The leader and its term, read from one status reply that says it leads.
+
+        Reading the term after :meth:`leader` races an election: the deposed leader may already
+        report the winner's term, and waiting for "a leader with a newer term" then waits for an
+        election that never comes (a 5-node soak timed out on exactly that)."""
+
+        def read() -> tuple[str, int] | None:
+            leader = self.cluster.leader(self.live_nodes())
+            if leader is None:
+                return None
+            st = self.cluster.status(leader)
+            return (leader, int(st.term)) if st.role == "leader" else None
+
+        return wait_until(read, self.settings.recovery_timeout_s, 0.05, "a leader and its term")
+
     def followers(self, leader: str) -> list[str]:
         return [n for n in self.live_nodes() if n != leader]
 
@@ -450,8 +466,7 @@ class ChaosHarness:
     def kill_leader(self) -> LeaderKill:
         """SIGKILL the leader; once a survivor leads a newer term and has committed a fire, restart
         the victim from its data dir and wait for recovery."""
-        leader = self.leader()
-        term = self.cluster.status(leader).term
+        leader, term = self.leader_and_term()
         survivors = self.followers(leader)
         before = {n: self.cluster.status(n).fires_committed for n in survivors}
         kill_ms = self.clock.now_ms()
@@ -536,8 +551,7 @@ class ChaosHarness:
 
     def pause_leader(self) -> None:
         """SIGSTOP the leader until another node leads and ``pause_s`` has passed, then SIGCONT."""
-        leader = self.leader()
-        term = self.cluster.status(leader).term
+        leader, term = self.leader_and_term()
         others = self.followers(leader)
         start = self.clock.now_ms()
         self.cluster.pause(leader)
@@ -664,8 +678,7 @@ class ChaosHarness:
         nothing, so it must dispatch nothing (the checker proves that from the executions).
         """
         s = self.settings
-        leader = self.leader()
-        term = self.cluster.status(leader).term
+        leader, term = self.leader_and_term()
         minority = {leader, *self.followers(leader)[:keep]}
         others = [n for n in self.live_nodes() if n not in minority]
         if len(minority) * 2 >= len(self.node_ids):

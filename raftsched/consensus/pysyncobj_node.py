@@ -11,7 +11,17 @@ Decisions forced by pysyncobj (see LIBRARY-NOTES.md §1 and DESIGN.md §11):
 * a custom snapshot serializer that copies LMDB (no fork, so no clash with gRPC threads); the
   snapshot file's header is JSON, never pickle;
 * the SyncObj is built on the calling thread, which must be the main thread and stay alive (the
-  tick thread exits when its constructing thread does).
+  tick thread exits when its constructing thread does);
+* a guard against a pysyncobj Raft safety bug (0.3.17, ``SyncObj.__onMessageReceived``): an
+  ``append_entries`` message that carries no ``prevLogIdx`` - a snapshot chunk, or the empty
+  message sent while the leader's snapshot is not ready - still makes the follower raise its
+  commit index to ``min(leader's commit index, own log end)``, although nothing checked that
+  its log matches the leader's. A deposed leader that appended entries while partitioned then
+  *commits and applies its own uncommitted entries* when the new leader starts sending it a
+  snapshot (the chaos suite's 5-node soak: a FireBatch of epoch 92 applied on the old leader
+  only, while the cluster fired the same second in epoch 93; replicas diverged). The guard caps
+  such a message's ``commit_index`` at the follower's own; a verified ``append_entries`` (with
+  ``prevLogIdx``) raises it a heartbeat later.
 """
 
 from __future__ import annotations
@@ -54,6 +64,20 @@ class _Raft(SyncObj):  # type: ignore[misc]
     def __init__(self, enqueue: Callable[[int, bytes], None], *args: Any, **kwargs: Any) -> None:
         self._raftsched_enqueue = enqueue
         super().__init__(*args, **kwargs)
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        # Overrides pysyncobj's name-mangled handler (SyncObj binds self.__onMessageReceived in
+        # __init__, so this runs for every message).
+        if (
+            isinstance(message, dict)
+            and message.get("type") == "append_entries"
+            and "prevLogIdx" not in message
+            and "commit_index" in message
+        ):
+            own = int(self.raftCommitIndex)
+            if message["commit_index"] > own:
+                message = {**message, "commit_index": own}  # see the module docstring
+        super()._SyncObj__onMessageReceived(node, message)
 
     @replicated  # type: ignore[untyped-decorator]
     def _raftsched_apply(self, data: bytes) -> int:

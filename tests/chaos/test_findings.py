@@ -1,5 +1,6 @@
 """Deterministic reproductions of invariant violations the chaos suite found (pure dispatcher on a
-real state machine, manual time). Each was fixed; these tests keep them fixed.
+real state machine, manual time; pysyncobj's message handler fed messages by hand, no network,
+no ticks). Each was fixed; these tests keep them fixed.
 """
 
 from __future__ import annotations
@@ -7,8 +8,12 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
+from pysyncobj import SyncObjConf
+
+from raftsched.consensus.pysyncobj_node import _Raft
 from raftsched.fsm.state import BarrierCommitted, SchedulerState
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.localcluster import free_ports
 from raftsched.model import TaskSpec
 from raftsched.rpc.executor_service import ExecutorHub
 from raftsched.timing.clock import ManualClock
@@ -99,3 +104,59 @@ def test_an_attempt_assigned_before_its_executor_finds_the_new_leader_is_not_los
     assert [item.execution_id for item in d.resend_to("ex1", now)] == [first.execution_id]
     run = state.active_run(f"t@{T0 + S}")
     assert run is not None and (run.shards[0].attempt, run.shards[0].lost) == (1, 0)
+
+
+NO_OP = b"\x01"  # pysyncobj's no-op log entry
+
+
+def test_a_deposed_leader_never_commits_its_own_uncommitted_entries_on_a_snapshot_chunk() -> None:
+    """Chaos soak (5 nodes, the leader n3 partitioned from its followers): n3 kept appending
+    entries of its epoch 92 while cut off. After the heal the new leader began sending n3 a
+    snapshot; pysyncobj raises a follower's commit index to min(leader's commit, own log end) on
+    every append_entries, even a snapshot chunk that verified nothing about the follower's log,
+    so n3 committed and applied its own epoch-92 FireBatch. The cluster fired that second in
+    epoch 93: replica digests differed (DESIGN.md 3.5), and a node whose state diverged that way
+    later led and dispatched an attempt the cluster never created (a duplicate execution)."""
+    ports = free_ports(3)
+    raft = _Raft(
+        lambda _index, _data: None,
+        f"127.0.0.1:{ports[0]}",
+        [f"127.0.0.1:{p}" for p in ports[1:]],
+        SyncObjConf(autoTick=False),
+    )
+    try:
+        receive = raft._SyncObj__onMessageReceived
+        old_leader, new_leader = sorted(raft.otherNodes, key=lambda n: n.address)
+        # The old leader (term 1) replicated entries 2-5 here; only entry 2 was committed.
+        receive(
+            old_leader,
+            {
+                "type": "append_entries",
+                "term": 1,
+                "commit_index": 2,
+                "prevLogIdx": 1,
+                "prevLogTerm": 0,
+                "entries": [(NO_OP, i, 1) for i in range(2, 6)],
+            },
+        )
+        assert raft.raftCommitIndex == 2
+        # The new leader (term 2, commit index 10, a different log) starts sending a snapshot.
+        chunk = (b"first 64 KB of the snapshot", True, False)  # (data, first, last)
+        receive(new_leader, {"type": "append_entries", "term": 2, "commit_index": 10, "serialized": chunk})
+        receive(new_leader, {"type": "append_entries", "term": 2, "commit_index": 10, "serialized": None})
+        assert raft.raftCommitIndex == 2, "committed entries the new leader never verified"
+        # A verified append_entries still advances it (and replaces the stale entries 3-5).
+        receive(
+            new_leader,
+            {
+                "type": "append_entries",
+                "term": 2,
+                "commit_index": 3,
+                "prevLogIdx": 2,
+                "prevLogTerm": 1,
+                "entries": [(NO_OP, 3, 2)],
+            },
+        )
+        assert raft.raftCommitIndex == 3
+    finally:
+        raft.destroy()

@@ -48,6 +48,7 @@ class Applier:
         self._keep = keep_results
         self._applied = 0  # highest index applied (and committed once _idle)
         self._idle = True  # queue empty and everything applied is committed
+        self._paused = False  # an asynchronous snapshot is copying the store: apply nothing
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="raftsched-apply", daemon=True)
 
@@ -90,6 +91,17 @@ class Applier:
         with self._cond:
             return self._cond.wait_for(lambda: self._idle, timeout)
 
+    def pause(self) -> None:
+        """Apply nothing until :meth:`resume` (entries keep queueing). Call it when quiescent:
+        the store then stays exactly at the applied index while a snapshot copies it."""
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
     def reset(self, applied_index: int) -> None:
         """After a snapshot install: drop queued entries the snapshot already covers."""
         with self._cond:
@@ -107,7 +119,7 @@ class Applier:
         since_commit = 0
         while True:
             with self._cond:
-                while not self._queue and self._idle and not self._stop:
+                while (self._paused or (not self._queue and self._idle)) and not self._stop:
                     self._cond.wait()
                 if not self._queue and self._idle:
                     return  # stopped, and everything is applied and committed

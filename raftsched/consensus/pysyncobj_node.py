@@ -9,7 +9,9 @@ Decisions forced by pysyncobj (see LIBRARY-NOTES.md §1 and DESIGN.md §11):
 * a cluster secret is mandatory: without pysyncobj's ``password`` the Raft port accepts pickle
   from anyone (remote code execution);
 * a custom snapshot serializer that copies LMDB (no fork, so no clash with gRPC threads); the
-  snapshot file's header is JSON, never pickle;
+  snapshot file's header is JSON, never pickle. The copy runs on a thread of its own
+  (pysyncobj's ``serializeChecker`` protocol): on the tick thread, a 1M-task copy (~1 s) stalled
+  heartbeats past the election timeout (bench/scale.py: 14 stalls, 4 elections per run);
 * the SyncObj is built on the calling thread, which must be the main thread and stay alive (the
   tick thread exits when its constructing thread does);
 * a guard against a pysyncobj Raft safety bug (0.3.17, ``SyncObj.__onMessageReceived``): an
@@ -26,6 +28,7 @@ Decisions forced by pysyncobj (see LIBRARY-NOTES.md §1 and DESIGN.md §11):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -35,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
 
 from raftsched.abc import Leadership, ProposeCallback, ProposeError
@@ -136,6 +139,13 @@ class PySyncObjNode:
         self._last_role = -1
         self._last_tick = time.monotonic()
         self._stall_warn_s = tuning.raft_min_timeout / 2
+        self._dump_file = data_dir / "raft.dump"
+        # The asynchronous snapshot writer (see _serialize): its thread, its outcome for the
+        # checker (None while it runs), and a generation that a snapshot install bumps so a copy
+        # begun before the install never replaces the installed file.
+        self._snap_thread: threading.Thread | None = None
+        self._snap_outcome: int | None = None  # a SERIALIZER_STATE
+        self._snap_generation = 0
         data_dir.mkdir(parents=True, exist_ok=True)
         conf = SyncObjConf(
             appendEntriesUseBatch=True,
@@ -152,6 +162,7 @@ class PySyncObjNode:
             fullDumpFile=str(data_dir / "raft.dump"),
             serializer=self._serialize,
             deserializer=self._deserialize,
+            serializeChecker=self._snapshot_state,
             password=secret,
             commandsWaitLeader=False,
             dynamicMembershipChange=False,
@@ -214,6 +225,7 @@ class PySyncObjNode:
             self._raft.destroy_synchronous()
         else:
             self._raft.destroy()
+        self._join_snapshot_writer()
         self._applier.stop()
 
     @property
@@ -255,7 +267,18 @@ class PySyncObjNode:
     # -- snapshots: JSON header + LMDB copy ------------------------------------------------------
 
     def _serialize(self, tmp_path: str, data: tuple[Any, Any, Any]) -> None:
-        """pysyncobj's serializer: ``data = (last_applied_entry, prev_entry, cluster)``."""
+        """pysyncobj's serializer: ``data = (last_applied_entry, prev_entry, cluster)``.
+
+        Runs on the tick thread, so it only starts the copy: with everything up to
+        raftLastApplied applied and committed (quiesce), the applier is paused - the store then
+        holds exactly the state at that index - and a writer thread copies it to a file of its
+        own, fsyncs it and renames it onto the dump file. The tick thread goes on with heartbeats
+        and commits meanwhile; only applying waits for the copy. ``tmp_path`` is deliberately
+        not created: pysyncobj's rename of it fails, and :meth:`_snapshot_state` reports the
+        outcome instead (pysyncobj truncates its log only after SUCCESS).
+        """
+        if self._snap_thread is not None:
+            return  # pysyncobj asks only when the checker says NOT_SERIALIZING; be safe anyway
         last, prev, cluster = data
         header = json.dumps(
             {
@@ -264,23 +287,75 @@ class PySyncObjNode:
                 "cluster": sorted(str(n.address) for n in cluster),
             }
         ).encode()
-        started = time.monotonic()
         # Everything up to raftLastApplied is queued; apply and commit it so the copy is exact.
         if not self._applier.quiesce():
-            raise RuntimeError("applier did not drain in time; snapshot skipped")
-        with open(tmp_path, "wb") as f:
-            f.write(_SNAPSHOT_MAGIC + len(header).to_bytes(8, "big") + header)
-            self._write_snapshot(f)
-            f.flush()
-            os.fsync(f.fileno())
-            size = f.tell()
-        log.info(
-            "%s: snapshot written at index %d: %d bytes in %.0f ms",
-            self.node_id,
-            last[1],
-            size,
-            (time.monotonic() - started) * 1000,
+            log.warning("%s: applier did not drain in time; snapshot skipped", self.node_id)
+            self._snap_outcome = SERIALIZER_STATE.FAILED
+            return
+        self._applier.pause()
+        self._snap_outcome = None
+        thread = threading.Thread(
+            target=self._write_snapshot_file,
+            args=(header, int(last[1]), self._snap_generation),
+            name="raftsched-snapshot",
+            daemon=True,
         )
+        self._snap_thread = thread
+        thread.start()
+
+    def _write_snapshot_file(self, header: bytes, index: int, generation: int) -> None:
+        started = time.monotonic()
+        tmp = self._dump_file.with_name(self._dump_file.name + ".writing")
+        outcome = SERIALIZER_STATE.FAILED
+        try:
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(_SNAPSHOT_MAGIC + len(header).to_bytes(8, "big") + header)
+                    self._write_snapshot(f)
+                    self._applier.resume()  # the copy is complete; fsync without holding applies
+                    f.flush()
+                    os.fsync(f.fileno())
+                    size = f.tell()
+            finally:
+                self._applier.resume()
+            if generation != self._snap_generation:
+                # A snapshot from the leader was installed meanwhile: it is newer than this copy.
+                tmp.unlink(missing_ok=True)
+                log.info("%s: snapshot at index %d dropped (an install superseded it)", self.node_id, index)
+                return
+            os.replace(tmp, self._dump_file)
+            outcome = SERIALIZER_STATE.SUCCESS
+            log.info(
+                "%s: snapshot written at index %d: %d bytes in %.0f ms",
+                self.node_id,
+                index,
+                size,
+                (time.monotonic() - started) * 1000,
+            )
+        except Exception:
+            log.exception("%s: writing the snapshot at index %d failed", self.node_id, index)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        finally:
+            self._snap_outcome = outcome
+
+    def _snapshot_state(self) -> int:
+        """pysyncobj's serializeChecker (tick thread): SERIALIZING while the writer runs, then
+        its outcome exactly once, then NOT_SERIALIZING."""
+        thread = self._snap_thread
+        if thread is None:
+            outcome, self._snap_outcome = self._snap_outcome, None
+            return int(SERIALIZER_STATE.NOT_SERIALIZING if outcome is None else outcome)
+        if thread.is_alive() or self._snap_outcome is None:
+            return int(SERIALIZER_STATE.SERIALIZING)
+        self._snap_thread = None
+        outcome, self._snap_outcome = self._snap_outcome, None
+        return int(outcome)
+
+    def _join_snapshot_writer(self, timeout: float = 120.0) -> None:
+        thread = self._snap_thread
+        if thread is not None:
+            thread.join(timeout)
 
     def _deserialize(self, path: str) -> tuple[Any, Any, Any]:
         with open(path, "rb") as f:
@@ -295,8 +370,11 @@ class PySyncObjNode:
         cluster = {TCPNode(a) for a in header["cluster"]}
         if self._applied_index() < last[1]:
             # Our store is behind the snapshot (new or wiped node, or a follower that fell behind
-            # the leader's compacted log): install the leader's copy.
+            # the leader's compacted log): install the leader's copy. A copy of our own still
+            # being written must finish first (it pauses the applier) and must not replace it.
             started = time.monotonic()
+            self._snap_generation += 1
+            self._join_snapshot_writer()
             self._applier.quiesce()
             self._load_snapshot(Path(path), offset)
             self._applier.reset(last[1])

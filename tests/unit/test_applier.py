@@ -82,3 +82,24 @@ def test_reset_drops_entries_covered_by_an_installed_snapshot_and_stop_drains() 
     applier.stop()
     assert rec.applied == [8, 9, 10]
     assert rec.commits[-1] == 10
+
+
+def test_a_paused_applier_applies_nothing_until_resumed() -> None:
+    """An asynchronous snapshot pauses applying while it copies the store (entries keep queueing)."""
+    rec = Recorder()
+    applier = Applier(rec.apply, rec.commit)
+    applier.start()
+    try:
+        applier.enqueue(1, b"x")
+        assert applier.quiesce(10)
+        applier.pause()
+        for i in range(2, 6):
+            applier.enqueue(i, b"x")
+        assert not applier.quiesce(0.2)  # queued, not applied
+        assert rec.applied == [1] and applier.backlog == 4
+        applier.resume()
+        assert applier.quiesce(10)
+        assert rec.applied == [1, 2, 3, 4, 5]
+        assert rec.commits[-1] == 5
+    finally:
+        applier.stop()

@@ -157,6 +157,25 @@ def start_executor(
         log.close()
 
 
+def add_tasks_retrying(client: Client, specs: Sequence[TaskSpec], tries: int = 10) -> None:
+    """``client.add_tasks`` until every item is created. Items refused as ``unavailable`` (e.g. "a
+    clock behind the committed leader time; retry", seen right after a leader change) are sent
+    again, like the SDK retries single writes; any other refusal raises RuntimeError."""
+    pending = list(specs)
+    for _ in range(tries):
+        results = client.add_tasks(pending)
+        by_name = {spec.name: spec for spec in pending}
+        retry = [by_name[r.name] for r in results if not r.ok and r.code == "unavailable"]
+        bad = [r for r in results if not r.ok and r.code not in ("unavailable", "already_exists")]
+        if bad:
+            raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
+        if not retry:
+            return
+        pending = retry
+        time.sleep(0.5)
+    raise RuntimeError(f"{len(pending)} tasks still unavailable after {tries} tries")
+
+
 def stop_processes(procs: dict[str, subprocess.Popen[bytes]], timeout: float = 30.0) -> None:
     for proc in procs.values():
         if proc.poll() is None:
@@ -246,9 +265,7 @@ def run(
         ]
         with Client(targets, timeout=60) as client:
             t0 = time.monotonic()
-            bad = [r for r in client.add_tasks(specs) if not r.ok]
-            if bad:
-                raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
+            add_tasks_retrying(client, specs)
             result["task_import_s"] = round(time.monotonic() - t0, 2)
 
             time.sleep(warmup)

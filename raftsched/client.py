@@ -68,6 +68,7 @@ _BACKOFF_MAX_S: Final = 1.0
 _GENERATED: Any = pb_grpc
 # The one place the client waits; a module attribute so tests can record backoffs instead of waiting.
 _sleep: Callable[[float], None] = time.sleep
+_BULK_RETRIES = 5  # rounds of resending the items of a bulk import refused as "unavailable"
 _monotonic: Callable[[], float] = time.monotonic
 
 # Errors after which another node (or the same one a little later) may succeed.
@@ -184,12 +185,25 @@ class Client:
         results: list[pb.ItemResult] = []
         for start in range(0, len(specs), 5000):
             chunk = specs[start : start + 5000]
-            request = pb.AddTasksRequest(
-                tasks=[pb.AddTaskRequest(spec=codec.spec_to_pb(s), disabled=disabled) for s in chunk],
-                idempotency_key=_key(),
-            )
-            reply: pb.AddTasksReply = self._call("AddTasks", request, write=True)
-            results.extend(reply.results)
+            out: list[pb.ItemResult] = [pb.ItemResult() for _ in chunk]
+            todo = list(range(len(chunk)))
+            # Items refused as "unavailable" (transient: e.g. stamped by a clock behind the
+            # committed leader time right after a leader change) are resent, as single writes are.
+            for attempt in range(_BULK_RETRIES):
+                request = pb.AddTasksRequest(
+                    tasks=[
+                        pb.AddTaskRequest(spec=codec.spec_to_pb(chunk[i]), disabled=disabled) for i in todo
+                    ],
+                    idempotency_key=_key(),
+                )
+                reply: pb.AddTasksReply = self._call("AddTasks", request, write=True)
+                for i, item in zip(todo, reply.results, strict=True):
+                    out[i] = item
+                todo = [i for i, item in zip(todo, reply.results, strict=True) if item.code == "unavailable"]
+                if not todo:
+                    break
+                _sleep(0.2 * 2**attempt)
+            results.extend(out)
         return results
 
     def update_task(self, spec: TaskSpec, *, expected_version: int = 0) -> pb.TaskRecord:

@@ -39,6 +39,7 @@ Behaviour = Callable[[Message, Any], Message]
 
 METHODS = (
     "AddTask",
+    "AddTasks",
     "UpdateTask",
     "DeleteTask",
     "SetEnabled",
@@ -445,3 +446,34 @@ def test_node_status_of_a_named_target(server: Callable[[], Scripted], dead: Cal
         with pytest.raises(Unavailable) as caught:
             client.node_status(gone)
     assert gone in str(caught.value)
+
+
+def test_bulk_import_resends_only_the_items_refused_as_unavailable(
+    server: Callable[[], Scripted], sleeps: list[float]
+) -> None:
+    leader = server()
+    specs = [TaskSpec(f"t{i}", CronTrigger("* * * * *"), command="true") for i in range(3)]
+    leader.script.append(
+        answer(
+            pb.AddTasksReply(
+                results=[
+                    pb.ItemResult(name="t0", ok=True, version=1),
+                    pb.ItemResult(name="t1", ok=False, code="unavailable", message="retry"),
+                    pb.ItemResult(name="t2", ok=False, code="invalid_argument", message="bad"),
+                ]
+            )
+        )
+    )
+    leader.script.append(answer(pb.AddTasksReply(results=[pb.ItemResult(name="t1", ok=True, version=1)])))
+    with Client(leader.address, timeout=5) as client:
+        got = client.add_tasks(specs)
+    assert [(r.name, r.ok, r.code) for r in got] == [
+        ("t0", True, ""),
+        ("t1", True, ""),
+        ("t2", False, "invalid_argument"),
+    ]
+    first, second = (r for _, r in leader.requests)
+    assert isinstance(second, pb.AddTasksRequest) and isinstance(first, pb.AddTasksRequest)
+    assert [t.spec.name for t in second.tasks] == ["t1"]
+    assert second.idempotency_key != first.idempotency_key
+    assert sleeps == [0.2]

@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from raftsched import codec
 from raftsched.abc import StateStore
@@ -61,11 +62,12 @@ class Retention:
 # Effects: what happened, for the leader to act on after commit.
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptReady:
+class AttemptReady(NamedTuple):
     """A committed attempt waiting for an executor (new run, or a retry after ``not_before_ms``).
 
-    The leader's dispatcher places it (ring + free slots) and commits the assignment.
+    The leader's dispatcher places it (ring + free slots) and commits the assignment. A
+    NamedTuple, not a frozen dataclass: one is made per fire on every replica, and a frozen
+    dataclass's ``__init__`` (``object.__setattr__`` per field) cost ~1 us of a ~15 us apply.
     """
 
     run_id: str
@@ -91,8 +93,7 @@ class DispatchAttempt:
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class TaskArmed:
+class TaskArmed(NamedTuple):
     """The task's next fire changed. ``next_fire_ms == 0`` means: nothing to arm (disabled, gone)."""
 
     task: str

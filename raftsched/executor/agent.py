@@ -80,6 +80,7 @@ class Executor:
         self._to_begin: list[tuple[str, asyncio.Future[BeginOutcome]]] = []
         self._to_finish: list[tuple[AttemptResult, asyncio.Future[None]]] = []
         self._cancelled: set[str] = set()
+        self._batched = True  # DispatchBatch (many work items per stream message)
         self._max_epoch = 0
         self._report_wake: asyncio.Event | None = None
         self.clock: Clock = clock or SystemClock()
@@ -170,7 +171,8 @@ class Executor:
 
     async def _serve(self, target: str, stop: asyncio.Event) -> None:
         stub = self._stub(target)
-        stream = stub.Dispatch(pb.DispatchRequest(name=self.name))
+        request = pb.DispatchRequest(name=self.name)
+        stream = stub.DispatchBatch(request) if self._batched else stub.Dispatch(request)
         tasks = [
             asyncio.ensure_future(self._consume(stream)),
             asyncio.ensure_future(self._heartbeats(stub)),
@@ -196,8 +198,18 @@ class Executor:
     # -- work ----------------------------------------------------------------------------------------
 
     async def _consume(self, stream: Any) -> None:
-        async for item in stream:
-            self._accept(item)
+        try:
+            if self._batched:
+                async for batch in stream:
+                    for item in batch.items:
+                        self._accept(item)
+            else:
+                async for item in stream:
+                    self._accept(item)
+        except grpc.aio.AioRpcError as exc:
+            if self._batched and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                self._batched = False  # a node older than DispatchBatch: one item per message
+            raise
 
     def _accept(self, item: pb.WorkItem) -> None:
         assert self._log is not None and self._report_wake is not None

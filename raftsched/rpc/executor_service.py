@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_S = 0.05
+MAX_BATCH = 1000  # work items per DispatchBatch message
 _CLOSE = pb.WorkItem()  # sentinel: end the stream (leadership lost)
 
 
@@ -201,6 +202,21 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     async def Dispatch(
         self, request: pb.DispatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WorkItem]:
+        async for items in self._stream(request, context):
+            for item in items:
+                yield item
+
+    async def DispatchBatch(
+        self, request: pb.DispatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.WorkBatch]:
+        async for items in self._stream(request, context):
+            yield pb.WorkBatch(items=items)
+
+    async def _stream(
+        self, request: pb.DispatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[list[pb.WorkItem]]:
+        """The executor's work items, as they come: everything queued when the stream is ready for
+        the next message goes out together (at most MAX_BATCH items)."""
         hub = self.hub
         try:
             hub.require_leader()
@@ -221,13 +237,21 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
         try:
-            for item in hub.dispatcher.resend_to(request.name, hub._now()):
-                yield item
+            resent = hub.dispatcher.resend_to(request.name, hub._now())
+            for start in range(0, len(resent), MAX_BATCH):
+                yield resent[start : start + MAX_BATCH]
             while True:
                 item = await queue.get()
                 if item is _CLOSE:
                     return
-                yield item
+                batch = [item]
+                while len(batch) < MAX_BATCH and not queue.empty():
+                    item = queue.get_nowait()
+                    if item is _CLOSE:
+                        yield batch
+                        return
+                    batch.append(item)
+                yield batch
         finally:
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]

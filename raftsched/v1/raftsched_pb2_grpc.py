@@ -1148,6 +1148,11 @@ class ExecutorServiceStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkItem.FromString,
                 _registered_method=True)
+        self.DispatchBatch = channel.unary_stream(
+                '/raftsched.v1.ExecutorService/DispatchBatch',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkBatch.FromString,
+                _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/raftsched.v1.ExecutorService/Heartbeat',
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.HeartbeatRequest.SerializeToString,
@@ -1175,7 +1180,15 @@ class ExecutorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Dispatch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """one item per message (kept for older executors)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DispatchBatch(self, request, context):
+        """what executors use
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -1210,6 +1223,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.Dispatch,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkItem.SerializeToString,
+            ),
+            'DispatchBatch': grpc.unary_stream_rpc_method_handler(
+                    servicer.DispatchBatch,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkBatch.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
@@ -1281,6 +1299,33 @@ class ExecutorService:
             '/raftsched.v1.ExecutorService/Dispatch',
             raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.WorkItem.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DispatchBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raftsched.v1.ExecutorService/DispatchBatch',
+            raftsched_dot_v1_dot_raftsched__pb2.DispatchRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkBatch.FromString,
             options,
             channel_credentials,
             insecure,

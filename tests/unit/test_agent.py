@@ -90,7 +90,7 @@ def test_a_disconnect_that_fails_several_loops_at_once_leaves_no_unretrieved_tas
             pass
 
     class _Stub:
-        def Dispatch(self, _request: object) -> _Stream:
+        def DispatchBatch(self, _request: object) -> _Stream:
             return _Stream()
 
     async def fails() -> None:

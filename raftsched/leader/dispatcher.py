@@ -82,6 +82,7 @@ class Dispatcher:
     # Backfill attempts reserved or leased, by (run id, shard): capped at the workflow's share of
     # all executor slots, and placed only where regular work left a slot free.
     backfill_busy: set[tuple[str, int]] = field(default_factory=set)
+    backfill_waiting: int = 0  # waiting attempts that are backfill (skip their pass when none)
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -113,6 +114,7 @@ class Dispatcher:
         self.outbox.clear()
         self.declared_dead.clear()
         self.backfill_busy.clear()
+        self.backfill_waiting = 0
 
     def _rebuild_ring(self) -> None:
         # Derived from the replicated membership on every change: identical on every node.
@@ -128,11 +130,15 @@ class Dispatcher:
         w = _Waiting(ready, self.ring.owner(ready.task, ready.shard) or "")
         self.waiting[key] = w
         self.queues.setdefault(w.owner, {})[key] = w
+        if ready.backfill_share:
+            self.backfill_waiting += 1
 
     def _unwait(self, key: tuple[str, int]) -> None:
         w = self.waiting.pop(key, None)
         if w is not None:
             self.queues.get(w.owner, {}).pop(key, None)
+            if w.ready.backfill_share:
+                self.backfill_waiting -= 1
             if w.reserved_for:
                 self._use(w.reserved_for, -1)
                 self.backfill_busy.discard(key)
@@ -375,7 +381,7 @@ class Dispatcher:
             if slots <= 0 or not queue:
                 continue  # backpressure: its attempts wait for a free slot
             # Regular work first; backfill only in the slots it leaves, within its share.
-            for backfill in (False, True):
+            for backfill in (False, True) if self.backfill_waiting else (False,):
                 for w in queue.values():
                     r = w.ready
                     if w.reserved_for or r.not_before_ms > now_ms or (r.backfill_share > 0) != backfill:

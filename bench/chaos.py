@@ -9,8 +9,10 @@ goes through a TCP proxy the harness can cut. With ``--skew`` first a leader clo
 and by -2 s; then leader and executor SIGKILLs interleaved, each followed by a wait for full
 recovery, with ``--other-rounds`` rounds (default 1) of every other fault spread among them:
 follower SIGKILL, leader SIGSTOP, node restart, wiped follower, the leader partitioned from its
-followers, executors and clients, the leader partitioned from its followers only (executors
-still reach it), and on 5 nodes the leader partitioned together with one follower.
+followers, executors and clients for 3 s (connections stall and survive), the same for 9 s (past
+the Raft connection timeout: connections drop and reconnect), the leader partitioned from its
+followers only (executors still reach it), and on 5 nodes the leader partitioned together with
+one follower.
 
 Prints the figures as JSON: time from a leader SIGKILL to the first fire committed by the new
 leader and to the first execution of a fire decided after the kill (p50/p99/max); the same from

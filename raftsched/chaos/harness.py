@@ -668,11 +668,15 @@ class ChaosHarness:
         ]
         return raft + ([f"grpc:{n}" for n in sorted(group)] if grpc else [])
 
-    def partition_leader(self, grpc: bool = True, keep: int = 0) -> Partition:
+    def partition_leader(self, grpc: bool = True, keep: int = 0, hold_s: float = 0.0) -> Partition:
         """Cut the leader, and ``keep`` followers with it, off from the other nodes (and, with
         ``grpc``, from every executor and client) until the majority has a new leader that
-        committed a fire, the old leader has stepped down, and ``partition_s`` has passed; then
-        heal and wait for recovery.
+        committed a fire, the old leader has stepped down, and ``hold_s`` (default
+        ``partition_s``) has passed; then heal and wait for recovery.
+
+        A partition shorter than ``raft.connection_timeout`` (3.5 s) keeps the TCP connections:
+        what queued during the cut is delivered, late, after the heal. A longer one makes both
+        sides drop them and reconnect.
 
         The old leader keeps running throughout: whatever it still believes, it can commit
         nothing, so it must dispatch nothing (the checker proves that from the executions).
@@ -713,7 +717,7 @@ class ChaosHarness:
                 f"the partitioned leader {leader} to step down",
             )
             step_down_ms = round((time.monotonic() - t0) * 1000)
-            held_ms = int(s.partition_s * 1000)
+            held_ms = int((hold_s or s.partition_s) * 1000)
             wait_until(
                 lambda: self.clock.now_ms() >= cut_ms + held_ms,
                 held_ms / 1000 + 5,
@@ -932,11 +936,17 @@ def ci5_schedule(h: ChaosHarness) -> None:
 
 
 def other_faults(h: ChaosHarness) -> list[Callable[[], object]]:
-    """One of each fault other than leader and executor SIGKILLs (partitions only with proxies;
-    on 5 nodes also the leader cut off together with a follower)."""
+    """One of each fault other than leader and executor SIGKILLs (partitions only with proxies: a
+    full one, a Raft-only one, a long full one; on 5 nodes also the leader cut off together with
+    a follower)."""
     faults: list[Callable[[], object]] = [h.kill_follower, h.pause_leader, h.restart_node, h.wipe_follower]
     if h.net is not None:
-        faults += [h.partition_leader, lambda: h.partition_leader(grpc=False)]
+        faults += [
+            h.partition_leader,
+            lambda: h.partition_leader(grpc=False),
+            # longer than raft.connection_timeout: connections drop and reconnect
+            lambda: h.partition_leader(hold_s=3 * h.settings.partition_s),
+        ]
         if h.settings.nodes >= 5:
             faults.append(lambda: h.partition_leader(keep=1))
     return faults

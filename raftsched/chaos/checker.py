@@ -520,7 +520,9 @@ def _run(
         where = f"run {run.run_id} shard {shard.shard}"
         state = pb.RunState.Name(shard.state)
         if not done:
-            if shard.state == pb.FAILED and shard.lost and _lost_to_fault(shard, faults, s):
+            if shard.state == pb.FAILED and (
+                (shard.lost and _lost_to_fault(shard, faults, s)) or _interrupted_by_fault(shard, faults, s)
+            ):
                 report.failed_after_executor_fault += 1
             else:
                 report.lost += 1
@@ -605,6 +607,21 @@ def _touched(ex: Execution, faults: Sequence[ExecutorFault], s: CheckSettings) -
     """The executor running ``ex`` was SIGKILLed while it could still be running or unreported."""
     return any(
         f.executor == ex.executor and ex.start_ms - 1000 <= f.kill_ms <= ex.start_ms + s.touch_before_ms
+        for f in faults
+    )
+
+
+# What an executor reports, once restarted, for an attempt its execution log had begun when it was
+# killed: the command may or may not have started (the log is written before it starts, so that
+# it never runs twice). The text is the agent's public error (README, Executors section).
+_INTERRUPTED = "executor restarted while the attempt ran"
+
+
+def _interrupted_by_fault(shard: pb.ShardAttempt, faults: Sequence[ExecutorFault], s: CheckSettings) -> bool:
+    """A shard that never ran failed because its executor was SIGKILLed after taking the attempt
+    and reported it interrupted when it came back (a task without retries then fails by policy)."""
+    return shard.error == _INTERRUPTED and any(
+        f.executor == shard.executor and f.kill_ms <= shard.finished_ms <= f.back_ms + 2 * s.lease_ms
         for f in faults
     )
 

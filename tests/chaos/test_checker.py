@@ -166,6 +166,27 @@ def test_a_shard_whose_last_attempt_ran_and_was_declared_lost_without_a_fault_is
     assert report.violations == [] and report.failed_by_policy == 1
 
 
+def test_an_attempt_interrupted_before_its_command_ran_is_failed_by_policy_only_after_a_kill() -> None:
+    """Soak at HEAD: ex2 was SIGKILLed after logging an attempt as begun but before its command
+    wrote a line; restarted, it reported the attempt interrupted and the no-retry shard FAILED."""
+    obs, executions = history()
+    runs = list(obs.runs)
+    runs[2] = run("tick", 2)
+    runs[2].state = pb.FAILED
+    shard = runs[2].shards[0]
+    shard.state, shard.finished_ms, shard.executor = pb.FAILED, T0 + 4 * S, "ex2"
+    shard.error = "executor restarted while the attempt ran"
+    obs = TaskObservation(obs.record, obs.fires, tuple(runs))
+    executions = [e for e in executions if e.nominal_ms != T0 + 2 * S]
+    killed = ExecutorFault("ex2", kill_ms=T0 + 2 * S + 100, back_ms=T0 + 3 * S)
+    report = check(obs, executions, executor_faults=[killed])
+    assert report.violations == [] and report.failed_after_executor_fault == 1
+
+    other = ExecutorFault("ex1", kill_ms=T0 + 2 * S + 100, back_ms=T0 + 3 * S)
+    report = check(obs, executions, executor_faults=[other])
+    assert report.lost == 1 and report.of("lost"), report.violations
+
+
 def test_early_starts_are_violations_unless_a_skewed_leader_fired_them() -> None:
     obs, executions = history()
     runs = list(obs.runs)

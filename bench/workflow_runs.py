@@ -59,11 +59,7 @@ def spec(max_parallel: int, handler: str = "") -> pb.WorkflowSpec:
 def big_dag(n: int) -> None:
     """One run of an n-task layered DAG (100 tasks a layer, each needing 3 of the layer above)
     through the state machine, results reported 200 per command as executors batch them."""
-    state = SchedulerState.load(MemoryStore())
-    join = command(T0)
-    join.executor_join.name = "ex1"
-    join.executor_join.slots = 10_000
-    state.apply(codec.encode_command(join))
+    state = state_with_executor()
     s = pb.WorkflowSpec(name="big")
     for i in range(n):
         layer, pos = divmod(i, 100)
@@ -186,6 +182,16 @@ def cluster_run(runs: int) -> None:
     )
 
 
+def state_with_executor() -> SchedulerState:
+    """A fresh state machine with one executor of 10,000 slots joined."""
+    state = SchedulerState.load(MemoryStore())
+    join = command(T0)
+    join.executor_join.name = "ex1"
+    join.executor_join.slots = 10_000
+    state.apply(codec.encode_command(join))
+    return state
+
+
 def rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
@@ -204,11 +210,7 @@ def main() -> None:
         cluster_run(args.runs)
         return
 
-    state = SchedulerState.load(MemoryStore())
-    join = command(T0)
-    join.executor_join.name = "ex1"
-    join.executor_join.slots = 10_000
-    state.apply(codec.encode_command(join))
+    state = state_with_executor()
     apply = command(T0)
     apply.apply_workflow.spec.CopyFrom(spec(args.max_parallel))
     assert state.apply(codec.encode_command(apply)).result.ok

@@ -404,6 +404,24 @@ class ChaosHarness:
 
         return wait_until(read, self.settings.recovery_timeout_s, 0.05, "a leader and its term")
 
+    def _new_leader_fired(
+        self, candidates: list[str], term: int, before: dict[str, int], what: str
+    ) -> tuple[str, int]:
+        """Wait until one of ``candidates`` leads a term newer than ``term`` and has committed a
+        fire since ``before`` (its ``fires_committed`` then); its id and term."""
+
+        def fired() -> tuple[str, int] | None:
+            for nid in candidates:
+                try:
+                    st = self.cluster.status(nid, timeout=0.5)
+                except Exception:
+                    continue
+                if st.role == "leader" and st.term > term and st.fires_committed > before[nid]:
+                    return nid, int(st.term)
+            return None
+
+        return wait_until(fired, self.settings.recovery_timeout_s, 0.02, what)
+
     def followers(self, leader: str) -> list[str]:
         return [n for n in self.live_nodes() if n != leader]
 
@@ -473,18 +491,8 @@ class ChaosHarness:
         t0 = time.monotonic()
         self.cluster.kill(leader, signal.SIGKILL)
 
-        def fired() -> tuple[str, int] | None:
-            for nid in survivors:
-                try:
-                    st = self.cluster.status(nid, timeout=0.5)
-                except Exception:
-                    continue
-                if st.role == "leader" and st.term > term and st.fires_committed > before[nid]:
-                    return nid, int(st.term)
-            return None
-
-        new_leader, new_term = wait_until(
-            fired, self.settings.recovery_timeout_s, 0.02, "a new leader to commit a fire"
+        new_leader, new_term = self._new_leader_fired(
+            survivors, term, before, "a new leader to commit a fire"
         )
         kill = LeaderKill(leader, term, kill_ms, new_leader, new_term, round((time.monotonic() - t0) * 1000))
         self.leader_kills.append(kill)
@@ -695,19 +703,8 @@ class ChaosHarness:
         self.net.cut(links)
         self.isolated |= minority
         try:
-
-            def fired() -> tuple[str, int] | None:
-                for nid in others:
-                    try:
-                        st = self.cluster.status(nid, timeout=0.5)
-                    except Exception:
-                        continue
-                    if st.role == "leader" and st.term > term and st.fires_committed > before[nid]:
-                        return nid, int(st.term)
-                return None
-
-            new_leader, new_term = wait_until(
-                fired, s.recovery_timeout_s, 0.02, "the majority to elect a leader that fires"
+            new_leader, new_term = self._new_leader_fired(
+                others, term, before, "the majority to elect a leader that fires"
             )
             first_commit_ms = round((time.monotonic() - t0) * 1000)
             wait_until(

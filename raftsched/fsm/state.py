@@ -1096,17 +1096,16 @@ class SchedulerState:
                 lo = keys.per_task_prefix(keys.WORKFLOW_RUN, workflow)
                 hi = keys.per_task_end(keys.WORKFLOW_RUN, workflow)
                 with self.store.reader() as reader:
-                    stored = {pb.WorkflowRun.FromString(v).run_id: v for _, v in reader.scan(lo, hi)}
-                runs = [pb.WorkflowRun.FromString(v) for v in stored.values()]
-                # Active runs from memory: their newest state may not be flushed to the store yet.
+                    stored = {keys.run_id_from_key(keys.WORKFLOW_RUN, k): v for k, v in reader.scan(lo, hi)}
+                # Active and recently finished runs from memory: their newest state may not be
+                # flushed to the store yet (and they need no parsing).
                 live = {
                     r.run_id: r
                     for r in itertools.chain(self.wf.recent.values(), self.wf.runs.values())
                     if r.workflow == workflow
                 }
-                runs = [live.get(r.run_id, r) for r in runs] + [
-                    r for rid, r in live.items() if rid not in stored
-                ]
+                runs = [live.get(rid) or pb.WorkflowRun.FromString(v) for rid, v in stored.items()]
+                runs += [r for rid, r in live.items() if rid not in stored]
             runs.sort(key=lambda r: (r.logical_ms, r.created_ms, r.run_id), reverse=True)
             out = []
             for r in runs[: limit or 100]:

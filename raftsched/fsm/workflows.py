@@ -438,10 +438,11 @@ class WorkflowBook:
             )
         was_active = wr.run_id in self.runs
         previous = 0 if was_active else int(wr.state)
+        # Every READY task of the run is (re)queued below, so the READY lists returned are not needed.
         if body.op == pb.WorkflowRunOp.RERUN:
-            ready = wfrun.rerun(dag, wr, idx, now, body.reason or "rerun requested")
+            wfrun.rerun(dag, wr, idx, now, body.reason or "rerun requested")
         elif body.op == pb.WorkflowRunOp.MARK_SUCCESS:
-            ready = wfrun.mark_success(dag, wr, idx, now, body.reason or "marked succeeded by an operator")
+            wfrun.mark_success(dag, wr, idx, now, body.reason or "marked succeeded by an operator")
         else:
             raise InvalidSpec("op", f"unknown workflow run operation {body.op}")
         if not was_active and wr.state not in _TERMINAL_RUN:
@@ -452,7 +453,6 @@ class WorkflowBook:
             self._backfill_progress(wr, now)
         self._drop_ready(wr)
         self._enqueue(wr, (i for i, t in enumerate(wr.tasks) if t.state == pb.TASK_READY))
-        del ready  # the run's READY tasks were all enqueued above
         self._start_ready(wr.workflow, now, cmd.epoch, effects)
         self._settle(wr, now, effects)
         return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from raftsched import codec
-from raftsched.abc import Clock, ProposeError
+from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.state import BarrierCommitted, Effect, SchedulerState, TaskArmed
+from raftsched.leader.gate import leader_time
 from raftsched.timing.schedule import MisfireSettings, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
 from raftsched.v1 import raftsched_pb2 as pb
@@ -135,8 +136,9 @@ class LeaderDriver:
     # -- the loop body ---------------------------------------------------------------------------
 
     def _now(self, clock_ms: int) -> int:
-        """Never earlier than any leader time already committed or used by us (invariant 3)."""
-        self.last_now_ms = max(self.last_now_ms, clock_ms, self.state.max_now_ms)
+        """Leader time, and never earlier than a time this driver stamped before (not committed
+        yet, so the state machine does not know it)."""
+        self.last_now_ms = leader_time(max(self.last_now_ms, clock_ms), self.state.max_now_ms)
         return self.last_now_ms
 
     def poll(self, clock_ms: int, max_fires: int = 0) -> list[Proposal]:
@@ -272,9 +274,8 @@ class _BatchBuilder:
         return self.out
 
 
-ProposeFn = Callable[
-    [bytes, Callable[[bytes | None, ProposeError | None], None], Callable[[], None] | None], None
-]
+# ConsensusNode.propose (see raftsched.abc), or a node's wrapper of it.
+ProposeFn = Callable[[bytes, ProposeCallback, CommitHook | None], None]
 
 
 class DriverThread:

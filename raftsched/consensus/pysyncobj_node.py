@@ -83,6 +83,19 @@ class _Raft(SyncObj):  # type: ignore[misc]
                 message = {**message, "commit_index": own}  # see the module docstring
         super()._SyncObj__onMessageReceived(node, message)
 
+    # Plain (not replicated) methods: the adapter's way to pysyncobj's underscore-named API.
+
+    def propose_entry(self, data: bytes, callback: Callable[[object, int], None]) -> None:
+        """Append ``data`` through the one replicated entry point; ``callback(result, error)``."""
+        self._raftsched_apply(data, callback=callback)
+
+    def leads(self) -> bool:
+        return bool(self._isLeader())
+
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else str(leader.address)
+
     @replicated  # type: ignore[untyped-decorator]
     def _raftsched_apply(self, data: bytes) -> int:
         # raftLastApplied + 1 is the index of the entry being applied (verified in LIBRARY-NOTES).
@@ -196,19 +209,18 @@ class PySyncObjNode:
                 callback(None, ProposeError(code, f"raft: {FAIL_REASON_NAMES.get(err, err)}"))
 
         try:
-            self._raft._raftsched_apply(data, callback=done)
+            self._raft.propose_entry(data, done)
         except Exception as exc:  # e.g. the SyncObj is being destroyed
             callback(None, ProposeError("unavailable", f"raft: {exc}"))
 
     def is_leader(self) -> bool:
-        return bool(self._raft._isLeader())
+        return self._raft.leads()
 
     def epoch(self) -> int:
         return int(self._raft.raftCurrentTerm)
 
     def leader_addr(self) -> str | None:
-        leader = self._raft._getLeader()
-        return None if leader is None else str(leader.address)
+        return self._raft.leader_address()
 
     def leader_id(self) -> str | None:
         addr = self.leader_addr()

@@ -157,7 +157,7 @@ class LeaderDriver:
         now = self._now(clock_ms)
         due = self._due
         due.extend(name for name, _ in self.wheel.advance(now))
-        batches = _BatchBuilder(self, now)
+        batches = BatchBuilder(self, now)
         wheel, in_flight, state = self.wheel, self.in_flight, self.state
         grace = self.misfire.grace_ms
         fires = 0
@@ -203,7 +203,7 @@ class LeaderDriver:
         return self.wheel.next_due_ms()
 
 
-class _BatchBuilder:
+class BatchBuilder:
     """FireBatch commands built in place, split to stay within ``MAX_ENTRY_BYTES`` and
     ``max_fires_per_batch`` (building inside the command saves constructing, sizing and copying
     one message per task, the bulk of the leader's planning cost)."""

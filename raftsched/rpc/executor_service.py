@@ -160,6 +160,12 @@ class ExecutorHub:
         """
         self.node.gate.require_epoch(self.dispatcher.leading, self.dispatcher.epoch)
 
+    def leader_command(self) -> pb.Command:
+        """An empty command stamped as this leader's dispatcher stamps (its epoch, leader time).
+        Raises as :meth:`require_leader`."""
+        self.require_leader()
+        return pb.Command(epoch=self.dispatcher.epoch, now_ms=self.now_ms(), origin=self.node.node_id)
+
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     def __init__(self, hub: ExecutorHub) -> None:
@@ -172,13 +178,12 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         validate_name(request.name, "executor.name")
         if not 1 <= request.slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
-        self.hub.require_leader()
-        d = self.hub.dispatcher
-        cmd = pb.Command(epoch=d.epoch, now_ms=self.hub.now_ms(), origin=self.hub.node.node_id)
+        cmd = self.hub.leader_command()
         cmd.executor_join.name = request.name
         cmd.executor_join.slots = request.slots
         cmd.executor_join.labels.update(request.labels)
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
+        d = self.hub.dispatcher
         s = d.settings
         return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
 
@@ -264,9 +269,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
 
     @rpc
     async def Leave(self, request: pb.LeaveRequest, context: grpc.aio.ServicerContext) -> pb.LeaveReply:
-        self.hub.require_leader()
-        d = self.hub.dispatcher
-        cmd = pb.Command(epoch=d.epoch, now_ms=self.hub.now_ms(), origin=self.hub.node.node_id)
+        cmd = self.hub.leader_command()
         cmd.executor_leave.name = request.name
         cmd.executor_leave.reason = "left"
         cmd.executor_leave.retry_at_ms = self.hub.now_ms()

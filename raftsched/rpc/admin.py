@@ -22,6 +22,7 @@ from raftsched.errors import InvalidSpec, NotFound, RaftschedError
 from raftsched.explain import explain
 from raftsched.fsm import keys
 from raftsched.leader import writes
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from raftsched.workflow.dag import compile_dag, lineage
@@ -98,10 +99,10 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         now = max(node.clock.now_ms(), node.state.max_now_ms)
         return {"now_ms": now, "epoch": driver.epoch, "origin": node.node_id}
 
-    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> pb.CommandResult:
+    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> logpb.CommandResult:
         return await self._propose(build(self._stamp()))
 
-    async def _propose(self, data: bytes) -> pb.CommandResult:
+    async def _propose(self, data: bytes) -> logpb.CommandResult:
         return await propose_and_wait(self.node, data)
 
     @staticmethod
@@ -463,7 +464,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         return self.node.cluster_status()
 
 
-async def propose_and_wait(node: Node, data: bytes) -> pb.CommandResult:
+async def propose_and_wait(node: Node, data: bytes) -> logpb.CommandResult:
     """Propose one command and wait until it is applied here; map failures to errors."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[bytes] = loop.create_future()
@@ -492,7 +493,7 @@ async def propose_and_wait(node: Node, data: bytes) -> pb.CommandResult:
     except Exception as exc:  # ProposeError
         code = getattr(exc, "code", "unavailable")
         raise _Abort(code if code in _STATUS else "unavailable", f"write not committed: {exc}") from None
-    result = pb.CommandResult()
+    result = logpb.CommandResult()
     result.ParseFromString(raw)
     if not raw:
         raise _Abort("unavailable", "the write's outcome is unknown (retry with the same idempotency key)")

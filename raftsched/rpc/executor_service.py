@@ -23,6 +23,7 @@ from raftsched.fsm.state import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
 from raftsched.rpc.admin import _Abort, _guard, propose_and_wait
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -189,7 +190,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                 raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
             self.hub.require_leader()
             d = self.hub.dispatcher
-            cmd = pb.Command(epoch=d.epoch, now_ms=self.hub._now(), origin=self.hub.node.node_id)
+            cmd = logpb.Command(epoch=d.epoch, now_ms=self.hub._now(), origin=self.hub.node.node_id)
             cmd.executor_join.name = request.name
             cmd.executor_join.slots = request.slots
             cmd.executor_join.labels.update(request.labels)
@@ -291,7 +292,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         async def body() -> pb.LeaveReply:
             self.hub.require_leader()
             d = self.hub.dispatcher
-            cmd = pb.Command(epoch=d.epoch, now_ms=self.hub._now(), origin=self.hub.node.node_id)
+            cmd = logpb.Command(epoch=d.epoch, now_ms=self.hub._now(), origin=self.hub.node.node_id)
             cmd.executor_leave.name = request.name
             cmd.executor_leave.reason = "left"
             cmd.executor_leave.retry_at_ms = self.hub._now()

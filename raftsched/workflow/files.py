@@ -39,7 +39,8 @@ key                meaning                                                      
                    ``{task: NAME, condition: success | failure | done}``                 none
 ``trigger_rule``   ``all`` (every dependency's condition met) | ``any`` (at least one)    ``all``
 ``retries``        retries after a failure (0-100)                                       0
-``timeout``        seconds (int) or a string ``"90s"``, ``"5m"``, ``"2h"``, ``"1d"``      none
+``timeout``        seconds (a number) or a duration: ``"500ms"``, ``"90s"``, ``"1.5h"``, none
+                   ``"1d"``, ``"1w"`` (:mod:`raftsched.timing.durations`)
 ``shards``         parallel shards (1-1024)                                              1
 ``priority``       0-9
 ``params``         mapping: task params (override the workflow's)
@@ -53,17 +54,17 @@ described in :mod:`raftsched.workflow.template`. ``depends_on`` is always a list
 are errors (with a did-you-mean), and so are wrong types: string fields need strings (quote
 ``"123"`` or ``"true"``), numeric fields integers.
 
-The YAML subset
-===============
+YAML
+====
 
-PyYAML is not a dependency, so YAML files are read by a small strict parser that keeps line
-numbers: block mappings and block sequences (of scalars or mappings), flow sequences
-``[a, b]`` and flow mappings ``{task: a, condition: failure}`` on one line, plain, single- and
-double-quoted scalars, ``#`` comments, integers, booleans (``true``/``false``), ``null``/``~``,
-floats (in params), and literal blocks ``|`` (``|-`` strips, ``|+`` keeps the final newlines)
-for long commands. Plain ``yes``/``no``/``on``/``off`` are strings (YAML 1.2). Anchors, aliases,
-tags, folded ``>`` blocks, multi-line flow collections, multi-line plain scalars, complex keys
-and several documents are refused with their line. Indent with spaces, never tabs.
+YAML files are read with PyYAML's safe loader by :mod:`raftsched.workflow.yaml_reader`, which
+keeps each value's line and refuses, with their line: anchors, aliases, tags, directives, several
+documents, duplicate keys, folded ``>`` scalars, plain or quoted scalars over several lines, flow
+collections (``[a, b]``, ``{task: a}``) over several lines, and plain scalars whose value differs
+between YAML 1.1 and 1.2 (``010``, ``0x1F``, ``1_000``, ``12:30``, ``1e3``, ``2024-01-01``,
+``.inf``; quote them). Plain ``yes``/``no``/``on``/``off`` are strings, only ``true``/``false``
+are booleans. Literal blocks ``|`` (``|-`` strips, ``|+`` keeps the final newlines) suit long
+commands. Indent with spaces, never tabs.
 
 TOML is read with :mod:`tomllib`, which reports no positions for values; positions come from a
 best-effort scan of the text (``[[tasks]]`` headers and ``key =`` lines).

@@ -54,28 +54,32 @@ _FALSE = frozenset({"false", "False", "FALSE"})
 _INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?")
 # Forms that YAML 1.1 and YAML 1.2 resolve to different values (or to a value JSON cannot hold).
-_TRAPS: tuple[tuple[re.Pattern[str], str], ...] = (
+_TRAPS: tuple[tuple[re.Pattern[str], str, str], ...] = (  # (form, what it is, how to write a number)
     (
         re.compile(r"[-+]?0[0-9]+"),
         "an integer with a leading zero (octal in YAML 1.1, decimal in YAML 1.2)",
+        "drop the leading zeros",
     ),
     (
         re.compile(r"[-+]?0[xXoObB][0-9a-fA-F_]+"),
         "a hexadecimal, octal or binary number (read differently by YAML 1.1 and 1.2)",
+        "write it in decimal",
     ),
     (
         re.compile(
             r"[-+]?[0-9][0-9_]*_[0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]*\.[0-9_]*_[0-9_]*"
         ),
         "a number with '_' (a number in YAML 1.1, a string in YAML 1.2)",
+        "drop the '_'",
     ),
     (
         re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"),
-        "a base-60 number in YAML 1.1 (12:30 is 750), a string in YAML 1.2",
+        "a base-60 number in YAML 1.1 (12:30 is 750) but a string in YAML 1.2",
+        "write it in decimal",
     ),
     (
         re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+"),
-        "a number with an exponent but no dot or no sign (a float in YAML 1.2, a string in YAML 1.1); "
+        "an exponent without a dot or a sign (a float in YAML 1.2, a string in YAML 1.1)",
         "write it like 1.0e+3",
     ),
     (
@@ -84,11 +88,13 @@ _TRAPS: tuple[tuple[re.Pattern[str], str], ...] = (
             r"(?:(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?"
             r"(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)?"
         ),
-        "a date or timestamp in YAML 1.1, a string in YAML 1.2",
+        "a date or timestamp in YAML 1.1 but a string in YAML 1.2",
+        "",
     ),
     (
         re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"),
         "infinity or NaN, which no workflow field or param can hold",
+        "",
     ),
 )
 
@@ -99,7 +105,10 @@ def read_yaml(text: str) -> Node:
     Raises :class:`~raftsched.workflow.located.SyntaxProblem` with the 1-based line for a syntax
     error and for everything the module docstring refuses; the first problem stops reading.
     """
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.reader.ReaderError as exc:
+        raise _unreadable(exc, text) from None
     try:
         try:
             loader.skip_event()  # the stream start
@@ -172,6 +181,14 @@ class _StrictLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def _unreadable(exc: yaml.reader.ReaderError, text: str) -> SyntaxProblem:
+    character = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+    line = text.count("\n", 0, exc.position) + 1
+    return SyntaxProblem(
+        line, f'character U+{character:04X} is not allowed in YAML (use an escape in a "..." string)'
+    )
+
+
 def _line(mark: object) -> int | None:
     line = getattr(mark, "line", None)
     return line + 1 if isinstance(line, int) else None
@@ -240,12 +257,10 @@ def _scalar(node: yaml.ScalarNode, line: int | None) -> Scalar:
         return int(text)
     if _FLOAT.fullmatch(text):
         return float(text)
-    for pattern, what in _TRAPS:
+    for pattern, what, as_number in _TRAPS:
         if pattern.fullmatch(text):
-            raise SyntaxProblem(
-                line,
-                f"{text!r} is {what}; quote it for a string, or write a plain decimal number",
-            )
+            fix = f"; for a number, {as_number}" if as_number else ""
+            raise SyntaxProblem(line, f"{text!r} is {what}: quote it for a string{fix}")
     return text
 
 

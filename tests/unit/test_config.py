@@ -352,9 +352,9 @@ CASES: list[tuple[str, Mutation, str]] = [
         "raft.auto_tick_period: expected a number, got boolean",
     ),
     (
-        "string is not a number",
+        "a string duration needs a unit",
         _set(("raft", "raft_min_timeout"), "0.4"),
-        "raft.raft_min_timeout: expected a number, got string",
+        "raft.raft_min_timeout: '0.4' has no unit; use a number with a unit: 500ms, 90s",
     ),
     (
         "infinity",

@@ -125,10 +125,7 @@ def read_yaml(text: str) -> Node:
         except yaml.MarkedYAMLError as exc:
             raise _translate(exc, text) from None
         except yaml.reader.ReaderError as exc:
-            line = text.count("\n", 0, exc.position) + 1
-            raise SyntaxProblem(
-                line, f"character {exc.character!r} is not allowed in YAML ({exc.reason})"
-            ) from None
+            raise _unreadable(exc, text) from None
     finally:
         loader.dispose()
     if root is None:
@@ -156,20 +153,13 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         event = self.next_event()
         line = _line(event.start_mark)
+        refused = "anchors, aliases and tags are not supported"
         if isinstance(event, yaml.AliasEvent):
-            raise SyntaxProblem(
-                line,
-                f"anchors, aliases and tags are not supported: alias '*{event.anchor}'; write the value out",
-            )
+            raise SyntaxProblem(line, f"{refused}: alias '*{event.anchor}'; write the value out")
         if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
-            raise SyntaxProblem(
-                line, f"anchors, aliases and tags are not supported: anchor '&{event.anchor}'; remove it"
-            )
+            raise SyntaxProblem(line, f"{refused}: anchor '&{event.anchor}'; remove it")
         if isinstance(event, yaml.ScalarEvent | yaml.CollectionStartEvent) and event.tag is not None:
-            raise SyntaxProblem(
-                line,
-                f"anchors, aliases and tags are not supported: tag {event.tag!r}; remove it (quote a string)",
-            )
+            raise SyntaxProblem(line, f"{refused}: tag {event.tag!r}; remove it (quote a string)")
         if isinstance(event, yaml.CollectionStartEvent):
             self.depth += 1
             if self.depth > MAX_DEPTH:
@@ -289,12 +279,15 @@ def _translate(exc: yaml.MarkedYAMLError, text: str) -> SyntaxProblem:
             "flow collections must close on the same line",
         )
     if problem == "mapping values are not allowed here":
-        if ": " in before or before.endswith(":") or re.match(r"-\s+\S", before):
+        if ": " in before or before.endswith(":"):
             return SyntaxProblem(line, "a ': ' inside a plain value is ambiguous; quote it")
         return SyntaxProblem(line, "unexpected indentation (this key does not line up with the keys above)")
     if problem.startswith("expected <block end>"):
+        found = problem.partition("but found ")[2].strip("'")
         if before[-1:] in ("'", '"'):
             return SyntaxProblem(line, "unexpected text after a quoted string")
+        if found in ("]", "}", ",", "[", "{"):
+            return SyntaxProblem(line, f"unexpected {found!r} (an unbalanced flow collection?)")
         return SyntaxProblem(line, "unexpected indentation")
     if problem.startswith("found character") and "cannot start any token" in problem:
         char = problem.split("'")[1] if "'" in problem else "?"

@@ -353,6 +353,9 @@ TASKS = "tasks:\n  - name: a\n    command: x\n"
             "nested deeper than 32 levels",
         ),
         ("name: w\ndescription: \x07\n" + TASKS, 2, "U+0007"),
+        ("name: w\nparams: {a: [1, 2]]}\n" + TASKS, 2, "malformed flow collection"),
+        ("name: w\nowner: [1, 2]]\n" + TASKS, 2, "unexpected ']'"),
+        ("name: w\n" + TASKS + "   - name: b\n", 5, "unexpected indentation"),
     ],
 )
 def test_yaml_refuses_anchors_aliases_tags_documents_and_duplicates_with_their_line(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shlex
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -23,6 +25,7 @@ from raftsched.cli import demo as demo_cli
 from raftsched.cli import input as cli_input
 from raftsched.cli import node as node_cli
 from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.localcluster import write_config
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
@@ -463,6 +466,46 @@ def test_demo_subcommand(
         ("run_demo", ("global.toml", "0.0")),
         ("run_demo", ("cluster.example.toml", "5.0")),
     ]
+
+
+def test_a_bad_test_clock_offset_stops_the_node_before_it_starts(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "cluster.toml"
+    write_config(config, 1)
+    monkeypatch.setenv(node_cli.TEST_CLOCK_OFFSET_ENV, "soon")
+    assert node_cli.node_main(["--config", str(config), "--node-id", "n1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("raftsched-node: error: "), err
+    assert node_cli.TEST_CLOCK_OFFSET_ENV in err
+    assert "'soon' is not an integer number of milliseconds" in err
+
+
+def test_the_programs_run_as_modules_and_the_admin_cli_loads_no_node() -> None:
+    # -W error: a node module the package had imported first would be warned about as a second copy.
+    for module, usage in (
+        ("raftsched.cli.node", "raftsched-node"),
+        ("raftsched.executor", "raftsched-executor"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-m", module, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"usage: {usage} "), done.stdout
+    probe = "import sys, raftsched.cli; print(sorted(m for m in NODE_MODULES if m in sys.modules))"
+    heavy = ("raftsched.node", "raftsched.cli.node", "pysyncobj", "lmdb")
+    done = subprocess.run(
+        [sys.executable, "-c", f"NODE_MODULES = {heavy!r}; {probe}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "[]"
 
 
 # -- cluster commands against one scripted in-process server -----------------------------------------

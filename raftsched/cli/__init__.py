@@ -2,11 +2,12 @@
 
 One module per concern: :mod:`~raftsched.cli.parser` (the admin CLI's arguments and :func:`main`),
 :mod:`~raftsched.cli.input` (time, duration and param grammars), :mod:`~raftsched.cli.tasks`,
-:mod:`~raftsched.cli.workflows`, :mod:`~raftsched.cli.cluster` and :mod:`~raftsched.cli.cron`
-(the commands), :mod:`~raftsched.cli.render` (output), :mod:`~raftsched.cli.errors` (one-line
-errors and exit statuses), and the process entry points :mod:`~raftsched.cli.node` (a node, the
-demo) and :mod:`~raftsched.cli.executor` (an executor), with :mod:`~raftsched.cli.process`
-(logging, stop signals). The wall clock is read only to resolve ``now`` and relative times.
+:mod:`~raftsched.cli.workflows`, :mod:`~raftsched.cli.cluster`, :mod:`~raftsched.cli.cron` and
+:mod:`~raftsched.cli.demo` (the commands), :mod:`~raftsched.cli.render` (output),
+:mod:`~raftsched.cli.errors` (one-line errors and exit statuses), and the programs that run a
+process until stopped, :mod:`~raftsched.cli.node` and :mod:`~raftsched.cli.executor`, with
+:mod:`~raftsched.cli.process` (logging, stop signals). The wall clock is read only to resolve
+``now`` and relative times (:func:`raftsched.cli.input.lazy_now`).
 
 The node entry module is not imported here: ``python -m raftsched.cli.node`` runs it as
 ``__main__``, and a copy imported first by the package would be a second, different module.

@@ -6,6 +6,7 @@ server. The clock is pinned by replacing ``SystemClock`` in the CLI's input modu
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import socket
@@ -24,6 +25,7 @@ from raftsched import client as client_module
 from raftsched.cli import demo as demo_cli
 from raftsched.cli import input as cli_input
 from raftsched.cli import node as node_cli
+from raftsched.cli.input import duration_arg
 from raftsched.errors import ConfigError, InvalidSpec
 from raftsched.localcluster import write_config
 from raftsched.model import (
@@ -281,13 +283,14 @@ def test_now_is_read_only_when_needed() -> None:
     ],
 )
 def test_parse_duration(text: str, ms: int) -> None:
-    assert cli.parse_duration_ms(text) == ms
+    # The CLI reads durations with the shared grammar (tests/unit/test_durations.py has the rest).
+    assert duration_arg(text) == ms
 
 
 @pytest.mark.parametrize("text", ["", "-5", "1e3", "5 m", "1.5ms", "x"])
 def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
-        cli.parse_duration_ms(text)
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration_arg(text)
 
 
 # -- cron preview (local) --------------------------------------------------------------------------

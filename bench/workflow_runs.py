@@ -30,7 +30,7 @@ from pathlib import Path
 from raftsched import codec
 from raftsched.fsm.state import AttemptReady, SchedulerState
 from raftsched.storage.memory import MemoryStore
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_795_996_800_000
 

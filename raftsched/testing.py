@@ -31,6 +31,7 @@ from raftsched.replica import Replica
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.clock import ManualClock
 from raftsched.timing.schedule import MisfireSettings
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
 __all__ = ["ManualClock", "SimHarness", "SimNodeState"]
@@ -224,7 +225,7 @@ class SimHarness:
         leader = self.leader
         if leader is None:
             return
-        cmd = pb.Command(
+        cmd = logpb.Command(
             epoch=self.nodes[leader].dispatcher.epoch or self.cluster.term, now_ms=self.now(leader)
         )
         cmd.executor_join.name = ex.name
@@ -301,7 +302,9 @@ class SimHarness:
 
     # -- client writes (stamped as the leader's servicer would) ----------------------------------
 
-    def write(self, build: str, *args: object, via: str | None = None, **kwargs: object) -> pb.CommandResult:
+    def write(
+        self, build: str, *args: object, via: str | None = None, **kwargs: object
+    ) -> logpb.CommandResult:
         """Propose a client write through ``via`` (default: the leader) and settle. Raises on rejection."""
         node_id = via or self.leader
         if node_id is None:
@@ -325,7 +328,7 @@ class SimHarness:
             raise errors[0]
         if not box or box[0] is None:
             raise RuntimeError("write did not apply")
-        result = pb.CommandResult()
+        result = logpb.CommandResult()
         result.ParseFromString(box[0])
         if not result.ok:
             raise error_for_code(result.code, result.message)

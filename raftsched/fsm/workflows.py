@@ -25,7 +25,7 @@ from raftsched import codec
 from raftsched.errors import Conflict, InvalidSpec, TemplateError
 from raftsched.fsm import keys
 from raftsched.model import TaskSpec, validate_params
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
 from raftsched.workflow.template import TemplateContext, render, render_params_json

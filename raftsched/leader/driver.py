@@ -28,7 +28,7 @@ from raftsched.fsm.state import BarrierCommitted, Effect, SchedulerState, TaskAr
 from raftsched.leader.gate import leader_time
 from raftsched.timing.schedule import MisfireSettings, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
 

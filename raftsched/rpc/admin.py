@@ -24,6 +24,7 @@ from raftsched.explain import explain
 from raftsched.fsm import keys
 from raftsched.leader import writes
 from raftsched.rpc.plumbing import NodeServices, propose_and_wait, rpc
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from raftsched.workflow.dag import compile_dag, lineage
@@ -42,10 +43,10 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     def _stamp(self) -> dict[str, Any]:
         return self.node.gate.stamp().as_kwargs()
 
-    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> pb.CommandResult:
+    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> logpb.CommandResult:
         return await self._propose(build(self._stamp()))
 
-    async def _propose(self, data: bytes) -> pb.CommandResult:
+    async def _propose(self, data: bytes) -> logpb.CommandResult:
         return await propose_and_wait(self.node, data)
 
     @staticmethod

@@ -22,6 +22,7 @@ from raftsched.fsm.state import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, propose_and_wait, rpc
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -160,11 +161,11 @@ class ExecutorHub:
         """
         self.node.gate.require_epoch(self.dispatcher.leading, self.dispatcher.epoch)
 
-    def leader_command(self) -> pb.Command:
+    def leader_command(self) -> logpb.Command:
         """An empty command stamped as this leader's dispatcher stamps (its epoch, leader time).
         Raises as :meth:`require_leader`."""
         self.require_leader()
-        return pb.Command(epoch=self.dispatcher.epoch, now_ms=self.now_ms(), origin=self.node.node_id)
+        return logpb.Command(epoch=self.dispatcher.epoch, now_ms=self.now_ms(), origin=self.node.node_id)
 
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]

@@ -19,6 +19,7 @@ from raftsched.abc import CommitHook, ProposeCallback, StateStore
 from raftsched.errors import NotLeader, RaftschedError
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
 CODE_KEY = "raftsched-code"
@@ -117,7 +118,7 @@ def rpc(
     return call
 
 
-async def propose_and_wait(node: Proposer, data: bytes) -> pb.CommandResult:
+async def propose_and_wait(node: Proposer, data: bytes) -> logpb.CommandResult:
     """Propose one command and wait until it is applied on this node.
 
     Returns the state machine's result if it accepted the command. Raises :class:`Refused` with
@@ -150,7 +151,7 @@ async def propose_and_wait(node: Proposer, data: bytes) -> pb.CommandResult:
     except Exception as exc:  # ProposeError
         code = getattr(exc, "code", "unavailable")
         raise Refused(code if code in STATUS else "unavailable", f"write not committed: {exc}") from None
-    result = pb.CommandResult()
+    result = logpb.CommandResult()
     result.ParseFromString(raw)
     if not raw:
         raise Refused("unavailable", "the write's outcome is unknown (retry with the same idempotency key)")

@@ -22,7 +22,7 @@ from raftsched.fsm import keys
 from raftsched.fsm.state import Retention, SchedulerState
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import MisfireSettings, plan_fires
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_700_000_040_000
 S = 1000

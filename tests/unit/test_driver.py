@@ -13,7 +13,7 @@ from raftsched.leader.driver import MAX_ENTRY_BYTES, BatchBuilder, LeaderDriver,
 from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import plan_fires, single_fire
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_800_000_000_000  # a whole second
 

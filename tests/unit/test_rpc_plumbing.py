@@ -13,7 +13,7 @@ from raftsched.abc import CommitHook, ProposeCallback, ProposeError
 from raftsched.errors import InvalidSpec, NotFound, NotLeader, RaftschedError, Unavailable
 from raftsched.rpc import plumbing
 from raftsched.rpc.plumbing import Refused, propose_and_wait, rpc
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as logpb
 
 
 class Aborted(Exception):
@@ -120,17 +120,17 @@ def refused(proposer: Proposer) -> Refused:
 
 
 def test_an_applied_command_returns_its_result() -> None:
-    ok = pb.CommandResult(ok=True, fired=3)
+    ok = logpb.CommandResult(ok=True, fired=3)
     proposer = Proposer(ok.SerializeToString())
     assert asyncio.run(propose_and_wait(proposer, b"cmd")) == ok
     assert proposer.proposed == [b"cmd"]
 
 
 def test_a_rejected_command_raises_its_rejection_code() -> None:
-    rejected = pb.CommandResult(ok=False, code="not_found", message="task 't' does not exist")
+    rejected = logpb.CommandResult(ok=False, code="not_found", message="task 't' does not exist")
     exc = refused(Proposer(rejected.SerializeToString()))
     assert (exc.code, str(exc)) == ("not_found", "task 't' does not exist")
-    no_code = pb.CommandResult(ok=False, message="?").SerializeToString()
+    no_code = logpb.CommandResult(ok=False, message="?").SerializeToString()
     assert refused(Proposer(no_code)).code == "internal"
 
 

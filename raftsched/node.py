@@ -76,7 +76,7 @@ class Node:
         # No fsync on the apply thread: a commit per Raft tick must not block heartbeats on the
         # disk (that caused elections under load). Commits keep LMDB's ACI properties and survive
         # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
-        # own journal is never fsynced at all (LIBRARY-NOTES §1.8), so this costs no durability
+        # own journal is never fsynced at all (docs/architecture.md §10), so this costs no durability
         # the Raft log itself would have offered.
         self.store = LmdbStore(self.me.data_dir, sync=False)
         self._flusher_stop = threading.Event()

@@ -1,6 +1,6 @@
 """The consensus adapter: the only module in raftsched that imports pysyncobj.
 
-Decisions forced by pysyncobj (see LIBRARY-NOTES.md §1 and DESIGN.md §11):
+Decisions forced by pysyncobj (docs/architecture.md, "Facts about the libraries"):
 
 * ONE replicated entry point, ``_raftsched_apply(data: bytes)``; ``data`` is our protobuf command.
   pysyncobj numbers replicated methods by sorted name, so a single stable name can never break a
@@ -98,7 +98,7 @@ class _Raft(SyncObj):  # type: ignore[misc]
 
     @replicated  # type: ignore[untyped-decorator]
     def _raftsched_apply(self, data: bytes) -> int:
-        # raftLastApplied + 1 is the index of the entry being applied (verified in LIBRARY-NOTES).
+        # raftLastApplied + 1 is the index of the entry being applied (docs/architecture.md §10).
         # The entry is applied on the applier thread; the proposer gets its result through
         # Applier.on_result(index). Returning the index is all the tick thread does.
         index = int(self.raftLastApplied) + 1

@@ -139,10 +139,11 @@ def check_text(value: str, field_name: str, max_bytes: int) -> None:
     """Refuse a non-string, a NUL or lone surrogate in it, or more than ``max_bytes`` of UTF-8."""
     if not isinstance(value, str):
         raise InvalidSpec(field_name, f"must be a string, got {type(value).__name__}")
-    problem = _bad_char(value)
+    ascii_only = value.isascii()  # the common case: no surrogate possible, one byte a character
+    problem = _bad_char(value) if not ascii_only or "\x00" in value else None
     if problem is not None:
         raise InvalidSpec(field_name, problem)
-    size = len(value.encode("utf-8"))
+    size = len(value) if ascii_only else len(value.encode("utf-8"))
     if size > max_bytes:
         raise InvalidSpec(field_name, f"{size:,} bytes, at most {max_bytes:,} allowed")
 
@@ -270,6 +271,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_PARAMS_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def _json_depth_exceeds(text: str, limit: int) -> bool:
     """Whether arrays and objects in ``text`` nest deeper than ``limit``. A scan, no recursion."""
     depth = 0
@@ -297,17 +301,20 @@ def parse_params(params_json: str, field_name: str = "params") -> dict[str, Any]
     check_text(params_json, field_name, MAX_PARAMS_BYTES)
     if not params_json:
         return {}
-    if _json_depth_exceeds(params_json, MAX_PARAMS_DEPTH):
+    # Fewer brackets than the limit cannot nest past it: most params skip the scan.
+    brackets = params_json.count("[") + params_json.count("{")
+    if brackets > MAX_PARAMS_DEPTH and _json_depth_exceeds(params_json, MAX_PARAMS_DEPTH):
         raise InvalidSpec(field_name, f"JSON nested deeper than {MAX_PARAMS_DEPTH} levels")
     try:
-        value = json.loads(params_json, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = _PARAMS_DECODER.decode(params_json)
     except _NotJson as exc:
         raise InvalidSpec(field_name, str(exc)) from None
     except ValueError as exc:  # JSONDecodeError, and int() past its digit limit
         raise InvalidSpec(field_name, f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise InvalidSpec(field_name, f"must be a JSON object, got {type(value).__name__}")
-    _check_json_strings(value, field_name)
+    if "\\" in params_json:  # a NUL or surrogate can only come from an escape (the raw text passed)
+        _check_json_strings(value, field_name)
     return value
 
 

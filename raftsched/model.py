@@ -148,11 +148,6 @@ def check_text(value: str, field_name: str, max_bytes: int) -> None:
         raise InvalidSpec(field_name, f"{size:,} bytes, at most {max_bytes:,} allowed")
 
 
-# Kept for callers that imported the private names.
-_check_int = check_int
-_check_text = check_text
-
-
 @dataclass(frozen=True, slots=True)
 class CronTrigger:
     """Fires on a cron expression evaluated in ``timezone`` (5 fields, or 6 with seconds last)."""

@@ -32,11 +32,15 @@ UTF-8). A task needs a ``command`` or a ``handler``: one with neither could only
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from raftsched.errors import InvalidSpec, quote
 
@@ -240,6 +244,32 @@ class TaskSpec:
         # Last, so that a more specific problem with the fields given is the one reported.
         if not self.command and not self.handler:
             raise InvalidSpec("command", "give a command or a handler (a task with neither cannot run)")
+
+
+_D = TypeVar("_D", bound="DataclassInstance")
+
+
+def unchecked(cls: type[_D], **values: Any) -> _D:
+    """An instance of the frozen value class ``cls`` built from ``values`` *without* validation.
+
+    Only for a value read back from the replicated state (a stored task record): it was valid
+    under the rules of the version that accepted it, and a rule added since (a command now being
+    required, NUL refused, params nesting bounded) must not stop a node from loading its state.
+    New rules apply to every submission; a stored value that breaks them keeps working as it
+    did and is refused only when it is submitted again. Fields not given take their defaults.
+    """
+    obj = object.__new__(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in values:
+            value = values[f.name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name} has no default; give it")
+        object.__setattr__(obj, f.name, value)
+    return obj
 
 
 def validate_params(params_json: str, field_name: str = "params") -> None:

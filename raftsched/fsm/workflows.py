@@ -69,15 +69,8 @@ def internal_spec(name: str, **fields: object) -> TaskSpec:
 
 
 def spec_from_record(msg: pb.TaskSpec) -> TaskSpec:
-    """Decode a stored TaskSpec, internal names included."""
-    if not is_internal(msg.name):
-        return codec.spec_from_pb(msg)
-    copy = pb.TaskSpec()
-    copy.CopyFrom(msg)
-    copy.name = "internal"
-    spec = codec.spec_from_pb(copy)
-    object.__setattr__(spec, "name", msg.name)
-    return spec
+    """Decode a stored TaskSpec, internal names included (not validated again: it was accepted)."""
+    return codec.stored_spec_from_pb(msg)
 
 
 @dataclass(frozen=True, slots=True)

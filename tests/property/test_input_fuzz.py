@@ -75,6 +75,8 @@ def test_hostile_task_specs_are_refused_as_values_and_change_nothing(spec: pb.Ta
         bounded(exc)
         model_ok = False
     else:
+        # Read back from the state (not validated again) it is the same value.
+        assert codec.stored_spec_from_pb(codec.spec_to_pb(decoded)) == decoded
         try:  # the leader's planning (cron and zone through croniter, the first fire)
             writes.create_task(decoded, disabled=False, now_ms=T0 + 1000, epoch=1, origin="n1", key="")
         except InvalidSpec as exc:

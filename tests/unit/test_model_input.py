@@ -21,6 +21,7 @@ from raftsched.errors import (
     TemplateError,
     quote,
 )
+from raftsched.fsm import keys
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import (
@@ -307,3 +308,29 @@ def test_apply_workflow_with_hostile_params_is_rejected_and_changes_nothing(para
         result = state.apply(codec.encode_command(cmd)).result
         assert (result.ok, result.code) == (False, "invalid_argument")
         assert domain(state) == before
+
+
+# -- stored before these rules: still loads ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "legacy",
+    [
+        pb.TaskSpec(name="legacy", trigger=pb.Trigger(manual=pb.ManualTrigger())),  # no command
+        pb.TaskSpec(name="legacy", command="echo \x00", params_json='{"a": NaN}'),
+        pb.TaskSpec(name="legacy", command="true", params_json=DEEP_ARRAY[:200] + DEEP_ARRAY[-200:]),
+    ],
+)
+def test_a_task_stored_before_the_new_rules_still_loads(legacy: pb.TaskSpec) -> None:
+    # A node must be able to restart on state an older version accepted; the new rules apply
+    # when the task is submitted again, not when it is read back.
+    with pytest.raises(InvalidSpec):
+        codec.spec_from_pb(legacy)
+    state = seeded()
+    record = pb.TaskRecord(spec=legacy, version=1, enabled=True, created_ms=T0, watermark_ms=T0)
+    state.store.put(keys.task_key("legacy"), record.SerializeToString(deterministic=True))
+    before = domain(state)
+    reloaded = SchedulerState.load(state.store)
+    assert reloaded.get_task("legacy") is not None
+    assert domain(reloaded) == before
+    assert codec.stored_spec_from_pb(legacy).command == legacy.command

@@ -259,6 +259,7 @@ class WorkflowBook:
         # Check everything that can refuse before mutating anything.
         if has_schedule:
             _check_next_fire(body.next_fire_ms, max(trig.watermark_ms if trig else 0, now))
+            schedule = codec.trigger_from_pb(pb.Trigger(cron=spec.schedule))  # its structure
         if trig is not None:
             _check_nothing_due(trig, now)
         version = wf.version + 1 if wf is not None else 1
@@ -291,7 +292,7 @@ class WorkflowBook:
         if has_schedule:
             tspec = internal_spec(
                 trig_name,
-                trigger=codec.trigger_from_pb(pb.Trigger(cron=spec.schedule)),
+                trigger=schedule,
                 command="",
                 handler="workflow",
                 misfire=codec.MISFIRE_FROM_PB[spec.misfire],

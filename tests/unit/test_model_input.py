@@ -334,3 +334,20 @@ def test_a_task_stored_before_the_new_rules_still_loads(legacy: pb.TaskSpec) -> 
     assert reloaded.get_task("legacy") is not None
     assert domain(reloaded) == before
     assert codec.stored_spec_from_pb(legacy).command == legacy.command
+
+
+@pytest.mark.parametrize("expr", [" ", "x" * 300, "* * * * *\x00"])
+def test_a_malformed_schedule_in_apply_is_refused_before_anything_is_written(expr: str) -> None:
+    # Found by the fuzz test: apply skips the schedule in its structural check (the leader checks
+    # it against croniter) and used to build the trigger task after writing the new version.
+    state = seeded()
+    spec = workflow()
+    spec.schedule.expr = expr
+    before = domain(state)
+    cmd = envelope(T0 + 1)
+    cmd.apply_workflow.spec.CopyFrom(spec)
+    cmd.apply_workflow.next_fire_ms = T0 + 60_000
+    result = state.apply(codec.encode_command(cmd)).result
+    assert (result.ok, result.code) == (False, "invalid_argument")
+    assert result.message.startswith("trigger.cron: ")
+    assert domain(state) == before

@@ -1,6 +1,6 @@
 """Hostile input at the model layer: refused with a clear InvalidSpec, never another exception.
 
-Each case reproduces a finding of the hardening issue (deep params raised RecursionError, NaN
+Each case reproduces a problem found against a real cluster (deep params raised RecursionError, NaN
 and NUL were accepted, a task with no command ran and failed forever, messages echoed megabytes),
 first on the validation functions, then through the in-process apply path, where a rejected
 command must leave the replicated state exactly as it was.
@@ -41,7 +41,7 @@ from raftsched.workflow.validate import validate_workflow
 from tests.fuzz_strategies import domain
 
 T0 = 1_700_000_040_000
-DEEP_ARRAY = "[" * 990 + "]" * 990  # the issue's 2 KB payload
+DEEP_ARRAY = "[" * 990 + "]" * 990  # 2 KB that raised RecursionError through AddTask
 DEEP_OBJECT = '{"a":' * 2000 + "1" + "}" * 2000
 
 

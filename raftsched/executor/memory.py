@@ -12,11 +12,15 @@ Timeouts are not modelled: an endpoint that wants a call to fail raises
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from raftsched.abc import TransportError
 from raftsched.v1 import raftsched_pb2 as pb
+
+if TYPE_CHECKING:
+    from raftsched.executor.agent import Executor
 
 _END = None  # queued by close(): the stream ends
 
@@ -96,7 +100,9 @@ class MemoryTransport:
     def __init__(self, endpoint: ExecutorEndpoint) -> None:
         self.endpoint = endpoint
 
-    async def register(self, target: str, request: pb.RegisterRequest, *, timeout_s: float) -> pb.RegisterReply:
+    async def register(
+        self, target: str, request: pb.RegisterRequest, *, timeout_s: float
+    ) -> pb.RegisterReply:
         await asyncio.sleep(0)
         return self.endpoint.register(target, request)
 
@@ -126,8 +132,15 @@ class LoopbackEndpoint:
     """A stand-in leader for tests: accepts every executor at ``epoch``, records what it is told.
 
     ``push(name, items)`` sends work to the executor's open stream; ``reports`` collects every
-    result reported (each is acknowledged); ``heartbeats`` every heartbeat. ``changed`` wakes
-    :meth:`until` after every call, so a test waits for a condition instead of sleeping.
+    result reported (each is acknowledged); ``heartbeats`` every heartbeat. :meth:`until` wakes
+    after every call, so a test waits for a condition instead of sleeping. Typical use::
+
+        endpoint = LoopbackEndpoint()
+        ex = Executor("loopback:1", "ex1", transport=MemoryTransport(endpoint),
+                      execution_log=MemoryExecutionLog())
+        async with endpoint.serving(ex):
+            endpoint.push("ex1", [work_item])
+            await endpoint.until(lambda: len(endpoint.reports) == 1)
     """
 
     def __init__(self, *, epoch: int = 1, lease_ms: int = 2000, heartbeat_ms: int = 100) -> None:
@@ -179,7 +192,21 @@ class LoopbackEndpoint:
             if left <= 0:
                 raise TimeoutError("condition not reached in time")
             self._changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(left, 0.05))
-            except TimeoutError:
-                pass
+
+    @contextlib.asynccontextmanager
+    async def serving(self, executor: Executor, timeout_s: float = 10.0) -> AsyncIterator[None]:
+        """Run ``executor`` (over a :class:`MemoryTransport` to this endpoint) until the block
+        ends; the block starts once its dispatch stream is open. The executor's own failure,
+        if any, is raised when the block ends."""
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(executor.run(stop))
+        try:
+            await self.until(lambda: task.done() or executor.name in self.streams, timeout_s)
+            if task.done():
+                task.result()  # it failed to start: say why
+            yield
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout_s)

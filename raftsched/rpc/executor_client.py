@@ -43,7 +43,9 @@ class GrpcExecutorTransport:
             ch = self._channels[target] = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
         return pb_grpc.ExecutorServiceStub(ch)
 
-    async def register(self, target: str, request: pb.RegisterRequest, *, timeout_s: float) -> pb.RegisterReply:
+    async def register(
+        self, target: str, request: pb.RegisterRequest, *, timeout_s: float
+    ) -> pb.RegisterReply:
         try:
             reply: pb.RegisterReply = await self._stub(target).Register(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:

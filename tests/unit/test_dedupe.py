@@ -20,11 +20,11 @@ from raftsched.executor.dedupe import (
     INTERRUPTED_ERROR,
     BeginOutcome,
     BeginStatus,
-    ExecutionLog,
+    DedupeLog,
     ExecutionState,
 )
 from raftsched.executor.runners import AttemptResult
-from raftsched.storage.lmdb_store import LmdbExecutionLog
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 
 NEW, RUNNING, DONE = BeginStatus.NEW, BeginStatus.RUNNING, BeginStatus.DONE
 
@@ -40,12 +40,12 @@ def cache_size(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture
-def log(tmp_path: Path, cache_size: int) -> Iterator[ExecutionLog]:
-    with ExecutionLog(tmp_path, cache_size=cache_size) as opened:
+def log(tmp_path: Path, cache_size: int) -> Iterator[DedupeLog]:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as opened:
         yield opened
 
 
-def test_new_running_done(log: ExecutionLog) -> None:
+def test_new_running_done(log: DedupeLog) -> None:
     assert log.begin("t@1/0/1") == BeginOutcome(NEW)
     assert log.begin("t@1/0/1") == BeginOutcome(RUNNING)
     assert log.running() == ["t@1/0/1"]
@@ -61,7 +61,7 @@ def test_new_running_done(log: ExecutionLog) -> None:
     assert log.begin("t@1/0/2") == BeginOutcome(NEW)
 
 
-def test_finish_contract(log: ExecutionLog) -> None:
+def test_finish_contract(log: DedupeLog) -> None:
     with pytest.raises(ValueError, match="without begin"):
         log.finish("a/0/1", ok("a/0/1"))
     log.begin("a/0/1")
@@ -74,13 +74,13 @@ def test_finish_contract(log: ExecutionLog) -> None:
 
 
 def test_state_survives_close_and_reopen(tmp_path: Path, cache_size: int) -> None:
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         for eid in ("a/0/1", "b/0/1", "c/0/1"):
             assert log.begin(eid).status is NEW
         log.finish("a/0/1", ok("a/0/1", "A"))
         log.finish("b/0/1", ok("b/0/1", "B"))
         assert log.acknowledge(["a/0/1"]) == 1
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         assert log.begin("a/0/1") == BeginOutcome(DONE, ok("a/0/1", "A"))
         assert log.begin("b/0/1") == BeginOutcome(DONE, ok("b/0/1", "B"))
         assert log.begin("c/0/1") == BeginOutcome(RUNNING)
@@ -92,7 +92,7 @@ def test_state_survives_close_and_reopen(tmp_path: Path, cache_size: int) -> Non
 
 
 def test_values_are_versioned_json(tmp_path: Path) -> None:
-    with ExecutionLog(tmp_path) as log:
+    with DedupeLog.open(tmp_path) as log:
         log.begin("a/0/1")
         log.finish("a/0/1", ok("a/0/1", "hi"))
     with LmdbExecutionLog(tmp_path) as raw:
@@ -107,18 +107,18 @@ def test_refuses_entries_from_a_newer_format(tmp_path: Path) -> None:
     with LmdbExecutionLog(tmp_path) as raw:
         raw.insert("a/0/1", json.dumps({"v": 99, "state": "running"}).encode())
     with pytest.raises(ValueError, match="format version 99, newer"):
-        ExecutionLog(tmp_path)
+        DedupeLog.open(tmp_path)
     with pytest.raises(ValueError, match="newer"):  # not "open in another process": it was released
-        ExecutionLog(tmp_path)
+        DedupeLog.open(tmp_path)
 
 
 def test_recover_finishes_attempts_interrupted_by_a_crash(tmp_path: Path) -> None:
     # A real crash: the process dies with attempts running, without closing anything.
     script = (
         "import os, sys\n"
-        "from raftsched.executor.dedupe import ExecutionLog\n"
+        "from raftsched.executor.dedupe import DedupeLog\n"
         "from raftsched.executor.runners import AttemptResult\n"
-        "log = ExecutionLog(sys.argv[1])\n"
+        "log = DedupeLog.open(sys.argv[1])\n"
         "for eid in ('a/0/1', 'b/0/1', 'c/0/1'):\n"
         "    log.begin(eid)\n"
         "log.finish('b/0/1', AttemptResult('b/0/1', True, 0))\n"
@@ -127,7 +127,7 @@ def test_recover_finishes_attempts_interrupted_by_a_crash(tmp_path: Path) -> Non
     crashed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], timeout=60, check=False)
     assert crashed.returncode == 9
 
-    with ExecutionLog(tmp_path) as log:
+    with DedupeLog.open(tmp_path) as log:
         assert log.running() == ["a/0/1", "c/0/1"]
         assert log.begin("a/0/1") == BeginOutcome(RUNNING)  # not run again, even before recover()
         assert log.begin("d/0/1") == BeginOutcome(NEW)  # begun by this process: recover leaves it
@@ -138,11 +138,11 @@ def test_recover_finishes_attempts_interrupted_by_a_crash(tmp_path: Path) -> Non
         assert log.begin("a/0/1") == BeginOutcome(DONE, expected[0])
         assert log.pending_reports() == [expected[0], AttemptResult("b/0/1", True, 0), expected[1]]
         assert log.recover() == []
-    with ExecutionLog(tmp_path) as log:  # a clean restart: d was running, so it was interrupted
+    with DedupeLog.open(tmp_path) as log:  # a clean restart: d was running, so it was interrupted
         assert [r.execution_id for r in log.recover()] == ["d/0/1"]
 
 
-def test_pending_reports_and_acknowledge(log: ExecutionLog) -> None:
+def test_pending_reports_and_acknowledge(log: DedupeLog) -> None:
     for i in range(5):
         log.begin(f"r/{i}/1")
     for i in (3, 0, 1, 4):
@@ -160,7 +160,7 @@ def test_pending_reports_and_acknowledge(log: ExecutionLog) -> None:
 
 
 def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) -> None:
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         ids = [f"p/{i}/1" for i in range(10)]
         for eid in ids:
             log.begin(eid)
@@ -180,7 +180,7 @@ def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) ->
         with pytest.raises(ValueError, match="keep"):
             log.prune(-1)
         assert log.begin("p/1/1") == BeginOutcome(NEW)  # pruned means forgotten
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         assert [eid for eid in ids if log.get(eid) is not None] == [
             "p/0/1",
             "p/1/1",
@@ -193,25 +193,25 @@ def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) ->
 
 
 def test_one_owner_per_directory(tmp_path: Path) -> None:
-    with ExecutionLog(tmp_path), pytest.raises(RuntimeError, match="open in another process"):
-        ExecutionLog(tmp_path)
-    ExecutionLog(tmp_path).close()
+    with DedupeLog.open(tmp_path), pytest.raises(RuntimeError, match="open in another process"):
+        DedupeLog.open(tmp_path)
+    DedupeLog.open(tmp_path).close()
 
 
 def test_closed_log_refuses_calls(tmp_path: Path) -> None:
-    log = ExecutionLog(tmp_path, cache_size=0)
+    log = DedupeLog.open(tmp_path, cache_size=0)
     log.close()
     log.close()
     with pytest.raises(RuntimeError, match="closed"):
         log.begin("a/0/1")
 
 
-def test_oversized_id_is_refused(log: ExecutionLog) -> None:
+def test_oversized_id_is_refused(log: DedupeLog) -> None:
     with pytest.raises(ValueError, match="511"):
         log.begin("x" * 512)
 
 
-def test_racing_begins_yield_exactly_one_new(log: ExecutionLog) -> None:
+def test_racing_begins_yield_exactly_one_new(log: DedupeLog) -> None:
     barrier = threading.Barrier(8)
 
     def begin(_: int) -> BeginStatus:
@@ -254,7 +254,7 @@ def test_matches_a_dict_oracle(
     path = tmp_path_factory.mktemp("oracle")
     oracle: dict[str, Entry] = {}
     seq = 0
-    log = ExecutionLog(path, cache_size=cache, sync=False)
+    log = DedupeLog.open(path, cache_size=cache, sync=False)
     try:
         for op, arg in ops:
             if op == "begin":
@@ -283,7 +283,7 @@ def test_matches_a_dict_oracle(
                     del oracle[eid]
             else:  # a restart: what was running is interrupted, and recover() finishes it
                 log.close()
-                log = ExecutionLog(path, cache_size=cache, sync=False)
+                log = DedupeLog.open(path, cache_size=cache, sync=False)
                 interrupted = sorted(
                     (e for e in oracle if oracle[e].state == "running"), key=lambda e: oracle[e].seq
                 )

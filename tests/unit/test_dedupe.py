@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from raftsched.abc import ExecutionLog
 from raftsched.executor.dedupe import (
     INTERRUPTED_ERROR,
     BeginOutcome,
@@ -25,6 +26,7 @@ from raftsched.executor.dedupe import (
 )
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
+from raftsched.storage.memory import MemoryExecutionLog
 
 NEW, RUNNING, DONE = BeginStatus.NEW, BeginStatus.RUNNING, BeginStatus.DONE
 
@@ -298,3 +300,68 @@ def test_matches_a_dict_oracle(
             assert len(log) == len(oracle)
     finally:
         log.close()
+
+
+# -- the ExecutionLog contract, over both stores -------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "lmdb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionLog]:
+    opened: ExecutionLog = MemoryExecutionLog() if request.param == "memory" else LmdbExecutionLog(tmp_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_store_inserts_once_and_keeps_insertion_order(store: ExecutionLog) -> None:
+    assert store.insert_many([("b", b"1"), ("a", b"2"), ("b", b"3")]) == [None, None, (b"1", False)]
+    assert store.insert_many([("a", b"9")]) == [(b"2", False)]
+    assert store.get("a") == (b"2", False) and store.get("zz") is None
+    store.update([("b", b"done", True)])  # settling keeps its place
+    store.update([("b", b"again", False)])
+    assert store.unsettled() == [("b", b"again"), ("a", b"2")]
+    assert len(store) == 2
+
+
+def test_store_update_of_a_missing_key_changes_nothing(store: ExecutionLog) -> None:
+    store.insert_many([("a", b"1")])
+    with pytest.raises(KeyError):
+        store.update([("a", b"2", True), ("missing", b"x", True)])
+    assert store.get("a") == (b"1", False)
+
+
+def test_store_prunes_the_oldest_settled_keys_only(store: ExecutionLog) -> None:
+    store.insert_many([(k, b"v") for k in "abcde"])
+    store.update([(k, b"v", True) for k in "abd"])
+    assert store.prune_settled(1) == ["a", "b"]
+    assert [k for k, _ in store.unsettled()] == ["c", "e"]
+    assert store.prune_settled(5) == [] and len(store) == 3
+    with pytest.raises(ValueError):
+        store.prune_settled(-1)
+
+
+def test_store_refuses_bad_keys_and_use_after_close(store: ExecutionLog) -> None:
+    for bad in ("", "x" * 512, "é" * 256):
+        with pytest.raises(ValueError):
+            store.insert_many([("ok", b""), (bad, b"")])
+    assert len(store) == 0
+    store.insert_many([("x" * 511, b"")])
+    store.flush()
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(RuntimeError):
+        store.insert_many([("a", b"")])
+
+
+def test_the_dedupe_rules_hold_over_the_memory_store_across_a_restart() -> None:
+    backing = MemoryExecutionLog()
+    first = DedupeLog(backing)
+    assert first.begin("a/0/1").status is NEW
+    assert first.begin("b/0/1").status is NEW
+    first.finish("b/0/1", ok("b/0/1"))
+    second = DedupeLog(backing)  # a restarted agent over the surviving log
+    assert second.begin("a/0/1").status is RUNNING
+    [interrupted] = second.recover()
+    assert interrupted.execution_id == "a/0/1" and interrupted.error == INTERRUPTED_ERROR
+    assert [r.execution_id for r in second.pending_reports()] == ["a/0/1", "b/0/1"]  # begin order

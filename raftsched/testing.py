@@ -331,7 +331,9 @@ class SimHarness:
 
     def tick(self) -> None:
         """One scheduling round at the current time: every node that believes it leads polls its
-        driver and its dispatcher; executors progress, heartbeat and report to the real leader."""
+        driver; the leader's dispatcher places work and sends it down the executors' streams;
+        then each executor's event loop runs until it is idle at this time (it takes work,
+        finishes commands, heartbeats, reports and reconnects as its own timers say)."""
         for node in self.nodes.values():
             sim_node = self.cluster.nodes[node.node_id]
             if sim_node.up and sim_node.believes_leader:

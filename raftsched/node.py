@@ -25,7 +25,9 @@ from raftsched.abc import Clock, Leadership, ProposeCallback
 from raftsched.config import ClusterConfig, load_config
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.metrics import LatenessLog, rss_bytes

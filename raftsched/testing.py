@@ -21,7 +21,9 @@ from raftsched.abc import ProposeError
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
 from raftsched.fsm import keys
-from raftsched.fsm.state import BarrierCommitted, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import BarrierCommitted, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal

@@ -19,7 +19,7 @@ import grpc
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.state import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
 from raftsched.rpc.admin import _Abort, _guard, propose_and_wait

@@ -328,14 +328,11 @@ class SchedulerState:
         check_next_fire(body.next_fire_ms, now)
         st = TaskState(spec, spec_bytes(codec.spec_to_pb(spec)))
         st.version = 1
-        # Runs of a deleted task of the same name may still be active (delete leaves them to
-        # finish); they count here, or their completion would drive the counter below zero.
-        st.active_runs = self.active_per_task.get(spec.name, 0)
         st.enabled = not body.disabled
         st.created_ms = st.updated_ms = now
         st.watermark_ms = now
         st.next_fire_ms = body.next_fire_ms
-        self.tasks[spec.name] = st
+        self.add_task(st)
         self.put_task(st)
         self.put_version(st)
         return st

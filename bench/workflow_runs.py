@@ -31,7 +31,7 @@ from raftsched import codec
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_795_996_800_000
 

@@ -19,7 +19,7 @@ from raftsched.model import (
     TaskSpec,
     Trigger,
 )
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 COMMAND_FORMAT = 1
 SNAPSHOT_FORMAT = 1

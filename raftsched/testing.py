@@ -27,11 +27,13 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
+from raftsched.leader.gate import leader_time
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.clock import ManualClock
 from raftsched.timing.schedule import MisfireSettings
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
 __all__ = ["ManualClock", "SimHarness", "SimNodeState"]
@@ -225,7 +227,7 @@ class SimHarness:
         leader = self.leader
         if leader is None:
             return
-        cmd = pb.Command(
+        cmd = logpb.Command(
             epoch=self.nodes[leader].dispatcher.epoch or self.cluster.term, now_ms=self.now(leader)
         )
         cmd.executor_join.name = ex.name
@@ -302,7 +304,9 @@ class SimHarness:
 
     # -- client writes (stamped as the leader's servicer would) ----------------------------------
 
-    def write(self, build: str, *args: object, via: str | None = None, **kwargs: object) -> pb.CommandResult:
+    def write(
+        self, build: str, *args: object, via: str | None = None, **kwargs: object
+    ) -> logpb.CommandResult:
         """Propose a client write through ``via`` (default: the leader) and settle. Raises on rejection."""
         node_id = via or self.leader
         if node_id is None:
@@ -310,8 +314,8 @@ class SimHarness:
         node = self.nodes[node_id]
         fn = getattr(writes, build)
         key = f"sim-{next(self._keys)}"
-        # Stamped as rpc/admin.py does: never below the committed leader time, whatever the clock.
-        now_ms = max(self.now(node_id), node.state.max_now_ms)
+        # Stamped as the leader gate does: never below the committed leader time, whatever the clock.
+        now_ms = leader_time(self.now(node_id), node.state.max_now_ms)
         epoch = node.driver.epoch or self.cluster.term
         stamp = {"now_ms": now_ms, "epoch": epoch, "origin": node_id, "key": key}
         if build in ("update_task", "set_enabled") or next(iter(inspect.signature(fn).parameters)) == "state":
@@ -326,7 +330,7 @@ class SimHarness:
             raise errors[0]
         if not box or box[0] is None:
             raise RuntimeError("write did not apply")
-        result = pb.CommandResult()
+        result = logpb.CommandResult()
         result.ParseFromString(box[0])
         if not result.ok:
             raise error_for_code(result.code, result.message)

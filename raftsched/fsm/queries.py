@@ -19,7 +19,7 @@ from raftsched.fsm.effects import AttemptReady, DispatchAttempt
 from raftsched.fsm.records import TaskState
 from raftsched.fsm.workflows import WorkflowBook, is_internal
 from raftsched.model import TaskSpec
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 # -- tasks (in memory) -----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftsched.model import TaskSpec
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
 """Final states of a run and of a shard attempt."""

@@ -1,6 +1,6 @@
 """The replicated state machine: the whole replicated truth of a raftsched cluster.
 
-``SchedulerState.apply(data)`` takes one encoded :class:`raftsched.v1.raftsched_pb2.Command` and
+``SchedulerState.apply(data)`` takes one encoded :class:`raftsched.v1.log_pb2.Command` and
 returns an :class:`Applied` — the result to hand back to the proposer plus the *effects* the
 leader carries out after commit (runs to dispatch, tasks to re-arm in the timing wheel).
 
@@ -44,7 +44,7 @@ from raftsched.fsm.effects import (
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, Executo
 from raftsched.fsm.state import SchedulerState
 from raftsched.model import execution_id
 from raftsched.sharding.ring import ShardRing
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
 
@@ -287,7 +288,7 @@ class Dispatcher:
 
     def results(self, executor: str, results: Iterable[pb.ExecResult], now_ms: int) -> bytes | None:
         """A ReportResults command for the executor's results (None if none are known here)."""
-        cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
+        cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.report_results.SetInParent()
         for res in results:
             run_id, shard, attempt = _split(res.execution_id)
@@ -322,7 +323,7 @@ class Dispatcher:
         if not self.leading:
             return []
         out: list[bytes] = []
-        lost = pb.Command(epoch=self.epoch, now_ms=now_ms)
+        lost = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         lost.report_results.SetInParent()
         for exec_id, lease in list(self.leases.items()):
             silent = lease.expires_ms <= now_ms
@@ -348,7 +349,7 @@ class Dispatcher:
             seen = self.last_seen.get(name, now_ms)
             if now_ms - seen > self.settings.lease_ms and name not in self.declared_dead:
                 self.declared_dead.add(name)
-                cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
+                cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
                 cmd.executor_leave.name = name
                 cmd.executor_leave.dead = True
                 cmd.executor_leave.reason = f"no heartbeat for {now_ms - seen} ms"
@@ -371,7 +372,7 @@ class Dispatcher:
         free = free_slots if free_slots is not None else self.free_slots()
         if not self.waiting:
             return None
-        cmd = pb.Command(epoch=self.epoch, now_ms=now_ms)
+        cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.assign_attempts.SetInParent()
         budget = self.settings.max_assign_per_command
         total_slots = sum(self.state.live_executors().values())

@@ -19,7 +19,7 @@ from raftsched.model import (
     Trigger,
 )
 from raftsched.timing.cron import CronSchedule
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 # Most fires enumerated for one task in one plan. A larger backlog is caught up over several
 # consecutive plans (each accounted in full), so a year of missed per-second fires never lands in

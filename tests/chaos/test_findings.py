@@ -14,11 +14,12 @@ from raftsched.consensus.pysyncobj_node import _Raft
 from raftsched.fsm.effects import BarrierCommitted
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.gate import LeaderGate
 from raftsched.localcluster import free_ports
 from raftsched.model import TaskSpec
 from raftsched.rpc.executor_service import ExecutorHub
 from raftsched.timing.clock import ManualClock
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
 from tests.unit.test_fsm_executors import join
 
@@ -67,13 +68,10 @@ def test_a_follower_replaying_its_own_old_barrier_does_not_start_dispatching() -
     Register (the executor saw "write not committed: raft: leader_changed")."""
     state = fresh()
     assert create(state, TaskSpec("t", EVERY_SECOND)).ok
-    follower = SimpleNamespace(
-        node_id="n3",
-        state=state,
-        clock=ManualClock(T0),
-        driver=SimpleNamespace(leading=False, epoch=0),  # what the node knows of its role
-    )
-    hub = ExecutorHub(follower, DispatchSettings(lease_ms=LEASE_MS))  # type: ignore[arg-type]
+    driver = SimpleNamespace(leading=False, ready=False, epoch=0)  # what the node knows of its role
+    gate = LeaderGate("n3", ManualClock(T0), state, driver, lambda: None, lambda: None)
+    follower = SimpleNamespace(node_id="n3", state=state, gate=gate)
+    hub = ExecutorHub(follower, DispatchSettings(lease_ms=LEASE_MS))
     hub._on_effects((BarrierCommitted("n3", 5),))  # replayed from the log, the node is a follower
     assert not hub.dispatcher.leading
 

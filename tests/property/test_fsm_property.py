@@ -23,7 +23,7 @@ from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import MisfireSettings, plan_fires
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_700_000_040_000
 S = 1000

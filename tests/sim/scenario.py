@@ -74,7 +74,7 @@ from raftsched.storage.memory import MemoryStore
 from raftsched.testing import SimHarness
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import MisfireSettings
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_700_000_040_000  # 2023-11-14T22:14:00Z, a whole minute
 

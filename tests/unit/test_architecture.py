@@ -24,6 +24,8 @@ PURE = [
     "timing/wheel.py",
     "timing/cron.py",
     "timing/schedule.py",
+    "timing/durations.py",
+    "workflow/located.py",
     "leader/writes.py",
     "replica.py",
     "consensus/memory.py",
@@ -51,6 +53,7 @@ ADAPTERS = {
     "lmdb": {"storage/lmdb_store.py"},
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
+    "yaml": {"workflow/yaml_reader.py"},
 }
 
 

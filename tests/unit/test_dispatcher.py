@@ -9,6 +9,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import TaskSpec
 from raftsched.sharding.ring import ShardRing
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
 from tests.unit.test_fsm_executors import join
@@ -28,7 +29,7 @@ def setup(
     return state, d
 
 
-def step(state: SchedulerState, d: Dispatcher, data: bytes, now: int) -> pb.CommandResult:
+def step(state: SchedulerState, d: Dispatcher, data: bytes, now: int) -> logpb.CommandResult:
     """Apply a command as the log would, and feed its effects to the dispatcher."""
     applied = state.apply(data)
     d.on_effects(applied.effects, now)
@@ -85,10 +86,10 @@ def test_heartbeats_keep_leases_and_silence_expires_them_into_a_retry() -> None:
     assert d.heartbeat(executor, [item.execution_id], T0 + 3 * S)
     assert d.heartbeat(other, [], T0 + 3 * S)
     assert not [
-        c for c in d.poll(T0 + 5 * S) if pb.Command.FromString(c).WhichOneof("body") == "report_results"
+        c for c in d.poll(T0 + 5 * S) if logpb.Command.FromString(c).WhichOneof("body") == "report_results"
     ]
     commands = d.poll(T0 + 7 * S)  # no heartbeat for its attempt since T0+3s: lease lost
-    bodies = [pb.Command.FromString(c) for c in commands]
+    bodies = [logpb.Command.FromString(c) for c in commands]
     lost = [c for c in bodies if c.WhichOneof("body") == "report_results"]
     assert lost and lost[0].report_results.results[0].lost
     retry_at = lost[0].report_results.results[0].retry_at_ms
@@ -104,11 +105,11 @@ def test_a_silent_executor_is_declared_dead_once() -> None:
     # A new leader gives executors one extra lease (3 s here) to find it before judging them.
     d.heartbeat("ex1", [], T0 + 5 * S)
     assert not [
-        c for c in d.poll(T0 + 5 * S) if pb.Command.FromString(c).WhichOneof("body") == "executor_leave"
+        c for c in d.poll(T0 + 5 * S) if logpb.Command.FromString(c).WhichOneof("body") == "executor_leave"
     ]
-    first = [pb.Command.FromString(c) for c in d.poll(T0 + 7 * S)]
+    first = [logpb.Command.FromString(c) for c in d.poll(T0 + 7 * S)]
     assert [c.executor_leave.name for c in first if c.WhichOneof("body") == "executor_leave"] == ["ex2"]
-    again = [pb.Command.FromString(c) for c in d.poll(T0 + 7 * S + 100)]
+    again = [logpb.Command.FromString(c) for c in d.poll(T0 + 7 * S + 100)]
     assert not [c for c in again if c.WhichOneof("body") == "executor_leave"]
 
 
@@ -145,12 +146,12 @@ def workflow_setup(runs: int, share: int, slots: int = 5) -> tuple[SchedulerStat
     assert state.apply(join("ex1", slots)).result.ok
     spec = pb.WorkflowSpec(name="wf", backfill_share_pct=share)
     spec.tasks.add(name="only", command="true")
-    cmd = pb.Command(epoch=1, now_ms=T0)
+    cmd = logpb.Command(epoch=1, now_ms=T0)
     cmd.apply_workflow.spec.CopyFrom(spec)
     assert state.apply(codec.encode_command(cmd)).result.ok
     d = Dispatcher(state, SETTINGS, random.Random(7))
     d.become_leader(1, T0)
-    cmd = pb.Command(epoch=1, now_ms=T0)
+    cmd = logpb.Command(epoch=1, now_ms=T0)
     cmd.start_backfill.workflow = "wf"
     cmd.start_backfill.logical_ms.extend(T0 - (i + 1) * 86_400_000 for i in range(runs))
     assert step(state, d, codec.encode_command(cmd), T0).ok
@@ -184,7 +185,7 @@ def test_killing_a_workflow_run_cancels_its_running_attempt_on_the_executor() ->
         step(state, d, data, T0)
     [(executor, item)] = d.take_outbox()
     assert d.leases
-    cmd = pb.Command(epoch=1, now_ms=T0 + S)
+    cmd = logpb.Command(epoch=1, now_ms=T0 + S)
     cmd.workflow_run_op.op = pb.WorkflowRunOp.KILL
     cmd.workflow_run_op.run_id = state.list_workflow_runs("wf")[0].run_id
     assert step(state, d, codec.encode_command(cmd), T0 + S).ok

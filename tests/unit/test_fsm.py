@@ -23,7 +23,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import CronTrigger, IntervalTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_700_000_040_000  # a whole minute
 S = 1000

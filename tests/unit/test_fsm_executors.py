@@ -8,7 +8,7 @@ from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, ExecutorChanged
 from raftsched.fsm.state import SchedulerState
 from raftsched.model import TaskSpec
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, domain, fresh, tick
 
 

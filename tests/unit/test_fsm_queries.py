@@ -7,7 +7,7 @@ import pytest
 from raftsched.abc import StoreReader
 from raftsched.fsm import queries
 from raftsched.model import Overlap, TaskSpec
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import (
     EVERY_SECOND,
     T0,

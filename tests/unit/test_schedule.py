@@ -31,7 +31,7 @@ from raftsched.timing.schedule import (
     plan_fires,
     prepare_spec,
 )
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_700_000_040_000
 S = 1000

@@ -13,7 +13,7 @@ from raftsched import codec
 from raftsched.errors import InvalidSpec, InvalidWorkflow, NotFound
 from raftsched.leader import writes
 from raftsched.timing.cron import CronSchedule
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 NOW = 1_796_032_800_000  # 2026-11-30T10:00:00Z
 DAY = 86_400_000

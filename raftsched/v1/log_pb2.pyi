@@ -1,0 +1,434 @@
+from raftsched.v1 import records_pb2 as _records_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+from raftsched.v1.records_pb2 import CronTrigger as CronTrigger
+from raftsched.v1.records_pb2 import IntervalTrigger as IntervalTrigger
+from raftsched.v1.records_pb2 import OnceTrigger as OnceTrigger
+from raftsched.v1.records_pb2 import ManualTrigger as ManualTrigger
+from raftsched.v1.records_pb2 import Trigger as Trigger
+from raftsched.v1.records_pb2 import TaskSpec as TaskSpec
+from raftsched.v1.records_pb2 import TaskRecord as TaskRecord
+from raftsched.v1.records_pb2 import FireRecord as FireRecord
+from raftsched.v1.records_pb2 import ShardAttempt as ShardAttempt
+from raftsched.v1.records_pb2 import Run as Run
+from raftsched.v1.records_pb2 import Dependency as Dependency
+from raftsched.v1.records_pb2 import WorkflowTaskSpec as WorkflowTaskSpec
+from raftsched.v1.records_pb2 import WorkflowSpec as WorkflowSpec
+from raftsched.v1.records_pb2 import WorkflowRecord as WorkflowRecord
+from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
+from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
+from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
+from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
+from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
+from raftsched.v1.records_pb2 import ItemResult as ItemResult
+from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
+from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
+from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
+from raftsched.v1.records_pb2 import RunState as RunState
+from raftsched.v1.records_pb2 import EdgeCondition as EdgeCondition
+from raftsched.v1.records_pb2 import TriggerRule as TriggerRule
+from raftsched.v1.records_pb2 import WorkflowTaskState as WorkflowTaskState
+from raftsched.v1.records_pb2 import WorkflowRunState as WorkflowRunState
+
+DESCRIPTOR: _descriptor.FileDescriptor
+MISFIRE_UNSPECIFIED: _records_pb2.MisfirePolicy
+MISFIRE_LATEST: _records_pb2.MisfirePolicy
+MISFIRE_ALL: _records_pb2.MisfirePolicy
+MISFIRE_SKIP: _records_pb2.MisfirePolicy
+OVERLAP_UNSPECIFIED: _records_pb2.OverlapPolicy
+OVERLAP_SKIP: _records_pb2.OverlapPolicy
+OVERLAP_ALLOW: _records_pb2.OverlapPolicy
+OUTCOME_UNSPECIFIED: _records_pb2.FireOutcome
+FIRED: _records_pb2.FireOutcome
+COALESCED: _records_pb2.FireOutcome
+SKIPPED_OVERLAP: _records_pb2.FireOutcome
+SKIPPED_MISFIRE: _records_pb2.FireOutcome
+SKIPPED_DISABLED: _records_pb2.FireOutcome
+RUN_STATE_UNSPECIFIED: _records_pb2.RunState
+PENDING: _records_pb2.RunState
+RUNNING: _records_pb2.RunState
+SUCCEEDED: _records_pb2.RunState
+FAILED: _records_pb2.RunState
+CANCELLED: _records_pb2.RunState
+CONDITION_UNSPECIFIED: _records_pb2.EdgeCondition
+ON_SUCCESS: _records_pb2.EdgeCondition
+ON_FAILURE: _records_pb2.EdgeCondition
+ON_DONE: _records_pb2.EdgeCondition
+RULE_UNSPECIFIED: _records_pb2.TriggerRule
+RULE_ALL: _records_pb2.TriggerRule
+RULE_ANY: _records_pb2.TriggerRule
+TASK_STATE_UNSPECIFIED: _records_pb2.WorkflowTaskState
+TASK_WAITING: _records_pb2.WorkflowTaskState
+TASK_READY: _records_pb2.WorkflowTaskState
+TASK_RUNNING: _records_pb2.WorkflowTaskState
+TASK_SUCCESS: _records_pb2.WorkflowTaskState
+TASK_FAILED: _records_pb2.WorkflowTaskState
+TASK_TIMEOUT: _records_pb2.WorkflowTaskState
+TASK_SKIPPED: _records_pb2.WorkflowTaskState
+TASK_KILLED: _records_pb2.WorkflowTaskState
+WORKFLOW_STATE_UNSPECIFIED: _records_pb2.WorkflowRunState
+WORKFLOW_RUNNING: _records_pb2.WorkflowRunState
+WORKFLOW_SUCCESS: _records_pb2.WorkflowRunState
+WORKFLOW_FAILED: _records_pb2.WorkflowRunState
+WORKFLOW_KILLED: _records_pb2.WorkflowRunState
+
+class CreateTask(_message.Message):
+    __slots__ = ("spec", "next_fire_ms", "disabled")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    DISABLED_FIELD_NUMBER: _ClassVar[int]
+    spec: _records_pb2.TaskSpec
+    next_fire_ms: int
+    disabled: bool
+    def __init__(self, spec: _Optional[_Union[_records_pb2.TaskSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., disabled: _Optional[bool] = ...) -> None: ...
+
+class CreateTasks(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[CreateTask]
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateTask, _Mapping]]] = ...) -> None: ...
+
+class UpdateTask(_message.Message):
+    __slots__ = ("spec", "next_fire_ms", "expected_version")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    spec: _records_pb2.TaskSpec
+    next_fire_ms: int
+    expected_version: int
+    def __init__(self, spec: _Optional[_Union[_records_pb2.TaskSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class DeleteTask(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class SetEnabled(_message.Message):
+    __slots__ = ("name", "enabled", "next_fire_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    enabled: bool
+    next_fire_ms: int
+    def __init__(self, name: _Optional[str] = ..., enabled: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class TriggerNow(_message.Message):
+    __slots__ = ("name", "params_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    params_json: str
+    def __init__(self, name: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class RetryRun(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class Barrier(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class Fire(_message.Message):
+    __slots__ = ("nominal_ms", "outcome", "reason", "through_ms", "count")
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    nominal_ms: int
+    outcome: _records_pb2.FireOutcome
+    reason: str
+    through_ms: int
+    count: int
+    def __init__(self, nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[_records_pb2.FireOutcome, str]] = ..., reason: _Optional[str] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class TaskFires(_message.Message):
+    __slots__ = ("task", "version", "fires", "next_fire_ms", "watermark_ms")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_MS_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    version: int
+    fires: _containers.RepeatedCompositeFieldContainer[Fire]
+    next_fire_ms: int
+    watermark_ms: int
+    def __init__(self, task: _Optional[str] = ..., version: _Optional[int] = ..., fires: _Optional[_Iterable[_Union[Fire, _Mapping]]] = ..., next_fire_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ...) -> None: ...
+
+class FireBatch(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskFires]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskFires, _Mapping]]] = ...) -> None: ...
+
+class AttemptResult(_message.Message):
+    __slots__ = ("run_id", "shard", "attempt", "success", "error", "executor", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_at_ms", "timed_out")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    shard: int
+    attempt: int
+    success: bool
+    error: str
+    executor: str
+    exit_code: int
+    stdout_tail: str
+    stderr_tail: str
+    lost: bool
+    retry_at_ms: int
+    timed_out: bool
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+
+class ExecutorJoin(_message.Message):
+    __slots__ = ("name", "slots", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slots: int
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ExecutorLeave(_message.Message):
+    __slots__ = ("name", "reason", "dead", "retry_at_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reason: str
+    dead: bool
+    retry_at_ms: int
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., dead: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("run_id", "shard", "attempt", "executor")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    shard: int
+    attempt: int
+    executor: str
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., executor: _Optional[str] = ...) -> None: ...
+
+class AssignAttempts(_message.Message):
+    __slots__ = ("assignments",)
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
+    def __init__(self, assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ...) -> None: ...
+
+class ReportResults(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AttemptResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
+
+class ApplyWorkflow(_message.Message):
+    __slots__ = ("spec", "next_fire_ms")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    spec: _records_pb2.WorkflowSpec
+    next_fire_ms: int
+    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class StartWorkflowRun(_message.Message):
+    __slots__ = ("workflow", "logical_ms", "params_json")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    logical_ms: int
+    params_json: str
+    def __init__(self, workflow: _Optional[str] = ..., logical_ms: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class StartBackfill(_message.Message):
+    __slots__ = ("workflow", "logical_ms", "from_ms", "to_ms", "params_json")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    logical_ms: _containers.RepeatedScalarFieldContainer[int]
+    from_ms: int
+    to_ms: int
+    params_json: str
+    def __init__(self, workflow: _Optional[str] = ..., logical_ms: _Optional[_Iterable[int]] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TASK_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TASK_FIELD_NUMBER: _ClassVar[int]
+    DELETE_TASK_FIELD_NUMBER: _ClassVar[int]
+    SET_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_NOW_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    FIRE_BATCH_FIELD_NUMBER: _ClassVar[int]
+    REPORT_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TASKS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_JOIN_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_LEAVE_FIELD_NUMBER: _ClassVar[int]
+    ASSIGN_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    APPLY_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    START_WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_RUN_OP_FIELD_NUMBER: _ClassVar[int]
+    START_BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    format: int
+    idempotency_key: str
+    epoch: int
+    now_ms: int
+    origin: str
+    create_task: CreateTask
+    update_task: UpdateTask
+    delete_task: DeleteTask
+    set_enabled: SetEnabled
+    trigger_now: TriggerNow
+    barrier: Barrier
+    fire_batch: FireBatch
+    report_results: ReportResults
+    create_tasks: CreateTasks
+    executor_join: ExecutorJoin
+    executor_leave: ExecutorLeave
+    assign_attempts: AssignAttempts
+    retry_run: RetryRun
+    apply_workflow: ApplyWorkflow
+    start_workflow_run: StartWorkflowRun
+    workflow_run_op: _records_pb2.WorkflowRunOp
+    start_backfill: StartBackfill
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ...) -> None: ...
+
+class CommandResult(_message.Message):
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    FIRED_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNTED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    code: str
+    message: str
+    task: _records_pb2.TaskRecord
+    run: _records_pb2.Run
+    fired: int
+    accounted: int
+    refused: int
+    items: _containers.RepeatedCompositeFieldContainer[_records_pb2.ItemResult]
+    workflow: _records_pb2.WorkflowRecord
+    workflow_run: _records_pb2.WorkflowRun
+    backfill: _records_pb2.BackfillRecord
+    changed: bool
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+
+class ExecutorRecord(_message.Message):
+    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    JOINED_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slots: int
+    labels: _containers.ScalarMap[str, str]
+    alive: bool
+    joined_ms: int
+    left_ms: int
+    left_reason: str
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ...) -> None: ...
+
+class AlertRecord(_message.Message):
+    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    owner: str
+    run_id: str
+    execution_id: str
+    error: str
+    at_ms: int
+    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ...) -> None: ...
+
+class Meta(_message.Message):
+    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain")
+    MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_SEQ_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    max_epoch: int
+    max_leader_now_ms: int
+    manual_seq: int
+    applied_commands: int
+    chain: bytes
+    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ...) -> None: ...
+
+class SnapshotEntry(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("format", "entries")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    format: int
+    entries: _containers.RepeatedCompositeFieldContainer[SnapshotEntry]
+    def __init__(self, format: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[SnapshotEntry, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,518 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MISFIRE_UNSPECIFIED: _ClassVar[MisfirePolicy]
+    MISFIRE_LATEST: _ClassVar[MisfirePolicy]
+    MISFIRE_ALL: _ClassVar[MisfirePolicy]
+    MISFIRE_SKIP: _ClassVar[MisfirePolicy]
+
+class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OVERLAP_UNSPECIFIED: _ClassVar[OverlapPolicy]
+    OVERLAP_SKIP: _ClassVar[OverlapPolicy]
+    OVERLAP_ALLOW: _ClassVar[OverlapPolicy]
+
+class FireOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_UNSPECIFIED: _ClassVar[FireOutcome]
+    FIRED: _ClassVar[FireOutcome]
+    COALESCED: _ClassVar[FireOutcome]
+    SKIPPED_OVERLAP: _ClassVar[FireOutcome]
+    SKIPPED_MISFIRE: _ClassVar[FireOutcome]
+    SKIPPED_DISABLED: _ClassVar[FireOutcome]
+
+class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_STATE_UNSPECIFIED: _ClassVar[RunState]
+    PENDING: _ClassVar[RunState]
+    RUNNING: _ClassVar[RunState]
+    SUCCEEDED: _ClassVar[RunState]
+    FAILED: _ClassVar[RunState]
+    CANCELLED: _ClassVar[RunState]
+
+class EdgeCondition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONDITION_UNSPECIFIED: _ClassVar[EdgeCondition]
+    ON_SUCCESS: _ClassVar[EdgeCondition]
+    ON_FAILURE: _ClassVar[EdgeCondition]
+    ON_DONE: _ClassVar[EdgeCondition]
+
+class TriggerRule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RULE_UNSPECIFIED: _ClassVar[TriggerRule]
+    RULE_ALL: _ClassVar[TriggerRule]
+    RULE_ANY: _ClassVar[TriggerRule]
+
+class WorkflowTaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[WorkflowTaskState]
+    TASK_WAITING: _ClassVar[WorkflowTaskState]
+    TASK_READY: _ClassVar[WorkflowTaskState]
+    TASK_RUNNING: _ClassVar[WorkflowTaskState]
+    TASK_SUCCESS: _ClassVar[WorkflowTaskState]
+    TASK_FAILED: _ClassVar[WorkflowTaskState]
+    TASK_TIMEOUT: _ClassVar[WorkflowTaskState]
+    TASK_SKIPPED: _ClassVar[WorkflowTaskState]
+    TASK_KILLED: _ClassVar[WorkflowTaskState]
+
+class WorkflowRunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORKFLOW_STATE_UNSPECIFIED: _ClassVar[WorkflowRunState]
+    WORKFLOW_RUNNING: _ClassVar[WorkflowRunState]
+    WORKFLOW_SUCCESS: _ClassVar[WorkflowRunState]
+    WORKFLOW_FAILED: _ClassVar[WorkflowRunState]
+    WORKFLOW_KILLED: _ClassVar[WorkflowRunState]
+MISFIRE_UNSPECIFIED: MisfirePolicy
+MISFIRE_LATEST: MisfirePolicy
+MISFIRE_ALL: MisfirePolicy
+MISFIRE_SKIP: MisfirePolicy
+OVERLAP_UNSPECIFIED: OverlapPolicy
+OVERLAP_SKIP: OverlapPolicy
+OVERLAP_ALLOW: OverlapPolicy
+OUTCOME_UNSPECIFIED: FireOutcome
+FIRED: FireOutcome
+COALESCED: FireOutcome
+SKIPPED_OVERLAP: FireOutcome
+SKIPPED_MISFIRE: FireOutcome
+SKIPPED_DISABLED: FireOutcome
+RUN_STATE_UNSPECIFIED: RunState
+PENDING: RunState
+RUNNING: RunState
+SUCCEEDED: RunState
+FAILED: RunState
+CANCELLED: RunState
+CONDITION_UNSPECIFIED: EdgeCondition
+ON_SUCCESS: EdgeCondition
+ON_FAILURE: EdgeCondition
+ON_DONE: EdgeCondition
+RULE_UNSPECIFIED: TriggerRule
+RULE_ALL: TriggerRule
+RULE_ANY: TriggerRule
+TASK_STATE_UNSPECIFIED: WorkflowTaskState
+TASK_WAITING: WorkflowTaskState
+TASK_READY: WorkflowTaskState
+TASK_RUNNING: WorkflowTaskState
+TASK_SUCCESS: WorkflowTaskState
+TASK_FAILED: WorkflowTaskState
+TASK_TIMEOUT: WorkflowTaskState
+TASK_SKIPPED: WorkflowTaskState
+TASK_KILLED: WorkflowTaskState
+WORKFLOW_STATE_UNSPECIFIED: WorkflowRunState
+WORKFLOW_RUNNING: WorkflowRunState
+WORKFLOW_SUCCESS: WorkflowRunState
+WORKFLOW_FAILED: WorkflowRunState
+WORKFLOW_KILLED: WorkflowRunState
+
+class CronTrigger(_message.Message):
+    __slots__ = ("expr", "timezone")
+    EXPR_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    expr: str
+    timezone: str
+    def __init__(self, expr: _Optional[str] = ..., timezone: _Optional[str] = ...) -> None: ...
+
+class IntervalTrigger(_message.Message):
+    __slots__ = ("every_ms", "start_ms")
+    EVERY_MS_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    every_ms: int
+    start_ms: int
+    def __init__(self, every_ms: _Optional[int] = ..., start_ms: _Optional[int] = ...) -> None: ...
+
+class OnceTrigger(_message.Message):
+    __slots__ = ("at_ms",)
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    at_ms: int
+    def __init__(self, at_ms: _Optional[int] = ...) -> None: ...
+
+class ManualTrigger(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Trigger(_message.Message):
+    __slots__ = ("cron", "interval", "once", "manual")
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    ONCE_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    cron: CronTrigger
+    interval: IntervalTrigger
+    once: OnceTrigger
+    manual: ManualTrigger
+    def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
+
+class TaskSpec(_message.Message):
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_ALL_CAP_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_ALL_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    trigger: Trigger
+    command: str
+    handler: str
+    shards: int
+    misfire: MisfirePolicy
+    misfire_all_cap: int
+    misfire_all_window_ms: int
+    overlap: OverlapPolicy
+    max_retries: int
+    timeout_ms: int
+    priority: int
+    owner: str
+    namespace: str
+    params_json: str
+    description: str
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class TaskRecord(_message.Message):
+    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    FIRES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIRES_FIELD_NUMBER: _ClassVar[int]
+    KEPT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    spec: TaskSpec
+    version: int
+    enabled: bool
+    created_ms: int
+    updated_ms: int
+    watermark_ms: int
+    next_fire_ms: int
+    active_runs: int
+    fires_total: int
+    runs_total: int
+    kept_fires: int
+    kept_runs: int
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ...) -> None: ...
+
+class FireRecord(_message.Message):
+    __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    nominal_ms: int
+    outcome: FireOutcome
+    reason: str
+    decided_ms: int
+    epoch: int
+    run_id: str
+    task_version: int
+    through_ms: int
+    count: int
+    def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ShardAttempt(_message.Message):
+    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_MS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    RETRY_BASE_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    attempt: int
+    state: RunState
+    error: str
+    finished_ms: int
+    executor: str
+    not_before_ms: int
+    assigned_ms: int
+    exit_code: int
+    stdout_tail: str
+    stderr_tail: str
+    lost: int
+    retry_base: int
+    timed_out: bool
+    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    TASK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    task: str
+    nominal_ms: int
+    task_version: int
+    state: RunState
+    created_ms: int
+    finished_ms: int
+    epoch: int
+    manual: bool
+    shards: _containers.RepeatedCompositeFieldContainer[ShardAttempt]
+    params_json: str
+    command: str
+    env: _containers.ScalarMap[str, str]
+    workflow_run: str
+    backfill: bool
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ...) -> None: ...
+
+class Dependency(_message.Message):
+    __slots__ = ("task", "condition")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    condition: EdgeCondition
+    def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
+
+class WorkflowTaskSpec(_message.Message):
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_RULE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    command: str
+    handler: str
+    shards: int
+    max_retries: int
+    timeout_ms: int
+    params_json: str
+    env: _containers.ScalarMap[str, str]
+    depends_on: _containers.RepeatedCompositeFieldContainer[Dependency]
+    trigger_rule: TriggerRule
+    priority: int
+    description: str
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ...) -> None: ...
+
+class WorkflowSpec(_message.Message):
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLEL_PER_RUN_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schedule: CronTrigger
+    tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
+    max_parallel_per_run: int
+    max_parallel: int
+    params_json: str
+    owner: str
+    description: str
+    misfire: MisfirePolicy
+    overlap: OverlapPolicy
+    backfill_share_pct: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ...) -> None: ...
+
+class WorkflowRecord(_message.Message):
+    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    spec: WorkflowSpec
+    version: int
+    created_ms: int
+    updated_ms: int
+    runs_total: int
+    active_runs: int
+    running_tasks: int
+    next_fire_ms: int
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class TimelineEntry(_message.Message):
+    __slots__ = ("state", "at_ms", "reason")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    state: WorkflowTaskState
+    at_ms: int
+    reason: str
+    def __init__(self, state: _Optional[_Union[WorkflowTaskState, str]] = ..., at_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class WorkflowTaskRun(_message.Message):
+    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIES_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: WorkflowTaskState
+    waiting: int
+    reason: str
+    run_id: str
+    tries: int
+    timeline: _containers.RepeatedCompositeFieldContainer[TimelineEntry]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ...) -> None: ...
+
+class WorkflowRun(_message.Message):
+    __slots__ = ("run_id", "workflow", "version", "logical_ms", "state", "created_ms", "finished_ms", "backfill_id", "manual", "tasks", "params_json", "epoch")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    workflow: str
+    version: int
+    logical_ms: int
+    state: WorkflowRunState
+    created_ms: int
+    finished_ms: int
+    backfill_id: str
+    manual: bool
+    tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskRun]
+    params_json: str
+    epoch: int
+    def __init__(self, run_id: _Optional[str] = ..., workflow: _Optional[str] = ..., version: _Optional[int] = ..., logical_ms: _Optional[int] = ..., state: _Optional[_Union[WorkflowRunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., backfill_id: _Optional[str] = ..., manual: _Optional[bool] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskRun, _Mapping]]] = ..., params_json: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class BackfillRecord(_message.Message):
+    __slots__ = ("backfill_id", "workflow", "from_ms", "to_ms", "runs_total", "runs_finished", "runs_failed", "created_ms", "finished_ms", "share_pct")
+    BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    backfill_id: str
+    workflow: str
+    from_ms: int
+    to_ms: int
+    runs_total: int
+    runs_finished: int
+    runs_failed: int
+    created_ms: int
+    finished_ms: int
+    share_pct: int
+    def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ...) -> None: ...
+
+class WorkflowRunOp(_message.Message):
+    __slots__ = ("op", "run_id", "task", "reason")
+    class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        OP_UNSPECIFIED: _ClassVar[WorkflowRunOp.Op]
+        KILL: _ClassVar[WorkflowRunOp.Op]
+        RERUN: _ClassVar[WorkflowRunOp.Op]
+        MARK_SUCCESS: _ClassVar[WorkflowRunOp.Op]
+    OP_UNSPECIFIED: WorkflowRunOp.Op
+    KILL: WorkflowRunOp.Op
+    RERUN: WorkflowRunOp.Op
+    MARK_SUCCESS: WorkflowRunOp.Op
+    OP_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    op: WorkflowRunOp.Op
+    run_id: str
+    task: str
+    reason: str
+    def __init__(self, op: _Optional[_Union[WorkflowRunOp.Op, str]] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ItemResult(_message.Message):
+    __slots__ = ("name", "ok", "code", "message", "version", "next_fire_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ok: bool
+    code: str
+    message: str
+    version: int
+    next_fire_ms: int
+    def __init__(self, name: _Optional[str] = ..., ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., version: _Optional[int] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...

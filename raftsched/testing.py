@@ -30,7 +30,9 @@ from raftsched.executor.agent import Executor
 from raftsched.executor.memory import MemoryStream, MemoryTransport
 from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.fsm import keys
-from raftsched.fsm.state import BarrierCommitted, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import BarrierCommitted, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal

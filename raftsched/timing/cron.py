@@ -50,17 +50,20 @@ Limits
 
 from __future__ import annotations
 
+import calendar
 import copy
 import datetime as _dt
 import functools
 import re
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from croniter import croniter  # the only croniter import in raftsched
 
 from raftsched.errors import InvalidSpec
+from raftsched.timing.cronparse import CronFields, CronSyntaxError, parse_fields
 
 __all__ = ["MAX_CRON_LEN", "MAX_PREVIEW", "MAX_TZ_LEN", "CronSchedule", "preview", "validate_timezone"]
 
@@ -68,15 +71,10 @@ MAX_CRON_LEN = 256
 MAX_TZ_LEN = 64
 MAX_PREVIEW = 1000
 
-_ALIASES = frozenset({"@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually"})
 _TZ_KEY_RE = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
 # Zone keys whose meaning depends on the host rather than on the tz database.
 _HOST_DEPENDENT_ZONES = frozenset({"localtime", "posixrules"})
 _CRON_CHARS_RE = re.compile(r"[\x21-\x7e \t]*")
-# A field element (between commas, '-' and '/') that starts with h/r is croniter's hash/random syntax;
-# no month or weekday name starts with either letter.
-_HASH_OR_RANDOM_RE = re.compile(r"(?:^|[,\-/])([hHrR])")
-
 # Naive wall-clock times are handled as "wall seconds": seconds since 1970-01-01T00:00 on the local
 # clock, computed as if the zone were UTC. croniter evaluates a float start as UTC, so it enumerates
 # matching wall times with no zone at all; the DST policy is then applied here, with zoneinfo.
@@ -126,9 +124,11 @@ class CronSchedule:
     _zone: zoneinfo.ZoneInfo = field(repr=False, compare=False)
     # True when the hour field is ``*``: nonexistent wall times are skipped rather than moved.
     _every_hour: bool = field(repr=False, compare=False)
-    # A croniter that is never advanced itself: each query works on a shallow copy (~1.5 us), because
-    # croniter keeps its position in the instance. Its expanded fields are only read.
-    _template: Any = field(repr=False, compare=False)
+    # The croniter expressions the schedule is the union of, never advanced themselves: each query
+    # works on copies (~1.5 us each), because croniter keeps its position in the instance.
+    _template: _Matcher = field(repr=False, compare=False)
+    # What the expression means, as explicit sets.
+    _fields: CronFields = field(repr=False, compare=False)
 
     @classmethod
     def parse(
@@ -251,52 +251,198 @@ def _parse_cached(expr: str, tz: str) -> CronSchedule:
         zone = validate_timezone(tz)
     except InvalidSpec as spec:
         raise _BadTimezone(spec) from None
-    fields = _check_syntax(expr)
+    _check_text(expr)
     try:
-        template = croniter(" ".join(fields), _VALIDATION_REFERENCE)
-    except (ValueError, TypeError) as exc:  # CroniterBadCronError and friends are ValueErrors
-        raise _BadExpression(f"invalid cron expression {expr!r}: {exc}") from None
-    try:
-        copy.copy(template).get_next(float, start_time=_VALIDATION_REFERENCE)
-    except _EXHAUSTED:
-        raise _BadExpression(f"{expr!r} never matches (no date satisfies it)") from None
+        fields = parse_fields(expr)
+    except CronSyntaxError as bad:
+        raise _BadExpression(bad.reason) from None
+    sides = tuple(side for side in _sides(fields) if side.ever_matches())
+    if not sides:
+        raise _BadExpression(f"{expr!r} never matches (no date satisfies it)")
     return CronSchedule(
         expr=expr,
         tz=tz,
-        has_seconds=len(fields) == 6,
+        has_seconds=fields.has_seconds,
         _zone=zone,
-        _every_hour="*" in template.expanded[1],
-        _template=template,
+        _every_hour=fields.hours == _ALL_HOURS,
+        _template=_Matcher(sides),
+        _fields=fields,
     )
 
 
-def _check_syntax(expr: str) -> list[str]:
-    """The checks croniter does not make (or makes with a vaguer message); returns the fields.
-
-    An alias comes back as its single lower-cased field, which croniter expands without a hash.
-    """
+def _check_text(expr: str) -> None:
+    """The checks on the text as a whole (the grammar is :mod:`raftsched.timing.cronparse`'s)."""
     if not expr.strip():
         raise _BadExpression("cron expression is empty")
     if len(expr) > MAX_CRON_LEN:
         raise _BadExpression(f"cron expression is longer than {MAX_CRON_LEN} characters")
     if _CRON_CHARS_RE.fullmatch(expr) is None:
         raise _BadExpression("cron expression may contain only printable ASCII, spaces and tabs")
-    fields = expr.split()
-    if len(fields) == 1 and fields[0].startswith("@"):
-        if fields[0].lower() not in _ALIASES:
-            raise _BadExpression(f"unknown alias {fields[0]!r}; use one of {', '.join(sorted(_ALIASES))}")
-        return [fields[0].lower()]
-    if len(fields) not in (5, 6):
-        raise _BadExpression(
-            f"expected 5 fields (minute hour day month weekday) or 6 (… second), got {len(fields)}"
+
+
+# -- evaluation: the parsed sets as expressions croniter gets right ------------------------------
+#
+# croniter misreads some of what it accepts: a one-value range ('18-18') is taken for the whole
+# field, day-of-month and day-of-week combine by its own rule, and '#'/'L'/'W' combined with the
+# other day field come out wrong or unsatisfiable. So croniter is only ever handed explicit value
+# lists, one day rule at a time: the expression's days are a union of "sides", each a croniter
+# expression with at most one restricted day field or both combined with AND (day_or=False), plus,
+# where even that is beyond croniter ('5L' with a restricted day-of-month), a date filter.
+
+_ALL_HOURS = frozenset(range(24))
+_DAY_S = 86_400
+
+
+def _values(values: frozenset[int], full: int) -> str:
+    return "*" if len(values) == full else ",".join(str(v) for v in sorted(values))
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One croniter expression (never advanced itself) and an optional filter on the matched date."""
+
+    template: Any
+    accept: Callable[[_dt.date], bool] | None
+
+    def ever_matches(self) -> bool:
+        try:
+            self.next_wall(copy.copy(self.template), int(_VALIDATION_REFERENCE))
+        except _EXHAUSTED:
+            return False
+        return True
+
+    def next_wall(self, cron: Any, start: int) -> int:
+        """The first matching wall second after ``start``; raises an ``_EXHAUSTED`` error if none."""
+        wall = int(cron.get_next(float, start_time=float(start)))
+        if self.accept is None:
+            return wall
+        for _ in range(_MAX_FILTERED_DAYS):
+            if self.accept(_naive(wall).date()):
+                return wall
+            # The whole date is refused: resume after its last second.
+            wall = int(cron.get_next(float, start_time=float((wall // _DAY_S + 1) * _DAY_S - 1)))
+        raise ValueError("no matching date within the search window")
+
+
+# Dates a filtered side may refuse in a row before it counts as exhausted (~40 years of month ends,
+# far more than any satisfiable combination needs; a refused date costs one croniter step).
+_MAX_FILTERED_DAYS = 500
+
+
+class _Matcher:
+    """The sides of one schedule; :meth:`fresh` gives a query its own croniter positions."""
+
+    __slots__ = ("sides",)
+
+    def __init__(self, sides: tuple[_Side, ...]) -> None:
+        self.sides = sides
+
+    def __copy__(self) -> _Cursor:
+        return _Cursor(self.sides)
+
+
+class _Cursor:
+    """Private croniter copies for one query (croniter keeps its position in the instance)."""
+
+    __slots__ = ("crons", "sides")
+
+    def __init__(self, sides: tuple[_Side, ...]) -> None:
+        self.sides = sides
+        self.crons = [copy.copy(side.template) for side in sides]
+
+    def get_next(self, _ret: type[float], start_time: float) -> float:
+        """The first wall second after ``start_time`` matched by any side (croniter's signature)."""
+        start = int(start_time)
+        if len(self.sides) == 1:
+            return self.sides[0].next_wall(self.crons[0], start)
+        best: int | None = None
+        for side, cron in zip(self.sides, self.crons, strict=True):
+            try:
+                wall = side.next_wall(cron, start)
+            except _EXHAUSTED:
+                continue  # this side has no more dates; the others may
+            if best is None or wall < best:
+                best = wall
+        if best is None:
+            raise ValueError("no side matches after the start")
+        return best
+
+
+def _sides(f: CronFields) -> list[_Side]:
+    """The union of croniter expressions (and filters) that ``f`` means."""
+    times = (_values(f.minutes, 60), _values(f.hours, 24))
+    month = _values(f.months, 12)
+    second = [_values(f.seconds, 60)] if f.has_seconds else []
+
+    def side(dom: str, dow: str, accept: Callable[[_dt.date], bool] | None = None) -> _Side:
+        return _Side(
+            croniter(" ".join([*times, dom, month, dow, *second]), _VALIDATION_REFERENCE, day_or=False),
+            accept,
         )
-    for f in fields:
-        match = _HASH_OR_RANDOM_RE.search(f)
-        if match is not None and match.group(1) in "rR":
-            raise _BadExpression(f"'R' (random) is not allowed, replicas would disagree: {f!r}")
-        if match is not None:
-            raise _BadExpression(f"'H' (hash) is not supported: {f!r}")
-    return fields
+
+    dom_parts = _dom_parts(f)
+    dow_parts = _dow_parts(f)
+    if f.day_rule == "or":
+        if not (f.dom_restricted and f.dow_restricted):
+            return [side("*", "*")]  # one field admits every day, and either field may match
+        return [side(d, "*") for d in dom_parts] + [side(dom or "*", w, ok) for w, dom, ok in dow_parts]
+    out: list[_Side] = []
+    for d in dom_parts:
+        for w, window, ok in dow_parts:
+            if window is None and ok is None:
+                out.append(side(d, w))
+            elif window is not None and d != "*" and d.replace(",", "").isdigit():
+                # k-th weekday with plain days: the days inside the k-th week, on that weekday.
+                days = sorted(set(int(x) for x in d.split(",")) & set(_range_of(window)))
+                if days:
+                    out.append(side(",".join(map(str, days)), w))
+            elif d == "*":
+                out.append(side(window or "*", w, ok))
+            else:
+                out.append(side(d, "*", _dow_accept(f, w, window)))
+    return out
+
+
+def _dom_parts(f: CronFields) -> list[str]:
+    if not f.dom_restricted:
+        return ["*"]
+    parts = [f"{w}w" for w in sorted(f.nearest_weekday)]
+    if f.days or f.last_day:
+        parts.append(",".join([*(str(d) for d in sorted(f.days)), *(["l"] if f.last_day else [])]))
+    return parts
+
+
+def _dow_parts(f: CronFields) -> list[tuple[str, str | None, Callable[[_dt.date], bool] | None]]:
+    """(croniter day-of-week, croniter day-of-month window or None, date filter or None) per part."""
+    if not f.dow_restricted:
+        return [("*", None, None)]
+    parts: list[tuple[str, str | None, Callable[[_dt.date], bool] | None]] = []
+    if f.weekdays:
+        parts.append((_values(f.weekdays, 7), None, None))
+    for weekday, k in sorted(f.nth_weekdays):
+        # The k-th weekday d is weekday d within days 7k-6..7k: plain lists croniter evaluates exactly.
+        parts.append((_cron_weekday(weekday), f"{7 * k - 6}-{min(7 * k, 31)}", None))
+    for weekday in sorted(f.last_weekdays):
+        parts.append((f"l{weekday}", None, None))
+    return parts
+
+
+def _range_of(window: str) -> range:
+    a, _, b = window.partition("-")
+    return range(int(a), int(b) + 1)
+
+
+def _cron_weekday(weekday: int) -> str:
+    return str(weekday)
+
+
+def _dow_accept(f: CronFields, dow: str, window: str | None) -> Callable[[_dt.date], bool]:
+    """A filter for one day-of-week part, for days croniter enumerates from a day-of-month part."""
+    if window is not None:
+        weekday, days = int(dow), _range_of(window)
+        return lambda d: (d.isoweekday() % 7) == weekday and d.day in days
+    weekday = int(dow[1:])  # 'l<weekday>': the last one of the month
+    return lambda d: (d.isoweekday() % 7) == weekday and d.day + 7 > calendar.monthrange(d.year, d.month)[1]
 
 
 def preview(expr: str, tz: str, from_ms: int, count: int) -> list[tuple[int, str]]:

@@ -825,6 +825,10 @@ def _cmd_task_show(args: argparse.Namespace) -> int:
     if args.json:
         return _print_json(_to_dict(record))
     _print_task(record)
+    if record.spec.trigger.WhichOneof("kind") == "cron":
+        warning = cron.changed_meaning_warning(record.spec.trigger.cron.expr)
+        if warning is not None:
+            print(f"warning: {warning}")
     return 0
 
 
@@ -980,6 +984,7 @@ def _cmd_cron_preview(args: argparse.Namespace) -> int:
                 "from": _iso(start),
                 "from_ms": start,
                 "fires": [{"utc": _iso(ms), "utc_ms": ms, "local": local} for ms, local in fires],
+                **({"day_rule": note} if (note := cron.day_rule_note(args.expr)) else {}),
             }
         )
     print(f"cron {args.expr!r} in {args.tz}: {len(fires)} fire(s) after {_iso(start)}")
@@ -991,6 +996,9 @@ def _cmd_cron_preview(args: argparse.Namespace) -> int:
         rows.append([str(i), _iso(ms), local, note])
         previous = offset
     _print_table(["#", "UTC", f"LOCAL ({args.tz})", "NOTE"], rows)
+    day_rule = cron.day_rule_note(args.expr)
+    if day_rule is not None:
+        print(day_rule)
     if any(row[3] for row in rows):
         print(
             "DST policy: a wall time that occurs twice fires once, at its first occurrence; "

@@ -25,6 +25,8 @@ from raftsched import codec
 from raftsched.abc import Clock, ProposeError
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.state import BarrierCommitted, Effect, SchedulerState, TaskArmed
+from raftsched.model import CronTrigger
+from raftsched.timing.cron import changed_meaning_warning
 from raftsched.timing.schedule import MisfireSettings, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
 from raftsched.v1 import raftsched_pb2 as pb
@@ -33,6 +35,24 @@ log = logging.getLogger(__name__)
 
 # pysyncobj chunks entries above 64 KB, and chunked transmission has a known bug: stay below.
 MAX_ENTRY_BYTES = 60_000
+
+
+def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
+    """Log a warning for every armed task whose cron expression changed meaning; return their names.
+
+    Stored tasks fire by the expression's current (crontab) meaning; this makes the change visible
+    once per leadership instead of re-interpreting them silently. The check is cached per expression.
+    """
+    flagged: list[str] = []
+    for name, _ in state.armed_tasks():
+        planning = state.task_for_planning(name)
+        if planning is None or not isinstance(planning[0].trigger, CronTrigger):
+            continue
+        warning = changed_meaning_warning(planning[0].trigger.expr)
+        if warning is not None:
+            flagged.append(name)
+            log.warning("task %s: %s", name, warning)
+    return flagged
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +87,7 @@ class LeaderDriver:
         self._due: deque[str] = deque()  # fell due, not planned yet (poll with max_fires)
         self.last_now_ms = 0
         self.planning_errors = 0
+        self.cron_warnings: list[str] = []  # tasks whose stored cron expression changed meaning
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -89,6 +110,7 @@ class LeaderDriver:
         for name, next_fire_ms in self.state.armed_tasks():
             self.wheel.insert(name, next_fire_ms)
         log.info("leader %s (epoch %d) armed %d tasks", self.node_id, epoch, len(self.wheel))
+        self.cron_warnings = _warn_changed_cron_meanings(self.state)
 
     def step_down(self) -> None:
         self.leading = False

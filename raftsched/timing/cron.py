@@ -65,7 +65,17 @@ from croniter import croniter  # the only croniter import in raftsched
 from raftsched.errors import InvalidSpec
 from raftsched.timing.cronparse import CronFields, CronSyntaxError, parse_fields
 
-__all__ = ["MAX_CRON_LEN", "MAX_PREVIEW", "MAX_TZ_LEN", "CronSchedule", "preview", "validate_timezone"]
+__all__ = [
+    "MAX_CRON_LEN",
+    "MAX_PREVIEW",
+    "MAX_TZ_LEN",
+    "CronSchedule",
+    "changed_meaning_warning",
+    "day_rule_note",
+    "meaning_change",
+    "preview",
+    "validate_timezone",
+]
 
 MAX_CRON_LEN = 256
 MAX_TZ_LEN = 64
@@ -443,6 +453,177 @@ def _dow_accept(f: CronFields, dow: str, window: str | None) -> Callable[[_dt.da
         return lambda d: (d.isoweekday() % 7) == weekday and d.day in days
     weekday = int(dow[1:])  # 'l<weekday>': the last one of the month
     return lambda d: (d.isoweekday() % 7) == weekday and d.day + 7 > calendar.monthrange(d.year, d.month)[1]
+
+
+def day_rule_note(expr: str) -> str | None:
+    """How the day fields of ``expr`` combine, when both are set (neither is a bare ``*``/``?``).
+
+    For ``cron preview``; None when one day field is a bare ``*`` (the other alone decides). Raises
+    :class:`InvalidSpec` (``trigger.cron``) for an expression outside the grammar.
+    """
+    f = _fields_of(expr)
+    if not f.both_day_fields_set:
+        return None
+    dom, dow = f"day-of-month {f.dom_text!r}", f"day-of-week {f.dow_text!r}"
+    if f.day_rule == "or":
+        return f"day rule: OR - a day fires when {dom} or {dow} matches (both fields are restricted)"
+    starred = dom if f.dom_text[0] in "*?" else dow
+    return (
+        f"day rule: AND - {starred} starts with '*', so it counts as unrestricted and a day fires "
+        f"only when both {dom} and {dow} match"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def meaning_change(expr: str) -> str | None:
+    """What ``expr`` meant before raftsched parsed cron itself, if that differs from what it means now.
+
+    Before, croniter 7.0.0 read the expression directly: a one-value range (``18-18``) was the whole
+    field, and day-of-month and day-of-week combined with OR whenever both were restricted (no
+    crontab ``*`` rule). A task stored then fires by the new meaning now; this says how it differs
+    (None: the same, or the expression was refused then or is refused now). Pure and cached.
+    """
+    try:
+        _check_text(expr)
+        new = parse_fields(expr)
+    except (_BadExpression, CronSyntaxError):
+        return None
+    fields = expr.split()
+    if len(fields) == 1:
+        return None  # a macro: croniter expanded those correctly
+    try:
+        old = croniter(" ".join(fields), _VALIDATION_REFERENCE)
+    except (ValueError, TypeError):
+        return None  # refused then, so no stored task has it
+    changes: list[str] = []
+    written = expr.split()
+    for index, name, full, new_values in (
+        (0, "minute", 60, new.minutes),
+        (1, "hour", 24, new.hours),
+        (3, "month", 12, new.months),
+        (5, "second", 60, new.seconds if new.has_seconds else None),
+    ):
+        if new_values is None:
+            continue
+        before = _old_values(old.expanded[index], full, 1 if index == 3 else 0)
+        if before != new_values:
+            changes.append(
+                f"{name} {written[index]!r} was read as {_show(before, full)}, now {_show(new_values, full)}"
+            )
+    old_dom = (
+        frozenset(_old_values([v for v in old.expanded[2] if v != "l"], 31, 1) - set(old.nearest_weekday)),
+        "l" in old.expanded[2],
+        frozenset(old.nearest_weekday),
+    )
+    nth = old.nth_weekday_of_month
+    old_dow = (
+        frozenset(_old_values(old.expanded[4], 7, 0) - set(nth)),
+        frozenset((w, k) for w, ks in nth.items() for k in ks if k != "l"),
+        frozenset(w for w, ks in nth.items() if "l" in ks),
+    )
+    new_dom = (new.days, new.last_day, new.nearest_weekday)
+    new_dow = (new.weekdays, new.nth_weekdays, new.last_weekdays)
+    # croniter combined the day fields with OR unless one of them expanded to '*'.
+    old_rule = "or" if old.expanded[2][0] != "*" and old.expanded[4][0] != "*" else "and"
+    old_days = _day_meaning(old_rule, old_dom, old_dow)
+    new_days = _day_meaning(new.day_rule, new_dom, new_dow)
+    if old_days[0] != new_days[0]:
+        changes.append(f"days: {_DAY_MODES[old_days[0]]} before, now {_DAY_MODES[new_days[0]]}")
+    if new_days[1] is not None and old_dom != new_dom:
+        changes.append(
+            f"day-of-month {written[2]!r} was read as {_show_dom(old_dom)}, now {_show_dom(new_dom)}"
+        )
+    if new_days[2] is not None and old_dow != new_dow:
+        changes.append(
+            f"day-of-week {written[4]!r} was read as {_show_dow(old_dow)}, now {_show_dow(new_dow)}"
+        )
+    return "; ".join(changes) or None
+
+
+def changed_meaning_warning(expr: str) -> str | None:
+    """The warning for a stored task whose cron expression changed meaning (see :func:`meaning_change`).
+
+    One sentence, the same in the leader's log and in ``task show``; None when nothing changed.
+    """
+    change = meaning_change(expr)
+    if change is None:
+        return None
+    return (
+        f"cron {expr!r} changed meaning when raftsched adopted crontab's reading ({change}); "
+        "the task fires by the new meaning - check it, or rewrite the expression in a form both "
+        "readings agree on to silence this warning"
+    )
+
+
+_DomKey = tuple[frozenset[int], bool, frozenset[int]]
+_DowKey = tuple[frozenset[int], frozenset[tuple[int, int]], frozenset[int]]
+_FULL_DOM: _DomKey = (frozenset(range(1, 32)), False, frozenset())
+_FULL_DOW: _DowKey = (frozenset(range(7)), frozenset(), frozenset())
+_DAY_MODES = {
+    "all": "every day",
+    "dom": "day-of-month alone decided",
+    "dow": "day-of-week alone decided",
+    "or": "a day matching either day field fired",
+    "and": "a day must match both day fields (crontab: a field starting with '*' is unrestricted)",
+}
+
+
+def _day_meaning(rule: str, dom: _DomKey, dow: _DowKey) -> tuple[str, _DomKey | None, _DowKey | None]:
+    """The day predicate, normalised: a mode and the fields it reads (None: not read)."""
+    dom_all, dow_all = dom == _FULL_DOM, dow == _FULL_DOW
+    if rule == "or":
+        if dom_all or dow_all:
+            return "all", None, None
+        return "or", dom, dow
+    if dom_all and dow_all:
+        return "all", None, None
+    if dom_all:
+        return "dow", None, dow
+    if dow_all:
+        return "dom", dom, None
+    return "and", dom, dow
+
+
+def _show_dom(dom: _DomKey) -> str:
+    if dom == _FULL_DOM:
+        return "every day (*)"
+    days, last, nearest = dom
+    parts = [str(d) for d in sorted(days)] + (["L"] if last else []) + [f"{w}W" for w in sorted(nearest)]
+    return ",".join(parts)
+
+
+def _show_dow(dow: _DowKey) -> str:
+    if dow == _FULL_DOW:
+        return "every weekday (*)"
+    plain, nth, last = dow
+    parts = (
+        [str(d) for d in sorted(plain)]
+        + [f"{w}#{k}" for w, k in sorted(nth)]
+        + [f"{w}L" for w in sorted(last)]
+    )
+    return ",".join(parts)
+
+
+def _old_values(expanded: list[Any], full: int, low: int) -> set[int]:
+    if expanded == ["*"]:
+        return set(range(low, low + full))
+    return {int(v) for v in expanded if isinstance(v, int) or str(v).isdigit()}
+
+
+def _show(values: frozenset[int] | set[int], full: int) -> str:
+    if len(values) == full:
+        return "every value (*)"
+    return ",".join(str(v) for v in sorted(values))
+
+
+def _fields_of(expr: str) -> CronFields:
+    try:
+        _check_text(expr)
+        return parse_fields(expr)
+    except _BadExpression as bad:
+        raise InvalidSpec("trigger.cron", bad.reason) from None
+    except CronSyntaxError as bad:
+        raise InvalidSpec("trigger.cron", bad.reason) from None
 
 
 def preview(expr: str, tz: str, from_ms: int, count: int) -> list[tuple[int, str]]:

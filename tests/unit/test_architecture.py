@@ -23,6 +23,7 @@ PURE = [
     "workflow/template.py",
     "timing/wheel.py",
     "timing/cron.py",
+    "timing/cronparse.py",
     "timing/schedule.py",
     "leader/writes.py",
     "replica.py",

@@ -6,13 +6,13 @@ draws random numbers. Fire times still depend on the tz database in use (the sys
 time once and replicates the resulting epoch value.
 
 Expressions
-    Five fields (``minute hour day-of-month month day-of-week``, minute granularity) or six fields with
-    the SECONDS FIELD LAST (croniter's convention: ``"* * * * * */2"`` fires every two seconds, while
-    ``"*/2 * * * * *"`` fires every second of every even minute), or one of ``@hourly @daily
-    @midnight @weekly @monthly @yearly @annually``. Day-of-month and day-of-week
-    combine with OR when both are restricted (POSIX). ``H`` (hash) and ``R`` (random) are rejected:
-    ``R`` differs per evaluation, so replicas would disagree. The year field (seven fields) is not
-    supported. An expression that can never match (``0 0 30 2 *``) is rejected.
+    The grammar is :mod:`raftsched.timing.cronparse`'s: five fields (``minute hour day-of-month
+    month day-of-week``, minute granularity) or six fields with the SECONDS FIELD LAST (croniter's
+    convention: ``"* * * * * */2"`` fires every two seconds, while ``"*/2 * * * * *"`` fires every
+    second of every even minute), or an ``@`` macro. Day-of-month and day-of-week follow crontab's
+    rule: AND when either starts with ``*``, else OR. croniter is handed only explicit value lists
+    (it reads a one-value range such as ``18-18`` as ``*``), one day rule at a time. An expression
+    that can never match (``0 0 30 2 *``) is rejected.
 
 DST policy
     An expression names local *wall-clock* times in the schedule's zone. Each matching wall time
@@ -527,7 +527,10 @@ def meaning_change(expr: str) -> str | None:
     old_rule = "or" if old.expanded[2][0] != "*" and old.expanded[4][0] != "*" else "and"
     old_days = _day_meaning(old_rule, old_dom, old_dow)
     new_days = _day_meaning(new.day_rule, new_dom, new_dow)
-    if old_days[0] != new_days[0]:
+    if old_rule == "or" and (nth or old.nearest_weekday) and old_days[0] == "or":
+        # croniter kept '#' and 'W' applied to both halves of its OR: not the union it looks like.
+        changes.append("days: '#'/'W' restricted the other day field too before, now either field may match")
+    elif old_days[0] != new_days[0]:
         changes.append(f"days: {_DAY_MODES[old_days[0]]} before, now {_DAY_MODES[new_days[0]]}")
     if new_days[1] is not None and old_dom != new_dom:
         changes.append(

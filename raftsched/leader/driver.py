@@ -27,7 +27,7 @@ from raftsched.errors import InvalidSpec
 from raftsched.fsm.state import BarrierCommitted, Effect, SchedulerState, TaskArmed
 from raftsched.model import CronTrigger
 from raftsched.timing.cron import changed_meaning_warning
-from raftsched.timing.schedule import MisfireSettings, plan_fires, single_on_time_fire
+from raftsched.timing.schedule import MisfireSettings, next_fire_after, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -40,8 +40,9 @@ MAX_ENTRY_BYTES = 60_000
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
     """Log a warning for every armed task whose cron expression changed meaning; return their names.
 
-    Stored tasks fire by the expression's current (crontab) meaning; this makes the change visible
-    once per leadership instead of re-interpreting them silently. The check is cached per expression.
+    Stored tasks fire by the expression's current (crontab) meaning (and are re-armed by it, see
+    :func:`_rearm_by_new_meaning`); this makes the change visible once per leadership instead of
+    re-interpreting them silently. The check is cached per expression.
     """
     flagged: list[str] = []
     for name, _ in state.armed_tasks():
@@ -53,6 +54,27 @@ def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
             flagged.append(name)
             log.warning("task %s: %s", name, warning)
     return flagged
+
+
+def _rearm_by_new_meaning(state: SchedulerState, names: list[str]) -> list[pb.TaskFires]:
+    """For tasks whose cron expression changed meaning: their next fire after the watermark by the
+    new meaning, as fire-less entries, where it differs from the armed one (computed by the old
+    reading). Nothing is fired or skipped; the watermark stays, so no due fire is lost."""
+    out: list[pb.TaskFires] = []
+    for name in names:
+        planning = state.task_for_planning(name)
+        if planning is None:
+            continue
+        spec, version, watermark, armed = planning
+        try:
+            following = next_fire_after(spec.trigger, watermark)
+        except InvalidSpec:
+            continue  # no fire left: planning reports it as for any such task
+        if following != armed:
+            out.append(
+                pb.TaskFires(task=name, version=version, watermark_ms=watermark, next_fire_ms=following)
+            )
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +110,7 @@ class LeaderDriver:
         self.last_now_ms = 0
         self.planning_errors = 0
         self.cron_warnings: list[str] = []  # tasks whose stored cron expression changed meaning
+        self._rearm: list[pb.TaskFires] = []  # their next fire by the new meaning, to propose
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -111,12 +134,16 @@ class LeaderDriver:
             self.wheel.insert(name, next_fire_ms)
         log.info("leader %s (epoch %d) armed %d tasks", self.node_id, epoch, len(self.wheel))
         self.cron_warnings = _warn_changed_cron_meanings(self.state)
+        self._rearm = _rearm_by_new_meaning(self.state, self.cron_warnings)
+        for tf in self._rearm:
+            self.wheel.cancel(tf.task)  # its armed time came from the old reading: never plan it
 
     def step_down(self) -> None:
         self.leading = False
         self.ready = False
         self.in_flight.clear()
         self._due.clear()
+        self._rearm = []
         self.wheel = TimingWheel(tick_ms=self.tick_ms)
 
     # -- effects of applied commands -------------------------------------------------------------
@@ -179,6 +206,11 @@ class LeaderDriver:
         due.extend(name for name, _ in self.wheel.advance(now))
         batches = _BatchBuilder(self, now)
         wheel, in_flight, state = self.wheel, self.in_flight, self.state
+        if self._rearm:
+            for rearm in self._rearm:  # tasks whose cron expression changed meaning (see barrier)
+                batches.add(rearm)
+                in_flight.add(rearm.task)
+            self._rearm = []
         grace = self.misfire.grace_ms
         fires = 0
         while due and (not max_fires or fires < max_fires):

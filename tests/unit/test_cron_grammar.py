@@ -14,10 +14,13 @@ from collections.abc import Callable
 
 import pytest
 
-from raftsched import cli
+from raftsched import cli, codec
 from raftsched.errors import InvalidSpec
-from raftsched.leader.driver import _warn_changed_cron_meanings
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
+from raftsched.leader.driver import LeaderDriver, _warn_changed_cron_meanings
 from raftsched.model import CronTrigger, TaskSpec
+from raftsched.storage.memory import MemoryStore
 from raftsched.timing.cron import (
     CronSchedule,
     changed_meaning_warning,
@@ -417,3 +420,43 @@ def test_the_leader_flags_stored_tasks_whose_meaning_changed(caplog: pytest.LogC
     assert flagged == ["daily"]
     assert "task daily: cron '0 18-18 * * *' changed meaning" in caplog.text
     assert "fine" not in caplog.text
+
+
+def test_a_stored_task_is_re_armed_by_the_new_meaning_on_the_leaders_first_planning() -> None:
+    t0 = utc("2027-01-15T08:00:00")
+    state = SchedulerState.load(MemoryStore())
+    # Stored by an earlier version: '18-18' read as '*', so its next fire was armed at 09:00.
+    data = writes.create_task(
+        TaskSpec("daily", CronTrigger("0 18-18 * * *", "UTC")),
+        disabled=False,
+        now_ms=t0,
+        epoch=1,
+        origin="n1",
+        key="k",
+    )
+    cmd = codec.decode_command(data)
+    cmd.create_task.next_fire_ms = utc("2027-01-15T09:00:00")
+    assert state.apply(codec.encode_command(cmd)).result.ok
+    ok = writes.create_task(
+        TaskSpec("fine", CronTrigger("0 18 * * *", "UTC")),
+        disabled=False,
+        now_ms=t0,
+        epoch=1,
+        origin="n1",
+        key="k2",
+    )
+    assert state.apply(ok).result.ok
+
+    driver = LeaderDriver(state, "n1")
+    driver.on_effects(state.apply(driver.become_leader(2, t0 + 1000).data).effects)
+    assert driver.cron_warnings == ["daily"]
+    assert "daily" not in driver.wheel  # the 09:00 armed by the old reading is never planned
+    proposals = driver.poll(t0 + 2000)
+    assert len(proposals) == 1 and proposals[0].tasks == ("daily",) and proposals[0].fired == ()
+    applied = state.apply(proposals[0].data)
+    assert applied.result.ok and applied.result.fired == 0
+    driver.on_effects(applied.effects)
+    planning = state.task_for_planning("daily")
+    assert planning is not None and planning[3] == utc("2027-01-15T18:00:00")
+    assert driver.wheel.advance(utc("2027-01-15T17:59:59")) == []
+    assert sorted(name for name, _ in driver.wheel.advance(utc("2027-01-15T18:00:00"))) == ["daily", "fine"]

@@ -44,12 +44,18 @@ def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
     :func:`_rearm_by_new_meaning`); this makes the change visible once per leadership instead of
     re-interpreting them silently. The check is cached per expression.
     """
+    with state.lock:  # one pass over the tasks (a million at ~0.3 us each), as armed_tasks does
+        armed = [
+            (name, st.spec.trigger.expr)
+            for name, st in state.tasks.items()
+            if st.enabled and st.next_fire_ms and isinstance(st.spec.trigger, CronTrigger)
+        ]
+    warnings: dict[str, str | None] = {}  # many tasks share an expression
     flagged: list[str] = []
-    for name, _ in state.armed_tasks():
-        planning = state.task_for_planning(name)
-        if planning is None or not isinstance(planning[0].trigger, CronTrigger):
-            continue
-        warning = changed_meaning_warning(planning[0].trigger.expr)
+    for name, expr in armed:
+        if expr not in warnings:
+            warnings[expr] = changed_meaning_warning(expr)
+        warning = warnings[expr]
         if warning is not None:
             flagged.append(name)
             log.warning("task %s: %s", name, warning)

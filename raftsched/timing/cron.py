@@ -529,9 +529,11 @@ def meaning_change(expr: str) -> str | None:
     new_days = _day_meaning(new.day_rule, new_dom, new_dow)
     if old_rule == "or" and (nth or old.nearest_weekday) and old_days[0] == "or":
         # croniter kept '#' and 'W' applied to both halves of its OR: not the union it looks like.
-        changes.append("days: '#'/'W' restricted the other day field too before, now either field may match")
+        changes.append(
+            f"days: '#'/'W' restricted the other day field too before, now {_DAY_MODES[new_days[0]]}"
+        )
     elif old_days[0] != new_days[0]:
-        changes.append(f"days: {_DAY_MODES[old_days[0]]} before, now {_DAY_MODES[new_days[0]]}")
+        changes.append(f"days: before, {_DAY_MODES[old_days[0]]}; now, {_DAY_MODES[new_days[0]]}")
     if new_days[1] is not None and old_dom != new_dom:
         changes.append(
             f"day-of-month {written[2]!r} was read as {_show_dom(old_dom)}, now {_show_dom(new_dom)}"
@@ -540,6 +542,13 @@ def meaning_change(expr: str) -> str | None:
         changes.append(
             f"day-of-week {written[4]!r} was read as {_show_dow(old_dow)}, now {_show_dow(new_dow)}"
         )
+    if changes:
+        try:
+            _parse_cached(expr, "UTC")
+        except _BadExpression:
+            changes.append(
+                "no date satisfies it now, so the task does not fire until its expression is changed"
+            )
     return "; ".join(changes) or None
 
 
@@ -563,10 +572,10 @@ _DowKey = tuple[frozenset[int], frozenset[tuple[int, int]], frozenset[int]]
 _FULL_DOM: _DomKey = (frozenset(range(1, 32)), False, frozenset())
 _FULL_DOW: _DowKey = (frozenset(range(7)), frozenset(), frozenset())
 _DAY_MODES = {
-    "all": "every day",
-    "dom": "day-of-month alone decided",
-    "dow": "day-of-week alone decided",
-    "or": "a day matching either day field fired",
+    "all": "every day fires",
+    "dom": "day-of-month alone decides",
+    "dow": "day-of-week alone decides",
+    "or": "a day matching either day field fires",
     "and": "a day must match both day fields (crontab: a field starting with '*' is unrestricted)",
 }
 

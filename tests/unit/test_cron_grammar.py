@@ -367,8 +367,9 @@ def test_preview_prints_the_day_rule(capsys: pytest.CaptureFixture[str]) -> None
         ("0 18-18 * * *", "hour '18-18' was read as every value (*), now 18"),
         ("57-57,4 * * * *", "minute '57-57,4' was read as every value (*), now 4,57"),
         ("0 0 * * 6-6", "day-of-week '6-6' was read as every weekday (*), now 6"),
-        ("43 * */7 * 2,3", "now a day must match both day fields"),
-        ("0 0 */1 * 2", "now day-of-week alone decided"),
+        ("43 * */7 * 2,3", "now, a day must match both day fields"),
+        ("0 0 */1 * 2", "before, every day fires; now, day-of-week alone decides"),
+        ("0 0 */14,31 * sun#2", "no date satisfies it now"),  # days 1,15,29,31 AND the second Sunday
     ],
 )
 def test_meaning_change_is_described(expr: str, fragment: str) -> None:

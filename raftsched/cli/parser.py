@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftsched.cli import cluster, cron, tasks, workflows
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="raftsched",
         description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
         "Global options go before the command.",
-        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TIME_HELP}",
+        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TLS_HELP}\n{TIME_HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     where = parser.add_mutually_exclusive_group()
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="deadline of each RPC attempt (default: 10)",
     )
+    add_tls_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     task = commands.add_parser("task", help="add, update, list, show, delete, enable or disable tasks")

@@ -100,7 +100,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"warning: {warning}")
     if not view.reachable:
         tried = ", ".join(n.target for n in view.nodes)
-        return fail(f"no node reachable (tried {tried})", 1)
+        # One reason, when all agree (a TLS mismatch says so for every node): it is the fix.
+        reasons = {n.error.replace(n.target, "NODE") for n in view.nodes}
+        why = f": {view.nodes[0].error}" if len(reasons) == 1 else ""
+        return fail(f"no node reachable (tried {tried}){why}", 1)
     return 0
 
 

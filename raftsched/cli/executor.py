@@ -17,6 +17,7 @@ __all__ = ["executor_main"]
 
 def executor_main(argv: Sequence[str] | None = None) -> int:
     """``raftsched-executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR``."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
     parser = ArgParser(
         prog="raftsched-executor",
         description="Run a raftsched executor until SIGTERM/SIGINT.",

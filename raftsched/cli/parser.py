@@ -8,6 +8,7 @@ No scheduling logic lives in the CLI: commands parse arguments, call :class:`raf
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,11 +36,12 @@ from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, Raftsche
 from raftsched.model import Misfire, Overlap, RunState
 from raftsched.timing.cron import MAX_PREVIEW
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "quiet_grpc_core"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``raftsched``: the admin CLI. Returns the exit status."""
+    quiet_grpc_core()
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         try:
@@ -64,6 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if is_grpc_error(exc):  # the client maps these; this is only a safety net
             return fail(f"gRPC error: {exc}", 1)
         raise
+
+
+def quiet_grpc_core() -> None:
+    """Keep gRPC core's own INFO lines (one per failed TLS handshake) off a program's stderr: the
+    program reports the failure itself, in one line. Effective only before gRPC is imported;
+    an explicit ``GRPC_VERBOSITY`` wins."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 
 def build_parser() -> argparse.ArgumentParser:

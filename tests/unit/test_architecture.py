@@ -54,6 +54,7 @@ ADAPTERS = {
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
     "yaml": {"workflow/yaml_reader.py"},
+    "cryptography": {"security/certs.py"},
 }
 
 

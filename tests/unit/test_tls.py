@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import shutil
+import stat
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -346,3 +348,21 @@ def test_client_tls_takes_each_part_from_the_option_then_the_environment_then_th
     assert client_tls(str(pki.ca_a), environ={}) == TlsConfig(pki.ca_a)
     with pytest.raises(InvalidSpec, match=r"tls\.cert_file: required with tls\.key_file"):
         client_tls(key=str(pki.client_a[1]), environ={})
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_the_readme_openssl_commands_make_working_mutual_tls_certificates(
+    tmp_path: Path, serve: Callable[[TlsSettings | None], Server]
+) -> None:
+    section = README.read_text().split("### Setting up certificates", 1)[1]
+    script = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run(["bash", "-euc", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE((tmp_path / "n1.key").stat().st_mode) == 0o600
+    server = serve(TlsSettings(tmp_path / "n1.pem", tmp_path / "n1.key", tmp_path / "ca.pem", True))
+    tls = TlsConfig(tmp_path / "ca.pem", tmp_path / "executor-1.pem", tmp_path / "executor-1.key")
+    assert _status(server, tls).node_id == "t"
+    assert "requires a client certificate" in _refused(server, TlsConfig(tmp_path / "ca.pem"))

@@ -59,7 +59,7 @@ from raftsched.errors import (
     error_for_code,
 )
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
-from raftsched.security.tls import TlsConfig, diagnose_handshake, sync_channel
+from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -75,6 +75,7 @@ _BACKOFF_MAX_S: Final = 1.0
 _GENERATED: Any = pb_grpc
 # The one place the client waits; a module attribute so tests can record backoffs instead of waiting.
 _sleep: Callable[[float], None] = time.sleep
+_PROBE_INTERVAL_S: Final = 5.0  # at most one TLS probe per target in this long
 _BULK_RETRIES = 5  # rounds of resending the items of a bulk import refused as "unavailable"
 _monotonic: Callable[[], float] = time.monotonic
 
@@ -155,6 +156,7 @@ class Client:
         self._targets = _parse_targets(targets)
         self._tls = tls
         self._credentials = tls.channel_credentials() if tls is not None else None
+        self._probed: dict[str, float] = {}  # target -> when it was last probed for TLS
         self._timeout = timeout
         self._retries = retries
         self._preferred = 0  # index into _targets of the node that last answered
@@ -596,7 +598,17 @@ class Client:
         """A TLS misconfiguration behind an UNAVAILABLE, described; None for anything else."""
         if err.code() != grpc.StatusCode.UNAVAILABLE:
             return None
-        return diagnose_handshake(err.details() or "", target, self._tls)
+        return diagnose_handshake(err.details() or "", target, self._tls, self._probe)
+
+    def _probe(self, target: str) -> bool | None:
+        # A node going down closes connections too: probe it at most once per interval, so a
+        # partition or a restart loop costs no more than one short TLS probe now and then.
+        now = _monotonic()
+        with self._lock:
+            if now - self._probed.get(target, -_PROBE_INTERVAL_S) < _PROBE_INTERVAL_S:
+                return None
+            self._probed[target] = now
+        return speaks_tls(target)
 
     def _prefer(self, target: str) -> None:
         with self._lock:

@@ -1,7 +1,7 @@
 """One embedded ``raftsched.Executor`` with a no-op handler ``noop``, instrumented for bench/executors.py.
 
     python bench/noop_executor.py --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR
-        [--kind sync|async]
+        [--kind sync|async] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
 
 Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) with lines:
 
@@ -16,8 +16,8 @@ Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) 
 Samples are appended to in-memory lists (one tuple append, well under a microsecond) and written
 once at exit, so recording costs next to nothing at thousands of attempts per second.
 
-``--no-log-sync`` (a diagnostic, not production behaviour) opens the execution log without
-fsync, to show what the two fsynced writes per attempt cost.
+``--no-log-sync`` (a diagnostic, not production behaviour) opens the execution log itself, with
+no fsync at all (not even the agent's once-a-second flush), to show what fsync costs.
 
 ``--kind sync`` (default) registers ``def noop(ctx)``: the agent runs it in a worker thread
 (``asyncio.to_thread``), as for any plain function. ``--kind async`` registers ``async def``,
@@ -36,20 +36,31 @@ from pathlib import Path
 
 from raftsched.executor.agent import Executor
 from raftsched.executor.runners import AttemptContext
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
+from raftsched.security.tls import TlsConfig
 from raftsched.v1 import raftsched_pb2 as pb
 
 
 class BenchExecutor(Executor):
     """Records when each attempt was accepted and left the running set (the slot it held)."""
 
-    def __init__(self, targets: str, name: str, *, slots: int, data_dir: Path) -> None:
-        super().__init__(targets, name, slots=slots, data_dir=data_dir)
+    def __init__(
+        self,
+        targets: str,
+        name: str,
+        *,
+        slots: int,
+        data_dir: Path,
+        log: LmdbExecutionLog | None,
+        tls: TlsConfig | None = None,
+    ) -> None:
+        super().__init__(targets, name, slots=slots, data_dir=data_dir, execution_log=log, tls=tls)
         self.accepted: list[tuple[str, int]] = []
         self.done: list[tuple[str, int]] = []
         self.max_running = 0
 
     def _accept(self, item: pb.WorkItem) -> None:
-        now = time.time_ns()  # before super()._accept's fsynced ExecutionLog.begin
+        now = time.time_ns()  # before super()._accept's execution-log write
         before = len(self._running)
         super()._accept(item)
         running = len(self._running)
@@ -75,18 +86,17 @@ def main() -> int:
         action="store_true",
         help="diagnostic only: open the execution log without fsync (not what production does)",
     )
+    ap.add_argument("--tls-ca", type=Path, help="dial over TLS, trusting this CA")
+    ap.add_argument("--tls-cert", type=Path, help="client certificate (mutual TLS)")
+    ap.add_argument("--tls-key", type=Path, help="its key")
     args = ap.parse_args()
-    if args.no_log_sync:
-        import functools
-
-        from raftsched.executor import agent
-        from raftsched.executor.dedupe import ExecutionLog
-
-        # Executor.run opens ExecutionLog(data_dir) through the agent module's name.
-        setattr(agent, "ExecutionLog", functools.partial(ExecutionLog, sync=False))  # noqa: B010
+    tls = TlsConfig(args.tls_ca, args.tls_cert, args.tls_key) if args.tls_ca or args.tls_cert else None
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    ex = BenchExecutor(args.cluster, args.name, slots=args.slots, data_dir=args.data_dir)
+    # --no-log-sync: the log is opened here instead of by the agent (which, since it batches its
+    # writes, opens it without fsync too but fsyncs it every second): no fsync at all.
+    log = LmdbExecutionLog(args.data_dir, sync=False) if args.no_log_sync else None
+    ex = BenchExecutor(args.cluster, args.name, slots=args.slots, data_dir=args.data_dir, log=log, tls=tls)
     starts: list[tuple[str, int, int]] = []
     append = starts.append
 
@@ -119,6 +129,8 @@ def main() -> int:
         tmp = args.data_dir / "samples.txt.tmp"
         tmp.write_text("".join(lines))
         tmp.rename(args.data_dir / "samples.txt")
+        if log is not None:
+            log.close()
     return 0
 
 

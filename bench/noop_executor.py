@@ -36,8 +36,8 @@ from pathlib import Path
 
 from raftsched.executor.agent import Executor
 from raftsched.executor.runners import AttemptContext
-from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.security.tls import TlsConfig
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
 
 

@@ -332,3 +332,31 @@ def test_health_is_served_over_tls_too(tls_cluster: LocalCluster, pki: Pki) -> N
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         channel.close()
+
+
+def test_an_executor_without_tls_stops_with_the_diagnosis(tls_cluster: LocalCluster, tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "raftsched.executor",
+            "--cluster",
+            ",".join(tls_cluster.targets()),
+            "--name",
+            "no-tls",
+            "--data-dir",
+            str(tmp_path / "no-tls"),
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
+        timeout=60,
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("raftsched-executor: error: TLS handshake failed with 127.0.0.1:"), done.stderr
+    assert "the server requires TLS; pass --tls-ca" in last
+    assert took < QUICK_S + 5, f"{took:.1f}s"

@@ -19,9 +19,12 @@ from typing import Any
 import grpc
 import pytest
 
+from raftsched.abc import TransportError
 from raftsched.client import Client
 from raftsched.config import ClusterConfig, NodeConfig, TlsSettings
 from raftsched.errors import ConfigError, InvalidSpec, TlsError, Unavailable
+from raftsched.executor.agent import Executor
+from raftsched.rpc.executor_client import TLS_CODE, GrpcExecutorTransport
 from raftsched.security.certs import CertificateAuthority, KeyPair, new_ca
 from raftsched.security.tls import ServerTls, TlsConfig, client_tls, diagnose_handshake, speaks_tls
 from raftsched.v1 import raftsched_pb2 as pb
@@ -366,3 +369,30 @@ def test_the_readme_openssl_commands_make_working_mutual_tls_certificates(
     tls = TlsConfig(tmp_path / "ca.pem", tmp_path / "executor-1.pem", tmp_path / "executor-1.key")
     assert _status(server, tls).node_id == "t"
     assert "requires a client certificate" in _refused(server, TlsConfig(tmp_path / "ca.pem"))
+
+
+def test_the_executor_transport_reports_a_tls_problem_as_such(
+    pki: Pki, serve: Callable[[TlsSettings | None], Server]
+) -> None:
+    server = serve(_settings(pki.node_a, pki.ca_a, mtls=True))
+
+    async def register(tls: TlsConfig | None) -> TransportError:
+        transport = GrpcExecutorTransport(tls)
+        try:
+            with pytest.raises(TransportError) as info:
+                await transport.register(
+                    server.address, pb.RegisterRequest(name="x", slots=1), timeout_s=QUICK_S
+                )
+            return info.value
+        finally:
+            await transport.close()
+
+    plaintext = asyncio.run(register(None))
+    assert plaintext.code == TLS_CODE and "the server requires TLS" in plaintext.details
+    no_cert = asyncio.run(register(TlsConfig(pki.ca_a)))
+    assert no_cert.code == TLS_CODE and "requires a client certificate" in no_cert.details
+    # With the right certificate the handshake passes (this test server has no ExecutorService).
+    ok = asyncio.run(register(TlsConfig(pki.ca_a, *pki.client_a)))
+    assert ok.code == "unimplemented"
+    with pytest.raises(InvalidSpec, match="give tls or a transport"):
+        Executor("127.0.0.1:1", "x", tls=TlsConfig(pki.ca_a), transport=GrpcExecutorTransport())

@@ -27,7 +27,7 @@ from raftsched.abc import (
     ProposeError,
     RaftStatus,
 )
-from raftsched.config import ClusterConfig
+from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import ConfigError
 from raftsched.fsm.effects import AttemptReady, Effect
@@ -118,6 +118,16 @@ class Node:
         for hundreds of milliseconds under load - long enough to lose the leader.
         """
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        tls = self.server_tls
+        host = parse_address(self.me.grpc, "grpc")[0]
+        if tls is not None and not tls.names_host(host):
+            log.warning(
+                "tls.cert_file %s does not name %s (the host of this node's grpc address): clients "
+                "dialling %s will refuse the certificate; add it to the subject alternative names",
+                tls.settings.cert_file,
+                host,
+                self.me.grpc,
+            )
         if self.config.insecure:
             log.warning(
                 "cluster.insecure = true: the gRPC API on %s is served %s; anyone who can reach it "

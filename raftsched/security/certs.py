@@ -26,7 +26,9 @@ __all__ = [
     "DemoPki",
     "KeyPair",
     "certificate_summary",
+    "check_ca",
     "check_key_pair",
+    "names_host",
     "new_ca",
     "write_demo_pki",
 ]
@@ -214,6 +216,29 @@ def check_ca(ca_pem: bytes) -> str:
     except ValueError:
         raise ValueError("not a PEM certificate") from None
     return _summary(certs[0])
+
+
+def names_host(cert_pem: bytes, host: str) -> bool:
+    """Whether the first certificate in ``cert_pem`` lists ``host`` (an IP literal or a DNS
+    name; ``*.example.com`` covers one label) among its subject alternative names, as a TLS
+    client checks it."""
+    cert = x509.load_pem_x509_certificates(cert_pem)[0]
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        wanted = host.lower().rstrip(".")
+        for name in san.get_values_for_type(x509.DNSName):
+            pattern = name.lower().rstrip(".")
+            if pattern == wanted:
+                return True
+            if pattern.startswith("*.") and "." in wanted and wanted.split(".", 1)[1] == pattern[2:]:
+                return True
+        return False
+    return ip in san.get_values_for_type(x509.IPAddress)
 
 
 def certificate_summary(cert_pem: bytes) -> str:

@@ -176,7 +176,12 @@ class ServerTls:
         self.settings = settings
         self._lock = threading.Lock()
         self._pending: grpc.ServerCertificateConfiguration | None = None
+        self._cert_pem = b""
         self._initial, self.summary = self._load()
+
+    def names_host(self, host: str) -> bool:
+        """Whether the certificate in use at start lists ``host`` (see :func:`certs.names_host`)."""
+        return certs.names_host(self._cert_pem, host)
 
     def credentials(self) -> grpc.ServerCredentials:
         """The credentials for ``server.add_secure_port``. Use once (one server)."""
@@ -221,6 +226,7 @@ class ServerTls:
                 problems.append(f"tls.ca_file: {s.ca_file}: {bad}")
         if problems or cert is None or key is None:
             raise ConfigError("[tls]", problems)
+        self._cert_pem = cert
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca), summary
 
 

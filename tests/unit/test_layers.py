@@ -205,10 +205,14 @@ def test_no_module_imports_another_modules_private_names() -> None:
     for module, path in known.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("raftsched")):
-                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("raftsched")
+            ):
+                private = [
+                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
                 if private:
                     bad.append(f"{module} line {node.lineno}: {private} from {'.' * node.level}{node.module}")
-    assert not bad, "private names imported across modules (make them public or move them):\n  " + "\n  ".join(
-        bad
+    assert not bad, (
+        "private names imported across modules (make them public or move them):\n  " + "\n  ".join(bad)
     )

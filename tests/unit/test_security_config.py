@@ -14,7 +14,7 @@ import pytest
 from raftsched.config import ClusterConfig, NodeConfig, TlsSettings, is_loopback, load_config, parse_config
 from raftsched.demo import config_toml
 from raftsched.errors import ConfigError
-from raftsched.security.certs import check_key_pair, new_ca, write_demo_pki
+from raftsched.security.certs import check_key_pair, names_host, new_ca, write_demo_pki
 
 SECRET = "unit-test-secret-0123456789"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -191,3 +191,13 @@ def test_the_demo_config_reads_back_equal(tmp_path: Path) -> None:
     path.write_text(config_toml(config, "test"))
     tomllib.loads(path.read_text())
     assert dataclasses.replace(load_config(path), source=config.source) == config
+
+
+def test_names_host_matches_ips_dns_names_and_one_label_wildcards() -> None:
+    ca = new_ca("test CA", now=NOW)
+    cert = ca.issue("n1", ["127.0.0.1", "::1", "node1.example", "*.nodes.example"], now=NOW).cert_pem
+    for host in ("127.0.0.1", "::1", "Node1.Example", "n7.nodes.example"):
+        assert names_host(cert, host), host
+    for host in ("127.0.0.2", "node2.example", "a.b.nodes.example", "nodes.example"):
+        assert not names_host(cert, host), host
+    assert not names_host(ca.issue("bare", now=NOW).cert_pem, "127.0.0.1")  # no SAN at all

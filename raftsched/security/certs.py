@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -198,7 +199,7 @@ def check_key_pair(cert_pem: bytes, key_pem: bytes) -> str:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except TypeError:
         raise ValueError("the private key is encrypted (give an unencrypted PEM key)") from None
-    except (ValueError, Exception):  # cryptography raises several types for unreadable keys
+    except (ValueError, UnsupportedAlgorithm):
         raise ValueError("not a PEM private key") from None
     if key.public_key().public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo

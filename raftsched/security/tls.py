@@ -11,7 +11,6 @@ No message or log line here carries key material: problems name the file and wha
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import ssl
@@ -39,8 +38,6 @@ __all__ = [
     "node_client_tls",
     "sync_channel",
 ]
-
-log = logging.getLogger(__name__)
 
 TLS_CA_ENV: Final = "RAFTSCHED_TLS_CA"
 TLS_CERT_ENV: Final = "RAFTSCHED_TLS_CERT"

@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 H = TypeVar("H", bound=Callable[..., Any])
 
 
+_TLS_WARN_INTERVAL_S = 10.0
+
+
 class LeaderLost(Exception):
     """The stream or an RPC says this target no longer leads; find the leader again."""
 
@@ -102,6 +105,7 @@ class Executor:
             raise InvalidSpec("tls", "give tls or a transport, not both (the transport owns its channels)")
         self.transport: ExecutorTransport = transport or GrpcExecutorTransport(tls)
         self._registered_once = False
+        self._tls_warned = -_TLS_WARN_INTERVAL_S
         self._store = execution_log
         self._log: DedupeLog | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -156,8 +160,12 @@ class Executor:
                         if not self._registered_once:
                             # A configuration mistake, not an outage: say so and stop.
                             raise TlsError(exc.details) from None
-                        # Once registered, a certificate rotation may be under way: keep trying.
-                        log.warning("%s: %s", self.name, exc.details)
+                        # Once registered, a certificate rotation may be under way: keep trying,
+                        # and say so every few seconds rather than on every attempt.
+                        now = self.clock.monotonic()
+                        if now - self._tls_warned >= _TLS_WARN_INTERVAL_S:
+                            self._tls_warned = now
+                            log.warning("%s: %s", self.name, exc.details)
                     else:
                         log.info("%s: lost %s (%s); finding the leader", self.name, target, exc)
                     target_index += 1

@@ -35,6 +35,7 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import Final, TypeVar
 
+from raftsched.alerts.config import AlertsConfig, parse_alerts
 from raftsched.errors import ConfigError, InvalidSpec
 from raftsched.timing.durations import UNIT_MS, Unit, parse_duration_ms
 
@@ -233,6 +234,7 @@ class ClusterConfig:
     source: str = "<config>"
     tls: TlsSettings | None = None
     insecure: bool = False
+    alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
@@ -377,7 +379,7 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "nodes"), problems)
+    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "nodes", "alerts"), problems)
 
     cluster_table = _table(data, "cluster", problems)
     name, secret = _parse_cluster(cluster_table, base, problems)
@@ -400,6 +402,7 @@ def parse_config(
         problems,
     )
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
+    alerts = parse_alerts(_table(data, "alerts", problems), base, problems)
 
     if problems or name is None or secret is None or raft is None or scheduler is None or nodes is None:
         raise ConfigError(source, problems or ["invalid configuration"])
@@ -412,6 +415,7 @@ def parse_config(
         source=source,
         tls=tls,
         insecure=insecure,
+        alerts=alerts,
     )
 
 

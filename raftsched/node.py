@@ -27,6 +27,7 @@ from raftsched.abc import (
     ProposeError,
     RaftStatus,
 )
+from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import ConfigError
@@ -106,6 +107,7 @@ class Node:
         self.hub: ExecutorHub | None = None
         self._health: health.aio.HealthServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.alert_loop: AlertLoop | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -194,6 +196,11 @@ class Node:
         )
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
         self.hub.start()
+        self.alert_loop = AlertLoop(
+            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
+        )
+        self.alert_loop.start()
+        log.info("node %s %s", self.node_id, describe(self.config.alerts))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -220,6 +227,7 @@ class Node:
             else:
                 await stop.wait()
         finally:
+            await self.alert_loop.stop()
             await server.stop(grace=1.0)
 
     def reload_tls(self) -> bool:
@@ -249,6 +257,11 @@ class Node:
             "client certificates required" if tls.settings.require_client_cert else "no client certificates"
         )
         return f"TLS ({clients}; certificate {tls.summary})"
+
+    def _delay_summary(self, since_ms: int) -> tuple[int, float]:
+        """``(fires, p99 commit lateness ms)`` of the fires with a nominal time since ``since_ms``."""
+        summary = self.lateness.summary(since_ms)
+        return summary.count, summary.p99_ms
 
     def _flush_loop(self) -> None:
         while not self._flusher_stop.wait(1.0):

@@ -29,6 +29,7 @@ from typing import ClassVar
 from raftsched import codec
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
+from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.effects import (
@@ -52,6 +53,8 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
 MAX_EXECUTOR_SLOTS = 10_000
+# Fire outcomes that raise an alert (a disabled task's skipped fires are what its owner asked for).
+_ALERTED_FIRES = frozenset({pb.COALESCED, pb.SKIPPED_OVERLAP, pb.SKIPPED_MISFIRE})
 VERSIONS_KEPT = 20
 
 
@@ -71,8 +74,10 @@ class SchedulerState:
         self.max_epoch = 0
         self.max_now_ms = 0
         self.manual_seq = 0
+        self.alert_seq = 0
         self.applied_commands = 0
         self.chain = b""
+        self.alerts = alerts_mod.AlertBook(store, self.retention, self)
         self.wf = wf_mod.WorkflowBook(self)
         self._load()
 
@@ -99,10 +104,12 @@ class SchedulerState:
             self.max_epoch = meta.max_epoch
             self.max_now_ms = meta.max_leader_now_ms
             self.manual_seq = meta.manual_seq
+            self.alert_seq = meta.alert_seq
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
+            self.alert_seq = 0
             self.chain = b""
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
@@ -125,6 +132,7 @@ class SchedulerState:
             max_epoch=self.max_epoch,
             max_leader_now_ms=self.max_now_ms,
             manual_seq=self.manual_seq,
+            alert_seq=self.alert_seq,
             applied_commands=self.applied_commands,
             chain=self.chain,
         )
@@ -278,6 +286,18 @@ class SchedulerState:
         """The next value of the replicated sequence that makes manual run ids unique."""
         self.manual_seq += 1
         return self.manual_seq
+
+    def next_alert_seq(self) -> int:
+        """The next value of the replicated sequence of alert events (their ids)."""
+        self.alert_seq += 1
+        return self.alert_seq
+
+    def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
+        """Record an alert event of ``kind`` (one of :data:`raftsched.fsm.alerts.KINDS`)."""
+        alert = pb.AlertRecord(kind=kind, error=reason)
+        for name, value in fields.items():
+            setattr(alert, name, value)
+        self.alerts.raise_(alert, now)
 
     def add_run(self, st: TaskState, run_id: str, data: bytes) -> None:
         """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
@@ -553,6 +573,25 @@ class SchedulerState:
         st.fires_total += count
         st.kept_fires += 1
         self._prune_fires(st, now)
+        if outcome in _ALERTED_FIRES:
+            self._fire_alert(st, fire, outcome, reason, now)
+
+    def _fire_alert(self, st: TaskState, fire: pb.Fire, outcome: int, reason: str, now: int) -> None:
+        kind = alerts_mod.FIRE_COALESCED if outcome == pb.COALESCED else alerts_mod.FIRE_SKIPPED
+        name = st.spec.name
+        workflow = wf_mod.split_internal(name)[0] if wf_mod.is_internal(name) else ""
+        what = pb.FireOutcome.Name(outcome).lower()
+        count = fire.count or 1
+        span = f"{count} fires from {fire.nominal_ms}" if count > 1 else f"fire at {fire.nominal_ms}"
+        self.raise_alert(
+            kind,
+            f"{span} {what}: {reason}" if reason else f"{span} {what}",
+            now,
+            task=name,
+            workflow=workflow,
+            owner=st.spec.owner,
+            namespace=st.spec.namespace,
+        )
 
     def _prune_fires(self, st: TaskState, now: int) -> None:
         # Over the count limit: prune now. Age is checked every 64th record only (it needs a
@@ -622,6 +661,8 @@ class SchedulerState:
         shard.stderr_tail = res.stderr_tail
         if res.lost:
             shard.lost += 1
+        if (res.lost or res.timed_out) and not res.success:
+            self._attempt_alert(run, shard, res, st, now)
         if res.success:
             shard.state = pb.SUCCEEDED
             shard.finished_ms = now
@@ -653,7 +694,7 @@ class SchedulerState:
             run.state = pb.FAILED if failed else pb.SUCCEEDED
             run.finished_ms = now
             if failed:
-                self._alert(run, failed[0], st, now)
+                self._run_failed_alert(run, failed[0], st, now)
             self.finish_run(run, now)
             if run.workflow_run:
                 self.wf.task_run_finished(run, now, epoch, effects)
@@ -680,21 +721,45 @@ class SchedulerState:
             self.put_task(st)
         self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
 
-    def _alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
-        """A run failed after its last retry: record an alert (owner, execution id, last error)."""
-        execution = execution_id(run.run_id, shard.shard, shard.attempt)
-        alert = pb.AlertRecord(
-            task=run.task,
-            owner=st.spec.owner if st is not None else "",
-            run_id=run.run_id,
-            execution_id=execution,
-            error=shard.error or "failed",
-            at_ms=now,
-        )
-        self.store.put(keys.alert_key(now, execution), alert.SerializeToString(deterministic=True))
-        horizon = keys.ALERT + f"{max(0, now - self.retention.keep_ms):016x}".encode()
-        for k, _ in self.store.scan(keys.ALERT, horizon, limit=self.retention.prune_step):
-            self.store.delete(k)
+    def _alert_subject(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None) -> dict[str, str]:
+        workflow = wf_mod.split_internal(run.task)[0] if run.workflow_run else ""
+        return {
+            "task": run.task,
+            "workflow": workflow,
+            "workflow_run": run.workflow_run,
+            "owner": st.spec.owner if st is not None else "",
+            "namespace": st.spec.namespace if st is not None else "",
+            "run_id": run.run_id,
+            "execution_id": execution_id(run.run_id, shard.shard, shard.attempt),
+            "output_tail": alerts_mod.output_tail(shard.stdout_tail, shard.stderr_tail),
+        }
+
+    def _attempt_alert(
+        self, run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, st: TaskState | None, now: int
+    ) -> None:
+        """An attempt timed out or was lost with its executor (whether or not a retry follows)."""
+        kind = alerts_mod.LOST if res.lost else alerts_mod.TIMEOUT
+        reason = res.error or ("attempt lost" if res.lost else "attempt timed out")
+        self.raise_alert(kind, reason, now, **self._alert_subject(run, shard, st))
+
+    def _run_failed_alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
+        """A run failed after its last retry: owner, execution id of the failed attempt, last error."""
+        reason = shard.error or (f"exit code {shard.exit_code}" if shard.exit_code else "failed")
+        self.raise_alert(alerts_mod.RUN_FAILED, reason, now, **self._alert_subject(run, shard, st))
+
+    # -----------------------------------------------------------------------------------------
+    # alerts (fsm/alerts.py)
+
+    def _raise_alerts(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        raised = self.alerts.raise_leader_alerts(cmd.raise_alerts, now)
+        return pb.CommandResult(ok=True, accounted=raised), ()
+
+    def _alerts_delivered(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        self.alerts.delivered(cmd.alerts_delivered, now, self.alert_seq)
+        return pb.CommandResult(ok=True), ()
+
+    def _ack_alert(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return pb.CommandResult(ok=True, alert=self.alerts.ack(cmd.ack_alert, now)), ()
 
     def _retry_run(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """Forced retry of a failed run: its failed shards get a new attempt, with a fresh retry count."""
@@ -956,4 +1021,7 @@ class SchedulerState:
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
+        "raise_alerts": _raise_alerts,
+        "alerts_delivered": _alerts_delivered,
+        "ack_alert": _ack_alert,
     }

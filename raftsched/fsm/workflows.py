@@ -24,6 +24,7 @@ from raftsched import codec
 from raftsched.abc import StateStore, StoreReader
 from raftsched.errors import Conflict, InvalidSpec, NotFound, TemplateError
 from raftsched.fsm import keys
+from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled, TaskArmed
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
@@ -122,6 +123,10 @@ class TaskHost(Protocol):
 
     def next_sequence(self) -> int:
         """The next value of the replicated sequence that makes manual run ids unique."""
+        ...
+
+    def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
+        """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
         ...
 
 
@@ -733,6 +738,17 @@ class WorkflowBook:
                     self.host.put_task(trig)
             if wr.backfill_id:
                 self._backfill_progress(wr, now)
+            if wr.state == pb.WORKFLOW_FAILED:
+                failed = [t.name for t in wr.tasks if t.state in (pb.TASK_FAILED, pb.TASK_TIMEOUT)]
+                self.host.raise_alert(
+                    WORKFLOW_RUN_FAILED,
+                    f"workflow run failed: {', '.join(failed) or 'a task'} failed",
+                    now,
+                    workflow=wr.workflow,
+                    workflow_run=wr.run_id,
+                    run_id=wr.run_id,
+                    owner=wf.spec.owner,
+                )
             self._save(wf)
             self._put_run(wr)
             self._prune(wf, now)
@@ -762,6 +778,16 @@ class WorkflowBook:
                 rec.runs_failed += 1
             if rec.runs_finished >= rec.runs_total:
                 rec.finished_ms = now
+                if rec.runs_failed:
+                    wf = self.workflows.get(rec.workflow)
+                    self.host.raise_alert(
+                        BACKFILL_FAILED,
+                        f"backfill {rec.backfill_id}: {rec.runs_failed} of {rec.runs_total} runs failed",
+                        now,
+                        workflow=rec.workflow,
+                        run_id=rec.backfill_id,
+                        owner=wf.spec.owner if wf is not None else "",
+                    )
         self.host.store.put(keys.backfill_key(wr.backfill_id), rec.SerializeToString(deterministic=True))
 
     def _prune(self, wf: WorkflowState, now: int) -> None:

@@ -9,6 +9,7 @@ anything is proposed.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from typing import Final, Protocol
 
 from raftsched import codec
@@ -128,6 +129,36 @@ def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) ->
         raise InvalidSpec("run_id", f"{run_id!r} is not a run id (task@nominal_ms)")
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.retry_run.run_id = run_id
+    return codec.encode_command(cmd)
+
+
+# -- alerts ---------------------------------------------------------------------------------------
+
+
+def raise_alerts(
+    alerts: Sequence[pb.AlertRecord], *, now_ms: int, epoch: int, origin: str, key: str = ""
+) -> bytes:
+    """Leader-detected alert events (zombie, delay_p99), each with its dedupe key."""
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.raise_alerts.alerts.extend(alerts)
+    return codec.encode_command(cmd)
+
+
+def alerts_delivered(
+    target: str, through_seq: int, *, now_ms: int, epoch: int, origin: str, key: str = ""
+) -> bytes:
+    """Advance webhook ``target``'s delivered cursor to ``through_seq``."""
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.alerts_delivered.target = target
+    cmd.alerts_delivered.through_seq = through_seq
+    return codec.encode_command(cmd)
+
+
+def ack_alert(alert_id: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    if not alert_id.startswith("alert-") or len(alert_id) > 64:
+        raise InvalidSpec("id", f"{alert_id!r} is not an alert id (alert-<number>)")
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.ack_alert.id = alert_id
     return codec.encode_command(cmd)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from raftsched import codec
+from raftsched.alerts.delivery import delivery_view
 from raftsched.errors import InvalidSpec, NotFound
 from raftsched.explain import explain
 from raftsched.fsm import queries
@@ -317,6 +318,23 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             upstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "up")],
             downstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "down")],
         )
+
+    @rpc
+    async def ListAlerts(
+        self, request: pb.ListAlertsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAlertsReply:
+        infos = delivery_view(
+            self.node.store, self.node.config.alerts, request.since_ms, request.limit or DEFAULT_LIST_LIMIT
+        )
+        return pb.ListAlertsReply(alerts=infos)
+
+    @rpc
+    async def AckAlert(
+        self, request: pb.AckAlertRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AckAlertReply:
+        key = self._key(request.idempotency_key)
+        res = await self._write(lambda s: writes.ack_alert(request.id, key=key, **s))
+        return pb.AckAlertReply(alert=res.alert)
 
     @rpc
     async def NodeStatus(

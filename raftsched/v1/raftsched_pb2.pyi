@@ -22,6 +22,7 @@ from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
 from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
 from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
+from raftsched.v1.records_pb2 import AlertRecord as AlertRecord
 from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
@@ -488,6 +489,52 @@ class LineageReply(_message.Message):
     upstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
     downstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
     def __init__(self, upstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ..., downstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ...) -> None: ...
+
+class ListAlertsRequest(_message.Message):
+    __slots__ = ("since_ms", "limit")
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    since_ms: int
+    limit: int
+    def __init__(self, since_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class AlertDelivery(_message.Message):
+    __slots__ = ("target", "state")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    state: str
+    def __init__(self, target: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class AlertInfo(_message.Message):
+    __slots__ = ("alert", "deliveries", "link")
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    alert: _records_pb2.AlertRecord
+    deliveries: _containers.RepeatedCompositeFieldContainer[AlertDelivery]
+    link: str
+    def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., deliveries: _Optional[_Iterable[_Union[AlertDelivery, _Mapping]]] = ..., link: _Optional[str] = ...) -> None: ...
+
+class ListAlertsReply(_message.Message):
+    __slots__ = ("alerts",)
+    ALERTS_FIELD_NUMBER: _ClassVar[int]
+    alerts: _containers.RepeatedCompositeFieldContainer[AlertInfo]
+    def __init__(self, alerts: _Optional[_Iterable[_Union[AlertInfo, _Mapping]]] = ...) -> None: ...
+
+class AckAlertRequest(_message.Message):
+    __slots__ = ("id", "idempotency_key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    idempotency_key: str
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class AckAlertReply(_message.Message):
+    __slots__ = ("alert",)
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    alert: _records_pb2.AlertRecord
+    def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "slots", "labels")

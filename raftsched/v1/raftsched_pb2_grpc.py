@@ -159,6 +159,16 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
                 _registered_method=True)
+        self.ListAlerts = channel.unary_unary(
+                '/raftsched.v1.Admin/ListAlerts',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsReply.FromString,
+                _registered_method=True)
+        self.AckAlert = channel.unary_unary(
+                '/raftsched.v1.Admin/AckAlert',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -314,6 +324,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAlerts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckAlert(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -441,6 +463,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Lineage,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.SerializeToString,
+            ),
+            'ListAlerts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAlerts,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsReply.SerializeToString,
+            ),
+            'AckAlert': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckAlert,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1118,6 +1150,60 @@ class Admin:
             '/raftsched.v1.Admin/Lineage',
             raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAlerts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListAlerts',
+            raftsched_dot_v1_dot_raftsched__pb2.ListAlertsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListAlertsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckAlert(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/AckAlert',
+            raftsched_dot_v1_dot_raftsched__pb2.AckAlertRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.AckAlertReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -479,6 +479,40 @@ class BackfillRecord(_message.Message):
     share_pct: int
     def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ...) -> None: ...
 
+class AlertRecord(_message.Message):
+    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    ACKED_MS_FIELD_NUMBER: _ClassVar[int]
+    DEDUPE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    owner: str
+    run_id: str
+    execution_id: str
+    error: str
+    at_ms: int
+    seq: int
+    id: str
+    kind: str
+    workflow: str
+    namespace: str
+    output_tail: str
+    acked_ms: int
+    dedupe: str
+    workflow_run: str
+    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ...) -> None: ...
+
 class WorkflowRunOp(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason")
     class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -521,6 +521,21 @@ class Client:
         )
         return list(reply.backfills)
 
+    def alerts(self, since_ms: int = 0, limit: int = 0) -> list[pb.AlertInfo]:
+        """Retained alert events at or after ``since_ms`` (newest ``limit``; 0: up to 1000), oldest
+        first, each with its delivery state per webhook target of the answering node's config."""
+        _check_count(limit, "limit")
+        reply: pb.ListAlertsReply = self._call(
+            "ListAlerts", pb.ListAlertsRequest(since_ms=since_ms, limit=limit)
+        )
+        return list(reply.alerts)
+
+    def ack_alert(self, alert_id: str) -> pb.AlertRecord:
+        """Acknowledge an alert event (kept with the time of the first acknowledgement)."""
+        request = pb.AckAlertRequest(id=alert_id, idempotency_key=_key())
+        reply: pb.AckAlertReply = self._call("AckAlert", request, write=True)
+        return reply.alert
+
     def lineage(
         self, workflow: str, task: str, version: int = 0
     ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:

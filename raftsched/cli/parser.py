@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from raftsched.cli import cluster, cron, tasks, workflows
+from raftsched.cli import alerts, cluster, cron, tasks, workflows
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
@@ -160,6 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = _leaf(commands, "status", cluster.cmd_status, "cluster status: leader, term, every node's state")
     _json_option(status)
+
+    alerts_cmd = _leaf(
+        commands, "alerts", alerts.cmd_alerts, "list alert events and their delivery per webhook", times=True
+    )
+    alerts_cmd.add_argument("--since", metavar="T", help="events at or after T (default: all retained)")
+    alerts_cmd.add_argument("--limit", type=non_negative_int, default=0, metavar="N", help="newest N events")
+    _json_option(alerts_cmd)
+    alert_actions = alerts_cmd.add_subparsers(dest="action", metavar="ACTION")
+    ack = _leaf(alert_actions, "ack", alerts.cmd_alerts_ack, "acknowledge an alert event")
+    ack.add_argument("id", metavar="ID", help="the event's id, e.g. alert-12")
 
     cron_parser = commands.add_parser("cron", help="cron tools (local; no cluster needed)")
     cron_actions = cron_parser.add_subparsers(dest="action", metavar="ACTION", required=True)

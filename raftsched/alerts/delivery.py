@@ -36,7 +36,7 @@ from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as outbox
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.gate import LeaderGate, Stamp
+from raftsched.leader.gate import Stamp
 from raftsched.timing.durations import format_duration
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpcpb
@@ -139,6 +139,14 @@ async def http_post(hook: Webhook, body: bytes, headers: Mapping[str, str]) -> N
     await loop.run_in_executor(None, _post_blocking, hook.url, body, headers, hook.timeout_ms / 1000)
 
 
+class LeaderStamps(Protocol):
+    """The part of :class:`raftsched.leader.gate.LeaderGate` the alert loop uses."""
+
+    def leading_and_ready(self) -> bool: ...
+
+    def stamp(self) -> Stamp: ...
+
+
 class AlertNode(Protocol):
     """What the alert loop needs from its node."""
 
@@ -153,7 +161,7 @@ class AlertNode(Protocol):
     def store(self) -> StateStore: ...
 
     @property
-    def gate(self) -> LeaderGate: ...
+    def gate(self) -> LeaderStamps: ...
 
 
 def backoff_s(failures: int, rng: random.Random) -> float:

@@ -86,6 +86,9 @@ class NodeConfig:
       the first message of a connection). pysyncobj dials a peer only from the node whose
       address sorts after the peer's, so an entry is only valid on that side and must itself sort
       before this node's ``raft`` (:class:`ClusterConfig` checks both).
+
+    ``http`` (optional) is where the node's HTTP listener (``/metrics``, ``/healthz``,
+    ``/readyz``) binds; a wildcard is fine. Absent, the node serves no HTTP at all.
     """
 
     id: str
@@ -94,6 +97,7 @@ class NodeConfig:
     data_dir: Path
     grpc_bind: str | None = None
     raft_via: tuple[tuple[str, str], ...] = ()
+    http: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "raft_via", tuple(sorted(dict(self.raft_via).items())))
@@ -105,6 +109,8 @@ class NodeConfig:
             problems.append(f"grpc: address {grpc} already used by raft")
         if self.grpc_bind is not None:
             _check_bind_address("grpc_bind", self.grpc_bind, problems)
+        if self.http is not None:
+            _check_bind_address("http", self.http, problems)
         for peer, via in self.raft_via:
             _check_node_id(f"raft_via: peer id {peer!r}", peer, problems)
             _check_peer_address(_key("raft_via", str(peer)), via, problems)
@@ -203,6 +209,7 @@ class ClusterConfig:
                 n.data_dir,
                 _canonical(n.grpc_bind) if n.grpc_bind is not None else None,
                 {peer: _canonical(via) for peer, via in n.raft_via},
+                _canonical(n.http) if n.http is not None else None,
             )
             for i, n in enumerate(self.nodes)
         ]
@@ -575,7 +582,7 @@ _NODE_KEYS: Final[Mapping[str, str]] = {
     "grpc": "host:port of this node's gRPC API",
     "data_dir": "the directory this node keeps its state in",
 }
-_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via")
+_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via", "http")
 
 
 @dataclass(frozen=True, slots=True)
@@ -589,6 +596,7 @@ class _NodeKeys:
     data_dir: Path | None
     grpc_bind: str | None = None
     raft_via: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    http: str | None = None
 
 
 def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConfig, ...] | None:
@@ -627,7 +635,8 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             else None
         )
         via = _parse_raft_via(f"{path}.raft_via", item.get("raft_via", {}), problems)
-        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via))
+        http = _check_bind_address(f"{path}.http", item["http"], problems) if "http" in item else None
+        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via, http))
     problems.extend(_node_set_problems(parsed))
     problems.extend(_raft_via_problems(parsed))
     if len(problems) > before:
@@ -641,6 +650,7 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             data_dir=n.data_dir,
             grpc_bind=n.grpc_bind,
             raft_via=tuple((peer, via) for peer, via in n.raft_via.items() if via is not None),
+            http=n.http,
         )
         for n in parsed
         if n.id is not None and n.raft is not None and n.grpc is not None and n.data_dir is not None
@@ -704,7 +714,7 @@ def _node_set_problems(nodes: Iterable[_NodeKeys]) -> list[str]:
             else:
                 ids[n.id] = n.path
         bind = n.grpc_bind if n.grpc_bind != n.grpc else None
-        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind)):
+        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind), ("http", n.http)):
             if address is None:
                 continue
             if address in addresses:

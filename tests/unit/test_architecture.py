@@ -28,6 +28,7 @@ PURE = [
     "replica.py",
     "consensus/memory.py",
     "storage/memory.py",
+    "observability/tally.py",
 ]
 FORBIDDEN_IN_PURE = {
     "time",
@@ -51,6 +52,8 @@ ADAPTERS = {
     "lmdb": {"storage/lmdb_store.py"},
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
+    "prometheus_client": {"observability/metrics.py"},
+    "aiohttp": {"observability/listener.py"},
 }
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.timing.durations import UNIT_MS, Unit, parse_duration_ms
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -127,6 +128,9 @@ class NodeConfig:
 class RaftTuning:
     """The ``[raft]`` table: pysyncobj timing and log compaction. Durations are in seconds.
 
+    In a file, a duration may also be a string with a unit in the shared duration grammar
+    (``"20ms"``, ``"1.5s"``, see :mod:`raftsched.timing.durations`).
+
     The constraints are pysyncobj's own (its ``SyncObjConf.validate`` asserts them, and asserts
     vanish under ``python -O``), checked here so a bad value is reported with its key path.
     Raises :class:`ConfigError` if a value or a relation between values is invalid.
@@ -154,6 +158,10 @@ class SchedulerSettings:
     inside ``apply`` must not read these from the local config: the leader stamps the values it
     acts on into its commands, and every replica applies the same numbers. Raises
     :class:`ConfigError` if a value is out of range.
+
+    Each duration is a number in the unit its name ends with (``_seconds``, ``_ms``). In a file it
+    may also be a string with a unit in the shared duration grammar (``"90s"``, ``"10m"``,
+    ``"7d"``, see :mod:`raftsched.timing.durations`) that comes to a whole number of that unit.
     """
 
     misfire_grace_seconds: int = 5
@@ -416,6 +424,27 @@ _SCHEDULER_RULES: Final[Mapping[str, _Rule]] = {
     "retry_backoff_cap_ms": _NON_NEGATIVE,
 }
 
+# Keys that hold a duration, and the unit of the field's value (and of a plain TOML number).
+_DURATION_UNITS: Final[Mapping[str, Unit]] = {
+    "append_entries_period": "s",
+    "auto_tick_period": "s",
+    "raft_min_timeout": "s",
+    "raft_max_timeout": "s",
+    "connection_timeout": "s",
+    "connection_retry_time": "s",
+    "leader_fallback_timeout": "s",
+    "log_compaction_min_time": "s",
+    "misfire_grace_seconds": "s",
+    "misfire_all_window_seconds": "s",
+    "history_keep_seconds": "s",
+    "idempotency_keep_seconds": "s",
+    "lease_ms": "ms",
+    "heartbeat_ms": "ms",
+    "kill_grace_ms": "ms",
+    "retry_backoff_ms": "ms",
+    "retry_backoff_cap_ms": "ms",
+}
+
 _Relations = Callable[[str, Mapping[str, _Number]], list[str]]
 
 
@@ -472,14 +501,19 @@ def _check_numbers(
     rules: Mapping[str, _Rule],
     relations: _Relations | None,
     problems: list[str],
+    skip: frozenset[str] = frozenset(),
 ) -> dict[str, _Number]:
     """Type- and range-check every field of ``cls`` (absent ones take their default).
+
+    Fields in ``skip`` (already reported unreadable) are left out, also from the relations.
 
     Returns the valid values, converted to their field's type (an int where a float is expected
     becomes a float).
     """
     good: dict[str, _Number] = {}
     for name, default in _defaults(cls).items():
+        if name in skip:
+            continue
         path = _key(prefix, name)
         number = _as_number(path, values.get(name, default), type(default), problems)
         if number is None:
@@ -519,9 +553,44 @@ def _parse_section(
         return None
     _unknown_keys(prefix, table, tuple(_defaults(cls)), problems)
     before = len(problems)
-    good = _check_numbers(prefix, table, cls, rules, relations, problems)
+    values, unreadable = _durations_read(prefix, table, cls, problems)
+    good = _check_numbers(prefix, values, cls, rules, relations, problems, skip=unreadable)
     build: Callable[..., _Section] = cls  # the values were checked against the fields just above
     return build(**good) if len(problems) == before else None
+
+
+def _durations_read(
+    prefix: str, table: Mapping[str, object], cls: type[RaftTuning | SchedulerSettings], problems: list[str]
+) -> tuple[dict[str, object], frozenset[str]]:
+    """``table`` with each duration string converted to its key's unit, and the keys that failed.
+
+    A failed key is reported here; the caller leaves it out (the section is refused anyway), so
+    a default never stands in for a value the file got wrong.
+    """
+    kinds = _defaults(cls)
+    out: dict[str, object] = {}
+    failed: set[str] = set()
+    for key, value in table.items():
+        unit = _DURATION_UNITS.get(key)
+        if unit is None or not isinstance(value, str) or key not in kinds:
+            out[key] = value
+            continue
+        path = _key(prefix, key)
+        try:
+            ms = parse_duration_ms(value, path, bare_unit=None)  # a string says its unit
+        except InvalidSpec as bad:
+            problems.append(f"{path}: {bad.reason}")
+            failed.add(key)
+            continue
+        per_unit = UNIT_MS[unit]
+        if isinstance(kinds[key], float):
+            out[key] = ms / per_unit
+        elif ms % per_unit:  # only seconds can fail: every duration is a whole number of ms
+            problems.append(f"{path}: {value!r} is not a whole number of seconds")
+            failed.add(key)
+        else:
+            out[key] = ms // per_unit
+    return out, frozenset(failed)
 
 
 def _parse_cluster(

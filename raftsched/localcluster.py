@@ -1,7 +1,7 @@
 """Run a cluster of real ``raftsched-node`` processes on this machine.
 
 Used by the demo (``raftsched demo``), the integration and chaos tests and the benchmarks. Every
-node is a separate Python process (``python -m raftsched.node``) with its own data directory;
+node is a separate Python process (``python -m raftsched.cli.node``) with its own data directory;
 processes can be killed (SIGKILL), paused (SIGSTOP/SIGCONT), restarted and wiped.
 """
 
@@ -26,6 +26,9 @@ from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
+
+NODE_COMMAND = (sys.executable, "-m", "raftsched.cli.node")
+"""How a node process starts (the ``raftsched-node`` program, without needing it on PATH)."""
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -112,7 +115,7 @@ class LocalCluster:
             log = open(self.log_dir / f"{nid}.log", "ab")  # noqa: SIM115 - owned by the child
             env = {**os.environ, **self.env, **(extra_env or {})}
             self.procs[nid] = subprocess.Popen(
-                [sys.executable, "-m", "raftsched.node", "--config", str(self.config_path), "--node-id", nid],
+                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

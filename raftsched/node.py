@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -22,9 +20,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from raftsched.abc import Clock, Leadership, ProposeCallback
-from raftsched.config import ClusterConfig, load_config
+from raftsched.config import ClusterConfig
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.errors import InvalidSpec
 from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
@@ -304,69 +301,3 @@ class Node:
                 match_index=int(status.get(f"match_idx_server_{known_as}", -1)),
             )
         return out
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
-TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
-
-
-def _test_clock_offset_ms() -> int:
-    """Test-only: the chaos suite skews a node's clock with RAFTSCHED_TEST_CLOCK_OFFSET_MS."""
-    raw = os.environ.get(TEST_CLOCK_OFFSET_ENV, "")
-    if not raw:
-        return 0
-    try:
-        offset = int(raw)
-    except ValueError:
-        raise InvalidSpec(
-            TEST_CLOCK_OFFSET_ENV, f"{raw!r} is not an integer number of milliseconds"
-        ) from None
-    log.warning("TEST SETTING: this node's clock is skewed by %+d ms", offset)
-    return offset
-
-
-def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
-    """Run one node until SIGTERM/SIGINT. Returns the process exit code."""
-    _configure_logging(log_level)
-    config = load_config(config_path)
-    node = Node(config, node_id, clock=SystemClock(_test_clock_offset_ms()))
-    node.start()
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await node.serve(stop)
-        finally:
-            # Leave Raft while the loop still runs: an entry applied during shutdown calls back
-            # into the loop (a pending write's future), and a closed loop made that callback raise
-            # "Event loop is closed" (seen in a chaos soak on a SIGTERM restart of the leader).
-            await asyncio.to_thread(node.stop)
-
-    try:
-        asyncio.run(main())
-    finally:
-        node.stop()
-    return 0
-
-
-def run_demo(config_path: str, duration: str = "0") -> int:
-    """``raftsched demo`` (see raftsched.demo)."""
-    from raftsched.demo import run_demo as demo
-
-    return demo(config_path, duration)
-
-
-if __name__ == "__main__":
-    # `python -m raftsched.node ...` behaves exactly like the `raftsched-node` script.
-    from raftsched.cli import node_main
-
-    sys.exit(node_main())

@@ -1,6 +1,6 @@
 """The chaos harness: a real cluster and executor fleet on loopback, and a fault schedule.
 
-:class:`ChaosHarness` starts 3 (or 5) ``raftsched.node`` processes (:class:`LocalCluster`) and 2
+:class:`ChaosHarness` starts 3 (or 5) ``raftsched-node`` processes (:class:`LocalCluster`) and 2
 ``raftsched.executor`` processes with fast leases, installs per-second cron tasks whose command
 appends one line per execution to a marker file::
 
@@ -65,10 +65,10 @@ from raftsched.chaos.checker import (
     settle,
 )
 from raftsched.chaos.netproxy import ProxyNet
+from raftsched.cli.node import TEST_CLOCK_OFFSET_ENV
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, free_ports, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
-from raftsched.node import TEST_CLOCK_OFFSET_ENV
 from raftsched.timing.clock import SystemClock
 
 Progress = Callable[[str], None]

@@ -2,6 +2,6 @@
 
 import sys
 
-from raftsched.cli import executor_main
+from raftsched.cli.executor import executor_main
 
 sys.exit(executor_main())

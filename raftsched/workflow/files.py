@@ -39,7 +39,8 @@ key                meaning                                                      
                    ``{task: NAME, condition: success | failure | done}``                 none
 ``trigger_rule``   ``all`` (every dependency's condition met) | ``any`` (at least one)    ``all``
 ``retries``        retries after a failure (0-100)                                       0
-``timeout``        seconds (int) or a string ``"90s"``, ``"5m"``, ``"2h"``, ``"1d"``      none
+``timeout``        seconds (a number) or a duration: ``"500ms"``, ``"90s"``, ``"1.5h"``, none
+                   ``"1d"``, ``"1w"`` (:mod:`raftsched.timing.durations`)
 ``shards``         parallel shards (1-1024)                                              1
 ``priority``       0-9
 ``params``         mapping: task params (override the workflow's)
@@ -53,17 +54,17 @@ described in :mod:`raftsched.workflow.template`. ``depends_on`` is always a list
 are errors (with a did-you-mean), and so are wrong types: string fields need strings (quote
 ``"123"`` or ``"true"``), numeric fields integers.
 
-The YAML subset
-===============
+YAML
+====
 
-PyYAML is not a dependency, so YAML files are read by a small strict parser that keeps line
-numbers: block mappings and block sequences (of scalars or mappings), flow sequences
-``[a, b]`` and flow mappings ``{task: a, condition: failure}`` on one line, plain, single- and
-double-quoted scalars, ``#`` comments, integers, booleans (``true``/``false``), ``null``/``~``,
-floats (in params), and literal blocks ``|`` (``|-`` strips, ``|+`` keeps the final newlines)
-for long commands. Plain ``yes``/``no``/``on``/``off`` are strings (YAML 1.2). Anchors, aliases,
-tags, folded ``>`` blocks, multi-line flow collections, multi-line plain scalars, complex keys
-and several documents are refused with their line. Indent with spaces, never tabs.
+YAML files are read with PyYAML's safe loader by :mod:`raftsched.workflow.yaml_reader`, which
+keeps each value's line and refuses, with their line: anchors, aliases, tags, directives, several
+documents, duplicate keys, folded ``>`` scalars, plain or quoted scalars over several lines, flow
+collections (``[a, b]``, ``{task: a}``) over several lines, and plain scalars whose value differs
+between YAML 1.1 and 1.2 (``010``, ``0x1F``, ``1_000``, ``12:30``, ``1e3``, ``2024-01-01``,
+``.inf``; quote them). Plain ``yes``/``no``/``on``/``off`` are strings, only ``true``/``false``
+are booleans. Literal blocks ``|`` (``|-`` strips, ``|+`` keeps the final newlines) suit long
+commands. Indent with spaces, never tabs.
 
 TOML is read with :mod:`tomllib`, which reports no positions for values; positions come from a
 best-effort scan of the text (``[[tasks]]`` headers and ``key =`` lines).
@@ -80,9 +81,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from raftsched.errors import InvalidWorkflow
+from raftsched.errors import InvalidSpec, InvalidWorkflow
+from raftsched.timing.durations import parse_duration_ms
 from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.workflow.located import Node, SyntaxProblem
 from raftsched.workflow.validate import collect_problems, locate
+from raftsched.workflow.yaml_reader import read_yaml
 
 __all__ = ["load_workflow_file", "parse_workflow_text"]
 
@@ -137,408 +141,7 @@ _MISFIRE = {"latest": pb.MISFIRE_LATEST, "all": pb.MISFIRE_ALL, "skip": pb.MISFI
 _OVERLAP = {"skip": pb.OVERLAP_SKIP, "allow": pb.OVERLAP_ALLOW}
 _RULE = {"all": pb.RULE_ALL, "any": pb.RULE_ANY}
 _CONDITION = {"success": pb.ON_SUCCESS, "failure": pb.ON_FAILURE, "done": pb.ON_DONE}
-_DURATION = re.compile(r"(\d+)\s*(s|m|h|d)?")
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _UINT32 = 2**32 - 1
-_MAX_DEPTH = 32
-
-
-# ---------------------------------------------------------------------------------------------
-# Located values: what both parsers produce and the converter reads.
-
-Scalar = str | int | float | bool | None
-
-
-@dataclass(slots=True)
-class Node:
-    """A parsed value with the line it starts on (None: unknown)."""
-
-    line: int | None
-    value: Scalar = None
-    items: list[Node] | None = None  # a sequence
-    entries: list[tuple[str, int | None, Node]] | None = None  # a mapping: (key, key line, value)
-
-    @property
-    def kind(self) -> str:
-        if self.entries is not None:
-            return "mapping"
-        if self.items is not None:
-            return "list"
-        return _type_name(self.value)
-
-    def plain(self) -> object:
-        """The plain Python value (for params)."""
-        if self.entries is not None:
-            return {k: v.plain() for k, _, v in self.entries}
-        if self.items is not None:
-            return [v.plain() for v in self.items]
-        return self.value
-
-
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    return "string"
-
-
-class _SyntaxProblem(Exception):
-    def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(message)
-        self.line = line
-        self.message = message
-
-
-# ---------------------------------------------------------------------------------------------
-# The strict YAML subset.
-
-_KEY = re.compile(
-    r"""(?P<key>"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{}\[\],&*!|>%@`-][^:#]*?|-[^\s:#][^:#]*?)\s*:(?:\s+|$)"""
-)
-_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+")
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/", "0": "\0", " ": " "}
-
-
-def _strip_comment(text: str) -> str:
-    """Drop a ``#`` comment (``#`` at the start or after whitespace, outside quotes)."""
-    quote = ""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if quote == '"' and ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'" and (i == 0 or text[i - 1] in " \t[{,:-"):
-            quote = ch
-        elif ch == "#" and (i == 0 or text[i - 1] in " \t"):
-            return text[:i].rstrip()
-        i += 1
-    return text.rstrip()
-
-
-class _Yaml:
-    def __init__(self, text: str) -> None:
-        self.raw = text.split("\n")
-        self.pos = 0
-
-    # lines ------------------------------------------------------------------------------------
-    def _next_content(self) -> tuple[int, int, str] | None:
-        """The next non-blank, non-comment line as (index, indent, content) without consuming."""
-        while self.pos < len(self.raw):
-            raw = self.raw[self.pos]
-            content = _strip_comment(raw)
-            stripped = content.lstrip(" ")
-            if not stripped:
-                self.pos += 1
-                continue
-            indent = len(content) - len(stripped)
-            if stripped.startswith("\t") or "\t" in raw[:indent]:
-                raise _SyntaxProblem(self.pos + 1, "tab in indentation (indent with spaces)")
-            return self.pos, indent, stripped
-        return None
-
-    def document(self) -> Node:
-        first = self._next_content()
-        if first is not None and first[2] == "---":
-            self.pos += 1
-        top = self._next_content()
-        if top is None:
-            raise _SyntaxProblem(1, "the file is empty (a workflow is a mapping: name, tasks, ...)")
-        node = self._block(top[1], 0)
-        rest = self._next_content()
-        if rest is not None:
-            index, _indent, content = rest
-            if content in ("---", "..."):
-                raise _SyntaxProblem(index + 1, "only one YAML document per file")
-            raise _SyntaxProblem(index + 1, f"unexpected content at this indentation: {content[:40]!r}")
-        return node
-
-    def _block(self, indent: int, depth: int) -> Node:
-        if depth > _MAX_DEPTH:
-            raise _SyntaxProblem(self.pos + 1, f"nested deeper than {_MAX_DEPTH} levels")
-        nxt = self._next_content()
-        assert nxt is not None
-        _index, _indent, content = nxt
-        if content == "-" or content.startswith("- "):
-            return self._sequence(indent, depth)
-        return self._mapping(indent, depth)
-
-    def _mapping(self, indent: int, depth: int) -> Node:
-        entries: list[tuple[str, int | None, Node]] = []
-        seen: dict[str, int] = {}
-        start = self.pos + 1
-        while True:
-            nxt = self._next_content()
-            if nxt is None:
-                break
-            index, ind, content = nxt
-            if ind < indent or (ind == 0 and content in ("---", "...")):
-                break
-            line = index + 1
-            if ind > indent:
-                raise _SyntaxProblem(line, "unexpected indentation")
-            if content == "-" or content.startswith("- "):
-                if entries:
-                    raise _SyntaxProblem(line, "a list item where a key was expected")
-                raise _SyntaxProblem(line, "a list item where a mapping was expected")
-            match = _KEY.match(content)
-            if match is None:
-                if content.startswith(("?", "&", "*", "!")):
-                    raise _SyntaxProblem(line, "complex keys, anchors, aliases and tags are not supported")
-                raise _SyntaxProblem(line, f"expected 'key: value', got {content[:60]!r}")
-            key = self._key(match.group("key"), line)
-            if key in seen:
-                raise _SyntaxProblem(line, f"duplicate key {key!r} (first on line {seen[key]})")
-            seen[key] = line
-            rest = content[match.end() :]
-            self.pos = index + 1
-            entries.append(
-                (key, line, self._value_after(rest, indent, line, depth, allow_same_indent_list=True))
-            )
-        return Node(start, entries=entries)
-
-    def _sequence(self, indent: int, depth: int) -> Node:
-        items: list[Node] = []
-        start = self.pos + 1
-        while True:
-            nxt = self._next_content()
-            if nxt is None:
-                break
-            index, ind, content = nxt
-            if ind < indent:
-                break
-            line = index + 1
-            if ind > indent:
-                raise _SyntaxProblem(line, "unexpected indentation")
-            if not (content == "-" or content.startswith("- ")):
-                break  # e.g. the next key of a mapping whose list sat at the key's indentation
-            rest = content[1:].lstrip(" ")
-            column = ind + (len(content) - len(rest))
-            if (rest and _KEY.match(rest) and not rest.startswith(("{", "[", '"', "'"))) or rest.startswith(
-                "- "
-            ):
-                # "- key: value": a mapping (or "- - x": a list) starting on the item's own line.
-                self.raw[index] = " " * column + rest
-                self.pos = index
-                items.append(self._block(column, depth + 1))
-            else:
-                self.pos = index + 1
-                items.append(self._value_after(rest, indent, line, depth, allow_same_indent_list=False))
-        return Node(start, items=items)
-
-    def _value_after(
-        self, rest: str, indent: int, line: int, depth: int, *, allow_same_indent_list: bool
-    ) -> Node:
-        """The value after ``key:`` or ``-``: inline, a literal block, or a nested block below."""
-        if rest:
-            if rest[0] in "|>":
-                return self._literal(rest, indent, line)
-            return _inline(rest, line)
-        nxt = self._next_content()
-        if nxt is not None:
-            _index, ind, content = nxt
-            is_item = content == "-" or content.startswith("- ")
-            if ind > indent or (allow_same_indent_list and ind == indent and is_item):
-                return self._block(ind, depth + 1)
-        return Node(line, value=None)
-
-    def _literal(self, header: str, indent: int, line: int) -> Node:
-        if header[0] == ">":
-            raise _SyntaxProblem(line, "folded scalars ('>') are not supported; use a literal block ('|')")
-        chomp = header[1:].strip()
-        if chomp not in ("", "-", "+"):
-            raise _SyntaxProblem(line, f"unsupported block scalar header {header!r} (use |, |- or |+)")
-        lines: list[str] = []
-        block_indent: int | None = None
-        index = line  # raw index of the first line after the header
-        while index < len(self.raw):
-            raw = self.raw[index]
-            stripped = raw.lstrip(" ")
-            if not stripped.strip():
-                lines.append("")
-                index += 1
-                continue
-            ind = len(raw) - len(stripped)
-            if ind <= indent or (block_indent is not None and ind < block_indent):
-                break
-            if block_indent is None:
-                block_indent = ind
-            lines.append(raw[block_indent:])
-            index += 1
-        trailing = 0
-        while lines and not lines[-1]:
-            lines.pop()
-            trailing += 1
-        self.pos = index
-        body = "\n".join(lines)
-        if not body or chomp == "-":
-            return Node(line, value=body)
-        if chomp == "+":
-            return Node(line, value=body + "\n" * (1 + trailing))
-        return Node(line, value=body + "\n")
-
-    @staticmethod
-    def _key(text: str, line: int) -> str:
-        if text.startswith(('"', "'")):
-            value = _quoted(text, line)
-            return value
-        return text.strip()
-
-
-def _quoted(text: str, line: int) -> str:
-    """A complete quoted scalar (the text is exactly the quoted token)."""
-    value, end = _scan_quoted(text, 0, line)
-    if text[end:].strip():
-        raise _SyntaxProblem(line, f"unexpected text after a quoted string: {text[end:].strip()[:40]!r}")
-    return value
-
-
-def _scan_quoted(text: str, pos: int, line: int) -> tuple[str, int]:
-    quote = text[pos]
-    out: list[str] = []
-    i = pos + 1
-    while i < len(text):
-        ch = text[i]
-        if quote == "'" and ch == "'":
-            if text[i + 1 : i + 2] == "'":
-                out.append("'")
-                i += 2
-                continue
-            return "".join(out), i + 1
-        if quote == '"' and ch == '"':
-            return "".join(out), i + 1
-        if quote == '"' and ch == "\\":
-            esc = text[i + 1 : i + 2]
-            if esc == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", text[i + 2 : i + 6]):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            if esc not in _ESCAPES:
-                raise _SyntaxProblem(line, f"unknown escape '\\{esc}' in a double-quoted string")
-            out.append(_ESCAPES[esc])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    raise _SyntaxProblem(line, "unclosed quoted string (quoted strings must end on the same line)")
-
-
-def _plain(text: str, line: int) -> Scalar:
-    text = text.strip()
-    if not text or text in ("~", "null", "Null", "NULL"):
-        return None
-    if text[0] in "&*!%@`":
-        raise _SyntaxProblem(line, f"anchors, aliases, tags and directives are not supported: {text[:40]!r}")
-    if ": " in text or text.endswith(":"):
-        raise _SyntaxProblem(line, f"a ': ' inside a plain value is ambiguous; quote it: {text[:60]!r}")
-    if text in ("true", "True", "TRUE"):
-        return True
-    if text in ("false", "False", "FALSE"):
-        return False
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    return text
-
-
-def _inline(text: str, line: int) -> Node:
-    """A value on one line: flow collection, quoted or plain scalar."""
-    if text[0] in "[{":
-        node, end = _flow(text, 0, line, 0)
-        if text[end:].strip():
-            raise _SyntaxProblem(
-                line, f"unexpected text after a flow collection: {text[end:].strip()[:40]!r}"
-            )
-        return node
-    if text[0] in "\"'":
-        return Node(line, value=_quoted(text, line))
-    if text[0] in "]}":
-        raise _SyntaxProblem(line, f"unexpected {text[0]!r}")
-    return Node(line, value=_plain(text, line))
-
-
-def _skip_spaces(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t":
-        pos += 1
-    return pos
-
-
-def _flow(text: str, pos: int, line: int, depth: int) -> tuple[Node, int]:
-    """Parse a flow sequence or mapping starting at ``text[pos]`` (``[`` or ``{``) on one line."""
-    if depth > _MAX_DEPTH:
-        raise _SyntaxProblem(line, f"nested deeper than {_MAX_DEPTH} levels")
-    opener = text[pos]
-    closer = "]" if opener == "[" else "}"
-    items: list[Node] = []
-    entries: list[tuple[str, int | None, Node]] = []
-    pos = _skip_spaces(text, pos + 1)
-    while True:
-        if pos >= len(text):
-            raise _SyntaxProblem(line, f"unclosed {opener!r} (flow collections must close on the same line)")
-        if text[pos] == closer:
-            pos += 1
-            break
-        if opener == "{":
-            key, pos = _flow_scalar(text, pos, line, stops=":,}")
-            pos = _skip_spaces(text, pos)
-            if pos >= len(text) or text[pos] != ":":
-                raise _SyntaxProblem(line, f"expected ':' after key {key.value!r} in a flow mapping")
-            if not isinstance(key.value, str):
-                raise _SyntaxProblem(line, f"flow mapping keys must be strings, got {key.value!r}")
-            if any(k == key.value for k, _, _ in entries):
-                raise _SyntaxProblem(line, f"duplicate key {key.value!r}")
-            pos = _skip_spaces(text, pos + 1)
-            value, pos = _flow_value(text, pos, line, depth, stops=",}")
-            entries.append((key.value, line, value))
-        else:
-            value, pos = _flow_value(text, pos, line, depth, stops=",]")
-            items.append(value)
-        pos = _skip_spaces(text, pos)
-        if pos < len(text) and text[pos] == ",":
-            pos = _skip_spaces(text, pos + 1)
-        elif pos < len(text) and text[pos] != closer:
-            raise _SyntaxProblem(line, f"expected ',' or {closer!r}, got {text[pos]!r}")
-    if opener == "{":
-        return Node(line, entries=entries), pos
-    return Node(line, items=items), pos
-
-
-def _flow_value(text: str, pos: int, line: int, depth: int, stops: str) -> tuple[Node, int]:
-    if pos < len(text) and text[pos] in "[{":
-        return _flow(text, pos, line, depth + 1)
-    return _flow_scalar(text, pos, line, stops)
-
-
-def _flow_scalar(text: str, pos: int, line: int, stops: str) -> tuple[Node, int]:
-    if pos < len(text) and text[pos] in "\"'":
-        value, end = _scan_quoted(text, pos, line)
-        return Node(line, value=value), end
-    end = pos
-    while end < len(text) and text[end] not in stops:
-        if text[end] in "[]{}" and text[end] not in stops:
-            raise _SyntaxProblem(line, f"unexpected {text[end]!r} inside a flow collection")
-        end += 1
-    raw = text[pos:end].strip()
-    if not raw:
-        raise _SyntaxProblem(line, "empty entry in a flow collection")
-    if ":" in stops:
-        return Node(line, value=raw), end  # a key: never resolved to a number or boolean
-    return Node(line, value=_plain(raw, line)), end
-
-
-def parse_yaml_subset(text: str) -> Node:
-    """Parse the YAML subset described in the module docstring; raises ``_SyntaxProblem``."""
-    return _Yaml(text).document()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -723,19 +326,27 @@ def _describe(node: Node) -> str:
 
 
 def _timeout_ms(conv: _Converter, node: Node, path: str, label: str) -> int | None:
+    """A task timeout: seconds as a number (``90``, ``1.5``) or a duration string (``"90s"``, ``"2h"``)."""
     if node.kind == "integer" and isinstance(node.value, int):
         seconds = conv.integer(node, path, label, high=2**53 // 1000)
         return None if seconds is None else seconds * 1000
-    if node.kind == "string" and isinstance(node.value, str):
-        match = _DURATION.fullmatch(node.value.strip())
-        if match is not None and len(match.group(1)) <= 12:
-            return int(match.group(1)) * _UNIT_MS[match.group(2) or "s"]
-    conv.add(
-        node.line,
-        path,
-        f'{label}: must be seconds (an integer) or like "90s", "5m", "2h", got {_describe(node)}',
-    )
-    return None
+    if node.kind == "float" and isinstance(node.value, float) and node.value >= 0:
+        text = repr(node.value)
+    elif node.kind == "string" and isinstance(node.value, str) and not node.value.startswith("\0"):
+        text = node.value
+    else:
+        conv.add(
+            node.line,
+            path,
+            f'{label}: must be seconds (a number) or a duration like "90s", "5m", "2h", '
+            f"got {_describe(node)}",
+        )
+        return None
+    try:
+        return parse_duration_ms(text, label, bare_unit="s")
+    except InvalidSpec as bad:
+        conv.add(node.line, path, f"{label}: {bad.reason}")
+        return None
 
 
 def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
@@ -962,8 +573,8 @@ def parse_workflow_text(text: str, fmt: Literal["yaml", "toml"], source: str) ->
     """
     if fmt == "yaml":
         try:
-            root = parse_yaml_subset(text)
-        except _SyntaxProblem as bad:
+            root = read_yaml(text)
+        except SyntaxProblem as bad:
             raise InvalidWorkflow([(f"{source}:{bad.line}" if bad.line else source, bad.message)]) from None
     elif fmt == "toml":
         try:

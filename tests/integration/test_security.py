@@ -88,7 +88,7 @@ def test_node_without_secret_refuses_to_start(tmp_path: Path) -> None:
     config = _config_variant(cluster.config_path, "no-secret.toml", "")
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "raftsched.node", "--config", str(config), "--node-id", "n1"],
+        [sys.executable, "-m", "raftsched.cli.node", "--config", str(config), "--node-id", "n1"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -24,6 +24,8 @@ PURE = [
     "timing/wheel.py",
     "timing/cron.py",
     "timing/schedule.py",
+    "timing/durations.py",
+    "workflow/located.py",
     "leader/writes.py",
     "replica.py",
     "consensus/memory.py",
@@ -52,6 +54,7 @@ ADAPTERS = {
     "lmdb": {"storage/lmdb_store.py"},
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
+    "yaml": {"workflow/yaml_reader.py"},
     "prometheus_client": {"observability/metrics.py"},
     "aiohttp": {"observability/listener.py"},
 }

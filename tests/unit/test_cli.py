@@ -1,16 +1,17 @@
 """The ``raftsched`` CLI: arguments to specs, times, errors, and commands run in-process.
 
 ``cron preview`` needs no cluster; the cluster commands run against one scripted in-process gRPC
-server. The clock is pinned by replacing ``SystemClock`` in the CLI module.
+server. The clock is pinned by replacing ``SystemClock`` in the CLI's input module.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import socket
+import subprocess
 import sys
-import types
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -21,7 +22,12 @@ from google.protobuf.message import Message
 
 from raftsched import cli
 from raftsched import client as client_module
+from raftsched.cli import demo as demo_cli
+from raftsched.cli import input as cli_input
+from raftsched.cli import node as node_cli
+from raftsched.cli.input import duration_arg
 from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.localcluster import write_config
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
@@ -47,7 +53,7 @@ def fixed_now() -> int:
 
 @pytest.fixture(autouse=True)
 def pinned_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "SystemClock", lambda: ManualClock(NOW))
+    monkeypatch.setattr(cli_input, "SystemClock", lambda: ManualClock(NOW))
     monkeypatch.delenv(cli.CLUSTER_ENV, raising=False)
 
 
@@ -277,13 +283,14 @@ def test_now_is_read_only_when_needed() -> None:
     ],
 )
 def test_parse_duration(text: str, ms: int) -> None:
-    assert cli.parse_duration_ms(text) == ms
+    # The CLI reads durations with the shared grammar (tests/unit/test_durations.py has the rest).
+    assert duration_arg(text) == ms
 
 
 @pytest.mark.parametrize("text", ["", "-5", "1e3", "5 m", "1.5ms", "x"])
 def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
-        cli.parse_duration_ms(text)
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration_arg(text)
 
 
 # -- cron preview (local) --------------------------------------------------------------------------
@@ -412,13 +419,12 @@ def test_a_bad_config_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_p
     assert_one_error_line(err, "invalid config", "cluster.name")
 
 
-# -- entry points for the node (raftsched.node is stubbed) ------------------------------------------
+# -- entry points for the node (the functions that run a node or the demo are stubbed) ------------
 
 
 @pytest.fixture
 def fake_node(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...]]]:
     calls: list[tuple[str, tuple[str, ...]]] = []
-    module = types.ModuleType("raftsched.node")
 
     def run_node(*args: str) -> int:
         calls.append(("run_node", args))
@@ -430,24 +436,23 @@ def fake_node(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...
         calls.append(("run_demo", args))
         return 0
 
-    module.run_node = run_node  # type: ignore[attr-defined]
-    module.run_demo = run_demo  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "raftsched.node", module)
+    monkeypatch.setattr(node_cli, "run_node", run_node)
+    monkeypatch.setattr(demo_cli, "run_demo", run_demo)
     return calls
 
 
 def test_node_main_calls_run_node(
     fake_node: list[tuple[str, tuple[str, ...]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.node_main(["--config", "c.toml", "--node-id", "n1"]) == 0
-    assert cli.node_main(["--config", "c.toml", "--node-id", "n2", "--log-level", "debug"]) == 0
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "n1"]) == 0
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "n2", "--log-level", "debug"]) == 0
     assert fake_node == [("run_node", ("c.toml", "n1", "info")), ("run_node", ("c.toml", "n2", "debug"))]
-    assert cli.node_main(["--config", "c.toml", "--node-id", "bad"]) == 2
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "bad"]) == 2
     err = capsys.readouterr().err
     assert (
         err == "raftsched-node: error: invalid config c.toml: nodes: no node with id 'bad'; second problem\n"
     )
-    assert cli.node_main(["--config", "c.toml"]) == 2
+    assert node_cli.node_main(["--config", "c.toml"]) == 2
     assert "--node-id" in capsys.readouterr().err
 
 
@@ -464,6 +469,46 @@ def test_demo_subcommand(
         ("run_demo", ("global.toml", "0.0")),
         ("run_demo", ("cluster.example.toml", "5.0")),
     ]
+
+
+def test_a_bad_test_clock_offset_stops_the_node_before_it_starts(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "cluster.toml"
+    write_config(config, 1)
+    monkeypatch.setenv(node_cli.TEST_CLOCK_OFFSET_ENV, "soon")
+    assert node_cli.node_main(["--config", str(config), "--node-id", "n1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("raftsched-node: error: "), err
+    assert node_cli.TEST_CLOCK_OFFSET_ENV in err
+    assert "'soon' is not an integer number of milliseconds" in err
+
+
+def test_the_programs_run_as_modules_and_the_admin_cli_loads_no_node() -> None:
+    # -W error: a node module the package had imported first would be warned about as a second copy.
+    for module, usage in (
+        ("raftsched.cli.node", "raftsched-node"),
+        ("raftsched.executor", "raftsched-executor"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-m", module, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"usage: {usage} "), done.stdout
+    probe = "import sys, raftsched.cli; print(sorted(m for m in NODE_MODULES if m in sys.modules))"
+    heavy = ("raftsched.node", "raftsched.cli.node", "pysyncobj", "lmdb")
+    done = subprocess.run(
+        [sys.executable, "-c", f"NODE_MODULES = {heavy!r}; {probe}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "[]"
 
 
 # -- cluster commands against one scripted in-process server -----------------------------------------

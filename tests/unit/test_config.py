@@ -128,6 +128,63 @@ def test_values_override_defaults_and_ints_are_accepted_for_floats(tmp_path: Pat
     assert config.scheduler.max_fires_per_batch == 100000
 
 
+def test_duration_keys_also_take_a_duration_string_with_a_unit(tmp_path: Path) -> None:
+    data = valid_data()
+    table(data, "raft").update(
+        {"append_entries_period": "50ms", "raft_max_timeout": "1.5s", "log_compaction_min_time": "10m"}
+    )
+    table(data, "scheduler").update(
+        {
+            "misfire_grace_seconds": "30s",
+            "misfire_all_window_seconds": "2h",
+            "history_keep_seconds": "2w",
+            "idempotency_keep_seconds": "1d",
+            "lease_ms": "30s",
+            "heartbeat_ms": "2.5s",
+            "kill_grace_ms": "500ms",
+            "retry_backoff_cap_ms": "1h",
+        }
+    )
+
+    config = parse_config(data, base_dir=tmp_path)
+
+    assert config.raft.append_entries_period == 0.05
+    assert config.raft.raft_max_timeout == 1.5
+    assert config.raft.log_compaction_min_time == 600
+    settings = config.scheduler
+    assert (settings.misfire_grace_seconds, settings.misfire_all_window_seconds) == (30, 7200)
+    assert (settings.history_keep_seconds, settings.idempotency_keep_seconds) == (1_209_600, 86_400)
+    assert (settings.lease_ms, settings.heartbeat_ms, settings.kill_grace_ms) == (30_000, 2_500, 500)
+    assert settings.retry_backoff_cap_ms == 3_600_000
+
+
+def test_duration_string_problems_are_reported_with_their_path_and_nothing_else() -> None:
+    data = valid_data()
+    table(data, "raft").update({"auto_tick_period": "5 ms"})
+    table(data, "scheduler").update(
+        {
+            "misfire_grace_seconds": "1500ms",
+            "heartbeat_ms": "soon",
+            "lease_ms": "1000",
+            "max_fires_per_batch": "10s",
+        }
+    )
+
+    problems = problems_of(data)
+
+    # heartbeat_ms is unreadable, so the heartbeat/lease relation is not checked against a default.
+    assert problems == [
+        "raft.auto_tick_period: '5 ms' is not a duration (no space between the number and the unit); "
+        "use a number with a unit: 500ms, 90s, 10m, 2h, 1d, 1w (decimals such as 1.5h too)",
+        "scheduler.misfire_grace_seconds: '1500ms' is not a whole number of seconds",
+        "scheduler.heartbeat_ms: 'soon' is not a duration; "
+        "use a number with a unit: 500ms, 90s, 10m, 2h, 1d, 1w (decimals such as 1.5h too)",
+        "scheduler.lease_ms: '1000' has no unit; "
+        "use a number with a unit: 500ms, 90s, 10m, 2h, 1d, 1w (decimals such as 1.5h too)",
+        "scheduler.max_fires_per_batch: expected an integer, got string",
+    ]
+
+
 def test_relative_data_dir_resolves_against_base_dir(tmp_path: Path) -> None:
     data = valid_data(2)
     node(data, 0)["data_dir"] = "./state/../data/n1"
@@ -352,9 +409,9 @@ CASES: list[tuple[str, Mutation, str]] = [
         "raft.auto_tick_period: expected a number, got boolean",
     ),
     (
-        "string is not a number",
+        "a string duration needs a unit",
         _set(("raft", "raft_min_timeout"), "0.4"),
-        "raft.raft_min_timeout: expected a number, got string",
+        "raft.raft_min_timeout: '0.4' has no unit; use a number with a unit: 500ms, 90s",
     ),
     (
         "infinity",

@@ -15,6 +15,8 @@ from google.protobuf.message import Message
 
 from raftsched import cli
 from raftsched import client as client_module
+from raftsched.cli import input as cli_input
+from raftsched.cli import render, workflows
 from raftsched.client import Client, params_to_json, to_epoch_ms
 from raftsched.errors import InvalidSpec, InvalidWorkflow, NotFound
 from raftsched.timing.clock import ManualClock
@@ -185,8 +187,8 @@ class FakeAdmin(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]  # 
 def pinned(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Pin the CLI's clock; record the CLI's and the client's waits instead of waiting."""
     waits: list[float] = []
-    monkeypatch.setattr(cli, "SystemClock", lambda: ManualClock(NOW))
-    monkeypatch.setattr(cli, "_sleep", waits.append)
+    monkeypatch.setattr(cli_input, "SystemClock", lambda: ManualClock(NOW))
+    monkeypatch.setattr(workflows, "_sleep", waits.append)
     monkeypatch.setattr(client_module, "_sleep", waits.append)
     monkeypatch.delenv(cli.CLUSTER_ENV, raising=False)
     return waits
@@ -213,23 +215,23 @@ def run(capsys: pytest.CaptureFixture[str], address: str, *argv: str) -> tuple[i
 
 
 def test_progress_bar() -> None:
-    assert cli.progress_bar(12, 30, width=10) == "[####......] 12/30 runs"
-    assert cli.progress_bar(0, 30, width=10) == "[..........] 0/30 runs"
-    assert cli.progress_bar(29, 30, width=10) == "[#########.] 29/30 runs"  # never full before done
-    assert cli.progress_bar(30, 30, width=10) == "[##########] 30/30 runs"
-    assert cli.progress_bar(0, 0, width=4) == "[....] 0/0 runs"
+    assert render.progress_bar(12, 30, width=10) == "[####......] 12/30 runs"
+    assert render.progress_bar(0, 30, width=10) == "[..........] 0/30 runs"
+    assert render.progress_bar(29, 30, width=10) == "[#########.] 29/30 runs"  # never full before done
+    assert render.progress_bar(30, 30, width=10) == "[##########] 30/30 runs"
+    assert render.progress_bar(0, 0, width=4) == "[....] 0/0 runs"
 
 
 def test_params_from_args_merges_pairs_over_the_json_object() -> None:
-    assert cli.params_from_args("", []) == ""
-    assert cli.params_from_args('{"a": 1}', []) == '{"a": 1}'
-    merged = json.loads(cli.params_from_args('{"a": 1, "b": 2}', ["b=x", "c=d=e"]))
+    assert cli_input.params_from_args("", []) == ""
+    assert cli_input.params_from_args('{"a": 1}', []) == '{"a": 1}'
+    merged = json.loads(cli_input.params_from_args('{"a": 1, "b": 2}', ["b=x", "c=d=e"]))
     assert merged == {"a": 1, "b": "x", "c": "d=e"}
     with pytest.raises(InvalidSpec) as bad:
-        cli.params_from_args("", ["novalue"])
+        cli_input.params_from_args("", ["novalue"])
     assert bad.value.field == "param"
     with pytest.raises(InvalidSpec) as bad:
-        cli.params_from_args("[1]", [])
+        cli_input.params_from_args("[1]", [])
     assert bad.value.field == "params"
 
 
@@ -237,17 +239,13 @@ def test_backfill_end_takes_a_bare_date_as_the_whole_day() -> None:
     def now() -> int:
         return NOW
 
-    assert cli.backfill_end("2026-11-30", now) == NOW - 10 * 3_600_000 + DAY - 1
-    assert cli.backfill_end("2026-11-30T10:00:00Z", now) == NOW
-    assert cli.backfill_end("now", now) == NOW
-
-
-def test_graph_layers_follow_the_longest_dependency_chain() -> None:
-    assert cli.graph_layers(etl_spec()) == [[0], [1], [2, 3], [4]]
+    assert cli_input.backfill_end("2026-11-30", now) == NOW - 10 * 3_600_000 + DAY - 1
+    assert cli_input.backfill_end("2026-11-30T10:00:00Z", now) == NOW
+    assert cli_input.backfill_end("now", now) == NOW
 
 
 def test_render_graph_of_a_definition() -> None:
-    lines = cli.render_graph(etl_spec(), 3)
+    lines = render.render_graph(etl_spec(), 3)
     assert lines == [
         "workflow etl v3: 5 task(s), cron '0 2 * * *' Europe/Berlin",
         "layer 0",
@@ -263,20 +261,20 @@ def test_render_graph_of_a_definition() -> None:
 
 
 def test_render_graph_of_a_run_marks_states() -> None:
-    lines = cli.render_graph(etl_spec(), 3, etl_run())
+    lines = render.render_graph(etl_spec(), 3, etl_run())
     assert lines[0] == f"workflow etl v3, run {RUN_ID}: running"
     assert "  validate  [failed]   ← extract ✓" in lines
     assert "  load      [skipped]  ← extract ✓, validate ✗" in lines
     assert "  alert     [running]  ← validate ✗ (on failure)" in lines
     assert "  cleanup   [waiting]  ← any of: load ⊘ (on done), alert ▶ (on done)" in lines
     assert lines[-1].startswith("✓ success  ✗ failed/timeout")
-    ascii_lines = cli.render_graph(etl_spec(), 3, etl_run(), ascii_only=True)
+    ascii_lines = render.render_graph(etl_spec(), 3, etl_run(), ascii_only=True)
     assert "  load      [skipped]  <- extract ok, validate x" in ascii_lines
     assert all(line.isascii() for line in ascii_lines)
 
 
 def test_render_status_shows_tasks_and_timelines() -> None:
-    lines = cli.render_status(etl_run())
+    lines = render.render_status(etl_run())
     assert lines[0] == f"run {RUN_ID}: running"
     assert "workflow etl v3, scheduled, logical 2026-11-30T10:00:00Z" in lines[1]
     header = next(i for i, line in enumerate(lines) if line.startswith("TASK"))
@@ -489,7 +487,7 @@ def test_backfill_wait_draws_progress_until_done(
         "[##############################] 12/12 runs, 1 failed",
     ]
     assert lines[5].startswith("backfill etl~b1 (etl, ") and "12/12 runs finished, 1 failed" in lines[5]
-    assert pinned == [cli.BACKFILL_POLL_S] * 4
+    assert pinned == [workflows.BACKFILL_POLL_S] * 4
     assert status == 1 and err == "raftsched: error: backfill etl~b1: 1 run(s) failed\n"
 
 

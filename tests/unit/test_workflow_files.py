@@ -1,7 +1,8 @@
-"""Workflow files: the YAML subset and TOML give equal specs; every problem carries file:line."""
+"""Workflow files: YAML (PyYAML, strict) and TOML give equal specs; every problem carries file:line."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -183,13 +184,13 @@ tasks:
         ('name: "\\q"\n', 1, "unknown escape"),
     ],
 )
-def test_yaml_subset_refusals_name_their_line(text: str, line: int, fragment: str) -> None:
+def test_yaml_refusals_name_their_line(text: str, line: int, fragment: str) -> None:
     found = errors(text)
     assert len(found) == 1, found
     assert found[0][0] == f"wf.yaml:{line}" and fragment in found[0][1], found
 
 
-def test_yaml_subset_values() -> None:
+def test_yaml_values() -> None:
     text = """\
 ---
 name: 'w'   # a comment
@@ -322,3 +323,163 @@ def test_load_workflow_file_errors(tmp_path: Path) -> None:
     binary.write_bytes(b"name: \xff\n")
     with pytest.raises(InvalidWorkflow, match="not UTF-8"):
         load_workflow_file(binary)
+
+
+# -- PyYAML: what stays refused, and the scalar typing rule ----------------------------------------
+
+TASKS = "tasks:\n  - name: a\n    command: x\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("name: w\nparams:\n  a: &base {x: 1}\n" + TASKS, 3, "anchor '&base'"),
+        ("name: w\nparams: {x: 1}\nowner: *who\n" + TASKS, 3, "alias '*who'"),
+        ("name: w\ndescription: !!str 12\n" + TASKS, 2, "tag 'tag:yaml.org,2002:str'"),
+        ("name: w\nparams: !custom {a: 1}\n" + TASKS, 2, "tag '!custom'"),
+        ("name: w\n" + TASKS + "---\nname: v\n", 5, "only one YAML document"),
+        ("name: w\n" + TASKS + "...\n---\n", 6, "only one YAML document"),
+        ("%YAML 1.1\n---\nname: w\n" + TASKS, 1, "directives"),
+        ("name: w\n" + TASKS + "    command: y\n", 5, "duplicate key 'command' (first on line 4)"),
+        ("name: w\nparams: {a: 1, b: 2, a: 3}\n" + TASKS, 2, "duplicate key 'a'"),
+        ("name: w\nparams:\n  ? [a, b]\n  : 1\n" + TASKS, 3, "keys must be plain strings"),
+        ("name: w\ndescription: one\n  two\n" + TASKS, 2, "runs over several lines"),
+        ("name: w\ndescription: 'one\n  two'\n" + TASKS, 2, "runs over several lines"),
+        (
+            "name: w\nparams: {a: [1, [2, [3, [4, [5, [6, [7, [8, [9, [10, [11, [12, [13, [14, [15, [16, "
+            "[17, [18, [19, [20, [21, [22, [23, [24, [25, [26, [27, [28, [29, [30, [31, [32]]]]]]]]]]]]]]]]"
+            "]]]]]]]]]]]]]]]]}\n" + TASKS,
+            2,
+            "nested deeper than 32 levels",
+        ),
+        ("name: w\ndescription: \x07\n" + TASKS, 2, "U+0007"),
+        ("name: w\nparams: {a: [1, 2]]}\n" + TASKS, 2, "malformed flow collection"),
+        ("name: w\nowner: [1, 2]]\n" + TASKS, 2, "unexpected ']'"),
+        ("name: w\n" + TASKS + "   - name: b\n", 5, "unexpected indentation"),
+    ],
+)
+def test_yaml_refuses_anchors_aliases_tags_documents_and_duplicates_with_their_line(
+    text: str, line: int, fragment: str
+) -> None:
+    found = errors(text)
+    assert len(found) == 1, found
+    assert found[0][0] == f"wf.yaml:{line}" and fragment in found[0][1], found
+
+
+@pytest.mark.parametrize(
+    ("plain", "fragment"),
+    [
+        ("010", "leading zero"),
+        ("-007", "leading zero"),
+        ("0x1F", "hexadecimal"),
+        ("0o17", "hexadecimal, octal or binary"),
+        ("0b101", "hexadecimal, octal or binary"),
+        ("1_000", "'_'"),
+        ("12:30", "base-60"),
+        ("-1:20:30.5", "base-60"),
+        ("1e3", "exponent"),
+        ("1.5e3", "exponent"),
+        ("2024-01-01", "date or timestamp"),
+        ("2024-01-01T10:00:00Z", "date or timestamp"),
+        ("2001-12-14 21:59:43.10 -5", "date or timestamp"),
+        (".inf", "infinity or NaN"),
+        ("-.Inf", "infinity or NaN"),
+        (".NaN", "infinity or NaN"),
+    ],
+)
+def test_yaml_values_that_yaml_versions_read_differently_are_refused(plain: str, fragment: str) -> None:
+    for text in (f"name: w\nparams:\n  v: {plain}\n{TASKS}", f"name: w\nparams: {{v: [{plain}]}}\n{TASKS}"):
+        found = errors(text)
+        assert len(found) == 1, found
+        where, message = found[0]
+        assert where == "wf.yaml:3" if "\n  v:" in text else where == "wf.yaml:2"
+        assert fragment in message and "quote it" in message, message
+    # Quoted, the same text is the string it reads as.
+    quoted = parse_workflow_text(f"name: w\nparams:\n  v: '{plain}'\n{TASKS}", "yaml", "wf.yaml")
+    assert json.loads(quoted.params_json) == {"v": plain}
+
+
+def test_yaml_typing_rule_for_what_is_accepted() -> None:
+    text = (
+        """\
+name: w
+params:
+  words: [yes, no, on, off, y, n, Yes, OFF]
+  bools: [true, false, True, FALSE]
+  nulls: [~, null, NULL]
+  empty:
+  ints: [0, 42, -7, +3]
+  floats: [1.5, -0.25, 1.0e+3, 2., .5]
+  strings: ["010", '12:30', "2024-01-01", 1e3x, v1.2, 12:75]
+  on: key
+  010: key
+  1: key
+"""
+        + TASKS
+    )
+    params = json.loads(parse_workflow_text(text, "yaml", "wf.yaml").params_json)
+    assert params == {
+        "words": ["yes", "no", "on", "off", "y", "n", "Yes", "OFF"],
+        "bools": [True, False, True, False],
+        "nulls": [None, None, None],
+        "empty": None,
+        "ints": [0, 42, -7, 3],
+        "floats": [1.5, -0.25, 1000.0, 2.0, 0.5],
+        "strings": ["010", "12:30", "2024-01-01", "1e3x", "v1.2", "12:75"],
+        "on": "key",
+        "010": "key",
+        "1": "key",
+    }
+
+
+def test_a_yaml_word_where_a_number_is_wanted_is_still_a_type_error() -> None:
+    found = errors("name: w\nmax_parallel: on\n" + TASKS)
+    assert found == [("wf.yaml:2", 'max_parallel: must be an integer, got string "on"')]
+
+
+# -- task timeouts: the shared duration grammar -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "ms"),
+    [
+        ("60", 60_000),
+        ("1.5", 1_500),
+        ('"90"', 90_000),
+        ('"500ms"', 500),
+        ('"90s"', 90_000),
+        ('"5m"', 300_000),
+        ('"1.5h"', 5_400_000),
+        ('"1d"', 86_400_000),
+        ('"1w"', 604_800_000),
+        ('" 2h "', 7_200_000),
+        ("0", 0),
+    ],
+)
+def test_task_timeout_reads_the_duration_grammar(value: str, ms: int) -> None:
+    # The same value in YAML (plain when unquoted) and TOML (a number or a basic string).
+    yaml_text = f"name: w\ntasks:\n  - name: a\n    command: x\n    timeout: {value.strip(chr(34))}\n"
+    toml_text = f'name = "w"\n[[tasks]]\nname = "a"\ncommand = "x"\ntimeout = {value}\n'
+    assert parse_workflow_text(yaml_text, "yaml", "wf.yaml").tasks[0].timeout_ms == ms
+    assert parse_workflow_text(toml_text, "toml", "wf.toml").tasks[0].timeout_ms == ms
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("90 s", "no space between the number and the unit"),
+        ("-5m", "cannot be negative"),
+        ("1.5ms", "not a whole number of milliseconds"),
+        ("5 minutes", "is not a duration"),
+        ("true", "must be seconds (a number) or a duration"),
+        ("[1]", "must be seconds (a number) or a duration"),
+        ("-1", "out of range"),
+    ],
+)
+def test_task_timeout_refusals_name_the_field_and_line(value: str, fragment: str) -> None:
+    found = errors(f"name: w\ntasks:\n  - name: a\n    command: x\n    timeout: {value}\n")
+    assert len(found) == 1, found
+    where, message = found[0]
+    assert where == "wf.yaml:5" and message.startswith('tasks[0].timeout ("a"): ') and fragment in message, (
+        found
+    )

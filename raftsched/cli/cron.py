@@ -1,0 +1,42 @@
+"""``cron preview``: a cron expression's next fires, in UTC and local time (local; no cluster)."""
+
+from __future__ import annotations
+
+import argparse
+
+from raftsched.cli.input import lazy_now, parse_time
+from raftsched.cli.render import iso, offset_of, print_json, print_table
+from raftsched.timing import cron
+
+__all__ = ["cmd_cron_preview"]
+
+
+def cmd_cron_preview(args: argparse.Namespace) -> int:
+    start = parse_time(args.from_, lazy_now(), "--from")
+    cron.CronSchedule.parse(args.expr, args.tz, field="EXPR", tz_field="--tz")  # errors name the CLI's words
+    fires = cron.preview(args.expr, args.tz, start, args.count)
+    if args.json:
+        return print_json(
+            {
+                "expr": args.expr,
+                "timezone": args.tz,
+                "from": iso(start),
+                "from_ms": start,
+                "fires": [{"utc": iso(ms), "utc_ms": ms, "local": local} for ms, local in fires],
+            }
+        )
+    print(f"cron {args.expr!r} in {args.tz}: {len(fires)} fire(s) after {iso(start)}")
+    rows: list[list[str]] = []
+    previous = ""
+    for i, (ms, local) in enumerate(fires, 1):
+        offset = offset_of(local)
+        note = f"UTC offset {previous} -> {offset}" if previous and offset != previous else ""
+        rows.append([str(i), iso(ms), local, note])
+        previous = offset
+    print_table(["#", "UTC", f"LOCAL ({args.tz})", "NOTE"], rows)
+    if any(row[3] for row in rows):
+        print(
+            "DST policy: a wall time that occurs twice fires once, at its first occurrence; "
+            "one that does not exist fires at the end of the gap (or is skipped if the hour field is *)."
+        )
+    return 0

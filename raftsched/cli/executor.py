@@ -1,0 +1,62 @@
+"""``raftsched-executor`` (``python -m raftsched.executor``): run one executor until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
+from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
+from raftsched.errors import ConfigError, InvalidSpec
+
+__all__ = ["executor_main"]
+
+
+def executor_main(argv: Sequence[str] | None = None) -> int:
+    """``raftsched-executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR``."""
+    parser = ArgParser(
+        prog="raftsched-executor", description="Run a raftsched executor until SIGTERM/SIGINT."
+    )
+    parser.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
+    parser.add_argument(
+        "--config", metavar="FILE", help="read the nodes' gRPC addresses from a cluster config"
+    )
+    parser.add_argument("--name", required=True, help="this executor's unique name")
+    parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
+    parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
+    parser.add_argument(
+        "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
+    )
+    add_log_level_option(parser)
+    try:
+        try:
+            args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        except SystemExit as done:
+            return done.code if isinstance(done.code, int) else 0
+        configure_logging(args.log_level)
+        targets = args.cluster or os.environ.get(CLUSTER_ENV, "")
+        if args.config:
+            from raftsched.config import load_config
+
+            targets = ",".join(load_config(args.config).grpc_targets())
+        if not targets:
+            raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
+        labels = dict(label.split("=", 1) for label in args.label if "=" in label)
+        from raftsched.executor.agent import Executor
+
+        executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
+
+        async def serve() -> None:
+            await executor.run(stop_on_signals())
+
+        asyncio.run(serve())
+        return 0
+    except UsageError as exc:
+        return fail(str(exc), 2, prog="raftsched-executor")
+    except ConfigError as exc:
+        return fail(config_message(exc), 2, prog="raftsched-executor")
+    except InvalidSpec as exc:
+        return fail(str(exc), 2, prog="raftsched-executor")

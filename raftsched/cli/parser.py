@@ -1,0 +1,413 @@
+"""The ``raftsched`` admin CLI: its argument parser, and :func:`main`, which runs one command.
+
+No scheduling logic lives in the CLI: commands parse arguments, call :class:`raftsched.Client`
+(or, for ``cron preview``, :func:`raftsched.timing.cron.preview`), and print. Failures follow
+:mod:`raftsched.cli.errors` (one line on stderr; exit status 2 for bad input, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from raftsched.cli import cluster, cron, tasks, workflows
+from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
+from raftsched.cli.errors import (
+    ArgParser,
+    UsageError,
+    config_message,
+    fail,
+    fail_workflow,
+    invalid_message,
+    is_grpc_error,
+)
+from raftsched.cli.input import (
+    TIME_HELP,
+    attach_negative_times,
+    duration_arg,
+    non_negative_int,
+    positive_seconds,
+)
+from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, RaftschedError
+from raftsched.model import Misfire, Overlap, RunState
+from raftsched.timing.cron import MAX_PREVIEW
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``raftsched``: the admin CLI. Returns the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        try:
+            args = build_parser().parse_args(attach_negative_times(args_list))
+        except SystemExit as done:  # --help
+            return done.code if isinstance(done.code, int) else 0
+        command: Callable[[argparse.Namespace], int] = args.run_command
+        return command(args)
+    except UsageError as exc:
+        return fail(str(exc), 2)
+    except InvalidWorkflow as exc:
+        return fail_workflow(exc)
+    except InvalidSpec as exc:
+        return fail(invalid_message(exc), 2)
+    except ConfigError as exc:
+        return fail(config_message(exc), 2)
+    except RaftschedError as exc:
+        return fail(str(exc) or exc.code, 1)
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+    except Exception as exc:
+        if is_grpc_error(exc):  # the client maps these; this is only a safety net
+            return fail(f"gRPC error: {exc}", 1)
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``raftsched`` argument parser. Each leaf command sets ``run_command``."""
+    parser = ArgParser(
+        prog="raftsched",
+        description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
+        "Global options go before the command.",
+        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TIME_HELP}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
+    where.add_argument(
+        "--config", metavar="FILE", help="read the nodes' gRPC addresses from a cluster config"
+    )
+    parser.add_argument(
+        "--timeout",
+        dest="rpc_timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="deadline of each RPC attempt (default: 10)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    task = commands.add_parser("task", help="add, update, list, show, delete, enable or disable tasks")
+    actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add = _leaf(actions, "add", tasks.cmd_task_add, "create a task", times=True)
+    add.add_argument("name", metavar="NAME", help="task name")
+    _add_spec_options(add, update=False)
+    update = _leaf(
+        actions,
+        "update",
+        tasks.cmd_task_update,
+        "change a task; options not given keep their current value "
+        "(sent with the current version, so a concurrent change is a conflict)",
+        times=True,
+    )
+    update.add_argument("name", metavar="NAME", help="task name")
+    _add_spec_options(update, update=True)
+    listing = _leaf(actions, "list", tasks.cmd_task_list, "list tasks")
+    listing.add_argument("--prefix", default="", metavar="P", help="only names starting with P")
+    _json_option(listing)
+    show = _leaf(actions, "show", tasks.cmd_task_show, "show one task")
+    show.add_argument("name", metavar="NAME")
+    _json_option(show)
+    for action, handler, text in (
+        ("delete", tasks.cmd_task_delete, "delete a task"),
+        ("enable", tasks.cmd_task_enable, "enable a task (it fires again from now on)"),
+        ("disable", tasks.cmd_task_disable, "disable a task (its fires are accounted as skipped_disabled)"),
+    ):
+        _leaf(actions, action, handler, text).add_argument("name", metavar="NAME")
+
+    retry = _leaf(
+        commands, "retry", tasks.cmd_retry, "run a failed run's failed shards again (retry count reset)"
+    )
+    retry.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
+    trigger = _leaf(commands, "trigger", tasks.cmd_trigger, "start a manual run of a task now")
+    trigger.add_argument("name", metavar="NAME")
+    trigger.add_argument("--params", metavar="JSON", default="", help="run parameters, a JSON object")
+
+    runs = _leaf(commands, "runs", tasks.cmd_runs, "list runs (of one task, or all)", times=True)
+    runs.add_argument("name", metavar="NAME", nargs="?", default="", help="task name (default: all tasks)")
+    _range_options(runs, "nominal time")
+    runs.add_argument("--state", choices=[s.value for s in RunState], help="only runs in this state")
+    runs.add_argument("--limit", type=non_negative_int, default=0, metavar="N", help="at most N runs")
+    _json_option(runs)
+
+    fires = _leaf(
+        commands, "fires", tasks.cmd_fires, "fire accounting: how each nominal fire was handled", times=True
+    )
+    fires.add_argument("name", metavar="NAME")
+    _range_options(fires, "nominal time")
+    fires.add_argument("--limit", type=non_negative_int, default=0, metavar="N", help="at most N records")
+    _json_option(fires)
+
+    explain = _leaf(
+        commands, "explain", tasks.cmd_explain, "explain why a task did or did not fire at a time", times=True
+    )
+    explain.add_argument("name", metavar="NAME")
+    explain.add_argument("--at", required=True, metavar="T", help="the time to explain")
+    _json_option(explain)
+
+    status = _leaf(commands, "status", cluster.cmd_status, "cluster status: leader, term, every node's state")
+    _json_option(status)
+
+    cron_parser = commands.add_parser("cron", help="cron tools (local; no cluster needed)")
+    cron_actions = cron_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    preview = _leaf(
+        cron_actions,
+        "preview",
+        cron.cmd_cron_preview,
+        "show the next fires of a cron expression, in UTC and local time, with the DST policy applied",
+        times=True,
+    )
+    preview.add_argument("expr", metavar="EXPR", help="5 fields, or 6 with seconds last, or @daily etc.")
+    preview.add_argument("--tz", default="UTC", metavar="ZONE", help="IANA time zone (default: UTC)")
+    preview.add_argument(
+        "--from", dest="from_", default="now", metavar="T", help="start after T (default: now)"
+    )
+    preview.add_argument(
+        "--count",
+        type=int,
+        default=10,
+        metavar="N",
+        help=f"how many fires, 1-{MAX_PREVIEW} (default: 10)",
+    )
+    _json_option(preview)
+
+    _add_workflow_commands(commands)
+
+    demo = _leaf(commands, "demo", cmd_demo, "run the demo cluster described by a config file")
+    demo.add_argument(
+        "--config",
+        dest="demo_config",
+        metavar="FILE",
+        help=f"cluster config (default: the global --config, else {DEFAULT_DEMO_CONFIG})",
+    )
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop after this many seconds (default: run until Ctrl-C)",
+    )
+    return parser
+
+
+def _add_workflow_commands(commands: Any) -> None:
+    workflow = commands.add_parser(
+        "workflow", help="workflows (DAGs): apply, list, show, run, runs, status, graph, backfill ..."
+    )
+    actions = workflow.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    apply = _leaf(
+        actions, "apply", workflows.cmd_wf_apply, "create or update a workflow from a YAML or TOML file"
+    )
+    apply.add_argument("file", metavar="FILE", help="workflow file (.yaml, .yml or .toml)")
+    apply.add_argument(
+        "--dry-run", action="store_true", help="only read and validate the file (no cluster needed)"
+    )
+
+    listing = _leaf(actions, "list", workflows.cmd_wf_list, "list workflows")
+    listing.add_argument("--prefix", default="", metavar="P", help="only names starting with P")
+    _json_option(listing)
+
+    show = _leaf(
+        actions, "show", workflows.cmd_wf_show, "show a workflow: definition, tasks and dependencies"
+    )
+    show.add_argument("name", metavar="NAME")
+    show.add_argument(
+        "--version",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="an older version (default: current)",
+    )
+    _json_option(show)
+
+    start = _leaf(actions, "run", workflows.cmd_wf_run, "start a run of a workflow now", times=True)
+    start.add_argument("name", metavar="NAME")
+    start.add_argument("--logical", metavar="T", help="its logical time ({{ ds }}, {{ ts }}; default: now)")
+    _param_options(start)
+
+    runs = _leaf(actions, "runs", workflows.cmd_wf_runs, "list a workflow's runs, newest first")
+    runs.add_argument("name", metavar="NAME")
+    runs.add_argument("--active", action="store_true", help="only unfinished runs")
+    runs.add_argument(
+        "--limit", type=non_negative_int, default=100, metavar="N", help="at most N runs (default: 100)"
+    )
+    _json_option(runs)
+
+    status = _leaf(
+        actions, "status", workflows.cmd_wf_status, "one run: every task's state, tries, reason and timeline"
+    )
+    status.add_argument("run_id", metavar="RUN_ID", help="e.g. etl@1796000000000")
+    _json_option(status)
+
+    graph = _leaf(
+        actions,
+        "graph",
+        workflows.cmd_wf_graph,
+        "print a workflow's DAG in topological layers; given a run id, with each task's state",
+    )
+    graph.add_argument("target", metavar="NAME_OR_RUN_ID", help="a workflow name or a run id (NAME@...)")
+    graph.add_argument(
+        "--version", type=non_negative_int, default=0, metavar="N", help="with NAME: an older version"
+    )
+    graph.add_argument("--ascii", action="store_true", help="ASCII only (no arrows or check marks)")
+    _json_option(graph)
+
+    kill = _leaf(
+        actions, "kill", workflows.cmd_wf_kill, "kill a run: live tasks are terminated and marked KILLED"
+    )
+    kill.add_argument("run_id", metavar="RUN_ID")
+    kill.add_argument("--reason", default="", metavar="TEXT", help="recorded in each task's timeline")
+
+    rerun = _leaf(
+        actions,
+        "rerun",
+        workflows.cmd_wf_rerun,
+        "run a task and everything downstream of it again, inside the run (upstream results kept)",
+    )
+    rerun.add_argument("run_id", metavar="RUN_ID")
+    rerun.add_argument("task", metavar="TASK")
+
+    mark = _leaf(
+        actions, "mark-success", workflows.cmd_wf_mark_success, "mark a task of a run succeeded by hand"
+    )
+    mark.add_argument("run_id", metavar="RUN_ID")
+    mark.add_argument("task", metavar="TASK")
+    mark.add_argument("--reason", default="", metavar="TEXT", help="recorded in the task's timeline")
+
+    lineage = _leaf(
+        actions, "lineage", workflows.cmd_wf_lineage, "every task upstream and downstream of a task"
+    )
+    lineage.add_argument("name", metavar="NAME")
+    lineage.add_argument("task", metavar="TASK")
+    lineage.add_argument(
+        "--version",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="an older version (default: current)",
+    )
+    _json_option(lineage)
+
+    backfill = _leaf(
+        actions,
+        "backfill",
+        workflows.cmd_wf_backfill,
+        "one run per logical time in [--from, --to]: every schedule occurrence "
+        "(or every UTC midnight without a schedule), within the workflow's backfill share of slots",
+        times=True,
+    )
+    backfill.add_argument("name", metavar="NAME")
+    backfill.add_argument("--from", dest="from_", required=True, metavar="T", help="first logical time")
+    backfill.add_argument(
+        "--to", required=True, metavar="T", help="last logical time (inclusive; a date means the whole day)"
+    )
+    backfill.add_argument("--wait", action="store_true", help="show a progress bar until every run finished")
+    _param_options(backfill)
+
+    watch = _leaf(actions, "backfill-status", workflows.cmd_wf_backfill_status, "one backfill's progress")
+    watch.add_argument("backfill_id", metavar="BACKFILL_ID", help="e.g. etl~b1")
+    watch.add_argument("--wait", action="store_true", help="show a progress bar until every run finished")
+    _json_option(watch)
+
+    backfills = _leaf(actions, "backfills", workflows.cmd_wf_backfills, "list a workflow's backfills")
+    backfills.add_argument("name", metavar="NAME")
+    _json_option(backfills)
+
+
+def _param_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", metavar="JSON", default="", help="run params, a JSON object")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one run param, a string (repeatable; applied over --params)",
+    )
+
+
+def _leaf(
+    group: Any, name: str, handler: Callable[[argparse.Namespace], int], text: str, *, times: bool = False
+) -> argparse.ArgumentParser:
+    sub: argparse.ArgumentParser = group.add_parser(
+        name,
+        help=text,
+        description=text[0].upper() + text[1:] + ".",
+        epilog=TIME_HELP if times else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub.set_defaults(run_command=handler)
+    return sub
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _range_options(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--since", metavar="T", help=f"{what} >= T")
+    parser.add_argument("--until", metavar="T", help=f"{what} <= T")
+
+
+def _add_spec_options(parser: argparse.ArgumentParser, *, update: bool) -> None:
+    when = parser.add_argument_group(
+        "schedule" + (" (replaces the current one)" if update else " (one is required)")
+    )
+    kind = when.add_mutually_exclusive_group(required=not update)
+    kind.add_argument("--cron", metavar="EXPR", help="cron expression: 5 fields, or 6 with seconds last")
+    kind.add_argument("--every", type=duration_arg, metavar="DURATION", help="fixed interval, whole seconds")
+    kind.add_argument("--at", metavar="T", help="fire once, at T")
+    kind.add_argument("--manual", action="store_true", help="never fire by itself (trigger only)")
+    when.add_argument("--tz", metavar="ZONE", help="with --cron: IANA time zone (default: UTC)")
+    when.add_argument(
+        "--start", metavar="T", help="with --every: first fire (default: one interval after now)"
+    )
+
+    work = parser.add_argument_group("what runs")
+    which = work.add_mutually_exclusive_group()
+    which.add_argument("--command", metavar="CMD", help="shell command to run")
+    which.add_argument("--handler", metavar="NAME", help="registered handler to call")
+    work.add_argument("--params", metavar="JSON", help="default run parameters, a JSON object")
+    work.add_argument("--shards", type=int, metavar="N", help="run as N shards (1-1024, default 1)")
+
+    policy = parser.add_argument_group("policies")
+    policy.add_argument(
+        "--misfire",
+        choices=[m.value for m in Misfire],
+        help="missed fires: run latest (default), all, or skip",
+    )
+    policy.add_argument(
+        "--misfire-cap", type=int, metavar="N", help="misfire=all: run at most N (0 = cluster default)"
+    )
+    policy.add_argument(
+        "--misfire-window",
+        type=duration_arg,
+        metavar="DURATION",
+        help="misfire=all: look back this far (0 = cluster default)",
+    )
+    policy.add_argument(
+        "--overlap",
+        choices=[o.value for o in Overlap],
+        help="while a run is unfinished: skip (default) or allow",
+    )
+    policy.add_argument(
+        "--retries", dest="max_retries", type=int, metavar="N", help="retries per shard (0-100)"
+    )
+    policy.add_argument(
+        "--timeout",
+        dest="task_timeout",
+        type=duration_arg,
+        metavar="DURATION",
+        help="task timeout per attempt (0 = none)",
+    )
+    policy.add_argument("--priority", type=int, metavar="0-9", help="dispatch priority (default 5)")
+
+    labels = parser.add_argument_group("labels")
+    labels.add_argument("--owner", metavar="O")
+    labels.add_argument("--namespace", metavar="NS", help="default: 'default'")
+    labels.add_argument("--description", metavar="TEXT")
+    if not update:
+        parser.add_argument("--disabled", action="store_true", help="create the task disabled")

@@ -1,0 +1,288 @@
+"""Output: times, durations and enums as text, tables and JSON, and the workflow views.
+
+Pure except the ``print_*`` functions, which write to stdout.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.workflow.layout import graph_layers
+
+__all__ = [
+    "can_print",
+    "deps_text",
+    "duration_text",
+    "enum_name",
+    "graph_dict",
+    "iso",
+    "offset_of",
+    "print_fields",
+    "print_json",
+    "print_table",
+    "progress_bar",
+    "render_graph",
+    "render_status",
+    "run_kind",
+    "schedule_text",
+    "task_state",
+    "tasks_done_text",
+    "to_dict",
+    "wf_state",
+]
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def iso(ms: int) -> str:
+    """UTC ISO 8601 with a Z (milliseconds only when there are any); ``-`` for 0 (unset)."""
+    if not ms:
+        return "-"
+    try:
+        moment = _EPOCH + dt.timedelta(milliseconds=ms)
+    except OverflowError:
+        return str(ms)
+    text = moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
+    return text.removesuffix("+00:00") + "Z"
+
+
+def offset_of(local_iso: str) -> str:
+    """The UTC offset an ISO 8601 time ends with (``Z`` if none)."""
+    return local_iso[-6:] if local_iso[-6:-5] in "+-" else "Z"
+
+
+def duration_text(ms: int) -> str:
+    """``90s``, ``10m``, ``2h``, ``1d``: the largest unit that divides ``ms`` (else ``ms``)."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def enum_name(enum: Any, value: int, prefix: str = "") -> str:
+    """A protobuf enum value's name, lower case, without its prefix (the number if unknown)."""
+    try:
+        name: str = enum.Name(value)
+    except ValueError:
+        return str(value)
+    return name.removeprefix(prefix).lower()
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    """A message as ``--json`` prints it: proto field names, every field, int64 as numbers."""
+    return MessageToDict(
+        message,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+        unquote_int64_if_possible=True,
+    )
+
+
+def print_json(value: object) -> int:
+    """Print ``value`` as indented JSON; returns exit status 0."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+    return 0
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    """Left-aligned columns under ``headers``; ``(none)`` for no rows."""
+    if not rows:
+        print("(none)")
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    for row in [headers, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def print_fields(fields: list[tuple[str, str]]) -> None:
+    """One ``key  value`` line per field, the values aligned."""
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        print(f"{key.ljust(width)}  {value}")
+
+
+def can_print(text: str) -> bool:
+    """Whether stdout's encoding can show ``text`` (else the caller falls back to ASCII)."""
+    encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+# -- workflows ------------------------------------------------------------------------------------
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    """``[#####.....] 12/30 runs``: ``width`` cells, filled in proportion (never full before done)."""
+    done = max(0, min(done, total))
+    filled = width if total and done >= total else (width * done // total if total else 0)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} runs"
+
+
+_STATE_MARK: dict[int, tuple[str, str]] = {
+    pb.TASK_SUCCESS: ("✓", "ok"),
+    pb.TASK_FAILED: ("✗", "x"),
+    pb.TASK_TIMEOUT: ("✗", "x"),
+    pb.TASK_SKIPPED: ("⊘", "-"),
+    pb.TASK_KILLED: ("■", "k"),
+    pb.TASK_RUNNING: ("▶", ">"),
+    pb.TASK_READY: ("…", "."),
+    pb.TASK_WAITING: ("…", "."),
+}
+_CONDITION_TEXT: dict[int, str] = {pb.ON_FAILURE: "on failure", pb.ON_DONE: "on done"}
+
+
+def render_graph(
+    spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None = None, *, ascii_only: bool = False
+) -> list[str]:
+    """The DAG as text, one block per topological layer, one line per task with its dependencies::
+
+        layer 2
+          load      [skipped]  ← extract ✓, validate ✗
+
+    With a run, each task shows its state and each dependency a mark of its state; an edge that
+    waits for something other than success says so (``(on failure)``, ``(on done)``), as does a
+    task that needs only one of its dependencies (``any of:``).
+    """
+    arrow = "<-" if ascii_only else "←"
+    states: dict[str, int] = {t.name: t.state for t in run.tasks} if run is not None else {}
+    index = {t.name: t for t in spec.tasks}
+    if run is not None:
+        head = f"workflow {spec.name} v{version}, run {run.run_id}: {wf_state(run.state)}"
+    else:
+        head = f"workflow {spec.name} v{version}: {len(spec.tasks)} task(s), {schedule_text(spec)}"
+    lines = [head]
+    layers = graph_layers(spec)
+    width = max((len(t.name) for t in spec.tasks), default=0)
+    state_width = max((len(task_state(s)) + 2 for s in states.values()), default=0)
+    for n, layer in enumerate(layers):
+        lines.append(f"layer {n}")
+        for i in layer:
+            task = spec.tasks[i]
+            cells = [task.name.ljust(width)]
+            if run is not None:
+                cells.append(f"[{task_state(states.get(task.name, 0))}]".ljust(state_width))
+            deps = []
+            for dep in task.depends_on:
+                text = dep.task
+                if run is not None and dep.task in index:
+                    text += " " + _STATE_MARK.get(states.get(dep.task, 0), ("?", "?"))[ascii_only]
+                condition = _CONDITION_TEXT.get(dep.condition)
+                if condition:
+                    text += f" ({condition})"
+                deps.append(text)
+            if deps:
+                rule = "any of: " if task.trigger_rule == pb.RULE_ANY and len(deps) > 1 else ""
+                cells.append(f"{arrow} {rule}{', '.join(deps)}")
+            lines.append(("  " + "  ".join(cells)).rstrip())
+    if run is not None:
+        marks = [
+            (pb.TASK_SUCCESS, "success"),
+            (pb.TASK_FAILED, "failed/timeout"),
+            (pb.TASK_SKIPPED, "skipped"),
+        ]
+        marks += [(pb.TASK_KILLED, "killed"), (pb.TASK_RUNNING, "running"), (pb.TASK_WAITING, "waiting")]
+        lines.append("  ".join(f"{_STATE_MARK[s][ascii_only]} {text}" for s, text in marks))
+    return lines
+
+
+def graph_dict(spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None) -> dict[str, Any]:
+    """``workflow graph --json``: the layers, each task with its dependencies (and states)."""
+    states = {t.name: t for t in run.tasks} if run is not None else {}
+
+    def task_dict(i: int) -> dict[str, Any]:
+        task = spec.tasks[i]
+        out: dict[str, Any] = {
+            "task": task.name,
+            "rule": "any" if task.trigger_rule == pb.RULE_ANY else "all",
+            "depends_on": [
+                {
+                    "task": d.task,
+                    "condition": _CONDITION_TEXT.get(d.condition, "on success").replace(" ", "_"),
+                }
+                for d in task.depends_on
+            ],
+        }
+        if run is not None:
+            out["state"] = task_state(states[task.name].state) if task.name in states else None
+        return out
+
+    return {
+        "workflow": spec.name,
+        "version": version,
+        "run_id": run.run_id if run is not None else None,
+        "state": wf_state(run.state) if run is not None else None,
+        "layers": [[task_dict(i) for i in layer] for layer in graph_layers(spec)],
+    }
+
+
+def render_status(run: pb.WorkflowRun) -> list[str]:
+    """``workflow status``: the run, a table of its tasks, then every task's timeline."""
+    kind = run_kind(run)
+    lines = [
+        f"run {run.run_id}: {wf_state(run.state)}",
+        f"workflow {run.workflow} v{run.version}, {kind}, logical {iso(run.logical_ms)}, "
+        f"created {iso(run.created_ms)}, finished {iso(run.finished_ms)}",
+    ]
+    if run.params_json:
+        lines.append(f"params {run.params_json}")
+    headers = ["TASK", "STATE", "TRIES", "TASK RUN", "REASON"]
+    rows = [[t.name, task_state(t.state), str(t.tries), t.run_id or "-", t.reason] for t in run.tasks]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines.append("")
+    for row in [headers, *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines += ["", "timeline (UTC)"]
+    for t in run.tasks:
+        lines.append(f"  {t.name}")
+        for entry in t.timeline:
+            lines.append(f"    {iso(entry.at_ms)}  {task_state(entry.state).ljust(9)}{entry.reason}".rstrip())
+    return lines
+
+
+def schedule_text(spec: pb.WorkflowSpec) -> str:
+    """A workflow's schedule: ``cron '<expr>' <zone>`` or ``no schedule``."""
+    if not spec.schedule.expr:
+        return "no schedule"
+    return f"cron '{spec.schedule.expr}' {spec.schedule.timezone or 'UTC'}"
+
+
+def deps_text(task: pb.WorkflowTaskSpec) -> str:
+    """A task's dependencies, each with its condition unless it is ``on success``; ``-`` for none."""
+    parts = []
+    for d in task.depends_on:
+        condition = _CONDITION_TEXT.get(d.condition)
+        parts.append(f"{d.task} ({condition})" if condition else d.task)
+    return ", ".join(parts) or "-"
+
+
+def task_state(state: int) -> str:
+    """A workflow task's state, e.g. ``success``."""
+    return enum_name(pb.WorkflowTaskState, state, "TASK_")
+
+
+def wf_state(state: int) -> str:
+    """A workflow run's state, e.g. ``running``."""
+    return enum_name(pb.WorkflowRunState, state, "WORKFLOW_")
+
+
+def run_kind(run: pb.WorkflowRun) -> str:
+    """``scheduled``, ``manual`` or ``backfill <id>``."""
+    if run.backfill_id:
+        return f"backfill {run.backfill_id}"
+    return "manual" if run.manual else "scheduled"
+
+
+def tasks_done_text(run: pb.WorkflowRun) -> str:
+    """``<succeeded>/<tasks>`` of a run."""
+    ok = sum(1 for t in run.tasks if t.state == pb.TASK_SUCCESS)
+    return f"{ok}/{len(run.tasks)}"

@@ -1,0 +1,349 @@
+"""Task commands: ``task add|update|list|show|delete|enable|disable``, ``trigger``, ``retry``,
+``runs``, ``fires`` and ``explain``, and the conversion of their options into a TaskSpec."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from raftsched import codec
+from raftsched.cli.cluster import connect
+from raftsched.cli.errors import UsageError
+from raftsched.cli.input import Now, lazy_now, optional_time, parse_time
+from raftsched.cli.render import (
+    duration_text,
+    enum_name,
+    iso,
+    print_fields,
+    print_json,
+    print_table,
+    to_dict,
+)
+from raftsched.model import (
+    CronTrigger,
+    IntervalTrigger,
+    ManualTrigger,
+    Misfire,
+    OnceTrigger,
+    Overlap,
+    RunState,
+    TaskSpec,
+    Trigger,
+)
+from raftsched.v1 import raftsched_pb2 as pb
+
+__all__ = [
+    "cmd_explain",
+    "cmd_fires",
+    "cmd_retry",
+    "cmd_runs",
+    "cmd_task_add",
+    "cmd_task_delete",
+    "cmd_task_disable",
+    "cmd_task_enable",
+    "cmd_task_list",
+    "cmd_task_show",
+    "cmd_task_update",
+    "cmd_trigger",
+    "merge_spec",
+    "spec_from_args",
+]
+
+
+def spec_from_args(args: argparse.Namespace, now: Now) -> TaskSpec:
+    """The TaskSpec that ``task add`` sends. Raises InvalidSpec (model validation) or UsageError."""
+    trigger = _trigger_from_args(args, now, None)
+    if trigger is None:  # argparse requires one of the trigger options; kept for direct callers
+        raise UsageError("give one of --cron, --every, --at or --manual")
+    return TaskSpec(name=args.name, trigger=trigger, **_spec_changes(args))
+
+
+def merge_spec(current: TaskSpec, args: argparse.Namespace, now: Now) -> TaskSpec:
+    """``current`` with the options given to ``task update``; the others keep their value."""
+    trigger = _trigger_from_args(args, now, current.trigger) or current.trigger
+    return dataclasses.replace(current, trigger=trigger, **_spec_changes(args))
+
+
+def _trigger_from_args(args: argparse.Namespace, now: Now, current: Trigger | None) -> Trigger | None:
+    """The trigger the options describe (``current`` fills in what they leave out), or None."""
+    other_than_cron = args.every is not None or args.at is not None or args.manual
+    other_than_every = args.cron is not None or args.at is not None or args.manual
+    if (
+        args.tz is not None
+        and args.cron is None
+        and (other_than_cron or not isinstance(current, CronTrigger))
+    ):
+        raise UsageError("--tz applies to a cron schedule; give --cron too")
+    if (
+        args.start is not None
+        and args.every is None
+        and (other_than_every or not isinstance(current, IntervalTrigger))
+    ):
+        raise UsageError("--start applies to an interval schedule; give --every too")
+    if args.cron is not None:
+        tz = (
+            args.tz
+            if args.tz is not None
+            else current.timezone
+            if isinstance(current, CronTrigger)
+            else "UTC"
+        )
+        return CronTrigger(args.cron, tz)
+    if args.every is not None:
+        if args.start is not None:
+            start = parse_time(args.start, now, "--start")
+        else:
+            start = current.start_ms if isinstance(current, IntervalTrigger) else 0
+        return IntervalTrigger(args.every, start)
+    if args.at is not None:
+        return OnceTrigger(parse_time(args.at, now, "--at"))
+    if args.manual:
+        return ManualTrigger()
+    if args.tz is not None and isinstance(current, CronTrigger):
+        return CronTrigger(current.expr, args.tz)
+    if args.start is not None and isinstance(current, IntervalTrigger):
+        return IntervalTrigger(current.every_ms, parse_time(args.start, now, "--start"))
+    return None
+
+
+def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """TaskSpec fields set by options (trigger aside); options not given are absent."""
+    out: dict[str, Any] = {}
+    if args.command is not None:
+        out.update(command=args.command, handler="")  # a task has a command or a handler, not both
+    if args.handler is not None:
+        out.update(handler=args.handler, command="")
+    if args.misfire is not None:
+        out["misfire"] = Misfire(args.misfire)
+    if args.overlap is not None:
+        out["overlap"] = Overlap(args.overlap)
+    simple = {
+        "shards": "shards",
+        "misfire_cap": "misfire_all_cap",
+        "misfire_window": "misfire_all_window_ms",
+        "max_retries": "max_retries",
+        "task_timeout": "timeout_ms",
+        "priority": "priority",
+        "owner": "owner",
+        "namespace": "namespace",
+        "params": "params_json",
+        "description": "description",
+    }
+    for option, field in simple.items():
+        value = getattr(args, option)
+        if value is not None:
+            out[field] = value
+    return out
+
+
+def _has_trigger_options(args: argparse.Namespace) -> bool:
+    return any(getattr(args, o) is not None for o in ("cron", "every", "at", "tz", "start")) or args.manual
+
+
+def cmd_task_add(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args, lazy_now())
+    with connect(args) as client:
+        record = client.add_task(spec, disabled=args.disabled)
+    print(f"added task {record.spec.name} (version {record.version})")
+    _print_task(record)
+    return 0
+
+
+def cmd_task_update(args: argparse.Namespace) -> int:
+    if not _spec_changes(args) and not _has_trigger_options(args):
+        raise UsageError("nothing to update: give at least one option (see 'raftsched task update --help')")
+    now = lazy_now()
+    with connect(args) as client:
+        current = client.get_task(args.name)
+        spec = merge_spec(codec.spec_from_pb(current.spec), args, now)
+        record = client.update_task(spec, expected_version=current.version)
+    print(f"updated task {record.spec.name} (version {current.version} -> {record.version})")
+    _print_task(record)
+    return 0
+
+
+def cmd_task_list(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        tasks = client.list_tasks(prefix=args.prefix)
+    if args.json:
+        return print_json([to_dict(t) for t in tasks])
+    rows = [
+        [
+            t.spec.name,
+            "yes" if t.enabled else "no",
+            _trigger_text(t.spec.trigger),
+            iso(t.next_fire_ms),
+            str(t.version),
+            str(t.active_runs),
+            str(t.runs_total),
+        ]
+        for t in tasks
+    ]
+    print_table(["NAME", "ENABLED", "SCHEDULE", "NEXT FIRE (UTC)", "VERSION", "ACTIVE", "RUNS"], rows)
+    return 0
+
+
+def cmd_task_show(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        record = client.get_task(args.name)
+    if args.json:
+        return print_json(to_dict(record))
+    _print_task(record)
+    return 0
+
+
+def cmd_task_delete(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        client.delete_task(args.name)
+    print(f"deleted task {args.name}")
+    return 0
+
+
+def cmd_task_enable(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        record = client.enable_task(args.name)
+    print(f"enabled task {record.spec.name} (next fire {iso(record.next_fire_ms)})")
+    return 0
+
+
+def cmd_task_disable(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        record = client.disable_task(args.name)
+    print(f"disabled task {record.spec.name}")
+    return 0
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.trigger(args.name, args.params)
+    print(f"triggered {run.task}: run {run.run_id} ({enum_name(pb.RunState, run.state)})")
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.retry(args.run_id)
+    print(f"retrying {run.run_id}: {sum(1 for s in run.shards if s.state != pb.SUCCEEDED)} shard(s) queued")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    now = lazy_now()
+    since = optional_time(args.since, now, "--since")
+    until = optional_time(args.until, now, "--until")
+    state = RunState(args.state) if args.state is not None else None
+    with connect(args) as client:
+        runs = client.runs(args.name, since_ms=since, until_ms=until, state=state, limit=args.limit)
+    if args.json:
+        return print_json([to_dict(r) for r in runs])
+    rows = [
+        [
+            r.run_id,
+            r.task,
+            iso(r.nominal_ms),
+            enum_name(pb.RunState, r.state),
+            "manual" if r.manual else "scheduled",
+            _shards_text(r),
+            iso(r.created_ms),
+            iso(r.finished_ms),
+        ]
+        for r in runs
+    ]
+    print_table(["RUN", "TASK", "NOMINAL (UTC)", "STATE", "KIND", "SHARDS OK", "CREATED", "FINISHED"], rows)
+    return 0
+
+
+def cmd_fires(args: argparse.Namespace) -> int:
+    now = lazy_now()
+    since = optional_time(args.since, now, "--since")
+    until = optional_time(args.until, now, "--until")
+    with connect(args) as client:
+        fires = client.fire_accounting(args.name, since_ms=since, until_ms=until, limit=args.limit)
+    if args.json:
+        return print_json([to_dict(f) for f in fires])
+    rows = [
+        [
+            iso(f.nominal_ms),
+            iso(f.through_ms) if f.through_ms > f.nominal_ms else "",
+            str(f.count or 1),
+            enum_name(pb.FireOutcome, f.outcome),
+            f.run_id or "-",
+            iso(f.decided_ms),
+            f.reason,
+        ]
+        for f in fires
+    ]
+    print_table(["NOMINAL (UTC)", "THROUGH", "COUNT", "OUTCOME", "RUN", "DECIDED", "REASON"], rows)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    at = parse_time(args.at, lazy_now(), "--at")
+    with connect(args) as client:
+        reply = client.explain(args.name, at)
+    if args.json:
+        return print_json(to_dict(reply))
+    print(f"{args.name} at {iso(at)}: {reply.verdict}")
+    for detail in reply.details:
+        print(f"  - {detail}")
+    if reply.HasField("fire"):
+        f = reply.fire
+        outcome = enum_name(pb.FireOutcome, f.outcome)
+        print(f"  fire: {iso(f.nominal_ms)} {outcome} (decided {iso(f.decided_ms)})")
+    if reply.HasField("run"):
+        r = reply.run
+        print(f"  run:  {r.run_id} {enum_name(pb.RunState, r.state)} (finished {iso(r.finished_ms)})")
+    return 0
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+
+def _print_task(t: pb.TaskRecord) -> None:
+    s = t.spec
+    window = f", window {duration_text(s.misfire_all_window_ms)}" if s.misfire_all_window_ms else ""
+    cap = f", cap {s.misfire_all_cap}" if s.misfire_all_cap else ""
+    fields = [
+        ("name", s.name),
+        ("enabled", "yes" if t.enabled else "no"),
+        ("schedule", _trigger_text(s.trigger)),
+        ("next fire", iso(t.next_fire_ms)),
+        ("command", s.command) if s.command else ("handler", s.handler or "-"),
+        ("params", s.params_json or "-"),
+        ("shards", str(s.shards or 1)),
+        ("misfire", enum_name(pb.MisfirePolicy, s.misfire, "MISFIRE_") + cap + window),
+        ("overlap", enum_name(pb.OverlapPolicy, s.overlap, "OVERLAP_")),
+        ("retries", str(s.max_retries)),
+        ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
+        ("priority", str(s.priority)),
+        ("owner", s.owner or "-"),
+        ("namespace", s.namespace or "default"),
+        ("description", s.description or "-"),
+        ("version", str(t.version)),
+        ("created", iso(t.created_ms)),
+        ("updated", iso(t.updated_ms)),
+        ("watermark", iso(t.watermark_ms)),
+        ("active runs", str(t.active_runs)),
+        ("fires total", f"{t.fires_total} ({t.kept_fires} kept)"),
+        ("runs total", f"{t.runs_total} ({t.kept_runs} finished kept)"),
+    ]
+    print_fields(fields)
+
+
+def _trigger_text(trigger: pb.Trigger) -> str:
+    kind = trigger.WhichOneof("kind")
+    if kind == "cron":
+        return f"cron '{trigger.cron.expr}' {trigger.cron.timezone or 'UTC'}"
+    if kind == "interval":
+        start = f" from {iso(trigger.interval.start_ms)}" if trigger.interval.start_ms else ""
+        return f"every {duration_text(trigger.interval.every_ms)}{start}"
+    if kind == "once":
+        return f"once at {iso(trigger.once.at_ms)}"
+    return "manual"
+
+
+def _shards_text(run: pb.Run) -> str:
+    shards = {a.shard for a in run.shards}
+    done = {a.shard for a in run.shards if a.state == pb.SUCCEEDED}
+    return f"{len(done)}/{len(shards)}" if shards else "-"

@@ -1,0 +1,336 @@
+"""Workflow commands: ``workflow apply|list|show|run|runs|status|graph|kill|rerun|mark-success|
+lineage|backfill|backfill-status|backfills``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from raftsched.cli.cluster import connect
+from raftsched.cli.errors import UsageError, fail
+from raftsched.cli.input import backfill_end, lazy_now, params_from_args, parse_time
+from raftsched.cli.render import (
+    can_print,
+    deps_text,
+    duration_text,
+    enum_name,
+    graph_dict,
+    iso,
+    print_fields,
+    print_json,
+    print_table,
+    progress_bar,
+    render_graph,
+    render_status,
+    run_kind,
+    schedule_text,
+    tasks_done_text,
+    to_dict,
+    wf_state,
+)
+from raftsched.v1 import raftsched_pb2 as pb
+
+if TYPE_CHECKING:
+    from raftsched.client import Client
+
+__all__ = [
+    "BACKFILL_POLL_S",
+    "cmd_wf_apply",
+    "cmd_wf_backfill",
+    "cmd_wf_backfill_status",
+    "cmd_wf_backfills",
+    "cmd_wf_graph",
+    "cmd_wf_kill",
+    "cmd_wf_lineage",
+    "cmd_wf_list",
+    "cmd_wf_mark_success",
+    "cmd_wf_rerun",
+    "cmd_wf_run",
+    "cmd_wf_runs",
+    "cmd_wf_show",
+    "cmd_wf_status",
+]
+
+BACKFILL_POLL_S = 1.0
+# The one place the CLI waits (backfill --wait); a module attribute so tests record instead of sleeping.
+_sleep: Callable[[float], None] = time.sleep
+
+
+def cmd_wf_apply(args: argparse.Namespace) -> int:
+    from raftsched.workflow.files import load_workflow_file  # YAML/TOML reading only when used
+
+    spec = load_workflow_file(args.file)
+    if args.dry_run:
+        print(f"{args.file}: workflow {spec.name} is valid ({len(spec.tasks)} tasks; not applied)")
+        return 0
+    with connect(args) as client:
+        record, changed = client.apply_workflow(spec)
+    name = record.spec.name or spec.name
+    if changed:
+        first = " (created)" if record.version == 1 else ""
+        print(f"applied workflow {name}: version {record.version}{first}")
+    else:
+        print(f"workflow {name} unchanged (version {record.version})")
+    if record.next_fire_ms:
+        print(f"next scheduled run: {iso(record.next_fire_ms)}")
+    return 0
+
+
+def cmd_wf_list(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        workflows = client.list_workflows(prefix=args.prefix)
+    if args.json:
+        return print_json([to_dict(w) for w in workflows])
+    rows = [
+        [
+            w.spec.name,
+            str(w.version),
+            schedule_text(w.spec),
+            iso(w.next_fire_ms),
+            str(len(w.spec.tasks)),
+            str(w.active_runs),
+            str(w.runs_total),
+        ]
+        for w in workflows
+    ]
+    print_table(["NAME", "VERSION", "SCHEDULE", "NEXT RUN (UTC)", "TASKS", "ACTIVE", "RUNS"], rows)
+    return 0
+
+
+def cmd_wf_show(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        record = client.get_workflow(args.name, args.version)
+    if args.json:
+        return print_json(to_dict(record))
+    s = record.spec
+    fields = [
+        ("name", s.name),
+        ("version", str(record.version)),
+        ("schedule", schedule_text(s)),
+        ("next run", iso(record.next_fire_ms)),
+        ("misfire", enum_name(pb.MisfirePolicy, s.misfire, "MISFIRE_") if s.misfire else "latest"),
+        ("overlap", enum_name(pb.OverlapPolicy, s.overlap, "OVERLAP_") if s.overlap else "skip"),
+        ("parallel per run", str(s.max_parallel_per_run or "unlimited")),
+        ("parallel overall", str(s.max_parallel or "unlimited")),
+        ("backfill share", f"{s.backfill_share_pct or 30}% of executor slots"),
+        ("params", s.params_json or "-"),
+        ("owner", s.owner or "-"),
+        ("description", s.description or "-"),
+        ("created", iso(record.created_ms)),
+        ("updated", iso(record.updated_ms)),
+        ("active runs", str(record.active_runs)),
+        ("runs total", str(record.runs_total)),
+    ]
+    print_fields(fields)
+    print()
+    rows = [
+        [
+            t.name,
+            deps_text(t),
+            "any" if t.trigger_rule == pb.RULE_ANY else "all",
+            f"handler {t.handler}" if t.handler else t.command,
+            str(t.max_retries),
+            duration_text(t.timeout_ms) if t.timeout_ms else "-",
+            str(t.shards or 1),
+        ]
+        for t in s.tasks
+    ]
+    print_table(["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS"], rows)
+    return 0
+
+
+def cmd_wf_run(args: argparse.Namespace) -> int:
+    logical = 0 if args.logical is None else parse_time(args.logical, lazy_now(), "--logical")
+    params = params_from_args(args.params, args.param)
+    with connect(args) as client:
+        run = client.start_workflow_run(args.name, logical, params or None)
+    print(f"started {run.run_id} (workflow {run.workflow} v{run.version}, logical {iso(run.logical_ms)})")
+    print(f"follow it: raftsched workflow status {run.run_id}  /  raftsched workflow graph {run.run_id}")
+    return 0
+
+
+def cmd_wf_runs(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        runs = client.list_workflow_runs(args.name, limit=args.limit, active_only=args.active)
+    if args.json:
+        return print_json([to_dict(r) for r in runs])
+    rows = [
+        [
+            r.run_id,
+            str(r.version),
+            iso(r.logical_ms),
+            wf_state(r.state),
+            run_kind(r),
+            tasks_done_text(r),
+            iso(r.created_ms),
+            iso(r.finished_ms),
+        ]
+        for r in runs
+    ]
+    print_table(["RUN", "VERSION", "LOGICAL (UTC)", "STATE", "KIND", "TASKS OK", "CREATED", "FINISHED"], rows)
+    return 0
+
+
+def cmd_wf_status(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.get_workflow_run(args.run_id)
+    if args.json:
+        return print_json(to_dict(run))
+    for line in render_status(run):
+        print(line)
+    return 0
+
+
+def cmd_wf_graph(args: argparse.Namespace) -> int:
+    run: pb.WorkflowRun | None = None
+    with connect(args) as client:
+        if "@" in args.target:
+            if args.version:
+                raise UsageError("--version applies to a workflow name; a run has its own version")
+            run = client.get_workflow_run(args.target)
+            record = client.get_workflow(run.workflow, run.version)
+        else:
+            record = client.get_workflow(args.target, args.version)
+    if args.json:
+        return print_json(graph_dict(record.spec, record.version, run))
+    ascii_only = args.ascii or not can_print("✓←⊘■▶…")
+    for line in render_graph(record.spec, record.version, run, ascii_only=ascii_only):
+        print(line)
+    return 0
+
+
+def cmd_wf_kill(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.kill_workflow_run(args.run_id, args.reason)
+    print(f"killed {run.run_id}: {wf_state(run.state)}")
+    return 0
+
+
+def cmd_wf_rerun(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.rerun_workflow_task(args.run_id, args.task)
+    again = [t.name for t in run.tasks if t.state in (pb.TASK_WAITING, pb.TASK_READY, pb.TASK_RUNNING)]
+    print(f"rerunning {args.task} in {run.run_id}: {len(again)} task(s) to run ({', '.join(again) or '-'})")
+    return 0
+
+
+def cmd_wf_mark_success(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.mark_task_success(args.run_id, args.task, args.reason)
+    print(f"marked {args.task} succeeded in {run.run_id} (run {wf_state(run.state)})")
+    return 0
+
+
+def cmd_wf_lineage(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        upstream, downstream = client.lineage(args.name, args.task, args.version)
+    if args.json:
+        return print_json(
+            {
+                "workflow": args.name,
+                "task": args.task,
+                "upstream": [{"task": t, "depth": d} for t, d in upstream],
+                "downstream": [{"task": t, "depth": d} for t, d in downstream],
+            }
+        )
+    for title, entries in (("upstream", upstream), ("downstream", downstream)):
+        print(f"{title} of {args.task}: {len(entries)} task(s)")
+        for task, depth in entries:
+            print(f"  {depth}  {'  ' * (depth - 1)}{task}")
+    return 0
+
+
+def cmd_wf_backfill(args: argparse.Namespace) -> int:
+    now = lazy_now()
+    start = parse_time(args.from_, now, "--from")
+    end = backfill_end(args.to, now)
+    params = params_from_args(args.params, args.param)
+    with connect(args) as client:
+        record = client.backfill(args.name, start, end, params or None)
+        print(
+            f"backfill {record.backfill_id}: {record.runs_total} run(s) of {record.workflow}, "
+            f"logical times {iso(record.from_ms)} .. {iso(record.to_ms)}, "
+            f"at most {record.share_pct or 30}% of executor slots"
+        )
+        if not args.wait:
+            print(
+                f"watch it: raftsched workflow backfill-status {record.backfill_id} --wait"
+                f"  (runs: raftsched workflow runs {record.workflow})"
+            )
+            return 0
+        return _watch_backfill(client, record)
+
+
+def cmd_wf_backfill_status(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        record = client.get_backfill(args.backfill_id)
+        if args.json:
+            return print_json(to_dict(record))
+        if args.wait:
+            return _watch_backfill(client, record)
+    print(_backfill_line(record))
+    return 0
+
+
+def cmd_wf_backfills(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        records = client.list_backfills(args.name)
+    if args.json:
+        return print_json([to_dict(b) for b in records])
+    rows = [
+        [
+            b.backfill_id,
+            iso(b.from_ms),
+            iso(b.to_ms),
+            progress_bar(b.runs_finished, b.runs_total, width=10),
+            str(b.runs_failed),
+            f"{b.share_pct or 30}%",
+            iso(b.created_ms),
+            iso(b.finished_ms),
+        ]
+        for b in records
+    ]
+    print_table(["BACKFILL", "FROM", "TO", "PROGRESS", "FAILED", "SHARE", "CREATED", "FINISHED"], rows)
+    return 0
+
+
+def _watch_backfill(client: Client, record: pb.BackfillRecord) -> int:
+    """Poll the backfill until every run finished, redrawing a progress bar (one line per change
+    when stdout is not a terminal). Exit status 1 if any run failed."""
+    tty = sys.stdout.isatty()
+    last = ""
+    while True:
+        line = progress_bar(record.runs_finished, record.runs_total) + (
+            f", {record.runs_failed} failed" if record.runs_failed else ""
+        )
+        if line != last:
+            if tty:
+                print("\r" + line.ljust(len(last)), end="", flush=True)
+            else:
+                print(line, flush=True)
+            last = line
+        if _backfill_done(record):
+            break
+        _sleep(BACKFILL_POLL_S)
+        record = client.get_backfill(record.backfill_id)
+    if tty:
+        print()
+    print(_backfill_line(record))
+    if record.runs_failed:
+        return fail(f"backfill {record.backfill_id}: {record.runs_failed} run(s) failed", 1)
+    return 0
+
+
+def _backfill_done(record: pb.BackfillRecord) -> bool:
+    return bool(record.finished_ms) or record.runs_finished >= record.runs_total
+
+
+def _backfill_line(b: pb.BackfillRecord) -> str:
+    state = f"finished {iso(b.finished_ms)}" if _backfill_done(b) else "running"
+    return (
+        f"backfill {b.backfill_id} ({b.workflow}, {iso(b.from_ms)} .. {iso(b.to_ms)}): "
+        f"{b.runs_finished}/{b.runs_total} runs finished, {b.runs_failed} failed; {state}"
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -79,7 +80,8 @@ class HttpListener:
 
     ``metrics`` returns ``(body, content type)`` and is called on a worker thread per scrape
     (it must be thread-safe); ``readyz`` and ``healthz`` are called on the loop. Lifecycle:
-    routes may be added until :meth:`start`; :meth:`stop` is idempotent.
+    :meth:`bind` (optional, synchronous), :meth:`start`, :meth:`stop` (idempotent); routes may
+    be added until :meth:`start`.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class HttpListener:
         self._healthz = healthz
         self._routes: list[tuple[str, str, Handler]] = []
         self._runner: web.AppRunner | None = None
+        self._sock: socket.socket | None = None
         self.bound: str | None = None
         """``host:port`` actually bound (the real port when ``address`` asked for 0)."""
 
@@ -118,20 +121,42 @@ class HttpListener:
             app.router.add_route(method, path, _adapt(handler))
         return app
 
-    async def start(self) -> None:
-        """Bind and serve. Raises :class:`ListenError` (one line) if the address cannot be bound."""
-        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+    def bind(self) -> None:
+        """Bind and listen on the address now, without serving yet; idempotent.
+
+        Synchronous, so a caller can fail fast (before it joins a cluster) when the port is
+        taken. Raises :class:`ListenError` (one line) if the address cannot be bound.
+        """
+        if self._sock is not None:
+            return
         try:
-            await site.start()
+            family, kind, proto, _, where = socket.getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+            sock = socket.socket(family, kind, proto)
         except OSError as exc:
-            await runner.cleanup()
+            raise ListenError(f"http: cannot listen on {self.address}: {exc.strerror or exc}") from None
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(where)
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
             reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
             raise ListenError(f"http: cannot listen on {self.address}: {reason}") from None
-        self._runner = runner
-        host, port = runner.addresses[0][:2]
+        self._sock = sock
+        host, port = sock.getsockname()[:2]
         self.bound = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+    async def start(self) -> None:
+        """Serve (binding first if :meth:`bind` was not called). Raises :class:`ListenError`."""
+        self.bind()
+        assert self._sock is not None
+        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        await web.SockSite(runner, self._sock).start()
+        self._runner = runner
         log.info("%s serving HTTP (/metrics, /healthz, /readyz) on %s", self.name, self.bound)
 
     async def stop(self) -> None:
@@ -139,6 +164,13 @@ class HttpListener:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        self.close()
+
+    def close(self) -> None:
+        """Release a socket bound but never served (:meth:`stop` does this too); idempotent."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
 
     async def _serve_metrics(self, request: web.Request) -> web.StreamResponse:
         if self._metrics is None:

@@ -34,6 +34,8 @@ from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
 from raftsched.metrics import LatenessLog, rss_bytes
+from raftsched.observability.node_http import NodeObservability
+from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
@@ -56,7 +58,14 @@ class Node:
     It is the :class:`raftsched.rpc.plumbing.NodeServices` its servicers are given.
     """
 
-    def __init__(self, config: ClusterConfig, node_id: str, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        node_id: str,
+        clock: Clock | None = None,
+        *,
+        per_task_metrics: bool = False,
+    ) -> None:
         self.config = config
         self.me = config.node(node_id)
         self.node_id = node_id
@@ -86,6 +95,11 @@ class Node:
         self.replica = Replica(self.state, self.store, effect_sink=self._effects)
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
+        # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
+        self.tally = ApplyTally(per_task=per_task_metrics)
+        self.observability = (
+            NodeObservability(self, self.me.http, self.tally) if self.me.http is not None else None
+        )
         self.consensus: ConsensusNode | None = None
         self.gate = LeaderGate(
             node_id,
@@ -111,6 +125,8 @@ class Node:
         (applier, leader driver, gRPC) each wait took up to the default 5 ms, and ticks stalled
         for hundreds of milliseconds under load - long enough to lose the leader.
         """
+        if self.observability is not None:
+            self.observability.bind()  # a taken port fails here, before this node joins anything
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         # A node holds millions of long-lived objects (tasks, wheel entries). A full cyclic GC
         # pass over them holds the GIL for seconds; freeze what is loaded now and keep freezing
@@ -118,7 +134,7 @@ class Node:
         # everything non-cyclic, which is all our state.
         gc.freeze()
         self.driver_thread = DriverThread(self.driver, self.clock, self.propose)
-        self.driver_thread.on_commit_lateness = self.lateness.record_many
+        self.driver_thread.on_commit_lateness = self._commit_lateness
         self.driver_thread.start()
         self._flusher.start()
         self.consensus = PySyncObjNode(
@@ -149,11 +165,13 @@ class Node:
     async def serve(self, stop: asyncio.Event | None = None) -> None:
         """Serve gRPC until ``stop`` is set (or forever)."""
         self._loop = asyncio.get_running_loop()
+        obs = self.observability
         server = grpc.aio.server(
+            interceptors=obs.interceptors() if obs is not None else None,
             options=[
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-            ]
+            ],
         )
         pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
         sch = self.config.scheduler
@@ -167,6 +185,8 @@ class Node:
                 retry_cap_ms=sch.retry_backoff_cap_ms,
             ),
         )
+        if obs is not None:
+            self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
         self.hub.start()
         self._health = health.aio.HealthServicer()
@@ -183,11 +203,15 @@ class Node:
             "node %s serving gRPC on %s (advertised as %s)", self.node_id, self.me.grpc_listen, self.me.grpc
         )
         try:
+            if obs is not None:
+                await obs.start()
             if stop is None:
                 await server.wait_for_termination()
             else:
                 await stop.wait()
         finally:
+            if obs is not None:
+                await obs.stop()
             await server.stop(grace=1.0)
 
     def _flush_loop(self) -> None:
@@ -203,6 +227,8 @@ class Node:
         if self._flusher_stop.is_set():
             return
         self._flusher_stop.set()
+        if self.observability is not None:
+            self.observability.close()  # a port bound by start() but never served
         if self.driver_thread is not None:
             self.driver_thread.stop()
         if self.consensus is not None:
@@ -250,8 +276,16 @@ class Node:
             )
             asyncio.run_coroutine_threadsafe(health_servicer.set(LEADER_HEALTH_SERVICE, status), loop)
 
+    def _commit_lateness(self, samples: list[tuple[int, int]]) -> None:
+        self.lateness.record_many(samples)
+        if self.observability is not None:
+            self.observability.observe_commit_lateness(samples)
+
     def _write_snapshot(self, f: BinaryIO) -> None:
+        started = self.clock.monotonic()
         self.store.write_snapshot(f)
+        if self.observability is not None:
+            self.observability.observe_snapshot(self.clock.monotonic() - started)
 
     def _load_snapshot(self, path: Path, offset: int) -> None:
         with self.state.lock:

@@ -53,6 +53,7 @@ class Lease:
     expires_ms: int
     deadline_ms: int  # timeout backstop (0 = none): lost even if heartbeats continue
     backfill: bool = False
+    assigned_ms: int = 0  # when the attempt was assigned (replicated; survives leader changes)
 
 
 @dataclass(slots=True)
@@ -204,6 +205,7 @@ class Dispatcher:
         # finding the new leader must not expire before the executor itself would be declared dead
         # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
         heard = self.last_seen.get(eff.executor, now_ms)
+        shard = run.shards[eff.shard] if run is not None and eff.shard < len(run.shards) else None
         self.leases[exec_id] = Lease(
             exec_id,
             eff.run_id,
@@ -214,6 +216,7 @@ class Dispatcher:
             max(now_ms, heard) + self.settings.lease_ms,
             deadline,
             run is not None and run.backfill,
+            (shard.assigned_ms if shard is not None else 0) or now_ms,
         )
         if run is not None and run.backfill:
             self.backfill_busy.add((eff.run_id, eff.shard))

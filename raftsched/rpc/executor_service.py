@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
@@ -45,6 +45,8 @@ class ExecutorHub:
         self._task: asyncio.Task[None] | None = None
         self.dispatched = 0
         self._kicked = False
+        # Called on the loop with every batch of results an executor reports (the node's metrics).
+        self.on_results: Callable[[Sequence[pb.ExecResult]], None] | None = None
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -253,6 +255,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     @rpc
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
         self.hub.require_leader()
+        if self.hub.on_results is not None:
+            self.hub.on_results(request.results)
         data = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
         if data is not None:
             outcome = await propose_and_wait(self.hub.node, data)

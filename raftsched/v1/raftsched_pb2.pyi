@@ -588,7 +588,7 @@ class HeartbeatReply(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., registered: _Optional[bool] = ...) -> None: ...
 
 class ExecResult(_message.Message):
-    __slots__ = ("execution_id", "success", "exit_code", "error", "stdout_tail", "stderr_tail", "timed_out", "duration_ms")
+    __slots__ = ("execution_id", "success", "exit_code", "error", "stdout_tail", "stderr_tail", "timed_out", "duration_ms", "start_lateness_ms")
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -597,6 +597,7 @@ class ExecResult(_message.Message):
     STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    START_LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     success: bool
     exit_code: int
@@ -605,7 +606,8 @@ class ExecResult(_message.Message):
     stderr_tail: str
     timed_out: bool
     duration_ms: int
-    def __init__(self, execution_id: _Optional[str] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ...) -> None: ...
+    start_lateness_ms: int
+    def __init__(self, execution_id: _Optional[str] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., start_lateness_ms: _Optional[int] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
     __slots__ = ("name", "results")

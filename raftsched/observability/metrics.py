@@ -89,7 +89,8 @@ class Counter:
         self.name = name
         self.documentation = documentation
         self.labels = tuple(labels)
-        self._values: dict[LabelValues, float] = {}
+        # A counter without labels exists from the start (0), so rate() sees its first increase.
+        self._values: dict[LabelValues, float] = {} if self.labels else {(): 0.0}
         self._lock = threading.Lock()
 
     def inc(self, *label_values: str, amount: float = 1.0) -> None:
@@ -141,6 +142,8 @@ class Histogram:
         self.bounds = bounds
         # label values -> [count per bucket (non-cumulative, the last is +Inf)..., sum]
         self._series: dict[LabelValues, list[float]] = {}
+        if not self.labels:
+            self._series[()] = [0.0] * (len(bounds) + 2)  # exposed (all zero) from the start
         self._lock = threading.Lock()
 
     def observe(self, seconds: float, *label_values: str) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -312,3 +314,27 @@ def test_a_probe_that_raises_answers_not_ready(loop: asyncio.AbstractEventLoop) 
             await listener.stop()
 
     loop.run_until_complete(scenario())
+
+
+# --------------------------------------------------------------------------------------------
+# the README documents every metric
+# --------------------------------------------------------------------------------------------
+
+
+def exposed_families(text: bytes) -> set[str]:
+    names = set()
+    for family in text_string_to_metric_families(text.decode()):
+        suffix = "_total" if family.type == "counter" else ""
+        names.add(family.name + suffix)
+    return {n for n in names if not n.startswith("raftsched_process_")}
+
+
+def test_the_readme_documents_every_metric_and_no_other() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Observability\n", 1)[1].split("\n## ", 1)[0]
+    documented = {
+        m for m in re.findall(r"^\| `(raftsched_[a-z_]+)`", section, flags=re.M) if m != "raftsched_process_"
+    }
+    node = exposed_families(busy_node_metrics().exposition()[0])
+    executor = exposed_families(ExecutorMetrics("ex1", ExecutorSample).exposition()[0])
+    assert documented == node | executor

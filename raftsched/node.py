@@ -99,9 +99,10 @@ class Node:
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
         self.tally = ApplyTally(per_task=per_task_metrics)
-        self.observability = (
-            NodeObservability(self, self.me.http, self.tally) if self.me.http is not None else None
-        )
+        self.observability: NodeObservability | None = None
+        if self.me.http is not None:
+            self.observability = NodeObservability(self, self.me.http, self.tally)
+            self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
         self.gate = LeaderGate(
             node_id,

@@ -44,6 +44,7 @@ from raftsched.fsm.effects import (
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
+from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,16 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 
 MAX_EXECUTOR_SLOTS = 10_000
 VERSIONS_KEPT = 20
+
+# Label values of the applier's tally (see raftsched.observability.tally).
+_OUTCOME_NAMES: dict[int, str] = {
+    pb.FIRED: "fired",
+    pb.COALESCED: "coalesced",
+    pb.SKIPPED_OVERLAP: "skipped_overlap",
+    pb.SKIPPED_MISFIRE: "skipped_misfire",
+    pb.SKIPPED_DISABLED: "skipped_disabled",
+}
+_RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
 
 class SchedulerState:
@@ -73,6 +84,9 @@ class SchedulerState:
         self.manual_seq = 0
         self.applied_commands = 0
         self.chain = b""
+        # Node-local counts of what apply did, for metrics: never replicated, never read by
+        # apply, so replicas agree whether or not a node counts (None: it does not).
+        self.tally: ApplyTally | None = None
         self.wf = wf_mod.WorkflowBook(self)
         self._load()
 
@@ -551,6 +565,9 @@ class SchedulerState:
             template + rec.SerializeToString(deterministic=True),
         )
         st.fires_total += count
+        if self.tally is not None:
+            spec = st.spec
+            self.tally.fire(_OUTCOME_NAMES.get(outcome, "unknown"), spec.owner, spec.namespace, name, count)
         st.kept_fires += 1
         self._prune_fires(st, now)
 
@@ -622,10 +639,13 @@ class SchedulerState:
         shard.stderr_tail = res.stderr_tail
         if res.lost:
             shard.lost += 1
+        retry = not res.success and shard.attempt - shard.retry_base <= max_retries
+        if self.tally is not None:
+            _tally_attempt(self.tally, st, run.task, res, retry)
         if res.success:
             shard.state = pb.SUCCEEDED
             shard.finished_ms = now
-        elif shard.attempt - shard.retry_base <= max_retries:
+        elif retry:
             shard.attempt += 1
             shard.state = pb.PENDING
             shard.executor = ""
@@ -666,6 +686,10 @@ class SchedulerState:
 
     def finish_run(self, run: pb.Run, now: int) -> None:
         """``run`` reached a final state: it leaves the active set, and its task's counters."""
+        if self.tally is not None:
+            done = self.tasks.get(run.task)
+            owner, namespace = (done.spec.owner, done.spec.namespace) if done is not None else ("", "")
+            self.tally.run_finished(_RUN_STATE_NAMES.get(run.state, "unknown"), owner, namespace, run.task)
         del self.active[run.run_id]
         left = self.active_per_task[run.task] - 1
         if left:
@@ -957,3 +981,13 @@ class SchedulerState:
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
     }
+
+
+def _tally_attempt(
+    tally: ApplyTally, st: TaskState | None, task: str, res: pb.AttemptResult, retry: bool
+) -> None:
+    owner, namespace = (st.spec.owner, st.spec.namespace) if st is not None else ("", "")
+    result = "succeeded" if res.success else "lost" if res.lost else "timeout" if res.timed_out else "failed"
+    tally.attempt(result, owner, namespace, task)
+    if retry:
+        tally.attempt("retried", owner, namespace, task)

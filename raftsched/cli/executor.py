@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from raftsched.cli.cluster import CLUSTER_ENV
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
 from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
-from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.errors import ConfigError, InvalidSpec, RaftschedError
 
 __all__ = ["executor_main"]
 
 
 def executor_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR``."""
+    """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``."""
     parser = ArgParser(
         prog="raftsched-executor", description="Run a raftsched executor until SIGTERM/SIGINT."
     )
@@ -29,6 +29,9 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
+    )
+    parser.add_argument(
+        "--http", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here (default: off)"
     )
     add_log_level_option(parser)
     try:
@@ -47,7 +50,9 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
         from raftsched.executor.agent import Executor
 
-        executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
+        executor = Executor(
+            targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels, http=args.http
+        )
 
         async def serve() -> None:
             await executor.run(stop_on_signals())
@@ -60,3 +65,5 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         return fail(config_message(exc), 2, prog="raftsched-executor")
     except InvalidSpec as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
+    except RaftschedError as exc:  # e.g. the --http port is in use
+        return fail(str(exc) or exc.code, 1, prog="raftsched-executor")

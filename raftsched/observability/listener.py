@@ -78,8 +78,9 @@ def _always_ok() -> Probe:
 class HttpListener:
     """One HTTP server on ``address`` (``host:port``; port 0 picks a free one).
 
-    ``metrics`` returns ``(body, content type)`` and is called on a worker thread per scrape
-    (it must be thread-safe); ``readyz`` and ``healthz`` are called on the loop. Lifecycle:
+    ``metrics`` returns ``(body, content type)`` and is called per scrape on a worker thread
+    (it must be thread-safe), or on the loop with ``metrics_in_thread=False`` (it must be quick);
+    ``readyz`` and ``healthz`` are called on the loop. Lifecycle:
     :meth:`bind` (optional, synchronous), :meth:`start`, :meth:`stop` (idempotent); routes may
     be added until :meth:`start`.
     """
@@ -92,11 +93,13 @@ class HttpListener:
         readyz: Callable[[], Probe] = _always_ok,
         healthz: Callable[[], Probe] = _always_ok,
         name: str = "raftsched",
+        metrics_in_thread: bool = True,
     ) -> None:
         self.host, self.port = _listen_address(address)
         self.address = address
         self.name = name
         self._metrics = metrics
+        self._metrics_in_thread = metrics_in_thread
         self._readyz = readyz
         self._healthz = healthz
         self._routes: list[tuple[str, str, Handler]] = []
@@ -175,7 +178,10 @@ class HttpListener:
     async def _serve_metrics(self, request: web.Request) -> web.StreamResponse:
         if self._metrics is None:
             return web.Response(status=404, text="metrics are not enabled here\n")
-        body, content_type = await asyncio.to_thread(self._metrics)
+        if self._metrics_in_thread:
+            body, content_type = await asyncio.to_thread(self._metrics)
+        else:
+            body, content_type = self._metrics()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     @staticmethod

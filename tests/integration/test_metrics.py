@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, free_ports, wait_until
-from raftsched.model import IntervalTrigger, Overlap, TaskSpec
+from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.promtool import check_metrics
 
@@ -140,7 +140,7 @@ def test_scraped_counters_move_as_the_work_does(fleet: Fleet) -> None:
 
     client = Client(fleet.cluster.targets())
     try:
-        every = IntervalTrigger(500)
+        every = CronTrigger("* * * * * *")
         client.add_task(TaskSpec("ok", every, command="true", owner="alice", namespace="etl"))
         client.add_task(
             TaskSpec("broken", every, command="exit 3", owner="bob", max_retries=1, overlap=Overlap.ALLOW)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -119,7 +118,10 @@ class Executor:
         self._rpc_timeout_s = 3.0
         self._registered = False  # the current leader accepted our registration
         self._connected = False  # a dispatch stream is open
-        self._start_late: dict[str, int] = {}  # execution id -> ms late at start, while it runs
+        # execution id -> ms late at start, from its start until the cluster acknowledges its
+        # result (then reported with it). Not in the execution log: after a restart a result is
+        # re-reported without it, which only leaves it out of the leader's histogram.
+        self._start_late: dict[str, int] = {}
         self.observability = ExecutorObservability(name, http, self._observed) if http is not None else None
 
     def _observed(self) -> ExecutorSample:
@@ -388,9 +390,6 @@ class Executor:
             result = _failed(execution_id, "cancelled: its workflow run was killed")
         else:
             result = await self._attempt(item)
-        late = self._start_late.pop(execution_id, None)
-        if late is not None:
-            result = dataclasses.replace(result, start_lateness_ms=late)
         if self.observability is not None:
             self.observability.on_finished(result)
         finished = self._finish_soon(result)
@@ -415,8 +414,6 @@ class Executor:
             self.started += 1
             late = max(0, self.clock.now_ms() - item.nominal_ms)
             self._start_late[item.execution_id] = late
-            if self.observability is not None:
-                self.observability.on_started(late)
             ctx = AttemptContext.with_params_json(
                 item.params_json,
                 execution_id=item.execution_id,
@@ -477,10 +474,15 @@ class Executor:
             if pending:
                 reply = await self.transport.report(
                     target,
-                    pb.ReportRequest(name=self.name, results=[_to_pb(r) for r in pending[:500]]),
+                    pb.ReportRequest(
+                        name=self.name,
+                        results=[_to_pb(r, self._start_late.get(r.execution_id)) for r in pending[:500]],
+                    ),
                     timeout_s=15,
                 )
                 self._log.acknowledge(reply.acknowledged)
+                for execution_id in reply.acknowledged:
+                    self._start_late.pop(execution_id, None)
                 if self.observability is not None:
                     self.observability.on_log_write("acknowledge", len(reply.acknowledged))
                 continue
@@ -489,7 +491,7 @@ class Executor:
                 await asyncio.wait_for(self._report_wake.wait(), 1.0)
 
 
-def _to_pb(r: AttemptResult) -> pb.ExecResult:
+def _to_pb(r: AttemptResult, start_lateness_ms: int | None) -> pb.ExecResult:
     return pb.ExecResult(
         execution_id=r.execution_id,
         success=r.success,
@@ -499,7 +501,7 @@ def _to_pb(r: AttemptResult) -> pb.ExecResult:
         stderr_tail=r.stderr_tail,
         timed_out=r.timed_out,
         duration_ms=r.duration_ms,
-        start_lateness_ms=r.start_lateness_ms,
+        start_lateness_ms=start_lateness_ms,
     )
 
 

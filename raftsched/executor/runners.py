@@ -148,8 +148,6 @@ class AttemptResult:
     ``stdout_tail``/``stderr_tail`` are the last bytes of output, decoded as UTF-8 with
     replacement, with a leading ``…[truncated N bytes]`` line when output was cut.
     ``timed_out`` is True when the runner's timeout ended (or gave up on) the attempt.
-    ``start_lateness_ms`` is how long after its nominal time the attempt started, by the
-    executor's clock (None when it never started); the agent sets it.
     """
 
     execution_id: str
@@ -160,7 +158,6 @@ class AttemptResult:
     stderr_tail: str = ""
     duration_ms: int = 0
     timed_out: bool = False
-    start_lateness_ms: int | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (field name → value); :meth:`from_json_dict` reads it back."""
@@ -173,7 +170,6 @@ class AttemptResult:
             "stderr_tail": self.stderr_tail,
             "duration_ms": self.duration_ms,
             "timed_out": self.timed_out,
-            "start_lateness_ms": self.start_lateness_ms,
         }
 
     @classmethod
@@ -189,8 +185,6 @@ class AttemptResult:
                 stderr_tail=data["stderr_tail"],
                 duration_ms=data["duration_ms"],
                 timed_out=data["timed_out"],
-                # Absent in results an older version stored.
-                start_lateness_ms=data.get("start_lateness_ms"),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed attempt result: {exc!r}") from None
@@ -203,7 +197,6 @@ class AttemptResult:
             (result.stderr_tail, str),
             (result.duration_ms, int),
             (result.timed_out, bool),
-            (result.start_lateness_ms, (int, type(None))),
         ]
         if any(not isinstance(value, kind) for value, kind in checks):
             raise ValueError(f"malformed attempt result: {data!r:.200}")

@@ -65,9 +65,6 @@ class ExecutorObservability:
     def on_duplicate(self) -> None:
         self.metrics.attempts.inc("duplicate")
 
-    def on_started(self, lateness_ms: int) -> None:
-        self.metrics.start_lateness.observe(lateness_ms / 1000.0)
-
     def on_finished(self, result: AttemptResult) -> None:
         if result.success:
             outcome = "succeeded"
@@ -78,8 +75,7 @@ class ExecutorObservability:
         else:
             outcome = "failed"
         self.metrics.attempts.inc(outcome)
-        if result.start_lateness_ms is not None:  # it ran: its duration is a run time
-            self.metrics.duration.observe(result.duration_ms / 1000.0)
+        self.metrics.duration.observe(result.duration_ms / 1000.0)
 
     def on_log_write(self, op: str, records: int) -> None:
         """One execution-log transaction (``begin``, ``finish``, ``acknowledge``)."""

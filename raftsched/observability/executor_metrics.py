@@ -2,7 +2,8 @@
 
 State (connection, slots, running attempts) is read at scrape time from an
 :class:`ExecutorSample`; the attempt path pushes what it already knows: how each attempt ended,
-how late it started, how long it ran, and the execution-log writes it made.
+how long it ran, and the execution-log writes it made. How late attempts start is reported to
+the leader with each result, and measured there (``raftsched_start_lateness_seconds``).
 """
 
 from __future__ import annotations
@@ -75,10 +76,6 @@ class ExecutorMetrics:
             "duplicate (an execution id already run or running: not run again); refused_stale "
             "(sent by a deposed leader).",
             ("result",),
-        )
-        self.start_lateness = m.histogram(
-            "raftsched_executor_start_lateness_seconds",
-            "Nominal time to start of the attempt, by this executor's clock.",
         )
         self.duration = m.histogram(
             "raftsched_executor_attempt_seconds",

@@ -95,11 +95,14 @@ class Counter:
 
     def inc(self, *label_values: str, amount: float = 1.0) -> None:
         """Add ``amount`` to the series with these label values."""
-        key = tuple(label_values)
-        if len(key) != len(self.labels):
-            raise ValueError(f"{self.name}: expected labels {self.labels}, got {key}")
         with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
+            values = self._values
+            if label_values in values:  # the hot case: an existing series, nothing to check
+                values[label_values] += amount
+                return
+            if len(label_values) != len(self.labels):
+                raise ValueError(f"{self.name}: expected labels {self.labels}, got {label_values}")
+            values[label_values] = amount
 
     def add(self, deltas: Mapping[LabelValues, float]) -> None:
         """Add every ``{label values: amount}`` at once (one lock for a whole batch)."""
@@ -147,18 +150,28 @@ class Histogram:
         self._lock = threading.Lock()
 
     def observe(self, seconds: float, *label_values: str) -> None:
-        self.observe_many((seconds,), *label_values)
+        """Observe one value (the per-item hot path: one lock, one bisect)."""
+        with self._lock:
+            series = self._series.get(label_values)
+            if series is None:
+                series = self._new_series(label_values)
+            series[bisect.bisect_left(self.bounds, seconds)] += 1
+            series[-1] += seconds
+
+    def _new_series(self, key: LabelValues) -> list[float]:
+        # Under self._lock.
+        if len(key) != len(self.labels):
+            raise ValueError(f"{self.name}: expected labels {self.labels}, got {key}")
+        series = self._series[key] = [0.0] * (len(self.bounds) + 2)
+        return series
 
     def observe_many(self, values: Iterable[float], *label_values: str) -> None:
         """Observe every value at once (one lock for a whole batch)."""
-        key = tuple(label_values)
-        if len(key) != len(self.labels):
-            raise ValueError(f"{self.name}: expected labels {self.labels}, got {key}")
         bounds, n = self.bounds, len(self.bounds)
         with self._lock:
-            series = self._series.get(key)
+            series = self._series.get(label_values)
             if series is None:
-                series = self._series[key] = [0.0] * (n + 2)
+                series = self._new_series(label_values)
             for v in values:
                 # bisect_left: a value equal to a bound belongs in that bound's bucket (le).
                 series[bisect.bisect_left(bounds, v)] += 1

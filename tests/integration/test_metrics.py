@@ -200,7 +200,7 @@ def test_scraped_counters_move_as_the_work_does(fleet: Fleet) -> None:
         ex = scrape(fleet.executor_http)
         assert ex.value("raftsched_executor_attempts_total", result="succeeded") == succeeded
         assert ex.value("raftsched_executor_attempts_total", result="failed") == 2 * failed
-        assert ex.value("raftsched_executor_start_lateness_seconds_count") == succeeded + 2 * failed
+        assert ex.value("raftsched_executor_attempt_seconds_count") == succeeded + 2 * failed
         assert ex.value("raftsched_executor_connected") == 1
         assert ex.value("raftsched_executor_local_slots", state="total") == 4
         assert ex.value("raftsched_executor_log_writes_total", op="begin") >= 1

@@ -176,7 +176,6 @@ def test_node_and_executor_expositions_pass_promtool() -> None:
     check_metrics(busy_node_metrics().exposition()[0])
     ex = ExecutorMetrics("ex1", lambda: ExecutorSample(True, True, slots=4, running=1, pending_reports=2))
     ex.attempts.inc("succeeded")
-    ex.start_lateness.observe(0.02)
     ex.duration.observe(1.0)
     ex.log_write("begin", 3)
     check_metrics(ex.exposition()[0])

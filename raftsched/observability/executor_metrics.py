@@ -83,7 +83,7 @@ class ExecutorMetrics:
         )
         self.log_writes = m.counter(
             "raftsched_executor_log_writes_total",
-            "Write transactions to the execution log (begin, finish, acknowledge, flush).",
+            "Write transactions to the execution log (begin, finish, acknowledge).",
             ("op",),
         )
         self.log_records = m.counter(

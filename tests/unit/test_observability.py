@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import re
 import urllib.error
 import urllib.request
@@ -16,14 +17,19 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from raftsched.leader.dispatcher import Dispatcher
 from raftsched.observability.executor_metrics import ExecutorMetrics, ExecutorSample
 from raftsched.observability.grpc_metrics import MetricsInterceptor
 from raftsched.observability.listener import HttpListener, HttpRequest, HttpResponse, ListenError, Probe
 from raftsched.observability.metrics import SCHEDULING_BUCKETS, MetricSet
+from raftsched.observability.node_http import dispatch_sample
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
 from raftsched.observability.tally import ApplyTally
 from raftsched.timing.clock import ManualClock
 from tests.promtool import check_metrics
+from tests.unit.test_dispatcher import setup as dispatcher_setup
+from tests.unit.test_dispatcher import step
+from tests.unit.test_fsm import T0, S, tick
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -337,3 +343,27 @@ def test_the_readme_documents_every_metric_and_no_other() -> None:
     node = exposed_families(busy_node_metrics().exposition()[0])
     executor = exposed_families(ExecutorMetrics("ex1", ExecutorSample).exposition()[0])
     assert documented == node | executor
+
+
+# --------------------------------------------------------------------------------------------
+# what a scrape reads of the leader's dispatcher (manual time: no clock, no sleeping)
+# --------------------------------------------------------------------------------------------
+
+
+def test_dispatch_sample_counts_backlog_oldest_waiting_and_zombies_across_a_leader_change() -> None:
+    state, d = dispatcher_setup(shards=4, slots=1, executors=2)
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    for data in d.poll(T0 + S):
+        step(state, d, data, T0 + S)
+    hour = 3_600_000
+    # Two shards assigned (one slot each), two wait; nobody is a zombie yet.
+    assert dispatch_sample(d, T0 + 3 * S, hour) == (2, 2 * S, 0, 2)
+    # An hour and a bit later the two running attempts are zombies (heartbeats keep them alive).
+    later = T0 + S + hour + 1
+    assert dispatch_sample(d, later, hour)[2] == 2
+    # A new leader rebuilds its leases from the replicated state: the age survives.
+    fresh_dispatcher = Dispatcher(state, d.settings, random.Random(1))
+    fresh_dispatcher.become_leader(2, later)
+    assert dispatch_sample(fresh_dispatcher, later, hour)[2] == 2
+    fresh_dispatcher.step_down()
+    assert dispatch_sample(fresh_dispatcher, later, hour) == (0, 0, 0, 0)  # a follower reports nothing

@@ -78,7 +78,8 @@ def instrumentation() -> dict[str, float]:
     obs = ExecutorObservability("ex1", "127.0.0.1:0", ExecutorSample)
     result = AttemptResult("t@1/0/1", True, 0, "", "", "", 5, False)
     log_writes = _us(lambda: obs.on_log_write("begin", LOG_BATCH))  # a begin and a finish per batch
-    executor_per_attempt = _us(lambda: obs.on_finished(result)) + 2 * log_writes / LOG_BATCH
+    finished = [result] * LOG_BATCH  # one loop pass's batch
+    executor_per_attempt = (_us(lambda: obs.on_finished(finished), 20_000) + 2 * log_writes) / LOG_BATCH
     obs.listener.close()
     return {
         "leader_us_per_fire": round(per_fire, 3),
@@ -132,9 +133,7 @@ def main() -> int:
         exec_on = min(runs["executor_us_per_attempt_on"])
         out["overhead_pct"] = {
             "instrumentation_per_fire": round(100 * inst["leader_us_per_fire"] / fire_off, 2),
-            "instrumentation_per_attempt_executor": round(
-                100 * inst["executor_us_per_attempt"] / exec_off, 2
-            ),
+            "instrumentation_per_attempt": round(100 * inst["executor_us_per_attempt"] / exec_off, 2),
             "ab_min_per_fire": round(100 * (fire_on - fire_off) / fire_off, 2),
             "ab_min_per_attempt": round(100 * (exec_on - exec_off) / exec_off, 2),
         }

@@ -337,6 +337,8 @@ class Executor:
     def _finish_batch(self) -> None:
         assert self._log is not None
         batch, self._to_finish = self._to_finish, []
+        if self.observability is not None:
+            self.observability.on_finished([r for r, _ in batch])
         try:
             self._log.finish_many([r for r, _ in batch])
             if self.observability is not None:
@@ -390,8 +392,6 @@ class Executor:
             result = _failed(execution_id, "cancelled: its workflow run was killed")
         else:
             result = await self._attempt(item)
-        if self.observability is not None:
-            self.observability.on_finished(result)
         finished = self._finish_soon(result)
         try:
             await finished

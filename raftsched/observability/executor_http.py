@@ -2,13 +2,14 @@
 
 The agent creates one :class:`ExecutorObservability` when it is given ``http``; it binds the
 port before it connects anywhere, serves while it runs, and calls the ``on_*`` methods from the
-attempt path with values it already has. Connection state, slots and running attempts are read
-at scrape time from the sample function the agent provides.
+attempt path with values it already has, a loop pass's batch at a time where it can.
+Connection state, slots and running attempts are read at scrape time from the sample function
+the agent provides.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from raftsched.executor.runners import AttemptResult
@@ -18,6 +19,10 @@ from raftsched.observability.listener import HttpListener, Probe
 __all__ = ["ExecutorObservability"]
 
 _CANCELLED_PREFIX: Final = "cancelled"
+_SUCCEEDED: Final = ("succeeded",)
+_TIMEOUT: Final = ("timeout",)
+_CANCELLED: Final = ("cancelled",)
+_FAILED: Final = ("failed",)
 
 
 class ExecutorObservability:
@@ -65,17 +70,21 @@ class ExecutorObservability:
     def on_duplicate(self) -> None:
         self.metrics.attempts.inc("duplicate")
 
-    def on_finished(self, result: AttemptResult) -> None:
-        if result.success:
-            outcome = "succeeded"
-        elif result.timed_out:
-            outcome = "timeout"
-        elif result.error.startswith(_CANCELLED_PREFIX):
-            outcome = "cancelled"
-        else:
-            outcome = "failed"
-        self.metrics.attempts.inc(outcome)
-        self.metrics.duration.observe(result.duration_ms / 1000.0)
+    def on_finished(self, results: Sequence[AttemptResult]) -> None:
+        """A batch of finished attempts (one pass of the loop): counted and timed at once."""
+        counts: dict[tuple[str, ...], float] = {}
+        for result in results:
+            if result.success:
+                key = _SUCCEEDED
+            elif result.timed_out:
+                key = _TIMEOUT
+            elif result.error.startswith(_CANCELLED_PREFIX):
+                key = _CANCELLED
+            else:
+                key = _FAILED
+            counts[key] = counts.get(key, 0.0) + 1
+        self.metrics.attempts.add(counts)
+        self.metrics.duration.observe_many(r.duration_ms / 1000.0 for r in results)
 
     def on_log_write(self, op: str, records: int) -> None:
         """One execution-log transaction (``begin``, ``finish``, ``acknowledge``)."""

@@ -23,6 +23,7 @@ PURE = [
     "workflow/template.py",
     "timing/wheel.py",
     "timing/cron.py",
+    "timing/cronparse.py",
     "timing/schedule.py",
     "timing/durations.py",
     "workflow/located.py",
@@ -55,6 +56,7 @@ ADAPTERS = {
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
     "yaml": {"workflow/yaml_reader.py"},
+    "cryptography": {"security/certs.py"},
     "prometheus_client": {"observability/metrics.py"},
     "aiohttp": {"observability/listener.py"},
 }

@@ -53,6 +53,7 @@ from raftsched.errors import (
     error_for_code,
 )
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
+from raftsched.security.tokens import BearerInterceptor, new_token, resolve_token, token_id
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -129,15 +130,25 @@ class Client:
 
     ``targets`` is ``"host:port,host:port"`` or a sequence of ``host:port`` strings: the nodes'
     gRPC addresses. ``timeout`` is the deadline of each attempt, in seconds; ``retries`` bounds the
-    attempts after the first. Raises :class:`InvalidSpec` for a malformed target list.
+    attempts after the first. ``token`` is a bearer token for a cluster with auth on (else
+    ``RAFTSCHED_TOKEN`` is used if set); it is sent with every call and never logged. Raises
+    :class:`InvalidSpec` for a malformed target list or token.
     """
 
-    def __init__(self, targets: str | Sequence[str], *, timeout: float = 10.0, retries: int = 8) -> None:
+    def __init__(
+        self,
+        targets: str | Sequence[str],
+        *,
+        timeout: float = 10.0,
+        retries: int = 8,
+        token: str | None = None,
+    ) -> None:
         if timeout <= 0:
             raise InvalidSpec("timeout", f"must be > 0 seconds, got {timeout!r}")
         if retries < 0:
             raise InvalidSpec("retries", f"must be >= 0, got {retries!r}")
         self._targets = _parse_targets(targets)
+        self._token = resolve_token(token)
         self._timeout = timeout
         self._retries = retries
         self._preferred = 0  # index into _targets of the node that last answered
@@ -516,6 +527,58 @@ class Client:
             [(e.task, e.depth) for e in reply.downstream],
         )
 
+    # -- tokens and the audit log (admin tokens only) ----------------------------------------------
+
+    def create_token(
+        self,
+        role: str,
+        namespaces: Sequence[str] = (),
+        *,
+        ttl_ms: int = 0,
+        description: str = "",
+    ) -> tuple[str, pb.TokenInfo]:
+        """Create a token; returns ``(token, info)``. The token (``rst_<id>_<secret>``) is drawn
+        here and exists nowhere else once this returns: the cluster keeps only a salted hash.
+        Show or store it now. ``ttl_ms`` 0 means it never expires; ``namespaces`` defaults to
+        ``["default"]`` (admin tokens cover every namespace)."""
+        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= MAX_TIME_MS:
+            raise InvalidSpec("ttl", f"{ttl_ms!r} is not a whole number of milliseconds >= 0")
+        if len(description) > 256:
+            raise InvalidSpec("description", "at most 256 characters")
+        token = new_token()
+        request = pb.CreateTokenRequest(
+            token=token,
+            role=role,
+            namespaces=list(namespaces),
+            ttl_ms=ttl_ms,
+            description=description,
+            idempotency_key=_key(),
+        )
+        reply: pb.TokenReply = self._call("CreateToken", request, write=True)
+        return token, reply.token
+
+    def list_tokens(self) -> list[pb.TokenInfo]:
+        """Every token (revoked ones too), by id; never a secret. ``last_used_ms`` is as the
+        answering node saw it."""
+        reply: pb.ListTokensReply = self._call("ListTokens", pb.ListTokensRequest())
+        return list(reply.tokens)
+
+    def revoke_token(self, token: str) -> pb.TokenInfo:
+        """Revoke a token, named by its id or given whole; every node refuses it once it applies
+        the revocation (within a second on a healthy cluster). Revoking twice is not an error."""
+        tid = token_id(token) if token.startswith("rst_") else token
+        request = pb.RevokeTokenRequest(id=tid, idempotency_key=_key())
+        reply: pb.TokenReply = self._call("RevokeToken", request, write=True)
+        return reply.token
+
+    def audit(self, since_ms: int = 0, principal: str = "", limit: int = 0) -> list[pb.AuditRecord]:
+        """Audit records (accepted writes), newest first, at or after ``since_ms``, of
+        ``principal`` (exact id: ``token:<id>`` or ``cert:<subject>``) if given."""
+        _check_count(limit, "limit")
+        request = pb.ListAuditRequest(since_ms=since_ms, principal=principal, limit=limit)
+        reply: pb.ListAuditReply = self._call("ListAudit", request)
+        return list(reply.records)
+
     # -- the retry loop ----------------------------------------------------------------------------
 
     def _call(self, method: str, request: Message, *, write: bool = False) -> Any:
@@ -565,7 +628,10 @@ class Client:
             if channel is None:
                 # Nodes restart during failovers: keep reconnect backoff short (gRPC's default
                 # grows to two minutes) so a returning node is usable again quickly.
-                channel = self._channels[target] = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+                channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+                if self._token:
+                    channel = grpc.intercept_channel(channel, BearerInterceptor(self._token))
+                self._channels[target] = channel
         return _GENERATED.AdminStub(channel)
 
     def _prefer(self, target: str) -> None:

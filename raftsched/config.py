@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.security.auth import AuthSettings, parse_auth_table
 from raftsched.timing.durations import UNIT_MS, Unit, parse_duration_ms
 
 __all__ = [
@@ -193,6 +194,7 @@ class ClusterConfig:
     raft: RaftTuning = dataclasses.field(default_factory=RaftTuning)
     scheduler: SchedulerSettings = dataclasses.field(default_factory=SchedulerSettings)
     source: str = "<config>"
+    auth: AuthSettings | None = None  # the [auth] table; None: the gRPC API is unauthenticated
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
@@ -307,7 +309,9 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    _unknown_keys("", data, ("cluster", "raft", "scheduler", "nodes"), problems)
+    _unknown_keys("", data, ("cluster", "raft", "scheduler", "auth", "nodes"), problems)
+    auth_table = _table(data, "auth", problems) if "auth" in data else None
+    auth = parse_auth_table(auth_table, base, problems) if auth_table is not None else None
 
     name, secret = _parse_cluster(_table(data, "cluster", problems), base, problems)
     raft = _parse_section(
@@ -325,7 +329,9 @@ def parse_config(
 
     if problems or name is None or secret is None or raft is None or scheduler is None or nodes is None:
         raise ConfigError(source, problems or ["invalid configuration"])
-    return ClusterConfig(name=name, secret=secret, nodes=nodes, raft=raft, scheduler=scheduler, source=source)
+    return ClusterConfig(
+        name=name, secret=secret, nodes=nodes, raft=raft, scheduler=scheduler, source=source, auth=auth
+    )
 
 
 def parse_address(value: str, field: str) -> tuple[str, int]:

@@ -32,6 +32,7 @@ from raftsched.errors import InvalidSpec
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, ExecutionLog
 from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
 from raftsched.model import validate_name
+from raftsched.security.tokens import aio_interceptors, resolve_token
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -58,6 +59,7 @@ class Executor:
         labels: Mapping[str, str] | None = None,
         grace_s: float = 5.0,
         clock: Clock | None = None,
+        token: str | None = None,
     ) -> None:
         validate_name(name, "executor.name")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
@@ -76,6 +78,8 @@ class Executor:
         self.subprocess = SubprocessRunner(grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name})
         self._log: ExecutionLog | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
+        # A bearer token (an executor token) for a cluster with auth on; RAFTSCHED_TOKEN otherwise.
+        self._token = resolve_token(token)
         self._running: dict[str, asyncio.Task[None]] = {}
         self._to_begin: list[tuple[str, asyncio.Future[BeginOutcome]]] = []
         self._to_finish: list[tuple[AttemptResult, asyncio.Future[None]]] = []
@@ -135,7 +139,9 @@ class Executor:
     def _stub(self, target: str) -> Any:
         ch = self._channels.get(target)
         if ch is None:
-            ch = self._channels[target] = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+            ch = self._channels[target] = grpc.aio.insecure_channel(
+                target, options=_CHANNEL_OPTIONS, interceptors=aio_interceptors(self._token)
+            )
         return pb_grpc.ExecutorServiceStub(ch)
 
     async def _register(self, target: str) -> str:

@@ -35,6 +35,8 @@ STATUS = {
     "not_leader": grpc.StatusCode.FAILED_PRECONDITION,
     "snapshot_format": grpc.StatusCode.FAILED_PRECONDITION,
     "internal": grpc.StatusCode.INTERNAL,
+    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
+    "permission_denied": grpc.StatusCode.PERMISSION_DENIED,
 }
 
 PROPOSE_TIMEOUT_S = 10.0
@@ -70,6 +72,10 @@ class NodeServices(Proposer, Protocol):
     ) -> pb.NodeStatusReply: ...
 
     def cluster_status(self) -> pb.ClusterStatusReply: ...
+
+    def token_last_used(self, token_id: str) -> int:
+        """When this node last accepted ``token_id`` (leader-clock ms; 0: not since it started)."""
+        ...
 
 
 class Refused(RaftschedError):

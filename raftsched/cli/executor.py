@@ -30,6 +30,8 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
+    parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
+    parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
     add_log_level_option(parser)
     try:
         try:
@@ -46,8 +48,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
         from raftsched.executor.agent import Executor
+        from raftsched.security.tokens import resolve_token
 
-        executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
+        token = resolve_token(args.token, args.token_file)
+        executor = Executor(
+            targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels, token=token
+        )
 
         async def serve() -> None:
             await executor.run(stop_on_signals())

@@ -109,11 +109,11 @@ class Node:
         self._health: health.aio.HealthServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # Authentication (the [auth] table): one verifier per node, its cache in memory only.
-        self.tokens = TokenVerifier(self.state.access.get, self.clock.now_ms)
         self.refusals = RefusalLog()
         self._bootstrap_token: str | None = None
         if config.auth is not None and config.auth.bootstrap_token_file is not None:
             self._bootstrap_token = read_token_file(config.auth.bootstrap_token_file)
+        self.tokens = TokenVerifier(self.state.access.get, self.clock.now_ms, self._bootstrap_token)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

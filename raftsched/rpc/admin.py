@@ -45,17 +45,19 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     def _stamp(self) -> dict[str, Any]:
         return self.node.gate.stamp().as_kwargs()
 
-    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> logpb.CommandResult:
-        return await self._propose(build(self._stamp()))
+    async def _write(
+        self, build: Callable[[dict[str, Any]], bytes], target: str | None = None
+    ) -> logpb.CommandResult:
+        return await self._propose(build(self._stamp()), target)
 
-    async def _propose(self, data: bytes) -> logpb.CommandResult:
+    async def _propose(self, data: bytes, target: str | None = None) -> logpb.CommandResult:
         if authz.auth_on():
             # Who asked, for the audit log (recorded by apply if the write is accepted).
             who = authz.caller()
             cmd = codec.decode_command(data)
             cmd.audit.principal = who.principal.id
             cmd.audit.rpc = who.method
-            cmd.audit.target = who.target
+            cmd.audit.target = who.target if target is None else target
             data = codec.encode_command(cmd)
         return await propose_and_wait(self.node, data)
 
@@ -458,7 +460,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             cmd.create_token.CopyFrom(body)
             return codec.encode_command(cmd)
 
-        res = await self._write(build)
+        res = await self._write(build, target=body.info.id)
         return pb.TokenReply(token=res.token)
 
     @rpc

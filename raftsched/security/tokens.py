@@ -154,13 +154,24 @@ class TokenVerifier:
     """Turns a bearer token into a :class:`Principal`, cheaply after the first time.
 
     ``lookup(id)`` returns the token's current replicated record (or None); ``now_ms()`` is this
-    node's clock. Safe to use from one event loop; :meth:`verify` runs scrypt in the loop's
-    default executor. ``last_used`` maps token id to the last time this node accepted it.
+    node's clock. ``bootstrap`` is the ``[auth] bootstrap_token_file`` token: until a record of
+    its id is replicated (the first leader creates one), it is accepted as ``admin`` on its own,
+    so a new cluster is usable at once; from then on its record decides (revoking it works).
+    ``last_used`` maps token id to the last time this node accepted it. :meth:`check` runs
+    scrypt: call it off the event loop.
     """
 
-    def __init__(self, lookup: Callable[[str], logpb.TokenRecord | None], now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        lookup: Callable[[str], logpb.TokenRecord | None],
+        now_ms: Callable[[], int],
+        bootstrap: str | None = None,
+    ) -> None:
         self._lookup = lookup
         self._now_ms = now_ms
+        self._bootstrap_id, self._bootstrap = (
+            ("", b"") if not bootstrap else (token_id(bootstrap), bootstrap.encode())
+        )
         self._cache: dict[bytes, _Verified] = {}
         self.last_used: dict[str, int] = {}
         self.scrypt_runs = 0
@@ -199,6 +210,11 @@ class TokenVerifier:
             tid, secret = parse_token(token)
         except InvalidSpec:
             raise Unauthenticated(f"malformed bearer token; {_TOKEN_FORMAT}") from None
+        if tid == self._bootstrap_id and self._lookup(tid) is None:
+            if hmac.compare_digest(token.encode(), self._bootstrap):
+                self.last_used[tid] = self._now_ms()
+                return Principal(id=f"token:{tid}", role=Role.ADMIN)
+            raise Unauthenticated(f"wrong secret for token {tid}")
         rec = self._current(tid)
         self.scrypt_runs += 1
         got = hash_secret(

@@ -29,7 +29,8 @@ if str(BENCH_DIR) not in sys.path:
 import fires  # noqa: E402
 
 from raftsched.abc import StateStore  # noqa: E402
-from raftsched.fsm.state import Retention, SchedulerState  # noqa: E402
+from raftsched.fsm.records import Retention  # noqa: E402
+from raftsched.fsm.state import SchedulerState  # noqa: E402
 from raftsched.leader import writes  # noqa: E402
 from raftsched.leader.driver import LeaderDriver  # noqa: E402
 from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
@@ -52,7 +53,8 @@ def run(n: int, seconds: int, store_kind: str, base: Path) -> dict[str, object]:
         replica.apply_entry(index, data)
 
     specs = [
-        (TaskSpec(f"hot-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW), False) for i in range(n)
+        (TaskSpec(f"hot-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true"), False)
+        for i in range(n)
     ]
     commands, refused = writes.create_tasks(specs, now_ms=T0 - 2000, epoch=1, origin="n1", key="k")
     assert not refused

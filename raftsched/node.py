@@ -31,7 +31,9 @@ from raftsched.abc import (
 from raftsched.config import ClusterConfig
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import RaftschedError
-from raftsched.fsm.state import AttemptReady, BarrierCommitted, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate

@@ -83,7 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``raftsched`` argument parser. Each leaf command sets ``run_command``."""
+    # No abbreviations of the global options: "--to" of a subcommand must not be read as
+    # (an ambiguous prefix of) the global --token / --token-file.
     parser = ArgParser(
+        allow_abbrev=False,
         prog="raftsched",
         description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
         "Global options go before the command.",

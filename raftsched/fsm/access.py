@@ -14,12 +14,14 @@ here reads a clock, draws randomness or raises for bad input (rejections are
 
 from __future__ import annotations
 
+from typing import Any
+
 from raftsched.abc import StateStore
 from raftsched.errors import AlreadyExists, InvalidSpec, NotFound
 from raftsched.fsm import keys
 from raftsched.v1 import log_pb2 as pb
 
-__all__ = ["TokenBook", "prune_audit", "record_audit"]
+__all__ = ["TokenBook", "audit_records", "prune_audit", "record_audit"]
 
 ROLES = ("admin", "maintainer", "viewer", "executor")
 MAX_DESCRIPTION = 256
@@ -111,3 +113,17 @@ def prune_audit(store: StateStore, horizon_ms: int, step: int) -> None:
     end = keys.AUDIT + f"{horizon_ms:016x}".encode()
     for k, _ in store.scan(keys.AUDIT, end, limit=step):
         store.delete(k)
+
+
+def audit_records(reader: Any, since_ms: int, principal: str, limit: int) -> list[pb.AuditRecord]:
+    """Audit records at or after ``since_ms`` (of ``principal`` if given), newest first, at most
+    ``limit``; ``reader`` is a committed-store reader (``store.reader()``)."""
+    out: list[pb.AuditRecord] = []
+    for _, value in reader.scan(keys.audit_key(max(since_ms, 0), 0), keys.AUDIT + keys.END, reverse=True):
+        rec = pb.AuditRecord.FromString(value)
+        if principal and rec.principal != principal:
+            continue
+        out.append(rec)
+        if len(out) >= limit:
+            break
+    return out

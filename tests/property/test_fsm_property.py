@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.fsm import keys
-from raftsched.fsm.state import Retention, SchedulerState
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import MisfireSettings, plan_fires
 from raftsched.v1 import log_pb2 as pb
@@ -60,7 +61,7 @@ CORRUPTIONS = [
 @st.composite
 def spec_pbs(draw: st.DrawFn) -> pb.TaskSpec:
     """A valid spec, or (30%) one with a single field made invalid (never validated client-side)."""
-    msg = pb.TaskSpec(name=draw(st.sampled_from(NAMES)))
+    msg = pb.TaskSpec(name=draw(st.sampled_from(NAMES)), command="true")
     kind = draw(st.sampled_from(["cron", "cron", "interval", "interval", "once", "manual", "none"]))
     if kind == "cron":
         msg.trigger.cron.expr = draw(st.sampled_from(["* * * * * *", "* * * * * */3", "* * * * *"]))

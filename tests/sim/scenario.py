@@ -56,7 +56,9 @@ from dataclasses import dataclass, field
 
 from raftsched import codec
 from raftsched.errors import RaftschedError, Unavailable
-from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
@@ -271,6 +273,7 @@ class Scenario:
             misfire_all_cap=int(options.get("cap", "0")),
             misfire_all_window_ms=duration_ms(options["window"]) if "window" in options else 0,
             shards=int(options.get("shards", "1")),
+            command="true",
         )
         record = self.sim.add_task(spec, disabled=disabled)
         stored = codec.spec_from_pb(record.spec).trigger

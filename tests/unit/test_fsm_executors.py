@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from raftsched import codec
 from raftsched.fsm import keys
-from raftsched.fsm.state import AttemptReady, DispatchAttempt, ExecutorChanged, SchedulerState
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt, ExecutorChanged
+from raftsched.fsm.state import SchedulerState
 from raftsched.model import TaskSpec
 from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, domain, fresh, tick
@@ -59,7 +60,7 @@ def run_of(state: SchedulerState, run_id: str) -> pb.Run:
 
 def one_run(retries: int = 0) -> tuple[SchedulerState, str]:
     state = fresh()
-    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=retries, owner="ops")).ok
+    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=retries, owner="ops", command="true")).ok
     assert apply(state, join("ex1")).ok and apply(state, join("ex2")).ok
     assert apply(state, tick("t", 1, T0 + S)).fired == 1
     return state, f"t@{T0 + S}"

@@ -29,7 +29,7 @@ from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.security.auth import ROLE_PERMISSIONS, Permission, Role
 from raftsched.security.authz import PUBLIC, TABLE
-from raftsched.security.tokens import new_token, parse_token, token_id
+from raftsched.security.tokens import new_token, token_id
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from tests.integration.conftest import ClusterFactory
@@ -186,7 +186,7 @@ def test_roles_namespaces_audit_and_no_secret_in_logs(
             assert [w.spec.name for w in v.list_workflows()] == ["team-flow"]
             with pytest.raises(NotFound):
                 v.get_workflow("ops-flow")
-            with pytest.raises(PermissionDenied, match="tasks.write"):
+            with pytest.raises(PermissionDenied, match=r"tasks\.write"):
                 v.add_task(TaskSpec("v", ManualTrigger(), command="true", namespace="team"))
         assert {t.spec.name for t in root.list_tasks()} >= {"ops-job", "team-job"}
 

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def _call(channel: grpc.Channel, method: str, token: str | None, request: Any = 
                 method, request_serializer=type(req).SerializeToString, response_deserializer=out.FromString
             )(req, metadata=_md(token), timeout=5)
     except grpc.RpcError as err:
-        return err.code()  # type: ignore[no-any-return]
+        return err.code()
     return grpc.StatusCode.OK
 
 
@@ -253,23 +254,27 @@ def test_expiry_and_revocation_on_every_node(make_cluster: ClusterFactory, tmp_p
         expiring = {nid: Client([cluster.grpc_of(nid)], token=short, retries=0) for nid in NODES}
         try:
             for nid in NODES:  # each node verifies (and caches) them once
-                wait_until(lambda nid=nid: clients[nid].list_tasks() == [], 10, 0.05, f"{nid} knows it")
-                wait_until(lambda nid=nid: expiring[nid].list_tasks() == [], 10, 0.05, f"{nid} knows it")
+                wait_until(partial(_answers, clients[nid]), 10, 0.05, f"{nid} knows it")
+                wait_until(partial(_answers, expiring[nid]), 10, 0.05, f"{nid} knows it")
             start = time.monotonic()
             root.revoke_token(token_id(doomed))
             for nid in NODES:
-                wait_until(lambda nid=nid: _refused(clients[nid]), 10, 0.02, f"revocation on {nid}")
+                wait_until(partial(_refused, clients[nid]), 10, 0.02, f"revocation on {nid}")
             took = time.monotonic() - start
             assert took < 3.0, f"revocation took {took:.2f} s to reach every node"
             assert [t.revoked for t in root.list_tokens() if t.id == token_id(doomed)] == [True]
             for nid in NODES:
-                wait_until(lambda nid=nid: _refused(expiring[nid]), 15, 0.05, f"expiry on {nid}")
+                wait_until(partial(_refused, expiring[nid]), 15, 0.05, f"expiry on {nid}")
         finally:
             for c in [*clients.values(), *expiring.values()]:
                 c.close()
     # revoking again is not an error; the bootstrap token can be revoked like any other
     with Client(cluster.targets(), token=admin) as root:
         root.revoke_token(token_id(doomed))
+
+
+def _answers(client: Client) -> bool:
+    return client.list_tasks() == []
 
 
 def _refused(client: Client) -> bool:
@@ -318,7 +323,7 @@ def test_rogue_executors_are_refused(make_cluster: ClusterFactory, tmp_path: Pat
                         for _ in result:
                             break
                 except grpc.RpcError as err:
-                    return err.code()  # type: ignore[no-any-return]
+                    return err.code()
                 return grpc.StatusCode.OK
 
             forged = pb.ExecResult(execution_id=item.execution_id, success=True, stdout_tail="pwned")

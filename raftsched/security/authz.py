@@ -87,6 +87,7 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _E + "Leave": Permission.EXECUTE,
     _H + "Check": PUBLIC,
     _H + "Watch": PUBLIC,
+    _H + "List": PUBLIC,
 }
 """Every RPC the node serves and the permission it needs (``PUBLIC``: none)."""
 

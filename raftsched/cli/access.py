@@ -19,6 +19,7 @@ __all__ = [
     "add_token_options",
     "cmd_audit",
     "cmd_token_create",
+    "cmd_token_generate",
     "cmd_token_list",
     "cmd_token_revoke",
 ]
@@ -54,6 +55,12 @@ def add_commands(
     )
     create.add_argument("--description", metavar="TEXT", help="what the token is for")
     json_option(create)
+    generate = leaf(
+        actions,
+        "generate",
+        cmd_token_generate,
+        "print a fresh token, locally (for [auth] bootstrap_token_file)",
+    )
     listing = leaf(actions, "list", cmd_token_list, "list tokens (never their secrets)")
     json_option(listing)
     revoke = leaf(actions, "revoke", cmd_token_revoke, "revoke a token on every node")
@@ -84,6 +91,15 @@ def cmd_token_create(args: argparse.Namespace) -> int:
         f"# token {info.id}: role {info.role}, namespaces {','.join(info.namespaces)}, expires {expires}."
         " Store it now: it is not shown again.",
     )
+    return 0
+
+
+def cmd_token_generate(args: argparse.Namespace) -> int:
+    """A new random token, made here without asking any node: write it to the file that
+    ``[auth] bootstrap_token_file`` names (mode 600), and the first leader makes it an admin token."""
+    from raftsched.security.tokens import new_token  # lazily: the CLI imports no gRPC until it dials
+
+    print(new_token())
     return 0
 
 

@@ -30,7 +30,7 @@ from raftsched.abc import (
 )
 from raftsched.config import ClusterConfig
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.errors import RaftschedError
+from raftsched.errors import ConfigError, InvalidSpec, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
@@ -114,7 +114,10 @@ class Node:
         self.refusals = RefusalLog()
         self._bootstrap_token: str | None = None
         if config.auth is not None and config.auth.bootstrap_token_file is not None:
-            self._bootstrap_token = read_token_file(config.auth.bootstrap_token_file)
+            try:
+                self._bootstrap_token = read_token_file(config.auth.bootstrap_token_file)
+            except InvalidSpec as exc:
+                raise ConfigError(config.source, [f"auth.bootstrap_token_file: {exc.reason}"]) from None
         self.tokens = TokenVerifier(self.state.access.get, self.clock.now_ms, self._bootstrap_token)
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -61,7 +61,9 @@ class Executor:
     A log passed in is the caller's to open, flush and close: ``run`` only reads and writes it
     (so a simulated restart can hand the same log to a new agent). ``command_runner`` runs
     tasks' shell commands (default: a :class:`SubprocessRunner` with ``grace_s``); handlers
-    registered with :meth:`handler` run Python callables.
+    registered with :meth:`handler` run Python callables. ``token`` is the executor token of a
+    cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
+    transport; the executor's name is bound to it on its first registration.
     """
 
     def __init__(

@@ -55,7 +55,7 @@ def add_commands(
     )
     create.add_argument("--description", metavar="TEXT", help="what the token is for")
     json_option(create)
-    generate = leaf(
+    leaf(
         actions,
         "generate",
         cmd_token_generate,

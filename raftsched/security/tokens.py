@@ -7,7 +7,7 @@ bytes). Clients send it as ``authorization: Bearer <token>``. The cluster keeps 
 tokens without invalidating old ones); neither the token nor its secret is stored, replicated,
 logged or returned after creation.
 
-Cost: scrypt (about 50 ms at the default parameters) runs once per token per node, off the event
+Cost: scrypt (about 30-50 ms at the default parameters) runs once per token per node, off the event
 loop; later calls with the same token are recognised by a SHA-256 of it in an in-memory cache.
 Every call, cached or not, re-reads the token's replicated record, so a revocation or an expiry
 takes effect on a node as soon as that node applies it (revocation) or its clock passes the

@@ -24,7 +24,7 @@ from raftsched.explain import explain
 from raftsched.fsm import queries
 from raftsched.fsm.access import audit_records
 from raftsched.leader import writes
-from raftsched.rpc.plumbing import NodeServices, propose_and_wait, rpc
+from raftsched.rpc.plumbing import NodeServices, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
 from raftsched.security.auth import Role
 from raftsched.v1 import log_pb2 as logpb
@@ -54,7 +54,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def _propose(self, data: bytes, target: str | None = None) -> logpb.CommandResult:
         if authz.auth_on():
             # Who asked, for the audit log (recorded by apply if the write is accepted).
-            who = authz.caller()
+            who = caller()
             cmd = codec.decode_command(data)
             cmd.audit.principal = who.principal.id
             cmd.audit.rpc = who.method
@@ -265,7 +265,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListTasks(
         self, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListTasksReply:
-        if not authz.auth_on() or authz.caller().principal.every_namespace:
+        if not authz.auth_on() or caller().principal.every_namespace:
             return pb.ListTasksReply(tasks=self.node.state.list_tasks(request.prefix, request.limit))
         seen = [t for t in self.node.state.list_tasks(request.prefix) if authz.visible(t.spec.namespace)]
         return pb.ListTasksReply(tasks=seen[: request.limit] if request.limit else seen)
@@ -335,7 +335,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListWorkflows(
         self, request: pb.ListWorkflowsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowsReply:
-        if not authz.auth_on() or authz.caller().principal.every_namespace:
+        if not authz.auth_on() or caller().principal.every_namespace:
             return pb.ListWorkflowsReply(
                 workflows=self.node.state.list_workflows(request.prefix, request.limit)
             )
@@ -418,7 +418,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             raise InvalidSpec("ttl", "must be >= 0")
         tokens.parse_token(request.token)  # before any work; the message never echoes it
         key = self._key(request.idempotency_key)
-        creator = authz.caller().principal.id
+        creator = caller().principal.id
         loop = asyncio.get_running_loop()
         # scrypt takes tens of milliseconds: off the event loop.
         body = await loop.run_in_executor(

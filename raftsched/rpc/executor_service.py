@@ -21,7 +21,7 @@ from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedE
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
-from raftsched.rpc.plumbing import NodeServices, abort, propose_and_wait, rpc
+from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
@@ -172,7 +172,7 @@ class ExecutorHub:
         if not authz.auth_on():
             return
         rec = self.node.state.executors.get(name)
-        who = authz.caller().principal
+        who = caller().principal
         if rec is not None and rec.principal != who.id:
             raise PermissionDenied(
                 f"executor {name!r} is registered by another principal; {who.id} may not act for it"
@@ -203,7 +203,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if authz.auth_on():
             # The name is bound to the registering principal (refused by apply if another
             # principal holds it), and the executor receives work of its namespaces only.
-            who = authz.caller()
+            who = caller()
             cmd.executor_join.principal = who.principal.id
             cmd.executor_join.namespaces.extend(sorted(who.principal.namespaces))
             cmd.audit.principal = who.principal.id

@@ -19,6 +19,7 @@ from raftsched.abc import CommitHook, ProposeCallback, StateStore
 from raftsched.errors import NotLeader, RaftschedError
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate
+from raftsched.security import authz
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -84,6 +85,14 @@ class Refused(RaftschedError):
     def __init__(self, code: str, message: str) -> None:
         self.code = code
         super().__init__(message)
+
+
+def caller() -> authz.Caller:
+    """Who is calling the RPC being handled (principal, method, peer, what it names), as the
+    node's auth interceptor established it; with auth off, an anonymous admin. Servicers use it
+    only to filter and check namespaces, bind executor names and stamp the audit log: whether
+    the call is allowed at all was decided by the authorization table before the handler ran."""
+    return authz.caller()
 
 
 def error_metadata(exc: RaftschedError) -> tuple[tuple[str, str], ...]:

@@ -21,6 +21,7 @@ from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import Dispatcher
 from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.rpc.executor_client import GrpcExecutorTransport
 from raftsched.security import authz
 from raftsched.security.auth import (
     ALL_NAMESPACES,
@@ -32,6 +33,7 @@ from raftsched.security.auth import (
     principal_from_cert,
 )
 from raftsched.security.tokens import (
+    BearerInterceptor,
     TokenVerifier,
     create_command,
     hash_secret,
@@ -44,6 +46,7 @@ from raftsched.security.tokens import (
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 FAST_N = 2**10  # scrypt cost in tests (the records carry it; production uses SCRYPT_N)
 
@@ -470,3 +473,47 @@ def test_restricted_executors_get_only_work_of_their_namespaces() -> None:
     d2 = Dispatcher(plain)
     d2.become_leader(1, 1000)
     assert d2.restricted == {}
+
+
+# -- the clients send the token ----------------------------------------------------------------
+
+
+class _Recorder(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def Register(self, request: pb.RegisterRequest, context: Any) -> pb.RegisterReply:
+        self.seen += [v for k, v in context.invocation_metadata() if k == "authorization"]
+        return pb.RegisterReply(epoch=1)
+
+    async def DispatchBatch(self, request: pb.DispatchRequest, context: Any) -> Any:
+        self.seen += [v for k, v in context.invocation_metadata() if k == "authorization"]
+        yield pb.WorkBatch()
+
+
+def test_the_executor_transport_sends_the_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAFTSCHED_TOKEN", raising=False)
+    tok = new_token()
+
+    async def scenario() -> list[str]:
+        server = grpc.aio.server()
+        recorder = _Recorder()
+        pb_grpc.add_ExecutorServiceServicer_to_server(recorder, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            transport = GrpcExecutorTransport(token=tok)
+            target = f"127.0.0.1:{port}"
+            await transport.register(target, pb.RegisterRequest(name="e", slots=1), timeout_s=5)
+            async for _ in transport.dispatch(target, pb.DispatchRequest(name="e")):
+                break
+            await transport.close()
+            plain = GrpcExecutorTransport()
+            await plain.register(target, pb.RegisterRequest(name="e", slots=1), timeout_s=5)
+            await plain.close()
+        finally:
+            await server.stop(None)
+        return recorder.seen
+
+    assert asyncio.run(scenario()) == [f"Bearer {tok}", f"Bearer {tok}"]
+    assert "<token>" in repr(BearerInterceptor(tok)) and tok not in repr(BearerInterceptor(tok))

@@ -2,7 +2,7 @@
 
     python bench/executors.py [--tasks 5000] [--executors 4] [--slots 256] [--seconds 20]
                               [--warmup 5] [--drain 3] [--kind sync|async] [--baseline-seconds 10]
-                              [--no-log-sync] [--auth] [--json FILE]
+                              [--no-log-sync] [--tls] [--auth] [--json FILE]
 
 First (unless ``--baseline-seconds 0``) bench/fires.py's scenario with the same number of tasks and
 no executors, for the leader's CPU per fire without dispatching. Then 3 ``raftsched-node``
@@ -27,6 +27,10 @@ measured over a window aligned to whole seconds:
   overhead per attempt = (leader CPU here - fires committed here x leader CPU per fire in the
   fires-only run) / attempts started; when every fire starts, that is leader CPU per attempt here
   minus leader CPU per fire there.
+
+``--tls`` runs the cluster with mutual TLS (a throwaway CA and certificates from
+raftsched.security.certs): the nodes serve TLS, the executors and the client dial it with a client
+certificate. Compare ``executor_cpu_us_per_attempt`` with and without it for what TLS costs.
 
 ``--auth`` runs the cluster with ``[auth]`` on (a bootstrap admin token for the harness, one
 executor token shared by the executors): the figures then include the authentication interceptor
@@ -143,6 +147,7 @@ def start_executor(
     log_dir: Path,
     kind: str,
     log_sync: bool,
+    tls_args: Sequence[str] = (),
     token: str | None = None,
 ) -> subprocess.Popen[bytes]:
     log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
@@ -162,6 +167,7 @@ def start_executor(
                 "--kind",
                 kind,
                 *([] if log_sync else ["--no-log-sync"]),
+                *tls_args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -225,6 +231,7 @@ def run(
     kind: str = "sync",
     baseline_seconds: int = 10,
     log_sync: bool = True,
+    tls: bool = False,
     auth: bool = False,
 ) -> dict[str, object]:
     result: dict[str, object] = {
@@ -233,6 +240,7 @@ def run(
         "slots": slots,
         "handler": kind,
         "execution_log_fsync": log_sync,
+        "tls": "mutual" if tls else "off",
         "window_s": seconds,
         "cpus": os.cpu_count(),
         "auth": auth,
@@ -255,9 +263,10 @@ def run(
     if admin is not None:
         (base / "cluster").mkdir(parents=True, exist_ok=True)
         (base / "cluster" / "admin.token").write_text(admin)
-    cluster = LocalCluster.create(
-        base / "cluster", 3, extra_config='[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
+    extra = (tls_config(base / "pki") if tls else "") + (
+        '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
     )
+    cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
     cluster.token = admin
     executors: dict[str, subprocess.Popen[bytes]] = {}
     names = [f"ex{i + 1}" for i in range(n_executors)]
@@ -268,12 +277,20 @@ def run(
         targets = cluster.targets()
         executor_token = None
         if admin is not None:
-            with Client(targets, token=admin) as root:
+            with Client(targets, tls=cluster.tls, token=admin) as root:
                 executor_token, _ = root.create_token("executor", description="bench executors")
         for name in names:
             data_dirs[name].mkdir(parents=True, exist_ok=True)
             executors[name] = start_executor(
-                name, targets, slots, data_dirs[name], cluster.log_dir, kind, log_sync, executor_token
+                name,
+                targets,
+                slots,
+                data_dirs[name],
+                cluster.log_dir,
+                kind,
+                log_sync,
+                cluster.tls_arguments(),
+                executor_token,
             )
 
         def registered() -> bool:
@@ -290,7 +307,7 @@ def run(
             TaskSpec(f"noop-{i:07d}", CronTrigger("* * * * * *"), handler="noop", overlap=Overlap.ALLOW)
             for i in range(n_tasks)
         ]
-        with Client(targets, timeout=60, token=admin) as client:
+        with Client(targets, timeout=60, tls=cluster.tls, token=admin) as client:
             t0 = time.monotonic()
             add_tasks_retrying(client, specs)
             result["task_import_s"] = round(time.monotonic() - t0, 2)
@@ -347,6 +364,25 @@ def run(
     finally:
         stop_processes(executors)
         cluster.stop()
+
+
+def tls_config(directory: Path) -> str:
+    """A ``[tls]`` table (mutual TLS) on a fresh CA and node certificate under ``directory``."""
+    import datetime as dt
+
+    from raftsched.security.certs import new_ca
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.fromtimestamp(time.time(), dt.UTC)
+    ca = new_ca("bench CA", now=now)
+    (directory / "ca.pem").write_bytes(ca.cert_pem)
+    ca.issue("node", ["127.0.0.1", "localhost"], now=now).write(
+        directory / "node.pem", directory / "node.key"
+    )
+    return (
+        f'[tls]\ncert_file = "{directory / "node.pem"}"\nkey_file = "{directory / "node.key"}"\n'
+        f'ca_file = "{directory / "ca.pem"}"\nrequire_client_cert = true\n'
+    )
 
 
 def analyse(
@@ -458,6 +494,7 @@ def main() -> int:
         action="store_true",
         help="diagnostic only: executors open their execution log without fsync",
     )
+    ap.add_argument("--tls", action="store_true", help="mutual TLS between executors, client and nodes")
     ap.add_argument("--auth", action="store_true", help="run with [auth] on (tokens for every call)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -473,6 +510,7 @@ def main() -> int:
             kind=args.kind,
             baseline_seconds=args.baseline_seconds,
             log_sync=not args.no_log_sync,
+            tls=args.tls,
             auth=args.auth,
         )
     print(json.dumps(result, indent=2))

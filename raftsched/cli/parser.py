@@ -9,12 +9,13 @@ does not accept the credentials, 4 when they do not allow the command, 1 otherwi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftsched.cli import access, cluster, cron, tasks, workflows
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -43,7 +44,7 @@ from raftsched.errors import (
 from raftsched.model import Misfire, Overlap, RunState
 from raftsched.timing.cron import MAX_PREVIEW
 
-__all__ = ["EXIT_PERMISSION_DENIED", "EXIT_UNAUTHENTICATED", "build_parser", "main"]
+__all__ = ["EXIT_PERMISSION_DENIED", "EXIT_UNAUTHENTICATED", "build_parser", "main", "quiet_grpc_core"]
 
 EXIT_UNAUTHENTICATED = 3  # no token, or a malformed, unknown, expired or revoked one
 EXIT_PERMISSION_DENIED = 4  # the token's role or namespaces do not allow the command
@@ -51,6 +52,7 @@ EXIT_PERMISSION_DENIED = 4  # the token's role or namespaces do not allow the co
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``raftsched``: the admin CLI. Returns the exit status."""
+    quiet_grpc_core()
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         try:
@@ -81,6 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
+def quiet_grpc_core() -> None:
+    """Keep gRPC core's own INFO lines (one per failed TLS handshake) off a program's stderr: the
+    program reports the failure itself, in one line. Effective only before gRPC is imported;
+    an explicit ``GRPC_VERBOSITY`` wins."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raftsched`` argument parser. Each leaf command sets ``run_command``."""
     # No abbreviations of the global options: "--to" of a subcommand must not be read as
@@ -90,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="raftsched",
         description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
         "Global options go before the command.",
-        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TIME_HELP}",
+        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TLS_HELP}\n{TIME_HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     where = parser.add_mutually_exclusive_group()
@@ -106,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="deadline of each RPC attempt (default: 10)",
     )
+    add_tls_options(parser)
     access.add_token_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     access.add_commands(commands, _leaf, _json_option)

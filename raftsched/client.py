@@ -343,19 +343,29 @@ class Client:
         return answer
 
     def cluster_status(self) -> ClusterView:
-        """Ask every known target for its NodeStatus, concurrently; unreachable ones are reported too."""
+        """Ask every known target for its NodeStatus, concurrently; unreachable ones are reported too.
+
+        Raises :class:`~raftsched.errors.Unauthenticated` or
+        :class:`~raftsched.errors.PermissionDenied` if no node answered and a node refused the
+        credentials (a cluster with auth on, and no or a wrong token)."""
         targets = self.targets
         futures = [
             (t, self._stub(t).NodeStatus.future(pb.NodeStatusRequest(), timeout=self._timeout))
             for t in targets
         ]
         views: list[NodeView] = []
+        refused: RaftschedError | None = None
         for target, future in futures:
             try:
                 views.append(NodeView(target, future.result()))
             except grpc.RpcError as err:
                 problem = self._tls_problem(target, err)
+                if err.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    outcome = _classify(err)
+                    refused = outcome if isinstance(outcome, RaftschedError) else refused
                 views.append(NodeView(target, None, problem or _describe(err)))
+        if refused is not None and not any(v.reachable for v in views):
+            raise refused
         return _summarise(tuple(views))
 
     # -- workflows ---------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.security.auth import ROLE_PERMISSIONS, Permission, Role
 from raftsched.security.authz import PUBLIC, TABLE
-from raftsched.security.tokens import new_token, token_id
+from raftsched.security.tokens import new_token, parse_token, token_id
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from tests.integration.conftest import ClusterFactory
@@ -116,8 +116,10 @@ def channel_factory() -> Iterator[Any]:
 def _cli(
     cluster: LocalCluster, *args: str, token_file: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """The CLI against the leader only: what it reads then includes every write that returned."""
     env = {k: v for k, v in os.environ.items() if k != "RAFTSCHED_TOKEN"}
-    cmd = [sys.executable, "-m", "raftsched.cli", "--cluster", ",".join(cluster.targets())]
+    leader = cluster.grpc_of(cluster.wait_for_leader())
+    cmd = [sys.executable, "-m", "raftsched.cli", "--cluster", leader]
     if token_file is not None:
         cmd += ["--token-file", str(token_file)]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=env, timeout=60)
@@ -163,7 +165,7 @@ def test_roles_namespaces_audit_and_no_secret_in_logs(
 
         # -- namespaces ------------------------------------------------------------------------
         root.add_task(TaskSpec("ops-job", ManualTrigger(), command="true"))  # namespace default
-        with Client(cluster.targets(), token=tokens["maintainer"]) as m:
+        with Client([cluster.grpc_of(leader)], token=tokens["maintainer"]) as m:
             with pytest.raises(PermissionDenied, match="namespace 'default'"):
                 m.add_task(TaskSpec("sneaky", ManualTrigger(), command="true"))
             m.add_task(TaskSpec("team-job", ManualTrigger(), command="true", namespace="team"))
@@ -185,7 +187,8 @@ def test_roles_namespaces_audit_and_no_secret_in_logs(
                 m.apply_workflow(other)
             run = m.trigger("team-job")
         root.apply_workflow(other)
-        with Client(cluster.targets(), token=tokens["viewer"]) as v:
+        # Reads from the leader: a follower may not have applied the last write yet.
+        with Client([cluster.grpc_of(leader)], token=tokens["viewer"]) as v:
             assert [t.spec.name for t in v.list_tasks()] == ["team-job"]
             assert [w.spec.name for w in v.list_workflows()] == ["team-flow"]
             with pytest.raises(NotFound):
@@ -241,7 +244,7 @@ def test_roles_namespaces_audit_and_no_secret_in_logs(
             replies.append(str(c.list_tokens()))
     texts = [p.read_text(errors="replace") for p in cluster.log_dir.glob("*.log")] + replies
     for tok in secrets_seen:
-        secret = tok.rsplit("_", 1)[1]
+        secret = parse_token(tok)[1]
         for text in texts:
             assert secret not in text, "a token secret appears in a log or reply"
     assert any("refused /raftsched.v1.Admin/" in t and "ipv4:127.0.0.1" in t for t in texts)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.security.auth import AuthSettings, parse_auth_table
 from raftsched.timing.durations import UNIT_MS, Unit, parse_duration_ms
 
 __all__ = [
@@ -239,6 +240,7 @@ class ClusterConfig:
     source: str = "<config>"
     tls: TlsSettings | None = None
     insecure: bool = False
+    auth: AuthSettings | None = None  # the [auth] table; None: the gRPC API is unauthenticated
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
@@ -270,9 +272,8 @@ class ClusterConfig:
 
     @property
     def auth_configured(self) -> bool:
-        """Whether callers of the gRPC API must authenticate. Always False in this version: no
-        authentication exists yet, so an exposed API needs ``cluster.insecure = true``."""
-        return False
+        """Whether callers of the gRPC API must authenticate: the ``[auth]`` table is present."""
+        return self.auth is not None
 
     def exposure_problems(self) -> list[str]:
         """The safe-defaults rule: each ``grpc``/``grpc_bind`` address that is not loopback, while
@@ -283,7 +284,7 @@ class ClusterConfig:
         if self.tls is None:
             missing.append("TLS (the [tls] table)")
         if not self.auth_configured:
-            missing.append("authentication (not available in this version)")
+            missing.append("authentication (the [auth] table)")
         out = []
         for i, n in enumerate(self.nodes):
             for key, address in (("grpc", n.grpc), ("grpc_bind", n.grpc_bind)):
@@ -384,7 +385,9 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "nodes"), problems)
+    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "auth", "nodes"), problems)
+    auth_table = _table(data, "auth", problems) if "auth" in data else None
+    auth = parse_auth_table(auth_table, base, problems) if auth_table is not None else None
 
     cluster_table = _table(data, "cluster", problems)
     name, secret = _parse_cluster(cluster_table, base, problems)
@@ -419,6 +422,7 @@ def parse_config(
         source=source,
         tls=tls,
         insecure=insecure,
+        auth=auth,
     )
 
 

@@ -18,6 +18,7 @@ from typing import BinaryIO
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from raftsched import codec
 from raftsched.abc import (
     Clock,
     CommitHook,
@@ -29,8 +30,8 @@ from raftsched.abc import (
 )
 from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.errors import ConfigError
-from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.errors import ConfigError, InvalidSpec, RaftschedError
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
@@ -42,10 +43,15 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.rpc.plumbing import propose_and_wait
+from raftsched.security.auth import Role
+from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import ServerTls
+from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
 from raftsched.timing.schedule import MisfireSettings
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -81,6 +87,7 @@ class Node:
             keep_count=s.history_keep_count,
             keep_ms=s.history_keep_seconds * 1000,
             idempotency_keep_ms=s.idempotency_keep_seconds * 1000,
+            **({"audit_keep_ms": config.auth.audit_keep_ms} if config.auth is not None else {}),
         )
         self.misfire = MisfireSettings(
             grace_ms=s.misfire_grace_seconds * 1000,
@@ -121,6 +128,15 @@ class Node:
         self.hub: ExecutorHub | None = None
         self._health: health.aio.HealthServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Authentication (the [auth] table): one verifier per node, its cache in memory only.
+        self.refusals = RefusalLog()
+        self._bootstrap_token: str | None = None
+        if config.auth is not None and config.auth.bootstrap_token_file is not None:
+            try:
+                self._bootstrap_token = read_token_file(config.auth.bootstrap_token_file)
+            except InvalidSpec as exc:
+                raise ConfigError(config.source, [f"auth.bootstrap_token_file: {exc.reason}"]) from None
+        self.tokens = TokenVerifier(self.state.access.get, self.clock.now_ms, self._bootstrap_token)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -192,8 +208,13 @@ class Node:
         """Serve gRPC until ``stop`` is set (or forever)."""
         self._loop = asyncio.get_running_loop()
         obs = self.observability
+        auth = self.config.auth
+        # Metrics outermost, so refused calls are counted with their status code too.
+        interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
+        if auth is not None:
+            interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         server = grpc.aio.server(
-            interceptors=obs.interceptors() if obs is not None else None,
+            interceptors=interceptors,
             options=[
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
@@ -308,7 +329,14 @@ class Node:
             return
         consensus.propose(data, callback, on_commit)
 
+    def token_last_used(self, token_id: str) -> int:
+        return self.tokens.last_used.get(token_id, 0)
+
     def _effects(self, effects: tuple[Effect, ...]) -> None:
+        if self._bootstrap_token is not None and self._loop is not None:
+            for effect in effects:
+                if isinstance(effect, BarrierCommitted) and effect.node_id == self.node_id:
+                    self._loop.call_soon_threadsafe(self._seed_bootstrap_soon)
         if self.driver.leading:
             now = self.clock.now_ms()
             for effect in effects:
@@ -322,6 +350,50 @@ class Node:
             self.driver_thread.effects_applied(effects)
         if self.hub is not None:
             self.hub.effects_threadsafe(effects)
+
+    def _seed_bootstrap_soon(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._seed_bootstrap())
+        self._seeding = task  # keep a reference until it is done
+
+    async def _seed_bootstrap(self) -> None:
+        """As a new leader: create the ``[auth] bootstrap_token_file`` token as an admin token,
+        unless a token of its id exists already (created before, or revoked: then it stays so)."""
+        token = self._bootstrap_token
+        assert token is not None
+        tid = token_id(token)
+        if self.state.access.get(tid) is not None:
+            return
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(
+            None,
+            lambda: create_command(
+                token,
+                Role.ADMIN,
+                [],
+                ttl_ms=0,
+                description="bootstrap admin ([auth] bootstrap_token_file)",
+                created_by="bootstrap",
+            ),
+        )
+        for _ in range(50):  # the driver may need a moment after its barrier to be ready
+            if self.state.access.get(tid) is not None:
+                return
+            try:
+                stamp = self.gate.stamp()
+            except RaftschedError:
+                await asyncio.sleep(0.1)
+                continue
+            cmd = logpb.Command(idempotency_key=f"bootstrap-token-{tid}", **stamp.as_kwargs())
+            cmd.create_token.CopyFrom(body)
+            try:
+                await propose_and_wait(self, codec.encode_command(cmd))
+                log.info("bootstrap admin token %s created", tid)
+                return
+            except RaftschedError as exc:
+                if exc.code in ("already_exists", "not_leader", "stale_epoch"):
+                    return
+                await asyncio.sleep(0.1)
+        log.warning("could not create the bootstrap admin token %s; a later leader will retry", tid)
 
     def _leadership(self, change: Leadership) -> None:
         if self.driver_thread is not None:

@@ -37,6 +37,8 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         "--http", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here (default: off)"
     )
     add_tls_options(parser)
+    parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
+    parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
     add_log_level_option(parser)
     try:
         try:
@@ -55,7 +57,9 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
         from raftsched.executor.agent import Executor
+        from raftsched.security.tokens import resolve_token
 
+        token = resolve_token(args.token, args.token_file)
         executor = Executor(
             targets,
             args.name,
@@ -64,6 +68,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             labels=labels,
             tls=tls_from_args(args, config),
             http=args.http,
+            token=token,
         )
 
         async def serve() -> None:

@@ -72,6 +72,9 @@ class Executor:
     ``/metrics``, ``/healthz`` and ``/readyz`` while :meth:`run` runs (off when None); a port in
     use makes :meth:`run` raise :class:`raftsched.observability.listener.ListenError` before it
     connects anywhere.
+    ``token`` is the executor token of a
+    cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
+    transport; the executor's name is bound to it on its first registration.
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class Executor:
         command_runner: CommandRunner | None = None,
         tls: TlsConfig | None = None,
         http: str | None = None,
+        token: str | None = None,
     ) -> None:
         validate_name(name, "executor.name")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
@@ -109,7 +113,10 @@ class Executor:
         )
         if transport is not None and tls is not None:
             raise InvalidSpec("tls", "give tls or a transport, not both (the transport owns its channels)")
-        self.transport: ExecutorTransport = transport or GrpcExecutorTransport(tls)
+        if transport is not None and token is not None:
+            raise InvalidSpec("token", "give token or a transport, not both (the transport sends it)")
+        # ``token``: an executor token for a cluster with auth on (else RAFTSCHED_TOKEN, if set).
+        self.transport: ExecutorTransport = transport or GrpcExecutorTransport(tls, token=token)
         self._registered_once = False
         self._tls_warned = -_TLS_WARN_INTERVAL_S
         self._store = execution_log

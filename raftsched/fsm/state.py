@@ -31,6 +31,7 @@ from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
 from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
+from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.effects import (
     Applied,
     AttemptReady,
@@ -88,6 +89,7 @@ class SchedulerState:
         # apply, so replicas agree whether or not a node counts (None: it does not).
         self.tally: ApplyTally | None = None
         self.wf = wf_mod.WorkflowBook(self)
+        self.access = TokenBook(store)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -102,6 +104,7 @@ class SchedulerState:
         self.active.clear()
         self.active_per_task.clear()
         self.executors.clear()
+        self.access.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
             executor.ParseFromString(value)
@@ -251,6 +254,9 @@ class SchedulerState:
             )
             self.store.put(keys.idem_expiry_key(self.max_now_ms, cmd.idempotency_key), b"")
         self._prune_idempotency()
+        if cmd.HasField("audit"):
+            record_audit(self.store, cmd.audit, self.max_now_ms, self.applied_commands)
+            prune_audit(self.store, self.max_now_ms - self.retention.audit_keep_ms, self.retention.prune_step)
         return Applied(result, effects)
 
     def _prune_idempotency(self) -> None:
@@ -780,12 +786,45 @@ class SchedulerState:
             raise InvalidSpec("executor.slots", f"{body.slots} out of range (1-{MAX_EXECUTOR_SLOTS})")
         if len(body.labels) > 32 or any(len(k) > 128 or len(v) > 128 for k, v in body.labels.items()):
             raise InvalidSpec("executor.labels", "at most 32 labels, keys and values at most 128 characters")
+        old = self.executors.get(body.name)
+        if old is not None and body.principal and self._bound_elsewhere(old, body.principal, now):
+            # The name is bound to the identity that first registered it (auth on).
+            raise Reject(
+                "permission_denied",
+                f"executor name {body.name!r} is bound to another principal ({old.principal})",
+            )
         rec = pb.ExecutorRecord(
-            name=body.name, slots=body.slots, labels=dict(body.labels), alive=True, joined_ms=now
+            name=body.name,
+            slots=body.slots,
+            labels=dict(body.labels),
+            alive=True,
+            joined_ms=now,
+            principal=body.principal or (old.principal if old is not None else ""),
+            namespaces=sorted(body.namespaces),
         )
         self.executors[body.name] = rec
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
         return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
+
+    def _bound_elsewhere(self, old: pb.ExecutorRecord, principal: str, now: int) -> bool:
+        """Whether ``old``'s name is bound to a principal other than ``principal``. A name bound to
+        a token is freed when that token is revoked or expires (so an executor can move to a new
+        token); a certificate subject keeps its names."""
+        if not old.principal or old.principal == principal:
+            return False
+        if old.principal.startswith("token:"):
+            tok = self.access.get(old.principal.removeprefix("token:"))
+            if tok is None or tok.info.revoked or (tok.info.expires_ms and tok.info.expires_ms <= now):
+                return False
+        return True
+
+    # -- tokens (raftsched.fsm.access) --------------------------------------------------------
+
+    def _create_token(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.access.create(cmd.create_token, now), ()
+
+    def _revoke_token(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.access.revoke(cmd.revoke_token, now), ()
 
     def _executor_leave(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """An executor left (or was declared dead): every attempt assigned to it is lost and retried
@@ -956,6 +995,11 @@ class SchedulerState:
         with self.lock, self.store.reader() as r:
             return queries.backfills(r, workflow)
 
+    def task_namespace(self, task: str) -> str:
+        """The namespace of ``task`` ("default" if it is gone)."""
+        st = self.tasks.get(task)
+        return st.spec.namespace if st is not None else "default"
+
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
         with self.lock:
@@ -980,6 +1024,8 @@ class SchedulerState:
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
+        "create_token": _create_token,
+        "revoke_token": _revoke_token,
     }
 
 

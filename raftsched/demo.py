@@ -10,7 +10,10 @@ everything.
 The demo runs with mutual TLS: unless the config has a ``[tls]`` table of its own, it makes a
 local CA, a node and a client certificate under ``data/tls`` next to the config
 (:func:`raftsched.security.certs.write_demo_pki`), writes the config with that ``[tls]`` to
-``data/demo-cluster.toml``, and prints how the CLI uses them.
+``data/demo-cluster.toml``, and prints how the CLI uses them. It runs with authentication too:
+unless the config has an ``[auth]`` table, it writes a fresh admin token to ``data/admin.token``
+(mode 600, kept across runs) as the ``[auth] bootstrap_token_file``; the demo's executors get an
+executor token, and the printed command line carries ``--token-file``.
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from types import FrameType
 
 from raftsched.client import Client
 from raftsched.config import ClusterConfig, TlsSettings, load_config, parse_address
-from raftsched.errors import AlreadyExists, RaftschedError
+from raftsched.errors import AlreadyExists, InvalidSpec, RaftschedError
 from raftsched.explain import iso
 from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.security.auth import AuthSettings
 from raftsched.security.certs import DemoPki, write_demo_pki
 from raftsched.security.tls import TlsConfig, node_client_tls
+from raftsched.security.tokens import new_token, read_token_file
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -107,7 +112,9 @@ def run_demo(config_path: str, duration: str = "0") -> int:
     data = config.parent / "data"
     clock = SystemClock()
     demo_config, tls = with_demo_tls(config, data, clock)
-    cluster = LocalCluster(demo_config, data / "logs", tls=tls)
+    demo_config, token_file = with_demo_auth(demo_config, data, config)
+    admin = read_token_file(token_file) if token_file is not None else None
+    cluster = LocalCluster(demo_config, data / "logs", tls=tls, token=admin)
     executors: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -128,10 +135,15 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"leader elected: {leader} (term {cluster.status(leader).term}); "
             f"gRPC targets {','.join(cluster.targets())}"
         )
-        say_tls_usage(cluster, demo_config)
-        for name in EXECUTORS:
-            executors.append(cluster.start_executor(name, slots=4, data_dir=data / name))
-        with Client(cluster.targets(), tls=tls) as client:
+        say_tls_usage(cluster, demo_config, token_file)
+        with Client(cluster.targets(), tls=tls, token=admin) as client:
+            executor_token = None
+            if admin is not None:
+                executor_token, _ = client.create_token("executor", description="raftsched demo executors")
+            for name in EXECUTORS:
+                executors.append(
+                    cluster.start_executor(name, slots=4, data_dir=data / name, token=executor_token)
+                )
             for spec in SAMPLES:
                 try:
                     rec = client.add_task(spec)
@@ -195,14 +207,43 @@ def with_demo_tls(config_path: Path, data: Path, clock: SystemClock) -> tuple[Pa
     return path, demo_client_tls(pki)
 
 
+def with_demo_auth(config_path: Path, data: Path, source: Path) -> tuple[Path, Path | None]:
+    """The config the demo runs and its admin token file: ``config_path`` as it is if it has
+    ``[auth]`` (its bootstrap token file, if any, is the demo's admin token); otherwise a copy,
+    ``data/demo-cluster.toml``, with ``[auth]`` on a bootstrap token in ``data/admin.token``."""
+    config = load_config(config_path)
+    if config.auth is not None:
+        return config_path, config.auth.bootstrap_token_file
+    data.mkdir(parents=True, exist_ok=True)
+    token_file = data / "admin.token"
+    try:
+        read_token_file(token_file)
+    except InvalidSpec:  # absent or unusable: a new one
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(new_token() + "\n")
+    path = data / "demo-cluster.toml"
+    auth = AuthSettings(bootstrap_token_file=token_file.resolve())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the Raft secret
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            config_toml(dataclasses.replace(config, auth=auth), f"written by raftsched demo from {source}")
+        )
+    return path, token_file
+
+
 def demo_client_tls(pki: DemoPki) -> TlsConfig:
     return TlsConfig(ca_file=pki.ca_file, cert_file=pki.client_cert, key_file=pki.client_key)
 
 
-def say_tls_usage(cluster: LocalCluster, config_path: Path) -> None:
+def say_tls_usage(cluster: LocalCluster, config_path: Path, token_file: Path | None = None) -> None:
     tls = cluster.tls
+    token = f" --token-file {token_file}" if token_file is not None else ""
+    if token_file is not None:
+        say(f"authentication is on: the admin token is in {token_file} (mode 600)")
     if tls is None:
         say("TLS is off (the config's nodes serve plaintext gRPC)")
+        say(f"  raftsched --cluster {','.join(cluster.targets())}{token} status")
         return
     required = cluster.config.tls is not None and cluster.config.tls.require_client_cert
     say(
@@ -210,7 +251,7 @@ def say_tls_usage(cluster: LocalCluster, config_path: Path) -> None:
         f"config {config_path}. Use the cluster from another shell with:"
     )
     flags = " ".join(cluster.tls_arguments())
-    say(f"  raftsched --cluster {','.join(cluster.targets())} {flags} status")
+    say(f"  raftsched --cluster {','.join(cluster.targets())} {flags}{token} status")
     env = [
         f"{name}={path}"
         for name, path in (
@@ -220,6 +261,8 @@ def say_tls_usage(cluster: LocalCluster, config_path: Path) -> None:
         )
         if path is not None
     ]
+    if token_file is not None:
+        env.append(f'RAFTSCHED_TOKEN="$(cat {token_file})"')
     say(f"  or: export RAFTSCHED_CLUSTER={','.join(cluster.targets())} {' '.join(env)}")
 
 
@@ -246,6 +289,15 @@ def config_toml(config: ClusterConfig, comment: str) -> str:
         if t.ca_file is not None:
             lines.append(f"ca_file = {value(t.ca_file)}")
         lines.append(f"require_client_cert = {value(t.require_client_cert)}")
+    if config.auth is not None:
+        a = config.auth
+        lines += ["", "[auth]", f'audit_keep = "{a.audit_keep_ms}ms"']
+        if a.bootstrap_token_file is not None:
+            lines.append(f"bootstrap_token_file = {value(a.bootstrap_token_file)}")
+        if a.subjects:
+            lines += ["", "[auth.subjects]"]
+            for cn, (role, namespaces) in a.subjects.items():
+                lines.append(f"{value(cn)} = {value(role.value + ':' + ','.join(namespaces))}")
     for n in config.nodes:
         lines += [
             "",

@@ -23,6 +23,7 @@ import grpc
 
 from raftsched.config import ClusterConfig, load_config
 from raftsched.security.tls import TlsConfig, node_client_tls, sync_channel
+from raftsched.security.tokens import BearerInterceptor
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -96,6 +97,7 @@ class LocalCluster:
     config_path: Path
     log_dir: Path
     env: dict[str, str] = field(default_factory=dict)
+    token: str | None = None  # bearer token for this harness's own status calls (auth on)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     tls: TlsConfig | None = None
 
@@ -131,7 +133,12 @@ class LocalCluster:
             log.close()
 
     def start_executor(
-        self, name: str, slots: int = 4, data_dir: Path | None = None, log: Path | None = None
+        self,
+        name: str,
+        slots: int = 4,
+        data_dir: Path | None = None,
+        log: Path | None = None,
+        token: str | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start an executor process (``python -m raftsched.executor``) dialling this cluster.
 
@@ -156,7 +163,7 @@ class LocalCluster:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env={**os.environ, **self.env, **({"RAFTSCHED_TOKEN": token} if token else {})},
             )
         finally:
             out.close()
@@ -240,6 +247,8 @@ class LocalCluster:
                 self.tls,
                 [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
             )
+            if self.token:
+                ch = grpc.intercept_channel(ch, BearerInterceptor(self.token))
             self._channels[node_id] = ch
         return pb_grpc.AdminStub(ch)  # generated, untyped
 

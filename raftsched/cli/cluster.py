@@ -65,7 +65,10 @@ def connect(args: argparse.Namespace) -> Client:
         raise UsageError(
             f"no cluster given: use --cluster HOST:PORT,... or --config FILE, or set {CLUSTER_ENV}"
         )
-    return Client(targets, timeout=args.rpc_timeout, tls=tls_from_args(args, config))
+    from raftsched.security.tokens import resolve_token
+
+    token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
+    return Client(targets, timeout=args.rpc_timeout, tls=tls_from_args(args, config), token=token)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

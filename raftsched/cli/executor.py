@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
 from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
-from raftsched.errors import ConfigError, InvalidSpec, TlsError
+from raftsched.errors import ConfigError, InvalidSpec, RaftschedError, TlsError
 
 __all__ = ["executor_main"]
 
 
 def executor_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR``."""
+    """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``."""
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
     parser = ArgParser(
         prog="raftsched-executor",
@@ -33,7 +33,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
+    parser.add_argument(
+        "--http", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here (default: off)"
+    )
     add_tls_options(parser)
+    parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
+    parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
     add_log_level_option(parser)
     try:
         try:
@@ -52,7 +57,9 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
         from raftsched.executor.agent import Executor
+        from raftsched.security.tokens import resolve_token
 
+        token = resolve_token(args.token, args.token_file)
         executor = Executor(
             targets,
             args.name,
@@ -60,6 +67,8 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             data_dir=args.data_dir,
             labels=labels,
             tls=tls_from_args(args, config),
+            http=args.http,
+            token=token,
         )
 
         async def serve() -> None:
@@ -75,3 +84,5 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc), 2, prog="raftsched-executor")
     except TlsError as exc:
         return fail(str(exc), 1, prog="raftsched-executor")
+    except RaftschedError as exc:  # e.g. the --http port is in use
+        return fail(str(exc) or exc.code, 1, prog="raftsched-executor")

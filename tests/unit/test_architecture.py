@@ -31,6 +31,7 @@ PURE = [
     "replica.py",
     "consensus/memory.py",
     "storage/memory.py",
+    "observability/tally.py",
 ]
 FORBIDDEN_IN_PURE = {
     "time",
@@ -56,6 +57,8 @@ ADAPTERS = {
     "uhashring": {"sharding/ring.py"},
     "yaml": {"workflow/yaml_reader.py"},
     "cryptography": {"security/certs.py"},
+    "prometheus_client": {"observability/metrics.py"},
+    "aiohttp": {"observability/listener.py"},
 }
 
 

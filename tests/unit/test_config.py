@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raftsched.alerts.config import AlertsConfig
 from raftsched.config import (
     ClusterConfig,
     NodeConfig,
@@ -84,6 +85,7 @@ def test_example_file_loads() -> None:
     # The example documents the defaults: its [raft] and [scheduler] values are exactly them.
     assert config.raft == RaftTuning()
     assert config.scheduler == SchedulerSettings()
+    assert config.alerts == AlertsConfig()
 
 
 def test_example_file_documents_every_key_with_a_comment() -> None:

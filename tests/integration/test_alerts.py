@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from raftsched.alerts.delivery import ID_HEADER, SIGNATURE_HEADER, verify
+from raftsched.cli.parser import main as cli_main
 from raftsched.client import Client
 from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
@@ -78,7 +79,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 def test_a_failed_run_alert_survives_a_leader_sigkill_before_delivery(
-    make_cluster: ClusterFactory, receiver: Receiver
+    make_cluster: ClusterFactory, receiver: Receiver, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster = make_cluster(
         extra_config=f'[alerts]\n\n[[alerts.webhook]]\nname = "chat"\nurl = "{receiver.url}"\n'
@@ -120,6 +121,22 @@ def test_a_failed_run_alert_survives_a_leader_sigkill_before_delivery(
                 return bool(infos) and [d.state for d in infos[0].deliveries] == ["delivered"]
 
             wait_until(delivered, 30, what="the delivered cursor committed")
+
+            # The CLI lists the event with its delivery state and acknowledges it.
+            where = ["--cluster", ",".join(cluster.targets())]
+            capsys.readouterr()
+            assert cli_main([*where, "alerts", "--json"]) == 0
+            listed = json.loads(capsys.readouterr().out)
+            mine = [e for e in listed if e["alert"]["id"] == info.alert.id]
+            assert mine and mine[0]["deliveries"] == [{"target": "chat", "state": "delivered"}]
+            assert cli_main([*where, "alerts", "ack", info.alert.id]) == 0
+            assert f"{info.alert.id} acknowledged" in capsys.readouterr().out
+            # Reads come from whichever node answers, which may lag the leader by a few entries.
+            wait_until(
+                lambda: any(i.alert.acked_ms for i in client.alerts() if i.alert.id == info.alert.id),
+                10,
+                what="the acknowledgement visible",
+            )
     finally:
         executor.terminate()
         executor.wait(10)

@@ -45,6 +45,7 @@ log = logging.getLogger("raftsched.alerts")
 
 POLL_S = 0.25
 BATCH = 100
+RAISE_CHUNK = 50
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 60.0
 SIGNATURE_HEADER = "X-Raftsched-Signature"
@@ -318,7 +319,10 @@ class AlertLoop:
                 return
             for event in events:
                 log.warning("alert detected: %s %s", event.kind, event.error)
-            self._propose(writes.raise_alerts(events, **stamp.as_kwargs()), "raise_alerts")
+            # Chunks keep each log entry well under the 64 KB pysyncobj entries should stay below.
+            for i in range(0, len(events), RAISE_CHUNK):
+                chunk = events[i : i + RAISE_CHUNK]
+                self._propose(writes.raise_alerts(chunk, **stamp.as_kwargs()), "raise_alerts")
 
 
 def detect_zombies(monitor: AlertMonitor, state: SchedulerState, now_ms: int) -> list[pb.AlertRecord]:

@@ -67,7 +67,7 @@ from raftsched.chaos.checker import (
 from raftsched.chaos.netproxy import ProxyNet
 from raftsched.cli.node import TEST_CLOCK_OFFSET_ENV
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, free_ports, wait_until
+from raftsched.localcluster import LocalCluster, free_ports, stop_processes, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.timing.clock import SystemClock
 
@@ -341,15 +341,7 @@ class ChaosHarness:
             for nid in list(self.paused):
                 self.cluster.resume(nid)
             self.paused.clear()
-            for proc in self.executors.values():
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in self.executors.values():
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
+            stop_processes(self.executors.values())
             self.cluster.stop()
         finally:
             if self.net is not None:

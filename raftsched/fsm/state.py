@@ -631,18 +631,7 @@ class SchedulerState:
             shard.executor = ""
             shard.assigned_ms = 0
             shard.not_before_ms = max(res.retry_at_ms, now)
-            effects.append(
-                AttemptReady(
-                    run.run_id,
-                    run.task,
-                    run.nominal_ms,
-                    shard.shard,
-                    shard.attempt,
-                    epoch,
-                    shard.not_before_ms,
-                    self.wf.backfill_share(run),
-                )
-            )
+            effects.append(self._attempt_ready(run, shard, epoch))
             if run.workflow_run:
                 self.wf.task_run_retrying(run, shard, res.error, now)
         else:
@@ -679,6 +668,19 @@ class SchedulerState:
             self._prune_runs(st, now)
             self.put_task(st)
         self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
+
+    def _attempt_ready(self, run: pb.Run, shard: pb.ShardAttempt, epoch: int) -> AttemptReady:
+        """The effect that makes ``shard``'s current attempt dispatchable from its ``not_before_ms``."""
+        return AttemptReady(
+            run.run_id,
+            run.task,
+            run.nominal_ms,
+            shard.shard,
+            shard.attempt,
+            epoch,
+            shard.not_before_ms,
+            self.wf.backfill_share(run),
+        )
 
     def _alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
         """A run failed after its last retry: record an alert (owner, execution id, last error)."""
@@ -723,18 +725,7 @@ class SchedulerState:
                 shard.executor = ""
                 shard.not_before_ms = now
                 shard.finished_ms = 0
-                effects.append(
-                    AttemptReady(
-                        run.run_id,
-                        run.task,
-                        run.nominal_ms,
-                        shard.shard,
-                        shard.attempt,
-                        cmd.epoch,
-                        now,
-                        self.wf.backfill_share(run),
-                    )
-                )
+                effects.append(self._attempt_ready(run, shard, cmd.epoch))
         run.state = pb.RUNNING
         run.finished_ms = 0
         data = run.SerializeToString(deterministic=True)

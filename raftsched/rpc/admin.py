@@ -202,12 +202,15 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     # -- reads ---------------------------------------------------------------------------------
 
+    def _task(self, name: str) -> pb.TaskRecord:
+        rec = self.node.state.get_task(name)
+        if rec is None:
+            raise NotFound(f"task {name!r} does not exist")
+        return rec
+
     @rpc
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
-        rec = self.node.state.get_task(request.name)
-        if rec is None:
-            raise NotFound(f"task {request.name!r} does not exist")
-        return pb.TaskReply(task=rec)
+        return pb.TaskReply(task=self._task(request.name))
 
     @rpc
     async def ListTasks(
@@ -221,8 +224,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.ListRunsReply:
         limit = request.limit or DEFAULT_LIST_LIMIT
         tasks = [request.task] if request.task else [t.spec.name for t in self.node.state.list_tasks()]
-        if request.task and self.node.state.get_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        if request.task:
+            self._task(request.task)
         with self.node.store.reader() as r:
             runs = queries.list_runs(r, tasks, request.since_ms, request.until_ms, request.state, limit)
         return pb.ListRunsReply(runs=runs)
@@ -231,8 +234,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def FireAccounting(
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:
-        if self.node.state.get_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
@@ -241,9 +243,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     @rpc
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
-        rec = self.node.state.get_task(request.task)
-        if rec is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        rec = self._task(request.task)
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
         return explain(rec, request.at_ms, around, run)

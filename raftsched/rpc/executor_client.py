@@ -43,13 +43,18 @@ class GrpcExecutorTransport:
             ch = self._channels[target] = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
         return pb_grpc.ExecutorServiceStub(ch)
 
+    async def _unary(self, target: str, method: str, request: Any, timeout_s: float) -> Any:
+        """Call the unary ``method`` of the executor service at ``target``; a gRPC failure is
+        raised as :class:`TransportError`."""
+        try:
+            return await getattr(self._stub(target), method)(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from None
+
     async def register(
         self, target: str, request: pb.RegisterRequest, *, timeout_s: float
     ) -> pb.RegisterReply:
-        try:
-            reply: pb.RegisterReply = await self._stub(target).Register(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+        reply: pb.RegisterReply = await self._unary(target, "Register", request, timeout_s)
         return reply
 
     def dispatch(self, target: str, request: pb.DispatchRequest) -> _GrpcDispatch:
@@ -61,17 +66,11 @@ class GrpcExecutorTransport:
     async def heartbeat(
         self, target: str, request: pb.HeartbeatRequest, *, timeout_s: float
     ) -> pb.HeartbeatReply:
-        try:
-            reply: pb.HeartbeatReply = await self._stub(target).Heartbeat(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+        reply: pb.HeartbeatReply = await self._unary(target, "Heartbeat", request, timeout_s)
         return reply
 
     async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply:
-        try:
-            reply: pb.ReportReply = await self._stub(target).Report(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+        reply: pb.ReportReply = await self._unary(target, "Report", request, timeout_s)
         return reply
 
     async def close(self) -> None:

@@ -19,10 +19,11 @@ import grpc
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.gate import Stamp
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, propose_and_wait, rpc
-from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -161,11 +162,11 @@ class ExecutorHub:
         """
         self.node.gate.require_epoch(self.dispatcher.leading, self.dispatcher.epoch)
 
-    def leader_command(self) -> logpb.Command:
-        """An empty command stamped as this leader's dispatcher stamps (its epoch, leader time).
+    def stamp(self) -> Stamp:
+        """The stamp this leader's dispatcher puts on a command (its epoch, leader time).
         Raises as :meth:`require_leader`."""
         self.require_leader()
-        return logpb.Command(epoch=self.dispatcher.epoch, now_ms=self.now_ms(), origin=self.node.node_id)
+        return Stamp(self.now_ms(), self.dispatcher.epoch, self.node.node_id)
 
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
@@ -179,11 +180,9 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         validate_name(request.name, "executor.name")
         if not 1 <= request.slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
-        cmd = self.hub.leader_command()
-        cmd.executor_join.name = request.name
-        cmd.executor_join.slots = request.slots
-        cmd.executor_join.labels.update(request.labels)
-        await propose_and_wait(self.hub.node, codec.encode_command(cmd))
+        stamp = self.hub.stamp().as_kwargs()
+        data = writes.executor_join(request.name, request.slots, request.labels, **stamp)
+        await propose_and_wait(self.hub.node, data)
         d = self.hub.dispatcher
         s = d.settings
         return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
@@ -270,9 +269,6 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
 
     @rpc
     async def Leave(self, request: pb.LeaveRequest, context: grpc.aio.ServicerContext) -> pb.LeaveReply:
-        cmd = self.hub.leader_command()
-        cmd.executor_leave.name = request.name
-        cmd.executor_leave.reason = "left"
-        cmd.executor_leave.retry_at_ms = self.hub.now_ms()
-        await propose_and_wait(self.hub.node, codec.encode_command(cmd))
+        data = writes.executor_leave(request.name, "left", **self.hub.stamp().as_kwargs())
+        await propose_and_wait(self.hub.node, data)
         return pb.LeaveReply()

@@ -81,9 +81,9 @@ _REGISTERED = re.compile(r": registered with \S+ \(epoch (\d+),")
 _DISCONNECTED = "finding the leader"
 _LOG_PROBLEM = re.compile(r" (ERROR|CRITICAL) |^Traceback ")
 # pysyncobj logs this after a paused leader resumes: it truncates entries and takes identical
-# ones again (a pysyncobj "spurious truncation", docs/architecture.md §10); our replica guard never applies an
-# index twice. A real divergence would show as unequal apply chains or state digests, which the
-# checker tests after every run - so this line alone is reported, not counted as a problem.
+# ones again (a pysyncobj "spurious truncation", docs/architecture.md §10); our replica guard
+# never applies an index twice. A real divergence would show as unequal apply chains or state
+# digests, which the checker tests after every run - so this line alone is reported, not counted as a problem.
 _KNOWN_LIBRARY_NOISE = re.compile(r"CRITICAL pysyncobj\.syncobj: truncating already-applied log entries")
 
 

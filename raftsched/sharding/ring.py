@@ -10,7 +10,8 @@ Why uhashring's default md5 ring and nothing else: every executor gets ``vnodes`
 strictly after ``md5(key)`` (wrapping around). A point's position depends only on its own name,
 so adding or removing one executor moves only the keys that executor gains or loses: about 1/N of
 them, never a key between two survivors. Weighted and ketama rings recompute every node's point
-count when membership changes and do move keys between survivors (uhashring's behaviour, measured), which would
+count when membership changes and do move keys between survivors (uhashring's behaviour,
+measured), which would
 migrate running shards for no reason, so neither is exposed here.
 
 Key format: ``f"{task}:{shard}"``. Task names may contain ``:`` but the shard is a non-negative

@@ -85,7 +85,8 @@ def test_replicas_agree_and_no_run_is_left_running(chaos: ChaosResult) -> None:
 
 
 def test_a_leader_with_a_skewed_clock_starts_nothing_early(chaos: ChaosResult) -> None:
-    """FINDING when it fails: invariant 3 (docs/architecture.md §3) promises "never early by the *leader's* clock". A
+    """FINDING when it fails: invariant 3 (docs/architecture.md §3) promises "never early by the
+    *leader's* clock". A
     leader whose clock runs ahead keeps that promise and still starts work before its nominal
     time in real time (the executors' clocks): by up to the skew."""
     r = chaos.report

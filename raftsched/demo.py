@@ -6,10 +6,22 @@ child processes, installs sample tasks (one of them sharded), then prints every 
 cluster commits (nominal time, outcome, epoch, run) and every shard an executor finishes (which
 executor, how long after the nominal time it started, what the command printed). Ctrl-C stops
 everything.
+
+The demo runs with mutual TLS: unless the config has a ``[tls]`` table of its own, it makes a
+local CA, a node and a client certificate under ``data/tls`` next to the config
+(:func:`raftsched.security.certs.write_demo_pki`), writes the config with that ``[tls]`` to
+``data/demo-cluster.toml``, and prints how the CLI uses them. It runs with authentication too:
+unless the config has an ``[auth]`` table, it writes a fresh admin token to ``data/admin.token``
+(mode 600, kept across runs) as the ``[auth] bootstrap_token_file``; the demo's executors get an
+executor token, and the printed command line carries ``--token-file``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,10 +30,15 @@ from pathlib import Path
 from types import FrameType
 
 from raftsched.client import Client
-from raftsched.errors import AlreadyExists, RaftschedError
+from raftsched.config import ClusterConfig, TlsSettings, load_config, parse_address
+from raftsched.errors import AlreadyExists, InvalidSpec, RaftschedError
 from raftsched.explain import iso
 from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.security.auth import AuthSettings
+from raftsched.security.certs import DemoPki, write_demo_pki
+from raftsched.security.tls import TlsConfig, node_client_tls
+from raftsched.security.tokens import new_token, read_token_file
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -93,7 +110,11 @@ def run_demo(config_path: str, duration: str = "0") -> int:
         )
     stop_after = float(duration)
     data = config.parent / "data"
-    cluster = LocalCluster(config, data / "logs")
+    clock = SystemClock()
+    demo_config, tls = with_demo_tls(config, data, clock)
+    demo_config, token_file = with_demo_auth(demo_config, data, config)
+    admin = read_token_file(token_file) if token_file is not None else None
+    cluster = LocalCluster(demo_config, data / "logs", tls=tls, token=admin)
     executors: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -103,7 +124,6 @@ def run_demo(config_path: str, duration: str = "0") -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    clock = SystemClock()
     say(
         f"starting {len(cluster.config.nodes)} nodes and {len(EXECUTORS)} executors from {config} "
         f"(logs in {cluster.log_dir})"
@@ -115,9 +135,15 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"leader elected: {leader} (term {cluster.status(leader).term}); "
             f"gRPC targets {','.join(cluster.targets())}"
         )
-        for name in EXECUTORS:
-            executors.append(cluster.start_executor(name, slots=4, data_dir=data / name))
-        with Client(cluster.targets()) as client:
+        say_tls_usage(cluster, demo_config, token_file)
+        with Client(cluster.targets(), tls=tls, token=admin) as client:
+            executor_token = None
+            if admin is not None:
+                executor_token, _ = client.create_token("executor", description="raftsched demo executors")
+            for name in EXECUTORS:
+                executors.append(
+                    cluster.start_executor(name, slots=4, data_dir=data / name, token=executor_token)
+                )
             for spec in SAMPLES:
                 try:
                     rec = client.add_task(spec)
@@ -159,6 +185,134 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                 proc.kill()
         cluster.stop()
     return 0
+
+
+def with_demo_tls(config_path: Path, data: Path, clock: SystemClock) -> tuple[Path, TlsConfig | None]:
+    """The config the demo runs and how its clients dial it: ``config_path`` as it is if it has
+    ``[tls]``; otherwise a copy with mutual TLS on certificates made under ``data/tls``."""
+    config = load_config(config_path)
+    if config.tls is not None:
+        return config_path, node_client_tls(config)
+    now = dt.datetime.fromtimestamp(clock.now_ms() / 1000, dt.UTC)
+    hosts = [parse_address(n.grpc, "grpc")[0] for n in config.nodes]
+    pki = write_demo_pki(data / "tls", hosts, now=now)
+    tls = TlsSettings(pki.node_cert, pki.node_key, pki.ca_file, require_client_cert=True)
+    path = data / "demo-cluster.toml"
+    data.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the Raft secret
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            config_toml(dataclasses.replace(config, tls=tls), f"written by raftsched demo from {config_path}")
+        )
+    return path, demo_client_tls(pki)
+
+
+def with_demo_auth(config_path: Path, data: Path, source: Path) -> tuple[Path, Path | None]:
+    """The config the demo runs and its admin token file: ``config_path`` as it is if it has
+    ``[auth]`` (its bootstrap token file, if any, is the demo's admin token); otherwise a copy,
+    ``data/demo-cluster.toml``, with ``[auth]`` on a bootstrap token in ``data/admin.token``."""
+    config = load_config(config_path)
+    if config.auth is not None:
+        return config_path, config.auth.bootstrap_token_file
+    data.mkdir(parents=True, exist_ok=True)
+    token_file = data / "admin.token"
+    try:
+        read_token_file(token_file)
+    except InvalidSpec:  # absent or unusable: a new one
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(new_token() + "\n")
+    path = data / "demo-cluster.toml"
+    auth = AuthSettings(bootstrap_token_file=token_file.resolve())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the Raft secret
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            config_toml(dataclasses.replace(config, auth=auth), f"written by raftsched demo from {source}")
+        )
+    return path, token_file
+
+
+def demo_client_tls(pki: DemoPki) -> TlsConfig:
+    return TlsConfig(ca_file=pki.ca_file, cert_file=pki.client_cert, key_file=pki.client_key)
+
+
+def say_tls_usage(cluster: LocalCluster, config_path: Path, token_file: Path | None = None) -> None:
+    tls = cluster.tls
+    token = f" --token-file {token_file}" if token_file is not None else ""
+    if token_file is not None:
+        say(f"authentication is on: the admin token is in {token_file} (mode 600)")
+    if tls is None:
+        say("TLS is off (the config's nodes serve plaintext gRPC)")
+        say(f"  raftsched --cluster {','.join(cluster.targets())}{token} status")
+        return
+    required = cluster.config.tls is not None and cluster.config.tls.require_client_cert
+    say(
+        f"TLS is on{' (mutual: clients need a certificate)' if required else ''}; "
+        f"config {config_path}. Use the cluster from another shell with:"
+    )
+    flags = " ".join(cluster.tls_arguments())
+    say(f"  raftsched --cluster {','.join(cluster.targets())} {flags}{token} status")
+    env = [
+        f"{name}={path}"
+        for name, path in (
+            ("RAFTSCHED_TLS_CA", tls.ca_file),
+            ("RAFTSCHED_TLS_CERT", tls.cert_file),
+            ("RAFTSCHED_TLS_KEY", tls.key_file),
+        )
+        if path is not None
+    ]
+    if token_file is not None:
+        env.append(f'RAFTSCHED_TOKEN="$(cat {token_file})"')
+    say(f"  or: export RAFTSCHED_CLUSTER={','.join(cluster.targets())} {' '.join(env)}")
+
+
+def config_toml(config: ClusterConfig, comment: str) -> str:
+    """``config`` as a TOML file that :func:`raftsched.config.load_config` reads back equal
+    (paths absolute, every [raft] and [scheduler] value spelled out)."""
+
+    def value(v: object) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        return json.dumps(str(v))  # a JSON string is a TOML basic string
+
+    lines = [f"# {comment}", "[cluster]", f"name = {value(config.name)}", f"secret = {value(config.secret)}"]
+    if config.insecure:
+        lines.append("insecure = true")
+    for table, section in (("raft", config.raft), ("scheduler", config.scheduler)):
+        lines += ["", f"[{table}]"]
+        lines += [f"{f.name} = {value(getattr(section, f.name))}" for f in dataclasses.fields(section)]
+    if config.tls is not None:
+        t = config.tls
+        lines += ["", "[tls]", f"cert_file = {value(t.cert_file)}", f"key_file = {value(t.key_file)}"]
+        if t.ca_file is not None:
+            lines.append(f"ca_file = {value(t.ca_file)}")
+        lines.append(f"require_client_cert = {value(t.require_client_cert)}")
+    if config.auth is not None:
+        a = config.auth
+        lines += ["", "[auth]", f'audit_keep = "{a.audit_keep_ms}ms"']
+        if a.bootstrap_token_file is not None:
+            lines.append(f"bootstrap_token_file = {value(a.bootstrap_token_file)}")
+        if a.subjects:
+            lines += ["", "[auth.subjects]"]
+            for cn, (role, namespaces) in a.subjects.items():
+                lines.append(f"{value(cn)} = {value(role.value + ':' + ','.join(namespaces))}")
+    for n in config.nodes:
+        lines += [
+            "",
+            "[[nodes]]",
+            f"id = {value(n.id)}",
+            f"raft = {value(n.raft)}",
+            f"grpc = {value(n.grpc)}",
+        ]
+        lines.append(f"data_dir = {value(n.data_dir)}")
+        if n.grpc_bind is not None:
+            lines.append(f"grpc_bind = {value(n.grpc_bind)}")
+        if n.raft_via:
+            pairs = ", ".join(f"{value(peer)} = {value(via)}" for peer, via in n.raft_via)
+            lines.append(f"raft_via = {{ {pairs} }}")
+    return "\n".join(lines) + "\n"
 
 
 def say(text: str) -> None:

@@ -2,18 +2,20 @@
 
 No scheduling logic lives in the CLI: commands parse arguments, call :class:`raftsched.Client`
 (or, for ``cron preview``, :func:`raftsched.timing.cron.preview`), and print. Failures follow
-:mod:`raftsched.cli.errors` (one line on stderr; exit status 2 for bad input, 1 otherwise).
+:mod:`raftsched.cli.errors` (one line on stderr; exit status 2 for bad input, 3 when the cluster
+does not accept the credentials, 4 when they do not allow the command, 1 otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from raftsched.cli import cluster, cron, tasks, workflows
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli import access, cluster, cron, tasks, workflows
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -31,15 +33,26 @@ from raftsched.cli.input import (
     non_negative_int,
     positive_seconds,
 )
-from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, RaftschedError
+from raftsched.errors import (
+    ConfigError,
+    InvalidSpec,
+    InvalidWorkflow,
+    PermissionDenied,
+    RaftschedError,
+    Unauthenticated,
+)
 from raftsched.model import Misfire, Overlap, RunState
 from raftsched.timing.cron import MAX_PREVIEW
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_PERMISSION_DENIED", "EXIT_UNAUTHENTICATED", "build_parser", "main", "quiet_grpc_core"]
+
+EXIT_UNAUTHENTICATED = 3  # no token, or a malformed, unknown, expired or revoked one
+EXIT_PERMISSION_DENIED = 4  # the token's role or namespaces do not allow the command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``raftsched``: the admin CLI. Returns the exit status."""
+    quiet_grpc_core()
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         try:
@@ -56,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(invalid_message(exc), 2)
     except ConfigError as exc:
         return fail(config_message(exc), 2)
+    except Unauthenticated as exc:
+        return fail(f"not authenticated: {exc}", EXIT_UNAUTHENTICATED)
+    except PermissionDenied as exc:
+        return fail(f"permission denied: {exc}", EXIT_PERMISSION_DENIED)
     except RaftschedError as exc:
         return fail(str(exc) or exc.code, 1)
     except KeyboardInterrupt:
@@ -66,13 +83,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
+def quiet_grpc_core() -> None:
+    """Keep gRPC core's own INFO lines (one per failed TLS handshake) off a program's stderr: the
+    program reports the failure itself, in one line. Effective only before gRPC is imported;
+    an explicit ``GRPC_VERBOSITY`` wins."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raftsched`` argument parser. Each leaf command sets ``run_command``."""
+    # No abbreviations of the global options: "--to" of a subcommand must not be read as
+    # (an ambiguous prefix of) the global --token / --token-file.
     parser = ArgParser(
+        allow_abbrev=False,
         prog="raftsched",
         description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
         "Global options go before the command.",
-        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TIME_HELP}",
+        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TLS_HELP}\n{TIME_HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     where = parser.add_mutually_exclusive_group()
@@ -88,7 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="deadline of each RPC attempt (default: 10)",
     )
+    add_tls_options(parser)
+    access.add_token_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    access.add_commands(commands, _leaf, _json_option)
 
     task = commands.add_parser("task", help="add, update, list, show, delete, enable or disable tasks")
     actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)

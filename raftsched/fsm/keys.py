@@ -14,6 +14,8 @@
 ``y/<workflow>\\x00<version:08x>``          WorkflowSpec of each version (runs pin theirs)
 ``q/<workflow>\\x00<logical:016x>[~m|~b<seq>]`` WorkflowRun (active and retained finished ones)
 ``b/<workflow>~b<seq>``                     BackfillRecord
+``k/<token id>``                            TokenRecord (hashed secret, grant, revocation)
+``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -35,6 +37,8 @@ WORKFLOW = b"w/"
 WORKFLOW_VERSION = b"y/"
 WORKFLOW_RUN = b"q/"
 BACKFILL = b"b/"
+TOKEN = b"k/"
+AUDIT = b"u/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -110,3 +114,11 @@ def run_id_from_key(kind: bytes, key: bytes) -> str:
     name, _, rest = key[len(kind) :].partition(b"\x00")
     nominal, suffix = rest[:16], rest[16:]
     return f"{name.decode()}@{int(nominal, 16)}{suffix.decode()}"
+
+
+def token_key(token_id: str) -> bytes:
+    return TOKEN + token_id.encode()
+
+
+def audit_key(at_ms: int, seq: int) -> bytes:
+    return AUDIT + f"{max(at_ms, 0):016x}/{seq:016x}".encode()

@@ -31,6 +31,7 @@ from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
 from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
+from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.effects import (
     Applied,
     AttemptReady,
@@ -44,6 +45,7 @@ from raftsched.fsm.effects import (
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
+from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,16 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 
 MAX_EXECUTOR_SLOTS = 10_000
 VERSIONS_KEPT = 20
+
+# Label values of the applier's tally (see raftsched.observability.tally).
+_OUTCOME_NAMES: dict[int, str] = {
+    pb.FIRED: "fired",
+    pb.COALESCED: "coalesced",
+    pb.SKIPPED_OVERLAP: "skipped_overlap",
+    pb.SKIPPED_MISFIRE: "skipped_misfire",
+    pb.SKIPPED_DISABLED: "skipped_disabled",
+}
+_RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
 
 class SchedulerState:
@@ -73,7 +85,11 @@ class SchedulerState:
         self.manual_seq = 0
         self.applied_commands = 0
         self.chain = b""
+        # Node-local counts of what apply did, for metrics: never replicated, never read by
+        # apply, so replicas agree whether or not a node counts (None: it does not).
+        self.tally: ApplyTally | None = None
         self.wf = wf_mod.WorkflowBook(self)
+        self.access = TokenBook(store)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -88,6 +104,7 @@ class SchedulerState:
         self.active.clear()
         self.active_per_task.clear()
         self.executors.clear()
+        self.access.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
             executor.ParseFromString(value)
@@ -237,6 +254,9 @@ class SchedulerState:
             )
             self.store.put(keys.idem_expiry_key(self.max_now_ms, cmd.idempotency_key), b"")
         self._prune_idempotency()
+        if cmd.HasField("audit"):
+            record_audit(self.store, cmd.audit, self.max_now_ms, self.applied_commands)
+            prune_audit(self.store, self.max_now_ms - self.retention.audit_keep_ms, self.retention.prune_step)
         return Applied(result, effects)
 
     def _prune_idempotency(self) -> None:
@@ -551,6 +571,9 @@ class SchedulerState:
             template + rec.SerializeToString(deterministic=True),
         )
         st.fires_total += count
+        if self.tally is not None:
+            spec = st.spec
+            self.tally.fire(_OUTCOME_NAMES.get(outcome, "unknown"), spec.owner, spec.namespace, name, count)
         st.kept_fires += 1
         self._prune_fires(st, now)
 
@@ -622,10 +645,13 @@ class SchedulerState:
         shard.stderr_tail = res.stderr_tail
         if res.lost:
             shard.lost += 1
+        retry = not res.success and shard.attempt - shard.retry_base <= max_retries
+        if self.tally is not None:
+            _tally_attempt(self.tally, st, run.task, res, retry)
         if res.success:
             shard.state = pb.SUCCEEDED
             shard.finished_ms = now
-        elif shard.attempt - shard.retry_base <= max_retries:
+        elif retry:
             shard.attempt += 1
             shard.state = pb.PENDING
             shard.executor = ""
@@ -655,6 +681,10 @@ class SchedulerState:
 
     def finish_run(self, run: pb.Run, now: int) -> None:
         """``run`` reached a final state: it leaves the active set, and its task's counters."""
+        if self.tally is not None:
+            done = self.tasks.get(run.task)
+            owner, namespace = (done.spec.owner, done.spec.namespace) if done is not None else ("", "")
+            self.tally.run_finished(_RUN_STATE_NAMES.get(run.state, "unknown"), owner, namespace, run.task)
         del self.active[run.run_id]
         left = self.active_per_task[run.task] - 1
         if left:
@@ -747,12 +777,45 @@ class SchedulerState:
             raise InvalidSpec("executor.slots", f"{body.slots} out of range (1-{MAX_EXECUTOR_SLOTS})")
         if len(body.labels) > 32 or any(len(k) > 128 or len(v) > 128 for k, v in body.labels.items()):
             raise InvalidSpec("executor.labels", "at most 32 labels, keys and values at most 128 characters")
+        old = self.executors.get(body.name)
+        if old is not None and body.principal and self._bound_elsewhere(old, body.principal, now):
+            # The name is bound to the identity that first registered it (auth on).
+            raise Reject(
+                "permission_denied",
+                f"executor name {body.name!r} is bound to another principal ({old.principal})",
+            )
         rec = pb.ExecutorRecord(
-            name=body.name, slots=body.slots, labels=dict(body.labels), alive=True, joined_ms=now
+            name=body.name,
+            slots=body.slots,
+            labels=dict(body.labels),
+            alive=True,
+            joined_ms=now,
+            principal=body.principal or (old.principal if old is not None else ""),
+            namespaces=sorted(body.namespaces),
         )
         self.executors[body.name] = rec
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
         return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
+
+    def _bound_elsewhere(self, old: pb.ExecutorRecord, principal: str, now: int) -> bool:
+        """Whether ``old``'s name is bound to a principal other than ``principal``. A name bound to
+        a token is freed when that token is revoked or expires (so an executor can move to a new
+        token); a certificate subject keeps its names."""
+        if not old.principal or old.principal == principal:
+            return False
+        if old.principal.startswith("token:"):
+            tok = self.access.get(old.principal.removeprefix("token:"))
+            if tok is None or tok.info.revoked or (tok.info.expires_ms and tok.info.expires_ms <= now):
+                return False
+        return True
+
+    # -- tokens (raftsched.fsm.access) --------------------------------------------------------
+
+    def _create_token(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.access.create(cmd.create_token, now), ()
+
+    def _revoke_token(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.access.revoke(cmd.revoke_token, now), ()
 
     def _executor_leave(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """An executor left (or was declared dead): every attempt assigned to it is lost and retried
@@ -923,6 +986,11 @@ class SchedulerState:
         with self.lock, self.store.reader() as r:
             return queries.backfills(r, workflow)
 
+    def task_namespace(self, task: str) -> str:
+        """The namespace of ``task`` ("default" if it is gone)."""
+        st = self.tasks.get(task)
+        return st.spec.namespace if st is not None else "default"
+
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
         with self.lock:
@@ -947,4 +1015,16 @@ class SchedulerState:
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
+        "create_token": _create_token,
+        "revoke_token": _revoke_token,
     }
+
+
+def _tally_attempt(
+    tally: ApplyTally, st: TaskState | None, task: str, res: pb.AttemptResult, retry: bool
+) -> None:
+    owner, namespace = (st.spec.owner, st.spec.namespace) if st is not None else ("", "")
+    result = "succeeded" if res.success else "lost" if res.lost else "timeout" if res.timed_out else "failed"
+    tally.attempt(result, owner, namespace, task)
+    if retry:
+        tally.attempt("retried", owner, namespace, task)

@@ -321,6 +321,7 @@ class WorkflowBook:
                 timeout_ms=t.timeout_ms,
                 priority=t.priority,
                 owner=spec.owner,
+                namespace=spec.namespace or "default",
                 description=t.description,
             )
             self._put_internal(tspec, version, now, enabled=False, next_fire_ms=0)
@@ -334,6 +335,7 @@ class WorkflowBook:
                 misfire=codec.MISFIRE_FROM_PB[spec.misfire],
                 overlap=codec.OVERLAP_FROM_PB[spec.overlap],
                 owner=spec.owner,
+                namespace=spec.namespace or "default",
             )
             st = self._put_internal(tspec, version, now, enabled=True, next_fire_ms=body.next_fire_ms)
             effects.append(TaskArmed(st.spec.name, st.version, st.next_fire_ms))

@@ -12,18 +12,18 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec, NotFound, RaftschedError
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
-from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
-from raftsched.leader.gate import Stamp
 from raftsched.model import validate_name
-from raftsched.rpc.plumbing import NodeServices, abort, propose_and_wait, rpc
+from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
+from raftsched.security import authz
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.05
 MAX_BATCH = 1000  # work items per DispatchBatch message
+# Output tails and errors are capped here, whatever an executor sends: the agent keeps 8 KiB of
+# each stream; a forged 3 MiB tail would otherwise be replicated and stored.
+MAX_TAIL_CHARS = 16 * 1024
 _CLOSE = pb.WorkItem()  # sentinel: end the stream (leadership lost)
 
 
@@ -46,6 +49,8 @@ class ExecutorHub:
         self._task: asyncio.Task[None] | None = None
         self.dispatched = 0
         self._kicked = False
+        # Called on the loop with every batch of results an executor reports (the node's metrics).
+        self.on_results: Callable[[Sequence[pb.ExecResult]], None] | None = None
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -162,11 +167,24 @@ class ExecutorHub:
         """
         self.node.gate.require_epoch(self.dispatcher.leading, self.dispatcher.epoch)
 
-    def stamp(self) -> Stamp:
-        """The stamp this leader's dispatcher puts on a command (its epoch, leader time).
+    def require_bound(self, name: str) -> None:
+        """With auth on, refuse a call about executor ``name`` from a principal other than the one
+        it is registered under (raises :class:`raftsched.errors.PermissionDenied`). An unknown
+        name passes: the call itself reports it as not registered."""
+        if not authz.auth_on():
+            return
+        rec = self.node.state.executors.get(name)
+        who = caller().principal
+        if rec is not None and rec.principal != who.id:
+            raise PermissionDenied(
+                f"executor {name!r} is registered by another principal; {who.id} may not act for it"
+            )
+
+    def leader_command(self) -> logpb.Command:
+        """An empty command stamped as this leader's dispatcher stamps (its epoch, leader time).
         Raises as :meth:`require_leader`."""
         self.require_leader()
-        return Stamp(self.now_ms(), self.dispatcher.epoch, self.node.node_id)
+        return logpb.Command(epoch=self.dispatcher.epoch, now_ms=self.now_ms(), origin=self.node.node_id)
 
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
@@ -180,9 +198,20 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         validate_name(request.name, "executor.name")
         if not 1 <= request.slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
-        stamp = self.hub.stamp().as_kwargs()
-        data = writes.executor_join(request.name, request.slots, request.labels, **stamp)
-        await propose_and_wait(self.hub.node, data)
+        cmd = self.hub.leader_command()
+        cmd.executor_join.name = request.name
+        cmd.executor_join.slots = request.slots
+        cmd.executor_join.labels.update(request.labels)
+        if authz.auth_on():
+            # The name is bound to the registering principal (refused by apply if another
+            # principal holds it), and the executor receives work of its namespaces only.
+            who = caller()
+            cmd.executor_join.principal = who.principal.id
+            cmd.executor_join.namespaces.extend(sorted(who.principal.namespaces))
+            cmd.audit.principal = who.principal.id
+            cmd.audit.rpc = who.method
+            cmd.audit.target = request.name
+        await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         d = self.hub.dispatcher
         s = d.settings
         return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
@@ -206,6 +235,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         """The executor's work items, as they come: everything queued when the stream is ready for
         the next message goes out together (at most MAX_BATCH items)."""
         hub = self.hub
+        try:
+            hub.require_bound(request.name)
+        except RaftschedError as exc:
+            await abort(context, exc)
         try:
             hub.require_leader()
             if request.name not in hub.dispatcher.ring:
@@ -244,6 +277,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
+        self.hub.require_bound(request.name)
         self.hub.require_leader()
         d = self.hub.dispatcher
         ok = d.heartbeat(request.name, request.running, self.hub.now_ms())
@@ -251,7 +285,17 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
 
     @rpc
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
+        self.hub.require_bound(request.name)
         self.hub.require_leader()
+        for r in request.results:
+            if len(r.stdout_tail) > MAX_TAIL_CHARS:
+                r.stdout_tail = r.stdout_tail[-MAX_TAIL_CHARS:]
+            if len(r.stderr_tail) > MAX_TAIL_CHARS:
+                r.stderr_tail = r.stderr_tail[-MAX_TAIL_CHARS:]
+            if len(r.error) > MAX_TAIL_CHARS:
+                r.error = r.error[:MAX_TAIL_CHARS]
+        if self.hub.on_results is not None:
+            self.hub.on_results(request.results)
         data = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
         if data is not None:
             outcome = await propose_and_wait(self.hub.node, data)
@@ -269,6 +313,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
 
     @rpc
     async def Leave(self, request: pb.LeaveRequest, context: grpc.aio.ServicerContext) -> pb.LeaveReply:
-        data = writes.executor_leave(request.name, "left", **self.hub.stamp().as_kwargs())
-        await propose_and_wait(self.hub.node, data)
+        self.hub.require_bound(request.name)
+        cmd = self.hub.leader_command()
+        cmd.executor_leave.name = request.name
+        cmd.executor_leave.reason = "left"
+        cmd.executor_leave.retry_at_ms = self.hub.now_ms()
+        await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.LeaveReply()

@@ -24,6 +24,8 @@ from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
 from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
+from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
+from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -489,6 +491,62 @@ class LineageReply(_message.Message):
     downstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
     def __init__(self, upstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ..., downstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ...) -> None: ...
 
+class CreateTokenRequest(_message.Message):
+    __slots__ = ("token", "role", "namespaces", "ttl_ms", "description", "idempotency_key")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    role: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    ttl_ms: int
+    description: str
+    idempotency_key: str
+    def __init__(self, token: _Optional[str] = ..., role: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ..., description: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class TokenReply(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: _records_pb2.TokenInfo
+    def __init__(self, token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ...) -> None: ...
+
+class ListTokensRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTokensReply(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[_records_pb2.TokenInfo]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[_records_pb2.TokenInfo, _Mapping]]] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("id", "idempotency_key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    idempotency_key: str
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ("since_ms", "principal", "limit")
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    since_ms: int
+    principal: str
+    limit: int
+    def __init__(self, since_ms: _Optional[int] = ..., principal: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListAuditReply(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_records_pb2.AuditRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[_records_pb2.AuditRecord, _Mapping]]] = ...) -> None: ...
+
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "slots", "labels")
     class LabelsEntry(_message.Message):
@@ -588,7 +646,7 @@ class HeartbeatReply(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., registered: _Optional[bool] = ...) -> None: ...
 
 class ExecResult(_message.Message):
-    __slots__ = ("execution_id", "success", "exit_code", "error", "stdout_tail", "stderr_tail", "timed_out", "duration_ms")
+    __slots__ = ("execution_id", "success", "exit_code", "error", "stdout_tail", "stderr_tail", "timed_out", "duration_ms", "start_lateness_ms")
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -597,6 +655,7 @@ class ExecResult(_message.Message):
     STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    START_LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     success: bool
     exit_code: int
@@ -605,7 +664,8 @@ class ExecResult(_message.Message):
     stderr_tail: str
     timed_out: bool
     duration_ms: int
-    def __init__(self, execution_id: _Optional[str] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ...) -> None: ...
+    start_lateness_ms: int
+    def __init__(self, execution_id: _Optional[str] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., start_lateness_ms: _Optional[int] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
     __slots__ = ("name", "results")

@@ -159,6 +159,26 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
                 _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/raftsched.v1.Admin/CreateToken',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/raftsched.v1.Admin/ListTokens',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensReply.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/raftsched.v1.Admin/RevokeToken',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+                _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/raftsched.v1.Admin/ListAudit',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -314,6 +334,30 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -441,6 +485,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Lineage,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CreateTokenRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensReply.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1118,6 +1182,114 @@ class Admin:
             '/raftsched.v1.Admin/Lineage',
             raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/CreateToken',
+            raftsched_dot_v1_dot_raftsched__pb2.CreateTokenRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListTokens',
+            raftsched_dot_v1_dot_raftsched__pb2.ListTokensRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListTokensReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/RevokeToken',
+            raftsched_dot_v1_dot_raftsched__pb2.RevokeTokenRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListAudit',
+            raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -31,6 +31,7 @@ PURE = [
     "replica.py",
     "consensus/memory.py",
     "storage/memory.py",
+    "observability/tally.py",
 ]
 FORBIDDEN_IN_PURE = {
     "time",
@@ -55,6 +56,9 @@ ADAPTERS = {
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
     "yaml": {"workflow/yaml_reader.py"},
+    "cryptography": {"security/certs.py"},
+    "prometheus_client": {"observability/metrics.py"},
+    "aiohttp": {"observability/listener.py"},
 }
 
 

@@ -67,6 +67,8 @@ STORED: dict[bytes, str | None] = {
     keys.WORKFLOW_VERSION: "WorkflowSpec",
     keys.WORKFLOW_RUN: "WorkflowRun",
     keys.BACKFILL: "BackfillRecord",
+    keys.TOKEN: "TokenRecord",
+    keys.AUDIT: "AuditRecord",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

@@ -35,15 +35,6 @@ def executor_join(
     return codec.encode_command(cmd)
 
 
-def executor_leave(name: str, reason: str, *, now_ms: int, epoch: int, origin: str) -> bytes:
-    """An executor leaves on its own; its attempts may be retried at once (``retry_at_ms`` now)."""
-    cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
-    cmd.executor_leave.name = name
-    cmd.executor_leave.reason = reason
-    cmd.executor_leave.retry_at_ms = now_ms
-    return codec.encode_command(cmd)
-
-
 def _envelope(now_ms: int, epoch: int, origin: str, key: str) -> pb.Command:
     return pb.Command(epoch=epoch, now_ms=now_ms, origin=origin, idempotency_key=key)
 

@@ -39,6 +39,7 @@ from raftsched.alerts.config import AlertsConfig, parse_alerts
 from raftsched.errors import ConfigError, InvalidSpec
 from raftsched.security.auth import AuthSettings, parse_auth_table
 from raftsched.timing.durations import UNIT_MS, Unit, parse_duration_ms
+from raftsched.workflow.located import type_name
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -1104,15 +1105,9 @@ def _key(prefix: str, key: str) -> str:
 
 
 def _type_name(value: object) -> str:
-    """The TOML name of a value's type, for messages."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
+    """The TOML name of a value's type, for messages (scalars named as workflow files name them)."""
+    if isinstance(value, bool | int | float | str):
+        return type_name(value)
     if isinstance(value, Mapping):
         return "table"
     if isinstance(value, list | tuple):

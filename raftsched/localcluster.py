@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -66,6 +66,23 @@ def wait_until(
                 + (f" (last error: {last_exc!r})" if last_exc else "")
             )
         time.sleep(interval)
+
+
+def stop_processes(procs: Collection[subprocess.Popen[bytes]], *, resume: bool = False) -> None:
+    """Terminate every live process of ``procs`` (first resuming it with SIGCONT if ``resume``:
+    a stopped process would not act on SIGTERM), then reap each; one that has not exited 10 s
+    later is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            if resume:
+                proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def write_config(
@@ -204,16 +221,7 @@ class LocalCluster:
         return [n for n, p in self.procs.items() if p.poll() is None]
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_processes(self.procs.values(), resume=True)
         for ch in self._channels.values():
             ch.close()
         self._channels.clear()

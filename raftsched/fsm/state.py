@@ -698,18 +698,7 @@ class SchedulerState:
             shard.executor = ""
             shard.assigned_ms = 0
             shard.not_before_ms = max(res.retry_at_ms, now)
-            effects.append(
-                AttemptReady(
-                    run.run_id,
-                    run.task,
-                    run.nominal_ms,
-                    shard.shard,
-                    shard.attempt,
-                    epoch,
-                    shard.not_before_ms,
-                    self.wf.backfill_share(run),
-                )
-            )
+            effects.append(self._attempt_ready(run, shard, epoch))
             if run.workflow_run:
                 self.wf.task_run_retrying(run, shard, res.error, now)
         else:
@@ -750,6 +739,19 @@ class SchedulerState:
             self._prune_runs(st, now)
             self.put_task(st)
         self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
+
+    def _attempt_ready(self, run: pb.Run, shard: pb.ShardAttempt, epoch: int) -> AttemptReady:
+        """The effect that makes ``shard``'s current attempt dispatchable from its ``not_before_ms``."""
+        return AttemptReady(
+            run.run_id,
+            run.task,
+            run.nominal_ms,
+            shard.shard,
+            shard.attempt,
+            epoch,
+            shard.not_before_ms,
+            self.wf.backfill_share(run),
+        )
 
     def _alert_subject(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None) -> dict[str, str]:
         workflow = wf_mod.split_internal(run.task)[0] if run.workflow_run else ""
@@ -818,18 +820,7 @@ class SchedulerState:
                 shard.executor = ""
                 shard.not_before_ms = now
                 shard.finished_ms = 0
-                effects.append(
-                    AttemptReady(
-                        run.run_id,
-                        run.task,
-                        run.nominal_ms,
-                        shard.shard,
-                        shard.attempt,
-                        cmd.epoch,
-                        now,
-                        self.wf.backfill_share(run),
-                    )
-                )
+                effects.append(self._attempt_ready(run, shard, cmd.epoch))
         run.state = pb.RUNNING
         run.finished_ms = 0
         data = run.SerializeToString(deterministic=True)

@@ -9,7 +9,7 @@ anything is proposed.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from raftsched import codec
@@ -21,6 +21,18 @@ from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import next_fire_after, prepare_spec
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow.validate import validate_workflow
+
+
+def executor_join(
+    name: str, slots: int, labels: Mapping[str, str], *, now_ms: int, epoch: int, origin: str
+) -> bytes:
+    """An executor registers (or registers again) with its slots and labels; the caller has
+    validated ``name`` and ``slots``."""
+    cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
+    cmd.executor_join.name = name
+    cmd.executor_join.slots = slots
+    cmd.executor_join.labels.update(labels)
+    return codec.encode_command(cmd)
 
 
 def _envelope(now_ms: int, epoch: int, origin: str, key: str) -> pb.Command:

@@ -318,13 +318,15 @@ class Client:
             raise outcome from None
         return answer
 
-    def cluster_status(self) -> ClusterView:
-        """Ask every known target for its NodeStatus, concurrently; unreachable ones are reported too."""
+    def cluster_status(self, *, digests: bool = False) -> ClusterView:
+        """Ask every known target for its NodeStatus, concurrently; unreachable ones are reported too.
+
+        ``digests``: each node also hashes its whole replicated state (``state_digest``); nodes at
+        the same applied index must report the same digest. It reads every key of the store, so
+        it is for a look by hand, not for polling."""
         targets = self.targets
-        futures = [
-            (t, self._stub(t).NodeStatus.future(pb.NodeStatusRequest(), timeout=self._timeout))
-            for t in targets
-        ]
+        request = pb.NodeStatusRequest(include_digest=digests)
+        futures = [(t, self._stub(t).NodeStatus.future(request, timeout=self._timeout)) for t in targets]
         views: list[NodeView] = []
         for target, future in futures:
             try:

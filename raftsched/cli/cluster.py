@@ -40,9 +40,10 @@ def connect(args: argparse.Namespace) -> Client:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status``: leader, term and every node's state; exit status 1 if no node answered."""
+    """``status``: leader, term and every node's state (with its state digest unless
+    ``--no-digest``); exit status 1 if no node answered."""
     with connect(args) as client:
-        view = client.cluster_status()
+        view = client.cluster_status(digests=args.digests)
     if args.json:
         print_json(_cluster_dict(view))
     else:

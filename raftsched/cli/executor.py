@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from raftsched import __version__
 from raftsched.cli.cluster import CLUSTER_ENV
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
 from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
@@ -20,6 +21,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser = ArgParser(
         prog="raftsched-executor", description="Run a raftsched executor until SIGTERM/SIGINT."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
     parser.add_argument(
         "--config", metavar="FILE", help="read the nodes' gRPC addresses from a cluster config"

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from raftsched import __version__
 from raftsched.cli.errors import ArgParser, UsageError, fail, run_guarded
 from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
 from raftsched.errors import InvalidSpec
@@ -27,6 +28,7 @@ TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
 def node_main(argv: Sequence[str] | None = None) -> int:
     """``raftsched-node --config FILE --node-id ID [--log-level info]``: run one node until stopped."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")
     parser.add_argument("--node-id", required=True, metavar="ID", help="which [[nodes]] entry this is")
     add_log_level_option(parser, "logging level (default: info)")

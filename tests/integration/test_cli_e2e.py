@@ -67,13 +67,13 @@ def test_cli_against_a_real_cluster(cluster: LocalCluster, cli: Cli) -> None:
 
     shown = ok("task", "show", "nightly")
     assert "cron '0 2 * * *' Europe/Berlin" in shown and "echo hi" in shown
-    assert ok_json("task", "show", "nightly")["spec"]["overlap"] == "OVERLAP_SKIP"
+    assert ok_json("task", "show", "nightly")["spec"]["overlap"] == "skip"
 
     out = ok("task", "update", "nightly", "--overlap", "allow")
     assert "version 1 -> 2" in out
     _settled(cluster, leader, follower)
     updated = ok_json("task", "show", "nightly")
-    assert updated["version"] == 2 and updated["spec"]["overlap"] == "OVERLAP_ALLOW"
+    assert updated["version"] == 2 and updated["spec"]["overlap"] == "allow"
     assert updated["spec"]["trigger"]["cron"]["timezone"] == "Europe/Berlin"  # kept
 
     assert "disabled task nightly" in ok("task", "disable", "nightly")

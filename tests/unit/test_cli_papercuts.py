@@ -1,0 +1,308 @@
+"""CLI papercuts: a closed pipe, global options after the command, ``--version``, digests in
+``status``, one spelling per enum in tables and JSON, and multi-line values in tables.
+
+The cluster commands run against one scripted in-process gRPC server.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+
+from raftsched import __version__, cli
+from raftsched.cli.render import enum_name, one_line, to_dict
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+ADD_SERVICER: Any = pb_grpc.add_AdminServicer_to_server  # untyped generated code
+
+NOW = 1_796_032_800_000  # 2026-11-30T10:00:00Z
+SCRIPT = "set -e\n\tpg_dump orders > /tmp/orders.sql\ngzip /tmp/orders.sql\n"
+
+
+class FakeAdmin(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]  # Any when mypy skips generated code
+    """A node that answers NodeStatus (a digest only when asked), fires, tasks and one workflow."""
+
+    def __init__(self) -> None:
+        self.requests: list[Message] = []
+
+    def NodeStatus(self, request: pb.NodeStatusRequest, context: Any) -> pb.NodeStatusReply:
+        self.requests.append(request)
+        return pb.NodeStatusReply(
+            node_id="n1",
+            role="leader",
+            grpc="x",
+            term=2,
+            commit_index=7,
+            applied_index=7,
+            state_digest="ab" * 32 if request.include_digest else "",
+        )
+
+    def FireAccounting(self, request: pb.FireAccountingRequest, context: Any) -> pb.FireAccountingReply:
+        self.requests.append(request)
+        return pb.FireAccountingReply(
+            fires=[
+                pb.FireRecord(task="backup", nominal_ms=NOW, outcome=pb.FIRED, run_id="backup@1"),
+                pb.FireRecord(task="backup", nominal_ms=NOW + 1000, outcome=pb.SKIPPED_OVERLAP),
+            ]
+        )
+
+    def AddTask(self, request: pb.AddTaskRequest, context: Any) -> pb.TaskReply:
+        self.requests.append(request)
+        return pb.TaskReply(task=pb.TaskRecord(spec=request.spec, version=1, enabled=True))
+
+    def ListTasks(self, request: pb.ListTasksRequest, context: Any) -> pb.ListTasksReply:
+        self.requests.append(request)
+        spec = pb.TaskSpec(name="backup", command=SCRIPT, misfire=pb.MISFIRE_ALL, overlap=pb.OVERLAP_SKIP)
+        return pb.ListTasksReply(tasks=[pb.TaskRecord(spec=spec, version=1, enabled=True)])
+
+    def GetWorkflow(self, request: pb.GetWorkflowRequest, context: Any) -> pb.WorkflowReply:
+        self.requests.append(request)
+        spec = pb.WorkflowSpec(name="etl", description="nightly\nload")
+        spec.tasks.add(name="extract", command=SCRIPT)
+        spec.tasks.add(name="load", command="load.sh", depends_on=[pb.Dependency(task="extract")])
+        return pb.WorkflowReply(workflow=pb.WorkflowRecord(spec=spec, version=1))
+
+    def GetWorkflowRun(self, request: pb.GetWorkflowRunRequest, context: Any) -> pb.WorkflowRunReply:
+        self.requests.append(request)
+        run = pb.WorkflowRun(run_id=request.run_id, workflow="etl", version=1, state=pb.WORKFLOW_FAILED)
+        task = run.tasks.add(name="extract", state=pb.TASK_FAILED, tries=1, reason="exit 2:\nno such table")
+        task.timeline.add(state=pb.TASK_FAILED, at_ms=NOW, reason="exit 2:\nno such table")
+        return pb.WorkflowRunReply(run=run)
+
+
+@pytest.fixture
+def admin(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeAdmin, str]]:
+    monkeypatch.delenv(cli.CLUSTER_ENV, raising=False)
+    servicer = FakeAdmin()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    ADD_SERVICER(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    server.stop(grace=None)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+# -- a closed pipe ---------------------------------------------------------------------------------
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    # The reader is gone before the command writes (as `| head` is after its lines): no traceback,
+    # not even the interpreter's "Exception ignored" at exit, and SIGPIPE's exit status.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raftsched.cli", "cron", "preview", "* * * * * *", "--count", "200"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == cli.parser.EXIT_BROKEN_PIPE == 141
+    assert err == ""
+
+
+def test_a_broken_pipe_inside_a_command_is_the_same_exit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def closed_pipe(args: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli.cron, "cmd_cron_preview", closed_pipe)
+    status, _, err = run(capsys, "cron", "preview", "* * * * *")
+    assert status == 141 and err == ""
+
+
+# -- global options after the command ----------------------------------------------------------------
+
+
+def test_global_options_are_accepted_after_the_command(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, address = admin
+    for argv in (
+        ["status", "--cluster", address],
+        ["status", "--json", "--cluster", address, "--timeout", "5"],
+        ["--timeout", "5", "status", "--cluster", address],
+        ["--cluster", "127.0.0.1:1", "status", "--cluster", address],  # the later one wins
+    ):
+        status, out, err = run(capsys, *argv)
+        assert status == 0, (argv, err)
+        assert "n1" in out
+    status, out, _ = run(capsys, "fires", "backup", "--cluster", address)
+    assert status == 0 and "fired" in out
+
+
+def test_global_options_after_the_command_follow_the_same_rules(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "cluster.toml"
+    config.write_text("[cluster]\nname = 1\n")
+    for argv, fragment in (
+        (
+            ["--cluster", "a:1", "status", "--config", "c.toml"],
+            "--config: not allowed with argument --cluster",
+        ),
+        (
+            ["--config", "c.toml", "status", "--cluster", "a:1"],
+            "--cluster: not allowed with argument --config",
+        ),
+        (["status", "--cluster", "a:1", "--config", "c.toml"], "not allowed with argument"),
+        (["status", "--timeout", "0", "--cluster", "a:1"], "argument --timeout"),
+        (["status", "--config", str(config)], "cluster.name"),
+    ):
+        status, out, err = run(capsys, *argv)
+        assert status == 2 and out == "", argv
+        assert len(err.splitlines()) == 1 and fragment in err, (argv, err)
+
+
+def test_task_add_keeps_timeout_for_the_task_and_takes_cluster_after(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    servicer, address = admin
+    argv = ["task", "add", "t", "--manual", "--command", "c", "--timeout", "90s", "--cluster", address]
+    status, _, err = run(capsys, *argv)
+    assert status == 0, err
+    sent = servicer.requests[-1]
+    assert isinstance(sent, pb.AddTaskRequest) and sent.spec.timeout_ms == 90_000
+
+
+# -- --version -------------------------------------------------------------------------------------
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "--version")
+    assert (status, out, err) == (0, f"raftsched {__version__}\n", "")
+    for module, prog in (
+        ("raftsched.cli.node", "raftsched-node"),
+        ("raftsched.executor", "raftsched-executor"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", module, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, f"{prog} {__version__}\n"), done.stderr
+
+
+# -- status shows digests --------------------------------------------------------------------------
+
+
+def test_status_asks_for_digests_unless_told_not_to(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    servicer, address = admin
+    status, out, _ = run(capsys, "--cluster", address, "status")
+    assert status == 0
+    assert servicer.requests[-1] == pb.NodeStatusRequest(include_digest=True)
+    assert out.splitlines()[2].split()[6] == "ab" * 6
+    status, out, _ = run(capsys, "--cluster", address, "status", "--json")
+    assert json.loads(out)["nodes"][0]["status"]["state_digest"] == "ab" * 32
+
+    status, out, _ = run(capsys, "--cluster", address, "status", "--no-digest")
+    assert status == 0
+    assert servicer.requests[-1] == pb.NodeStatusRequest(include_digest=False)
+    assert out.splitlines()[2].split()[6] == "-"
+
+
+# -- one spelling per enum value --------------------------------------------------------------------
+
+
+def test_enum_values_are_spelled_alike_in_tables_and_json(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, address = admin
+    status, out, _ = run(capsys, "--cluster", address, "fires", "backup")
+    assert status == 0
+    table = [line.split() for line in out.splitlines()[1:]]
+    assert [row[2] for row in table] == ["fired", "skipped_overlap"]
+    status, out, _ = run(capsys, "--cluster", address, "fires", "backup", "--json")
+    assert [f["outcome"] for f in json.loads(out)] == ["fired", "skipped_overlap"]
+
+    status, out, _ = run(capsys, "--cluster", address, "workflow", "status", "etl@1", "--json")
+    data = json.loads(out)
+    assert data["state"] == "failed"
+    assert data["tasks"][0]["state"] == "failed"
+    assert data["tasks"][0]["timeline"][0]["state"] == "failed"
+
+    status, out, _ = run(capsys, "--cluster", address, "task", "list", "--json")
+    spec = json.loads(out)[0]["spec"]
+    assert (spec["misfire"], spec["overlap"]) == ("all", "skip")
+
+
+def test_enum_name_rule() -> None:
+    assert enum_name(pb.WorkflowTaskState, pb.TASK_SUCCESS) == "success"
+    assert enum_name(pb.WorkflowRunState, pb.WORKFLOW_KILLED) == "killed"
+    assert enum_name(pb.RunState, pb.SUCCEEDED) == "succeeded"
+    assert enum_name(pb.FireOutcome, pb.SKIPPED_MISFIRE) == "skipped_misfire"
+    assert enum_name(pb.TriggerRule, pb.RULE_ANY) == "any"
+    assert enum_name(pb.MisfirePolicy, 0) == "unspecified"
+    assert enum_name(pb.RunState, 99) == "99"
+    spec = pb.WorkflowSpec(name="w", misfire=pb.MISFIRE_SKIP)
+    spec.tasks.add(
+        name="a", trigger_rule=pb.RULE_ALL, depends_on=[pb.Dependency(task="b", condition=pb.ON_DONE)]
+    )
+    out = to_dict(spec)
+    assert out["misfire"] == "skip" and out["overlap"] == "unspecified"
+    assert out["tasks"][0]["trigger_rule"] == "all"
+    assert out["tasks"][0]["depends_on"][0]["condition"] == "on_done"
+
+
+# -- multi-line values ------------------------------------------------------------------------------
+
+
+def test_one_line() -> None:
+    assert one_line("backup.sh") == "backup.sh"
+    assert one_line("echo hi\n") == "echo hi"
+    assert one_line("\nset -e\nrun\n\n") == "set -e [+1 line]"
+    assert one_line(SCRIPT) == "set -e [+2 lines]"
+    assert one_line("a\tb") == "a b"
+
+
+def test_workflow_show_keeps_its_table_with_a_multi_line_command(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, address = admin
+    status, out, _ = run(capsys, "--cluster", address, "workflow", "show", "etl")
+    assert status == 0
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("TASK "))
+    rows = lines[header + 1 :]
+    assert len(rows) == 2, out
+    assert rows[0].split()[:2] == ["extract", "-"] and "set -e [+2 lines]" in rows[0]
+    assert rows[1].split()[:2] == ["load", "extract"]
+    # The definition's multi-line description stays under its value column.
+    description = lines.index("description       nightly")
+    assert lines[description + 1] == " " * 18 + "load"
+    # --json has the command as it is.
+    status, out, _ = run(capsys, "--cluster", address, "workflow", "show", "etl", "--json")
+    assert json.loads(out)["spec"]["tasks"][0]["command"] == SCRIPT
+
+
+def test_workflow_status_keeps_its_table_with_a_multi_line_reason(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, address = admin
+    status, out, _ = run(capsys, "--cluster", address, "workflow", "status", "etl@1")
+    assert status == 0
+    lines = out.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("TASK ")))
+    assert lines[header + 1].split() == ["extract", "failed", "1", "-", "exit", "2:", "[+1", "line]"]
+    assert lines[header + 2] == ""
+    assert lines[-1].endswith("failed   exit 2: [+1 line]")

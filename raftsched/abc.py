@@ -8,7 +8,7 @@ seam               in memory                           real
 =================  ==================================  ==========================================
 StateStore         storage.memory.MemoryStore          storage.lmdb_store.LmdbStore
 Clock              timing.clock.ManualClock            timing.clock.SystemClock
-ConsensusNode      consensus.memory.SimCluster nodes   consensus.pysyncobj_node.PySyncObjNode
+ConsensusNode      consensus.memory.SimNode            consensus.pysyncobj_node.PySyncObjNode
 =================  ==================================  ==========================================
 """
 
@@ -100,20 +100,65 @@ class ProposeError(Exception):
 # callback(None, error) otherwise. Runs on the consensus thread: it must be quick and not block.
 ProposeCallback = Callable[[bytes | None, ProposeError | None], None]
 
+# Runs on the consensus thread the moment a proposed entry is committed, before it is applied
+# (the leader driver frees a pipeline slot and records commit lateness there). Quick, no blocking.
+CommitHook = Callable[[], None]
 
-class ConsensusNode(Protocol):
-    """A replicated log feeding one apply function.
+ROLES = ("follower", "candidate", "leader")
 
-    ``propose`` never blocks. The apply function registered at construction is called on exactly
-    one thread, in log order, once per committed entry, on every node.
+
+@dataclass(frozen=True, slots=True)
+class PeerStatus:
+    """What this node knows of one peer. ``address`` is the peer as this node dials it."""
+
+    address: str
+    connected: bool
+    match_index: int  # the peer's log position as the leader knows it; -1 when not leading
+
+
+@dataclass(frozen=True, slots=True)
+class RaftStatus:
+    """A typed snapshot of the consensus layer's view, for status reports (never for decisions).
+
+    ``role`` is one of :data:`ROLES`; ``peers`` lists every configured peer, in configuration order.
     """
 
-    node_id: str
+    role: str = "follower"
+    term: int = 0
+    commit_index: int = 0
+    log_len: int = 0
+    peers: tuple[PeerStatus, ...] = ()
 
-    def propose(self, data: bytes, callback: ProposeCallback) -> None: ...
+    def peer(self, address: str) -> PeerStatus:
+        """The peer known by ``address``; unknown ones read as disconnected, match index -1."""
+        for p in self.peers:
+            if p.address == address:
+                return p
+        return PeerStatus(address, False, -1)
+
+
+class ConsensusNode(Protocol):
+    """A replicated log feeding one apply function: exactly what the rest of raftsched calls.
+
+    ``propose`` never blocks. The apply function registered at construction is called on exactly
+    one thread, in log order, once per committed entry, on every node. ``epoch`` is the Raft term
+    this node is in; ``leader_id`` the node id of the leader it follows (None while unknown).
+    ``destroy`` leaves the cluster for good: pending proposals fail, nothing is applied after it.
+    """
+
+    @property
+    def node_id(self) -> str: ...
+
+    def propose(
+        self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None
+    ) -> None: ...
 
     def is_leader(self) -> bool: ...
 
     def epoch(self) -> int: ...
 
     def leader_id(self) -> str | None: ...
+
+    def status(self) -> RaftStatus: ...
+
+    def destroy(self) -> None: ...

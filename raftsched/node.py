@@ -12,19 +12,27 @@ import gc
 import logging
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from raftsched.abc import Clock, Leadership, ProposeCallback
+from raftsched.abc import (
+    Clock,
+    CommitHook,
+    ConsensusNode,
+    Leadership,
+    ProposeCallback,
+    ProposeError,
+    RaftStatus,
+)
 from raftsched.config import ClusterConfig
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
+from raftsched.leader.gate import LeaderGate
 from raftsched.metrics import LatenessLog, rss_bytes
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
@@ -43,7 +51,10 @@ ADMIN_SERVICE = "raftsched.v1.Admin"
 
 
 class Node:
-    """One scheduler node. Call :meth:`start` on the main thread, then ``await serve()``."""
+    """One scheduler node. Call :meth:`start` on the main thread, then ``await serve()``.
+
+    It is the :class:`raftsched.rpc.plumbing.NodeServices` its servicers are given.
+    """
 
     def __init__(self, config: ClusterConfig, node_id: str, clock: Clock | None = None) -> None:
         self.config = config
@@ -65,7 +76,7 @@ class Node:
         # No fsync on the apply thread: a commit per Raft tick must not block heartbeats on the
         # disk (that caused elections under load). Commits keep LMDB's ACI properties and survive
         # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
-        # own journal is never fsynced at all (LIBRARY-NOTES §1.8), so this costs no durability
+        # own journal is never fsynced at all (docs/architecture.md §10), so this costs no durability
         # the Raft log itself would have offered.
         self.store = LmdbStore(self.me.data_dir, sync=False)
         self._flusher_stop = threading.Event()
@@ -75,7 +86,15 @@ class Node:
         self.replica = Replica(self.state, self.store, effect_sink=self._effects)
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
-        self.consensus: PySyncObjNode | None = None
+        self.consensus: ConsensusNode | None = None
+        self.gate = LeaderGate(
+            node_id,
+            self.clock,
+            self.state,
+            self.driver,
+            consensus=lambda: self.consensus,
+            leader_address=self.leader_grpc,
+        )
         self.driver_thread: DriverThread | None = None
         self._server: grpc.aio.Server | None = None
         self.hub: ExecutorHub | None = None
@@ -98,7 +117,7 @@ class Node:
         # (see _flush_loop) so collections only scan young objects. Refcounting still frees
         # everything non-cyclic, which is all our state.
         gc.freeze()
-        self.driver_thread = DriverThread(self.driver, self.clock, self._propose)
+        self.driver_thread = DriverThread(self.driver, self.clock, self.propose)
         self.driver_thread.on_commit_lateness = self.lateness.record_many
         self.driver_thread.start()
         self._flusher.start()
@@ -193,11 +212,14 @@ class Node:
 
     # -- wiring ----------------------------------------------------------------------------------
 
-    def _propose(
-        self, data: bytes, callback: ProposeCallback, on_commit: Callable[[], None] | None = None
-    ) -> None:
-        assert self.consensus is not None
-        self.consensus.propose(data, callback, on_commit)
+    def propose(self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None) -> None:
+        """Propose to this node's consensus layer (see :class:`raftsched.abc.ConsensusNode`);
+        before :meth:`start` the proposal fails as ``unavailable``."""
+        consensus = self.consensus
+        if consensus is None:
+            callback(None, ProposeError("unavailable", f"{self.node_id} has not joined the cluster yet"))
+            return
+        consensus.propose(data, callback, on_commit)
 
     def _effects(self, effects: tuple[Effect, ...]) -> None:
         if self.driver.leading:
@@ -242,11 +264,9 @@ class Node:
         return node.id if node else None
 
     def leader_grpc(self) -> str | None:
-        if self.consensus is None:
-            return None
-        addr = self.consensus.leader_addr()
-        node = self.config.peer_by_raft(self.node_id, addr) if addr else None
-        return node.grpc if node else None
+        """The gRPC address of the leader this node follows (None while unknown)."""
+        leader_id = self.consensus.leader_id() if self.consensus is not None else None
+        return self.config.node(leader_id).grpc if leader_id else None
 
     # -- status ----------------------------------------------------------------------------------
 
@@ -254,25 +274,24 @@ class Node:
         self, lateness_since_ms: int = 0, include_digest: bool = False, chain_at_index: int = 0
     ) -> pb.NodeStatusReply:
         c = self.consensus
-        status = c.status() if c is not None else {}
-        role = {0: "follower", 1: "candidate", 2: "leader"}.get(int(status.get("state", 0)), "follower")
+        raft = c.status() if c is not None else RaftStatus()
         leader_id = c.leader_id() if c is not None else None
         with self.state.lock:
             reply = pb.NodeStatusReply(
                 node_id=self.node_id,
                 raft=self.me.raft,
                 grpc=self.me.grpc,
-                role=role,
+                role=raft.role,
                 leader_id=leader_id or "",
                 leader_grpc=self.leader_grpc() or "",
-                term=int(status.get("raft_term", 0)),
-                commit_index=int(status.get("commit_idx", 0)),
+                term=raft.term,
+                commit_index=raft.commit_index,
                 applied_index=self.replica.last_applied,
                 tasks=len(self.state.tasks),
                 active_runs=len(self.state.active),
                 max_leader_now_ms=self.state.max_now_ms,
                 max_epoch=self.state.max_epoch,
-                log_len=int(status.get("log_len", 0)),
+                log_len=raft.log_len,
                 fires_committed=self.lateness.total,
                 rss_bytes=rss_bytes(),
                 chain=self.state.chain.hex(),
@@ -291,13 +310,11 @@ class Node:
 
     def cluster_status(self) -> pb.ClusterStatusReply:
         out = pb.ClusterStatusReply(self=self.node_status())
-        status = self.consensus.status() if self.consensus is not None else {}
+        raft = self.consensus.status() if self.consensus is not None else RaftStatus()
         peers = [n for n in self.config.nodes if n.id != self.node_id]
         for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
+            link = raft.peer(known_as)
             out.peers.add(
-                node_id=node.id,
-                raft=node.raft,
-                connected=status.get(f"partner_node_status_server_{known_as}", 0) == 2,
-                match_index=int(status.get(f"match_idx_server_{known_as}", -1)),
+                node_id=node.id, raft=node.raft, connected=link.connected, match_index=link.match_index
             )
         return out

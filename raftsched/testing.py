@@ -25,6 +25,7 @@ from raftsched.fsm.state import BarrierCommitted, Effect, Retention, SchedulerSt
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
+from raftsched.leader.gate import leader_time
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.memory import MemoryStore
@@ -311,8 +312,8 @@ class SimHarness:
         node = self.nodes[node_id]
         fn = getattr(writes, build)
         key = f"sim-{next(self._keys)}"
-        # Stamped as rpc/admin.py does: never below the committed leader time, whatever the clock.
-        now_ms = max(self.now(node_id), node.state.max_now_ms)
+        # Stamped as the leader gate does: never below the committed leader time, whatever the clock.
+        now_ms = leader_time(self.now(node_id), node.state.max_now_ms)
         epoch = node.driver.epoch or self.cluster.term
         stamp = {"now_ms": now_ms, "epoch": epoch, "origin": node_id, "key": key}
         if build in ("update_task", "set_enabled") or next(iter(inspect.signature(fn).parameters)) == "state":

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from raftsched.abc import ProposeCallback, ProposeError
+from raftsched.abc import CommitHook, PeerStatus, ProposeCallback, ProposeError, RaftStatus
 
 ApplyFn = Callable[[int, bytes], bytes | None]
 
@@ -29,10 +29,13 @@ class _Pending:
     origin: str
     data: bytes
     callback: ProposeCallback
+    on_commit: CommitHook | None = None
 
 
 @dataclass
 class SimNode:
+    """One node of a :class:`SimCluster`: a :class:`raftsched.abc.ConsensusNode`."""
+
     node_id: str
     cluster: SimCluster
     apply_fn: ApplyFn | None = None
@@ -43,8 +46,8 @@ class SimNode:
     up: bool = True
     waiting: dict[int, ProposeCallback] = field(default_factory=dict)
 
-    def propose(self, data: bytes, callback: ProposeCallback) -> None:
-        self.cluster._propose(self, data, callback)
+    def propose(self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None) -> None:
+        self.cluster.submit(self, data, callback, on_commit)
 
     def is_leader(self) -> bool:
         return self.believes_leader
@@ -54,6 +57,29 @@ class SimNode:
 
     def leader_id(self) -> str | None:
         return self.cluster.leader
+
+    def status(self) -> RaftStatus:
+        cluster = self.cluster
+        connected = cluster.connected(self.node_id)
+        return RaftStatus(
+            role="leader" if self.believes_leader else "follower",
+            term=self.term,
+            commit_index=len(cluster.log) if connected else self.applied,
+            log_len=len(cluster.log),
+            peers=tuple(
+                PeerStatus(
+                    address=other.node_id,
+                    connected=connected and cluster.connected(other.node_id),
+                    match_index=other.applied if self.believes_leader else -1,
+                )
+                for other in cluster.nodes.values()
+                if other is not self
+            ),
+        )
+
+    def destroy(self) -> None:
+        """Leave the cluster: as a crash, pending proposals fail and nothing more is applied."""
+        self.cluster.crash(self.node_id)
 
 
 class SimCluster:
@@ -131,13 +157,16 @@ class SimCluster:
 
     # -- the log ---------------------------------------------------------------------------------
 
-    def _propose(self, node: SimNode, data: bytes, callback: ProposeCallback) -> None:
+    def submit(
+        self, node: SimNode, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None
+    ) -> None:
+        """``node.propose``: queue ``data`` for the next :meth:`deliver` (or fail at once)."""
         if not node.up:
             callback(None, ProposeError("unavailable", "node is down"))
         elif not self.connected(node.node_id) or self.leader is None:
             callback(None, ProposeError("unavailable", "no leader reachable"))
         else:
-            self.pending.append(_Pending(node.node_id, data, callback))
+            self.pending.append(_Pending(node.node_id, data, callback, on_commit))
 
     def _fail_pending(self, why: str) -> None:
         pending, self.pending = self.pending, []
@@ -154,6 +183,8 @@ class SimCluster:
                 origin = self.nodes[p.origin]
                 origin.waiting[len(self.log)] = p.callback
                 committed += 1
+                if p.on_commit is not None:
+                    p.on_commit()
         for node in self.nodes.values():
             if self.connected(node.node_id):
                 self._catch_up(node)

@@ -1,6 +1,6 @@
 """The consensus adapter: the only module in raftsched that imports pysyncobj.
 
-Decisions forced by pysyncobj (see LIBRARY-NOTES.md §1 and DESIGN.md §11):
+Decisions forced by pysyncobj (docs/architecture.md, "Facts about the libraries"):
 
 * ONE replicated entry point, ``_raftsched_apply(data: bytes)``; ``data`` is our protobuf command.
   pysyncobj numbers replicated methods by sorted name, so a single stable name can never break a
@@ -34,14 +34,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
 
-from raftsched.abc import Leadership, ProposeCallback, ProposeError
+from raftsched.abc import ROLES, CommitHook, Leadership, PeerStatus, ProposeCallback, ProposeError, RaftStatus
 from raftsched.config import RaftTuning
 from raftsched.consensus.applier import Applier
 
@@ -58,7 +58,8 @@ _FAIL_CODES = {
 }
 
 _SNAPSHOT_MAGIC = b"RSNAP1\n"
-_RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
+_RAFT_STATES = dict(enumerate(ROLES))  # pysyncobj's _RAFT_STATE values
+_CONNECTED = 2  # getStatus()'s partner_node_status_server_<addr> value for a live connection
 
 
 class _Raft(SyncObj):  # type: ignore[misc]
@@ -82,9 +83,22 @@ class _Raft(SyncObj):  # type: ignore[misc]
                 message = {**message, "commit_index": own}  # see the module docstring
         super()._SyncObj__onMessageReceived(node, message)
 
+    # Plain (not replicated) methods: the adapter's way to pysyncobj's underscore-named API.
+
+    def propose_entry(self, data: bytes, callback: Callable[[object, int], None]) -> None:
+        """Append ``data`` through the one replicated entry point; ``callback(result, error)``."""
+        self._raftsched_apply(data, callback=callback)
+
+    def leads(self) -> bool:
+        return bool(self._isLeader())
+
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else str(leader.address)
+
     @replicated  # type: ignore[untyped-decorator]
     def _raftsched_apply(self, data: bytes) -> int:
-        # raftLastApplied + 1 is the index of the entry being applied (verified in LIBRARY-NOTES).
+        # raftLastApplied + 1 is the index of the entry being applied (docs/architecture.md §10).
         # The entry is applied on the applier thread; the proposer gets its result through
         # Applier.on_result(index). Returning the index is all the tick thread does.
         index = int(self.raftLastApplied) + 1
@@ -131,6 +145,7 @@ class PySyncObjNode:
             )
         self.node_id = node_id
         self.self_addr = self_addr
+        self._peers = tuple(peers)
         self._on_leadership = on_leadership
         self._write_snapshot = write_snapshot
         self._load_snapshot = load_snapshot
@@ -175,9 +190,7 @@ class PySyncObjNode:
 
     # -- ConsensusNode ---------------------------------------------------------------------------
 
-    def propose(
-        self, data: bytes, callback: ProposeCallback, on_commit: Callable[[], None] | None = None
-    ) -> None:
+    def propose(self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None) -> None:
         """Propose ``data``. ``on_commit`` (optional) runs on the tick thread the moment the entry
         is committed, before it is applied; ``callback`` gets the apply result afterwards."""
 
@@ -196,26 +209,26 @@ class PySyncObjNode:
                 callback(None, ProposeError(code, f"raft: {FAIL_REASON_NAMES.get(err, err)}"))
 
         try:
-            self._raft._raftsched_apply(data, callback=done)
+            self._raft.propose_entry(data, done)
         except Exception as exc:  # e.g. the SyncObj is being destroyed
             callback(None, ProposeError("unavailable", f"raft: {exc}"))
 
     def is_leader(self) -> bool:
-        return bool(self._raft._isLeader())
+        return self._raft.leads()
 
     def epoch(self) -> int:
         return int(self._raft.raftCurrentTerm)
 
     def leader_addr(self) -> str | None:
-        leader = self._raft._getLeader()
-        return None if leader is None else str(leader.address)
+        return self._raft.leader_address()
 
     def leader_id(self) -> str | None:
         addr = self.leader_addr()
         return None if addr is None else self._addr_to_id(addr)
 
-    def status(self) -> dict[str, Any]:
-        return dict(self._raft.getStatus())
+    def status(self) -> RaftStatus:
+        """pysyncobj's ``getStatus()`` decoded; its raw keys never leave this module."""
+        return decode_status(self._raft.getStatus(), self._peers)
 
     def commit_index(self) -> int:
         return int(self._raft.raftCommitIndex)
@@ -385,6 +398,29 @@ class PySyncObjNode:
                 (time.monotonic() - started) * 1000,
             )
         return last, prev, cluster
+
+
+def decode_status(raw: Mapping[str, Any], peers: Sequence[str]) -> RaftStatus:
+    """Decode a pysyncobj ``getStatus()`` dict for a node configured with ``peers`` (addresses).
+
+    pysyncobj names a peer by its address in keys ``partner_node_status_server_<addr>`` (2 when
+    connected) and, on the leader only, ``match_idx_server_<addr>``; a missing key reads as
+    disconnected and match index -1. An unknown role number reads as follower.
+    """
+    return RaftStatus(
+        role=_RAFT_STATES.get(int(raw.get("state", 0)), "follower"),
+        term=int(raw.get("raft_term", 0)),
+        commit_index=int(raw.get("commit_idx", 0)),
+        log_len=int(raw.get("log_len", 0)),
+        peers=tuple(
+            PeerStatus(
+                address=addr,
+                connected=raw.get(f"partner_node_status_server_{addr}", 0) == _CONNECTED,
+                match_index=int(raw.get(f"match_idx_server_{addr}", -1)),
+            )
+            for addr in peers
+        ),
+    )
 
 
 FAIL_REASON_NAMES = {getattr(FAIL_REASON, n): n.lower() for n in dir(FAIL_REASON) if n.isupper()}

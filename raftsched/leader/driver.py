@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from raftsched import codec
-from raftsched.abc import Clock, ProposeError
+from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.state import BarrierCommitted, Effect, SchedulerState, TaskArmed
+from raftsched.leader.gate import leader_time
 from raftsched.timing.schedule import MisfireSettings, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
 from raftsched.v1 import log_pb2 as pb
@@ -135,8 +136,9 @@ class LeaderDriver:
     # -- the loop body ---------------------------------------------------------------------------
 
     def _now(self, clock_ms: int) -> int:
-        """Never earlier than any leader time already committed or used by us (invariant 3)."""
-        self.last_now_ms = max(self.last_now_ms, clock_ms, self.state.max_now_ms)
+        """Leader time, and never earlier than a time this driver stamped before (not committed
+        yet, so the state machine does not know it)."""
+        self.last_now_ms = leader_time(max(self.last_now_ms, clock_ms), self.state.max_now_ms)
         return self.last_now_ms
 
     def poll(self, clock_ms: int, max_fires: int = 0) -> list[Proposal]:
@@ -155,7 +157,7 @@ class LeaderDriver:
         now = self._now(clock_ms)
         due = self._due
         due.extend(name for name, _ in self.wheel.advance(now))
-        batches = _BatchBuilder(self, now)
+        batches = BatchBuilder(self, now)
         wheel, in_flight, state = self.wheel, self.in_flight, self.state
         grace = self.misfire.grace_ms
         fires = 0
@@ -201,7 +203,7 @@ class LeaderDriver:
         return self.wheel.next_due_ms()
 
 
-class _BatchBuilder:
+class BatchBuilder:
     """FireBatch commands built in place, split to stay within ``MAX_ENTRY_BYTES`` and
     ``max_fires_per_batch`` (building inside the command saves constructing, sizing and copying
     one message per task, the bulk of the leader's planning cost)."""
@@ -272,9 +274,8 @@ class _BatchBuilder:
         return self.out
 
 
-ProposeFn = Callable[
-    [bytes, Callable[[bytes | None, ProposeError | None], None], Callable[[], None] | None], None
-]
+# ConsensusNode.propose (see raftsched.abc), or a node's wrapper of it.
+ProposeFn = Callable[[bytes, ProposeCallback, CommitHook | None], None]
 
 
 class DriverThread:

@@ -13,22 +13,18 @@ import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 import grpc
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec
+from raftsched.errors import InvalidSpec, NotFound, RaftschedError
 from raftsched.fsm.state import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
-from raftsched.rpc.admin import _Abort, _guard, propose_and_wait
+from raftsched.rpc.plumbing import NodeServices, abort, propose_and_wait, rpc
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
-
-if TYPE_CHECKING:
-    from raftsched.node import Node
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +36,7 @@ _CLOSE = pb.WorkItem()  # sentinel: end the stream (leadership lost)
 class ExecutorHub:
     """Owns the dispatcher and the open dispatch streams; proposes what the dispatcher decides."""
 
-    def __init__(self, node: Node, settings: DispatchSettings | None = None) -> None:
+    def __init__(self, node: NodeServices, settings: DispatchSettings | None = None) -> None:
         self.node = node
         # Jitter randomness enters here, at the edge; what it decides is written into the log.
         self.dispatcher = Dispatcher(node.state, settings or DispatchSettings(), random.Random())
@@ -72,23 +68,22 @@ class ExecutorHub:
 
     # -- on the loop -----------------------------------------------------------------------------
 
-    def _now(self) -> int:
-        return max(self.node.clock.now_ms(), self.node.state.max_now_ms)
+    def now_ms(self) -> int:
+        """Leader time, as every command the hub proposes is stamped."""
+        return self.node.gate.now_ms()
 
     def _on_effects(self, effects: tuple[Effect, ...]) -> None:
         d = self.dispatcher
         for eff in effects:
-            driver = self.node.driver
             if (
                 isinstance(eff, BarrierCommitted)
                 and eff.node_id == self.node.node_id
-                and driver.leading
-                and driver.epoch == eff.epoch
+                and self.node.gate.driver_leads(eff.epoch)
             ):
                 # Our barrier of the term we lead now (not one replayed from an old term at
                 # restart: a follower once started dispatching from its own old barrier).
                 # Our barrier applied: every older leader's entry is applied too. Take over.
-                d.become_leader(eff.epoch, self._now())
+                d.become_leader(eff.epoch, self.now_ms())
                 log.info(
                     "dispatcher on %s leads epoch %d: %d waiting, %d leased",
                     self.node.node_id,
@@ -96,7 +91,7 @@ class ExecutorHub:
                     len(d.waiting),
                     len(d.leases),
                 )
-        d.on_effects(effects, self._now())
+        d.on_effects(effects, self.now_ms())
         self._flush_outbox()
         if not self._kicked and any(isinstance(e, AttemptReady) for e in effects):
             # Place new attempts now rather than at the next timer tick (up to TICK_S later).
@@ -128,12 +123,11 @@ class ExecutorHub:
         d = self.dispatcher
         if not d.leading:
             return
-        for data in d.poll(self._now()):
+        for data in d.poll(self.now_ms()):
             self._propose(data)
         self._flush_outbox()
 
     def _propose(self, data: bytes) -> None:
-        assert self.node.consensus is not None
         cmd = codec.decode_command(data)
         is_assign = cmd.WhichOneof("body") == "assign_attempts"
         loop = self.loop
@@ -147,7 +141,7 @@ class ExecutorHub:
                 # turn into a lease can be placed again.
                 loop.call_soon_threadsafe(self.dispatcher.release, data)
 
-        self.node.consensus.propose(data, done)
+        self.node.propose(data, done)
 
     def _flush_outbox(self) -> None:
         for executor, item in self.dispatcher.take_outbox():
@@ -159,46 +153,40 @@ class ExecutorHub:
             # lease expires and the attempt is retried elsewhere.
 
     def require_leader(self) -> None:
-        consensus = getattr(self.node, "consensus", None)
-        if (
-            self.dispatcher.leading
-            and consensus is not None
-            and (not consensus.is_leader() or consensus.epoch() != self.dispatcher.epoch)
-        ):
-            # Raft already moved on; the loop has not processed the change yet. Say so, rather
-            # than serve an executor in an epoch that is over.
-            raise _Abort("unavailable", f"{self.node.node_id} is changing leadership; retry shortly")
-        if not self.dispatcher.leading:
-            leader = self.node.leader_grpc() or ""
-            raise _Abort(
-                "not_leader",
-                f"{self.node.node_id} is not the leader" + (f"; the leader is at {leader}" if leader else ""),
-                leader,
-            )
+        """Serve an executor only while the dispatcher leads the epoch Raft is in.
+
+        Raises :class:`raftsched.errors.Unavailable` while a leadership change is on its way to
+        the loop (rather than serve an executor in an epoch that is over), and
+        :class:`raftsched.errors.NotLeader` with the leader's address on a follower.
+        """
+        self.node.gate.require_epoch(self.dispatcher.leading, self.dispatcher.epoch)
+
+    def leader_command(self) -> logpb.Command:
+        """An empty command stamped as this leader's dispatcher stamps (its epoch, leader time).
+        Raises as :meth:`require_leader`."""
+        self.require_leader()
+        return logpb.Command(epoch=self.dispatcher.epoch, now_ms=self.now_ms(), origin=self.node.node_id)
 
 
 class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     def __init__(self, hub: ExecutorHub) -> None:
         self.hub = hub
 
+    @rpc
     async def Register(
         self, request: pb.RegisterRequest, context: grpc.aio.ServicerContext
     ) -> pb.RegisterReply:
-        async def body() -> pb.RegisterReply:
-            validate_name(request.name, "executor.name")
-            if not 1 <= request.slots <= 10_000:
-                raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
-            self.hub.require_leader()
-            d = self.hub.dispatcher
-            cmd = logpb.Command(epoch=d.epoch, now_ms=self.hub._now(), origin=self.hub.node.node_id)
-            cmd.executor_join.name = request.name
-            cmd.executor_join.slots = request.slots
-            cmd.executor_join.labels.update(request.labels)
-            await propose_and_wait(self.hub.node, codec.encode_command(cmd))
-            s = d.settings
-            return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
-
-        return await _guard(context, body)
+        validate_name(request.name, "executor.name")
+        if not 1 <= request.slots <= 10_000:
+            raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
+        cmd = self.hub.leader_command()
+        cmd.executor_join.name = request.name
+        cmd.executor_join.slots = request.slots
+        cmd.executor_join.labels.update(request.labels)
+        await propose_and_wait(self.hub.node, codec.encode_command(cmd))
+        d = self.hub.dispatcher
+        s = d.settings
+        return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
 
     async def Dispatch(
         self, request: pb.DispatchRequest, context: grpc.aio.ServicerContext
@@ -222,23 +210,19 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         try:
             hub.require_leader()
             if request.name not in hub.dispatcher.ring:
-                raise _Abort("not_found", f"executor {request.name!r} is not registered; call Register first")
-        except _Abort as exc:
-            context.set_trailing_metadata((("raftsched-code", exc.code), ("raftsched-leader", exc.leader)))
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION
-                if exc.code == "not_leader"
-                else grpc.StatusCode.NOT_FOUND,
-                exc.message,
-            )
-            return
+                raise NotFound(f"executor {request.name!r} is not registered; call Register first")
+        except RaftschedError as exc:
+            # A stream refuses with one of two statuses only, as executors have always seen it.
+            not_leader = exc.code == "not_leader"
+            status = grpc.StatusCode.FAILED_PRECONDITION if not_leader else grpc.StatusCode.NOT_FOUND
+            await abort(context, exc, status)
         queue: asyncio.Queue[pb.WorkItem] = asyncio.Queue()
         old = hub.streams.get(request.name)
         if old is not None:
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
         try:
-            resent = hub.dispatcher.resend_to(request.name, hub._now())
+            resent = hub.dispatcher.resend_to(request.name, hub.now_ms())
             for start in range(0, len(resent), MAX_BATCH):
                 yield resent[start : start + MAX_BATCH]
             while True:
@@ -257,46 +241,38 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
 
+    @rpc
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
-        async def body() -> pb.HeartbeatReply:
-            self.hub.require_leader()
-            d = self.hub.dispatcher
-            ok = d.heartbeat(request.name, request.running, self.hub._now())
-            return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
+        self.hub.require_leader()
+        d = self.hub.dispatcher
+        ok = d.heartbeat(request.name, request.running, self.hub.now_ms())
+        return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
 
-        return await _guard(context, body)
-
+    @rpc
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
-        async def body() -> pb.ReportReply:
-            self.hub.require_leader()
-            data = self.hub.dispatcher.results(request.name, request.results, self.hub._now())
-            if data is not None:
-                outcome = await propose_and_wait(self.hub.node, data)
-                if outcome.refused:
-                    log.info(
-                        "%s: %d of %d results from %s refused as stale (attempt superseded, run finished, "
-                        "or not assigned to it)",
-                        self.hub.node.node_id,
-                        outcome.refused,
-                        len(request.results),
-                        request.name,
-                    )
-            # Committed (applied or refused as stale): either way the executor may forget them.
-            return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
+        self.hub.require_leader()
+        data = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
+        if data is not None:
+            outcome = await propose_and_wait(self.hub.node, data)
+            if outcome.refused:
+                log.info(
+                    "%s: %d of %d results from %s refused as stale (attempt superseded, run finished, "
+                    "or not assigned to it)",
+                    self.hub.node.node_id,
+                    outcome.refused,
+                    len(request.results),
+                    request.name,
+                )
+        # Committed (applied or refused as stale): either way the executor may forget them.
+        return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
 
-        return await _guard(context, body)
-
+    @rpc
     async def Leave(self, request: pb.LeaveRequest, context: grpc.aio.ServicerContext) -> pb.LeaveReply:
-        async def body() -> pb.LeaveReply:
-            self.hub.require_leader()
-            d = self.hub.dispatcher
-            cmd = logpb.Command(epoch=d.epoch, now_ms=self.hub._now(), origin=self.hub.node.node_id)
-            cmd.executor_leave.name = request.name
-            cmd.executor_leave.reason = "left"
-            cmd.executor_leave.retry_at_ms = self.hub._now()
-            await propose_and_wait(self.hub.node, codec.encode_command(cmd))
-            return pb.LeaveReply()
-
-        return await _guard(context, body)
+        cmd = self.hub.leader_command()
+        cmd.executor_leave.name = request.name
+        cmd.executor_leave.reason = "left"
+        cmd.executor_leave.retry_at_ms = self.hub.now_ms()
+        await propose_and_wait(self.hub.node, codec.encode_command(cmd))
+        return pb.LeaveReply()

@@ -13,6 +13,7 @@ from pysyncobj import SyncObjConf
 from raftsched.consensus.pysyncobj_node import _Raft
 from raftsched.fsm.state import BarrierCommitted, SchedulerState
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.gate import LeaderGate
 from raftsched.localcluster import free_ports
 from raftsched.model import TaskSpec
 from raftsched.rpc.executor_service import ExecutorHub
@@ -66,13 +67,10 @@ def test_a_follower_replaying_its_own_old_barrier_does_not_start_dispatching() -
     Register (the executor saw "write not committed: raft: leader_changed")."""
     state = fresh()
     assert create(state, TaskSpec("t", EVERY_SECOND)).ok
-    follower = SimpleNamespace(
-        node_id="n3",
-        state=state,
-        clock=ManualClock(T0),
-        driver=SimpleNamespace(leading=False, epoch=0),  # what the node knows of its role
-    )
-    hub = ExecutorHub(follower, DispatchSettings(lease_ms=LEASE_MS))  # type: ignore[arg-type]
+    driver = SimpleNamespace(leading=False, ready=False, epoch=0)  # what the node knows of its role
+    gate = LeaderGate("n3", ManualClock(T0), state, driver, lambda: None, lambda: None)
+    follower = SimpleNamespace(node_id="n3", state=state, gate=gate)
+    hub = ExecutorHub(follower, DispatchSettings(lease_ms=LEASE_MS))
     hub._on_effects((BarrierCommitted("n3", 5),))  # replayed from the log, the node is a follower
     assert not hub.dispatcher.leading
 

@@ -1,6 +1,6 @@
 """A leader paused (SIGSTOP) past the election timeout is replaced; when it resumes it still
 believes it leads for a moment, and nothing it stamps in that moment may commit: the epoch fences
-it (DESIGN.md §3 invariant 2, §4)."""
+it (docs/architecture.md §3, invariants 2 and 4)."""
 
 from __future__ import annotations
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.driver import MAX_ENTRY_BYTES, LeaderDriver, Proposal, _BatchBuilder
+from raftsched.leader.driver import MAX_ENTRY_BYTES, BatchBuilder, LeaderDriver, Proposal
 from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import plan_fires, single_fire
@@ -43,6 +45,11 @@ def reference(driver: LeaderDriver, names: list[str], now: int) -> list[pb.TaskF
     return out
 
 
+def due_at(driver: LeaderDriver, now: int) -> list[str]:
+    """The tasks ``driver.poll(now)`` will find due, in its order (a copy of the wheel advances)."""
+    return [n for n, _ in copy.deepcopy(driver.wheel).advance(now)]
+
+
 def decoded(proposals: list[Proposal]) -> list[pb.Command]:
     return [codec.decode_command(p.data) for p in proposals]
 
@@ -57,9 +64,8 @@ def test_in_place_batches_equal_plan_fires_for_on_time_and_missed_fires() -> Non
     # Created 60 s before "now": every task has missed fires (coalesced records, general path)...
     driver = leader_with(specs, T0 - 60_000)
     now = T0 + 7
-    names = [n for n, _ in driver.wheel.advance(now)]
+    names = due_at(driver, now)
     expected = reference(driver, names, now)
-    driver._due.extend(names)
     proposals = driver.poll(now)
     got = [tf for cmd in decoded(proposals) for tf in cmd.fire_batch.tasks]
     assert [tf.SerializeToString(deterministic=True) for tf in got] == [
@@ -71,10 +77,9 @@ def test_in_place_batches_equal_plan_fires_for_on_time_and_missed_fires() -> Non
         driver.on_effects(driver.state.apply(p.data).effects)
         driver.on_proposal_committed(p)
     now += 1000
-    names = [n for n, _ in driver.wheel.advance(now)]
+    names = due_at(driver, now)
     assert len(names) >= 50
     expected = reference(driver, names, now)
-    driver._due.extend(names)
     got = [tf for cmd in decoded(driver.poll(now)) for tf in cmd.fire_batch.tasks]
     assert [tf.SerializeToString(deterministic=True) for tf in got] == [
         tf.SerializeToString(deterministic=True) for tf in expected
@@ -105,7 +110,7 @@ def test_on_time_single_fires_are_byte_identical_to_single_fire() -> None:
 @pytest.mark.parametrize("following", [0, T0 + 1000])
 def test_in_place_size_is_exactly_bytesize_plus_four(name_len: int, version: int, following: int) -> None:
     driver = leader_with([], T0)
-    builder = _BatchBuilder(driver, T0 + 5)
+    builder = BatchBuilder(driver, T0 + 5)
     name = "a" * name_len
     builder.add_single(name, version, T0, following)
     assert builder.size == single_fire(name, version, T0, T0 + 5, following).ByteSize() + 4

@@ -1,0 +1,138 @@
+"""The leader gate: whether this node may stamp leader commands now, and the stamp itself.
+
+Every command a leader proposes carries ``now_ms`` (leader time) and ``epoch`` (its Raft term);
+the state machine refuses an epoch older than the newest it applied, and never lets leader time
+go back. This module is the one place that computes both for the node's edge (client writes,
+executor RPCs) and the one rule for leader time that the leader driver shares.
+
+A node may stamp client writes when it is *leading and ready*: Raft says it leads, its leader
+driver leads the same term, and the driver's barrier for that term is applied (every older
+leader's entry is applied, so reads of the state are current and the epoch fences the rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from raftsched.abc import Clock, ConsensusNode
+from raftsched.errors import NotLeader, Unavailable
+
+
+def leader_time(clock_ms: int, committed_ms: int) -> int:
+    """Leader time: the clock, but never earlier than leader time already committed.
+
+    ``committed_ms`` is the newest ``now_ms`` the state machine applied; a new leader whose clock
+    runs behind the old one's therefore stamps no earlier than what the cluster has seen.
+    """
+    return clock_ms if clock_ms > committed_ms else committed_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What a leader writes into a command it proposes."""
+
+    now_ms: int
+    epoch: int
+    origin: str  # the proposing node's id
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The stamp as the keyword arguments of :mod:`raftsched.leader.writes` builders."""
+        return {"now_ms": self.now_ms, "epoch": self.epoch, "origin": self.origin}
+
+
+class CommittedTime(Protocol):
+    """The state machine's view of leader time (``SchedulerState``)."""
+
+    @property
+    def max_now_ms(self) -> int: ...
+
+
+class DriverRole(Protocol):
+    """The leader driver's view of its own leadership (``LeaderDriver``)."""
+
+    @property
+    def leading(self) -> bool: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+
+class LeaderGate:
+    """Answers "leading and ready" and stamps ``now`` and ``epoch``, for one node.
+
+    ``consensus`` returns the node's consensus layer (None until it is started);
+    ``leader_address`` the leader's client address for a redirect hint (None while unknown).
+    Thread-safe as far as its sources are: it only reads them.
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        clock: Clock,
+        committed: CommittedTime,
+        driver: DriverRole,
+        consensus: Callable[[], ConsensusNode | None],
+        leader_address: Callable[[], str | None],
+    ) -> None:
+        self.node_id = node_id
+        self._clock = clock
+        self._committed = committed
+        self._driver = driver
+        self._consensus = consensus
+        self._leader_address = leader_address
+
+    def now_ms(self) -> int:
+        """Leader time now (see :func:`leader_time`)."""
+        return leader_time(self._clock.now_ms(), self._committed.max_now_ms)
+
+    def leading_and_ready(self) -> bool:
+        """Raft says this node leads, and its driver leads that same term with its barrier applied."""
+        c = self._consensus()
+        d = self._driver
+        return c is not None and c.is_leader() and d.leading and d.ready and d.epoch == c.epoch()
+
+    def driver_leads(self, epoch: int) -> bool:
+        """The leader driver leads ``epoch`` (whether or not its barrier is applied yet)."""
+        return self._driver.leading and self._driver.epoch == epoch
+
+    def stamp(self) -> Stamp:
+        """The stamp for a client write, if this node is leading and ready.
+
+        Raises :class:`NotLeader` (with the leader's address when known) if Raft or the driver
+        says another node leads or the barrier is not applied yet, and :class:`Unavailable` if
+        Raft moved to a new term the driver has not caught up with: a stamp now would carry a
+        stale epoch. Either way nothing was proposed; the caller may retry.
+        """
+        c = self._consensus()
+        d = self._driver
+        if not (c is not None and c.is_leader() and d.leading and d.ready):
+            raise self._not_leader()
+        if d.epoch != c.epoch():
+            raise self._changing()
+        return Stamp(self.now_ms(), d.epoch, self.node_id)
+
+    def require_epoch(self, leading: bool, epoch: int) -> None:
+        """Check a component that follows leadership on its own (the dispatcher, which takes over
+        when its barrier is applied on the event loop) against Raft.
+
+        Raises :class:`Unavailable` if the component still leads ``epoch`` but Raft has moved on
+        (the change is on its way to it), :class:`NotLeader` if the component does not lead.
+        """
+        c = self._consensus()
+        if leading and (c is None or not c.is_leader() or c.epoch() != epoch):
+            raise self._changing()
+        if not leading:
+            raise self._not_leader()
+
+    def _not_leader(self) -> NotLeader:
+        leader = self._leader_address() or ""
+        where = f"; the leader is at {leader}" if leader else "; no leader is elected yet, retry shortly"
+        return NotLeader(f"{self.node_id} is not the leader{where}", leader or None)
+
+    def _changing(self) -> Unavailable:
+        return Unavailable(f"{self.node_id} is changing leadership; retry shortly")

@@ -29,6 +29,7 @@ from raftsched.abc import (
 )
 from raftsched.config import ClusterConfig
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
+from raftsched.errors import CannotStart
 from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
@@ -153,6 +154,8 @@ class Node:
             options=[
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+                # Without this a second node on the same port binds too and shares the traffic.
+                ("grpc.so_reuseport", 0),
             ]
         )
         pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
@@ -174,9 +177,12 @@ class Node:
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-        bound = server.add_insecure_port(self.me.grpc_listen)
+        try:
+            bound = server.add_insecure_port(self.me.grpc_listen)
+        except RuntimeError:  # grpc's "Failed to bind to address"
+            bound = 0
         if not bound:
-            raise OSError(f"cannot bind gRPC on {self.me.grpc_listen}")
+            raise CannotStart(f"cannot listen on the gRPC address {self.me.grpc_listen}: the port is in use")
         await server.start()
         self._server = server
         log.info(

@@ -6,12 +6,18 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from raftsched import __version__
 from raftsched.cli.cluster import CLUSTER_ENV
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
-from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
-from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.cli.process import (
+    add_log_level_option,
+    configure_logging,
+    lock_data_dir,
+    stop_on_signals,
+)
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec
 
 __all__ = ["executor_main"]
 
@@ -47,18 +53,24 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         if not targets:
             raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
-        from raftsched.executor.agent import Executor
+        # Held until the process exits: two executors on one execution log would each run and
+        # report the other's attempts as their own.
+        lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
+        try:
+            from raftsched.executor.agent import Executor
 
-        executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
+            executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
 
-        async def serve() -> None:
-            await executor.run(stop_on_signals())
+            async def serve() -> None:
+                await executor.run(stop_on_signals())
 
-        asyncio.run(serve())
+            asyncio.run(serve())
+        finally:
+            lock.release()
         return 0
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
     except ConfigError as exc:
         return fail(config_message(exc), 2, prog="raftsched-executor")
-    except InvalidSpec as exc:
+    except (InvalidSpec, CannotStart) as exc:
         return fail(str(exc), 2, prog="raftsched-executor")

@@ -15,7 +15,13 @@ from collections.abc import Sequence
 
 from raftsched import __version__
 from raftsched.cli.errors import ArgParser, UsageError, fail, run_guarded
-from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
+from raftsched.cli.process import (
+    add_log_level_option,
+    check_listen_address,
+    configure_logging,
+    lock_data_dir,
+    stop_on_signals,
+)
 from raftsched.errors import InvalidSpec
 
 __all__ = ["TEST_CLOCK_OFFSET_ENV", "node_main", "run_node"]
@@ -50,8 +56,17 @@ def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
 
     configure_logging(log_level)
     config = load_config(config_path)
-    node = Node(config, node_id, clock=SystemClock(_test_clock_offset_ms()))
-    node.start()
+    me = config.node(node_id)
+    offset_ms = _test_clock_offset_ms()
+    # Held until the process exits: a second process on this data dir would serve stale state.
+    lock = lock_data_dir(me.data_dir, f"node {node_id}")
+    check_listen_address(me.grpc_listen, "gRPC")
+    node = Node(config, node_id, clock=SystemClock(offset_ms))
+    try:
+        node.start()  # raises CannotStart if the Raft port is taken
+    except BaseException:
+        node.stop()
+        raise
 
     async def main() -> None:
         stop = stop_on_signals()
@@ -67,6 +82,7 @@ def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
         asyncio.run(main())
     finally:
         node.stop()
+        lock.release()
     return 0
 
 

@@ -7,6 +7,7 @@ The cluster commands run against one scripted in-process gRPC server.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,9 @@ import pytest
 from google.protobuf.message import Message
 
 from raftsched import __version__, cli
+from raftsched.cli.process import check_listen_address, lock_data_dir
 from raftsched.cli.render import enum_name, one_line, to_dict
+from raftsched.errors import CannotStart
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -306,3 +309,32 @@ def test_workflow_status_keeps_its_table_with_a_multi_line_reason(
     assert lines[header + 1].split() == ["extract", "failed", "1", "-", "exit", "2:", "[+1", "line]"]
     assert lines[header + 2] == ""
     assert lines[-1].endswith("failed   exit 2: [+1 line]")
+
+
+# -- the data dir lock and the listen check (the programs are tested in tests/integration) ----------
+
+
+def test_a_data_dir_is_locked_once(tmp_path: Any) -> None:
+    first = lock_data_dir(tmp_path / "d", "node n1")
+    try:
+        with pytest.raises(
+            CannotStart, match=r"in use by another process \(pid \d+\): stop it, or give node n2"
+        ):
+            lock_data_dir(tmp_path / "d", "node n2")
+    finally:
+        first.release()
+    lock_data_dir(tmp_path / "d", "node n2").release()  # free again once released
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CannotStart, match="cannot use data dir"):
+        lock_data_dir(tmp_path / "file" / "d", "node n1")
+
+
+def test_check_listen_address() -> None:
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{other.getsockname()[1]}"
+        other.listen()
+        with pytest.raises(CannotStart, match=f"^gRPC address {address} is already in use$"):
+            check_listen_address(address, "gRPC")
+    check_listen_address(address, "gRPC")
+    check_listen_address("no-such-host.invalid:1", "gRPC")  # left to the server's own bind

@@ -19,9 +19,11 @@ import pytest
 from google.protobuf.message import Message
 
 from raftsched import __version__, cli
+from raftsched.cli import node as node_cli
 from raftsched.cli.process import check_listen_address, lock_data_dir
 from raftsched.cli.render import enum_name, one_line, to_dict
-from raftsched.errors import CannotStart
+from raftsched.errors import CannotStart, ConfigError
+from raftsched.localcluster import write_config
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -338,3 +340,22 @@ def test_check_listen_address() -> None:
             check_listen_address(address, "gRPC")
     check_listen_address(address, "gRPC")
     check_listen_address("no-such-host.invalid:1", "gRPC")  # left to the server's own bind
+
+
+def test_node_data_dir_option(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, ...]] = []
+
+    def fake_run_node(*args: str) -> int:
+        calls.append(args)
+        return 0
+
+    monkeypatch.setattr(node_cli, "run_node", fake_run_node)
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "n1", "--data-dir", "demo-data/n1"]) == 0
+    assert calls == [("c.toml", "n1", "info", "demo-data/n1")]
+
+    config = write_config(tmp_path / "cluster.toml", 2)
+    moved = node_cli.with_data_dir(config, "n2", tmp_path / "elsewhere")
+    assert moved.node("n2").data_dir == tmp_path / "elsewhere"
+    assert moved.node("n1") == config.node("n1")
+    with pytest.raises(ConfigError, match="data_dir"):
+        node_cli.with_data_dir(config, "n2", config.node("n1").data_dir)

@@ -67,7 +67,7 @@ async def create_tasks(targets: list[str], n: int, concurrency: int = 200) -> fl
     sem = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> None:
-        spec = TaskSpec(f"bench-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW)
+        spec = TaskSpec(f"bench-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true")
         request = pb.AddTaskRequest(spec=codec.spec_to_pb(spec), idempotency_key=f"bench-{i}")
         async with sem:
             last = ""

@@ -52,7 +52,8 @@ def run(n: int, seconds: int, store_kind: str, base: Path) -> dict[str, object]:
         replica.apply_entry(index, data)
 
     specs = [
-        (TaskSpec(f"hot-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW), False) for i in range(n)
+        (TaskSpec(f"hot-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true"), False)
+        for i in range(n)
     ]
     commands, refused = writes.create_tasks(specs, now_ms=T0 - 2000, epoch=1, origin="n1", key="k")
     assert not refused

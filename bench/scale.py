@@ -70,7 +70,9 @@ def run_one(n: int, base: Path) -> dict[str, object]:
                     raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
             import_s = time.monotonic() - t0
             for i in range(20):
-                client.add_task(TaskSpec(f"tick-{i}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW))
+                client.add_task(
+                    TaskSpec(f"tick-{i}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true")
+                )
             wait_until(
                 lambda: all(cluster.status(nid, timeout=10).tasks >= n + 20 for nid in cluster.alive()),
                 600,

@@ -6,6 +6,8 @@ Decoding validates: a malformed message becomes :class:`raftsched.errors.Invalid
 
 from __future__ import annotations
 
+from typing import Any
+
 from raftsched.errors import InvalidSpec
 from raftsched.model import (
     CronTrigger,
@@ -18,6 +20,7 @@ from raftsched.model import (
     RunState,
     TaskSpec,
     Trigger,
+    unchecked,
 )
 from raftsched.v1 import log_pb2 as pb
 
@@ -66,14 +69,17 @@ def trigger_to_pb(trigger: Trigger, out: pb.Trigger) -> None:
             out.manual.SetInParent()
 
 
-def trigger_from_pb(msg: pb.Trigger) -> Trigger:
+def trigger_from_pb(msg: pb.Trigger, *, stored: bool = False) -> Trigger:
+    """Decode and validate a trigger (``stored``: one read back from the state, not re-validated)."""
     kind = msg.WhichOneof("kind")
     if kind == "cron":
-        return CronTrigger(msg.cron.expr, msg.cron.timezone or "UTC")
+        cron = {"expr": msg.cron.expr, "timezone": msg.cron.timezone or "UTC"}
+        return unchecked(CronTrigger, **cron) if stored else CronTrigger(**cron)
     if kind == "interval":
-        return IntervalTrigger(msg.interval.every_ms, msg.interval.start_ms)
+        interval = {"every_ms": msg.interval.every_ms, "start_ms": msg.interval.start_ms}
+        return unchecked(IntervalTrigger, **interval) if stored else IntervalTrigger(**interval)
     if kind == "once":
-        return OnceTrigger(msg.once.at_ms)
+        return unchecked(OnceTrigger, at_ms=msg.once.at_ms) if stored else OnceTrigger(msg.once.at_ms)
     return ManualTrigger()
 
 
@@ -108,23 +114,39 @@ def spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
     if overlap is None:
         raise InvalidSpec("overlap", f"unknown overlap policy value {msg.overlap}")
     return TaskSpec(
-        name=msg.name,
-        trigger=trigger_from_pb(msg.trigger),
-        command=msg.command,
-        handler=msg.handler,
-        shards=msg.shards or 1,
-        misfire=misfire,
-        misfire_all_cap=msg.misfire_all_cap,
-        misfire_all_window_ms=msg.misfire_all_window_ms,
-        overlap=overlap,
-        max_retries=msg.max_retries,
-        timeout_ms=msg.timeout_ms,
-        priority=msg.priority,
-        owner=msg.owner,
-        namespace=msg.namespace or "default",
-        params_json=msg.params_json,
-        description=msg.description,
+        trigger=trigger_from_pb(msg.trigger), misfire=misfire, overlap=overlap, **_spec_fields(msg)
     )
+
+
+def stored_spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
+    """Decode a spec read back from the replicated state, internal names included, *without*
+    validating it again (see :func:`raftsched.model.unchecked`): validation rules added after it
+    was accepted must not stop a node from loading its state."""
+    return unchecked(
+        TaskSpec,
+        trigger=trigger_from_pb(msg.trigger, stored=True),
+        misfire=MISFIRE_FROM_PB.get(msg.misfire, Misfire.LATEST),
+        overlap=OVERLAP_FROM_PB.get(msg.overlap, Overlap.SKIP),
+        **_spec_fields(msg),
+    )
+
+
+def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
+    return {
+        "name": msg.name,
+        "command": msg.command,
+        "handler": msg.handler,
+        "shards": msg.shards or 1,
+        "misfire_all_cap": msg.misfire_all_cap,
+        "misfire_all_window_ms": msg.misfire_all_window_ms,
+        "max_retries": msg.max_retries,
+        "timeout_ms": msg.timeout_ms,
+        "priority": msg.priority,
+        "owner": msg.owner,
+        "namespace": msg.namespace or "default",
+        "params_json": msg.params_json,
+        "description": msg.description,
+    }
 
 
 def encode_command(cmd: pb.Command) -> bytes:

@@ -6,15 +6,72 @@ caller and what to do about it.
 Inside the replicated state machine nothing is raised for bad input: ``apply`` returns a
 :class:`raftsched.fsm.state.Rejected` value with one of the ``code`` strings below, so every
 replica records the same outcome. The SDK turns a rejection back into the matching exception.
+
+Messages are bounded whatever the input: they travel as gRPC status messages (metadata, a few KiB
+at most) and into logs. A message quotes an offending value through :func:`quote` (at most
+:data:`QUOTE_CHARS` characters of it, then its length), lists at most :data:`MAX_PROBLEMS_SHOWN`
+problems and then how many more, and every message is cut at :data:`MAX_MESSAGE_CHARS` as a
+backstop for one that quotes input unbounded.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
+QUOTE_CHARS = 200
+"""How much of an offending value a message quotes."""
+MAX_PROBLEMS_SHOWN = 20
+"""How many problems an InvalidWorkflow or ConfigError message lists before "and K more"."""
+MAX_LINE_CHARS = 240
+"""How long one listed problem may be in a message."""
+MAX_MESSAGE_CHARS = 6_000
+"""The backstop: no error message is longer (a headline, 20 problems and the "more" line fit)."""
+_ELLIPSIS = "\u2026"
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` if it has at most ``limit`` characters, else as much of its head as fits in
+    ``limit`` together with "… (N characters)", its full length."""
+    if len(text) <= limit:
+        return text
+    suffix = f"{_ELLIPSIS} ({len(text):,} characters)"
+    return text[: max(0, limit - len(suffix))] + suffix
+
+
+def quote(value: object, limit: int = QUOTE_CHARS, *, double: bool = False) -> str:
+    """Quote an offending input value for a message, bounded: ``'aaaa…' (3,145,728 characters)``.
+
+    A string is quoted like :func:`repr` (``double``: as a JSON string, for messages that quote
+    names between double quotes); anything else is its ``repr``. At most ``limit`` characters of
+    the value are shown; a longer value is cut and followed by its length, so a message never
+    grows with its input. Control characters are escaped, never printed raw.
+    """
+    if not isinstance(value, str):
+        return clip(repr(value), limit)
+    head = value[:limit]
+    shown = json.dumps(head, ensure_ascii=False) if double else repr(head)
+    if len(value) > limit:
+        return f"{shown[:-1]}{_ELLIPSIS}{shown[-1]} ({len(value):,} characters)"
+    return shown
+
+
+def cap_problems(lines: Sequence[str], limit: int = MAX_PROBLEMS_SHOWN) -> list[str]:
+    """At most ``limit`` of ``lines``, each clipped to :data:`MAX_LINE_CHARS`, then "and K more"."""
+    shown = [clip(line, MAX_LINE_CHARS) for line in lines[:limit]]
+    if len(lines) > limit:
+        more = len(lines) - limit
+        shown.append(f"{_ELLIPSIS} and {more:,} more problem{'' if more == 1 else 's'}")
+    return shown
+
 
 class RaftschedError(Exception):
-    """Base class of every raftsched error."""
+    """Base class of every raftsched error. Its message is bounded (:data:`MAX_MESSAGE_CHARS`)."""
 
     code = "internal"
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(clip(message))
 
 
 class InvalidSpec(RaftschedError):
@@ -27,9 +84,10 @@ class InvalidSpec(RaftschedError):
     code = "invalid_argument"
 
     def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}" if field else reason)
+        # The field path can carry input too (an env name, a map key): bounded like a value.
+        self.field = clip(field, QUOTE_CHARS)
+        self.reason = clip(reason, MAX_MESSAGE_CHARS - len(self.field) - 2)
+        super().__init__(f"{self.field}: {self.reason}" if self.field else self.reason)
 
 
 class InvalidWorkflow(InvalidSpec):
@@ -39,6 +97,9 @@ class InvalidWorkflow(InvalidSpec):
     the field path (``tasks[2].depends_on[0]``), with the task's name in parentheses where it
     helps, prefixed by the file position (``etl.yaml:14``) when the definition came from a file;
     it is ``""`` for a problem with the workflow as a whole. Fix them all and submit again.
+
+    ``problems`` keeps every problem; the message shows the first :data:`MAX_PROBLEMS_SHOWN`
+    (each cut at :data:`MAX_LINE_CHARS`), then "… and K more problems".
     """
 
     def __init__(self, problems: list[tuple[str, str]], workflow: str = "") -> None:
@@ -47,7 +108,7 @@ class InvalidWorkflow(InvalidSpec):
         count = len(self.problems)
         what = f"workflow {_quote(workflow)}" if workflow else "workflow"
         head = f"invalid {what}: {count} problem{'' if count == 1 else 's'}"
-        lines = [f"{loc}: {msg}" if loc else msg for loc, msg in self.problems]
+        lines = cap_problems([f"{loc}: {msg}" if loc else msg for loc, msg in self.problems])
         super().__init__("", "\n  ".join([head, *lines]))
 
 
@@ -63,19 +124,22 @@ class TemplateError(InvalidSpec):
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return quote(text, double=True)
 
 
 class ConfigError(RaftschedError):
-    """A configuration file is invalid. ``problems`` lists every problem, each with its key path."""
+    """A configuration file is invalid. ``problems`` lists every problem, each with its key path.
+
+    The message shows the first :data:`MAX_PROBLEMS_SHOWN` of them, then "… and K more problems".
+    """
 
     code = "invalid_config"
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = list(problems)
-        joined = "\n  ".join(self.problems)
-        super().__init__(f"{source}: {len(self.problems)} problem(s):\n  {joined}")
+        joined = "\n  ".join(cap_problems(self.problems))
+        super().__init__(f"{clip(source, QUOTE_CHARS)}: {len(self.problems)} problem(s):\n  {joined}")
 
 
 class NotFound(RaftschedError):

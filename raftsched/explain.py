@@ -63,16 +63,22 @@ def explain(
                 f"(task version {rec.task_version})"
             )
             return out
-    spec = codec.spec_from_pb(task.spec)
     if at_ms < task.created_ms:
         out.verdict = f"{name} did not exist at {iso(at_ms)} (created {iso(task.created_ms)})"
         return out
-    if isinstance(spec.trigger, ManualTrigger):
+    # Only the trigger matters here; decoding just it also explains a stored task that newer
+    # submission rules would refuse (and internal workflow tasks, whose names are not user names).
+    try:
+        trigger = codec.trigger_from_pb(task.spec.trigger)
+    except InvalidSpec as exc:
+        out.verdict = f"{name}: cannot evaluate its trigger: {exc}"
+        return out
+    if isinstance(trigger, ManualTrigger):
         out.verdict = f"{name} has no schedule (manual trigger only); no run was triggered at {iso(at_ms)}"
         return out
     try:
-        is_fire_time = next_fire_after(spec.trigger, at_ms - 1) == at_ms
-        following = next_fire_after(spec.trigger, at_ms)
+        is_fire_time = next_fire_after(trigger, at_ms - 1) == at_ms
+        following = next_fire_after(trigger, at_ms)
     except InvalidSpec as exc:
         out.verdict = f"{name}: cannot evaluate its trigger: {exc}"
         return out

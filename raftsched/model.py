@@ -12,7 +12,8 @@ Limits (documented in the README):
 ======================  ===========================================
 name                    1-128 chars, ``[A-Za-z0-9][A-Za-z0-9_.:-]*``
 command                 at most 16 KiB (UTF-8)
-params_json             at most 16 KiB, a JSON object
+params_json             at most 16 KiB, a JSON object nested at most 64 deep;
+                        no NaN/Infinity, no NUL or lone surrogate in a string
 description             at most 4 KiB
 owner, namespace        at most 128 chars
 shards                  1-1024
@@ -23,21 +24,31 @@ interval                1 s - 366 days, whole seconds
 misfire_all_cap         0 (cluster default) - 10,000
 misfire_all_window      0 (cluster default) - 30 days
 ======================  ===========================================
+
+Every text field refuses a NUL character (it cannot reach a process: argv, the environment and
+most C libraries end a string there) and lone surrogates (not Unicode text; not encodable as
+UTF-8). A task needs a ``command`` or a ``handler``: one with neither could only fail every run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from raftsched.errors import InvalidSpec
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+from raftsched.errors import InvalidSpec, quote
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 MAX_NAME = 128
 MAX_COMMAND_BYTES = 16 * 1024
 MAX_PARAMS_BYTES = 16 * 1024
+MAX_PARAMS_DEPTH = 64
 MAX_DESCRIPTION_BYTES = 4 * 1024
 MAX_LABEL = 128
 MAX_SHARDS = 1024
@@ -95,29 +106,50 @@ def validate_name(name: object, field_name: str = "name") -> str:
     if not isinstance(name, str) or not name:
         raise InvalidSpec(field_name, "required (a non-empty string)")
     if len(name) > MAX_NAME:
-        raise InvalidSpec(field_name, f"{len(name)} characters, at most {MAX_NAME} allowed")
+        raise InvalidSpec(field_name, f"{len(name):,} characters, at most {MAX_NAME} allowed")
     if not NAME_RE.fullmatch(name):
         raise InvalidSpec(
             field_name,
-            f"{name!r} is not a valid name: use letters, digits and _ . : - "
+            f"{quote(name)} is not a valid name: use letters, digits and _ . : - "
             "(starting with a letter or digit)",
         )
     return name
 
 
-def _check_int(value: int, field_name: str, low: int, high: int, unit: str = "") -> None:
+def check_int(value: int, field_name: str, low: int, high: int, unit: str = "") -> None:
+    """Refuse a non-integer (``bool`` included) or a value outside ``low..high``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidSpec(field_name, f"must be an integer, got {type(value).__name__}")
     if not low <= value <= high:
         raise InvalidSpec(field_name, f"{value}{unit} out of range ({low}-{high}{unit})")
 
 
-def _check_text(value: str, field_name: str, max_bytes: int) -> None:
+# A NUL ends a string in argv, the environment and C libraries; a lone surrogate is not Unicode
+# text and cannot be encoded as UTF-8 (protobuf, LMDB and every process would refuse it later).
+_BAD_CHAR = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def _bad_char(value: str) -> str | None:
+    """Why ``value`` holds a character no field may hold, or None."""
+    bad = _BAD_CHAR.search(value)
+    if bad is None:
+        return None
+    if bad.group() == "\x00":
+        return f"contains a NUL character at position {bad.start():,}"
+    return f"contains a lone surrogate {bad.group()!r} at position {bad.start():,} (not Unicode text)"
+
+
+def check_text(value: str, field_name: str, max_bytes: int) -> None:
+    """Refuse a non-string, a NUL or lone surrogate in it, or more than ``max_bytes`` of UTF-8."""
     if not isinstance(value, str):
         raise InvalidSpec(field_name, f"must be a string, got {type(value).__name__}")
-    size = len(value.encode("utf-8"))
+    ascii_only = value.isascii()  # the common case: no surrogate possible, one byte a character
+    problem = _bad_char(value) if not ascii_only or "\x00" in value else None
+    if problem is not None:
+        raise InvalidSpec(field_name, problem)
+    size = len(value) if ascii_only else len(value.encode("utf-8"))
     if size > max_bytes:
-        raise InvalidSpec(field_name, f"{size} bytes, at most {max_bytes} allowed")
+        raise InvalidSpec(field_name, f"{size:,} bytes, at most {max_bytes:,} allowed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +160,10 @@ class CronTrigger:
     timezone: str = "UTC"
 
     def __post_init__(self) -> None:
-        _check_text(self.expr, "trigger.cron", 256)
+        check_text(self.expr, "trigger.cron", 256)
         if not self.expr.strip():
             raise InvalidSpec("trigger.cron", "empty cron expression")
-        _check_text(self.timezone, "trigger.timezone", 64)
+        check_text(self.timezone, "trigger.timezone", 64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +174,10 @@ class IntervalTrigger:
     start_ms: int = 0
 
     def __post_init__(self) -> None:
-        _check_int(self.every_ms, "trigger.interval", 1000, MAX_INTERVAL_MS, " ms")
+        check_int(self.every_ms, "trigger.interval", 1000, MAX_INTERVAL_MS, " ms")
         if self.every_ms % 1000:
             raise InvalidSpec("trigger.interval", f"{self.every_ms} ms is not a whole number of seconds")
-        _check_int(self.start_ms, "trigger.start", 0, MAX_TIME_MS)
+        check_int(self.start_ms, "trigger.start", 0, MAX_TIME_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +187,7 @@ class OnceTrigger:
     at_ms: int
 
     def __post_init__(self) -> None:
-        _check_int(self.at_ms, "trigger.at", 1, MAX_TIME_MS)
+        check_int(self.at_ms, "trigger.at", 1, MAX_TIME_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,51 +223,157 @@ class TaskSpec:
         validate_name(self.name)
         if not isinstance(self.trigger, CronTrigger | IntervalTrigger | OnceTrigger | ManualTrigger):
             raise InvalidSpec("trigger", f"unknown trigger type {type(self.trigger).__name__}")
-        _check_text(self.command, "command", MAX_COMMAND_BYTES)
-        _check_text(self.handler, "handler", MAX_LABEL)
+        check_text(self.command, "command", MAX_COMMAND_BYTES)
+        check_text(self.handler, "handler", MAX_LABEL)
         if self.command and self.handler:
             raise InvalidSpec("handler", "give a command or a handler, not both")
-        _check_int(self.shards, "shards", 1, MAX_SHARDS)
+        check_int(self.shards, "shards", 1, MAX_SHARDS)
         if not isinstance(self.misfire, Misfire):
-            raise InvalidSpec("misfire", f"{self.misfire!r} is not one of latest, all, skip")
+            raise InvalidSpec("misfire", f"{quote(self.misfire)} is not one of latest, all, skip")
         if not isinstance(self.overlap, Overlap):
-            raise InvalidSpec("overlap", f"{self.overlap!r} is not one of skip, allow")
-        _check_int(self.misfire_all_cap, "misfire_all_cap", 0, MAX_MISFIRE_CAP)
-        _check_int(self.misfire_all_window_ms, "misfire_all_window", 0, MAX_MISFIRE_WINDOW_MS, " ms")
-        _check_int(self.max_retries, "max_retries", 0, MAX_RETRIES)
-        _check_int(self.timeout_ms, "timeout", 0, MAX_TIMEOUT_MS, " ms")
-        _check_int(self.priority, "priority", 0, 9)
-        _check_text(self.owner, "owner", MAX_LABEL)
-        _check_text(self.namespace, "namespace", MAX_LABEL)
-        _check_text(self.description, "description", MAX_DESCRIPTION_BYTES)
+            raise InvalidSpec("overlap", f"{quote(self.overlap)} is not one of skip, allow")
+        check_int(self.misfire_all_cap, "misfire_all_cap", 0, MAX_MISFIRE_CAP)
+        check_int(self.misfire_all_window_ms, "misfire_all_window", 0, MAX_MISFIRE_WINDOW_MS, " ms")
+        check_int(self.max_retries, "max_retries", 0, MAX_RETRIES)
+        check_int(self.timeout_ms, "timeout", 0, MAX_TIMEOUT_MS, " ms")
+        check_int(self.priority, "priority", 0, 9)
+        check_text(self.owner, "owner", MAX_LABEL)
+        check_text(self.namespace, "namespace", MAX_LABEL)
+        check_text(self.description, "description", MAX_DESCRIPTION_BYTES)
         validate_params(self.params_json)
+        # Last, so that a more specific problem with the fields given is the one reported.
+        if not self.command and not self.handler:
+            raise InvalidSpec("command", "give a command or a handler (a task with neither cannot run)")
+
+
+_D = TypeVar("_D", bound="DataclassInstance")
+
+
+def unchecked(cls: type[_D], **values: Any) -> _D:
+    """An instance of the frozen value class ``cls`` built from ``values`` *without* validation.
+
+    Only for a value read back from the replicated state (a stored task record): it was valid
+    under the rules of the version that accepted it, and a rule added since (a command now being
+    required, NUL refused, params nesting bounded) must not stop a node from loading its state.
+    New rules apply to every submission; a stored value that breaks them keeps working as it
+    did and is refused only when it is submitted again. Fields not given take their defaults.
+    """
+    obj = object.__new__(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in values:
+            value = values[f.name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name} has no default; give it")
+        object.__setattr__(obj, f.name, value)
+    return obj
 
 
 def validate_params(params_json: str, field_name: str = "params") -> None:
-    """Params are a JSON object of at most 16 KiB (empty means none)."""
-    _check_text(params_json, field_name, MAX_PARAMS_BYTES)
+    """Refuse params that :func:`parse_params` refuses (empty means none)."""
+    parse_params(params_json, field_name)
+
+
+# A JSON string (escapes included) or a bracket; brackets inside strings are skipped with them.
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not JSON (use null or a string)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotJson(f"number {quote(text, 40)} is out of range for a float")
+    return value
+
+
+_PARAMS_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def _json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether arrays and objects in ``text`` nest deeper than ``limit``. A scan, no recursion."""
+    depth = 0
+    for match in _JSON_NESTING.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in ("]", "}"):
+            depth -= 1
+    return False
+
+
+def parse_params(params_json: str, field_name: str = "params") -> dict[str, Any]:
+    """Decode params: a JSON object of at most 16 KiB, nested at most :data:`MAX_PARAMS_DEPTH` deep.
+
+    ``""`` means none (``{}``). Refused with :class:`InvalidSpec` naming ``field_name``: text that
+    is not JSON, NaN and Infinity (Python's json accepts them; JSON does not), a number out of
+    float range, a value other than an object, and a string (key or value) holding a NUL or a
+    lone surrogate (``"\\u0000"``, ``"\\ud800"``), since params reach commands and processes.
+    Nothing else is ever raised: the nesting is checked by a scan before decoding, so no input can
+    exhaust the recursion of the JSON decoder (a ``RecursionError``).
+    """
+    check_text(params_json, field_name, MAX_PARAMS_BYTES)
     if not params_json:
-        return
+        return {}
+    # Fewer brackets than the limit cannot nest past it: most params skip the scan.
+    brackets = params_json.count("[") + params_json.count("{")
+    if brackets > MAX_PARAMS_DEPTH and _json_depth_exceeds(params_json, MAX_PARAMS_DEPTH):
+        raise InvalidSpec(field_name, f"JSON nested deeper than {MAX_PARAMS_DEPTH} levels")
     try:
-        value = json.loads(params_json)
-    except ValueError as exc:
+        value = _PARAMS_DECODER.decode(params_json)
+    except _NotJson as exc:
+        raise InvalidSpec(field_name, str(exc)) from None
+    except ValueError as exc:  # JSONDecodeError, and int() past its digit limit
         raise InvalidSpec(field_name, f"not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise InvalidSpec(field_name, f"must be a JSON object, got {type(value).__name__}")
+    if "\\" in params_json:  # a NUL or surrogate can only come from an escape (the raw text passed)
+        _check_json_strings(value, field_name)
+    return value
+
+
+def _check_json_strings(value: object, field_name: str) -> None:
+    """Refuse a NUL or lone surrogate in any key or string of a decoded value (iteratively)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                problem = _bad_char(key)
+                if problem is not None:
+                    raise InvalidSpec(field_name, f"key {quote(key, 40)} {problem}")
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            problem = _bad_char(item)
+            if problem is not None:
+                raise InvalidSpec(field_name, f"string {quote(item, 40)} {problem}")
 
 
 def parse_misfire(value: str) -> Misfire:
     try:
         return Misfire(value)
     except ValueError:
-        raise InvalidSpec("misfire", f"{value!r} is not one of latest, all, skip") from None
+        raise InvalidSpec("misfire", f"{quote(value)} is not one of latest, all, skip") from None
 
 
 def parse_overlap(value: str) -> Overlap:
     try:
         return Overlap(value)
     except ValueError:
-        raise InvalidSpec("overlap", f"{value!r} is not one of skip, allow") from None
+        raise InvalidSpec("overlap", f"{quote(value)} is not one of skip, allow") from None
 
 
 def run_id_for(task: str, nominal_ms: int, manual_seq: int = 0) -> str:

@@ -97,7 +97,7 @@ class SimHarness:
 
     sim = SimHarness(["n1", "n2", "n3"])
     sim.elect("n1")
-    sim.add_task(TaskSpec("t", CronTrigger("* * * * * *")))
+    sim.add_task(TaskSpec("t", CronTrigger("* * * * * *"), command="true"))
     sim.run_for(10_000)
     assert sim.outcomes("t") ...
     """

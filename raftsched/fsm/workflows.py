@@ -69,15 +69,8 @@ def internal_spec(name: str, **fields: object) -> TaskSpec:
 
 
 def spec_from_record(msg: pb.TaskSpec) -> TaskSpec:
-    """Decode a stored TaskSpec, internal names included."""
-    if not is_internal(msg.name):
-        return codec.spec_from_pb(msg)
-    copy = pb.TaskSpec()
-    copy.CopyFrom(msg)
-    copy.name = "internal"
-    spec = codec.spec_from_pb(copy)
-    object.__setattr__(spec, "name", msg.name)
-    return spec
+    """Decode a stored TaskSpec, internal names included (not validated again: it was accepted)."""
+    return codec.stored_spec_from_pb(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +259,7 @@ class WorkflowBook:
         # Check everything that can refuse before mutating anything.
         if has_schedule:
             _check_next_fire(body.next_fire_ms, max(trig.watermark_ms if trig else 0, now))
+            schedule = codec.trigger_from_pb(pb.Trigger(cron=spec.schedule))  # its structure
         if trig is not None:
             _check_nothing_due(trig, now)
         version = wf.version + 1 if wf is not None else 1
@@ -298,7 +292,7 @@ class WorkflowBook:
         if has_schedule:
             tspec = internal_spec(
                 trig_name,
-                trigger=codec.trigger_from_pb(pb.Trigger(cron=spec.schedule)),
+                trigger=schedule,
                 command="",
                 handler="workflow",
                 misfire=codec.MISFIRE_FROM_PB[spec.misfire],

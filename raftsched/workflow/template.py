@@ -37,7 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raftsched.errors import TemplateError
+from raftsched.errors import InvalidSpec, TemplateError, clip, quote
+from raftsched.model import parse_params
 
 __all__ = [
     "VARIABLES",
@@ -103,7 +104,7 @@ def _parse(text: str) -> tuple[tuple[_Segment, ...], tuple[str, ...]]:
 
 
 def _classify(inner: str, column: int, errors: list[str]) -> _Var | None:
-    shown = "{{ " + inner + " }}"
+    shown = "{{ " + clip(inner, 60) + " }}"  # a placeholder is quoted in messages, bounded
     if not inner:
         errors.append(f"empty placeholder '{{{{ }}}}' at column {column}")
         return None
@@ -131,7 +132,8 @@ def _classify(inner: str, column: int, errors: list[str]) -> _Var | None:
         if inner == "params" or close == ["params"]:
             hint = " (write params.NAME)"
         errors.append(
-            f'unknown variable "{inner}" at column {column}{hint}; known: {", ".join(VARIABLES)}, params.NAME'
+            f"unknown variable {quote(inner, 60, double=True)} at column {column}{hint}; "
+            f"known: {', '.join(VARIABLES)}, params.NAME"
         )
     else:
         errors.append(f"{shown} at column {column}: not a variable, params.NAME or a quoted string")
@@ -171,10 +173,10 @@ def render(text: str, ctx: TemplateContext) -> str:
             out.append(seg.value)
         elif seg.kind == "param":
             if seg.value not in ctx.params:
-                defined = ", ".join(sorted(ctx.params)) or "none"
+                defined = clip(", ".join(sorted(ctx.params)), 200) or "none"
                 raise TemplateError(
-                    f'{{{{ params.{seg.value} }}}}: no param "{seg.value}" is defined for run '
-                    f"{ctx.run_id} (defined: {defined})"
+                    f"{{{{ params.{clip(seg.value, 60)} }}}}: no param {quote(seg.value, 60, double=True)} "
+                    f"is defined for run {clip(ctx.run_id, 200)} (defined: {defined})"
                 )
             out.append(_param_text(ctx.params[seg.value]))
         elif seg.kind == "ds":
@@ -209,8 +211,9 @@ def render_params_json(
 ) -> dict[str, Any]:
     """Merge the three levels of params, top-level keys only: run > task > workflow.
 
-    Each argument is a JSON object or ``""`` (none). Raises :class:`TemplateError` naming the level
-    whose JSON is not an object (submission validates the first two; run params arrive later).
+    Each argument is a JSON object or ``""`` (none), decoded by :func:`raftsched.model.parse_params`
+    (the same rules as at submission). Raises :class:`TemplateError` naming the level whose params
+    break them (submission validates the first two; run params arrive later).
     """
     merged: dict[str, Any] = {}
     for level, raw in (
@@ -218,13 +221,8 @@ def render_params_json(
         ("task", task_params_json),
         ("run", run_params_json),
     ):
-        if not raw:
-            continue
         try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            raise TemplateError(f"{level} params: not valid JSON ({exc})") from None
-        if not isinstance(value, dict):
-            raise TemplateError(f"{level} params: must be a JSON object, got {type(value).__name__}")
-        merged.update(value)
+            merged.update(parse_params(raw, f"{level} params"))
+        except InvalidSpec as exc:
+            raise TemplateError(str(exc)) from None
     return merged

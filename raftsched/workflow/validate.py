@@ -26,22 +26,22 @@ Limits (beyond those of ordinary tasks in :mod:`raftsched.model`)
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Mapping
 
-from raftsched.errors import InvalidSpec, InvalidWorkflow
+from raftsched.errors import InvalidSpec, InvalidWorkflow, quote
 from raftsched.model import (
     MAX_COMMAND_BYTES,
     MAX_DESCRIPTION_BYTES,
     MAX_LABEL,
+    MAX_NAME,
     MAX_RETRIES,
     MAX_SHARDS,
     MAX_TIMEOUT_MS,
-    _check_int,
-    _check_text,
+    check_int,
+    check_text,
+    parse_params,
     validate_name,
-    validate_params,
 )
 from raftsched.timing.cron import CronSchedule, validate_timezone
 from raftsched.v1 import raftsched_pb2 as pb
@@ -58,6 +58,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Suggestions cost a fuzzy match against every task name; past this many unknown names a
 # workflow is more likely generated wrongly than mistyped, and the list stays fast.
 _MAX_SUGGESTIONS = 50
+# A cycle through thousands of tasks is shown by its ends, so the message stays readable.
+_MAX_CYCLE_SHOWN = 12
 
 _CONDITIONS = frozenset(pb.EdgeCondition.values())
 _RULES = frozenset(pb.TriggerRule.values())
@@ -84,25 +86,30 @@ class _Problems:
 
     def check_int(self, value: int, path: str, low: int, high: int, unit: str = "") -> None:
         try:
-            _check_int(value, path, low, high, unit)
+            check_int(value, path, low, high, unit)
         except InvalidSpec as exc:
             self.add(path, exc.reason)
 
-    def check_text(self, value: str, path: str, max_bytes: int) -> None:
+    def check_text(self, value: str, path: str, max_bytes: int) -> bool:
         try:
-            _check_text(value, path, max_bytes)
+            check_text(value, path, max_bytes)
         except InvalidSpec as exc:
             self.add(path, exc.reason)
+            return False
+        return True
 
-    def check_params(self, value: str, path: str) -> None:
+    def check_params(self, value: str, path: str) -> set[str]:
+        """Check params with the task rules; return their top-level names (none if invalid)."""
         try:
-            validate_params(value, path)
+            return set(parse_params(value, path))
         except InvalidSpec as exc:
             self.add(path, exc.reason)
+            return set()
 
 
 def _q(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+    """A name as the messages quote it (JSON style), bounded however long the input is."""
+    return quote(text, double=True)
 
 
 def validate_workflow(spec: pb.WorkflowSpec, locations: Mapping[str, str] | None = None) -> None:
@@ -125,7 +132,7 @@ def collect_problems(spec: pb.WorkflowSpec) -> list[tuple[str, str]]:
     merge these with problems of their own before reporting.
     """
     problems = _Problems()
-    _check_workflow_fields(spec, problems)
+    workflow_params = _check_workflow_fields(spec, problems)
     names = [task.name for task in spec.tasks]
     if not spec.tasks:
         problems.add("tasks", "a workflow needs at least one task")
@@ -134,7 +141,6 @@ def collect_problems(spec: pb.WorkflowSpec) -> list[tuple[str, str]]:
     first_at: dict[str, int] = {}
     for i, name in enumerate(names):
         first_at.setdefault(name, i)
-    workflow_params = _param_names(spec.params_json)
     suggestions = [0]
     for i, task in enumerate(spec.tasks):
         _check_task(spec, i, task, first_at, workflow_params, problems, suggestions)
@@ -142,11 +148,12 @@ def collect_problems(spec: pb.WorkflowSpec) -> list[tuple[str, str]]:
     return problems.items
 
 
-def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> None:
+def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[str]:
+    """Check the workflow-level fields; return the names of the workflow's params."""
     problems.check_name(spec.name, "name")
     problems.check_text(spec.owner, "owner", MAX_LABEL)
     problems.check_text(spec.description, "description", MAX_DESCRIPTION_BYTES)
-    problems.check_params(spec.params_json, "params_json")
+    params = problems.check_params(spec.params_json, "params_json")
     expr, tz = spec.schedule.expr, spec.schedule.timezone
     if expr.strip():
         try:
@@ -180,17 +187,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> None:
             "(no run could ever use it; lower it or raise max_parallel)",
         )
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
-
-
-def _param_names(params_json: str) -> set[str]:
-    """The top-level keys of a params object; empty for "" or invalid JSON (reported elsewhere)."""
-    if not params_json:
-        return set()
-    try:
-        value = json.loads(params_json)
-    except ValueError:
-        return set()
-    return set(value) if isinstance(value, dict) else set()
+    return params
 
 
 def _check_task(
@@ -212,19 +209,21 @@ def _check_task(
         problems.add(f"{at}.handler", "give a command or a handler, not both")
     elif not task.command and not task.handler:
         problems.add(at, "give a command or a handler")
-    problems.check_text(task.command, f"{at}.command", MAX_COMMAND_BYTES)
+    command_ok = problems.check_text(task.command, f"{at}.command", MAX_COMMAND_BYTES)
     problems.check_text(task.handler, f"{at}.handler", MAX_LABEL)
     problems.check_int(task.shards, f"{at}.shards", 0, MAX_SHARDS)
     problems.check_int(task.max_retries, f"{at}.max_retries", 0, MAX_RETRIES)
     problems.check_int(task.timeout_ms, f"{at}.timeout_ms", 0, MAX_TIMEOUT_MS, " ms")
     problems.check_int(task.priority, f"{at}.priority", 0, MAX_PRIORITY)
     problems.check_text(task.description, f"{at}.description", MAX_DESCRIPTION_BYTES)
-    problems.check_params(task.params_json, f"{at}.params_json")
+    task_params = problems.check_params(task.params_json, f"{at}.params_json")
     if task.trigger_rule not in _RULES:
         problems.add(f"{at}.trigger_rule", f"unknown trigger rule {task.trigger_rule} (use all or any)")
 
-    defined = workflow_params | _param_names(task.params_json)
-    templated = [(f"{at}.command", task.command)]
+    defined = workflow_params | task_params
+    # Only text within its limits is parsed as a template: an oversized value is one problem,
+    # not one per placeholder in it.
+    templated = [(f"{at}.command", task.command)] if command_ok else []
     if len(task.env) > MAX_ENV_VARS:
         problems.add(f"{at}.env", f"{len(task.env)} variables, at most {MAX_ENV_VARS} allowed")
     for key in sorted(task.env):
@@ -233,8 +232,8 @@ def _check_task(
             problems.add(path, f"{_q(key)} is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
         elif key.startswith("RAFTSCHED_"):
             problems.add(path, f"{_q(key)}: RAFTSCHED_* variables are set by the executor")
-        problems.check_text(task.env[key], path, MAX_COMMAND_BYTES)
-        templated.append((path, task.env[key]))
+        if problems.check_text(task.env[key], path, MAX_COMMAND_BYTES):
+            templated.append((path, task.env[key]))
     for path, text in templated:
         if "{{" not in text:
             continue
@@ -263,7 +262,9 @@ def _check_task(
             problems.add(path, "a task cannot depend on itself")
         elif dep.task not in first_at:
             hint = ""
-            if suggestions[0] < _MAX_SUGGESTIONS:
+            # A name longer than any valid one is no typo, and fuzzy matching it would cost its
+            # length times every task name's.
+            if suggestions[0] < _MAX_SUGGESTIONS and len(dep.task) <= MAX_NAME:
                 suggestions[0] += 1
                 close = [c for c in difflib.get_close_matches(dep.task, first_at, n=2) if c != task.name]
                 hint = f" (did you mean {_q(close[0])}?)" if close else ""
@@ -284,7 +285,10 @@ def _check_cycle(spec: pb.WorkflowSpec, first_at: Mapping[str, int], problems: _
     # cycle = [a, b, ..., z, a]: the path starts at a, which depends on z (the closing edge).
     head = first_at[cycle[0]]
     k = next(k for k, d in enumerate(spec.tasks[head].depends_on) if d.task == cycle[-2])
-    problems.add(f"tasks[{head}].depends_on[{k}]", f"cycle: {' → '.join(cycle)}")
+    shown = cycle
+    if len(cycle) > _MAX_CYCLE_SHOWN:
+        shown = [*cycle[:8], f"… ({len(cycle) - 11:,} more)", *cycle[-3:]]
+    problems.add(f"tasks[{head}].depends_on[{k}]", f"cycle: {' → '.join(shown)}")
 
 
 _PARENT = re.compile(r"(?:\.[^.\[\]]+|\[\d+\])$")

@@ -37,7 +37,7 @@ def test_an_attempt_lost_with_its_dead_executor_is_never_resent_when_it_reconnec
     re-registered and opened its stream, ``resend_to`` sent it attempt 1, then attempt 2 was
     assigned to it too: the shard's command ran twice with no executor fault."""
     state = fresh()
-    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=1)).ok
+    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=1, command="true")).ok
     assert state.apply(join("ex1", 4)).result.ok
     d = Dispatcher(state, DispatchSettings(lease_ms=LEASE_MS, retry_base_ms=300), random.Random(0))
     d.become_leader(2, T0)  # every member gets a fresh chance plus the takeover grace of one lease
@@ -66,7 +66,7 @@ def test_a_follower_replaying_its_own_old_barrier_does_not_start_dispatching() -
     only in epoch 8), so ``require_leader`` passed and the follower accepted an executor's
     Register (the executor saw "write not committed: raft: leader_changed")."""
     state = fresh()
-    assert create(state, TaskSpec("t", EVERY_SECOND)).ok
+    assert create(state, TaskSpec("t", EVERY_SECOND, command="true")).ok
     driver = SimpleNamespace(leading=False, ready=False, epoch=0)  # what the node knows of its role
     gate = LeaderGate("n3", ManualClock(T0), state, driver, lambda: None, lambda: None)
     follower = SimpleNamespace(node_id="n3", state=state, gate=gate)
@@ -84,7 +84,7 @@ def test_an_attempt_assigned_before_its_executor_finds_the_new_leader_is_not_los
     takeover grace covered ex1 itself (not declared dead before takeover + 2 leases) but not the
     attempts assigned to it during that grace."""
     state = fresh()
-    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=0)).ok
+    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=0, command="true")).ok
     assert state.apply(join("ex1", 4)).result.ok
     d = Dispatcher(state, DispatchSettings(lease_ms=LEASE_MS, retry_base_ms=300), random.Random(0))
     d.become_leader(2, T0)  # ex1 has not found this leader yet

@@ -60,7 +60,7 @@ CORRUPTIONS = [
 @st.composite
 def spec_pbs(draw: st.DrawFn) -> pb.TaskSpec:
     """A valid spec, or (30%) one with a single field made invalid (never validated client-side)."""
-    msg = pb.TaskSpec(name=draw(st.sampled_from(NAMES)))
+    msg = pb.TaskSpec(name=draw(st.sampled_from(NAMES)), command="true")
     kind = draw(st.sampled_from(["cron", "cron", "interval", "interval", "once", "manual", "none"]))
     if kind == "cron":
         msg.trigger.cron.expr = draw(st.sampled_from(["* * * * * *", "* * * * * */3", "* * * * *"]))

@@ -271,6 +271,7 @@ class Scenario:
             misfire_all_cap=int(options.get("cap", "0")),
             misfire_all_window_ms=duration_ms(options["window"]) if "window" in options else 0,
             shards=int(options.get("shards", "1")),
+            command="true",
         )
         record = self.sim.add_task(spec, disabled=disabled)
         stored = codec.spec_from_pb(record.spec).trigger

@@ -19,7 +19,11 @@ def fleet(seed: int = 0) -> SimHarness:
     sim.elect("n1")
     sim.add_executor("ex1", slots=4)
     sim.add_executor("ex2", slots=4)
-    sim.add_task(TaskSpec("t", CronTrigger("* * * * * *"), shards=3, overlap=Overlap.ALLOW, max_retries=5))
+    sim.add_task(
+        TaskSpec(
+            "t", CronTrigger("* * * * * *"), shards=3, overlap=Overlap.ALLOW, max_retries=5, command="true"
+        )
+    )
     return sim
 
 

@@ -156,7 +156,7 @@ def test_defaults_come_from_the_model() -> None:
     ],
 )
 def test_trigger_kinds(argv: list[str], trigger: object) -> None:
-    assert add_spec("t", *argv).trigger == trigger
+    assert add_spec("t", *argv, "--command", "true").trigger == trigger
 
 
 def test_update_merges_into_the_current_spec() -> None:

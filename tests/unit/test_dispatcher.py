@@ -21,7 +21,9 @@ def setup(
     shards: int = 1, retries: int = 0, slots: int = 2, executors: int = 2
 ) -> tuple[SchedulerState, Dispatcher]:
     state = fresh()
-    assert create(state, TaskSpec("t", EVERY_SECOND, shards=shards, max_retries=retries, timeout_ms=0)).ok
+    assert create(
+        state, TaskSpec("t", EVERY_SECOND, shards=shards, max_retries=retries, timeout_ms=0, command="true")
+    ).ok
     for i in range(executors):
         assert state.apply(join(f"ex{i + 1}", slots)).result.ok
     d = Dispatcher(state, SETTINGS, random.Random(7))
@@ -169,7 +171,7 @@ def test_backfill_takes_at_most_its_share_of_the_slots() -> None:
 
 def test_regular_work_goes_first_and_backfill_only_fills_what_it_leaves() -> None:
     state, d = workflow_setup(runs=10, share=100, slots=3)
-    assert create(state, TaskSpec("t", EVERY_SECOND, shards=2)).ok
+    assert create(state, TaskSpec("t", EVERY_SECOND, shards=2, command="true")).ok
     d.on_effects(state.apply(tick("t", 1, T0 + S)).effects, T0 + S)
     [assign] = d.poll(T0 + S)
     step(state, d, assign, T0 + S)

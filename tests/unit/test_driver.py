@@ -55,12 +55,16 @@ def decoded(proposals: list[Proposal]) -> list[pb.Command]:
 
 
 def test_in_place_batches_equal_plan_fires_for_on_time_and_missed_fires() -> None:
-    specs = [TaskSpec(f"every-{i:03d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW) for i in range(50)]
-    specs += [
-        TaskSpec(f"two-{i:03d}", CronTrigger("* * * * * */2"), overlap=Overlap.ALLOW) for i in range(20)
+    specs = [
+        TaskSpec(f"every-{i:03d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true")
+        for i in range(50)
     ]
-    specs += [TaskSpec(f"iv-{i}", IntervalTrigger(3000)) for i in range(5)]
-    specs += [TaskSpec(f"once-{i}", OnceTrigger(T0 + 4000 + i)) for i in range(5)]
+    specs += [
+        TaskSpec(f"two-{i:03d}", CronTrigger("* * * * * */2"), overlap=Overlap.ALLOW, command="true")
+        for i in range(20)
+    ]
+    specs += [TaskSpec(f"iv-{i}", IntervalTrigger(3000), command="true") for i in range(5)]
+    specs += [TaskSpec(f"once-{i}", OnceTrigger(T0 + 4000 + i), command="true") for i in range(5)]
     # Created 60 s before "now": every task has missed fires (coalesced records, general path)...
     driver = leader_with(specs, T0 - 60_000)
     now = T0 + 7
@@ -87,7 +91,10 @@ def test_in_place_batches_equal_plan_fires_for_on_time_and_missed_fires() -> Non
 
 
 def test_on_time_single_fires_are_byte_identical_to_single_fire() -> None:
-    specs = [TaskSpec(f"t-{i:04d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW) for i in range(300)]
+    specs = [
+        TaskSpec(f"t-{i:04d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true")
+        for i in range(300)
+    ]
     driver = leader_with(specs, T0 - 500)
     now = T0 + 3
     proposals = driver.poll(now)
@@ -118,7 +125,7 @@ def test_in_place_size_is_exactly_bytesize_plus_four(name_len: int, version: int
 
 def test_batches_split_by_fire_count_and_stay_under_the_entry_limit() -> None:
     specs = [
-        TaskSpec(f"t-{i:05d}-" + "x" * 100, CronTrigger("* * * * * *"), overlap=Overlap.ALLOW)
+        TaskSpec(f"t-{i:05d}-" + "x" * 100, CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true")
         for i in range(2500)
     ]
     driver = leader_with(specs, T0 - 500, max_fires_per_batch=1000)

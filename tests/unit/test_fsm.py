@@ -157,7 +157,7 @@ def record(state: SchedulerState, name: str) -> pb.TaskRecord:
 
 def with_task(spec: TaskSpec | None = None, **kwargs: object) -> SchedulerState:
     state = fresh(**kwargs)  # type: ignore[arg-type]
-    assert create(state, spec or TaskSpec("t", EVERY_SECOND)).ok
+    assert create(state, spec or TaskSpec("t", EVERY_SECOND, command="true")).ok
     return state
 
 
@@ -168,7 +168,12 @@ def test_create_stores_version_1_enabled_with_watermark_at_now() -> None:
     state = fresh()
     applied = state.apply(
         writes.create_task(
-            TaskSpec("t", EVERY_SECOND), disabled=False, now_ms=T0, epoch=1, origin="n1", key=""
+            TaskSpec("t", EVERY_SECOND, command="true"),
+            disabled=False,
+            now_ms=T0,
+            epoch=1,
+            origin="n1",
+            key="",
         )
     )
     rec = applied.result.task
@@ -179,12 +184,12 @@ def test_create_stores_version_1_enabled_with_watermark_at_now() -> None:
     assert (rec.fires_total, rec.runs_total, rec.active_runs) == (0, 0, 0)
     assert applied.effects == (TaskArmed("t", 1, T0 + S),)
     assert state.get_task("t") == rec
-    assert codec.spec_from_pb(rec.spec) == TaskSpec("t", EVERY_SECOND)
+    assert codec.spec_from_pb(rec.spec) == TaskSpec("t", EVERY_SECOND, command="true")
 
 
 def test_create_anchors_an_interval_one_period_after_creation() -> None:
     state = fresh()
-    rec = create(state, TaskSpec("i", IntervalTrigger(10 * S))).task
+    rec = create(state, TaskSpec("i", IntervalTrigger(10 * S), command="true")).task
     assert rec.spec.trigger.interval.start_ms == T0 + 10 * S
     assert rec.next_fire_ms == T0 + 10 * S
 
@@ -193,7 +198,12 @@ def test_create_disabled_arms_nothing() -> None:
     state = fresh()
     applied = state.apply(
         writes.create_task(
-            TaskSpec("t", EVERY_SECOND), disabled=True, now_ms=T0, epoch=1, origin="n1", key=""
+            TaskSpec("t", EVERY_SECOND, command="true"),
+            disabled=True,
+            now_ms=T0,
+            epoch=1,
+            origin="n1",
+            key="",
         )
     )
     assert applied.result.task.enabled is False
@@ -205,7 +215,7 @@ def test_create_disabled_arms_nothing() -> None:
 def test_get_and_list_tasks() -> None:
     state = fresh()
     for name in ("beta", "alpha", "alpine", "gamma"):
-        assert create(state, TaskSpec(name, EVERY_SECOND)).ok
+        assert create(state, TaskSpec(name, EVERY_SECOND, command="true")).ok
     assert state.get_task("nope") is None
     assert [t.spec.name for t in state.list_tasks()] == ["alpha", "alpine", "beta", "gamma"]
     assert [t.spec.name for t in state.list_tasks(prefix="alp")] == ["alpha", "alpine"]
@@ -216,7 +226,7 @@ def test_get_and_list_tasks() -> None:
 def test_duplicate_name_is_already_exists_and_changes_nothing() -> None:
     state = with_task()
     before = domain(state)
-    res = create(state, TaskSpec("t", IntervalTrigger(5 * S)), now=T0 + 100)
+    res = create(state, TaskSpec("t", IntervalTrigger(5 * S), command="true"), now=T0 + 100)
     assert (res.ok, res.code) == (False, "already_exists")
     assert "'t'" in res.message
     assert domain(state) == before
@@ -239,7 +249,7 @@ def test_unknown_task_injected_directly_is_not_found(body: str) -> None:
     before = domain(state)
     cmd = pb.Command(epoch=1, now_ms=T0)
     if body == "update_task":
-        cmd.update_task.spec.CopyFrom(codec.spec_to_pb(TaskSpec("ghost", EVERY_SECOND)))
+        cmd.update_task.spec.CopyFrom(codec.spec_to_pb(TaskSpec("ghost", EVERY_SECOND, command="true")))
     else:
         cmd.set_enabled.name = "ghost"
     res = apply(state, codec.encode_command(cmd))
@@ -298,7 +308,7 @@ def _field_name(field: str) -> str:
     ("field", "value"), INVALID_SPECS, ids=[f"{f}={str(v)[:12]}" for f, v in INVALID_SPECS]
 )
 def test_invalid_spec_in_create_is_refused_with_its_field(field: str, value: object) -> None:
-    state = with_task(TaskSpec("other", EVERY_SECOND))
+    state = with_task(TaskSpec("other", EVERY_SECOND, command="true"))
     before = domain(state)
     res = apply(state, raw_create(_mutate(field, value), next_fire=T0 + S))
     assert (res.ok, res.code) == (False, "invalid_argument")
@@ -340,11 +350,11 @@ def test_negative_next_fire_is_invalid() -> None:
 
 def test_next_fire_not_after_the_watermark_is_refused_not_absorbed() -> None:
     # The task could never fire: every batch for it would be refused as "not after the watermark".
-    state = with_task(TaskSpec("a", EVERY_SECOND))
+    state = with_task(TaskSpec("a", EVERY_SECOND, command="true"))
     assert apply(state, tick("a", 1, T0 + 5 * S)).ok  # committed leader time is now T0+5s
     before = domain(state)
     # a create stamped by a clock 3 s behind: first fire T0+3s, watermark would be T0+5s
-    res = create(state, TaskSpec("late", EVERY_SECOND), now=T0 + 2 * S)
+    res = create(state, TaskSpec("late", EVERY_SECOND, command="true"), now=T0 + 2 * S)
     assert (res.ok, res.code) == (False, "unavailable")
     assert "not after the task's watermark" in res.message
     assert domain(state) == before
@@ -372,7 +382,7 @@ def test_update_bumps_version_replaces_spec_and_moves_the_watermark() -> None:
 
 
 def test_runs_and_fire_records_carry_the_task_version_they_ran() -> None:
-    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW))
+    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"))
     assert apply(state, tick("t", 1, T0 + S)).fired == 1
     assert update(state, TaskSpec("t", EVERY_SECOND, command="v2", overlap=Overlap.ALLOW), now=T0 + 1500).ok
     assert apply(state, tick("t", 2, T0 + 2 * S)).fired == 1
@@ -407,7 +417,7 @@ def test_update_with_fires_due_but_unaccounted_is_refused_until_the_leader_accou
 
 
 def test_delete_removes_the_task_its_history_and_keeps_active_runs() -> None:
-    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW))
+    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"))
     for i in (1, 2):
         apply(state, tick("t", 1, T0 + i * S))
     assert apply(state, report(T0 + 2500, (f"t@{T0 + S}", 0, 1, True))).accounted == 1
@@ -425,10 +435,10 @@ def test_delete_removes_the_task_its_history_and_keeps_active_runs() -> None:
 def test_recreated_task_counts_the_old_incarnations_active_runs() -> None:
     # Regression: finishing a run of a deleted task drove the new task's active_runs below zero
     # (an internal error, and a half-applied command).
-    state = with_task(TaskSpec("t", ManualTrigger()))
+    state = with_task(TaskSpec("t", ManualTrigger(), command="true"))
     run_id = trigger(state, "t", now=T0 + S).run.run_id
     assert delete(state, "t", now=T0 + 2 * S).ok
-    assert create(state, TaskSpec("t", ManualTrigger()), now=T0 + 3 * S).task.active_runs == 1
+    assert create(state, TaskSpec("t", ManualTrigger(), command="true"), now=T0 + 3 * S).task.active_runs == 1
     res = apply(state, report(T0 + 4 * S, (run_id, 0, 1, True)))
     assert (res.ok, res.accounted) == (True, 1)
     assert record(state, "t").active_runs == 0
@@ -494,12 +504,14 @@ def test_stale_epoch_command_is_refused_and_changes_nothing() -> None:
     state = with_task()
     assert apply(state, barrier(T0 + 500, epoch=3)).ok
     before = domain(state)
-    res = create(state, TaskSpec("u", EVERY_SECOND), now=T0 + 9 * S, epoch=2, key="client-1")
+    res = create(state, TaskSpec("u", EVERY_SECOND, command="true"), now=T0 + 9 * S, epoch=2, key="client-1")
     assert (res.ok, res.code) == (False, "stale_epoch")
     assert domain(state) == before
     assert (state.max_epoch, state.max_now_ms) == (3, T0 + 500)  # its clock did not move time
     # the key was not remembered: the client's retry through the new leader applies
-    assert create(state, TaskSpec("u", EVERY_SECOND), now=T0 + 9 * S, epoch=3, key="client-1").ok
+    assert create(
+        state, TaskSpec("u", EVERY_SECOND, command="true"), now=T0 + 9 * S, epoch=3, key="client-1"
+    ).ok
 
 
 def test_stale_epoch_fire_batch_creates_no_run() -> None:
@@ -514,7 +526,7 @@ def test_stale_epoch_fire_batch_creates_no_run() -> None:
 
 
 def test_newer_epoch_fences_older_and_equal_epoch_is_accepted() -> None:
-    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW))
+    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"))
     assert apply(state, tick("t", 1, T0 + S, epoch=4)).ok
     assert state.max_epoch == 4
     assert apply(state, tick("t", 1, T0 + 2 * S, epoch=4)).fired == 1
@@ -525,7 +537,7 @@ def test_newer_epoch_fences_older_and_equal_epoch_is_accepted() -> None:
 
 
 def test_same_idempotency_key_applies_once_and_returns_the_same_bytes() -> None:
-    state = with_task(TaskSpec("m", ManualTrigger()))
+    state = with_task(TaskSpec("m", ManualTrigger(), command="true"))
     data = writes.trigger_now("m", "", now_ms=T0 + S, epoch=1, origin="n1", key="k1")
     first, second = state.apply(data), state.apply(data)
     assert first.result.ok
@@ -537,20 +549,22 @@ def test_same_idempotency_key_applies_once_and_returns_the_same_bytes() -> None:
 
 def test_a_repeated_key_returns_the_first_outcome_even_for_another_body() -> None:
     state = fresh()
-    first = create(state, TaskSpec("a", EVERY_SECOND), key="k")
-    again = create(state, TaskSpec("b", EVERY_SECOND), now=T0 + 1, key="k")
+    first = create(state, TaskSpec("a", EVERY_SECOND, command="true"), key="k")
+    again = create(state, TaskSpec("b", EVERY_SECOND, command="true"), now=T0 + 1, key="k")
     assert again.SerializeToString(deterministic=True) == first.SerializeToString(deterministic=True)
     assert state.get_task("b") is None
 
 
 def test_rejected_commands_do_not_remember_their_key() -> None:
     state = with_task()
-    assert create(state, TaskSpec("t", EVERY_SECOND), key="k").code == "already_exists"
-    assert create(state, TaskSpec("u", EVERY_SECOND), key="k").ok
+    assert create(state, TaskSpec("t", EVERY_SECOND, command="true"), key="k").code == "already_exists"
+    assert create(state, TaskSpec("u", EVERY_SECOND, command="true"), key="k").ok
 
 
 def test_idempotency_keys_expire_after_the_retention() -> None:
-    state = with_task(TaskSpec("m", ManualTrigger()), retention=Retention(idempotency_keep_ms=10 * S))
+    state = with_task(
+        TaskSpec("m", ManualTrigger(), command="true"), retention=Retention(idempotency_keep_ms=10 * S)
+    )
     data = writes.trigger_now("m", "", now_ms=T0 + S, epoch=1, origin="n1", key="k1")
     assert state.apply(data).result.ok
     assert state.store.get(keys.idem_key("k1")) is not None
@@ -563,7 +577,7 @@ def test_idempotency_keys_expire_after_the_retention() -> None:
 
 
 def test_fire_batch_creates_runs_accounts_fires_and_dispatches_every_shard() -> None:
-    state = with_task(TaskSpec("t", EVERY_SECOND, shards=2, overlap=Overlap.ALLOW))
+    state = with_task(TaskSpec("t", EVERY_SECOND, shards=2, overlap=Overlap.ALLOW, command="true"))
     e = entry("t", 1, [fire(T0 + S), fire(T0 + 2 * S)], watermark=T0 + 2 * S, next_fire=T0 + 3 * S)
     applied = state.apply(batch(T0 + 2 * S, e, epoch=1))
     assert (applied.result.fired, applied.result.accounted, applied.result.refused) == (2, 2, 0)
@@ -683,7 +697,7 @@ def test_a_batch_for_a_stale_version_is_refused() -> None:
 
 def test_refusal_is_per_task_entry() -> None:
     state = with_task()
-    assert create(state, TaskSpec("u", EVERY_SECOND)).ok
+    assert create(state, TaskSpec("u", EVERY_SECOND, command="true")).ok
     good = entry("t", 1, [fire(T0 + S)], watermark=T0 + S, next_fire=T0 + 2 * S)
     ghost = entry("ghost", 1, [fire(T0 + S)], watermark=T0 + S, next_fire=T0 + 2 * S)
     stale = entry("u", 7, [fire(T0 + S)], watermark=T0 + S, next_fire=T0 + 2 * S)
@@ -703,7 +717,9 @@ def test_a_batch_stamped_below_the_committed_time_is_judged_by_its_own_stamp() -
     # below the committed time is the driver's job, checked by the simulation's
     # `check monotonic-time`.)
     state = with_task()
-    assert create(state, TaskSpec("other", ManualTrigger()), now=T0 + 5 * S).ok  # committed time T0+5s
+    assert create(
+        state, TaskSpec("other", ManualTrigger(), command="true"), now=T0 + 5 * S
+    ).ok  # committed time T0+5s
     _refused(state, T0 + 3 * S, entry("t", 1, [fire(T0 + 4 * S)], watermark=T0 + 4 * S, next_fire=T0 + 5 * S))
     e = entry(
         "t",
@@ -720,8 +736,8 @@ def test_a_batch_stamped_below_the_committed_time_is_judged_by_its_own_stamp() -
 
 def test_overlap_skip_versus_allow() -> None:
     state = fresh()
-    assert create(state, TaskSpec("skip", EVERY_SECOND)).ok  # overlap=skip is the default
-    assert create(state, TaskSpec("allow", EVERY_SECOND, overlap=Overlap.ALLOW)).ok
+    assert create(state, TaskSpec("skip", EVERY_SECOND, command="true")).ok  # overlap=skip is the default
+    assert create(state, TaskSpec("allow", EVERY_SECOND, overlap=Overlap.ALLOW, command="true")).ok
     three = [fire(T0 + i * S) for i in (1, 2, 3)]
     res = apply(
         state,
@@ -779,7 +795,7 @@ def test_trigger_now_with_invalid_params_is_refused() -> None:
 
 
 def test_report_results_completes_a_run_shard_by_shard() -> None:
-    state = with_task(TaskSpec("t", EVERY_SECOND, shards=2))
+    state = with_task(TaskSpec("t", EVERY_SECOND, shards=2, command="true"))
     apply(state, tick("t", 1, T0 + S))
     run_id = f"t@{T0 + S}"
     assert apply(state, report(T0 + 1100, (run_id, 0, 1, True))).accounted == 1
@@ -795,7 +811,7 @@ def test_report_results_completes_a_run_shard_by_shard() -> None:
 
 
 def test_a_failed_shard_fails_the_run() -> None:
-    state = with_task(TaskSpec("t", EVERY_SECOND, shards=2))
+    state = with_task(TaskSpec("t", EVERY_SECOND, shards=2, command="true"))
     apply(state, tick("t", 1, T0 + S))
     run_id = f"t@{T0 + S}"
     apply(state, report(T0 + 1100, (run_id, 0, 1, False), (run_id, 1, 1, True)))
@@ -833,8 +849,8 @@ def _many_fires(state: SchedulerState, n: int, *, finish: bool) -> None:
 
 def test_retention_by_count_keeps_the_newest_records_and_runs() -> None:
     keep = Retention(keep_count=3)
-    a = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW), retention=keep)
-    b = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW), retention=keep)
+    a = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
+    b = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
     for state in (a, b):
         _many_fires(state, 10, finish=True)
     assert a.snapshot() == b.snapshot()
@@ -866,7 +882,9 @@ def test_retention_by_age_keeps_up_with_the_fires() -> None:
 
 
 def test_unfinished_runs_are_never_pruned() -> None:
-    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW), retention=Retention(keep_count=2))
+    state = with_task(
+        TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=Retention(keep_count=2)
+    )
     _many_fires(state, 6, finish=False)
     assert len(runs_of(state, "t")) == 6
     assert record(state, "t").active_runs == 6
@@ -876,7 +894,7 @@ def test_stuck_runs_do_not_stop_finished_runs_from_being_pruned() -> None:
     # Regression: the prune scan looked at the first 8 runs only; when those never finish (their
     # executor died) no finished run behind them was ever pruned.
     keep = Retention(keep_count=3)
-    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW), retention=keep)
+    state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
     for i in range(1, 61):
         apply(state, tick("t", 1, T0 + i * S))
         if i > 10:  # runs +1s .. +10s never finish
@@ -892,9 +910,11 @@ def test_stuck_runs_do_not_stop_finished_runs_from_being_pruned() -> None:
 
 def _busy_state() -> SchedulerState:
     state = fresh(Retention(keep_count=4))
-    assert create(state, TaskSpec("t", EVERY_SECOND, shards=2, overlap=Overlap.ALLOW), key="c1").ok
-    assert create(state, TaskSpec("m", ManualTrigger(), params_json='{"a": 1}')).ok
-    assert create(state, TaskSpec("off", IntervalTrigger(60 * S)), disabled=True).ok
+    assert create(
+        state, TaskSpec("t", EVERY_SECOND, shards=2, overlap=Overlap.ALLOW, command="true"), key="c1"
+    ).ok
+    assert create(state, TaskSpec("m", ManualTrigger(), params_json='{"a": 1}', command="true")).ok
+    assert create(state, TaskSpec("off", IntervalTrigger(60 * S), command="true"), disabled=True).ok
     _many_fires(state, 6, finish=False)
     apply(state, report(T0 + 7 * S, (f"t@{T0 + S}", 0, 1, True), (f"t@{T0 + S}", 1, 1, True)))
     apply(state, report(T0 + 7 * S, (f"t@{T0 + 2 * S}", 0, 1, False)))
@@ -906,7 +926,7 @@ def test_snapshot_restore_round_trip_is_identity() -> None:
     state = _busy_state()
     snap = state.snapshot()
     other = fresh(Retention(keep_count=4))
-    assert create(other, TaskSpec("junk", EVERY_SECOND)).ok  # restore discards everything
+    assert create(other, TaskSpec("junk", EVERY_SECOND, command="true")).ok  # restore discards everything
     other.restore(snap, applied_index=42)
     assert other.snapshot() == snap
     assert other.digest() == state.digest()

@@ -59,7 +59,7 @@ def run_of(state: SchedulerState, run_id: str) -> pb.Run:
 
 def one_run(retries: int = 0) -> tuple[SchedulerState, str]:
     state = fresh()
-    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=retries, owner="ops")).ok
+    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=retries, owner="ops", command="true")).ok
     assert apply(state, join("ex1")).ok and apply(state, join("ex2")).ok
     assert apply(state, tick("t", 1, T0 + S)).fired == 1
     return state, f"t@{T0 + S}"

@@ -43,7 +43,9 @@ EVERY_MINUTE = CronTrigger("* * * * *")
 
 
 def task(trigger: Trigger, misfire: Misfire = Misfire.LATEST, cap: int = 0, window_ms: int = 0) -> TaskSpec:
-    return TaskSpec("t", trigger, misfire=misfire, misfire_all_cap=cap, misfire_all_window_ms=window_ms)
+    return TaskSpec(
+        "t", trigger, misfire=misfire, misfire_all_cap=cap, misfire_all_window_ms=window_ms, command="true"
+    )
 
 
 def plan(spec: TaskSpec, next_fire: int, now: int, misfire: MisfireSettings = SETTINGS) -> pb.TaskFires:
@@ -125,11 +127,11 @@ def test_next_fire_after_once_and_manual() -> None:
 
 
 def test_prepare_spec_anchors_an_interval_one_period_after_now() -> None:
-    spec, first = prepare_spec(TaskSpec("t", IntervalTrigger(30 * S)), T0)
+    spec, first = prepare_spec(TaskSpec("t", IntervalTrigger(30 * S), command="true"), T0)
     assert spec.trigger == IntervalTrigger(30 * S, T0 + 30 * S)
     assert first == T0 + 30 * S
     # an explicit start is kept, and its phase decides the first fire even if it is in the past
-    spec, first = prepare_spec(TaskSpec("t", IntervalTrigger(30 * S, T0 - 100 * S)), T0)
+    spec, first = prepare_spec(TaskSpec("t", IntervalTrigger(30 * S, T0 - 100 * S), command="true"), T0)
     assert spec.trigger == IntervalTrigger(30 * S, T0 - 100 * S)
     assert first == T0 + 20 * S
 
@@ -137,20 +139,20 @@ def test_prepare_spec_anchors_an_interval_one_period_after_now() -> None:
 def test_prepare_spec_refuses_a_one_shot_not_in_the_future() -> None:
     for at in (T0 - S, T0):
         with pytest.raises(InvalidSpec) as info:
-            prepare_spec(TaskSpec("t", OnceTrigger(at)), T0)
+            prepare_spec(TaskSpec("t", OnceTrigger(at), command="true"), T0)
         assert info.value.field == "trigger.at"
-    assert prepare_spec(TaskSpec("t", OnceTrigger(T0 + 1)), T0)[1] == T0 + 1
+    assert prepare_spec(TaskSpec("t", OnceTrigger(T0 + 1), command="true"), T0)[1] == T0 + 1
 
 
 def test_prepare_spec_validates_cron_and_zone() -> None:
     with pytest.raises(InvalidSpec) as info:
-        prepare_spec(TaskSpec("t", CronTrigger("61 * * * *")), T0)
+        prepare_spec(TaskSpec("t", CronTrigger("61 * * * *"), command="true"), T0)
     assert info.value.field == "trigger.cron"
     with pytest.raises(InvalidSpec) as info:
-        prepare_spec(TaskSpec("t", CronTrigger("* * * * *", "Mars/Olympus")), T0)
+        prepare_spec(TaskSpec("t", CronTrigger("* * * * *", "Mars/Olympus"), command="true"), T0)
     assert info.value.field == "trigger.timezone"
-    assert prepare_spec(TaskSpec("t", EVERY_MINUTE), T0)[1] == T0 + MINUTE
-    assert prepare_spec(TaskSpec("t", ManualTrigger()), T0)[1] == 0
+    assert prepare_spec(TaskSpec("t", EVERY_MINUTE, command="true"), T0)[1] == T0 + MINUTE
+    assert prepare_spec(TaskSpec("t", ManualTrigger(), command="true"), T0)[1] == 0
 
 
 # --------------------------------------------------------------------------- nothing due / on time
@@ -242,7 +244,7 @@ def test_a_one_shot_fires_once_even_late() -> None:
 
 
 def test_an_interval_plan_follows_its_anchor() -> None:
-    spec, first = prepare_spec(TaskSpec("t", IntervalTrigger(10 * S)), T0)
+    spec, first = prepare_spec(TaskSpec("t", IntervalTrigger(10 * S), command="true"), T0)
     tf = plan(spec, first, T0 + 35 * S)  # +10s, +20s missed; +30s on time
     assert rows(tf) == [(10, "COALESCED", 20, 2), (30, "FIRED", 0, 1)]
     assert tf.next_fire_ms == T0 + 40 * S

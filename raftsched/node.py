@@ -158,7 +158,7 @@ class Node:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
+        pb_grpc.add_AdminServicer_to_server(AdminServicer(self, self._live_executors), server)
         sch = self.config.scheduler
         self.hub = ExecutorHub(
             self,
@@ -195,6 +195,9 @@ class Node:
                 await stop.wait()
         finally:
             await server.stop(grace=1.0)
+
+    def _live_executors(self) -> dict[str, tuple[int, str]] | None:
+        return self.hub.live_view() if self.hub is not None else None
 
     def _flush_loop(self) -> None:
         while not self._flusher_stop.wait(1.0):

@@ -207,6 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _json_option(status)
 
+    executors = _leaf(
+        commands,
+        "executors",
+        cluster.cmd_executors,
+        "list the executors: state, slots used/total, labels, address and last heartbeat",
+    )
+    executors.add_argument("--all", action="store_true", help="also executors that left")
+    _json_option(executors)
+
     cron_parser = commands.add_parser("cron", help="cron tools (local; no cluster needed)")
     cron_actions = cron_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     preview = _leaf(
@@ -251,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_workflow_commands(commands: Any) -> None:
     workflow = commands.add_parser(
-        "workflow", help="workflows (DAGs): apply, list, show, run, runs, status, graph, backfill ..."
+        "workflow",
+        help="workflows (DAGs): apply, list, show, pause, resume, delete, run, runs, status, graph ...",
     )
     actions = workflow.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -279,6 +289,27 @@ def _add_workflow_commands(commands: Any) -> None:
         help="an older version (default: current)",
     )
     _json_option(show)
+
+    for action, handler, text in (
+        (
+            "pause",
+            workflows.cmd_wf_pause,
+            "stop a workflow's scheduled runs (runs in flight go on; manual runs and backfills still start)",
+        ),
+        ("resume", workflows.cmd_wf_resume, "schedule a paused workflow again, from now on"),
+    ):
+        _leaf(actions, action, handler, text).add_argument("name", metavar="NAME")
+    delete = _leaf(
+        actions,
+        "delete",
+        workflows.cmd_wf_delete,
+        "delete a workflow with its versions, runs and backfills (refused while a run is active)",
+    )
+    delete.add_argument("name", metavar="NAME")
+    delete.add_argument("--force", action="store_true", help="kill the active runs first")
+    delete.add_argument(
+        "--reason", default="", metavar="TEXT", help="with --force: recorded in the killed runs"
+    )
 
     start = _leaf(actions, "run", workflows.cmd_wf_run, "start a run of a workflow now", times=True)
     start.add_argument("name", metavar="NAME")

@@ -1125,6 +1125,22 @@ class SchedulerState:
             rows = [pb.BackfillRecord.FromString(v) for _, v in r.scan(lo, lo + keys.END)]
         return sorted(rows, key=lambda b: b.created_ms, reverse=True)
 
+    def executor_usage(self, include_left: bool = False) -> list[tuple[pb.ExecutorRecord, int]]:
+        """Executors by name (members only unless ``include_left``), each with the number of
+        attempts assigned to it and not finished."""
+        with self.lock:
+            used: dict[str, int] = {}
+            for data in self.active.values():
+                run = pb.Run.FromString(data)
+                for s in run.shards:
+                    if s.state == pb.RUNNING and s.executor:
+                        used[s.executor] = used.get(s.executor, 0) + 1
+            return [
+                (pb.ExecutorRecord.FromString(rec.SerializeToString()), used.get(name, 0))
+                for name, rec in sorted(self.executors.items())
+                if rec.alive or include_left
+            ]
+
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
         with self.lock:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from raftsched.fsm import keys
 from raftsched.fsm.state import SchedulerState
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 
 UINT32_MAX = 2**32 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

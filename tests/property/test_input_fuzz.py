@@ -18,7 +18,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import ManualTrigger, TaskSpec, parse_params
 from raftsched.storage.memory import MemoryStore
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow.validate import validate_workflow
 from tests.fuzz_strategies import domain, params_json, task_specs, workflow_specs
 

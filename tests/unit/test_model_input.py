@@ -35,7 +35,7 @@ from raftsched.model import (
     validate_params,
 )
 from raftsched.storage.memory import MemoryStore
-from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow.template import render_params_json
 from raftsched.workflow.validate import validate_workflow
 from tests.fuzz_strategies import domain

@@ -77,6 +77,7 @@ _ENUM_PREFIXES: dict[str, str] = {
     "raftsched.v1.MisfirePolicy": "MISFIRE_",
     "raftsched.v1.OverlapPolicy": "OVERLAP_",
     "raftsched.v1.TriggerRule": "RULE_",
+    "raftsched.v1.ExecutorState": "EXECUTOR_",
 }
 
 

@@ -19,11 +19,13 @@ import pytest
 from google.protobuf.message import Message
 
 from raftsched import __version__, cli
+from raftsched.cli import input as cli_input
 from raftsched.cli import node as node_cli
 from raftsched.cli.process import check_listen_address, lock_data_dir
 from raftsched.cli.render import enum_name, one_line, to_dict
 from raftsched.errors import CannotStart, ConfigError
 from raftsched.localcluster import write_config
+from raftsched.timing.clock import ManualClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -38,6 +40,7 @@ class FakeAdmin(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]  # 
 
     def __init__(self) -> None:
         self.requests: list[Message] = []
+        self.leader_view = True
 
     def NodeStatus(self, request: pb.NodeStatusRequest, context: Any) -> pb.NodeStatusReply:
         self.requests.append(request)
@@ -76,12 +79,62 @@ class FakeAdmin(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]  # 
         spec.tasks.add(name="load", command="load.sh", depends_on=[pb.Dependency(task="extract")])
         return pb.WorkflowReply(workflow=pb.WorkflowRecord(spec=spec, version=1))
 
+    def ListExecutors(self, request: pb.ListExecutorsRequest, context: Any) -> pb.ListExecutorsReply:
+        self.requests.append(request)
+        reply = pb.ListExecutorsReply(node_id="n1", leader_view=self.leader_view)
+        reply.executors.add(
+            name="ex1",
+            state=pb.EXECUTOR_ALIVE,
+            slots=4,
+            slots_used=3,
+            labels={"zone": "a", "gpu": "yes"},
+            joined_ms=NOW - 3_600_000,
+            last_heartbeat_ms=NOW - 2000 if self.leader_view else 0,
+            address="ipv4:127.0.0.1:50514" if self.leader_view else "",
+        )
+        if request.include_left:
+            reply.executors.add(
+                name="ex0",
+                state=pb.EXECUTOR_LEFT,
+                slots=2,
+                joined_ms=NOW - 7_200_000,
+                left_ms=NOW - 60_000,
+                left_reason="heartbeats stopped",
+            )
+        return reply
+
+    def SetWorkflowPaused(self, request: pb.SetWorkflowPausedRequest, context: Any) -> pb.WorkflowReply:
+        self.requests.append(request)
+        if request.name != "etl":
+            context.set_trailing_metadata((("raftsched-code", "not_found"),))
+            context.abort(grpc.StatusCode.NOT_FOUND, f"workflow {request.name!r} does not exist")
+        record = pb.WorkflowRecord(spec=pb.WorkflowSpec(name="etl"), version=2, paused=request.paused)
+        if not request.paused:
+            record.next_fire_ms = NOW + 20_000
+        return pb.WorkflowReply(workflow=record, changed=True)
+
+    def DeleteWorkflow(self, request: pb.DeleteWorkflowRequest, context: Any) -> pb.DeleteWorkflowReply:
+        self.requests.append(request)
+        if not request.force:
+            context.set_trailing_metadata((("raftsched-code", "conflict"),))
+            context.abort(
+                grpc.StatusCode.ABORTED,
+                "workflow 'etl' has 2 active run(s) (etl@1, etl@2): kill them, or delete with --force",
+            )
+        record = pb.WorkflowRecord(spec=pb.WorkflowSpec(name="etl"), version=2)
+        return pb.DeleteWorkflowReply(workflow=record, runs_killed=2)
+
     def GetWorkflowRun(self, request: pb.GetWorkflowRunRequest, context: Any) -> pb.WorkflowRunReply:
         self.requests.append(request)
         run = pb.WorkflowRun(run_id=request.run_id, workflow="etl", version=1, state=pb.WORKFLOW_FAILED)
         task = run.tasks.add(name="extract", state=pb.TASK_FAILED, tries=1, reason="exit 2:\nno such table")
         task.timeline.add(state=pb.TASK_FAILED, at_ms=NOW, reason="exit 2:\nno such table")
         return pb.WorkflowRunReply(run=run)
+
+
+@pytest.fixture(autouse=True)
+def pinned_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_input, "SystemClock", lambda: ManualClock(NOW))
 
 
 @pytest.fixture
@@ -359,3 +412,98 @@ def test_node_data_dir_option(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) ->
     assert moved.node("n1") == config.node("n1")
     with pytest.raises(ConfigError, match="data_dir"):
         node_cli.with_data_dir(config, "n2", config.node("n1").data_dir)
+
+
+# -- executors ---------------------------------------------------------------------------------------
+
+
+def test_executors_table_and_json(admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]) -> None:
+    servicer, address = admin
+    status, out, _ = run(capsys, "--cluster", address, "executors")
+    assert status == 0
+    header, row = out.splitlines()
+    assert header.split() == [
+        "NAME",
+        "STATE",
+        "SLOTS",
+        "LABELS",
+        "ADDRESS",
+        "LAST",
+        "HEARTBEAT",
+        "JOINED",
+        "LEFT",
+    ]
+    assert row.split() == [
+        "ex1",
+        "alive",
+        "3/4",
+        "gpu=yes,zone=a",
+        "ipv4:127.0.0.1:50514",
+        "2026-11-30T09:59:58Z",
+        "(2s",
+        "ago)",
+        "2026-11-30T09:00:00Z",
+        "-",
+    ]
+    assert servicer.requests[-1] == pb.ListExecutorsRequest(include_left=False)
+
+    status, out, _ = run(capsys, "--cluster", address, "executors", "--all", "--json")
+    data = json.loads(out)
+    assert servicer.requests[-1] == pb.ListExecutorsRequest(include_left=True)
+    assert [(e["name"], e["state"]) for e in data["executors"]] == [("ex1", "alive"), ("ex0", "left")]
+    assert data["executors"][0]["slots_used"] == 3 and data["leader_view"] is True
+    assert data["executors"][1]["left_reason"] == "heartbeats stopped"
+
+
+def test_executors_from_a_node_that_does_not_lead(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    servicer, address = admin
+    servicer.leader_view = False  # and NodeStatus names no leader to ask instead
+    status, out, _ = run(capsys, "--cluster", address, "executors")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[1].split()[:6] == ["ex1", "alive", "3/4", "gpu=yes,zone=a", "-", "-"]
+    assert (
+        lines[-1]
+        == "note: n1 answered without leading: heartbeats and addresses are known to the leader only"
+    )
+
+
+# -- workflow pause / resume / delete --------------------------------------------------------------------
+
+
+def test_workflow_pause_resume_delete(
+    admin: tuple[FakeAdmin, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    servicer, address = admin
+    status, out, _ = run(capsys, "--cluster", address, "workflow", "pause", "etl")
+    assert (status, out) == (0, "paused workflow etl: no scheduled runs until 'workflow resume'\n")
+    sent = servicer.requests[-1]
+    assert isinstance(sent, pb.SetWorkflowPausedRequest) and sent.paused and sent.idempotency_key
+
+    status, out, _ = run(capsys, "--cluster", address, "workflow", "resume", "etl")
+    assert (status, out) == (0, "resumed workflow etl; next scheduled run 2026-11-30T10:00:20Z\n")
+    assert servicer.requests[-1] == pb.SetWorkflowPausedRequest(
+        name="etl", paused=False, idempotency_key=servicer.requests[-1].idempotency_key
+    )
+
+    status, out, err = run(capsys, "--cluster", address, "workflow", "pause", "nope")
+    assert (status, out, err) == (1, "", "raftsched: error: workflow 'nope' does not exist\n")
+
+    status, out, err = run(capsys, "--cluster", address, "workflow", "delete", "etl")
+    assert status == 1 and out == ""
+    assert err == (
+        "raftsched: error: workflow 'etl' has 2 active run(s) (etl@1, etl@2): "
+        "kill them, or delete with --force\n"
+    )
+    status, out, _ = run(
+        capsys, "--cluster", address, "workflow", "delete", "etl", "--force", "--reason", "retired"
+    )
+    assert (status, out) == (0, "deleted workflow etl (version 2), killed 2 active run(s)\n")
+    sent = servicer.requests[-1]
+    assert isinstance(sent, pb.DeleteWorkflowRequest)
+    assert (sent.name, sent.force, sent.reason) == ("etl", True, "retired")
+
+    status, _, err = run(capsys, "--cluster", address, "workflow", "delete", "etl", "--reason", "x")
+    assert status == 2 and "--reason applies with --force" in err

@@ -29,7 +29,8 @@ if str(BENCH_DIR) not in sys.path:
 import fires  # noqa: E402
 
 from raftsched.abc import StateStore  # noqa: E402
-from raftsched.fsm.state import Retention, SchedulerState  # noqa: E402
+from raftsched.fsm.records import Retention  # noqa: E402
+from raftsched.fsm.state import SchedulerState  # noqa: E402
 from raftsched.leader import writes  # noqa: E402
 from raftsched.leader.driver import LeaderDriver  # noqa: E402
 from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402

@@ -28,7 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from raftsched import codec
-from raftsched.fsm.state import AttemptReady, SchedulerState
+from raftsched.fsm.effects import AttemptReady
+from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
 

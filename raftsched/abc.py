@@ -9,14 +9,19 @@ seam               in memory                           real
 StateStore         storage.memory.MemoryStore          storage.lmdb_store.LmdbStore
 Clock              timing.clock.ManualClock            timing.clock.SystemClock
 ConsensusNode      consensus.memory.SimNode            consensus.pysyncobj_node.PySyncObjNode
+ExecutionLog       storage.memory.MemoryExecutionLog   storage.lmdb_execlog.LmdbExecutionLog
+ExecutorTransport  executor.memory.MemoryTransport     rpc.executor_client.GrpcExecutorTransport
 =================  ==================================  ==========================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from raftsched.v1 import raftsched_pb2 as pb
 
 
 class StateStore(Protocol):
@@ -162,3 +167,104 @@ class ConsensusNode(Protocol):
     def status(self) -> RaftStatus: ...
 
     def destroy(self) -> None: ...
+
+class ExecutionLog(Protocol):
+    """An executor's durable record of the execution ids it has begun: ``str`` key → opaque value.
+
+    Every key also has an *insertion sequence*, fixed when it is first inserted, and a *settled*
+    flag, False when inserted. Lists come back in insertion order. Each call is atomic and
+    durable when it returns (to the implementation's durability: fsynced, or only committed
+    until ``flush``). Keys are 1 to 511 UTF-8 bytes; any other raises ``ValueError`` and changes
+    nothing. Thread-safe; one process owns a log. The executor's dedupe rules
+    (:class:`raftsched.executor.dedupe.DedupeLog`) are built on this; it only stores bytes.
+    """
+
+    def get(self, key: str) -> tuple[bytes, bool] | None:
+        """``(value, settled)`` for ``key``, or None if absent."""
+        ...
+
+    def insert_many(self, items: list[tuple[str, bytes]]) -> list[tuple[bytes, bool] | None]:
+        """Insert each absent key, unsettled, and answer None for it; for a present key change
+        nothing and answer its ``(value, settled)``. In order, in one transaction: a key repeated
+        in ``items`` is inserted by its first occurrence, and of two racing inserts of one key
+        exactly one answers None."""
+        ...
+
+    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+        """Overwrite value and settled flag of existing keys, keeping their insertion sequence,
+        in one transaction. A missing key raises ``KeyError`` and changes nothing."""
+        ...
+
+    def unsettled(self) -> list[tuple[str, bytes]]:
+        """Every unsettled ``(key, value)``."""
+        ...
+
+    def prune_settled(self, keep: int) -> list[str]:
+        """Delete the oldest settled keys until at most ``keep`` remain; return the deleted keys.
+        Unsettled keys are never deleted."""
+        ...
+
+    def __len__(self) -> int:
+        """How many keys the log holds."""
+        ...
+
+    def flush(self) -> None:
+        """Make every committed call durable against power loss (a no-op where there is no disk)."""
+        ...
+
+    def close(self) -> None:
+        """Release the log (idempotent); later calls raise :class:`RuntimeError`."""
+        ...
+
+
+class TransportError(Exception):
+    """An executor's call to a scheduler node failed; the executor finds the leader again.
+
+    ``code`` is the failure in lower case (``unavailable``, ``deadline_exceeded``,
+    ``failed_precondition``, ``invalid_argument``...); ``leader`` is the leader's address when
+    the node answered that it does not lead and knows who does ("" otherwise). A call that failed
+    this way may still have taken effect (a report may have committed): every executor call is
+    safe to repeat.
+    """
+
+    def __init__(self, code: str, details: str = "", leader: str = "") -> None:
+        self.code = code
+        self.details = details
+        self.leader = leader
+        super().__init__(f"{code.upper()}: {details}")
+
+
+class DispatchStream(Protocol):
+    """The work a leader pushes to one executor, as batches of work items in dispatch order.
+
+    Iterating ends when the node closes the stream (it stopped leading) and raises
+    :class:`TransportError` if the connection fails. ``cancel`` hangs up (idempotent).
+    """
+
+    def __aiter__(self) -> AsyncIterator[Sequence[pb.WorkItem]]: ...
+
+    def cancel(self) -> None: ...
+
+
+class ExecutorTransport(Protocol):
+    """How an executor reaches the scheduler nodes: the four executor RPCs, addressed to a target.
+
+    ``target`` is a node's ``host:port``. Every method is a coroutine on the executor's event
+    loop (``dispatch`` opens the stream without waiting), fails with :class:`TransportError`
+    (``timeout_s`` bounds the wait), and may be retried. ``close`` releases connections; the
+    transport may be used again afterwards and reconnects lazily.
+    """
+
+    async def register(
+        self, target: str, request: pb.RegisterRequest, *, timeout_s: float
+    ) -> pb.RegisterReply: ...
+
+    def dispatch(self, target: str, request: pb.DispatchRequest) -> DispatchStream: ...
+
+    async def heartbeat(
+        self, target: str, request: pb.HeartbeatRequest, *, timeout_s: float
+    ) -> pb.HeartbeatReply: ...
+
+    async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply: ...
+
+    async def close(self) -> None: ...

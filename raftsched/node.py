@@ -30,7 +30,9 @@ from raftsched.abc import (
 from raftsched.config import ClusterConfig
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import CannotStart
-from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate

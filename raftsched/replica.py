@@ -10,7 +10,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from raftsched.abc import StateStore
-from raftsched.fsm.state import Effect, SchedulerState
+from raftsched.fsm.effects import Effect
+from raftsched.fsm.state import SchedulerState
 
 log = logging.getLogger(__name__)
 

@@ -2,39 +2,50 @@
 
 ``SimHarness`` wires, per node, the real :class:`SchedulerState`, :class:`Replica` and
 :class:`LeaderDriver` to an in-memory log (:class:`raftsched.consensus.memory.SimCluster`) and a
-:class:`ManualClock`. Nothing sleeps and nothing is random unless a seed says so: a scenario
-reproduces exactly. Users can drive their own schedules through it to check what fires when.
+:class:`ManualClock`. Executors are the real :class:`raftsched.Executor`, each on its own event
+loop whose time is the manual clock, talking to the simulated nodes over the in-memory transport
+(:class:`raftsched.executor.memory.MemoryTransport`) and keeping an in-memory execution log;
+only running a command is simulated (it takes ``duration_ms`` and succeeds). Nothing sleeps and
+nothing is random unless a seed says so: a scenario reproduces exactly. Users can drive their
+own schedules through it to check what fires when.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import itertools
 import random
-from collections.abc import Iterable
+import selectors
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from raftsched import codec
-from raftsched.abc import ProposeError
+from raftsched.abc import ProposeError, TransportError
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
+from raftsched.executor.agent import Executor
+from raftsched.executor.memory import MemoryStream, MemoryTransport
+from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.fsm import keys
-from raftsched.fsm.state import BarrierCommitted, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import BarrierCommitted, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.leader.gate import leader_time
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
-from raftsched.storage.memory import MemoryStore
+from raftsched.storage.memory import MemoryExecutionLog, MemoryStore
 from raftsched.timing.clock import ManualClock
 from raftsched.timing.schedule import MisfireSettings
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
-__all__ = ["ManualClock", "SimHarness", "SimNodeState"]
+__all__ = ["ManualClock", "SimExecutorProcess", "SimHarness", "SimNodeState"]
 
 
 @dataclass
@@ -48,48 +59,166 @@ class SimNodeState:
     clock_offset_ms: int = 0
 
 
-@dataclass
-class SimExecutor:
-    """A simulated executor: takes work items, 'runs' each for ``duration_ms``, reports results.
+class _IdleSelector(selectors.DefaultSelector):
+    """Never blocks. The loop asks to wait (a timeout other than 0) only when nothing is ready
+    and no timer is due: then the simulated process is idle until the clock moves."""
 
-    It keeps the real agent's rules: dispatches from an epoch older than the newest seen are
-    refused, and an execution id already running or done is never run again (``executions``
-    records every start, so a test can prove nothing ran twice).
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_idle: Callable[[], None] | None = None
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if (timeout is None or timeout > 0) and self.on_idle is not None:
+            self.on_idle()
+        return super().select(0)
+
+
+class _SimLoop(asyncio.SelectorEventLoop):
+    """An event loop whose time is a :class:`ManualClock`, stepped by :meth:`run_until_idle`."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        selector = _IdleSelector()
+        super().__init__(selector)
+        selector.on_idle = self.stop
+        self._sim_clock = clock
+        self._origin_ms = clock.now_ms()
+
+    def time(self) -> float:
+        # Seconds since the loop started, not since the epoch: the loop runs a timer when its
+        # time is below now + the clock's resolution (1 ns), and at 1.7e9 s a float cannot hold
+        # that difference, so a timer due exactly now would never run.
+        return (self._sim_clock.now_ms() - self._origin_ms) / 1000
+
+    def run_until_idle(self) -> None:
+        """Run every callback that is ready, and every timer due by the clock's current time."""
+        self.run_forever()
+
+
+class _SimCommands:
+    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds."""
+
+    def __init__(self, clock: ManualClock, duration_ms: int, executions: list[tuple[str, int]]) -> None:
+        self.clock = clock
+        self.duration_ms = duration_ms
+        self.executions = executions
+
+    async def run(self, command: str, ctx: AttemptContext) -> AttemptResult:
+        self.executions.append((ctx.execution_id, self.clock.now_ms()))
+        await asyncio.sleep(self.duration_ms / 1000)
+        return AttemptResult(ctx.execution_id, True, 0, duration_ms=self.duration_ms)
+
+
+@dataclass
+class SimExecutorProcess:
+    """One simulated executor process: a real :class:`Executor` while it is up.
+
+    ``log`` is its execution log, which survives a crash (a restarted agent finds what was
+    running and reports it failed). ``executions`` records every start of a command as
+    ``(execution id, start ms)``, across restarts, so a test can prove nothing ran twice.
     """
 
     name: str
     slots: int
-    duration_ms: int = 300
-    up: bool = True
-    max_epoch: int = 0
-    running: dict[str, int] = field(default_factory=dict)  # execution id -> finishes at
-    done: dict[str, bool] = field(default_factory=dict)  # execution id -> success
-    unreported: list[str] = field(default_factory=list)
-    executions: list[tuple[str, int]] = field(default_factory=list)  # (execution id, start ms)
-    refused_stale: int = 0
+    duration_ms: int
+    log: MemoryExecutionLog = field(default_factory=MemoryExecutionLog)
+    executions: list[tuple[str, int]] = field(default_factory=list)
+    agent: Executor | None = None
+    loop: _SimLoop | None = None
+    task: asyncio.Task[None] | None = None
 
-    def accept(self, item: pb.WorkItem, now_ms: int) -> None:
-        if not self.up:
-            return
-        if item.epoch < self.max_epoch:
-            self.refused_stale += 1
-            return
-        self.max_epoch = item.epoch
-        if item.execution_id in self.running:
-            return
-        if item.execution_id in self.done:
-            if item.execution_id not in self.unreported:
-                self.unreported.append(item.execution_id)
-            return
-        self.running[item.execution_id] = now_ms + self.duration_ms
-        self.executions.append((item.execution_id, now_ms))
+    @property
+    def up(self) -> bool:
+        return self.agent is not None
 
-    def progress(self, now_ms: int) -> None:
-        for exec_id, finish in list(self.running.items()):
-            if finish <= now_ms:
-                del self.running[exec_id]
-                self.done[exec_id] = True
-                self.unreported.append(exec_id)
+
+def _address(node_id: str) -> str:
+    return f"{node_id}.sim:7000"
+
+
+class _SimEndpoint:
+    """The simulated nodes' executor service, as ``rpc/executor_service.py`` serves it: only the
+    leader whose dispatcher leads accepts calls; others redirect to the leader."""
+
+    def __init__(self, sim: SimHarness) -> None:
+        self.sim = sim
+        self.streams: dict[tuple[str, str], MemoryStream] = {}  # (node id, executor) -> stream
+
+    def _node(self, target: str) -> SimNodeState:
+        node_id = target.split(".sim:")[0]
+        sim_node = self.sim.cluster.nodes[node_id]
+        if not sim_node.up:
+            raise TransportError("unavailable", f"{node_id} is down")
+        node = self.sim.nodes[node_id]
+        if not (sim_node.believes_leader and node.dispatcher.leading):
+            leader = self.sim.leader
+            hint = _address(leader) if leader is not None and leader != node_id else ""
+            raise TransportError("failed_precondition", f"{node_id} is not the leader", hint)
+        return node
+
+    def _now(self, node: SimNodeState) -> int:
+        return leader_time(self.sim.now(node.node_id), node.state.max_now_ms)
+
+    def _commit(self, node: SimNodeState, data: bytes) -> None:
+        errors: list[ProposeError] = []
+        done: list[bool] = []
+        self.sim.cluster.nodes[node.node_id].propose(
+            data, lambda _r, e: errors.append(e) if e is not None else done.append(True)
+        )
+        self.sim.settle()
+        if errors:
+            raise TransportError("unavailable", str(errors[0]))
+        if not done:
+            raise TransportError("deadline_exceeded", "the command did not commit")
+
+    def register(self, target: str, request: pb.RegisterRequest) -> pb.RegisterReply:
+        node = self._node(target)
+        d = node.dispatcher
+        cmd = logpb.Command(epoch=d.epoch, now_ms=self._now(node), origin=node.node_id)
+        cmd.executor_join.name = request.name
+        cmd.executor_join.slots = request.slots
+        cmd.executor_join.labels.update(request.labels)
+        self._commit(node, codec.encode_command(cmd))
+        s = d.settings
+        return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
+
+    def open_stream(self, stream: MemoryStream) -> None:
+        node = self._node(stream.target)
+        if stream.name not in node.dispatcher.ring:
+            raise TransportError("not_found", f"executor {stream.name!r} is not registered")
+        old = self.streams.get((node.node_id, stream.name))
+        if old is not None:
+            old.close()  # a newer stream of the same executor replaces the old one
+        self.streams[(node.node_id, stream.name)] = stream
+        stream.push(node.dispatcher.resend_to(stream.name, self._now(node)))
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        node = self._node(target)
+        d = node.dispatcher
+        ok = d.heartbeat(request.name, request.running, self._now(node))
+        return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
+
+    def report(self, target: str, request: pb.ReportRequest) -> pb.ReportReply:
+        node = self._node(target)
+        data = node.dispatcher.results(request.name, request.results, self._now(node))
+        if data is not None:
+            self._commit(node, data)
+        return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
+
+    def deliver(self, node_id: str, executor: str, item: pb.WorkItem) -> None:
+        """Send a dispatched item down the executor's stream to ``node_id``, if it has one open;
+        otherwise it is re-sent when the executor reconnects, or its lease expires."""
+        stream = self.streams.get((node_id, executor))
+        if stream is not None and stream.open:
+            stream.push([item])
+
+    def hang_up(self, node_id: str, crashed: bool) -> None:
+        """Every stream to ``node_id`` ends (it stopped leading) or breaks (it crashed)."""
+        for key in [k for k in self.streams if k[0] == node_id]:
+            stream = self.streams.pop(key)
+            if crashed:
+                stream.fail(TransportError("unavailable", f"{node_id} is down"))
+            else:
+                stream.close()
 
 
 class SimHarness:
@@ -114,7 +243,8 @@ class SimHarness:
     ) -> None:
         self.dispatch = dispatch or DispatchSettings(lease_ms=2000, heartbeat_ms=300, retry_base_ms=200)
         self.seed = seed
-        self.executors: dict[str, SimExecutor] = {}
+        self.executors: dict[str, SimExecutorProcess] = {}
+        self.endpoint = _SimEndpoint(self)
         self.clock = ManualClock(start_ms)
         self.cluster = SimCluster(list(node_ids))
         self.misfire = misfire or MisfireSettings()
@@ -154,6 +284,7 @@ class SimHarness:
         else:
             node.driver.step_down()
             node.dispatcher.step_down()
+            self.endpoint.hang_up(node_id, crashed=False)
 
     def now(self, node_id: str) -> int:
         return self.clock.now_ms() + self.nodes[node_id].clock_offset_ms
@@ -166,6 +297,7 @@ class SimHarness:
     def crash(self, node_id: str) -> None:
         self.nodes[node_id].driver.step_down()
         self.cluster.crash(node_id)
+        self.endpoint.hang_up(node_id, crashed=True)
 
     def restart(self, node_id: str, wipe: bool = False) -> None:
         store = MemoryStore() if wipe else self.nodes[node_id].store
@@ -203,7 +335,9 @@ class SimHarness:
 
     def tick(self) -> None:
         """One scheduling round at the current time: every node that believes it leads polls its
-        driver and its dispatcher; executors progress, heartbeat and report to the real leader."""
+        driver; the leader's dispatcher places work and sends it down the executors' streams;
+        then each executor's event loop runs until it is idle at this time (it takes work,
+        finishes commands, heartbeats, reports and reconnects as its own timers say)."""
         for node in self.nodes.values():
             sim_node = self.cluster.nodes[node.node_id]
             if sim_node.up and sim_node.believes_leader:
@@ -215,83 +349,67 @@ class SimHarness:
 
     # -- executors --------------------------------------------------------------------------------
 
-    def add_executor(self, name: str, slots: int = 4, duration_ms: int = 300) -> SimExecutor:
-        ex = SimExecutor(name, slots, duration_ms)
-        self.executors[name] = ex
-        self._register(ex)
-        return ex
+    def add_executor(self, name: str, slots: int = 4, duration_ms: int = 300) -> SimExecutorProcess:
+        """Start an executor process (it registers with the leader at once, if there is one)."""
+        proc = SimExecutorProcess(name, slots, duration_ms)
+        self.executors[name] = proc
+        self._start(proc)
+        return proc
 
-    def _register(self, ex: SimExecutor) -> None:
-        leader = self.leader
-        if leader is None:
-            return
-        cmd = logpb.Command(
-            epoch=self.nodes[leader].dispatcher.epoch or self.cluster.term, now_ms=self.now(leader)
+    def _start(self, proc: SimExecutorProcess) -> None:
+        loop = _SimLoop(self.clock)
+        agent = Executor(
+            [_address(n) for n in self.nodes],
+            proc.name,
+            slots=proc.slots,
+            clock=self.clock,
+            transport=MemoryTransport(self.endpoint),
+            execution_log=proc.log,
+            command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions),
         )
-        cmd.executor_join.name = ex.name
-        cmd.executor_join.slots = ex.slots
-        self.cluster.nodes[leader].propose(codec.encode_command(cmd), _ignore)
-        self.settle()
+        proc.agent, proc.loop = agent, loop
+        proc.task = loop.create_task(agent.run())
+        loop.run_until_idle()
 
     def crash_executor(self, name: str) -> None:
-        ex = self.executors[name]
-        ex.up = False
-        # Its processes die with it; the execution log survives, and (like the real agent's
-        # recover()) marks what was running as finished unsuccessfully, to be reported.
-        for exec_id in ex.running:
-            ex.done[exec_id] = False
-            ex.unreported.append(exec_id)
-        ex.running.clear()
+        """Kill the executor process: its attempts stop where they are; its log survives."""
+        proc = self.executors[name]
+        if proc.loop is None or proc.task is None:
+            return
+        proc.task.cancel()
+        proc.loop.run_until_idle()
+        proc.loop.close()
+        proc.agent = proc.loop = proc.task = None
 
     def restart_executor(self, name: str) -> None:
-        self.executors[name].up = True
-        self._register(self.executors[name])
+        """Start a crashed executor again on its surviving log (it reports what was interrupted)."""
+        proc = self.executors[name]
+        if not proc.up:
+            self._start(proc)
+
+    def close(self) -> None:
+        """Stop every executor process (call at the end of a test that added executors)."""
+        for name in self.executors:
+            self.crash_executor(name)
 
     def _executors_round(self) -> None:
         leader = self.leader
-        if leader is None or not self.cluster.nodes[leader].believes_leader:
-            return
-        node = self.nodes[leader]
-        d = node.dispatcher
-        if not d.leading:
-            return
-        now = self.now(leader)
-        for ex in self.executors.values():
-            if not ex.up:
-                continue
-            ex.progress(now)
-            if not d.heartbeat(ex.name, [*ex.running, *ex.unreported], now):
-                self._register(ex)
-                continue
-            if ex.unreported:
-                results = [pb.ExecResult(execution_id=i, success=ex.done[i]) for i in ex.unreported]
-                data = d.results(ex.name, results, now)
-                ex.unreported.clear()
-                if data is not None:
-                    self.cluster.nodes[leader].propose(data, _ignore)
-        for data in d.poll(now):
-            if codec.decode_command(data).WhichOneof("body") == "assign_attempts":
-                # Whatever the assignment did not turn into a lease may be placed again.
-                self.cluster.nodes[leader].propose(data, functools.partial(_release, d, data))
-            else:
-                self.cluster.nodes[leader].propose(data, _ignore)
-        self.settle()
-        for executor, item in d.take_outbox():
-            target = self.executors.get(executor)
-            if target is not None:
-                target.accept(item, now)
-
-    def resend_all(self) -> None:
-        """Executors reconnecting to a (new) leader: it re-sends what it has leased to them."""
-        leader = self.leader
-        if leader is None:
-            return
-        d = self.nodes[leader].dispatcher
-        now = self.now(leader)
-        for ex in self.executors.values():
-            if ex.up:
-                for item in d.resend_to(ex.name, now):
-                    ex.accept(item, now)
+        if leader is not None and self.cluster.nodes[leader].believes_leader:
+            d = self.nodes[leader].dispatcher
+            if d.leading:
+                now = self.now(leader)
+                for data in d.poll(now):
+                    if codec.decode_command(data).WhichOneof("body") == "assign_attempts":
+                        # Whatever the assignment did not turn into a lease may be placed again.
+                        self.cluster.nodes[leader].propose(data, functools.partial(_release, d, data))
+                    else:
+                        self.cluster.nodes[leader].propose(data, _ignore)
+                self.settle()
+                for executor, item in d.take_outbox():
+                    self.endpoint.deliver(leader, executor, item)
+        for proc in self.executors.values():
+            if proc.loop is not None:
+                proc.loop.run_until_idle()
 
     def run_for(self, ms: int, step_ms: int | None = None) -> None:
         step = step_ms or self.step_ms

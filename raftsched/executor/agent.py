@@ -7,11 +7,15 @@
 * a dispatch from an epoch older than the newest seen is refused (a deposed leader);
 * nothing starts before its nominal time by the executor's own clock either (a leader whose
   clock runs ahead cannot make work start early; it waits until its nominal time);
-* an ``execution_id`` already running or done is never run again (the LMDB execution log,
-  which survives restarts); a done one has its stored result reported again;
+* an ``execution_id`` already running or done is never run again (the execution log, which
+  survives restarts); a done one has its stored result reported again;
 * results are reported until the cluster acknowledges them (committed), across leader changes;
 * heartbeats renew the leases of running attempts; losing the leader (stream error) makes the
   agent find the new one and register again — dispatching resumes as soon as it has.
+
+Its IO goes through two seams: an :class:`raftsched.abc.ExecutorTransport` (gRPC by default) and
+an :class:`raftsched.abc.ExecutionLog` (LMDB in ``data_dir`` by default). With the in-memory
+ones the same agent runs inside a simulation (:mod:`raftsched.testing`) or a unit test.
 """
 
 from __future__ import annotations
@@ -24,23 +28,25 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import grpc
-
-from raftsched.abc import Clock
+from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, TransportError
 from raftsched.config import parse_address
 from raftsched.errors import InvalidSpec
-from raftsched.executor.dedupe import BeginOutcome, BeginStatus, ExecutionLog
-from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
+from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
+from raftsched.executor.runners import (
+    AttemptContext,
+    AttemptResult,
+    CallableRunner,
+    CommandRunner,
+    SubprocessRunner,
+)
 from raftsched.model import validate_name
+from raftsched.rpc.executor_client import GrpcExecutorTransport
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
-from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
 H = TypeVar("H", bound=Callable[..., Any])
-
-_CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
 
 
 class LeaderLost(Exception):
@@ -48,6 +54,16 @@ class LeaderLost(Exception):
 
 
 class Executor:
+    """One executor; see the module docstring for its contract.
+
+    ``transport`` defaults to gRPC; ``execution_log`` to an LMDB log in ``data_dir``, which
+    :meth:`run` opens (creating the directory), fsyncs every second and closes when it returns.
+    A log passed in is the caller's to open, flush and close: ``run`` only reads and writes it
+    (so a simulated restart can hand the same log to a new agent). ``command_runner`` runs
+    tasks' shell commands (default: a :class:`SubprocessRunner` with ``grace_s``); handlers
+    registered with :meth:`handler` run Python callables.
+    """
+
     def __init__(
         self,
         targets: str | Sequence[str],
@@ -58,6 +74,9 @@ class Executor:
         labels: Mapping[str, str] | None = None,
         grace_s: float = 5.0,
         clock: Clock | None = None,
+        transport: ExecutorTransport | None = None,
+        execution_log: ExecutionLog | None = None,
+        command_runner: CommandRunner | None = None,
     ) -> None:
         validate_name(name, "executor.name")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
@@ -73,14 +92,16 @@ class Executor:
         self.labels = dict(labels or {})
         self.data_dir = Path(data_dir)
         self.callables = CallableRunner()
-        self.subprocess = SubprocessRunner(grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name})
-        self._log: ExecutionLog | None = None
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self.subprocess: CommandRunner = command_runner or SubprocessRunner(
+            grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name}
+        )
+        self.transport: ExecutorTransport = transport or GrpcExecutorTransport()
+        self._store = execution_log
+        self._log: DedupeLog | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
         self._to_begin: list[tuple[str, asyncio.Future[BeginOutcome]]] = []
         self._to_finish: list[tuple[AttemptResult, asyncio.Future[None]]] = []
         self._cancelled: set[str] = set()
-        self._batched = True  # DispatchBatch (many work items per stream message)
         self._max_epoch = 0
         self._report_wake: asyncio.Event | None = None
         self.clock: Clock = clock or SystemClock()
@@ -101,18 +122,22 @@ class Executor:
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until ``stop`` is set (or forever): connect, take work, report, reconnect."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        # No fsync per begin/finish on the event loop (two per attempt capped an executor near
-        # 1,500 attempts/s, measured by bench/executors.py): LMDB commits survive a killed
-        # process without it; a flusher fsyncs every second against power loss.
-        self._log = ExecutionLog(self.data_dir, sync=False)
+        own_log = self._store is None
+        if self._store is None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            # No fsync per begin/finish on the event loop (two per attempt capped an executor near
+            # 1,500 attempts/s, measured by bench/executors.py): LMDB commits survive a killed
+            # process without it; a flusher fsyncs every second against power loss.
+            self._log = DedupeLog.open(self.data_dir, sync=False)
+        else:
+            self._log = DedupeLog(self._store)
         for result in self._log.recover():
             log.warning(
                 "%s: %s was interrupted by a restart; reporting it failed", self.name, result.execution_id
             )
         self._report_wake = asyncio.Event()
         stop = stop or asyncio.Event()
-        flusher = asyncio.ensure_future(self._flush_loop())
+        flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
         try:
             target_index = 0
             while not stop.is_set():
@@ -120,41 +145,37 @@ class Executor:
                 try:
                     target = await self._register(target)
                     await self._serve(target, stop)
-                except (LeaderLost, grpc.aio.AioRpcError) as exc:
-                    log.info("%s: lost %s (%s); finding the leader", self.name, target, _short(exc))
+                except (LeaderLost, TransportError) as exc:
+                    log.info("%s: lost %s (%s); finding the leader", self.name, target, exc)
                     target_index += 1
                     await _sleep_or_stop(stop, 0.2)
         finally:
-            flusher.cancel()
+            if flusher is not None:
+                flusher.cancel()
             for task in self._running.values():
                 task.cancel()
-            for ch in self._channels.values():
-                await ch.close()
-            self._log.close()
-
-    def _stub(self, target: str) -> Any:
-        ch = self._channels.get(target)
-        if ch is None:
-            ch = self._channels[target] = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
-        return pb_grpc.ExecutorServiceStub(ch)
+            await self.transport.close()
+            if own_log:
+                self._log.close()
 
     async def _register(self, target: str) -> str:
         """Register with the leader, following redirects; returns the leader's address."""
         for _ in range(len(self.targets) + 3):
             try:
-                reply = await self._stub(target).Register(
+                reply = await self.transport.register(
+                    target,
                     pb.RegisterRequest(name=self.name, slots=self.slots, labels=self.labels),
-                    timeout=max(1.0, self._rpc_timeout_s),  # a paused old leader must not hold us
+                    timeout_s=max(1.0, self._rpc_timeout_s),  # a paused old leader must not hold us
                 )
-            except grpc.aio.AioRpcError as exc:
-                hint = _leader_hint(exc)
+            except TransportError as exc:
+                hint = exc.leader
                 if hint:
                     if hint not in self.targets:
                         self.targets.append(hint)
                     target = hint
                     continue
-                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                    raise InvalidSpec("executor", exc.details() or "refused") from None
+                if exc.code == InvalidSpec.code:
+                    raise InvalidSpec("executor", exc.details or "refused") from None
                 raise
             self._max_epoch = max(self._max_epoch, reply.epoch)
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
@@ -170,13 +191,11 @@ class Executor:
         raise LeaderLost(f"no leader found among {self.targets}")
 
     async def _serve(self, target: str, stop: asyncio.Event) -> None:
-        stub = self._stub(target)
-        request = pb.DispatchRequest(name=self.name)
-        stream = stub.DispatchBatch(request) if self._batched else stub.Dispatch(request)
+        stream = self.transport.dispatch(target, pb.DispatchRequest(name=self.name))
         tasks = [
             asyncio.ensure_future(self._consume(stream)),
-            asyncio.ensure_future(self._heartbeats(stub)),
-            asyncio.ensure_future(self._reports(stub)),
+            asyncio.ensure_future(self._heartbeats(target)),
+            asyncio.ensure_future(self._reports(target)),
             asyncio.ensure_future(stop.wait()),
         ]
         try:
@@ -197,19 +216,10 @@ class Executor:
 
     # -- work ----------------------------------------------------------------------------------------
 
-    async def _consume(self, stream: Any) -> None:
-        try:
-            if self._batched:
-                async for batch in stream:
-                    for item in batch.items:
-                        self._accept(item)
-            else:
-                async for item in stream:
-                    self._accept(item)
-        except grpc.aio.AioRpcError as exc:
-            if self._batched and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                self._batched = False  # a node older than DispatchBatch: one item per message
-            raise
+    async def _consume(self, stream: DispatchStream) -> None:
+        async for batch in stream:
+            for item in batch:
+                self._accept(item)
 
     def _accept(self, item: pb.WorkItem) -> None:
         assert self._log is not None and self._report_wake is not None
@@ -393,17 +403,18 @@ class Executor:
             await asyncio.sleep(1.0)
             await asyncio.to_thread(self._log.flush)
 
-    async def _heartbeats(self, stub: Any) -> None:
+    async def _heartbeats(self, target: str) -> None:
         assert self._log is not None
         while True:
             # Finished attempts whose report is not acknowledged yet keep their leases too, or a
             # slow report would turn a success into a lost attempt and a retry.
             held = [*self._running, *(r.execution_id for r in self._log.pending_reports())]
-            reply = await stub.Heartbeat(
+            reply = await self.transport.heartbeat(
+                target,
                 pb.HeartbeatRequest(
                     name=self.name, running=held, free_slots=max(0, self.slots - len(self._running))
                 ),
-                timeout=self._rpc_timeout_s,
+                timeout_s=self._rpc_timeout_s,
             )
             if not reply.registered:
                 raise LeaderLost("the leader does not know this executor")
@@ -411,13 +422,15 @@ class Executor:
                 self._max_epoch = reply.epoch
             await asyncio.sleep(self._heartbeat_s)
 
-    async def _reports(self, stub: Any) -> None:
+    async def _reports(self, target: str) -> None:
         assert self._log is not None and self._report_wake is not None
         while True:
             pending = self._log.pending_reports()
             if pending:
-                reply = await stub.Report(
-                    pb.ReportRequest(name=self.name, results=[_to_pb(r) for r in pending[:500]]), timeout=15
+                reply = await self.transport.report(
+                    target,
+                    pb.ReportRequest(name=self.name, results=[_to_pb(r) for r in pending[:500]]),
+                    timeout_s=15,
                 )
                 self._log.acknowledge(reply.acknowledged)
                 continue
@@ -450,19 +463,6 @@ def _failed(execution_id: str, error: str) -> AttemptResult:
         duration_ms=0,
         timed_out=False,
     )
-
-
-def _leader_hint(exc: grpc.aio.AioRpcError) -> str:
-    for key, value in exc.trailing_metadata() or ():
-        if key == "raftsched-leader" and value:
-            return str(value)
-    return ""
-
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return f"{exc.code().name}: {exc.details()}"
-    return str(exc)
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -4,17 +4,20 @@ The leader may deliver one attempt more than once (a new leader re-dispatches co
 unacknowledged attempts; a report may be lost). The execution id (``run_id/shard/attempt``)
 names the attempt, and this log makes an executor run each id at most once, across restarts:
 
-* :meth:`ExecutionLog.begin` atomically records an id as running before the attempt starts, or
+* :meth:`DedupeLog.begin` atomically records an id as running before the attempt starts, or
   says it is already running or done (with the stored result, to report again).
-* :meth:`ExecutionLog.finish` records the result; it stays *pending* until the cluster has
-  committed the report and the agent calls :meth:`ExecutionLog.acknowledge`.
+* :meth:`DedupeLog.finish` records the result; it stays *pending* until the cluster has
+  committed the report and the agent calls :meth:`DedupeLog.acknowledge`.
 * After a crash, ids that were running are *interrupted*: nothing is running them any more, and
-  running them again could repeat side effects, so :meth:`ExecutionLog.recover` finishes them as
+  running them again could repeat side effects, so :meth:`DedupeLog.recover` finishes them as
   failed and the leader's retry policy decides (a retry is a new attempt, so a new id).
 
-Storage is :class:`raftsched.storage.lmdb_store.LmdbExecutionLog` (one fsynced LMDB write per
-``begin`` and per ``finish``); entries are versioned JSON. A bounded in-process cache keeps hot
-entries decoded. Retention: :meth:`ExecutionLog.prune` drops the oldest acknowledged entries.
+Storage is any :class:`raftsched.abc.ExecutionLog`: on disk the LMDB one
+(:class:`raftsched.storage.lmdb_execlog.LmdbExecutionLog`, one LMDB write per ``begin`` and per
+``finish`` batch), in simulation :class:`raftsched.storage.memory.MemoryExecutionLog`. Entries
+are versioned JSON; an entry is *settled* in the store once acknowledged. A bounded in-process
+cache keeps hot entries decoded. Retention: :meth:`DedupeLog.prune` drops the oldest
+acknowledged entries.
 """
 
 from __future__ import annotations
@@ -29,15 +32,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from raftsched.abc import ExecutionLog
 from raftsched.executor.runners import AttemptResult
-from raftsched.storage.lmdb_store import LmdbExecutionLog
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 
 FORMAT_VERSION = 1
 INTERRUPTED_ERROR = "executor restarted while the attempt ran"
 
 
 class BeginStatus(StrEnum):
-    """What :meth:`ExecutionLog.begin` found."""
+    """What :meth:`DedupeLog.begin` found."""
 
     NEW = "new"  # recorded as running now: run the attempt, then finish() it
     RUNNING = "running"  # already running (here, or interrupted until recover()): do not run again
@@ -106,8 +110,8 @@ def _outcome(record: ExecutionRecord) -> BeginOutcome:
     return BeginOutcome(BeginStatus.DONE, record.result)
 
 
-class ExecutionLog:
-    """The dedupe log of one executor, kept under ``path`` (in ``path/executions``).
+class DedupeLog:
+    """The dedupe log of one executor, over an :class:`raftsched.abc.ExecutionLog` it owns.
 
     Contract:
 
@@ -115,27 +119,27 @@ class ExecutionLog:
     * ``finish`` is called once per ``NEW`` and only then; a second ``finish`` (or one without
       ``begin``) raises ``ValueError`` and the first result stands.
     * Everything returned in lists is in insertion order (the order of ``begin``).
-    * Durable on return: with ``sync=True`` each write is fsynced before the method returns.
-    * Thread-safe. Methods block on disk writes (an fsync per ``begin``/``finish``/batch); from
-      an event loop, call them through ``asyncio.to_thread`` if that latency matters.
-    * One process owns the directory; a second open raises :class:`RuntimeError`.
+    * Durable on return, as the store is: :meth:`open` with ``sync=True`` fsyncs each write.
+    * Thread-safe. Methods block on the store's writes (an fsync per ``begin``/``finish``/batch
+      with ``sync=True``); from an event loop, call them through ``asyncio.to_thread`` if that
+      latency matters.
+    * One process owns the store; a second :meth:`open` of one directory raises
+      :class:`RuntimeError`. :meth:`close` closes the store.
 
-    At startup, call :meth:`recover` before taking dispatches: until then an attempt that was
-    interrupted by the restart answers ``RUNNING`` to ``begin``.
+    Opening reads the store's unsettled entries. Call :meth:`recover` before taking dispatches:
+    until then an attempt that was interrupted by the restart answers ``RUNNING`` to ``begin``.
     """
 
-    def __init__(
-        self, path: Path, *, cache_size: int = 10_000, sync: bool = True, map_size: int = 64 << 30
-    ) -> None:
-        if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
-        self._store = LmdbExecutionLog(Path(path), map_size=map_size, sync=sync)
+    def __init__(self, store: ExecutionLog, *, cache_size: int = 10_000) -> None:
+        self._store = store
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, ExecutionRecord] = OrderedDict()
         self._cache_size = cache_size
         # Every unacknowledged id (running, or done and pending) → its state, in insertion order.
         self._open: dict[str, ExecutionState] = {}
         try:
+            if cache_size < 0:
+                raise ValueError(f"cache_size must be >= 0, got {cache_size}")
             for execution_id, raw in self._store.unsettled():
                 record = _decode(execution_id, raw, settled=False)
                 self._open[execution_id] = record.state
@@ -145,6 +149,19 @@ class ExecutionLog:
             raise
         # Running when the previous process stopped: nobody runs them now.
         self._interrupted = [e for e, state in self._open.items() if state is ExecutionState.RUNNING]
+
+    @classmethod
+    def open(
+        cls, path: Path, *, cache_size: int = 10_000, sync: bool = True, map_size: int = 64 << 30
+    ) -> DedupeLog:
+        """The dedupe log kept on disk under ``path`` (in ``path/executions``), in LMDB.
+
+        ``sync=False`` commits without fsync (a killed process loses nothing, a host crash may
+        lose the last writes): then call :meth:`flush` periodically.
+        """
+        if cache_size < 0:  # before the store is opened (and locked)
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        return cls(LmdbExecutionLog(Path(path), map_size=map_size, sync=sync), cache_size=cache_size)
 
     # -- cache -----------------------------------------------------------------------------------
 
@@ -356,7 +373,7 @@ class ExecutionLog:
         with self._lock:
             self._store.close()
 
-    def __enter__(self) -> ExecutionLog:
+    def __enter__(self) -> DedupeLog:
         return self
 
     def __exit__(

@@ -9,6 +9,9 @@ Only cancellation of ``run`` itself propagates (after a subprocess's process gro
   only truth: 0 is success, anything else failure, whatever the output says.
 * :class:`CallableRunner` runs registered Python handlers (the embedded executor).
 
+:class:`CommandRunner` names the command side of that contract, so an executor can be given
+another way to carry out commands (a simulation runs them on its own clock).
+
 Time: the duration of an attempt is measured with the ``monotonic`` function the runner was
 given; timeouts are enforced by the event loop's timers.
 """
@@ -26,7 +29,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from raftsched.errors import InvalidSpec
 from raftsched.model import MAX_LABEL, MAX_SHARDS, MAX_TIME_MS, MAX_TIMEOUT_MS
@@ -310,6 +313,12 @@ def _killpg(pgid: int, signum: int) -> None:
 
 
 # -- subprocess ------------------------------------------------------------------------------------
+
+
+class CommandRunner(Protocol):
+    """Carries out a task's ``command`` for one attempt; never raises except on cancellation."""
+
+    async def run(self, command: str, ctx: AttemptContext) -> AttemptResult: ...
 
 
 class SubprocessRunner:

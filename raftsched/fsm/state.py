@@ -21,191 +21,38 @@ hold :attr:`lock` while touching the in-memory state (the node does this for the
 from __future__ import annotations
 
 import hashlib
-import itertools
 import logging
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 from raftsched import codec
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
-from raftsched.fsm import keys
+from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
+from raftsched.fsm.effects import (
+    Applied,
+    AttemptReady,
+    BarrierCommitted,
+    DispatchAttempt,
+    Effect,
+    ExecutorChanged,
+    TaskArmed,
+    rejected,
+)
+from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
+from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
 from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-_FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
+Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
+"""What a command handler returns: the result, and the effects for the leader."""
+
 MAX_EXECUTOR_SLOTS = 10_000
 VERSIONS_KEPT = 20
-# Pruning finished runs by age scans past the unfinished ones (a backfill holds hundreds of a
-# task's runs active at once); below the count limit it runs on every 16th finished run only.
-AGE_PRUNE_EVERY = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """How much history apply keeps per task, and for how long. Part of the replicated contract:
-    every node of a cluster must use the same values (they come from the shared config)."""
-
-    keep_count: int = 1000
-    keep_ms: int = 7 * 24 * 3600 * 1000
-    idempotency_keep_ms: int = 3600 * 1000
-    # Bound on deletions per insertion, so one apply never stalls on a huge backlog of expiries.
-    prune_step: int = 4
-
-
-# ---------------------------------------------------------------------------------------------
-# Effects: what happened, for the leader to act on after commit.
-
-
-class AttemptReady(NamedTuple):
-    """A committed attempt waiting for an executor (new run, or a retry after ``not_before_ms``).
-
-    The leader's dispatcher places it (ring + free slots) and commits the assignment. A
-    NamedTuple, not a frozen dataclass: one is made per fire on every replica, and a frozen
-    dataclass's ``__init__`` (``object.__setattr__`` per field) cost ~1 us of a ~15 us apply.
-    """
-
-    run_id: str
-    task: str
-    nominal_ms: int
-    shard: int
-    attempt: int
-    epoch: int
-    not_before_ms: int = 0
-    backfill_share: int = 0  # > 0: a backfill attempt, placed only within this % of the slots
-
-
-@dataclass(frozen=True, slots=True)
-class DispatchAttempt:
-    """An assignment of an attempt to an executor has committed: send it now (commit before dispatch)."""
-
-    run_id: str
-    task: str
-    nominal_ms: int
-    shard: int
-    attempt: int
-    executor: str
-    epoch: int
-
-
-class TaskArmed(NamedTuple):
-    """The task's next fire changed. ``next_fire_ms == 0`` means: nothing to arm (disabled, gone)."""
-
-    task: str
-    version: int
-    next_fire_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class BarrierCommitted:
-    """A leader's barrier applied: everything before it (all older leaders' entries) is applied."""
-
-    node_id: str
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutorChanged:
-    """Executor membership changed (the shard ring must be rebuilt from the replicated list)."""
-
-    name: str
-    alive: bool
-
-
-Effect = AttemptReady | DispatchAttempt | TaskArmed | BarrierCommitted | ExecutorChanged | wf_mod.RunCancelled
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    result: pb.CommandResult
-    effects: tuple[Effect, ...] = ()
-
-    def encode(self) -> bytes:
-        return self.result.SerializeToString(deterministic=True)
-
-
-def rejected(code: str, message: str) -> pb.CommandResult:
-    return pb.CommandResult(ok=False, code=code, message=message)
-
-
-class _Reject(Exception):
-    """Internal control flow: abort the current command with a rejection (raised before mutation)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        self.message = message
-
-
-class TaskState:
-    """Mutable per-task state owned by the FSM (the only mutable state in the domain)."""
-
-    __slots__ = (
-        "active_runs",
-        "created_ms",
-        "enabled",
-        "fire_template",
-        "fires_total",
-        "kept_fires",
-        "kept_runs",
-        "next_fire_ms",
-        "run_template",
-        "runs_total",
-        "spec",
-        "spec_bytes",
-        "updated_ms",
-        "version",
-        "watermark_ms",
-    )
-
-    def __init__(self, spec: TaskSpec, spec_bytes: bytes) -> None:
-        self.spec = spec
-        self.spec_bytes = spec_bytes  # TaskRecord{spec} serialised once; see _record_bytes
-        self.run_template: bytes | None = None  # per-version part of a new Run; see _new_run
-        self.fire_template: bytes | None = None  # per-version part of a FireRecord; see _account
-        self.version = 0
-        self.enabled = True
-        self.created_ms = 0
-        self.updated_ms = 0
-        self.watermark_ms = 0
-        self.next_fire_ms = 0
-        self.active_runs = 0
-        self.fires_total = 0
-        self.runs_total = 0
-        self.kept_fires = 0
-        self.kept_runs = 0
-
-    def record(self) -> pb.TaskRecord:
-        rec = pb.TaskRecord()
-        rec.ParseFromString(self.record_bytes())
-        return rec
-
-    def record_bytes(self) -> bytes:
-        # Concatenating serialised messages merges them; with the spec (field 1) first this is
-        # byte-identical to serialising the whole record deterministically, without re-encoding
-        # the spec on every fire.
-        tail = pb.TaskRecord(
-            version=self.version,
-            enabled=self.enabled,
-            created_ms=self.created_ms,
-            updated_ms=self.updated_ms,
-            watermark_ms=self.watermark_ms,
-            next_fire_ms=self.next_fire_ms,
-            active_runs=self.active_runs,
-            fires_total=self.fires_total,
-            runs_total=self.runs_total,
-            kept_fires=self.kept_fires,
-            kept_runs=self.kept_runs,
-        ).SerializeToString(deterministic=True)
-        return self.spec_bytes + tail
-
-
-def _spec_bytes(spec_pb: pb.TaskSpec) -> bytes:
-    return pb.TaskRecord(spec=spec_pb).SerializeToString(deterministic=True)
 
 
 class SchedulerState:
@@ -260,15 +107,15 @@ class SchedulerState:
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
             rec.ParseFromString(value)
-            st = TaskState(wf_mod.spec_from_record(rec.spec), _spec_bytes(rec.spec))
+            st = TaskState(wf_mod.spec_from_record(rec.spec), spec_bytes(rec.spec))
             for name in TaskState.__slots__:
-                if name not in ("spec", "spec_bytes", "run_template", "fire_template"):
+                if name not in TaskState.NOT_STORED:
                     setattr(st, name, getattr(rec, name))
             self.tasks[st.spec.name] = st
         for _, value in self.store.scan(keys.RUN, keys.RUN + keys.END):
             run = pb.Run()
             run.ParseFromString(value)
-            if run.state not in _FINISHED:
+            if run.state not in FINISHED:
                 self.active[run.run_id] = value
                 self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
         self.wf.load()
@@ -286,17 +133,18 @@ class SchedulerState:
     def snapshot(self) -> bytes:
         """The canonical image of the replicated state: equal on every replica at the same index."""
         snap = pb.Snapshot(format=codec.SNAPSHOT_FORMAT)
-        for key, value in self._replicated_items():
+        for key, value in self.replicated_items():
             snap.entries.add(key=key, value=value)
         return snap.SerializeToString(deterministic=True)
 
     def digest(self) -> str:
         h = hashlib.sha256()
-        for key, value in self._replicated_items():
+        for key, value in self.replicated_items():
             h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
         return h.hexdigest()
 
-    def _replicated_items(self) -> Iterator[tuple[bytes, bytes]]:
+    def replicated_items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every replicated ``(key, value)`` of committed data, in key order (node-local keys excluded)."""
         with self.store.reader() as r:
             items = list(r.scan(b"", keys.LOCAL_PREFIX))
         return iter(items)
@@ -335,7 +183,7 @@ class SchedulerState:
                 return applied
             try:
                 applied = self._apply(cmd)
-            except _Reject as rej:
+            except Reject as rej:
                 applied = Applied(rejected(rej.code, rej.message))
             except RaftschedError as exc:  # InvalidSpec, NotFound, Conflict... raised before mutating
                 applied = Applied(rejected(exc.code, str(exc)))
@@ -353,7 +201,7 @@ class SchedulerState:
 
     def _apply(self, cmd: pb.Command) -> Applied:
         if cmd.format > codec.COMMAND_FORMAT:
-            raise _Reject(
+            raise Reject(
                 "invalid_argument", f"command format {cmd.format} is newer than this node understands"
             )
         key = cmd.idempotency_key
@@ -368,11 +216,11 @@ class SchedulerState:
             # Refused like any other rejection: nothing stored changes (no counter, no pruning, no
             # clock), and its idempotency key is not remembered, so the client's retry through the
             # new leader applies.
-            raise _Reject("stale_epoch", f"epoch {cmd.epoch} is older than {self.max_epoch}")
+            raise Reject("stale_epoch", f"epoch {cmd.epoch} is older than {self.max_epoch}")
         body = cmd.WhichOneof("body")
-        handler = _HANDLERS.get(body or "")
+        handler = self._HANDLERS.get(body or "")
         if handler is None:
-            raise _Reject("invalid_argument", f"unknown command body {body!r}")
+            raise Reject("invalid_argument", f"unknown command body {body!r}")
         # Validate and compute first; mutate only once nothing can reject any more.
         now = max(cmd.now_ms, self.max_now_ms)
         result, effects = handler(self, cmd, now)
@@ -406,35 +254,49 @@ class SchedulerState:
     def _task(self, name: str) -> TaskState:
         st = self.tasks.get(name)
         if st is None or wf_mod.is_internal(name):
-            raise _Reject("not_found", f"task {name!r} does not exist")
+            raise Reject("not_found", f"task {name!r} does not exist")
         return st
 
-    def _put_task(self, st: TaskState) -> None:
+    # -- the task side the workflow book works through (apply thread only) ----------------------
+
+    def task_state(self, name: str) -> TaskState | None:
+        """The in-memory state of task ``name`` (internal tasks included), or None."""
+        return self.tasks.get(name)
+
+    def add_task(self, st: TaskState) -> None:
+        """Register a task new to the state machine (:meth:`put_task` stores it)."""
+        # Runs of a deleted task of the same name may still be active (delete leaves them to
+        # finish); they count here, or their completion would drive the counter below zero.
+        st.active_runs = self.active_per_task.get(st.spec.name, 0)
+        self.tasks[st.spec.name] = st
+
+    def put_task(self, st: TaskState) -> None:
+        """Store the task's record as it is now."""
         self.store.put(keys.task_key(st.spec.name), st.record_bytes())
 
-    def _put_version(self, st: TaskState) -> None:
+    def next_sequence(self) -> int:
+        """The next value of the replicated sequence that makes manual run ids unique."""
+        self.manual_seq += 1
+        return self.manual_seq
+
+    def add_run(self, st: TaskState, run_id: str, data: bytes) -> None:
+        """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
+        the task's record."""
+        name = st.spec.name
+        self.active[run_id] = data
+        self.active_per_task[name] = self.active_per_task.get(name, 0) + 1
+        st.active_runs += 1
+        st.runs_total += 1
+        self.put_task(st)
+        self.store.put(keys.run_key_for_id(run_id), data)
+
+    def put_version(self, st: TaskState) -> None:
         """Keep every version's spec: a run executes the definition it fired with. Only the newest
         VERSIONS_KEPT versions are kept (older runs than that fall back to the newest spec)."""
         name = st.spec.name
         self.store.put(keys.version_key(name, st.version), st.spec_bytes)
         if st.version > VERSIONS_KEPT:
             self.store.delete(keys.version_key(name, st.version - VERSIONS_KEPT))
-
-    def spec_for(self, task: str, version: int) -> pb.TaskSpec | None:
-        """The spec a run of ``task`` at ``version`` executes (None if the task is gone)."""
-        with self.lock:
-            st = self.tasks.get(task)
-            if st is None:
-                return None
-            raw = None
-            if version != st.version:
-                # Any thread may ask (the dispatcher runs on the event loop): read committed data
-                # through a reader, never the apply thread's open write batch.
-                with self.store.reader() as r:
-                    raw = r.get(keys.version_key(task, version))
-            rec = pb.TaskRecord()
-            rec.ParseFromString(raw if raw is not None else st.spec_bytes)
-            return rec.spec
 
     def _armed(self, st: TaskState) -> TaskArmed:
         return TaskArmed(st.spec.name, st.version, st.next_fire_ms if st.enabled else 0)
@@ -450,7 +312,7 @@ class SchedulerState:
         for item in cmd.create_tasks.items:
             try:
                 st = self._create_one(item, now)
-            except _Reject as rej:
+            except Reject as rej:
                 result.items.add(name=item.spec.name, ok=False, code=rej.code, message=rej.message)
             except InvalidSpec as exc:
                 result.items.add(name=item.spec.name, ok=False, code=InvalidSpec.code, message=str(exc))
@@ -462,20 +324,17 @@ class SchedulerState:
     def _create_one(self, body: pb.CreateTask, now: int) -> TaskState:
         spec = codec.spec_from_pb(body.spec)
         if spec.name in self.tasks:
-            raise _Reject("already_exists", f"task {spec.name!r} already exists")
-        _check_next_fire(body.next_fire_ms, now)
-        st = TaskState(spec, _spec_bytes(codec.spec_to_pb(spec)))
+            raise Reject("already_exists", f"task {spec.name!r} already exists")
+        check_next_fire(body.next_fire_ms, now)
+        st = TaskState(spec, spec_bytes(codec.spec_to_pb(spec)))
         st.version = 1
-        # Runs of a deleted task of the same name may still be active (delete leaves them to
-        # finish); they count here, or their completion would drive the counter below zero.
-        st.active_runs = self.active_per_task.get(spec.name, 0)
         st.enabled = not body.disabled
         st.created_ms = st.updated_ms = now
         st.watermark_ms = now
         st.next_fire_ms = body.next_fire_ms
-        self.tasks[spec.name] = st
-        self._put_task(st)
-        self._put_version(st)
+        self.add_task(st)
+        self.put_task(st)
+        self.put_version(st)
         return st
 
     def _update(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -483,13 +342,13 @@ class SchedulerState:
         spec = codec.spec_from_pb(body.spec)
         st = self._task(spec.name)
         if body.expected_version and body.expected_version != st.version:
-            raise _Reject(
+            raise Reject(
                 "conflict", f"task {spec.name!r} is at version {st.version}, not {body.expected_version}"
             )
-        _check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
-        _check_nothing_due(st, now)
+        check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
+        check_nothing_due(st, now)
         st.spec = spec
-        st.spec_bytes = _spec_bytes(codec.spec_to_pb(spec))
+        st.spec_bytes = spec_bytes(codec.spec_to_pb(spec))
         st.run_template = st.fire_template = None
         st.version += 1
         st.updated_ms = now
@@ -497,8 +356,8 @@ class SchedulerState:
         # proposing this update only if they were due; from here on the new trigger governs.
         st.watermark_ms = max(st.watermark_ms, now)
         st.next_fire_ms = body.next_fire_ms
-        self._put_task(st)
-        self._put_version(st)
+        self.put_task(st)
+        self.put_version(st)
         return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
 
     def _delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -522,9 +381,9 @@ class SchedulerState:
         body = cmd.set_enabled
         st = self._task(body.name)
         if body.enabled:
-            _check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
+            check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
         else:
-            _check_nothing_due(st, now)
+            check_nothing_due(st, now)
         if st.enabled != body.enabled:
             st.enabled = body.enabled
             st.updated_ms = now
@@ -532,7 +391,7 @@ class SchedulerState:
                 # Fires that fell due while disabled are not owed: start accounting from now.
                 st.watermark_ms = max(st.watermark_ms, now)
                 st.next_fire_ms = body.next_fire_ms
-            self._put_task(st)
+            self.put_task(st)
         return pb.CommandResult(ok=True, task=st.record()), (self._armed(st),)
 
     def _trigger_now(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -540,8 +399,7 @@ class SchedulerState:
         st = self._task(body.name)
         if body.params_json:
             validate_params(body.params_json)
-        self.manual_seq += 1
-        run_id, data, effects = self._new_run(st, now, now, cmd.epoch, manual_seq=self.manual_seq)
+        run_id, data, effects = self._new_run(st, now, now, cmd.epoch, manual_seq=self.next_sequence())
         run = pb.Run()
         run.ParseFromString(data)
         if body.params_json:
@@ -549,7 +407,7 @@ class SchedulerState:
             data = run.SerializeToString(deterministic=True)
             self.active[run_id] = data
             self.store.put(keys.run_key_for_id(run_id), data)
-        self._put_task(st)
+        self.put_task(st)
         return pb.CommandResult(ok=True, run=run), effects
 
     def _barrier(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -579,7 +437,7 @@ class SchedulerState:
                 task_version=st.version,
                 state=pb.PENDING,
                 params_json=st.spec.params_json,
-                shards=_pending_shards(shards),
+                shards=pending_shards(shards),
             ).SerializeToString(deterministic=True)
         data = template + pb.Run(
             run_id=run_id, nominal_ms=nominal, created_ms=now, epoch=epoch, manual=bool(manual_seq)
@@ -595,6 +453,7 @@ class SchedulerState:
         return run_id, data, tuple(AttemptReady(run_id, name, nominal, i, 1, epoch) for i in range(shards))
 
     def active_run(self, run_id: str) -> pb.Run | None:
+        """A fresh copy of the unfinished run ``run_id``, or None (apply thread, or hold the lock)."""
         data = self.active.get(run_id)
         if data is None:
             return None
@@ -634,7 +493,7 @@ class SchedulerState:
                 accounted += 1
             st.watermark_ms = max(st.watermark_ms, tf.watermark_ms)
             st.next_fire_ms = tf.next_fire_ms
-            self._put_task(st)
+            self.put_task(st)
             effects.append(self._armed(st))
         return pb.CommandResult(ok=True, fired=fired, accounted=accounted, refused=refused), tuple(effects)
 
@@ -733,7 +592,7 @@ class SchedulerState:
                 run is None
                 or shard is None
                 or shard.attempt != res.attempt
-                or shard.state in _FINISHED
+                or shard.state in FINISHED
                 or (not res.lost and shard.executor and res.executor != shard.executor)
             ):
                 refused += 1  # stale attempt, unknown run or wrong executor: fenced off
@@ -789,13 +648,13 @@ class SchedulerState:
         else:
             shard.state = pb.FAILED
             shard.finished_ms = now
-        if all(s.state in _FINISHED for s in run.shards):
+        if all(s.state in FINISHED for s in run.shards):
             failed = [s for s in run.shards if s.state != pb.SUCCEEDED]
             run.state = pb.FAILED if failed else pb.SUCCEEDED
             run.finished_ms = now
             if failed:
                 self._alert(run, failed[0], st, now)
-            self._finish_run(run, now)
+            self.finish_run(run, now)
             if run.workflow_run:
                 self.wf.task_run_finished(run, now, epoch, effects)
             return
@@ -805,7 +664,7 @@ class SchedulerState:
         self.active[run.run_id] = data
         self.store.put(keys.run_key_for_id(run.run_id), data)
 
-    def _finish_run(self, run: pb.Run, now: int) -> None:
+    def finish_run(self, run: pb.Run, now: int) -> None:
         """``run`` reached a final state: it leaves the active set, and its task's counters."""
         del self.active[run.run_id]
         left = self.active_per_task[run.task] - 1
@@ -818,7 +677,7 @@ class SchedulerState:
             st.active_runs -= 1
             st.kept_runs += 1
             self._prune_runs(st, now)
-            self._put_task(st)
+            self.put_task(st)
         self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
 
     def _alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
@@ -842,19 +701,19 @@ class SchedulerState:
         run_id = cmd.retry_run.run_id
         raw = self.store.get(keys.run_key_for_id(run_id)) if "@" in run_id else None
         if raw is None:
-            raise _Reject("not_found", f"run {run_id!r} does not exist (or its history was pruned)")
+            raise Reject("not_found", f"run {run_id!r} does not exist (or its history was pruned)")
         run = pb.Run.FromString(raw)
         if run.workflow_run:
-            raise _Reject(
+            raise Reject(
                 "conflict",
                 f"run {run_id!r} is a task of workflow run {run.workflow_run!r}: rerun the task in the "
                 "workflow run instead (its downstream tasks follow)",
             )
         if run.run_id in self.active or run.state != pb.FAILED:
-            raise _Reject("conflict", f"run {run_id!r} is {pb.RunState.Name(run.state).lower()}, not failed")
+            raise Reject("conflict", f"run {run_id!r} is {pb.RunState.Name(run.state).lower()}, not failed")
         st = self.tasks.get(run.task)
         if st is None:
-            raise _Reject("not_found", f"task {run.task!r} of run {run_id!r} no longer exists")
+            raise Reject("not_found", f"task {run.task!r} of run {run_id!r} no longer exists")
         effects: list[Effect] = []
         for shard in run.shards:
             if shard.state != pb.SUCCEEDED:
@@ -883,7 +742,7 @@ class SchedulerState:
         self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
         st.active_runs += 1
         st.kept_runs = max(0, st.kept_runs - 1)
-        self._put_task(st)
+        self.put_task(st)
         self.store.put(keys.run_key_for_id(run.run_id), data)
         return pb.CommandResult(ok=True, run=run), tuple(effects)
 
@@ -910,7 +769,7 @@ class SchedulerState:
         body = cmd.executor_leave
         rec = self.executors.get(body.name)
         if rec is None:
-            raise _Reject("not_found", f"executor {body.name!r} is not registered")
+            raise Reject("not_found", f"executor {body.name!r} is not registered")
         rec.alive = False
         rec.left_ms = now
         rec.left_reason = body.reason or ("declared dead" if body.dead else "left")
@@ -999,7 +858,7 @@ class SchedulerState:
                 continue  # unfinished (told from the key: parsing hundreds of active runs was slow)
             run = pb.Run()
             run.ParseFromString(v)
-            if run.state not in _FINISHED:
+            if run.state not in FINISHED:
                 continue
             if st.kept_runs <= self.retention.keep_count and run.finished_ms >= horizon:
                 break
@@ -1011,196 +870,96 @@ class SchedulerState:
 
     def get_task(self, name: str) -> pb.TaskRecord | None:
         with self.lock:
-            st = self.tasks.get(name)
-            return st.record() if st else None
+            return queries.task_record(self.tasks, name)
 
     def list_tasks(self, prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
         with self.lock:
-            names = sorted(n for n in self.tasks if n.startswith(prefix) and not wf_mod.is_internal(n))
-            if limit:
-                names = names[:limit]
-            return [self.tasks[n].record() for n in names]
+            return queries.task_records(self.tasks, prefix, limit)
 
     def armed_tasks(self) -> list[tuple[str, int]]:
         """``(name, next_fire_ms)`` of every enabled task with a next fire (the leader rebuilds its
         wheel from this). In creation order, not sorted: sorting a million names is one C call
         that holds the GIL for most of a second, long enough to stall Raft heartbeats."""
         with self.lock:
-            return [(n, st.next_fire_ms) for n, st in self.tasks.items() if st.enabled and st.next_fire_ms]
+            return queries.armed_tasks(self.tasks)
 
     def task_for_planning(self, name: str) -> tuple[TaskSpec, int, int, int] | None:
         """``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task, or None."""
         with self.lock:
-            st = self.tasks.get(name)
-            if st is None or not st.enabled:
-                return None
-            return st.spec, st.version, st.watermark_ms, st.next_fire_ms
+            return queries.task_for_planning(self.tasks, name)
+
+    def spec_for(self, task: str, version: int) -> pb.TaskSpec | None:
+        """The spec a run of ``task`` at ``version`` executes (None if the task is gone)."""
+        # Any thread may ask (the dispatcher runs on the event loop): an older version is read
+        # from committed data through a reader, never the apply thread's open write batch.
+        with self.lock:
+            return queries.spec_for(self.tasks, self.store.reader, task, version)
 
     def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]:
         """Unfinished attempts in run-id order: ``AttemptReady`` for those waiting for an executor,
         ``DispatchAttempt`` for those assigned (a new leader re-sends these to the same executor,
         whose execution log deduplicates them)."""
         with self.lock:
-            out: list[AttemptReady | DispatchAttempt] = []
-            for run_id in sorted(self.active):
-                run = pb.Run()
-                run.ParseFromString(self.active[run_id])
-                for s in run.shards:
-                    if s.state == pb.PENDING:
-                        out.append(
-                            AttemptReady(
-                                run_id,
-                                run.task,
-                                run.nominal_ms,
-                                s.shard,
-                                s.attempt,
-                                run.epoch,
-                                s.not_before_ms,
-                                self.wf.backfill_share(run),
-                            )
-                        )
-                    elif s.state == pb.RUNNING:
-                        out.append(
-                            DispatchAttempt(
-                                run_id, run.task, run.nominal_ms, s.shard, s.attempt, s.executor, run.epoch
-                            )
-                        )
-            return out
+            return queries.pending_attempts(self.active, self.wf)
 
     # -- workflow reads ---------------------------------------------------------------------------
 
     def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None:
         """A workflow's record; ``version`` > 0 gives that version's definition (None if gone)."""
         with self.lock:
-            return self.wf.get_workflow(name, version)
+            return queries.workflow_record(self.wf, self.store.reader, name, version)
 
     def list_workflows(self, prefix: str = "", limit: int = 0) -> list[pb.WorkflowRecord]:
         with self.lock:
-            names = sorted(n for n in self.wf.workflows if n.startswith(prefix))
-            if limit:
-                names = names[:limit]
-            return [r for r in (self.wf.get_workflow(n) for n in names) if r is not None]
+            return queries.workflow_records(self.wf, self.store.reader, prefix, limit)
 
     def get_workflow_run(self, run_id: str) -> pb.WorkflowRun | None:
         with self.lock:
-            return self.wf.get_run(run_id)
+            return queries.workflow_run(self.wf, self.store.reader, run_id)
 
     def list_workflow_runs(
         self, workflow: str, limit: int = 100, active_only: bool = False
     ) -> list[pb.WorkflowRun]:
         """Runs of ``workflow``, newest logical time first (retained history plus active runs)."""
         with self.lock:
-            if active_only:
-                runs = [r for r in self.wf.runs.values() if r.workflow == workflow]
-            else:
-                lo = keys.per_task_prefix(keys.WORKFLOW_RUN, workflow)
-                hi = keys.per_task_end(keys.WORKFLOW_RUN, workflow)
-                with self.store.reader() as reader:
-                    stored = {keys.run_id_from_key(keys.WORKFLOW_RUN, k): v for k, v in reader.scan(lo, hi)}
-                # Active and recently finished runs from memory: their newest state may not be
-                # flushed to the store yet (and they need no parsing).
-                live = {
-                    r.run_id: r
-                    for r in itertools.chain(self.wf.recent.values(), self.wf.runs.values())
-                    if r.workflow == workflow
-                }
-                runs = [live.get(rid) or pb.WorkflowRun.FromString(v) for rid, v in stored.items()]
-                runs += [r for rid, r in live.items() if rid not in stored]
-            runs.sort(key=lambda r: (r.logical_ms, r.created_ms, r.run_id), reverse=True)
-            out = []
-            for r in runs[: limit or 100]:
-                copy = pb.WorkflowRun()
-                copy.CopyFrom(r)
-                out.append(copy)
-            return out
+            return queries.workflow_runs(self.wf, self.store.reader, workflow, limit, active_only)
 
     def get_backfill(self, backfill_id: str) -> pb.BackfillRecord | None:
         with self.lock, self.store.reader() as r:
-            raw = r.get(keys.backfill_key(backfill_id))
-        return pb.BackfillRecord.FromString(raw) if raw is not None else None
+            return queries.backfill(r, backfill_id)
 
     def list_backfills(self, workflow: str) -> list[pb.BackfillRecord]:
-        lo = keys.BACKFILL + f"{workflow}~b".encode()
         with self.lock, self.store.reader() as r:
-            rows = [pb.BackfillRecord.FromString(v) for _, v in r.scan(lo, lo + keys.END)]
-        return sorted(rows, key=lambda b: b.created_ms, reverse=True)
+            return queries.backfills(r, workflow)
 
     def executor_usage(self, include_left: bool = False) -> list[tuple[pb.ExecutorRecord, int]]:
         """Executors by name (members only unless ``include_left``), each with the number of
         attempts assigned to it and not finished."""
         with self.lock:
-            used: dict[str, int] = {}
-            for data in self.active.values():
-                run = pb.Run.FromString(data)
-                for s in run.shards:
-                    if s.state == pb.RUNNING and s.executor:
-                        used[s.executor] = used.get(s.executor, 0) + 1
-            return [
-                (pb.ExecutorRecord.FromString(rec.SerializeToString()), used.get(name, 0))
-                for name, rec in sorted(self.executors.items())
-                if rec.alive or include_left
-            ]
+            return queries.executor_usage(self.executors, self.active, include_left)
 
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
         with self.lock:
-            return {name: rec.slots for name, rec in sorted(self.executors.items()) if rec.alive}
+            return queries.live_executors(self.executors)
 
-
-def _pending_shards(count: int) -> list[pb.ShardAttempt]:
-    return [pb.ShardAttempt(shard=i, attempt=1, state=pb.PENDING) for i in range(count)]
-
-
-def _check_next_fire(next_fire_ms: int, watermark_ms: int) -> None:
-    """``watermark_ms`` is the task's watermark once the command applies.
-
-    A next fire at or before it could never be accounted (every batch for it is refused as "not
-    after the watermark"), so the task would silently stop firing: refuse the command instead. It
-    happens when the stamping clock is behind the committed leader time; a retry restamps it.
-    """
-    if next_fire_ms < 0:
-        raise _Reject("invalid_argument", f"next fire {next_fire_ms} is negative")
-    if next_fire_ms and next_fire_ms <= watermark_ms:
-        # "unavailable": transient, and the SDK retries it (the retry is stamped afresh).
-        raise _Reject(
-            "unavailable",
-            f"next fire {next_fire_ms} is not after the task's watermark {watermark_ms} "
-            "(stamped by a clock behind the committed leader time); retry",
-        )
-
-
-def _check_nothing_due(st: TaskState, now: int) -> None:
-    """Refuse to disable or redefine an enabled task while fires are due but not yet accounted.
-
-    Disabling (then enabling) or updating moves the watermark to "now" without a fire record, so
-    fires already due under the current definition — e.g. the backlog a new leader has not
-    planned yet on its first tick — would vanish silently (invariant 1). The leader accounts them
-    on its next tick; the refusal is transient ("unavailable", retried by the SDK).
-    """
-    if st.enabled and st.next_fire_ms and st.next_fire_ms <= now:
-        raise _Reject(
-            "unavailable",
-            f"task {st.spec.name!r} has a fire due at {st.next_fire_ms} that the leader has not "
-            f"accounted yet (now {now}); retry shortly",
-        )
-
-
-_HANDLERS = {
-    "create_task": SchedulerState._create,
-    "create_tasks": SchedulerState._create_many,
-    "executor_join": SchedulerState._executor_join,
-    "executor_leave": SchedulerState._executor_leave,
-    "assign_attempts": SchedulerState._assign,
-    "retry_run": SchedulerState._retry_run,
-    "update_task": SchedulerState._update,
-    "delete_task": SchedulerState._delete,
-    "set_enabled": SchedulerState._set_enabled,
-    "trigger_now": SchedulerState._trigger_now,
-    "barrier": SchedulerState._barrier,
-    "fire_batch": SchedulerState._fire_batch,
-    "report_results": SchedulerState._report_results,
-    "apply_workflow": SchedulerState._apply_workflow,
-    "start_workflow_run": SchedulerState._start_workflow_run,
-    "workflow_run_op": SchedulerState._workflow_run_op,
-    "start_backfill": SchedulerState._start_backfill,
-}
+    # Command handlers by ``Command.body`` field (plain functions here, called with the state).
+    _HANDLERS: ClassVar[dict[str, Callable[[SchedulerState, pb.Command, int], Handled]]] = {
+        "create_task": _create,
+        "create_tasks": _create_many,
+        "executor_join": _executor_join,
+        "executor_leave": _executor_leave,
+        "assign_attempts": _assign,
+        "retry_run": _retry_run,
+        "update_task": _update,
+        "delete_task": _delete,
+        "set_enabled": _set_enabled,
+        "trigger_now": _trigger_now,
+        "barrier": _barrier,
+        "fire_batch": _fire_batch,
+        "report_results": _report_results,
+        "apply_workflow": _apply_workflow,
+        "start_workflow_run": _start_workflow_run,
+        "workflow_run_op": _workflow_run_op,
+        "start_backfill": _start_backfill,
+    }

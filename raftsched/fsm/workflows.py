@@ -18,21 +18,21 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from raftsched import codec
-from raftsched.errors import Conflict, InvalidSpec, TemplateError
+from raftsched.abc import StateStore, StoreReader
+from raftsched.errors import Conflict, InvalidSpec, NotFound, TemplateError
 from raftsched.fsm import keys
+from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled, TaskArmed
+from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, spec_bytes
+from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.model import TaskSpec, validate_params
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
 from raftsched.workflow.template import TemplateContext, render, render_params_json
 from raftsched.workflow.validate import validate_workflow
-
-if TYPE_CHECKING:
-    from raftsched.fsm.state import Effect, SchedulerState, TaskState
 
 SEP = "#"
 DEFAULT_BACKFILL_SHARE = 30
@@ -73,14 +73,56 @@ def spec_from_record(msg: pb.TaskSpec) -> TaskSpec:
     return codec.stored_spec_from_pb(msg)
 
 
-@dataclass(frozen=True, slots=True)
-class RunCancelled:
-    """Effect: a killed workflow run cancelled this task run; ``attempts`` are
-    ``(shard, attempt, executor)`` of its unfinished shards (executor ``""``: never assigned)."""
+class TaskHost(Protocol):
+    """What the workflow book needs from the task side of the state machine (the FSM implements it).
 
-    run_id: str
-    attempts: tuple[tuple[int, int, str], ...]
-    epoch: int
+    Called on the apply thread only, while a command applies; every method is deterministic and
+    writes through the same store batch as the book.
+    """
+
+    @property
+    def store(self) -> StateStore:
+        """The state store (the apply thread's open batch)."""
+        ...
+
+    @property
+    def retention(self) -> Retention:
+        """The cluster's retention policy (workflow runs are kept like task runs)."""
+        ...
+
+    def task_state(self, name: str) -> TaskState | None:
+        """The in-memory state of task ``name`` (internal tasks included), or None."""
+        ...
+
+    def add_task(self, st: TaskState) -> None:
+        """Register a task new to the state machine (not yet stored: :meth:`put_task` does that).
+        It counts the still-active runs of an earlier task of the same name."""
+        ...
+
+    def put_task(self, st: TaskState) -> None:
+        """Store the task's record as it is now."""
+        ...
+
+    def put_version(self, st: TaskState) -> None:
+        """Store the spec of the task's current version (runs execute the version they fired with)."""
+        ...
+
+    def add_run(self, st: TaskState, run_id: str, data: bytes) -> None:
+        """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
+        the task's record."""
+        ...
+
+    def active_run(self, run_id: str) -> pb.Run | None:
+        """A fresh copy of the unfinished run ``run_id``, or None."""
+        ...
+
+    def finish_run(self, run: pb.Run, now: int) -> None:
+        """``run`` reached a final state: it leaves the active set and is stored as history."""
+        ...
+
+    def next_sequence(self) -> int:
+        """The next value of the replicated sequence that makes manual run ids unique."""
+        ...
 
 
 class WorkflowState:
@@ -137,10 +179,10 @@ def _canonical(spec: pb.WorkflowSpec) -> bytes:
 
 
 class WorkflowBook:
-    """The workflow part of :class:`SchedulerState` (same thread, same lock, same store)."""
+    """The workflow part of the state machine (same thread, same lock, same store as its host)."""
 
-    def __init__(self, state: SchedulerState) -> None:
-        self.s = state
+    def __init__(self, host: TaskHost) -> None:
+        self.host = host
         self.workflows: dict[str, WorkflowState] = {}
         self.runs: dict[str, pb.WorkflowRun] = {}  # active workflow runs
         self.running: dict[str, int] = {}  # active run id -> its tasks RUNNING (max_parallel_per_run)
@@ -167,7 +209,7 @@ class WorkflowBook:
         self.ready.clear()
         self._versions.clear()
         self.recent.clear()
-        store = self.s.store
+        store = self.host.store
         for _, value in store.scan(keys.WORKFLOW, keys.WORKFLOW + keys.END):
             rec = pb.WorkflowRecord.FromString(value)
             wf = WorkflowState(rec.spec, rec.version)
@@ -195,10 +237,10 @@ class WorkflowBook:
     # -- versions ----------------------------------------------------------------------------------
 
     def version(
-        self, workflow: str, version: int, *, reader: bool = False
+        self, workflow: str, version: int, *, reader: StoreReader | None = None
     ) -> tuple[pb.WorkflowSpec, Dag] | None:
-        """A version's spec and DAG. ``reader=True`` on threads other than apply's (reads
-        committed data through a store reader, never the apply thread's open batch)."""
+        """A version's spec and DAG. Threads other than apply's pass an open ``reader`` (committed
+        data, never the apply thread's open batch) and hold the state lock."""
         wf = self.workflows.get(workflow)
         if wf is None:
             return None
@@ -207,11 +249,7 @@ class WorkflowBook:
         cached = self._versions.get((workflow, version))
         if cached is None:
             vkey = keys.workflow_version_key(workflow, version)
-            if reader:
-                with self.s.store.reader() as r:
-                    raw = r.get(vkey)
-            else:
-                raw = self.s.store.get(vkey)
+            raw = reader.get(vkey) if reader is not None else self.host.store.get(vkey)
             if raw is None:
                 return None
             spec = pb.WorkflowSpec.FromString(raw)
@@ -237,8 +275,6 @@ class WorkflowBook:
     # -- commands ----------------------------------------------------------------------------------
 
     def apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        from raftsched.fsm.state import TaskArmed, _check_next_fire, _check_nothing_due
-
         body = cmd.apply_workflow
         spec = body.spec
         # Structure only: the leader validated the schedule (cron + time zone) against its tz
@@ -248,20 +284,20 @@ class WorkflowBook:
         unscheduled.ClearField("schedule")
         validate_workflow(unscheduled)
         name = spec.name
-        if name in self.s.tasks:
+        if self.host.task_state(name) is not None:
             raise Conflict(f"{name!r} is the name of a task; a workflow needs its own name")
         wf = self.workflows.get(name)
         if wf is not None and _canonical(wf.spec) == _canonical(spec):
-            return pb.CommandResult(ok=True, workflow=self._record(wf), changed=False), ()
+            return pb.CommandResult(ok=True, workflow=self.record(wf), changed=False), ()
         trig_name = trigger_name(name)
-        trig = self.s.tasks.get(trig_name)
+        trig = self.host.task_state(trig_name)
         has_schedule = bool(spec.schedule.expr)
         # Check everything that can refuse before mutating anything.
         if has_schedule:
-            _check_next_fire(body.next_fire_ms, max(trig.watermark_ms if trig else 0, now))
+            check_next_fire(body.next_fire_ms, max(trig.watermark_ms if trig else 0, now))
             schedule = codec.trigger_from_pb(pb.Trigger(cron=spec.schedule))  # its structure
         if trig is not None:
-            _check_nothing_due(trig, now)
+            check_nothing_due(trig, now)
         version = wf.version + 1 if wf is not None else 1
         new = WorkflowState(spec, version)
         if wf is not None:
@@ -271,7 +307,7 @@ class WorkflowBook:
             new.created_ms = now
         new.updated_ms = now
         self.workflows[name] = new
-        store = self.s.store
+        store = self.host.store
         store.put(keys.workflow_version_key(name, version), _canonical(spec))
         # The internal tasks: one per workflow task, at the workflow's version.
         for t in spec.tasks:
@@ -306,36 +342,33 @@ class WorkflowBook:
             trig.enabled = False
             trig.next_fire_ms = 0
             trig.updated_ms = now
-            self.s._put_task(trig)
+            self.host.put_task(trig)
             effects.append(TaskArmed(trig.spec.name, trig.version, 0))
         self._save(new)
-        return pb.CommandResult(ok=True, workflow=self._record(new), changed=True), tuple(effects)
+        return pb.CommandResult(ok=True, workflow=self.record(new), changed=True), tuple(effects)
 
     def _put_internal(
         self, spec: TaskSpec, version: int, now: int, *, enabled: bool, next_fire_ms: int
     ) -> TaskState:
-        from raftsched.fsm.state import TaskState, _spec_bytes
-
-        st = self.s.tasks.get(spec.name)
+        st = self.host.task_state(spec.name)
         pb_spec = codec.spec_to_pb(spec)
         pb_spec.name = spec.name
         if st is None:
-            st = TaskState(spec, _spec_bytes(pb_spec))
+            st = TaskState(spec, spec_bytes(pb_spec))
             st.created_ms = now
             st.watermark_ms = now
-            st.active_runs = self.s.active_per_task.get(spec.name, 0)
-            self.s.tasks[spec.name] = st
+            self.host.add_task(st)
         else:
             st.spec = spec
-            st.spec_bytes = _spec_bytes(pb_spec)
+            st.spec_bytes = spec_bytes(pb_spec)
             st.run_template = st.fire_template = None
             st.watermark_ms = max(st.watermark_ms, now)
         st.version = version
         st.enabled = enabled
         st.updated_ms = now
         st.next_fire_ms = next_fire_ms
-        self.s._put_task(st)
-        self.s._put_version(st)
+        self.host.put_task(st)
+        self.host.put_version(st)
         return st
 
     def start_run_cmd(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -343,9 +376,9 @@ class WorkflowBook:
         wf = self._workflow(body.workflow)
         if body.params_json:
             validate_params(body.params_json, "params")
-        self.s.manual_seq += 1
+        seq = self.host.next_sequence()
         logical = body.logical_ms or now
-        run_id = f"{wf.spec.name}@{logical}~m{self.s.manual_seq}"
+        run_id = f"{wf.spec.name}@{logical}~m{seq}"
         effects: list[Effect] = []
         wr = self._start(
             wf, run_id, logical, now, cmd.epoch, effects, manual=True, params_json=body.params_json
@@ -375,8 +408,7 @@ class WorkflowBook:
             raise InvalidSpec("backfill", f"{len(times)} runs, at most {MAX_BACKFILL_RUNS} per backfill")
         if body.params_json:
             validate_params(body.params_json, "params")
-        self.s.manual_seq += 1
-        seq = self.s.manual_seq
+        seq = self.host.next_sequence()
         backfill_id = f"{wf.spec.name}~b{seq}"
         rec = pb.BackfillRecord(
             backfill_id=backfill_id,
@@ -387,7 +419,7 @@ class WorkflowBook:
             created_ms=now,
             share_pct=wf.backfill_share,
         )
-        self.s.store.put(keys.backfill_key(backfill_id), rec.SerializeToString(deterministic=True))
+        self.host.store.put(keys.backfill_key(backfill_id), rec.SerializeToString(deterministic=True))
         effects: list[Effect] = []
         for logical in times:
             run_id = f"{wf.spec.name}@{logical}~b{seq}"
@@ -401,7 +433,7 @@ class WorkflowBook:
                 backfill_id=backfill_id,
                 params_json=body.params_json,
             )
-        got = self.s.store.get(keys.backfill_key(backfill_id))
+        got = self.host.store.get(keys.backfill_key(backfill_id))
         assert got is not None
         return pb.CommandResult(ok=True, backfill=pb.BackfillRecord.FromString(got)), tuple(effects)
 
@@ -409,12 +441,12 @@ class WorkflowBook:
         body = cmd.workflow_run_op
         # The recent cache holds the very object stored when the run finished (same content on
         # every replica whether or not it is cached); mutating it keeps readers current.
-        wr = self.runs.get(body.run_id) or self.recent.get(body.run_id) or self._stored_run(body.run_id)
+        wr = self.runs.get(body.run_id) or self.recent.get(body.run_id) or self.stored_run(body.run_id)
         if wr is None:
-            raise _not_found(f"workflow run {body.run_id!r} does not exist (or its history was pruned)")
+            raise NotFound(f"workflow run {body.run_id!r} does not exist (or its history was pruned)")
         got = self.version(wr.workflow, wr.version)
         if got is None:
-            raise _not_found(f"workflow {wr.workflow!r} version {wr.version} is no longer stored")
+            raise NotFound(f"workflow {wr.workflow!r} version {wr.version} is no longer stored")
         dag = got[1]
         effects: list[Effect] = []
         if body.op == pb.WorkflowRunOp.KILL:
@@ -427,9 +459,7 @@ class WorkflowBook:
             return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
         idx = dag.index.get(body.task)
         if idx is None:
-            raise _not_found(
-                f"task {body.task!r} is not part of workflow {wr.workflow!r} version {wr.version}"
-            )
+            raise NotFound(f"task {body.task!r} is not part of workflow {wr.workflow!r} version {wr.version}")
         was_active = wr.run_id in self.runs
         previous = 0 if was_active else int(wr.state)
         # Every READY task of the run is (re)queued below, so the READY lists returned are not needed.
@@ -499,7 +529,7 @@ class WorkflowBook:
     def _workflow(self, name: str) -> WorkflowState:
         wf = self.workflows.get(name)
         if wf is None:
-            raise _not_found(f"workflow {name!r} does not exist")
+            raise NotFound(f"workflow {name!r} does not exist")
         return wf
 
     def _dag(self, wr: pb.WorkflowRun) -> Dag:
@@ -559,10 +589,10 @@ class WorkflowBook:
             if previous:
                 wf.kept_runs = max(0, wf.kept_runs - 1)
                 if not wr.manual and not wr.backfill_id:
-                    trig = self.s.tasks.get(trigger_name(wr.workflow))
+                    trig = self.host.task_state(trigger_name(wr.workflow))
                     if trig is not None:  # it counts for overlap again
                         trig.active_runs += 1
-                        self.s._put_task(trig)
+                        self.host.put_task(trig)
                 if wr.backfill_id:
                     self._backfill_progress(wr, 0, undo=previous)
             wr.finished_ms = 0
@@ -616,8 +646,6 @@ class WorkflowBook:
         effects: list[Effect],
     ) -> None:
         """READY → RUNNING: render the templates and create the task run (or fail the task)."""
-        from raftsched.fsm.state import AttemptReady
-
         tspec = spec.tasks[idx]
         try:
             params = render_params_json(spec.params_json, tspec.params_json, wr.params_json)
@@ -629,10 +657,11 @@ class WorkflowBook:
             ready = wfrun.finish(dag, wr, idx, pb.TASK_FAILED, now, f"template error: {exc}")
             self._enqueue(wr, ready)
             return
-        self.s.manual_seq += 1
+        seq = self.host.next_sequence()
         name = task_name(wr.workflow, tspec.name)
-        st = self.s.tasks[name]
-        run_id = f"{name}@{wr.logical_ms}~m{self.s.manual_seq}"
+        st = self.host.task_state(name)
+        assert st is not None, f"internal task {name} missing"  # stored with its workflow's version
+        run_id = f"{name}@{wr.logical_ms}~m{seq}"
         run = pb.Run(
             run_id=run_id,
             task=name,
@@ -652,12 +681,7 @@ class WorkflowBook:
             backfill=bool(wr.backfill_id),
         )
         data = run.SerializeToString(deterministic=True)
-        self.s.active[run_id] = data
-        self.s.active_per_task[name] = self.s.active_per_task.get(name, 0) + 1
-        st.active_runs += 1
-        st.runs_total += 1
-        self.s._put_task(st)
-        self.s.store.put(keys.run_key_for_id(run_id), data)
+        self.host.add_run(st, run_id, data)
         share = wf.backfill_share if wr.backfill_id else 0
         for i in range(tspec.shards or 1):
             effects.append(AttemptReady(run_id, name, now, i, 1, epoch, 0, share))
@@ -673,16 +697,14 @@ class WorkflowBook:
     def _cancel_task_run(
         self, wr: pb.WorkflowRun, idx: int, now: int, epoch: int, effects: list[Effect]
     ) -> None:
-        from raftsched.fsm.state import _FINISHED
-
         run_id = wr.tasks[idx].run_id
         self._task_stopped(wr)
-        run = self.s.active_run(run_id)
+        run = self.host.active_run(run_id)
         if run is None:
             return
         attempts: list[tuple[int, int, str]] = []
         for shard in run.shards:
-            if shard.state not in _FINISHED:
+            if shard.state not in FINISHED:
                 attempts.append(
                     (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
                 )
@@ -691,7 +713,7 @@ class WorkflowBook:
                 shard.error = "workflow run killed"
         run.state = pb.CANCELLED
         run.finished_ms = now
-        self.s._finish_run(run, now)
+        self.host.finish_run(run, now)
         effects.append(RunCancelled(run_id, tuple(attempts), epoch))
 
     def _settle(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:
@@ -705,10 +727,10 @@ class WorkflowBook:
             wf.active_runs = max(0, wf.active_runs - 1)
             wf.kept_runs += 1
             if not wr.manual and not wr.backfill_id:
-                trig = self.s.tasks.get(trigger_name(wr.workflow))
+                trig = self.host.task_state(trigger_name(wr.workflow))
                 if trig is not None:
                     trig.active_runs = max(0, trig.active_runs - 1)
-                    self.s._put_task(trig)
+                    self.host.put_task(trig)
             if wr.backfill_id:
                 self._backfill_progress(wr, now)
             self._save(wf)
@@ -725,7 +747,7 @@ class WorkflowBook:
 
     def _backfill_progress(self, wr: pb.WorkflowRun, now: int, undo: int = 0) -> None:
         """Count a finished backfill run; ``undo``: un-count one that had finished in that state."""
-        raw = self.s.store.get(keys.backfill_key(wr.backfill_id))
+        raw = self.host.store.get(keys.backfill_key(wr.backfill_id))
         if raw is None:
             return
         rec = pb.BackfillRecord.FromString(raw)
@@ -740,20 +762,18 @@ class WorkflowBook:
                 rec.runs_failed += 1
             if rec.runs_finished >= rec.runs_total:
                 rec.finished_ms = now
-        self.s.store.put(keys.backfill_key(wr.backfill_id), rec.SerializeToString(deterministic=True))
+        self.host.store.put(keys.backfill_key(wr.backfill_id), rec.SerializeToString(deterministic=True))
 
     def _prune(self, wf: WorkflowState, now: int) -> None:
         """Finished workflow runs are kept like task runs: by count and age (bounded work)."""
-        retention = self.s.retention
+        retention = self.host.retention
         horizon = now - retention.keep_ms
         name = wf.spec.name
         lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, name), keys.per_task_end(keys.WORKFLOW_RUN, name)
-        from raftsched.fsm.state import AGE_PRUNE_EVERY
-
         if wf.kept_runs <= retention.keep_count and wf.kept_runs % AGE_PRUNE_EVERY:
             return
         limit = retention.prune_step * 2 + wf.active_runs + 1
-        for k, v in self.s.store.scan(lo, hi, limit=limit):
+        for k, v in self.host.store.scan(lo, hi, limit=limit):
             if keys.run_id_from_key(keys.WORKFLOW_RUN, k) in self.runs:
                 continue
             wr = pb.WorkflowRun.FromString(v)
@@ -761,22 +781,20 @@ class WorkflowBook:
                 continue
             if wf.kept_runs <= retention.keep_count and wr.finished_ms >= horizon:
                 break
-            self.s.store.delete(k)
+            self.host.store.delete(k)
             self._dirty_runs.pop(wr.run_id, None)
             wf.kept_runs -= 1
 
-    def _stored_run(self, run_id: str, *, reader: bool = False) -> pb.WorkflowRun | None:
+    def stored_run(self, run_id: str, *, reader: StoreReader | None = None) -> pb.WorkflowRun | None:
+        """The stored workflow run ``run_id``, or None. Threads other than apply's pass an open
+        ``reader`` (committed data)."""
         if "@" not in run_id:
             return None
         try:
             key = keys.workflow_run_key(run_id)
         except ValueError:
             return None
-        if reader:
-            with self.s.store.reader() as r:
-                raw = r.get(key)
-        else:
-            raw = self.s.store.get(key)
+        raw = reader.get(key) if reader is not None else self.host.store.get(key)
         return pb.WorkflowRun.FromString(raw) if raw is not None else None
 
     def _put_run(self, wr: pb.WorkflowRun) -> None:
@@ -786,16 +804,17 @@ class WorkflowBook:
         """Write what the command just applied changed (called at the end of every apply)."""
         if self._dirty_runs:
             for run_id, wr in sorted(self._dirty_runs.items()):
-                self.s.store.put(keys.workflow_run_key(run_id), wr.SerializeToString(deterministic=True))
+                self.host.store.put(keys.workflow_run_key(run_id), wr.SerializeToString(deterministic=True))
             self._dirty_runs.clear()
         if self._dirty_workflows:
             for name, wf in sorted(self._dirty_workflows.items()):
-                self.s.store.put(keys.workflow_key(name), wf.record_bytes())
+                self.host.store.put(keys.workflow_key(name), wf.record_bytes())
             self._dirty_workflows.clear()
 
-    def _record(self, wf: WorkflowState) -> pb.WorkflowRecord:
+    def record(self, wf: WorkflowState) -> pb.WorkflowRecord:
+        """``wf``'s record as a fresh message, with the next fire of its schedule (if enabled)."""
         rec = wf.record()
-        trig = self.s.tasks.get(trigger_name(wf.spec.name))
+        trig = self.host.task_state(trigger_name(wf.spec.name))
         if trig is not None and trig.enabled:
             rec.next_fire_ms = trig.next_fire_ms
         return rec
@@ -803,36 +822,6 @@ class WorkflowBook:
     def _save(self, wf: WorkflowState) -> None:
         self._dirty_workflows[wf.spec.name] = wf
 
-    # -- reads (callers hold the state lock) -----------------------------------------------------------
-
-    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None:
-        wf = self.workflows.get(name)
-        if wf is None:
-            return None
-        rec = self._record(wf)
-        if version and version != wf.version:
-            got = self.version(name, version, reader=True)
-            if got is None:
-                return None
-            rec.spec.CopyFrom(got[0])
-            rec.version = version
-        return rec
-
-    def get_run(self, run_id: str) -> pb.WorkflowRun | None:
-        """Any thread (caller holds the state lock)."""
-        wr = self.runs.get(run_id) or self.recent.get(run_id)
-        if wr is not None:
-            copy = pb.WorkflowRun()
-            copy.CopyFrom(wr)
-            return copy
-        return self._stored_run(run_id, reader=True)
-
 
 def _run_state(wr: pb.WorkflowRun) -> str:
     return pb.WorkflowRunState.Name(wr.state).removeprefix("WORKFLOW_").lower()
-
-
-def _not_found(message: str) -> Exception:
-    from raftsched.errors import NotFound
-
-    return NotFound(message)

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from raftsched import codec
-from raftsched.fsm.state import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, SchedulerState
-from raftsched.fsm.workflows import RunCancelled
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
+from raftsched.fsm.state import SchedulerState
 from raftsched.model import execution_id
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb

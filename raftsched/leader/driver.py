@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from raftsched import codec
 from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.state import BarrierCommitted, Effect, SchedulerState, TaskArmed
+from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import leader_time
 from raftsched.timing.schedule import MisfireSettings, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel

@@ -21,7 +21,7 @@ import grpc
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound
 from raftsched.explain import explain
-from raftsched.fsm import keys
+from raftsched.fsm import queries
 from raftsched.leader import writes
 from raftsched.rpc.plumbing import NodeServices, propose_and_wait, rpc
 from raftsched.v1 import log_pb2 as logpb
@@ -251,25 +251,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         tasks = [request.task] if request.task else [t.spec.name for t in self.node.state.list_tasks()]
         if request.task and self.node.state.get_task(request.task) is None:
             raise NotFound(f"task {request.task!r} does not exist")
-        runs: list[pb.Run] = []
         with self.node.store.reader() as r:
-            for task in tasks:
-                lo = keys.time_key(keys.RUN, task, max(request.since_ms, 0))
-                hi = (
-                    keys.time_key(keys.RUN, task, request.until_ms + 1)
-                    if request.until_ms
-                    else keys.per_task_end(keys.RUN, task)
-                )
-                for _, value in r.scan(lo, hi, reverse=True):
-                    run = pb.Run()
-                    run.ParseFromString(value)
-                    if request.state and run.state != request.state:
-                        continue
-                    runs.append(run)
-                    if len(runs) >= limit * 4:
-                        break
-        runs.sort(key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
-        return pb.ListRunsReply(runs=runs[:limit])
+            runs = queries.list_runs(r, tasks, request.since_ms, request.until_ms, request.state, limit)
+        return pb.ListRunsReply(runs=runs)
 
     @rpc
     async def FireAccounting(
@@ -280,7 +264,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
-            out.fires.extend(fire_records(r, request.task, request.since_ms, request.until_ms, limit))
+            out.fires.extend(queries.fire_records(r, request.task, request.since_ms, request.until_ms, limit))
         return out
 
     @rpc
@@ -289,14 +273,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         if rec is None:
             raise NotFound(f"task {request.task!r} does not exist")
         with self.node.store.reader() as r:
-            around = fire_records(r, request.task, request.at_ms - 1, request.at_ms, 4)
-            run = None
-            for fire in around:
-                if fire.run_id:
-                    raw = r.get(keys.run_key_for_id(fire.run_id))
-                    if raw is not None:
-                        run = pb.Run()
-                        run.ParseFromString(raw)
+            around, run = queries.fires_around(r, request.task, request.at_ms)
         return explain(rec, request.at_ms, around, run)
 
     # -- workflow reads -------------------------------------------------------------------------
@@ -404,24 +381,3 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatusReply:
         return self.node.cluster_status()
-
-
-def fire_records(reader: Any, task: str, since_ms: int, until_ms: int, limit: int) -> list[pb.FireRecord]:
-    """Fire records of ``task`` that cover any nominal time in ``[since_ms, until_ms]``, in time order.
-
-    A range record starting before ``since_ms`` but reaching into the window is included.
-    """
-    out: list[pb.FireRecord] = []
-    lo = keys.per_task_prefix(keys.FIRE, task)
-    start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
-    hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
-    for _, value in reader.scan(lo, start, reverse=True, limit=1):
-        rec = pb.FireRecord()
-        rec.ParseFromString(value)
-        if rec.through_ms >= since_ms:
-            out.append(rec)
-    for _, value in reader.scan(start, hi, limit=limit):
-        rec = pb.FireRecord()
-        rec.ParseFromString(value)
-        out.append(rec)
-    return out[:limit]

@@ -18,7 +18,7 @@ import grpc
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError
-from raftsched.fsm.state import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, propose_and_wait, rpc

@@ -1,7 +1,5 @@
 """The LMDB :class:`raftsched.abc.StateStore`: the durable image of the replicated state.
 
-This is the only module that imports ``lmdb``.
-
 Layout: an environment directory ``<path>/state`` with two named databases. ``state`` holds the
 replicated keys; ``local`` holds the node-local applied index, so a scan of ``state`` never sees
 it. The index and the writes it covers are committed in one LMDB transaction, so after a
@@ -44,15 +42,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, ClassVar
 
-import lmdb
+from raftsched.storage import lmdb_env
+from raftsched.storage.lmdb_env import INDEX as _INDEX
+from raftsched.storage.lmdb_env import MAX_KEY as _MAX_KEY
+from raftsched.storage.lmdb_env import valid_key as _valid_key
 
 _get_ident = threading.get_ident
 
 _STATE_DB = b"state"
 _LOCAL_DB = b"local"
 _APPLIED_KEY = b"applied_index"
-_INDEX = struct.Struct(">Q")
-_MAX_KEY = 511  # env.max_key_size() of the bundled LMDB 0.9; checked when the env opens
 _LMDB_MAGIC = 0xBEEFC0DE
 _COPY_BUF = 1 << 20
 
@@ -220,10 +219,6 @@ def _key_error(key: bytes) -> ValueError:
     return ValueError(f"LMDB keys must be 1 to {_MAX_KEY} bytes, got {len(key)}")
 
 
-def _valid_key(key: bytes) -> bool:
-    return 0 < len(key) <= _MAX_KEY
-
-
 def _decode_index(raw: bytes | None) -> int:
     if raw is None:
         return 0
@@ -252,8 +247,10 @@ class LmdbReader:
     the reader exits.
     """
 
-    def __init__(self, store: LmdbStore) -> None:
-        self._store = store
+    def __init__(self, begin: Callable[[], tuple[Any, Any, Any]], chunk: int) -> None:
+        # begin() -> (held guard, read txn, state db), the guard entered in shared mode.
+        self._begin = begin
+        self._chunk = chunk
         self._txn: Any = None
         self._db: Any = None
         self._held: Any = None
@@ -261,16 +258,7 @@ class LmdbReader:
     def __enter__(self) -> LmdbReader:
         if self._held is not None:
             raise RuntimeError("reader is already open")
-        held = self._store._guard.shared()
-        held.__enter__()
-        try:
-            env = self._store._live_env()
-            self._txn = env.begin(write=False, buffers=False)
-            self._db = self._store._state_db
-        except BaseException:
-            held.__exit__(None, None, None)
-            raise
-        self._held = held
+        self._held, self._txn, self._db = self._begin()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -301,7 +289,7 @@ class LmdbReader:
         def fetch(s: bytes, e: bytes, r: bool, n: int, after: bytes | None) -> list[tuple[bytes, bytes]]:
             return _read_range(self._txn_or_raise(), self._db, s, e, r, n, after)
 
-        return _chunked_scan(fetch, start, end, reverse, limit, self._store._SCAN_CHUNK)
+        return _chunked_scan(fetch, start, end, reverse, limit, self._chunk)
 
 
 class LmdbStore:
@@ -363,19 +351,8 @@ class LmdbStore:
 
     def _open_env(self) -> None:
         self._dir.mkdir(mode=0o700, exist_ok=True)
-        env = lmdb.open(
-            str(self._dir),
-            map_size=self._map_size,
-            subdir=True,
-            max_dbs=2,
-            sync=self._sync,
-            metasync=self._sync,
-            mode=0o600,
-        )
+        env = lmdb_env.open_env(self._dir, map_size=self._map_size, max_dbs=2, sync=self._sync)
         try:
-            if env.max_key_size() != _MAX_KEY:
-                raise RuntimeError(f"unexpected LMDB max key size {env.max_key_size()}")
-            env.reader_check()  # free reader slots left by a killed process
             self._state_db = env.open_db(_STATE_DB)
             self._local_db = env.open_db(_LOCAL_DB)
             with env.begin(write=False) as txn:
@@ -437,7 +414,7 @@ class LmdbStore:
             if not fresh:
                 self._broken = exc
         if txn is not None:
-            with suppress(lmdb.Error):  # LMDB may have ended it already
+            with suppress(lmdb_env.Error):  # LMDB may have ended it already
                 txn.abort()
 
     def _end_batch(self) -> Any:
@@ -567,7 +544,21 @@ class LmdbStore:
 
     def reader(self) -> LmdbReader:
         """A view of committed data for any thread; the transaction opens on ``__enter__``."""
-        return LmdbReader(self)
+        return LmdbReader(self._begin_read, self._SCAN_CHUNK)
+
+    def _begin_read(self) -> tuple[Any, Any, Any]:
+        held = self._guard.shared()
+        held.__enter__()
+        try:
+            return held, self._live_env().begin(write=False, buffers=False), self._state_db
+        except BaseException:
+            held.__exit__(None, None, None)
+            raise
+
+    def swaps_waiting(self) -> int:
+        """How many threads wait to swap the environment or close the store (for tests: while
+        one waits, new readers are held back)."""
+        return self._guard.exclusive_waiting()
 
     def stats(self) -> dict[str, int]:
         """Numbers for metrics: ``entries`` in ``state``, bytes used and available in the map."""
@@ -666,15 +657,8 @@ class LmdbStore:
 
     def _validate_copy(self) -> int:
         try:
-            env = lmdb.open(
-                str(self._restore_dir),
-                map_size=self._map_size,
-                readonly=True,
-                lock=False,
-                subdir=True,
-                max_dbs=2,
-            )
-        except lmdb.Error as exc:
+            env = lmdb_env.open_readonly(self._restore_dir, map_size=self._map_size, max_dbs=2)
+        except lmdb_env.Error as exc:
             raise ValueError(f"snapshot payload is not a readable LMDB file: {exc}") from exc
         try:
             state = env.open_db(_STATE_DB, create=False)
@@ -682,7 +666,7 @@ class LmdbStore:
             with env.begin(write=False) as txn:
                 txn.stat(state)
                 return _decode_index(txn.get(_APPLIED_KEY, db=local))
-        except lmdb.Error as exc:
+        except lmdb_env.Error as exc:
             raise ValueError(f"snapshot payload is not a raftsched LMDB store: {exc}") from exc
         finally:
             env.close()
@@ -730,187 +714,3 @@ def _check_lmdb_header(header: bytes, src: Path, offset: int) -> None:
     # Page 0 is a meta page: a 16-byte page header, then MDB_meta starting with its magic.
     if len(header) < 20 or struct.unpack_from("=I", header, 16)[0] != _LMDB_MAGIC:
         raise ValueError(f"{src} holds no LMDB data file at offset {offset}")
-
-
-class LmdbExecutionLog:
-    """The executor's durable log of execution ids: string key → opaque value, plus two facts per key.
-
-    Every key has an *insertion sequence* (fixed when it is first inserted) and a *settled* flag
-    (False when inserted). :class:`raftsched.executor.dedupe.ExecutionLog` builds the dedupe
-    semantics on top; this class only stores bytes.
-
-    Layout: an environment directory ``<path>/executions`` with three named databases:
-    ``entries`` (key → 8-byte sequence + value), ``order`` (sequence → key, every key) and
-    ``unsettled`` (sequence → key, unsettled keys only), so reopening reads only the unsettled
-    keys and pruning walks the oldest keys first. Each method is one LMDB transaction, committed
-    before it returns; with ``sync=True`` (the default) it is fsynced, so it survives a host
-    crash, not only a process crash.
-
-    One process owns a log: opening it takes an exclusive ``flock`` on ``executions/owner.lock``
-    and a second open (from any process, or the same one) raises :class:`RuntimeError` at once.
-    Methods may be called from any thread; each blocks for its disk write. Keys are non-empty and
-    at most 511 UTF-8 bytes (``ValueError`` otherwise).
-    """
-
-    def __init__(self, path: Path, map_size: int = 64 << 30, sync: bool = True) -> None:
-        import fcntl  # POSIX only, like the rest of the executor
-
-        self._dir = Path(path) / "executions"
-        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._lock_fd = os.open(self._dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._lock_fd)
-            raise RuntimeError(f"execution log {self._dir} is open in another process (or twice)") from None
-        env: Any = None
-        try:
-            env = lmdb.open(
-                str(self._dir),
-                map_size=map_size,
-                subdir=True,
-                max_dbs=3,
-                sync=sync,
-                metasync=sync,
-                mode=0o600,
-            )
-            env.reader_check()
-            self._entries = env.open_db(b"entries")
-            self._order = env.open_db(b"order")
-            self._unsettled = env.open_db(b"unsettled")
-            with env.begin(write=False) as txn, txn.cursor(self._order) as cur:
-                self._next_seq: int = _INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
-        except BaseException:
-            if env is not None:
-                env.close()
-            os.close(self._lock_fd)
-            raise
-        self._env = env
-        self._closed = False
-
-    @staticmethod
-    def _key(key: str) -> bytes:
-        raw = key.encode("utf-8")
-        if not _valid_key(raw):
-            raise ValueError(f"execution log keys must be 1 to {_MAX_KEY} UTF-8 bytes, got {len(raw)}")
-        return raw
-
-    def _live(self) -> Any:
-        if self._closed:
-            raise RuntimeError("execution log is closed")
-        return self._env
-
-    def get(self, key: str) -> tuple[bytes, bool] | None:
-        """``(value, settled)`` for ``key``, or None if absent."""
-        raw = self._key(key)
-        with self._live().begin(write=False, buffers=False) as txn:
-            stored: bytes | None = txn.get(raw, db=self._entries)
-            if stored is None:
-                return None
-            return stored[_INDEX.size :], txn.get(stored[: _INDEX.size], db=self._unsettled) is None
-
-    def insert(self, key: str, value: bytes) -> tuple[bytes, bool] | None:
-        """Insert ``key`` (unsettled) if absent and return None; if present, change nothing and
-        return its ``(value, settled)``. Atomic: of two racing inserts exactly one returns None."""
-        return self.insert_many([(key, value)])[0]
-
-    def insert_many(self, items: list[tuple[str, bytes]]) -> list[tuple[bytes, bool] | None]:
-        """:meth:`insert` for each item, in order, in one write transaction (one commit for a
-        burst of dispatches instead of one each). A key repeated in ``items`` is inserted by its
-        first occurrence; later ones see it. A bad key raises ``ValueError`` and changes nothing."""
-        raws = [self._key(key) for key, _ in items]
-        out: list[tuple[bytes, bool] | None] = []
-        with self._live().begin(write=True, buffers=False) as txn:
-            for raw, (_, value) in zip(raws, items, strict=True):
-                stored: bytes | None = txn.get(raw, db=self._entries)
-                if stored is not None:
-                    settled = txn.get(stored[: _INDEX.size], db=self._unsettled) is None
-                    out.append((stored[_INDEX.size :], settled))
-                    continue
-                # LMDB runs one write transaction at a time, so this counter needs no lock of its own.
-                seq = _INDEX.pack(self._next_seq)
-                self._next_seq += 1
-                txn.put(raw, seq + value, db=self._entries)
-                txn.put(seq, raw, db=self._order)
-                txn.put(seq, raw, db=self._unsettled)
-                out.append(None)
-        return out
-
-    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
-        """Overwrite the value and settled flag of existing keys, all in one transaction.
-
-        The insertion sequence is kept. A missing key raises ``KeyError`` and changes nothing.
-        """
-        with self._live().begin(write=True, buffers=False) as txn:
-            for key, value, settled in items:
-                raw = self._key(key)
-                stored: bytes | None = txn.get(raw, db=self._entries)
-                if stored is None:
-                    raise KeyError(key)  # the context manager aborts the transaction
-                seq = stored[: _INDEX.size]
-                txn.put(raw, seq + value, db=self._entries)
-                if settled:
-                    txn.delete(seq, db=self._unsettled)
-                else:
-                    txn.put(seq, raw, db=self._unsettled)
-
-    def unsettled(self) -> list[tuple[str, bytes]]:
-        """Every unsettled ``(key, value)``, in insertion order."""
-        out: list[tuple[str, bytes]] = []
-        with self._live().begin(write=False, buffers=False) as txn:
-            for _seq, raw in txn.cursor(self._unsettled):
-                stored: bytes = txn.get(raw, db=self._entries)
-                out.append((raw.decode("utf-8"), stored[_INDEX.size :]))
-        return out
-
-    def prune_settled(self, keep: int) -> list[str]:
-        """Delete the oldest settled keys so that at most ``keep`` settled keys remain; return them.
-
-        Unsettled keys are never deleted. One transaction.
-        """
-        if keep < 0:
-            raise ValueError(f"keep must be >= 0, got {keep}")
-        removed: list[str] = []
-        with self._live().begin(write=True, buffers=False) as txn:
-            settled = txn.stat(self._order)["entries"] - txn.stat(self._unsettled)["entries"]
-            excess = settled - keep
-            if excess <= 0:
-                return removed
-            with txn.cursor(self._order) as cur:
-                ok = cur.first()
-                while ok and len(removed) < excess:
-                    seq, raw = cur.key(), cur.value()
-                    if txn.get(seq, db=self._unsettled) is not None:
-                        ok = cur.next()
-                        continue
-                    txn.delete(raw, db=self._entries)
-                    cur.delete()  # moves to the next record, or unpositions past the last one
-                    ok = bool(cur.key())  # sequence keys are never empty
-                    removed.append(raw.decode("utf-8"))
-        return removed
-
-    def __len__(self) -> int:
-        with self._live().begin(write=False) as txn:
-            count: int = txn.stat(self._entries)["entries"]
-            return count
-
-    def flush(self) -> None:
-        """fsync everything committed so far (for ``sync=False``: call it periodically)."""
-        if not self._closed:
-            self._env.sync(True)
-
-    def close(self) -> None:
-        """Close the environment and release the owner lock. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._env.close()
-        os.close(self._lock_fd)
-
-    def __enter__(self) -> LmdbExecutionLog:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -1,8 +1,11 @@
-"""An in-memory :class:`raftsched.abc.StateStore`, for simulation and for users' own tests.
+"""In-memory stores for simulation and for users' own tests: a :class:`raftsched.abc.StateStore`
+and a :class:`raftsched.abc.ExecutionLog`.
 
-Unlike the LMDB store, readers see writes as soon as they are made (there is no separate
-committed view); ``commit`` only records the applied index. Thread safety: one lock guards all
-access, so readers on other threads never see a structure mid-update.
+Unlike the LMDB store, :class:`MemoryStore`'s readers see writes as soon as they are made (there
+is no separate committed view); ``commit`` only records the applied index. Thread safety: in
+both classes one lock guards all access, so readers on other threads never see a structure
+mid-update. "Durable" here means: for as long as the object lives, so a simulated restart
+reuses the same object.
 """
 
 from __future__ import annotations
@@ -70,3 +73,94 @@ class MemoryStore:
             self._data = dict(entries)
             self._keys = sorted(self._data)
             self._applied = applied_index
+
+
+_MAX_EXECUTION_KEY = 511  # as the LMDB log: the contract is the same for both
+
+
+class MemoryExecutionLog:
+    """The :class:`raftsched.abc.ExecutionLog` contract kept in a dict, in insertion order.
+
+    ``flush`` does nothing (there is no disk). After ``close`` every other call raises
+    :class:`RuntimeError`, as the LMDB log does; a simulated executor restart reuses the open log.
+    """
+
+    def __init__(self) -> None:
+        # key -> (value, settled). A dict keeps insertion order, and overwriting a key keeps its
+        # place, which is exactly the insertion sequence the contract asks for.
+        self._entries: dict[str, tuple[bytes, bool]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _live(self) -> None:
+        if self._closed:
+            raise RuntimeError("execution log is closed")
+
+    @staticmethod
+    def _check(key: str) -> None:
+        if not 0 < len(key.encode("utf-8")) <= _MAX_EXECUTION_KEY:
+            raise ValueError(
+                f"execution log keys must be 1 to {_MAX_EXECUTION_KEY} UTF-8 bytes, got {len(key.encode())}"
+            )
+
+    def get(self, key: str) -> tuple[bytes, bool] | None:
+        self._check(key)
+        with self._lock:
+            self._live()
+            found = self._entries.get(key)
+            return found
+
+    def insert(self, key: str, value: bytes) -> tuple[bytes, bool] | None:
+        return self.insert_many([(key, value)])[0]
+
+    def insert_many(self, items: list[tuple[str, bytes]]) -> list[tuple[bytes, bool] | None]:
+        for key, _ in items:
+            self._check(key)
+        out: list[tuple[bytes, bool] | None] = []
+        with self._lock:
+            self._live()
+            for key, value in items:
+                found = self._entries.get(key)
+                if found is not None:
+                    out.append(found)
+                    continue
+                self._entries[key] = (value, False)
+                out.append(None)
+        return out
+
+    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+        with self._lock:
+            self._live()
+            for key, _, _ in items:
+                if key not in self._entries:
+                    raise KeyError(key)
+            for key, value, settled in items:
+                self._entries[key] = (value, settled)
+
+    def unsettled(self) -> list[tuple[str, bytes]]:
+        with self._lock:
+            self._live()
+            return [(key, value) for key, (value, settled) in self._entries.items() if not settled]
+
+    def prune_settled(self, keep: int) -> list[str]:
+        if keep < 0:
+            raise ValueError(f"keep must be >= 0, got {keep}")
+        with self._lock:
+            self._live()
+            settled = [key for key, (_, done) in self._entries.items() if done]
+            removed = settled[: max(0, len(settled) - keep)]
+            for key in removed:
+                del self._entries[key]
+            return removed
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._live()
+            return len(self._entries)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 from pysyncobj import SyncObjConf
 
 from raftsched.consensus.pysyncobj_node import _Raft
-from raftsched.fsm.state import BarrierCommitted, SchedulerState
+from raftsched.fsm.effects import BarrierCommitted
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.gate import LeaderGate
 from raftsched.localcluster import free_ports

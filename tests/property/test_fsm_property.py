@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.fsm import keys
-from raftsched.fsm.state import Retention, SchedulerState
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import MisfireSettings, plan_fires
 from raftsched.v1 import log_pb2 as pb

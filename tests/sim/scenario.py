@@ -56,7 +56,9 @@ from dataclasses import dataclass, field
 
 from raftsched import codec
 from raftsched.errors import RaftschedError, Unavailable
-from raftsched.fsm.state import AttemptReady, Effect, Retention, SchedulerState
+from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,

@@ -1,5 +1,6 @@
 """Deterministic simulation of a whole cluster with executors: leases, fencing, retries and ring
-assignment through leader changes and executor crashes, on a manual clock, from a seed."""
+assignment through leader changes and executor crashes, on a manual clock, from a seed. The
+executors are the real agent over the in-memory transport; only their commands are simulated."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def fleet(seed: int = 0) -> SimHarness:
     sim.add_executor("ex2", slots=4)
     sim.add_task(
         TaskSpec(
-            "t", CronTrigger("* * * * * *"), shards=3, overlap=Overlap.ALLOW, max_retries=5, command="true"
+            "t", CronTrigger("* * * * * *"), command="work", shards=3, overlap=Overlap.ALLOW, max_retries=5
         )
     )
     return sim
@@ -52,6 +53,7 @@ def check(sim: SimHarness, runs: list[pb.Run]) -> None:
             nominal = int(exec_id.split("/")[0].split("@")[1])
             assert started >= nominal, f"{exec_id} started early"
     assert len(set(sim.digests().values())) == 1
+    sim.close()
 
 
 def test_leader_crash_with_attempts_in_flight_resends_without_running_anything_twice() -> None:
@@ -59,8 +61,7 @@ def test_leader_crash_with_attempts_in_flight_resends_without_running_anything_t
     sim.run_for(5_000)
     sim.crash("n1")
     sim.run_for(1_000)
-    sim.elect("n2")
-    sim.resend_all()
+    sim.elect("n2")  # the executors find the new leader, which re-sends what they hold
     sim.run_for(8_000)
     check(sim, drain(sim))
 
@@ -102,7 +103,6 @@ def test_random_leader_and_executor_faults(seed: int) -> None:
             sim.run_for(rng.randint(200, 1_500))
             sim.elect(rng.choice([n for n in sim.nodes if n != old]))
             sim.restart(old)
-            sim.resend_all()
         if fault in ("executor", "both"):
             victim = rng.choice(sorted(sim.executors))
             sim.crash_executor(victim)

@@ -96,6 +96,7 @@ def check(sim: SimHarness, runs: list[pb.WorkflowRun], executor_faults: bool) ->
                 done = max(e.at_ms for e in by_name[up].timeline if e.state == pb.TASK_SUCCESS)
                 assert first >= done, f"{wr.run_id}: {downstream} started before {up} finished"
     assert len(set(sim.digests().values())) == 1
+    sim.close()
 
 
 def test_leader_failover_mid_workflow_runs_nothing_twice() -> None:
@@ -107,7 +108,6 @@ def test_leader_failover_mid_workflow_runs_nothing_twice() -> None:
     sim.run_for(700)
     sim.elect("n2")
     sim.restart(old)
-    sim.resend_all()
     sim.run_for(4_000)
     check(sim, finish(sim), executor_faults=False)
 
@@ -125,7 +125,6 @@ def test_random_faults_during_workflows(seed: int) -> None:
             sim.run_for(rng.randint(200, 1_500))
             sim.elect(rng.choice([n for n in sim.nodes if n != old]))
             sim.restart(old)
-            sim.resend_all()
         else:
             executor_faults = True
             victim = rng.choice(sorted(sim.executors))

@@ -1,17 +1,17 @@
-"""The executor agent's dispatch handling: epoch fencing and execution-id dedupe (no network)."""
+"""The executor agent's dispatch handling: epoch fencing and execution-id dedupe, driven through
+the in-memory transport (no network) with an in-memory execution log."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
-from pathlib import Path
+from collections.abc import AsyncIterator, Sequence
 
-import pytest
-
+from raftsched.abc import TransportError
 from raftsched.executor.agent import Executor
-from raftsched.executor.dedupe import ExecutionLog
+from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.runners import AttemptContext
+from raftsched.storage.memory import MemoryExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
 
 
@@ -30,8 +30,20 @@ def item(exec_id: str, epoch: int) -> pb.WorkItem:
     )
 
 
-def test_stale_epochs_are_refused_and_an_execution_id_runs_once(tmp_path: Path) -> None:
-    ex = Executor("127.0.0.1:1", "ex1", slots=2, data_dir=tmp_path)
+def loopback(slots: int) -> tuple[Executor, LoopbackEndpoint]:
+    endpoint = LoopbackEndpoint(epoch=1)
+    ex = Executor(
+        "loopback:1",
+        "ex1",
+        slots=slots,
+        transport=MemoryTransport(endpoint),
+        execution_log=MemoryExecutionLog(),
+    )
+    return ex, endpoint
+
+
+def test_stale_epochs_are_refused_and_an_execution_id_runs_once() -> None:
+    ex, endpoint = loopback(slots=2)
     calls: list[str] = []
 
     @ex.handler("count")
@@ -39,79 +51,95 @@ def test_stale_epochs_are_refused_and_an_execution_id_runs_once(tmp_path: Path) 
         calls.append(ctx.execution_id)
 
     async def scenario() -> None:
-        ex._log = ExecutionLog(tmp_path)
-        ex._report_wake = asyncio.Event()
-        try:
-            ex._accept(item("t@1000/0/1", epoch=3))
-            ex._accept(item("t@1000/0/1", epoch=3))  # re-delivered while running or done
-            ex._accept(item("t@1000/1/1", epoch=2))  # a deposed leader's dispatch
-            await asyncio.gather(*list(ex._running.values()))
-            ex._accept(item("t@1000/0/1", epoch=4))  # re-sent by a new leader after it finished
-            await asyncio.sleep(0)
-            assert not ex._running
-            pending = ex._log.pending_reports()
-            assert [r.execution_id for r in pending] == ["t@1000/0/1"] and pending[0].success
-        finally:
-            ex._log.close()
+        async with endpoint.serving(ex):
+            endpoint.push("ex1", [item("t@1000/0/1", epoch=3)])
+            endpoint.push("ex1", [item("t@1000/0/1", epoch=3)])  # re-delivered while running or done
+            endpoint.push("ex1", [item("t@1000/1/1", epoch=2)])  # a deposed leader's dispatch
+            await endpoint.until(lambda: len(endpoint.reports) == 1)
+            endpoint.push("ex1", [item("t@1000/0/1", epoch=4)])  # re-sent by a new leader after it finished
+            endpoint.push("ex1", [item("t@1000/1/2", epoch=4)])  # behind it on the stream
+            await endpoint.until(lambda: len(endpoint.reports) == 2)
+        reported = [(r.execution_id, r.success) for r in endpoint.reports]
+        assert reported == [("t@1000/0/1", True), ("t@1000/1/2", True)]
 
     asyncio.run(scenario())
-    assert calls == ["t@1000/0/1"]
+    assert calls == ["t@1000/0/1", "t@1000/1/2"]
     assert ex.refused_stale == 1
 
 
-def test_an_unknown_handler_fails_the_attempt_with_a_clear_error(tmp_path: Path) -> None:
-    ex = Executor("127.0.0.1:1", "ex1", slots=1, data_dir=tmp_path)
+def test_an_unknown_handler_fails_the_attempt_with_a_clear_error() -> None:
+    ex, endpoint = loopback(slots=1)
 
     async def scenario() -> None:
-        ex._log = ExecutionLog(tmp_path)
-        ex._report_wake = asyncio.Event()
-        try:
-            ex._accept(item("t@1000/0/1", epoch=1))
-            await asyncio.gather(*list(ex._running.values()))
-            [result] = ex._log.pending_reports()
-            assert not result.success and "unknown handler 'count'" in result.error
-        finally:
-            ex._log.close()
+        async with endpoint.serving(ex):
+            endpoint.push("ex1", [item("t@1000/0/1", epoch=1)])
+            await endpoint.until(lambda: len(endpoint.reports) == 1)
+        [result] = endpoint.reports
+        assert not result.success and "unknown handler 'count'" in result.error
 
     asyncio.run(scenario())
 
 
-def test_a_disconnect_that_fails_several_loops_at_once_leaves_no_unretrieved_task_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Chaos run: a node restart reset the connection under the heartbeat and the report loops at
-    the same moment; ``_serve`` re-raised one failure and dropped the other task, which asyncio
-    then logged at ERROR ("Task exception was never retrieved")."""
-    ex = Executor("127.0.0.1:1", "ex1", slots=2, data_dir=tmp_path)
-    unhandled: list[dict[str, object]] = []
+class _Silent:
+    def cancel(self) -> None:
+        pass
 
-    class _Stream:
-        def cancel(self) -> None:
-            pass
+    async def __aiter__(self) -> AsyncIterator[Sequence[pb.WorkItem]]:
+        await asyncio.Event().wait()
+        yield ()
 
-    class _Stub:
-        def DispatchBatch(self, _request: object) -> _Stream:
-            return _Stream()
 
-    async def fails() -> None:
-        raise ConnectionResetError("reset by peer")
+class _FailingTransport:
+    """Registers, then the heartbeat fails at once while the report call fails as it is cancelled."""
 
-    async def fails_while_cancelled() -> None:
-        # A gRPC call that already failed raises its RpcError, not CancelledError, when the task
+    def __init__(self) -> None:
+        self.heartbeats = 0
+
+    async def register(
+        self, target: str, request: pb.RegisterRequest, *, timeout_s: float
+    ) -> pb.RegisterReply:
+        return pb.RegisterReply(epoch=1, lease_ms=2000, heartbeat_ms=100)
+
+    def dispatch(self, target: str, request: pb.DispatchRequest) -> _Silent:
+        return _Silent()
+
+    async def heartbeat(
+        self, target: str, request: pb.HeartbeatRequest, *, timeout_s: float
+    ) -> pb.HeartbeatReply:
+        self.heartbeats += 1
+        raise TransportError("unavailable", "reset by peer")
+
+    async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply:
+        # A gRPC call that already failed raises its error, not CancelledError, when the task
         # awaiting it is cancelled: the task ends with an exception nobody asked for.
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
-            raise ConnectionResetError("reset by peer") from None
+            raise TransportError("unavailable", "reset by peer") from None
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_disconnect_that_fails_several_loops_at_once_leaves_no_unretrieved_task_error() -> None:
+    """Chaos run: a node restart reset the connection under the heartbeat and the report loops at
+    the same moment; the agent re-raised one failure and dropped the other task, which asyncio
+    then logged at ERROR ("Task exception was never retrieved")."""
+    transport = _FailingTransport()
+    ex = Executor("127.0.0.1:1", "ex1", slots=2, transport=transport, execution_log=MemoryExecutionLog())
+    unhandled: list[dict[str, object]] = []
 
     async def scenario() -> None:
         asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
-        monkeypatch.setattr(ex, "_stub", lambda _target: _Stub())
-        monkeypatch.setattr(ex, "_consume", lambda _stream: asyncio.Event().wait())
-        monkeypatch.setattr(ex, "_heartbeats", lambda _stub: fails())
-        monkeypatch.setattr(ex, "_reports", lambda _stub: fails_while_cancelled())
-        with contextlib.suppress(ConnectionResetError):
-            await ex._serve("127.0.0.1:1", asyncio.Event())
+        stop = asyncio.Event()
+        run = asyncio.ensure_future(ex.run(stop))
+        deadline = asyncio.get_running_loop().time() + 10
+        while transport.heartbeats < 2:  # failed, reconnected, failed again
+            assert asyncio.get_running_loop().time() < deadline, "the agent never reconnected"
+            await asyncio.sleep(0.01)
+        stop.set()
+        await run
         await asyncio.sleep(0)  # let the cancelled tasks finish
         gc.collect()  # an unretrieved task exception is reported when the task is collected
 

@@ -50,7 +50,7 @@ FORBIDDEN_IN_PURE = {
 # Each third-party library is imported in exactly one adapter module.
 ADAPTERS = {
     "pysyncobj": {"consensus/pysyncobj_node.py"},
-    "lmdb": {"storage/lmdb_store.py"},
+    "lmdb": {"storage/lmdb_env.py"},
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
     "yaml": {"workflow/yaml_reader.py"},

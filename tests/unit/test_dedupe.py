@@ -16,15 +16,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from raftsched.abc import ExecutionLog
 from raftsched.executor.dedupe import (
     INTERRUPTED_ERROR,
     BeginOutcome,
     BeginStatus,
-    ExecutionLog,
+    DedupeLog,
     ExecutionState,
 )
 from raftsched.executor.runners import AttemptResult
-from raftsched.storage.lmdb_store import LmdbExecutionLog
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
+from raftsched.storage.memory import MemoryExecutionLog
 
 NEW, RUNNING, DONE = BeginStatus.NEW, BeginStatus.RUNNING, BeginStatus.DONE
 
@@ -40,12 +42,12 @@ def cache_size(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture
-def log(tmp_path: Path, cache_size: int) -> Iterator[ExecutionLog]:
-    with ExecutionLog(tmp_path, cache_size=cache_size) as opened:
+def log(tmp_path: Path, cache_size: int) -> Iterator[DedupeLog]:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as opened:
         yield opened
 
 
-def test_new_running_done(log: ExecutionLog) -> None:
+def test_new_running_done(log: DedupeLog) -> None:
     assert log.begin("t@1/0/1") == BeginOutcome(NEW)
     assert log.begin("t@1/0/1") == BeginOutcome(RUNNING)
     assert log.running() == ["t@1/0/1"]
@@ -61,7 +63,7 @@ def test_new_running_done(log: ExecutionLog) -> None:
     assert log.begin("t@1/0/2") == BeginOutcome(NEW)
 
 
-def test_finish_contract(log: ExecutionLog) -> None:
+def test_finish_contract(log: DedupeLog) -> None:
     with pytest.raises(ValueError, match="without begin"):
         log.finish("a/0/1", ok("a/0/1"))
     log.begin("a/0/1")
@@ -74,13 +76,13 @@ def test_finish_contract(log: ExecutionLog) -> None:
 
 
 def test_state_survives_close_and_reopen(tmp_path: Path, cache_size: int) -> None:
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         for eid in ("a/0/1", "b/0/1", "c/0/1"):
             assert log.begin(eid).status is NEW
         log.finish("a/0/1", ok("a/0/1", "A"))
         log.finish("b/0/1", ok("b/0/1", "B"))
         assert log.acknowledge(["a/0/1"]) == 1
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         assert log.begin("a/0/1") == BeginOutcome(DONE, ok("a/0/1", "A"))
         assert log.begin("b/0/1") == BeginOutcome(DONE, ok("b/0/1", "B"))
         assert log.begin("c/0/1") == BeginOutcome(RUNNING)
@@ -92,7 +94,7 @@ def test_state_survives_close_and_reopen(tmp_path: Path, cache_size: int) -> Non
 
 
 def test_values_are_versioned_json(tmp_path: Path) -> None:
-    with ExecutionLog(tmp_path) as log:
+    with DedupeLog.open(tmp_path) as log:
         log.begin("a/0/1")
         log.finish("a/0/1", ok("a/0/1", "hi"))
     with LmdbExecutionLog(tmp_path) as raw:
@@ -107,18 +109,18 @@ def test_refuses_entries_from_a_newer_format(tmp_path: Path) -> None:
     with LmdbExecutionLog(tmp_path) as raw:
         raw.insert("a/0/1", json.dumps({"v": 99, "state": "running"}).encode())
     with pytest.raises(ValueError, match="format version 99, newer"):
-        ExecutionLog(tmp_path)
+        DedupeLog.open(tmp_path)
     with pytest.raises(ValueError, match="newer"):  # not "open in another process": it was released
-        ExecutionLog(tmp_path)
+        DedupeLog.open(tmp_path)
 
 
 def test_recover_finishes_attempts_interrupted_by_a_crash(tmp_path: Path) -> None:
     # A real crash: the process dies with attempts running, without closing anything.
     script = (
         "import os, sys\n"
-        "from raftsched.executor.dedupe import ExecutionLog\n"
+        "from raftsched.executor.dedupe import DedupeLog\n"
         "from raftsched.executor.runners import AttemptResult\n"
-        "log = ExecutionLog(sys.argv[1])\n"
+        "log = DedupeLog.open(sys.argv[1])\n"
         "for eid in ('a/0/1', 'b/0/1', 'c/0/1'):\n"
         "    log.begin(eid)\n"
         "log.finish('b/0/1', AttemptResult('b/0/1', True, 0))\n"
@@ -127,7 +129,7 @@ def test_recover_finishes_attempts_interrupted_by_a_crash(tmp_path: Path) -> Non
     crashed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], timeout=60, check=False)
     assert crashed.returncode == 9
 
-    with ExecutionLog(tmp_path) as log:
+    with DedupeLog.open(tmp_path) as log:
         assert log.running() == ["a/0/1", "c/0/1"]
         assert log.begin("a/0/1") == BeginOutcome(RUNNING)  # not run again, even before recover()
         assert log.begin("d/0/1") == BeginOutcome(NEW)  # begun by this process: recover leaves it
@@ -138,11 +140,11 @@ def test_recover_finishes_attempts_interrupted_by_a_crash(tmp_path: Path) -> Non
         assert log.begin("a/0/1") == BeginOutcome(DONE, expected[0])
         assert log.pending_reports() == [expected[0], AttemptResult("b/0/1", True, 0), expected[1]]
         assert log.recover() == []
-    with ExecutionLog(tmp_path) as log:  # a clean restart: d was running, so it was interrupted
+    with DedupeLog.open(tmp_path) as log:  # a clean restart: d was running, so it was interrupted
         assert [r.execution_id for r in log.recover()] == ["d/0/1"]
 
 
-def test_pending_reports_and_acknowledge(log: ExecutionLog) -> None:
+def test_pending_reports_and_acknowledge(log: DedupeLog) -> None:
     for i in range(5):
         log.begin(f"r/{i}/1")
     for i in (3, 0, 1, 4):
@@ -160,7 +162,7 @@ def test_pending_reports_and_acknowledge(log: ExecutionLog) -> None:
 
 
 def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) -> None:
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         ids = [f"p/{i}/1" for i in range(10)]
         for eid in ids:
             log.begin(eid)
@@ -180,7 +182,7 @@ def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) ->
         with pytest.raises(ValueError, match="keep"):
             log.prune(-1)
         assert log.begin("p/1/1") == BeginOutcome(NEW)  # pruned means forgotten
-    with ExecutionLog(tmp_path, cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
         assert [eid for eid in ids if log.get(eid) is not None] == [
             "p/0/1",
             "p/1/1",
@@ -193,25 +195,25 @@ def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) ->
 
 
 def test_one_owner_per_directory(tmp_path: Path) -> None:
-    with ExecutionLog(tmp_path), pytest.raises(RuntimeError, match="open in another process"):
-        ExecutionLog(tmp_path)
-    ExecutionLog(tmp_path).close()
+    with DedupeLog.open(tmp_path), pytest.raises(RuntimeError, match="open in another process"):
+        DedupeLog.open(tmp_path)
+    DedupeLog.open(tmp_path).close()
 
 
 def test_closed_log_refuses_calls(tmp_path: Path) -> None:
-    log = ExecutionLog(tmp_path, cache_size=0)
+    log = DedupeLog.open(tmp_path, cache_size=0)
     log.close()
     log.close()
     with pytest.raises(RuntimeError, match="closed"):
         log.begin("a/0/1")
 
 
-def test_oversized_id_is_refused(log: ExecutionLog) -> None:
+def test_oversized_id_is_refused(log: DedupeLog) -> None:
     with pytest.raises(ValueError, match="511"):
         log.begin("x" * 512)
 
 
-def test_racing_begins_yield_exactly_one_new(log: ExecutionLog) -> None:
+def test_racing_begins_yield_exactly_one_new(log: DedupeLog) -> None:
     barrier = threading.Barrier(8)
 
     def begin(_: int) -> BeginStatus:
@@ -254,7 +256,7 @@ def test_matches_a_dict_oracle(
     path = tmp_path_factory.mktemp("oracle")
     oracle: dict[str, Entry] = {}
     seq = 0
-    log = ExecutionLog(path, cache_size=cache, sync=False)
+    log = DedupeLog.open(path, cache_size=cache, sync=False)
     try:
         for op, arg in ops:
             if op == "begin":
@@ -283,7 +285,7 @@ def test_matches_a_dict_oracle(
                     del oracle[eid]
             else:  # a restart: what was running is interrupted, and recover() finishes it
                 log.close()
-                log = ExecutionLog(path, cache_size=cache, sync=False)
+                log = DedupeLog.open(path, cache_size=cache, sync=False)
                 interrupted = sorted(
                     (e for e in oracle if oracle[e].state == "running"), key=lambda e: oracle[e].seq
                 )
@@ -298,3 +300,68 @@ def test_matches_a_dict_oracle(
             assert len(log) == len(oracle)
     finally:
         log.close()
+
+
+# -- the ExecutionLog contract, over both stores -------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "lmdb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionLog]:
+    opened: ExecutionLog = MemoryExecutionLog() if request.param == "memory" else LmdbExecutionLog(tmp_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_store_inserts_once_and_keeps_insertion_order(store: ExecutionLog) -> None:
+    assert store.insert_many([("b", b"1"), ("a", b"2"), ("b", b"3")]) == [None, None, (b"1", False)]
+    assert store.insert_many([("a", b"9")]) == [(b"2", False)]
+    assert store.get("a") == (b"2", False) and store.get("zz") is None
+    store.update([("b", b"done", True)])  # settling keeps its place
+    store.update([("b", b"again", False)])
+    assert store.unsettled() == [("b", b"again"), ("a", b"2")]
+    assert len(store) == 2
+
+
+def test_store_update_of_a_missing_key_changes_nothing(store: ExecutionLog) -> None:
+    store.insert_many([("a", b"1")])
+    with pytest.raises(KeyError):
+        store.update([("a", b"2", True), ("missing", b"x", True)])
+    assert store.get("a") == (b"1", False)
+
+
+def test_store_prunes_the_oldest_settled_keys_only(store: ExecutionLog) -> None:
+    store.insert_many([(k, b"v") for k in "abcde"])
+    store.update([(k, b"v", True) for k in "abd"])
+    assert store.prune_settled(1) == ["a", "b"]
+    assert [k for k, _ in store.unsettled()] == ["c", "e"]
+    assert store.prune_settled(5) == [] and len(store) == 3
+    with pytest.raises(ValueError):
+        store.prune_settled(-1)
+
+
+def test_store_refuses_bad_keys_and_use_after_close(store: ExecutionLog) -> None:
+    for bad in ("", "x" * 512, "é" * 256):
+        with pytest.raises(ValueError):
+            store.insert_many([("ok", b""), (bad, b"")])
+    assert len(store) == 0
+    store.insert_many([("x" * 511, b"")])
+    store.flush()
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(RuntimeError):
+        store.insert_many([("a", b"")])
+
+
+def test_the_dedupe_rules_hold_over_the_memory_store_across_a_restart() -> None:
+    backing = MemoryExecutionLog()
+    first = DedupeLog(backing)
+    assert first.begin("a/0/1").status is NEW
+    assert first.begin("b/0/1").status is NEW
+    first.finish("b/0/1", ok("b/0/1"))
+    second = DedupeLog(backing)  # a restarted agent over the surviving log
+    assert second.begin("a/0/1").status is RUNNING
+    [interrupted] = second.recover()
+    assert interrupted.execution_id == "a/0/1" and interrupted.error == INTERRUPTED_ERROR
+    assert [r.execution_id for r in second.pending_reports()] == ["a/0/1", "b/0/1"]  # begin order

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from raftsched.executor.agent import Executor
-from raftsched.executor.dedupe import BeginOutcome, BeginStatus, ExecutionLog, ExecutionState
+from raftsched.executor.dedupe import BeginStatus, DedupeLog, ExecutionState
+from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.runners import AttemptContext, AttemptResult
-from raftsched.storage.lmdb_store import LmdbExecutionLog
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
+from raftsched.storage.memory import MemoryExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
 
 NEW, RUNNING, DONE = BeginStatus.NEW, BeginStatus.RUNNING, BeginStatus.DONE
@@ -33,26 +36,37 @@ def work(execution_id: str, *, cancel: bool = False) -> pb.WorkItem:
     )
 
 
-class CountingLog(ExecutionLog):
-    """Counts the batched writes."""
+class CountingLog(MemoryExecutionLog):
+    """Counts the store's writes: one ``insert_many`` per begin batch, one ``update`` per finish
+    batch. ``on_insert`` runs inside the insert (while a begin is being recorded)."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self) -> None:
+        super().__init__()
         self.begins: list[int] = []
         self.finishes: list[int] = []
+        self.on_insert: Callable[[], None] | None = None
 
-    def begin_many(self, execution_ids: list[str]) -> list[BeginOutcome]:
-        self.begins.append(len(execution_ids))
-        return super().begin_many(execution_ids)
+    def insert_many(self, items: list[tuple[str, bytes]]) -> list[tuple[bytes, bool] | None]:
+        self.begins.append(len(items))
+        if self.on_insert is not None:
+            self.on_insert()
+        return super().insert_many(items)
 
-    def finish_many(self, results: list[AttemptResult]) -> None:
-        self.finishes.append(len(results))
-        super().finish_many(results)
+    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+        if not any(settled for _, _, settled in items):  # acknowledgements are not finishes
+            self.finishes.append(len(items))
+        super().update(items)
+
+
+def loopback(slots: int, log: MemoryExecutionLog) -> tuple[Executor, LoopbackEndpoint]:
+    endpoint = LoopbackEndpoint()
+    ex = Executor("loopback:1", "ex1", slots=slots, transport=MemoryTransport(endpoint), execution_log=log)
+    return ex, endpoint
 
 
 @pytest.mark.parametrize("cache_size", [10_000, 0])
 def test_begin_many_equals_begin_one_by_one(tmp_path: Path, cache_size: int) -> None:
-    with ExecutionLog(tmp_path / "a", cache_size=cache_size) as log:
+    with DedupeLog.open(tmp_path / "a", cache_size=cache_size) as log:
         log.begin("done")
         log.finish("done", ok("done"))
         log.begin("running")
@@ -60,12 +74,12 @@ def test_begin_many_equals_begin_one_by_one(tmp_path: Path, cache_size: int) -> 
         assert [o.status for o in got] == [NEW, DONE, RUNNING, RUNNING, NEW]
         assert got[1].result == ok("done")
         assert log.running() == ["running", "x", "y"]
-    with ExecutionLog(tmp_path / "a", cache_size=cache_size) as log:  # durable
+    with DedupeLog.open(tmp_path / "a", cache_size=cache_size) as log:  # durable
         assert [o.status for o in log.begin_many(["x", "y", "z"])] == [RUNNING, RUNNING, NEW]
 
 
 def test_begin_many_with_a_bad_id_records_nothing(tmp_path: Path) -> None:
-    with ExecutionLog(tmp_path) as log:
+    with DedupeLog.open(tmp_path) as log:
         with pytest.raises(ValueError):
             log.begin_many(["fine", "x" * 600])
         assert log.get("fine") is None
@@ -73,7 +87,7 @@ def test_begin_many_with_a_bad_id_records_nothing(tmp_path: Path) -> None:
 
 
 def test_finish_many_is_all_or_nothing(tmp_path: Path) -> None:
-    with ExecutionLog(tmp_path) as log:
+    with DedupeLog.open(tmp_path) as log:
         log.begin_many(["a", "b"])
         with pytest.raises(ValueError, match="without begin"):
             log.finish_many([ok("a"), ok("never")])
@@ -87,7 +101,7 @@ def test_finish_many_is_all_or_nothing(tmp_path: Path) -> None:
 
 
 def test_known_answers_from_memory_only(tmp_path: Path) -> None:
-    with ExecutionLog(tmp_path, cache_size=10) as log:
+    with DedupeLog.open(tmp_path, cache_size=10) as log:
         assert log.known("a") is None
         log.begin("a")
         known = log.known("a")
@@ -106,8 +120,9 @@ def test_insert_many_inserts_a_repeated_key_once(tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_burst_of_dispatches_is_begun_and_finished_in_one_write_each(tmp_path: Path) -> None:
-    ex = Executor("127.0.0.1:1", "ex1", slots=50, data_dir=tmp_path)
+def test_a_burst_of_dispatches_is_begun_and_finished_in_one_write_each() -> None:
+    log = CountingLog()
+    ex, endpoint = loopback(50, log)
     ran: list[str] = []
 
     @ex.handler("noop")
@@ -115,27 +130,20 @@ def test_a_burst_of_dispatches_is_begun_and_finished_in_one_write_each(tmp_path:
         ran.append(ctx.execution_id)
 
     async def scenario() -> None:
-        log = CountingLog(tmp_path)
-        ex._log = log
-        ex._report_wake = asyncio.Event()
-        try:
-            for i in range(20):
-                ex._accept(work(f"t@{i}/0/1"))
-            await asyncio.gather(*list(ex._running.values()))
-            assert not ex._running
-            assert log.begins == [20]  # one write for the whole burst...
-            assert sum(log.finishes) == 20 and len(log.finishes) < 20  # ...and fewer than 20 here
-            results = log.pending_reports()
-            assert len(results) == 20 and all(r.success for r in results)
-        finally:
-            log.close()
+        async with endpoint.serving(ex):
+            endpoint.push("ex1", [work(f"t@{i}/0/1") for i in range(20)])  # one stream message
+            await endpoint.until(lambda: len(endpoint.reports) == 20)
+        assert log.begins == [20]  # one write for the whole burst...
+        assert sum(log.finishes) == 20 and len(log.finishes) < 20  # ...and fewer than 20 here
+        assert all(r.success for r in endpoint.reports)
 
     asyncio.run(scenario())
     assert sorted(ran) == sorted(f"t@{i}/0/1" for i in range(20))
 
 
-def test_a_cancel_before_the_attempt_started_never_runs_it(tmp_path: Path) -> None:
-    ex = Executor("127.0.0.1:1", "ex1", slots=5, data_dir=tmp_path)
+def test_a_cancel_before_the_attempt_started_never_runs_it() -> None:
+    log = CountingLog()
+    ex, endpoint = loopback(5, log)
     ran: list[str] = []
 
     @ex.handler("noop")
@@ -143,24 +151,16 @@ def test_a_cancel_before_the_attempt_started_never_runs_it(tmp_path: Path) -> No
         ran.append(ctx.execution_id)
 
     async def scenario() -> None:
-        ex._log = ExecutionLog(tmp_path)
-        ex._report_wake = asyncio.Event()
-        try:
-            ex._accept(work("w@1/0/1"))
-            ex._accept(work("w@1/0/1", cancel=True))
-            await asyncio.gather(*list(ex._running.values()), return_exceptions=True)
-            await asyncio.sleep(0)
-            assert not ex._running
-            assert ex._log.pending_reports() == []
-            # Cancelled once its begin is being recorded: recorded, not run, reported failed.
-            ex._accept(work("w@2/0/1"))
-            await asyncio.sleep(0)  # the task starts and waits for the batched begin
-            ex._accept(work("w@2/0/1", cancel=True))
-            await asyncio.gather(*list(ex._running.values()), return_exceptions=True)
-            [result] = ex._log.pending_reports()
-            assert result.execution_id == "w@2/0/1" and not result.success and "cancelled" in result.error
-        finally:
-            ex._log.close()
+        async with endpoint.serving(ex):
+            # Cancelled before its task started: never begun, never run, nothing to report.
+            endpoint.push("ex1", [work("w@1/0/1"), work("w@1/0/1", cancel=True)])
+            # Cancelled while its begin is being recorded: recorded, not run, reported failed.
+            log.on_insert = lambda: endpoint.push("ex1", [work("w@2/0/1", cancel=True)])
+            endpoint.push("ex1", [work("w@2/0/1")])
+            await endpoint.until(lambda: len(endpoint.reports) == 1)
+        [result] = endpoint.reports
+        assert result.execution_id == "w@2/0/1" and not result.success and "cancelled" in result.error
+        assert log.get("w@1/0/1") is None
 
     asyncio.run(scenario())
     assert ran == []

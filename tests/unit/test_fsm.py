@@ -17,7 +17,9 @@ import pytest
 from raftsched import codec
 from raftsched.errors import SnapshotFormatError
 from raftsched.fsm import keys
-from raftsched.fsm.state import AttemptReady, Retention, SchedulerState, TaskArmed
+from raftsched.fsm.effects import AttemptReady, TaskArmed
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import CronTrigger, IntervalTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
@@ -42,7 +44,7 @@ def apply(state: SchedulerState, data: bytes) -> pb.CommandResult:
 def domain(state: SchedulerState) -> str:
     """Digest of the replicated image without the apply-chain fingerprint."""
     h = hashlib.sha256()
-    for key, value in state._replicated_items():
+    for key, value in state.replicated_items():
         if key == keys.META:
             meta = pb.Meta.FromString(value)
             if "chain" in pb.Meta.DESCRIPTOR.fields_by_name:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from raftsched import codec
 from raftsched.fsm import keys
-from raftsched.fsm.state import AttemptReady, DispatchAttempt, ExecutorChanged, SchedulerState
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt, ExecutorChanged
+from raftsched.fsm.state import SchedulerState
 from raftsched.model import TaskSpec
 from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, domain, fresh, tick

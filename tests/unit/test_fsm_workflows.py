@@ -8,7 +8,8 @@ import json
 
 from raftsched import codec
 from raftsched.fsm import workflows as wf_mod
-from raftsched.fsm.state import AttemptReady, SchedulerState
+from raftsched.fsm.effects import AttemptReady, RunCancelled
+from raftsched.fsm.state import SchedulerState
 from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import T0, S, apply, domain, fresh
 from tests.unit.test_fsm_executors import assign, command, join
@@ -184,8 +185,8 @@ def test_kill_cancels_running_task_runs_and_fences_their_results() -> None:
     apply(state, assign(T0, (extract.run_id, 0, 1, "x1")))
     applied = state.apply(codec.encode_command(_op_cmd(pb.WorkflowRunOp.KILL, wr.run_id)))
     assert applied.result.ok
-    cancels = [e for e in applied.effects if isinstance(e, wf_mod.RunCancelled)]
-    assert cancels == [wf_mod.RunCancelled(extract.run_id, ((0, 1, "x1"),), 1)]
+    cancels = [e for e in applied.effects if isinstance(e, RunCancelled)]
+    assert cancels == [RunCancelled(extract.run_id, ((0, 1, "x1"),), 1)]
     assert set(task_states(state, wr.run_id).values()) == {"KILLED"}
     assert state.active_run(extract.run_id) is None
     # The executor's late result is refused: the run is no longer active.

@@ -519,7 +519,7 @@ def test_swap_waits_for_open_readers(tmp_path: Path) -> None:
         with ThreadPoolExecutor(max_workers=1) as pool:
             with b.reader() as r:
                 swap = pool.submit(b.load_snapshot_copy, tmp_path / "snap", 0)
-                wait_for(lambda: b._guard.exclusive_waiting() == 1)
+                wait_for(lambda: b.swaps_waiting() == 1)
                 assert not swap.done()
                 assert r.get(b"old") == b"vold"  # the reader's environment is still open
             assert swap.result(timeout=30) == 2

@@ -1,0 +1,290 @@
+"""Read queries over the replicated state: committed data through a :class:`StoreReader`, plus the
+in-memory view the state machine keeps (task states, active runs, the workflow book).
+
+Contract: these functions never mutate anything; their answers are fresh messages the caller may
+keep. Callers on threads other than apply's hold the state lock while the function touches the
+in-memory view (``SchedulerState``'s read methods do this for them). Two reader conventions, by
+parameter name: ``reader`` is an *open* reader; ``open_reader`` makes one and is called only when
+the answer needs committed data (a read transaction is not free, and most answers are in memory).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+
+from raftsched.abc import StoreReader
+from raftsched.fsm import keys
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt
+from raftsched.fsm.records import TaskState
+from raftsched.fsm.workflows import WorkflowBook, is_internal
+from raftsched.model import TaskSpec
+from raftsched.v1 import log_pb2 as pb
+
+# -- tasks (in memory) -----------------------------------------------------------------------------
+
+
+def task_record(tasks: Mapping[str, TaskState], name: str) -> pb.TaskRecord | None:
+    """The record of task ``name`` (internal workflow tasks included), or None."""
+    st = tasks.get(name)
+    return st.record() if st else None
+
+
+def task_records(tasks: Mapping[str, TaskState], prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
+    """Records of the user tasks whose names start with ``prefix``, by name; at most ``limit`` (0: all)."""
+    names = sorted(n for n in tasks if n.startswith(prefix) and not is_internal(n))
+    if limit:
+        names = names[:limit]
+    return [tasks[n].record() for n in names]
+
+
+def armed_tasks(tasks: Mapping[str, TaskState]) -> list[tuple[str, int]]:
+    """``(name, next_fire_ms)`` of every enabled task with a next fire, in creation order."""
+    return [(n, st.next_fire_ms) for n, st in tasks.items() if st.enabled and st.next_fire_ms]
+
+
+def task_for_planning(tasks: Mapping[str, TaskState], name: str) -> tuple[TaskSpec, int, int, int] | None:
+    """``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task, or None."""
+    st = tasks.get(name)
+    if st is None or not st.enabled:
+        return None
+    return st.spec, st.version, st.watermark_ms, st.next_fire_ms
+
+
+def spec_for(
+    tasks: Mapping[str, TaskState], open_reader: Callable[[], StoreReader], task: str, version: int
+) -> pb.TaskSpec | None:
+    """The spec a run of ``task`` at ``version`` executes (None if the task is gone).
+
+    A version other than the current one is read from committed data; a version no longer kept
+    falls back to the current spec.
+    """
+    st = tasks.get(task)
+    if st is None:
+        return None
+    raw = None
+    if version != st.version:
+        with open_reader() as r:
+            raw = r.get(keys.version_key(task, version))
+    rec = pb.TaskRecord()
+    rec.ParseFromString(raw if raw is not None else st.spec_bytes)
+    return rec.spec
+
+
+# -- runs and attempts -----------------------------------------------------------------------------
+
+
+def pending_attempts(active: Mapping[str, bytes], book: WorkflowBook) -> list[AttemptReady | DispatchAttempt]:
+    """Unfinished attempts in run-id order: ``AttemptReady`` for those waiting for an executor,
+    ``DispatchAttempt`` for those assigned (``active``: run id -> serialised unfinished run)."""
+    out: list[AttemptReady | DispatchAttempt] = []
+    for run_id in sorted(active):
+        run = pb.Run()
+        run.ParseFromString(active[run_id])
+        for s in run.shards:
+            if s.state == pb.PENDING:
+                out.append(
+                    AttemptReady(
+                        run_id,
+                        run.task,
+                        run.nominal_ms,
+                        s.shard,
+                        s.attempt,
+                        run.epoch,
+                        s.not_before_ms,
+                        book.backfill_share(run),
+                    )
+                )
+            elif s.state == pb.RUNNING:
+                out.append(
+                    DispatchAttempt(
+                        run_id, run.task, run.nominal_ms, s.shard, s.attempt, s.executor, run.epoch
+                    )
+                )
+    return out
+
+
+def list_runs(
+    reader: StoreReader, tasks: Iterable[str], since_ms: int, until_ms: int, state: int, limit: int
+) -> list[pb.Run]:
+    """Stored runs of ``tasks`` with a nominal time in ``[since_ms, until_ms]`` (``until_ms`` 0:
+    no end), in state ``state`` (0: any), newest first; at most ``limit``."""
+    runs: list[pb.Run] = []
+    for task in tasks:
+        lo = keys.time_key(keys.RUN, task, max(since_ms, 0))
+        hi = keys.time_key(keys.RUN, task, until_ms + 1) if until_ms else keys.per_task_end(keys.RUN, task)
+        for _, value in reader.scan(lo, hi, reverse=True):
+            run = pb.Run()
+            run.ParseFromString(value)
+            if state and run.state != state:
+                continue
+            runs.append(run)
+            if len(runs) >= limit * 4:
+                break
+    runs.sort(key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
+    return runs[:limit]
+
+
+def stored_run(reader: StoreReader, run_id: str) -> pb.Run | None:
+    """The stored run ``run_id`` (active or retained), or None."""
+    raw = reader.get(keys.run_key_for_id(run_id))
+    if raw is None:
+        return None
+    run = pb.Run()
+    run.ParseFromString(raw)
+    return run
+
+
+def fire_records(
+    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int
+) -> list[pb.FireRecord]:
+    """Fire records of ``task`` that cover any nominal time in ``[since_ms, until_ms]``, in time order.
+
+    A range record starting before ``since_ms`` but reaching into the window is included.
+    """
+    out: list[pb.FireRecord] = []
+    lo = keys.per_task_prefix(keys.FIRE, task)
+    start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
+    hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
+    for _, value in reader.scan(lo, start, reverse=True, limit=1):
+        rec = pb.FireRecord()
+        rec.ParseFromString(value)
+        if rec.through_ms >= since_ms:
+            out.append(rec)
+    for _, value in reader.scan(start, hi, limit=limit):
+        rec = pb.FireRecord()
+        rec.ParseFromString(value)
+        out.append(rec)
+    return out[:limit]
+
+
+def fires_around(reader: StoreReader, task: str, at_ms: int) -> tuple[list[pb.FireRecord], pb.Run | None]:
+    """The fire records around ``at_ms`` and the run of the last of them that has a stored run
+    (what ``explain`` needs), read in one reader."""
+    around = fire_records(reader, task, at_ms - 1, at_ms, 4)
+    run = None
+    for fire in around:
+        if fire.run_id:
+            found = stored_run(reader, fire.run_id)
+            if found is not None:
+                run = found
+    return around, run
+
+
+# -- executors -------------------------------------------------------------------------------------
+
+
+def executor_usage(
+    executors: Mapping[str, pb.ExecutorRecord], active: Mapping[str, bytes], include_left: bool
+) -> list[tuple[pb.ExecutorRecord, int]]:
+    """Executors by name (members only unless ``include_left``), each (a copy) with the number of
+    attempts assigned to it and not finished (``active``: run id -> serialised unfinished run)."""
+    used: dict[str, int] = {}
+    for data in active.values():
+        for s in pb.Run.FromString(data).shards:
+            if s.state == pb.RUNNING and s.executor:
+                used[s.executor] = used.get(s.executor, 0) + 1
+    out = []
+    for name, rec in sorted(executors.items()):
+        if rec.alive or include_left:
+            copy = pb.ExecutorRecord()
+            copy.CopyFrom(rec)
+            out.append((copy, used.get(name, 0)))
+    return out
+
+
+def live_executors(executors: Mapping[str, pb.ExecutorRecord]) -> dict[str, int]:
+    """``name -> slots`` of executors alive in the replicated membership, by name."""
+    return {name: rec.slots for name, rec in sorted(executors.items()) if rec.alive}
+
+
+# -- workflows -------------------------------------------------------------------------------------
+
+
+def workflow_record(
+    book: WorkflowBook, open_reader: Callable[[], StoreReader], name: str, version: int = 0
+) -> pb.WorkflowRecord | None:
+    """A workflow's record; ``version`` > 0 gives that version's definition (None if gone)."""
+    wf = book.workflows.get(name)
+    if wf is None:
+        return None
+    rec = book.record(wf)
+    if version and version != wf.version:
+        with open_reader() as r:
+            got = book.version(name, version, reader=r)
+        if got is None:
+            return None
+        rec.spec.CopyFrom(got[0])
+        rec.version = version
+    return rec
+
+
+def workflow_records(
+    book: WorkflowBook, open_reader: Callable[[], StoreReader], prefix: str = "", limit: int = 0
+) -> list[pb.WorkflowRecord]:
+    """Records of the workflows whose names start with ``prefix``, by name; at most ``limit`` (0: all)."""
+    names = sorted(n for n in book.workflows if n.startswith(prefix))
+    if limit:
+        names = names[:limit]
+    return [r for r in (workflow_record(book, open_reader, n) for n in names) if r is not None]
+
+
+def workflow_run(
+    book: WorkflowBook, open_reader: Callable[[], StoreReader], run_id: str
+) -> pb.WorkflowRun | None:
+    """A workflow run: from memory while active or recently finished, else from committed data."""
+    wr = book.runs.get(run_id) or book.recent.get(run_id)
+    if wr is not None:
+        copy = pb.WorkflowRun()
+        copy.CopyFrom(wr)
+        return copy
+    if "@" not in run_id:
+        return None
+    with open_reader() as r:
+        return book.stored_run(run_id, reader=r)
+
+
+def workflow_runs(
+    book: WorkflowBook,
+    open_reader: Callable[[], StoreReader],
+    workflow: str,
+    limit: int = 100,
+    active_only: bool = False,
+) -> list[pb.WorkflowRun]:
+    """Runs of ``workflow``, newest logical time first (retained history plus active runs)."""
+    if active_only:
+        runs = [r for r in book.runs.values() if r.workflow == workflow]
+    else:
+        lo = keys.per_task_prefix(keys.WORKFLOW_RUN, workflow)
+        hi = keys.per_task_end(keys.WORKFLOW_RUN, workflow)
+        with open_reader() as reader:
+            stored = {keys.run_id_from_key(keys.WORKFLOW_RUN, k): v for k, v in reader.scan(lo, hi)}
+        # Active and recently finished runs from memory: their newest state may not be
+        # flushed to the store yet (and they need no parsing).
+        live = {
+            r.run_id: r
+            for r in itertools.chain(book.recent.values(), book.runs.values())
+            if r.workflow == workflow
+        }
+        runs = [live.get(rid) or pb.WorkflowRun.FromString(v) for rid, v in stored.items()]
+        runs += [r for rid, r in live.items() if rid not in stored]
+    runs.sort(key=lambda r: (r.logical_ms, r.created_ms, r.run_id), reverse=True)
+    out = []
+    for r in runs[: limit or 100]:
+        copy = pb.WorkflowRun()
+        copy.CopyFrom(r)
+        out.append(copy)
+    return out
+
+
+def backfill(reader: StoreReader, backfill_id: str) -> pb.BackfillRecord | None:
+    """A backfill's record, or None."""
+    raw = reader.get(keys.backfill_key(backfill_id))
+    return pb.BackfillRecord.FromString(raw) if raw is not None else None
+
+
+def backfills(reader: StoreReader, workflow: str) -> list[pb.BackfillRecord]:
+    """The backfills of ``workflow``, newest first."""
+    lo = keys.BACKFILL + f"{workflow}~b".encode()
+    rows = [pb.BackfillRecord.FromString(v) for _, v in reader.scan(lo, lo + keys.END)]
+    return sorted(rows, key=lambda b: b.created_ms, reverse=True)

@@ -1,0 +1,111 @@
+"""Stored-record helpers shared by the task and workflow halves of the state machine.
+
+:class:`TaskState` is the in-memory form of a task's ``TaskRecord`` (the only mutable state in
+the domain); :class:`Retention` says how much history apply keeps. Both halves of the FSM
+(:mod:`raftsched.fsm.state` and :mod:`raftsched.fsm.workflows`) use these names, so they live
+here rather than in either of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raftsched.model import TaskSpec
+from raftsched.v1 import log_pb2 as pb
+
+FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
+"""Final states of a run and of a shard attempt."""
+
+# Pruning finished runs by age scans past the unfinished ones (a backfill holds hundreds of a
+# task's runs active at once); below the count limit it runs on every 16th finished run only.
+AGE_PRUNE_EVERY = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much history apply keeps per task, and for how long. Part of the replicated contract:
+    every node of a cluster must use the same values (they come from the shared config)."""
+
+    keep_count: int = 1000
+    keep_ms: int = 7 * 24 * 3600 * 1000
+    idempotency_keep_ms: int = 3600 * 1000
+    # Bound on deletions per insertion, so one apply never stalls on a huge backlog of expiries.
+    prune_step: int = 4
+
+
+class TaskState:
+    """Mutable per-task state owned by the FSM (the only mutable state in the domain)."""
+
+    __slots__ = (
+        "active_runs",
+        "created_ms",
+        "enabled",
+        "fire_template",
+        "fires_total",
+        "kept_fires",
+        "kept_runs",
+        "next_fire_ms",
+        "run_template",
+        "runs_total",
+        "spec",
+        "spec_bytes",
+        "updated_ms",
+        "version",
+        "watermark_ms",
+    )
+
+    # Slots that are not fields of the stored TaskRecord (derived or cached).
+    NOT_STORED = ("spec", "spec_bytes", "run_template", "fire_template")
+
+    def __init__(self, spec: TaskSpec, spec_bytes: bytes) -> None:
+        self.spec = spec
+        self.spec_bytes = spec_bytes  # TaskRecord{spec} serialised once; see record_bytes
+        self.run_template: bytes | None = None  # per-version part of a new Run (see the FSM's _new_run)
+        self.fire_template: bytes | None = None  # per-version part of a FireRecord (see _account)
+        self.version = 0
+        self.enabled = True
+        self.created_ms = 0
+        self.updated_ms = 0
+        self.watermark_ms = 0
+        self.next_fire_ms = 0
+        self.active_runs = 0
+        self.fires_total = 0
+        self.runs_total = 0
+        self.kept_fires = 0
+        self.kept_runs = 0
+
+    def record(self) -> pb.TaskRecord:
+        """The task's record as a fresh message (the caller may keep and mutate it)."""
+        rec = pb.TaskRecord()
+        rec.ParseFromString(self.record_bytes())
+        return rec
+
+    def record_bytes(self) -> bytes:
+        """The stored bytes of the record: equal to serialising it deterministically."""
+        # Concatenating serialised messages merges them; with the spec (field 1) first this is
+        # byte-identical to serialising the whole record deterministically, without re-encoding
+        # the spec on every fire.
+        tail = pb.TaskRecord(
+            version=self.version,
+            enabled=self.enabled,
+            created_ms=self.created_ms,
+            updated_ms=self.updated_ms,
+            watermark_ms=self.watermark_ms,
+            next_fire_ms=self.next_fire_ms,
+            active_runs=self.active_runs,
+            fires_total=self.fires_total,
+            runs_total=self.runs_total,
+            kept_fires=self.kept_fires,
+            kept_runs=self.kept_runs,
+        ).SerializeToString(deterministic=True)
+        return self.spec_bytes + tail
+
+
+def spec_bytes(spec_pb: pb.TaskSpec) -> bytes:
+    """``TaskRecord{spec}`` serialised: the prefix of every record and version of the task."""
+    return pb.TaskRecord(spec=spec_pb).SerializeToString(deterministic=True)
+
+
+def pending_shards(count: int) -> list[pb.ShardAttempt]:
+    """The shards of a new run: ``count`` first attempts, all pending."""
+    return [pb.ShardAttempt(shard=i, attempt=1, state=pb.PENDING) for i in range(count)]

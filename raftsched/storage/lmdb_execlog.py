@@ -1,0 +1,189 @@
+"""The LMDB :class:`raftsched.abc.ExecutionLog`: an executor's durable record of execution ids.
+
+:class:`raftsched.executor.dedupe.DedupeLog` builds the "run each execution id once" rules on
+top; this module only stores bytes, one LMDB transaction per call.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from raftsched.storage import lmdb_env
+from raftsched.storage.lmdb_env import INDEX, MAX_KEY, valid_key
+
+
+class LmdbExecutionLog:
+    """The executor's durable log of execution ids: string key → opaque value, plus two facts per key.
+
+    Every key has an *insertion sequence* (fixed when it is first inserted) and a *settled* flag
+    (False when inserted): the :class:`raftsched.abc.ExecutionLog` contract.
+
+    Layout: an environment directory ``<path>/executions`` with three named databases:
+    ``entries`` (key → 8-byte sequence + value), ``order`` (sequence → key, every key) and
+    ``unsettled`` (sequence → key, unsettled keys only), so reopening reads only the unsettled
+    keys and pruning walks the oldest keys first. Each method is one LMDB transaction, committed
+    before it returns; with ``sync=True`` (the default) it is fsynced, so it survives a host
+    crash, not only a process crash.
+
+    One process owns a log: opening it takes an exclusive ``flock`` on ``executions/owner.lock``
+    and a second open (from any process, or the same one) raises :class:`RuntimeError` at once.
+    Methods may be called from any thread; each blocks for its disk write. Keys are non-empty and
+    at most 511 UTF-8 bytes (``ValueError`` otherwise).
+    """
+
+    def __init__(self, path: Path, map_size: int = 64 << 30, sync: bool = True) -> None:
+        import fcntl  # POSIX only, like the rest of the executor
+
+        self._dir = Path(path) / "executions"
+        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock_fd = os.open(self._dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock_fd)
+            raise RuntimeError(f"execution log {self._dir} is open in another process (or twice)") from None
+        env: Any = None
+        try:
+            env = lmdb_env.open_env(self._dir, map_size=map_size, max_dbs=3, sync=sync)
+            self._entries = env.open_db(b"entries")
+            self._order = env.open_db(b"order")
+            self._unsettled = env.open_db(b"unsettled")
+            with env.begin(write=False) as txn, txn.cursor(self._order) as cur:
+                self._next_seq: int = INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
+        except BaseException:
+            if env is not None:
+                env.close()
+            os.close(self._lock_fd)
+            raise
+        self._env = env
+        self._closed = False
+
+    @staticmethod
+    def _key(key: str) -> bytes:
+        raw = key.encode("utf-8")
+        if not valid_key(raw):
+            raise ValueError(f"execution log keys must be 1 to {MAX_KEY} UTF-8 bytes, got {len(raw)}")
+        return raw
+
+    def _live(self) -> Any:
+        if self._closed:
+            raise RuntimeError("execution log is closed")
+        return self._env
+
+    def get(self, key: str) -> tuple[bytes, bool] | None:
+        """``(value, settled)`` for ``key``, or None if absent."""
+        raw = self._key(key)
+        with self._live().begin(write=False, buffers=False) as txn:
+            stored: bytes | None = txn.get(raw, db=self._entries)
+            if stored is None:
+                return None
+            return stored[INDEX.size :], txn.get(stored[: INDEX.size], db=self._unsettled) is None
+
+    def insert(self, key: str, value: bytes) -> tuple[bytes, bool] | None:
+        """Insert ``key`` (unsettled) if absent and return None; if present, change nothing and
+        return its ``(value, settled)``. Atomic: of two racing inserts exactly one returns None."""
+        return self.insert_many([(key, value)])[0]
+
+    def insert_many(self, items: list[tuple[str, bytes]]) -> list[tuple[bytes, bool] | None]:
+        """:meth:`insert` for each item, in order, in one write transaction (one commit for a
+        burst of dispatches instead of one each). A key repeated in ``items`` is inserted by its
+        first occurrence; later ones see it. A bad key raises ``ValueError`` and changes nothing."""
+        raws = [self._key(key) for key, _ in items]
+        out: list[tuple[bytes, bool] | None] = []
+        with self._live().begin(write=True, buffers=False) as txn:
+            for raw, (_, value) in zip(raws, items, strict=True):
+                stored: bytes | None = txn.get(raw, db=self._entries)
+                if stored is not None:
+                    settled = txn.get(stored[: INDEX.size], db=self._unsettled) is None
+                    out.append((stored[INDEX.size :], settled))
+                    continue
+                # LMDB runs one write transaction at a time, so this counter needs no lock of its own.
+                seq = INDEX.pack(self._next_seq)
+                self._next_seq += 1
+                txn.put(raw, seq + value, db=self._entries)
+                txn.put(seq, raw, db=self._order)
+                txn.put(seq, raw, db=self._unsettled)
+                out.append(None)
+        return out
+
+    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+        """Overwrite the value and settled flag of existing keys, all in one transaction.
+
+        The insertion sequence is kept. A missing key raises ``KeyError`` and changes nothing.
+        """
+        with self._live().begin(write=True, buffers=False) as txn:
+            for key, value, settled in items:
+                raw = self._key(key)
+                stored: bytes | None = txn.get(raw, db=self._entries)
+                if stored is None:
+                    raise KeyError(key)  # the context manager aborts the transaction
+                seq = stored[: INDEX.size]
+                txn.put(raw, seq + value, db=self._entries)
+                if settled:
+                    txn.delete(seq, db=self._unsettled)
+                else:
+                    txn.put(seq, raw, db=self._unsettled)
+
+    def unsettled(self) -> list[tuple[str, bytes]]:
+        """Every unsettled ``(key, value)``, in insertion order."""
+        out: list[tuple[str, bytes]] = []
+        with self._live().begin(write=False, buffers=False) as txn:
+            for _seq, raw in txn.cursor(self._unsettled):
+                stored: bytes = txn.get(raw, db=self._entries)
+                out.append((raw.decode("utf-8"), stored[INDEX.size :]))
+        return out
+
+    def prune_settled(self, keep: int) -> list[str]:
+        """Delete the oldest settled keys so that at most ``keep`` settled keys remain; return them.
+
+        Unsettled keys are never deleted. One transaction.
+        """
+        if keep < 0:
+            raise ValueError(f"keep must be >= 0, got {keep}")
+        removed: list[str] = []
+        with self._live().begin(write=True, buffers=False) as txn:
+            settled = txn.stat(self._order)["entries"] - txn.stat(self._unsettled)["entries"]
+            excess = settled - keep
+            if excess <= 0:
+                return removed
+            with txn.cursor(self._order) as cur:
+                ok = cur.first()
+                while ok and len(removed) < excess:
+                    seq, raw = cur.key(), cur.value()
+                    if txn.get(seq, db=self._unsettled) is not None:
+                        ok = cur.next()
+                        continue
+                    txn.delete(raw, db=self._entries)
+                    cur.delete()  # moves to the next record, or unpositions past the last one
+                    ok = bool(cur.key())  # sequence keys are never empty
+                    removed.append(raw.decode("utf-8"))
+        return removed
+
+    def __len__(self) -> int:
+        with self._live().begin(write=False) as txn:
+            count: int = txn.stat(self._entries)["entries"]
+            return count
+
+    def flush(self) -> None:
+        """fsync everything committed so far (for ``sync=False``: call it periodically)."""
+        if not self._closed:
+            self._env.sync(True)
+
+    def close(self) -> None:
+        """Close the environment and release the owner lock. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._env.close()
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> LmdbExecutionLog:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,89 @@
+"""The shape of the state machine package: no import cycles, no reaching into private names,
+and the workflow book depends on the TaskHost protocol, not on the state class."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from raftsched.fsm.workflows import TaskHost
+from tests.unit.test_architecture import FORBIDDEN_IN_PURE, imported_roots
+from tests.unit.test_fsm import fresh
+
+PKG = Path(__file__).resolve().parents[2] / "raftsched"
+FSM_MODULES = sorted(p.name for p in (PKG / "fsm").glob("*.py"))
+CHECKED = [f"fsm/{name}" for name in FSM_MODULES] + ["replica.py"]
+
+
+def fsm_imports(path: Path) -> set[str]:
+    """``raftsched.fsm`` modules imported anywhere in ``path`` (type-only and lazy imports too)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "raftsched.fsm":
+                out.update(alias.name for alias in node.names)
+            elif node.module.startswith("raftsched.fsm."):
+                out.add(node.module.removeprefix("raftsched.fsm."))
+        elif isinstance(node, ast.Import):
+            out.update(
+                a.name.removeprefix("raftsched.fsm.")
+                for a in node.names
+                if a.name.startswith("raftsched.fsm.")
+            )
+    return out
+
+
+def test_state_and_workflows_do_not_import_each_other() -> None:
+    assert "state" not in fsm_imports(PKG / "fsm" / "workflows.py")
+    assert "workflows" in fsm_imports(PKG / "fsm" / "state.py")
+
+
+def test_fsm_modules_import_no_cycle() -> None:
+    graph = {name.removesuffix(".py"): fsm_imports(PKG / "fsm" / name) for name in FSM_MODULES}
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
+        if module in done:
+            return
+        for dep in sorted(graph.get(module, ())):
+            visit(dep, (*path, module))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())
+
+
+@pytest.mark.parametrize("module", CHECKED)
+def test_no_private_name_of_another_object_or_module(module: str) -> None:
+    """What ruff's SLF001 checks, plus ``from x import _name``."""
+    bad: list[str] = []
+    for node in ast.walk(ast.parse((PKG / module).read_text())):
+        if isinstance(node, ast.ImportFrom):
+            bad += [f"import {a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Attribute) and _private(node.attr) and not _own(node.value):
+            bad.append(f"line {node.lineno}: .{node.attr}")
+    assert not bad, f"{module} reaches into private names: {bad}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.endswith("__")
+
+
+def _own(value: ast.expr) -> bool:
+    return isinstance(value, ast.Name) and value.id in ("self", "cls")
+
+
+@pytest.mark.parametrize("module", CHECKED)
+def test_fsm_modules_are_pure(module: str) -> None:
+    bad = imported_roots(PKG / module) & FORBIDDEN_IN_PURE
+    assert not bad, f"{module} imports {sorted(bad)}: time, randomness and IO belong at the edges"
+
+
+def test_the_state_is_the_workflow_books_task_host() -> None:
+    state = fresh()
+    host: TaskHost = state  # checked by mypy: SchedulerState satisfies the protocol
+    assert state.wf.host is host
+    assert host.next_sequence() == 1 and host.next_sequence() == 2

@@ -168,6 +168,7 @@ class ConsensusNode(Protocol):
 
     def destroy(self) -> None: ...
 
+
 class ExecutionLog(Protocol):
     """An executor's durable record of the execution ids it has begun: ``str`` key → opaque value.
 

@@ -363,10 +363,14 @@ class SchedulerState:
     def _delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         name = cmd.delete_task.name
         st = self._task(name)
+        self.remove_task(name)
+        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def remove_task(self, name: str) -> None:
+        """Forget task ``name`` with its history; its active runs are left to finish (their
+        results are still accepted) but nothing new is created."""
         del self.tasks[name]
         self.store.delete(keys.task_key(name))
-        # History of a deleted task goes with it; active runs are left to finish (their results
-        # are still accepted) but nothing new is created.
         for kind in (keys.FIRE, keys.RUN, keys.VERSION):
             for k, v in self.store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):
                 if kind == keys.RUN:
@@ -375,7 +379,10 @@ class SchedulerState:
                     if run.run_id in self.active:
                         continue
                 self.store.delete(k)
-        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def task_names(self, prefix: str) -> list[str]:
+        """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
+        return sorted(name for name in self.tasks if name.startswith(prefix))
 
     def _set_enabled(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.set_enabled
@@ -843,6 +850,12 @@ class SchedulerState:
     def _start_backfill(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.start_backfill(cmd, now)
 
+    def _set_workflow_paused(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.set_paused(cmd, now)
+
+    def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.delete(cmd, now)
+
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
         horizon = now - self.retention.keep_ms
@@ -962,4 +975,6 @@ class SchedulerState:
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
+        "set_workflow_paused": _set_workflow_paused,
+        "delete_workflow": _delete_workflow,
     }

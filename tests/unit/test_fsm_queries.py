@@ -59,7 +59,7 @@ def test_fires_around_finds_the_run_of_the_fire() -> None:
 def test_list_runs_filters_by_state_and_window_newest_first() -> None:
     state = fresh()
     for name in ("a", "b"):
-        assert create(state, TaskSpec(name, EVERY_SECOND, overlap=Overlap.ALLOW)).ok
+        assert create(state, TaskSpec(name, EVERY_SECOND, overlap=Overlap.ALLOW, command="true")).ok
     for i in (1, 2, 3):
         at = T0 + i * S
         e = [entry(n, 1, [fire(at)], watermark=at, next_fire=at + S) for n in ("a", "b")]

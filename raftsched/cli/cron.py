@@ -23,6 +23,7 @@ def cmd_cron_preview(args: argparse.Namespace) -> int:
                 "from": iso(start),
                 "from_ms": start,
                 "fires": [{"utc": iso(ms), "utc_ms": ms, "local": local} for ms, local in fires],
+                **({"day_rule": note} if (note := cron.day_rule_note(args.expr)) else {}),
             }
         )
     print(f"cron {args.expr!r} in {args.tz}: {len(fires)} fire(s) after {iso(start)}")
@@ -34,6 +35,9 @@ def cmd_cron_preview(args: argparse.Namespace) -> int:
         rows.append([str(i), iso(ms), local, note])
         previous = offset
     print_table(["#", "UTC", f"LOCAL ({args.tz})", "NOTE"], rows)
+    day_rule = cron.day_rule_note(args.expr)
+    if day_rule is not None:
+        print(day_rule)
     if any(row[3] for row in rows):
         print(
             "DST policy: a wall time that occurs twice fires once, at its first occurrence; "

@@ -31,6 +31,7 @@ from raftsched.model import (
     TaskSpec,
     Trigger,
 )
+from raftsched.timing import cron
 from raftsched.v1 import raftsched_pb2 as pb
 
 __all__ = [
@@ -190,6 +191,10 @@ def cmd_task_show(args: argparse.Namespace) -> int:
     if args.json:
         return print_json(to_dict(record))
     _print_task(record)
+    if record.spec.trigger.WhichOneof("kind") == "cron":
+        warning = cron.changed_meaning_warning(record.spec.trigger.cron.expr)
+        if warning is not None:
+            print(f"warning: {warning}")
     return 0
 
 

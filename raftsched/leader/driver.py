@@ -27,7 +27,9 @@ from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import leader_time
-from raftsched.timing.schedule import MisfireSettings, plan_fires, single_on_time_fire
+from raftsched.model import CronTrigger
+from raftsched.timing.cron import changed_meaning_warning
+from raftsched.timing.schedule import MisfireSettings, next_fire_after, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
 from raftsched.v1 import log_pb2 as pb
 
@@ -35,6 +37,52 @@ log = logging.getLogger(__name__)
 
 # pysyncobj chunks entries above 64 KB, and chunked transmission has a known bug: stay below.
 MAX_ENTRY_BYTES = 60_000
+
+
+def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
+    """Log a warning for every armed task whose cron expression changed meaning; return their names.
+
+    Stored tasks fire by the expression's current (crontab) meaning (and are re-armed by it, see
+    :func:`_rearm_by_new_meaning`); this makes the change visible once per leadership instead of
+    re-interpreting them silently. The check is cached per expression.
+    """
+    with state.lock:  # one pass over the tasks (a million at ~0.3 us each), as armed_tasks does
+        armed = [
+            (name, st.spec.trigger.expr)
+            for name, st in state.tasks.items()
+            if st.enabled and st.next_fire_ms and isinstance(st.spec.trigger, CronTrigger)
+        ]
+    warnings: dict[str, str | None] = {}  # many tasks share an expression
+    flagged: list[str] = []
+    for name, expr in armed:
+        if expr not in warnings:
+            warnings[expr] = changed_meaning_warning(expr)
+        warning = warnings[expr]
+        if warning is not None:
+            flagged.append(name)
+            log.warning("task %s: %s", name, warning)
+    return flagged
+
+
+def _rearm_by_new_meaning(state: SchedulerState, names: list[str]) -> list[pb.TaskFires]:
+    """For tasks whose cron expression changed meaning: their next fire after the watermark by the
+    new meaning, as fire-less entries, where it differs from the armed one (computed by the old
+    reading). Nothing is fired or skipped; the watermark stays, so no due fire is lost."""
+    out: list[pb.TaskFires] = []
+    for name in names:
+        planning = state.task_for_planning(name)
+        if planning is None:
+            continue
+        spec, version, watermark, armed = planning
+        try:
+            following = next_fire_after(spec.trigger, watermark)
+        except InvalidSpec:
+            continue  # no fire left: planning reports it as for any such task
+        if following != armed:
+            out.append(
+                pb.TaskFires(task=name, version=version, watermark_ms=watermark, next_fire_ms=following)
+            )
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +117,8 @@ class LeaderDriver:
         self._due: deque[str] = deque()  # fell due, not planned yet (poll with max_fires)
         self.last_now_ms = 0
         self.planning_errors = 0
+        self.cron_warnings: list[str] = []  # tasks whose stored cron expression changed meaning
+        self._rearm: list[pb.TaskFires] = []  # their next fire by the new meaning, to propose
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -91,12 +141,17 @@ class LeaderDriver:
         for name, next_fire_ms in self.state.armed_tasks():
             self.wheel.insert(name, next_fire_ms)
         log.info("leader %s (epoch %d) armed %d tasks", self.node_id, epoch, len(self.wheel))
+        self.cron_warnings = _warn_changed_cron_meanings(self.state)
+        self._rearm = _rearm_by_new_meaning(self.state, self.cron_warnings)
+        for tf in self._rearm:
+            self.wheel.cancel(tf.task)  # its armed time came from the old reading: never plan it
 
     def step_down(self) -> None:
         self.leading = False
         self.ready = False
         self.in_flight.clear()
         self._due.clear()
+        self._rearm = []
         self.wheel = TimingWheel(tick_ms=self.tick_ms)
 
     # -- effects of applied commands -------------------------------------------------------------
@@ -160,6 +215,11 @@ class LeaderDriver:
         due.extend(name for name, _ in self.wheel.advance(now))
         batches = BatchBuilder(self, now)
         wheel, in_flight, state = self.wheel, self.in_flight, self.state
+        if self._rearm:
+            for rearm in self._rearm:  # tasks whose cron expression changed meaning (see barrier)
+                batches.add(rearm)
+                in_flight.add(rearm.task)
+            self._rearm = []
         grace = self.misfire.grace_ms
         fires = 0
         while due and (not max_fires or fires < max_fires):

@@ -23,6 +23,7 @@ PURE = [
     "workflow/template.py",
     "timing/wheel.py",
     "timing/cron.py",
+    "timing/cronparse.py",
     "timing/schedule.py",
     "timing/durations.py",
     "workflow/located.py",

@@ -353,7 +353,7 @@ def test_cron_preview_accepts_a_negative_relative_time(capsys: pytest.CaptureFix
 @pytest.mark.parametrize(
     ("argv", "fragments"),
     [
-        (["61 * * * *"], ["EXPR: invalid cron expression"]),
+        (["61 * * * *"], ["EXPR: minute: 61 out of range 0-59"]),
         (["* * * * *", "--tz", "Mars/Base"], ["--tz: unknown time zone 'Mars/Base'"]),
         (["* * * * *", "--count", "0"], ["--count: must be between 1 and 1000"]),
         (["* * * * *", "--from", "2025-01-01T00:00"], ["--from", "no UTC offset"]),

@@ -184,9 +184,9 @@ def test_core_knows_no_edge(module: str) -> None:
     bad = []
     for name, line in imports_of(module, known[module], known):
         root = name.split(".")[0]
-        if root in CORE_FORBIDDEN_LIBRARIES:
-            bad.append(f"line {line}: {name}")
-        elif any(name == p or name.startswith(p + ".") for p in CORE_FORBIDDEN_PACKAGES):
+        if root in CORE_FORBIDDEN_LIBRARIES or any(
+            name == p or name.startswith(p + ".") for p in CORE_FORBIDDEN_PACKAGES
+        ):
             bad.append(f"line {line}: {name}")
     assert not bad, f"{module} is pure core but imports an edge: {bad}"
 
@@ -205,10 +205,14 @@ def test_no_module_imports_another_modules_private_names() -> None:
     for module, path in known.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("raftsched")):
-                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("raftsched")
+            ):
+                private = [
+                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
                 if private:
                     bad.append(f"{module} line {node.lineno}: {private} from {'.' * node.level}{node.module}")
-    assert not bad, "private names imported across modules (make them public or move them):\n  " + "\n  ".join(
-        bad
+    assert not bad, (
+        "private names imported across modules (make them public or move them):\n  " + "\n  ".join(bad)
     )

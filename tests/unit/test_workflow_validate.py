@@ -124,7 +124,7 @@ def test_cycle_refused_with_its_path_at_the_closing_edge() -> None:
             "condition 4",
         ),
         (lambda s: setattr(s.tasks[1].depends_on[0], "task", ""), "tasks[1].depends_on[0]", "names no task"),
-        (lambda s: setattr(s.schedule, "expr", "61 * * * *"), "schedule.expr", "cron"),
+        (lambda s: setattr(s.schedule, "expr", "61 * * * *"), "schedule.expr", "minute: 61 out of range"),
         (lambda s: setattr(s.schedule, "expr", ""), "schedule.timezone", "without a schedule"),
         (lambda s: setattr(s, "misfire", 7), "misfire", "unknown misfire policy 7"),
         (lambda s: setattr(s, "overlap", 7), "overlap", "unknown overlap policy 7"),

@@ -194,9 +194,11 @@ class PySyncObjNode:
             commandsWaitLeader=False,
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
-            # One bind attempt: a Raft port in use fails the start (waitBinded below) instead of
-            # pysyncobj retrying every second forever while the rest of the node runs.
-            maxBindRetries=1,
+            # A Raft port in use fails the start (waitBinded below) after three attempts half a
+            # second apart, instead of pysyncobj retrying every second forever while the rest of
+            # the node runs; the retries ride out a port that is only briefly taken.
+            maxBindRetries=3,
+            bindRetryTime=0.5,
         )
         self._applier = Applier(apply_fn, on_tick)
         self._applier.start()

@@ -102,6 +102,10 @@ def test_cli_against_a_real_cluster(cluster: LocalCluster, cli: Cli) -> None:
     assert [n["role"] for n in nodes].count("leader") == 1
     assert len({n["term"] for n in nodes}) == 1 and status["term"] == nodes[0]["term"]
     assert status["leader_id"] == leader
+    # Every node reports its state digest (a real node computes it only when asked).
+    assert all(len(n["state_digest"]) == 64 for n in nodes), nodes
+    table = _run_ok(cli, "status", "--config", str(cluster.config_path)).splitlines()
+    assert all(row.split()[6] != "-" for row in table[2:5]), table
 
     code, out, err = cli(*at, "task", "add", "broken", "--cron", "61 * * * *", "--command", "true")
     assert code == 2, (code, out, err)

@@ -949,7 +949,14 @@ class SchedulerState:
         """Executors by name (members only unless ``include_left``), each with the number of
         attempts assigned to it and not finished."""
         with self.lock:
-            return queries.executor_usage(self.executors, self.active, include_left)
+            # References only under the lock (cheap); the runs are parsed after it, off the
+            # apply path's way.
+            executors = {name: rec for name, rec in self.executors.items() if rec.alive or include_left}
+            copies = {
+                name: pb.ExecutorRecord.FromString(rec.SerializeToString()) for name, rec in executors.items()
+            }
+            active = dict(self.active)
+        return queries.executor_usage(copies, active, include_left)
 
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""

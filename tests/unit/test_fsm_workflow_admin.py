@@ -214,3 +214,24 @@ def test_delete_and_pause_replay_to_the_same_state() -> None:
     # A node restarted from its store holds the same state too.
     reloaded = SchedulerState.load(state.store)
     assert reloaded.digest() == state.digest()
+
+
+def test_executor_usage_counts_unfinished_assigned_attempts() -> None:
+    state = fresh()
+    apply(state, join("x1", slots=8))
+    apply(state, join("x2", slots=2))
+    assert apply_wf(state, etl_spec()).ok
+    run = start(state)
+    extract = state.get_workflow_run(run.run_id).tasks[0].run_id  # type: ignore[union-attr]
+    cmd = command(T0)
+    cmd.assign_attempts.assignments.add(run_id=extract, shard=0, attempt=1, executor="x2")
+    assert apply(state, codec.encode_command(cmd)).accounted == 1
+    usage = [(rec.name, rec.slots, used) for rec, used in state.executor_usage()]
+    assert usage == [("x1", 8, 0), ("x2", 2, 1)]
+    cmd = command(T0)
+    cmd.executor_leave.name = "x1"
+    cmd.executor_leave.reason = "bye"
+    assert apply(state, codec.encode_command(cmd)).ok
+    assert [rec.name for rec, _ in state.executor_usage()] == ["x2"]
+    left = [(rec.name, rec.alive, rec.left_reason) for rec, _ in state.executor_usage(include_left=True)]
+    assert left == [("x1", False, "bye"), ("x2", True, "")]

@@ -1,4 +1,5 @@
-"""``raftsched-node`` (``python -m raftsched.cli.node``): run one node until SIGTERM/SIGINT.
+"""``raftsched-node`` (``python -m raftsched.cli.node``): run one node until SIGTERM/SIGINT;
+SIGHUP reloads its TLS certificates.
 
 The process around a :class:`raftsched.node.Node`: logging, SIGTERM/SIGINT, the test clock hook,
 and the exit status. The node itself (pysyncobj, LMDB, the gRPC server) is imported only when
@@ -11,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -87,6 +89,8 @@ def run_node(config_path: str, node_id: str, log_level: str = "info", data_dir: 
 
     async def main() -> None:
         stop = stop_on_signals()
+        # SIGHUP: new certificates from the [tls] files, without a restart.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, node.reload_tls)
         try:
             await node.serve(stop)
         finally:

@@ -19,7 +19,7 @@ from typing import Any
 
 from raftsched import __version__
 from raftsched.cli import cluster, cron, tasks, workflows
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -41,7 +41,7 @@ from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, Raftsche
 from raftsched.model import Misfire, Overlap, RunState
 from raftsched.timing.cron import MAX_PREVIEW
 
-__all__ = ["EXIT_BROKEN_PIPE", "build_parser", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "build_parser", "main", "quiet_grpc_core"]
 
 EXIT_BROKEN_PIPE = 141
 """The exit status when stdout's reader went away (``raftsched ... | head``): 128 + SIGPIPE, what
@@ -64,6 +64,17 @@ _GLOBAL_OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "help": "deadline of each RPC attempt (default: 10)",
         },
     ),
+    (
+        "--tls-ca",
+        "tls_ca",
+        {"metavar": "FILE", "help": "PEM CA certificate(s) the nodes' certificates must chain to"},
+    ),
+    (
+        "--tls-cert",
+        "tls_cert",
+        {"metavar": "FILE", "help": "PEM client certificate (for nodes that require one)"},
+    ),
+    ("--tls-key", "tls_key", {"metavar": "FILE", "help": "PEM private key of --tls-cert"}),
 )
 _LATE = "late_"  # the dest prefix of a global option given after the command
 
@@ -73,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Output cut short by its reader (``| head``) ends the command quietly with
     :data:`EXIT_BROKEN_PIPE`, without a traceback."""
+    quiet_grpc_core()
     try:
         status = _run(list(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe cannot be caught
@@ -122,13 +134,20 @@ def _run(args_list: list[str]) -> int:
         raise
 
 
+def quiet_grpc_core() -> None:
+    """Keep gRPC core's own INFO lines (one per failed TLS handshake) off a program's stderr: the
+    program reports the failure itself, in one line. Effective only before gRPC is imported;
+    an explicit ``GRPC_VERBOSITY`` wins."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raftsched`` argument parser. Each leaf command sets ``run_command``."""
     parser = ArgParser(
         prog="raftsched",
         description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
         "Global options go before or after the command.",
-        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TIME_HELP}",
+        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TLS_HELP}\n{TIME_HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -416,7 +435,9 @@ def _param_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_NOT_TIMEOUT = ("--cluster", "--config")  # task add/update: --timeout is the task's timeout
+_LATE_GLOBALS = tuple(option for option, _, _ in _GLOBAL_OPTIONS)
+# task add/update: --timeout is the task's timeout; demo: --config is the demo's config.
+_NOT_TIMEOUT = tuple(option for option in _LATE_GLOBALS if option != "--timeout")
 
 
 def _leaf(
@@ -426,7 +447,7 @@ def _leaf(
     text: str,
     *,
     times: bool = False,
-    late: tuple[str, ...] = ("--cluster", "--config", "--timeout"),
+    late: tuple[str, ...] = _LATE_GLOBALS,
 ) -> argparse.ArgumentParser:
     """A command. It also accepts the global options named in ``late`` after its name."""
     sub: argparse.ArgumentParser = group.add_parser(

@@ -222,6 +222,7 @@ def test_global_options_after_the_command_follow_the_same_rules(
         (["status", "--cluster", "a:1", "--config", "c.toml"], "not allowed with argument"),
         (["status", "--timeout", "0", "--cluster", "a:1"], "argument --timeout"),
         (["status", "--config", str(config)], "cluster.name"),
+        (["status", "--cluster", "a:1", "--tls-ca", str(tmp_path / "none.pem")], "--tls-ca: cannot read"),
     ):
         status, out, err = run(capsys, *argv)
         assert status == 2 and out == "", argv

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -134,7 +134,13 @@ class LocalCluster:
 
     # -- processes -------------------------------------------------------------------------------
 
-    def start(self, node_id: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+    def start(
+        self,
+        node_id: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        """Start the node (or every node) unless it runs; ``extra_args`` go to ``raftsched-node``."""
         ids = [node_id] if node_id else [n.id for n in self.config.nodes]
         for nid in ids:
             if nid in self.procs and self.procs[nid].poll() is None:
@@ -142,7 +148,7 @@ class LocalCluster:
             log = open(self.log_dir / f"{nid}.log", "ab")  # noqa: SIM115 - owned by the child
             env = {**os.environ, **self.env, **(extra_env or {})}
             self.procs[nid] = subprocess.Popen(
-                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid],
+                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid, *extra_args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

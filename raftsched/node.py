@@ -31,7 +31,7 @@ from raftsched.abc import (
 from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.errors import ConfigError, InvalidSpec, RaftschedError
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
@@ -220,9 +220,11 @@ class Node:
             options=[
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+                # Without this a second node on the same port binds too and shares the traffic.
+                ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
+        pb_grpc.add_AdminServicer_to_server(AdminServicer(self, self._live_executors), server)
         sch = self.config.scheduler
         self.hub = ExecutorHub(
             self,
@@ -248,12 +250,15 @@ class Node:
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-        if self.server_tls is not None:
-            bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
-        else:
-            bound = server.add_insecure_port(self.me.grpc_listen)
+        try:
+            if self.server_tls is not None:
+                bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
+            else:
+                bound = server.add_insecure_port(self.me.grpc_listen)
+        except RuntimeError:  # grpc's "Failed to bind to address"
+            bound = 0
         if not bound:
-            raise OSError(f"cannot bind gRPC on {self.me.grpc_listen}")
+            raise CannotStart(f"cannot listen on the gRPC address {self.me.grpc_listen}: the port is in use")
         await server.start()
         self._server = server
         log.info(
@@ -275,6 +280,9 @@ class Node:
             if obs is not None:
                 await obs.stop()
             await server.stop(grace=1.0)
+
+    def _live_executors(self) -> dict[str, tuple[int, str]] | None:
+        return self.hub.live_view() if self.hub is not None else None
 
     def reload_tls(self) -> bool:
         """Re-read the ``[tls]`` certificate, key and CA files (what SIGHUP does for

@@ -403,10 +403,14 @@ class SchedulerState:
     def _delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         name = cmd.delete_task.name
         st = self._task(name)
+        self.remove_task(name)
+        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def remove_task(self, name: str) -> None:
+        """Forget task ``name`` with its history; its active runs are left to finish (their
+        results are still accepted) but nothing new is created."""
         del self.tasks[name]
         self.store.delete(keys.task_key(name))
-        # History of a deleted task goes with it; active runs are left to finish (their results
-        # are still accepted) but nothing new is created.
         for kind in (keys.FIRE, keys.RUN, keys.VERSION):
             for k, v in self.store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):
                 if kind == keys.RUN:
@@ -415,7 +419,10 @@ class SchedulerState:
                     if run.run_id in self.active:
                         continue
                 self.store.delete(k)
-        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def task_names(self, prefix: str) -> list[str]:
+        """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
+        return sorted(name for name in self.tasks if name.startswith(prefix))
 
     def _set_enabled(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.set_enabled
@@ -962,6 +969,12 @@ class SchedulerState:
     def _start_backfill(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.start_backfill(cmd, now)
 
+    def _set_workflow_paused(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.set_paused(cmd, now)
+
+    def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.delete(cmd, now)
+
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
         horizon = now - self.retention.keep_ms
@@ -1056,6 +1069,19 @@ class SchedulerState:
         st = self.tasks.get(task)
         return st.spec.namespace if st is not None else "default"
 
+    def executor_usage(self, include_left: bool = False) -> list[tuple[pb.ExecutorRecord, int]]:
+        """Executors by name (members only unless ``include_left``), each with the number of
+        attempts assigned to it and not finished."""
+        with self.lock:
+            # References only under the lock (cheap); the runs are parsed after it, off the
+            # apply path's way.
+            executors = {name: rec for name, rec in self.executors.items() if rec.alive or include_left}
+            copies = {
+                name: pb.ExecutorRecord.FromString(rec.SerializeToString()) for name, rec in executors.items()
+            }
+            active = dict(self.active)
+        return queries.executor_usage(copies, active, include_left)
+
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
         with self.lock:
@@ -1085,6 +1111,8 @@ class SchedulerState:
         "ack_alert": _ack_alert,
         "create_token": _create_token,
         "revoke_token": _revoke_token,
+        "set_workflow_paused": _set_workflow_paused,
+        "delete_workflow": _delete_workflow,
     }
 
 

@@ -16,6 +16,7 @@ from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
+from raftsched.fsm.workflows import trigger_name
 from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import next_fire_after, prepare_spec
@@ -250,6 +251,45 @@ def start_workflow_run(
 
 
 _OPS_WITH_TASK: Final = frozenset({pb.WorkflowRunOp.RERUN, pb.WorkflowRunOp.MARK_SUCCESS})
+
+
+def set_workflow_paused(
+    state: SchedulerState, workflow: str, paused: bool, *, now_ms: int, epoch: int, origin: str, key: str
+) -> bytes:
+    """Pause (scheduled runs stop) or resume (they fire again from now on) a workflow.
+
+    A resume carries the schedule's next fire after now (and after what the schedule has
+    accounted), so apply never evaluates cron."""
+    record = _existing_workflow(state, workflow)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.set_workflow_paused.workflow = workflow
+    cmd.set_workflow_paused.paused = paused
+    if not paused:
+        trigger = state.get_task(trigger_name(workflow))
+        after = max(now_ms, trigger.watermark_ms if trigger is not None else 0)
+        cmd.set_workflow_paused.next_fire_ms = workflow_next_fire(record.spec, after)
+    return codec.encode_command(cmd)
+
+
+def delete_workflow(
+    state: WorkflowReads,
+    workflow: str,
+    force: bool,
+    reason: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> bytes:
+    """Delete a workflow with its versions, runs, backfills and internal tasks. Refused while a run
+    is active unless ``force``, which kills the active runs first."""
+    _existing_workflow(state, workflow)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.delete_workflow.workflow = workflow
+    cmd.delete_workflow.force = force
+    cmd.delete_workflow.reason = reason
+    return codec.encode_command(cmd)
 
 
 def workflow_run_op(

@@ -38,9 +38,15 @@ DEFAULT_LIST_LIMIT = 1000
 DEFAULT_WORKFLOW_RUNS = 100
 
 
+LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
+"""The leader's view of its executors, ``name -> (last heartbeat ms, peer address)``; None when
+this node does not lead (see :meth:`raftsched.rpc.executor_service.ExecutorHub.live_view`)."""
+
+
 class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
-    def __init__(self, node: NodeServices) -> None:
+    def __init__(self, node: NodeServices, live_executors: LiveExecutors | None = None) -> None:
         self.node = node
+        self._live_executors = live_executors or (lambda: None)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -252,6 +258,30 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             )
         )
         return pb.BackfillReply(backfill=res.backfill)
+
+    @rpc
+    async def SetWorkflowPaused(
+        self, request: pb.SetWorkflowPausedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowReply:
+        self._workflow_namespace(request.name)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            lambda s: writes.set_workflow_paused(self.node.state, request.name, request.paused, key=key, **s)
+        )
+        return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
+
+    @rpc
+    async def DeleteWorkflow(
+        self, request: pb.DeleteWorkflowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteWorkflowReply:
+        self._workflow_namespace(request.name)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            lambda s: writes.delete_workflow(
+                self.node.state, request.name, request.force, request.reason, key=key, **s
+            )
+        )
+        return pb.DeleteWorkflowReply(workflow=res.workflow, runs_killed=res.runs_killed)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -496,6 +526,28 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         key = self._key(request.idempotency_key)
         res = await self._write(lambda s: writes.ack_alert(request.id, key=key, **s))
         return pb.AckAlertReply(alert=res.alert)
+
+    @rpc
+    async def ListExecutors(
+        self, request: pb.ListExecutorsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListExecutorsReply:
+        live = self._live_executors()
+        reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
+        for rec, used in self.node.state.executor_usage(include_left=request.include_left):
+            beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
+            reply.executors.add(
+                name=rec.name,
+                state=pb.EXECUTOR_ALIVE if rec.alive else pb.EXECUTOR_LEFT,
+                slots=rec.slots,
+                slots_used=used,
+                labels=rec.labels,
+                joined_ms=rec.joined_ms,
+                left_ms=rec.left_ms,
+                left_reason=rec.left_reason,
+                last_heartbeat_ms=beat,
+                address=peer,
+            )
+        return reply
 
     @rpc
     async def NodeStatus(

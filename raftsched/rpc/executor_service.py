@@ -45,6 +45,7 @@ class ExecutorHub:
         # Jitter randomness enters here, at the edge; what it decides is written into the log.
         self.dispatcher = Dispatcher(node.state, settings or DispatchSettings(), random.Random())
         self.streams: dict[str, asyncio.Queue[pb.WorkItem]] = {}
+        self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self.dispatched = 0
@@ -158,6 +159,19 @@ class ExecutorHub:
             # else: not connected; it is re-sent when the executor opens its stream, or its
             # lease expires and the attempt is retried elsewhere.
 
+    def live_view(self) -> dict[str, tuple[int, str]] | None:
+        """``executor -> (last heartbeat ms, dispatch stream's peer address)`` as this leader sees
+        it (0 for a heartbeat still owed since it took over); None when it does not lead."""
+        d = self.dispatcher
+        if not d.leading:
+            return None
+        now = self.now_ms()
+        names = set(d.last_seen) | set(self.peers)
+        return {
+            name: (seen if (seen := d.last_seen.get(name, 0)) <= now else 0, self.peers.get(name, ""))
+            for name in sorted(names)
+        }
+
     def require_leader(self) -> None:
         """Serve an executor only while the dispatcher leads the epoch Raft is in.
 
@@ -253,6 +267,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if old is not None:
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
+        hub.peers[request.name] = context.peer()
         try:
             resent = hub.dispatcher.resend_to(request.name, hub.now_ms())
             for start in range(0, len(resent), MAX_BATCH):
@@ -272,6 +287,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         finally:
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
+                hub.peers.pop(request.name, None)
 
     @rpc
     async def Heartbeat(

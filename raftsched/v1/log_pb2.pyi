@@ -345,8 +345,28 @@ class AuditStamp(_message.Message):
     target: str
     def __init__(self, principal: _Optional[str] = ..., rpc: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
 
+class SetWorkflowPaused(_message.Message):
+    __slots__ = ("workflow", "paused", "next_fire_ms")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    paused: bool
+    next_fire_ms: int
+    def __init__(self, workflow: _Optional[str] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class DeleteWorkflow(_message.Message):
+    __slots__ = ("workflow", "force", "reason")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    force: bool
+    reason: str
+    def __init__(self, workflow: _Optional[str] = ..., force: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "audit")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "audit")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -374,6 +394,8 @@ class Command(_message.Message):
     ACK_ALERT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     REVOKE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SET_WORKFLOW_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    DELETE_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
@@ -402,11 +424,13 @@ class Command(_message.Message):
     ack_alert: AckAlert
     create_token: CreateToken
     revoke_token: RevokeToken
+    set_workflow_paused: SetWorkflowPaused
+    delete_workflow: DeleteWorkflow
     audit: AuditStamp
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
 
 class CommandResult(_message.Message):
-    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token")
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed")
     OK_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -422,6 +446,7 @@ class CommandResult(_message.Message):
     CHANGED_FIELD_NUMBER: _ClassVar[int]
     ALERT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RUNS_KILLED_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     code: str
     message: str
@@ -437,7 +462,8 @@ class CommandResult(_message.Message):
     changed: bool
     alert: _records_pb2.AlertRecord
     token: _records_pb2.TokenInfo
-    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ...) -> None: ...
+    runs_killed: int
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ...) -> None: ...
 
 class ExecutorRecord(_message.Message):
     __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces")

@@ -1,5 +1,6 @@
 from raftsched.v1 import records_pb2 as _records_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -77,6 +78,15 @@ WORKFLOW_RUNNING: _records_pb2.WorkflowRunState
 WORKFLOW_SUCCESS: _records_pb2.WorkflowRunState
 WORKFLOW_FAILED: _records_pb2.WorkflowRunState
 WORKFLOW_KILLED: _records_pb2.WorkflowRunState
+
+class ExecutorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXECUTOR_STATE_UNSPECIFIED: _ClassVar[ExecutorState]
+    EXECUTOR_ALIVE: _ClassVar[ExecutorState]
+    EXECUTOR_LEFT: _ClassVar[ExecutorState]
+EXECUTOR_STATE_UNSPECIFIED: ExecutorState
+EXECUTOR_ALIVE: ExecutorState
+EXECUTOR_LEFT: ExecutorState
 
 class AddTaskRequest(_message.Message):
     __slots__ = ("spec", "disabled", "idempotency_key")
@@ -414,6 +424,36 @@ class ListWorkflowRunsReply(_message.Message):
     runs: _containers.RepeatedCompositeFieldContainer[_records_pb2.WorkflowRun]
     def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.WorkflowRun, _Mapping]]] = ...) -> None: ...
 
+class SetWorkflowPausedRequest(_message.Message):
+    __slots__ = ("name", "paused", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    paused: bool
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., paused: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkflowRequest(_message.Message):
+    __slots__ = ("name", "force", "reason", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    force: bool
+    reason: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkflowReply(_message.Message):
+    __slots__ = ("workflow", "runs_killed")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    RUNS_KILLED_FIELD_NUMBER: _ClassVar[int]
+    workflow: _records_pb2.WorkflowRecord
+    runs_killed: int
+    def __init__(self, workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., runs_killed: _Optional[int] = ...) -> None: ...
+
 class WorkflowRunOpRequest(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason", "idempotency_key")
     OP_FIELD_NUMBER: _ClassVar[int]
@@ -593,6 +633,53 @@ class AckAlertReply(_message.Message):
     ALERT_FIELD_NUMBER: _ClassVar[int]
     alert: _records_pb2.AlertRecord
     def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ...) -> None: ...
+
+class ListExecutorsRequest(_message.Message):
+    __slots__ = ("include_left",)
+    INCLUDE_LEFT_FIELD_NUMBER: _ClassVar[int]
+    include_left: bool
+    def __init__(self, include_left: _Optional[bool] = ...) -> None: ...
+
+class ExecutorInfo(_message.Message):
+    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    JOINED_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: ExecutorState
+    slots: int
+    slots_used: int
+    labels: _containers.ScalarMap[str, str]
+    joined_ms: int
+    left_ms: int
+    left_reason: str
+    last_heartbeat_ms: int
+    address: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class ListExecutorsReply(_message.Message):
+    __slots__ = ("executors", "node_id", "leader_view")
+    EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_VIEW_FIELD_NUMBER: _ClassVar[int]
+    executors: _containers.RepeatedCompositeFieldContainer[ExecutorInfo]
+    node_id: str
+    leader_view: bool
+    def __init__(self, executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., node_id: _Optional[str] = ..., leader_view: _Optional[bool] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "slots", "labels")

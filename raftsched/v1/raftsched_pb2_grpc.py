@@ -189,6 +189,21 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.FromString,
                 _registered_method=True)
+        self.SetWorkflowPaused = channel.unary_unary(
+                '/raftsched.v1.Admin/SetWorkflowPaused',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.SetWorkflowPausedRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+                _registered_method=True)
+        self.DeleteWorkflow = channel.unary_unary(
+                '/raftsched.v1.Admin/DeleteWorkflow',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowReply.FromString,
+                _registered_method=True)
+        self.ListExecutors = channel.unary_unary(
+                '/raftsched.v1.Admin/ListExecutors',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -380,6 +395,24 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetWorkflowPaused(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteWorkflow(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListExecutors(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -537,6 +570,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListAudit,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.SerializeToString,
+            ),
+            'SetWorkflowPaused': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWorkflowPaused,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SetWorkflowPausedRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.SerializeToString,
+            ),
+            'DeleteWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWorkflow,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowReply.SerializeToString,
+            ),
+            'ListExecutors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExecutors,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1376,6 +1424,87 @@ class Admin:
             '/raftsched.v1.Admin/ListAudit',
             raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWorkflowPaused(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/SetWorkflowPaused',
+            raftsched_dot_v1_dot_raftsched__pb2.SetWorkflowPausedRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/DeleteWorkflow',
+            raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExecutors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListExecutors',
+            raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.FromString,
             options,
             channel_credentials,
             insecure,

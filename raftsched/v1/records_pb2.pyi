@@ -382,7 +382,7 @@ class WorkflowSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
-    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms")
+    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +391,7 @@ class WorkflowRecord(_message.Message):
     ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
     RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     spec: WorkflowSpec
     version: int
     created_ms: int
@@ -399,7 +400,8 @@ class WorkflowRecord(_message.Message):
     active_runs: int
     running_tasks: int
     next_fire_ms: int
-    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+    paused: bool
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
 
 class TimelineEntry(_message.Message):
     __slots__ = ("state", "at_ms", "reason")

@@ -30,10 +30,26 @@ def executor_join(
     """An executor registers (or registers again) with its slots and labels; the caller has
     validated ``name`` and ``slots``."""
     cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
+    set_executor_join(cmd, name, slots, labels)
+    return codec.encode_command(cmd)
+
+
+def set_executor_join(
+    cmd: pb.Command,
+    name: str,
+    slots: int,
+    labels: Mapping[str, str],
+    principal: str = "",
+    namespaces: Sequence[str] = (),
+) -> None:
+    """Make ``cmd`` an executor join; ``principal`` (auth on) binds the name to it, and the
+    executor receives work of ``namespaces`` only (empty: every namespace)."""
     cmd.executor_join.name = name
     cmd.executor_join.slots = slots
     cmd.executor_join.labels.update(labels)
-    return codec.encode_command(cmd)
+    if principal:
+        cmd.executor_join.principal = principal
+        cmd.executor_join.namespaces.extend(namespaces)
 
 
 def _envelope(now_ms: int, epoch: int, origin: str, key: str) -> pb.Command:

@@ -287,10 +287,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     @rpc
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
-        rec = self.node.state.get_task(request.name)
-        if rec is None or not authz.visible(rec.spec.namespace):
-            raise NotFound(f"task {request.name!r} does not exist")
-        return pb.TaskReply(task=rec)
+        return pb.TaskReply(task=self._task(request.name))
 
     @rpc
     async def ListTasks(
@@ -311,8 +308,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             if request.task
             else [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
         )
-        if request.task and self._visible_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        if request.task:
+            self._task(request.task)
         with self.node.store.reader() as r:
             runs = queries.list_runs(r, tasks, request.since_ms, request.until_ms, request.state, limit)
         return pb.ListRunsReply(runs=runs)
@@ -321,8 +318,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def FireAccounting(
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:
-        if self._visible_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
@@ -331,18 +327,20 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     @rpc
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
-        rec = self._visible_task(request.task)
-        if rec is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        rec = self._task(request.task)
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
         return explain(rec, request.at_ms, around, run)
 
     # -- workflow reads -------------------------------------------------------------------------
 
-    def _visible_task(self, name: str) -> pb.TaskRecord | None:
+    def _task(self, name: str) -> pb.TaskRecord:
+        """Task ``name`` if it exists and the caller may see it; NotFound otherwise (a task in
+        another namespace is reported as missing, not as forbidden: its name is not disclosed)."""
         rec = self.node.state.get_task(name)
-        return rec if rec is not None and authz.visible(rec.spec.namespace) else None
+        if rec is None or not authz.visible(rec.spec.namespace):
+            raise NotFound(f"task {name!r} does not exist")
+        return rec
 
     def _workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
         rec = self.node.state.get_workflow(name, version)

@@ -19,6 +19,7 @@ import grpc
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
@@ -213,18 +214,23 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if not 1 <= request.slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
         cmd = self.hub.leader_command()
-        cmd.executor_join.name = request.name
-        cmd.executor_join.slots = request.slots
-        cmd.executor_join.labels.update(request.labels)
         if authz.auth_on():
             # The name is bound to the registering principal (refused by apply if another
             # principal holds it), and the executor receives work of its namespaces only.
             who = caller()
-            cmd.executor_join.principal = who.principal.id
-            cmd.executor_join.namespaces.extend(sorted(who.principal.namespaces))
+            writes.set_executor_join(
+                cmd,
+                request.name,
+                request.slots,
+                request.labels,
+                principal=who.principal.id,
+                namespaces=sorted(who.principal.namespaces),
+            )
             cmd.audit.principal = who.principal.id
             cmd.audit.rpc = who.method
             cmd.audit.target = request.name
+        else:
+            writes.set_executor_join(cmd, request.name, request.slots, request.labels)
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         d = self.hub.dispatcher
         s = d.settings

@@ -28,6 +28,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
     parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
     parser.add_argument(
+        "--map-size",
+        default="64GiB",
+        metavar="SIZE",
+        help="most the execution log may grow to, e.g. 512MiB or 64GiB (default: 64GiB)",
+    )
+    parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
     add_log_level_option(parser)
@@ -47,7 +53,14 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
         from raftsched.executor.agent import Executor
 
-        executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
+        executor = Executor(
+            targets,
+            args.name,
+            slots=args.slots,
+            data_dir=args.data_dir,
+            labels=labels,
+            map_size=args.map_size,
+        )
 
         async def serve() -> None:
             await executor.run(stop_on_signals())

@@ -22,6 +22,7 @@ __all__ = ["TEST_CLOCK_OFFSET_ENV", "node_main", "run_node"]
 log = logging.getLogger("raftsched.node")
 
 TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
+STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left the cluster
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
@@ -65,7 +66,7 @@ def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
         asyncio.run(main())
     finally:
         node.stop()
-    return 0
+    return STORE_FAILED_EXIT if node.failure is not None else 0
 
 
 def _test_clock_offset_ms() -> int:

@@ -135,6 +135,7 @@ class PySyncObjNode:
         load_snapshot: Callable[[Path, int], None],
         applied_index: Callable[[], int],
         addr_to_id: Callable[[str], str | None],
+        on_store_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         if not secret or len(secret) < 16:
             raise ValueError("a cluster secret of at least 16 characters is required")
@@ -183,7 +184,9 @@ class PySyncObjNode:
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
         )
-        self._applier = Applier(apply_fn, on_tick)
+        self._on_store_failure = on_store_failure
+        self._failed: BaseException | None = None
+        self._applier = Applier(apply_fn, on_tick, on_fatal=self._store_failed)
         self._applier.start()
         self._raft = _Raft(self._applier.enqueue, self_addr, peers, conf)
         self._raft.addOnTickCallback(self._tick)
@@ -214,7 +217,12 @@ class PySyncObjNode:
             callback(None, ProposeError("unavailable", f"raft: {exc}"))
 
     def is_leader(self) -> bool:
-        return self._raft.leads()
+        return self._failed is None and self._raft.leads()
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The store failure that made this node leave the cluster (see :meth:`_store_failed`)."""
+        return self._failed
 
     def epoch(self) -> int:
         return int(self._raft.raftCurrentTerm)
@@ -234,6 +242,10 @@ class PySyncObjNode:
         return int(self._raft.raftCommitIndex)
 
     def destroy(self) -> None:
+        if self._failed is not None:
+            self._raft.destroy()  # already leaving (a store failure); the tick thread ends itself
+            self._applier.stop()
+            return
         if hasattr(self._raft, "destroy_synchronous"):
             self._raft.destroy_synchronous()
         else:
@@ -249,6 +261,27 @@ class PySyncObjNode:
     def force_compaction(self) -> None:
         self._raft.forceLogCompaction()
 
+    # -- a store that cannot take writes ---------------------------------------------------------
+
+    def _store_failed(self, exc: BaseException) -> None:
+        """The applier stopped on a store failure (applier thread): leave the cluster at once.
+
+        A node that cannot apply must not lead, nor vote or acknowledge entries it will not
+        apply: it reports itself not leading, then the SyncObj is destroyed (the tick thread
+        closes every connection and the journal, and ends), so the peers elect a healthy
+        leader. Entries committed but not applied here stay in the journal and in the peers'
+        logs; a restart replays them. ``on_store_failure`` then tells the node.
+        """
+        self._failed = exc
+        term = int(self._raft.raftCurrentTerm)
+        try:
+            self._on_leadership(Leadership(False, term, None))
+        except Exception:
+            log.exception("leadership hook failed")
+        self._raft.destroy()
+        if self._on_store_failure is not None:
+            self._on_store_failure(exc)
+
     # -- callbacks on the tick thread ----------------------------------------------------------
 
     def _tick(self) -> None:
@@ -259,7 +292,7 @@ class PySyncObjNode:
             log.warning("%s: raft tick thread stalled for %.0f ms", self.node_id, gap * 1000)
 
     def _state_changed(self, old: int, new: int) -> None:
-        if new == self._last_role:
+        if new == self._last_role or self._failed is not None:
             return
         self._last_role = new
         term = int(self._raft.raftCurrentTerm) if hasattr(self, "_raft") else 0

@@ -138,6 +138,7 @@ class PeerStatus:
     address: str
     connected: bool
     match_index: int  # the peer's log position as the leader knows it; -1 when not leading
+    refused: str = ""  # why the link was refused lately (a wrong secret...); "" if it was not
 
 
 @dataclass(frozen=True, slots=True)

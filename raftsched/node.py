@@ -340,6 +340,16 @@ class Node:
                 rss_bytes=rss_bytes(),
                 chain=self.state.chain.hex(),
             )
+            peers = [n for n in self.config.nodes if n.id != self.node_id]
+            for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
+                link = raft.peer(known_as)
+                reply.raft_peers.add(
+                    node_id=node.id,
+                    raft=node.raft,
+                    connected=link.connected,
+                    match_index=link.match_index,
+                    refused=link.refused,
+                )
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
@@ -359,6 +369,10 @@ class Node:
         for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
             link = raft.peer(known_as)
             out.peers.add(
-                node_id=node.id, raft=node.raft, connected=link.connected, match_index=link.match_index
+                node_id=node.id,
+                raft=node.raft,
+                connected=link.connected,
+                match_index=link.match_index,
+                refused=link.refused,
             )
         return out

@@ -141,9 +141,8 @@ class RaftPortGuard:
         unidentified connection counts for a peer on the same host."""
         now = self._clock()
         with self._lock:
-            seen = self._by_node.get(peer)
-            if seen is None:
-                seen = self._by_host.get(_host_of(peer))
+            found = [r for r in (self._by_node.get(peer), self._by_host.get(_host_of(peer))) if r]
+        seen = max(found) if found else None
         if seen is None or now - seen[0] > REFUSAL_SHOWN_S:
             return ""
         return seen[1]

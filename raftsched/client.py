@@ -16,6 +16,11 @@ Contract
     * Every other error is raised at once as its :mod:`raftsched.errors` exception
       (:class:`~raftsched.errors.NotFound`, :class:`~raftsched.errors.InvalidSpec`, ...).
     * Input the model can check (names, params) is validated locally, before any RPC.
+    * ``tls=TlsConfig(...)`` dials over TLS (a client certificate too, for mutual TLS); without it
+      the client dials plaintext. A handshake that fails for a reason retrying cannot fix
+      (plaintext against a TLS port or the reverse, an untrusted server certificate, a client
+      certificate missing or refused) raises :class:`~raftsched.errors.TlsError` at once, naming
+      the address and what to pass, instead of being retried.
 
 Threading: a client may be shared between threads; each call is independent. One gRPC channel per
 target is opened lazily and kept until :meth:`Client.close`.
@@ -49,10 +54,12 @@ from raftsched.errors import (
     NotLeader,
     RaftschedError,
     StaleEpoch,
+    TlsError,
     Unavailable,
     error_for_code,
 )
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
+from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -68,6 +75,7 @@ _BACKOFF_MAX_S: Final = 1.0
 _GENERATED: Any = pb_grpc
 # The one place the client waits; a module attribute so tests can record backoffs instead of waiting.
 _sleep: Callable[[float], None] = time.sleep
+_PROBE_INTERVAL_S: Final = 5.0  # at most one TLS probe per target in this long
 _BULK_RETRIES = 5  # rounds of resending the items of a bulk import refused as "unavailable"
 _monotonic: Callable[[], float] = time.monotonic
 
@@ -129,15 +137,26 @@ class Client:
 
     ``targets`` is ``"host:port,host:port"`` or a sequence of ``host:port`` strings: the nodes'
     gRPC addresses. ``timeout`` is the deadline of each attempt, in seconds; ``retries`` bounds the
-    attempts after the first. Raises :class:`InvalidSpec` for a malformed target list.
+    attempts after the first. ``tls`` dials over TLS (its files are read here, once). Raises
+    :class:`InvalidSpec` for a malformed target list or a TLS file that cannot be used.
     """
 
-    def __init__(self, targets: str | Sequence[str], *, timeout: float = 10.0, retries: int = 8) -> None:
+    def __init__(
+        self,
+        targets: str | Sequence[str],
+        *,
+        timeout: float = 10.0,
+        retries: int = 8,
+        tls: TlsConfig | None = None,
+    ) -> None:
         if timeout <= 0:
             raise InvalidSpec("timeout", f"must be > 0 seconds, got {timeout!r}")
         if retries < 0:
             raise InvalidSpec("retries", f"must be >= 0, got {retries!r}")
         self._targets = _parse_targets(targets)
+        self._tls = tls
+        self._credentials = tls.channel_credentials() if tls is not None else None
+        self._probed: dict[str, float] = {}  # target -> when it was last probed for TLS
         self._timeout = timeout
         self._retries = retries
         self._preferred = 0  # index into _targets of the node that last answered
@@ -312,7 +331,7 @@ class Client:
                 pb.NodeStatusRequest(), timeout=self._timeout
             )
         except grpc.RpcError as err:
-            outcome = _classify(err)
+            outcome = self._outcome(address, err)
             if isinstance(outcome, _Retry):
                 raise Unavailable(f"{address}: {outcome}") from None
             raise outcome from None
@@ -330,7 +349,8 @@ class Client:
             try:
                 views.append(NodeView(target, future.result()))
             except grpc.RpcError as err:
-                views.append(NodeView(target, None, _describe(err)))
+                problem = self._tls_problem(target, err)
+                views.append(NodeView(target, None, problem or _describe(err)))
         return _summarise(tuple(views))
 
     # -- workflows ---------------------------------------------------------------------------------
@@ -535,7 +555,7 @@ class Client:
             try:
                 reply = getattr(self._stub(target), method)(request, timeout=self._timeout)
             except grpc.RpcError as err:
-                outcome = _classify(err)
+                outcome = self._outcome(target, err)
                 if not isinstance(outcome, _Retry):
                     raise outcome from None
             else:
@@ -565,8 +585,30 @@ class Client:
             if channel is None:
                 # Nodes restart during failovers: keep reconnect backoff short (gRPC's default
                 # grows to two minutes) so a returning node is usable again quickly.
-                channel = self._channels[target] = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+                channel = self._channels[target] = sync_channel(
+                    target, self._tls, _CHANNEL_OPTIONS, self._credentials
+                )
         return _GENERATED.AdminStub(channel)
+
+    def _outcome(self, target: str, err: grpc.RpcError) -> RaftschedError | _Retry:
+        problem = self._tls_problem(target, err)
+        return TlsError(problem) if problem else _classify(err)
+
+    def _tls_problem(self, target: str, err: grpc.RpcError) -> str | None:
+        """A TLS misconfiguration behind an UNAVAILABLE, described; None for anything else."""
+        if err.code() != grpc.StatusCode.UNAVAILABLE:
+            return None
+        return diagnose_handshake(err.details() or "", target, self._tls, self._probe)
+
+    def _probe(self, target: str) -> bool | None:
+        # A node going down closes connections too: probe it at most once per interval, so a
+        # partition or a restart loop costs no more than one short TLS probe now and then.
+        now = _monotonic()
+        with self._lock:
+            if now - self._probed.get(target, -_PROBE_INTERVAL_S) < _PROBE_INTERVAL_S:
+                return None
+            self._probed[target] = now
+        return speaks_tls(target)
 
     def _prefer(self, target: str) -> None:
         with self._lock:

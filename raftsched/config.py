@@ -11,7 +11,12 @@ The value types validate again at construction, so a hand-built :class:`ClusterC
 in :mod:`raftsched.testing`) holds the same invariants as one read from a file.
 
 This module reads no clock and starts nothing. :func:`parse_config` reads one file at most: the
-``cluster.secret_file``, when given.
+``cluster.secret_file``, when given. The ``[tls]`` files are only named here; the node reads and
+checks them when it starts serving (:mod:`raftsched.security.tls`), and again on SIGHUP.
+
+Safe defaults: a configuration whose gRPC API would be reachable beyond this machine (any
+``grpc`` or ``grpc_bind`` address that is not loopback) is refused unless TLS *and*
+authentication are configured, or ``cluster.insecure = true`` says the exposure is deliberate.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ __all__ = [
     "RaftTuning",
     "SchedulerSettings",
     "StorageSettings",
+    "TlsSettings",
     "load_config",
     "parse_address",
     "parse_config",
@@ -263,6 +269,34 @@ def _map_size_problem(size: int) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """The ``[tls]`` table: TLS on the node's gRPC port (the Admin and Executor services).
+
+    ``cert_file`` is the node's PEM certificate chain (leaf first) and ``key_file`` its PEM private
+    key (unencrypted). ``ca_file`` holds the PEM CA certificates that client certificates are
+    checked against and that this node trusts when it dials other nodes; it is required when
+    ``require_client_cert`` is true (mutual TLS: a client without a certificate signed by that CA
+    is refused during the handshake). Paths are absolute when read from a file.
+
+    Raises :class:`ConfigError` if ``require_client_cert`` is set without ``ca_file``.
+    """
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path | None = None
+    require_client_cert: bool = False
+
+    def __post_init__(self) -> None:
+        if self.require_client_cert and self.ca_file is None:
+            raise ConfigError("TlsSettings", [_CLIENT_CERT_NEEDS_CA])
+
+
+_CLIENT_CERT_NEEDS_CA: Final = (
+    "tls.ca_file: required when tls.require_client_cert is true (client certificates are checked against it)"
+)
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """A whole, valid cluster configuration.
 
@@ -270,6 +304,10 @@ class ClusterConfig:
     addresses are unique (no raft address equals any grpc address either). ``secret`` is at least
     :data:`MIN_SECRET_LENGTH` characters and is left out of ``repr``. ``source`` names where the
     configuration came from (the file path as given) and is used in every error.
+
+    ``tls`` is the ``[tls]`` table (None: plaintext gRPC). ``insecure`` is ``cluster.insecure``:
+    only with it may a gRPC address that is not loopback go without TLS and authentication
+    (see :meth:`exposure_problems`).
 
     Raises :class:`ConfigError` if those invariants do not hold.
     """
@@ -281,6 +319,8 @@ class ClusterConfig:
     scheduler: SchedulerSettings = dataclasses.field(default_factory=SchedulerSettings)
     source: str = "<config>"
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
+    tls: TlsSettings | None = None
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
@@ -304,8 +344,38 @@ class ClusterConfig:
         ]
         problems.extend(_node_set_problems(keys))
         problems.extend(_raft_via_problems(keys))
+        if not problems:
+            problems.extend(self.exposure_problems())
         if problems:
             raise ConfigError(self.source, problems)
+
+    @property
+    def auth_configured(self) -> bool:
+        """Whether callers of the gRPC API must authenticate. Always False in this version: no
+        authentication exists yet, so an exposed API needs ``cluster.insecure = true``."""
+        return False
+
+    def exposure_problems(self) -> list[str]:
+        """The safe-defaults rule: each ``grpc``/``grpc_bind`` address that is not loopback, while
+        TLS or authentication is missing and ``insecure`` is not set. Empty when the rule holds."""
+        if self.insecure or (self.tls is not None and self.auth_configured):
+            return []
+        missing = []
+        if self.tls is None:
+            missing.append("TLS (the [tls] table)")
+        if not self.auth_configured:
+            missing.append("authentication (not available in this version)")
+        out = []
+        for i, n in enumerate(self.nodes):
+            for key, address in (("grpc", n.grpc), ("grpc_bind", n.grpc_bind)):
+                if address is not None and not is_loopback(address):
+                    out.append(
+                        f"nodes[{i}].{key}: {address} is not a loopback address, and serving the "
+                        f"gRPC API beyond this machine requires {' and '.join(missing)}; configure "
+                        "them, or set cluster.insecure = true to accept the exposure "
+                        "(anyone who reaches the port can then run commands on the executors)"
+                    )
+        return out
 
     def node(self, node_id: str) -> NodeConfig:
         """The node with this id. Raises :class:`ConfigError` (listing the known ids) if there is none."""
@@ -395,9 +465,17 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    _unknown_keys("", data, ("cluster", "raft", "scheduler", "storage", "nodes"), problems)
+    _unknown_keys("", data, ("cluster", "raft", "scheduler", "storage", "tls", "nodes"), problems)
 
-    name, secret = _parse_cluster(_table(data, "cluster", problems), base, problems)
+    cluster_table = _table(data, "cluster", problems)
+    name, secret = _parse_cluster(cluster_table, base, problems)
+    insecure = _parse_insecure(cluster_table, problems)
+    tls_table = data.get("tls", _MISSING)
+    tls = (
+        _parse_tls(_table(data, "tls", problems), base, problems)
+        if not isinstance(tls_table, _Missing)
+        else None
+    )
     raft = _parse_section(
         _table(data, "raft", problems), "raft", RaftTuning, _RAFT_RULES, _raft_relations, problems
     )
@@ -430,6 +508,8 @@ def parse_config(
         scheduler=scheduler,
         source=source,
         storage=storage,
+        tls=tls,
+        insecure=insecure,
     )
 
 
@@ -443,6 +523,20 @@ def _parse_storage(table: Mapping[str, object] | None, problems: list[str]) -> S
         problems.append(str(exc))
         return None
     return StorageSettings(map_size=size)
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``host:port`` names this machine only: a loopback IP literal (127.0.0.0/8, ::1)
+    or ``localhost`` (and names under ``.localhost``). Any other hostname counts as exposed:
+    what it resolves to is not known here. An unparseable address is not loopback."""
+    try:
+        host, _ = parse_address(address, "")
+    except InvalidSpec:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost" or host.endswith(".localhost")
 
 
 def parse_address(value: str, field: str) -> tuple[str, int]:
@@ -708,7 +802,7 @@ def _parse_cluster(
 ) -> tuple[str | None, str | None]:
     if table is None:
         return None, None
-    _unknown_keys("cluster", table, ("name", "secret", "secret_file"), problems)
+    _unknown_keys("cluster", table, ("name", "secret", "secret_file", "insecure"), problems)
 
     name: str | None = DEFAULT_CLUSTER_NAME
     if "name" in table:
@@ -727,6 +821,47 @@ def _parse_cluster(
         return name, _read_secret_file(table["secret_file"], base, problems)
     problems.append(_SECRET_REQUIRED)
     return name, None
+
+
+def _parse_insecure(table: Mapping[str, object] | None, problems: list[str]) -> bool:
+    if table is None or "insecure" not in table:
+        return False
+    value = table["insecure"]
+    if not isinstance(value, bool):
+        problems.append(f"cluster.insecure: expected a boolean (true or false), got {_type_name(value)}")
+        return False
+    return value
+
+
+_TLS_KEYS: Final = ("cert_file", "key_file", "ca_file", "require_client_cert")
+
+
+def _parse_tls(table: Mapping[str, object] | None, base: Path, problems: list[str]) -> TlsSettings | None:
+    if table is None:
+        return None
+    before = len(problems)
+    _unknown_keys("tls", table, _TLS_KEYS, problems)
+    paths: dict[str, Path | None] = {}
+    for name in ("cert_file", "key_file", "ca_file"):
+        if name in table:
+            paths[name] = _resolve_path(f"tls.{name}", table[name], base, problems)
+        elif name != "ca_file":
+            what = "the node's PEM certificate chain" if name == "cert_file" else "the node's PEM private key"
+            problems.append(f"tls.{name}: required ({what})")
+    require = table.get("require_client_cert", False)
+    if not isinstance(require, bool):
+        problems.append(
+            f"tls.require_client_cert: expected a boolean (true or false), got {_type_name(require)}"
+        )
+        require = False
+    if require and "ca_file" not in table:
+        problems.append(_CLIENT_CERT_NEEDS_CA)
+    cert_file, key_file = paths.get("cert_file"), paths.get("key_file")
+    if len(problems) > before or cert_file is None or key_file is None:
+        return None
+    return TlsSettings(
+        cert_file=cert_file, key_file=key_file, ca_file=paths.get("ca_file"), require_client_cert=require
+    )
 
 
 def _read_secret_file(value: object, base: Path, problems: list[str]) -> str | None:

@@ -6,10 +6,19 @@ child processes, installs sample tasks (one of them sharded), then prints every 
 cluster commits (nominal time, outcome, epoch, run) and every shard an executor finishes (which
 executor, how long after the nominal time it started, what the command printed). Ctrl-C stops
 everything.
+
+The demo runs with mutual TLS: unless the config has a ``[tls]`` table of its own, it makes a
+local CA, a node and a client certificate under ``data/tls`` next to the config
+(:func:`raftsched.security.certs.write_demo_pki`), writes the config with that ``[tls]`` to
+``data/demo-cluster.toml``, and prints how the CLI uses them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,10 +27,13 @@ from pathlib import Path
 from types import FrameType
 
 from raftsched.client import Client
+from raftsched.config import ClusterConfig, TlsSettings, load_config, parse_address
 from raftsched.errors import AlreadyExists, RaftschedError
 from raftsched.explain import iso
 from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.security.certs import DemoPki, write_demo_pki
+from raftsched.security.tls import TlsConfig, node_client_tls
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -93,7 +105,9 @@ def run_demo(config_path: str, duration: str = "0") -> int:
         )
     stop_after = float(duration)
     data = config.parent / "data"
-    cluster = LocalCluster(config, data / "logs")
+    clock = SystemClock()
+    demo_config, tls = with_demo_tls(config, data, clock)
+    cluster = LocalCluster(demo_config, data / "logs", tls=tls)
     executors: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -103,7 +117,6 @@ def run_demo(config_path: str, duration: str = "0") -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    clock = SystemClock()
     say(
         f"starting {len(cluster.config.nodes)} nodes and {len(EXECUTORS)} executors from {config} "
         f"(logs in {cluster.log_dir})"
@@ -115,9 +128,10 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"leader elected: {leader} (term {cluster.status(leader).term}); "
             f"gRPC targets {','.join(cluster.targets())}"
         )
+        say_tls_usage(cluster, demo_config)
         for name in EXECUTORS:
             executors.append(cluster.start_executor(name, slots=4, data_dir=data / name))
-        with Client(cluster.targets()) as client:
+        with Client(cluster.targets(), tls=tls) as client:
             for spec in SAMPLES:
                 try:
                     rec = client.add_task(spec)
@@ -159,6 +173,94 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                 proc.kill()
         cluster.stop()
     return 0
+
+
+def with_demo_tls(config_path: Path, data: Path, clock: SystemClock) -> tuple[Path, TlsConfig | None]:
+    """The config the demo runs and how its clients dial it: ``config_path`` as it is if it has
+    ``[tls]``; otherwise a copy with mutual TLS on certificates made under ``data/tls``."""
+    config = load_config(config_path)
+    if config.tls is not None:
+        return config_path, node_client_tls(config)
+    now = dt.datetime.fromtimestamp(clock.now_ms() / 1000, dt.UTC)
+    hosts = [parse_address(n.grpc, "grpc")[0] for n in config.nodes]
+    pki = write_demo_pki(data / "tls", hosts, now=now)
+    tls = TlsSettings(pki.node_cert, pki.node_key, pki.ca_file, require_client_cert=True)
+    path = data / "demo-cluster.toml"
+    data.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the Raft secret
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            config_toml(dataclasses.replace(config, tls=tls), f"written by raftsched demo from {config_path}")
+        )
+    return path, demo_client_tls(pki)
+
+
+def demo_client_tls(pki: DemoPki) -> TlsConfig:
+    return TlsConfig(ca_file=pki.ca_file, cert_file=pki.client_cert, key_file=pki.client_key)
+
+
+def say_tls_usage(cluster: LocalCluster, config_path: Path) -> None:
+    tls = cluster.tls
+    if tls is None:
+        say("TLS is off (the config's nodes serve plaintext gRPC)")
+        return
+    required = cluster.config.tls is not None and cluster.config.tls.require_client_cert
+    say(
+        f"TLS is on{' (mutual: clients need a certificate)' if required else ''}; "
+        f"config {config_path}. Use the cluster from another shell with:"
+    )
+    flags = " ".join(cluster.tls_arguments())
+    say(f"  raftsched --cluster {','.join(cluster.targets())} {flags} status")
+    env = [
+        f"{name}={path}"
+        for name, path in (
+            ("RAFTSCHED_TLS_CA", tls.ca_file),
+            ("RAFTSCHED_TLS_CERT", tls.cert_file),
+            ("RAFTSCHED_TLS_KEY", tls.key_file),
+        )
+        if path is not None
+    ]
+    say(f"  or: export RAFTSCHED_CLUSTER={','.join(cluster.targets())} {' '.join(env)}")
+
+
+def config_toml(config: ClusterConfig, comment: str) -> str:
+    """``config`` as a TOML file that :func:`raftsched.config.load_config` reads back equal
+    (paths absolute, every [raft] and [scheduler] value spelled out)."""
+
+    def value(v: object) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        return json.dumps(str(v))  # a JSON string is a TOML basic string
+
+    lines = [f"# {comment}", "[cluster]", f"name = {value(config.name)}", f"secret = {value(config.secret)}"]
+    if config.insecure:
+        lines.append("insecure = true")
+    for table, section in (("raft", config.raft), ("scheduler", config.scheduler)):
+        lines += ["", f"[{table}]"]
+        lines += [f"{f.name} = {value(getattr(section, f.name))}" for f in dataclasses.fields(section)]
+    if config.tls is not None:
+        t = config.tls
+        lines += ["", "[tls]", f"cert_file = {value(t.cert_file)}", f"key_file = {value(t.key_file)}"]
+        if t.ca_file is not None:
+            lines.append(f"ca_file = {value(t.ca_file)}")
+        lines.append(f"require_client_cert = {value(t.require_client_cert)}")
+    for n in config.nodes:
+        lines += [
+            "",
+            "[[nodes]]",
+            f"id = {value(n.id)}",
+            f"raft = {value(n.raft)}",
+            f"grpc = {value(n.grpc)}",
+        ]
+        lines.append(f"data_dir = {value(n.data_dir)}")
+        if n.grpc_bind is not None:
+            lines.append(f"grpc_bind = {value(n.grpc_bind)}")
+        if n.raft_via:
+            pairs = ", ".join(f"{value(peer)} = {value(via)}" for peer, via in n.raft_via)
+            lines.append(f"raft_via = {{ {pairs} }}")
+    return "\n".join(lines) + "\n"
 
 
 def say(text: str) -> None:

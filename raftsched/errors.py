@@ -193,6 +193,16 @@ class Unavailable(RaftschedError):
     code = "unavailable"
 
 
+class TlsError(RaftschedError):
+    """A TLS handshake with a node failed for a reason that retrying cannot fix: plaintext against
+    a TLS port or the reverse, a server certificate the CA does not vouch for, a client
+    certificate missing or refused. The message names the address and what to pass. Nothing
+    was sent; fix the TLS settings (``--tls-ca``/``--tls-cert``/``--tls-key``, ``TlsConfig``).
+    """
+
+    code = "tls_handshake"
+
+
 class SnapshotFormatError(RaftschedError):
     """A snapshot was written by a newer (or unknown) format version and cannot be restored."""
 

@@ -22,6 +22,7 @@ from typing import TypeVar
 import grpc
 
 from raftsched.config import ClusterConfig, load_config
+from raftsched.security.tls import TlsConfig, node_client_tls, sync_channel
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -86,15 +87,22 @@ def write_config(
 
 @dataclass
 class LocalCluster:
-    """Processes of one cluster described by ``config_path``."""
+    """Processes of one cluster described by ``config_path``.
+
+    ``tls`` is how this class and the executors it starts dial the nodes; by default, when the
+    config has ``[tls]``, its CA and the node certificate (:func:`node_client_tls`).
+    """
 
     config_path: Path
     log_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    tls: TlsConfig | None = None
 
     def __post_init__(self) -> None:
         self.config = load_config(self.config_path)
+        if self.tls is None:
+            self.tls = node_client_tls(self.config)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._channels: dict[str, grpc.Channel] = {}
 
@@ -144,6 +152,7 @@ class LocalCluster:
                     str(slots),
                     "--data-dir",
                     str(data),
+                    *self.tls_arguments(),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -151,6 +160,21 @@ class LocalCluster:
             )
         finally:
             out.close()
+
+    def tls_arguments(self) -> list[str]:
+        """``--tls-ca/--tls-cert/--tls-key`` for a program dialling this cluster as this class does."""
+        tls = self.tls
+        if tls is None:
+            return []
+        out: list[str] = []
+        for flag, path in (
+            ("--tls-ca", tls.ca_file),
+            ("--tls-cert", tls.cert_file),
+            ("--tls-key", tls.key_file),
+        ):
+            if path is not None:
+                out += [flag, str(path)]
+        return out
 
     def kill(self, node_id: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.get(node_id)
@@ -211,9 +235,10 @@ class LocalCluster:
         ch = self._channels.get(node_id)
         if ch is None:
             # Short reconnect backoff: nodes are killed and restarted all the time here.
-            ch = grpc.insecure_channel(
+            ch = sync_channel(
                 self.admin_of(node_id),
-                options=[("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
+                self.tls,
+                [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
             )
             self._channels[node_id] = ch
         return pb_grpc.AdminStub(ch)  # generated, untyped

@@ -28,8 +28,9 @@ from raftsched.abc import (
     RaftStatus,
     StoreFailed,
 )
-from raftsched.config import ClusterConfig
+from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
+from raftsched.errors import ConfigError
 from raftsched.fsm.effects import AttemptReady, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
@@ -40,6 +41,7 @@ from raftsched.metrics import LatenessLog, rss_bytes
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.security.tls import ServerTls
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
 from raftsched.timing.schedule import MisfireSettings
@@ -63,6 +65,8 @@ class Node:
         self.config = config
         self.me = config.node(node_id)
         self.node_id = node_id
+        # Read and check the certificate files now: a bad [tls] stops the node before it joins Raft.
+        self.server_tls = ServerTls(config.tls) if config.tls is not None else None
         self.clock: Clock = clock or SystemClock()
         s = config.scheduler
         self.retention = Retention(
@@ -118,6 +122,25 @@ class Node:
         for hundreds of milliseconds under load - long enough to lose the leader.
         """
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        tls = self.server_tls
+        host = parse_address(self.me.grpc, "grpc")[0]
+        if tls is not None and not tls.names_host(host):
+            log.warning(
+                "tls.cert_file %s does not name %s (the host of this node's grpc address): clients "
+                "dialling %s will refuse the certificate; add it to the subject alternative names",
+                tls.settings.cert_file,
+                host,
+                self.me.grpc,
+            )
+        if self.config.insecure:
+            log.warning(
+                "cluster.insecure = true: the gRPC API on %s is served %s; anyone who can reach it "
+                "can run commands on the executors",
+                self.me.grpc_listen,
+                "with TLS but without authentication"
+                if self.server_tls is not None
+                else "without TLS and without authentication",
+            )
         # A node holds millions of long-lived objects (tasks, wheel entries). A full cyclic GC
         # pass over them holds the GIL for seconds; freeze what is loaded now and keep freezing
         # (see _flush_loop) so collections only scan young objects. Refcounting still frees
@@ -184,13 +207,20 @@ class Node:
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-        bound = server.add_insecure_port(self.me.grpc_listen)
+        if self.server_tls is not None:
+            bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
+        else:
+            bound = server.add_insecure_port(self.me.grpc_listen)
         if not bound:
             raise OSError(f"cannot bind gRPC on {self.me.grpc_listen}")
         await server.start()
         self._server = server
         log.info(
-            "node %s serving gRPC on %s (advertised as %s)", self.node_id, self.me.grpc_listen, self.me.grpc
+            "node %s serving gRPC on %s (advertised as %s), %s",
+            self.node_id,
+            self.me.grpc_listen,
+            self.me.grpc,
+            self._transport_description(),
         )
         try:
             # Until stopped, or until the store fails (then the caller exits non-zero).
@@ -205,6 +235,34 @@ class Node:
                     w.cancel()
         finally:
             await server.stop(grace=1.0)
+
+    def reload_tls(self) -> bool:
+        """Re-read the ``[tls]`` certificate, key and CA files (what SIGHUP does for
+        ``raftsched-node``): handshakes from now on use them; open connections are not cut.
+
+        Returns True if the new files are in use. A file that cannot be read or does not match
+        is logged and the certificates in use stay in use (False). The file paths are the ones
+        the node started with; the config file itself is not read again.
+        """
+        if self.server_tls is None:
+            log.warning("TLS reload asked for, but this node has no [tls]: nothing to reload")
+            return False
+        try:
+            summary = self.server_tls.reload()
+        except ConfigError as bad:
+            log.error("TLS reload failed; the current certificate stays in use: %s", "; ".join(bad.problems))
+            return False
+        log.info("TLS certificates reloaded: new handshakes present %s", summary)
+        return True
+
+    def _transport_description(self) -> str:
+        tls = self.server_tls
+        if tls is None:
+            return "plaintext (no [tls])"
+        clients = (
+            "client certificates required" if tls.settings.require_client_cert else "no client certificates"
+        )
+        return f"TLS ({clients}; certificate {tls.summary})"
 
     def _flush_loop(self) -> None:
         while not self._flusher_stop.wait(1.0):

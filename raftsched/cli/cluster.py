@@ -11,32 +11,61 @@ from raftsched.cli.render import print_json, print_table, to_dict
 
 if TYPE_CHECKING:
     from raftsched.client import Client, ClusterView
+    from raftsched.config import ClusterConfig
+    from raftsched.security.tls import TlsConfig
 
-__all__ = ["CLUSTER_ENV", "cmd_status", "connect"]
+__all__ = ["CLUSTER_ENV", "TLS_HELP", "add_tls_options", "cmd_status", "connect", "tls_from_args"]
 
 CLUSTER_ENV = "RAFTSCHED_CLUSTER"
+TLS_HELP = (
+    "TLS: each of --tls-ca/--tls-cert/--tls-key, else $RAFTSCHED_TLS_CA/CERT/KEY, else the "
+    "--config file's [tls] (its CA, and the node certificate as client certificate); none of "
+    "them: plaintext."
+)
+
+
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (read by :func:`tls_from_args`)."""
+    parser.add_argument(
+        "--tls-ca", metavar="FILE", help="PEM CA certificate(s) the nodes' certificates must chain to"
+    )
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="PEM client certificate (for nodes that require one)"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
+
+
+def tls_from_args(args: argparse.Namespace, config: ClusterConfig | None) -> TlsConfig | None:
+    """The TLS the options, the environment or ``config`` ask for (see :data:`TLS_HELP`)."""
+    from raftsched.security.tls import client_tls  # lazily: it loads gRPC
+
+    return client_tls(args.tls_ca, args.tls_cert, args.tls_key, config=config)
 
 
 def connect(args: argparse.Namespace) -> Client:
-    """A client for the cluster the global options (or the environment) name.
+    """A client for the cluster the global options (or the environment) name, over TLS when
+    the TLS options, environment or config ask for it.
 
-    Raises UsageError when none is given, ConfigError for a bad ``--config`` file."""
+    Raises UsageError when none is given, ConfigError for a bad ``--config`` file, InvalidSpec
+    for a TLS file that cannot be used."""
     from raftsched.client import Client  # lazily: 'cron preview' and --help need no gRPC
 
     targets: str | list[str]
+    config: ClusterConfig | None = None
     if args.cluster is not None:
         targets = args.cluster
     elif args.config is not None:
         from raftsched.config import load_config
 
-        targets = load_config(args.config).grpc_targets()
+        config = load_config(args.config)
+        targets = config.grpc_targets()
     elif os.environ.get(CLUSTER_ENV, "").strip():
         targets = os.environ[CLUSTER_ENV]
     else:
         raise UsageError(
             f"no cluster given: use --cluster HOST:PORT,... or --config FILE, or set {CLUSTER_ENV}"
         )
-    return Client(targets, timeout=args.rpc_timeout)
+    return Client(targets, timeout=args.rpc_timeout, tls=tls_from_args(args, config))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -72,7 +101,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"warning: {warning}")
     if not view.reachable:
         tried = ", ".join(n.target for n in view.nodes)
-        return fail(f"no node reachable (tried {tried})", 1)
+        # One reason, when all agree (a TLS mismatch says so for every node): it is the fix.
+        reasons = {n.error.replace(n.target, "NODE") for n in view.nodes}
+        why = f": {view.nodes[0].error}" if len(reasons) == 1 else ""
+        return fail(f"no node reachable (tried {tried}){why}", 1)
     return 0
 
 

@@ -7,18 +7,21 @@ import os
 import sys
 from collections.abc import Sequence
 
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
 from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
-from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.errors import ConfigError, InvalidSpec, TlsError
 
 __all__ = ["executor_main"]
 
 
 def executor_main(argv: Sequence[str] | None = None) -> int:
     """``raftsched-executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR``."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
     parser = ArgParser(
-        prog="raftsched-executor", description="Run a raftsched executor until SIGTERM/SIGINT."
+        prog="raftsched-executor",
+        description="Run a raftsched executor until SIGTERM/SIGINT.",
+        epilog=TLS_HELP,
     )
     parser.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
     parser.add_argument(
@@ -36,6 +39,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
+    add_tls_options(parser)
     add_log_level_option(parser)
     try:
         try:
@@ -44,10 +48,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             return done.code if isinstance(done.code, int) else 0
         configure_logging(args.log_level)
         targets = args.cluster or os.environ.get(CLUSTER_ENV, "")
+        config = None
         if args.config:
             from raftsched.config import load_config
 
-            targets = ",".join(load_config(args.config).grpc_targets())
+            config = load_config(args.config)
+            targets = ",".join(config.grpc_targets())
         if not targets:
             raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
@@ -60,6 +66,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             data_dir=args.data_dir,
             labels=labels,
             map_size=args.map_size,
+            tls=tls_from_args(args, config),
         )
 
         async def serve() -> None:
@@ -73,3 +80,5 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         return fail(config_message(exc), 2, prog="raftsched-executor")
     except InvalidSpec as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
+    except TlsError as exc:
+        return fail(str(exc), 1, prog="raftsched-executor")

@@ -1,4 +1,5 @@
-"""``raftsched-node`` (``python -m raftsched.cli.node``): run one node until SIGTERM/SIGINT.
+"""``raftsched-node`` (``python -m raftsched.cli.node``): run one node until SIGTERM/SIGINT;
+SIGHUP reloads its TLS certificates.
 
 The process around a :class:`raftsched.node.Node`: logging, SIGTERM/SIGINT, the test clock hook,
 and the exit status. The node itself (pysyncobj, LMDB, the gRPC server) is imported only when
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -54,6 +56,8 @@ def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
 
     async def main() -> None:
         stop = stop_on_signals()
+        # SIGHUP: new certificates from the [tls] files, without a restart.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, node.reload_tls)
         try:
             await node.serve(stop)
         finally:

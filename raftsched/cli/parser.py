@@ -8,12 +8,13 @@ No scheduling logic lives in the CLI: commands parse arguments, call :class:`raf
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftsched.cli import cluster, cron, tasks, workflows
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -35,11 +36,12 @@ from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, Raftsche
 from raftsched.model import Misfire, Overlap, RunState
 from raftsched.timing.cron import MAX_PREVIEW
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "quiet_grpc_core"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``raftsched``: the admin CLI. Returns the exit status."""
+    quiet_grpc_core()
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         try:
@@ -66,13 +68,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
+def quiet_grpc_core() -> None:
+    """Keep gRPC core's own INFO lines (one per failed TLS handshake) off a program's stderr: the
+    program reports the failure itself, in one line. Effective only before gRPC is imported;
+    an explicit ``GRPC_VERBOSITY`` wins."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raftsched`` argument parser. Each leaf command sets ``run_command``."""
     parser = ArgParser(
         prog="raftsched",
         description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
         "Global options go before the command.",
-        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TIME_HELP}",
+        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TLS_HELP}\n{TIME_HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     where = parser.add_mutually_exclusive_group()
@@ -88,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="deadline of each RPC attempt (default: 10)",
     )
+    add_tls_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     task = commands.add_parser("task", help="add, update, list, show, delete, enable or disable tasks")

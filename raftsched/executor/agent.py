@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, TransportError
 from raftsched.config import DEFAULT_MAP_SIZE, parse_address, parse_map_size
-from raftsched.errors import InvalidSpec
+from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.runners import (
     AttemptContext,
@@ -40,13 +40,17 @@ from raftsched.executor.runners import (
     SubprocessRunner,
 )
 from raftsched.model import validate_name
-from raftsched.rpc.executor_client import GrpcExecutorTransport
+from raftsched.rpc.executor_client import TLS_CODE, GrpcExecutorTransport
+from raftsched.security.tls import TlsConfig
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 H = TypeVar("H", bound=Callable[..., Any])
+
+
+_TLS_WARN_INTERVAL_S = 10.0
 
 
 class LeaderLost(Exception):
@@ -56,7 +60,8 @@ class LeaderLost(Exception):
 class Executor:
     """One executor; see the module docstring for its contract.
 
-    ``transport`` defaults to gRPC; ``execution_log`` to an LMDB log in ``data_dir``, which
+    ``transport`` defaults to gRPC (over TLS with ``tls``; give one or the other);
+    ``execution_log`` to an LMDB log in ``data_dir``, which
     :meth:`run` opens (creating the directory), fsyncs every second and closes when it returns.
     A log passed in is the caller's to open, flush and close: ``run`` only reads and writes it
     (so a simulated restart can hand the same log to a new agent). ``map_size`` bounds that
@@ -79,6 +84,7 @@ class Executor:
         execution_log: ExecutionLog | None = None,
         command_runner: CommandRunner | None = None,
         map_size: int | str = DEFAULT_MAP_SIZE,
+        tls: TlsConfig | None = None,
     ) -> None:
         validate_name(name, "executor.name")
         self.map_size = parse_map_size(map_size, "executor.map_size")
@@ -98,7 +104,11 @@ class Executor:
         self.subprocess: CommandRunner = command_runner or SubprocessRunner(
             grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name}
         )
-        self.transport: ExecutorTransport = transport or GrpcExecutorTransport()
+        if transport is not None and tls is not None:
+            raise InvalidSpec("tls", "give tls or a transport, not both (the transport owns its channels)")
+        self.transport: ExecutorTransport = transport or GrpcExecutorTransport(tls)
+        self._registered_once = False
+        self._tls_warned = -_TLS_WARN_INTERVAL_S
         self._store = execution_log
         self._log: DedupeLog | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -149,7 +159,18 @@ class Executor:
                     target = await self._register(target)
                     await self._serve(target, stop)
                 except (LeaderLost, TransportError) as exc:
-                    log.info("%s: lost %s (%s); finding the leader", self.name, target, exc)
+                    if isinstance(exc, TransportError) and exc.code == TLS_CODE:
+                        if not self._registered_once:
+                            # A configuration mistake, not an outage: say so and stop.
+                            raise TlsError(exc.details) from None
+                        # Once registered, a certificate rotation may be under way: keep trying,
+                        # and say so every few seconds rather than on every attempt.
+                        now = self.clock.monotonic()
+                        if now - self._tls_warned >= _TLS_WARN_INTERVAL_S:
+                            self._tls_warned = now
+                            log.warning("%s: %s", self.name, exc.details)
+                    else:
+                        log.info("%s: lost %s (%s); finding the leader", self.name, target, exc)
                     target_index += 1
                     await _sleep_or_stop(stop, 0.2)
         finally:
@@ -187,6 +208,7 @@ class Executor:
             # attempts runs out (a fixed 5 s timeout outlived a 2 s lease: healthy executors were
             # declared dead while the old leader was paused - found by the chaos suite).
             self._rpc_timeout_s = max(0.2, reply.lease_ms / 3000)
+            self._registered_once = True
             log.info(
                 "%s: registered with %s (epoch %d, %d slots)", self.name, target, reply.epoch, self.slots
             )

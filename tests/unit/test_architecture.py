@@ -55,6 +55,7 @@ ADAPTERS = {
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
     "yaml": {"workflow/yaml_reader.py"},
+    "cryptography": {"security/certs.py"},
 }
 
 

@@ -249,6 +249,7 @@ def test_secret_is_not_in_repr() -> None:
 def test_addresses_are_stored_in_canonical_form() -> None:
     data = valid_data(2)
     node(data, 0).update({"raft": "[0:0:0:0:0:0:0:1]:07001", "grpc": "Node-1.Example:7101"})
+    table(data, "cluster")["insecure"] = True  # an exposed, plaintext API must be asked for
 
     config = parse_config(data)
 
@@ -272,6 +273,7 @@ def test_grpc_bind_and_raft_via_put_proxies_between_nodes() -> None:
     data = valid_data()
     node(data, 0)["raft"] = "127.0.0.2:7001"
     node(data, 0)["grpc_bind"] = "0.0.0.0:7201"  # a wildcard is fine to listen on
+    table(data, "cluster")["insecure"] = True  # (it exposes the API: safe defaults refuse it otherwise)
     node(data, 0)["raft_via"] = {"n2": "127.0.0.1:17002", "n3": "127.0.0.1:17003"}
 
     config = parse_config(data)
@@ -672,7 +674,7 @@ def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
         parse_config(data, source="cluster.toml", base_dir=tmp_path)
 
     expected = [
-        "extra: unknown key (expected one of: cluster, raft, scheduler, storage, nodes)",
+        "extra: unknown key (expected one of: cluster, raft, scheduler, storage, tls, nodes)",
         "cluster.nmae: unknown key (did you mean 'name'?)",
         "cluster.secret: too short (5 characters; at least 16 required)",
         "raft.append_entries_period: must be > 0, got -1.0",

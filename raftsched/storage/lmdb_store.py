@@ -49,35 +49,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, ClassVar, NamedTuple
+from typing import Any, BinaryIO, ClassVar
 
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_env import INDEX as _INDEX
 from raftsched.storage.lmdb_env import MAX_KEY as _MAX_KEY
+from raftsched.storage.lmdb_env import StoreUsage
 from raftsched.storage.lmdb_env import valid_key as _valid_key
+
+__all__ = ["LmdbReader", "LmdbStore", "StoreUsage"]
 
 log = logging.getLogger(__name__)
 
 _get_ident = threading.get_ident
 
-USAGE_WARN_FRACTION = 0.8
 _USAGE_CHECK_S = 5.0  # how often commit looks at the map's fill level
-_USAGE_WARN_EVERY_S = 60.0  # the warning is repeated at most this often
 
 # fault(operation) is called before LMDB commits ("commit", "replace_all"); it raises to
 # simulate a disk failure through the real failure path (tests).
 Fault = Callable[[str], None]
-
-
-class StoreUsage(NamedTuple):
-    """How full the store's map is: ``used_bytes`` of ``map_bytes`` (LMDB never shrinks it)."""
-
-    used_bytes: int
-    map_bytes: int
-
-    @property
-    def fraction(self) -> float:
-        return self.used_bytes / self.map_bytes if self.map_bytes else 0.0
 
 
 _STATE_DB = b"state"
@@ -357,7 +347,9 @@ class LmdbStore:
         self._failure: BaseException | None = None
         self._fault = fault
         self._next_usage_check = 0.0
-        self._next_usage_warning = 0.0
+        self._alarm = lmdb_env.UsageAlarm(
+            f"LMDB store {self._dir}", "storage.map_size (a full store stops this node)", log
+        )
         self._closed = False
         self._env: Any = None
         self._state_db: Any = None
@@ -557,20 +549,7 @@ class LmdbStore:
         now = time.monotonic()
         if now >= self._next_usage_check:
             self._next_usage_check = now + _USAGE_CHECK_S
-            self._warn_if_nearly_full(now)
-
-    def _warn_if_nearly_full(self, now: float) -> None:
-        usage = self.usage()
-        if usage.fraction >= USAGE_WARN_FRACTION and now >= self._next_usage_warning:
-            self._next_usage_warning = now + _USAGE_WARN_EVERY_S
-            log.warning(
-                "LMDB store %s is %.0f%% full (%d of %d bytes); raise storage.map_size (or free "
-                "disk) before it fills: a full store stops this node",
-                self._dir,
-                usage.fraction * 100,
-                usage.used_bytes,
-                usage.map_bytes,
-            )
+            self._alarm.check(self.usage())
 
     def failure(self) -> BaseException | None:
         """The first LMDB or disk error of the write path (map full, ``ENOSPC``, ``EIO``), or None.

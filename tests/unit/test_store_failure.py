@@ -21,6 +21,7 @@ from raftsched.leader import writes
 from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.replica import Replica
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore, StoreUsage
 
 T0 = 1_700_000_040_000
@@ -189,3 +190,21 @@ def test_storage_map_size_in_the_cluster_config(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="between 256KiB and 1PiB"):
         parse_config({**base, "storage": {"map_size": 1024}}, base_dir=tmp_path)
+
+
+def test_the_execution_log_reports_usage_and_warns_on_flush(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="raftsched.storage.lmdb_execlog")
+    with LmdbExecutionLog(tmp_path, map_size=1 << 20, sync=False) as execlog:
+        assert execlog.usage().map_bytes == 1 << 20
+        execlog.flush()
+        assert not caplog.records
+        i = 0
+        while execlog.usage().fraction < 0.8:
+            execlog.insert_many([(f"e{i}-{j}", b"v" * 2000) for j in range(10)])
+            i += 1
+        execlog.flush()
+        execlog.flush()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "--map-size" in warnings[0], warnings

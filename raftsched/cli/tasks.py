@@ -292,7 +292,7 @@ def cmd_run_show(args: argparse.Namespace) -> int:
     print()
     if run.timeline_dropped:
         print(f"({run.timeline_dropped} older entries dropped: the timeline keeps {len(run.timeline)})")
-    print_table(["AT (UTC)", "EVENT"], [[iso(e.at_ms), describe(e)] for e in run.timeline])
+    print_table(["AT (UTC)", "EVENT"], [[iso(e.at_ms), describe(e, iso)] for e in run.timeline])
     return 0
 
 

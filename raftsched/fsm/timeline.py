@@ -13,6 +13,8 @@ assigned attempt to its executor is leader-local and is not in the log.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from raftsched.v1 import records_pb2 as pb
 
 #: Entries kept per run; past it the oldest entries after "created" are dropped and counted.
@@ -51,8 +53,8 @@ def note(
     )
 
 
-def describe(entry: pb.TimelineEntry) -> str:
-    """One line for an entry, without its time (the CLI and the SDK's callers print it)."""
+def describe(entry: pb.TimelineEntry, fmt: Callable[[int], str] = str) -> str:
+    """One line for an entry, without its own time; ``fmt`` renders the retry time (ms)."""
     where = f"shard {entry.shard} attempt {entry.attempt}" if entry.attempt else ""
     parts = [entry.event or pb.WorkflowTaskState.Name(entry.state).lower()]
     if where:
@@ -66,7 +68,7 @@ def describe(entry: pb.TimelineEntry) -> str:
             parts.append(f"exit {entry.exit_code}")
         parts.append(f"in {entry.duration_ms} ms")
     if entry.retry_at_ms:
-        parts.append(f"not before {entry.retry_at_ms}")
+        parts.append(f"not before {fmt(entry.retry_at_ms)}")
     if entry.reason:
         parts.append(f"({entry.reason})")
     return " ".join(parts)

@@ -33,7 +33,12 @@ _MISFIRE_TO_PB = {
     Misfire.SKIP: pb.MISFIRE_SKIP,
 }
 MISFIRE_FROM_PB = {v: k for k, v in _MISFIRE_TO_PB.items()} | {pb.MISFIRE_UNSPECIFIED: Misfire.LATEST}
-_OVERLAP_TO_PB = {Overlap.SKIP: pb.OVERLAP_SKIP, Overlap.ALLOW: pb.OVERLAP_ALLOW}
+_OVERLAP_TO_PB = {
+    Overlap.SKIP: pb.OVERLAP_SKIP,
+    Overlap.ALLOW: pb.OVERLAP_ALLOW,
+    Overlap.BUFFER_ONE: pb.OVERLAP_BUFFER_ONE,
+    Overlap.REPLACE: pb.OVERLAP_REPLACE,
+}
 OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()} | {pb.OVERLAP_UNSPECIFIED: Overlap.SKIP}
 
 OUTCOME_TO_PB = {
@@ -100,6 +105,9 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         namespace=spec.namespace,
         params_json=spec.params_json,
         description=spec.description,
+        resource_cpu=spec.resource_cpu,
+        resource_memory_mb=spec.resource_memory_mb,
+        selector=dict(spec.selector),
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -146,6 +154,9 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "namespace": msg.namespace or "default",
         "params_json": msg.params_json,
         "description": msg.description,
+        "resource_cpu": msg.resource_cpu,
+        "resource_memory_mb": msg.resource_memory_mb,
+        "selector": tuple(sorted(msg.selector.items())),
     }
 
 

@@ -45,6 +45,8 @@ MISFIRE_SKIP: _records_pb2.MisfirePolicy
 OVERLAP_UNSPECIFIED: _records_pb2.OverlapPolicy
 OVERLAP_SKIP: _records_pb2.OverlapPolicy
 OVERLAP_ALLOW: _records_pb2.OverlapPolicy
+OVERLAP_BUFFER_ONE: _records_pb2.OverlapPolicy
+OVERLAP_REPLACE: _records_pb2.OverlapPolicy
 OUTCOME_UNSPECIFIED: _records_pb2.FireOutcome
 FIRED: _records_pb2.FireOutcome
 COALESCED: _records_pb2.FireOutcome
@@ -692,7 +694,7 @@ class ListExecutorsReply(_message.Message):
     def __init__(self, executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., node_id: _Optional[str] = ..., leader_view: _Optional[bool] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("name", "slots", "labels")
+    __slots__ = ("name", "slots", "labels", "cpu", "memory_mb")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -703,10 +705,14 @@ class RegisterRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    cpu: float
+    memory_mb: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("epoch", "lease_ms", "heartbeat_ms")

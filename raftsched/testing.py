@@ -263,6 +263,7 @@ class SimHarness:
         state = SchedulerState.load(store, self.retention)
         driver = LeaderDriver(state, node_id, self.misfire)
         dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
+        driver.hold_fires = dispatcher.overlap_unknown
         node = SimNodeState(node_id, store, state, None, driver, dispatcher)  # type: ignore[arg-type]
 
         def sink(effects: tuple[Effect, ...]) -> None:

@@ -37,6 +37,15 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--name", required=True, help="this executor's unique name")
     parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
+    parser.add_argument(
+        "--cpu", type=float, default=0.0, help="cpu capacity for tasks' declared cpu (default: not declared)"
+    )
+    parser.add_argument(
+        "--memory",
+        default="0",
+        metavar="SIZE",
+        help="memory capacity for tasks' declared memory, e.g. 8GiB or 512MiB (default: not declared)",
+    )
     parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
     parser.add_argument(
         "--map-size",
@@ -76,6 +85,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         try:
             from raftsched.executor.agent import Executor
             from raftsched.security.tokens import resolve_token
+            from raftsched.sharding.placement import parse_memory_mb
 
             token = resolve_token(args.token, args.token_file)
             executor = Executor(
@@ -88,6 +98,8 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 tls=tls_from_args(args, config),
                 http=args.http,
                 token=token,
+                cpu=args.cpu,
+                memory_mb=parse_memory_mb(args.memory, "--memory"),
             )
 
             async def serve() -> None:

@@ -554,6 +554,17 @@ class SchedulerState:
             self._needs[key] = need
         return need
 
+    def need_hint(self, task: str, run_id: str) -> Need:
+        """The need of ``run_id``'s attempts, for the dispatcher (any thread): from the task's
+        current spec when it declares nothing (the common case, two lookups), else from the run.
+        The state machine checks the need of the run itself when the assignment applies."""
+        st = self.tasks.get(task)
+        if st is not None and not (st.spec.resource_cpu or st.spec.resource_memory_mb or st.spec.selector):
+            return NO_NEED
+        with self.lock:
+            run = self.active_run(run_id)
+            return self.need_for_run(run) if run is not None else NO_NEED
+
     def _check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """Flag ``st`` (and alert once) when no live executor could ever run an attempt needing
         ``need``; clear the flag when one could."""
@@ -681,7 +692,8 @@ class SchedulerState:
                 log.debug("fire batch entry for %s refused: %s", tf.task, problem)
                 continue
             for fire in tf.fires:
-                outcome, reason, run_id = fire.outcome, fire.reason, ""
+                outcome: int = fire.outcome
+                reason, run_id = fire.reason, ""
                 if not st.enabled:
                     outcome, reason = pb.SKIPPED_DISABLED, "task disabled when the fire was committed"
                 elif outcome == pb.FIRED and st.active_runs > 0 and st.spec.overlap != Overlap.ALLOW:

@@ -41,12 +41,17 @@ def set_executor_join(
     labels: Mapping[str, str],
     principal: str = "",
     namespaces: Sequence[str] = (),
+    cpu: float = 0.0,
+    memory_mb: int = 0,
 ) -> None:
     """Make ``cmd`` an executor join; ``principal`` (auth on) binds the name to it, and the
-    executor receives work of ``namespaces`` only (empty: every namespace)."""
+    executor receives work of ``namespaces`` only (empty: every namespace). ``cpu`` and
+    ``memory_mb`` are its capacity for tasks' declared needs (0: not declared)."""
     cmd.executor_join.name = name
     cmd.executor_join.slots = slots
     cmd.executor_join.labels.update(labels)
+    cmd.executor_join.cpu = cpu
+    cmd.executor_join.memory_mb = memory_mb
     if principal:
         cmd.executor_join.principal = principal
         cmd.executor_join.namespaces.extend(namespaces)

@@ -36,6 +36,18 @@ def _covers(rec: pb.FireRecord, at_ms: int) -> bool:
 def explain(
     task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: pb.Run | None
 ) -> pb.ExplainReply:
+    out = _explain(task, at_ms, records, run)
+    # Placement problems are part of why a fire has not run, whatever the record says.
+    if task.unplaceable:
+        out.details.append(f"unplaceable: {task.unplaceable}; its attempts wait for a fitting executor")
+    if out.run.held:
+        out.details.append("the run is buffered behind the task's running run (overlap=buffer_one)")
+    return out
+
+
+def _explain(
+    task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: pb.Run | None
+) -> pb.ExplainReply:
     name = task.spec.name
     out = pb.ExplainReply()
     for rec in records:

@@ -20,6 +20,7 @@ from raftsched.cli.render import (
     print_table,
     to_dict,
 )
+from raftsched.errors import InvalidSpec
 from raftsched.fsm.timeline import describe
 from raftsched.model import (
     CronTrigger,
@@ -109,6 +110,19 @@ def _trigger_from_args(args: argparse.Namespace, now: Now, current: Trigger | No
     return None
 
 
+def _selector(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--selector KEY=VALUE`` options as sorted pairs ('' entries are dropped: they clear)."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidSpec("selector", f"{item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return tuple(sorted(pairs.items()))
+
+
 def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
     """TaskSpec fields set by options (trigger aside); options not given are absent."""
     out: dict[str, Any] = {}
@@ -120,6 +134,12 @@ def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
         out["misfire"] = Misfire(args.misfire)
     if args.overlap is not None:
         out["overlap"] = Overlap(args.overlap)
+    if args.cpu is not None:
+        out["resource_cpu"] = args.cpu
+    if args.memory is not None:
+        out["resource_memory_mb"] = args.memory
+    if args.selector is not None:
+        out["selector"] = _selector(args.selector)
     simple = {
         "shards": "shards",
         "misfire_cap": "misfire_all_cap",
@@ -371,6 +391,9 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("shards", str(s.shards or 1)),
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) + cap + window),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap)),
+        ("buffered run", t.held_run) if t.held_run else None,
+        ("needs", _needs_text(s)),
+        ("unplaceable", t.unplaceable) if t.unplaceable else None,
         ("retries", str(s.max_retries)),
         ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
         ("priority", str(s.priority)),
@@ -385,7 +408,15 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("fires total", f"{t.fires_total} ({t.kept_fires} kept)"),
         ("runs total", f"{t.runs_total} ({t.kept_runs} finished kept)"),
     ]
-    print_fields(fields)
+    print_fields([f for f in fields if f is not None])
+
+
+def _needs_text(s: pb.TaskSpec) -> str:
+    """``cpu 1.5, memory 1024 MiB, labels gpu=true`` (``-``: slots only)."""
+    parts = [f"cpu {s.resource_cpu:g}"] if s.resource_cpu else []
+    parts += [f"memory {s.resource_memory_mb} MiB"] if s.resource_memory_mb else []
+    parts += ["labels " + ",".join(f"{k}={v}" for k, v in sorted(s.selector.items()))] if s.selector else []
+    return ", ".join(parts) or "-"
 
 
 def _trigger_text(trigger: pb.Trigger) -> str:

@@ -43,8 +43,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     def _stamp(self) -> dict[str, Any]:
         return self.node.gate.stamp().as_kwargs()
 
-    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> logpb.CommandResult:
-        return await self._propose(build(self._stamp()))
+    async def _write(
+        self, request: Any, build: Callable[[dict[str, Any]], bytes], method: str
+    ) -> logpb.CommandResult:
+        fingerprint = codec.request_fingerprint(method, request)
+        return await self._propose(codec.with_fingerprint(build(self._stamp()), fingerprint))
 
     async def _propose(self, data: bytes) -> logpb.CommandResult:
         return await propose_and_wait(self.node, data)
@@ -59,7 +62,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def AddTask(self, request: pb.AddTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
         spec = codec.spec_from_pb(request.spec)
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s))
+        res = await self._write(
+            request,
+            method="AddTask",
+            build=lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s),
+        )
         return pb.TaskReply(task=res.task)
 
     @rpc
@@ -86,7 +93,10 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 name=request.tasks[i].spec.name, ok=False, code=problem.code, message=str(problem)
             )
         accepted = iter(i for j, i in enumerate(positions) if j not in refused)
-        outcomes = await asyncio.gather(*(self._propose(c) for c in commands))
+        fingerprint = codec.request_fingerprint("AddTasks", request)
+        outcomes = await asyncio.gather(
+            *(self._propose(codec.with_fingerprint(c, fingerprint)) for c in commands)
+        )
         for outcome in outcomes:
             for item in outcome.items:
                 results[next(accepted)] = item
@@ -99,9 +109,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         spec = codec.spec_from_pb(request.spec)
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.update_task(
+            request,
+            method="UpdateTask",
+            build=lambda s: writes.update_task(
                 self.node.state, spec, expected_version=request.expected_version, key=key, **s
-            )
+            ),
         )
         return pb.TaskReply(task=res.task)
 
@@ -110,7 +122,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.DeleteTaskRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteTaskReply:
         key = self._key(request.idempotency_key)
-        await self._write(lambda s: writes.delete_task(request.name, key=key, **s))
+        await self._write(
+            request, method="DeleteTask", build=lambda s: writes.delete_task(request.name, key=key, **s)
+        )
         return pb.DeleteTaskReply()
 
     @rpc
@@ -119,7 +133,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.TaskReply:
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.set_enabled(self.node.state, request.name, request.enabled, key=key, **s)
+            request,
+            method="SetEnabled",
+            build=lambda s: writes.set_enabled(self.node.state, request.name, request.enabled, key=key, **s),
         )
         return pb.TaskReply(task=res.task)
 
@@ -128,13 +144,19 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.TriggerNowRequest, context: grpc.aio.ServicerContext
     ) -> pb.RunReply:
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s))
+        res = await self._write(
+            request,
+            method="TriggerNow",
+            build=lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s),
+        )
         return pb.RunReply(run=res.run)
 
     @rpc
     async def RetryRun(self, request: pb.RetryRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.retry_run(request.run_id, key=key, **s))
+        res = await self._write(
+            request, method="RetryRun", build=lambda s: writes.retry_run(request.run_id, key=key, **s)
+        )
         return pb.RunReply(run=res.run)
 
     # -- workflow writes ------------------------------------------------------------------------
@@ -144,7 +166,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ApplyWorkflowRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowReply:
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.apply_workflow(request.spec, key=key, **s))
+        res = await self._write(
+            request, method="ApplyWorkflow", build=lambda s: writes.apply_workflow(request.spec, key=key, **s)
+        )
         return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
 
     @rpc
@@ -153,14 +177,16 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.WorkflowRunReply:
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.start_workflow_run(
+            request,
+            method="StartWorkflowRun",
+            build=lambda s: writes.start_workflow_run(
                 self.node.state,
                 request.workflow,
                 request.logical_ms,
                 request.params_json,
                 key=key,
                 **s,
-            )
+            ),
         )
         return pb.WorkflowRunReply(run=res.workflow_run)
 
@@ -170,7 +196,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.WorkflowRunReply:
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.workflow_run_op(
+            request,
+            method="OperateWorkflowRun",
+            build=lambda s: writes.workflow_run_op(
                 self.node.state,
                 request.op,
                 request.run_id,
@@ -178,7 +206,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 request.reason,
                 key=key,
                 **s,
-            )
+            ),
         )
         return pb.WorkflowRunReply(run=res.workflow_run)
 
@@ -188,7 +216,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.BackfillReply:
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.start_backfill(
+            request,
+            method="Backfill",
+            build=lambda s: writes.start_backfill(
                 self.node.state,
                 request.workflow,
                 request.from_ms,
@@ -196,7 +226,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 request.params_json,
                 key=key,
                 **s,
-            )
+            ),
         )
         return pb.BackfillReply(backfill=res.backfill)
 

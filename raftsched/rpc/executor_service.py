@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import grpc
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec, NotFound, RaftschedError
+from raftsched.errors import InvalidSpec, NotFound, RaftschedError, quote
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
@@ -253,6 +253,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     @rpc
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
         self.hub.require_leader()
+        for i, res in enumerate(request.results):
+            _check_execution_id(i, res.execution_id)
         data = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
         if data is not None:
             outcome = await propose_and_wait(self.hub.node, data)
@@ -276,3 +278,20 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd.executor_leave.retry_at_ms = self.hub.now_ms()
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.LeaveReply()
+
+
+_UINT32_MAX = 2**32 - 1
+
+
+def _check_execution_id(position: int, exec_id: str) -> None:
+    """Refuse a reported id that is not ``run_id/shard/attempt`` with shard and attempt in the
+    range the log format holds (an out-of-range shard used to escape as a ValueError)."""
+    run_id, _, rest = exec_id.partition("/")
+    shard, _, attempt = rest.partition("/")
+    numeric = all(part.isascii() and part.isdigit() for part in (shard, attempt))
+    if run_id and numeric and int(shard) <= _UINT32_MAX and int(attempt) <= _UINT32_MAX:
+        return
+    raise InvalidSpec(
+        f"results[{position}].execution_id",
+        f"{quote(exec_id)} is not run_id/shard/attempt (shard and attempt 0..{_UINT32_MAX})",
+    )

@@ -2,7 +2,7 @@
 
     python bench/executors.py [--tasks 5000] [--executors 4] [--slots 256] [--seconds 20]
                               [--warmup 5] [--drain 3] [--kind sync|async] [--baseline-seconds 10]
-                              [--no-log-sync] [--tls] [--json FILE]
+                              [--no-log-sync] [--tls] [--auth] [--json FILE]
 
 First (unless ``--baseline-seconds 0``) bench/fires.py's scenario with the same number of tasks and
 no executors, for the leader's CPU per fire without dispatching. Then 3 ``raftsched-node``
@@ -32,6 +32,11 @@ measured over a window aligned to whole seconds:
 raftsched.security.certs): the nodes serve TLS, the executors and the client dial it with a client
 certificate. Compare ``executor_cpu_us_per_attempt`` with and without it for what TLS costs.
 
+``--auth`` runs the cluster with ``[auth]`` on (a bootstrap admin token for the harness, one
+executor token shared by the executors): the figures then include the authentication interceptor
+and the authorization table on every executor RPC (the dispatch stream verified once, heartbeats
+and reports by the verified-token cache).
+
 Prints JSON (and writes it with ``--json FILE``).
 """
 
@@ -54,6 +59,7 @@ from pathlib import Path
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.security.tokens import new_token
 from raftsched.v1 import raftsched_pb2 as pb
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -142,6 +148,7 @@ def start_executor(
     kind: str,
     log_sync: bool,
     tls_args: Sequence[str] = (),
+    token: str | None = None,
 ) -> subprocess.Popen[bytes]:
     log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
     try:
@@ -164,6 +171,7 @@ def start_executor(
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env={**os.environ, **({"RAFTSCHED_TOKEN": token} if token else {})},
         )
     finally:
         log.close()
@@ -224,6 +232,7 @@ def run(
     baseline_seconds: int = 10,
     log_sync: bool = True,
     tls: bool = False,
+    auth: bool = False,
 ) -> dict[str, object]:
     result: dict[str, object] = {
         "tasks": n_tasks,
@@ -234,6 +243,7 @@ def run(
         "tls": "mutual" if tls else "off",
         "window_s": seconds,
         "cpus": os.cpu_count(),
+        "auth": auth,
     }
     baseline: dict[str, object] | None = None
     if baseline_seconds > 0:
@@ -249,7 +259,15 @@ def run(
         }
         result["fires_only_baseline"] = baseline
 
-    cluster = LocalCluster.create(base / "cluster", 3, extra_config=tls_config(base / "pki") if tls else "")
+    admin = new_token() if auth else None
+    if admin is not None:
+        (base / "cluster").mkdir(parents=True, exist_ok=True)
+        (base / "cluster" / "admin.token").write_text(admin)
+    extra = (tls_config(base / "pki") if tls else "") + (
+        '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
+    )
+    cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
+    cluster.token = admin
     executors: dict[str, subprocess.Popen[bytes]] = {}
     names = [f"ex{i + 1}" for i in range(n_executors)]
     data_dirs = {name: base / "executors" / name for name in names}
@@ -257,6 +275,10 @@ def run(
         cluster.start()
         leader = cluster.wait_for_leader(60)
         targets = cluster.targets()
+        executor_token = None
+        if admin is not None:
+            with Client(targets, tls=cluster.tls, token=admin) as root:
+                executor_token, _ = root.create_token("executor", description="bench executors")
         for name in names:
             data_dirs[name].mkdir(parents=True, exist_ok=True)
             executors[name] = start_executor(
@@ -268,6 +290,7 @@ def run(
                 kind,
                 log_sync,
                 cluster.tls_arguments(),
+                executor_token,
             )
 
         def registered() -> bool:
@@ -284,7 +307,7 @@ def run(
             TaskSpec(f"noop-{i:07d}", CronTrigger("* * * * * *"), handler="noop", overlap=Overlap.ALLOW)
             for i in range(n_tasks)
         ]
-        with Client(targets, timeout=60, tls=cluster.tls) as client:
+        with Client(targets, timeout=60, tls=cluster.tls, token=admin) as client:
             t0 = time.monotonic()
             add_tasks_retrying(client, specs)
             result["task_import_s"] = round(time.monotonic() - t0, 2)
@@ -472,6 +495,7 @@ def main() -> int:
         help="diagnostic only: executors open their execution log without fsync",
     )
     ap.add_argument("--tls", action="store_true", help="mutual TLS between executors, client and nodes")
+    ap.add_argument("--auth", action="store_true", help="run with [auth] on (tokens for every call)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="raftsched-bench-") as tmp:
@@ -487,6 +511,7 @@ def main() -> int:
             baseline_seconds=args.baseline_seconds,
             log_sync=not args.no_log_sync,
             tls=args.tls,
+            auth=args.auth,
         )
     print(json.dumps(result, indent=2))
     if args.json:

@@ -35,8 +35,11 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import Final, TypeVar
 
+from raftsched.alerts.config import AlertsConfig, parse_alerts
 from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.security.auth import AuthSettings, parse_auth_table
 from raftsched.timing.durations import UNIT_MS, Unit, parse_duration_ms
+from raftsched.workflow.located import type_name
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -93,6 +96,9 @@ class NodeConfig:
       the first message of a connection). pysyncobj dials a peer only from the node whose
       address sorts after the peer's, so an entry is only valid on that side and must itself sort
       before this node's ``raft`` (:class:`ClusterConfig` checks both).
+
+    ``http`` (optional) is where the node's HTTP listener (``/metrics``, ``/healthz``,
+    ``/readyz``) binds; a wildcard is fine. Absent, the node serves no HTTP at all.
     """
 
     id: str
@@ -101,6 +107,7 @@ class NodeConfig:
     data_dir: Path
     grpc_bind: str | None = None
     raft_via: tuple[tuple[str, str], ...] = ()
+    http: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "raft_via", tuple(sorted(dict(self.raft_via).items())))
@@ -112,6 +119,8 @@ class NodeConfig:
             problems.append(f"grpc: address {grpc} already used by raft")
         if self.grpc_bind is not None:
             _check_bind_address("grpc_bind", self.grpc_bind, problems)
+        if self.http is not None:
+            _check_bind_address("http", self.http, problems)
         for peer, via in self.raft_via:
             _check_node_id(f"raft_via: peer id {peer!r}", peer, problems)
             _check_peer_address(_key("raft_via", str(peer)), via, problems)
@@ -233,6 +242,8 @@ class ClusterConfig:
     source: str = "<config>"
     tls: TlsSettings | None = None
     insecure: bool = False
+    alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
+    auth: AuthSettings | None = None  # the [auth] table; None: the gRPC API is unauthenticated
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
@@ -251,6 +262,7 @@ class ClusterConfig:
                 n.data_dir,
                 _canonical(n.grpc_bind) if n.grpc_bind is not None else None,
                 {peer: _canonical(via) for peer, via in n.raft_via},
+                _canonical(n.http) if n.http is not None else None,
             )
             for i, n in enumerate(self.nodes)
         ]
@@ -263,9 +275,8 @@ class ClusterConfig:
 
     @property
     def auth_configured(self) -> bool:
-        """Whether callers of the gRPC API must authenticate. Always False in this version: no
-        authentication exists yet, so an exposed API needs ``cluster.insecure = true``."""
-        return False
+        """Whether callers of the gRPC API must authenticate: the ``[auth]`` table is present."""
+        return self.auth is not None
 
     def exposure_problems(self) -> list[str]:
         """The safe-defaults rule: each ``grpc``/``grpc_bind`` address that is not loopback, while
@@ -276,7 +287,7 @@ class ClusterConfig:
         if self.tls is None:
             missing.append("TLS (the [tls] table)")
         if not self.auth_configured:
-            missing.append("authentication (not available in this version)")
+            missing.append("authentication (the [auth] table)")
         out = []
         for i, n in enumerate(self.nodes):
             for key, address in (("grpc", n.grpc), ("grpc_bind", n.grpc_bind)):
@@ -377,7 +388,9 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "nodes"), problems)
+    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "auth", "nodes", "alerts"), problems)
+    auth_table = _table(data, "auth", problems) if "auth" in data else None
+    auth = parse_auth_table(auth_table, base, problems) if auth_table is not None else None
 
     cluster_table = _table(data, "cluster", problems)
     name, secret = _parse_cluster(cluster_table, base, problems)
@@ -400,6 +413,7 @@ def parse_config(
         problems,
     )
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
+    alerts = parse_alerts(_table(data, "alerts", problems), base, problems)
 
     if problems or name is None or secret is None or raft is None or scheduler is None or nodes is None:
         raise ConfigError(source, problems or ["invalid configuration"])
@@ -412,6 +426,8 @@ def parse_config(
         source=source,
         tls=tls,
         insecure=insecure,
+        alerts=alerts,
+        auth=auth,
     )
 
 
@@ -786,7 +802,7 @@ _NODE_KEYS: Final[Mapping[str, str]] = {
     "grpc": "host:port of this node's gRPC API",
     "data_dir": "the directory this node keeps its state in",
 }
-_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via")
+_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via", "http")
 
 
 @dataclass(frozen=True, slots=True)
@@ -800,6 +816,7 @@ class _NodeKeys:
     data_dir: Path | None
     grpc_bind: str | None = None
     raft_via: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    http: str | None = None
 
 
 def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConfig, ...] | None:
@@ -838,7 +855,8 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             else None
         )
         via = _parse_raft_via(f"{path}.raft_via", item.get("raft_via", {}), problems)
-        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via))
+        http = _check_bind_address(f"{path}.http", item["http"], problems) if "http" in item else None
+        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via, http))
     problems.extend(_node_set_problems(parsed))
     problems.extend(_raft_via_problems(parsed))
     if len(problems) > before:
@@ -852,6 +870,7 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             data_dir=n.data_dir,
             grpc_bind=n.grpc_bind,
             raft_via=tuple((peer, via) for peer, via in n.raft_via.items() if via is not None),
+            http=n.http,
         )
         for n in parsed
         if n.id is not None and n.raft is not None and n.grpc is not None and n.data_dir is not None
@@ -915,7 +934,7 @@ def _node_set_problems(nodes: Iterable[_NodeKeys]) -> list[str]:
             else:
                 ids[n.id] = n.path
         bind = n.grpc_bind if n.grpc_bind != n.grpc else None
-        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind)):
+        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind), ("http", n.http)):
             if address is None:
                 continue
             if address in addresses:
@@ -1086,15 +1105,9 @@ def _key(prefix: str, key: str) -> str:
 
 
 def _type_name(value: object) -> str:
-    """The TOML name of a value's type, for messages."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
+    """The TOML name of a value's type, for messages (scalars named as workflow files name them)."""
+    if isinstance(value, bool | int | float | str):
+        return type_name(value)
     if isinstance(value, Mapping):
         return "table"
     if isinstance(value, list | tuple):

@@ -24,6 +24,7 @@ import grpc
 from raftsched.abc import TransportError
 from raftsched.errors import TlsError
 from raftsched.security.tls import TlsConfig, aio_channel, diagnose_handshake
+from raftsched.security.tokens import aio_interceptors, resolve_token
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -44,9 +45,12 @@ def _error(exc: grpc.aio.AioRpcError) -> TransportError:
 
 class GrpcExecutorTransport:
     """Executor RPCs over gRPC channels (TLS with ``tls``, else plaintext); one instance serves
-    one executor's event loop. Raises InvalidSpec for a TLS file that cannot be used."""
+    one executor's event loop. ``token`` (else ``RAFTSCHED_TOKEN``, if set) is sent as a bearer
+    token on every call: an executor token for a cluster with auth on. Raises InvalidSpec for a
+    TLS file that cannot be used or a malformed token."""
 
-    def __init__(self, tls: TlsConfig | None = None) -> None:
+    def __init__(self, tls: TlsConfig | None = None, token: str | None = None) -> None:
+        self._token = resolve_token(token)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._tls = tls
         self._credentials = tls.channel_credentials() if tls is not None else None
@@ -55,7 +59,9 @@ class GrpcExecutorTransport:
     def _stub(self, target: str) -> Any:
         ch = self._channels.get(target)
         if ch is None:
-            ch = self._channels[target] = aio_channel(target, self._tls, _CHANNEL_OPTIONS, self._credentials)
+            ch = self._channels[target] = aio_channel(
+                target, self._tls, _CHANNEL_OPTIONS, self._credentials, aio_interceptors(self._token)
+            )
         return pb_grpc.ExecutorServiceStub(ch)
 
     async def _failure(self, target: str, exc: grpc.aio.AioRpcError) -> TransportError:

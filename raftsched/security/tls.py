@@ -151,12 +151,16 @@ def aio_channel(
     tls: TlsConfig | None,
     options: Sequence[tuple[str, Any]] = (),
     credentials: grpc.ChannelCredentials | None = None,
+    interceptors: Sequence[Any] = (),
 ) -> grpc.aio.Channel:
-    """The asyncio twin of :func:`sync_channel` (call inside the running loop)."""
+    """The asyncio twin of :func:`sync_channel` (call inside the running loop); ``interceptors``
+    are client interceptors for every call (the bearer token's)."""
     if tls is None:
-        return grpc.aio.insecure_channel(target, options=list(options))
+        return grpc.aio.insecure_channel(target, options=list(options), interceptors=list(interceptors))
     creds = credentials or tls.channel_credentials()
-    return grpc.aio.secure_channel(target, creds, options=[*options, *tls.channel_options()])
+    return grpc.aio.secure_channel(
+        target, creds, options=[*options, *tls.channel_options()], interceptors=list(interceptors)
+    )
 
 
 class ServerTls:

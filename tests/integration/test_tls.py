@@ -293,6 +293,7 @@ def test_the_demo_runs_with_mutual_tls_and_prints_how_to_use_it(tmp_path: Path) 
                 break
         output = "".join(lines)
         assert "TLS is on (mutual: clients need a certificate)" in output, output
+        assert "authentication is on" in output and "--token-file" in command, output
         assert command and " ok on " in output, output
         # The command the demo printed works; the same without the TLS options is refused.
         done, _ = _cli(*command)
@@ -300,6 +301,10 @@ def test_the_demo_runs_with_mutual_tls_and_prints_how_to_use_it(tmp_path: Path) 
         plain = [a for a in command if not a.startswith("--tls") and not a.endswith((".pem", ".key"))]
         done, _ = _cli(*plain)
         assert done.returncode == 1 and "the server requires TLS" in done.stderr, done.stderr
+        # ... and without the token, refused as unauthenticated (exit status 3).
+        at = command.index("--token-file")
+        done, _ = _cli(*command[:at], *command[at + 2 :])
+        assert done.returncode == 3 and "not authenticated" in done.stderr, done.stderr
     finally:
         demo.send_signal(signal.SIGINT)
         try:
@@ -307,7 +312,7 @@ def test_the_demo_runs_with_mutual_tls_and_prints_how_to_use_it(tmp_path: Path) 
         except subprocess.TimeoutExpired:
             demo.kill()
             demo.wait(10)
-    data = tmp_path / "data"
+    data = tmp_path / "demo-data"  # the demo's own directory, apart from the config's data dirs
     keys = {
         line
         for f in (data / "tls").glob("*.key")
@@ -319,6 +324,12 @@ def test_the_demo_runs_with_mutual_tls_and_prints_how_to_use_it(tmp_path: Path) 
         text = log.read_text(errors="replace")
         assert "PRIVATE KEY" not in text and not keys & {line.strip() for line in text.splitlines()}, log
     assert "PRIVATE KEY" not in "".join(lines)
+    token_file = data / "admin.token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    secret = token_file.read_text().strip().split("_", 2)[2]
+    for log in (data / "logs").glob("*.log"):
+        assert secret not in log.read_text(errors="replace"), log
+    assert secret not in "".join(lines)
     shutil.rmtree(data, ignore_errors=True)
 
 

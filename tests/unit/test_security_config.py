@@ -114,14 +114,20 @@ def test_a_non_loopback_grpc_address_needs_tls_and_auth_or_insecure() -> None:
     data = _data("127.0.0.1:7101", "10.0.0.2:7102")
     expected = (
         "nodes[1].grpc: 10.0.0.2:7102 is not a loopback address, and serving the gRPC API beyond "
-        "this machine requires TLS (the [tls] table) and authentication (not available in this "
-        "version); configure them, or set cluster.insecure = true to accept the exposure (anyone who "
+        "this machine requires TLS (the [tls] table) and authentication (the [auth] table); "
+        "configure them, or set cluster.insecure = true to accept the exposure (anyone who "
         "reaches the port can then run commands on the executors)"
     )
     assert _problems(data) == [expected]
-    # TLS alone is not enough: authentication is the other half of the rule.
+    # TLS alone is not enough: authentication is the other half of the rule, and the reverse.
     with_tls = _data("127.0.0.1:7101", "10.0.0.2:7102", tls={"cert_file": "c", "key_file": "k"})
     assert _problems(with_tls) == [expected.replace("TLS (the [tls] table) and ", "")]
+    with_auth = _data("127.0.0.1:7101", "10.0.0.2:7102")
+    with_auth["auth"] = {}
+    assert _problems(with_auth) == [expected.replace(" and authentication (the [auth] table)", "")]
+    both = _data("127.0.0.1:7101", "10.0.0.2:7102", tls={"cert_file": "c", "key_file": "k"})
+    both["auth"] = {"bootstrap_token_file": "admin.token"}
+    assert parse_config(both).auth_configured is True
     data["cluster"] = {"secret": SECRET, "insecure": True}
     assert parse_config(data).insecure is True
 

@@ -44,7 +44,7 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
-from raftsched.rpc.plumbing import propose_and_wait
+from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import ServerTls
@@ -213,6 +213,7 @@ class Node:
         auth = self.config.auth
         # Metrics outermost, so refused calls are counted with their status code too.
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
+        interceptors.append(DecodeGuard())  # outside auth: it never sees an unparsed request
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         server = grpc.aio.server(

@@ -12,6 +12,7 @@ and :mod:`raftsched.rpc.plumbing`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ import grpc
 
 from raftsched import codec
 from raftsched.alerts.delivery import delivery_view
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, quote
 from raftsched.explain import explain
 from raftsched.fsm import queries
 from raftsched.fsm.access import audit_records
@@ -85,14 +86,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             return
         rec = self.node.state.get_task(name)
         if rec is not None:
-            authz.require_namespace(rec.spec.namespace, f"task {name!r}")
+            authz.require_namespace(rec.spec.namespace, f"task {quote(name)}")
 
     def _workflow_namespace(self, name: str) -> None:
         if not authz.auth_on():
             return
         rec = self.node.state.get_workflow(name)
         if rec is not None:
-            authz.require_namespace(rec.spec.namespace, f"workflow {name!r}")
+            authz.require_namespace(rec.spec.namespace, f"workflow {quote(name)}")
 
     @staticmethod
     def _key(key: str) -> str:
@@ -103,7 +104,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     @rpc
     async def AddTask(self, request: pb.AddTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
         spec = codec.spec_from_pb(request.spec)
-        authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+        authz.require_namespace(spec.namespace, f"task {quote(spec.name)}")
         key = self._key(request.idempotency_key)
         res = await self._write(
             request,
@@ -125,7 +126,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         for i, req in enumerate(request.tasks):
             try:
                 spec = codec.spec_from_pb(req.spec)
-                authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+                authz.require_namespace(spec.namespace, f"task {quote(spec.name)}")
                 items.append((spec, req.disabled))
                 positions.append(i)
             except (InvalidSpec, PermissionDenied) as exc:
@@ -137,14 +138,31 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             results[i] = pb.ItemResult(
                 name=request.tasks[i].spec.name, ok=False, code=problem.code, message=str(problem)
             )
-        accepted = iter(i for j, i in enumerate(positions) if j not in refused)
         fingerprint = codec.request_fingerprint("AddTasks", request)
         outcomes = await asyncio.gather(
             *(self._propose(codec.with_fingerprint(c, fingerprint)) for c in commands)
         )
+        # Results are matched to request positions by name, not by counting: a repeat answers
+        # with the outcomes the first call recorded, and the leader may have refused other items
+        # this time (a one-shot time now past) or split the items into commands differently.
+        slots: dict[str, collections.deque[int]] = {}
+        proposed = [i for j, i in enumerate(positions) if j not in refused]
+        for i in proposed + [positions[j] for j in sorted(refused)]:
+            slots.setdefault(request.tasks[i].spec.name, collections.deque()).append(i)
         for outcome in outcomes:
             for item in outcome.items:
-                results[next(accepted)] = item
+                free = slots.get(item.name)
+                if free:
+                    results[free.popleft()] = item
+        for i in proposed:
+            if results[i] is None:
+                results[i] = pb.ItemResult(
+                    name=request.tasks[i].spec.name,
+                    ok=False,
+                    code="unavailable",
+                    message="no outcome was recorded for this item under the idempotency key "
+                    "(read the task to see whether it exists)",
+                )
         return pb.AddTasksReply(results=[r for r in results if r is not None])
 
     @rpc
@@ -152,7 +170,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.UpdateTaskRequest, context: grpc.aio.ServicerContext
     ) -> pb.TaskReply:
         spec = codec.spec_from_pb(request.spec)
-        authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+        authz.require_namespace(spec.namespace, f"task {quote(spec.name)}")
         self._task_namespace(spec.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
@@ -221,7 +239,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         ns = request.spec.namespace or "default"
         if len(ns) > 128:
             raise InvalidSpec("namespace", "at most 128 characters")
-        authz.require_namespace(ns, f"workflow {request.spec.name!r}")
+        authz.require_namespace(ns, f"workflow {quote(request.spec.name)}")
         self._workflow_namespace(request.spec.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
@@ -377,7 +395,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         another namespace is reported as missing, not as forbidden: its name is not disclosed)."""
         rec = self.node.state.get_task(name)
         if rec is None or not authz.visible(rec.spec.namespace):
-            raise NotFound(f"task {name!r} does not exist")
+            raise NotFound(f"task {quote(name)} does not exist")
         return rec
 
     def _workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
@@ -388,8 +406,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             version = 0
         if rec is None:
             if version and self.node.state.get_workflow(name) is not None:
-                raise NotFound(f"workflow {name!r} has no version {version}")
-            raise NotFound(f"workflow {name!r} does not exist")
+                raise NotFound(f"workflow {quote(name)} has no version {version}")
+            raise NotFound(f"workflow {quote(name)} does not exist")
         return rec
 
     @rpc
@@ -422,7 +440,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             except NotFound:
                 run = None
         if run is None:
-            raise NotFound(f"workflow run {request.run_id!r} does not exist")
+            raise NotFound(f"workflow run {quote(request.run_id)} does not exist")
         return pb.WorkflowRunReply(run=run)
 
     @rpc
@@ -446,7 +464,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             except NotFound:
                 rec = None
         if rec is None:
-            raise NotFound(f"backfill {request.backfill_id!r} does not exist")
+            raise NotFound(f"backfill {quote(request.backfill_id)} does not exist")
         return pb.BackfillReply(backfill=rec)
 
     @rpc
@@ -462,7 +480,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         dag = compile_dag(rec.spec)
         if request.task not in dag.index:
             raise NotFound(
-                f"workflow {request.workflow!r} (version {rec.version}) has no task {request.task!r}"
+                f"workflow {quote(request.workflow)} (version {rec.version}) "
+                f"has no task {quote(request.task)}"
             )
         return pb.LineageReply(
             upstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "up")],
@@ -479,7 +498,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             role = Role(request.role)
         except ValueError:
             raise InvalidSpec(
-                "role", f"{request.role!r} is not one of {', '.join(r.value for r in Role)}"
+                "role", f"{quote(request.role)} is not one of {', '.join(r.value for r in Role)}"
             ) from None
         if request.ttl_ms < 0:
             raise InvalidSpec("ttl", "must be >= 0")

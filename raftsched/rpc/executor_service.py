@@ -192,7 +192,7 @@ class ExecutorHub:
         who = caller().principal
         if rec is not None and rec.principal != who.id:
             raise PermissionDenied(
-                f"executor {name!r} is registered by another principal; {who.id} may not act for it"
+                f"executor {quote(name)} is registered by another principal; {who.id} may not act for it"
             )
 
     def leader_command(self) -> logpb.Command:
@@ -262,7 +262,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         try:
             hub.require_leader()
             if request.name not in hub.dispatcher.ring:
-                raise NotFound(f"executor {request.name!r} is not registered; call Register first")
+                raise NotFound(f"executor {quote(request.name)} is not registered; call Register first")
         except RaftschedError as exc:
             # A stream refuses with one of two statuses only, as executors have always seen it.
             not_leader = exc.code == "not_leader"

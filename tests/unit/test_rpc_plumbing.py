@@ -148,3 +148,14 @@ def test_no_answer_in_time_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(plumbing, "PROPOSE_TIMEOUT_S", 0.01)
     exc = refused(Proposer(None, answer=False))
     assert exc.code == "unavailable" and "outcome is unknown" in str(exc)
+
+
+def test_status_messages_are_bounded_on_the_wire() -> None:
+    def wire(text: str) -> int:
+        return sum(1 if " " <= c <= "~" and c != "%" else 3 * len(c.encode()) for c in text)
+
+    assert plumbing.status_message("task 'x' does not exist") == "task 'x' does not exist"
+    for text in ("a" * 100_000, "\u00e9" * 6_000, "\n" * 5_000, "%" * 5_000, "\U0001f600" * 2_000):
+        cut = plumbing.status_message(text)
+        assert wire(cut) <= plumbing.STATUS_MESSAGE_BYTES
+        assert cut.endswith("(message cut)") and text.startswith(cut[:10])

@@ -72,10 +72,11 @@ class Flaky:
             if not seen:
                 context.set_trailing_metadata((("raftsched-code", "unavailable"),))
                 context.abort(grpc.StatusCode.UNAVAILABLE, "outcome unknown")
-            reply: Any = reply_type()
             if isinstance(request, pb.AddTasksRequest):
-                reply.results.extend(pb.ItemResult(name=t.spec.name, ok=True) for t in request.tasks)
-            return reply
+                return pb.AddTasksReply(
+                    results=[pb.ItemResult(name=t.spec.name, ok=True) for t in request.tasks]
+                )
+            return reply_type()
 
         return grpc.unary_unary_rpc_method_handler(
             behave,

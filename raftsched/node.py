@@ -495,6 +495,7 @@ class Node:
             reply.apply_lateness.CopyFrom(self.apply_lateness.summary(lateness_since_ms))
         if include_digest:
             reply.state_digest = self.state.digest()
+            reply.content_digest, reply.accepted_commands = self.state.content_digest()
         return reply
 
     def cluster_status(self) -> pb.ClusterStatusReply:

@@ -168,6 +168,23 @@ class SchedulerState:
             h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
         return h.hexdigest()
 
+    def content_digest(self) -> tuple[str, int]:
+        """``(digest, accepted)``: :meth:`digest` with the apply chain left out of the metadata,
+        and the count of accepted commands, both read from one view of the store.
+
+        A command apply refuses moves the chain and nothing else, so this digest is unchanged by
+        it; while ``accepted`` stays the same, the digest must too."""
+        h = hashlib.sha256()
+        accepted = 0
+        for key, value in self.replicated_items():
+            if key == keys.META:
+                meta = pb.Meta.FromString(value)
+                accepted = meta.applied_commands
+                meta.ClearField("chain")
+                value = meta.SerializeToString(deterministic=True)
+            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+        return h.hexdigest(), accepted
+
     def replicated_items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every replicated ``(key, value)`` of committed data, in key order (node-local keys excluded)."""
         with self.store.reader() as r:

@@ -9,10 +9,16 @@ import pytest
 from raftsched import codec
 from raftsched.client import Client
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError
+from raftsched.localcluster import LocalCluster
 from raftsched.model import IntervalTrigger, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 
 REUSED = "idempotency key reused for a different request"
+
+
+@pytest.fixture(autouse=True)
+def _leader(cluster: LocalCluster) -> None:
+    cluster.wait_for_leader()  # the SDK's own retries give up sooner than a cold start may take
 
 
 def _spec(name: str) -> pb.TaskSpec:

@@ -152,16 +152,67 @@ class Undecodable:
         self.problem = problem
 
 
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def bad_utf8_field(descriptor: Any, data: bytes, depth: int = 0) -> str | None:
+    """The path (``spec.name``) of the first string field in the encoded ``descriptor`` message
+    ``data`` whose bytes are not UTF-8; None if there is none or the bytes do not parse."""
+    i = 0
+    try:
+        while i < len(data):
+            tag, i = _varint(data, i)
+            number, wire = tag >> 3, tag & 7
+            if wire == 0:
+                _, i = _varint(data, i)
+            elif wire == 1:
+                i += 8
+            elif wire == 5:
+                i += 4
+            elif wire == 2:
+                length, i = _varint(data, i)
+                chunk, i = data[i : i + length], i + length
+                fd = descriptor.fields_by_number.get(number)
+                if fd is None:
+                    continue
+                if fd.type == fd.TYPE_STRING:
+                    try:
+                        chunk.decode("utf-8")
+                    except UnicodeDecodeError:
+                        return str(fd.name)
+                elif fd.type == fd.TYPE_MESSAGE and depth < 32:
+                    inner = bad_utf8_field(fd.message_type, chunk, depth + 1)
+                    if inner is not None:
+                        return f"{fd.name}.{inner}"
+            else:
+                return None
+    except (IndexError, ValueError):
+        return None
+    return None
+
+
 def _guarded(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
     if deserialize is None:
         return None
     parse = deserialize
+    descriptor = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
 
     def guarded(data: bytes) -> Any:
         try:
             return parse(data)
         except Exception as exc:  # DecodeError mostly: any failure to parse wire bytes is bad input
-            return Undecodable(InvalidSpec("request", f"cannot be decoded: {clip(str(exc), 300)}"))
+            where = bad_utf8_field(descriptor, data) if descriptor is not None else None
+            return Undecodable(InvalidSpec(where or "request", f"cannot be decoded: {clip(str(exc), 300)}"))
 
     return guarded
 

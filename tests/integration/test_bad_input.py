@@ -36,6 +36,7 @@ def test_invalid_utf8_in_a_string_field_is_invalid_argument(cluster: LocalCluste
     name = b"\x0a\x02\xff\xfe"  # TaskSpec.name = b"\xff\xfe"
     err = _raw(cluster, "AddTask", b"\x0a" + bytes([len(name)]) + name)
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err
+    assert err.details().startswith("spec.name: cannot be decoded"), err.details()
     assert "AddTaskRequest" in err.details() and "UTF-8" in err.details()
     assert dict(err.trailing_metadata() or ())["raftsched-code"] == "invalid_argument"
     # A truncated message is refused the same way, for a read as for a write.

@@ -159,3 +159,15 @@ def test_status_messages_are_bounded_on_the_wire() -> None:
         cut = plumbing.status_message(text)
         assert wire(cut) <= plumbing.STATUS_MESSAGE_BYTES
         assert cut.endswith("(message cut)") and text.startswith(cut[:10])
+
+
+def test_the_field_with_bad_utf8_is_named() -> None:
+    from raftsched.v1 import raftsched_pb2 as pb
+
+    desc = pb.AddTasksRequest.DESCRIPTOR
+    good = pb.AddTasksRequest(tasks=[pb.AddTaskRequest(spec=pb.TaskSpec(name="ok", command="true"))])
+    data = good.SerializeToString()
+    assert plumbing.bad_utf8_field(desc, data) is None
+    spoiled = data.replace(b"true", b"tr\xffe")
+    assert plumbing.bad_utf8_field(desc, spoiled) == "tasks.spec.command"
+    assert plumbing.bad_utf8_field(desc, spoiled[:-3]) is None  # cut short: no field to name

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     checked, unchecked = fuzzer.rejected_checked, fuzzer.rejected_unchecked
     print(f"rejections checked for no state change: {checked} (unchecked: {unchecked})")
     print(f"digests equal: {'yes ' + digest[:16] if digest else 'NO'}")
+    print(f"pysyncobj truncation notices (known library noise): {fuzzer.library_noise}")
     if args.keep:
         print(f"cluster directory: {base}")
     for problem in fuzzer.problems:

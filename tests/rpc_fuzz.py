@@ -14,7 +14,7 @@ INTERNAL, and a call that failed left the replicated state as it was: the leader
 before, whenever no command was accepted in between (``accepted_commands`` unchanged; a fire or
 an executor's lease may commit concurrently, and such a pair is counted as unchecked). At the end
 (:meth:`Fuzzer.finish`): every replica reports the same state digest at the same index and no
-node logged an error or a traceback.
+node logged an error or a traceback (one known pysyncobj notice aside: :data:`KNOWN_LIBRARY_NOISE`).
 
 Used by ``tests/integration/test_fuzz.py`` (a bounded run in the suite) and ``bench/fuzz.py``
 (a longer one).
@@ -62,6 +62,12 @@ STREAM_TIMEOUT_S = 0.5
 # Statuses that are a bug whatever the input: an exception escaped a handler, or apply failed.
 BUGS = frozenset({grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
 _LOG_PROBLEM = re.compile(r" (ERROR|CRITICAL) |^Traceback ")
+# pysyncobj logs this when a follower truncates entries it already applied and takes identical
+# ones again (its "spurious truncation" after a leader's pause; seen about once in 4,000 fuzzed
+# calls on a loaded machine). The replica never applies an index twice, and a real divergence
+# would show as unequal state digests at one index, which finish() checks: counted, not a problem
+# (as the chaos harness treats it).
+KNOWN_LIBRARY_NOISE = re.compile(r"CRITICAL pysyncobj\.syncobj: truncating already-applied log entries")
 
 
 def methods() -> list[MethodDescriptor]:
@@ -189,6 +195,7 @@ class Fuzzer:
     by_method: collections.Counter[str] = field(default_factory=collections.Counter)
     rejected_checked: int = 0
     rejected_unchecked: int = 0
+    library_noise: int = 0
     problems: list[str] = field(default_factory=list)
     _channels: dict[str, grpc.Channel] = field(default_factory=dict)
     _leader: str = ""
@@ -293,7 +300,9 @@ class Fuzzer:
             self.problems.append(f"replicas did not converge: {exc}")
         for log in sorted(self.cluster.log_dir.glob("*.log")):
             for line in log.read_text(errors="replace").splitlines():
-                if _LOG_PROBLEM.search(line):
+                if KNOWN_LIBRARY_NOISE.search(line):
+                    self.library_noise += 1
+                elif _LOG_PROBLEM.search(line):
                     self.problems.append(f"{log.name}: {line[:300]}")
         return digest
 
@@ -302,7 +311,8 @@ class Fuzzer:
         return (
             f"{self.calls} calls over {len(self.by_method)} RPCs; statuses: {codes}; "
             f"rejections checked for no state change: {self.rejected_checked} "
-            f"(unchecked, a concurrent write: {self.rejected_unchecked})"
+            f"(unchecked, a concurrent write: {self.rejected_unchecked}); "
+            f"pysyncobj truncation notices: {self.library_noise}"
         )
 
 

@@ -27,7 +27,8 @@ TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-node --config FILE --node-id ID [--log-level info]``: run one node until stopped."""
+    """``raftsched-node --config FILE --node-id ID [--log-level info] [--log-format text|json]``:
+    run one node until stopped."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")
     parser.add_argument("--node-id", required=True, metavar="ID", help="which [[nodes]] entry this is")
@@ -37,18 +38,20 @@ def node_main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
-        return run_guarded("raftsched-node", run_node, args.config, args.node_id, args.log_level)
+        return run_guarded(
+            "raftsched-node", run_node, args.config, args.node_id, args.log_level, args.log_format
+        )
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-node")
 
 
-def run_node(config_path: str, node_id: str, log_level: str = "info") -> int:
+def run_node(config_path: str, node_id: str, log_level: str = "info", log_format: str = "text") -> int:
     """Run one node until SIGTERM/SIGINT. Returns the process exit code."""
     from raftsched.config import load_config
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
 
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     config = load_config(config_path)
     node = Node(config, node_id, clock=SystemClock(_test_clock_offset_ms()))
     node.start()

@@ -342,17 +342,17 @@ class Client:
             raise outcome from None
         return answer
 
-    def cluster_status(self) -> ClusterView:
+    def cluster_status(self, *, digests: bool = False) -> ClusterView:
         """Ask every known target for its NodeStatus, concurrently; unreachable ones are reported too.
 
-        Raises :class:`~raftsched.errors.Unauthenticated` or
-        :class:`~raftsched.errors.PermissionDenied` if no node answered and a node refused the
+        ``digests``: each node also hashes its whole replicated state (``state_digest``); nodes at
+        the same applied index must report the same digest. It reads every key of the store, so
+        it is for a look by hand, not for polling. Raises :class:`~raftsched.errors.Unauthenticated`
+        or :class:`~raftsched.errors.PermissionDenied` if no node answered and a node refused the
         credentials (a cluster with auth on, and no or a wrong token)."""
         targets = self.targets
-        futures = [
-            (t, self._stub(t).NodeStatus.future(pb.NodeStatusRequest(), timeout=self._timeout))
-            for t in targets
-        ]
+        request = pb.NodeStatusRequest(include_digest=digests)
+        futures = [(t, self._stub(t).NodeStatus.future(request, timeout=self._timeout)) for t in targets]
         views: list[NodeView] = []
         refused: RaftschedError | None = None
         for target, future in futures:
@@ -367,6 +367,28 @@ class Client:
         if refused is not None and not any(v.reachable for v in views):
             raise refused
         return _summarise(tuple(views))
+
+    def list_executors(self, *, include_left: bool = False) -> pb.ListExecutorsReply:
+        """The executors in the replicated membership (``include_left``: also those that left),
+        by name, each with its slots, the attempts assigned to it and not finished, and labels.
+
+        Heartbeats and stream addresses are known to the leader only: the leader is asked when
+        it can be found (``leader_view`` in the reply), else the answer of another node stands
+        with them left empty."""
+        request = pb.ListExecutorsRequest(include_left=include_left)
+        reply: pb.ListExecutorsReply = self._call("ListExecutors", request)
+        if reply.leader_view:
+            return reply
+        try:
+            leader = self.node_status().leader_grpc
+            if leader:
+                answer: pb.ListExecutorsReply = self._stub(self._learn(leader)).ListExecutors(
+                    request, timeout=self._timeout
+                )
+                return answer
+        except (grpc.RpcError, RaftschedError):
+            pass  # the follower's answer is still right about membership and slots
+        return reply
 
     # -- workflows ---------------------------------------------------------------------------------
 
@@ -414,6 +436,39 @@ class Client:
             "ListWorkflows", pb.ListWorkflowsRequest(prefix=prefix, limit=limit)
         )
         return list(reply.workflows)
+
+    def pause_workflow(self, name: str) -> pb.WorkflowRecord:
+        """Stop the workflow's scheduled runs (its fires are accounted as ``skipped_disabled``)
+        until :meth:`resume_workflow`; runs in flight go on, and manual runs and backfills still
+        start. Pausing a paused workflow changes nothing. NotFound for an unknown workflow."""
+        return self._set_paused(name, True)
+
+    def resume_workflow(self, name: str) -> pb.WorkflowRecord:
+        """Schedule the workflow again, from now on: fires that fell due while it was paused are
+        not owed. Resuming a running workflow changes nothing. NotFound for an unknown workflow."""
+        return self._set_paused(name, False)
+
+    def _set_paused(self, name: str, paused: bool) -> pb.WorkflowRecord:
+        request = pb.SetWorkflowPausedRequest(
+            name=validate_name(name, "workflow"), paused=paused, idempotency_key=_key()
+        )
+        reply: pb.WorkflowReply = self._call("SetWorkflowPaused", request, write=True)
+        return reply.workflow
+
+    def delete_workflow(
+        self, name: str, *, force: bool = False, reason: str = ""
+    ) -> tuple[pb.WorkflowRecord, int]:
+        """Delete a workflow: its versions, runs, backfills and the internal tasks that ran its
+        tasks; ``(record as it was, active runs killed)``.
+
+        Refused with Conflict while a run of it is active, unless ``force``: then those runs are
+        killed first (their running attempts terminated, ``reason`` in their timelines).
+        NotFound for an unknown workflow."""
+        request = pb.DeleteWorkflowRequest(
+            name=validate_name(name, "workflow"), force=force, reason=reason, idempotency_key=_key()
+        )
+        reply: pb.DeleteWorkflowReply = self._call("DeleteWorkflow", request, write=True)
+        return reply.workflow, reply.runs_killed
 
     def start_workflow_run(
         self, workflow: str, logical_ms: int = 0, params: Mapping[str, Any] | str | None = None
@@ -535,6 +590,21 @@ class Client:
             "ListBackfills", pb.ListBackfillsRequest(workflow=validate_name(workflow, "workflow"))
         )
         return list(reply.backfills)
+
+    def alerts(self, since_ms: int = 0, limit: int = 0) -> list[pb.AlertInfo]:
+        """Retained alert events at or after ``since_ms`` (newest ``limit``; 0: up to 1000), oldest
+        first, each with its delivery state per webhook target of the answering node's config."""
+        _check_count(limit, "limit")
+        reply: pb.ListAlertsReply = self._call(
+            "ListAlerts", pb.ListAlertsRequest(since_ms=since_ms, limit=limit)
+        )
+        return list(reply.alerts)
+
+    def ack_alert(self, alert_id: str) -> pb.AlertRecord:
+        """Acknowledge an alert event (kept with the time of the first acknowledgement)."""
+        request = pb.AckAlertRequest(id=alert_id, idempotency_key=_key())
+        reply: pb.AckAlertReply = self._call("AckAlert", request, write=True)
+        return reply.alert
 
     def lineage(
         self, workflow: str, task: str, version: int = 0

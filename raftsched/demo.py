@@ -1,17 +1,18 @@
 """``raftsched demo``: a local 3-node cluster, two executors and sample tasks; prints each fire as
 it is committed and each execution as it finishes.
 
-Starts the nodes of a config file (by default ``cluster.example.toml``) and two executors as
-child processes, installs sample tasks (one of them sharded), then prints every fire the
-cluster commits (nominal time, outcome, epoch, run) and every shard an executor finishes (which
-executor, how long after the nominal time it started, what the command printed). Ctrl-C stops
-everything.
+Starts the nodes of a config file (by default ``cluster.example.toml``), each with its state in
+``demo-data/<node>`` next to the config rather than its configured ``data_dir``, and two
+executors, as child processes (their pids printed, to kill one by hand); installs sample tasks
+(one of them sharded), then prints every fire the cluster commits (nominal time, outcome, epoch,
+run) and every shard an executor finishes (which executor, how long after the nominal time it
+started, what the command printed). Ctrl-C stops everything.
 
 The demo runs with mutual TLS: unless the config has a ``[tls]`` table of its own, it makes a
-local CA, a node and a client certificate under ``data/tls`` next to the config
+local CA, a node and a client certificate under ``demo-data/tls``
 (:func:`raftsched.security.certs.write_demo_pki`), writes the config with that ``[tls]`` to
-``data/demo-cluster.toml``, and prints how the CLI uses them. It runs with authentication too:
-unless the config has an ``[auth]`` table, it writes a fresh admin token to ``data/admin.token``
+``demo-data/demo-cluster.toml``, and prints how the CLI uses them. It runs with authentication too:
+unless the config has an ``[auth]`` table, it writes a fresh admin token to ``demo-data/admin.token``
 (mode 600, kept across runs) as the ``[auth] bootstrap_token_file``; the demo's executors get an
 executor token, and the printed command line carries ``--token-file``.
 """
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from raftsched.cli.render import enum_name, task_state, wf_state
 from raftsched.client import Client
 from raftsched.config import ClusterConfig, TlsSettings, load_config, parse_address
 from raftsched.errors import AlreadyExists, InvalidSpec, RaftschedError
@@ -93,13 +95,11 @@ def demo_workflow() -> pb.WorkflowSpec:
     return spec
 
 
-_OUTCOME = {
-    pb.FIRED: "fired",
-    pb.COALESCED: "coalesced",
-    pb.SKIPPED_OVERLAP: "skipped (overlap)",
-    pb.SKIPPED_MISFIRE: "skipped (misfire)",
-    pb.SKIPPED_DISABLED: "skipped (disabled)",
-}
+DEMO_DATA = "demo-data"
+"""The demo's own directory, next to its config: every node's state, the executors' execution
+logs, the process logs, and (unless the config has ``[tls]``) the demo's TLS files and the config
+the nodes run with. A cluster started by hand from the same config keeps its state in
+the config's ``data_dir`` entries, so it never inherits the demo's tasks (nor the demo its)."""
 
 
 def run_demo(config_path: str, duration: str = "0") -> int:
@@ -109,7 +109,7 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"{config}: no such config file (run from the repository root, or pass --config)"
         )
     stop_after = float(duration)
-    data = config.parent / "data"
+    data = config.parent / DEMO_DATA
     clock = SystemClock()
     demo_config, tls = with_demo_tls(config, data, clock)
     demo_config, token_file = with_demo_auth(demo_config, data, config)
@@ -125,12 +125,13 @@ def run_demo(config_path: str, duration: str = "0") -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     say(
-        f"starting {len(cluster.config.nodes)} nodes and {len(EXECUTORS)} executors from {config} "
-        f"(logs in {cluster.log_dir})"
+        f"starting {len(cluster.config.nodes)} nodes and {len(EXECUTORS)} executors from {config}; "
+        f"their state and logs are in {data}/ (delete it to start afresh)"
     )
-    cluster.start()
+    for node in cluster.config.nodes:
+        cluster.start(node.id, extra_args=["--data-dir", str(data / node.id)])
     try:
-        leader = cluster.wait_for_leader(60)
+        leader = _wait_for_leader(cluster)
         say(
             f"leader elected: {leader} (term {cluster.status(leader).term}); "
             f"gRPC targets {','.join(cluster.targets())}"
@@ -144,6 +145,10 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                 executors.append(
                     cluster.start_executor(name, slots=4, data_dir=data / name, token=executor_token)
                 )
+            for node_id, proc in cluster.procs.items():
+                say(f"node {node_id:8} pid {proc.pid:<8} (fail it over: kill -9 {proc.pid})")
+            for name, proc in zip(EXECUTORS, executors, strict=True):
+                say(f"executor {name:4} pid {proc.pid:<8} (kill -9 {proc.pid})")
             for spec in SAMPLES:
                 try:
                     rec = client.add_task(spec)
@@ -187,9 +192,29 @@ def run_demo(config_path: str, duration: str = "0") -> int:
     return 0
 
 
+def _wait_for_leader(cluster: LocalCluster) -> str:
+    """The leader's id, once elected; a node process that exits first (its ports taken by another
+    cluster, say) fails the demo with that node's last log line."""
+    deadline = time.monotonic() + 60
+    while True:
+        for node_id, proc in cluster.procs.items():
+            if proc.poll() is not None:
+                log = cluster.log_dir / f"{node_id}.log"
+                lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+                last = lines[-1] if lines else f"exit status {proc.returncode}"
+                raise RaftschedError(f"demo node {node_id} stopped: {last} (log: {log})")
+        leader = cluster.leader()
+        if leader is not None:
+            return leader
+        if time.monotonic() > deadline:
+            raise RaftschedError(f"no leader elected within 60 s (logs in {cluster.log_dir})")
+        time.sleep(0.1)  # polling the node processes, not synchronising with them
+
+
 def with_demo_tls(config_path: Path, data: Path, clock: SystemClock) -> tuple[Path, TlsConfig | None]:
     """The config the demo runs and how its clients dial it: ``config_path`` as it is if it has
-    ``[tls]``; otherwise a copy with mutual TLS on certificates made under ``data/tls``."""
+    ``[tls]``; otherwise a copy with mutual TLS on certificates made under ``data/tls`` (``data``:
+    the demo's own directory)."""
     config = load_config(config_path)
     if config.tls is not None:
         return config_path, node_client_tls(config)
@@ -210,7 +235,7 @@ def with_demo_tls(config_path: Path, data: Path, clock: SystemClock) -> tuple[Pa
 def with_demo_auth(config_path: Path, data: Path, source: Path) -> tuple[Path, Path | None]:
     """The config the demo runs and its admin token file: ``config_path`` as it is if it has
     ``[auth]`` (its bootstrap token file, if any, is the demo's admin token); otherwise a copy,
-    ``data/demo-cluster.toml``, with ``[auth]`` on a bootstrap token in ``data/admin.token``."""
+    ``demo-data/demo-cluster.toml``, with ``[auth]`` on a bootstrap token in ``demo-data/admin.token``."""
     config = load_config(config_path)
     if config.auth is not None:
         return config_path, config.auth.bootstrap_token_file
@@ -324,7 +349,7 @@ def show_fires(client: Client, name: str, since: dict[str, int]) -> None:
         if f.nominal_ms <= since[name]:
             continue
         extra = f" x{f.count} through {iso(f.through_ms)}" if f.through_ms else ""
-        outcome = _OUTCOME.get(f.outcome, "?")
+        outcome = enum_name(pb.FireOutcome, f.outcome)
         say(f"{iso(f.nominal_ms)}  {name:18} {outcome:10} epoch {f.epoch}  {f.run_id}{extra}")
         since[name] = max(f.nominal_ms, f.through_ms)
 
@@ -336,7 +361,7 @@ def show_runs(client: Client, name: str, since_ms: int, done: set[str]) -> None:
         done.add(run.run_id)
         for s in run.shards:
             out = (s.stdout_tail or s.error).strip().splitlines()
-            verdict = "ok" if s.state == pb.SUCCEEDED else "FAILED"
+            verdict = "ok" if s.state == pb.SUCCEEDED else "failed"
             late = max(0, s.assigned_ms - run.nominal_ms)
             say(
                 f"{'':26}{'':18} {'ran':10} {verdict} on {s.executor or '-'} (shard {s.shard}, attempt "
@@ -349,11 +374,8 @@ def show_workflow_runs(client: Client, name: str, done: set[str]) -> None:
         if run.run_id in done or run.state == pb.WORKFLOW_RUNNING:
             continue
         done.add(run.run_id)
-        state = pb.WorkflowRunState.Name(run.state).removeprefix("WORKFLOW_")
-        tasks = ", ".join(
-            f"{t.name} {pb.WorkflowTaskState.Name(t.state).removeprefix('TASK_')}" for t in run.tasks
-        )
-        say(f"{iso(run.logical_ms)}  {name:18} {state:10} {tasks}")
+        tasks = ", ".join(f"{t.name} {task_state(t.state)}" for t in run.tasks)
+        say(f"{iso(run.logical_ms)}  {name:18} {wf_state(run.state):10} {tasks}")
 
 
 if __name__ == "__main__":

@@ -224,6 +224,17 @@ class PermissionDenied(RaftschedError):
     code = "permission_denied"
 
 
+class CannotStart(RaftschedError):
+    """A node or executor cannot start as configured: its data directory is locked by another
+    process, or an address it must listen on (gRPC, Raft) is in use or not on this host.
+
+    Nothing was started and nothing was written. The message names the directory or address:
+    stop the other process, or give this one its own directory and ports.
+    """
+
+    code = "cannot_start"
+
+
 def error_for_code(code: str, message: str) -> RaftschedError:
     """Rebuild the exception matching a rejection ``code`` (used by the SDK)."""
     simple: dict[str, type[RaftschedError]] = {

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -68,6 +68,23 @@ def wait_until(
         time.sleep(interval)
 
 
+def stop_processes(procs: Collection[subprocess.Popen[bytes]], *, resume: bool = False) -> None:
+    """Terminate every live process of ``procs`` (first resuming it with SIGCONT if ``resume``:
+    a stopped process would not act on SIGTERM), then reap each; one that has not exited 10 s
+    later is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            if resume:
+                proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 def write_config(
     path: Path, nodes: int, secret: str = "local-cluster-secret-0123456789", extra: str = ""
 ) -> ClusterConfig:
@@ -117,7 +134,13 @@ class LocalCluster:
 
     # -- processes -------------------------------------------------------------------------------
 
-    def start(self, node_id: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+    def start(
+        self,
+        node_id: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        """Start the node (or every node) unless it runs; ``extra_args`` go to ``raftsched-node``."""
         ids = [node_id] if node_id else [n.id for n in self.config.nodes]
         for nid in ids:
             if nid in self.procs and self.procs[nid].poll() is None:
@@ -125,7 +148,7 @@ class LocalCluster:
             log = open(self.log_dir / f"{nid}.log", "ab")  # noqa: SIM115 - owned by the child
             env = {**os.environ, **self.env, **(extra_env or {})}
             self.procs[nid] = subprocess.Popen(
-                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid],
+                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid, *extra_args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -204,16 +227,7 @@ class LocalCluster:
         return [n for n, p in self.procs.items() if p.poll() is None]
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_processes(self.procs.values(), resume=True)
         for ch in self._channels.values():
             ch.close()
         self._channels.clear()

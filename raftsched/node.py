@@ -28,10 +28,12 @@ from raftsched.abc import (
     ProposeCallback,
     ProposeError,
     RaftStatus,
+    StoreFailed,
 )
+from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.errors import ConfigError, InvalidSpec, RaftschedError
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
@@ -101,7 +103,10 @@ class Node:
         # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
         # own journal is never fsynced at all (docs/architecture.md §10), so this costs no durability
         # the Raft log itself would have offered.
-        self.store = LmdbStore(self.me.data_dir, sync=False)
+        self.store = LmdbStore(self.me.data_dir, map_size=config.storage.map_size, sync=False)
+        # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
+        self.failure: BaseException | None = None
+        self._failed_event: asyncio.Event | None = None
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
         self.state = SchedulerState.load(self.store, self.retention)
@@ -129,6 +134,7 @@ class Node:
         self.hub: ExecutorHub | None = None
         self._health: health.aio.HealthServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.alert_loop: AlertLoop | None = None
         # Authentication (the [auth] table): one verifier per node, its cache in memory only.
         self.refusals = RefusalLog()
         self._bootstrap_token: str | None = None
@@ -194,6 +200,7 @@ class Node:
             load_snapshot=self._load_snapshot,
             applied_index=lambda: self.replica.last_applied,
             addr_to_id=self._addr_to_id,
+            on_store_failure=self._store_failed,
         )
         log.info(
             "node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
@@ -214,14 +221,19 @@ class Node:
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
+        self._failed_event = asyncio.Event()
+        if self.failure is not None:
+            self._failed_event.set()
         server = grpc.aio.server(
             interceptors=interceptors,
             options=[
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+                # Without this a second node on the same port binds too and shares the traffic.
+                ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
+        pb_grpc.add_AdminServicer_to_server(AdminServicer(self, self._live_executors), server)
         sch = self.config.scheduler
         self.hub = ExecutorHub(
             self,
@@ -237,6 +249,11 @@ class Node:
             self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
         self.hub.start()
+        self.alert_loop = AlertLoop(
+            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
+        )
+        self.alert_loop.start()
+        log.info("node %s %s", self.node_id, describe(self.config.alerts))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -253,12 +270,15 @@ class Node:
             ),
             server,
         )
-        if self.server_tls is not None:
-            bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
-        else:
-            bound = server.add_insecure_port(self.me.grpc_listen)
+        try:
+            if self.server_tls is not None:
+                bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
+            else:
+                bound = server.add_insecure_port(self.me.grpc_listen)
+        except RuntimeError:  # grpc's "Failed to bind to address"
+            bound = 0
         if not bound:
-            raise OSError(f"cannot bind gRPC on {self.me.grpc_listen}")
+            raise CannotStart(f"cannot listen on the gRPC address {self.me.grpc_listen}: the port is in use")
         await server.start()
         self._server = server
         log.info(
@@ -271,14 +291,24 @@ class Node:
         try:
             if obs is not None:
                 await obs.start()
-            if stop is None:
-                await server.wait_for_termination()
-            else:
-                await stop.wait()
+            # Until stopped, or until the store fails (then the caller exits non-zero).
+            waits = [asyncio.ensure_future(self._failed_event.wait())]
+            waits.append(
+                asyncio.ensure_future(server.wait_for_termination() if stop is None else stop.wait())
+            )
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
         finally:
+            await self.alert_loop.stop()
             if obs is not None:
                 await obs.stop()
             await server.stop(grace=1.0)
+
+    def _live_executors(self) -> dict[str, tuple[int, str]] | None:
+        return self.hub.live_view() if self.hub is not None else None
 
     def reload_tls(self) -> bool:
         """Re-read the ``[tls]`` certificate, key and CA files (what SIGHUP does for
@@ -308,6 +338,11 @@ class Node:
         )
         return f"TLS ({clients}; certificate {tls.summary})"
 
+    def _delay_summary(self, since_ms: int) -> tuple[int, float]:
+        """``(fires, p99 commit lateness ms)`` of the fires with a nominal time since ``since_ms``."""
+        summary = self.lateness.summary(since_ms)
+        return summary.count, summary.p99_ms
+
     def _flush_loop(self) -> None:
         while not self._flusher_stop.wait(1.0):
             gc.freeze()  # cheap (moves the tracked objects to the permanent generation)
@@ -327,7 +362,8 @@ class Node:
             self.driver_thread.stop()
         if self.consensus is not None:
             self.consensus.destroy()
-        self.replica.end_of_tick()
+        if self.failure is None:  # after a store failure nothing more can be committed
+            self.replica.end_of_tick()
         self.store.close()
 
     # -- wiring ----------------------------------------------------------------------------------
@@ -434,6 +470,33 @@ class Node:
         if self.observability is not None:
             self.observability.observe_commit_lateness(samples)
 
+    def _store_failed(self, exc: BaseException) -> None:
+        """The store cannot take writes (applier thread; the consensus node has already left the
+        Raft cluster): say so once, loudly, report not ready, and end :meth:`serve`."""
+        self.failure = exc
+        cause = exc.cause if isinstance(exc, StoreFailed) else exc
+        usage = self.store.usage()
+        log.critical(
+            "node %s stopped: its state store cannot take writes (%s: %s; %d of %d bytes used), so it "
+            "left the Raft cluster and a healthy node leads. Free disk space or raise "
+            "storage.map_size, then restart it: it replays the Raft log and catches up, nothing is lost",
+            self.node_id,
+            type(cause).__name__,
+            cause,
+            usage.used_bytes,
+            usage.map_bytes,
+        )
+        loop, health_servicer, event = self._loop, self._health, self._failed_event
+        if loop is not None and health_servicer is not None and event is not None:
+            not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+
+            async def not_ready() -> None:
+                for service in ("", ADMIN_SERVICE, LEADER_HEALTH_SERVICE):
+                    await health_servicer.set(service, not_serving)
+                event.set()
+
+            asyncio.run_coroutine_threadsafe(not_ready(), loop)
+
     def _write_snapshot(self, f: BinaryIO) -> None:
         started = self.clock.monotonic()
         self.store.write_snapshot(f)
@@ -483,6 +546,16 @@ class Node:
                 rss_bytes=rss_bytes(),
                 chain=self.state.chain.hex(),
             )
+            peers = [n for n in self.config.nodes if n.id != self.node_id]
+            for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
+                link = raft.peer(known_as)
+                reply.raft_peers.add(
+                    node_id=node.id,
+                    raft=node.raft,
+                    connected=link.connected,
+                    match_index=link.match_index,
+                    refused=link.refused,
+                )
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
@@ -502,6 +575,10 @@ class Node:
         for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
             link = raft.peer(known_as)
             out.peers.add(
-                node_id=node.id, raft=node.raft, connected=link.connected, match_index=link.match_index
+                node_id=node.id,
+                raft=node.raft,
+                connected=link.connected,
+                match_index=link.match_index,
+                refused=link.refused,
             )
         return out

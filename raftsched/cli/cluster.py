@@ -1,4 +1,5 @@
-"""Reaching the cluster (``--cluster``, ``--config``, ``$RAFTSCHED_CLUSTER``), and ``status``."""
+"""Reaching the cluster (``--cluster``, ``--config``, ``$RAFTSCHED_CLUSTER``), ``status`` and
+``executors``."""
 
 from __future__ import annotations
 
@@ -7,14 +8,24 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cli.errors import UsageError, fail
-from raftsched.cli.render import print_json, print_table, to_dict
+from raftsched.cli.input import lazy_now
+from raftsched.cli.render import duration_text, enum_name, iso, print_json, print_table, to_dict
+from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
     from raftsched.client import Client, ClusterView
     from raftsched.config import ClusterConfig
     from raftsched.security.tls import TlsConfig
 
-__all__ = ["CLUSTER_ENV", "TLS_HELP", "add_tls_options", "cmd_status", "connect", "tls_from_args"]
+__all__ = [
+    "CLUSTER_ENV",
+    "TLS_HELP",
+    "add_tls_options",
+    "cmd_executors",
+    "cmd_status",
+    "connect",
+    "tls_from_args",
+]
 
 CLUSTER_ENV = "RAFTSCHED_CLUSTER"
 TLS_HELP = (
@@ -72,15 +83,17 @@ def connect(args: argparse.Namespace) -> Client:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status``: leader, term and every node's state; exit status 1 if no node answered."""
+    """``status``: leader, term and every node's state (with its state digest unless
+    ``--no-digest``); exit status 1 if no node answered."""
     with connect(args) as client:
-        view = client.cluster_status()
+        view = client.cluster_status(digests=args.digests)
     if args.json:
         print_json(_cluster_dict(view))
     else:
         leader = f"{view.leader_id} ({view.leader_addr})" if view.leader_id else "unknown"
         print(f"leader: {leader}   term: {view.term}   commit index: {view.commit_index}")
         rows = []
+        refused = _raft_refusals(view)
         for n in view.nodes:
             s = n.status
             if s is None:
@@ -95,7 +108,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     str(s.commit_index),
                     str(s.applied_index),
                     s.state_digest[:12] or "-",
-                    "ok",
+                    refused.get(s.node_id, "ok"),
                 ]
             )
         print_table(["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "DIGEST", "STATUS"], rows)
@@ -108,6 +121,27 @@ def cmd_status(args: argparse.Namespace) -> int:
         why = f": {view.nodes[0].error}" if len(reasons) == 1 else ""
         return fail(f"no node reachable (tried {tried}){why}", 1)
     return 0
+
+
+def _raft_refusals(view: ClusterView) -> dict[str, str]:
+    """node id -> "raft refused by ..." for each node that most of the other answering nodes
+    report as refused lately. A wrong-secret node and its peers each see the other side refuse;
+    the majority view tells which one is the odd node out."""
+    reports: dict[str, list[str]] = {}
+    asked: dict[str, int] = {}
+    for n in view.nodes:
+        s = n.status
+        if s is None:
+            continue
+        for p in s.raft_peers:
+            asked[p.node_id] = asked.get(p.node_id, 0) + 1
+            if p.refused and not p.connected:
+                reports.setdefault(p.node_id, []).append(f"{s.node_id}: {p.refused}")
+    return {
+        node: "raft refused by " + "; ".join(why)
+        for node, why in reports.items()
+        if len(why) * 2 > asked.get(node, 0)
+    }
 
 
 def _digest_warnings(view: ClusterView) -> list[str]:
@@ -139,3 +173,41 @@ def _cluster_dict(view: ClusterView) -> dict[str, Any]:
             for n in view.nodes
         ],
     }
+
+
+def cmd_executors(args: argparse.Namespace) -> int:
+    """``executors``: every executor in the membership (``--all``: also those that left)."""
+    with connect(args) as client:
+        reply = client.list_executors(include_left=args.all)
+    if args.json:
+        return print_json(to_dict(reply))
+    now = lazy_now()
+    rows = [
+        [
+            e.name,
+            enum_name(pb.ExecutorState, e.state),
+            f"{e.slots_used}/{e.slots}",
+            ",".join(f"{k}={v}" for k, v in sorted(e.labels.items())) or "-",
+            e.address or "-",
+            _heartbeat_text(e.last_heartbeat_ms, now()) if e.last_heartbeat_ms else "-",
+            iso(e.joined_ms),
+            f"{iso(e.left_ms)} {e.left_reason}".strip() if e.left_ms else "-",
+        ]
+        for e in reply.executors
+    ]
+    print_table(["NAME", "STATE", "SLOTS", "LABELS", "ADDRESS", "LAST HEARTBEAT", "JOINED", "LEFT"], rows)
+    if not reply.leader_view:
+        print(
+            f"note: {reply.node_id or 'the node'} answered without leading: heartbeats and addresses "
+            "are known to the leader only"
+        )
+    return 0
+
+
+def _heartbeat_text(at_ms: int, now_ms: int) -> str:
+    """``2026-11-30T10:00:00Z (3s ago)``: the age in the largest unit that fits, whole."""
+    age = max(0, now_ms - at_ms)
+    for size in (86_400_000, 3_600_000, 60_000, 1000):
+        if age >= size:
+            return f"{iso(at_ms)} ({duration_text(age - age % size)} ago)"
+    return f"{iso(at_ms)} (now)"

@@ -6,11 +6,18 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from raftsched import __version__
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
-from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
-from raftsched.errors import ConfigError, InvalidSpec, RaftschedError, TlsError
+from raftsched.cli.process import (
+    add_log_level_option,
+    configure_logging,
+    lock_data_dir,
+    stop_on_signals,
+)
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError, TlsError
 
 __all__ = ["executor_main"]
 
@@ -23,6 +30,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         description="Run a raftsched executor until SIGTERM/SIGINT.",
         epilog=TLS_HELP,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
     parser.add_argument(
         "--config", metavar="FILE", help="read the nodes' gRPC addresses from a cluster config"
@@ -30,6 +38,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name", required=True, help="this executor's unique name")
     parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
     parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
+    parser.add_argument(
+        "--map-size",
+        default="64GiB",
+        metavar="SIZE",
+        help="most the execution log may grow to, e.g. 512MiB or 64GiB (default: 64GiB)",
+    )
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
@@ -56,31 +70,38 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         if not targets:
             raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
-        from raftsched.executor.agent import Executor
-        from raftsched.security.tokens import resolve_token
+        # Held until the process exits: two executors on one execution log would each run and
+        # report the other's attempts as their own.
+        lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
+        try:
+            from raftsched.executor.agent import Executor
+            from raftsched.security.tokens import resolve_token
 
-        token = resolve_token(args.token, args.token_file)
-        executor = Executor(
-            targets,
-            args.name,
-            slots=args.slots,
-            data_dir=args.data_dir,
-            labels=labels,
-            tls=tls_from_args(args, config),
-            http=args.http,
-            token=token,
-        )
+            token = resolve_token(args.token, args.token_file)
+            executor = Executor(
+                targets,
+                args.name,
+                slots=args.slots,
+                data_dir=args.data_dir,
+                labels=labels,
+                map_size=args.map_size,
+                tls=tls_from_args(args, config),
+                http=args.http,
+                token=token,
+            )
 
-        async def serve() -> None:
-            await executor.run(stop_on_signals())
+            async def serve() -> None:
+                await executor.run(stop_on_signals())
 
-        asyncio.run(serve())
+            asyncio.run(serve())
+        finally:
+            lock.release()
         return 0
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
     except ConfigError as exc:
         return fail(config_message(exc), 2, prog="raftsched-executor")
-    except InvalidSpec as exc:
+    except (InvalidSpec, CannotStart) as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
     except TlsError as exc:
         return fail(str(exc), 1, prog="raftsched-executor")

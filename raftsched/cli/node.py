@@ -9,29 +9,49 @@ one runs, so the admin commands never load it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from raftsched import __version__
 from raftsched.cli.errors import ArgParser, UsageError, fail, run_guarded
-from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
+from raftsched.cli.process import (
+    add_log_level_option,
+    check_listen_address,
+    configure_logging,
+    lock_data_dir,
+    stop_on_signals,
+)
 from raftsched.errors import InvalidSpec
 
-__all__ = ["TEST_CLOCK_OFFSET_ENV", "node_main", "run_node"]
+if TYPE_CHECKING:
+    from raftsched.config import ClusterConfig
+
+__all__ = ["TEST_CLOCK_OFFSET_ENV", "node_main", "run_node", "with_data_dir"]
 
 log = logging.getLogger("raftsched.node")
 
 TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
+STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left the cluster
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-node --config FILE --node-id ID [--log-level info] [--log-format text|json]``:
-    run one node until stopped."""
+    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--log-level info]
+    [--log-format text|json]``: run one node until stopped."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")
     parser.add_argument("--node-id", required=True, metavar="ID", help="which [[nodes]] entry this is")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="keep this node's state in DIR instead of its data_dir in the config",
+    )
     add_log_level_option(parser, "logging level (default: info)")
     try:
         try:
@@ -39,22 +59,43 @@ def node_main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
         return run_guarded(
-            "raftsched-node", run_node, args.config, args.node_id, args.log_level, args.log_format
+            "raftsched-node",
+            run_node,
+            args.config,
+            args.node_id,
+            args.log_level,
+            args.data_dir or "",
+            args.log_format,
         )
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-node")
 
 
-def run_node(config_path: str, node_id: str, log_level: str = "info", log_format: str = "text") -> int:
-    """Run one node until SIGTERM/SIGINT. Returns the process exit code."""
+def run_node(
+    config_path: str, node_id: str, log_level: str = "info", data_dir: str = "", log_format: str = "text"
+) -> int:
+    """Run one node until SIGTERM/SIGINT. Returns the process exit code.
+
+    ``data_dir`` (if given) replaces the node's ``data_dir`` from the config."""
     from raftsched.config import load_config
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
 
     configure_logging(log_level, log_format)
     config = load_config(config_path)
-    node = Node(config, node_id, clock=SystemClock(_test_clock_offset_ms()))
-    node.start()
+    if data_dir:
+        config = with_data_dir(config, node_id, Path(data_dir).absolute())
+    me = config.node(node_id)
+    offset_ms = _test_clock_offset_ms()
+    # Held until the process exits: a second process on this data dir would serve stale state.
+    lock = lock_data_dir(me.data_dir, f"node {node_id}")
+    check_listen_address(me.grpc_listen, "gRPC")
+    node = Node(config, node_id, clock=SystemClock(offset_ms))
+    try:
+        node.start()  # raises CannotStart if the Raft port is taken
+    except BaseException:
+        node.stop()
+        raise
 
     async def main() -> None:
         stop = stop_on_signals()
@@ -72,7 +113,16 @@ def run_node(config_path: str, node_id: str, log_level: str = "info", log_format
         asyncio.run(main())
     finally:
         node.stop()
-    return 0
+        lock.release()
+    return STORE_FAILED_EXIT if node.failure is not None else 0
+
+
+def with_data_dir(config: ClusterConfig, node_id: str, data_dir: Path) -> ClusterConfig:
+    """``config`` with node ``node_id`` keeping its state in ``data_dir`` (validated again: a
+    directory another node of the config uses is a ConfigError)."""
+    me = config.node(node_id)
+    nodes = tuple(dataclasses.replace(n, data_dir=data_dir) if n is me else n for n in config.nodes)
+    return dataclasses.replace(config, nodes=nodes)
 
 
 def _test_clock_offset_ms() -> int:

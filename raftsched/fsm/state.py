@@ -29,6 +29,7 @@ from typing import ClassVar
 from raftsched import codec
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
+from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.access import TokenBook, prune_audit, record_audit
@@ -54,6 +55,8 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
 MAX_EXECUTOR_SLOTS = 10_000
+# Fire outcomes that raise an alert (a disabled task's skipped fires are what its owner asked for).
+_ALERTED_FIRES = frozenset({pb.COALESCED, pb.SKIPPED_OVERLAP, pb.SKIPPED_MISFIRE})
 VERSIONS_KEPT = 20
 
 # Label values of the applier's tally (see raftsched.observability.tally).
@@ -83,8 +86,10 @@ class SchedulerState:
         self.max_epoch = 0
         self.max_now_ms = 0
         self.manual_seq = 0
+        self.alert_seq = 0
         self.applied_commands = 0
         self.chain = b""
+        self.alerts = alerts_mod.AlertBook(store, self.retention, self)
         # Node-local counts of what apply did, for metrics: never replicated, never read by
         # apply, so replicas agree whether or not a node counts (None: it does not).
         self.tally: ApplyTally | None = None
@@ -116,10 +121,12 @@ class SchedulerState:
             self.max_epoch = meta.max_epoch
             self.max_now_ms = meta.max_leader_now_ms
             self.manual_seq = meta.manual_seq
+            self.alert_seq = meta.alert_seq
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
+            self.alert_seq = 0
             self.chain = b""
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
@@ -142,6 +149,7 @@ class SchedulerState:
             max_epoch=self.max_epoch,
             max_leader_now_ms=self.max_now_ms,
             manual_seq=self.manual_seq,
+            alert_seq=self.alert_seq,
             applied_commands=self.applied_commands,
             chain=self.chain,
         )
@@ -187,7 +195,8 @@ class SchedulerState:
     # apply
 
     def apply(self, data: bytes) -> Applied:
-        """Apply one encoded command. Never raises for any input (see module docstring)."""
+        """Apply one encoded command. Never raises for any input (see module docstring); only a
+        store that cannot take writes (``store.failure()`` set) propagates its error."""
         with self.lock:
             try:
                 cmd = codec.decode_command(data)
@@ -205,6 +214,8 @@ class SchedulerState:
             except RaftschedError as exc:  # InvalidSpec, NotFound, Conflict... raised before mutating
                 applied = Applied(rejected(exc.code, str(exc)))
             except Exception as exc:  # a bug: log loudly, but never wedge every replica
+                if self.store.failure() is not None:
+                    raise  # the store cannot take writes: the replica stops this node's applying
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
             self.wf.flush()  # workflow runs changed by this command, written once
@@ -299,6 +310,18 @@ class SchedulerState:
         self.manual_seq += 1
         return self.manual_seq
 
+    def next_alert_seq(self) -> int:
+        """The next value of the replicated sequence of alert events (their ids)."""
+        self.alert_seq += 1
+        return self.alert_seq
+
+    def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
+        """Record an alert event of ``kind`` (one of :data:`raftsched.fsm.alerts.KINDS`)."""
+        alert = pb.AlertRecord(kind=kind, error=reason)
+        for name, value in fields.items():
+            setattr(alert, name, value)
+        self.alerts.raise_(alert, now)
+
     def add_run(self, st: TaskState, run_id: str, data: bytes) -> None:
         """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
         the task's record."""
@@ -383,10 +406,14 @@ class SchedulerState:
     def _delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         name = cmd.delete_task.name
         st = self._task(name)
+        self.remove_task(name)
+        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def remove_task(self, name: str) -> None:
+        """Forget task ``name`` with its history; its active runs are left to finish (their
+        results are still accepted) but nothing new is created."""
         del self.tasks[name]
         self.store.delete(keys.task_key(name))
-        # History of a deleted task goes with it; active runs are left to finish (their results
-        # are still accepted) but nothing new is created.
         for kind in (keys.FIRE, keys.RUN, keys.VERSION):
             for k, v in self.store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):
                 if kind == keys.RUN:
@@ -395,7 +422,10 @@ class SchedulerState:
                     if run.run_id in self.active:
                         continue
                 self.store.delete(k)
-        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def task_names(self, prefix: str) -> list[str]:
+        """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
+        return sorted(name for name in self.tasks if name.startswith(prefix))
 
     def _set_enabled(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.set_enabled
@@ -576,6 +606,25 @@ class SchedulerState:
             self.tally.fire(_OUTCOME_NAMES.get(outcome, "unknown"), spec.owner, spec.namespace, name, count)
         st.kept_fires += 1
         self._prune_fires(st, now)
+        if outcome in _ALERTED_FIRES:
+            self._fire_alert(st, fire, outcome, reason, now)
+
+    def _fire_alert(self, st: TaskState, fire: pb.Fire, outcome: int, reason: str, now: int) -> None:
+        kind = alerts_mod.FIRE_COALESCED if outcome == pb.COALESCED else alerts_mod.FIRE_SKIPPED
+        name = st.spec.name
+        workflow = wf_mod.split_internal(name)[0] if wf_mod.is_internal(name) else ""
+        what = pb.FireOutcome.Name(outcome).lower()
+        count = fire.count or 1
+        span = f"{count} fires from {fire.nominal_ms}" if count > 1 else f"fire at {fire.nominal_ms}"
+        self.raise_alert(
+            kind,
+            f"{span} {what}: {reason}" if reason else f"{span} {what}",
+            now,
+            task=name,
+            workflow=workflow,
+            owner=st.spec.owner,
+            namespace=st.spec.namespace,
+        )
 
     def _prune_fires(self, st: TaskState, now: int) -> None:
         # Over the count limit: prune now. Age is checked every 64th record only (it needs a
@@ -645,6 +694,8 @@ class SchedulerState:
         shard.stderr_tail = res.stderr_tail
         if res.lost:
             shard.lost += 1
+        if (res.lost or res.timed_out) and not res.success:
+            self._attempt_alert(run, shard, res, st, now)
         retry = not res.success and shard.attempt - shard.retry_base <= max_retries
         if self.tally is not None:
             _tally_attempt(self.tally, st, run.task, res, retry)
@@ -657,18 +708,7 @@ class SchedulerState:
             shard.executor = ""
             shard.assigned_ms = 0
             shard.not_before_ms = max(res.retry_at_ms, now)
-            effects.append(
-                AttemptReady(
-                    run.run_id,
-                    run.task,
-                    run.nominal_ms,
-                    shard.shard,
-                    shard.attempt,
-                    epoch,
-                    shard.not_before_ms,
-                    self.wf.backfill_share(run),
-                )
-            )
+            effects.append(self._attempt_ready(run, shard, epoch))
             if run.workflow_run:
                 self.wf.task_run_retrying(run, shard, res.error, now)
         else:
@@ -679,7 +719,7 @@ class SchedulerState:
             run.state = pb.FAILED if failed else pb.SUCCEEDED
             run.finished_ms = now
             if failed:
-                self._alert(run, failed[0], st, now)
+                self._run_failed_alert(run, failed[0], st, now)
             self.finish_run(run, now)
             if run.workflow_run:
                 self.wf.task_run_finished(run, now, epoch, effects)
@@ -710,21 +750,58 @@ class SchedulerState:
             self.put_task(st)
         self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
 
-    def _alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
-        """A run failed after its last retry: record an alert (owner, execution id, last error)."""
-        execution = execution_id(run.run_id, shard.shard, shard.attempt)
-        alert = pb.AlertRecord(
-            task=run.task,
-            owner=st.spec.owner if st is not None else "",
-            run_id=run.run_id,
-            execution_id=execution,
-            error=shard.error or "failed",
-            at_ms=now,
+    def _attempt_ready(self, run: pb.Run, shard: pb.ShardAttempt, epoch: int) -> AttemptReady:
+        """The effect that makes ``shard``'s current attempt dispatchable from its ``not_before_ms``."""
+        return AttemptReady(
+            run.run_id,
+            run.task,
+            run.nominal_ms,
+            shard.shard,
+            shard.attempt,
+            epoch,
+            shard.not_before_ms,
+            self.wf.backfill_share(run),
         )
-        self.store.put(keys.alert_key(now, execution), alert.SerializeToString(deterministic=True))
-        horizon = keys.ALERT + f"{max(0, now - self.retention.keep_ms):016x}".encode()
-        for k, _ in self.store.scan(keys.ALERT, horizon, limit=self.retention.prune_step):
-            self.store.delete(k)
+
+    def _alert_subject(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None) -> dict[str, str]:
+        workflow = wf_mod.split_internal(run.task)[0] if run.workflow_run else ""
+        return {
+            "task": run.task,
+            "workflow": workflow,
+            "workflow_run": run.workflow_run,
+            "owner": st.spec.owner if st is not None else "",
+            "namespace": st.spec.namespace if st is not None else "",
+            "run_id": run.run_id,
+            "execution_id": execution_id(run.run_id, shard.shard, shard.attempt),
+            "output_tail": alerts_mod.output_tail(shard.stdout_tail, shard.stderr_tail),
+        }
+
+    def _attempt_alert(
+        self, run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, st: TaskState | None, now: int
+    ) -> None:
+        """An attempt timed out or was lost with its executor (whether or not a retry follows)."""
+        kind = alerts_mod.LOST if res.lost else alerts_mod.TIMEOUT
+        reason = res.error or ("attempt lost" if res.lost else "attempt timed out")
+        self.raise_alert(kind, reason, now, **self._alert_subject(run, shard, st))
+
+    def _run_failed_alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
+        """A run failed after its last retry: owner, execution id of the failed attempt, last error."""
+        reason = shard.error or (f"exit code {shard.exit_code}" if shard.exit_code else "failed")
+        self.raise_alert(alerts_mod.RUN_FAILED, reason, now, **self._alert_subject(run, shard, st))
+
+    # -----------------------------------------------------------------------------------------
+    # alerts (fsm/alerts.py)
+
+    def _raise_alerts(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        raised = self.alerts.raise_leader_alerts(cmd.raise_alerts, now)
+        return pb.CommandResult(ok=True, accounted=raised), ()
+
+    def _alerts_delivered(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        self.alerts.delivered(cmd.alerts_delivered, now, self.alert_seq)
+        return pb.CommandResult(ok=True), ()
+
+    def _ack_alert(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return pb.CommandResult(ok=True, alert=self.alerts.ack(cmd.ack_alert, now)), ()
 
     def _retry_run(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """Forced retry of a failed run: its failed shards get a new attempt, with a fresh retry count."""
@@ -753,18 +830,7 @@ class SchedulerState:
                 shard.executor = ""
                 shard.not_before_ms = now
                 shard.finished_ms = 0
-                effects.append(
-                    AttemptReady(
-                        run.run_id,
-                        run.task,
-                        run.nominal_ms,
-                        shard.shard,
-                        shard.attempt,
-                        cmd.epoch,
-                        now,
-                        self.wf.backfill_share(run),
-                    )
-                )
+                effects.append(self._attempt_ready(run, shard, cmd.epoch))
         run.state = pb.RUNNING
         run.finished_ms = 0
         data = run.SerializeToString(deterministic=True)
@@ -906,6 +972,12 @@ class SchedulerState:
     def _start_backfill(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.start_backfill(cmd, now)
 
+    def _set_workflow_paused(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.set_paused(cmd, now)
+
+    def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.delete(cmd, now)
+
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
         horizon = now - self.retention.keep_ms
@@ -1000,6 +1072,19 @@ class SchedulerState:
         st = self.tasks.get(task)
         return st.spec.namespace if st is not None else "default"
 
+    def executor_usage(self, include_left: bool = False) -> list[tuple[pb.ExecutorRecord, int]]:
+        """Executors by name (members only unless ``include_left``), each with the number of
+        attempts assigned to it and not finished."""
+        with self.lock:
+            # References only under the lock (cheap); the runs are parsed after it, off the
+            # apply path's way.
+            executors = {name: rec for name, rec in self.executors.items() if rec.alive or include_left}
+            copies = {
+                name: pb.ExecutorRecord.FromString(rec.SerializeToString()) for name, rec in executors.items()
+            }
+            active = dict(self.active)
+        return queries.executor_usage(copies, active, include_left)
+
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
         with self.lock:
@@ -1024,8 +1109,13 @@ class SchedulerState:
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
+        "raise_alerts": _raise_alerts,
+        "alerts_delivered": _alerts_delivered,
+        "ack_alert": _ack_alert,
         "create_token": _create_token,
         "revoke_token": _revoke_token,
+        "set_workflow_paused": _set_workflow_paused,
+        "delete_workflow": _delete_workflow,
     }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from raftsched import codec
+from raftsched.alerts.delivery import delivery_view
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied
 from raftsched.explain import explain
 from raftsched.fsm import queries
@@ -37,9 +38,15 @@ DEFAULT_LIST_LIMIT = 1000
 DEFAULT_WORKFLOW_RUNS = 100
 
 
+LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
+"""The leader's view of its executors, ``name -> (last heartbeat ms, peer address)``; None when
+this node does not lead (see :meth:`raftsched.rpc.executor_service.ExecutorHub.live_view`)."""
+
+
 class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
-    def __init__(self, node: NodeServices) -> None:
+    def __init__(self, node: NodeServices, live_executors: LiveExecutors | None = None) -> None:
         self.node = node
+        self._live_executors = live_executors or (lambda: None)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -252,14 +259,35 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         )
         return pb.BackfillReply(backfill=res.backfill)
 
+    @rpc
+    async def SetWorkflowPaused(
+        self, request: pb.SetWorkflowPausedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowReply:
+        self._workflow_namespace(request.name)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            lambda s: writes.set_workflow_paused(self.node.state, request.name, request.paused, key=key, **s)
+        )
+        return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
+
+    @rpc
+    async def DeleteWorkflow(
+        self, request: pb.DeleteWorkflowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteWorkflowReply:
+        self._workflow_namespace(request.name)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            lambda s: writes.delete_workflow(
+                self.node.state, request.name, request.force, request.reason, key=key, **s
+            )
+        )
+        return pb.DeleteWorkflowReply(workflow=res.workflow, runs_killed=res.runs_killed)
+
     # -- reads ---------------------------------------------------------------------------------
 
     @rpc
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
-        rec = self.node.state.get_task(request.name)
-        if rec is None or not authz.visible(rec.spec.namespace):
-            raise NotFound(f"task {request.name!r} does not exist")
-        return pb.TaskReply(task=rec)
+        return pb.TaskReply(task=self._task(request.name))
 
     @rpc
     async def ListTasks(
@@ -280,8 +308,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             if request.task
             else [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
         )
-        if request.task and self._visible_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        if request.task:
+            self._task(request.task)
         with self.node.store.reader() as r:
             runs = queries.list_runs(r, tasks, request.since_ms, request.until_ms, request.state, limit)
         return pb.ListRunsReply(runs=runs)
@@ -290,8 +318,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def FireAccounting(
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:
-        if self._visible_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
@@ -300,18 +327,20 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     @rpc
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
-        rec = self._visible_task(request.task)
-        if rec is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        rec = self._task(request.task)
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
         return explain(rec, request.at_ms, around, run)
 
     # -- workflow reads -------------------------------------------------------------------------
 
-    def _visible_task(self, name: str) -> pb.TaskRecord | None:
+    def _task(self, name: str) -> pb.TaskRecord:
+        """Task ``name`` if it exists and the caller may see it; NotFound otherwise (a task in
+        another namespace is reported as missing, not as forbidden: its name is not disclosed)."""
         rec = self.node.state.get_task(name)
-        return rec if rec is not None and authz.visible(rec.spec.namespace) else None
+        if rec is None or not authz.visible(rec.spec.namespace):
+            raise NotFound(f"task {name!r} does not exist")
+        return rec
 
     def _workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
         rec = self.node.state.get_workflow(name, version)
@@ -475,6 +504,48 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         with self.node.store.reader() as r:
             records = audit_records(r, request.since_ms, request.principal, limit)
         return pb.ListAuditReply(records=records)
+
+    @rpc
+    async def ListAlerts(
+        self, request: pb.ListAlertsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAlertsReply:
+        infos = delivery_view(
+            self.node.store, self.node.config.alerts, request.since_ms, request.limit or DEFAULT_LIST_LIMIT
+        )
+        if authz.auth_on() and not caller().principal.every_namespace:
+            # A workflow's events carry no namespace; a caller limited to namespaces sees its own.
+            infos = [i for i in infos if i.alert.namespace and authz.visible(i.alert.namespace)]
+        return pb.ListAlertsReply(alerts=infos)
+
+    @rpc
+    async def AckAlert(
+        self, request: pb.AckAlertRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AckAlertReply:
+        key = self._key(request.idempotency_key)
+        res = await self._write(lambda s: writes.ack_alert(request.id, key=key, **s))
+        return pb.AckAlertReply(alert=res.alert)
+
+    @rpc
+    async def ListExecutors(
+        self, request: pb.ListExecutorsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListExecutorsReply:
+        live = self._live_executors()
+        reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
+        for rec, used in self.node.state.executor_usage(include_left=request.include_left):
+            beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
+            reply.executors.add(
+                name=rec.name,
+                state=pb.EXECUTOR_ALIVE if rec.alive else pb.EXECUTOR_LEFT,
+                slots=rec.slots,
+                slots_used=used,
+                labels=rec.labels,
+                joined_ms=rec.joined_ms,
+                left_ms=rec.left_ms,
+                left_reason=rec.left_reason,
+                last_heartbeat_ms=beat,
+                address=peer,
+            )
+        return reply
 
     @rpc
     async def NodeStatus(

@@ -19,6 +19,7 @@ import grpc
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
@@ -45,6 +46,7 @@ class ExecutorHub:
         # Jitter randomness enters here, at the edge; what it decides is written into the log.
         self.dispatcher = Dispatcher(node.state, settings or DispatchSettings(), random.Random())
         self.streams: dict[str, asyncio.Queue[pb.WorkItem]] = {}
+        self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self.dispatched = 0
@@ -158,6 +160,19 @@ class ExecutorHub:
             # else: not connected; it is re-sent when the executor opens its stream, or its
             # lease expires and the attempt is retried elsewhere.
 
+    def live_view(self) -> dict[str, tuple[int, str]] | None:
+        """``executor -> (last heartbeat ms, dispatch stream's peer address)`` as this leader sees
+        it (0 for a heartbeat still owed since it took over); None when it does not lead."""
+        d = self.dispatcher
+        if not d.leading:
+            return None
+        now = self.now_ms()
+        names = set(d.last_seen) | set(self.peers)
+        return {
+            name: (seen if (seen := d.last_seen.get(name, 0)) <= now else 0, self.peers.get(name, ""))
+            for name in sorted(names)
+        }
+
     def require_leader(self) -> None:
         """Serve an executor only while the dispatcher leads the epoch Raft is in.
 
@@ -199,18 +214,23 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if not 1 <= request.slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
         cmd = self.hub.leader_command()
-        cmd.executor_join.name = request.name
-        cmd.executor_join.slots = request.slots
-        cmd.executor_join.labels.update(request.labels)
         if authz.auth_on():
             # The name is bound to the registering principal (refused by apply if another
             # principal holds it), and the executor receives work of its namespaces only.
             who = caller()
-            cmd.executor_join.principal = who.principal.id
-            cmd.executor_join.namespaces.extend(sorted(who.principal.namespaces))
+            writes.set_executor_join(
+                cmd,
+                request.name,
+                request.slots,
+                request.labels,
+                principal=who.principal.id,
+                namespaces=sorted(who.principal.namespaces),
+            )
             cmd.audit.principal = who.principal.id
             cmd.audit.rpc = who.method
             cmd.audit.target = request.name
+        else:
+            writes.set_executor_join(cmd, request.name, request.slots, request.labels)
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         d = self.hub.dispatcher
         s = d.settings
@@ -253,6 +273,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if old is not None:
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
+        hub.peers[request.name] = context.peer()
         try:
             resent = hub.dispatcher.resend_to(request.name, hub.now_ms())
             for start in range(0, len(resent), MAX_BATCH):
@@ -272,6 +293,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         finally:
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
+                hub.peers.pop(request.name, None)
 
     @rpc
     async def Heartbeat(

@@ -16,6 +16,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 import grpc
 
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
+from raftsched.config import ClusterConfig
 from raftsched.errors import NotLeader, RaftschedError
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate
@@ -67,6 +68,9 @@ class NodeServices(Proposer, Protocol):
 
     @property
     def gate(self) -> LeaderGate: ...
+
+    @property
+    def config(self) -> ClusterConfig: ...
 
     def node_status(
         self, lateness_since_ms: int = 0, include_digest: bool = False, chain_at_index: int = 0

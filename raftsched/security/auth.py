@@ -128,7 +128,7 @@ def principal_from_cert(
     """The principal of a peer authenticated by a client certificate, or None.
 
     ``auth_context`` is gRPC's ``context.auth_context()``; ``roles`` maps a certificate subject
-    (its common name) to the role and namespaces it has (the ``[auth.certificates]`` table).
+    (its common name) to the role and namespaces it has (the ``[auth.subjects]`` table).
     A certificate whose subject is not listed gets no principal: a certificate proves identity,
     the configuration grants rights.
     """

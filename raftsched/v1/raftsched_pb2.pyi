@@ -1,5 +1,6 @@
 from raftsched.v1 import records_pb2 as _records_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -22,6 +23,7 @@ from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
 from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
 from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
+from raftsched.v1.records_pb2 import AlertRecord as AlertRecord
 from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
 from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
@@ -76,6 +78,15 @@ WORKFLOW_RUNNING: _records_pb2.WorkflowRunState
 WORKFLOW_SUCCESS: _records_pb2.WorkflowRunState
 WORKFLOW_FAILED: _records_pb2.WorkflowRunState
 WORKFLOW_KILLED: _records_pb2.WorkflowRunState
+
+class ExecutorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXECUTOR_STATE_UNSPECIFIED: _ClassVar[ExecutorState]
+    EXECUTOR_ALIVE: _ClassVar[ExecutorState]
+    EXECUTOR_LEFT: _ClassVar[ExecutorState]
+EXECUTOR_STATE_UNSPECIFIED: ExecutorState
+EXECUTOR_ALIVE: ExecutorState
+EXECUTOR_LEFT: ExecutorState
 
 class AddTaskRequest(_message.Message):
     __slots__ = ("spec", "disabled", "idempotency_key")
@@ -246,16 +257,18 @@ class ClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PeerStatus(_message.Message):
-    __slots__ = ("node_id", "raft", "connected", "match_index")
+    __slots__ = ("node_id", "raft", "connected", "match_index", "refused")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     connected: bool
     match_index: int
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ...) -> None: ...
+    refused: str
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ..., refused: _Optional[str] = ...) -> None: ...
 
 class NodeStatusRequest(_message.Message):
     __slots__ = ("lateness_since_ms", "include_digest", "chain_at_index")
@@ -282,7 +295,7 @@ class LatencySummary(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "raft_peers")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +317,7 @@ class NodeStatusReply(_message.Message):
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CHAIN_FIELD_NUMBER: _ClassVar[int]
     CHAIN_AT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RAFT_PEERS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     grpc: str
@@ -325,7 +339,8 @@ class NodeStatusReply(_message.Message):
     rss_bytes: int
     chain: str
     chain_at_index: str
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ...) -> None: ...
+    raft_peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")
@@ -412,6 +427,36 @@ class ListWorkflowRunsReply(_message.Message):
     RUNS_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[_records_pb2.WorkflowRun]
     def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.WorkflowRun, _Mapping]]] = ...) -> None: ...
+
+class SetWorkflowPausedRequest(_message.Message):
+    __slots__ = ("name", "paused", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    paused: bool
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., paused: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkflowRequest(_message.Message):
+    __slots__ = ("name", "force", "reason", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    force: bool
+    reason: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkflowReply(_message.Message):
+    __slots__ = ("workflow", "runs_killed")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    RUNS_KILLED_FIELD_NUMBER: _ClassVar[int]
+    workflow: _records_pb2.WorkflowRecord
+    runs_killed: int
+    def __init__(self, workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., runs_killed: _Optional[int] = ...) -> None: ...
 
 class WorkflowRunOpRequest(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason", "idempotency_key")
@@ -546,6 +591,99 @@ class ListAuditReply(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[_records_pb2.AuditRecord]
     def __init__(self, records: _Optional[_Iterable[_Union[_records_pb2.AuditRecord, _Mapping]]] = ...) -> None: ...
+
+class ListAlertsRequest(_message.Message):
+    __slots__ = ("since_ms", "limit")
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    since_ms: int
+    limit: int
+    def __init__(self, since_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class AlertDelivery(_message.Message):
+    __slots__ = ("target", "state")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    state: str
+    def __init__(self, target: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class AlertInfo(_message.Message):
+    __slots__ = ("alert", "deliveries", "link")
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    alert: _records_pb2.AlertRecord
+    deliveries: _containers.RepeatedCompositeFieldContainer[AlertDelivery]
+    link: str
+    def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., deliveries: _Optional[_Iterable[_Union[AlertDelivery, _Mapping]]] = ..., link: _Optional[str] = ...) -> None: ...
+
+class ListAlertsReply(_message.Message):
+    __slots__ = ("alerts",)
+    ALERTS_FIELD_NUMBER: _ClassVar[int]
+    alerts: _containers.RepeatedCompositeFieldContainer[AlertInfo]
+    def __init__(self, alerts: _Optional[_Iterable[_Union[AlertInfo, _Mapping]]] = ...) -> None: ...
+
+class AckAlertRequest(_message.Message):
+    __slots__ = ("id", "idempotency_key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    idempotency_key: str
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class AckAlertReply(_message.Message):
+    __slots__ = ("alert",)
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    alert: _records_pb2.AlertRecord
+    def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ...) -> None: ...
+
+class ListExecutorsRequest(_message.Message):
+    __slots__ = ("include_left",)
+    INCLUDE_LEFT_FIELD_NUMBER: _ClassVar[int]
+    include_left: bool
+    def __init__(self, include_left: _Optional[bool] = ...) -> None: ...
+
+class ExecutorInfo(_message.Message):
+    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    JOINED_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: ExecutorState
+    slots: int
+    slots_used: int
+    labels: _containers.ScalarMap[str, str]
+    joined_ms: int
+    left_ms: int
+    left_reason: str
+    last_heartbeat_ms: int
+    address: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class ListExecutorsReply(_message.Message):
+    __slots__ = ("executors", "node_id", "leader_view")
+    EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_VIEW_FIELD_NUMBER: _ClassVar[int]
+    executors: _containers.RepeatedCompositeFieldContainer[ExecutorInfo]
+    node_id: str
+    leader_view: bool
+    def __init__(self, executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., node_id: _Optional[str] = ..., leader_view: _Optional[bool] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "slots", "labels")

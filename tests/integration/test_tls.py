@@ -312,7 +312,7 @@ def test_the_demo_runs_with_mutual_tls_and_prints_how_to_use_it(tmp_path: Path) 
         except subprocess.TimeoutExpired:
             demo.kill()
             demo.wait(10)
-    data = tmp_path / "data"
+    data = tmp_path / "demo-data"  # the demo's own directory, apart from the config's data dirs
     keys = {
         line
         for f in (data / "tls").glob("*.key")

@@ -448,9 +448,9 @@ def test_node_main_calls_run_node(
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "n2", "--log-level", "debug"]) == 0
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "n3", "--log-format", "json"]) == 0
     assert fake_node == [
-        ("run_node", ("c.toml", "n1", "info", "text")),
-        ("run_node", ("c.toml", "n2", "debug", "text")),
-        ("run_node", ("c.toml", "n3", "info", "json")),
+        ("run_node", ("c.toml", "n1", "info", "", "text")),
+        ("run_node", ("c.toml", "n2", "debug", "", "text")),
+        ("run_node", ("c.toml", "n3", "info", "", "json")),
     ]
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "bad"]) == 2
     err = capsys.readouterr().err
@@ -565,7 +565,7 @@ class FakeAdmin(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]  # 
             term=2,
             commit_index=7,
             applied_index=7,
-            state_digest="f" * 64,
+            state_digest="f" * 64 if request.include_digest else "",
         )
 
 

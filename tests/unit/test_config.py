@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raftsched.alerts.config import AlertsConfig
 from raftsched.config import (
     ClusterConfig,
     NodeConfig,
@@ -84,6 +85,7 @@ def test_example_file_loads() -> None:
     # The example documents the defaults: its [raft] and [scheduler] values are exactly them.
     assert config.raft == RaftTuning()
     assert config.scheduler == SchedulerSettings()
+    assert config.alerts == AlertsConfig()
 
 
 def test_example_file_documents_every_key_with_a_comment() -> None:
@@ -675,7 +677,7 @@ def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
         parse_config(data, source="cluster.toml", base_dir=tmp_path)
 
     expected = [
-        "extra: unknown key (expected one of: cluster, raft, scheduler, tls, auth, nodes)",
+        "extra: unknown key (expected one of: cluster, raft, scheduler, storage, tls, auth, nodes, alerts)",
         "cluster.nmae: unknown key (did you mean 'name'?)",
         "cluster.secret: too short (5 characters; at least 16 required)",
         "raft.append_entries_period: must be > 0, got -1.0",

@@ -63,6 +63,8 @@ STORED: dict[bytes, str | None] = {
     keys.EXECUTOR: "ExecutorRecord",
     keys.VERSION: "TaskRecord",
     keys.ALERT: "AlertRecord",
+    keys.ALERT_CURSOR: "AlertCursor",
+    keys.ALERT_DEDUPE: None,
     keys.WORKFLOW: "WorkflowRecord",
     keys.WORKFLOW_VERSION: "WorkflowSpec",
     keys.WORKFLOW_RUN: "WorkflowRun",

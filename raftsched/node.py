@@ -40,6 +40,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
+from raftsched.logfields import leadership_fields
 from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
 from raftsched.observability.tally import ApplyTally
@@ -450,7 +451,7 @@ class Node:
             "became the leader" if change.is_leader else "is a follower",
             change.epoch,
             change.leader_id or "unknown",
-            extra={"node": self.node_id, "term": change.epoch, "leader": change.leader_id},
+            extra=leadership_fields(change.epoch, node=self.node_id, leader=change.leader_id),
         )
         if self.driver_thread is not None:
             self.driver_thread.leadership_changed(change.is_leader, change.epoch)

@@ -14,7 +14,10 @@ import logging
 import os
 import signal
 import socket
+import sys
+import threading
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from raftsched.errors import CannotStart
@@ -90,6 +93,27 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(_TEXT_FORMAT))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
+    if fmt == "json":
+        # Whatever else Python would print on stderr goes through the formatter too, so every
+        # line stays one JSON object: warnings, and exceptions nobody caught (any thread).
+        logging.captureWarnings(True)
+        crash = logging.getLogger("raftsched.crash")
+
+        def on_thread_crash(args: threading.ExceptHookArgs) -> None:
+            if args.exc_type is SystemExit:
+                return
+            name = args.thread.name if args.thread is not None else "?"
+            crash.critical(
+                "uncaught exception in thread %s",
+                name,
+                exc_info=(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback),
+            )
+
+        def on_crash(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+            crash.critical("uncaught exception", exc_info=(kind, value, tb))
+
+        threading.excepthook = on_thread_crash
+        sys.excepthook = on_crash
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -129,5 +129,7 @@ def test_node_and_executor_log_one_json_object_per_line_with_attempt_ids(setup: 
     assert isinstance(elected["term"], int) and elected["term"] >= 1
     assert elected["epoch"] == elected["term"] and elected["node"] == "n1"
     assert any("armed" in r["message"] and r.get("term") == elected["term"] for r in node)
+    roles = [r for r in node if "raft role" in r["message"]]
+    assert roles and all(isinstance(r.get("term"), int) and "epoch" in r for r in roles), roles
     registered = [r for r in executor if "registered with" in r["message"]]
     assert registered and registered[0]["term"] == elected["term"]

@@ -4,6 +4,7 @@ exactly the leader, before and after the leader is SIGKILLed."""
 
 from __future__ import annotations
 
+import functools
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,15 +24,31 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 LEADER = "raftsched.v1.Leader"
 
 
+def _started(c: LocalCluster) -> str | None:
+    """``ok`` once every node answers on its gRPC port as itself, ``lost`` if a node exited (its
+    port was someone else's), None while they start."""
+    nodes = [n.id for n in c.config.nodes]
+    if c.alive() != nodes:
+        return "lost"
+    return "ok" if all(c.status(n).node_id == n for n in nodes) else None
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster.create(tmp_path, 3)
-    try:
-        c.start()
-        c.wait_for_leader(60)
-        yield c
-    finally:
-        c.stop()
+    # OS-assigned ports are free when chosen, but another process on this machine may take one
+    # before the node binds it (the node then exits: "address is already in use"). Such a run
+    # says nothing about reflection or health: start a fresh cluster on new ports instead.
+    for attempt in range(3):
+        c = LocalCluster.create(tmp_path / f"try{attempt}", 3)
+        try:
+            c.start()
+            if wait_until(functools.partial(_started, c), 60, 0.2, "the nodes to start") == "ok":
+                c.wait_for_leader(60)
+                yield c
+                return
+        finally:
+            c.stop()
+    pytest.fail("three tries to start a 3-node cluster lost a port to another process")
 
 
 def health(target: str, service: str) -> int | None:

@@ -162,8 +162,10 @@ class LocalCluster:
         data_dir: Path | None = None,
         log: Path | None = None,
         token: str | None = None,
+        extra: Sequence[str] = (),
     ) -> subprocess.Popen[bytes]:
-        """Start an executor process (``python -m raftsched.executor``) dialling this cluster.
+        """Start an executor process (``python -m raftsched.executor``) dialling this cluster;
+        ``extra``: more of its options (``--cpu 4 --memory 8GiB --label gpu=true``).
 
         The caller owns the process (stop it before :meth:`stop`)."""
         data = data_dir or self.log_dir.parent / name
@@ -183,6 +185,7 @@ class LocalCluster:
                     "--data-dir",
                     str(data),
                     *self.tls_arguments(),
+                    *extra,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

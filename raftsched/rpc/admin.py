@@ -608,8 +608,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.ListExecutorsReply:
         live = self._live_executors()
         reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
-        for rec, used in self.node.state.executor_usage(include_left=request.include_left):
+        state = self.node.state
+        for rec, used in state.executor_usage(include_left=request.include_left):
             beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
+            with state.lock:
+                _, cpu_used, memory_used = state.usage.used(rec.name)
             reply.executors.add(
                 name=rec.name,
                 state=pb.EXECUTOR_ALIVE if rec.alive else pb.EXECUTOR_LEFT,
@@ -621,6 +624,10 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 left_reason=rec.left_reason,
                 last_heartbeat_ms=beat,
                 address=peer,
+                cpu=rec.cpu,
+                memory_mb=rec.memory_mb,
+                cpu_used=cpu_used,
+                memory_used_mb=memory_used,
             )
         return reply
 

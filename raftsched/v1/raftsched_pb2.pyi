@@ -657,7 +657,7 @@ class ListExecutorsRequest(_message.Message):
     def __init__(self, include_left: _Optional[bool] = ...) -> None: ...
 
 class ExecutorInfo(_message.Message):
-    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address")
+    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address", "cpu", "memory_mb", "cpu_used", "memory_used_mb")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -675,6 +675,10 @@ class ExecutorInfo(_message.Message):
     LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_MB_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: ExecutorState
     slots: int
@@ -685,7 +689,11 @@ class ExecutorInfo(_message.Message):
     left_reason: str
     last_heartbeat_ms: int
     address: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+    cpu: float
+    memory_mb: int
+    cpu_used: float
+    memory_used_mb: int
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., cpu_used: _Optional[float] = ..., memory_used_mb: _Optional[int] = ...) -> None: ...
 
 class ListExecutorsReply(_message.Message):
     __slots__ = ("executors", "node_id", "leader_view")

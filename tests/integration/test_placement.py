@@ -114,8 +114,10 @@ def test_sigstop_of_the_leader_then_sigkill_of_the_next_accounts_no_false_overla
     fleet.start_executor("ex2", 4)
     m = fleet.marker
     # Start and end wall times of every execution, to tell a real overlap from a stale one.
+    # Half a second each: a run is in progress when the leader stops, and its result cannot
+    # reach any leader until the next one is elected.
     command = (
-        f'echo "$RAFTSCHED_EXECUTION_ID start $(date +%s%3N)" >> {m}; '
+        f'echo "$RAFTSCHED_EXECUTION_ID start $(date +%s%3N)" >> {m}; sleep 0.5; '
         f'echo "$RAFTSCHED_EXECUTION_ID end $(date +%s%3N)" >> {m}'
     )
     with Client(fleet.cluster.targets()) as client:
@@ -127,6 +129,8 @@ def test_sigstop_of_the_leader_then_sigkill_of_the_next_accounts_no_false_overla
         )
         wait_until(lambda: len(fleet.lines()) >= 6, 30, 0.2, "first executions")
         first = fleet.cluster.wait_for_leader(10)
+        seen = len(fleet.lines())
+        wait_until(lambda: len(fleet.lines()) > seen and fleet.lines()[-1][1] == "start", 10, 0.01, "a run")
         fleet.cluster.pause(first)
         stopped = time.monotonic()
         others = [n for n in fleet.cluster.alive() if n != first]

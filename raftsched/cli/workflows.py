@@ -141,10 +141,11 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             str(t.max_retries),
             duration_text(t.timeout_ms) if t.timeout_ms else "-",
             str(t.shards or 1),
+            ",".join(f"{k}={v}" for k, v in sorted(t.selector.items())) or "-",
         ]
         for t in s.tasks
     ]
-    print_table(["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS"], rows)
+    print_table(["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS", "SELECTOR"], rows)
     return 0
 
 

@@ -45,6 +45,7 @@ key                meaning                                                      
 ``priority``       0-9
 ``params``         mapping: task params (override the workflow's)
 ``env``            mapping of environment variable names to (templated) string values
+``selector``       mapping of executor labels the task needs (``{gpu: "true"}``)          none
 ``description``    free text
 =================  ====================================================================  =========
 
@@ -117,6 +118,7 @@ TASK_KEYS = (
     "params",
     "env",
     "description",
+    "selector",
 )
 DEPENDENCY_KEYS = ("task", "condition")
 # Names people bring from other schedulers (or from the protobuf) → our key.
@@ -499,6 +501,14 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
                     text = conv.string(env_value, env_path, f"{at}.env.{name}{suffix}")
                     if text is not None:
                         task.env[name] = text
+        elif key == "selector":
+            if conv.mapping(value, path, label):
+                for name, name_line, label_value in value.entries or []:
+                    sel_path = f"{path}.{name}"
+                    conv.mark(sel_path, name_line)
+                    text = conv.string(label_value, sel_path, f"{at}.selector.{name}{suffix}")
+                    if text is not None:
+                        task.selector[name] = text
         else:  # depends_on
             _convert_depends_on(value, path, suffix, task, conv)
 

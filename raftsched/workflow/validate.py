@@ -42,6 +42,7 @@ from raftsched.model import (
     check_text,
     parse_params,
     validate_name,
+    validate_selector,
 )
 from raftsched.timing.cron import CronSchedule, validate_timezone
 from raftsched.v1 import raftsched_pb2 as pb
@@ -219,6 +220,10 @@ def _check_task(
     task_params = problems.check_params(task.params_json, f"{at}.params_json")
     if task.trigger_rule not in _RULES:
         problems.add(f"{at}.trigger_rule", f"unknown trigger rule {task.trigger_rule} (use all or any)")
+    try:
+        validate_selector(dict(task.selector), f"{at}.selector")
+    except InvalidSpec as exc:
+        problems.add(exc.field, exc.reason)
 
     defined = workflow_params | task_params
     # Only text within its limits is parsed as a template: an oversized value is one problem,

@@ -216,3 +216,16 @@ def pb_task(rec: pb.TaskRecord) -> pb.TaskRecord:
     from raftsched.v1 import raftsched_pb2 as api
 
     return api.TaskRecord.FromString(rec.SerializeToString())
+
+
+def test_workflow_yaml_takes_a_selector_and_validates_it() -> None:
+    from raftsched.errors import InvalidWorkflow
+    from raftsched.workflow.files import parse_workflow_text
+
+    text = "name: wf\ntasks:\n  - name: train\n    command: run\n    selector: {gpu: 'true', zone: b}\n"
+    spec = parse_workflow_text(text, "yaml", "wf.yaml")
+    assert dict(spec.tasks[0].selector) == {"gpu": "true", "zone": "b"}
+    with pytest.raises(InvalidWorkflow, match="selector"):
+        parse_workflow_text(
+            "name: wf\ntasks:\n  - name: t\n    command: x\n    selector: [gpu]\n", "yaml", "wf.yaml"
+        )

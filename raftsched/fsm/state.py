@@ -582,11 +582,18 @@ class SchedulerState:
         current spec when it declares nothing (the common case, two lookups), else from the run.
         The state machine checks the need of the run itself when the assignment applies."""
         st = self.tasks.get(task)
-        if st is not None and not (st.spec.resource_cpu or st.spec.resource_memory_mb or st.spec.selector):
+        spec = st.spec if st is not None else None
+        # A workflow task's needs are in its workflow's spec, not its internal task's.
+        declared = spec is None or spec.resource_cpu or spec.resource_memory_mb or spec.selector
+        if not declared and not wf_mod.is_internal(task):
             return NO_NEED
         with self.lock:
             run = self.active_run(run_id)
             return self.need_for_run(run) if run is not None else NO_NEED
+
+    def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
+        """:meth:`_check_placeable` for the workflow book (its task runs)."""
+        self._check_placeable(st, need, now)
 
     def _check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """Flag ``st`` (and alert once) when no live executor could ever run an attempt needing

@@ -229,3 +229,29 @@ def test_workflow_yaml_takes_a_selector_and_validates_it() -> None:
         parse_workflow_text(
             "name: wf\ntasks:\n  - name: t\n    command: x\n    selector: [gpu]\n", "yaml", "wf.yaml"
         )
+
+
+def test_a_workflow_task_with_a_selector_is_placed_on_a_matching_executor_only() -> None:
+    from raftsched.leader import writes
+    from raftsched.workflow.files import parse_workflow_text
+
+    state = fresh()
+    apply(state, join("plain"))
+    apply(state, join("gpu", gpu="true"))
+    text = "name: wf\ntasks:\n  - name: train\n    command: run\n    shards: 3\n    selector: {gpu: 'true'}\n"
+    spec = parse_workflow_text(text, "yaml", "wf.yaml")
+    assert apply(state, writes.apply_workflow(spec, now_ms=T0, epoch=1, origin="n1", key="k1")).ok
+    d = Dispatcher(state)
+    d.become_leader(1, T0)
+    out = state.apply(
+        writes.start_workflow_run(state, "wf", T0, "", now_ms=T0 + S, epoch=1, origin="n1", key="k2")
+    )
+    assert out.result.ok, out.result
+    d.on_effects(out.effects, T0 + S)
+    placed = []
+    for data in d.poll(T0 + S):
+        cmd = codec.decode_command(data)
+        if cmd.WhichOneof("body") == "assign_attempts":
+            placed += [a.executor for a in cmd.assign_attempts.assignments]
+            assert state.apply(data).result.refused == 0
+    assert placed == ["gpu", "gpu", "gpu"]

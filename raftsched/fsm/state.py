@@ -876,6 +876,27 @@ class SchedulerState:
         with self.lock:
             return queries.task_records(self.tasks, prefix, limit)
 
+    def list_tasks_page(
+        self, prefix: str = "", after: str = "", size: int = 500
+    ) -> tuple[list[pb.TaskRecord], bool]:
+        """One page of :meth:`list_tasks` (names after ``after``) and whether more follow.
+
+        The lock is held only to copy the names and then the page's record bytes, never while
+        sorting or parsing, so concurrent readers do not hold up apply.
+        """
+        with self.lock:
+            names = list(self.tasks)
+        page, more = queries.task_page(names, prefix, after, size)
+        with self.lock:
+            raw = queries.record_bytes_of(self.tasks, page)
+        return [pb.TaskRecord.FromString(b) for b in raw], more
+
+    def task_names(self) -> list[str]:
+        """The user task names, by name (the lock is held only to copy the names)."""
+        with self.lock:
+            names = list(self.tasks)
+        return queries.task_page(names, "", "", len(names))[0]
+
     def armed_tasks(self) -> list[tuple[str, int]]:
         """``(name, next_fire_ms)`` of every enabled task with a next fire (the leader rebuilds its
         wheel from this). In creation order, not sorted: sorting a million names is one C call

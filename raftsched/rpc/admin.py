@@ -2,8 +2,15 @@
 
 Writes are accepted only by the leader, which stamps them (``raftsched.leader.writes``) and
 proposes them; a follower answers ``FAILED_PRECONDITION`` with trailing metadata
-``raftsched-leader: host:port`` and the SDK follows it. Reads are served from this node's applied
-state (sequentially consistent: a follower may lag the leader by a few milliseconds).
+``raftsched-leader: host:port`` and the SDK follows it. Reads are answered by the leader from its
+applied state, the same way; a caller that accepts stale reads sends metadata
+``raftsched-allow-stale: 1`` and then any node answers from its own applied state (a follower
+may lag the leader by a few milliseconds, more while it catches up).
+
+Reads never hold the state lock while they sort, parse or encode: committed data is read
+through a store reader, in-memory data is copied under the lock and worked on outside it, and
+the list RPCs run on a worker thread in pages (``page_size``, ``page_token``), so a crowd of
+readers cannot hold up apply or the event loop that dispatches attempts.
 
 Error contract: a gRPC status plus trailing metadata ``raftsched-code`` (see raftsched/errors.py
 and :mod:`raftsched.rpc.plumbing`).
@@ -13,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -32,6 +39,34 @@ from raftsched.workflow.dag import compile_dag, lineage
 MAX_BULK_TASKS = 10_000
 DEFAULT_LIST_LIMIT = 1000
 DEFAULT_WORKFLOW_RUNS = 100
+DEFAULT_PAGE_SIZE = 500
+MAX_PAGE_SIZE = 5000
+STALE_KEY = "raftsched-allow-stale"
+
+
+def allows_stale(metadata: Sequence[tuple[str, str | bytes]] | None) -> bool:
+    """Whether the call's invocation metadata accepts a stale (follower) read."""
+    return any(k == STALE_KEY and v in ("1", "true", b"1", b"true") for k, v in metadata or ())
+
+
+def page_size(requested: int, limit: int) -> int:
+    """Rows in one page: the requested size (default, capped), never more than ``limit`` (0: none)."""
+    size = min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    return min(size, limit) if limit else size
+
+
+def run_cursor(token: str) -> queries.RunCursor | None:
+    """Decode a ListRuns page token (``<nominal_ms>:<run_id>``); empty means the first page."""
+    if not token:
+        return None
+    nominal, sep, run_id = token.partition(":")
+    if not sep or not run_id or not nominal.lstrip("-").isdigit() or len(token) > 1024:
+        raise InvalidSpec("page_token", "not a token this service issued")
+    return int(nominal), run_id
+
+
+def run_token(run: pb.Run) -> str:
+    return f"{run.nominal_ms}:{run.run_id}"
 
 
 class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
@@ -202,8 +237,15 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     # -- reads ---------------------------------------------------------------------------------
 
+    def _consistent(self, context: grpc.aio.ServicerContext) -> None:
+        """Refuse (redirecting to the leader) a read this node may not answer: a follower answers
+        only callers that accept stale reads."""
+        if not allows_stale(context.invocation_metadata()):
+            self.node.gate.require_leading()
+
     @rpc
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+        self._consistent(context)
         rec = self.node.state.get_task(request.name)
         if rec is None:
             raise NotFound(f"task {request.name!r} does not exist")
@@ -213,24 +255,43 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListTasks(
         self, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListTasksReply:
-        return pb.ListTasksReply(tasks=self.node.state.list_tasks(request.prefix, request.limit))
+        self._consistent(context)
+        size = page_size(request.page_size, request.limit)
+        # Task records are in memory (the store may not hold the newest write yet): the state
+        # copies names and the page's bytes under its lock; the rest runs on a worker thread.
+        recs, more = await asyncio.to_thread(
+            self.node.state.list_tasks_page, request.prefix, request.page_token, size
+        )
+        token = recs[-1].spec.name if more and recs else ""
+        return pb.ListTasksReply(tasks=recs, next_page_token=token)
 
     @rpc
     async def ListRuns(
         self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListRunsReply:
-        limit = request.limit or DEFAULT_LIST_LIMIT
-        tasks = [request.task] if request.task else [t.spec.name for t in self.node.state.list_tasks()]
+        self._consistent(context)
+        size = page_size(request.page_size, request.limit or DEFAULT_LIST_LIMIT)
+        before = run_cursor(request.page_token)
         if request.task and self.node.state.get_task(request.task) is None:
             raise NotFound(f"task {request.task!r} does not exist")
-        with self.node.store.reader() as r:
-            runs = queries.list_runs(r, tasks, request.since_ms, request.until_ms, request.state, limit)
-        return pb.ListRunsReply(runs=runs)
+
+        def read() -> list[pb.Run]:
+            tasks = [request.task] if request.task else self.node.state.task_names()
+            with self.node.store.reader() as r:
+                return queries.list_runs(
+                    r, tasks, request.since_ms, request.until_ms, request.state, size + 1, before
+                )
+
+        runs = await asyncio.to_thread(read)
+        more = len(runs) > size
+        runs = runs[:size]
+        return pb.ListRunsReply(runs=runs, next_page_token=run_token(runs[-1]) if more and runs else "")
 
     @rpc
     async def FireAccounting(
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:
+        self._consistent(context)
         if self.node.state.get_task(request.task) is None:
             raise NotFound(f"task {request.task!r} does not exist")
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
@@ -241,6 +302,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     @rpc
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
+        self._consistent(context)
         rec = self.node.state.get_task(request.task)
         if rec is None:
             raise NotFound(f"task {request.task!r} does not exist")
@@ -262,18 +324,21 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetWorkflow(
         self, request: pb.GetWorkflowRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowReply:
+        self._consistent(context)
         return pb.WorkflowReply(workflow=self._workflow(request.name, request.version))
 
     @rpc
     async def ListWorkflows(
         self, request: pb.ListWorkflowsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowsReply:
+        self._consistent(context)
         return pb.ListWorkflowsReply(workflows=self.node.state.list_workflows(request.prefix, request.limit))
 
     @rpc
     async def GetWorkflowRun(
         self, request: pb.GetWorkflowRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowRunReply:
+        self._consistent(context)
         run = self.node.state.get_workflow_run(request.run_id)
         if run is None:
             raise NotFound(f"workflow run {request.run_id!r} does not exist")
@@ -283,6 +348,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListWorkflowRuns(
         self, request: pb.ListWorkflowRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowRunsReply:
+        self._consistent(context)
         self._workflow(request.workflow)
         runs = self.node.state.list_workflow_runs(
             request.workflow, request.limit or DEFAULT_WORKFLOW_RUNS, request.active_only
@@ -293,6 +359,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetBackfill(
         self, request: pb.GetBackfillRequest, context: grpc.aio.ServicerContext
     ) -> pb.BackfillReply:
+        self._consistent(context)
         rec = self.node.state.get_backfill(request.backfill_id)
         if rec is None:
             raise NotFound(f"backfill {request.backfill_id!r} does not exist")
@@ -302,11 +369,13 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListBackfills(
         self, request: pb.ListBackfillsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListBackfillsReply:
+        self._consistent(context)
         self._workflow(request.workflow)
         return pb.ListBackfillsReply(backfills=self.node.state.list_backfills(request.workflow))
 
     @rpc
     async def Lineage(self, request: pb.LineageRequest, context: grpc.aio.ServicerContext) -> pb.LineageReply:
+        self._consistent(context)
         rec = self._workflow(request.workflow, request.version)
         dag = compile_dag(rec.spec)
         if request.task not in dag.index:

@@ -1,6 +1,6 @@
 """The executor's per-attempt cost in one process, without a cluster or gRPC.
 
-    python bench/executor_hotpath.py [--attempts 20000] [--burst 20] [--kind sync|async]
+    python bench/executor_hotpath.py [--attempts 20000] [--burst 20] [--kind sync|async] [--metrics]
 
 An embedded :class:`raftsched.Executor` (execution log in LMDB without fsync, as the agent opens
 it) takes ``--attempts`` work items over the in-memory transport, ``--burst`` per dispatch
@@ -9,6 +9,7 @@ message and event-loop pass (as they come off a dispatch stream), runs a no-op h
 records every result. Prints CPU time per attempt until every result is recorded: accept, the
 execution log's writes, the handler hop and the bookkeeping - what an executor spends besides
 gRPC. Reports are held back until then (a slow network), so reporting is not in the figure.
+``--metrics`` runs the executor with its HTTP listener and metrics on (``http=127.0.0.1:0``).
 """
 
 from __future__ import annotations
@@ -56,12 +57,19 @@ class _HeldReports(MemoryTransport):
         return await super().report(target, request, timeout_s=timeout_s)
 
 
-def run(attempts: int, burst: int, kind: str, data_dir: Path) -> dict[str, object]:
+def run(attempts: int, burst: int, kind: str, data_dir: Path, metrics: bool = False) -> dict[str, object]:
     async def scenario() -> float:
         endpoint = LoopbackEndpoint(heartbeat_ms=600_000)  # no heartbeat inside the measurement
         transport = _HeldReports(endpoint)
         log = _CountingLog(data_dir, attempts)
-        ex = Executor("loopback:1", "bench", slots=10_000, transport=transport, execution_log=log)
+        ex = Executor(
+            "loopback:1",
+            "bench",
+            slots=10_000,
+            transport=transport,
+            execution_log=log,
+            http="127.0.0.1:0" if metrics else None,
+        )
         if kind == "sync":
 
             @ex.handler("noop")
@@ -107,6 +115,7 @@ def run(attempts: int, burst: int, kind: str, data_dir: Path) -> dict[str, objec
         "attempts": attempts,
         "burst": burst,
         "handler": kind,
+        "metrics": metrics,
         "cpu_us_per_attempt": round(cpu / attempts * 1e6, 1),
     }
 
@@ -116,9 +125,10 @@ def main() -> int:
     ap.add_argument("--attempts", type=int, default=20_000)
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--kind", choices=["sync", "async"], default="sync")
+    ap.add_argument("--metrics", action="store_true", help="with the executor's metrics and listener on")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="raftsched-exec-hotpath-") as tmp:
-        print(json.dumps(run(args.attempts, args.burst, args.kind, Path(tmp))))
+        print(json.dumps(run(args.attempts, args.burst, args.kind, Path(tmp), args.metrics)))
     return 0
 
 

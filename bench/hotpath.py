@@ -1,6 +1,6 @@
 """The fire hot path in one process, without Raft or gRPC: planning (leader) and applying (every node).
 
-    python bench/hotpath.py [--tasks 10000] [--seconds 10] [--store lmdb|memory]
+    python bench/hotpath.py [--tasks 10000] [--seconds 10] [--store lmdb|memory] [--metrics]
 
 N every-second cron tasks in a :class:`SchedulerState` over an LMDB store (``sync=False``, as a
 node opens it) and a :class:`LeaderDriver`; then, for each simulated second: the driver plans
@@ -11,6 +11,11 @@ step, next to the bare heapq loop of bench/fires.py measured in the same process
 
 The figures are deterministic enough to compare code changes (no network, no other process):
 run it before and after, on the same machine. Times are single-thread CPU (``process_time``).
+
+``--metrics`` adds what a node with ``http`` set does on these paths: the applier's tally (fires
+by outcome, owner and namespace), the commit-lateness histogram per committed batch, and one
+scrape of the node's metrics every 15 simulated seconds (Prometheus's default interval; its
+cost is reported apart and included in the total).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from raftsched.fsm.state import SchedulerState  # noqa: E402
 from raftsched.leader import writes  # noqa: E402
 from raftsched.leader.driver import LeaderDriver  # noqa: E402
 from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
+from raftsched.observability.node_metrics import NodeMetrics, NodeSample  # noqa: E402
+from raftsched.observability.tally import ApplyTally  # noqa: E402
 from raftsched.replica import Replica  # noqa: E402
 from raftsched.storage.lmdb_store import LmdbStore  # noqa: E402
 from raftsched.storage.memory import MemoryStore  # noqa: E402
@@ -41,9 +48,13 @@ from raftsched.storage.memory import MemoryStore  # noqa: E402
 T0 = 1_800_000_000_000  # a whole second
 
 
-def run(n: int, seconds: int, store_kind: str, base: Path) -> dict[str, object]:
+def run(n: int, seconds: int, store_kind: str, base: Path, metrics: bool = False) -> dict[str, object]:
     store: StateStore = LmdbStore(base / "state", sync=False) if store_kind == "lmdb" else MemoryStore()
     state = SchedulerState.load(store, Retention())
+    node_metrics: NodeMetrics | None = None
+    if metrics:
+        state.tally = ApplyTally()
+        node_metrics = NodeMetrics("n1", NodeSample, state.tally)
     replica = Replica(state, store)
     index = 0
 
@@ -65,7 +76,7 @@ def run(n: int, seconds: int, store_kind: str, base: Path) -> dict[str, object]:
     replica.effect_sink = driver.on_effects
     apply(driver.become_leader(1, T0 - 1000).data)
     assert driver.ready
-    plan_s = apply_s = commit_s = 0.0
+    plan_s = apply_s = commit_s = scrape_s = 0.0
     fired = batches = 0
     for s in range(seconds):
         now = T0 + s * 1000 + 5
@@ -75,13 +86,20 @@ def run(n: int, seconds: int, store_kind: str, base: Path) -> dict[str, object]:
         for p in proposals:
             apply(p.data)
             driver.on_proposal_committed(p)
+            if node_metrics is not None:
+                # What the node's commit hook does: one list per batch, one observe per batch.
+                node_metrics.observe_commit_lateness([(f, now - f) for f in p.fired])
             fired += len(p.fired)
         c2 = time.process_time()
         replica.end_of_tick()
         c3 = time.process_time()
+        if node_metrics is not None and s % 15 == 14:
+            node_metrics.exposition()
+        c4 = time.process_time()
         plan_s += c1 - c0
         apply_s += c2 - c1
         commit_s += c3 - c2
+        scrape_s += c4 - c3
         batches += len(proposals)
     heap = fires.heapq_loop(n, seconds)
     per = max(fired, 1)
@@ -89,14 +107,16 @@ def run(n: int, seconds: int, store_kind: str, base: Path) -> dict[str, object]:
         "tasks": n,
         "seconds": seconds,
         "store": store_kind,
+        "metrics": metrics,
         "fires": fired,
         "batches": batches,
         "plan_us_per_fire": round(plan_s / per * 1e6, 2),
         "apply_us_per_fire": round(apply_s / per * 1e6, 2),
         "commit_us_per_fire": round(commit_s / per * 1e6, 2),
-        "leader_total_us_per_fire": round((plan_s + apply_s + commit_s) / per * 1e6, 2),
+        "scrape_us_per_fire": round(scrape_s / per * 1e6, 3),
+        "leader_total_us_per_fire": round((plan_s + apply_s + commit_s + scrape_s) / per * 1e6, 2),
         "heapq_us_per_fire": round(heap * 1e6, 3),
-        "leader_vs_heapq": round((plan_s + apply_s + commit_s) / per / heap, 1),
+        "leader_vs_heapq": round((plan_s + apply_s + commit_s + scrape_s) / per / heap, 1),
     }
 
 
@@ -105,9 +125,10 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=10_000)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--store", choices=["lmdb", "memory"], default="lmdb")
+    ap.add_argument("--metrics", action="store_true", help="with a node's metrics")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="raftsched-hotpath-") as tmp:
-        print(json.dumps(run(args.tasks, args.seconds, args.store, Path(tmp)), indent=2))
+        print(json.dumps(run(args.tasks, args.seconds, args.store, Path(tmp), args.metrics), indent=2))
     return 0
 
 

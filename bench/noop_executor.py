@@ -1,7 +1,7 @@
 """One embedded ``raftsched.Executor`` with a no-op handler ``noop``, instrumented for bench/executors.py.
 
     python bench/noop_executor.py --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR
-        [--kind sync|async]
+        [--kind sync|async] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
 
 Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) with lines:
 
@@ -36,6 +36,7 @@ from pathlib import Path
 
 from raftsched.executor.agent import Executor
 from raftsched.executor.runners import AttemptContext
+from raftsched.security.tls import TlsConfig
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -44,9 +45,16 @@ class BenchExecutor(Executor):
     """Records when each attempt was accepted and left the running set (the slot it held)."""
 
     def __init__(
-        self, targets: str, name: str, *, slots: int, data_dir: Path, log: LmdbExecutionLog | None
+        self,
+        targets: str,
+        name: str,
+        *,
+        slots: int,
+        data_dir: Path,
+        log: LmdbExecutionLog | None,
+        tls: TlsConfig | None = None,
     ) -> None:
-        super().__init__(targets, name, slots=slots, data_dir=data_dir, execution_log=log)
+        super().__init__(targets, name, slots=slots, data_dir=data_dir, execution_log=log, tls=tls)
         self.accepted: list[tuple[str, int]] = []
         self.done: list[tuple[str, int]] = []
         self.max_running = 0
@@ -78,13 +86,17 @@ def main() -> int:
         action="store_true",
         help="diagnostic only: open the execution log without fsync (not what production does)",
     )
+    ap.add_argument("--tls-ca", type=Path, help="dial over TLS, trusting this CA")
+    ap.add_argument("--tls-cert", type=Path, help="client certificate (mutual TLS)")
+    ap.add_argument("--tls-key", type=Path, help="its key")
     args = ap.parse_args()
+    tls = TlsConfig(args.tls_ca, args.tls_cert, args.tls_key) if args.tls_ca or args.tls_cert else None
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     # --no-log-sync: the log is opened here instead of by the agent (which, since it batches its
     # writes, opens it without fsync too but fsyncs it every second): no fsync at all.
     log = LmdbExecutionLog(args.data_dir, sync=False) if args.no_log_sync else None
-    ex = BenchExecutor(args.cluster, args.name, slots=args.slots, data_dir=args.data_dir, log=log)
+    ex = BenchExecutor(args.cluster, args.name, slots=args.slots, data_dir=args.data_dir, log=log, tls=tls)
     starts: list[tuple[str, int, int]] = []
     append = starts.append
 

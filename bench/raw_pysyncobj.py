@@ -31,6 +31,8 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from raftsched.localcluster import free_ports
 
+_RAFT_LEADER = 2  # getStatus()["state"] of the leader (pysyncobj's _RAFT_STATE.LEADER)
+
 
 class Counter(SyncObj):  # type: ignore[misc]
     def __init__(self, self_addr: str, partners: list[str], conf: SyncObjConf) -> None:
@@ -110,10 +112,10 @@ def node_main(args: argparse.Namespace) -> int:
     obj = Counter(me, [a for a in addrs if a != me], conf)
     result_path = Path(args.dir) / "result.json"
     deadline = time.monotonic() + 60
-    while obj._getLeader() is None and time.monotonic() < deadline:
+    while obj.getStatus()["leader"] is None and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
-    if obj._isLeader():
+    if obj.getStatus()["state"] == _RAFT_LEADER:
         out = {
             "small": measure(obj, "small", args.seconds, args.in_flight),
             "batch100": measure(obj, "batch100", args.seconds, max(1, args.in_flight // 10)),

@@ -17,6 +17,7 @@ from raftsched.errors import (
     NotLeader,
     RaftschedError,
     StaleEpoch,
+    TlsError,
     Unavailable,
 )
 from raftsched.model import (
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from raftsched.client import Client
     from raftsched.executor.agent import Executor
     from raftsched.node import Node
+    from raftsched.security.tls import TlsConfig
 
 __version__ = "0.1.0"
 
@@ -59,6 +61,8 @@ __all__ = [
     "RunState",
     "StaleEpoch",
     "TaskSpec",
+    "TlsConfig",
+    "TlsError",
     "Unavailable",
 ]
 
@@ -76,4 +80,8 @@ def __getattr__(name: str) -> Any:
         from raftsched.node import Node
 
         return Node
+    if name == "TlsConfig":
+        from raftsched.security.tls import TlsConfig
+
+        return TlsConfig
     raise AttributeError(f"module 'raftsched' has no attribute {name!r}")

@@ -20,6 +20,11 @@ Contract
     * Every other error is raised at once as its :mod:`raftsched.errors` exception
       (:class:`~raftsched.errors.NotFound`, :class:`~raftsched.errors.InvalidSpec`, ...).
     * Input the model can check (names, params) is validated locally, before any RPC.
+    * ``tls=TlsConfig(...)`` dials over TLS (a client certificate too, for mutual TLS); without it
+      the client dials plaintext. A handshake that fails for a reason retrying cannot fix
+      (plaintext against a TLS port or the reverse, an untrusted server certificate, a client
+      certificate missing or refused) raises :class:`~raftsched.errors.TlsError` at once, naming
+      the address and what to pass, instead of being retried.
 
 Threading: a client may be shared between threads; each call is independent. One gRPC channel per
 target is opened lazily and kept until :meth:`Client.close`.
@@ -53,10 +58,13 @@ from raftsched.errors import (
     NotLeader,
     RaftschedError,
     StaleEpoch,
+    TlsError,
     Unavailable,
     error_for_code,
 )
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
+from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
+from raftsched.security.tokens import BearerInterceptor, new_token, resolve_token, token_id
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -74,6 +82,7 @@ _BACKOFF_MAX_S: Final = 1.0
 _GENERATED: Any = pb_grpc
 # The one place the client waits; a module attribute so tests can record backoffs instead of waiting.
 _sleep: Callable[[float], None] = time.sleep
+_PROBE_INTERVAL_S: Final = 5.0  # at most one TLS probe per target in this long
 _BULK_RETRIES = 5  # rounds of resending the items of a bulk import refused as "unavailable"
 _monotonic: Callable[[], float] = time.monotonic
 
@@ -136,7 +145,10 @@ class Client:
     ``targets`` is ``"host:port,host:port"`` or a sequence of ``host:port`` strings: the nodes'
     gRPC addresses. ``timeout`` is the deadline of each attempt, in seconds; ``retries`` bounds the
     attempts after the first. ``stale_reads`` lets any node answer reads (see the module
-    docstring). Raises :class:`InvalidSpec` for a malformed target list.
+    docstring). ``tls`` dials over TLS (its files are read here, once). ``token`` is a bearer
+    token for a cluster with auth on (else ``RAFTSCHED_TOKEN`` is used if set); it is sent with
+    every call and never logged. Raises :class:`InvalidSpec` for a malformed target list or
+    token, or a TLS file that cannot be used.
     """
 
     def __init__(
@@ -146,12 +158,18 @@ class Client:
         timeout: float = 10.0,
         retries: int = 8,
         stale_reads: bool = False,
+        tls: TlsConfig | None = None,
+        token: str | None = None,
     ) -> None:
         if timeout <= 0:
             raise InvalidSpec("timeout", f"must be > 0 seconds, got {timeout!r}")
         if retries < 0:
             raise InvalidSpec("retries", f"must be >= 0, got {retries!r}")
         self._targets = _parse_targets(targets)
+        self._token = resolve_token(token)
+        self._tls = tls
+        self._credentials = tls.channel_credentials() if tls is not None else None
+        self._probed: dict[str, float] = {}  # target -> when it was last probed for TLS
         self._timeout = timeout
         self._retries = retries
         self._stale_reads = stale_reads
@@ -356,26 +374,59 @@ class Client:
                 pb.NodeStatusRequest(), timeout=self._timeout
             )
         except grpc.RpcError as err:
-            outcome = _classify(err)
+            outcome = self._outcome(address, err)
             if isinstance(outcome, _Retry):
                 raise Unavailable(f"{address}: {outcome}") from None
             raise outcome from None
         return answer
 
-    def cluster_status(self) -> ClusterView:
-        """Ask every known target for its NodeStatus, concurrently; unreachable ones are reported too."""
+    def cluster_status(self, *, digests: bool = False) -> ClusterView:
+        """Ask every known target for its NodeStatus, concurrently; unreachable ones are reported too.
+
+        ``digests``: each node also hashes its whole replicated state (``state_digest``); nodes at
+        the same applied index must report the same digest. It reads every key of the store, so
+        it is for a look by hand, not for polling. Raises :class:`~raftsched.errors.Unauthenticated`
+        or :class:`~raftsched.errors.PermissionDenied` if no node answered and a node refused the
+        credentials (a cluster with auth on, and no or a wrong token)."""
         targets = self.targets
-        futures = [
-            (t, self._stub(t).NodeStatus.future(pb.NodeStatusRequest(), timeout=self._timeout))
-            for t in targets
-        ]
+        request = pb.NodeStatusRequest(include_digest=digests)
+        futures = [(t, self._stub(t).NodeStatus.future(request, timeout=self._timeout)) for t in targets]
         views: list[NodeView] = []
+        refused: RaftschedError | None = None
         for target, future in futures:
             try:
                 views.append(NodeView(target, future.result()))
             except grpc.RpcError as err:
-                views.append(NodeView(target, None, _describe(err)))
+                problem = self._tls_problem(target, err)
+                if err.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    outcome = _classify(err)
+                    refused = outcome if isinstance(outcome, RaftschedError) else refused
+                views.append(NodeView(target, None, problem or _describe(err)))
+        if refused is not None and not any(v.reachable for v in views):
+            raise refused
         return _summarise(tuple(views))
+
+    def list_executors(self, *, include_left: bool = False) -> pb.ListExecutorsReply:
+        """The executors in the replicated membership (``include_left``: also those that left),
+        by name, each with its slots, the attempts assigned to it and not finished, and labels.
+
+        Heartbeats and stream addresses are known to the leader only: the leader is asked when
+        it can be found (``leader_view`` in the reply), else the answer of another node stands
+        with them left empty."""
+        request = pb.ListExecutorsRequest(include_left=include_left)
+        reply: pb.ListExecutorsReply = self._call("ListExecutors", request)
+        if reply.leader_view:
+            return reply
+        try:
+            leader = self.node_status().leader_grpc
+            if leader:
+                answer: pb.ListExecutorsReply = self._stub(self._learn(leader)).ListExecutors(
+                    request, timeout=self._timeout
+                )
+                return answer
+        except (grpc.RpcError, RaftschedError):
+            pass  # the follower's answer is still right about membership and slots
+        return reply
 
     # -- workflows ---------------------------------------------------------------------------------
 
@@ -423,6 +474,39 @@ class Client:
             "ListWorkflows", pb.ListWorkflowsRequest(prefix=prefix, limit=limit)
         )
         return list(reply.workflows)
+
+    def pause_workflow(self, name: str) -> pb.WorkflowRecord:
+        """Stop the workflow's scheduled runs (its fires are accounted as ``skipped_disabled``)
+        until :meth:`resume_workflow`; runs in flight go on, and manual runs and backfills still
+        start. Pausing a paused workflow changes nothing. NotFound for an unknown workflow."""
+        return self._set_paused(name, True)
+
+    def resume_workflow(self, name: str) -> pb.WorkflowRecord:
+        """Schedule the workflow again, from now on: fires that fell due while it was paused are
+        not owed. Resuming a running workflow changes nothing. NotFound for an unknown workflow."""
+        return self._set_paused(name, False)
+
+    def _set_paused(self, name: str, paused: bool) -> pb.WorkflowRecord:
+        request = pb.SetWorkflowPausedRequest(
+            name=validate_name(name, "workflow"), paused=paused, idempotency_key=_key()
+        )
+        reply: pb.WorkflowReply = self._call("SetWorkflowPaused", request, write=True)
+        return reply.workflow
+
+    def delete_workflow(
+        self, name: str, *, force: bool = False, reason: str = ""
+    ) -> tuple[pb.WorkflowRecord, int]:
+        """Delete a workflow: its versions, runs, backfills and the internal tasks that ran its
+        tasks; ``(record as it was, active runs killed)``.
+
+        Refused with Conflict while a run of it is active, unless ``force``: then those runs are
+        killed first (their running attempts terminated, ``reason`` in their timelines).
+        NotFound for an unknown workflow."""
+        request = pb.DeleteWorkflowRequest(
+            name=validate_name(name, "workflow"), force=force, reason=reason, idempotency_key=_key()
+        )
+        reply: pb.DeleteWorkflowReply = self._call("DeleteWorkflow", request, write=True)
+        return reply.workflow, reply.runs_killed
 
     def start_workflow_run(
         self, workflow: str, logical_ms: int = 0, params: Mapping[str, Any] | str | None = None
@@ -545,6 +629,21 @@ class Client:
         )
         return list(reply.backfills)
 
+    def alerts(self, since_ms: int = 0, limit: int = 0) -> list[pb.AlertInfo]:
+        """Retained alert events at or after ``since_ms`` (newest ``limit``; 0: up to 1000), oldest
+        first, each with its delivery state per webhook target of the answering node's config."""
+        _check_count(limit, "limit")
+        reply: pb.ListAlertsReply = self._call(
+            "ListAlerts", pb.ListAlertsRequest(since_ms=since_ms, limit=limit)
+        )
+        return list(reply.alerts)
+
+    def ack_alert(self, alert_id: str) -> pb.AlertRecord:
+        """Acknowledge an alert event (kept with the time of the first acknowledgement)."""
+        request = pb.AckAlertRequest(id=alert_id, idempotency_key=_key())
+        reply: pb.AckAlertReply = self._call("AckAlert", request, write=True)
+        return reply.alert
+
     def lineage(
         self, workflow: str, task: str, version: int = 0
     ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
@@ -559,6 +658,58 @@ class Client:
             [(e.task, e.depth) for e in reply.upstream],
             [(e.task, e.depth) for e in reply.downstream],
         )
+
+    # -- tokens and the audit log (admin tokens only) ----------------------------------------------
+
+    def create_token(
+        self,
+        role: str,
+        namespaces: Sequence[str] = (),
+        *,
+        ttl_ms: int = 0,
+        description: str = "",
+    ) -> tuple[str, pb.TokenInfo]:
+        """Create a token; returns ``(token, info)``. The token (``rst_<id>_<secret>``) is drawn
+        here and exists nowhere else once this returns: the cluster keeps only a salted hash.
+        Show or store it now. ``ttl_ms`` 0 means it never expires; ``namespaces`` defaults to
+        ``["default"]`` (admin tokens cover every namespace)."""
+        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= MAX_TIME_MS:
+            raise InvalidSpec("ttl", f"{ttl_ms!r} is not a whole number of milliseconds >= 0")
+        if len(description) > 256:
+            raise InvalidSpec("description", "at most 256 characters")
+        token = new_token()
+        request = pb.CreateTokenRequest(
+            token=token,
+            role=role,
+            namespaces=list(namespaces),
+            ttl_ms=ttl_ms,
+            description=description,
+            idempotency_key=_key(),
+        )
+        reply: pb.TokenReply = self._call("CreateToken", request, write=True)
+        return token, reply.token
+
+    def list_tokens(self) -> list[pb.TokenInfo]:
+        """Every token (revoked ones too), by id; never a secret. ``last_used_ms`` is as the
+        answering node saw it."""
+        reply: pb.ListTokensReply = self._call("ListTokens", pb.ListTokensRequest())
+        return list(reply.tokens)
+
+    def revoke_token(self, token: str) -> pb.TokenInfo:
+        """Revoke a token, named by its id or given whole; every node refuses it once it applies
+        the revocation (within a second on a healthy cluster). Revoking twice is not an error."""
+        tid = token_id(token) if token.startswith("rst_") else token
+        request = pb.RevokeTokenRequest(id=tid, idempotency_key=_key())
+        reply: pb.TokenReply = self._call("RevokeToken", request, write=True)
+        return reply.token
+
+    def audit(self, since_ms: int = 0, principal: str = "", limit: int = 0) -> list[pb.AuditRecord]:
+        """Audit records (accepted writes), newest first, at or after ``since_ms``, of
+        ``principal`` (exact id: ``token:<id>`` or ``cert:<subject>``) if given."""
+        _check_count(limit, "limit")
+        request = pb.ListAuditRequest(since_ms=since_ms, principal=principal, limit=limit)
+        reply: pb.ListAuditReply = self._call("ListAudit", request)
+        return list(reply.records)
 
     # -- the retry loop ----------------------------------------------------------------------------
 
@@ -583,7 +734,7 @@ class Client:
             try:
                 reply = getattr(self._stub(target), method)(request, timeout=self._timeout, metadata=metadata)
             except grpc.RpcError as err:
-                outcome = _classify(err)
+                outcome = self._outcome(target, err)
                 if not isinstance(outcome, _Retry):
                     raise outcome from None
             else:
@@ -613,8 +764,31 @@ class Client:
             if channel is None:
                 # Nodes restart during failovers: keep reconnect backoff short (gRPC's default
                 # grows to two minutes) so a returning node is usable again quickly.
-                channel = self._channels[target] = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+                channel = sync_channel(target, self._tls, _CHANNEL_OPTIONS, self._credentials)
+                if self._token:
+                    channel = grpc.intercept_channel(channel, BearerInterceptor(self._token))
+                self._channels[target] = channel
         return _GENERATED.AdminStub(channel)
+
+    def _outcome(self, target: str, err: grpc.RpcError) -> RaftschedError | _Retry:
+        problem = self._tls_problem(target, err)
+        return TlsError(problem) if problem else _classify(err)
+
+    def _tls_problem(self, target: str, err: grpc.RpcError) -> str | None:
+        """A TLS misconfiguration behind an UNAVAILABLE, described; None for anything else."""
+        if err.code() != grpc.StatusCode.UNAVAILABLE:
+            return None
+        return diagnose_handshake(err.details() or "", target, self._tls, self._probe)
+
+    def _probe(self, target: str) -> bool | None:
+        # A node going down closes connections too: probe it at most once per interval, so a
+        # partition or a restart loop costs no more than one short TLS probe now and then.
+        now = _monotonic()
+        with self._lock:
+            if now - self._probed.get(target, -_PROBE_INTERVAL_S) < _PROBE_INTERVAL_S:
+                return None
+            self._probed[target] = now
+        return speaks_tls(target)
 
     def _prefer(self, target: str) -> None:
         with self._lock:

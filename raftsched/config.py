@@ -11,7 +11,12 @@ The value types validate again at construction, so a hand-built :class:`ClusterC
 in :mod:`raftsched.testing`) holds the same invariants as one read from a file.
 
 This module reads no clock and starts nothing. :func:`parse_config` reads one file at most: the
-``cluster.secret_file``, when given.
+``cluster.secret_file``, when given. The ``[tls]`` files are only named here; the node reads and
+checks them when it starts serving (:mod:`raftsched.security.tls`), and again on SIGHUP.
+
+Safe defaults: a configuration whose gRPC API would be reachable beyond this machine (any
+``grpc`` or ``grpc_bind`` address that is not loopback) is refused unless TLS *and*
+authentication are configured, or ``cluster.insecure = true`` says the exposure is deliberate.
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import Final, TypeVar
 
+from raftsched.alerts.config import AlertsConfig, parse_alerts
 from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.security.auth import AuthSettings, parse_auth_table
 from raftsched.timing.durations import UNIT_MS, Unit, parse_duration_ms
+from raftsched.workflow.located import type_name
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -39,6 +47,7 @@ __all__ = [
     "NodeConfig",
     "RaftTuning",
     "SchedulerSettings",
+    "TlsSettings",
     "load_config",
     "parse_address",
     "parse_config",
@@ -87,6 +96,9 @@ class NodeConfig:
       the first message of a connection). pysyncobj dials a peer only from the node whose
       address sorts after the peer's, so an entry is only valid on that side and must itself sort
       before this node's ``raft`` (:class:`ClusterConfig` checks both).
+
+    ``http`` (optional) is where the node's HTTP listener (``/metrics``, ``/healthz``,
+    ``/readyz``) binds; a wildcard is fine. Absent, the node serves no HTTP at all.
     """
 
     id: str
@@ -95,6 +107,7 @@ class NodeConfig:
     data_dir: Path
     grpc_bind: str | None = None
     raft_via: tuple[tuple[str, str], ...] = ()
+    http: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "raft_via", tuple(sorted(dict(self.raft_via).items())))
@@ -106,6 +119,8 @@ class NodeConfig:
             problems.append(f"grpc: address {grpc} already used by raft")
         if self.grpc_bind is not None:
             _check_bind_address("grpc_bind", self.grpc_bind, problems)
+        if self.http is not None:
+            _check_bind_address("http", self.http, problems)
         for peer, via in self.raft_via:
             _check_node_id(f"raft_via: peer id {peer!r}", peer, problems)
             _check_peer_address(_key("raft_via", str(peer)), via, problems)
@@ -176,6 +191,34 @@ class SchedulerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """The ``[tls]`` table: TLS on the node's gRPC port (the Admin and Executor services).
+
+    ``cert_file`` is the node's PEM certificate chain (leaf first) and ``key_file`` its PEM private
+    key (unencrypted). ``ca_file`` holds the PEM CA certificates that client certificates are
+    checked against and that this node trusts when it dials other nodes; it is required when
+    ``require_client_cert`` is true (mutual TLS: a client without a certificate signed by that CA
+    is refused during the handshake). Paths are absolute when read from a file.
+
+    Raises :class:`ConfigError` if ``require_client_cert`` is set without ``ca_file``.
+    """
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path | None = None
+    require_client_cert: bool = False
+
+    def __post_init__(self) -> None:
+        if self.require_client_cert and self.ca_file is None:
+            raise ConfigError("TlsSettings", [_CLIENT_CERT_NEEDS_CA])
+
+
+_CLIENT_CERT_NEEDS_CA: Final = (
+    "tls.ca_file: required when tls.require_client_cert is true (client certificates are checked against it)"
+)
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """A whole, valid cluster configuration.
 
@@ -183,6 +226,10 @@ class ClusterConfig:
     addresses are unique (no raft address equals any grpc address either). ``secret`` is at least
     :data:`MIN_SECRET_LENGTH` characters and is left out of ``repr``. ``source`` names where the
     configuration came from (the file path as given) and is used in every error.
+
+    ``tls`` is the ``[tls]`` table (None: plaintext gRPC). ``insecure`` is ``cluster.insecure``:
+    only with it may a gRPC address that is not loopback go without TLS and authentication
+    (see :meth:`exposure_problems`).
 
     Raises :class:`ConfigError` if those invariants do not hold.
     """
@@ -193,6 +240,10 @@ class ClusterConfig:
     raft: RaftTuning = dataclasses.field(default_factory=RaftTuning)
     scheduler: SchedulerSettings = dataclasses.field(default_factory=SchedulerSettings)
     source: str = "<config>"
+    tls: TlsSettings | None = None
+    insecure: bool = False
+    alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
+    auth: AuthSettings | None = None  # the [auth] table; None: the gRPC API is unauthenticated
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
@@ -211,13 +262,43 @@ class ClusterConfig:
                 n.data_dir,
                 _canonical(n.grpc_bind) if n.grpc_bind is not None else None,
                 {peer: _canonical(via) for peer, via in n.raft_via},
+                _canonical(n.http) if n.http is not None else None,
             )
             for i, n in enumerate(self.nodes)
         ]
         problems.extend(_node_set_problems(keys))
         problems.extend(_raft_via_problems(keys))
+        if not problems:
+            problems.extend(self.exposure_problems())
         if problems:
             raise ConfigError(self.source, problems)
+
+    @property
+    def auth_configured(self) -> bool:
+        """Whether callers of the gRPC API must authenticate: the ``[auth]`` table is present."""
+        return self.auth is not None
+
+    def exposure_problems(self) -> list[str]:
+        """The safe-defaults rule: each ``grpc``/``grpc_bind`` address that is not loopback, while
+        TLS or authentication is missing and ``insecure`` is not set. Empty when the rule holds."""
+        if self.insecure or (self.tls is not None and self.auth_configured):
+            return []
+        missing = []
+        if self.tls is None:
+            missing.append("TLS (the [tls] table)")
+        if not self.auth_configured:
+            missing.append("authentication (the [auth] table)")
+        out = []
+        for i, n in enumerate(self.nodes):
+            for key, address in (("grpc", n.grpc), ("grpc_bind", n.grpc_bind)):
+                if address is not None and not is_loopback(address):
+                    out.append(
+                        f"nodes[{i}].{key}: {address} is not a loopback address, and serving the "
+                        f"gRPC API beyond this machine requires {' and '.join(missing)}; configure "
+                        "them, or set cluster.insecure = true to accept the exposure "
+                        "(anyone who reaches the port can then run commands on the executors)"
+                    )
+        return out
 
     def node(self, node_id: str) -> NodeConfig:
         """The node with this id. Raises :class:`ConfigError` (listing the known ids) if there is none."""
@@ -307,9 +388,19 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    _unknown_keys("", data, ("cluster", "raft", "scheduler", "nodes"), problems)
+    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "auth", "nodes", "alerts"), problems)
+    auth_table = _table(data, "auth", problems) if "auth" in data else None
+    auth = parse_auth_table(auth_table, base, problems) if auth_table is not None else None
 
-    name, secret = _parse_cluster(_table(data, "cluster", problems), base, problems)
+    cluster_table = _table(data, "cluster", problems)
+    name, secret = _parse_cluster(cluster_table, base, problems)
+    insecure = _parse_insecure(cluster_table, problems)
+    tls_table = data.get("tls", _MISSING)
+    tls = (
+        _parse_tls(_table(data, "tls", problems), base, problems)
+        if not isinstance(tls_table, _Missing)
+        else None
+    )
     raft = _parse_section(
         _table(data, "raft", problems), "raft", RaftTuning, _RAFT_RULES, _raft_relations, problems
     )
@@ -322,10 +413,36 @@ def parse_config(
         problems,
     )
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
+    alerts = parse_alerts(_table(data, "alerts", problems), base, problems)
 
     if problems or name is None or secret is None or raft is None or scheduler is None or nodes is None:
         raise ConfigError(source, problems or ["invalid configuration"])
-    return ClusterConfig(name=name, secret=secret, nodes=nodes, raft=raft, scheduler=scheduler, source=source)
+    return ClusterConfig(
+        name=name,
+        secret=secret,
+        nodes=nodes,
+        raft=raft,
+        scheduler=scheduler,
+        source=source,
+        tls=tls,
+        insecure=insecure,
+        alerts=alerts,
+        auth=auth,
+    )
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``host:port`` names this machine only: a loopback IP literal (127.0.0.0/8, ::1)
+    or ``localhost`` (and names under ``.localhost``). Any other hostname counts as exposed:
+    what it resolves to is not known here. An unparseable address is not loopback."""
+    try:
+        host, _ = parse_address(address, "")
+    except InvalidSpec:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost" or host.endswith(".localhost")
 
 
 def parse_address(value: str, field: str) -> tuple[str, int]:
@@ -591,7 +708,7 @@ def _parse_cluster(
 ) -> tuple[str | None, str | None]:
     if table is None:
         return None, None
-    _unknown_keys("cluster", table, ("name", "secret", "secret_file"), problems)
+    _unknown_keys("cluster", table, ("name", "secret", "secret_file", "insecure"), problems)
 
     name: str | None = DEFAULT_CLUSTER_NAME
     if "name" in table:
@@ -610,6 +727,47 @@ def _parse_cluster(
         return name, _read_secret_file(table["secret_file"], base, problems)
     problems.append(_SECRET_REQUIRED)
     return name, None
+
+
+def _parse_insecure(table: Mapping[str, object] | None, problems: list[str]) -> bool:
+    if table is None or "insecure" not in table:
+        return False
+    value = table["insecure"]
+    if not isinstance(value, bool):
+        problems.append(f"cluster.insecure: expected a boolean (true or false), got {_type_name(value)}")
+        return False
+    return value
+
+
+_TLS_KEYS: Final = ("cert_file", "key_file", "ca_file", "require_client_cert")
+
+
+def _parse_tls(table: Mapping[str, object] | None, base: Path, problems: list[str]) -> TlsSettings | None:
+    if table is None:
+        return None
+    before = len(problems)
+    _unknown_keys("tls", table, _TLS_KEYS, problems)
+    paths: dict[str, Path | None] = {}
+    for name in ("cert_file", "key_file", "ca_file"):
+        if name in table:
+            paths[name] = _resolve_path(f"tls.{name}", table[name], base, problems)
+        elif name != "ca_file":
+            what = "the node's PEM certificate chain" if name == "cert_file" else "the node's PEM private key"
+            problems.append(f"tls.{name}: required ({what})")
+    require = table.get("require_client_cert", False)
+    if not isinstance(require, bool):
+        problems.append(
+            f"tls.require_client_cert: expected a boolean (true or false), got {_type_name(require)}"
+        )
+        require = False
+    if require and "ca_file" not in table:
+        problems.append(_CLIENT_CERT_NEEDS_CA)
+    cert_file, key_file = paths.get("cert_file"), paths.get("key_file")
+    if len(problems) > before or cert_file is None or key_file is None:
+        return None
+    return TlsSettings(
+        cert_file=cert_file, key_file=key_file, ca_file=paths.get("ca_file"), require_client_cert=require
+    )
 
 
 def _read_secret_file(value: object, base: Path, problems: list[str]) -> str | None:
@@ -644,7 +802,7 @@ _NODE_KEYS: Final[Mapping[str, str]] = {
     "grpc": "host:port of this node's gRPC API",
     "data_dir": "the directory this node keeps its state in",
 }
-_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via")
+_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via", "http")
 
 
 @dataclass(frozen=True, slots=True)
@@ -658,6 +816,7 @@ class _NodeKeys:
     data_dir: Path | None
     grpc_bind: str | None = None
     raft_via: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    http: str | None = None
 
 
 def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConfig, ...] | None:
@@ -696,7 +855,8 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             else None
         )
         via = _parse_raft_via(f"{path}.raft_via", item.get("raft_via", {}), problems)
-        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via))
+        http = _check_bind_address(f"{path}.http", item["http"], problems) if "http" in item else None
+        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via, http))
     problems.extend(_node_set_problems(parsed))
     problems.extend(_raft_via_problems(parsed))
     if len(problems) > before:
@@ -710,6 +870,7 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             data_dir=n.data_dir,
             grpc_bind=n.grpc_bind,
             raft_via=tuple((peer, via) for peer, via in n.raft_via.items() if via is not None),
+            http=n.http,
         )
         for n in parsed
         if n.id is not None and n.raft is not None and n.grpc is not None and n.data_dir is not None
@@ -773,7 +934,7 @@ def _node_set_problems(nodes: Iterable[_NodeKeys]) -> list[str]:
             else:
                 ids[n.id] = n.path
         bind = n.grpc_bind if n.grpc_bind != n.grpc else None
-        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind)):
+        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind), ("http", n.http)):
             if address is None:
                 continue
             if address in addresses:
@@ -944,15 +1105,9 @@ def _key(prefix: str, key: str) -> str:
 
 
 def _type_name(value: object) -> str:
-    """The TOML name of a value's type, for messages."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
+    """The TOML name of a value's type, for messages (scalars named as workflow files name them)."""
+    if isinstance(value, bool | int | float | str):
+        return type_name(value)
     if isinstance(value, Mapping):
         return "table"
     if isinstance(value, list | tuple):

@@ -1,15 +1,28 @@
 """``raftsched demo``: a local 3-node cluster, two executors and sample tasks; prints each fire as
 it is committed and each execution as it finishes.
 
-Starts the nodes of a config file (by default ``cluster.example.toml``) and two executors as
-child processes, installs sample tasks (one of them sharded), then prints every fire the
-cluster commits (nominal time, outcome, epoch, run) and every shard an executor finishes (which
-executor, how long after the nominal time it started, what the command printed). Ctrl-C stops
-everything.
+Starts the nodes of a config file (by default ``cluster.example.toml``), each with its state in
+``demo-data/<node>`` next to the config rather than its configured ``data_dir``, and two
+executors, as child processes (their pids printed, to kill one by hand); installs sample tasks
+(one of them sharded), then prints every fire the cluster commits (nominal time, outcome, epoch,
+run) and every shard an executor finishes (which executor, how long after the nominal time it
+started, what the command printed). Ctrl-C stops everything.
+
+The demo runs with mutual TLS: unless the config has a ``[tls]`` table of its own, it makes a
+local CA, a node and a client certificate under ``demo-data/tls``
+(:func:`raftsched.security.certs.write_demo_pki`), writes the config with that ``[tls]`` to
+``demo-data/demo-cluster.toml``, and prints how the CLI uses them. It runs with authentication too:
+unless the config has an ``[auth]`` table, it writes a fresh admin token to ``demo-data/admin.token``
+(mode 600, kept across runs) as the ``[auth] bootstrap_token_file``; the demo's executors get an
+executor token, and the printed command line carries ``--token-file``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,11 +30,17 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from raftsched.cli.render import enum_name, task_state, wf_state
 from raftsched.client import Client
-from raftsched.errors import AlreadyExists, RaftschedError
+from raftsched.config import ClusterConfig, TlsSettings, load_config, parse_address
+from raftsched.errors import AlreadyExists, InvalidSpec, RaftschedError
 from raftsched.explain import iso
 from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.security.auth import AuthSettings
+from raftsched.security.certs import DemoPki, write_demo_pki
+from raftsched.security.tls import TlsConfig, node_client_tls
+from raftsched.security.tokens import new_token, read_token_file
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -76,13 +95,11 @@ def demo_workflow() -> pb.WorkflowSpec:
     return spec
 
 
-_OUTCOME = {
-    pb.FIRED: "fired",
-    pb.COALESCED: "coalesced",
-    pb.SKIPPED_OVERLAP: "skipped (overlap)",
-    pb.SKIPPED_MISFIRE: "skipped (misfire)",
-    pb.SKIPPED_DISABLED: "skipped (disabled)",
-}
+DEMO_DATA = "demo-data"
+"""The demo's own directory, next to its config: every node's state, the executors' execution
+logs, the process logs, and (unless the config has ``[tls]``) the demo's TLS files and the config
+the nodes run with. A cluster started by hand from the same config keeps its state in
+the config's ``data_dir`` entries, so it never inherits the demo's tasks (nor the demo its)."""
 
 
 def run_demo(config_path: str, duration: str = "0") -> int:
@@ -92,8 +109,12 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"{config}: no such config file (run from the repository root, or pass --config)"
         )
     stop_after = float(duration)
-    data = config.parent / "data"
-    cluster = LocalCluster(config, data / "logs")
+    data = config.parent / DEMO_DATA
+    clock = SystemClock()
+    demo_config, tls = with_demo_tls(config, data, clock)
+    demo_config, token_file = with_demo_auth(demo_config, data, config)
+    admin = read_token_file(token_file) if token_file is not None else None
+    cluster = LocalCluster(demo_config, data / "logs", tls=tls, token=admin)
     executors: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -103,21 +124,31 @@ def run_demo(config_path: str, duration: str = "0") -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    clock = SystemClock()
     say(
-        f"starting {len(cluster.config.nodes)} nodes and {len(EXECUTORS)} executors from {config} "
-        f"(logs in {cluster.log_dir})"
+        f"starting {len(cluster.config.nodes)} nodes and {len(EXECUTORS)} executors from {config}; "
+        f"their state and logs are in {data}/ (delete it to start afresh)"
     )
-    cluster.start()
+    for node in cluster.config.nodes:
+        cluster.start(node.id, extra_args=["--data-dir", str(data / node.id)])
     try:
-        leader = cluster.wait_for_leader(60)
+        leader = _wait_for_leader(cluster)
         say(
             f"leader elected: {leader} (term {cluster.status(leader).term}); "
             f"gRPC targets {','.join(cluster.targets())}"
         )
-        for name in EXECUTORS:
-            executors.append(cluster.start_executor(name, slots=4, data_dir=data / name))
-        with Client(cluster.targets()) as client:
+        say_tls_usage(cluster, demo_config, token_file)
+        with Client(cluster.targets(), tls=tls, token=admin) as client:
+            executor_token = None
+            if admin is not None:
+                executor_token, _ = client.create_token("executor", description="raftsched demo executors")
+            for name in EXECUTORS:
+                executors.append(
+                    cluster.start_executor(name, slots=4, data_dir=data / name, token=executor_token)
+                )
+            for node_id, proc in cluster.procs.items():
+                say(f"node {node_id:8} pid {proc.pid:<8} (fail it over: kill -9 {proc.pid})")
+            for name, proc in zip(EXECUTORS, executors, strict=True):
+                say(f"executor {name:4} pid {proc.pid:<8} (kill -9 {proc.pid})")
             for spec in SAMPLES:
                 try:
                     rec = client.add_task(spec)
@@ -161,6 +192,154 @@ def run_demo(config_path: str, duration: str = "0") -> int:
     return 0
 
 
+def _wait_for_leader(cluster: LocalCluster) -> str:
+    """The leader's id, once elected; a node process that exits first (its ports taken by another
+    cluster, say) fails the demo with that node's last log line."""
+    deadline = time.monotonic() + 60
+    while True:
+        for node_id, proc in cluster.procs.items():
+            if proc.poll() is not None:
+                log = cluster.log_dir / f"{node_id}.log"
+                lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+                last = lines[-1] if lines else f"exit status {proc.returncode}"
+                raise RaftschedError(f"demo node {node_id} stopped: {last} (log: {log})")
+        leader = cluster.leader()
+        if leader is not None:
+            return leader
+        if time.monotonic() > deadline:
+            raise RaftschedError(f"no leader elected within 60 s (logs in {cluster.log_dir})")
+        time.sleep(0.1)  # polling the node processes, not synchronising with them
+
+
+def with_demo_tls(config_path: Path, data: Path, clock: SystemClock) -> tuple[Path, TlsConfig | None]:
+    """The config the demo runs and how its clients dial it: ``config_path`` as it is if it has
+    ``[tls]``; otherwise a copy with mutual TLS on certificates made under ``data/tls`` (``data``:
+    the demo's own directory)."""
+    config = load_config(config_path)
+    if config.tls is not None:
+        return config_path, node_client_tls(config)
+    now = dt.datetime.fromtimestamp(clock.now_ms() / 1000, dt.UTC)
+    hosts = [parse_address(n.grpc, "grpc")[0] for n in config.nodes]
+    pki = write_demo_pki(data / "tls", hosts, now=now)
+    tls = TlsSettings(pki.node_cert, pki.node_key, pki.ca_file, require_client_cert=True)
+    path = data / "demo-cluster.toml"
+    data.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the Raft secret
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            config_toml(dataclasses.replace(config, tls=tls), f"written by raftsched demo from {config_path}")
+        )
+    return path, demo_client_tls(pki)
+
+
+def with_demo_auth(config_path: Path, data: Path, source: Path) -> tuple[Path, Path | None]:
+    """The config the demo runs and its admin token file: ``config_path`` as it is if it has
+    ``[auth]`` (its bootstrap token file, if any, is the demo's admin token); otherwise a copy,
+    ``demo-data/demo-cluster.toml``, with ``[auth]`` on a bootstrap token in ``demo-data/admin.token``."""
+    config = load_config(config_path)
+    if config.auth is not None:
+        return config_path, config.auth.bootstrap_token_file
+    data.mkdir(parents=True, exist_ok=True)
+    token_file = data / "admin.token"
+    try:
+        read_token_file(token_file)
+    except InvalidSpec:  # absent or unusable: a new one
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(new_token() + "\n")
+    path = data / "demo-cluster.toml"
+    auth = AuthSettings(bootstrap_token_file=token_file.resolve())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the Raft secret
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            config_toml(dataclasses.replace(config, auth=auth), f"written by raftsched demo from {source}")
+        )
+    return path, token_file
+
+
+def demo_client_tls(pki: DemoPki) -> TlsConfig:
+    return TlsConfig(ca_file=pki.ca_file, cert_file=pki.client_cert, key_file=pki.client_key)
+
+
+def say_tls_usage(cluster: LocalCluster, config_path: Path, token_file: Path | None = None) -> None:
+    tls = cluster.tls
+    token = f" --token-file {token_file}" if token_file is not None else ""
+    if token_file is not None:
+        say(f"authentication is on: the admin token is in {token_file} (mode 600)")
+    if tls is None:
+        say("TLS is off (the config's nodes serve plaintext gRPC)")
+        say(f"  raftsched --cluster {','.join(cluster.targets())}{token} status")
+        return
+    required = cluster.config.tls is not None and cluster.config.tls.require_client_cert
+    say(
+        f"TLS is on{' (mutual: clients need a certificate)' if required else ''}; "
+        f"config {config_path}. Use the cluster from another shell with:"
+    )
+    flags = " ".join(cluster.tls_arguments())
+    say(f"  raftsched --cluster {','.join(cluster.targets())} {flags}{token} status")
+    env = [
+        f"{name}={path}"
+        for name, path in (
+            ("RAFTSCHED_TLS_CA", tls.ca_file),
+            ("RAFTSCHED_TLS_CERT", tls.cert_file),
+            ("RAFTSCHED_TLS_KEY", tls.key_file),
+        )
+        if path is not None
+    ]
+    if token_file is not None:
+        env.append(f'RAFTSCHED_TOKEN="$(cat {token_file})"')
+    say(f"  or: export RAFTSCHED_CLUSTER={','.join(cluster.targets())} {' '.join(env)}")
+
+
+def config_toml(config: ClusterConfig, comment: str) -> str:
+    """``config`` as a TOML file that :func:`raftsched.config.load_config` reads back equal
+    (paths absolute, every [raft] and [scheduler] value spelled out)."""
+
+    def value(v: object) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        return json.dumps(str(v))  # a JSON string is a TOML basic string
+
+    lines = [f"# {comment}", "[cluster]", f"name = {value(config.name)}", f"secret = {value(config.secret)}"]
+    if config.insecure:
+        lines.append("insecure = true")
+    for table, section in (("raft", config.raft), ("scheduler", config.scheduler)):
+        lines += ["", f"[{table}]"]
+        lines += [f"{f.name} = {value(getattr(section, f.name))}" for f in dataclasses.fields(section)]
+    if config.tls is not None:
+        t = config.tls
+        lines += ["", "[tls]", f"cert_file = {value(t.cert_file)}", f"key_file = {value(t.key_file)}"]
+        if t.ca_file is not None:
+            lines.append(f"ca_file = {value(t.ca_file)}")
+        lines.append(f"require_client_cert = {value(t.require_client_cert)}")
+    if config.auth is not None:
+        a = config.auth
+        lines += ["", "[auth]", f'audit_keep = "{a.audit_keep_ms}ms"']
+        if a.bootstrap_token_file is not None:
+            lines.append(f"bootstrap_token_file = {value(a.bootstrap_token_file)}")
+        if a.subjects:
+            lines += ["", "[auth.subjects]"]
+            for cn, (role, namespaces) in a.subjects.items():
+                lines.append(f"{value(cn)} = {value(role.value + ':' + ','.join(namespaces))}")
+    for n in config.nodes:
+        lines += [
+            "",
+            "[[nodes]]",
+            f"id = {value(n.id)}",
+            f"raft = {value(n.raft)}",
+            f"grpc = {value(n.grpc)}",
+        ]
+        lines.append(f"data_dir = {value(n.data_dir)}")
+        if n.grpc_bind is not None:
+            lines.append(f"grpc_bind = {value(n.grpc_bind)}")
+        if n.raft_via:
+            pairs = ", ".join(f"{value(peer)} = {value(via)}" for peer, via in n.raft_via)
+            lines.append(f"raft_via = {{ {pairs} }}")
+    return "\n".join(lines) + "\n"
+
+
 def say(text: str) -> None:
     print(text, flush=True)
 
@@ -170,7 +349,7 @@ def show_fires(client: Client, name: str, since: dict[str, int]) -> None:
         if f.nominal_ms <= since[name]:
             continue
         extra = f" x{f.count} through {iso(f.through_ms)}" if f.through_ms else ""
-        outcome = _OUTCOME.get(f.outcome, "?")
+        outcome = enum_name(pb.FireOutcome, f.outcome)
         say(f"{iso(f.nominal_ms)}  {name:18} {outcome:10} epoch {f.epoch}  {f.run_id}{extra}")
         since[name] = max(f.nominal_ms, f.through_ms)
 
@@ -182,7 +361,7 @@ def show_runs(client: Client, name: str, since_ms: int, done: set[str]) -> None:
         done.add(run.run_id)
         for s in run.shards:
             out = (s.stdout_tail or s.error).strip().splitlines()
-            verdict = "ok" if s.state == pb.SUCCEEDED else "FAILED"
+            verdict = "ok" if s.state == pb.SUCCEEDED else "failed"
             late = max(0, s.assigned_ms - run.nominal_ms)
             say(
                 f"{'':26}{'':18} {'ran':10} {verdict} on {s.executor or '-'} (shard {s.shard}, attempt "
@@ -195,11 +374,8 @@ def show_workflow_runs(client: Client, name: str, done: set[str]) -> None:
         if run.run_id in done or run.state == pb.WORKFLOW_RUNNING:
             continue
         done.add(run.run_id)
-        state = pb.WorkflowRunState.Name(run.state).removeprefix("WORKFLOW_")
-        tasks = ", ".join(
-            f"{t.name} {pb.WorkflowTaskState.Name(t.state).removeprefix('TASK_')}" for t in run.tasks
-        )
-        say(f"{iso(run.logical_ms)}  {name:18} {state:10} {tasks}")
+        tasks = ", ".join(f"{t.name} {task_state(t.state)}" for t in run.tasks)
+        say(f"{iso(run.logical_ms)}  {name:18} {wf_state(run.state):10} {tasks}")
 
 
 if __name__ == "__main__":

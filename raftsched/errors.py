@@ -193,10 +193,46 @@ class Unavailable(RaftschedError):
     code = "unavailable"
 
 
+class TlsError(RaftschedError):
+    """A TLS handshake with a node failed for a reason that retrying cannot fix: plaintext against
+    a TLS port or the reverse, a server certificate the CA does not vouch for, a client
+    certificate missing or refused. The message names the address and what to pass. Nothing
+    was sent; fix the TLS settings (``--tls-ca``/``--tls-cert``/``--tls-key``, ``TlsConfig``).
+    """
+
+    code = "tls_handshake"
+
+
 class SnapshotFormatError(RaftschedError):
     """A snapshot was written by a newer (or unknown) format version and cannot be restored."""
 
     code = "snapshot_format"
+
+
+class Unauthenticated(RaftschedError):
+    """The call carried no credentials the cluster accepts: no token, an unknown, expired or
+    revoked token, or a client certificate no role is granted to. Nothing was done. Pass a
+    valid token (``--token``/``--token-file``/``RAFTSCHED_TOKEN``, ``Client(token=...)``)."""
+
+    code = "unauthenticated"
+
+
+class PermissionDenied(RaftschedError):
+    """The caller is authenticated but its role or namespaces do not allow this call; the message
+    names the permission (or namespace) missing. Nothing was done. Use a token that has it."""
+
+    code = "permission_denied"
+
+
+class CannotStart(RaftschedError):
+    """A node or executor cannot start as configured: its data directory is locked by another
+    process, or an address it must listen on (gRPC, Raft) is in use or not on this host.
+
+    Nothing was started and nothing was written. The message names the directory or address:
+    stop the other process, or give this one its own directory and ports.
+    """
+
+    code = "cannot_start"
 
 
 def error_for_code(code: str, message: str) -> RaftschedError:
@@ -208,6 +244,8 @@ def error_for_code(code: str, message: str) -> RaftschedError:
         StaleEpoch.code: StaleEpoch,
         Unavailable.code: Unavailable,
         SnapshotFormatError.code: SnapshotFormatError,
+        Unauthenticated.code: Unauthenticated,
+        PermissionDenied.code: PermissionDenied,
     }
     if code == InvalidSpec.code:
         field, sep, reason = message.partition(": ")

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -22,6 +22,8 @@ from typing import TypeVar
 import grpc
 
 from raftsched.config import ClusterConfig, load_config
+from raftsched.security.tls import TlsConfig, node_client_tls, sync_channel
+from raftsched.security.tokens import BearerInterceptor
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -66,6 +68,23 @@ def wait_until(
         time.sleep(interval)
 
 
+def stop_processes(procs: Collection[subprocess.Popen[bytes]], *, resume: bool = False) -> None:
+    """Terminate every live process of ``procs`` (first resuming it with SIGCONT if ``resume``:
+    a stopped process would not act on SIGTERM), then reap each; one that has not exited 10 s
+    later is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            if resume:
+                proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 def write_config(
     path: Path, nodes: int, secret: str = "local-cluster-secret-0123456789", extra: str = ""
 ) -> ClusterConfig:
@@ -86,15 +105,23 @@ def write_config(
 
 @dataclass
 class LocalCluster:
-    """Processes of one cluster described by ``config_path``."""
+    """Processes of one cluster described by ``config_path``.
+
+    ``tls`` is how this class and the executors it starts dial the nodes; by default, when the
+    config has ``[tls]``, its CA and the node certificate (:func:`node_client_tls`).
+    """
 
     config_path: Path
     log_dir: Path
     env: dict[str, str] = field(default_factory=dict)
+    token: str | None = None  # bearer token for this harness's own status calls (auth on)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    tls: TlsConfig | None = None
 
     def __post_init__(self) -> None:
         self.config = load_config(self.config_path)
+        if self.tls is None:
+            self.tls = node_client_tls(self.config)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._channels: dict[str, grpc.Channel] = {}
 
@@ -107,7 +134,13 @@ class LocalCluster:
 
     # -- processes -------------------------------------------------------------------------------
 
-    def start(self, node_id: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+    def start(
+        self,
+        node_id: str | None = None,
+        extra_env: dict[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        """Start the node (or every node) unless it runs; ``extra_args`` go to ``raftsched-node``."""
         ids = [node_id] if node_id else [n.id for n in self.config.nodes]
         for nid in ids:
             if nid in self.procs and self.procs[nid].poll() is None:
@@ -115,7 +148,7 @@ class LocalCluster:
             log = open(self.log_dir / f"{nid}.log", "ab")  # noqa: SIM115 - owned by the child
             env = {**os.environ, **self.env, **(extra_env or {})}
             self.procs[nid] = subprocess.Popen(
-                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid],
+                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid, *extra_args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -123,7 +156,12 @@ class LocalCluster:
             log.close()
 
     def start_executor(
-        self, name: str, slots: int = 4, data_dir: Path | None = None, log: Path | None = None
+        self,
+        name: str,
+        slots: int = 4,
+        data_dir: Path | None = None,
+        log: Path | None = None,
+        token: str | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start an executor process (``python -m raftsched.executor``) dialling this cluster.
 
@@ -144,13 +182,29 @@ class LocalCluster:
                     str(slots),
                     "--data-dir",
                     str(data),
+                    *self.tls_arguments(),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env={**os.environ, **self.env, **({"RAFTSCHED_TOKEN": token} if token else {})},
             )
         finally:
             out.close()
+
+    def tls_arguments(self) -> list[str]:
+        """``--tls-ca/--tls-cert/--tls-key`` for a program dialling this cluster as this class does."""
+        tls = self.tls
+        if tls is None:
+            return []
+        out: list[str] = []
+        for flag, path in (
+            ("--tls-ca", tls.ca_file),
+            ("--tls-cert", tls.cert_file),
+            ("--tls-key", tls.key_file),
+        ):
+            if path is not None:
+                out += [flag, str(path)]
+        return out
 
     def kill(self, node_id: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.get(node_id)
@@ -173,16 +227,7 @@ class LocalCluster:
         return [n for n, p in self.procs.items() if p.poll() is None]
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_processes(self.procs.values(), resume=True)
         for ch in self._channels.values():
             ch.close()
         self._channels.clear()
@@ -211,10 +256,13 @@ class LocalCluster:
         ch = self._channels.get(node_id)
         if ch is None:
             # Short reconnect backoff: nodes are killed and restarted all the time here.
-            ch = grpc.insecure_channel(
+            ch = sync_channel(
                 self.admin_of(node_id),
-                options=[("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
+                self.tls,
+                [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500)],
             )
+            if self.token:
+                ch = grpc.intercept_channel(ch, BearerInterceptor(self.token))
             self._channels[node_id] = ch
         return pb_grpc.AdminStub(ch)  # generated, untyped
 

@@ -18,6 +18,7 @@ from typing import BinaryIO
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from raftsched import codec
 from raftsched.abc import (
     Clock,
     CommitHook,
@@ -27,21 +28,31 @@ from raftsched.abc import (
     ProposeError,
     RaftStatus,
 )
-from raftsched.config import ClusterConfig
+from raftsched.alerts.delivery import AlertLoop, describe
+from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
-from raftsched.metrics import LatenessLog, rss_bytes
+from raftsched.observability.lateness import LatenessLog, rss_bytes
+from raftsched.observability.node_http import NodeObservability
+from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.rpc.plumbing import propose_and_wait
+from raftsched.security.auth import Role
+from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
+from raftsched.security.tls import ServerTls
+from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
 from raftsched.timing.schedule import MisfireSettings
+from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -58,16 +69,26 @@ class Node:
     It is the :class:`raftsched.rpc.plumbing.NodeServices` its servicers are given.
     """
 
-    def __init__(self, config: ClusterConfig, node_id: str, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        node_id: str,
+        clock: Clock | None = None,
+        *,
+        per_task_metrics: bool = False,
+    ) -> None:
         self.config = config
         self.me = config.node(node_id)
         self.node_id = node_id
+        # Read and check the certificate files now: a bad [tls] stops the node before it joins Raft.
+        self.server_tls = ServerTls(config.tls) if config.tls is not None else None
         self.clock: Clock = clock or SystemClock()
         s = config.scheduler
         self.retention = Retention(
             keep_count=s.history_keep_count,
             keep_ms=s.history_keep_seconds * 1000,
             idempotency_keep_ms=s.idempotency_keep_seconds * 1000,
+            **({"audit_keep_ms": config.auth.audit_keep_ms} if config.auth is not None else {}),
         )
         self.misfire = MisfireSettings(
             grace_ms=s.misfire_grace_seconds * 1000,
@@ -88,6 +109,12 @@ class Node:
         self.replica = Replica(self.state, self.store, effect_sink=self._effects)
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
+        # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
+        self.tally = ApplyTally(per_task=per_task_metrics)
+        self.observability: NodeObservability | None = None
+        if self.me.http is not None:
+            self.observability = NodeObservability(self, self.me.http, self.tally)
+            self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
         self.gate = LeaderGate(
             node_id,
@@ -102,6 +129,16 @@ class Node:
         self.hub: ExecutorHub | None = None
         self._health: health.aio.HealthServicer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.alert_loop: AlertLoop | None = None
+        # Authentication (the [auth] table): one verifier per node, its cache in memory only.
+        self.refusals = RefusalLog()
+        self._bootstrap_token: str | None = None
+        if config.auth is not None and config.auth.bootstrap_token_file is not None:
+            try:
+                self._bootstrap_token = read_token_file(config.auth.bootstrap_token_file)
+            except InvalidSpec as exc:
+                raise ConfigError(config.source, [f"auth.bootstrap_token_file: {exc.reason}"]) from None
+        self.tokens = TokenVerifier(self.state.access.get, self.clock.now_ms, self._bootstrap_token)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -113,14 +150,35 @@ class Node:
         (applier, leader driver, gRPC) each wait took up to the default 5 ms, and ticks stalled
         for hundreds of milliseconds under load - long enough to lose the leader.
         """
+        if self.observability is not None:
+            self.observability.bind()  # a taken port fails here, before this node joins anything
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        tls = self.server_tls
+        host = parse_address(self.me.grpc, "grpc")[0]
+        if tls is not None and not tls.names_host(host):
+            log.warning(
+                "tls.cert_file %s does not name %s (the host of this node's grpc address): clients "
+                "dialling %s will refuse the certificate; add it to the subject alternative names",
+                tls.settings.cert_file,
+                host,
+                self.me.grpc,
+            )
+        if self.config.insecure:
+            log.warning(
+                "cluster.insecure = true: the gRPC API on %s is served %s; anyone who can reach it "
+                "can run commands on the executors",
+                self.me.grpc_listen,
+                "with TLS but without authentication"
+                if self.server_tls is not None
+                else "without TLS and without authentication",
+            )
         # A node holds millions of long-lived objects (tasks, wheel entries). A full cyclic GC
         # pass over them holds the GIL for seconds; freeze what is loaded now and keep freezing
         # (see _flush_loop) so collections only scan young objects. Refcounting still frees
         # everything non-cyclic, which is all our state.
         gc.freeze()
         self.driver_thread = DriverThread(self.driver, self.clock, self.propose)
-        self.driver_thread.on_commit_lateness = self.lateness.record_many
+        self.driver_thread.on_commit_lateness = self._commit_lateness
         self.driver_thread.start()
         self._flusher.start()
         self.consensus = PySyncObjNode(
@@ -151,13 +209,22 @@ class Node:
     async def serve(self, stop: asyncio.Event | None = None) -> None:
         """Serve gRPC until ``stop`` is set (or forever)."""
         self._loop = asyncio.get_running_loop()
+        obs = self.observability
+        auth = self.config.auth
+        # Metrics outermost, so refused calls are counted with their status code too.
+        interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
+        if auth is not None:
+            interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         server = grpc.aio.server(
+            interceptors=interceptors,
             options=[
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-            ]
+                # Without this a second node on the same port binds too and shares the traffic.
+                ("grpc.so_reuseport", 0),
+            ],
         )
-        pb_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
+        pb_grpc.add_AdminServicer_to_server(AdminServicer(self, self._live_executors), server)
         sch = self.config.scheduler
         self.hub = ExecutorHub(
             self,
@@ -169,28 +236,86 @@ class Node:
                 retry_cap_ms=sch.retry_backoff_cap_ms,
             ),
         )
+        if obs is not None:
+            self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
         self.hub.start()
+        self.alert_loop = AlertLoop(
+            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
+        )
+        self.alert_loop.start()
+        log.info("node %s %s", self.node_id, describe(self.config.alerts))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-        bound = server.add_insecure_port(self.me.grpc_listen)
+        try:
+            if self.server_tls is not None:
+                bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
+            else:
+                bound = server.add_insecure_port(self.me.grpc_listen)
+        except RuntimeError:  # grpc's "Failed to bind to address"
+            bound = 0
         if not bound:
-            raise OSError(f"cannot bind gRPC on {self.me.grpc_listen}")
+            raise CannotStart(f"cannot listen on the gRPC address {self.me.grpc_listen}: the port is in use")
         await server.start()
         self._server = server
         log.info(
-            "node %s serving gRPC on %s (advertised as %s)", self.node_id, self.me.grpc_listen, self.me.grpc
+            "node %s serving gRPC on %s (advertised as %s), %s",
+            self.node_id,
+            self.me.grpc_listen,
+            self.me.grpc,
+            self._transport_description(),
         )
         try:
+            if obs is not None:
+                await obs.start()
             if stop is None:
                 await server.wait_for_termination()
             else:
                 await stop.wait()
         finally:
+            await self.alert_loop.stop()
+            if obs is not None:
+                await obs.stop()
             await server.stop(grace=1.0)
+
+    def _live_executors(self) -> dict[str, tuple[int, str]] | None:
+        return self.hub.live_view() if self.hub is not None else None
+
+    def reload_tls(self) -> bool:
+        """Re-read the ``[tls]`` certificate, key and CA files (what SIGHUP does for
+        ``raftsched-node``): handshakes from now on use them; open connections are not cut.
+
+        Returns True if the new files are in use. A file that cannot be read or does not match
+        is logged and the certificates in use stay in use (False). The file paths are the ones
+        the node started with; the config file itself is not read again.
+        """
+        if self.server_tls is None:
+            log.warning("TLS reload asked for, but this node has no [tls]: nothing to reload")
+            return False
+        try:
+            summary = self.server_tls.reload()
+        except ConfigError as bad:
+            log.error("TLS reload failed; the current certificate stays in use: %s", "; ".join(bad.problems))
+            return False
+        log.info("TLS certificates reloaded: new handshakes present %s", summary)
+        return True
+
+    def _transport_description(self) -> str:
+        tls = self.server_tls
+        if tls is None:
+            return "plaintext (no [tls])"
+        clients = (
+            "client certificates required" if tls.settings.require_client_cert else "no client certificates"
+        )
+        return f"TLS ({clients}; certificate {tls.summary})"
+
+    def _delay_summary(self, since_ms: int) -> tuple[int, float]:
+        """``(fires, p99 commit lateness ms)`` of the fires with a nominal time since ``since_ms``."""
+        summary = self.lateness.summary(since_ms)
+        return summary.count, summary.p99_ms
 
     def _flush_loop(self) -> None:
         while not self._flusher_stop.wait(1.0):
@@ -205,6 +330,8 @@ class Node:
         if self._flusher_stop.is_set():
             return
         self._flusher_stop.set()
+        if self.observability is not None:
+            self.observability.close()  # a port bound by start() but never served
         if self.driver_thread is not None:
             self.driver_thread.stop()
         if self.consensus is not None:
@@ -223,7 +350,14 @@ class Node:
             return
         consensus.propose(data, callback, on_commit)
 
+    def token_last_used(self, token_id: str) -> int:
+        return self.tokens.last_used.get(token_id, 0)
+
     def _effects(self, effects: tuple[Effect, ...]) -> None:
+        if self._bootstrap_token is not None and self._loop is not None:
+            for effect in effects:
+                if isinstance(effect, BarrierCommitted) and effect.node_id == self.node_id:
+                    self._loop.call_soon_threadsafe(self._seed_bootstrap_soon)
         if self.driver.leading:
             now = self.clock.now_ms()
             for effect in effects:
@@ -237,6 +371,50 @@ class Node:
             self.driver_thread.effects_applied(effects)
         if self.hub is not None:
             self.hub.effects_threadsafe(effects)
+
+    def _seed_bootstrap_soon(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._seed_bootstrap())
+        self._seeding = task  # keep a reference until it is done
+
+    async def _seed_bootstrap(self) -> None:
+        """As a new leader: create the ``[auth] bootstrap_token_file`` token as an admin token,
+        unless a token of its id exists already (created before, or revoked: then it stays so)."""
+        token = self._bootstrap_token
+        assert token is not None
+        tid = token_id(token)
+        if self.state.access.get(tid) is not None:
+            return
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(
+            None,
+            lambda: create_command(
+                token,
+                Role.ADMIN,
+                [],
+                ttl_ms=0,
+                description="bootstrap admin ([auth] bootstrap_token_file)",
+                created_by="bootstrap",
+            ),
+        )
+        for _ in range(50):  # the driver may need a moment after its barrier to be ready
+            if self.state.access.get(tid) is not None:
+                return
+            try:
+                stamp = self.gate.stamp()
+            except RaftschedError:
+                await asyncio.sleep(0.1)
+                continue
+            cmd = logpb.Command(idempotency_key=f"bootstrap-token-{tid}", **stamp.as_kwargs())
+            cmd.create_token.CopyFrom(body)
+            try:
+                await propose_and_wait(self, codec.encode_command(cmd))
+                log.info("bootstrap admin token %s created", tid)
+                return
+            except RaftschedError as exc:
+                if exc.code in ("already_exists", "not_leader", "stale_epoch"):
+                    return
+                await asyncio.sleep(0.1)
+        log.warning("could not create the bootstrap admin token %s; a later leader will retry", tid)
 
     def _leadership(self, change: Leadership) -> None:
         if self.driver_thread is not None:
@@ -252,8 +430,16 @@ class Node:
             )
             asyncio.run_coroutine_threadsafe(health_servicer.set(LEADER_HEALTH_SERVICE, status), loop)
 
+    def _commit_lateness(self, samples: list[tuple[int, int]]) -> None:
+        self.lateness.record_many(samples)
+        if self.observability is not None:
+            self.observability.observe_commit_lateness(samples)
+
     def _write_snapshot(self, f: BinaryIO) -> None:
+        started = self.clock.monotonic()
         self.store.write_snapshot(f)
+        if self.observability is not None:
+            self.observability.observe_snapshot(self.clock.monotonic() - started)
 
     def _load_snapshot(self, path: Path, offset: int) -> None:
         with self.state.lock:

@@ -36,7 +36,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
-from raftsched.leader.gate import leader_time
+from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.memory import MemoryExecutionLog, MemoryStore
@@ -149,7 +149,10 @@ class _SimEndpoint:
         if not sim_node.up:
             raise TransportError("unavailable", f"{node_id} is down")
         node = self.sim.nodes[node_id]
-        if not (sim_node.believes_leader and node.dispatcher.leading):
+        verdict = epoch_verdict(sim_node, node.dispatcher.leading, node.dispatcher.epoch)
+        if verdict == "changing":
+            raise TransportError("unavailable", f"{node_id} is changing leadership; retry shortly")
+        if verdict == "no":
             leader = self.sim.leader
             hint = _address(leader) if leader is not None and leader != node_id else ""
             raise TransportError("failed_precondition", f"{node_id} is not the leader", hint)
@@ -173,11 +176,8 @@ class _SimEndpoint:
     def register(self, target: str, request: pb.RegisterRequest) -> pb.RegisterReply:
         node = self._node(target)
         d = node.dispatcher
-        cmd = logpb.Command(epoch=d.epoch, now_ms=self._now(node), origin=node.node_id)
-        cmd.executor_join.name = request.name
-        cmd.executor_join.slots = request.slots
-        cmd.executor_join.labels.update(request.labels)
-        self._commit(node, codec.encode_command(cmd))
+        stamp = Stamp(self._now(node), d.epoch, node.node_id).as_kwargs()
+        self._commit(node, writes.executor_join(request.name, request.slots, request.labels, **stamp))
         s = d.settings
         return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
 

@@ -8,7 +8,7 @@
 * :mod:`raftsched.chaos.netproxy` — the TCP proxies every Raft link and gRPC port runs through,
   which the harness cuts and heals to make partitions;
 * :mod:`raftsched.chaos.checker` — reads only the marker file and the cluster's public API and
-  reports every lost, duplicated or early fire (DESIGN.md §3, invariants 1-6).
+  reports every lost, duplicated or early fire (docs/architecture.md §3, invariants 1-6).
 
 ``python -m raftsched.chaos`` runs the CI-sized schedule and prints the figures as JSON;
 ``bench/chaos.py`` runs the soak.

@@ -1,4 +1,4 @@
-"""The chaos checker: proves (or refutes) DESIGN.md §3 invariants 1-6 from the outside.
+"""The chaos checker: proves (or refutes) invariants 1-6 of docs/architecture.md §3 from the outside.
 
 It is deliberately independent of the scheduler's internals. It reads only
 
@@ -24,7 +24,8 @@ What counts as what (every violation is one readable line in :attr:`ChaosReport.
   whose run does not exist; a shard of a fired run that never executed and whose failure no
   executor fault explains. (A shard that never ran because its executor was SIGKILLed and the
   task's ``max_retries`` was used up is *failed by policy*, counted in
-  ``failed_after_executor_fault``: DESIGN.md §3.6 allows "retried, failed or replaced by policy".)
+  ``failed_after_executor_fault``: invariant 6 (docs/architecture.md §3) allows "retried,
+  failed or replaced by policy".)
 * **duplicate** — the same ``(task, nominal, shard, attempt)`` executed twice (never allowed), or
   a (run, shard) executed again by a later attempt although the earlier attempt neither failed on
   purpose nor was touched by an executor fault.

@@ -67,7 +67,7 @@ from raftsched.chaos.checker import (
 from raftsched.chaos.netproxy import ProxyNet
 from raftsched.cli.node import TEST_CLOCK_OFFSET_ENV
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, free_ports, wait_until
+from raftsched.localcluster import LocalCluster, free_ports, stop_processes, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.timing.clock import SystemClock
 
@@ -81,9 +81,9 @@ _REGISTERED = re.compile(r": registered with \S+ \(epoch (\d+),")
 _DISCONNECTED = "finding the leader"
 _LOG_PROBLEM = re.compile(r" (ERROR|CRITICAL) |^Traceback ")
 # pysyncobj logs this after a paused leader resumes: it truncates entries and takes identical
-# ones again (LIBRARY-NOTES §1.11, "spurious truncation"); our replica guard never applies an
-# index twice. A real divergence would show as unequal apply chains or state digests, which the
-# checker tests after every run - so this line alone is reported, not counted as a problem.
+# ones again (a pysyncobj "spurious truncation", docs/architecture.md §10); our replica guard
+# never applies an index twice. A real divergence would show as unequal apply chains or state
+# digests, which the checker tests after every run - so this line alone is reported, not counted as a problem.
 _KNOWN_LIBRARY_NOISE = re.compile(r"CRITICAL pysyncobj\.syncobj: truncating already-applied log entries")
 
 
@@ -341,15 +341,7 @@ class ChaosHarness:
             for nid in list(self.paused):
                 self.cluster.resume(nid)
             self.paused.clear()
-            for proc in self.executors.values():
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in self.executors.values():
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
+            stop_processes(self.executors.values())
             self.cluster.stop()
         finally:
             if self.net is not None:

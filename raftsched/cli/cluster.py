@@ -1,4 +1,5 @@
-"""Reaching the cluster (``--cluster``, ``--config``, ``$RAFTSCHED_CLUSTER``), and ``status``."""
+"""Reaching the cluster (``--cluster``, ``--config``, ``$RAFTSCHED_CLUSTER``), ``status`` and
+``executors``."""
 
 from __future__ import annotations
 
@@ -7,42 +8,85 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cli.errors import UsageError, fail
-from raftsched.cli.render import print_json, print_table, to_dict
+from raftsched.cli.input import lazy_now
+from raftsched.cli.render import duration_text, enum_name, iso, print_json, print_table, to_dict
+from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
     from raftsched.client import Client, ClusterView
+    from raftsched.config import ClusterConfig
+    from raftsched.security.tls import TlsConfig
 
-__all__ = ["CLUSTER_ENV", "cmd_status", "connect"]
+__all__ = [
+    "CLUSTER_ENV",
+    "TLS_HELP",
+    "add_tls_options",
+    "cmd_executors",
+    "cmd_status",
+    "connect",
+    "tls_from_args",
+]
 
 CLUSTER_ENV = "RAFTSCHED_CLUSTER"
+TLS_HELP = (
+    "TLS: each of --tls-ca/--tls-cert/--tls-key, else $RAFTSCHED_TLS_CA/CERT/KEY, else the "
+    "--config file's [tls] (its CA, and the node certificate as client certificate); none of "
+    "them: plaintext."
+)
+
+
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (read by :func:`tls_from_args`)."""
+    parser.add_argument(
+        "--tls-ca", metavar="FILE", help="PEM CA certificate(s) the nodes' certificates must chain to"
+    )
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="PEM client certificate (for nodes that require one)"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
+
+
+def tls_from_args(args: argparse.Namespace, config: ClusterConfig | None) -> TlsConfig | None:
+    """The TLS the options, the environment or ``config`` ask for (see :data:`TLS_HELP`)."""
+    from raftsched.security.tls import client_tls  # lazily: it loads gRPC
+
+    return client_tls(args.tls_ca, args.tls_cert, args.tls_key, config=config)
 
 
 def connect(args: argparse.Namespace) -> Client:
-    """A client for the cluster the global options (or the environment) name.
+    """A client for the cluster the global options (or the environment) name, over TLS when
+    the TLS options, environment or config ask for it.
 
-    Raises UsageError when none is given, ConfigError for a bad ``--config`` file."""
+    Raises UsageError when none is given, ConfigError for a bad ``--config`` file, InvalidSpec
+    for a TLS file that cannot be used."""
     from raftsched.client import Client  # lazily: 'cron preview' and --help need no gRPC
 
     targets: str | list[str]
+    config: ClusterConfig | None = None
     if args.cluster is not None:
         targets = args.cluster
     elif args.config is not None:
         from raftsched.config import load_config
 
-        targets = load_config(args.config).grpc_targets()
+        config = load_config(args.config)
+        targets = config.grpc_targets()
     elif os.environ.get(CLUSTER_ENV, "").strip():
         targets = os.environ[CLUSTER_ENV]
     else:
         raise UsageError(
             f"no cluster given: use --cluster HOST:PORT,... or --config FILE, or set {CLUSTER_ENV}"
         )
-    return Client(targets, timeout=args.rpc_timeout)
+    from raftsched.security.tokens import resolve_token
+
+    token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
+    return Client(targets, timeout=args.rpc_timeout, tls=tls_from_args(args, config), token=token)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """``status``: leader, term and every node's state; exit status 1 if no node answered."""
+    """``status``: leader, term and every node's state (with its state digest unless
+    ``--no-digest``); exit status 1 if no node answered."""
     with connect(args) as client:
-        view = client.cluster_status()
+        view = client.cluster_status(digests=args.digests)
     if args.json:
         print_json(_cluster_dict(view))
     else:
@@ -71,7 +115,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"warning: {warning}")
     if not view.reachable:
         tried = ", ".join(n.target for n in view.nodes)
-        return fail(f"no node reachable (tried {tried})", 1)
+        # One reason, when all agree (a TLS mismatch says so for every node): it is the fix.
+        reasons = {n.error.replace(n.target, "NODE") for n in view.nodes}
+        why = f": {view.nodes[0].error}" if len(reasons) == 1 else ""
+        return fail(f"no node reachable (tried {tried}){why}", 1)
     return 0
 
 
@@ -104,3 +151,41 @@ def _cluster_dict(view: ClusterView) -> dict[str, Any]:
             for n in view.nodes
         ],
     }
+
+
+def cmd_executors(args: argparse.Namespace) -> int:
+    """``executors``: every executor in the membership (``--all``: also those that left)."""
+    with connect(args) as client:
+        reply = client.list_executors(include_left=args.all)
+    if args.json:
+        return print_json(to_dict(reply))
+    now = lazy_now()
+    rows = [
+        [
+            e.name,
+            enum_name(pb.ExecutorState, e.state),
+            f"{e.slots_used}/{e.slots}",
+            ",".join(f"{k}={v}" for k, v in sorted(e.labels.items())) or "-",
+            e.address or "-",
+            _heartbeat_text(e.last_heartbeat_ms, now()) if e.last_heartbeat_ms else "-",
+            iso(e.joined_ms),
+            f"{iso(e.left_ms)} {e.left_reason}".strip() if e.left_ms else "-",
+        ]
+        for e in reply.executors
+    ]
+    print_table(["NAME", "STATE", "SLOTS", "LABELS", "ADDRESS", "LAST HEARTBEAT", "JOINED", "LEFT"], rows)
+    if not reply.leader_view:
+        print(
+            f"note: {reply.node_id or 'the node'} answered without leading: heartbeats and addresses "
+            "are known to the leader only"
+        )
+    return 0
+
+
+def _heartbeat_text(at_ms: int, now_ms: int) -> str:
+    """``2026-11-30T10:00:00Z (3s ago)``: the age in the largest unit that fits, whole."""
+    age = max(0, now_ms - at_ms)
+    for size in (86_400_000, 3_600_000, 60_000, 1000):
+        if age >= size:
+            return f"{iso(at_ms)} ({duration_text(age - age % size)} ago)"
+    return f"{iso(at_ms)} (now)"

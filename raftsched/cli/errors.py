@@ -1,7 +1,8 @@
 """How the command-line programs fail: one line on stderr and an exit status, never a traceback.
 
 Exit status: 0 on success, 2 for usage errors and invalid input (including input the cluster
-rejects as invalid, and an invalid config file), 1 for every other error (not found, conflict,
+rejects as invalid, and an invalid config file) and for a node or executor that cannot start
+(its data dir locked by another process, an address in use), 1 for every other error (not found, conflict,
 unreachable cluster...), 130 when interrupted. An error is one line on stderr,
 ``<prog>: error: <message>``.
 """
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, RaftschedError
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec, InvalidWorkflow, RaftschedError
 
 __all__ = [
     "ArgParser",
@@ -31,6 +32,9 @@ _FLAGS = {
     "name": "NAME",
     "task": "NAME",
     "targets": "--cluster",
+    "tls.ca_file": "--tls-ca",
+    "tls.cert_file": "--tls-cert",
+    "tls.key_file": "--tls-key",
     "timeout": "--timeout",
     "trigger.cron": "--cron",
     "trigger.timezone": "--tz",
@@ -108,12 +112,13 @@ def is_grpc_error(exc: Exception) -> bool:
 
 def run_guarded(prog: str, function: Callable[..., int], *args: str) -> int:
     """``function(*args)`` for a program that runs processes (a node, the demo): its errors become
-    ``prog``'s one-line error and exit status (a bad config 2, any other rejection 1)."""
+    ``prog``'s one-line error and exit status (a bad config, or a start refused because the data
+    dir or an address is taken, 2; any other rejection 1)."""
     try:
         return int(function(*args))
     except ConfigError as exc:
         return fail(config_message(exc), 2, prog=prog)
-    except InvalidSpec as exc:
+    except (InvalidSpec, CannotStart) as exc:
         return fail(str(exc), 2, prog=prog)
     except RaftschedError as exc:
         return fail(str(exc) or exc.code, 1, prog=prog)

@@ -6,20 +6,31 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched import __version__
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
-from raftsched.cli.process import add_log_level_option, configure_logging, stop_on_signals
-from raftsched.errors import ConfigError, InvalidSpec
+from raftsched.cli.process import (
+    add_log_level_option,
+    configure_logging,
+    lock_data_dir,
+    stop_on_signals,
+)
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError, TlsError
 
 __all__ = ["executor_main"]
 
 
 def executor_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR``."""
+    """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
     parser = ArgParser(
-        prog="raftsched-executor", description="Run a raftsched executor until SIGTERM/SIGINT."
+        prog="raftsched-executor",
+        description="Run a raftsched executor until SIGTERM/SIGINT.",
+        epilog=TLS_HELP,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
     parser.add_argument(
         "--config", metavar="FILE", help="read the nodes' gRPC addresses from a cluster config"
@@ -30,6 +41,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
+    parser.add_argument(
+        "--http", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here (default: off)"
+    )
+    add_tls_options(parser)
+    parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
+    parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
     add_log_level_option(parser)
     try:
         try:
@@ -38,25 +55,48 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             return done.code if isinstance(done.code, int) else 0
         configure_logging(args.log_level)
         targets = args.cluster or os.environ.get(CLUSTER_ENV, "")
+        config = None
         if args.config:
             from raftsched.config import load_config
 
-            targets = ",".join(load_config(args.config).grpc_targets())
+            config = load_config(args.config)
+            targets = ",".join(config.grpc_targets())
         if not targets:
             raise UsageError("give --cluster HOST:PORT,... or --config FILE (or set RAFTSCHED_CLUSTER)")
         labels = dict(label.split("=", 1) for label in args.label if "=" in label)
-        from raftsched.executor.agent import Executor
+        # Held until the process exits: two executors on one execution log would each run and
+        # report the other's attempts as their own.
+        lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
+        try:
+            from raftsched.executor.agent import Executor
+            from raftsched.security.tokens import resolve_token
 
-        executor = Executor(targets, args.name, slots=args.slots, data_dir=args.data_dir, labels=labels)
+            token = resolve_token(args.token, args.token_file)
+            executor = Executor(
+                targets,
+                args.name,
+                slots=args.slots,
+                data_dir=args.data_dir,
+                labels=labels,
+                tls=tls_from_args(args, config),
+                http=args.http,
+                token=token,
+            )
 
-        async def serve() -> None:
-            await executor.run(stop_on_signals())
+            async def serve() -> None:
+                await executor.run(stop_on_signals())
 
-        asyncio.run(serve())
+            asyncio.run(serve())
+        finally:
+            lock.release()
         return 0
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
     except ConfigError as exc:
         return fail(config_message(exc), 2, prog="raftsched-executor")
-    except InvalidSpec as exc:
+    except (InvalidSpec, CannotStart) as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
+    except TlsError as exc:
+        return fail(str(exc), 1, prog="raftsched-executor")
+    except RaftschedError as exc:  # e.g. the --http port is in use
+        return fail(str(exc) or exc.code, 1, prog="raftsched-executor")

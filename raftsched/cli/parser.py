@@ -2,18 +2,25 @@
 
 No scheduling logic lives in the CLI: commands parse arguments, call :class:`raftsched.Client`
 (or, for ``cron preview``, :func:`raftsched.timing.cron.preview`), and print. Failures follow
-:mod:`raftsched.cli.errors` (one line on stderr; exit status 2 for bad input, 1 otherwise).
+:mod:`raftsched.cli.errors` (one line on stderr; exit status 2 for bad input, 3 when the cluster
+does not accept the credentials, 4 when they do not allow the command, 1 otherwise).
+
+The global options (``--cluster``, ``--config``, ``--timeout``) may come before the command or
+after it (``raftsched status --config X``), except where the command has an option of the same
+name (``task add|update --timeout`` is the task's timeout, ``demo --config`` the demo's config).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from raftsched.cli import cluster, cron, tasks, workflows
-from raftsched.cli.cluster import CLUSTER_ENV
+from raftsched import __version__
+from raftsched.cli import access, alerts, cluster, cron, tasks, workflows
+from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -31,20 +38,98 @@ from raftsched.cli.input import (
     non_negative_int,
     positive_seconds,
 )
-from raftsched.errors import ConfigError, InvalidSpec, InvalidWorkflow, RaftschedError
+from raftsched.errors import (
+    ConfigError,
+    InvalidSpec,
+    InvalidWorkflow,
+    PermissionDenied,
+    RaftschedError,
+    Unauthenticated,
+)
 from raftsched.model import Misfire, Overlap, RunState
 from raftsched.timing.cron import MAX_PREVIEW
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_PERMISSION_DENIED",
+    "EXIT_UNAUTHENTICATED",
+    "build_parser",
+    "main",
+    "quiet_grpc_core",
+]
+
+EXIT_UNAUTHENTICATED = 3  # no token, or a malformed, unknown, expired or revoked one
+EXIT_PERMISSION_DENIED = 4  # the token's role or namespaces do not allow the command
+EXIT_BROKEN_PIPE = 141
+"""The exit status when stdout's reader went away (``raftsched ... | head``): 128 + SIGPIPE, what
+a command killed by SIGPIPE reports, as ``yes | head`` does."""
+
+# The global options a command may also take after its name: (option, dest, keyword arguments).
+_GLOBAL_OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("--cluster", "cluster", {"metavar": "HOST:PORT,...", "help": "the nodes' gRPC addresses"}),
+    (
+        "--config",
+        "config",
+        {"metavar": "FILE", "help": "read the nodes' gRPC addresses from a cluster config"},
+    ),
+    (
+        "--timeout",
+        "rpc_timeout",
+        {
+            "type": positive_seconds,
+            "metavar": "SECONDS",
+            "help": "deadline of each RPC attempt (default: 10)",
+        },
+    ),
+    (
+        "--tls-ca",
+        "tls_ca",
+        {"metavar": "FILE", "help": "PEM CA certificate(s) the nodes' certificates must chain to"},
+    ),
+    (
+        "--tls-cert",
+        "tls_cert",
+        {"metavar": "FILE", "help": "PEM client certificate (for nodes that require one)"},
+    ),
+    ("--tls-key", "tls_key", {"metavar": "FILE", "help": "PEM private key of --tls-cert"}),
+)
+_LATE = "late_"  # the dest prefix of a global option given after the command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched``: the admin CLI. Returns the exit status."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    """``raftsched``: the admin CLI. Returns the exit status.
+
+    Output cut short by its reader (``| head``) ends the command quietly with
+    :data:`EXIT_BROKEN_PIPE`, without a traceback."""
+    quiet_grpc_core()
+    try:
+        status = _run(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe cannot be caught
+        return status
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter flushes it once more at exit, and a write to the
+    closed pipe would print "Exception ignored ... BrokenPipeError" there."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture): nothing is flushed to a pipe at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def _run(args_list: list[str]) -> int:
     try:
         try:
-            args = build_parser().parse_args(attach_negative_times(args_list))
-        except SystemExit as done:  # --help
+            args = _merge_late_globals(build_parser().parse_args(attach_negative_times(args_list)))
+        except SystemExit as done:  # --help, --version
             return done.code if isinstance(done.code, int) else 0
         command: Callable[[argparse.Namespace], int] = args.run_command
         return command(args)
@@ -56,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(invalid_message(exc), 2)
     except ConfigError as exc:
         return fail(config_message(exc), 2)
+    except Unauthenticated as exc:
+        return fail(f"not authenticated: {exc}", EXIT_UNAUTHENTICATED)
+    except PermissionDenied as exc:
+        return fail(f"permission denied: {exc}", EXIT_PERMISSION_DENIED)
     except RaftschedError as exc:
         return fail(str(exc) or exc.code, 1)
     except KeyboardInterrupt:
@@ -66,33 +155,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
+def quiet_grpc_core() -> None:
+    """Keep gRPC core's own INFO lines (one per failed TLS handshake) off a program's stderr: the
+    program reports the failure itself, in one line. Effective only before gRPC is imported;
+    an explicit ``GRPC_VERBOSITY`` wins."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raftsched`` argument parser. Each leaf command sets ``run_command``."""
+    # No abbreviations of the global options: "--to" of a subcommand must not be read as
+    # (an ambiguous prefix of) the global --token / --token-file.
     parser = ArgParser(
+        allow_abbrev=False,
         prog="raftsched",
         description="Manage a raftsched cluster (a Raft-replicated cron scheduler).\n"
-        "Global options go before the command.",
-        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TIME_HELP}",
+        "Global options go before or after the command.",
+        epilog=f"cluster: --cluster, else --config, else ${CLUSTER_ENV}.\n{TLS_HELP}\n{TIME_HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--cluster", metavar="HOST:PORT,...", help="the nodes' gRPC addresses")
-    where.add_argument(
-        "--config", metavar="FILE", help="read the nodes' gRPC addresses from a cluster config"
-    )
-    parser.add_argument(
-        "--timeout",
-        dest="rpc_timeout",
-        type=positive_seconds,
-        default=10.0,
-        metavar="SECONDS",
-        help="deadline of each RPC attempt (default: 10)",
-    )
+    for option, dest, options in _GLOBAL_OPTIONS:
+        container = where if dest in ("cluster", "config") else parser
+        container.add_argument(option, dest=dest, **options)
+    parser.set_defaults(rpc_timeout=10.0)
+    access.add_token_options(parser)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    access.add_commands(commands, _leaf, _json_option)
 
     task = commands.add_parser("task", help="add, update, list, show, delete, enable or disable tasks")
     actions = task.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = _leaf(actions, "add", tasks.cmd_task_add, "create a task", times=True)
+    add = _leaf(actions, "add", tasks.cmd_task_add, "create a task", times=True, late=_NOT_TIMEOUT)
     add.add_argument("name", metavar="NAME", help="task name")
     _add_spec_options(add, update=False)
     update = _leaf(
@@ -102,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         "change a task; options not given keep their current value "
         "(sent with the current version, so a concurrent change is a conflict)",
         times=True,
+        late=_NOT_TIMEOUT,
     )
     update.add_argument("name", metavar="NAME", help="task name")
     _add_spec_options(update, update=True)
@@ -149,7 +244,31 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(explain)
 
     status = _leaf(commands, "status", cluster.cmd_status, "cluster status: leader, term, every node's state")
+    status.add_argument(
+        "--no-digest",
+        dest="digests",
+        action="store_false",
+        help="skip the state digests (each node hashes its whole store for them)",
+    )
     _json_option(status)
+
+    alerts_cmd = _leaf(
+        commands, "alerts", alerts.cmd_alerts, "list alert events and their delivery per webhook", times=True
+    )
+    alerts_cmd.add_argument("--since", metavar="T", help="events at or after T (default: all retained)")
+    alerts_cmd.add_argument("--limit", type=non_negative_int, default=0, metavar="N", help="newest N events")
+    _json_option(alerts_cmd)
+    alert_actions = alerts_cmd.add_subparsers(dest="action", metavar="ACTION")
+    ack = _leaf(alert_actions, "ack", alerts.cmd_alerts_ack, "acknowledge an alert event")
+    ack.add_argument("id", metavar="ID", help="the event's id, e.g. alert-12")
+    executors = _leaf(
+        commands,
+        "executors",
+        cluster.cmd_executors,
+        "list the executors: state, slots used/total, labels, address and last heartbeat",
+    )
+    executors.add_argument("--all", action="store_true", help="also executors that left")
+    _json_option(executors)
 
     cron_parser = commands.add_parser("cron", help="cron tools (local; no cluster needed)")
     cron_actions = cron_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -176,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_workflow_commands(commands)
 
-    demo = _leaf(commands, "demo", cmd_demo, "run the demo cluster described by a config file")
+    demo = _leaf(commands, "demo", cmd_demo, "run the demo cluster described by a config file", late=())
     demo.add_argument(
         "--config",
         dest="demo_config",
@@ -195,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_workflow_commands(commands: Any) -> None:
     workflow = commands.add_parser(
-        "workflow", help="workflows (DAGs): apply, list, show, run, runs, status, graph, backfill ..."
+        "workflow",
+        help="workflows (DAGs): apply, list, show, pause, resume, delete, run, runs, status, graph ...",
     )
     actions = workflow.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -223,6 +343,27 @@ def _add_workflow_commands(commands: Any) -> None:
         help="an older version (default: current)",
     )
     _json_option(show)
+
+    for action, handler, text in (
+        (
+            "pause",
+            workflows.cmd_wf_pause,
+            "stop a workflow's scheduled runs (runs in flight go on; manual runs and backfills still start)",
+        ),
+        ("resume", workflows.cmd_wf_resume, "schedule a paused workflow again, from now on"),
+    ):
+        _leaf(actions, action, handler, text).add_argument("name", metavar="NAME")
+    delete = _leaf(
+        actions,
+        "delete",
+        workflows.cmd_wf_delete,
+        "delete a workflow with its versions, runs and backfills (refused while a run is active)",
+    )
+    delete.add_argument("name", metavar="NAME")
+    delete.add_argument("--force", action="store_true", help="kill the active runs first")
+    delete.add_argument(
+        "--reason", default="", metavar="TEXT", help="with --force: recorded in the killed runs"
+    )
 
     start = _leaf(actions, "run", workflows.cmd_wf_run, "start a run of a workflow now", times=True)
     start.add_argument("name", metavar="NAME")
@@ -329,9 +470,21 @@ def _param_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_LATE_GLOBALS = tuple(option for option, _, _ in _GLOBAL_OPTIONS)
+# task add/update: --timeout is the task's timeout; demo: --config is the demo's config.
+_NOT_TIMEOUT = tuple(option for option in _LATE_GLOBALS if option != "--timeout")
+
+
 def _leaf(
-    group: Any, name: str, handler: Callable[[argparse.Namespace], int], text: str, *, times: bool = False
+    group: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    text: str,
+    *,
+    times: bool = False,
+    late: tuple[str, ...] = _LATE_GLOBALS,
 ) -> argparse.ArgumentParser:
+    """A command. It also accepts the global options named in ``late`` after its name."""
     sub: argparse.ArgumentParser = group.add_parser(
         name,
         help=text,
@@ -340,7 +493,29 @@ def _leaf(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub.set_defaults(run_command=handler)
+    if late:
+        globals_group = sub.add_argument_group("global options (also accepted before the command)")
+        where = globals_group.add_mutually_exclusive_group()
+        for option, dest, options in _GLOBAL_OPTIONS:
+            if option in late:
+                container = where if dest in ("cluster", "config") else globals_group
+                # SUPPRESS: an option not given after the command leaves the one before it alone.
+                container.add_argument(option, dest=_LATE + dest, default=argparse.SUPPRESS, **options)
     return sub
+
+
+def _merge_late_globals(args: argparse.Namespace) -> argparse.Namespace:
+    """Global options given after the command override the same option before it; ``--cluster``
+    and ``--config`` stay mutually exclusive across both positions."""
+    values = vars(args)
+    late = {dest: values.pop(_LATE + dest) for _, dest, _ in _GLOBAL_OPTIONS if _LATE + dest in values}
+    for dest, other in (("cluster", "config"), ("config", "cluster")):
+        if dest in late and values.get(other) is not None and other not in late:
+            raise UsageError(
+                f"argument --{dest}: not allowed with argument --{other} (see 'raftsched --help')"
+            )
+    values.update(late)
+    return args
 
 
 def _json_option(parser: argparse.ArgumentParser) -> None:

@@ -1,13 +1,33 @@
-"""What every long-running program (a node, an executor) sets up: logging and stop signals."""
+"""What every long-running program (a node, an executor) sets up: logging, stop signals, the
+lock on its data directory, and a check that its listen address is free."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import errno
+import fcntl
 import logging
+import os
 import signal
+import socket
+from pathlib import Path
 
-__all__ = ["LOG_LEVELS", "add_log_level_option", "configure_logging", "stop_on_signals"]
+from raftsched.errors import CannotStart
+
+__all__ = [
+    "LOCK_FILE",
+    "LOG_LEVELS",
+    "DataDirLock",
+    "add_log_level_option",
+    "check_listen_address",
+    "configure_logging",
+    "lock_data_dir",
+    "stop_on_signals",
+]
+
+LOCK_FILE = "raftsched.lock"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -32,3 +52,77 @@ def stop_on_signals() -> asyncio.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``<data dir>/raftsched.lock``, held until :meth:`release` or the
+    process exits (the kernel drops it then, also after SIGKILL, so a stale file never blocks a
+    restart). The file holds the owner's pid, for the refusal message of the next one. Its
+    descriptor is not inherited: a command an executor runs cannot keep the lock alive."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Unlock (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def lock_data_dir(data_dir: Path, owner: str) -> DataDirLock:
+    """Lock ``data_dir`` (created if missing) for this process, as ``owner`` (``node n1``).
+
+    Raises CannotStart when another process holds it: two processes on one LMDB directory would
+    each serve their own view of the state, the second a stale one."""
+    path = data_dir / LOCK_FILE
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise CannotStart(f"cannot use data dir {data_dir}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = _holder(fd)
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise CannotStart(f"cannot lock data dir {data_dir}: {exc.strerror or exc}") from None
+        raise CannotStart(
+            f"data dir {data_dir} is in use by another process{holder}: "
+            f"stop it, or give {owner} a data dir of its own"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return DataDirLock(path, fd)
+
+
+def _holder(fd: int) -> str:
+    """`` (pid N)`` as the lock file names its owner, or ``""``."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(os.pread(fd, 32, 0).decode().strip())
+        return f" (pid {pid})"
+    return ""
+
+
+def check_listen_address(address: str, what: str) -> None:
+    """Raise CannotStart naming ``address`` if something already listens there.
+
+    A check ahead of the server's own bind, which fails too but only after the gRPC core logged
+    lines of its own on stderr. SO_REUSEADDR as servers set it, so connections of an earlier
+    process still in TIME_WAIT do not count as in use."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, ValueError):
+        return  # unresolvable: the server's bind reports it
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise CannotStart(f"{what} address {address} is already in use") from None

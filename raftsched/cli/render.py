@@ -24,6 +24,7 @@ __all__ = [
     "graph_dict",
     "iso",
     "offset_of",
+    "one_line",
     "print_fields",
     "print_json",
     "print_table",
@@ -32,6 +33,7 @@ __all__ = [
     "render_status",
     "run_kind",
     "schedule_text",
+    "table_lines",
     "task_state",
     "tasks_done_text",
     "to_dict",
@@ -66,23 +68,74 @@ def duration_text(ms: int) -> str:
     return f"{ms}ms"
 
 
-def enum_name(enum: Any, value: int, prefix: str = "") -> str:
-    """A protobuf enum value's name, lower case, without its prefix (the number if unknown)."""
-    try:
-        name: str = enum.Name(value)
-    except ValueError:
+# One spelling per enum value, in tables and in JSON alike: lower case, without the prefix its
+# enum's value names share (TASK_SUCCESS -> "success", SKIPPED_OVERLAP -> "skipped_overlap"), and
+# "unspecified" for the zero value.
+_ENUM_PREFIXES: dict[str, str] = {
+    "raftsched.v1.WorkflowTaskState": "TASK_",
+    "raftsched.v1.WorkflowRunState": "WORKFLOW_",
+    "raftsched.v1.MisfirePolicy": "MISFIRE_",
+    "raftsched.v1.OverlapPolicy": "OVERLAP_",
+    "raftsched.v1.TriggerRule": "RULE_",
+    "raftsched.v1.ExecutorState": "EXECUTOR_",
+}
+
+
+def enum_name(enum: Any, value: int, prefix: str | None = None) -> str:
+    """A protobuf enum value as the CLI spells it everywhere (tables and ``--json``): lower case,
+    without the enum's prefix, ``unspecified`` for an ``*_UNSPECIFIED`` value, the number if
+    unknown. ``enum`` is a generated enum wrapper (``pb.RunState``) or its descriptor;
+    ``prefix`` overrides the enum's own prefix."""
+    descriptor = getattr(enum, "DESCRIPTOR", enum)
+    by_number = descriptor.values_by_number
+    if value not in by_number:
         return str(value)
+    name: str = by_number[value].name
+    if name.endswith("UNSPECIFIED"):
+        return "unspecified"
+    if prefix is None:
+        prefix = _ENUM_PREFIXES.get(descriptor.full_name, "")
     return name.removeprefix(prefix).lower()
 
 
 def to_dict(message: Message) -> dict[str, Any]:
-    """A message as ``--json`` prints it: proto field names, every field, int64 as numbers."""
-    return MessageToDict(
+    """A message as ``--json`` prints it: proto field names, every field, int64 as numbers, and
+    enum values spelled as in the tables (:func:`enum_name`)."""
+    out = MessageToDict(
         message,
         preserving_proto_field_name=True,
         always_print_fields_with_no_presence=True,
         unquote_int64_if_possible=True,
     )
+    _respell_enums(message, out)
+    return out
+
+
+def _respell_enums(message: Message, out: dict[str, Any]) -> None:
+    """Replace MessageToDict's enum names in ``out`` (built from ``message``) by :func:`enum_name`."""
+    for field in message.DESCRIPTOR.fields:
+        if field.name not in out:
+            continue
+        value = getattr(message, field.name)
+        repeated = field.is_repeated
+        if field.enum_type is not None:
+            if repeated:
+                out[field.name] = [enum_name(field.enum_type, v) for v in value]
+            else:
+                out[field.name] = enum_name(field.enum_type, value)
+        elif field.message_type is not None:
+            if field.message_type.GetOptions().map_entry:
+                entry_value = field.message_type.fields_by_name["value"]
+                if entry_value.enum_type is not None:
+                    out[field.name] = {str(k): enum_name(entry_value.enum_type, v) for k, v in value.items()}
+                elif entry_value.message_type is not None:
+                    for key, item in value.items():
+                        _respell_enums(item, out[field.name][str(key)])
+            elif repeated:
+                for item, item_out in zip(value, out[field.name], strict=True):
+                    _respell_enums(item, item_out)
+            elif isinstance(out[field.name], dict):
+                _respell_enums(value, out[field.name])
 
 
 def print_json(value: object) -> int:
@@ -91,21 +144,50 @@ def print_json(value: object) -> int:
     return 0
 
 
+def one_line(text: str) -> str:
+    """A table cell's text on one line: a multi-line value (a shell script as a command) shows its
+    first non-empty line and how many lines follow, ``set -e [+2 lines]``; tabs become spaces."""
+    if "\n" not in text and "\r" not in text and "\t" not in text:
+        return text
+    lines = [line.replace("\t", " ") for line in text.splitlines()]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if len(lines) <= 1:
+        return lines[0] if lines else ""
+    more = len(lines) - 1
+    return f"{lines[0]} [+{more} line{'' if more == 1 else 's'}]"
+
+
+def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns under ``headers``, every cell on one line (:func:`one_line`)."""
+    cells = [[one_line(cell) for cell in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *cells]
+    ]
+
+
 def print_table(headers: list[str], rows: list[list[str]]) -> None:
-    """Left-aligned columns under ``headers``; ``(none)`` for no rows."""
+    """Left-aligned columns under ``headers`` (see :func:`table_lines`); ``(none)`` for no rows."""
     if not rows:
         print("(none)")
         return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    for row in [headers, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for line in table_lines(headers, rows):
+        print(line)
 
 
 def print_fields(fields: list[tuple[str, str]]) -> None:
-    """One ``key  value`` line per field, the values aligned."""
+    """One ``key  value`` line per field, the values aligned; the further lines of a multi-line
+    value are indented to its column."""
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
-        print(f"{key.ljust(width)}  {value}")
+        first, *rest = value.splitlines() or [""]
+        print(f"{key.ljust(width)}  {first}".rstrip())
+        for line in rest:
+            print(f"{'':{width}}  {line}".rstrip())
 
 
 def can_print(text: str) -> bool:
@@ -237,15 +319,14 @@ def render_status(run: pb.WorkflowRun) -> list[str]:
         lines.append(f"params {run.params_json}")
     headers = ["TASK", "STATE", "TRIES", "TASK RUN", "REASON"]
     rows = [[t.name, task_state(t.state), str(t.tries), t.run_id or "-", t.reason] for t in run.tasks]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
     lines.append("")
-    for row in [headers, *rows]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines += table_lines(headers, rows)
     lines += ["", "timeline (UTC)"]
     for t in run.tasks:
         lines.append(f"  {t.name}")
         for entry in t.timeline:
-            lines.append(f"    {iso(entry.at_ms)}  {task_state(entry.state).ljust(9)}{entry.reason}".rstrip())
+            reason = one_line(entry.reason)
+            lines.append(f"    {iso(entry.at_ms)}  {task_state(entry.state).ljust(9)}{reason}".rstrip())
     return lines
 
 
@@ -267,12 +348,12 @@ def deps_text(task: pb.WorkflowTaskSpec) -> str:
 
 def task_state(state: int) -> str:
     """A workflow task's state, e.g. ``success``."""
-    return enum_name(pb.WorkflowTaskState, state, "TASK_")
+    return enum_name(pb.WorkflowTaskState, state)
 
 
 def wf_state(state: int) -> str:
     """A workflow run's state, e.g. ``running``."""
-    return enum_name(pb.WorkflowRunState, state, "WORKFLOW_")
+    return enum_name(pb.WorkflowRunState, state)
 
 
 def run_kind(run: pb.WorkflowRun) -> str:

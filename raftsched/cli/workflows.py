@@ -1,5 +1,5 @@
-"""Workflow commands: ``workflow apply|list|show|run|runs|status|graph|kill|rerun|mark-success|
-lineage|backfill|backfill-status|backfills``."""
+"""Workflow commands: ``workflow apply|list|show|pause|resume|delete|run|runs|status|graph|kill|
+rerun|mark-success|lineage|backfill|backfill-status|backfills``."""
 
 from __future__ import annotations
 
@@ -42,12 +42,15 @@ __all__ = [
     "cmd_wf_backfill",
     "cmd_wf_backfill_status",
     "cmd_wf_backfills",
+    "cmd_wf_delete",
     "cmd_wf_graph",
     "cmd_wf_kill",
     "cmd_wf_lineage",
     "cmd_wf_list",
     "cmd_wf_mark_success",
+    "cmd_wf_pause",
     "cmd_wf_rerun",
+    "cmd_wf_resume",
     "cmd_wf_run",
     "cmd_wf_runs",
     "cmd_wf_show",
@@ -88,7 +91,7 @@ def cmd_wf_list(args: argparse.Namespace) -> int:
         [
             w.spec.name,
             str(w.version),
-            schedule_text(w.spec),
+            schedule_text(w.spec) + (" (paused)" if w.paused else ""),
             iso(w.next_fire_ms),
             str(len(w.spec.tasks)),
             str(w.active_runs),
@@ -109,10 +112,13 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
     fields = [
         ("name", s.name),
         ("version", str(record.version)),
-        ("schedule", schedule_text(s)),
+        (
+            "schedule",
+            schedule_text(s) + (" (paused: 'workflow resume' to schedule it again)" if record.paused else ""),
+        ),
         ("next run", iso(record.next_fire_ms)),
-        ("misfire", enum_name(pb.MisfirePolicy, s.misfire, "MISFIRE_") if s.misfire else "latest"),
-        ("overlap", enum_name(pb.OverlapPolicy, s.overlap, "OVERLAP_") if s.overlap else "skip"),
+        ("misfire", enum_name(pb.MisfirePolicy, s.misfire) if s.misfire else "latest"),
+        ("overlap", enum_name(pb.OverlapPolicy, s.overlap) if s.overlap else "skip"),
         ("parallel per run", str(s.max_parallel_per_run or "unlimited")),
         ("parallel overall", str(s.max_parallel or "unlimited")),
         ("backfill share", f"{s.backfill_share_pct or 30}% of executor slots"),
@@ -139,6 +145,32 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
         for t in s.tasks
     ]
     print_table(["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS"], rows)
+    return 0
+
+
+def cmd_wf_pause(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        record = client.pause_workflow(args.name)
+    print(f"paused workflow {record.spec.name or args.name}: no scheduled runs until 'workflow resume'")
+    return 0
+
+
+def cmd_wf_resume(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        record = client.resume_workflow(args.name)
+    name = record.spec.name or args.name
+    nxt = f"; next scheduled run {iso(record.next_fire_ms)}" if record.next_fire_ms else " (no schedule)"
+    print(f"resumed workflow {name}{nxt}")
+    return 0
+
+
+def cmd_wf_delete(args: argparse.Namespace) -> int:
+    if args.reason and not args.force:
+        raise UsageError("--reason applies with --force (it is recorded in the runs it kills)")
+    with connect(args) as client:
+        record, killed = client.delete_workflow(args.name, force=args.force, reason=args.reason)
+    runs = f", killed {killed} active run(s)" if killed else ""
+    print(f"deleted workflow {record.spec.name or args.name} (version {record.version}){runs}")
     return 0
 
 

@@ -38,14 +38,26 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, replicated
+from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, SyncObjException, replicated
 from pysyncobj.node import TCPNode
 
 from raftsched.abc import ROLES, CommitHook, Leadership, PeerStatus, ProposeCallback, ProposeError, RaftStatus
 from raftsched.config import RaftTuning
 from raftsched.consensus.applier import Applier
+from raftsched.errors import CannotStart
 
 log = logging.getLogger(__name__)
+
+
+class _NoBindTraceback(logging.Filter):
+    """pysyncobj logs a traceback when its Raft port cannot be bound; PySyncObjNode raises
+    CannotStart naming the address instead, so that record is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "failed to perform initialization"
+
+
+logging.getLogger("pysyncobj.syncobj").addFilter(_NoBindTraceback())
 
 _FAIL_CODES = {
     FAIL_REASON.QUEUE_FULL: "unavailable",
@@ -182,10 +194,24 @@ class PySyncObjNode:
             commandsWaitLeader=False,
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
+            # A Raft port in use fails the start (waitBinded below) after three attempts half a
+            # second apart, instead of pysyncobj retrying every second forever while the rest of
+            # the node runs; the retries ride out a port that is only briefly taken.
+            maxBindRetries=3,
+            bindRetryTime=0.5,
         )
         self._applier = Applier(apply_fn, on_tick)
         self._applier.start()
         self._raft = _Raft(self._applier.enqueue, self_addr, peers, conf)
+        try:
+            self._raft.waitBinded()
+        except SyncObjException:
+            self._raft.destroy()
+            self._applier.stop()
+            raise CannotStart(
+                f"cannot listen on the Raft address {self_addr}: the port is in use "
+                "(or the address is not on this host)"
+            ) from None
         self._raft.addOnTickCallback(self._tick)
 
     # -- ConsensusNode ---------------------------------------------------------------------------

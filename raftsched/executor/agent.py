@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, TransportError
 from raftsched.config import parse_address
-from raftsched.errors import InvalidSpec
+from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.runners import (
     AttemptContext,
@@ -40,13 +40,19 @@ from raftsched.executor.runners import (
     SubprocessRunner,
 )
 from raftsched.model import validate_name
-from raftsched.rpc.executor_client import GrpcExecutorTransport
+from raftsched.observability.executor_http import ExecutorObservability
+from raftsched.observability.executor_metrics import ExecutorSample
+from raftsched.rpc.executor_client import TLS_CODE, GrpcExecutorTransport
+from raftsched.security.tls import TlsConfig
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 H = TypeVar("H", bound=Callable[..., Any])
+
+
+_TLS_WARN_INTERVAL_S = 10.0
 
 
 class LeaderLost(Exception):
@@ -56,12 +62,19 @@ class LeaderLost(Exception):
 class Executor:
     """One executor; see the module docstring for its contract.
 
-    ``transport`` defaults to gRPC; ``execution_log`` to an LMDB log in ``data_dir``, which
+    ``transport`` defaults to gRPC (over TLS with ``tls``; give one or the other);
+    ``execution_log`` to an LMDB log in ``data_dir``, which
     :meth:`run` opens (creating the directory), fsyncs every second and closes when it returns.
     A log passed in is the caller's to open, flush and close: ``run`` only reads and writes it
     (so a simulated restart can hand the same log to a new agent). ``command_runner`` runs
     tasks' shell commands (default: a :class:`SubprocessRunner` with ``grace_s``); handlers
-    registered with :meth:`handler` run Python callables.
+    registered with :meth:`handler` run Python callables. ``http`` (``host:port``) serves
+    ``/metrics``, ``/healthz`` and ``/readyz`` while :meth:`run` runs (off when None); a port in
+    use makes :meth:`run` raise :class:`raftsched.observability.listener.ListenError` before it
+    connects anywhere.
+    ``token`` is the executor token of a
+    cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
+    transport; the executor's name is bound to it on its first registration.
     """
 
     def __init__(
@@ -77,6 +90,9 @@ class Executor:
         transport: ExecutorTransport | None = None,
         execution_log: ExecutionLog | None = None,
         command_runner: CommandRunner | None = None,
+        tls: TlsConfig | None = None,
+        http: str | None = None,
+        token: str | None = None,
     ) -> None:
         validate_name(name, "executor.name")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
@@ -95,7 +111,14 @@ class Executor:
         self.subprocess: CommandRunner = command_runner or SubprocessRunner(
             grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name}
         )
-        self.transport: ExecutorTransport = transport or GrpcExecutorTransport()
+        if transport is not None and tls is not None:
+            raise InvalidSpec("tls", "give tls or a transport, not both (the transport owns its channels)")
+        if transport is not None and token is not None:
+            raise InvalidSpec("token", "give token or a transport, not both (the transport sends it)")
+        # ``token``: an executor token for a cluster with auth on (else RAFTSCHED_TOKEN, if set).
+        self.transport: ExecutorTransport = transport or GrpcExecutorTransport(tls, token=token)
+        self._registered_once = False
+        self._tls_warned = -_TLS_WARN_INTERVAL_S
         self._store = execution_log
         self._log: DedupeLog | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -110,6 +133,18 @@ class Executor:
         self.delayed_early = 0  # dispatches that arrived before their nominal time by our clock
         self._heartbeat_s = 2.0
         self._rpc_timeout_s = 3.0
+        self._registered = False  # the current leader accepted our registration
+        self._connected = False  # a dispatch stream is open
+        # execution id -> ms late at start, from its start until the cluster acknowledges its
+        # result (then reported with it). Not in the execution log: after a restart a result is
+        # re-reported without it, which only leaves it out of the leader's histogram.
+        self._start_late: dict[str, int] = {}
+        self.observability = ExecutorObservability(name, http, self._observed) if http is not None else None
+
+    def _observed(self) -> ExecutorSample:
+        # Read at scrape time, on this agent's event loop.
+        pending = len(self._log.pending_reports()) if self._log is not None else 0
+        return ExecutorSample(self._connected, self._registered, self.slots, len(self._running), pending)
 
     def handler(self, name: str) -> Callable[[H], H]:
         """Register a Python callable run for tasks whose ``handler`` is ``name``."""
@@ -122,6 +157,9 @@ class Executor:
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until ``stop`` is set (or forever): connect, take work, report, reconnect."""
+        obs = self.observability
+        if obs is not None:
+            obs.bind()  # a taken port fails here, before anything is opened or dialled
         own_log = self._store is None
         if self._store is None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -139,6 +177,8 @@ class Executor:
         stop = stop or asyncio.Event()
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
         try:
+            if obs is not None:
+                await obs.start()
             target_index = 0
             while not stop.is_set():
                 target = self.targets[target_index % len(self.targets)]
@@ -146,7 +186,19 @@ class Executor:
                     target = await self._register(target)
                     await self._serve(target, stop)
                 except (LeaderLost, TransportError) as exc:
-                    log.info("%s: lost %s (%s); finding the leader", self.name, target, exc)
+                    self._registered = False
+                    if isinstance(exc, TransportError) and exc.code == TLS_CODE:
+                        if not self._registered_once:
+                            # A configuration mistake, not an outage: say so and stop.
+                            raise TlsError(exc.details) from None
+                        # Once registered, a certificate rotation may be under way: keep trying,
+                        # and say so every few seconds rather than on every attempt.
+                        now = self.clock.monotonic()
+                        if now - self._tls_warned >= _TLS_WARN_INTERVAL_S:
+                            self._tls_warned = now
+                            log.warning("%s: %s", self.name, exc.details)
+                    else:
+                        log.info("%s: lost %s (%s); finding the leader", self.name, target, exc)
                     target_index += 1
                     await _sleep_or_stop(stop, 0.2)
         finally:
@@ -155,6 +207,8 @@ class Executor:
             for task in self._running.values():
                 task.cancel()
             await self.transport.close()
+            if obs is not None:
+                await obs.stop()
             if own_log:
                 self._log.close()
 
@@ -184,6 +238,8 @@ class Executor:
             # attempts runs out (a fixed 5 s timeout outlived a 2 s lease: healthy executors were
             # declared dead while the old leader was paused - found by the chaos suite).
             self._rpc_timeout_s = max(0.2, reply.lease_ms / 3000)
+            self._registered_once = True
+            self._registered = True
             log.info(
                 "%s: registered with %s (epoch %d, %d slots)", self.name, target, reply.epoch, self.slots
             )
@@ -192,6 +248,7 @@ class Executor:
 
     async def _serve(self, target: str, stop: asyncio.Event) -> None:
         stream = self.transport.dispatch(target, pb.DispatchRequest(name=self.name))
+        self._connected = True
         tasks = [
             asyncio.ensure_future(self._consume(stream)),
             asyncio.ensure_future(self._heartbeats(target)),
@@ -206,6 +263,7 @@ class Executor:
             if not stop.is_set():
                 raise LeaderLost("dispatch stream ended")
         finally:
+            self._connected = False
             stream.cancel()
             for task in tasks:
                 task.cancel()
@@ -225,6 +283,8 @@ class Executor:
         assert self._log is not None and self._report_wake is not None
         if item.epoch < self._max_epoch:
             self.refused_stale += 1
+            if self.observability is not None:
+                self.observability.on_refused_stale()
             log.warning(
                 "%s: refused %s from stale epoch %d (newest seen %d)",
                 self.name,
@@ -241,9 +301,13 @@ class Executor:
                 task.cancel()
             return
         if item.execution_id in self._running:
+            if self.observability is not None:
+                self.observability.on_duplicate()
             return  # already running here: never twice
         seen = self._log.known(item.execution_id)  # a re-sent attempt is answered at once
         if seen is not None:
+            if self.observability is not None:
+                self.observability.on_duplicate()
             if seen.status is BeginStatus.DONE:
                 self._report_wake.set()  # its stored result is pending or re-reported
             return
@@ -274,6 +338,8 @@ class Executor:
         batch, self._to_begin = self._to_begin, []
         try:
             outcomes: list[BeginOutcome | BaseException] = list(self._log.begin_many([e for e, _ in batch]))
+            if self.observability is not None:
+                self.observability.on_log_write("begin", len(batch))
         except Exception:  # e.g. one id too long: then each on its own, so only that one fails
             outcomes = []
             for execution_id, _ in batch:
@@ -300,8 +366,12 @@ class Executor:
     def _finish_batch(self) -> None:
         assert self._log is not None
         batch, self._to_finish = self._to_finish, []
+        if self.observability is not None:
+            self.observability.on_finished([r for r, _ in batch])
         try:
             self._log.finish_many([r for r, _ in batch])
+            if self.observability is not None:
+                self.observability.on_log_write("finish", len(batch))
             errors: list[BaseException | None] = [None] * len(batch)
         except Exception:
             errors = []
@@ -340,6 +410,8 @@ class Executor:
         if outcome.status is not BeginStatus.NEW:
             # RUNNING: only after a restart, until recover(); DONE: its stored result is pending
             # or re-reported. Either way it does not run again.
+            if self.observability is not None:
+                self.observability.on_duplicate()
             self._cancelled.discard(execution_id)
             self._running.pop(execution_id, None)
             if outcome.status is BeginStatus.DONE:
@@ -369,6 +441,8 @@ class Executor:
                 self.delayed_early += 1
                 await asyncio.sleep(early_ms / 1000)
             self.started += 1
+            late = max(0, self.clock.now_ms() - item.nominal_ms)
+            self._start_late[item.execution_id] = late
             ctx = AttemptContext.with_params_json(
                 item.params_json,
                 execution_id=item.execution_id,
@@ -429,17 +503,24 @@ class Executor:
             if pending:
                 reply = await self.transport.report(
                     target,
-                    pb.ReportRequest(name=self.name, results=[_to_pb(r) for r in pending[:500]]),
+                    pb.ReportRequest(
+                        name=self.name,
+                        results=[_to_pb(r, self._start_late.get(r.execution_id)) for r in pending[:500]],
+                    ),
                     timeout_s=15,
                 )
                 self._log.acknowledge(reply.acknowledged)
+                for execution_id in reply.acknowledged:
+                    self._start_late.pop(execution_id, None)
+                if self.observability is not None:
+                    self.observability.on_log_write("acknowledge", len(reply.acknowledged))
                 continue
             self._report_wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._report_wake.wait(), 1.0)
 
 
-def _to_pb(r: AttemptResult) -> pb.ExecResult:
+def _to_pb(r: AttemptResult, start_lateness_ms: int | None) -> pb.ExecResult:
     return pb.ExecResult(
         execution_id=r.execution_id,
         success=r.success,
@@ -449,6 +530,7 @@ def _to_pb(r: AttemptResult) -> pb.ExecResult:
         stderr_tail=r.stderr_tail,
         timed_out=r.timed_out,
         duration_ms=r.duration_ms,
+        start_lateness_ms=start_lateness_ms,
     )
 
 

@@ -9,11 +9,15 @@
 ``j/<now:016x>/<idempotency key>``          expiry index of idempotency keys
 ``e/<executor>``                            ExecutorRecord (membership)
 ``v/<task>\\x00<version:08x>``              TaskRecord{spec} of each recent version
-``x/<at:016x>/<execution id>``              AlertRecord (a run failed for good)
+``x/<seq:016x>``                            AlertRecord (the alert outbox, in delivery order)
+``xd/<target>``                             AlertCursor (a webhook target's delivered cursor)
+``xu/<dedupe key>``                         empty: a leader-raised alert with this key exists
 ``w/<workflow>``                            WorkflowRecord
 ``y/<workflow>\\x00<version:08x>``          WorkflowSpec of each version (runs pin theirs)
 ``q/<workflow>\\x00<logical:016x>[~m|~b<seq>]`` WorkflowRun (active and retained finished ones)
 ``b/<workflow>~b<seq>``                     BackfillRecord
+``k/<token id>``                            TokenRecord (hashed secret, grant, revocation)
+``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -31,10 +35,14 @@ IDEM_EXPIRY = b"j/"
 EXECUTOR = b"e/"
 VERSION = b"v/"
 ALERT = b"x/"
+ALERT_CURSOR = b"xd/"
+ALERT_DEDUPE = b"xu/"
 WORKFLOW = b"w/"
 WORKFLOW_VERSION = b"y/"
 WORKFLOW_RUN = b"q/"
 BACKFILL = b"b/"
+TOKEN = b"k/"
+AUDIT = b"u/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -78,8 +86,16 @@ def executor_key(name: str) -> bytes:
     return EXECUTOR + name.encode()
 
 
-def alert_key(at_ms: int, execution_id: str) -> bytes:
-    return ALERT + f"{at_ms:016x}/{execution_id}".encode()
+def alert_key(seq: int) -> bytes:
+    return ALERT + f"{seq:016x}".encode()
+
+
+def alert_cursor_key(target: str) -> bytes:
+    return ALERT_CURSOR + target.encode()
+
+
+def alert_dedupe_key(dedupe: str) -> bytes:
+    return ALERT_DEDUPE + dedupe.encode()
 
 
 def version_key(task: str, version: int) -> bytes:
@@ -110,3 +126,11 @@ def run_id_from_key(kind: bytes, key: bytes) -> str:
     name, _, rest = key[len(kind) :].partition(b"\x00")
     nominal, suffix = rest[:16], rest[16:]
     return f"{name.decode()}@{int(nominal, 16)}{suffix.decode()}"
+
+
+def token_key(token_id: str) -> bytes:
+    return TOKEN + token_id.encode()
+
+
+def audit_key(at_ms: int, seq: int) -> bytes:
+    return AUDIT + f"{max(at_ms, 0):016x}/{seq:016x}".encode()

@@ -206,6 +206,25 @@ def fires_around(reader: StoreReader, task: str, at_ms: int) -> tuple[list[pb.Fi
 # -- executors -------------------------------------------------------------------------------------
 
 
+def executor_usage(
+    executors: Mapping[str, pb.ExecutorRecord], active: Mapping[str, bytes], include_left: bool
+) -> list[tuple[pb.ExecutorRecord, int]]:
+    """Executors by name (members only unless ``include_left``), each (a copy) with the number of
+    attempts assigned to it and not finished (``active``: run id -> serialised unfinished run)."""
+    used: dict[str, int] = {}
+    for data in active.values():
+        for s in pb.Run.FromString(data).shards:
+            if s.state == pb.RUNNING and s.executor:
+                used[s.executor] = used.get(s.executor, 0) + 1
+    out = []
+    for name, rec in sorted(executors.items()):
+        if rec.alive or include_left:
+            copy = pb.ExecutorRecord()
+            copy.CopyFrom(rec)
+            out.append((copy, used.get(name, 0)))
+    return out
+
+
 def live_executors(executors: Mapping[str, pb.ExecutorRecord]) -> dict[str, int]:
     """``name -> slots`` of executors alive in the replicated membership, by name."""
     return {name: rec.slots for name, rec in sorted(executors.items()) if rec.alive}

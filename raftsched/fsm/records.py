@@ -29,6 +29,7 @@ class Retention:
     keep_count: int = 1000
     keep_ms: int = 7 * 24 * 3600 * 1000
     idempotency_keep_ms: int = 3600 * 1000
+    audit_keep_ms: int = 90 * 24 * 3600 * 1000
     # Bound on deletions per insertion, so one apply never stalls on a huge backlog of expiries.
     prune_step: int = 4
 

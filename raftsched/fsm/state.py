@@ -29,8 +29,10 @@ from typing import ClassVar
 from raftsched import codec
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
+from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
+from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.effects import (
     Applied,
     AttemptReady,
@@ -44,6 +46,7 @@ from raftsched.fsm.effects import (
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
+from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,19 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
 MAX_EXECUTOR_SLOTS = 10_000
+# Fire outcomes that raise an alert (a disabled task's skipped fires are what its owner asked for).
+_ALERTED_FIRES = frozenset({pb.COALESCED, pb.SKIPPED_OVERLAP, pb.SKIPPED_MISFIRE})
 VERSIONS_KEPT = 20
+
+# Label values of the applier's tally (see raftsched.observability.tally).
+_OUTCOME_NAMES: dict[int, str] = {
+    pb.FIRED: "fired",
+    pb.COALESCED: "coalesced",
+    pb.SKIPPED_OVERLAP: "skipped_overlap",
+    pb.SKIPPED_MISFIRE: "skipped_misfire",
+    pb.SKIPPED_DISABLED: "skipped_disabled",
+}
+_RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
 
 class SchedulerState:
@@ -71,9 +86,15 @@ class SchedulerState:
         self.max_epoch = 0
         self.max_now_ms = 0
         self.manual_seq = 0
+        self.alert_seq = 0
         self.applied_commands = 0
         self.chain = b""
+        self.alerts = alerts_mod.AlertBook(store, self.retention, self)
+        # Node-local counts of what apply did, for metrics: never replicated, never read by
+        # apply, so replicas agree whether or not a node counts (None: it does not).
+        self.tally: ApplyTally | None = None
         self.wf = wf_mod.WorkflowBook(self)
+        self.access = TokenBook(store)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -88,6 +109,7 @@ class SchedulerState:
         self.active.clear()
         self.active_per_task.clear()
         self.executors.clear()
+        self.access.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
             executor.ParseFromString(value)
@@ -99,10 +121,12 @@ class SchedulerState:
             self.max_epoch = meta.max_epoch
             self.max_now_ms = meta.max_leader_now_ms
             self.manual_seq = meta.manual_seq
+            self.alert_seq = meta.alert_seq
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
+            self.alert_seq = 0
             self.chain = b""
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
@@ -125,6 +149,7 @@ class SchedulerState:
             max_epoch=self.max_epoch,
             max_leader_now_ms=self.max_now_ms,
             manual_seq=self.manual_seq,
+            alert_seq=self.alert_seq,
             applied_commands=self.applied_commands,
             chain=self.chain,
         )
@@ -237,6 +262,9 @@ class SchedulerState:
             )
             self.store.put(keys.idem_expiry_key(self.max_now_ms, cmd.idempotency_key), b"")
         self._prune_idempotency()
+        if cmd.HasField("audit"):
+            record_audit(self.store, cmd.audit, self.max_now_ms, self.applied_commands)
+            prune_audit(self.store, self.max_now_ms - self.retention.audit_keep_ms, self.retention.prune_step)
         return Applied(result, effects)
 
     def _prune_idempotency(self) -> None:
@@ -278,6 +306,18 @@ class SchedulerState:
         """The next value of the replicated sequence that makes manual run ids unique."""
         self.manual_seq += 1
         return self.manual_seq
+
+    def next_alert_seq(self) -> int:
+        """The next value of the replicated sequence of alert events (their ids)."""
+        self.alert_seq += 1
+        return self.alert_seq
+
+    def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
+        """Record an alert event of ``kind`` (one of :data:`raftsched.fsm.alerts.KINDS`)."""
+        alert = pb.AlertRecord(kind=kind, error=reason)
+        for name, value in fields.items():
+            setattr(alert, name, value)
+        self.alerts.raise_(alert, now)
 
     def add_run(self, st: TaskState, run_id: str, data: bytes) -> None:
         """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
@@ -363,10 +403,14 @@ class SchedulerState:
     def _delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         name = cmd.delete_task.name
         st = self._task(name)
+        self.remove_task(name)
+        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def remove_task(self, name: str) -> None:
+        """Forget task ``name`` with its history; its active runs are left to finish (their
+        results are still accepted) but nothing new is created."""
         del self.tasks[name]
         self.store.delete(keys.task_key(name))
-        # History of a deleted task goes with it; active runs are left to finish (their results
-        # are still accepted) but nothing new is created.
         for kind in (keys.FIRE, keys.RUN, keys.VERSION):
             for k, v in self.store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):
                 if kind == keys.RUN:
@@ -375,7 +419,10 @@ class SchedulerState:
                     if run.run_id in self.active:
                         continue
                 self.store.delete(k)
-        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def task_names(self, prefix: str) -> list[str]:
+        """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
+        return sorted(name for name in self.tasks if name.startswith(prefix))
 
     def _set_enabled(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.set_enabled
@@ -551,8 +598,30 @@ class SchedulerState:
             template + rec.SerializeToString(deterministic=True),
         )
         st.fires_total += count
+        if self.tally is not None:
+            spec = st.spec
+            self.tally.fire(_OUTCOME_NAMES.get(outcome, "unknown"), spec.owner, spec.namespace, name, count)
         st.kept_fires += 1
         self._prune_fires(st, now)
+        if outcome in _ALERTED_FIRES:
+            self._fire_alert(st, fire, outcome, reason, now)
+
+    def _fire_alert(self, st: TaskState, fire: pb.Fire, outcome: int, reason: str, now: int) -> None:
+        kind = alerts_mod.FIRE_COALESCED if outcome == pb.COALESCED else alerts_mod.FIRE_SKIPPED
+        name = st.spec.name
+        workflow = wf_mod.split_internal(name)[0] if wf_mod.is_internal(name) else ""
+        what = pb.FireOutcome.Name(outcome).lower()
+        count = fire.count or 1
+        span = f"{count} fires from {fire.nominal_ms}" if count > 1 else f"fire at {fire.nominal_ms}"
+        self.raise_alert(
+            kind,
+            f"{span} {what}: {reason}" if reason else f"{span} {what}",
+            now,
+            task=name,
+            workflow=workflow,
+            owner=st.spec.owner,
+            namespace=st.spec.namespace,
+        )
 
     def _prune_fires(self, st: TaskState, now: int) -> None:
         # Over the count limit: prune now. Age is checked every 64th record only (it needs a
@@ -622,27 +691,21 @@ class SchedulerState:
         shard.stderr_tail = res.stderr_tail
         if res.lost:
             shard.lost += 1
+        if (res.lost or res.timed_out) and not res.success:
+            self._attempt_alert(run, shard, res, st, now)
+        retry = not res.success and shard.attempt - shard.retry_base <= max_retries
+        if self.tally is not None:
+            _tally_attempt(self.tally, st, run.task, res, retry)
         if res.success:
             shard.state = pb.SUCCEEDED
             shard.finished_ms = now
-        elif shard.attempt - shard.retry_base <= max_retries:
+        elif retry:
             shard.attempt += 1
             shard.state = pb.PENDING
             shard.executor = ""
             shard.assigned_ms = 0
             shard.not_before_ms = max(res.retry_at_ms, now)
-            effects.append(
-                AttemptReady(
-                    run.run_id,
-                    run.task,
-                    run.nominal_ms,
-                    shard.shard,
-                    shard.attempt,
-                    epoch,
-                    shard.not_before_ms,
-                    self.wf.backfill_share(run),
-                )
-            )
+            effects.append(self._attempt_ready(run, shard, epoch))
             if run.workflow_run:
                 self.wf.task_run_retrying(run, shard, res.error, now)
         else:
@@ -653,7 +716,7 @@ class SchedulerState:
             run.state = pb.FAILED if failed else pb.SUCCEEDED
             run.finished_ms = now
             if failed:
-                self._alert(run, failed[0], st, now)
+                self._run_failed_alert(run, failed[0], st, now)
             self.finish_run(run, now)
             if run.workflow_run:
                 self.wf.task_run_finished(run, now, epoch, effects)
@@ -666,6 +729,10 @@ class SchedulerState:
 
     def finish_run(self, run: pb.Run, now: int) -> None:
         """``run`` reached a final state: it leaves the active set, and its task's counters."""
+        if self.tally is not None:
+            done = self.tasks.get(run.task)
+            owner, namespace = (done.spec.owner, done.spec.namespace) if done is not None else ("", "")
+            self.tally.run_finished(_RUN_STATE_NAMES.get(run.state, "unknown"), owner, namespace, run.task)
         del self.active[run.run_id]
         left = self.active_per_task[run.task] - 1
         if left:
@@ -680,21 +747,58 @@ class SchedulerState:
             self.put_task(st)
         self.store.put(keys.run_key_for_id(run.run_id), run.SerializeToString(deterministic=True))
 
-    def _alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
-        """A run failed after its last retry: record an alert (owner, execution id, last error)."""
-        execution = execution_id(run.run_id, shard.shard, shard.attempt)
-        alert = pb.AlertRecord(
-            task=run.task,
-            owner=st.spec.owner if st is not None else "",
-            run_id=run.run_id,
-            execution_id=execution,
-            error=shard.error or "failed",
-            at_ms=now,
+    def _attempt_ready(self, run: pb.Run, shard: pb.ShardAttempt, epoch: int) -> AttemptReady:
+        """The effect that makes ``shard``'s current attempt dispatchable from its ``not_before_ms``."""
+        return AttemptReady(
+            run.run_id,
+            run.task,
+            run.nominal_ms,
+            shard.shard,
+            shard.attempt,
+            epoch,
+            shard.not_before_ms,
+            self.wf.backfill_share(run),
         )
-        self.store.put(keys.alert_key(now, execution), alert.SerializeToString(deterministic=True))
-        horizon = keys.ALERT + f"{max(0, now - self.retention.keep_ms):016x}".encode()
-        for k, _ in self.store.scan(keys.ALERT, horizon, limit=self.retention.prune_step):
-            self.store.delete(k)
+
+    def _alert_subject(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None) -> dict[str, str]:
+        workflow = wf_mod.split_internal(run.task)[0] if run.workflow_run else ""
+        return {
+            "task": run.task,
+            "workflow": workflow,
+            "workflow_run": run.workflow_run,
+            "owner": st.spec.owner if st is not None else "",
+            "namespace": st.spec.namespace if st is not None else "",
+            "run_id": run.run_id,
+            "execution_id": execution_id(run.run_id, shard.shard, shard.attempt),
+            "output_tail": alerts_mod.output_tail(shard.stdout_tail, shard.stderr_tail),
+        }
+
+    def _attempt_alert(
+        self, run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, st: TaskState | None, now: int
+    ) -> None:
+        """An attempt timed out or was lost with its executor (whether or not a retry follows)."""
+        kind = alerts_mod.LOST if res.lost else alerts_mod.TIMEOUT
+        reason = res.error or ("attempt lost" if res.lost else "attempt timed out")
+        self.raise_alert(kind, reason, now, **self._alert_subject(run, shard, st))
+
+    def _run_failed_alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
+        """A run failed after its last retry: owner, execution id of the failed attempt, last error."""
+        reason = shard.error or (f"exit code {shard.exit_code}" if shard.exit_code else "failed")
+        self.raise_alert(alerts_mod.RUN_FAILED, reason, now, **self._alert_subject(run, shard, st))
+
+    # -----------------------------------------------------------------------------------------
+    # alerts (fsm/alerts.py)
+
+    def _raise_alerts(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        raised = self.alerts.raise_leader_alerts(cmd.raise_alerts, now)
+        return pb.CommandResult(ok=True, accounted=raised), ()
+
+    def _alerts_delivered(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        self.alerts.delivered(cmd.alerts_delivered, now, self.alert_seq)
+        return pb.CommandResult(ok=True), ()
+
+    def _ack_alert(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return pb.CommandResult(ok=True, alert=self.alerts.ack(cmd.ack_alert, now)), ()
 
     def _retry_run(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """Forced retry of a failed run: its failed shards get a new attempt, with a fresh retry count."""
@@ -723,18 +827,7 @@ class SchedulerState:
                 shard.executor = ""
                 shard.not_before_ms = now
                 shard.finished_ms = 0
-                effects.append(
-                    AttemptReady(
-                        run.run_id,
-                        run.task,
-                        run.nominal_ms,
-                        shard.shard,
-                        shard.attempt,
-                        cmd.epoch,
-                        now,
-                        self.wf.backfill_share(run),
-                    )
-                )
+                effects.append(self._attempt_ready(run, shard, cmd.epoch))
         run.state = pb.RUNNING
         run.finished_ms = 0
         data = run.SerializeToString(deterministic=True)
@@ -756,12 +849,45 @@ class SchedulerState:
             raise InvalidSpec("executor.slots", f"{body.slots} out of range (1-{MAX_EXECUTOR_SLOTS})")
         if len(body.labels) > 32 or any(len(k) > 128 or len(v) > 128 for k, v in body.labels.items()):
             raise InvalidSpec("executor.labels", "at most 32 labels, keys and values at most 128 characters")
+        old = self.executors.get(body.name)
+        if old is not None and body.principal and self._bound_elsewhere(old, body.principal, now):
+            # The name is bound to the identity that first registered it (auth on).
+            raise Reject(
+                "permission_denied",
+                f"executor name {body.name!r} is bound to another principal ({old.principal})",
+            )
         rec = pb.ExecutorRecord(
-            name=body.name, slots=body.slots, labels=dict(body.labels), alive=True, joined_ms=now
+            name=body.name,
+            slots=body.slots,
+            labels=dict(body.labels),
+            alive=True,
+            joined_ms=now,
+            principal=body.principal or (old.principal if old is not None else ""),
+            namespaces=sorted(body.namespaces),
         )
         self.executors[body.name] = rec
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
         return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
+
+    def _bound_elsewhere(self, old: pb.ExecutorRecord, principal: str, now: int) -> bool:
+        """Whether ``old``'s name is bound to a principal other than ``principal``. A name bound to
+        a token is freed when that token is revoked or expires (so an executor can move to a new
+        token); a certificate subject keeps its names."""
+        if not old.principal or old.principal == principal:
+            return False
+        if old.principal.startswith("token:"):
+            tok = self.access.get(old.principal.removeprefix("token:"))
+            if tok is None or tok.info.revoked or (tok.info.expires_ms and tok.info.expires_ms <= now):
+                return False
+        return True
+
+    # -- tokens (raftsched.fsm.access) --------------------------------------------------------
+
+    def _create_token(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.access.create(cmd.create_token, now), ()
+
+    def _revoke_token(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.access.revoke(cmd.revoke_token, now), ()
 
     def _executor_leave(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """An executor left (or was declared dead): every attempt assigned to it is lost and retried
@@ -842,6 +968,12 @@ class SchedulerState:
 
     def _start_backfill(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.start_backfill(cmd, now)
+
+    def _set_workflow_paused(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.set_paused(cmd, now)
+
+    def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.delete(cmd, now)
 
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
@@ -953,6 +1085,24 @@ class SchedulerState:
         with self.lock, self.store.reader() as r:
             return queries.backfills(r, workflow)
 
+    def task_namespace(self, task: str) -> str:
+        """The namespace of ``task`` ("default" if it is gone)."""
+        st = self.tasks.get(task)
+        return st.spec.namespace if st is not None else "default"
+
+    def executor_usage(self, include_left: bool = False) -> list[tuple[pb.ExecutorRecord, int]]:
+        """Executors by name (members only unless ``include_left``), each with the number of
+        attempts assigned to it and not finished."""
+        with self.lock:
+            # References only under the lock (cheap); the runs are parsed after it, off the
+            # apply path's way.
+            executors = {name: rec for name, rec in self.executors.items() if rec.alive or include_left}
+            copies = {
+                name: pb.ExecutorRecord.FromString(rec.SerializeToString()) for name, rec in executors.items()
+            }
+            active = dict(self.active)
+        return queries.executor_usage(copies, active, include_left)
+
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership."""
         with self.lock:
@@ -977,4 +1127,21 @@ class SchedulerState:
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
+        "raise_alerts": _raise_alerts,
+        "alerts_delivered": _alerts_delivered,
+        "ack_alert": _ack_alert,
+        "create_token": _create_token,
+        "revoke_token": _revoke_token,
+        "set_workflow_paused": _set_workflow_paused,
+        "delete_workflow": _delete_workflow,
     }
+
+
+def _tally_attempt(
+    tally: ApplyTally, st: TaskState | None, task: str, res: pb.AttemptResult, retry: bool
+) -> None:
+    owner, namespace = (st.spec.owner, st.spec.namespace) if st is not None else ("", "")
+    result = "succeeded" if res.success else "lost" if res.lost else "timeout" if res.timed_out else "failed"
+    tally.attempt(result, owner, namespace, task)
+    if retry:
+        tally.attempt("retried", owner, namespace, task)

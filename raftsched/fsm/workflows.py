@@ -24,6 +24,7 @@ from raftsched import codec
 from raftsched.abc import StateStore, StoreReader
 from raftsched.errors import Conflict, InvalidSpec, NotFound, TemplateError
 from raftsched.fsm import keys
+from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled, TaskArmed
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
@@ -124,6 +125,19 @@ class TaskHost(Protocol):
         """The next value of the replicated sequence that makes manual run ids unique."""
         ...
 
+    def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
+        """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
+        ...
+
+    def task_names(self, prefix: str) -> list[str]:
+        """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
+        ...
+
+    def remove_task(self, name: str) -> None:
+        """Forget task ``name`` with its history (fires, finished runs, versions); its unfinished
+        runs are left to finish (their results are still accepted)."""
+        ...
+
 
 class WorkflowState:
     """In-memory state of one workflow (its record, the compiled DAG of its current version)."""
@@ -133,6 +147,7 @@ class WorkflowState:
         "created_ms",
         "dag",
         "kept_runs",
+        "paused",
         "running_tasks",
         "runs_total",
         "spec",
@@ -153,6 +168,7 @@ class WorkflowState:
         self.active_runs = 0
         self.running_tasks = 0
         self.kept_runs = 0
+        self.paused = False
 
     def record(self) -> pb.WorkflowRecord:
         return pb.WorkflowRecord.FromString(self.record_bytes())
@@ -167,6 +183,7 @@ class WorkflowState:
             runs_total=self.runs_total,
             active_runs=self.active_runs,
             running_tasks=self.running_tasks,
+            paused=self.paused,
         ).SerializeToString(deterministic=True)
 
     @property
@@ -219,6 +236,7 @@ class WorkflowBook:
                 rec.active_runs,
                 rec.running_tasks,
             )
+            wf.paused = rec.paused
             self.workflows[wf.spec.name] = wf
         for _, value in store.scan(keys.WORKFLOW_RUN, keys.WORKFLOW_RUN + keys.END):
             wr = pb.WorkflowRun.FromString(value)
@@ -303,6 +321,7 @@ class WorkflowBook:
         if wf is not None:
             new.created_ms, new.runs_total = wf.created_ms, wf.runs_total
             new.active_runs, new.running_tasks, new.kept_runs = wf.active_runs, wf.running_tasks, wf.kept_runs
+            new.paused = wf.paused  # a new version of a paused workflow stays paused
         else:
             new.created_ms = now
         new.updated_ms = now
@@ -321,6 +340,7 @@ class WorkflowBook:
                 timeout_ms=t.timeout_ms,
                 priority=t.priority,
                 owner=spec.owner,
+                namespace=spec.namespace or "default",
                 description=t.description,
             )
             self._put_internal(tspec, version, now, enabled=False, next_fire_ms=0)
@@ -334,9 +354,12 @@ class WorkflowBook:
                 misfire=codec.MISFIRE_FROM_PB[spec.misfire],
                 overlap=codec.OVERLAP_FROM_PB[spec.overlap],
                 owner=spec.owner,
+                namespace=spec.namespace or "default",
             )
-            st = self._put_internal(tspec, version, now, enabled=True, next_fire_ms=body.next_fire_ms)
-            effects.append(TaskArmed(st.spec.name, st.version, st.next_fire_ms))
+            st = self._put_internal(
+                tspec, version, now, enabled=not new.paused, next_fire_ms=body.next_fire_ms
+            )
+            effects.append(TaskArmed(st.spec.name, st.version, st.next_fire_ms if st.enabled else 0))
         elif trig is not None:
             # The schedule was removed: the trigger stops (its history stays with the workflow).
             trig.enabled = False
@@ -436,6 +459,85 @@ class WorkflowBook:
         got = self.host.store.get(keys.backfill_key(backfill_id))
         assert got is not None
         return pb.CommandResult(ok=True, backfill=pb.BackfillRecord.FromString(got)), tuple(effects)
+
+    def set_paused(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Pause or resume the workflow's schedule: its trigger task is disabled or enabled, as
+        ``task disable|enable`` does to a task (a resume fires from now on: nothing owed for the
+        paused time). Runs in flight, manual runs and backfills are not affected. Asking for the
+        state it is in changes nothing (``changed`` false)."""
+        body = cmd.set_workflow_paused
+        wf = self._workflow(body.workflow)
+        if wf.paused == body.paused:
+            return pb.CommandResult(ok=True, workflow=self.record(wf), changed=False), ()
+        trig = self.host.task_state(trigger_name(wf.spec.name))
+        effects: list[Effect] = []
+        if trig is not None and wf.spec.schedule.expr:
+            if body.paused:
+                check_nothing_due(trig, now)
+                trig.enabled = False
+            else:
+                check_next_fire(body.next_fire_ms, max(trig.watermark_ms, now))
+                trig.enabled = True
+                # Fires that fell due while paused are not owed: accounting starts from now.
+                trig.watermark_ms = max(trig.watermark_ms, now)
+                trig.next_fire_ms = body.next_fire_ms
+            trig.updated_ms = now
+            self.host.put_task(trig)
+            effects.append(TaskArmed(trig.spec.name, trig.version, trig.next_fire_ms if trig.enabled else 0))
+        wf.paused = body.paused
+        wf.updated_ms = now
+        self._save(wf)
+        return pb.CommandResult(ok=True, workflow=self.record(wf), changed=True), tuple(effects)
+
+    def delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Delete a workflow with its versions, runs, backfills and internal tasks.
+
+        Refused (conflict) while runs of it are active, unless ``force``: those are killed first,
+        as ``workflow kill`` does (running attempts cancelled). Task runs still unfinished after
+        that are left to finish, as for a deleted task."""
+        body = cmd.delete_workflow
+        wf = self._workflow(body.workflow)
+        name = wf.spec.name
+        active = sorted(run_id for run_id, wr in self.runs.items() if wr.workflow == name)
+        if active and not body.force:
+            shown = ", ".join(active[:3]) + (f" and {len(active) - 3} more" if len(active) > 3 else "")
+            raise Conflict(
+                f"workflow {name!r} has {len(active)} active run(s) ({shown}): "
+                "kill them first, or delete with force"
+            )
+        effects: list[Effect] = []
+        for run_id in active:
+            wr = self.runs[run_id]
+            for running in wfrun.kill(wr, now, body.reason or "workflow deleted"):
+                self._cancel_task_run(wr, running, now, cmd.epoch, effects)
+            self._drop_ready(wr)
+            self._settle(wr, now, effects)
+        record = self.record(wf)
+        self.flush()  # what the kills changed is written before the deletes below
+        store = self.host.store
+        store.delete(keys.workflow_key(name))
+        for lo, hi in (
+            (
+                keys.WORKFLOW_VERSION + name.encode() + b"\x00",
+                keys.WORKFLOW_VERSION + name.encode() + b"\x01",
+            ),
+            (keys.per_task_prefix(keys.WORKFLOW_RUN, name), keys.per_task_end(keys.WORKFLOW_RUN, name)),
+            (keys.BACKFILL + f"{name}~b".encode(), keys.BACKFILL + f"{name}~b".encode() + keys.END),
+        ):
+            for k, _ in store.scan(lo, hi):
+                store.delete(k)
+        for internal in self.host.task_names(name + SEP):
+            st = self.host.task_state(internal)
+            self.host.remove_task(internal)
+            if st is not None:
+                effects.append(TaskArmed(internal, st.version, 0))
+        del self.workflows[name]
+        self.ready.pop(name, None)
+        for version_key in [k for k in self._versions if k[0] == name]:
+            del self._versions[version_key]
+        for run_id in [r for r, wr in self.recent.items() if wr.workflow == name]:
+            del self.recent[run_id]
+        return pb.CommandResult(ok=True, workflow=record, runs_killed=len(active)), tuple(effects)
 
     def run_op(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.workflow_run_op
@@ -733,6 +835,17 @@ class WorkflowBook:
                     self.host.put_task(trig)
             if wr.backfill_id:
                 self._backfill_progress(wr, now)
+            if wr.state == pb.WORKFLOW_FAILED:
+                failed = [t.name for t in wr.tasks if t.state in (pb.TASK_FAILED, pb.TASK_TIMEOUT)]
+                self.host.raise_alert(
+                    WORKFLOW_RUN_FAILED,
+                    f"workflow run failed: {', '.join(failed) or 'a task'} failed",
+                    now,
+                    workflow=wr.workflow,
+                    workflow_run=wr.run_id,
+                    run_id=wr.run_id,
+                    owner=wf.spec.owner,
+                )
             self._save(wf)
             self._put_run(wr)
             self._prune(wf, now)
@@ -762,6 +875,16 @@ class WorkflowBook:
                 rec.runs_failed += 1
             if rec.runs_finished >= rec.runs_total:
                 rec.finished_ms = now
+                if rec.runs_failed:
+                    wf = self.workflows.get(rec.workflow)
+                    self.host.raise_alert(
+                        BACKFILL_FAILED,
+                        f"backfill {rec.backfill_id}: {rec.runs_failed} of {rec.runs_total} runs failed",
+                        now,
+                        workflow=rec.workflow,
+                        run_id=rec.backfill_id,
+                        owner=wf.spec.owner if wf is not None else "",
+                    )
         self.host.store.put(keys.backfill_key(wr.backfill_id), rec.SerializeToString(deterministic=True))
 
     def _prune(self, wf: WorkflowState, now: int) -> None:

@@ -53,6 +53,7 @@ class Lease:
     expires_ms: int
     deadline_ms: int  # timeout backstop (0 = none): lost even if heartbeats continue
     backfill: bool = False
+    assigned_ms: int = 0  # when the attempt was assigned (replicated; survives leader changes)
 
 
 @dataclass(slots=True)
@@ -84,6 +85,9 @@ class Dispatcher:
     # all executor slots, and placed only where regular work left a slot free.
     backfill_busy: set[tuple[str, int]] = field(default_factory=set)
     backfill_waiting: int = 0  # waiting attempts that are backfill (skip their pass when none)
+    # Executors that may only receive work of some namespaces (their token's, auth on); the
+    # others take any task. Empty in a cluster without auth, so placement pays nothing for it.
+    restricted: dict[str, frozenset[str]] = field(default_factory=dict)
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -120,15 +124,33 @@ class Dispatcher:
     def _rebuild_ring(self) -> None:
         # Derived from the replicated membership on every change: identical on every node.
         self.ring = ShardRing(self.state.live_executors())
+        self.restricted = {
+            name: frozenset(rec.namespaces)
+            for name, rec in self.state.executors.items()
+            if rec.alive and rec.namespaces and "*" not in rec.namespaces
+        }
         self.queues.clear()
         for key, w in self.waiting.items():
-            w.owner = self.ring.owner(w.ready.task, w.ready.shard) or ""
+            w.owner = self._owner(w.ready.task, w.ready.shard)
             self.queues.setdefault(w.owner, {})[key] = w
+
+    def _owner(self, task: str, shard: int) -> str:
+        """The ring's executor for this shard, skipping executors not allowed the task's
+        namespace ("" if none may take it: the attempt waits for one to join)."""
+        owner = self.ring.owner(task, shard) or ""
+        if not self.restricted or owner not in self.restricted:
+            return owner
+        namespace = self.state.task_namespace(task)
+        for name in self.ring.candidates(task, shard):
+            allowed = self.restricted.get(name)
+            if allowed is None or namespace in allowed:
+                return name
+        return ""
 
     def _wait(self, ready: AttemptReady) -> None:
         key = (ready.run_id, ready.shard)
         self._unwait(key)
-        w = _Waiting(ready, self.ring.owner(ready.task, ready.shard) or "")
+        w = _Waiting(ready, self._owner(ready.task, ready.shard))
         self.waiting[key] = w
         self.queues.setdefault(w.owner, {})[key] = w
         if ready.backfill_share:
@@ -204,6 +226,7 @@ class Dispatcher:
         # finding the new leader must not expire before the executor itself would be declared dead
         # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
         heard = self.last_seen.get(eff.executor, now_ms)
+        shard = run.shards[eff.shard] if run is not None and eff.shard < len(run.shards) else None
         self.leases[exec_id] = Lease(
             exec_id,
             eff.run_id,
@@ -214,6 +237,7 @@ class Dispatcher:
             max(now_ms, heard) + self.settings.lease_ms,
             deadline,
             run is not None and run.backfill,
+            (shard.assigned_ms if shard is not None else 0) or now_ms,
         )
         if run is not None and run.backfill:
             self.backfill_busy.add((eff.run_id, eff.shard))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from raftsched.abc import Clock, ConsensusNode
 from raftsched.errors import NotLeader, Unavailable
@@ -27,6 +27,23 @@ def leader_time(clock_ms: int, committed_ms: int) -> int:
     runs behind the old one's therefore stamps no earlier than what the cluster has seen.
     """
     return clock_ms if clock_ms > committed_ms else committed_ms
+
+
+def epoch_verdict(
+    consensus: ConsensusNode | None, leading: bool, epoch: int
+) -> Literal["ok", "changing", "no"]:
+    """Whether a component that follows leadership on its own (the dispatcher) may serve now.
+
+    ``"no"`` when it does not lead; ``"changing"`` when it still leads ``epoch`` but Raft has
+    moved on (no consensus yet, another leader, a newer term: the change is on its way to it);
+    ``"ok"`` when it leads the epoch Raft is in. The executor service and the simulation's stand-in
+    for it both decide with this.
+    """
+    if not leading:
+        return "no"
+    if consensus is None or not consensus.is_leader() or consensus.epoch() != epoch:
+        return "changing"
+    return "ok"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +146,10 @@ class LeaderGate:
         Raises :class:`Unavailable` if the component still leads ``epoch`` but Raft has moved on
         (the change is on its way to it), :class:`NotLeader` if the component does not lead.
         """
-        c = self._consensus()
-        if leading and (c is None or not c.is_leader() or c.epoch() != epoch):
+        verdict = epoch_verdict(self._consensus(), leading, epoch)
+        if verdict == "changing":
             raise self._changing()
-        if not leading:
+        if verdict == "no":
             raise self._not_leader()
 
     def _not_leader(self) -> NotLeader:

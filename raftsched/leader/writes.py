@@ -9,17 +9,47 @@ anything is proposed.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
+from raftsched.fsm.workflows import trigger_name
 from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import next_fire_after, prepare_spec
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow.validate import validate_workflow
+
+
+def executor_join(
+    name: str, slots: int, labels: Mapping[str, str], *, now_ms: int, epoch: int, origin: str
+) -> bytes:
+    """An executor registers (or registers again) with its slots and labels; the caller has
+    validated ``name`` and ``slots``."""
+    cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
+    set_executor_join(cmd, name, slots, labels)
+    return codec.encode_command(cmd)
+
+
+def set_executor_join(
+    cmd: pb.Command,
+    name: str,
+    slots: int,
+    labels: Mapping[str, str],
+    principal: str = "",
+    namespaces: Sequence[str] = (),
+) -> None:
+    """Make ``cmd`` an executor join; ``principal`` (auth on) binds the name to it, and the
+    executor receives work of ``namespaces`` only (empty: every namespace)."""
+    cmd.executor_join.name = name
+    cmd.executor_join.slots = slots
+    cmd.executor_join.labels.update(labels)
+    if principal:
+        cmd.executor_join.principal = principal
+        cmd.executor_join.namespaces.extend(namespaces)
 
 
 def _envelope(now_ms: int, epoch: int, origin: str, key: str) -> pb.Command:
@@ -131,6 +161,36 @@ def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) ->
     return codec.encode_command(cmd)
 
 
+# -- alerts ---------------------------------------------------------------------------------------
+
+
+def raise_alerts(
+    alerts: Sequence[pb.AlertRecord], *, now_ms: int, epoch: int, origin: str, key: str = ""
+) -> bytes:
+    """Leader-detected alert events (zombie, delay_p99), each with its dedupe key."""
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.raise_alerts.alerts.extend(alerts)
+    return codec.encode_command(cmd)
+
+
+def alerts_delivered(
+    target: str, through_seq: int, *, now_ms: int, epoch: int, origin: str, key: str = ""
+) -> bytes:
+    """Advance webhook ``target``'s delivered cursor to ``through_seq``."""
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.alerts_delivered.target = target
+    cmd.alerts_delivered.through_seq = through_seq
+    return codec.encode_command(cmd)
+
+
+def ack_alert(alert_id: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    if not alert_id.startswith("alert-") or len(alert_id) > 64:
+        raise InvalidSpec("id", f"{alert_id!r} is not an alert id (alert-<number>)")
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.ack_alert.id = alert_id
+    return codec.encode_command(cmd)
+
+
 # -- workflows ------------------------------------------------------------------------------------
 
 # MAX_BACKFILL_RUNS (imported above) is the state machine's limit, checked here first so the user gets
@@ -207,6 +267,45 @@ def start_workflow_run(
 
 
 _OPS_WITH_TASK: Final = frozenset({pb.WorkflowRunOp.RERUN, pb.WorkflowRunOp.MARK_SUCCESS})
+
+
+def set_workflow_paused(
+    state: SchedulerState, workflow: str, paused: bool, *, now_ms: int, epoch: int, origin: str, key: str
+) -> bytes:
+    """Pause (scheduled runs stop) or resume (they fire again from now on) a workflow.
+
+    A resume carries the schedule's next fire after now (and after what the schedule has
+    accounted), so apply never evaluates cron."""
+    record = _existing_workflow(state, workflow)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.set_workflow_paused.workflow = workflow
+    cmd.set_workflow_paused.paused = paused
+    if not paused:
+        trigger = state.get_task(trigger_name(workflow))
+        after = max(now_ms, trigger.watermark_ms if trigger is not None else 0)
+        cmd.set_workflow_paused.next_fire_ms = workflow_next_fire(record.spec, after)
+    return codec.encode_command(cmd)
+
+
+def delete_workflow(
+    state: WorkflowReads,
+    workflow: str,
+    force: bool,
+    reason: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> bytes:
+    """Delete a workflow with its versions, runs, backfills and internal tasks. Refused while a run
+    is active unless ``force``, which kills the active runs first."""
+    _existing_workflow(state, workflow)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.delete_workflow.workflow = workflow
+    cmd.delete_workflow.force = force
+    cmd.delete_workflow.reason = reason
+    return codec.encode_command(cmd)
 
 
 def workflow_run_op(

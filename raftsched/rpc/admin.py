@@ -26,11 +26,15 @@ from typing import Any
 import grpc
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec, NotFound
+from raftsched.alerts.delivery import delivery_view
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied
 from raftsched.explain import explain
 from raftsched.fsm import queries
+from raftsched.fsm.access import audit_records
 from raftsched.leader import writes
-from raftsched.rpc.plumbing import NodeServices, propose_and_wait, rpc
+from raftsched.rpc.plumbing import NodeServices, caller, propose_and_wait, rpc
+from raftsched.security import authz, tokens
+from raftsched.security.auth import Role
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -69,20 +73,56 @@ def run_token(run: pb.Run) -> str:
     return f"{run.nominal_ms}:{run.run_id}"
 
 
+LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
+"""The leader's view of its executors, ``name -> (last heartbeat ms, peer address)``; None when
+this node does not lead (see :meth:`raftsched.rpc.executor_service.ExecutorHub.live_view`)."""
+
+
 class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
-    def __init__(self, node: NodeServices) -> None:
+    def __init__(self, node: NodeServices, live_executors: LiveExecutors | None = None) -> None:
         self.node = node
+        self._live_executors = live_executors or (lambda: None)
 
     # -- writes --------------------------------------------------------------------------------
 
     def _stamp(self) -> dict[str, Any]:
         return self.node.gate.stamp().as_kwargs()
 
-    async def _write(self, build: Callable[[dict[str, Any]], bytes]) -> logpb.CommandResult:
-        return await self._propose(build(self._stamp()))
+    async def _write(
+        self, build: Callable[[dict[str, Any]], bytes], target: str | None = None
+    ) -> logpb.CommandResult:
+        return await self._propose(build(self._stamp()), target)
 
-    async def _propose(self, data: bytes) -> logpb.CommandResult:
+    async def _propose(self, data: bytes, target: str | None = None) -> logpb.CommandResult:
+        if authz.auth_on():
+            # Who asked, for the audit log (recorded by apply if the write is accepted).
+            who = caller()
+            cmd = codec.decode_command(data)
+            cmd.audit.principal = who.principal.id
+            cmd.audit.rpc = who.method
+            cmd.audit.target = who.target if target is None else target
+            data = codec.encode_command(cmd)
         return await propose_and_wait(self.node, data)
+
+    def _task_namespace(self, name: str) -> None:
+        """Refuse a call on an existing task outside the caller's namespaces (a missing task is
+        left to the write or read itself to report)."""
+        if not authz.auth_on():
+            return
+        workflow, internal, _ = name.partition("#")
+        if internal:  # a workflow's internal task: its workflow's namespace
+            self._workflow_namespace(workflow)
+            return
+        rec = self.node.state.get_task(name)
+        if rec is not None:
+            authz.require_namespace(rec.spec.namespace, f"task {name!r}")
+
+    def _workflow_namespace(self, name: str) -> None:
+        if not authz.auth_on():
+            return
+        rec = self.node.state.get_workflow(name)
+        if rec is not None:
+            authz.require_namespace(rec.spec.namespace, f"workflow {name!r}")
 
     @staticmethod
     def _key(key: str) -> str:
@@ -93,6 +133,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     @rpc
     async def AddTask(self, request: pb.AddTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
         spec = codec.spec_from_pb(request.spec)
+        authz.require_namespace(spec.namespace, f"task {spec.name!r}")
         key = self._key(request.idempotency_key)
         res = await self._write(lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s))
         return pb.TaskReply(task=res.task)
@@ -109,9 +150,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         positions = []
         for i, req in enumerate(request.tasks):
             try:
-                items.append((codec.spec_from_pb(req.spec), req.disabled))
+                spec = codec.spec_from_pb(req.spec)
+                authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+                items.append((spec, req.disabled))
                 positions.append(i)
-            except InvalidSpec as exc:
+            except (InvalidSpec, PermissionDenied) as exc:
                 results[i] = pb.ItemResult(name=req.spec.name, ok=False, code=exc.code, message=str(exc))
         stamp = self._stamp()
         commands, refused = writes.create_tasks(items, key=key, **stamp)
@@ -132,6 +175,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.UpdateTaskRequest, context: grpc.aio.ServicerContext
     ) -> pb.TaskReply:
         spec = codec.spec_from_pb(request.spec)
+        authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+        self._task_namespace(spec.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
             lambda s: writes.update_task(
@@ -144,6 +189,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def DeleteTask(
         self, request: pb.DeleteTaskRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteTaskReply:
+        self._task_namespace(request.name)
         key = self._key(request.idempotency_key)
         await self._write(lambda s: writes.delete_task(request.name, key=key, **s))
         return pb.DeleteTaskReply()
@@ -152,6 +198,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def SetEnabled(
         self, request: pb.SetEnabledRequest, context: grpc.aio.ServicerContext
     ) -> pb.TaskReply:
+        self._task_namespace(request.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
             lambda s: writes.set_enabled(self.node.state, request.name, request.enabled, key=key, **s)
@@ -162,12 +209,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def TriggerNow(
         self, request: pb.TriggerNowRequest, context: grpc.aio.ServicerContext
     ) -> pb.RunReply:
+        self._task_namespace(request.name)
         key = self._key(request.idempotency_key)
         res = await self._write(lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s))
         return pb.RunReply(run=res.run)
 
     @rpc
     async def RetryRun(self, request: pb.RetryRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
+        self._task_namespace(request.run_id.partition("@")[0])
         key = self._key(request.idempotency_key)
         res = await self._write(lambda s: writes.retry_run(request.run_id, key=key, **s))
         return pb.RunReply(run=res.run)
@@ -178,6 +227,13 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ApplyWorkflow(
         self, request: pb.ApplyWorkflowRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowReply:
+        # A workflow's dependencies are its own tasks, all in its one namespace: a writer who may
+        # use that namespace may read everything the workflow depends on.
+        ns = request.spec.namespace or "default"
+        if len(ns) > 128:
+            raise InvalidSpec("namespace", "at most 128 characters")
+        authz.require_namespace(ns, f"workflow {request.spec.name!r}")
+        self._workflow_namespace(request.spec.name)
         key = self._key(request.idempotency_key)
         res = await self._write(lambda s: writes.apply_workflow(request.spec, key=key, **s))
         return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
@@ -186,6 +242,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def StartWorkflowRun(
         self, request: pb.StartWorkflowRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowRunReply:
+        self._workflow_namespace(request.workflow)
         key = self._key(request.idempotency_key)
         res = await self._write(
             lambda s: writes.start_workflow_run(
@@ -203,6 +260,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def OperateWorkflowRun(
         self, request: pb.WorkflowRunOpRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowRunReply:
+        self._workflow_namespace(request.run_id.partition("@")[0])
         key = self._key(request.idempotency_key)
         res = await self._write(
             lambda s: writes.workflow_run_op(
@@ -221,6 +279,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def Backfill(
         self, request: pb.BackfillRequest, context: grpc.aio.ServicerContext
     ) -> pb.BackfillReply:
+        self._workflow_namespace(request.workflow)
         key = self._key(request.idempotency_key)
         res = await self._write(
             lambda s: writes.start_backfill(
@@ -235,6 +294,30 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         )
         return pb.BackfillReply(backfill=res.backfill)
 
+    @rpc
+    async def SetWorkflowPaused(
+        self, request: pb.SetWorkflowPausedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WorkflowReply:
+        self._workflow_namespace(request.name)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            lambda s: writes.set_workflow_paused(self.node.state, request.name, request.paused, key=key, **s)
+        )
+        return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
+
+    @rpc
+    async def DeleteWorkflow(
+        self, request: pb.DeleteWorkflowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteWorkflowReply:
+        self._workflow_namespace(request.name)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            lambda s: writes.delete_workflow(
+                self.node.state, request.name, request.force, request.reason, key=key, **s
+            )
+        )
+        return pb.DeleteWorkflowReply(workflow=res.workflow, runs_killed=res.runs_killed)
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _consistent(self, context: grpc.aio.ServicerContext) -> None:
@@ -246,10 +329,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     @rpc
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
         self._consistent(context)
-        rec = self.node.state.get_task(request.name)
-        if rec is None:
-            raise NotFound(f"task {request.name!r} does not exist")
-        return pb.TaskReply(task=rec)
+        return pb.TaskReply(task=self._task(request.name))
 
     @rpc
     async def ListTasks(
@@ -257,12 +337,28 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.ListTasksReply:
         self._consistent(context)
         size = page_size(request.page_size, request.limit)
+        every = not authz.auth_on() or caller().principal.every_namespace
+
         # Task records are in memory (the store may not hold the newest write yet): the state
         # copies names and the page's bytes under its lock; the rest runs on a worker thread.
-        recs, more = await asyncio.to_thread(
-            self.node.state.list_tasks_page, request.prefix, request.page_token, size
-        )
-        token = recs[-1].spec.name if more and recs else ""
+        # A caller limited to some namespaces gets pages of the tasks it may see: the scan goes
+        # on past hidden ones until the page is full, and the token names the last one scanned.
+        def read() -> tuple[list[pb.TaskRecord], str]:
+            out: list[pb.TaskRecord] = []
+            after = request.page_token
+            while True:
+                recs, more = self.node.state.list_tasks_page(request.prefix, after, size)
+                for i, rec in enumerate(recs):
+                    if every or authz.visible(rec.spec.namespace):
+                        out.append(rec)
+                        if len(out) == size:
+                            last = i == len(recs) - 1
+                            return out, rec.spec.name if (more or not last) else ""
+                if not more or not recs:
+                    return out, ""
+                after = recs[-1].spec.name
+
+        recs, token = await asyncio.to_thread(read)
         return pb.ListTasksReply(tasks=recs, next_page_token=token)
 
     @rpc
@@ -272,11 +368,17 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._consistent(context)
         size = page_size(request.page_size, request.limit or DEFAULT_LIST_LIMIT)
         before = run_cursor(request.page_token)
-        if request.task and self.node.state.get_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        if request.task:
+            self._task(request.task)
+        every = not authz.auth_on() or caller().principal.every_namespace
 
         def read() -> list[pb.Run]:
-            tasks = [request.task] if request.task else self.node.state.task_names()
+            if request.task:
+                tasks = [request.task]
+            elif every:
+                tasks = self.node.state.task_names()
+            else:
+                tasks = [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
             with self.node.store.reader() as r:
                 return queries.list_runs(
                     r, tasks, request.since_ms, request.until_ms, request.state, size + 1, before
@@ -292,8 +394,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:
         self._consistent(context)
-        if self.node.state.get_task(request.task) is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
@@ -303,17 +404,27 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     @rpc
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
         self._consistent(context)
-        rec = self.node.state.get_task(request.task)
-        if rec is None:
-            raise NotFound(f"task {request.task!r} does not exist")
+        rec = self._task(request.task)
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
         return explain(rec, request.at_ms, around, run)
 
     # -- workflow reads -------------------------------------------------------------------------
 
+    def _task(self, name: str) -> pb.TaskRecord:
+        """Task ``name`` if it exists and the caller may see it; NotFound otherwise (a task in
+        another namespace is reported as missing, not as forbidden: its name is not disclosed)."""
+        rec = self.node.state.get_task(name)
+        if rec is None or not authz.visible(rec.spec.namespace):
+            raise NotFound(f"task {name!r} does not exist")
+        return rec
+
     def _workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
         rec = self.node.state.get_workflow(name, version)
+        current = self.node.state.get_workflow(name) if rec is not None and version else rec
+        if current is not None and not authz.visible(current.spec.namespace):
+            rec = None
+            version = 0
         if rec is None:
             if version and self.node.state.get_workflow(name) is not None:
                 raise NotFound(f"workflow {name!r} has no version {version}")
@@ -332,7 +443,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ListWorkflowsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowsReply:
         self._consistent(context)
-        return pb.ListWorkflowsReply(workflows=self.node.state.list_workflows(request.prefix, request.limit))
+        if not authz.auth_on() or caller().principal.every_namespace:
+            return pb.ListWorkflowsReply(
+                workflows=self.node.state.list_workflows(request.prefix, request.limit)
+            )
+        seen = [
+            w for w in self.node.state.list_workflows(request.prefix, 0) if authz.visible(w.spec.namespace)
+        ]
+        return pb.ListWorkflowsReply(workflows=seen[: request.limit] if request.limit else seen)
 
     @rpc
     async def GetWorkflowRun(
@@ -340,6 +458,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.WorkflowRunReply:
         self._consistent(context)
         run = self.node.state.get_workflow_run(request.run_id)
+        if run is not None:
+            try:
+                self._workflow(run.workflow)
+            except NotFound:
+                run = None
         if run is None:
             raise NotFound(f"workflow run {request.run_id!r} does not exist")
         return pb.WorkflowRunReply(run=run)
@@ -361,6 +484,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.BackfillReply:
         self._consistent(context)
         rec = self.node.state.get_backfill(request.backfill_id)
+        if rec is not None:
+            try:
+                self._workflow(rec.workflow)
+            except NotFound:
+                rec = None
         if rec is None:
             raise NotFound(f"backfill {request.backfill_id!r} does not exist")
         return pb.BackfillReply(backfill=rec)
@@ -386,6 +514,122 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             upstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "up")],
             downstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "down")],
         )
+
+    # -- tokens and the audit log (admin only: see raftsched.security.authz.TABLE) -------------
+
+    @rpc
+    async def CreateToken(
+        self, request: pb.CreateTokenRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TokenReply:
+        try:
+            role = Role(request.role)
+        except ValueError:
+            raise InvalidSpec(
+                "role", f"{request.role!r} is not one of {', '.join(r.value for r in Role)}"
+            ) from None
+        if request.ttl_ms < 0:
+            raise InvalidSpec("ttl", "must be >= 0")
+        tokens.parse_token(request.token)  # before any work; the message never echoes it
+        key = self._key(request.idempotency_key)
+        creator = caller().principal.id
+        loop = asyncio.get_running_loop()
+        # scrypt takes tens of milliseconds: off the event loop.
+        body = await loop.run_in_executor(
+            None,
+            lambda: tokens.create_command(
+                request.token,
+                role,
+                list(request.namespaces),
+                ttl_ms=request.ttl_ms,
+                description=request.description,
+                created_by=creator,
+            ),
+        )
+
+        def build(stamp: dict[str, Any]) -> bytes:
+            cmd = logpb.Command(idempotency_key=key, **stamp)
+            cmd.create_token.CopyFrom(body)
+            return codec.encode_command(cmd)
+
+        res = await self._write(build, target=body.info.id)
+        return pb.TokenReply(token=res.token)
+
+    @rpc
+    async def ListTokens(
+        self, request: pb.ListTokensRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTokensReply:
+        out = pb.ListTokensReply()
+        for tid in sorted(self.node.state.access.tokens):
+            rec = self.node.state.access.tokens[tid]
+            info = out.tokens.add()
+            info.CopyFrom(rec.info)
+            info.last_used_ms = self.node.token_last_used(tid)
+        return out
+
+    @rpc
+    async def RevokeToken(
+        self, request: pb.RevokeTokenRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TokenReply:
+        key = self._key(request.idempotency_key)
+
+        def build(stamp: dict[str, Any]) -> bytes:
+            cmd = logpb.Command(idempotency_key=key, **stamp)
+            cmd.revoke_token.id = request.id
+            return codec.encode_command(cmd)
+
+        res = await self._write(build)
+        return pb.TokenReply(token=res.token)
+
+    @rpc
+    async def ListAudit(
+        self, request: pb.ListAuditRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAuditReply:
+        limit = request.limit or DEFAULT_LIST_LIMIT
+        with self.node.store.reader() as r:
+            records = audit_records(r, request.since_ms, request.principal, limit)
+        return pb.ListAuditReply(records=records)
+
+    @rpc
+    async def ListAlerts(
+        self, request: pb.ListAlertsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListAlertsReply:
+        infos = delivery_view(
+            self.node.store, self.node.config.alerts, request.since_ms, request.limit or DEFAULT_LIST_LIMIT
+        )
+        if authz.auth_on() and not caller().principal.every_namespace:
+            # A workflow's events carry no namespace; a caller limited to namespaces sees its own.
+            infos = [i for i in infos if i.alert.namespace and authz.visible(i.alert.namespace)]
+        return pb.ListAlertsReply(alerts=infos)
+
+    @rpc
+    async def AckAlert(
+        self, request: pb.AckAlertRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AckAlertReply:
+        key = self._key(request.idempotency_key)
+        res = await self._write(lambda s: writes.ack_alert(request.id, key=key, **s))
+        return pb.AckAlertReply(alert=res.alert)
+
+    @rpc
+    async def ListExecutors(
+        self, request: pb.ListExecutorsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListExecutorsReply:
+        live = self._live_executors()
+        reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
+        for rec, used in self.node.state.executor_usage(include_left=request.include_left):
+            beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
+            reply.executors.add(
+                name=rec.name,
+                state=pb.EXECUTOR_ALIVE if rec.alive else pb.EXECUTOR_LEFT,
+                slots=rec.slots,
+                slots_used=used,
+                labels=rec.labels,
+                joined_ms=rec.joined_ms,
+                left_ms=rec.left_ms,
+                left_reason=rec.left_reason,
+                last_heartbeat_ms=beat,
+                address=peer,
+            )
+        return reply
 
     @rpc
     async def NodeStatus(

@@ -6,20 +6,33 @@ and the leader's address from the ``raftsched-leader`` trailing metadata, so the
 sees grpc. Work comes over ``DispatchBatch`` (many items per message); a node too old to have it
 answers ``UNIMPLEMENTED`` once, and from then on this transport uses ``Dispatch`` (one item per
 message).
+
+With a :class:`raftsched.security.tls.TlsConfig` the channels speak TLS (credentials built once).
+A call that fails because of TLS (plaintext against a TLS node or the reverse, an untrusted
+certificate, a client certificate missing or refused) becomes a ``TransportError`` with code
+:data:`TLS_CODE` and the diagnosis as its details; the diagnosis runs only after a failure.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 import grpc
 
 from raftsched.abc import TransportError
+from raftsched.errors import TlsError
+from raftsched.security.tls import TlsConfig, aio_channel, diagnose_handshake
+from raftsched.security.tokens import aio_interceptors, resolve_token
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 _CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
+
+
+TLS_CODE: Final = TlsError.code
+"""``TransportError.code`` of a call refused by a TLS misconfiguration (details say what to fix)."""
 
 
 def _error(exc: grpc.aio.AioRpcError) -> TransportError:
@@ -31,17 +44,33 @@ def _error(exc: grpc.aio.AioRpcError) -> TransportError:
 
 
 class GrpcExecutorTransport:
-    """Executor RPCs over insecure gRPC channels; one instance serves one executor's event loop."""
+    """Executor RPCs over gRPC channels (TLS with ``tls``, else plaintext); one instance serves
+    one executor's event loop. ``token`` (else ``RAFTSCHED_TOKEN``, if set) is sent as a bearer
+    token on every call: an executor token for a cluster with auth on. Raises InvalidSpec for a
+    TLS file that cannot be used or a malformed token."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: TlsConfig | None = None, token: str | None = None) -> None:
+        self._token = resolve_token(token)
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._tls = tls
+        self._credentials = tls.channel_credentials() if tls is not None else None
         self.batched = True  # DispatchBatch until a node says it does not have it
 
     def _stub(self, target: str) -> Any:
         ch = self._channels.get(target)
         if ch is None:
-            ch = self._channels[target] = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+            ch = self._channels[target] = aio_channel(
+                target, self._tls, _CHANNEL_OPTIONS, self._credentials, aio_interceptors(self._token)
+            )
         return pb_grpc.ExecutorServiceStub(ch)
+
+    async def _failure(self, target: str, exc: grpc.aio.AioRpcError) -> TransportError:
+        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            # The diagnosis may probe the node (a blocking connect): off the event loop.
+            problem = await asyncio.to_thread(diagnose_handshake, exc.details() or "", target, self._tls)
+            if problem:
+                return TransportError(TLS_CODE, problem)
+        return _error(exc)
 
     async def register(
         self, target: str, request: pb.RegisterRequest, *, timeout_s: float
@@ -49,7 +78,7 @@ class GrpcExecutorTransport:
         try:
             reply: pb.RegisterReply = await self._stub(target).Register(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+            raise await self._failure(target, exc) from None
         return reply
 
     def dispatch(self, target: str, request: pb.DispatchRequest) -> _GrpcDispatch:
@@ -64,14 +93,14 @@ class GrpcExecutorTransport:
         try:
             reply: pb.HeartbeatReply = await self._stub(target).Heartbeat(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+            raise await self._failure(target, exc) from None
         return reply
 
     async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply:
         try:
             reply: pb.ReportReply = await self._stub(target).Report(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+            raise await self._failure(target, exc) from None
         return reply
 
     async def close(self) -> None:

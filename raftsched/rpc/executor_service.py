@@ -12,16 +12,18 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec, NotFound, RaftschedError
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import validate_name
-from raftsched.rpc.plumbing import NodeServices, abort, propose_and_wait, rpc
+from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
+from raftsched.security import authz
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -30,6 +32,9 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.05
 MAX_BATCH = 1000  # work items per DispatchBatch message
+# Output tails and errors are capped here, whatever an executor sends: the agent keeps 8 KiB of
+# each stream; a forged 3 MiB tail would otherwise be replicated and stored.
+MAX_TAIL_CHARS = 16 * 1024
 _CLOSE = pb.WorkItem()  # sentinel: end the stream (leadership lost)
 
 
@@ -41,10 +46,13 @@ class ExecutorHub:
         # Jitter randomness enters here, at the edge; what it decides is written into the log.
         self.dispatcher = Dispatcher(node.state, settings or DispatchSettings(), random.Random())
         self.streams: dict[str, asyncio.Queue[pb.WorkItem]] = {}
+        self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self.dispatched = 0
         self._kicked = False
+        # Called on the loop with every batch of results an executor reports (the node's metrics).
+        self.on_results: Callable[[Sequence[pb.ExecResult]], None] | None = None
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -152,6 +160,19 @@ class ExecutorHub:
             # else: not connected; it is re-sent when the executor opens its stream, or its
             # lease expires and the attempt is retried elsewhere.
 
+    def live_view(self) -> dict[str, tuple[int, str]] | None:
+        """``executor -> (last heartbeat ms, dispatch stream's peer address)`` as this leader sees
+        it (0 for a heartbeat still owed since it took over); None when it does not lead."""
+        d = self.dispatcher
+        if not d.leading:
+            return None
+        now = self.now_ms()
+        names = set(d.last_seen) | set(self.peers)
+        return {
+            name: (seen if (seen := d.last_seen.get(name, 0)) <= now else 0, self.peers.get(name, ""))
+            for name in sorted(names)
+        }
+
     def require_leader(self) -> None:
         """Serve an executor only while the dispatcher leads the epoch Raft is in.
 
@@ -160,6 +181,19 @@ class ExecutorHub:
         :class:`raftsched.errors.NotLeader` with the leader's address on a follower.
         """
         self.node.gate.require_epoch(self.dispatcher.leading, self.dispatcher.epoch)
+
+    def require_bound(self, name: str) -> None:
+        """With auth on, refuse a call about executor ``name`` from a principal other than the one
+        it is registered under (raises :class:`raftsched.errors.PermissionDenied`). An unknown
+        name passes: the call itself reports it as not registered."""
+        if not authz.auth_on():
+            return
+        rec = self.node.state.executors.get(name)
+        who = caller().principal
+        if rec is not None and rec.principal != who.id:
+            raise PermissionDenied(
+                f"executor {name!r} is registered by another principal; {who.id} may not act for it"
+            )
 
     def leader_command(self) -> logpb.Command:
         """An empty command stamped as this leader's dispatcher stamps (its epoch, leader time).
@@ -180,9 +214,23 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if not 1 <= request.slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
         cmd = self.hub.leader_command()
-        cmd.executor_join.name = request.name
-        cmd.executor_join.slots = request.slots
-        cmd.executor_join.labels.update(request.labels)
+        if authz.auth_on():
+            # The name is bound to the registering principal (refused by apply if another
+            # principal holds it), and the executor receives work of its namespaces only.
+            who = caller()
+            writes.set_executor_join(
+                cmd,
+                request.name,
+                request.slots,
+                request.labels,
+                principal=who.principal.id,
+                namespaces=sorted(who.principal.namespaces),
+            )
+            cmd.audit.principal = who.principal.id
+            cmd.audit.rpc = who.method
+            cmd.audit.target = request.name
+        else:
+            writes.set_executor_join(cmd, request.name, request.slots, request.labels)
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         d = self.hub.dispatcher
         s = d.settings
@@ -208,6 +256,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         the next message goes out together (at most MAX_BATCH items)."""
         hub = self.hub
         try:
+            hub.require_bound(request.name)
+        except RaftschedError as exc:
+            await abort(context, exc)
+        try:
             hub.require_leader()
             if request.name not in hub.dispatcher.ring:
                 raise NotFound(f"executor {request.name!r} is not registered; call Register first")
@@ -221,6 +273,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if old is not None:
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
+        hub.peers[request.name] = context.peer()
         try:
             resent = hub.dispatcher.resend_to(request.name, hub.now_ms())
             for start in range(0, len(resent), MAX_BATCH):
@@ -240,11 +293,13 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         finally:
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
+                hub.peers.pop(request.name, None)
 
     @rpc
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
+        self.hub.require_bound(request.name)
         self.hub.require_leader()
         d = self.hub.dispatcher
         ok = d.heartbeat(request.name, request.running, self.hub.now_ms())
@@ -252,7 +307,17 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
 
     @rpc
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
+        self.hub.require_bound(request.name)
         self.hub.require_leader()
+        for r in request.results:
+            if len(r.stdout_tail) > MAX_TAIL_CHARS:
+                r.stdout_tail = r.stdout_tail[-MAX_TAIL_CHARS:]
+            if len(r.stderr_tail) > MAX_TAIL_CHARS:
+                r.stderr_tail = r.stderr_tail[-MAX_TAIL_CHARS:]
+            if len(r.error) > MAX_TAIL_CHARS:
+                r.error = r.error[:MAX_TAIL_CHARS]
+        if self.hub.on_results is not None:
+            self.hub.on_results(request.results)
         data = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
         if data is not None:
             outcome = await propose_and_wait(self.hub.node, data)
@@ -270,6 +335,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
 
     @rpc
     async def Leave(self, request: pb.LeaveRequest, context: grpc.aio.ServicerContext) -> pb.LeaveReply:
+        self.hub.require_bound(request.name)
         cmd = self.hub.leader_command()
         cmd.executor_leave.name = request.name
         cmd.executor_leave.reason = "left"

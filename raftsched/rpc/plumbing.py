@@ -16,9 +16,11 @@ from typing import Any, NoReturn, Protocol, TypeVar
 import grpc
 
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
+from raftsched.config import ClusterConfig
 from raftsched.errors import NotLeader, RaftschedError
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate
+from raftsched.security import authz
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -35,6 +37,8 @@ STATUS = {
     "not_leader": grpc.StatusCode.FAILED_PRECONDITION,
     "snapshot_format": grpc.StatusCode.FAILED_PRECONDITION,
     "internal": grpc.StatusCode.INTERNAL,
+    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
+    "permission_denied": grpc.StatusCode.PERMISSION_DENIED,
 }
 
 PROPOSE_TIMEOUT_S = 10.0
@@ -65,11 +69,18 @@ class NodeServices(Proposer, Protocol):
     @property
     def gate(self) -> LeaderGate: ...
 
+    @property
+    def config(self) -> ClusterConfig: ...
+
     def node_status(
         self, lateness_since_ms: int = 0, include_digest: bool = False, chain_at_index: int = 0
     ) -> pb.NodeStatusReply: ...
 
     def cluster_status(self) -> pb.ClusterStatusReply: ...
+
+    def token_last_used(self, token_id: str) -> int:
+        """When this node last accepted ``token_id`` (leader-clock ms; 0: not since it started)."""
+        ...
 
 
 class Refused(RaftschedError):
@@ -78,6 +89,14 @@ class Refused(RaftschedError):
     def __init__(self, code: str, message: str) -> None:
         self.code = code
         super().__init__(message)
+
+
+def caller() -> authz.Caller:
+    """Who is calling the RPC being handled (principal, method, peer, what it names), as the
+    node's auth interceptor established it; with auth off, an anonymous admin. Servicers use it
+    only to filter and check namespaces, bind executor names and stamp the audit log: whether
+    the call is allowed at all was decided by the authorization table before the handler ran."""
+    return authz.caller()
 
 
 def error_metadata(exc: RaftschedError) -> tuple[tuple[str, str], ...]:

@@ -71,7 +71,8 @@ def place(
     Fallbacks trade locality for latency: a shard that spills onto a successor starts sooner but
     runs away from its owner (caches, local state, the executor an operator expects), and a hot
     owner's overflow lands on its successors. The default ``0`` is strict ownership: a shard
-    waits for its owner's slot, which is the backpressure DESIGN.md §6 and issue 3 item 8 ask for.
+    waits for its owner's slot, which is the intended backpressure: a busy owner slows its own
+    keys, never others'.
 
     A key that appears more than once in ``pending`` (two overlapping runs of one task) is placed
     at most once per call: the earliest copy is considered and later copies wait, so the caller

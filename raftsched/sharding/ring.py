@@ -2,7 +2,7 @@
 
 Every scheduler node derives the same :class:`ShardRing` from the replicated list of live
 executors, so the leader and the followers agree on the shard -> executor map without
-replicating the map itself (DESIGN.md §6). It is pure: no clock, no IO, no randomness, and its
+replicating the map itself. It is pure: no clock, no IO, no randomness, and its
 answers do not depend on the order in which members are given or on ``PYTHONHASHSEED``.
 
 Why uhashring's default md5 ring and nothing else: every executor gets ``vnodes`` points named
@@ -10,7 +10,8 @@ Why uhashring's default md5 ring and nothing else: every executor gets ``vnodes`
 strictly after ``md5(key)`` (wrapping around). A point's position depends only on its own name,
 so adding or removing one executor moves only the keys that executor gains or loses: about 1/N of
 them, never a key between two survivors. Weighted and ketama rings recompute every node's point
-count when membership changes and do move keys between survivors (LIBRARY-NOTES §3), which would
+count when membership changes and do move keys between survivors (uhashring's behaviour,
+measured), which would
 migrate running shards for no reason, so neither is exposed here.
 
 Key format: ``f"{task}:{shard}"``. Task names may contain ``:`` but the shard is a non-negative
@@ -26,7 +27,7 @@ from uhashring import HashRing
 __all__ = ["DEFAULT_VNODES", "ShardRing", "shard_key"]
 
 #: uhashring's default for its md5 ring: with 160 points per executor each one's share stays
-#: within a few percent of 1/N (LIBRARY-NOTES §3: 1918-2065 of 10,000 keys over 5 executors).
+#: within a few percent of 1/N (measured: 1918-2065 of 10,000 keys over 5 executors).
 DEFAULT_VNODES = 160
 
 

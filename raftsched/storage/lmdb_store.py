@@ -503,16 +503,24 @@ class LmdbStore:
         new = max(self._applied, applied_index)
         if new == self._applied and self._open_batch() is None:
             return
+        self._commit_batch(None, new)
+
+    def _commit_batch(self, write: Callable[[Any], None] | None, applied_index: int) -> None:
+        """Run ``write`` (if any) on the batch's transaction, record ``applied_index`` (the key is
+        written only when it changes), commit, and end the batch; on any failure the batch is
+        aborted (see :meth:`_abort_batch`) and the error raised."""
         txn, fresh = self._batch()
         try:
-            if new != self._applied:
-                txn.put(_APPLIED_KEY, _INDEX.pack(new), db=self._local_db)
+            if write is not None:
+                write(txn)
+            if applied_index != self._applied:
+                txn.put(_APPLIED_KEY, _INDEX.pack(applied_index), db=self._local_db)
             txn.commit()
         except BaseException as exc:
             self._abort_batch(exc, fresh)
             raise
         self._end_batch()
-        self._applied = new
+        self._applied = applied_index
 
     def applied_index(self) -> int:
         """The index of the last commit. Any thread may call it."""
@@ -526,19 +534,14 @@ class LmdbStore:
         raises, nothing changes on disk; an open batch is then lost, with the consequences given
         in the module docstring. Last value wins for a repeated key; keys must be 1 to 511 bytes.
         """
-        txn, fresh = self._batch()
-        try:
+
+        def load(txn: Any) -> None:
             txn.drop(self._state_db, delete=False)
             cursor = txn.cursor(self._state_db)
             cursor.putmulti(_checked(entries), dupdata=False, overwrite=True)
             cursor.close()
-            txn.put(_APPLIED_KEY, _INDEX.pack(applied_index), db=self._local_db)
-            txn.commit()
-        except BaseException as exc:
-            self._abort_batch(exc, fresh)
-            raise
-        self._end_batch()
-        self._applied = applied_index
+
+        self._commit_batch(load, applied_index)
 
     # -- readers -------------------------------------------------------------------------------
 

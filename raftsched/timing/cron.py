@@ -542,6 +542,12 @@ def meaning_change(expr: str) -> str | None:
         changes.append(
             f"day-of-week {written[4]!r} was read as {_show_dow(old_dow)}, now {_show_dow(new_dow)}"
         )
+    if not changes:
+        # Backstop for the combinations the field comparison above does not model (croniter's
+        # own quirks with '#', 'W' and lists that cover a whole field): compare the fires.
+        differs = _first_fire_difference(old, expr)
+        if differs is not None:
+            changes.append(differs)
     if changes:
         try:
             _parse_cached(expr, "UTC")
@@ -550,6 +556,31 @@ def meaning_change(expr: str) -> str | None:
                 "no date satisfies it now, so the task does not fire until its expression is changed"
             )
     return "; ".join(changes) or None
+
+
+_COMPARED_FIRES = 50
+
+
+def _iso_utc(ms: int) -> str:
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _first_fire_difference(old: Any, expr: str) -> str | None:
+    """Where the old reading's first fires (UTC, from the validation reference) part from the new."""
+    try:
+        before = [int(old.get_next(float)) * 1000 for _ in range(_COMPARED_FIRES)]
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+    try:
+        now = _parse_cached(expr, "UTC").fires_between(
+            int(_VALIDATION_REFERENCE) * 1000, before[-1], _COMPARED_FIRES
+        )
+    except _BadExpression:
+        return "the fires differ"
+    for was, is_now in zip(before, [*now, *([None] * (len(before) - len(now)))], strict=True):
+        if was != is_now:
+            return f"the fires differ from {_iso_utc(min(was, is_now) if is_now is not None else was)}"
+    return None
 
 
 def changed_meaning_warning(expr: str) -> str | None:

@@ -22,8 +22,11 @@ from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
 from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
 from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
+from raftsched.v1.records_pb2 import AlertRecord as AlertRecord
 from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
+from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
+from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -200,7 +203,7 @@ class AttemptResult(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class ExecutorJoin(_message.Message):
-    __slots__ = ("name", "slots", "labels")
+    __slots__ = ("name", "slots", "labels", "principal", "namespaces")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -211,10 +214,14 @@ class ExecutorJoin(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    principal: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExecutorLeave(_message.Message):
     __slots__ = ("name", "reason", "dead", "retry_at_ms")
@@ -284,8 +291,82 @@ class StartBackfill(_message.Message):
     params_json: str
     def __init__(self, workflow: _Optional[str] = ..., logical_ms: _Optional[_Iterable[int]] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
 
+class RaiseAlerts(_message.Message):
+    __slots__ = ("alerts",)
+    ALERTS_FIELD_NUMBER: _ClassVar[int]
+    alerts: _containers.RepeatedCompositeFieldContainer[_records_pb2.AlertRecord]
+    def __init__(self, alerts: _Optional[_Iterable[_Union[_records_pb2.AlertRecord, _Mapping]]] = ...) -> None: ...
+
+class AlertsDelivered(_message.Message):
+    __slots__ = ("target", "through_seq")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_SEQ_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    through_seq: int
+    def __init__(self, target: _Optional[str] = ..., through_seq: _Optional[int] = ...) -> None: ...
+
+class AckAlert(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class CreateToken(_message.Message):
+    __slots__ = ("info", "ttl_ms", "salt", "hash", "scrypt_n", "scrypt_r", "scrypt_p")
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    SCRYPT_N_FIELD_NUMBER: _ClassVar[int]
+    SCRYPT_R_FIELD_NUMBER: _ClassVar[int]
+    SCRYPT_P_FIELD_NUMBER: _ClassVar[int]
+    info: _records_pb2.TokenInfo
+    ttl_ms: int
+    salt: bytes
+    hash: bytes
+    scrypt_n: int
+    scrypt_r: int
+    scrypt_p: int
+    def __init__(self, info: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., ttl_ms: _Optional[int] = ..., salt: _Optional[bytes] = ..., hash: _Optional[bytes] = ..., scrypt_n: _Optional[int] = ..., scrypt_r: _Optional[int] = ..., scrypt_p: _Optional[int] = ...) -> None: ...
+
+class RevokeToken(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class AuditStamp(_message.Message):
+    __slots__ = ("principal", "rpc", "target")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    RPC_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    rpc: str
+    target: str
+    def __init__(self, principal: _Optional[str] = ..., rpc: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+
+class SetWorkflowPaused(_message.Message):
+    __slots__ = ("workflow", "paused", "next_fire_ms")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    paused: bool
+    next_fire_ms: int
+    def __init__(self, workflow: _Optional[str] = ..., paused: _Optional[bool] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+
+class DeleteWorkflow(_message.Message):
+    __slots__ = ("workflow", "force", "reason")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    force: bool
+    reason: str
+    def __init__(self, workflow: _Optional[str] = ..., force: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "audit")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +389,14 @@ class Command(_message.Message):
     START_WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_RUN_OP_FIELD_NUMBER: _ClassVar[int]
     START_BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    RAISE_ALERTS_FIELD_NUMBER: _ClassVar[int]
+    ALERTS_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    ACK_ALERT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SET_WORKFLOW_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    DELETE_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
     epoch: int
@@ -330,10 +419,18 @@ class Command(_message.Message):
     start_workflow_run: StartWorkflowRun
     workflow_run_op: _records_pb2.WorkflowRunOp
     start_backfill: StartBackfill
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ...) -> None: ...
+    raise_alerts: RaiseAlerts
+    alerts_delivered: AlertsDelivered
+    ack_alert: AckAlert
+    create_token: CreateToken
+    revoke_token: RevokeToken
+    set_workflow_paused: SetWorkflowPaused
+    delete_workflow: DeleteWorkflow
+    audit: AuditStamp
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
 
 class CommandResult(_message.Message):
-    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed")
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed")
     OK_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -347,6 +444,9 @@ class CommandResult(_message.Message):
     WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
     BACKFILL_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELD_NUMBER: _ClassVar[int]
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RUNS_KILLED_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     code: str
     message: str
@@ -360,10 +460,13 @@ class CommandResult(_message.Message):
     workflow_run: _records_pb2.WorkflowRun
     backfill: _records_pb2.BackfillRecord
     changed: bool
-    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
+    alert: _records_pb2.AlertRecord
+    token: _records_pb2.TokenInfo
+    runs_killed: int
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ...) -> None: ...
 
 class ExecutorRecord(_message.Message):
-    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason")
+    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +481,8 @@ class ExecutorRecord(_message.Message):
     JOINED_MS_FIELD_NUMBER: _ClassVar[int]
     LEFT_MS_FIELD_NUMBER: _ClassVar[int]
     LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     labels: _containers.ScalarMap[str, str]
@@ -385,37 +490,51 @@ class ExecutorRecord(_message.Message):
     joined_ms: int
     left_ms: int
     left_reason: str
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ...) -> None: ...
+    principal: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
 
-class AlertRecord(_message.Message):
-    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms")
-    TASK_FIELD_NUMBER: _ClassVar[int]
-    OWNER_FIELD_NUMBER: _ClassVar[int]
-    RUN_ID_FIELD_NUMBER: _ClassVar[int]
-    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
-    ERROR_FIELD_NUMBER: _ClassVar[int]
-    AT_MS_FIELD_NUMBER: _ClassVar[int]
-    task: str
-    owner: str
-    run_id: str
-    execution_id: str
-    error: str
-    at_ms: int
-    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ...) -> None: ...
+class TokenRecord(_message.Message):
+    __slots__ = ("info", "salt", "hash", "scrypt_n", "scrypt_r", "scrypt_p")
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    SCRYPT_N_FIELD_NUMBER: _ClassVar[int]
+    SCRYPT_R_FIELD_NUMBER: _ClassVar[int]
+    SCRYPT_P_FIELD_NUMBER: _ClassVar[int]
+    info: _records_pb2.TokenInfo
+    salt: bytes
+    hash: bytes
+    scrypt_n: int
+    scrypt_r: int
+    scrypt_p: int
+    def __init__(self, info: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., salt: _Optional[bytes] = ..., hash: _Optional[bytes] = ..., scrypt_n: _Optional[int] = ..., scrypt_r: _Optional[int] = ..., scrypt_p: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain")
+    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain", "alert_seq")
     MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     MANUAL_SEQ_FIELD_NUMBER: _ClassVar[int]
     APPLIED_COMMANDS_FIELD_NUMBER: _ClassVar[int]
     CHAIN_FIELD_NUMBER: _ClassVar[int]
+    ALERT_SEQ_FIELD_NUMBER: _ClassVar[int]
     max_epoch: int
     max_leader_now_ms: int
     manual_seq: int
     applied_commands: int
     chain: bytes
-    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ...) -> None: ...
+    alert_seq: int
+    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ..., alert_seq: _Optional[int] = ...) -> None: ...
+
+class AlertCursor(_message.Message):
+    __slots__ = ("target", "through_seq", "at_ms")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_SEQ_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    through_seq: int
+    at_ms: int
+    def __init__(self, target: _Optional[str] = ..., through_seq: _Optional[int] = ..., at_ms: _Optional[int] = ...) -> None: ...
 
 class SnapshotEntry(_message.Message):
     __slots__ = ("key", "value")

@@ -1,5 +1,6 @@
 from raftsched.v1 import records_pb2 as _records_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -22,8 +23,11 @@ from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
 from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
 from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
+from raftsched.v1.records_pb2 import AlertRecord as AlertRecord
 from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
+from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
+from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -74,6 +78,15 @@ WORKFLOW_RUNNING: _records_pb2.WorkflowRunState
 WORKFLOW_SUCCESS: _records_pb2.WorkflowRunState
 WORKFLOW_FAILED: _records_pb2.WorkflowRunState
 WORKFLOW_KILLED: _records_pb2.WorkflowRunState
+
+class ExecutorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXECUTOR_STATE_UNSPECIFIED: _ClassVar[ExecutorState]
+    EXECUTOR_ALIVE: _ClassVar[ExecutorState]
+    EXECUTOR_LEFT: _ClassVar[ExecutorState]
+EXECUTOR_STATE_UNSPECIFIED: ExecutorState
+EXECUTOR_ALIVE: ExecutorState
+EXECUTOR_LEFT: ExecutorState
 
 class AddTaskRequest(_message.Message):
     __slots__ = ("spec", "disabled", "idempotency_key")
@@ -423,6 +436,36 @@ class ListWorkflowRunsReply(_message.Message):
     runs: _containers.RepeatedCompositeFieldContainer[_records_pb2.WorkflowRun]
     def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.WorkflowRun, _Mapping]]] = ...) -> None: ...
 
+class SetWorkflowPausedRequest(_message.Message):
+    __slots__ = ("name", "paused", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    paused: bool
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., paused: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkflowRequest(_message.Message):
+    __slots__ = ("name", "force", "reason", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    force: bool
+    reason: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., force: _Optional[bool] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkflowReply(_message.Message):
+    __slots__ = ("workflow", "runs_killed")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    RUNS_KILLED_FIELD_NUMBER: _ClassVar[int]
+    workflow: _records_pb2.WorkflowRecord
+    runs_killed: int
+    def __init__(self, workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., runs_killed: _Optional[int] = ...) -> None: ...
+
 class WorkflowRunOpRequest(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason", "idempotency_key")
     OP_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +543,155 @@ class LineageReply(_message.Message):
     upstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
     downstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
     def __init__(self, upstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ..., downstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ...) -> None: ...
+
+class CreateTokenRequest(_message.Message):
+    __slots__ = ("token", "role", "namespaces", "ttl_ms", "description", "idempotency_key")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    role: str
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    ttl_ms: int
+    description: str
+    idempotency_key: str
+    def __init__(self, token: _Optional[str] = ..., role: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., ttl_ms: _Optional[int] = ..., description: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class TokenReply(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: _records_pb2.TokenInfo
+    def __init__(self, token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ...) -> None: ...
+
+class ListTokensRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTokensReply(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[_records_pb2.TokenInfo]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[_records_pb2.TokenInfo, _Mapping]]] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("id", "idempotency_key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    idempotency_key: str
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ("since_ms", "principal", "limit")
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    since_ms: int
+    principal: str
+    limit: int
+    def __init__(self, since_ms: _Optional[int] = ..., principal: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListAuditReply(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_records_pb2.AuditRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[_records_pb2.AuditRecord, _Mapping]]] = ...) -> None: ...
+
+class ListAlertsRequest(_message.Message):
+    __slots__ = ("since_ms", "limit")
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    since_ms: int
+    limit: int
+    def __init__(self, since_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class AlertDelivery(_message.Message):
+    __slots__ = ("target", "state")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    state: str
+    def __init__(self, target: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class AlertInfo(_message.Message):
+    __slots__ = ("alert", "deliveries", "link")
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    alert: _records_pb2.AlertRecord
+    deliveries: _containers.RepeatedCompositeFieldContainer[AlertDelivery]
+    link: str
+    def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., deliveries: _Optional[_Iterable[_Union[AlertDelivery, _Mapping]]] = ..., link: _Optional[str] = ...) -> None: ...
+
+class ListAlertsReply(_message.Message):
+    __slots__ = ("alerts",)
+    ALERTS_FIELD_NUMBER: _ClassVar[int]
+    alerts: _containers.RepeatedCompositeFieldContainer[AlertInfo]
+    def __init__(self, alerts: _Optional[_Iterable[_Union[AlertInfo, _Mapping]]] = ...) -> None: ...
+
+class AckAlertRequest(_message.Message):
+    __slots__ = ("id", "idempotency_key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    idempotency_key: str
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class AckAlertReply(_message.Message):
+    __slots__ = ("alert",)
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    alert: _records_pb2.AlertRecord
+    def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ...) -> None: ...
+
+class ListExecutorsRequest(_message.Message):
+    __slots__ = ("include_left",)
+    INCLUDE_LEFT_FIELD_NUMBER: _ClassVar[int]
+    include_left: bool
+    def __init__(self, include_left: _Optional[bool] = ...) -> None: ...
+
+class ExecutorInfo(_message.Message):
+    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    JOINED_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: ExecutorState
+    slots: int
+    slots_used: int
+    labels: _containers.ScalarMap[str, str]
+    joined_ms: int
+    left_ms: int
+    left_reason: str
+    last_heartbeat_ms: int
+    address: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class ListExecutorsReply(_message.Message):
+    __slots__ = ("executors", "node_id", "leader_view")
+    EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_VIEW_FIELD_NUMBER: _ClassVar[int]
+    executors: _containers.RepeatedCompositeFieldContainer[ExecutorInfo]
+    node_id: str
+    leader_view: bool
+    def __init__(self, executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., node_id: _Optional[str] = ..., leader_view: _Optional[bool] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "slots", "labels")
@@ -600,7 +792,7 @@ class HeartbeatReply(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., registered: _Optional[bool] = ...) -> None: ...
 
 class ExecResult(_message.Message):
-    __slots__ = ("execution_id", "success", "exit_code", "error", "stdout_tail", "stderr_tail", "timed_out", "duration_ms")
+    __slots__ = ("execution_id", "success", "exit_code", "error", "stdout_tail", "stderr_tail", "timed_out", "duration_ms", "start_lateness_ms")
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -609,6 +801,7 @@ class ExecResult(_message.Message):
     STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    START_LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     success: bool
     exit_code: int
@@ -617,7 +810,8 @@ class ExecResult(_message.Message):
     stderr_tail: str
     timed_out: bool
     duration_ms: int
-    def __init__(self, execution_id: _Optional[str] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ...) -> None: ...
+    start_lateness_ms: int
+    def __init__(self, execution_id: _Optional[str] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error: _Optional[str] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., start_lateness_ms: _Optional[int] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
     __slots__ = ("name", "results")

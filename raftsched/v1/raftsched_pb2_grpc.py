@@ -159,6 +159,51 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
                 _registered_method=True)
+        self.ListAlerts = channel.unary_unary(
+                '/raftsched.v1.Admin/ListAlerts',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsReply.FromString,
+                _registered_method=True)
+        self.AckAlert = channel.unary_unary(
+                '/raftsched.v1.Admin/AckAlert',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertReply.FromString,
+                _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/raftsched.v1.Admin/CreateToken',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/raftsched.v1.Admin/ListTokens',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensReply.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/raftsched.v1.Admin/RevokeToken',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+                _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/raftsched.v1.Admin/ListAudit',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.FromString,
+                _registered_method=True)
+        self.SetWorkflowPaused = channel.unary_unary(
+                '/raftsched.v1.Admin/SetWorkflowPaused',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.SetWorkflowPausedRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+                _registered_method=True)
+        self.DeleteWorkflow = channel.unary_unary(
+                '/raftsched.v1.Admin/DeleteWorkflow',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowReply.FromString,
+                _registered_method=True)
+        self.ListExecutors = channel.unary_unary(
+                '/raftsched.v1.Admin/ListExecutors',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -314,6 +359,60 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAlerts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckAlert(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetWorkflowPaused(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteWorkflow(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListExecutors(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -441,6 +540,51 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Lineage,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.LineageReply.SerializeToString,
+            ),
+            'ListAlerts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAlerts,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAlertsReply.SerializeToString,
+            ),
+            'AckAlert': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckAlert,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.AckAlertReply.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CreateTokenRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListTokensReply.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.TokenReply.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.SerializeToString,
+            ),
+            'SetWorkflowPaused': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWorkflowPaused,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SetWorkflowPausedRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.SerializeToString,
+            ),
+            'DeleteWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWorkflow,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowReply.SerializeToString,
+            ),
+            'ListExecutors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExecutors,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1118,6 +1262,249 @@ class Admin:
             '/raftsched.v1.Admin/Lineage',
             raftsched_dot_v1_dot_raftsched__pb2.LineageRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.LineageReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAlerts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListAlerts',
+            raftsched_dot_v1_dot_raftsched__pb2.ListAlertsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListAlertsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckAlert(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/AckAlert',
+            raftsched_dot_v1_dot_raftsched__pb2.AckAlertRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.AckAlertReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/CreateToken',
+            raftsched_dot_v1_dot_raftsched__pb2.CreateTokenRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListTokens',
+            raftsched_dot_v1_dot_raftsched__pb2.ListTokensRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListTokensReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/RevokeToken',
+            raftsched_dot_v1_dot_raftsched__pb2.RevokeTokenRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.TokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListAudit',
+            raftsched_dot_v1_dot_raftsched__pb2.ListAuditRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListAuditReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWorkflowPaused(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/SetWorkflowPaused',
+            raftsched_dot_v1_dot_raftsched__pb2.SetWorkflowPausedRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.WorkflowReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/DeleteWorkflow',
+            raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.DeleteWorkflowReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExecutors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListExecutors',
+            raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.FromString,
             options,
             channel_credentials,
             insecure,

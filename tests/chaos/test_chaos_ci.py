@@ -85,7 +85,8 @@ def test_replicas_agree_and_no_run_is_left_running(chaos: ChaosResult) -> None:
 
 
 def test_a_leader_with_a_skewed_clock_starts_nothing_early(chaos: ChaosResult) -> None:
-    """FINDING when it fails: DESIGN.md §3.3 promises "never early by the *leader's* clock". A
+    """FINDING when it fails: invariant 3 (docs/architecture.md §3) promises "never early by the
+    *leader's* clock". A
     leader whose clock runs ahead keeps that promise and still starts work before its nominal
     time in real time (the executors' clocks): by up to the skew."""
     r = chaos.report
@@ -93,7 +94,7 @@ def test_a_leader_with_a_skewed_clock_starts_nothing_early(chaos: ChaosResult) -
     assert not r.skew_findings, _explain(
         f"FINDING: {r.early_during_skew} execution(s) fired by a leader with a skewed clock ({skews}) and "
         f"{r.early_after_skew} fired right after it started before their nominal time in real time, up to "
-        f"{r.max_early_ms} ms early (DESIGN.md §3.3 only promises 'never early by the leader's clock')",
+        f"{r.max_early_ms} ms early (invariant 3 only promises 'never early by the leader's clock')",
         r.skew_findings,
         chaos,
     )

@@ -114,7 +114,8 @@ def test_a_deposed_leader_never_commits_its_own_uncommitted_entries_on_a_snapsho
     snapshot; pysyncobj raises a follower's commit index to min(leader's commit, own log end) on
     every append_entries, even a snapshot chunk that verified nothing about the follower's log,
     so n3 committed and applied its own epoch-92 FireBatch. The cluster fired that second in
-    epoch 93: replica digests differed (DESIGN.md 3.5), and a node whose state diverged that way
+    epoch 93: replica digests differed (invariant 5, docs/architecture.md §3), and a node whose
+    state diverged that way
     later led and dispatched an attempt the cluster never created (a duplicate execution)."""
     ports = free_ports(3)
     raft = _Raft(

@@ -6,7 +6,7 @@ returns a list of problems, one readable line each; an empty list means the inva
 shows every violation at once rather than the first.
 
 Reading a node: :func:`read_node` asks one node directly (reads are local, so this is that
-replica's view, not the leader's). The invariants checked here are DESIGN.md §3:
+replica's view, not the leader's). The invariants checked here are those of docs/architecture.md §3:
 
 * 1, no fire lost: every nominal time of the grid from the first fire on is covered by a record;
 * 2, no duplicate run: no nominal time is covered twice, run ids are unique, each FIRED record's

@@ -67,13 +67,13 @@ def test_cli_against_a_real_cluster(cluster: LocalCluster, cli: Cli) -> None:
 
     shown = ok("task", "show", "nightly")
     assert "cron '0 2 * * *' Europe/Berlin" in shown and "echo hi" in shown
-    assert ok_json("task", "show", "nightly")["spec"]["overlap"] == "OVERLAP_SKIP"
+    assert ok_json("task", "show", "nightly")["spec"]["overlap"] == "skip"
 
     out = ok("task", "update", "nightly", "--overlap", "allow")
     assert "version 1 -> 2" in out
     _settled(cluster, leader, follower)
     updated = ok_json("task", "show", "nightly")
-    assert updated["version"] == 2 and updated["spec"]["overlap"] == "OVERLAP_ALLOW"
+    assert updated["version"] == 2 and updated["spec"]["overlap"] == "allow"
     assert updated["spec"]["trigger"]["cron"]["timezone"] == "Europe/Berlin"  # kept
 
     assert "disabled task nightly" in ok("task", "disable", "nightly")
@@ -102,6 +102,10 @@ def test_cli_against_a_real_cluster(cluster: LocalCluster, cli: Cli) -> None:
     assert [n["role"] for n in nodes].count("leader") == 1
     assert len({n["term"] for n in nodes}) == 1 and status["term"] == nodes[0]["term"]
     assert status["leader_id"] == leader
+    # Every node reports its state digest (a real node computes it only when asked).
+    assert all(len(n["state_digest"]) == 64 for n in nodes), nodes
+    table = _run_ok(cli, "status", "--config", str(cluster.config_path)).splitlines()
+    assert all(row.split()[6] != "-" for row in table[2:5]), table
 
     code, out, err = cli(*at, "task", "add", "broken", "--cron", "61 * * * *", "--command", "true")
     assert code == 2, (code, out, err)

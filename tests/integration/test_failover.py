@@ -1,5 +1,5 @@
 """Leader failover and whole-cluster restart with a per-second task: no fire lost, none twice,
-none early (DESIGN.md §3, invariants 1-3 and 5)."""
+none early (docs/architecture.md §3, invariants 1-3 and 5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The cluster secret: a node with another secret cannot join (the Raft port is authenticated,
-LIBRARY-NOTES §1), and a node without one refuses to start (DESIGN.md §11)."""
+docs/architecture.md §10), and a node without one refuses to start (the cluster secret is mandatory)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """A follower whose data dir is wiped catches up from the leader's snapshot (the log is compacted,
-so replaying it from index 1 is impossible) and ends with the same state (DESIGN.md §3.5, §11)."""
+so replaying it from index 1 is impossible) and ends with the same state (docs/architecture.md
+§3, invariant 5)."""
 
 from __future__ import annotations
 

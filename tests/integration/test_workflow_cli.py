@@ -99,7 +99,7 @@ def test_workflow_cli_end_to_end(cluster: LocalCluster, cli: Cli, tmp_path: Path
                     return data
             raise AssertionError(f"{follower} never showed {run_id} as {state}")
 
-        follower_sees("WORKFLOW_FAILED")
+        follower_sees("failed")
         graph = ok("workflow", "graph", run_id, "--ascii").splitlines()
         assert "  load      [skipped]  <- extract ok, validate x" in graph
         assert "  alert     [success]  <- validate x (on failure)" in graph
@@ -128,8 +128,8 @@ def test_workflow_cli_end_to_end(cluster: LocalCluster, cli: Cli, tmp_path: Path
             pb.TASK_SKIPPED,
         ]
         assert states["extract"].tries == 1 and states["validate"].tries == 2  # upstream kept
-        data = follower_sees("WORKFLOW_SUCCESS")
-        assert [t["state"] for t in data["tasks"]] == ["TASK_SUCCESS"] * 3 + ["TASK_SKIPPED"]
+        data = follower_sees("success")
+        assert [t["state"] for t in data["tasks"]] == ["success"] * 3 + ["skipped"]
         graph = ok("workflow", "graph", run_id).splitlines()
         assert "  load      [success]  ← extract ✓, validate ✓" in graph
 

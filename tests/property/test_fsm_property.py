@@ -1,4 +1,5 @@
-"""The replicated state machine under random command streams (DESIGN.md §3.5, §3.7, §9 ring 2).
+"""The replicated state machine under random command streams (docs/architecture.md §3
+invariants 5 and 7; §8 ring 2).
 
 Commands are drawn against the live state of one replica, so many are meaningful (real run ids,
 current versions, batches planned by the real planner) and many are not: invalid specs encoded

@@ -1,7 +1,7 @@
 """A tiny scenario language for whole-cluster simulations on a manual clock.
 
 A scenario is a text script, one command per line (``#`` starts a comment). It drives a
-:class:`raftsched.testing.SimHarness` and checks the invariants of DESIGN.md §3 against what the
+:class:`raftsched.testing.SimHarness` and checks the invariants of docs/architecture.md §3 against what the
 cluster committed. Times in checks are offsets from the scenario's start, ``T0`` (a whole
 minute, so ``"* * * * *"`` fires at ``+60s``, ``+120s`` ...)::
 

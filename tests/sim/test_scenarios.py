@@ -1,4 +1,4 @@
-"""Whole-cluster scenarios on a manual clock (DESIGN.md §9, ring 3).
+"""Whole-cluster scenarios on a manual clock (docs/architecture.md §8, ring 3).
 
 Each scenario is a script for :mod:`tests.sim.scenario`; read it as a specification. Times in
 checks are offsets from the scenario start T0 (a whole minute). The default misfire grace is 5 s.

@@ -17,6 +17,12 @@ PURE = [
     "fsm/state.py",
     "fsm/keys.py",
     "fsm/workflows.py",
+    "fsm/effects.py",
+    "fsm/records.py",
+    "fsm/rules.py",
+    "fsm/queries.py",
+    "workflow/layout.py",
+    "leader/gate.py",
     "workflow/dag.py",
     "workflow/run.py",
     "workflow/validate.py",
@@ -31,6 +37,7 @@ PURE = [
     "replica.py",
     "consensus/memory.py",
     "storage/memory.py",
+    "observability/tally.py",
 ]
 FORBIDDEN_IN_PURE = {
     "time",
@@ -55,6 +62,9 @@ ADAPTERS = {
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},
     "yaml": {"workflow/yaml_reader.py"},
+    "cryptography": {"security/certs.py"},
+    "prometheus_client": {"observability/metrics.py"},
+    "aiohttp": {"observability/listener.py"},
 }
 
 

@@ -560,7 +560,7 @@ class FakeAdmin(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]  # 
             term=2,
             commit_index=7,
             applied_index=7,
-            state_digest="f" * 64,
+            state_digest="f" * 64 if request.include_digest else "",
         )
 
 

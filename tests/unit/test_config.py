@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raftsched.alerts.config import AlertsConfig
 from raftsched.config import (
     ClusterConfig,
     NodeConfig,
@@ -84,6 +85,7 @@ def test_example_file_loads() -> None:
     # The example documents the defaults: its [raft] and [scheduler] values are exactly them.
     assert config.raft == RaftTuning()
     assert config.scheduler == SchedulerSettings()
+    assert config.alerts == AlertsConfig()
 
 
 def test_example_file_documents_every_key_with_a_comment() -> None:
@@ -94,7 +96,7 @@ def test_example_file_documents_every_key_with_a_comment() -> None:
     text = "\n".join(lines)
     for cls in (NodeConfig, RaftTuning, SchedulerSettings):
         for f in dataclasses.fields(cls):
-            optional = f.name in ("grpc_bind", "raft_via")  # documented as commented-out examples
+            optional = f.name in ("grpc_bind", "raft_via", "http")  # documented as commented-out examples
             assert f"\n{'# ' if optional else ''}{f.name} = " in text, f.name
     assert "\n# secret_file = " in text
     assert "CHANGE IT" in text
@@ -249,6 +251,7 @@ def test_secret_is_not_in_repr() -> None:
 def test_addresses_are_stored_in_canonical_form() -> None:
     data = valid_data(2)
     node(data, 0).update({"raft": "[0:0:0:0:0:0:0:1]:07001", "grpc": "Node-1.Example:7101"})
+    table(data, "cluster")["insecure"] = True  # an exposed, plaintext API must be asked for
 
     config = parse_config(data)
 
@@ -272,6 +275,7 @@ def test_grpc_bind_and_raft_via_put_proxies_between_nodes() -> None:
     data = valid_data()
     node(data, 0)["raft"] = "127.0.0.2:7001"
     node(data, 0)["grpc_bind"] = "0.0.0.0:7201"  # a wildcard is fine to listen on
+    table(data, "cluster")["insecure"] = True  # (it exposes the API: safe defaults refuse it otherwise)
     node(data, 0)["raft_via"] = {"n2": "127.0.0.1:17002", "n3": "127.0.0.1:17003"}
 
     config = parse_config(data)
@@ -621,7 +625,8 @@ def test_unknown_keys_at_every_level_with_a_suggestion() -> None:
         "misfire_all_window_seconds, history_keep_count, history_keep_seconds, idempotency_keep_seconds, "
         "max_fires_per_batch, lease_ms, heartbeat_ms, kill_grace_ms, retry_backoff_ms, retry_backoff_cap_ms)",
         "nodes[1].grcp: unknown key (did you mean 'grpc'?)",
-        'nodes[2]."weird key": unknown key (expected one of: id, raft, grpc, data_dir, grpc_bind, raft_via)',
+        'nodes[2]."weird key": unknown key '
+        "(expected one of: id, raft, grpc, data_dir, grpc_bind, raft_via, http)",
     ]
 
 
@@ -672,7 +677,7 @@ def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
         parse_config(data, source="cluster.toml", base_dir=tmp_path)
 
     expected = [
-        "extra: unknown key (expected one of: cluster, raft, scheduler, nodes)",
+        "extra: unknown key (expected one of: cluster, raft, scheduler, tls, auth, nodes, alerts)",
         "cluster.nmae: unknown key (did you mean 'name'?)",
         "cluster.secret: too short (5 characters; at least 16 required)",
         "raft.append_entries_period: must be > 0, got -1.0",

@@ -63,10 +63,14 @@ STORED: dict[bytes, str | None] = {
     keys.EXECUTOR: "ExecutorRecord",
     keys.VERSION: "TaskRecord",
     keys.ALERT: "AlertRecord",
+    keys.ALERT_CURSOR: "AlertCursor",
+    keys.ALERT_DEDUPE: None,
     keys.WORKFLOW: "WorkflowRecord",
     keys.WORKFLOW_VERSION: "WorkflowSpec",
     keys.WORKFLOW_RUN: "WorkflowRun",
     keys.BACKFILL: "BackfillRecord",
+    keys.TOKEN: "TokenRecord",
+    keys.AUDIT: "AuditRecord",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

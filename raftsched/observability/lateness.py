@@ -1,4 +1,4 @@
-"""Node-local measurements (never replicated): commit lateness of fires, process memory."""
+"""Node-local measurements behind ``raftsched status`` (never replicated): fire lateness, memory."""
 
 from __future__ import annotations
 

@@ -1,0 +1,215 @@
+"""A node's observability: its metric set, gRPC interceptor and HTTP listener, wired together.
+
+The node creates one :class:`NodeObservability` when its config entry has ``http``, and calls it
+at four points of its life: :meth:`~NodeObservability.bind` before it joins the cluster (a port
+in use fails the start with one line), :meth:`~NodeObservability.start` and
+:meth:`~NodeObservability.stop` around serving, and the ``observe_*`` methods from the paths
+that already compute the values. Everything else is read from the node at scrape time, through
+the public attributes :class:`ObservedNode` names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Final, Protocol
+
+from raftsched.abc import Clock, ConsensusNode
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader.dispatcher import Dispatcher
+from raftsched.observability.grpc_metrics import MetricsInterceptor
+from raftsched.observability.listener import HttpListener, Probe
+from raftsched.observability.node_metrics import NodeMetrics, NodeSample
+from raftsched.observability.tally import ApplyTally
+from raftsched.v1 import raftsched_pb2 as pb
+
+__all__ = ["DEFAULT_ZOMBIE_AFTER_MS", "NodeObservability", "ObservedNode", "dispatch_sample"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ZOMBIE_AFTER_MS: Final = 3_600_000
+"""An attempt assigned longer ago than this (1 h) counts as a zombie."""
+
+_HUB_SAMPLE_TIMEOUT_S: Final = 2.0
+_WORKFLOW_STATES: Final = {
+    pb.WORKFLOW_RUNNING: "running",
+    pb.WORKFLOW_SUCCESS: "success",
+    pb.WORKFLOW_FAILED: "failed",
+    pb.WORKFLOW_KILLED: "killed",
+}
+
+
+class _Hub(Protocol):
+    """The part of :class:`raftsched.rpc.executor_service.ExecutorHub` a scrape reads."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+
+class _Applied(Protocol):
+    @property
+    def last_applied(self) -> int: ...
+
+
+class ObservedNode(Protocol):
+    """What a scrape reads of a node (its public surface)."""
+
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def state(self) -> SchedulerState: ...
+
+    @property
+    def replica(self) -> _Applied: ...
+
+    @property
+    def consensus(self) -> ConsensusNode | None: ...
+
+    @property
+    def hub(self) -> _Hub | None: ...
+
+
+class NodeObservability:
+    """Metrics and the HTTP listener of ``node``, serving on ``address``.
+
+    ``tally`` is the counter object the node's state machine updates as it applies.
+    Threading: ``observe_*`` may be called from any thread; :meth:`start` and :meth:`stop` on
+    the node's event loop.
+    """
+
+    def __init__(
+        self,
+        node: ObservedNode,
+        address: str,
+        tally: ApplyTally,
+        zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS,
+    ) -> None:
+        self.node = node
+        self.zombie_after_ms = zombie_after_ms
+        self.metrics = NodeMetrics(node.node_id, self._sample, tally)
+        self.listener = HttpListener(
+            address, metrics=self.metrics.exposition, readyz=self._readyz, name=f"node {node.node_id}"
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def bind(self) -> None:
+        """Take the port now (raises :class:`raftsched.observability.listener.ListenError`)."""
+        self.listener.bind()
+
+    def interceptors(self) -> list[MetricsInterceptor]:
+        """The gRPC server interceptors to install (count and time every call)."""
+        m = self.metrics
+        return [MetricsInterceptor(m.grpc_requests, m.grpc_seconds, self.node.clock.monotonic)]
+
+    async def start(self) -> None:
+        await self.listener.start()
+
+    async def stop(self) -> None:
+        await self.listener.stop()
+
+    def close(self) -> None:
+        """Release the port if it was bound but never served; idempotent."""
+        self.listener.close()
+
+    # -- pushed values ---------------------------------------------------------------------------
+
+    def observe_commit_lateness(self, samples: Sequence[tuple[int, int]]) -> None:
+        """``[(nominal_ms, lateness_ms), ...]`` of one committed fire batch (consensus thread)."""
+        self.metrics.observe_commit_lateness(samples)
+
+    def observe_results(self, results: Iterable[pb.ExecResult]) -> None:
+        """A batch of executor results arrived at the leader: their start lateness."""
+        self.metrics.observe_start_lateness(
+            r.start_lateness_ms for r in results if r.HasField("start_lateness_ms")
+        )
+
+    def observe_snapshot(self, seconds: float) -> None:
+        self.metrics.snapshot_seconds.observe(seconds)
+
+    # -- read at scrape time ---------------------------------------------------------------------
+
+    def _readyz(self) -> Probe:
+        node = self.node
+        consensus = node.consensus
+        if consensus is None:
+            return Probe(False, "not joined to the cluster yet")
+        leader = consensus.leader_id()
+        if not leader:
+            return Probe(False, "no leader known")
+        commit = consensus.status().commit_index
+        applied = node.replica.last_applied
+        if applied < commit:
+            return Probe(False, f"applied {applied} of {commit} committed entries")
+        return Probe(True, f"leader {leader}, applied {applied}")
+
+    def _sample(self) -> NodeSample:
+        """Runs on the scraping worker thread: plain reads of the node's state, no locks held
+        across the event loop; the dispatcher (owned by the loop) is read on the loop."""
+        node = self.node
+        consensus = node.consensus
+        raft = consensus.status() if consensus is not None else None
+        state = node.state
+        # list() of a dict's values copies in one C call, atomically against the applier.
+        executors = list(state.executors.values())
+        alive = [e for e in executors if e.alive]
+        workflow_runs: dict[str, int] = {}
+        for run in list(state.wf.runs.values()):
+            name = _WORKFLOW_STATES.get(run.state, "unknown")
+            workflow_runs[name] = workflow_runs.get(name, 0) + 1
+        backlog, oldest_ms, zombies, busy = self._dispatch_sample()
+        return NodeSample(
+            is_leader=raft is not None and raft.role == "leader",
+            leader_known=consensus is not None and consensus.leader_id() is not None,
+            term=raft.term if raft is not None else 0,
+            commit_index=raft.commit_index if raft is not None else 0,
+            applied_index=node.replica.last_applied,
+            tasks=len(state.tasks),
+            active_runs=len(state.active),
+            dispatch_backlog=backlog,
+            oldest_waiting_seconds=oldest_ms / 1000.0,
+            zombie_attempts=zombies,
+            executors_alive=len(alive),
+            executors_dead=len(executors) - len(alive),
+            slots_total=sum(e.slots for e in alive),
+            slots_busy=busy,
+            workflow_runs=workflow_runs,
+        )
+
+    def _dispatch_sample(self) -> tuple[int, int, int, int]:
+        hub = self.node.hub
+        loop = hub.loop if hub is not None else None
+        if hub is None or loop is None or loop.is_closed():
+            return 0, 0, 0, 0
+        now = self.node.clock.now_ms()
+
+        async def read() -> tuple[int, int, int, int]:
+            return dispatch_sample(hub.dispatcher, now, self.zombie_after_ms)
+
+        try:
+            return asyncio.run_coroutine_threadsafe(read(), loop).result(_HUB_SAMPLE_TIMEOUT_S)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            # A loop too busy to answer in time (or shutting down): report nothing rather than
+            # hold the scrape.
+            log.debug("dispatcher sample unavailable for this scrape")
+            return 0, 0, 0, 0
+
+
+def dispatch_sample(d: Dispatcher, now_ms: int, zombie_after_ms: int) -> tuple[int, int, int, int]:
+    """``(backlog, age of the oldest waiting attempt in ms, zombies, busy slots)`` of a leader's
+    dispatcher (zeros on a follower). On the dispatcher's own thread: O(waiting + leases)."""
+    if not d.leading:
+        return 0, 0, 0, 0
+    oldest = min((w.ready.nominal_ms for w in d.waiting.values()), default=now_ms)
+    horizon = now_ms - zombie_after_ms
+    zombies = sum(1 for lease in d.leases.values() if 0 < lease.assigned_ms <= horizon)
+    return len(d.waiting), max(0, now_ms - oldest), zombies, sum(d.used.values())

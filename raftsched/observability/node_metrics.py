@@ -1,0 +1,196 @@
+"""The metric set of one scheduler node.
+
+Three kinds of source, chosen so the hot paths stay cheap:
+
+* state read at scrape time: the node hands over a function returning a :class:`NodeSample`
+  (Raft indices, backlog, slots, ...), called once per scrape;
+* counts the applier keeps anyway: an :class:`~raftsched.observability.tally.ApplyTally` read at
+  scrape time (fires by outcome, finished runs, attempt results);
+* values the code already computes, pushed in batches: commit lateness per committed fire batch,
+  start lateness per reported result batch, snapshot durations, gRPC calls.
+
+Every name, label and meaning here is documented in the README's Observability section; a test
+keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from raftsched.observability.metrics import RPC_BUCKETS, LabelValues, MetricSet
+from raftsched.observability.tally import ApplyTally, TallySnapshot
+
+__all__ = ["NodeMetrics", "NodeSample"]
+
+_OWNER: Final = ("owner", "namespace")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSample:
+    """What a node reports about itself at one instant (a scrape).
+
+    Leader-only values (backlog, waiting, zombies, busy slots) are 0 on a follower.
+    """
+
+    is_leader: bool = False
+    leader_known: bool = False
+    term: int = 0
+    commit_index: int = 0
+    applied_index: int = 0
+    tasks: int = 0
+    active_runs: int = 0
+    dispatch_backlog: int = 0
+    oldest_waiting_seconds: float = 0.0
+    zombie_attempts: int = 0
+    executors_alive: int = 0
+    executors_dead: int = 0
+    slots_total: int = 0
+    slots_busy: int = 0
+    workflow_runs: Mapping[str, int] = field(default_factory=dict)
+
+
+class NodeMetrics:
+    """The metrics of node ``node_id``; ``sample`` is called once per scrape (any thread).
+
+    ``tally`` is the applier's counter object; pass the one the state machine updates.
+    """
+
+    def __init__(self, node_id: str, sample: Callable[[], NodeSample], tally: ApplyTally) -> None:
+        self.tally = tally
+        self._sample_fn = sample
+        self._sample = NodeSample()
+        self._counts = tally.snapshot()
+        m = self.set = MetricSet({"node": node_id})
+        m.before_scrape(self._refresh)
+        s = self._get
+        # -- Raft ---------------------------------------------------------------------------------
+        m.gauge("raftsched_is_leader", "1 if this node is the Raft leader, else 0.", lambda: s().is_leader)
+        m.gauge("raftsched_leader_known", "1 if this node knows a leader, else 0.", lambda: s().leader_known)
+        m.gauge("raftsched_raft_term", "The current Raft term (the fencing epoch).", lambda: s().term)
+        m.gauge(
+            "raftsched_raft_commit_index",
+            "The highest Raft log index known committed.",
+            lambda: s().commit_index,
+        )
+        m.gauge(
+            "raftsched_raft_applied_index",
+            "The highest Raft log index applied to this node's state.",
+            lambda: s().applied_index,
+        )
+        m.gauge(
+            "raftsched_apply_lag_entries",
+            "Committed entries not yet applied here (commit index - applied index).",
+            lambda: max(0, s().commit_index - s().applied_index),
+        )
+        self.snapshot_seconds = m.histogram(
+            "raftsched_snapshot_seconds", "Time to write one Raft snapshot of the state."
+        )
+        # -- scheduling -------------------------------------------------------------------------
+        m.gauge("raftsched_tasks", "Task definitions in the replicated state.", lambda: s().tasks)
+        m.gauge("raftsched_active_runs", "Runs not yet finished.", lambda: s().active_runs)
+        labels = (*_OWNER, "task") if tally.per_task else _OWNER
+        m.counter_view(
+            "raftsched_fires_total",
+            "Nominal fires accounted, by outcome (fired, coalesced, skipped_overlap, skipped_misfire, "
+            "skipped_disabled). Counted as the log is applied: equal on every node.",
+            lambda: self._counts.fires,
+            ("outcome", *labels),
+        )
+        m.counter_view(
+            "raftsched_runs_finished_total",
+            "Runs that reached a final state (succeeded, failed, cancelled).",
+            lambda: self._counts.runs_finished,
+            ("state", *labels),
+        )
+        m.counter_view(
+            "raftsched_attempts_total",
+            "Attempts by how they ended (succeeded, failed, timeout, lost); retried counts the "
+            "retries scheduled after a failed, timed-out or lost attempt.",
+            lambda: self._counts.attempts,
+            ("result", *labels),
+        )
+        self.commit_lateness = m.histogram(
+            "raftsched_fire_commit_lateness_seconds",
+            "Nominal time to Raft commit of the fire, per fired run (leader only).",
+        )
+        self.start_lateness = m.histogram(
+            "raftsched_start_lateness_seconds",
+            "Nominal time to start on the executor, per attempt, as executors report it with "
+            "their results (leader only).",
+        )
+        # -- dispatch ------------------------------------------------------------------------------
+        m.gauge(
+            "raftsched_dispatch_backlog",
+            "Attempts due and waiting for an executor slot (leader only).",
+            lambda: s().dispatch_backlog,
+        )
+        m.gauge(
+            "raftsched_oldest_waiting_seconds",
+            "Age of the oldest attempt waiting for a slot, from its nominal time (leader only).",
+            lambda: s().oldest_waiting_seconds,
+        )
+        m.gauge(
+            "raftsched_zombie_attempts",
+            "Attempts running longer than the zombie threshold (leader only).",
+            lambda: s().zombie_attempts,
+        )
+        m.gauge(
+            "raftsched_executors",
+            "Registered executors, by state (alive, dead).",
+            lambda: {("alive",): s().executors_alive, ("dead",): s().executors_dead},
+            ("state",),
+        )
+        m.gauge(
+            "raftsched_executor_slots",
+            "Slots of live executors, by state (total, busy, free); busy and free on the leader only.",
+            lambda: _slots(s()),
+            ("state",),
+        )
+        m.gauge(
+            "raftsched_workflow_runs",
+            "Workflow runs in the replicated state, by state.",
+            lambda: {(k,): v for k, v in s().workflow_runs.items()},
+            ("state",),
+        )
+        # -- gRPC ----------------------------------------------------------------------------------
+        self.grpc_requests = m.counter(
+            "raftsched_grpc_requests_total",
+            "gRPC calls served, by service, method and status code.",
+            ("service", "method", "code"),
+        )
+        self.grpc_seconds = m.histogram(
+            "raftsched_grpc_request_seconds",
+            "Time to serve a unary gRPC call, by service and method.",
+            ("service", "method"),
+            RPC_BUCKETS,
+        )
+
+    def _refresh(self) -> None:
+        self._sample = self._sample_fn()
+        self._counts = self.tally.snapshot()
+
+    def _get(self) -> NodeSample:
+        return self._sample
+
+    @property
+    def counts(self) -> TallySnapshot:
+        """The applier's counts as of the last scrape."""
+        return self._counts
+
+    def observe_commit_lateness(self, samples: Iterable[tuple[int, int]]) -> None:
+        """``[(nominal_ms, lateness_ms), ...]`` for the fires of one committed batch."""
+        self.commit_lateness.observe_many(late / 1000.0 for _, late in samples)
+
+    def observe_start_lateness(self, lateness_ms: Iterable[int]) -> None:
+        """Start lateness (ms) of the attempts in one batch of reported results."""
+        self.start_lateness.observe_many(late / 1000.0 for late in lateness_ms)
+
+    def exposition(self) -> tuple[bytes, str]:
+        return self.set.exposition()
+
+
+def _slots(sample: NodeSample) -> Mapping[LabelValues, float]:
+    free = max(0, sample.slots_total - sample.slots_busy) if sample.is_leader else 0
+    return {("total",): sample.slots_total, ("busy",): sample.slots_busy, ("free",): free}

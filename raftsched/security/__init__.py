@@ -1,0 +1,1 @@
+"""Transport security: TLS for every gRPC server and channel, and the certificates behind it."""

@@ -1,0 +1,42 @@
+"""``raftsched demo`` against real processes: its state goes to ``demo-data/`` (never the config's
+``data_dir`` entries, which a cluster started by hand from the same config uses), and it prints
+the pid of every process it started, the pids to kill one by hand."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from raftsched.cli.process import LOCK_FILE
+from raftsched.localcluster import write_config
+
+
+def test_the_demo_keeps_its_state_apart_and_prints_its_pids(tmp_path: Path) -> None:
+    config = tmp_path / "cluster.toml"
+    write_config(config, 3)  # data_dir = "data/n1" ... like cluster.example.toml's ./data/n1
+    done = subprocess.run(
+        [sys.executable, "-m", "raftsched.cli", "demo", "--config", str(config), "--duration", "4"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    demo_data = tmp_path / "demo-data"
+    assert f"their state and logs are in {demo_data}/ (delete it to start afresh)" in out
+    assert not (tmp_path / "data").exists()
+    node_pids = dict(re.findall(r"^node (n\d)\s+pid (\d+)\s+\(fail it over: kill -9 \2\)$", out, re.M))
+    assert sorted(node_pids) == ["n1", "n2", "n3"], out
+    for node_id, pid in node_pids.items():
+        # The lock file names the process that held this data dir: the pid the demo printed.
+        assert (demo_data / node_id / LOCK_FILE).read_text() == f"{pid}\n"
+        assert (demo_data / node_id / "raft.journal").is_file()
+    executor_pids = re.findall(r"^executor (demo-ex\d) pid (\d+)\s+\(kill -9 \2\)$", out, re.M)
+    assert [name for name, _ in executor_pids] == ["demo-ex1", "demo-ex2"], out
+    for name, pid in executor_pids:
+        assert (demo_data / name / LOCK_FILE).read_text() == f"{pid}\n"
+    assert re.search(r"^\S+Z  hello-every-2s\s+fired ", out, re.M), out

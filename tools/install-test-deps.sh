@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install what the test suite needs: the package with its test extras, and the system packages
+# some tests call (promtool, from Debian's `prometheus` package, lints a real /metrics scrape).
+# Safe to re-run: a tool already on PATH is not installed again. Without root or apt-get the
+# system packages are left out with a note, and the tests that need them skip (outside CI; with
+# CI=true they fail instead).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "install-test-deps: installing promtool (Debian package prometheus)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    else
+        echo "install-test-deps: promtool not found; install Debian's 'prometheus' package" \
+            "(apt-get install prometheus) or put promtool on PATH, else its test skips" >&2
+    fi
+fi
+
+python -m pip install -q -e '.[test]'

@@ -1026,7 +1026,7 @@ class SchedulerState:
             raw = queries.record_bytes_of(self.tasks, page)
         return [pb.TaskRecord.FromString(b) for b in raw], more
 
-    def task_names(self) -> list[str]:
+    def user_task_names(self) -> list[str]:
         """The user task names, by name (the lock is held only to copy the names)."""
         with self.lock:
             names = list(self.tasks)

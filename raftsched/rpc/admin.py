@@ -376,7 +376,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             if request.task:
                 tasks = [request.task]
             elif every:
-                tasks = self.node.state.task_names()
+                tasks = self.node.state.user_task_names()
             else:
                 tasks = [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
             with self.node.store.reader() as r:

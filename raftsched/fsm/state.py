@@ -55,6 +55,11 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
 MAX_EXECUTOR_SLOTS = 10_000
+# Re-placements of a shard's attempts that its executors never started, granted without
+# consuming a retry. Past this they count as tries: "unstarted" is the leader's belief from the
+# last heartbeat, and an executor that dies while starting the same attempt every time must not
+# have it re-placed forever.
+MAX_FREE_REPLACEMENTS = 3
 # Fire outcomes that raise an alert (a disabled task's skipped fires are what its owner asked for).
 _ALERTED_FIRES = frozenset({pb.COALESCED, pb.SKIPPED_OVERLAP, pb.SKIPPED_MISFIRE})
 VERSIONS_KEPT = 20
@@ -692,10 +697,16 @@ class SchedulerState:
         shard.exit_code = res.exit_code
         shard.stdout_tail = res.stdout_tail
         shard.stderr_tail = res.stderr_tail
-        if res.lost:
-            shard.lost += 1
-        if (res.lost or res.timed_out) and not res.success:
-            self._attempt_alert(run, shard, res, st, now)
+        if res.lost and res.unstarted and shard.unstarted < MAX_FREE_REPLACEMENTS:
+            # Its executor died before starting it: not a try. The next attempt number fences
+            # the dead executor's late start or result; the retry budget is left as it was.
+            shard.unstarted += 1
+            shard.retry_base += 1
+        else:
+            if res.lost:
+                shard.lost += 1
+            if (res.lost or res.timed_out) and not res.success:
+                self._attempt_alert(run, shard, res, st, now)
         retry = not res.success and shard.attempt - shard.retry_base <= max_retries
         if self.tally is not None:
             _tally_attempt(self.tally, st, run.task, res, retry)
@@ -905,6 +916,7 @@ class SchedulerState:
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
         effects: list[Effect] = [ExecutorChanged(body.name, False)]
         why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"
+        unstarted = set(body.unstarted)
         for run_id in sorted(self.active):
             run = self.active_run(run_id)
             assert run is not None
@@ -917,6 +929,7 @@ class SchedulerState:
                         error=why,
                         lost=True,
                         retry_at_ms=body.retry_at_ms,
+                        unstarted=execution_id(run_id, shard.shard, shard.attempt) in unstarted,
                     )
                     self._settle_shard(run, shard, lost, now, cmd.epoch, effects)
                     if run_id not in self.active:

@@ -175,7 +175,7 @@ class FireBatch(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[TaskFires, _Mapping]]] = ...) -> None: ...
 
 class AttemptResult(_message.Message):
-    __slots__ = ("run_id", "shard", "attempt", "success", "error", "executor", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_at_ms", "timed_out")
+    __slots__ = ("run_id", "shard", "attempt", "success", "error", "executor", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_at_ms", "timed_out", "unstarted")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +188,7 @@ class AttemptResult(_message.Message):
     LOST_FIELD_NUMBER: _ClassVar[int]
     RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    UNSTARTED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     shard: int
     attempt: int
@@ -200,7 +201,8 @@ class AttemptResult(_message.Message):
     lost: bool
     retry_at_ms: int
     timed_out: bool
-    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+    unstarted: bool
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., timed_out: _Optional[bool] = ..., unstarted: _Optional[bool] = ...) -> None: ...
 
 class ExecutorJoin(_message.Message):
     __slots__ = ("name", "slots", "labels", "principal", "namespaces")
@@ -224,16 +226,18 @@ class ExecutorJoin(_message.Message):
     def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExecutorLeave(_message.Message):
-    __slots__ = ("name", "reason", "dead", "retry_at_ms")
+    __slots__ = ("name", "reason", "dead", "retry_at_ms", "unstarted")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UNSTARTED_FIELD_NUMBER: _ClassVar[int]
     name: str
     reason: str
     dead: bool
     retry_at_ms: int
-    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., dead: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
+    unstarted: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., dead: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., unstarted: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("run_id", "shard", "attempt", "executor")

@@ -253,7 +253,9 @@ class SimHarness:
         dispatch: DispatchSettings | None = None,
         seed: int = 0,
     ) -> None:
-        self.dispatch = dispatch or DispatchSettings(lease_ms=2000, heartbeat_ms=300, retry_base_ms=200)
+        self.dispatch = dispatch or DispatchSettings(
+            lease_ms=2000, heartbeat_ms=300, retry_base_ms=200, stream_grace_ms=600
+        )
         self.seed = seed
         self.executors: dict[str, SimExecutorProcess] = {}
         self.endpoint = _SimEndpoint(self)

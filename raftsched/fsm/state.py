@@ -976,6 +976,9 @@ class SchedulerState:
     def _apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.apply_workflow(cmd, now)
 
+    def _stage_workflow_tasks(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.stage_tasks(cmd, now)
+
     def _start_workflow_run(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.start_run_cmd(cmd, now)
 
@@ -1140,6 +1143,7 @@ class SchedulerState:
         "fire_batch": _fire_batch,
         "report_results": _report_results,
         "apply_workflow": _apply_workflow,
+        "stage_workflow_tasks": _stage_workflow_tasks,
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,

@@ -19,6 +19,7 @@ and :mod:`raftsched.rpc.plumbing`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -235,7 +236,25 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         authz.require_namespace(ns, f"workflow {request.spec.name!r}")
         self._workflow_namespace(request.spec.name)
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.apply_workflow(request.spec, key=key, **s))
+        if len(request.spec.tasks) <= writes.STAGE_CHUNK_TASKS:
+            res = await self._write(lambda s: writes.apply_workflow(request.spec, key=key, **s))
+            return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
+        # A big workflow: checked on a worker thread (not on the loop the executors' streams
+        # share), then applied chunk by chunk so that no single apply holds the state long.
+        # An unchanged definition makes no version, as the state machine answers a small one.
+        self.node.gate.require_leading()
+        current = self.node.state.get_workflow(request.spec.name)
+        if current is not None and current.spec.SerializeToString(
+            deterministic=True
+        ) == request.spec.SerializeToString(deterministic=True):
+            return pb.WorkflowReply(workflow=current, changed=False)
+        stamp = self._stamp()
+        commands = await asyncio.to_thread(
+            functools.partial(writes.staged_workflow, request.spec, key=key, **stamp)
+        )
+        for data in commands[:-1]:
+            await propose_and_wait(self.node, data)  # raises if a chunk is refused
+        res = await self._propose(commands[-1])
         return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
 
     @rpc

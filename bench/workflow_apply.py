@@ -143,7 +143,8 @@ def on_cluster(spec: pb.WorkflowSpec) -> None:
             registrations = log.read_text().count("registered with")
             alive = [e.name for e in executors.executors if e.state == pb.EXECUTOR_ALIVE]
             print(
-                f"cluster: ApplyWorkflow of {len(record.spec.tasks)} tasks took {took:.2f} s (version {record.version})"
+                f"cluster: ApplyWorkflow of {len(record.spec.tasks)} tasks took {took:.2f} s "
+                f"(version {record.version})"
             )
             print(f"cluster: leader NodeStatus probe, longest call {worst[0] * 1000:.0f} ms")
             print(

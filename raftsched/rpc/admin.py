@@ -47,6 +47,10 @@ DEFAULT_WORKFLOW_RUNS = 100
 DEFAULT_PAGE_SIZE = 500
 MAX_PAGE_SIZE = 5000
 STALE_KEY = "raftsched-allow-stale"
+# List reads that run at once on a node; more wait their turn. Reads and the apply and dispatch
+# path share one interpreter lock on a node: 200 concurrent readers each holding a worker thread
+# made runs finish late enough that per-second fires were skipped for overlap (bench/readers.py).
+MAX_CONCURRENT_READS = 2
 
 
 def allows_stale(metadata: Sequence[tuple[str, str | bytes]] | None) -> bool:
@@ -83,6 +87,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     def __init__(self, node: NodeServices, live_executors: LiveExecutors | None = None) -> None:
         self.node = node
         self._live_executors = live_executors or (lambda: None)
+        self._reads = asyncio.Semaphore(MAX_CONCURRENT_READS)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -377,7 +382,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                     return out, ""
                 after = recs[-1].spec.name
 
-        recs, token = await asyncio.to_thread(read)
+        async with self._reads:
+            recs, token = await asyncio.to_thread(read)
         return pb.ListTasksReply(tasks=recs, next_page_token=token)
 
     @rpc
@@ -403,7 +409,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                     r, tasks, request.since_ms, request.until_ms, request.state, size + 1, before
                 )
 
-        runs = await asyncio.to_thread(read)
+        async with self._reads:
+            runs = await asyncio.to_thread(read)
         more = len(runs) > size
         runs = runs[:size]
         return pb.ListRunsReply(runs=runs, next_page_token=run_token(runs[-1]) if more and runs else "")

@@ -44,9 +44,12 @@ def test_a_ten_thousand_task_workflow_applies_and_the_executor_stays_registered(
             assert not changed and again.version == 1  # unchanged: no new version
             cluster.chains_agree()
             for node in ("n1", "n2", "n3"):
-                view = Client([cluster.grpc_of(node)], stale_reads=True)
-                with view:
-                    wait_until(lambda v=view: len(v.get_workflow("big").spec.tasks) == TASKS, 30, 0.2, node)
+                with Client([cluster.grpc_of(node)], stale_reads=True) as view:
+
+                    def complete(v: Client = view) -> bool:
+                        return len(v.get_workflow("big").spec.tasks) == TASKS
+
+                    wait_until(complete, 30, 0.2, node)
             executors = client.list_executors()
         assert [e.name for e in executors.executors if e.state == pb.EXECUTOR_ALIVE] == ["ex1"]
         assert log.read_text().count("registered with") == 1, "the executor had to re-register"

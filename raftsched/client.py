@@ -179,6 +179,11 @@ class Client:
         self._closed = False
 
     @property
+    def stale_reads(self) -> bool:
+        """Whether reads accept an answer from any node (``stale_reads`` at construction)."""
+        return self._stale_reads
+
+    @property
     def targets(self) -> tuple[str, ...]:
         """The known targets: the ones given, then any leader addresses learned from hints."""
         with self._lock:

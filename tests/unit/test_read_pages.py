@@ -40,3 +40,18 @@ def test_task_pages_cover_every_user_task_once_in_name_order() -> None:
             break
         after = page[-1]
     assert seen == sorted(n for n in names if "#" not in n)
+
+
+def test_the_cli_stale_option_goes_before_or_after_the_command_and_reaches_the_client() -> None:
+    from raftsched.cli.cluster import connect
+    from raftsched.cli.parser import parse_args
+
+    for argv, expected in (
+        (["--cluster", "127.0.0.1:1", "task", "list"], False),
+        (["--stale", "--cluster", "127.0.0.1:1", "task", "list"], True),
+        (["--cluster", "127.0.0.1:1", "task", "list", "--stale"], True),
+    ):
+        args = parse_args(argv)
+        assert args.stale_reads is expected, argv
+        with connect(args) as client:
+            assert client.stale_reads is expected

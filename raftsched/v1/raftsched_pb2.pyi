@@ -194,6 +194,12 @@ class ListTasksReply(_message.Message):
     next_page_token: str
     def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class GetRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
 class RunReply(_message.Message):
     __slots__ = ("run",)
     RUN_FIELD_NUMBER: _ClassVar[int]

@@ -309,11 +309,12 @@ class Client:
         return list(reply.runs)
 
     def fire_accounting(
-        self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0
+        self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0, newest: bool = False
     ) -> list[pb.FireRecord]:
-        """How each nominal fire of ``task`` in [since, until] was accounted (fired, coalesced, ...)."""
+        """How each nominal fire of ``task`` in [since, until] was accounted (fired, coalesced, ...),
+        in time order: the first ``limit`` records, or with ``newest`` the last ``limit``."""
         request = pb.FireAccountingRequest(
-            task=validate_name(task, "task"), since_ms=since_ms, until_ms=until_ms, limit=limit
+            task=validate_name(task, "task"), since_ms=since_ms, until_ms=until_ms, limit=limit, newest=newest
         )
         reply: pb.FireAccountingReply = self._call("FireAccounting", request)
         return list(reply.fires)

@@ -136,13 +136,25 @@ def stored_run(reader: StoreReader, run_id: str) -> pb.Run | None:
 
 
 def fire_records(
-    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int
+    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int, newest: bool = False
 ) -> list[pb.FireRecord]:
     """Fire records of ``task`` that cover any nominal time in ``[since_ms, until_ms]``, in time order.
 
     A range record starting before ``since_ms`` but reaching into the window is included.
+    ``newest``: the last ``limit`` of them rather than the first (read backwards from the end).
     """
     out: list[pb.FireRecord] = []
+    if newest:
+        start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
+        hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
+        for _, value in reader.scan(start, hi, reverse=True, limit=limit):
+            rec = pb.FireRecord()
+            rec.ParseFromString(value)
+            out.append(rec)
+        if len(out) < limit:
+            older = fire_records(reader, task, since_ms, since_ms, 1)
+            out += [r for r in older if r.nominal_ms < since_ms]
+        return out[::-1]
     lo = keys.per_task_prefix(keys.FIRE, task)
     start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
     hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)

@@ -322,7 +322,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
-            out.fires.extend(queries.fire_records(r, request.task, request.since_ms, request.until_ms, limit))
+            out.fires.extend(
+                queries.fire_records(
+                    r, request.task, request.since_ms, request.until_ms, limit, request.newest
+                )
+            )
         return out
 
     @rpc

@@ -215,16 +215,18 @@ class ListRunsReply(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.Run, _Mapping]]] = ...) -> None: ...
 
 class FireAccountingRequest(_message.Message):
-    __slots__ = ("task", "since_ms", "until_ms", "limit")
+    __slots__ = ("task", "since_ms", "until_ms", "limit", "newest")
     TASK_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIELD_NUMBER: _ClassVar[int]
     task: str
     since_ms: int
     until_ms: int
     limit: int
-    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    newest: bool
+    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., limit: _Optional[int] = ..., newest: _Optional[bool] = ...) -> None: ...
 
 class FireAccountingReply(_message.Message):
     __slots__ = ("fires",)

@@ -69,6 +69,11 @@ def wf_state(value: int) -> str:
     return enum_name(pb.WorkflowRunState, value)
 
 
+def enum(value: int, name: str) -> str:
+    """``value`` of the proto enum ``name`` (``"MisfirePolicy"``) as the CLI spells it."""
+    return enum_name(getattr(pb, name), value)
+
+
 def outcome(value: int) -> str:
     return enum_name(pb.FireOutcome, value)
 
@@ -127,6 +132,7 @@ FILTERS: Final[dict[str, Callable[..., Any]]] = {
     "task_state": task_state,
     "wf_state": wf_state,
     "outcome": outcome,
+    "enum": enum,
     "trigger_text": trigger_text,
     "schedule_text": schedule_text,
     "relative": relative,

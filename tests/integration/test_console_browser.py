@@ -42,12 +42,14 @@ try:
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+
+    HAVE_SELENIUM = True
 except ImportError:  # pragma: no cover - the test extras install it
-    webdriver = None
+    HAVE_SELENIUM = False
 
 
 def _missing() -> str:
-    if webdriver is None:
+    if not HAVE_SELENIUM:
         return "selenium is not installed (pip install -e '.[test]')"
     if CHROMIUM is None or DRIVER is None:
         return "chromium and chromium-driver are not installed (tools/install-test-deps.sh)"
@@ -60,7 +62,11 @@ if _missing():
     pytest.skip(_missing(), allow_module_level=True)
 
 
-FLAKY_C = "sh -c 'if [ -f {flag} ]; then echo c ok on the second try; else touch {flag}; echo c failed >&2; exit 3; fi'"
+# Fails the first time (leaving a flag file), succeeds when run again.
+FLAKY_C = (
+    "sh -c 'if [ -f {flag} ]; then echo c ok on the second try; "
+    "else touch {flag}; echo c failed >&2; exit 3; fi'"
+)
 
 
 @pytest.fixture

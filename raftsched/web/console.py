@@ -35,7 +35,7 @@ from typing import Any, Final, Protocol
 
 from raftsched.abc import Clock
 from raftsched.client import Client
-from raftsched.config import ClusterConfig
+from raftsched.config import ClusterConfig, is_loopback
 from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated
 from raftsched.observability.listener import HttpRequest, HttpResponse
 from raftsched.security.auth import ANONYMOUS, Principal
@@ -96,6 +96,16 @@ class Console:
     ) -> None:
         self.node = node
         self.auth_on = node.config.auth is not None
+        http = node.config.node(node.node_id).http
+        # As for the gRPC port: without [auth] the console lets anyone run commands, so it is
+        # served only on loopback unless cluster.insecure says the exposure is deliberate.
+        self.refused = ""
+        if not self.auth_on and not node.config.insecure and http is not None and not is_loopback(http):
+            self.refused = (
+                f"The web console is off on this node: its http address {http} is not loopback and [auth] "
+                "is not configured, so anyone who reaches it could run commands. Configure [auth] "
+                "(or set cluster.insecure = true to accept the exposure)."
+            )
         self._client_factory = client_factory or self._default_client
         self.sessions = SessionStore(node.clock.now_ms, on_drop=_close_client)
         self._shared: Client | None = None  # auth off: one client for everyone
@@ -145,6 +155,10 @@ class Console:
 
     def handle_sync(self, request: HttpRequest) -> HttpResponse:
         """Serve one (non-static) request; blocking. Never raises: a failure is a 500 page."""
+        if self.refused:
+            return HttpResponse(
+                403, (self.refused + "\n").encode(), "text/plain; charset=utf-8", _SECURITY_HEADERS
+            )
         headers = {k.lower(): v for k, v in request.headers.items()}
         session = self.sessions.get(_cookie(headers.get("cookie", ""), COOKIE))
         fresh = session is None

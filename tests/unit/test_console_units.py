@@ -4,14 +4,19 @@ geometry, pagination and time parsing."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from raftsched.config import load_config
 from raftsched.errors import InvalidSpec
+from raftsched.observability.listener import HttpRequest
 from raftsched.security.auth import Principal, Role
+from raftsched.timing.clock import ManualClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.base import local_path
-from raftsched.web.console import _cookie, _post_problem, _set_cookie
+from raftsched.web.console import Console, _cookie, _post_problem, _set_cookie
 from raftsched.web.graph import BOX_W, COL_GAP, GANTT_LABEL_W, GANTT_W, dag_geometry, gantt_geometry
 from raftsched.web.sessions import Session, SessionStore
 from raftsched.web.views import Pager, _parse_time, paginate, relative
@@ -158,3 +163,20 @@ def test_times_for_explain() -> None:
     assert (
         relative(0, 5) == "-" and relative(65_000, 5_000) == "in 60s" and relative(1000, 181_000) == "3m ago"
     )
+
+
+def test_without_auth_the_console_is_off_on_a_non_loopback_listener(tmp_path: Path) -> None:
+    def console_for(http: str, extra: str = "") -> Console:
+        (tmp_path / "c.toml").write_text(
+            f'[cluster]\nsecret = "0123456789abcdef0123"\n{extra}\n[[nodes]]\nid = "n1"\n'
+            f'raft = "127.0.0.1:7001"\ngrpc = "127.0.0.1:7101"\nhttp = "{http}"\ndata_dir = "d"\n'
+        )
+        config = load_config(tmp_path / "c.toml")
+        node = SimpleNamespace(node_id="n1", config=config, clock=ManualClock(0), tokens=None)
+        return Console(node)
+
+    exposed = console_for("0.0.0.0:9101")
+    reply = exposed.handle_sync(HttpRequest("GET", "/tasks"))
+    assert reply.status == 403 and b"not loopback and [auth] is not configured" in reply.body
+    assert not console_for("127.0.0.1:9101").refused
+    assert not console_for("0.0.0.0:9101", "insecure = true").refused

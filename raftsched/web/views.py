@@ -25,11 +25,13 @@ from raftsched.web.graph import dag_geometry, gantt_geometry
 __all__ = ["FILTERS", "PAGE_SIZE", "ROUTES"]
 
 PAGE_SIZE: Final = 50
-STRIP: Final = 12  # fires in a task's strip on the task list
+TASKS_PER_PAGE: Final = 25  # each row costs two reads (its strip)
+STRIP: Final = 10  # fires in a task's strip on the task list
 REFRESH_S: Final = 3  # how often a live page polls
 _FIRE_WINDOWS: Final = {"10m": 600_000, "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000}
 # Reads for the rows of one page run side by side (loopback gRPC, each a short local read).
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="raftsched-console")
+# Two at a time: the reads are served on the node's event loop, which also carries dispatch.
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="raftsched-console")
 
 T = TypeVar("T")
 
@@ -199,14 +201,14 @@ def tasks(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     prefix, namespace, page = ctx.arg("q"), ctx.arg("ns"), ctx.page()
     # Tasks come in name order; one more than the page asks for says whether there is a next.
     # A namespace filter reads up to 10 pages' worth (a prefix narrows it further).
-    want = page * PAGE_SIZE + 1
+    size = TASKS_PER_PAGE
+    want = page * size + 1
     records = ctx.client.list_tasks(prefix=prefix, limit=want if not namespace else want * 10)
     if namespace:
         records = [r for r in records if (r.spec.namespace or "default") == namespace]
-    shown = records[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
-    pager = Pager(
-        page, page + (1 if len(records) > page * PAGE_SIZE else 0), -1, len(records) > page * PAGE_SIZE
-    )
+    shown = records[(page - 1) * size : page * size]
+    more = len(records) > page * size
+    pager = Pager(page, page + (1 if more else 0), -1, more)
     strips = _parallel(lambda r: _strip(ctx, r.spec.name), shown)
     return View(
         "tasks.html",
@@ -215,6 +217,7 @@ def tasks(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "q": prefix,
             "ns": namespace,
             "pager": pager,
+            "strip": STRIP,
             "refresh": REFRESH_S,
         },
         title="Tasks",
@@ -240,11 +243,13 @@ def task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     window = ctx.arg("window", "1h")
     window_ms = _FIRE_WINDOWS.get(window, _FIRE_WINDOWS["1h"])
     since = max(0, ctx.now_ms - window_ms)
-    runs = ctx.client.runs(name, limit=500)
-    fires = ctx.client.fire_accounting(name, since_ms=since, limit=1000, newest=True)
-    run_page, run_pager = paginate(runs, _int(ctx.arg("runs_page"), 1))
+    # Only what the pages shown need (plus one, to know whether there is a next page).
+    runs_page, fires_page = _int(ctx.arg("runs_page"), 1), _int(ctx.arg("fires_page"), 1)
+    runs = ctx.client.runs(name, limit=runs_page * PAGE_SIZE + 1)
+    fires = ctx.client.fire_accounting(name, since_ms=since, limit=fires_page * PAGE_SIZE + 1, newest=True)
     fires_newest = list(reversed(fires))
-    fire_page, fire_pager = paginate(fires_newest, _int(ctx.arg("fires_page"), 1))
+    run_pager = _pager(runs_page, len(runs))
+    fire_pager = _pager(fires_page, len(fires))
     explained = None
     at_text = ctx.arg("at")
     explain_error = ""
@@ -261,11 +266,12 @@ def task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
         {
             "rec": rec,
             "spec": rec.spec,
-            "runs": run_page,
+            "runs": runs[(runs_page - 1) * PAGE_SIZE : runs_page * PAGE_SIZE],
             "run_pager": run_pager,
-            "fires": fire_page,
+            "fires": fires_newest[(fires_page - 1) * PAGE_SIZE : fires_page * PAGE_SIZE],
             "fire_pager": fire_pager,
             "fire_counts": sorted(counts.items()),
+            "fire_records": len(fires),
             "window": window,
             "windows": list(_FIRE_WINDOWS),
             "at": at_text,
@@ -275,6 +281,12 @@ def task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
         },
         title=f"Task {name}",
     )
+
+
+def _pager(page: int, fetched: int) -> Pager:
+    """The pager of page ``page`` when ``page * PAGE_SIZE + 1`` items were asked for."""
+    more = fetched > page * PAGE_SIZE
+    return Pager(page, page + (1 if more else 0), -1, more)
 
 
 def set_enabled(ctx: Ctx, m: re.Match[str]) -> View | Redirect:

@@ -308,16 +308,8 @@ def trigger(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
 
 
 def get_run(ctx: Ctx, run_id: str) -> pb.Run:
-    """Run ``run_id`` (``<task>@<nominal ms>[~m<n>]``). Raises NotFound."""
-    task_name, sep, rest = run_id.rpartition("@")
-    nominal = re.match(r"\d+", rest)
-    if not sep or nominal is None:
-        raise NotFound(f"run {run_id!r} does not exist")
-    at = int(nominal.group())
-    for run in ctx.client.runs(task_name, since_ms=at, until_ms=at, limit=1000):
-        if run.run_id == run_id:
-            return run
-    raise NotFound(f"run {run_id!r} does not exist (or its history was pruned)")
+    """Run ``run_id`` with its shards, output tails and timeline. Raises NotFound."""
+    return ctx.client.get_run(run_id)
 
 
 def run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
@@ -325,7 +317,7 @@ def run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     namespace = ""
     with contextlib.suppress(NotFound):
         namespace = ctx.client.get_task(record.task).spec.namespace if "#" not in record.task else ""
-    timeline = list(getattr(record, "timeline", ()))
+    timeline = list(record.timeline)
     finished = record.state in (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
     return View(
         "run.html",

@@ -241,6 +241,8 @@ def test_a_maintainer_triggers_a_task_and_lands_on_its_run(secured: Running, tok
     assert m is not None, reply.location
     run_page = web.get(reply.location)
     assert run_page.status == 200 and "triggered manual-job" in run_page.text
+    timeline = re.search(r'<ol class="timeline" id="timeline">(.*?)</ol>', run_page.text, re.S)
+    assert timeline is not None and "<strong>created</strong>" in timeline.group(1)
     with secured.client() as c:
         assert len(c.runs("manual-job")) == 1
 

@@ -214,6 +214,14 @@ def test_rerun_a_failed_branch_from_the_console(
     assert "c ok on the second try" in output  # the output tail (in a collapsed <details>)
     assert "success" in _retrying(lambda: browser.find_element(By.ID, "wf-run-state").text)
     browser.save_screenshot(str(shots / "workflow-run-rerun.png"))
+    # The failed first try of c: exit code, output tail and timeline on its run page.
+    first_c = next(t for t in run.tasks if t.name == "c").run_id
+    browser.get(f"{base}/runs/{first_c.replace('@', '%40').replace('#', '%23')}")
+    assert browser.find_element(By.CSS_SELECTOR, "#shard-0 .exit").text.startswith("3")
+    assert "c failed" in browser.find_element(By.ID, "shard-0").text
+    events = browser.find_element(By.ID, "timeline").text
+    assert "created" in events and "failed" in events and "ex1" in events
+    browser.save_screenshot(str(shots / "run.png"))
     browser.get(f"{base}/workflows/diamond?task=c")
     browser.save_screenshot(str(shots / "workflow-lineage.png"))
     browser.get(f"{base}/cluster")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from raftsched.client import Client
-from raftsched.security.auth import Principal
-from raftsched.security.authz import required_permission
+from raftsched.security.auth import Permission, Principal
+from raftsched.security.authz import PUBLIC, required_permission
 from raftsched.web.sessions import Session
 
 __all__ = ["Ctx", "Redirect", "View", "local_path"]
@@ -52,11 +52,9 @@ class Ctx:
         """Whether the caller's role allows ``rpc`` (an Admin method name) on an object of
         ``namespace`` (asked of the authorization table; the RPC checks again)."""
         need = required_permission(_ADMIN + rpc)
-        return (
-            isinstance(need, str)
-            and self.principal.may(need)  # type: ignore[arg-type]
-            and self.principal.in_namespace(namespace)
-        )
+        if need == PUBLIC:
+            return True
+        return self.principal.may(Permission(need)) and self.principal.in_namespace(namespace)
 
     def arg(self, name: str, default: str = "") -> str:
         return self.query.get(name, default).strip()

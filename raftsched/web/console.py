@@ -52,7 +52,8 @@ log = logging.getLogger("raftsched.console")
 
 HTML: Final = "text/html; charset=utf-8"
 LIVE_HEADER: Final = "x-console-live"
-_ADMIN: Final = "/raftsched.v1.Admin/"
+MAX_CONCURRENT: Final = 2
+"""Requests a node's console handles at once; more wait their turn (in arrival order)."""
 _STATIC_TYPES: Final = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 _SECURITY_HEADERS: Final = {
     # Everything the console needs is served by itself; nothing else may load or frame it.
@@ -109,6 +110,7 @@ class Console:
         self._client_factory = client_factory or self._default_client
         self.sessions = SessionStore(node.clock.now_ms, on_drop=_close_client)
         self._shared: Client | None = None  # auth off: one client for everyone
+        self._gate: asyncio.Semaphore | None = None  # made on the listener's loop
         self.renderer = Renderer(views.FILTERS, {"cluster_name": node.config.name, "node_id": node.node_id})
         self._static = _load_static()
         self._routes: list[tuple[str, re.Pattern[str], Handler, bool]] = []
@@ -126,7 +128,10 @@ class Console:
         """Serve one request on a worker thread (page handlers block on gRPC calls)."""
         if request.method == "GET" and request.path.startswith("/static/"):
             return self._serve_static(request.path.removeprefix("/static/"))
-        return await asyncio.to_thread(self.handle_sync, request)
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(MAX_CONCURRENT)
+        async with self._gate:  # bounds the CPU the console can take from the scheduler
+            return await asyncio.to_thread(self.handle_sync, request)
 
     def close(self) -> None:
         """Close every session's client; idempotent."""

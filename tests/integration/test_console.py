@@ -8,7 +8,10 @@ its event loop on a background thread; the tests talk HTTP to its listener as a 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -97,11 +100,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 
 @pytest.fixture(scope="module")
-def tokens(secured: Running) -> dict[str, str]:
+def tokens(secured: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     out: dict[str, str] = {"admin": secured.admin or ""}
     with secured.client() as c:
         wait_until(lambda: _admin_ok(c), 30, 0.2, "the bootstrap admin token")
-        for role in ("viewer", "maintainer"):
+        for role in ("viewer", "maintainer", "executor"):
             out[role], _ = c.create_token(role, description=f"console test {role}")
         c.add_task(
             TaskSpec(
@@ -111,15 +114,47 @@ def tokens(secured: Running) -> dict[str, str]:
         c.add_task(TaskSpec("manual-job", ManualTrigger(), command="echo hi"))
         c.add_task(TaskSpec("ticker", CronTrigger("* * * * * *"), command="true", overlap=Overlap.ALLOW))
         c.add_tasks([TaskSpec(f"bulk-{i:03d}", ManualTrigger(), command="true") for i in range(60)])
+        c.add_task(
+            TaskSpec("boom", ManualTrigger(), command="sh -c 'echo bad news >&2; exit 4'", owner="ops")
+        )
         spec = pb.WorkflowSpec(name="diamond")
-        spec.tasks.add(name="a", command="true")
+        spec.tasks.add(name="a", command="sleep 60")  # runs stay running until killed
         for name in ("b", "c"):
             spec.tasks.add(name=name, command="true").depends_on.add(task="a")
         d = spec.tasks.add(name="d", command="true")
         d.depends_on.add(task="b")
         d.depends_on.add(task="c")
         c.apply_workflow(spec)
-    return out
+        flaky = pb.WorkflowSpec(name="flaky")
+        flaky.tasks.add(name="c", command="sh -c 'echo c broke >&2; exit 3'")
+        flaky.tasks.add(name="d", command="echo d ran").depends_on.add(task="c")
+        c.apply_workflow(flaky)
+    data = tmp_path_factory.mktemp("console-executor")
+    executor = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "raftsched.executor",
+            "--cluster",
+            secured.grpc,
+            "--name",
+            "ex1",
+            "--slots",
+            "4",
+            "--data-dir",
+            str(data),
+        ],
+        stdout=open(data / "executor.log", "wb"),  # noqa: SIM115 - owned by the child
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "RAFTSCHED_TOKEN": out["executor"]},
+    )
+    try:
+        with secured.client() as c:
+            wait_until(lambda: len(c.list_executors().executors) == 1, 30, 0.2, "the executor to join")
+        yield out
+    finally:
+        executor.terminate()
+        executor.wait(10)
 
 
 def _admin_ok(c: Client) -> bool:
@@ -281,6 +316,47 @@ def test_start_and_kill_a_workflow_run_and_start_a_backfill(secured: Running, to
     bad = web.post("/workflows/diamond/backfill", {"csrf": csrf, "start": "yesterday", "end": "x"})
     assert bad.status == 303
     assert "not an ISO 8601 time" in web.get(bad.location).text
+
+
+def test_retry_a_failed_run_and_acknowledge_its_alert(secured: Running, tokens: dict[str, str]) -> None:
+    with secured.client() as c:
+        run = c.trigger("boom")
+        wait_until(lambda: c.get_run(run.run_id).state == pb.FAILED, 30, 0.2, "boom to fail")
+    web = signed_in(secured, tokens["maintainer"])
+    path = "/runs/" + run.run_id.replace("@", "%40")
+    page = web.get(path)
+    assert 'data-action="retry"' in page.text and "bad news" in page.text
+    assert re.search(r'<dd class="exit">4', page.text)
+    assert web.post(path + "/retry", {"csrf": csrf_of(page.text), "back": path}).status == 303
+    with secured.client() as c:
+        wait_until(lambda: c.get_run(run.run_id).shards[0].attempt == 2, 30, 0.2, "the forced retry")
+        alert = next(a.alert for a in c.alerts() if a.alert.run_id == run.run_id)
+    alerts = web.get("/alerts")
+    assert f'data-action="ack-{alert.id}"' in alerts.text
+    assert signed_in(secured, tokens["viewer"]).get("/alerts").text.count("data-action=") == 0
+    reply = web.post(f"/alerts/{alert.id}/ack", {"csrf": csrf_of(alerts.text), "back": "/alerts"})
+    assert reply.status == 303
+    assert f'data-action="ack-{alert.id}"' not in web.get("/alerts").text
+    with secured.client() as c:
+        assert next(a.alert for a in c.alerts() if a.alert.id == alert.id).acked_ms > 0
+
+
+def test_mark_a_failed_task_succeeded_lets_its_downstream_run(
+    secured: Running, tokens: dict[str, str]
+) -> None:
+    with secured.client() as c:
+        run = c.wait_workflow_run(c.start_workflow_run("flaky").run_id, 60)
+    assert run.state == pb.WORKFLOW_FAILED
+    web = signed_in(secured, tokens["maintainer"])
+    path = "/workflow-runs/" + run.run_id.replace("@", "%40")
+    page = web.get(path)
+    assert 'data-action="mark-success-c"' in page.text and "c broke" in page.text
+    reply = web.post(path + "/mark-success", {"csrf": csrf_of(page.text), "task": "c", "back": path})
+    assert reply.status == 303
+    with secured.client() as c:
+        done = c.wait_workflow_run(run.run_id, 60)
+    assert done.state == pb.WORKFLOW_SUCCESS
+    assert 'data-state="success"' in web.get(path).text
 
 
 # -- pages ---------------------------------------------------------------------------------------

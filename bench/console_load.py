@@ -1,12 +1,13 @@
 """Does the web console slow firing? Commit lateness with and without a page-load loop.
 
-    python bench/console_load.py [--tasks 2000] [--seconds 15] [--loaders 2] [--rounds 2]
+    python bench/console_load.py [--tasks 2000] [--seconds 15] [--loaders 2] [--pace 0] [--rounds 2]
 
 Starts 3 ``raftsched-node`` processes on loopback with their HTTP listeners (so each serves the
 console), creates N every-second cron tasks (as ``bench/fires.py`` does), then alternates
 windows of ``--seconds``: *quiet* (no console traffic) and *loaded* (``--loaders`` threads load
 console pages from the **leader** back to back: the cluster page, two pages of the task list
-with its fire strips, a task page with its runs and fire accounting, the workflow list). For each
+with its fire strips, a task page with its runs and fire accounting, the workflow list; with
+``--pace S`` each loader waits S seconds between loads, as a person or a live refresh does). For each
 window it reads the leader's commit lateness of the fires whose nominal time is in the window
 (p50/p99/max), and for loaded windows the page loads per second and their latency.
 
@@ -54,8 +55,9 @@ def write_config(path: Path, nodes: int = 3) -> dict[str, str]:
 class Loader(threading.Thread):
     """Loads console pages back to back until stopped; keeps its session cookie like a browser."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, pace_s: float = 0.0) -> None:
         super().__init__(daemon=True)
+        self.pace_s = pace_s
         self.host, port = address.rsplit(":", 1)
         self.port = int(port)
         self.stop = threading.Event()
@@ -83,6 +85,8 @@ class Loader(threading.Thread):
             except OSError:
                 self.errors += 1
             self.latencies.append(time.perf_counter() - started)
+            if self.pace_s:
+                self.stop.wait(self.pace_s)
 
 
 def window(
@@ -90,7 +94,7 @@ def window(
 ) -> dict[str, Any]:
     start_ms = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
     time.sleep(max(0.0, start_ms / 1000 - time.time()))
-    threads = [Loader(http) for _ in range(loaders)] if http else []
+    threads = [Loader(http, pace_s) for _ in range(loaders)] if http else []
     for t in threads:
         t.start()
     time.sleep(seconds)
@@ -117,7 +121,7 @@ def window(
     return out
 
 
-def run(n_tasks: int, seconds: int, loaders: int, rounds: int, base: Path) -> dict[str, Any]:
+def run(n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, base: Path) -> dict[str, Any]:
     http = write_config(base / "cluster.toml")
     cluster = LocalCluster(base / "cluster.toml", base / "logs")
     try:
@@ -129,7 +133,7 @@ def run(n_tasks: int, seconds: int, loaders: int, rounds: int, base: Path) -> di
         windows = []
         for _ in range(rounds):
             for loaded in (False, True):
-                result = window(cluster, leader, seconds, http[leader] if loaded else None, loaders)
+                result = window(cluster, leader, seconds, http[leader] if loaded else None, loaders, pace_s)
                 now = cluster.wait_for_leader(30)
                 result["leader_changed"] = now != leader  # a window with a failover is not comparable
                 windows.append(result)
@@ -146,6 +150,7 @@ def run(n_tasks: int, seconds: int, loaders: int, rounds: int, base: Path) -> di
         "tasks": n_tasks,
         "window_s": seconds,
         "loaders": loaders,
+        "pace_s": pace_s,
         "pages": list(PAGES),
         "windows": windows,
         "commit_lateness_ms": summary,
@@ -161,11 +166,12 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--loaders", type=int, default=2)
+    ap.add_argument("--pace", type=float, default=0.0, help="seconds each loader waits between loads")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="raftsched-console-bench-") as tmp:
-        result = run(args.tasks, args.seconds, args.loaders, args.rounds, Path(tmp))
+        result = run(args.tasks, args.seconds, args.loaders, args.pace, args.rounds, Path(tmp))
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -351,6 +351,10 @@ def test_mark_a_failed_task_succeeded_lets_its_downstream_run(
     path = "/workflow-runs/" + run.run_id.replace("@", "%40")
     page = web.get(path)
     assert 'data-action="mark-success-c"' in page.text and "c broke" in page.text
+    c_run = next(t for t in run.tasks if t.name == "c").run_id
+    task_run = web.get("/runs/" + c_run.replace("@", "%40").replace("#", "%23"))
+    assert task_run.status == 200 and 'href="/workflows/flaky"' in task_run.text
+    assert 'data-action="retry"' not in task_run.text  # reruns go through the workflow run
     reply = web.post(path + "/mark-success", {"csrf": csrf_of(page.text), "task": "c", "back": path})
     assert reply.status == 303
     with secured.client() as c:

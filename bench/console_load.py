@@ -90,7 +90,7 @@ class Loader(threading.Thread):
 
 
 def window(
-    cluster: LocalCluster, leader: str, seconds: int, http: str | None, loaders: int
+    cluster: LocalCluster, leader: str, seconds: int, http: str | None, loaders: int, pace_s: float
 ) -> dict[str, Any]:
     start_ms = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
     time.sleep(max(0.0, start_ms / 1000 - time.time()))

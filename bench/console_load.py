@@ -9,7 +9,9 @@ console pages from the **leader** back to back: the cluster page, two pages of t
 with its fire strips, a task page with its runs and fire accounting, the workflow list; with
 ``--pace S`` each loader waits S seconds between loads, as a person or a live refresh does). For each
 window it reads the leader's commit lateness of the fires whose nominal time is in the window
-(p50/p99/max), and for loaded windows the page loads per second and their latency.
+(p50/p99/max) and the leader's CPU time, and for loaded windows the page loads per second and
+their latency; the leader CPU a page load costs is the loaded windows' extra CPU over the quiet
+windows' mean, per load (steadier than lateness on a shared machine).
 
 Prints JSON: each window, the median p50/p99 of each kind (windows with a leader change left
 out, and counted), and the loaded/quiet ratios.
@@ -94,7 +96,9 @@ def window(
 ) -> dict[str, Any]:
     start_ms = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
     time.sleep(max(0.0, start_ms / 1000 - time.time()))
+    pid = cluster.procs[leader].pid
     threads = [Loader(http, pace_s) for _ in range(loaders)] if http else []
+    cpu0 = fires.cpu_seconds(pid)
     for t in threads:
         t.start()
     time.sleep(seconds)
@@ -102,11 +106,13 @@ def window(
         t.stop.set()
     for t in threads:
         t.join(30)
+    cpu = fires.cpu_seconds(pid) - cpu0
     status = cluster.status(leader, timeout=30, lateness_since_ms=start_ms)
     lat = status.commit_lateness
     out: dict[str, Any] = {
         "kind": "loaded" if threads else "quiet",
         "fires": lat.count,
+        "leader_cpu_s": round(cpu, 2),
         "commit_lateness_ms": {"p50": lat.p50_ms, "p99": lat.p99_ms, "max": lat.max_ms},
     }
     if threads:
@@ -146,6 +152,11 @@ def run(n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, ba
         return float(statistics.median(kept)) if kept else 0.0
 
     summary = {q: {"quiet": median("quiet", q), "loaded": median("loaded", q)} for q in ("p50", "p99")}
+    # The leader's CPU a page load costs: loaded windows' CPU over the quiet windows' mean.
+    kept = [w for w in windows if not w["leader_changed"]]
+    quiet_cpu = statistics.mean(w["leader_cpu_s"] for w in kept if w["kind"] == "quiet")
+    loads = sum(w["page_loads"] for w in kept if w["kind"] == "loaded")
+    extra_cpu = sum(w["leader_cpu_s"] - quiet_cpu for w in kept if w["kind"] == "loaded")
     return {
         "tasks": n_tasks,
         "window_s": seconds,
@@ -155,6 +166,7 @@ def run(n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, ba
         "windows": windows,
         "commit_lateness_ms": summary,
         "leader_changes": sum(1 for w in windows if w["leader_changed"]),
+        "leader_cpu_ms_per_page_load": round(extra_cpu / max(loads, 1) * 1000, 1),
         "ratio_loaded_vs_quiet": {
             q: round(v["loaded"] / v["quiet"], 2) if v["quiet"] else None for q, v in summary.items()
         },

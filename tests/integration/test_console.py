@@ -8,6 +8,7 @@ its event loop on a background thread; the tests talk HTTP to its listener as a 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import subprocess
@@ -58,7 +59,8 @@ def _run_node(base: Path, auth: bool) -> Iterator[Running]:
     http = write_http_config(base / "cluster.toml", 1, extra)
     config = load_config(base / "cluster.toml")
     node = Node(config, "n1")
-    node.start()  # main thread (pysyncobj)
+    switch = sys.getswitchinterval()
+    node.start()  # main thread (pysyncobj); it also tunes the interpreter, restored below
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
     started = threading.Event()
@@ -92,6 +94,8 @@ def _run_node(base: Path, auth: bool) -> Iterator[Running]:
         loop.call_soon_threadsafe(stop.set)
         thread.join(15)
         node.stop()
+        sys.setswitchinterval(switch)
+        gc.unfreeze()
 
 
 @pytest.fixture(scope="module")

@@ -279,6 +279,15 @@ class Client:
         reply: pb.TaskReply = self._call("GetTask", pb.GetTaskRequest(name=validate_name(name)))
         return reply.task
 
+    def list_tasks_recent(
+        self, prefix: str = "", limit: int = 0, fires: int = 10
+    ) -> list[tuple[pb.TaskRecord, pb.RecentFires]]:
+        """As :meth:`list_tasks`, each task with its newest ``fires`` fire records (at most 100;
+        oldest first) and the state of each one's run, in one call."""
+        request = pb.ListTasksRequest(prefix=prefix, limit=limit, recent_fires=fires)
+        reply: pb.ListTasksReply = self._call("ListTasks", request)
+        return list(zip(reply.tasks, reply.recent, strict=True))
+
     def list_tasks(self, prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
         """Tasks in name order whose names start with ``prefix``; ``limit`` 0 means all."""
         reply: pb.ListTasksReply = self._call("ListTasks", pb.ListTasksRequest(prefix=prefix, limit=limit))

@@ -170,6 +170,16 @@ def fire_records(
     return out[:limit]
 
 
+def recent_fires(reader: StoreReader, task: str, count: int) -> list[tuple[pb.FireRecord, int]]:
+    """The newest ``count`` fire records of ``task``, oldest first, each with the state of its
+    run if it has one still stored (else ``RUN_STATE_UNSPECIFIED``)."""
+    out: list[tuple[pb.FireRecord, int]] = []
+    for fire in fire_records(reader, task, 0, 0, count, newest=True):
+        run = stored_run(reader, fire.run_id) if fire.run_id else None
+        out.append((fire, run.state if run is not None else pb.RUN_STATE_UNSPECIFIED))
+    return out
+
+
 def fires_around(reader: StoreReader, task: str, at_ms: int) -> tuple[list[pb.FireRecord], pb.Run | None]:
     """The fire records around ``at_ms`` and the run of the last of them that has a stored run
     (what ``explain`` needs), read in one reader."""

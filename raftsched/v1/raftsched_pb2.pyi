@@ -175,18 +175,32 @@ class GetTaskRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
-    __slots__ = ("prefix", "limit")
+    __slots__ = ("prefix", "limit", "recent_fires")
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIRES_FIELD_NUMBER: _ClassVar[int]
     prefix: str
     limit: int
-    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    recent_fires: int
+    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ..., recent_fires: _Optional[int] = ...) -> None: ...
 
 class ListTasksReply(_message.Message):
-    __slots__ = ("tasks",)
+    __slots__ = ("tasks", "recent")
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[_records_pb2.TaskRecord]
-    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ...) -> None: ...
+    recent: _containers.RepeatedCompositeFieldContainer[RecentFires]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ..., recent: _Optional[_Iterable[_Union[RecentFires, _Mapping]]] = ...) -> None: ...
+
+class RecentFires(_message.Message):
+    __slots__ = ("task", "fires", "run_states")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    RUN_STATES_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    fires: _containers.RepeatedCompositeFieldContainer[_records_pb2.FireRecord]
+    run_states: _containers.RepeatedScalarFieldContainer[_records_pb2.RunState]
+    def __init__(self, task: _Optional[str] = ..., fires: _Optional[_Iterable[_Union[_records_pb2.FireRecord, _Mapping]]] = ..., run_states: _Optional[_Iterable[_Union[_records_pb2.RunState, str]]] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id",)

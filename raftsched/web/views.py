@@ -200,20 +200,30 @@ def cluster(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
 def tasks(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     prefix, namespace, page = ctx.arg("q"), ctx.arg("ns"), ctx.page()
     # Tasks come in name order; one more than the page asks for says whether there is a next.
-    # A namespace filter reads up to 10 pages' worth (a prefix narrows it further).
     size = TASKS_PER_PAGE
     want = page * size + 1
-    records = ctx.client.list_tasks(prefix=prefix, limit=want if not namespace else want * 10)
     if namespace:
-        records = [r for r in records if (r.spec.namespace or "default") == namespace]
-    shown = records[(page - 1) * size : page * size]
+        # A namespace filter reads up to 10 pages' worth (a prefix narrows it further), then
+        # each shown task's strip (the exact name sorts first among names it prefixes).
+        records = [
+            r
+            for r in ctx.client.list_tasks(prefix=prefix, limit=want * 10)
+            if (r.spec.namespace or "default") == namespace
+        ]
+        shown = records[(page - 1) * size : page * size]
+        recent = _parallel(lambda r: ctx.client.list_tasks_recent(r.spec.name, 1, STRIP)[0][1], shown)
+    else:
+        # One call: the tasks up to this page, each with its newest fires and their runs' states.
+        rows = ctx.client.list_tasks_recent(prefix=prefix, limit=want, fires=STRIP)
+        records = [rec for rec, _ in rows]
+        shown = records[(page - 1) * size : page * size]
+        recent = [fires for _, fires in rows[(page - 1) * size : page * size]]
     more = len(records) > page * size
     pager = Pager(page, page + (1 if more else 0), -1, more)
-    strips = _parallel(lambda r: _strip(ctx, r.spec.name), shown)
     return View(
         "tasks.html",
         {
-            "tasks": list(zip(shown, strips, strict=True)),
+            "tasks": list(zip(shown, [_strip(r) for r in recent], strict=True)),
             "q": prefix,
             "ns": namespace,
             "pager": pager,
@@ -224,17 +234,12 @@ def tasks(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     )
 
 
-def _strip(ctx: Ctx, task: str) -> list[dict[str, Any]]:
-    """The newest :data:`STRIP` fires of ``task``, oldest first: outcome, and the run's state
-    for a fired one."""
-    fires = ctx.client.fire_accounting(task, limit=STRIP, newest=True)
-    runs = {r.run_id: r for r in ctx.client.runs(task, limit=STRIP)} if fires else {}
-    out = []
-    for fire in fires:
-        run = runs.get(fire.run_id) if fire.run_id else None
-        state = run_state(run.state) if run is not None else outcome(fire.outcome)
-        out.append({"fire": fire, "state": state, "run": run})
-    return out
+def _strip(recent: pb.RecentFires) -> list[dict[str, Any]]:
+    """A task's newest fires, oldest first: each one's outcome, or its run's state if it fired."""
+    return [
+        {"fire": fire, "state": run_state(state) if state else outcome(fire.outcome)}
+        for fire, state in zip(recent.fires, recent.run_states, strict=True)
+    ]
 
 
 def task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:

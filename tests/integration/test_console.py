@@ -423,7 +423,15 @@ def test_the_strip_shows_the_newest_fires_coloured_by_outcome(
         wait_until(lambda: len(c.fire_accounting("ticker")) >= 14, 30, 0.2, "ticker fires")
         newest = c.fire_accounting("ticker", limit=12, newest=True)
         everything = c.fire_accounting("ticker", limit=100000)
+        (rec, recent), *_ = c.list_tasks_recent("ticker", 1, fires=12)
     assert len(newest) == 12 and newest[-1].nominal_ms >= everything[-2].nominal_ms
+    assert rec.spec.name == recent.task == "ticker" and len(recent.fires) == len(recent.run_states) == 12
+    assert recent.fires[0].nominal_ms >= newest[0].nominal_ms
+    assert all(
+        s != pb.RUN_STATE_UNSPECIFIED
+        for f, s in zip(recent.fires, recent.run_states, strict=False)
+        if f.run_id
+    )
     assert [f.nominal_ms for f in newest] == sorted(f.nominal_ms for f in newest)
     row = re.search(r'<tr data-task="ticker">.*?</tr>', web.get("/tasks?q=ticker").text, re.S)
     assert row is not None

@@ -3,7 +3,9 @@ geometry, pagination and time parsing."""
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -180,3 +182,16 @@ def test_without_auth_the_console_is_off_on_a_non_loopback_listener(tmp_path: Pa
     assert reply.status == 403 and b"not loopback and [auth] is not configured" in reply.body
     assert not console_for("127.0.0.1:9101").refused
     assert not console_for("0.0.0.0:9101", "insecure = true").refused
+
+
+def test_the_wheel_ships_every_template_and_static_file() -> None:
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "raftsched"
+    ]
+    package = root / "raftsched"
+    files = [p for d in ("web/templates", "web/static") for p in (package / d).iterdir() if p.is_file()]
+    assert files
+    for path in files:
+        rel = str(path.relative_to(package))
+        assert any(fnmatch.fnmatch(rel, pattern) for pattern in patterns), f"{rel} is not package data"

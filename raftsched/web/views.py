@@ -234,12 +234,16 @@ def tasks(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     )
 
 
-def _strip(recent: pb.RecentFires) -> list[dict[str, Any]]:
-    """A task's newest fires, oldest first: each one's outcome, or its run's state if it fired."""
-    return [
-        {"fire": fire, "state": run_state(state) if state else outcome(fire.outcome)}
-        for fire, state in zip(recent.fires, recent.run_states, strict=True)
-    ]
+def _strip(recent: pb.RecentFires) -> list[tuple[str, str, str]]:
+    """A task's newest fires, oldest first, as ``(state, title, link)``: each one's outcome, or its
+    run's state if it fired (then ``link`` is its run's page). Built here rather than in the
+    template: the strip is most of the task list's rendering."""
+    out = []
+    for fire, state in zip(recent.fires, recent.run_states, strict=True):
+        name = run_state(state) if state else outcome(fire.outcome)
+        title = f"{iso(fire.nominal_ms)}: {name}" + (f" ({fire.count} fires)" if fire.count > 1 else "")
+        out.append((name, title, f"/runs/{quote(fire.run_id)}" if fire.run_id else ""))
+    return out
 
 
 def task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:

@@ -253,3 +253,14 @@ def test_rerun_a_failed_branch_from_the_console(
     with Client(cluster.targets(), tls=cluster.tls, token=cluster.token) as admin:
         after = admin.get_workflow_run(run.run_id)
     assert {t.name: t.tries for t in after.tasks}["c"] == 2  # the forged rerun did nothing
+
+    # A phone-width window: nothing but the scrolling graph and tables is wider than the window.
+    browser.set_window_size(400, 900)
+    for path in (run_url, base + "/tasks", base + "/cluster"):
+        browser.get(path)
+        overflow = browser.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth;"
+        )
+        assert overflow <= 1, f"{path} is {overflow}px wider than a 400px window"
+    browser.get(run_url)
+    browser.save_screenshot(str(shots / "narrow-workflow-run.png"))

@@ -151,9 +151,13 @@ def fire_records(
             rec = pb.FireRecord()
             rec.ParseFromString(value)
             out.append(rec)
-        if len(out) < limit:
-            older = fire_records(reader, task, since_ms, since_ms, 1)
-            out += [r for r in older if r.nominal_ms < since_ms]
+        if len(out) < limit and since_ms > 0:  # a range record from before the window reaching into it
+            lo = keys.per_task_prefix(keys.FIRE, task)
+            for _, value in reader.scan(lo, start, reverse=True, limit=1):
+                rec = pb.FireRecord()
+                rec.ParseFromString(value)
+                if rec.through_ms >= since_ms:
+                    out.append(rec)
         return out[::-1]
     lo = keys.per_task_prefix(keys.FIRE, task)
     start = keys.time_key(keys.FIRE, task, max(since_ms, 0))

@@ -13,15 +13,18 @@ import pytest
 
 from raftsched.config import load_config
 from raftsched.errors import InvalidSpec
+from raftsched.fsm import queries
 from raftsched.observability.listener import HttpRequest
 from raftsched.security.auth import Principal, Role
 from raftsched.timing.clock import ManualClock
+from raftsched.v1 import log_pb2 as fsm_pb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.base import local_path
 from raftsched.web.console import Console, _cookie, _post_problem, _set_cookie
 from raftsched.web.graph import BOX_W, COL_GAP, GANTT_LABEL_W, GANTT_W, dag_geometry, gantt_geometry
 from raftsched.web.sessions import Session, SessionStore
 from raftsched.web.views import Pager, _parse_time, paginate, relative
+from tests.unit.test_fsm import T0, S, apply, batch, entry, fire, with_task
 
 
 class Clock:
@@ -195,3 +198,25 @@ def test_the_wheel_ships_every_template_and_static_file() -> None:
     for path in files:
         rel = str(path.relative_to(package))
         assert any(fnmatch.fnmatch(rel, pattern) for pattern in patterns), f"{rel} is not package data"
+
+
+def test_the_newest_fire_records_are_read_from_the_end_and_returned_in_time_order() -> None:
+    state = with_task()
+    coalesced = fire(T0 + S, fsm_pb.COALESCED, through=T0 + 8 * S, count=8)
+    fires = [coalesced, *(fire(T0 + k * S) for k in range(9, 13))]
+    e = entry("t", 1, fires, watermark=T0 + 12 * S, next_fire=T0 + 13 * S)
+    assert apply(state, batch(T0 + 12 * S, e)).ok
+    with state.store.reader() as r:
+        newest = queries.fire_records(r, "t", 0, 0, 2, newest=True)
+        window = queries.fire_records(r, "t", T0 + 5 * S, 0, 10, newest=True)
+        recent = queries.recent_fires(r, "t", 4)
+    assert [f.nominal_ms for f in newest] == [T0 + 11 * S, T0 + 12 * S]
+    # The coalesced range starts before the window but reaches into it: it is included, first.
+    assert [f.nominal_ms for f in window] == [T0 + S, *(T0 + k * S for k in range(9, 13))]
+    # The first fire started a run (PENDING); the others were skipped (overlap): no run, no state.
+    assert [(f.nominal_ms, s) for f, s in recent] == [
+        (T0 + 9 * S, fsm_pb.PENDING),
+        (T0 + 10 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
+        (T0 + 11 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
+        (T0 + 12 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
+    ]

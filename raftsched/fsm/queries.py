@@ -10,6 +10,7 @@ the answer needs committed data (a read transaction is not free, and most answer
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 
@@ -32,9 +33,10 @@ def task_record(tasks: Mapping[str, TaskState], name: str) -> pb.TaskRecord | No
 
 def task_records(tasks: Mapping[str, TaskState], prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
     """Records of the user tasks whose names start with ``prefix``, by name; at most ``limit`` (0: all)."""
-    names = sorted(n for n in tasks if n.startswith(prefix) and not is_internal(n))
-    if limit:
-        names = names[:limit]
+    matching = (n for n in tasks if n.startswith(prefix) and not is_internal(n))
+    # A page (the console's task list, refreshed every few seconds) needs only the first names:
+    # a bounded heap instead of sorting every name under the state lock.
+    names = heapq.nsmallest(limit, matching) if limit else sorted(matching)
     return [tasks[n].record() for n in names]
 
 

@@ -31,13 +31,16 @@ def task_record(tasks: Mapping[str, TaskState], name: str) -> pb.TaskRecord | No
     return st.record() if st else None
 
 
-def task_records(tasks: Mapping[str, TaskState], prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
-    """Records of the user tasks whose names start with ``prefix``, by name; at most ``limit`` (0: all)."""
-    matching = (n for n in tasks if n.startswith(prefix) and not is_internal(n))
-    # A page (the console's task list, refreshed every few seconds) needs only the first names:
-    # a bounded heap instead of sorting every name under the state lock.
-    names = heapq.nsmallest(limit, matching) if limit else sorted(matching)
-    return [tasks[n].record() for n in names]
+def first_task_names(names: Iterable[str], prefix: str = "", limit: int = 0) -> list[str]:
+    """The user task names among ``names`` that start with ``prefix``, in order; at most ``limit``
+    (0: all). A page needs only the first few: a bounded heap rather than a sort of every name."""
+    matching = (n for n in names if n.startswith(prefix) and not is_internal(n))
+    return heapq.nsmallest(limit, matching) if limit else sorted(matching)
+
+
+def task_records(tasks: Mapping[str, TaskState], names: Iterable[str]) -> list[pb.TaskRecord]:
+    """Records of the tasks ``names`` that still exist, in that order."""
+    return [tasks[n].record() for n in names if n in tasks]
 
 
 def armed_tasks(tasks: Mapping[str, TaskState]) -> list[tuple[str, int]]:

@@ -58,6 +58,7 @@ from raftsched.timing.schedule import MisfireSettings
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+from raftsched.web.console import Console
 
 log = logging.getLogger("raftsched.node")
 
@@ -119,7 +120,7 @@ class Node:
         self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
         if self.me.http is not None:
-            self.observability = NodeObservability(self, self.me.http, self.tally)
+            self.observability = NodeObservability(self, self.me.http, self.tally, console=Console(self))
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
         self.gate = LeaderGate(

@@ -44,6 +44,7 @@ from raftsched.workflow.dag import compile_dag, lineage
 
 MAX_BULK_TASKS = 10_000
 DEFAULT_LIST_LIMIT = 1000
+MAX_RECENT_FIRES = 100  # per task, ListTasks.recent_fires
 DEFAULT_WORKFLOW_RUNS = 100
 DEFAULT_PAGE_SIZE = 500
 MAX_PAGE_SIZE = 5000
@@ -442,9 +443,22 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                     return out, ""
                 after = recs[-1].spec.name
 
+        def recent(reply: pb.ListTasksReply) -> None:
+            # One read for a page of tasks with their recent fires (the console's task list).
+            count = min(request.recent_fires, MAX_RECENT_FIRES)
+            with self.node.store.reader() as r:
+                for rec in reply.tasks:
+                    fires = reply.recent.add(task=rec.spec.name)
+                    for fire, state in queries.recent_fires(r, rec.spec.name, count):
+                        fires.fires.append(fire)
+                        fires.run_states.append(state)  # type: ignore[arg-type]  # a RunState value
+
         async with self._reads:
             recs, token = await asyncio.to_thread(read)
-        return pb.ListTasksReply(tasks=recs, next_page_token=token)
+            reply = pb.ListTasksReply(tasks=recs, next_page_token=token)
+            if request.recent_fires:
+                await asyncio.to_thread(recent, reply)
+        return reply
 
     @rpc
     async def ListRuns(
@@ -498,7 +512,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
-            out.fires.extend(queries.fire_records(r, request.task, request.since_ms, request.until_ms, limit))
+            out.fires.extend(
+                queries.fire_records(
+                    r, request.task, request.since_ms, request.until_ms, limit, request.newest
+                )
+            )
         return out
 
     @rpc

@@ -175,24 +175,38 @@ class GetTaskRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
-    __slots__ = ("prefix", "limit", "page_token", "page_size")
+    __slots__ = ("prefix", "limit", "page_token", "page_size", "recent_fires")
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIRES_FIELD_NUMBER: _ClassVar[int]
     prefix: str
     limit: int
     page_token: str
     page_size: int
-    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+    recent_fires: int
+    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ..., recent_fires: _Optional[int] = ...) -> None: ...
 
 class ListTasksReply(_message.Message):
-    __slots__ = ("tasks", "next_page_token")
+    __slots__ = ("tasks", "next_page_token", "recent")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[_records_pb2.TaskRecord]
     next_page_token: str
-    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    recent: _containers.RepeatedCompositeFieldContainer[RecentFires]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., recent: _Optional[_Iterable[_Union[RecentFires, _Mapping]]] = ...) -> None: ...
+
+class RecentFires(_message.Message):
+    __slots__ = ("task", "fires", "run_states")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    RUN_STATES_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    fires: _containers.RepeatedCompositeFieldContainer[_records_pb2.FireRecord]
+    run_states: _containers.RepeatedScalarFieldContainer[_records_pb2.RunState]
+    def __init__(self, task: _Optional[str] = ..., fires: _Optional[_Iterable[_Union[_records_pb2.FireRecord, _Mapping]]] = ..., run_states: _Optional[_Iterable[_Union[_records_pb2.RunState, str]]] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -233,16 +247,18 @@ class ListRunsReply(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class FireAccountingRequest(_message.Message):
-    __slots__ = ("task", "since_ms", "until_ms", "limit")
+    __slots__ = ("task", "since_ms", "until_ms", "limit", "newest")
     TASK_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIELD_NUMBER: _ClassVar[int]
     task: str
     since_ms: int
     until_ms: int
     limit: int
-    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    newest: bool
+    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., limit: _Optional[int] = ..., newest: _Optional[bool] = ...) -> None: ...
 
 class FireAccountingReply(_message.Message):
     __slots__ = ("fires",)

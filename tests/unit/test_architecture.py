@@ -38,6 +38,7 @@ PURE = [
     "consensus/memory.py",
     "storage/memory.py",
     "observability/tally.py",
+    "web/graph.py",
 ]
 FORBIDDEN_IN_PURE = {
     "time",
@@ -65,6 +66,7 @@ ADAPTERS = {
     "cryptography": {"security/certs.py"},
     "prometheus_client": {"observability/metrics.py"},
     "aiohttp": {"observability/listener.py"},
+    "jinja2": {"web/templating.py"},
 }
 
 

@@ -18,6 +18,7 @@
 ``b/<workflow>~b<seq>``                     BackfillRecord
 ``k/<token id>``                            TokenRecord (hashed secret, grant, revocation)
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
+``c/members``                               MembershipRecord (the scheduler nodes)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -43,6 +44,8 @@ WORKFLOW_RUN = b"q/"
 BACKFILL = b"b/"
 TOKEN = b"k/"
 AUDIT = b"u/"
+MEMBERSHIP = b"c/"
+MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 

@@ -218,12 +218,14 @@ class MembershipOps:
     async def _change(
         self, raft: RaftMembership, change: logpb.MemberChange
     ) -> tuple[logpb.MembershipRecord, str]:
+        # Not under the lock: a second change proposed meanwhile reaches the state machine while
+        # this one is in progress and is refused there (one change at a time, across leaders).
+        cmd = self._command("begin")
+        cmd.begin_member_change.change.CopyFrom(change)
+        res = await propose_and_wait(self.node, codec.encode_command(cmd))
+        p = res.membership.pending
+        log.info("membership change begun: %s %s (raft %s)", p.kind, p.member.id, p.member.raft)
         async with self._busy:
-            cmd = self._command("begin")
-            cmd.begin_member_change.change.CopyFrom(change)
-            res = await propose_and_wait(self.node, codec.encode_command(cmd))
-            p = res.membership.pending
-            log.info("membership change begun: %s %s (raft %s)", p.kind, p.member.id, p.member.raft)
             note = await self._finish(raft)
         return self.node.state.membership.record, note
 

@@ -21,6 +21,10 @@ fires decided after the fault. Faults:
 * :meth:`~ChaosHarness.skew_leader` — restart a follower with its clock off by ``offset_ms``
   (``RAFTSCHED_TEST_CLOCK_OFFSET_MS``), SIGKILL leaders until it leads, let it fire, then restart
   it with a true clock;
+* :meth:`~ChaosHarness.add_node` — add a node (``raftsched cluster add-node``) and start it
+  empty with ``--join``; it catches up from the leader;
+* :meth:`~ChaosHarness.remove_node` — remove a follower from the membership, then stop it;
+* :meth:`~ChaosHarness.replace_node` — SIGKILL a follower, remove it, add a fresh node;
 * :meth:`~ChaosHarness.partition_leader` — cut the leader's Raft links to every follower and
   (by default) the gRPC links of executors and clients to it, until the majority has elected and
   fired under a new leader and the old one has stepped down; then heal.
@@ -29,11 +33,14 @@ fires decided after the fault. Faults:
 need no privileges, so they run wherever the suite runs. Every Raft link goes through a proxy
 of its own, and every node's gRPC port through one front proxy. pysyncobj identifies a peer by
 the address string the peer sends first, and of two nodes only the one whose address sorts after
-the other's dials. So each node's ``raft`` (its identity) is ``127.0.0.2:port`` (nobody connects
-there: the node binds every interface, and the proxies dial 127.0.0.1), and the dialling node
-reaches its peer through ``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every
-identity. A node's ``grpc`` (what executors dial and redirects name) is its front proxy; it
-listens on ``grpc_bind``, where the harness observes it directly.
+the other's dials. So each node's ``raft`` (its identity, where it listens) is
+``127.0.0.2:port``, and the dialling node reaches its peer through
+``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every identity. A node added at
+runtime (:meth:`~ChaosHarness.add_node`) gets an identity that sorts after every node's so far
+(``127.0.0.3``, ``127.0.0.4``, ...): it dials every member, each through a proxy of its own, and
+nobody dials it, so its links can be cut like the others'. A node's ``grpc`` (what executors
+dial and redirects name) is its front proxy; it listens on ``grpc_bind``, where the harness
+observes it directly.
 
 :func:`run_chaos` runs a schedule (:func:`ci_schedule`, :func:`soak_schedule`), heals everything,
 runs :mod:`raftsched.chaos.checker` and computes the figures. Every process it starts is stopped
@@ -312,6 +319,9 @@ class ChaosHarness:
         self.clock = SystemClock()
         self.progress: Progress = progress or (lambda _msg: None)
         self._next_executor = 0
+        self.node_args: dict[str, list[str]] = {}  # extra raftsched-node arguments (--join)
+        self.removed: list[str] = []  # nodes removed from the membership
+        self._joined = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -369,7 +379,9 @@ class ChaosHarness:
         log.close()
 
     def start_node(self, node_id: str) -> None:
-        self.cluster.start(node_id, extra_env=self.node_env.get(node_id))
+        self.cluster.start(
+            node_id, extra_env=self.node_env.get(node_id), extra_args=self.node_args.get(node_id, ())
+        )
 
     # -- observation -------------------------------------------------------------------------------
 
@@ -588,6 +600,79 @@ class ChaosHarness:
         self.start_node(victim)
         self.await_recovery(start, f"after restarting {victim}")
         self._record("restart", victim, start, "SIGTERM, then started from its data dir")
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def _join_entry(self, node_id: str) -> list[str]:
+        """The new node's ``[[nodes]]`` lines: plain loopback ports, or behind proxies (an
+        identity sorting after every member's, and a proxied link to each member)."""
+        if self.net is None:
+            return []
+        k = self._joined
+        identity_host = f"127.0.{k // 8}.{3 + k % 8}"  # sorts after 127.0.0.2 and earlier joins
+        raft_port, grpc_port = free_ports(2)
+        front = self.net.add(f"grpc:{node_id}", f"127.0.0.1:{grpc_port}")
+        via = {
+            peer: self.net.add(f"raft:{node_id}->{peer}", self.cluster.config.node(peer).raft).address
+            for peer in self.node_ids
+        }
+        return [
+            f'raft = "{identity_host}:{raft_port}"',
+            f'grpc = "{front.address}"',
+            f'grpc_bind = "127.0.0.1:{grpc_port}"',
+            f'data_dir = "data/{node_id}"',
+            "raft_via = { " + ", ".join(f'{peer} = "{addr}"' for peer, addr in via.items()) + " }",
+        ]
+
+    def add_node(self) -> str:
+        """Add a new node to the membership, start it empty with ``--join``, wait until it has
+        caught up and the cluster serves; its id."""
+        start = self.clock.now_ms()
+        taken = {n.id for n in self.cluster.config.nodes}
+        nid = next(f"n{i}" for i in range(1, 1000) if f"n{i}" not in taken)
+        self.cluster.add_node_entry(nid, self._join_entry(nid))
+        self._joined += 1
+        me = self.cluster.config.node(nid)
+        with Client(self.cluster.targets(), timeout=30) as client:
+            reply = client.add_node(nid, me.raft, me.grpc)
+        members = [m.id for m in reply.membership.members]
+        assert nid in members, f"add-node {nid} did not finish: {reply}"
+        self.node_ids.append(nid)
+        self.node_args[nid] = ["--join"]
+        log = self.cluster.log_dir / f"{nid}.log"
+        self.start_node(nid)
+        self.await_recovery(start, f"after adding {nid}")
+        how = "a snapshot" if log.exists() and b"installed snapshot" in log.read_bytes() else "the log"
+        self._record("add-node", nid, start, f"members now {', '.join(members)}; caught up from {how}")
+        return nid
+
+    def remove_node(self, victim: str | None = None, stop: bool = True) -> str:
+        """Remove a follower (or ``victim``) from the membership; then stop its process."""
+        start = self.clock.now_ms()
+        leader = self.leader()
+        victim = victim or self.followers(leader)[-1]
+        with Client(self.cluster.targets(), timeout=30) as client:
+            reply = client.remove_node(victim)
+        members = [m.id for m in reply.membership.members]
+        assert victim not in members, f"remove-node {victim} did not finish: {reply}"
+        if stop:
+            self.cluster.kill(victim, signal.SIGTERM)
+        self.cluster.procs.pop(victim, None)
+        self.node_ids.remove(victim)
+        self.removed.append(victim)
+        self.await_recovery(start, f"after removing {victim}")
+        self._record("remove-node", victim, start, f"members now {', '.join(members)}")
+        return victim
+
+    def replace_node(self) -> str:
+        """SIGKILL a follower, remove it from the membership and add a fresh node in its place."""
+        start = self.clock.now_ms()
+        victim = self.followers(self.leader())[-1]
+        self.cluster.kill(victim, signal.SIGKILL)
+        self.remove_node(victim, stop=False)
+        new = self.add_node()
+        self._record("replace", victim, start, f"SIGKILLed, removed, replaced by {new}")
+        return new
 
     def wipe_follower(self) -> None:
         """SIGKILL a follower, delete its data dir, start it empty; it must catch up."""
@@ -870,7 +955,7 @@ def _proxied_cluster(base: Path, nodes: int, net: ProxyNet, extra_config: str) -
     for nid in ids:
         front = net.add(f"grpc:{nid}", f"127.0.0.1:{grpc_port[nid]}")
         via = {
-            peer: net.add(f"raft:{nid}->{peer}", f"127.0.0.1:{raft_port[peer]}").address
+            peer: net.add(f"raft:{nid}->{peer}", identity[peer]).address
             for peer in ids
             if peer != nid and identity[nid] > identity[peer]  # pysyncobj: the greater one dials
         }

@@ -321,6 +321,7 @@ class ChaosHarness:
         self._next_executor = 0
         self.node_args: dict[str, list[str]] = {}  # extra raftsched-node arguments (--join)
         self.removed: list[str] = []  # nodes removed from the membership
+        self.planned_restarts: list[int] = []  # SIGTERM of the leader -> next leader's first fire, ms
         self._joined = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -593,13 +594,27 @@ class ChaosHarness:
         )
 
     def restart_node(self, node_id: str | None = None) -> None:
-        """SIGTERM a node (the leader unless named) and start it again from its data dir."""
-        victim = node_id or self.leader()
+        """A planned restart: SIGTERM a node (the leader unless named) and start it again from its
+        data dir. When it led, the time from SIGTERM until another node leads a newer term and
+        has committed a fire is recorded (it hands leadership over before it exits)."""
+        leader, term = self.leader_and_term()
+        victim = node_id or leader
+        others = self.followers(victim)
+        before = {n: self.cluster.status(n).fires_committed for n in others}
         start = self.clock.now_ms()
-        self.cluster.kill(victim, signal.SIGTERM)
+        t0 = time.monotonic()
+        proc = self.cluster.procs[victim]
+        proc.send_signal(signal.SIGTERM)
+        detail = "SIGTERM, then started from its data dir"
+        if victim == leader:
+            new_leader, new_term = self._new_leader_fired(others, term, before, "the next leader to fire")
+            gap = round((time.monotonic() - t0) * 1000)
+            self.planned_restarts.append(gap)
+            detail += f"; {new_leader} (term {new_term}) fired {gap} ms after the SIGTERM"
+        self.cluster.kill(victim, signal.SIGTERM)  # waits for the exit
         self.start_node(victim)
         self.await_recovery(start, f"after restarting {victim}")
-        self._record("restart", victim, start, "SIGTERM, then started from its data dir")
+        self._record("restart", victim, start, detail)
 
     # -- membership ------------------------------------------------------------------------------
 
@@ -884,6 +899,9 @@ class ChaosHarness:
             "faults": len(self.events),
             "kill_to_first_fire_committed_ms": _summary(commit),
             "kill_to_first_execution_ms": _summary(first_exec),
+            "planned_restarts": len(self.planned_restarts),
+            "sigterm_to_first_fire_committed_ms": _summary(sorted(self.planned_restarts)),
+            "membership_changes": sum(e.kind in ("add-node", "remove-node") for e in self.events),
             "partitions": len(self.partitions),
             "partition_to_first_fire_committed_ms": _summary(partition_commit),
             "partition_to_old_leader_step_down_ms": _summary(step_down),
@@ -981,7 +999,8 @@ Schedule = Callable[[ChaosHarness], None]
 
 
 def ci_schedule(h: ChaosHarness, leader_kills: int = 5) -> None:
-    """One of every fault, and at least ``leader_kills`` leader SIGKILLs (the skew phases count)."""
+    """One of every fault (membership changes and a planned leader restart included), and at
+    least ``leader_kills`` leader SIGKILLs (the skew phases count)."""
     h.kill_leader()
     h.kill_follower()
     h.kill_executor()
@@ -989,6 +1008,7 @@ def ci_schedule(h: ChaosHarness, leader_kills: int = 5) -> None:
     h.kill_leader()
     h.restart_node()
     h.wipe_follower()
+    h.replace_node()  # membership: a SIGKILLed follower removed, a fresh node added in its place
     h.skew_leader(+h.settings.skew_ms)
     h.skew_leader(-h.settings.skew_ms)
     h.partition_leader()
@@ -1010,10 +1030,18 @@ def ci5_schedule(h: ChaosHarness) -> None:
 
 
 def other_faults(h: ChaosHarness) -> list[Callable[[], object]]:
-    """One of each fault other than leader and executor SIGKILLs (partitions only with proxies: a
-    full one, a Raft-only one, a long full one; on 5 nodes also the leader cut off together with
-    a follower)."""
-    faults: list[Callable[[], object]] = [h.kill_follower, h.pause_leader, h.restart_node, h.wipe_follower]
+    """One of each fault other than leader and executor SIGKILLs: process faults, a planned
+    leader restart, membership changes (a SIGKILLed follower replaced by a fresh node; a node
+    added, then a follower removed) and partitions (only with proxies: a full one, a Raft-only
+    one, a long full one; on 5 nodes also the leader cut off together with a follower)."""
+    faults: list[Callable[[], object]] = [
+        h.kill_follower,
+        h.pause_leader,
+        h.restart_node,
+        h.wipe_follower,
+        h.replace_node,
+        lambda: (h.add_node(), h.remove_node()),  # grow by one, then shrink back
+    ]
     if h.net is not None:
         faults += [
             h.partition_leader,

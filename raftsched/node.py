@@ -318,6 +318,9 @@ class Node:
                 for w in waits:
                     w.cancel()
         finally:
+            # Hand leadership over first: stopping the gRPC server waits up to its grace period,
+            # and the cluster should not wait that long for a leader.
+            await asyncio.to_thread(self.step_down)
             await self.membership.stop()
             await self.alert_loop.stop()
             if obs is not None:

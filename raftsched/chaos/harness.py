@@ -77,6 +77,7 @@ from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, free_ports, stop_processes, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.timing.clock import SystemClock
+from raftsched.v1 import raftsched_pb2 as pb
 
 Progress = Callable[[str], None]
 
@@ -668,6 +669,17 @@ class ChaosHarness:
         victim = victim or self.followers(leader)[-1]
         with Client(self.cluster.targets(), timeout=30) as client:
             reply = client.remove_node(victim)
+            if reply.note:  # the leader itself: it handed over, the next leader finishes
+
+                def finished() -> pb.MembershipRecord | None:
+                    survivors = [n for n in self.live_nodes() if n != victim]
+                    record = self.cluster.status(survivors[0]).membership
+                    gone = victim not in [m.id for m in record.members]
+                    return record if gone and not record.HasField("pending") else None
+
+                reply.membership.CopyFrom(
+                    wait_until(finished, self.settings.recovery_timeout_s, 0.05, f"{victim} removed")
+                )
         members = [m.id for m in reply.membership.members]
         assert victim not in members, f"remove-node {victim} did not finish: {reply}"
         if stop:

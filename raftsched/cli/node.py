@@ -66,10 +66,9 @@ def node_main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
-        run = functools.partial(run_node, join=args.join)
-        return run_guarded(
-            "raftsched-node", run, args.config, args.node_id, args.log_level, args.data_dir or ""
-        )
+        extra = [args.data_dir] if args.data_dir else []
+        run = functools.partial(run_node, join=True) if args.join else run_node
+        return run_guarded("raftsched-node", run, args.config, args.node_id, args.log_level, *extra)
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-node")
 

@@ -658,6 +658,7 @@ class ChaosHarness:
         log = self.cluster.log_dir / f"{nid}.log"
         self.start_node(nid)
         self.await_recovery(start, f"after adding {nid}")
+        self._check_raft_membership(f"adding {nid}")
         how = "a snapshot" if log.exists() and b"installed snapshot" in log.read_bytes() else "the log"
         self._record("add-node", nid, start, f"members now {', '.join(members)}; caught up from {how}")
         return nid
@@ -688,8 +689,24 @@ class ChaosHarness:
         self.node_ids.remove(victim)
         self.removed.append(victim)
         self.await_recovery(start, f"after removing {victim}")
+        self._check_raft_membership(f"removing {victim}")
         self._record("remove-node", victim, start, f"members now {', '.join(members)}")
         return victim
+
+    def _check_raft_membership(self, what: str) -> None:
+        """Every live node's Raft layer counts as many voters as the replicated membership lists
+        (a peer it dials through a proxy is known by the proxy's address, so counts compare)."""
+
+        def agree() -> bool:
+            for nid in self.live_nodes():
+                st = self.cluster.status(nid)
+                if len(st.raft_members) != len(st.membership.members) or st.membership.HasField("pending"):
+                    return False
+            return True
+
+        wait_until(
+            agree, self.settings.recovery_timeout_s, 0.1, f"Raft's voters to match the membership ({what})"
+        )
 
     def replace_node(self) -> str:
         """SIGKILL a follower, remove it from the membership and add a fresh node in its place."""

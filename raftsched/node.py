@@ -34,6 +34,7 @@ from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
@@ -386,10 +387,12 @@ class Node:
                     self.node_id,
                     self._addr_to_id(new) or new,
                 )
-            else:
+            elif any(p.connected for p in raft.status().peers):
                 log.warning(
                     "node %s: no follower took over within %.1f s; stopping anyway", self.node_id, timeout_s
                 )
+            else:
+                log.info("node %s leads no connected peer: stopping without a hand-over", self.node_id)
 
     def stop(self) -> None:
         """Stop the driver, leave the Raft cluster and close the store; idempotent."""
@@ -570,7 +573,7 @@ class Node:
         being removed does not (either way the Raft entry may already be appended)."""
         book = self.state.membership
         pending = book.pending()
-        gone = pending.member.id if pending is not None and pending.kind == "remove" else None
+        gone = pending.member.id if pending is not None and pending.kind == REMOVE else None
         return [m for m in book.known() if m.id != gone]
 
     def _start_peers(self) -> list[str]:

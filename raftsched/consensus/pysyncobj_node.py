@@ -643,6 +643,8 @@ class PySyncObjNode:
             return None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if not any(p.connected for p in self.status().peers):
+                return None  # nobody to hand over to (a one-node cluster, or the peers are down)
             if self._raft.leads():
                 # Sent by the tick thread (pysyncobj's transport is not thread-safe); denied
                 # while no follower has everything, so asked again until one has caught up.

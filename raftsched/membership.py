@@ -27,7 +27,7 @@ from raftsched.config import ClusterConfig, NodeConfig, parse_address
 from raftsched.errors import Conflict, InvalidSpec, RaftschedError, Unavailable
 from raftsched.fsm.membership import ADD, REMOVE
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.gate import LeaderGate
+from raftsched.leader.gate import Stamp
 from raftsched.rpc.plumbing import Refused, propose_and_wait
 from raftsched.v1 import log_pb2 as logpb
 
@@ -57,6 +57,12 @@ class RaftMembership(Protocol):
     def step_down(self, timeout_s: float) -> str | None: ...
 
 
+class _Gate(Protocol):
+    def stamp(self) -> Stamp:
+        """The leader's stamp; raises NotLeader on a follower."""
+        ...
+
+
 class _Node(Protocol):
     """The node services membership uses."""
 
@@ -70,7 +76,7 @@ class _Node(Protocol):
     def state(self) -> SchedulerState: ...
 
     @property
-    def gate(self) -> LeaderGate: ...
+    def gate(self) -> _Gate: ...
 
     def propose(
         self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None

@@ -202,6 +202,7 @@ class Node:
         self.raft_node = self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
+            bind_addr=self.me.raft_listen,
             peers=self._start_peers(),
             secret=self.config.secret,
             data_dir=self.me.data_dir,

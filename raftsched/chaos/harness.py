@@ -33,14 +33,14 @@ fires decided after the fault. Faults:
 need no privileges, so they run wherever the suite runs. Every Raft link goes through a proxy
 of its own, and every node's gRPC port through one front proxy. pysyncobj identifies a peer by
 the address string the peer sends first, and of two nodes only the one whose address sorts after
-the other's dials. So each node's ``raft`` (its identity, where it listens) is
-``127.0.0.2:port``, and the dialling node reaches its peer through
-``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every identity. A node added at
-runtime (:meth:`~ChaosHarness.add_node`) gets an identity that sorts after every node's so far
-(``127.0.0.3``, ``127.0.0.4``, ...): it dials every member, each through a proxy of its own, and
-nobody dials it, so its links can be cut like the others'. A node's ``grpc`` (what executors
-dial and redirects name) is its front proxy; it listens on ``grpc_bind``, where the harness
-observes it directly.
+the other's dials. So each node's ``raft`` (its identity) is ``127.0.0.2:port`` (nobody connects
+there: the node listens on ``raft_bind`` 127.0.0.1:port, where the proxies dial), and the dialling
+node reaches its peer through ``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every
+identity. A node added at runtime (:meth:`~ChaosHarness.add_node`) gets an identity that sorts
+after every node's so far (``127.0.0.3``, ``127.0.0.4``, ...): it dials every member, each through
+a proxy of its own, and nobody dials it, so its links can be cut like the others'. A node's
+``grpc`` (what executors dial and redirects name) is its front proxy; it listens on
+``grpc_bind``, where the harness observes it directly.
 
 :func:`run_chaos` runs a schedule (:func:`ci_schedule`, :func:`soak_schedule`), heals everything,
 runs :mod:`raftsched.chaos.checker` and computes the figures. Every process it starts is stopped
@@ -629,11 +629,12 @@ class ChaosHarness:
         raft_port, grpc_port = free_ports(2)
         front = self.net.add(f"grpc:{node_id}", f"127.0.0.1:{grpc_port}")
         via = {
-            peer: self.net.add(f"raft:{node_id}->{peer}", self.cluster.config.node(peer).raft).address
+            peer: self.net.add(f"raft:{node_id}->{peer}", self.cluster.config.node(peer).raft_listen).address
             for peer in self.node_ids
         }
         return [
             f'raft = "{identity_host}:{raft_port}"',
+            f'raft_bind = "127.0.0.1:{raft_port}"',
             f'grpc = "{front.address}"',
             f'grpc_bind = "127.0.0.1:{grpc_port}"',
             f'data_dir = "data/{node_id}"',
@@ -1002,7 +1003,7 @@ def _proxied_cluster(base: Path, nodes: int, net: ProxyNet, extra_config: str) -
     for nid in ids:
         front = net.add(f"grpc:{nid}", f"127.0.0.1:{grpc_port[nid]}")
         via = {
-            peer: net.add(f"raft:{nid}->{peer}", identity[peer]).address
+            peer: net.add(f"raft:{nid}->{peer}", f"127.0.0.1:{raft_port[peer]}").address
             for peer in ids
             if peer != nid and identity[nid] > identity[peer]  # pysyncobj: the greater one dials
         }
@@ -1010,6 +1011,7 @@ def _proxied_cluster(base: Path, nodes: int, net: ProxyNet, extra_config: str) -
             "[[nodes]]",
             f'id = "{nid}"',
             f'raft = "{identity[nid]}"',
+            f'raft_bind = "127.0.0.1:{raft_port[nid]}"',
             f'grpc = "{front.address}"',
             f'grpc_bind = "127.0.0.1:{grpc_port[nid]}"',
             f'data_dir = "data/{nid}"',

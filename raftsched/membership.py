@@ -184,11 +184,12 @@ class MembershipOps:
         raft = self._leader_raft()
         # pysyncobj counts the new node toward the quorum as soon as the change is appended,
         # before it has caught up: the current members alone must then still make the quorum.
-        down = [p.address for p in raft.status().peers if not p.connected]
+        down = [self._name(p.address) for p in raft.status().peers if not p.connected]
         if down:
             raise Conflict(
-                f"peers {', '.join(down)} are not connected: adding a node now could leave the cluster "
-                "without a quorum until the new node has caught up; remove or restore them first"
+                f"{', '.join(down)} {'is' if len(down) == 1 else 'are'} not connected: adding a node now "
+                "could leave the cluster without a quorum until the new node has caught up; restore "
+                "or remove the disconnected members first"
             )
         change = logpb.MemberChange(kind=ADD)
         change.member.CopyFrom(member)
@@ -211,6 +212,13 @@ class MembershipOps:
         change = logpb.MemberChange(kind=REMOVE)
         change.member.id = node_id
         return await self._change(raft, change)
+
+    def _name(self, dialled: str) -> str:
+        """``n3 (host:port)`` for a peer address as Raft knows it."""
+        for m in self.node.state.membership.known():
+            if self.node.dial_address(m.raft) == dialled:
+                return f"{m.id} ({m.raft})"
+        return dialled
 
     def _leader_raft(self) -> RaftMembership:
         self.node.gate.stamp()  # not_leader (with the leader's address) on a follower

@@ -261,13 +261,15 @@ def _print_membership(args: argparse.Namespace, record: pb.MembershipRecord, not
 
 
 def membership_lines(record: pb.MembershipRecord) -> list[str]:
-    """``members: n1 (raft …, grpc …), …`` and the change in progress, if any."""
+    """``members (N):`` with one line per member (id, raft, grpc, http), and the change in
+    progress, if any."""
     if not record.members:
         return ["members: not recorded yet (the first leader seeds them from its config file)"]
-    parts = [
-        f"{m.id} (raft {m.raft}, grpc {m.grpc}{', http ' + m.http if m.http else ''})" for m in record.members
+    lines = [f"members ({len(record.members)}):"]
+    lines += [
+        f"  {m.id}  raft {m.raft}  grpc {m.grpc}" + (f"  http {m.http}" if m.http else "")
+        for m in record.members
     ]
-    lines = [f"members ({len(record.members)}): " + ", ".join(parts)]
     if record.HasField("pending"):
         p = record.pending
         lines.append(

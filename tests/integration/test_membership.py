@@ -133,7 +133,7 @@ def test_a_disagreeing_config_is_reported(run: tuple[ChaosResult, Seen]) -> None
     assert "member n4 is not in the config file" in seen.mismatch
     assert "member n5 is not in the config file" in seen.mismatch
     assert seen.mismatch_logged
-    assert "members (5): n1" in seen.status_text
+    assert "members (5):\n  n1  raft " in seen.status_text
     assert "config file disagrees with the replicated membership" in seen.status_text
 
 

@@ -47,7 +47,7 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
-from raftsched.rpc.plumbing import propose_and_wait
+from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import ServerTls
@@ -245,6 +245,7 @@ class Node:
         auth = self.config.auth
         # Metrics outermost, so refused calls are counted with their status code too.
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
+        interceptors.append(DecodeGuard())  # outside auth: it never sees an unparsed request
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         self._failed_event = asyncio.Event()
@@ -657,6 +658,7 @@ class Node:
             reply.apply_lateness.CopyFrom(self.apply_lateness.summary(lateness_since_ms))
         if include_digest:
             reply.state_digest = self.state.digest()
+            reply.content_digest, reply.accepted_commands = self.state.content_digest()
         return reply
 
     def cluster_status(self) -> pb.ClusterStatusReply:

@@ -436,6 +436,24 @@ class Client:
             raise refused
         return _summarise(tuple(views))
 
+    def add_node(self, node_id: str, raft: str, grpc_addr: str, http: str = "") -> pb.MembershipReply:
+        """Add a scheduler node to the replicated membership (one change at a time: refused with
+        :class:`~raftsched.errors.Conflict` while another is in progress). Start the node with
+        ``raftsched-node --join`` afterwards; it catches up from the leader."""
+        request = pb.AddNodeRequest(member=pb.Member(id=node_id, raft=raft, grpc=grpc_addr, http=http))
+        reply: pb.MembershipReply = self._call("AddNode", request, write=True)
+        return reply
+
+    def remove_node(self, node_id: str) -> pb.MembershipReply:
+        """Remove a scheduler node from the replicated membership (one change at a time)."""
+        reply: pb.MembershipReply = self._call("RemoveNode", pb.RemoveNodeRequest(id=node_id), write=True)
+        return reply
+
+    def membership(self) -> pb.MembershipRecord:
+        """The replicated membership as the answering node applied it."""
+        reply: pb.MembershipReply = self._call("GetMembership", pb.GetMembershipRequest())
+        return reply.membership
+
     def list_executors(self, *, include_left: bool = False) -> pb.ListExecutorsReply:
         """The executors in the replicated membership (``include_left``: also those that left),
         by name, each with its slots, the attempts assigned to it and not finished, and labels.

@@ -43,6 +43,7 @@ from raftsched.fsm.effects import (
     TaskArmed,
     rejected,
 )
+from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
@@ -101,6 +102,7 @@ class SchedulerState:
         self.tally: ApplyTally | None = None
         self.wf = wf_mod.WorkflowBook(self)
         self.access = TokenBook(store)
+        self.membership = MembershipBook(store)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -116,6 +118,7 @@ class SchedulerState:
         self.active_per_task.clear()
         self.executors.clear()
         self.access.load()
+        self.membership.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
             executor.ParseFromString(value)
@@ -1033,6 +1036,15 @@ class SchedulerState:
     def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.delete(cmd, now)
 
+    def _seed_membership(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.seed(cmd.seed_membership), ()
+
+    def _begin_member_change(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.begin(cmd.begin_member_change, now), ()
+
+    def _end_member_change(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.end(cmd.end_member_change), ()
+
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
         horizon = now - self.retention.keep_ms
@@ -1198,6 +1210,9 @@ class SchedulerState:
         "revoke_token": _revoke_token,
         "set_workflow_paused": _set_workflow_paused,
         "delete_workflow": _delete_workflow,
+        "seed_membership": _seed_membership,
+        "begin_member_change": _begin_member_change,
+        "end_member_change": _end_member_change,
     }
 
 

@@ -23,13 +23,13 @@ import collections
 import functools
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
 from raftsched import codec
 from raftsched.alerts.delivery import delivery_view
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, quote
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, Unavailable, quote
 from raftsched.explain import explain
 from raftsched.fsm import queries
 from raftsched.fsm.access import audit_records
@@ -86,11 +86,52 @@ LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
 this node does not lead (see :meth:`raftsched.rpc.executor_service.ExecutorHub.live_view`)."""
 
 
+class MembershipChanges(Protocol):
+    """The node's membership operations (:class:`raftsched.membership.MembershipOps`)."""
+
+    async def add(self, member: logpb.Member) -> tuple[logpb.MembershipRecord, str]: ...
+
+    async def remove(self, node_id: str) -> tuple[logpb.MembershipRecord, str]: ...
+
+
 class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
-    def __init__(self, node: NodeServices, live_executors: LiveExecutors | None = None) -> None:
+    def __init__(
+        self,
+        node: NodeServices,
+        live_executors: LiveExecutors | None = None,
+        membership: MembershipChanges | None = None,
+    ) -> None:
         self.node = node
         self._live_executors = live_executors or (lambda: None)
         self._reads = asyncio.Semaphore(MAX_CONCURRENT_READS)
+        self._membership = membership
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def _changes(self) -> MembershipChanges:
+        if self._membership is None:
+            raise Unavailable("this node does not change membership (embedded without Raft)")
+        return self._membership
+
+    @rpc
+    async def AddNode(
+        self, request: pb.AddNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        record, note = await self._changes().add(request.member)
+        return pb.MembershipReply(membership=record, note=note)
+
+    @rpc
+    async def RemoveNode(
+        self, request: pb.RemoveNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        record, note = await self._changes().remove(request.id)
+        return pb.MembershipReply(membership=record, note=note)
+
+    @rpc
+    async def GetMembership(
+        self, request: pb.GetMembershipRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        return pb.MembershipReply(membership=self.node.state.membership.record)
 
     # -- writes --------------------------------------------------------------------------------
 

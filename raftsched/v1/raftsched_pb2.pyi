@@ -28,6 +28,9 @@ from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
 from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
 from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
+from raftsched.v1.records_pb2 import Member as Member
+from raftsched.v1.records_pb2 import MemberChange as MemberChange
+from raftsched.v1.records_pb2 import MembershipRecord as MembershipRecord
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -329,7 +332,7 @@ class LatencySummary(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -354,6 +357,9 @@ class NodeStatusReply(_message.Message):
     CONTENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_COMMANDS_FIELD_NUMBER: _ClassVar[int]
     RAFT_PEERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_MISMATCH_FIELD_NUMBER: _ClassVar[int]
+    RAFT_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     grpc: str
@@ -378,7 +384,10 @@ class NodeStatusReply(_message.Message):
     content_digest: str
     accepted_commands: int
     raft_peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
+    membership: _records_pb2.MembershipRecord
+    config_mismatch: str
+    raft_members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")
@@ -675,6 +684,30 @@ class AckAlertReply(_message.Message):
     ALERT_FIELD_NUMBER: _ClassVar[int]
     alert: _records_pb2.AlertRecord
     def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ...) -> None: ...
+
+class AddNodeRequest(_message.Message):
+    __slots__ = ("member",)
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    member: _records_pb2.Member
+    def __init__(self, member: _Optional[_Union[_records_pb2.Member, _Mapping]] = ...) -> None: ...
+
+class RemoveNodeRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetMembershipRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MembershipReply(_message.Message):
+    __slots__ = ("membership", "note")
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    membership: _records_pb2.MembershipRecord
+    note: str
+    def __init__(self, membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class ListExecutorsRequest(_message.Message):
     __slots__ = ("include_left",)

@@ -21,6 +21,7 @@ PURE = [
     "fsm/records.py",
     "fsm/rules.py",
     "fsm/queries.py",
+    "fsm/membership.py",
     "workflow/layout.py",
     "leader/gate.py",
     "workflow/dag.py",

@@ -83,9 +83,11 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         # report the other's attempts as their own.
         lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
         try:
+            from raftsched.cli.node import clock_offset_for_tests
             from raftsched.executor.agent import Executor
             from raftsched.security.tokens import resolve_token
             from raftsched.sharding.placement import parse_memory_mb
+            from raftsched.timing.clock import SystemClock
 
             token = resolve_token(args.token, args.token_file)
             executor = Executor(
@@ -100,6 +102,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 token=token,
                 cpu=args.cpu,
                 memory_mb=parse_memory_mb(args.memory, "--memory"),
+                clock=SystemClock(clock_offset_for_tests("executor")),
             )
 
             async def serve() -> None:

@@ -259,7 +259,7 @@ class FireRecord(_message.Message):
     def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ShardAttempt(_message.Message):
-    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out")
+    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out", "unstarted")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +274,7 @@ class ShardAttempt(_message.Message):
     LOST_FIELD_NUMBER: _ClassVar[int]
     RETRY_BASE_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    UNSTARTED_FIELD_NUMBER: _ClassVar[int]
     shard: int
     attempt: int
     state: RunState
@@ -288,7 +289,8 @@ class ShardAttempt(_message.Message):
     lost: int
     retry_base: int
     timed_out: bool
-    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+    unstarted: int
+    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ..., unstarted: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped", "held")
@@ -646,3 +648,35 @@ class TokenInfo(_message.Message):
     created_by: str
     last_used_ms: int
     def __init__(self, id: _Optional[str] = ..., role: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., created_ms: _Optional[int] = ..., expires_ms: _Optional[int] = ..., revoked: _Optional[bool] = ..., revoked_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_used_ms: _Optional[int] = ...) -> None: ...
+
+class Member(_message.Message):
+    __slots__ = ("id", "raft", "grpc", "http")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_FIELD_NUMBER: _ClassVar[int]
+    GRPC_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    raft: str
+    grpc: str
+    http: str
+    def __init__(self, id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., http: _Optional[str] = ...) -> None: ...
+
+class MemberChange(_message.Message):
+    __slots__ = ("kind", "member", "started_ms")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_MS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    member: Member
+    started_ms: int
+    def __init__(self, kind: _Optional[str] = ..., member: _Optional[_Union[Member, _Mapping]] = ..., started_ms: _Optional[int] = ...) -> None: ...
+
+class MembershipRecord(_message.Message):
+    __slots__ = ("members", "pending", "changes")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    pending: MemberChange
+    changes: int
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., pending: _Optional[_Union[MemberChange, _Mapping]] = ..., changes: _Optional[int] = ...) -> None: ...

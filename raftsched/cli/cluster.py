@@ -202,13 +202,21 @@ def cmd_executors(args: argparse.Namespace) -> int:
     if args.json:
         return print_json(to_dict(reply))
     now = lazy_now()
+    # The capacity columns only when some executor declared one (most fleets place by slots).
+    sized = any(e.cpu or e.memory_mb for e in reply.executors)
     rows = [
         [
             e.name,
             enum_name(pb.ExecutorState, e.state),
             f"{e.slots_used}/{e.slots}",
-            f"{e.cpu_used:g}/{e.cpu:g}" if e.cpu else "-",
-            f"{e.memory_used_mb}/{e.memory_mb} MiB" if e.memory_mb else "-",
+            *(
+                [
+                    f"{e.cpu_used:g}/{e.cpu:g}" if e.cpu else "-",
+                    f"{e.memory_used_mb}/{e.memory_mb}MiB" if e.memory_mb else "-",
+                ]
+                if sized
+                else []
+            ),
             ",".join(f"{k}={v}" for k, v in sorted(e.labels.items())) or "-",
             e.address or "-",
             _heartbeat_text(e.last_heartbeat_ms, now()) if e.last_heartbeat_ms else "-",
@@ -218,7 +226,17 @@ def cmd_executors(args: argparse.Namespace) -> int:
         for e in reply.executors
     ]
     print_table(
-        ["NAME", "STATE", "SLOTS", "CPU", "MEMORY", "LABELS", "ADDRESS", "LAST HEARTBEAT", "JOINED", "LEFT"],
+        [
+            "NAME",
+            "STATE",
+            "SLOTS",
+            *(["CPU", "MEMORY"] if sized else []),
+            "LABELS",
+            "ADDRESS",
+            "LAST HEARTBEAT",
+            "JOINED",
+            "LEFT",
+        ],
         rows,
     )
     if not reply.leader_view:

@@ -26,12 +26,20 @@ from raftsched.workflow.validate import validate_workflow
 
 
 def executor_join(
-    name: str, slots: int, labels: Mapping[str, str], *, now_ms: int, epoch: int, origin: str
+    name: str,
+    slots: int,
+    labels: Mapping[str, str],
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    cpu: float = 0.0,
+    memory_mb: int = 0,
 ) -> bytes:
-    """An executor registers (or registers again) with its slots and labels; the caller has
-    validated ``name`` and ``slots``."""
+    """An executor registers (or registers again) with its slots, labels and capacity; the caller
+    has validated ``name`` and ``slots``."""
     cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
-    set_executor_join(cmd, name, slots, labels)
+    set_executor_join(cmd, name, slots, labels, cpu=cpu, memory_mb=memory_mb)
     return codec.encode_command(cmd)
 
 

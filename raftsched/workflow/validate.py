@@ -65,7 +65,8 @@ _MAX_CYCLE_SHOWN = 12
 _CONDITIONS = frozenset(pb.EdgeCondition.values())
 _RULES = frozenset(pb.TriggerRule.values())
 _MISFIRES = frozenset(pb.MisfirePolicy.values())
-_OVERLAPS = frozenset(pb.OverlapPolicy.values())
+# Workflow runs take skip or allow: buffer_one and replace are task policies.
+_OVERLAPS = frozenset({pb.OVERLAP_UNSPECIFIED, pb.OVERLAP_SKIP, pb.OVERLAP_ALLOW})
 
 
 class _Problems:

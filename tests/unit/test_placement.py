@@ -255,3 +255,15 @@ def test_a_workflow_task_with_a_selector_is_placed_on_a_matching_executor_only()
             placed += [a.executor for a in cmd.assign_attempts.assignments]
             assert state.apply(data).result.refused == 0
     assert placed == ["gpu", "gpu", "gpu"]
+
+
+def test_workflows_refuse_the_task_only_overlap_policies() -> None:
+    from raftsched.errors import InvalidWorkflow
+    from raftsched.v1 import raftsched_pb2 as api
+    from raftsched.workflow.validate import validate_workflow
+
+    spec = api.WorkflowSpec(name="wf", tasks=[api.WorkflowTaskSpec(name="a", command="x")])
+    validate_workflow(spec)
+    spec.overlap = api.OVERLAP_REPLACE
+    with pytest.raises(InvalidWorkflow, match="overlap"):
+        validate_workflow(spec)

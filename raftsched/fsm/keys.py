@@ -18,6 +18,7 @@
 ``b/<workflow>~b<seq>``                     BackfillRecord
 ``k/<token id>``                            TokenRecord (hashed secret, grant, revocation)
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
+``cal/<calendar>``                          CalendarRecord (days, zone and its expanded offsets)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -43,6 +44,7 @@ WORKFLOW_RUN = b"q/"
 BACKFILL = b"b/"
 TOKEN = b"k/"
 AUDIT = b"u/"
+CALENDAR = b"cal/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -53,6 +55,10 @@ def task_key(name: str) -> bytes:
 
 def task_prefix_end() -> bytes:
     return b"t0"  # "0" sorts right after "/"
+
+
+def calendar_key(name: str) -> bytes:
+    return CALENDAR + name.encode()
 
 
 def per_task_prefix(kind: bytes, task: str) -> bytes:

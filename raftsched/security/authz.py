@@ -84,6 +84,12 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "ListAudit": Permission.AUDIT,
     _A + "ListAlerts": Permission.TASKS_READ,
     _A + "AckAlert": Permission.RUNS_OPERATE,
+    # Calendars are shared by every namespace: writing one also needs every-namespace access
+    # (checked by the servicer), reading one is a task read.
+    _A + "SetCalendar": Permission.TASKS_WRITE,
+    _A + "DeleteCalendar": Permission.TASKS_WRITE,
+    _A + "GetCalendar": Permission.TASKS_READ,
+    _A + "ListCalendars": Permission.TASKS_READ,
     _E + "Register": Permission.EXECUTE,
     _E + "Dispatch": Permission.EXECUTE,
     _E + "DispatchBatch": Permission.EXECUTE,

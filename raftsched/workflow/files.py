@@ -24,6 +24,8 @@ key                      meaning                                                
 ``max_parallel_per_run`` tasks running at once in one run (0 = unlimited)               0
 ``backfill_share``       percent of executor slots backfill may use (int, or ``"30%"``)  30
 ``params``               mapping: defaults for ``{{ params.NAME }}``
+``exclude``              list of calendar names: scheduled runs on their days are       none
+                         skipped (accounted ``skipped_calendar``); needs a schedule
 ``tasks``                list of tasks (required, at least one)
 =======================  ============================================================  =========
 
@@ -46,7 +48,15 @@ key                meaning                                                      
 ``params``         mapping: task params (override the workflow's)
 ``env``            mapping of environment variable names to (templated) string values
 ``description``    free text
+``runner``         ``shell`` (``/bin/sh -c``) | ``python`` (the executor's Python runs it:   ``shell``
+                   a leading ``python`` word is replaced by it, else the command is a
+                   script and its arguments)
+``resource``       mapping ``{cpu: 1.0, memory: 1024}``: CPU share and MiB, each > 0       none
 =================  ====================================================================  =========
+
+Seed-format aliases: files written for the seeds' format apply unchanged. ``dag_name`` is
+``name``, ``retry`` is ``retries``, ``worker_type`` is ``runner``; ``timeout`` in seconds and
+``depends_on: []`` are already this format's. Giving a key and its alias together is an error.
 
 Templates (``{{ ds }}``, ``{{ ts }}``, ``{{ nominal_time }}``, ``{{ params.NAME }}``, ...) are
 described in :mod:`raftsched.workflow.template`. ``depends_on`` is always a list: a mapping like
@@ -102,6 +112,7 @@ WORKFLOW_KEYS = (
     "max_parallel_per_run",
     "backfill_share",
     "params",
+    "exclude",
     "tasks",
 )
 TASK_KEYS = (
@@ -117,7 +128,10 @@ TASK_KEYS = (
     "params",
     "env",
     "description",
+    "runner",
+    "resource",
 )
+RESOURCE_KEYS = ("cpu", "memory")
 DEPENDENCY_KEYS = ("task", "condition")
 # Names people bring from other schedulers (or from the protobuf) → our key.
 _ALIASES = {
@@ -137,6 +151,14 @@ _ALIASES = {
     "misfire_policy": "misfire",
     "overlap_policy": "overlap",
 }
+# The seeds' workflow format (adwawd's YAML) spells some keys its own way; files written for it
+# apply unchanged. These are accepted as documented aliases, not only suggested.
+ACCEPTED_ALIASES = {
+    "dag_name": "name",
+    "retry": "retries",
+    "worker_type": "runner",
+}
+_RUNNER = {"shell": "", "python": "python"}
 _MISFIRE = {"latest": pb.MISFIRE_LATEST, "all": pb.MISFIRE_ALL, "skip": pb.MISFIRE_SKIP}
 _OVERLAP = {"skip": pb.OVERLAP_SKIP, "allow": pb.OVERLAP_ALLOW}
 _RULE = {"all": pb.RULE_ALL, "any": pb.RULE_ANY}
@@ -228,6 +250,7 @@ class _Converter:
     problems: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, path, message)
     locations: dict[str, str] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # paths whose value could not be used
+    spelled: dict[tuple[str, str], str] = field(default_factory=dict)  # (at, key) -> alias written
 
     def where(self, line: int | None) -> str:
         return f"{self.source}:{line}" if line else self.source
@@ -245,9 +268,21 @@ class _Converter:
         self, node: Node, allowed: tuple[str, ...], at: str, what: str
     ) -> dict[str, tuple[int | None, Node]]:
         out: dict[str, tuple[int | None, Node]] = {}
+        spelled: dict[str, str] = {}
         for key, line, value in node.entries or []:
-            if key in allowed:
-                out[key] = (line, value)
+            canonical = ACCEPTED_ALIASES.get(key, key)
+            if canonical in allowed:
+                if canonical in out:
+                    self.add(
+                        line,
+                        "",
+                        f'{at + ": " if at else ""}"{key}" and "{spelled[canonical]}" are the same key; '
+                        "give one of them",
+                    )
+                    continue
+                out[canonical] = (line, value)
+                spelled[canonical] = key
+                self.spelled[(at, canonical)] = key
                 continue
             hint = _ALIASES.get(key)
             if hint not in allowed:
@@ -284,6 +319,25 @@ class _Converter:
         close = difflib.get_close_matches(text, list(options), n=1)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         self.add(node.line, path, f'{label}: "{text}" is not one of {", ".join(options)}{hint}')
+        return None
+
+    def names(self, node: Node, path: str, label: str) -> list[str] | None:
+        """A list of names (a single string is a list of one)."""
+        items = node.items if node.kind == "list" else [node] if node.kind == "string" else None
+        if items is None:
+            self.add(node.line, path, f"{label}: must be a list of calendar names, got {_describe(node)}")
+            return None
+        out = []
+        for k, item in enumerate(items):
+            text = self.string(item, f"{path}[{k}]", f"{label}[{k}]")
+            if text is not None:
+                out.append(text)
+        return out
+
+    def number(self, node: Node, path: str, label: str) -> float | None:
+        if node.kind in ("integer", "float") and isinstance(node.value, int | float):
+            return float(node.value)
+        self.add(node.line, path, f"{label}: must be a number, got {_describe(node)}")
         return None
 
     def mapping(self, node: Node, path: str, label: str) -> bool:
@@ -404,6 +458,11 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
         if value is not None:
             spec.params_json = value
 
+    def exclude(node: Node, path: str) -> None:
+        names = conv.names(node, path, "exclude")
+        if names is not None:
+            spec.exclude.extend(names)
+
     setters: dict[str, tuple[str, Callable[[Node, str], None]]] = {
         "name": ("name", text_field("name")),
         "description": ("description", text_field("description")),
@@ -419,6 +478,7 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
         ),
         "backfill_share": ("backfill_share_pct", backfill),
         "params": ("params_json", params),
+        "exclude": ("exclude", exclude),
     }
     for key in WORKFLOW_KEYS:
         if key not in keys or key == "tasks":
@@ -430,6 +490,10 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
             conv.add(line, path, f"{key}: no value given")
             continue
         put(node, path)
+    if "exclude" in keys and "schedule" not in keys:
+        conv.add(
+            keys["exclude"][0], "", "exclude: calendars exclude days from a schedule; this workflow has none"
+        )
     if "name" not in keys:
         conv.add(root.line, "name", "name: required (the workflow's name)")
     if "tasks" not in keys:
@@ -467,7 +531,7 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
         }.get(key, key)
         path = f"{at}.{target}"
         conv.mark(path, line)
-        label = f"{at}.{key}{suffix}"
+        label = f"{at}.{conv.spelled.get((at, key), key)}{suffix}"
         if value.kind == "null":
             conv.add(line, path, f"{label}: no value given")
             continue
@@ -483,6 +547,15 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
             ms = _timeout_ms(conv, value, path, label)
             if ms is not None:
                 task.timeout_ms = ms
+        elif key == "runner":
+            runner = conv.string(value, path, label)
+            if runner is not None:
+                if runner in _RUNNER:
+                    task.runner = _RUNNER[runner]
+                else:
+                    conv.add(line, path, f'{label}: "{runner}" is not one of shell, python')
+        elif key == "resource":
+            _convert_resource(value, path, f"{at}.resource{suffix}", task, conv)
         elif key == "trigger_rule":
             rule = conv.choice(value, path, label, _RULE)
             if rule is not None:
@@ -501,6 +574,31 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
                         task.env[name] = text
         else:  # depends_on
             _convert_depends_on(value, path, suffix, task, conv)
+
+
+def _convert_resource(node: Node, path: str, label: str, task: pb.WorkflowTaskSpec, conv: _Converter) -> None:
+    """``resource: {cpu: 1.0, memory: 1024}``: a CPU share and MiB of memory (both > 0 if given)."""
+    if not conv.mapping(node, path, label):
+        return
+    keys = conv.keys(node, RESOURCE_KEYS, label, "resource")
+    if "cpu" in keys:
+        line, value = keys["cpu"]
+        conv.mark(f"{path}.cpu", line)
+        cpu = conv.number(value, f"{path}.cpu", f"{label}.cpu")
+        if cpu is not None:
+            if cpu <= 0:
+                conv.add(line, f"{path}.cpu", f"{label}.cpu: {value.value} must be > 0")
+            else:
+                task.resource_cpu = cpu
+    if "memory" in keys:
+        line, value = keys["memory"]
+        conv.mark(f"{path}.memory", line)
+        memory = conv.integer(value, f"{path}.memory", f"{label}.memory (MiB)", high=2**53)
+        if memory is not None:
+            if memory <= 0:
+                conv.add(line, f"{path}.memory", f"{label}.memory: {memory} must be > 0 (MiB)")
+            else:
+                task.resource_memory_mb = memory
 
 
 def _convert_depends_on(

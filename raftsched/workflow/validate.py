@@ -193,9 +193,6 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
         validate_exclude(tuple(spec.exclude))
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
-    else:
-        if spec.exclude and not expr.strip():
-            problems.add("exclude", "calendars exclude days from a schedule; this workflow has none")
     return params
 
 

@@ -57,6 +57,25 @@ class StateStore(Protocol):
         """Discard every key and load ``entries`` (a snapshot install), durably, in one transaction."""
         ...
 
+    def failure(self) -> BaseException | None:
+        """The first storage error of the write path (store full, disk full, I/O error), or None.
+
+        Once set, writes since the last commit may be lost: the node must stop applying."""
+        ...
+
+
+class StoreFailed(Exception):
+    """The store cannot take writes (full map, full disk, I/O error): applying cannot go on here.
+
+    ``index`` is the log entry whose apply or commit found it; everything before the store's
+    last committed index is safe, and the Raft log still holds the rest.
+    """
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        self.index = index
+        self.cause = cause
+        super().__init__(f"store failed at log index {index}: {cause!r}")
+
 
 class StoreReader(Protocol):
     """A consistent, read-only view of committed data. Use as a context manager; keep it short."""
@@ -119,6 +138,7 @@ class PeerStatus:
     address: str
     connected: bool
     match_index: int  # the peer's log position as the leader knows it; -1 when not leading
+    refused: str = ""  # why the link was refused lately (a wrong secret...); "" if it was not
 
 
 @dataclass(frozen=True, slots=True)

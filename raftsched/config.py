@@ -47,10 +47,13 @@ __all__ = [
     "NodeConfig",
     "RaftTuning",
     "SchedulerSettings",
+    "StorageSettings",
     "TlsSettings",
     "load_config",
     "parse_address",
     "parse_config",
+    "parse_map_size",
+    "parse_size",
 ]
 
 MIN_SECRET_LENGTH: Final = 16
@@ -190,6 +193,90 @@ class SchedulerSettings:
         _validate_instance(self, "scheduler", _SCHEDULER_RULES, _scheduler_relations)
 
 
+DEFAULT_MAP_SIZE: Final = 64 << 30
+"""The default LMDB map size (64 GiB): address space only, no disk until data fills it."""
+
+MIN_MAP_SIZE: Final = 256 << 10
+MAX_MAP_SIZE: Final = 1 << 50  # 1 PiB: beyond any disk, below what LMDB's page numbers allow
+
+_SIZE: Final = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
+_SIZE_UNITS: Final[Mapping[str, int]] = {
+    "": 1,
+    "b": 1,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
+
+
+def parse_size(value: object, field: str = "size") -> int:
+    """A byte count from an integer or a string such as ``"64GiB"``, ``"512MiB"``, ``"1.5GB"``.
+
+    Units (case-insensitive): ``B``, ``KiB``/``MiB``/``GiB``/``TiB`` (powers of 1024) and
+    ``KB``/``MB``/``GB``/``TB`` (powers of 1000); no unit means bytes. The result must be a whole
+    number of bytes. Raises :class:`InvalidSpec` (naming ``field``) for anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidSpec(field, f"expected a size such as 512MiB or 64GiB, got {_type_name(value)}")
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidSpec(field, f"must not be negative, got {value}")
+        return value
+    m = _SIZE.fullmatch(value)
+    unit = _SIZE_UNITS.get(m.group(2).lower()) if m else None
+    if m is None or unit is None:
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise InvalidSpec(
+            field, f"{shown!r} is not a size (a number and one of B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+        )
+    number = m.group(1)
+    whole, _, frac = number.partition(".")
+    scale: int = 10 ** len(frac)
+    size, rest = divmod((int(whole) * scale + int(frac or "0")) * unit, scale)
+    if rest:
+        raise InvalidSpec(field, f"{value!r} is not a whole number of bytes")
+    return size
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """The ``[storage]`` table: limits of each node's LMDB state store.
+
+    ``map_size`` is the most the store may grow to, in bytes (in a file also a string such as
+    ``"64GiB"``, see :func:`parse_size`), between 256 KiB and 1 PiB. It reserves address space,
+    not disk. A node warns when the store passes 80 % of it; a node whose store is full stops
+    leading and exits, and a restart with a larger ``map_size`` catches up. Raises
+    :class:`ConfigError` if out of range.
+    """
+
+    map_size: int = DEFAULT_MAP_SIZE
+
+    def __post_init__(self) -> None:
+        problem = _map_size_problem(self.map_size)
+        if problem:
+            raise ConfigError("<config>", [f"storage.map_size: {problem}"])
+
+
+def parse_map_size(value: object, field: str = "map_size") -> int:
+    """An LMDB map size: :func:`parse_size`, then 256 KiB to 1 PiB. Raises :class:`InvalidSpec`."""
+    size = parse_size(value, field)
+    problem = _map_size_problem(size)
+    if problem:
+        raise InvalidSpec(field, problem)
+    return size
+
+
+def _map_size_problem(size: int) -> str | None:
+    if not MIN_MAP_SIZE <= size <= MAX_MAP_SIZE:
+        return f"must be between 256KiB and 1PiB, got {size} bytes"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class TlsSettings:
     """The ``[tls]`` table: TLS on the node's gRPC port (the Admin and Executor services).
@@ -240,6 +327,7 @@ class ClusterConfig:
     raft: RaftTuning = dataclasses.field(default_factory=RaftTuning)
     scheduler: SchedulerSettings = dataclasses.field(default_factory=SchedulerSettings)
     source: str = "<config>"
+    storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
     tls: TlsSettings | None = None
     insecure: bool = False
     alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
@@ -388,7 +476,8 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    _unknown_keys("", data, ("cluster", "raft", "scheduler", "tls", "auth", "nodes", "alerts"), problems)
+    top_level = ("cluster", "raft", "scheduler", "storage", "tls", "auth", "nodes", "alerts")
+    _unknown_keys("", data, top_level, problems)
     auth_table = _table(data, "auth", problems) if "auth" in data else None
     auth = parse_auth_table(auth_table, base, problems) if auth_table is not None else None
 
@@ -412,10 +501,19 @@ def parse_config(
         _scheduler_relations,
         problems,
     )
+    storage = _parse_storage(_table(data, "storage", problems), problems)
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
     alerts = parse_alerts(_table(data, "alerts", problems), base, problems)
 
-    if problems or name is None or secret is None or raft is None or scheduler is None or nodes is None:
+    if (
+        problems
+        or name is None
+        or secret is None
+        or raft is None
+        or scheduler is None
+        or storage is None
+        or nodes is None
+    ):
         raise ConfigError(source, problems or ["invalid configuration"])
     return ClusterConfig(
         name=name,
@@ -424,11 +522,24 @@ def parse_config(
         raft=raft,
         scheduler=scheduler,
         source=source,
+        storage=storage,
         tls=tls,
         insecure=insecure,
         alerts=alerts,
         auth=auth,
     )
+
+
+def _parse_storage(table: Mapping[str, object] | None, problems: list[str]) -> StorageSettings | None:
+    if table is None:
+        return None
+    _unknown_keys("storage", table, ("map_size",), problems)
+    try:
+        size = parse_map_size(table.get("map_size", DEFAULT_MAP_SIZE), "storage.map_size")
+    except InvalidSpec as exc:
+        problems.append(str(exc))
+        return None
+    return StorageSettings(map_size=size)
 
 
 def is_loopback(address: str) -> bool:

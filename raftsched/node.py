@@ -27,6 +27,7 @@ from raftsched.abc import (
     ProposeCallback,
     ProposeError,
     RaftStatus,
+    StoreFailed,
 )
 from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.config import ClusterConfig, parse_address
@@ -101,7 +102,10 @@ class Node:
         # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
         # own journal is never fsynced at all (docs/architecture.md §10), so this costs no durability
         # the Raft log itself would have offered.
-        self.store = LmdbStore(self.me.data_dir, sync=False)
+        self.store = LmdbStore(self.me.data_dir, map_size=config.storage.map_size, sync=False)
+        # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
+        self.failure: BaseException | None = None
+        self._failed_event: asyncio.Event | None = None
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
         self.state = SchedulerState.load(self.store, self.retention)
@@ -195,6 +199,7 @@ class Node:
             load_snapshot=self._load_snapshot,
             applied_index=lambda: self.replica.last_applied,
             addr_to_id=self._addr_to_id,
+            on_store_failure=self._store_failed,
         )
         log.info(
             "node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
@@ -215,6 +220,9 @@ class Node:
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
+        self._failed_event = asyncio.Event()
+        if self.failure is not None:
+            self._failed_event.set()
         server = grpc.aio.server(
             interceptors=interceptors,
             options=[
@@ -271,10 +279,16 @@ class Node:
         try:
             if obs is not None:
                 await obs.start()
-            if stop is None:
-                await server.wait_for_termination()
-            else:
-                await stop.wait()
+            # Until stopped, or until the store fails (then the caller exits non-zero).
+            waits = [asyncio.ensure_future(self._failed_event.wait())]
+            waits.append(
+                asyncio.ensure_future(server.wait_for_termination() if stop is None else stop.wait())
+            )
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
         finally:
             await self.alert_loop.stop()
             if obs is not None:
@@ -336,7 +350,8 @@ class Node:
             self.driver_thread.stop()
         if self.consensus is not None:
             self.consensus.destroy()
-        self.replica.end_of_tick()
+        if self.failure is None:  # after a store failure nothing more can be committed
+            self.replica.end_of_tick()
         self.store.close()
 
     # -- wiring ----------------------------------------------------------------------------------
@@ -435,6 +450,33 @@ class Node:
         if self.observability is not None:
             self.observability.observe_commit_lateness(samples)
 
+    def _store_failed(self, exc: BaseException) -> None:
+        """The store cannot take writes (applier thread; the consensus node has already left the
+        Raft cluster): say so once, loudly, report not ready, and end :meth:`serve`."""
+        self.failure = exc
+        cause = exc.cause if isinstance(exc, StoreFailed) else exc
+        usage = self.store.usage()
+        log.critical(
+            "node %s stopped: its state store cannot take writes (%s: %s; %d of %d bytes used), so it "
+            "left the Raft cluster and a healthy node leads. Free disk space or raise "
+            "storage.map_size, then restart it: it replays the Raft log and catches up, nothing is lost",
+            self.node_id,
+            type(cause).__name__,
+            cause,
+            usage.used_bytes,
+            usage.map_bytes,
+        )
+        loop, health_servicer, event = self._loop, self._health, self._failed_event
+        if loop is not None and health_servicer is not None and event is not None:
+            not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+
+            async def not_ready() -> None:
+                for service in ("", ADMIN_SERVICE, LEADER_HEALTH_SERVICE):
+                    await health_servicer.set(service, not_serving)
+                event.set()
+
+            asyncio.run_coroutine_threadsafe(not_ready(), loop)
+
     def _write_snapshot(self, f: BinaryIO) -> None:
         started = self.clock.monotonic()
         self.store.write_snapshot(f)
@@ -484,6 +526,16 @@ class Node:
                 rss_bytes=rss_bytes(),
                 chain=self.state.chain.hex(),
             )
+            peers = [n for n in self.config.nodes if n.id != self.node_id]
+            for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
+                link = raft.peer(known_as)
+                reply.raft_peers.add(
+                    node_id=node.id,
+                    raft=node.raft,
+                    connected=link.connected,
+                    match_index=link.match_index,
+                    refused=link.refused,
+                )
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
@@ -503,6 +555,10 @@ class Node:
         for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
             link = raft.peer(known_as)
             out.peers.add(
-                node_id=node.id, raft=node.raft, connected=link.connected, match_index=link.match_index
+                node_id=node.id,
+                raft=node.raft,
+                connected=link.connected,
+                match_index=link.match_index,
+                refused=link.refused,
             )
         return out

@@ -9,7 +9,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 
-from raftsched.abc import StateStore
+from raftsched.abc import StateStore, StoreFailed
 from raftsched.fsm.effects import Effect
 from raftsched.fsm.state import SchedulerState
 
@@ -43,16 +43,30 @@ class Replica:
         self.recent_chains[self.last_applied] = state.chain  # the chain is stored with the state
 
     def apply_entry(self, index: int, data: bytes) -> bytes | None:
-        """Apply log entry ``index``. Never raises (an exception here would wedge every node)."""
+        """Apply log entry ``index``.
+
+        Raises only :class:`raftsched.abc.StoreFailed`, when the store cannot take the entry's
+        writes: this node's state is then ahead of its store and it must stop applying (the
+        entry stays in the Raft log, and a restart replays it). Anything else is logged.
+        """
         if index <= self.last_applied:
             self.entries_skipped += 1
             return None
+        failure = self.store.failure()
+        if failure is not None:
+            raise StoreFailed(index, failure)
         try:
             applied = self.state.apply(data)
             result = applied.encode()
-        except Exception:  # SchedulerState.apply does not raise; this is belt and braces
+        except Exception as exc:  # SchedulerState.apply does not raise; this is belt and braces
+            failure = self.store.failure()
+            if failure is not None:
+                raise StoreFailed(index, failure) from exc
             log.critical("apply of entry %d raised", index, exc_info=True)
             return None
+        failure = self.store.failure()
+        if failure is not None:
+            raise StoreFailed(index, failure)
         self.last_applied = index
         self._dirty = True
         self.entries_applied += 1
@@ -67,9 +81,14 @@ class Replica:
         return result
 
     def end_of_tick(self) -> None:
-        """Commit everything applied in this tick, with the applied index, in one transaction."""
+        """Commit everything applied in this tick, with the applied index, in one transaction.
+
+        Raises :class:`raftsched.abc.StoreFailed` if the commit fails."""
         if self._dirty:
-            self.store.commit(self.last_applied)
+            try:
+                self.store.commit(self.last_applied)
+            except Exception as exc:
+                raise StoreFailed(self.last_applied, exc) from exc
             self._dirty = False
 
     def reset_from_store(self) -> None:

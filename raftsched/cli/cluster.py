@@ -93,6 +93,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         leader = f"{view.leader_id} ({view.leader_addr})" if view.leader_id else "unknown"
         print(f"leader: {leader}   term: {view.term}   commit index: {view.commit_index}")
         rows = []
+        refused = _raft_refusals(view)
         for n in view.nodes:
             s = n.status
             if s is None:
@@ -107,7 +108,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     str(s.commit_index),
                     str(s.applied_index),
                     s.state_digest[:12] or "-",
-                    "ok",
+                    refused.get(s.node_id, "ok"),
                 ]
             )
         print_table(["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "DIGEST", "STATUS"], rows)
@@ -120,6 +121,27 @@ def cmd_status(args: argparse.Namespace) -> int:
         why = f": {view.nodes[0].error}" if len(reasons) == 1 else ""
         return fail(f"no node reachable (tried {tried}){why}", 1)
     return 0
+
+
+def _raft_refusals(view: ClusterView) -> dict[str, str]:
+    """node id -> "raft refused by ..." for each node that most of the other answering nodes
+    report as refused lately. A wrong-secret node and its peers each see the other side refuse;
+    the majority view tells which one is the odd node out."""
+    reports: dict[str, list[str]] = {}
+    asked: dict[str, int] = {}
+    for n in view.nodes:
+        s = n.status
+        if s is None:
+            continue
+        for p in s.raft_peers:
+            asked[p.node_id] = asked.get(p.node_id, 0) + 1
+            if p.refused and not p.connected:
+                reports.setdefault(p.node_id, []).append(f"{s.node_id}: {p.refused}")
+    return {
+        node: "raft refused by " + "; ".join(why)
+        for node, why in reports.items()
+        if len(why) * 2 > asked.get(node, 0)
+    }
 
 
 def _digest_warnings(view: ClusterView) -> list[str]:

@@ -39,6 +39,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
     parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
     parser.add_argument(
+        "--map-size",
+        default="64GiB",
+        metavar="SIZE",
+        help="most the execution log may grow to, e.g. 512MiB or 64GiB (default: 64GiB)",
+    )
+    parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
     parser.add_argument(
@@ -78,6 +84,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 slots=args.slots,
                 data_dir=args.data_dir,
                 labels=labels,
+                map_size=args.map_size,
                 tls=tls_from_args(args, config),
                 http=args.http,
                 token=token,

@@ -37,6 +37,7 @@ __all__ = ["TEST_CLOCK_OFFSET_ENV", "node_main", "run_node", "with_data_dir"]
 log = logging.getLogger("raftsched.node")
 
 TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
+STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left the cluster
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
@@ -104,7 +105,7 @@ def run_node(config_path: str, node_id: str, log_level: str = "info", data_dir: 
     finally:
         node.stop()
         lock.release()
-    return 0
+    return STORE_FAILED_EXIT if node.failure is not None else 0
 
 
 def with_data_dir(config: ClusterConfig, node_id: str, data_dir: Path) -> ClusterConfig:

@@ -9,6 +9,12 @@ store when its queue runs dry (one transaction per burst), and hands each propos
 
 Ordering and durability are unchanged: entries are applied in log order, exactly once per node
 (the replica's applied-index guard), and the applied index is committed with the data it covers.
+
+A store that cannot take writes (``StoreFailed`` from ``apply_fn``, or any error from
+``commit_fn``) stops the applier for good: nothing more is applied or committed, ``on_fatal``
+is called once with the error, and waiting proposers get "outcome unknown". Applying past a
+failed write would leave the in-memory state ahead of the store; stopping keeps every entry in
+the Raft log, and a restart replays them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import logging
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
+
+from raftsched.abc import StoreFailed
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +46,12 @@ class Applier:
         apply_fn: Callable[[int, bytes], bytes | None],
         commit_fn: Callable[[], None],
         keep_results: int = 50_000,
+        on_fatal: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._apply_fn = apply_fn
         self._commit_fn = commit_fn
+        self._on_fatal = on_fatal
+        self._failed: BaseException | None = None
         self._queue: deque[tuple[int, bytes]] = deque()
         self._cond = threading.Condition()
         self._results: OrderedDict[int, bytes | None] = OrderedDict()
@@ -66,6 +77,8 @@ class Applier:
 
     def enqueue(self, index: int, data: bytes) -> None:
         with self._cond:
+            if self._failed is not None:
+                return  # nothing is applied any more; the entry stays in the Raft log
             self._queue.append((index, data))
             self._idle = False
             self._cond.notify_all()
@@ -75,6 +88,8 @@ class Applier:
         with self._cond:
             if index in self._results:
                 result = self._results[index]
+            elif self._failed is not None:
+                result = None  # never applied here: outcome unknown
             elif index <= self._applied and index not in self._waiters:
                 result = None  # applied so long ago its result was dropped: outcome unknown
             else:
@@ -89,7 +104,9 @@ class Applier:
         enqueues: while they run nothing new arrives, so the applier stays quiet until they return.
         """
         with self._cond:
-            return self._cond.wait_for(lambda: self._idle, timeout)
+            return self._cond.wait_for(lambda: self._idle or self._failed is not None, timeout) and (
+                self._failed is None
+            )
 
     def pause(self) -> None:
         """Apply nothing until :meth:`resume` (entries keep queueing). Call it when quiescent:
@@ -113,6 +130,11 @@ class Applier:
     def backlog(self) -> int:
         return len(self._queue)
 
+    @property
+    def failed(self) -> BaseException | None:
+        """The store failure that stopped the applier, or None while it runs."""
+        return self._failed
+
     # -- the applier thread ----------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -126,28 +148,49 @@ class Applier:
                 item = self._queue.popleft() if self._queue else None
             # Commit when the queue runs dry (one transaction per burst), or every
             # COMMIT_EVERY entries while a long backlog drains.
-            if item is not None and since_commit < COMMIT_EVERY:
-                self._apply_one(*item)
-                since_commit += 1
-                continue
             try:
+                if item is not None and since_commit < COMMIT_EVERY:
+                    self._apply_one(*item)
+                    since_commit += 1
+                    continue
                 self._commit_fn()
-            except Exception:
-                log.exception("committing applied entries failed")
-            since_commit = 0
-            if item is not None:
-                self._apply_one(*item)
-                since_commit = 1
-                continue
+                since_commit = 0
+                if item is not None:
+                    self._apply_one(*item)
+                    since_commit = 1
+                    continue
+            except Exception as exc:  # the store cannot take writes: stop (module docstring)
+                self._fail(exc)
+                return
             with self._cond:
                 if not self._queue:
                     self._idle = True
                     self._cond.notify_all()
 
+    def _fail(self, exc: BaseException) -> None:
+        with self._cond:
+            self._failed = exc
+            self._queue.clear()
+            waiters, self._waiters = self._waiters, {}
+            self._cond.notify_all()
+        for callbacks in waiters.values():
+            for callback in callbacks:
+                try:
+                    callback(None)  # outcome unknown: the entry is committed but not applied here
+                except Exception:
+                    log.exception("result callback failed")
+        if self._on_fatal is not None:
+            try:
+                self._on_fatal(exc)
+            except Exception:
+                log.exception("store-failure hook failed")
+
     def _apply_one(self, index: int, data: bytes) -> None:
         try:
             result = self._apply_fn(index, data)
-        except Exception:  # the replica never raises; never let this thread die
+        except StoreFailed:
+            raise
+        except Exception:  # the replica raises only StoreFailed; never let this thread die
             log.critical("apply of entry %d raised", index, exc_info=True)
             result = None
         with self._cond:

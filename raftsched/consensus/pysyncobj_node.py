@@ -23,23 +23,37 @@ Decisions forced by pysyncobj (docs/architecture.md, "Facts about the libraries"
   snapshot (the chaos suite's 5-node soak: a FireBatch of epoch 92 applied on the old leader
   only, while the cluster fired the same second in epoch 93; replicas diverged). The guard caps
   such a message's ``commit_index`` at the follower's own; a verified ``append_entries`` (with
-  ``prevLogIdx``) raises it a heartbeat later.
+  ``prevLogIdx``) raises it a heartbeat later;
+* the Raft port is hardened (:class:`_GuardedTransport`, :class:`_GuardedConnection`): it binds
+  the configured address (pysyncobj's default is every interface); a frame's length prefix is
+  checked before its body is read (at most :data:`MAX_PREAUTH_FRAME` bytes until the peer has
+  authenticated, :data:`MAX_FRAME` after), since pysyncobj buffered a 2 GiB claim on the tick
+  thread (a 16 MiB body stalled it 3 s and forced elections); a connection that has not
+  authenticated within :data:`AUTH_TIMEOUT_S` is closed (pysyncobj kept idle ones forever); and
+  every refused peer (garbage, oversized frame, wrong secret, no handshake) is logged with its
+  address, at most once per :data:`REFUSAL_LOG_EVERY_S` per address, and shown in ``status``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import pysyncobj.pickle as _pysyncobj_pickle
 from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, SyncObjException, replicated
 from pysyncobj.node import TCPNode
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
+from pysyncobj.transport import TCPTransport
 
 from raftsched.abc import ROLES, CommitHook, Leadership, PeerStatus, ProposeCallback, ProposeError, RaftStatus
 from raftsched.config import RaftTuning
@@ -74,12 +88,268 @@ _RAFT_STATES = dict(enumerate(ROLES))  # pysyncobj's _RAFT_STATE values
 _CONNECTED = 2  # getStatus()'s partner_node_status_server_<addr> value for a live connection
 
 
+MAX_PREAUTH_FRAME = 64 << 10
+"""Largest frame accepted before the peer has authenticated (the handshake needs ~200 bytes)."""
+MAX_FRAME = 64 << 20
+"""Largest frame accepted from an authenticated peer (entries stay below 64 KB; snapshot chunks too)."""
+AUTH_TIMEOUT_S = 3.0
+"""A connection that has not completed the handshake within this many seconds is closed."""
+REFUSAL_LOG_EVERY_S = 30.0
+"""A refused address is logged at most once per this many seconds."""
+REFUSAL_SHOWN_S = 30.0
+"""For this long after a refusal, a disconnected peer shows as refused in ``status``."""
+
+_FRAME_HEADER = struct.Struct("i")  # pysyncobj's: native-endian signed 32-bit length
+_pickle_loads: Callable[[bytes], Any] = _pysyncobj_pickle.loads
+
+
+class RaftPortGuard:
+    """Refusals on the Raft port: logged (rate-limited, per address) and kept for ``status``.
+
+    Called on the tick thread; :meth:`refusal_for` may be called from any thread.
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        name_of: Callable[[str], str | None] = lambda _addr: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.node_id = node_id
+        self._name_of = name_of
+        self._clock = clock
+        self._lock = threading.Lock()
+        # (source, kind) -> (when last logged, how many were not logged since)
+        self._logged: dict[tuple[str, str], tuple[float | None, int]] = {}
+        self._by_node: dict[str, tuple[float, str]] = {}  # peer raft address -> (when, why)
+        self._by_host: dict[str, tuple[float, str]] = {}  # source host -> (when, why)
+        self.refusals = 0
+
+    def refused(self, address: str, why: str, node: str | None = None) -> None:
+        """Record that ``address`` (``host:port`` it came from or was dialled at) was refused;
+        ``node`` is the configured peer address when the connection is known to be to it."""
+        now = self._clock()
+        with self._lock:
+            self.refusals += 1
+            if node is not None:
+                self._by_node[node] = (now, why)
+            else:
+                self._by_host[address.rsplit(":", 1)[0]] = (now, why)
+            # One line per source and kind of refusal per period: a flood from one host (or a
+            # misconfigured peer retrying every second) cannot flood the log.
+            key = (node or _host_of(address), _kind(why))
+            last, suppressed = self._logged.get(key, (None, 0))
+            if last is not None and now - last < REFUSAL_LOG_EVERY_S:
+                self._logged[key] = (last, suppressed + 1)
+                return
+            self._logged[key] = (now, 0)
+        more = f" ({suppressed} more like it since the last report)" if suppressed else ""
+        name = self._name_of(node) if node else None
+        peer = f" (peer {name})" if name else ""
+        log.warning("%s: raft port refused %s%s: %s%s", self.node_id, address, peer, why, more)
+
+    def refusal_for(self, peer: str) -> str:
+        """Why ``peer`` (a configured raft address) was refused lately, or "". A refusal from an
+        unidentified connection counts for a peer on the same host."""
+        now = self._clock()
+        with self._lock:
+            found = [r for r in (self._by_node.get(peer), self._by_host.get(_host_of(peer))) if r]
+        seen = max(found) if found else None
+        if seen is None or now - seen[0] > REFUSAL_SHOWN_S:
+            return ""
+        return seen[1]
+
+
+def _kind(why: str) -> str:
+    """A refusal's kind: its text without digits, so lengths and ports do not make new kinds."""
+    return "".join(c for c in why if not c.isdigit())
+
+
+def _host_of(address: str) -> str:
+    return address.rsplit(":", 1)[0].strip("[]")
+
+
+class _GuardedConnection(TcpConnection):  # type: ignore[misc]
+    """pysyncobj's TcpConnection with a bounded frame size, a linear read buffer and a report of
+    every frame it refuses. Made by changing an accepted or dialling connection's class (see
+    :class:`_GuardedTransport`); the attributes below are set there."""
+
+    _TcpConnection__readBuffer: Any  # pysyncobj's attributes, untyped there
+    _TcpConnection__socket: Any
+    _TcpConnection__recvBufferSize: int
+    recvLastTimestamp: Any
+    _raftsched_guard: RaftPortGuard
+    _raftsched_address: str = "?"  # where the other end is
+    _raftsched_node: str | None = None  # the configured peer, when known
+    _raftsched_authed = False  # completed the handshake
+
+    _raftsched_dialled = False  # an outgoing connection that reached the peer
+    _raftsched_refusing = False  # this side is closing it as refused
+
+    def _refuse(self, why: str) -> None:
+        self._raftsched_guard.refused(self._raftsched_address, why, self._raftsched_node)
+        self._raftsched_refusing = True
+        self.disconnect()
+
+    def _TcpConnection__processRead(self) -> bool:
+        try:
+            incoming = self._TcpConnection__socket.recv(self._TcpConnection__recvBufferSize)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                self.disconnect()
+            return False
+        if not incoming:
+            self.disconnect()
+            return False
+        buf = self._TcpConnection__readBuffer
+        if not isinstance(buf, bytearray):  # pysyncobj resets it to bytes(); += on bytes is quadratic
+            buf = bytearray(buf)
+            self._TcpConnection__readBuffer = buf
+        buf += incoming
+        if len(buf) >= _FRAME_HEADER.size:
+            size = _FRAME_HEADER.unpack_from(buf)[0]
+            limit = MAX_FRAME if self._raftsched_authed else MAX_PREAUTH_FRAME
+            if not 0 < size <= limit:
+                self._refuse(f"frame length {size} outside 1..{limit} bytes")
+                return False
+        return True
+
+    def _TcpConnection__processParseMessage(self) -> Any:
+        buf = self._TcpConnection__readBuffer
+        if len(buf) < _FRAME_HEADER.size:
+            return None
+        size = _FRAME_HEADER.unpack_from(buf)[0]
+        limit = MAX_FRAME if self._raftsched_authed else MAX_PREAUTH_FRAME
+        if not 0 < size <= limit:
+            self._refuse(f"frame length {size} outside 1..{limit} bytes")
+            return None
+        if len(buf) - _FRAME_HEADER.size < size:
+            return None
+        data = bytes(buf[_FRAME_HEADER.size : _FRAME_HEADER.size + size])
+        try:
+            if self.encryptor:
+                stamp = self.encryptor.extract_timestamp(data)
+                if stamp < self.recvLastTimestamp:
+                    raise ValueError("replayed frame")
+                self.recvLastTimestamp = stamp
+                data = self.encryptor.decrypt(data)
+        except Exception:
+            why = "garbage or a wrong cluster secret (frame does not decrypt)"
+            self._refuse(why if not self._raftsched_authed else "a frame does not decrypt")
+            return None
+        try:
+            message = _pickle_loads(zlib.decompress(data))
+            if self.recvRandKey:
+                rand_key, message = message
+                if rand_key != self.recvRandKey:
+                    raise ValueError("session key mismatch")
+        except Exception:
+            self._refuse("an authenticated frame does not decode")
+            return None
+        del buf[: _FRAME_HEADER.size + size]
+        return message
+
+
+class _GuardedTransport(TCPTransport):  # type: ignore[misc]
+    """pysyncobj's TCP transport with :class:`_GuardedConnection` for every connection, a
+    handshake deadline for incoming ones, and refusals reported to the node's guard."""
+
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
+        self._raftsched_guard: RaftPortGuard = syncObj._raftsched_guard
+        self._raftsched_since: dict[Any, float] = {}
+        super().__init__(syncObj, selfNode, otherNodes)
+
+    def _guard(self, conn: Any, address: str, node: str | None) -> None:
+        conn.__class__ = _GuardedConnection
+        conn._raftsched_guard = self._raftsched_guard
+        conn._raftsched_address = address
+        conn._raftsched_node = node
+        conn._raftsched_authed = False
+
+    def addNode(self, node: Any) -> None:
+        super().addNode(node)
+        conn = self._connections.get(node)
+        if conn is not None:
+            self._guard(conn, str(node.address), str(node.address))
+
+    def _onNewIncomingConnection(self, conn: Any) -> None:
+        try:
+            host, port = conn._TcpConnection__socket.getpeername()[:2]
+            address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        except OSError:
+            address = "?"
+        self._guard(conn, address, None)
+        self._raftsched_since[conn] = time.monotonic()
+        super()._onNewIncomingConnection(conn)
+
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
+        handshake = bool(self._syncObj.encryptor) and not conn.sendRandKey
+        super()._onIncomingMessageReceived(conn, message)
+        if handshake or conn.state == CONNECTION_STATE.DISCONNECTED:
+            if conn.state == CONNECTION_STATE.DISCONNECTED and not handshake:
+                self._raftsched_since.pop(conn, None)
+                self._raftsched_guard.refused(conn._raftsched_address, "not a configured peer")
+            return
+        if conn not in self._unknownConnections:  # identified as a peer (or a utility client)
+            self._raftsched_since.pop(conn, None)
+            conn._raftsched_authed = True
+            node = self._connToNode(conn)
+            if node is not None and node in self._nodes:
+                conn._raftsched_node = str(node.address)
+
+    def _onOutgoingConnected(self, conn: Any) -> None:
+        conn._raftsched_authed = False
+        conn._raftsched_dialled = True
+        super()._onOutgoingConnected(conn)
+
+    def _onOutgoingMessageReceived(self, conn: Any, message: Any) -> None:
+        conn._raftsched_authed = True
+        super()._onOutgoingMessageReceived(conn, message)
+
+    def _onDisconnected(self, conn: Any) -> None:
+        self._raftsched_since.pop(conn, None)
+        node = getattr(conn, "_raftsched_node", None)
+        if (
+            node is not None
+            and self._syncObj.encryptor
+            and getattr(conn, "_raftsched_dialled", False)
+            and not conn._raftsched_authed
+            and not conn._raftsched_refusing
+        ):
+            # The peer accepted the TCP connection, then closed it without answering the
+            # handshake: it refused our secret (or is not a raftsched node).
+            self._raftsched_guard.refused(node, "peer closed the connection during the handshake", node)
+        if isinstance(conn, _GuardedConnection):
+            conn._raftsched_dialled = conn._raftsched_refusing = conn._raftsched_authed = False
+        super()._onDisconnected(conn)
+
+    def _onTick(self) -> None:
+        super()._onTick()
+        if not self._raftsched_since:
+            return
+        now = time.monotonic()
+        for conn, since in list(self._raftsched_since.items()):
+            if conn not in self._unknownConnections:
+                self._raftsched_since.pop(conn, None)
+            elif now - since > AUTH_TIMEOUT_S:
+                self._raftsched_since.pop(conn, None)
+                self._unknownConnections.discard(conn)
+                conn._refuse(f"did not authenticate within {AUTH_TIMEOUT_S:g} s")
+
+
 class _Raft(SyncObj):  # type: ignore[misc]
     """The SyncObj subclass. Its only replicated method hands bytes to the applier."""
 
-    def __init__(self, enqueue: Callable[[int, bytes], None], *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        enqueue: Callable[[int, bytes], None],
+        *args: Any,
+        guard: RaftPortGuard | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._raftsched_enqueue = enqueue
-        super().__init__(*args, **kwargs)
+        self._raftsched_guard = guard or RaftPortGuard("raft")
+        super().__init__(*args, transportClass=_GuardedTransport, **kwargs)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         # Overrides pysyncobj's name-mangled handler (SyncObj binds self.__onMessageReceived in
@@ -147,6 +417,7 @@ class PySyncObjNode:
         load_snapshot: Callable[[Path, int], None],
         applied_index: Callable[[], int],
         addr_to_id: Callable[[str], str | None],
+        on_store_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         if not secret or len(secret) < 16:
             raise ValueError("a cluster secret of at least 16 characters is required")
@@ -174,7 +445,10 @@ class PySyncObjNode:
         self._snap_outcome: int | None = None  # a SERIALIZER_STATE
         self._snap_generation = 0
         data_dir.mkdir(parents=True, exist_ok=True)
+        self.port_guard = RaftPortGuard(node_id, addr_to_id)
         conf = SyncObjConf(
+            # Listen where the config says, not on every interface (pysyncobj's default).
+            bindAddress=_bind_address(self_addr),
             appendEntriesUseBatch=True,
             appendEntriesPeriod=tuning.append_entries_period,
             autoTickPeriod=tuning.auto_tick_period,
@@ -200,9 +474,11 @@ class PySyncObjNode:
             maxBindRetries=3,
             bindRetryTime=0.5,
         )
-        self._applier = Applier(apply_fn, on_tick)
+        self._on_store_failure = on_store_failure
+        self._failed: BaseException | None = None
+        self._applier = Applier(apply_fn, on_tick, on_fatal=self._store_failed)
         self._applier.start()
-        self._raft = _Raft(self._applier.enqueue, self_addr, peers, conf)
+        self._raft = _Raft(self._applier.enqueue, self_addr, peers, conf, guard=self.port_guard)
         try:
             self._raft.waitBinded()
         except SyncObjException:
@@ -240,7 +516,12 @@ class PySyncObjNode:
             callback(None, ProposeError("unavailable", f"raft: {exc}"))
 
     def is_leader(self) -> bool:
-        return self._raft.leads()
+        return self._failed is None and self._raft.leads()
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The store failure that made this node leave the cluster (see :meth:`_store_failed`)."""
+        return self._failed
 
     def epoch(self) -> int:
         return int(self._raft.raftCurrentTerm)
@@ -254,12 +535,16 @@ class PySyncObjNode:
 
     def status(self) -> RaftStatus:
         """pysyncobj's ``getStatus()`` decoded; its raw keys never leave this module."""
-        return decode_status(self._raft.getStatus(), self._peers)
+        return decode_status(self._raft.getStatus(), self._peers, self.port_guard.refusal_for)
 
     def commit_index(self) -> int:
         return int(self._raft.raftCommitIndex)
 
     def destroy(self) -> None:
+        if self._failed is not None:
+            self._raft.destroy()  # already leaving (a store failure); the tick thread ends itself
+            self._applier.stop()
+            return
         if hasattr(self._raft, "destroy_synchronous"):
             self._raft.destroy_synchronous()
         else:
@@ -275,6 +560,27 @@ class PySyncObjNode:
     def force_compaction(self) -> None:
         self._raft.forceLogCompaction()
 
+    # -- a store that cannot take writes ---------------------------------------------------------
+
+    def _store_failed(self, exc: BaseException) -> None:
+        """The applier stopped on a store failure (applier thread): leave the cluster at once.
+
+        A node that cannot apply must not lead, nor vote or acknowledge entries it will not
+        apply: it reports itself not leading, then the SyncObj is destroyed (the tick thread
+        closes every connection and the journal, and ends), so the peers elect a healthy
+        leader. Entries committed but not applied here stay in the journal and in the peers'
+        logs; a restart replays them. ``on_store_failure`` then tells the node.
+        """
+        self._failed = exc
+        term = int(self._raft.raftCurrentTerm)
+        try:
+            self._on_leadership(Leadership(False, term, None))
+        except Exception:
+            log.exception("leadership hook failed")
+        self._raft.destroy()
+        if self._on_store_failure is not None:
+            self._on_store_failure(exc)
+
     # -- callbacks on the tick thread ----------------------------------------------------------
 
     def _tick(self) -> None:
@@ -285,7 +591,7 @@ class PySyncObjNode:
             log.warning("%s: raft tick thread stalled for %.0f ms", self.node_id, gap * 1000)
 
     def _state_changed(self, old: int, new: int) -> None:
-        if new == self._last_role:
+        if new == self._last_role or self._failed is not None:
             return
         self._last_role = new
         term = int(self._raft.raftCurrentTerm) if hasattr(self, "_raft") else 0
@@ -426,26 +732,38 @@ class PySyncObjNode:
         return last, prev, cluster
 
 
-def decode_status(raw: Mapping[str, Any], peers: Sequence[str]) -> RaftStatus:
+def _bind_address(self_addr: str) -> str:
+    """pysyncobj's ``bindAddress`` for our Raft address (it wants IPv6 hosts without brackets)."""
+    host, port = self_addr.rsplit(":", 1)
+    return f"{host.strip('[]')}:{port}"
+
+
+def decode_status(
+    raw: Mapping[str, Any], peers: Sequence[str], refusal: Callable[[str], str] | None = None
+) -> RaftStatus:
     """Decode a pysyncobj ``getStatus()`` dict for a node configured with ``peers`` (addresses).
 
     pysyncobj names a peer by its address in keys ``partner_node_status_server_<addr>`` (2 when
     connected) and, on the leader only, ``match_idx_server_<addr>``; a missing key reads as
-    disconnected and match index -1. An unknown role number reads as follower.
+    disconnected and match index -1. An unknown role number reads as follower. ``refusal(addr)``
+    says why a peer was refused lately ("" if it was not); it is shown for disconnected peers.
     """
     return RaftStatus(
         role=_RAFT_STATES.get(int(raw.get("state", 0)), "follower"),
         term=int(raw.get("raft_term", 0)),
         commit_index=int(raw.get("commit_idx", 0)),
         log_len=int(raw.get("log_len", 0)),
-        peers=tuple(
-            PeerStatus(
-                address=addr,
-                connected=raw.get(f"partner_node_status_server_{addr}", 0) == _CONNECTED,
-                match_index=int(raw.get(f"match_idx_server_{addr}", -1)),
-            )
-            for addr in peers
-        ),
+        peers=tuple(_peer_status(raw, addr, refusal) for addr in peers),
+    )
+
+
+def _peer_status(raw: Mapping[str, Any], addr: str, refusal: Callable[[str], str] | None) -> PeerStatus:
+    connected = raw.get(f"partner_node_status_server_{addr}", 0) == _CONNECTED
+    return PeerStatus(
+        address=addr,
+        connected=connected,
+        match_index=int(raw.get(f"match_idx_server_{addr}", -1)),
+        refused="" if connected or refusal is None else refusal(addr),
     )
 
 

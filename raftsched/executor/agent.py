@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, TransportError
-from raftsched.config import parse_address
+from raftsched.config import DEFAULT_MAP_SIZE, parse_address, parse_map_size
 from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.runners import (
@@ -67,7 +67,8 @@ class Executor:
     ``execution_log`` to an LMDB log in ``data_dir``, which
     :meth:`run` opens (creating the directory), fsyncs every second and closes when it returns.
     A log passed in is the caller's to open, flush and close: ``run`` only reads and writes it
-    (so a simulated restart can hand the same log to a new agent). ``command_runner`` runs
+    (so a simulated restart can hand the same log to a new agent). ``map_size`` bounds that
+    LMDB log (bytes, or a size string such as ``"512MiB"``; 256 KiB to 1 PiB). ``command_runner`` runs
     tasks' shell commands (default: a :class:`SubprocessRunner` with ``grace_s``); handlers
     registered with :meth:`handler` run Python callables. ``http`` (``host:port``) serves
     ``/metrics``, ``/healthz`` and ``/readyz`` while :meth:`run` runs (off when None); a port in
@@ -91,11 +92,13 @@ class Executor:
         transport: ExecutorTransport | None = None,
         execution_log: ExecutionLog | None = None,
         command_runner: CommandRunner | None = None,
+        map_size: int | str = DEFAULT_MAP_SIZE,
         tls: TlsConfig | None = None,
         http: str | None = None,
         token: str | None = None,
     ) -> None:
         validate_name(name, "executor.name")
+        self.map_size = parse_map_size(map_size, "executor.map_size")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{slots!r} out of range (1-10000)")
         raw = targets.split(",") if isinstance(targets, str) else list(targets)
@@ -167,7 +170,7 @@ class Executor:
             # No fsync per begin/finish on the event loop (two per attempt capped an executor near
             # 1,500 attempts/s, measured by bench/executors.py): LMDB commits survive a killed
             # process without it; a flusher fsyncs every second against power loss.
-            self._log = DedupeLog.open(self.data_dir, sync=False)
+            self._log = DedupeLog.open(self.data_dir, sync=False, map_size=self.map_size)
         else:
             self._log = DedupeLog(self._store)
         for result in self._log.recover():

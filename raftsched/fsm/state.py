@@ -200,7 +200,8 @@ class SchedulerState:
     # apply
 
     def apply(self, data: bytes) -> Applied:
-        """Apply one encoded command. Never raises for any input (see module docstring)."""
+        """Apply one encoded command. Never raises for any input (see module docstring); only a
+        store that cannot take writes (``store.failure()`` set) propagates its error."""
         with self.lock:
             try:
                 cmd = codec.decode_command(data)
@@ -218,6 +219,8 @@ class SchedulerState:
             except RaftschedError as exc:  # InvalidSpec, NotFound, Conflict... raised before mutating
                 applied = Applied(rejected(exc.code, str(exc)))
             except Exception as exc:  # a bug: log loudly, but never wedge every replica
+                if self.store.failure() is not None:
+                    raise  # the store cannot take writes: the replica stops this node's applying
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
             self.wf.flush()  # workflow runs changed by this command, written once

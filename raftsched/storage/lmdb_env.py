@@ -9,9 +9,11 @@ no type information.
 
 from __future__ import annotations
 
+import logging
 import struct
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lmdb
 
@@ -53,3 +55,48 @@ def open_readonly(path: Path, *, map_size: int, max_dbs: int) -> Any:
     """Open the environment in ``path`` read-only and without a lock file (to validate a copy
     nobody else uses). Raises :data:`Error` if it is not a readable LMDB environment."""
     return lmdb.open(str(path), map_size=map_size, readonly=True, lock=False, subdir=True, max_dbs=max_dbs)
+
+
+USAGE_WARN_FRACTION = 0.8
+USAGE_WARN_EVERY_S = 60.0  # the warning is repeated at most this often
+
+
+class StoreUsage(NamedTuple):
+    """How full an environment's map is: ``used_bytes`` of ``map_bytes`` (LMDB never shrinks it)."""
+
+    used_bytes: int
+    map_bytes: int
+
+    @property
+    def fraction(self) -> float:
+        return self.used_bytes / self.map_bytes if self.map_bytes else 0.0
+
+
+def usage(env: Any) -> StoreUsage:
+    """Bytes in use (pages up to the highest one in use) and the map size of ``env``."""
+    info = env.info()
+    page: int = env.stat()["psize"]
+    return StoreUsage((info["last_pgno"] + 1) * page, info["map_size"])  # pages count from 0
+
+
+class UsageAlarm:
+    """Logs a warning when a map passes :data:`USAGE_WARN_FRACTION`, at most once a minute."""
+
+    def __init__(self, what: str, key: str, logger: logging.Logger) -> None:
+        self._what = what  # e.g. "LMDB store /data/n1/state"
+        self._key = key  # the setting that raises the limit
+        self._log = logger
+        self._next = 0.0
+
+    def check(self, current: StoreUsage) -> None:
+        now = time.monotonic()
+        if current.fraction >= USAGE_WARN_FRACTION and now >= self._next:
+            self._next = now + USAGE_WARN_EVERY_S
+            self._log.warning(
+                "%s is %.0f%% full (%d of %d bytes); raise %s (or free disk) before it fills",
+                self._what,
+                current.fraction * 100,
+                current.used_bytes,
+                current.map_bytes,
+                self._key,
+            )

@@ -6,13 +6,16 @@ top; this module only stores bytes, one LMDB transaction per call.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from raftsched.storage import lmdb_env
-from raftsched.storage.lmdb_env import INDEX, MAX_KEY, valid_key
+from raftsched.storage.lmdb_env import INDEX, MAX_KEY, StoreUsage, valid_key
+
+log = logging.getLogger(__name__)
 
 
 class LmdbExecutionLog:
@@ -60,6 +63,9 @@ class LmdbExecutionLog:
             raise
         self._env = env
         self._closed = False
+        self._alarm = lmdb_env.UsageAlarm(
+            f"execution log {self._dir}", "the executor's --map-size (map_size=)", log
+        )
 
     @staticmethod
     def _key(key: str) -> bytes:
@@ -168,9 +174,15 @@ class LmdbExecutionLog:
             return count
 
     def flush(self) -> None:
-        """fsync everything committed so far (for ``sync=False``: call it periodically)."""
+        """fsync everything committed so far (for ``sync=False``: call it periodically). Also
+        warns (at most once a minute) when the map is more than 80 % full."""
         if not self._closed:
             self._env.sync(True)
+            self._alarm.check(self.usage())
+
+    def usage(self) -> StoreUsage:
+        """Bytes used and the map size (for metrics)."""
+        return lmdb_env.usage(self._live())
 
     def close(self) -> None:
         """Close the environment and release the owner lock. Idempotent."""

@@ -26,16 +26,25 @@ write-path call with :class:`RuntimeError`: close and reopen it (the node restar
 from its last committed index). Readers keep working. A failure in a transaction the failing
 call began itself loses nothing else and only raises.
 
+Every write-path failure of LMDB or the disk (the map full, ``ENOSPC``, ``EIO``) is also kept
+as :meth:`LmdbStore.failure`: a node that applied an entry whose writes did not all land cannot
+go on applying (its in-memory state is ahead of its store), so it checks this after each apply.
+
+Capacity: :meth:`LmdbStore.usage` reports the bytes used against the map size; ``commit`` checks
+it every few seconds and logs a warning (at most once a minute) once it passes 80 %.
+
 Keys are 1 to 511 bytes (LMDB's limit): ``put`` raises :class:`ValueError` for any other key,
 while ``get`` and ``delete`` treat such a key as absent.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -45,9 +54,21 @@ from typing import Any, BinaryIO, ClassVar
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_env import INDEX as _INDEX
 from raftsched.storage.lmdb_env import MAX_KEY as _MAX_KEY
+from raftsched.storage.lmdb_env import StoreUsage
 from raftsched.storage.lmdb_env import valid_key as _valid_key
 
+__all__ = ["LmdbReader", "LmdbStore", "StoreUsage"]
+
+log = logging.getLogger(__name__)
+
 _get_ident = threading.get_ident
+
+_USAGE_CHECK_S = 5.0  # how often commit looks at the map's fill level
+
+# fault(operation) is called before LMDB commits ("commit", "replace_all"); it raises to
+# simulate a disk failure through the real failure path (tests).
+Fault = Callable[[str], None]
+
 
 _STATE_DB = b"state"
 _LOCAL_DB = b"local"
@@ -304,7 +325,9 @@ class LmdbStore:
     # Scans fetch at most this many pairs per LMDB cursor pass; see scan().
     _SCAN_CHUNK: ClassVar[int] = 1024
 
-    def __init__(self, path: Path, map_size: int = 64 << 30, sync: bool = True) -> None:
+    def __init__(
+        self, path: Path, map_size: int = 64 << 30, sync: bool = True, fault: Fault | None = None
+    ) -> None:
         self._root = Path(path)
         self._dir = self._root / "state"
         self._restore_dir = self._root / "state.restore"
@@ -321,6 +344,12 @@ class LmdbStore:
         # per fire on every node).
         self._owner_ident = 0
         self._broken: BaseException | None = None
+        self._failure: BaseException | None = None
+        self._fault = fault
+        self._next_usage_check = 0.0
+        self._alarm = lmdb_env.UsageAlarm(
+            f"LMDB store {self._dir}", "storage.map_size (a full store stops this node)", log
+        )
         self._closed = False
         self._env: Any = None
         self._state_db: Any = None
@@ -413,6 +442,8 @@ class LmdbStore:
             self._owner_ident = 0
             if not fresh:
                 self._broken = exc
+            if self._failure is None and isinstance(exc, lmdb_env.Error | OSError):
+                self._failure = exc
         if txn is not None:
             with suppress(lmdb_env.Error):  # LMDB may have ended it already
                 txn.abort()
@@ -505,7 +536,9 @@ class LmdbStore:
             return
         self._commit_batch(None, new)
 
-    def _commit_batch(self, write: Callable[[Any], None] | None, applied_index: int) -> None:
+    def _commit_batch(
+        self, write: Callable[[Any], None] | None, applied_index: int, fault_point: str = "commit"
+    ) -> None:
         """Run ``write`` (if any) on the batch's transaction, record ``applied_index`` (the key is
         written only when it changes), commit, and end the batch; on any failure the batch is
         aborted (see :meth:`_abort_batch`) and the error raised."""
@@ -515,12 +548,29 @@ class LmdbStore:
                 write(txn)
             if applied_index != self._applied:
                 txn.put(_APPLIED_KEY, _INDEX.pack(applied_index), db=self._local_db)
+            if self._fault is not None:
+                self._fault(fault_point)
             txn.commit()
         except BaseException as exc:
             self._abort_batch(exc, fresh)
             raise
         self._end_batch()
         self._applied = applied_index
+        now = time.monotonic()
+        if now >= self._next_usage_check:
+            self._next_usage_check = now + _USAGE_CHECK_S
+            self._alarm.check(self.usage())
+
+    def failure(self) -> BaseException | None:
+        """The first LMDB or disk error of the write path (map full, ``ENOSPC``, ``EIO``), or None.
+
+        Sticky until the store is reopened. Any thread may call it."""
+        return self._failure
+
+    def usage(self) -> StoreUsage:
+        """Bytes used (pages up to the highest one in use) and the map size. Any thread."""
+        stats = self.stats()
+        return StoreUsage(stats["map_used_bytes"], stats["map_size_bytes"])
 
     def applied_index(self) -> int:
         """The index of the last commit. Any thread may call it."""
@@ -541,7 +591,7 @@ class LmdbStore:
             cursor.putmulti(_checked(entries), dupdata=False, overwrite=True)
             cursor.close()
 
-        self._commit_batch(load, applied_index)
+        self._commit_batch(load, applied_index, fault_point="replace_all")
 
     # -- readers -------------------------------------------------------------------------------
 
@@ -584,7 +634,12 @@ class LmdbStore:
         from a background thread, so the apply thread never waits on the disk."""
         with self._guard.shared():
             if not self._closed:
-                self._live_env().sync(True)
+                try:
+                    self._live_env().sync(True)
+                except (lmdb_env.Error, OSError) as exc:
+                    if self._failure is None:
+                        self._failure = exc  # the data since the last fsync may not be on disk
+                    raise
 
     # -- snapshots -----------------------------------------------------------------------------
 

@@ -68,6 +68,10 @@ class MemoryStore:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    def failure(self) -> BaseException | None:
+        """Never set: memory does not fill (see :meth:`raftsched.abc.StateStore.failure`)."""
+        return None
+
     def replace_all(self, entries: Iterator[tuple[bytes, bytes]], applied_index: int) -> None:
         with self._lock:
             self._data = dict(entries)

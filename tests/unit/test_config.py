@@ -677,7 +677,7 @@ def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
         parse_config(data, source="cluster.toml", base_dir=tmp_path)
 
     expected = [
-        "extra: unknown key (expected one of: cluster, raft, scheduler, tls, auth, nodes, alerts)",
+        "extra: unknown key (expected one of: cluster, raft, scheduler, storage, tls, auth, nodes, alerts)",
         "cluster.nmae: unknown key (did you mean 'name'?)",
         "cluster.secret: too short (5 characters; at least 16 required)",
         "raft.append_entries_period: must be > 0, got -1.0",

@@ -1,0 +1,66 @@
+"""The Raft port guard: refusals logged once per source and kind per period, and shown in status."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from raftsched.consensus.pysyncobj_node import (
+    REFUSAL_LOG_EVERY_S,
+    REFUSAL_SHOWN_S,
+    RaftPortGuard,
+    _bind_address,
+    decode_status,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_refusals_are_rate_limited_per_source_and_kind(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    guard = RaftPortGuard("n1", {"127.0.0.1:7003": "n3"}.get, clock)
+    caplog.set_level(logging.WARNING, logger="raftsched.consensus.pysyncobj_node")
+    for port in range(40000, 40010):
+        guard.refused(f"10.0.0.9:{port}", f"frame length {port} outside 1..65536 bytes")
+    guard.refused("10.0.0.9:41000", "did not authenticate within 3 s")
+    guard.refused("127.0.0.1:7003", "peer closed the connection during the handshake", "127.0.0.1:7003")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "n1: raft port refused 10.0.0.9:40000: frame length 40000 outside 1..65536 bytes",
+        "n1: raft port refused 10.0.0.9:41000: did not authenticate within 3 s",
+        "n1: raft port refused 127.0.0.1:7003 (peer n3): peer closed the connection during the handshake",
+    ]
+    assert guard.refusals == 12
+    clock.now += REFUSAL_LOG_EVERY_S + 1
+    guard.refused("10.0.0.9:40100", "frame length 9 outside 1..65536 bytes")
+    assert caplog.records[-1].getMessage().endswith("(9 more like it since the last report)")
+
+
+def test_a_refused_peer_shows_in_status_while_disconnected() -> None:
+    clock = FakeClock()
+    guard = RaftPortGuard("n1", clock=clock)
+    peers = ["127.0.0.1:7002", "127.0.0.1:7003"]
+    guard.refused("127.0.0.1:7003", "peer closed the connection during the handshake", "127.0.0.1:7003")
+    raw = {"state": 2, "partner_node_status_server_127.0.0.1:7002": 2}
+    status = decode_status(raw, peers, guard.refusal_for)
+    assert status.peer("127.0.0.1:7002").refused == ""  # connected: never refused
+    assert status.peer("127.0.0.1:7003").refused == "peer closed the connection during the handshake"
+    clock.now += REFUSAL_SHOWN_S + 1
+    assert decode_status(raw, peers, guard.refusal_for).peer("127.0.0.1:7003").refused == ""
+    # A refusal from an unidentified connection counts for a disconnected peer on that host.
+    guard.refused("127.0.0.1:53211", "garbage or a wrong cluster secret (frame does not decrypt)")
+    assert "wrong cluster secret" in guard.refusal_for("127.0.0.1:7003")
+    assert decode_status(raw, peers).peer("127.0.0.1:7003").refused == ""
+
+
+def test_the_bind_address_is_the_configured_one() -> None:
+    assert _bind_address("127.0.0.1:7001") == "127.0.0.1:7001"
+    assert _bind_address("[::1]:7001") == "::1:7001"
+    assert _bind_address("node-a.internal:7001") == "node-a.internal:7001"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftsched import __version__
-from raftsched.cli import access, alerts, calendars, cluster, cron, tasks, workflows
+from raftsched.cli import access, alerts, apply, calendars, cluster, cron, tasks, workflows
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
@@ -309,6 +309,35 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(preview)
 
     _add_calendar_commands(commands)
+    applying = _leaf(
+        commands,
+        "apply",
+        apply.cmd_apply,
+        "make the cluster's tasks match task files (YAML or TOML): create, update or leave each "
+        "unchanged, one line per task",
+    )
+    applying.add_argument("files", nargs="+", metavar="FILE", help="task files (.yaml, .yml, .toml)")
+    applying.add_argument(
+        "--prune",
+        action="store_true",
+        help="also delete the tasks of the files' namespaces that no file lists",
+    )
+    mode = applying.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="contact no cluster: print the field-level diff against --against (default: nothing)",
+    )
+    mode.add_argument(
+        "--plan", action="store_true", help="print the field-level diff against the cluster; change nothing"
+    )
+    applying.add_argument(
+        "--against",
+        action="append",
+        metavar="FILE",
+        help="with --dry-run: the task files the diff starts from (e.g. the reviewed base; repeatable)",
+    )
+    _json_option(applying)
     _add_workflow_commands(commands)
 
     demo = _leaf(commands, "demo", cmd_demo, "run the demo cluster described by a config file", late=())

@@ -251,6 +251,7 @@ class _Converter:
     locations: dict[str, str] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # paths whose value could not be used
     spelled: dict[tuple[str, str], str] = field(default_factory=dict)  # (at, key) -> alias written
+    aliases: Mapping[str, str] = field(default_factory=lambda: ACCEPTED_ALIASES)  # accepted spellings
 
     def where(self, line: int | None) -> str:
         return f"{self.source}:{line}" if line else self.source
@@ -270,7 +271,7 @@ class _Converter:
         out: dict[str, tuple[int | None, Node]] = {}
         spelled: dict[str, str] = {}
         for key, line, value in node.entries or []:
-            canonical = ACCEPTED_ALIASES.get(key, key)
+            canonical = self.aliases.get(key, key)
             if canonical in allowed:
                 if canonical in out:
                     self.add(

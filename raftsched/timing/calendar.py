@@ -251,5 +251,7 @@ class Calendar:
         """Why ``at_ms`` is excluded, for a fire's reason: the local date, weekday and zone."""
         day = self.local_day(at_ms)
         date = date_of(day)
-        what = "a date" if day in self.dates else f"a {WEEKDAYS[weekday_of(day)]}"
-        return f"{date.isoformat()} ({what}) is a day of calendar {self.name!r} in {self.zone or 'UTC'}"
+        weekday = WEEKDAYS[weekday_of(day)]
+        what = "a listed date" if day in self.dates else f"weekdays {weekdays_text(self.weekdays)}"
+        zone = self.zone or "UTC"
+        return f"{date.isoformat()} ({weekday}, {what}) is a day of calendar {self.name!r} in {zone}"

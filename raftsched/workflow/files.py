@@ -179,7 +179,7 @@ def _toml_parts(dotted: str) -> list[str]:
     return [p.strip().strip("\"'") for p in re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""", dotted)]
 
 
-def _scan_toml_lines(text: str) -> dict[tuple[str | int, ...], int]:
+def scan_toml_lines(text: str) -> dict[tuple[str | int, ...], int]:
     lines: dict[tuple[str | int, ...], int] = {}
     counters: dict[tuple[str | int, ...], int] = {}
     context: tuple[str | int, ...] = ()
@@ -219,9 +219,7 @@ def _scan_toml_lines(text: str) -> dict[tuple[str | int, ...], int]:
     return lines
 
 
-def _toml_node(
-    value: object, path: tuple[str | int, ...], lines: Mapping[tuple[str | int, ...], int]
-) -> Node:
+def toml_node(value: object, path: tuple[str | int, ...], lines: Mapping[tuple[str | int, ...], int]) -> Node:
     line = None
     probe = path
     while probe and line is None:
@@ -229,11 +227,11 @@ def _toml_node(
         probe = probe[:-1]
     if isinstance(value, dict):
         entries = [
-            (str(k), lines.get((*path, k), line), _toml_node(v, (*path, k), lines)) for k, v in value.items()
+            (str(k), lines.get((*path, k), line), toml_node(v, (*path, k), lines)) for k, v in value.items()
         ]
         return Node(line, entries=entries)
     if isinstance(value, list):
-        return Node(line, items=[_toml_node(v, (*path, i), lines) for i, v in enumerate(value)])
+        return Node(line, items=[toml_node(v, (*path, i), lines) for i, v in enumerate(value)])
     if value is None or isinstance(value, str | int | float | bool):
         return Node(line, value=value)
     # dates and times: no workflow field takes one; report the type by name
@@ -245,7 +243,7 @@ def _toml_node(
 
 
 @dataclass
-class _Converter:
+class Converter:
     source: str
     problems: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, path, message)
     locations: dict[str, str] = field(default_factory=dict)
@@ -298,13 +296,13 @@ class _Converter:
     def string(self, node: Node, path: str, label: str) -> str | None:
         if isinstance(node.value, str) and node.kind == "string" and not node.value.startswith("\0"):
             return node.value
-        self.add(node.line, path, f"{label}: must be a string, got {_describe(node)}")
+        self.add(node.line, path, f"{label}: must be a string, got {describe(node)}")
         return None
 
     def integer(self, node: Node, path: str, label: str, high: int = _UINT32) -> int | None:
         value = node.value
         if node.kind != "integer" or not isinstance(value, int):
-            self.add(node.line, path, f"{label}: must be an integer, got {_describe(node)}")
+            self.add(node.line, path, f"{label}: must be an integer, got {describe(node)}")
             return None
         if not 0 <= value <= high:
             self.add(node.line, path, f"{label}: {value} out of range (0-{high})")
@@ -326,7 +324,7 @@ class _Converter:
         """A list of names (a single string is a list of one)."""
         items = node.items if node.kind == "list" else [node] if node.kind == "string" else None
         if items is None:
-            self.add(node.line, path, f"{label}: must be a list of calendar names, got {_describe(node)}")
+            self.add(node.line, path, f"{label}: must be a list of calendar names, got {describe(node)}")
             return None
         out = []
         for k, item in enumerate(items):
@@ -338,13 +336,13 @@ class _Converter:
     def number(self, node: Node, path: str, label: str) -> float | None:
         if node.kind in ("integer", "float") and isinstance(node.value, int | float):
             return float(node.value)
-        self.add(node.line, path, f"{label}: must be a number, got {_describe(node)}")
+        self.add(node.line, path, f"{label}: must be a number, got {describe(node)}")
         return None
 
     def mapping(self, node: Node, path: str, label: str) -> bool:
         if node.kind == "mapping":
             return True
-        self.add(node.line, path, f"{label}: must be a mapping, got {_describe(node)}")
+        self.add(node.line, path, f"{label}: must be a mapping, got {describe(node)}")
         return False
 
     def params(self, node: Node, path: str, label: str) -> str | None:
@@ -369,7 +367,7 @@ def _has_date(value: object) -> bool:
     return isinstance(value, str) and value.startswith("\0")
 
 
-def _describe(node: Node) -> str:
+def describe(node: Node) -> str:
     if node.kind in ("mapping", "list"):
         return f"a {node.kind}"
     if isinstance(node.value, str) and node.value.startswith("\0"):
@@ -380,7 +378,7 @@ def _describe(node: Node) -> str:
     return f"{node.kind} {json.dumps(node.value)}{hint}"
 
 
-def _timeout_ms(conv: _Converter, node: Node, path: str, label: str) -> int | None:
+def _timeout_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
     """A task timeout: seconds as a number (``90``, ``1.5``) or a duration string (``"90s"``, ``"2h"``)."""
     if node.kind == "integer" and isinstance(node.value, int):
         seconds = conv.integer(node, path, label, high=2**53 // 1000)
@@ -393,8 +391,7 @@ def _timeout_ms(conv: _Converter, node: Node, path: str, label: str) -> int | No
         conv.add(
             node.line,
             path,
-            f'{label}: must be seconds (a number) or a duration like "90s", "5m", "2h", '
-            f"got {_describe(node)}",
+            f'{label}: must be seconds (a number) or a duration like "90s", "5m", "2h", got {describe(node)}',
         )
         return None
     try:
@@ -404,11 +401,11 @@ def _timeout_ms(conv: _Converter, node: Node, path: str, label: str) -> int | No
         return None
 
 
-def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
+def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
     spec = pb.WorkflowSpec()
     conv.locations[""] = conv.source
     if root.kind != "mapping":
-        conv.add(root.line, "", f"a workflow file holds a mapping (name, tasks, ...), got {_describe(root)}")
+        conv.add(root.line, "", f"a workflow file holds a mapping (name, tasks, ...), got {describe(root)}")
         return spec
     keys = conv.keys(root, WORKFLOW_KEYS, "", "workflow")
 
@@ -503,18 +500,18 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
         line, node = keys["tasks"]
         conv.mark("tasks", line)
         if node.kind != "list":
-            conv.add(line, "tasks", f"tasks: must be a list of tasks, got {_describe(node)}")
+            conv.add(line, "tasks", f"tasks: must be a list of tasks, got {describe(node)}")
         else:
             for i, item in enumerate(node.items or []):
                 _convert_task(item, i, spec.tasks.add(), conv)
     return spec
 
 
-def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converter) -> None:
+def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
     at = f"tasks[{i}]"
     conv.mark(at, node.line)
     if node.kind != "mapping":
-        conv.add(node.line, at, f"{at}: a task must be a mapping (name, command, ...), got {_describe(node)}")
+        conv.add(node.line, at, f"{at}: a task must be a mapping (name, command, ...), got {describe(node)}")
         return
     keys = conv.keys(node, TASK_KEYS, at, "task")
     name_node = keys.get("name", (None, Node(None)))[1]
@@ -577,7 +574,7 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
             _convert_depends_on(value, path, suffix, task, conv)
 
 
-def _convert_resource(node: Node, path: str, label: str, task: pb.WorkflowTaskSpec, conv: _Converter) -> None:
+def _convert_resource(node: Node, path: str, label: str, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
     """``resource: {cpu: 1.0, memory: 1024}``: a CPU share and MiB of memory (both > 0 if given)."""
     if not conv.mapping(node, path, label):
         return
@@ -603,7 +600,7 @@ def _convert_resource(node: Node, path: str, label: str, task: pb.WorkflowTaskSp
 
 
 def _convert_depends_on(
-    node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: _Converter
+    node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: Converter
 ) -> None:
     label = f"{path}{suffix}"
     if node.kind == "mapping":
@@ -616,7 +613,7 @@ def _convert_depends_on(
         return
     items = node.items if node.kind == "list" else [node] if node.kind == "string" else None
     if items is None:
-        conv.add(node.line, path, f"{label}: must be a list of task names, got {_describe(node)}")
+        conv.add(node.line, path, f"{label}: must be a list of task names, got {describe(node)}")
         return
     for k, item in enumerate(items):
         dep_path = f"{path}[{k}]"
@@ -629,7 +626,7 @@ def _convert_depends_on(
             conv.add(
                 item.line,
                 dep_path,
-                f"{dep_path}{suffix}: a task name or {{task, condition}}, got {_describe(item)}",
+                f"{dep_path}{suffix}: a task name or {{task, condition}}, got {describe(item)}",
             )
             continue
         keys = conv.keys(item, DEPENDENCY_KEYS, f"{dep_path}{suffix}", "dependency")
@@ -682,7 +679,7 @@ def parse_workflow_text(text: str, fmt: Literal["yaml", "toml"], source: str) ->
             found = re.search(r"\(at line (\d+)", str(exc))
             where = f"{source}:{found.group(1)}" if found else source
             raise InvalidWorkflow([(where, f"TOML syntax: {exc}")]) from None
-        root = _toml_node(data, (), _scan_toml_lines(text))
+        root = toml_node(data, (), scan_toml_lines(text))
         root.line = 1
     else:
         raise ValueError(f"unknown workflow file format {fmt!r} (yaml or toml)")
@@ -691,11 +688,11 @@ def parse_workflow_text(text: str, fmt: Literal["yaml", "toml"], source: str) ->
             [
                 (
                     f"{source}:{root.line or 1}",
-                    f"a workflow file holds a mapping (name, tasks, ...), got {_describe(root)}",
+                    f"a workflow file holds a mapping (name, tasks, ...), got {describe(root)}",
                 )
             ]
         )
-    conv = _Converter(source)
+    conv = Converter(source)
     spec = _convert(root, conv)
     checked = [
         (path, message)

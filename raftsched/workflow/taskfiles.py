@@ -73,7 +73,7 @@ from raftsched.model import (
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.durations import format_duration, parse_duration_ms
 from raftsched.workflow.files import ACCEPTED_ALIASES as WORKFLOW_ALIASES
-from raftsched.workflow.files import _Converter, _describe, _scan_toml_lines, _toml_node
+from raftsched.workflow.files import Converter, describe, scan_toml_lines, toml_node
 from raftsched.workflow.located import Node, SyntaxProblem
 from raftsched.workflow.yaml_reader import read_yaml
 
@@ -146,7 +146,7 @@ class TaskFile:
     namespaces: frozenset[str]
 
 
-def _time_ms(conv: _Converter, node: Node, path: str, label: str) -> int | None:
+def _time_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
     text = conv.string(node, path, label)
     if text is None:
         return None
@@ -161,7 +161,7 @@ def _time_ms(conv: _Converter, node: Node, path: str, label: str) -> int | None:
     return int(when.timestamp() * 1000)
 
 
-def _duration_ms(conv: _Converter, node: Node, path: str, label: str) -> int | None:
+def _duration_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
     if node.kind == "integer" and isinstance(node.value, int):
         seconds = conv.integer(node, path, label, high=2**53 // 1000)
         return None if seconds is None else seconds * 1000
@@ -175,12 +175,12 @@ def _duration_ms(conv: _Converter, node: Node, path: str, label: str) -> int | N
         return None
 
 
-def _task(node: Node, i: int, defaults: dict[str, str], conv: _Converter) -> tuple[TaskSpec, str] | None:
+def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tuple[TaskSpec, str] | None:
     at = f"tasks[{i}]"
     where = conv.where(node.line)
     if node.kind != "mapping":
         conv.add(
-            node.line, at, f"{at}: a task must be a mapping (name, cron, command, ...), got {_describe(node)}"
+            node.line, at, f"{at}: a task must be a mapping (name, cron, command, ...), got {describe(node)}"
         )
         return None
     keys = conv.keys(node, TASK_KEYS, at, "task")
@@ -315,7 +315,7 @@ def _line_of_field(field: str, keys: dict[str, tuple[int | None, Node]]) -> int 
     return entry[0] if entry is not None else None
 
 
-def _resource(node: Node, path: str, label: str, fields: dict[str, Any], conv: _Converter) -> None:
+def _resource(node: Node, path: str, label: str, fields: dict[str, Any], conv: Converter) -> None:
     if not conv.mapping(node, path, label):
         return
     keys = conv.keys(node, ("cpu", "memory"), label, "resource")
@@ -353,15 +353,15 @@ def parse_task_text(text: str, fmt: Literal["yaml", "toml"], source: str) -> Tas
             raise InvalidTaskFile(
                 [(f"{source}:{found.group(1)}" if found else source, f"TOML syntax: {exc}")], source
             ) from None
-        root = _toml_node(data, (), _scan_toml_lines(text))
+        root = toml_node(data, (), scan_toml_lines(text))
         root.line = 1
-    conv = _Converter(source, aliases=_ALIASES)
+    conv = Converter(source, aliases=_ALIASES)
     if root.kind != "mapping":
         raise InvalidTaskFile(
             [
                 (
                     f"{source}:{root.line or 1}",
-                    f"a task file holds a mapping (namespace, tasks), got {_describe(root)}",
+                    f"a task file holds a mapping (namespace, tasks), got {describe(root)}",
                 )
             ],
             source,
@@ -380,7 +380,7 @@ def parse_task_text(text: str, fmt: Literal["yaml", "toml"], source: str) -> Tas
     else:
         line, node = keys["tasks"]
         if node.kind != "list":
-            conv.add(line, "tasks", f"tasks: must be a list of tasks, got {_describe(node)}")
+            conv.add(line, "tasks", f"tasks: must be a list of tasks, got {describe(node)}")
         else:
             seen: dict[str, str] = {}
             for i, item in enumerate(node.items or []):

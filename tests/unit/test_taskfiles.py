@@ -5,6 +5,7 @@ deleted, with field-level changes), offline."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,58 @@ def test_a_task_in_two_files_is_refused_with_both_places(tmp_path: Path) -> None
     with pytest.raises(InvalidTaskFile) as info:
         load_files([str(a), str(b)])
     assert info.value.problems == [(f"{b}:4", f"task 'x' is also declared at {a}:2")]
+
+
+def test_dry_run_json_lists_every_task_with_its_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = tmp_path / "tasks.yaml"
+    new.write_text(YAML)
+    assert main(["apply", "--dry-run", "--json", str(new)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dry_run"] is True
+    assert [(t["task"], t["action"]) for t in data["tasks"]] == [
+        ("report", "created"),
+        ("beat", "created"),
+        ("once", "created"),
+    ]
+    assert {"field": "exclude", "old": "[]", "new": "[holidays]"} in data["tasks"][0]["changes"]
+
+
+def test_calendar_cli_refuses_bad_input_before_any_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at = ["--cluster", "127.0.0.1:1"]
+    assert main([*at, "calendar", "set", "h"]) == 2
+    assert "--file" in capsys.readouterr().err
+    assert main([*at, "calendar", "set", "h", "--weekdays", "funday"]) == 2
+    assert "'funday' is not a weekday" in capsys.readouterr().err
+    bad = tmp_path / "h.txt"
+    bad.write_text("2026-12-25\n2026-13-01\n")
+    assert main([*at, "calendar", "set", "h", "--file", str(bad)]) == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+    # cron preview with an offline holidays file: no cluster needed.
+    good = tmp_path / "days.txt"
+    good.write_text("2027-01-01\n")
+    code = main(
+        [
+            "cron",
+            "preview",
+            "0 0 * * *",
+            "--tz",
+            "Asia/Tokyo",
+            "--from",
+            "2026-12-31T00:00:00Z",
+            "--count",
+            "2",
+            "--exclude-file",
+            str(good),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith(("1 ", "2 "))]
+    # The first fire is 2026-12-31T15:00Z: already 2027-01-01 in Tokyo, the calendar's zone.
+    assert "2026-12-31T15:00:00Z" in lines[0]
+    assert "skipped_calendar: 2027-01-01 (fri, a listed date)" in lines[0]
+    assert "skipped_calendar" not in lines[1]

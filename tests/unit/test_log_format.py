@@ -71,6 +71,8 @@ STORED: dict[bytes, str | None] = {
     keys.BACKFILL: "BackfillRecord",
     keys.TOKEN: "TokenRecord",
     keys.AUDIT: "AuditRecord",
+    keys.STAGE: "WorkflowStage",
+    keys.STAGE_CHUNK: "WorkflowSpec",
     keys.CALENDAR: "CalendarRecord",
 }
 

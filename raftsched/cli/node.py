@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -41,7 +42,7 @@ STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left th
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--log-level info]
+    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--join] [--log-level info]
     [--log-format text|json]``: run one node until stopped."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -52,15 +53,23 @@ def node_main(argv: Sequence[str] | None = None) -> int:
         metavar="DIR",
         help="keep this node's state in DIR instead of its data_dir in the config",
     )
+    parser.add_argument(
+        "--join",
+        action="store_true",
+        help="join an existing cluster (after `raftsched cluster add-node ID ...`) instead of "
+        "bootstrapping one from the config file: wait, without campaigning, until the leader reaches "
+        "this node, then catch up from it",
+    )
     add_log_level_option(parser, "logging level (default: info)")
     try:
         try:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
+        run = functools.partial(run_node, join=True) if args.join else run_node
         return run_guarded(
             "raftsched-node",
-            run_node,
+            run,
             args.config,
             args.node_id,
             args.log_level,
@@ -72,11 +81,19 @@ def node_main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_node(
-    config_path: str, node_id: str, log_level: str = "info", data_dir: str = "", log_format: str = "text"
+    config_path: str,
+    node_id: str,
+    log_level: str = "info",
+    data_dir: str = "",
+    log_format: str = "text",
+    join: bool = False,
 ) -> int:
-    """Run one node until SIGTERM/SIGINT. Returns the process exit code.
+    """Run one node until SIGTERM/SIGINT (a leader hands leadership over first). Returns the
+    process exit code.
 
-    ``data_dir`` (if given) replaces the node's ``data_dir`` from the config."""
+    ``data_dir`` (if given) replaces the node's ``data_dir`` from the config. ``join``: the node
+    joins an existing cluster whose membership already lists it (see ``raftsched cluster
+    add-node``) instead of bootstrapping one from the config."""
     from raftsched.config import load_config
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
@@ -90,7 +107,7 @@ def run_node(
     # Held until the process exits: a second process on this data dir would serve stale state.
     lock = lock_data_dir(me.data_dir, f"node {node_id}")
     check_listen_address(me.grpc_listen, "gRPC")
-    node = Node(config, node_id, clock=SystemClock(offset_ms))
+    node = Node(config, node_id, clock=SystemClock(offset_ms), joining=join)
     try:
         node.start()  # raises CannotStart if the Raft port is taken
     except BaseException:

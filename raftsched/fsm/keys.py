@@ -21,6 +21,7 @@
 ``wc/<workflow>\\x00<chunk:08x>``           WorkflowSpec holding one staged chunk of tasks
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
 ``cal/<calendar>``                          CalendarRecord (days, zone and its expanded offsets)
+``c/members``                               MembershipRecord (the scheduler nodes)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -49,6 +50,8 @@ AUDIT = b"u/"
 STAGE = b"ws/"
 STAGE_CHUNK = b"wc/"
 CALENDAR = b"cal/"
+MEMBERSHIP = b"c/"
+MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 

@@ -74,6 +74,7 @@ STORED: dict[bytes, str | None] = {
     keys.STAGE: "WorkflowStage",
     keys.STAGE_CHUNK: "WorkflowSpec",
     keys.CALENDAR: "CalendarRecord",
+    keys.MEMBERSHIP: "MembershipRecord",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

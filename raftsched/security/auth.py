@@ -61,6 +61,7 @@ class Permission(enum.StrEnum):
     EXECUTE = "executor.work"  # register, dispatch stream, heartbeat, report, leave
     TOKENS = "tokens.manage"  # create, list, revoke tokens
     AUDIT = "audit.read"  # read the audit log
+    CALENDARS = "calendars.manage"  # set and delete calendars (shared by every namespace)
     MEMBERSHIP = "cluster.membership"  # add and remove scheduler nodes
 
 

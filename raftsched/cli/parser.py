@@ -677,8 +677,6 @@ def _add_spec_options(parser: argparse.ArgumentParser, *, update: bool) -> None:
     which.add_argument("--handler", metavar="NAME", help="registered handler to call")
     work.add_argument("--params", metavar="JSON", help="default run parameters, a JSON object")
     work.add_argument("--shards", type=int, metavar="N", help="run as N shards (1-1024, default 1)")
-    work.add_argument("--cpu", type=float, metavar="N", help="declared CPU need (0 = none)")
-    work.add_argument("--memory", type=int, metavar="MIB", help="declared memory need in MiB (0 = none)")
     work.add_argument(
         "--selector",
         action="append",

@@ -398,7 +398,6 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) + cap + window),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap)),
         ("buffered run", t.held_run) if t.held_run else None,
-        ("needs", _needs_text(s)),
         ("unplaceable", t.unplaceable) if t.unplaceable else None,
         ("retries", str(s.max_retries)),
         ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
@@ -406,6 +405,7 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("exclude", ", ".join(s.exclude) or "-"),
         ("runner", s.runner or "shell"),
         ("resource", resource_text(s.resource_cpu, s.resource_memory_mb)),
+        ("selector", ",".join(f"{k}={v}" for k, v in sorted(s.selector.items())) or "-"),
         ("owner", s.owner or "-"),
         ("namespace", s.namespace or "default"),
         ("description", s.description or "-"),
@@ -418,14 +418,6 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("runs total", f"{t.runs_total} ({t.kept_runs} finished kept)"),
     ]
     print_fields([f for f in fields if f is not None])
-
-
-def _needs_text(s: pb.TaskSpec) -> str:
-    """``cpu 1.5, memory 1024 MiB, labels gpu=true`` (``-``: slots only)."""
-    parts = [f"cpu {s.resource_cpu:g}"] if s.resource_cpu else []
-    parts += [f"memory {s.resource_memory_mb} MiB"] if s.resource_memory_mb else []
-    parts += ["labels " + ",".join(f"{k}={v}" for k, v in sorted(s.selector.items()))] if s.selector else []
-    return ", ".join(parts) or "-"
 
 
 def _trigger_text(trigger: pb.Trigger) -> str:

@@ -267,3 +267,19 @@ def test_workflows_refuse_the_task_only_overlap_policies() -> None:
     spec.overlap = api.OVERLAP_REPLACE
     with pytest.raises(InvalidWorkflow, match="overlap"):
         validate_workflow(spec)
+
+
+def test_task_files_take_a_selector_and_the_new_overlap_policies() -> None:
+    from raftsched.workflow.taskfiles import parse_task_text
+
+    text = (
+        "tasks:\n"
+        "  - name: train\n    command: run\n    overlap: buffer_one\n"
+        "    resource: {cpu: 2.0, memory: 512}\n    selector: {gpu: 'true'}\n"
+        "  - name: sync\n    command: run\n    overlap: replace\n"
+    )
+    parsed = parse_task_text(text, "yaml", "tasks.yaml")
+    train, sync = (spec for spec, _ in parsed.tasks)
+    assert train.selector == (("gpu", "true"),) and train.overlap == Overlap.BUFFER_ONE
+    assert (train.resource_cpu, train.resource_memory_mb) == (2.0, 512)
+    assert sync.overlap == Overlap.REPLACE

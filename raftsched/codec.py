@@ -24,8 +24,22 @@ from raftsched.model import (
 )
 from raftsched.v1 import log_pb2 as pb
 
-COMMAND_FORMAT = 1
-SNAPSHOT_FORMAT = 1
+# Format history (a node applies or reads every format up to its own, never a newer one):
+#   1  the first release.
+#   2  DrainExecutor commands; ExecutorRecord.draining*; Meta.state_format.
+COMMAND_FORMAT = 2
+"""The newest log command format this build applies (``Command.format``). Each command is
+stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
+the middle of a rolling upgrade keeps applying everything but the commands that need the new
+format."""
+SNAPSHOT_FORMAT = 2
+"""Format of the replicated state and snapshots this build writes and the newest it reads
+(``Snapshot.format``, ``Meta.state_format``; 0, as written before the field existed, reads as 1)."""
+_BODY_FORMAT = {"drain_executor": 2}
+FORMAT_TOO_NEW = "format_too_new"
+"""Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
+stops applying rather than record a rejection that an upgraded node would not (see
+:class:`raftsched.abc.FormatTooNew`)."""
 
 _MISFIRE_TO_PB = {
     Misfire.LATEST: pb.MISFIRE_LATEST,
@@ -149,10 +163,16 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
     }
 
 
+def command_format(cmd: pb.Command) -> int:
+    """The oldest command format whose nodes can apply ``cmd`` (its body decides)."""
+    return _BODY_FORMAT.get(cmd.WhichOneof("body") or "", 1)
+
+
 def encode_command(cmd: pb.Command) -> bytes:
-    """Commands are serialised deterministically so replicas log identical bytes."""
+    """Commands are serialised deterministically so replicas log identical bytes; an unset
+    ``format`` is stamped with :func:`command_format`."""
     if not cmd.format:
-        cmd.format = COMMAND_FORMAT
+        cmd.format = command_format(cmd)
     return cmd.SerializeToString(deterministic=True)
 
 

@@ -183,7 +183,7 @@ class _SimEndpoint:
 
     def open_stream(self, stream: MemoryStream) -> None:
         node = self._node(stream.target)
-        if stream.name not in node.dispatcher.ring:
+        if stream.name not in node.dispatcher.members:
             raise TransportError("not_found", f"executor {stream.name!r} is not registered")
         old = self.streams.get((node.node_id, stream.name))
         if old is not None:

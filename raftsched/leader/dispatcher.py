@@ -70,7 +70,10 @@ class Dispatcher:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     epoch: int = 0
     leading: bool = False
-    ring: ShardRing = field(default_factory=lambda: ShardRing(()))
+    ring: ShardRing = field(default_factory=lambda: ShardRing(()))  # where new attempts go
+    # Live members, draining ones included: they heartbeat, hold leases and can be declared
+    # dead, but the ring (placement) leaves them out.
+    members: frozenset[str] = frozenset()
     waiting: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
     # The same attempts by owner, in arrival order: a tick looks only at executors with free
     # slots and at the head of their queues (sorting and hashing every waiting attempt on every
@@ -101,7 +104,7 @@ class Dispatcher:
         # not dead) and find this one. Give them one extra lease before declaring them, or their
         # attempts, lost (without it the chaos suite saw healthy executors declared dead).
         grace = now_ms + self.settings.lease_ms
-        for name in self.ring.members:
+        for name in sorted(self.members):
             self.last_seen[name] = grace
         for eff in self.state.pending_attempts():
             if isinstance(eff, AttemptReady):
@@ -123,7 +126,8 @@ class Dispatcher:
 
     def _rebuild_ring(self) -> None:
         # Derived from the replicated membership on every change: identical on every node.
-        self.ring = ShardRing(self.state.live_executors())
+        self.ring = ShardRing(self.state.placeable_executors())
+        self.members = frozenset(self.state.live_executors())
         self.restricted = {
             name: frozenset(rec.namespaces)
             for name, rec in self.state.executors.items()
@@ -301,7 +305,7 @@ class Dispatcher:
 
     def heartbeat(self, executor: str, running: Iterable[str], now_ms: int) -> bool:
         """Renew the leases the executor still holds. False: it is not a live member (re-register)."""
-        if executor not in self.ring:
+        if executor not in self.members:
             return False
         self.last_seen[executor] = now_ms
         for exec_id in running:
@@ -369,7 +373,7 @@ class Dispatcher:
                 self._drop_lease(exec_id)
         if lost.report_results.results:
             out.append(codec.encode_command(lost))
-        for name in self.ring.members:
+        for name in sorted(self.members):
             seen = self.last_seen.get(name, now_ms)
             if now_ms - seen > self.settings.lease_ms and name not in self.declared_dead:
                 self.declared_dead.add(name)
@@ -385,10 +389,11 @@ class Dispatcher:
         return out
 
     def free_slots(self) -> dict[str, int]:
-        """Slots per live executor minus its leased and reserved attempts (never negative)."""
+        """Slots per live executor that is not draining, minus its leased and reserved attempts
+        (never negative)."""
         return {
             name: max(0, slots - self.used.get(name, 0))
-            for name, slots in self.state.live_executors().items()
+            for name, slots in self.state.placeable_executors().items()
             if name not in self.declared_dead
         }
 
@@ -399,7 +404,7 @@ class Dispatcher:
         cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.assign_attempts.SetInParent()
         budget = self.settings.max_assign_per_command
-        total_slots = sum(self.state.live_executors().values())
+        total_slots = sum(self.state.placeable_executors().values())
         for owner in sorted(free):
             slots = free[owner]
             queue = self.queues.get(owner)

@@ -294,7 +294,7 @@ class DispatchStream(Protocol):
 
 
 class ExecutorTransport(Protocol):
-    """How an executor reaches the scheduler nodes: the four executor RPCs, addressed to a target.
+    """How an executor reaches the scheduler nodes: the executor RPCs, addressed to a target.
 
     ``target`` is a node's ``host:port``. Every method is a coroutine on the executor's event
     loop (``dispatch`` opens the stream without waiting), fails with :class:`TransportError`
@@ -313,5 +313,13 @@ class ExecutorTransport(Protocol):
     ) -> pb.HeartbeatReply: ...
 
     async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply: ...
+
+    async def drain(self, target: str, request: pb.DrainRequest, *, timeout_s: float) -> pb.DrainReply:
+        """Ask the leader to place no new attempts on this executor (it is shutting down)."""
+        ...
+
+    async def leave(self, target: str, request: pb.LeaveRequest, *, timeout_s: float) -> pb.LeaveReply:
+        """Leave the membership: attempts still assigned to it are lost (retried by policy)."""
+        ...
 
     async def close(self) -> None: ...

@@ -26,7 +26,7 @@ from raftsched.v1 import log_pb2 as pb
 
 # Format history (a node applies or reads every format up to its own, never a newer one):
 #   1  the first release.
-#   2  DrainExecutor commands; ExecutorRecord.draining*; Meta.state_format.
+#   2  DrainExecutor commands; ExecutorRecord.draining*; Meta.state_format; Run.timeline.
 COMMAND_FORMAT = 2
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in

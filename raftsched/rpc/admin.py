@@ -590,6 +590,20 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         for chunk in stream:
             yield chunk
 
+    @rpc
+    async def NodeStatus(
+        self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatusReply:
+        return self.node.node_status(
+            request.lateness_since_ms, request.include_digest, request.chain_at_index
+        )
+
+    @rpc
+    async def ClusterStatus(
+        self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterStatusReply:
+        return self.node.cluster_status()
+
 
 def _executor_info(
     rec: logpb.ExecutorRecord, used: int, live: dict[str, tuple[int, str]] | None
@@ -615,17 +629,3 @@ def _executor_info(
         draining_ms=rec.draining_ms if rec.alive else 0,
         draining_reason=rec.draining_reason if rec.alive else "",
     )
-
-    @rpc
-    async def NodeStatus(
-        self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext
-    ) -> pb.NodeStatusReply:
-        return self.node.node_status(
-            request.lateness_since_ms, request.include_digest, request.chain_at_index
-        )
-
-    @rpc
-    async def ClusterStatus(
-        self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ClusterStatusReply:
-        return self.node.cluster_status()

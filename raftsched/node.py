@@ -457,13 +457,11 @@ class Node:
         self.failure = exc
         if isinstance(exc, FormatTooNew):
             log.critical(
-                "node %s stopped: %s (this build applies command format %d, state format %d), so "
-                "it left the Raft cluster and applies nothing more. Upgrade raftsched on this node "
-                "and restart it: it replays the Raft log from there, nothing is lost",
+                "node %s stopped: %s, so it left the Raft cluster and applies nothing more. Upgrade "
+                "raftsched on this node and restart it: it replays the Raft log from there, nothing "
+                "is lost",
                 self.node_id,
                 exc,
-                codec.COMMAND_FORMAT,
-                codec.SNAPSHOT_FORMAT,
             )
         else:
             self._log_store_failure(exc)

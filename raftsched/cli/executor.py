@@ -2,7 +2,7 @@
 
 SIGTERM or SIGINT drains it: nothing new is placed on it, the attempts it runs finish (for at
 most ``--grace``; then they are killed and the leader declares them lost), it leaves the cluster
-and exits 0. A second signal stops it at once.
+and exits 0. A second signal ends the wait at once (what still runs is killed; it still leaves).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         default=30_000,
         metavar="DURATION",
         help="on SIGTERM/SIGINT, how long running attempts may take to finish before they are "
-        "killed (default: 30s; a second signal stops at once)",
+        "killed (default: 30s; a second signal ends the wait at once)",
     )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")

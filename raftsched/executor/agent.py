@@ -81,6 +81,7 @@ class Executor:
     ``token`` is the executor token of a
     cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
     transport; the executor's name is bound to it on its first registration.
+    ``drain_grace_s`` bounds a drain's wait for running attempts (see the module docstring).
     """
 
     def __init__(

@@ -570,24 +570,22 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         """A consistent snapshot of this node's committed state (any node): the image is read
         in one read transaction, with the applied index committed with it, off the event loop."""
         node = self.node
+        status = node.node_status()
 
-        def image() -> tuple[int, list[tuple[bytes, bytes]]]:
+        def encode() -> list[pb.BackupChunk]:
+            # Read and encode off the event loop: a big state takes a while.
             with node.store.reader() as r:
-                return r.applied_index(), list(r.scan(b"", keys.LOCAL_PREFIX))
+                index, items = r.applied_index(), list(r.scan(b"", keys.LOCAL_PREFIX))
+            stream = backup_stream(
+                items, log_index=index, term=status.term, node_id=node.node_id, now_ms=node.gate.now_ms()
+            )
+            return list(stream)
 
         try:
-            index, items = await asyncio.to_thread(image)
-            status = node.node_status()
-            stream = backup_stream(
-                items,
-                log_index=index,
-                term=status.term,
-                node_id=node.node_id,
-                now_ms=node.gate.now_ms(),
-            )
+            chunks = await asyncio.to_thread(encode)
         except RaftschedError as exc:
             await abort(context, exc)
-        for chunk in stream:
+        for chunk in chunks:
             yield chunk
 
     @rpc

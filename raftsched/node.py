@@ -189,6 +189,7 @@ class Node:
         self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
+            bind_addr=self.me.raft_listen,
             peers=self.config.raft_peers(self.node_id),
             secret=self.config.secret,
             data_dir=self.me.data_dir,

@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from raftsched import __version__, codec
 from raftsched.abc import (
@@ -40,13 +41,14 @@ from raftsched.fsm.state import SchedulerState, check_stored_format
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
+from raftsched.logfields import leadership_fields
 from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
 from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
-from raftsched.rpc.plumbing import propose_and_wait
+from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import ServerTls
@@ -220,6 +222,7 @@ class Node:
         auth = self.config.auth
         # Metrics outermost, so refused calls are counted with their status code too.
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
+        interceptors.append(DecodeGuard())  # outside auth: it never sees an unparsed request
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         self._failed_event = asyncio.Event()
@@ -260,6 +263,17 @@ class Node:
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        # Reflection lets stock tools (grpcurl, grpc_cli) list and call the services without the
+        # .proto files.
+        reflection.enable_server_reflection(
+            (
+                pb.DESCRIPTOR.services_by_name["Admin"].full_name,
+                pb.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
         try:
             if self.server_tls is not None:
                 bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
@@ -434,6 +448,14 @@ class Node:
         log.warning("could not create the bootstrap admin token %s; a later leader will retry", tid)
 
     def _leadership(self, change: Leadership) -> None:
+        log.info(
+            "node %s %s (term %d, leader %s)",
+            self.node_id,
+            "became the leader" if change.is_leader else "is a follower",
+            change.epoch,
+            change.leader_id or "unknown",
+            extra=leadership_fields(change.epoch, node=self.node_id, leader=change.leader_id),
+        )
         if self.driver_thread is not None:
             self.driver_thread.leadership_changed(change.is_leader, change.epoch)
         if self.hub is not None:
@@ -567,6 +589,7 @@ class Node:
             reply.apply_lateness.CopyFrom(self.apply_lateness.summary(lateness_since_ms))
         if include_digest:
             reply.state_digest = self.state.digest()
+            reply.content_digest, reply.accepted_commands = self.state.content_digest()
         return reply
 
     def cluster_status(self) -> pb.ClusterStatusReply:

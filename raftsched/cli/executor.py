@@ -73,7 +73,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
-        configure_logging(args.log_level)
+        configure_logging(args.log_level, args.log_format)
         targets = args.cluster or os.environ.get(CLUSTER_ENV, "")
         config = None
         if args.config:

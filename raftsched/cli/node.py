@@ -45,8 +45,8 @@ FORMAT_TOO_NEW_EXIT = 4  # the log holds a command of a newer format: upgrade th
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--log-level info]``: run one
-    node until stopped."""
+    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--log-level info]
+    [--log-format text|json]``: run one node until stopped."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")
@@ -68,15 +68,27 @@ def node_main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
-        extra = [args.data_dir or ""] if args.data_dir or args.restore else []
-        extra += [args.restore] if args.restore else []
-        return run_guarded("raftsched-node", run_node, args.config, args.node_id, args.log_level, *extra)
+        return run_guarded(
+            "raftsched-node",
+            run_node,
+            args.config,
+            args.node_id,
+            args.log_level,
+            args.data_dir or "",
+            args.log_format,
+            *([args.restore] if args.restore else []),
+        )
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-node")
 
 
 def run_node(
-    config_path: str, node_id: str, log_level: str = "info", data_dir: str = "", restore: str = ""
+    config_path: str,
+    node_id: str,
+    log_level: str = "info",
+    data_dir: str = "",
+    log_format: str = "text",
+    restore: str = "",
 ) -> int:
     """Run one node until SIGTERM/SIGINT. Returns the process exit code.
 
@@ -86,7 +98,7 @@ def run_node(
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
 
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     config = load_config(config_path)
     if data_dir:
         config = with_data_dir(config, node_id, Path(data_dir).absolute())

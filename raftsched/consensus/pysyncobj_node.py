@@ -68,6 +68,7 @@ from raftsched.abc import (
 from raftsched.config import RaftTuning
 from raftsched.consensus.applier import Applier
 from raftsched.errors import CannotStart, SnapshotFormatError
+from raftsched.logfields import leadership_fields
 
 log = logging.getLogger(__name__)
 
@@ -611,6 +612,7 @@ class PySyncObjNode:
             _RAFT_STATES.get(old, old),
             _RAFT_STATES.get(new, new),
             term,
+            extra=leadership_fields(term, node=self.node_id),
         )
         try:
             self._on_leadership(

@@ -44,6 +44,7 @@ from raftsched.executor.runners import (
     CommandRunner,
     SubprocessRunner,
 )
+from raftsched.logfields import attempt_fields, leadership_fields
 from raftsched.model import validate_name
 from raftsched.observability.executor_http import ExecutorObservability
 from raftsched.observability.executor_metrics import ExecutorSample
@@ -197,7 +198,10 @@ class Executor:
             self._log = DedupeLog(self._store)
         for result in self._log.recover():
             log.warning(
-                "%s: %s was interrupted by a restart; reporting it failed", self.name, result.execution_id
+                "%s: %s was interrupted by a restart; reporting it failed",
+                self.name,
+                result.execution_id,
+                extra=attempt_fields(result.execution_id, executor=self.name),
             )
         self._report_wake = asyncio.Event()
         stop = stop or asyncio.Event()
@@ -278,7 +282,12 @@ class Executor:
             self._registered_once = True
             self._registered = True
             log.info(
-                "%s: registered with %s (epoch %d, %d slots)", self.name, target, reply.epoch, self.slots
+                "%s: registered with %s (epoch %d, %d slots)",
+                self.name,
+                target,
+                reply.epoch,
+                self.slots,
+                extra=leadership_fields(reply.epoch, executor=self.name, leader=target),
             )
             self._leader = target
             return target
@@ -396,12 +405,19 @@ class Executor:
                 item.execution_id,
                 item.epoch,
                 self._max_epoch,
+                extra=_item_fields(item, self.name),
             )
             return
         self._max_epoch = item.epoch
         if item.cancel:  # its workflow run was killed: stop it if it runs here (else nothing to do)
             task = self._running.get(item.execution_id)
             if task is not None:
+                log.info(
+                    "%s: cancelling %s: its workflow run was killed",
+                    self.name,
+                    item.execution_id,
+                    extra=_item_fields(item, self.name),
+                )
                 self._cancelled.add(item.execution_id)
                 task.cancel()
             return
@@ -509,7 +525,12 @@ class Executor:
             if outcome.status is BeginStatus.RUNNING:
                 outcome = BeginOutcome(BeginStatus.NEW)
         except Exception:
-            log.exception("%s: cannot record %s in the execution log", self.name, execution_id)
+            log.exception(
+                "%s: cannot record %s in the execution log",
+                self.name,
+                execution_id,
+                extra=_item_fields(item, self.name),
+            )
             self._running.pop(execution_id, None)
             return
         if outcome.status is not BeginStatus.NEW:
@@ -526,6 +547,7 @@ class Executor:
             result = _failed(execution_id, "cancelled: its workflow run was killed")
         else:
             result = await self._attempt(item)
+        self._log_outcome(item, result)
         finished = self._finish_soon(result)
         try:
             await finished
@@ -548,6 +570,15 @@ class Executor:
             self.started += 1
             late = max(0, self.clock.now_ms() - item.nominal_ms)
             self._start_late[item.execution_id] = late
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s: starting %s (attempt %d, %d ms after its nominal time)",
+                    self.name,
+                    item.execution_id,
+                    item.attempt,
+                    late,
+                    extra=_item_fields(item, self.name),
+                )
             ctx = AttemptContext.with_params_json(
                 item.params_json,
                 execution_id=item.execution_id,
@@ -573,8 +604,35 @@ class Executor:
             self._cancelled.discard(item.execution_id)
             return _failed(item.execution_id, "cancelled: its workflow run was killed")
         except Exception as exc:  # a runner bug must not kill the agent or leave the attempt running
-            log.exception("%s: attempt %s crashed the runner", self.name, item.execution_id)
+            log.exception(
+                "%s: attempt %s crashed the runner",
+                self.name,
+                item.execution_id,
+                extra=_item_fields(item, self.name),
+            )
             return _failed(item.execution_id, f"runner error: {type(exc).__name__}: {exc}")
+
+    def _log_outcome(self, item: pb.WorkItem, result: AttemptResult) -> None:
+        """A failure at info, a success at debug: at a thousand attempts a second, a record per
+        success would be most of the executor's own work when nobody reads them."""
+        if result.success:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s: %s succeeded in %d ms",
+                    self.name,
+                    item.execution_id,
+                    result.duration_ms,
+                    extra=_item_fields(item, self.name),
+                )
+        elif log.isEnabledFor(logging.INFO):
+            log.info(
+                "%s: %s failed in %d ms: %s",
+                self.name,
+                item.execution_id,
+                result.duration_ms,
+                result.error,
+                extra=_item_fields(item, self.name),
+            )
 
     async def _flush_loop(self) -> None:
         assert self._log is not None
@@ -623,6 +681,10 @@ class Executor:
             self._report_wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._report_wake.wait(), 1.0)
+
+
+def _item_fields(item: pb.WorkItem, executor: str) -> dict[str, object]:
+    return attempt_fields(item.execution_id, item.run_id, item.task, attempt=item.attempt, executor=executor)
 
 
 def _to_pb(r: AttemptResult, start_lateness_ms: int | None) -> pb.ExecResult:

@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import grpc
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError
-from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.logfields import attempt_fields, leadership_fields, run_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz
@@ -98,7 +99,30 @@ class ExecutorHub:
                     eff.epoch,
                     len(d.waiting),
                     len(d.leases),
+                    extra=leadership_fields(eff.epoch, node=self.node.node_id),
                 )
+            elif isinstance(eff, RunCancelled) and d.leading:
+                for shard, attempt, executor in eff.attempts:
+                    log.info(
+                        "attempt %s/%d/%d cancelled: its workflow run was killed%s",
+                        eff.run_id,
+                        shard,
+                        attempt,
+                        f" (stopping it on {executor})" if executor else "",
+                        extra=run_fields(eff.run_id, shard, attempt, executor=executor or None),
+                    )
+        if d.leading and log.isEnabledFor(logging.DEBUG):
+            for eff in effects:
+                if isinstance(eff, DispatchAttempt):
+                    log.debug(
+                        "attempt %s/%d/%d assigned to %s (epoch %d)",
+                        eff.run_id,
+                        eff.shard,
+                        eff.attempt,
+                        eff.executor,
+                        eff.epoch,
+                        extra=run_fields(eff.run_id, eff.shard, eff.attempt, eff.task, executor=eff.executor),
+                    )
         d.on_effects(effects, self.now_ms())
         self._flush_outbox()
         if not self._kicked and any(isinstance(e, AttemptReady) for e in effects):
@@ -140,6 +164,19 @@ class ExecutorHub:
         is_assign = cmd.WhichOneof("body") == "assign_attempts"
         loop = self.loop
         assert loop is not None
+
+        if cmd.WhichOneof("body") == "report_results":
+            for r in cmd.report_results.results:
+                if r.lost:
+                    log.warning(
+                        "attempt %s/%d/%d lost: %s; retry at %d ms if it has retries left",
+                        r.run_id,
+                        r.shard,
+                        r.attempt,
+                        r.error,
+                        r.retry_at_ms,
+                        extra=run_fields(r.run_id, r.shard, r.attempt),
+                    )
 
         def done(result: bytes | None, error: Exception | None) -> None:
             if error is not None:
@@ -192,7 +229,7 @@ class ExecutorHub:
         who = caller().principal
         if rec is not None and rec.principal != who.id:
             raise PermissionDenied(
-                f"executor {name!r} is registered by another principal; {who.id} may not act for it"
+                f"executor {quote(name)} is registered by another principal; {who.id} may not act for it"
             )
 
     def leader_command(self) -> logpb.Command:
@@ -262,7 +299,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         try:
             hub.require_leader()
             if request.name not in hub.dispatcher.members:
-                raise NotFound(f"executor {request.name!r} is not registered; call Register first")
+                raise NotFound(f"executor {quote(request.name)} is not registered; call Register first")
         except RaftschedError as exc:
             # A stream refuses with one of two statuses only, as executors have always seen it.
             not_leader = exc.code == "not_leader"
@@ -309,7 +346,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
         self.hub.require_bound(request.name)
         self.hub.require_leader()
-        for r in request.results:
+        for i, r in enumerate(request.results):
+            _check_execution_id(i, r.execution_id)
             if len(r.stdout_tail) > MAX_TAIL_CHARS:
                 r.stdout_tail = r.stdout_tail[-MAX_TAIL_CHARS:]
             if len(r.stderr_tail) > MAX_TAIL_CHARS:
@@ -318,6 +356,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                 r.error = r.error[:MAX_TAIL_CHARS]
         if self.hub.on_results is not None:
             self.hub.on_results(request.results)
+        _log_results(request.name, request.results)
         data = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
         if data is not None:
             outcome = await propose_and_wait(self.hub.node, data)
@@ -353,3 +392,43 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd.drain_executor.reason = request.reason[:500] or "executor shutting down"
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.DrainReply()
+
+
+_UINT32_MAX = 2**32 - 1
+
+
+def _check_execution_id(position: int, exec_id: str) -> None:
+    """Refuse a reported id that is not ``run_id/shard/attempt`` with shard and attempt in the
+    range the log format holds (an out-of-range shard used to escape as a ValueError)."""
+    run_id, _, rest = exec_id.partition("/")
+    shard, _, attempt = rest.partition("/")
+    numeric = all(part.isascii() and part.isdigit() for part in (shard, attempt))
+    if run_id and numeric and int(shard) <= _UINT32_MAX and int(attempt) <= _UINT32_MAX:
+        return
+    raise InvalidSpec(
+        f"results[{position}].execution_id",
+        f"{quote(exec_id)} is not run_id/shard/attempt (shard and attempt 0..{_UINT32_MAX})",
+    )
+
+
+def _log_results(executor: str, results: Sequence[pb.ExecResult]) -> None:
+    """One record per reported result: a failure at info, a success at debug (a busy leader sees
+    thousands a second; a disabled level costs one check per result)."""
+    debug = log.isEnabledFor(logging.DEBUG)
+    for r in results:
+        if r.success:
+            if debug:
+                log.debug(
+                    "attempt %s succeeded on %s",
+                    r.execution_id,
+                    executor,
+                    extra=attempt_fields(r.execution_id, executor=executor),
+                )
+        else:
+            log.info(
+                "attempt %s failed on %s: %s",
+                r.execution_id,
+                executor,
+                r.error or f"exit code {r.exit_code}",
+                extra=attempt_fields(r.execution_id, executor=executor),
+            )

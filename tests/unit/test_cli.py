@@ -446,7 +446,12 @@ def test_node_main_calls_run_node(
 ) -> None:
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "n1"]) == 0
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "n2", "--log-level", "debug"]) == 0
-    assert fake_node == [("run_node", ("c.toml", "n1", "info")), ("run_node", ("c.toml", "n2", "debug"))]
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "n3", "--log-format", "json"]) == 0
+    assert fake_node == [
+        ("run_node", ("c.toml", "n1", "info", "", "text")),
+        ("run_node", ("c.toml", "n2", "debug", "", "text")),
+        ("run_node", ("c.toml", "n3", "info", "", "json")),
+    ]
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "bad"]) == 2
     err = capsys.readouterr().err
     assert (

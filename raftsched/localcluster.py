@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -162,8 +162,10 @@ class LocalCluster:
         data_dir: Path | None = None,
         log: Path | None = None,
         token: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start an executor process (``python -m raftsched.executor``) dialling this cluster.
+        """Start an executor process (``python -m raftsched.executor``) dialling this cluster,
+        with ``env`` added to its environment.
 
         The caller owns the process (stop it before :meth:`stop`)."""
         data = data_dir or self.log_dir.parent / name
@@ -186,7 +188,12 @@ class LocalCluster:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env, **({"RAFTSCHED_TOKEN": token} if token else {})},
+                env={
+                    **os.environ,
+                    **self.env,
+                    **({"RAFTSCHED_TOKEN": token} if token else {}),
+                    **(env or {}),
+                },
             )
         finally:
             out.close()

@@ -117,7 +117,7 @@ class Node:
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
-        self.tally = ApplyTally(per_task=per_task_metrics)
+        self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
         if self.me.http is not None:
             self.observability = NodeObservability(self, self.me.http, self.tally)

@@ -81,7 +81,13 @@ def connect(args: argparse.Namespace) -> Client:
     from raftsched.security.tokens import resolve_token
 
     token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
-    return Client(targets, timeout=args.rpc_timeout, tls=tls_from_args(args, config), token=token)
+    return Client(
+        targets,
+        timeout=args.rpc_timeout,
+        tls=tls_from_args(args, config),
+        token=token,
+        stale_reads=bool(getattr(args, "stale_reads", False)),
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:

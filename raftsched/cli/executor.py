@@ -88,8 +88,10 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         # report the other's attempts as their own.
         lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
         try:
+            from raftsched.cli.node import clock_offset_for_tests
             from raftsched.executor.agent import Executor
             from raftsched.security.tokens import resolve_token
+            from raftsched.timing.clock import SystemClock
 
             token = resolve_token(args.token, args.token_file)
             executor = Executor(
@@ -103,6 +105,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 http=args.http,
                 token=token,
                 drain_grace_s=args.grace / 1000,
+                clock=SystemClock(clock_offset_for_tests("executor")),
             )
 
             async def serve() -> None:

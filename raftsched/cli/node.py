@@ -35,7 +35,7 @@ from raftsched.errors import CannotStart, InvalidSpec
 if TYPE_CHECKING:
     from raftsched.config import ClusterConfig
 
-__all__ = ["TEST_CLOCK_OFFSET_ENV", "node_main", "run_node", "with_data_dir"]
+__all__ = ["TEST_CLOCK_OFFSET_ENV", "clock_offset_for_tests", "node_main", "run_node", "with_data_dir"]
 
 log = logging.getLogger("raftsched.node")
 
@@ -103,7 +103,7 @@ def run_node(
     if data_dir:
         config = with_data_dir(config, node_id, Path(data_dir).absolute())
     me = config.node(node_id)
-    offset_ms = _test_clock_offset_ms()
+    offset_ms = clock_offset_for_tests("node")
     # Held until the process exits: a second process on this data dir would serve stale state.
     lock = lock_data_dir(me.data_dir, f"node {node_id}")
     try:
@@ -186,8 +186,9 @@ def with_data_dir(config: ClusterConfig, node_id: str, data_dir: Path) -> Cluste
     return dataclasses.replace(config, nodes=nodes)
 
 
-def _test_clock_offset_ms() -> int:
-    """Test-only: the chaos suite skews a node's clock with RAFTSCHED_TEST_CLOCK_OFFSET_MS."""
+def clock_offset_for_tests(what: str) -> int:
+    """Test-only: the chaos suite skews a node's clock (and a test an executor's) with
+    RAFTSCHED_TEST_CLOCK_OFFSET_MS. ``what`` names the process in the warning."""
     raw = os.environ.get(TEST_CLOCK_OFFSET_ENV, "")
     if not raw:
         return 0
@@ -197,7 +198,7 @@ def _test_clock_offset_ms() -> int:
         raise InvalidSpec(
             TEST_CLOCK_OFFSET_ENV, f"{raw!r} is not an integer number of milliseconds"
         ) from None
-    log.warning("TEST SETTING: this node's clock is skewed by %+d ms", offset)
+    log.warning("TEST SETTING: this %s's clock is skewed by %+d ms", what, offset)
     return offset
 
 

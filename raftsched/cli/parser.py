@@ -92,6 +92,14 @@ _GLOBAL_OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         {"metavar": "FILE", "help": "PEM client certificate (for nodes that require one)"},
     ),
     ("--tls-key", "tls_key", {"metavar": "FILE", "help": "PEM private key of --tls-cert"}),
+    (
+        "--stale",
+        "stale_reads",
+        {
+            "action": "store_true",
+            "help": "let any node answer reads (possibly behind the leader); writes still go to the leader",
+        },
+    ),
 )
 _LATE = "late_"  # the dest prefix of a global option given after the command
 
@@ -125,10 +133,16 @@ def _discard_stdout() -> None:
         os.close(devnull)
 
 
+def parse_args(args_list: Sequence[str]) -> argparse.Namespace:
+    """The command line parsed as the CLI runs it (global options before or after the command).
+    Raises SystemExit for --help, --version or a usage error, as argparse does."""
+    return _merge_late_globals(build_parser().parse_args(attach_negative_times(list(args_list))))
+
+
 def _run(args_list: list[str]) -> int:
     try:
         try:
-            args = _merge_late_globals(build_parser().parse_args(attach_negative_times(args_list)))
+            args = parse_args(args_list)
         except SystemExit as done:  # --help, --version
             return done.code if isinstance(done.code, int) else 0
         command: Callable[[argparse.Namespace], int] = args.run_command

@@ -10,8 +10,14 @@
 * an ``execution_id`` already running or done is never run again (the execution log, which
   survives restarts); a done one has its stored result reported again;
 * results are reported until the cluster acknowledges them (committed), across leader changes;
-* heartbeats renew the leases of running attempts; losing the leader (stream error) makes the
-  agent find the new one and register again — dispatching resumes as soon as it has;
+* heartbeats renew the leases of running attempts and say which have started (one is sent at
+  once when an attempt starts), so the leader can tell an attempt it may re-place without
+  consuming a retry from one that ran; losing the leader (stream error) makes the agent find
+  the new one and register again — dispatching resumes as soon as it has;
+* an attempt received on a dispatch stream that broke before it started waits: it starts only
+  if the leader sends it again on the new stream (it does for every attempt still assigned
+  here), else it ends unstarted ("not started") after two leases, a result the cluster refuses
+  as stale because the attempt was re-placed;
 * draining (``run(drain=...)`` set, or :meth:`Executor.request_drain`; ``raftsched-executor``
   on SIGTERM): the agent asks the leader to place nothing new on it (replicated), lets the
   attempts it runs finish and their results be acknowledged, then leaves the membership and
@@ -59,6 +65,8 @@ H = TypeVar("H", bound=Callable[..., Any])
 
 
 _TLS_WARN_INTERVAL_S = 10.0
+_EARLY_HEARTBEAT_GAP_S = 0.05  # at most ~20 heartbeats a second, however many attempts start
+_RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether it was re-sent
 
 
 class LeaderLost(Exception):
@@ -146,7 +154,14 @@ class Executor:
         self.refused_stale = 0
         self.delayed_early = 0  # dispatches that arrived before their nominal time by our clock
         self._heartbeat_s = 2.0
+        self._lease_s = 10.0
         self._rpc_timeout_s = 3.0
+        self._hb_wake: asyncio.Event | None = None  # set when an attempt starts: heartbeat now
+        self._started_ids: set[str] = set()  # running attempts that have started
+        # Dispatch streams opened so far, and the one each running attempt was last sent on: an
+        # attempt starts only while the stream it came on (or re-came on) is the open one.
+        self._stream_gen = 0
+        self._item_gen: dict[str, int] = {}
         self._registered = False  # the current leader accepted our registration
         self._connected = False  # a dispatch stream is open
         self._leader = self.targets[0]  # where we registered last (drain and leave go there first)
@@ -204,6 +219,7 @@ class Executor:
                 extra=attempt_fields(result.execution_id, executor=self.name),
             )
         self._report_wake = asyncio.Event()
+        self._hb_wake = asyncio.Event()
         stop = stop or asyncio.Event()
         self._drain = drain or asyncio.Event()
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
@@ -246,7 +262,7 @@ class Executor:
                 # Killed at the end of the grace: let their cancellation (SIGKILL of the process
                 # group) finish before the Leave makes the leader declare them lost.
                 await asyncio.gather(*running, return_exceptions=True)
-                await self._leave()
+                await self._leave_cluster()
             await self.transport.close()
             if obs is not None:
                 await obs.stop()
@@ -274,6 +290,7 @@ class Executor:
                 raise
             self._max_epoch = max(self._max_epoch, reply.epoch)
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
+            self._lease_s = max(0.1, reply.lease_ms / 1000)
             # A leader that does not answer within a third of the lease is treated as gone: we
             # must find its successor and heartbeat there before the successor's lease on our
             # attempts runs out (a fixed 5 s timeout outlived a 2 s lease: healthy executors were
@@ -295,6 +312,7 @@ class Executor:
 
     async def _serve(self, target: str, stop: asyncio.Event) -> None:
         stream = self.transport.dispatch(target, pb.DispatchRequest(name=self.name))
+        self._stream_gen += 1
         self._connected = True
         tasks = [
             asyncio.ensure_future(self._consume(stream)),
@@ -350,7 +368,7 @@ class Executor:
             )
         stop.set()
 
-    async def _leave(self) -> None:
+    async def _leave_cluster(self) -> None:
         """Leave the membership (a few seconds at most: the leader otherwise declares us dead)."""
         deadline = asyncio.get_running_loop().time() + 5.0
         request = pb.LeaveRequest(name=self.name)
@@ -422,6 +440,7 @@ class Executor:
                 task.cancel()
             return
         if item.execution_id in self._running:
+            self._item_gen[item.execution_id] = self._stream_gen  # sent again: still ours
             if self.observability is not None:
                 self.observability.on_duplicate()
             return  # already running here: never twice
@@ -432,14 +451,34 @@ class Executor:
             if seen.status is BeginStatus.DONE:
                 self._report_wake.set()  # its stored result is pending or re-reported
             return
+        self._item_gen[item.execution_id] = self._stream_gen
         task = self._running[item.execution_id] = asyncio.ensure_future(self._execute(item))
         task.add_done_callback(functools.partial(self._forget, item.execution_id))
+
+    def _leave(self, execution_id: str) -> None:
+        """``execution_id`` no longer runs here (finished, or never to start)."""
+        self._running.pop(execution_id, None)
+        self._started_ids.discard(execution_id)
+        self._item_gen.pop(execution_id, None)
+
+    async def _still_ours(self, execution_id: str) -> bool:
+        """Whether the attempt may start now: it came (or came again) on the open stream. After
+        a break it waits for the leader to send it again; False after two leases without."""
+        polls = int(2 * self._lease_s / _RESEND_POLL_S) + 1
+        while not (self._connected and self._item_gen.get(execution_id) == self._stream_gen):
+            polls -= 1
+            if polls <= 0:
+                return False
+            await asyncio.sleep(_RESEND_POLL_S)
+        return True
 
     def _forget(self, execution_id: str, task: asyncio.Task[None]) -> None:
         # Normally _execute removes itself; this covers a task cancelled before it started.
         if self._running.get(execution_id) is task:
             del self._running[execution_id]
             self._cancelled.discard(execution_id)
+            self._started_ids.discard(execution_id)
+            self._item_gen.pop(execution_id, None)
 
     # The execution log is written in batches: every attempt accepted (or finished) in one pass
     # of the event loop shares one LMDB transaction. One transaction per begin and per finish
@@ -531,7 +570,7 @@ class Executor:
                 execution_id,
                 extra=_item_fields(item, self.name),
             )
-            self._running.pop(execution_id, None)
+            self._leave(execution_id)
             return
         if outcome.status is not BeginStatus.NEW:
             # RUNNING: only after a restart, until recover(); DONE: its stored result is pending
@@ -539,7 +578,7 @@ class Executor:
             if self.observability is not None:
                 self.observability.on_duplicate()
             self._cancelled.discard(execution_id)
-            self._running.pop(execution_id, None)
+            self._leave(execution_id)
             if outcome.status is BeginStatus.DONE:
                 self._report_wake.set()
             return
@@ -556,7 +595,7 @@ class Executor:
                 raise  # the agent is stopping
             # A cancel that came too late to stop it: the batch still records the result.
         self._cancelled.discard(execution_id)
-        self._running.pop(execution_id, None)
+        self._leave(execution_id)
         self._report_wake.set()
 
     async def _attempt(self, item: pb.WorkItem) -> AttemptResult:
@@ -567,7 +606,16 @@ class Executor:
             if early_ms > 0:
                 self.delayed_early += 1
                 await asyncio.sleep(early_ms / 1000)
+            if not await self._still_ours(item.execution_id):
+                log.info("%s: %s not started: the leader did not send it again", self.name, item.execution_id)
+                return _failed(
+                    item.execution_id,
+                    "not started: its dispatch stream broke and the leader did not send it again",
+                )
             self.started += 1
+            self._started_ids.add(item.execution_id)
+            if self._hb_wake is not None:
+                self._hb_wake.set()  # tell the leader now: a loss from here on is a try
             late = max(0, self.clock.now_ms() - item.nominal_ms)
             self._start_late[item.execution_id] = late
             if log.isEnabledFor(logging.DEBUG):
@@ -645,11 +693,16 @@ class Executor:
         while True:
             # Finished attempts whose report is not acknowledged yet keep their leases too, or a
             # slow report would turn a success into a lost attempt and a retry.
-            held = [*self._running, *(r.execution_id for r in self._log.pending_reports())]
+            done = [r.execution_id for r in self._log.pending_reports()]
+            held = [*self._running, *done]
             reply = await self.transport.heartbeat(
                 target,
                 pb.HeartbeatRequest(
-                    name=self.name, running=held, free_slots=max(0, self.slots - len(self._running))
+                    name=self.name,
+                    running=held,
+                    free_slots=max(0, self.slots - len(self._running)),
+                    started=[*self._started_ids, *done],
+                    reports_started=True,
                 ),
                 timeout_s=self._rpc_timeout_s,
             )
@@ -657,7 +710,14 @@ class Executor:
                 raise LeaderLost("the leader does not know this executor")
             if reply.epoch > self._max_epoch:
                 self._max_epoch = reply.epoch
-            await asyncio.sleep(self._heartbeat_s)
+            # Every heartbeat_s, or soon after an attempt starts (starts in a burst share one).
+            gap = min(_EARLY_HEARTBEAT_GAP_S, self._heartbeat_s / 4)
+            await asyncio.sleep(gap)
+            wake = self._hb_wake
+            assert wake is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self._heartbeat_s - gap)
+            wake.clear()
 
     async def _reports(self, target: str) -> None:
         assert self._log is not None and self._report_wake is not None

@@ -17,6 +17,8 @@
 ``q/<workflow>\\x00<logical:016x>[~m|~b<seq>]`` WorkflowRun (active and retained finished ones)
 ``b/<workflow>~b<seq>``                     BackfillRecord
 ``k/<token id>``                            TokenRecord (hashed secret, grant, revocation)
+``ws/<workflow>``                           WorkflowStage (a big workflow's tasks being staged)
+``wc/<workflow>\\x00<chunk:08x>``           WorkflowSpec holding one staged chunk of tasks
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
@@ -43,6 +45,8 @@ WORKFLOW_RUN = b"q/"
 BACKFILL = b"b/"
 TOKEN = b"k/"
 AUDIT = b"u/"
+STAGE = b"ws/"
+STAGE_CHUNK = b"wc/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -108,6 +112,14 @@ def workflow_key(name: str) -> bytes:
 
 def workflow_version_key(name: str, version: int) -> bytes:
     return WORKFLOW_VERSION + name.encode() + b"\x00" + f"{version:08x}".encode()
+
+
+def stage_key(workflow: str) -> bytes:
+    return STAGE + workflow.encode()
+
+
+def stage_chunk_key(workflow: str, chunk: int) -> bytes:
+    return STAGE_CHUNK + workflow.encode() + b"\x00" + f"{chunk:08x}".encode()
 
 
 def workflow_run_key(run_id: str) -> bytes:

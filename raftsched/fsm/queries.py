@@ -38,6 +38,19 @@ def task_records(tasks: Mapping[str, TaskState], prefix: str = "", limit: int = 
     return [tasks[n].record() for n in names]
 
 
+def task_page(names: Iterable[str], prefix: str, after: str, size: int) -> tuple[list[str], bool]:
+    """The user task names of one page: those starting with ``prefix`` and sorting after
+    ``after`` (empty: from the first), by name, at most ``size``; and whether more follow."""
+    page = sorted(n for n in names if n.startswith(prefix) and n > after and not is_internal(n))
+    return page[:size], len(page) > size
+
+
+def record_bytes_of(tasks: Mapping[str, TaskState], names: Iterable[str]) -> list[bytes]:
+    """The stored record bytes of those ``names`` still present (cheap: the caller holds a lock
+    only for this and parses the bytes outside it)."""
+    return [st.record_bytes() for st in (tasks.get(n) for n in names) if st is not None]
+
+
 def armed_tasks(tasks: Mapping[str, TaskState]) -> list[tuple[str, int]]:
     """``(name, next_fire_ms)`` of every enabled task with a next fire, in creation order."""
     return [(n, st.next_fire_ms) for n, st in tasks.items() if st.enabled and st.next_fire_ms]
@@ -104,22 +117,41 @@ def pending_attempts(active: Mapping[str, bytes], book: WorkflowBook) -> list[At
     return out
 
 
+RunCursor = tuple[int, str]
+"""Where a page of runs ended: ``(nominal_ms, run_id)`` of its last run; the next page holds the
+runs that sort strictly before it (newest first)."""
+
+
 def list_runs(
-    reader: StoreReader, tasks: Iterable[str], since_ms: int, until_ms: int, state: int, limit: int
+    reader: StoreReader,
+    tasks: Iterable[str],
+    since_ms: int,
+    until_ms: int,
+    state: int,
+    limit: int,
+    before: RunCursor | None = None,
 ) -> list[pb.Run]:
     """Stored runs of ``tasks`` with a nominal time in ``[since_ms, until_ms]`` (``until_ms`` 0:
-    no end), in state ``state`` (0: any), newest first; at most ``limit``."""
+    no end), in state ``state`` (0: any), newest first, sorting before ``before`` if given; at
+    most ``limit``. Each task contributes at most ``limit`` runs, so the scan is bounded by
+    ``limit`` per task whatever the history holds."""
     runs: list[pb.Run] = []
+    if before is not None:
+        until_ms = min(until_ms, before[0]) if until_ms else before[0]
     for task in tasks:
         lo = keys.time_key(keys.RUN, task, max(since_ms, 0))
         hi = keys.time_key(keys.RUN, task, until_ms + 1) if until_ms else keys.per_task_end(keys.RUN, task)
+        taken = 0
         for _, value in reader.scan(lo, hi, reverse=True):
             run = pb.Run()
             run.ParseFromString(value)
             if state and run.state != state:
                 continue
+            if before is not None and (run.nominal_ms, run.run_id) >= before:
+                continue
             runs.append(run)
-            if len(runs) >= limit * 4:
+            taken += 1
+            if taken >= limit:
                 break
     runs.sort(key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
     return runs[:limit]

@@ -311,6 +311,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
         hub.peers[request.name] = context.peer()
+        hub.dispatcher.stream_opened(request.name)
         try:
             resent = hub.dispatcher.resend_to(request.name, hub.now_ms())
             for start in range(0, len(resent), MAX_BATCH):
@@ -331,6 +332,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
                 hub.peers.pop(request.name, None)
+                # Not replaced by a newer stream: the executor hung up or its connection broke
+                # (a killed process closes it at once). A signal, not proof: the dispatcher
+                # gives it a short grace to reconnect before declaring it dead.
+                hub.dispatcher.stream_closed(request.name, hub.now_ms())
 
     @rpc
     async def Heartbeat(
@@ -339,7 +344,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         self.hub.require_bound(request.name)
         self.hub.require_leader()
         d = self.hub.dispatcher
-        ok = d.heartbeat(request.name, request.running, self.hub.now_ms())
+        started = request.started if request.reports_started else None
+        ok = d.heartbeat(request.name, request.running, self.hub.now_ms(), started)
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
 
     @rpc
@@ -379,6 +385,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd.executor_leave.name = request.name
         cmd.executor_leave.reason = "left"
         cmd.executor_leave.retry_at_ms = self.hub.now_ms()
+        cmd.executor_leave.unstarted.extend(self.hub.dispatcher.unstarted_of(request.name))
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.LeaveReply()
 

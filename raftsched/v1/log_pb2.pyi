@@ -175,7 +175,7 @@ class FireBatch(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[TaskFires, _Mapping]]] = ...) -> None: ...
 
 class AttemptResult(_message.Message):
-    __slots__ = ("run_id", "shard", "attempt", "success", "error", "executor", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_at_ms", "timed_out", "duration_ms", "start_lateness_ms")
+    __slots__ = ("run_id", "shard", "attempt", "success", "error", "executor", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_at_ms", "timed_out", "duration_ms", "start_lateness_ms", "unstarted")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -190,6 +190,7 @@ class AttemptResult(_message.Message):
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     START_LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    UNSTARTED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     shard: int
     attempt: int
@@ -204,7 +205,8 @@ class AttemptResult(_message.Message):
     timed_out: bool
     duration_ms: int
     start_lateness_ms: int
-    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., start_lateness_ms: _Optional[int] = ...) -> None: ...
+    unstarted: bool
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., start_lateness_ms: _Optional[int] = ..., unstarted: _Optional[bool] = ...) -> None: ...
 
 class ExecutorJoin(_message.Message):
     __slots__ = ("name", "slots", "labels", "principal", "namespaces")
@@ -228,16 +230,18 @@ class ExecutorJoin(_message.Message):
     def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExecutorLeave(_message.Message):
-    __slots__ = ("name", "reason", "dead", "retry_at_ms")
+    __slots__ = ("name", "reason", "dead", "retry_at_ms", "unstarted")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     RETRY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UNSTARTED_FIELD_NUMBER: _ClassVar[int]
     name: str
     reason: str
     dead: bool
     retry_at_ms: int
-    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., dead: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
+    unstarted: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., dead: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., unstarted: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Assignment(_message.Message):
     __slots__ = ("run_id", "shard", "attempt", "executor")
@@ -264,12 +268,48 @@ class ReportResults(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
 
 class ApplyWorkflow(_message.Message):
-    __slots__ = ("spec", "next_fire_ms")
+    __slots__ = ("spec", "next_fire_ms", "stage", "staged_tasks")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    STAGED_TASKS_FIELD_NUMBER: _ClassVar[int]
     spec: _records_pb2.WorkflowSpec
     next_fire_ms: int
-    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ...) -> None: ...
+    stage: str
+    staged_tasks: int
+    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., stage: _Optional[str] = ..., staged_tasks: _Optional[int] = ...) -> None: ...
+
+class StageWorkflowTasks(_message.Message):
+    __slots__ = ("workflow", "stage", "seq", "header", "names", "tasks")
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    workflow: str
+    stage: str
+    seq: int
+    header: _records_pb2.WorkflowSpec
+    names: _containers.RepeatedScalarFieldContainer[str]
+    tasks: _containers.RepeatedCompositeFieldContainer[_records_pb2.WorkflowTaskSpec]
+    def __init__(self, workflow: _Optional[str] = ..., stage: _Optional[str] = ..., seq: _Optional[int] = ..., header: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., tasks: _Optional[_Iterable[_Union[_records_pb2.WorkflowTaskSpec, _Mapping]]] = ...) -> None: ...
+
+class WorkflowStage(_message.Message):
+    __slots__ = ("stage", "header", "names", "chunks", "staged_tasks", "version")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    STAGED_TASKS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    header: _records_pb2.WorkflowSpec
+    names: _containers.RepeatedScalarFieldContainer[str]
+    chunks: int
+    staged_tasks: int
+    version: int
+    def __init__(self, stage: _Optional[str] = ..., header: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., names: _Optional[_Iterable[str]] = ..., chunks: _Optional[int] = ..., staged_tasks: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
 
 class StartWorkflowRun(_message.Message):
     __slots__ = ("workflow", "logical_ms", "params_json")
@@ -378,7 +418,7 @@ class DrainExecutor(_message.Message):
     def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "drain_executor", "audit")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "stage_workflow_tasks", "drain_executor", "audit")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -409,6 +449,7 @@ class Command(_message.Message):
     REVOKE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SET_WORKFLOW_PAUSED_FIELD_NUMBER: _ClassVar[int]
     DELETE_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    STAGE_WORKFLOW_TASKS_FIELD_NUMBER: _ClassVar[int]
     DRAIN_EXECUTOR_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
     format: int
@@ -441,9 +482,10 @@ class Command(_message.Message):
     revoke_token: RevokeToken
     set_workflow_paused: SetWorkflowPaused
     delete_workflow: DeleteWorkflow
+    stage_workflow_tasks: StageWorkflowTasks
     drain_executor: DrainExecutor
     audit: AuditStamp
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
 
 class CommandResult(_message.Message):
     __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed")

@@ -179,18 +179,24 @@ class GetTaskRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
-    __slots__ = ("prefix", "limit")
+    __slots__ = ("prefix", "limit", "page_token", "page_size")
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     prefix: str
     limit: int
-    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    page_size: int
+    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
 
 class ListTasksReply(_message.Message):
-    __slots__ = ("tasks",)
+    __slots__ = ("tasks", "next_page_token")
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[_records_pb2.TaskRecord]
-    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -205,24 +211,30 @@ class RunReply(_message.Message):
     def __init__(self, run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("task", "since_ms", "until_ms", "state", "limit")
+    __slots__ = ("task", "since_ms", "until_ms", "state", "limit", "page_token", "page_size")
     TASK_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     task: str
     since_ms: int
     until_ms: int
     state: _records_pb2.RunState
     limit: int
-    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., state: _Optional[_Union[_records_pb2.RunState, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    page_size: int
+    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., state: _Optional[_Union[_records_pb2.RunState, str]] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
 
 class ListRunsReply(_message.Message):
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "next_page_token")
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[_records_pb2.Run]
-    def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.Run, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class FireAccountingRequest(_message.Message):
     __slots__ = ("task", "since_ms", "until_ms", "limit")
@@ -846,14 +858,18 @@ class WorkBatch(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running", "free_slots")
+    __slots__ = ("name", "running", "free_slots", "started", "reports_started")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_STARTED_FIELD_NUMBER: _ClassVar[int]
     name: str
     running: _containers.RepeatedScalarFieldContainer[str]
     free_slots: int
-    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ...) -> None: ...
+    started: _containers.RepeatedScalarFieldContainer[str]
+    reports_started: bool
+    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("epoch", "registered")

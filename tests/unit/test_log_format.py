@@ -71,6 +71,8 @@ STORED: dict[bytes, str | None] = {
     keys.BACKFILL: "BackfillRecord",
     keys.TOKEN: "TokenRecord",
     keys.AUDIT: "AuditRecord",
+    keys.STAGE: "WorkflowStage",
+    keys.STAGE_CHUNK: "WorkflowSpec",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

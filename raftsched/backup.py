@@ -232,13 +232,18 @@ def restored_entries(snap: logpb.Snapshot) -> list[tuple[bytes, bytes]]:
     """The key/value pairs a new cluster starts from, given a backup's snapshot.
 
     Everything is kept as it was (tasks, versions, watermarks, runs, workflows, executors,
-    tokens, the leader-time high mark, the apply chain) except ``Meta.max_epoch``: epochs are
-    Raft terms of the cluster that made the backup, and the new cluster's terms start again at
-    1, so keeping it would refuse every command of the new leaders as stale. Every node of the
-    new cluster restores the same file, so they all start from the same image.
+    tokens, the leader-time high mark, the apply chain) except what belongs to the old cluster's
+    machines: ``Meta.max_epoch`` (epochs are Raft terms of the cluster that made the backup, and
+    the new cluster's terms start again at 1, so keeping it would refuse every command of the new
+    leaders as stale) and the scheduler-node membership (the new cluster has its own nodes and
+    addresses: its first leader seeds the membership from its config file, as in any new
+    cluster). Every node of the new cluster restores the same file, so they all start from the
+    same image.
     """
     out: list[tuple[bytes, bytes]] = []
     for entry in snap.entries:
+        if entry.key.startswith(keys.MEMBERSHIP):
+            continue
         value = entry.value
         if entry.key == keys.META:
             meta = logpb.Meta.FromString(value)

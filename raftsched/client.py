@@ -313,6 +313,23 @@ class Client:
             if not token or (limit and len(out) >= limit):
                 return out[:limit] if limit else out
 
+    def list_tasks_recent(
+        self, prefix: str = "", limit: int = 0, fires: int = 10, *, stale: bool | None = None
+    ) -> list[tuple[pb.TaskRecord, pb.RecentFires]]:
+        """As :meth:`list_tasks`, each task with its newest ``fires`` fire records (at most 100;
+        oldest first) and the state of each one's run, fetched with the tasks, page by page."""
+        out: list[tuple[pb.TaskRecord, pb.RecentFires]] = []
+        token = ""
+        while True:
+            request = pb.ListTasksRequest(
+                prefix=prefix, limit=limit - len(out) if limit else 0, page_token=token, recent_fires=fires
+            )
+            reply: pb.ListTasksReply = self._call("ListTasks", request, stale=stale)
+            out.extend(zip(reply.tasks, reply.recent, strict=True))
+            token = reply.next_page_token
+            if not token or (limit and len(out) >= limit):
+                return out[:limit] if limit else out
+
     def runs(
         self,
         task: str = "",
@@ -359,11 +376,12 @@ class Client:
         return reply.run
 
     def fire_accounting(
-        self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0
+        self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0, newest: bool = False
     ) -> list[pb.FireRecord]:
-        """How each nominal fire of ``task`` in [since, until] was accounted (fired, coalesced, ...)."""
+        """How each nominal fire of ``task`` in [since, until] was accounted (fired, coalesced, ...),
+        in time order: the first ``limit`` records, or with ``newest`` the last ``limit``."""
         request = pb.FireAccountingRequest(
-            task=validate_name(task, "task"), since_ms=since_ms, until_ms=until_ms, limit=limit
+            task=validate_name(task, "task"), since_ms=since_ms, until_ms=until_ms, limit=limit, newest=newest
         )
         reply: pb.FireAccountingReply = self._call("FireAccounting", request)
         return list(reply.fires)
@@ -417,6 +435,24 @@ class Client:
         if refused is not None and not any(v.reachable for v in views):
             raise refused
         return _summarise(tuple(views))
+
+    def add_node(self, node_id: str, raft: str, grpc_addr: str, http: str = "") -> pb.MembershipReply:
+        """Add a scheduler node to the replicated membership (one change at a time: refused with
+        :class:`~raftsched.errors.Conflict` while another is in progress). Start the node with
+        ``raftsched-node --join`` afterwards; it catches up from the leader."""
+        request = pb.AddNodeRequest(member=pb.Member(id=node_id, raft=raft, grpc=grpc_addr, http=http))
+        reply: pb.MembershipReply = self._call("AddNode", request, write=True)
+        return reply
+
+    def remove_node(self, node_id: str) -> pb.MembershipReply:
+        """Remove a scheduler node from the replicated membership (one change at a time)."""
+        reply: pb.MembershipReply = self._call("RemoveNode", pb.RemoveNodeRequest(id=node_id), write=True)
+        return reply
+
+    def membership(self) -> pb.MembershipRecord:
+        """The replicated membership as the answering node applied it."""
+        reply: pb.MembershipReply = self._call("GetMembership", pb.GetMembershipRequest())
+        return reply.membership
 
     def list_executors(self, *, include_left: bool = False) -> pb.ListExecutorsReply:
         """The executors in the replicated membership (``include_left``: also those that left),

@@ -132,6 +132,25 @@ class LocalCluster:
         write_config(path, nodes, extra=extra_config)
         return cls(path, base_dir / "logs")
 
+    def add_node_entry(self, node_id: str, lines: Sequence[str] = ()) -> None:
+        """Append a ``[[nodes]]`` entry for a node that will join the running cluster to the config
+        file (default: fresh loopback ports, ``data/<id>``) and read the file again. Nodes that
+        run already keep the config they started with (their status reports the difference)."""
+        if not lines:
+            raft, grpc_port = free_ports(2)
+            lines = [
+                f'raft = "127.0.0.1:{raft}"',
+                f'grpc = "127.0.0.1:{grpc_port}"',
+                f'data_dir = "data/{node_id}"',
+            ]
+        out = self.config_path.read_text().splitlines()
+        last = max(i for i, line in enumerate(out) if line.strip() == "[[nodes]]")
+        # A [[nodes]] table must come before the top-level tables that follow the node list.
+        after = next((i for i in range(last + 1, len(out)) if out[i].lstrip().startswith("[")), len(out))
+        out[after:after] = ["[[nodes]]", f'id = "{node_id}"', *lines, ""]
+        self.config_path.write_text("\n".join(out) + "\n")
+        self.config = load_config(self.config_path)
+
     # -- processes -------------------------------------------------------------------------------
 
     def start(

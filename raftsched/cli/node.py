@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raftsched import __version__
 from raftsched.abc import FormatTooNew
@@ -45,7 +46,7 @@ FORMAT_TOO_NEW_EXIT = 4  # the log holds a command of a newer format: upgrade th
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--log-level info]
+    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--join] [--log-level info]
     [--log-format text|json]``: run one node until stopped."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -62,21 +63,35 @@ def node_main(argv: Sequence[str] | None = None) -> int:
         help="bootstrap this node of a new cluster from a backup (raftsched backup FILE); every "
         "node of the new cluster restores the same file; refused if the data dir has state",
     )
+    parser.add_argument(
+        "--join",
+        action="store_true",
+        help="join an existing cluster (after `raftsched cluster add-node ID ...`) instead of "
+        "bootstrapping one from the config file: wait, without campaigning, until the leader reaches "
+        "this node, then catch up from it",
+    )
     add_log_level_option(parser, "logging level (default: info)")
     try:
         try:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
+        if args.join and args.restore:
+            raise UsageError("--restore bootstraps a new cluster and --join joins one: give one of them")
+        options: dict[str, Any] = {}
+        if args.join:
+            options["join"] = True
+        if args.restore:
+            options["restore"] = args.restore
+        run = functools.partial(run_node, **options) if options else run_node
         return run_guarded(
             "raftsched-node",
-            run_node,
+            run,
             args.config,
             args.node_id,
             args.log_level,
             args.data_dir or "",
             args.log_format,
-            *([args.restore] if args.restore else []),
         )
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-node")
@@ -88,12 +103,16 @@ def run_node(
     log_level: str = "info",
     data_dir: str = "",
     log_format: str = "text",
+    join: bool = False,
     restore: str = "",
 ) -> int:
-    """Run one node until SIGTERM/SIGINT. Returns the process exit code.
+    """Run one node until SIGTERM/SIGINT (a leader hands leadership over first). Returns the
+    process exit code.
 
-    ``data_dir`` (if given) replaces the node's ``data_dir`` from the config; ``restore`` (if
-    given) is a backup file loaded into the (empty) data dir first."""
+    ``data_dir`` (if given) replaces the node's ``data_dir`` from the config. ``join``: the node
+    joins an existing cluster whose membership already lists it (see ``raftsched cluster
+    add-node``) instead of bootstrapping one from the config. ``restore`` (if given) is a backup
+    file loaded into the (empty) data dir first."""
     from raftsched.config import load_config
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
@@ -113,7 +132,7 @@ def run_node(
     except BaseException:
         lock.release()
         raise
-    node = Node(config, node_id, clock=SystemClock(offset_ms))
+    node = Node(config, node_id, clock=SystemClock(offset_ms), joining=join)
     try:
         node.start()  # raises CannotStart if the Raft port is taken
     except BaseException:

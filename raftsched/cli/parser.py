@@ -316,6 +316,29 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_argument("file", metavar="FILE")
     _json_option(backup)
 
+    cluster_parser = commands.add_parser("cluster", help="membership: add or remove scheduler nodes")
+    cluster_actions = cluster_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add_node = _leaf(
+        cluster_actions,
+        "add-node",
+        cluster.cmd_add_node,
+        "add a scheduler node to the replicated membership (then start it with raftsched-node --join)",
+    )
+    add_node.add_argument("id", metavar="ID", help="the new node's id")
+    add_node.add_argument("--raft", required=True, metavar="HOST:PORT", help="its Raft address")
+    add_node.add_argument("--grpc", required=True, metavar="HOST:PORT", help="its gRPC address")
+    add_node.add_argument("--http", default="", metavar="HOST:PORT", help="its /metrics listener, if any")
+    _json_option(add_node)
+    remove_node = _leaf(
+        cluster_actions, "remove-node", cluster.cmd_remove_node, "remove a scheduler node from the membership"
+    )
+    remove_node.add_argument("id", metavar="ID", help="the node's id")
+    _json_option(remove_node)
+    members = _leaf(
+        cluster_actions, "members", cluster.cmd_members, "the replicated membership and a change in progress"
+    )
+    _json_option(members)
+
     cron_parser = commands.add_parser("cron", help="cron tools (local; no cluster needed)")
     cron_actions = cron_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     preview = _leaf(

@@ -20,6 +20,7 @@
 ``ws/<workflow>``                           WorkflowStage (a big workflow's tasks being staged)
 ``wc/<workflow>\\x00<chunk:08x>``           WorkflowSpec holding one staged chunk of tasks
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
+``c/members``                               MembershipRecord (the scheduler nodes)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -47,6 +48,8 @@ TOKEN = b"k/"
 AUDIT = b"u/"
 STAGE = b"ws/"
 STAGE_CHUNK = b"wc/"
+MEMBERSHIP = b"c/"
+MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 

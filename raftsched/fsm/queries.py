@@ -10,6 +10,7 @@ the answer needs committed data (a read transaction is not free, and most answer
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 
@@ -30,12 +31,16 @@ def task_record(tasks: Mapping[str, TaskState], name: str) -> pb.TaskRecord | No
     return st.record() if st else None
 
 
-def task_records(tasks: Mapping[str, TaskState], prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
-    """Records of the user tasks whose names start with ``prefix``, by name; at most ``limit`` (0: all)."""
-    names = sorted(n for n in tasks if n.startswith(prefix) and not is_internal(n))
-    if limit:
-        names = names[:limit]
-    return [tasks[n].record() for n in names]
+def first_task_names(names: Iterable[str], prefix: str = "", limit: int = 0) -> list[str]:
+    """The user task names among ``names`` that start with ``prefix``, in order; at most ``limit``
+    (0: all). A page needs only the first few: a bounded heap rather than a sort of every name."""
+    matching = (n for n in names if n.startswith(prefix) and not is_internal(n))
+    return heapq.nsmallest(limit, matching) if limit else sorted(matching)
+
+
+def task_records(tasks: Mapping[str, TaskState], names: Iterable[str]) -> list[pb.TaskRecord]:
+    """Records of the tasks ``names`` that still exist, in that order."""
+    return [tasks[n].record() for n in names if n in tasks]
 
 
 def task_page(names: Iterable[str], prefix: str, after: str, size: int) -> tuple[list[str], bool]:
@@ -168,13 +173,29 @@ def stored_run(reader: StoreReader, run_id: str) -> pb.Run | None:
 
 
 def fire_records(
-    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int
+    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int, newest: bool = False
 ) -> list[pb.FireRecord]:
     """Fire records of ``task`` that cover any nominal time in ``[since_ms, until_ms]``, in time order.
 
     A range record starting before ``since_ms`` but reaching into the window is included.
+    ``newest``: the last ``limit`` of them rather than the first (read backwards from the end).
     """
     out: list[pb.FireRecord] = []
+    if newest:
+        start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
+        hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
+        for _, value in reader.scan(start, hi, reverse=True, limit=limit):
+            rec = pb.FireRecord()
+            rec.ParseFromString(value)
+            out.append(rec)
+        if len(out) < limit and since_ms > 0:  # a range record from before the window reaching into it
+            lo = keys.per_task_prefix(keys.FIRE, task)
+            for _, value in reader.scan(lo, start, reverse=True, limit=1):
+                rec = pb.FireRecord()
+                rec.ParseFromString(value)
+                if rec.through_ms >= since_ms:
+                    out.append(rec)
+        return out[::-1]
     lo = keys.per_task_prefix(keys.FIRE, task)
     start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
     hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
@@ -188,6 +209,16 @@ def fire_records(
         rec.ParseFromString(value)
         out.append(rec)
     return out[:limit]
+
+
+def recent_fires(reader: StoreReader, task: str, count: int) -> list[tuple[pb.FireRecord, int]]:
+    """The newest ``count`` fire records of ``task``, oldest first, each with the state of its
+    run if it has one still stored (else ``RUN_STATE_UNSPECIFIED``)."""
+    out: list[tuple[pb.FireRecord, int]] = []
+    for fire in fire_records(reader, task, 0, 0, count, newest=True):
+        run = stored_run(reader, fire.run_id) if fire.run_id else None
+        out.append((fire, run.state if run is not None else pb.RUN_STATE_UNSPECIFIED))
+    return out
 
 
 def fires_around(reader: StoreReader, task: str, at_ms: int) -> tuple[list[pb.FireRecord], pb.Run | None]:

@@ -43,6 +43,7 @@ from raftsched.fsm.effects import (
     TaskArmed,
     rejected,
 )
+from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
@@ -102,6 +103,7 @@ class SchedulerState:
         self.tally: ApplyTally | None = None
         self.wf = wf_mod.WorkflowBook(self)
         self.access = TokenBook(store)
+        self.membership = MembershipBook(store)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -117,6 +119,7 @@ class SchedulerState:
         self.active_per_task.clear()
         self.executors.clear()
         self.access.load()
+        self.membership.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
             executor.ParseFromString(value)
@@ -1073,6 +1076,15 @@ class SchedulerState:
     def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.delete(cmd, now)
 
+    def _seed_membership(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.seed(cmd.seed_membership), ()
+
+    def _begin_member_change(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.begin(cmd.begin_member_change, now), ()
+
+    def _end_member_change(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.end(cmd.end_member_change), ()
+
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
         horizon = now - self.retention.keep_ms
@@ -1103,8 +1115,13 @@ class SchedulerState:
             return queries.task_record(self.tasks, name)
 
     def list_tasks(self, prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
+        # Choose the names off the lock (the applier takes it for every entry): copying the keys
+        # is one C call; filtering and ordering a million of them is not.
         with self.lock:
-            return queries.task_records(self.tasks, prefix, limit)
+            names = list(self.tasks)
+        chosen = queries.first_task_names(names, prefix, limit)
+        with self.lock:
+            return queries.task_records(self.tasks, chosen)
 
     def list_tasks_page(
         self, prefix: str = "", after: str = "", size: int = 500
@@ -1239,6 +1256,9 @@ class SchedulerState:
         "revoke_token": _revoke_token,
         "set_workflow_paused": _set_workflow_paused,
         "delete_workflow": _delete_workflow,
+        "seed_membership": _seed_membership,
+        "begin_member_change": _begin_member_change,
+        "end_member_change": _end_member_change,
     }
 
 

@@ -23,14 +23,14 @@ import collections
 import functools
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
 from raftsched import codec
 from raftsched.alerts.delivery import delivery_view
 from raftsched.backup import backup_stream
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, Unavailable, quote
 from raftsched.explain import explain
 from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
@@ -45,6 +45,7 @@ from raftsched.workflow.dag import compile_dag, lineage
 
 MAX_BULK_TASKS = 10_000
 DEFAULT_LIST_LIMIT = 1000
+MAX_RECENT_FIRES = 100  # per task, ListTasks.recent_fires
 DEFAULT_WORKFLOW_RUNS = 100
 DEFAULT_PAGE_SIZE = 500
 MAX_PAGE_SIZE = 5000
@@ -86,11 +87,52 @@ LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
 this node does not lead (see :meth:`raftsched.rpc.executor_service.ExecutorHub.live_view`)."""
 
 
+class MembershipChanges(Protocol):
+    """The node's membership operations (:class:`raftsched.membership.MembershipOps`)."""
+
+    async def add(self, member: logpb.Member) -> tuple[logpb.MembershipRecord, str]: ...
+
+    async def remove(self, node_id: str) -> tuple[logpb.MembershipRecord, str]: ...
+
+
 class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
-    def __init__(self, node: NodeServices, live_executors: LiveExecutors | None = None) -> None:
+    def __init__(
+        self,
+        node: NodeServices,
+        live_executors: LiveExecutors | None = None,
+        membership: MembershipChanges | None = None,
+    ) -> None:
         self.node = node
         self._live_executors = live_executors or (lambda: None)
         self._reads = asyncio.Semaphore(MAX_CONCURRENT_READS)
+        self._membership = membership
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def _changes(self) -> MembershipChanges:
+        if self._membership is None:
+            raise Unavailable("this node does not change membership (embedded without Raft)")
+        return self._membership
+
+    @rpc
+    async def AddNode(
+        self, request: pb.AddNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        record, note = await self._changes().add(request.member)
+        return pb.MembershipReply(membership=record, note=note)
+
+    @rpc
+    async def RemoveNode(
+        self, request: pb.RemoveNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        record, note = await self._changes().remove(request.id)
+        return pb.MembershipReply(membership=record, note=note)
+
+    @rpc
+    async def GetMembership(
+        self, request: pb.GetMembershipRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        return pb.MembershipReply(membership=self.node.state.membership.record)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -443,9 +485,22 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                     return out, ""
                 after = recs[-1].spec.name
 
+        def recent(reply: pb.ListTasksReply) -> None:
+            # One read for a page of tasks with their recent fires (the console's task list).
+            count = min(request.recent_fires, MAX_RECENT_FIRES)
+            with self.node.store.reader() as r:
+                for rec in reply.tasks:
+                    fires = reply.recent.add(task=rec.spec.name)
+                    for fire, state in queries.recent_fires(r, rec.spec.name, count):
+                        fires.fires.append(fire)
+                        fires.run_states.append(state)  # type: ignore[arg-type]  # a RunState value
+
         async with self._reads:
             recs, token = await asyncio.to_thread(read)
-        return pb.ListTasksReply(tasks=recs, next_page_token=token)
+            reply = pb.ListTasksReply(tasks=recs, next_page_token=token)
+            if request.recent_fires:
+                await asyncio.to_thread(recent, reply)
+        return reply
 
     @rpc
     async def ListRuns(
@@ -499,7 +554,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
-            out.fires.extend(queries.fire_records(r, request.task, request.since_ms, request.until_ms, limit))
+            out.fires.extend(
+                queries.fire_records(
+                    r, request.task, request.since_ms, request.until_ms, limit, request.newest
+                )
+            )
         return out
 
     @rpc

@@ -612,3 +612,35 @@ class TokenInfo(_message.Message):
     created_by: str
     last_used_ms: int
     def __init__(self, id: _Optional[str] = ..., role: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., created_ms: _Optional[int] = ..., expires_ms: _Optional[int] = ..., revoked: _Optional[bool] = ..., revoked_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_used_ms: _Optional[int] = ...) -> None: ...
+
+class Member(_message.Message):
+    __slots__ = ("id", "raft", "grpc", "http")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RAFT_FIELD_NUMBER: _ClassVar[int]
+    GRPC_FIELD_NUMBER: _ClassVar[int]
+    HTTP_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    raft: str
+    grpc: str
+    http: str
+    def __init__(self, id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., http: _Optional[str] = ...) -> None: ...
+
+class MemberChange(_message.Message):
+    __slots__ = ("kind", "member", "started_ms")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_MS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    member: Member
+    started_ms: int
+    def __init__(self, kind: _Optional[str] = ..., member: _Optional[_Union[Member, _Mapping]] = ..., started_ms: _Optional[int] = ...) -> None: ...
+
+class MembershipRecord(_message.Message):
+    __slots__ = ("members", "pending", "changes")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    pending: MemberChange
+    changes: int
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., pending: _Optional[_Union[MemberChange, _Mapping]] = ..., changes: _Optional[int] = ...) -> None: ...

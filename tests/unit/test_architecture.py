@@ -21,6 +21,7 @@ PURE = [
     "fsm/records.py",
     "fsm/rules.py",
     "fsm/queries.py",
+    "fsm/membership.py",
     "workflow/layout.py",
     "leader/gate.py",
     "workflow/dag.py",
@@ -38,6 +39,7 @@ PURE = [
     "consensus/memory.py",
     "storage/memory.py",
     "observability/tally.py",
+    "web/graph.py",
 ]
 FORBIDDEN_IN_PURE = {
     "time",
@@ -65,6 +67,7 @@ ADAPTERS = {
     "cryptography": {"security/certs.py"},
     "prometheus_client": {"observability/metrics.py"},
     "aiohttp": {"observability/listener.py"},
+    "jinja2": {"web/templating.py"},
 }
 
 

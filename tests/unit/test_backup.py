@@ -153,9 +153,12 @@ def test_every_damaged_or_newer_file_is_refused_with_a_clear_reason(tmp_path: Pa
     assert "newer than this build reads" in _refusal(tmp_path / "inner.rsb")
 
 
-def test_restored_entries_keep_everything_but_the_old_clusters_epoch() -> None:
+def test_restored_entries_keep_everything_but_the_old_clusters_epoch_and_nodes() -> None:
     state = fixture_state()
-    entries = dict(restored_entries(logpb.Snapshot.FromString(state.snapshot())))
+    snap = logpb.Snapshot.FromString(state.snapshot())
+    snap.entries.add(key=keys.MEMBERSHIP_KEY, value=b"the old cluster's nodes")
+    entries = dict(restored_entries(snap))
+    assert keys.MEMBERSHIP_KEY not in entries
     original = dict(state.replicated_items())
     assert entries.keys() == original.keys()
     assert {k: v for k, v in entries.items() if k != keys.META} == {

@@ -426,8 +426,8 @@ def test_a_bad_config_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_p
 def fake_node(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...]]]:
     calls: list[tuple[str, tuple[str, ...]]] = []
 
-    def run_node(*args: str) -> int:
-        calls.append(("run_node", args))
+    def run_node(*args: str, **kwargs: object) -> int:
+        calls.append(("run_node", args + tuple(f"{k}={v}" for k, v in kwargs.items())))
         if args[1] == "bad":
             raise ConfigError("c.toml", ["nodes: no node with id 'bad'", "second problem"])
         return 0
@@ -439,6 +439,11 @@ def fake_node(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...
     monkeypatch.setattr(node_cli, "run_node", run_node)
     monkeypatch.setattr(demo_cli, "run_demo", run_demo)
     return calls
+
+
+def test_node_main_join_flag(fake_node: list[tuple[str, tuple[str, ...]]]) -> None:
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "n4", "--join"]) == 0
+    assert fake_node == [("run_node", ("c.toml", "n4", "info", "", "text", "join=True"))]
 
 
 def test_node_main_calls_run_node(

@@ -73,6 +73,7 @@ STORED: dict[bytes, str | None] = {
     keys.AUDIT: "AuditRecord",
     keys.STAGE: "WorkflowStage",
     keys.STAGE_CHUNK: "WorkflowSpec",
+    keys.MEMBERSHIP: "MembershipRecord",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

@@ -28,6 +28,7 @@ from raftsched.model import (
     OnceTrigger,
     Outcome,
     Overlap,
+    Runner,
     RunState,
     TaskSpec,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "Overlap",
     "RaftschedError",
     "RunState",
+    "Runner",
     "StaleEpoch",
     "TaskSpec",
     "TlsConfig",

@@ -20,16 +20,22 @@ from raftsched.model import (
     OnceTrigger,
     Outcome,
     Overlap,
+    Runner,
     RunState,
     TaskSpec,
     Trigger,
+    parse_runner,
     unchecked,
 )
+from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
 # Format history (a node applies or reads every format up to its own, never a newer one):
 #   1  the first release.
-#   2  DrainExecutor commands; ExecutorRecord.draining*; Meta.state_format; Run.timeline.
+#   2  commands DrainExecutor, StageWorkflowTasks, SetCalendar, DeleteCalendar, SeedMembership,
+#      BeginMemberChange, EndMemberChange; ExecutorRecord.draining*; Meta.state_format;
+#      Run.timeline; remembered idempotency keys with request fingerprints; calendars; the
+#      scheduler-node membership.
 COMMAND_FORMAT = 2
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
@@ -38,7 +44,19 @@ format."""
 SNAPSHOT_FORMAT = 2
 """Format of the replicated state and snapshots this build writes and the newest it reads
 (``Snapshot.format``, ``Meta.state_format``; 0, as written before the field existed, reads as 1)."""
-_BODY_FORMAT = {"drain_executor": 2}
+# Command bodies a format-1 node does not know (it would record them as rejected).
+_BODY_FORMAT = {
+    body: 2
+    for body in (
+        "drain_executor",
+        "stage_workflow_tasks",
+        "set_calendar",
+        "delete_calendar",
+        "seed_membership",
+        "begin_member_change",
+        "end_member_change",
+    )
+}
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -59,6 +77,7 @@ OUTCOME_TO_PB = {
     Outcome.SKIPPED_OVERLAP: pb.SKIPPED_OVERLAP,
     Outcome.SKIPPED_MISFIRE: pb.SKIPPED_MISFIRE,
     Outcome.SKIPPED_DISABLED: pb.SKIPPED_DISABLED,
+    Outcome.SKIPPED_CALENDAR: pb.SKIPPED_CALENDAR,
 }
 OUTCOME_FROM_PB = {v: k for k, v in OUTCOME_TO_PB.items()}
 
@@ -117,6 +136,11 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         namespace=spec.namespace,
         params_json=spec.params_json,
         description=spec.description,
+        exclude=spec.exclude,
+        resource_cpu=spec.resource_cpu,
+        resource_memory_mb=spec.resource_memory_mb,
+        # The default is stored as "" so a spec without the field encodes as before it existed.
+        runner="" if spec.runner == Runner.SHELL else str(spec.runner),
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -131,7 +155,11 @@ def spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
     if overlap is None:
         raise InvalidSpec("overlap", f"unknown overlap policy value {msg.overlap}")
     return TaskSpec(
-        trigger=trigger_from_pb(msg.trigger), misfire=misfire, overlap=overlap, **_spec_fields(msg)
+        trigger=trigger_from_pb(msg.trigger),
+        misfire=misfire,
+        overlap=overlap,
+        runner=parse_runner(msg.runner),
+        **_spec_fields(msg),
     )
 
 
@@ -144,6 +172,7 @@ def stored_spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
         trigger=trigger_from_pb(msg.trigger, stored=True),
         misfire=MISFIRE_FROM_PB.get(msg.misfire, Misfire.LATEST),
         overlap=OVERLAP_FROM_PB.get(msg.overlap, Overlap.SKIP),
+        runner=Runner.PYTHON if msg.runner == "python" else Runner.SHELL,
         **_spec_fields(msg),
     )
 
@@ -163,12 +192,25 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "namespace": msg.namespace or "default",
         "params_json": msg.params_json,
         "description": msg.description,
+        "exclude": tuple(msg.exclude),
+        "resource_cpu": msg.resource_cpu,
+        "resource_memory_mb": msg.resource_memory_mb,
     }
 
 
 def command_format(cmd: pb.Command) -> int:
     """The oldest command format whose nodes can apply ``cmd`` (its body decides)."""
     return _BODY_FORMAT.get(cmd.WhichOneof("body") or "", 1)
+
+
+def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:
+    """A calendar from its replicated form (a spec and the zone's expanded offsets).
+
+    Checks the structure and raises InvalidSpec; the zone's name is not looked up (apply may not
+    consult tzdata: the offsets are what the leader expanded)."""
+    return Calendar.build(
+        spec.name, spec.dates, spec.weekdays, spec.zone or "UTC", list(transitions_ms), list(offsets_s)
+    )
 
 
 def encode_command(cmd: pb.Command) -> bytes:

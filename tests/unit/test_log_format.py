@@ -73,6 +73,7 @@ STORED: dict[bytes, str | None] = {
     keys.AUDIT: "AuditRecord",
     keys.STAGE: "WorkflowStage",
     keys.STAGE_CHUNK: "WorkflowSpec",
+    keys.CALENDAR: "CalendarRecord",
     keys.MEMBERSHIP: "MembershipRecord",
 }
 

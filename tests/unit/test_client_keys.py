@@ -43,6 +43,7 @@ CALLS: dict[str, Callable[[Client], object]] = {
     "AckAlert": lambda c: c.ack_alert("alert-1"),
     "CreateToken": lambda c: c.create_token("reader"),
     "RevokeToken": lambda c: c.revoke_token("abcdef"),
+    "DrainExecutor": lambda c: c.drain_executor("ex1"),
     "SetCalendar": lambda c: c.set_calendar("holidays", weekdays="sat,sun"),
     "DeleteCalendar": lambda c: c.delete_calendar("holidays"),
 }

@@ -6,12 +6,15 @@ Decoding validates: a malformed message becomes :class:`raftsched.errors.Invalid
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from raftsched.errors import InvalidSpec
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
+    Lock,
+    LockMode,
     ManualTrigger,
     Misfire,
     OnceTrigger,
@@ -100,6 +103,7 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         namespace=spec.namespace,
         params_json=spec.params_json,
         description=spec.description,
+        locks=locks_to_pb(spec.locks),
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -146,7 +150,27 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "namespace": msg.namespace or "default",
         "params_json": msg.params_json,
         "description": msg.description,
+        "locks": locks_from_pb(msg.locks),
     }
+
+
+def locks_to_pb(locks: tuple[Lock, ...]) -> list[pb.LockRef]:
+    """Locks in canonical order (by name): equal specs encode to equal bytes."""
+    return [
+        pb.LockRef(name=lk.name, shared=lk.mode == LockMode.SHARED) for lk in sorted(locks, key=_lock_name)
+    ]
+
+
+def locks_from_pb(msgs: Iterable[pb.LockRef]) -> tuple[Lock, ...]:
+    return tuple(
+        sorted(
+            (Lock(m.name, LockMode.SHARED if m.shared else LockMode.EXCLUSIVE) for m in msgs), key=_lock_name
+        )
+    )
+
+
+def _lock_name(lock: Lock) -> str:
+    return lock.name
 
 
 def encode_command(cmd: pb.Command) -> bytes:

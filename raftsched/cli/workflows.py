@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from raftsched.cli.cluster import connect
 from raftsched.cli.errors import UsageError, fail
+from raftsched.cli.tasks import locks_text
 from raftsched.cli.input import backfill_end, lazy_now, params_from_args, parse_time
 from raftsched.cli.render import (
     can_print,
@@ -141,10 +142,14 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             str(t.max_retries),
             duration_text(t.timeout_ms) if t.timeout_ms else "-",
             str(t.shards or 1),
+            str(t.priority),
+            locks_text(t.locks),
         ]
         for t in s.tasks
     ]
-    print_table(["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS"], rows)
+    print_table(
+        ["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS", "PRIORITY", "LOCKS"], rows
+    )
     return 0
 
 

@@ -18,6 +18,7 @@
 ``b/<workflow>~b<seq>``                     BackfillRecord
 ``k/<token id>``                            TokenRecord (hashed secret, grant, revocation)
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
+``o/<kind>/<name>``                         QuotaRecord (an owner's or a namespace's quota)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -43,6 +44,7 @@ WORKFLOW_RUN = b"q/"
 BACKFILL = b"b/"
 TOKEN = b"k/"
 AUDIT = b"u/"
+QUOTA = b"o/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -134,3 +136,7 @@ def token_key(token_id: str) -> bytes:
 
 def audit_key(at_ms: int, seq: int) -> bytes:
     return AUDIT + f"{max(at_ms, 0):016x}/{seq:016x}".encode()
+
+
+def quota_key(kind: str, name: str) -> bytes:
+    return QUOTA + kind.encode() + b"/" + name.encode()

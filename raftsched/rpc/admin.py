@@ -24,6 +24,7 @@ from raftsched.errors import InvalidSpec, NotFound, PermissionDenied
 from raftsched.explain import explain
 from raftsched.fsm import queries
 from raftsched.fsm.access import audit_records
+from raftsched.fsm.policy import QUOTA_KINDS, validate_quota
 from raftsched.leader import writes
 from raftsched.rpc.plumbing import NodeServices, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
@@ -524,6 +525,57 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         key = self._key(request.idempotency_key)
         res = await self._write(lambda s: writes.ack_alert(request.id, key=key, **s))
         return pb.AckAlertReply(alert=res.alert)
+
+    @rpc
+    async def SetQuota(self, request: pb.SetQuotaRequest, context: grpc.aio.ServicerContext) -> pb.QuotaReply:
+        validate_quota(request.quota)  # refused here with the field, before anything is proposed
+        key = self._key(request.idempotency_key)
+
+        def build(stamp: dict[str, Any]) -> bytes:
+            cmd = logpb.Command(idempotency_key=key, **stamp)
+            q = cmd.set_quota.quota
+            q.kind, q.name = request.quota.kind, request.quota.name
+            q.rate_milli, q.burst = request.quota.rate_milli, request.quota.burst
+            q.max_running = request.quota.max_running
+            return codec.encode_command(cmd)
+
+        res = await self._write(build, target=f"{request.quota.kind} {request.quota.name}")
+        return pb.QuotaReply(quota=res.quota)
+
+    @rpc
+    async def DeleteQuota(
+        self, request: pb.DeleteQuotaRequest, context: grpc.aio.ServicerContext
+    ) -> pb.QuotaReply:
+        if request.kind not in QUOTA_KINDS:
+            raise InvalidSpec("quota.kind", f"{request.kind!r} is not one of owner, namespace")
+        key = self._key(request.idempotency_key)
+
+        def build(stamp: dict[str, Any]) -> bytes:
+            cmd = logpb.Command(idempotency_key=key, **stamp)
+            cmd.delete_quota.kind, cmd.delete_quota.name = request.kind, request.name
+            return codec.encode_command(cmd)
+
+        res = await self._write(build, target=f"{request.kind} {request.name}")
+        return pb.QuotaReply(quota=res.quota)
+
+    @rpc
+    async def ListQuotas(
+        self, request: pb.ListQuotasRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListQuotasReply:
+        return pb.ListQuotasReply(quotas=self.node.state.quotas())
+
+    @rpc
+    async def ListLocks(
+        self, request: pb.ListLocksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListLocksReply:
+        reply = pb.ListLocksReply()
+        for view in self.node.state.locks():
+            info = reply.locks.add(name=view.name)
+            for user in view.holders:
+                info.holders.add(**user._asdict())
+            for user in view.waiters:
+                info.waiters.add(**user._asdict())
+        return reply
 
     @rpc
     async def ListExecutors(

@@ -61,6 +61,7 @@ class Permission(enum.StrEnum):
     EXECUTE = "executor.work"  # register, dispatch stream, heartbeat, report, leave
     TOKENS = "tokens.manage"  # create, list, revoke tokens
     AUDIT = "audit.read"  # read the audit log
+    QUOTAS = "quotas.manage"  # set and delete owner and namespace quotas
 
 
 ROLE_PERMISSIONS: Final[Mapping[Role, frozenset[Permission]]] = {

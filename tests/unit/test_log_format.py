@@ -71,6 +71,7 @@ STORED: dict[bytes, str | None] = {
     keys.BACKFILL: "BackfillRecord",
     keys.TOKEN: "TokenRecord",
     keys.AUDIT: "AuditRecord",
+    keys.QUOTA: "QuotaRecord",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

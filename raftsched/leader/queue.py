@@ -1,0 +1,85 @@
+"""The order in which attempts waiting for an executor slot start: the one place that defines it.
+
+Attempts wait per executor (the one the shard ring picks for them). When that executor has free
+slots, the dispatcher walks its queue in **start order** and proposes the first attempts that may
+start now (backoff over, quota and locks available):
+
+1. higher ``priority`` first (0-9, 9 most urgent; the task's, or the workflow task's);
+2. then the older nominal time (a fire that is already late goes before a newer one);
+3. then run id and shard: a total, deterministic tie-break, so every leader that rebuilds the
+   queue from the replicated state walks it in the same order.
+
+Backfill attempts are in the same queue; the dispatcher takes them in a second walk, only in
+slots that regular work left free (and within the backfill's share). Anything that changes which
+attempt starts first (placement by resources, overlap policies) should extend :func:`start_order`
+rather than sort elsewhere.
+
+Cost: insertion is a binary search plus a list insert (attempts mostly arrive in order, at the
+end); removal the same; a walk is a plain list iteration.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterator
+from typing import Generic, Protocol, TypeVar
+
+StartOrder = tuple[int, int, str, int]
+"""``(-priority, nominal_ms, run_id, shard)``: ascending order is start order."""
+
+
+def start_order(priority: int, nominal_ms: int, run_id: str, shard: int) -> StartOrder:
+    """The sort key of a waiting attempt (see the module docstring)."""
+    return (-priority, nominal_ms, run_id, shard)
+
+
+class Ordered(Protocol):
+    @property
+    def order(self) -> StartOrder: ...
+
+
+W = TypeVar("W", bound=Ordered)
+
+
+class WaitQueue(Generic[W]):
+    """Attempts waiting for one executor, by ``(run_id, shard)``, iterated in start order.
+
+    Not thread-safe (the dispatcher's loop owns it). Iteration must not overlap a mutation."""
+
+    __slots__ = ("_items", "_order")
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, int], W] = {}
+        self._order: list[StartOrder] = []
+
+    def add(self, key: tuple[str, int], item: W) -> None:
+        self.remove(key)
+        self._items[key] = item
+        order = item.order
+        if not self._order or self._order[-1] < order:
+            self._order.append(order)  # the common case: fires arrive in nominal order
+        else:
+            insort(self._order, order)
+
+    def remove(self, key: tuple[str, int]) -> W | None:
+        item = self._items.pop(key, None)
+        if item is not None:
+            order = item.order
+            i = bisect_left(self._order, order)
+            if i < len(self._order) and self._order[i] == order:
+                del self._order[i]
+        return item
+
+    def __iter__(self) -> Iterator[W]:
+        items = self._items
+        for order in self._order:
+            yield items[(order[2], order[3])]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from raftsched.cli.cluster import connect
 from raftsched.cli.errors import UsageError, fail
-from raftsched.cli.tasks import locks_text
 from raftsched.cli.input import backfill_end, lazy_now, params_from_args, parse_time
 from raftsched.cli.render import (
     can_print,
@@ -32,6 +31,7 @@ from raftsched.cli.render import (
     to_dict,
     wf_state,
 )
+from raftsched.cli.tasks import locks_text
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:

@@ -532,12 +532,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         key = self._key(request.idempotency_key)
 
         def build(stamp: dict[str, Any]) -> bytes:
-            cmd = logpb.Command(idempotency_key=key, **stamp)
-            q = cmd.set_quota.quota
-            q.kind, q.name = request.quota.kind, request.quota.name
-            q.rate_milli, q.burst = request.quota.rate_milli, request.quota.burst
-            q.max_running = request.quota.max_running
-            return codec.encode_command(cmd)
+            return writes.set_quota(request.quota, key=key, **stamp)
 
         res = await self._write(build, target=f"{request.quota.kind} {request.quota.name}")
         return pb.QuotaReply(quota=res.quota)
@@ -551,9 +546,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         key = self._key(request.idempotency_key)
 
         def build(stamp: dict[str, Any]) -> bytes:
-            cmd = logpb.Command(idempotency_key=key, **stamp)
-            cmd.delete_quota.kind, cmd.delete_quota.name = request.kind, request.name
-            return codec.encode_command(cmd)
+            return writes.delete_quota(request.kind, request.name, key=key, **stamp)
 
         res = await self._write(build, target=f"{request.kind} {request.name}")
         return pb.QuotaReply(quota=res.quota)

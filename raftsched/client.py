@@ -309,6 +309,13 @@ class Client:
         reply: pb.ListRunsReply = self._call("ListRuns", request)
         return list(reply.runs)
 
+    def get_run(self, run_id: str) -> pb.Run:
+        """One run, active or retained: its state, shards (with their output tails) and its
+        ``timeline`` of transitions (``raftsched.fsm.timeline.describe`` renders an entry).
+        Raises ``NotFound`` if it does not exist or its history was pruned."""
+        reply: pb.RunReply = self._call("GetRun", pb.GetRunRequest(run_id=run_id))
+        return reply.run
+
     def fire_accounting(
         self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0
     ) -> list[pb.FireRecord]:

@@ -229,6 +229,17 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--limit", type=non_negative_int, default=0, metavar="N", help="at most N runs")
     _json_option(runs)
 
+    run = commands.add_parser("run", help="one run: its state and timeline")
+    run_actions = run.add_subparsers(dest="action", metavar="ACTION", required=True)
+    run_show = _leaf(
+        run_actions, "show", tasks.cmd_run_show, "show a run, its shards and every transition with its time"
+    )
+    run_show.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
+    _json_option(run_show)
+    logs = _leaf(commands, "logs", tasks.cmd_logs, "print a run's stored output tails (stdout, stderr)")
+    logs.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
+    logs.add_argument("--shard", type=non_negative_int, default=None, metavar="N", help="only shard N")
+
     fires = _leaf(
         commands, "fires", tasks.cmd_fires, "fire accounting: how each nominal fire was handled", times=True
     )

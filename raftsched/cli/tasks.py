@@ -21,6 +21,7 @@ from raftsched.cli.render import (
     print_table,
     to_dict,
 )
+from raftsched.fsm.timeline import describe
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
@@ -265,6 +266,57 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print_table(
         ["RUN", "TASK", "NOMINAL (UTC)", "STATE", "KIND", "SHARDS OK", "CREATED", "FINISHED", "WAITING"], rows
     )
+    return 0
+
+
+def cmd_run_show(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.get_run(args.run_id)
+    if args.json:
+        return print_json(to_dict(run))
+    print(f"run       {run.run_id}")
+    print(f"task      {run.task} (version {run.task_version})")
+    print(f"state     {enum_name(pb.RunState, run.state)}")
+    print(f"nominal   {iso(run.nominal_ms)}")
+    print(f"created   {iso(run.created_ms)}{'  (manual)' if run.manual else ''}")
+    print(f"finished  {iso(run.finished_ms)}")
+    if run.workflow_run:
+        print(f"workflow  {run.workflow_run}")
+    print()
+    print_table(
+        ["SHARD", "ATTEMPT", "STATE", "EXECUTOR", "EXIT", "LOST", "ERROR"],
+        [
+            [
+                str(s.shard),
+                str(s.attempt),
+                enum_name(pb.RunState, s.state),
+                s.executor or "-",
+                str(s.exit_code) if s.state in (pb.SUCCEEDED, pb.FAILED) else "-",
+                str(s.lost),
+                s.error or "-",
+            ]
+            for s in run.shards
+        ],
+    )
+    print()
+    if run.timeline_dropped:
+        print(f"({run.timeline_dropped} older entries dropped: the timeline keeps {len(run.timeline)})")
+    print_table(["AT (UTC)", "EVENT"], [[iso(e.at_ms), describe(e, iso)] for e in run.timeline])
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.get_run(args.run_id)
+    shards = [s for s in run.shards if args.shard is None or s.shard == args.shard]
+    if not shards:
+        raise UsageError(f"run {run.run_id} has no shard {args.shard} (it has {len(run.shards)})")
+    for s in shards:
+        print(f"== shard {s.shard} attempt {s.attempt} ({enum_name(pb.RunState, s.state)}) ==")
+        for name, tail in (("stdout", s.stdout_tail), ("stderr", s.stderr_tail)):
+            print(f"-- {name} --")
+            if tail:
+                print(tail, end="" if tail.endswith("\n") else "\n")
     return 0
 
 

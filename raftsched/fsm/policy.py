@@ -32,6 +32,7 @@ from typing import NamedTuple
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, quote
 from raftsched.fsm import keys
+from raftsched.fsm.timeline import note
 from raftsched.model import MAX_LABEL, Lock, LockMode, check_text, execution_id
 from raftsched.v1 import log_pb2 as pb
 
@@ -317,6 +318,7 @@ class PolicyBook:
         shard.waiting_since_ms = now if reason else 0
         key = (run.run_id, shard.shard)
         if reason:
+            note(run, "waiting", now, shard, reason=reason)
             self.waits[key] = _Wait(shard.attempt, reason, now, run.task, locks)
             quota = _quota_of_reason(reason)
             q = self.quotas.get(quota) if quota is not None else None

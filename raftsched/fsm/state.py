@@ -46,6 +46,7 @@ from raftsched.fsm.effects import (
 from raftsched.fsm.policy import LockView, PolicyBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
+from raftsched.fsm.timeline import note
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
 from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
@@ -498,7 +499,14 @@ class SchedulerState:
                 shards=pending_shards(shards),
             ).SerializeToString(deterministic=True)
         data = template + pb.Run(
-            run_id=run_id, nominal_ms=nominal, created_ms=now, epoch=epoch, manual=bool(manual_seq)
+            run_id=run_id,
+            nominal_ms=nominal,
+            created_ms=now,
+            epoch=epoch,
+            manual=bool(manual_seq),
+            timeline=[
+                pb.TimelineEntry(event="created", at_ms=now, reason="manual" if manual_seq else "fire")
+            ],
         ).SerializeToString(deterministic=True)
         self.active[run_id] = data
         self.active_per_task[name] = self.active_per_task.get(name, 0) + 1
@@ -677,6 +685,8 @@ class SchedulerState:
             ):
                 refused += 1  # stale attempt, unknown run or wrong executor: fenced off
                 continue
+            if res.lost:
+                note(run, "lease_expired", now, shard, executor=shard.executor, reason=res.error)
             self._settle_shard(run, shard, res, now, cmd.epoch, effects)
             accepted += 1
         return pb.CommandResult(ok=True, accounted=accepted, refused=refused), tuple(effects)
@@ -703,6 +713,8 @@ class SchedulerState:
         shard.stderr_tail = res.stderr_tail
         if res.lost:
             shard.lost += 1
+        else:
+            _note_outcome(run, shard, res, now)
         if (res.lost or res.timed_out) and not res.success:
             self._attempt_alert(run, shard, res, st, now)
         retry = not res.success and shard.attempt - shard.retry_base <= max_retries
@@ -717,6 +729,7 @@ class SchedulerState:
             shard.executor = ""
             shard.assigned_ms = 0
             shard.not_before_ms = max(res.retry_at_ms, now)
+            note(run, "retry_scheduled", now, shard, retry_at_ms=shard.not_before_ms)
             effects.append(self._attempt_ready(run, shard, epoch))
             if run.workflow_run:
                 self.wf.task_run_retrying(run, shard, res.error, now)
@@ -849,6 +862,7 @@ class SchedulerState:
                 shard.executor = ""
                 shard.not_before_ms = now
                 shard.finished_ms = 0
+                note(run, "retry_requested", now, shard)
                 effects.append(self._attempt_ready(run, shard, cmd.epoch))
         run.state = pb.RUNNING
         run.finished_ms = 0
@@ -929,6 +943,7 @@ class SchedulerState:
             assert run is not None
             for shard in run.shards:
                 if shard.state == pb.RUNNING and shard.executor == body.name:
+                    note(run, "executor_lost", now, shard, executor=body.name, reason=why)
                     lost = pb.AttemptResult(
                         run_id=run_id,
                         shard=shard.shard,
@@ -1000,6 +1015,7 @@ class SchedulerState:
             shard.executor = a.executor
             shard.assigned_ms = now
             run.state = pb.RUNNING
+            note(run, "assigned", now, shard, executor=a.executor)
             data = run.SerializeToString(deterministic=True)
             self.active[a.run_id] = data
             self.store.put(keys.run_key_for_id(a.run_id), data)
@@ -1220,6 +1236,24 @@ class SchedulerState:
         "set_quota": _set_quota,
         "delete_quota": _delete_quota,
     }
+
+
+def _note_outcome(run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, now: int) -> None:
+    """An executor's result: when it started (if it did) and how it ended."""
+    if res.HasField("start_lateness_ms"):
+        # The executor's clock: nominal + its measured lateness, as it reported it.
+        note(run, "started", run.nominal_ms + res.start_lateness_ms, shard, executor=res.executor)
+    event = "succeeded" if res.success else "timed_out" if res.timed_out else "failed"
+    note(
+        run,
+        event,
+        now,
+        shard,
+        executor=res.executor,
+        reason=res.error,
+        exit_code=res.exit_code,
+        duration_ms=res.duration_ms,
+    )
 
 
 def _tally_attempt(

@@ -28,6 +28,7 @@ from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled, TaskArmed
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
+from raftsched.fsm.timeline import note
 from raftsched.model import TaskSpec, validate_params
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
@@ -780,6 +781,7 @@ class WorkflowBook:
             created_ms=now,
             epoch=epoch,
             manual=True,
+            timeline=[pb.TimelineEntry(event="created", at_ms=now, reason=f"workflow run {wr.run_id}")],
             shards=[pb.ShardAttempt(shard=i, attempt=1, state=pb.PENDING) for i in range(tspec.shards or 1)],
             params_json=json.dumps(params, sort_keys=True, separators=(",", ":")) if params else "",
             command=command,
@@ -819,6 +821,7 @@ class WorkflowBook:
                 shard.state = pb.CANCELLED
                 shard.finished_ms = now
                 shard.error = "workflow run killed"
+                note(run, "cancelled", now, shard, reason="workflow run killed")
         run.state = pb.CANCELLED
         run.finished_ms = now
         self.host.finish_run(run, now)

@@ -361,6 +361,8 @@ class Dispatcher:
                 stderr_tail=res.stderr_tail,
                 retry_at_ms=self.retry_at(attempt, now_ms),
                 timed_out=res.timed_out,
+                duration_ms=res.duration_ms,
+                start_lateness_ms=res.start_lateness_ms if res.HasField("start_lateness_ms") else None,
             )
             self._drop_lease(res.execution_id)
         return codec.encode_command(cmd) if cmd.report_results.results else None

@@ -316,6 +316,20 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         return pb.ListRunsReply(runs=runs)
 
     @rpc
+    async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
+        """One stored run (active or retained) with its timeline and output tails."""
+        run = None
+        if "@" in request.run_id:
+            try:
+                with self.node.store.reader() as r:
+                    run = queries.stored_run(r, request.run_id)
+            except ValueError:  # not a run id (its nominal part is not a number)
+                run = None
+        if run is None or not authz.visible(self.node.state.task_namespace(run.task)):
+            raise NotFound(f"run {request.run_id!r} does not exist (or its history was pruned)")
+        return pb.RunReply(run=run)
+
+    @rpc
     async def FireAccounting(
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:

@@ -60,6 +60,7 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "GetTask": Permission.TASKS_READ,
     _A + "ListTasks": Permission.TASKS_READ,
     _A + "ListRuns": Permission.TASKS_READ,
+    _A + "GetRun": Permission.TASKS_READ,
     _A + "FireAccounting": Permission.TASKS_READ,
     _A + "Explain": Permission.TASKS_READ,
     _A + "ClusterStatus": Permission.STATUS,

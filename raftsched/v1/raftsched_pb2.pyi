@@ -190,6 +190,12 @@ class ListTasksReply(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[_records_pb2.TaskRecord]
     def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ...) -> None: ...
 
+class GetRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
 class RunReply(_message.Message):
     __slots__ = ("run",)
     RUN_FIELD_NUMBER: _ClassVar[int]

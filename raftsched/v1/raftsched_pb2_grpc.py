@@ -84,6 +84,11 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListRunsRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListRunsReply.FromString,
                 _registered_method=True)
+        self.GetRun = channel.unary_unary(
+                '/raftsched.v1.Admin/GetRun',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
+                _registered_method=True)
         self.FireAccounting = channel.unary_unary(
                 '/raftsched.v1.Admin/FireAccounting',
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.FireAccountingRequest.SerializeToString,
@@ -285,6 +290,13 @@ class AdminServicer:
 
     def ListRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRun(self, request, context):
+        """one run with its timeline and output tails
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -509,6 +521,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListRuns,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListRunsRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListRunsReply.SerializeToString,
+            ),
+            'GetRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRun,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.GetRunRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.SerializeToString,
             ),
             'FireAccounting': grpc.unary_unary_rpc_method_handler(
                     servicer.FireAccounting,
@@ -921,6 +938,33 @@ class Admin:
             '/raftsched.v1.Admin/ListRuns',
             raftsched_dot_v1_dot_raftsched__pb2.ListRunsRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.ListRunsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/GetRun',
+            raftsched_dot_v1_dot_raftsched__pb2.GetRunRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,72 @@
+"""A task run's timeline on a real cluster with a real executor: a failure, its retry and the
+success are all recorded with times; the SDK returns it and the CLI prints it and the tails."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raftsched.cli import main
+from raftsched.client import Client
+from raftsched.localcluster import wait_until
+from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.v1 import raftsched_pb2 as pb
+from tests.integration.test_executors import Fleet, _executors_registered
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    f = Fleet(tmp_path)
+    try:
+        f.cluster.start()
+        f.cluster.wait_for_leader(60)
+        yield f
+    finally:
+        f.stop()
+
+
+def test_a_failed_then_retried_run_has_every_transition(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet.start_executor("ex1")
+    # Attempt 1 fails with exit 3, attempt 2 succeeds; both print a line.
+    command = 'case "$RAFTSCHED_EXECUTION_ID" in */1) echo first; exit 3;; *) echo "second ok";; esac'
+    with Client(fleet.cluster.targets()) as client:
+        wait_until(lambda: _executors_registered(fleet) == 1, 30, what="executor registered")
+        client.add_task(TaskSpec("flaky", ManualTrigger(), command=command, max_retries=1))
+        run_id = client.trigger("flaky").run_id
+        wait_until(lambda: client.get_run(run_id).state in (pb.SUCCEEDED, pb.FAILED), 60, 0.2, "run finished")
+        run = client.get_run(run_id)
+    assert run.state == pb.SUCCEEDED, run
+    events = [(e.event, e.attempt) for e in run.timeline]
+    assert events == [
+        ("created", 0),
+        ("assigned", 1),
+        ("started", 1),
+        ("failed", 1),
+        ("retry_scheduled", 2),
+        ("assigned", 2),
+        ("started", 2),
+        ("succeeded", 2),
+    ], events
+    failed = run.timeline[3]
+    assert (failed.exit_code, failed.executor) == (3, "ex1") and failed.duration_ms >= 0
+    retry = run.timeline[4]
+    assert retry.retry_at_ms >= retry.at_ms
+    times = [e.at_ms for e in run.timeline if e.event != "started"]  # started: the executor's clock
+    assert times == sorted(times)
+
+    capsys.readouterr()
+    assert main(["--cluster", fleet.cluster.grpc_of(fleet.cluster.wait_for_leader(10)), "logs", run_id]) == 0
+    out = capsys.readouterr().out
+    assert "second ok" in out and "attempt 2" in out
+    assert (
+        main(["--cluster", fleet.cluster.grpc_of(fleet.cluster.wait_for_leader(10)), "run", "show", run_id])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "retry_scheduled shard 0 attempt 2" in out and "failed shard 0 attempt 1 on ex1 exit 3" in out

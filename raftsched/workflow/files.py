@@ -510,33 +510,34 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
                     if text is not None:
                         task.env[name] = text
         elif key == "locks":
-            _convert_locks(value, path, label, task, conv)
+            _convert_locks(value, path, suffix, task, conv)
         else:  # depends_on
             _convert_depends_on(value, path, suffix, task, conv)
 
 
-def _convert_locks(node: Node, path: str, label: str, task: pb.WorkflowTaskSpec, conv: _Converter) -> None:
+def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: _Converter) -> None:
     """``locks``: a list (or one item) of ``NAME``, ``NAME:shared`` or ``{name, mode}``."""
     items = node.items or [] if node.kind == "list" else [node]
     for j, item in enumerate(items):
-        at, item_label = f"{path}[{j}]", f"{label}[{j}]"
+        at = f"{path}[{j}]"
+        item_label = f"{at}{suffix}"
         conv.mark(at, item.line)
         if item.kind == "mapping":
             keys = conv.keys(item, LOCK_KEYS, at, "lock")
             if "name" not in keys:
                 conv.add(item.line, at, f"{item_label}: name required")
                 continue
-            name = conv.string(keys["name"][1], f"{at}.name", f"{item_label}.name")
+            name = conv.string(keys["name"][1], f"{at}.name", f"{at}.name{suffix}")
             mode = "exclusive"
             if "mode" in keys:
-                got = conv.string(keys["mode"][1], f"{at}.mode", f"{item_label}.mode")
+                got = conv.string(keys["mode"][1], f"{at}.mode", f"{at}.mode{suffix}")
                 if got is None:
                     continue
                 if got.lower() not in LOCK_MODES:
                     conv.add(
                         keys["mode"][0],
                         f"{at}.mode",
-                        f"{item_label}.mode: {got!r} is not one of exclusive, shared",
+                        f"{at}.mode{suffix}: {got!r} is not one of exclusive, shared",
                     )
                     continue
                 mode = got.lower()

@@ -271,3 +271,52 @@ def test_wait_queue_is_priority_then_nominal_then_run_id() -> None:
     assert queue.remove(("new-normal", 0)) is None
     assert [i.order[2] for i in queue] == ["late-urgent", "old-normal", "tie-b", "low"]
     assert len(queue) == 4 and ("low", 0) in queue
+
+
+# -- workflow files ------------------------------------------------------------------------------
+
+
+def test_workflow_yaml_locks_in_every_form_and_the_default_priority() -> None:
+    from raftsched.workflow.files import parse_workflow_text
+
+    text = """name: sync
+tasks:
+  - name: a
+    command: ./a.sh
+    locks: [warehouse, "order_sync:shared", {name: files, mode: exclusive}]
+  - name: b
+    command: ./b.sh
+    priority: 9
+    locks: "order_sync:write"
+"""
+    spec = parse_workflow_text(text, "yaml", "sync.yaml")
+    a, b = spec.tasks
+    assert [(lk.name, lk.shared) for lk in a.locks] == [
+        ("warehouse", False),
+        ("order_sync", True),
+        ("files", False),
+    ]
+    assert [(lk.name, lk.shared) for lk in b.locks] == [("order_sync", False)]
+    assert (a.priority, b.priority) == (5, 9)
+
+
+@pytest.mark.parametrize(
+    ("locks", "message"),
+    [
+        (
+            "[{name: x, mode: sometimes}]",
+            """tasks[0].locks[0].mode ("a"): 'sometimes' is not one of exclusive, shared""",
+        ),
+        ("[x, x]", 'lock "x" is named twice'),
+        ('["bad name"]', "is not a valid name"),
+        ("[{mode: shared}]", """tasks[0].locks[0] ("a"): name required"""),
+    ],
+)
+def test_workflow_yaml_lock_errors_say_where(locks: str, message: str) -> None:
+    from raftsched.errors import InvalidWorkflow
+    from raftsched.workflow.files import parse_workflow_text
+
+    text = f"name: w\ntasks:\n  - name: a\n    command: x\n    locks: {locks}\n"
+    with pytest.raises(InvalidWorkflow) as err:
+        parse_workflow_text(text, "yaml", "w.yaml")
+    assert message in str(err.value)

@@ -110,6 +110,20 @@ def tokens_at(q: pb.QuotaRecord, now: int) -> int:
     return min(q.burst * TOKEN, q.tokens_micro + (now - q.refilled_ms) * q.rate_milli)
 
 
+def describe_limits(q: pb.QuotaRecord) -> str:
+    """``rate 50/s, burst 100, max-running 20`` (the limits that are set)."""
+    parts = [f"rate {format_rate(q.rate_milli)}, burst {q.burst}"] if q.rate_milli else []
+    if q.max_running:
+        parts.append(f"max-running {q.max_running}")
+    return ", ".join(parts)
+
+
+def lock_reason(name: str) -> str:
+    """The wait reason of an attempt held back by lock ``name`` (held, or wanted by an earlier
+    waiter)."""
+    return f"lock {name}: held"
+
+
 def quota_hold(key: QuotaKey) -> str:
     return _HOLD_PREFIX[key[0]] + key[1]
 
@@ -240,17 +254,18 @@ class PolicyBook:
     def check(self, need: Need, now: int, reserved: Reservations | None = None) -> str:
         """Why ``need`` cannot be taken at ``now`` ("" if it can), counting ``reserved`` as taken.
 
-        Reasons are stable while the cause lasts (no counts that change with every start), so a
-        waiting attempt's recorded reason changes only when its cause does."""
+        A reason names its cause and nothing that changes while the cause lasts (not whether the
+        bucket or the running cap binds at this instant, not who holds a lock): a waiting
+        attempt's recorded reason, and so its run record, changes only when its cause does."""
         for key in need.quotas:
             q = self.quotas.get(key)
             if q is None:
                 continue
             extra = reserved.quota.get(key, 0) if reserved is not None else 0
-            if q.max_running and q.running + extra >= q.max_running:
-                return f"quota {key[0]}={key[1]}: {q.max_running} running (max-running)"
-            if q.rate_milli and tokens_at(q, now) - extra * TOKEN < TOKEN:
-                return f"quota {key[0]}={key[1]}: rate {format_rate(q.rate_milli)} (bucket empty)"
+            if (q.max_running and q.running + extra >= q.max_running) or (
+                q.rate_milli and tokens_at(q, now) - extra * TOKEN < TOKEN
+            ):
+                return f"quota {key[0]}={key[1]}: {describe_limits(q)}"
         for lock in need.locks:
             held = self.holders.get(lock.name)
             x = sum(1 for h in held.values() if not h.shared) if held else 0
@@ -259,11 +274,8 @@ class PolicyBook:
                 rx = reserved.exclusive.get(lock.name, 0)
                 x += rx
                 n += rx + reserved.shared.get(lock.name, 0)
-            if lock.mode == LockMode.SHARED:
-                if x:
-                    return f"lock {lock.name}: held exclusively"
-            elif n:
-                return f"lock {lock.name}: held"
+            if x if lock.mode == LockMode.SHARED else n:
+                return lock_reason(lock.name)
         return ""
 
     def acquire(self, need: Need, now: int, exec_id: str, task: str) -> list[str]:
@@ -422,6 +434,6 @@ def _quota_of_reason(reason: str) -> QuotaKey | None:
     """The quota a wait reason names (``quota owner=A: ...``), or None."""
     if not reason.startswith("quota "):
         return None
-    subject = reason[6:].split(": ", 1)[0]
+    subject = reason[6:].rpartition(": ")[0]
     kind, _, name = subject.partition("=")
     return (kind, name) if kind in QUOTA_KINDS else None

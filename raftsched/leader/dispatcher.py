@@ -26,13 +26,17 @@ from dataclasses import dataclass, field
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
-from raftsched.fsm.policy import Reservations
+from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order
 from raftsched.model import Lock, execution_id
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
+
+# Wait reasons named in one AssignAttempts command: bounded, to keep the entry well under the
+# Raft entry size limit when a whole backlog starts waiting at once.
+MAX_WAITS_PER_COMMAND = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,17 +455,12 @@ class Dispatcher:
                         continue
                     need = book.need(w.task_owner, w.namespace, w.locks) if book.quotas or w.locks else None
                     if need is not None:
-                        why = ""
-                        for lock in need.locks:
-                            if lock.name in queued_locks:
-                                why = f"lock {lock.name}: queued behind an earlier waiter"
-                                break
+                        why = next((lock_reason(lk.name) for lk in need.locks if lk.name in queued_locks), "")
                         why = why or book.check(need, now_ms, self.reserved)
                         if why:
-                            if why.startswith("lock "):
-                                queued_locks.add(why[5:].split(": ", 1)[0])
-                            if why != w.reason:
-                                w.reason = why
+                            queued_locks.update(lk.name for lk in need.locks if why == lock_reason(lk.name))
+                            if why != w.reason and len(waits) < MAX_WAITS_PER_COMMAND:
+                                w.reason = why  # (the rest are named in the next commands)
                                 waits.add(run_id=r.run_id, shard=r.shard, attempt=r.attempt, reason=why)
                             continue
                     if backfill:
@@ -498,6 +497,10 @@ class Dispatcher:
                 self._use(a.executor, -1)
                 self.backfill_busy.discard((a.run_id, a.shard))
                 self.reserved.remove((a.run_id, a.shard))
+                # Refused: perhaps the task's owner or locks changed since it started waiting.
+                st = self.state.tasks.get(w.ready.task)
+                if st is not None:
+                    w.task_owner, w.namespace, w.locks = st.spec.owner, st.spec.namespace, st.spec.locks
 
     @property
     def backlog(self) -> int:

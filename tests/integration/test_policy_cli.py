@@ -82,7 +82,7 @@ def test_quota_and_lock_commands_against_a_real_cluster(
         wait_until(lambda: len(waiting()) == 2, 30, 0.1, "both waiting with a reason")
         assert waiting() == {
             "writer": "lock db: held",
-            "second": "quota owner=team-a: 1 running (max-running)",
+            "second": "quota owner=team-a: rate 50/s, burst 100, max-running 1",
         }
         locks = ok_json("locks")
         assert [lk["name"] for lk in locks] == ["db"]

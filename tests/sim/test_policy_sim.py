@@ -124,7 +124,7 @@ def test_work_over_quota_says_why_it_waits() -> None:
         sim.write("trigger_now", f"t{i}", "")
     sim.run_for(500)
     waiting = [s.waiting for r in sim.runs("t0") + sim.runs("t1") for s in r.shards if s.state == pb.PENDING]
-    assert waiting == ["quota owner=A: 1 running (max-running)"]
+    assert waiting == ["quota owner=A: max-running 1"]
     sim.run_for(5_000)
     assert all(r.state == pb.SUCCEEDED for r in sim.runs("t0") + sim.runs("t1"))
     sim.close()

@@ -15,12 +15,13 @@ attempt starts first (placement by resources, overlap policies) should extend :f
 rather than sort elsewhere.
 
 Cost: insertion is a binary search plus a list insert (attempts mostly arrive in order, at the
-end); removal the same; a walk is a plain list iteration.
+end); removal is O(1) (lazy, compacted when half the entries are dead); a walk is a list
+iteration with one dict look-up per entry.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import insort
 from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
@@ -44,13 +45,16 @@ W = TypeVar("W", bound=Ordered)
 class WaitQueue(Generic[W]):
     """Attempts waiting for one executor, by ``(run_id, shard)``, iterated in start order.
 
+    Removal is lazy (O(1)): the entry stays in the ordered list until a compaction, and a walk
+    skips entries whose item is gone or was replaced (told by the identity of its order tuple).
     Not thread-safe (the dispatcher's loop owns it). Iteration must not overlap a mutation."""
 
-    __slots__ = ("_items", "_order")
+    __slots__ = ("_dead", "_items", "_order")
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, int], W] = {}
         self._order: list[StartOrder] = []
+        self._dead = 0  # entries of _order whose item was removed
 
     def add(self, key: tuple[str, int], item: W) -> None:
         self.remove(key)
@@ -64,16 +68,24 @@ class WaitQueue(Generic[W]):
     def remove(self, key: tuple[str, int]) -> W | None:
         item = self._items.pop(key, None)
         if item is not None:
-            order = item.order
-            i = bisect_left(self._order, order)
-            if i < len(self._order) and self._order[i] == order:
-                del self._order[i]
+            self._dead += 1
+            if self._dead > 64 and self._dead > len(self._items):
+                self._compact()
         return item
+
+    def _compact(self) -> None:
+        items = self._items
+        self._order = [
+            o for o in self._order if (it := items.get((o[2], o[3]))) is not None and it.order is o
+        ]
+        self._dead = 0
 
     def __iter__(self) -> Iterator[W]:
         items = self._items
         for order in self._order:
-            yield items[(order[2], order[3])]
+            item = items.get((order[2], order[3]))
+            if item is not None and item.order is order:
+                yield item
 
     def __len__(self) -> int:
         return len(self._items)

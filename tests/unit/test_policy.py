@@ -320,3 +320,17 @@ def test_workflow_yaml_lock_errors_say_where(locks: str, message: str) -> None:
     with pytest.raises(InvalidWorkflow) as err:
         parse_workflow_text(text, "yaml", "w.yaml")
     assert message in str(err.value)
+
+
+def test_wait_queue_lazy_removal_and_re_adding_keep_one_entry_per_key() -> None:
+    queue: WaitQueue[_Item] = WaitQueue()
+    for i in range(200):
+        queue.add((f"r{i:03}", 0), _Item(5, i, f"r{i:03}"))
+    for i in range(0, 200, 2):
+        queue.remove((f"r{i:03}", 0))
+    queue.add(("r001", 0), _Item(9, 1, "r001"))  # re-added with a new order: first now
+    queue.add(("r003", 0), _Item(5, 3, "r003"))  # re-added with an equal order: once
+    walked = [i.order[2] for i in queue]
+    assert walked[0] == "r001" and walked.count("r003") == 1
+    assert walked == ["r001"] + [f"r{i:03}" for i in range(3, 200, 2)]
+    assert len(queue) == 100

@@ -334,3 +334,34 @@ def test_wait_queue_lazy_removal_and_re_adding_keep_one_entry_per_key() -> None:
     assert walked[0] == "r001" and walked.count("r003") == 1
     assert walked == ["r001"] + [f"r{i:03}" for i in range(3, 200, 2)]
     assert len(queue) == 100
+
+
+# -- the CLI -------------------------------------------------------------------------------------
+
+
+def test_cli_lock_options_and_quota_commands_parse() -> None:
+    from raftsched import cli
+    from raftsched.cli.input import lazy_now
+
+    parser = cli.build_parser()
+    args = parser.parse_args(
+        ["task", "add", "t", "--manual", "--command", "x", "--lock", "db", "--lock", "f:shared"]
+    )
+    spec = cli.spec_from_args(args, lazy_now())
+    assert spec.locks == (Lock("db"), Lock("f", LockMode.SHARED))
+    current = TaskSpec("t", ManualTrigger(), command="x", locks=(Lock("db"),))
+    cleared = cli.merge_spec(current, parser.parse_args(["task", "update", "t", "--no-locks"]), lazy_now())
+    assert cleared.locks == ()
+    kept = cli.merge_spec(current, parser.parse_args(["task", "update", "t", "--priority", "9"]), lazy_now())
+    assert kept.locks == (Lock("db"),) and kept.priority == 9
+    q = parser.parse_args(
+        ["quota", "set", "--owner", "A", "--rate", "50/s", "--burst", "100", "--max-running", "20"]
+    )
+    assert (q.owner, q.rate, q.burst, q.max_running) == ("A", "50/s", 100, 20)
+    assert parser.parse_args(["quota", "list", "--json"]).json
+    assert parser.parse_args(["quota", "delete", "--namespace", "ns"]).namespace == "ns"
+    assert parser.parse_args(["locks", "--json"]).json
+    from raftsched.cli.errors import UsageError
+
+    with pytest.raises(UsageError, match="not allowed with argument --owner"):
+        parser.parse_args(["quota", "set", "--owner", "A", "--namespace", "B", "--max-running", "1"])

@@ -214,6 +214,7 @@ class PolicyBook:
         self.store = store
         self.quotas: dict[QuotaKey, pb.QuotaRecord] = {}
         self.holders: dict[str, dict[str, _Holder]] = {}  # lock -> execution id -> holder
+        self.exclusive: dict[str, int] = {}  # lock -> its exclusive holders (0 or 1; O(1) checks)
         self.waits: dict[tuple[str, int], _Wait] = {}  # (run id, shard) -> its recorded wait
         self._dirty: set[QuotaKey] = set()
 
@@ -223,6 +224,7 @@ class PolicyBook:
         """Quotas from the store; lock holders and waits are added by :meth:`load_shard`."""
         self.quotas.clear()
         self.holders.clear()
+        self.exclusive.clear()
         self.waits.clear()
         self._dirty.clear()
         for _, value in self.store.scan(keys.QUOTA, keys.QUOTA + keys.END):
@@ -268,7 +270,7 @@ class PolicyBook:
                 return f"quota {key[0]}={key[1]}: {describe_limits(q)}"
         for lock in need.locks:
             held = self.holders.get(lock.name)
-            x = sum(1 for h in held.values() if not h.shared) if held else 0
+            x = self.exclusive.get(lock.name, 0)
             n = len(held) if held else 0
             if reserved is not None:
                 rx = reserved.exclusive.get(lock.name, 0)
@@ -302,8 +304,11 @@ class PolicyBook:
             kind, name = hold[:2], hold[2:]
             if kind in ("x:", "s:"):
                 held = self.holders.get(name)
-                if held is not None:
-                    held.pop(exec_id, None)
+                if held is not None and held.pop(exec_id, None) is not None:
+                    if kind == "x:":
+                        self.exclusive[name] -= 1
+                        if not self.exclusive[name]:
+                            del self.exclusive[name]
                     if not held:
                         del self.holders[name]
             else:
@@ -315,8 +320,13 @@ class PolicyBook:
 
     def _grant_locks(self, holds: Iterable[str], exec_id: str, since_ms: int, task: str) -> None:
         for hold in holds:
-            if hold[:2] in ("x:", "s:"):
-                self.holders.setdefault(hold[2:], {})[exec_id] = _Holder(hold[0] == "s", since_ms, task)
+            kind = hold[:2]
+            if kind in ("x:", "s:"):
+                name = hold[2:]
+                held = self.holders.setdefault(name, {})
+                if exec_id not in held and kind == "x:":
+                    self.exclusive[name] = self.exclusive.get(name, 0) + 1
+                held[exec_id] = _Holder(kind == "s:", since_ms, task)
 
     # -- waits -----------------------------------------------------------------------------------------
 

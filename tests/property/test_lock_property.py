@@ -136,6 +136,9 @@ def test_no_two_exclusive_holders_and_no_exclusive_with_shared(
         table = {v.name: sorted(h.shared for h in v.holders) for v in state.locks() if v.holders}
         truth = {n: sorted(m == LockMode.SHARED for m in modes) for n, modes in holding.items()}
         assert table == truth
+        assert state.policy.exclusive == {
+            n: modes.count(LockMode.EXCLUSIVE) for n, modes in holding.items() if LockMode.EXCLUSIVE in modes
+        }
     n_running = sum(1 for _, shard, _ in _running(state) if shard.state == pb.RUNNING)
     assert state.quotas()[0].running == n_running
     replica = SchedulerState.load(MemoryStore())

@@ -108,7 +108,7 @@ def test_lock_rules_exclusive_alone_shared_together() -> None:
     book.release(held, "a/0/1")
     assert book.check(x, T0) == "lock db: held"
     book.release(["s:db"], "b/0/1")
-    assert book.check(x, T0) == "" and book.holders == {}
+    assert book.check(x, T0) == "" and book.holders == {} and book.exclusive == {}
     book.acquire(x, T0, "c/0/1", "t")
     assert book.check(s, T0) == "lock db: held"
 

@@ -6,8 +6,11 @@ Decoding validates: a malformed message becomes :class:`raftsched.errors.Invalid
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
+
+from google.protobuf.message import Message
 
 from raftsched.errors import InvalidSpec
 from raftsched.model import (
@@ -178,6 +181,23 @@ def encode_command(cmd: pb.Command) -> bytes:
     if not cmd.format:
         cmd.format = COMMAND_FORMAT
     return cmd.SerializeToString(deterministic=True)
+
+
+def request_fingerprint(method: str, request: Message) -> bytes:
+    """sha256 of a client request: the method name and the request's canonical bytes with its
+    idempotency key cleared, so one key can be told apart from the same key on another request."""
+    body = type(request)()
+    body.CopyFrom(request)
+    if "idempotency_key" in body.DESCRIPTOR.fields_by_name:
+        body.ClearField("idempotency_key")
+    return hashlib.sha256(method.encode() + b"\0" + body.SerializeToString(deterministic=True)).digest()
+
+
+def with_fingerprint(data: bytes, fingerprint: bytes) -> bytes:
+    """An encoded command with ``request_fingerprint`` set. Protobuf merges concatenated
+    encodings, so this appends the one field without decoding the command again; the log holds
+    these exact bytes, so every replica decodes the same command."""
+    return data + pb.Command(request_fingerprint=fingerprint).SerializeToString()
 
 
 def decode_command(data: bytes) -> pb.Command:

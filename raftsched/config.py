@@ -94,6 +94,9 @@ class NodeConfig:
 
     * ``grpc_bind``: where this node listens for gRPC when that differs from ``grpc``, the address
       clients and executors dial and that leader redirects name (default: ``grpc``);
+    * ``raft_bind``: where this node listens for Raft when that differs from ``raft``, its identity
+      (pysyncobj names a peer by the address it sends first) and what peers dial unless they have
+      a ``raft_via`` entry for it (default: ``raft``);
     * ``raft_via``: ``{peer id = "host:port"}``, the address this node dials to reach that peer's
       Raft port. The peer is still identified by its own ``raft`` address (pysyncobj sends it as
       the first message of a connection). pysyncobj dials a peer only from the node whose
@@ -111,6 +114,7 @@ class NodeConfig:
     grpc_bind: str | None = None
     raft_via: tuple[tuple[str, str], ...] = ()
     http: str | None = None
+    raft_bind: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "raft_via", tuple(sorted(dict(self.raft_via).items())))
@@ -124,6 +128,8 @@ class NodeConfig:
             _check_bind_address("grpc_bind", self.grpc_bind, problems)
         if self.http is not None:
             _check_bind_address("http", self.http, problems)
+        if self.raft_bind is not None:
+            _check_bind_address("raft_bind", self.raft_bind, problems)
         for peer, via in self.raft_via:
             _check_node_id(f"raft_via: peer id {peer!r}", peer, problems)
             _check_peer_address(_key("raft_via", str(peer)), via, problems)
@@ -134,6 +140,11 @@ class NodeConfig:
     def grpc_listen(self) -> str:
         """The address the node's gRPC server binds: ``grpc_bind`` if given, else ``grpc``."""
         return self.grpc_bind or self.grpc
+
+    @property
+    def raft_listen(self) -> str:
+        """The address the node's Raft port binds: ``raft_bind`` if given, else ``raft``."""
+        return self.raft_bind or self.raft
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +362,7 @@ class ClusterConfig:
                 _canonical(n.grpc_bind) if n.grpc_bind is not None else None,
                 {peer: _canonical(via) for peer, via in n.raft_via},
                 _canonical(n.http) if n.http is not None else None,
+                _canonical(n.raft_bind) if n.raft_bind is not None else None,
             )
             for i, n in enumerate(self.nodes)
         ]
@@ -913,7 +925,7 @@ _NODE_KEYS: Final[Mapping[str, str]] = {
     "grpc": "host:port of this node's gRPC API",
     "data_dir": "the directory this node keeps its state in",
 }
-_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_via", "http")
+_OPTIONAL_NODE_KEYS: Final = ("grpc_bind", "raft_bind", "raft_via", "http")
 
 
 @dataclass(frozen=True, slots=True)
@@ -928,6 +940,7 @@ class _NodeKeys:
     grpc_bind: str | None = None
     raft_via: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
     http: str | None = None
+    raft_bind: str | None = None
 
 
 def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConfig, ...] | None:
@@ -965,9 +978,14 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             if "grpc_bind" in item
             else None
         )
+        raft_bind = (
+            _check_bind_address(f"{path}.raft_bind", item["raft_bind"], problems)
+            if "raft_bind" in item
+            else None
+        )
         via = _parse_raft_via(f"{path}.raft_via", item.get("raft_via", {}), problems)
         http = _check_bind_address(f"{path}.http", item["http"], problems) if "http" in item else None
-        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via, http))
+        parsed.append(_NodeKeys(path, node_id, raft, grpc, data_dir, grpc_bind, via, http, raft_bind))
     problems.extend(_node_set_problems(parsed))
     problems.extend(_raft_via_problems(parsed))
     if len(problems) > before:
@@ -982,6 +1000,7 @@ def _parse_nodes(raw: object, base: Path, problems: list[str]) -> tuple[NodeConf
             grpc_bind=n.grpc_bind,
             raft_via=tuple((peer, via) for peer, via in n.raft_via.items() if via is not None),
             http=n.http,
+            raft_bind=n.raft_bind,
         )
         for n in parsed
         if n.id is not None and n.raft is not None and n.grpc is not None and n.data_dir is not None
@@ -1045,7 +1064,14 @@ def _node_set_problems(nodes: Iterable[_NodeKeys]) -> list[str]:
             else:
                 ids[n.id] = n.path
         bind = n.grpc_bind if n.grpc_bind != n.grpc else None
-        for key, address in (("raft", n.raft), ("grpc", n.grpc), ("grpc_bind", bind), ("http", n.http)):
+        raft_bind = n.raft_bind if n.raft_bind != n.raft else None
+        for key, address in (
+            ("raft", n.raft),
+            ("raft_bind", raft_bind),
+            ("grpc", n.grpc),
+            ("grpc_bind", bind),
+            ("http", n.http),
+        ):
             if address is None:
                 continue
             if address in addresses:

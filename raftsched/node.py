@@ -45,7 +45,7 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
-from raftsched.rpc.plumbing import propose_and_wait
+from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import ServerTls
@@ -188,6 +188,7 @@ class Node:
         self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
+            bind_addr=self.me.raft_listen,
             peers=self.config.raft_peers(self.node_id),
             secret=self.config.secret,
             data_dir=self.me.data_dir,
@@ -218,6 +219,7 @@ class Node:
         auth = self.config.auth
         # Metrics outermost, so refused calls are counted with their status code too.
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
+        interceptors.append(DecodeGuard())  # outside auth: it never sees an unparsed request
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         self._failed_event = asyncio.Event()
@@ -546,6 +548,7 @@ class Node:
             reply.apply_lateness.CopyFrom(self.apply_lateness.summary(lateness_since_ms))
         if include_digest:
             reply.state_digest = self.state.digest()
+            reply.content_digest, reply.accepted_commands = self.state.content_digest()
         return reply
 
     def cluster_status(self) -> pb.ClusterStatusReply:

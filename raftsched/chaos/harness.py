@@ -30,7 +30,7 @@ need no privileges, so they run wherever the suite runs. Every Raft link goes th
 of its own, and every node's gRPC port through one front proxy. pysyncobj identifies a peer by
 the address string the peer sends first, and of two nodes only the one whose address sorts after
 the other's dials. So each node's ``raft`` (its identity) is ``127.0.0.2:port`` (nobody connects
-there: the node binds every interface, and the proxies dial 127.0.0.1), and the dialling node
+there: the node listens on ``raft_bind`` 127.0.0.1:port, where the proxies dial), and the dialling node
 reaches its peer through ``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every
 identity. A node's ``grpc`` (what executors dial and redirects name) is its front proxy; it
 listens on ``grpc_bind``, where the harness observes it directly.
@@ -878,6 +878,7 @@ def _proxied_cluster(base: Path, nodes: int, net: ProxyNet, extra_config: str) -
             "[[nodes]]",
             f'id = "{nid}"',
             f'raft = "{identity[nid]}"',
+            f'raft_bind = "127.0.0.1:{raft_port[nid]}"',
             f'grpc = "{front.address}"',
             f'grpc_bind = "127.0.0.1:{grpc_port[nid]}"',
             f'data_dir = "data/{nid}"',

@@ -418,6 +418,7 @@ class PySyncObjNode:
         applied_index: Callable[[], int],
         addr_to_id: Callable[[str], str | None],
         on_store_failure: Callable[[BaseException], None] | None = None,
+        bind_addr: str | None = None,
     ) -> None:
         if not secret or len(secret) < 16:
             raise ValueError("a cluster secret of at least 16 characters is required")
@@ -448,7 +449,7 @@ class PySyncObjNode:
         self.port_guard = RaftPortGuard(node_id, addr_to_id)
         conf = SyncObjConf(
             # Listen where the config says, not on every interface (pysyncobj's default).
-            bindAddress=_bind_address(self_addr),
+            bindAddress=_bind_address(bind_addr or self_addr),
             appendEntriesUseBatch=True,
             appendEntriesPeriod=tuning.append_entries_period,
             autoTickPeriod=tuning.auto_tick_period,
@@ -485,7 +486,7 @@ class PySyncObjNode:
             self._raft.destroy()
             self._applier.stop()
             raise CannotStart(
-                f"cannot listen on the Raft address {self_addr}: the port is in use "
+                f"cannot listen on the Raft address {bind_addr or self_addr}: the port is in use "
                 "(or the address is not on this host)"
             ) from None
         self._raft.addOnTickCallback(self._tick)

@@ -24,7 +24,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from raftsched import codec
 from raftsched.abc import StateStore
@@ -176,6 +176,23 @@ class SchedulerState:
             h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
         return h.hexdigest()
 
+    def content_digest(self) -> tuple[str, int]:
+        """``(digest, accepted)``: :meth:`digest` with the apply chain left out of the metadata,
+        and the count of accepted commands, both read from one view of the store.
+
+        A command apply refuses moves the chain and nothing else, so this digest is unchanged by
+        it; while ``accepted`` stays the same, the digest must too."""
+        h = hashlib.sha256()
+        accepted = 0
+        for key, value in self.replicated_items():
+            if key == keys.META:
+                meta = pb.Meta.FromString(value)
+                accepted = meta.applied_commands
+                meta.ClearField("chain")
+                value = meta.SerializeToString(deterministic=True)
+            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+        return h.hexdigest(), accepted
+
     def replicated_items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every replicated ``(key, value)`` of committed data, in key order (node-local keys excluded)."""
         with self.store.reader() as r:
@@ -245,8 +262,12 @@ class SchedulerState:
         if key:
             prior = self.store.get(keys.idem_key(key))
             if prior is not None:
+                fingerprint, stored = _split_idem(prior)
+                if fingerprint and cmd.request_fingerprint and fingerprint != cmd.request_fingerprint:
+                    # Answering with the first outcome would silently drop this different write.
+                    raise Reject("invalid_argument", "idempotency key reused for a different request")
                 res = pb.CommandResult()
-                res.ParseFromString(prior[8:])
+                res.ParseFromString(stored)
                 return Applied(res)
         if cmd.epoch < self.max_epoch:
             # A deposed leader's command (forwarded by pysyncobj after a newer leader committed).
@@ -269,6 +290,8 @@ class SchedulerState:
         self.applied_commands += 1
         if cmd.idempotency_key:
             stamp = self.max_now_ms.to_bytes(8, "big")
+            if cmd.request_fingerprint:
+                stamp += _IDEM_FINGERPRINTED + cmd.request_fingerprint
             self.store.put(
                 keys.idem_key(cmd.idempotency_key), stamp + result.SerializeToString(deterministic=True)
             )
@@ -1264,3 +1287,15 @@ def _tally_attempt(
     tally.attempt(result, owner, namespace, task)
     if retry:
         tally.attempt("retried", owner, namespace, task)
+
+
+# A remembered key is ``stamp(8) [0x01 sha256(32)] CommandResult``. 0x01 cannot start an encoded
+# CommandResult (it would be field 0), so entries written before fingerprints still read.
+_IDEM_FINGERPRINTED: Final = b"\x01"
+
+
+def _split_idem(value: bytes) -> tuple[bytes, bytes]:
+    """``(request fingerprint or b"", encoded CommandResult)`` of a remembered idempotency key."""
+    if value[8:9] == _IDEM_FINGERPRINTED:
+        return value[9:41], value[41:]
+    return b"", value[8:]

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec, NotFound
+from raftsched.errors import InvalidSpec, NotFound, quote
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
 from raftsched.fsm.workflows import trigger_name
@@ -77,7 +77,7 @@ def update_task(
 ) -> bytes:
     current = state.get_task(spec.name)
     if current is None:
-        raise NotFound(f"task {spec.name!r} does not exist")
+        raise NotFound(f"task {quote(spec.name)} does not exist")
     spec, _ = prepare_spec(spec, now_ms)
     # Fires up to max(now, watermark) are accounted under the old definition; the new trigger
     # takes over strictly after that.
@@ -95,7 +95,7 @@ def set_enabled(
     validate_name(name)
     planning = state.get_task(name)
     if planning is None:
-        raise NotFound(f"task {name!r} does not exist")
+        raise NotFound(f"task {quote(name)} does not exist")
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.set_enabled.name = name
     cmd.set_enabled.enabled = enabled
@@ -155,7 +155,7 @@ def create_tasks(
 
 def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
     if not run_id or "@" not in run_id or len(run_id) > 256:
-        raise InvalidSpec("run_id", f"{run_id!r} is not a run id (task@nominal_ms)")
+        raise InvalidSpec("run_id", f"{quote(run_id)} is not a run id (task@nominal_ms)")
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.retry_run.run_id = run_id
     return codec.encode_command(cmd)
@@ -185,7 +185,7 @@ def alerts_delivered(
 
 def ack_alert(alert_id: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
     if not alert_id.startswith("alert-") or len(alert_id) > 64:
-        raise InvalidSpec("id", f"{alert_id!r} is not an alert id (alert-<number>)")
+        raise InvalidSpec("id", f"{quote(alert_id)} is not an alert id (alert-<number>)")
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.ack_alert.id = alert_id
     return codec.encode_command(cmd)
@@ -236,7 +236,7 @@ def _existing_workflow(state: WorkflowReads, workflow: str) -> pb.WorkflowRecord
     validate_name(workflow, "workflow")
     record = state.get_workflow(workflow)
     if record is None:
-        raise NotFound(f"workflow {workflow!r} does not exist")
+        raise NotFound(f"workflow {quote(workflow)} does not exist")
     return record
 
 
@@ -336,12 +336,12 @@ def workflow_run_op(
         raise InvalidSpec("reason", f"at most {MAX_REASON_BYTES} bytes")
     run = state.get_workflow_run(run_id)
     if run is None:
-        raise NotFound(f"workflow run {run_id!r} does not exist")
+        raise NotFound(f"workflow run {quote(run_id)} does not exist")
     if op in _OPS_WITH_TASK:
         if not task:
             raise InvalidSpec("task", "required: which task of the run")
         if all(t.name != task for t in run.tasks):
-            raise NotFound(f"workflow run {run_id!r} has no task {task!r}")
+            raise NotFound(f"workflow run {quote(run_id)} has no task {quote(task)}")
     elif task:
         raise InvalidSpec("task", "kill applies to the whole run; give no task")
     cmd = _envelope(now_ms, epoch, origin, key)

@@ -12,6 +12,7 @@ and :mod:`raftsched.rpc.plumbing`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ import grpc
 
 from raftsched import codec
 from raftsched.alerts.delivery import delivery_view
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, quote
 from raftsched.explain import explain
 from raftsched.fsm import queries
 from raftsched.fsm.access import audit_records
@@ -55,9 +56,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         return self.node.gate.stamp().as_kwargs()
 
     async def _write(
-        self, build: Callable[[dict[str, Any]], bytes], target: str | None = None
+        self,
+        request: Any,
+        build: Callable[[dict[str, Any]], bytes],
+        method: str,
+        target: str | None = None,
     ) -> logpb.CommandResult:
-        return await self._propose(build(self._stamp()), target)
+        fingerprint = codec.request_fingerprint(method, request)
+        return await self._propose(codec.with_fingerprint(build(self._stamp()), fingerprint), target)
 
     async def _propose(self, data: bytes, target: str | None = None) -> logpb.CommandResult:
         if authz.auth_on():
@@ -81,14 +87,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             return
         rec = self.node.state.get_task(name)
         if rec is not None:
-            authz.require_namespace(rec.spec.namespace, f"task {name!r}")
+            authz.require_namespace(rec.spec.namespace, f"task {quote(name)}")
 
     def _workflow_namespace(self, name: str) -> None:
         if not authz.auth_on():
             return
         rec = self.node.state.get_workflow(name)
         if rec is not None:
-            authz.require_namespace(rec.spec.namespace, f"workflow {name!r}")
+            authz.require_namespace(rec.spec.namespace, f"workflow {quote(name)}")
 
     @staticmethod
     def _key(key: str) -> str:
@@ -99,9 +105,13 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     @rpc
     async def AddTask(self, request: pb.AddTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
         spec = codec.spec_from_pb(request.spec)
-        authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+        authz.require_namespace(spec.namespace, f"task {quote(spec.name)}")
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s))
+        res = await self._write(
+            request,
+            method="AddTask",
+            build=lambda s: writes.create_task(spec, disabled=request.disabled, key=key, **s),
+        )
         return pb.TaskReply(task=res.task)
 
     @rpc
@@ -117,7 +127,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         for i, req in enumerate(request.tasks):
             try:
                 spec = codec.spec_from_pb(req.spec)
-                authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+                authz.require_namespace(spec.namespace, f"task {quote(spec.name)}")
                 items.append((spec, req.disabled))
                 positions.append(i)
             except (InvalidSpec, PermissionDenied) as exc:
@@ -129,11 +139,31 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             results[i] = pb.ItemResult(
                 name=request.tasks[i].spec.name, ok=False, code=problem.code, message=str(problem)
             )
-        accepted = iter(i for j, i in enumerate(positions) if j not in refused)
-        outcomes = await asyncio.gather(*(self._propose(c) for c in commands))
+        fingerprint = codec.request_fingerprint("AddTasks", request)
+        outcomes = await asyncio.gather(
+            *(self._propose(codec.with_fingerprint(c, fingerprint)) for c in commands)
+        )
+        # Results are matched to request positions by name, not by counting: a repeat answers
+        # with the outcomes the first call recorded, and the leader may have refused other items
+        # this time (a one-shot time now past) or split the items into commands differently.
+        slots: dict[str, collections.deque[int]] = {}
+        proposed = [i for j, i in enumerate(positions) if j not in refused]
+        for i in proposed + [positions[j] for j in sorted(refused)]:
+            slots.setdefault(request.tasks[i].spec.name, collections.deque()).append(i)
         for outcome in outcomes:
             for item in outcome.items:
-                results[next(accepted)] = item
+                free = slots.get(item.name)
+                if free:
+                    results[free.popleft()] = item
+        for i in proposed:
+            if results[i] is None:
+                results[i] = pb.ItemResult(
+                    name=request.tasks[i].spec.name,
+                    ok=False,
+                    code="unavailable",
+                    message="no outcome was recorded for this item under the idempotency key "
+                    "(read the task to see whether it exists)",
+                )
         return pb.AddTasksReply(results=[r for r in results if r is not None])
 
     @rpc
@@ -141,13 +171,15 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.UpdateTaskRequest, context: grpc.aio.ServicerContext
     ) -> pb.TaskReply:
         spec = codec.spec_from_pb(request.spec)
-        authz.require_namespace(spec.namespace, f"task {spec.name!r}")
+        authz.require_namespace(spec.namespace, f"task {quote(spec.name)}")
         self._task_namespace(spec.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.update_task(
+            request,
+            method="UpdateTask",
+            build=lambda s: writes.update_task(
                 self.node.state, spec, expected_version=request.expected_version, key=key, **s
-            )
+            ),
         )
         return pb.TaskReply(task=res.task)
 
@@ -157,7 +189,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.DeleteTaskReply:
         self._task_namespace(request.name)
         key = self._key(request.idempotency_key)
-        await self._write(lambda s: writes.delete_task(request.name, key=key, **s))
+        await self._write(
+            request, method="DeleteTask", build=lambda s: writes.delete_task(request.name, key=key, **s)
+        )
         return pb.DeleteTaskReply()
 
     @rpc
@@ -167,7 +201,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._task_namespace(request.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.set_enabled(self.node.state, request.name, request.enabled, key=key, **s)
+            request,
+            method="SetEnabled",
+            build=lambda s: writes.set_enabled(self.node.state, request.name, request.enabled, key=key, **s),
         )
         return pb.TaskReply(task=res.task)
 
@@ -177,14 +213,20 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.RunReply:
         self._task_namespace(request.name)
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s))
+        res = await self._write(
+            request,
+            method="TriggerNow",
+            build=lambda s: writes.trigger_now(request.name, request.params_json, key=key, **s),
+        )
         return pb.RunReply(run=res.run)
 
     @rpc
     async def RetryRun(self, request: pb.RetryRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
         self._task_namespace(request.run_id.partition("@")[0])
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.retry_run(request.run_id, key=key, **s))
+        res = await self._write(
+            request, method="RetryRun", build=lambda s: writes.retry_run(request.run_id, key=key, **s)
+        )
         return pb.RunReply(run=res.run)
 
     # -- workflow writes ------------------------------------------------------------------------
@@ -198,10 +240,12 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         ns = request.spec.namespace or "default"
         if len(ns) > 128:
             raise InvalidSpec("namespace", "at most 128 characters")
-        authz.require_namespace(ns, f"workflow {request.spec.name!r}")
+        authz.require_namespace(ns, f"workflow {quote(request.spec.name)}")
         self._workflow_namespace(request.spec.name)
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.apply_workflow(request.spec, key=key, **s))
+        res = await self._write(
+            request, method="ApplyWorkflow", build=lambda s: writes.apply_workflow(request.spec, key=key, **s)
+        )
         return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
 
     @rpc
@@ -211,14 +255,16 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._workflow_namespace(request.workflow)
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.start_workflow_run(
+            request,
+            method="StartWorkflowRun",
+            build=lambda s: writes.start_workflow_run(
                 self.node.state,
                 request.workflow,
                 request.logical_ms,
                 request.params_json,
                 key=key,
                 **s,
-            )
+            ),
         )
         return pb.WorkflowRunReply(run=res.workflow_run)
 
@@ -229,7 +275,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._workflow_namespace(request.run_id.partition("@")[0])
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.workflow_run_op(
+            request,
+            method="OperateWorkflowRun",
+            build=lambda s: writes.workflow_run_op(
                 self.node.state,
                 request.op,
                 request.run_id,
@@ -237,7 +285,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 request.reason,
                 key=key,
                 **s,
-            )
+            ),
         )
         return pb.WorkflowRunReply(run=res.workflow_run)
 
@@ -248,7 +296,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._workflow_namespace(request.workflow)
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.start_backfill(
+            request,
+            method="Backfill",
+            build=lambda s: writes.start_backfill(
                 self.node.state,
                 request.workflow,
                 request.from_ms,
@@ -256,7 +306,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 request.params_json,
                 key=key,
                 **s,
-            )
+            ),
         )
         return pb.BackfillReply(backfill=res.backfill)
 
@@ -267,7 +317,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._workflow_namespace(request.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.set_workflow_paused(self.node.state, request.name, request.paused, key=key, **s)
+            request,
+            method="SetWorkflowPaused",
+            build=lambda s: writes.set_workflow_paused(
+                self.node.state, request.name, request.paused, key=key, **s
+            ),
         )
         return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
 
@@ -278,9 +332,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._workflow_namespace(request.name)
         key = self._key(request.idempotency_key)
         res = await self._write(
-            lambda s: writes.delete_workflow(
+            request,
+            method="DeleteWorkflow",
+            build=lambda s: writes.delete_workflow(
                 self.node.state, request.name, request.force, request.reason, key=key, **s
-            )
+            ),
         )
         return pb.DeleteWorkflowReply(workflow=res.workflow, runs_killed=res.runs_killed)
 
@@ -354,7 +410,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         another namespace is reported as missing, not as forbidden: its name is not disclosed)."""
         rec = self.node.state.get_task(name)
         if rec is None or not authz.visible(rec.spec.namespace):
-            raise NotFound(f"task {name!r} does not exist")
+            raise NotFound(f"task {quote(name)} does not exist")
         return rec
 
     def _workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
@@ -365,8 +421,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             version = 0
         if rec is None:
             if version and self.node.state.get_workflow(name) is not None:
-                raise NotFound(f"workflow {name!r} has no version {version}")
-            raise NotFound(f"workflow {name!r} does not exist")
+                raise NotFound(f"workflow {quote(name)} has no version {version}")
+            raise NotFound(f"workflow {quote(name)} does not exist")
         return rec
 
     @rpc
@@ -399,7 +455,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             except NotFound:
                 run = None
         if run is None:
-            raise NotFound(f"workflow run {request.run_id!r} does not exist")
+            raise NotFound(f"workflow run {quote(request.run_id)} does not exist")
         return pb.WorkflowRunReply(run=run)
 
     @rpc
@@ -423,7 +479,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             except NotFound:
                 rec = None
         if rec is None:
-            raise NotFound(f"backfill {request.backfill_id!r} does not exist")
+            raise NotFound(f"backfill {quote(request.backfill_id)} does not exist")
         return pb.BackfillReply(backfill=rec)
 
     @rpc
@@ -439,7 +495,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         dag = compile_dag(rec.spec)
         if request.task not in dag.index:
             raise NotFound(
-                f"workflow {request.workflow!r} (version {rec.version}) has no task {request.task!r}"
+                f"workflow {quote(request.workflow)} (version {rec.version}) "
+                f"has no task {quote(request.task)}"
             )
         return pb.LineageReply(
             upstream=[pb.LineageEntry(task=t, depth=d) for t, d in lineage(dag, request.task, "up")],
@@ -456,7 +513,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             role = Role(request.role)
         except ValueError:
             raise InvalidSpec(
-                "role", f"{request.role!r} is not one of {', '.join(r.value for r in Role)}"
+                "role", f"{quote(request.role)} is not one of {', '.join(r.value for r in Role)}"
             ) from None
         if request.ttl_ms < 0:
             raise InvalidSpec("ttl", "must be >= 0")
@@ -482,7 +539,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             cmd.create_token.CopyFrom(body)
             return codec.encode_command(cmd)
 
-        res = await self._write(build, target=body.info.id)
+        # The secret stays out of the fingerprint (it is kept with the key); its public id stands in.
+        plain = pb.CreateTokenRequest()
+        plain.CopyFrom(request)
+        plain.token = body.info.id
+        res = await self._write(plain, build, method="CreateToken", target=body.info.id)
         return pb.TokenReply(token=res.token)
 
     @rpc
@@ -508,7 +569,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             cmd.revoke_token.id = request.id
             return codec.encode_command(cmd)
 
-        res = await self._write(build)
+        res = await self._write(request, build, method="RevokeToken")
         return pb.TokenReply(token=res.token)
 
     @rpc
@@ -537,7 +598,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.AckAlertRequest, context: grpc.aio.ServicerContext
     ) -> pb.AckAlertReply:
         key = self._key(request.idempotency_key)
-        res = await self._write(lambda s: writes.ack_alert(request.id, key=key, **s))
+        res = await self._write(
+            request, method="AckAlert", build=lambda s: writes.ack_alert(request.id, key=key, **s)
+        )
         return pb.AckAlertReply(alert=res.alert)
 
     @rpc
@@ -548,7 +611,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         def build(stamp: dict[str, Any]) -> bytes:
             return writes.set_quota(request.quota, key=key, **stamp)
 
-        res = await self._write(build, target=f"{request.quota.kind} {request.quota.name}")
+        res = await self._write(
+            request, build, "SetQuota", target=f"{request.quota.kind} {request.quota.name}"
+        )
         return pb.QuotaReply(quota=res.quota)
 
     @rpc
@@ -562,7 +627,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         def build(stamp: dict[str, Any]) -> bytes:
             return writes.delete_quota(request.kind, request.name, key=key, **stamp)
 
-        res = await self._write(build, target=f"{request.kind} {request.name}")
+        res = await self._write(request, build, "DeleteQuota", target=f"{request.kind} {request.name}")
         return pb.QuotaReply(quota=res.quota)
 
     @rpc

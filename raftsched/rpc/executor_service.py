@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import grpc
 
 from raftsched import codec
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
@@ -192,7 +192,7 @@ class ExecutorHub:
         who = caller().principal
         if rec is not None and rec.principal != who.id:
             raise PermissionDenied(
-                f"executor {name!r} is registered by another principal; {who.id} may not act for it"
+                f"executor {quote(name)} is registered by another principal; {who.id} may not act for it"
             )
 
     def leader_command(self) -> logpb.Command:
@@ -262,7 +262,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         try:
             hub.require_leader()
             if request.name not in hub.dispatcher.ring:
-                raise NotFound(f"executor {request.name!r} is not registered; call Register first")
+                raise NotFound(f"executor {quote(request.name)} is not registered; call Register first")
         except RaftschedError as exc:
             # A stream refuses with one of two statuses only, as executors have always seen it.
             not_leader = exc.code == "not_leader"
@@ -309,7 +309,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
         self.hub.require_bound(request.name)
         self.hub.require_leader()
-        for r in request.results:
+        for i, r in enumerate(request.results):
+            _check_execution_id(i, r.execution_id)
             if len(r.stdout_tail) > MAX_TAIL_CHARS:
                 r.stdout_tail = r.stdout_tail[-MAX_TAIL_CHARS:]
             if len(r.stderr_tail) > MAX_TAIL_CHARS:
@@ -342,3 +343,20 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd.executor_leave.retry_at_ms = self.hub.now_ms()
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.LeaveReply()
+
+
+_UINT32_MAX = 2**32 - 1
+
+
+def _check_execution_id(position: int, exec_id: str) -> None:
+    """Refuse a reported id that is not ``run_id/shard/attempt`` with shard and attempt in the
+    range the log format holds (an out-of-range shard used to escape as a ValueError)."""
+    run_id, _, rest = exec_id.partition("/")
+    shard, _, attempt = rest.partition("/")
+    numeric = all(part.isascii() and part.isdigit() for part in (shard, attempt))
+    if run_id and numeric and int(shard) <= _UINT32_MAX and int(attempt) <= _UINT32_MAX:
+        return
+    raise InvalidSpec(
+        f"results[{position}].execution_id",
+        f"{quote(exec_id)} is not run_id/shard/attempt (shard and attempt 0..{_UINT32_MAX})",
+    )

@@ -17,7 +17,7 @@ import grpc
 
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
 from raftsched.config import ClusterConfig
-from raftsched.errors import NotLeader, RaftschedError
+from raftsched.errors import InvalidSpec, NotLeader, RaftschedError, clip
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate
 from raftsched.security import authz
@@ -42,6 +42,11 @@ STATUS = {
 }
 
 PROPOSE_TIMEOUT_S = 10.0
+
+STATUS_MESSAGE_BYTES = 4_096
+"""The most a status message may take on the wire. gRPC sends it percent-encoded in the trailers
+(3 bytes for each byte outside printable ASCII) and clients refuse trailers over 8 KiB, so an
+error quoting non-ASCII input would otherwise turn into a client-side RESOURCE_EXHAUSTED."""
 
 
 class Proposer(Protocol):
@@ -107,13 +112,154 @@ def error_metadata(exc: RaftschedError) -> tuple[tuple[str, str], ...]:
     return ((CODE_KEY, exc.code),)
 
 
+def _wire_size(ch: str) -> int:
+    if " " <= ch <= "~" and ch != "%":
+        return 1
+    return 3 * len(ch.encode("utf-8", "surrogatepass"))
+
+
+def status_message(text: str, limit: int = STATUS_MESSAGE_BYTES) -> str:
+    """``text`` cut so that its percent-encoded form fits in ``limit`` bytes (see
+    :data:`STATUS_MESSAGE_BYTES`); a cut message ends with "… (message cut)"."""
+    if len(text) * 12 <= limit or sum(map(_wire_size, text)) <= limit:
+        return text
+    suffix = "\u2026 (message cut)"
+    budget = limit - sum(map(_wire_size, suffix))
+    used = 0
+    for i, ch in enumerate(text):
+        used += _wire_size(ch)
+        if used > budget:
+            return text[:i] + suffix
+    return text
+
+
 async def abort(
     context: grpc.aio.ServicerContext, exc: RaftschedError, status: grpc.StatusCode | None = None
 ) -> NoReturn:
-    """End the call with ``exc``: its code's status (or ``status``) and the error metadata."""
+    """End the call with ``exc``: its code's status (or ``status``) and the error metadata. The
+    message is bounded on the wire whatever it quotes (:func:`status_message`)."""
     context.set_trailing_metadata(error_metadata(exc))
-    await context.abort(status or STATUS.get(exc.code, grpc.StatusCode.UNKNOWN), str(exc))
+    await context.abort(status or STATUS.get(exc.code, grpc.StatusCode.UNKNOWN), status_message(str(exc)))
     raise AssertionError("unreachable")  # context.abort raises
+
+
+class Undecodable:
+    """What :class:`DecodeGuard` hands on instead of a request whose bytes do not parse."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: InvalidSpec) -> None:
+        self.problem = problem
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def bad_utf8_field(descriptor: Any, data: bytes, depth: int = 0) -> str | None:
+    """The path (``spec.name``) of the first string field in the encoded ``descriptor`` message
+    ``data`` whose bytes are not UTF-8; None if there is none or the bytes do not parse."""
+    i = 0
+    try:
+        while i < len(data):
+            tag, i = _varint(data, i)
+            number, wire = tag >> 3, tag & 7
+            if wire == 0:
+                _, i = _varint(data, i)
+            elif wire == 1:
+                i += 8
+            elif wire == 5:
+                i += 4
+            elif wire == 2:
+                length, i = _varint(data, i)
+                chunk, i = data[i : i + length], i + length
+                fd = descriptor.fields_by_number.get(number)
+                if fd is None:
+                    continue
+                if fd.type == fd.TYPE_STRING:
+                    try:
+                        chunk.decode("utf-8")
+                    except UnicodeDecodeError:
+                        return str(fd.name)
+                elif fd.type == fd.TYPE_MESSAGE and depth < 32:
+                    inner = bad_utf8_field(fd.message_type, chunk, depth + 1)
+                    if inner is not None:
+                        return f"{fd.name}.{inner}"
+            else:
+                return None
+    except (IndexError, ValueError):
+        return None
+    return None
+
+
+def _guarded(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+    parse = deserialize
+    descriptor = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
+
+    def guarded(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as exc:  # DecodeError mostly: any failure to parse wire bytes is bad input
+            where = bad_utf8_field(descriptor, data) if descriptor is not None else None
+            return Undecodable(InvalidSpec(where or "request", f"cannot be decoded: {clip(str(exc), 300)}"))
+
+    return guarded
+
+
+class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc has no types
+    """Answer a request that does not parse (invalid UTF-8 in a string field, a truncated or
+    malformed message) with INVALID_ARGUMENT and the parser's reason, before any handler runs.
+
+    gRPC parses requests before the handler runs and answers a parse failure with UNKNOWN plus an
+    ERROR traceback in the node log; this interceptor swaps each method's deserializer for one
+    that cannot raise. Place it outside the authorization interceptor, so no later interceptor
+    ever sees an unparsed request.
+    """
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        deserialize = _guarded(handler.request_deserializer)
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                if isinstance(request, Undecodable):
+                    await abort(context, request.problem)
+                return await inner(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary, request_deserializer=deserialize, response_serializer=handler.response_serializer
+            )
+        if handler.unary_stream is not None:
+            inner_stream = handler.unary_stream
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                if isinstance(request, Undecodable):
+                    await abort(context, request.problem)
+                async for item in inner_stream(request, context):
+                    yield item
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream, request_deserializer=deserialize, response_serializer=handler.response_serializer
+            )
+        return handler  # client or bidirectional streams: none in the raftsched API
 
 
 S = TypeVar("S")

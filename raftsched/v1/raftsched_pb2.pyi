@@ -303,7 +303,7 @@ class LatencySummary(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "raft_peers")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -325,6 +325,8 @@ class NodeStatusReply(_message.Message):
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CHAIN_FIELD_NUMBER: _ClassVar[int]
     CHAIN_AT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_COMMANDS_FIELD_NUMBER: _ClassVar[int]
     RAFT_PEERS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
@@ -347,8 +349,10 @@ class NodeStatusReply(_message.Message):
     rss_bytes: int
     chain: str
     chain_at_index: str
+    content_digest: str
+    accepted_commands: int
     raft_peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")

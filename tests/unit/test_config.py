@@ -96,7 +96,8 @@ def test_example_file_documents_every_key_with_a_comment() -> None:
     text = "\n".join(lines)
     for cls in (NodeConfig, RaftTuning, SchedulerSettings):
         for f in dataclasses.fields(cls):
-            optional = f.name in ("grpc_bind", "raft_via", "http")  # documented as commented-out examples
+            # Optional keys are documented as commented-out examples.
+            optional = f.name in ("grpc_bind", "raft_bind", "raft_via", "http")
             assert f"\n{'# ' if optional else ''}{f.name} = " in text, f.name
     assert "\n# secret_file = " in text
     assert "CHANGE IT" in text
@@ -292,6 +293,26 @@ def test_grpc_bind_and_raft_via_put_proxies_between_nodes() -> None:
     assert config.peer_by_raft("n1", "127.0.0.1:17003") == config.node("n3")
     assert config.peer_by_raft("n1", "127.0.0.1:7002") == config.node("n2")  # own address too
     assert config.peer_by_raft("n2", "127.0.0.1:17003") is None  # only n1 knows n3 by that one
+
+
+def test_raft_bind_is_where_the_raft_port_listens_and_raft_stays_the_identity() -> None:
+    data = valid_data()
+    node(data, 0)["raft"] = "127.0.0.2:7001"
+    node(data, 0)["raft_bind"] = "127.0.0.1:7001"
+
+    config = parse_config(data)
+
+    n1 = config.node("n1")
+    assert (n1.raft, n1.raft_listen, config.node("n2").raft_listen) == (
+        "127.0.0.2:7001",
+        "127.0.0.1:7001",
+        "127.0.0.1:7002",
+    )
+    assert config.raft_peers("n2")[0] == "127.0.0.2:7001"  # peers know n1 by its identity
+
+    node(data, 1)["raft_bind"] = "127.0.0.1:7001"
+    with pytest.raises(ConfigError, match=r"nodes\[1\]\.raft_bind: address 127.0.0.1:7001 already used"):
+        parse_config(data)
 
 
 def test_raft_via_must_respect_who_dials_whom() -> None:
@@ -626,7 +647,7 @@ def test_unknown_keys_at_every_level_with_a_suggestion() -> None:
         "max_fires_per_batch, lease_ms, heartbeat_ms, kill_grace_ms, retry_backoff_ms, retry_backoff_cap_ms)",
         "nodes[1].grcp: unknown key (did you mean 'grpc'?)",
         'nodes[2]."weird key": unknown key '
-        "(expected one of: id, raft, grpc, data_dir, grpc_bind, raft_via, http)",
+        "(expected one of: id, raft, grpc, data_dir, grpc_bind, raft_bind, raft_via, http)",
     ]
 
 

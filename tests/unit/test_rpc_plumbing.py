@@ -148,3 +148,26 @@ def test_no_answer_in_time_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(plumbing, "PROPOSE_TIMEOUT_S", 0.01)
     exc = refused(Proposer(None, answer=False))
     assert exc.code == "unavailable" and "outcome is unknown" in str(exc)
+
+
+def test_status_messages_are_bounded_on_the_wire() -> None:
+    def wire(text: str) -> int:
+        return sum(1 if " " <= c <= "~" and c != "%" else 3 * len(c.encode()) for c in text)
+
+    assert plumbing.status_message("task 'x' does not exist") == "task 'x' does not exist"
+    for text in ("a" * 100_000, "\u00e9" * 6_000, "\n" * 5_000, "%" * 5_000, "\U0001f600" * 2_000):
+        cut = plumbing.status_message(text)
+        assert wire(cut) <= plumbing.STATUS_MESSAGE_BYTES
+        assert cut.endswith("(message cut)") and text.startswith(cut[:10])
+
+
+def test_the_field_with_bad_utf8_is_named() -> None:
+    from raftsched.v1 import raftsched_pb2 as pb
+
+    desc = pb.AddTasksRequest.DESCRIPTOR
+    good = pb.AddTasksRequest(tasks=[pb.AddTaskRequest(spec=pb.TaskSpec(name="ok", command="true"))])
+    data = good.SerializeToString()
+    assert plumbing.bad_utf8_field(desc, data) is None
+    spoiled = data.replace(b"true", b"tr\xffe")
+    assert plumbing.bad_utf8_field(desc, spoiled) == "tasks.spec.command"
+    assert plumbing.bad_utf8_field(desc, spoiled[:-3]) is None  # cut short: no field to name

@@ -21,8 +21,9 @@ iteration with one dict look-up per entry.
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import islice
 from typing import Generic, Protocol, TypeVar
 
 StartOrder = tuple[int, int, str, int]
@@ -49,21 +50,26 @@ class WaitQueue(Generic[W]):
     skips entries whose item is gone or was replaced (told by the identity of its order tuple).
     Not thread-safe (the dispatcher's loop owns it). Iteration must not overlap a mutation."""
 
-    __slots__ = ("_dead", "_items", "_order")
+    __slots__ = ("_dead", "_head", "_items", "_order")
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, int], W] = {}
         self._order: list[StartOrder] = []
         self._dead = 0  # entries of _order whose item was removed
+        self._head = 0  # every entry before it is dead (walks start here)
 
     def add(self, key: tuple[str, int], item: W) -> None:
         self.remove(key)
         self._items[key] = item
         order = item.order
-        if not self._order or self._order[-1] < order:
-            self._order.append(order)  # the common case: fires arrive in nominal order
-        else:
-            insort(self._order, order)
+        entries = self._order
+        if not entries or entries[-1] < order:
+            entries.append(order)  # the common case: fires arrive in nominal order
+            return
+        i = bisect_left(entries, order)
+        entries.insert(i, order)
+        if i < self._head:
+            self._head = i  # an urgent attempt went in front of the dead prefix
 
     def remove(self, key: tuple[str, int]) -> W | None:
         item = self._items.pop(key, None)
@@ -79,10 +85,20 @@ class WaitQueue(Generic[W]):
             o for o in self._order if (it := items.get((o[2], o[3]))) is not None and it.order is o
         ]
         self._dead = 0
+        self._head = 0
 
     def __iter__(self) -> Iterator[W]:
-        items = self._items
-        for order in self._order:
+        items, entries = self._items, self._order
+        # Skip the dead prefix for good: the head of a queue is where attempts leave it.
+        head, end = self._head, len(entries)
+        while head < end:
+            o = entries[head]
+            it = items.get((o[2], o[3]))
+            if it is not None and it.order is o:
+                break
+            head += 1
+        self._head = head
+        for order in islice(entries, head, None):
             item = items.get((order[2], order[3]))
             if item is not None and item.order is order:
                 yield item

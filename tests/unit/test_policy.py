@@ -365,3 +365,16 @@ def test_cli_lock_options_and_quota_commands_parse() -> None:
 
     with pytest.raises(UsageError, match="not allowed with argument --owner"):
         parser.parse_args(["quota", "set", "--owner", "A", "--namespace", "B", "--max-running", "1"])
+
+
+def test_wait_queue_skips_its_dead_head_and_still_sees_urgent_arrivals() -> None:
+    queue: WaitQueue[_Item] = WaitQueue()
+    for i in range(50):
+        queue.add((f"r{i:03}", 0), _Item(5, 100 + i, f"r{i:03}"))
+    for i in range(40):
+        queue.remove((f"r{i:03}", 0))
+    assert [i.order[2] for i in queue][:1] == ["r040"]  # the walk moved its head past the dead
+    queue.add(("urgent", 0), _Item(9, 500, "urgent"))  # sorts before the dead prefix
+    queue.add(("old", 0), _Item(5, 1, "old"))  # so does an old fire
+    walked = [i.order[2] for i in queue]
+    assert walked == ["urgent", "old"] + [f"r{i:03}" for i in range(40, 50)]

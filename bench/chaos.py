@@ -8,14 +8,17 @@ with retries and a timeout) whose commands log every execution; every Raft link 
 goes through a TCP proxy the harness can cut. With ``--skew`` first a leader clock skewed by +2 s
 and by -2 s; then leader and executor SIGKILLs interleaved, each followed by a wait for full
 recovery, with ``--other-rounds`` rounds (default 1) of every other fault spread among them:
-follower SIGKILL, leader SIGSTOP, node restart, wiped follower, the leader partitioned from its
+follower SIGKILL, leader SIGSTOP, planned leader restart (SIGTERM: it hands leadership over),
+wiped follower, a SIGKILLed follower replaced by a fresh node (remove-node, then add-node and a
+``--join`` start), a node added and a follower removed again, the leader partitioned from its
 followers, executors and clients for 3 s (connections stall and survive), the same for 9 s (past
 the Raft connection timeout: connections drop and reconnect), the leader partitioned from its
 followers only (executors still reach it), and on 5 nodes the leader partitioned together with
 one follower.
 
 Prints the figures as JSON: time from a leader SIGKILL to the first fire committed by the new
-leader and to the first execution of a fire decided after the kill (p50/p99/max); the same from
+leader and to the first execution of a fire decided after the kill (p50/p99/max); from a
+planned leader restart (SIGTERM) to the next leader's first fire; the same from
 a partition's cut, and until the cut-off leader stepped down; fires delayed (started more than
 1 s after nominal), lost, duplicated, early; and the checker's violations. Exit status 1 if the
 checker found a violation or a skew finding.

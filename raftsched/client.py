@@ -7,8 +7,12 @@ Contract
       keys, ``scheduler.idempotency_keep_seconds``).
     * A node that is not the leader answers a write with ``not_leader`` and, when it knows one, the
       leader's address; the client follows that hint at once (adding the address to its targets if
-      it is new). Reads are answered by any node from its local state (a follower may lag the leader
-      by a few milliseconds); a read refused with ``not_leader`` is redirected the same way.
+      it is new). Reads are answered by the leader; a read refused with ``not_leader`` is
+      redirected the same way. With ``stale_reads=True`` (on the client, or ``stale=True`` on one
+      call) any node answers from its local state, which may lag the leader (a few milliseconds,
+      more while a node catches up): this spreads read load over the followers.
+    * ``list_tasks`` and ``runs`` fetch pages (``page_size`` rows each) until ``limit`` rows or the
+      end; each page is one RPC, so a long listing never holds a node up in one call.
     * UNAVAILABLE, a deadline, ``not_leader`` without a hint, ``unavailable`` and ``stale_epoch`` (a
       deposed leader stamped the write) move the call to the next target after a short backoff
       (50 ms doubling to 1 s). A call makes at most ``1 + retries`` attempts, then raises
@@ -69,6 +73,8 @@ __all__ = ["WORKFLOW_FINISHED", "Client", "ClusterView", "NodeView", "params_to_
 
 CODE_KEY: Final = "raftsched-code"
 LEADER_KEY: Final = "raftsched-leader"
+_STALE_METADATA: Final = (("raftsched-allow-stale", "1"),)
+DEFAULT_RUNS_LIMIT: Final = 1000
 
 _BACKOFF_INITIAL_S: Final = 0.05
 _BACKOFF_MAX_S: Final = 1.0
@@ -139,10 +145,11 @@ class Client:
 
     ``targets`` is ``"host:port,host:port"`` or a sequence of ``host:port`` strings: the nodes'
     gRPC addresses. ``timeout`` is the deadline of each attempt, in seconds; ``retries`` bounds the
-    attempts after the first. ``tls`` dials over TLS (its files are read here, once). ``token``
-    is a bearer token for a cluster with auth on (else ``RAFTSCHED_TOKEN`` is used if set); it is
-    sent with every call and never logged. Raises :class:`InvalidSpec` for a malformed target
-    list or token, or a TLS file that cannot be used.
+    attempts after the first. ``stale_reads`` lets any node answer reads (see the module
+    docstring). ``tls`` dials over TLS (its files are read here, once). ``token`` is a bearer
+    token for a cluster with auth on (else ``RAFTSCHED_TOKEN`` is used if set); it is sent with
+    every call and never logged. Raises :class:`InvalidSpec` for a malformed target list or
+    token, or a TLS file that cannot be used.
     """
 
     def __init__(
@@ -151,6 +158,7 @@ class Client:
         *,
         timeout: float = 10.0,
         retries: int = 8,
+        stale_reads: bool = False,
         tls: TlsConfig | None = None,
         token: str | None = None,
     ) -> None:
@@ -165,10 +173,16 @@ class Client:
         self._probed: dict[str, float] = {}  # target -> when it was last probed for TLS
         self._timeout = timeout
         self._retries = retries
+        self._stale_reads = stale_reads
         self._preferred = 0  # index into _targets of the node that last answered
         self._channels: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._closed = False
+
+    @property
+    def stale_reads(self) -> bool:
+        """Whether reads accept an answer from any node (``stale_reads`` at construction)."""
+        return self._stale_reads
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -276,14 +290,46 @@ class Client:
         reply: pb.RunReply = self._call("RetryRun", request, write=True)
         return reply.run
 
-    def get_task(self, name: str) -> pb.TaskRecord:
-        reply: pb.TaskReply = self._call("GetTask", pb.GetTaskRequest(name=validate_name(name)))
+    def get_task(self, name: str, *, stale: bool | None = None) -> pb.TaskRecord:
+        request = pb.GetTaskRequest(name=validate_name(name))
+        reply: pb.TaskReply = self._call("GetTask", request, stale=stale)
         return reply.task
 
-    def list_tasks(self, prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
-        """Tasks in name order whose names start with ``prefix``; ``limit`` 0 means all."""
-        reply: pb.ListTasksReply = self._call("ListTasks", pb.ListTasksRequest(prefix=prefix, limit=limit))
-        return list(reply.tasks)
+    def list_tasks(
+        self, prefix: str = "", limit: int = 0, *, page_size: int = 0, stale: bool | None = None
+    ) -> list[pb.TaskRecord]:
+        """Tasks in name order whose names start with ``prefix``; ``limit`` 0 means all.
+
+        Fetched in pages of ``page_size`` (0: the server's default) until ``limit`` or the end.
+        """
+        out: list[pb.TaskRecord] = []
+        token = ""
+        while True:
+            request = pb.ListTasksRequest(
+                prefix=prefix, limit=limit - len(out) if limit else 0, page_token=token, page_size=page_size
+            )
+            reply: pb.ListTasksReply = self._call("ListTasks", request, stale=stale)
+            out.extend(reply.tasks)
+            token = reply.next_page_token
+            if not token or (limit and len(out) >= limit):
+                return out[:limit] if limit else out
+
+    def list_tasks_recent(
+        self, prefix: str = "", limit: int = 0, fires: int = 10, *, stale: bool | None = None
+    ) -> list[tuple[pb.TaskRecord, pb.RecentFires]]:
+        """As :meth:`list_tasks`, each task with its newest ``fires`` fire records (at most 100;
+        oldest first) and the state of each one's run, fetched with the tasks, page by page."""
+        out: list[tuple[pb.TaskRecord, pb.RecentFires]] = []
+        token = ""
+        while True:
+            request = pb.ListTasksRequest(
+                prefix=prefix, limit=limit - len(out) if limit else 0, page_token=token, recent_fires=fires
+            )
+            reply: pb.ListTasksReply = self._call("ListTasks", request, stale=stale)
+            out.extend(zip(reply.tasks, reply.recent, strict=True))
+            token = reply.next_page_token
+            if not token or (limit and len(out) >= limit):
+                return out[:limit] if limit else out
 
     def runs(
         self,
@@ -293,21 +339,35 @@ class Client:
         until_ms: int = 0,
         state: RunState | None = None,
         limit: int = 0,
+        page_size: int = 0,
+        stale: bool | None = None,
     ) -> list[pb.Run]:
-        """Runs (of ``task``, or all) whose nominal time is in [since, until]; 0 means unbounded."""
+        """Runs (of ``task``, or all) whose nominal time is in [since, until]; 0 means unbounded.
+
+        Newest first, at most ``limit`` (0: 1000), fetched in pages of ``page_size``.
+        """
         if task:
             # A workflow's task runs belong to the internal task "<workflow>#<task>".
             for part in task.split("#", 1):
                 validate_name(part, "task")
-        request = pb.ListRunsRequest(
-            task=task,
-            since_ms=since_ms,
-            until_ms=until_ms,
-            state=codec.RUN_STATE_TO_PB[state] if state is not None else pb.RUN_STATE_UNSPECIFIED,
-            limit=limit,
-        )
-        reply: pb.ListRunsReply = self._call("ListRuns", request)
-        return list(reply.runs)
+        total = limit or DEFAULT_RUNS_LIMIT
+        out: list[pb.Run] = []
+        token = ""
+        while True:
+            request = pb.ListRunsRequest(
+                task=task,
+                since_ms=since_ms,
+                until_ms=until_ms,
+                state=codec.RUN_STATE_TO_PB[state] if state is not None else pb.RUN_STATE_UNSPECIFIED,
+                limit=total - len(out),
+                page_token=token,
+                page_size=page_size,
+            )
+            reply: pb.ListRunsReply = self._call("ListRuns", request, stale=stale)
+            out.extend(reply.runs)
+            token = reply.next_page_token
+            if not token or len(out) >= total:
+                return out[:total]
 
     def get_run(self, run_id: str) -> pb.Run:
         """One run, active or retained: its state, shards (with their output tails) and its
@@ -317,11 +377,12 @@ class Client:
         return reply.run
 
     def fire_accounting(
-        self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0
+        self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0, newest: bool = False
     ) -> list[pb.FireRecord]:
-        """How each nominal fire of ``task`` in [since, until] was accounted (fired, coalesced, ...)."""
+        """How each nominal fire of ``task`` in [since, until] was accounted (fired, coalesced, ...),
+        in time order: the first ``limit`` records, or with ``newest`` the last ``limit``."""
         request = pb.FireAccountingRequest(
-            task=validate_name(task, "task"), since_ms=since_ms, until_ms=until_ms, limit=limit
+            task=validate_name(task, "task"), since_ms=since_ms, until_ms=until_ms, limit=limit, newest=newest
         )
         reply: pb.FireAccountingReply = self._call("FireAccounting", request)
         return list(reply.fires)
@@ -375,6 +436,24 @@ class Client:
         if refused is not None and not any(v.reachable for v in views):
             raise refused
         return _summarise(tuple(views))
+
+    def add_node(self, node_id: str, raft: str, grpc_addr: str, http: str = "") -> pb.MembershipReply:
+        """Add a scheduler node to the replicated membership (one change at a time: refused with
+        :class:`~raftsched.errors.Conflict` while another is in progress). Start the node with
+        ``raftsched-node --join`` afterwards; it catches up from the leader."""
+        request = pb.AddNodeRequest(member=pb.Member(id=node_id, raft=raft, grpc=grpc_addr, http=http))
+        reply: pb.MembershipReply = self._call("AddNode", request, write=True)
+        return reply
+
+    def remove_node(self, node_id: str) -> pb.MembershipReply:
+        """Remove a scheduler node from the replicated membership (one change at a time)."""
+        reply: pb.MembershipReply = self._call("RemoveNode", pb.RemoveNodeRequest(id=node_id), write=True)
+        return reply
+
+    def membership(self) -> pb.MembershipRecord:
+        """The replicated membership as the answering node applied it."""
+        reply: pb.MembershipReply = self._call("GetMembership", pb.GetMembershipRequest())
+        return reply.membership
 
     def list_executors(self, *, include_left: bool = False) -> pb.ListExecutorsReply:
         """The executors in the replicated membership (``include_left``: also those that left),
@@ -737,11 +816,15 @@ class Client:
 
     # -- the retry loop ----------------------------------------------------------------------------
 
-    def _call(self, method: str, request: Message, *, write: bool = False) -> Any:
+    def _call(self, method: str, request: Message, *, write: bool = False, stale: bool | None = None) -> Any:
         """Run one RPC with redirects, rotation and backoff (see the module docstring).
 
         ``request`` is sent unchanged on every attempt, so a write's idempotency key is reused.
+        A read (not ``write``) accepts a stale answer if ``stale``, or if it is None and the
+        client was made with ``stale_reads``.
         """
+        allow = not write and (self._stale_reads if stale is None else stale)
+        metadata = _STALE_METADATA if allow else None
         with self._lock:
             target = self._targets[self._preferred]
         tried: list[str] = []
@@ -752,7 +835,7 @@ class Client:
             if target not in tried:
                 tried.append(target)
             try:
-                reply = getattr(self._stub(target), method)(request, timeout=self._timeout)
+                reply = getattr(self._stub(target), method)(request, timeout=self._timeout, metadata=metadata)
             except grpc.RpcError as err:
                 outcome = self._outcome(target, err)
                 if not isinstance(outcome, _Retry):

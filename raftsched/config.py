@@ -255,6 +255,15 @@ def parse_size(value: object, field: str = "size") -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """The ``[metrics]`` table. ``per_task`` adds a ``task`` label to the per-owner counters
+    (fires, runs finished, attempts): one series per task and outcome, so meant for clusters of
+    hundreds of tasks, not a million. Off by default."""
+
+    per_task: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class StorageSettings:
     """The ``[storage]`` table: limits of each node's LMDB state store.
 
@@ -339,6 +348,7 @@ class ClusterConfig:
     scheduler: SchedulerSettings = dataclasses.field(default_factory=SchedulerSettings)
     source: str = "<config>"
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
+    metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
     tls: TlsSettings | None = None
     insecure: bool = False
     alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
@@ -488,7 +498,7 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {_type_name(data)}"])
-    top_level = ("cluster", "raft", "scheduler", "storage", "tls", "auth", "nodes", "alerts")
+    top_level = ("cluster", "raft", "scheduler", "storage", "metrics", "tls", "auth", "nodes", "alerts")
     _unknown_keys("", data, top_level, problems)
     auth_table = _table(data, "auth", problems) if "auth" in data else None
     auth = parse_auth_table(auth_table, base, problems) if auth_table is not None else None
@@ -514,6 +524,7 @@ def parse_config(
         problems,
     )
     storage = _parse_storage(_table(data, "storage", problems), problems)
+    metrics = _parse_metrics(_table(data, "metrics", problems), problems)
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
     alerts = parse_alerts(_table(data, "alerts", problems), base, problems)
 
@@ -535,6 +546,7 @@ def parse_config(
         scheduler=scheduler,
         source=source,
         storage=storage,
+        metrics=metrics,
         tls=tls,
         insecure=insecure,
         alerts=alerts,
@@ -552,6 +564,17 @@ def _parse_storage(table: Mapping[str, object] | None, problems: list[str]) -> S
         problems.append(str(exc))
         return None
     return StorageSettings(map_size=size)
+
+
+def _parse_metrics(table: Mapping[str, object] | None, problems: list[str]) -> MetricsSettings:
+    if table is None:
+        return MetricsSettings()
+    _unknown_keys("metrics", table, ("per_task",), problems)
+    per_task = table.get("per_task", False)
+    if not isinstance(per_task, bool):
+        problems.append(f"metrics.per_task: expected true or false, got {_type_name(per_task)}")
+        return MetricsSettings()
+    return MetricsSettings(per_task=per_task)
 
 
 def is_loopback(address: str) -> bool:

@@ -19,6 +19,7 @@ executor token, and the printed command line carries ``--token-file``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -149,6 +150,8 @@ def run_demo(config_path: str, duration: str = "0") -> int:
                 say(f"node {node_id:8} pid {proc.pid:<8} (fail it over: kill -9 {proc.pid})")
             for name, proc in zip(EXECUTORS, executors, strict=True):
                 say(f"executor {name:4} pid {proc.pid:<8} (kill -9 {proc.pid})")
+            _wait_for_executors(cluster, client, dict(zip(EXECUTORS, executors, strict=True)))
+            say(f"executors {', '.join(EXECUTORS)} registered")
             for spec in SAMPLES:
                 try:
                     rec = client.add_task(spec)
@@ -209,6 +212,29 @@ def _wait_for_leader(cluster: LocalCluster) -> str:
         if time.monotonic() > deadline:
             raise RaftschedError(f"no leader elected within 60 s (logs in {cluster.log_dir})")
         time.sleep(0.1)  # polling the node processes, not synchronising with them
+
+
+def _wait_for_executors(
+    cluster: LocalCluster, client: Client, procs: dict[str, subprocess.Popen[bytes]]
+) -> None:
+    """Return once every executor in ``procs`` is in the replicated membership, so the demo's
+    first fires have somewhere to run; one that exits first fails the demo with its last log
+    line."""
+    deadline = time.monotonic() + 60
+    while True:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                log = cluster.log_dir / f"{name}.log"
+                lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+                last = lines[-1] if lines else f"exit status {proc.returncode}"
+                raise RaftschedError(f"demo executor {name} stopped: {last} (log: {log})")
+        with contextlib.suppress(RaftschedError):
+            joined = {e.name for e in client.list_executors().executors if e.state == pb.EXECUTOR_ALIVE}
+            if joined >= set(procs):
+                return
+        if time.monotonic() > deadline:
+            raise RaftschedError(f"executors did not register within 60 s (logs in {cluster.log_dir})")
+        time.sleep(0.1)  # polling the executors' registration, not synchronising with them
 
 
 def with_demo_tls(config_path: Path, data: Path, clock: SystemClock) -> tuple[Path, TlsConfig | None]:

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -132,6 +132,25 @@ class LocalCluster:
         write_config(path, nodes, extra=extra_config)
         return cls(path, base_dir / "logs")
 
+    def add_node_entry(self, node_id: str, lines: Sequence[str] = ()) -> None:
+        """Append a ``[[nodes]]`` entry for a node that will join the running cluster to the config
+        file (default: fresh loopback ports, ``data/<id>``) and read the file again. Nodes that
+        run already keep the config they started with (their status reports the difference)."""
+        if not lines:
+            raft, grpc_port = free_ports(2)
+            lines = [
+                f'raft = "127.0.0.1:{raft}"',
+                f'grpc = "127.0.0.1:{grpc_port}"',
+                f'data_dir = "data/{node_id}"',
+            ]
+        out = self.config_path.read_text().splitlines()
+        last = max(i for i, line in enumerate(out) if line.strip() == "[[nodes]]")
+        # A [[nodes]] table must come before the top-level tables that follow the node list.
+        after = next((i for i in range(last + 1, len(out)) if out[i].lstrip().startswith("[")), len(out))
+        out[after:after] = ["[[nodes]]", f'id = "{node_id}"', *lines, ""]
+        self.config_path.write_text("\n".join(out) + "\n")
+        self.config = load_config(self.config_path)
+
     # -- processes -------------------------------------------------------------------------------
 
     def start(
@@ -162,8 +181,10 @@ class LocalCluster:
         data_dir: Path | None = None,
         log: Path | None = None,
         token: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start an executor process (``python -m raftsched.executor``) dialling this cluster.
+        """Start an executor process (``python -m raftsched.executor``) dialling this cluster,
+        with ``env`` added to its environment.
 
         The caller owns the process (stop it before :meth:`stop`)."""
         data = data_dir or self.log_dir.parent / name
@@ -186,7 +207,12 @@ class LocalCluster:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env, **({"RAFTSCHED_TOKEN": token} if token else {})},
+                env={
+                    **os.environ,
+                    **self.env,
+                    **({"RAFTSCHED_TOKEN": token} if token else {}),
+                    **(env or {}),
+                },
             )
         finally:
             out.close()

@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from raftsched import codec
 from raftsched.abc import (
@@ -34,11 +35,14 @@ from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
+from raftsched.logfields import leadership_fields
+from raftsched.membership import MembershipOps, describe_mismatch
 from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
 from raftsched.observability.tally import ApplyTally
@@ -56,12 +60,14 @@ from raftsched.timing.schedule import MisfireSettings
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+from raftsched.web.console import Console
 
 log = logging.getLogger("raftsched.node")
 
 LEADER_HEALTH_SERVICE = "raftsched.v1.Leader"
 SWITCH_INTERVAL_S = 0.001
 ADMIN_SERVICE = "raftsched.v1.Admin"
+STEP_DOWN_TIMEOUT_S = 2.0
 
 
 class Node:
@@ -77,8 +83,10 @@ class Node:
         clock: Clock | None = None,
         *,
         per_task_metrics: bool = False,
+        joining: bool = False,
     ) -> None:
         self.config = config
+        self.joining = joining
         self.me = config.node(node_id)
         self.node_id = node_id
         # Read and check the certificate files now: a bad [tls] stops the node before it joins Raft.
@@ -114,12 +122,14 @@ class Node:
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
-        self.tally = ApplyTally(per_task=per_task_metrics)
+        self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
         if self.me.http is not None:
-            self.observability = NodeObservability(self, self.me.http, self.tally)
+            self.observability = NodeObservability(self, self.me.http, self.tally, console=Console(self))
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
+        self.raft_node: PySyncObjNode | None = None  # the same object, with its membership API
+        self.membership = MembershipOps(self, lambda: self.raft_node)
         self.gate = LeaderGate(
             node_id,
             self.clock,
@@ -185,11 +195,18 @@ class Node:
         self.driver_thread.on_commit_lateness = self._commit_lateness
         self.driver_thread.start()
         self._flusher.start()
-        self.consensus = PySyncObjNode(
+        mismatch = describe_mismatch(self.config, self.state.membership.record)
+        if mismatch:
+            log.warning(
+                "this node's config file disagrees with the replicated membership, which it follows "
+                "(the config file only seeds a new cluster): %s",
+                mismatch,
+            )
+        self.raft_node = self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
             bind_addr=self.me.raft_listen,
-            peers=self.config.raft_peers(self.node_id),
+            peers=self._start_peers(),
             secret=self.config.secret,
             data_dir=self.me.data_dir,
             tuning=self.config.raft,
@@ -201,7 +218,19 @@ class Node:
             applied_index=lambda: self.replica.last_applied,
             addr_to_id=self._addr_to_id,
             on_store_failure=self._store_failed,
+            dial_address=self.dial_address,
+            cluster_view=self._cluster_view,
         )
+        if self.joining and not self.state.membership.seeded:
+            # Not campaigning until the leader reaches it: this node's term would otherwise
+            # climb while it waits and depose the leader when they connect.
+            self.raft_node.hold_elections(True, until_leader=True)
+            log.info(
+                "node %s joins an existing cluster: it waits for the leader (run `raftsched cluster "
+                "add-node %s ...` first if it is not a member yet)",
+                self.node_id,
+                self.node_id,
+            )
         log.info(
             "node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
             self.node_id,
@@ -234,7 +263,9 @@ class Node:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_AdminServicer_to_server(AdminServicer(self, self._live_executors), server)
+        pb_grpc.add_AdminServicer_to_server(
+            AdminServicer(self, self._live_executors, self.membership), server
+        )
         sch = self.config.scheduler
         self.hub = ExecutorHub(
             self,
@@ -260,6 +291,17 @@ class Node:
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(ADMIN_SERVICE, health_pb2.HealthCheckResponse.SERVING)
         await self._health.set(LEADER_HEALTH_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        # Reflection lets stock tools (grpcurl, grpc_cli) list and call the services without the
+        # .proto files.
+        reflection.enable_server_reflection(
+            (
+                pb.DESCRIPTOR.services_by_name["Admin"].full_name,
+                pb.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
         try:
             if self.server_tls is not None:
                 bound = server.add_secure_port(self.me.grpc_listen, self.server_tls.credentials())
@@ -278,6 +320,7 @@ class Node:
             self.me.grpc,
             self._transport_description(),
         )
+        self.membership.start()
         try:
             if obs is not None:
                 await obs.start()
@@ -292,6 +335,10 @@ class Node:
                 for w in waits:
                     w.cancel()
         finally:
+            # Hand leadership over first: stopping the gRPC server waits up to its grace period,
+            # and the cluster should not wait that long for a leader.
+            await asyncio.to_thread(self.step_down)
+            await self.membership.stop()
             await self.alert_loop.stop()
             if obs is not None:
                 await obs.stop()
@@ -341,11 +388,34 @@ class Node:
             except Exception:
                 log.exception("periodic LMDB flush failed")
 
+    def step_down(self, timeout_s: float = STEP_DOWN_TIMEOUT_S) -> None:
+        """Stop campaigning and, when leading, hand leadership to a caught-up follower, so a
+        planned stop does not wait for an election timeout. Blocks up to ``timeout_s``."""
+        raft = self.raft_node
+        if raft is None or self.failure is not None:
+            return
+        leading = raft.is_leader()
+        new = raft.step_down(timeout_s)
+        if leading:
+            if new is not None:
+                log.info(
+                    "node %s handed leadership to %s before stopping",
+                    self.node_id,
+                    self._addr_to_id(new) or new,
+                )
+            elif any(p.connected for p in raft.status().peers):
+                log.warning(
+                    "node %s: no follower took over within %.1f s; stopping anyway", self.node_id, timeout_s
+                )
+            else:
+                log.info("node %s leads no connected peer: stopping without a hand-over", self.node_id)
+
     def stop(self) -> None:
         """Stop the driver, leave the Raft cluster and close the store; idempotent."""
         if self._flusher_stop.is_set():
             return
         self._flusher_stop.set()
+        self.step_down()  # a planned stop hands leadership over instead of waiting for a timeout
         if self.observability is not None:
             self.observability.close()  # a port bound by start() but never served
         if self.driver_thread is not None:
@@ -434,6 +504,14 @@ class Node:
         log.warning("could not create the bootstrap admin token %s; a later leader will retry", tid)
 
     def _leadership(self, change: Leadership) -> None:
+        log.info(
+            "node %s %s (term %d, leader %s)",
+            self.node_id,
+            "became the leader" if change.is_leader else "is a follower",
+            change.epoch,
+            change.leader_id or "unknown",
+            extra=leadership_fields(change.epoch, node=self.node_id, leader=change.leader_id),
+        )
         if self.driver_thread is not None:
             self.driver_thread.leadership_changed(change.is_leader, change.epoch)
         if self.hub is not None:
@@ -493,12 +571,62 @@ class Node:
     def _addr_to_id(self, raft_addr: str) -> str | None:
         # pysyncobj names a peer by the address this node dials it at (its raft_via entry).
         node = self.config.peer_by_raft(self.node_id, raft_addr)
-        return node.id if node else None
+        if node is not None:
+            return node.id
+        for m in self.state.membership.known():
+            if m.raft == raft_addr or self.dial_address(m.raft) == raft_addr:
+                return m.id
+        return None
+
+    def dial_address(self, raft: str) -> str:
+        """Where this node dials the node whose Raft identity is ``raft``: its ``raft_via``
+        entry for that node's id, else ``raft`` itself."""
+        via = dict(self.me.raft_via)
+        if not via:
+            return raft
+        node = self.config.node_by_raft(raft)
+        nid = (
+            node.id
+            if node is not None
+            else next((m.id for m in self.state.membership.known() if m.raft == raft), None)
+        )
+        return via.get(nid, raft) if nid is not None else raft
+
+    def _voters(self) -> list[logpb.Member]:
+        """The replicated membership as Raft should see it: a node being added counts, a node
+        being removed does not (either way the Raft entry may already be appended)."""
+        book = self.state.membership
+        pending = book.pending()
+        gone = pending.member.id if pending is not None and pending.kind == REMOVE else None
+        return [m for m in book.known() if m.id != gone]
+
+    def _start_peers(self) -> list[str]:
+        """The Raft peers to start with: the replicated membership once recorded (the truth),
+        else the config file (a new cluster, or a node joining one)."""
+        if not self.state.membership.seeded:
+            return self.config.raft_peers(self.node_id)
+        return [self.dial_address(m.raft) for m in self._voters() if m.id != self.node_id]
+
+    def _peer_list(self) -> list[tuple[str, str]]:
+        """``(id, raft identity)`` of every other voter: the replicated membership, else the config."""
+        if self.state.membership.seeded:
+            return [(m.id, m.raft) for m in self._voters() if m.id != self.node_id]
+        return [(n.id, n.raft) for n in self.config.nodes if n.id != self.node_id]
+
+    def _cluster_view(self) -> list[str] | None:
+        if not self.state.membership.seeded:
+            return None
+        return [self.dial_address(m.raft) for m in self._voters() if m.id != self.node_id]
 
     def leader_grpc(self) -> str | None:
         """The gRPC address of the leader this node follows (None while unknown)."""
         leader_id = self.consensus.leader_id() if self.consensus is not None else None
-        return self.config.node(leader_id).grpc if leader_id else None
+        if not leader_id:
+            return None
+        member = self.state.membership.get(leader_id)
+        if member is not None:
+            return member.grpc
+        return next((n.grpc for n in self.config.nodes if n.id == leader_id), None)
 
     # -- status ----------------------------------------------------------------------------------
 
@@ -528,12 +656,11 @@ class Node:
                 rss_bytes=rss_bytes(),
                 chain=self.state.chain.hex(),
             )
-            peers = [n for n in self.config.nodes if n.id != self.node_id]
-            for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
-                link = raft.peer(known_as)
+            for node_id, raft_addr in self._peer_list():
+                link = raft.peer(self.dial_address(raft_addr))
                 reply.raft_peers.add(
-                    node_id=node.id,
-                    raft=node.raft,
+                    node_id=node_id,
+                    raft=raft_addr,
                     connected=link.connected,
                     match_index=link.match_index,
                     refused=link.refused,
@@ -541,6 +668,11 @@ class Node:
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
+            record = self.state.membership.record
+            reply.membership.CopyFrom(record)
+            reply.config_mismatch = describe_mismatch(self.config, record)
+        if self.raft_node is not None:
+            reply.raft_members.extend(self.raft_node.member_addresses())
         if lateness_since_ms > 0:
             # Sorting up to a million samples is not for the frequent status polls (leader
             # discovery): only a caller that asks for a window gets the summaries.
@@ -554,12 +686,11 @@ class Node:
     def cluster_status(self) -> pb.ClusterStatusReply:
         out = pb.ClusterStatusReply(self=self.node_status())
         raft = self.consensus.status() if self.consensus is not None else RaftStatus()
-        peers = [n for n in self.config.nodes if n.id != self.node_id]
-        for node, known_as in zip(peers, self.config.raft_peers(self.node_id), strict=True):
-            link = raft.peer(known_as)
+        for node_id, raft_addr in self._peer_list():
+            link = raft.peer(self.dial_address(raft_addr))
             out.peers.add(
-                node_id=node.id,
-                raft=node.raft,
+                node_id=node_id,
+                raft=raft_addr,
                 connected=link.connected,
                 match_index=link.match_index,
                 refused=link.refused,

@@ -189,12 +189,24 @@ class _SimEndpoint:
         if old is not None:
             old.close()  # a newer stream of the same executor replaces the old one
         self.streams[(node.node_id, stream.name)] = stream
+        node.dispatcher.stream_opened(stream.name)
+        stream.on_cancel = functools.partial(self._hung_up, node.node_id, stream)
         stream.push(node.dispatcher.resend_to(stream.name, self._now(node)))
+
+    def _hung_up(self, node_id: str, stream: MemoryStream) -> None:
+        """The executor closed its stream (it stopped or crashed): tell the dispatcher, as the
+        gRPC service does when a dispatch stream ends without a newer one replacing it."""
+        if self.streams.get((node_id, stream.name)) is stream:
+            del self.streams[(node_id, stream.name)]
+            node = self.sim.nodes[node_id]
+            if self.sim.cluster.nodes[node_id].up:
+                node.dispatcher.stream_closed(stream.name, self._now(node))
 
     def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
         node = self._node(target)
         d = node.dispatcher
-        ok = d.heartbeat(request.name, request.running, self._now(node))
+        started = request.started if request.reports_started else None
+        ok = d.heartbeat(request.name, request.running, self._now(node), started)
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
 
     def report(self, target: str, request: pb.ReportRequest) -> pb.ReportReply:
@@ -241,7 +253,9 @@ class SimHarness:
         dispatch: DispatchSettings | None = None,
         seed: int = 0,
     ) -> None:
-        self.dispatch = dispatch or DispatchSettings(lease_ms=2000, heartbeat_ms=300, retry_base_ms=200)
+        self.dispatch = dispatch or DispatchSettings(
+            lease_ms=2000, heartbeat_ms=300, retry_base_ms=200, stream_grace_ms=600
+        )
         self.seed = seed
         self.executors: dict[str, SimExecutorProcess] = {}
         self.endpoint = _SimEndpoint(self)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the test suite needs: the package with its test extras, and the system packages
-# some tests call (promtool, from Debian's `prometheus` package, lints a real /metrics scrape).
+# some tests call (promtool, from Debian's `prometheus` package, lints a real /metrics scrape;
+# Debian's `chromium` and `chromium-driver` run the web console's headless browser test).
 # Safe to re-run: a tool already on PATH is not installed again. Without root or apt-get the
 # system packages are left out with a note, and the tests that need them skip (outside CI; with
 # CI=true they fail instead).
@@ -15,6 +16,18 @@ if ! command -v promtool >/dev/null 2>&1; then
     else
         echo "install-test-deps: promtool not found; install Debian's 'prometheus' package" \
             "(apt-get install prometheus) or put promtool on PATH, else its test skips" >&2
+    fi
+fi
+
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "install-test-deps: installing chromium and chromium-driver (the console's browser test)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            chromium chromium-driver >/dev/null
+    else
+        echo "install-test-deps: chromium/chromedriver not found; install Debian's 'chromium' and" \
+            "'chromium-driver' packages, else the console's browser test skips" >&2
     fi
 fi
 

@@ -37,6 +37,7 @@ from raftsched.fsm import alerts as outbox
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
+from raftsched.logfields import attempt_fields
 from raftsched.timing.durations import format_duration
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpcpb
@@ -282,7 +283,13 @@ class AlertLoop:
             try:
                 await self.post(hook, body, headers_for(hook, alert.id, body))
             except DeliveryFailed as exc:
-                log.warning("alert %s to webhook %s failed (will retry): %s", alert.id, hook.name, exc)
+                log.warning(
+                    "alert %s to webhook %s failed (will retry): %s",
+                    alert.id,
+                    hook.name,
+                    exc,
+                    extra=_alert_fields(alert),
+                )
                 if through > start:
                     self._advance(hook, through)
                 return True
@@ -366,3 +373,10 @@ def describe(config: AlertsConfig) -> str:
     names = ", ".join(h.name for h in config.webhooks)
     after = format_duration(config.zombie_after_ms)
     return f"alerts: {len(config.webhooks)} webhook target(s) ({names}), zombie after {after}"
+
+
+def _alert_fields(alert: pb.AlertRecord) -> dict[str, object]:
+    """The attempt fields of an alert about one (none for, e.g., a schedule-delay alert)."""
+    if alert.execution_id:
+        return attempt_fields(alert.execution_id, alert.run_id, alert.task)
+    return {"run_id": alert.run_id or None, "task": alert.task or None}

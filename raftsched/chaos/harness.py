@@ -21,6 +21,10 @@ fires decided after the fault. Faults:
 * :meth:`~ChaosHarness.skew_leader` — restart a follower with its clock off by ``offset_ms``
   (``RAFTSCHED_TEST_CLOCK_OFFSET_MS``), SIGKILL leaders until it leads, let it fire, then restart
   it with a true clock;
+* :meth:`~ChaosHarness.add_node` — add a node (``raftsched cluster add-node``) and start it
+  empty with ``--join``; it catches up from the leader;
+* :meth:`~ChaosHarness.remove_node` — remove a follower from the membership, then stop it;
+* :meth:`~ChaosHarness.replace_node` — SIGKILL a follower, remove it, add a fresh node;
 * :meth:`~ChaosHarness.partition_leader` — cut the leader's Raft links to every follower and
   (by default) the gRPC links of executors and clients to it, until the majority has elected and
   fired under a new leader and the old one has stepped down; then heal.
@@ -30,10 +34,13 @@ need no privileges, so they run wherever the suite runs. Every Raft link goes th
 of its own, and every node's gRPC port through one front proxy. pysyncobj identifies a peer by
 the address string the peer sends first, and of two nodes only the one whose address sorts after
 the other's dials. So each node's ``raft`` (its identity) is ``127.0.0.2:port`` (nobody connects
-there: the node listens on ``raft_bind`` 127.0.0.1:port, where the proxies dial), and the dialling node
-reaches its peer through ``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every
-identity. A node's ``grpc`` (what executors dial and redirects name) is its front proxy; it
-listens on ``grpc_bind``, where the harness observes it directly.
+there: the node listens on ``raft_bind`` 127.0.0.1:port, where the proxies dial), and the dialling
+node reaches its peer through ``raft_via = {peer = "127.0.0.1:proxy"}``, which sorts before every
+identity. A node added at runtime (:meth:`~ChaosHarness.add_node`) gets an identity that sorts
+after every node's so far (``127.0.0.3``, ``127.0.0.4``, ...): it dials every member, each through
+a proxy of its own, and nobody dials it, so its links can be cut like the others'. A node's
+``grpc`` (what executors dial and redirects name) is its front proxy; it listens on
+``grpc_bind``, where the harness observes it directly.
 
 :func:`run_chaos` runs a schedule (:func:`ci_schedule`, :func:`soak_schedule`), heals everything,
 runs :mod:`raftsched.chaos.checker` and computes the figures. Every process it starts is stopped
@@ -70,6 +77,7 @@ from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, free_ports, stop_processes, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.timing.clock import SystemClock
+from raftsched.v1 import raftsched_pb2 as pb
 
 Progress = Callable[[str], None]
 
@@ -312,6 +320,10 @@ class ChaosHarness:
         self.clock = SystemClock()
         self.progress: Progress = progress or (lambda _msg: None)
         self._next_executor = 0
+        self.node_args: dict[str, list[str]] = {}  # extra raftsched-node arguments (--join)
+        self.removed: list[str] = []  # nodes removed from the membership
+        self.planned_restarts: list[int] = []  # SIGTERM of the leader -> next leader's first fire, ms
+        self._joined = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -369,7 +381,9 @@ class ChaosHarness:
         log.close()
 
     def start_node(self, node_id: str) -> None:
-        self.cluster.start(node_id, extra_env=self.node_env.get(node_id))
+        self.cluster.start(
+            node_id, extra_env=self.node_env.get(node_id), extra_args=self.node_args.get(node_id, ())
+        )
 
     # -- observation -------------------------------------------------------------------------------
 
@@ -581,13 +595,129 @@ class ChaosHarness:
         )
 
     def restart_node(self, node_id: str | None = None) -> None:
-        """SIGTERM a node (the leader unless named) and start it again from its data dir."""
-        victim = node_id or self.leader()
+        """A planned restart: SIGTERM a node (the leader unless named) and start it again from its
+        data dir. When it led, the time from SIGTERM until another node leads a newer term and
+        has committed a fire is recorded (it hands leadership over before it exits)."""
+        leader, term = self.leader_and_term()
+        victim = node_id or leader
+        others = self.followers(victim)
+        before = {n: self.cluster.status(n).fires_committed for n in others}
         start = self.clock.now_ms()
-        self.cluster.kill(victim, signal.SIGTERM)
+        t0 = time.monotonic()
+        proc = self.cluster.procs[victim]
+        proc.send_signal(signal.SIGTERM)
+        detail = "SIGTERM, then started from its data dir"
+        if victim == leader:
+            new_leader, new_term = self._new_leader_fired(others, term, before, "the next leader to fire")
+            gap = round((time.monotonic() - t0) * 1000)
+            self.planned_restarts.append(gap)
+            detail += f"; {new_leader} (term {new_term}) fired {gap} ms after the SIGTERM"
+        self.cluster.kill(victim, signal.SIGTERM)  # waits for the exit
         self.start_node(victim)
         self.await_recovery(start, f"after restarting {victim}")
-        self._record("restart", victim, start, "SIGTERM, then started from its data dir")
+        self._record("restart", victim, start, detail)
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def _join_entry(self, node_id: str) -> list[str]:
+        """The new node's ``[[nodes]]`` lines: plain loopback ports, or behind proxies (an
+        identity sorting after every member's, and a proxied link to each member)."""
+        if self.net is None:
+            return []
+        k = self._joined
+        identity_host = f"127.0.{k // 8}.{3 + k % 8}"  # sorts after 127.0.0.2 and earlier joins
+        raft_port, grpc_port = free_ports(2)
+        front = self.net.add(f"grpc:{node_id}", f"127.0.0.1:{grpc_port}")
+        via = {
+            peer: self.net.add(f"raft:{node_id}->{peer}", self.cluster.config.node(peer).raft_listen).address
+            for peer in self.node_ids
+        }
+        return [
+            f'raft = "{identity_host}:{raft_port}"',
+            f'raft_bind = "127.0.0.1:{raft_port}"',
+            f'grpc = "{front.address}"',
+            f'grpc_bind = "127.0.0.1:{grpc_port}"',
+            f'data_dir = "data/{node_id}"',
+            "raft_via = { " + ", ".join(f'{peer} = "{addr}"' for peer, addr in via.items()) + " }",
+        ]
+
+    def add_node(self) -> str:
+        """Add a new node to the membership, start it empty with ``--join``, wait until it has
+        caught up and the cluster serves; its id."""
+        start = self.clock.now_ms()
+        taken = {n.id for n in self.cluster.config.nodes}
+        nid = next(f"n{i}" for i in range(1, 1000) if f"n{i}" not in taken)
+        self.cluster.add_node_entry(nid, self._join_entry(nid))
+        self._joined += 1
+        me = self.cluster.config.node(nid)
+        with Client(self.cluster.targets(), timeout=30) as client:
+            reply = client.add_node(nid, me.raft, me.grpc)
+        members = [m.id for m in reply.membership.members]
+        assert nid in members, f"add-node {nid} did not finish: {reply}"
+        self.node_ids.append(nid)
+        self.node_args[nid] = ["--join"]
+        log = self.cluster.log_dir / f"{nid}.log"
+        self.start_node(nid)
+        self.await_recovery(start, f"after adding {nid}")
+        self._check_raft_membership(f"adding {nid}")
+        how = "a snapshot" if log.exists() and b"installed snapshot" in log.read_bytes() else "the log"
+        self._record("add-node", nid, start, f"members now {', '.join(members)}; caught up from {how}")
+        return nid
+
+    def remove_node(self, victim: str | None = None, stop: bool = True) -> str:
+        """Remove a follower (or ``victim``) from the membership; then stop its process."""
+        start = self.clock.now_ms()
+        leader = self.leader()
+        victim = victim or self.followers(leader)[-1]
+        with Client(self.cluster.targets(), timeout=30) as client:
+            reply = client.remove_node(victim)
+            if reply.note:  # the leader itself: it handed over, the next leader finishes
+
+                def finished() -> pb.MembershipRecord | None:
+                    survivors = [n for n in self.live_nodes() if n != victim]
+                    record = self.cluster.status(survivors[0]).membership
+                    gone = victim not in [m.id for m in record.members]
+                    return record if gone and not record.HasField("pending") else None
+
+                reply.membership.CopyFrom(
+                    wait_until(finished, self.settings.recovery_timeout_s, 0.05, f"{victim} removed")
+                )
+        members = [m.id for m in reply.membership.members]
+        assert victim not in members, f"remove-node {victim} did not finish: {reply}"
+        if stop:
+            self.cluster.kill(victim, signal.SIGTERM)
+        self.cluster.procs.pop(victim, None)
+        self.node_ids.remove(victim)
+        self.removed.append(victim)
+        self.await_recovery(start, f"after removing {victim}")
+        self._check_raft_membership(f"removing {victim}")
+        self._record("remove-node", victim, start, f"members now {', '.join(members)}")
+        return victim
+
+    def _check_raft_membership(self, what: str) -> None:
+        """Every live node's Raft layer counts as many voters as the replicated membership lists
+        (a peer it dials through a proxy is known by the proxy's address, so counts compare)."""
+
+        def agree() -> bool:
+            for nid in self.live_nodes():
+                st = self.cluster.status(nid)
+                if len(st.raft_members) != len(st.membership.members) or st.membership.HasField("pending"):
+                    return False
+            return True
+
+        wait_until(
+            agree, self.settings.recovery_timeout_s, 0.1, f"Raft's voters to match the membership ({what})"
+        )
+
+    def replace_node(self) -> str:
+        """SIGKILL a follower, remove it from the membership and add a fresh node in its place."""
+        start = self.clock.now_ms()
+        victim = self.followers(self.leader())[-1]
+        self.cluster.kill(victim, signal.SIGKILL)
+        self.remove_node(victim, stop=False)
+        new = self.add_node()
+        self._record("replace", victim, start, f"SIGKILLed, removed, replaced by {new}")
+        return new
 
     def wipe_follower(self) -> None:
         """SIGKILL a follower, delete its data dir, start it empty; it must catch up."""
@@ -799,6 +929,9 @@ class ChaosHarness:
             "faults": len(self.events),
             "kill_to_first_fire_committed_ms": _summary(commit),
             "kill_to_first_execution_ms": _summary(first_exec),
+            "planned_restarts": len(self.planned_restarts),
+            "sigterm_to_first_fire_committed_ms": _summary(sorted(self.planned_restarts)),
+            "membership_changes": sum(e.kind in ("add-node", "remove-node") for e in self.events),
             "partitions": len(self.partitions),
             "partition_to_first_fire_committed_ms": _summary(partition_commit),
             "partition_to_old_leader_step_down_ms": _summary(step_down),
@@ -897,7 +1030,8 @@ Schedule = Callable[[ChaosHarness], None]
 
 
 def ci_schedule(h: ChaosHarness, leader_kills: int = 5) -> None:
-    """One of every fault, and at least ``leader_kills`` leader SIGKILLs (the skew phases count)."""
+    """One of every fault (membership changes and a planned leader restart included), and at
+    least ``leader_kills`` leader SIGKILLs (the skew phases count)."""
     h.kill_leader()
     h.kill_follower()
     h.kill_executor()
@@ -905,6 +1039,7 @@ def ci_schedule(h: ChaosHarness, leader_kills: int = 5) -> None:
     h.kill_leader()
     h.restart_node()
     h.wipe_follower()
+    h.replace_node()  # membership: a SIGKILLed follower removed, a fresh node added in its place
     h.skew_leader(+h.settings.skew_ms)
     h.skew_leader(-h.settings.skew_ms)
     h.partition_leader()
@@ -926,10 +1061,18 @@ def ci5_schedule(h: ChaosHarness) -> None:
 
 
 def other_faults(h: ChaosHarness) -> list[Callable[[], object]]:
-    """One of each fault other than leader and executor SIGKILLs (partitions only with proxies: a
-    full one, a Raft-only one, a long full one; on 5 nodes also the leader cut off together with
-    a follower)."""
-    faults: list[Callable[[], object]] = [h.kill_follower, h.pause_leader, h.restart_node, h.wipe_follower]
+    """One of each fault other than leader and executor SIGKILLs: process faults, a planned
+    leader restart, membership changes (a SIGKILLed follower replaced by a fresh node; a node
+    added, then a follower removed) and partitions (only with proxies: a full one, a Raft-only
+    one, a long full one; on 5 nodes also the leader cut off together with a follower)."""
+    faults: list[Callable[[], object]] = [
+        h.kill_follower,
+        h.pause_leader,
+        h.restart_node,
+        h.wipe_follower,
+        h.replace_node,
+        lambda: (h.add_node(), h.remove_node()),  # grow by one, then shrink back
+    ]
     if h.net is not None:
         faults += [
             h.partition_leader,

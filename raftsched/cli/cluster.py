@@ -21,7 +21,10 @@ __all__ = [
     "CLUSTER_ENV",
     "TLS_HELP",
     "add_tls_options",
+    "cmd_add_node",
     "cmd_executors",
+    "cmd_members",
+    "cmd_remove_node",
     "cmd_status",
     "connect",
     "tls_from_args",
@@ -79,7 +82,13 @@ def connect(args: argparse.Namespace) -> Client:
     from raftsched.security.tokens import resolve_token
 
     token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
-    return Client(targets, timeout=args.rpc_timeout, tls=tls_from_args(args, config), token=token)
+    return Client(
+        targets,
+        timeout=args.rpc_timeout,
+        tls=tls_from_args(args, config),
+        token=token,
+        stale_reads=bool(getattr(args, "stale_reads", False)),
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -114,6 +123,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_table(["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "DIGEST", "STATUS"], rows)
         for warning in _digest_warnings(view):
             print(f"warning: {warning}")
+        answered = [n.status for n in view.nodes if n.status is not None]
+        if answered:
+            freshest = max(answered, key=lambda s: s.applied_index)
+            for line in membership_lines(freshest.membership):
+                print(line)
+        for n in view.nodes:
+            if n.status is not None and n.status.config_mismatch:
+                print(
+                    f"warning: {n.status.node_id}'s config file disagrees with the replicated membership "
+                    f"(it follows the membership): {n.status.config_mismatch}"
+                )
     if not view.reachable:
         tried = ", ".join(n.target for n in view.nodes)
         # One reason, when all agree (a TLS mismatch says so for every node): it is the fix.
@@ -211,3 +231,54 @@ def _heartbeat_text(at_ms: int, now_ms: int) -> str:
         if age >= size:
             return f"{iso(at_ms)} ({duration_text(age - age % size)} ago)"
     return f"{iso(at_ms)} (now)"
+
+
+def cmd_add_node(args: argparse.Namespace) -> int:
+    """``cluster add-node ID --raft HOST:PORT --grpc HOST:PORT [--http HOST:PORT]``."""
+    with connect(args) as client:
+        reply = client.add_node(args.id, args.raft, args.grpc, args.http)
+    return _print_membership(args, reply.membership, reply.note, f"added {args.id}; now start it with --join")
+
+
+def cmd_remove_node(args: argparse.Namespace) -> int:
+    """``cluster remove-node ID``."""
+    with connect(args) as client:
+        reply = client.remove_node(args.id)
+    return _print_membership(args, reply.membership, reply.note, f"removed {args.id}; stop its process")
+
+
+def cmd_members(args: argparse.Namespace) -> int:
+    """``cluster members``: the replicated membership and a change in progress."""
+    with connect(args) as client:
+        record = client.membership()
+    return _print_membership(args, record, "", "")
+
+
+def _print_membership(args: argparse.Namespace, record: pb.MembershipRecord, note: str, done: str) -> int:
+    if args.json:
+        return print_json({**to_dict(record), "note": note})
+    for line in membership_lines(record):
+        print(line)
+    if note:
+        print(f"note: {note}")
+    elif done and not record.HasField("pending"):
+        print(done)
+    return 0
+
+
+def membership_lines(record: pb.MembershipRecord) -> list[str]:
+    """``members (N):`` with one line per member (id, raft, grpc, http), and the change in
+    progress, if any."""
+    if not record.members:
+        return ["members: not recorded yet (the first leader seeds them from its config file)"]
+    lines = [f"members ({len(record.members)}):"]
+    lines += [
+        f"  {m.id}  raft {m.raft}  grpc {m.grpc}" + (f"  http {m.http}" if m.http else "")
+        for m in record.members
+    ]
+    if record.HasField("pending"):
+        p = record.pending
+        lines.append(
+            f"change in progress: {p.kind} {p.member.id} (raft {p.member.raft}) since {iso(p.started_ms)}"
+        )
+    return lines

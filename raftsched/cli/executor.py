@@ -59,7 +59,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
-        configure_logging(args.log_level)
+        configure_logging(args.log_level, args.log_format)
         targets = args.cluster or os.environ.get(CLUSTER_ENV, "")
         config = None
         if args.config:
@@ -74,8 +74,10 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         # report the other's attempts as their own.
         lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
         try:
+            from raftsched.cli.node import clock_offset_for_tests
             from raftsched.executor.agent import Executor
             from raftsched.security.tokens import resolve_token
+            from raftsched.timing.clock import SystemClock
 
             token = resolve_token(args.token, args.token_file)
             executor = Executor(
@@ -88,6 +90,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 tls=tls_from_args(args, config),
                 http=args.http,
                 token=token,
+                clock=SystemClock(clock_offset_for_tests("executor")),
             )
 
             async def serve() -> None:

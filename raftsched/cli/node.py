@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -32,7 +33,7 @@ from raftsched.errors import InvalidSpec
 if TYPE_CHECKING:
     from raftsched.config import ClusterConfig
 
-__all__ = ["TEST_CLOCK_OFFSET_ENV", "node_main", "run_node", "with_data_dir"]
+__all__ = ["TEST_CLOCK_OFFSET_ENV", "clock_offset_for_tests", "node_main", "run_node", "with_data_dir"]
 
 log = logging.getLogger("raftsched.node")
 
@@ -41,8 +42,8 @@ STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left th
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--log-level info]``: run one
-    node until stopped."""
+    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--join] [--log-level info]
+    [--log-format text|json]``: run one node until stopped."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")
@@ -52,36 +53,61 @@ def node_main(argv: Sequence[str] | None = None) -> int:
         metavar="DIR",
         help="keep this node's state in DIR instead of its data_dir in the config",
     )
+    parser.add_argument(
+        "--join",
+        action="store_true",
+        help="join an existing cluster (after `raftsched cluster add-node ID ...`) instead of "
+        "bootstrapping one from the config file: wait, without campaigning, until the leader reaches "
+        "this node, then catch up from it",
+    )
     add_log_level_option(parser, "logging level (default: info)")
     try:
         try:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
-        extra = [args.data_dir] if args.data_dir else []
-        return run_guarded("raftsched-node", run_node, args.config, args.node_id, args.log_level, *extra)
+        run = functools.partial(run_node, join=True) if args.join else run_node
+        return run_guarded(
+            "raftsched-node",
+            run,
+            args.config,
+            args.node_id,
+            args.log_level,
+            args.data_dir or "",
+            args.log_format,
+        )
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-node")
 
 
-def run_node(config_path: str, node_id: str, log_level: str = "info", data_dir: str = "") -> int:
-    """Run one node until SIGTERM/SIGINT. Returns the process exit code.
+def run_node(
+    config_path: str,
+    node_id: str,
+    log_level: str = "info",
+    data_dir: str = "",
+    log_format: str = "text",
+    join: bool = False,
+) -> int:
+    """Run one node until SIGTERM/SIGINT (a leader hands leadership over first). Returns the
+    process exit code.
 
-    ``data_dir`` (if given) replaces the node's ``data_dir`` from the config."""
+    ``data_dir`` (if given) replaces the node's ``data_dir`` from the config. ``join``: the node
+    joins an existing cluster whose membership already lists it (see ``raftsched cluster
+    add-node``) instead of bootstrapping one from the config."""
     from raftsched.config import load_config
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
 
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     config = load_config(config_path)
     if data_dir:
         config = with_data_dir(config, node_id, Path(data_dir).absolute())
     me = config.node(node_id)
-    offset_ms = _test_clock_offset_ms()
+    offset_ms = clock_offset_for_tests("node")
     # Held until the process exits: a second process on this data dir would serve stale state.
     lock = lock_data_dir(me.data_dir, f"node {node_id}")
     check_listen_address(me.grpc_listen, "gRPC")
-    node = Node(config, node_id, clock=SystemClock(offset_ms))
+    node = Node(config, node_id, clock=SystemClock(offset_ms), joining=join)
     try:
         node.start()  # raises CannotStart if the Raft port is taken
     except BaseException:
@@ -116,8 +142,9 @@ def with_data_dir(config: ClusterConfig, node_id: str, data_dir: Path) -> Cluste
     return dataclasses.replace(config, nodes=nodes)
 
 
-def _test_clock_offset_ms() -> int:
-    """Test-only: the chaos suite skews a node's clock with RAFTSCHED_TEST_CLOCK_OFFSET_MS."""
+def clock_offset_for_tests(what: str) -> int:
+    """Test-only: the chaos suite skews a node's clock (and a test an executor's) with
+    RAFTSCHED_TEST_CLOCK_OFFSET_MS. ``what`` names the process in the warning."""
     raw = os.environ.get(TEST_CLOCK_OFFSET_ENV, "")
     if not raw:
         return 0
@@ -127,7 +154,7 @@ def _test_clock_offset_ms() -> int:
         raise InvalidSpec(
             TEST_CLOCK_OFFSET_ENV, f"{raw!r} is not an integer number of milliseconds"
         ) from None
-    log.warning("TEST SETTING: this node's clock is skewed by %+d ms", offset)
+    log.warning("TEST SETTING: this %s's clock is skewed by %+d ms", what, offset)
     return offset
 
 

@@ -93,6 +93,14 @@ _GLOBAL_OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         {"metavar": "FILE", "help": "PEM client certificate (for nodes that require one)"},
     ),
     ("--tls-key", "tls_key", {"metavar": "FILE", "help": "PEM private key of --tls-cert"}),
+    (
+        "--stale",
+        "stale_reads",
+        {
+            "action": "store_true",
+            "help": "let any node answer reads (possibly behind the leader); writes still go to the leader",
+        },
+    ),
 )
 _LATE = "late_"  # the dest prefix of a global option given after the command
 
@@ -126,10 +134,16 @@ def _discard_stdout() -> None:
         os.close(devnull)
 
 
+def parse_args(args_list: Sequence[str]) -> argparse.Namespace:
+    """The command line parsed as the CLI runs it (global options before or after the command).
+    Raises SystemExit for --help, --version or a usage error, as argparse does."""
+    return _merge_late_globals(build_parser().parse_args(attach_negative_times(list(args_list))))
+
+
 def _run(args_list: list[str]) -> int:
     try:
         try:
-            args = _merge_late_globals(build_parser().parse_args(attach_negative_times(args_list)))
+            args = parse_args(args_list)
         except SystemExit as done:  # --help, --version
             return done.code if isinstance(done.code, int) else 0
         command: Callable[[argparse.Namespace], int] = args.run_command
@@ -283,6 +297,28 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(executors)
 
     policy_cli.add_commands(commands, _leaf, _json_option)
+    cluster_parser = commands.add_parser("cluster", help="membership: add or remove scheduler nodes")
+    cluster_actions = cluster_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add_node = _leaf(
+        cluster_actions,
+        "add-node",
+        cluster.cmd_add_node,
+        "add a scheduler node to the replicated membership (then start it with raftsched-node --join)",
+    )
+    add_node.add_argument("id", metavar="ID", help="the new node's id")
+    add_node.add_argument("--raft", required=True, metavar="HOST:PORT", help="its Raft address")
+    add_node.add_argument("--grpc", required=True, metavar="HOST:PORT", help="its gRPC address")
+    add_node.add_argument("--http", default="", metavar="HOST:PORT", help="its /metrics listener, if any")
+    _json_option(add_node)
+    remove_node = _leaf(
+        cluster_actions, "remove-node", cluster.cmd_remove_node, "remove a scheduler node from the membership"
+    )
+    remove_node.add_argument("id", metavar="ID", help="the node's id")
+    _json_option(remove_node)
+    members = _leaf(
+        cluster_actions, "members", cluster.cmd_members, "the replicated membership and a change in progress"
+    )
+    _json_option(members)
 
     cron_parser = commands.add_parser("cron", help="cron tools (local; no cluster needed)")
     cron_actions = cron_parser.add_subparsers(dest="action", metavar="ACTION", required=True)

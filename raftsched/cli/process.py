@@ -6,20 +6,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import errno
 import fcntl
+import json
 import logging
 import os
 import signal
 import socket
+import sys
+import threading
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from raftsched.errors import CannotStart
 
 __all__ = [
+    "CONTEXT_FIELDS",
     "LOCK_FILE",
+    "LOG_FORMATS",
     "LOG_LEVELS",
     "DataDirLock",
+    "JsonFormatter",
     "add_log_level_option",
     "check_listen_address",
     "configure_logging",
@@ -30,19 +39,81 @@ __all__ = [
 LOCK_FILE = "raftsched.lock"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+CONTEXT_FIELDS = ("execution_id", "run_id", "task", "attempt", "executor", "term", "epoch", "leader", "node")
+"""The ``extra=`` fields call sites attach; a JSON record carries each one the record has."""
+
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line.
+
+    Always present: ``ts`` (UTC, ISO 8601 with milliseconds), ``level``, ``logger``, ``message``.
+    Present when the call site passed them with ``extra=``: each of :data:`CONTEXT_FIELDS`.
+    ``exc_info`` becomes ``exception`` (the formatted traceback, newlines escaped by JSON).
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
+        out: dict[str, Any] = {
+            "ts": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = record.__dict__
+        for name in CONTEXT_FIELDS:
+            value = fields.get(name)
+            if value is not None:
+                out[name] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        elif record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
 
 
 def add_log_level_option(parser: argparse.ArgumentParser, help_text: str | None = None) -> None:
-    """``--log-level`` (one of :data:`LOG_LEVELS`, default ``info``)."""
+    """``--log-level`` (one of :data:`LOG_LEVELS`, default ``info``) and ``--log-format``
+    (``text`` or ``json``, default ``text``)."""
     parser.add_argument("--log-level", default="info", choices=list(LOG_LEVELS), help=help_text)
-
-
-def configure_logging(level: str) -> None:
-    """Log to stderr at ``level`` (a name such as ``info``; unknown names mean info)."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=list(LOG_FORMATS),
+        help="stderr log format: text (default) or json (one JSON object per line)",
     )
+
+
+def configure_logging(level: str, fmt: str = "text") -> None:
+    """Log to stderr at ``level`` (a name such as ``info``; unknown names mean info) in ``fmt``
+    (``text`` or ``json``; see :class:`JsonFormatter`)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(_TEXT_FORMAT))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
+    if fmt == "json":
+        # Whatever else Python would print on stderr goes through the formatter too, so every
+        # line stays one JSON object: warnings, and exceptions nobody caught (any thread).
+        logging.captureWarnings(True)
+        crash = logging.getLogger("raftsched.crash")
+
+        def on_thread_crash(args: threading.ExceptHookArgs) -> None:
+            if args.exc_type is SystemExit:
+                return
+            name = args.thread.name if args.thread is not None else "?"
+            crash.critical(
+                "uncaught exception in thread %s",
+                name,
+                exc_info=(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback),
+            )
+
+        def on_crash(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+            crash.critical("uncaught exception", exc_info=(kind, value, tb))
+
+        threading.excepthook = on_thread_crash
+        sys.excepthook = on_crash
 
 
 def stop_on_signals() -> asyncio.Event:

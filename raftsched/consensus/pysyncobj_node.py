@@ -59,6 +59,7 @@ from raftsched.abc import ROLES, CommitHook, Leadership, PeerStatus, ProposeCall
 from raftsched.config import RaftTuning
 from raftsched.consensus.applier import Applier
 from raftsched.errors import CannotStart
+from raftsched.logfields import leadership_fields
 
 log = logging.getLogger(__name__)
 
@@ -349,7 +350,43 @@ class _Raft(SyncObj):  # type: ignore[misc]
     ) -> None:
         self._raftsched_enqueue = enqueue
         self._raftsched_guard = guard or RaftPortGuard("raft")
+        self._raftsched_dial: Callable[[str], str] = lambda addr: addr
+        self._raftsched_hold: Callable[[], bool] = lambda: False
         super().__init__(*args, transportClass=_GuardedTransport, **kwargs)
+
+    def _SyncObj__connectedToAnyone(self) -> bool:
+        # pysyncobj campaigns only while this is true. A node that joins, is being stopped, or
+        # was removed must not campaign: without pre-vote its higher term would depose the
+        # leader (a joining node times out before the leader's first append reaches it).
+        if self._raftsched_hold():
+            return False
+        return bool(super()._SyncObj__connectedToAnyone())
+
+    def _SyncObj__parseChangeClusterRequest(self, command: Any) -> Any:
+        # A membership entry names a node by its own Raft address; this node may dial that peer
+        # elsewhere (a raft_via proxy), and pysyncobj knows the peer by the dialled address.
+        request = super()._SyncObj__parseChangeClusterRequest(command)
+        if not isinstance(request, list) or len(request) < 2:
+            return request
+        try:
+            raw = str(request[2].address) if len(request) >= 3 else str(request[1])
+            dial = self._raftsched_dial(raw)
+        except Exception:
+            log.exception("mapping a membership entry's address failed")
+            return request
+        return [request[0], dial, TCPNode(dial)]
+
+    def member_addresses(self) -> list[str]:
+        """Every voter's address as this node dials it, self included (a copy; any thread)."""
+        for _ in range(5):
+            try:
+                others = [str(n.address) for n in list(self._SyncObj__otherNodes)]
+                break
+            except RuntimeError:  # the set changed size while the tick thread applied a change
+                continue
+        else:
+            others = []
+        return sorted({*others, str(self._SyncObj__selfNode.address)})
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         # Overrides pysyncobj's name-mangled handler (SyncObj binds self.__onMessageReceived in
@@ -418,6 +455,8 @@ class PySyncObjNode:
         applied_index: Callable[[], int],
         addr_to_id: Callable[[str], str | None],
         on_store_failure: Callable[[BaseException], None] | None = None,
+        dial_address: Callable[[str], str] | None = None,
+        cluster_view: Callable[[], list[str] | None] | None = None,
         bind_addr: str | None = None,
     ) -> None:
         if not secret or len(secret) < 16:
@@ -430,6 +469,10 @@ class PySyncObjNode:
         self.node_id = node_id
         self.self_addr = self_addr
         self._peers = tuple(peers)
+        self._cluster_view = cluster_view or (lambda: None)
+        self._holding = False  # campaigns held (see hold_elections)
+        self._transfer_asked = False  # step_down wants a TimeoutNow sent (on the tick thread)
+        self._hold_until_leader = False  # held until a leader has been heard from (joining)
         self._on_leadership = on_leadership
         self._write_snapshot = write_snapshot
         self._load_snapshot = load_snapshot
@@ -467,7 +510,7 @@ class PySyncObjNode:
             serializeChecker=self._snapshot_state,
             password=secret,
             commandsWaitLeader=False,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,
             onStateChanged=self._state_changed,
             # A Raft port in use fails the start (waitBinded below) after three attempts half a
             # second apart, instead of pysyncobj retrying every second forever while the rest of
@@ -480,6 +523,9 @@ class PySyncObjNode:
         self._applier = Applier(apply_fn, on_tick, on_fatal=self._store_failed)
         self._applier.start()
         self._raft = _Raft(self._applier.enqueue, self_addr, peers, conf, guard=self.port_guard)
+        if dial_address is not None:
+            self._raft._raftsched_dial = dial_address
+        self._raft._raftsched_hold = self._campaigns_held
         try:
             self._raft.waitBinded()
         except SyncObjException:
@@ -536,10 +582,81 @@ class PySyncObjNode:
 
     def status(self) -> RaftStatus:
         """pysyncobj's ``getStatus()`` decoded; its raw keys never leave this module."""
-        return decode_status(self._raft.getStatus(), self._peers, self.port_guard.refusal_for)
+        peers = [a for a in self._raft.member_addresses() if a != self.self_addr]
+        return decode_status(self._raft.getStatus(), peers, self.port_guard.refusal_for)
 
     def commit_index(self) -> int:
         return int(self._raft.raftCommitIndex)
+
+    # -- membership and leadership hand-over ---------------------------------------------------
+
+    def member_addresses(self) -> list[str]:
+        """The Raft layer's voters, as this node dials them, self included."""
+        return self._raft.member_addresses()
+
+    def change_membership(
+        self, kind: str, raft_addr: str, callback: Callable[[ProposeError | None], None]
+    ) -> None:
+        """Append pysyncobj's own membership entry adding or removing the node whose Raft
+        identity is ``raft_addr``; ``callback(None)`` once committed, else with the error.
+
+        Leader only. pysyncobj applies the change when the entry is *appended* (single-server
+        change) and refuses (``unavailable: raft: request_denied``) while a previous change or the
+        leader's first entry of its term is uncommitted, or when the change changes nothing.
+        """
+
+        def done(_result: object, err: int) -> None:
+            if err == FAIL_REASON.SUCCESS:
+                callback(None)
+            else:
+                code = _FAIL_CODES.get(err, "unavailable")
+                callback(ProposeError(code, f"raft: {FAIL_REASON_NAMES.get(err, err)}"))
+
+        try:
+            if kind == "add":
+                self._raft.addNodeToCluster(raft_addr, callback=done)
+            else:
+                self._raft.removeNodeFromCluster(raft_addr, callback=done)
+        except Exception as exc:
+            callback(ProposeError("unavailable", f"raft: {exc}"))
+
+    def hold_elections(self, held: bool = True, until_leader: bool = False) -> None:
+        """Stop (or resume) campaigning. ``until_leader``: hold only until a leader is heard
+        from (a node joining an existing cluster)."""
+        self._holding = held and not until_leader
+        self._hold_until_leader = held and until_leader
+
+    def _campaigns_held(self) -> bool:
+        if self._hold_until_leader and self._raft._getLeader() is not None:
+            self._hold_until_leader = False
+        return self._holding or self._hold_until_leader
+
+    def step_down(self, timeout_s: float) -> str | None:
+        """Hand leadership to the most caught-up connected follower (Raft TimeoutNow) and stop
+        campaigning. Returns the new leader's address, or None if this node did not lead or no
+        follower took over within ``timeout_s`` (then the followers' election timeout elects one,
+        because this node no longer campaigns; its leadership lapses after
+        ``leader_fallback_timeout`` at the latest).
+
+        Blocks the calling thread (polls); never call it on the tick thread."""
+        was_leader = self._raft.leads()
+        self.hold_elections(True)
+        if not was_leader:
+            return None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not any(p.connected for p in self.status().peers):
+                return None  # nobody to hand over to (a one-node cluster, or the peers are down)
+            if self._raft.leads():
+                # Sent by the tick thread (pysyncobj's transport is not thread-safe); denied
+                # while no follower has everything, so asked again until one has caught up.
+                self._transfer_asked = True
+            else:
+                leader = self._raft.leader_address()
+                if leader is not None and leader != self.self_addr:
+                    return leader
+            time.sleep(0.01)
+        return None
 
     def destroy(self) -> None:
         if self._failed is not None:
@@ -585,6 +702,10 @@ class PySyncObjNode:
     # -- callbacks on the tick thread ----------------------------------------------------------
 
     def _tick(self) -> None:
+        if self._transfer_asked:
+            self._transfer_asked = False
+            if self._raft.leads():
+                self._raft.transferLeadership(callback=lambda _r, _e: None)
         now = time.monotonic()
         gap, self._last_tick = now - self._last_tick, now
         # A tick thread that stalls longer than the election timeout costs the cluster a leader.
@@ -602,6 +723,7 @@ class PySyncObjNode:
             _RAFT_STATES.get(old, old),
             _RAFT_STATES.get(new, new),
             term,
+            extra=leadership_fields(term, node=self.node_id),
         )
         try:
             self._on_leadership(
@@ -730,6 +852,14 @@ class PySyncObjNode:
                 last[1],
                 (time.monotonic() - started) * 1000,
             )
+        # pysyncobj adopts the returned cluster (dynamic membership). The header holds the
+        # membership as the *writer* dialled it (its raft_via proxies), so the replicated
+        # membership just installed, as this node dials it, replaces it; before the membership
+        # is recorded, the Raft layer's current view stays.
+        view = self._cluster_view()
+        if view is None:
+            view = self._raft.member_addresses() if hasattr(self, "_raft") else sorted(header["cluster"])
+        cluster = {TCPNode(a) for a in {*view, self.self_addr}}
         return last, prev, cluster
 
 

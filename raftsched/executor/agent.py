@@ -10,8 +10,14 @@
 * an ``execution_id`` already running or done is never run again (the execution log, which
   survives restarts); a done one has its stored result reported again;
 * results are reported until the cluster acknowledges them (committed), across leader changes;
-* heartbeats renew the leases of running attempts; losing the leader (stream error) makes the
-  agent find the new one and register again — dispatching resumes as soon as it has.
+* heartbeats renew the leases of running attempts and say which have started (one is sent at
+  once when an attempt starts), so the leader can tell an attempt it may re-place without
+  consuming a retry from one that ran; losing the leader (stream error) makes the agent find
+  the new one and register again — dispatching resumes as soon as it has;
+* an attempt received on a dispatch stream that broke before it started waits: it starts only
+  if the leader sends it again on the new stream (it does for every attempt still assigned
+  here), else it ends unstarted ("not started") after two leases, a result the cluster refuses
+  as stale because the attempt was re-placed.
 
 Its IO goes through two seams: an :class:`raftsched.abc.ExecutorTransport` (gRPC by default) and
 an :class:`raftsched.abc.ExecutionLog` (LMDB in ``data_dir`` by default). With the in-memory
@@ -39,6 +45,7 @@ from raftsched.executor.runners import (
     CommandRunner,
     SubprocessRunner,
 )
+from raftsched.logfields import attempt_fields, leadership_fields
 from raftsched.model import validate_name
 from raftsched.observability.executor_http import ExecutorObservability
 from raftsched.observability.executor_metrics import ExecutorSample
@@ -53,6 +60,8 @@ H = TypeVar("H", bound=Callable[..., Any])
 
 
 _TLS_WARN_INTERVAL_S = 10.0
+_EARLY_HEARTBEAT_GAP_S = 0.05  # at most ~20 heartbeats a second, however many attempts start
+_RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether it was re-sent
 
 
 class LeaderLost(Exception):
@@ -135,7 +144,14 @@ class Executor:
         self.refused_stale = 0
         self.delayed_early = 0  # dispatches that arrived before their nominal time by our clock
         self._heartbeat_s = 2.0
+        self._lease_s = 10.0
         self._rpc_timeout_s = 3.0
+        self._hb_wake: asyncio.Event | None = None  # set when an attempt starts: heartbeat now
+        self._started_ids: set[str] = set()  # running attempts that have started
+        # Dispatch streams opened so far, and the one each running attempt was last sent on: an
+        # attempt starts only while the stream it came on (or re-came on) is the open one.
+        self._stream_gen = 0
+        self._item_gen: dict[str, int] = {}
         self._registered = False  # the current leader accepted our registration
         self._connected = False  # a dispatch stream is open
         # execution id -> ms late at start, from its start until the cluster acknowledges its
@@ -174,9 +190,13 @@ class Executor:
             self._log = DedupeLog(self._store)
         for result in self._log.recover():
             log.warning(
-                "%s: %s was interrupted by a restart; reporting it failed", self.name, result.execution_id
+                "%s: %s was interrupted by a restart; reporting it failed",
+                self.name,
+                result.execution_id,
+                extra=attempt_fields(result.execution_id, executor=self.name),
             )
         self._report_wake = asyncio.Event()
+        self._hb_wake = asyncio.Event()
         stop = stop or asyncio.Event()
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
         try:
@@ -236,6 +256,7 @@ class Executor:
                 raise
             self._max_epoch = max(self._max_epoch, reply.epoch)
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
+            self._lease_s = max(0.1, reply.lease_ms / 1000)
             # A leader that does not answer within a third of the lease is treated as gone: we
             # must find its successor and heartbeat there before the successor's lease on our
             # attempts runs out (a fixed 5 s timeout outlived a 2 s lease: healthy executors were
@@ -244,13 +265,19 @@ class Executor:
             self._registered_once = True
             self._registered = True
             log.info(
-                "%s: registered with %s (epoch %d, %d slots)", self.name, target, reply.epoch, self.slots
+                "%s: registered with %s (epoch %d, %d slots)",
+                self.name,
+                target,
+                reply.epoch,
+                self.slots,
+                extra=leadership_fields(reply.epoch, executor=self.name, leader=target),
             )
             return target
         raise LeaderLost(f"no leader found among {self.targets}")
 
     async def _serve(self, target: str, stop: asyncio.Event) -> None:
         stream = self.transport.dispatch(target, pb.DispatchRequest(name=self.name))
+        self._stream_gen += 1
         self._connected = True
         tasks = [
             asyncio.ensure_future(self._consume(stream)),
@@ -294,16 +321,24 @@ class Executor:
                 item.execution_id,
                 item.epoch,
                 self._max_epoch,
+                extra=_item_fields(item, self.name),
             )
             return
         self._max_epoch = item.epoch
         if item.cancel:  # its workflow run was killed: stop it if it runs here (else nothing to do)
             task = self._running.get(item.execution_id)
             if task is not None:
+                log.info(
+                    "%s: cancelling %s: its workflow run was killed",
+                    self.name,
+                    item.execution_id,
+                    extra=_item_fields(item, self.name),
+                )
                 self._cancelled.add(item.execution_id)
                 task.cancel()
             return
         if item.execution_id in self._running:
+            self._item_gen[item.execution_id] = self._stream_gen  # sent again: still ours
             if self.observability is not None:
                 self.observability.on_duplicate()
             return  # already running here: never twice
@@ -314,14 +349,34 @@ class Executor:
             if seen.status is BeginStatus.DONE:
                 self._report_wake.set()  # its stored result is pending or re-reported
             return
+        self._item_gen[item.execution_id] = self._stream_gen
         task = self._running[item.execution_id] = asyncio.ensure_future(self._execute(item))
         task.add_done_callback(functools.partial(self._forget, item.execution_id))
+
+    def _leave(self, execution_id: str) -> None:
+        """``execution_id`` no longer runs here (finished, or never to start)."""
+        self._running.pop(execution_id, None)
+        self._started_ids.discard(execution_id)
+        self._item_gen.pop(execution_id, None)
+
+    async def _still_ours(self, execution_id: str) -> bool:
+        """Whether the attempt may start now: it came (or came again) on the open stream. After
+        a break it waits for the leader to send it again; False after two leases without."""
+        polls = int(2 * self._lease_s / _RESEND_POLL_S) + 1
+        while not (self._connected and self._item_gen.get(execution_id) == self._stream_gen):
+            polls -= 1
+            if polls <= 0:
+                return False
+            await asyncio.sleep(_RESEND_POLL_S)
+        return True
 
     def _forget(self, execution_id: str, task: asyncio.Task[None]) -> None:
         # Normally _execute removes itself; this covers a task cancelled before it started.
         if self._running.get(execution_id) is task:
             del self._running[execution_id]
             self._cancelled.discard(execution_id)
+            self._started_ids.discard(execution_id)
+            self._item_gen.pop(execution_id, None)
 
     # The execution log is written in batches: every attempt accepted (or finished) in one pass
     # of the event loop shares one LMDB transaction. One transaction per begin and per finish
@@ -407,8 +462,13 @@ class Executor:
             if outcome.status is BeginStatus.RUNNING:
                 outcome = BeginOutcome(BeginStatus.NEW)
         except Exception:
-            log.exception("%s: cannot record %s in the execution log", self.name, execution_id)
-            self._running.pop(execution_id, None)
+            log.exception(
+                "%s: cannot record %s in the execution log",
+                self.name,
+                execution_id,
+                extra=_item_fields(item, self.name),
+            )
+            self._leave(execution_id)
             return
         if outcome.status is not BeginStatus.NEW:
             # RUNNING: only after a restart, until recover(); DONE: its stored result is pending
@@ -416,7 +476,7 @@ class Executor:
             if self.observability is not None:
                 self.observability.on_duplicate()
             self._cancelled.discard(execution_id)
-            self._running.pop(execution_id, None)
+            self._leave(execution_id)
             if outcome.status is BeginStatus.DONE:
                 self._report_wake.set()
             return
@@ -424,6 +484,7 @@ class Executor:
             result = _failed(execution_id, "cancelled: its workflow run was killed")
         else:
             result = await self._attempt(item)
+        self._log_outcome(item, result)
         finished = self._finish_soon(result)
         try:
             await finished
@@ -432,7 +493,7 @@ class Executor:
                 raise  # the agent is stopping
             # A cancel that came too late to stop it: the batch still records the result.
         self._cancelled.discard(execution_id)
-        self._running.pop(execution_id, None)
+        self._leave(execution_id)
         self._report_wake.set()
 
     async def _attempt(self, item: pb.WorkItem) -> AttemptResult:
@@ -443,9 +504,27 @@ class Executor:
             if early_ms > 0:
                 self.delayed_early += 1
                 await asyncio.sleep(early_ms / 1000)
+            if not await self._still_ours(item.execution_id):
+                log.info("%s: %s not started: the leader did not send it again", self.name, item.execution_id)
+                return _failed(
+                    item.execution_id,
+                    "not started: its dispatch stream broke and the leader did not send it again",
+                )
             self.started += 1
+            self._started_ids.add(item.execution_id)
+            if self._hb_wake is not None:
+                self._hb_wake.set()  # tell the leader now: a loss from here on is a try
             late = max(0, self.clock.now_ms() - item.nominal_ms)
             self._start_late[item.execution_id] = late
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s: starting %s (attempt %d, %d ms after its nominal time)",
+                    self.name,
+                    item.execution_id,
+                    item.attempt,
+                    late,
+                    extra=_item_fields(item, self.name),
+                )
             ctx = AttemptContext.with_params_json(
                 item.params_json,
                 execution_id=item.execution_id,
@@ -471,8 +550,35 @@ class Executor:
             self._cancelled.discard(item.execution_id)
             return _failed(item.execution_id, "cancelled: its workflow run was killed")
         except Exception as exc:  # a runner bug must not kill the agent or leave the attempt running
-            log.exception("%s: attempt %s crashed the runner", self.name, item.execution_id)
+            log.exception(
+                "%s: attempt %s crashed the runner",
+                self.name,
+                item.execution_id,
+                extra=_item_fields(item, self.name),
+            )
             return _failed(item.execution_id, f"runner error: {type(exc).__name__}: {exc}")
+
+    def _log_outcome(self, item: pb.WorkItem, result: AttemptResult) -> None:
+        """A failure at info, a success at debug: at a thousand attempts a second, a record per
+        success would be most of the executor's own work when nobody reads them."""
+        if result.success:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s: %s succeeded in %d ms",
+                    self.name,
+                    item.execution_id,
+                    result.duration_ms,
+                    extra=_item_fields(item, self.name),
+                )
+        elif log.isEnabledFor(logging.INFO):
+            log.info(
+                "%s: %s failed in %d ms: %s",
+                self.name,
+                item.execution_id,
+                result.duration_ms,
+                result.error,
+                extra=_item_fields(item, self.name),
+            )
 
     async def _flush_loop(self) -> None:
         assert self._log is not None
@@ -485,11 +591,16 @@ class Executor:
         while True:
             # Finished attempts whose report is not acknowledged yet keep their leases too, or a
             # slow report would turn a success into a lost attempt and a retry.
-            held = [*self._running, *(r.execution_id for r in self._log.pending_reports())]
+            done = [r.execution_id for r in self._log.pending_reports()]
+            held = [*self._running, *done]
             reply = await self.transport.heartbeat(
                 target,
                 pb.HeartbeatRequest(
-                    name=self.name, running=held, free_slots=max(0, self.slots - len(self._running))
+                    name=self.name,
+                    running=held,
+                    free_slots=max(0, self.slots - len(self._running)),
+                    started=[*self._started_ids, *done],
+                    reports_started=True,
                 ),
                 timeout_s=self._rpc_timeout_s,
             )
@@ -497,7 +608,14 @@ class Executor:
                 raise LeaderLost("the leader does not know this executor")
             if reply.epoch > self._max_epoch:
                 self._max_epoch = reply.epoch
-            await asyncio.sleep(self._heartbeat_s)
+            # Every heartbeat_s, or soon after an attempt starts (starts in a burst share one).
+            gap = min(_EARLY_HEARTBEAT_GAP_S, self._heartbeat_s / 4)
+            await asyncio.sleep(gap)
+            wake = self._hb_wake
+            assert wake is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self._heartbeat_s - gap)
+            wake.clear()
 
     async def _reports(self, target: str) -> None:
         assert self._log is not None and self._report_wake is not None
@@ -521,6 +639,10 @@ class Executor:
             self._report_wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._report_wake.wait(), 1.0)
+
+
+def _item_fields(item: pb.WorkItem, executor: str) -> dict[str, object]:
+    return attempt_fields(item.execution_id, item.run_id, item.task, attempt=item.attempt, executor=executor)
 
 
 def _to_pb(r: AttemptResult, start_lateness_ms: int | None) -> pb.ExecResult:

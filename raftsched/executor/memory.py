@@ -38,6 +38,8 @@ class MemoryStream:
         self.name = name
         self._queue: asyncio.Queue[list[pb.WorkItem] | TransportError | None] = asyncio.Queue()
         self._open = True
+        # Called when the executor hangs up (what the server sees as the stream closing).
+        self.on_cancel: Callable[[], None] | None = None
 
     @property
     def open(self) -> bool:
@@ -61,7 +63,10 @@ class MemoryStream:
             self._queue.put_nowait(error)
 
     def cancel(self) -> None:
+        was_open = self._open
         self.close()
+        if was_open and self.on_cancel is not None:
+            self.on_cancel()
 
     async def __aiter__(self) -> AsyncIterator[Sequence[pb.WorkItem]]:
         while True:

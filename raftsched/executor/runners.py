@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import os
 import signal
 import time
@@ -32,7 +33,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
 from raftsched.errors import InvalidSpec
+from raftsched.logfields import attempt_fields
 from raftsched.model import MAX_LABEL, MAX_SHARDS, MAX_TIME_MS, MAX_TIMEOUT_MS
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TAIL_BYTES = 8 * 1024
 DEFAULT_GRACE_S = 5.0
@@ -400,8 +404,15 @@ class SubprocessRunner:
         out, err = _Tail(self.tail_bytes), _Tail(self.tail_bytes)
         readers = [asyncio.create_task(_drain(out_r, out)), asyncio.create_task(_drain(err_r, err))]
         pgid = proc.pid  # a session leader's process group id is its pid
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "attempt %s: started pid %d",
+                ctx.execution_id,
+                proc.pid,
+                extra=attempt_fields(ctx.execution_id, ctx.run_id, ctx.task, attempt=ctx.attempt),
+            )
         try:
-            code, timeout_note = await self._wait(proc, pgid, ctx.timeout_ms)
+            code, timeout_note = await self._wait(proc, pgid, ctx)
             await self._finish_reading(readers)
         except BaseException:
             # Cancelled (or something unforeseen): leave no process behind.
@@ -431,14 +442,26 @@ class SubprocessRunner:
             timed_out=bool(timeout_note),
         )
 
-    async def _wait(self, proc: asyncio.subprocess.Process, pgid: int, timeout_ms: int) -> tuple[int, str]:
+    async def _wait(
+        self, proc: asyncio.subprocess.Process, pgid: int, ctx: AttemptContext
+    ) -> tuple[int, str]:
         """Wait for the process; on timeout TERM → grace → KILL the group. Exit status and timeout note."""
+        timeout_ms = ctx.timeout_ms
         if timeout_ms <= 0:
             return await proc.wait(), ""
         try:
             return await asyncio.wait_for(proc.wait(), timeout_ms / 1000), ""
         except TimeoutError:
             pass
+        fields = attempt_fields(ctx.execution_id, ctx.run_id, ctx.task, attempt=ctx.attempt)
+        log.info(
+            "attempt %s timed out after %d ms: SIGTERM to process group %d (%g s grace)",
+            ctx.execution_id,
+            timeout_ms,
+            pgid,
+            self.grace_s,
+            extra=fields,
+        )
         _killpg(pgid, signal.SIGTERM)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.grace_s
@@ -449,6 +472,12 @@ class SubprocessRunner:
             await asyncio.sleep(_GROUP_POLL_S)
         killed = _group_alive(pgid)
         if killed:
+            log.warning(
+                "attempt %s: process group %d outlived the grace: SIGKILL",
+                ctx.execution_id,
+                pgid,
+                extra=fields,
+            )
             _killpg(pgid, signal.SIGKILL)
         code = await proc.wait()
         ending = f"SIGKILL after {self.grace_s:g} s grace" if killed else "the group ended within the grace"
@@ -542,6 +571,15 @@ class CallableRunner:
             value = await asyncio.wait_for(_invoke(fn, ctx), timeout)
         except TimeoutError:
             what = "cancelled" if _is_async(fn) else "its thread cannot be stopped and runs on"
+            log.log(
+                logging.INFO if _is_async(fn) else logging.WARNING,
+                "attempt %s timed out after %d ms: handler %r %s",
+                ctx.execution_id,
+                ctx.timeout_ms,
+                handler,
+                what,
+                extra=attempt_fields(ctx.execution_id, ctx.run_id, ctx.task, attempt=ctx.attempt),
+            )
             return AttemptResult(
                 ctx.execution_id,
                 False,

@@ -17,8 +17,11 @@
 ``q/<workflow>\\x00<logical:016x>[~m|~b<seq>]`` WorkflowRun (active and retained finished ones)
 ``b/<workflow>~b<seq>``                     BackfillRecord
 ``k/<token id>``                            TokenRecord (hashed secret, grant, revocation)
+``ws/<workflow>``                           WorkflowStage (a big workflow's tasks being staged)
+``wc/<workflow>\\x00<chunk:08x>``           WorkflowSpec holding one staged chunk of tasks
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
 ``o/<kind>/<name>``                         QuotaRecord (an owner's or a namespace's quota)
+``c/members``                               MembershipRecord (the scheduler nodes)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -45,6 +48,10 @@ BACKFILL = b"b/"
 TOKEN = b"k/"
 AUDIT = b"u/"
 QUOTA = b"o/"
+STAGE = b"ws/"
+STAGE_CHUNK = b"wc/"
+MEMBERSHIP = b"c/"
+MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -110,6 +117,14 @@ def workflow_key(name: str) -> bytes:
 
 def workflow_version_key(name: str, version: int) -> bytes:
     return WORKFLOW_VERSION + name.encode() + b"\x00" + f"{version:08x}".encode()
+
+
+def stage_key(workflow: str) -> bytes:
+    return STAGE + workflow.encode()
+
+
+def stage_chunk_key(workflow: str, chunk: int) -> bytes:
+    return STAGE_CHUNK + workflow.encode() + b"\x00" + f"{chunk:08x}".encode()
 
 
 def workflow_run_key(run_id: str) -> bytes:

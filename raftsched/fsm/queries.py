@@ -10,6 +10,7 @@ the answer needs committed data (a read transaction is not free, and most answer
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 
@@ -30,12 +31,29 @@ def task_record(tasks: Mapping[str, TaskState], name: str) -> pb.TaskRecord | No
     return st.record() if st else None
 
 
-def task_records(tasks: Mapping[str, TaskState], prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
-    """Records of the user tasks whose names start with ``prefix``, by name; at most ``limit`` (0: all)."""
-    names = sorted(n for n in tasks if n.startswith(prefix) and not is_internal(n))
-    if limit:
-        names = names[:limit]
-    return [tasks[n].record() for n in names]
+def first_task_names(names: Iterable[str], prefix: str = "", limit: int = 0) -> list[str]:
+    """The user task names among ``names`` that start with ``prefix``, in order; at most ``limit``
+    (0: all). A page needs only the first few: a bounded heap rather than a sort of every name."""
+    matching = (n for n in names if n.startswith(prefix) and not is_internal(n))
+    return heapq.nsmallest(limit, matching) if limit else sorted(matching)
+
+
+def task_records(tasks: Mapping[str, TaskState], names: Iterable[str]) -> list[pb.TaskRecord]:
+    """Records of the tasks ``names`` that still exist, in that order."""
+    return [tasks[n].record() for n in names if n in tasks]
+
+
+def task_page(names: Iterable[str], prefix: str, after: str, size: int) -> tuple[list[str], bool]:
+    """The user task names of one page: those starting with ``prefix`` and sorting after
+    ``after`` (empty: from the first), by name, at most ``size``; and whether more follow."""
+    page = sorted(n for n in names if n.startswith(prefix) and n > after and not is_internal(n))
+    return page[:size], len(page) > size
+
+
+def record_bytes_of(tasks: Mapping[str, TaskState], names: Iterable[str]) -> list[bytes]:
+    """The stored record bytes of those ``names`` still present (cheap: the caller holds a lock
+    only for this and parses the bytes outside it)."""
+    return [st.record_bytes() for st in (tasks.get(n) for n in names) if st is not None]
 
 
 def armed_tasks(tasks: Mapping[str, TaskState]) -> list[tuple[str, int]]:
@@ -104,22 +122,41 @@ def pending_attempts(active: Mapping[str, bytes], book: WorkflowBook) -> list[At
     return out
 
 
+RunCursor = tuple[int, str]
+"""Where a page of runs ended: ``(nominal_ms, run_id)`` of its last run; the next page holds the
+runs that sort strictly before it (newest first)."""
+
+
 def list_runs(
-    reader: StoreReader, tasks: Iterable[str], since_ms: int, until_ms: int, state: int, limit: int
+    reader: StoreReader,
+    tasks: Iterable[str],
+    since_ms: int,
+    until_ms: int,
+    state: int,
+    limit: int,
+    before: RunCursor | None = None,
 ) -> list[pb.Run]:
     """Stored runs of ``tasks`` with a nominal time in ``[since_ms, until_ms]`` (``until_ms`` 0:
-    no end), in state ``state`` (0: any), newest first; at most ``limit``."""
+    no end), in state ``state`` (0: any), newest first, sorting before ``before`` if given; at
+    most ``limit``. Each task contributes at most ``limit`` runs, so the scan is bounded by
+    ``limit`` per task whatever the history holds."""
     runs: list[pb.Run] = []
+    if before is not None:
+        until_ms = min(until_ms, before[0]) if until_ms else before[0]
     for task in tasks:
         lo = keys.time_key(keys.RUN, task, max(since_ms, 0))
         hi = keys.time_key(keys.RUN, task, until_ms + 1) if until_ms else keys.per_task_end(keys.RUN, task)
+        taken = 0
         for _, value in reader.scan(lo, hi, reverse=True):
             run = pb.Run()
             run.ParseFromString(value)
             if state and run.state != state:
                 continue
+            if before is not None and (run.nominal_ms, run.run_id) >= before:
+                continue
             runs.append(run)
-            if len(runs) >= limit * 4:
+            taken += 1
+            if taken >= limit:
                 break
     runs.sort(key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
     return runs[:limit]
@@ -136,13 +173,29 @@ def stored_run(reader: StoreReader, run_id: str) -> pb.Run | None:
 
 
 def fire_records(
-    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int
+    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int, newest: bool = False
 ) -> list[pb.FireRecord]:
     """Fire records of ``task`` that cover any nominal time in ``[since_ms, until_ms]``, in time order.
 
     A range record starting before ``since_ms`` but reaching into the window is included.
+    ``newest``: the last ``limit`` of them rather than the first (read backwards from the end).
     """
     out: list[pb.FireRecord] = []
+    if newest:
+        start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
+        hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
+        for _, value in reader.scan(start, hi, reverse=True, limit=limit):
+            rec = pb.FireRecord()
+            rec.ParseFromString(value)
+            out.append(rec)
+        if len(out) < limit and since_ms > 0:  # a range record from before the window reaching into it
+            lo = keys.per_task_prefix(keys.FIRE, task)
+            for _, value in reader.scan(lo, start, reverse=True, limit=1):
+                rec = pb.FireRecord()
+                rec.ParseFromString(value)
+                if rec.through_ms >= since_ms:
+                    out.append(rec)
+        return out[::-1]
     lo = keys.per_task_prefix(keys.FIRE, task)
     start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
     hi = keys.time_key(keys.FIRE, task, until_ms + 1) if until_ms else keys.per_task_end(keys.FIRE, task)
@@ -156,6 +209,16 @@ def fire_records(
         rec.ParseFromString(value)
         out.append(rec)
     return out[:limit]
+
+
+def recent_fires(reader: StoreReader, task: str, count: int) -> list[tuple[pb.FireRecord, int]]:
+    """The newest ``count`` fire records of ``task``, oldest first, each with the state of its
+    run if it has one still stored (else ``RUN_STATE_UNSPECIFIED``)."""
+    out: list[tuple[pb.FireRecord, int]] = []
+    for fire in fire_records(reader, task, 0, 0, count, newest=True):
+        run = stored_run(reader, fire.run_id) if fire.run_id else None
+        out.append((fire, run.state if run is not None else pb.RUN_STATE_UNSPECIFIED))
+    return out
 
 
 def fires_around(reader: StoreReader, task: str, at_ms: int) -> tuple[list[pb.FireRecord], pb.Run | None]:

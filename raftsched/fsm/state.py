@@ -43,6 +43,7 @@ from raftsched.fsm.effects import (
     TaskArmed,
     rejected,
 )
+from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.policy import LockView, PolicyBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
@@ -57,6 +58,11 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
 MAX_EXECUTOR_SLOTS = 10_000
+# Re-placements of a shard's attempts that its executors never started, granted without
+# consuming a retry. Past this they count as tries: "unstarted" is the leader's belief from the
+# last heartbeat, and an executor that dies while starting the same attempt every time must not
+# have it re-placed forever.
+MAX_FREE_REPLACEMENTS = 3
 # Fire outcomes that raise an alert (a disabled task's skipped fires are what its owner asked for).
 _ALERTED_FIRES = frozenset({pb.COALESCED, pb.SKIPPED_OVERLAP, pb.SKIPPED_MISFIRE})
 VERSIONS_KEPT = 20
@@ -98,6 +104,7 @@ class SchedulerState:
         self.wf = wf_mod.WorkflowBook(self)
         self.access = TokenBook(store)
         self.policy = PolicyBook(store)
+        self.membership = MembershipBook(store)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -114,6 +121,7 @@ class SchedulerState:
         self.executors.clear()
         self.access.load()
         self.policy.load()
+        self.membership.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
             executor.ParseFromString(value)
@@ -734,11 +742,17 @@ class SchedulerState:
         shard.exit_code = res.exit_code
         shard.stdout_tail = res.stdout_tail
         shard.stderr_tail = res.stderr_tail
-        if res.lost:
+        free = res.lost and res.unstarted and shard.unstarted < MAX_FREE_REPLACEMENTS
+        if free:
+            # Its executor died before starting it: not a try. The next attempt number fences
+            # the dead executor's late start or result; the retry budget is left as it was.
+            shard.unstarted += 1
+            shard.retry_base += 1
+        elif res.lost:
             shard.lost += 1
         else:
             _note_outcome(run, shard, res, now)
-        if (res.lost or res.timed_out) and not res.success:
+        if not free and (res.lost or res.timed_out) and not res.success:
             self._attempt_alert(run, shard, res, st, now)
         retry = not res.success and shard.attempt - shard.retry_base <= max_retries
         if self.tally is not None:
@@ -961,6 +975,7 @@ class SchedulerState:
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
         effects: list[Effect] = [ExecutorChanged(body.name, False)]
         why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"
+        unstarted = set(body.unstarted)
         for run_id in sorted(self.active):
             run = self.active_run(run_id)
             assert run is not None
@@ -974,6 +989,7 @@ class SchedulerState:
                         error=why,
                         lost=True,
                         retry_at_ms=body.retry_at_ms,
+                        unstarted=execution_id(run_id, shard.shard, shard.attempt) in unstarted,
                     )
                     self._settle_shard(run, shard, lost, now, cmd.epoch, effects)
                     if run_id not in self.active:
@@ -1103,6 +1119,9 @@ class SchedulerState:
     def _apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.apply_workflow(cmd, now)
 
+    def _stage_workflow_tasks(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.wf.stage_tasks(cmd, now)
+
     def _start_workflow_run(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.start_run_cmd(cmd, now)
 
@@ -1117,6 +1136,15 @@ class SchedulerState:
 
     def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.delete(cmd, now)
+
+    def _seed_membership(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.seed(cmd.seed_membership), ()
+
+    def _begin_member_change(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.begin(cmd.begin_member_change, now), ()
+
+    def _end_member_change(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return self.membership.end(cmd.end_member_change), ()
 
     def _prune_runs(self, st: TaskState, now: int) -> None:
         name = st.spec.name
@@ -1148,8 +1176,34 @@ class SchedulerState:
             return queries.task_record(self.tasks, name)
 
     def list_tasks(self, prefix: str = "", limit: int = 0) -> list[pb.TaskRecord]:
+        # Choose the names off the lock (the applier takes it for every entry): copying the keys
+        # is one C call; filtering and ordering a million of them is not.
         with self.lock:
-            return queries.task_records(self.tasks, prefix, limit)
+            names = list(self.tasks)
+        chosen = queries.first_task_names(names, prefix, limit)
+        with self.lock:
+            return queries.task_records(self.tasks, chosen)
+
+    def list_tasks_page(
+        self, prefix: str = "", after: str = "", size: int = 500
+    ) -> tuple[list[pb.TaskRecord], bool]:
+        """One page of :meth:`list_tasks` (names after ``after``) and whether more follow.
+
+        The lock is held only to copy the names and then the page's record bytes, never while
+        sorting or parsing, so concurrent readers do not hold up apply.
+        """
+        with self.lock:
+            names = list(self.tasks)
+        page, more = queries.task_page(names, prefix, after, size)
+        with self.lock:
+            raw = queries.record_bytes_of(self.tasks, page)
+        return [pb.TaskRecord.FromString(b) for b in raw], more
+
+    def user_task_names(self) -> list[str]:
+        """The user task names, by name (the lock is held only to copy the names)."""
+        with self.lock:
+            names = list(self.tasks)
+        return queries.task_page(names, "", "", len(names))[0]
 
     def armed_tasks(self) -> list[tuple[str, int]]:
         """``(name, next_fire_ms)`` of every enabled task with a next fire (the leader rebuilds its
@@ -1246,6 +1300,7 @@ class SchedulerState:
         "fire_batch": _fire_batch,
         "report_results": _report_results,
         "apply_workflow": _apply_workflow,
+        "stage_workflow_tasks": _stage_workflow_tasks,
         "start_workflow_run": _start_workflow_run,
         "workflow_run_op": _workflow_run_op,
         "start_backfill": _start_backfill,
@@ -1258,6 +1313,9 @@ class SchedulerState:
         "delete_workflow": _delete_workflow,
         "set_quota": _set_quota,
         "delete_quota": _delete_quota,
+        "seed_membership": _seed_membership,
+        "begin_member_change": _begin_member_change,
+        "end_member_change": _end_member_change,
     }
 
 

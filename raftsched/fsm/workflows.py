@@ -29,12 +29,18 @@ from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled, TaskArmed
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
-from raftsched.model import TaskSpec, validate_params
+from raftsched.model import TaskSpec, validate_name, validate_params
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
 from raftsched.workflow.template import TemplateContext, render, render_params_json
-from raftsched.workflow.validate import validate_workflow
+from raftsched.workflow.validate import (
+    MAX_WORKFLOW_TASKS,
+    chunk_problems,
+    graph_problems,
+    raise_problems,
+    validate_workflow,
+)
 
 SEP = "#"
 DEFAULT_BACKFILL_SHARE = 30
@@ -161,12 +167,12 @@ class WorkflowState:
         "version",
     )
 
-    def __init__(self, spec: pb.WorkflowSpec, version: int) -> None:
+    def __init__(self, spec: pb.WorkflowSpec, version: int, dag: Dag | None = None) -> None:
         self.spec = spec
         # WorkflowRecord{spec} serialised once: a big DAG's spec is not re-encoded on every save.
         self.spec_bytes = pb.WorkflowRecord(spec=spec).SerializeToString(deterministic=True)
         self.version = version
-        self.dag = compile_dag(spec)
+        self.dag = dag if dag is not None else compile_dag(spec)
         self.created_ms = 0
         self.updated_ms = 0
         self.runs_total = 0
@@ -297,20 +303,121 @@ class WorkflowBook:
 
     # -- commands ----------------------------------------------------------------------------------
 
+    # -- staged workflows: a big workflow's tasks arrive in chunks, each applied on its own --------
+
+    def stage_tasks(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Check and keep one chunk of a workflow's tasks (see ``StageWorkflowTasks``). Refused
+        (changing nothing) if out of order, of another stage, or if any of its tasks is invalid."""
+        body = cmd.stage_workflow_tasks
+        validate_name(body.workflow, "workflow")
+        if not body.stage or len(body.stage) > 128:
+            raise InvalidSpec("stage", "1-128 characters")
+        store = self.host.store
+        if body.seq == 0:
+            if body.header.name != body.workflow or body.header.tasks:
+                raise InvalidSpec("header", "the workflow's own fields, without its tasks")
+            if not 0 < len(body.names) <= MAX_WORKFLOW_TASKS:
+                raise InvalidSpec("names", f"{len(body.names)} tasks (1-{MAX_WORKFLOW_TASKS} allowed)")
+            if self.host.task_state(body.workflow) is not None:
+                raise Conflict(f"{body.workflow!r} is the name of a task; a workflow needs its own name")
+            current = self.workflows.get(body.workflow)
+            head = pb.WorkflowStage(
+                stage=body.stage, names=body.names, version=current.version + 1 if current else 1
+            )
+            head.header.CopyFrom(body.header)
+        else:
+            raw = store.get(keys.stage_key(body.workflow))
+            head = pb.WorkflowStage.FromString(raw) if raw is not None else pb.WorkflowStage()
+            if raw is None or head.stage != body.stage or head.chunks != body.seq:
+                raise Conflict(f"chunk {body.seq} of stage {body.stage!r} is out of order (restage it)")
+            current = self.workflows.get(body.workflow)
+            if head.version != (current.version + 1 if current else 1):
+                raise Conflict(f"workflow {body.workflow!r} changed while staged (restage it)")
+        if head.staged_tasks + len(body.tasks) > len(head.names):
+            raise InvalidSpec("tasks", "more tasks than the stage names")
+        raise_problems(
+            chunk_problems(head.header, head.names, head.staged_tasks, body.tasks), head.header, head.names
+        )
+        if body.seq == 0:
+            self._drop_stage(body.workflow)  # an earlier stage that never finished
+            if current is None:
+                # Internal tasks that an unfinished stage of a workflow never created left.
+                for internal in self.host.task_names(body.workflow + SEP):
+                    self.host.remove_task(internal)
+        # Installed now, disabled, at the staged version (runs pin theirs, so none sees them):
+        # the final entry then only makes the version current.
+        for t in body.tasks:
+            tspec = self._internal(head.header, t)
+            self._put_internal(tspec, head.version, now, enabled=False, next_fire_ms=0)
+        chunk = pb.WorkflowSpec(tasks=body.tasks)
+        store.put(
+            keys.stage_chunk_key(body.workflow, head.chunks), chunk.SerializeToString(deterministic=True)
+        )
+        head.chunks += 1
+        head.staged_tasks += len(body.tasks)
+        store.put(keys.stage_key(body.workflow), head.SerializeToString(deterministic=True))
+        return pb.CommandResult(ok=True, accounted=len(body.tasks)), ()
+
+    def _staged_spec(self, body: pb.ApplyWorkflow) -> pb.WorkflowSpec:
+        """The workflow ``body`` names, assembled from its stage (raises if the stage is not
+        complete, or was made for other workflow fields)."""
+        name = body.spec.name
+        raw = self.host.store.get(keys.stage_key(name))
+        head = pb.WorkflowStage.FromString(raw) if raw is not None else None
+        if head is None or head.stage != body.stage:
+            raise Conflict(f"workflow {name!r} has no stage {body.stage!r} (restage it)")
+        if head.staged_tasks != len(head.names) or head.staged_tasks != body.staged_tasks:
+            raise Conflict(f"stage {body.stage!r} holds {head.staged_tasks} of {body.staged_tasks} tasks")
+        if body.spec.tasks or _canonical(body.spec) != _canonical(head.header):
+            raise InvalidSpec("spec", "differs from the staged workflow's fields")
+        current = self.workflows.get(name)
+        if head.version != (current.version + 1 if current else 1):
+            raise Conflict(f"workflow {name!r} changed while staged (restage it)")
+        spec = pb.WorkflowSpec()
+        spec.CopyFrom(head.header)
+        for chunk in range(head.chunks):
+            data = self.host.store.get(keys.stage_chunk_key(name, chunk))
+            if data is None:
+                raise Conflict(f"stage {body.stage!r} lost chunk {chunk} (restage it)")
+            spec.MergeFromString(data)  # appends the chunk's tasks
+        return spec
+
+    def _drop_stage(self, name: str) -> None:
+        raw = self.host.store.get(keys.stage_key(name))
+        if raw is None:
+            return
+        for chunk in range(pb.WorkflowStage.FromString(raw).chunks):
+            self.host.store.delete(keys.stage_chunk_key(name, chunk))
+        self.host.store.delete(keys.stage_key(name))
+
     def apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.apply_workflow
-        spec = body.spec
+        spec = self._staged_spec(body) if body.stage else body.spec
         # Structure only: the leader validated the schedule (cron + time zone) against its tz
         # database before proposing; apply must not consult tzdata, which may differ per host.
         unscheduled = pb.WorkflowSpec()
         unscheduled.CopyFrom(spec)
         unscheduled.ClearField("schedule")
-        validate_workflow(unscheduled)
+        dag: Dag | None = None
+        if body.stage:
+            # Each task was checked when its chunk was staged: only what spans tasks is left,
+            # and compiling finds any cycle (then checked again, for a message naming it).
+            names = [t.name for t in spec.tasks]
+            raise_problems(graph_problems(unscheduled, cycles=False), spec, names)
+            try:
+                dag = compile_dag(unscheduled)
+            except ValueError as exc:
+                raise_problems(graph_problems(unscheduled), spec, names)
+                raise InvalidSpec("tasks", str(exc)) from None
+        else:
+            validate_workflow(unscheduled)
         name = spec.name
         if self.host.task_state(name) is not None:
             raise Conflict(f"{name!r} is the name of a task; a workflow needs its own name")
         wf = self.workflows.get(name)
-        if wf is not None and _canonical(wf.spec) == _canonical(spec):
+        # A staged definition equal to the current one still makes a version (its chunks wrote
+        # the internal tasks at that version); the leader does not stage an unchanged one.
+        if wf is not None and not body.stage and _canonical(wf.spec) == _canonical(spec):
             return pb.CommandResult(ok=True, workflow=self.record(wf), changed=False), ()
         trig_name = trigger_name(name)
         trig = self.host.task_state(trig_name)
@@ -322,7 +429,7 @@ class WorkflowBook:
         if trig is not None:
             check_nothing_due(trig, now)
         version = wf.version + 1 if wf is not None else 1
-        new = WorkflowState(spec, version)
+        new = WorkflowState(spec, version, dag)
         if wf is not None:
             new.created_ms, new.runs_total = wf.created_ms, wf.runs_total
             new.active_runs, new.running_tasks, new.kept_runs = wf.active_runs, wf.running_tasks, wf.kept_runs
@@ -333,23 +440,11 @@ class WorkflowBook:
         self.workflows[name] = new
         store = self.host.store
         store.put(keys.workflow_version_key(name, version), _canonical(spec))
-        # The internal tasks: one per workflow task, at the workflow's version.
-        for t in spec.tasks:
-            tspec = internal_spec(
-                task_name(name, t.name),
-                trigger=codec.trigger_from_pb(pb.Trigger(manual=pb.ManualTrigger())),
-                command=t.command,
-                handler=t.handler,
-                shards=t.shards or 1,
-                max_retries=t.max_retries,
-                timeout_ms=t.timeout_ms,
-                priority=t.priority,
-                locks=codec.locks_from_pb(t.locks),
-                owner=spec.owner,
-                namespace=spec.namespace or "default",
-                description=t.description,
-            )
-            self._put_internal(tspec, version, now, enabled=False, next_fire_ms=0)
+        # The internal tasks: one per workflow task, at the workflow's version (a staged
+        # workflow's chunks wrote them already).
+        if not body.stage:
+            for t in spec.tasks:
+                self._put_internal(self._internal(spec, t), version, now, enabled=False, next_fire_ms=0)
         effects: list[Effect] = []
         if has_schedule:
             tspec = internal_spec(
@@ -374,7 +469,27 @@ class WorkflowBook:
             self.host.put_task(trig)
             effects.append(TaskArmed(trig.spec.name, trig.version, 0))
         self._save(new)
+        if body.stage:
+            self._drop_stage(name)
         return pb.CommandResult(ok=True, workflow=self.record(new), changed=True), tuple(effects)
+
+    @staticmethod
+    def _internal(spec: pb.WorkflowSpec, t: pb.WorkflowTaskSpec) -> TaskSpec:
+        """The internal task that runs workflow task ``t`` of ``spec``."""
+        return internal_spec(
+            task_name(spec.name, t.name),
+            trigger=codec.trigger_from_pb(pb.Trigger(manual=pb.ManualTrigger())),
+            command=t.command,
+            handler=t.handler,
+            shards=t.shards or 1,
+            max_retries=t.max_retries,
+            timeout_ms=t.timeout_ms,
+            priority=t.priority,
+            locks=codec.locks_from_pb(t.locks),
+            owner=spec.owner,
+            namespace=spec.namespace or "default",
+            description=t.description,
+        )
 
     def _put_internal(
         self, spec: TaskSpec, version: int, now: int, *, enabled: bool, next_fire_ms: int

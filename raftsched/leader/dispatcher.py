@@ -5,6 +5,9 @@ Pure core (no IO, no clock; randomness enters as an injected ``random.Random``),
 * :meth:`on_effects` ← effects of applied commands: ``AttemptReady`` (an attempt waits for an
   executor), ``DispatchAttempt`` (its assignment committed: send it), ``ExecutorChanged``;
 * :meth:`heartbeat`, :meth:`results` ← executors (through the gRPC service);
+* :meth:`stream_opened`, :meth:`stream_closed` ← an executor's dispatch stream: a stream that
+  closes and is not reopened within ``stream_grace_ms`` declares its executor dead, well before
+  the lease would (the lease stays the backstop for executors that vanish without a close);
 * :meth:`poll(now)` → commands to propose: expired leases and silent executors (as lost
   attempts / a dead executor), and assignments of waiting attempts to the executor the ring
   picks, never beyond its free slots, in start order (:mod:`raftsched.leader.queue`: priority,
@@ -16,6 +19,12 @@ Commit before dispatch: a work item is produced only from a ``DispatchAttempt`` 
 after the ``AssignAttempts`` entry naming that executor is committed and applied here. Leases
 are leader-local (heartbeats are not replicated); a new leader grants every assigned attempt a
 fresh lease and re-sends it to the same executor, whose execution log deduplicates it.
+
+Unstarted attempts: a lease knows whether its attempt started (``Lease.started``: False from
+the dispatch until a heartbeat lists it as started, None when this leader cannot know, e.g.
+after a takeover, until a heartbeat says). An attempt lost while known unstarted is reported
+with ``unstarted``: the state machine re-places it under the next attempt number (so the dead
+executor's late start or result is refused) without consuming a retry.
 """
 
 from __future__ import annotations
@@ -48,6 +57,10 @@ class DispatchSettings:
     retry_cap_ms: int = 900_000  # ...up to this (15 min)
     retry_jitter: float = 0.2  # plus up to 20 % random jitter, drawn here and written to the log
     max_assign_per_command: int = 1000
+    # A dispatch stream that closed (its executor's process died, or its connection reset) and
+    # was not reopened this long declares the executor dead. Longer than a reconnect takes
+    # (register + stream: well under a second), shorter than the lease.
+    stream_grace_ms: int = 3_000
 
 
 @dataclass(slots=True)
@@ -62,6 +75,10 @@ class Lease:
     deadline_ms: int  # timeout backstop (0 = none): lost even if heartbeats continue
     backfill: bool = False
     assigned_ms: int = 0  # when the attempt was assigned (replicated; survives leader changes)
+    # Whether the executor has started it: False from this leader's first dispatch until a
+    # heartbeat lists it as started; None when unknown (re-sent after a takeover). Only False
+    # makes a loss "unstarted" (not a try); True never goes back.
+    started: bool | None = None
 
 
 @dataclass(slots=True)
@@ -103,6 +120,8 @@ class Dispatcher:
     # Executors that may only receive work of some namespaces (their token's, auth on); the
     # others take any task. Empty in a cluster without auth, so placement pays nothing for it.
     restricted: dict[str, frozenset[str]] = field(default_factory=dict)
+    # Executors whose dispatch stream closed: declared dead at this time unless they reopen one.
+    stream_gone: dict[str, int] = field(default_factory=dict)
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -122,7 +141,7 @@ class Dispatcher:
             if isinstance(eff, AttemptReady):
                 self._wait(eff)
             else:
-                self._lease_and_send(eff, grace)
+                self._lease_and_send(eff, grace, None)  # the old leader may have sent it
 
     def step_down(self) -> None:
         self.leading = False
@@ -133,6 +152,7 @@ class Dispatcher:
         self.last_seen.clear()
         self.outbox.clear()
         self.declared_dead.clear()
+        self.stream_gone.clear()
         self.backfill_busy.clear()
         self.backfill_waiting = 0
         self.reserved.clear()
@@ -229,6 +249,7 @@ class Dispatcher:
                 if eff.alive:
                     self.last_seen[eff.name] = now_ms
                     self.declared_dead.discard(eff.name)
+                    self.stream_gone.pop(eff.name, None)
                 else:
                     # The state machine has re-queued (or failed) every attempt it held: its
                     # leases are void. Keeping them re-sent lost attempts when it reconnected.
@@ -248,14 +269,19 @@ class Dispatcher:
                 item = pb.WorkItem(execution_id=exec_id, run_id=eff.run_id, epoch=self.epoch, cancel=True)
                 self.outbox.append((executor, item))
 
-    def _lease_and_send(self, eff: DispatchAttempt, now_ms: int) -> None:
+    def _lease_and_send(self, eff: DispatchAttempt, now_ms: int, started: bool | None = False) -> None:
+        """Lease the attempt to its executor and queue its work item. ``started``: what is known
+        of it (False for a first dispatch: nothing has been sent yet)."""
         run = self.state.active_run(eff.run_id)
         spec = self.state.spec_for(eff.task, run.task_version if run is not None else 0)
         exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
         timeout = spec.timeout_ms if spec is not None else 0
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
-        if exec_id not in self.leases:
+        old = self.leases.get(exec_id)
+        if old is None:
             self._use(eff.executor, +1)
+        elif old.started is not None:
+            started = old.started  # a re-send: what the executor said of it still holds
         # Silence counts from the assignment, or from the end of the executor's takeover grace if
         # this leader has not heard from it yet: an attempt assigned while its executor is still
         # finding the new leader must not expire before the executor itself would be declared dead
@@ -273,6 +299,7 @@ class Dispatcher:
             deadline,
             run is not None and run.backfill,
             (shard.assigned_ms if shard is not None else 0) or now_ms,
+            started,
         )
         if run is not None and run.backfill:
             self.backfill_busy.add((eff.run_id, eff.shard))
@@ -327,23 +354,50 @@ class Dispatcher:
                     lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
                 )
                 before = len(self.outbox)
-                self._lease_and_send(eff, now_ms)
+                self._lease_and_send(eff, now_ms, None)
                 items.extend(item for _, item in self.outbox[before:])
                 del self.outbox[before:]
         return items
 
     # -- executor events ---------------------------------------------------------------------------
 
-    def heartbeat(self, executor: str, running: Iterable[str], now_ms: int) -> bool:
-        """Renew the leases the executor still holds. False: it is not a live member (re-register)."""
+    def heartbeat(
+        self, executor: str, running: Iterable[str], now_ms: int, started: Iterable[str] | None = None
+    ) -> bool:
+        """Renew the leases the executor still holds. False: it is not a live member (re-register).
+
+        ``started`` (None from an executor that does not report it): which of ``running`` have
+        started; the others are known unstarted. Without it every running attempt counts as
+        started (a loss is then always a try)."""
         if executor not in self.ring:
             return False
         self.last_seen[executor] = now_ms
+        began = None if started is None else set(started)
         for exec_id in running:
             lease = self.leases.get(exec_id)
             if lease is not None and lease.executor == executor:
                 lease.expires_ms = now_ms + self.settings.lease_ms
+                if began is None or exec_id in began:
+                    lease.started = True
+                elif lease.started is None:
+                    lease.started = False  # it holds the attempt and says it has not started it
         return True
+
+    def stream_opened(self, executor: str) -> None:
+        """``executor`` opened a dispatch stream (it is reachable again)."""
+        self.stream_gone.pop(executor, None)
+
+    def stream_closed(self, executor: str, now_ms: int) -> None:
+        """``executor``'s current dispatch stream closed (not replaced by a newer one): unless it
+        opens another within ``stream_grace_ms``, :meth:`poll` declares it dead."""
+        if self.leading and executor in self.ring:
+            self.stream_gone.setdefault(executor, now_ms + self.settings.stream_grace_ms)
+
+    def unstarted_of(self, executor: str) -> list[str]:
+        """Execution ids leased to ``executor`` that it is known not to have started, sorted."""
+        return sorted(
+            i for i, lease in self.leases.items() if lease.executor == executor and lease.started is False
+        )
 
     def results(self, executor: str, results: Iterable[pb.ExecResult], now_ms: int) -> bytes | None:
         """A ReportResults command for the executor's results (None if none are known here)."""
@@ -395,27 +449,40 @@ class Dispatcher:
                     if silent
                     else f"timeout backstop: {lease.executor} did not finish in time"
                 )
+                unstarted = silent and lease.started is False
                 lost.report_results.results.add(
                     run_id=lease.run_id,
                     shard=lease.shard,
                     attempt=lease.attempt,
                     lost=True,
-                    error=why,
-                    retry_at_ms=self.retry_at(lease.attempt, now_ms),
+                    error=why + (" before starting it" if unstarted else ""),
+                    # Not a try: placed again at once (no backoff), elsewhere if the ring says so.
+                    retry_at_ms=now_ms if unstarted else self.retry_at(lease.attempt, now_ms),
+                    unstarted=unstarted,
                 )
                 self._drop_lease(exec_id)
         if lost.report_results.results:
             out.append(codec.encode_command(lost))
         for name in self.ring.members:
             seen = self.last_seen.get(name, now_ms)
-            if now_ms - seen > self.settings.lease_ms and name not in self.declared_dead:
-                self.declared_dead.add(name)
-                cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
-                cmd.executor_leave.name = name
-                cmd.executor_leave.dead = True
-                cmd.executor_leave.reason = f"no heartbeat for {now_ms - seen} ms"
-                cmd.executor_leave.retry_at_ms = now_ms
-                out.append(codec.encode_command(cmd))
+            gone = self.stream_gone.get(name)
+            if name in self.declared_dead:
+                continue
+            if now_ms - seen > self.settings.lease_ms:
+                reason = f"no heartbeat for {now_ms - seen} ms"
+            elif gone is not None and gone <= now_ms:
+                reason = f"dispatch stream closed and not reopened within {self.settings.stream_grace_ms} ms"
+            else:
+                continue
+            self.declared_dead.add(name)
+            self.stream_gone.pop(name, None)
+            cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
+            cmd.executor_leave.name = name
+            cmd.executor_leave.dead = True
+            cmd.executor_leave.reason = reason
+            cmd.executor_leave.retry_at_ms = now_ms
+            cmd.executor_leave.unstarted.extend(self.unstarted_of(name))
+            out.append(codec.encode_command(cmd))
         assign = self._assignments(now_ms, free_slots)
         if assign is not None:
             out.append(assign)

@@ -27,6 +27,7 @@ from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import leader_time
+from raftsched.logfields import leadership_fields
 from raftsched.model import CronTrigger
 from raftsched.timing.cron import changed_meaning_warning
 from raftsched.timing.schedule import MisfireSettings, next_fire_after, plan_fires, single_on_time_fire
@@ -140,7 +141,13 @@ class LeaderDriver:
         self.ready = True
         for name, next_fire_ms in self.state.armed_tasks():
             self.wheel.insert(name, next_fire_ms)
-        log.info("leader %s (epoch %d) armed %d tasks", self.node_id, epoch, len(self.wheel))
+        log.info(
+            "leader %s (epoch %d) armed %d tasks",
+            self.node_id,
+            epoch,
+            len(self.wheel),
+            extra=leadership_fields(epoch, node=self.node_id),
+        )
         self.cron_warnings = _warn_changed_cron_meanings(self.state)
         self._rearm = _rearm_by_new_meaning(self.state, self.cron_warnings)
         for tf in self._rearm:
@@ -427,7 +434,14 @@ class DriverThread:
                     self._send(d.become_leader(value, self.clock.now_ms()))
             elif kind == "follower":
                 if d.leading:
-                    log.info("%s stepped down", d.node_id)
+                    term = value if isinstance(value, int) else d.epoch
+                    log.info(
+                        "%s stepped down (led epoch %d, now term %d)",
+                        d.node_id,
+                        d.epoch,
+                        term,
+                        extra=leadership_fields(term, d.epoch, node=d.node_id),
+                    )
                 d.step_down()
             elif kind == "effects":
                 d.on_effects(value)  # type: ignore[arg-type]

@@ -113,6 +113,12 @@ class LeaderGate:
         d = self._driver
         return c is not None and c.is_leader() and d.leading and d.ready and d.epoch == c.epoch()
 
+    def require_leading(self) -> None:
+        """Raise :class:`NotLeader` (with the leader's address when known) unless this node is
+        leading and ready: a read that must not be stale is answered by the leader only."""
+        if not self.leading_and_ready():
+            raise self._not_leader()
+
     def driver_leads(self, epoch: int) -> bool:
         """The leader driver leads ``epoch`` (whether or not its barrier is applied yet)."""
         return self._driver.leading and self._driver.epoch == epoch

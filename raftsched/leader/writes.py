@@ -9,6 +9,7 @@ anything is proposed.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
@@ -225,6 +226,42 @@ def apply_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: st
     cmd.apply_workflow.spec.CopyFrom(spec)
     cmd.apply_workflow.next_fire_ms = workflow_next_fire(spec, now_ms)
     return codec.encode_command(cmd)
+
+
+# Workflows with more tasks than this are applied as several entries (chunks of this many tasks
+# each, then the version itself), so no single apply holds the state for all of them.
+STAGE_CHUNK_TASKS: Final = 1000
+
+
+def staged_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: str, key: str) -> list[bytes]:
+    """:func:`apply_workflow` for a big workflow, as commands to propose in order: its tasks in
+    ``StageWorkflowTasks`` chunks, then an ``ApplyWorkflow`` of the stage. Raises as
+    :func:`apply_workflow`. The stage id is a digest of the definition, so a retried request
+    proposes the same final command (its idempotency key then answers with the first result)."""
+    validate_workflow(spec)
+    stage = hashlib.sha256(spec.SerializeToString(deterministic=True)).hexdigest()[:32]
+    header = pb.WorkflowSpec()
+    header.CopyFrom(spec)
+    header.ClearField("tasks")
+    out: list[bytes] = []
+    for seq, start in enumerate(range(0, len(spec.tasks), STAGE_CHUNK_TASKS)):
+        cmd = _envelope(now_ms, epoch, origin, "")
+        body = cmd.stage_workflow_tasks
+        body.workflow = spec.name
+        body.stage = stage
+        body.seq = seq
+        if seq == 0:
+            body.header.CopyFrom(header)
+            body.names.extend(t.name for t in spec.tasks)
+        body.tasks.extend(spec.tasks[start : start + STAGE_CHUNK_TASKS])
+        out.append(codec.encode_command(cmd))
+    final = _envelope(now_ms, epoch, origin, key)
+    final.apply_workflow.spec.CopyFrom(header)
+    final.apply_workflow.next_fire_ms = workflow_next_fire(spec, now_ms)
+    final.apply_workflow.stage = stage
+    final.apply_workflow.staged_tasks = len(spec.tasks)
+    out.append(codec.encode_command(final))
+    return out
 
 
 def _check_time(ms: int, field: str) -> None:

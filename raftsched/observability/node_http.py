@@ -1,6 +1,7 @@
 """A node's observability: its metric set, gRPC interceptor and HTTP listener, wired together.
 
-The node creates one :class:`NodeObservability` when its config entry has ``http``, and calls it
+The node creates one :class:`NodeObservability` when its config entry has ``http`` (with the web
+console, :mod:`raftsched.web`, on the same listener), and calls it
 at four points of its life: :meth:`~NodeObservability.bind` before it joins the cluster (a port
 in use fails the start with one line), :meth:`~NodeObservability.start` and
 :meth:`~NodeObservability.stop` around serving, and the ``observe_*`` methods from the paths
@@ -24,6 +25,7 @@ from raftsched.observability.listener import HttpListener, Probe
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
 from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.web.console import Console
 
 __all__ = ["DEFAULT_ZOMBIE_AFTER_MS", "NodeObservability", "ObservedNode", "dispatch_sample"]
 
@@ -92,6 +94,7 @@ class NodeObservability:
         address: str,
         tally: ApplyTally,
         zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS,
+        console: Console | None = None,
     ) -> None:
         self.node = node
         self.zombie_after_ms = zombie_after_ms
@@ -99,6 +102,11 @@ class NodeObservability:
         self.listener = HttpListener(
             address, metrics=self.metrics.exposition, readyz=self._readyz, name=f"node {node.node_id}"
         )
+        # The web console takes every path the built-in routes (/metrics, /healthz, /readyz) do not.
+        self.console = console
+        if console is not None:
+            for method, path, handler in console.routes():
+                self.listener.add_route(method, path, handler)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -116,6 +124,8 @@ class NodeObservability:
 
     async def stop(self) -> None:
         await self.listener.stop()
+        if self.console is not None:
+            self.console.close()
 
     def close(self) -> None:
         """Release the port if it was bound but never served; idempotent."""

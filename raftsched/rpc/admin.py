@@ -2,8 +2,15 @@
 
 Writes are accepted only by the leader, which stamps them (``raftsched.leader.writes``) and
 proposes them; a follower answers ``FAILED_PRECONDITION`` with trailing metadata
-``raftsched-leader: host:port`` and the SDK follows it. Reads are served from this node's applied
-state (sequentially consistent: a follower may lag the leader by a few milliseconds).
+``raftsched-leader: host:port`` and the SDK follows it. Reads are answered by the leader from its
+applied state, the same way; a caller that accepts stale reads sends metadata
+``raftsched-allow-stale: 1`` and then any node answers from its own applied state (a follower
+may lag the leader by a few milliseconds, more while it catches up).
+
+Reads never hold the state lock while they sort, parse or encode: committed data is read
+through a store reader, in-memory data is copied under the lock and worked on outside it, and
+the list RPCs run on a worker thread in pages (``page_size``, ``page_token``), so a crowd of
+readers cannot hold up apply or the event loop that dispatches attempts.
 
 Error contract: a gRPC status plus trailing metadata ``raftsched-code`` (see raftsched/errors.py
 and :mod:`raftsched.rpc.plumbing`).
@@ -13,15 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import grpc
 
 from raftsched import codec
 from raftsched.alerts.delivery import delivery_view
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, quote
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, Unavailable, quote
 from raftsched.explain import explain
 from raftsched.fsm import queries
 from raftsched.fsm.access import audit_records
@@ -37,7 +45,41 @@ from raftsched.workflow.dag import compile_dag, lineage
 
 MAX_BULK_TASKS = 10_000
 DEFAULT_LIST_LIMIT = 1000
+MAX_RECENT_FIRES = 100  # per task, ListTasks.recent_fires
 DEFAULT_WORKFLOW_RUNS = 100
+DEFAULT_PAGE_SIZE = 500
+MAX_PAGE_SIZE = 5000
+STALE_KEY = "raftsched-allow-stale"
+# List reads that run at once on a node; more wait their turn. Reads and the apply and dispatch
+# path share one interpreter lock on a node: 200 concurrent readers each holding a worker thread
+# made runs finish late enough that per-second fires were skipped for overlap (bench/readers.py);
+# one at a time served as many reads per second, faster, with no run finishing late.
+MAX_CONCURRENT_READS = 1
+
+
+def allows_stale(metadata: Sequence[tuple[str, str | bytes]] | None) -> bool:
+    """Whether the call's invocation metadata accepts a stale (follower) read."""
+    return any(k == STALE_KEY and v in ("1", "true", b"1", b"true") for k, v in metadata or ())
+
+
+def page_size(requested: int, limit: int) -> int:
+    """Rows in one page: the requested size (default, capped), never more than ``limit`` (0: none)."""
+    size = min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    return min(size, limit) if limit else size
+
+
+def run_cursor(token: str) -> queries.RunCursor | None:
+    """Decode a ListRuns page token (``<nominal_ms>:<run_id>``); empty means the first page."""
+    if not token:
+        return None
+    nominal, sep, run_id = token.partition(":")
+    if not sep or not run_id or not nominal.lstrip("-").isdigit() or len(token) > 1024:
+        raise InvalidSpec("page_token", "not a token this service issued")
+    return int(nominal), run_id
+
+
+def run_token(run: pb.Run) -> str:
+    return f"{run.nominal_ms}:{run.run_id}"
 
 
 LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
@@ -45,10 +87,52 @@ LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
 this node does not lead (see :meth:`raftsched.rpc.executor_service.ExecutorHub.live_view`)."""
 
 
+class MembershipChanges(Protocol):
+    """The node's membership operations (:class:`raftsched.membership.MembershipOps`)."""
+
+    async def add(self, member: logpb.Member) -> tuple[logpb.MembershipRecord, str]: ...
+
+    async def remove(self, node_id: str) -> tuple[logpb.MembershipRecord, str]: ...
+
+
 class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
-    def __init__(self, node: NodeServices, live_executors: LiveExecutors | None = None) -> None:
+    def __init__(
+        self,
+        node: NodeServices,
+        live_executors: LiveExecutors | None = None,
+        membership: MembershipChanges | None = None,
+    ) -> None:
         self.node = node
         self._live_executors = live_executors or (lambda: None)
+        self._reads = asyncio.Semaphore(MAX_CONCURRENT_READS)
+        self._membership = membership
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def _changes(self) -> MembershipChanges:
+        if self._membership is None:
+            raise Unavailable("this node does not change membership (embedded without Raft)")
+        return self._membership
+
+    @rpc
+    async def AddNode(
+        self, request: pb.AddNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        record, note = await self._changes().add(request.member)
+        return pb.MembershipReply(membership=record, note=note)
+
+    @rpc
+    async def RemoveNode(
+        self, request: pb.RemoveNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        record, note = await self._changes().remove(request.id)
+        return pb.MembershipReply(membership=record, note=note)
+
+    @rpc
+    async def GetMembership(
+        self, request: pb.GetMembershipRequest, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipReply:
+        return pb.MembershipReply(membership=self.node.state.membership.record)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -243,9 +327,30 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         authz.require_namespace(ns, f"workflow {quote(request.spec.name)}")
         self._workflow_namespace(request.spec.name)
         key = self._key(request.idempotency_key)
-        res = await self._write(
-            request, method="ApplyWorkflow", build=lambda s: writes.apply_workflow(request.spec, key=key, **s)
+        if len(request.spec.tasks) <= writes.STAGE_CHUNK_TASKS:
+            res = await self._write(
+                request,
+                method="ApplyWorkflow",
+                build=lambda s: writes.apply_workflow(request.spec, key=key, **s),
+            )
+            return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
+        # A big workflow: checked on a worker thread (not on the loop the executors' streams
+        # share), then applied chunk by chunk so that no single apply holds the state long.
+        # An unchanged definition makes no version, as the state machine answers a small one.
+        self.node.gate.require_leading()
+        current = self.node.state.get_workflow(request.spec.name)
+        if current is not None and current.spec.SerializeToString(
+            deterministic=True
+        ) == request.spec.SerializeToString(deterministic=True):
+            return pb.WorkflowReply(workflow=current, changed=False)
+        stamp = self._stamp()
+        commands = await asyncio.to_thread(
+            functools.partial(writes.staged_workflow, request.spec, key=key, **stamp)
         )
+        for data in commands[:-1]:
+            await propose_and_wait(self.node, data)  # raises if a chunk is refused
+        fingerprint = codec.request_fingerprint("ApplyWorkflow", request)
+        res = await self._propose(codec.with_fingerprint(commands[-1], fingerprint))
         return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
 
     @rpc
@@ -342,34 +447,89 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     # -- reads ---------------------------------------------------------------------------------
 
+    def _consistent(self, context: grpc.aio.ServicerContext) -> None:
+        """Refuse (redirecting to the leader) a read this node may not answer: a follower answers
+        only callers that accept stale reads."""
+        if not allows_stale(context.invocation_metadata()):
+            self.node.gate.require_leading()
+
     @rpc
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
+        self._consistent(context)
         return pb.TaskReply(task=self._task(request.name))
 
     @rpc
     async def ListTasks(
         self, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListTasksReply:
-        if not authz.auth_on() or caller().principal.every_namespace:
-            return pb.ListTasksReply(tasks=self.node.state.list_tasks(request.prefix, request.limit))
-        seen = [t for t in self.node.state.list_tasks(request.prefix) if authz.visible(t.spec.namespace)]
-        return pb.ListTasksReply(tasks=seen[: request.limit] if request.limit else seen)
+        self._consistent(context)
+        size = page_size(request.page_size, request.limit)
+        every = not authz.auth_on() or caller().principal.every_namespace
+
+        # Task records are in memory (the store may not hold the newest write yet): the state
+        # copies names and the page's bytes under its lock; the rest runs on a worker thread.
+        # A caller limited to some namespaces gets pages of the tasks it may see: the scan goes
+        # on past hidden ones until the page is full, and the token names the last one scanned.
+        def read() -> tuple[list[pb.TaskRecord], str]:
+            out: list[pb.TaskRecord] = []
+            after = request.page_token
+            while True:
+                recs, more = self.node.state.list_tasks_page(request.prefix, after, size)
+                for i, rec in enumerate(recs):
+                    if every or authz.visible(rec.spec.namespace):
+                        out.append(rec)
+                        if len(out) == size:
+                            last = i == len(recs) - 1
+                            return out, rec.spec.name if (more or not last) else ""
+                if not more or not recs:
+                    return out, ""
+                after = recs[-1].spec.name
+
+        def recent(reply: pb.ListTasksReply) -> None:
+            # One read for a page of tasks with their recent fires (the console's task list).
+            count = min(request.recent_fires, MAX_RECENT_FIRES)
+            with self.node.store.reader() as r:
+                for rec in reply.tasks:
+                    fires = reply.recent.add(task=rec.spec.name)
+                    for fire, state in queries.recent_fires(r, rec.spec.name, count):
+                        fires.fires.append(fire)
+                        fires.run_states.append(state)  # type: ignore[arg-type]  # a RunState value
+
+        async with self._reads:
+            recs, token = await asyncio.to_thread(read)
+            reply = pb.ListTasksReply(tasks=recs, next_page_token=token)
+            if request.recent_fires:
+                await asyncio.to_thread(recent, reply)
+        return reply
 
     @rpc
     async def ListRuns(
         self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListRunsReply:
-        limit = request.limit or DEFAULT_LIST_LIMIT
-        tasks = (
-            [request.task]
-            if request.task
-            else [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
-        )
+        self._consistent(context)
+        size = page_size(request.page_size, request.limit or DEFAULT_LIST_LIMIT)
+        before = run_cursor(request.page_token)
         if request.task:
             self._task(request.task)
-        with self.node.store.reader() as r:
-            runs = queries.list_runs(r, tasks, request.since_ms, request.until_ms, request.state, limit)
-        return pb.ListRunsReply(runs=runs)
+        every = not authz.auth_on() or caller().principal.every_namespace
+
+        def read() -> list[pb.Run]:
+            if request.task:
+                tasks = [request.task]
+            elif every:
+                tasks = self.node.state.user_task_names()
+            else:
+                tasks = [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
+            with self.node.store.reader() as r:
+                return queries.list_runs(
+                    r, tasks, request.since_ms, request.until_ms, request.state, size + 1, before
+                )
+
+        async with self._reads:
+            runs = await asyncio.to_thread(read)
+        more = len(runs) > size
+        runs = runs[:size]
+        return pb.ListRunsReply(runs=runs, next_page_token=run_token(runs[-1]) if more and runs else "")
 
     @rpc
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
@@ -389,15 +549,21 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def FireAccounting(
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:
+        self._consistent(context)
         self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
         with self.node.store.reader() as r:
-            out.fires.extend(queries.fire_records(r, request.task, request.since_ms, request.until_ms, limit))
+            out.fires.extend(
+                queries.fire_records(
+                    r, request.task, request.since_ms, request.until_ms, limit, request.newest
+                )
+            )
         return out
 
     @rpc
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
+        self._consistent(context)
         rec = self._task(request.task)
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
@@ -429,12 +595,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetWorkflow(
         self, request: pb.GetWorkflowRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowReply:
+        self._consistent(context)
         return pb.WorkflowReply(workflow=self._workflow(request.name, request.version))
 
     @rpc
     async def ListWorkflows(
         self, request: pb.ListWorkflowsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowsReply:
+        self._consistent(context)
         if not authz.auth_on() or caller().principal.every_namespace:
             return pb.ListWorkflowsReply(
                 workflows=self.node.state.list_workflows(request.prefix, request.limit)
@@ -448,6 +616,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetWorkflowRun(
         self, request: pb.GetWorkflowRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowRunReply:
+        self._consistent(context)
         run = self.node.state.get_workflow_run(request.run_id)
         if run is not None:
             try:
@@ -462,6 +631,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListWorkflowRuns(
         self, request: pb.ListWorkflowRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowRunsReply:
+        self._consistent(context)
         self._workflow(request.workflow)
         runs = self.node.state.list_workflow_runs(
             request.workflow, request.limit or DEFAULT_WORKFLOW_RUNS, request.active_only
@@ -472,6 +642,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetBackfill(
         self, request: pb.GetBackfillRequest, context: grpc.aio.ServicerContext
     ) -> pb.BackfillReply:
+        self._consistent(context)
         rec = self.node.state.get_backfill(request.backfill_id)
         if rec is not None:
             try:
@@ -486,11 +657,13 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListBackfills(
         self, request: pb.ListBackfillsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListBackfillsReply:
+        self._consistent(context)
         self._workflow(request.workflow)
         return pb.ListBackfillsReply(backfills=self.node.state.list_backfills(request.workflow))
 
     @rpc
     async def Lineage(self, request: pb.LineageRequest, context: grpc.aio.ServicerContext) -> pb.LineageReply:
+        self._consistent(context)
         rec = self._workflow(request.workflow, request.version)
         dag = compile_dag(rec.spec)
         if request.task not in dag.index:

@@ -18,9 +18,10 @@ import grpc
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
-from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
 from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.logfields import attempt_fields, leadership_fields, run_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz
@@ -98,7 +99,30 @@ class ExecutorHub:
                     eff.epoch,
                     len(d.waiting),
                     len(d.leases),
+                    extra=leadership_fields(eff.epoch, node=self.node.node_id),
                 )
+            elif isinstance(eff, RunCancelled) and d.leading:
+                for shard, attempt, executor in eff.attempts:
+                    log.info(
+                        "attempt %s/%d/%d cancelled: its workflow run was killed%s",
+                        eff.run_id,
+                        shard,
+                        attempt,
+                        f" (stopping it on {executor})" if executor else "",
+                        extra=run_fields(eff.run_id, shard, attempt, executor=executor or None),
+                    )
+        if d.leading and log.isEnabledFor(logging.DEBUG):
+            for eff in effects:
+                if isinstance(eff, DispatchAttempt):
+                    log.debug(
+                        "attempt %s/%d/%d assigned to %s (epoch %d)",
+                        eff.run_id,
+                        eff.shard,
+                        eff.attempt,
+                        eff.executor,
+                        eff.epoch,
+                        extra=run_fields(eff.run_id, eff.shard, eff.attempt, eff.task, executor=eff.executor),
+                    )
         d.on_effects(effects, self.now_ms())
         self._flush_outbox()
         if not self._kicked and any(isinstance(e, AttemptReady) for e in effects):
@@ -140,6 +164,19 @@ class ExecutorHub:
         is_assign = cmd.WhichOneof("body") == "assign_attempts"
         loop = self.loop
         assert loop is not None
+
+        if cmd.WhichOneof("body") == "report_results":
+            for r in cmd.report_results.results:
+                if r.lost:
+                    log.warning(
+                        "attempt %s/%d/%d lost: %s; retry at %d ms if it has retries left",
+                        r.run_id,
+                        r.shard,
+                        r.attempt,
+                        r.error,
+                        r.retry_at_ms,
+                        extra=run_fields(r.run_id, r.shard, r.attempt),
+                    )
 
         def done(result: bytes | None, error: Exception | None) -> None:
             if error is not None:
@@ -274,6 +311,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             old.put_nowait(_CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
         hub.peers[request.name] = context.peer()
+        hub.dispatcher.stream_opened(request.name)
         try:
             resent = hub.dispatcher.resend_to(request.name, hub.now_ms())
             for start in range(0, len(resent), MAX_BATCH):
@@ -294,6 +332,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
                 hub.peers.pop(request.name, None)
+                # Not replaced by a newer stream: the executor hung up or its connection broke
+                # (a killed process closes it at once). A signal, not proof: the dispatcher
+                # gives it a short grace to reconnect before declaring it dead.
+                hub.dispatcher.stream_closed(request.name, hub.now_ms())
 
     @rpc
     async def Heartbeat(
@@ -302,7 +344,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         self.hub.require_bound(request.name)
         self.hub.require_leader()
         d = self.hub.dispatcher
-        ok = d.heartbeat(request.name, request.running, self.hub.now_ms())
+        started = request.started if request.reports_started else None
+        ok = d.heartbeat(request.name, request.running, self.hub.now_ms(), started)
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
 
     @rpc
@@ -319,6 +362,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                 r.error = r.error[:MAX_TAIL_CHARS]
         if self.hub.on_results is not None:
             self.hub.on_results(request.results)
+        _log_results(request.name, request.results)
         data = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
         if data is not None:
             outcome = await propose_and_wait(self.hub.node, data)
@@ -341,6 +385,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd.executor_leave.name = request.name
         cmd.executor_leave.reason = "left"
         cmd.executor_leave.retry_at_ms = self.hub.now_ms()
+        cmd.executor_leave.unstarted.extend(self.hub.dispatcher.unstarted_of(request.name))
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.LeaveReply()
 
@@ -360,3 +405,26 @@ def _check_execution_id(position: int, exec_id: str) -> None:
         f"results[{position}].execution_id",
         f"{quote(exec_id)} is not run_id/shard/attempt (shard and attempt 0..{_UINT32_MAX})",
     )
+
+
+def _log_results(executor: str, results: Sequence[pb.ExecResult]) -> None:
+    """One record per reported result: a failure at info, a success at debug (a busy leader sees
+    thousands a second; a disabled level costs one check per result)."""
+    debug = log.isEnabledFor(logging.DEBUG)
+    for r in results:
+        if r.success:
+            if debug:
+                log.debug(
+                    "attempt %s succeeded on %s",
+                    r.execution_id,
+                    executor,
+                    extra=attempt_fields(r.execution_id, executor=executor),
+                )
+        else:
+            log.info(
+                "attempt %s failed on %s: %s",
+                r.execution_id,
+                executor,
+                r.error or f"exit code {r.exit_code}",
+                extra=attempt_fields(r.execution_id, executor=executor),
+            )

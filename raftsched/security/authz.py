@@ -43,11 +43,12 @@ __all__ = [
 log = logging.getLogger("raftsched.auth")
 
 PUBLIC: Final = "public"
-"""Marks an RPC anyone may call (health checks only)."""
+"""Marks an RPC anyone may call (health checks and server reflection only)."""
 
 _A = "/raftsched.v1.Admin/"
 _E = "/raftsched.v1.ExecutorService/"
 _H = "/grpc.health.v1.Health/"
+_R = "/grpc.reflection.v1alpha.ServerReflection/"
 
 TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "AddTask": Permission.TASKS_WRITE,
@@ -83,6 +84,9 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "DeleteQuota": Permission.QUOTAS,
     _A + "ListQuotas": Permission.TASKS_READ,
     _A + "ListLocks": Permission.TASKS_READ,
+    _A + "AddNode": Permission.MEMBERSHIP,
+    _A + "RemoveNode": Permission.MEMBERSHIP,
+    _A + "GetMembership": Permission.STATUS,
     _A + "CreateToken": Permission.TOKENS,
     _A + "ListTokens": Permission.TOKENS,
     _A + "RevokeToken": Permission.TOKENS,
@@ -98,6 +102,9 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _H + "Check": PUBLIC,
     _H + "Watch": PUBLIC,
     _H + "List": PUBLIC,
+    # Reflection describes the services (the same schema the published .proto files hold); it
+    # reads no scheduler state, so it is public like the health checks.
+    _R + "ServerReflectionInfo": PUBLIC,
 }
 """Every RPC the node serves and the permission it needs (``PUBLIC``: none)."""
 

@@ -30,6 +30,9 @@ from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
 from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
 from raftsched.v1.records_pb2 import LockRef as LockRef
 from raftsched.v1.records_pb2 import QuotaRecord as QuotaRecord
+from raftsched.v1.records_pb2 import Member as Member
+from raftsched.v1.records_pb2 import MemberChange as MemberChange
+from raftsched.v1.records_pb2 import MembershipRecord as MembershipRecord
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -177,18 +180,38 @@ class GetTaskRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
-    __slots__ = ("prefix", "limit")
+    __slots__ = ("prefix", "limit", "page_token", "page_size", "recent_fires")
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIRES_FIELD_NUMBER: _ClassVar[int]
     prefix: str
     limit: int
-    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    page_size: int
+    recent_fires: int
+    def __init__(self, prefix: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ..., recent_fires: _Optional[int] = ...) -> None: ...
 
 class ListTasksReply(_message.Message):
-    __slots__ = ("tasks",)
+    __slots__ = ("tasks", "next_page_token", "recent")
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[_records_pb2.TaskRecord]
-    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    recent: _containers.RepeatedCompositeFieldContainer[RecentFires]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[_records_pb2.TaskRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., recent: _Optional[_Iterable[_Union[RecentFires, _Mapping]]] = ...) -> None: ...
+
+class RecentFires(_message.Message):
+    __slots__ = ("task", "fires", "run_states")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    RUN_STATES_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    fires: _containers.RepeatedCompositeFieldContainer[_records_pb2.FireRecord]
+    run_states: _containers.RepeatedScalarFieldContainer[_records_pb2.RunState]
+    def __init__(self, task: _Optional[str] = ..., fires: _Optional[_Iterable[_Union[_records_pb2.FireRecord, _Mapping]]] = ..., run_states: _Optional[_Iterable[_Union[_records_pb2.RunState, str]]] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -203,36 +226,44 @@ class RunReply(_message.Message):
     def __init__(self, run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("task", "since_ms", "until_ms", "state", "limit")
+    __slots__ = ("task", "since_ms", "until_ms", "state", "limit", "page_token", "page_size")
     TASK_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     task: str
     since_ms: int
     until_ms: int
     state: _records_pb2.RunState
     limit: int
-    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., state: _Optional[_Union[_records_pb2.RunState, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    page_size: int
+    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., state: _Optional[_Union[_records_pb2.RunState, str]] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
 
 class ListRunsReply(_message.Message):
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "next_page_token")
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[_records_pb2.Run]
-    def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.Run, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, runs: _Optional[_Iterable[_Union[_records_pb2.Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class FireAccountingRequest(_message.Message):
-    __slots__ = ("task", "since_ms", "until_ms", "limit")
+    __slots__ = ("task", "since_ms", "until_ms", "limit", "newest")
     TASK_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FIELD_NUMBER: _ClassVar[int]
     task: str
     since_ms: int
     until_ms: int
     limit: int
-    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    newest: bool
+    def __init__(self, task: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., limit: _Optional[int] = ..., newest: _Optional[bool] = ...) -> None: ...
 
 class FireAccountingReply(_message.Message):
     __slots__ = ("fires",)
@@ -303,7 +334,7 @@ class LatencySummary(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +359,9 @@ class NodeStatusReply(_message.Message):
     CONTENT_DIGEST_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_COMMANDS_FIELD_NUMBER: _ClassVar[int]
     RAFT_PEERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_MISMATCH_FIELD_NUMBER: _ClassVar[int]
+    RAFT_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     grpc: str
@@ -352,7 +386,10 @@ class NodeStatusReply(_message.Message):
     content_digest: str
     accepted_commands: int
     raft_peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
+    membership: _records_pb2.MembershipRecord
+    config_mismatch: str
+    raft_members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")
@@ -718,6 +755,30 @@ class AckAlertReply(_message.Message):
     alert: _records_pb2.AlertRecord
     def __init__(self, alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ...) -> None: ...
 
+class AddNodeRequest(_message.Message):
+    __slots__ = ("member",)
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    member: _records_pb2.Member
+    def __init__(self, member: _Optional[_Union[_records_pb2.Member, _Mapping]] = ...) -> None: ...
+
+class RemoveNodeRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetMembershipRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MembershipReply(_message.Message):
+    __slots__ = ("membership", "note")
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    membership: _records_pb2.MembershipRecord
+    note: str
+    def __init__(self, membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., note: _Optional[str] = ...) -> None: ...
+
 class ListExecutorsRequest(_message.Message):
     __slots__ = ("include_left",)
     INCLUDE_LEFT_FIELD_NUMBER: _ClassVar[int]
@@ -846,14 +907,18 @@ class WorkBatch(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running", "free_slots")
+    __slots__ = ("name", "running", "free_slots", "started", "reports_started")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_STARTED_FIELD_NUMBER: _ClassVar[int]
     name: str
     running: _containers.RepeatedScalarFieldContainer[str]
     free_slots: int
-    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ...) -> None: ...
+    started: _containers.RepeatedScalarFieldContainer[str]
+    reports_started: bool
+    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("epoch", "registered")

@@ -229,6 +229,21 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.FromString,
                 _registered_method=True)
+        self.AddNode = channel.unary_unary(
+                '/raftsched.v1.Admin/AddNode',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.AddNodeRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.FromString,
+                _registered_method=True)
+        self.RemoveNode = channel.unary_unary(
+                '/raftsched.v1.Admin/RemoveNode',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.RemoveNodeRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.FromString,
+                _registered_method=True)
+        self.GetMembership = channel.unary_unary(
+                '/raftsched.v1.Admin/GetMembership',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetMembershipRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -469,6 +484,24 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMembership(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -666,6 +699,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListLocks,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.SerializeToString,
+            ),
+            'AddNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddNode,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.AddNodeRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.SerializeToString,
+            ),
+            'RemoveNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveNode,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RemoveNodeRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.SerializeToString,
+            ),
+            'GetMembership': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMembership,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.GetMembershipRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1721,6 +1769,87 @@ class Admin:
             '/raftsched.v1.Admin/ListLocks',
             raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/AddNode',
+            raftsched_dot_v1_dot_raftsched__pb2.AddNodeRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/RemoveNode',
+            raftsched_dot_v1_dot_raftsched__pb2.RemoveNodeRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMembership(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/GetMembership',
+            raftsched_dot_v1_dot_raftsched__pb2.GetMembershipRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from raftsched.errors import InvalidSpec, InvalidWorkflow, quote
 from raftsched.model import (
@@ -147,6 +147,52 @@ def collect_problems(spec: pb.WorkflowSpec) -> list[tuple[str, str]]:
         _check_task(spec, i, task, first_at, workflow_params, problems, suggestions)
     _check_cycle(spec, first_at, problems)
     return problems.items
+
+
+def chunk_problems(
+    header: pb.WorkflowSpec, names: Sequence[str], start: int, tasks: Sequence[pb.WorkflowTaskSpec]
+) -> list[tuple[str, str]]:
+    """The problems of ``tasks``, the workflow's tasks from position ``start`` on, as
+    :func:`collect_problems` reports them for those tasks. ``header`` is the workflow without
+    its tasks and ``names`` every task name in spec order (dependencies are checked against
+    them). With :func:`graph_problems` over the assembled workflow this is every problem:
+    a big workflow is checked chunk by chunk, never in one go."""
+    problems = _Problems()
+    workflow_params = _Problems().check_params(header.params_json, "params_json")
+    first_at: dict[str, int] = {}
+    for i, name in enumerate(names):
+        first_at.setdefault(name, i)
+    suggestions = [0]
+    for j, task in enumerate(tasks):
+        i = start + j
+        if i >= len(names) or names[i] != task.name:
+            problems.add(f"tasks[{i}].name", "does not match the staged task names")
+            continue
+        _check_task(header, i, task, first_at, workflow_params, problems, suggestions)
+    return problems.items
+
+
+def graph_problems(spec: pb.WorkflowSpec, cycles: bool = True) -> list[tuple[str, str]]:
+    """The problems of ``spec`` that are not of one task alone: its own fields, the task count
+    and (if ``cycles``) cycles: the complement of :func:`chunk_problems`."""
+    problems = _Problems()
+    _check_workflow_fields(spec, problems)
+    if not spec.tasks:
+        problems.add("tasks", "a workflow needs at least one task")
+    elif len(spec.tasks) > MAX_WORKFLOW_TASKS:
+        problems.add("tasks", f"{len(spec.tasks)} tasks, at most {MAX_WORKFLOW_TASKS} allowed")
+    if cycles:
+        first_at: dict[str, int] = {}
+        for i, task in enumerate(spec.tasks):
+            first_at.setdefault(task.name, i)
+        _check_cycle(spec, first_at, problems)
+    return problems.items
+
+
+def raise_problems(items: list[tuple[str, str]], spec: pb.WorkflowSpec, names: Sequence[str]) -> None:
+    """Raise :class:`InvalidWorkflow` for ``items`` (if any) as :func:`validate_workflow` does."""
+    if items:
+        raise InvalidWorkflow(locate(items, list(names), None), spec.name)
 
 
 def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[str]:

@@ -50,7 +50,7 @@ class NodeView:
 
 def node_client(cluster: LocalCluster, node_id: str, timeout: float = 5.0) -> Client:
     """A client that talks to ``node_id`` only (reads are answered locally, never redirected)."""
-    return Client([cluster.grpc_of(node_id)], timeout=timeout, retries=2)
+    return Client([cluster.grpc_of(node_id)], timeout=timeout, retries=2, stale_reads=True)
 
 
 def read_node(cluster: LocalCluster, node_id: str, task: str, timeout: float = 10.0) -> NodeView:

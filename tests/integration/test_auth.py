@@ -256,8 +256,12 @@ def test_expiry_and_revocation_on_every_node(make_cluster: ClusterFactory, tmp_p
         short, info = root.create_token("viewer", ttl_ms=3000)
         assert info.expires_ms == info.created_ms + 3000
         doomed, _ = root.create_token("viewer")
-        clients = {nid: Client([cluster.grpc_of(nid)], token=doomed, retries=0) for nid in NODES}
-        expiring = {nid: Client([cluster.grpc_of(nid)], token=short, retries=0) for nid in NODES}
+        clients = {
+            nid: Client([cluster.grpc_of(nid)], token=doomed, retries=0, stale_reads=True) for nid in NODES
+        }
+        expiring = {
+            nid: Client([cluster.grpc_of(nid)], token=short, retries=0, stale_reads=True) for nid in NODES
+        }
         try:
             for nid in NODES:  # each node verifies (and caches) them once
                 wait_until(partial(_answers, clients[nid]), 10, 0.05, f"{nid} knows it")

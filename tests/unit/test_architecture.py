@@ -23,6 +23,7 @@ PURE = [
     "fsm/queries.py",
     "fsm/policy.py",
     "leader/queue.py",
+    "fsm/membership.py",
     "workflow/layout.py",
     "leader/gate.py",
     "workflow/dag.py",
@@ -40,6 +41,7 @@ PURE = [
     "consensus/memory.py",
     "storage/memory.py",
     "observability/tally.py",
+    "web/graph.py",
 ]
 FORBIDDEN_IN_PURE = {
     "time",
@@ -67,6 +69,7 @@ ADAPTERS = {
     "cryptography": {"security/certs.py"},
     "prometheus_client": {"observability/metrics.py"},
     "aiohttp": {"observability/listener.py"},
+    "jinja2": {"web/templating.py"},
 }
 
 

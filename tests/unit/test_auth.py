@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2
 
 from raftsched import codec
 from raftsched.config import parse_config
@@ -55,7 +56,7 @@ FAST_N = 2**10  # scrypt cost in tests (the records carry it; production uses SC
 
 def _all_rpcs() -> set[str]:
     out = set()
-    for file in (pb.DESCRIPTOR, health_pb2.DESCRIPTOR):
+    for file in (pb.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR):
         for service in file.services_by_name.values():
             for method in service.methods:
                 out.add(f"/{service.full_name}/{method.name}")
@@ -70,6 +71,7 @@ def test_every_rpc_of_the_proto_is_in_the_table_and_nothing_else() -> None:
         "/grpc.health.v1.Health/Check",
         "/grpc.health.v1.Health/Watch",
         "/grpc.health.v1.Health/List",
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
     }
 
 

@@ -426,8 +426,8 @@ def test_a_bad_config_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_p
 def fake_node(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...]]]:
     calls: list[tuple[str, tuple[str, ...]]] = []
 
-    def run_node(*args: str) -> int:
-        calls.append(("run_node", args))
+    def run_node(*args: str, **kwargs: object) -> int:
+        calls.append(("run_node", args + tuple(f"{k}={v}" for k, v in kwargs.items())))
         if args[1] == "bad":
             raise ConfigError("c.toml", ["nodes: no node with id 'bad'", "second problem"])
         return 0
@@ -441,12 +441,22 @@ def fake_node(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...
     return calls
 
 
+def test_node_main_join_flag(fake_node: list[tuple[str, tuple[str, ...]]]) -> None:
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "n4", "--join"]) == 0
+    assert fake_node == [("run_node", ("c.toml", "n4", "info", "", "text", "join=True"))]
+
+
 def test_node_main_calls_run_node(
     fake_node: list[tuple[str, tuple[str, ...]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "n1"]) == 0
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "n2", "--log-level", "debug"]) == 0
-    assert fake_node == [("run_node", ("c.toml", "n1", "info")), ("run_node", ("c.toml", "n2", "debug"))]
+    assert node_cli.node_main(["--config", "c.toml", "--node-id", "n3", "--log-format", "json"]) == 0
+    assert fake_node == [
+        ("run_node", ("c.toml", "n1", "info", "", "text")),
+        ("run_node", ("c.toml", "n2", "debug", "", "text")),
+        ("run_node", ("c.toml", "n3", "info", "", "json")),
+    ]
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "bad"]) == 2
     err = capsys.readouterr().err
     assert (

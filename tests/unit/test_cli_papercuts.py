@@ -405,7 +405,7 @@ def test_node_data_dir_option(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(node_cli, "run_node", fake_run_node)
     assert node_cli.node_main(["--config", "c.toml", "--node-id", "n1", "--data-dir", "demo-data/n1"]) == 0
-    assert calls == [("c.toml", "n1", "info", "demo-data/n1")]
+    assert calls == [("c.toml", "n1", "info", "demo-data/n1", "text")]
 
     config = write_config(tmp_path / "cluster.toml", 2)
     moved = node_cli.with_data_dir(config, "n2", tmp_path / "elsewhere")

@@ -681,6 +681,20 @@ def test_duplicate_addresses_are_compared_in_canonical_form() -> None:
     ]
 
 
+def test_metrics_per_task_is_an_opt_in_boolean() -> None:
+    assert parse_config(valid_data()).metrics.per_task is False
+    data = valid_data()
+    data["metrics"] = {"per_task": True}
+    assert parse_config(data).metrics.per_task is True
+    data["metrics"] = {"per_task": "yes", "pertask": 1}
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.problems == [
+        "metrics.pertask: unknown key (did you mean 'per_task'?)",
+        "metrics.per_task: expected true or false, got string",
+    ]
+
+
 def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
     data: Data = {
         "cluster": {"secret": "short", "nmae": "x"},
@@ -698,7 +712,8 @@ def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
         parse_config(data, source="cluster.toml", base_dir=tmp_path)
 
     expected = [
-        "extra: unknown key (expected one of: cluster, raft, scheduler, storage, tls, auth, nodes, alerts)",
+        "extra: unknown key (expected one of: "
+        "cluster, raft, scheduler, storage, metrics, tls, auth, nodes, alerts)",
         "cluster.nmae: unknown key (did you mean 'name'?)",
         "cluster.secret: too short (5 characters; at least 16 required)",
         "raft.append_entries_period: must be > 0, got -1.0",

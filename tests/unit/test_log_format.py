@@ -72,6 +72,9 @@ STORED: dict[bytes, str | None] = {
     keys.TOKEN: "TokenRecord",
     keys.AUDIT: "AuditRecord",
     keys.QUOTA: "QuotaRecord",
+    keys.STAGE: "WorkflowStage",
+    keys.STAGE_CHUNK: "WorkflowSpec",
+    keys.MEMBERSHIP: "MembershipRecord",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

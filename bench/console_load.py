@@ -1,0 +1,194 @@
+"""Does the web console slow firing? Commit lateness with and without a page-load loop.
+
+    python bench/console_load.py [--tasks 2000] [--seconds 15] [--loaders 2] [--pace 0] [--rounds 2]
+
+Starts 3 ``raftsched-node`` processes on loopback with their HTTP listeners (so each serves the
+console), creates N every-second cron tasks (as ``bench/fires.py`` does), then alternates
+windows of ``--seconds``: *quiet* (no console traffic) and *loaded* (``--loaders`` threads load
+console pages from the **leader** back to back: the cluster page, two pages of the task list
+with its fire strips, a task page with its runs and fire accounting, the workflow list; with
+``--pace S`` each loader waits S seconds between loads, as a person or a live refresh does). For each
+window it reads the leader's commit lateness of the fires whose nominal time is in the window
+(p50/p99/max) and the leader's CPU time, and for loaded windows the page loads per second and
+their latency; the leader CPU a page load costs is the loaded windows' extra CPU over the quiet
+windows' mean, per load (steadier than lateness on a shared machine).
+
+Prints JSON: each window, the median p50/p99 of each kind (windows with a leader change left
+out, and counted), and the loaded/quiet ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fires
+
+from raftsched.localcluster import LocalCluster, free_ports
+
+PAGES = ("/cluster", "/tasks", "/tasks?page=2", "/tasks/bench-0000001", "/workflows")
+
+
+def write_config(path: Path, nodes: int = 3) -> dict[str, str]:
+    ports = free_ports(nodes * 3)
+    lines = ["[cluster]", 'name = "console-bench"', 'secret = "console-bench-secret-0123456789"', ""]
+    http: dict[str, str] = {}
+    for i in range(nodes):
+        nid = f"n{i + 1}"
+        raft, grpc, web = ports[3 * i : 3 * i + 3]
+        http[nid] = f"127.0.0.1:{web}"
+        lines += ["[[nodes]]", f'id = "{nid}"', f'raft = "127.0.0.1:{raft}"', f'grpc = "127.0.0.1:{grpc}"']
+        lines += [f'http = "{http[nid]}"', f'data_dir = "data/{nid}"', ""]
+    path.write_text("\n".join(lines) + "\n")
+    return http
+
+
+class Loader(threading.Thread):
+    """Loads console pages back to back until stopped; keeps its session cookie like a browser."""
+
+    def __init__(self, address: str, pace_s: float = 0.0) -> None:
+        super().__init__(daemon=True)
+        self.pace_s = pace_s
+        self.host, port = address.rsplit(":", 1)
+        self.port = int(port)
+        self.stop = threading.Event()
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.cookie = ""
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            path = PAGES[i % len(PAGES)]
+            i += 1
+            started = time.perf_counter()
+            try:
+                conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                conn.request("GET", path, headers={"Cookie": self.cookie} if self.cookie else {})
+                response = conn.getresponse()
+                response.read()
+                cookie = response.getheader("Set-Cookie")
+                if cookie:
+                    self.cookie = cookie.split(";", 1)[0]
+                conn.close()
+                if response.status != 200:
+                    self.errors += 1
+            except OSError:
+                self.errors += 1
+            self.latencies.append(time.perf_counter() - started)
+            if self.pace_s:
+                self.stop.wait(self.pace_s)
+
+
+def window(
+    cluster: LocalCluster, leader: str, seconds: int, http: str | None, loaders: int, pace_s: float
+) -> dict[str, Any]:
+    start_ms = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
+    time.sleep(max(0.0, start_ms / 1000 - time.time()))
+    pid = cluster.procs[leader].pid
+    threads = [Loader(http, pace_s) for _ in range(loaders)] if http else []
+    cpu0 = fires.cpu_seconds(pid)
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    for t in threads:
+        t.stop.set()
+    for t in threads:
+        t.join(30)
+    cpu = fires.cpu_seconds(pid) - cpu0
+    status = cluster.status(leader, timeout=30, lateness_since_ms=start_ms)
+    lat = status.commit_lateness
+    out: dict[str, Any] = {
+        "kind": "loaded" if threads else "quiet",
+        "fires": lat.count,
+        "leader_cpu_s": round(cpu, 2),
+        "commit_lateness_ms": {"p50": lat.p50_ms, "p99": lat.p99_ms, "max": lat.max_ms},
+    }
+    if threads:
+        pages = sorted(x for t in threads for x in t.latencies)
+        out["page_loads"] = len(pages)
+        out["page_loads_per_s"] = round(len(pages) / seconds, 1)
+        out["page_ms"] = {
+            "p50": round(pages[len(pages) // 2] * 1000, 1) if pages else 0.0,
+            "p99": round(pages[int(len(pages) * 0.99)] * 1000, 1) if pages else 0.0,
+        }
+        out["page_errors"] = sum(t.errors for t in threads)
+    return out
+
+
+def run(n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, base: Path) -> dict[str, Any]:
+    http = write_config(base / "cluster.toml")
+    cluster = LocalCluster(base / "cluster.toml", base / "logs")
+    try:
+        cluster.start()
+        leader = cluster.wait_for_leader(60)
+        asyncio.run(fires.create_tasks([cluster.grpc_of(leader), *cluster.targets()], n_tasks))
+        leader = cluster.wait_for_leader(30)
+        time.sleep(3)  # let the schedule settle into its steady state
+        windows = []
+        for _ in range(rounds):
+            for loaded in (False, True):
+                result = window(cluster, leader, seconds, http[leader] if loaded else None, loaders, pace_s)
+                now = cluster.wait_for_leader(30)
+                result["leader_changed"] = now != leader  # a window with a failover is not comparable
+                windows.append(result)
+                leader = now
+    finally:
+        cluster.stop()
+
+    def median(kind: str, q: str) -> float:
+        kept = [w["commit_lateness_ms"][q] for w in windows if w["kind"] == kind and not w["leader_changed"]]
+        return float(statistics.median(kept)) if kept else 0.0
+
+    summary = {q: {"quiet": median("quiet", q), "loaded": median("loaded", q)} for q in ("p50", "p99")}
+    # The leader's CPU a page load costs: loaded windows' CPU over the quiet windows' mean.
+    kept = [w for w in windows if not w["leader_changed"]]
+    quiet_cpu = statistics.mean(w["leader_cpu_s"] for w in kept if w["kind"] == "quiet")
+    loads = sum(w["page_loads"] for w in kept if w["kind"] == "loaded")
+    extra_cpu = sum(w["leader_cpu_s"] - quiet_cpu for w in kept if w["kind"] == "loaded")
+    return {
+        "tasks": n_tasks,
+        "window_s": seconds,
+        "loaders": loaders,
+        "pace_s": pace_s,
+        "pages": list(PAGES),
+        "windows": windows,
+        "commit_lateness_ms": summary,
+        "leader_changes": sum(1 for w in windows if w["leader_changed"]),
+        "leader_cpu_ms_per_page_load": round(extra_cpu / max(loads, 1) * 1000, 1),
+        "ratio_loaded_vs_quiet": {
+            q: round(v["loaded"] / v["quiet"], 2) if v["quiet"] else None for q, v in summary.items()
+        },
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=2000)
+    ap.add_argument("--seconds", type=int, default=15)
+    ap.add_argument("--loaders", type=int, default=2)
+    ap.add_argument("--pace", type=float, default=0.0, help="seconds each loader waits between loads")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="raftsched-console-bench-") as tmp:
+        result = run(args.tasks, args.seconds, args.loaders, args.pace, args.rounds, Path(tmp))
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""The web console: every node serves it on its HTTP listener (``nodes[].http``).
+
+Requests are handled on a worker thread (never on the node's event loop, which carries the gRPC
+traffic of executors and clients): the handler reads the session cookie, re-checks the signed-in
+token, calls the node's own gRPC API through an SDK :class:`~raftsched.client.Client` that
+carries the user's token, and renders a template. So every read and write is authorized by the
+same table and the same servicers as the SDK's and the CLI's, and a write made on a follower
+reaches the leader as theirs do (the client follows the ``not_leader`` hint). With ``[tls]`` the
+internal client dials with the node's own certificate (trusting ``tls.ca_file``), as nodes dial
+each other.
+
+Contracts:
+
+* Sign-in takes a bearer token, verified by this node's token verifier; the browser gets an
+  HttpOnly, SameSite=Strict cookie holding a random session id (see
+  :mod:`raftsched.web.sessions`). With auth off there is no sign-in and every page says so.
+* Every POST must carry the session's CSRF token (a hidden field in every form) and, when the
+  browser sends an ``Origin``, come from this host; otherwise 403 and nothing is called.
+* Action buttons are drawn only when the caller's role grants the RPC's permission (asked of
+  the authorization table) in the object's namespace; the RPC checks again and a refusal is a
+  403 page.
+* A request with ``X-Console-Live: 1`` gets only the page's live region (the script in
+  ``static/console.js`` polls with it), so a page refreshes its data without a reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from importlib import resources
+from typing import Any, Final, Protocol
+
+from raftsched.abc import Clock
+from raftsched.client import Client
+from raftsched.config import ClusterConfig, is_loopback
+from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated
+from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.security.auth import ANONYMOUS, Principal
+from raftsched.security.tls import node_client_tls
+from raftsched.security.tokens import TokenVerifier
+from raftsched.web import views
+from raftsched.web.base import Ctx, Redirect, View, local_path
+from raftsched.web.sessions import COOKIE, Session, SessionStore
+from raftsched.web.templating import Renderer
+
+__all__ = ["Console", "ConsoleNode", "Ctx", "Redirect", "View"]
+
+log = logging.getLogger("raftsched.console")
+
+HTML: Final = "text/html; charset=utf-8"
+LIVE_HEADER: Final = "x-console-live"
+MAX_CONCURRENT: Final = 2
+"""Requests a node's console handles at once; more wait their turn (in arrival order)."""
+_STATIC_TYPES: Final = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+_SECURITY_HEADERS: Final = {
+    # Everything the console needs is served by itself; nothing else may load or frame it.
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class ConsoleNode(Protocol):
+    """What the console reads of its node."""
+
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def config(self) -> ClusterConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def tokens(self) -> TokenVerifier: ...
+
+
+Handler = Callable[[Ctx, "re.Match[str]"], View | Redirect]
+
+
+class Console:
+    """The console of ``node``. :meth:`routes` lists what to add to the node's HTTP listener.
+
+    ``client_factory(token)`` makes the SDK client a session uses (default: the node's own gRPC
+    address first, then its peers', with the node's client TLS)."""
+
+    def __init__(
+        self, node: ConsoleNode, client_factory: Callable[[str | None], Client] | None = None
+    ) -> None:
+        self.node = node
+        self.auth_on = node.config.auth is not None
+        http = node.config.node(node.node_id).http
+        # As for the gRPC port: without [auth] the console lets anyone run commands, so it is
+        # served only on loopback unless cluster.insecure says the exposure is deliberate.
+        self.refused = ""
+        if not self.auth_on and not node.config.insecure and http is not None and not is_loopback(http):
+            self.refused = (
+                f"The web console is off on this node: its http address {http} is not loopback and [auth] "
+                "is not configured, so anyone who reaches it could run commands. Configure [auth] "
+                "(or set cluster.insecure = true to accept the exposure)."
+            )
+        self._client_factory = client_factory or self._default_client
+        self.sessions = SessionStore(node.clock.now_ms, on_drop=_close_client)
+        self._shared: Client | None = None  # auth off: one client for everyone
+        self._gate: asyncio.Semaphore | None = None  # made on the listener's loop
+        self.renderer = Renderer(views.FILTERS, {"cluster_name": node.config.name, "node_id": node.node_id})
+        self._static = _load_static()
+        self._routes: list[tuple[str, re.Pattern[str], Handler, bool]] = []
+        for method, pattern, handler, open_ in views.ROUTES:
+            self._routes.append((method, re.compile(pattern), handler, open_))
+
+    # -- wiring ----------------------------------------------------------------------------------
+
+    def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Any]]]:
+        """``(method, aiohttp path, handler)`` to add to the listener: everything the built-in
+        routes (``/metrics``, ``/healthz``, ``/readyz``, added first) do not take."""
+        return [("GET", "/{tail:.*}", self.handle), ("POST", "/{tail:.*}", self.handle)]
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        """Serve one request on a worker thread (page handlers block on gRPC calls)."""
+        if request.method == "GET" and request.path.startswith("/static/"):
+            return self._serve_static(request.path.removeprefix("/static/"))
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(MAX_CONCURRENT)
+        async with self._gate:  # bounds the CPU the console can take from the scheduler
+            return await asyncio.to_thread(self.handle_sync, request)
+
+    def close(self) -> None:
+        """Close every session's client; idempotent."""
+        self.sessions.drop_all()
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.close()
+
+    def _default_client(self, token: str | None) -> Client:
+        config = self.node.config
+        me = config.node(self.node.node_id)
+        targets = [me.grpc] + [n.grpc for n in config.nodes if n.id != me.id]
+        return Client(targets, timeout=5.0, retries=4, tls=node_client_tls(config), token=token)
+
+    def _client_of(self, session: Session) -> Client:
+        if not self.auth_on:
+            if self._shared is None:
+                self._shared = self._client_factory(None)
+            return self._shared
+        if session.client is None:
+            session.client = self._client_factory(session.token)
+        client: Client = session.client
+        return client
+
+    # -- the request path ------------------------------------------------------------------------
+
+    def handle_sync(self, request: HttpRequest) -> HttpResponse:
+        """Serve one (non-static) request; blocking. Never raises: a failure is a 500 page."""
+        if self.refused:
+            return HttpResponse(
+                403, (self.refused + "\n").encode(), "text/plain; charset=utf-8", _SECURITY_HEADERS
+            )
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        session = self.sessions.get(_cookie(headers.get("cookie", ""), COOKIE))
+        fresh = session is None
+        if session is None:
+            session = self.sessions.new()
+        try:
+            response = self._dispatch(request, headers, session)
+        except Exception:  # a bug in a page must not take the listener down: log it, say so
+            log.exception("console: %s %s failed", request.method, request.path)
+            response = self._page(
+                None, View("error.html", {"message": "internal error (logged on the node)"}, 500)
+            )
+        out_headers = {**_SECURITY_HEADERS, **response.headers}
+        sid = out_headers.pop("x-session", None)
+        if sid is not None or fresh:
+            out_headers["Set-Cookie"] = _set_cookie(sid if sid is not None else session.sid)
+        return HttpResponse(response.status, response.body, response.content_type, out_headers)
+
+    def _dispatch(self, request: HttpRequest, headers: Mapping[str, str], session: Session) -> HttpResponse:
+        method, path = request.method.upper(), request.path
+        for want, pattern, handler, open_ in self._routes:
+            match = pattern.fullmatch(path)
+            if match is None or want != method:
+                continue
+            form: dict[str, str] = {}
+            if method == "POST":
+                form = _form(request.body)
+                problem = _post_problem(headers, form, session)
+                if problem:
+                    return self._page(None, View("error.html", {"message": problem}, 403), session)
+            principal = self._principal(session)
+            if principal is None and not open_:
+                if headers.get(LIVE_HEADER):
+                    return HttpResponse(401, b"signed out\n", "text/plain; charset=utf-8")
+                target = urllib.parse.quote(path + ("?" + _query(request.query) if request.query else ""))
+                return _redirect(f"/login?next={target}")
+            ctx = Ctx(
+                console=self,
+                session=session,
+                principal=principal or ANONYMOUS,
+                client=self._client_of(session) if principal is not None else _NO_CLIENT,
+                query=dict(request.query),
+                form=form,
+                path=path,
+                now_ms=self.node.clock.now_ms(),
+                live=bool(headers.get(LIVE_HEADER)),
+            )
+            return self._run(ctx, handler, match)
+        status = 405 if any(p.fullmatch(path) for _, p, _, _ in self._routes) else 404
+        return self._page(None, View("error.html", {"message": f"no page at {path}"}, status), session)
+
+    def _principal(self, session: Session) -> Principal | None:
+        """Who the session acts as now: anonymous admin with auth off; the token's principal as
+        the verifier sees it now (revoked or expired: the session ends); None if signed out."""
+        if not self.auth_on:
+            return ANONYMOUS
+        if session.token is None:
+            return None
+        try:
+            session.principal = self.node.tokens.check(session.token)
+        except Unauthenticated as exc:
+            log.info("console session of %s ended: %s", _principal_id(session), exc)
+            self.sessions.drop(session.sid)
+            return None
+        return session.principal
+
+    def _run(self, ctx: Ctx, handler: Handler, match: re.Match[str]) -> HttpResponse:
+        try:
+            out = handler(ctx, match)
+        except Unauthenticated as exc:
+            # The token stopped working between the check and the call (revoked just now).
+            self.sessions.drop(ctx.session.sid)
+            return self._page(ctx, View("error.html", {"message": f"signed out: {exc}"}, 401))
+        except PermissionDenied as exc:
+            return self._page(ctx, View("error.html", {"message": f"refused: {exc}"}, 403))
+        except NotFound as exc:
+            return self._page(ctx, View("error.html", {"message": str(exc)}, 404))
+        except RaftschedError as exc:
+            if ctx.form:  # a form: back to the page it came from, saying why
+                back = local_path(ctx.form.get("back", "")) or ctx.path
+                return self._redirect(ctx, Redirect(back, ("error", str(exc))))
+            status = 400 if exc.code in ("invalid_spec", "invalid_workflow") else 503
+            return self._page(ctx, View("error.html", {"message": str(exc)}, status))
+        if isinstance(out, Redirect):
+            return self._redirect(ctx, out)
+        return self._page(ctx, out)
+
+    def _redirect(self, ctx: Ctx, out: Redirect) -> HttpResponse:
+        session = ctx.extra.get("new_session", ctx.session)
+        if out.flash is not None:
+            session.flash.append(out.flash)
+        response = _redirect(out.location)
+        if "new_session" in ctx.extra:
+            response = HttpResponse(
+                response.status,
+                response.body,
+                response.content_type,
+                {**response.headers, "x-session": session.sid},
+            )
+        return response
+
+    def _page(self, ctx: Ctx | None, view: View, session: Session | None = None) -> HttpResponse:
+        session = ctx.session if ctx is not None else session
+        flash = []
+        if session is not None and not (ctx is not None and ctx.live):
+            flash, session.flash = session.flash, []
+        context = {
+            "auth_on": self.auth_on,
+            "principal": ctx.principal
+            if ctx is not None and self.auth_on and session and session.token
+            else None,
+            "csrf": session.csrf if session is not None else "",
+            "flash": flash,
+            "layout": "live.html" if ctx is not None and ctx.live else "base.html",
+            "can": ctx.can if ctx is not None else (lambda rpc, namespace="": False),
+            "now_ms": ctx.now_ms if ctx is not None else self.node.clock.now_ms(),
+            "path": ctx.path if ctx is not None else "/",
+            "here": _here(ctx),
+            "title": view.title,
+            "refresh": 0,
+            **view.context,
+        }
+        body = self.renderer.render(view.template, context)
+        return HttpResponse(view.status, body.encode(), HTML)
+
+    def _serve_static(self, name: str) -> HttpResponse:
+        found = self._static.get(name)
+        if found is None:
+            return HttpResponse(404, b"not found\n", "text/plain; charset=utf-8")
+        body, content_type = found
+        return HttpResponse(
+            200,
+            body,
+            content_type,
+            {"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
+        )
+
+
+class _NoClient(Client):
+    """Stands in for a client on the pages a signed-out visitor may see (sign-in): any call is
+    refused rather than sent without credentials."""
+
+    def __init__(self) -> None:  # no targets, no channels
+        pass
+
+    def _call(self, method: str, request: Any, *, write: bool = False, stale: bool | None = None) -> Any:
+        raise Unauthenticated("sign in first")
+
+
+_NO_CLIENT: Final = _NoClient()
+
+
+def _close_client(session: Session) -> None:
+    client, session.client = session.client, None
+    if client is not None:
+        client.close()
+
+
+def _principal_id(session: Session) -> str:
+    return session.principal.id if session.principal is not None else "?"
+
+
+def _load_static() -> dict[str, tuple[bytes, str]]:
+    out: dict[str, tuple[bytes, str]] = {}
+    root = resources.files("raftsched.web") / "static"
+    for entry in root.iterdir():
+        suffix = "." + entry.name.rpartition(".")[2]
+        if entry.is_file() and suffix in _STATIC_TYPES:
+            out[entry.name] = (entry.read_bytes(), _STATIC_TYPES[suffix])
+    return out
+
+
+def _cookie(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
+def _set_cookie(sid: str) -> str:
+    # No "Secure": the listener speaks plain HTTP (put it behind a TLS proxy to go beyond a
+    # trusted network); Strict keeps the cookie off every cross-site request, forms included.
+    return f"{COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict"
+
+
+def _form(body: bytes) -> dict[str, str]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return {}
+    return {k: v for k, v in urllib.parse.parse_qsl(text, keep_blank_values=True)}
+
+
+def _post_problem(headers: Mapping[str, str], form: Mapping[str, str], session: Session) -> str:
+    """Why a POST is refused before anything is called ("" if it is not)."""
+    origin = headers.get("origin")
+    if origin and origin != "null":
+        host = urllib.parse.urlsplit(origin).netloc
+        if host != headers.get("host", ""):
+            return f"refused: the form was posted from {origin}, not from this console"
+    if not session.csrf_ok(form.get("csrf", "")):
+        return "refused: the form's CSRF token is missing or stale (reload the page and try again)"
+    return ""
+
+
+def _query(query: Mapping[str, str]) -> str:
+    return urllib.parse.urlencode(dict(query))
+
+
+def _here(ctx: Ctx | None) -> str:
+    if ctx is None:
+        return "/"
+    visible = {k: v for k, v in ctx.query.items()}
+    return ctx.path + ("?" + _query(visible) if visible else "")
+
+
+def _redirect(location: str) -> HttpResponse:
+    return HttpResponse(303, b"", "text/plain; charset=utf-8", {"Location": location})

@@ -1,0 +1,222 @@
+"""The console's pure parts: sessions, CSRF and origin checks, safe redirects, DAG and Gantt
+geometry, pagination and time parsing."""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from raftsched.config import load_config
+from raftsched.errors import InvalidSpec
+from raftsched.fsm import queries
+from raftsched.observability.listener import HttpRequest
+from raftsched.security.auth import Principal, Role
+from raftsched.timing.clock import ManualClock
+from raftsched.v1 import log_pb2 as fsm_pb
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.web.base import local_path
+from raftsched.web.console import Console, _cookie, _post_problem, _set_cookie
+from raftsched.web.graph import BOX_W, COL_GAP, GANTT_LABEL_W, GANTT_W, dag_geometry, gantt_geometry
+from raftsched.web.sessions import Session, SessionStore
+from raftsched.web.views import Pager, _parse_time, paginate, relative
+from tests.unit.test_fsm import T0, S, apply, batch, entry, fire, with_task
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def _store(clock: Clock, dropped: list[Session], **kw: int) -> SessionStore:
+    counter = itertools.count()
+    return SessionStore(clock, token_urlsafe=lambda n: f"r{next(counter)}", on_drop=dropped.append, **kw)
+
+
+def test_sign_in_gives_a_new_id_and_csrf_token_and_drops_the_old_session() -> None:
+    clock, dropped = Clock(), list[Session]()
+    store = _store(clock, dropped)
+    anonymous = store.new()
+    viewer = Principal("token:abc", Role.VIEWER)
+    signed = store.sign_in(anonymous, "rst_token", viewer)
+    assert signed.sid != anonymous.sid and signed.csrf != anonymous.csrf
+    assert store.get(anonymous.sid) is None and dropped == [anonymous]
+    assert store.get(signed.sid) is signed and signed.token == "rst_token" and signed.principal == viewer
+
+
+def test_sessions_expire_when_idle_and_the_least_recent_is_evicted_first() -> None:
+    clock, dropped = Clock(), list[Session]()
+    store = _store(clock, dropped, idle_ms=1000, max_sessions=2)
+    a, b = store.new(), store.new()
+    clock.ms += 600
+    assert store.get(a.sid) is a  # touched: b is now the least recently used
+    c = store.new()
+    assert dropped == [b] and len(store) == 2
+    clock.ms += 1001
+    assert store.get(c.sid) is None and dropped == [b, c]
+    assert store.get(None) is None and store.get("") is None
+
+
+def test_csrf_tokens_compare_exactly() -> None:
+    s = Session("sid", "secret-csrf", 0, 0)
+    assert s.csrf_ok("secret-csrf")
+    assert not s.csrf_ok("") and not s.csrf_ok("secret-csr") and not s.csrf_ok("secret-csrf ")
+
+
+def test_a_post_needs_the_csrf_token_and_a_same_origin() -> None:
+    s = Session("sid", "tok", 0, 0)
+    same = {"host": "127.0.0.1:9101", "origin": "http://127.0.0.1:9101"}
+    assert _post_problem(same, {"csrf": "tok"}, s) == ""
+    assert _post_problem({"host": "h:1"}, {"csrf": "tok"}, s) == ""  # no Origin sent: the token decides
+    assert "CSRF" in _post_problem(same, {"csrf": "nope"}, s)
+    assert "posted from http://evil.example" in _post_problem(
+        {"host": "127.0.0.1:9101", "origin": "http://evil.example"}, {"csrf": "tok"}, s
+    )
+
+
+def test_cookie_parsing_and_flags() -> None:
+    assert _cookie("a=1; raftsched_console=xyz; b=2", "raftsched_console") == "xyz"
+    assert _cookie("raftsched_consolex=1", "raftsched_console") is None
+    flags = _set_cookie("xyz")
+    assert flags.startswith("raftsched_console=xyz;") and "HttpOnly" in flags and "SameSite=Strict" in flags
+
+
+@pytest.mark.parametrize(
+    ("target", "ok"),
+    [
+        ("/tasks", True),
+        ("/runs/a%40b", True),
+        ("//evil.example/x", False),
+        ("http://evil/", False),
+        ("/\\evil", False),
+        ("", False),
+    ],
+)
+def test_redirects_stay_on_the_console(target: str, ok: bool) -> None:
+    assert local_path(target) == (target if ok else "")
+
+
+def _diamond() -> pb.WorkflowSpec:
+    spec = pb.WorkflowSpec(name="diamond")
+    spec.tasks.add(name="a")
+    spec.tasks.add(name="b").depends_on.add(task="a")
+    spec.tasks.add(name="c").depends_on.add(task="a", condition=pb.ON_FAILURE)
+    d = spec.tasks.add(name="d")
+    d.depends_on.add(task="b")
+    d.depends_on.add(task="c")
+    return spec
+
+
+def test_the_dag_is_drawn_in_layers_left_to_right() -> None:
+    dag = dag_geometry(_diamond(), {"a": "success", "c": "failed"})
+    boxes = {b.name: b for b in dag.boxes}
+    assert [boxes[n].layer for n in "abcd"] == [0, 1, 1, 2]
+    assert boxes["b"].x == boxes["c"].x == boxes["a"].x + BOX_W + COL_GAP
+    assert boxes["b"].y < boxes["c"].y  # spec order within a layer
+    assert boxes["a"].state == "success" and boxes["c"].state == "failed" and boxes["d"].state == ""
+    assert {(e.upstream, e.downstream) for e in dag.edges} == {("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")}
+    assert next(e for e in dag.edges if e.downstream == "c").condition == "on failure"
+    assert all(0 < b.x + b.w <= dag.width and 0 < b.y + b.h <= dag.height for b in dag.boxes)
+
+
+def test_a_lineage_highlight_marks_the_task_its_ancestors_and_descendants() -> None:
+    dag = dag_geometry(_diamond(), None, "b", ["a"], ["d"])
+    marks = {b.name: b.mark for b in dag.boxes}
+    assert marks == {"a": "up", "b": "focus", "c": "", "d": "down"}
+    lit = {(e.upstream, e.downstream) for e in dag.edges if e.lit}
+    assert lit == {("a", "b"), ("b", "d")}
+
+
+def test_the_gantt_chart_spans_each_state_until_the_next() -> None:
+    rows = [
+        ("a", [("ready", 1000), ("running", 2000), ("success", 3000)]),
+        ("b", [("waiting", 1000), ("running", 3000)]),
+    ]
+    g = gantt_geometry(rows, 1000, 5000)
+    a, b = g.rows
+    assert [x.state for x in a.bars] == ["ready", "running", "success"]
+    assert a.bars[0].x == GANTT_LABEL_W and a.bars[0].w == GANTT_W / 4
+    assert a.bars[2].start_ms == a.bars[2].end_ms == 3000  # a final state is a mark, not a span
+    assert b.bars[1].end_ms == 5000 and b.bars[1].x + b.bars[1].w == pytest.approx(GANTT_LABEL_W + GANTT_W)
+    assert b.y > a.y
+
+
+def test_paginate() -> None:
+    items = list(range(120))
+    page, pager = paginate(items, 3, 50)
+    assert list(page) == list(range(100, 120)) and pager == Pager(3, 3, 120, False) and pager.has_prev
+    page, pager = paginate(items, 99, 50)
+    assert pager.page == 3
+    page, pager = paginate([], 1, 50)
+    assert list(page) == [] and pager == Pager(1, 1, 0, False)
+
+
+def test_times_for_explain() -> None:
+    assert _parse_time("1700000000000") == 1_700_000_000_000
+    assert _parse_time("2026-01-02T03:04:05Z") == 1_767_323_045_000
+    assert _parse_time("2026-01-02T04:04:05+01:00") == 1_767_323_045_000
+    assert _parse_time("2026-01-02T03:04:05") == 1_767_323_045_000  # UTC without an offset
+    with pytest.raises(InvalidSpec):
+        _parse_time("yesterday")
+    assert (
+        relative(0, 5) == "-" and relative(65_000, 5_000) == "in 60s" and relative(1000, 181_000) == "3m ago"
+    )
+
+
+def test_without_auth_the_console_is_off_on_a_non_loopback_listener(tmp_path: Path) -> None:
+    def console_for(http: str, extra: str = "") -> Console:
+        (tmp_path / "c.toml").write_text(
+            f'[cluster]\nsecret = "0123456789abcdef0123"\n{extra}\n[[nodes]]\nid = "n1"\n'
+            f'raft = "127.0.0.1:7001"\ngrpc = "127.0.0.1:7101"\nhttp = "{http}"\ndata_dir = "d"\n'
+        )
+        config = load_config(tmp_path / "c.toml")
+        node = SimpleNamespace(node_id="n1", config=config, clock=ManualClock(0), tokens=None)
+        return Console(node)
+
+    exposed = console_for("0.0.0.0:9101")
+    reply = exposed.handle_sync(HttpRequest("GET", "/tasks"))
+    assert reply.status == 403 and b"not loopback and [auth] is not configured" in reply.body
+    assert not console_for("127.0.0.1:9101").refused
+    assert not console_for("0.0.0.0:9101", "insecure = true").refused
+
+
+def test_the_wheel_ships_every_template_and_static_file() -> None:
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "raftsched"
+    ]
+    package = root / "raftsched"
+    files = [p for d in ("web/templates", "web/static") for p in (package / d).iterdir() if p.is_file()]
+    assert files
+    for path in files:
+        rel = str(path.relative_to(package))
+        assert any(fnmatch.fnmatch(rel, pattern) for pattern in patterns), f"{rel} is not package data"
+
+
+def test_the_newest_fire_records_are_read_from_the_end_and_returned_in_time_order() -> None:
+    state = with_task()
+    coalesced = fire(T0 + S, fsm_pb.COALESCED, through=T0 + 8 * S, count=8)
+    fires = [coalesced, *(fire(T0 + k * S) for k in range(9, 13))]
+    e = entry("t", 1, fires, watermark=T0 + 12 * S, next_fire=T0 + 13 * S)
+    assert apply(state, batch(T0 + 12 * S, e)).ok
+    with state.store.reader() as r:
+        newest = queries.fire_records(r, "t", 0, 0, 2, newest=True)
+        window = queries.fire_records(r, "t", T0 + 5 * S, 0, 10, newest=True)
+        recent = queries.recent_fires(r, "t", 4)
+    assert [f.nominal_ms for f in newest] == [T0 + 11 * S, T0 + 12 * S]
+    # The coalesced range starts before the window but reaches into it: it is included, first.
+    assert [f.nominal_ms for f in window] == [T0 + S, *(T0 + k * S for k in range(9, 13))]
+    # The first fire started a run (PENDING); the others were skipped (overlap): no run, no state.
+    assert [(f.nominal_ms, s) for f, s in recent] == [
+        (T0 + 9 * S, fsm_pb.PENDING),
+        (T0 + 10 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
+        (T0 + 11 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
+        (T0 + 12 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
+    ]

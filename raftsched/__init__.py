@@ -30,6 +30,7 @@ from raftsched.model import (
     OnceTrigger,
     Outcome,
     Overlap,
+    Runner,
     RunState,
     TaskSpec,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "Overlap",
     "RaftschedError",
     "RunState",
+    "Runner",
     "StaleEpoch",
     "TaskSpec",
     "TlsConfig",

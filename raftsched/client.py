@@ -39,7 +39,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -66,6 +66,7 @@ from raftsched.fsm.policy import parse_rate, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
 from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
 from raftsched.security.tokens import BearerInterceptor, new_token, resolve_token, token_id
+from raftsched.timing import calendar as calendar_mod
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -610,6 +611,58 @@ class Client:
         )
         reply: pb.DeleteWorkflowReply = self._call("DeleteWorkflow", request, write=True)
         return reply.workflow, reply.runs_killed
+
+    # -- calendars --------------------------------------------------------------------------------
+
+    def set_calendar(
+        self,
+        name: str,
+        *,
+        dates: Iterable[str | dt.date] = (),
+        weekdays: str = "",
+        zone: str = "UTC",
+        description: str = "",
+    ) -> pb.CalendarRecord:
+        """Create or replace calendar ``name``: its days are ``dates`` (``YYYY-MM-DD`` strings or
+        dates) and every weekday of ``weekdays`` (``"mon-fri"``, ``"sat,sun"``), in ``zone``.
+
+        Tasks and workflows that ``exclude`` it skip fires whose local date (in ``zone``) is one of
+        its days; those fires are accounted ``skipped_calendar``. Setting replaces the whole
+        calendar (a new version). InvalidSpec for a bad name, date, weekday or zone."""
+        days: set[int] = set()
+        for i, value in enumerate(dates):
+            if isinstance(value, dt.date):
+                days.add(calendar_mod.day_number(value))
+            else:
+                days.update(calendar_mod.parse_dates_text(str(value), f"dates[{i}]"))
+        mask = calendar_mod.parse_weekdays(weekdays) if weekdays else 0
+        spec = pb.CalendarSpec(
+            name=validate_name(name, "calendar"),
+            dates=sorted(days),
+            weekdays=mask,
+            zone=zone or "UTC",
+            description=description,
+        )
+        request = pb.SetCalendarRequest(spec=spec, idempotency_key=_key())
+        reply: pb.CalendarReply = self._call("SetCalendar", request, write=True)
+        return reply.calendar
+
+    def get_calendar(self, name: str) -> tuple[pb.CalendarRecord, list[str]]:
+        """Calendar ``name`` and who excludes it (``"task NAME"``, ``"workflow NAME"``). NotFound if none."""
+        request = pb.GetCalendarRequest(name=validate_name(name, "calendar"))
+        reply: pb.CalendarReply = self._call("GetCalendar", request)
+        return reply.calendar, list(reply.used_by)
+
+    def list_calendars(self) -> list[pb.CalendarRecord]:
+        """Every calendar, by name."""
+        reply: pb.ListCalendarsReply = self._call("ListCalendars", pb.ListCalendarsRequest())
+        return list(reply.calendars)
+
+    def delete_calendar(self, name: str) -> None:
+        """Delete calendar ``name``. Conflict while a task or workflow excludes it (the message
+        lists them: remove it from their ``exclude`` first); NotFound if there is none."""
+        request = pb.DeleteCalendarRequest(name=validate_name(name, "calendar"), idempotency_key=_key())
+        self._call("DeleteCalendar", request, write=True)
 
     def start_workflow_run(
         self, workflow: str, logical_ms: int = 0, params: Mapping[str, Any] | str | None = None

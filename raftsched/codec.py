@@ -23,11 +23,14 @@ from raftsched.model import (
     OnceTrigger,
     Outcome,
     Overlap,
+    Runner,
     RunState,
     TaskSpec,
     Trigger,
+    parse_runner,
     unchecked,
 )
+from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
 COMMAND_FORMAT = 1
@@ -48,6 +51,7 @@ OUTCOME_TO_PB = {
     Outcome.SKIPPED_OVERLAP: pb.SKIPPED_OVERLAP,
     Outcome.SKIPPED_MISFIRE: pb.SKIPPED_MISFIRE,
     Outcome.SKIPPED_DISABLED: pb.SKIPPED_DISABLED,
+    Outcome.SKIPPED_CALENDAR: pb.SKIPPED_CALENDAR,
 }
 OUTCOME_FROM_PB = {v: k for k, v in OUTCOME_TO_PB.items()}
 
@@ -107,6 +111,11 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         params_json=spec.params_json,
         description=spec.description,
         locks=locks_to_pb(spec.locks),
+        exclude=spec.exclude,
+        resource_cpu=spec.resource_cpu,
+        resource_memory_mb=spec.resource_memory_mb,
+        # The default is stored as "" so a spec without the field encodes as before it existed.
+        runner="" if spec.runner == Runner.SHELL else str(spec.runner),
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -121,7 +130,11 @@ def spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
     if overlap is None:
         raise InvalidSpec("overlap", f"unknown overlap policy value {msg.overlap}")
     return TaskSpec(
-        trigger=trigger_from_pb(msg.trigger), misfire=misfire, overlap=overlap, **_spec_fields(msg)
+        trigger=trigger_from_pb(msg.trigger),
+        misfire=misfire,
+        overlap=overlap,
+        runner=parse_runner(msg.runner),
+        **_spec_fields(msg),
     )
 
 
@@ -134,6 +147,7 @@ def stored_spec_from_pb(msg: pb.TaskSpec) -> TaskSpec:
         trigger=trigger_from_pb(msg.trigger, stored=True),
         misfire=MISFIRE_FROM_PB.get(msg.misfire, Misfire.LATEST),
         overlap=OVERLAP_FROM_PB.get(msg.overlap, Overlap.SKIP),
+        runner=Runner.PYTHON if msg.runner == "python" else Runner.SHELL,
         **_spec_fields(msg),
     )
 
@@ -154,7 +168,20 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "params_json": msg.params_json,
         "description": msg.description,
         "locks": locks_from_pb(msg.locks),
+        "exclude": tuple(msg.exclude),
+        "resource_cpu": msg.resource_cpu,
+        "resource_memory_mb": msg.resource_memory_mb,
     }
+
+
+def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:
+    """A calendar from its replicated form (a spec and the zone's expanded offsets).
+
+    Checks the structure and raises InvalidSpec; the zone's name is not looked up (apply may not
+    consult tzdata: the offsets are what the leader expanded)."""
+    return Calendar.build(
+        spec.name, spec.dates, spec.weekdays, spec.zone or "UTC", list(transitions_ms), list(offsets_s)
+    )
 
 
 def locks_to_pb(locks: tuple[Lock, ...]) -> list[pb.LockRef]:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.model import ManualTrigger
+from raftsched.timing.calendar import Calendar
 from raftsched.timing.schedule import next_fire_after
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -20,6 +21,7 @@ _VERB = {
     pb.SKIPPED_OVERLAP: "skipped (overlap)",
     pb.SKIPPED_MISFIRE: "skipped (misfire)",
     pb.SKIPPED_DISABLED: "skipped (disabled)",
+    pb.SKIPPED_CALENDAR: "skipped (calendar)",
 }
 
 
@@ -34,6 +36,22 @@ def _covers(rec: pb.FireRecord, at_ms: int) -> bool:
 
 
 def explain(
+    task: pb.TaskRecord,
+    at_ms: int,
+    records: list[pb.FireRecord],
+    run: pb.Run | None,
+    calendars: list[Calendar] | None = None,
+) -> pb.ExplainReply:
+    """The verdict for ``task`` at ``at_ms``; ``calendars`` are the ones the task excludes (to
+    say that a fire not yet accounted will be skipped, or why one was)."""
+    out = _explain(task, at_ms, records, run)
+    for cal in calendars or ():
+        if not out.HasField("fire") and cal.excludes(at_ms):
+            out.details.append(f"a fire at {iso(at_ms)} is skipped: {cal.why(at_ms)}")
+    return out
+
+
+def _explain(
     task: pb.TaskRecord, at_ms: int, records: list[pb.FireRecord], run: pb.Run | None
 ) -> pb.ExplainReply:
     name = task.spec.name
@@ -59,6 +77,8 @@ def explain(
                             f"shard {sh.shard} attempt {sh.attempt} waiting since "
                             f"{iso(sh.waiting_since_ms)}: {sh.waiting}"
                         )
+            elif rec.outcome == pb.SKIPPED_CALENDAR:
+                out.verdict = f"{name} skipped at {iso(at_ms)} by calendar {rec.calendar!r}: {rec.reason}"
             elif rec.through_ms:
                 out.verdict = (
                     f"{name} {verb} at {iso(at_ms)}: one of {rec.count} fires from "

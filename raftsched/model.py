@@ -24,6 +24,10 @@ locks                   at most 16, names as above, each once
 interval                1 s - 366 days, whole seconds
 misfire_all_cap         0 (cluster default) - 10,000
 misfire_all_window      0 (cluster default) - 30 days
+exclude                 at most 16 calendar names, no repeats
+resource_cpu            0 (none) or a finite number > 0, at most 1024
+resource_memory_mb      0 (none) - 16,777,216 (16 TiB)
+runner                  ``shell`` (default) or ``python`` (needs a command)
 ======================  ===========================================
 
 Every text field refuses a NUL character (it cannot reach a process: argv, the environment and
@@ -58,6 +62,9 @@ MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
 MAX_INTERVAL_MS = 366 * 24 * 3600 * 1000
 MAX_MISFIRE_CAP = 10_000
 MAX_MISFIRE_WINDOW_MS = 30 * 24 * 3600 * 1000
+MAX_EXCLUDE = 16
+MAX_RESOURCE_CPU = 1024.0
+MAX_RESOURCE_MEMORY_MB = 16 * 1024 * 1024
 # Year 9999 is the end of the calendar Python (and croniter) can represent.
 MAX_TIME_MS = 253_402_300_799_000
 
@@ -136,6 +143,18 @@ def check_locks(locks: object, field_name: str = "locks") -> None:
         raise InvalidSpec(field_name, f"lock {quote(dup[0])} is named twice")
 
 
+class Runner(StrEnum):
+    """How an executor runs a task's command: ``shell`` (``/bin/sh -c``) or ``python``.
+
+    ``python`` runs it with the executor's own interpreter (``sys.executable``): a leading
+    ``python``/``python3``/``pythonX.Y`` word is replaced by it, and any other command is taken
+    as a script and its arguments (``tasks/load.py --day 1`` → ``<python> tasks/load.py --day 1``).
+    """
+
+    SHELL = "shell"
+    PYTHON = "python"
+
+
 class Outcome(StrEnum):
     """How one nominal fire was accounted. Every nominal fire gets exactly one."""
 
@@ -144,6 +163,7 @@ class Outcome(StrEnum):
     SKIPPED_OVERLAP = "skipped_overlap"
     SKIPPED_MISFIRE = "skipped_misfire"
     SKIPPED_DISABLED = "skipped_disabled"
+    SKIPPED_CALENDAR = "skipped_calendar"
 
 
 class RunState(StrEnum):
@@ -277,6 +297,10 @@ class TaskSpec:
     # Resource locks every attempt holds while it runs: it starts only when it can take all of
     # them at once. Canonical order is by name (the state machine acquires in that order).
     locks: tuple[Lock, ...] = ()
+    exclude: tuple[str, ...] = ()
+    resource_cpu: float = 0.0
+    resource_memory_mb: int = 0
+    runner: Runner = Runner.SHELL
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -301,6 +325,12 @@ class TaskSpec:
         check_text(self.namespace, "namespace", MAX_LABEL)
         check_text(self.description, "description", MAX_DESCRIPTION_BYTES)
         validate_params(self.params_json)
+        validate_exclude(self.exclude)
+        validate_resource(self.resource_cpu, self.resource_memory_mb)
+        if not isinstance(self.runner, Runner):
+            raise InvalidSpec("runner", f"{quote(self.runner)} is not one of shell, python")
+        if self.runner == Runner.PYTHON and self.handler:
+            raise InvalidSpec("runner", "runner python runs a command; a handler is already Python")
         # Last, so that a more specific problem with the fields given is the one reported.
         if not self.command and not self.handler:
             raise InvalidSpec("command", "give a command or a handler (a task with neither cannot run)")
@@ -420,6 +450,39 @@ def _check_json_strings(value: object, field_name: str) -> None:
             problem = _bad_char(item)
             if problem is not None:
                 raise InvalidSpec(field_name, f"string {quote(item, 40)} {problem}")
+
+
+def validate_exclude(names: object, field_name: str = "exclude") -> None:
+    """Refuse anything but a tuple of at most :data:`MAX_EXCLUDE` distinct calendar names."""
+    if not isinstance(names, tuple):
+        raise InvalidSpec(field_name, f"must be a tuple of calendar names, got {type(names).__name__}")
+    if len(names) > MAX_EXCLUDE:
+        raise InvalidSpec(field_name, f"{len(names)} calendars, at most {MAX_EXCLUDE}")
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        validate_name(name, f"{field_name}[{i}]")
+        if name in seen:
+            raise InvalidSpec(f"{field_name}[{i}]", f"calendar {name!r} is listed twice")
+        seen.add(name)
+
+
+def validate_resource(cpu: object, memory_mb: object, field_name: str = "resource") -> None:
+    """Refuse a CPU need that is negative, not finite or over 1024, and a memory need out of range.
+
+    0 means "not declared"; a declared need must be > 0.
+    """
+    if isinstance(cpu, bool) or not isinstance(cpu, int | float):
+        raise InvalidSpec(f"{field_name}.cpu", f"must be a number, got {type(cpu).__name__}")
+    if cpu != cpu or cpu < 0 or cpu > MAX_RESOURCE_CPU:  # cpu != cpu: NaN
+        raise InvalidSpec(f"{field_name}.cpu", f"{cpu} out of range (> 0, at most {MAX_RESOURCE_CPU:g})")
+    check_int(memory_mb, f"{field_name}.memory", 0, MAX_RESOURCE_MEMORY_MB, " MiB")  # type: ignore[arg-type]
+
+
+def parse_runner(value: str, field_name: str = "runner") -> Runner:
+    try:
+        return Runner(value or "shell")
+    except ValueError:
+        raise InvalidSpec(field_name, f"{quote(value)} is not one of shell, python") from None
 
 
 def parse_misfire(value: str) -> Misfire:

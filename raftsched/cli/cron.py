@@ -1,12 +1,15 @@
-"""``cron preview``: a cron expression's next fires, in UTC and local time (local; no cluster)."""
+"""``cron preview``: a cron expression's next fires, in UTC and local time (local; no cluster,
+unless ``--exclude`` names a cluster calendar whose skipped fires are to be marked)."""
 
 from __future__ import annotations
 
 import argparse
 
+from raftsched.cli.calendars import calendars_for_preview
 from raftsched.cli.input import lazy_now, parse_time
 from raftsched.cli.render import iso, offset_of, print_json, print_table
 from raftsched.timing import cron
+from raftsched.timing.calendar import Calendar
 
 __all__ = ["cmd_cron_preview"]
 
@@ -15,6 +18,11 @@ def cmd_cron_preview(args: argparse.Namespace) -> int:
     start = parse_time(args.from_, lazy_now(), "--from")
     cron.CronSchedule.parse(args.expr, args.tz, field="EXPR", tz_field="--tz")  # errors name the CLI's words
     fires = cron.preview(args.expr, args.tz, start, args.count)
+    excluding = calendars_for_preview(args)
+
+    def skipped_by(ms: int) -> Calendar | None:
+        return next((c for c in excluding if c.excludes(ms)), None)
+
     if args.json:
         return print_json(
             {
@@ -22,7 +30,17 @@ def cmd_cron_preview(args: argparse.Namespace) -> int:
                 "timezone": args.tz,
                 "from": iso(start),
                 "from_ms": start,
-                "fires": [{"utc": iso(ms), "utc_ms": ms, "local": local} for ms, local in fires],
+                "fires": [
+                    {
+                        "utc": iso(ms),
+                        "utc_ms": ms,
+                        "local": local,
+                        **(
+                            {"skipped_calendar": c.name, "reason": c.why(ms)} if (c := skipped_by(ms)) else {}
+                        ),
+                    }
+                    for ms, local in fires
+                ],
                 **({"day_rule": note} if (note := cron.day_rule_note(args.expr)) else {}),
             }
         )
@@ -32,15 +50,23 @@ def cmd_cron_preview(args: argparse.Namespace) -> int:
     for i, (ms, local) in enumerate(fires, 1):
         offset = offset_of(local)
         note = f"UTC offset {previous} -> {offset}" if previous and offset != previous else ""
+        excluded = skipped_by(ms)
+        if excluded is not None:
+            skip = f"skipped_calendar: {excluded.why(ms)}"
+            note = f"{note}; {skip}" if note else skip
         rows.append([str(i), iso(ms), local, note])
         previous = offset
     print_table(["#", "UTC", f"LOCAL ({args.tz})", "NOTE"], rows)
     day_rule = cron.day_rule_note(args.expr)
     if day_rule is not None:
         print(day_rule)
-    if any(row[3] for row in rows):
+    if any("UTC offset" in row[3] for row in rows):
         print(
             "DST policy: a wall time that occurs twice fires once, at its first occurrence; "
             "one that does not exist fires at the end of the gap (or is skipped if the hour field is *)."
         )
     return 0
+
+
+def _skip_fields(excluded: Calendar | None, ms: int) -> dict[str, str]:
+    return {} if excluded is None else {"skipped_calendar": excluded.name, "reason": excluded.why(ms)}

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftsched import __version__
-from raftsched.cli import access, alerts, cluster, cron, tasks, workflows
+from raftsched.cli import access, alerts, apply, calendars, cluster, cron, tasks, workflows
 from raftsched.cli import policy as policy_cli
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
@@ -47,7 +47,7 @@ from raftsched.errors import (
     RaftschedError,
     Unauthenticated,
 )
-from raftsched.model import Misfire, Overlap, RunState
+from raftsched.model import Misfire, Overlap, Runner, RunState
 from raftsched.timing.cron import MAX_PREVIEW
 
 __all__ = [
@@ -341,8 +341,53 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"how many fires, 1-{MAX_PREVIEW} (default: 10)",
     )
+    preview.add_argument(
+        "--exclude",
+        action="append",
+        metavar="CALENDAR",
+        help="mark the fires this cluster calendar skips (repeatable; asks the cluster)",
+    )
+    preview.add_argument(
+        "--exclude-file",
+        action="append",
+        metavar="FILE",
+        help="mark the fires on the dates of this holidays file (offline; repeatable)",
+    )
+    preview.add_argument(
+        "--exclude-zone", metavar="ZONE", help="time zone of --exclude-file's dates (default: --tz)"
+    )
     _json_option(preview)
 
+    _add_calendar_commands(commands)
+    applying = _leaf(
+        commands,
+        "apply",
+        apply.cmd_apply,
+        "make the cluster's tasks match task files (YAML or TOML): create, update or leave each "
+        "unchanged, one line per task",
+    )
+    applying.add_argument("files", nargs="+", metavar="FILE", help="task files (.yaml, .yml, .toml)")
+    applying.add_argument(
+        "--prune",
+        action="store_true",
+        help="also delete the tasks of the files' namespaces that no file lists",
+    )
+    mode = applying.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="contact no cluster: print the field-level diff against --against (default: nothing)",
+    )
+    mode.add_argument(
+        "--plan", action="store_true", help="print the field-level diff against the cluster; change nothing"
+    )
+    applying.add_argument(
+        "--against",
+        action="append",
+        metavar="FILE",
+        help="with --dry-run: the task files the diff starts from (e.g. the reviewed base; repeatable)",
+    )
+    _json_option(applying)
     _add_workflow_commands(commands)
 
     demo = _leaf(commands, "demo", cmd_demo, "run the demo cluster described by a config file", late=())
@@ -360,6 +405,43 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
     return parser
+
+
+def _add_calendar_commands(commands: Any) -> None:
+    calendar = commands.add_parser(
+        "calendar", help="named calendars (dates, weekdays, a zone) that tasks and workflows exclude"
+    )
+    actions = calendar.add_subparsers(dest="action", metavar="ACTION", required=True)
+    put = _leaf(
+        actions,
+        "set",
+        calendars.cmd_calendar_set,
+        "create or replace a calendar: the dates of --file and/or every weekday of --weekdays, in --zone",
+    )
+    put.add_argument("name", metavar="NAME")
+    put.add_argument(
+        "--file",
+        action="append",
+        metavar="FILE",
+        help="holidays file: one YYYY-MM-DD (or FROM..TO) a line, '#' comments (repeatable)",
+    )
+    put.add_argument("--weekdays", metavar="RULE", help="weekdays it holds, e.g. sat,sun or mon-fri")
+    put.add_argument(
+        "--zone", default="UTC", metavar="ZONE", help="IANA time zone of its days (default: UTC)"
+    )
+    put.add_argument("--description", default="", metavar="TEXT")
+    listing = _leaf(actions, "list", calendars.cmd_calendar_list, "list calendars")
+    _json_option(listing)
+    show = _leaf(actions, "show", calendars.cmd_calendar_show, "show a calendar and who excludes it")
+    show.add_argument("name", metavar="NAME")
+    _json_option(show)
+    delete = _leaf(
+        actions,
+        "delete",
+        calendars.cmd_calendar_delete,
+        "delete a calendar (refused while a task or workflow excludes it)",
+    )
+    delete.add_argument("name", metavar="NAME")
 
 
 def _add_workflow_commands(commands: Any) -> None:
@@ -643,6 +725,19 @@ def _add_spec_options(parser: argparse.ArgumentParser, *, update: bool) -> None:
         policy.add_argument("--no-locks", action="store_true", help="remove every lock")
     else:
         parser.set_defaults(no_locks=False)
+    policy.add_argument(
+        "--exclude",
+        action="append",
+        metavar="CALENDAR",
+        help="skip fires on the days of this calendar (repeatable; --exclude '' clears the list)",
+    )
+    work.add_argument(
+        "--runner",
+        choices=[r.value for r in Runner],
+        help="run the command with the shell (default) or the executor's Python",
+    )
+    work.add_argument("--cpu", type=float, metavar="N", help="declared CPU need (0 = none)")
+    work.add_argument("--memory", type=int, metavar="MIB", help="declared memory need in MiB (0 = none)")
 
     labels = parser.add_argument_group("labels")
     labels.add_argument("--owner", metavar="O")

@@ -31,6 +31,7 @@ __all__ = [
     "progress_bar",
     "render_graph",
     "render_status",
+    "resource_text",
     "run_kind",
     "schedule_text",
     "table_lines",
@@ -79,6 +80,12 @@ _ENUM_PREFIXES: dict[str, str] = {
     "raftsched.v1.TriggerRule": "RULE_",
     "raftsched.v1.ExecutorState": "EXECUTOR_",
 }
+
+
+def resource_text(cpu: float, memory_mb: int) -> str:
+    """``cpu 1.5, memory 1024 MiB`` (or ``-`` when nothing is declared)."""
+    parts = ([f"cpu {cpu:g}"] if cpu else []) + ([f"memory {memory_mb} MiB"] if memory_mb else [])
+    return ", ".join(parts) or "-"
 
 
 def enum_name(enum: Any, value: int, prefix: str | None = None) -> str:

@@ -19,6 +19,7 @@ from raftsched.cli.render import (
     print_fields,
     print_json,
     print_table,
+    resource_text,
     to_dict,
 )
 from raftsched.fsm.timeline import describe
@@ -29,6 +30,7 @@ from raftsched.model import (
     Misfire,
     OnceTrigger,
     Overlap,
+    Runner,
     RunState,
     TaskSpec,
     Trigger,
@@ -122,6 +124,14 @@ def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
         out["misfire"] = Misfire(args.misfire)
     if args.overlap is not None:
         out["overlap"] = Overlap(args.overlap)
+    if args.exclude is not None:
+        out["exclude"] = tuple(name for name in args.exclude if name)
+    if args.runner is not None:
+        out["runner"] = Runner(args.runner)
+    if args.cpu is not None:
+        out["resource_cpu"] = args.cpu
+    if args.memory is not None:
+        out["resource_memory_mb"] = args.memory
     simple = {
         "shards": "shards",
         "misfire_cap": "misfire_all_cap",
@@ -384,6 +394,9 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
         ("priority", str(s.priority)),
         ("locks", locks_text(s.locks)),
+        ("exclude", ", ".join(s.exclude) or "-"),
+        ("runner", s.runner or "shell"),
+        ("resource", resource_text(s.resource_cpu, s.resource_memory_mb)),
         ("owner", s.owner or "-"),
         ("namespace", s.namespace or "default"),
         ("description", s.description or "-"),

@@ -25,6 +25,7 @@ from raftsched.cli.render import (
     progress_bar,
     render_graph,
     render_status,
+    resource_text,
     run_kind,
     schedule_text,
     tasks_done_text,
@@ -118,6 +119,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             schedule_text(s) + (" (paused: 'workflow resume' to schedule it again)" if record.paused else ""),
         ),
         ("next run", iso(record.next_fire_ms)),
+        ("exclude", ", ".join(s.exclude) or "-"),
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) if s.misfire else "latest"),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap) if s.overlap else "skip"),
         ("parallel per run", str(s.max_parallel_per_run or "unlimited")),
@@ -144,11 +146,26 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             str(t.shards or 1),
             str(t.priority),
             locks_text(t.locks),
+            t.runner or "shell",
+            resource_text(t.resource_cpu, t.resource_memory_mb),
         ]
         for t in s.tasks
     ]
     print_table(
-        ["TASK", "DEPENDS ON", "RULE", "RUNS", "RETRIES", "TIMEOUT", "SHARDS", "PRIORITY", "LOCKS"], rows
+        [
+            "TASK",
+            "DEPENDS ON",
+            "RULE",
+            "RUNS",
+            "RETRIES",
+            "TIMEOUT",
+            "SHARDS",
+            "PRIORITY",
+            "LOCKS",
+            "RUNNER",
+            "RESOURCE",
+        ],
+        rows,
     )
     return 0
 

@@ -44,6 +44,7 @@ from raftsched.executor.runners import (
     CallableRunner,
     CommandRunner,
     SubprocessRunner,
+    python_command,
 )
 from raftsched.logfields import attempt_fields, leadership_fields
 from raftsched.model import validate_name
@@ -540,7 +541,8 @@ class Executor:
             if item.handler:
                 return await self.callables.run(item.handler, ctx)
             if item.command:
-                return await self.subprocess.run(item.command, ctx)
+                command = python_command(item.command) if item.runner == "python" else item.command
+                return await self.subprocess.run(command, ctx)
             return _failed(item.execution_id, "task has neither a command nor a handler")
         except InvalidSpec as exc:
             return _failed(item.execution_id, f"bad dispatch: {exc}")

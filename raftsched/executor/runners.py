@@ -24,7 +24,10 @@ import inspect
 import json
 import logging
 import os
+import re
+import shlex
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -317,6 +320,24 @@ def _killpg(pgid: int, signum: int) -> None:
 
 
 # -- subprocess ------------------------------------------------------------------------------------
+
+
+_PYTHON_WORD = re.compile(r"\s*python(?:[0-9]+(?:\.[0-9]+)?)?(?=\s|$)")
+
+
+def python_command(command: str, python: str = sys.executable) -> str:
+    """The shell command that runs ``command`` with the interpreter ``python`` (a task's
+    ``runner = python``, the seeds' ``worker_type: python``).
+
+    A leading ``python``, ``python3`` or ``pythonX.Y`` word is replaced by ``python``; any other
+    command is a script and its arguments, run by it. The rest of the command is left as written
+    (it still goes through the shell, so quoting and redirections behave as for ``shell``).
+    """
+    quoted = shlex.quote(python)
+    match = _PYTHON_WORD.match(command)
+    if match is not None:
+        return quoted + command[match.end() :]
+    return f"{quoted} {command.lstrip()}"
 
 
 class CommandRunner(Protocol):

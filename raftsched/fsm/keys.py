@@ -21,6 +21,7 @@
 ``wc/<workflow>\\x00<chunk:08x>``           WorkflowSpec holding one staged chunk of tasks
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
 ``o/<kind>/<name>``                         QuotaRecord (an owner's or a namespace's quota)
+``cal/<calendar>``                          CalendarRecord (days, zone and its expanded offsets)
 ``c/members``                               MembershipRecord (the scheduler nodes)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
@@ -50,6 +51,7 @@ AUDIT = b"u/"
 QUOTA = b"o/"
 STAGE = b"ws/"
 STAGE_CHUNK = b"wc/"
+CALENDAR = b"cal/"
 MEMBERSHIP = b"c/"
 MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 LOCAL_PREFIX = b"~"
@@ -62,6 +64,10 @@ def task_key(name: str) -> bytes:
 
 def task_prefix_end() -> bytes:
     return b"t0"  # "0" sorts right after "/"
+
+
+def calendar_key(name: str) -> bytes:
+    return CALENDAR + name.encode()
 
 
 def per_task_prefix(kind: bytes, task: str) -> bytes:

@@ -33,6 +33,7 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.access import TokenBook, prune_audit, record_audit
+from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import (
     Applied,
     AttemptReady,
@@ -50,6 +51,7 @@ from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
 from raftsched.observability.tally import ApplyTally
+from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,7 @@ _OUTCOME_NAMES: dict[int, str] = {
     pb.SKIPPED_OVERLAP: "skipped_overlap",
     pb.SKIPPED_MISFIRE: "skipped_misfire",
     pb.SKIPPED_DISABLED: "skipped_disabled",
+    pb.SKIPPED_CALENDAR: "skipped_calendar",
 }
 _RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
@@ -104,6 +107,7 @@ class SchedulerState:
         self.wf = wf_mod.WorkflowBook(self)
         self.access = TokenBook(store)
         self.policy = PolicyBook(store)
+        self.calendars = CalendarBook(store)
         self.membership = MembershipBook(store)
         self._load()
 
@@ -121,6 +125,7 @@ class SchedulerState:
         self.executors.clear()
         self.access.load()
         self.policy.load()
+        self.calendars.load()
         self.membership.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
@@ -408,6 +413,7 @@ class SchedulerState:
         spec = codec.spec_from_pb(body.spec)
         if spec.name in self.tasks:
             raise Reject("already_exists", f"task {spec.name!r} already exists")
+        self.calendars.require(spec.exclude, f"task {spec.name!r}")
         check_next_fire(body.next_fire_ms, now)
         st = TaskState(spec, spec_bytes(codec.spec_to_pb(spec)))
         st.version = 1
@@ -430,6 +436,7 @@ class SchedulerState:
             )
         check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
         check_nothing_due(st, now)
+        self.calendars.require(spec.exclude, f"task {spec.name!r}")
         st.spec = spec
         st.spec_bytes = spec_bytes(codec.spec_to_pb(spec))
         st.run_template = st.fire_template = None
@@ -573,10 +580,19 @@ class SchedulerState:
                 refused += 1
                 log.debug("fire batch entry for %s refused: %s", tf.task, problem)
                 continue
+            exclude = st.spec.exclude
             for fire in tf.fires:
-                outcome, reason, run_id = fire.outcome, fire.reason, ""
+                outcome, reason, run_id, calendar = fire.outcome, fire.reason, "", ""
                 if not st.enabled:
                     outcome, reason = pb.SKIPPED_DISABLED, "task disabled when the fire was committed"
+                elif (
+                    outcome == pb.FIRED
+                    and exclude
+                    and (cal := self.calendars.excluding(exclude, fire.nominal_ms)) is not None
+                ):
+                    # Decided here from the nominal time and the replicated calendar (its zone's
+                    # offsets travel with it), so every replica skips the same fires.
+                    outcome, reason, calendar = pb.SKIPPED_CALENDAR, cal.why(fire.nominal_ms), cal.name
                 elif outcome == pb.FIRED and st.spec.overlap == Overlap.SKIP and st.active_runs > 0:
                     outcome, reason = pb.SKIPPED_OVERLAP, "an earlier run was still unfinished (overlap=skip)"
                 if outcome == pb.FIRED:
@@ -586,7 +602,7 @@ class SchedulerState:
                         run_id, _, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch)
                         effects.extend(run_effects)
                     fired += 1
-                self._account(st, fire, outcome, reason, run_id, now, cmd.epoch)
+                self._account(st, fire, outcome, reason, run_id, now, cmd.epoch, calendar)
                 accounted += 1
             st.watermark_ms = max(st.watermark_ms, tf.watermark_ms)
             st.next_fire_ms = tf.next_fire_ms
@@ -623,7 +639,15 @@ class SchedulerState:
         return ""
 
     def _account(
-        self, st: TaskState, fire: pb.Fire, outcome: int, reason: str, run_id: str, now: int, epoch: int
+        self,
+        st: TaskState,
+        fire: pb.Fire,
+        outcome: int,
+        reason: str,
+        run_id: str,
+        now: int,
+        epoch: int,
+        calendar: str = "",
     ) -> None:
         name = st.spec.name
         count = fire.count or 1
@@ -642,6 +666,7 @@ class SchedulerState:
             run_id=run_id,
             through_ms=fire.through_ms,
             count=count,
+            calendar=calendar,
         )
         self.store.put(
             keys.time_key(keys.FIRE, name, fire.nominal_ms),
@@ -1117,6 +1142,8 @@ class SchedulerState:
     # workflows (fsm/workflows.py)
 
     def _apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        spec = cmd.apply_workflow.spec
+        self.calendars.require(spec.exclude, f"workflow {spec.name!r}")
         return self.wf.apply_workflow(cmd, now)
 
     def _stage_workflow_tasks(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
@@ -1136,6 +1163,36 @@ class SchedulerState:
 
     def _delete_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.wf.delete(cmd, now)
+
+    # -----------------------------------------------------------------------------------------
+    # calendars
+
+    def _set_calendar(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        return pb.CommandResult(ok=True, calendar=self.calendars.set(cmd.set_calendar, now)), ()
+
+    def _delete_calendar(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        name = cmd.delete_calendar.name
+        self.calendars.delete(name, self.calendar_users(name))
+        return pb.CommandResult(ok=True), ()
+
+    def calendar_users(self, name: str) -> list[str]:
+        """Who excludes calendar ``name``: ``task NAME`` and ``workflow NAME`` entries, sorted."""
+        with self.lock:  # readers (the admin service) call it too
+            return self._calendar_users(name)
+
+    def _calendar_users(self, name: str) -> list[str]:
+        users: set[str] = set()
+        for task, st in self.tasks.items():
+            if name not in st.spec.exclude:
+                continue
+            if wf_mod.is_internal(task):
+                users.add(f"workflow {wf_mod.split_internal(task)[0]}")
+            else:
+                users.add(f"task {task}")
+        for workflow in self.wf.workflows.values():
+            if name in workflow.spec.exclude:
+                users.add(f"workflow {workflow.spec.name}")
+        return sorted(users)
 
     def _seed_membership(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         return self.membership.seed(cmd.seed_membership), ()
@@ -1233,6 +1290,20 @@ class SchedulerState:
 
     # -- workflow reads ---------------------------------------------------------------------------
 
+    def get_calendar(self, name: str) -> pb.CalendarRecord | None:
+        with self.lock:
+            rec = self.calendars.records.get(name)
+            return None if rec is None else _copy_calendar(rec)
+
+    def list_calendars(self) -> list[pb.CalendarRecord]:
+        with self.lock:
+            return [_copy_calendar(self.calendars.records[n]) for n in sorted(self.calendars.records)]
+
+    def calendar_for(self, name: str) -> Calendar | None:
+        """The calendar ``name`` as apply decides with it (a frozen value), or None."""
+        with self.lock:
+            return self.calendars.calendars.get(name)
+
     def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None:
         """A workflow's record; ``version`` > 0 gives that version's definition (None if gone)."""
         with self.lock:
@@ -1313,10 +1384,18 @@ class SchedulerState:
         "delete_workflow": _delete_workflow,
         "set_quota": _set_quota,
         "delete_quota": _delete_quota,
+        "set_calendar": _set_calendar,
+        "delete_calendar": _delete_calendar,
         "seed_membership": _seed_membership,
         "begin_member_change": _begin_member_change,
         "end_member_change": _end_member_change,
     }
+
+
+def _copy_calendar(rec: pb.CalendarRecord) -> pb.CalendarRecord:
+    out = pb.CalendarRecord()
+    out.CopyFrom(rec)
+    return out
 
 
 def _note_outcome(run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, now: int) -> None:

@@ -29,7 +29,7 @@ from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled, TaskArmed
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
-from raftsched.model import TaskSpec, validate_name, validate_params
+from raftsched.model import Runner, TaskSpec, validate_name, validate_params
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
@@ -456,6 +456,7 @@ class WorkflowBook:
                 overlap=codec.OVERLAP_FROM_PB[spec.overlap],
                 owner=spec.owner,
                 namespace=spec.namespace or "default",
+                exclude=tuple(spec.exclude),
             )
             st = self._put_internal(
                 tspec, version, now, enabled=not new.paused, next_fire_ms=body.next_fire_ms
@@ -489,6 +490,9 @@ class WorkflowBook:
             owner=spec.owner,
             namespace=spec.namespace or "default",
             description=t.description,
+            resource_cpu=t.resource_cpu,
+            resource_memory_mb=t.resource_memory_mb,
+            runner=Runner.PYTHON if t.runner == "python" else Runner.SHELL,
         )
 
     def _put_internal(

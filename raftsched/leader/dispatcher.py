@@ -318,6 +318,7 @@ class Dispatcher:
             item.handler = spec.handler
             item.params_json = spec.params_json
             item.timeout_ms = spec.timeout_ms
+            item.runner = spec.runner
         if run is not None:
             if run.command:  # a workflow task: its templates rendered for this run
                 item.command = run.command

@@ -19,6 +19,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
 from raftsched.fsm.workflows import trigger_name
 from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
+from raftsched.timing.calendar import Calendar, zone_offsets
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.schedule import next_fire_after, prepare_spec
 from raftsched.v1 import log_pb2 as pb
@@ -477,4 +478,36 @@ def set_quota(quota: pb.QuotaRecord, *, now_ms: int, epoch: int, origin: str, ke
 def delete_quota(kind: str, name: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.delete_quota.kind, cmd.delete_quota.name = kind, name
+    return codec.encode_command(cmd)
+
+
+def set_calendar(spec: pb.CalendarSpec, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    """Create or replace a calendar. The leader expands the zone's UTC offsets into the command
+    here (apply never consults tzdata). Raises InvalidSpec for a bad name, zone or day list."""
+    validate_name(spec.name, "calendar")
+    if list(spec.dates) != sorted(set(spec.dates)):
+        raise InvalidSpec("calendar.dates", "dates must be ascending and unique")
+    if len(spec.description.encode("utf-8")) > 4096:
+        raise InvalidSpec("calendar.description", "at most 4 KiB")
+    zone = spec.zone or "UTC"
+    transitions, offsets = zone_offsets(zone, "calendar.zone")
+    Calendar.build(spec.name, spec.dates, spec.weekdays, zone, transitions, offsets)  # the structure
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.set_calendar.spec.CopyFrom(spec)
+    cmd.set_calendar.spec.zone = zone
+    cmd.set_calendar.transition_ms.extend(transitions)
+    cmd.set_calendar.offset_s.extend(offsets)
+    return codec.encode_command(cmd)
+
+
+def delete_calendar(
+    state: SchedulerState, name: str, *, now_ms: int, epoch: int, origin: str, key: str
+) -> bytes:
+    """Delete a calendar; NotFound if there is none. Apply refuses it while a task or workflow
+    excludes it (the refusal lists them)."""
+    validate_name(name, "calendar")
+    if state.get_calendar(name) is None:
+        raise NotFound(f"calendar {name!r} does not exist")
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.delete_calendar.name = name
     return codec.encode_command(cmd)

@@ -94,7 +94,7 @@ class NodeMetrics:
         m.counter_view(
             "raftsched_fires_total",
             "Nominal fires accounted, by outcome (fired, coalesced, skipped_overlap, skipped_misfire, "
-            "skipped_disabled). Counted as the log is applied: equal on every node.",
+            "skipped_disabled, skipped_calendar). Counted as the log is applied: equal on every node.",
             lambda: self._counts.fires,
             ("outcome", *labels),
         )

@@ -21,7 +21,14 @@ from typing import Final
 
 __all__ = ["ATTEMPT_RESULTS", "FIRE_OUTCOMES", "RUN_STATES", "ApplyTally", "TallySnapshot"]
 
-FIRE_OUTCOMES: Final = ("fired", "coalesced", "skipped_overlap", "skipped_misfire", "skipped_disabled")
+FIRE_OUTCOMES: Final = (
+    "fired",
+    "coalesced",
+    "skipped_overlap",
+    "skipped_misfire",
+    "skipped_disabled",
+    "skipped_calendar",
+)
 RUN_STATES: Final = ("succeeded", "failed", "cancelled")
 ATTEMPT_RESULTS: Final = ("succeeded", "failed", "timeout", "lost", "retried")
 

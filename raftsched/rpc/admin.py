@@ -445,6 +445,60 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         )
         return pb.DeleteWorkflowReply(workflow=res.workflow, runs_killed=res.runs_killed)
 
+    # -- calendars ------------------------------------------------------------------------------
+
+    def _calendar_users(self, name: str) -> list[str]:
+        users = self.node.state.calendar_users(name)
+        if not authz.auth_on() or caller().principal.every_namespace:
+            return users
+        seen = []
+        for user in users:
+            kind, _, who = user.partition(" ")
+            rec = self.node.state.get_task(who) if kind == "task" else self.node.state.get_workflow(who)
+            if rec is not None and authz.visible(rec.spec.namespace):
+                seen.append(user)
+        return seen
+
+    @rpc
+    async def SetCalendar(
+        self, request: pb.SetCalendarRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CalendarReply:
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="SetCalendar",
+            build=lambda s: writes.set_calendar(request.spec, key=key, **s),
+            target=request.spec.name,
+        )
+        return pb.CalendarReply(calendar=res.calendar, used_by=self._calendar_users(request.spec.name))
+
+    @rpc
+    async def DeleteCalendar(
+        self, request: pb.DeleteCalendarRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteCalendarReply:
+        key = self._key(request.idempotency_key)
+        await self._write(
+            request,
+            method="DeleteCalendar",
+            build=lambda s: writes.delete_calendar(self.node.state, request.name, key=key, **s),
+        )
+        return pb.DeleteCalendarReply()
+
+    @rpc
+    async def GetCalendar(
+        self, request: pb.GetCalendarRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CalendarReply:
+        rec = self.node.state.get_calendar(request.name)
+        if rec is None:
+            raise NotFound(f"calendar {request.name!r} does not exist")
+        return pb.CalendarReply(calendar=rec, used_by=self._calendar_users(request.name))
+
+    @rpc
+    async def ListCalendars(
+        self, request: pb.ListCalendarsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListCalendarsReply:
+        return pb.ListCalendarsReply(calendars=self.node.state.list_calendars())
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _consistent(self, context: grpc.aio.ServicerContext) -> None:
@@ -567,7 +621,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         rec = self._task(request.task)
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
-        return explain(rec, request.at_ms, around, run)
+        calendars = [c for n in rec.spec.exclude if (c := self.node.state.calendar_for(n)) is not None]
+        return explain(rec, request.at_ms, around, run, calendars)
 
     # -- workflow reads -------------------------------------------------------------------------
 

@@ -93,6 +93,12 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "ListAudit": Permission.AUDIT,
     _A + "ListAlerts": Permission.TASKS_READ,
     _A + "AckAlert": Permission.RUNS_OPERATE,
+    # Calendars are shared by every namespace: changing one changes what tasks of every namespace
+    # run, so it is an administrator's permission; reading one is a task read.
+    _A + "SetCalendar": Permission.CALENDARS,
+    _A + "DeleteCalendar": Permission.CALENDARS,
+    _A + "GetCalendar": Permission.TASKS_READ,
+    _A + "ListCalendars": Permission.TASKS_READ,
     _E + "Register": Permission.EXECUTE,
     _E + "Dispatch": Permission.EXECUTE,
     _E + "DispatchBatch": Permission.EXECUTE,

@@ -30,6 +30,8 @@ from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
 from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
 from raftsched.v1.records_pb2 import LockRef as LockRef
 from raftsched.v1.records_pb2 import QuotaRecord as QuotaRecord
+from raftsched.v1.records_pb2 import CalendarSpec as CalendarSpec
+from raftsched.v1.records_pb2 import CalendarRecord as CalendarRecord
 from raftsched.v1.records_pb2 import Member as Member
 from raftsched.v1.records_pb2 import MemberChange as MemberChange
 from raftsched.v1.records_pb2 import MembershipRecord as MembershipRecord
@@ -56,6 +58,7 @@ COALESCED: _records_pb2.FireOutcome
 SKIPPED_OVERLAP: _records_pb2.FireOutcome
 SKIPPED_MISFIRE: _records_pb2.FireOutcome
 SKIPPED_DISABLED: _records_pb2.FireOutcome
+SKIPPED_CALENDAR: _records_pb2.FireOutcome
 RUN_STATE_UNSPECIFIED: _records_pb2.RunState
 PENDING: _records_pb2.RunState
 RUNNING: _records_pb2.RunState
@@ -826,6 +829,50 @@ class ListExecutorsReply(_message.Message):
     leader_view: bool
     def __init__(self, executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., node_id: _Optional[str] = ..., leader_view: _Optional[bool] = ...) -> None: ...
 
+class SetCalendarRequest(_message.Message):
+    __slots__ = ("spec", "idempotency_key")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    spec: _records_pb2.CalendarSpec
+    idempotency_key: str
+    def __init__(self, spec: _Optional[_Union[_records_pb2.CalendarSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class CalendarReply(_message.Message):
+    __slots__ = ("calendar", "used_by")
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    USED_BY_FIELD_NUMBER: _ClassVar[int]
+    calendar: _records_pb2.CalendarRecord
+    used_by: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., used_by: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetCalendarRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListCalendarsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListCalendarsReply(_message.Message):
+    __slots__ = ("calendars",)
+    CALENDARS_FIELD_NUMBER: _ClassVar[int]
+    calendars: _containers.RepeatedCompositeFieldContainer[_records_pb2.CalendarRecord]
+    def __init__(self, calendars: _Optional[_Iterable[_Union[_records_pb2.CalendarRecord, _Mapping]]] = ...) -> None: ...
+
+class DeleteCalendarRequest(_message.Message):
+    __slots__ = ("name", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DeleteCalendarReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class RegisterRequest(_message.Message):
     __slots__ = ("name", "slots", "labels")
     class LabelsEntry(_message.Message):
@@ -860,7 +907,7 @@ class DispatchRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version", "env", "cancel")
+    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version", "env", "cancel", "runner")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -883,6 +930,7 @@ class WorkItem(_message.Message):
     TASK_VERSION_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     run_id: str
     task: str
@@ -898,7 +946,8 @@ class WorkItem(_message.Message):
     task_version: int
     env: _containers.ScalarMap[str, str]
     cancel: bool
-    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., cancel: _Optional[bool] = ...) -> None: ...
+    runner: str
+    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., cancel: _Optional[bool] = ..., runner: _Optional[str] = ...) -> None: ...
 
 class WorkBatch(_message.Message):
     __slots__ = ("items",)

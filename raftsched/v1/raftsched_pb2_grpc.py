@@ -229,6 +229,26 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.FromString,
                 _registered_method=True)
+        self.SetCalendar = channel.unary_unary(
+                '/raftsched.v1.Admin/SetCalendar',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.SetCalendarRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CalendarReply.FromString,
+                _registered_method=True)
+        self.GetCalendar = channel.unary_unary(
+                '/raftsched.v1.Admin/GetCalendar',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetCalendarRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CalendarReply.FromString,
+                _registered_method=True)
+        self.ListCalendars = channel.unary_unary(
+                '/raftsched.v1.Admin/ListCalendars',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListCalendarsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListCalendarsReply.FromString,
+                _registered_method=True)
+        self.DeleteCalendar = channel.unary_unary(
+                '/raftsched.v1.Admin/DeleteCalendar',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteCalendarRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteCalendarReply.FromString,
+                _registered_method=True)
         self.AddNode = channel.unary_unary(
                 '/raftsched.v1.Admin/AddNode',
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.AddNodeRequest.SerializeToString,
@@ -484,6 +504,30 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetCalendar(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCalendar(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCalendars(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCalendar(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AddNode(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -699,6 +743,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListLocks,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.SerializeToString,
+            ),
+            'SetCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCalendar,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SetCalendarRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.CalendarReply.SerializeToString,
+            ),
+            'GetCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCalendar,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.GetCalendarRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.CalendarReply.SerializeToString,
+            ),
+            'ListCalendars': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalendars,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListCalendarsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListCalendarsReply.SerializeToString,
+            ),
+            'DeleteCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCalendar,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteCalendarRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteCalendarReply.SerializeToString,
             ),
             'AddNode': grpc.unary_unary_rpc_method_handler(
                     servicer.AddNode,
@@ -1769,6 +1833,114 @@ class Admin:
             '/raftsched.v1.Admin/ListLocks',
             raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/SetCalendar',
+            raftsched_dot_v1_dot_raftsched__pb2.SetCalendarRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.CalendarReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/GetCalendar',
+            raftsched_dot_v1_dot_raftsched__pb2.GetCalendarRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.CalendarReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCalendars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListCalendars',
+            raftsched_dot_v1_dot_raftsched__pb2.ListCalendarsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListCalendarsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/DeleteCalendar',
+            raftsched_dot_v1_dot_raftsched__pb2.DeleteCalendarRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.DeleteCalendarReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,6 +28,7 @@ class FireOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SKIPPED_OVERLAP: _ClassVar[FireOutcome]
     SKIPPED_MISFIRE: _ClassVar[FireOutcome]
     SKIPPED_DISABLED: _ClassVar[FireOutcome]
+    SKIPPED_CALENDAR: _ClassVar[FireOutcome]
 
 class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -83,6 +84,7 @@ COALESCED: FireOutcome
 SKIPPED_OVERLAP: FireOutcome
 SKIPPED_MISFIRE: FireOutcome
 SKIPPED_DISABLED: FireOutcome
+SKIPPED_CALENDAR: FireOutcome
 RUN_STATE_UNSPECIFIED: RunState
 PENDING: RunState
 RUNNING: RunState
@@ -150,7 +152,7 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +170,10 @@ class TaskSpec(_message.Message):
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     LOCKS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CPU_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
     name: str
     trigger: Trigger
     command: str
@@ -185,7 +191,11 @@ class TaskSpec(_message.Message):
     params_json: str
     description: str
     locks: _containers.RepeatedCompositeFieldContainer[LockRef]
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ...) -> None: ...
+    exclude: _containers.RepeatedScalarFieldContainer[str]
+    resource_cpu: float
+    resource_memory_mb: int
+    runner: str
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
     __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs")
@@ -216,7 +226,7 @@ class TaskRecord(_message.Message):
     def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ...) -> None: ...
 
 class FireRecord(_message.Message):
-    __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count")
+    __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count", "calendar")
     TASK_FIELD_NUMBER: _ClassVar[int]
     NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +237,7 @@ class FireRecord(_message.Message):
     TASK_VERSION_FIELD_NUMBER: _ClassVar[int]
     THROUGH_MS_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
     task: str
     nominal_ms: int
     outcome: FireOutcome
@@ -237,7 +248,8 @@ class FireRecord(_message.Message):
     task_version: int
     through_ms: int
     count: int
-    def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+    calendar: str
+    def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ..., calendar: _Optional[str] = ...) -> None: ...
 
 class ShardAttempt(_message.Message):
     __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out", "holds", "waiting", "waiting_since_ms", "unstarted")
@@ -333,7 +345,7 @@ class Dependency(_message.Message):
     def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
-    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks")
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -354,6 +366,9 @@ class WorkflowTaskSpec(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     LOCKS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CPU_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
     name: str
     command: str
     handler: str
@@ -367,10 +382,13 @@ class WorkflowTaskSpec(_message.Message):
     priority: int
     description: str
     locks: _containers.RepeatedCompositeFieldContainer[LockRef]
-    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ...) -> None: ...
+    resource_cpu: float
+    resource_memory_mb: int
+    runner: str
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
-    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace")
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -383,6 +401,7 @@ class WorkflowSpec(_message.Message):
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     BACKFILL_SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: CronTrigger
     tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
@@ -395,7 +414,8 @@ class WorkflowSpec(_message.Message):
     overlap: OverlapPolicy
     backfill_share_pct: int
     namespace: str
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ...) -> None: ...
+    exclude: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
     __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused")
@@ -654,6 +674,36 @@ class QuotaRecord(_message.Message):
     updated_ms: int
     waited: int
     def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., rate_milli: _Optional[int] = ..., burst: _Optional[int] = ..., max_running: _Optional[int] = ..., tokens_micro: _Optional[int] = ..., refilled_ms: _Optional[int] = ..., running: _Optional[int] = ..., updated_ms: _Optional[int] = ..., waited: _Optional[int] = ...) -> None: ...
+
+class CalendarSpec(_message.Message):
+    __slots__ = ("name", "dates", "weekdays", "zone", "description")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATES_FIELD_NUMBER: _ClassVar[int]
+    WEEKDAYS_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    dates: _containers.RepeatedScalarFieldContainer[int]
+    weekdays: int
+    zone: str
+    description: str
+    def __init__(self, name: _Optional[str] = ..., dates: _Optional[_Iterable[int]] = ..., weekdays: _Optional[int] = ..., zone: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class CalendarRecord(_message.Message):
+    __slots__ = ("spec", "transition_ms", "offset_s", "version", "created_ms", "updated_ms")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    TRANSITION_MS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_S_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    spec: CalendarSpec
+    transition_ms: _containers.RepeatedScalarFieldContainer[int]
+    offset_s: _containers.RepeatedScalarFieldContainer[int]
+    version: int
+    created_ms: int
+    updated_ms: int
+    def __init__(self, spec: _Optional[_Union[CalendarSpec, _Mapping]] = ..., transition_ms: _Optional[_Iterable[int]] = ..., offset_s: _Optional[_Iterable[int]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ...) -> None: ...
 
 class Member(_message.Message):
     __slots__ = ("id", "raft", "grpc", "http")

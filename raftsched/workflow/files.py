@@ -24,6 +24,8 @@ key                      meaning                                                
 ``max_parallel_per_run`` tasks running at once in one run (0 = unlimited)               0
 ``backfill_share``       percent of executor slots backfill may use (int, or ``"30%"``)  30
 ``params``               mapping: defaults for ``{{ params.NAME }}``
+``exclude``              list of calendar names: scheduled runs on their days are       none
+                         skipped (accounted ``skipped_calendar``); needs a schedule
 ``tasks``                list of tasks (required, at least one)
 =======================  ============================================================  =========
 
@@ -49,7 +51,15 @@ key                meaning                                                      
 ``params``         mapping: task params (override the workflow's)
 ``env``            mapping of environment variable names to (templated) string values
 ``description``    free text
+``runner``         ``shell`` (``/bin/sh -c``) | ``python`` (the executor's Python runs it:   ``shell``
+                   a leading ``python`` word is replaced by it, else the command is a
+                   script and its arguments)
+``resource``       mapping ``{cpu: 1.0, memory: 1024}``: CPU share and MiB, each > 0       none
 =================  ====================================================================  =========
+
+Seed-format aliases: files written for the seeds' format apply unchanged. ``dag_name`` is
+``name``, ``retry`` is ``retries``, ``worker_type`` is ``runner``; ``timeout`` in seconds and
+``depends_on: []`` are already this format's. Giving a key and its alias together is an error.
 
 Templates (``{{ ds }}``, ``{{ ts }}``, ``{{ nominal_time }}``, ``{{ params.NAME }}``, ...) are
 described in :mod:`raftsched.workflow.template`. ``depends_on`` is always a list: a mapping like
@@ -106,6 +116,7 @@ WORKFLOW_KEYS = (
     "max_parallel_per_run",
     "backfill_share",
     "params",
+    "exclude",
     "tasks",
 )
 TASK_KEYS = (
@@ -122,9 +133,12 @@ TASK_KEYS = (
     "params",
     "env",
     "description",
+    "runner",
+    "resource",
 )
 LOCK_KEYS = ("name", "mode")
 DEFAULT_PRIORITY = 5
+RESOURCE_KEYS = ("cpu", "memory")
 DEPENDENCY_KEYS = ("task", "condition")
 # Names people bring from other schedulers (or from the protobuf) → our key.
 _ALIASES = {
@@ -146,6 +160,14 @@ _ALIASES = {
     "misfire_policy": "misfire",
     "overlap_policy": "overlap",
 }
+# The seeds' workflow format (adwawd's YAML) spells some keys its own way; files written for it
+# apply unchanged. These are accepted as documented aliases, not only suggested.
+ACCEPTED_ALIASES = {
+    "dag_name": "name",
+    "retry": "retries",
+    "worker_type": "runner",
+}
+_RUNNER = {"shell": "", "python": "python"}
 _MISFIRE = {"latest": pb.MISFIRE_LATEST, "all": pb.MISFIRE_ALL, "skip": pb.MISFIRE_SKIP}
 _OVERLAP = {"skip": pb.OVERLAP_SKIP, "allow": pb.OVERLAP_ALLOW}
 _RULE = {"all": pb.RULE_ALL, "any": pb.RULE_ANY}
@@ -166,7 +188,7 @@ def _toml_parts(dotted: str) -> list[str]:
     return [p.strip().strip("\"'") for p in re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""", dotted)]
 
 
-def _scan_toml_lines(text: str) -> dict[tuple[str | int, ...], int]:
+def scan_toml_lines(text: str) -> dict[tuple[str | int, ...], int]:
     lines: dict[tuple[str | int, ...], int] = {}
     counters: dict[tuple[str | int, ...], int] = {}
     context: tuple[str | int, ...] = ()
@@ -206,9 +228,7 @@ def _scan_toml_lines(text: str) -> dict[tuple[str | int, ...], int]:
     return lines
 
 
-def _toml_node(
-    value: object, path: tuple[str | int, ...], lines: Mapping[tuple[str | int, ...], int]
-) -> Node:
+def toml_node(value: object, path: tuple[str | int, ...], lines: Mapping[tuple[str | int, ...], int]) -> Node:
     line = None
     probe = path
     while probe and line is None:
@@ -216,11 +236,11 @@ def _toml_node(
         probe = probe[:-1]
     if isinstance(value, dict):
         entries = [
-            (str(k), lines.get((*path, k), line), _toml_node(v, (*path, k), lines)) for k, v in value.items()
+            (str(k), lines.get((*path, k), line), toml_node(v, (*path, k), lines)) for k, v in value.items()
         ]
         return Node(line, entries=entries)
     if isinstance(value, list):
-        return Node(line, items=[_toml_node(v, (*path, i), lines) for i, v in enumerate(value)])
+        return Node(line, items=[toml_node(v, (*path, i), lines) for i, v in enumerate(value)])
     if value is None or isinstance(value, str | int | float | bool):
         return Node(line, value=value)
     # dates and times: no workflow field takes one; report the type by name
@@ -232,11 +252,13 @@ def _toml_node(
 
 
 @dataclass
-class _Converter:
+class Converter:
     source: str
     problems: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, path, message)
     locations: dict[str, str] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # paths whose value could not be used
+    spelled: dict[tuple[str, str], str] = field(default_factory=dict)  # (at, key) -> alias written
+    aliases: Mapping[str, str] = field(default_factory=lambda: ACCEPTED_ALIASES)  # accepted spellings
 
     def where(self, line: int | None) -> str:
         return f"{self.source}:{line}" if line else self.source
@@ -254,9 +276,21 @@ class _Converter:
         self, node: Node, allowed: tuple[str, ...], at: str, what: str
     ) -> dict[str, tuple[int | None, Node]]:
         out: dict[str, tuple[int | None, Node]] = {}
+        spelled: dict[str, str] = {}
         for key, line, value in node.entries or []:
-            if key in allowed:
-                out[key] = (line, value)
+            canonical = self.aliases.get(key, key)
+            if canonical in allowed:
+                if canonical in out:
+                    self.add(
+                        line,
+                        "",
+                        f'{at + ": " if at else ""}"{key}" and "{spelled[canonical]}" are the same key; '
+                        "give one of them",
+                    )
+                    continue
+                out[canonical] = (line, value)
+                spelled[canonical] = key
+                self.spelled[(at, canonical)] = key
                 continue
             hint = _ALIASES.get(key)
             if hint not in allowed:
@@ -271,13 +305,13 @@ class _Converter:
     def string(self, node: Node, path: str, label: str) -> str | None:
         if isinstance(node.value, str) and node.kind == "string" and not node.value.startswith("\0"):
             return node.value
-        self.add(node.line, path, f"{label}: must be a string, got {_describe(node)}")
+        self.add(node.line, path, f"{label}: must be a string, got {describe(node)}")
         return None
 
     def integer(self, node: Node, path: str, label: str, high: int = _UINT32) -> int | None:
         value = node.value
         if node.kind != "integer" or not isinstance(value, int):
-            self.add(node.line, path, f"{label}: must be an integer, got {_describe(node)}")
+            self.add(node.line, path, f"{label}: must be an integer, got {describe(node)}")
             return None
         if not 0 <= value <= high:
             self.add(node.line, path, f"{label}: {value} out of range (0-{high})")
@@ -295,10 +329,29 @@ class _Converter:
         self.add(node.line, path, f'{label}: "{text}" is not one of {", ".join(options)}{hint}')
         return None
 
+    def names(self, node: Node, path: str, label: str) -> list[str] | None:
+        """A list of names (a single string is a list of one)."""
+        items = node.items if node.kind == "list" else [node] if node.kind == "string" else None
+        if items is None:
+            self.add(node.line, path, f"{label}: must be a list of calendar names, got {describe(node)}")
+            return None
+        out = []
+        for k, item in enumerate(items):
+            text = self.string(item, f"{path}[{k}]", f"{label}[{k}]")
+            if text is not None:
+                out.append(text)
+        return out
+
+    def number(self, node: Node, path: str, label: str) -> float | None:
+        if node.kind in ("integer", "float") and isinstance(node.value, int | float):
+            return float(node.value)
+        self.add(node.line, path, f"{label}: must be a number, got {describe(node)}")
+        return None
+
     def mapping(self, node: Node, path: str, label: str) -> bool:
         if node.kind == "mapping":
             return True
-        self.add(node.line, path, f"{label}: must be a mapping, got {_describe(node)}")
+        self.add(node.line, path, f"{label}: must be a mapping, got {describe(node)}")
         return False
 
     def params(self, node: Node, path: str, label: str) -> str | None:
@@ -323,7 +376,7 @@ def _has_date(value: object) -> bool:
     return isinstance(value, str) and value.startswith("\0")
 
 
-def _describe(node: Node) -> str:
+def describe(node: Node) -> str:
     if node.kind in ("mapping", "list"):
         return f"a {node.kind}"
     if isinstance(node.value, str) and node.value.startswith("\0"):
@@ -334,7 +387,7 @@ def _describe(node: Node) -> str:
     return f"{node.kind} {json.dumps(node.value)}{hint}"
 
 
-def _timeout_ms(conv: _Converter, node: Node, path: str, label: str) -> int | None:
+def _timeout_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
     """A task timeout: seconds as a number (``90``, ``1.5``) or a duration string (``"90s"``, ``"2h"``)."""
     if node.kind == "integer" and isinstance(node.value, int):
         seconds = conv.integer(node, path, label, high=2**53 // 1000)
@@ -347,8 +400,7 @@ def _timeout_ms(conv: _Converter, node: Node, path: str, label: str) -> int | No
         conv.add(
             node.line,
             path,
-            f'{label}: must be seconds (a number) or a duration like "90s", "5m", "2h", '
-            f"got {_describe(node)}",
+            f'{label}: must be seconds (a number) or a duration like "90s", "5m", "2h", got {describe(node)}',
         )
         return None
     try:
@@ -358,11 +410,11 @@ def _timeout_ms(conv: _Converter, node: Node, path: str, label: str) -> int | No
         return None
 
 
-def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
+def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
     spec = pb.WorkflowSpec()
     conv.locations[""] = conv.source
     if root.kind != "mapping":
-        conv.add(root.line, "", f"a workflow file holds a mapping (name, tasks, ...), got {_describe(root)}")
+        conv.add(root.line, "", f"a workflow file holds a mapping (name, tasks, ...), got {describe(root)}")
         return spec
     keys = conv.keys(root, WORKFLOW_KEYS, "", "workflow")
 
@@ -413,6 +465,11 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
         if value is not None:
             spec.params_json = value
 
+    def exclude(node: Node, path: str) -> None:
+        names = conv.names(node, path, "exclude")
+        if names is not None:
+            spec.exclude.extend(names)
+
     setters: dict[str, tuple[str, Callable[[Node, str], None]]] = {
         "name": ("name", text_field("name")),
         "description": ("description", text_field("description")),
@@ -428,6 +485,7 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
         ),
         "backfill_share": ("backfill_share_pct", backfill),
         "params": ("params_json", params),
+        "exclude": ("exclude", exclude),
     }
     for key in WORKFLOW_KEYS:
         if key not in keys or key == "tasks":
@@ -439,6 +497,10 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
             conv.add(line, path, f"{key}: no value given")
             continue
         put(node, path)
+    if "exclude" in keys and "schedule" not in keys:
+        conv.add(
+            keys["exclude"][0], "", "exclude: calendars exclude days from a schedule; this workflow has none"
+        )
     if "name" not in keys:
         conv.add(root.line, "name", "name: required (the workflow's name)")
     if "tasks" not in keys:
@@ -447,18 +509,18 @@ def _convert(root: Node, conv: _Converter) -> pb.WorkflowSpec:
         line, node = keys["tasks"]
         conv.mark("tasks", line)
         if node.kind != "list":
-            conv.add(line, "tasks", f"tasks: must be a list of tasks, got {_describe(node)}")
+            conv.add(line, "tasks", f"tasks: must be a list of tasks, got {describe(node)}")
         else:
             for i, item in enumerate(node.items or []):
                 _convert_task(item, i, spec.tasks.add(), conv)
     return spec
 
 
-def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converter) -> None:
+def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
     at = f"tasks[{i}]"
     conv.mark(at, node.line)
     if node.kind != "mapping":
-        conv.add(node.line, at, f"{at}: a task must be a mapping (name, command, ...), got {_describe(node)}")
+        conv.add(node.line, at, f"{at}: a task must be a mapping (name, command, ...), got {describe(node)}")
         return
     keys = conv.keys(node, TASK_KEYS, at, "task")
     task.priority = DEFAULT_PRIORITY  # as for plain tasks (the protobuf's 0 is the lowest priority)
@@ -477,7 +539,7 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
         }.get(key, key)
         path = f"{at}.{target}"
         conv.mark(path, line)
-        label = f"{at}.{key}{suffix}"
+        label = f"{at}.{conv.spelled.get((at, key), key)}{suffix}"
         if value.kind == "null":
             conv.add(line, path, f"{label}: no value given")
             continue
@@ -493,6 +555,15 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
             ms = _timeout_ms(conv, value, path, label)
             if ms is not None:
                 task.timeout_ms = ms
+        elif key == "runner":
+            runner = conv.string(value, path, label)
+            if runner is not None:
+                if runner in _RUNNER:
+                    task.runner = _RUNNER[runner]
+                else:
+                    conv.add(line, path, f'{label}: "{runner}" is not one of shell, python')
+        elif key == "resource":
+            _convert_resource(value, path, f"{at}.resource{suffix}", task, conv)
         elif key == "trigger_rule":
             rule = conv.choice(value, path, label, _RULE)
             if rule is not None:
@@ -515,7 +586,7 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: _Converte
             _convert_depends_on(value, path, suffix, task, conv)
 
 
-def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: _Converter) -> None:
+def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
     """``locks``: a list (or one item) of ``NAME``, ``NAME:shared`` or ``{name, mode}``."""
     items = node.items or [] if node.kind == "list" else [node]
     for j, item in enumerate(items):
@@ -554,8 +625,33 @@ def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec
                 task.locks.add(name=lock.name, shared=lock.mode == LockMode.SHARED)
 
 
+def _convert_resource(node: Node, path: str, label: str, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
+    """``resource: {cpu: 1.0, memory: 1024}``: a CPU share and MiB of memory (both > 0 if given)."""
+    if not conv.mapping(node, path, label):
+        return
+    keys = conv.keys(node, RESOURCE_KEYS, label, "resource")
+    if "cpu" in keys:
+        line, value = keys["cpu"]
+        conv.mark(f"{path}.cpu", line)
+        cpu = conv.number(value, f"{path}.cpu", f"{label}.cpu")
+        if cpu is not None:
+            if cpu <= 0:
+                conv.add(line, f"{path}.cpu", f"{label}.cpu: {value.value} must be > 0")
+            else:
+                task.resource_cpu = cpu
+    if "memory" in keys:
+        line, value = keys["memory"]
+        conv.mark(f"{path}.memory", line)
+        memory = conv.integer(value, f"{path}.memory", f"{label}.memory (MiB)", high=2**53)
+        if memory is not None:
+            if memory <= 0:
+                conv.add(line, f"{path}.memory", f"{label}.memory: {memory} must be > 0 (MiB)")
+            else:
+                task.resource_memory_mb = memory
+
+
 def _convert_depends_on(
-    node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: _Converter
+    node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: Converter
 ) -> None:
     label = f"{path}{suffix}"
     if node.kind == "mapping":
@@ -568,7 +664,7 @@ def _convert_depends_on(
         return
     items = node.items if node.kind == "list" else [node] if node.kind == "string" else None
     if items is None:
-        conv.add(node.line, path, f"{label}: must be a list of task names, got {_describe(node)}")
+        conv.add(node.line, path, f"{label}: must be a list of task names, got {describe(node)}")
         return
     for k, item in enumerate(items):
         dep_path = f"{path}[{k}]"
@@ -581,7 +677,7 @@ def _convert_depends_on(
             conv.add(
                 item.line,
                 dep_path,
-                f"{dep_path}{suffix}: a task name or {{task, condition}}, got {_describe(item)}",
+                f"{dep_path}{suffix}: a task name or {{task, condition}}, got {describe(item)}",
             )
             continue
         keys = conv.keys(item, DEPENDENCY_KEYS, f"{dep_path}{suffix}", "dependency")
@@ -634,7 +730,7 @@ def parse_workflow_text(text: str, fmt: Literal["yaml", "toml"], source: str) ->
             found = re.search(r"\(at line (\d+)", str(exc))
             where = f"{source}:{found.group(1)}" if found else source
             raise InvalidWorkflow([(where, f"TOML syntax: {exc}")]) from None
-        root = _toml_node(data, (), _scan_toml_lines(text))
+        root = toml_node(data, (), scan_toml_lines(text))
         root.line = 1
     else:
         raise ValueError(f"unknown workflow file format {fmt!r} (yaml or toml)")
@@ -643,11 +739,11 @@ def parse_workflow_text(text: str, fmt: Literal["yaml", "toml"], source: str) ->
             [
                 (
                     f"{source}:{root.line or 1}",
-                    f"a workflow file holds a mapping (name, tasks, ...), got {_describe(root)}",
+                    f"a workflow file holds a mapping (name, tasks, ...), got {describe(root)}",
                 )
             ]
         )
-    conv = _Converter(source)
+    conv = Converter(source)
     spec = _convert(root, conv)
     checked = [
         (path, message)

@@ -42,7 +42,9 @@ from raftsched.model import (
     check_int,
     check_text,
     parse_params,
+    validate_exclude,
     validate_name,
+    validate_resource,
 )
 from raftsched.timing.cron import CronSchedule, validate_timezone
 from raftsched.v1 import raftsched_pb2 as pb
@@ -234,6 +236,10 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
             "(no run could ever use it; lower it or raise max_parallel)",
         )
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
+    try:
+        validate_exclude(tuple(spec.exclude))
+    except InvalidSpec as exc:
+        problems.add(exc.field, exc.reason)
     return params
 
 
@@ -271,6 +277,14 @@ def _check_task(
         seen_locks.add(lock.name)
     problems.check_text(task.description, f"{at}.description", MAX_DESCRIPTION_BYTES)
     task_params = problems.check_params(task.params_json, f"{at}.params_json")
+    try:
+        validate_resource(task.resource_cpu, task.resource_memory_mb, f"{at}.resource")
+    except InvalidSpec as exc:
+        problems.add(exc.field, exc.reason)
+    if task.runner not in ("", "shell", "python"):
+        problems.add(f"{at}.runner", f"{_q(task.runner)} is not one of shell, python")
+    elif task.runner == "python" and task.handler:
+        problems.add(f"{at}.runner", "runner python runs a command; a handler is already Python")
     if task.trigger_rule not in _RULES:
         problems.add(f"{at}.trigger_rule", f"unknown trigger rule {task.trigger_rule} (use all or any)")
 

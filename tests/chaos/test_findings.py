@@ -49,12 +49,14 @@ def test_an_attempt_lost_with_its_dead_executor_is_never_resent_when_it_reconnec
     assert first.execution_id.endswith("/0/1")
 
     now = T0 + 2 * LEASE_MS + 100  # ex1 silent past the grace: declared dead, attempt 1 lost
+    # (never started, so re-placed as attempt 2 without counting as a lost try)
     commands = [pb.Command.FromString(c) for c in d.poll(now)]
     assert [c.executor_leave.name for c in commands if c.WhichOneof("body") == "executor_leave"] == ["ex1"]
     for c in commands:
         _step(state, d, c.SerializeToString(), now)
     run = state.active_run(f"t@{T0 + S}")
-    assert run is not None and (run.shards[0].attempt, run.shards[0].lost) == (2, 1)
+    assert run is not None
+    assert (run.shards[0].attempt, run.shards[0].lost, run.shards[0].unstarted) == (2, 0, 1)
 
     _step(state, d, join("ex1", 4, now + 300), now + 300)  # ex1 finds this leader again
     resent = [item.execution_id for item in d.resend_to("ex1", now + 300)]

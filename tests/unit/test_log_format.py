@@ -74,6 +74,7 @@ STORED: dict[bytes, str | None] = {
     keys.QUOTA: "QuotaRecord",
     keys.STAGE: "WorkflowStage",
     keys.STAGE_CHUNK: "WorkflowSpec",
+    keys.CALENDAR: "CalendarRecord",
     keys.MEMBERSHIP: "MembershipRecord",
 }
 

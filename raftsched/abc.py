@@ -64,7 +64,30 @@ class StateStore(Protocol):
         ...
 
 
-class StoreFailed(Exception):
+class ApplyHalted(Exception):
+    """This node cannot apply log entry ``index``; it must stop applying and leave the cluster.
+
+    The entry stays in the Raft log (nothing of it was applied), so once the cause is fixed a
+    restart replays it. Subclasses say why: :class:`StoreFailed`, :class:`FormatTooNew`.
+    """
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        self.index = index
+        self.cause = cause
+        super().__init__(f"applying stopped at log index {index}: {cause!r}")
+
+
+class FormatTooNew(ApplyHalted):
+    """Entry ``index`` (or an installed snapshot) was written by a newer raftsched build, in a
+    format this build cannot apply. Recording a rejection instead would make this replica differ
+    from the upgraded ones, so it stops: upgrade raftsched on this node and restart it."""
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        super().__init__(index, cause)
+        self.args = (f"log index {index}: {cause}",)
+
+
+class StoreFailed(ApplyHalted):
     """The store cannot take writes (full map, full disk, I/O error): applying cannot go on here.
 
     ``index`` is the log entry whose apply or commit found it; everything before the store's
@@ -72,9 +95,8 @@ class StoreFailed(Exception):
     """
 
     def __init__(self, index: int, cause: BaseException) -> None:
-        self.index = index
-        self.cause = cause
-        super().__init__(f"store failed at log index {index}: {cause!r}")
+        super().__init__(index, cause)
+        self.args = (f"store failed at log index {index}: {cause!r}",)
 
 
 class StoreReader(Protocol):
@@ -89,6 +111,10 @@ class StoreReader(Protocol):
     def scan(
         self, start: bytes, end: bytes, *, reverse: bool = False, limit: int = 0
     ) -> Iterator[tuple[bytes, bytes]]: ...
+
+    def applied_index(self) -> int:
+        """The applied log index the view's data covers (committed with it)."""
+        ...
 
 
 class Clock(Protocol):
@@ -268,7 +294,7 @@ class DispatchStream(Protocol):
 
 
 class ExecutorTransport(Protocol):
-    """How an executor reaches the scheduler nodes: the four executor RPCs, addressed to a target.
+    """How an executor reaches the scheduler nodes: the executor RPCs, addressed to a target.
 
     ``target`` is a node's ``host:port``. Every method is a coroutine on the executor's event
     loop (``dispatch`` opens the stream without waiting), fails with :class:`TransportError`
@@ -287,5 +313,13 @@ class ExecutorTransport(Protocol):
     ) -> pb.HeartbeatReply: ...
 
     async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply: ...
+
+    async def drain(self, target: str, request: pb.DrainRequest, *, timeout_s: float) -> pb.DrainReply:
+        """Ask the leader to place no new attempts on this executor (it is shutting down)."""
+        ...
+
+    async def leave(self, target: str, request: pb.LeaveRequest, *, timeout_s: float) -> pb.LeaveReply:
+        """Leave the membership: attempts still assigned to it are lost (retried by policy)."""
+        ...
 
     async def close(self) -> None: ...

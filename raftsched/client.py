@@ -532,6 +532,47 @@ class Client:
         reply: pb.ListLocksReply = self._call("ListLocks", pb.ListLocksRequest())
         return list(reply.locks)
 
+    def drain_executor(self, name: str, reason: str = "") -> pb.ExecutorInfo:
+        """Stop placing new attempts on executor ``name`` (replicated); the attempts it runs go
+        on. Its state reads ``draining`` while some still run, then ``drained``: it may leave.
+        Raises NotFound if it is not a live member. Draining a draining executor is a no-op."""
+        request = pb.DrainExecutorRequest(
+            name=validate_name(name, "executor.name"), reason=reason, idempotency_key=_key()
+        )
+        reply: pb.DrainExecutorReply = self._call("DrainExecutor", request, write=True)
+        return reply.executor
+
+    def backup(self, path: str | os.PathLike[str]) -> pb.BackupHeader:
+        """Write a consistent backup of the replicated state to ``path`` and return its header.
+
+        Any node can answer (the first target that does, in order): the image is that node's
+        committed state at the log index in the header. The file is written to a temporary name,
+        its checksum verified, fsynced and renamed onto ``path``, so ``path`` is either a whole,
+        verified backup or untouched. Raises InvalidBackup if the stream arrived damaged, and
+        Unavailable if no node answered."""
+        from pathlib import Path
+
+        from raftsched.backup import BackupSink
+
+        problems: list[str] = []
+        for target in list(self.targets):
+            sink = BackupSink(Path(path))
+            try:
+                for chunk in self._stub(target).Backup(pb.BackupRequest(), timeout=max(self._timeout, 600)):
+                    sink.add(chunk)
+            except grpc.RpcError as err:
+                sink.abort()
+                outcome = self._outcome(target, err)
+                if not isinstance(outcome, _Retry):
+                    raise outcome from None
+                problems.append(f"{target}: {outcome}")
+                continue
+            except BaseException:
+                sink.abort()
+                raise
+            return sink.finish()
+        raise Unavailable(f"Backup failed on every node: {'; '.join(problems)}")
+
     # -- workflows ---------------------------------------------------------------------------------
 
     def apply_workflow(

@@ -33,8 +33,39 @@ from raftsched.model import (
 from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
-COMMAND_FORMAT = 1
-SNAPSHOT_FORMAT = 1
+# Format history (a node applies or reads every format up to its own, never a newer one):
+#   1  the first release.
+#   2  commands DrainExecutor, StageWorkflowTasks, SetCalendar, DeleteCalendar, SeedMembership,
+#      BeginMemberChange, EndMemberChange; ExecutorRecord.draining*; Meta.state_format;
+#      Run.timeline; remembered idempotency keys with request fingerprints; calendars; the
+#      scheduler-node membership.
+COMMAND_FORMAT = 2
+"""The newest log command format this build applies (``Command.format``). Each command is
+stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
+the middle of a rolling upgrade keeps applying everything but the commands that need the new
+format."""
+SNAPSHOT_FORMAT = 2
+"""Format of the replicated state and snapshots this build writes and the newest it reads
+(``Snapshot.format``, ``Meta.state_format``; 0, as written before the field existed, reads as 1)."""
+# Command bodies a format-1 node does not know (it would record them as rejected).
+_BODY_FORMAT = {
+    body: 2
+    for body in (
+        "drain_executor",
+        "stage_workflow_tasks",
+        "set_calendar",
+        "delete_calendar",
+        "seed_membership",
+        "begin_member_change",
+        "end_member_change",
+        "set_quota",
+        "delete_quota",
+    )
+}
+FORMAT_TOO_NEW = "format_too_new"
+"""Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
+stops applying rather than record a rejection that an upgraded node would not (see
+:class:`raftsched.abc.FormatTooNew`)."""
 
 _MISFIRE_TO_PB = {
     Misfire.LATEST: pb.MISFIRE_LATEST,
@@ -174,6 +205,11 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
     }
 
 
+def command_format(cmd: pb.Command) -> int:
+    """The oldest command format whose nodes can apply ``cmd`` (its body decides)."""
+    return _BODY_FORMAT.get(cmd.WhichOneof("body") or "", 1)
+
+
 def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:
     """A calendar from its replicated form (a spec and the zone's expanded offsets).
 
@@ -204,9 +240,10 @@ def _lock_name(lock: Lock) -> str:
 
 
 def encode_command(cmd: pb.Command) -> bytes:
-    """Commands are serialised deterministically so replicas log identical bytes."""
+    """Commands are serialised deterministically so replicas log identical bytes; an unset
+    ``format`` is stamped with :func:`command_format`."""
     if not cmd.format:
-        cmd.format = COMMAND_FORMAT
+        cmd.format = command_format(cmd)
     return cmd.SerializeToString(deterministic=True)
 
 

@@ -204,7 +204,8 @@ class TlsError(RaftschedError):
 
 
 class SnapshotFormatError(RaftschedError):
-    """A snapshot was written by a newer (or unknown) format version and cannot be restored."""
+    """A snapshot was written by a newer (or unknown) format version and cannot be restored.
+    Nothing was loaded: run a raftsched build that reads that format (upgrade this node)."""
 
     code = "snapshot_format"
 
@@ -254,3 +255,12 @@ def error_for_code(code: str, message: str) -> RaftschedError:
         return NotLeader(message)
     cls = simple.get(code, RaftschedError)
     return cls(message)
+
+
+class InvalidBackup(RaftschedError):
+    """A backup file cannot be restored: not a raftsched backup, truncated, corrupt (its checksum
+    does not match), or written in a newer format than this build reads. Nothing was restored
+    and nothing was written; the message says which. Take a new backup (``raftsched backup``),
+    or restore with a raftsched build as new as the one that made the file."""
+
+    code = "invalid_backup"

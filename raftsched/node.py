@@ -19,11 +19,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from raftsched import codec
+from raftsched import __version__, codec
 from raftsched.abc import (
     Clock,
     CommitHook,
     ConsensusNode,
+    FormatTooNew,
     Leadership,
     ProposeCallback,
     ProposeError,
@@ -37,7 +38,7 @@ from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedErr
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
-from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.state import SchedulerState, check_stored_format
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
@@ -534,6 +535,19 @@ class Node:
         """The store cannot take writes (applier thread; the consensus node has already left the
         Raft cluster): say so once, loudly, report not ready, and end :meth:`serve`."""
         self.failure = exc
+        if isinstance(exc, FormatTooNew):
+            log.critical(
+                "node %s stopped: %s, so it left the Raft cluster and applies nothing more. Upgrade "
+                "raftsched on this node and restart it: it replays the Raft log from there, nothing "
+                "is lost",
+                self.node_id,
+                exc,
+            )
+        else:
+            self._log_store_failure(exc)
+        self._not_ready()
+
+    def _log_store_failure(self, exc: BaseException) -> None:
         cause = exc.cause if isinstance(exc, StoreFailed) else exc
         usage = self.store.usage()
         log.critical(
@@ -546,6 +560,8 @@ class Node:
             usage.used_bytes,
             usage.map_bytes,
         )
+
+    def _not_ready(self) -> None:
         loop, health_servicer, event = self._loop, self._health, self._failed_event
         if loop is not None and health_servicer is not None and event is not None:
             not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -565,7 +581,7 @@ class Node:
 
     def _load_snapshot(self, path: Path, offset: int) -> None:
         with self.state.lock:
-            self.store.load_snapshot_copy(path, offset)
+            self.store.load_snapshot_copy(path, offset, validate=check_stored_format)
             self.replica.reset_from_store()
 
     def _addr_to_id(self, raft_addr: str) -> str | None:
@@ -655,6 +671,10 @@ class Node:
                 fires_committed=self.lateness.total,
                 rss_bytes=rss_bytes(),
                 chain=self.state.chain.hex(),
+                command_format=codec.COMMAND_FORMAT,
+                snapshot_format=codec.SNAPSHOT_FORMAT,
+                build_version=__version__,
+                state_format=self.state.state_format,
             )
             for node_id, raft_addr in self._peer_list():
                 link = raft.peer(self.dial_address(raft_addr))

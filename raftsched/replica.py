@@ -9,7 +9,9 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 
-from raftsched.abc import StateStore, StoreFailed
+from raftsched import codec
+from raftsched.abc import FormatTooNew, StateStore, StoreFailed
+from raftsched.errors import SnapshotFormatError
 from raftsched.fsm.effects import Effect
 from raftsched.fsm.state import SchedulerState
 
@@ -47,7 +49,10 @@ class Replica:
 
         Raises only :class:`raftsched.abc.StoreFailed`, when the store cannot take the entry's
         writes: this node's state is then ahead of its store and it must stop applying (the
-        entry stays in the Raft log, and a restart replays it). Anything else is logged.
+        entry stays in the Raft log, and a restart replays it), and
+        :class:`raftsched.abc.FormatTooNew`, when the entry is of a newer command format than
+        this build applies (nothing of it was applied; a newer build replays it). Anything else
+        is logged.
         """
         if index <= self.last_applied:
             self.entries_skipped += 1
@@ -67,6 +72,8 @@ class Replica:
         failure = self.store.failure()
         if failure is not None:
             raise StoreFailed(index, failure)
+        if not applied.result.ok and applied.result.code == codec.FORMAT_TOO_NEW:
+            raise FormatTooNew(index, SnapshotFormatError(applied.result.message))
         self.last_applied = index
         self._dirty = True
         self.entries_applied += 1

@@ -183,7 +183,7 @@ class _SimEndpoint:
 
     def open_stream(self, stream: MemoryStream) -> None:
         node = self._node(stream.target)
-        if stream.name not in node.dispatcher.ring:
+        if stream.name not in node.dispatcher.members:
             raise TransportError("not_found", f"executor {stream.name!r} is not registered")
         old = self.streams.get((node.node_id, stream.name))
         if old is not None:
@@ -215,6 +215,24 @@ class _SimEndpoint:
         if data is not None:
             self._commit(node, data)
         return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
+
+    def drain(self, target: str, request: pb.DrainRequest) -> pb.DrainReply:
+        node = self._node(target)
+        cmd = logpb.Command(epoch=node.dispatcher.epoch, now_ms=self._now(node), origin=node.node_id)
+        cmd.drain_executor.name = request.name
+        cmd.drain_executor.reason = request.reason or "executor shutting down"
+        self._commit(node, codec.encode_command(cmd))
+        return pb.DrainReply()
+
+    def leave(self, target: str, request: pb.LeaveRequest) -> pb.LeaveReply:
+        node = self._node(target)
+        now = self._now(node)
+        cmd = logpb.Command(epoch=node.dispatcher.epoch, now_ms=now, origin=node.node_id)
+        cmd.executor_leave.name = request.name
+        cmd.executor_leave.reason = "left"
+        cmd.executor_leave.retry_at_ms = now
+        self._commit(node, codec.encode_command(cmd))
+        return pb.LeaveReply()
 
     def deliver(self, node_id: str, executor: str, item: pb.WorkItem) -> None:
         """Send a dispatched item down the executor's stream to ``node_id``, if it has one open;

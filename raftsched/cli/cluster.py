@@ -1,5 +1,5 @@
-"""Reaching the cluster (``--cluster``, ``--config``, ``$RAFTSCHED_CLUSTER``), ``status`` and
-``executors``."""
+"""Reaching the cluster (``--cluster``, ``--config``, ``$RAFTSCHED_CLUSTER``), ``status``,
+``executors``, ``executor drain`` and ``backup``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ __all__ = [
     "TLS_HELP",
     "add_tls_options",
     "cmd_add_node",
+    "cmd_backup",
+    "cmd_executor_drain",
     "cmd_executors",
     "cmd_members",
     "cmd_remove_node",
@@ -106,7 +108,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         for n in view.nodes:
             s = n.status
             if s is None:
-                rows.append([n.target, "-", "-", "-", "-", "-", "-", f"unreachable: {n.error}"])
+                rows.append([n.target, "-", "-", "-", "-", "-", "-", "-", f"unreachable: {n.error}"])
                 continue
             rows.append(
                 [
@@ -117,11 +119,14 @@ def cmd_status(args: argparse.Namespace) -> int:
                     str(s.commit_index),
                     str(s.applied_index),
                     s.state_digest[:12] or "-",
+                    _build_text(s),
                     refused.get(s.node_id, "ok"),
                 ]
             )
-        print_table(["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "DIGEST", "STATUS"], rows)
-        for warning in _digest_warnings(view):
+        print_table(
+            ["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "DIGEST", "BUILD", "STATUS"], rows
+        )
+        for warning in _digest_warnings(view) + _format_notes(view):
             print(f"warning: {warning}")
         answered = [n.status for n in view.nodes if n.status is not None]
         if answered:
@@ -141,6 +146,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         why = f": {view.nodes[0].error}" if len(reasons) == 1 else ""
         return fail(f"no node reachable (tried {tried}){why}", 1)
     return 0
+
+
+def _build_text(s: pb.NodeStatusReply) -> str:
+    """``0.2.0 c2/s2``: the node's raftsched version and the newest command / state formats it
+    applies (a build from before formats were reported shows ``? c1/s1``)."""
+    return f"{s.build_version or '?'} c{s.command_format or 1}/s{s.snapshot_format or 1}"
+
+
+def _format_notes(view: ClusterView) -> list[str]:
+    """A rolling upgrade in progress: nodes of different builds (fine, one step at a time)."""
+    builds = {_build_text(n.status) for n in view.nodes if n.status is not None}
+    if len(builds) < 2:
+        return []
+    return [
+        f"nodes run {len(builds)} different builds ({', '.join(sorted(builds))}): finish the "
+        "upgrade one node at a time, the leader last"
+    ]
 
 
 def _raft_refusals(view: ClusterView) -> dict[str, str]:
@@ -211,7 +233,9 @@ def cmd_executors(args: argparse.Namespace) -> int:
             e.address or "-",
             _heartbeat_text(e.last_heartbeat_ms, now()) if e.last_heartbeat_ms else "-",
             iso(e.joined_ms),
-            f"{iso(e.left_ms)} {e.left_reason}".strip() if e.left_ms else "-",
+            f"{iso(e.left_ms)} {e.left_reason}".strip()
+            if e.left_ms
+            else (f"draining since {iso(e.draining_ms)}: {e.draining_reason}" if e.draining_ms else "-"),
         ]
         for e in reply.executors
     ]
@@ -221,6 +245,35 @@ def cmd_executors(args: argparse.Namespace) -> int:
             f"note: {reply.node_id or 'the node'} answered without leading: heartbeats and addresses "
             "are known to the leader only"
         )
+    return 0
+
+
+def cmd_executor_drain(args: argparse.Namespace) -> int:
+    """``executor drain NAME``: no new attempts on it; the running ones finish."""
+    with connect(args) as client:
+        info = client.drain_executor(args.name, args.reason)
+    if args.json:
+        return print_json(to_dict(info))
+    state = enum_name(pb.ExecutorState, info.state)
+    running = (
+        f"{info.slots_used} attempt(s) still running" if info.slots_used else "nothing running: it may leave"
+    )
+    print(f"executor {info.name}: {state} ({running})")
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """``backup FILE``: a consistent snapshot of the replicated state, from any node."""
+    with connect(args) as client:
+        header = client.backup(args.file)
+    if args.json:
+        return print_json({"file": args.file, "header": to_dict(header)})
+    size = os.path.getsize(args.file)
+    print(
+        f"backup {args.file}: {size} bytes, {header.entries} entries, log index {header.log_index} "
+        f"(term {header.term}) on {header.node_id}, snapshot format {header.snapshot_format}, "
+        f"chain {header.chain[:12]}"
+    )
     return 0
 
 

@@ -14,7 +14,15 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from raftsched.errors import CannotStart, ConfigError, InvalidSpec, InvalidWorkflow, RaftschedError
+from raftsched.errors import (
+    CannotStart,
+    ConfigError,
+    InvalidBackup,
+    InvalidSpec,
+    InvalidWorkflow,
+    RaftschedError,
+    SnapshotFormatError,
+)
 
 __all__ = [
     "ArgParser",
@@ -116,12 +124,13 @@ def is_grpc_error(exc: Exception) -> bool:
 def run_guarded(prog: str, function: Callable[..., int], *args: str) -> int:
     """``function(*args)`` for a program that runs processes (a node, the demo): its errors become
     ``prog``'s one-line error and exit status (a bad config, or a start refused because the data
-    dir or an address is taken, 2; any other rejection 1)."""
+    dir or an address is taken, a backup that cannot be restored, a state of a newer format, 2;
+    any other rejection 1)."""
     try:
         return int(function(*args))
     except ConfigError as exc:
         return fail(config_message(exc), 2, prog=prog)
-    except (InvalidSpec, CannotStart) as exc:
+    except (InvalidSpec, CannotStart, InvalidBackup, SnapshotFormatError) as exc:
         return fail(str(exc), 2, prog=prog)
     except RaftschedError as exc:
         return fail(str(exc) or exc.code, 1, prog=prog)

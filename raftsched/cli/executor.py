@@ -1,9 +1,15 @@
-"""``raftsched-executor`` (``python -m raftsched.executor``): run one executor until stopped."""
+"""``raftsched-executor`` (``python -m raftsched.executor``): run one executor until stopped.
+
+SIGTERM or SIGINT drains it: nothing new is placed on it, the attempts it runs finish (for at
+most ``--grace``; then they are killed and the leader declares them lost), it leaves the cluster
+and exits 0. A second signal ends the wait at once (what still runs is killed; it still leaves).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,11 +17,11 @@ from pathlib import Path
 from raftsched import __version__
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
 from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
+from raftsched.cli.input import duration_arg
 from raftsched.cli.process import (
     add_log_level_option,
     configure_logging,
     lock_data_dir,
-    stop_on_signals,
 )
 from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError, TlsError
 
@@ -49,6 +55,14 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--http", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here (default: off)"
+    )
+    parser.add_argument(
+        "--grace",
+        type=duration_arg,
+        default=30_000,
+        metavar="DURATION",
+        help="on SIGTERM/SIGINT, how long running attempts may take to finish before they are "
+        "killed (default: 30s; a second signal ends the wait at once)",
     )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
@@ -90,11 +104,13 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 tls=tls_from_args(args, config),
                 http=args.http,
                 token=token,
+                drain_grace_s=args.grace / 1000,
                 clock=SystemClock(clock_offset_for_tests("executor")),
             )
 
             async def serve() -> None:
-                await executor.run(stop_on_signals())
+                stop, drain = drain_on_signals()
+                await executor.run(stop, drain=drain)
 
             asyncio.run(serve())
         finally:
@@ -110,3 +126,17 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc), 1, prog="raftsched-executor")
     except RaftschedError as exc:  # e.g. the --http port is in use
         return fail(str(exc) or exc.code, 1, prog="raftsched-executor")
+
+
+def drain_on_signals() -> tuple[asyncio.Event, asyncio.Event]:
+    """``(stop, drain)``: the first SIGTERM/SIGINT sets ``drain``, the next one ``stop``. Call
+    inside the running loop (the main thread's)."""
+    stop, drain = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def signalled() -> None:
+        (stop if drain.is_set() else drain).set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, signalled)
+    return stop, drain

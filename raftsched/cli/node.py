@@ -1,5 +1,6 @@
 """``raftsched-node`` (``python -m raftsched.cli.node``): run one node until SIGTERM/SIGINT;
-SIGHUP reloads its TLS certificates.
+SIGHUP reloads its TLS certificates; ``--restore FILE`` first loads a backup into an empty data
+dir (a node of a new cluster restored from ``raftsched backup``).
 
 The process around a :class:`raftsched.node.Node`: logging, SIGTERM/SIGINT, the test clock hook,
 and the exit status. The node itself (pysyncobj, LMDB, the gRPC server) is imported only when
@@ -17,18 +18,20 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raftsched import __version__
+from raftsched.abc import FormatTooNew
 from raftsched.cli.errors import ArgParser, UsageError, fail, run_guarded
 from raftsched.cli.process import (
+    LOCK_FILE,
     add_log_level_option,
     check_listen_address,
     configure_logging,
     lock_data_dir,
     stop_on_signals,
 )
-from raftsched.errors import InvalidSpec
+from raftsched.errors import CannotStart, InvalidSpec
 
 if TYPE_CHECKING:
     from raftsched.config import ClusterConfig
@@ -39,6 +42,7 @@ log = logging.getLogger("raftsched.node")
 
 TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
 STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left the cluster
+FORMAT_TOO_NEW_EXIT = 4  # the log holds a command of a newer format: upgrade this node
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
@@ -54,6 +58,12 @@ def node_main(argv: Sequence[str] | None = None) -> int:
         help="keep this node's state in DIR instead of its data_dir in the config",
     )
     parser.add_argument(
+        "--restore",
+        metavar="FILE",
+        help="bootstrap this node of a new cluster from a backup (raftsched backup FILE); every "
+        "node of the new cluster restores the same file; refused if the data dir has state",
+    )
+    parser.add_argument(
         "--join",
         action="store_true",
         help="join an existing cluster (after `raftsched cluster add-node ID ...`) instead of "
@@ -66,7 +76,14 @@ def node_main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         except SystemExit as done:
             return done.code if isinstance(done.code, int) else 0
-        run = functools.partial(run_node, join=True) if args.join else run_node
+        if args.join and args.restore:
+            raise UsageError("--restore bootstraps a new cluster and --join joins one: give one of them")
+        options: dict[str, Any] = {}
+        if args.join:
+            options["join"] = True
+        if args.restore:
+            options["restore"] = args.restore
+        run = functools.partial(run_node, **options) if options else run_node
         return run_guarded(
             "raftsched-node",
             run,
@@ -87,13 +104,15 @@ def run_node(
     data_dir: str = "",
     log_format: str = "text",
     join: bool = False,
+    restore: str = "",
 ) -> int:
     """Run one node until SIGTERM/SIGINT (a leader hands leadership over first). Returns the
     process exit code.
 
     ``data_dir`` (if given) replaces the node's ``data_dir`` from the config. ``join``: the node
     joins an existing cluster whose membership already lists it (see ``raftsched cluster
-    add-node``) instead of bootstrapping one from the config."""
+    add-node``) instead of bootstrapping one from the config. ``restore`` (if given) is a backup
+    file loaded into the (empty) data dir first."""
     from raftsched.config import load_config
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
@@ -106,7 +125,13 @@ def run_node(
     offset_ms = clock_offset_for_tests("node")
     # Held until the process exits: a second process on this data dir would serve stale state.
     lock = lock_data_dir(me.data_dir, f"node {node_id}")
-    check_listen_address(me.grpc_listen, "gRPC")
+    try:
+        if restore:
+            restore_backup(Path(restore), me.data_dir, config.storage.map_size)
+        check_listen_address(me.grpc_listen, "gRPC")
+    except BaseException:
+        lock.release()
+        raise
     node = Node(config, node_id, clock=SystemClock(offset_ms), joining=join)
     try:
         node.start()  # raises CannotStart if the Raft port is taken
@@ -131,7 +156,45 @@ def run_node(
     finally:
         node.stop()
         lock.release()
-    return STORE_FAILED_EXIT if node.failure is not None else 0
+    if node.failure is None:
+        return 0
+    return FORMAT_TOO_NEW_EXIT if isinstance(node.failure, FormatTooNew) else STORE_FAILED_EXIT
+
+
+def restore_backup(path: Path, data_dir: Path, map_size: int) -> None:
+    """Load the backup at ``path`` into ``data_dir``, which must hold no state yet.
+
+    Raises InvalidBackup (a file that is not a backup, truncated, corrupt or of a newer format)
+    or CannotStart (the data dir already has state), with nothing written."""
+    from raftsched.backup import read_backup, restored_entries
+    from raftsched.storage.lmdb_store import LmdbStore
+
+    backup = read_backup(path)
+    present = sorted(p.name for p in data_dir.iterdir() if p.name != LOCK_FILE) if data_dir.exists() else []
+    if present:
+        raise CannotStart(
+            f"--restore: data dir {data_dir} already has state ({', '.join(present[:4])}); a restore "
+            "only bootstraps a new node: give it an empty data dir (and start it without --restore "
+            "once restored)"
+        )
+    store = LmdbStore(data_dir, map_size=map_size, sync=True)
+    try:
+        # Applied index 0: the new cluster's Raft log starts again at its beginning.
+        store.replace_all(iter(restored_entries(backup.snapshot)), 0)
+    finally:
+        store.close()
+    h = backup.header
+    log.info(
+        "restored backup %s into %s: %d entries from node %s at log index %d (chain %s, made by "
+        "raftsched %s)",
+        path,
+        data_dir,
+        h.entries,
+        h.node_id,
+        h.log_index,
+        h.chain[:12],
+        h.build_version or "?",
+    )
 
 
 def with_data_dir(config: ClusterConfig, node_id: str, data_dir: Path) -> ClusterConfig:

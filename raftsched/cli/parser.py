@@ -295,6 +295,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     executors.add_argument("--all", action="store_true", help="also executors that left")
     _json_option(executors)
+    executor_parser = commands.add_parser("executor", help="operate on one executor")
+    executor_actions = executor_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    drain = _leaf(
+        executor_actions,
+        "drain",
+        cluster.cmd_executor_drain,
+        "drain an executor: no new attempts are placed on it, the running ones finish; "
+        "`executors` then shows it draining, and drained once nothing runs (it may leave)",
+    )
+    drain.add_argument("name", metavar="NAME")
+    drain.add_argument("--reason", default="", metavar="TEXT", help="recorded with the drain")
+    _json_option(drain)
+    backup = _leaf(
+        commands,
+        "backup",
+        cluster.cmd_backup,
+        "write a consistent backup of the replicated state to FILE (from any node; admin role); "
+        "restore it with raftsched-node --restore FILE",
+    )
+    backup.add_argument("file", metavar="FILE")
+    _json_option(backup)
 
     policy_cli.add_commands(commands, _leaf, _json_option)
     cluster_parser = commands.add_parser("cluster", help="membership: add or remove scheduler nodes")

@@ -11,10 +11,10 @@ Ordering and durability are unchanged: entries are applied in log order, exactly
 (the replica's applied-index guard), and the applied index is committed with the data it covers.
 
 A store that cannot take writes (``StoreFailed`` from ``apply_fn``, or any error from
-``commit_fn``) stops the applier for good: nothing more is applied or committed, ``on_fatal``
-is called once with the error, and waiting proposers get "outcome unknown". Applying past a
-failed write would leave the in-memory state ahead of the store; stopping keeps every entry in
-the Raft log, and a restart replays them.
+``commit_fn``), or an entry this build cannot apply (``FormatTooNew``), stops the applier for
+good: nothing more is applied or committed, ``on_fatal`` is called once with the error, and
+waiting proposers get "outcome unknown". Applying past a failed write would leave the in-memory
+state ahead of the store; stopping keeps every entry in the Raft log, and a restart replays them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from raftsched.abc import StoreFailed
+from raftsched.abc import ApplyHalted
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,14 @@ class Applier:
         """The store failure that stopped the applier, or None while it runs."""
         return self._failed
 
+    def halt(self, exc: ApplyHalted) -> None:
+        """Stop applying for good, as a store failure does (any thread): queued entries are
+        dropped, waiting proposers get "outcome unknown" and ``on_fatal(exc)`` is called once."""
+        with self._cond:
+            if self._failed is not None:
+                return
+        self._fail(exc)
+
     # -- the applier thread ----------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -188,9 +196,9 @@ class Applier:
     def _apply_one(self, index: int, data: bytes) -> None:
         try:
             result = self._apply_fn(index, data)
-        except StoreFailed:
+        except ApplyHalted:
             raise
-        except Exception:  # the replica raises only StoreFailed; never let this thread die
+        except Exception:  # the replica raises only ApplyHalted; never let this thread die
             log.critical("apply of entry %d raised", index, exc_info=True)
             result = None
         with self._cond:

@@ -55,10 +55,19 @@ from pysyncobj.node import TCPNode
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
-from raftsched.abc import ROLES, CommitHook, Leadership, PeerStatus, ProposeCallback, ProposeError, RaftStatus
+from raftsched.abc import (
+    ROLES,
+    CommitHook,
+    FormatTooNew,
+    Leadership,
+    PeerStatus,
+    ProposeCallback,
+    ProposeError,
+    RaftStatus,
+)
 from raftsched.config import RaftTuning
 from raftsched.consensus.applier import Applier
-from raftsched.errors import CannotStart
+from raftsched.errors import CannotStart, SnapshotFormatError
 from raftsched.logfields import leadership_fields
 
 log = logging.getLogger(__name__)
@@ -844,7 +853,13 @@ class PySyncObjNode:
             self._snap_generation += 1
             self._join_snapshot_writer()
             self._applier.quiesce()
-            self._load_snapshot(Path(path), offset)
+            try:
+                self._load_snapshot(Path(path), offset)
+            except SnapshotFormatError as exc:
+                # A newer leader's state this build cannot read: nothing was installed; stop
+                # like a store failure (leave the cluster) instead of running on stale state.
+                self._applier.halt(FormatTooNew(int(last[1]), exc))
+                raise
             self._applier.reset(last[1])
             log.info(
                 "%s: installed snapshot at index %d in %.0f ms",

@@ -17,7 +17,12 @@
 * an attempt received on a dispatch stream that broke before it started waits: it starts only
   if the leader sends it again on the new stream (it does for every attempt still assigned
   here), else it ends unstarted ("not started") after two leases, a result the cluster refuses
-  as stale because the attempt was re-placed.
+  as stale because the attempt was re-placed;
+* draining (``run(drain=...)`` set, or :meth:`Executor.request_drain`; ``raftsched-executor``
+  on SIGTERM): the agent asks the leader to place nothing new on it (replicated), lets the
+  attempts it runs finish and their results be acknowledged, then leaves the membership and
+  ``run`` returns. Attempts still running after ``drain_grace_s`` are killed and left to the
+  leader's rules for a leaving executor (lost, retried by policy).
 
 Its IO goes through two seams: an :class:`raftsched.abc.ExecutorTransport` (gRPC by default) and
 an :class:`raftsched.abc.ExecutionLog` (LMDB in ``data_dir`` by default). With the in-memory
@@ -86,6 +91,7 @@ class Executor:
     ``token`` is the executor token of a
     cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
     transport; the executor's name is bound to it on its first registration.
+    ``drain_grace_s`` bounds a drain's wait for running attempts (see the module docstring).
     """
 
     def __init__(
@@ -105,8 +111,12 @@ class Executor:
         tls: TlsConfig | None = None,
         http: str | None = None,
         token: str | None = None,
+        drain_grace_s: float = 30.0,
     ) -> None:
         validate_name(name, "executor.name")
+        if not 0 <= drain_grace_s <= 86_400:
+            raise InvalidSpec("executor.grace", f"{drain_grace_s!r} s out of range (0 s to 1 day)")
+        self.drain_grace_s = drain_grace_s
         self.map_size = parse_map_size(map_size, "executor.map_size")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{slots!r} out of range (1-10000)")
@@ -155,6 +165,10 @@ class Executor:
         self._item_gen: dict[str, int] = {}
         self._registered = False  # the current leader accepted our registration
         self._connected = False  # a dispatch stream is open
+        self._leader = self.targets[0]  # where we registered last (drain and leave go there first)
+        self._drain: asyncio.Event | None = None  # set: drain, then leave and return from run()
+        self.draining = False  # a drain has begun
+        self.left = False  # the drain ended with a committed Leave
         # execution id -> ms late at start, from its start until the cluster acknowledges its
         # result (then reported with it). Not in the execution log: after a restart a result is
         # re-reported without it, which only leaves it out of the leader's histogram.
@@ -175,8 +189,17 @@ class Executor:
     def run_forever(self) -> None:
         asyncio.run(self.run())
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Serve until ``stop`` is set (or forever): connect, take work, report, reconnect."""
+    def request_drain(self) -> None:
+        """Begin draining (see the module docstring); call on the agent's event loop while
+        :meth:`run` runs. Idempotent."""
+        if self._drain is not None:
+            self._drain.set()
+
+    async def run(self, stop: asyncio.Event | None = None, *, drain: asyncio.Event | None = None) -> None:
+        """Serve until ``stop`` is set (or forever): connect, take work, report, reconnect.
+
+        When ``drain`` is set (or :meth:`request_drain` is called), drain and leave the cluster,
+        then return (see the module docstring); ``stop`` still stops at once."""
         obs = self.observability
         if obs is not None:
             obs.bind()  # a taken port fails here, before anything is opened or dialled
@@ -199,7 +222,9 @@ class Executor:
         self._report_wake = asyncio.Event()
         self._hb_wake = asyncio.Event()
         stop = stop or asyncio.Event()
+        self._drain = drain or asyncio.Event()
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
+        drainer = asyncio.ensure_future(self._drain_when_asked(stop))
         try:
             if obs is not None:
                 await obs.start()
@@ -228,8 +253,17 @@ class Executor:
         finally:
             if flusher is not None:
                 flusher.cancel()
-            for task in self._running.values():
+            drainer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drainer
+            running = list(self._running.values())
+            for task in running:
                 task.cancel()
+            if self.draining:
+                # Killed at the end of the grace: let their cancellation (SIGKILL of the process
+                # group) finish before the Leave makes the leader declare them lost.
+                await asyncio.gather(*running, return_exceptions=True)
+                await self._leave_cluster()
             await self.transport.close()
             if obs is not None:
                 await obs.stop()
@@ -273,6 +307,7 @@ class Executor:
                 self.slots,
                 extra=leadership_fields(reply.epoch, executor=self.name, leader=target),
             )
+            self._leader = target
             return target
         raise LeaderLost(f"no leader found among {self.targets}")
 
@@ -302,6 +337,73 @@ class Executor:
             # even when cancelled (one disconnect fails several loops at once), and an outcome
             # nobody retrieves is logged by asyncio as an ERROR.
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- draining ------------------------------------------------------------------------------------
+
+    async def _drain_when_asked(self, stop: asyncio.Event) -> None:
+        """Wait for the drain request; drain; then end :meth:`run` (which leaves)."""
+        assert self._drain is not None and self._log is not None
+        await self._drain.wait()
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_grace_s
+        log.info(
+            "%s: draining: no new attempts; %d running, %.0f s grace",
+            self.name,
+            len(self._running),
+            self.drain_grace_s,
+        )
+        request = pb.DrainRequest(name=self.name, reason="executor shutting down")
+        if not await self._to_leader(lambda t, s: self.transport.drain(t, request, timeout_s=s), deadline):
+            log.warning("%s: no leader confirmed the drain; waiting for running attempts anyway", self.name)
+        # Running attempts finish, and their results are acknowledged, within the grace.
+        while (self._running or self._log.pending_reports()) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        if self._running:
+            log.warning(
+                "%s: grace of %.0f s over with %d attempt(s) still running: killing them; the leader "
+                "declares them lost when this executor leaves",
+                self.name,
+                self.drain_grace_s,
+                len(self._running),
+            )
+        stop.set()
+
+    async def _leave_cluster(self) -> None:
+        """Leave the membership (a few seconds at most: the leader otherwise declares us dead)."""
+        deadline = asyncio.get_running_loop().time() + 5.0
+        request = pb.LeaveRequest(name=self.name)
+        self.left = await self._to_leader(
+            lambda t, s: self.transport.leave(t, request, timeout_s=s), deadline
+        )
+        if self.left:
+            log.info("%s: drained and left the cluster", self.name)
+        else:
+            log.warning("%s: could not leave (no leader answered); it will be declared dead", self.name)
+
+    async def _to_leader(self, call: Callable[[str, float], Any], deadline: float) -> bool:
+        """``await call(target, timeout_s)`` at the leader, following redirects and trying each
+        target in turn, until it succeeds (True) or ``deadline`` (loop time) passes (False). A
+        leader that does not know this executor (``not_found``) counts as done: it is no member,
+        so there is nothing to drain or leave."""
+        loop = asyncio.get_running_loop()
+        target, tried = self._leader, 0
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await call(target, max(0.2, min(left, self._rpc_timeout_s * 3)))
+                return True
+            except TransportError as exc:
+                if exc.code == "not_found":
+                    return True
+                if exc.leader and exc.leader != target:
+                    target = exc.leader
+                    continue
+                tried += 1
+                target = self.targets[tried % len(self.targets)]
+                await asyncio.sleep(0.1)
 
     # -- work ----------------------------------------------------------------------------------------
 

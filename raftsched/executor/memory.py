@@ -94,6 +94,10 @@ class ExecutorEndpoint(Protocol):
 
     def report(self, target: str, request: pb.ReportRequest) -> pb.ReportReply: ...
 
+    def drain(self, target: str, request: pb.DrainRequest) -> pb.DrainReply: ...
+
+    def leave(self, target: str, request: pb.LeaveRequest) -> pb.LeaveReply: ...
+
 
 class MemoryTransport:
     """An :class:`raftsched.abc.ExecutorTransport` that calls ``endpoint`` in process.
@@ -129,6 +133,14 @@ class MemoryTransport:
         await asyncio.sleep(0)
         return self.endpoint.report(target, request)
 
+    async def drain(self, target: str, request: pb.DrainRequest, *, timeout_s: float) -> pb.DrainReply:
+        await asyncio.sleep(0)
+        return self.endpoint.drain(target, request)
+
+    async def leave(self, target: str, request: pb.LeaveRequest, *, timeout_s: float) -> pb.LeaveReply:
+        await asyncio.sleep(0)
+        return self.endpoint.leave(target, request)
+
     async def close(self) -> None:
         return None
 
@@ -137,7 +149,8 @@ class LoopbackEndpoint:
     """A stand-in leader for tests: accepts every executor at ``epoch``, records what it is told.
 
     ``push(name, items)`` sends work to the executor's open stream; ``reports`` collects every
-    result reported (each is acknowledged); ``heartbeats`` every heartbeat. :meth:`until` wakes
+    result reported (each is acknowledged); ``heartbeats`` every heartbeat; ``drained`` and
+    ``left`` every drain and leave. :meth:`until` wakes
     after every call, so a test waits for a condition instead of sleeping. Typical use::
 
         endpoint = LoopbackEndpoint()
@@ -155,6 +168,8 @@ class LoopbackEndpoint:
         self.registered: list[pb.RegisterRequest] = []
         self.heartbeats: list[pb.HeartbeatRequest] = []
         self.reports: list[pb.ExecResult] = []
+        self.drained: list[pb.DrainRequest] = []
+        self.left: list[pb.LeaveRequest] = []
         self.streams: dict[str, MemoryStream] = {}
         self._changed: asyncio.Event | None = None
 
@@ -180,6 +195,16 @@ class LoopbackEndpoint:
         self.reports.extend(request.results)
         self._touch()
         return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
+
+    def drain(self, target: str, request: pb.DrainRequest) -> pb.DrainReply:
+        self.drained.append(request)
+        self._touch()
+        return pb.DrainReply()
+
+    def leave(self, target: str, request: pb.LeaveRequest) -> pb.LeaveReply:
+        self.left.append(request)
+        self._touch()
+        return pb.LeaveReply()
 
     def push(self, name: str, items: Iterable[pb.WorkItem]) -> None:
         """Send ``items`` (one message) to executor ``name``; raises ``KeyError`` if it has no stream."""

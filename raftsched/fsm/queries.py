@@ -261,6 +261,11 @@ def live_executors(executors: Mapping[str, pb.ExecutorRecord]) -> dict[str, int]
     return {name: rec.slots for name, rec in sorted(executors.items()) if rec.alive}
 
 
+def placeable_executors(executors: Mapping[str, pb.ExecutorRecord]) -> dict[str, int]:
+    """``name -> slots`` of the live executors new attempts may be placed on (not draining)."""
+    return {name: rec.slots for name, rec in sorted(executors.items()) if rec.alive and not rec.draining}
+
+
 # -- workflows -------------------------------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ from typing import ClassVar, Final
 
 from raftsched import codec
 from raftsched.abc import StateStore
-from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError
+from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError, quote
 from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, queries
 from raftsched.fsm import workflows as wf_mod
@@ -100,6 +100,7 @@ class SchedulerState:
         self.alert_seq = 0
         self.applied_commands = 0
         self.chain = b""
+        self.state_format = codec.SNAPSHOT_FORMAT  # of the stored state (Meta.state_format; 0 reads as 1)
         self.alerts = alerts_mod.AlertBook(store, self.retention, self)
         # Node-local counts of what apply did, for metrics: never replicated, never read by
         # apply, so replicas agree whether or not a node counts (None: it does not).
@@ -141,6 +142,12 @@ class SchedulerState:
             self.alert_seq = meta.alert_seq
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
+            self.state_format = meta.state_format or 1
+            if meta.state_format > codec.SNAPSHOT_FORMAT:
+                raise SnapshotFormatError(
+                    f"the stored state has format {meta.state_format}, newer than this build reads "
+                    f"({codec.SNAPSHOT_FORMAT}): run a raftsched build that supports it"
+                )
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
             self.alert_seq = 0
@@ -173,7 +180,9 @@ class SchedulerState:
             alert_seq=self.alert_seq,
             applied_commands=self.applied_commands,
             chain=self.chain,
+            state_format=codec.SNAPSHOT_FORMAT,
         )
+        self.state_format = codec.SNAPSHOT_FORMAT
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
 
     def snapshot(self) -> bytes:
@@ -213,13 +222,13 @@ class SchedulerState:
         return iter(items)
 
     def restore(self, data: bytes, applied_index: int) -> None:
-        """Discard all state and load a canonical snapshot (refuses a newer format)."""
+        """Discard all state and load a canonical snapshot.
+
+        Raises :class:`SnapshotFormatError`, with nothing changed, for a snapshot of a newer
+        format (its ``format`` or the state format stored in it)."""
         snap = pb.Snapshot()
         snap.ParseFromString(data)
-        if snap.format > codec.SNAPSHOT_FORMAT:
-            raise SnapshotFormatError(
-                f"snapshot format {snap.format} is newer than this build supports ({codec.SNAPSHOT_FORMAT})"
-            )
+        check_snapshot_format(snap)
         with self.lock:
             self.store.replace_all(iter([(e.key, e.value) for e in snap.entries]), applied_index)
             self._load()
@@ -234,7 +243,12 @@ class SchedulerState:
 
     def apply(self, data: bytes) -> Applied:
         """Apply one encoded command. Never raises for any input (see module docstring); only a
-        store that cannot take writes (``store.failure()`` set) propagates its error."""
+        store that cannot take writes (``store.failure()`` set) propagates its error.
+
+        A command of a newer format than this build's (``Command.format > COMMAND_FORMAT``) is
+        not applied at all: the result is a ``format_too_new`` rejection and *nothing* changes,
+        not even the apply chain, because an upgraded replica would apply it. The caller must
+        stop applying there (the replica does) until this node runs a newer build."""
         with self.lock:
             try:
                 cmd = codec.decode_command(data)
@@ -245,6 +259,14 @@ class SchedulerState:
                 ).digest()
                 self._save_meta()
                 return applied
+            if cmd.format > codec.COMMAND_FORMAT:
+                return Applied(
+                    rejected(
+                        codec.FORMAT_TOO_NEW,
+                        f"command format {cmd.format} is newer than this build applies "
+                        f"({codec.COMMAND_FORMAT})",
+                    )
+                )
             try:
                 applied = self._apply(cmd)
             except Reject as rej:
@@ -267,10 +289,6 @@ class SchedulerState:
             return applied
 
     def _apply(self, cmd: pb.Command) -> Applied:
-        if cmd.format > codec.COMMAND_FORMAT:
-            raise Reject(
-                "invalid_argument", f"command format {cmd.format} is newer than this node understands"
-            )
         key = cmd.idempotency_key
         if key:
             prior = self.store.get(keys.idem_key(key))
@@ -963,6 +981,10 @@ class SchedulerState:
             principal=body.principal or (old.principal if old is not None else ""),
             namespaces=sorted(body.namespaces),
         )
+        if old is not None and old.alive and old.draining:
+            # Registering again (a reconnect after a leader change) does not undo a drain; a
+            # drained executor gets work again only after it has left and joins anew.
+            rec.draining, rec.draining_ms, rec.draining_reason = True, old.draining_ms, old.draining_reason
         self.executors[body.name] = rec
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
         return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
@@ -978,6 +1000,22 @@ class SchedulerState:
             if tok is None or tok.info.revoked or (tok.info.expires_ms and tok.info.expires_ms <= now):
                 return False
         return True
+
+    def _drain_executor(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """No new attempts for a live executor; the ones it runs go on (and end by the usual
+        rules). Draining one that already drains changes nothing (same result)."""
+        body = cmd.drain_executor
+        rec = self.executors.get(body.name)
+        if rec is None or not rec.alive:
+            raise Reject("not_found", f"executor {quote(body.name)} is not a live member")
+        if len(body.reason) > 500:
+            raise InvalidSpec("reason", "at most 500 characters")
+        if not rec.draining:
+            rec.draining = True
+            rec.draining_ms = now
+            rec.draining_reason = body.reason or "drained"
+            self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
+        return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
 
     # -- tokens (raftsched.fsm.access) --------------------------------------------------------
 
@@ -997,6 +1035,7 @@ class SchedulerState:
         rec.alive = False
         rec.left_ms = now
         rec.left_reason = body.reason or ("declared dead" if body.dead else "left")
+        rec.draining = False
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
         effects: list[Effect] = [ExecutorChanged(body.name, False)]
         why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"
@@ -1053,6 +1092,7 @@ class SchedulerState:
                 or shard.not_before_ms > cmd.now_ms  # a retry never starts before its backoff ends
                 or executor is None
                 or not executor.alive
+                or executor.draining  # drained after the leader chose it: the attempt waits on
             ):
                 refused += 1
                 continue
@@ -1351,9 +1391,14 @@ class SchedulerState:
         return queries.executor_usage(copies, active, include_left)
 
     def live_executors(self) -> dict[str, int]:
-        """``name -> slots`` of executors alive in the replicated membership."""
+        """``name -> slots`` of executors alive in the replicated membership (draining included)."""
         with self.lock:
             return queries.live_executors(self.executors)
+
+    def placeable_executors(self) -> dict[str, int]:
+        """``name -> slots`` of live executors that are not draining: where new attempts go."""
+        with self.lock:
+            return queries.placeable_executors(self.executors)
 
     # Command handlers by ``Command.body`` field (plain functions here, called with the state).
     _HANDLERS: ClassVar[dict[str, Callable[[SchedulerState, pb.Command, int], Handled]]] = {
@@ -1361,6 +1406,7 @@ class SchedulerState:
         "create_tasks": _create_many,
         "executor_join": _executor_join,
         "executor_leave": _executor_leave,
+        "drain_executor": _drain_executor,
         "assign_attempts": _assign,
         "retry_run": _retry_run,
         "update_task": _update,
@@ -1436,3 +1482,33 @@ def _split_idem(value: bytes) -> tuple[bytes, bytes]:
     if value[8:9] == _IDEM_FINGERPRINTED:
         return value[9:41], value[41:]
     return b"", value[8:]
+
+
+def check_snapshot_format(snap: pb.Snapshot) -> None:
+    """Raise :class:`SnapshotFormatError` if ``snap`` (or the state stored in it) has a newer
+    format than this build reads."""
+    if snap.format > codec.SNAPSHOT_FORMAT:
+        raise SnapshotFormatError(
+            f"snapshot format {snap.format} is newer than this build reads ({codec.SNAPSHOT_FORMAT}): "
+            "run a raftsched build that supports it"
+        )
+    for entry in snap.entries:
+        if entry.key == keys.META:
+            state_format = pb.Meta.FromString(entry.value).state_format
+            if state_format > codec.SNAPSHOT_FORMAT:
+                raise SnapshotFormatError(
+                    f"snapshot holds state format {state_format}, newer than this build reads "
+                    f"({codec.SNAPSHOT_FORMAT}): run a raftsched build that supports it"
+                )
+
+
+def check_stored_format(get: Callable[[bytes], bytes | None]) -> None:
+    """Raise :class:`SnapshotFormatError` if the state that ``get`` reads (a store or a snapshot
+    copy about to be installed) was written in a newer state format than this build reads."""
+    raw = get(keys.META)
+    state_format = pb.Meta.FromString(raw).state_format if raw else 0
+    if state_format > codec.SNAPSHOT_FORMAT:
+        raise SnapshotFormatError(
+            f"the state has format {state_format}, newer than this build reads "
+            f"({codec.SNAPSHOT_FORMAT}): run a raftsched build that supports it"
+        )

@@ -100,7 +100,10 @@ class Dispatcher:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     epoch: int = 0
     leading: bool = False
-    ring: ShardRing = field(default_factory=lambda: ShardRing(()))
+    ring: ShardRing = field(default_factory=lambda: ShardRing(()))  # where new attempts go
+    # Live members, draining ones included: they heartbeat, hold leases and can be declared
+    # dead, but the ring (placement) leaves them out.
+    members: frozenset[str] = frozenset()
     waiting: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
     # The same attempts by executor, in start order: a tick looks only at executors with free
     # slots and at the head of their queues (sorting and hashing every waiting attempt on every
@@ -135,7 +138,7 @@ class Dispatcher:
         # not dead) and find this one. Give them one extra lease before declaring them, or their
         # attempts, lost (without it the chaos suite saw healthy executors declared dead).
         grace = now_ms + self.settings.lease_ms
-        for name in self.ring.members:
+        for name in sorted(self.members):
             self.last_seen[name] = grace
         for eff in self.state.pending_attempts():
             if isinstance(eff, AttemptReady):
@@ -159,7 +162,8 @@ class Dispatcher:
 
     def _rebuild_ring(self) -> None:
         # Derived from the replicated membership on every change: identical on every node.
-        self.ring = ShardRing(self.state.live_executors())
+        self.ring = ShardRing(self.state.placeable_executors())
+        self.members = frozenset(self.state.live_executors())
         self.restricted = {
             name: frozenset(rec.namespaces)
             for name, rec in self.state.executors.items()
@@ -370,7 +374,7 @@ class Dispatcher:
         ``started`` (None from an executor that does not report it): which of ``running`` have
         started; the others are known unstarted. Without it every running attempt counts as
         started (a loss is then always a try)."""
-        if executor not in self.ring:
+        if executor not in self.members:
             return False
         self.last_seen[executor] = now_ms
         began = None if started is None else set(started)
@@ -391,7 +395,7 @@ class Dispatcher:
     def stream_closed(self, executor: str, now_ms: int) -> None:
         """``executor``'s current dispatch stream closed (not replaced by a newer one): unless it
         opens another within ``stream_grace_ms``, :meth:`poll` declares it dead."""
-        if self.leading and executor in self.ring:
+        if self.leading and executor in self.members:
             self.stream_gone.setdefault(executor, now_ms + self.settings.stream_grace_ms)
 
     def unstarted_of(self, executor: str) -> list[str]:
@@ -464,7 +468,7 @@ class Dispatcher:
                 self._drop_lease(exec_id)
         if lost.report_results.results:
             out.append(codec.encode_command(lost))
-        for name in self.ring.members:
+        for name in sorted(self.members):
             seen = self.last_seen.get(name, now_ms)
             gone = self.stream_gone.get(name)
             if name in self.declared_dead:
@@ -490,10 +494,11 @@ class Dispatcher:
         return out
 
     def free_slots(self) -> dict[str, int]:
-        """Slots per live executor minus its leased and reserved attempts (never negative)."""
+        """Slots per live executor that is not draining, minus its leased and reserved attempts
+        (never negative)."""
         return {
             name: max(0, slots - self.used.get(name, 0))
-            for name, slots in self.state.live_executors().items()
+            for name, slots in self.state.placeable_executors().items()
             if name not in self.declared_dead
         }
 
@@ -504,7 +509,7 @@ class Dispatcher:
         cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.assign_attempts.SetInParent()
         budget = self.settings.max_assign_per_command
-        total_slots = sum(self.state.live_executors().values())
+        total_slots = sum(self.state.placeable_executors().values())
         book = self.state.policy
         # Locks an earlier attempt (in start order) of this walk waits for: later ones wanting
         # them wait too, so a stream of shared holders cannot starve an exclusive waiter.

@@ -54,6 +54,17 @@ def set_executor_join(
         cmd.executor_join.namespaces.extend(namespaces)
 
 
+def drain_executor(name: str, reason: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    """Stop placing new attempts on executor ``name`` (refused by apply if it is not a member)."""
+    validate_name(name, "executor.name")
+    if len(reason) > 500:
+        raise InvalidSpec("reason", "at most 500 characters")
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.drain_executor.name = name
+    cmd.drain_executor.reason = reason
+    return codec.encode_command(cmd)
+
+
 def _envelope(now_ms: int, epoch: int, origin: str, key: str) -> pb.Command:
     return pb.Command(epoch=epoch, now_ms=now_ms, origin=origin, idempotency_key=key)
 

@@ -22,20 +22,21 @@ import asyncio
 import collections
 import functools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 import grpc
 
 from raftsched import codec
 from raftsched.alerts.delivery import delivery_view
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, Unavailable, quote
+from raftsched.backup import backup_stream
+from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, Unavailable, quote
 from raftsched.explain import explain
-from raftsched.fsm import queries
+from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
 from raftsched.fsm.policy import QUOTA_KINDS, validate_quota
 from raftsched.leader import writes
-from raftsched.rpc.plumbing import NodeServices, caller, propose_and_wait, rpc
+from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
 from raftsched.security.auth import Role
 from raftsched.v1 import log_pb2 as logpb
@@ -884,20 +885,49 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         live = self._live_executors()
         reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
         for rec, used in self.node.state.executor_usage(include_left=request.include_left):
-            beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
-            reply.executors.add(
-                name=rec.name,
-                state=pb.EXECUTOR_ALIVE if rec.alive else pb.EXECUTOR_LEFT,
-                slots=rec.slots,
-                slots_used=used,
-                labels=rec.labels,
-                joined_ms=rec.joined_ms,
-                left_ms=rec.left_ms,
-                left_reason=rec.left_reason,
-                last_heartbeat_ms=beat,
-                address=peer,
-            )
+            reply.executors.append(_executor_info(rec, used, live))
         return reply
+
+    @rpc
+    async def DrainExecutor(
+        self, request: pb.DrainExecutorRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DrainExecutorReply:
+        key = self._key(request.idempotency_key)
+        await self._write(
+            request,
+            method="DrainExecutor",
+            build=lambda s: writes.drain_executor(request.name, request.reason, key=key, **s),
+            target=request.name,
+        )
+        live = self._live_executors()
+        for rec, used in self.node.state.executor_usage():
+            if rec.name == request.name:
+                return pb.DrainExecutorReply(executor=_executor_info(rec, used, live))
+        raise NotFound(f"executor {quote(request.name)} left meanwhile")
+
+    async def Backup(
+        self, request: pb.BackupRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.BackupChunk]:
+        """A consistent snapshot of this node's committed state (any node): the image is read
+        in one read transaction, with the applied index committed with it, off the event loop."""
+        node = self.node
+        status = node.node_status()
+
+        def encode() -> list[pb.BackupChunk]:
+            # Read and encode off the event loop: a big state takes a while.
+            with node.store.reader() as r:
+                index, items = r.applied_index(), list(r.scan(b"", keys.LOCAL_PREFIX))
+            stream = backup_stream(
+                items, log_index=index, term=status.term, node_id=node.node_id, now_ms=node.gate.now_ms()
+            )
+            return list(stream)
+
+        try:
+            chunks = await asyncio.to_thread(encode)
+        except RaftschedError as exc:
+            await abort(context, exc)
+        for chunk in chunks:
+            yield chunk
 
     @rpc
     async def NodeStatus(
@@ -912,3 +942,29 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatusReply:
         return self.node.cluster_status()
+
+
+def _executor_info(
+    rec: logpb.ExecutorRecord, used: int, live: dict[str, tuple[int, str]] | None
+) -> pb.ExecutorInfo:
+    beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
+    if not rec.alive:
+        state = pb.EXECUTOR_LEFT
+    elif rec.draining:
+        state = pb.EXECUTOR_DRAINED if used == 0 else pb.EXECUTOR_DRAINING
+    else:
+        state = pb.EXECUTOR_ALIVE
+    return pb.ExecutorInfo(
+        name=rec.name,
+        state=state,
+        slots=rec.slots,
+        slots_used=used,
+        labels=rec.labels,
+        joined_ms=rec.joined_ms,
+        left_ms=rec.left_ms,
+        left_reason=rec.left_reason,
+        last_heartbeat_ms=beat,
+        address=peer,
+        draining_ms=rec.draining_ms if rec.alive else 0,
+        draining_reason=rec.draining_reason if rec.alive else "",
+    )

@@ -103,6 +103,20 @@ class GrpcExecutorTransport:
             raise await self._failure(target, exc) from None
         return reply
 
+    async def drain(self, target: str, request: pb.DrainRequest, *, timeout_s: float) -> pb.DrainReply:
+        try:
+            reply: pb.DrainReply = await self._stub(target).Drain(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise await self._failure(target, exc) from None
+        return reply
+
+    async def leave(self, target: str, request: pb.LeaveRequest, *, timeout_s: float) -> pb.LeaveReply:
+        try:
+            reply: pb.LeaveReply = await self._stub(target).Leave(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise await self._failure(target, exc) from None
+        return reply
+
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
         for ch in channels.values():

@@ -298,7 +298,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             await abort(context, exc)
         try:
             hub.require_leader()
-            if request.name not in hub.dispatcher.ring:
+            if request.name not in hub.dispatcher.members:
                 raise NotFound(f"executor {quote(request.name)} is not registered; call Register first")
         except RaftschedError as exc:
             # A stream refuses with one of two statuses only, as executors have always seen it.
@@ -388,6 +388,17 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd.executor_leave.unstarted.extend(self.hub.dispatcher.unstarted_of(request.name))
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.LeaveReply()
+
+    @rpc
+    async def Drain(self, request: pb.DrainRequest, context: grpc.aio.ServicerContext) -> pb.DrainReply:
+        """The executor stops taking new work (it is shutting down): replicated like
+        ``raftsched executor drain``; it calls Leave once its running attempts ended."""
+        self.hub.require_bound(request.name)
+        cmd = self.hub.leader_command()
+        cmd.drain_executor.name = request.name
+        cmd.drain_executor.reason = request.reason[:500] or "executor shutting down"
+        await propose_and_wait(self.hub.node, codec.encode_command(cmd))
+        return pb.DrainReply()
 
 
 _UINT32_MAX = 2**32 - 1

@@ -57,6 +57,9 @@ from raftsched.storage.lmdb_env import MAX_KEY as _MAX_KEY
 from raftsched.storage.lmdb_env import StoreUsage
 from raftsched.storage.lmdb_env import valid_key as _valid_key
 
+CopyCheck = Callable[[Callable[[bytes], bytes | None]], None]
+"""Checks a snapshot copy before it replaces the store; called with ``get(key)`` on the copy."""
+
 __all__ = ["LmdbReader", "LmdbStore", "StoreUsage"]
 
 log = logging.getLogger(__name__)
@@ -268,19 +271,24 @@ class LmdbReader:
     the reader exits.
     """
 
-    def __init__(self, begin: Callable[[], tuple[Any, Any, Any]], chunk: int) -> None:
-        # begin() -> (held guard, read txn, state db), the guard entered in shared mode.
+    def __init__(self, begin: Callable[[], tuple[Any, Any, Any, Any]], chunk: int) -> None:
+        # begin() -> (held guard, read txn, state db, local db), the guard entered in shared mode.
         self._begin = begin
         self._chunk = chunk
         self._txn: Any = None
         self._db: Any = None
+        self._local: Any = None
         self._held: Any = None
 
     def __enter__(self) -> LmdbReader:
         if self._held is not None:
             raise RuntimeError("reader is already open")
-        self._held, self._txn, self._db = self._begin()
+        self._held, self._txn, self._db, self._local = self._begin()
         return self
+
+    def applied_index(self) -> int:
+        """The applied index committed with the data this reader sees."""
+        return _decode_index(self._txn_or_raise().get(_APPLIED_KEY, db=self._local))
 
     def __exit__(self, *exc: object) -> None:
         held, self._held = self._held, None
@@ -599,11 +607,11 @@ class LmdbStore:
         """A view of committed data for any thread; the transaction opens on ``__enter__``."""
         return LmdbReader(self._begin_read, self._SCAN_CHUNK)
 
-    def _begin_read(self) -> tuple[Any, Any, Any]:
+    def _begin_read(self) -> tuple[Any, Any, Any, Any]:
         held = self._guard.shared()
         held.__enter__()
         try:
-            return held, self._live_env().begin(write=False, buffers=False), self._state_db
+            return held, self._live_env().begin(write=False, buffers=False), self._state_db, self._local_db
         except BaseException:
             held.__exit__(None, None, None)
             raise
@@ -666,8 +674,11 @@ class LmdbStore:
         fileobj.seek(os.lseek(fd, 0, os.SEEK_CUR))
         return index
 
-    def load_snapshot_copy(self, src: Path, offset: int) -> int:
+    def load_snapshot_copy(self, src: Path, offset: int, validate: CopyCheck | None = None) -> int:
         """Replace the whole store with the LMDB copy found in ``src`` at ``offset``; return its index.
+
+        ``validate(get)``, if given, may read the copy's data (``get(key)``) before anything is
+        replaced; whatever it raises leaves the store untouched and propagates.
 
         The copy (everything from ``offset`` to the end of ``src``, as ``write_snapshot`` wrote
         it) is first extracted to ``state.restore`` and validated, so a bad file leaves the store
@@ -690,7 +701,7 @@ class LmdbStore:
             fout.flush()
             os.fsync(fout.fileno())
         os.chmod(data, 0o600)
-        index = self._validate_copy()
+        index = self._validate_copy(validate)
         _fsync_dir(self._restore_dir)
         with self._guard.exclusive(), self._txn_lock:
             txn = self._check_batch_locked()
@@ -713,7 +724,7 @@ class LmdbStore:
                 raise
         return index
 
-    def _validate_copy(self) -> int:
+    def _validate_copy(self, validate: CopyCheck | None) -> int:
         try:
             env = lmdb_env.open_readonly(self._restore_dir, map_size=self._map_size, max_dbs=2)
         except lmdb_env.Error as exc:
@@ -723,7 +734,10 @@ class LmdbStore:
             local = env.open_db(_LOCAL_DB, create=False)
             with env.begin(write=False) as txn:
                 txn.stat(state)
-                return _decode_index(txn.get(_APPLIED_KEY, db=local))
+                index = _decode_index(txn.get(_APPLIED_KEY, db=local))
+                if validate is not None:
+                    validate(lambda key: txn.get(key, db=state))
+                return index
         except lmdb_env.Error as exc:
             raise ValueError(f"snapshot payload is not a raftsched LMDB store: {exc}") from exc
         finally:

@@ -92,9 +92,13 @@ class ExecutorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXECUTOR_STATE_UNSPECIFIED: _ClassVar[ExecutorState]
     EXECUTOR_ALIVE: _ClassVar[ExecutorState]
     EXECUTOR_LEFT: _ClassVar[ExecutorState]
+    EXECUTOR_DRAINING: _ClassVar[ExecutorState]
+    EXECUTOR_DRAINED: _ClassVar[ExecutorState]
 EXECUTOR_STATE_UNSPECIFIED: ExecutorState
 EXECUTOR_ALIVE: ExecutorState
 EXECUTOR_LEFT: ExecutorState
+EXECUTOR_DRAINING: ExecutorState
+EXECUTOR_DRAINED: ExecutorState
 
 class AddTaskRequest(_message.Message):
     __slots__ = ("spec", "disabled", "idempotency_key")
@@ -337,7 +341,7 @@ class LatencySummary(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members", "command_format", "snapshot_format", "build_version", "state_format")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -365,6 +369,10 @@ class NodeStatusReply(_message.Message):
     MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
     CONFIG_MISMATCH_FIELD_NUMBER: _ClassVar[int]
     RAFT_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    BUILD_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     grpc: str
@@ -392,7 +400,11 @@ class NodeStatusReply(_message.Message):
     membership: _records_pb2.MembershipRecord
     config_mismatch: str
     raft_members: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ...) -> None: ...
+    command_format: int
+    snapshot_format: int
+    build_version: str
+    state_format: int
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ..., command_format: _Optional[int] = ..., snapshot_format: _Optional[int] = ..., build_version: _Optional[str] = ..., state_format: _Optional[int] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")
@@ -789,7 +801,7 @@ class ListExecutorsRequest(_message.Message):
     def __init__(self, include_left: _Optional[bool] = ...) -> None: ...
 
 class ExecutorInfo(_message.Message):
-    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address")
+    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address", "draining_ms", "draining_reason")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -807,6 +819,8 @@ class ExecutorInfo(_message.Message):
     LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_MS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_REASON_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: ExecutorState
     slots: int
@@ -817,7 +831,63 @@ class ExecutorInfo(_message.Message):
     left_reason: str
     last_heartbeat_ms: int
     address: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+    draining_ms: int
+    draining_reason: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ...) -> None: ...
+
+class DrainExecutorRequest(_message.Message):
+    __slots__ = ("name", "reason", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reason: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class DrainExecutorReply(_message.Message):
+    __slots__ = ("executor",)
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    executor: ExecutorInfo
+    def __init__(self, executor: _Optional[_Union[ExecutorInfo, _Mapping]] = ...) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BackupHeader(_message.Message):
+    __slots__ = ("backup_format", "snapshot_format", "log_index", "term", "node_id", "created_ms", "payload_bytes", "entries", "chain", "build_version")
+    BACKUP_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    BUILD_VERSION_FIELD_NUMBER: _ClassVar[int]
+    backup_format: int
+    snapshot_format: int
+    log_index: int
+    term: int
+    node_id: str
+    created_ms: int
+    payload_bytes: int
+    entries: int
+    chain: str
+    build_version: str
+    def __init__(self, backup_format: _Optional[int] = ..., snapshot_format: _Optional[int] = ..., log_index: _Optional[int] = ..., term: _Optional[int] = ..., node_id: _Optional[str] = ..., created_ms: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., entries: _Optional[int] = ..., chain: _Optional[str] = ..., build_version: _Optional[str] = ...) -> None: ...
+
+class BackupChunk(_message.Message):
+    __slots__ = ("header", "data", "sha256")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    header: BackupHeader
+    data: bytes
+    sha256: bytes
+    def __init__(self, header: _Optional[_Union[BackupHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., sha256: _Optional[bytes] = ...) -> None: ...
 
 class ListExecutorsReply(_message.Message):
     __slots__ = ("executors", "node_id", "leader_view")
@@ -1020,5 +1090,17 @@ class LeaveRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class LeaveReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DrainRequest(_message.Message):
+    __slots__ = ("name", "reason")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reason: str
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DrainReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -264,6 +264,16 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.GetMembershipRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.FromString,
                 _registered_method=True)
+        self.DrainExecutor = channel.unary_unary(
+                '/raftsched.v1.Admin/DrainExecutor',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DrainExecutorRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DrainExecutorReply.FromString,
+                _registered_method=True)
+        self.Backup = channel.unary_stream(
+                '/raftsched.v1.Admin/Backup',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackupRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackupChunk.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -546,6 +556,19 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DrainExecutor(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Backup(self, request, context):
+        """a consistent snapshot of this node's state
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -778,6 +801,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.GetMembership,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.GetMembershipRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.MembershipReply.SerializeToString,
+            ),
+            'DrainExecutor': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainExecutor,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DrainExecutorRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.DrainExecutorReply.SerializeToString,
+            ),
+            'Backup': grpc.unary_stream_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackupRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackupChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2032,6 +2065,60 @@ class Admin:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def DrainExecutor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/DrainExecutor',
+            raftsched_dot_v1_dot_raftsched__pb2.DrainExecutorRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.DrainExecutorReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raftsched.v1.Admin/Backup',
+            raftsched_dot_v1_dot_raftsched__pb2.BackupRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.BackupChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class ExecutorServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -2071,6 +2158,11 @@ class ExecutorServiceStub:
                 '/raftsched.v1.ExecutorService/Leave',
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveReply.FromString,
+                _registered_method=True)
+        self.Drain = channel.unary_unary(
+                '/raftsched.v1.ExecutorService/Drain',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DrainRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DrainReply.FromString,
                 _registered_method=True)
 
 
@@ -2115,6 +2207,12 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Drain(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -2147,6 +2245,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.Leave,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.LeaveReply.SerializeToString,
+            ),
+            'Drain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Drain,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DrainRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.DrainReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2311,6 +2414,33 @@ class ExecutorService:
             '/raftsched.v1.ExecutorService/Leave',
             raftsched_dot_v1_dot_raftsched__pb2.LeaveRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.LeaveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Drain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.ExecutorService/Drain',
+            raftsched_dot_v1_dot_raftsched__pb2.DrainRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.DrainReply.FromString,
             options,
             channel_credentials,
             insecure,

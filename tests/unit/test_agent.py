@@ -118,6 +118,12 @@ class _FailingTransport:
             raise TransportError("unavailable", "reset by peer") from None
         raise AssertionError("unreachable")
 
+    async def drain(self, target: str, request: pb.DrainRequest, *, timeout_s: float) -> pb.DrainReply:
+        raise TransportError("unavailable", "reset by peer")
+
+    async def leave(self, target: str, request: pb.LeaveRequest, *, timeout_s: float) -> pb.LeaveReply:
+        raise TransportError("unavailable", "reset by peer")
+
     async def close(self) -> None:
         return None
 

@@ -93,6 +93,12 @@ def test_roles() -> None:
         Permission.WORKFLOWS_READ,
     }
     assert ROLE_PERMISSIONS[Role.EXECUTOR] == {Permission.STATUS, Permission.EXECUTE}
+    # A backup holds every namespace's state (and token hashes); draining moves work: admin only.
+    for admin_only in (Permission.BACKUP, Permission.EXECUTORS_MANAGE):
+        assert [r for r, perms in ROLE_PERMISSIONS.items() if admin_only in perms] == [Role.ADMIN]
+    assert authz.TABLE["/raftsched.v1.Admin/Backup"] == Permission.BACKUP
+    assert authz.TABLE["/raftsched.v1.Admin/DrainExecutor"] == Permission.EXECUTORS_MANAGE
+    assert authz.TABLE["/raftsched.v1.ExecutorService/Drain"] == Permission.EXECUTE
     admin = Principal("token:a", Role.ADMIN, frozenset({"x"}))
     assert admin.namespaces == {ALL_NAMESPACES} and admin.in_namespace("anything")
     viewer = Principal("token:v", Role.VIEWER, frozenset({"team"}))

@@ -986,15 +986,17 @@ def test_undecodable_bytes_are_rejected_never_raised(data: bytes) -> None:
     assert domain(state) == before
 
 
-def test_a_newer_command_format_is_rejected() -> None:
+def test_a_newer_command_format_is_refused_without_touching_anything() -> None:
     state = _busy_state()
-    before = domain(state)
+    before, chain, applied = state.digest(), state.chain, state.applied_commands
     cmd = pb.Command(format=codec.COMMAND_FORMAT + 1, epoch=1, now_ms=T0 + 9 * S)
     cmd.barrier.node_id = "n9"
     res = apply(state, cmd.SerializeToString())
-    assert (res.ok, res.code) == (False, "invalid_argument")
+    assert (res.ok, res.code) == (False, codec.FORMAT_TOO_NEW)
     assert "newer" in res.message
-    assert domain(state) == before
+    # Not even the apply chain moves: an upgraded replica applies this entry, so this one must
+    # stop before it rather than record a rejection (the replica raises FormatTooNew).
+    assert (state.digest(), state.chain, state.applied_commands) == (before, chain, applied)
 
 
 def test_a_command_without_a_body_is_rejected() -> None:

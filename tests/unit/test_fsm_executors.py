@@ -196,3 +196,53 @@ def test_forced_retry_reruns_failed_shards_with_a_fresh_retry_count() -> None:
     shard = run_of(state, run_id).shards[0]
     assert (shard.attempt, shard.state) == (4, pb.PENDING)
     assert state.get_task("t").active_runs == 1  # type: ignore[union-attr]
+
+
+def drain_cmd(name: str, now: int, reason: str = "") -> bytes:
+    cmd = command(now)
+    cmd.drain_executor.name = name
+    cmd.drain_executor.reason = reason
+    return codec.encode_command(cmd)
+
+
+def test_a_drained_executor_keeps_its_attempt_but_gets_no_new_one() -> None:
+    state, run_id = one_run()
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    applied = state.apply(drain_cmd("ex1", T0 + S + 10, "maintenance"))
+    assert applied.result.ok and applied.effects == (ExecutorChanged("ex1", True),)
+    rec = state.executors["ex1"]
+    assert (rec.alive, rec.draining, rec.draining_ms, rec.draining_reason) == (
+        True,
+        True,
+        T0 + S + 10,
+        "maintenance",
+    )
+    assert state.live_executors() == {"ex1": 4, "ex2": 4}  # still a member: heartbeats, leases
+    assert state.placeable_executors() == {"ex2": 4}
+    # The attempt it runs finishes there.
+    assert apply(state, result(T0 + 2 * S, run_id, 1, "ex1", True)).accounted == 1
+    # A new attempt assigned to it (the leader chose before the drain committed) is refused.
+    assert apply(state, tick("t", 1, T0 + 3 * S)).fired == 1
+    second = f"t@{T0 + 3 * S}"
+    assert apply(state, assign(T0 + 3 * S, (second, 0, 1, "ex1"))).refused == 1
+    assert apply(state, assign(T0 + 3 * S, (second, 0, 1, "ex2"))).accounted == 1
+    # Draining again is the same result and keeps the first drain's record; an unknown one is named.
+    before = state.executors["ex1"].SerializeToString()
+    assert apply(state, drain_cmd("ex1", T0 + 4 * S, "again")).ok
+    assert state.executors["ex1"].SerializeToString() == before
+    res = apply(state, drain_cmd("nope", T0 + 4 * S))
+    assert (res.ok, res.code) == (False, "not_found") and "nope" in res.message
+
+
+def test_a_re_registration_keeps_the_drain_and_a_leave_ends_it() -> None:
+    state = fresh()
+    apply(state, join("ex1"))
+    apply(state, drain_cmd("ex1", T0 + S))
+    apply(state, join("ex1"))  # reconnect after a leader change
+    assert state.executors["ex1"].draining and state.placeable_executors() == {}
+    apply(state, leave("ex1", T0 + 2 * S, dead=False))
+    assert not state.executors["ex1"].draining and not state.executors["ex1"].alive
+    res = apply(state, drain_cmd("ex1", T0 + 3 * S))
+    assert (res.ok, res.code) == (False, "not_found")
+    apply(state, join("ex1", now=T0 + 4 * S))  # a new process after it left takes work again
+    assert state.placeable_executors() == {"ex1": 4}

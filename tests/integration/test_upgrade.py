@@ -1,0 +1,71 @@
+"""Upgrade safety with real processes: nodes of a "newer build" (this code with its command
+format raised to 3, and task disables stamped with it) lead a cluster in which one node still
+runs the current build. That node refuses the newer command instead of applying it: it logs one
+critical line, leaves the cluster and exits 4, while the others go on. "Upgraded" and restarted
+on its data dir, it replays the log from there and agrees with the others."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raftsched.client import Client
+from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.model import ManualTrigger, TaskSpec
+from tests.integration.conftest import ClusterFactory
+
+pytestmark = pytest.mark.integration
+
+NEWER_BUILD = """
+import runpy
+from raftsched import codec
+codec.COMMAND_FORMAT = 3
+codec._BODY_FORMAT["set_enabled"] = 3
+runpy.run_module("raftsched.cli.node", run_name="__main__")
+"""
+
+
+def start_newer(cluster: LocalCluster, node_id: str, script: Path) -> None:
+    log = open(cluster.log_dir / f"{node_id}.log", "ab")  # noqa: SIM115 - owned by the child
+    cluster.procs[node_id] = subprocess.Popen(
+        [sys.executable, str(script), "--config", str(cluster.config_path), "--node-id", node_id],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+
+
+def test_a_node_refuses_a_newer_command_exits_4_and_catches_up_once_upgraded(
+    make_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    script = tmp_path / "newer_node.py"
+    script.write_text(NEWER_BUILD)
+    cluster = make_cluster(start=False)
+    start_newer(cluster, "n1", script)
+    start_newer(cluster, "n2", script)
+    leader = cluster.wait_for_leader(60, among=["n1", "n2"])
+    cluster.start("n3")  # the current build
+    with Client(cluster.targets()) as client:
+        wait_until(lambda: cluster.status("n3").applied_index >= cluster.status(leader).commit_index, 30, 0.1)
+        client.add_task(TaskSpec("old-format", ManualTrigger(), command="true"))  # format 1: all apply
+        wait_until(lambda: cluster.status("n3").tasks == 1, 30, 0.1, "n3 applies a format-1 command")
+        client.disable_task("old-format")  # stamped format 3 by the newer leader
+        assert cluster.procs["n3"].wait(timeout=30) == 4
+        log = (cluster.log_dir / "n3.log").read_text()
+        critical = [line for line in log.splitlines() if " CRITICAL " in line]
+        assert len(critical) == 1, critical
+        assert "command format 3 is newer than this build applies (2)" in critical[0]
+        assert "Upgrade raftsched on this node and restart it" in critical[0]
+        # That CRITICAL line is this test's point: keep the log of the refusing run out of the
+        # suite's check that node logs hold no errors (the upgraded run's log is checked).
+        (cluster.log_dir / "n3.log").rename(tmp_path / "n3-refused.log")
+        # The others go on: a majority of the newer build.
+        client.add_task(TaskSpec("after", ManualTrigger(), command="true"))
+        assert sorted(t.spec.name for t in client.list_tasks()) == ["after", "old-format"]
+        # Upgraded: n3 restarts on its data dir with the newer build and catches up.
+        start_newer(cluster, "n3", script)
+        wait_until(lambda: cluster.status("n3").tasks == 2, 60, 0.2, "n3 replays and catches up")
+        cluster.chains_agree()

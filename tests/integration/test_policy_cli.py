@@ -95,7 +95,7 @@ def test_quota_and_lock_commands_against_a_real_cluster(
         wait_until(lambda: any(r.state == 3 for r in client.runs("second")), 30, 0.1, "second succeeded")
         assert all(r.state != 3 for r in client.runs("writer"))
     finally:
-        executor.terminate()
+        executor.kill()  # SIGTERM would drain: wait for the 30 s "hold" attempt
         executor.wait(10)
     with pytest.raises(NotFound):
         client.delete_quota(owner="team-a")

@@ -58,7 +58,7 @@ from pathlib import Path
 
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, wait_until
-from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.model import CronTrigger, Lock, LockMode, Overlap, TaskSpec
 from raftsched.security.tokens import new_token
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -233,6 +233,7 @@ def run(
     log_sync: bool = True,
     tls: bool = False,
     auth: bool = False,
+    policies: bool = False,
 ) -> dict[str, object]:
     result: dict[str, object] = {
         "tasks": n_tasks,
@@ -244,6 +245,7 @@ def run(
         "window_s": seconds,
         "cpus": os.cpu_count(),
         "auth": auth,
+        "policies": policies,
     }
     baseline: dict[str, object] | None = None
     if baseline_seconds > 0:
@@ -303,11 +305,23 @@ def run(
 
         wait_until(registered, 60, 0.1, "every executor to register")
 
+        # --policies: every task has an owner with a quota and takes a shared lock, set so that
+        # neither binds (the figures are then what checking, taking and giving back costs).
+        owner, locks = ("bench", (Lock("bench", LockMode.SHARED),)) if policies else ("", ())
         specs = [
-            TaskSpec(f"noop-{i:07d}", CronTrigger("* * * * * *"), handler="noop", overlap=Overlap.ALLOW)
+            TaskSpec(
+                f"noop-{i:07d}",
+                CronTrigger("* * * * * *"),
+                handler="noop",
+                overlap=Overlap.ALLOW,
+                owner=owner,
+                locks=locks,
+            )
             for i in range(n_tasks)
         ]
         with Client(targets, timeout=60, tls=cluster.tls, token=admin) as client:
+            if policies:
+                client.set_quota(owner="bench", rate="1000000/s", burst=1_000_000, max_running=1_000_000)
             t0 = time.monotonic()
             add_tasks_retrying(client, specs)
             result["task_import_s"] = round(time.monotonic() - t0, 2)
@@ -496,6 +510,11 @@ def main() -> int:
     )
     ap.add_argument("--tls", action="store_true", help="mutual TLS between executors, client and nodes")
     ap.add_argument("--auth", action="store_true", help="run with [auth] on (tokens for every call)")
+    ap.add_argument(
+        "--policies",
+        action="store_true",
+        help="every task owned by an owner with a (non-binding) quota and holding a shared lock",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="raftsched-bench-") as tmp:
@@ -512,6 +531,7 @@ def main() -> int:
             log_sync=not args.no_log_sync,
             tls=args.tls,
             auth=args.auth,
+            policies=args.policies,
         )
     print(json.dumps(result, indent=2))
     if args.json:

@@ -23,6 +23,8 @@ from raftsched.errors import (
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
+    Lock,
+    LockMode,
     ManualTrigger,
     Misfire,
     OnceTrigger,
@@ -50,6 +52,8 @@ __all__ = [
     "Executor",
     "IntervalTrigger",
     "InvalidSpec",
+    "Lock",
+    "LockMode",
     "ManualTrigger",
     "Misfire",
     "Node",

@@ -62,6 +62,7 @@ from raftsched.errors import (
     Unavailable,
     error_for_code,
 )
+from raftsched.fsm.policy import parse_rate, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
 from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
 from raftsched.security.tokens import BearerInterceptor, new_token, resolve_token, token_id
@@ -476,6 +477,60 @@ class Client:
         except (grpc.RpcError, RaftschedError):
             pass  # the follower's answer is still right about membership and slots
         return reply
+
+    # -- quotas and locks ----------------------------------------------------------------------------
+
+    def set_quota(
+        self,
+        *,
+        owner: str = "",
+        namespace: str = "",
+        rate: str | float | None = None,
+        burst: int = 0,
+        max_running: int = 0,
+    ) -> pb.QuotaRecord:
+        """Create or replace the quota of one ``owner`` or one ``namespace`` (give exactly one).
+
+        ``rate``: attempt starts allowed, ``"50/s"``, ``"300/m"``, ``"2/h"`` or a number per
+        second, with a bucket of ``burst`` attempts (default: one second's worth);
+        ``max_running``: attempts running at once (0 = no cap). Work over quota waits, it is
+        never dropped. Needs the admin role with auth on."""
+        if bool(owner) == bool(namespace):
+            raise InvalidSpec("quota", "give exactly one of owner or namespace")
+        rate_milli = 0 if rate is None else parse_rate(str(rate))
+        quota = pb.QuotaRecord(
+            kind="owner" if owner else "namespace",
+            name=owner or namespace,
+            rate_milli=rate_milli,
+            burst=burst,
+            max_running=max_running,
+        )
+        validate_quota(quota)
+        request = pb.SetQuotaRequest(quota=quota, idempotency_key=_key())
+        reply: pb.QuotaReply = self._call("SetQuota", request, write=True)
+        return reply.quota
+
+    def delete_quota(self, *, owner: str = "", namespace: str = "") -> pb.QuotaRecord:
+        """Delete the quota of ``owner`` or ``namespace`` (NotFound if there is none); work that
+        waited for it starts as slots allow."""
+        if bool(owner) == bool(namespace):
+            raise InvalidSpec("quota", "give exactly one of owner or namespace")
+        request = pb.DeleteQuotaRequest(
+            kind="owner" if owner else "namespace", name=owner or namespace, idempotency_key=_key()
+        )
+        reply: pb.QuotaReply = self._call("DeleteQuota", request, write=True)
+        return reply.quota
+
+    def list_quotas(self) -> list[pb.QuotaRecord]:
+        """Every quota, by kind then name, with its bucket (``tokens_micro`` / 1e6 attempts) and
+        the attempts running against it."""
+        reply: pb.ListQuotasReply = self._call("ListQuotas", pb.ListQuotasRequest())
+        return list(reply.quotas)
+
+    def list_locks(self) -> list[pb.LockInfo]:
+        """Every resource lock held or waited for, by name, with its holders and waiters."""
+        reply: pb.ListLocksReply = self._call("ListLocks", pb.ListLocksRequest())
+        return list(reply.locks)
 
     def drain_executor(self, name: str, reason: str = "") -> pb.ExecutorInfo:
         """Stop placing new attempts on executor ``name`` (replicated); the attempts it runs go

@@ -7,6 +7,7 @@ Decoding validates: a malformed message becomes :class:`raftsched.errors.Invalid
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf.message import Message
@@ -15,6 +16,8 @@ from raftsched.errors import InvalidSpec
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
+    Lock,
+    LockMode,
     ManualTrigger,
     Misfire,
     OnceTrigger,
@@ -55,6 +58,8 @@ _BODY_FORMAT = {
         "seed_membership",
         "begin_member_change",
         "end_member_change",
+        "set_quota",
+        "delete_quota",
     )
 }
 FORMAT_TOO_NEW = "format_too_new"
@@ -141,6 +146,7 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         namespace=spec.namespace,
         params_json=spec.params_json,
         description=spec.description,
+        locks=locks_to_pb(spec.locks),
         exclude=spec.exclude,
         resource_cpu=spec.resource_cpu,
         resource_memory_mb=spec.resource_memory_mb,
@@ -198,6 +204,7 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "namespace": msg.namespace or "default",
         "params_json": msg.params_json,
         "description": msg.description,
+        "locks": locks_from_pb(msg.locks),
         "exclude": tuple(msg.exclude),
         "resource_cpu": msg.resource_cpu,
         "resource_memory_mb": msg.resource_memory_mb,
@@ -218,6 +225,25 @@ def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any)
     return Calendar.build(
         spec.name, spec.dates, spec.weekdays, spec.zone or "UTC", list(transitions_ms), list(offsets_s)
     )
+
+
+def locks_to_pb(locks: tuple[Lock, ...]) -> list[pb.LockRef]:
+    """Locks in canonical order (by name): equal specs encode to equal bytes."""
+    return [
+        pb.LockRef(name=lk.name, shared=lk.mode == LockMode.SHARED) for lk in sorted(locks, key=_lock_name)
+    ]
+
+
+def locks_from_pb(msgs: Iterable[pb.LockRef]) -> tuple[Lock, ...]:
+    return tuple(
+        sorted(
+            (Lock(m.name, LockMode.SHARED if m.shared else LockMode.EXCLUSIVE) for m in msgs), key=_lock_name
+        )
+    )
+
+
+def _lock_name(lock: Lock) -> str:
+    return lock.name
 
 
 def encode_command(cmd: pb.Command) -> bytes:

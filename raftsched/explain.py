@@ -74,6 +74,14 @@ def _explain(
                 out.verdict = f"{name} fired at {iso(rec.nominal_ms)}: run {rec.run_id} ({state})"
                 if run is not None and run.run_id == rec.run_id:
                     out.run.CopyFrom(run)
+                    waiting = [sh for sh in run.shards if sh.state == pb.PENDING and sh.waiting]
+                    if waiting:
+                        out.verdict += f", waiting: {waiting[0].waiting}"
+                    for sh in waiting:
+                        out.details.append(
+                            f"shard {sh.shard} attempt {sh.attempt} waiting since "
+                            f"{iso(sh.waiting_since_ms)}: {sh.waiting}"
+                        )
             elif rec.outcome == pb.SKIPPED_CALENDAR:
                 out.verdict = f"{name} skipped at {iso(at_ms)} by calendar {rec.calendar!r}: {rec.reason}"
             elif rec.through_ms:

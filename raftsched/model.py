@@ -19,7 +19,8 @@ owner, namespace        at most 128 chars
 shards                  1-1024
 max_retries             0-100
 timeout                 0 (none) - 7 days
-priority                0-9
+priority                0-9 (9 most urgent)
+locks                   at most 16, names as above, each once
 interval                1 s - 366 days, whole seconds
 misfire_all_cap         0 (cluster default) - 10,000
 misfire_all_window      0 (cluster default) - 30 days
@@ -89,6 +90,61 @@ class Overlap(StrEnum):
     ALLOW = "allow"
     BUFFER_ONE = "buffer_one"  # at most one fire waits for the running run; later ones are skipped
     REPLACE = "replace"  # cancel the running run, then start the new one
+
+
+class LockMode(StrEnum):
+    """How an attempt holds a resource lock: alone, or together with other shared holders."""
+
+    EXCLUSIVE = "exclusive"
+    SHARED = "shared"
+
+
+# Spellings of a lock mode accepted from users (the seeds' ``name:write`` / ``name:read`` too).
+LOCK_MODES: dict[str, LockMode] = {
+    "exclusive": LockMode.EXCLUSIVE,
+    "write": LockMode.EXCLUSIVE,
+    "shared": LockMode.SHARED,
+    "read": LockMode.SHARED,
+}
+MAX_LOCKS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """A resource lock an attempt must hold while it runs (see :class:`TaskSpec.locks`)."""
+
+    name: str
+    mode: LockMode = LockMode.EXCLUSIVE
+
+    def __post_init__(self) -> None:
+        validate_name(self.name, "locks.name")
+        if not isinstance(self.mode, LockMode):
+            raise InvalidSpec("locks.mode", f"{quote(self.mode)} is not one of exclusive, shared")
+
+    def __str__(self) -> str:
+        return self.name if self.mode == LockMode.EXCLUSIVE else f"{self.name}:shared"
+
+
+def parse_lock(text: str, field_name: str = "locks") -> Lock:
+    """``name``, ``name:exclusive`` or ``name:shared`` (also ``:write`` / ``:read``) as a Lock."""
+    if not isinstance(text, str):
+        raise InvalidSpec(field_name, f"{quote(text)} is not a lock name")
+    name, sep, mode = text.rpartition(":")
+    if sep and mode.lower() in LOCK_MODES:
+        return Lock(name, LOCK_MODES[mode.lower()])
+    return Lock(text)
+
+
+def check_locks(locks: object, field_name: str = "locks") -> None:
+    """Refuse anything but a tuple of at most MAX_LOCKS :class:`Lock` values with distinct names."""
+    if not isinstance(locks, tuple) or not all(isinstance(lk, Lock) for lk in locks):
+        raise InvalidSpec(field_name, "must be a list of locks")
+    if len(locks) > MAX_LOCKS:
+        raise InvalidSpec(field_name, f"{len(locks)} locks, at most {MAX_LOCKS} allowed")
+    names = [lk.name for lk in locks]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InvalidSpec(field_name, f"lock {quote(dup[0])} is named twice")
 
 
 class Runner(StrEnum):
@@ -242,6 +298,9 @@ class TaskSpec:
     namespace: str = "default"
     params_json: str = ""
     description: str = ""
+    # Resource locks every attempt holds while it runs: it starts only when it can take all of
+    # them at once. Canonical order is by name (the state machine acquires in that order).
+    locks: tuple[Lock, ...] = ()
     exclude: tuple[str, ...] = ()
     resource_cpu: float = 0.0
     resource_memory_mb: int = 0
@@ -270,6 +329,7 @@ class TaskSpec:
         check_int(self.max_retries, "max_retries", 0, MAX_RETRIES)
         check_int(self.timeout_ms, "timeout", 0, MAX_TIMEOUT_MS, " ms")
         check_int(self.priority, "priority", 0, 9)
+        check_locks(self.locks)
         check_text(self.owner, "owner", MAX_LABEL)
         check_text(self.namespace, "namespace", MAX_LABEL)
         check_text(self.description, "description", MAX_DESCRIPTION_BYTES)

@@ -20,6 +20,7 @@ from typing import Any
 
 from raftsched import __version__
 from raftsched.cli import access, alerts, apply, calendars, cluster, cron, tasks, workflows
+from raftsched.cli import policy as policy_cli
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
@@ -316,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup.add_argument("file", metavar="FILE")
     _json_option(backup)
 
+    policy_cli.add_commands(commands, _leaf, _json_option)
     cluster_parser = commands.add_parser("cluster", help="membership: add or remove scheduler nodes")
     cluster_actions = cluster_parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     add_node = _leaf(
@@ -735,7 +737,21 @@ def _add_spec_options(parser: argparse.ArgumentParser, *, update: bool) -> None:
         metavar="DURATION",
         help="task timeout per attempt (0 = none)",
     )
-    policy.add_argument("--priority", type=int, metavar="0-9", help="dispatch priority (default 5)")
+    policy.add_argument(
+        "--priority", type=int, metavar="0-9", help="dispatch priority, 9 most urgent (default 5)"
+    )
+    policy.add_argument(
+        "--lock",
+        dest="locks",
+        action="append",
+        metavar="NAME[:shared]",
+        help="resource lock every attempt holds while it runs (repeat for several; exclusive "
+        "unless :shared)" + ("; replaces the current locks" if update else ""),
+    )
+    if update:
+        policy.add_argument("--no-locks", action="store_true", help="remove every lock")
+    else:
+        parser.set_defaults(no_locks=False)
     policy.add_argument(
         "--exclude",
         action="append",

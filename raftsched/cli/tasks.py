@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from raftsched import codec
@@ -34,6 +35,7 @@ from raftsched.model import (
     RunState,
     TaskSpec,
     Trigger,
+    parse_lock,
 )
 from raftsched.timing import cron
 from raftsched.v1 import raftsched_pb2 as pb
@@ -162,6 +164,10 @@ def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, option)
         if value is not None:
             out[field] = value
+    if args.no_locks:
+        out["locks"] = ()
+    elif args.locks is not None:
+        out["locks"] = tuple(parse_lock(text, "locks") for text in args.locks)
     return out
 
 
@@ -279,10 +285,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
             _shards_text(r),
             iso(r.created_ms),
             iso(r.finished_ms),
+            next((sh.waiting for sh in r.shards if sh.state == pb.PENDING and sh.waiting), "-"),
         ]
         for r in runs
     ]
-    print_table(["RUN", "TASK", "NOMINAL (UTC)", "STATE", "KIND", "SHARDS OK", "CREATED", "FINISHED"], rows)
+    print_table(
+        ["RUN", "TASK", "NOMINAL (UTC)", "STATE", "KIND", "SHARDS OK", "CREATED", "FINISHED", "WAITING"], rows
+    )
     return 0
 
 
@@ -402,6 +411,7 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("retries", str(s.max_retries)),
         ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
         ("priority", str(s.priority)),
+        ("locks", locks_text(s.locks)),
         ("exclude", ", ".join(s.exclude) or "-"),
         ("runner", s.runner or "shell"),
         ("resource", resource_text(s.resource_cpu, s.resource_memory_mb)),
@@ -436,3 +446,8 @@ def _shards_text(run: pb.Run) -> str:
     shards = {a.shard for a in run.shards}
     done = {a.shard for a in run.shards if a.state == pb.SUCCEEDED}
     return f"{len(done)}/{len(shards)}" if shards else "-"
+
+
+def locks_text(locks: Iterable[pb.LockRef]) -> str:
+    """``a, b (shared)`` or ``-``."""
+    return ", ".join(f"{lk.name} (shared)" if lk.shared else lk.name for lk in locks) or "-"

@@ -32,6 +32,7 @@ from raftsched.cli.render import (
     to_dict,
     wf_state,
 )
+from raftsched.cli.tasks import locks_text
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
@@ -143,6 +144,8 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             str(t.max_retries),
             duration_text(t.timeout_ms) if t.timeout_ms else "-",
             str(t.shards or 1),
+            str(t.priority),
+            locks_text(t.locks),
             t.runner or "shell",
             resource_text(t.resource_cpu, t.resource_memory_mb),
             ",".join(f"{k}={v}" for k, v in sorted(t.selector.items())) or "-",
@@ -158,6 +161,8 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             "RETRIES",
             "TIMEOUT",
             "SHARDS",
+            "PRIORITY",
+            "LOCKS",
             "RUNNER",
             "RESOURCE",
             "SELECTOR",

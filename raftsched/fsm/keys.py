@@ -20,6 +20,7 @@
 ``ws/<workflow>``                           WorkflowStage (a big workflow's tasks being staged)
 ``wc/<workflow>\\x00<chunk:08x>``           WorkflowSpec holding one staged chunk of tasks
 ``u/<at:016x>/<seq:016x>``                  AuditRecord (one accepted write)
+``o/<kind>/<name>``                         QuotaRecord (an owner's or a namespace's quota)
 ``cal/<calendar>``                          CalendarRecord (days, zone and its expanded offsets)
 ``c/members``                               MembershipRecord (the scheduler nodes)
 ``~...``                                    node-local (applied index); never part of a snapshot
@@ -47,6 +48,7 @@ WORKFLOW_RUN = b"q/"
 BACKFILL = b"b/"
 TOKEN = b"k/"
 AUDIT = b"u/"
+QUOTA = b"o/"
 STAGE = b"ws/"
 STAGE_CHUNK = b"wc/"
 CALENDAR = b"cal/"
@@ -155,3 +157,7 @@ def token_key(token_id: str) -> bytes:
 
 def audit_key(at_ms: int, seq: int) -> bytes:
     return AUDIT + f"{max(at_ms, 0):016x}/{seq:016x}".encode()
+
+
+def quota_key(kind: str, name: str) -> bytes:
+    return QUOTA + kind.encode() + b"/" + name.encode()

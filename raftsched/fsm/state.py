@@ -46,6 +46,7 @@ from raftsched.fsm.effects import (
     rejected,
 )
 from raftsched.fsm.membership import MembershipBook
+from raftsched.fsm.policy import LockView, PolicyBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
@@ -123,6 +124,7 @@ class SchedulerState:
         self.usage = ExecutorUsage()
         self._needs: dict[tuple[str, int], Need] = {}  # (task, version) -> need (versions are immutable)
         self.unplaceable: set[str] = set()  # tasks flagged unplaceable (derived from their records)
+        self.policy = PolicyBook(store)
         self.calendars = CalendarBook(store)
         self.membership = MembershipBook(store)
         self._load()
@@ -140,6 +142,7 @@ class SchedulerState:
         self.active_per_task.clear()
         self.executors.clear()
         self.access.load()
+        self.policy.load()
         self.calendars.load()
         self.membership.load()
         for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
@@ -180,6 +183,10 @@ class SchedulerState:
             if run.state not in FINISHED:
                 self.active[run.run_id] = value
                 self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
+                for shard in run.shards:
+                    if shard.holds or shard.waiting:
+                        task = self.tasks.get(run.task)
+                        self.policy.load_shard(run, shard, task.spec.locks if task is not None else ())
         self.wf.load()
         self.usage.clear()
         self._needs.clear()
@@ -297,6 +304,7 @@ class SchedulerState:
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
             self.wf.flush()  # workflow runs changed by this command, written once
+            self.policy.flush()  # quota records changed by this command, written once
             # The apply chain: a cheap fingerprint of everything applied so far, comparable between
             # replicas at the same log index even while the cluster is busy.
             self.chain = hashlib.sha256(
@@ -935,6 +943,7 @@ class SchedulerState:
         effects: list[Effect],
     ) -> None:
         self.usage.release((run.run_id, shard.shard))
+        self.release_holds(run, shard)
         st = self.tasks.get(run.task)
         max_retries = st.spec.max_retries if st is not None else 0
         if run.workflow_run:
@@ -993,6 +1002,16 @@ class SchedulerState:
         data = run.SerializeToString(deterministic=True)
         self.active[run.run_id] = data
         self.store.put(keys.run_key_for_id(run.run_id), data)
+
+    def release_holds(self, run: pb.Run, shard: pb.ShardAttempt) -> None:
+        """``shard``'s attempt stops running (or waiting): give back its quota places and locks."""
+        if shard.holds:
+            self.policy.release(shard.holds, execution_id(run.run_id, shard.shard, shard.attempt))
+            del shard.holds[:]
+        if shard.waiting:
+            shard.waiting = ""
+            shard.waiting_since_ms = 0
+            self.policy.forget_wait(run.run_id, shard.shard)
 
     def finish_run(self, run: pb.Run, now: int) -> None:
         """``run`` reached a final state: it leaves the active set, and its task's counters."""
@@ -1233,9 +1252,25 @@ class SchedulerState:
         return pb.CommandResult(ok=True), tuple(effects)
 
     def _assign(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        """Record which executor runs which attempt; only then may the leader send it."""
+        """Record which executor runs which attempt; only then may the leader send it.
+
+        An attempt starts only if its task's quotas and locks allow it now (raftsched.fsm.policy);
+        otherwise the assignment is refused and the reason recorded on the shard. The leader's
+        ``waits`` record why attempts it held back wait (run show, explain, locks)."""
         accepted = refused = 0
         effects: list[Effect] = []
+        policy = self.policy
+        for wait in cmd.assign_attempts.waits:
+            run = self.active_run(wait.run_id)
+            shard = run.shards[wait.shard] if run is not None and wait.shard < len(run.shards) else None
+            if run is None or shard is None or shard.attempt != wait.attempt or shard.state != pb.PENDING:
+                continue  # started or finished meanwhile: nothing waits any more
+            st = self.tasks.get(run.task)
+            locks = st.spec.locks if st is not None else ()
+            if policy.note_wait(run, shard, wait.reason[:300], now, locks):
+                data = run.SerializeToString(deterministic=True)
+                self.active[wait.run_id] = data
+                self.store.put(keys.run_key_for_id(wait.run_id), data)
         for a in cmd.assign_attempts.assignments:
             run = self.active_run(a.run_id)
             shard = run.shards[a.shard] if run is not None and a.shard < len(run.shards) else None
@@ -1253,10 +1288,10 @@ class SchedulerState:
             ):
                 refused += 1
                 continue
-            need = self.need_for_run(run)
+            res_need = self.need_for_run(run)
             key = (a.run_id, a.shard)
             if not fits_now(
-                need,
+                res_need,
                 executor.slots,
                 executor.cpu,
                 executor.memory_mb,
@@ -1265,7 +1300,26 @@ class SchedulerState:
             ):
                 refused += 1  # it would over-commit the executor's slots, cpu or memory
                 continue
-            self.usage.take(key, a.executor, need)
+            st = self.tasks.get(run.task)
+            need = policy.need(st.spec.owner, st.spec.namespace, st.spec.locks) if st is not None else None
+            if need is not None:
+                why = policy.check(need, now)
+                if why:
+                    # The leader thought it could start; a policy says not yet (it stays pending).
+                    refused += 1
+                    if policy.note_wait(run, shard, why, now, need.locks):
+                        data = run.SerializeToString(deterministic=True)
+                        self.active[a.run_id] = data
+                        self.store.put(keys.run_key_for_id(a.run_id), data)
+                    continue
+                shard.holds[:] = policy.acquire(
+                    need, now, execution_id(a.run_id, a.shard, a.attempt), run.task
+                )
+            if shard.waiting:
+                shard.waiting = ""
+                shard.waiting_since_ms = 0
+                policy.forget_wait(a.run_id, a.shard)
+            self.usage.take(key, a.executor, res_need)
             shard.state = pb.RUNNING
             shard.executor = a.executor
             shard.assigned_ms = now
@@ -1281,6 +1335,53 @@ class SchedulerState:
                 self.wf.task_run_assigned(run, shard, now)
             accepted += 1
         return pb.CommandResult(ok=True, accounted=accepted, refused=refused), tuple(effects)
+
+    # -----------------------------------------------------------------------------------------
+    # quotas (fsm/policy.py)
+
+    def _set_quota(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Create or replace a quota. A new one counts the attempts of its owner or namespace
+        that are running already (they hold a place from now, given back when they end)."""
+        body = cmd.set_quota.quota
+        q, new = self.policy.set_quota(body, now)
+        if new:
+            hold = f"{'o' if q.kind == 'owner' else 'n'}:{q.name}"
+            for run_id in sorted(self.active):
+                run = self.active_run(run_id)
+                assert run is not None
+                st = self.tasks.get(run.task)
+                if st is None or (st.spec.owner if q.kind == "owner" else st.spec.namespace) != q.name:
+                    continue
+                changed = False
+                for shard in run.shards:
+                    if shard.state == pb.RUNNING and hold not in shard.holds:
+                        shard.holds.append(hold)
+                        q.running += 1
+                        changed = True
+                    elif shard.state == pb.RUNNING:
+                        q.running += 1
+                if changed:
+                    data = run.SerializeToString(deterministic=True)
+                    self.active[run_id] = data
+                    self.store.put(keys.run_key_for_id(run_id), data)
+        return pb.CommandResult(ok=True, quota=q), ()
+
+    def _delete_quota(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        body = cmd.delete_quota
+        q = self.policy.delete_quota(body.kind, body.name)
+        if q is None:
+            raise Reject("not_found", f"no quota for {body.kind} {body.name!r}")
+        return pb.CommandResult(ok=True, quota=q), ()
+
+    def quotas(self) -> list[pb.QuotaRecord]:
+        """Every quota (copies), buckets refilled to the newest applied leader time."""
+        with self.lock:
+            return self.policy.quota_view(self.max_now_ms)
+
+    def locks(self) -> list[LockView]:
+        """Every resource lock held or waited for, with its holders and waiters."""
+        with self.lock:
+            return self.policy.lock_view()
 
     # -----------------------------------------------------------------------------------------
     # workflows (fsm/workflows.py)
@@ -1532,6 +1633,8 @@ class SchedulerState:
         "revoke_token": _revoke_token,
         "set_workflow_paused": _set_workflow_paused,
         "delete_workflow": _delete_workflow,
+        "set_quota": _set_quota,
+        "delete_quota": _delete_quota,
         "set_calendar": _set_calendar,
         "delete_calendar": _delete_calendar,
         "seed_membership": _seed_membership,

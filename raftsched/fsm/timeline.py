@@ -7,7 +7,8 @@ The timeline is part of the run record, so it is kept and pruned with the run.
 What is replicated, and so recorded here: created, assigned (to which executor), started (from
 the result's start lateness), the outcome of an attempt (succeeded / failed / timed_out with exit
 code and duration), lease_expired, executor_lost (its heartbeats stopped or it left),
-retry_scheduled (not before when), retry_requested (a forced retry) and cancelled. The send of an
+retry_scheduled (not before when), retry_requested (a forced retry), cancelled, and waiting (a
+pending attempt held back by a quota or a lock, with the reason; once per change of reason). The send of an
 assigned attempt to its executor is leader-local and is not in the log.
 """
 

@@ -125,6 +125,10 @@ class TaskHost(Protocol):
         """A fresh copy of the unfinished run ``run_id``, or None."""
         ...
 
+    def release_holds(self, run: pb.Run, shard: pb.ShardAttempt) -> None:
+        """The shard stops running or waiting: its quota places and locks are given back."""
+        ...
+
     def finish_run(self, run: pb.Run, now: int) -> None:
         """``run`` reached a final state: it leaves the active set and is stored as history."""
         ...
@@ -491,6 +495,7 @@ class WorkflowBook:
             max_retries=t.max_retries,
             timeout_ms=t.timeout_ms,
             priority=t.priority,
+            locks=codec.locks_from_pb(t.locks),
             owner=spec.owner,
             namespace=spec.namespace or "default",
             description=t.description,
@@ -942,6 +947,7 @@ class WorkflowBook:
                 attempts.append(
                     (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
                 )
+                self.host.release_holds(run, shard)
                 shard.state = pb.CANCELLED
                 shard.finished_ms = now
                 shard.error = "workflow run killed"

@@ -10,7 +10,9 @@ Pure core (no IO, no clock; randomness enters as an injected ``random.Random``),
   the lease would (the lease stays the backstop for executors that vanish without a close);
 * :meth:`poll(now)` → commands to propose: expired leases and silent executors (as lost
   attempts / a dead executor), and assignments of waiting attempts to the executor the ring
-  picks, never beyond its free slots;
+  picks, never beyond its free slots, in start order (:mod:`raftsched.leader.queue`: priority,
+  then nominal time), and only where the task's quotas and locks allow
+  (:mod:`raftsched.fsm.policy`; an attempt held back is named in the command with the reason);
 * :meth:`take_outbox` → work items to push to executor streams.
 
 Commit before dispatch: a work item is produced only from a ``DispatchAttempt`` effect, i.e.
@@ -33,12 +35,18 @@ from dataclasses import dataclass, field
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
+from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.state import SchedulerState
-from raftsched.model import execution_id
+from raftsched.leader.queue import StartOrder, WaitQueue, start_order
+from raftsched.model import Lock, execution_id
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, fits_now
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
+
+# Wait reasons named in one AssignAttempts command: bounded, to keep the entry well under the
+# Raft entry size limit when a whole backlog starts waiting at once.
+MAX_WAITS_PER_COMMAND = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +88,15 @@ class Lease:
 @dataclass(slots=True)
 class _Waiting:
     ready: AttemptReady
+    order: StartOrder  # its place in the executor's queue (raftsched.leader.queue)
     owner: str = ""  # the ring's executor for this shard (cached; recomputed when the ring changes)
     reserved_for: str = ""  # an AssignAttempts naming this executor is in flight
     need: Need = NO_NEED  # cpu, memory and labels it needs (NO_NEED: slots only, owner first)
     candidates: tuple[str, ...] = ()  # for a declared need: executors in ring order it may use
+    task_owner: str = ""  # the task's owner, namespace and locks (quota and lock checks)
+    namespace: str = ""
+    locks: tuple[Lock, ...] = ()
+    reason: str = ""  # the wait reason last proposed for it (sent again only when it changes)
 
 
 @dataclass
@@ -98,10 +111,12 @@ class Dispatcher:
     # dead, but the ring (placement) leaves them out.
     members: frozenset[str] = frozenset()
     waiting: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
-    # The same attempts by owner, in arrival order: a tick looks only at executors with free
+    # The same attempts by executor, in start order: a tick looks only at executors with free
     # slots and at the head of their queues (sorting and hashing every waiting attempt on every
     # tick made dispatch slow down as a backlog grew: bench/executors.py).
-    queues: dict[str, dict[tuple[str, int], _Waiting]] = field(default_factory=dict)
+    queues: dict[str, WaitQueue[_Waiting]] = field(default_factory=dict)
+    # Quotas and locks taken by assignments proposed but not applied yet.
+    reserved: Reservations = field(default_factory=Reservations)
     used: dict[str, int] = field(default_factory=dict)  # leases + reservations per executor
     leases: dict[str, Lease] = field(default_factory=dict)  # by execution id
     last_seen: dict[str, int] = field(default_factory=dict)  # executor -> last heartbeat
@@ -184,6 +199,7 @@ class Dispatcher:
         self.sized.clear()
         self.held.clear()
         self.unknown_tasks.clear()
+        self.reserved.clear()
 
     def _rebuild_ring(self) -> None:
         # Derived from the replicated membership on every change: identical on every node.
@@ -200,7 +216,13 @@ class Dispatcher:
                 w.candidates = self._candidates(w.ready.task, w.ready.shard)
                 continue
             w.owner = self._owner(w.ready.task, w.ready.shard)
-            self.queues.setdefault(w.owner, {})[key] = w
+            self._queue(w.owner).add(key, w)
+
+    def _queue(self, executor: str) -> WaitQueue[_Waiting]:
+        queue = self.queues.get(executor)
+        if queue is None:
+            queue = self.queues[executor] = WaitQueue()
+        return queue
 
     def _candidates(self, task: str, shard: int) -> tuple[str, ...]:
         """Ring order from the shard's position, without executors barred from the namespace."""
@@ -226,15 +248,25 @@ class Dispatcher:
     def _wait(self, ready: AttemptReady) -> None:
         key = (ready.run_id, ready.shard)
         self._unwait(key)
+        st = self.state.tasks.get(ready.task)
+        spec = st.spec if st is not None else None
+        w = _Waiting(
+            ready,
+            start_order(
+                spec.priority if spec is not None else 5, ready.nominal_ms, ready.run_id, ready.shard
+            ),
+            self._owner(ready.task, ready.shard),
+        )
+        if spec is not None:
+            w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
+        self.waiting[key] = w
         need = self.state.need_hint(ready.task, ready.run_id)
         if need is not NO_NEED:
-            w = _Waiting(ready, need=need, candidates=self._candidates(ready.task, ready.shard))
-            self.waiting[key] = w
+            # Declared cpu, memory or labels: it walks the ring instead of waiting for its owner.
+            w.need, w.candidates, w.owner = need, self._candidates(ready.task, ready.shard), ""
             self.sized[key] = w
         else:
-            w = _Waiting(ready, self._owner(ready.task, ready.shard))
-            self.waiting[key] = w
-            self.queues.setdefault(w.owner, {})[key] = w
+            self._queue(w.owner).add(key, w)
         if ready.backfill_share:
             self.backfill_waiting += 1
 
@@ -245,12 +277,15 @@ class Dispatcher:
                 del self.sized[key]
                 self.held.release(key)
             else:
-                self.queues.get(w.owner, {}).pop(key, None)
+                queue = self.queues.get(w.owner)
+                if queue is not None:
+                    queue.remove(key)
             if w.ready.backfill_share:
                 self.backfill_waiting -= 1
             if w.reserved_for:
                 self._use(w.reserved_for, -1)
                 self.backfill_busy.discard(key)
+                self.reserved.remove(key)
 
     def _drop_lease(self, exec_id: str) -> Lease | None:
         lease = self.leases.pop(exec_id, None)
@@ -547,6 +582,11 @@ class Dispatcher:
         budget = self.settings.max_assign_per_command
         total_slots = sum(self.state.placeable_executors().values())
         remaining = dict(free) if self.sized else free
+        book = self.state.policy
+        # Locks an earlier attempt (in start order) of this walk waits for: later ones wanting
+        # them wait too, so a stream of shared holders cannot starve an exclusive waiter.
+        queued_locks: set[str] = set()
+        waits = cmd.assign_attempts.waits
         for owner in sorted(free):
             slots = free[owner]
             queue = self.queues.get(owner)
@@ -554,15 +594,27 @@ class Dispatcher:
                 continue  # backpressure: its attempts wait for a free slot
             # Regular work first; backfill only in the slots it leaves, within its share.
             for backfill in (False, True) if self.backfill_waiting else (False,):
-                for w in queue.values():
+                for w in queue:
                     r = w.ready
                     if w.reserved_for or r.not_before_ms > now_ms or (r.backfill_share > 0) != backfill:
                         continue
+                    need = book.need(w.task_owner, w.namespace, w.locks) if book.quotas or w.locks else None
+                    if need is not None:
+                        why = next((lock_reason(lk.name) for lk in need.locks if lk.name in queued_locks), "")
+                        why = why or book.check(need, now_ms, self.reserved)
+                        if why:
+                            queued_locks.update(lk.name for lk in need.locks if why == lock_reason(lk.name))
+                            if why != w.reason and len(waits) < MAX_WAITS_PER_COMMAND:
+                                w.reason = why  # (the rest are named in the next commands)
+                                waits.add(run_id=r.run_id, shard=r.shard, attempt=r.attempt, reason=why)
+                            continue
                     if backfill:
                         cap = max(1, total_slots * r.backfill_share // 100)
                         if len(self.backfill_busy) >= cap:
                             break
                         self.backfill_busy.add((r.run_id, r.shard))
+                    if need is not None:
+                        self.reserved.add((r.run_id, r.shard), need)
                     w.reserved_for = owner
                     self._use(owner, +1)
                     cmd.assign_attempts.assignments.add(
@@ -580,7 +632,9 @@ class Dispatcher:
                 break
         if self.sized and budget > 0:
             self._place_sized(now_ms, remaining, total_slots, budget, cmd)
-        return codec.encode_command(cmd) if cmd.assign_attempts.assignments else None
+        if cmd.assign_attempts.assignments or waits:
+            return codec.encode_command(cmd)
+        return None
 
     def _place_sized(
         self, now_ms: int, free: dict[str, int], total_slots: int, budget: int, cmd: logpb.Command
@@ -591,10 +645,15 @@ class Dispatcher:
         if not any(count > 0 for count in free.values()):
             return
         executors = self.state.executors
-        for key, w in self.sized.items():
+        book = self.state.policy
+        for w in sorted(self.sized.values(), key=lambda w: w.order):  # priority, then oldest
             r = w.ready
+            key = (r.run_id, r.shard)
             if w.reserved_for or r.not_before_ms > now_ms:
                 continue
+            policy = book.need(w.task_owner, w.namespace, w.locks) if book.quotas or w.locks else None
+            if policy is not None and book.check(policy, now_ms, self.reserved):
+                continue  # over quota or a lock is held: it waits (the state machine would refuse)
             if r.backfill_share and len(self.backfill_busy) >= max(1, total_slots * r.backfill_share // 100):
                 continue
             target = ""
@@ -612,6 +671,8 @@ class Dispatcher:
                 continue
             if r.backfill_share:
                 self.backfill_busy.add(key)
+            if policy is not None:
+                self.reserved.add(key, policy)
             w.reserved_for = target
             self._use(target, +1)
             self.held.take(key, target, w.need)
@@ -633,6 +694,11 @@ class Dispatcher:
                 self._use(a.executor, -1)
                 self.held.release((a.run_id, a.shard))
                 self.backfill_busy.discard((a.run_id, a.shard))
+                self.reserved.remove((a.run_id, a.shard))
+                # Refused: perhaps the task's owner or locks changed since it started waiting.
+                st = self.state.tasks.get(w.ready.task)
+                if st is not None:
+                    w.task_owner, w.namespace, w.locks = st.spec.owner, st.spec.namespace, st.spec.locks
 
     @property
     def backlog(self) -> int:

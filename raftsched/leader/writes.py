@@ -489,6 +489,22 @@ def _iso(ms: int) -> str:
     return _dt.datetime.fromtimestamp(ms // 1000, _dt.UTC).isoformat().replace("+00:00", "Z")
 
 
+def set_quota(quota: pb.QuotaRecord, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    """Create or replace an owner's or a namespace's quota (only its limits are sent: kind,
+    name, rate_milli, burst, max_running; apply validates them and keeps the bucket's state)."""
+    cmd = _envelope(now_ms, epoch, origin, key)
+    q = cmd.set_quota.quota
+    q.kind, q.name = quota.kind, quota.name
+    q.rate_milli, q.burst, q.max_running = quota.rate_milli, quota.burst, quota.max_running
+    return codec.encode_command(cmd)
+
+
+def delete_quota(kind: str, name: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.delete_quota.kind, cmd.delete_quota.name = kind, name
+    return codec.encode_command(cmd)
+
+
 def set_calendar(spec: pb.CalendarSpec, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
     """Create or replace a calendar. The leader expands the zone's UTC offsets into the command
     here (apply never consults tzdata). Raises InvalidSpec for a bad name, zone or day list."""

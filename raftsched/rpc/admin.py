@@ -34,6 +34,7 @@ from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedE
 from raftsched.explain import explain
 from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
+from raftsched.fsm.policy import QUOTA_KINDS, validate_quota
 from raftsched.leader import writes
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
@@ -830,6 +831,52 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             request, method="AckAlert", build=lambda s: writes.ack_alert(request.id, key=key, **s)
         )
         return pb.AckAlertReply(alert=res.alert)
+
+    @rpc
+    async def SetQuota(self, request: pb.SetQuotaRequest, context: grpc.aio.ServicerContext) -> pb.QuotaReply:
+        validate_quota(request.quota)  # refused here with the field, before anything is proposed
+        key = self._key(request.idempotency_key)
+
+        def build(stamp: dict[str, Any]) -> bytes:
+            return writes.set_quota(request.quota, key=key, **stamp)
+
+        res = await self._write(
+            request, build, "SetQuota", target=f"{request.quota.kind} {request.quota.name}"
+        )
+        return pb.QuotaReply(quota=res.quota)
+
+    @rpc
+    async def DeleteQuota(
+        self, request: pb.DeleteQuotaRequest, context: grpc.aio.ServicerContext
+    ) -> pb.QuotaReply:
+        if request.kind not in QUOTA_KINDS:
+            raise InvalidSpec("quota.kind", f"{request.kind!r} is not one of owner, namespace")
+        key = self._key(request.idempotency_key)
+
+        def build(stamp: dict[str, Any]) -> bytes:
+            return writes.delete_quota(request.kind, request.name, key=key, **stamp)
+
+        res = await self._write(request, build, "DeleteQuota", target=f"{request.kind} {request.name}")
+        return pb.QuotaReply(quota=res.quota)
+
+    @rpc
+    async def ListQuotas(
+        self, request: pb.ListQuotasRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListQuotasReply:
+        return pb.ListQuotasReply(quotas=self.node.state.quotas())
+
+    @rpc
+    async def ListLocks(
+        self, request: pb.ListLocksRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListLocksReply:
+        reply = pb.ListLocksReply()
+        for view in self.node.state.locks():
+            info = reply.locks.add(name=view.name)
+            for user in view.holders:
+                info.holders.add(**user._asdict())
+            for user in view.waiters:
+                info.waiters.add(**user._asdict())
+        return reply
 
     @rpc
     async def ListExecutors(

@@ -61,6 +61,7 @@ class Permission(enum.StrEnum):
     EXECUTE = "executor.work"  # register, dispatch stream, heartbeat, report, leave
     TOKENS = "tokens.manage"  # create, list, revoke tokens
     AUDIT = "audit.read"  # read the audit log
+    QUOTAS = "quotas.manage"  # set and delete owner and namespace quotas
     BACKUP = "cluster.backup"  # stream a backup of the whole replicated state (admin only)
     EXECUTORS_MANAGE = "executors.manage"  # drain an executor (admin only)
     CALENDARS = "calendars.manage"  # set and delete calendars (shared by every namespace)

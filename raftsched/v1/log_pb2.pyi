@@ -27,6 +27,8 @@ from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
 from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
 from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
+from raftsched.v1.records_pb2 import LockRef as LockRef
+from raftsched.v1.records_pb2 import QuotaRecord as QuotaRecord
 from raftsched.v1.records_pb2 import CalendarSpec as CalendarSpec
 from raftsched.v1.records_pb2 import CalendarRecord as CalendarRecord
 from raftsched.v1.records_pb2 import Member as Member
@@ -267,11 +269,39 @@ class Assignment(_message.Message):
     executor: str
     def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., executor: _Optional[str] = ...) -> None: ...
 
+class AttemptWait(_message.Message):
+    __slots__ = ("run_id", "shard", "attempt", "reason")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    shard: int
+    attempt: int
+    reason: str
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class AssignAttempts(_message.Message):
-    __slots__ = ("assignments",)
+    __slots__ = ("assignments", "waits")
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    WAITS_FIELD_NUMBER: _ClassVar[int]
     assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
-    def __init__(self, assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ...) -> None: ...
+    waits: _containers.RepeatedCompositeFieldContainer[AttemptWait]
+    def __init__(self, assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., waits: _Optional[_Iterable[_Union[AttemptWait, _Mapping]]] = ...) -> None: ...
+
+class SetQuota(_message.Message):
+    __slots__ = ("quota",)
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    quota: _records_pb2.QuotaRecord
+    def __init__(self, quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ...) -> None: ...
+
+class DeleteQuota(_message.Message):
+    __slots__ = ("kind", "name")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ReportResults(_message.Message):
     __slots__ = ("results",)
@@ -470,7 +500,7 @@ class EndMemberChange(_message.Message):
     def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., applied: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "audit")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "set_quota", "delete_quota", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "audit")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -501,6 +531,8 @@ class Command(_message.Message):
     REVOKE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     SET_WORKFLOW_PAUSED_FIELD_NUMBER: _ClassVar[int]
     DELETE_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    SET_QUOTA_FIELD_NUMBER: _ClassVar[int]
+    DELETE_QUOTA_FIELD_NUMBER: _ClassVar[int]
     STAGE_WORKFLOW_TASKS_FIELD_NUMBER: _ClassVar[int]
     SET_CALENDAR_FIELD_NUMBER: _ClassVar[int]
     DELETE_CALENDAR_FIELD_NUMBER: _ClassVar[int]
@@ -539,6 +571,8 @@ class Command(_message.Message):
     revoke_token: RevokeToken
     set_workflow_paused: SetWorkflowPaused
     delete_workflow: DeleteWorkflow
+    set_quota: SetQuota
+    delete_quota: DeleteQuota
     stage_workflow_tasks: StageWorkflowTasks
     set_calendar: SetCalendar
     delete_calendar: DeleteCalendar
@@ -547,10 +581,10 @@ class Command(_message.Message):
     end_member_change: EndMemberChange
     drain_executor: DrainExecutor
     audit: AuditStamp
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., set_quota: _Optional[_Union[SetQuota, _Mapping]] = ..., delete_quota: _Optional[_Union[DeleteQuota, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
 
 class CommandResult(_message.Message):
-    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed", "calendar", "membership")
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed", "quota", "calendar", "membership")
     OK_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -567,6 +601,7 @@ class CommandResult(_message.Message):
     ALERT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     RUNS_KILLED_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
     CALENDAR_FIELD_NUMBER: _ClassVar[int]
     MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
     ok: bool
@@ -585,9 +620,10 @@ class CommandResult(_message.Message):
     alert: _records_pb2.AlertRecord
     token: _records_pb2.TokenInfo
     runs_killed: int
+    quota: _records_pb2.QuotaRecord
     calendar: _records_pb2.CalendarRecord
     membership: _records_pb2.MembershipRecord
-    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ..., calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ...) -> None: ...
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ..., quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ..., calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ...) -> None: ...
 
 class ExecutorRecord(_message.Message):
     __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "cpu", "memory_mb", "draining", "draining_ms", "draining_reason")

@@ -28,6 +28,8 @@ from raftsched.v1.records_pb2 import WorkflowRunOp as WorkflowRunOp
 from raftsched.v1.records_pb2 import ItemResult as ItemResult
 from raftsched.v1.records_pb2 import AuditRecord as AuditRecord
 from raftsched.v1.records_pb2 import TokenInfo as TokenInfo
+from raftsched.v1.records_pb2 import LockRef as LockRef
+from raftsched.v1.records_pb2 import QuotaRecord as QuotaRecord
 from raftsched.v1.records_pb2 import CalendarSpec as CalendarSpec
 from raftsched.v1.records_pb2 import CalendarRecord as CalendarRecord
 from raftsched.v1.records_pb2 import Member as Member
@@ -599,6 +601,74 @@ class LineageReply(_message.Message):
     upstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
     downstream: _containers.RepeatedCompositeFieldContainer[LineageEntry]
     def __init__(self, upstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ..., downstream: _Optional[_Iterable[_Union[LineageEntry, _Mapping]]] = ...) -> None: ...
+
+class SetQuotaRequest(_message.Message):
+    __slots__ = ("quota", "idempotency_key")
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    quota: _records_pb2.QuotaRecord
+    idempotency_key: str
+    def __init__(self, quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class QuotaReply(_message.Message):
+    __slots__ = ("quota",)
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    quota: _records_pb2.QuotaRecord
+    def __init__(self, quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ...) -> None: ...
+
+class DeleteQuotaRequest(_message.Message):
+    __slots__ = ("kind", "name", "idempotency_key")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    idempotency_key: str
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class ListQuotasRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQuotasReply(_message.Message):
+    __slots__ = ("quotas",)
+    QUOTAS_FIELD_NUMBER: _ClassVar[int]
+    quotas: _containers.RepeatedCompositeFieldContainer[_records_pb2.QuotaRecord]
+    def __init__(self, quotas: _Optional[_Iterable[_Union[_records_pb2.QuotaRecord, _Mapping]]] = ...) -> None: ...
+
+class LockHolder(_message.Message):
+    __slots__ = ("execution_id", "task", "shared", "since_ms", "reason")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    task: str
+    shared: bool
+    since_ms: int
+    reason: str
+    def __init__(self, execution_id: _Optional[str] = ..., task: _Optional[str] = ..., shared: _Optional[bool] = ..., since_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class LockInfo(_message.Message):
+    __slots__ = ("name", "holders", "waiters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    WAITERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    holders: _containers.RepeatedCompositeFieldContainer[LockHolder]
+    waiters: _containers.RepeatedCompositeFieldContainer[LockHolder]
+    def __init__(self, name: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ...) -> None: ...
+
+class ListLocksRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListLocksReply(_message.Message):
+    __slots__ = ("locks",)
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
+    locks: _containers.RepeatedCompositeFieldContainer[LockInfo]
+    def __init__(self, locks: _Optional[_Iterable[_Union[LockInfo, _Mapping]]] = ...) -> None: ...
 
 class CreateTokenRequest(_message.Message):
     __slots__ = ("token", "role", "namespaces", "ttl_ms", "description", "idempotency_key")

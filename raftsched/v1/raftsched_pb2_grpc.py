@@ -209,6 +209,26 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.FromString,
                 _registered_method=True)
+        self.SetQuota = channel.unary_unary(
+                '/raftsched.v1.Admin/SetQuota',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.SetQuotaRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.QuotaReply.FromString,
+                _registered_method=True)
+        self.DeleteQuota = channel.unary_unary(
+                '/raftsched.v1.Admin/DeleteQuota',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteQuotaRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.QuotaReply.FromString,
+                _registered_method=True)
+        self.ListQuotas = channel.unary_unary(
+                '/raftsched.v1.Admin/ListQuotas',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListQuotasRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListQuotasReply.FromString,
+                _registered_method=True)
+        self.ListLocks = channel.unary_unary(
+                '/raftsched.v1.Admin/ListLocks',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.FromString,
+                _registered_method=True)
         self.SetCalendar = channel.unary_unary(
                 '/raftsched.v1.Admin/SetCalendar',
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.SetCalendarRequest.SerializeToString,
@@ -470,6 +490,30 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetQuota(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteQuota(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLocks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SetCalendar(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -702,6 +746,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListExecutors,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.SerializeToString,
+            ),
+            'SetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQuota,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SetQuotaRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.QuotaReply.SerializeToString,
+            ),
+            'DeleteQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQuota,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeleteQuotaRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.QuotaReply.SerializeToString,
+            ),
+            'ListQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQuotas,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListQuotasRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListQuotasReply.SerializeToString,
+            ),
+            'ListLocks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLocks,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.SerializeToString,
             ),
             'SetCalendar': grpc.unary_unary_rpc_method_handler(
                     servicer.SetCalendar,
@@ -1694,6 +1758,114 @@ class Admin:
             '/raftsched.v1.Admin/ListExecutors',
             raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.ListExecutorsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/SetQuota',
+            raftsched_dot_v1_dot_raftsched__pb2.SetQuotaRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.QuotaReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/DeleteQuota',
+            raftsched_dot_v1_dot_raftsched__pb2.DeleteQuotaRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.QuotaReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListQuotas',
+            raftsched_dot_v1_dot_raftsched__pb2.ListQuotasRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListQuotasReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListLocks',
+            raftsched_dot_v1_dot_raftsched__pb2.ListLocksRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListLocksReply.FromString,
             options,
             channel_credentials,
             insecure,

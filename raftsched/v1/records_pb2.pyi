@@ -156,7 +156,7 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +180,7 @@ class TaskSpec(_message.Message):
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_CPU_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
@@ -201,12 +202,13 @@ class TaskSpec(_message.Message):
     namespace: str
     params_json: str
     description: str
+    locks: _containers.RepeatedCompositeFieldContainer[LockRef]
     exclude: _containers.RepeatedScalarFieldContainer[str]
     resource_cpu: float
     resource_memory_mb: int
     runner: str
     selector: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
     __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run")
@@ -267,7 +269,7 @@ class FireRecord(_message.Message):
     def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ..., calendar: _Optional[str] = ...) -> None: ...
 
 class ShardAttempt(_message.Message):
-    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out", "unstarted")
+    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out", "holds", "waiting", "waiting_since_ms", "unstarted")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -282,6 +284,9 @@ class ShardAttempt(_message.Message):
     LOST_FIELD_NUMBER: _ClassVar[int]
     RETRY_BASE_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNSTARTED_FIELD_NUMBER: _ClassVar[int]
     shard: int
     attempt: int
@@ -297,8 +302,11 @@ class ShardAttempt(_message.Message):
     lost: int
     retry_base: int
     timed_out: bool
+    holds: _containers.RepeatedScalarFieldContainer[str]
+    waiting: str
+    waiting_since_ms: int
     unstarted: int
-    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ..., unstarted: _Optional[int] = ...) -> None: ...
+    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ..., holds: _Optional[_Iterable[str]] = ..., waiting: _Optional[str] = ..., waiting_since_ms: _Optional[int] = ..., unstarted: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped", "held")
@@ -356,7 +364,7 @@ class Dependency(_message.Message):
     def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
-    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "resource_cpu", "resource_memory_mb", "runner", "selector")
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -383,6 +391,7 @@ class WorkflowTaskSpec(_message.Message):
     TRIGGER_RULE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_CPU_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
@@ -399,11 +408,12 @@ class WorkflowTaskSpec(_message.Message):
     trigger_rule: TriggerRule
     priority: int
     description: str
+    locks: _containers.RepeatedCompositeFieldContainer[LockRef]
     resource_cpu: float
     resource_memory_mb: int
     runner: str
     selector: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
     __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude")
@@ -660,6 +670,38 @@ class TokenInfo(_message.Message):
     created_by: str
     last_used_ms: int
     def __init__(self, id: _Optional[str] = ..., role: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., created_ms: _Optional[int] = ..., expires_ms: _Optional[int] = ..., revoked: _Optional[bool] = ..., revoked_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., last_used_ms: _Optional[int] = ...) -> None: ...
+
+class LockRef(_message.Message):
+    __slots__ = ("name", "shared")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    shared: bool
+    def __init__(self, name: _Optional[str] = ..., shared: _Optional[bool] = ...) -> None: ...
+
+class QuotaRecord(_message.Message):
+    __slots__ = ("kind", "name", "rate_milli", "burst", "max_running", "tokens_micro", "refilled_ms", "running", "updated_ms", "waited")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RATE_MILLI_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_MICRO_FIELD_NUMBER: _ClassVar[int]
+    REFILLED_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    WAITED_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    rate_milli: int
+    burst: int
+    max_running: int
+    tokens_micro: int
+    refilled_ms: int
+    running: int
+    updated_ms: int
+    waited: int
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., rate_milli: _Optional[int] = ..., burst: _Optional[int] = ..., max_running: _Optional[int] = ..., tokens_micro: _Optional[int] = ..., refilled_ms: _Optional[int] = ..., running: _Optional[int] = ..., updated_ms: _Optional[int] = ..., waited: _Optional[int] = ...) -> None: ...
 
 class CalendarSpec(_message.Message):
     __slots__ = ("name", "dates", "weekdays", "zone", "description")

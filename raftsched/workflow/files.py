@@ -44,7 +44,10 @@ key                meaning                                                      
 ``timeout``        seconds (a number) or a duration: ``"500ms"``, ``"90s"``, ``"1.5h"``, none
                    ``"1d"``, ``"1w"`` (:mod:`raftsched.timing.durations`)
 ``shards``         parallel shards (1-1024)                                              1
-``priority``       0-9
+``priority``       0-9 (9 most urgent)                                                   5
+``locks``          list of resource locks, each a name (exclusive), ``NAME:shared``, or    none
+                   ``{name: NAME, mode: exclusive | shared}``; an attempt starts only when
+                   it holds all of them
 ``params``         mapping: task params (override the workflow's)
 ``env``            mapping of environment variable names to (templated) string values
 ``selector``       mapping of executor labels the task needs (``{gpu: "true"}``)          none
@@ -93,6 +96,7 @@ from pathlib import Path
 from typing import Literal
 
 from raftsched.errors import InvalidSpec, InvalidWorkflow
+from raftsched.model import LOCK_MODES, LockMode, parse_lock
 from raftsched.timing.durations import parse_duration_ms
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.located import Node, SyntaxProblem
@@ -126,6 +130,7 @@ TASK_KEYS = (
     "timeout",
     "shards",
     "priority",
+    "locks",
     "params",
     "env",
     "description",
@@ -133,6 +138,8 @@ TASK_KEYS = (
     "resource",
     "selector",
 )
+LOCK_KEYS = ("name", "mode")
+DEFAULT_PRIORITY = 5
 RESOURCE_KEYS = ("cpu", "memory")
 DEPENDENCY_KEYS = ("task", "condition")
 # Names people bring from other schedulers (or from the protobuf) → our key.
@@ -149,6 +156,8 @@ _ALIASES = {
     "backfill_share_pct": "backfill_share",
     "params_json": "params",
     "parallelism": "max_parallel",
+    "resource_lock": "locks",
+    "resource_locks": "locks",
     "concurrency": "max_parallel",
     "misfire_policy": "misfire",
     "overlap_policy": "overlap",
@@ -516,6 +525,7 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter
         conv.add(node.line, at, f"{at}: a task must be a mapping (name, command, ...), got {describe(node)}")
         return
     keys = conv.keys(node, TASK_KEYS, at, "task")
+    task.priority = DEFAULT_PRIORITY  # as for plain tasks (the protobuf's 0 is the lowest priority)
     name_node = keys.get("name", (None, Node(None)))[1]
     suffix = f" ({json.dumps(name_node.value)})" if isinstance(name_node.value, str) else ""
     if "name" not in keys:
@@ -580,8 +590,49 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter
                     text = conv.string(label_value, sel_path, f"{at}.selector.{name}{suffix}")
                     if text is not None:
                         task.selector[name] = text
+        elif key == "locks":
+            _convert_locks(value, path, suffix, task, conv)
         else:  # depends_on
             _convert_depends_on(value, path, suffix, task, conv)
+
+
+def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
+    """``locks``: a list (or one item) of ``NAME``, ``NAME:shared`` or ``{name, mode}``."""
+    items = node.items or [] if node.kind == "list" else [node]
+    for j, item in enumerate(items):
+        at = f"{path}[{j}]"
+        item_label = f"{at}{suffix}"
+        conv.mark(at, item.line)
+        if item.kind == "mapping":
+            keys = conv.keys(item, LOCK_KEYS, at, "lock")
+            if "name" not in keys:
+                conv.add(item.line, at, f"{item_label}: name required")
+                continue
+            name = conv.string(keys["name"][1], f"{at}.name", f"{at}.name{suffix}")
+            mode = "exclusive"
+            if "mode" in keys:
+                got = conv.string(keys["mode"][1], f"{at}.mode", f"{at}.mode{suffix}")
+                if got is None:
+                    continue
+                if got.lower() not in LOCK_MODES:
+                    conv.add(
+                        keys["mode"][0],
+                        f"{at}.mode",
+                        f"{at}.mode{suffix}: {got!r} is not one of exclusive, shared",
+                    )
+                    continue
+                mode = got.lower()
+            if name is not None:
+                task.locks.add(name=name, shared=LOCK_MODES[mode] == LockMode.SHARED)
+        else:
+            text = conv.string(item, at, item_label)
+            if text is not None:
+                try:
+                    lock = parse_lock(text, at)
+                except InvalidSpec as exc:
+                    conv.add(item.line, at, f"{item_label}: {exc.reason}")
+                    continue
+                task.locks.add(name=lock.name, shared=lock.mode == LockMode.SHARED)
 
 
 def _convert_resource(node: Node, path: str, label: str, task: pb.WorkflowTaskSpec, conv: Converter) -> None:

@@ -34,6 +34,7 @@ from raftsched.model import (
     MAX_COMMAND_BYTES,
     MAX_DESCRIPTION_BYTES,
     MAX_LABEL,
+    MAX_LOCKS,
     MAX_NAME,
     MAX_RETRIES,
     MAX_SHARDS,
@@ -269,6 +270,13 @@ def _check_task(
     problems.check_int(task.max_retries, f"{at}.max_retries", 0, MAX_RETRIES)
     problems.check_int(task.timeout_ms, f"{at}.timeout_ms", 0, MAX_TIMEOUT_MS, " ms")
     problems.check_int(task.priority, f"{at}.priority", 0, MAX_PRIORITY)
+    if len(task.locks) > MAX_LOCKS:
+        problems.add(f"{at}.locks", f"{len(task.locks)} locks, at most {MAX_LOCKS} allowed")
+    seen_locks: set[str] = set()
+    for j, lock in enumerate(task.locks):
+        if problems.check_name(lock.name, f"{at}.locks[{j}].name") and lock.name in seen_locks:
+            problems.add(f"{at}.locks[{j}].name", f"lock {_q(lock.name)} is named twice")
+        seen_locks.add(lock.name)
     problems.check_text(task.description, f"{at}.description", MAX_DESCRIPTION_BYTES)
     task_params = problems.check_params(task.params_json, f"{at}.params_json")
     try:

@@ -21,6 +21,8 @@ PURE = [
     "fsm/records.py",
     "fsm/rules.py",
     "fsm/queries.py",
+    "fsm/policy.py",
+    "leader/queue.py",
     "fsm/membership.py",
     "workflow/layout.py",
     "leader/gate.py",

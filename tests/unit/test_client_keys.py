@@ -43,6 +43,8 @@ CALLS: dict[str, Callable[[Client], object]] = {
     "AckAlert": lambda c: c.ack_alert("alert-1"),
     "CreateToken": lambda c: c.create_token("reader"),
     "RevokeToken": lambda c: c.revoke_token("abcdef"),
+    "SetQuota": lambda c: c.set_quota(owner="team-a", rate="50/s"),
+    "DeleteQuota": lambda c: c.delete_quota(owner="team-a"),
     "DrainExecutor": lambda c: c.drain_executor("ex1"),
     "SetCalendar": lambda c: c.set_calendar("holidays", weekdays="sat,sun"),
     "DeleteCalendar": lambda c: c.delete_calendar("holidays"),

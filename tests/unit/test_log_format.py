@@ -71,6 +71,7 @@ STORED: dict[bytes, str | None] = {
     keys.BACKFILL: "BackfillRecord",
     keys.TOKEN: "TokenRecord",
     keys.AUDIT: "AuditRecord",
+    keys.QUOTA: "QuotaRecord",
     keys.STAGE: "WorkflowStage",
     keys.STAGE_CHUNK: "WorkflowSpec",
     keys.CALENDAR: "CalendarRecord",

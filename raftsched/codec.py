@@ -76,7 +76,12 @@ _MISFIRE_TO_PB = {
     Misfire.SKIP: pb.MISFIRE_SKIP,
 }
 MISFIRE_FROM_PB = {v: k for k, v in _MISFIRE_TO_PB.items()} | {pb.MISFIRE_UNSPECIFIED: Misfire.LATEST}
-_OVERLAP_TO_PB = {Overlap.SKIP: pb.OVERLAP_SKIP, Overlap.ALLOW: pb.OVERLAP_ALLOW}
+_OVERLAP_TO_PB = {
+    Overlap.SKIP: pb.OVERLAP_SKIP,
+    Overlap.ALLOW: pb.OVERLAP_ALLOW,
+    Overlap.BUFFER_ONE: pb.OVERLAP_BUFFER_ONE,
+    Overlap.REPLACE: pb.OVERLAP_REPLACE,
+}
 OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()} | {pb.OVERLAP_UNSPECIFIED: Overlap.SKIP}
 
 OUTCOME_TO_PB = {
@@ -150,6 +155,7 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         resource_memory_mb=spec.resource_memory_mb,
         # The default is stored as "" so a spec without the field encodes as before it existed.
         runner="" if spec.runner == Runner.SHELL else str(spec.runner),
+        selector=dict(spec.selector),
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -205,6 +211,7 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "exclude": tuple(msg.exclude),
         "resource_cpu": msg.resource_cpu,
         "resource_memory_mb": msg.resource_memory_mb,
+        "selector": tuple(sorted(msg.selector.items())),
     }
 
 

@@ -48,6 +48,11 @@ def explain(
     for cal in calendars or ():
         if not out.HasField("fire") and cal.excludes(at_ms):
             out.details.append(f"a fire at {iso(at_ms)} is skipped: {cal.why(at_ms)}")
+    # Placement problems are part of why a fire has not run, whatever the record says.
+    if task.unplaceable:
+        out.details.append(f"unplaceable: {task.unplaceable}; its attempts wait for a fitting executor")
+    if out.run.held:
+        out.details.append("the run is buffered behind the task's running run (overlap=buffer_one)")
     return out
 
 

@@ -182,9 +182,11 @@ class LocalCluster:
         log: Path | None = None,
         token: str | None = None,
         env: Mapping[str, str] | None = None,
+        extra: Sequence[str] = (),
     ) -> subprocess.Popen[bytes]:
         """Start an executor process (``python -m raftsched.executor``) dialling this cluster,
-        with ``env`` added to its environment.
+        with ``env`` added to its environment; ``extra``: more of its options (``--cpu 4
+        --memory 8GiB --label gpu=true``).
 
         The caller owns the process (stop it before :meth:`stop`)."""
         data = data_dir or self.log_dir.parent / name
@@ -204,6 +206,7 @@ class LocalCluster:
                     "--data-dir",
                     str(data),
                     *self.tls_arguments(),
+                    *extra,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

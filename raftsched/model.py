@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -64,6 +65,7 @@ MAX_MISFIRE_CAP = 10_000
 MAX_MISFIRE_WINDOW_MS = 30 * 24 * 3600 * 1000
 MAX_EXCLUDE = 16
 MAX_RESOURCE_CPU = 1024.0
+MAX_SELECTOR = 16
 MAX_RESOURCE_MEMORY_MB = 16 * 1024 * 1024
 # Year 9999 is the end of the calendar Python (and croniter) can represent.
 MAX_TIME_MS = 253_402_300_799_000
@@ -86,6 +88,8 @@ class Overlap(StrEnum):
 
     SKIP = "skip"
     ALLOW = "allow"
+    BUFFER_ONE = "buffer_one"  # at most one fire waits for the running run; later ones are skipped
+    REPLACE = "replace"  # cancel the running run, then start the new one
 
 
 class LockMode(StrEnum):
@@ -301,6 +305,9 @@ class TaskSpec:
     resource_cpu: float = 0.0
     resource_memory_mb: int = 0
     runner: Runner = Runner.SHELL
+    # Executor labels the task needs, all with equal values; a mapping is accepted and kept as
+    # sorted pairs (the spec stays hashable and compares equal whatever the order given).
+    selector: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -314,7 +321,9 @@ class TaskSpec:
         if not isinstance(self.misfire, Misfire):
             raise InvalidSpec("misfire", f"{quote(self.misfire)} is not one of latest, all, skip")
         if not isinstance(self.overlap, Overlap):
-            raise InvalidSpec("overlap", f"{quote(self.overlap)} is not one of skip, allow")
+            raise InvalidSpec(
+                "overlap", f"{quote(self.overlap)} is not one of skip, allow, buffer_one, replace"
+            )
         check_int(self.misfire_all_cap, "misfire_all_cap", 0, MAX_MISFIRE_CAP)
         check_int(self.misfire_all_window_ms, "misfire_all_window", 0, MAX_MISFIRE_WINDOW_MS, " ms")
         check_int(self.max_retries, "max_retries", 0, MAX_RETRIES)
@@ -331,6 +340,12 @@ class TaskSpec:
             raise InvalidSpec("runner", f"{quote(self.runner)} is not one of shell, python")
         if self.runner == Runner.PYTHON and self.handler:
             raise InvalidSpec("runner", "runner python runs a command; a handler is already Python")
+        selector: object = self.selector
+        if isinstance(selector, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in selector):
+            selector = dict(selector)
+        validate_selector(selector)
+        assert isinstance(selector, Mapping)
+        object.__setattr__(self, "selector", tuple(sorted(selector.items())))
         # Last, so that a more specific problem with the fields given is the one reported.
         if not self.command and not self.handler:
             raise InvalidSpec("command", "give a command or a handler (a task with neither cannot run)")
@@ -492,11 +507,26 @@ def parse_misfire(value: str) -> Misfire:
         raise InvalidSpec("misfire", f"{quote(value)} is not one of latest, all, skip") from None
 
 
+def validate_selector(selector: object, field_name: str = "selector") -> None:
+    """Refuse a selector that is not a mapping of at most 16 non-empty label keys to values."""
+    if not isinstance(selector, Mapping):
+        raise InvalidSpec(field_name, f"must be a mapping of label to value, got {type(selector).__name__}")
+    if len(selector) > MAX_SELECTOR:
+        raise InvalidSpec(field_name, f"{len(selector)} labels, at most {MAX_SELECTOR}")
+    for key, value in selector.items():
+        if not isinstance(key, str) or not key or len(key) > 128 or "\0" in key:
+            raise InvalidSpec(field_name, f"label {key!r}: a non-empty string of at most 128 characters")
+        if not isinstance(value, str) or len(value) > 128 or "\0" in value:
+            raise InvalidSpec(f"{field_name}.{key}", f"value {value!r}: a string of at most 128 characters")
+
+
 def parse_overlap(value: str) -> Overlap:
     try:
         return Overlap(value)
     except ValueError:
-        raise InvalidSpec("overlap", f"{quote(value)} is not one of skip, allow") from None
+        raise InvalidSpec(
+            "overlap", f"{quote(value)} is not one of skip, allow, buffer_one, replace"
+        ) from None
 
 
 def run_id_for(task: str, nominal_ms: int, manual_seq: int = 0) -> str:

@@ -281,6 +281,7 @@ class Node:
         if obs is not None:
             self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
+        self.driver.hold_fires = self.hub.dispatcher.overlap_unknown
         self.hub.start()
         self.alert_loop = AlertLoop(
             self, self.config.alerts, self.config.name, delay_summary=self._delay_summary

@@ -122,6 +122,9 @@ class SimExecutorProcess:
     duration_ms: int
     log: MemoryExecutionLog = field(default_factory=MemoryExecutionLog)
     executions: list[tuple[str, int]] = field(default_factory=list)
+    cpu: float = 0.0  # declared capacity (0: not declared)
+    memory_mb: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
     agent: Executor | None = None
     loop: _SimLoop | None = None
     task: asyncio.Task[None] | None = None
@@ -177,7 +180,17 @@ class _SimEndpoint:
         node = self._node(target)
         d = node.dispatcher
         stamp = Stamp(self._now(node), d.epoch, node.node_id).as_kwargs()
-        self._commit(node, writes.executor_join(request.name, request.slots, request.labels, **stamp))
+        self._commit(
+            node,
+            writes.executor_join(
+                request.name,
+                request.slots,
+                request.labels,
+                cpu=request.cpu,
+                memory_mb=request.memory_mb,
+                **stamp,
+            ),
+        )
         s = d.settings
         return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
 
@@ -295,6 +308,7 @@ class SimHarness:
         state = SchedulerState.load(store, self.retention)
         driver = LeaderDriver(state, node_id, self.misfire)
         dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
+        driver.hold_fires = dispatcher.overlap_unknown
         node = SimNodeState(node_id, store, state, None, driver, dispatcher)  # type: ignore[arg-type]
 
         def sink(effects: tuple[Effect, ...]) -> None:
@@ -381,9 +395,21 @@ class SimHarness:
 
     # -- executors --------------------------------------------------------------------------------
 
-    def add_executor(self, name: str, slots: int = 4, duration_ms: int = 300) -> SimExecutorProcess:
-        """Start an executor process (it registers with the leader at once, if there is one)."""
-        proc = SimExecutorProcess(name, slots, duration_ms)
+    def add_executor(
+        self,
+        name: str,
+        slots: int = 4,
+        duration_ms: int = 300,
+        *,
+        cpu: float = 0.0,
+        memory_mb: int = 0,
+        labels: dict[str, str] | None = None,
+    ) -> SimExecutorProcess:
+        """Start an executor process (it registers with the leader at once, if there is one),
+        declaring ``cpu``/``memory_mb`` capacity and ``labels`` if given."""
+        proc = SimExecutorProcess(
+            name, slots, duration_ms, cpu=cpu, memory_mb=memory_mb, labels=dict(labels or {})
+        )
         self.executors[name] = proc
         self._start(proc)
         return proc
@@ -394,6 +420,9 @@ class SimHarness:
             [_address(n) for n in self.nodes],
             proc.name,
             slots=proc.slots,
+            cpu=proc.cpu,
+            memory_mb=proc.memory_mb,
+            labels=proc.labels,
             clock=self.clock,
             transport=MemoryTransport(self.endpoint),
             execution_log=proc.log,

@@ -224,11 +224,21 @@ def cmd_executors(args: argparse.Namespace) -> int:
     if args.json:
         return print_json(to_dict(reply))
     now = lazy_now()
+    # The capacity columns only when some executor declared one (most fleets place by slots).
+    sized = any(e.cpu or e.memory_mb for e in reply.executors)
     rows = [
         [
             e.name,
             enum_name(pb.ExecutorState, e.state),
             f"{e.slots_used}/{e.slots}",
+            *(
+                [
+                    f"{e.cpu_used:g}/{e.cpu:g}" if e.cpu else "-",
+                    f"{e.memory_used_mb}/{e.memory_mb}MiB" if e.memory_mb else "-",
+                ]
+                if sized
+                else []
+            ),
             ",".join(f"{k}={v}" for k, v in sorted(e.labels.items())) or "-",
             e.address or "-",
             _heartbeat_text(e.last_heartbeat_ms, now()) if e.last_heartbeat_ms else "-",
@@ -239,7 +249,20 @@ def cmd_executors(args: argparse.Namespace) -> int:
         ]
         for e in reply.executors
     ]
-    print_table(["NAME", "STATE", "SLOTS", "LABELS", "ADDRESS", "LAST HEARTBEAT", "JOINED", "LEFT"], rows)
+    print_table(
+        [
+            "NAME",
+            "STATE",
+            "SLOTS",
+            *(["CPU", "MEMORY"] if sized else []),
+            "LABELS",
+            "ADDRESS",
+            "LAST HEARTBEAT",
+            "JOINED",
+            "LEFT",
+        ],
+        rows,
+    )
     if not reply.leader_view:
         print(
             f"note: {reply.node_id or 'the node'} answered without leading: heartbeats and addresses "

@@ -43,6 +43,15 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--name", required=True, help="this executor's unique name")
     parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
+    parser.add_argument(
+        "--cpu", type=float, default=0.0, help="cpu capacity for tasks' declared cpu (default: not declared)"
+    )
+    parser.add_argument(
+        "--memory",
+        default="0",
+        metavar="SIZE",
+        help="memory capacity for tasks' declared memory, e.g. 8GiB or 512MiB (default: not declared)",
+    )
     parser.add_argument("--data-dir", default="executor-data", help="execution log directory")
     parser.add_argument(
         "--map-size",
@@ -91,6 +100,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             from raftsched.cli.node import clock_offset_for_tests
             from raftsched.executor.agent import Executor
             from raftsched.security.tokens import resolve_token
+            from raftsched.sharding.placement import parse_memory_mb
             from raftsched.timing.clock import SystemClock
 
             token = resolve_token(args.token, args.token_file)
@@ -104,6 +114,8 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 tls=tls_from_args(args, config),
                 http=args.http,
                 token=token,
+                cpu=args.cpu,
+                memory_mb=parse_memory_mb(args.memory, "--memory"),
                 drain_grace_s=args.grace / 1000,
                 clock=SystemClock(clock_offset_for_tests("executor")),
             )

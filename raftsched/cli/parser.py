@@ -700,6 +700,12 @@ def _add_spec_options(parser: argparse.ArgumentParser, *, update: bool) -> None:
     which.add_argument("--handler", metavar="NAME", help="registered handler to call")
     work.add_argument("--params", metavar="JSON", help="default run parameters, a JSON object")
     work.add_argument("--shards", type=int, metavar="N", help="run as N shards (1-1024, default 1)")
+    work.add_argument(
+        "--selector",
+        action="append",
+        metavar="KEY=VALUE",
+        help="run only on executors with this label (repeatable; --selector '' clears them)",
+    )
 
     policy = parser.add_argument_group("policies")
     policy.add_argument(

@@ -22,6 +22,7 @@ from raftsched.cli.render import (
     resource_text,
     to_dict,
 )
+from raftsched.errors import InvalidSpec
 from raftsched.fsm.timeline import describe
 from raftsched.model import (
     CronTrigger,
@@ -113,6 +114,19 @@ def _trigger_from_args(args: argparse.Namespace, now: Now, current: Trigger | No
     return None
 
 
+def _selector(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--selector KEY=VALUE`` options as sorted pairs ('' entries are dropped: they clear)."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidSpec("selector", f"{item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return tuple(sorted(pairs.items()))
+
+
 def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
     """TaskSpec fields set by options (trigger aside); options not given are absent."""
     out: dict[str, Any] = {}
@@ -132,6 +146,8 @@ def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
         out["resource_cpu"] = args.cpu
     if args.memory is not None:
         out["resource_memory_mb"] = args.memory
+    if args.selector is not None:
+        out["selector"] = _selector(args.selector)
     simple = {
         "shards": "shards",
         "misfire_cap": "misfire_all_cap",
@@ -390,6 +406,8 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("shards", str(s.shards or 1)),
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) + cap + window),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap)),
+        ("buffered run", t.held_run) if t.held_run else None,
+        ("unplaceable", t.unplaceable) if t.unplaceable else None,
         ("retries", str(s.max_retries)),
         ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
         ("priority", str(s.priority)),
@@ -397,6 +415,7 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("exclude", ", ".join(s.exclude) or "-"),
         ("runner", s.runner or "shell"),
         ("resource", resource_text(s.resource_cpu, s.resource_memory_mb)),
+        ("selector", ",".join(f"{k}={v}" for k, v in sorted(s.selector.items())) or "-"),
         ("owner", s.owner or "-"),
         ("namespace", s.namespace or "default"),
         ("description", s.description or "-"),
@@ -408,7 +427,7 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("fires total", f"{t.fires_total} ({t.kept_fires} kept)"),
         ("runs total", f"{t.runs_total} ({t.kept_runs} finished kept)"),
     ]
-    print_fields(fields)
+    print_fields([f for f in fields if f is not None])
 
 
 def _trigger_text(trigger: pb.Trigger) -> str:

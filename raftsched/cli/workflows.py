@@ -148,6 +148,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             locks_text(t.locks),
             t.runner or "shell",
             resource_text(t.resource_cpu, t.resource_memory_mb),
+            ",".join(f"{k}={v}" for k, v in sorted(t.selector.items())) or "-",
         ]
         for t in s.tasks
     ]
@@ -164,6 +165,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             "LOCKS",
             "RUNNER",
             "RESOURCE",
+            "SELECTOR",
         ],
         rows,
     )

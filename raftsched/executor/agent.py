@@ -57,6 +57,7 @@ from raftsched.observability.executor_http import ExecutorObservability
 from raftsched.observability.executor_metrics import ExecutorSample
 from raftsched.rpc.executor_client import TLS_CODE, GrpcExecutorTransport
 from raftsched.security.tls import TlsConfig
+from raftsched.sharding.placement import validate_capacity
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -111,12 +112,17 @@ class Executor:
         tls: TlsConfig | None = None,
         http: str | None = None,
         token: str | None = None,
+        cpu: float = 0.0,
+        memory_mb: int = 0,
         drain_grace_s: float = 30.0,
     ) -> None:
         validate_name(name, "executor.name")
         if not 0 <= drain_grace_s <= 86_400:
             raise InvalidSpec("executor.grace", f"{drain_grace_s!r} s out of range (0 s to 1 day)")
         self.drain_grace_s = drain_grace_s
+        validate_capacity(cpu, memory_mb)
+        self.cpu = float(cpu)
+        self.memory_mb = memory_mb
         self.map_size = parse_map_size(map_size, "executor.map_size")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{slots!r} out of range (1-10000)")
@@ -276,7 +282,13 @@ class Executor:
             try:
                 reply = await self.transport.register(
                     target,
-                    pb.RegisterRequest(name=self.name, slots=self.slots, labels=self.labels),
+                    pb.RegisterRequest(
+                        name=self.name,
+                        slots=self.slots,
+                        labels=self.labels,
+                        cpu=self.cpu,
+                        memory_mb=self.memory_mb,
+                    ),
                     timeout_s=max(1.0, self._rpc_timeout_s),  # a paused old leader must not hold us
                 )
             except TransportError as exc:

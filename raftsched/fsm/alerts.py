@@ -38,6 +38,7 @@ FIRE_COALESCED = "fire_coalesced"
 DELAY_P99 = "delay_p99"
 BACKFILL_FAILED = "backfill_failed"
 WORKFLOW_RUN_FAILED = "workflow_run_failed"
+UNPLACEABLE = "unplaceable"
 
 KINDS = (
     RUN_FAILED,
@@ -49,6 +50,7 @@ KINDS = (
     DELAY_P99,
     BACKFILL_FAILED,
     WORKFLOW_RUN_FAILED,
+    UNPLACEABLE,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 

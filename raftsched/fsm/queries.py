@@ -99,6 +99,8 @@ def pending_attempts(active: Mapping[str, bytes], book: WorkflowBook) -> list[At
     for run_id in sorted(active):
         run = pb.Run()
         run.ParseFromString(active[run_id])
+        if run.held:
+            continue  # overlap=buffer_one: it waits for the running run, not for an executor
         for s in run.shards:
             if s.state == pb.PENDING:
                 out.append(

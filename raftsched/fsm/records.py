@@ -43,6 +43,7 @@ class TaskState:
         "enabled",
         "fire_template",
         "fires_total",
+        "held_run",
         "kept_fires",
         "kept_runs",
         "next_fire_ms",
@@ -50,6 +51,7 @@ class TaskState:
         "runs_total",
         "spec",
         "spec_bytes",
+        "unplaceable",
         "updated_ms",
         "version",
         "watermark_ms",
@@ -74,6 +76,8 @@ class TaskState:
         self.runs_total = 0
         self.kept_fires = 0
         self.kept_runs = 0
+        self.unplaceable = ""  # why no registered executor could ever run it ("" = one could)
+        self.held_run = ""  # overlap=buffer_one: the run waiting for the running one
 
     def record(self) -> pb.TaskRecord:
         """The task's record as a fresh message (the caller may keep and mutate it)."""
@@ -98,6 +102,8 @@ class TaskState:
             runs_total=self.runs_total,
             kept_fires=self.kept_fires,
             kept_runs=self.kept_runs,
+            unplaceable=self.unplaceable,
+            held_run=self.held_run,
         ).SerializeToString(deterministic=True)
         return self.spec_bytes + tail
 

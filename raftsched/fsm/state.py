@@ -41,6 +41,7 @@ from raftsched.fsm.effects import (
     DispatchAttempt,
     Effect,
     ExecutorChanged,
+    RunCancelled,
     TaskArmed,
     rejected,
 )
@@ -51,6 +52,15 @@ from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
 from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
 from raftsched.observability.tally import ApplyTally
+from raftsched.sharding.placement import (
+    NO_NEED,
+    ExecutorUsage,
+    Need,
+    could_ever_fit,
+    fits_now,
+    need_of,
+    validate_capacity,
+)
 from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
@@ -70,6 +80,8 @@ _ALERTED_FIRES = frozenset({pb.COALESCED, pb.SKIPPED_OVERLAP, pb.SKIPPED_MISFIRE
 VERSIONS_KEPT = 20
 
 # Label values of the applier's tally (see raftsched.observability.tally).
+_BUFFERED = "buffered"  # _overlap's marker: create the run held behind the running one
+
 _OUTCOME_NAMES: dict[int, str] = {
     pb.FIRED: "fired",
     pb.COALESCED: "coalesced",
@@ -107,6 +119,11 @@ class SchedulerState:
         self.tally: ApplyTally | None = None
         self.wf = wf_mod.WorkflowBook(self)
         self.access = TokenBook(store)
+        # Derived from the active runs (never stored): slots, cpu and memory each executor's
+        # running attempts hold, so an assignment that would over-commit one is refused.
+        self.usage = ExecutorUsage()
+        self._needs: dict[tuple[str, int], Need] = {}  # (task, version) -> need (versions are immutable)
+        self.unplaceable: set[str] = set()  # tasks flagged unplaceable (derived from their records)
         self.policy = PolicyBook(store)
         self.calendars = CalendarBook(store)
         self.membership = MembershipBook(store)
@@ -171,6 +188,14 @@ class SchedulerState:
                         task = self.tasks.get(run.task)
                         self.policy.load_shard(run, shard, task.spec.locks if task is not None else ())
         self.wf.load()
+        self.usage.clear()
+        self._needs.clear()
+        self.unplaceable = {name for name, st in self.tasks.items() if st.unplaceable}
+        for run_id in sorted(self.active):
+            run = pb.Run.FromString(self.active[run_id])
+            for shard in run.shards:
+                if shard.state == pb.RUNNING:
+                    self.usage.take((run_id, shard.shard), shard.executor, self.need_for_run(run))
 
     def _save_meta(self) -> None:
         meta = pb.Meta(
@@ -532,8 +557,134 @@ class SchedulerState:
     # -----------------------------------------------------------------------------------------
     # fires and runs
 
+    def _overlap(self, st: TaskState, now: int, epoch: int, effects: list[Effect]) -> tuple[int, str]:
+        """The outcome of a fire while ``st`` has an unfinished run, by its overlap policy
+        (``allow`` never gets here): ``(FIRED, "")``, ``(FIRED, _BUFFERED)`` (the run is created
+        held) or ``(SKIPPED_OVERLAP, reason)``."""
+        policy = st.spec.overlap
+        if policy == Overlap.BUFFER_ONE and st.spec.handler != "workflow":
+            if st.held_run:
+                return (
+                    pb.SKIPPED_OVERLAP,
+                    f"run {st.held_run} already waits for the running one (overlap=buffer_one)",
+                )
+            return pb.FIRED, _BUFFERED
+        if policy == Overlap.REPLACE and st.spec.handler != "workflow":
+            self._cancel_task_runs(st, now, epoch, effects)
+            return pb.FIRED, "replaced the unfinished run (overlap=replace)"
+        return pb.SKIPPED_OVERLAP, f"an earlier run was still unfinished (overlap={policy})"
+
+    def _cancel_task_runs(self, st: TaskState, now: int, epoch: int, effects: list[Effect]) -> None:
+        """overlap=replace: every unfinished run of ``st`` is cancelled (its running attempts are
+        stopped by the leader). Scans the active runs: only replace tasks with a run pay for it."""
+        name = st.spec.name
+        for run_id in sorted(self.active):
+            run = self.active_run(run_id)
+            assert run is not None
+            if run.task != name:
+                continue
+            attempts: list[tuple[int, int, str]] = []
+            for shard in run.shards:
+                if shard.state not in FINISHED:
+                    attempts.append(
+                        (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+                    )
+                    shard.state = pb.CANCELLED
+                    shard.finished_ms = now
+                    shard.error = "replaced by a newer fire (overlap=replace)"
+                    note(run, "cancelled", now, shard, reason="replaced by a newer fire (overlap=replace)")
+            run.state = pb.CANCELLED
+            run.finished_ms = now
+            run.held = False
+            self.finish_run(run, now)
+            effects.append(RunCancelled(run_id, tuple(attempts), epoch))
+        st.held_run = ""
+
+    def need_for_run(self, run: pb.Run) -> Need:
+        """What each attempt of ``run`` holds on its executor besides its slot."""
+        key = (run.task, run.task_version)
+        need = self._needs.get(key)
+        if need is None:
+            if run.workflow_run:
+                wspec = self.wf.task_spec(run)
+                need = (
+                    need_of(wspec.resource_cpu, wspec.resource_memory_mb, wspec.selector)
+                    if wspec is not None
+                    else NO_NEED
+                )
+            else:
+                spec = self.spec_for(run.task, run.task_version)
+                need = need_of(spec.resource_cpu, spec.resource_memory_mb, spec.selector) if spec else NO_NEED
+            self._needs[key] = need
+        return need
+
+    def need_hint(self, task: str, run_id: str) -> Need:
+        """The need of ``run_id``'s attempts, for the dispatcher (any thread): from the task's
+        current spec when it declares nothing (the common case, two lookups), else from the run.
+        The state machine checks the need of the run itself when the assignment applies."""
+        st = self.tasks.get(task)
+        spec = st.spec if st is not None else None
+        # A workflow task's needs are in its workflow's spec, not its internal task's.
+        declared = spec is None or spec.resource_cpu or spec.resource_memory_mb or spec.selector
+        if not declared and not wf_mod.is_internal(task):
+            return NO_NEED
+        with self.lock:
+            run = self.active_run(run_id)
+            return self.need_for_run(run) if run is not None else NO_NEED
+
+    def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
+        """:meth:`_check_placeable` for the workflow book (its task runs)."""
+        self._check_placeable(st, need, now)
+
+    def _check_placeable(self, st: TaskState, need: Need, now: int) -> None:
+        """Flag ``st`` (and alert once) when no live executor could ever run an attempt needing
+        ``need``; clear the flag when one could."""
+        fits = any(
+            rec.alive and could_ever_fit(need, rec.cpu, rec.memory_mb, rec.labels)
+            for rec in self.executors.values()
+        )
+        if fits:
+            if st.unplaceable:
+                st.unplaceable = ""
+                self.unplaceable.discard(st.spec.name)
+                self.put_task(st)
+            return
+        if st.unplaceable:
+            return
+        live = sum(1 for rec in self.executors.values() if rec.alive)
+        st.unplaceable = f"needs {need.text()}: none of the {live} live executors could ever run it"
+        self.unplaceable.add(st.spec.name)
+        self.put_task(st)
+        workflow = wf_mod.split_internal(st.spec.name)[0] if wf_mod.is_internal(st.spec.name) else ""
+        self.raise_alert(
+            alerts_mod.UNPLACEABLE,
+            f"task {st.spec.name} is unplaceable: {st.unplaceable}; its attempts wait for a fitting executor",
+            now,
+            task=st.spec.name,
+            workflow=workflow,
+            owner=st.spec.owner,
+            namespace=st.spec.namespace,
+        )
+
+    def _release_held(self, task: str, now: int, effects: list[Effect]) -> None:
+        """overlap=buffer_one: the task's running run finished; its buffered run may start."""
+        st = self.tasks.get(task)
+        if st is None or not st.held_run:
+            return
+        run = self.active_run(st.held_run)
+        st.held_run = ""
+        self.put_task(st)
+        if run is None:
+            return
+        run.held = False
+        note(run, "released", now, reason="the run it waited for finished (overlap=buffer_one)")
+        data = run.SerializeToString(deterministic=True)
+        self.active[run.run_id] = data
+        self.store.put(keys.run_key_for_id(run.run_id), data)
+        effects.extend(self._attempt_ready(run, shard, run.epoch) for shard in run.shards)
+
     def _new_run(
-        self, st: TaskState, nominal: int, now: int, epoch: int, manual_seq: int = 0
+        self, st: TaskState, nominal: int, now: int, epoch: int, manual_seq: int = 0, hold: bool = False
     ) -> tuple[str, bytes, tuple[Effect, ...]]:
         """Create a run; returns ``(run_id, serialized run, dispatch effects)``.
 
@@ -563,6 +714,7 @@ class SchedulerState:
             timeline=[
                 pb.TimelineEntry(event="created", at_ms=now, reason="manual" if manual_seq else "fire")
             ],
+            held=hold,
         ).SerializeToString(deterministic=True)
         self.active[run_id] = data
         self.active_per_task[name] = self.active_per_task.get(name, 0) + 1
@@ -570,6 +722,18 @@ class SchedulerState:
         st.runs_total += 1
         suffix = f"~m{manual_seq}" if manual_seq else ""
         self.store.put(keys.time_key(keys.RUN, name, nominal, suffix), data)
+        if self.unplaceable or st.spec.resource_cpu or st.spec.resource_memory_mb or st.spec.selector:
+            need = self._needs.get((name, st.version))
+            if need is None:
+                s = st.spec
+                need = self._needs[(name, st.version)] = need_of(
+                    s.resource_cpu, s.resource_memory_mb, dict(s.selector)
+                )
+            if need.declared or st.unplaceable:
+                self._check_placeable(st, need, now)
+        if hold:
+            st.held_run = run_id
+            return run_id, data, ()
         if shards == 1:
             return run_id, data, (AttemptReady(run_id, name, nominal, 0, 1, epoch),)
         return run_id, data, tuple(AttemptReady(run_id, name, nominal, i, 1, epoch) for i in range(shards))
@@ -600,7 +764,8 @@ class SchedulerState:
                 continue
             exclude = st.spec.exclude
             for fire in tf.fires:
-                outcome, reason, run_id, calendar = fire.outcome, fire.reason, "", ""
+                outcome: int = fire.outcome
+                reason, run_id, calendar = fire.reason, "", ""
                 if not st.enabled:
                     outcome, reason = pb.SKIPPED_DISABLED, "task disabled when the fire was committed"
                 elif (
@@ -611,14 +776,17 @@ class SchedulerState:
                     # Decided here from the nominal time and the replicated calendar (its zone's
                     # offsets travel with it), so every replica skips the same fires.
                     outcome, reason, calendar = pb.SKIPPED_CALENDAR, cal.why(fire.nominal_ms), cal.name
-                elif outcome == pb.FIRED and st.spec.overlap == Overlap.SKIP and st.active_runs > 0:
-                    outcome, reason = pb.SKIPPED_OVERLAP, "an earlier run was still unfinished (overlap=skip)"
+                elif outcome == pb.FIRED and st.active_runs > 0 and st.spec.overlap != Overlap.ALLOW:
+                    outcome, reason = self._overlap(st, now, cmd.epoch, effects)
                 if outcome == pb.FIRED:
                     if st.spec.handler == "workflow" and st.spec.name.endswith(wf_mod.SEP):
                         run_id = self.wf.start_scheduled(st, fire.nominal_ms, now, cmd.epoch, effects)
                     else:
-                        run_id, _, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch)
+                        hold = reason == _BUFFERED
+                        run_id, _, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch, hold=hold)
                         effects.extend(run_effects)
+                        if hold:
+                            reason = f"buffered behind the running run (overlap=buffer_one): {run_id} waits"
                     fired += 1
                 self._account(st, fire, outcome, reason, run_id, now, cmd.epoch, calendar)
                 accounted += 1
@@ -774,6 +942,7 @@ class SchedulerState:
         epoch: int,
         effects: list[Effect],
     ) -> None:
+        self.usage.release((run.run_id, shard.shard))
         self.release_holds(run, shard)
         st = self.tasks.get(run.task)
         max_retries = st.spec.max_retries if st is not None else 0
@@ -825,6 +994,8 @@ class SchedulerState:
             self.finish_run(run, now)
             if run.workflow_run:
                 self.wf.task_run_finished(run, now, epoch, effects)
+            elif st is not None and st.held_run and st.held_run != run.run_id:
+                self._release_held(run.task, now, effects)
             return
         if run.state == pb.PENDING and any(s.state != pb.PENDING for s in run.shards):
             run.state = pb.RUNNING
@@ -849,6 +1020,8 @@ class SchedulerState:
             owner, namespace = (done.spec.owner, done.spec.namespace) if done is not None else ("", "")
             self.tally.run_finished(_RUN_STATE_NAMES.get(run.state, "unknown"), owner, namespace, run.task)
         del self.active[run.run_id]
+        for shard in run.shards:
+            self.usage.release((run.run_id, shard.shard))
         left = self.active_per_task[run.task] - 1
         if left:
             self.active_per_task[run.task] = left
@@ -965,6 +1138,7 @@ class SchedulerState:
             raise InvalidSpec("executor.slots", f"{body.slots} out of range (1-{MAX_EXECUTOR_SLOTS})")
         if len(body.labels) > 32 or any(len(k) > 128 or len(v) > 128 for k, v in body.labels.items()):
             raise InvalidSpec("executor.labels", "at most 32 labels, keys and values at most 128 characters")
+        validate_capacity(body.cpu, body.memory_mb)
         old = self.executors.get(body.name)
         if old is not None and body.principal and self._bound_elsewhere(old, body.principal, now):
             # The name is bound to the identity that first registered it (auth on).
@@ -980,6 +1154,8 @@ class SchedulerState:
             joined_ms=now,
             principal=body.principal or (old.principal if old is not None else ""),
             namespaces=sorted(body.namespaces),
+            cpu=body.cpu,
+            memory_mb=body.memory_mb,
         )
         if old is not None and old.alive and old.draining:
             # Registering again (a reconnect after a leader change) does not undo a drain; a
@@ -987,6 +1163,21 @@ class SchedulerState:
             rec.draining, rec.draining_ms, rec.draining_reason = True, old.draining_ms, old.draining_reason
         self.executors[body.name] = rec
         self.store.put(keys.executor_key(body.name), rec.SerializeToString(deterministic=True))
+        for name in sorted(self.unplaceable):  # a fitting executor clears the flag
+            st = self.tasks.get(name)
+            if st is None:
+                self.unplaceable.discard(name)
+                continue
+            s = st.spec
+            if could_ever_fit(
+                need_of(s.resource_cpu, s.resource_memory_mb, dict(s.selector)),
+                rec.cpu,
+                rec.memory_mb,
+                rec.labels,
+            ):
+                st.unplaceable = ""
+                self.unplaceable.discard(name)
+                self.put_task(st)
         return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
 
     def _bound_elsewhere(self, old: pb.ExecutorRecord, principal: str, now: int) -> bool:
@@ -1092,9 +1283,22 @@ class SchedulerState:
                 or shard.not_before_ms > cmd.now_ms  # a retry never starts before its backoff ends
                 or executor is None
                 or not executor.alive
+                or run.held
                 or executor.draining  # drained after the leader chose it: the attempt waits on
             ):
                 refused += 1
+                continue
+            res_need = self.need_for_run(run)
+            key = (a.run_id, a.shard)
+            if not fits_now(
+                res_need,
+                executor.slots,
+                executor.cpu,
+                executor.memory_mb,
+                executor.labels,
+                self.usage.used(a.executor),
+            ):
+                refused += 1  # it would over-commit the executor's slots, cpu or memory
                 continue
             st = self.tasks.get(run.task)
             need = policy.need(st.spec.owner, st.spec.namespace, st.spec.locks) if st is not None else None
@@ -1115,6 +1319,7 @@ class SchedulerState:
                 shard.waiting = ""
                 shard.waiting_since_ms = 0
                 policy.forget_wait(a.run_id, a.shard)
+            self.usage.take(key, a.executor, res_need)
             shard.state = pb.RUNNING
             shard.executor = a.executor
             shard.assigned_ms = now

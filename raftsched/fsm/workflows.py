@@ -30,6 +30,7 @@ from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskStat
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
 from raftsched.model import Runner, TaskSpec, validate_name, validate_params
+from raftsched.sharding.placement import Need
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
@@ -134,6 +135,14 @@ class TaskHost(Protocol):
 
     def next_sequence(self) -> int:
         """The next value of the replicated sequence that makes manual run ids unique."""
+        ...
+
+    def need_for_run(self, run: pb.Run) -> Need:
+        """What each attempt of ``run`` holds on its executor besides its slot."""
+        ...
+
+    def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
+        """Flag ``st`` unplaceable (and alert once) if no live executor could ever fit ``need``."""
         ...
 
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
@@ -910,6 +919,8 @@ class WorkflowBook:
         )
         data = run.SerializeToString(deterministic=True)
         self.host.add_run(st, run_id, data)
+        if tspec.resource_cpu or tspec.resource_memory_mb or tspec.selector or st.unplaceable:
+            self.host.check_placeable(st, self.host.need_for_run(run), now)
         share = wf.backfill_share if wr.backfill_id else 0
         for i in range(tspec.shards or 1):
             effects.append(AttemptReady(run_id, name, now, i, 1, epoch, 0, share))

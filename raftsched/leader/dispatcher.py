@@ -39,6 +39,7 @@ from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order
 from raftsched.model import Lock, execution_id
+from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, fits_now
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
@@ -79,6 +80,9 @@ class Lease:
     # heartbeat lists it as started; None when unknown (re-sent after a takeover). Only False
     # makes a loss "unstarted" (not a try); True never goes back.
     started: bool | None = None
+    # Re-leased by a new leader that has not heard of it yet: whether it still runs is unknown
+    # until its executor lists it in a heartbeat, reports it, or the lease expires.
+    unconfirmed: bool = False
 
 
 @dataclass(slots=True)
@@ -87,6 +91,8 @@ class _Waiting:
     order: StartOrder  # its place in the executor's queue (raftsched.leader.queue)
     owner: str = ""  # the ring's executor for this shard (cached; recomputed when the ring changes)
     reserved_for: str = ""  # an AssignAttempts naming this executor is in flight
+    need: Need = NO_NEED  # cpu, memory and labels it needs (NO_NEED: slots only, owner first)
+    candidates: tuple[str, ...] = ()  # for a declared need: executors in ring order it may use
     task_owner: str = ""  # the task's owner, namespace and locks (quota and lock checks)
     namespace: str = ""
     locks: tuple[Lock, ...] = ()
@@ -123,6 +129,14 @@ class Dispatcher:
     # Executors that may only receive work of some namespaces (their token's, auth on); the
     # others take any task. Empty in a cluster without auth, so placement pays nothing for it.
     restricted: dict[str, frozenset[str]] = field(default_factory=dict)
+    # Waiting attempts that declare cpu, memory or labels, in arrival order: they walk the ring
+    # to the first executor with room, so they are kept apart from the per-owner queues.
+    sized: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
+    # cpu and memory held per executor by leased and reserved attempts (slots are in `used`).
+    held: ExecutorUsage = field(default_factory=ExecutorUsage)
+    # Tasks with attempts whose state a new leader does not know yet (see Lease.unconfirmed):
+    # their fires wait (overlap_unknown) instead of being decided on stale state.
+    unknown_tasks: dict[str, int] = field(default_factory=dict)
     # Executors whose dispatch stream closed: declared dead at this time unless they reopen one.
     stream_gone: dict[str, int] = field(default_factory=dict)
 
@@ -145,6 +159,30 @@ class Dispatcher:
                 self._wait(eff)
             else:
                 self._lease_and_send(eff, grace, None)  # the old leader may have sent it
+                lease = self.leases.get(execution_id(eff.run_id, eff.shard, eff.attempt))
+                if lease is not None and not lease.unconfirmed:
+                    lease.unconfirmed = True
+                    self.unknown_tasks[lease.task] = self.unknown_tasks.get(lease.task, 0) + 1
+
+    def overlap_unknown(self, task: str, epoch: int = 0) -> bool:
+        """Whether an attempt of ``task`` was running when this node took over and its executor
+        has not told it since whether it still runs: until it does (or the lease expires, which
+        bounds the wait), an overlap decision for a new fire would rest on stale state.
+
+        With ``epoch`` (the leader driver's), also True while this dispatcher has not taken over
+        for that epoch yet (it learns of the barrier on another thread). Any thread may ask."""
+        if epoch and (not self.leading or self.epoch != epoch):
+            return True
+        return task in self.unknown_tasks
+
+    def _confirm(self, lease: Lease) -> None:
+        if lease.unconfirmed:
+            lease.unconfirmed = False
+            left = self.unknown_tasks.get(lease.task, 0) - 1
+            if left > 0:
+                self.unknown_tasks[lease.task] = left
+            else:
+                self.unknown_tasks.pop(lease.task, None)
 
     def step_down(self) -> None:
         self.leading = False
@@ -158,6 +196,9 @@ class Dispatcher:
         self.stream_gone.clear()
         self.backfill_busy.clear()
         self.backfill_waiting = 0
+        self.sized.clear()
+        self.held.clear()
+        self.unknown_tasks.clear()
         self.reserved.clear()
 
     def _rebuild_ring(self) -> None:
@@ -171,6 +212,9 @@ class Dispatcher:
         }
         self.queues.clear()
         for key, w in self.waiting.items():
+            if w.need is not NO_NEED:
+                w.candidates = self._candidates(w.ready.task, w.ready.shard)
+                continue
             w.owner = self._owner(w.ready.task, w.ready.shard)
             self._queue(w.owner).add(key, w)
 
@@ -179,6 +223,14 @@ class Dispatcher:
         if queue is None:
             queue = self.queues[executor] = WaitQueue()
         return queue
+
+    def _candidates(self, task: str, shard: int) -> tuple[str, ...]:
+        """Ring order from the shard's position, without executors barred from the namespace."""
+        names = self.ring.candidates(task, shard)
+        if self.restricted:
+            namespace = self.state.task_namespace(task)
+            names = [n for n in names if (a := self.restricted.get(n)) is None or namespace in a]
+        return tuple(names)
 
     def _owner(self, task: str, shard: int) -> str:
         """The ring's executor for this shard, skipping executors not allowed the task's
@@ -208,16 +260,26 @@ class Dispatcher:
         if spec is not None:
             w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
         self.waiting[key] = w
-        self._queue(w.owner).add(key, w)
+        need = self.state.need_hint(ready.task, ready.run_id)
+        if need is not NO_NEED:
+            # Declared cpu, memory or labels: it walks the ring instead of waiting for its owner.
+            w.need, w.candidates, w.owner = need, self._candidates(ready.task, ready.shard), ""
+            self.sized[key] = w
+        else:
+            self._queue(w.owner).add(key, w)
         if ready.backfill_share:
             self.backfill_waiting += 1
 
     def _unwait(self, key: tuple[str, int]) -> None:
         w = self.waiting.pop(key, None)
         if w is not None:
-            queue = self.queues.get(w.owner)
-            if queue is not None:
-                queue.remove(key)
+            if w.need is not NO_NEED:
+                del self.sized[key]
+                self.held.release(key)
+            else:
+                queue = self.queues.get(w.owner)
+                if queue is not None:
+                    queue.remove(key)
             if w.ready.backfill_share:
                 self.backfill_waiting -= 1
             if w.reserved_for:
@@ -229,6 +291,8 @@ class Dispatcher:
         lease = self.leases.pop(exec_id, None)
         if lease is not None:
             self._use(lease.executor, -1)
+            self.held.release((lease.run_id, lease.shard))
+            self._confirm(lease)
             self.backfill_busy.discard((lease.run_id, lease.shard))
         return lease
 
@@ -261,6 +325,8 @@ class Dispatcher:
                         if lease.executor == eff.name:
                             del self.leases[exec_id]
                             self.backfill_busy.discard((lease.run_id, lease.shard))
+                            self.held.release((lease.run_id, lease.shard))
+                            self._confirm(lease)
                     self.used.pop(eff.name, None)
 
     def _cancel(self, eff: RunCancelled) -> None:
@@ -284,6 +350,9 @@ class Dispatcher:
         old = self.leases.get(exec_id)
         if old is None:
             self._use(eff.executor, +1)
+            need = self.state.need_hint(eff.task, eff.run_id)
+            if need is not NO_NEED:
+                self.held.take((eff.run_id, eff.shard), eff.executor, need)
         elif old.started is not None:
             started = old.started  # a re-send: what the executor said of it still holds
         # Silence counts from the assignment, or from the end of the executor's takeover grace if
@@ -304,6 +373,7 @@ class Dispatcher:
             run is not None and run.backfill,
             (shard.assigned_ms if shard is not None else 0) or now_ms,
             started,
+            unconfirmed=old is not None and old.unconfirmed,
         )
         if run is not None and run.backfill:
             self.backfill_busy.add((eff.run_id, eff.shard))
@@ -382,6 +452,7 @@ class Dispatcher:
             lease = self.leases.get(exec_id)
             if lease is not None and lease.executor == executor:
                 lease.expires_ms = now_ms + self.settings.lease_ms
+                self._confirm(lease)  # it still runs: an overlap with it is real
                 if began is None or exec_id in began:
                     lease.started = True
                 elif lease.started is None:
@@ -510,6 +581,7 @@ class Dispatcher:
         cmd.assign_attempts.SetInParent()
         budget = self.settings.max_assign_per_command
         total_slots = sum(self.state.placeable_executors().values())
+        remaining = dict(free) if self.sized else free
         book = self.state.policy
         # Locks an earlier attempt (in start order) of this walk waits for: later ones wanting
         # them wait too, so a stream of shared holders cannot starve an exclusive waiter.
@@ -554,11 +626,63 @@ class Dispatcher:
                         break
                 if slots <= 0 or budget <= 0:
                     break
+            if self.sized:
+                remaining[owner] = slots
             if budget <= 0:
                 break
+        if self.sized and budget > 0:
+            self._place_sized(now_ms, remaining, total_slots, budget, cmd)
         if cmd.assign_attempts.assignments or waits:
             return codec.encode_command(cmd)
         return None
+
+    def _place_sized(
+        self, now_ms: int, free: dict[str, int], total_slots: int, budget: int, cmd: logpb.Command
+    ) -> None:
+        """Attempts with a declared need, oldest first: each goes to the first executor in ring
+        order from its shard's position that has a free slot and the cpu, memory and labels it
+        needs now (the check the state machine repeats at apply); none has room: it waits."""
+        if not any(count > 0 for count in free.values()):
+            return
+        executors = self.state.executors
+        book = self.state.policy
+        for w in sorted(self.sized.values(), key=lambda w: w.order):  # priority, then oldest
+            r = w.ready
+            key = (r.run_id, r.shard)
+            if w.reserved_for or r.not_before_ms > now_ms:
+                continue
+            policy = book.need(w.task_owner, w.namespace, w.locks) if book.quotas or w.locks else None
+            if policy is not None and book.check(policy, now_ms, self.reserved):
+                continue  # over quota or a lock is held: it waits (the state machine would refuse)
+            if r.backfill_share and len(self.backfill_busy) >= max(1, total_slots * r.backfill_share // 100):
+                continue
+            target = ""
+            for name in w.candidates:
+                if free.get(name, 0) <= 0:
+                    continue
+                rec = executors.get(name)
+                if rec is None or not rec.alive or rec.draining:
+                    continue
+                _, cpu, mem = self.held.used(name)
+                if fits_now(w.need, rec.slots, rec.cpu, rec.memory_mb, rec.labels, (0, cpu, mem)):
+                    target = name
+                    break
+            if not target:
+                continue
+            if r.backfill_share:
+                self.backfill_busy.add(key)
+            if policy is not None:
+                self.reserved.add(key, policy)
+            w.reserved_for = target
+            self._use(target, +1)
+            self.held.take(key, target, w.need)
+            free[target] -= 1
+            cmd.assign_attempts.assignments.add(
+                run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=target
+            )
+            budget -= 1
+            if budget <= 0:
+                return
 
     def release(self, data: bytes) -> None:
         """An AssignAttempts proposal failed or was refused: its attempts may be placed again."""
@@ -568,6 +692,7 @@ class Dispatcher:
             if w is not None and w.reserved_for == a.executor:
                 w.reserved_for = ""
                 self._use(a.executor, -1)
+                self.held.release((a.run_id, a.shard))
                 self.backfill_busy.discard((a.run_id, a.shard))
                 self.reserved.remove((a.run_id, a.shard))
                 # Refused: perhaps the task's owner or locks changed since it started waiting.

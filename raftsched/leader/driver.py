@@ -28,7 +28,7 @@ from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import leader_time
 from raftsched.logfields import leadership_fields
-from raftsched.model import CronTrigger
+from raftsched.model import CronTrigger, Overlap
 from raftsched.timing.cron import changed_meaning_warning
 from raftsched.timing.schedule import MisfireSettings, next_fire_after, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 # pysyncobj chunks entries above 64 KB, and chunked transmission has a known bug: stay below.
 MAX_ENTRY_BYTES = 60_000
+HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at again this often
 
 
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
@@ -120,6 +121,11 @@ class LeaderDriver:
         self.planning_errors = 0
         self.cron_warnings: list[str] = []  # tasks whose stored cron expression changed meaning
         self._rearm: list[pb.TaskFires] = []  # their next fire by the new meaning, to propose
+        # ``hold_fires(task, epoch)``: True while the dispatcher of this leader (``epoch``) does
+        # not yet know whether the task's unfinished runs still run (a takeover: their results
+        # may be on the way). A fire of such a task with an overlap policy waits instead of being
+        # decided on stale state (it would be skipped as overlapping a run that had finished).
+        self.hold_fires: Callable[[str, int], bool] | None = None
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -228,6 +234,7 @@ class LeaderDriver:
                 in_flight.add(rearm.task)
             self._rearm = []
         grace = self.misfire.grace_ms
+        hold = self.hold_fires
         fires = 0
         while due and (not max_fires or fires < max_fires):
             name = due.popleft()
@@ -237,6 +244,14 @@ class LeaderDriver:
             if planning is None:
                 continue
             spec, version, _watermark, next_fire = planning
+            if (
+                hold is not None
+                and spec.overlap != Overlap.ALLOW
+                and name in state.active_per_task
+                and hold(name, self.epoch)
+            ):
+                wheel.insert(name, now + HOLD_RECHECK_MS)
+                continue
             try:
                 following = single_on_time_fire(spec.trigger, next_fire, now, grace)
                 if following is not None:

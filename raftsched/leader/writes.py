@@ -27,12 +27,20 @@ from raftsched.workflow.validate import validate_workflow
 
 
 def executor_join(
-    name: str, slots: int, labels: Mapping[str, str], *, now_ms: int, epoch: int, origin: str
+    name: str,
+    slots: int,
+    labels: Mapping[str, str],
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    cpu: float = 0.0,
+    memory_mb: int = 0,
 ) -> bytes:
-    """An executor registers (or registers again) with its slots and labels; the caller has
-    validated ``name`` and ``slots``."""
+    """An executor registers (or registers again) with its slots, labels and capacity; the caller
+    has validated ``name`` and ``slots``."""
     cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
-    set_executor_join(cmd, name, slots, labels)
+    set_executor_join(cmd, name, slots, labels, cpu=cpu, memory_mb=memory_mb)
     return codec.encode_command(cmd)
 
 
@@ -43,12 +51,17 @@ def set_executor_join(
     labels: Mapping[str, str],
     principal: str = "",
     namespaces: Sequence[str] = (),
+    cpu: float = 0.0,
+    memory_mb: int = 0,
 ) -> None:
     """Make ``cmd`` an executor join; ``principal`` (auth on) binds the name to it, and the
-    executor receives work of ``namespaces`` only (empty: every namespace)."""
+    executor receives work of ``namespaces`` only (empty: every namespace). ``cpu`` and
+    ``memory_mb`` are its capacity for tasks' declared needs (0: not declared)."""
     cmd.executor_join.name = name
     cmd.executor_join.slots = slots
     cmd.executor_join.labels.update(labels)
+    cmd.executor_join.cpu = cpu
+    cmd.executor_join.memory_mb = memory_mb
     if principal:
         cmd.executor_join.principal = principal
         cmd.executor_join.namespaces.extend(namespaces)

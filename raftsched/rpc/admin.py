@@ -884,8 +884,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.ListExecutorsReply:
         live = self._live_executors()
         reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
-        for rec, used in self.node.state.executor_usage(include_left=request.include_left):
-            reply.executors.append(_executor_info(rec, used, live))
+        state = self.node.state
+        for rec, used in state.executor_usage(include_left=request.include_left):
+            with state.lock:
+                held = state.usage.used(rec.name)
+            reply.executors.append(_executor_info(rec, used, live, held))
         return reply
 
     @rpc
@@ -945,8 +948,12 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
 
 def _executor_info(
-    rec: logpb.ExecutorRecord, used: int, live: dict[str, tuple[int, str]] | None
+    rec: logpb.ExecutorRecord,
+    used: int,
+    live: dict[str, tuple[int, str]] | None,
+    held: tuple[int, float, int] = (0, 0.0, 0),
 ) -> pb.ExecutorInfo:
+    """``held``: slots, declared cpu and memory its running attempts hold (the state's usage)."""
     beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
     if not rec.alive:
         state = pb.EXECUTOR_LEFT
@@ -967,4 +974,8 @@ def _executor_info(
         address=peer,
         draining_ms=rec.draining_ms if rec.alive else 0,
         draining_reason=rec.draining_reason if rec.alive else "",
+        cpu=rec.cpu,
+        memory_mb=rec.memory_mb,
+        cpu_used=held[1],
+        memory_used_mb=held[2],
     )

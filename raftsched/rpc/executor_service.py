@@ -25,6 +25,7 @@ from raftsched.logfields import attempt_fields, leadership_fields, run_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz
+from raftsched.sharding.placement import validate_capacity
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -250,6 +251,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         validate_name(request.name, "executor.name")
         if not 1 <= request.slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{request.slots} out of range (1-10000)")
+        validate_capacity(request.cpu, request.memory_mb)
         cmd = self.hub.leader_command()
         if authz.auth_on():
             # The name is bound to the registering principal (refused by apply if another
@@ -262,12 +264,16 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                 request.labels,
                 principal=who.principal.id,
                 namespaces=sorted(who.principal.namespaces),
+                cpu=request.cpu,
+                memory_mb=request.memory_mb,
             )
             cmd.audit.principal = who.principal.id
             cmd.audit.rpc = who.method
             cmd.audit.target = request.name
         else:
-            writes.set_executor_join(cmd, request.name, request.slots, request.labels)
+            writes.set_executor_join(
+                cmd, request.name, request.slots, request.labels, cpu=request.cpu, memory_mb=request.memory_mb
+            )
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         d = self.hub.dispatcher
         s = d.settings

@@ -51,6 +51,8 @@ MISFIRE_SKIP: _records_pb2.MisfirePolicy
 OVERLAP_UNSPECIFIED: _records_pb2.OverlapPolicy
 OVERLAP_SKIP: _records_pb2.OverlapPolicy
 OVERLAP_ALLOW: _records_pb2.OverlapPolicy
+OVERLAP_BUFFER_ONE: _records_pb2.OverlapPolicy
+OVERLAP_REPLACE: _records_pb2.OverlapPolicy
 OUTCOME_UNSPECIFIED: _records_pb2.FireOutcome
 FIRED: _records_pb2.FireOutcome
 COALESCED: _records_pb2.FireOutcome
@@ -217,7 +219,7 @@ class AttemptResult(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., success: _Optional[bool] = ..., error: _Optional[str] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[bool] = ..., retry_at_ms: _Optional[int] = ..., timed_out: _Optional[bool] = ..., duration_ms: _Optional[int] = ..., start_lateness_ms: _Optional[int] = ..., unstarted: _Optional[bool] = ...) -> None: ...
 
 class ExecutorJoin(_message.Message):
-    __slots__ = ("name", "slots", "labels", "principal", "namespaces")
+    __slots__ = ("name", "slots", "labels", "principal", "namespaces", "cpu", "memory_mb")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -230,12 +232,16 @@ class ExecutorJoin(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     labels: _containers.ScalarMap[str, str]
     principal: str
     namespaces: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ...) -> None: ...
+    cpu: float
+    memory_mb: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class ExecutorLeave(_message.Message):
     __slots__ = ("name", "reason", "dead", "retry_at_ms", "unstarted")
@@ -620,7 +626,7 @@ class CommandResult(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ..., quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ..., calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ...) -> None: ...
 
 class ExecutorRecord(_message.Message):
-    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "draining", "draining_ms", "draining_reason")
+    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "cpu", "memory_mb", "draining", "draining_ms", "draining_reason")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -637,6 +643,8 @@ class ExecutorRecord(_message.Message):
     LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     DRAINING_MS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -649,10 +657,12 @@ class ExecutorRecord(_message.Message):
     left_reason: str
     principal: str
     namespaces: _containers.RepeatedScalarFieldContainer[str]
+    cpu: float
+    memory_mb: int
     draining: bool
     draining_ms: int
     draining_reason: str
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., draining: _Optional[bool] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., draining: _Optional[bool] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ...) -> None: ...
 
 class TokenRecord(_message.Message):
     __slots__ = ("info", "salt", "hash", "scrypt_n", "scrypt_r", "scrypt_p")

@@ -52,6 +52,8 @@ MISFIRE_SKIP: _records_pb2.MisfirePolicy
 OVERLAP_UNSPECIFIED: _records_pb2.OverlapPolicy
 OVERLAP_SKIP: _records_pb2.OverlapPolicy
 OVERLAP_ALLOW: _records_pb2.OverlapPolicy
+OVERLAP_BUFFER_ONE: _records_pb2.OverlapPolicy
+OVERLAP_REPLACE: _records_pb2.OverlapPolicy
 OUTCOME_UNSPECIFIED: _records_pb2.FireOutcome
 FIRED: _records_pb2.FireOutcome
 COALESCED: _records_pb2.FireOutcome
@@ -801,7 +803,7 @@ class ListExecutorsRequest(_message.Message):
     def __init__(self, include_left: _Optional[bool] = ...) -> None: ...
 
 class ExecutorInfo(_message.Message):
-    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address", "draining_ms", "draining_reason")
+    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address", "cpu", "memory_mb", "cpu_used", "memory_used_mb", "draining_ms", "draining_reason")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -819,6 +821,10 @@ class ExecutorInfo(_message.Message):
     LEFT_REASON_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_MB_FIELD_NUMBER: _ClassVar[int]
     DRAINING_MS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_REASON_FIELD_NUMBER: _ClassVar[int]
     name: str
@@ -831,9 +837,13 @@ class ExecutorInfo(_message.Message):
     left_reason: str
     last_heartbeat_ms: int
     address: str
+    cpu: float
+    memory_mb: int
+    cpu_used: float
+    memory_used_mb: int
     draining_ms: int
     draining_reason: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., cpu_used: _Optional[float] = ..., memory_used_mb: _Optional[int] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ...) -> None: ...
 
 class DrainExecutorRequest(_message.Message):
     __slots__ = ("name", "reason", "idempotency_key")
@@ -944,7 +954,7 @@ class DeleteCalendarReply(_message.Message):
     def __init__(self) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("name", "slots", "labels")
+    __slots__ = ("name", "slots", "labels", "cpu", "memory_mb")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -955,10 +965,14 @@ class RegisterRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    cpu: float
+    memory_mb: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("epoch", "lease_ms", "heartbeat_ms")

@@ -19,6 +19,8 @@ class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OVERLAP_UNSPECIFIED: _ClassVar[OverlapPolicy]
     OVERLAP_SKIP: _ClassVar[OverlapPolicy]
     OVERLAP_ALLOW: _ClassVar[OverlapPolicy]
+    OVERLAP_BUFFER_ONE: _ClassVar[OverlapPolicy]
+    OVERLAP_REPLACE: _ClassVar[OverlapPolicy]
 
 class FireOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +80,8 @@ MISFIRE_SKIP: MisfirePolicy
 OVERLAP_UNSPECIFIED: OverlapPolicy
 OVERLAP_SKIP: OverlapPolicy
 OVERLAP_ALLOW: OverlapPolicy
+OVERLAP_BUFFER_ONE: OverlapPolicy
+OVERLAP_REPLACE: OverlapPolicy
 OUTCOME_UNSPECIFIED: FireOutcome
 FIRED: FireOutcome
 COALESCED: FireOutcome
@@ -152,7 +156,14 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +185,7 @@ class TaskSpec(_message.Message):
     RESOURCE_CPU_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
     name: str
     trigger: Trigger
     command: str
@@ -195,10 +207,11 @@ class TaskSpec(_message.Message):
     resource_cpu: float
     resource_memory_mb: int
     runner: str
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ...) -> None: ...
+    selector: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
-    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs")
+    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +224,8 @@ class TaskRecord(_message.Message):
     RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIRES_FIELD_NUMBER: _ClassVar[int]
     KEPT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    UNPLACEABLE_FIELD_NUMBER: _ClassVar[int]
+    HELD_RUN_FIELD_NUMBER: _ClassVar[int]
     spec: TaskSpec
     version: int
     enabled: bool
@@ -223,7 +238,9 @@ class TaskRecord(_message.Message):
     runs_total: int
     kept_fires: int
     kept_runs: int
-    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ...) -> None: ...
+    unplaceable: str
+    held_run: str
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ..., unplaceable: _Optional[str] = ..., held_run: _Optional[str] = ...) -> None: ...
 
 class FireRecord(_message.Message):
     __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count", "calendar")
@@ -292,7 +309,7 @@ class ShardAttempt(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ..., holds: _Optional[_Iterable[str]] = ..., waiting: _Optional[str] = ..., waiting_since_ms: _Optional[int] = ..., unstarted: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped")
+    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped", "held")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +334,7 @@ class Run(_message.Message):
     BACKFILL_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_DROPPED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     task: str
     nominal_ms: int
@@ -334,7 +352,8 @@ class Run(_message.Message):
     backfill: bool
     timeline: _containers.RepeatedCompositeFieldContainer[TimelineEntry]
     timeline_dropped: int
-    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ...) -> None: ...
+    held: bool
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ..., held: _Optional[bool] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("task", "condition")
@@ -345,8 +364,15 @@ class Dependency(_message.Message):
     def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
-    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner")
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector")
     class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -369,6 +395,7 @@ class WorkflowTaskSpec(_message.Message):
     RESOURCE_CPU_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
     name: str
     command: str
     handler: str
@@ -385,7 +412,8 @@ class WorkflowTaskSpec(_message.Message):
     resource_cpu: float
     resource_memory_mb: int
     runner: str
-    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ...) -> None: ...
+    selector: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
     __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude")

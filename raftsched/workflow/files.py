@@ -50,6 +50,7 @@ key                meaning                                                      
                    it holds all of them
 ``params``         mapping: task params (override the workflow's)
 ``env``            mapping of environment variable names to (templated) string values
+``selector``       mapping of executor labels the task needs (``{gpu: "true"}``)          none
 ``description``    free text
 ``runner``         ``shell`` (``/bin/sh -c``) | ``python`` (the executor's Python runs it:   ``shell``
                    a leading ``python`` word is replaced by it, else the command is a
@@ -135,6 +136,7 @@ TASK_KEYS = (
     "description",
     "runner",
     "resource",
+    "selector",
 )
 LOCK_KEYS = ("name", "mode")
 DEFAULT_PRIORITY = 5
@@ -580,6 +582,14 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter
                     text = conv.string(env_value, env_path, f"{at}.env.{name}{suffix}")
                     if text is not None:
                         task.env[name] = text
+        elif key == "selector":
+            if conv.mapping(value, path, label):
+                for name, name_line, label_value in value.entries or []:
+                    sel_path = f"{path}.{name}"
+                    conv.mark(sel_path, name_line)
+                    text = conv.string(label_value, sel_path, f"{at}.selector.{name}{suffix}")
+                    if text is not None:
+                        task.selector[name] = text
         elif key == "locks":
             _convert_locks(value, path, suffix, task, conv)
         else:  # depends_on

@@ -32,9 +32,10 @@ key                    meaning                                                  
 ``misfire``            ``latest`` | ``all`` | ``skip``                              ``latest``
 ``misfire_cap``        with ``all``: at most this many (0 = cluster default)        0
 ``misfire_window``     with ``all``: look back this far (0 = cluster default)       0
-``overlap``            ``skip`` | ``allow``                                         ``skip``
+``overlap``            ``skip`` | ``allow`` | ``buffer_one`` | ``replace``             ``skip``
 ``exclude``            list of calendar names                                      none
 ``resource``           ``{cpu: 1.0, memory: 1024}`` (MiB)                           none
+``selector``           executor labels it needs: ``{gpu: "true"}``                  none
 ``owner``              overrides the file's ``owner``
 ``namespace``          overrides the file's ``namespace``
 ``description``        free text
@@ -114,6 +115,7 @@ TASK_KEYS = (
     "overlap",
     "exclude",
     "resource",
+    "selector",
 )
 _ALIASES = {
     **{k: v for k, v in WORKFLOW_ALIASES.items() if v != "name"},
@@ -257,6 +259,14 @@ def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tupl
                 fields["exclude"] = tuple(names)
         elif key == "resource":
             _resource(value, path, label(key), fields, conv)
+        elif key == "selector" and conv.mapping(value, path, label(key)):
+            pairs = {}
+            for name, name_line, item in value.entries or []:
+                conv.mark(f"{path}.{name}", name_line)
+                text = conv.string(item, f"{path}.{name}", f"{label(key)}.{name}")
+                if text is not None:
+                    pairs[name] = text
+            fields["selector"] = tuple(sorted(pairs.items()))
         ok = ok and len(conv.problems) == before
     if tz is not None and cron_expr is None:
         conv.add(keys["timezone"][0], at, f"{label('timezone')}: a time zone applies to cron; give cron too")

@@ -45,6 +45,7 @@ from raftsched.model import (
     validate_exclude,
     validate_name,
     validate_resource,
+    validate_selector,
 )
 from raftsched.timing.cron import CronSchedule, validate_timezone
 from raftsched.v1 import raftsched_pb2 as pb
@@ -67,7 +68,8 @@ _MAX_CYCLE_SHOWN = 12
 _CONDITIONS = frozenset(pb.EdgeCondition.values())
 _RULES = frozenset(pb.TriggerRule.values())
 _MISFIRES = frozenset(pb.MisfirePolicy.values())
-_OVERLAPS = frozenset(pb.OverlapPolicy.values())
+# Workflow runs take skip or allow: buffer_one and replace are task policies.
+_OVERLAPS = frozenset({pb.OVERLAP_UNSPECIFIED, pb.OVERLAP_SKIP, pb.OVERLAP_ALLOW})
 
 
 class _Problems:
@@ -287,6 +289,10 @@ def _check_task(
         problems.add(f"{at}.runner", "runner python runs a command; a handler is already Python")
     if task.trigger_rule not in _RULES:
         problems.add(f"{at}.trigger_rule", f"unknown trigger rule {task.trigger_rule} (use all or any)")
+    try:
+        validate_selector(dict(task.selector), f"{at}.selector")
+    except InvalidSpec as exc:
+        problems.add(exc.field, exc.reason)
 
     defined = workflow_params | task_params
     # Only text within its limits is parsed as a template: an oversized value is one problem,

@@ -39,9 +39,10 @@ from raftsched.v1 import log_pb2 as pb
 #      BeginMemberChange, EndMemberChange; ExecutorRecord.draining*; Meta.state_format;
 #      Run.timeline; remembered idempotency keys with request fingerprints; calendars; the
 #      scheduler-node membership; SetQuota, DeleteQuota, task locks and the reasons attempts wait
-#      (AssignAttempts.waits). A format-1 node checks no format at all, so a cluster moves from
-#      1 to 2 by a full restart, not a rolling upgrade (README, Upgrades); the stamps protect the
-#      upgrades after this one.
+#      (AssignAttempts.waits); executor cpu/memory, task resources and selectors, the
+#      buffer_one and replace overlap policies, held runs. A format-1 node checks no format at
+#      all, so a cluster moves from 1 to 2 by a full restart, not a rolling upgrade (README,
+#      Upgrades); the stamps protect the upgrades after this one.
 COMMAND_FORMAT = 2
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in

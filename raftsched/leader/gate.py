@@ -115,7 +115,8 @@ class LeaderGate:
 
     def require_leading(self) -> None:
         """Raise :class:`NotLeader` (with the leader's address when known) unless this node is
-        leading and ready: a read that must not be stale is answered by the leader only."""
+        leading and ready (:class:`Unavailable` while it is elected but not ready yet): a read
+        that must not be stale is answered by the leader only."""
         if not self.leading_and_ready():
             raise self._not_leader()
 
@@ -127,9 +128,9 @@ class LeaderGate:
         """The stamp for a client write, if this node is leading and ready.
 
         Raises :class:`NotLeader` (with the leader's address when known) if Raft or the driver
-        says another node leads or the barrier is not applied yet, and :class:`Unavailable` if
-        Raft moved to a new term the driver has not caught up with: a stamp now would carry a
-        stale epoch. Either way nothing was proposed; the caller may retry.
+        says another node leads, :class:`Unavailable` if this node is elected but its barrier is
+        not applied yet, or if Raft moved to a new term the driver has not caught up with: a
+        stamp now would carry a stale epoch. Either way nothing was proposed; the caller may retry.
         """
         c = self._consensus()
         d = self._driver
@@ -152,7 +153,12 @@ class LeaderGate:
         if verdict == "no":
             raise self._not_leader()
 
-    def _not_leader(self) -> NotLeader:
+    def _not_leader(self) -> NotLeader | Unavailable:
+        c = self._consensus()
+        if c is not None and c.is_leader():
+            # Elected, but the driver has not applied its first entry (the barrier) yet: saying
+            # "not the leader; the leader is at <this node>" would send the caller back here.
+            return Unavailable(f"{self.node_id} is taking over as leader; retry shortly")
         leader = self._leader_address() or ""
         where = f"; the leader is at {leader}" if leader else "; no leader is elected yet, retry shortly"
         return NotLeader(f"{self.node_id} is not the leader{where}", leader or None)

@@ -5,6 +5,8 @@ INVALID_ARGUMENT / NOT_FOUND, with a bounded message and nothing logged as an er
 
 from __future__ import annotations
 
+import time
+
 import grpc
 
 from raftsched import codec
@@ -17,19 +19,26 @@ from tests.integration.helpers import now_ms, wait_time_passed
 
 
 def _raw(cluster: LocalCluster, method: str, data: bytes) -> grpc.RpcError:
-    """Send ``data`` as the request of Admin ``method`` to the leader, unparsed; the error it got."""
-    leader = cluster.wait_for_leader()
-    with grpc.insecure_channel(cluster.grpc_of(leader)) as channel:
-        call = channel.unary_unary(
-            f"/raftsched.v1.Admin/{method}",
-            request_serializer=lambda b: b,
-            response_deserializer=lambda b: b,
-        )
-        try:
-            call(data, timeout=10)
-        except grpc.RpcError as err:
-            return err
-    raise AssertionError(f"{method} accepted {data!r}")
+    """Send ``data`` as the request of Admin ``method`` to the leader, unparsed; the error it got
+    (asked again, for up to 30 s, while the leader is still taking over or has just changed)."""
+    deadline = time.monotonic() + 30
+    while True:
+        leader = cluster.wait_for_leader()
+        with grpc.insecure_channel(cluster.grpc_of(leader)) as channel:
+            call = channel.unary_unary(
+                f"/raftsched.v1.Admin/{method}",
+                request_serializer=lambda b: b,
+                response_deserializer=lambda b: b,
+            )
+            try:
+                call(data, timeout=10)
+            except grpc.RpcError as err:
+                transient = err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION)
+                if not transient or time.monotonic() > deadline:
+                    return err
+                time.sleep(0.1)  # polling for a ready leader, not synchronising with it
+                continue
+        raise AssertionError(f"{method} accepted {data!r}")
 
 
 def test_invalid_utf8_in_a_string_field_is_invalid_argument(cluster: LocalCluster) -> None:

@@ -157,7 +157,7 @@ def tokens(secured: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             wait_until(lambda: len(c.list_executors().executors) == 1, 30, 0.2, "the executor to join")
         yield out
     finally:
-        executor.terminate()
+        executor.kill()  # SIGTERM would drain first, for up to its 30 s grace
         executor.wait(10)
 
 

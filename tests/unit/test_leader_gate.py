@@ -90,8 +90,11 @@ def test_a_follower_refuses_with_the_leaders_address_when_known(f: Fixture) -> N
 def test_no_stamp_before_the_barrier_of_the_term_is_applied(f: Fixture) -> None:
     f.lead(ready=False)
     assert not f.gate.leading_and_ready()
-    with pytest.raises(NotLeader):
+    # Elected but not ready: "retry", not "not the leader; the leader is at <this node>".
+    with pytest.raises(Unavailable, match="a is taking over as leader"):
         f.gate.stamp()
+    with pytest.raises(Unavailable, match="a is taking over as leader"):
+        f.gate.require_leading()
 
 
 def test_a_term_the_driver_has_not_caught_up_with_is_unavailable_not_a_stale_stamp(f: Fixture) -> None:
@@ -129,10 +132,14 @@ def test_require_epoch_checks_a_component_that_follows_leadership_on_its_own(f: 
     f.gate.require_epoch(True, term)  # leads the term Raft is in
     with pytest.raises(Unavailable, match="changing leadership"):
         f.gate.require_epoch(True, term - 1)  # Raft moved on; the change is on its way
+    with pytest.raises(Unavailable, match="taking over"):
+        f.gate.require_epoch(False, 0)  # Raft elected this node; the component has not caught up
+    f.cluster.elect("b")
     f.leader_addr = LEADER_GRPC
     with pytest.raises(NotLeader) as refused:
         f.gate.require_epoch(False, 0)
     assert refused.value.leader == LEADER_GRPC
+    term = f.lead()
     f.cluster.step_down("a")
     with pytest.raises(Unavailable):
         f.gate.require_epoch(True, term)  # still leading, but Raft says follower

@@ -26,9 +26,6 @@ FAULT_KINDS = {
     "wipe",
     "skew",
     "partition",
-    "add-node",
-    "remove-node",
-    "replace",
 }
 
 

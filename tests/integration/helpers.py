@@ -3,6 +3,10 @@ those live in :mod:`tests.integration.checks`)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+from pathlib import Path
+
 from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.timing.clock import SystemClock
@@ -82,3 +86,45 @@ def chains_agree_after(cluster: LocalCluster, index: int) -> tuple[int, str]:
     """
     wait_all_applied(cluster, index + 1)
     return cluster.chains_agree()
+
+
+FAST_LEASES = (
+    "[scheduler]\nlease_ms = 1500\nheartbeat_ms = 300\nretry_backoff_ms = 200\nkill_grace_ms = 1000\n"
+)
+"""Short leases and heartbeats, so executor faults are detected within a couple of seconds."""
+
+
+class Fleet:
+    """A 3-node cluster with :data:`FAST_LEASES` under ``base`` and the executors a test starts;
+    commands append to :attr:`marker`, read back by :meth:`lines`."""
+
+    def __init__(self, base: Path) -> None:
+        self.cluster = LocalCluster.create(base, 3, extra_config=FAST_LEASES)
+        self.base = base
+        self.executors: dict[str, subprocess.Popen[bytes]] = {}
+        self.marker = base / "marker.log"
+
+    def start_executor(self, name: str, slots: int = 4, *extra: str) -> None:
+        self.executors[name] = self.cluster.start_executor(
+            name, slots, self.base / name, self.base / f"{name}.log", extra=extra
+        )
+
+    def kill_executor(self, name: str) -> None:
+        proc = self.executors[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def lines(self) -> list[list[str]]:
+        if not self.marker.exists():
+            return []
+        return [line.split() for line in self.marker.read_text().splitlines() if line.strip()]
+
+    def stop(self) -> None:
+        for proc in self.executors.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        self.cluster.stop()

@@ -5,7 +5,6 @@ tasks' commands append to, and with the runs the cluster records."""
 from __future__ import annotations
 
 import signal
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,48 +12,12 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, ManualTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.integration.helpers import Fleet
 
 pytestmark = pytest.mark.integration
-
-FAST_LEASES = (
-    "[scheduler]\nlease_ms = 1500\nheartbeat_ms = 300\nretry_backoff_ms = 200\nkill_grace_ms = 1000\n"
-)
-
-
-class Fleet:
-    def __init__(self, base: Path) -> None:
-        self.cluster = LocalCluster.create(base, 3, extra_config=FAST_LEASES)
-        self.base = base
-        self.executors: dict[str, subprocess.Popen[bytes]] = {}
-        self.marker = base / "marker.log"
-
-    def start_executor(self, name: str, slots: int = 4) -> None:
-        self.executors[name] = self.cluster.start_executor(
-            name, slots, self.base / name, self.base / f"{name}.log"
-        )
-
-    def kill_executor(self, name: str) -> None:
-        proc = self.executors[name]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-
-    def lines(self) -> list[list[str]]:
-        if not self.marker.exists():
-            return []
-        return [line.split() for line in self.marker.read_text().splitlines() if line.strip()]
-
-    def stop(self) -> None:
-        for proc in self.executors.values():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-        self.cluster.stop()
 
 
 @pytest.fixture

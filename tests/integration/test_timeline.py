@@ -13,7 +13,8 @@ from raftsched.client import Client
 from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
-from tests.integration.test_executors import Fleet, _executors_registered
+from tests.integration.helpers import Fleet
+from tests.integration.test_executors import _executors_registered
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 from raftsched.client import Client
 from raftsched.localcluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
-from tests.integration.test_executors import Fleet
+from tests.integration.helpers import Fleet
 
 pytestmark = pytest.mark.integration
 

@@ -203,6 +203,7 @@ class Node:
                 "(the config file only seeds a new cluster): %s",
                 mismatch,
             )
+        joining = self.joining and not self.state.membership.seeded
         self.raft_node = self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
@@ -221,11 +222,11 @@ class Node:
             on_store_failure=self._store_failed,
             dial_address=self.dial_address,
             cluster_view=self._cluster_view,
-        )
-        if self.joining and not self.state.membership.seeded:
-            # Not campaigning until the leader reaches it: this node's term would otherwise
+            # Joining: not campaigning until the leader reaches it, or this node's term would
             # climb while it waits and depose the leader when they connect.
-            self.raft_node.hold_elections(True, until_leader=True)
+            hold_until_leader=joining,
+        )
+        if joining:
             log.info(
                 "node %s joins an existing cluster: it waits for the leader (run `raftsched cluster "
                 "add-node %s ...` first if it is not a member yet)",

@@ -355,12 +355,16 @@ class _Raft(SyncObj):  # type: ignore[misc]
         enqueue: Callable[[int, bytes], None],
         *args: Any,
         guard: RaftPortGuard | None = None,
+        hold: Callable[[], bool] | None = None,
+        leader_heard: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> None:
+        # The hooks are in place before SyncObj.__init__ starts the tick thread.
         self._raftsched_enqueue = enqueue
         self._raftsched_guard = guard or RaftPortGuard("raft")
         self._raftsched_dial: Callable[[str], str] = lambda addr: addr
-        self._raftsched_hold: Callable[[], bool] = lambda: False
+        self._raftsched_hold: Callable[[], bool] = hold or (lambda: False)
+        self._raftsched_leader_heard: Callable[[], None] = leader_heard or (lambda: None)
         super().__init__(*args, transportClass=_GuardedTransport, **kwargs)
 
     def _SyncObj__connectedToAnyone(self) -> bool:
@@ -410,6 +414,12 @@ class _Raft(SyncObj):  # type: ignore[misc]
             if message["commit_index"] > own:
                 message = {**message, "commit_index": own}  # see the module docstring
         super()._SyncObj__onMessageReceived(node, message)
+        # The moment a leader is heard from counts, not whether one is known when the election
+        # timer next fires: a candidate's request_vote of a higher term clears pysyncobj's
+        # leader before then (see PySyncObjNode.hold_elections).
+        heard = isinstance(message, dict) and message.get("type") == "append_entries"
+        if heard and self._getLeader() is not None:
+            self._raftsched_leader_heard()
 
     # Plain (not replicated) methods: the adapter's way to pysyncobj's underscore-named API.
 
@@ -467,6 +477,7 @@ class PySyncObjNode:
         dial_address: Callable[[str], str] | None = None,
         cluster_view: Callable[[], list[str] | None] | None = None,
         bind_addr: str | None = None,
+        hold_until_leader: bool = False,
     ) -> None:
         if not secret or len(secret) < 16:
             raise ValueError("a cluster secret of at least 16 characters is required")
@@ -481,7 +492,9 @@ class PySyncObjNode:
         self._cluster_view = cluster_view or (lambda: None)
         self._holding = False  # campaigns held (see hold_elections)
         self._transfer_asked = False  # step_down wants a TimeoutNow sent (on the tick thread)
-        self._hold_until_leader = False  # held until a leader has been heard from (joining)
+        # Held until a leader has been heard from: a node joining an existing cluster (set
+        # before the tick thread starts, so a leader heard at once is not missed).
+        self._hold_until_leader = hold_until_leader
         self._on_leadership = on_leadership
         self._write_snapshot = write_snapshot
         self._load_snapshot = load_snapshot
@@ -531,10 +544,17 @@ class PySyncObjNode:
         self._failed: BaseException | None = None
         self._applier = Applier(apply_fn, on_tick, on_fatal=self._store_failed)
         self._applier.start()
-        self._raft = _Raft(self._applier.enqueue, self_addr, peers, conf, guard=self.port_guard)
+        self._raft = _Raft(
+            self._applier.enqueue,
+            self_addr,
+            peers,
+            conf,
+            guard=self.port_guard,
+            hold=self._campaigns_held,
+            leader_heard=self._leader_heard,
+        )
         if dial_address is not None:
             self._raft._raftsched_dial = dial_address
-        self._raft._raftsched_hold = self._campaigns_held
         try:
             self._raft.waitBinded()
         except SyncObjException:
@@ -631,13 +651,29 @@ class PySyncObjNode:
 
     def hold_elections(self, held: bool = True, until_leader: bool = False) -> None:
         """Stop (or resume) campaigning. ``until_leader``: hold only until a leader is heard
-        from (a node joining an existing cluster)."""
+        from (a node joining an existing cluster); from the first ``append_entries`` of a
+        leader on, this node campaigns like any member.
+
+        That moment has to be caught when it happens. Checking "is a leader known?" only when
+        the election timer fires (as this did first) misses it when the leader dies and another
+        follower's ``request_vote`` of a higher term arrives first: pysyncobj then forgets the
+        leader, the check finds none, and the hold never ends. If that follower's log is
+        shorter than this node's, this node refuses it its vote and never campaigns itself, and
+        the cluster has no leader at all (the CI chaos run: a replacement node, then a leader
+        SIGKILL just after the other follower restarted)."""
         self._holding = held and not until_leader
         self._hold_until_leader = held and until_leader
 
-    def _campaigns_held(self) -> bool:
-        if self._hold_until_leader and self._raft._getLeader() is not None:
+    def _leader_heard(self) -> None:
+        """Tick thread: an ``append_entries`` from a leader was just handled."""
+        if self._hold_until_leader:
             self._hold_until_leader = False
+            log.info("%s: heard from the leader; campaigns are no longer held", self.node_id)
+
+    def _campaigns_held(self) -> bool:
+        raft = getattr(self, "_raft", None)  # None while SyncObj.__init__ runs
+        if self._hold_until_leader and raft is not None and raft._getLeader() is not None:
+            self._leader_heard()
         return self._holding or self._hold_until_leader
 
     def step_down(self, timeout_s: float) -> str | None:

@@ -26,6 +26,9 @@ FAULT_KINDS = {
     "wipe",
     "skew",
     "partition",
+    "add-node",
+    "remove-node",
+    "replace",
 }
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
 from pysyncobj.node import TCPNode
-from pysyncobj.syncobj import _COMMAND_TYPE
+from pysyncobj.syncobj import _COMMAND_TYPE, SyncObj
 
-from raftsched.consensus.pysyncobj_node import _Raft
+from raftsched.consensus.pysyncobj_node import PySyncObjNode, _Raft
 
 
 def bare_raft() -> _Raft:
@@ -16,6 +17,7 @@ def bare_raft() -> _Raft:
     raft: _Raft = _Raft.__new__(_Raft)
     raft._raftsched_dial = lambda addr: {"127.0.0.2:7001": "127.0.0.1:9001"}.get(addr, addr)
     raft._raftsched_hold = lambda: False
+    raft._raftsched_leader_heard = lambda: None
     return raft
 
 
@@ -44,3 +46,58 @@ def test_held_campaigns_never_start_an_election() -> None:
     assert raft._SyncObj__connectedToAnyone()  # pysyncobj's own rule: connected to a peer
     raft._raftsched_hold = lambda: True
     assert not raft._SyncObj__connectedToAnyone()
+
+
+def _fake_on_message(self: SyncObj, node: TCPNode, message: dict[str, object]) -> None:
+    """pysyncobj's leader bookkeeping, as far as the hold depends on it: an append_entries names
+    its sender the leader; a request_vote of a higher term forgets the leader."""
+    if message["type"] == "append_entries":
+        self._SyncObj__raftLeader = node
+    elif message["type"] == "request_vote":
+        self._SyncObj__raftLeader = None
+
+
+def test_a_joining_node_campaigns_once_it_has_heard_a_leader_even_if_a_vote_request_forgot_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CI chaos run's liveness failure: the replacement node (joined, so campaigns held until
+    it hears a leader) followed the leader; the leader was SIGKILLed; the other follower, just
+    restarted and one entry behind, timed out first and asked for a vote of a higher term, which
+    made pysyncobj forget the leader. Checked only when the election timer fired, the hold then
+    never ended: the joined node refused the shorter log its vote and never campaigned itself."""
+    monkeypatch.setattr(SyncObj, "_SyncObj__onMessageReceived", _fake_on_message)
+    node: PySyncObjNode = PySyncObjNode.__new__(PySyncObjNode)
+    node.node_id = "n4"
+    node._holding = False
+    node.hold_elections(True, until_leader=True)
+    raft = bare_raft()
+    raft._SyncObj__raftLeader = None
+    raft._raftsched_hold = node._campaigns_held
+    raft._raftsched_leader_heard = node._leader_heard
+    raft._SyncObj__raftCommitIndex = 0
+    node._raft = raft
+    raft._SyncObj__connectedNodes = {TCPNode("127.0.0.1:9001")}
+    raft._SyncObj__otherNodes = {TCPNode("127.0.0.1:9001")}
+    assert not raft._SyncObj__connectedToAnyone()  # held: no leader heard yet
+
+    leader, other = TCPNode("127.0.0.1:9001"), TCPNode("127.0.0.1:9002")
+    raft._SyncObj__onMessageReceived(leader, {"type": "append_entries", "term": 7, "commit_index": 0})
+    raft._SyncObj__onMessageReceived(other, {"type": "request_vote", "term": 8})
+    assert raft._getLeader() is None  # pysyncobj forgot the leader...
+    assert raft._SyncObj__connectedToAnyone()  # ...and this node campaigns all the same
+
+
+def test_a_joining_node_that_hears_no_leader_stays_held() -> None:
+    node: PySyncObjNode = PySyncObjNode.__new__(PySyncObjNode)
+    node.node_id = "n4"
+    node._holding = False
+    node.hold_elections(True, until_leader=True)
+    raft = bare_raft()
+    raft._SyncObj__raftLeader = None
+    raft._raftsched_hold = node._campaigns_held
+    node._raft = raft
+    raft._SyncObj__connectedNodes = {TCPNode("127.0.0.1:9001")}
+    raft._SyncObj__otherNodes = {TCPNode("127.0.0.1:9001")}
+    assert not raft._SyncObj__connectedToAnyone()
+    raft._SyncObj__raftLeader = TCPNode("127.0.0.1:9001")  # known when the timer fires: released too
+    assert raft._SyncObj__connectedToAnyone()

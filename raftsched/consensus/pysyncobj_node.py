@@ -307,6 +307,22 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
             if node is not None and node in self._nodes:
                 conn._raftsched_node = str(node.address)
 
+    def send(self, node: Any, message: Any) -> bool:
+        """pysyncobj's send, except on a connection whose key exchange is not finished.
+
+        pysyncobj counts a dialled connection as open once TCP connects, before the peer's
+        session key has arrived, and sends a ``request_vote`` to every member (an election),
+        ``apply_command`` to the leader or ``timeout_now`` on it: without the key such a frame
+        goes out without the session key the peer now expects, and the peer drops the
+        connection as garbage ("an authenticated frame does not decode"), a peer's first
+        connection lost to its own election. Such a message is dropped here instead, as on a
+        link that is down (``False``, which pysyncobj treats as not sent); the handshake then
+        completes and the next message goes through."""
+        conn = self._connections.get(node)
+        if conn is not None and self._syncObj.encryptor and not conn.sendRandKey:
+            return False
+        return bool(super().send(node, message))
+
     def _onOutgoingConnected(self, conn: Any) -> None:
         conn._raftsched_authed = False
         conn._raftsched_dialled = True

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 
 import pytest
+from pysyncobj.tcp_connection import CONNECTION_STATE
 
 from raftsched.consensus.pysyncobj_node import (
     REFUSAL_LOG_EVERY_S,
     REFUSAL_SHOWN_S,
     RaftPortGuard,
     _bind_address,
+    _GuardedTransport,
     decode_status,
 )
 
@@ -64,3 +66,35 @@ def test_the_bind_address_is_the_configured_one() -> None:
     assert _bind_address("127.0.0.1:7001") == "127.0.0.1:7001"
     assert _bind_address("[::1]:7001") == "::1:7001"
     assert _bind_address("node-a.internal:7001") == "node-a.internal:7001"
+
+
+class _Conn:
+    """A connection as pysyncobj's transport sees it: TCP state and the peer's session key."""
+
+    def __init__(self, send_key: bytes | None) -> None:
+        self.state = CONNECTION_STATE.CONNECTED
+        self.sendRandKey = send_key
+        self.sent: list[object] = []
+
+    def send(self, message: object) -> None:
+        self.sent.append(message)
+
+
+def _transport(conn: _Conn) -> _GuardedTransport:
+    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
+    transport._syncObj = type("S", (), {"encryptor": object()})()
+    transport._connections = {"n2": conn}
+    transport._send_random_sleep_duration = 0
+    return transport
+
+
+def test_nothing_is_sent_on_a_dialled_connection_before_the_peer_sent_its_session_key() -> None:
+    """pysyncobj sends a candidate's request_vote on a connection TCP has just connected; without
+    the peer's session key the frame goes out unwrapped and the peer drops the connection
+    (seen at cluster start: "raft port refused ...: an authenticated frame does not decode")."""
+    handshaking = _Conn(send_key=None)
+    assert _transport(handshaking).send("n2", {"type": "request_vote", "term": 1}) is False
+    assert handshaking.sent == []  # dropped, as on a link that is down
+    ready = _Conn(send_key=b"k" * 32)
+    assert _transport(ready).send("n2", {"type": "request_vote", "term": 1}) is True
+    assert ready.sent == [{"type": "request_vote", "term": 1}]

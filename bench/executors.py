@@ -474,6 +474,14 @@ def analyse(
         "node_cpu_s_per_s": {k: round((cpu1[k] - cpu0[k]) / seconds, 2) for k in cpu0 if k not in names},
         "executor_cpu_s_per_s": {n: round(c / seconds, 2) for n, c in exec_cpu.items()},
         "leader_cpu_us_per_fire_committed": round(leader_cpu / max(fired, 1) * 1e6, 1),
+        # Every process of the run (3 nodes and the executors), per attempt started: what one
+        # attempt costs the whole deployment.
+        "follower_cpu_us_per_attempt": {
+            k: round((cpu1[k] - cpu0[k]) / max(started, 1) * 1e6, 1)
+            for k in cpu0
+            if k not in names and k != leader
+        },
+        "total_cpu_us_per_attempt": round(sum(cpu1[k] - cpu0[k] for k in cpu0) / max(started, 1) * 1e6, 1),
     }
     out["targets_met"] = {
         "attempts_per_s>=5000": started / seconds >= 5000,

@@ -405,6 +405,18 @@ class _Raft(SyncObj):  # type: ignore[misc]
             return request
         return [request[0], dial, TCPNode(dial)]
 
+    def _SyncObj__onBecomeLeader(self) -> None:
+        # pysyncobj keeps a snapshot transmission to a follower (an open file and an offset) when
+        # this node stops leading, and a later term of this node resumes it mid-file, while the
+        # follower has meanwhile begun another leader's transmission: it appends the rest of
+        # this one to that file, and the snapshot it loads is garbage (the CI chaos run: a
+        # joined node's install failed "not a raftsched LMDB store" after leadership went
+        # n3 -> n1 -> n3 during its catch-up). A new term starts every transmission afresh.
+        serializer = self._SyncObj__serializer
+        for node in list(self._SyncObj__otherNodes | self._SyncObj__readonlyNodes):
+            serializer.cancelTransmisstion(node)
+        super()._SyncObj__onBecomeLeader()
+
     def member_addresses(self) -> list[str]:
         """Every voter's address as this node dials it, self included (a copy; any thread)."""
         for _ in range(5):
@@ -472,6 +484,8 @@ class PySyncObjNode:
     same thread; ``on_leadership`` is called on pysyncobj's tick thread on every role change.
     ``write_snapshot(file)`` must write the store image at the current applied index;
     ``load_snapshot(path, offset)`` must replace the store with the image at ``offset``.
+    ``hold_until_leader``: a node joining an existing cluster, which does not campaign until a
+    leader's ``append_entries`` reaches it (see :meth:`hold_elections`).
     """
 
     def __init__(

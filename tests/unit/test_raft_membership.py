@@ -101,3 +101,17 @@ def test_a_joining_node_that_hears_no_leader_stays_held() -> None:
     assert not raft._SyncObj__connectedToAnyone()
     raft._SyncObj__raftLeader = TCPNode("127.0.0.1:9001")  # known when the timer fires: released too
     assert raft._SyncObj__connectedToAnyone()
+
+
+def test_a_new_term_starts_every_snapshot_transmission_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pysyncobj resumed a transmission begun in an earlier term of the same node mid-file, on
+    top of the file another leader had begun meanwhile: the follower loaded a garbage snapshot."""
+    cancelled: list[str] = []
+    became: list[bool] = []
+    monkeypatch.setattr(SyncObj, "_SyncObj__onBecomeLeader", lambda self: became.append(True))
+    raft = bare_raft()
+    raft._SyncObj__serializer = type("S", (), {"cancelTransmisstion": lambda self, n: cancelled.append(n)})()
+    raft._SyncObj__otherNodes = {"n2", "n3"}
+    raft._SyncObj__readonlyNodes = set()
+    raft._SyncObj__onBecomeLeader()
+    assert sorted(cancelled) == ["n2", "n3"] and became == [True]

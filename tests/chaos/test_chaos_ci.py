@@ -1,8 +1,9 @@
 """The CI-sized chaos run (issue 4): 3 real nodes, 2 real executors, per-second tasks (sharded,
 with retries and a timeout), at least 5 leader SIGKILLs and one of every other fault (process
 faults, a node replacement, clock skew, and a partition of the leader through the harness's TCP
-proxies), then the outside checker. One run (about 1.5-2.5 minutes on 2 shared cores) is shared by the tests below, each
-of which asserts one invariant, so a failure names the invariant and lists every violation.
+proxies), then the outside checker. One run (about 1.5-2.5 minutes on 2 shared cores) is shared
+by the tests below, each of which asserts one invariant, so a failure names the invariant and
+lists every violation.
 """
 
 from __future__ import annotations

@@ -267,6 +267,7 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         self._raftsched_guard: RaftPortGuard = syncObj._raftsched_guard
         self._raftsched_since: dict[Any, float] = {}
+        self._raftsched_dialled_at: dict[Any, float] = {}  # dialled, the peer's key not yet in
         super().__init__(syncObj, selfNode, otherNodes)
 
     def _guard(self, conn: Any, address: str, node: str | None) -> None:
@@ -326,14 +327,18 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
     def _onOutgoingConnected(self, conn: Any) -> None:
         conn._raftsched_authed = False
         conn._raftsched_dialled = True
+        if self._syncObj.encryptor:  # without one there is no key exchange to wait for
+            self._raftsched_dialled_at[conn] = time.monotonic()
         super()._onOutgoingConnected(conn)
 
     def _onOutgoingMessageReceived(self, conn: Any, message: Any) -> None:
         conn._raftsched_authed = True
+        self._raftsched_dialled_at.pop(conn, None)
         super()._onOutgoingMessageReceived(conn, message)
 
     def _onDisconnected(self, conn: Any) -> None:
         self._raftsched_since.pop(conn, None)
+        self._raftsched_dialled_at.pop(conn, None)
         node = getattr(conn, "_raftsched_node", None)
         if (
             node is not None
@@ -351,9 +356,11 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
 
     def _onTick(self) -> None:
         super()._onTick()
+        now = time.monotonic()
+        if self._raftsched_dialled_at:
+            self._expire_dialled_handshakes(now)
         if not self._raftsched_since:
             return
-        now = time.monotonic()
         for conn, since in list(self._raftsched_since.items()):
             if conn not in self._unknownConnections:
                 self._raftsched_since.pop(conn, None)
@@ -361,6 +368,21 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
                 self._raftsched_since.pop(conn, None)
                 self._unknownConnections.discard(conn)
                 conn._refuse(f"did not authenticate within {AUTH_TIMEOUT_S:g} s")
+
+    def _expire_dialled_handshakes(self, now: float) -> None:
+        """Close a dialled connection whose peer has not answered the handshake within
+        :data:`AUTH_TIMEOUT_S`; it is dialled again after ``connection_retry_time``.
+
+        pysyncobj checks a connection's timeout only when something arrives on it or is sent on
+        it, and :meth:`send` sends nothing before the key exchange: a peer that accepted the
+        connection and then went silent (a paused process, a proxy that holds a connection
+        open while its far side is unreachable) would keep this link dead for good."""
+        for conn, since in list(self._raftsched_dialled_at.items()):
+            if conn.sendRandKey or conn.state == CONNECTION_STATE.DISCONNECTED:
+                self._raftsched_dialled_at.pop(conn, None)
+            elif now - since > AUTH_TIMEOUT_S:
+                self._raftsched_dialled_at.pop(conn, None)
+                conn._refuse(f"no answer to the handshake within {AUTH_TIMEOUT_S:g} s")
 
 
 class _Raft(SyncObj):  # type: ignore[misc]

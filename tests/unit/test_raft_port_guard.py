@@ -8,6 +8,7 @@ import pytest
 from pysyncobj.tcp_connection import CONNECTION_STATE
 
 from raftsched.consensus.pysyncobj_node import (
+    AUTH_TIMEOUT_S,
     REFUSAL_LOG_EVERY_S,
     REFUSAL_SHOWN_S,
     RaftPortGuard,
@@ -98,3 +99,27 @@ def test_nothing_is_sent_on_a_dialled_connection_before_the_peer_sent_its_sessio
     ready = _Conn(send_key=b"k" * 32)
     assert _transport(ready).send("n2", {"type": "request_vote", "term": 1}) is True
     assert ready.sent == [{"type": "request_vote", "term": 1}]
+
+
+class _DialledConn(_Conn):
+    def __init__(self) -> None:
+        super().__init__(send_key=None)
+        self.refused: list[str] = []
+
+    def _refuse(self, why: str) -> None:
+        self.refused.append(why)
+        self.state = CONNECTION_STATE.DISCONNECTED
+
+
+def test_a_dialled_connection_whose_peer_never_answers_the_handshake_is_closed() -> None:
+    """Nothing is sent before the key exchange, so pysyncobj's own timeout (checked only when
+    something is sent or arrives) never fires on it: the transport closes it itself."""
+    silent, answered = _DialledConn(), _DialledConn()
+    transport = _transport(silent)
+    transport._raftsched_dialled_at = {silent: 100.0, answered: 100.0}
+    transport._expire_dialled_handshakes(100.0 + AUTH_TIMEOUT_S - 0.1)
+    assert silent.refused == [] and answered.refused == []
+    answered.sendRandKey = b"k" * 32  # its peer's key arrived
+    transport._expire_dialled_handshakes(100.0 + AUTH_TIMEOUT_S + 0.1)
+    assert silent.refused == [f"no answer to the handshake within {AUTH_TIMEOUT_S:g} s"]
+    assert answered.refused == [] and transport._raftsched_dialled_at == {}

@@ -154,6 +154,7 @@ class Dispatcher:
     # on stale state. Written on the dispatcher's thread; the driver's thread reads unknown_tasks.
     inherited: dict[str, _Inherited] = field(default_factory=dict)
     unknown_tasks: dict[str, int] = field(default_factory=dict)
+    settling: set[str] = field(default_factory=set)  # of inherited: result or loss proposed
     # Since the takeover, how the wait for inherited attempts ended: "running" (a heartbeat
     # said so), "applied" (their result, loss, executor's death or cancellation applied),
     # "bound" (the takeover grace plus one lease passed). For the leader's log line.
@@ -214,6 +215,7 @@ class Dispatcher:
         :attr:`hold_ends`): stop waiting for it."""
         h = self.inherited.pop(exec_id, None)
         if h is not None:
+            self.settling.discard(exec_id)
             self.hold_ends[why] = self.hold_ends.get(why, 0) + 1
             left = self.unknown_tasks.get(h.task, 0) - 1
             if left > 0:
@@ -227,15 +229,18 @@ class Dispatcher:
         if h is not None and not h.settling:
             h.settling = True
             h.until_ms = max(h.until_ms, now_ms + self.settings.lease_ms)
+            self.settling.add(exec_id)
 
     def _settle(self, now_ms: int | None) -> None:
         """Stop waiting for inherited attempts whose proposed result or loss is applied (the
         state no longer has them RUNNING), and, with ``now_ms``, for those past their bound."""
-        for exec_id, h in list(self.inherited.items()):
-            if h.settling and not self._running(h):
+        for exec_id in sorted(self.settling):
+            if not self._running(self.inherited[exec_id]):
                 self._known(exec_id, "applied")
-            elif now_ms is not None and h.until_ms <= now_ms:
-                self._known(exec_id, "bound")
+        if now_ms is not None:
+            for exec_id, h in list(self.inherited.items()):
+                if h.until_ms <= now_ms:
+                    self._known(exec_id, "bound")
 
     def _running(self, h: _Inherited) -> bool:
         run = self.state.active_run(h.run_id)
@@ -260,6 +265,7 @@ class Dispatcher:
         self.held.clear()
         self.unknown_tasks.clear()
         self.inherited.clear()
+        self.settling.clear()
         self.hold_ends.clear()
         self.reserved.clear()
 
@@ -389,7 +395,7 @@ class Dispatcher:
                             self.held.release((lease.run_id, lease.shard))
                             self._known(exec_id, "applied")  # the state is current for it
                     self.used.pop(eff.name, None)
-        if self.inherited:
+        if self.settling:
             self._settle(None)
 
     def _cancel(self, eff: RunCancelled) -> None:

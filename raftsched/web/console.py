@@ -43,6 +43,7 @@ from raftsched.security.tls import node_client_tls
 from raftsched.security.tokens import TokenVerifier
 from raftsched.web import views
 from raftsched.web.base import Ctx, Redirect, View, local_path
+from raftsched.web.cache import ReadCache
 from raftsched.web.sessions import COOKIE, Session, SessionStore
 from raftsched.web.templating import Renderer
 
@@ -110,6 +111,7 @@ class Console:
         self._client_factory = client_factory or self._default_client
         self.sessions = SessionStore(node.clock.now_ms, on_drop=_close_client)
         self._shared: Client | None = None  # auth off: one client for everyone
+        self.reads = ReadCache(node.clock.now_ms)  # cluster-wide figures, per credential, ~1 s
         self._gate: asyncio.Semaphore | None = None  # made on the listener's loop
         self.renderer = Renderer(views.FILTERS, {"cluster_name": node.config.name, "node_id": node.node_id})
         self._static = _load_static()

@@ -180,8 +180,14 @@ def logout(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
 
 def cluster(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     digests = ctx.arg("digests") == "1"
-    view = ctx.client.cluster_status(digests=digests)
-    executors = ctx.client.list_executors()
+    # Every node's status and the executors: cluster-wide reads on the page most often left open,
+    # so read at most once a second per credential (see raftsched.web.cache; digests: always).
+    view = (
+        ctx.client.cluster_status(digests=True)
+        if digests
+        else ctx.cached("cluster_status", ctx.client.cluster_status)
+    )
+    executors = ctx.cached("list_executors", ctx.client.list_executors)
     return View(
         "cluster.html",
         {

@@ -26,6 +26,9 @@ class Renderer:
             undefined=jinja2.StrictUndefined,  # a misspelt variable is a bug, not an empty cell
             trim_blocks=True,
             lstrip_blocks=True,
+            # The templates ship in the package and do not change under a running node: no
+            # stat of the template file on every render to see whether it did.
+            auto_reload=False,
         )
         self._env.filters.update(filters)
         self._env.globals.update(globals_)

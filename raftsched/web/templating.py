@@ -1,4 +1,4 @@
-"""The console's templates: the only ``jinja2`` import.
+"""The console's templates: the only ``jinja2`` (and ``markupsafe``) import.
 
 Templates live in ``raftsched/web/templates`` (package data, shipped in the wheel) and are
 rendered with autoescaping on, so every value from the cluster (task names, commands, output
@@ -11,8 +11,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jinja2
+import markupsafe  # jinja2's own escaping library
 
-__all__ = ["Renderer"]
+__all__ = ["Renderer", "trusted_html"]
+
+
+def trusted_html(text: str) -> Any:
+    """``text`` as HTML the templates output as it is (not escaped again): only for markup a view
+    built itself with every value in it escaped (the task list's fire strips)."""
+    return markupsafe.Markup(text)
 
 
 class Renderer:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+import jinja2
 import pytest
 
 from raftsched.client import ClusterView
@@ -26,7 +27,7 @@ from raftsched.web.cache import ReadCache
 from raftsched.web.console import Console, _cookie, _post_problem, _set_cookie
 from raftsched.web.graph import BOX_W, COL_GAP, GANTT_LABEL_W, GANTT_W, dag_geometry, gantt_geometry
 from raftsched.web.sessions import COOKIE, Session, SessionStore
-from raftsched.web.views import Pager, _parse_time, paginate, relative
+from raftsched.web.views import Pager, _parse_time, _strip, _strip_html, paginate, relative
 from tests.unit.test_fsm import T0, S, apply, batch, entry, fire, with_task
 
 
@@ -323,3 +324,25 @@ def test_the_cluster_page_reads_once_a_second_per_credential_and_checks_the_toke
     revoked.add("tok-b")  # b's answer is fresh in the cache, but b's token is checked first
     assert get(b.sid) == 303
     assert len(calls) == 7
+
+
+def test_the_strip_html_is_what_the_template_loop_drew_with_every_value_escaped() -> None:
+    recent = pb.RecentFires(task="t")
+    recent.fires.add(nominal_ms=1_700_000_000_000, outcome=fsm_pb.FIRED, run_id="t-1700000000000")
+    recent.run_states.append(pb.SUCCEEDED)
+    recent.fires.add(nominal_ms=1_700_000_001_000, outcome=fsm_pb.COALESCED, count=3)
+    recent.run_states.append(pb.RUN_STATE_UNSPECIFIED)
+    recent.fires.add(nominal_ms=1_700_000_002_500, outcome=fsm_pb.FIRED, run_id='odd/"<id>"')
+    recent.run_states.append(pb.RUNNING)
+    strip = _strip(recent)
+    loop = jinja2.Environment(autoescape=True).from_string(
+        '{% for state, title, link in strip %}{% if link %}<a href="{{ link }}" class="tick s-{{ state }}" '
+        'title="{{ title }}"></a>{% else %}<span class="tick s-{{ state }}" title="{{ title }}"></span>'
+        "{% endif %}{% endfor %}"
+    )
+    assert str(_strip_html(strip)) == loop.render(strip=strip)
+    assert "/runs/odd%2F%22%3Cid%3E%22" in str(_strip_html(strip))
+    assert [s for s, _, _ in strip] == ["succeeded", "coalesced", "running"]
+    hostile = str(_strip_html([("x", '<script>"', 'a"b')]))
+    assert "<script>" not in hostile
+    assert 'title="&lt;script&gt;&quot;"' in hostile and 'href="a&quot;b"' in hostile

@@ -346,3 +346,38 @@ def test_the_strip_html_is_what_the_template_loop_drew_with_every_value_escaped(
     hostile = str(_strip_html([("x", '<script>"', 'a"b')]))
     assert "<script>" not in hostile
     assert 'title="&lt;script&gt;&quot;"' in hostile and 'href="a&quot;b"' in hostile
+
+
+def test_pages_read_this_nodes_state_except_just_after_an_action(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        '[cluster]\nsecret = "0123456789abcdef0123"\n[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7001"\n'
+        'grpc = "127.0.0.1:7101"\nhttp = "127.0.0.1:9101"\ndata_dir = "d"\n'
+    )
+    clock = ManualClock(1_000_000)
+    node = SimpleNamespace(node_id="n1", config=load_config(tmp_path / "c.toml"), clock=clock, tokens=None)
+    calls: list[tuple[str | None, str]] = []
+
+    class Acting(_CountingClient):
+        def enable_task(self, name: str) -> None:
+            self.calls.append((self.token, f"enable {name}"))
+
+    console = Console(
+        node,
+        client_factory=lambda _: Acting("leader", calls),  # type: ignore[arg-type, return-value]
+        reader_factory=lambda _: _CountingClient("local", calls),  # type: ignore[arg-type, return-value]
+    )
+    session = console.sessions.new()
+    cookie = {"Cookie": f"{COOKIE}={session.sid}"}
+    assert console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie)).status == 200
+    assert calls == [("local", "cluster_status"), ("local", "list_executors")]
+    form = f"csrf={session.csrf}".encode()
+    reply = console.handle_sync(HttpRequest("POST", "/tasks/t1/enable", headers=cookie, body=form))
+    assert reply.status == 303 and calls[2:] == [("leader", "enable t1")]
+    clock.advance(1000)  # the page the action lands on, and the next for 3 s: the leader's reads
+    assert console.handle_sync(HttpRequest("GET", "/cluster", {"x": "1"}, cookie)).status == 200
+    assert calls[3:] == [("leader", "cluster_status"), ("leader", "list_executors")]
+    clock.advance(2000)
+    console.reads.clear()
+    assert console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie)).status == 200
+    assert calls[5:] == [("local", "cluster_status"), ("local", "list_executors")]
+    console.close()

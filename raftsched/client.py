@@ -177,6 +177,7 @@ class Client:
         self._stale_reads = stale_reads
         self._preferred = 0  # index into _targets of the node that last answered
         self._channels: dict[str, Any] = {}
+        self._stubs: dict[str, Any] = {}  # target -> AdminStub over its channel (thread-safe)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -195,6 +196,7 @@ class Client:
         """Close every channel. The client cannot be used afterwards."""
         with self._lock:
             channels, self._channels = list(self._channels.values()), {}
+            self._stubs = {}
             self._closed = True
         for channel in channels:
             channel.close()
@@ -957,6 +959,9 @@ class Client:
         with self._lock:
             if self._closed:
                 raise RaftschedError("the client is closed")
+            stub = self._stubs.get(target)
+            if stub is not None:
+                return stub
             channel = self._channels.get(target)
             if channel is None:
                 # Nodes restart during failovers: keep reconnect backoff short (gRPC's default
@@ -965,7 +970,10 @@ class Client:
                 if self._token:
                     channel = grpc.intercept_channel(channel, BearerInterceptor(self._token))
                 self._channels[target] = channel
-        return _GENERATED.AdminStub(channel)
+            # One stub per channel: building one makes a callable for every Admin method (over a
+            # hundred), which a console page paid on each of its calls.
+            stub = self._stubs[target] = _GENERATED.AdminStub(channel)
+        return stub
 
     def _outcome(self, target: str, err: grpc.RpcError) -> RaftschedError | _Retry:
         problem = self._tls_problem(target, err)

@@ -145,12 +145,17 @@ class _SimEndpoint:
     def __init__(self, sim: SimHarness) -> None:
         self.sim = sim
         self.streams: dict[tuple[str, str], MemoryStream] = {}  # (node id, executor) -> stream
+        # The next this many Report calls fail as "not confirmed in time" (a commit that timed
+        # out), to put a delay between an executor's first heartbeat and its result's commit.
+        self.refuse_reports = 0
 
     def _node(self, target: str) -> SimNodeState:
         node_id = target.split(".sim:")[0]
         sim_node = self.sim.cluster.nodes[node_id]
         if not sim_node.up:
             raise TransportError("unavailable", f"{node_id} is down")
+        if node_id in self.sim.paused:
+            raise TransportError("deadline_exceeded", f"{node_id} does not answer (paused)")
         node = self.sim.nodes[node_id]
         verdict = epoch_verdict(sim_node, node.dispatcher.leading, node.dispatcher.epoch)
         if verdict == "changing":
@@ -219,11 +224,14 @@ class _SimEndpoint:
         node = self._node(target)
         d = node.dispatcher
         started = request.started if request.reports_started else None
-        ok = d.heartbeat(request.name, request.running, self._now(node), started)
+        ok = d.heartbeat(request.name, request.running, self._now(node), started, request.finished)
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
 
     def report(self, target: str, request: pb.ReportRequest) -> pb.ReportReply:
         node = self._node(target)
+        if self.refuse_reports > 0:
+            self.refuse_reports -= 1
+            raise TransportError("unavailable", "the write was not confirmed in time; its outcome is unknown")
         data = node.dispatcher.results(request.name, request.results, self._now(node))
         if data is not None:
             self._commit(node, data)
@@ -296,6 +304,7 @@ class SimHarness:
         self.retention = retention or Retention()
         self.step_ms = step_ms
         self.nodes: dict[str, SimNodeState] = {}
+        self.paused: set[str] = set()  # SIGSTOPped: see pause()
         self.failed_proposals = 0
         self._keys = itertools.count(1)
         for n in self.cluster.nodes:
@@ -345,6 +354,23 @@ class SimHarness:
         self.cluster.crash(node_id)
         self.endpoint.hang_up(node_id, crashed=True)
 
+    def pause(self, node_id: str) -> None:
+        """SIGSTOP the node: it does nothing and answers nobody (executors' calls time out), and
+        it is cut off from the log; if it led, it still believes it does (nobody can tell it)."""
+        self.paused.add(node_id)
+        self.cluster.partition(node_id)
+
+    def resume(self, node_id: str) -> None:
+        """SIGCONT: the node hears the current term (a leader of an older one steps down) and
+        catches up on the log."""
+        self.paused.discard(node_id)
+        self.cluster.heal(node_id)
+        node = self.cluster.nodes[node_id]
+        if node.believes_leader and self.cluster.leader != node_id:
+            node.term = self.cluster.term
+            self.cluster.step_down(node_id)
+        self.settle()
+
     def restart(self, node_id: str, wipe: bool = False) -> None:
         store = MemoryStore() if wipe else self.nodes[node_id].store
         self._boot(node_id, store)
@@ -386,7 +412,7 @@ class SimHarness:
         finishes commands, heartbeats, reports and reconnects as its own timers say)."""
         for node in self.nodes.values():
             sim_node = self.cluster.nodes[node.node_id]
-            if sim_node.up and sim_node.believes_leader:
+            if sim_node.up and sim_node.believes_leader and node.node_id not in self.paused:
                 for proposal in node.driver.poll(self.now(node.node_id)):
                     self._propose(node, proposal)
         self.settle()

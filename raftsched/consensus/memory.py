@@ -133,8 +133,12 @@ class SimCluster:
         if self.leader in self.isolated:
             self.leader = None
 
-    def heal(self) -> None:
-        self.isolated.clear()
+    def heal(self, *node_ids: str) -> None:
+        """Reconnect ``node_ids`` (default: every node)."""
+        if node_ids:
+            self.isolated.difference_update(node_ids)
+        else:
+            self.isolated.clear()
 
     def crash(self, node_id: str) -> None:
         node = self.nodes[node_id]

@@ -717,6 +717,7 @@ class Executor:
                     free_slots=max(0, self.slots - len(self._running)),
                     started=[*self._started_ids, *done],
                     reports_started=True,
+                    finished=done,
                 ),
                 timeout_s=self._rpc_timeout_s,
             )

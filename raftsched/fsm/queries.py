@@ -240,21 +240,18 @@ def fires_around(reader: StoreReader, task: str, at_ms: int) -> tuple[list[pb.Fi
 
 
 def executor_usage(
-    executors: Mapping[str, pb.ExecutorRecord], active: Mapping[str, bytes], include_left: bool
+    executors: Mapping[str, pb.ExecutorRecord], running: Callable[[str], int], include_left: bool
 ) -> list[tuple[pb.ExecutorRecord, int]]:
     """Executors by name (members only unless ``include_left``), each (a copy) with the number of
-    attempts assigned to it and not finished (``active``: run id -> serialised unfinished run)."""
-    used: dict[str, int] = {}
-    for data in active.values():
-        for s in pb.Run.FromString(data).shards:
-            if s.state == pb.RUNNING and s.executor:
-                used[s.executor] = used.get(s.executor, 0) + 1
+    attempts assigned to it and not finished (``running(name)``: the state's per-executor count,
+    kept as attempts start and settle, so this costs O(executors), not a parse of every active
+    run: it is read by every console cluster page and ``raftsched executors``)."""
     out = []
     for name, rec in sorted(executors.items()):
         if rec.alive or include_left:
             copy = pb.ExecutorRecord()
             copy.CopyFrom(rec)
-            out.append((copy, used.get(name, 0)))
+            out.append((copy, running(name)))
     return out
 
 

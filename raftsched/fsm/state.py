@@ -1586,14 +1586,10 @@ class SchedulerState:
         """Executors by name (members only unless ``include_left``), each with the number of
         attempts assigned to it and not finished."""
         with self.lock:
-            # References only under the lock (cheap); the runs are parsed after it, off the
-            # apply path's way.
-            executors = {name: rec for name, rec in self.executors.items() if rec.alive or include_left}
-            copies = {
-                name: pb.ExecutorRecord.FromString(rec.SerializeToString()) for name, rec in executors.items()
-            }
-            active = dict(self.active)
-        return queries.executor_usage(copies, active, include_left)
+            # The running-attempt counts come from ``usage`` (kept by apply as attempts start and
+            # settle), not from parsing every active run: that parse took ~0.1 s per call on the
+            # event loop of a node with 2,000 active runs.
+            return queries.executor_usage(self.executors, lambda name: self.usage.used(name)[0], include_left)
 
     def live_executors(self) -> dict[str, int]:
         """``name -> slots`` of executors alive in the replicated membership (draining included)."""

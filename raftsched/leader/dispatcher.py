@@ -80,9 +80,24 @@ class Lease:
     # heartbeat lists it as started; None when unknown (re-sent after a takeover). Only False
     # makes a loss "unstarted" (not a try); True never goes back.
     started: bool | None = None
-    # Re-leased by a new leader that has not heard of it yet: whether it still runs is unknown
-    # until its executor lists it in a heartbeat, reports it, or the lease expires.
-    unconfirmed: bool = False
+
+
+@dataclass(slots=True)
+class _Inherited:
+    """An attempt RUNNING in the log when this leader took over, whose executor has not told it
+    yet whether it still runs: its result may be on the way (the old leader stopped before
+    committing it). Overlap decisions for its task wait (see :meth:`Dispatcher.overlap_unknown`)."""
+
+    task: str
+    run_id: str
+    shard: int
+    attempt: int
+    # The wait ends here whatever happens: the takeover grace plus one lease, the moment its
+    # first lease would expire unheard (a later result or loss proposal gets one lease to apply).
+    until_ms: int
+    # Its result or loss has been proposed: the wait ends once the state no longer has the
+    # attempt RUNNING (applied), not before - a fire planned earlier would enter the log ahead.
+    settling: bool = False
 
 
 @dataclass(slots=True)
@@ -134,19 +149,30 @@ class Dispatcher:
     sized: dict[tuple[str, int], _Waiting] = field(default_factory=dict)
     # cpu and memory held per executor by leased and reserved attempts (slots are in `used`).
     held: ExecutorUsage = field(default_factory=ExecutorUsage)
-    # Tasks with attempts whose state a new leader does not know yet (see Lease.unconfirmed):
-    # their fires wait (overlap_unknown) instead of being decided on stale state.
+    # Attempts whose state a new leader does not know yet, by execution id (see _Inherited), and
+    # how many of them each task has: its fires wait (overlap_unknown) instead of being decided
+    # on stale state. Written on the dispatcher's thread; the driver's thread reads unknown_tasks.
+    inherited: dict[str, _Inherited] = field(default_factory=dict)
     unknown_tasks: dict[str, int] = field(default_factory=dict)
+    settling: set[str] = field(default_factory=set)  # of inherited: result or loss proposed
+    # Since the takeover, how the wait for inherited attempts ended: "running" (a heartbeat
+    # said so), "applied" (their result, loss, executor's death or cancellation applied),
+    # "bound" (the takeover grace plus one lease passed). For the leader's log line.
+    hold_ends: dict[str, int] = field(default_factory=dict)
     # Executors whose dispatch stream closed: declared dead at this time unless they reopen one.
     stream_gone: dict[str, int] = field(default_factory=dict)
 
     # -- leadership ----------------------------------------------------------------------------
 
     def become_leader(self, epoch: int, now_ms: int) -> None:
-        """Take over: every attempt in the state is waiting or re-sent with a fresh lease."""
+        """Take over: every attempt in the state is waiting or re-sent with a fresh lease.
+
+        ``leading`` turns True last, once every inherited attempt is registered: the driver's
+        thread asks :meth:`overlap_unknown` meanwhile, and must not see this epoch led with the
+        inherited attempts not counted yet (a fire decided in that window was skipped against a
+        run that had finished: the failover test caught it)."""
         self.step_down()
         self.epoch = epoch
-        self.leading = True
         self._rebuild_ring()
         # Takeover grace: executors first have to notice the old leader is gone (it may be paused,
         # not dead) and find this one. Give them one extra lease before declaring them, or their
@@ -159,15 +185,24 @@ class Dispatcher:
                 self._wait(eff)
             else:
                 self._lease_and_send(eff, grace, None)  # the old leader may have sent it
-                lease = self.leases.get(execution_id(eff.run_id, eff.shard, eff.attempt))
-                if lease is not None and not lease.unconfirmed:
-                    lease.unconfirmed = True
-                    self.unknown_tasks[lease.task] = self.unknown_tasks.get(lease.task, 0) + 1
+                exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
+                lease = self.leases.get(exec_id)
+                if lease is not None and exec_id not in self.inherited:
+                    self.inherited[exec_id] = _Inherited(
+                        eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms
+                    )
+                    self.unknown_tasks[eff.task] = self.unknown_tasks.get(eff.task, 0) + 1
+        self.leading = True
 
     def overlap_unknown(self, task: str, epoch: int = 0) -> bool:
-        """Whether an attempt of ``task`` was running when this node took over and its executor
-        has not told it since whether it still runs: until it does (or the lease expires, which
-        bounds the wait), an overlap decision for a new fire would rest on stale state.
+        """Whether an attempt of ``task`` was running when this node took over and its state is
+        not known here yet: an overlap decision for a new fire would rest on stale state.
+
+        Known means: its executor listed it as still running in a heartbeat (the overlap is
+        real), or its result, its loss or its executor's death has been *applied* (the state is
+        current for it), or the bound passed (the takeover grace plus one lease). A heartbeat
+        that lists it among results waiting to be acknowledged does not count: the run has
+        ended, its result is on the way.
 
         With ``epoch`` (the leader driver's), also True while this dispatcher has not taken over
         for that epoch yet (it learns of the barrier on another thread). Any thread may ask."""
@@ -175,14 +210,44 @@ class Dispatcher:
             return True
         return task in self.unknown_tasks
 
-    def _confirm(self, lease: Lease) -> None:
-        if lease.unconfirmed:
-            lease.unconfirmed = False
-            left = self.unknown_tasks.get(lease.task, 0) - 1
+    def _known(self, exec_id: str, why: str) -> None:
+        """The state of inherited attempt ``exec_id`` is known now (``why``: see
+        :attr:`hold_ends`): stop waiting for it."""
+        h = self.inherited.pop(exec_id, None)
+        if h is not None:
+            self.settling.discard(exec_id)
+            self.hold_ends[why] = self.hold_ends.get(why, 0) + 1
+            left = self.unknown_tasks.get(h.task, 0) - 1
             if left > 0:
-                self.unknown_tasks[lease.task] = left
+                self.unknown_tasks[h.task] = left
             else:
-                self.unknown_tasks.pop(lease.task, None)
+                self.unknown_tasks.pop(h.task, None)
+
+    def _settling(self, exec_id: str, now_ms: int) -> None:
+        """The result or loss of ``exec_id`` is proposed: it is known once applied."""
+        h = self.inherited.get(exec_id)
+        if h is not None and not h.settling:
+            h.settling = True
+            h.until_ms = max(h.until_ms, now_ms + self.settings.lease_ms)
+            self.settling.add(exec_id)
+
+    def _settle(self, now_ms: int | None) -> None:
+        """Stop waiting for inherited attempts whose proposed result or loss is applied (the
+        state no longer has them RUNNING), and, with ``now_ms``, for those past their bound."""
+        for exec_id in sorted(self.settling):
+            if not self._running(self.inherited[exec_id]):
+                self._known(exec_id, "applied")
+        if now_ms is not None:
+            for exec_id, h in list(self.inherited.items()):
+                if h.until_ms <= now_ms:
+                    self._known(exec_id, "bound")
+
+    def _running(self, h: _Inherited) -> bool:
+        run = self.state.active_run(h.run_id)
+        if run is None or h.shard >= len(run.shards):
+            return False
+        shard = run.shards[h.shard]
+        return shard.attempt == h.attempt and shard.state == pb.RUNNING
 
     def step_down(self) -> None:
         self.leading = False
@@ -199,6 +264,9 @@ class Dispatcher:
         self.sized.clear()
         self.held.clear()
         self.unknown_tasks.clear()
+        self.inherited.clear()
+        self.settling.clear()
+        self.hold_ends.clear()
         self.reserved.clear()
 
     def _rebuild_ring(self) -> None:
@@ -292,7 +360,6 @@ class Dispatcher:
         if lease is not None:
             self._use(lease.executor, -1)
             self.held.release((lease.run_id, lease.shard))
-            self._confirm(lease)
             self.backfill_busy.discard((lease.run_id, lease.shard))
         return lease
 
@@ -326,8 +393,10 @@ class Dispatcher:
                             del self.leases[exec_id]
                             self.backfill_busy.discard((lease.run_id, lease.shard))
                             self.held.release((lease.run_id, lease.shard))
-                            self._confirm(lease)
+                            self._known(exec_id, "applied")  # the state is current for it
                     self.used.pop(eff.name, None)
+        if self.settling:
+            self._settle(None)
 
     def _cancel(self, eff: RunCancelled) -> None:
         """A killed workflow run cancelled a task run: forget its attempts, stop the running ones."""
@@ -336,6 +405,7 @@ class Dispatcher:
             if executor:
                 exec_id = execution_id(eff.run_id, shard, attempt)
                 self._drop_lease(exec_id)
+                self._known(exec_id, "applied")  # the run is cancelled
                 item = pb.WorkItem(execution_id=exec_id, run_id=eff.run_id, epoch=self.epoch, cancel=True)
                 self.outbox.append((executor, item))
 
@@ -373,7 +443,6 @@ class Dispatcher:
             run is not None and run.backfill,
             (shard.assigned_ms if shard is not None else 0) or now_ms,
             started,
-            unconfirmed=old is not None and old.unconfirmed,
         )
         if run is not None and run.backfill:
             self.backfill_busy.add((eff.run_id, eff.shard))
@@ -437,22 +506,31 @@ class Dispatcher:
     # -- executor events ---------------------------------------------------------------------------
 
     def heartbeat(
-        self, executor: str, running: Iterable[str], now_ms: int, started: Iterable[str] | None = None
+        self,
+        executor: str,
+        running: Iterable[str],
+        now_ms: int,
+        started: Iterable[str] | None = None,
+        finished: Iterable[str] = (),
     ) -> bool:
         """Renew the leases the executor still holds. False: it is not a live member (re-register).
 
         ``started`` (None from an executor that does not report it): which of ``running`` have
         started; the others are known unstarted. Without it every running attempt counts as
-        started (a loss is then always a try)."""
+        started (a loss is then always a try). ``finished``: which of ``running`` have ended
+        there and wait for their report to be acknowledged (leases renewed, but not taken as
+        still running)."""
         if executor not in self.members:
             return False
         self.last_seen[executor] = now_ms
         began = None if started is None else set(started)
+        ended = set(finished)
         for exec_id in running:
             lease = self.leases.get(exec_id)
             if lease is not None and lease.executor == executor:
                 lease.expires_ms = now_ms + self.settings.lease_ms
-                self._confirm(lease)  # it still runs: an overlap with it is real
+                if self.inherited and exec_id not in ended:
+                    self._known(exec_id, "running")  # it still runs: an overlap with it is real
                 if began is None or exec_id in began:
                     lease.started = True
                 elif lease.started is None:
@@ -499,6 +577,7 @@ class Dispatcher:
                 start_lateness_ms=res.start_lateness_ms if res.HasField("start_lateness_ms") else None,
             )
             self._drop_lease(res.execution_id)
+            self._settling(res.execution_id, now_ms)
         return codec.encode_command(cmd) if cmd.report_results.results else None
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
@@ -537,8 +616,11 @@ class Dispatcher:
                     unstarted=unstarted,
                 )
                 self._drop_lease(exec_id)
+                self._settling(exec_id, now_ms)
         if lost.report_results.results:
             out.append(codec.encode_command(lost))
+        if self.inherited:
+            self._settle(now_ms)
         for name in sorted(self.members):
             seen = self.last_seen.get(name, now_ms)
             gone = self.stream_gone.get(name)

@@ -53,6 +53,9 @@ class ExecutorHub:
         self._task: asyncio.Task[None] | None = None
         self.dispatched = 0
         self._kicked = False
+        # (leader time of the takeover, inherited attempts, tasks) while a new leader's overlap
+        # decisions wait for inherited attempts (Dispatcher.overlap_unknown); None otherwise.
+        self._holding: tuple[int, int, int] | None = None
         # Called on the loop with every batch of results an executor reports (the node's metrics).
         self.on_results: Callable[[Sequence[pb.ExecResult]], None] | None = None
 
@@ -93,7 +96,8 @@ class ExecutorHub:
                 # Our barrier of the term we lead now (not one replayed from an old term at
                 # restart: a follower once started dispatching from its own old barrier).
                 # Our barrier applied: every older leader's entry is applied too. Take over.
-                d.become_leader(eff.epoch, self.now_ms())
+                now = self.now_ms()
+                d.become_leader(eff.epoch, now)
                 log.info(
                     "dispatcher on %s leads epoch %d: %d waiting, %d leased",
                     self.node.node_id,
@@ -102,6 +106,7 @@ class ExecutorHub:
                     len(d.leases),
                     extra=leadership_fields(eff.epoch, node=self.node.node_id),
                 )
+                self._holding = (now, len(d.inherited), len(d.unknown_tasks)) if d.inherited else None
             elif isinstance(eff, RunCancelled) and d.leading:
                 for shard, attempt, executor in eff.attempts:
                     log.info(
@@ -126,6 +131,7 @@ class ExecutorHub:
                     )
         d.on_effects(effects, self.now_ms())
         self._flush_outbox()
+        self._hold_done()
         if not self._kicked and any(isinstance(e, AttemptReady) for e in effects):
             # Place new attempts now rather than at the next timer tick (up to TICK_S later).
             self._kicked = True
@@ -139,7 +145,26 @@ class ExecutorHub:
         except Exception:
             log.exception("dispatcher tick failed")
 
+    def _hold_done(self) -> None:
+        """Log, once, when a takeover's overlap hold on inherited attempts has ended."""
+        held, d = self._holding, self.dispatcher
+        if held is None or d.inherited or not d.leading:
+            return
+        self._holding = None
+        since, attempts, tasks = held
+        ends = ", ".join(f"{n} {why}" for why, n in sorted(d.hold_ends.items()))
+        log.info(
+            "overlap decisions of %d task(s) held %d ms after the takeover, until %d inherited "
+            "attempt(s) were known (%s)",
+            tasks,
+            self.now_ms() - since,
+            attempts,
+            ends,
+            extra=leadership_fields(d.epoch, node=self.node.node_id),
+        )
+
     def _lost_leadership(self) -> None:
+        self._holding = None
         self.dispatcher.step_down()
         for q in self.streams.values():
             q.put_nowait(_CLOSE)
@@ -159,6 +184,7 @@ class ExecutorHub:
         for data in d.poll(self.now_ms()):
             self._propose(data)
         self._flush_outbox()
+        self._hold_done()
 
     def _propose(self, data: bytes) -> None:
         cmd = codec.decode_command(data)
@@ -351,7 +377,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         self.hub.require_leader()
         d = self.hub.dispatcher
         started = request.started if request.reports_started else None
-        ok = d.heartbeat(request.name, request.running, self.hub.now_ms(), started)
+        ok = d.heartbeat(request.name, request.running, self.hub.now_ms(), started, request.finished)
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
 
     @rpc

@@ -1040,18 +1040,20 @@ class WorkBatch(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running", "free_slots", "started", "reports_started")
+    __slots__ = ("name", "running", "free_slots", "started", "reports_started", "finished")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     REPORTS_STARTED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
     name: str
     running: _containers.RepeatedScalarFieldContainer[str]
     free_slots: int
     started: _containers.RepeatedScalarFieldContainer[str]
     reports_started: bool
-    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ...) -> None: ...
+    finished: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ..., finished: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("epoch", "registered")

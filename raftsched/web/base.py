@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from raftsched.client import Client
 from raftsched.security.auth import Permission, Principal
@@ -15,6 +15,7 @@ from raftsched.web.sessions import Session
 __all__ = ["Ctx", "Redirect", "View", "local_path"]
 
 _ADMIN: Final = "/raftsched.v1.Admin/"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,13 @@ class Ctx:
         if need == PUBLIC:
             return True
         return self.principal.may(Permission(need)) and self.principal.in_namespace(namespace)
+
+    def cached(self, what: Hashable, read: Callable[[], T]) -> T:
+        """``read()``, or its result for this session's credential from the last
+        :data:`~raftsched.web.cache.TTL_MS` (see :mod:`raftsched.web.cache`): for cluster-wide
+        figures only, never for what an action changes or a page about one object shows."""
+        result: T = self.console.reads.get(self.session.token, what, read)
+        return result
 
     def arg(self, name: str, default: str = "") -> str:
         return self.query.get(name, default).strip()

@@ -5,7 +5,11 @@ traffic of executors and clients): the handler reads the session cookie, re-chec
 token, calls the node's own gRPC API through an SDK :class:`~raftsched.client.Client` that
 carries the user's token, and renders a template. So every read and write is authorized by the
 same table and the same servicers as the SDK's and the CLI's, and a write made on a follower
-reaches the leader as theirs do (the client follows the ``not_leader`` hint). With ``[tls]`` the
+reaches the leader as theirs do (the client follows the ``not_leader`` hint). A page's reads
+accept this node's own state (stale reads: a follower answers them itself, as of what it has
+applied), so a follower's console keeps its reads off the leader; for
+:data:`READ_YOUR_WRITES_MS` after a session's action its reads are consistent (the leader's),
+so the page an action lands on shows it. With ``[tls]`` the
 internal client dials with the node's own certificate (trusting ``tls.ca_file``), as nodes dial
 each other.
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -43,6 +48,7 @@ from raftsched.security.tls import node_client_tls
 from raftsched.security.tokens import TokenVerifier
 from raftsched.web import views
 from raftsched.web.base import Ctx, Redirect, View, local_path
+from raftsched.web.cache import ReadCache
 from raftsched.web.sessions import COOKIE, Session, SessionStore
 from raftsched.web.templating import Renderer
 
@@ -52,6 +58,9 @@ log = logging.getLogger("raftsched.console")
 
 HTML: Final = "text/html; charset=utf-8"
 LIVE_HEADER: Final = "x-console-live"
+READ_YOUR_WRITES_MS: Final = 3000
+"""After a session's POST, how long its reads go to the leader (a follower may not have applied
+the write yet)."""
 MAX_CONCURRENT: Final = 2
 """Requests a node's console handles at once; more wait their turn (in arrival order)."""
 _STATIC_TYPES: Final = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -89,11 +98,16 @@ Handler = Callable[[Ctx, "re.Match[str]"], View | Redirect]
 class Console:
     """The console of ``node``. :meth:`routes` lists what to add to the node's HTTP listener.
 
-    ``client_factory(token)`` makes the SDK client a session uses (default: the node's own gRPC
-    address first, then its peers', with the node's client TLS)."""
+    ``client_factory(token)`` makes the SDK client a session acts with (default: the node's own
+    gRPC address first, then its peers', with the node's client TLS); ``reader_factory(token)``
+    the one its pages read with (default: the same targets, stale reads allowed, so this node
+    answers; given only a ``client_factory``, that one)."""
 
     def __init__(
-        self, node: ConsoleNode, client_factory: Callable[[str | None], Client] | None = None
+        self,
+        node: ConsoleNode,
+        client_factory: Callable[[str | None], Client] | None = None,
+        reader_factory: Callable[[str | None], Client] | None = None,
     ) -> None:
         self.node = node
         self.auth_on = node.config.auth is not None
@@ -108,8 +122,12 @@ class Console:
                 "(or set cluster.insecure = true to accept the exposure)."
             )
         self._client_factory = client_factory or self._default_client
+        self._reader_factory = reader_factory or client_factory or self._default_reader
         self.sessions = SessionStore(node.clock.now_ms, on_drop=_close_client)
         self._shared: Client | None = None  # auth off: one client for everyone
+        self._shared_reader: Client | None = None
+        self._clients_lock = threading.Lock()
+        self.reads = ReadCache(node.clock.now_ms)  # cluster-wide figures, per credential, ~1 s
         self._gate: asyncio.Semaphore | None = None  # made on the listener's loop
         self.renderer = Renderer(views.FILTERS, {"cluster_name": node.config.name, "node_id": node.node_id})
         self._static = _load_static()
@@ -136,25 +154,43 @@ class Console:
     def close(self) -> None:
         """Close every session's client; idempotent."""
         self.sessions.drop_all()
-        shared, self._shared = self._shared, None
-        if shared is not None:
-            shared.close()
+        for shared in (self._shared, self._shared_reader):
+            if shared is not None:
+                shared.close()
+        self._shared = self._shared_reader = None
 
-    def _default_client(self, token: str | None) -> Client:
+    def _default_client(self, token: str | None, stale_reads: bool = False) -> Client:
         config = self.node.config
         me = config.node(self.node.node_id)
         targets = [me.grpc] + [n.grpc for n in config.nodes if n.id != me.id]
-        return Client(targets, timeout=5.0, retries=4, tls=node_client_tls(config), token=token)
+        return Client(
+            targets, timeout=5.0, retries=4, tls=node_client_tls(config), token=token, stale_reads=stale_reads
+        )
 
-    def _client_of(self, session: Session) -> Client:
-        if not self.auth_on:
-            if self._shared is None:
-                self._shared = self._client_factory(None)
-            return self._shared
-        if session.client is None:
-            session.client = self._client_factory(session.token)
-        client: Client = session.client
-        return client
+    def _default_reader(self, token: str | None) -> Client:
+        # Reads only, so the node it prefers stays this one (it answers every stale read).
+        return self._default_client(token, stale_reads=True)
+
+    def _client_of(self, session: Session, local: bool) -> Client:
+        """The client ``session`` reads with (``local``: this node's state) or acts with."""
+        with self._clients_lock:
+            if not self.auth_on:
+                if local:
+                    if self._shared_reader is None:
+                        self._shared_reader = self._reader_factory(None)
+                    return self._shared_reader
+                if self._shared is None:
+                    self._shared = self._client_factory(None)
+                return self._shared
+            if local:
+                if session.reader is None:
+                    session.reader = self._reader_factory(session.token)
+                reader: Client = session.reader
+                return reader
+            if session.client is None:
+                session.client = self._client_factory(session.token)
+            client: Client = session.client
+            return client
 
     # -- the request path ------------------------------------------------------------------------
 
@@ -194,6 +230,10 @@ class Console:
                 problem = _post_problem(headers, form, session)
                 if problem:
                     return self._page(None, View("error.html", {"message": problem}, 403), session)
+            now_ms = self.node.clock.now_ms()
+            if method == "POST":  # an action (or sign-in/out): the next pages read the leader's state
+                session.consistent_until_ms = now_ms + READ_YOUR_WRITES_MS
+            local = method == "GET" and not 0 < session.consistent_until_ms - now_ms <= READ_YOUR_WRITES_MS
             principal = self._principal(session)
             if principal is None and not open_:
                 if headers.get(LIVE_HEADER):
@@ -204,11 +244,11 @@ class Console:
                 console=self,
                 session=session,
                 principal=principal or ANONYMOUS,
-                client=self._client_of(session) if principal is not None else _NO_CLIENT,
+                client=self._client_of(session, local) if principal is not None else _NO_CLIENT,
                 query=dict(request.query),
                 form=form,
                 path=path,
-                now_ms=self.node.clock.now_ms(),
+                now_ms=now_ms,
                 live=bool(headers.get(LIVE_HEADER)),
             )
             return self._run(ctx, handler, match)
@@ -317,9 +357,10 @@ _NO_CLIENT: Final = _NoClient()
 
 
 def _close_client(session: Session) -> None:
-    client, session.client = session.client, None
-    if client is not None:
-        client.close()
+    for client in (session.client, session.reader):
+        if client is not None:
+            client.close()
+    session.client = session.reader = None
 
 
 def _principal_id(session: Session) -> str:

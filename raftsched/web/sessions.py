@@ -35,7 +35,9 @@ MAX_SESSIONS: Final = 1024
 class Session:
     """One browser's session. ``token`` is None until sign-in (and always with auth off);
     ``principal`` is what the node's verifier said about the token at sign-in (it is re-checked
-    on every request); ``client`` the SDK client that carries the token (owned here)."""
+    on every request); ``client`` the SDK client that carries the token (owned here), for
+    actions and consistent reads; ``reader`` the one for this node's local reads;
+    ``consistent_until_ms``: until then (just after an action) reads go to the leader too."""
 
     sid: str
     csrf: str
@@ -45,6 +47,8 @@ class Session:
     principal: Principal | None = None
     flash: list[tuple[str, str]] = field(default_factory=list)
     client: Any = None
+    reader: Any = None
+    consistent_until_ms: int = 0
 
     def csrf_ok(self, sent: str) -> bool:
         """Whether ``sent`` is this session's CSRF token (constant-time)."""

@@ -10,6 +10,11 @@ lease expired), and then only fires that really overlapped an unfinished run may
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterable
+
+import pytest
+
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as pb
@@ -39,26 +44,47 @@ def _failover(sim: SimHarness) -> None:
     sim.run_for(6_000)
 
 
-def false_overlaps(sim: SimHarness) -> list[str]:
-    """Skipped_overlap records decided when no run of the task was unfinished in reality."""
+def _finished_at(sim: SimHarness) -> dict[str, int]:
+    """When each executed run's command ended (the simulated command takes DURATION_MS)."""
     finished_at: dict[str, int] = {}
     for ex in sim.executors.values():
         for exec_id, started in ex.executions:
             run_id = exec_id.split("/")[0]
             finished_at[run_id] = max(finished_at.get(run_id, 0), started + DURATION_MS)
+    return finished_at
+
+
+def _overlap_decision(rec: pb.FireRecord) -> bool:
+    """Whether the fire was decided by the overlap policy: skipped (skip, or buffer_one with a
+    run already waiting), buffered (buffer_one) or replacing (replace) an unfinished run."""
+    return rec.outcome == pb.SKIPPED_OVERLAP or (
+        rec.outcome == pb.FIRED and rec.reason.startswith(("buffered behind", "replaced the unfinished"))
+    )
+
+
+def false_overlaps(sim: SimHarness) -> list[str]:
+    """Overlap decisions taken when no run of the task was unfinished in reality.
+
+    A run that ended within one simulation step before the decision counts as unfinished: its
+    result goes out in that step's executor round, after the driver decided. That is the
+    ordinary race of any overlap decision (a buffered catch-up run ending on the next whole
+    second), not the stale state of a takeover, which is seconds old."""
+    finished_at = {run_id: at + sim.step_ms for run_id, at in _finished_at(sim).items()}
     runs = sim.runs("t")
     bad = []
     for rec in sim.fires("t"):
-        if rec.outcome != pb.SKIPPED_OVERLAP:
+        if not _overlap_decision(rec):
             continue
         decided = rec.decided_ms
         real = [
             r.run_id
             for r in runs
-            if r.created_ms <= decided and (r.run_id not in finished_at or finished_at[r.run_id] > decided)
+            if r.created_ms <= decided
+            and r.run_id != rec.run_id
+            and (r.run_id not in finished_at or finished_at[r.run_id] > decided)
         ]
         if not real:
-            bad.append(f"fire {rec.nominal_ms} skipped at {decided}: {rec.reason}")
+            bad.append(f"fire {rec.nominal_ms} decided at {decided}: {rec.reason}")
     return bad
 
 
@@ -83,6 +109,103 @@ def test_without_the_hold_the_inherited_run_turns_catch_up_fires_into_false_over
         node.driver.hold_fires = None
     _failover(sim)
     try:
+        assert false_overlaps(sim)
+    finally:
+        sim.close()
+
+
+def _mid_run(sim: SimHarness) -> None:
+    """Advance to 100 ms into the run of the current second (it started at the whole second)."""
+    while sim.clock.now_ms() % 1000 != 100:
+        sim.run_for(50)
+
+
+def _stop_then_kill(sim: SimHarness, refuse_reports: int = 0) -> None:
+    """The integration test's sequence: leader A (n1) SIGSTOPped mid-run; B (n2) elected, fires
+    for a few seconds; B SIGKILLed mid-run while A resumes as a follower; C (n3) elected. The
+    runs in flight at each change finish on their executors with nowhere to report. With
+    ``refuse_reports``, the first reports to C fail (a commit that timed out): the executor's
+    first heartbeat reaches C well before its result commits."""
+    sim.run_for(3_000)
+    _mid_run(sim)
+    sim.pause("n1")
+    sim.run_for(2_000)  # the election timeout: nobody leads
+    sim.elect("n2")
+    sim.run_for(3_000)
+    _mid_run(sim)
+    sim.crash("n2")
+    sim.resume("n1")
+    sim.run_for(1_500)
+    sim.endpoint.refuse_reports = refuse_reports
+    sim.elect("n3")
+    sim.run_for(6_000)
+
+
+def _check(sim: SimHarness) -> None:
+    fires = sim.fires("t")
+    assert not false_overlaps(sim), false_overlaps(sim)
+    # Every nominal fire accounted exactly once, each fired run executed exactly once...
+    covered = sorted(n for f in fires for n in range(f.nominal_ms, max(f.nominal_ms, f.through_ms) + 1, 1000))
+    assert len(covered) == len(set(covered)) and all(b - a == 1000 for a, b in itertools.pairwise(covered))
+    started = [e.split("/")[0] for ex in sim.executors.values() for e, _ in ex.executions]
+    assert len(started) == len(set(started)), "a run executed twice"
+    # ...and none that had run to its end was cancelled (replace) or ended otherwise. (replace with
+    # misfire=all cancels catch-up runs that had not started: the next catch-up fire replaces them;
+    # one step of slack as in false_overlaps.)
+    finished_at = _finished_at(sim)
+    for r in sim.runs("t"):
+        if r.run_id in finished_at and finished_at[r.run_id] + sim.step_ms <= r.finished_ms:
+            assert r.state == pb.SUCCEEDED, (r.run_id, r.state, r.shards[0].error)
+    leaders = {f.epoch for f in fires if f.outcome == pb.FIRED}
+    assert len(leaders) == 3, f"fires of every leader: {sorted(leaders)}"
+    assert len(set(sim.digests().values())) == 1
+
+
+@pytest.mark.parametrize("overlap", [Overlap.SKIP, Overlap.BUFFER_ONE, Overlap.REPLACE])
+def test_stop_of_the_leader_then_kill_of_the_next_takes_no_false_overlap_decision(overlap: Overlap) -> None:
+    """skip, buffer_one and replace decide on the same "unfinished run" test: a false decision
+    would skip a fire, buffer it behind a finished run, or cancel a run that had succeeded."""
+    sim = _cluster(overlap)
+    try:
+        _stop_then_kill(sim)
+        _check(sim)
+    finally:
+        sim.close()
+
+
+@pytest.mark.parametrize("overlap", [Overlap.SKIP, Overlap.BUFFER_ONE, Overlap.REPLACE])
+def test_a_result_that_commits_after_the_first_heartbeat_still_holds_the_fires(overlap: Overlap) -> None:
+    """The executor lists its finished, unacknowledged attempt in its heartbeats (to keep the
+    lease). Taken as "still runs", that first heartbeat released the hold, and the caught-up
+    fires were decided before the result committed."""
+    sim = _cluster(overlap)
+    try:
+        _stop_then_kill(sim, refuse_reports=2)
+        _check(sim)
+    finally:
+        sim.close()
+
+
+def test_without_the_finished_list_a_delayed_result_gives_a_false_overlap() -> None:
+    """The reproduction of that gap: an executor whose heartbeats do not tell finished attempts
+    apart (as before ``HeartbeatRequest.finished``) lets the decision through too early."""
+    sim = _cluster()
+    for node in sim.nodes.values():
+        real = node.dispatcher.heartbeat
+
+        def heartbeat(
+            executor: str,
+            running: Iterable[str],
+            now_ms: int,
+            started: Iterable[str] | None = None,
+            finished: Iterable[str] = (),
+            real: Callable[..., bool] = real,
+        ) -> bool:
+            return real(executor, running, now_ms, started)
+
+        node.dispatcher.heartbeat = heartbeat  # type: ignore[method-assign]
+    try:
+        _stop_then_kill(sim, refuse_reports=2)
         assert false_overlaps(sim)
     finally:
         sim.close()

@@ -6,13 +6,16 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+import jinja2
 import pytest
 
+from raftsched.client import ClusterView
 from raftsched.config import load_config
-from raftsched.errors import InvalidSpec
+from raftsched.errors import InvalidSpec, PermissionDenied, Unauthenticated
 from raftsched.fsm import queries
 from raftsched.observability.listener import HttpRequest
 from raftsched.security.auth import Principal, Role
@@ -20,10 +23,11 @@ from raftsched.timing.clock import ManualClock
 from raftsched.v1 import log_pb2 as fsm_pb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.base import local_path
+from raftsched.web.cache import ReadCache
 from raftsched.web.console import Console, _cookie, _post_problem, _set_cookie
 from raftsched.web.graph import BOX_W, COL_GAP, GANTT_LABEL_W, GANTT_W, dag_geometry, gantt_geometry
-from raftsched.web.sessions import Session, SessionStore
-from raftsched.web.views import Pager, _parse_time, paginate, relative
+from raftsched.web.sessions import COOKIE, Session, SessionStore
+from raftsched.web.views import Pager, _parse_time, _strip, _strip_html, paginate, relative
 from tests.unit.test_fsm import T0, S, apply, batch, entry, fire, with_task
 
 
@@ -220,3 +224,160 @@ def test_the_newest_fire_records_are_read_from_the_end_and_returned_in_time_orde
         (T0 + 11 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
         (T0 + 12 * S, fsm_pb.RUN_STATE_UNSPECIFIED),
     ]
+
+
+# -- the cache of cluster-wide reads -----------------------------------------------------------
+
+
+def test_a_cached_read_is_served_for_less_than_its_ttl_and_never_across_credentials() -> None:
+    clock = Clock()
+    cache = ReadCache(clock, ttl_ms=1000)
+    calls: list[str] = []
+
+    def read(who: str) -> Callable[[], str]:
+        return lambda: calls.append(who) or f"{who}@{clock.ms}"  # type: ignore[func-returns-value]
+
+    assert cache.get("tok-a", "status", read("a")) == "a@1000000"
+    clock.ms += 999
+    assert cache.get("tok-a", "status", read("a")) == "a@1000000"  # 999 ms old: served
+    assert cache.get("tok-b", "status", read("b")) == "b@1000999"  # another credential: its own
+    assert cache.get("tok-a", "executors", read("a")) == "a@1000999"  # another read: its own
+    clock.ms += 1
+    assert cache.get("tok-a", "status", read("a")) == "a@1001000"  # 1000 ms old: read again
+    clock.ms -= 5_000  # the clock went back: nothing is trusted
+    assert cache.get("tok-a", "status", read("a")) == "a@996000"
+    assert calls == ["a", "b", "a", "a", "a"]
+
+
+def test_a_failed_read_is_not_cached_and_the_cache_is_bounded() -> None:
+    clock = Clock()
+    cache = ReadCache(clock, ttl_ms=1000, max_entries=2)
+
+    def refuse() -> str:
+        raise PermissionDenied("no")
+
+    with pytest.raises(PermissionDenied):
+        cache.get("tok", "status", refuse)
+    assert cache.get("tok", "status", lambda: "ok") == "ok"
+    for i in range(5):
+        cache.get(f"t{i}", "status", lambda: "x")
+    assert len(cache._entries) == 2
+
+
+class _CountingClient:
+    """Stands in for a session's SDK client on the cluster page: counts its calls."""
+
+    def __init__(self, token: str | None, calls: list[tuple[str | None, str]]) -> None:
+        self.token, self.calls = token, calls
+
+    def cluster_status(self, *, digests: bool = False) -> ClusterView:
+        self.calls.append((self.token, "digests" if digests else "cluster_status"))
+        return ClusterView("", "", 0, 0, ())
+
+    def list_executors(self) -> pb.ListExecutorsReply:
+        self.calls.append((self.token, "list_executors"))
+        return pb.ListExecutorsReply()
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_cluster_page_reads_once_a_second_per_credential_and_checks_the_token_every_request(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "admin.token").write_text("x" * 43 + "\n")
+    (tmp_path / "c.toml").write_text(
+        '[cluster]\nsecret = "0123456789abcdef0123"\n[auth]\nbootstrap_token_file = "admin.token"\n'
+        '[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7001"\ngrpc = "127.0.0.1:7101"\n'
+        'http = "127.0.0.1:9101"\ndata_dir = "d"\n'
+    )
+    clock = ManualClock(1_000_000)
+    revoked: set[str] = set()
+
+    class Tokens:
+        def check(self, token: str) -> Principal:
+            if token in revoked:
+                raise Unauthenticated("token revoked")
+            return Principal(f"token:{token}", Role.VIEWER)
+
+    node = SimpleNamespace(
+        node_id="n1", config=load_config(tmp_path / "c.toml"), clock=clock, tokens=Tokens()
+    )
+    calls: list[tuple[str | None, str]] = []
+    console = Console(node, client_factory=lambda token: _CountingClient(token, calls))  # type: ignore[arg-type, return-value]
+
+    def get(sid: str, query: dict[str, str] | None = None) -> int:
+        headers = {"Cookie": f"{COOKIE}={sid}"}
+        return console.handle_sync(HttpRequest("GET", "/cluster", query or {}, headers)).status
+
+    a = console.sessions.sign_in(console.sessions.new(), "tok-a", Principal("token:tok-a", Role.VIEWER))
+    b = console.sessions.sign_in(console.sessions.new(), "tok-b", Principal("token:tok-b", Role.VIEWER))
+    assert get(a.sid) == 200 and get(a.sid) == 200
+    assert calls == [("tok-a", "cluster_status"), ("tok-a", "list_executors")]  # the 2nd: cached
+    assert get(b.sid) == 200  # another principal never gets a's answer
+    assert calls[2:] == [("tok-b", "cluster_status"), ("tok-b", "list_executors")]
+    assert get(a.sid, {"digests": "1"}) == 200  # digests are asked for each time
+    assert calls[4:] == [("tok-a", "digests")]
+    clock.advance(1000)
+    assert get(a.sid) == 200  # a second later: read again
+    assert calls[5:] == [("tok-a", "cluster_status"), ("tok-a", "list_executors")]
+    revoked.add("tok-b")  # b's answer is fresh in the cache, but b's token is checked first
+    assert get(b.sid) == 303
+    assert len(calls) == 7
+
+
+def test_the_strip_html_is_what_the_template_loop_drew_with_every_value_escaped() -> None:
+    recent = pb.RecentFires(task="t")
+    recent.fires.add(nominal_ms=1_700_000_000_000, outcome=fsm_pb.FIRED, run_id="t-1700000000000")
+    recent.run_states.append(pb.SUCCEEDED)
+    recent.fires.add(nominal_ms=1_700_000_001_000, outcome=fsm_pb.COALESCED, count=3)
+    recent.run_states.append(pb.RUN_STATE_UNSPECIFIED)
+    recent.fires.add(nominal_ms=1_700_000_002_500, outcome=fsm_pb.FIRED, run_id='odd/"<id>"')
+    recent.run_states.append(pb.RUNNING)
+    strip = _strip(recent)
+    loop = jinja2.Environment(autoescape=True).from_string(
+        '{% for state, title, link in strip %}{% if link %}<a href="{{ link }}" class="tick s-{{ state }}" '
+        'title="{{ title }}"></a>{% else %}<span class="tick s-{{ state }}" title="{{ title }}"></span>'
+        "{% endif %}{% endfor %}"
+    )
+    assert str(_strip_html(strip)) == loop.render(strip=strip)
+    assert "/runs/odd%2F%22%3Cid%3E%22" in str(_strip_html(strip))
+    assert [s for s, _, _ in strip] == ["succeeded", "coalesced", "running"]
+    hostile = str(_strip_html([("x", '<script>"', 'a"b')]))
+    assert "<script>" not in hostile
+    assert 'title="&lt;script&gt;&quot;"' in hostile and 'href="a&quot;b"' in hostile
+
+
+def test_pages_read_this_nodes_state_except_just_after_an_action(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        '[cluster]\nsecret = "0123456789abcdef0123"\n[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7001"\n'
+        'grpc = "127.0.0.1:7101"\nhttp = "127.0.0.1:9101"\ndata_dir = "d"\n'
+    )
+    clock = ManualClock(1_000_000)
+    node = SimpleNamespace(node_id="n1", config=load_config(tmp_path / "c.toml"), clock=clock, tokens=None)
+    calls: list[tuple[str | None, str]] = []
+
+    class Acting(_CountingClient):
+        def enable_task(self, name: str) -> None:
+            self.calls.append((self.token, f"enable {name}"))
+
+    console = Console(
+        node,
+        client_factory=lambda _: Acting("leader", calls),  # type: ignore[arg-type, return-value]
+        reader_factory=lambda _: _CountingClient("local", calls),  # type: ignore[arg-type, return-value]
+    )
+    session = console.sessions.new()
+    cookie = {"Cookie": f"{COOKIE}={session.sid}"}
+    assert console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie)).status == 200
+    assert calls == [("local", "cluster_status"), ("local", "list_executors")]
+    form = f"csrf={session.csrf}".encode()
+    reply = console.handle_sync(HttpRequest("POST", "/tasks/t1/enable", headers=cookie, body=form))
+    assert reply.status == 303 and calls[2:] == [("leader", "enable t1")]
+    clock.advance(1000)  # the page the action lands on, and the next for 3 s: the leader's reads
+    assert console.handle_sync(HttpRequest("GET", "/cluster", {"x": "1"}, cookie)).status == 200
+    assert calls[3:] == [("leader", "cluster_status"), ("leader", "list_executors")]
+    clock.advance(2000)
+    console.reads.clear()
+    assert console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie)).status == 200
+    assert calls[5:] == [("local", "cluster_status"), ("local", "list_executors")]
+    console.close()

@@ -216,6 +216,21 @@ def test_delete_and_pause_replay_to_the_same_state() -> None:
     assert reloaded.digest() == state.digest()
 
 
+def counts(state: SchedulerState) -> dict[str, int]:
+    return {rec.name: used for rec, used in state.executor_usage()}
+
+
+def parsed_counts(state: SchedulerState) -> dict[str, int]:
+    """The running attempts per executor as a parse of every active run finds them (what
+    ``executor_usage`` computed before it read the state's ``usage``)."""
+    out = {rec.name: 0 for rec, _ in state.executor_usage()}
+    for data in state.active.values():
+        for s in pb.Run.FromString(data).shards:
+            if s.state == pb.RUNNING and s.executor:
+                out[s.executor] = out.get(s.executor, 0) + 1
+    return out
+
+
 def test_executor_usage_counts_unfinished_assigned_attempts() -> None:
     state = fresh()
     apply(state, join("x1", slots=8))
@@ -228,6 +243,14 @@ def test_executor_usage_counts_unfinished_assigned_attempts() -> None:
     assert apply(state, codec.encode_command(cmd)).accounted == 1
     usage = [(rec.name, rec.slots, used) for rec, used in state.executor_usage()]
     assert usage == [("x1", 8, 0), ("x2", 2, 1)]
+    assert counts(state) == parsed_counts(state) == {"x1": 0, "x2": 1}
+    assert counts(SchedulerState.load(state.store)) == {"x1": 0, "x2": 1}  # rebuilt on load
+    done = command(T0)
+    done.report_results.results.add(run_id=extract, shard=0, attempt=1, executor="x2", success=True)
+    assert apply(state, codec.encode_command(done)).ok
+    assert counts(state) == parsed_counts(state) == {"x1": 0, "x2": 0}  # settled: released
+    assert complete(state, run.run_id, "validate").ok  # the next task, on x1 (assigned, finished)
+    assert counts(state) == parsed_counts(state) == {"x1": 0, "x2": 0}
     cmd = command(T0)
     cmd.executor_leave.name = "x1"
     cmd.executor_leave.reason = "bye"

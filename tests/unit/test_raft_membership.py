@@ -57,6 +57,22 @@ def _fake_on_message(self: SyncObj, node: TCPNode, message: dict[str, object]) -
         self._SyncObj__raftLeader = None
 
 
+def _held_joining_node() -> tuple[PySyncObjNode, _Raft]:
+    """Node n4 and its bare ``_Raft``, joining with campaigns held until it hears a leader, one
+    peer connected and no leader known."""
+    node: PySyncObjNode = PySyncObjNode.__new__(PySyncObjNode)
+    node.node_id = "n4"
+    node._holding = False
+    node.hold_elections(True, until_leader=True)
+    raft = bare_raft()
+    raft._SyncObj__raftLeader = None
+    raft._raftsched_hold = node._campaigns_held
+    node._raft = raft
+    raft._SyncObj__connectedNodes = {TCPNode("127.0.0.1:9001")}
+    raft._SyncObj__otherNodes = {TCPNode("127.0.0.1:9001")}
+    return node, raft
+
+
 def test_a_joining_node_campaigns_once_it_has_heard_a_leader_even_if_a_vote_request_forgot_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -66,18 +82,9 @@ def test_a_joining_node_campaigns_once_it_has_heard_a_leader_even_if_a_vote_requ
     made pysyncobj forget the leader. Checked only when the election timer fired, the hold then
     never ended: the joined node refused the shorter log its vote and never campaigned itself."""
     monkeypatch.setattr(SyncObj, "_SyncObj__onMessageReceived", _fake_on_message)
-    node: PySyncObjNode = PySyncObjNode.__new__(PySyncObjNode)
-    node.node_id = "n4"
-    node._holding = False
-    node.hold_elections(True, until_leader=True)
-    raft = bare_raft()
-    raft._SyncObj__raftLeader = None
-    raft._raftsched_hold = node._campaigns_held
+    node, raft = _held_joining_node()
     raft._raftsched_leader_heard = node._leader_heard
     raft._SyncObj__raftCommitIndex = 0
-    node._raft = raft
-    raft._SyncObj__connectedNodes = {TCPNode("127.0.0.1:9001")}
-    raft._SyncObj__otherNodes = {TCPNode("127.0.0.1:9001")}
     assert not raft._SyncObj__connectedToAnyone()  # held: no leader heard yet
 
     leader, other = TCPNode("127.0.0.1:9001"), TCPNode("127.0.0.1:9002")
@@ -88,16 +95,7 @@ def test_a_joining_node_campaigns_once_it_has_heard_a_leader_even_if_a_vote_requ
 
 
 def test_a_joining_node_that_hears_no_leader_stays_held() -> None:
-    node: PySyncObjNode = PySyncObjNode.__new__(PySyncObjNode)
-    node.node_id = "n4"
-    node._holding = False
-    node.hold_elections(True, until_leader=True)
-    raft = bare_raft()
-    raft._SyncObj__raftLeader = None
-    raft._raftsched_hold = node._campaigns_held
-    node._raft = raft
-    raft._SyncObj__connectedNodes = {TCPNode("127.0.0.1:9001")}
-    raft._SyncObj__otherNodes = {TCPNode("127.0.0.1:9001")}
+    _, raft = _held_joining_node()
     assert not raft._SyncObj__connectedToAnyone()
     raft._SyncObj__raftLeader = TCPNode("127.0.0.1:9001")  # known when the timer fires: released too
     assert raft._SyncObj__connectedToAnyone()

@@ -8,6 +8,7 @@ processes can be killed (SIGKILL), paused (SIGSTOP/SIGCONT), restarted and wiped
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,8 +34,55 @@ NODE_COMMAND = (sys.executable, "-m", "raftsched.cli.node")
 """How a node process starts (the ``raftsched-node`` program, without needing it on PATH)."""
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int | None:
+    """The lowest port the kernel hands out by itself (bind to port 0, or connect), if known."""
+    try:
+        low, _high = (int(v) for v in _EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return low
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """OS-assigned free ports (bound then released; a tiny race remains, acceptable for tests)."""
+    """``count`` distinct free ports for processes that are told their address before they start
+    and are restarted on it.
+
+    A port the OS assigned and that was then released can be taken again before its node binds
+    it, or while a killed node is down: by any other socket bound to port 0 (the chaos proxies
+    are) or by the local end of an outgoing connection. That once left a 5-node chaos run with a
+    node that never started. So where the kernel's ephemeral range is known, ports are drawn from
+    just below it, which the kernel never assigns by itself; each is checked free by binding it,
+    and none is handed out twice by this process. Elsewhere they are OS-assigned.
+    """
+    low = _ephemeral_low()
+    if low is None or low <= 11000:
+        return _os_assigned_ports(count, host)
+    ports: list[int] = []
+    candidates = list(range(10000, low))
+    random.Random().shuffle(candidates)  # tests only: distinct runs should not all probe one port
+    for port in candidates:
+        if len(ports) == count:
+            break
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        ports.append(port)
+    if len(ports) < count:
+        raise RuntimeError(f"no {count} free ports below the ephemeral range (from {low})")
+    return ports
+
+
+def _os_assigned_ports(count: int, host: str) -> list[int]:
     socks, ports = [], []
     for _ in range(count):
         s = socket.socket()

@@ -344,6 +344,15 @@ class ChaosHarness:
             for plan in self.settings.tasks:
                 client.add_task(plan.spec(self.marker))
         self.await_recovery(t0, "startup")
+        dead = sorted(set(self.node_ids) - set(self.cluster.alive()))
+        if dead:
+            raise RuntimeError(f"node(s) {', '.join(dead)} exited at startup (logs in {self.base})")
+        wait_until(
+            lambda: all(self.cluster.status(n).applied_index > 0 for n in self.node_ids),
+            self.settings.recovery_timeout_s,
+            0.05,
+            "every node to be up and applying (a run must start with its whole cluster)",
+        )
         self.progress(
             f"started {len(self.node_ids)} nodes, {len(self.executors)} executors in {self._since(t0)}"
         )

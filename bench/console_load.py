@@ -64,6 +64,7 @@ class Loader(threading.Thread):
         self.port = int(port)
         self.stop = threading.Event()
         self.latencies: list[float] = []
+        self.by_path: dict[str, list[float]] = {}
         self.errors = 0
         self.cookie = ""
 
@@ -87,6 +88,7 @@ class Loader(threading.Thread):
             except OSError:
                 self.errors += 1
             self.latencies.append(time.perf_counter() - started)
+            self.by_path.setdefault(path, []).append(self.latencies[-1])
             if self.pace_s:
                 self.stop.wait(self.pace_s)
 
@@ -122,6 +124,18 @@ def window(
         out["page_ms"] = {
             "p50": round(pages[len(pages) // 2] * 1000, 1) if pages else 0.0,
             "p99": round(pages[int(len(pages) * 0.99)] * 1000, 1) if pages else 0.0,
+        }
+        by_path: dict[str, list[float]] = {}
+        for t in threads:
+            for path, xs in t.by_path.items():
+                by_path.setdefault(path, []).extend(xs)
+        out["page_ms_by_path"] = {
+            path: {
+                "n": len(xs),
+                "median": round(sorted(xs)[len(xs) // 2] * 1000, 1),
+                "max": round(max(xs) * 1000, 1),
+            }
+            for path, xs in by_path.items()
         }
         out["page_errors"] = sum(t.errors for t in threads)
     return out

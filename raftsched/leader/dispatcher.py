@@ -37,6 +37,7 @@ from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.workflows import is_internal, split_internal, trigger_name
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order
 from raftsched.model import Lock, execution_id
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, fits_now
@@ -80,6 +81,16 @@ class Lease:
     # heartbeat lists it as started; None when unknown (re-sent after a takeover). Only False
     # makes a loss "unstarted" (not a try); True never goes back.
     started: bool | None = None
+
+
+def _held_names(task: str) -> tuple[str, ...]:
+    """The tasks whose overlap decisions an inherited attempt of ``task`` holds: the task itself
+    and, for a workflow task, its workflow's trigger (a scheduled workflow's next fire is skipped
+    while a run of it is unfinished, and the attempt's result may be what finishes that run)."""
+    if is_internal(task):
+        workflow, _ = split_internal(task)
+        return (task, trigger_name(workflow))
+    return (task,)
 
 
 @dataclass(slots=True)
@@ -191,7 +202,8 @@ class Dispatcher:
                     self.inherited[exec_id] = _Inherited(
                         eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms
                     )
-                    self.unknown_tasks[eff.task] = self.unknown_tasks.get(eff.task, 0) + 1
+                    for name in _held_names(eff.task):
+                        self.unknown_tasks[name] = self.unknown_tasks.get(name, 0) + 1
         self.leading = True
 
     def overlap_unknown(self, task: str, epoch: int = 0) -> bool:
@@ -217,11 +229,12 @@ class Dispatcher:
         if h is not None:
             self.settling.discard(exec_id)
             self.hold_ends[why] = self.hold_ends.get(why, 0) + 1
-            left = self.unknown_tasks.get(h.task, 0) - 1
-            if left > 0:
-                self.unknown_tasks[h.task] = left
-            else:
-                self.unknown_tasks.pop(h.task, None)
+            for name in _held_names(h.task):
+                left = self.unknown_tasks.get(name, 0) - 1
+                if left > 0:
+                    self.unknown_tasks[name] = left
+                else:
+                    self.unknown_tasks.pop(name, None)
 
     def _settling(self, exec_id: str, now_ms: int) -> None:
         """The result or loss of ``exec_id`` is proposed: it is known once applied."""

@@ -247,7 +247,8 @@ class LeaderDriver:
             if (
                 hold is not None
                 and spec.overlap != Overlap.ALLOW
-                and name in state.active_per_task
+                # a workflow's trigger has no runs of its own: its workflow runs are unfinished
+                and (name in state.active_per_task or spec.handler == "workflow")
                 and hold(name, self.epoch)
             ):
                 wheel.insert(name, now + HOLD_RECHECK_MS)

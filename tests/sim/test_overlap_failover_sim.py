@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
+from raftsched.fsm.workflows import trigger_name
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as pb
+from raftsched.v1 import raftsched_pb2 as rpb
 
 DURATION_MS = 300
 
@@ -207,5 +209,77 @@ def test_without_the_finished_list_a_delayed_result_gives_a_false_overlap() -> N
     try:
         _stop_then_kill(sim, refuse_reports=2)
         assert false_overlaps(sim)
+    finally:
+        sim.close()
+
+
+def _workflow_cluster() -> SimHarness:
+    """The same scenario for a scheduled workflow (overlap=skip, misfire=all) of one task: its
+    next fire is skipped while a run of it is unfinished, and a run finishes when its task's
+    result is applied - the result a new leader may not have yet."""
+    sim = SimHarness(["n1", "n2", "n3"], seed=0)
+    sim.elect("n1")
+    sim.add_executor("ex1", slots=4, duration_ms=DURATION_MS)
+    sim.add_executor("ex2", slots=4, duration_ms=DURATION_MS)
+    spec = rpb.WorkflowSpec(
+        name="wf",
+        schedule=rpb.CronTrigger(expr="* * * * * *"),
+        overlap=rpb.OVERLAP_SKIP,
+        misfire=rpb.MISFIRE_ALL,
+    )
+    spec.tasks.add(name="only", command="echo")
+    assert sim.write("apply_workflow", spec).ok
+    return sim
+
+
+def false_workflow_overlaps(sim: SimHarness) -> list[str]:
+    """Skipped fires of workflow ``wf`` decided when none of its runs was unfinished in reality
+    (a run is unfinished from its creation until its task's command ended, one step of slack as
+    in :func:`false_overlaps`)."""
+    finished_at = {run_id: at + sim.step_ms for run_id, at in _finished_at(sim).items()}
+    runs = sim.workflow_runs("wf")
+
+    def ended(wr: rpb.WorkflowRun) -> int | None:
+        task_run = wr.tasks[0].run_id if wr.tasks else ""
+        return finished_at.get(task_run)
+
+    bad = []
+    for rec in sim.fires(trigger_name("wf")):
+        if rec.outcome != pb.SKIPPED_OVERLAP:
+            continue
+        decided = rec.decided_ms
+        real = [
+            wr.run_id
+            for wr in runs
+            if wr.created_ms <= decided and ((end := ended(wr)) is None or end > decided)
+        ]
+        if not real:
+            bad.append(f"fire {rec.nominal_ms} decided at {decided}: {rec.reason}")
+    return bad
+
+
+def test_a_new_leader_skips_a_workflow_fire_only_when_a_run_of_it_really_was_unfinished() -> None:
+    """A workflow task's attempt RUNNING at the takeover holds its workflow's trigger too."""
+    sim = _workflow_cluster()
+    try:
+        _failover(sim)
+        fires = sim.fires(trigger_name("wf"))
+        assert not false_workflow_overlaps(sim), false_workflow_overlaps(sim)
+        caught_up = [f for f in fires if f.epoch == max(f.epoch for f in fires) and f.outcome == pb.FIRED]
+        assert caught_up, "the new leader fired nothing"
+        assert len(set(sim.digests().values())) == 1
+    finally:
+        sim.close()
+
+
+def test_without_the_hold_a_workflow_fire_is_skipped_against_a_finished_run() -> None:
+    """The reproduction: before the trigger was held, the caught-up fires of the workflow were
+    all skipped against the run whose task had finished seconds before the takeover."""
+    sim = _workflow_cluster()
+    for node in sim.nodes.values():
+        node.driver.hold_fires = None
+    try:
+        _failover(sim)
+        assert false_workflow_overlaps(sim)
     finally:
         sim.close()

@@ -318,6 +318,11 @@ class TaskSpec:
         if self.command and self.handler:
             raise InvalidSpec("handler", "give a command or a handler, not both")
         check_int(self.shards, "shards", 1, MAX_SHARDS)
+        # The policies' names are accepted as plain strings too (misfire="all"): kept as the enum.
+        for attr, kind in (("misfire", Misfire), ("overlap", Overlap), ("runner", Runner)):
+            value = getattr(self, attr)
+            if isinstance(value, str) and not isinstance(value, kind) and value in kind._value2member_map_:
+                object.__setattr__(self, attr, kind(value))
         if not isinstance(self.misfire, Misfire):
             raise InvalidSpec("misfire", f"{quote(self.misfire)} is not one of latest, all, skip")
         if not isinstance(self.overlap, Overlap):

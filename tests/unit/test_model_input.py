@@ -9,6 +9,7 @@ command must leave the replicated state exactly as it was.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,9 @@ from raftsched.model import (
     MAX_PARAMS_DEPTH,
     CronTrigger,
     ManualTrigger,
+    Misfire,
+    Overlap,
+    Runner,
     TaskSpec,
     parse_misfire,
     parse_params,
@@ -351,3 +355,21 @@ def test_a_malformed_schedule_in_apply_is_refused_before_anything_is_written(exp
     assert (result.ok, result.code) == (False, "invalid_argument")
     assert result.message.startswith("trigger.cron: ")
     assert domain(state) == before
+
+
+def test_policy_names_are_taken_as_plain_strings_and_kept_as_the_enum() -> None:
+    names: dict[str, Any] = {"misfire": "all", "overlap": "allow", "runner": "python"}
+    spec = TaskSpec("t", CronTrigger("* * * * *"), command="x", **names)
+    assert spec.misfire is Misfire.ALL and spec.overlap is Overlap.ALLOW and spec.runner is Runner.PYTHON
+    assert spec == TaskSpec(
+        "t",
+        CronTrigger("* * * * *"),
+        command="x",
+        misfire=Misfire.ALL,
+        overlap=Overlap.ALLOW,
+        runner=Runner.PYTHON,
+    )
+    with pytest.raises(
+        InvalidSpec, match="overlap: 'sometimes' is not one of skip, allow, buffer_one, replace"
+    ):
+        TaskSpec("t", CronTrigger("* * * * *"), command="x", overlap="sometimes")  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """The fire hot path in one process, without Raft or gRPC: planning (leader) and applying (every node).
 
-    python bench/hotpath.py [--tasks 10000] [--seconds 10] [--store lmdb|memory] [--metrics]
+    python bench/hotpath.py [--tasks 10000] [--seconds 10] [--store lmdb|memory] [--metrics] [--follower]
 
 N every-second cron tasks in a :class:`SchedulerState` over an LMDB store (``sync=False``, as a
 node opens it) and a :class:`LeaderDriver`; then, for each simulated second: the driver plans
@@ -16,12 +16,17 @@ run it before and after, on the same machine. Times are single-thread CPU (``pro
 by outcome, owner and namespace), the commit-lateness histogram per committed batch, and one
 scrape of the node's metrics every 15 simulated seconds (Prometheus's default interval; its
 cost is reported apart and included in the total).
+
+``--follower`` applies every entry to a second state as well, as a follower does: its own store,
+its effects handed to a driver and a dispatcher that do not lead (what a follower node does with
+them, without the hop to its event loop), and reports that node's apply and commit CPU per fire.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import tempfile
 import time
@@ -34,9 +39,11 @@ if str(BENCH_DIR) not in sys.path:
 import fires  # noqa: E402
 
 from raftsched.abc import StateStore  # noqa: E402
+from raftsched.fsm.effects import Effect  # noqa: E402
 from raftsched.fsm.records import Retention  # noqa: E402
 from raftsched.fsm.state import SchedulerState  # noqa: E402
 from raftsched.leader import writes  # noqa: E402
+from raftsched.leader.dispatcher import Dispatcher, DispatchSettings  # noqa: E402
 from raftsched.leader.driver import LeaderDriver  # noqa: E402
 from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample  # noqa: E402
@@ -48,8 +55,14 @@ from raftsched.storage.memory import MemoryStore  # noqa: E402
 T0 = 1_800_000_000_000  # a whole second
 
 
-def run(n: int, seconds: int, store_kind: str, base: Path, metrics: bool = False) -> dict[str, object]:
-    store: StateStore = LmdbStore(base / "state", sync=False) if store_kind == "lmdb" else MemoryStore()
+def _open(store_kind: str, path: Path) -> StateStore:
+    return LmdbStore(path, sync=False) if store_kind == "lmdb" else MemoryStore()
+
+
+def run(
+    n: int, seconds: int, store_kind: str, base: Path, metrics: bool = False, follower: bool = False
+) -> dict[str, object]:
+    store = _open(store_kind, base / "state")
     state = SchedulerState.load(store, Retention())
     node_metrics: NodeMetrics | None = None
     if metrics:
@@ -62,6 +75,29 @@ def run(n: int, seconds: int, store_kind: str, base: Path, metrics: bool = False
         nonlocal index
         index += 1
         replica.apply_entry(index, data)
+        if f_replica is not None:
+            pending.append((index, data))
+
+    # The follower applies what the leader applied, after it (timed apart).
+    f_replica: Replica | None = None
+    pending: list[tuple[int, bytes]] = []
+    if follower:
+        f_state = SchedulerState.load(_open(store_kind, base / "follower"), Retention())
+        f_state.leader_effects = False  # as raftsched.node sets it for a node that does not lead
+        f_driver = LeaderDriver(f_state, "n2")
+        f_dispatcher = Dispatcher(f_state, DispatchSettings(), random.Random(0))
+
+        def f_sink(effects: tuple[Effect, ...]) -> None:
+            f_driver.on_effects(effects)
+            f_dispatcher.on_effects(effects, 0)
+
+        f_replica = Replica(f_state, f_state.store, effect_sink=f_sink)
+
+    def follow() -> None:
+        assert f_replica is not None
+        for i, data in pending:
+            f_replica.apply_entry(i, data)
+        pending.clear()
 
     specs = [
         (TaskSpec(f"hot-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true"), False)
@@ -72,11 +108,14 @@ def run(n: int, seconds: int, store_kind: str, base: Path, metrics: bool = False
     for data in commands:
         apply(data)
     replica.end_of_tick()
+    if f_replica is not None:
+        follow()
+        f_replica.end_of_tick()
     driver = LeaderDriver(state, "n1")
     replica.effect_sink = driver.on_effects
     apply(driver.become_leader(1, T0 - 1000).data)
     assert driver.ready
-    plan_s = apply_s = commit_s = scrape_s = 0.0
+    plan_s = apply_s = commit_s = scrape_s = f_apply_s = f_commit_s = 0.0
     fired = batches = 0
     for s in range(seconds):
         now = T0 + s * 1000 + 5
@@ -100,9 +139,26 @@ def run(n: int, seconds: int, store_kind: str, base: Path, metrics: bool = False
         apply_s += c2 - c1
         commit_s += c3 - c2
         scrape_s += c4 - c3
+        if f_replica is not None:
+            f0 = time.process_time()
+            follow()
+            f1 = time.process_time()
+            f_replica.end_of_tick()
+            f_apply_s += f1 - f0
+            f_commit_s += time.process_time() - f1
         batches += len(proposals)
     heap = fires.heapq_loop(n, seconds)
     per = max(fired, 1)
+    if f_replica is not None:
+        assert f_replica.state.digest() == state.digest(), "the follower's state differs"
+    extra = (
+        {
+            "follower_apply_us_per_fire": round(f_apply_s / per * 1e6, 2),
+            "follower_commit_us_per_fire": round(f_commit_s / per * 1e6, 2),
+        }
+        if follower
+        else {}
+    )
     return {
         "tasks": n,
         "seconds": seconds,
@@ -117,6 +173,7 @@ def run(n: int, seconds: int, store_kind: str, base: Path, metrics: bool = False
         "leader_total_us_per_fire": round((plan_s + apply_s + commit_s + scrape_s) / per * 1e6, 2),
         "heapq_us_per_fire": round(heap * 1e6, 3),
         "leader_vs_heapq": round((plan_s + apply_s + commit_s + scrape_s) / per / heap, 1),
+        **extra,
     }
 
 
@@ -126,9 +183,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--store", choices=["lmdb", "memory"], default="lmdb")
     ap.add_argument("--metrics", action="store_true", help="with a node's metrics")
+    ap.add_argument("--follower", action="store_true", help="also apply every entry as a follower")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="raftsched-hotpath-") as tmp:
-        print(json.dumps(run(args.tasks, args.seconds, args.store, Path(tmp), args.metrics), indent=2))
+        result = run(args.tasks, args.seconds, args.store, Path(tmp), args.metrics, args.follower)
+        print(json.dumps(result, indent=2))
     return 0
 
 

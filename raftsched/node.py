@@ -118,6 +118,7 @@ class Node:
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
         self.state = SchedulerState.load(self.store, self.retention)
+        self.state.leader_effects = False  # a follower until it leads (LeaderDriver.become_leader)
         self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
         self.replica = Replica(self.state, self.store, effect_sink=self._effects)
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)

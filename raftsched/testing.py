@@ -315,6 +315,7 @@ class SimHarness:
 
     def _boot(self, node_id: str, store: MemoryStore) -> None:
         state = SchedulerState.load(store, self.retention)
+        state.leader_effects = False  # as a real node: a follower until its driver leads
         driver = LeaderDriver(state, node_id, self.misfire)
         dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
         driver.hold_fires = dispatcher.overlap_unknown

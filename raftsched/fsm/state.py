@@ -30,7 +30,7 @@ from raftsched import codec
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError, quote
 from raftsched.fsm import alerts as alerts_mod
-from raftsched.fsm import keys, queries
+from raftsched.fsm import keys, queries, wire
 from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.calendars import CalendarBook
@@ -117,6 +117,13 @@ class SchedulerState:
         # Node-local counts of what apply did, for metrics: never replicated, never read by
         # apply, so replicas agree whether or not a node counts (None: it does not).
         self.tally: ApplyTally | None = None
+        # Whether apply builds the effects only a leader consumes (runs ready to place, attempts
+        # to send, tasks re-armed, executors changed, runs cancelled). A follower's driver and
+        # dispatcher ignore them, and a new leader rebuilds its wheel and queues from the state
+        # when its barrier applies, so a node turns this on when it starts to lead (before it
+        # proposes its barrier) and off when it steps down. BarrierCommitted is always built.
+        # Effects are not replicated state: the flag changes nothing stored or hashed.
+        self.leader_effects = True
         self.wf = wf_mod.WorkflowBook(self)
         self.access = TokenBook(store)
         # Derived from the active runs (never stored): slots, cpu and memory each executor's
@@ -338,6 +345,8 @@ class SchedulerState:
         # Validate and compute first; mutate only once nothing can reject any more.
         now = max(cmd.now_ms, self.max_now_ms)
         result, effects = handler(self, cmd, now)
+        if not self.leader_effects and body != "barrier":
+            effects = ()
         return self._finish(cmd, result, effects)
 
     def _finish(self, cmd: pb.Command, result: pb.CommandResult, effects: tuple[Effect, ...]) -> Applied:
@@ -705,17 +714,7 @@ class SchedulerState:
                 params_json=st.spec.params_json,
                 shards=pending_shards(shards),
             ).SerializeToString(deterministic=True)
-        data = template + pb.Run(
-            run_id=run_id,
-            nominal_ms=nominal,
-            created_ms=now,
-            epoch=epoch,
-            manual=bool(manual_seq),
-            timeline=[
-                pb.TimelineEntry(event="created", at_ms=now, reason="manual" if manual_seq else "fire")
-            ],
-            held=hold,
-        ).SerializeToString(deterministic=True)
+        data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold)
         self.active[run_id] = data
         self.active_per_task[name] = self.active_per_task.get(name, 0) + 1
         st.active_runs += 1
@@ -733,6 +732,8 @@ class SchedulerState:
                 self._check_placeable(st, need, now)
         if hold:
             st.held_run = run_id
+            return run_id, data, ()
+        if not self.leader_effects:
             return run_id, data, ()
         if shards == 1:
             return run_id, data, (AttemptReady(run_id, name, nominal, 0, 1, epoch),)
@@ -754,6 +755,7 @@ class SchedulerState:
         # max (the driver starts from it after its barrier), which is what invariant 3 asks.
         now = cmd.now_ms
         effects: list[Effect] = []
+        lead = self.leader_effects
         fired = accounted = refused = 0
         for tf in cmd.fire_batch.tasks:
             st = self.tasks.get(tf.task)
@@ -784,7 +786,8 @@ class SchedulerState:
                     else:
                         hold = reason == _BUFFERED
                         run_id, _, run_effects = self._new_run(st, fire.nominal_ms, now, cmd.epoch, hold=hold)
-                        effects.extend(run_effects)
+                        if lead:
+                            effects.extend(run_effects)
                         if hold:
                             reason = f"buffered behind the running run (overlap=buffer_one): {run_id} waits"
                     fired += 1
@@ -793,7 +796,8 @@ class SchedulerState:
             st.watermark_ms = max(st.watermark_ms, tf.watermark_ms)
             st.next_fire_ms = tf.next_fire_ms
             self.put_task(st)
-            effects.append(self._armed(st))
+            if lead:
+                effects.append(self._armed(st))
         return pb.CommandResult(ok=True, fired=fired, accounted=accounted, refused=refused), tuple(effects)
 
     @staticmethod
@@ -843,21 +847,10 @@ class SchedulerState:
             template = st.fire_template = pb.FireRecord(task=name, task_version=st.version).SerializeToString(
                 deterministic=True
             )
-        rec = pb.FireRecord(
-            nominal_ms=fire.nominal_ms,
-            outcome=outcome,  # type: ignore[arg-type]
-            reason=reason,
-            decided_ms=now,
-            epoch=epoch,
-            run_id=run_id,
-            through_ms=fire.through_ms,
-            count=count,
-            calendar=calendar,
+        rec = wire.fire_fields(
+            fire.nominal_ms, outcome, reason, now, epoch, run_id, fire.through_ms, count, calendar
         )
-        self.store.put(
-            keys.time_key(keys.FIRE, name, fire.nominal_ms),
-            template + rec.SerializeToString(deterministic=True),
-        )
+        self.store.put(keys.time_key(keys.FIRE, name, fire.nominal_ms), template + rec)
         st.fires_total += count
         if self.tally is not None:
             spec = st.spec
@@ -1328,9 +1321,12 @@ class SchedulerState:
             data = run.SerializeToString(deterministic=True)
             self.active[a.run_id] = data
             self.store.put(keys.run_key_for_id(a.run_id), data)
-            effects.append(
-                DispatchAttempt(a.run_id, run.task, run.nominal_ms, a.shard, a.attempt, a.executor, cmd.epoch)
-            )
+            if self.leader_effects:
+                effects.append(
+                    DispatchAttempt(
+                        a.run_id, run.task, run.nominal_ms, a.shard, a.attempt, a.executor, cmd.epoch
+                    )
+                )
             if run.workflow_run:
                 self.wf.task_run_assigned(run, shard, now)
             accepted += 1

@@ -130,6 +130,8 @@ class LeaderDriver:
     # -- leadership ----------------------------------------------------------------------------
 
     def become_leader(self, epoch: int, now_ms: int) -> Proposal:
+        # Before the barrier is proposed: every entry applied after it carries its effects.
+        self.state.leader_effects = True
         self.epoch = epoch
         self.leading = True
         self.ready = False
@@ -160,6 +162,7 @@ class LeaderDriver:
             self.wheel.cancel(tf.task)  # its armed time came from the old reading: never plan it
 
     def step_down(self) -> None:
+        self.state.leader_effects = False
         self.leading = False
         self.ready = False
         self.in_flight.clear()

@@ -31,6 +31,8 @@ Task names cannot contain ``\\x00``, so ``<task>\\x00`` is a unique prefix per t
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 META = b"m/meta"
 TASK = b"t/"
 RUN = b"r/"
@@ -79,7 +81,14 @@ def per_task_end(kind: bytes, task: str) -> bytes:
 
 
 def time_key(kind: bytes, task: str, nominal_ms: int, suffix: str = "") -> bytes:
-    return kind + task.encode() + b"\x00" + f"{nominal_ms:016x}{suffix}".encode()
+    return kind + task.encode() + b"\x00" + _hex16(nominal_ms) + (suffix.encode() if suffix else b"")
+
+
+@lru_cache(maxsize=256)
+def _hex16(ms: int) -> bytes:
+    # Every fire formats its nominal time twice (run and fire keys), and the tasks of one batch
+    # share their nominal times.
+    return f"{ms:016x}".encode()
 
 
 def run_key_for_id(run_id: str) -> bytes:

@@ -691,6 +691,23 @@ def test_outcomes_only_apply_may_decide_are_refused_from_the_leader(outcome: int
     _refused(state, T0 + S, entry("t", 1, [fire(T0 + S, outcome)], watermark=T0 + S, next_fire=T0 + 2 * S))
 
 
+def test_malformed_fire_entries_are_refused_whole() -> None:
+    """What no leader proposes: an empty range, a fired record claiming a range or a count, an
+    outcome only apply may decide. Each is refused and changes nothing."""
+    state = with_task()
+    w, nxt = T0 + 3 * S, T0 + 4 * S
+    for bad in (
+        fire(T0 + 2 * S, pb.COALESCED, through=T0 + S, count=2),  # the range ends before it starts
+        fire(T0 + S, pb.FIRED, through=T0 + 2 * S),  # one run for two fires
+        fire(T0 + S, pb.FIRED, count=2),
+        fire(T0 + S, pb.SKIPPED_OVERLAP),  # apply decides overlap, not the leader
+    ):
+        _refused(state, T0 + 3 * S, entry("t", 1, [bad], watermark=w, next_fire=nxt))
+    good = [fire(T0 + S, pb.COALESCED, through=T0 + 2 * S, count=2), fire(T0 + 3 * S)]
+    res = apply(state, batch(T0 + 3 * S, entry("t", 1, good, watermark=w, next_fire=nxt)))
+    assert (res.fired, res.accounted, res.refused) == (1, 2, 0)
+
+
 def test_a_batch_for_a_stale_version_is_refused() -> None:
     state = with_task()
     assert update(state, TaskSpec("t", EVERY_SECOND, command="v2"), now=T0 + 500).ok

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, TransportError
 from raftsched.config import DEFAULT_MAP_SIZE, parse_address, parse_map_size
 from raftsched.errors import InvalidSpec, TlsError
+from raftsched.executor.aio import wait_event
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.runners import (
     AttemptContext,
@@ -730,8 +731,7 @@ class Executor:
             await asyncio.sleep(gap)
             wake = self._hb_wake
             assert wake is not None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), self._heartbeat_s - gap)
+            await wait_event(wake, self._heartbeat_s - gap)
             wake.clear()
 
     async def _reports(self, target: str) -> None:
@@ -754,8 +754,7 @@ class Executor:
                     self.observability.on_log_write("acknowledge", len(reply.acknowledged))
                 continue
             self._report_wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._report_wake.wait(), 1.0)
+            await wait_event(self._report_wake, 1.0)
 
 
 def _item_fields(item: pb.WorkItem, executor: str) -> dict[str, object]:
@@ -790,5 +789,4 @@ def _failed(execution_id: str, error: str) -> AttemptResult:
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+    await wait_event(stop, seconds)

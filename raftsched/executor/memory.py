@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from raftsched.abc import TransportError
+from raftsched.executor.aio import wait_event
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
@@ -222,8 +223,7 @@ class LoopbackEndpoint:
             if left <= 0:
                 raise TimeoutError("condition not reached in time")
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(left, 0.05))
+            await wait_event(self._changed, min(left, 0.05))
 
     @contextlib.asynccontextmanager
     async def serving(self, executor: Executor, timeout_s: float = 10.0) -> AsyncIterator[None]:

@@ -12,7 +12,7 @@ fields (proto3: a field at its default value is left out; fields in field-number
 stored records, snapshots and digests are unchanged. ``tests/unit/test_wire.py`` checks it
 against protobuf itself, property-based.
 
-Field numbers are those of ``protos/raftsched/v1/log.proto``; a change there must be made here too
+Field numbers are those of ``protos/raftsched/v1/records.proto``; a change there must be made here too
 (the property test fails otherwise).
 """
 
@@ -62,7 +62,7 @@ def _cached_int(field: int, value: int) -> bytes:
     return _int(field, value)
 
 
-# -- Run (log.proto): run_id 1, nominal_ms 3, created_ms 6, epoch 8, manual 9, timeline 16, held 340.
+# -- Run (records.proto): run_id 1, nominal_ms 3, created_ms 6, epoch 8, manual 9, timeline 16, held 340.
 
 
 @lru_cache(maxsize=16)
@@ -93,7 +93,7 @@ def run_fields(run_id: str, nominal_ms: int, created_ms: int, epoch: int, manual
     return rid + _cached_int(3, nominal_ms) + _run_tail(created_ms, epoch, manual, held)
 
 
-# -- FireRecord (log.proto): nominal_ms 2, outcome 3, reason 4, decided_ms 5, epoch 6, run_id 7,
+# -- FireRecord (records.proto): nominal_ms 2, outcome 3, reason 4, decided_ms 5, epoch 6, run_id 7,
 # through_ms 9, count 10, calendar 380 (task 1 and task_version 8 are in the template).
 
 

@@ -25,7 +25,7 @@ from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
-from raftsched.model import TaskSpec
+from raftsched.model import Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, fresh, tick
@@ -163,6 +163,29 @@ def test_the_monitor_finds_attempts_running_past_zombie_after_once_per_leadershi
     assert delivery.detect_zombies(monitor, state, T0 + 70 * S) == []
     monitor.reset()
     assert len(delivery.detect_zombies(monitor, state, T0 + 70 * S)) == 1  # apply dedupes this one
+
+
+def test_the_zombie_check_reads_only_runs_with_a_running_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog of pending runs is not parsed (it held the state lock and the event loop for
+    seconds with 200,000 of them); the running one is still found."""
+    state, run_id = one_run()
+    apply(state, assign(T0 + S, (run_id, 0, 1, "ex1")))
+    backlog = TaskSpec("backlog", EVERY_SECOND, overlap=Overlap.ALLOW, command="true")
+    assert create(state, backlog, now=T0 + S).ok
+    for i in range(2, 6):
+        assert apply(state, tick("backlog", 1, T0 + i * S)).fired == 1
+    assert len(state.active) > 1
+    parsed: list[str] = []
+    real = pb.Run.FromString
+
+    def counting(data: bytes) -> pb.Run:
+        run = real(data)
+        parsed.append(run.run_id)
+        return run
+
+    monkeypatch.setattr(pb.Run, "FromString", counting)
+    [z] = delivery.detect_zombies(AlertMonitor(AlertsConfig(zombie_after_ms=60_000)), state, T0 + 62 * S)
+    assert z.run_id == run_id and parsed == [run_id]
 
 
 def test_slow_schedule_raises_at_most_one_event_per_window() -> None:

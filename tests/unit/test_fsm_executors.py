@@ -7,7 +7,7 @@ from raftsched import codec
 from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, ExecutorChanged
 from raftsched.fsm.state import SchedulerState
-from raftsched.model import TaskSpec
+from raftsched.model import Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, domain, fresh, tick
 
@@ -152,6 +152,31 @@ def test_a_dead_executor_loses_its_attempts_which_are_retried_elsewhere() -> Non
     assert apply(state, assign(T0 + 6 * S, (run_id, 0, 2, "ex1"))).refused == 1
     assert apply(state, result(T0 + 6 * S, run_id, 1, "ex1", True)).refused == 1
     assert apply(state, assign(T0 + 6 * S, (run_id, 0, 2, "ex2"))).accounted == 1
+
+
+def test_a_dead_executor_loses_exactly_its_running_attempts_among_a_backlog_also_after_a_reload() -> None:
+    """The leave is settled from the state's running attempts by executor (not by parsing every
+    active run): ex1's attempts are lost in run id order, ex2's and the pending ones untouched."""
+    state = fresh()
+    spec = TaskSpec("t", EVERY_SECOND, max_retries=2, overlap=Overlap.ALLOW, command="true")
+    assert create(state, spec).ok
+    assert apply(state, join("ex1")).ok and apply(state, join("ex2")).ok
+    runs = []
+    for i in range(1, 7):
+        assert apply(state, tick("t", 1, T0 + i * S)).fired == 1
+        runs.append(f"t@{T0 + i * S}")
+    apply(state, assign(T0 + 7 * S, (runs[4], 0, 1, "ex1"), (runs[1], 0, 1, "ex2"), (runs[0], 0, 1, "ex1")))
+    reloaded = fresh()
+    reloaded.restore(state.snapshot(), 1)
+    pending, lost = (pb.PENDING, 0), (pb.PENDING, 1)
+    for st in (state, reloaded):
+        applied = st.apply(leave("ex1", T0 + 8 * S, retry_at=T0 + 9 * S))
+        ready = [e for e in applied.effects if isinstance(e, AttemptReady)]
+        assert [(e.run_id, e.attempt) for e in ready] == [(runs[0], 2), (runs[4], 2)]
+        shards = [run_of(st, r).shards[0] for r in runs]
+        running = (pb.RUNNING, 0)
+        assert [(sh.state, sh.lost) for sh in shards] == [lost, running, pending, pending, lost, pending]
+    assert reloaded.digest() == state.digest()
 
 
 def test_pending_attempts_lists_waiting_and_assigned_attempts_for_a_new_leader() -> None:

@@ -100,6 +100,7 @@ def main() -> int:
     ap.add_argument("--executors", type=int, default=0)
     ap.add_argument("--slots", type=int, default=256)
     ap.add_argument("--target", default="leader", help="'leader', 'follower' or an executor name (ex1)")
+    ap.add_argument("--kind", choices=["sync", "async"], default="sync", help="the executors' no-op handler")
     ap.add_argument("--rate", type=int, default=200, help="samples per second")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
@@ -120,7 +121,7 @@ def main() -> int:
             for name in names:
                 (base / name).mkdir()
                 procs[name] = executors.start_executor(
-                    name, targets, args.slots, base / name, cluster.log_dir, "sync", True
+                    name, targets, args.slots, base / name, cluster.log_dir, args.kind, True
                 )
             if names:
                 wait_until(

@@ -242,6 +242,12 @@ class ExecutionLog(Protocol):
         in one transaction. A missing key raises ``KeyError`` and changes nothing."""
         ...
 
+    def settle(self, keys: list[str]) -> None:
+        """Mark existing keys settled, keeping their values and insertion sequence, in one
+        transaction (an acknowledgement: nothing is re-encoded or rewritten). A missing key raises
+        ``KeyError`` and changes nothing."""
+        ...
+
     def unsettled(self) -> list[tuple[str, bytes]]:
         """Every unsettled ``(key, value)``."""
         ...

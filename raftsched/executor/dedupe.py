@@ -334,7 +334,7 @@ class DedupeLog:
             ]
             if not acked:
                 return 0
-            self._store.update([(r.execution_id, _encode(r), True) for r in acked])
+            self._store.settle([r.execution_id for r in acked])  # the stored result stays as written
             for record in acked:
                 del self._open[record.execution_id]
                 self._remember(

@@ -133,6 +133,16 @@ class LmdbExecutionLog:
                 else:
                     txn.put(seq, raw, db=self._unsettled)
 
+    def settle(self, keys: list[str]) -> None:
+        """Mark existing keys settled (their values stay as written), in one transaction. A
+        missing key raises ``KeyError`` and changes nothing."""
+        with self._live().begin(write=True, buffers=False) as txn:
+            for key in keys:
+                stored: bytes | None = txn.get(self._key(key), db=self._entries)
+                if stored is None:
+                    raise KeyError(key)  # the context manager aborts the transaction
+                txn.delete(stored[: INDEX.size], db=self._unsettled)
+
     def unsettled(self) -> list[tuple[str, bytes]]:
         """Every unsettled ``(key, value)``, in insertion order."""
         out: list[tuple[str, bytes]] = []

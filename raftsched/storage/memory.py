@@ -141,6 +141,15 @@ class MemoryExecutionLog:
             for key, value, settled in items:
                 self._entries[key] = (value, settled)
 
+    def settle(self, keys: list[str]) -> None:
+        with self._lock:
+            self._live()
+            for key in keys:
+                if key not in self._entries:
+                    raise KeyError(key)
+            for key in keys:
+                self._entries[key] = (self._entries[key][0], True)
+
     def unsettled(self) -> list[tuple[str, bytes]]:
         with self._lock:
             self._live()

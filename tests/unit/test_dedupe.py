@@ -331,6 +331,18 @@ def test_store_update_of_a_missing_key_changes_nothing(store: ExecutionLog) -> N
     assert store.get("a") == (b"1", False)
 
 
+def test_store_settle_keeps_values_and_order_and_a_missing_key_changes_nothing(store: ExecutionLog) -> None:
+    store.insert_many([("a", b"1"), ("b", b"2"), ("c", b"3")])
+    store.update([("b", b"done", False)])
+    store.settle(["b", "a"])
+    assert store.get("b") == (b"done", True) and store.get("a") == (b"1", True)
+    assert store.unsettled() == [("c", b"3")]
+    with pytest.raises(KeyError):
+        store.settle(["c", "missing"])
+    assert store.get("c") == (b"3", False)
+    assert store.prune_settled(1) == ["a"]  # settled in insertion order, not settling order
+
+
 def test_store_prunes_the_oldest_settled_keys_only(store: ExecutionLog) -> None:
     store.insert_many([(k, b"v") for k in "abcde"])
     store.update([(k, b"v", True) for k in "abd"])

@@ -1,7 +1,7 @@
 """Profile a raftsched process under load with py-spy (sampling; the process is not paused).
 
     python bench/profile.py [--tasks 10000] [--seconds 15] [--executors 0|N] [--target leader|ex1]
-                            [--top 30] [--raw FILE]
+                            [--kind sync|async] [--top 30] [--raw FILE]
 
 Starts 3 nodes on loopback (and N executor processes with the no-op Python handler of
 bench/noop_executor.py), bulk-imports N every-second cron tasks, waits for the steady state and

@@ -155,8 +155,8 @@ def test_a_dead_executor_loses_its_attempts_which_are_retried_elsewhere() -> Non
 
 
 def test_a_dead_executor_loses_exactly_its_running_attempts_among_a_backlog_also_after_a_reload() -> None:
-    """The leave is settled from the state's running attempts by executor (not by parsing every
-    active run): ex1's attempts are lost in run id order, ex2's and the pending ones untouched."""
+    """A leave among a backlog of pending runs: ex1's attempts are lost in run id order, ex2's
+    and the pending ones untouched; the same on a replica restored from a snapshot."""
     state = fresh()
     spec = TaskSpec("t", EVERY_SECOND, max_retries=2, overlap=Overlap.ALLOW, command="true")
     assert create(state, spec).ok

@@ -120,11 +120,23 @@ class Applier:
             self._cond.notify_all()
 
     def reset(self, applied_index: int) -> None:
-        """After a snapshot install: drop queued entries the snapshot already covers."""
+        """After a snapshot install: drop queued entries the snapshot already covers.
+
+        Whoever waits for the result of a covered entry gets None (outcome unknown) now: those
+        entries are never applied here, so their waiters would wait forever. (A deposed leader
+        that catches up by a snapshot had its own proposals among them; the chaos soak found a
+        leader whose fire pipeline stayed full of such proposals and never fired again.)"""
         with self._cond:
             while self._queue and self._queue[0][0] <= applied_index:
                 self._queue.popleft()
             self._applied = max(self._applied, applied_index)
+            covered = sorted(index for index in self._waiters if index <= applied_index)
+            callbacks = [cb for index in covered for cb in self._waiters.pop(index)]
+        for callback in callbacks:
+            try:
+                callback(None)
+            except Exception:
+                log.exception("result callback failed")
 
     @property
     def backlog(self) -> int:

@@ -917,6 +917,30 @@ class PySyncObjNode:
         outcome, self._snap_outcome = self._snap_outcome, None
         return int(outcome)
 
+    def _release_covered_proposals(self, last_index: int) -> int:
+        """Answer this node's proposals whose log entries an installed snapshot covers (tick
+        thread), with outcome unknown; returns how many.
+
+        pysyncobj keeps a proposal's callback until it applies that log index itself
+        (``commandsWaitingCommit``), and a snapshot install skips the applying: the callback
+        is never called. A leader deposed with fire batches in flight that then catches up by a
+        snapshot kept them in flight for good; when it led again its driver, its pipeline full,
+        never proposed another fire (the chaos soak: a new leader elected, heartbeats fine,
+        nothing fired for 60 s). An unknown outcome is what it is: the entry may be in the
+        snapshot or may have been replaced; a proposer re-plans or retries, and the state
+        machine refuses what was already applied."""
+        raft = getattr(self, "_raft", None)
+        waiting = getattr(raft, "_SyncObj__commandsWaitingCommit", None) if raft is not None else None
+        if not waiting:
+            return 0
+        callbacks = release_covered(waiting, last_index)
+        for callback in callbacks:
+            try:
+                callback(None, FAIL_REASON.UNKNOWN_OUTCOME)
+            except Exception:
+                log.exception("%s: a proposal's callback failed", self.node_id)
+        return len(callbacks)
+
     def _join_snapshot_writer(self, timeout: float = 120.0) -> None:
         thread = self._snap_thread
         if thread is not None:
@@ -949,11 +973,14 @@ class PySyncObjNode:
                 self._applier.halt(FormatTooNew(int(last[1]), exc))
                 raise
             self._applier.reset(last[1])
+            released = self._release_covered_proposals(int(last[1]))
+            note = f" ({released} proposal(s) of this node it covers: outcome unknown)" if released else ""
             log.info(
-                "%s: installed snapshot at index %d in %.0f ms",
+                "%s: installed snapshot at index %d in %.0f ms%s",
                 self.node_id,
                 last[1],
                 (time.monotonic() - started) * 1000,
+                note,
             )
         # pysyncobj adopts the returned cluster (dynamic membership). The header holds the
         # membership as the *writer* dialled it (its raft_via proxies), so the replicated
@@ -964,6 +991,13 @@ class PySyncObjNode:
             view = self._raft.member_addresses() if hasattr(self, "_raft") else sorted(header["cluster"])
         cluster = {TCPNode(a) for a in {*view, self.self_addr}}
         return last, prev, cluster
+
+
+def release_covered(waiting: dict[int, list[tuple[int, Any]]], last_index: int) -> list[Any]:
+    """Take the callbacks of entries at or below ``last_index`` out of pysyncobj's
+    ``commandsWaitingCommit`` (log index -> [(term, callback), ...]); the caller calls them."""
+    covered = sorted(index for index in waiting if index <= last_index)
+    return [callback for index in covered for _term, callback in waiting.pop(index)]
 
 
 def _bind_address(self_addr: str) -> str:

@@ -384,6 +384,11 @@ class DriverThread:
         self.max_in_flight = max_in_flight
         self._queue: list[Proposal] = []
         self._in_flight = 0
+        # Leaderships seen (each "leader" or "follower" event starts a new one): the pipeline
+        # counts only its own generation's proposals, so a proposal whose callback never comes
+        # (raftsched.consensus.pysyncobj_node: an installed snapshot covering it, before that
+        # was handled) can hold back at most the leadership it was made in, never a later one.
+        self._generation = 0
         self.commit_seconds: list[float] = []
         # Called on the consensus thread at commit with [(nominal_ms, lateness_ms), ...].
         self.on_commit_lateness: Callable[[list[tuple[int, int]]], None] | None = None
@@ -445,8 +450,11 @@ class DriverThread:
         for kind, value in events:
             if kind in ("leader", "follower"):
                 # Queued batches were planned under the previous role/epoch: drop them. Their
-                # tasks are re-armed from state when this node next leads.
+                # tasks are re-armed from state when this node next leads. Proposals still in
+                # flight belong to the old generation: their settling no longer counts.
                 self._queue.clear()
+                self._generation += 1
+                self._in_flight = 0
             if kind == "leader":
                 assert isinstance(value, int)
                 if not d.leading or d.epoch != value:
@@ -475,9 +483,11 @@ class DriverThread:
                 assert isinstance(value, Proposal)
                 d.on_proposal_committed(value)
             elif kind == "settled":
-                self._in_flight -= 1
-                assert isinstance(value, float)
-                self.commit_seconds.append(value)
+                assert isinstance(value, tuple)
+                generation, seconds = value
+                if generation == self._generation:
+                    self._in_flight -= 1
+                    self.commit_seconds.append(seconds)
         now_s = self.clock.monotonic()
         if self.commit_seconds and now_s - self._last_report > 10:
             lat = sorted(self.commit_seconds)
@@ -510,6 +520,7 @@ class DriverThread:
 
     def _send(self, proposal: Proposal) -> None:
         epoch = self.driver.epoch
+        generation = self._generation
         sent = self.clock.monotonic()
         settled = False
         if not proposal.barrier:
@@ -521,7 +532,7 @@ class DriverThread:
             nonlocal settled
             if not settled and not proposal.barrier:
                 settled = True
-                self._post("settled", self.clock.monotonic() - sent)
+                self._post("settled", (generation, self.clock.monotonic() - sent))
 
         def committed() -> None:
             if proposal.fired and self.on_commit_lateness is not None:

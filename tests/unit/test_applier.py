@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 
 from raftsched.consensus.applier import COMMIT_EVERY, Applier
 from raftsched.localcluster import wait_until
@@ -103,3 +104,27 @@ def test_a_paused_applier_applies_nothing_until_resumed() -> None:
         assert rec.commits[-1] == 5
     finally:
         applier.stop()
+
+
+def test_reset_answers_the_waiters_of_covered_entries_with_an_unknown_outcome() -> None:
+    """An installed snapshot covers entries this node never applies: their proposers must not
+    wait forever (a deposed leader's fire batches kept its pipeline full: see the driver)."""
+    rec = Recorder()
+    applier = Applier(rec.apply, rec.commit)
+    rec.gate.clear()
+    for i in range(1, 11):
+        applier.enqueue(i, b"x")
+    answers: dict[int, bytes | None] = {}
+
+    def answer(index: int) -> Callable[[bytes | None], None]:
+        return lambda res: answers.__setitem__(index, res)
+
+    for i in (5, 7, 9):
+        applier.on_result(i, answer(i))
+    applier.reset(7)
+    assert answers == {5: None, 7: None}  # answered at once; 9 is still to be applied
+    applier.start()
+    rec.gate.set()
+    wait_until(lambda: 9 in answers, 10, what="entry 9's result")
+    applier.stop()
+    assert answers[9] is not None and rec.applied == [8, 9, 10]

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import copy
+import threading
 
 import pytest
 
 from raftsched import codec
+from raftsched.abc import CommitHook, ProposeCallback
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.driver import MAX_ENTRY_BYTES, BatchBuilder, LeaderDriver, Proposal
+from raftsched.leader.driver import MAX_ENTRY_BYTES, BatchBuilder, DriverThread, LeaderDriver, Proposal
+from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
+from raftsched.timing.clock import ManualClock
 from raftsched.timing.schedule import plan_fires, single_fire
 from raftsched.v1 import log_pb2 as pb
 
@@ -138,3 +142,43 @@ def test_batches_split_by_fire_count_and_stay_under_the_entry_limit() -> None:
     assert len(proposals) > 3
     small = leader_with(specs[:10], T0 - 500, max_fires_per_batch=3)
     assert [len(p.fired) for p in small.poll(T0 + 1)] == [3, 3, 3, 1]
+
+
+def test_a_proposal_whose_callback_never_comes_holds_back_only_its_own_leadership() -> None:
+    """The chaos soak's stalled leader: a leader deposed with fire batches in flight, whose
+    callbacks never came (it caught up by a snapshot that covered them), led again with its
+    pipeline still full and never proposed another fire. The pipeline counts only the
+    proposals of the current leadership."""
+    every_second = CronTrigger("* * * * * *")
+    specs = [TaskSpec(f"t{i}", every_second, overlap=Overlap.ALLOW, command="x") for i in range(5)]
+    driver = leader_with(specs, T0 - 1000, max_fires_per_batch=1)
+    clock = ManualClock(T0 + 100)
+    fire_batches: list[tuple[int, pb.Command]] = []
+    lock = threading.Lock()
+    thread: DriverThread
+
+    def propose(data: bytes, done: ProposeCallback, committed: CommitHook | None) -> None:
+        cmd = pb.Command.FromString(data)
+        if cmd.WhichOneof("body") == "barrier":  # the new leadership's barrier: applied at once
+            applied = driver.state.apply(data)
+            thread.effects_applied(applied.effects)
+            done(applied.encode(), None)
+            return
+        with lock:
+            fire_batches.append((cmd.epoch, cmd))  # lost: neither committed nor done, ever
+
+    def batches(epoch: int) -> int:
+        with lock:
+            return sum(1 for e, _ in fire_batches if e == epoch)
+
+    thread = DriverThread(driver, clock, propose, max_sleep_s=0.05, max_in_flight=2)
+    thread.start()
+    try:
+        thread.leadership_changed(True, 1)  # leads already: the pipeline fills and sticks
+        wait_until(lambda: batches(1) == 2, 10, what="two batches in flight")
+        thread.leadership_changed(False, 1)
+        thread.leadership_changed(True, 2)
+        wait_until(lambda: batches(2) >= 2, 10, what="the next leadership to propose fires again")
+    finally:
+        thread.stop()
+    assert batches(1) == 2  # the first leadership never got past its lost proposals

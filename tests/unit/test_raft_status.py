@@ -6,7 +6,7 @@ from pysyncobj import SyncObj, SyncObjConf
 
 from raftsched.abc import ConsensusNode, PeerStatus, RaftStatus
 from raftsched.consensus.memory import SimCluster
-from raftsched.consensus.pysyncobj_node import PySyncObjNode, decode_status
+from raftsched.consensus.pysyncobj_node import PySyncObjNode, decode_status, release_covered
 from raftsched.localcluster import free_ports
 
 PEERS = ["10.0.0.2:4321", "peer-b:4321"]
@@ -83,3 +83,16 @@ def test_both_adapters_are_consensus_nodes() -> None:
     nodes: list[type[ConsensusNode]] = [PySyncObjNode]
     sim: ConsensusNode = SimCluster(["a"]).nodes["a"]
     assert nodes and sim.node_id == "a"
+
+
+def test_proposals_covered_by_an_installed_snapshot_are_taken_out_to_be_answered() -> None:
+    """pysyncobj keeps a proposal's callback until it applies that index itself; an installed
+    snapshot skips the applying. ``release_covered`` takes out exactly the covered ones."""
+    waiting: dict[int, list[tuple[int, object]]] = {
+        5: [(3, "a")],
+        7: [(3, "b"), (4, "c")],
+        8: [(4, "d")],
+    }
+    assert release_covered(waiting, 7) == ["a", "b", "c"]
+    assert waiting == {8: [(4, "d")]}
+    assert release_covered(waiting, 7) == []

@@ -1230,9 +1230,15 @@ class SchedulerState:
         effects: list[Effect] = [ExecutorChanged(body.name, False)]
         why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"
         unstarted = set(body.unstarted)
-        for run_id in sorted(self.active):
+        # The runs with an attempt running on it, from the usage the state keeps (exactly the
+        # RUNNING shards, by executor), in run id order: the same runs, in the same order, as
+        # walking every active run, without parsing a backlog of pending ones.
+        running = self.usage.running.items()
+        on_it = sorted({run_id for (run_id, _shard), (ex, _need) in running if ex == body.name})
+        for run_id in on_it:
             run = self.active_run(run_id)
-            assert run is not None
+            if run is None:
+                continue  # finished by an earlier one's settlement (a workflow's)
             for shard in run.shards:
                 if shard.state == pb.RUNNING and shard.executor == body.name:
                     note(run, "executor_lost", now, shard, executor=body.name, reason=why)

@@ -973,14 +973,21 @@ class PySyncObjNode:
                 self._applier.halt(FormatTooNew(int(last[1]), exc))
                 raise
             self._applier.reset(last[1])
-            released = self._release_covered_proposals(int(last[1]))
-            note = f" ({released} proposal(s) of this node it covers: outcome unknown)" if released else ""
             log.info(
-                "%s: installed snapshot at index %d in %.0f ms%s",
+                "%s: installed snapshot at index %d in %.0f ms",
                 self.node_id,
                 last[1],
                 (time.monotonic() - started) * 1000,
-                note,
+            )
+        # pysyncobj moves its applied index to the snapshot's: whatever of this node's proposals
+        # it covers is never applied through pysyncobj, so their callbacks must be answered here.
+        released = self._release_covered_proposals(int(last[1]))
+        if released:
+            log.info(
+                "%s: %d proposal(s) of this node covered by the snapshot at index %d: outcome unknown",
+                self.node_id,
+                released,
+                last[1],
             )
         # pysyncobj adopts the returned cluster (dynamic membership). The header holds the
         # membership as the *writer* dialled it (its raft_via proxies), so the replicated

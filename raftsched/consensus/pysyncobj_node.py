@@ -31,7 +31,12 @@ Decisions forced by pysyncobj (docs/architecture.md, "Facts about the libraries"
   thread (a 16 MiB body stalled it 3 s and forced elections); a connection that has not
   authenticated within :data:`AUTH_TIMEOUT_S` is closed (pysyncobj kept idle ones forever); and
   every refused peer (garbage, oversized frame, wrong secret, no handshake) is logged with its
-  address, at most once per :data:`REFUSAL_LOG_EVERY_S` per address, and shown in ``status``.
+  address, at most once per :data:`REFUSAL_LOG_EVERY_S` per address, and shown in ``status``;
+* the listening socket comes back (:class:`_GuardedServer`): pysyncobj closes it for good on any
+  ``accept()`` error but EAGAIN (EMFILE when the process runs out of descriptors, ENFILE,
+  ENOBUFS, ECONNABORTED) or a poll error on it, and binds only until it is first ready; the node
+  went on leading or following over the connections it had, while every peer that dials it was
+  refused until it restarted. The transport logs why it closed and binds it again from its tick.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import json
 import logging
 import os
 import struct
+import sys
 import threading
 import time
 import zlib
@@ -53,6 +59,7 @@ import pysyncobj.pickle as _pysyncobj_pickle
 from pysyncobj import FAIL_REASON, SERIALIZER_STATE, SyncObj, SyncObjConf, SyncObjException, replicated
 from pysyncobj.node import TCPNode
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
+from pysyncobj.tcp_server import SERVER_STATE, TcpServer
 from pysyncobj.transport import TCPTransport
 
 from raftsched.abc import (
@@ -260,6 +267,49 @@ class _GuardedConnection(TcpConnection):  # type: ignore[misc]
         return message
 
 
+class _GuardedServer(TcpServer):  # type: ignore[misc]
+    """pysyncobj's listening socket, remembering why it closed itself.
+
+    pysyncobj's accept handler unbinds the server on any ``accept()`` error but EAGAIN and on a
+    poll error, and nothing binds it again once the transport was ready: :class:`_GuardedTransport`
+    does, from its tick. ``lost`` is the reason of the last such close ("" when the server was
+    unbound by a deliberate :meth:`unbind`, or is bound)."""
+
+    _raftsched_accepting = False
+    lost = ""
+
+    def _TcpServer__onNewConnection(self, descr: int, event: int) -> None:
+        # bind() subscribes self.__onNewConnection, which resolves to this override.
+        self._raftsched_accepting = True
+        try:
+            TcpServer._TcpServer__onNewConnection(self, descr, event)
+        finally:
+            self._raftsched_accepting = False
+
+    def unbind(self) -> None:
+        if self._raftsched_accepting:
+            # Called from the handler's ``except socket.error`` clause (the error is the one
+            # being handled), or for a poll error on the socket (no error being handled).
+            error = sys.exc_info()[1]
+            self.lost = f"accept() failed: {error}" if error else "the poller reported an error on the socket"
+        super().unbind()
+
+    @property
+    def bound(self) -> bool:
+        return bool(self._TcpServer__state == SERVER_STATE.BINDED)
+
+    def rebind(self) -> None:
+        """Bind again; raises OSError (and leaves no socket open) when that fails."""
+        try:
+            self.bind()
+        except OSError:
+            sock = self._TcpServer__socket
+            if sock is not None:
+                sock.close()  # pysyncobj's bind() leaves a socket it could not bind open
+            raise
+        self.lost = ""
+
+
 class _GuardedTransport(TCPTransport):  # type: ignore[misc]
     """pysyncobj's TCP transport with :class:`_GuardedConnection` for every connection, a
     handshake deadline for incoming ones, and refusals reported to the node's guard."""
@@ -268,7 +318,18 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
         self._raftsched_guard: RaftPortGuard = syncObj._raftsched_guard
         self._raftsched_since: dict[Any, float] = {}
         self._raftsched_dialled_at: dict[Any, float] = {}  # dialled, the peer's key not yet in
+        self._raftsched_closed = False
+        self._raftsched_rebind_at = 0.0  # when the lost listening socket is bound again next
+        self._raftsched_rebind_failures = 0
         super().__init__(syncObj, selfNode, otherNodes)
+
+    def _createServer(self) -> None:
+        super()._createServer()
+        self._server.__class__ = _GuardedServer
+
+    def destroy(self) -> None:
+        self._raftsched_closed = True
+        super().destroy()
 
     def _guard(self, conn: Any, address: str, node: str | None) -> None:
         conn.__class__ = _GuardedConnection
@@ -357,6 +418,9 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
     def _onTick(self) -> None:
         super()._onTick()
         now = time.monotonic()
+        server = self._server
+        if self._ready and server is not None and not server.bound and not self._raftsched_closed:
+            self._rebind(server, now)
         if self._raftsched_dialled_at:
             self._expire_dialled_handshakes(now)
         if not self._raftsched_since:
@@ -368,6 +432,33 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
                 self._raftsched_since.pop(conn, None)
                 self._unknownConnections.discard(conn)
                 conn._refuse(f"did not authenticate within {AUTH_TIMEOUT_S:g} s")
+
+    def _rebind(self, server: _GuardedServer, now: float) -> None:
+        """Bind the listening socket pysyncobj closed after an error, every ``bindRetryTime``.
+
+        While descriptors stay exhausted, the bind itself fails (EMFILE) or the next accept
+        closes the socket again: logged once, then at most once per :data:`REFUSAL_LOG_EVERY_S`."""
+        if server.lost:
+            log.warning(
+                "%s: the Raft port stopped listening (%s); binding it again",
+                self._raftsched_guard.node_id,
+                server.lost,
+            )
+            server.lost = ""
+            self._raftsched_rebind_at = now + self._syncObj.conf.bindRetryTime
+        if now < self._raftsched_rebind_at:
+            return
+        try:
+            server.rebind()
+        except OSError as exc:
+            self._raftsched_rebind_failures += 1
+            self._raftsched_rebind_at = now + self._syncObj.conf.bindRetryTime
+            every = max(1, int(REFUSAL_LOG_EVERY_S / max(self._syncObj.conf.bindRetryTime, 0.01)))
+            if self._raftsched_rebind_failures % every == 1 or every == 1:
+                log.warning("%s: cannot bind the Raft port again yet: %s", self._raftsched_guard.node_id, exc)
+            return
+        self._raftsched_rebind_failures = 0
+        log.info("%s: the Raft port is listening again", self._raftsched_guard.node_id)
 
     def _expire_dialled_handshakes(self, now: float) -> None:
         """Close a dialled connection whose peer has not answered the handshake within

@@ -1,12 +1,15 @@
 """The Raft port against raw sockets and a wrong-secret peer: it binds only the configured address,
 drops oversized, garbage and silent connections quickly with a log line naming the address, forces
-no election doing so, and ``raftsched status`` shows a wrong-secret node as refused."""
+no election doing so, ``raftsched status`` shows a wrong-secret node as refused, and the port
+listens again after running out of file descriptors closed it."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
+import resource
 import socket
 import struct
 import subprocess
@@ -155,3 +158,65 @@ def _status_rows(config: Path) -> dict[str, str]:
         if len(parts) > 1:
             rows[parts[1]] = line
     return rows
+
+
+def _listening(addr: tuple[str, int]) -> bool:
+    try:
+        with socket.create_connection(addr, timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _fail_one_accept(cluster: LocalCluster, node_id: str, pid: int) -> None:
+    """Make the node's next ``accept()`` fail with EMFILE: lower ``pid``'s descriptor limit to its
+    lowest free descriptor, connect, and put the limit back as soon as pysyncobj closed its
+    listening socket (which resets the connection it could not accept). Retried while another
+    descriptor was freed in between and the connection was accepted instead."""
+    addr = _raft_addr(cluster, node_id)
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    for _ in range(40):
+        used = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
+        lowest_free = next(i for i in itertools.count() if i not in used)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free, hard))
+        try:
+            with socket.create_connection(addr, timeout=2) as s:
+                # pysyncobj's next poll (milliseconds) fails the accept; the wait is short, for
+                # while the limit is low every file the node opens fails too (its journal's meta).
+                s.settimeout(0.25)
+                reset = s.recv(1) == b""
+        except (ConnectionResetError, ConnectionRefusedError):
+            reset = True  # the listening socket closed during the connect or after it
+        except TimeoutError:
+            reset = False  # accepted: it waits for our handshake
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+        if reset:
+            return
+    pytest.fail("the Raft port accepted every connection with its descriptor limit lowered")
+
+
+def test_the_raft_port_listens_again_after_descriptors_ran_out(cluster: LocalCluster) -> None:
+    """pysyncobj closes its listening socket for good when ``accept()`` fails (here EMFILE); the
+    node must bind it again, or every peer that dials it is refused until it restarts."""
+    cluster.wait_converged()
+    # pysyncobj dials from the higher address to the lower: the lowest is dialled by every peer.
+    target = min(cluster.config.nodes, key=lambda n: n.raft).id
+    dialler = next(n.id for n in cluster.config.nodes if n.id != target)
+    _fail_one_accept(cluster, target, cluster.procs[target].pid)
+    addr = _raft_addr(cluster, target)
+    wait_until(lambda: _listening(addr), 10, 0.2, what=f"{target}'s Raft port to listen again")
+    log_text = _log(cluster, target)
+    assert re.search(r"WARNING .*the Raft port stopped listening \(accept\(\) failed: \[Errno 24\]", log_text)
+    assert re.search(r"INFO .*the Raft port is listening again", log_text)
+
+    # A peer that has to dial in again gets its link back.
+    cluster.kill(dialler)
+    cluster.start(dialler)
+
+    def linked() -> bool:
+        peers = {p.node_id: p.connected for p in cluster.status(target, timeout=5).raft_peers}
+        return peers.get(dialler, False)
+
+    wait_until(linked, 30, 0.2, what=f"{dialler} to connect to {target} again")
+    cluster.wait_converged()

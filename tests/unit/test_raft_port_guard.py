@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
+from collections.abc import Callable
 
 import pytest
+from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE
 
 from raftsched.consensus.pysyncobj_node import (
@@ -13,9 +17,11 @@ from raftsched.consensus.pysyncobj_node import (
     REFUSAL_SHOWN_S,
     RaftPortGuard,
     _bind_address,
+    _GuardedServer,
     _GuardedTransport,
     decode_status,
 )
+from raftsched.localcluster import free_ports
 
 
 class FakeClock:
@@ -123,3 +129,68 @@ def test_a_dialled_connection_whose_peer_never_answers_the_handshake_is_closed()
     transport._expire_dialled_handshakes(100.0 + AUTH_TIMEOUT_S + 0.1)
     assert silent.refused == [f"no answer to the handshake within {AUTH_TIMEOUT_S:g} s"]
     assert answered.refused == [] and transport._raftsched_dialled_at == {}
+
+
+class _Poller:
+    def __init__(self) -> None:
+        self.subscribed: dict[int, Callable[[int, int], None]] = {}
+
+    def subscribe(self, fd: int, callback: Callable[[int, int], None], events: int) -> None:
+        self.subscribed[fd] = callback
+
+    def unsubscribe(self, fd: int) -> None:
+        del self.subscribed[fd]
+
+
+class _FailingAccept:
+    """A listening socket whose accept() fails as it does when descriptors run out."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def accept(self) -> object:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def test_a_listening_socket_closed_by_a_failed_accept_binds_again(caplog: pytest.LogCaptureFixture) -> None:
+    """pysyncobj unbinds its server on any accept() error but EAGAIN and never binds it again once
+    ready; the transport names the error and binds it again every bindRetryTime, closing the
+    socket of a bind that failed."""
+    poller = _Poller()
+    server = _GuardedServer(poller, "127.0.0.1", 0, onNewConnection=lambda conn: None)
+    server._TcpServer__port = free_ports(1)[0]
+    server.bind()
+    assert server.bound and len(poller.subscribed) == 1
+    server._TcpServer__socket = _FailingAccept(server._TcpServer__socket)
+    (on_readable,) = poller.subscribed.values()
+    on_readable(0, POLL_EVENT_TYPE.READ)
+    assert not server.bound and poller.subscribed == {}
+    assert server.lost == "accept() failed: [Errno 24] Too many open files"
+
+    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
+    transport._syncObj = type("S", (), {"conf": type("C", (), {"bindRetryTime": 0.5})()})()
+    transport._raftsched_guard = RaftPortGuard("n1")
+    transport._raftsched_rebind_at = 0.0
+    transport._raftsched_rebind_failures = 0
+    port = server._TcpServer__port
+    caplog.set_level(logging.INFO)
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen(1)  # someone else listens there meanwhile: binding fails
+        transport._rebind(server, 100.0)
+        assert "n1: the Raft port stopped listening (accept() failed: [Errno 24]" in caplog.text
+        assert not server.bound  # not before bindRetryTime
+        transport._rebind(server, 100.6)
+        assert not server.bound and server._TcpServer__socket.fileno() == -1  # closed, not leaked
+        assert "cannot bind the Raft port again yet" in caplog.text
+    transport._rebind(server, 100.8)
+    assert not server.bound  # the failed attempt set the next one bindRetryTime later
+    transport._rebind(server, 101.2)
+    assert server.bound and len(poller.subscribed) == 1
+    assert "n1: the Raft port is listening again" in caplog.text
+    server.unbind()
+    assert server.lost == ""  # a deliberate unbind is not a loss

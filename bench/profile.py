@@ -7,8 +7,10 @@ Starts 3 nodes on loopback (and N executor processes with the no-op Python handl
 bench/noop_executor.py), bulk-imports N every-second cron tasks, waits for the steady state and
 samples the target process (the leader, or an executor) for ``--seconds``. Prints, per thread
 and for the whole process, the functions with the most samples: *self* (the function was on top
-of the stack) and *total* (anywhere on the stack), as a share of the process's samples. The raw
-py-spy output (collapsed stacks) is kept with ``--raw``.
+of the stack) and *total* (anywhere on the stack), as a share of the process's samples, then each
+thread's CPU as measured (utime + stime from /proc over the same window) in seconds per second
+and microseconds per fire committed. The raw py-spy output (collapsed stacks) is kept with
+``--raw``.
 
 Needs py-spy (the bench extra: ``pip install -e '.[bench]'``) and permission to ptrace the target
 (root, or ``kernel.yama.ptrace_scope=0``).
@@ -17,6 +19,7 @@ Needs py-spy (the bench extra: ``pip install -e '.[bench]'``) and permission to 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -92,6 +95,48 @@ def summarise(raw: str, top: int) -> str:
     return "\n".join(out)
 
 
+_THREAD = re.compile(r"^thread \((?P<tid>\d+)\): (?P<name>[^;]*?)(?: \d+)?$")
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (utime + stime) of each thread of ``pid`` so far, by native thread id."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def thread_table(
+    before: dict[int, float], after: dict[int, float], raw: str, seconds: float, fired: int
+) -> str:
+    """Each thread's measured CPU over the sampled window, named from py-spy's raw output: what
+    the threads spent, where py-spy's shares are of its samples."""
+    names: dict[int, str] = {}
+    for line in raw.splitlines():
+        m = _THREAD.match(line.split(";", 1)[0])
+        if m:
+            names[int(m.group("tid"))] = m.group("name")
+    used = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+    total = sum(used.values()) or 1e-9
+    out = [
+        "\n== CPU by thread (utime + stime from /proc over the sampled window)",
+        "   s/s   share  us/fire  thread",
+    ]
+    for tid, cpu in sorted(used.items(), key=lambda kv: -kv[1]):
+        if cpu <= 0:
+            continue
+        per_fire = cpu / fired * 1e6 if fired else 0.0
+        name = names.get(tid, "(not sampled)")
+        out.append(f"  {cpu / seconds:5.2f}  {100 * cpu / total:5.1f}%  {per_fire:7.1f}  {tid}: {name}")
+    out.append(f"  {total / seconds:5.2f}  100.0%  {total / fired * 1e6 if fired else 0.0:7.1f}  all threads")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=10_000)
@@ -156,6 +201,7 @@ def main() -> int:
                 pid = procs[args.target].pid
             raw_path = args.raw or base / "profile.txt"
             before = cluster.status(leader).fires_committed
+            cpu_before, t0 = thread_cpu(pid), time.monotonic()
             subprocess.run(
                 [
                     pyspy,
@@ -177,6 +223,7 @@ def main() -> int:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+            cpu_after, elapsed = thread_cpu(pid), time.monotonic() - t0
             st = cluster.status(leader, timeout=10, lateness_since_ms=1)
             fired = st.fires_committed - before
             lat = st.commit_lateness
@@ -185,7 +232,9 @@ def main() -> int:
                 f"{args.executors} executors: {fired / args.seconds:.0f} fires committed/s while sampled; "
                 f"commit lateness p50 {lat.p50_ms:.0f} ms, p99 {lat.p99_ms:.0f} ms"
             )
-            print(summarise(raw_path.read_text(), args.top))
+            raw = raw_path.read_text()
+            print(summarise(raw, args.top))
+            print(thread_table(cpu_before, cpu_after, raw, elapsed, fired))
         finally:
             executors.stop_processes(procs)
             cluster.stop()

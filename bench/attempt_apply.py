@@ -1,0 +1,213 @@
+"""What applying one attempt costs, entry by entry, in one process: no Raft, no gRPC, no executor.
+
+    python bench/attempt_apply.py [--tasks 4000] [--seconds 10] [--executors 2] [--batch 256]
+                                  [--commit-every 1]
+
+N every-second cron tasks and E joined executors in a :class:`SchedulerState` over an LMDB store
+(``sync=False``, as a node opens it), and a second state applying the same entries as a follower
+does (no leader effects). For each simulated second, the three entries of every attempt:
+
+* **fire**: the driver plans the second's fires into FireBatch entries (as the leader's planning
+  thread does) and both states apply them;
+* **assign**: AssignAttempts entries of up to 1,000 assignments, one per new run, its executor
+  taken round-robin (as the dispatcher's entries are);
+* **result**: ReportResults entries of ``--batch`` successful results per executor (as an
+  executor's batched report becomes), with the retry time, duration and start lateness set as
+  the leader sets them.
+
+The store commits every ``--commit-every`` entries (1: after each entry, the cluster's worst
+case, since an applier commits whenever its queue runs dry; 0: once per simulated second). CPU
+time (``process_time``) per attempt is reported for each entry kind and for the commits, on the
+leader's state and on the follower's, and the two states' digests are compared at the end.
+Compare with ``applier`` in ``bench/profile.py``'s thread table (the applier thread in a real
+cluster) to see what the cluster adds around the same work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from raftsched import codec  # noqa: E402
+from raftsched.fsm.effects import AttemptReady, Effect  # noqa: E402
+from raftsched.fsm.records import Retention  # noqa: E402
+from raftsched.fsm.state import MAX_EXECUTOR_SLOTS, SchedulerState  # noqa: E402
+from raftsched.leader import writes  # noqa: E402
+from raftsched.leader.driver import LeaderDriver  # noqa: E402
+from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
+from raftsched.replica import Replica  # noqa: E402
+from raftsched.storage.lmdb_store import LmdbStore  # noqa: E402
+from raftsched.v1 import log_pb2 as pb  # noqa: E402
+
+T0 = 1_800_000_000_000  # a whole second
+MAX_ASSIGNMENTS = 1000  # per AssignAttempts entry, as the dispatcher batches them
+KINDS = ("fire", "assign", "result", "commit")
+
+
+class _Node:
+    """One replica: its state, store and the CPU seconds spent per entry kind."""
+
+    def __init__(self, path: Path, lead: bool, commit_every: int) -> None:
+        self.store = LmdbStore(path, sync=False)
+        self.state = SchedulerState.load(self.store, Retention())
+        self.state.leader_effects = lead  # as raftsched.node sets it
+        self.replica = Replica(self.state, self.store)
+        self.commit_every = commit_every
+        self.since_commit = 0
+        self.index = 0
+        self.cpu = dict.fromkeys(KINDS, 0.0)
+
+    def apply(self, kind: str, data: bytes) -> pb.CommandResult:
+        self.index += 1
+        t0 = time.process_time()
+        raw = self.replica.apply_entry(self.index, data)
+        t1 = time.process_time()
+        self.cpu[kind] = self.cpu.get(kind, 0.0) + t1 - t0
+        self.since_commit += 1
+        if self.commit_every and self.since_commit >= self.commit_every:
+            self.commit()
+        result = pb.CommandResult()
+        result.ParseFromString(raw or b"")
+        return result
+
+    def commit(self) -> None:
+        t0 = time.process_time()
+        self.replica.end_of_tick()
+        self.cpu["commit"] += time.process_time() - t0
+        self.since_commit = 0
+
+
+def _command(now_ms: int) -> pb.Command:
+    return pb.Command(epoch=1, now_ms=now_ms, origin="n1")
+
+
+def run(
+    tasks: int, seconds: int, executors: int, batch: int, commit_every: int, base: Path
+) -> dict[str, object]:
+    if tasks > executors * MAX_EXECUTOR_SLOTS:
+        raise SystemExit(f"{tasks} tasks need at least {-(-tasks // MAX_EXECUTOR_SLOTS)} executors")
+    leader = _Node(base / "leader", True, commit_every)
+    follower = _Node(base / "follower", False, commit_every)
+    nodes = (leader, follower)
+
+    def both(kind: str, data: bytes) -> None:
+        for node in nodes:
+            result = node.apply(kind, data)
+            if not result.ok or result.refused:
+                raise RuntimeError(f"a {kind} entry was refused: {result}")
+
+    names = [f"ex{i + 1}" for i in range(executors)]
+    for name in names:
+        join = writes.executor_join(name, MAX_EXECUTOR_SLOTS, {}, now_ms=T0 - 3000, epoch=1, origin="n1")
+        both("setup", join)
+    specs = [
+        (TaskSpec(f"hot-{i:07d}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, handler="noop"), False)
+        for i in range(tasks)
+    ]
+    commands, refused = writes.create_tasks(specs, now_ms=T0 - 2000, epoch=1, origin="n1", key="k")
+    assert not refused
+    for data in commands:
+        both("setup", data)
+    for node in nodes:
+        node.commit()
+    ready: list[AttemptReady] = []
+    driver = LeaderDriver(leader.state, "n1")
+
+    def sink(effects: tuple[Effect, ...]) -> None:
+        driver.on_effects(effects)
+        ready.extend(e for e in effects if isinstance(e, AttemptReady))
+
+    leader.replica.effect_sink = sink
+    both("setup", driver.become_leader(1, T0 - 1000).data)
+    assert driver.ready
+    for node in nodes:
+        node.cpu = dict.fromkeys(KINDS, 0.0)  # setup is not measured
+    attempts = 0
+    plan_s = 0.0
+    for s in range(seconds):
+        now = T0 + s * 1000 + 5
+        c0 = time.process_time()
+        proposals = driver.poll(now)
+        plan_s += time.process_time() - c0
+        for p in proposals:
+            both("fire", p.data)
+            driver.on_proposal_committed(p)
+        placed = [(r, names[i % len(names)]) for i, r in enumerate(ready)]
+        ready.clear()
+        for start in range(0, len(placed), MAX_ASSIGNMENTS):
+            cmd = _command(now + 20)
+            for r, executor in placed[start : start + MAX_ASSIGNMENTS]:
+                cmd.assign_attempts.assignments.add(
+                    run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=executor
+                )
+            both("assign", codec.encode_command(cmd))
+        by_executor: dict[str, list[AttemptReady]] = {}
+        for r, executor in placed:
+            by_executor.setdefault(executor, []).append(r)
+        for executor, done in by_executor.items():
+            for start in range(0, len(done), batch):
+                cmd = _command(now + 60)
+                for r in done[start : start + batch]:
+                    cmd.report_results.results.add(
+                        run_id=r.run_id,
+                        shard=r.shard,
+                        attempt=r.attempt,
+                        executor=executor,
+                        success=True,
+                        retry_at_ms=now + 60 + 1000,
+                        duration_ms=1,
+                        start_lateness_ms=40,
+                    )
+                both("result", codec.encode_command(cmd))
+        attempts += len(placed)
+        if not commit_every:
+            for node in nodes:
+                node.commit()
+    for node in nodes:
+        node.commit()
+    assert leader.state.digest() == follower.state.digest(), "the follower's state differs"
+    assert not leader.state.active, "every run finished"
+    per = max(attempts, 1)
+
+    def figures(node: _Node) -> dict[str, float]:
+        out = {f"{k}_us": round(v / per * 1e6, 2) for k, v in node.cpu.items()}
+        out["total_us"] = round(sum(node.cpu.values()) / per * 1e6, 2)
+        return out
+
+    return {
+        "tasks": tasks,
+        "seconds": seconds,
+        "executors": executors,
+        "result_batch": batch,
+        "commit_every": commit_every,
+        "attempts": attempts,
+        "plan_us_per_attempt": round(plan_s / per * 1e6, 2),
+        "leader_us_per_attempt": figures(leader),
+        "follower_us_per_attempt": figures(follower),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=4000)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--executors", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=256, help="results per ReportResults entry")
+    ap.add_argument("--commit-every", type=int, default=1, help="entries per commit (0: once per second)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="raftsched-attempt-apply-") as tmp:
+        result = run(args.tasks, args.seconds, args.executors, args.batch, args.commit_every, Path(tmp))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -113,7 +113,8 @@ def run(
         for i in range(tasks)
     ]
     commands, refused = writes.create_tasks(specs, now_ms=T0 - 2000, epoch=1, origin="n1", key="k")
-    assert not refused
+    if refused:
+        raise RuntimeError(f"tasks refused: {refused}")
     for data in commands:
         both("setup", data)
     for node in nodes:
@@ -127,7 +128,8 @@ def run(
 
     leader.replica.effect_sink = sink
     both("setup", driver.become_leader(1, T0 - 1000).data)
-    assert driver.ready
+    if not driver.ready:
+        raise RuntimeError("the driver's barrier did not apply")
     for node in nodes:
         node.cpu = dict.fromkeys(KINDS, 0.0)  # setup is not measured
     attempts = 0
@@ -173,8 +175,10 @@ def run(
                 node.commit()
     for node in nodes:
         node.commit()
-    assert leader.state.digest() == follower.state.digest(), "the follower's state differs"
-    assert not leader.state.active, "every run finished"
+    if leader.state.digest() != follower.state.digest():
+        raise RuntimeError("the follower's state differs from the leader's")
+    if leader.state.active:
+        raise RuntimeError(f"{len(leader.state.active)} runs did not finish")
     per = max(attempts, 1)
 
     def figures(node: _Node) -> dict[str, float]:

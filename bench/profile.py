@@ -95,7 +95,7 @@ def summarise(raw: str, top: int) -> str:
     return "\n".join(out)
 
 
-_THREAD = re.compile(r"^thread \((?P<tid>\d+)\): (?P<name>[^;]*?)(?: \d+)?$")
+_THREAD = re.compile(r"^thread \((?P<tid>\d+)\): (?P<name>[^;]*)$")
 
 
 def thread_cpu(pid: int) -> dict[int, float]:
@@ -118,9 +118,11 @@ def thread_table(
     the threads spent, where py-spy's shares are of its samples."""
     names: dict[int, str] = {}
     for line in raw.splitlines():
-        m = _THREAD.match(line.split(";", 1)[0])
+        stack = line.rpartition(" ")[0]  # the sample count ends the line
+        m = _THREAD.match(stack.split(";", 1)[0])
         if m:
             names[int(m.group("tid"))] = m.group("name")
+    # A thread that ended within the window is missing from ``after``: its CPU is not counted.
     used = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
     total = sum(used.values()) or 1e-9
     out = [
@@ -229,7 +231,7 @@ def main() -> int:
             lat = st.commit_lateness
             print(
                 f"target {args.target} (pid {pid}), {args.tasks} every-second tasks, "
-                f"{args.executors} executors: {fired / args.seconds:.0f} fires committed/s while sampled; "
+                f"{args.executors} executors: {fired / elapsed:.0f} fires committed/s while sampled; "
                 f"commit lateness p50 {lat.p50_ms:.0f} ms, p99 {lat.p99_ms:.0f} ms"
             )
             raw = raw_path.read_text()

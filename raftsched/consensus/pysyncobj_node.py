@@ -291,7 +291,13 @@ class _GuardedServer(TcpServer):  # type: ignore[misc]
             # Called from the handler's ``except socket.error`` clause (the error is the one
             # being handled), or for a poll error on the socket (no error being handled).
             error = sys.exc_info()[1]
-            self.lost = f"accept() failed: {error}" if error else "the poller reported an error on the socket"
+            # pysyncobj's except clause also covers the accepted socket's setsockopt calls and
+            # the new-connection callback, so this is "the handler", not always accept() itself.
+            self.lost = (
+                f"its accept handler failed: {error}"
+                if error
+                else "the poller reported an error on the socket"
+            )
         super().unbind()
 
     @property
@@ -320,7 +326,9 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
         self._raftsched_dialled_at: dict[Any, float] = {}  # dialled, the peer's key not yet in
         self._raftsched_closed = False
         self._raftsched_rebind_at = 0.0  # when the lost listening socket is bound again next
-        self._raftsched_rebind_failures = 0
+        self._raftsched_listener_logged_at: float | None = None  # the last listener line logged
+        self._raftsched_listener_unlogged = 0  # listener events not logged since (rate limit)
+        self._raftsched_loss_logged = False  # "listening again" follows a logged loss
         super().__init__(syncObj, selfNode, otherNodes)
 
     def _createServer(self) -> None:
@@ -436,13 +444,13 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
     def _rebind(self, server: _GuardedServer, now: float) -> None:
         """Bind the listening socket pysyncobj closed after an error, every ``bindRetryTime``.
 
-        While descriptors stay exhausted, the bind itself fails (EMFILE) or the next accept
-        closes the socket again: logged once, then at most once per :data:`REFUSAL_LOG_EVERY_S`."""
+        While descriptors stay exhausted, the bind fails (EMFILE), or it succeeds on the descriptor
+        the close freed and the next peer's dial closes the socket again: a loss and a failed bind
+        are logged at most once per :data:`REFUSAL_LOG_EVERY_S` (with a count of the others), and
+        "listening again" follows each loss that was logged."""
         if server.lost:
-            log.warning(
-                "%s: the Raft port stopped listening (%s); binding it again",
-                self._raftsched_guard.node_id,
-                server.lost,
+            self._raftsched_loss_logged = self._listener_log(
+                now, logging.WARNING, "the Raft port stopped listening (%s); binding it again", server.lost
             )
             server.lost = ""
             self._raftsched_rebind_at = now + self._syncObj.conf.bindRetryTime
@@ -451,14 +459,25 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
         try:
             server.rebind()
         except OSError as exc:
-            self._raftsched_rebind_failures += 1
             self._raftsched_rebind_at = now + self._syncObj.conf.bindRetryTime
-            every = max(1, int(REFUSAL_LOG_EVERY_S / max(self._syncObj.conf.bindRetryTime, 0.01)))
-            if self._raftsched_rebind_failures % every == 1 or every == 1:
-                log.warning("%s: cannot bind the Raft port again yet: %s", self._raftsched_guard.node_id, exc)
+            self._listener_log(now, logging.WARNING, "cannot bind the Raft port again yet: %s", exc)
             return
-        self._raftsched_rebind_failures = 0
-        log.info("%s: the Raft port is listening again", self._raftsched_guard.node_id)
+        if self._raftsched_loss_logged:
+            self._raftsched_loss_logged = False
+            log.info("%s: the Raft port is listening again", self._raftsched_guard.node_id)
+
+    def _listener_log(self, now: float, level: int, message: str, *args: object) -> bool:
+        """Log a listener event unless one was logged less than :data:`REFUSAL_LOG_EVERY_S` ago
+        (then count it for the next line); True if it was logged."""
+        last = self._raftsched_listener_logged_at
+        if last is not None and now - last < REFUSAL_LOG_EVERY_S:
+            self._raftsched_listener_unlogged += 1
+            return False
+        more = self._raftsched_listener_unlogged
+        self._raftsched_listener_logged_at, self._raftsched_listener_unlogged = now, 0
+        suffix = f" ({more} more listener events since the last report)" if more else ""
+        log.log(level, "%s: " + message + suffix, self._raftsched_guard.node_id, *args)
+        return True
 
     def _expire_dialled_handshakes(self, now: float) -> None:
         """Close a dialled connection whose peer has not answered the handshake within

@@ -207,7 +207,8 @@ def test_the_raft_port_listens_again_after_descriptors_ran_out(cluster: LocalClu
     addr = _raft_addr(cluster, target)
     wait_until(lambda: _listening(addr), 10, 0.2, what=f"{target}'s Raft port to listen again")
     log_text = _log(cluster, target)
-    assert re.search(r"WARNING .*the Raft port stopped listening \(accept\(\) failed: \[Errno 24\]", log_text)
+    lost = r"WARNING .*the Raft port stopped listening \(its accept handler failed: \[Errno 24\]"
+    assert re.search(lost, log_text)
     assert re.search(r"INFO .*the Raft port is listening again", log_text)
 
     # A peer that has to dial in again gets its link back.

@@ -168,13 +168,15 @@ def test_a_listening_socket_closed_by_a_failed_accept_binds_again(caplog: pytest
     (on_readable,) = poller.subscribed.values()
     on_readable(0, POLL_EVENT_TYPE.READ)
     assert not server.bound and poller.subscribed == {}
-    assert server.lost == "accept() failed: [Errno 24] Too many open files"
+    assert server.lost == "its accept handler failed: [Errno 24] Too many open files"
 
     transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
     transport._syncObj = type("S", (), {"conf": type("C", (), {"bindRetryTime": 0.5})()})()
     transport._raftsched_guard = RaftPortGuard("n1")
     transport._raftsched_rebind_at = 0.0
-    transport._raftsched_rebind_failures = 0
+    transport._raftsched_listener_logged_at = None
+    transport._raftsched_listener_unlogged = 0
+    transport._raftsched_loss_logged = False
     port = server._TcpServer__port
     caplog.set_level(logging.INFO)
     with socket.socket() as squatter:
@@ -182,15 +184,55 @@ def test_a_listening_socket_closed_by_a_failed_accept_binds_again(caplog: pytest
         squatter.bind(("127.0.0.1", port))
         squatter.listen(1)  # someone else listens there meanwhile: binding fails
         transport._rebind(server, 100.0)
-        assert "n1: the Raft port stopped listening (accept() failed: [Errno 24]" in caplog.text
+        assert "n1: the Raft port stopped listening (its accept handler failed: [Errno 24]" in caplog.text
         assert not server.bound  # not before bindRetryTime
         transport._rebind(server, 100.6)
         assert not server.bound and server._TcpServer__socket.fileno() == -1  # closed, not leaked
-        assert "cannot bind the Raft port again yet" in caplog.text
+        # Within REFUSAL_LOG_EVERY_S of the loss's line: counted for the next line, not logged.
+        assert "cannot bind" not in caplog.text and transport._raftsched_listener_unlogged == 1
     transport._rebind(server, 100.8)
     assert not server.bound  # the failed attempt set the next one bindRetryTime later
     transport._rebind(server, 101.2)
     assert server.bound and len(poller.subscribed) == 1
     assert "n1: the Raft port is listening again" in caplog.text
+    server.lost = "stale"
     server.unbind()
-    assert server.lost == ""  # a deliberate unbind is not a loss
+    assert server.lost == "stale"  # a deliberate unbind (not from the accept handler) records nothing
+    server.lost = ""
+
+
+def test_a_listener_that_keeps_closing_is_logged_once_per_period(caplog: pytest.LogCaptureFixture) -> None:
+    """Descriptors stay exhausted: each re-bind succeeds on the descriptor the close freed, and the
+    next dial closes it again. One warning and one "listening again" per period, then a count."""
+    poller = _Poller()
+    server = _GuardedServer(poller, "127.0.0.1", free_ports(1)[0], onNewConnection=lambda conn: None)
+    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
+    transport._syncObj = type("S", (), {"conf": type("C", (), {"bindRetryTime": 0.5})()})()
+    transport._raftsched_guard = RaftPortGuard("n1")
+    transport._raftsched_rebind_at = 0.0
+    transport._raftsched_listener_logged_at = None
+    transport._raftsched_listener_unlogged = 0
+    transport._raftsched_loss_logged = False
+    caplog.set_level(logging.INFO)
+    server.bind()
+    now = 100.0
+    for _ in range(10):  # ten losses, a second apart
+        server._TcpServer__socket = _FailingAccept(server._TcpServer__socket)
+        (on_readable,) = poller.subscribed.values()
+        on_readable(0, POLL_EVENT_TYPE.READ)
+        transport._rebind(server, now)
+        transport._rebind(server, now + 0.6)
+        assert server.bound
+        now += 1.0
+    stopped = [r.getMessage() for r in caplog.records if "stopped listening" in r.getMessage()]
+    again = [r.getMessage() for r in caplog.records if "listening again" in r.getMessage()]
+    assert len(stopped) == 1 and len(again) == 1
+    now = 100.0 + REFUSAL_LOG_EVERY_S + 1
+    server._TcpServer__socket = _FailingAccept(server._TcpServer__socket)
+    (on_readable,) = poller.subscribed.values()
+    on_readable(0, POLL_EVENT_TYPE.READ)
+    transport._rebind(server, now)
+    assert "(9 more listener events since the last report)" in caplog.records[-1].getMessage()
+    transport._rebind(server, now + 0.6)
+    assert "listening again" in caplog.records[-1].getMessage()
+    server.unbind()

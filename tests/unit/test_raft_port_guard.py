@@ -155,6 +155,18 @@ class _FailingAccept:
         self._sock.close()
 
 
+def _rebinding_transport() -> _GuardedTransport:
+    """A transport with what :meth:`_GuardedTransport._rebind` reads (bindRetryTime 0.5 s)."""
+    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
+    transport._syncObj = type("S", (), {"conf": type("C", (), {"bindRetryTime": 0.5})()})()
+    transport._raftsched_guard = RaftPortGuard("n1")
+    transport._raftsched_rebind_at = 0.0
+    transport._raftsched_listener_logged_at = None
+    transport._raftsched_listener_unlogged = 0
+    transport._raftsched_loss_logged = False
+    return transport
+
+
 def test_a_listening_socket_closed_by_a_failed_accept_binds_again(caplog: pytest.LogCaptureFixture) -> None:
     """pysyncobj unbinds its server on any accept() error but EAGAIN and never binds it again once
     ready; the transport names the error and binds it again every bindRetryTime, closing the
@@ -170,13 +182,7 @@ def test_a_listening_socket_closed_by_a_failed_accept_binds_again(caplog: pytest
     assert not server.bound and poller.subscribed == {}
     assert server.lost == "its accept handler failed: [Errno 24] Too many open files"
 
-    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
-    transport._syncObj = type("S", (), {"conf": type("C", (), {"bindRetryTime": 0.5})()})()
-    transport._raftsched_guard = RaftPortGuard("n1")
-    transport._raftsched_rebind_at = 0.0
-    transport._raftsched_listener_logged_at = None
-    transport._raftsched_listener_unlogged = 0
-    transport._raftsched_loss_logged = False
+    transport = _rebinding_transport()
     port = server._TcpServer__port
     caplog.set_level(logging.INFO)
     with socket.socket() as squatter:
@@ -206,13 +212,7 @@ def test_a_listener_that_keeps_closing_is_logged_once_per_period(caplog: pytest.
     next dial closes it again. One warning and one "listening again" per period, then a count."""
     poller = _Poller()
     server = _GuardedServer(poller, "127.0.0.1", free_ports(1)[0], onNewConnection=lambda conn: None)
-    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
-    transport._syncObj = type("S", (), {"conf": type("C", (), {"bindRetryTime": 0.5})()})()
-    transport._raftsched_guard = RaftPortGuard("n1")
-    transport._raftsched_rebind_at = 0.0
-    transport._raftsched_listener_logged_at = None
-    transport._raftsched_listener_unlogged = 0
-    transport._raftsched_loss_logged = False
+    transport = _rebinding_transport()
     caplog.set_level(logging.INFO)
     server.bind()
     now = 100.0

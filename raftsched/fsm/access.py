@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from raftsched import bounds
 from raftsched.abc import StateStore
 from raftsched.errors import AlreadyExists, InvalidSpec, NotFound
 from raftsched.fsm import keys
@@ -63,8 +64,12 @@ class TokenBook:
             raise InvalidSpec("token.hash", "a salt and hash of at least 16 bytes are required")
         if body.scrypt_n < MIN_SCRYPT_N or body.scrypt_r < 1 or body.scrypt_p < 1:
             raise InvalidSpec("token.scrypt", f"n >= {MIN_SCRYPT_N}, r >= 1 and p >= 1 are required")
-        if body.ttl_ms < 0:
-            raise InvalidSpec("token.ttl", "must be >= 0")
+        if not 0 <= body.ttl_ms <= bounds.MAX_TTL_MS:
+            raise InvalidSpec("token.ttl_ms", f"{body.ttl_ms} out of range ({bounds.TTL.text()})")
+        # The expiry is a time: now + ttl must stay in the time range (and its int64 field).
+        expires = (
+            bounds.check_sum("token.ttl_ms", now, body.ttl_ms, bounds.TIME, "expiry") if body.ttl_ms else 0
+        )
         rec = pb.TokenRecord(
             salt=body.salt,
             hash=body.hash,
@@ -74,7 +79,7 @@ class TokenBook:
         )
         rec.info.CopyFrom(info)
         rec.info.created_ms = now
-        rec.info.expires_ms = now + body.ttl_ms if body.ttl_ms else 0
+        rec.info.expires_ms = expires
         rec.info.revoked = False
         rec.info.revoked_ms = 0
         rec.info.last_used_ms = 0

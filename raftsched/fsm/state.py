@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import ClassVar, Final
 
-from raftsched import codec
+from raftsched import bounds, codec
 from raftsched.abc import StateStore
 from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError, quote
 from raftsched.fsm import alerts as alerts_mod
@@ -50,7 +50,15 @@ from raftsched.fsm.policy import LockView, PolicyBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
-from raftsched.model import Overlap, TaskSpec, execution_id, run_id_for, validate_name, validate_params
+from raftsched.model import (
+    MAX_RETRIES,
+    Overlap,
+    TaskSpec,
+    execution_id,
+    run_id_for,
+    validate_name,
+    validate_params,
+)
 from raftsched.observability.tally import ApplyTally
 from raftsched.sharding.placement import (
     NO_NEED,
@@ -69,7 +77,7 @@ log = logging.getLogger(__name__)
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
-MAX_EXECUTOR_SLOTS = 10_000
+MAX_EXECUTOR_SLOTS = bounds.MAX_SLOTS
 # Re-placements of a shard's attempts that its executors never started, granted without
 # consuming a retry. Past this they count as tries: "unstarted" is the leader's belief from the
 # last heartbeat, and an executor that dies while starting the same attempt every time must not
@@ -343,6 +351,7 @@ class SchedulerState:
         handler = self._HANDLERS.get(body or "")
         if handler is None:
             raise Reject("invalid_argument", f"unknown command body {body!r}")
+        _check_ranges(cmd, body or "")
         # Validate and compute first; mutate only once nothing can reject any more.
         now = max(cmd.now_ms, self.max_now_ms)
         result, effects = handler(self, cmd, now)
@@ -808,9 +817,15 @@ class SchedulerState:
         if tf.version != st.version:
             return f"computed for version {tf.version}, task is at {st.version}"
         last = st.watermark_ms
+        # Nominal, through and watermark times are in range by the checks below (after the
+        # watermark, at most now); a count is bounded here, and so is the total it adds.
+        counted = st.fires_total
         for fire in tf.fires:
             # Each field read once: a protobuf attribute read is the cost here (every fire).
-            nominal, through, outcome = fire.nominal_ms, fire.through_ms, fire.outcome
+            nominal, through, outcome, count = fire.nominal_ms, fire.through_ms, fire.outcome, fire.count
+            if count > bounds.MAX_FIRE_COUNT:
+                return f"count {count} out of range (0..{bounds.MAX_FIRE_COUNT})"
+            counted += count or 1
             if nominal <= last:
                 return f"fire at {nominal} is not after {last} (already accounted)"
             end = through if through > nominal else nominal
@@ -825,13 +840,17 @@ class SchedulerState:
                     # One run per fire id: a fired record that claimed a range would account
                     # fires as run that never got a run.
                     return f"a fired record covers one fire, not {nominal}..{through}"
-            elif outcome == pb.FIRED and fire.count > 1:
+            elif outcome == pb.FIRED and count > 1:
                 return f"a fired record covers one fire, not {nominal}..{through}"
             last = end
         if tf.watermark_ms < last or tf.watermark_ms > now:
             return f"watermark {tf.watermark_ms} outside [{last}, {now}]"
         if tf.next_fire_ms and tf.next_fire_ms <= tf.watermark_ms:
             return f"next fire {tf.next_fire_ms} is not after the watermark {tf.watermark_ms}"
+        if tf.next_fire_ms > bounds.MAX_TIME_MS:
+            return f"next fire {tf.next_fire_ms} out of range ({bounds.TIME.text()})"
+        if counted > bounds.MAX_COUNTER:
+            return f"fires accounted would pass {bounds.MAX_COUNTER}"
         return ""
 
     def _account(
@@ -1105,6 +1124,14 @@ class SchedulerState:
         st = self.tasks.get(run.task)
         if st is None:
             raise Reject("not_found", f"task {run.task!r} of run {run_id!r} no longer exists")
+        # A forced retry gives a shard up to max_retries + free re-placements more attempts:
+        # their numbers must stay in range (bounds.MAX_ATTEMPT), checked before anything changes.
+        headroom = bounds.MAX_ATTEMPT - MAX_RETRIES - MAX_FREE_REPLACEMENTS - 1
+        if any(s.state != pb.SUCCEEDED and s.attempt >= headroom for s in run.shards):
+            raise Reject(
+                "invalid_argument",
+                f"run {run_id!r} has used its attempt numbers (at most {bounds.MAX_ATTEMPT} per shard)",
+            )
         effects: list[Effect] = []
         for shard in run.shards:
             if shard.state != pb.SUCCEEDED:
@@ -1645,6 +1672,23 @@ class SchedulerState:
         "begin_member_change": _begin_member_change,
         "end_member_change": _end_member_change,
     }
+
+
+def _check_ranges(cmd: pb.Command, body: str) -> None:
+    """Refuse a command with an integer outside its range (:mod:`raftsched.bounds`): the servicers
+    refused it already, so this is a leader bug or a hand-made entry, and it must stay a value.
+
+    A fire batch's entries are checked entry by entry (:meth:`SchedulerState._check_task_fires`,
+    one refused entry does not refuse the batch; and walking every fire's fields would cost the
+    hot path); the rest is walked field by field."""
+    if not 0 <= cmd.now_ms <= bounds.MAX_TIME_MS:
+        raise Reject("invalid_argument", f"now_ms: {cmd.now_ms} out of range ({bounds.TIME.text()})")
+    if cmd.epoch > bounds.MAX_COUNTER:
+        raise Reject("invalid_argument", f"epoch: {cmd.epoch} out of range ({bounds.COUNTER.text()})")
+    if body != "fire_batch":
+        problem = bounds.violation(getattr(cmd, body), body + ".")
+        if problem is not None:
+            raise Reject(problem.code, str(problem))
 
 
 def _copy_calendar(rec: pb.CalendarRecord) -> pb.CalendarRecord:

@@ -744,8 +744,6 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             raise InvalidSpec(
                 "role", f"{quote(request.role)} is not one of {', '.join(r.value for r in Role)}"
             ) from None
-        if request.ttl_ms < 0:
-            raise InvalidSpec("ttl", "must be >= 0")
         tokens.parse_token(request.token)  # before any work; the message never echoes it
         key = self._key(request.idempotency_key)
         creator = caller().principal.id

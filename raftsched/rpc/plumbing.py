@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
+from raftsched import bounds
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
 from raftsched.config import ClusterConfig
 from raftsched.errors import InvalidSpec, NotLeader, RaftschedError, clip
@@ -271,11 +273,16 @@ def rpc(
     handler: Callable[[S, Req, grpc.aio.ServicerContext], Awaitable[Rep]],
 ) -> Callable[[S, Req, grpc.aio.ServicerContext], Coroutine[Any, Any, Rep]]:
     """Decorate a unary servicer method: a :class:`RaftschedError` it raises becomes the answer
-    (see the module docstring). Any other exception is a bug and reaches gRPC as UNKNOWN."""
+    (see the module docstring). Any other exception is a bug and reaches gRPC as UNKNOWN.
+
+    Before the handler runs, every integer field of the request is checked against its range
+    (:mod:`raftsched.bounds`): one outside is INVALID_ARGUMENT naming the field and the range."""
 
     @functools.wraps(handler)
     async def call(self: S, request: Req, context: grpc.aio.ServicerContext) -> Rep:
         try:
+            if isinstance(request, Message):
+                bounds.check(request)
             return await handler(self, request, context)
         except RaftschedError as exc:
             await abort(context, exc)

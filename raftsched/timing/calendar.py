@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from raftsched.errors import InvalidSpec
 
 __all__ = [
+    "FIRST_DAY",
+    "LAST_DAY",
     "MAX_DATES",
     "WEEKDAYS",
     "Calendar",
@@ -47,6 +49,7 @@ DAY_MS = 86_400_000
 _EPOCH = _dt.date(1970, 1, 1)
 _FIRST_DAY = (_dt.date(1, 1, 1) - _EPOCH).days
 _LAST_DAY = (_dt.date(9999, 12, 31) - _EPOCH).days
+FIRST_DAY, LAST_DAY = _FIRST_DAY, _LAST_DAY  # the range of a date (days since 1970-01-01)
 # The span over which a zone's offsets are expanded (and the sampling step that finds changes:
 # no zone changes its offset twice within 12 hours).
 _EXPAND_FROM_S = int(_dt.datetime(1900, 1, 1, tzinfo=_dt.UTC).timestamp())

@@ -13,6 +13,7 @@ PKG = Path(__file__).resolve().parents[2] / "raftsched"
 PURE = [
     "model.py",
     "codec.py",
+    "bounds.py",
     "errors.py",
     "fsm/state.py",
     "fsm/keys.py",

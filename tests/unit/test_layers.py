@@ -27,6 +27,7 @@ CORE = (
     "raftsched.workflow",
     "raftsched.model",
     "raftsched.codec",
+    "raftsched.bounds",
     "raftsched.leader.dispatcher",
 )
 CORE_FORBIDDEN_LIBRARIES = {"grpc", "grpc_health", "grpc_reflection", "pysyncobj", "lmdb", "aiohttp"}

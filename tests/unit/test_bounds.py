@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -106,14 +106,19 @@ def test_the_servicer_refuses_the_largest_ttl_naming_the_field_and_range() -> No
 SERVICES = ("Admin", "ExecutorService")
 
 
+def _d(desc: Any) -> Descriptor:
+    """A generated message's descriptor, typed (the upb classes are a union for mypy)."""
+    return cast(Descriptor, desc)
+
+
 def _request_types() -> list[Descriptor]:
-    return [m.input_type for s in SERVICES for m in pb.DESCRIPTOR.services_by_name[s].methods]
+    return [_d(m.input_type) for s in SERVICES for m in pb.DESCRIPTOR.services_by_name[s].methods]
 
 
 def _all_integer_fields() -> dict[str, FieldDescriptor]:
     seen: set[str] = set()
     out: dict[str, FieldDescriptor] = {}
-    for desc in [*_request_types(), logpb.Command.DESCRIPTOR]:
+    for desc in [*_request_types(), _d(logpb.Command.DESCRIPTOR)]:
         for fd in bounds.integer_fields(desc, seen):
             out[fd.full_name] = fd
     return out
@@ -162,7 +167,7 @@ def _set_path(msg: Message, fd: FieldDescriptor, value: int) -> Message | None:
         sub = f.message_type
         if sub is None or sub.GetOptions().map_entry or sub.full_name in bounds.SELF_CHECKED:
             continue
-        child = GetMessageClass(sub)()
+        child = GetMessageClass(_d(sub))()
         if _set_path(child, fd, value) is not None:
             if f.is_repeated:
                 getattr(msg, f.name).add().CopyFrom(child)
@@ -174,7 +179,7 @@ def _set_path(msg: Message, fd: FieldDescriptor, value: int) -> Message | None:
 
 def _walked_cases() -> list[tuple[Descriptor, FieldDescriptor]]:
     cases = []
-    for desc in [*_request_types(), logpb.Command.DESCRIPTOR]:
+    for desc in [*_request_types(), _d(logpb.Command.DESCRIPTOR)]:
         for fd in bounds.integer_fields(desc, set()):
             # Fields reached only through a self-checked message (a trigger inside a TaskSpec)
             # are its decoder's: see test_self_checked_messages_refuse_their_rows_limit_plus_one.
@@ -231,7 +236,8 @@ def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
             spec = pb.WorkflowSpec(name="w")
             task = spec.tasks.add(name="a", command="true")
             setattr(task, field, value)
-            return validate_workflow(spec)
+            validate_workflow(spec)
+            return spec
 
         return decode
 
@@ -240,7 +246,8 @@ def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
             spec = pb.WorkflowSpec(name="w")
             spec.tasks.add(name="a", command="true")
             setattr(spec, field, value)
-            return validate_workflow(spec)
+            validate_workflow(spec)
+            return spec
 
         return decode
 
@@ -265,16 +272,16 @@ def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
         return decode
 
     cases: list[tuple[str, Callable[[int], object]]] = []
-    for fd in bounds.integer_fields(logpb.TaskSpec.DESCRIPTOR, set()):
-        owner = fd.containing_type.name
+    for fd in bounds.integer_fields(_d(logpb.TaskSpec.DESCRIPTOR), set()):
+        owner = _d(fd.containing_type).name
         if owner == "TaskSpec":
             cases.append((fd.full_name, task(fd.name)))
         elif owner == "IntervalTrigger":
             cases.append((fd.full_name, trigger("interval", fd.name)))
         elif owner == "OnceTrigger":
             cases.append((fd.full_name, trigger("once", fd.name)))
-    for fd in bounds.integer_fields(pb.WorkflowSpec.DESCRIPTOR, set()):
-        owner = fd.containing_type.name
+    for fd in bounds.integer_fields(_d(pb.WorkflowSpec.DESCRIPTOR), set()):
+        owner = _d(fd.containing_type).name
         cases.append((fd.full_name, wf_task(fd.name) if owner == "WorkflowTaskSpec" else wf(fd.name)))
     for name in ("rate_milli", "burst", "max_running"):
         cases.append((f"raftsched.v1.QuotaRecord.{name}", quota(name)))

@@ -1,9 +1,12 @@
 """Fuzz every admin and executor RPC of a fresh local 3-node cluster, longer than the suite does.
 
-    PYTHONPATH=. python bench/fuzz.py --calls 5000 [--auth] [--keep]
+    PYTHONPATH=. python bench/fuzz.py --calls 5000 [--auth] [--keep] [--seed N]
 
-Random requests from the proto descriptors (see ``tests/rpc_fuzz.py``), a new Hypothesis seed on
-every run; every RPC is called once per round, so ``--calls`` is rounded up to whole rounds.
+First every integer field of every RPC with each of its boundary values (0, 1, -1, the type's
+extremes, its documented limits +- 1; ``Fuzzer.boundary_sweep``), then random requests from the
+proto descriptors (see ``tests/rpc_fuzz.py``) from a new seed on every run, printed so that a
+finding can be replayed with ``--seed``; every RPC is called once per round, so ``--calls`` is
+rounded up to whole rounds (the sweep's calls come on top).
 ``--auth`` runs the cluster with auth on and sends an admin token on most calls. Prints the calls,
 the statuses by code, how many rejections were checked for "no state change", whether the
 replicas' digests are equal at the end, and every problem found; exits 1 if there was one.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import random
 import shutil
 import sys
 import tempfile
@@ -32,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000, help="at least this many calls (default 2000)")
     parser.add_argument("--auth", action="store_true", help="auth on, an admin token on most calls")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's directory (logs, data)")
+    parser.add_argument("--seed", type=int, default=None, help="replay the random part of an earlier run")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the boundary-value sweep")
     args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    print(f"seed: {seed} (replay: python bench/fuzz.py --seed {seed})", flush=True)
     rounds = max(1, math.ceil(args.calls / len(methods())))
     base = Path(tempfile.mkdtemp(prefix="raftsched-fuzz-"))
     token = None
@@ -49,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster.start()
         cluster.wait_for_leader()
-        fuzzer.rounds(rounds, derandomize=False)
+        if not args.no_sweep:
+            fuzzer.boundary_sweep()
+        fuzzer.rounds(rounds, seed=seed)
         digest = fuzzer.finish()
     finally:
         fuzzer.close()
@@ -66,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pysyncobj truncation notices (known library noise): {fuzzer.library_noise}")
     if args.keep:
         print(f"cluster directory: {base}")
+    print(f"boundary values sent: {len(fuzzer.boundaries_sent)}; seed: {seed}")
     for problem in fuzzer.problems:
         print(f"PROBLEM {problem}")
     return 1 if fuzzer.problems else 0

@@ -22,8 +22,10 @@ import hashlib
 import json
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import strategies as st
 
+from raftsched import bounds
 from raftsched.fsm import keys
 from raftsched.fsm.state import SchedulerState
 from raftsched.v1 import log_pb2 as pb
@@ -125,6 +127,26 @@ def int64s() -> st.SearchStrategy[int]:
         st.sampled_from([INT64_MIN, INT64_MAX]),
         st.integers(INT64_MIN, INT64_MAX),
     )
+
+
+_TYPE_RANGES = {
+    FieldDescriptor.CPPTYPE_INT32: (INT32_MIN, INT32_MAX),
+    FieldDescriptor.CPPTYPE_UINT32: (0, UINT32_MAX),
+    FieldDescriptor.CPPTYPE_INT64: (INT64_MIN, INT64_MAX),
+    FieldDescriptor.CPPTYPE_UINT64: (0, 2**64 - 1),
+}
+
+
+def boundary_ints(fd: FieldDescriptor) -> list[int]:
+    """The values an integer field must be tried with: 0, 1, -1, its type's minimum and maximum,
+    and its documented range's limits and their neighbours (:data:`raftsched.bounds.FIELDS`),
+    each once, ascending, all representable in the field's type."""
+    low, high = _TYPE_RANGES[fd.cpp_type]
+    values = {0, 1, -1, low, high}
+    rng = bounds.FIELDS.get(fd.full_name)
+    if rng is not None:
+        values |= {rng.low - 1, rng.low, rng.low + 1, rng.high - 1, rng.high, rng.high + 1}
+    return sorted(v for v in values if low <= v <= high)
 
 
 def enums(values: list[int]) -> st.SearchStrategy[int]:

@@ -33,6 +33,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescri
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from raftsched.localcluster import LocalCluster
@@ -41,6 +42,7 @@ from raftsched.v1 import raftsched_pb2 as pb
 from tests.fuzz_strategies import (
     INT32_MAX,
     INT32_MIN,
+    boundary_ints,
     enums,
     int64s,
     names,
@@ -125,6 +127,25 @@ def _scalars(fd: FieldDescriptor) -> st.SearchStrategy[Any]:
         return enums([v.number for v in fd.enum_type.values])
     if t in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
         return st.floats(width=32 if t == FieldDescriptor.TYPE_FLOAT else 64)
+    if fd.cpp_type in _INTEGERS and t != FieldDescriptor.TYPE_ENUM:
+        # The field's boundaries (0, 1, -1, the type's extremes, its documented limits +- 1)
+        # drawn often on purpose; the sweep (Fuzzer.boundary_sweep) sends each of them once.
+        return st.one_of(st.sampled_from(boundary_ints(fd)), _plain_ints(fd))
+    return _plain_ints(fd)
+
+
+_INTEGERS = frozenset(
+    {
+        FieldDescriptor.CPPTYPE_INT32,
+        FieldDescriptor.CPPTYPE_UINT32,
+        FieldDescriptor.CPPTYPE_INT64,
+        FieldDescriptor.CPPTYPE_UINT64,
+    }
+)
+
+
+def _plain_ints(fd: FieldDescriptor) -> st.SearchStrategy[Any]:
+    t = fd.type
     if t in (FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32):
         return uint32s()
     if t in (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64):
@@ -178,6 +199,65 @@ def messages(draw: st.DrawFn, desc: Descriptor, depth: int = 0) -> Message:
     return msg
 
 
+# -- boundary values, every one of every integer field ----------------------------------------------
+
+FieldPath = tuple[FieldDescriptor, ...]
+
+
+def integer_paths(desc: Any, _inside: tuple[str, ...] = ()) -> list[FieldPath]:
+    """Every path from ``desc`` to an integer field (through singular and repeated messages, not
+    maps, which hold strings only), each message type entered once per path."""
+    out: list[FieldPath] = []
+    for fd in desc.fields:
+        sub = fd.message_type
+        if sub is not None:
+            if sub.GetOptions().map_entry or sub.full_name in _inside:
+                continue
+            out.extend((fd, *rest) for rest in integer_paths(sub, (*_inside, desc.full_name)))
+        elif fd.cpp_type in _INTEGERS and fd.type != FieldDescriptor.TYPE_ENUM:
+            out.append((fd,))
+    return out
+
+
+def show_path(path: FieldPath) -> str:
+    return ".".join(fd.name for fd in path)
+
+
+def set_path(msg: Message, path: FieldPath, value: int) -> None:
+    """Set the field at ``path`` to ``value`` (a repeated step gets or reuses its first element)."""
+    for fd in path[:-1]:
+        field_value = getattr(msg, fd.name)
+        if fd.is_repeated and not len(field_value):
+            field_value.add()
+        msg = field_value[0] if fd.is_repeated else field_value
+    last = path[-1]
+    if last.is_repeated:
+        getattr(msg, last.name).append(value)
+    else:
+        setattr(msg, last.name, value)
+
+
+def _base_request(method: MethodDescriptor) -> Message:
+    """A request that gets past the checks before the integers where that is cheap (a fresh
+    token and a valid role for CreateToken, a valid spec for AddTask), else an empty one."""
+    msg = GetMessageClass(method.input_type)()
+    if method.name == "CreateToken":
+        msg.token, msg.role = new_token(), "viewer"  # type: ignore[attr-defined]
+    elif method.name in ("AddTask", "UpdateTask"):
+        msg.spec.name, msg.spec.command = "fzb", "true"  # type: ignore[attr-defined]
+    return msg
+
+
+def boundary_cases() -> list[tuple[MethodDescriptor, FieldPath, int]]:
+    """``(rpc, field path, value)`` for every boundary value of every integer field of every RPC."""
+    return [
+        (m, path, value)
+        for m in methods()
+        for path in integer_paths(m.input_type)
+        for value in boundary_ints(path[-1])
+    ]
+
+
 # -- the harness -----------------------------------------------------------------------------------
 
 
@@ -197,6 +277,7 @@ class Fuzzer:
     rejected_unchecked: int = 0
     library_noise: int = 0
     problems: list[str] = field(default_factory=list)
+    boundaries_sent: set[tuple[str, str, int]] = field(default_factory=set)
     _channels: dict[str, grpc.Channel] = field(default_factory=dict)
     _leader: str = ""
 
@@ -265,9 +346,20 @@ class Fuzzer:
         others = [n for n in self.cluster.alive() if n != self.leader()]
         return others[0] if others else self.leader()
 
-    def rounds(self, rounds: int, *, derandomize: bool = True) -> None:
+    def boundary_sweep(self) -> None:
+        """Call every RPC once per boundary value of each of its integer fields (that field set,
+        the rest as :func:`_base_request` leaves it): the extremes appear in every run, whatever
+        the random draws (:attr:`boundaries_sent` records them)."""
+        for method, path, value in boundary_cases():
+            request = _base_request(method)
+            set_path(request, path, value)
+            self.call(method, request, on_leader=True, credential=0)
+            self.boundaries_sent.add((method.full_name, show_path(path), value))
+
+    def rounds(self, rounds: int, *, derandomize: bool = True, seed: int | None = None) -> None:
         """``rounds`` Hypothesis examples, each calling every RPC once with a drawn request
-        (``derandomize``: the same requests on every run, as the suite wants)."""
+        (``derandomize``: the same requests on every run, as the suite wants; ``seed``: the
+        requests of that seed, to replay a run that found something)."""
         every = methods()
         strategies = {m.full_name: messages(m.input_type) for m in every}
 
@@ -277,7 +369,7 @@ class Fuzzer:
             database=None,
             phases=[Phase.generate],  # no shrinking: problems are collected, not raised
             suppress_health_check=list(HealthCheck),
-            derandomize=derandomize,
+            derandomize=derandomize and seed is None,
         )
         @given(data=st.data())
         def one(data: st.DataObject) -> None:
@@ -288,6 +380,8 @@ class Fuzzer:
                 mangle = data.draw(st.one_of(st.just(0), st.integers(1, 2**31)), label="mangle")
                 self.call(m, request, on_leader, credential, mangle if mangle % 8 == 1 else 0)
 
+        if seed is not None:
+            one = hypothesis_seed(seed)(one)
         one()
 
     def finish(self, timeout: float = 60.0) -> str:

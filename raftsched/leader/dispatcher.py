@@ -596,7 +596,9 @@ class Dispatcher:
     def retry_at(self, attempt: int, now_ms: int) -> int:
         """Exponential backoff with a cap and jitter; the jitter is drawn here, on the leader."""
         s = self.settings
-        delay = min(s.retry_cap_ms, s.retry_base_ms * 2 ** max(0, attempt - 1))
+        # The exponent is capped: base x 2**62 is past any cap, and an attempt number near 2**32
+        # would otherwise build a half-gigabyte integer on the leader's event loop.
+        delay = min(s.retry_cap_ms, s.retry_base_ms * 2 ** min(max(0, attempt - 1), 62))
         return now_ms + int(delay * (1 + self.rng.random() * s.retry_jitter))
 
     # -- timers ------------------------------------------------------------------------------------

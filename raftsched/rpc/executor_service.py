@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
-from raftsched import codec
+from raftsched import bounds, codec
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
 from raftsched.leader import writes
@@ -433,20 +433,18 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         return pb.DrainReply()
 
 
-_UINT32_MAX = 2**32 - 1
-
-
 def _check_execution_id(position: int, exec_id: str) -> None:
-    """Refuse a reported id that is not ``run_id/shard/attempt`` with shard and attempt in the
-    range the log format holds (an out-of-range shard used to escape as a ValueError)."""
+    """Refuse a reported id that is not ``run_id/shard/attempt`` with shard and attempt in their
+    ranges (:mod:`raftsched.bounds`; an out-of-range shard used to escape as a ValueError)."""
     run_id, _, rest = exec_id.partition("/")
     shard, _, attempt = rest.partition("/")
-    numeric = all(part.isascii() and part.isdigit() for part in (shard, attempt))
-    if run_id and numeric and int(shard) <= _UINT32_MAX and int(attempt) <= _UINT32_MAX:
+    numeric = all(part.isascii() and part.isdigit() and len(part) <= 20 for part in (shard, attempt))
+    if run_id and numeric and int(shard) <= bounds.SHARD.high and int(attempt) <= bounds.ATTEMPT.high:
         return
     raise InvalidSpec(
         f"results[{position}].execution_id",
-        f"{quote(exec_id)} is not run_id/shard/attempt (shard and attempt 0..{_UINT32_MAX})",
+        f"{quote(exec_id)} is not run_id/shard/attempt "
+        f"(shard {bounds.SHARD.text()}, attempt {bounds.ATTEMPT.text()})",
     )
 
 

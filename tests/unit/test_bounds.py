@@ -305,3 +305,33 @@ def test_self_checked_messages_refuse_their_rows_limit_plus_one(
         except ValueError:
             continue  # past the field's type: cannot be encoded at all
         raise AssertionError(f"{name}={value} was accepted")
+
+
+# -- derived arithmetic outside apply: the leader's backoff, the executors' execution ids --------
+
+
+def test_backoff_for_the_largest_attempt_number_is_capped_and_quick() -> None:
+    """backoff x 2**(attempt-1): an attempt near 2**32 built a half-gigabyte integer."""
+    import random
+    import time
+
+    from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+
+    settings = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
+    d = Dispatcher(SchedulerState(MemoryStore()), settings, random.Random(7))
+    started = time.monotonic()
+    for attempt in (bounds.UINT32_MAX, bounds.MAX_ATTEMPT, 64, 63):
+        at = d.retry_at(attempt, 1000)
+        assert 1000 + 8000 <= at <= 1000 + 8000 * 1.2
+    assert time.monotonic() - started < 1.0
+
+
+def test_reported_execution_ids_are_refused_past_the_shard_and_attempt_ranges() -> None:
+    from raftsched.rpc.executor_service import _check_execution_id
+
+    _check_execution_id(0, f"t@1/{bounds.SHARD.high}/{bounds.ATTEMPT.high}")
+    for bad in (f"t@1/{bounds.SHARD.high + 1}/1", f"t@1/0/{bounds.ATTEMPT.high + 1}", "t@1/0/" + "9" * 30):
+        with pytest.raises(InvalidSpec) as info:
+            _check_execution_id(3, bad)
+        assert info.value.field == "results[3].execution_id"
+        assert bounds.SHARD.text() in str(info.value) and bounds.ATTEMPT.text() in str(info.value)

@@ -18,9 +18,8 @@ The ranges are chosen so that the arithmetic apply derives from them stays insid
   ignored by the servicer and apply; their range is the type's.
 
 A field at 0 is unset in proto3 and means the field's default (documented per field); the ranges
-apply to values that are set. The table is the documentation: ``README.md`` (Limits, integer
-fields) is generated from :func:`table_rows` in spirit and checked against it by
-``tests/unit/test_bounds.py``.
+apply to values that are set. The table is the documentation: the README's table (Limits, Integer fields) is
+:func:`markdown_table`, and ``tests/unit/test_bounds.py`` fails when they differ.
 
 Pure (part of the core): the limits it gathers are the model's, the workflow validator's, the
 quota book's and the calendar's, imported, not copied.
@@ -56,7 +55,7 @@ __all__ = [
     "Range",
     "check",
     "check_sum",
-    "table_rows",
+    "markdown_table",
     "violation",
 ]
 
@@ -344,6 +343,14 @@ def integer_fields(desc: Descriptor, seen: set[str] | None = None) -> list[Field
     return out
 
 
-def table_rows() -> list[tuple[str, str, str]]:
-    """``(field, range, 0 means)`` for every entry of the table, by field name."""
-    return [(name.removeprefix(_V1), rng.text(), rng.zero) for name, rng in sorted(FIELDS.items())]
+def markdown_table() -> str:
+    """The table as the README shows it (Limits, Integer fields): one row per range, with what
+    an unset field (0) means and every field that has it, ``Message.field``."""
+    groups: dict[Range, list[str]] = {}
+    for name, rng in FIELDS.items():
+        groups.setdefault(rng, []).append(name.removeprefix(_V1))
+    lines = ["| range | unset (0) means | fields |", "|---|---|---|"]
+    for rng in sorted(groups, key=lambda r: (r.low, r.high, r.unit, r.zero)):
+        fields = ", ".join(f"`{n}`" for n in sorted(groups[rng]))
+        lines.append(f"| {rng.low:,} … {rng.high:,}{rng.unit} | {rng.zero or '—'} | {fields} |")
+    return "\n".join(lines) + "\n"

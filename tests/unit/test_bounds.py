@@ -341,3 +341,48 @@ def test_reported_execution_ids_are_refused_past_the_shard_and_attempt_ranges() 
 def test_the_readme_shows_the_table_as_the_code_defines_it() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert bounds.markdown_table() in readme, "README 'Integer fields': paste bounds.markdown_table()"
+
+
+def test_a_fire_record_count_past_its_range_is_refused_not_added_to_the_fire_total() -> None:
+    """fires_total (uint64) += count: a count of 2**64-1 overflowed the task record."""
+    from tests.property.test_apply_extremes import NOMINAL, seeded
+
+    st = seeded()
+    total = st.tasks["t"].fires_total
+    for count in (bounds.UINT64_MAX, bounds.MAX_FIRE_COUNT + 1):
+        batch = logpb.FireBatch()
+        tf = batch.tasks.add(task="t", version=1, watermark_ms=NOMINAL + 1000, next_fire_ms=NOMINAL + 6000)
+        tf.fires.add(nominal_ms=NOMINAL + 1000, outcome=logpb.COALESCED, count=count)
+        res = st.apply(_cmd(NOMINAL + 5000, fire_batch=batch)).result
+        assert res.ok and res.refused == 1 and res.accounted == 0, res
+        assert st.tasks["t"].fires_total == total
+    batch = logpb.FireBatch()
+    tf = batch.tasks.add(
+        task="t", version=1, watermark_ms=NOMINAL + 1000, next_fire_ms=bounds.MAX_TIME_MS + 1
+    )
+    tf.fires.add(nominal_ms=NOMINAL + 1000, outcome=logpb.COALESCED, count=1)
+    assert st.apply(_cmd(NOMINAL + 5000, fire_batch=batch)).result.refused == 1
+
+
+def test_a_forced_retry_that_would_pass_the_attempt_range_is_refused() -> None:
+    from raftsched.fsm import keys
+    from tests.property.test_apply_extremes import NOMINAL, RUN, seeded
+
+    st = seeded()
+    now = NOMINAL + 100
+    for attempt in (1, 2, 3):  # max_retries 2: the third failure fails the run
+        results = logpb.ReportResults()
+        results.results.add(run_id=RUN, shard=0, attempt=attempt, executor="a", retry_at_ms=now)
+        assert st.apply(_cmd(now, report_results=results)).result.accounted == 1
+        if attempt < 3:
+            assign = logpb.AssignAttempts()
+            assign.assignments.add(run_id=RUN, shard=0, attempt=attempt + 1, executor="a")
+            assert st.apply(_cmd(now, assign_attempts=assign)).result.accounted == 1
+    run = logpb.Run.FromString(st.store.get(keys.run_key_for_id(RUN)) or b"")
+    assert run.state == logpb.FAILED
+    run.shards[0].attempt = bounds.MAX_ATTEMPT - 50  # as if forced retries had been used up
+    st.store.put(keys.run_key_for_id(RUN), run.SerializeToString(deterministic=True))
+    before = domain(st)
+    res = st.apply(_cmd(now, retry_run=logpb.RetryRun(run_id=RUN))).result
+    assert not res.ok and res.code == "invalid_argument" and "attempt" in res.message, res
+    assert domain(st) == before

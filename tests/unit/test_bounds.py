@@ -386,3 +386,23 @@ def test_a_forced_retry_that_would_pass_the_attempt_range_is_refused() -> None:
     res = st.apply(_cmd(now, retry_run=logpb.RetryRun(run_id=RUN))).result
     assert not res.ok and res.code == "invalid_argument" and "attempt" in res.message, res
     assert domain(st) == before
+
+
+def test_a_result_with_integers_out_of_range_is_refused_alone() -> None:
+    """nominal + start_lateness_ms went into the timeline's int64: 2**63-1 overflowed it."""
+    from tests.property.test_apply_extremes import NOMINAL, RUN, seeded
+
+    st = seeded()
+    now = NOMINAL + 100
+    for field, value in (
+        ("start_lateness_ms", bounds.INT64_MAX),
+        ("duration_ms", -1),
+        ("retry_at_ms", bounds.MAX_TIME_MS + 1),
+    ):
+        results = logpb.ReportResults()
+        res = results.results.add(run_id=RUN, shard=0, attempt=1, executor="a", success=True)
+        setattr(res, field, value)
+        before = st.active[RUN]
+        out = st.apply(_cmd(now, report_results=results)).result
+        assert out.ok and out.refused == 1 and out.accounted == 0, (field, out)
+        assert st.active[RUN] == before

@@ -73,7 +73,11 @@ def _run(fuzzer: Fuzzer, rounds: int, *, sweep: bool = False, random_rounds: int
         fuzzer.finish()
     finally:
         fuzzer.close()
-    replay = f"random part: seed {seed} (replay: {SEED_ENV}={seed} pytest {__file__})"
+    replay = (
+        f"random part: seed {seed} (replay: {SEED_ENV}={seed} pytest {__file__})"
+        if random_rounds
+        else f"fixed seed {FIXED_SEED} only"
+    )
     print(fuzzer.summary(), replay)
     assert not fuzzer.problems, replay + "\n" + "\n".join(fuzzer.problems[:30])
     assert set(fuzzer.by_method) == {m.name for m in methods()}

@@ -17,10 +17,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from raftsched.fsm.effects import ExecutorChanged
+from raftsched import codec
+from raftsched.fsm.effects import AttemptReady, Effect, ExecutorChanged
 from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
 from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
-from raftsched.model import TaskSpec
+from raftsched.model import Overlap, TaskSpec
+from raftsched.replica import Replica
+from raftsched.storage.memory import MemoryStore
+from raftsched.v1 import log_pb2 as logpb
 from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
 from tests.unit.test_fsm_executors import join, leave
 
@@ -102,3 +107,35 @@ def test_a_view_is_usable_only_inside_its_block() -> None:
         assert v.placeable_executors() == {"ex1": 4}
     with pytest.raises(RuntimeError, match="outside"):
         v.executor("ex1")
+
+
+def _barrier(node_id: str, now: int, epoch: int) -> bytes:
+    cmd = logpb.Command(epoch=epoch, now_ms=now, origin=node_id)
+    cmd.barrier.node_id = node_id
+    return codec.encode_command(cmd)
+
+
+def test_the_applier_builds_leader_effects_from_its_own_barrier_to_another_nodes() -> None:
+    """Leader effects are an argument of apply, chosen on the applier thread from the log: off
+    on a node whose barrier was never applied, on after its own barrier, off again after another
+    node's. No other thread writes anything the applier reads to decide it."""
+    store = MemoryStore()
+    state = SchedulerState.load(store)
+    replica = Replica(state, store, node_id="n1")
+    entries = iter(range(1, 100))
+
+    def ready_after(data: bytes) -> int:
+        out: list[Effect] = []
+        replica.effect_sink = out.extend
+        replica.apply_entry(next(entries), data)
+        return sum(isinstance(e, AttemptReady) for e in out)
+
+    spec = TaskSpec("t", EVERY_SECOND, timeout_ms=0, command="true", overlap=Overlap.ALLOW)
+    ready_after(writes.create_task(spec, disabled=False, now_ms=T0, epoch=1, origin="n1", key=""))
+    assert not replica.leads
+    assert ready_after(tick("t", 1, T0 + S)) == 0  # a follower: no attempt to place
+    assert ready_after(_barrier("n1", T0 + S, 2)) == 0 and replica.leads
+    assert ready_after(tick("t", 1, T0 + 2 * S, epoch=2)) == 1  # its own barrier applied: it leads
+    assert ready_after(_barrier("n2", T0 + 2 * S, 3)) == 0 and not replica.leads
+    assert ready_after(tick("t", 1, T0 + 3 * S, epoch=3)) == 0  # another node leads now
+    assert state.active_run(f"t@{T0 + 3 * S}") is not None  # the run exists all the same

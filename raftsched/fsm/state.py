@@ -635,11 +635,6 @@ class SchedulerState:
             self._needs[key] = need
         return need
 
-    def need_hint(self, task: str, run_id: str) -> Need:
-        """The need of ``run_id``'s attempts (any thread): see :meth:`StateView.need_hint`."""
-        with self.view() as v:
-            return v.need_hint(task, run_id)
-
     def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """:meth:`_check_placeable` for the workflow book (its task runs)."""
         self._check_placeable(st, need, now)

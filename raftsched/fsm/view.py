@@ -30,20 +30,45 @@ a revocation stores a new record). ``tests/unit/test_architecture.py`` checks th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from raftsched.abc import StateStore
 from raftsched.fsm import queries
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
 from raftsched.fsm.policy import Need as PolicyNeed
-from raftsched.fsm.policy import Reservations
+from raftsched.fsm.policy import PolicyBook, Reservations
 from raftsched.fsm.records import TaskState
-from raftsched.fsm.workflows import is_internal
+from raftsched.fsm.workflows import WorkflowBook, is_internal
 from raftsched.model import Lock, TaskSpec
-from raftsched.sharding.placement import NO_NEED, Need
+from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need
 from raftsched.v1 import log_pb2 as pb
 
-if TYPE_CHECKING:
-    from raftsched.fsm.state import SchedulerState
+
+class ViewHost(Protocol):
+    """What a view reads of the state machine (``SchedulerState``; a protocol, so this module
+    does not import the state's)."""
+
+    @property
+    def tasks(self) -> Mapping[str, TaskState]: ...
+    @property
+    def executors(self) -> Mapping[str, pb.ExecutorRecord]: ...
+    @property
+    def active(self) -> Mapping[str, bytes]: ...
+    @property
+    def active_per_task(self) -> Mapping[str, int]: ...
+    @property
+    def max_now_ms(self) -> int: ...
+    @property
+    def store(self) -> StateStore: ...
+    @property
+    def usage(self) -> ExecutorUsage: ...
+    @property
+    def wf(self) -> WorkflowBook: ...
+    @property
+    def policy(self) -> PolicyBook: ...
+    def active_run(self, run_id: str) -> pb.Run | None: ...
+    def need_for_run(self, run: pb.Run) -> Need: ...
+    def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]: ...
 
 
 class StateView:
@@ -51,15 +76,15 @@ class StateView:
 
     __slots__ = ("_state",)
 
-    def __init__(self, state: SchedulerState) -> None:
-        self._state: SchedulerState | None = state
+    def __init__(self, state: ViewHost) -> None:
+        self._state: ViewHost | None = state
 
     def close(self) -> None:
         """End the view (``SchedulerState.view`` does, when its block ends)."""
         self._state = None
 
     @property
-    def _s(self) -> SchedulerState:
+    def _s(self) -> ViewHost:
         s = self._state
         if s is None:
             raise RuntimeError("a state view was used outside its `with state.view()` block")

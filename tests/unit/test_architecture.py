@@ -22,6 +22,7 @@ PURE = [
     "fsm/rules.py",
     "fsm/queries.py",
     "fsm/policy.py",
+    "fsm/view.py",
     "leader/queue.py",
     "fsm/membership.py",
     "workflow/layout.py",

@@ -20,11 +20,11 @@ after the ``AssignAttempts`` entry naming that executor is committed and applied
 are leader-local (heartbeats are not replicated); a new leader grants every assigned attempt a
 fresh lease and re-sends it to the same executor, whose execution log deduplicates it.
 
-State reads: every read of the replicated state goes through one
-:meth:`~raftsched.fsm.state.SchedulerState.view` per entry point (a batch of effects, a poll, a
-takeover), never one per attempt; the internal methods that read take that view as ``v``. The
-applier thread changes the state meanwhile, so nothing read in one view is trusted in the next
-without reading it again.
+State reads: every read of the replicated state goes through a
+:meth:`~raftsched.fsm.state.SchedulerState.view`, one per batch (a poll; up to EFFECTS_PER_VIEW
+effects or pending attempts of a takeover), never one per attempt; the internal methods that read
+take that view as ``v``. The applier thread changes the state between views, so nothing read in
+one is trusted in the next without reading it again.
 
 Unstarted attempts: a lease knows whether its attempt started (``Lease.started``: False from
 the dispatch until a heartbeat lists it as started, None when this leader cannot know, e.g.
@@ -36,8 +36,9 @@ executor's late start or result is refused) without consuming a retry.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
@@ -52,9 +53,14 @@ from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
+# Effects (or a takeover's pending attempts) handled per state view: the applier waits while a
+# view is open, so a batch of thousands is taken in pieces.
+EFFECTS_PER_VIEW = 256
+
 # Wait reasons named in one AssignAttempts command: bounded, to keep the entry well under the
 # Raft entry size limit when a whole backlog starts waiting at once.
 MAX_WAITS_PER_COMMAND = 200
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,30 +198,30 @@ class Dispatcher:
         self.step_down()
         self.epoch = epoch
         with self.state.view() as v:
-            self._take_over(v, now_ms)
-        self.leading = True
-
-    def _take_over(self, v: StateView, now_ms: int) -> None:
-        self._rebuild_ring(v)
+            self._rebuild_ring(v)
+            pending = v.pending_attempts()
         # Takeover grace: executors first have to notice the old leader is gone (it may be paused,
         # not dead) and find this one. Give them one extra lease before declaring them, or their
         # attempts, lost (without it the chaos suite saw healthy executors declared dead).
         grace = now_ms + self.settings.lease_ms
         for name in sorted(self.members):
             self.last_seen[name] = grace
-        for eff in v.pending_attempts():
-            if isinstance(eff, AttemptReady):
-                self._wait(v, eff)
-            else:
-                self._lease_and_send(v, eff, grace, None)  # the old leader may have sent it
-                exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
-                lease = self.leases.get(exec_id)
-                if lease is not None and exec_id not in self.inherited:
-                    self.inherited[exec_id] = _Inherited(
-                        eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms
-                    )
-                    for name in _held_names(eff.task):
-                        self.unknown_tasks[name] = self.unknown_tasks.get(name, 0) + 1
+        for chunk in _chunks(pending):
+            with self.state.view() as v:
+                for eff in chunk:
+                    if isinstance(eff, AttemptReady):
+                        self._wait(v, eff)
+                        continue
+                    self._lease_and_send(v, eff, grace, None)  # the old leader may have sent it
+                    exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
+                    lease = self.leases.get(exec_id)
+                    if lease is not None and exec_id not in self.inherited:
+                        self.inherited[exec_id] = _Inherited(
+                            eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms
+                        )
+                        for name in _held_names(eff.task):
+                            self.unknown_tasks[name] = self.unknown_tasks.get(name, 0) + 1
+        self.leading = True
 
     def overlap_unknown(self, task: str, epoch: int = 0) -> bool:
         """Whether an attempt of ``task`` was running when this node took over and its state is
@@ -390,10 +396,14 @@ class Dispatcher:
     def on_effects(self, effects: Iterable[Effect], now_ms: int) -> None:
         if not self.leading:
             return
-        with self.state.view() as v:  # one view for the whole batch
-            self._on_effects(v, effects, now_ms)
+        for chunk in _chunks(tuple(effects)):
+            with self.state.view() as v:
+                self._on_effects(v, chunk, now_ms)
+        if self.settling:
+            with self.state.view() as v:
+                self._settle(v, None)
 
-    def _on_effects(self, v: StateView, effects: Iterable[Effect], now_ms: int) -> None:
+    def _on_effects(self, v: StateView, effects: Sequence[Effect], now_ms: int) -> None:
         for eff in effects:
             if isinstance(eff, AttemptReady):
                 self._wait(v, eff)
@@ -418,8 +428,6 @@ class Dispatcher:
                             self.held.release((lease.run_id, lease.shard))
                             self._known(exec_id, "applied")  # the state is current for it
                     self.used.pop(eff.name, None)
-        if self.settling:
-            self._settle(v, None)
 
     def _cancel(self, eff: RunCancelled) -> None:
         """A killed workflow run cancelled a task run: forget its attempts, stop the running ones."""
@@ -830,6 +838,12 @@ class Dispatcher:
     def backlog(self) -> int:
         """Attempts waiting for an executor slot (their lateness is visible in run state)."""
         return len(self.waiting)
+
+
+def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in pieces of at most EFFECTS_PER_VIEW."""
+    for i in range(0, len(items), EFFECTS_PER_VIEW):
+        yield items[i : i + EFFECTS_PER_VIEW]
 
 
 def _split(exec_id: str) -> tuple[str | None, int, int]:

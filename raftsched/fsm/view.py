@@ -29,7 +29,7 @@ a revocation stores a new record). ``tests/unit/test_architecture.py`` checks th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from raftsched.abc import StateStore
@@ -42,6 +42,9 @@ from raftsched.fsm.workflows import WorkflowBook, is_internal
 from raftsched.model import Lock, TaskSpec
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need
 from raftsched.v1 import log_pb2 as pb
+
+Planning = tuple[TaskSpec, int, int, int]
+"""``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task."""
 
 
 class ViewHost(Protocol):
@@ -120,12 +123,24 @@ class StateView:
         st = self._s.tasks.get(task)
         return st.spec.namespace if st is not None else "default"
 
-    def task_for_planning(self, name: str) -> tuple[TaskSpec, int, int, int] | None:
+    def task_for_planning(self, name: str) -> Planning | None:
         """``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task, or None."""
         return queries.task_for_planning(self._s.tasks, name)
 
     def has_active_runs(self, task: str) -> bool:
         return task in self._s.active_per_task
+
+    def planning_inputs(self, names: Iterable[str]) -> dict[str, tuple[Planning | None, bool]]:
+        """For each of ``names``: what :meth:`task_for_planning` and :meth:`has_active_runs` say,
+        in one pass (the leader driver reads a chunk of due tasks at once: once per fire)."""
+        s = self._s
+        tasks, active = s.tasks, s.active_per_task
+        out: dict[str, tuple[Planning | None, bool]] = {}
+        for name in names:
+            st = tasks.get(name)
+            planning = (st.spec, st.version, st.watermark_ms, st.next_fire_ms) if st and st.enabled else None
+            out[name] = (planning, name in active)
+        return out
 
     def spec_for(self, task: str, version: int) -> pb.TaskSpec | None:
         """The spec a run of ``task`` at ``version`` executes (None if the task is gone)."""

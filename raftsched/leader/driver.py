@@ -27,9 +27,10 @@ from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.view import Planning
 from raftsched.leader.gate import leader_time
 from raftsched.logfields import leadership_fields
-from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.model import CronTrigger, Overlap
 from raftsched.timing.cron import changed_meaning_warning
 from raftsched.timing.schedule import MisfireSettings, next_fire_after, plan_fires, single_on_time_fire
 from raftsched.timing.wheel import TimingWheel
@@ -43,9 +44,6 @@ HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at 
 # Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
 # per task; planning itself, croniter included, runs off the lock).
 PLAN_READ_CHUNK = 1000
-
-Planning = tuple[TaskSpec, int, int, int]
-"""``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task (``task_for_planning``)."""
 
 
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
@@ -249,16 +247,11 @@ class LeaderDriver:
             name = due.popleft()
             if name in wheel:
                 continue  # re-armed by a newer effect since it fell due: the wheel has it
-            read = reads.pop(name, None)
-            if read is None:  # read this task's and the next due tasks' inputs in one view
+            if name not in reads:  # read this task's and the next due tasks' inputs in one view
                 chunk = min(PLAN_READ_CHUNK, max_fires - fires if max_fires else PLAN_READ_CHUNK)
                 with state.view() as v:
-                    reads = {
-                        n: (v.task_for_planning(n), v.has_active_runs(n))
-                        for n in itertools.islice(due, chunk - 1)
-                    }
-                    read = (v.task_for_planning(name), v.has_active_runs(name))
-            planning, active = read
+                    reads = v.planning_inputs(itertools.chain((name,), itertools.islice(due, chunk - 1)))
+            planning, active = reads.pop(name)
             if planning is None:
                 continue
             spec, version, _watermark, next_fire = planning

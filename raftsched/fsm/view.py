@@ -3,7 +3,8 @@
 The applier thread mutates the state machine's tables in place (``SchedulerState.apply`` holds
 ``SchedulerState.lock`` for each command). Any other thread - the leader driver, the dispatcher
 on the event loop, gRPC servicers, the web console, metrics scrapes, alerts - reads them only
-inside a view::
+inside a view, or through ``SchedulerState``'s read methods (``get_task``, ``list_tasks_page``,
+...), each of which holds the same lock for one whole answer::
 
     with state.view() as v:
         ring = ShardRing(v.placeable_executors())
@@ -15,9 +16,10 @@ Contract:
   command, never half of one (a torn read) and never a table changing size under a walk. Take
   one view per *batch* of reads (a dispatcher tick, a chunk of due tasks), not one per item, and
   keep the block short: the applier waits for it.
-* Accessors are read-only. Mappings are typed :class:`~collections.abc.Mapping`; records and
-  task states they return are the live objects - never mutate them, and never keep them past
-  the block (copy what must outlive it; protobuf messages with ``CopyFrom``).
+* Accessors are read-only. Mappings are typed :class:`~collections.abc.Mapping`; the records
+  and task states in them (and :meth:`StateView.executor`'s record) are the live objects - never
+  mutate them, and never keep them past the block (copy what must outlive it; protobuf messages
+  with ``CopyFrom``). ``active_run``, ``spec_for`` and ``running_runs`` return fresh copies.
 * A view is dead once its block ends: any accessor then raises ``RuntimeError``, so a view
   stored in an attribute or a closure fails loudly instead of reading unlocked.
 

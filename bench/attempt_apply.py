@@ -58,8 +58,8 @@ class _Node:
     def __init__(self, path: Path, lead: bool, commit_every: int) -> None:
         self.store = LmdbStore(path, sync=False)
         self.state = SchedulerState.load(self.store, Retention())
-        self.state.leader_effects = lead  # as raftsched.node sets it
-        self.replica = Replica(self.state, self.store)
+        # As raftsched.node: a follower (its own barrier never applied) builds no leader effects.
+        self.replica = Replica(self.state, self.store, node_id=None if lead else "follower")
         self.commit_every = commit_every
         self.since_commit = 0
         self.index = 0

@@ -83,7 +83,6 @@ def run(
     pending: list[tuple[int, bytes]] = []
     if follower:
         f_state = SchedulerState.load(_open(store_kind, base / "follower"), Retention())
-        f_state.leader_effects = False  # as raftsched.node sets it for a node that does not lead
         f_driver = LeaderDriver(f_state, "n2")
         f_dispatcher = Dispatcher(f_state, DispatchSettings(), random.Random(0))
 
@@ -91,7 +90,8 @@ def run(
             f_driver.on_effects(effects)
             f_dispatcher.on_effects(effects, 0)
 
-        f_replica = Replica(f_state, f_state.store, effect_sink=f_sink)
+        # As raftsched.node: no leader effects on a node whose own barrier was never applied.
+        f_replica = Replica(f_state, f_state.store, effect_sink=f_sink, node_id="n2")
 
     def follow() -> None:
         assert f_replica is not None

@@ -118,9 +118,9 @@ class Node:
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
         self.state = SchedulerState.load(self.store, self.retention)
-        self.state.leader_effects = False  # a follower until it leads (LeaderDriver.become_leader)
         self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
-        self.replica = Replica(self.state, self.store, effect_sink=self._effects)
+        # Leader effects from this node's own barrier on (decided by the replica, see there).
+        self.replica = Replica(self.state, self.store, effect_sink=self._effects, node_id=node_id)
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
@@ -234,13 +234,15 @@ class Node:
                 self.node_id,
                 self.node_id,
             )
+        with self.state.view() as v:
+            loaded = len(v.tasks)
         log.info(
             "node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
             self.node_id,
             self.me.raft,
             self.me.grpc,
             self.me.data_dir,
-            len(self.state.tasks),
+            loaded,
             self.replica.last_applied,
         )
 
@@ -655,7 +657,7 @@ class Node:
         c = self.consensus
         raft = c.status() if c is not None else RaftStatus()
         leader_id = c.leader_id() if c is not None else None
-        with self.state.lock:
+        with self.state.view() as v:  # the figures of one applied index
             reply = pb.NodeStatusReply(
                 node_id=self.node_id,
                 raft=self.me.raft,
@@ -666,9 +668,9 @@ class Node:
                 term=raft.term,
                 commit_index=raft.commit_index,
                 applied_index=self.replica.last_applied,
-                tasks=len(self.state.tasks),
-                active_runs=len(self.state.active),
-                max_leader_now_ms=self.state.max_now_ms,
+                tasks=len(v.tasks),
+                active_runs=len(v.active),
+                max_leader_now_ms=v.max_now_ms,
                 max_epoch=self.state.max_epoch,
                 log_len=raft.log_len,
                 fires_committed=self.lateness.total,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from raftsched import codec
 from raftsched.abc import FormatTooNew, StateStore, StoreFailed
 from raftsched.errors import SnapshotFormatError
-from raftsched.fsm.effects import Effect
+from raftsched.fsm.effects import BarrierCommitted, Effect
 from raftsched.fsm.state import SchedulerState
 
 log = logging.getLogger(__name__)
@@ -26,14 +26,28 @@ class Replica:
     The store records the highest applied log index in the same transaction as the data it
     covers; after a restart the consensus layer replays entries the store already contains, and
     :meth:`apply_entry` skips every entry at or below that index (returning ``None``).
+
+    Leader effects (``SchedulerState.apply(leader_effects=...)``) are decided here, on the
+    applier thread, from the log itself: on from the entry after this node's own barrier
+    (``node_id``) up to the next barrier of another node. A new leader's driver and dispatcher
+    rebuild from the state when their barrier applies, so they need the effects of every entry
+    after it and of none before; a deposed leader builds effects until its successor's barrier
+    applies, which its driver and dispatcher (no longer leading) ignore. Without ``node_id``
+    every entry builds them (tests, tools).
     """
 
     def __init__(
-        self, state: SchedulerState, store: StateStore, effect_sink: EffectSink | None = None
+        self,
+        state: SchedulerState,
+        store: StateStore,
+        effect_sink: EffectSink | None = None,
+        node_id: str | None = None,
     ) -> None:
         self.state = state
         self.store = store
         self.effect_sink = effect_sink
+        self.node_id = node_id
+        self.leads = node_id is None  # the newest barrier applied here is this node's
         self.last_applied = store.applied_index()
         self._dirty = False
         self.entries_applied = 0
@@ -61,7 +75,7 @@ class Replica:
         if failure is not None:
             raise StoreFailed(index, failure)
         try:
-            applied = self.state.apply(data)
+            applied = self.state.apply(data, leader_effects=self.leads)
             result = applied.encode()
         except Exception as exc:  # SchedulerState.apply does not raise; this is belt and braces
             failure = self.store.failure()
@@ -77,6 +91,10 @@ class Replica:
         self.last_applied = index
         self._dirty = True
         self.entries_applied += 1
+        if self.node_id is not None:
+            for effect in applied.effects:
+                if isinstance(effect, BarrierCommitted):
+                    self.leads = effect.node_id == self.node_id
         self.recent_chains[index] = self.state.chain
         if len(self.recent_chains) > self.recent_chains_max:
             self.recent_chains.popitem(last=False)
@@ -102,6 +120,7 @@ class Replica:
         """The store was replaced (snapshot install): reload the FSM and the applied index."""
         self.state.reload()
         self.last_applied = self.store.applied_index()
+        self.leads = self.node_id is None  # a node catching up by a snapshot does not lead
         self._dirty = False
         self.recent_chains.clear()
         self.recent_chains[self.last_applied] = self.state.chain

@@ -315,7 +315,6 @@ class SimHarness:
 
     def _boot(self, node_id: str, store: MemoryStore) -> None:
         state = SchedulerState.load(store, self.retention)
-        state.leader_effects = False  # as a real node: a follower until its driver leads
         driver = LeaderDriver(state, node_id, self.misfire)
         dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
         driver.hold_fires = dispatcher.overlap_unknown
@@ -328,7 +327,7 @@ class SimHarness:
                     dispatcher.become_leader(eff.epoch, self.now(node_id))
             dispatcher.on_effects(effects, self.now(node_id))
 
-        node.replica = Replica(state, store, effect_sink=sink)
+        node.replica = Replica(state, store, effect_sink=sink, node_id=node_id)  # as a real node
         self.nodes[node_id] = node
         replica = node.replica
         self.cluster.restart(node_id, replica.apply_entry, replica.last_applied, replica.end_of_tick)

@@ -337,15 +337,13 @@ def detect_zombies(monitor: AlertMonitor, state: SchedulerState, now_ms: int) ->
     lock). Only those runs are parsed, found from the running attempts the state counts
     (``state.usage``): parsing every active run held the state lock and the node's event loop
     for 2 s with 200,000 runs pending, once per check, and stalled firing with it."""
-    with state.lock:
-        running = sorted({run_id for run_id, _shard in state.usage.running})
-        found = (state.active.get(run_id) for run_id in running)
-        runs = [pb.Run.FromString(data) for data in found if data is not None]
+    with state.view() as v:
+        runs = v.running_runs()
         owners = {}
         for run in runs:
-            st = state.tasks.get(run.task)
-            if st is not None:
-                owners[run.task] = (st.spec.owner, st.spec.namespace)
+            spec = v.task_spec(run.task)
+            if spec is not None:
+                owners[run.task] = (spec.owner, spec.namespace)
     return monitor.zombies(runs, owners, now_ms)
 
 

@@ -48,6 +48,12 @@ class TokenBook:
         """The record of ``token_id`` (any thread: one dict read)."""
         return self.tokens.get(token_id)
 
+    def records(self) -> list[pb.TokenRecord]:
+        """Every token record, by id (any thread: the keys are copied in one C call, and a record
+        is replaced, never changed in place)."""
+        tokens = self.tokens
+        return [rec for tid in sorted(tokens) if (rec := tokens.get(tid)) is not None]
+
     def create(self, body: pb.CreateToken, now: int) -> pb.CommandResult:
         info = body.info
         if len(info.id) != 16 or any(c not in "0123456789abcdef" for c in info.id):

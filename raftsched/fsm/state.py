@@ -14,8 +14,9 @@ Contract (every replica, every time):
   ``epoch`` (the Raft term of the stamping leader);
 * fire times are *values in the command*: apply never runs croniter.
 
-Thread model: ``apply`` runs on one thread (the consensus thread). Readers on other threads must
-hold :attr:`lock` while touching the in-memory state (the node does this for them).
+Thread model: ``apply`` runs on one thread (the applier). Other threads read the in-memory state
+only through :meth:`SchedulerState.view` (``raftsched.fsm.view``), which holds :attr:`lock`, or
+through the read methods below, which take it themselves.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import ClassVar, Final
 
 from raftsched import bounds, codec
@@ -50,6 +52,7 @@ from raftsched.fsm.policy import LockView, PolicyBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, pending_shards, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.timeline import note
+from raftsched.fsm.view import StateView
 from raftsched.model import (
     MAX_RETRIES,
     Overlap,
@@ -126,12 +129,11 @@ class SchedulerState:
         # Node-local counts of what apply did, for metrics: never replicated, never read by
         # apply, so replicas agree whether or not a node counts (None: it does not).
         self.tally: ApplyTally | None = None
-        # Whether apply builds the effects only a leader consumes (runs ready to place, attempts
-        # to send, tasks re-armed, executors changed, runs cancelled). A follower's driver and
-        # dispatcher ignore them, and a new leader rebuilds its wheel and queues from the state
-        # when its barrier applies, so a node turns this on when it starts to lead (before it
-        # proposes its barrier) and off when it steps down. BarrierCommitted is always built.
-        # Effects are not replicated state: the flag changes nothing stored or hashed.
+        # Whether the command being applied builds the effects only a leader consumes (runs
+        # ready to place, attempts to send, tasks re-armed, executors changed, runs cancelled):
+        # the ``leader_effects`` argument of apply, set by apply for its handlers (applier
+        # thread only; see raftsched.replica for who decides). BarrierCommitted is always built.
+        # Effects are not replicated state: the choice changes nothing stored or hashed.
         self.leader_effects = True
         self.wf = wf_mod.WorkflowBook(self)
         self.access = TokenBook(store)
@@ -282,15 +284,20 @@ class SchedulerState:
     # -----------------------------------------------------------------------------------------
     # apply
 
-    def apply(self, data: bytes) -> Applied:
+    def apply(self, data: bytes, leader_effects: bool = True) -> Applied:
         """Apply one encoded command. Never raises for any input (see module docstring); only a
         store that cannot take writes (``store.failure()`` set) propagates its error.
+
+        ``leader_effects``: whether to build the effects only a leader consumes (False on a node
+        that does not lead: its driver and dispatcher would ignore them). The result, the stored
+        state and the apply chain are the same either way.
 
         A command of a newer format than this build's (``Command.format > COMMAND_FORMAT``) is
         not applied at all: the result is a ``format_too_new`` rejection and *nothing* changes,
         not even the apply chain, because an upgraded replica would apply it. The caller must
         stop applying there (the replica does) until this node runs a newer build."""
         with self.lock:
+            self.leader_effects = leader_effects
             try:
                 cmd = codec.decode_command(data)
             except Exception as exc:
@@ -636,20 +643,6 @@ class SchedulerState:
                 need = need_of(spec.resource_cpu, spec.resource_memory_mb, spec.selector) if spec else NO_NEED
             self._needs[key] = need
         return need
-
-    def need_hint(self, task: str, run_id: str) -> Need:
-        """The need of ``run_id``'s attempts, for the dispatcher (any thread): from the task's
-        current spec when it declares nothing (the common case, two lookups), else from the run.
-        The state machine checks the need of the run itself when the assignment applies."""
-        st = self.tasks.get(task)
-        spec = st.spec if st is not None else None
-        # A workflow task's needs are in its workflow's spec, not its internal task's.
-        declared = spec is None or spec.resource_cpu or spec.resource_memory_mb or spec.selector
-        if not declared and not wf_mod.is_internal(task):
-            return NO_NEED
-        with self.lock:
-            run = self.active_run(run_id)
-            return self.need_for_run(run) if run is not None else NO_NEED
 
     def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """:meth:`_check_placeable` for the workflow book (its task runs)."""
@@ -1509,6 +1502,17 @@ class SchedulerState:
     # -----------------------------------------------------------------------------------------
     # reads (any thread; take the lock for in-memory state)
 
+    @contextmanager
+    def view(self) -> Iterator[StateView]:
+        """Hold the lock and read through the view it yields (``raftsched.fsm.view``): the one
+        read path for threads other than the applier. The view is dead after the block."""
+        with self.lock:
+            v = StateView(self)
+            try:
+                yield v
+            finally:
+                v.close()
+
     def get_task(self, name: str) -> pb.TaskRecord | None:
         with self.lock:
             return queries.task_record(self.tasks, name)
@@ -1615,8 +1619,9 @@ class SchedulerState:
 
     def task_namespace(self, task: str) -> str:
         """The namespace of ``task`` ("default" if it is gone)."""
-        st = self.tasks.get(task)
-        return st.spec.namespace if st is not None else "default"
+        with self.lock:
+            st = self.tasks.get(task)
+            return st.spec.namespace if st is not None else "default"
 
     def executor_usage(self, include_left: bool = False) -> list[tuple[pb.ExecutorRecord, int]]:
         """Executors by name (members only unless ``include_left``), each with the number of

@@ -20,6 +20,12 @@ after the ``AssignAttempts`` entry naming that executor is committed and applied
 are leader-local (heartbeats are not replicated); a new leader grants every assigned attempt a
 fresh lease and re-sends it to the same executor, whose execution log deduplicates it.
 
+State reads: every read of the replicated state goes through a
+:meth:`~raftsched.fsm.state.SchedulerState.view`, one per batch (a poll; up to EFFECTS_PER_VIEW
+effects or pending attempts of a takeover), never one per attempt; the internal methods that read
+take that view as ``v``. The applier thread changes the state between views, so nothing read in
+one is trusted in the next without reading it again.
+
 Unstarted attempts: a lease knows whether its attempt started (``Lease.started``: False from
 the dispatch until a heartbeat lists it as started, None when this leader cannot know, e.g.
 after a takeover, until a heartbeat says). An attempt lost while known unstarted is reported
@@ -30,13 +36,15 @@ executor's late start or result is refused) without consuming a retry.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.view import StateView
 from raftsched.fsm.workflows import is_internal, split_internal, trigger_name
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order
 from raftsched.model import Lock, execution_id
@@ -45,9 +53,14 @@ from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
+# Effects (or a takeover's pending attempts) handled per state view: the applier waits while a
+# view is open, so a batch of thousands is taken in pieces.
+EFFECTS_PER_VIEW = 256
+
 # Wait reasons named in one AssignAttempts command: bounded, to keep the entry well under the
 # Raft entry size limit when a whole backlog starts waiting at once.
 MAX_WAITS_PER_COMMAND = 200
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,26 +197,30 @@ class Dispatcher:
         run that had finished: the failover test caught it)."""
         self.step_down()
         self.epoch = epoch
-        self._rebuild_ring()
+        with self.state.view() as v:
+            self._rebuild_ring(v)
+            pending = v.pending_attempts()
         # Takeover grace: executors first have to notice the old leader is gone (it may be paused,
         # not dead) and find this one. Give them one extra lease before declaring them, or their
         # attempts, lost (without it the chaos suite saw healthy executors declared dead).
         grace = now_ms + self.settings.lease_ms
         for name in sorted(self.members):
             self.last_seen[name] = grace
-        for eff in self.state.pending_attempts():
-            if isinstance(eff, AttemptReady):
-                self._wait(eff)
-            else:
-                self._lease_and_send(eff, grace, None)  # the old leader may have sent it
-                exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
-                lease = self.leases.get(exec_id)
-                if lease is not None and exec_id not in self.inherited:
-                    self.inherited[exec_id] = _Inherited(
-                        eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms
-                    )
-                    for name in _held_names(eff.task):
-                        self.unknown_tasks[name] = self.unknown_tasks.get(name, 0) + 1
+        for chunk in _chunks(pending):
+            with self.state.view() as v:
+                for eff in chunk:
+                    if isinstance(eff, AttemptReady):
+                        self._wait(v, eff)
+                        continue
+                    self._lease_and_send(v, eff, grace, None)  # the old leader may have sent it
+                    exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
+                    lease = self.leases.get(exec_id)
+                    if lease is not None and exec_id not in self.inherited:
+                        self.inherited[exec_id] = _Inherited(
+                            eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms
+                        )
+                        for name in _held_names(eff.task):
+                            self.unknown_tasks[name] = self.unknown_tasks.get(name, 0) + 1
         self.leading = True
 
     def overlap_unknown(self, task: str, epoch: int = 0) -> bool:
@@ -244,19 +261,19 @@ class Dispatcher:
             h.until_ms = max(h.until_ms, now_ms + self.settings.lease_ms)
             self.settling.add(exec_id)
 
-    def _settle(self, now_ms: int | None) -> None:
+    def _settle(self, v: StateView, now_ms: int | None) -> None:
         """Stop waiting for inherited attempts whose proposed result or loss is applied (the
         state no longer has them RUNNING), and, with ``now_ms``, for those past their bound."""
         for exec_id in sorted(self.settling):
-            if not self._running(self.inherited[exec_id]):
+            if not self._running(v, self.inherited[exec_id]):
                 self._known(exec_id, "applied")
         if now_ms is not None:
             for exec_id, h in list(self.inherited.items()):
                 if h.until_ms <= now_ms:
                     self._known(exec_id, "bound")
 
-    def _running(self, h: _Inherited) -> bool:
-        run = self.state.active_run(h.run_id)
+    def _running(self, v: StateView, h: _Inherited) -> bool:
+        run = v.active_run(h.run_id)
         if run is None or h.shard >= len(run.shards):
             return False
         shard = run.shards[h.shard]
@@ -282,21 +299,17 @@ class Dispatcher:
         self.hold_ends.clear()
         self.reserved.clear()
 
-    def _rebuild_ring(self) -> None:
+    def _rebuild_ring(self, v: StateView) -> None:
         # Derived from the replicated membership on every change: identical on every node.
-        self.ring = ShardRing(self.state.placeable_executors())
-        self.members = frozenset(self.state.live_executors())
-        self.restricted = {
-            name: frozenset(rec.namespaces)
-            for name, rec in self.state.executors.items()
-            if rec.alive and rec.namespaces and "*" not in rec.namespaces
-        }
+        self.ring = ShardRing(v.placeable_executors())
+        self.members = frozenset(v.live_executors())
+        self.restricted = v.restricted_executors()
         self.queues.clear()
         for key, w in self.waiting.items():
             if w.need is not NO_NEED:
-                w.candidates = self._candidates(w.ready.task, w.ready.shard)
+                w.candidates = self._candidates(v, w.ready.task, w.ready.shard)
                 continue
-            w.owner = self._owner(w.ready.task, w.ready.shard)
+            w.owner = self._owner(v, w.ready.task, w.ready.shard)
             self._queue(w.owner).add(key, w)
 
     def _queue(self, executor: str) -> WaitQueue[_Waiting]:
@@ -305,46 +318,45 @@ class Dispatcher:
             queue = self.queues[executor] = WaitQueue()
         return queue
 
-    def _candidates(self, task: str, shard: int) -> tuple[str, ...]:
+    def _candidates(self, v: StateView, task: str, shard: int) -> tuple[str, ...]:
         """Ring order from the shard's position, without executors barred from the namespace."""
         names = self.ring.candidates(task, shard)
         if self.restricted:
-            namespace = self.state.task_namespace(task)
+            namespace = v.task_namespace(task)
             names = [n for n in names if (a := self.restricted.get(n)) is None or namespace in a]
         return tuple(names)
 
-    def _owner(self, task: str, shard: int) -> str:
+    def _owner(self, v: StateView, task: str, shard: int) -> str:
         """The ring's executor for this shard, skipping executors not allowed the task's
         namespace ("" if none may take it: the attempt waits for one to join)."""
         owner = self.ring.owner(task, shard) or ""
         if not self.restricted or owner not in self.restricted:
             return owner
-        namespace = self.state.task_namespace(task)
+        namespace = v.task_namespace(task)
         for name in self.ring.candidates(task, shard):
             allowed = self.restricted.get(name)
             if allowed is None or namespace in allowed:
                 return name
         return ""
 
-    def _wait(self, ready: AttemptReady) -> None:
+    def _wait(self, v: StateView, ready: AttemptReady) -> None:
         key = (ready.run_id, ready.shard)
         self._unwait(key)
-        st = self.state.tasks.get(ready.task)
-        spec = st.spec if st is not None else None
+        spec = v.task_spec(ready.task)
         w = _Waiting(
             ready,
             start_order(
                 spec.priority if spec is not None else 5, ready.nominal_ms, ready.run_id, ready.shard
             ),
-            self._owner(ready.task, ready.shard),
+            self._owner(v, ready.task, ready.shard),
         )
         if spec is not None:
             w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
         self.waiting[key] = w
-        need = self.state.need_hint(ready.task, ready.run_id)
+        need = v.need_hint(ready.task, ready.run_id)
         if need is not NO_NEED:
             # Declared cpu, memory or labels: it walks the ring instead of waiting for its owner.
-            w.need, w.candidates, w.owner = need, self._candidates(ready.task, ready.shard), ""
+            w.need, w.candidates, w.owner = need, self._candidates(v, ready.task, ready.shard), ""
             self.sized[key] = w
         else:
             self._queue(w.owner).add(key, w)
@@ -384,16 +396,24 @@ class Dispatcher:
     def on_effects(self, effects: Iterable[Effect], now_ms: int) -> None:
         if not self.leading:
             return
+        for chunk in _chunks(tuple(effects)):
+            with self.state.view() as v:
+                self._on_effects(v, chunk, now_ms)
+        if self.settling:
+            with self.state.view() as v:
+                self._settle(v, None)
+
+    def _on_effects(self, v: StateView, effects: Sequence[Effect], now_ms: int) -> None:
         for eff in effects:
             if isinstance(eff, AttemptReady):
-                self._wait(eff)
+                self._wait(v, eff)
             elif isinstance(eff, DispatchAttempt):
                 self._unwait((eff.run_id, eff.shard))
-                self._lease_and_send(eff, now_ms)
+                self._lease_and_send(v, eff, now_ms)
             elif isinstance(eff, RunCancelled):
                 self._cancel(eff)
             elif isinstance(eff, ExecutorChanged):
-                self._rebuild_ring()
+                self._rebuild_ring(v)
                 if eff.alive:
                     self.last_seen[eff.name] = now_ms
                     self.declared_dead.discard(eff.name)
@@ -408,8 +428,6 @@ class Dispatcher:
                             self.held.release((lease.run_id, lease.shard))
                             self._known(exec_id, "applied")  # the state is current for it
                     self.used.pop(eff.name, None)
-        if self.settling:
-            self._settle(None)
 
     def _cancel(self, eff: RunCancelled) -> None:
         """A killed workflow run cancelled a task run: forget its attempts, stop the running ones."""
@@ -422,18 +440,20 @@ class Dispatcher:
                 item = pb.WorkItem(execution_id=exec_id, run_id=eff.run_id, epoch=self.epoch, cancel=True)
                 self.outbox.append((executor, item))
 
-    def _lease_and_send(self, eff: DispatchAttempt, now_ms: int, started: bool | None = False) -> None:
+    def _lease_and_send(
+        self, v: StateView, eff: DispatchAttempt, now_ms: int, started: bool | None = False
+    ) -> None:
         """Lease the attempt to its executor and queue its work item. ``started``: what is known
         of it (False for a first dispatch: nothing has been sent yet)."""
-        run = self.state.active_run(eff.run_id)
-        spec = self.state.spec_for(eff.task, run.task_version if run is not None else 0)
+        run = v.active_run(eff.run_id)
+        spec = v.spec_for(eff.task, run.task_version if run is not None else 0)
         exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
         timeout = spec.timeout_ms if spec is not None else 0
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
         old = self.leases.get(exec_id)
         if old is None:
             self._use(eff.executor, +1)
-            need = self.state.need_hint(eff.task, eff.run_id)
+            need = v.need_hint(eff.task, eff.run_id)
             if need is not NO_NEED:
                 self.held.take((eff.run_id, eff.shard), eff.executor, need)
         elif old.started is not None:
@@ -480,8 +500,8 @@ class Dispatcher:
                 item.command = run.command
             if run.params_json:
                 item.params_json = run.params_json
-            for k, v in run.env.items():
-                item.env[k] = v
+            for key, value in run.env.items():
+                item.env[key] = value
         self.outbox.append((eff.executor, item))
 
     def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
@@ -494,10 +514,14 @@ class Dispatcher:
         Each lease starts afresh: the attempt may never have reached the executor before (it was
         assigned while the executor was still looking for this leader), and an old expiry would
         declare it lost the moment it starts - a duplicate run the chaos suite caught."""
+        with self.state.view() as v:
+            return self._resend_to(v, executor, now_ms)
+
+    def _resend_to(self, v: StateView, executor: str, now_ms: int) -> list[pb.WorkItem]:
         items: list[pb.WorkItem] = []
         for lease in list(self.leases.values()):
             if lease.executor == executor:
-                run = self.state.active_run(lease.run_id)
+                run = v.active_run(lease.run_id)
                 shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
                 if (
                     run is None
@@ -511,7 +535,7 @@ class Dispatcher:
                     lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
                 )
                 before = len(self.outbox)
-                self._lease_and_send(eff, now_ms, None)
+                self._lease_and_send(v, eff, now_ms, None)
                 items.extend(item for _, item in self.outbox[before:])
                 del self.outbox[before:]
         return items
@@ -634,8 +658,6 @@ class Dispatcher:
                 self._settling(exec_id, now_ms)
         if lost.report_results.results:
             out.append(codec.encode_command(lost))
-        if self.inherited:
-            self._settle(now_ms)
         for name in sorted(self.members):
             seen = self.last_seen.get(name, now_ms)
             gone = self.stream_gone.get(name)
@@ -656,7 +678,10 @@ class Dispatcher:
             cmd.executor_leave.retry_at_ms = now_ms
             cmd.executor_leave.unstarted.extend(self.unstarted_of(name))
             out.append(codec.encode_command(cmd))
-        assign = self._assignments(now_ms, free_slots)
+        with self.state.view() as v:  # one view for the tick: settling and every assignment
+            if self.inherited:
+                self._settle(v, now_ms)
+            assign = self._assignments(v, now_ms, free_slots)
         if assign is not None:
             out.append(assign)
         return out
@@ -664,22 +689,27 @@ class Dispatcher:
     def free_slots(self) -> dict[str, int]:
         """Slots per live executor that is not draining, minus its leased and reserved attempts
         (never negative)."""
+        with self.state.view() as v:
+            return self._free_slots(v.placeable_executors())
+
+    def _free_slots(self, placeable: dict[str, int]) -> dict[str, int]:
         return {
             name: max(0, slots - self.used.get(name, 0))
-            for name, slots in self.state.placeable_executors().items()
+            for name, slots in placeable.items()
             if name not in self.declared_dead
         }
 
-    def _assignments(self, now_ms: int, free_slots: dict[str, int] | None) -> bytes | None:
-        free = free_slots if free_slots is not None else self.free_slots()
+    def _assignments(self, v: StateView, now_ms: int, free_slots: dict[str, int] | None) -> bytes | None:
         if not self.waiting:
             return None
+        placeable = v.placeable_executors()
+        free = free_slots if free_slots is not None else self._free_slots(placeable)
         cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.assign_attempts.SetInParent()
         budget = self.settings.max_assign_per_command
-        total_slots = sum(self.state.placeable_executors().values())
+        total_slots = sum(placeable.values())
         remaining = dict(free) if self.sized else free
-        book = self.state.policy
+        has_quotas = v.has_quotas
         # Locks an earlier attempt (in start order) of this walk waits for: later ones wanting
         # them wait too, so a stream of shared holders cannot starve an exclusive waiter.
         queued_locks: set[str] = set()
@@ -695,10 +725,12 @@ class Dispatcher:
                     r = w.ready
                     if w.reserved_for or r.not_before_ms > now_ms or (r.backfill_share > 0) != backfill:
                         continue
-                    need = book.need(w.task_owner, w.namespace, w.locks) if book.quotas or w.locks else None
+                    need = (
+                        v.policy_need(w.task_owner, w.namespace, w.locks) if has_quotas or w.locks else None
+                    )
                     if need is not None:
                         why = next((lock_reason(lk.name) for lk in need.locks if lk.name in queued_locks), "")
-                        why = why or book.check(need, now_ms, self.reserved)
+                        why = why or v.policy_check(need, now_ms, self.reserved)
                         if why:
                             queued_locks.update(lk.name for lk in need.locks if why == lock_reason(lk.name))
                             if why != w.reason and len(waits) < MAX_WAITS_PER_COMMAND:
@@ -728,28 +760,34 @@ class Dispatcher:
             if budget <= 0:
                 break
         if self.sized and budget > 0:
-            self._place_sized(now_ms, remaining, total_slots, budget, cmd)
+            self._place_sized(v, now_ms, remaining, total_slots, budget, cmd)
         if cmd.assign_attempts.assignments or waits:
             return codec.encode_command(cmd)
         return None
 
     def _place_sized(
-        self, now_ms: int, free: dict[str, int], total_slots: int, budget: int, cmd: logpb.Command
+        self,
+        v: StateView,
+        now_ms: int,
+        free: dict[str, int],
+        total_slots: int,
+        budget: int,
+        cmd: logpb.Command,
     ) -> None:
         """Attempts with a declared need, oldest first: each goes to the first executor in ring
         order from its shard's position that has a free slot and the cpu, memory and labels it
         needs now (the check the state machine repeats at apply); none has room: it waits."""
         if not any(count > 0 for count in free.values()):
             return
-        executors = self.state.executors
-        book = self.state.policy
+        executors = v.executors
+        has_quotas = v.has_quotas
         for w in sorted(self.sized.values(), key=lambda w: w.order):  # priority, then oldest
             r = w.ready
             key = (r.run_id, r.shard)
             if w.reserved_for or r.not_before_ms > now_ms:
                 continue
-            policy = book.need(w.task_owner, w.namespace, w.locks) if book.quotas or w.locks else None
-            if policy is not None and book.check(policy, now_ms, self.reserved):
+            policy = v.policy_need(w.task_owner, w.namespace, w.locks) if has_quotas or w.locks else None
+            if policy is not None and v.policy_check(policy, now_ms, self.reserved):
                 continue  # over quota or a lock is held: it waits (the state machine would refuse)
             if r.backfill_share and len(self.backfill_busy) >= max(1, total_slots * r.backfill_share // 100):
                 continue
@@ -784,23 +822,30 @@ class Dispatcher:
     def release(self, data: bytes) -> None:
         """An AssignAttempts proposal failed or was refused: its attempts may be placed again."""
         cmd = codec.decode_command(data)
-        for a in cmd.assign_attempts.assignments:
-            w = self.waiting.get((a.run_id, a.shard))
-            if w is not None and w.reserved_for == a.executor:
-                w.reserved_for = ""
-                self._use(a.executor, -1)
-                self.held.release((a.run_id, a.shard))
-                self.backfill_busy.discard((a.run_id, a.shard))
-                self.reserved.remove((a.run_id, a.shard))
-                # Refused: perhaps the task's owner or locks changed since it started waiting.
-                st = self.state.tasks.get(w.ready.task)
-                if st is not None:
-                    w.task_owner, w.namespace, w.locks = st.spec.owner, st.spec.namespace, st.spec.locks
+        with self.state.view() as v:
+            for a in cmd.assign_attempts.assignments:
+                w = self.waiting.get((a.run_id, a.shard))
+                if w is not None and w.reserved_for == a.executor:
+                    w.reserved_for = ""
+                    self._use(a.executor, -1)
+                    self.held.release((a.run_id, a.shard))
+                    self.backfill_busy.discard((a.run_id, a.shard))
+                    self.reserved.remove((a.run_id, a.shard))
+                    # Refused: perhaps the task's owner or locks changed since it started waiting.
+                    spec = v.task_spec(w.ready.task)
+                    if spec is not None:
+                        w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
 
     @property
     def backlog(self) -> int:
         """Attempts waiting for an executor slot (their lateness is visible in run state)."""
         return len(self.waiting)
+
+
+def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in pieces of at most EFFECTS_PER_VIEW."""
+    for i in range(0, len(items), EFFECTS_PER_VIEW):
+        yield items[i : i + EFFECTS_PER_VIEW]
 
 
 def _split(exec_id: str) -> tuple[str | None, int, int]:

@@ -15,6 +15,7 @@ propose batch → (on commit, the FSM's effects re-arm the wheel and feed the di
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import deque
@@ -26,6 +27,7 @@ from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.view import Planning
 from raftsched.leader.gate import leader_time
 from raftsched.logfields import leadership_fields
 from raftsched.model import CronTrigger, Overlap
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 # pysyncobj chunks entries above 64 KB, and chunked transmission has a known bug: stay below.
 MAX_ENTRY_BYTES = 60_000
 HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at again this often
+# Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
+# per task; planning itself, croniter included, runs off the lock).
+PLAN_READ_CHUNK = 1000
 
 
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
@@ -48,10 +53,10 @@ def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
     :func:`_rearm_by_new_meaning`); this makes the change visible once per leadership instead of
     re-interpreting them silently. The check is cached per expression.
     """
-    with state.lock:  # one pass over the tasks (a million at ~0.3 us each), as armed_tasks does
+    with state.view() as v:  # one pass over the tasks (a million at ~0.3 us each), as armed_tasks does
         armed = [
             (name, st.spec.trigger.expr)
-            for name, st in state.tasks.items()
+            for name, st in v.tasks.items()
             if st.enabled and st.next_fire_ms and isinstance(st.spec.trigger, CronTrigger)
         ]
     warnings: dict[str, str | None] = {}  # many tasks share an expression
@@ -130,8 +135,7 @@ class LeaderDriver:
     # -- leadership ----------------------------------------------------------------------------
 
     def become_leader(self, epoch: int, now_ms: int) -> Proposal:
-        # Before the barrier is proposed: every entry applied after it carries its effects.
-        self.state.leader_effects = True
+        # Every entry applied after this barrier carries its effects (raftsched.replica).
         self.epoch = epoch
         self.leading = True
         self.ready = False
@@ -162,7 +166,6 @@ class LeaderDriver:
             self.wheel.cancel(tf.task)  # its armed time came from the old reading: never plan it
 
     def step_down(self) -> None:
-        self.state.leader_effects = False
         self.leading = False
         self.ready = False
         self.in_flight.clear()
@@ -239,11 +242,16 @@ class LeaderDriver:
         grace = self.misfire.grace_ms
         hold = self.hold_fires
         fires = 0
+        reads: dict[str, tuple[Planning | None, bool]] = {}
         while due and (not max_fires or fires < max_fires):
             name = due.popleft()
             if name in wheel:
                 continue  # re-armed by a newer effect since it fell due: the wheel has it
-            planning = state.task_for_planning(name)
+            if name not in reads:  # read this task's and the next due tasks' inputs in one view
+                chunk = min(PLAN_READ_CHUNK, max_fires - fires if max_fires else PLAN_READ_CHUNK)
+                with state.view() as v:
+                    reads = v.planning_inputs(itertools.chain((name,), itertools.islice(due, chunk - 1)))
+            planning, active = reads.pop(name)
             if planning is None:
                 continue
             spec, version, _watermark, next_fire = planning
@@ -251,7 +259,7 @@ class LeaderDriver:
                 hold is not None
                 and spec.overlap != Overlap.ALLOW
                 # a workflow's trigger has no runs of its own: its workflow runs are unfinished
-                and (name in state.active_per_task or spec.handler == "workflow")
+                and (active or spec.handler == "workflow")
                 and hold(name, self.epoch)
             ):
                 wheel.insert(name, now + HOLD_RECHECK_MS)

@@ -163,18 +163,20 @@ class NodeObservability:
         return Probe(True, f"leader {leader}, applied {applied}")
 
     def _sample(self) -> NodeSample:
-        """Runs on the scraping worker thread: plain reads of the node's state, no locks held
-        across the event loop; the dispatcher (owned by the loop) is read on the loop."""
+        """Runs on the scraping worker thread: the node's state is read in one state view (the
+        counts only, never across the event loop); the dispatcher (owned by the loop) is read on
+        the loop."""
         node = self.node
         consensus = node.consensus
         raft = consensus.status() if consensus is not None else None
-        state = node.state
-        # list() of a dict's values copies in one C call, atomically against the applier.
-        executors = list(state.executors.values())
-        alive = [e for e in executors if e.alive]
+        with node.state.view() as v:
+            slots_alive = [e.slots for e in v.executors.values() if e.alive]
+            executors = len(v.executors)
+            tasks, active_runs = len(v.tasks), len(v.active)
+            run_states = v.workflow_run_states()
         workflow_runs: dict[str, int] = {}
-        for run in list(state.wf.runs.values()):
-            name = _WORKFLOW_STATES.get(run.state, "unknown")
+        for state in run_states:
+            name = _WORKFLOW_STATES.get(state, "unknown")
             workflow_runs[name] = workflow_runs.get(name, 0) + 1
         backlog, oldest_ms, zombies, busy = self._dispatch_sample()
         return NodeSample(
@@ -183,14 +185,14 @@ class NodeObservability:
             term=raft.term if raft is not None else 0,
             commit_index=raft.commit_index if raft is not None else 0,
             applied_index=node.replica.last_applied,
-            tasks=len(state.tasks),
-            active_runs=len(state.active),
+            tasks=tasks,
+            active_runs=active_runs,
             dispatch_backlog=backlog,
             oldest_waiting_seconds=oldest_ms / 1000.0,
             zombie_attempts=zombies,
-            executors_alive=len(alive),
-            executors_dead=len(executors) - len(alive),
-            slots_total=sum(e.slots for e in alive),
+            executors_alive=len(slots_alive),
+            executors_dead=executors - len(slots_alive),
+            slots_total=sum(slots_alive),
             slots_busy=busy,
             workflow_runs=workflow_runs,
         )

@@ -778,8 +778,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ListTokensRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListTokensReply:
         out = pb.ListTokensReply()
-        for tid in sorted(self.node.state.access.tokens):
-            rec = self.node.state.access.tokens[tid]
+        for rec in self.node.state.access.records():
+            tid = rec.info.id
             info = out.tokens.add()
             info.CopyFrom(rec.info)
             info.last_used_ms = self.node.token_last_used(tid)
@@ -882,10 +882,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.ListExecutorsReply:
         live = self._live_executors()
         reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
-        state = self.node.state
-        for rec, used in state.executor_usage(include_left=request.include_left):
-            with state.lock:
-                held = state.usage.used(rec.name)
+        with self.node.state.view() as v:
+            rows = [(rec, used, v.usage_of(rec.name)) for rec, used in v.executor_usage(request.include_left)]
+        for rec, used, held in rows:
             reply.executors.append(_executor_info(rec, used, live, held))
         return reply
 

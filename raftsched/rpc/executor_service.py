@@ -252,9 +252,11 @@ class ExecutorHub:
         name passes: the call itself reports it as not registered."""
         if not authz.auth_on():
             return
-        rec = self.node.state.executors.get(name)
+        with self.node.state.view() as v:
+            rec = v.executor(name)
+            principal = rec.principal if rec is not None else None
         who = caller().principal
-        if rec is not None and rec.principal != who.id:
+        if principal is not None and principal != who.id:
             raise PermissionDenied(
                 f"executor {quote(name)} is registered by another principal; {who.id} may not act for it"
             )

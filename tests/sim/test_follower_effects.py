@@ -1,6 +1,7 @@
-"""Followers do not build the effects only a leader consumes (``SchedulerState.leader_effects``).
+"""Followers do not build the effects only a leader consumes (``apply(leader_effects=...)``,
+decided by the replica from the log: on from the node's own barrier).
 
-Effects are not replicated state: applying the same log with the flag on and off must give the
+Effects are not replicated state: applying the same log with them on and off must give the
 same results, the same apply chain and the same digest; a follower's apply yields no effect but
 a barrier; and a node that led nothing while the log grew (so it saw no effect of the runs,
 attempts and armed tasks it applied) must, once elected, fire, place and dispatch from the state
@@ -38,10 +39,9 @@ def test_the_same_log_applies_to_the_same_state_with_and_without_leader_effects(
     sim, log = _busy_log()
     sim.close()
     leader, follower = SchedulerState.load(MemoryStore()), SchedulerState.load(MemoryStore())
-    follower.leader_effects = False
     built = 0
     for data in log:
-        a, b = leader.apply(data), follower.apply(data)
+        a, b = leader.apply(data), follower.apply(data, leader_effects=False)
         assert a.encode() == b.encode()  # the proposer's result (and the chain's input)
         assert all(isinstance(e, BarrierCommitted) for e in b.effects), b.effects
         built += len(a.effects)
@@ -57,10 +57,12 @@ def test_a_node_that_only_followed_fires_places_and_dispatches_once_elected() ->
         sim.add_executor("ex1", slots=1, duration_ms=1_500)  # one slot: attempts queue up
         sim.add_task(TaskSpec("t", CronTrigger("* * * * * *"), command="echo", overlap=Overlap.ALLOW))
         sim.run_for(3_000)
-        assert not sim.nodes["n3"].state.leader_effects  # it never led
+        assert not sim.nodes["n3"].replica.leads  # it never led
+        assert sim.nodes["n1"].replica.leads
         sim.crash("n1")
         sim.elect("n3")
-        assert sim.nodes["n3"].state.leader_effects
+        assert sim.nodes["n3"].replica.leads
+        assert not sim.nodes["n2"].replica.leads
         before = {e for e, _ in sim.executors["ex1"].executions}
         sim.run_for(6_000)
         after = {e for e, _ in sim.executors["ex1"].executions}

@@ -23,6 +23,7 @@ PURE = [
     "fsm/rules.py",
     "fsm/queries.py",
     "fsm/policy.py",
+    "fsm/view.py",
     "leader/queue.py",
     "fsm/membership.py",
     "workflow/layout.py",
@@ -105,3 +106,85 @@ def test_only_the_clock_module_reads_the_clock() -> None:
         if "time.time(" in text or "time.time_ns(" in text or "datetime.now(" in text:
             readers.add(str(path.relative_to(PKG)))
     assert readers <= {"timing/clock.py"}, f"wall-clock reads outside timing/clock.py: {sorted(readers)}"
+
+
+# The state machine's tables, mutated in place by the applier thread: code outside raftsched/fsm
+# reads them only through a view (``with state.view() as v``, raftsched/fsm/view.py), which holds
+# the state's lock. The membership and token books are copy-on-write (readable from any thread)
+# and the store has its own read transactions, so they are not listed.
+UNLOCKED_TABLES = frozenset(
+    {
+        "tasks",
+        "active",
+        "active_per_task",
+        "executors",
+        "policy",
+        "usage",
+        "wf",
+        "unplaceable",
+        "calendars",
+        "alerts",
+        "lock",
+        "leader_effects",
+        "_needs",
+    }
+)
+# Where the state's lock is taken for a write, not a read: the snapshot install swaps the store
+# and reloads the state under it.
+TABLE_ACCESS_ALLOWED = {("node.py", "lock", "_load_snapshot")}
+
+
+def raw_state_reads(path: Path) -> list[tuple[str, int, str]]:
+    """``(table, line, function)`` of every ``state.<table>`` / ``x.state.<table>`` in ``path``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[str, int, str]] = []
+
+    def walk(node: ast.AST, function: str) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            function = node.name
+        if isinstance(node, ast.Attribute) and node.attr in UNLOCKED_TABLES:
+            owner = node.value
+            if (isinstance(owner, ast.Name) and owner.id == "state") or (
+                isinstance(owner, ast.Attribute) and owner.attr == "state"
+            ):
+                found.append((node.attr, node.lineno, function))
+        for child in ast.iter_child_nodes(node):
+            walk(child, function)
+
+    walk(tree, "")
+    return found
+
+
+def test_the_state_tables_are_read_only_through_a_view_outside_the_state_machine() -> None:
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if rel.parts[0] in ("fsm", "v1"):
+            continue
+        for table, line, function in raw_state_reads(path):
+            if (str(rel), table, function) not in TABLE_ACCESS_ALLOWED:
+                bad.append(f"{rel}:{line} state.{table} in {function or 'module'}()")
+    assert not bad, (
+        "read the replicated state through `with state.view() as v:` (raftsched/fsm/view.py), "
+        "never its tables directly: " + "; ".join(bad)
+    )
+
+
+def test_the_table_check_sees_direct_reads(tmp_path: Path) -> None:
+    """The check above is not vacuous: it flags the reads it exists to forbid, not view reads."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def rebuild(self):\n"
+        "    return {n: r for n, r in self.state.executors.items() if r.alive}\n"
+        "def plan(state, name):\n"
+        "    with state.lock:\n"
+        "        return name in state.active_per_task\n"
+        "def viewed(state):\n"
+        "    with state.view() as v:\n"
+        "        return len(v.tasks), state.membership.record\n"
+    )
+    assert raw_state_reads(sample) == [
+        ("executors", 2, "rebuild"),
+        ("lock", 4, "plan"),
+        ("active_per_task", 5, "plan"),
+    ]

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from raftsched import codec
 from raftsched.abc import ProposeError, TransportError
+from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS, ClockWatch
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
 from raftsched.executor.agent import Executor
@@ -57,6 +58,7 @@ class SimNodeState:
     driver: LeaderDriver
     dispatcher: Dispatcher
     clock_offset_ms: int = 0
+    watch: ClockWatch | None = None  # this node's view of the others' clocks (set at boot)
 
 
 class _IdleSelector(selectors.DefaultSelector):
@@ -291,11 +293,13 @@ class SimHarness:
         step_ms: int = 100,
         dispatch: DispatchSettings | None = None,
         seed: int = 0,
+        max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
     ) -> None:
         self.dispatch = dispatch or DispatchSettings(
             lease_ms=2000, heartbeat_ms=300, retry_base_ms=200, stream_grace_ms=600
         )
         self.seed = seed
+        self.max_skew_ms = max_skew_ms
         self.executors: dict[str, SimExecutorProcess] = {}
         self.endpoint = _SimEndpoint(self)
         self.clock = ManualClock(start_ms)
@@ -316,10 +320,18 @@ class SimHarness:
     def _boot(self, node_id: str, store: MemoryStore) -> None:
         state = SchedulerState.load(store, self.retention)
         state.leader_effects = False  # as a real node: a follower until its driver leads
-        driver = LeaderDriver(state, node_id, self.misfire)
+        driver = LeaderDriver(state, node_id, self.misfire, max_skew_ms=self.max_skew_ms)
         dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
         driver.hold_fires = dispatcher.overlap_unknown
-        node = SimNodeState(node_id, store, state, None, driver, dispatcher)  # type: ignore[arg-type]
+        offset = self.nodes[node_id].clock_offset_ms if node_id in self.nodes else 0
+        node = SimNodeState(node_id, store, state, None, driver, dispatcher, offset)  # type: ignore[arg-type]
+        watch = node.watch = ClockWatch(
+            functools.partial(self.now, node_id),
+            self.clock.monotonic,
+            self.max_skew_ms,
+            members=lambda: len(self.nodes),
+        )
+        driver.clock_faulty = lambda: watch.view(leading=True).faulty
 
         def sink(effects: tuple[Effect, ...]) -> None:
             driver.on_effects(effects)
@@ -411,6 +423,7 @@ class SimHarness:
         driver; the leader's dispatcher places work and sends it down the executors' streams;
         then each executor's event loop runs until it is idle at this time (it takes work,
         finishes commands, heartbeats, reports and reconnects as its own timers say)."""
+        self._clock_round()
         for node in self.nodes.values():
             sim_node = self.cluster.nodes[node.node_id]
             if sim_node.up and sim_node.believes_leader and node.node_id not in self.paused:
@@ -419,6 +432,43 @@ class SimHarness:
         self.settle()
         if self.executors:
             self._executors_round()
+
+    def _reachable(self, node_id: str) -> bool:
+        return (
+            self.cluster.nodes[node_id].up
+            and self.cluster.connected(node_id)
+            and node_id not in self.paused
+        )
+
+    def _clock_round(self) -> None:
+        """The clock exchange the leader's Raft appends carry (raftsched.clockwatch), with no
+        network delay: the leader samples every reachable follower's clock and tells each its
+        offset and skew. A leader whose clock is off the majority's hands leadership to a
+        reachable follower whose clock is not (Raft TimeoutNow), as a real node does."""
+        leader = self.leader
+        if leader is None or not self._reachable(leader):
+            return
+        watch = self.nodes[leader].watch
+        assert watch is not None
+        followers = [n for n in self.nodes if n != leader and self._reachable(n)]
+        for f in followers:
+            watch.peer_sample(f, self.now(f), self.clock.monotonic())
+        for f in followers:
+            fw = self.nodes[f].watch
+            assert fw is not None
+            fw.told(*watch.advice_for(f))
+        if not self.cluster.nodes[leader].believes_leader or not watch.view(leading=True).faulty:
+            return
+        for f in followers:
+            fw = self.nodes[f].watch
+            assert fw is not None
+            if not fw.view(leading=False).faulty:
+                self.elect(f)
+                old = self.cluster.nodes[leader]
+                if old.believes_leader:  # the new term reaches it at once (TimeoutNow's election)
+                    old.term = self.cluster.term
+                    self.cluster.step_down(leader)
+                return
 
     # -- executors --------------------------------------------------------------------------------
 

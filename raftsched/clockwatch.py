@@ -135,6 +135,11 @@ class ClockWatch:
         skew = None if told[1] is None else told[1] + drift
         return ClockView(offset, skew, skew is not None and abs(skew) > self.max_skew_ms, peers)
 
+    def faulty(self) -> bool:
+        """This node's clock is off the majority's by more than ``max_skew_ms``, by its own
+        measurement (while it leads) or by what the leader last told it."""
+        return self.view(leading=True).faulty or self.view(leading=False).faulty
+
     def advice_for(self, peer: str, leading: bool = True) -> tuple[int | None, int | None]:
         """What a leader tells ``peer``: its offset from the leader and its skew from the
         majority (None while unknown)."""

@@ -199,7 +199,12 @@ class _SimEndpoint:
             ),
         )
         s = d.settings
-        return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
+        return pb.RegisterReply(
+            epoch=d.epoch,
+            lease_ms=s.lease_ms,
+            heartbeat_ms=s.heartbeat_ms,
+            leader_now_ms=self.sim.now(node.node_id),
+        )
 
     def open_stream(self, stream: MemoryStream) -> None:
         node = self._node(stream.target)
@@ -227,7 +232,7 @@ class _SimEndpoint:
         d = node.dispatcher
         started = request.started if request.reports_started else None
         ok = d.heartbeat(request.name, request.running, self._now(node), started, request.finished)
-        return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
+        return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.sim.now(node.node_id))
 
     def report(self, target: str, request: pb.ReportRequest) -> pb.ReportReply:
         node = self._node(target)
@@ -331,7 +336,7 @@ class SimHarness:
             self.max_skew_ms,
             members=lambda: len(self.nodes),
         )
-        driver.clock_faulty = lambda: watch.view(leading=True).faulty
+        driver.clock_faulty = watch.faulty
 
         def sink(effects: tuple[Effect, ...]) -> None:
             driver.on_effects(effects)
@@ -435,9 +440,7 @@ class SimHarness:
 
     def _reachable(self, node_id: str) -> bool:
         return (
-            self.cluster.nodes[node_id].up
-            and self.cluster.connected(node_id)
-            and node_id not in self.paused
+            self.cluster.nodes[node_id].up and self.cluster.connected(node_id) and node_id not in self.paused
         )
 
     def _clock_round(self) -> None:

@@ -159,7 +159,7 @@ class LeaderDriver:
             # to reach that time would stop every fire until then. Plan from our clock again;
             # the decision travels in the barrier, so every replica records the same.
             self.clock_faults += 1
-            log.error(
+            log.warning(
                 "leader %s (epoch %d): committed leader time is %.1f s ahead of this node's clock, "
                 "more than max_clock_skew (%.1f s): a clock fault, not a floor; planning from this "
                 "node's clock again",
@@ -273,7 +273,7 @@ class LeaderDriver:
             # again or another node leads.
             if not self._paused_for_clock:
                 self._paused_for_clock = True
-                log.error(
+                log.warning(
                     "leader %s (epoch %d): this node's clock is off the majority's by more than "
                     "max_clock_skew (%.1f s); it plans no fires and hands leadership over",
                     self.node_id,

@@ -21,6 +21,9 @@ fires decided after the fault. Faults:
 * :meth:`~ChaosHarness.skew_leader` — restart a follower with its clock off by ``offset_ms``
   (``RAFTSCHED_TEST_CLOCK_OFFSET_MS``), SIGKILL leaders until it leads, let it fire, then restart
   it with a true clock;
+* :meth:`~ChaosHarness.step_leader_clock` — step the running leader's wall clock (its offset file,
+  ``RAFTSCHED_TEST_CLOCK_OFFSET_FILE``), optionally SIGKILL it right after; measures the
+  hand-over, the time to on-time executions and the committed leader time left behind;
 * :meth:`~ChaosHarness.add_node` — add a node (``raftsched cluster add-node``) and start it
   empty with ``--join``; it catches up from the leader;
 * :meth:`~ChaosHarness.remove_node` — remove a follower from the membership, then stop it;
@@ -62,6 +65,7 @@ from pathlib import Path
 from raftsched.chaos.checker import (
     ChaosReport,
     CheckSettings,
+    ClockStepWindow,
     Execution,
     ExecutorFault,
     SkewWindow,
@@ -234,6 +238,7 @@ class ClockStep:
     node: str
     offset_ms: int
     step_ms: int
+    from_ms: int  # the step, or the kill with ``killed``: what the times below count from
     killed: bool
     led_at_kill: bool  # killed while it still led (it had not handed over yet)
     new_leader: str  # "" if no other node led within the recovery timeout
@@ -875,6 +880,7 @@ class ChaosHarness:
             leader,
             offset_ms,
             step_ms,
+            start,
             kill,
             led_at_kill,
             new_leader,
@@ -1012,6 +1018,7 @@ class ChaosHarness:
             [p.expectation() for p in s.tasks],
             executor_faults=self.executor_faults,
             skews=self.skews,
+            clock_steps=[ClockStepWindow(c.node, c.offset_ms, c.from_ms) for c in self.clock_steps],
             disabled_at_ms=settled.disabled_at_ms,
             settings=s.check_settings(),
         )

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.chaos.harness import ChaosHarness, ChaosResult, ChaosSettings, TaskPlan, run_chaos
+from raftsched.localcluster import wait_until
+from raftsched.v1 import raftsched_pb2 as pb
 
 pytestmark = pytest.mark.integration
 
@@ -31,8 +33,21 @@ HANDOVER_BUDGET_MS = 5_000  # step to another node leading (measured: well under
 ON_TIME_BUDGET_MS = 5_000  # step (or kill) to the first on-time execution (measured: ~1-2 s)
 
 
+CLOCKS: list[tuple[str, str, bool, int, int, bool]] = []  # node, role, known, offset, skew, faulty
+
+
 def _steps(rounds: int) -> object:
     def schedule(h: ChaosHarness) -> None:
+        leader = h.leader()
+        for n in h.node_ids:  # measured over Raft, before any step: every clock agrees
+
+            def known(n: str = n) -> pb.NodeStatusReply | None:
+                st = h.cluster.status(n)
+                return st if st.clock_known else None
+
+            st = wait_until(known, 10, 0.05, f"{n} to know its clock offset")
+            CLOCKS.append((n, st.role, st.clock_known, st.clock_offset_ms, st.clock_skew_ms, st.clock_faulty))
+        assert any(c[0] == leader for c in CLOCKS)
         for _ in range(rounds):
             h.step_leader_clock(+STEP_MS)
             h.step_leader_clock(-STEP_MS)
@@ -73,6 +88,13 @@ def _check(result: ChaosResult, steps: int) -> None:
 
 def test_a_stepped_leader_hands_over_and_firing_is_on_time_within_seconds(stepped: ChaosResult) -> None:
     _check(stepped, 3)
+
+
+def test_every_node_knows_its_clock_offset_from_the_leader(stepped: ChaosResult) -> None:
+    assert len(CLOCKS) >= 3, CLOCKS
+    for node, _role, known, offset, skew, faulty in CLOCKS:
+        # Same host, same clock: the estimate's error is at most half a Raft round trip.
+        assert known and abs(offset) < 200 and abs(skew) < 200 and not faulty, (node, offset, skew)
 
 
 @pytest.mark.soak

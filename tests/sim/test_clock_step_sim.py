@@ -68,6 +68,10 @@ def _fires_decided_ahead(sim: SimHarness) -> list[rpb.FireRecord]:
 def test_a_leader_whose_clock_steps_hands_over_and_firing_stays_on_time(step_ms: int) -> None:
     sim = _cluster()
     try:
+        # Measured before the step: followers from the leader's appends, executors from its replies.
+        n2 = sim.nodes["n2"].watch
+        assert n2 is not None and n2.view(leading=False).offset_ms == 0
+        assert sim.executors["ex1"].agent is not None and sim.executors["ex1"].agent.clock_offset_ms == 0
         stepped = sim.clock.now_ms()
         sim.skew("n1", step_ms)
         sim.run_for(3_000)

@@ -147,7 +147,11 @@ class ClockWatch:
         theirs = v.peers.get(peer)
         if theirs is None:
             return None, None
-        return theirs, (None if v.skew_ms is None else theirs + v.skew_ms)
+        # The median seen from ``peer``: a tie favours it as ours favours us (two nodes that
+        # disagree cannot tell who is wrong, and neither is told it is).
+        seen_from_peer = {q: o - theirs for q, o in v.peers.items() if q != peer}
+        seen_from_peer[""] = -theirs  # this node
+        return theirs, _skew(seen_from_peer, self.members())
 
 
 def _skew(peers: dict[str, int], members: int) -> int | None:

@@ -90,3 +90,14 @@ def test_the_system_clock_follows_its_offset_file(tmp_path: Path) -> None:
     clock._next_check = 0.0
     clock.now_ms()
     assert clock.offset_ms == 0
+
+
+def test_two_clocks_that_disagree_blame_neither() -> None:
+    w, c = watch(members=2)
+    w.peer_sample("b", c.wall_ms() - 600_000, c.mono)  # b is 10 min behind us, or we are ahead
+    assert w.view(leading=True).skew_ms == 0 and not w.faulty()
+    assert w.advice_for("b") == (-600_000, 0)  # and b is not told it is wrong either
+    w3, c3 = watch(members=3)
+    w3.peer_sample("b", c3.wall_ms() - 600_000, c3.mono)
+    w3.peer_sample("c", c3.wall_ms() + 10, c3.mono)
+    assert w3.advice_for("b") == (-600_000, -600_000)  # two of three agree: b is the odd one

@@ -161,8 +161,8 @@ def test_clock_stamps_ride_on_appends_and_their_replies() -> None:
     leader._clock_heard("f:1", "next_node_idx", reply)
     assert leader.clock_watch.view(leading=True).peers == {"f:1": 250}  # exact: symmetric delays
     offset, skew = leader.clock_watch.advice_for("f:1")
-    # Two of three clocks measured is a majority; between the two, the leader's own is taken.
-    assert offset == 250 and skew == 250
+    # Two of three clocks measured is a majority, but they tie: neither is blamed.
+    assert offset == 250 and skew == 0
     follower._clock_heard("l:1", "append_entries", leader._clock_stamp("f:1", "append_entries"))
     assert follower.clock_watch.view(leading=False).offset_ms == 250
     for junk in [(), ("a", 1), ("r", "x", 2), "not a tuple", ("a", 1, 2, "x", None)]:

@@ -160,6 +160,9 @@ class _SimEndpoint:
             raise TransportError("deadline_exceeded", f"{node_id} does not answer (paused)")
         node = self.sim.nodes[node_id]
         verdict = epoch_verdict(sim_node, node.dispatcher.leading, node.dispatcher.epoch)
+        if verdict == "ok" and node.watch is not None and node.watch.faulty():
+            # As LeaderGate.require_epoch: nothing is stamped with a clock off the majority's.
+            raise TransportError("unavailable", f"{node_id}'s clock is off the majority's; retry shortly")
         if verdict == "changing":
             raise TransportError("unavailable", f"{node_id} is changing leadership; retry shortly")
         if verdict == "no":
@@ -537,7 +540,8 @@ class SimHarness:
         leader = self.leader
         if leader is not None and self.cluster.nodes[leader].believes_leader:
             d = self.nodes[leader].dispatcher
-            if d.leading:
+            watch = self.nodes[leader].watch
+            if d.leading and not (watch is not None and watch.faulty()):  # as ExecutorHub._tick
                 now = self.now(leader)
                 for data in d.poll(now):
                     if codec.decode_command(data).WhichOneof("body") == "assign_attempts":

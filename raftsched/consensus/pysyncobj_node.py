@@ -398,6 +398,9 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
         # the leader gets each follower's clock with the round trip halved, each follower its
         # offset and skew, for the price of a small tuple on messages Raft sends anyway.
         # pysyncobj reads only the keys it knows, so a peer of an older build ignores it.
+        # (syncobj.py builds these dicts in _sendAppendEntries and __sendNextNodeIdx; shown by
+        # tests/unit/test_raft_membership.py::test_clock_stamps_ride_on_appends_and_their_replies
+        # and, end to end, tests/integration/test_clock_step.py.)
         if isinstance(message, dict):
             kind = message.get("type")
             if kind == "append_entries" or kind == "next_node_idx":

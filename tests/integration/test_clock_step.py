@@ -7,19 +7,29 @@ after that leader died. Now the stepped leader stamps nothing with the stepped t
 leadership over; the outside checker then proves nothing early, nothing lost, nothing duplicated,
 and every step is followed by on-time firing within seconds.
 
-One run (about 40 s on 2 shared cores) is shared by the tests; the looped version is ``soak``.
+One chaos run (about 15 s on 2 shared cores) is shared by the first tests; the looped version is
+``soak``. The last test covers a committed leader time the cluster could not refuse (a one-node
+cluster cannot tell its clock is wrong): corrected and restarted, the node takes it as a clock
+fault, not a floor (on main it kept the ten-minute floor).
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from raftsched.chaos.harness import ChaosHarness, ChaosResult, ChaosSettings, TaskPlan, run_chaos
+from raftsched.cli.node import TEST_CLOCK_OFFSET_FILE_ENV
+from raftsched.client import Client
 from raftsched.localcluster import wait_until
+from raftsched.model import CronTrigger, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration
 
@@ -100,3 +110,68 @@ def test_every_node_knows_its_clock_offset_from_the_leader(stepped: ChaosResult)
 @pytest.mark.soak
 def test_clock_steps_looped(tmp_path: Path) -> None:
     _check(_run(tmp_path, rounds=10), 30)
+
+
+def _marks(path: Path) -> list[tuple[str, int, int]]:
+    """``(task, nominal ms, start ms)`` per line the tasks below appended."""
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        task, nominal, start = line.split()
+        out.append((task, int(datetime.fromisoformat(nominal).timestamp() * 1000), int(start)))
+    return out
+
+
+def test_a_node_restarted_with_a_true_clock_abandons_what_its_stepped_clock_committed(
+    make_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """A one-node cluster cannot tell its clock is wrong: stepped +10 min, it commits a leader
+    time ten minutes ahead. Corrected and restarted, it finds that committed time ahead of its
+    clock by more than max_clock_skew: a clock fault (alert), not a floor. A task created then
+    fires on time (on main its first fire was ten minutes away); the task fired with the stepped
+    clock stays accounted up to its watermark and nothing starts early."""
+    cluster = make_cluster(nodes=1, start=False)
+    cluster.env[TEST_CLOCK_OFFSET_FILE_ENV] = str(tmp_path / "clock-{name}")
+    clock_file = tmp_path / "clock-n1"
+    marker = tmp_path / "marks.log"
+    cluster.start()
+    cluster.wait_for_leader(30)
+    ex = cluster.start_executor("ex1", 4, tmp_path / "ex1")
+    command = f'echo "$RAFTSCHED_TASK $RAFTSCHED_NOMINAL_TIME $(date +%s%3N)" >> {marker}'
+    try:
+        with Client(cluster.targets()) as client:
+            client.add_task(TaskSpec("t", CronTrigger("* * * * * *"), command=command))
+            wait_until(lambda: len(_marks(marker)) >= 2, 30, 0.1, "t to run")
+            clock_file.write_text(f"{STEP_MS}\n")
+            wait_until(
+                lambda: cluster.status("n1").max_leader_now_ms > time.time() * 1000 + STEP_MS - 60_000,
+                30,
+                0.1,
+                "leader time ten minutes ahead",
+            )
+            clock_file.write_text("0\n")  # the clock is corrected...
+            cluster.kill("n1", signal.SIGTERM)  # ...and the node restarted
+            cluster.procs["n1"].wait(30)
+            cluster.start("n1")
+            cluster.wait_for_leader(30)
+            wait_until(
+                lambda: cluster.status("n1").max_leader_now_ms < time.time() * 1000 + 5_000,
+                30,
+                0.1,
+                "leader time back at the true clock",
+            )
+            faults = [a.alert for a in client.alerts() if a.alert.kind == "clock_fault"]
+            assert len(faults) == 1 and "ahead of the clock of the new leader n1" in faults[0].error
+            created = time.time() * 1000
+            client.add_task(TaskSpec("u", CronTrigger("* * * * * *"), command=command))
+            wait_until(
+                lambda: [m for m in _marks(marker) if m[0] == "u" and m[2] - m[1] <= 1000],
+                10,
+                0.1,
+                "the new task to run on time",
+            )
+            assert min(m[1] for m in _marks(marker) if m[0] == "u") - created <= 2_000
+            early = [m for m in _marks(marker) if m[2] < m[1]]
+            assert not early, early
+    finally:
+        ex.kill()  # it holds t's run for its nominal time, ten minutes away: a drain would wait
+        ex.wait(10)

@@ -105,13 +105,6 @@ class ClockWatch:
         with self._lock:
             return self._echo.get(leader)
 
-    def forget(self) -> None:
-        """Drop every sample (a test's way to model a node that has heard no clock yet)."""
-        with self._lock:
-            self._peers.clear()
-            self._told = None
-            self._echo.clear()
-
     # -- readings (any thread) --------------------------------------------------------------------
 
     def view(self, leading: bool) -> ClockView:

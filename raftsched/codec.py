@@ -43,7 +43,7 @@ from raftsched.v1 import log_pb2 as pb
 #      buffer_one and replace overlap policies, held runs. A format-1 node checks no format at
 #      all, so a cluster moves from 1 to 2 by a full restart, not a rolling upgrade (README,
 #      Upgrades); the stamps protect the upgrades after this one.
-COMMAND_FORMAT = 2
+COMMAND_FORMAT = 3
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -217,8 +217,12 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
 
 
 def command_format(cmd: pb.Command) -> int:
-    """The oldest command format whose nodes can apply ``cmd`` (its body decides)."""
-    return _BODY_FORMAT.get(cmd.WhichOneof("body") or "", 1)
+    """The oldest command format whose nodes can apply ``cmd`` (its body decides; a barrier that
+    abandons a faulty leader time needs format 3: an older node would keep it as a floor)."""
+    body = cmd.WhichOneof("body") or ""
+    if body == "barrier" and cmd.barrier.clock_fault_ms:
+        return 3
+    return _BODY_FORMAT.get(body, 1)
 
 
 def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:

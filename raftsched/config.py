@@ -199,6 +199,9 @@ class SchedulerSettings:
     kill_grace_ms: int = 5_000
     retry_backoff_ms: int = 10_000
     retry_backoff_cap_ms: int = 900_000
+    # How far a node's clock may be from the majority's before it stops leading (and committed
+    # leader time from a new leader's clock before it is a clock fault); see raftsched.clockwatch.
+    max_clock_skew_ms: int = 10_000
 
     def __post_init__(self) -> None:
         _validate_instance(self, "scheduler", _SCHEDULER_RULES, _scheduler_relations)
@@ -678,6 +681,7 @@ _SCHEDULER_RULES: Final[Mapping[str, _Rule]] = {
     "kill_grace_ms": _NON_NEGATIVE,
     "retry_backoff_ms": _NON_NEGATIVE,
     "retry_backoff_cap_ms": _NON_NEGATIVE,
+    "max_clock_skew_ms": _Rule(lambda v: 500 <= v <= 86_400_000, "between 500 and 86400000"),
 }
 
 # Keys that hold a duration, and the unit of the field's value (and of a plain TOML number).
@@ -699,6 +703,7 @@ _DURATION_UNITS: Final[Mapping[str, Unit]] = {
     "kill_grace_ms": "ms",
     "retry_backoff_ms": "ms",
     "retry_backoff_cap_ms": "ms",
+    "max_clock_skew_ms": "ms",
 }
 
 _Relations = Callable[[str, Mapping[str, _Number]], list[str]]

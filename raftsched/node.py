@@ -32,6 +32,7 @@ from raftsched.abc import (
     StoreFailed,
 )
 from raftsched.alerts.delivery import AlertLoop, describe
+from raftsched.clockwatch import ClockWatch
 from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode
 from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
@@ -69,6 +70,7 @@ LEADER_HEALTH_SERVICE = "raftsched.v1.Leader"
 SWITCH_INTERVAL_S = 0.001
 ADMIN_SERVICE = "raftsched.v1.Admin"
 STEP_DOWN_TIMEOUT_S = 2.0
+CLOCK_WATCH_PERIOD_S = 0.2
 
 
 class Node:
@@ -118,7 +120,16 @@ class Node:
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
         self.state = SchedulerState.load(self.store, self.retention)
-        self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
+        # Clocks (raftsched.clockwatch): measured over Raft; a leader whose clock is off the
+        # majority's plans and stamps nothing and hands leadership over (see _watch_clock).
+        self._members = max(1, len(config.nodes))
+        self.clock_watch = ClockWatch(
+            self.clock.now_ms, self.clock.monotonic, s.max_clock_skew_ms, members=lambda: self._members
+        )
+        self.driver = LeaderDriver(
+            self.state, node_id, self.misfire, s.max_fires_per_batch, max_skew_ms=s.max_clock_skew_ms
+        )
+        self.driver.clock_faulty = self.clock_watch.faulty
         # Leader effects from this node's own barrier on (decided by the replica, see there).
         self.replica = Replica(self.state, self.store, effect_sink=self._effects, node_id=node_id)
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
@@ -139,6 +150,7 @@ class Node:
             self.driver,
             consensus=lambda: self.consensus,
             leader_address=self.leader_grpc,
+            clock_faulty=self.clock_watch.faulty,
         )
         self.driver_thread: DriverThread | None = None
         self._server: grpc.aio.Server | None = None
@@ -226,6 +238,7 @@ class Node:
             # Joining: not campaigning until the leader reaches it, or this node's term would
             # climb while it waits and depose the leader when they connect.
             hold_until_leader=joining,
+            clock_watch=self.clock_watch,
         )
         if joining:
             log.info(
@@ -327,6 +340,7 @@ class Node:
             self._transport_description(),
         )
         self.membership.start()
+        clock_task = asyncio.ensure_future(self._watch_clock())
         try:
             if obs is not None:
                 await obs.start()
@@ -341,6 +355,7 @@ class Node:
                 for w in waits:
                     w.cancel()
         finally:
+            clock_task.cancel()
             # Hand leadership over first: stopping the gRPC server waits up to its grace period,
             # and the cluster should not wait that long for a leader.
             await asyncio.to_thread(self.step_down)
@@ -349,6 +364,37 @@ class Node:
             if obs is not None:
                 await obs.stop()
             await server.stop(grace=1.0)
+
+    async def _watch_clock(self) -> None:
+        """While this node leads with a clock off the majority's by more than max_clock_skew, hand
+        leadership to a follower whose clock agrees (Raft TimeoutNow to the most caught-up one;
+        a follower the leader found off does not campaign, so it is not elected). The driver and
+        the gate have stopped stamping already, at the first read of the stepped clock."""
+        handed_at = 0.0
+        while True:
+            await asyncio.sleep(CLOCK_WATCH_PERIOD_S)
+            try:
+                self._members = max(1, len(self._peer_list()) + 1)
+                raft = self.raft_node
+                if raft is None or self.failure is not None or not raft.is_leader():
+                    continue
+                view = self.clock_watch.view(leading=True)
+                if not view.faulty or self.clock.monotonic() - handed_at < STEP_DOWN_TIMEOUT_S:
+                    continue
+                handed_at = self.clock.monotonic()
+                log.warning(
+                    "node %s leads with a clock %+.1f s off the majority's (max_clock_skew %.1f s; "
+                    "peers' clocks minus this one, ms: %s): handing leadership over",
+                    self.node_id,
+                    (view.skew_ms or 0) / 1000,
+                    self.config.scheduler.max_clock_skew_ms / 1000,
+                    view.peers,
+                )
+                new = await asyncio.to_thread(raft.hand_over, STEP_DOWN_TIMEOUT_S)
+                if new is not None:
+                    log.info("node %s handed leadership to %s", self.node_id, self._addr_to_id(new) or new)
+            except Exception:
+                log.exception("clock watch failed")
 
     def _live_executors(self) -> dict[str, tuple[int, str]] | None:
         return self.hub.live_view() if self.hub is not None else None
@@ -681,6 +727,11 @@ class Node:
                 build_version=__version__,
                 state_format=self.state.state_format,
             )
+            clock = self.clock_watch.view(leading=raft.role == "leader")
+            reply.clock_known = clock.offset_ms is not None
+            reply.clock_offset_ms = clock.offset_ms or 0
+            reply.clock_skew_ms = clock.skew_ms or 0
+            reply.clock_faulty = clock.faulty
             for node_id, raft_addr in self._peer_list():
                 link = raft.peer(self.dial_address(raft_addr))
                 reply.raft_peers.add(

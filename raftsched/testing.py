@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from raftsched import codec
 from raftsched.abc import ProposeError, TransportError
+from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS, ClockWatch
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
 from raftsched.executor.agent import Executor
@@ -57,6 +58,7 @@ class SimNodeState:
     driver: LeaderDriver
     dispatcher: Dispatcher
     clock_offset_ms: int = 0
+    watch: ClockWatch | None = None  # this node's view of the others' clocks (set at boot)
 
 
 class _IdleSelector(selectors.DefaultSelector):
@@ -158,6 +160,9 @@ class _SimEndpoint:
             raise TransportError("deadline_exceeded", f"{node_id} does not answer (paused)")
         node = self.sim.nodes[node_id]
         verdict = epoch_verdict(sim_node, node.dispatcher.leading, node.dispatcher.epoch)
+        if verdict == "ok" and node.watch is not None and node.watch.faulty():
+            # As LeaderGate.require_epoch: nothing is stamped with a clock off the majority's.
+            raise TransportError("unavailable", f"{node_id}'s clock is off the majority's; retry shortly")
         if verdict == "changing":
             raise TransportError("unavailable", f"{node_id} is changing leadership; retry shortly")
         if verdict == "no":
@@ -197,7 +202,12 @@ class _SimEndpoint:
             ),
         )
         s = d.settings
-        return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
+        return pb.RegisterReply(
+            epoch=d.epoch,
+            lease_ms=s.lease_ms,
+            heartbeat_ms=s.heartbeat_ms,
+            leader_now_ms=self.sim.now(node.node_id),
+        )
 
     def open_stream(self, stream: MemoryStream) -> None:
         node = self._node(stream.target)
@@ -225,7 +235,7 @@ class _SimEndpoint:
         d = node.dispatcher
         started = request.started if request.reports_started else None
         ok = d.heartbeat(request.name, request.running, self._now(node), started, request.finished)
-        return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
+        return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.sim.now(node.node_id))
 
     def report(self, target: str, request: pb.ReportRequest) -> pb.ReportReply:
         node = self._node(target)
@@ -291,11 +301,13 @@ class SimHarness:
         step_ms: int = 100,
         dispatch: DispatchSettings | None = None,
         seed: int = 0,
+        max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
     ) -> None:
         self.dispatch = dispatch or DispatchSettings(
             lease_ms=2000, heartbeat_ms=300, retry_base_ms=200, stream_grace_ms=600
         )
         self.seed = seed
+        self.max_skew_ms = max_skew_ms
         self.executors: dict[str, SimExecutorProcess] = {}
         self.endpoint = _SimEndpoint(self)
         self.clock = ManualClock(start_ms)
@@ -315,10 +327,18 @@ class SimHarness:
 
     def _boot(self, node_id: str, store: MemoryStore) -> None:
         state = SchedulerState.load(store, self.retention)
-        driver = LeaderDriver(state, node_id, self.misfire)
+        driver = LeaderDriver(state, node_id, self.misfire, max_skew_ms=self.max_skew_ms)
         dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
         driver.hold_fires = dispatcher.overlap_unknown
-        node = SimNodeState(node_id, store, state, None, driver, dispatcher)  # type: ignore[arg-type]
+        offset = self.nodes[node_id].clock_offset_ms if node_id in self.nodes else 0
+        node = SimNodeState(node_id, store, state, None, driver, dispatcher, offset)  # type: ignore[arg-type]
+        watch = node.watch = ClockWatch(
+            functools.partial(self.now, node_id),
+            self.clock.monotonic,
+            self.max_skew_ms,
+            members=lambda: len(self.nodes),
+        )
+        driver.clock_faulty = watch.faulty
 
         def sink(effects: tuple[Effect, ...]) -> None:
             driver.on_effects(effects)
@@ -410,6 +430,7 @@ class SimHarness:
         driver; the leader's dispatcher places work and sends it down the executors' streams;
         then each executor's event loop runs until it is idle at this time (it takes work,
         finishes commands, heartbeats, reports and reconnects as its own timers say)."""
+        self._clock_round()
         for node in self.nodes.values():
             sim_node = self.cluster.nodes[node.node_id]
             if sim_node.up and sim_node.believes_leader and node.node_id not in self.paused:
@@ -418,6 +439,41 @@ class SimHarness:
         self.settle()
         if self.executors:
             self._executors_round()
+
+    def _reachable(self, node_id: str) -> bool:
+        return (
+            self.cluster.nodes[node_id].up and self.cluster.connected(node_id) and node_id not in self.paused
+        )
+
+    def _clock_round(self) -> None:
+        """The clock exchange the leader's Raft appends carry (raftsched.clockwatch), with no
+        network delay: the leader samples every reachable follower's clock and tells each its
+        offset and skew. A leader whose clock is off the majority's hands leadership to a
+        reachable follower whose clock is not (Raft TimeoutNow), as a real node does."""
+        leader = self.leader
+        if leader is None or not self._reachable(leader):
+            return
+        watch = self.nodes[leader].watch
+        assert watch is not None
+        followers = [n for n in self.nodes if n != leader and self._reachable(n)]
+        for f in followers:
+            watch.peer_sample(f, self.now(f), self.clock.monotonic())
+        for f in followers:
+            fw = self.nodes[f].watch
+            assert fw is not None
+            fw.told(*watch.advice_for(f))
+        if not self.cluster.nodes[leader].believes_leader or not watch.view(leading=True).faulty:
+            return
+        for f in followers:
+            fw = self.nodes[f].watch
+            assert fw is not None
+            if not fw.view(leading=False).faulty:
+                self.elect(f)
+                old = self.cluster.nodes[leader]
+                if old.believes_leader:  # the new term reaches it at once (TimeoutNow's election)
+                    old.term = self.cluster.term
+                    self.cluster.step_down(leader)
+                return
 
     # -- executors --------------------------------------------------------------------------------
 
@@ -483,7 +539,8 @@ class SimHarness:
         leader = self.leader
         if leader is not None and self.cluster.nodes[leader].believes_leader:
             d = self.nodes[leader].dispatcher
-            if d.leading:
+            watch = self.nodes[leader].watch
+            if d.leading and not (watch is not None and watch.faulty()):  # as ExecutorHub._tick
                 now = self.now(leader)
                 for data in d.poll(now):
                     if codec.decode_command(data).WhichOneof("body") == "assign_attempts":

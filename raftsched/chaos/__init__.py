@@ -3,8 +3,8 @@
 * :mod:`raftsched.chaos.harness` — starts a cluster (3 or 5 nodes) and an executor fleet on
   loopback, installs per-second tasks that log every execution to a marker file, and injects
   faults (SIGKILL of leaders, followers and executors; SIGSTOP of the leader; restarts; a wiped
-  data dir; a skewed leader clock; a partition of the leader from its followers, executors and
-  clients);
+  data dir; a skewed leader clock; a step of the leader's clock while it runs; a partition of the
+  leader from its followers, executors and clients);
 * :mod:`raftsched.chaos.netproxy` — the TCP proxies every Raft link and gRPC port runs through,
   which the harness cuts and heals to make partitions;
 * :mod:`raftsched.chaos.checker` — reads only the marker file and the cluster's public API and

@@ -134,6 +134,18 @@ class SkewWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockStepWindow:
+    """Node ``node``'s wall clock stepped by ``offset_ms`` while it led; ``from_ms`` (wall time) is
+    the step, or the node's SIGKILL right after it. Executions must be on time again (started
+    within ``delayed_ms`` of their nominal time) within ``on_time_ms`` of ``from_ms``."""
+
+    node: str
+    offset_ms: int
+    from_ms: int
+    on_time_ms: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
 class CheckSettings:
     lease_ms: int = 2000
     delayed_ms: int = 1000  # an execution that starts later than this after nominal is "delayed"
@@ -196,7 +208,8 @@ class ChaosReport:
 
     def of(self, *categories: str) -> list[str]:
         """The violations of the given categories (``lost``, ``duplicate``, ``early``,
-        ``accounting``, ``execution``, ``replicas``, ``stuck``): each line starts with its own."""
+        ``accounting``, ``execution``, ``replicas``, ``stuck``, ``clock-step``): each line starts
+        with its own."""
         return [v for v in self.violations if v.split(":", 1)[0] in categories]
 
     def as_dict(self) -> dict[str, object]:
@@ -353,6 +366,7 @@ def analyse(
     *,
     executor_faults: Sequence[ExecutorFault] = (),
     skews: Sequence[SkewWindow] = (),
+    clock_steps: Sequence[ClockStepWindow] = (),
     disabled_at_ms: int = 0,
     settings: CheckSettings | None = None,
 ) -> ChaosReport:
@@ -388,6 +402,7 @@ def analyse(
                 f"execution: a run the cluster does not know was executed: {ex.describe()}"
             )
     _early(executions, observations, skews, s, report)
+    _clock_steps(executions, clock_steps, s, report)
     delays.sort()
     if delays:
         report.max_delay_ms = delays[-1]
@@ -674,6 +689,27 @@ def _early(
         else:
             report.early += 1
             report.violations.append(f"early: started {early_ms} ms before its nominal time: {ex.describe()}")
+
+
+def _clock_steps(
+    executions: Sequence[Execution], steps: Sequence[ClockStepWindow], s: CheckSettings, report: ChaosReport
+) -> None:
+    """After a leader's clock step, executions are on time again within the window's budget (one
+    wrong clock must not stop the cluster: issue 35). Early starts and lost fires around it are
+    the general checks' business; nothing is excused for a step."""
+    for w in steps:
+        on_time = [
+            e.nominal_ms
+            for e in executions
+            if e.nominal_ms > w.from_ms and 0 <= e.lateness_ms <= s.delayed_ms
+        ]
+        first = min(on_time) if on_time else None
+        if first is None or first - w.from_ms > w.on_time_ms:
+            found = "none" if first is None else f"the first {first - w.from_ms} ms after"
+            report.violations.append(
+                f"clock-step: after {w.node}'s clock stepped {w.offset_ms:+d} ms (at {_iso(w.from_ms)}), "
+                f"no execution was on time within {w.on_time_ms} ms ({found})"
+            )
 
 
 # -- formatting ----------------------------------------------------------------------------------

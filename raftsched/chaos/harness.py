@@ -21,6 +21,9 @@ fires decided after the fault. Faults:
 * :meth:`~ChaosHarness.skew_leader` — restart a follower with its clock off by ``offset_ms``
   (``RAFTSCHED_TEST_CLOCK_OFFSET_MS``), SIGKILL leaders until it leads, let it fire, then restart
   it with a true clock;
+* :meth:`~ChaosHarness.step_leader_clock` — step the running leader's wall clock (its offset file,
+  ``RAFTSCHED_TEST_CLOCK_OFFSET_FILE``), optionally SIGKILL it right after; measures the
+  hand-over, the time to on-time executions and the committed leader time left behind;
 * :meth:`~ChaosHarness.add_node` — add a node (``raftsched cluster add-node``) and start it
   empty with ``--join``; it catches up from the leader;
 * :meth:`~ChaosHarness.remove_node` — remove a follower from the membership, then stop it;
@@ -62,6 +65,7 @@ from pathlib import Path
 from raftsched.chaos.checker import (
     ChaosReport,
     CheckSettings,
+    ClockStepWindow,
     Execution,
     ExecutorFault,
     SkewWindow,
@@ -72,7 +76,7 @@ from raftsched.chaos.checker import (
     settle,
 )
 from raftsched.chaos.netproxy import ProxyNet
-from raftsched.cli.node import TEST_CLOCK_OFFSET_ENV
+from raftsched.cli.node import TEST_CLOCK_OFFSET_ENV, TEST_CLOCK_OFFSET_FILE_ENV
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, free_ports, stop_processes, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
@@ -222,6 +226,31 @@ class Partition:
 
 
 @dataclass(frozen=True, slots=True)
+class ClockStep:
+    """The leader's wall clock stepped by ``offset_ms`` while it ran (issue 35 §5).
+
+    ``killed``: the leader was SIGKILLed right after the step (its successor inherits whatever it
+    committed). Times in ms from the step (from the kill when ``killed``): ``handover_ms`` until
+    another node led, ``on_time_ms`` until the first execution of a later nominal time that
+    started within :data:`ON_TIME_MS` of it (None: none within the recovery timeout).
+    """
+
+    node: str
+    offset_ms: int
+    step_ms: int
+    from_ms: int  # the step, or the kill with ``killed``: what the times below count from
+    killed: bool
+    led_at_kill: bool  # killed while it still led (it had not handed over yet)
+    new_leader: str  # "" if no other node led within the recovery timeout
+    handover_ms: int | None
+    on_time_ms: int | None
+    max_leader_now_ahead_ms: int  # the newest committed leader time minus the wall clock, after
+
+
+ON_TIME_MS = 1000  # an execution that starts within this of its nominal time is on time
+
+
+@dataclass(frozen=True, slots=True)
 class LeaderKill:
     node: str
     term: int
@@ -316,6 +345,9 @@ class ChaosHarness:
         self.leader_kills: list[LeaderKill] = []
         self.executor_faults: list[ExecutorFault] = []
         self.skews: list[SkewWindow] = []
+        self.clock_steps: list[ClockStep] = []
+        # Every node's clock follows its own offset file (absent: no step), for step_leader_clock.
+        self.cluster.env[TEST_CLOCK_OFFSET_FILE_ENV] = str(base / "clock-{name}")
         self.notes: list[str] = []
         self.clock = SystemClock()
         self.progress: Progress = progress or (lambda _msg: None)
@@ -794,6 +826,82 @@ class ChaosHarness:
         )
         return window
 
+    def step_leader_clock(self, offset_ms: int, kill: bool = False, kill_after_ms: int = 100) -> ClockStep:
+        """Step the running leader's wall clock by ``offset_ms`` (as an NTP step or a VM resume
+        does), through its offset file; with ``kill``, SIGKILL it ``kill_after_ms`` later (the
+        clock adapter reads the file within 50 ms; a leader fires within a tick of that).
+
+        The leader must stop stamping at once and hand leadership to a node whose clock agrees
+        (or, killed, its successor must not inherit a leader time from the stepped clock), and
+        executions must be on time again within seconds. The step is then undone (the node,
+        restarted if killed, rejoins with a true clock) and the cluster recovers."""
+        s = self.settings
+        leader, term = self.leader_and_term()
+        clock_file = self.base / f"clock-{leader}"
+        step_ms = self.clock.now_ms()
+        clock_file.write_text(f"{offset_ms}\n")
+        start = step_ms
+        if kill:
+            wait_until(lambda: self.clock.now_ms() >= step_ms + kill_after_ms, 5, 0.005, "the kill's moment")
+            start = self.clock.now_ms()
+            self.cluster.kill(leader, signal.SIGKILL)
+        led_at_kill = kill and self.cluster.leader([n for n in self.live_nodes() if n != leader]) is None
+        try:
+
+            def other_leader() -> str | None:
+                now = self.cluster.leader([n for n in self.live_nodes() if n != leader])
+                return now if now is not None and now != leader else None
+
+            try:
+                new_leader = wait_until(
+                    other_leader, s.recovery_timeout_s, 0.02, f"a leader other than {leader}"
+                )
+                handover_ms: int | None = self.clock.now_ms() - start
+            except TimeoutError:  # the stepped leader kept leading (a build without the fix)
+                new_leader, handover_ms = "", None
+
+            def on_time() -> int | None:
+                late = [
+                    e.nominal_ms
+                    for e in self.tail.poll()
+                    if e.nominal_ms > start and 0 <= e.lateness_ms <= ON_TIME_MS
+                ]
+                return min(late) if late else None
+
+            try:
+                back: int | None = wait_until(on_time, s.recovery_timeout_s, 0.05, "an on-time execution")
+            except TimeoutError:
+                back = None
+            leading = new_leader or self.leader()
+            ahead = self.cluster.status(leading).max_leader_now_ms - self.clock.now_ms()
+        finally:
+            clock_file.write_text("0\n")
+        step = ClockStep(
+            leader,
+            offset_ms,
+            step_ms,
+            start,
+            kill,
+            led_at_kill,
+            new_leader,
+            handover_ms,
+            None if back is None else back - start,
+            ahead,
+        )
+        self.clock_steps.append(step)  # before the recovery, which a build without the fix fails
+        self._record(
+            "clock-step",
+            leader,
+            step_ms,
+            f"{offset_ms:+d} ms, term {term}{', SIGKILLed' if kill else ''}; {new_leader or 'no other node'} "
+            f"led after {handover_ms} ms; on time again {step.on_time_ms} ms after the "
+            f"{'kill' if kill else 'step'}; committed leader time {ahead:+d} ms from the wall clock",
+        )
+        if kill:
+            self.start_node(leader)
+        self.await_recovery(self.clock.now_ms(), f"after the clock step of {leader}")
+        return step
+
     def links_of(self, group: set[str], grpc: bool = True) -> list[str]:
         """The proxy links that cut ``group`` off from the other nodes: every Raft link with one
         end inside and one outside, and (``grpc``) the front proxies every executor and client
@@ -910,6 +1018,7 @@ class ChaosHarness:
             [p.expectation() for p in s.tasks],
             executor_faults=self.executor_faults,
             skews=self.skews,
+            clock_steps=[ClockStepWindow(c.node, c.offset_ms, c.from_ms) for c in self.clock_steps],
             disabled_at_ms=settled.disabled_at_ms,
             settings=s.check_settings(),
         )
@@ -944,6 +1053,17 @@ class ChaosHarness:
             "partitions": len(self.partitions),
             "partition_to_first_fire_committed_ms": _summary(partition_commit),
             "partition_to_old_leader_step_down_ms": _summary(step_down),
+            "clock_steps": [
+                {
+                    "offset_ms": c.offset_ms,
+                    "killed": c.killed,
+                    "led_at_kill": c.led_at_kill,
+                    "handover_ms": c.handover_ms,
+                    "on_time_ms": c.on_time_ms,
+                    "max_leader_now_ahead_ms": c.max_leader_now_ahead_ms,
+                }
+                for c in self.clock_steps
+            ],
             "fires": report.fired + report.coalesced + report.skipped,
             "fired": report.fired,
             "coalesced": report.coalesced,
@@ -1160,9 +1280,11 @@ def run_chaos(
 
 __all__ = [
     "DEFAULT_TASKS",
+    "ON_TIME_MS",
     "ChaosHarness",
     "ChaosResult",
     "ChaosSettings",
+    "ClockStep",
     "FaultEvent",
     "LeaderKill",
     "Partition",

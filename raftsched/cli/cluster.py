@@ -126,7 +126,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_table(
             ["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "DIGEST", "BUILD", "STATUS"], rows
         )
-        for warning in _digest_warnings(view) + _format_notes(view):
+        for warning in _digest_warnings(view) + _format_notes(view) + _clock_warnings(view):
             print(f"warning: {warning}")
         answered = [n.status for n in view.nodes if n.status is not None]
         if answered:
@@ -196,6 +196,16 @@ def _digest_warnings(view: ClusterView) -> list[str]:
         f"nodes at applied index {index} report {len(digests)} different state digests"
         for index, digests in sorted(by_index.items())
         if len(digests) > 1
+    ]
+
+
+def _clock_warnings(view: ClusterView) -> list[str]:
+    """Nodes whose clock is off the majority's by more than max_clock_skew_ms (they do not lead)."""
+    return [
+        f"{n.status.node_id}'s clock is {n.status.clock_skew_ms / 1000:+.1f} s off the majority's, more "
+        "than scheduler.max_clock_skew_ms: it does not lead or campaign until its clock is fixed"
+        for n in view.nodes
+        if n.status is not None and n.status.clock_faulty
     ]
 
 

@@ -36,11 +36,20 @@ from raftsched.errors import CannotStart, InvalidSpec
 if TYPE_CHECKING:
     from raftsched.config import ClusterConfig
 
-__all__ = ["TEST_CLOCK_OFFSET_ENV", "clock_offset_for_tests", "node_main", "run_node", "with_data_dir"]
+__all__ = [
+    "TEST_CLOCK_OFFSET_ENV",
+    "TEST_CLOCK_OFFSET_FILE_ENV",
+    "clock_offset_file_for_tests",
+    "clock_offset_for_tests",
+    "node_main",
+    "run_node",
+    "with_data_dir",
+]
 
 log = logging.getLogger("raftsched.node")
 
 TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
+TEST_CLOCK_OFFSET_FILE_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_FILE"
 STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left the cluster
 FORMAT_TOO_NEW_EXIT = 4  # the log holds a command of a newer format: upgrade this node
 
@@ -123,6 +132,7 @@ def run_node(
         config = with_data_dir(config, node_id, Path(data_dir).absolute())
     me = config.node(node_id)
     offset_ms = clock_offset_for_tests("node")
+    offset_file = clock_offset_file_for_tests("node", node_id)
     # Held until the process exits: a second process on this data dir would serve stale state.
     lock = lock_data_dir(me.data_dir, f"node {node_id}")
     try:
@@ -132,7 +142,7 @@ def run_node(
     except BaseException:
         lock.release()
         raise
-    node = Node(config, node_id, clock=SystemClock(offset_ms), joining=join)
+    node = Node(config, node_id, clock=SystemClock(offset_ms, offset_file), joining=join)
     try:
         node.start()  # raises CannotStart if the Raft port is taken
     except BaseException:
@@ -219,6 +229,18 @@ def clock_offset_for_tests(what: str) -> int:
         ) from None
     log.warning("TEST SETTING: this %s's clock is skewed by %+d ms", what, offset)
     return offset
+
+
+def clock_offset_file_for_tests(what: str, name: str) -> Path | None:
+    """Test-only: RAFTSCHED_TEST_CLOCK_OFFSET_FILE names a file whose content (milliseconds)
+    steps this process's clock while it runs (the chaos suite's clock-step fault); ``{name}`` in
+    it is replaced by the process's name (a node id), so one setting serves every node."""
+    raw = os.environ.get(TEST_CLOCK_OFFSET_FILE_ENV, "")
+    if not raw:
+        return None
+    path = Path(raw.replace("{name}", name))
+    log.warning("TEST SETTING: this %s's clock follows the offset in %s", what, path)
+    return path
 
 
 if __name__ == "__main__":

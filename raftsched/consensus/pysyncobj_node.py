@@ -72,6 +72,7 @@ from raftsched.abc import (
     ProposeError,
     RaftStatus,
 )
+from raftsched.clockwatch import ClockWatch
 from raftsched.config import RaftTuning
 from raftsched.consensus.applier import Applier
 from raftsched.errors import CannotStart, SnapshotFormatError
@@ -110,6 +111,7 @@ MAX_PREAUTH_FRAME = 64 << 10
 MAX_FRAME = 64 << 20
 """Largest frame accepted from an authenticated peer (entries stay below 64 KB; snapshot chunks too)."""
 AUTH_TIMEOUT_S = 3.0
+CLOCK_KEY = "raftsched_clock"  # the clock stamp's key in pysyncobj messages (see _GuardedTransport.send)
 """A connection that has not completed the handshake within this many seconds is closed."""
 REFUSAL_LOG_EVERY_S = 30.0
 """A refused address is logged at most once per this many seconds."""
@@ -391,6 +393,24 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
         conn = self._connections.get(node)
         if conn is not None and self._syncObj.encryptor and not conn.sendRandKey:
             return False
+        # Every message to a peer passes here on the tick thread. The leader's append_entries
+        # and the follower's reply (next_node_idx) carry a clock stamp (raftsched.clockwatch):
+        # the leader gets each follower's clock with the round trip halved, each follower its
+        # offset and skew, for the price of a small tuple on messages Raft sends anyway.
+        # pysyncobj reads only the keys it knows, so a peer of an older build ignores it.
+        # (syncobj.py builds these dicts in _sendAppendEntries and __sendNextNodeIdx; shown by
+        # tests/unit/test_raft_membership.py::test_clock_stamps_ride_on_appends_and_their_replies
+        # and, end to end, tests/integration/test_clock_step.py.)
+        if isinstance(message, dict):
+            kind = message.get("type")
+            if kind == "append_entries" or kind == "next_node_idx":
+                try:
+                    stamp = self._syncObj._raftsched_clock_stamp(str(node.address), kind)
+                except Exception:  # never let a measurement break replication
+                    log.exception("clock stamp failed")
+                    stamp = None
+                if stamp is not None:
+                    message[CLOCK_KEY] = stamp
         return bool(super().send(node, message))
 
     def _onOutgoingConnected(self, conn: Any) -> None:
@@ -505,9 +525,17 @@ class _Raft(SyncObj):  # type: ignore[misc]
         guard: RaftPortGuard | None = None,
         hold: Callable[[], bool] | None = None,
         leader_heard: Callable[[], None] | None = None,
+        clock_stamp: Callable[[str, str], tuple[Any, ...] | None] | None = None,
+        clock_heard: Callable[[str, str, Any], None] | None = None,
         **kwargs: Any,
     ) -> None:
         # The hooks are in place before SyncObj.__init__ starts the tick thread.
+        self._raftsched_clock_stamp: Callable[[str, str], tuple[Any, ...] | None] = clock_stamp or (
+            lambda _peer, _kind: None
+        )
+        self._raftsched_clock_heard: Callable[[str, str, Any], None] = clock_heard or (
+            lambda _peer, _kind, _stamp: None
+        )
         self._raftsched_enqueue = enqueue
         self._raftsched_guard = guard or RaftPortGuard("raft")
         self._raftsched_dial: Callable[[str], str] = lambda addr: addr
@@ -573,6 +601,11 @@ class _Raft(SyncObj):  # type: ignore[misc]
             own = int(self.raftCommitIndex)
             if message["commit_index"] > own:
                 message = {**message, "commit_index": own}  # see the module docstring
+        if isinstance(message, dict) and CLOCK_KEY in message:
+            try:
+                self._raftsched_clock_heard(str(node.address), str(message.get("type")), message[CLOCK_KEY])
+            except Exception:  # a malformed stamp from an authenticated peer: ignore it
+                log.exception("clock stamp from %s not understood", node)
         super()._SyncObj__onMessageReceived(node, message)
         # The moment a leader is heard from counts, not whether one is known when the election
         # timer next fires: a candidate's request_vote of a higher term clears pysyncobj's
@@ -640,6 +673,7 @@ class PySyncObjNode:
         cluster_view: Callable[[], list[str] | None] | None = None,
         bind_addr: str | None = None,
         hold_until_leader: bool = False,
+        clock_watch: ClockWatch | None = None,
     ) -> None:
         if not secret or len(secret) < 16:
             raise ValueError("a cluster secret of at least 16 characters is required")
@@ -653,6 +687,10 @@ class PySyncObjNode:
         self._peers = tuple(peers)
         self._cluster_view = cluster_view or (lambda: None)
         self._holding = False  # campaigns held (see hold_elections)
+        # Clocks (raftsched.clockwatch): stamped on appends and their replies; a node whose
+        # clock the leader found off the majority's does not campaign (see _campaigns_held).
+        self.clock_watch = clock_watch
+        self._clock_held_logged = False
         self._transfer_asked = False  # step_down wants a TimeoutNow sent (on the tick thread)
         # Held until a leader has been heard from: a node joining an existing cluster (set
         # before the tick thread starts, so a leader heard at once is not missed).
@@ -714,6 +752,8 @@ class PySyncObjNode:
             guard=self.port_guard,
             hold=self._campaigns_held,
             leader_heard=self._leader_heard,
+            clock_stamp=self._clock_stamp,
+            clock_heard=self._clock_heard,
         )
         if dial_address is not None:
             self._raft._raftsched_dial = dial_address
@@ -836,7 +876,52 @@ class PySyncObjNode:
         raft = getattr(self, "_raft", None)  # None while SyncObj.__init__ runs
         if self._hold_until_leader and raft is not None and raft._getLeader() is not None:
             self._leader_heard()
-        return self._holding or self._hold_until_leader
+        return self._holding or self._hold_until_leader or self._clock_holds()
+
+    def _clock_holds(self) -> bool:
+        """This node's clock is off the majority's by more than max_clock_skew (the leader said
+        so, or its own clock stepped since): leading with it would stamp a time the others do
+        not share, so it does not campaign. It still votes (Raft's safety needs no clock)."""
+        w = self.clock_watch
+        faulty = w is not None and w.view(leading=False).faulty
+        if faulty != self._clock_held_logged:
+            self._clock_held_logged = faulty
+            if faulty:
+                log.warning(
+                    "%s: this node's clock is off the majority's by more than max_clock_skew; it "
+                    "does not campaign until it agrees again",
+                    self.node_id,
+                )
+            else:
+                log.info("%s: its clock agrees with the majority again; it may campaign", self.node_id)
+        return faulty
+
+    def _clock_stamp(self, peer: str, kind: str) -> tuple[Any, ...] | None:
+        """Tick thread: the stamp on a message to ``peer`` (see _GuardedTransport.send)."""
+        w = self.clock_watch
+        if w is None:
+            return None
+        if kind == "append_entries":  # we lead: our clock, and what we measured of theirs
+            offset, skew = w.advice_for(peer)
+            return ("a", w.wall_ms(), round(w.mono_s() * 1_000_000), offset, skew)
+        echo = w.echo_for(peer)  # a reply: our clock, and the leader's stamp it answers
+        return None if echo is None else ("r", w.wall_ms(), echo)
+
+    def _clock_heard(self, peer: str, kind: str, stamp: Any) -> None:
+        """Tick thread: a stamp from ``peer`` (checked: it comes over the network)."""
+        w = self.clock_watch
+        if w is None or not isinstance(stamp, tuple) or not stamp:
+            return
+        if stamp[0] == "a" and kind == "append_entries" and len(stamp) == 5:
+            _, _wall, mono_us, offset, skew = stamp
+            if isinstance(mono_us, int):
+                w.leader_stamp(peer, mono_us)
+            if isinstance(offset, int) and (skew is None or isinstance(skew, int)):
+                w.told(offset, skew)
+        elif stamp[0] == "r" and kind == "next_node_idx" and len(stamp) == 3:
+            _, wall, echo = stamp
+            if isinstance(wall, int) and isinstance(echo, int):
+                w.round_trip(peer, wall, echo)
 
     def step_down(self, timeout_s: float) -> str | None:
         """Hand leadership to the most caught-up connected follower (Raft TimeoutNow) and stop
@@ -849,6 +934,16 @@ class PySyncObjNode:
         was_leader = self._raft.leads()
         self.hold_elections(True)
         if not was_leader:
+            return None
+        return self.hand_over(timeout_s)
+
+    def hand_over(self, timeout_s: float) -> str | None:
+        """Hand leadership to the most caught-up connected follower (Raft TimeoutNow) without
+        holding campaigns for good (a leader whose clock is off: it campaigns again once its
+        clock agrees). Returns the new leader's address, or None (see :meth:`step_down`).
+
+        Blocks the calling thread (polls); never call it on the tick thread."""
+        if not self._raft.leads():
             return None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -161,6 +161,9 @@ class Executor:
         self.started = 0
         self.refused_stale = 0
         self.delayed_early = 0  # dispatches that arrived before their nominal time by our clock
+        # Our clock minus the leader's, from the leader's time on each register and heartbeat
+        # reply with the round trip halved (None until the first reply).
+        self.clock_offset_ms: int | None = None
         self._heartbeat_s = 2.0
         self._lease_s = 10.0
         self._rpc_timeout_s = 3.0
@@ -185,7 +188,18 @@ class Executor:
     def _observed(self) -> ExecutorSample:
         # Read at scrape time, on this agent's event loop.
         pending = len(self._log.pending_reports()) if self._log is not None else 0
-        return ExecutorSample(self._connected, self._registered, self.slots, len(self._running), pending)
+        return ExecutorSample(
+            self._connected, self._registered, self.slots, len(self._running), pending, self.clock_offset_ms
+        )
+
+    def _clock_sample(self, leader_now_ms: int, sent_mono: float) -> None:
+        """The leader's clock read ``leader_now_ms`` while our call was under way: taken to be
+        half-way through the round trip (a leader of an older build sends 0: no sample)."""
+        if leader_now_ms <= 0:
+            return
+        now_mono = self.clock.monotonic()
+        at_wall = self.clock.now_ms() - round((now_mono - sent_mono) * 500)  # our clock half-way
+        self.clock_offset_ms = at_wall - leader_now_ms
 
     def handler(self, name: str) -> Callable[[H], H]:
         """Register a Python callable run for tasks whose ``handler`` is ``name``."""
@@ -280,6 +294,7 @@ class Executor:
     async def _register(self, target: str) -> str:
         """Register with the leader, following redirects; returns the leader's address."""
         for _ in range(len(self.targets) + 3):
+            sent = self.clock.monotonic()
             try:
                 reply = await self.transport.register(
                     target,
@@ -303,6 +318,7 @@ class Executor:
                     raise InvalidSpec("executor", exc.details or "refused") from None
                 raise
             self._max_epoch = max(self._max_epoch, reply.epoch)
+            self._clock_sample(reply.leader_now_ms, sent)
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
             self._lease_s = max(0.1, reply.lease_ms / 1000)
             # A leader that does not answer within a third of the lease is treated as gone: we
@@ -710,6 +726,7 @@ class Executor:
             # slow report would turn a success into a lost attempt and a retry.
             done = [r.execution_id for r in self._log.pending_reports()]
             held = [*self._running, *done]
+            sent = self.clock.monotonic()
             reply = await self.transport.heartbeat(
                 target,
                 pb.HeartbeatRequest(
@@ -724,6 +741,7 @@ class Executor:
             )
             if not reply.registered:
                 raise LeaderLost("the leader does not know this executor")
+            self._clock_sample(reply.leader_now_ms, sent)
             if reply.epoch > self._max_epoch:
                 self._max_epoch = reply.epoch
             # Every heartbeat_s, or soon after an attempt starts (starts in a burst share one).

@@ -39,6 +39,7 @@ DELAY_P99 = "delay_p99"
 BACKFILL_FAILED = "backfill_failed"
 WORKFLOW_RUN_FAILED = "workflow_run_failed"
 UNPLACEABLE = "unplaceable"
+CLOCK_FAULT = "clock_fault"
 
 KINDS = (
     RUN_FAILED,
@@ -51,6 +52,7 @@ KINDS = (
     BACKFILL_FAILED,
     WORKFLOW_RUN_FAILED,
     UNPLACEABLE,
+    CLOCK_FAULT,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 

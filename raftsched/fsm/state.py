@@ -361,6 +361,8 @@ class SchedulerState:
         _check_ranges(cmd, body or "")
         # Validate and compute first; mutate only once nothing can reject any more.
         now = max(cmd.now_ms, self.max_now_ms)
+        if body == "barrier" and self._clock_fault(cmd):
+            now = cmd.now_ms
         result, effects = handler(self, cmd, now)
         if not self.leader_effects and body != "barrier":
             effects = ()
@@ -368,7 +370,10 @@ class SchedulerState:
 
     def _finish(self, cmd: pb.Command, result: pb.CommandResult, effects: tuple[Effect, ...]) -> Applied:
         self.max_epoch = max(self.max_epoch, cmd.epoch)
-        self.max_now_ms = max(self.max_now_ms, cmd.now_ms)
+        if cmd.WhichOneof("body") == "barrier" and self._clock_fault(cmd):
+            self.max_now_ms = cmd.now_ms  # the new leader's clock, not the faulty time (_barrier)
+        else:
+            self.max_now_ms = max(self.max_now_ms, cmd.now_ms)
         self.applied_commands += 1
         if cmd.idempotency_key:
             stamp = self.max_now_ms.to_bytes(8, "big")
@@ -578,7 +583,25 @@ class SchedulerState:
 
     def _barrier(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         # Commits the new leader's epoch (fencing every older leader) and its first timestamp.
+        if self._clock_fault(cmd):
+            # The new leader found the committed leader time further ahead of its clock than
+            # max_skew (it decided, and stamped the decision: see LeaderDriver.become_leader).
+            # A clock fault, not a floor: leader time goes back to its clock. Nothing fires
+            # twice for it: a task's watermark still bounds every fire from below.
+            ahead = cmd.barrier.clock_fault_ms - cmd.now_ms
+            self.raise_alert(
+                alerts_mod.CLOCK_FAULT,
+                f"committed leader time was {ahead / 1000:.1f} s ahead of the clock of the new "
+                f"leader {cmd.barrier.node_id} (epoch {cmd.epoch}): an earlier leader's clock was "
+                "wrong; leader time follows the new leader's clock again. Fires already accounted "
+                "up to that time stay accounted; runs committed for later start at their times",
+                now,
+            )
         return pb.CommandResult(ok=True), (BarrierCommitted(cmd.barrier.node_id, cmd.epoch),)
+
+    def _clock_fault(self, cmd: pb.Command) -> bool:
+        """A barrier that abandons the committed leader time (only ever lowers it)."""
+        return cmd.barrier.clock_fault_ms > 0 and cmd.now_ms < self.max_now_ms
 
     # -----------------------------------------------------------------------------------------
     # fires and runs

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from raftsched import codec
 from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
+from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
 from raftsched.fsm.state import SchedulerState
@@ -110,6 +111,7 @@ class LeaderDriver:
         misfire: MisfireSettings | None = None,
         max_fires_per_batch: int = 1000,
         tick_ms: int = 10,
+        max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
     ) -> None:
         self.state = state
         self.node_id = node_id
@@ -131,6 +133,14 @@ class LeaderDriver:
         # may be on the way). A fire of such a task with an overlap policy waits instead of being
         # decided on stale state (it would be skipped as overlapping a run that had finished).
         self.hold_fires: Callable[[str, int], bool] | None = None
+        # Clocks (issue 35): committed leader time further ahead of this leader's clock than
+        # ``max_skew_ms`` is a clock fault, not a floor (see become_leader). ``clock_faulty()``:
+        # this node's clock is off the majority's by more than that (raftsched.clockwatch);
+        # such a leader plans nothing (its node hands leadership over).
+        self.max_skew_ms = max_skew_ms
+        self.clock_faulty: Callable[[], bool] | None = None
+        self.clock_faults = 0  # barriers that abandoned a faulty committed leader time
+        self._paused_for_clock = False
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -141,10 +151,41 @@ class LeaderDriver:
         self.ready = False
         self.in_flight.clear()
         self._due.clear()
-        self.wheel = TimingWheel(tick_ms=self.tick_ms, start_ms=self._now(now_ms))
-        cmd = pb.Command(epoch=epoch, now_ms=self._now(now_ms), origin=self.node_id)
+        self._paused_for_clock = False
+        # Leader time is monotonic within a leadership; across leaderships the committed time
+        # carries it (our barrier applies after every older entry). A time this node stamped
+        # when it led before (perhaps with a clock that was wrong then) is not a floor.
+        self.last_now_ms = 0
+        committed = self.state.max_now_ms
+        fault = committed - now_ms > self.max_skew_ms and not self._clock_faulty()
+        if fault:
+            # An earlier leader's clock ran ahead (a step, a VM resumed): waiting for our clock
+            # to reach that time would stop every fire until then. Plan from our clock again;
+            # the decision travels in the barrier, so every replica records the same.
+            self.clock_faults += 1
+            log.warning(
+                "leader %s (epoch %d): committed leader time is %.1f s ahead of this node's clock, "
+                "more than max_clock_skew (%.1f s): a clock fault, not a floor; planning from this "
+                "node's clock again",
+                self.node_id,
+                epoch,
+                (committed - now_ms) / 1000,
+                self.max_skew_ms / 1000,
+                extra=leadership_fields(epoch, node=self.node_id),
+            )
+            self.last_now_ms = stamp = now_ms
+        else:
+            stamp = self._now(now_ms)
+        self.wheel = TimingWheel(tick_ms=self.tick_ms, start_ms=stamp)
+        cmd = pb.Command(epoch=epoch, now_ms=stamp, origin=self.node_id)
         cmd.barrier.node_id = self.node_id
+        if fault:
+            cmd.barrier.clock_fault_ms = committed
         return Proposal(codec.encode_command(cmd), (), barrier=True)
+
+    def _clock_faulty(self) -> bool:
+        check = self.clock_faulty
+        return check is not None and check()
 
     def on_barrier_committed(self, epoch: int) -> None:
         """Our barrier applied: every older leader's entry is applied too. Rebuild the wheel."""
@@ -229,6 +270,24 @@ class LeaderDriver:
         """
         if not (self.leading and self.ready):
             return []
+        if self._clock_faulty():
+            # Planning now would stamp a time the majority does not share (ten minutes ahead:
+            # every fire of ten minutes at once). Nothing is decided until the clock agrees
+            # again or another node leads.
+            if not self._paused_for_clock:
+                self._paused_for_clock = True
+                log.warning(
+                    "leader %s (epoch %d): this node's clock is off the majority's by more than "
+                    "max_clock_skew (%.1f s); it plans no fires and hands leadership over",
+                    self.node_id,
+                    self.epoch,
+                    self.max_skew_ms / 1000,
+                    extra=leadership_fields(self.epoch, node=self.node_id),
+                )
+            return []
+        if self._paused_for_clock:
+            self._paused_for_clock = False
+            log.warning("leader %s: its clock agrees with the majority again; planning resumes", self.node_id)
         now = self._now(clock_ms)
         due = self._due
         due.extend(name for name, _ in self.wheel.advance(now))
@@ -291,8 +350,8 @@ class LeaderDriver:
         return len(self._due)
 
     def next_wakeup_ms(self) -> int | None:
-        if not (self.leading and self.ready):
-            return None
+        if not (self.leading and self.ready) or self._paused_for_clock:
+            return None  # paused for the clock: looked at again after the longest sleep
         if self._due:
             return self.last_now_ms
         return self.wheel.next_due_ms()

@@ -95,8 +95,10 @@ class LeaderGate:
         driver: DriverRole,
         consensus: Callable[[], ConsensusNode | None],
         leader_address: Callable[[], str | None],
+        clock_faulty: Callable[[], bool] | None = None,
     ) -> None:
         self.node_id = node_id
+        self._clock_faulty = clock_faulty
         self._clock = clock
         self._committed = committed
         self._driver = driver
@@ -106,6 +108,16 @@ class LeaderGate:
     def now_ms(self) -> int:
         """Leader time now (see :func:`leader_time`)."""
         return leader_time(self._clock.now_ms(), self._committed.max_now_ms)
+
+    def clock_ms(self) -> int:
+        """This node's own clock (not leader time): what executors measure their offset against."""
+        return self._clock.now_ms()
+
+    def clock_faulty(self) -> bool:
+        """This node's clock is off the majority's by more than max_clock_skew
+        (raftsched.clockwatch): nothing may be stamped with it; the node hands leadership over."""
+        check = self._clock_faulty
+        return check is not None and check()
 
     def leading_and_ready(self) -> bool:
         """Raft says this node leads, and its driver leads that same term with its barrier applied."""
@@ -138,6 +150,8 @@ class LeaderGate:
             raise self._not_leader()
         if d.epoch != c.epoch():
             raise self._changing()
+        if self.clock_faulty():
+            raise self._clock_off()
         return Stamp(self.now_ms(), d.epoch, self.node_id)
 
     def require_epoch(self, leading: bool, epoch: int) -> None:
@@ -152,6 +166,8 @@ class LeaderGate:
             raise self._changing()
         if verdict == "no":
             raise self._not_leader()
+        if self.clock_faulty():
+            raise self._clock_off()
 
     def _not_leader(self) -> NotLeader | Unavailable:
         c = self._consensus()
@@ -162,6 +178,12 @@ class LeaderGate:
         leader = self._leader_address() or ""
         where = f"; the leader is at {leader}" if leader else "; no leader is elected yet, retry shortly"
         return NotLeader(f"{self.node_id} is not the leader{where}", leader or None)
+
+    def _clock_off(self) -> Unavailable:
+        return Unavailable(
+            f"{self.node_id}'s clock is off the majority's by more than max_clock_skew: it hands "
+            "leadership over; retry shortly"
+        )
 
     def _changing(self) -> Unavailable:
         return Unavailable(f"{self.node_id} is changing leadership; retry shortly")

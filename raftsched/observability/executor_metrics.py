@@ -29,6 +29,7 @@ class ExecutorSample:
     slots: int = 0
     running: int = 0
     pending_reports: int = 0
+    clock_offset_ms: int | None = None  # our clock minus the leader's (None: not measured yet)
 
 
 class ExecutorMetrics:
@@ -69,6 +70,12 @@ class ExecutorMetrics:
             "raftsched_executor_pending_reports",
             "Finished attempts whose result the cluster has not acknowledged yet.",
             lambda: s().pending_reports,
+        )
+        m.gauge(
+            "raftsched_executor_clock_offset_seconds",
+            "This executor's clock minus the leader's, from the leader's time on each heartbeat "
+            "reply with the round trip halved (NaN until the first reply).",
+            lambda: float("nan") if s().clock_offset_ms is None else (s().clock_offset_ms or 0) / 1000.0,
         )
         self.attempts = m.counter(
             "raftsched_executor_attempts_total",

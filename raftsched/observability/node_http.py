@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
 from raftsched.abc import Clock, ConsensusNode
+from raftsched.clockwatch import ClockWatch
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import Dispatcher
 from raftsched.observability.grpc_metrics import MetricsInterceptor
@@ -78,6 +79,9 @@ class ObservedNode(Protocol):
 
     @property
     def hub(self) -> _Hub | None: ...
+
+    @property
+    def clock_watch(self) -> ClockWatch: ...
 
 
 class NodeObservability:
@@ -179,6 +183,7 @@ class NodeObservability:
             name = _WORKFLOW_STATES.get(state, "unknown")
             workflow_runs[name] = workflow_runs.get(name, 0) + 1
         backlog, oldest_ms, zombies, busy = self._dispatch_sample()
+        clock = node.clock_watch.view(leading=raft is not None and raft.role == "leader")
         return NodeSample(
             is_leader=raft is not None and raft.role == "leader",
             leader_known=consensus is not None and consensus.leader_id() is not None,
@@ -195,6 +200,8 @@ class NodeObservability:
             slots_total=sum(slots_alive),
             slots_busy=busy,
             workflow_runs=workflow_runs,
+            clock_offset_ms=clock.offset_ms,
+            clock_skew_ms=clock.skew_ms,
         )
 
     def _dispatch_sample(self) -> tuple[int, int, int, int]:

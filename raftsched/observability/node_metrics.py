@@ -49,6 +49,8 @@ class NodeSample:
     slots_total: int = 0
     slots_busy: int = 0
     workflow_runs: Mapping[str, int] = field(default_factory=dict)
+    clock_offset_ms: int | None = None  # this node's clock minus the leader's (None: unknown)
+    clock_skew_ms: int | None = None  # this node's clock minus the majority's
 
 
 class NodeMetrics:
@@ -88,6 +90,18 @@ class NodeMetrics:
             "raftsched_snapshot_seconds", "Time to write one Raft snapshot of the state."
         )
         # -- scheduling -------------------------------------------------------------------------
+        m.gauge(
+            "raftsched_clock_offset_seconds",
+            "This node's clock minus the leader's, measured over Raft with the round trip halved "
+            "(0 on the leader; NaN while unknown).",
+            lambda: _seconds(s().clock_offset_ms),
+        )
+        m.gauge(
+            "raftsched_clock_skew_seconds",
+            "This node's clock minus the majority's (the median of the measured clocks; NaN while "
+            "unknown). Beyond scheduler.max_clock_skew_ms the node does not lead or campaign.",
+            lambda: _seconds(s().clock_skew_ms),
+        )
         m.gauge("raftsched_tasks", "Task definitions in the replicated state.", lambda: s().tasks)
         m.gauge("raftsched_active_runs", "Runs not yet finished.", lambda: s().active_runs)
         labels = (*_OWNER, "task") if tally.per_task else _OWNER
@@ -194,3 +208,7 @@ class NodeMetrics:
 def _slots(sample: NodeSample) -> Mapping[LabelValues, float]:
     free = max(0, sample.slots_total - sample.slots_busy) if sample.is_leader else 0
     return {("total",): sample.slots_total, ("busy",): sample.slots_busy, ("free",): free}
+
+
+def _seconds(ms: int | None) -> float:
+    return float("nan") if ms is None else ms / 1000.0

@@ -179,8 +179,8 @@ class ExecutorHub:
 
     def _tick(self) -> None:
         d = self.dispatcher
-        if not d.leading:
-            return
+        if not d.leading or self.node.gate.clock_faulty():
+            return  # a faulty clock would expire every lease at once (+10 min), or none
         for data in d.poll(self.now_ms()):
             self._propose(data)
         self._flush_outbox()
@@ -305,7 +305,12 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         d = self.hub.dispatcher
         s = d.settings
-        return pb.RegisterReply(epoch=d.epoch, lease_ms=s.lease_ms, heartbeat_ms=s.heartbeat_ms)
+        return pb.RegisterReply(
+            epoch=d.epoch,
+            lease_ms=s.lease_ms,
+            heartbeat_ms=s.heartbeat_ms,
+            leader_now_ms=self.hub.node.gate.clock_ms(),
+        )
 
     async def Dispatch(
         self, request: pb.DispatchRequest, context: grpc.aio.ServicerContext
@@ -380,7 +385,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         d = self.hub.dispatcher
         started = request.started if request.reports_started else None
         ok = d.heartbeat(request.name, request.running, self.hub.now_ms(), started, request.finished)
-        return pb.HeartbeatReply(epoch=d.epoch, registered=ok)
+        return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.hub.node.gate.clock_ms())
 
     @rpc
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:

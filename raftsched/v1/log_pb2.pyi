@@ -145,10 +145,12 @@ class RetryRun(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class Barrier(_message.Message):
-    __slots__ = ("node_id",)
+    __slots__ = ("node_id", "clock_fault_ms")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FAULT_MS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
-    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+    clock_fault_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., clock_fault_ms: _Optional[int] = ...) -> None: ...
 
 class Fire(_message.Message):
     __slots__ = ("nominal_ms", "outcome", "reason", "through_ms", "count")

@@ -343,7 +343,7 @@ class LatencySummary(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members", "command_format", "snapshot_format", "build_version", "state_format")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members", "command_format", "snapshot_format", "build_version", "state_format", "clock_offset_ms", "clock_skew_ms", "clock_known", "clock_faulty")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -375,6 +375,10 @@ class NodeStatusReply(_message.Message):
     SNAPSHOT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     BUILD_VERSION_FIELD_NUMBER: _ClassVar[int]
     STATE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_SKEW_MS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_KNOWN_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FAULTY_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     grpc: str
@@ -406,7 +410,11 @@ class NodeStatusReply(_message.Message):
     snapshot_format: int
     build_version: str
     state_format: int
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ..., command_format: _Optional[int] = ..., snapshot_format: _Optional[int] = ..., build_version: _Optional[str] = ..., state_format: _Optional[int] = ...) -> None: ...
+    clock_offset_ms: int
+    clock_skew_ms: int
+    clock_known: bool
+    clock_faulty: bool
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ..., command_format: _Optional[int] = ..., snapshot_format: _Optional[int] = ..., build_version: _Optional[str] = ..., state_format: _Optional[int] = ..., clock_offset_ms: _Optional[int] = ..., clock_skew_ms: _Optional[int] = ..., clock_known: _Optional[bool] = ..., clock_faulty: _Optional[bool] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")
@@ -975,14 +983,16 @@ class RegisterRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("epoch", "lease_ms", "heartbeat_ms")
+    __slots__ = ("epoch", "lease_ms", "heartbeat_ms", "leader_now_ms")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     lease_ms: int
     heartbeat_ms: int
-    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
+    leader_now_ms: int
+    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ...) -> None: ...
 
 class DispatchRequest(_message.Message):
     __slots__ = ("name",)
@@ -1056,12 +1066,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ..., finished: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("epoch", "registered")
+    __slots__ = ("epoch", "registered", "leader_now_ms")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     registered: bool
-    def __init__(self, epoch: _Optional[int] = ..., registered: _Optional[bool] = ...) -> None: ...
+    leader_now_ms: int
+    def __init__(self, epoch: _Optional[int] = ..., registered: _Optional[bool] = ..., leader_now_ms: _Optional[int] = ...) -> None: ...
 
 class ExecResult(_message.Message):
     __slots__ = ("execution_id", "success", "exit_code", "error", "stdout_tail", "stderr_tail", "timed_out", "duration_ms", "start_lateness_ms")

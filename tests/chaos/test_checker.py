@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from raftsched.chaos.checker import (
     ChaosReport,
+    ClockStepWindow,
     Execution,
     ExecutorFault,
     SkewWindow,
@@ -213,3 +214,15 @@ def test_accounting_gaps_overlaps_and_early_decisions_are_reported() -> None:
     assert "accounted more than once" in problems  # T0+2s is in the range and has its own record
     assert "coalesced without a misfire reason" in problems
     assert "decided before its nominal time" in problems
+
+
+def test_a_clock_step_without_on_time_executions_soon_after_is_a_violation() -> None:
+    obs, executions = history(8)
+    step = ClockStepWindow("n1", 600_000, T0 + 2 * S - 300)
+    assert check(obs, executions, clock_steps=[step]).violations == []  # T0+2s started 20 ms late
+    late = [ex("tick", i, late_ms=5_000 if i >= 2 else 20) for i in range(8)]  # nothing on time
+    report = check(obs, late, clock_steps=[step])
+    assert report.of("clock-step") and "stepped +600000 ms" in report.of("clock-step")[0]
+    assert "none" in report.of("clock-step")[0]
+    soon = ClockStepWindow("n1", 600_000, T0 + 2 * S - 300, on_time_ms=200)
+    assert "the first 300 ms after" in check(obs, executions, clock_steps=[soon]).of("clock-step")[0]

@@ -1,5 +1,5 @@
 """Upgrade safety with real processes: nodes of a "newer build" (this code with its command
-format raised to 3, and task disables stamped with it) lead a cluster in which one node still
+format raised to 4, and task disables stamped with it) lead a cluster in which one node still
 runs the current build. That node refuses the newer command instead of applying it: it logs one
 critical line, leaves the cluster and exits 4, while the others go on. "Upgraded" and restarted
 on its data dir, it replays the log from there and agrees with the others."""
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.integration
 NEWER_BUILD = """
 import runpy
 from raftsched import codec
-codec.COMMAND_FORMAT = 3
-codec._BODY_FORMAT["set_enabled"] = 3
+codec.COMMAND_FORMAT = 4
+codec._BODY_FORMAT["set_enabled"] = 4
 runpy.run_module("raftsched.cli.node", run_name="__main__")
 """
 
@@ -52,12 +52,12 @@ def test_a_node_refuses_a_newer_command_exits_4_and_catches_up_once_upgraded(
         wait_until(lambda: cluster.status("n3").applied_index >= cluster.status(leader).commit_index, 30, 0.1)
         client.add_task(TaskSpec("old-format", ManualTrigger(), command="true"))  # format 1: all apply
         wait_until(lambda: cluster.status("n3").tasks == 1, 30, 0.1, "n3 applies a format-1 command")
-        client.disable_task("old-format")  # stamped format 3 by the newer leader
+        client.disable_task("old-format")  # stamped format 4 by the newer leader
         assert cluster.procs["n3"].wait(timeout=30) == 4
         log = (cluster.log_dir / "n3.log").read_text()
         critical = [line for line in log.splitlines() if " CRITICAL " in line]
         assert len(critical) == 1, critical
-        assert "command format 3 is newer than this build applies (2)" in critical[0]
+        assert "command format 4 is newer than this build applies (3)" in critical[0]
         assert "Upgrade raftsched on this node and restart it" in critical[0]
         # That CRITICAL line is this test's point: keep the log of the refusing run out of the
         # suite's check that node logs hold no errors (the upgraded run's log is checked).

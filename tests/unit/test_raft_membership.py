@@ -9,6 +9,7 @@ import pytest
 from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE, SyncObj
 
+from raftsched.clockwatch import ClockWatch
 from raftsched.consensus.pysyncobj_node import PySyncObjNode, _Raft
 
 
@@ -63,6 +64,8 @@ def _held_joining_node() -> tuple[PySyncObjNode, _Raft]:
     node: PySyncObjNode = PySyncObjNode.__new__(PySyncObjNode)
     node.node_id = "n4"
     node._holding = False
+    node.clock_watch = None
+    node._clock_held_logged = False
     node.hold_elections(True, until_leader=True)
     raft = bare_raft()
     raft._SyncObj__raftLeader = None
@@ -113,3 +116,55 @@ def test_a_new_term_starts_every_snapshot_transmission_afresh(monkeypatch: pytes
     raft._SyncObj__readonlyNodes = set()
     raft._SyncObj__onBecomeLeader()
     assert sorted(cancelled) == ["n2", "n3"] and became == [True]
+
+
+def test_a_node_whose_clock_the_leader_found_off_does_not_campaign_until_it_agrees() -> None:
+    node, raft = _held_joining_node()
+    node.hold_elections(False)
+    mono = [100.0]
+    watch = ClockWatch(lambda: 1_800_000_000_000, lambda: mono[0], 10_000, members=lambda: 3)
+    node.clock_watch = watch
+    assert raft._SyncObj__connectedToAnyone()  # nothing known about its clock: it may campaign
+    watch.told(600_000, 600_000)  # the leader: your clock is 10 min ahead of the majority's
+    assert not raft._SyncObj__connectedToAnyone()
+    watch.told(20, 5)
+    assert raft._SyncObj__connectedToAnyone()
+    watch.told(-600_000, -600_000)
+    mono[0] += 60  # the word ages out: an old verdict neither holds it nor lets it lead wrongly
+    assert raft._SyncObj__connectedToAnyone()
+
+
+def test_clock_stamps_ride_on_appends_and_their_replies() -> None:
+    """The leader's append carries its clock and what it measured of the follower; the reply
+    echoes the leader's stamp with the follower's clock: the round trip is halved."""
+    mono = [100.0]
+
+    def three() -> int:
+        return 3
+
+    leader = PySyncObjNode.__new__(PySyncObjNode)
+    follower = PySyncObjNode.__new__(PySyncObjNode)
+    leader.clock_watch = ClockWatch(
+        lambda: 1_000_000 + round(mono[0] * 1000), lambda: mono[0], members=lambda: 3
+    )
+    follower.clock_watch = ClockWatch(
+        lambda: 1_000_250 + round(mono[0] * 1000), lambda: mono[0], members=lambda: 3
+    )
+    append = leader._clock_stamp("f:1", "append_entries")
+    assert append is not None and append[0] == "a" and append[3:] == (None, None)  # not measured yet
+    follower._clock_heard("l:1", "append_entries", append)
+    assert follower._clock_stamp("l:9", "next_node_idx") is None  # only the leader's stamp is echoed
+    mono[0] += 0.010  # the reply leaves 10 ms later, arrives 10 ms after that
+    reply = follower._clock_stamp("l:1", "next_node_idx")
+    assert reply is not None and reply[0] == "r"
+    mono[0] += 0.010
+    leader._clock_heard("f:1", "next_node_idx", reply)
+    assert leader.clock_watch.view(leading=True).peers == {"f:1": 250}  # exact: symmetric delays
+    offset, skew = leader.clock_watch.advice_for("f:1")
+    # Two of three clocks measured is a majority, but they tie: neither is blamed.
+    assert offset == 250 and skew == 0
+    follower._clock_heard("l:1", "append_entries", leader._clock_stamp("f:1", "append_entries"))
+    assert follower.clock_watch.view(leading=False).offset_ms == 250
+    for junk in [(), ("a", 1), ("r", "x", 2), "not a tuple", ("a", 1, 2, "x", None)]:
+        follower._clock_heard("l:1", "append_entries", junk)  # ignored, never raises
+        leader._clock_heard("f:1", "next_node_idx", junk)

@@ -145,10 +145,12 @@ class RetryRun(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class Barrier(_message.Message):
-    __slots__ = ("node_id",)
+    __slots__ = ("node_id", "read_by")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    READ_BY_FIELD_NUMBER: _ClassVar[int]
     node_id: str
-    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+    read_by: str
+    def __init__(self, node_id: _Optional[str] = ..., read_by: _Optional[str] = ...) -> None: ...
 
 class Fire(_message.Message):
     __slots__ = ("nominal_ms", "outcome", "reason", "through_ms", "count")

@@ -43,6 +43,7 @@ from raftsched.client import Client
 from raftsched.config import ClusterConfig, is_loopback
 from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated
 from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.readinfo import ReadInfo
 from raftsched.security.auth import ANONYMOUS, Principal
 from raftsched.security.tls import node_client_tls
 from raftsched.security.tokens import TokenVerifier
@@ -108,8 +109,12 @@ class Console:
         node: ConsoleNode,
         client_factory: Callable[[str | None], Client] | None = None,
         reader_factory: Callable[[str | None], Client] | None = None,
+        leads: Callable[[], bool] | None = None,
     ) -> None:
         self.node = node
+        # Whether this node leads now: a leader's pages read linearizably (through the read
+        # index), a follower's read its own state (stale, and say how stale).
+        self._leads = leads or (lambda: False)
         self.auth_on = node.config.auth is not None
         http = node.config.node(node.node_id).http
         # As for the gRPC port: without [auth] the console lets anyone run commands, so it is
@@ -233,7 +238,11 @@ class Console:
             now_ms = self.node.clock.now_ms()
             if method == "POST":  # an action (or sign-in/out): the next pages read the leader's state
                 session.consistent_until_ms = now_ms + READ_YOUR_WRITES_MS
-            local = method == "GET" and not 0 < session.consistent_until_ms - now_ms <= READ_YOUR_WRITES_MS
+            local = (
+                method == "GET"
+                and not 0 < session.consistent_until_ms - now_ms <= READ_YOUR_WRITES_MS
+                and not self._leads()
+            )
             principal = self._principal(session)
             if principal is None and not open_:
                 if headers.get(LIVE_HEADER):
@@ -324,6 +333,7 @@ class Console:
             "here": _here(ctx),
             "title": view.title,
             "refresh": 0,
+            "read_note": _read_note(ctx),
             **view.context,
         }
         body = self.renderer.render(view.template, context)
@@ -354,6 +364,17 @@ class _NoClient(Client):
 
 
 _NO_CLIENT: Final = _NoClient()
+
+
+def _read_note(ctx: Ctx | None) -> str:
+    """What the page says of its data's freshness: a stale page (a follower's, read from its own
+    state) says how far behind it may be; a linearizable one says nothing."""
+    if ctx is None or ctx.client is _NO_CLIENT:
+        return ""
+    info = getattr(ctx.client, "last_read", None)  # a client stand-in may not say
+    if not isinstance(info, ReadInfo) or info.linearizable:
+        return ""
+    return f"Read from this node's own state ({info.describe()})."
 
 
 def _close_client(session: Session) -> None:

@@ -138,3 +138,28 @@ def test_a_leader_cut_off_from_raft_never_answers_a_stale_read_in_ten_rounds(
     tally = _run(*proxied, rounds=10)
     assert not tally.stale, f"{len(tally.stale)} stale reads, first: {tally.stale[:3]}"
     assert tally.while_deposed > 0 and tally.refused > 0
+
+
+def test_every_read_says_how_fresh_it_is(
+    cluster: LocalCluster, client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    leader = cluster.wait_for_leader(60)
+    follower = next(n for n in cluster.alive() if n != leader)
+    written = client.add_task(_spec(1))
+    got = client.get_task("reg")
+    info = client.last_read
+    assert got.version == written.version
+    assert info is not None and info.linearizable and info.node_id == leader and info.index > 0
+    with Client([cluster.grpc_of(follower)], stale_reads=True, timeout=5) as stale:
+        wait_until(lambda: stale.get_task("reg").version == written.version, 30, 0.05, "the follower")
+        info = stale.last_read
+        assert info is not None and not info.linearizable and info.node_id == follower
+        assert info.index <= info.commit_index and 0 <= info.contact_ms < 5000
+    status = cluster.status(leader)
+    assert status.read_barriers > 0 and 0 <= status.contact_age_ms < 5000
+    # The CLI's --stale says which node answered and how far behind it may have been.
+    from raftsched.cli import main
+
+    assert main(["--cluster", cluster.grpc_of(follower), "--stale", "task", "show", "reg"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: stale read from {follower}: applied index" in err

@@ -196,3 +196,11 @@ def test_read_info_round_trips_and_rejects_garbage() -> None:
     assert ReadInfo.parse("stale node=n2 applied=x") is None
     assert ReadInfo.parse("whatever") is None
     assert ReadInfo.from_metadata([("raftsched-read", stale.header().encode())]) == stale
+
+
+def test_status_shows_a_leader_without_a_recent_majority_as_unconfirmed() -> None:
+    from raftsched.cli.cluster import role_text
+
+    assert role_text("leader", 30) == "leader"
+    assert role_text("leader", 2500) == "leader? (no majority for 2.5 s)"
+    assert role_text("follower", 2500) == "follower"

@@ -704,7 +704,7 @@ class Node:
                 snapshot_format=codec.SNAPSHOT_FORMAT,
                 build_version=__version__,
                 state_format=self.state.state_format,
-                contact_age_ms=raft.contact_age_ms,
+                contact_age_ms=raft.contact_age_ms if raft.contact_age_ms >= 0 else None,
                 read_barriers=self.reads.barriers,
                 reads_refused=self.reads.refused,
             )

@@ -125,6 +125,11 @@ may have been deposed without knowing it yet (it believes it leads until the fal
 its linearizable reads are refused meanwhile)."""
 
 
+def contact_ms(status: pb.NodeStatusReply) -> int:
+    """The node's contact age in ms; -1 if it does not say (never confirmed, or an older build)."""
+    return status.contact_age_ms if status.HasField("contact_age_ms") else -1
+
+
 def role_text(role: str, contact_age_ms: int) -> str:
     """A node's role for people: a leader that has not heard from a majority lately says so."""
     if role == "leader" and contact_age_ms > UNCONFIRMED_MS:
@@ -153,11 +158,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                 [
                     n.target,
                     s.node_id,
-                    role_text(s.role, s.contact_age_ms),
+                    role_text(s.role, contact_ms(s)),
                     str(s.term),
                     str(s.commit_index),
                     str(s.applied_index),
-                    "-" if s.contact_age_ms < 0 else f"{s.contact_age_ms} ms",
+                    "-" if contact_ms(s) < 0 else f"{contact_ms(s)}ms",
                     s.state_digest[:12] or "-",
                     _build_text(s),
                     refused.get(s.node_id, "ok"),

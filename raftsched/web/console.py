@@ -5,11 +5,12 @@ traffic of executors and clients): the handler reads the session cookie, re-chec
 token, calls the node's own gRPC API through an SDK :class:`~raftsched.client.Client` that
 carries the user's token, and renders a template. So every read and write is authorized by the
 same table and the same servicers as the SDK's and the CLI's, and a write made on a follower
-reaches the leader as theirs do (the client follows the ``not_leader`` hint). A page's reads
-accept this node's own state (stale reads: a follower answers them itself, as of what it has
-applied), so a follower's console keeps its reads off the leader; for
-:data:`READ_YOUR_WRITES_MS` after a session's action its reads are consistent (the leader's),
-so the page an action lands on shows it. With ``[tls]`` the
+reaches the leader as theirs do (the client follows the ``not_leader`` hint). On a follower a
+page's reads accept this node's own state (stale reads: it answers them itself, as of what it
+has applied, and the page says how far behind that may be), so a follower's console keeps its
+reads off the leader; on the leader, and for :data:`READ_YOUR_WRITES_MS` after a session's
+action, its reads are linearizable (through the leader's read index), so the page an action
+lands on shows it. With ``[tls]`` the
 internal client dials with the node's own certificate (trusting ``tls.ca_file``), as nodes dial
 each other.
 

@@ -209,3 +209,14 @@ def test_status_shows_a_leader_without_a_recent_majority_as_unconfirmed() -> Non
     assert role_text("leader", 30) == "leader"
     assert role_text("leader", 2500) == "leader? (no majority for 2.5 s)"
     assert role_text("follower", 2500) == "follower"
+
+
+def test_metrics_report_read_barriers_refusals_and_contact_age() -> None:
+    from raftsched.observability.node_metrics import NodeMetrics, NodeSample
+    from raftsched.observability.tally import ApplyTally
+
+    sample = NodeSample(read_barriers=12, reads_refused=3, contact_age_seconds=0.25)
+    text = NodeMetrics("n1", lambda: sample, ApplyTally()).exposition()[0].decode()
+    assert 'raftsched_read_barriers_total{node="n1"} 12' in text
+    assert 'raftsched_reads_refused_total{node="n1"} 3' in text
+    assert 'raftsched_raft_contact_age_seconds{node="n1"} 0.25' in text

@@ -186,7 +186,8 @@ def main() -> int:
                         get_task[mode] = get_task_phase(
                             leader, args.get_threads, args.get_seconds, names[0], stale
                         )
-                    barriers = cluster.status(cluster.wait_for_leader(60)).read_barriers
+                    # getattr: a checkout from before linearizable reads has no such field
+                    barriers = getattr(cluster.status(cluster.wait_for_leader(60)), "read_barriers", 0)
                 a0 = int(time.time() * 1000)
                 time.sleep(args.seconds)
                 a1 = int(time.time() * 1000)

@@ -1,9 +1,14 @@
 """Reads must not starve firing: per-second tasks on a real cluster, without and with readers.
 
-    python bench/readers.py [--seconds 30] [--readers 200] [--tasks 10] [--stale]
+    python bench/readers.py [--seconds 30] [--readers 200] [--tasks 10] [--stale] [--get-seconds 5]
 
 Starts a real 3-node cluster and one executor, adds ``--tasks`` per-second tasks (overlap skip,
-command ``true``), lets them build some history, then measures two windows of ``--seconds``:
+command ``true``), lets them build some history, then measures ``get_task`` on the leader for
+``--get-seconds`` each way, in the same run: linearizable (the default: each batch of reads waits
+for a read barrier through the log) and stale (``stale=True`` sent to the leader: answered from
+its state at once, which is what every leader read cost before linearizable reads), with
+``--get-threads`` readers (over 4 processes), printing p50/p99 and reads/s; then two windows of
+``--seconds``:
 
 1. no readers;
 2. ``--readers`` concurrent readers (threads spread over 4 processes), each looping over
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import random
 import statistics
 import sys
@@ -38,9 +44,7 @@ PROCESSES = 4
 
 
 def _client(targets: list[str], stale: bool) -> Client:
-    if stale:
-        return Client(targets, timeout=30, stale_reads=True)  # type: ignore[call-arg, unused-ignore]
-    return Client(targets, timeout=30)
+    return Client(targets, timeout=30, stale_reads=stale)
 
 
 def reader_process(
@@ -75,6 +79,39 @@ def reader_process(
         t.join()
     client.close()
     return out
+
+
+def get_task_process(target: str, threads: int, seconds: float, task: str, stale: bool) -> list[float]:
+    """``threads`` readers of one task on ``target`` only (the leader) for ``seconds``: latencies."""
+    client = Client([target], timeout=30, stale_reads=stale)
+    out: list[float] = []
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def loop() -> None:
+        mine: list[float] = []
+        while time.monotonic() < end:
+            start = time.perf_counter()
+            with contextlib.suppress(Exception):  # a refused read counts at its full time
+                client.get_task(task)
+            mine.append(time.perf_counter() - start)
+        with lock:
+            out.extend(mine)
+
+    pool = [threading.Thread(target=loop) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    client.close()
+    return out
+
+
+def get_task_phase(target: str, threads: int, seconds: float, task: str, stale: bool) -> list[float]:
+    per = [threads // PROCESSES + (1 if i < threads % PROCESSES else 0) for i in range(PROCESSES)]
+    with concurrent.futures.ProcessPoolExecutor(PROCESSES) as pool:
+        futures = [pool.submit(get_task_process, target, n, seconds, task, stale) for n in per if n]
+        return [x for f in futures for x in f.result()]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -122,7 +159,10 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=10)
     ap.add_argument("--warmup", type=float, default=10.0, help="history built before measuring")
     ap.add_argument("--stale", action="store_true", help="readers allow stale reads (followers answer)")
+    ap.add_argument("--get-seconds", type=float, default=5.0, help="each get_task phase (0: skip)")
+    ap.add_argument("--get-threads", type=int, default=16, help="get_task readers of the leader")
     args = ap.parse_args()
+    get_task: dict[str, list[float]] = {}
     names = [f"tick{i:02d}" for i in range(args.tasks)]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -140,6 +180,14 @@ def main() -> int:
                         TaskSpec(name, CronTrigger("* * * * * *"), command="true", overlap=Overlap.SKIP)
                     )
                 time.sleep(args.warmup)
+                if args.get_seconds > 0:
+                    leader = cluster.grpc_of(cluster.wait_for_leader(60))
+                    for mode, stale in (("linearizable", False), ("stale", True)):
+                        get_task[mode] = get_task_phase(
+                            leader, args.get_threads, args.get_seconds, names[0], stale
+                        )
+                    # getattr: a checkout from before linearizable reads has no such field
+                    barriers = getattr(cluster.status(cluster.wait_for_leader(60)), "read_barriers", 0)
                 a0 = int(time.time() * 1000)
                 time.sleep(args.seconds)
                 a1 = int(time.time() * 1000)
@@ -166,6 +214,15 @@ def main() -> int:
                 exe.terminate()
                 exe.wait(timeout=10)
             cluster.stop()
+    for mode, lat in get_task.items():
+        print(
+            f"get_task on the leader, {mode:12}: {len(lat) / args.get_seconds:.0f} reads/s with "
+            f"{args.get_threads} readers, p50 {pct(lat, 0.5) * 1000:.1f} ms, "
+            f"p99 {pct(lat, 0.99) * 1000:.1f} ms"
+        )
+    if get_task:
+        reads_done = len(get_task["linearizable"])
+        print(f"read barriers committed by then: {barriers} (for {reads_done} linearizable get_task reads)")
     for label, (fl, dl, done, skipped, fired) in (("no readers", quiet), (f"{args.readers} readers", loaded)):
         print(
             f"{label:12}: fired {fired}, skipped for overlap {skipped}; p50/p99 lateness (ms): "

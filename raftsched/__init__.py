@@ -34,6 +34,7 @@ from raftsched.model import (
     RunState,
     TaskSpec,
 )
+from raftsched.readinfo import ReadInfo
 
 if TYPE_CHECKING:
     from raftsched.client import Client
@@ -63,6 +64,7 @@ __all__ = [
     "Outcome",
     "Overlap",
     "RaftschedError",
+    "ReadInfo",
     "RunState",
     "Runner",
     "StaleEpoch",

@@ -154,6 +154,12 @@ ProposeCallback = Callable[[bytes | None, ProposeError | None], None]
 # (the leader driver frees a pipeline slot and records commit lateness there). Quick, no blocking.
 CommitHook = Callable[[], None]
 
+# callback(index, None) once a barrier entry is committed at log ``index``, applied on this node
+# and its store committed through it, so that every read of this node's state or store sees at
+# least everything committed up to ``index``; callback(0, error) if it did not commit here or its
+# outcome is unknown. Runs on a consensus thread: quick, no blocking.
+BarrierCallback = Callable[[int, ProposeError | None], None]
+
 ROLES = ("follower", "candidate", "leader")
 
 
@@ -179,6 +185,10 @@ class RaftStatus:
     commit_index: int = 0
     log_len: int = 0
     peers: tuple[PeerStatus, ...] = ()
+    # How long ago this node's view was last confirmed, ms; -1 unknown. A leader: the age of the
+    # newest answer it holds from a majority (itself included); a follower: since the leader's
+    # last append reached it. A report only: reads are made linearizable by a barrier, not by this.
+    contact_age_ms: int = -1
 
     def peer(self, address: str) -> PeerStatus:
         """The peer known by ``address``; unknown ones read as disconnected, match index -1."""
@@ -203,6 +213,12 @@ class ConsensusNode(Protocol):
     def propose(
         self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None
     ) -> None: ...
+
+    def propose_barrier(self, data: bytes, callback: BarrierCallback) -> None:
+        """Propose ``data`` (a command that changes nothing: a read barrier) like ``propose``,
+        and tell ``callback`` the log index it committed at once it is applied here *and* the
+        store is committed through it (see :data:`BarrierCallback`). Never blocks."""
+        ...
 
     def is_leader(self) -> bool: ...
 

@@ -8,9 +8,15 @@ Contract
     * A node that is not the leader answers a write with ``not_leader`` and, when it knows one, the
       leader's address; the client follows that hint at once (adding the address to its targets if
       it is new). Reads are answered by the leader; a read refused with ``not_leader`` is
-      redirected the same way. With ``stale_reads=True`` (on the client, or ``stale=True`` on one
-      call) any node answers from its local state, which may lag the leader (a few milliseconds,
-      more while a node catches up): this spreads read load over the followers.
+      redirected the same way. Reads are linearizable: the leader answers once a read barrier
+      committed after the read arrived confirms it still leads (a read sees every write
+      acknowledged before it); a leader that cannot confirm answers UNAVAILABLE ("not sure I
+      still lead; retry") and the call moves to the next target. With ``stale_reads=True`` (on
+      the client, or ``stale=True`` on one call) any node answers from its local state at once,
+      which may lag the leader (a few milliseconds, more while a node catches up or is cut off):
+      this spreads read load over the followers. :attr:`Client.last_read` says how fresh the
+      calling thread's last read was (for a stale one: the node's applied index against the
+      newest commit index it had heard of, and how long since it heard from the leader).
     * ``list_tasks`` and ``runs`` fetch pages (``page_size`` rows each) until ``limit`` rows or the
       end; each page is one RPC, so a long listing never holds a node up in one call.
     * UNAVAILABLE, a deadline, ``not_leader`` without a hint, ``unavailable`` and ``stale_epoch`` (a
@@ -64,6 +70,7 @@ from raftsched.errors import (
 )
 from raftsched.fsm.policy import parse_rate, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
+from raftsched.readinfo import ReadInfo
 from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
 from raftsched.security.tokens import BearerInterceptor, new_token, resolve_token, token_id
 from raftsched.timing import calendar as calendar_mod
@@ -180,6 +187,15 @@ class Client:
         self._stubs: dict[str, Any] = {}  # target -> AdminStub over its channel (thread-safe)
         self._lock = threading.Lock()
         self._closed = False
+        self._local = threading.local()
+
+    @property
+    def last_read(self) -> ReadInfo | None:
+        """How fresh the last read this thread made with this client was (None before any, or
+        from a node that does not say): linearizable at a confirmed log index, or stale with the
+        answering node's applied index, the commit index it had heard of and its contact age."""
+        info: ReadInfo | None = getattr(getattr(self, "_local", None), "read", None)
+        return info
 
     @property
     def stale_reads(self) -> bool:
@@ -372,11 +388,11 @@ class Client:
             if not token or len(out) >= total:
                 return out[:total]
 
-    def get_run(self, run_id: str) -> pb.Run:
+    def get_run(self, run_id: str, *, stale: bool | None = None) -> pb.Run:
         """One run, active or retained: its state, shards (with their output tails) and its
         ``timeline`` of transitions (``raftsched.fsm.timeline.describe`` renders an entry).
         Raises ``NotFound`` if it does not exist or its history was pruned."""
-        reply: pb.RunReply = self._call("GetRun", pb.GetRunRequest(run_id=run_id))
+        reply: pb.RunReply = self._call("GetRun", pb.GetRunRequest(run_id=run_id), stale=stale)
         return reply.run
 
     def fire_accounting(
@@ -390,10 +406,10 @@ class Client:
         reply: pb.FireAccountingReply = self._call("FireAccounting", request)
         return list(reply.fires)
 
-    def explain(self, task: str, at_ms: int) -> pb.ExplainReply:
+    def explain(self, task: str, at_ms: int, *, stale: bool | None = None) -> pb.ExplainReply:
         """Why ``task`` did (or did not) fire at ``at_ms``."""
         reply: pb.ExplainReply = self._call(
-            "Explain", pb.ExplainRequest(task=validate_name(task, "task"), at_ms=at_ms)
+            "Explain", pb.ExplainRequest(task=validate_name(task, "task"), at_ms=at_ms), stale=stale
         )
         return reply
 
@@ -931,13 +947,17 @@ class Client:
             if target not in tried:
                 tried.append(target)
             try:
-                reply = getattr(self._stub(target), method)(request, timeout=self._timeout, metadata=metadata)
+                reply, call = getattr(self._stub(target), method).with_call(
+                    request, timeout=self._timeout, metadata=metadata
+                )
             except grpc.RpcError as err:
                 outcome = self._outcome(target, err)
                 if not isinstance(outcome, _Retry):
                     raise outcome from None
             else:
                 self._prefer(target)
+                if not write:
+                    self._local.read = ReadInfo.from_metadata(call.trailing_metadata())
                 return reply
             last = f"{target}: {outcome}"
             if attempts > self._retries:

@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from raftsched import __version__, codec
 from raftsched.abc import (
+    BarrierCallback,
     Clock,
     CommitHook,
     ConsensusNode,
@@ -43,11 +44,13 @@ from raftsched.fsm.state import SchedulerState, check_stored_format
 from raftsched.leader.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
+from raftsched.leader.reads import ReadIndex
 from raftsched.logfields import leadership_fields
 from raftsched.membership import MembershipOps, describe_mismatch
 from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
 from raftsched.observability.tally import ApplyTally
+from raftsched.readinfo import ReadInfo
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
@@ -138,7 +141,9 @@ class Node:
         self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
         if self.me.http is not None:
-            self.observability = NodeObservability(self, self.me.http, self.tally, console=Console(self))
+            self.observability = NodeObservability(
+                self, self.me.http, self.tally, console=Console(self, leads=self._leads_now)
+            )
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
         self.raft_node: PySyncObjNode | None = None  # the same object, with its membership API
@@ -152,6 +157,8 @@ class Node:
             leader_address=self.leader_grpc,
             clock_faulty=self.clock_watch.faulty,
         )
+        # Linearizable reads: a read barrier through the log per batch (raftsched.leader.reads).
+        self.reads = ReadIndex(self.gate.stamp, self.propose_barrier)
         self.driver_thread: DriverThread | None = None
         self._server: grpc.aio.Server | None = None
         self.hub: ExecutorHub | None = None
@@ -489,6 +496,25 @@ class Node:
             return
         consensus.propose(data, callback, on_commit)
 
+    def propose_barrier(self, data: bytes, callback: BarrierCallback) -> None:
+        """A read barrier (see :meth:`raftsched.abc.ConsensusNode.propose_barrier`); before
+        :meth:`start` it fails as ``unavailable``."""
+        consensus = self.consensus
+        if consensus is None:
+            callback(0, ProposeError("unavailable", f"{self.node_id} has not joined the cluster yet"))
+            return
+        consensus.propose_barrier(data, callback)
+
+    def _leads_now(self) -> bool:
+        gate: LeaderGate = self.gate
+        return gate.leading_and_ready()
+
+    def stale_read_info(self) -> ReadInfo:
+        """How fresh this node's own state is, for a stale read's reply (raftsched.readinfo)."""
+        raft = self.consensus.status() if self.consensus is not None else RaftStatus()
+        applied = self.replica.last_applied
+        return ReadInfo(False, self.node_id, applied, max(applied, raft.commit_index), raft.contact_age_ms)
+
     def token_last_used(self, token_id: str) -> int:
         return self.tokens.last_used.get(token_id, 0)
 
@@ -726,6 +752,9 @@ class Node:
                 snapshot_format=codec.SNAPSHOT_FORMAT,
                 build_version=__version__,
                 state_format=self.state.state_format,
+                contact_age_ms=raft.contact_age_ms if raft.contact_age_ms >= 0 else None,
+                read_barriers=self.reads.barriers,
+                reads_refused=self.reads.refused,
             )
             clock = self.clock_watch.view(leading=raft.role == "leader")
             reply.clock_known = clock.offset_ms is not None

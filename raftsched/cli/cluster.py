@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cli.errors import UsageError, fail
@@ -84,13 +85,56 @@ def connect(args: argparse.Namespace) -> Client:
     from raftsched.security.tokens import resolve_token
 
     token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
-    return Client(
+    stale = bool(getattr(args, "stale_reads", False))
+    return (_stale_noting_client() if stale else Client)(
         targets,
         timeout=args.rpc_timeout,
         tls=tls_from_args(args, config),
         token=token,
-        stale_reads=bool(getattr(args, "stale_reads", False)),
+        stale_reads=stale,
     )
+
+
+def stale_note(client: Client) -> str:
+    """The line ``--stale`` prints on stderr after its reads: which node answered and how far
+    behind it may have been ("" if the last read was linearizable or nothing was read)."""
+    info = client.last_read
+    if info is None or info.linearizable:
+        return ""
+    return f"note: {info.describe()}"
+
+
+def _stale_noting_client() -> type[Client]:
+    from raftsched.client import Client
+
+    class StaleNoting(Client):
+        """A client that, when the command is done with it, says how stale its last read was."""
+
+        def __exit__(self, *exc: Any) -> None:
+            note = stale_note(self)
+            if note:
+                print(note, file=sys.stderr)
+            super().__exit__(*exc)
+
+    return StaleNoting
+
+
+UNCONFIRMED_MS = 1000
+"""A leader whose newest answer from a majority is older than this is shown as unconfirmed: it
+may have been deposed without knowing it yet (it believes it leads until the fallback timeout;
+its linearizable reads are refused meanwhile)."""
+
+
+def contact_ms(status: pb.NodeStatusReply) -> int:
+    """The node's contact age in ms; -1 if it does not say (never confirmed, or an older build)."""
+    return status.contact_age_ms if status.HasField("contact_age_ms") else -1
+
+
+def role_text(role: str, contact_age_ms: int) -> str:
+    """A node's role for people: a leader that has not heard from a majority lately says so."""
+    if role == "leader" and contact_age_ms > UNCONFIRMED_MS:
+        return f"leader? (no majority for {contact_age_ms / 1000:.1f} s)"
+    return role
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -108,23 +152,25 @@ def cmd_status(args: argparse.Namespace) -> int:
         for n in view.nodes:
             s = n.status
             if s is None:
-                rows.append([n.target, "-", "-", "-", "-", "-", "-", "-", f"unreachable: {n.error}"])
+                rows.append([n.target, "-", "-", "-", "-", "-", "-", "-", "-", f"unreachable: {n.error}"])
                 continue
             rows.append(
                 [
                     n.target,
                     s.node_id,
-                    s.role,
+                    role_text(s.role, contact_ms(s)),
                     str(s.term),
                     str(s.commit_index),
                     str(s.applied_index),
+                    "-" if contact_ms(s) < 0 else f"{contact_ms(s)}ms",
                     s.state_digest[:12] or "-",
                     _build_text(s),
                     refused.get(s.node_id, "ok"),
                 ]
             )
         print_table(
-            ["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "DIGEST", "BUILD", "STATUS"], rows
+            ["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "CONTACT", "DIGEST", "BUILD", "STATUS"],
+            rows,
         )
         for warning in _digest_warnings(view) + _format_notes(view) + _clock_warnings(view):
             print(f"warning: {warning}")

@@ -19,6 +19,8 @@ state ahead of the store; stopping keeps every entry in the Raft log, and a rest
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 from collections import OrderedDict, deque
@@ -58,6 +60,10 @@ class Applier:
         self._waiters: dict[int, list[ResultCallback]] = {}
         self._keep = keep_results
         self._applied = 0  # highest index applied (and committed once _idle)
+        self._committed = 0  # highest index applied and committed to the store
+        # (index, seq, callback) waiting for the store to be committed through index
+        self._durable: list[tuple[int, int, Callable[[bool], None]]] = []
+        self._seq = itertools.count()
         self._idle = True  # queue empty and everything applied is committed
         self._paused = False  # an asynchronous snapshot is copying the store: apply nothing
         self._stop = False
@@ -96,6 +102,38 @@ class Applier:
                 self._waiters.setdefault(index, []).append(callback)
                 return
         callback(result)
+
+    def on_durable(self, index: int, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(True)`` once entry ``index`` is applied here and the store is committed
+        through it (now, if it is); ``callback(False)`` if that will not happen (the applier
+        stopped, or a snapshot install replaced the store: the caller asks again).
+
+        A proposer's result (:meth:`on_result`) comes right after the apply, before the store
+        commit; a reader of the store (which sees committed data only) needs this instead."""
+        with self._cond:
+            if self._failed is not None:
+                ok: bool | None = False
+            elif index <= self._committed:
+                ok = True
+            else:
+                heapq.heappush(self._durable, (index, next(self._seq), callback))
+                return
+        callback(bool(ok))
+
+    def _release_durable(self, committed: int, ok: bool = True) -> None:
+        """Answer the durable waiters at or below ``committed`` with ``ok`` (``ok`` False and
+        ``committed`` < 0: every waiter)."""
+        with self._cond:
+            if ok:
+                self._committed = max(self._committed, committed)
+            ready = []
+            while self._durable and (committed < 0 or self._durable[0][0] <= committed):
+                ready.append(heapq.heappop(self._durable)[2])
+        for callback in ready:
+            try:
+                callback(ok)
+            except Exception:
+                log.exception("durable callback failed")
 
     def quiesce(self, timeout: float = 60.0) -> bool:
         """Block until everything queued is applied and committed (False on timeout).
@@ -137,6 +175,11 @@ class Applier:
                 callback(None)
             except Exception:
                 log.exception("result callback failed")
+        # The installed store holds the snapshot's index, committed; waiters for an entry it
+        # covers were never applied here: refused (their readers ask again), never answered "ok".
+        self._release_durable(applied_index, ok=False)
+        with self._cond:
+            self._committed = max(self._committed, applied_index)
 
     @property
     def backlog(self) -> int:
@@ -173,7 +216,10 @@ class Applier:
                     self._apply_one(*item)
                     since_commit += 1
                     continue
+                with self._cond:
+                    applied = self._applied
                 self._commit_fn()
+                self._release_durable(applied)
                 since_commit = 0
                 if item is not None:
                     self._apply_one(*item)
@@ -199,6 +245,7 @@ class Applier:
                     callback(None)  # outcome unknown: the entry is committed but not applied here
                 except Exception:
                     log.exception("result callback failed")
+        self._release_durable(-1, ok=False)
         if self._on_fatal is not None:
             try:
                 self._on_fatal(exc)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from raftsched.abc import CommitHook, PeerStatus, ProposeCallback, ProposeError, RaftStatus
+from raftsched.abc import BarrierCallback, CommitHook, PeerStatus, ProposeCallback, ProposeError, RaftStatus
 
 ApplyFn = Callable[[int, bytes], bytes | None]
 
@@ -30,6 +30,7 @@ class _Pending:
     data: bytes
     callback: ProposeCallback
     on_commit: CommitHook | None = None
+    barrier: BarrierCallback | None = None
 
 
 @dataclass
@@ -45,9 +46,24 @@ class SimNode:
     term: int = 0
     up: bool = True
     waiting: dict[int, ProposeCallback] = field(default_factory=dict)
+    barriers: dict[int, BarrierCallback] = field(default_factory=dict)
 
     def propose(self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None) -> None:
         self.cluster.submit(self, data, callback, on_commit)
+
+    def propose_barrier(self, data: bytes, callback: BarrierCallback) -> None:
+        """As pysyncobj's: ``callback(index, None)`` after the entry is applied here and the
+        node's ``end_of_tick`` (the store commit) has run; a deposed leader cut off from the
+        majority never hears back until it is healed (its entry never commits: the caller's
+        bound refuses the read), and fails at once if it knows it cannot commit."""
+
+        def failed(_result: bytes | None, error: ProposeError | None) -> None:
+            callback(0, error or ProposeError("unavailable", "the barrier's outcome is unknown"))
+
+        if not self.up or (self.cluster.leader is None and self.cluster.connected(self.node_id)):
+            failed(None, ProposeError("unavailable", "no leader reachable"))
+            return
+        self.cluster.pending_barriers.append(_Pending(self.node_id, data, failed, barrier=callback))
 
     def is_leader(self) -> bool:
         return self.believes_leader
@@ -66,6 +82,7 @@ class SimNode:
             term=self.term,
             commit_index=len(cluster.log) if connected else self.applied,
             log_len=len(cluster.log),
+            contact_age_ms=0 if connected else -1,  # the simulation has no clock of its own
             peers=tuple(
                 PeerStatus(
                     address=other.node_id,
@@ -90,6 +107,9 @@ class SimCluster:
         self.leader: str | None = None
         self.isolated: set[str] = set()
         self.pending: list[_Pending] = []
+        # Barriers wait here, whoever proposed them, until deliver(): one from a node cut off
+        # from the majority stays until it is healed (or fails when it crashes).
+        self.pending_barriers: list[_Pending] = []
         self.on_role_change: Callable[[str, bool, int], None] | None = None
 
     # -- topology --------------------------------------------------------------------------------
@@ -147,6 +167,13 @@ class SimCluster:
         for cb in node.waiting.values():
             cb(None, ProposeError("unavailable", "node crashed"))
         node.waiting.clear()
+        for bcb in node.barriers.values():
+            bcb(0, ProposeError("unavailable", "node crashed"))
+        node.barriers.clear()
+        for p in self.pending_barriers:
+            if p.origin == node_id:
+                p.callback(None, ProposeError("unavailable", "node crashed"))
+        self.pending_barriers = [p for p in self.pending_barriers if p.origin != node_id]
         self.pending = [p for p in self.pending if p.origin != node_id]
         if self.leader == node_id:
             self.leader = None
@@ -181,11 +208,16 @@ class SimCluster:
         """Commit every pending proposal (in order) and let every connected node apply. Returns #entries."""
         committed = 0
         if self.leader is not None and self.has_quorum():
-            pending, self.pending = self.pending, []
+            ready = [p for p in self.pending_barriers if self.connected(p.origin)]
+            self.pending_barriers = [p for p in self.pending_barriers if not self.connected(p.origin)]
+            pending, self.pending = self.pending + ready, []
             for p in pending:
                 self.log.append((self.term, p.data))
                 origin = self.nodes[p.origin]
-                origin.waiting[len(self.log)] = p.callback
+                if p.barrier is not None:
+                    origin.barriers[len(self.log)] = p.barrier
+                else:
+                    origin.waiting[len(self.log)] = p.callback
                 committed += 1
                 if p.on_commit is not None:
                     p.on_commit()
@@ -206,3 +238,5 @@ class SimCluster:
                 cb(result if result is not None else b"", None)
         if node.end_of_tick is not None:
             node.end_of_tick()
+        for index in sorted(i for i in node.barriers if i <= node.applied):
+            node.barriers.pop(index)(index, None)

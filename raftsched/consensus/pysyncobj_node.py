@@ -37,11 +37,18 @@ Decisions forced by pysyncobj (docs/architecture.md, "Facts about the libraries"
   ENOBUFS, ECONNABORTED) or a poll error on it, and binds only until it is first ready; the node
   went on leading or following over the connections it had, while every peer that dials it was
   refused until it restarted. The transport logs why it closed and binds it again from its tick.
+* no linearizable read is possible through pysyncobj's own API (no ReadIndex, no lease: a leader
+  cut off from its followers keeps ``_isLeader()`` for ``leaderFallbackTimeout``). Reads are
+  made linearizable above this module by a read barrier through the one entry point
+  (:meth:`PySyncObjNode.propose_barrier`, :mod:`raftsched.leader.reads`); pysyncobj's
+  ``__lastResponseTime`` is read only to *report* how recently a majority answered
+  (``RaftStatus.contact_age_ms``), never to decide whether to answer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import logging
@@ -64,6 +71,7 @@ from pysyncobj.transport import TCPTransport
 
 from raftsched.abc import (
     ROLES,
+    BarrierCallback,
     CommitHook,
     FormatTooNew,
     Leadership,
@@ -541,6 +549,7 @@ class _Raft(SyncObj):  # type: ignore[misc]
         self._raftsched_dial: Callable[[str], str] = lambda addr: addr
         self._raftsched_hold: Callable[[], bool] = hold or (lambda: False)
         self._raftsched_leader_heard: Callable[[], None] = leader_heard or (lambda: None)
+        self._raftsched_heard_at: float | None = None  # monotonic; an append from a leader
         super().__init__(*args, transportClass=_GuardedTransport, **kwargs)
 
     def _SyncObj__connectedToAnyone(self) -> bool:
@@ -612,7 +621,29 @@ class _Raft(SyncObj):  # type: ignore[misc]
         # leader before then (see PySyncObjNode.hold_elections).
         heard = isinstance(message, dict) and message.get("type") == "append_entries"
         if heard and self._getLeader() is not None:
+            self._raftsched_heard_at = time.monotonic()
             self._raftsched_leader_heard()
+
+    def contact_age(self, now: float, leading: bool) -> float | None:
+        """Seconds since this node's view was confirmed (None: never; a report, not a decision).
+
+        A leader: the age of the newest answer it holds from a majority, itself included (read
+        from pysyncobj's ``__lastResponseTime``, which its own ``leaderFallbackTimeout`` check
+        uses, syncobj.py:_onTick); a follower: since the leader's last ``append_entries``."""
+        if not leading:
+            heard: float | None = self._raftsched_heard_at
+            return None if heard is None else max(0.0, now - heard)
+        try:
+            times: list[float] = sorted(dict(self._SyncObj__lastResponseTime).values(), reverse=True)
+            voters = len(self._SyncObj__otherNodes) + 1
+        except (AttributeError, RuntimeError):  # not started yet, or changed under us
+            return None
+        need = voters // 2  # answers from others that make a majority with this node
+        if need == 0:
+            return 0.0
+        if len(times) < need:
+            return None
+        return max(0.0, now - times[need - 1])
 
     # Plain (not replicated) methods: the adapter's way to pysyncobj's underscore-named API.
 
@@ -793,6 +824,31 @@ class PySyncObjNode:
         except Exception as exc:  # e.g. the SyncObj is being destroyed
             callback(None, ProposeError("unavailable", f"raft: {exc}"))
 
+    def propose_barrier(self, data: bytes, callback: BarrierCallback) -> None:
+        """Propose ``data`` and answer ``callback(index, None)`` once it is committed, applied
+        here and the store committed through it (see :class:`raftsched.abc.ConsensusNode`)."""
+
+        def durable(index: int, ok: bool) -> None:
+            if ok:
+                callback(index, None)
+            else:
+                callback(0, ProposeError("unavailable", "the barrier was not applied on this node"))
+
+        def done(result: object, err: int) -> None:
+            if err == FAIL_REASON.SUCCESS and isinstance(result, int):
+                index = result
+                self._applier.on_durable(index, lambda ok: durable(index, ok))
+            elif err == FAIL_REASON.SUCCESS:
+                callback(0, ProposeError("unavailable", "raft: the barrier's outcome is unknown"))
+            else:
+                code = _FAIL_CODES.get(err, "unavailable")
+                callback(0, ProposeError(code, f"raft: {FAIL_REASON_NAMES.get(err, err)}"))
+
+        try:
+            self._raft.propose_entry(data, done)
+        except Exception as exc:  # e.g. the SyncObj is being destroyed
+            callback(0, ProposeError("unavailable", f"raft: {exc}"))
+
     def is_leader(self) -> bool:
         return self._failed is None and self._raft.leads()
 
@@ -814,7 +870,9 @@ class PySyncObjNode:
     def status(self) -> RaftStatus:
         """pysyncobj's ``getStatus()`` decoded; its raw keys never leave this module."""
         peers = [a for a in self._raft.member_addresses() if a != self.self_addr]
-        return decode_status(self._raft.getStatus(), peers, self.port_guard.refusal_for)
+        status = decode_status(self._raft.getStatus(), peers, self.port_guard.refusal_for)
+        age = self._raft.contact_age(time.monotonic(), status.role == "leader")
+        return dataclasses.replace(status, contact_age_ms=-1 if age is None else int(age * 1000))
 
     def commit_index(self) -> int:
         return int(self._raft.raftCommitIndex)

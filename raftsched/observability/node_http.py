@@ -59,6 +59,16 @@ class _Applied(Protocol):
     def last_applied(self) -> int: ...
 
 
+class _Reads(Protocol):
+    """The read index's counters (:class:`raftsched.leader.reads.ReadIndex`)."""
+
+    @property
+    def barriers(self) -> int: ...
+
+    @property
+    def refused(self) -> int: ...
+
+
 class ObservedNode(Protocol):
     """What a scrape reads of a node (its public surface)."""
 
@@ -82,6 +92,9 @@ class ObservedNode(Protocol):
 
     @property
     def clock_watch(self) -> ClockWatch: ...
+
+    @property
+    def reads(self) -> _Reads: ...
 
 
 class NodeObservability:
@@ -202,6 +215,11 @@ class NodeObservability:
             workflow_runs=workflow_runs,
             clock_offset_ms=clock.offset_ms,
             clock_skew_ms=clock.skew_ms,
+            read_barriers=node.reads.barriers,
+            reads_refused=node.reads.refused,
+            contact_age_seconds=raft.contact_age_ms / 1000.0
+            if raft is not None and raft.contact_age_ms >= 0
+            else -1.0,
         )
 
     def _dispatch_sample(self) -> tuple[int, int, int, int]:

@@ -51,6 +51,9 @@ class NodeSample:
     workflow_runs: Mapping[str, int] = field(default_factory=dict)
     clock_offset_ms: int | None = None  # this node's clock minus the leader's (None: unknown)
     clock_skew_ms: int | None = None  # this node's clock minus the majority's
+    read_barriers: int = 0
+    reads_refused: int = 0
+    contact_age_seconds: float = -1.0  # -1: unknown (see RaftStatus.contact_age_ms)
 
 
 class NodeMetrics:
@@ -85,6 +88,24 @@ class NodeMetrics:
             "raftsched_apply_lag_entries",
             "Committed entries not yet applied here (commit index - applied index).",
             lambda: max(0, s().commit_index - s().applied_index),
+        )
+        m.gauge(
+            "raftsched_raft_contact_age_seconds",
+            "Since this node's Raft view was last confirmed: on a leader, the age of the newest "
+            "answer it holds from a majority; on a follower, since the leader last reached it "
+            "(-1: never).",
+            lambda: s().contact_age_seconds,
+        )
+        m.counter_view(
+            "raftsched_read_barriers_total",
+            "Read barriers this node committed as leader, one per batch of linearizable reads.",
+            lambda: {(): s().read_barriers},
+        )
+        m.counter_view(
+            "raftsched_reads_refused_total",
+            "Linearizable reads this node refused as 'not sure I still lead' (its read barrier "
+            "did not commit in time).",
+            lambda: {(): s().reads_refused},
         )
         self.snapshot_seconds = m.histogram(
             "raftsched_snapshot_seconds", "Time to write one Raft snapshot of the state."

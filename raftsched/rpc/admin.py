@@ -2,10 +2,15 @@
 
 Writes are accepted only by the leader, which stamps them (``raftsched.leader.writes``) and
 proposes them; a follower answers ``FAILED_PRECONDITION`` with trailing metadata
-``raftsched-leader: host:port`` and the SDK follows it. Reads are answered by the leader from its
-applied state, the same way; a caller that accepts stale reads sends metadata
-``raftsched-allow-stale: 1`` and then any node answers from its own applied state (a follower
-may lag the leader by a few milliseconds, more while it catches up).
+``raftsched-leader: host:port`` and the SDK follows it. Reads are linearizable: answered by the
+leader, the same way, once it has confirmed a read index (a read barrier committed after the read
+arrived, shared by every read waiting: :mod:`raftsched.leader.reads`); a leader that cannot
+confirm within the bound answers ``UNAVAILABLE`` "not sure I still lead; retry". A caller that
+accepts stale reads sends metadata ``raftsched-allow-stale: 1`` and then any node answers from its
+own applied state at once. Every read reply carries trailing metadata ``raftsched-read`` saying
+which it was and, for a stale one, how far behind the node may be (:mod:`raftsched.readinfo`).
+Status RPCs (NodeStatus, ClusterStatus, GetMembership, ListExecutors) report the answering
+node's own view and are marked stale.
 
 Reads never hold the state lock while they sort, parse or encode: committed data is read
 through a store reader, in-memory data is copied under the lock and worked on outside it, and
@@ -36,6 +41,7 @@ from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
 from raftsched.fsm.policy import QUOTA_KINDS, validate_quota
 from raftsched.leader import writes
+from raftsched.readinfo import READ_KEY, ReadInfo
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
 from raftsched.security.auth import Role
@@ -133,6 +139,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetMembership(
         self, request: pb.GetMembershipRequest, context: grpc.aio.ServicerContext
     ) -> pb.MembershipReply:
+        self._stale(context)  # this node's own view, whoever asks
         return pb.MembershipReply(membership=self.node.state.membership.record)
 
     # -- writes --------------------------------------------------------------------------------
@@ -489,6 +496,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetCalendar(
         self, request: pb.GetCalendarRequest, context: grpc.aio.ServicerContext
     ) -> pb.CalendarReply:
+        await self._consistent(context)
         rec = self.node.state.get_calendar(request.name)
         if rec is None:
             raise NotFound(f"calendar {request.name!r} does not exist")
@@ -498,26 +506,40 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListCalendars(
         self, request: pb.ListCalendarsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListCalendarsReply:
+        await self._consistent(context)
         return pb.ListCalendarsReply(calendars=self.node.state.list_calendars())
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def _consistent(self, context: grpc.aio.ServicerContext) -> None:
-        """Refuse (redirecting to the leader) a read this node may not answer: a follower answers
-        only callers that accept stale reads."""
-        if not allows_stale(context.invocation_metadata()):
-            self.node.gate.require_leading()
+    async def _consistent(self, context: grpc.aio.ServicerContext) -> None:
+        """Make this read linearizable, or say how stale it may be.
+
+        A caller that accepts stale reads is answered from this node's state at once, with a
+        ``raftsched-read: stale ...`` trailer saying how far behind it may be. Any other read
+        is answered by the leader only (a follower redirects it) after the leader confirmed a
+        read index (:mod:`raftsched.leader.reads`); a leader that cannot confirm within the bound
+        refuses it as ``unavailable`` ("not sure I still lead; retry"), never with stale data."""
+        if allows_stale(context.invocation_metadata()):
+            self._stale(context)
+            return
+        self.node.gate.require_leading()
+        index = await self.node.reads.confirm()
+        context.set_trailing_metadata(((READ_KEY, ReadInfo(True, self.node.node_id, index).header()),))
+
+    def _stale(self, context: grpc.aio.ServicerContext) -> None:
+        """Mark a reply as this node's own view (a stale read, or a node-local status)."""
+        context.set_trailing_metadata(((READ_KEY, self.node.stale_read_info().header()),))
 
     @rpc
     async def GetTask(self, request: pb.GetTaskRequest, context: grpc.aio.ServicerContext) -> pb.TaskReply:
-        self._consistent(context)
+        await self._consistent(context)
         return pb.TaskReply(task=self._task(request.name))
 
     @rpc
     async def ListTasks(
         self, request: pb.ListTasksRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListTasksReply:
-        self._consistent(context)
+        await self._consistent(context)
         size = page_size(request.page_size, request.limit)
         every = not authz.auth_on() or caller().principal.every_namespace
 
@@ -561,7 +583,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListRuns(
         self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListRunsReply:
-        self._consistent(context)
+        await self._consistent(context)
         size = page_size(request.page_size, request.limit or DEFAULT_LIST_LIMIT)
         before = run_cursor(request.page_token)
         if request.task:
@@ -589,6 +611,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     @rpc
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
         """One stored run (active or retained) with its timeline and output tails."""
+        await self._consistent(context)
         run = None
         if "@" in request.run_id:
             try:
@@ -604,7 +627,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def FireAccounting(
         self, request: pb.FireAccountingRequest, context: grpc.aio.ServicerContext
     ) -> pb.FireAccountingReply:
-        self._consistent(context)
+        await self._consistent(context)
         self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
@@ -618,7 +641,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
 
     @rpc
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
-        self._consistent(context)
+        await self._consistent(context)
         rec = self._task(request.task)
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
@@ -651,14 +674,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetWorkflow(
         self, request: pb.GetWorkflowRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowReply:
-        self._consistent(context)
+        await self._consistent(context)
         return pb.WorkflowReply(workflow=self._workflow(request.name, request.version))
 
     @rpc
     async def ListWorkflows(
         self, request: pb.ListWorkflowsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowsReply:
-        self._consistent(context)
+        await self._consistent(context)
         if not authz.auth_on() or caller().principal.every_namespace:
             return pb.ListWorkflowsReply(
                 workflows=self.node.state.list_workflows(request.prefix, request.limit)
@@ -672,7 +695,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetWorkflowRun(
         self, request: pb.GetWorkflowRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowRunReply:
-        self._consistent(context)
+        await self._consistent(context)
         run = self.node.state.get_workflow_run(request.run_id)
         if run is not None:
             try:
@@ -687,7 +710,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListWorkflowRuns(
         self, request: pb.ListWorkflowRunsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListWorkflowRunsReply:
-        self._consistent(context)
+        await self._consistent(context)
         self._workflow(request.workflow)
         runs = self.node.state.list_workflow_runs(
             request.workflow, request.limit or DEFAULT_WORKFLOW_RUNS, request.active_only
@@ -698,7 +721,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def GetBackfill(
         self, request: pb.GetBackfillRequest, context: grpc.aio.ServicerContext
     ) -> pb.BackfillReply:
-        self._consistent(context)
+        await self._consistent(context)
         rec = self.node.state.get_backfill(request.backfill_id)
         if rec is not None:
             try:
@@ -713,13 +736,13 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListBackfills(
         self, request: pb.ListBackfillsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListBackfillsReply:
-        self._consistent(context)
+        await self._consistent(context)
         self._workflow(request.workflow)
         return pb.ListBackfillsReply(backfills=self.node.state.list_backfills(request.workflow))
 
     @rpc
     async def Lineage(self, request: pb.LineageRequest, context: grpc.aio.ServicerContext) -> pb.LineageReply:
-        self._consistent(context)
+        await self._consistent(context)
         rec = self._workflow(request.workflow, request.version)
         dag = compile_dag(rec.spec)
         if request.task not in dag.index:
@@ -777,6 +800,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListTokens(
         self, request: pb.ListTokensRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListTokensReply:
+        await self._consistent(context)
         out = pb.ListTokensReply()
         for rec in self.node.state.access.records():
             tid = rec.info.id
@@ -803,6 +827,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListAudit(
         self, request: pb.ListAuditRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListAuditReply:
+        await self._consistent(context)
         limit = request.limit or DEFAULT_LIST_LIMIT
         with self.node.store.reader() as r:
             records = audit_records(r, request.since_ms, request.principal, limit)
@@ -812,6 +837,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListAlerts(
         self, request: pb.ListAlertsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListAlertsReply:
+        await self._consistent(context)
         infos = delivery_view(
             self.node.store, self.node.config.alerts, request.since_ms, request.limit or DEFAULT_LIST_LIMIT
         )
@@ -861,12 +887,14 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListQuotas(
         self, request: pb.ListQuotasRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListQuotasReply:
+        await self._consistent(context)
         return pb.ListQuotasReply(quotas=self.node.state.quotas())
 
     @rpc
     async def ListLocks(
         self, request: pb.ListLocksRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListLocksReply:
+        await self._consistent(context)
         reply = pb.ListLocksReply()
         for view in self.node.state.locks():
             info = reply.locks.add(name=view.name)
@@ -880,6 +908,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ListExecutors(
         self, request: pb.ListExecutorsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListExecutorsReply:
+        self._stale(context)  # this node's own view, whoever asks
         live = self._live_executors()
         reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
         with self.node.state.view() as v:
@@ -933,6 +962,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def NodeStatus(
         self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.NodeStatusReply:
+        self._stale(context)  # this node's own view, whoever asks
         return self.node.node_status(
             request.lateness_since_ms, request.include_digest, request.chain_at_index
         )
@@ -941,6 +971,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ClusterStatus(
         self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatusReply:
+        self._stale(context)  # this node's own view, whoever asks
         return self.node.cluster_status()
 
 

@@ -22,6 +22,8 @@ from raftsched.config import ClusterConfig
 from raftsched.errors import InvalidSpec, NotLeader, RaftschedError, clip
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate
+from raftsched.leader.reads import ReadIndex
+from raftsched.readinfo import ReadInfo
 from raftsched.security import authz
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
@@ -78,6 +80,15 @@ class NodeServices(Proposer, Protocol):
 
     @property
     def config(self) -> ClusterConfig: ...
+
+    @property
+    def reads(self) -> ReadIndex:
+        """Confirms linearizable reads (a read barrier per batch: raftsched.leader.reads)."""
+        ...
+
+    def stale_read_info(self) -> ReadInfo:
+        """How fresh this node's own state is, for a stale read's reply."""
+        ...
 
     def node_status(
         self, lateness_since_ms: int = 0, include_digest: bool = False, chain_at_index: int = 0

@@ -145,12 +145,14 @@ class RetryRun(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class Barrier(_message.Message):
-    __slots__ = ("node_id", "clock_fault_ms")
+    __slots__ = ("node_id", "clock_fault_ms", "read_by")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLOCK_FAULT_MS_FIELD_NUMBER: _ClassVar[int]
+    READ_BY_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     clock_fault_ms: int
-    def __init__(self, node_id: _Optional[str] = ..., clock_fault_ms: _Optional[int] = ...) -> None: ...
+    read_by: str
+    def __init__(self, node_id: _Optional[str] = ..., clock_fault_ms: _Optional[int] = ..., read_by: _Optional[str] = ...) -> None: ...
 
 class Fire(_message.Message):
     __slots__ = ("nominal_ms", "outcome", "reason", "through_ms", "count")

@@ -5,11 +5,12 @@ traffic of executors and clients): the handler reads the session cookie, re-chec
 token, calls the node's own gRPC API through an SDK :class:`~raftsched.client.Client` that
 carries the user's token, and renders a template. So every read and write is authorized by the
 same table and the same servicers as the SDK's and the CLI's, and a write made on a follower
-reaches the leader as theirs do (the client follows the ``not_leader`` hint). A page's reads
-accept this node's own state (stale reads: a follower answers them itself, as of what it has
-applied), so a follower's console keeps its reads off the leader; for
-:data:`READ_YOUR_WRITES_MS` after a session's action its reads are consistent (the leader's),
-so the page an action lands on shows it. With ``[tls]`` the
+reaches the leader as theirs do (the client follows the ``not_leader`` hint). On a follower a
+page's reads accept this node's own state (stale reads: it answers them itself, as of what it
+has applied, and the page says how far behind that may be), so a follower's console keeps its
+reads off the leader; on the leader, and for :data:`READ_YOUR_WRITES_MS` after a session's
+action, its reads are linearizable (through the leader's read index), so the page an action
+lands on shows it. With ``[tls]`` the
 internal client dials with the node's own certificate (trusting ``tls.ca_file``), as nodes dial
 each other.
 
@@ -43,6 +44,7 @@ from raftsched.client import Client
 from raftsched.config import ClusterConfig, is_loopback
 from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated
 from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.readinfo import ReadInfo
 from raftsched.security.auth import ANONYMOUS, Principal
 from raftsched.security.tls import node_client_tls
 from raftsched.security.tokens import TokenVerifier
@@ -108,8 +110,12 @@ class Console:
         node: ConsoleNode,
         client_factory: Callable[[str | None], Client] | None = None,
         reader_factory: Callable[[str | None], Client] | None = None,
+        leads: Callable[[], bool] | None = None,
     ) -> None:
         self.node = node
+        # Whether this node leads now: a leader's pages read linearizably (through the read
+        # index), a follower's read its own state (stale, and say how stale).
+        self._leads = leads or (lambda: False)
         self.auth_on = node.config.auth is not None
         http = node.config.node(node.node_id).http
         # As for the gRPC port: without [auth] the console lets anyone run commands, so it is
@@ -233,7 +239,11 @@ class Console:
             now_ms = self.node.clock.now_ms()
             if method == "POST":  # an action (or sign-in/out): the next pages read the leader's state
                 session.consistent_until_ms = now_ms + READ_YOUR_WRITES_MS
-            local = method == "GET" and not 0 < session.consistent_until_ms - now_ms <= READ_YOUR_WRITES_MS
+            local = (
+                method == "GET"
+                and not 0 < session.consistent_until_ms - now_ms <= READ_YOUR_WRITES_MS
+                and not self._leads()
+            )
             principal = self._principal(session)
             if principal is None and not open_:
                 if headers.get(LIVE_HEADER):
@@ -324,6 +334,7 @@ class Console:
             "here": _here(ctx),
             "title": view.title,
             "refresh": 0,
+            "read_note": _read_note(ctx),
             **view.context,
         }
         body = self.renderer.render(view.template, context)
@@ -354,6 +365,17 @@ class _NoClient(Client):
 
 
 _NO_CLIENT: Final = _NoClient()
+
+
+def _read_note(ctx: Ctx | None) -> str:
+    """What the page says of its data's freshness: a stale page (a follower's, read from its own
+    state) says how far behind it may be; a linearizable one says nothing."""
+    if ctx is None or ctx.client is _NO_CLIENT:
+        return ""
+    info = getattr(ctx.client, "last_read", None)  # a client stand-in may not say
+    if not isinstance(info, ReadInfo) or info.linearizable:
+        return ""
+    return f"Read from this node's own state ({info.describe()})."
 
 
 def _close_client(session: Session) -> None:

@@ -270,14 +270,14 @@ def test_status_asks_for_digests_unless_told_not_to(
     status, out, _ = run(capsys, "--cluster", address, "status")
     assert status == 0
     assert servicer.requests[-1] == pb.NodeStatusRequest(include_digest=True)
-    assert out.splitlines()[2].split()[6] == "ab" * 6
+    assert out.splitlines()[2].split()[7] == "ab" * 6  # after CONTACT
     status, out, _ = run(capsys, "--cluster", address, "status", "--json")
     assert json.loads(out)["nodes"][0]["status"]["state_digest"] == "ab" * 32
 
     status, out, _ = run(capsys, "--cluster", address, "status", "--no-digest")
     assert status == 0
     assert servicer.requests[-1] == pb.NodeStatusRequest(include_digest=False)
-    assert out.splitlines()[2].split()[6] == "-"
+    assert out.splitlines()[2].split()[7] == "-"  # no digest
 
 
 # -- one spelling per enum value --------------------------------------------------------------------

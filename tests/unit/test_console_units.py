@@ -381,3 +381,37 @@ def test_pages_read_this_nodes_state_except_just_after_an_action(tmp_path: Path)
     assert console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie)).status == 200
     assert calls[5:] == [("local", "cluster_status"), ("local", "list_executors")]
     console.close()
+
+
+def test_a_leaders_pages_read_linearizably_and_a_followers_say_how_stale_they_are(tmp_path: Path) -> None:
+    from raftsched.readinfo import ReadInfo
+
+    (tmp_path / "c.toml").write_text(
+        '[cluster]\nsecret = "0123456789abcdef0123"\n[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7001"\n'
+        'grpc = "127.0.0.1:7101"\nhttp = "127.0.0.1:9101"\ndata_dir = "d"\n'
+    )
+    clock = ManualClock(1_000_000)
+    node = SimpleNamespace(node_id="n1", config=load_config(tmp_path / "c.toml"), clock=clock, tokens=None)
+    calls: list[tuple[str | None, str]] = []
+
+    class Stale(_CountingClient):
+        last_read = ReadInfo(False, "n1", 118, 125, 40)
+
+    leading = [False]
+    console = Console(
+        node,
+        client_factory=lambda _: _CountingClient("leader", calls),  # type: ignore[arg-type, return-value]
+        reader_factory=lambda _: Stale("local", calls),  # type: ignore[arg-type, return-value]
+        leads=lambda: leading[0],
+    )
+    cookie = {"Cookie": f"{COOKIE}={console.sessions.new().sid}"}
+    page = console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie))
+    assert calls == [("local", "cluster_status"), ("local", "list_executors")]
+    assert "applied index 118 of commit index 125" in page.body.decode()
+    leading[0] = True  # this node leads now: its pages go through the read index
+    clock.advance(1000)
+    console.reads.clear()
+    page = console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie))
+    assert calls[2:] == [("leader", "cluster_status"), ("leader", "list_executors")]
+    assert "read-note" not in page.body.decode()
+    console.close()

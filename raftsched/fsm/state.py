@@ -597,6 +597,10 @@ class SchedulerState:
                 "up to that time stay accounted; runs committed for later start at their times",
                 now,
             )
+        if not cmd.barrier.node_id:
+            # A read barrier (leader/reads.py): it only moves the applied index. No node may
+            # take it for a takeover barrier (the replica decides leader effects from those).
+            return pb.CommandResult(ok=True), ()
         return pb.CommandResult(ok=True), (BarrierCommitted(cmd.barrier.node_id, cmd.epoch),)
 
     def _clock_fault(self, cmd: pb.Command) -> bool:

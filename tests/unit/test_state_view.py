@@ -139,3 +139,28 @@ def test_the_applier_builds_leader_effects_from_its_own_barrier_to_another_nodes
     assert ready_after(_barrier("n2", T0 + 2 * S, 3)) == 0 and not replica.leads
     assert ready_after(tick("t", 1, T0 + 3 * S, epoch=3)) == 0  # another node leads now
     assert state.active_run(f"t@{T0 + 3 * S}") is not None  # the run exists all the same
+
+
+def test_a_read_barrier_leaves_the_leaders_effects_on() -> None:
+    """A read barrier (an empty ``node_id``, leader/reads.py) is no takeover: the leader that
+    proposed it keeps building effects. (Merged from two branches, a read barrier once turned
+    the leader's own effects off, and its dispatch stopped.)"""
+    store = MemoryStore()
+    state = SchedulerState.load(store)
+    replica = Replica(state, store, node_id="n1")
+    entries = iter(range(1, 100))
+
+    def ready_after(data: bytes) -> int:
+        out: list[Effect] = []
+        replica.effect_sink = out.extend
+        replica.apply_entry(next(entries), data)
+        return sum(isinstance(e, AttemptReady) for e in out)
+
+    spec = TaskSpec("t", EVERY_SECOND, timeout_ms=0, command="true", overlap=Overlap.ALLOW)
+    ready_after(writes.create_task(spec, disabled=False, now_ms=T0, epoch=1, origin="n1", key=""))
+    ready_after(_barrier("n1", T0 + S, 2))
+    read = logpb.Command(epoch=2, now_ms=T0 + S, origin="n1")
+    read.barrier.read_by = "n1"
+    ready_after(codec.encode_command(read))
+    assert replica.leads
+    assert ready_after(tick("t", 1, T0 + 2 * S, epoch=2)) == 1

@@ -29,6 +29,8 @@ class ExecutorSample:
     slots: int = 0
     running: int = 0
     pending_reports: int = 0
+    log_entries: int = 0
+    log_bytes: int = 0
 
 
 class ExecutorMetrics:
@@ -70,6 +72,18 @@ class ExecutorMetrics:
             "Finished attempts whose result the cluster has not acknowledged yet.",
             lambda: s().pending_reports,
         )
+        m.gauge(
+            "raftsched_executor_log_entries",
+            "Execution ids the execution log holds (running, pending and acknowledged ones kept "
+            "for the --execution-log-keep window).",
+            lambda: s().log_entries,
+        )
+        m.gauge(
+            "raftsched_executor_log_bytes",
+            "Bytes of the pages the execution log's entries occupy now (pages freed by pruning "
+            "stay in the file, which never shrinks, and are reused).",
+            lambda: s().log_bytes,
+        )
         self.attempts = m.counter(
             "raftsched_executor_attempts_total",
             "Work items this executor handled, by result: succeeded, failed, timeout, cancelled; "
@@ -83,7 +97,7 @@ class ExecutorMetrics:
         )
         self.log_writes = m.counter(
             "raftsched_executor_log_writes_total",
-            "Write transactions to the execution log (begin, finish, acknowledge).",
+            "Write transactions to the execution log (begin, finish, acknowledge, prune).",
             ("op",),
         )
         self.log_records = m.counter(

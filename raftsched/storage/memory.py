@@ -179,9 +179,9 @@ class MemoryExecutionLog:
         with self._lock:
             self._live()
             order = {key: i for i, key in enumerate(self._entries)}
-            due = sorted(
-                (at, order[key], key) for key, at in self._settled_at.items() if at <= cutoff_ms
-            )[:limit]
+            due = sorted((at, order[key], key) for key, at in self._settled_at.items() if at <= cutoff_ms)[
+                :limit
+            ]
             for _, _, key in due:
                 del self._entries[key]
                 del self._settled_at[key]

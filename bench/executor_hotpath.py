@@ -38,8 +38,8 @@ class _CountingLog(LmdbExecutionLog):
         self.finished = 0
         self.all_done = asyncio.Event()
 
-    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
-        super().update(items)
+    def update(self, items: list[tuple[str, bytes, bool]], at_ms: int = 0) -> None:
+        super().update(items, at_ms)
         self.finished += sum(1 for _, _, settled in items if not settled)
         if self.finished >= self.expected:
             self.all_done.set()

@@ -1,7 +1,7 @@
 """One embedded ``raftsched.Executor`` with a no-op handler ``noop``, instrumented for bench/executors.py.
 
     python bench/noop_executor.py --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR
-        [--kind sync|async] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
+        [--kind sync|async] [--execution-log-keep DURATION] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
 
 Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) with lines:
 
@@ -33,6 +33,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from raftsched.executor.agent import Executor
 from raftsched.executor.runners import AttemptContext
@@ -53,8 +54,13 @@ class BenchExecutor(Executor):
         data_dir: Path,
         log: LmdbExecutionLog | None,
         tls: TlsConfig | None = None,
+        execution_log_keep: str | None = None,
     ) -> None:
-        super().__init__(targets, name, slots=slots, data_dir=data_dir, execution_log=log, tls=tls)
+        # Passed only when given, so this script also runs against a raftsched without the option.
+        keep: dict[str, Any] = (
+            {} if execution_log_keep is None else {"execution_log_keep": execution_log_keep}
+        )
+        super().__init__(targets, name, slots=slots, data_dir=data_dir, execution_log=log, tls=tls, **keep)
         self.accepted: list[tuple[str, int]] = []
         self.done: list[tuple[str, int]] = []
         self.max_running = 0
@@ -86,6 +92,7 @@ def main() -> int:
         action="store_true",
         help="diagnostic only: open the execution log without fsync (not what production does)",
     )
+    ap.add_argument("--execution-log-keep", help="the agent's execution_log_keep (e.g. 30s)")
     ap.add_argument("--tls-ca", type=Path, help="dial over TLS, trusting this CA")
     ap.add_argument("--tls-cert", type=Path, help="client certificate (mutual TLS)")
     ap.add_argument("--tls-key", type=Path, help="its key")
@@ -96,7 +103,15 @@ def main() -> int:
     # --no-log-sync: the log is opened here instead of by the agent (which, since it batches its
     # writes, opens it without fsync too but fsyncs it every second): no fsync at all.
     log = LmdbExecutionLog(args.data_dir, sync=False) if args.no_log_sync else None
-    ex = BenchExecutor(args.cluster, args.name, slots=args.slots, data_dir=args.data_dir, log=log, tls=tls)
+    ex = BenchExecutor(
+        args.cluster,
+        args.name,
+        slots=args.slots,
+        data_dir=args.data_dir,
+        log=log,
+        tls=tls,
+        execution_log_keep=args.execution_log_keep,
+    )
     starts: list[tuple[str, int, int]] = []
     append = starts.append
 

@@ -253,14 +253,16 @@ class ExecutionLog(Protocol):
         exactly one answers None."""
         ...
 
-    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+    def update(self, items: list[tuple[str, bytes, bool]], at_ms: int = 0) -> None:
         """Overwrite value and settled flag of existing keys, keeping their insertion sequence,
-        in one transaction. A missing key raises ``KeyError`` and changes nothing."""
+        in one transaction; a key that becomes settled is settled at ``at_ms``. A missing key
+        raises ``KeyError`` and changes nothing."""
         ...
 
-    def settle(self, keys: list[str]) -> None:
-        """Mark existing keys settled, keeping their values and insertion sequence, in one
-        transaction (an acknowledgement: nothing is re-encoded or rewritten). A missing key raises
+    def settle(self, keys: list[str], at_ms: int = 0) -> None:
+        """Mark existing keys settled at ``at_ms`` (ms since the epoch), keeping their values and
+        insertion sequence, in one transaction (an acknowledgement: nothing is re-encoded or
+        rewritten). A key settled already keeps its first settle time. A missing key raises
         ``KeyError`` and changes nothing."""
         ...
 
@@ -271,6 +273,16 @@ class ExecutionLog(Protocol):
     def prune_settled(self, keep: int) -> list[str]:
         """Delete the oldest settled keys until at most ``keep`` remain; return the deleted keys.
         Unsettled keys are never deleted."""
+        ...
+
+    def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
+        """Delete up to ``limit`` (>= 1) keys settled at or before ``cutoff_ms``, longest-settled
+        first (then in insertion order), in one transaction; return them. Unsettled keys are
+        never deleted."""
+        ...
+
+    def sizes(self) -> tuple[int, int]:
+        """``(keys, bytes)``: how many keys the log holds and the bytes they occupy now."""
         ...
 
     def __len__(self) -> int:

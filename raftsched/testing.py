@@ -27,7 +27,7 @@ from raftsched.abc import ProposeError, TransportError
 from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS, ClockWatch
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
-from raftsched.executor.agent import Executor
+from raftsched.executor.agent import DEFAULT_EXECUTION_LOG_KEEP, Executor
 from raftsched.executor.memory import MemoryStream, MemoryTransport
 from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.fsm import keys
@@ -127,6 +127,7 @@ class SimExecutorProcess:
     cpu: float = 0.0  # declared capacity (0: not declared)
     memory_mb: int = 0
     labels: dict[str, str] = field(default_factory=dict)
+    execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP  # the agent's option
     agent: Executor | None = None
     loop: _SimLoop | None = None
     task: asyncio.Task[None] | None = None
@@ -486,11 +487,19 @@ class SimHarness:
         cpu: float = 0.0,
         memory_mb: int = 0,
         labels: dict[str, str] | None = None,
+        execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
     ) -> SimExecutorProcess:
         """Start an executor process (it registers with the leader at once, if there is one),
-        declaring ``cpu``/``memory_mb`` capacity and ``labels`` if given."""
+        declaring ``cpu``/``memory_mb`` capacity and ``labels`` if given; its execution log
+        forgets acknowledged ids after ``execution_log_keep`` (the agent's option)."""
         proc = SimExecutorProcess(
-            name, slots, duration_ms, cpu=cpu, memory_mb=memory_mb, labels=dict(labels or {})
+            name,
+            slots,
+            duration_ms,
+            cpu=cpu,
+            memory_mb=memory_mb,
+            labels=dict(labels or {}),
+            execution_log_keep=execution_log_keep,
         )
         self.executors[name] = proc
         self._start(proc)
@@ -509,6 +518,7 @@ class SimHarness:
             transport=MemoryTransport(self.endpoint),
             execution_log=proc.log,
             command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions),
+            execution_log_keep=proc.execution_log_keep,
         )
         proc.agent, proc.loop = agent, loop
         proc.task = loop.create_task(agent.run())

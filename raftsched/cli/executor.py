@@ -7,6 +7,7 @@ and exits 0. A second signal ends the wait at once (what still runs is killed; i
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -26,6 +27,19 @@ from raftsched.cli.process import (
 from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError, TlsError
 
 __all__ = ["executor_main"]
+
+
+DEFAULT_KEEP_MS = 600_000  # raftsched.executor.agent.DEFAULT_EXECUTION_LOG_KEEP, not imported at startup
+
+
+def keep_arg(text: str) -> int | None:
+    """``--execution-log-keep``: a duration as ms, at least 1s, or ``forever`` (None)."""
+    if text.strip().lower() == "forever":
+        return None
+    ms = duration_arg(text)
+    if ms < 1000:
+        raise argparse.ArgumentTypeError(f"{text!r} is below 1s (use 'forever' to never prune)")
+    return ms
 
 
 def executor_main(argv: Sequence[str] | None = None) -> int:
@@ -58,6 +72,14 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         default="64GiB",
         metavar="SIZE",
         help="most the execution log may grow to, e.g. 512MiB or 64GiB (default: 64GiB)",
+    )
+    parser.add_argument(
+        "--execution-log-keep",
+        type=keep_arg,
+        default=DEFAULT_KEEP_MS,
+        metavar="DURATION",
+        help="how long the execution log keeps an id after the cluster acknowledged its result "
+        "(default: 10m; 'forever' never prunes). Older entries are pruned so the log stays flat",
     )
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
@@ -117,6 +139,9 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 cpu=args.cpu,
                 memory_mb=parse_memory_mb(args.memory, "--memory"),
                 drain_grace_s=args.grace / 1000,
+                execution_log_keep=None
+                if args.execution_log_keep is None
+                else args.execution_log_keep / 1000,
                 clock=SystemClock(clock_offset_for_tests("executor")),
             )
 

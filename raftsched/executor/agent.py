@@ -8,7 +8,9 @@
 * nothing starts before its nominal time by the executor's own clock either (a leader whose
   clock runs ahead cannot make work start early; it waits until its nominal time);
 * an ``execution_id`` already running or done is never run again (the execution log, which
-  survives restarts); a done one has its stored result reported again;
+  survives restarts); a done one has its stored result reported again. The log forgets an id
+  ``execution_log_keep`` after the cluster acknowledged its result (default 10 minutes; None
+  keeps everything): by then no leader can send it again (see :data:`DEFAULT_EXECUTION_LOG_KEEP`);
 * results are reported until the cluster acknowledges them (committed), across leader changes;
 * heartbeats renew the leases of running attempts and say which have started (one is sent at
   once when an attempt starts), so the leader can tell an attempt it may re-place without
@@ -60,6 +62,7 @@ from raftsched.rpc.executor_client import TLS_CODE, GrpcExecutorTransport
 from raftsched.security.tls import TlsConfig
 from raftsched.sharding.placement import validate_capacity
 from raftsched.timing.clock import SystemClock
+from raftsched.timing.durations import parse_duration_ms
 from raftsched.v1 import raftsched_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,29 @@ H = TypeVar("H", bound=Callable[..., Any])
 _TLS_WARN_INTERVAL_S = 10.0
 _EARLY_HEARTBEAT_GAP_S = 0.05  # at most ~20 heartbeats a second, however many attempts start
 _RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether it was re-sent
+
+DEFAULT_EXECUTION_LOG_KEEP = "10m"
+"""How long the execution log keeps an id after the cluster acknowledged its result.
+
+Why forgetting an id then is safe (the full argument is in ``docs/architecture.md``, "The
+execution log's retention"): the cluster acknowledges a result only once the command carrying it
+is committed and applied on the leader (``ExecutorServicer.Report``; a command refused whole is
+not acknowledged). From then on the replicated state holds that attempt finished, or superseded
+by a later attempt or a finished run, and every way a leader sends an execution id reads that
+state: a first dispatch comes from applying its assignment (once per id, before any result); a
+re-send on a new stream, a takeover's re-send and a lease renewal only cover attempts the
+applied state still has RUNNING on this executor with that attempt number; a new leader reads
+the state after its barrier, so it has applied every acknowledged result (Raft's leader
+completeness). A deposed leader whose state lags is fenced: this agent refuses items from an
+epoch older than the newest it has seen, it registers (a committed join) before it opens a
+stream, so after a restart it only streams from a leader that can commit, and it cancels the old
+stream before it registers elsewhere. What is left is an item already queued on the current
+stream when the result was applied: delivered within the stream's life, normally milliseconds.
+Ten minutes (60 default leases) is far beyond that, and bounds the log: at 500 attempts a second
+an executor holds ~300,000 entries, ~130 MB (``bench/execlog_growth.py``).
+"""
+
+_PRUNE_STEP = 1000  # entries per prune transaction: bounds how long a begin on the loop waits
 
 
 class LeaderLost(Exception):
@@ -94,6 +120,11 @@ class Executor:
     cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
     transport; the executor's name is bound to it on its first registration.
     ``drain_grace_s`` bounds a drain's wait for running attempts (see the module docstring).
+    ``execution_log_keep`` (a duration such as ``"10m"``, or seconds; 1 s to 1 year; None keeps
+    every entry) is how long an execution id stays in the log after the cluster acknowledged its
+    result: a worker thread drops older entries, :data:`_PRUNE_STEP` per transaction, so the log
+    (and its LMDB file, whose freed pages are reused) stays flat under a steady load. Why the
+    default is safe: :data:`DEFAULT_EXECUTION_LOG_KEEP`.
     """
 
     def __init__(
@@ -116,8 +147,10 @@ class Executor:
         cpu: float = 0.0,
         memory_mb: int = 0,
         drain_grace_s: float = 30.0,
+        execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
     ) -> None:
         validate_name(name, "executor.name")
+        self.execution_log_keep_ms = _keep_ms(execution_log_keep)
         if not 0 <= drain_grace_s <= 86_400:
             raise InvalidSpec("executor.grace", f"{drain_grace_s!r} s out of range (0 s to 1 day)")
         self.drain_grace_s = drain_grace_s
@@ -157,6 +190,7 @@ class Executor:
         self._cancelled: set[str] = set()
         self._max_epoch = 0
         self._report_wake: asyncio.Event | None = None
+        self._prune_step: asyncio.Future[int] | None = None  # the prune transaction under way, if any
         self.clock: Clock = clock or SystemClock()
         self.started = 0
         self.refused_stale = 0
@@ -187,9 +221,21 @@ class Executor:
 
     def _observed(self) -> ExecutorSample:
         # Read at scrape time, on this agent's event loop.
-        pending = len(self._log.pending_reports()) if self._log is not None else 0
+        if self._log is None:
+            return ExecutorSample(
+                self._connected, self._registered, self.slots, len(self._running), 0, self.clock_offset_ms
+            )
+        pending = len(self._log.pending_reports())
+        entries, size = self._log.sizes()  # one short read transaction
         return ExecutorSample(
-            self._connected, self._registered, self.slots, len(self._running), pending, self.clock_offset_ms
+            self._connected,
+            self._registered,
+            self.slots,
+            len(self._running),
+            pending,
+            self.clock_offset_ms,
+            log_entries=entries,
+            log_bytes=size,
         )
 
     def _clock_sample(self, leader_now_ms: int, sent_mono: float) -> None:
@@ -245,6 +291,11 @@ class Executor:
         stop = stop or asyncio.Event()
         self._drain = drain or asyncio.Event()
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
+        pruner = (
+            asyncio.ensure_future(self._prune_loop(in_thread=own_log))
+            if self.execution_log_keep_ms is not None
+            else None
+        )
         drainer = asyncio.ensure_future(self._drain_when_asked(stop))
         try:
             if obs is not None:
@@ -274,6 +325,11 @@ class Executor:
         finally:
             if flusher is not None:
                 flusher.cancel()
+            if pruner is not None:
+                pruner.cancel()
+                # A step under way runs to its end in its thread: wait for it before closing the log.
+                if self._prune_step is not None:
+                    await asyncio.gather(self._prune_step, return_exceptions=True)
             drainer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await drainer
@@ -713,6 +769,37 @@ class Executor:
                 extra=_item_fields(item, self.name),
             )
 
+    async def _prune_loop(self, in_thread: bool) -> None:
+        """Every so often, drop the entries acknowledged more than ``execution_log_keep`` ago, in
+        steps of :data:`_PRUNE_STEP` entries, each in a worker thread (off the event loop) for
+        the agent's own LMDB log; on the loop for a log passed in."""
+        assert self._log is not None and self.execution_log_keep_ms is not None
+        log_ = self._log
+        keep_ms = self.execution_log_keep_ms
+        every_s = min(60.0, max(0.5, keep_ms / 4000))
+        while True:
+            await asyncio.sleep(every_s)
+            cutoff = self.clock.now_ms() - keep_ms
+            while True:
+                try:
+                    if in_thread:
+                        # Shielded: a cancel (the agent stopping) lets the step in its thread
+                        # finish, and run() waits for it before it closes the log.
+                        self._prune_step = asyncio.ensure_future(
+                            asyncio.to_thread(log_.prune_older_than, cutoff, _PRUNE_STEP)
+                        )
+                        removed = await asyncio.shield(self._prune_step)
+                    else:  # a log passed in (a simulation's): on the loop, so it stays deterministic
+                        removed = log_.prune_older_than(cutoff, _PRUNE_STEP)
+                        await asyncio.sleep(0)
+                except Exception:
+                    log.exception("%s: pruning the execution log failed; retrying later", self.name)
+                    break
+                if removed and self.observability is not None:
+                    self.observability.on_log_write("prune", removed)
+                if removed < _PRUNE_STEP:
+                    break
+
     async def _flush_loop(self) -> None:
         assert self._log is not None
         while True:
@@ -765,7 +852,7 @@ class Executor:
                     ),
                     timeout_s=15,
                 )
-                self._log.acknowledge(reply.acknowledged)
+                self._log.acknowledge(reply.acknowledged, self.clock.now_ms())
                 for execution_id in reply.acknowledged:
                     self._start_late.pop(execution_id, None)
                 if self.observability is not None:
@@ -773,6 +860,19 @@ class Executor:
                 continue
             self._report_wake.clear()
             await wait_event(self._report_wake, 1.0)
+
+
+def _keep_ms(keep: str | float | None) -> int | None:
+    """``execution_log_keep`` as ms (None: keep everything), or InvalidSpec naming it."""
+    where = "executor.execution_log_keep"
+    if keep is None:
+        return None
+    if isinstance(keep, bool) or not isinstance(keep, str | int | float):
+        raise InvalidSpec(where, f"must be a duration such as '10m', or seconds, got {keep!r}")
+    ms = parse_duration_ms(keep, where) if isinstance(keep, str) else keep * 1000
+    if not 1000 <= ms <= 366 * 86_400_000:
+        raise InvalidSpec(where, f"{keep!r} out of range (1s to 366d; None keeps every entry)")
+    return int(ms)
 
 
 def _item_fields(item: pb.WorkItem, executor: str) -> dict[str, object]:

@@ -15,9 +15,18 @@ names the attempt, and this log makes an executor run each id at most once, acro
 Storage is any :class:`raftsched.abc.ExecutionLog`: on disk the LMDB one
 (:class:`raftsched.storage.lmdb_execlog.LmdbExecutionLog`, one LMDB write per ``begin`` and per
 ``finish`` batch), in simulation :class:`raftsched.storage.memory.MemoryExecutionLog`. Entries
-are versioned JSON; an entry is *settled* in the store once acknowledged. A bounded in-process
-cache keeps hot entries decoded. Retention: :meth:`DedupeLog.prune` drops the oldest
-acknowledged entries.
+are versioned JSON; an entry is *settled* in the store once acknowledged, with the time it was
+acknowledged. A bounded in-process cache keeps hot entries decoded.
+
+Retention: :meth:`DedupeLog.prune_older_than` drops entries acknowledged before a cutoff, a
+bounded number per transaction (the agent calls it from a worker thread; see
+``Executor(execution_log_keep=...)``); :meth:`DedupeLog.prune` keeps a count. Only acknowledged
+entries are ever dropped, and a dropped id is forgotten: were it dispatched again it would run
+again. That is safe once no leader can send the id again, which is what acknowledgement gives
+(``docs/architecture.md``, "The execution log's retention"): the cluster acknowledges a result
+only after the command carrying it is committed and applied, and from then on the replicated
+state holds that attempt as finished (or superseded), so no leader dispatches it again. What
+remains is a dispatch already in flight when the result was applied, which the age covers.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from typing import Any
 from raftsched.abc import ExecutionLog
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
+from raftsched.timing.clock import SystemClock
 
 FORMAT_VERSION = 1
 INTERRUPTED_ERROR = "executor restarted while the attempt ran"
@@ -319,8 +329,10 @@ class DedupeLog:
                     out.append(record.result)
             return out
 
-    def acknowledge(self, execution_ids: Iterable[str]) -> int:
-        """Mark these results as committed by the cluster; return how many changed.
+    def acknowledge(self, execution_ids: Iterable[str], at_ms: int | None = None) -> int:
+        """Mark these results as committed by the cluster, at ``at_ms`` (ms since the epoch; now
+        by the system clock if None): their age for :meth:`prune_older_than` counts from then.
+        Return how many changed.
 
         Idempotent: ids that are unknown, still running or acknowledged already are ignored.
         One durable write for the whole batch.
@@ -334,7 +346,8 @@ class DedupeLog:
             ]
             if not acked:
                 return 0
-            self._store.settle([r.execution_id for r in acked])  # the stored result stays as written
+            when = SystemClock().now_ms() if at_ms is None else at_ms
+            self._store.settle([r.execution_id for r in acked], when)  # the result stays as written
             for record in acked:
                 del self._open[record.execution_id]
                 self._remember(
@@ -355,6 +368,27 @@ class DedupeLog:
             for execution_id in removed:
                 self._cache.pop(execution_id, None)
             return len(removed)
+
+    def prune_older_than(self, cutoff_ms: int, limit: int = 1000) -> int:
+        """Drop up to ``limit`` entries acknowledged at or before ``cutoff_ms``, longest
+        acknowledged first, in one store transaction; return how many were dropped (fewer than
+        ``limit``: none older is left). Running and pending entries are never dropped.
+
+        Meant for a worker thread: the store write runs without this log's lock (the store is
+        thread-safe, and a settled entry is in no list this log keeps), so ``begin`` on another
+        thread waits at most for the store's single write transaction, which ``limit`` bounds.
+        An id still in the in-process cache while being dropped answers ``DONE``: on the safe side.
+        """
+        removed = self._store.prune_settled_before(cutoff_ms, limit)
+        if removed:
+            with self._lock:
+                for execution_id in removed:
+                    self._cache.pop(execution_id, None)
+        return len(removed)
+
+    def sizes(self) -> tuple[int, int]:
+        """``(entries, bytes)`` the log holds now (for a gauge; see ``ExecutionLog.sizes``)."""
+        return self._store.sizes()
 
     def __len__(self) -> int:
         """How many entries the log holds."""

@@ -49,7 +49,7 @@ from raftsched.fsm.workflows import is_internal, split_internal, trigger_name
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order
 from raftsched.model import Lock, execution_id
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, fits_now
-from raftsched.sharding.ring import ShardRing
+from raftsched.sharding.ring import ShardRing, shard_order
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -319,25 +319,22 @@ class Dispatcher:
         return queue
 
     def _candidates(self, v: StateView, task: str, shard: int) -> tuple[str, ...]:
-        """Ring order from the shard's position, without executors barred from the namespace."""
-        names = self.ring.candidates(task, shard)
+        """Where the shard may go, best first: the task's ring walk without executors barred from
+        its namespace, rotated to start at the shard's own place (:func:`shard_order`), so the
+        shards of one run spread over distinct executors among those allowed."""
+        walk = self.ring.walk(task)
         if self.restricted:
             namespace = v.task_namespace(task)
-            names = [n for n in names if (a := self.restricted.get(n)) is None or namespace in a]
-        return tuple(names)
+            walk = tuple(n for n in walk if (a := self.restricted.get(n)) is None or namespace in a)
+        return shard_order(walk, shard)
 
     def _owner(self, v: StateView, task: str, shard: int) -> str:
-        """The ring's executor for this shard, skipping executors not allowed the task's
-        namespace ("" if none may take it: the attempt waits for one to join)."""
-        owner = self.ring.owner(task, shard) or ""
-        if not self.restricted or owner not in self.restricted:
-            return owner
-        namespace = v.task_namespace(task)
-        for name in self.ring.candidates(task, shard):
-            allowed = self.restricted.get(name)
-            if allowed is None or namespace in allowed:
-                return name
-        return ""
+        """The executor whose queue the shard waits in: the first of :meth:`_candidates` ("" if
+        none may take it: the attempt waits for one to join)."""
+        if not self.restricted:
+            return self.ring.owner(task, shard) or ""
+        candidates = self._candidates(v, task, shard)
+        return candidates[0] if candidates else ""
 
     def _wait(self, v: StateView, ready: AttemptReady) -> None:
         key = (ready.run_id, ready.shard)

@@ -87,5 +87,5 @@ class ExecutorObservability:
         self.metrics.duration.observe_many(r.duration_ms / 1000.0 for r in results)
 
     def on_log_write(self, op: str, records: int) -> None:
-        """One execution-log transaction (``begin``, ``finish``, ``acknowledge``)."""
+        """One execution-log transaction (``begin``, ``finish``, ``acknowledge``, ``prune``)."""
         self.metrics.log_write(op, records)

@@ -30,6 +30,8 @@ class ExecutorSample:
     running: int = 0
     pending_reports: int = 0
     clock_offset_ms: int | None = None  # our clock minus the leader's (None: not measured yet)
+    log_entries: int = 0
+    log_bytes: int = 0
 
 
 class ExecutorMetrics:
@@ -77,6 +79,18 @@ class ExecutorMetrics:
             "reply with the round trip halved (NaN until the first reply).",
             lambda: float("nan") if s().clock_offset_ms is None else (s().clock_offset_ms or 0) / 1000.0,
         )
+        m.gauge(
+            "raftsched_executor_log_entries",
+            "Execution ids the execution log holds (running, pending and acknowledged ones kept "
+            "for the --execution-log-keep window).",
+            lambda: s().log_entries,
+        )
+        m.gauge(
+            "raftsched_executor_log_bytes",
+            "Bytes of the pages the execution log's entries occupy now (pages freed by pruning "
+            "stay in the file, which never shrinks, and are reused).",
+            lambda: s().log_bytes,
+        )
         self.attempts = m.counter(
             "raftsched_executor_attempts_total",
             "Work items this executor handled, by result: succeeded, failed, timeout, cancelled; "
@@ -90,7 +104,7 @@ class ExecutorMetrics:
         )
         self.log_writes = m.counter(
             "raftsched_executor_log_writes_total",
-            "Write transactions to the execution log (begin, finish, acknowledge).",
+            "Write transactions to the execution log (begin, finish, acknowledge, prune).",
             ("op",),
         )
         self.log_records = m.counter(

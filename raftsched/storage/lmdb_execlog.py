@@ -14,6 +14,7 @@ from typing import Any
 
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_env import INDEX, MAX_KEY, StoreUsage, valid_key
+from raftsched.timing.clock import SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +25,14 @@ class LmdbExecutionLog:
     Every key has an *insertion sequence* (fixed when it is first inserted) and a *settled* flag
     (False when inserted): the :class:`raftsched.abc.ExecutionLog` contract.
 
-    Layout: an environment directory ``<path>/executions`` with three named databases:
-    ``entries`` (key → 8-byte sequence + value), ``order`` (sequence → key, every key) and
-    ``unsettled`` (sequence → key, unsettled keys only), so reopening reads only the unsettled
-    keys and pruning walks the oldest keys first. Each method is one LMDB transaction, committed
+    Layout: an environment directory ``<path>/executions`` with five named databases:
+    ``entries`` (key → 8-byte sequence + value), ``order`` (sequence → key, every key),
+    ``unsettled`` (sequence → key, unsettled keys only), ``settled_at`` (sequence → 8-byte
+    settle time in ms, settled keys only) and ``settled`` (settle time + sequence → key, settled
+    keys only), so reopening reads only the unsettled keys, :meth:`prune_settled` walks the oldest
+    keys first and :meth:`prune_settled_before` the longest-settled first. A log written before
+    the two settle-time databases existed gets its settled keys indexed as settled at the first
+    open (so they age from then). Each method is one LMDB transaction, committed
     before it returns; with ``sync=True`` (the default) it is fsynced, so it survives a host
     crash, not only a process crash.
 
@@ -50,12 +55,15 @@ class LmdbExecutionLog:
             raise RuntimeError(f"execution log {self._dir} is open in another process (or twice)") from None
         env: Any = None
         try:
-            env = lmdb_env.open_env(self._dir, map_size=map_size, max_dbs=3, sync=sync)
+            env = lmdb_env.open_env(self._dir, map_size=map_size, max_dbs=5, sync=sync)
             self._entries = env.open_db(b"entries")
             self._order = env.open_db(b"order")
             self._unsettled = env.open_db(b"unsettled")
+            self._settled_at = env.open_db(b"settled_at")
+            self._settled = env.open_db(b"settled")
             with env.begin(write=False) as txn, txn.cursor(self._order) as cur:
                 self._next_seq: int = INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
+            self._index_unindexed(env, SystemClock().now_ms())
         except BaseException:
             if env is not None:
                 env.close()
@@ -66,6 +74,19 @@ class LmdbExecutionLog:
         self._alarm = lmdb_env.UsageAlarm(
             f"execution log {self._dir}", "the executor's --map-size (map_size=)", log
         )
+
+    def _index_unindexed(self, env: Any, now_ms: int) -> None:
+        """Give every settled key without a settle time ``now_ms`` (a log from before they were
+        recorded). One pass at open; nothing to do on a log written by this version."""
+        with env.begin(write=True) as txn:
+            settled = txn.stat(self._order)["entries"] - txn.stat(self._unsettled)["entries"]
+            if settled <= txn.stat(self._settled_at)["entries"]:
+                return
+            at = INDEX.pack(now_ms)
+            for seq, raw in txn.cursor(self._order):
+                if txn.get(seq, db=self._unsettled) is None and txn.get(seq, db=self._settled_at) is None:
+                    txn.put(seq, at, db=self._settled_at)
+                    txn.put(at + seq, raw, db=self._settled)
 
     @staticmethod
     def _key(key: str) -> bytes:
@@ -115,10 +136,11 @@ class LmdbExecutionLog:
                 out.append(None)
         return out
 
-    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+    def update(self, items: list[tuple[str, bytes, bool]], at_ms: int = 0) -> None:
         """Overwrite the value and settled flag of existing keys, all in one transaction.
 
-        The insertion sequence is kept. A missing key raises ``KeyError`` and changes nothing.
+        The insertion sequence is kept; a key that becomes settled is settled at ``at_ms``. A
+        missing key raises ``KeyError`` and changes nothing.
         """
         with self._live().begin(write=True, buffers=False) as txn:
             for key, value, settled in items:
@@ -129,19 +151,36 @@ class LmdbExecutionLog:
                 seq = stored[: INDEX.size]
                 txn.put(raw, seq + value, db=self._entries)
                 if settled:
-                    txn.delete(seq, db=self._unsettled)
+                    self._settle_seq(txn, seq, raw, at_ms)
                 else:
+                    self._unindex(txn, seq)
                     txn.put(seq, raw, db=self._unsettled)
 
-    def settle(self, keys: list[str]) -> None:
-        """Mark existing keys settled (their values stay as written), in one transaction. A
-        missing key raises ``KeyError`` and changes nothing."""
+    def _settle_seq(self, txn: Any, seq: bytes, raw: bytes, at_ms: int) -> None:
+        if txn.get(seq, db=self._unsettled) is None:
+            return  # settled already: it keeps its first settle time
+        txn.delete(seq, db=self._unsettled)
+        at = INDEX.pack(at_ms)
+        txn.put(seq, at, db=self._settled_at)
+        txn.put(at + seq, raw, db=self._settled)
+
+    def _unindex(self, txn: Any, seq: bytes) -> None:
+        at: bytes | None = txn.get(seq, db=self._settled_at)
+        if at is not None:
+            txn.delete(seq, db=self._settled_at)
+            txn.delete(at + seq, db=self._settled)
+
+    def settle(self, keys: list[str], at_ms: int = 0) -> None:
+        """Mark existing keys settled at ``at_ms`` (their values stay as written; a key settled
+        already keeps its settle time), in one transaction. A missing key raises ``KeyError`` and
+        changes nothing."""
         with self._live().begin(write=True, buffers=False) as txn:
             for key in keys:
-                stored: bytes | None = txn.get(self._key(key), db=self._entries)
+                raw = self._key(key)
+                stored: bytes | None = txn.get(raw, db=self._entries)
                 if stored is None:
                     raise KeyError(key)  # the context manager aborts the transaction
-                txn.delete(stored[: INDEX.size], db=self._unsettled)
+                self._settle_seq(txn, stored[: INDEX.size], raw, at_ms)
 
     def unsettled(self) -> list[tuple[str, bytes]]:
         """Every unsettled ``(key, value)``, in insertion order."""
@@ -173,10 +212,50 @@ class LmdbExecutionLog:
                         ok = cur.next()
                         continue
                     txn.delete(raw, db=self._entries)
+                    self._unindex(txn, seq)
                     cur.delete()  # moves to the next record, or unpositions past the last one
                     ok = bool(cur.key())  # sequence keys are never empty
                     removed.append(raw.decode("utf-8"))
         return removed
+
+    def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
+        """Delete up to ``limit`` keys settled at or before ``cutoff_ms``, longest-settled first;
+        return them. Unsettled keys are never deleted. One transaction, so ``limit`` bounds how
+        long it holds LMDB's single writer lock."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        removed: list[str] = []
+        if cutoff_ms < 0:
+            return removed  # settle times are ms since the epoch: none is that old
+        end = INDEX.pack(min(cutoff_ms + 1, (1 << 64) - 1))
+        with self._live().begin(write=True, buffers=False) as txn, txn.cursor(self._settled) as cur:
+            ok = cur.first()
+            while ok and len(removed) < limit:
+                at_seq, raw = cur.key(), cur.value()
+                if at_seq[: INDEX.size] >= end:
+                    break
+                seq = at_seq[INDEX.size :]
+                txn.delete(raw, db=self._entries)
+                txn.delete(seq, db=self._order)
+                txn.delete(seq, db=self._settled_at)
+                cur.delete()
+                ok = bool(cur.key())
+                removed.append(raw.decode("utf-8"))
+        return removed
+
+    def sizes(self) -> tuple[int, int]:
+        """``(entries, bytes)``: how many keys the log holds, and the bytes of the pages its
+        databases occupy now. Pages freed by pruning are not counted: LMDB keeps them in its
+        file (which never shrinks) and reuses them for later writes."""
+        env = self._live()
+        with env.begin(write=False) as txn:
+            entries: int = txn.stat(self._entries)["entries"]
+            stats = [env.stat()] + [
+                txn.stat(db)
+                for db in (self._entries, self._order, self._unsettled, self._settled_at, self._settled)
+            ]
+        pages = sum(st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"] for st in stats)
+        return entries, pages * stats[0]["psize"]
 
     def __len__(self) -> int:
         with self._live().begin(write=False) as txn:

@@ -93,6 +93,7 @@ class MemoryExecutionLog:
         # key -> (value, settled). A dict keeps insertion order, and overwriting a key keeps its
         # place, which is exactly the insertion sequence the contract asks for.
         self._entries: dict[str, tuple[bytes, bool]] = {}
+        self._settled_at: dict[str, int] = {}  # settled key -> when it was settled (ms)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -132,7 +133,7 @@ class MemoryExecutionLog:
                 out.append(None)
         return out
 
-    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+    def update(self, items: list[tuple[str, bytes, bool]], at_ms: int = 0) -> None:
         with self._lock:
             self._live()
             for key, _, _ in items:
@@ -140,8 +141,12 @@ class MemoryExecutionLog:
                     raise KeyError(key)
             for key, value, settled in items:
                 self._entries[key] = (value, settled)
+                if settled:
+                    self._settled_at.setdefault(key, at_ms)
+                else:
+                    self._settled_at.pop(key, None)
 
-    def settle(self, keys: list[str]) -> None:
+    def settle(self, keys: list[str], at_ms: int = 0) -> None:
         with self._lock:
             self._live()
             for key in keys:
@@ -149,6 +154,7 @@ class MemoryExecutionLog:
                     raise KeyError(key)
             for key in keys:
                 self._entries[key] = (self._entries[key][0], True)
+                self._settled_at.setdefault(key, at_ms)
 
     def unsettled(self) -> list[tuple[str, bytes]]:
         with self._lock:
@@ -164,7 +170,27 @@ class MemoryExecutionLog:
             removed = settled[: max(0, len(settled) - keep)]
             for key in removed:
                 del self._entries[key]
+                self._settled_at.pop(key, None)
             return removed
+
+    def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        with self._lock:
+            self._live()
+            order = {key: i for i, key in enumerate(self._entries)}
+            due = sorted((at, order[key], key) for key, at in self._settled_at.items() if at <= cutoff_ms)[
+                :limit
+            ]
+            for _, _, key in due:
+                del self._entries[key]
+                del self._settled_at[key]
+            return [key for _, _, key in due]
+
+    def sizes(self) -> tuple[int, int]:
+        with self._lock:
+            self._live()
+            return len(self._entries), sum(len(k.encode()) + len(v) for k, (v, _) in self._entries.items())
 
     def __len__(self) -> int:
         with self._lock:

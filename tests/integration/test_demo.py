@@ -17,7 +17,8 @@ def test_the_demo_keeps_its_state_apart_and_prints_its_pids(tmp_path: Path) -> N
     config = tmp_path / "cluster.toml"
     write_config(config, 3)  # data_dir = "data/n1" ... like cluster.example.toml's ./data/n1
     done = subprocess.run(
-        [sys.executable, "-m", "raftsched.cli", "demo", "--config", str(config), "--duration", "4"],
+        # 12 s: long enough for a fire of the every-ten-seconds 3-shard task to run.
+        [sys.executable, "-m", "raftsched.cli", "demo", "--config", str(config), "--duration", "12"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -40,3 +41,10 @@ def test_the_demo_keeps_its_state_apart_and_prints_its_pids(tmp_path: Path) -> N
     for name, pid in executor_pids:
         assert (demo_data / name / LOCK_FILE).read_text() == f"{pid}\n"
     assert re.search(r"^\S+Z  hello-every-2s\s+fired ", out, re.M), out
+    # The 3-shard task's shards spread over both executors (all three landed on one before).
+    spreads = [
+        set(re.findall(r"^\s+ran\s+ok on (demo-ex\d) \(shard", block, re.M))
+        for block in re.split(r"^\S+Z  ", out, flags=re.M)
+        if block.startswith("report-every-10s")
+    ]
+    assert {"demo-ex1", "demo-ex2"} in spreads, out

@@ -204,6 +204,9 @@ def test_scraped_counters_move_as_the_work_does(fleet: Fleet) -> None:
         assert ex.value("raftsched_executor_connected") == 1
         assert ex.value("raftsched_executor_local_slots", state="total") == 4
         assert ex.value("raftsched_executor_log_writes_total", op="begin") >= 1
+        # Every attempt is still within the default keep (10 minutes): the log holds them all.
+        assert ex.value("raftsched_executor_log_entries") >= succeeded + failed
+        assert ex.value("raftsched_executor_log_bytes") > 0
         check_metrics(ex.text)
     finally:
         client.close()

@@ -134,3 +134,34 @@ def test_placement_never_over_commits(executors, tasks, steps, rnd) -> None:  # 
                 do(join(name, slots, cpu, mem, **({"gpu": "true"} if gpu else {})), now)
         check(state)
     assert SchedulerState.load(state.store).usage.held == state.usage.held
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 6),
+    data=st.data(),
+    sized_task=st.booleans(),
+    name=st.from_regex(r"[a-z0-9][a-z0-9:.-]{0,11}", fullmatch=True),
+)
+def test_a_runs_shards_go_to_distinct_executors(
+    n: int, data: st.DataObject, sized_task: bool, name: str
+) -> None:
+    # Both placement paths: a task without needs waits in its owner's queue; a task with a
+    # declared cpu walks its candidates. Every executor has room for the whole run.
+    k = data.draw(st.integers(1, n), label="shards")
+    state = SchedulerState.load(MemoryStore())
+    d = Dispatcher(state)
+    d.become_leader(1, T0)
+    for i in range(n):
+        d.on_effects(state.apply(join(f"ex{i}", 8, 8.0 if sized_task else 0.0)).effects, T0)
+    spec = TaskSpec(
+        name, CronTrigger("* * * * * *"), command="x", shards=k, resource_cpu=1.0 if sized_task else 0.0
+    )
+    assert create(state, spec).ok
+    out = state.apply(tick(name, 1, T0 + S))
+    d.on_effects(out.effects, T0 + S)
+    [assign] = [c for c in d.poll(T0 + S) if codec.decode_command(c).WhichOneof("body") == "assign_attempts"]
+    placed = {a.shard: a.executor for a in codec.decode_command(assign).assign_attempts.assignments}
+    assert sorted(placed) == list(range(k))
+    assert len(set(placed.values())) == k, placed  # n >= k: k distinct executors
+    assert state.apply(assign).result.refused == 0

@@ -52,9 +52,9 @@ class CountingLog(MemoryExecutionLog):
             self.on_insert()
         return super().insert_many(items)
 
-    def update(self, items: list[tuple[str, bytes, bool]]) -> None:
+    def update(self, items: list[tuple[str, bytes, bool]], at_ms: int = 0) -> None:
         self.finishes.append(len(items))  # acknowledgements go through settle()
-        super().update(items)
+        super().update(items, at_ms)
 
 
 def loopback(slots: int, log: MemoryExecutionLog) -> tuple[Executor, LoopbackEndpoint]:

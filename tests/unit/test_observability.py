@@ -186,6 +186,12 @@ def test_node_and_executor_expositions_pass_promtool() -> None:
     ex.log_write("begin", 3)
     check_metrics(ex.exposition()[0])
     assert value(ex.exposition()[0], "raftsched_executor_local_slots", state="free") == 3
+    sized = ExecutorMetrics("ex1", lambda: ExecutorSample(log_entries=7, log_bytes=40960))
+    sized.log_write("prune", 1000)
+    text = sized.exposition()[0]
+    assert value(text, "raftsched_executor_log_entries") == 7
+    assert value(text, "raftsched_executor_log_bytes") == 40960
+    assert value(text, "raftsched_executor_log_records_total", op="prune") == 1000
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,20 +16,22 @@ FLEET = ("ex-a", "ex-b", "ex-c", "ex-d")
 KEYS: list[ShardKey] = [(f"task-{t:03d}", s) for t in range(100) for s in range(5)]
 
 # Computed once, in another process, with an independent md5 ring (points f"{name}-{i}" for
-# i < 160, owner = first point strictly after md5(key)). Any change here means every node of a
-# mixed-version cluster would disagree about who runs what: treat it as a breaking change.
+# i < 160; a task's walk = the distinct names met from the first point strictly after md5(task),
+# wrapping; shard s's owner = walk[s % 4], its candidates the walk rotated to start there). Any
+# change here means every node of a mixed-version cluster would disagree about who runs what:
+# treat it as a breaking change.
 EXPECTED_OWNERS = {
-    ("backup", 0): "ex-c",
-    ("backup", 1): "ex-c",
-    ("backup", 2): "ex-b",
-    ("report:daily", 0): "ex-a",
+    ("backup", 0): "ex-d",
+    ("backup", 1): "ex-a",
+    ("backup", 2): "ex-c",
+    ("report:daily", 0): "ex-c",
     ("etl.load", 7): "ex-d",
     ("t", 1023): "ex-c",
 }
 EXPECTED_CANDIDATES = {
-    ("backup", 0): ["ex-c", "ex-a", "ex-b", "ex-d"],
-    ("backup", 2): ["ex-b", "ex-d", "ex-a", "ex-c"],
-    ("etl.load", 7): ["ex-d", "ex-c", "ex-a", "ex-b"],
+    ("backup", 0): ["ex-d", "ex-a", "ex-c", "ex-b"],
+    ("backup", 2): ["ex-c", "ex-b", "ex-d", "ex-a"],
+    ("etl.load", 7): ["ex-d", "ex-c", "ex-b", "ex-a"],
 }
 
 
@@ -200,18 +202,38 @@ def test_moved_to_or_from_an_empty_ring_is_everything() -> None:
     assert moved(ShardRing(FLEET), ShardRing([]), KEYS) == set(KEYS)
 
 
-def test_removing_an_executor_moves_exactly_its_shards() -> None:
-    old = ShardRing(FLEET)
-    new = ShardRing(FLEET[1:])
-    before = assign(old, KEYS)
-    assert moved(old, new, KEYS) == {key for key, owner in before.items() if owner == "ex-a"}
+def test_removing_an_executor_takes_it_out_of_every_walk_and_nothing_else() -> None:
+    old, new = ShardRing(FLEET), ShardRing(FLEET[1:])
+    for task in {task for task, _ in KEYS}:
+        assert new.walk(task) == tuple(e for e in old.walk(task) if e != "ex-a")
+    # A task whose first two walk places do not hold ex-a keeps both shards of a 2-shard run.
+    two = [(task, s) for task in sorted({t for t, _ in KEYS}) for s in range(2)]
+    kept = {t for t, _ in two if "ex-a" not in old.walk(t, limit=2)}
+    assert kept and {t for t, _ in moved(old, new, two)} == {t for t, _ in two} - kept
 
 
-def test_adding_an_executor_moves_only_shards_to_it() -> None:
-    old = ShardRing(FLEET)
-    new = ShardRing([*FLEET, "ex-e"])
-    after = assign(new, KEYS)
-    assert moved(old, new, KEYS) == {key for key, owner in after.items() if owner == "ex-e"}
+def test_adding_an_executor_puts_it_into_every_walk_and_nothing_else() -> None:
+    old, new = ShardRing(FLEET), ShardRing([*FLEET, "ex-e"])
+    for task in {task for task, _ in KEYS}:
+        assert old.walk(task) == tuple(e for e in new.walk(task) if e != "ex-e")
+
+
+def test_a_run_spreads_over_distinct_executors() -> None:
+    ring = ShardRing(FLEET)
+    for task in {task for task, _ in KEYS}:
+        for k in range(1, len(FLEET) + 1):
+            assert len({ring.owner(task, s) for s in range(k)}) == k
+        # More shards than executors: round the walk again.
+        assert [ring.owner(task, s) for s in range(6)] == [*ring.walk(task), *ring.walk(task)[:2]]
+
+
+def test_the_demo_sharded_task_uses_both_demo_executors() -> None:
+    # raftsched demo: a 3-shard task on two executors (every shard landed on demo-ex2 before).
+    from raftsched.demo import EXECUTORS, SAMPLES
+
+    ring = ShardRing(EXECUTORS)
+    (sharded,) = [spec for spec in SAMPLES if spec.shards > 1]
+    assert {ring.owner(sharded.name, s) for s in range(sharded.shards)} == set(EXECUTORS)
 
 
 # --------------------------------------------------------------------------- place
@@ -269,15 +291,15 @@ def test_place_on_an_empty_ring_leaves_everything_waiting() -> None:
 
 def test_place_falls_back_along_the_ring() -> None:
     ring = ShardRing(FLEET)
-    key = ("backup", 0)  # candidates: ex-c, ex-a, ex-b, ex-d
-    assert ring.candidates(*key) == ["ex-c", "ex-a", "ex-b", "ex-d"]
-    free = {"ex-c": 0, "ex-a": 0, "ex-b": 1, "ex-d": 1}
+    key = ("backup", 0)  # candidates: ex-d, ex-a, ex-c, ex-b
+    assert ring.candidates(*key) == ["ex-d", "ex-a", "ex-c", "ex-b"]
+    free = {"ex-d": 0, "ex-a": 0, "ex-c": 1, "ex-b": 1}
     assert place(ring, [key], free) == ({}, [key])
     assert place(ring, [key], free, max_fallbacks=1) == ({}, [key])  # ex-a only: full
-    assert place(ring, [key], free, max_fallbacks=2) == ({key: "ex-b"}, [])
+    assert place(ring, [key], free, max_fallbacks=2) == ({key: "ex-c"}, [])
     assert place(ring, [key], {**free, "ex-a": 1}, max_fallbacks=2) == ({key: "ex-a"}, [])
-    assert place(ring, [key], {**free, "ex-c": 1}, max_fallbacks=2) == ({key: "ex-c"}, [])
-    assert place(ring, [key], {"ex-d": 1}, max_fallbacks=99) == ({key: "ex-d"}, [])
+    assert place(ring, [key], {**free, "ex-d": 1}, max_fallbacks=2) == ({key: "ex-d"}, [])
+    assert place(ring, [key], {"ex-b": 1}, max_fallbacks=99) == ({key: "ex-b"}, [])
 
 
 def test_place_fallbacks_still_never_overcommit() -> None:

@@ -33,8 +33,16 @@ from raftsched.abc import (
 )
 from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.config import ClusterConfig, parse_address
-from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
+from raftsched.consensus.pysyncobj_node import PySyncObjNode, check_raft_files
+from raftsched.errors import (
+    CannotStart,
+    ConfigError,
+    InvalidSpec,
+    RaftschedError,
+    SnapshotFormatError,
+    StoreDamaged,
+)
+from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
@@ -71,6 +79,14 @@ ADMIN_SERVICE = "raftsched.v1.Admin"
 STEP_DOWN_TIMEOUT_S = 2.0
 
 
+def rebuild_remedy(node_id: str) -> str:
+    """The way out of a damaged store, as a node's error says it."""
+    return (
+        f"start node {node_id} with --rebuild: it moves its damaged files aside (nothing is "
+        "deleted) and catches up from the current leader's snapshot and log"
+    )
+
+
 class Node:
     """One scheduler node. Call :meth:`start` on the main thread, then ``await serve()``.
 
@@ -85,9 +101,13 @@ class Node:
         *,
         per_task_metrics: bool = False,
         joining: bool = False,
+        rebuilding: bool = False,
     ) -> None:
         self.config = config
-        self.joining = joining
+        # A rebuilt node (its store moved aside, see raftsched-node --rebuild) starts empty and
+        # is caught up by the leader like a joining one, and votes only once caught up.
+        self.rebuilding = rebuilding
+        self.joining = joining or rebuilding
         self.me = config.node(node_id)
         self.node_id = node_id
         # Read and check the certificate files now: a bad [tls] stops the node before it joins Raft.
@@ -111,13 +131,39 @@ class Node:
         # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
         # own journal is never fsynced at all (docs/architecture.md §10), so this costs no durability
         # the Raft log itself would have offered.
-        self.store = LmdbStore(self.me.data_dir, map_size=config.storage.map_size, sync=False)
+        # A damaged store is one clear error (StoreDamaged, naming the file and the way out),
+        # found here before anything runs: LMDB pages it cannot read, or content that does not
+        # match the checksum committed with it (verify reads the whole store once).
+        try:
+            self.store = LmdbStore(
+                self.me.data_dir,
+                map_size=config.storage.map_size,
+                sync=False,
+                replicated_below=keys.LOCAL_PREFIX,
+            )
+        except StoreDamaged as exc:
+            raise exc.with_remedy(rebuild_remedy(node_id)) from None
+        try:
+            self.store.verify()
+            self.state = SchedulerState.load(self.store, self.retention)
+        except StoreDamaged as exc:
+            self.store.close()
+            raise exc.with_remedy(rebuild_remedy(node_id)) from None
+        except SnapshotFormatError:
+            self.store.close()
+            raise
+        except Exception as exc:  # a stored record that does not decode (a store of no checksum)
+            self.store.close()
+            raise StoreDamaged(
+                str(self.me.data_dir / "state" / "data.mdb"),
+                f"the stored state does not load: {exc!r}",
+                rebuild_remedy(node_id),
+            ) from None
         # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
         self.failure: BaseException | None = None
         self._failed_event: asyncio.Event | None = None
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
-        self.state = SchedulerState.load(self.store, self.retention)
         self.state.leader_effects = False  # a follower until it leads (LeaderDriver.become_leader)
         self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
         self.replica = Replica(self.state, self.store, effect_sink=self._effects)
@@ -205,6 +251,10 @@ class Node:
                 mismatch,
             )
         joining = self.joining and not self.state.membership.seeded
+        try:
+            check_raft_files(self.me.data_dir)
+        except StoreDamaged as exc:
+            raise exc.with_remedy(rebuild_remedy(self.node_id)) from None
         self.raft_node = self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
@@ -226,6 +276,7 @@ class Node:
             # Joining: not campaigning until the leader reaches it, or this node's term would
             # climb while it waits and depose the leader when they connect.
             hold_until_leader=joining,
+            rebuilding=self.rebuilding,
         )
         if joining:
             log.info(

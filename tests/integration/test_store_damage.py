@@ -1,0 +1,171 @@
+"""A follower's state store damaged under load: the node refuses to start with one line naming the
+file and ``--rebuild`` (exit status 5), and ``--rebuild`` moves the damaged files aside and
+catches it up from the leader's snapshot and log, with equal digests and every fire run once."""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from raftsched.cli.node import STORE_DAMAGED_EXIT
+from raftsched.client import Client
+from raftsched.errors import StoreDamaged
+from raftsched.localcluster import NODE_COMMAND, LocalCluster, wait_until
+from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.storage.lmdb_store import LmdbStore
+from raftsched.v1 import raftsched_pb2 as pb
+from tests.integration.checks import read_node, require, view_problems
+from tests.integration.helpers import EVERY_SECOND, FAST_LEASES, NODES, chains_agree_after
+
+pytestmark = pytest.mark.integration
+
+PAGE = 4096
+TICKING = ("tick-a", "tick-b", "tick-c")
+_LOG_PROBLEM = re.compile(r" (ERROR|CRITICAL) |^Traceback ")
+# pysyncobj's spurious truncation while a follower catches up (LIBRARY-NOTES 1.11; the chaos
+# harness reports it the same way): the entries taken again are identical, which the equal apply
+# chains and state digests checked below prove.
+_KNOWN_LIBRARY_NOISE = re.compile(r"CRITICAL pysyncobj\.syncobj: truncating already-applied log entries")
+
+
+def damage_store(data_dir: Path) -> None:
+    """Overwrite 16 KiB in the middle of the pages the store uses, moving on until the damage
+    lands on pages in use (noise on free pages harms nothing and is not found)."""
+    path = data_dir / "state" / "data.mdb"
+    with LmdbStore(data_dir) as store:
+        used = store.stats()["map_used_bytes"] // PAGE
+    rng = random.Random(7)
+    for page in range(max(2, used // 2), used, 4):
+        with open(path, "r+b") as f:
+            f.seek(page * PAGE)
+            f.write(rng.randbytes(4 * PAGE))
+        try:
+            with LmdbStore(data_dir) as store:
+                store.verify()
+        except StoreDamaged:
+            return
+    raise AssertionError(f"no damage found in {path}")
+
+
+def _run_node(cluster: LocalCluster, node_id: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*NODE_COMMAND, "--config", str(cluster.config_path), "--node-id", node_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _executed(marker: Path) -> Counter[str]:
+    if not marker.exists():
+        return Counter()
+    return Counter(line.strip() for line in marker.read_text().splitlines() if line.strip())
+
+
+def _log_problems(cluster: LocalCluster) -> list[str]:
+    return [
+        f"{log.name}: {line}"
+        for log in sorted(cluster.log_dir.glob("n*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if _LOG_PROBLEM.search(line) and not _KNOWN_LIBRARY_NOISE.search(line)
+    ]
+
+
+def test_a_damaged_follower_refuses_to_start_and_rebuild_catches_it_up_under_load(tmp_path: Path) -> None:
+    cluster = LocalCluster.create(
+        tmp_path / "c", 3, extra_config=FAST_LEASES + "[raft]\nlog_compaction_min_entries = 300\n"
+    )
+    marker = tmp_path / "marker.log"
+    cluster.start()
+    executors = [cluster.start_executor(name, 4) for name in ("ex1", "ex2")]
+    try:
+        leader = cluster.wait_for_leader(60)
+        with Client(cluster.targets(), timeout=10) as client:
+            for i in range(200):  # state to damage and to send back in a snapshot
+                client.add_task(TaskSpec(f"idle-{i:03d}", CronTrigger(f"{i % 60} 3 * * *"), command="true"))
+            for name in TICKING:
+                client.add_task(
+                    TaskSpec(
+                        name,
+                        CronTrigger(EVERY_SECOND),
+                        command=f'echo "$RAFTSCHED_EXECUTION_ID" >> {marker}',
+                        overlap=Overlap.ALLOW,
+                    )
+                )
+            wait_until(lambda: sum(_executed(marker).values()) >= 9, 60, 0.2, "first executions")
+
+            follower = next(n for n in NODES if n != leader)
+            cluster.kill(follower, signal.SIGKILL)
+            data_dir = cluster.config.node(follower).data_dir
+            damage_store(data_dir)
+
+            # A damaged store: one line naming the file and the way out, exit status 5.
+            refused = _run_node(cluster, follower)
+            assert refused.returncode == STORE_DAMAGED_EXIT, refused.stderr
+            lines = refused.stderr.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr
+            damaged = data_dir / "state" / "data.mdb"
+            assert lines[0].startswith(f"raftsched-node: error: {damaged} is damaged ("), lines
+            assert f"start node {follower} with --rebuild" in lines[0]
+
+            # The cluster fires on meanwhile; then the follower rebuilds and catches up.
+            before = sum(_executed(marker).values())
+            wait_until(lambda: sum(_executed(marker).values()) >= before + 6, 60, 0.2, "firing goes on")
+            cluster.start(follower, extra_args=["--rebuild"])
+            target = cluster.status(leader).applied_index
+            wait_until(
+                lambda: cluster.status(follower, timeout=5).applied_index >= target,
+                90,
+                0.3,
+                f"{follower} to catch up to index {target}",
+            )
+            aside = sorted(data_dir.glob("damaged-*"))
+            assert len(aside) == 1 and (aside[0] / "state" / "data.mdb").exists()
+            assert (aside[0] / "raft.journal").exists()
+            assert cluster.status(follower).tasks == 200 + len(TICKING)
+            during = sum(_executed(marker).values())
+            wait_until(lambda: sum(_executed(marker).values()) >= during + 6, 60, 0.2, "firing after it")
+
+            for name in TICKING:
+                client.disable_task(name)
+            wait_until(
+                lambda: (
+                    not [
+                        r
+                        for name in TICKING
+                        for r in client.runs(name)
+                        if r.state in (pb.PENDING, pb.RUNNING)
+                    ]
+                ),
+                60,
+                0.3,
+                "every fired run to finish",
+            )
+            runs = [r for name in TICKING for r in client.runs(name, limit=10_000)]
+        cluster.wait_converged(60)  # equal state digests at the same applied index
+        chains_agree_after(cluster, target)
+        for name in TICKING:  # no fire lost or doubled, the same records on both
+            views = [read_node(cluster, nid, name) for nid in (leader, follower)]
+            assert views[0].fires == views[1].fires and views[0].runs == views[1].runs
+            require(view_problems(views[1]), views[1].summary())
+    finally:
+        for proc in executors:
+            proc.terminate()
+            proc.wait(timeout=30)
+        cluster.stop()
+
+    executed = _executed(marker)
+    assert executed and all(n == 1 for n in executed.values()), [k for k, n in executed.items() if n > 1]
+    for run in runs:
+        assert run.state == pb.SUCCEEDED, run
+        assert f"{run.run_id}/0/{run.shards[0].attempt}" in executed
+    log = (cluster.log_dir / f"{follower}.log").read_text(errors="replace")
+    assert "rebuilds: its store files were moved to" in log
+    assert not _log_problems(cluster), _log_problems(cluster)

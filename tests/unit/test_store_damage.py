@@ -1,0 +1,263 @@
+"""A damaged store is found and named: the LMDB state store (its pages, and content changed behind
+its back, against the checksum committed with it), the Raft journal, its meta file and the
+snapshot file. Each is one :class:`StoreDamaged` naming the file, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import struct
+from pathlib import Path
+
+import pytest
+
+from raftsched.consensus.pysyncobj_node import check_raft_files
+from raftsched.errors import StoreDamaged
+from raftsched.storage import lmdb_env
+from raftsched.storage.lmdb_store import LmdbStore, content_hash
+
+PAGE = 4096
+
+
+def _filled(path: Path, n: int = 3000) -> LmdbStore:
+    store = LmdbStore(path, map_size=64 << 20, replicated_below=b"~")
+    for i in range(n):
+        store.put(b"k%06d" % i, b"v" * (i % 97) + b"%d" % i)
+    store.put(b"~local", b"node-local")
+    store.commit(n)
+    return store
+
+
+def _used_pages(path: Path) -> int:
+    with LmdbStore(path, map_size=64 << 20) as store:
+        return store.stats()["map_used_bytes"] // PAGE
+
+
+def damage_used_pages(path: Path, seed: int = 0) -> None:
+    """Overwrite 16 KiB in the middle of the pages LMDB uses (meta pages spared) with noise."""
+    used = _used_pages(path)
+    with open(path / "state" / "data.mdb", "r+b") as f:
+        f.seek(max(2, used // 2) * PAGE)
+        f.write(random.Random(seed).randbytes(4 * PAGE))
+
+
+def test_the_checksum_follows_every_write_and_is_equal_for_equal_content(tmp_path: Path) -> None:
+    a = LmdbStore(tmp_path / "a", map_size=64 << 20, replicated_below=b"~")
+    b = LmdbStore(tmp_path / "b", map_size=64 << 20, replicated_below=b"~")
+    try:
+        for i in range(200):
+            a.put(b"k%03d" % i, b"old")
+        for i in range(0, 200, 2):
+            a.put(b"k%03d" % i, b"new%d" % i)
+        for i in range(1, 200, 2):
+            a.delete(b"k%03d" % i)
+        a.delete(b"absent")
+        a.put(b"~mine", b"a's own")
+        a.commit(7)
+        b.replace_all(iter([(b"k%03d" % i, b"new%d" % i) for i in range(198, -1, -2)]), 7)
+        b.put(b"~mine", b"b's own, not summed")
+        b.commit(7)
+        assert a.content_sum() == b.content_sum() != 0
+        assert a.verify().checksum == a.content_sum()
+        assert b.verify().checksum == b.content_sum()
+        expected = sum(content_hash(b"k%03d" % i, b"new%d" % i) for i in range(0, 200, 2)) % (1 << 128)
+        assert a.content_sum() == expected
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_aborted_batch_leaves_the_committed_checksum(tmp_path: Path) -> None:
+    store = _filled(tmp_path, 10)
+    try:
+        before = store.content_sum()
+
+        def fail(point: str) -> None:
+            raise OSError(5, "injected I/O error")
+
+        store._fault = fail
+        store.put(b"k000001", b"changed")
+        with pytest.raises(OSError):
+            store.commit(11)
+        assert store.content_sum() == before
+    finally:
+        store._fault = None
+        store.close()
+    with LmdbStore(tmp_path, map_size=64 << 20, replicated_below=b"~") as again:
+        assert again.verify().checksum == before
+
+
+def test_a_value_changed_behind_the_stores_back_fails_verify_naming_the_file(tmp_path: Path) -> None:
+    _filled(tmp_path).close()
+    env = lmdb_env.open_env(tmp_path / "state", map_size=64 << 20, max_dbs=2, sync=True)
+    try:
+        db = env.open_db(b"state")
+        with env.begin(write=True) as txn:
+            value = txn.get(b"k001234", db=db)
+            txn.put(b"k001234", bytes([value[0] ^ 1]) + value[1:], db=db)
+    finally:
+        env.close()
+    store = LmdbStore(tmp_path, map_size=64 << 20, replicated_below=b"~")
+    try:
+        with pytest.raises(StoreDamaged) as caught:
+            store.verify()
+    finally:
+        store.close()
+    message = str(caught.value)
+    assert str(tmp_path / "state" / "data.mdb") in message
+    assert "does not match the checksum committed with it at applied index 3000" in message
+    assert "\n" not in message
+
+
+def test_a_node_local_key_changed_is_not_a_mismatch(tmp_path: Path) -> None:
+    _filled(tmp_path).close()
+    with LmdbStore(tmp_path, map_size=64 << 20, replicated_below=b"~") as store:
+        store.put(b"~local", b"changed, node-local")
+        store.commit(3001)
+        assert store.verify().pairs == 3000
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_damaged_pages_are_store_damaged_at_open_or_verify(tmp_path: Path, seed: int) -> None:
+    _filled(tmp_path).close()
+    damage_used_pages(tmp_path, seed)
+    with pytest.raises(StoreDamaged) as caught:
+        store = LmdbStore(tmp_path, map_size=64 << 20, replicated_below=b"~")
+        try:
+            store.verify()
+        finally:
+            store.close()
+    assert caught.value.path == str(tmp_path / "state" / "data.mdb")
+
+
+def test_overwritten_meta_pages_are_store_damaged_at_open(tmp_path: Path) -> None:
+    _filled(tmp_path).close()
+    with open(tmp_path / "state" / "data.mdb", "r+b") as f:
+        f.write(b"\0" * 2 * PAGE)
+    with pytest.raises(StoreDamaged, match=r"data\.mdb is damaged \(LMDB: "):
+        LmdbStore(tmp_path, map_size=64 << 20)
+
+
+def test_a_store_without_a_recorded_checksum_adopts_one_at_the_next_commit(tmp_path: Path) -> None:
+    _filled(tmp_path).close()
+    env = lmdb_env.open_env(tmp_path / "state", map_size=64 << 20, max_dbs=2, sync=True)
+    try:
+        local = env.open_db(b"local")  # before the write transaction: open_db begins its own
+        with env.begin(write=True) as txn:
+            txn.delete(b"content_sum", db=local)
+    finally:
+        env.close()
+    with LmdbStore(tmp_path, map_size=64 << 20, replicated_below=b"~") as store:
+        store.verify()  # nothing to compare with yet
+        store.put(b"k000001", b"x")
+        store.commit(3001)
+    with LmdbStore(tmp_path, map_size=64 << 20, replicated_below=b"~") as store:
+        assert store.verify().checksum == store.content_sum()
+
+
+def test_a_snapshot_copy_that_does_not_match_its_checksum_is_refused(tmp_path: Path) -> None:
+    src = _filled(tmp_path / "src")
+    snap = tmp_path / "snap.bin"
+    with open(snap, "wb") as f:
+        src.write_snapshot(f)
+    src.close()
+    # Change one value inside the copy: find it by its bytes (the copy is compact).
+    data = bytearray(snap.read_bytes())
+    at = data.find(b"v" * (2050 % 97) + b"2050")
+    assert at > 0
+    data[at] ^= 1
+    snap.write_bytes(bytes(data))
+    dst = LmdbStore(tmp_path / "dst", map_size=64 << 20, replicated_below=b"~")
+    try:
+        with pytest.raises(ValueError, match="does not match its content checksum"):
+            dst.load_snapshot_copy(snap, 0)
+        assert dst.applied_index() == 0
+    finally:
+        dst.close()
+
+
+# -- the Raft journal, its meta file and the snapshot file ----------------------------------------
+
+
+def _journal(path: Path, entries: int = 50) -> None:
+    from pysyncobj.journal import FileJournal  # only to write a journal as pysyncobj does
+
+    journal = FileJournal(str(path))
+    for i in range(1, entries + 1):
+        journal.add(b"command %d " % i + b"x" * (i * 7), i, 1 + i // 10)
+    journal.flush()
+    journal._destroy()
+
+
+def test_a_sound_journal_and_dump_pass(tmp_path: Path) -> None:
+    _journal(tmp_path / "raft.journal")
+    check_raft_files(tmp_path)
+    check_raft_files(tmp_path / "nothing-here")
+
+
+def _overwrite(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+@pytest.mark.parametrize(
+    ("offset", "data", "problem"),
+    [
+        (0, b"NOTSYNCOBJ", "its header is not a pysyncobj journal's"),
+        (36, struct.pack("<I", 1 << 30), "its end offset 1073741824 lies outside the file"),
+        (40, struct.pack("<I", 7), "the record at byte 40 claims an impossible size (7 bytes)"),
+        (40, struct.pack("<I", 30), "the record at byte 40: its two length fields differ"),
+        (44, struct.pack("<Q", 9), "holds index 2 (term 1) after index 9"),
+    ],
+)
+def test_a_damaged_journal_is_named_with_what_is_wrong(
+    tmp_path: Path, offset: int, data: bytes, problem: str
+) -> None:
+    _journal(tmp_path / "raft.journal")
+    _overwrite(tmp_path / "raft.journal", offset, data)
+    with pytest.raises(StoreDamaged) as caught:
+        check_raft_files(tmp_path)
+    assert caught.value.path == str(tmp_path / "raft.journal")
+    assert problem in caught.value.problem
+
+
+def test_sixteen_kib_of_noise_in_a_journal_is_found(tmp_path: Path) -> None:
+    _journal(tmp_path / "raft.journal", 400)
+    size = os.path.getsize(tmp_path / "raft.journal")
+    _overwrite(tmp_path / "raft.journal", size // 4, random.Random(1).randbytes(16 << 10))
+    with pytest.raises(StoreDamaged, match="Raft journal: "):
+        check_raft_files(tmp_path)
+
+
+def test_a_journal_meta_file_that_does_not_decode_is_named(tmp_path: Path) -> None:
+    (tmp_path / "raft.journal.meta").write_bytes(b"\x00garbage")
+    with pytest.raises(StoreDamaged, match=r"raft\.journal\.meta is damaged \(Raft term and vote"):
+        check_raft_files(tmp_path)
+
+
+def _dump(path: Path, header: bytes, payload: bytes) -> None:
+    path.write_bytes(b"RSNAP1\n" + len(header).to_bytes(8, "big") + header + payload)
+
+
+def test_a_damaged_snapshot_file_is_named(tmp_path: Path) -> None:
+    store = _filled(tmp_path / "s", 10)
+    with open(tmp_path / "copy", "wb") as f:
+        store.write_snapshot(f)
+    store.close()
+    copy = (tmp_path / "copy").read_bytes()
+    good = json.dumps({"last": ["", 5, 1], "prev": ["", 4, 1], "cluster": []}).encode()
+    _dump(tmp_path / "raft.dump", good, copy)
+    check_raft_files(tmp_path)
+    for header, payload, problem in (
+        (b"{not json", copy, "its header does not decode"),
+        (json.dumps({"last": 1}).encode(), copy, "its header does not decode"),
+        (good, b"\0" * 64, "no LMDB copy follows its header"),
+    ):
+        _dump(tmp_path / "raft.dump", header, payload)
+        with pytest.raises(StoreDamaged, match="Raft snapshot file: " + problem):
+            check_raft_files(tmp_path)
+    (tmp_path / "raft.dump").write_bytes(b"garbage" * 10)
+    with pytest.raises(StoreDamaged, match="not a raftsched snapshot"):
+        check_raft_files(tmp_path)

@@ -58,7 +58,7 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
-from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
+from raftsched.rpc.plumbing import DamagedGuard, DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import ServerTls
@@ -161,6 +161,10 @@ class Node:
             ) from None
         # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
         self.failure: BaseException | None = None
+        # Why the stored state is damaged, found while running ("" = sound as last verified):
+        # the node then serves nothing from it, does not lead and is not ready (see _damaged).
+        self.store_damaged = ""
+        self._verify_every_s = float(config.storage.verify_every_seconds)
         self._failed_event: asyncio.Event | None = None
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
@@ -303,6 +307,7 @@ class Node:
         # Metrics outermost, so refused calls are counted with their status code too.
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
         interceptors.append(DecodeGuard())  # outside auth: it never sees an unparsed request
+        interceptors.append(DamagedGuard(lambda: self.store_damaged))
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         self._failed_event = asyncio.Event()
@@ -436,12 +441,53 @@ class Node:
         return summary.count, summary.p99_ms
 
     def _flush_loop(self) -> None:
+        next_verify = self.clock.monotonic() + self._verify_every_s
         while not self._flusher_stop.wait(1.0):
             gc.freeze()  # cheap (moves the tracked objects to the permanent generation)
             try:
                 self.store.flush()
             except Exception:
                 log.exception("periodic LMDB flush failed")
+            if self._verify_every_s and not self.store_damaged and self.clock.monotonic() >= next_verify:
+                self.verify_store()
+                next_verify = self.clock.monotonic() + self._verify_every_s
+
+    def verify_store(self) -> bool:
+        """Read the whole committed store and check it against its checksum (``storage.verify_every``
+        runs this periodically; at start-up the constructor does). False, and the node unhealthy,
+        if it is damaged. Any thread but the event loop's (it reads the whole store)."""
+        try:
+            checked = self.store.verify()
+        except StoreDamaged as exc:
+            self._damaged(exc.with_remedy(rebuild_remedy(self.node_id)))
+            return False
+        log.debug(
+            "node %s: store verified at index %d (%d entries)",
+            self.node_id,
+            checked.applied_index,
+            checked.pairs,
+        )
+        return True
+
+    def _damaged(self, exc: StoreDamaged) -> None:
+        """The stored state was found damaged while running: say it once, stop serving reads from
+        it (:class:`raftsched.rpc.plumbing.DamagedGuard`), report not ready (health NOT_SERVING,
+        ``/readyz``, ``store_damaged`` in status, ``raftsched_store_damaged``), and hand over
+        leadership and stop campaigning. It stays a Raft follower (its journal is sound) until
+        an operator restarts it with ``--rebuild``."""
+        if self.store_damaged:
+            return
+        self.store_damaged = str(exc)
+        log.critical(
+            "node %s: its stored state is damaged, so it serves no reads, does not lead and reports "
+            "not ready: %s",
+            self.node_id,
+            exc,
+        )
+        self._health_all(serving=False)
+        raft = self.raft_node
+        if raft is not None and self.failure is None:
+            raft.step_down(STEP_DOWN_TIMEOUT_S)  # also holds its campaigns for good
 
     def step_down(self, timeout_s: float = STEP_DOWN_TIMEOUT_S) -> None:
         """Stop campaigning and, when leading, hand leadership to a caught-up follower, so a
@@ -615,6 +661,20 @@ class Node:
             usage.map_bytes,
         )
 
+    def _health_all(self, serving: bool) -> None:
+        loop, health_servicer = self._loop, self._health
+        if loop is None or health_servicer is None:
+            return
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+
+        async def set_all() -> None:
+            for service in ("", ADMIN_SERVICE, LEADER_HEALTH_SERVICE):
+                await health_servicer.set(service, status)
+
+        asyncio.run_coroutine_threadsafe(set_all(), loop)
+
     def _not_ready(self) -> None:
         loop, health_servicer, event = self._loop, self._health, self._failed_event
         if loop is not None and health_servicer is not None and event is not None:
@@ -729,6 +789,7 @@ class Node:
                 snapshot_format=codec.SNAPSHOT_FORMAT,
                 build_version=__version__,
                 state_format=self.state.state_format,
+                store_damaged=self.store_damaged,
             )
             for node_id, raft_addr in self._peer_list():
                 link = raft.peer(self.dial_address(raft_addr))

@@ -79,6 +79,9 @@ class ObservedNode(Protocol):
     @property
     def hub(self) -> _Hub | None: ...
 
+    @property
+    def store_damaged(self) -> str: ...
+
 
 class NodeObservability:
     """Metrics and the HTTP listener of ``node``, serving on ``address``.
@@ -150,6 +153,8 @@ class NodeObservability:
 
     def _readyz(self) -> Probe:
         node = self.node
+        if node.store_damaged:
+            return Probe(False, f"stored state damaged: {node.store_damaged}")
         consensus = node.consensus
         if consensus is None:
             return Probe(False, "not joined to the cluster yet")
@@ -193,6 +198,7 @@ class NodeObservability:
             slots_total=sum(e.slots for e in alive),
             slots_busy=busy,
             workflow_runs=workflow_runs,
+            store_damaged=bool(node.store_damaged),
         )
 
     def _dispatch_sample(self) -> tuple[int, int, int, int]:

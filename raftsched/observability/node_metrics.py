@@ -49,6 +49,7 @@ class NodeSample:
     slots_total: int = 0
     slots_busy: int = 0
     workflow_runs: Mapping[str, int] = field(default_factory=dict)
+    store_damaged: bool = False
 
 
 class NodeMetrics:
@@ -83,6 +84,12 @@ class NodeMetrics:
             "raftsched_apply_lag_entries",
             "Committed entries not yet applied here (commit index - applied index).",
             lambda: max(0, s().commit_index - s().applied_index),
+        )
+        m.gauge(
+            "raftsched_store_damaged",
+            "1 if this node found its stored state damaged (it serves no reads, does not lead and is "
+            "not ready; restart it with --rebuild), else 0.",
+            lambda: s().store_damaged,
         )
         self.snapshot_seconds = m.histogram(
             "raftsched_snapshot_seconds", "Time to write one Raft snapshot of the state."

@@ -18,6 +18,7 @@ from raftsched.client import Client
 from raftsched.errors import StoreDamaged
 from raftsched.localcluster import NODE_COMMAND, LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.checks import read_node, require, view_problems
@@ -169,3 +170,54 @@ def test_a_damaged_follower_refuses_to_start_and_rebuild_catches_it_up_under_loa
     log = (cluster.log_dir / f"{follower}.log").read_text(errors="replace")
     assert "rebuilds: its store files were moved to" in log
     assert not _log_problems(cluster), _log_problems(cluster)
+
+
+def _tamper(data_dir: Path, needle: bytes) -> bytes:
+    """Change one byte of a stored value through LMDB itself, behind the node's back (LMDB's own
+    structure stays sound: only the checksum can tell); returns the key changed."""
+    env = lmdb_env.open_env(data_dir / "state", map_size=64 << 30, max_dbs=2, sync=True)
+    try:
+        db = env.open_db(b"state")
+        with env.begin(write=True) as txn:
+            key, value = next((k, v) for k, v in txn.cursor(db) if needle in k)
+            txn.put(key, bytes([value[0] ^ 0x01]) + value[1:], db=db)
+        return bytes(key)
+    finally:
+        env.close()
+
+
+def test_a_value_changed_under_a_running_node_makes_it_unhealthy_until_rebuilt(tmp_path: Path) -> None:
+    cluster = LocalCluster.create(tmp_path / "c", 3, extra_config='[storage]\nverify_every = "1s"\n')
+    cluster.start()
+    try:
+        leader = cluster.wait_for_leader(60)
+        with Client(cluster.targets(), timeout=10) as client:
+            for i in range(20):
+                client.add_task(TaskSpec(f"idle-{i:03d}", CronTrigger(f"{i} 3 * * *"), command="true"))
+        follower = next(n for n in NODES if n != leader)
+        wait_until(lambda: cluster.status(follower).tasks == 20, 30, 0.2, f"{follower} has the tasks")
+        data_dir = cluster.config.node(follower).data_dir
+        _tamper(data_dir, b"idle-007")
+
+        damaged = wait_until(
+            lambda: cluster.status(follower, timeout=5).store_damaged, 30, 0.2, f"{follower} to find it"
+        )
+        assert "does not match the checksum committed with it" in damaged and "--rebuild" in damaged
+        alone = Client([cluster.grpc_of(follower)], timeout=5, retries=0, stale_reads=True)
+        with alone, pytest.raises(Exception, match="stored state is damaged"):
+            alone.get_task("idle-007")
+        with Client(cluster.targets(), timeout=10) as client:  # the others serve and write
+            client.add_task(TaskSpec("after", CronTrigger("0 4 * * *"), command="true"))
+        log = (cluster.log_dir / f"{follower}.log").read_text(errors="replace")
+        assert "its stored state is damaged, so it serves no reads" in log
+
+        # Restarted, it refuses to start (the same check at start-up); --rebuild brings it back.
+        cluster.kill(follower, signal.SIGTERM)
+        refused = _run_node(cluster, follower)
+        assert refused.returncode == STORE_DAMAGED_EXIT and "does not match the checksum" in refused.stderr
+        cluster.start(follower, extra_args=["--rebuild"])
+        wait_until(lambda: cluster.status(follower, timeout=5).tasks == 21, 60, 0.3, f"{follower} rebuilt")
+        assert cluster.status(follower).store_damaged == ""
+        cluster.wait_converged(60)
+    finally:
+        cluster.stop()

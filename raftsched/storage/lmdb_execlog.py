@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from raftsched.errors import StoreDamaged
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_env import INDEX, MAX_KEY, StoreUsage, valid_key
 
@@ -54,18 +56,30 @@ class LmdbExecutionLog:
             self._entries = env.open_db(b"entries")
             self._order = env.open_db(b"order")
             self._unsettled = env.open_db(b"unsettled")
-            with env.begin(write=False) as txn, txn.cursor(self._order) as cur:
-                self._next_seq: int = INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
-        except BaseException:
+            with env.begin(write=False) as txn:
+                # Read every page once: damage shows here, as one clear error, not mid-attempt.
+                for db in (self._entries, self._order, self._unsettled):
+                    for _pair in txn.cursor(db).iternext():
+                        pass
+                with txn.cursor(self._order) as cur:
+                    self._next_seq: int = INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
+        except BaseException as exc:
             if env is not None:
                 env.close()
             os.close(self._lock_fd)
+            if isinstance(exc, lmdb_env.Error | struct.error):
+                raise StoreDamaged(str(self._dir / "data.mdb"), f"execution log: LMDB: {exc}") from None
             raise
         self._env = env
         self._closed = False
         self._alarm = lmdb_env.UsageAlarm(
             f"execution log {self._dir}", "the executor's --map-size (map_size=)", log
         )
+
+    @property
+    def path(self) -> Path:
+        """The LMDB data file, as errors name it."""
+        return self._dir / "data.mdb"
 
     @staticmethod
     def _key(key: str) -> bytes:

@@ -8,6 +8,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from raftsched.errors import StoreDamaged
 from raftsched.localcluster import NODE_COMMAND, LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage import lmdb_env
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.checks import read_node, require, view_problems
@@ -221,3 +223,124 @@ def test_a_value_changed_under_a_running_node_makes_it_unhealthy_until_rebuilt(t
         cluster.wait_converged(60)
     finally:
         cluster.stop()
+
+
+def damage_execution_log(data_dir: Path) -> None:
+    """Overwrite 16 KiB in the middle of the pages an executor's log uses until opening it
+    finds the damage."""
+    path = data_dir / "executions" / "data.mdb"
+    rng = random.Random(3)
+    size = path.stat().st_size // PAGE
+    for page in range(2, max(3, size), 2):
+        with open(path, "r+b") as f:
+            f.seek(page * PAGE)
+            f.write(rng.randbytes(4 * PAGE))
+        try:
+            LmdbExecutionLog(data_dir).close()
+        except StoreDamaged:
+            return
+    raise AssertionError(f"no damage found in {path}")
+
+
+def _executor_command(cluster: LocalCluster, name: str, data_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "raftsched.executor",
+        "--cluster",
+        ",".join(cluster.targets()),
+        "--name",
+        name,
+        "--data-dir",
+        str(data_dir),
+        *extra,
+    ]
+
+
+def test_a_damaged_execution_log_is_refused_and_rebuilt_without_running_an_id_twice(tmp_path: Path) -> None:
+    cluster = LocalCluster.create(tmp_path / "c", 3, extra_config=FAST_LEASES)
+    marker = tmp_path / "marker.log"
+    data_dir = tmp_path / "ex1"
+    cluster.start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        cluster.wait_for_leader(60)
+        procs.append(cluster.start_executor("ex1", 4, data_dir))
+        with Client(cluster.targets(), timeout=10) as client:
+            for name in ("quick", "slow"):
+                sleep = "sleep 2; " if name == "slow" else ""
+                client.add_task(
+                    TaskSpec(
+                        name,
+                        CronTrigger(EVERY_SECOND),
+                        command=f'echo "$RAFTSCHED_EXECUTION_ID start" >> {marker}; {sleep}'
+                        f'echo "$RAFTSCHED_EXECUTION_ID end" >> {marker}',
+                        overlap=Overlap.ALLOW,
+                    )
+                )
+            wait_until(lambda: len(_lines(marker, "end")) >= 8, 60, 0.2, "first executions")
+            procs[0].send_signal(signal.SIGKILL)  # with attempts in flight (slow ones)
+            procs[0].wait(timeout=10)
+            damage_execution_log(data_dir)
+
+            refused = subprocess.run(
+                _executor_command(cluster, "ex1", data_dir),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert refused.returncode == STORE_DAMAGED_EXIT, refused.stderr
+            lines = refused.stderr.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr
+            damaged = data_dir / "executions" / "data.mdb"
+            assert lines[0].startswith(f"raftsched-executor: error: {damaged} is damaged ("), lines
+            assert "start executor ex1 with --rebuild" in lines[0]
+
+            before = len(_lines(marker, "end"))
+            procs.append(cluster.start_executor("ex1", 4, data_dir, extra=["--rebuild"]))
+            wait_until(lambda: len(_lines(marker, "end")) >= before + 8, 90, 0.2, "executions after it")
+            for name in ("quick", "slow"):
+                client.disable_task(name)
+            wait_until(
+                lambda: (
+                    not [
+                        r
+                        for n in ("quick", "slow")
+                        for r in client.runs(n)
+                        if r.state in (pb.PENDING, pb.RUNNING)
+                    ]
+                ),
+                90,
+                0.3,
+                "every fired run to finish",
+            )
+            runs = [r for n in ("quick", "slow") for r in client.runs(n, limit=10_000)]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
+        cluster.stop()
+
+    started = Counter(_lines(marker, "start"))
+    assert all(n == 1 for n in started.values()), [k for k, n in started.items() if n > 1]
+    assert sorted(data_dir.glob("damaged-*/executions/data.mdb"))
+    for run in runs:
+        shard = run.shards[0]
+        if run.state == pb.SUCCEEDED:
+            assert f"{run.run_id}/0/{shard.attempt}" in started
+        else:  # an attempt in flight when the executor was killed: lost, and no retries asked for
+            assert run.state == pb.FAILED and shard.executor == "ex1", run
+    assert sum(r.state == pb.SUCCEEDED for r in runs) >= 16
+    assert "rebuilt execution log: left the cluster" in (cluster.log_dir / "ex1.log").read_text()
+
+
+def _lines(marker: Path, kind: str) -> list[str]:
+    if not marker.exists():
+        return []
+    return [
+        p[0]
+        for p in (line.split() for line in marker.read_text().splitlines())
+        if len(p) == 2 and p[1] == kind
+    ]

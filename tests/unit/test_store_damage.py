@@ -4,18 +4,25 @@ snapshot file. Each is one :class:`StoreDamaged` naming the file, never a traceb
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
 import struct
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from raftsched.consensus.pysyncobj_node import check_raft_files
 from raftsched.errors import StoreDamaged
+from raftsched.executor.agent import Executor
+from raftsched.executor.dedupe import DedupeLog
 from raftsched.storage import lmdb_env
+from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore, content_hash
+from raftsched.storage.memory import MemoryExecutionLog
+from raftsched.v1 import raftsched_pb2 as pb
 
 PAGE = 4096
 
@@ -261,3 +268,98 @@ def test_a_damaged_snapshot_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "raft.dump").write_bytes(b"garbage" * 10)
     with pytest.raises(StoreDamaged, match="not a raftsched snapshot"):
         check_raft_files(tmp_path)
+
+
+# -- an executor with a rebuilt execution log ------------------------------------------------------
+
+
+class _Recording:
+    """An executor transport that records the calls it gets; the dispatch stream stays silent."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.registered = asyncio.Event()
+
+    async def register(
+        self, target: str, request: pb.RegisterRequest, *, timeout_s: float
+    ) -> pb.RegisterReply:
+        self.calls.append("register")
+        self.registered.set()
+        return pb.RegisterReply(epoch=1, lease_ms=2000, heartbeat_ms=100)
+
+    def dispatch(self, target: str, request: pb.DispatchRequest) -> _Silent:
+        return _Silent()
+
+    async def heartbeat(
+        self, target: str, request: pb.HeartbeatRequest, *, timeout_s: float
+    ) -> pb.HeartbeatReply:
+        return pb.HeartbeatReply()
+
+    async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply:
+        return pb.ReportReply()
+
+    async def drain(self, target: str, request: pb.DrainRequest, *, timeout_s: float) -> pb.DrainReply:
+        return pb.DrainReply()
+
+    async def leave(self, target: str, request: pb.LeaveRequest, *, timeout_s: float) -> pb.LeaveReply:
+        self.calls.append("leave")
+        return pb.LeaveReply()
+
+    async def close(self) -> None:
+        return None
+
+
+class _Silent:
+    def cancel(self) -> None:
+        pass
+
+    async def __aiter__(self) -> AsyncIterator[Sequence[pb.WorkItem]]:
+        await asyncio.Event().wait()
+        yield ()
+
+
+@pytest.mark.parametrize("rebuilt", [True, False])
+def test_an_executor_with_a_rebuilt_log_leaves_before_it_registers(rebuilt: bool) -> None:
+    """The leader re-sends an executor the attempts the state holds RUNNING on it; one of them
+    may have run here before the log was lost, and a fresh log would run it again. Leaving first
+    makes the leader declare them lost (new execution ids, by the retry policy)."""
+    transport = _Recording()
+    ex = Executor(
+        "127.0.0.1:1",
+        "ex1",
+        transport=transport,
+        execution_log=MemoryExecutionLog(),
+        rebuilt=rebuilt,
+    )
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        running = asyncio.ensure_future(ex.run(stop))
+        await asyncio.wait_for(transport.registered.wait(), 10)
+        stop.set()
+        await asyncio.wait_for(running, 10)
+
+    asyncio.run(scenario())
+    assert transport.calls[0] == ("leave" if rebuilt else "register")
+    assert "register" in transport.calls
+    assert transport.calls.count("leave") == (1 if rebuilt else 0)
+
+
+def test_an_execution_log_entry_that_does_not_decode_is_store_damaged(tmp_path: Path) -> None:
+    log = LmdbExecutionLog(tmp_path)
+    log.insert("t@1/0/1", b"{not json")
+    log.close()
+    with pytest.raises(StoreDamaged) as caught:
+        DedupeLog.open(tmp_path)
+    assert caught.value.path == str(tmp_path / "executions" / "data.mdb")
+    assert "is not valid JSON" in caught.value.problem
+
+
+def test_damaged_execution_log_pages_are_store_damaged_at_open(tmp_path: Path) -> None:
+    with DedupeLog.open(tmp_path) as log:
+        for i in range(3000):
+            log.begin(f"t@{i}/0/1")
+    with open(tmp_path / "executions" / "data.mdb", "r+b") as f:
+        f.write(b"\0" * 2 * PAGE)  # both meta pages
+    with pytest.raises(StoreDamaged, match=r"executions/data\.mdb is damaged \(execution log: LMDB: "):
+        DedupeLog.open(tmp_path)

@@ -635,7 +635,20 @@ class Node:
         """The store cannot take writes (applier thread; the consensus node has already left the
         Raft cluster): say so once, loudly, report not ready, and end :meth:`serve`."""
         self.failure = exc
-        if isinstance(exc, FormatTooNew):
+        cause = exc.cause if isinstance(exc, StoreFailed) else exc
+        classified = self.store.failure()  # a commit's LMDB error, as the store classified it
+        if not isinstance(cause, StoreDamaged) and isinstance(classified, StoreDamaged):
+            cause = classified
+        if isinstance(cause, StoreDamaged):
+            self.failure = damaged = cause.with_remedy(rebuild_remedy(self.node_id))
+            self.store_damaged = str(damaged)
+            log.critical(
+                "node %s stopped: its state store is damaged, so it left the Raft cluster and applies "
+                "nothing more: %s",
+                self.node_id,
+                damaged,
+            )
+        elif isinstance(exc, FormatTooNew):
             log.critical(
                 "node %s stopped: %s, so it left the Raft cluster and applies nothing more. Upgrade "
                 "raftsched on this node and restart it: it replays the Raft log from there, nothing "

@@ -33,7 +33,7 @@ from raftsched.cli.process import (
     move_aside,
     stop_on_signals,
 )
-from raftsched.errors import CannotStart, InvalidSpec
+from raftsched.errors import CannotStart, InvalidSpec, StoreDamaged
 
 if TYPE_CHECKING:
     from raftsched.config import ClusterConfig
@@ -202,6 +202,8 @@ def run_node(
         lock.release()
     if node.failure is None:
         return 0
+    if isinstance(node.failure, StoreDamaged):
+        return STORE_DAMAGED_EXIT
     return FORMAT_TOO_NEW_EXIT if isinstance(node.failure, FormatTooNew) else STORE_FAILED_EXIT
 
 

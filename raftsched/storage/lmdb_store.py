@@ -535,7 +535,9 @@ class LmdbStore:
             self._owner_ident = 0
             if not fresh:
                 self._broken = exc
-            if self._failure is None and isinstance(exc, lmdb_env.Error | OSError):
+            if self._failure is None and isinstance(exc, lmdb_env.DAMAGE):
+                self._failure = self._damaged(exc)  # a damaged file: no restart alone fixes it
+            elif self._failure is None and isinstance(exc, lmdb_env.Error | OSError):
                 self._failure = exc
             self._sum = self._committed_sum  # the aborted batch's writes are gone
         if txn is not None:

@@ -363,3 +363,37 @@ def test_damaged_execution_log_pages_are_store_damaged_at_open(tmp_path: Path) -
         f.write(b"\0" * 2 * PAGE)  # both meta pages
     with pytest.raises(StoreDamaged, match=r"executions/data\.mdb is damaged \(execution log: LMDB: "):
         DedupeLog.open(tmp_path)
+
+
+def test_an_lmdb_damage_error_while_running_is_kept_as_store_damaged(tmp_path: Path) -> None:
+    """A node whose store fails with a damage error mid-run exits 5 with --rebuild, not 3 with
+    "free disk space": the store classifies the failure it keeps."""
+    store = _filled(tmp_path, 10)
+    try:
+
+        def corrupted(point: str) -> None:
+            raise lmdb_env.DAMAGE[0]("mdb_page_get: MDB_CORRUPTED: Located page was wrong type")
+
+        store._fault = corrupted
+        store.put(b"k000001", b"x")
+        with pytest.raises(lmdb_env.Error):
+            store.commit(11)
+        failure = store.failure()
+        assert isinstance(failure, StoreDamaged)
+        assert failure.path == str(tmp_path / "state" / "data.mdb")
+        assert "MDB_CORRUPTED" in failure.problem
+
+        def full(point: str) -> None:
+            raise OSError(28, "No space left on device")
+
+        other = _filled(tmp_path / "other", 10)
+        other._fault = full
+        other.put(b"k000001", b"x")
+        with pytest.raises(OSError):
+            other.commit(11)
+        assert isinstance(other.failure(), OSError)
+        other._fault = None
+        other.close()
+    finally:
+        store._fault = None
+        store.close()

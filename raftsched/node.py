@@ -170,7 +170,9 @@ class Node:
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
         self.state.leader_effects = False  # a follower until it leads (LeaderDriver.become_leader)
         self.driver = LeaderDriver(self.state, node_id, self.misfire, s.max_fires_per_batch)
-        self.replica = Replica(self.state, self.store, effect_sink=self._effects)
+        self.replica = Replica(
+            self.state, self.store, effect_sink=self._effects, content_sum=self.store.content_sum
+        )
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
@@ -816,6 +818,9 @@ class Node:
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
+            content = self.replica.recent_sums.get(chain_at_index) if chain_at_index else None
+            if content is not None:
+                reply.content_sum_at_index = f"{content:032x}"
             record = self.state.membership.record
             reply.membership.CopyFrom(record)
             reply.config_mismatch = describe_mismatch(self.config, record)

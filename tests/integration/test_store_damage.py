@@ -212,6 +212,16 @@ def test_a_value_changed_under_a_running_node_makes_it_unhealthy_until_rebuilt(t
             client.add_task(TaskSpec("after", CronTrigger("0 4 * * *"), command="true"))
         log = (cluster.log_dir / f"{follower}.log").read_text(errors="replace")
         assert "its stored state is damaged, so it serves no reads" in log
+        shown = subprocess.run(
+            [sys.executable, "-m", "raftsched.cli", "--cluster", ",".join(cluster.targets()), "status"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        row = next(line for line in shown.stdout.splitlines() if f" {follower} " in line)
+        assert row.rstrip().endswith("STORE DAMAGED"), shown.stdout
+        assert f"warning: {follower}: " in shown.stdout and "--rebuild" in shown.stdout
 
         # Restarted, it refuses to start (the same check at start-up); --rebuild brings it back.
         cluster.kill(follower, signal.SIGTERM)

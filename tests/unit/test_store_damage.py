@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from raftsched.cli.cluster import content_warnings
 from raftsched.consensus.pysyncobj_node import check_raft_files
 from raftsched.errors import StoreDamaged
 from raftsched.executor.agent import Executor
@@ -397,3 +398,44 @@ def test_an_lmdb_damage_error_while_running_is_kept_as_store_damaged(tmp_path: P
     finally:
         store._fault = None
         store.close()
+
+
+def test_status_names_the_replica_whose_content_differs_from_the_majority() -> None:
+    assert content_warnings({}) == []
+    assert content_warnings({"n1": "aa", "n2": "aa", "n3": "aa"}) == []
+    [line] = content_warnings({"n1": "aa", "n2": "bb", "n3": "aa"})
+    assert line.startswith("the replicated content of n2 differs from the majority's at the same log index")
+    assert line.endswith("restart it with --rebuild")
+    [line] = content_warnings({"n1": "aa", "n2": "bb"})
+    assert "of n1, n2 disagrees (no majority)" in line
+
+
+def test_replicas_record_equal_content_sums_per_index(tmp_path: Path) -> None:
+    """The per-index checksum a node reports (status ``content_sum_at_index``) is equal on two
+    replicas applying the same entries, and moves with every entry."""
+    from raftsched.fsm.keys import LOCAL_PREFIX
+    from raftsched.fsm.state import SchedulerState
+    from raftsched.replica import Replica
+    from raftsched.v1 import log_pb2 as logpb
+
+    replicas = []
+    for name in ("a", "b"):
+        store = LmdbStore(tmp_path / name, map_size=64 << 20, replicated_below=LOCAL_PREFIX)
+        state = SchedulerState.load(store)
+        replicas.append((store, Replica(state, store, content_sum=store.content_sum)))
+    try:
+        for index in range(1, 6):
+            cmd = logpb.Command(epoch=1, now_ms=1_000 * index, idempotency_key=f"k{index}")
+            cmd.executor_join.name = f"ex{index}"
+            cmd.executor_join.slots = 2
+            data = cmd.SerializeToString()
+            for _store, replica in replicas:
+                replica.apply_entry(index, data)
+                replica.end_of_tick()
+        sums = [replica.recent_sums for _store, replica in replicas]
+        assert sums[0] == sums[1]
+        assert len(set(sums[0].values())) == 6  # index 0 and each entry
+        assert all(store.verify().checksum == sums[0][5] for store, _replica in replicas)
+    finally:
+        for store, _replica in replicas:
+            store.close()

@@ -677,7 +677,7 @@ class LmdbStore:
         """Read the whole committed store in one read transaction and check it against the
         checksum committed with it; returns what was read. Raises :class:`StoreDamaged` for a
         mismatch or for pages LMDB cannot read. Any thread; it costs a full read of the store
-        (about 1 s per million entries) and holds a reader (and the GIL in slices) meanwhile."""
+        (1-2 s per million entries) and holds a reader (and the GIL in slices) meanwhile."""
         try:
             with self._guard.shared():
                 env = self._live_env()

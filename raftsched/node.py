@@ -43,6 +43,7 @@ from raftsched.errors import (
     StoreDamaged,
 )
 from raftsched.fsm import keys
+from raftsched.fsm.alerts import STORE_DAMAGED
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
@@ -487,6 +488,12 @@ class Node:
             exc,
         )
         self._health_all(serving=False)
+        loop, alerts = self._loop, self.alert_loop
+        if loop is not None and alerts is not None:
+            at_ms = self.clock.now_ms()
+            loop.call_soon_threadsafe(
+                alerts.raise_node_alert, STORE_DAMAGED, self.node_id, self.store_damaged, at_ms
+            )
         raft = self.raft_node
         if raft is not None and self.failure is None:
             raft.step_down(STEP_DOWN_TIMEOUT_S)  # also holds its campaigns for good

@@ -39,6 +39,7 @@ DELAY_P99 = "delay_p99"
 BACKFILL_FAILED = "backfill_failed"
 WORKFLOW_RUN_FAILED = "workflow_run_failed"
 UNPLACEABLE = "unplaceable"
+STORE_DAMAGED = "store_damaged"
 
 KINDS = (
     RUN_FAILED,
@@ -51,8 +52,13 @@ KINDS = (
     BACKFILL_FAILED,
     WORKFLOW_RUN_FAILED,
     UNPLACEABLE,
+    STORE_DAMAGED,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
+
+NODE_KINDS = frozenset({STORE_DAMAGED})
+"""Kinds a node finds about itself: delivered by that node (``AlertLoop.raise_node_alert``),
+never replicated (no other node can see it, and a damaged node's proposals are not to be trusted)."""
 
 LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99})
 """Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""

@@ -439,3 +439,44 @@ def test_replicas_record_equal_content_sums_per_index(tmp_path: Path) -> None:
     finally:
         for store, _replica in replicas:
             store.close()
+
+
+def test_a_node_delivers_its_own_store_damaged_alert_to_the_webhooks_that_take_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A follower's damage is seen by no other node, so it is not replicated: the node POSTs it,
+    as a follower (its replicated outbox is delivered only by the leader), retrying failures."""
+    from raftsched.alerts import delivery
+    from raftsched.alerts.config import AlertsConfig, Webhook
+    from tests.unit.test_alerts import FakeNode, FakePost, _three_events, fast_backoff
+
+    node = FakeNode(_three_events())
+    node.gate.leading = False
+    post = FakePost()
+    post.fail_next = 2
+    hooks = (
+        Webhook(url="http://h/a", name="all", secret="k"),
+        Webhook(url="http://h/s", name="storage", kinds=frozenset({"store_damaged"})),
+        Webhook(url="http://h/r", name="runs", kinds=frozenset({"run_failed"})),
+    )
+
+    async def scenario() -> None:
+        loop = delivery.AlertLoop(node, AlertsConfig(webhooks=hooks), "prod", post=post, rng=random.Random(0))
+        loop.start()
+        try:
+            loop.raise_node_alert("store_damaged", "n2", "data/n2/state/data.mdb is damaged (...)", 1_000)
+            deadline = asyncio.get_running_loop().time() + 5
+            while len(post.received) < 2:
+                assert asyncio.get_running_loop().time() < deadline, post.received
+                await asyncio.sleep(0.001)
+        finally:
+            await loop.stop()
+
+    with fast_backoff(monkeypatch):
+        asyncio.run(scenario())
+    assert sorted(target for target, _, _ in post.received) == ["all", "storage"]
+    body, headers = next((b, h) for t, b, h in post.received if t == "all")
+    assert delivery.verify("k", body, headers[delivery.SIGNATURE_HEADER])
+    sent = json.loads(body)
+    assert sent["kind"] == "store_damaged" and sent["id"] == "n2/store_damaged/1000"
+    assert sent["reason"] == "node n2: data/n2/state/data.mdb is damaged (...)"

@@ -593,13 +593,13 @@ class _Raft(SyncObj):  # type: ignore[misc]
         entries (Raft counts on a voter's log to refuse it) or vote twice in a term. So it drops
         vote requests until it has applied the commit index of the first leader it hears from;
         False: drop ``message``."""
-        if not isinstance(message, dict):
+        target = self._raftsched_votes_after
+        if target is None or not isinstance(message, dict):
             return True
         kind = message.get("type")
-        target = self._raftsched_votes_after
         if kind == "append_entries" and target == -1 and "commit_index" in message:
             target = self._raftsched_votes_after = int(message["commit_index"])
-        if target is not None and target >= 0 and int(self.raftLastApplied) >= target:
+        if target >= 0 and int(self.raftLastApplied) >= target:
             self._raftsched_votes_after = None
             log.info("rebuilt node caught up with the leader's commit index %d: it votes again", target)
             return True

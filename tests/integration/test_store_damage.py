@@ -188,7 +188,10 @@ def _tamper(data_dir: Path, needle: bytes) -> bytes:
         env.close()
 
 
-def test_a_value_changed_under_a_running_node_makes_it_unhealthy_until_rebuilt(tmp_path: Path) -> None:
+@pytest.mark.parametrize("role", ["follower", "leader"])
+def test_a_value_changed_under_a_running_node_makes_it_unhealthy_until_rebuilt(
+    tmp_path: Path, role: str
+) -> None:
     cluster = LocalCluster.create(tmp_path / "c", 3, extra_config='[storage]\nverify_every = "1s"\n')
     cluster.start()
     try:
@@ -196,7 +199,7 @@ def test_a_value_changed_under_a_running_node_makes_it_unhealthy_until_rebuilt(t
         with Client(cluster.targets(), timeout=10) as client:
             for i in range(20):
                 client.add_task(TaskSpec(f"idle-{i:03d}", CronTrigger(f"{i} 3 * * *"), command="true"))
-        follower = next(n for n in NODES if n != leader)
+        follower = leader if role == "leader" else next(n for n in NODES if n != leader)  # the damaged one
         wait_until(lambda: cluster.status(follower).tasks == 20, 30, 0.2, f"{follower} has the tasks")
         data_dir = cluster.config.node(follower).data_dir
         _tamper(data_dir, b"idle-007")
@@ -208,6 +211,10 @@ def test_a_value_changed_under_a_running_node_makes_it_unhealthy_until_rebuilt(t
         alone = Client([cluster.grpc_of(follower)], timeout=5, retries=0, stale_reads=True)
         with alone, pytest.raises(Exception, match="stored state is damaged"):
             alone.get_task("idle-007")
+        if role == "leader":  # it handed leadership over and campaigns no more
+            others = [n for n in NODES if n != follower]
+            assert cluster.wait_for_leader(30, among=others) in others
+            assert cluster.status(follower).role == "follower"
         with Client(cluster.targets(), timeout=10) as client:  # the others serve and write
             client.add_task(TaskSpec("after", CronTrigger("0 4 * * *"), command="true"))
         log = (cluster.log_dir / f"{follower}.log").read_text(errors="replace")

@@ -9,7 +9,7 @@ import json
 import os
 import random
 import struct
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -480,3 +480,30 @@ def test_a_node_delivers_its_own_store_damaged_alert_to_the_webhooks_that_take_i
     sent = json.loads(body)
     assert sent["kind"] == "store_damaged" and sent["id"] == "n2/store_damaged/1000"
     assert sent["reason"] == "node n2: data/n2/state/data.mdb is damaged (...)"
+
+
+class _Voter:
+    """What ``_Raft._raftsched_may_vote`` reads of the SyncObj."""
+
+    def __init__(self, votes_after: int | None) -> None:
+        self._raftsched_votes_after = votes_after
+        self.raftLastApplied = 0
+
+
+def test_a_rebuilt_node_grants_no_vote_until_it_applied_the_first_leaders_commit_index() -> None:
+    from raftsched.consensus.pysyncobj_node import _Raft
+
+    may_vote: Callable[[_Voter, dict[str, object]], bool] = _Raft._raftsched_may_vote  # type: ignore[assignment]
+    node = _Voter(-1)
+    vote = {"type": "request_vote", "term": 9, "last_log_index": 3, "last_log_term": 2}
+    assert not may_vote(node, vote)  # no leader heard yet: its log proves nothing
+    assert may_vote(node, {"type": "append_entries", "term": 8, "commit_index": 120})
+    assert node._raftsched_votes_after == 120
+    node.raftLastApplied = 119
+    assert not may_vote(node, vote)
+    assert may_vote(node, {"type": "append_entries", "term": 8, "commit_index": 130})
+    assert node._raftsched_votes_after == 120  # the first leader's index is the bar
+    node.raftLastApplied = 120
+    assert may_vote(node, vote)
+    assert node._raftsched_votes_after is None  # caught up: a voter like any other from now on
+    assert may_vote(_Voter(None), vote)

@@ -498,6 +498,8 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
 class _Raft(SyncObj):  # type: ignore[misc]
     """The SyncObj subclass. Its only replicated method hands bytes to the applier."""
 
+    _raftsched_votes_after: int | None = None  # see _raftsched_may_vote (set in __init__)
+
     def __init__(
         self,
         enqueue: Callable[[int, bytes], None],

@@ -361,3 +361,33 @@ def _lines(marker: Path, kind: str) -> list[str]:
         for p in (line.split() for line in marker.read_text().splitlines())
         if len(p) == 2 and p[1] == kind
     ]
+
+
+def test_a_damaged_raft_journal_is_one_line_and_rebuild_brings_the_node_back(tmp_path: Path) -> None:
+    cluster = LocalCluster.create(tmp_path / "c", 3)
+    cluster.start()
+    try:
+        leader = cluster.wait_for_leader(60)
+        with Client(cluster.targets(), timeout=10) as client:
+            for i in range(30):
+                client.add_task(TaskSpec(f"idle-{i:03d}", CronTrigger(f"{i} 3 * * *"), command="true"))
+        follower = next(n for n in NODES if n != leader)
+        wait_until(lambda: cluster.status(follower).tasks == 30, 30, 0.2, f"{follower} has the tasks")
+        cluster.kill(follower, signal.SIGKILL)
+        journal = cluster.config.node(follower).data_dir / "raft.journal"
+        with open(journal, "r+b") as f:
+            f.seek(40)  # the first record's length field
+            f.write((99_999).to_bytes(4, "little"))
+        refused = _run_node(cluster, follower)
+        assert refused.returncode == STORE_DAMAGED_EXIT, refused.stderr
+        assert refused.stderr.strip().splitlines() == [
+            f"raftsched-node: error: {journal} is damaged (Raft journal: the record at byte 40 claims an "
+            f"impossible size (99999 bytes)): start node {follower} with --rebuild: it moves its damaged "
+            "files aside (nothing is deleted) and catches up from the current leader's snapshot and log"
+        ]
+        cluster.start(follower, extra_args=["--rebuild"])
+        wait_until(lambda: cluster.status(follower, timeout=5).tasks == 30, 60, 0.3, f"{follower} rebuilt")
+        cluster.wait_converged(60)
+        assert not _log_problems(cluster), _log_problems(cluster)
+    finally:
+        cluster.stop()

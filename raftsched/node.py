@@ -8,6 +8,7 @@ thread); the leader driver runs on its own thread; gRPC runs on an asyncio loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import sys
@@ -59,10 +60,11 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.rpc.peercheck import PeerCheck
 from raftsched.rpc.plumbing import DamagedGuard, DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
-from raftsched.security.tls import ServerTls
+from raftsched.security.tls import ServerTls, node_client_tls
 from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
@@ -78,6 +80,7 @@ LEADER_HEALTH_SERVICE = "raftsched.v1.Leader"
 SWITCH_INTERVAL_S = 0.001
 ADMIN_SERVICE = "raftsched.v1.Admin"
 STEP_DOWN_TIMEOUT_S = 2.0
+PEER_CHECK_FIRST_S = 10.0  # the first comparison with the peers, after start-up
 
 
 def rebuild_remedy(node_id: str) -> str:
@@ -349,6 +352,14 @@ class Node:
         )
         self.alert_loop.start()
         log.info("node %s %s", self.node_id, describe(self.config.alerts))
+        peer_check = PeerCheck(
+            self.node_id,
+            self._peer_grpc,
+            lambda: self.replica.last_applied,
+            self._own_sum,
+            node_client_tls(self.config),
+        )
+        peer_checking = asyncio.ensure_future(self._peer_check_loop(peer_check))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -401,11 +412,51 @@ class Node:
             # Hand leadership over first: stopping the gRPC server waits up to its grace period,
             # and the cluster should not wait that long for a leader.
             await asyncio.to_thread(self.step_down)
+            peer_checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await peer_checking
+            await peer_check.close()
             await self.membership.stop()
             await self.alert_loop.stop()
             if obs is not None:
                 await obs.stop()
             await server.stop(grace=1.0)
+
+    async def _peer_check_loop(self, check: PeerCheck) -> None:
+        """Compare this node's content with its peers' (:mod:`raftsched.rpc.peercheck`) soon after
+        start-up, then every ``storage.verify_every``; a majority that disagrees with it makes it
+        unhealthy like a failed verify (:meth:`_damaged`)."""
+        every = self._verify_every_s
+        await asyncio.sleep(min(PEER_CHECK_FIRST_S, every) if every else PEER_CHECK_FIRST_S)
+        while not self.store_damaged:
+            try:
+                why = await check.check_once()
+            except Exception as exc:  # a peer's odd answer must not end the loop
+                log.debug("node %s: peer check failed: %r", self.node_id, exc)
+                why = ""
+            if why:
+                path = str(self.me.data_dir / "state" / "data.mdb")
+                await asyncio.to_thread(self._damaged, StoreDamaged(path, why, rebuild_remedy(self.node_id)))
+                return
+            if not every:
+                return
+            await asyncio.sleep(every)
+
+    def _peer_grpc(self) -> list[tuple[str, str]]:
+        """``(id, gRPC address)`` of every other voter."""
+        out = []
+        for node_id, _raft in self._peer_list():
+            member = self.state.membership.get(node_id)
+            grpc_addr = member.grpc if member is not None else None
+            if not grpc_addr:
+                grpc_addr = next((n.grpc for n in self.config.nodes if n.id == node_id), None)
+            if grpc_addr:
+                out.append((node_id, grpc_addr))
+        return out
+
+    def _own_sum(self, index: int) -> str:
+        value = self.replica.recent_sums.get(index)
+        return "" if value is None else f"{value:032x}"
 
     def _live_executors(self) -> dict[str, tuple[int, str]] | None:
         return self.hub.live_view() if self.hub is not None else None

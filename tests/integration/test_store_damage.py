@@ -24,7 +24,14 @@ from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.checks import read_node, require, view_problems
-from tests.integration.helpers import EVERY_SECOND, FAST_LEASES, NODES, chains_agree_after
+from tests.integration.helpers import (
+    EVERY_SECOND,
+    FAST_LEASES,
+    NODES,
+    chains_agree_after,
+    now_ms,
+    wait_time_passed,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -174,15 +181,20 @@ def test_a_damaged_follower_refuses_to_start_and_rebuild_catches_it_up_under_loa
     assert not _log_problems(cluster), _log_problems(cluster)
 
 
-def _tamper(data_dir: Path, needle: bytes) -> bytes:
+def _tamper(data_dir: Path, needle: bytes, decodable: bool = False) -> bytes:
     """Change one byte of a stored value through LMDB itself, behind the node's back (LMDB's own
-    structure stays sound: only the checksum can tell); returns the key changed."""
+    structure stays sound: only the checksum can tell); returns the key changed. ``decodable``:
+    a byte of the task's command, so the record still parses."""
     env = lmdb_env.open_env(data_dir / "state", map_size=64 << 30, max_dbs=2, sync=True)
     try:
         db = env.open_db(b"state")
         with env.begin(write=True) as txn:
             key, value = next((k, v) for k, v in txn.cursor(db) if needle in k)
-            txn.put(key, bytes([value[0] ^ 0x01]) + value[1:], db=db)
+            changed = (
+                value.replace(b"true", b"trUe", 1) if decodable else bytes([value[0] ^ 0x01]) + value[1:]
+            )
+            assert changed != value
+            txn.put(key, changed, db=db)
         return bytes(key)
     finally:
         env.close()
@@ -389,5 +401,42 @@ def test_a_damaged_raft_journal_is_one_line_and_rebuild_brings_the_node_back(tmp
         wait_until(lambda: cluster.status(follower, timeout=5).tasks == 30, 60, 0.3, f"{follower} rebuilt")
         cluster.wait_converged(60)
         assert not _log_problems(cluster), _log_problems(cluster)
+    finally:
+        cluster.stop()
+
+
+def test_a_node_whose_content_differs_from_its_peers_majority_reports_itself_unhealthy(
+    tmp_path: Path,
+) -> None:
+    """A store damaged before it kept a checksum (a store of an older build) passes its own
+    check; the comparison with the peers at one index finds it."""
+    cluster = LocalCluster.create(tmp_path / "c", 3, extra_config='[storage]\nverify_every = "1s"\n')
+    cluster.start()
+    try:
+        leader = cluster.wait_for_leader(60)
+        with Client(cluster.targets(), timeout=10) as client:
+            for i in range(20):
+                client.add_task(TaskSpec(f"idle-{i:03d}", CronTrigger(f"{i} 3 * * *"), command="true"))
+        follower = next(n for n in NODES if n != leader)
+        wait_until(lambda: cluster.status(follower).tasks == 20, 30, 0.2, f"{follower} has the tasks")
+        wait_time_passed(now_ms() + 3_000)  # healthy peers compare a few times first: nothing found
+        assert all(not cluster.status(n).store_damaged for n in NODES)
+        cluster.kill(follower, signal.SIGTERM)
+        data_dir = cluster.config.node(follower).data_dir
+        _tamper(data_dir, b"idle-007", decodable=True)
+        env = lmdb_env.open_env(data_dir / "state", map_size=64 << 30, max_dbs=2, sync=True)
+        try:
+            local = env.open_db(b"local")
+            with env.begin(write=True) as txn:
+                txn.delete(b"content_sum", db=local)  # as a store of a build without checksums
+        finally:
+            env.close()
+        cluster.start(follower)
+        damaged = wait_until(
+            lambda: cluster.status(follower, timeout=5).store_damaged, 60, 0.3, f"{follower} to find it"
+        )
+        assert "its replicated content at log index" in damaged and "differs from that of" in damaged
+        assert "--rebuild" in damaged
+        assert all(not cluster.status(n).store_damaged for n in NODES if n != follower)
     finally:
         cluster.stop()

@@ -507,3 +507,19 @@ def test_a_rebuilt_node_grants_no_vote_until_it_applied_the_first_leaders_commit
     assert may_vote(node, vote)
     assert node._raftsched_votes_after is None  # caught up: a voter like any other from now on
     assert may_vote(_Voter(None), vote)
+
+
+def test_a_node_is_diverged_only_when_a_majority_of_the_answers_disagrees_with_it() -> None:
+    from raftsched.rpc.peercheck import Seen, verdict
+
+    assert verdict("n1", Seen(7, {"n1": "aa", "n2": "aa", "n3": "aa"})) == ""
+    assert verdict("n1", Seen(7, {"n1": "aa", "n2": "bb", "n3": "aa"})) == ""  # n2 is the odd one
+    assert verdict("n1", Seen(7, {"n1": "aa", "n2": "bb"})) == ""  # no majority of two
+    assert verdict("n1", Seen(7, {"n1": "aa"})) == ""  # nobody to compare with
+    assert verdict("n1", Seen(7, {"n2": "bb", "n3": "bb"})) == ""  # its own is not known there
+    why = verdict("n1", Seen(7, {"n1": "aa" * 16, "n2": "bb" * 16, "n3": "bb" * 16}))
+    assert why == (
+        f"its replicated content at log index 7 differs from that of n2, n3 (checksum {'a' * 12}, "
+        f"theirs {'b' * 12})"
+    )
+    assert verdict("n1", Seen(7, {"n1": "aa", "n2": "bb", "n3": "bb", "n4": "cc", "n5": "aa"})) == ""

@@ -456,6 +456,22 @@ class Client:
             raise refused
         return _summarise(tuple(views))
 
+    def content_sums(self, index: int) -> dict[str, str]:
+        """Each reachable node's checksum of its replicated content at log ``index`` (hex), by node
+        id; a node that no longer (or not yet) knows it is left out. Equal on every replica: a
+        node whose differs holds a state that diverged (see ``raftsched status``)."""
+        request = pb.NodeStatusRequest(chain_at_index=index)
+        futures = [self._stub(t).NodeStatus.future(request, timeout=self._timeout) for t in self.targets]
+        out: dict[str, str] = {}
+        for future in futures:
+            try:
+                reply = future.result()
+            except grpc.RpcError:
+                continue
+            if reply.content_sum_at_index:
+                out[reply.node_id] = reply.content_sum_at_index
+        return out
+
     def add_node(self, node_id: str, raft: str, grpc_addr: str, http: str = "") -> pb.MembershipReply:
         """Add a scheduler node to the replicated membership (one change at a time: refused with
         :class:`~raftsched.errors.Conflict` while another is in progress). Start the node with

@@ -266,6 +266,10 @@ class MetricsSettings:
     per_task: bool = False
 
 
+DEFAULT_VERIFY_EVERY_S = 3600
+MAX_VERIFY_EVERY_S = 30 * 86_400
+
+
 @dataclass(frozen=True, slots=True)
 class StorageSettings:
     """The ``[storage]`` table: limits of each node's LMDB state store.
@@ -275,14 +279,23 @@ class StorageSettings:
     not disk. A node warns when the store passes 80 % of it; a node whose store is full stops
     leading and exits, and a restart with a larger ``map_size`` catches up. Raises
     :class:`ConfigError` if out of range.
+
+    ``verify_every_seconds``: how often a running node reads its whole store and checks it
+    against the checksum committed with it (0: only at start-up); a mismatch makes it unhealthy.
     """
 
     map_size: int = DEFAULT_MAP_SIZE
+    verify_every_seconds: int = DEFAULT_VERIFY_EVERY_S
 
     def __post_init__(self) -> None:
         problem = _map_size_problem(self.map_size)
         if problem:
             raise ConfigError("<config>", [f"storage.map_size: {problem}"])
+        if not 0 <= self.verify_every_seconds <= MAX_VERIFY_EVERY_S:
+            raise ConfigError(
+                "<config>",
+                [f"storage.verify_every: must be 0 (off) to 30d, got {self.verify_every_seconds} s"],
+            )
 
 
 def parse_map_size(value: object, field: str = "map_size") -> int:
@@ -560,13 +573,19 @@ def parse_config(
 def _parse_storage(table: Mapping[str, object] | None, problems: list[str]) -> StorageSettings | None:
     if table is None:
         return None
-    _unknown_keys("storage", table, ("map_size",), problems)
+    _unknown_keys("storage", table, ("map_size", "verify_every"), problems)
     try:
         size = parse_map_size(table.get("map_size", DEFAULT_MAP_SIZE), "storage.map_size")
+        raw = table.get("verify_every", DEFAULT_VERIFY_EVERY_S)
+        if isinstance(raw, bool) or not isinstance(raw, int | str):
+            raise InvalidSpec("storage.verify_every", f'expected a duration such as "1h", got {raw!r}')
+        every_ms = raw * 1000 if isinstance(raw, int) else parse_duration_ms(raw, "storage.verify_every")
+        if every_ms % 1000 or not 0 <= every_ms <= MAX_VERIFY_EVERY_S * 1000:
+            raise InvalidSpec("storage.verify_every", f"must be whole seconds, 0 (off) to 30d, got {raw!r}")
     except InvalidSpec as exc:
         problems.append(str(exc))
         return None
-    return StorageSettings(map_size=size)
+    return StorageSettings(map_size=size, verify_every_seconds=every_ms // 1000)
 
 
 def _parse_metrics(table: Mapping[str, object] | None, problems: list[str]) -> MetricsSettings:

@@ -236,6 +236,32 @@ class CannotStart(RaftschedError):
     code = "cannot_start"
 
 
+class StoreDamaged(RaftschedError):
+    """A file a node or executor keeps its state in is damaged or unreadable: the LMDB state store,
+    the Raft journal or snapshot file, or an executor's execution log (``path``). ``problem`` says
+    what is wrong, ``remedy`` the way out.
+
+    Nothing was started and nothing was written. The way out loses nothing: ``raftsched-node
+    --rebuild`` (``raftsched-executor --rebuild``) moves the damaged files aside, into a
+    timestamped directory beside them, and starts empty; a node then catches up from the
+    leader's snapshot and log, an executor registers afresh (the cluster's state knows which
+    attempts finished). The CLI exits with status 5.
+    """
+
+    code = "store_damaged"
+
+    def __init__(self, path: str, problem: str, remedy: str = "") -> None:
+        self.path = path
+        self.problem = problem
+        self.remedy = remedy
+        tail = f": {remedy}" if remedy else ""
+        super().__init__(f"{path} is damaged ({problem}){tail}")
+
+    def with_remedy(self, remedy: str) -> StoreDamaged:
+        """The same damage, with ``remedy`` as the way out (the program that met it knows it)."""
+        return StoreDamaged(self.path, self.problem, remedy)
+
+
 def error_for_code(code: str, message: str) -> RaftschedError:
     """Rebuild the exception matching a rejection ``code`` (used by the SDK)."""
     simple: dict[str, type[RaftschedError]] = {

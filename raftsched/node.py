@@ -8,6 +8,7 @@ thread); the leader driver runs on its own thread; gRPC runs on an asyncio loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import sys
@@ -35,8 +36,17 @@ from raftsched.abc import (
 from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.clockwatch import ClockWatch
 from raftsched.config import ClusterConfig, parse_address
-from raftsched.consensus.pysyncobj_node import PySyncObjNode
-from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError
+from raftsched.consensus.pysyncobj_node import PySyncObjNode, check_raft_files
+from raftsched.errors import (
+    CannotStart,
+    ConfigError,
+    InvalidSpec,
+    RaftschedError,
+    SnapshotFormatError,
+    StoreDamaged,
+)
+from raftsched.fsm import keys
+from raftsched.fsm.alerts import STORE_DAMAGED
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
@@ -54,10 +64,11 @@ from raftsched.readinfo import ReadInfo
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
-from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
+from raftsched.rpc.peercheck import PeerCheck
+from raftsched.rpc.plumbing import DamagedGuard, DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
-from raftsched.security.tls import ServerTls
+from raftsched.security.tls import ServerTls, node_client_tls
 from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
@@ -74,6 +85,15 @@ SWITCH_INTERVAL_S = 0.001
 ADMIN_SERVICE = "raftsched.v1.Admin"
 STEP_DOWN_TIMEOUT_S = 2.0
 CLOCK_WATCH_PERIOD_S = 0.2
+PEER_CHECK_FIRST_S = 10.0  # the first comparison with the peers, after start-up
+
+
+def rebuild_remedy(node_id: str) -> str:
+    """The way out of a damaged store, as a node's error says it."""
+    return (
+        f"start node {node_id} with --rebuild: it moves its damaged files aside (nothing is "
+        "deleted) and catches up from the current leader's snapshot and log"
+    )
 
 
 class Node:
@@ -90,9 +110,13 @@ class Node:
         *,
         per_task_metrics: bool = False,
         joining: bool = False,
+        rebuilding: bool = False,
     ) -> None:
         self.config = config
-        self.joining = joining
+        # A rebuilt node (its store moved aside, see raftsched-node --rebuild) starts empty and
+        # is caught up by the leader like a joining one, and votes only once caught up.
+        self.rebuilding = rebuilding
+        self.joining = joining or rebuilding
         self.me = config.node(node_id)
         self.node_id = node_id
         # Read and check the certificate files now: a bad [tls] stops the node before it joins Raft.
@@ -116,9 +140,40 @@ class Node:
         # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
         # own journal is never fsynced at all (docs/architecture.md §10), so this costs no durability
         # the Raft log itself would have offered.
-        self.store = LmdbStore(self.me.data_dir, map_size=config.storage.map_size, sync=False)
+        # A damaged store is one clear error (StoreDamaged, naming the file and the way out),
+        # found here before anything runs: LMDB pages it cannot read, or content that does not
+        # match the checksum committed with it (verify reads the whole store once).
+        try:
+            self.store = LmdbStore(
+                self.me.data_dir,
+                map_size=config.storage.map_size,
+                sync=False,
+                replicated_below=keys.LOCAL_PREFIX,
+            )
+        except StoreDamaged as exc:
+            raise exc.with_remedy(rebuild_remedy(node_id)) from None
+        try:
+            self.store.verify()
+            self.state = SchedulerState.load(self.store, self.retention)
+        except StoreDamaged as exc:
+            self.store.close()
+            raise exc.with_remedy(rebuild_remedy(node_id)) from None
+        except SnapshotFormatError:
+            self.store.close()
+            raise
+        except Exception as exc:  # a stored record that does not decode (a store of no checksum)
+            self.store.close()
+            raise StoreDamaged(
+                str(self.me.data_dir / "state" / "data.mdb"),
+                f"the stored state does not load: {exc!r}",
+                rebuild_remedy(node_id),
+            ) from None
         # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
         self.failure: BaseException | None = None
+        # Why the stored state is damaged, found while running ("" = sound as last verified):
+        # the node then serves nothing from it, does not lead and is not ready (see _damaged).
+        self.store_damaged = ""
+        self._verify_every_s = float(config.storage.verify_every_seconds)
         self._failed_event: asyncio.Event | None = None
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
@@ -134,7 +189,13 @@ class Node:
         )
         self.driver.clock_faulty = self.clock_watch.faulty
         # Leader effects from this node's own barrier on (decided by the replica, see there).
-        self.replica = Replica(self.state, self.store, effect_sink=self._effects, node_id=node_id)
+        self.replica = Replica(
+            self.state,
+            self.store,
+            effect_sink=self._effects,
+            node_id=node_id,
+            content_sum=self.store.content_sum,
+        )
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
@@ -224,6 +285,10 @@ class Node:
                 mismatch,
             )
         joining = self.joining and not self.state.membership.seeded
+        try:
+            check_raft_files(self.me.data_dir)
+        except StoreDamaged as exc:
+            raise exc.with_remedy(rebuild_remedy(self.node_id)) from None
         self.raft_node = self.consensus = PySyncObjNode(
             node_id=self.node_id,
             self_addr=self.me.raft,
@@ -246,6 +311,7 @@ class Node:
             # climb while it waits and depose the leader when they connect.
             hold_until_leader=joining,
             clock_watch=self.clock_watch,
+            rebuilding=self.rebuilding,
         )
         if joining:
             log.info(
@@ -274,6 +340,7 @@ class Node:
         # Metrics outermost, so refused calls are counted with their status code too.
         interceptors: list[grpc.aio.ServerInterceptor] = list(obs.interceptors()) if obs is not None else []
         interceptors.append(DecodeGuard())  # outside auth: it never sees an unparsed request
+        interceptors.append(DamagedGuard(lambda: self.store_damaged))
         if auth is not None:
             interceptors.append(AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals))
         self._failed_event = asyncio.Event()
@@ -312,6 +379,14 @@ class Node:
         )
         self.alert_loop.start()
         log.info("node %s %s", self.node_id, describe(self.config.alerts))
+        peer_check = PeerCheck(
+            self.node_id,
+            self._peer_grpc,
+            lambda: self.replica.last_applied,
+            self._own_sum,
+            node_client_tls(self.config),
+        )
+        peer_checking = asyncio.ensure_future(self._peer_check_loop(peer_check))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -366,6 +441,10 @@ class Node:
             # Hand leadership over first: stopping the gRPC server waits up to its grace period,
             # and the cluster should not wait that long for a leader.
             await asyncio.to_thread(self.step_down)
+            peer_checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await peer_checking
+            await peer_check.close()
             await self.membership.stop()
             await self.alert_loop.stop()
             if obs is not None:
@@ -402,6 +481,42 @@ class Node:
                     log.info("node %s handed leadership to %s", self.node_id, self._addr_to_id(new) or new)
             except Exception:
                 log.exception("clock watch failed")
+
+    async def _peer_check_loop(self, check: PeerCheck) -> None:
+        """Compare this node's content with its peers' (:mod:`raftsched.rpc.peercheck`) soon after
+        start-up, then every ``storage.verify_every``; a majority that disagrees with it makes it
+        unhealthy like a failed verify (:meth:`_damaged`)."""
+        every = self._verify_every_s
+        await asyncio.sleep(min(PEER_CHECK_FIRST_S, every) if every else PEER_CHECK_FIRST_S)
+        while not self.store_damaged:
+            try:
+                why = await check.check_once()
+            except Exception as exc:  # a peer's odd answer must not end the loop
+                log.debug("node %s: peer check failed: %r", self.node_id, exc)
+                why = ""
+            if why:
+                path = str(self.me.data_dir / "state" / "data.mdb")
+                await asyncio.to_thread(self._damaged, StoreDamaged(path, why, rebuild_remedy(self.node_id)))
+                return
+            if not every:
+                return
+            await asyncio.sleep(every)
+
+    def _peer_grpc(self) -> list[tuple[str, str]]:
+        """``(id, gRPC address)`` of every other voter."""
+        out = []
+        for node_id, _raft in self._peer_list():
+            member = self.state.membership.get(node_id)
+            grpc_addr = member.grpc if member is not None else None
+            if not grpc_addr:
+                grpc_addr = next((n.grpc for n in self.config.nodes if n.id == node_id), None)
+            if grpc_addr:
+                out.append((node_id, grpc_addr))
+        return out
+
+    def _own_sum(self, index: int) -> str:
+        value = self.replica.recent_sums.get(index)
+        return "" if value is None else f"{value:032x}"
 
     def _live_executors(self) -> dict[str, tuple[int, str]] | None:
         return self.hub.live_view() if self.hub is not None else None
@@ -440,12 +555,59 @@ class Node:
         return summary.count, summary.p99_ms
 
     def _flush_loop(self) -> None:
+        next_verify = self.clock.monotonic() + self._verify_every_s
         while not self._flusher_stop.wait(1.0):
             gc.freeze()  # cheap (moves the tracked objects to the permanent generation)
             try:
                 self.store.flush()
             except Exception:
                 log.exception("periodic LMDB flush failed")
+            if self._verify_every_s and not self.store_damaged and self.clock.monotonic() >= next_verify:
+                self.verify_store()
+                next_verify = self.clock.monotonic() + self._verify_every_s
+
+    def verify_store(self) -> bool:
+        """Read the whole committed store and check it against its checksum (``storage.verify_every``
+        runs this periodically; at start-up the constructor does). False, and the node unhealthy,
+        if it is damaged. Any thread but the event loop's (it reads the whole store)."""
+        try:
+            checked = self.store.verify()
+        except StoreDamaged as exc:
+            self._damaged(exc.with_remedy(rebuild_remedy(self.node_id)))
+            return False
+        log.debug(
+            "node %s: store verified at index %d (%d entries)",
+            self.node_id,
+            checked.applied_index,
+            checked.pairs,
+        )
+        return True
+
+    def _damaged(self, exc: StoreDamaged) -> None:
+        """The stored state was found damaged while running: say it once, stop serving reads from
+        it (:class:`raftsched.rpc.plumbing.DamagedGuard`), report not ready (health NOT_SERVING,
+        ``/readyz``, ``store_damaged`` in status, ``raftsched_store_damaged``), and hand over
+        leadership and stop campaigning. It stays a Raft follower (its journal is sound) until
+        an operator restarts it with ``--rebuild``."""
+        if self.store_damaged:
+            return
+        self.store_damaged = str(exc)
+        log.critical(
+            "node %s: its stored state is damaged, so it serves no reads, does not lead and reports "
+            "not ready: %s",
+            self.node_id,
+            exc,
+        )
+        self._health_all(serving=False)
+        loop, alerts = self._loop, self.alert_loop
+        if loop is not None and alerts is not None:
+            at_ms = self.clock.now_ms()
+            loop.call_soon_threadsafe(
+                alerts.raise_node_alert, STORE_DAMAGED, self.node_id, self.store_damaged, at_ms
+            )
+        raft = self.raft_node
+        if raft is not None and self.failure is None:
+            raft.step_down(STEP_DOWN_TIMEOUT_S)  # also holds its campaigns for good
 
     def step_down(self, timeout_s: float = STEP_DOWN_TIMEOUT_S) -> None:
         """Stop campaigning and, when leading, hand leadership to a caught-up follower, so a
@@ -612,7 +774,20 @@ class Node:
         """The store cannot take writes (applier thread; the consensus node has already left the
         Raft cluster): say so once, loudly, report not ready, and end :meth:`serve`."""
         self.failure = exc
-        if isinstance(exc, FormatTooNew):
+        cause = exc.cause if isinstance(exc, StoreFailed) else exc
+        classified = self.store.failure()  # a commit's LMDB error, as the store classified it
+        if not isinstance(cause, StoreDamaged) and isinstance(classified, StoreDamaged):
+            cause = classified
+        if isinstance(cause, StoreDamaged):
+            self.failure = damaged = cause.with_remedy(rebuild_remedy(self.node_id))
+            self.store_damaged = str(damaged)
+            log.critical(
+                "node %s stopped: its state store is damaged, so it left the Raft cluster and applies "
+                "nothing more: %s",
+                self.node_id,
+                damaged,
+            )
+        elif isinstance(exc, FormatTooNew):
             log.critical(
                 "node %s stopped: %s, so it left the Raft cluster and applies nothing more. Upgrade "
                 "raftsched on this node and restart it: it replays the Raft log from there, nothing "
@@ -637,6 +812,20 @@ class Node:
             usage.used_bytes,
             usage.map_bytes,
         )
+
+    def _health_all(self, serving: bool) -> None:
+        loop, health_servicer = self._loop, self._health
+        if loop is None or health_servicer is None:
+            return
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+
+        async def set_all() -> None:
+            for service in ("", ADMIN_SERVICE, LEADER_HEALTH_SERVICE):
+                await health_servicer.set(service, status)
+
+        asyncio.run_coroutine_threadsafe(set_all(), loop)
 
     def _not_ready(self) -> None:
         loop, health_servicer, event = self._loop, self._health, self._failed_event
@@ -755,6 +944,7 @@ class Node:
                 contact_age_ms=raft.contact_age_ms if raft.contact_age_ms >= 0 else None,
                 read_barriers=self.reads.barriers,
                 reads_refused=self.reads.refused,
+                store_damaged=self.store_damaged,
             )
             clock = self.clock_watch.view(leading=raft.role == "leader")
             reply.clock_known = clock.offset_ms is not None
@@ -773,6 +963,9 @@ class Node:
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
+            content = self.replica.recent_sums.get(chain_at_index) if chain_at_index else None
+            if content is not None:
+                reply.content_sum_at_index = f"{content:032x}"
             record = self.state.membership.record
             reply.membership.CopyFrom(record)
             reply.config_mismatch = describe_mismatch(self.config, record)

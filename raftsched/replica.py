@@ -42,12 +42,17 @@ class Replica:
         store: StateStore,
         effect_sink: EffectSink | None = None,
         node_id: str | None = None,
+        content_sum: Callable[[], int] | None = None,
     ) -> None:
         self.state = state
         self.store = store
         self.effect_sink = effect_sink
         self.node_id = node_id
         self.leads = node_id is None  # the newest barrier applied here is this node's
+        # The store's checksum of the replicated content (LmdbStore.content_sum), recorded per
+        # entry next to the chain, so replicas can compare their content at one index too.
+        self._content_sum = content_sum
+        self.recent_sums: OrderedDict[int, int] = OrderedDict()
         self.last_applied = store.applied_index()
         self._dirty = False
         self.entries_applied = 0
@@ -57,6 +62,8 @@ class Replica:
         self.recent_chains: OrderedDict[int, bytes] = OrderedDict()
         self.recent_chains_max = 100_000
         self.recent_chains[self.last_applied] = state.chain  # the chain is stored with the state
+        if content_sum is not None:
+            self.recent_sums[self.last_applied] = content_sum()
 
     def apply_entry(self, index: int, data: bytes) -> bytes | None:
         """Apply log entry ``index``.
@@ -98,6 +105,10 @@ class Replica:
         self.recent_chains[index] = self.state.chain
         if len(self.recent_chains) > self.recent_chains_max:
             self.recent_chains.popitem(last=False)
+        if self._content_sum is not None:
+            self.recent_sums[index] = self._content_sum()
+            if len(self.recent_sums) > self.recent_chains_max:
+                self.recent_sums.popitem(last=False)
         if applied.effects and self.effect_sink is not None:
             try:
                 self.effect_sink(applied.effects)
@@ -124,3 +135,6 @@ class Replica:
         self._dirty = False
         self.recent_chains.clear()
         self.recent_chains[self.last_applied] = self.state.chain
+        self.recent_sums.clear()
+        if self._content_sum is not None:
+            self.recent_sums[self.last_applied] = self._content_sum()

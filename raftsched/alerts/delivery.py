@@ -197,6 +197,34 @@ class AlertLoop:
         self._tasks: list[asyncio.Task[None]] = []
         self.delivered = 0  # POSTs that succeeded (diagnostics and tests)
 
+    def raise_node_alert(self, kind: str, node_id: str, error: str, at_ms: int, attempts: int = 20) -> None:
+        """Deliver an event this node found about itself (:data:`~raftsched.fsm.alerts.NODE_KINDS`)
+        straight to every webhook that takes it, with the usual body and signature, retried with
+        backoff (at most ``attempts`` POSTs per target). Not replicated: at least once only while
+        this process lives. Call on the event loop."""
+        alert = pb.AlertRecord(
+            id=f"{node_id}/{kind}/{at_ms}", kind=kind, at_ms=at_ms, error=f"node {node_id}: {error}"
+        )
+        body = encode(payload(alert, self.cluster, ""))
+        loop = asyncio.get_running_loop()
+        for hook in self.config.webhooks:
+            if hook.takes(kind, "", ""):
+                self._tasks.append(loop.create_task(self._deliver_node_alert(hook, alert, body, attempts)))
+
+    async def _deliver_node_alert(
+        self, hook: Webhook, alert: pb.AlertRecord, body: bytes, attempts: int
+    ) -> None:
+        for failures in range(1, attempts + 1):
+            try:
+                await self.post(hook, body, headers_for(hook, alert.id, body))
+            except DeliveryFailed as exc:
+                log.warning("alert %s to webhook %s failed (will retry): %s", alert.id, hook.name, exc)
+                await asyncio.sleep(backoff_s(failures, self.rng))
+                continue
+            self.delivered += 1
+            return
+        log.error("alert %s to webhook %s: gave up after %d attempts", alert.id, hook.name, attempts)
+
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._deliver_loop(hook)) for hook in self.config.webhooks]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cli.errors import UsageError, fail
@@ -142,6 +143,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     ``--no-digest``); exit status 1 if no node answered."""
     with connect(args) as client:
         view = client.cluster_status(digests=args.digests)
+        applied = [n.status.applied_index for n in view.reachable if n.status is not None]
+        sums = client.content_sums(min(applied)) if args.digests and len(applied) > 1 else {}
     if args.json:
         print_json(_cluster_dict(view))
     else:
@@ -165,14 +168,20 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "-" if contact_ms(s) < 0 else f"{contact_ms(s)}ms",
                     s.state_digest[:12] or "-",
                     _build_text(s),
-                    refused.get(s.node_id, "ok"),
+                    "STORE DAMAGED" if s.store_damaged else refused.get(s.node_id, "ok"),
                 ]
             )
         print_table(
             ["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "CONTACT", "DIGEST", "BUILD", "STATUS"],
             rows,
         )
-        for warning in _digest_warnings(view) + _format_notes(view) + _clock_warnings(view):
+        for warning in (
+            _digest_warnings(view)
+            + content_warnings(sums)
+            + _damage_warnings(view)
+            + _format_notes(view)
+            + _clock_warnings(view)
+        ):
             print(f"warning: {warning}")
         answered = [n.status for n in view.nodes if n.status is not None]
         if answered:
@@ -230,6 +239,30 @@ def _raft_refusals(view: ClusterView) -> dict[str, str]:
         for node, why in reports.items()
         if len(why) * 2 > asked.get(node, 0)
     }
+
+
+def content_warnings(sums: dict[str, str]) -> list[str]:
+    """Replicas at one index must hold the same content: name the nodes whose checksum differs
+    from the one most nodes report (all of them when no value has a majority)."""
+    counts = Counter(sums.values())
+    if len(counts) < 2:
+        return []
+    top, votes = counts.most_common(1)[0]
+    majority = votes * 2 > len(sums)
+    odd = sorted(node for node, value in sums.items() if not majority or value != top)
+    what = "differs from the majority's" if majority else "disagrees (no majority)"
+    return [
+        f"the replicated content of {', '.join(odd)} {what} at the same log index: its state diverged; "
+        "restart it with --rebuild"
+    ]
+
+
+def _damage_warnings(view: ClusterView) -> list[str]:
+    return [
+        f"{n.status.node_id}: {n.status.store_damaged}"
+        for n in view.nodes
+        if n.status is not None and n.status.store_damaged
+    ]
 
 
 def _digest_warnings(view: ClusterView) -> list[str]:

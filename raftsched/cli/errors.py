@@ -3,7 +3,8 @@
 Exit status: 0 on success, 2 for usage errors and invalid input (including input the cluster
 rejects as invalid, and an invalid config file) and for a node or executor that cannot start
 (its data dir locked by another process, an address in use), 1 for every other error (not found, conflict,
-unreachable cluster...), 130 when interrupted. An error is one line on stderr,
+unreachable cluster...), 5 for a node or executor whose stored state is damaged (the message names
+the file and the way out, ``--rebuild``), 130 when interrupted. An error is one line on stderr,
 ``<prog>: error: <message>``.
 """
 
@@ -22,9 +23,11 @@ from raftsched.errors import (
     InvalidWorkflow,
     RaftschedError,
     SnapshotFormatError,
+    StoreDamaged,
 )
 
 __all__ = [
+    "STORE_DAMAGED_EXIT",
     "ArgParser",
     "UsageError",
     "config_message",
@@ -34,6 +37,9 @@ __all__ = [
     "is_grpc_error",
     "run_guarded",
 ]
+
+STORE_DAMAGED_EXIT = 5
+"""A node's or executor's stored state is damaged: start it with ``--rebuild``."""
 
 # Model field names (as InvalidSpec reports them) -> the option a CLI user typed.
 _FLAGS = {
@@ -128,9 +134,11 @@ def run_guarded(prog: str, function: Callable[..., int], *args: str) -> int:
     """``function(*args)`` for a program that runs processes (a node, the demo): its errors become
     ``prog``'s one-line error and exit status (a bad config, or a start refused because the data
     dir or an address is taken, a backup that cannot be restored, a state of a newer format, 2;
-    any other rejection 1)."""
+    any other rejection 1; a damaged store 5)."""
     try:
         return int(function(*args))
+    except StoreDamaged as exc:
+        return fail(str(exc), STORE_DAMAGED_EXIT, prog=prog)
     except ConfigError as exc:
         return fail(config_message(exc), 2, prog=prog)
     except (InvalidSpec, CannotStart, InvalidBackup, SnapshotFormatError) as exc:

@@ -3,12 +3,16 @@
 SIGTERM or SIGINT drains it: nothing new is placed on it, the attempts it runs finish (for at
 most ``--grace``; then they are killed and the leader declares them lost), it leaves the cluster
 and exits 0. A second signal ends the wait at once (what still runs is killed; it still leaves).
+
+A damaged execution log stops it with one line and exit status 5; ``--rebuild`` moves the log
+aside, leaves the cluster (its attempts there are declared lost) and registers with a fresh one.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -17,14 +21,15 @@ from pathlib import Path
 
 from raftsched import __version__
 from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
-from raftsched.cli.errors import ArgParser, UsageError, config_message, fail
+from raftsched.cli.errors import STORE_DAMAGED_EXIT, ArgParser, UsageError, config_message, fail
 from raftsched.cli.input import duration_arg
 from raftsched.cli.process import (
     add_log_level_option,
     configure_logging,
     lock_data_dir,
+    move_aside,
 )
-from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError, TlsError
+from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedError, StoreDamaged, TlsError
 
 __all__ = ["executor_main"]
 
@@ -95,6 +100,13 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         help="on SIGTERM/SIGINT, how long running attempts may take to finish before they are "
         "killed (default: 30s; a second signal ends the wait at once)",
     )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="the execution log is damaged (exit status 5): move it aside (into "
+        "DATA_DIR/damaged-<time>, nothing is deleted), leave the cluster (its attempts there are "
+        "declared lost, the retry policy decides) and register with a fresh log",
+    )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
@@ -126,6 +138,13 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
             from raftsched.timing.clock import SystemClock
 
             token = resolve_token(args.token, args.token_file)
+            if args.rebuild:
+                moved = move_aside(Path(args.data_dir), ["executions"], SystemClock().now_ms())
+                logging.getLogger("raftsched.executor").warning(
+                    "executor %s rebuilds: %s",
+                    args.name,
+                    f"its execution log was moved to {moved}" if moved else "it had no execution log",
+                )
             executor = Executor(
                 targets,
                 args.name,
@@ -143,6 +162,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 if args.execution_log_keep is None
                 else args.execution_log_keep / 1000,
                 clock=SystemClock(clock_offset_for_tests("executor")),
+                rebuilt=args.rebuild,
             )
 
             async def serve() -> None:
@@ -155,6 +175,12 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         return 0
     except UsageError as exc:
         return fail(str(exc), 2, prog="raftsched-executor")
+    except StoreDamaged as exc:
+        remedy = (
+            f"start executor {args.name} with --rebuild: it moves the log aside (nothing is deleted), "
+            "leaves the cluster (its attempts there are declared lost) and registers with a fresh log"
+        )
+        return fail(str(exc.with_remedy(remedy)), STORE_DAMAGED_EXIT, prog="raftsched-executor")
     except ConfigError as exc:
         return fail(config_message(exc), 2, prog="raftsched-executor")
     except (InvalidSpec, CannotStart) as exc:

@@ -1,6 +1,7 @@
 """``raftsched-node`` (``python -m raftsched.cli.node``): run one node until SIGTERM/SIGINT;
 SIGHUP reloads its TLS certificates; ``--restore FILE`` first loads a backup into an empty data
-dir (a node of a new cluster restored from ``raftsched backup``).
+dir (a node of a new cluster restored from ``raftsched backup``); ``--rebuild`` moves a damaged
+store aside and catches up from the leader.
 
 The process around a :class:`raftsched.node.Node`: logging, SIGTERM/SIGINT, the test clock hook,
 and the exit status. The node itself (pysyncobj, LMDB, the gRPC server) is imported only when
@@ -22,21 +23,24 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched import __version__
 from raftsched.abc import FormatTooNew
-from raftsched.cli.errors import ArgParser, UsageError, fail, run_guarded
+from raftsched.cli.errors import STORE_DAMAGED_EXIT, ArgParser, UsageError, fail, run_guarded
 from raftsched.cli.process import (
     LOCK_FILE,
     add_log_level_option,
     check_listen_address,
     configure_logging,
     lock_data_dir,
+    move_aside,
     stop_on_signals,
 )
-from raftsched.errors import CannotStart, InvalidSpec
+from raftsched.errors import CannotStart, InvalidSpec, StoreDamaged
 
 if TYPE_CHECKING:
     from raftsched.config import ClusterConfig
 
 __all__ = [
+    "REBUILD_FILES",
+    "STORE_DAMAGED_EXIT",
     "TEST_CLOCK_OFFSET_ENV",
     "TEST_CLOCK_OFFSET_FILE_ENV",
     "clock_offset_file_for_tests",
@@ -52,6 +56,18 @@ TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
 TEST_CLOCK_OFFSET_FILE_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_FILE"
 STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left the cluster
 FORMAT_TOO_NEW_EXIT = 4  # the log holds a command of a newer format: upgrade this node
+# STORE_DAMAGED_EXIT (5): a store file is damaged or unreadable: start again with --rebuild.
+REBUILD_FILES = (
+    "state",
+    "state.restore",
+    "state.old",
+    "raft.journal",
+    "raft.journal.meta",
+    "raft.journal.meta.tmp",
+    "raft.dump",
+    "raft.dump.writing",
+)
+"""What ``--rebuild`` moves aside: the state store, the Raft journal and snapshot (and leftovers)."""
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
@@ -79,6 +95,13 @@ def node_main(argv: Sequence[str] | None = None) -> int:
         "bootstrapping one from the config file: wait, without campaigning, until the leader reaches "
         "this node, then catch up from it",
     )
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="this node's store is damaged (exit status 5): move its state, Raft journal and "
+        "snapshot aside (into DATA_DIR/damaged-<time>, nothing is deleted) and catch up from the "
+        "current leader's snapshot and log; rebuild one node at a time, while the others lead",
+    )
     add_log_level_option(parser, "logging level (default: info)")
     try:
         try:
@@ -87,7 +110,13 @@ def node_main(argv: Sequence[str] | None = None) -> int:
             return done.code if isinstance(done.code, int) else 0
         if args.join and args.restore:
             raise UsageError("--restore bootstraps a new cluster and --join joins one: give one of them")
+        if args.rebuild and args.restore:
+            raise UsageError(
+                "--restore bootstraps a new cluster and --rebuild catches up with one: give one of them"
+            )
         options: dict[str, Any] = {}
+        if args.rebuild:
+            options["rebuild"] = True
         if args.join:
             options["join"] = True
         if args.restore:
@@ -114,6 +143,7 @@ def run_node(
     log_format: str = "text",
     join: bool = False,
     restore: str = "",
+    rebuild: bool = False,
 ) -> int:
     """Run one node until SIGTERM/SIGINT (a leader hands leadership over first). Returns the
     process exit code.
@@ -121,7 +151,8 @@ def run_node(
     ``data_dir`` (if given) replaces the node's ``data_dir`` from the config. ``join``: the node
     joins an existing cluster whose membership already lists it (see ``raftsched cluster
     add-node``) instead of bootstrapping one from the config. ``restore`` (if given) is a backup
-    file loaded into the (empty) data dir first."""
+    file loaded into the (empty) data dir first. ``rebuild``: move the node's store files aside
+    (:data:`REBUILD_FILES`) and start empty, caught up by the leader (see :class:`Node`)."""
     from raftsched.config import load_config
     from raftsched.node import Node
     from raftsched.timing.clock import SystemClock
@@ -139,10 +170,19 @@ def run_node(
         if restore:
             restore_backup(Path(restore), me.data_dir, config.storage.map_size)
         check_listen_address(me.grpc_listen, "gRPC")
+        if rebuild:
+            moved = move_aside(me.data_dir, REBUILD_FILES, SystemClock(offset_ms).now_ms())
+            log.warning(
+                "node %s rebuilds: %s; it catches up from the current leader",
+                node_id,
+                f"its store files were moved to {moved}" if moved else "it had no store files",
+            )
+        node = Node(
+            config, node_id, clock=SystemClock(offset_ms, offset_file), joining=join, rebuilding=rebuild
+        )
     except BaseException:
         lock.release()
         raise
-    node = Node(config, node_id, clock=SystemClock(offset_ms, offset_file), joining=join)
     try:
         node.start()  # raises CannotStart if the Raft port is taken
     except BaseException:
@@ -168,6 +208,8 @@ def run_node(
         lock.release()
     if node.failure is None:
         return 0
+    if isinstance(node.failure, StoreDamaged):
+        return STORE_DAMAGED_EXIT
     return FORMAT_TOO_NEW_EXIT if isinstance(node.failure, FormatTooNew) else STORE_FAILED_EXIT
 
 

@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "check_listen_address",
     "configure_logging",
     "lock_data_dir",
+    "move_aside",
     "stop_on_signals",
 ]
 
@@ -197,3 +199,28 @@ def check_listen_address(address: str, what: str) -> None:
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
                     raise CannotStart(f"{what} address {address} is already in use") from None
+
+
+def move_aside(data_dir: Path, names: Sequence[str], now_ms: int) -> Path | None:
+    """Move the files or directories ``names`` of ``data_dir`` that exist into a new directory
+    ``data_dir/damaged-<UTC time of now_ms>`` (nothing is deleted) and fsync; returns it, or None
+    if none existed. The caller holds the data dir's lock."""
+    present = [name for name in names if (data_dir / name).exists()]
+    if not present:
+        return None
+    stamp = datetime.datetime.fromtimestamp(now_ms / 1000, datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = data_dir / f"damaged-{stamp}"
+    n = 1
+    while target.exists():
+        n += 1
+        target = data_dir / f"damaged-{stamp}-{n}"
+    target.mkdir(mode=0o700)
+    for name in present:
+        os.rename(data_dir / name, target / name)
+    for directory in (target, data_dir):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return target

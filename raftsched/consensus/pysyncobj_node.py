@@ -83,7 +83,7 @@ from raftsched.abc import (
 from raftsched.clockwatch import ClockWatch
 from raftsched.config import RaftTuning
 from raftsched.consensus.applier import Applier
-from raftsched.errors import CannotStart, SnapshotFormatError
+from raftsched.errors import CannotStart, SnapshotFormatError, StoreDamaged
 from raftsched.logfields import leadership_fields
 
 log = logging.getLogger(__name__)
@@ -526,6 +526,8 @@ class _GuardedTransport(TCPTransport):  # type: ignore[misc]
 class _Raft(SyncObj):  # type: ignore[misc]
     """The SyncObj subclass. Its only replicated method hands bytes to the applier."""
 
+    _raftsched_votes_after: int | None = None  # see _raftsched_may_vote (set in __init__)
+
     def __init__(
         self,
         enqueue: Callable[[int, bytes], None],
@@ -535,6 +537,7 @@ class _Raft(SyncObj):  # type: ignore[misc]
         leader_heard: Callable[[], None] | None = None,
         clock_stamp: Callable[[str, str], tuple[Any, ...] | None] | None = None,
         clock_heard: Callable[[str, str, Any], None] | None = None,
+        rebuilding: bool = False,
         **kwargs: Any,
     ) -> None:
         # The hooks are in place before SyncObj.__init__ starts the tick thread.
@@ -550,6 +553,9 @@ class _Raft(SyncObj):  # type: ignore[misc]
         self._raftsched_hold: Callable[[], bool] = hold or (lambda: False)
         self._raftsched_leader_heard: Callable[[], None] = leader_heard or (lambda: None)
         self._raftsched_heard_at: float | None = None  # monotonic; an append from a leader
+        # A node rebuilt from nothing (see PySyncObjNode): None once it has caught up; -1 until a
+        # leader is heard; then the leader's commit index it must apply before it votes again.
+        self._raftsched_votes_after: int | None = -1 if rebuilding else None
         super().__init__(*args, transportClass=_GuardedTransport, **kwargs)
 
     def _SyncObj__connectedToAnyone(self) -> bool:
@@ -601,6 +607,8 @@ class _Raft(SyncObj):  # type: ignore[misc]
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         # Overrides pysyncobj's name-mangled handler (SyncObj binds self.__onMessageReceived in
         # __init__, so this runs for every message).
+        if self._raftsched_votes_after is not None and not self._raftsched_may_vote(message):
+            return  # a rebuilt node's vote could elect a leader without committed entries
         if (
             isinstance(message, dict)
             and message.get("type") == "append_entries"
@@ -645,6 +653,24 @@ class _Raft(SyncObj):  # type: ignore[misc]
             return None
         return max(0.0, now - times[need - 1])
 
+    def _raftsched_may_vote(self, message: Any) -> bool:
+        """A rebuilt node (its journal moved aside) has forgotten the entries it acknowledged and
+        the vote it cast: granting a vote now could elect a candidate that lacks committed
+        entries (Raft counts on a voter's log to refuse it) or vote twice in a term. So it drops
+        vote requests until it has applied the commit index of the first leader it hears from;
+        False: drop ``message``."""
+        target = self._raftsched_votes_after
+        if target is None or not isinstance(message, dict):
+            return True
+        kind = message.get("type")
+        if kind == "append_entries" and target == -1 and "commit_index" in message:
+            target = self._raftsched_votes_after = int(message["commit_index"])
+        if target >= 0 and int(self.raftLastApplied) >= target:
+            self._raftsched_votes_after = None
+            log.info("rebuilt node caught up with the leader's commit index %d: it votes again", target)
+            return True
+        return kind != "request_vote"
+
     # Plain (not replicated) methods: the adapter's way to pysyncobj's underscore-named API.
 
     def propose_entry(self, data: bytes, callback: Callable[[object, int], None]) -> None:
@@ -681,7 +707,9 @@ class PySyncObjNode:
     ``write_snapshot(file)`` must write the store image at the current applied index;
     ``load_snapshot(path, offset)`` must replace the store with the image at ``offset``.
     ``hold_until_leader``: a node joining an existing cluster, which does not campaign until a
-    leader's ``append_entries`` reaches it (see :meth:`hold_elections`).
+    leader's ``append_entries`` reaches it (see :meth:`hold_elections`). ``rebuilding``: a node
+    whose journal was moved aside (``raftsched-node --rebuild``); it also grants no vote until it
+    has caught up with the first leader it hears from (see ``_Raft._raftsched_may_vote``).
     """
 
     def __init__(
@@ -705,6 +733,7 @@ class PySyncObjNode:
         bind_addr: str | None = None,
         hold_until_leader: bool = False,
         clock_watch: ClockWatch | None = None,
+        rebuilding: bool = False,
     ) -> None:
         if not secret or len(secret) < 16:
             raise ValueError("a cluster secret of at least 16 characters is required")
@@ -785,6 +814,7 @@ class PySyncObjNode:
             leader_heard=self._leader_heard,
             clock_stamp=self._clock_stamp,
             clock_heard=self._clock_heard,
+            rebuilding=rebuilding,
         )
         if dial_address is not None:
             self._raft._raftsched_dial = dial_address
@@ -1261,6 +1291,100 @@ class PySyncObjNode:
             view = self._raft.member_addresses() if hasattr(self, "_raft") else sorted(header["cluster"])
         cluster = {TCPNode(a) for a in {*view, self.self_addr}}
         return last, prev, cluster
+
+
+_JOURNAL_HEADER = struct.Struct("<24s8sII")  # pysyncobj's: app name, version, format, end offset
+_JOURNAL_RECORD = struct.Struct("<IQQ")  # a record: its size, then index and term
+_LMDB_MAGIC_AT = 16  # an LMDB meta page: a 16-byte page header, then the magic
+_LMDB_MAGIC = 0xBEEFC0DE
+
+
+def check_raft_files(data_dir: Path) -> None:
+    """Check the Raft journal, its meta file and the snapshot file in ``data_dir`` before
+    pysyncobj reads them; raises :class:`StoreDamaged` naming the file and what is wrong.
+
+    pysyncobj checks none of them: a damaged journal either raises deep inside its constructor
+    or is read as entries that never were, a damaged meta file is silently replaced by term 0
+    and no vote, and a damaged snapshot is logged with a traceback and skipped. The checks read
+    the framing only (pysyncobj keeps no checksums): the journal's header, that every record's
+    two length fields agree and fit, and that the indexes follow each other; the meta file
+    decodes; the snapshot's header is ours and an LMDB copy follows it."""
+    _check_journal(data_dir / "raft.journal")
+    _check_journal_meta(data_dir / "raft.journal.meta")
+    _check_dump(data_dir / "raft.dump")
+
+
+def _check_journal(path: Path) -> None:
+    if not path.exists():
+        return
+    data = path.read_bytes()
+
+    def damaged(problem: str) -> StoreDamaged:
+        return StoreDamaged(str(path), f"Raft journal: {problem}")
+
+    if len(data) < _JOURNAL_HEADER.size:
+        raise damaged(f"{len(data)} bytes, shorter than its header")
+    name, _version, fmt, end = _JOURNAL_HEADER.unpack_from(data)
+    if name.rstrip(b"\0") != b"PYSYNCOBJ" or fmt != 1:
+        raise damaged("its header is not a pysyncobj journal's")
+    if not _JOURNAL_HEADER.size <= end <= len(data):
+        raise damaged(f"its end offset {end} lies outside the file ({len(data)} bytes)")
+    offset, previous = _JOURNAL_HEADER.size, None
+    while offset < end:
+        if offset + _JOURNAL_RECORD.size > end:
+            raise damaged(f"the record at byte {offset} is cut off")
+        size, index, term = _JOURNAL_RECORD.unpack_from(data, offset)
+        if size < 16 or offset + 8 + size > end:
+            raise damaged(f"the record at byte {offset} claims an impossible size ({size} bytes)")
+        if struct.unpack_from("<I", data, offset + 4 + size)[0] != size:
+            raise damaged(f"the record at byte {offset}: its two length fields differ")
+        if previous is not None and (index != previous[0] + 1 or term < previous[1]):
+            raise damaged(
+                f"the record at byte {offset} holds index {index} (term {term}) after index "
+                f"{previous[0]} (term {previous[1]})"
+            )
+        previous = (index, term)
+        offset += size + 8
+
+
+def _check_journal_meta(path: Path) -> None:
+    if not path.exists():
+        return
+    try:
+        meta = _pickle_loads(path.read_bytes())  # pysyncobj's own file, read as pysyncobj reads it
+    except Exception as exc:
+        raise StoreDamaged(str(path), f"Raft term and vote record does not decode: {exc}") from None
+    if not isinstance(meta, dict):
+        raise StoreDamaged(str(path), "Raft term and vote record does not decode")
+
+
+def _check_dump(path: Path) -> None:
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        magic = f.read(len(_SNAPSHOT_MAGIC))
+        size = int.from_bytes(f.read(8), "big")
+        problem = ""
+        if magic != _SNAPSHOT_MAGIC:
+            problem = "not a raftsched snapshot (its magic is gone)"
+        elif not 0 < size <= 1 << 20:
+            problem = f"its header claims {size} bytes"
+        else:
+            try:
+                header = json.loads(f.read(size))
+                missing = [key for key in ("last", "prev", "cluster") if key not in header]
+                if missing:
+                    raise KeyError(missing[0])
+            except (ValueError, KeyError, TypeError) as exc:
+                problem = f"its header does not decode: {exc!r}"
+            else:
+                page = f.read(_LMDB_MAGIC_AT + 4)
+                if len(page) < _LMDB_MAGIC_AT + 4 or (
+                    struct.unpack_from("=I", page, _LMDB_MAGIC_AT)[0] != _LMDB_MAGIC
+                ):
+                    problem = "no LMDB copy follows its header"
+    if problem:
+        raise StoreDamaged(str(path), f"Raft snapshot file: {problem}")
 
 
 def release_covered(waiting: dict[int, list[tuple[int, Any]]], last_index: int) -> list[Any]:

@@ -148,9 +148,13 @@ class Executor:
         memory_mb: int = 0,
         drain_grace_s: float = 30.0,
         execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
+        rebuilt: bool = False,
     ) -> None:
         validate_name(name, "executor.name")
         self.execution_log_keep_ms = _keep_ms(execution_log_keep)
+        # Its execution log was moved aside (raftsched-executor --rebuild): it leaves the
+        # membership before it registers again (see _leave_before_rebuilt_start).
+        self.rebuilt = rebuilt
         if not 0 <= drain_grace_s <= 86_400:
             raise InvalidSpec("executor.grace", f"{drain_grace_s!r} s out of range (0 s to 1 day)")
         self.drain_grace_s = drain_grace_s
@@ -300,6 +304,8 @@ class Executor:
         try:
             if obs is not None:
                 await obs.start()
+            if self.rebuilt:
+                await self._leave_before_rebuilt_start(stop)
             target_index = 0
             while not stop.is_set():
                 target = self.targets[target_index % len(self.targets)]
@@ -465,6 +471,29 @@ class Executor:
             log.info("%s: drained and left the cluster", self.name)
         else:
             log.warning("%s: could not leave (no leader answered); it will be declared dead", self.name)
+
+    async def _leave_before_rebuilt_start(self, stop: asyncio.Event) -> None:
+        """A fresh execution log knows nothing of what this executor ran before. The leader only
+        ever sends an executor attempts the replicated state holds RUNNING on it (never one whose
+        result it has, nor a superseded one), but one of those may have started or finished
+        here before the log was lost: a fresh log would run it again. So first leave: the leader
+        declares those attempts lost (its retry policy decides, under new execution ids, as for
+        any dead executor), and only then register anew. Retries until a leader commits it."""
+        request = pb.LeaveRequest(name=self.name)
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            left = await self._to_leader(
+                lambda t, s: self.transport.leave(t, request, timeout_s=s), loop.time() + 5.0
+            )
+            if left:
+                log.info(
+                    "%s: rebuilt execution log: left the cluster (its attempts there are declared "
+                    "lost) before registering again",
+                    self.name,
+                )
+                return
+            log.warning("%s: rebuilt execution log: no leader answered the leave yet; retrying", self.name)
+            await _sleep_or_stop(stop, 1.0)
 
     async def _to_leader(self, call: Callable[[str, float], Any], deadline: float) -> bool:
         """``await call(target, timeout_s)`` at the leader, following redirects and trying each

@@ -42,6 +42,7 @@ from types import TracebackType
 from typing import Any
 
 from raftsched.abc import ExecutionLog
+from raftsched.errors import StoreDamaged
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.timing.clock import SystemClock
@@ -89,6 +90,10 @@ def _encode(record: ExecutionRecord) -> bytes:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+class NewerFormat(ValueError):
+    """An entry written by a newer release: not damage (an upgrade reads it)."""
+
+
 def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
     where = f"execution log entry {execution_id!r}"
     try:
@@ -98,7 +103,7 @@ def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
     if not isinstance(data, dict) or not isinstance(data.get("v"), int):
         raise ValueError(f"{where} has no format version")
     if data["v"] > FORMAT_VERSION:
-        raise ValueError(
+        raise NewerFormat(
             f"{where} has format version {data['v']}, newer than this raftsched reads"
             f" ({FORMAT_VERSION}): it was written by a newer release; upgrade, or use a new data dir"
         )
@@ -151,7 +156,13 @@ class DedupeLog:
             if cache_size < 0:
                 raise ValueError(f"cache_size must be >= 0, got {cache_size}")
             for execution_id, raw in self._store.unsettled():
-                record = _decode(execution_id, raw, settled=False)
+                try:
+                    record = _decode(execution_id, raw, settled=False)
+                except NewerFormat:
+                    raise
+                except (ValueError, KeyError, TypeError) as exc:  # damaged: it cannot say what ran
+                    where = getattr(self._store, "path", "the execution log")
+                    raise StoreDamaged(str(where), str(exc)) from None
                 self._open[execution_id] = record.state
                 self._remember(record)
         except BaseException:

@@ -40,6 +40,7 @@ BACKFILL_FAILED = "backfill_failed"
 WORKFLOW_RUN_FAILED = "workflow_run_failed"
 UNPLACEABLE = "unplaceable"
 CLOCK_FAULT = "clock_fault"
+STORE_DAMAGED = "store_damaged"
 
 KINDS = (
     RUN_FAILED,
@@ -53,8 +54,13 @@ KINDS = (
     WORKFLOW_RUN_FAILED,
     UNPLACEABLE,
     CLOCK_FAULT,
+    STORE_DAMAGED,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
+
+NODE_KINDS = frozenset({STORE_DAMAGED})
+"""Kinds a node finds about itself: delivered by that node (``AlertLoop.raise_node_alert``),
+never replicated (no other node can see it, and a damaged node's proposals are not to be trusted)."""
 
 LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99})
 """Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""

@@ -96,6 +96,9 @@ class ObservedNode(Protocol):
     @property
     def reads(self) -> _Reads: ...
 
+    @property
+    def store_damaged(self) -> str: ...
+
 
 class NodeObservability:
     """Metrics and the HTTP listener of ``node``, serving on ``address``.
@@ -167,6 +170,8 @@ class NodeObservability:
 
     def _readyz(self) -> Probe:
         node = self.node
+        if node.store_damaged:
+            return Probe(False, f"stored state damaged: {node.store_damaged}")
         consensus = node.consensus
         if consensus is None:
             return Probe(False, "not joined to the cluster yet")
@@ -220,6 +225,7 @@ class NodeObservability:
             contact_age_seconds=raft.contact_age_ms / 1000.0
             if raft is not None and raft.contact_age_ms >= 0
             else -1.0,
+            store_damaged=bool(node.store_damaged),
         )
 
     def _dispatch_sample(self) -> tuple[int, int, int, int]:

@@ -54,6 +54,7 @@ class NodeSample:
     read_barriers: int = 0
     reads_refused: int = 0
     contact_age_seconds: float = -1.0  # -1: unknown (see RaftStatus.contact_age_ms)
+    store_damaged: bool = False
 
 
 class NodeMetrics:
@@ -106,6 +107,12 @@ class NodeMetrics:
             "Linearizable reads this node refused as 'not sure I still lead' (its read barrier "
             "did not commit in time).",
             lambda: {(): s().reads_refused},
+        )
+        m.gauge(
+            "raftsched_store_damaged",
+            "1 if this node found its stored state damaged (it serves no reads, does not lead and is "
+            "not ready; restart it with --rebuild), else 0.",
+            lambda: s().store_damaged,
         )
         self.snapshot_seconds = m.histogram(
             "raftsched_snapshot_seconds", "Time to write one Raft snapshot of the state."

@@ -341,3 +341,50 @@ async def propose_and_wait(node: Proposer, data: bytes) -> logpb.CommandResult:
     if not result.ok:
         raise Refused(result.code or "internal", result.message)
     return result
+
+
+# Calls a node with a damaged store still answers: how it is, so status shows the damage.
+_ANSWERED_WHEN_DAMAGED = frozenset(
+    {"/raftsched.v1.Admin/NodeStatus", "/raftsched.v1.Admin/ClusterStatus", "/grpc.health.v1.Health/Check"}
+)
+
+
+class DamagedGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc has no types
+    """Refuse every call but status and health with UNAVAILABLE while ``damaged()`` says why the
+    node's stored state is damaged: its reads would serve that state, and its executor streams
+    would place work from it. Clients and executors go to another node."""
+
+    def __init__(self, damaged: Callable[[], str]) -> None:
+        self._damaged = damaged
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        why = self._damaged()
+        if handler is None or not why or details.method in _ANSWERED_WHEN_DAMAGED:
+            return handler
+        message = f"this node's stored state is damaged; ask another node ({why})"
+
+        async def refuse(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, clip(message, 1000))
+
+        async def refuse_stream(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, clip(message, 1000))
+            yield None  # pragma: no cover - abort raises
+
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                refuse,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                refuse_stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler

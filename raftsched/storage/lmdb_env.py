@@ -19,6 +19,14 @@ import lmdb
 
 # Every LMDB failure (MapFullError, a corrupt file, a bad option...) is a subclass of this.
 Error = lmdb.Error
+# The failures that mean the file itself is damaged (not full, not a bad call).
+DAMAGE: tuple[type[Exception], ...] = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.InvalidError,
+    lmdb.PanicError,
+    lmdb.VersionMismatchError,
+)
 
 MAX_KEY = 511  # env.max_key_size() of the bundled LMDB 0.9; checked when an env opens
 INDEX = struct.Struct(">Q")  # big-endian, so packed integers sort numerically as keys

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from raftsched.errors import StoreDamaged
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_env import INDEX, MAX_KEY, StoreUsage, valid_key
 from raftsched.timing.clock import SystemClock
@@ -61,13 +63,20 @@ class LmdbExecutionLog:
             self._unsettled = env.open_db(b"unsettled")
             self._settled_at = env.open_db(b"settled_at")
             self._settled = env.open_db(b"settled")
-            with env.begin(write=False) as txn, txn.cursor(self._order) as cur:
-                self._next_seq: int = INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
+            with env.begin(write=False) as txn:
+                # Read every page once: damage shows here, as one clear error, not mid-attempt.
+                for db in (self._entries, self._order, self._unsettled, self._settled_at, self._settled):
+                    for _pair in txn.cursor(db).iternext():
+                        pass
+                with txn.cursor(self._order) as cur:
+                    self._next_seq: int = INDEX.unpack(cur.key())[0] + 1 if cur.last() else 1
             self._index_unindexed(env, SystemClock().now_ms())
-        except BaseException:
+        except BaseException as exc:
             if env is not None:
                 env.close()
             os.close(self._lock_fd)
+            if isinstance(exc, lmdb_env.Error | struct.error):
+                raise StoreDamaged(str(self._dir / "data.mdb"), f"execution log: LMDB: {exc}") from None
             raise
         self._env = env
         self._closed = False
@@ -87,6 +96,11 @@ class LmdbExecutionLog:
                 if txn.get(seq, db=self._unsettled) is None and txn.get(seq, db=self._settled_at) is None:
                     txn.put(seq, at, db=self._settled_at)
                     txn.put(at + seq, raw, db=self._settled)
+
+    @property
+    def path(self) -> Path:
+        """The LMDB data file, as errors name it."""
+        return self._dir / "data.mdb"
 
     @staticmethod
     def _key(key: str) -> bytes:

@@ -35,10 +35,20 @@ it every few seconds and logs a warning (at most once a minute) once it passes 8
 
 Keys are 1 to 511 bytes (LMDB's limit): ``put`` raises :class:`ValueError` for any other key,
 while ``get`` and ``delete`` treat such a key as absent.
+
+Integrity: LMDB checks no data. The store keeps a checksum of its content, the sum (mod 2**128)
+of a 128-bit BLAKE2b hash of every ``(key, value)`` of ``state`` below ``replicated_below``
+(node-local keys are left out, so replicas at the same index have the same sum). Every write
+updates it (the old value comes back from the same LMDB call), and each commit stores it in
+``local`` with the applied index. :meth:`LmdbStore.verify` reads the whole committed store in one
+read transaction and compares; a byte changed behind the store's back (a disk, a copy, another
+process writing through lmdb) shows as a mismatch, damaged LMDB pages as an LMDB error: both are
+:class:`raftsched.errors.StoreDamaged`. So is a store that cannot be opened or read at start.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -51,6 +61,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, ClassVar
 
+from raftsched.errors import StoreDamaged
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_env import INDEX as _INDEX
 from raftsched.storage.lmdb_env import MAX_KEY as _MAX_KEY
@@ -60,7 +71,7 @@ from raftsched.storage.lmdb_env import valid_key as _valid_key
 CopyCheck = Callable[[Callable[[bytes], bytes | None]], None]
 """Checks a snapshot copy before it replaces the store; called with ``get(key)`` on the copy."""
 
-__all__ = ["LmdbReader", "LmdbStore", "StoreUsage"]
+__all__ = ["LmdbReader", "LmdbStore", "StoreUsage", "Verified", "content_hash"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +87,11 @@ Fault = Callable[[str], None]
 _STATE_DB = b"state"
 _LOCAL_DB = b"local"
 _APPLIED_KEY = b"applied_index"
+_SUM_KEY = b"content_sum"  # in `local`: the checksum of `state` committed with the applied index
+_SUM_BITS = 128
+_SUM_MASK = (1 << _SUM_BITS) - 1
+_blake2b = hashlib.blake2b
+_from_bytes = int.from_bytes
 _LMDB_MAGIC = 0xBEEFC0DE
 _COPY_BUF = 1 << 20
 
@@ -243,13 +259,57 @@ def _key_error(key: bytes) -> ValueError:
     return ValueError(f"LMDB keys must be 1 to {_MAX_KEY} bytes, got {len(key)}")
 
 
+class CorruptRecord(RuntimeError):
+    """A record of the store's own (the applied index, the checksum) has an impossible size."""
+
+
 def _decode_index(raw: bytes | None) -> int:
     if raw is None:
         return 0
     if len(raw) != _INDEX.size:
-        raise RuntimeError(f"corrupt applied index: {len(raw)} bytes, expected {_INDEX.size}")
+        raise CorruptRecord(f"corrupt applied index: {len(raw)} bytes, expected {_INDEX.size}")
     value: int = _INDEX.unpack(raw)[0]
     return value
+
+
+def content_hash(key: bytes, value: bytes) -> int:
+    """One pair's share of the store checksum (the key's length first, so pairs cannot blur)."""
+    return _from_bytes(_blake2b(len(key).to_bytes(2, "big") + key + value, digest_size=16).digest(), "big")
+
+
+def _decode_sum(raw: bytes | None) -> int | None:
+    if raw is None:
+        return None
+    if len(raw) != _SUM_BITS // 8:
+        raise CorruptRecord(f"corrupt content checksum: {len(raw)} bytes, expected {_SUM_BITS // 8}")
+    return _from_bytes(raw, "big")
+
+
+def _encode_sum(value: int) -> bytes:
+    return value.to_bytes(_SUM_BITS // 8, "big")
+
+
+def _scan_sum(txn: Any, db: Any, below: bytes) -> tuple[int, int]:
+    """``(checksum, pairs)`` of every pair of ``db`` with a key below ``below``, read in ``txn``."""
+    total = 0
+    pairs = 0
+    for key, value in txn.cursor(db).iternext():
+        if key >= below:
+            break
+        total += content_hash(key, value)
+        pairs += 1
+    return total & _SUM_MASK, pairs
+
+
+class Verified:
+    """What :meth:`LmdbStore.verify` found: the applied index and the checksum of the data read."""
+
+    __slots__ = ("applied_index", "checksum", "pairs")
+
+    def __init__(self, applied_index: int, checksum: int, pairs: int) -> None:
+        self.applied_index = applied_index
+        self.checksum = checksum
+        self.pairs = pairs
 
 
 def _fsync_dir(path: Path) -> None:
@@ -334,9 +394,18 @@ class LmdbStore:
     _SCAN_CHUNK: ClassVar[int] = 1024
 
     def __init__(
-        self, path: Path, map_size: int = 64 << 30, sync: bool = True, fault: Fault | None = None
+        self,
+        path: Path,
+        map_size: int = 64 << 30,
+        sync: bool = True,
+        fault: Fault | None = None,
+        replicated_below: bytes = b"\xff" * 8,
     ) -> None:
         self._root = Path(path)
+        # Keys at or above this are node-local: left out of the checksum (see the module doc).
+        self._hash_below = replicated_below
+        self._sum = 0  # checksum of the data including the open batch
+        self._committed_sum = 0
         self._dir = self._root / "state"
         self._restore_dir = self._root / "state.restore"
         self._old_dir = self._root / "state.old"
@@ -365,7 +434,14 @@ class LmdbStore:
         self._applied = 0
         self._root.mkdir(parents=True, exist_ok=True)
         self._recover_swap()
-        self._open_env()
+        try:
+            self._open_env()
+        except (lmdb_env.Error, CorruptRecord) as exc:
+            raise self._damaged(exc) from None
+
+    def _damaged(self, exc: BaseException) -> StoreDamaged:
+        what = f"LMDB: {exc}" if isinstance(exc, lmdb_env.Error) else str(exc)
+        return StoreDamaged(str(self._dir / "data.mdb"), what)
 
     # -- environment ---------------------------------------------------------------------------
 
@@ -394,10 +470,19 @@ class LmdbStore:
             self._local_db = env.open_db(_LOCAL_DB)
             with env.begin(write=False) as txn:
                 self._applied = _decode_index(txn.get(_APPLIED_KEY, db=self._local_db))
+                stored = _decode_sum(txn.get(_SUM_KEY, db=self._local_db))
+                self._sum_unrecorded = stored is None
+                if stored is None:
+                    # A store of a build without checksums (or a new one): the checksum starts
+                    # from what is there; verify() can only check from the next commit on.
+                    stored = _scan_sum(txn, self._state_db, self._hash_below)[0]
         except BaseException:
             env.close()
             raise
         self._env = env
+        self._sum = self._committed_sum = stored
+
+    _sum_unrecorded = False  # the checksum is not stored yet (written by the next commit)
 
     def _live_env(self) -> Any:
         if self._closed:
@@ -450,8 +535,11 @@ class LmdbStore:
             self._owner_ident = 0
             if not fresh:
                 self._broken = exc
-            if self._failure is None and isinstance(exc, lmdb_env.Error | OSError):
+            if self._failure is None and isinstance(exc, lmdb_env.DAMAGE):
+                self._failure = self._damaged(exc)  # a damaged file: no restart alone fixes it
+            elif self._failure is None and isinstance(exc, lmdb_env.Error | OSError):
                 self._failure = exc
+            self._sum = self._committed_sum  # the aborted batch's writes are gone
         if txn is not None:
             with suppress(lmdb_env.Error):  # LMDB may have ended it already
                 txn.abort()
@@ -488,10 +576,15 @@ class LmdbStore:
         else:
             txn, fresh = self._batch()
         try:
-            txn.put(key, value, db=self._state_db)
+            old = txn.replace(key, value, db=self._state_db)
         except BaseException as exc:
             self._abort_batch(exc, fresh)
             raise
+        if key < self._hash_below:
+            total = self._sum + content_hash(key, value)
+            if old is not None:
+                total -= content_hash(key, old)
+            self._sum = total & _SUM_MASK
 
     def delete(self, key: bytes) -> None:
         """Delete ``key`` in the batch (begun if none is open); a missing key is not an error."""
@@ -499,10 +592,12 @@ class LmdbStore:
             return
         txn, fresh = self._batch()
         try:
-            txn.delete(key, db=self._state_db)
+            old = txn.pop(key, db=self._state_db)
         except BaseException as exc:
             self._abort_batch(exc, fresh)
             raise
+        if old is not None and key < self._hash_below:
+            self._sum = (self._sum - content_hash(key, old)) & _SUM_MASK
 
     def scan(
         self, start: bytes, end: bytes, *, reverse: bool = False, limit: int = 0
@@ -556,6 +651,8 @@ class LmdbStore:
                 write(txn)
             if applied_index != self._applied:
                 txn.put(_APPLIED_KEY, _INDEX.pack(applied_index), db=self._local_db)
+            if self._sum != self._committed_sum or self._sum_unrecorded:
+                txn.put(_SUM_KEY, _encode_sum(self._sum), db=self._local_db)
             if self._fault is not None:
                 self._fault(fault_point)
             txn.commit()
@@ -564,10 +661,45 @@ class LmdbStore:
             raise
         self._end_batch()
         self._applied = applied_index
+        self._committed_sum = self._sum
+        self._sum_unrecorded = False
         now = time.monotonic()
         if now >= self._next_usage_check:
             self._next_usage_check = now + _USAGE_CHECK_S
             self._alarm.check(self.usage())
+
+    def content_sum(self) -> int:
+        """The checksum of the data as the write path sees it (the open batch included); equal on
+        every replica at the same applied index. Apply thread (any thread reads a recent value)."""
+        return self._sum
+
+    def verify(self) -> Verified:
+        """Read the whole committed store in one read transaction and check it against the
+        checksum committed with it; returns what was read. Raises :class:`StoreDamaged` for a
+        mismatch or for pages LMDB cannot read. Any thread; it costs a full read of the store
+        (1-2 s per million entries) and holds a reader (and the GIL in slices) meanwhile."""
+        try:
+            with self._guard.shared():
+                env = self._live_env()
+                with env.begin(write=False, buffers=False) as txn:
+                    applied = _decode_index(txn.get(_APPLIED_KEY, db=self._local_db))
+                    stored = _decode_sum(txn.get(_SUM_KEY, db=self._local_db))
+                    for _pair in txn.cursor(self._local_db).iternext():
+                        pass  # every page of the store is read once
+                    total, pairs = _scan_sum(txn, self._state_db, self._hash_below)
+                    rest = txn.cursor(self._state_db)
+                    if rest.set_range(self._hash_below):
+                        for _pair in rest.iternext():
+                            pass
+        except (lmdb_env.Error, CorruptRecord) as exc:
+            raise self._damaged(exc) from None
+        if stored is not None and stored != total:
+            raise StoreDamaged(
+                str(self._dir / "data.mdb"),
+                f"its content does not match the checksum committed with it at applied index "
+                f"{applied} ({pairs} entries read)",
+            )
+        return Verified(applied, total, pairs)
 
     def failure(self) -> BaseException | None:
         """The first LMDB or disk error of the write path (map full, ``ENOSPC``, ``EIO``), or None.
@@ -598,6 +730,8 @@ class LmdbStore:
             cursor = txn.cursor(self._state_db)
             cursor.putmulti(_checked(entries), dupdata=False, overwrite=True)
             cursor.close()
+            # Last value wins for a repeated key: sum what was stored, not what was given.
+            self._sum = _scan_sum(txn, self._state_db, self._hash_below)[0]
 
         self._commit_batch(load, applied_index, fault_point="replace_all")
 
@@ -735,10 +869,16 @@ class LmdbStore:
             with env.begin(write=False) as txn:
                 txn.stat(state)
                 index = _decode_index(txn.get(_APPLIED_KEY, db=local))
+                stored = _decode_sum(txn.get(_SUM_KEY, db=local))
+                if stored is not None and stored != _scan_sum(txn, state, self._hash_below)[0]:
+                    raise ValueError(
+                        "snapshot payload does not match its content checksum (damaged in the "
+                        "sender's store, its snapshot file or in transit)"
+                    )
                 if validate is not None:
                     validate(lambda key: txn.get(key, db=state))
                 return index
-        except lmdb_env.Error as exc:
+        except (lmdb_env.Error, CorruptRecord) as exc:
             raise ValueError(f"snapshot payload is not a raftsched LMDB store: {exc}") from exc
         finally:
             env.close()

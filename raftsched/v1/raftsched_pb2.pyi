@@ -343,7 +343,7 @@ class LatencySummary(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ..., mean_ms: _Optional[float] = ...) -> None: ...
 
 class NodeStatusReply(_message.Message):
-    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members", "command_format", "snapshot_format", "build_version", "state_format", "clock_offset_ms", "clock_skew_ms", "clock_known", "clock_faulty", "contact_age_ms", "read_barriers", "reads_refused")
+    __slots__ = ("node_id", "raft", "grpc", "role", "leader_id", "leader_grpc", "term", "commit_index", "applied_index", "tasks", "active_runs", "state_digest", "max_leader_now_ms", "max_epoch", "log_len", "fires_committed", "commit_lateness", "apply_lateness", "rss_bytes", "chain", "chain_at_index", "content_digest", "accepted_commands", "raft_peers", "membership", "config_mismatch", "raft_members", "command_format", "snapshot_format", "build_version", "state_format", "clock_offset_ms", "clock_skew_ms", "clock_known", "clock_faulty", "contact_age_ms", "read_barriers", "reads_refused", "store_damaged", "content_sum_at_index")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RAFT_FIELD_NUMBER: _ClassVar[int]
     GRPC_FIELD_NUMBER: _ClassVar[int]
@@ -382,6 +382,8 @@ class NodeStatusReply(_message.Message):
     CONTACT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
     READ_BARRIERS_FIELD_NUMBER: _ClassVar[int]
     READS_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    STORE_DAMAGED_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SUM_AT_INDEX_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     raft: str
     grpc: str
@@ -420,7 +422,9 @@ class NodeStatusReply(_message.Message):
     contact_age_ms: int
     read_barriers: int
     reads_refused: int
-    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ..., command_format: _Optional[int] = ..., snapshot_format: _Optional[int] = ..., build_version: _Optional[str] = ..., state_format: _Optional[int] = ..., clock_offset_ms: _Optional[int] = ..., clock_skew_ms: _Optional[int] = ..., clock_known: _Optional[bool] = ..., clock_faulty: _Optional[bool] = ..., contact_age_ms: _Optional[int] = ..., read_barriers: _Optional[int] = ..., reads_refused: _Optional[int] = ...) -> None: ...
+    store_damaged: str
+    content_sum_at_index: str
+    def __init__(self, node_id: _Optional[str] = ..., raft: _Optional[str] = ..., grpc: _Optional[str] = ..., role: _Optional[str] = ..., leader_id: _Optional[str] = ..., leader_grpc: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., tasks: _Optional[int] = ..., active_runs: _Optional[int] = ..., state_digest: _Optional[str] = ..., max_leader_now_ms: _Optional[int] = ..., max_epoch: _Optional[int] = ..., log_len: _Optional[int] = ..., fires_committed: _Optional[int] = ..., commit_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., apply_lateness: _Optional[_Union[LatencySummary, _Mapping]] = ..., rss_bytes: _Optional[int] = ..., chain: _Optional[str] = ..., chain_at_index: _Optional[str] = ..., content_digest: _Optional[str] = ..., accepted_commands: _Optional[int] = ..., raft_peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., config_mismatch: _Optional[str] = ..., raft_members: _Optional[_Iterable[str]] = ..., command_format: _Optional[int] = ..., snapshot_format: _Optional[int] = ..., build_version: _Optional[str] = ..., state_format: _Optional[int] = ..., clock_offset_ms: _Optional[int] = ..., clock_skew_ms: _Optional[int] = ..., clock_known: _Optional[bool] = ..., clock_faulty: _Optional[bool] = ..., contact_age_ms: _Optional[int] = ..., read_barriers: _Optional[int] = ..., reads_refused: _Optional[int] = ..., store_damaged: _Optional[str] = ..., content_sum_at_index: _Optional[str] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("self", "peers")

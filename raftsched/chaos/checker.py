@@ -35,6 +35,13 @@ What counts as what (every violation is one readable line in :attr:`ChaosReport.
   *skew findings*, reported apart in :attr:`ChaosReport.skew_findings`: the design promises
   "never early by the leader's clock", and a leader whose clock runs ahead keeps that promise
   while starting work early in real time. Early starts anywhere else are violations.
+* **false skip** — a ``skipped_overlap`` (of a task whose overlap policy skips) decided while no
+  earlier run of the task was in progress in reality: every unfinished one had either not
+  started by the decision (committed and never delivered, or waiting for its executor to find a
+  new leader) or, for a task whose command ends at once (:attr:`TaskExpectation.runs_ms`), had
+  ended more than ``result_slack_ms`` before it (its result lost with a leader). A run fired in
+  the same batch counts as in progress (misfire=all catching up runs the first fire and skips
+  the rest against it), and so does one whose attempt an executor fault touched.
 * also violations: accounting entries off the grid, overlapping, with a wrong count, an
   unexpected outcome, a coalesced range without a reason, decided before their nominal time by
   the leader's own clock, or whose deciding epoch goes backwards along nominal time; executions
@@ -108,6 +115,9 @@ class TaskExpectation:
     name: str
     shards: int
     fails_by_design: Callable[[int, int], bool] = lambda _nominal_ms, _attempt: False
+    # How long its command runs at most (ms), when that is known and short: a run in progress
+    # has really ended this long after its last shard started. None: not known.
+    runs_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +152,9 @@ class CheckSettings:
     touch_before_ms: int = 4000
     # After a skewed leader, other leaders' "now" is bounded below by its time stamps this long.
     skew_aftermath_ms: int = 4000
+    # A result normally commits within this of its command's end: a run that ended earlier than
+    # this before an overlap decision had in fact finished (the decision used stale state).
+    result_slack_ms: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +182,8 @@ class ChaosReport:
     fired: int = 0
     coalesced: int = 0
     skipped: int = 0
+    skipped_overlap: int = 0  # of tasks whose overlap policy skips (each checked: false_skips)
+    false_skips: int = 0
     runs_succeeded: int = 0
     runs_failed: int = 0
     executed: int = 0  # marker lines
@@ -196,7 +211,8 @@ class ChaosReport:
 
     def of(self, *categories: str) -> list[str]:
         """The violations of the given categories (``lost``, ``duplicate``, ``early``,
-        ``accounting``, ``execution``, ``replicas``, ``stuck``): each line starts with its own."""
+        ``accounting``, ``execution``, ``replicas``, ``stuck``, ``false skip``): each line
+        starts with its own."""
         return [v for v in self.violations if v.split(":", 1)[0] in categories]
 
     def as_dict(self) -> dict[str, object]:
@@ -370,6 +386,7 @@ def analyse(
     for obs in observations:
         exp = expect.get(obs.name, TaskExpectation(obs.name, max(1, obs.record.spec.shards)))
         report.violations += _accounting(obs, report, disabled_at_ms)
+        report.violations += _overlap_skips(obs, exp, by_run, executor_faults, s, report)
         runs = {r.run_id: r for r in obs.runs}
         known_runs.update(runs)
         for rec in obs.fires:
@@ -427,6 +444,8 @@ def _accounting(obs: TaskObservation, report: ChaosReport, disabled_at_ms: int) 
             rec.outcome == pb.SKIPPED_DISABLED and disabled_at_ms and rec.nominal_ms >= disabled_at_ms - 5000
         ):
             report.skipped += len(times)  # the fire planned when the disable committed
+        elif rec.outcome == pb.SKIPPED_OVERLAP and obs.record.spec.overlap == pb.OVERLAP_SKIP:
+            report.skipped += len(times)  # checked by _overlap_skips
         else:
             problems.append(
                 f"accounting: unexpected outcome for an enabled per-second task with overlap allowed: {what}"
@@ -493,6 +512,52 @@ def _accounting(obs: TaskObservation, report: ChaosReport, disabled_at_ms: int) 
         f"duplicate: {name}: {n} runs for nominal {_iso(t)}" for t, n in per_nominal.items() if n > 1
     ]
     return problems
+
+
+def _overlap_skips(
+    obs: TaskObservation,
+    exp: TaskExpectation,
+    by_run: dict[str, list[Execution]],
+    faults: Sequence[ExecutorFault],
+    s: CheckSettings,
+    report: ChaosReport,
+) -> list[str]:
+    """Each ``skipped_overlap`` of the task against what really ran (module docstring)."""
+    problems = []
+    for rec in obs.fires:
+        if rec.outcome != pb.SKIPPED_OVERLAP or obs.record.spec.overlap != pb.OVERLAP_SKIP:
+            continue
+        report.skipped_overlap += 1
+        decided = rec.decided_ms
+        if any(f.kill_ms - s.touch_before_ms <= decided <= f.back_ms + s.lease_ms for f in faults):
+            continue  # an executor fault may hold an earlier run's attempt: not judged
+        if not any(_in_progress(run, rec, by_run.get(run.run_id, []), exp, s) for run in obs.runs):
+            report.false_skips += 1
+            problems.append(
+                f"false skip: {obs.name}: {_describe_record(rec)}: no earlier run was in progress "
+                "(each had not started, or had ended)"
+            )
+    return problems
+
+
+def _in_progress(
+    run: pb.Run, rec: pb.FireRecord, executions: list[Execution], exp: TaskExpectation, s: CheckSettings
+) -> bool:
+    """Whether ``run`` was really in progress when ``rec`` was decided (see _overlap_skips)."""
+    decided = rec.decided_ms
+    if run.manual or run.nominal_ms >= rec.nominal_ms or run.created_ms > decided:
+        return False
+    if run.finished_ms and run.finished_ms <= decided:
+        return False  # finished in the log already: the decision did not rest on it
+    if run.created_ms == decided and run.epoch == rec.epoch:
+        return True  # fired in the same batch
+    begun = [e.start_ms for e in executions if e.start_ms <= decided]
+    if not begun:
+        return False  # had not started: committed and not delivered, or not placed
+    if exp.runs_ms is None or len({e.shard for e in executions}) < len(run.shards):
+        return True
+    ended = max(e.start_ms for e in executions) + exp.runs_ms
+    return ended + s.result_slack_ms > decided
 
 
 def _run(

@@ -214,7 +214,9 @@ class Dispatcher:
         for eff in self.state.pending_attempts():
             if isinstance(eff, AttemptReady):
                 self._wait(eff)
-                if eff.not_before_ms <= now_ms:  # not in a retry's backoff: it was due to start
+                # Due to start (not in a retry's backoff) with an executor to start it: the old
+                # leader may have stopped before assigning it.
+                if eff.not_before_ms <= now_ms and self.members:
                     self._unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, self.takeover_until_ms)
             else:
                 self._lease_and_send(eff, grace, None)  # the old leader may have sent it

@@ -955,6 +955,8 @@ class ChaosHarness:
             "fires": report.fired + report.coalesced + report.skipped,
             "fired": report.fired,
             "coalesced": report.coalesced,
+            "skipped_overlap": report.skipped_overlap,
+            "false_skips": report.false_skips,
             "executions": report.executed,
             "delayed": report.delayed,
             "delayed_threshold_ms": self.settings.check_settings().delayed_ms,

@@ -302,6 +302,7 @@ def test_a_stalled_leader_then_a_killed_one_skip_nothing_falsely(fleet: Fleet, s
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("sleep_s", [0.0, 0.5], ids=["instant", "half-second"])
 def test_a_stalled_leader_then_a_killed_one_looped(tmp_path: Path, sleep_s: float) -> None:
     """The issue's loop: 10 iterations, each on a fresh cluster; every one clean."""

@@ -793,14 +793,18 @@ class Executor:
 
     async def _who_leads(self, nodes: list[str], timeout_s: float, silent: str = "") -> str | None:
         """Ask ``nodes`` at once, with a heartbeat, who leads: the first that accepts it (it
-        leads, whether or not it knows this executor yet) or names a leader other than
-        ``silent``; None if none does within ``timeout_s`` (an election under way)."""
+        leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
+        one names and that accepts it in turn; None if none does within ``timeout_s`` (an
+        election under way)."""
 
-        async def ask(node: str) -> str | None:
+        async def ask(node: str, follow: bool = True) -> str | None:
             try:
                 await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
             except TransportError as exc:
-                return exc.leader if exc.leader and exc.leader != silent else None
+                if not (follow and exc.leader and exc.leader != silent):
+                    return None
+                # A lagging node may name a leader that is gone: only one that accepts counts.
+                return await ask(exc.leader, follow=False)
             return node
 
         asks = [asyncio.ensure_future(ask(n)) for n in nodes]

@@ -610,12 +610,12 @@ class Dispatcher:
                 or shard.state != pb.RUNNING
             ):
                 continue  # superseded in the log: never re-send a lost or finished attempt
-            if lease.started is None:
-                lease.started = False  # it does not hold it: it has not started it
+            # lease.started stays as it was: the heartbeat may have left before the attempt
+            # arrived on a newly opened stream, and a loss is a try unless known unstarted.
             eff = DispatchAttempt(
                 lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
             )
-            self._lease_and_send(eff, now_ms, False)
+            self._lease_and_send(eff, now_ms, None)
             if exec_id in self.inherited:
                 self.resent_unheld += 1
 

@@ -533,19 +533,9 @@ class Dispatcher:
         items: list[pb.WorkItem] = []
         for lease in list(self.leases.values()):
             if lease.executor == executor:
-                run = self.state.active_run(lease.run_id)
-                shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
-                if (
-                    run is None
-                    or shard is None
-                    or shard.attempt != lease.attempt
-                    or shard.executor != executor
-                    or shard.state != pb.RUNNING
-                ):
+                eff = self._still_assigned(lease)
+                if eff is None:
                     continue  # superseded in the log: never re-send a lost or finished attempt
-                eff = DispatchAttempt(
-                    lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
-                )
                 before = len(self.outbox)
                 self._lease_and_send(eff, now_ms, None)
                 items.extend(item for _, item in self.outbox[before:])
@@ -600,24 +590,31 @@ class Dispatcher:
         for exec_id, lease in sorted(self.leases.items()):
             if lease.executor != executor or exec_id in held:
                 continue
-            run = self.state.active_run(lease.run_id)
-            shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
-            if (
-                run is None
-                or shard is None
-                or shard.attempt != lease.attempt
-                or shard.executor != executor
-                or shard.state != pb.RUNNING
-            ):
-                continue  # superseded in the log: never re-send a lost or finished attempt
+            eff = self._still_assigned(lease)
+            if eff is None:
+                continue
             # lease.started stays as it was: the heartbeat may have left before the attempt
             # arrived on a newly opened stream, and a loss is a try unless known unstarted.
-            eff = DispatchAttempt(
-                lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
-            )
             self._lease_and_send(eff, now_ms, None)
             if exec_id in self.inherited:
                 self.resent_unheld += 1
+
+    def _still_assigned(self, lease: Lease) -> DispatchAttempt | None:
+        """The dispatch of ``lease``'s attempt if the log still has it RUNNING on that executor,
+        None if it was superseded (lost, finished, re-placed): never re-send such an attempt."""
+        run = self.state.active_run(lease.run_id)
+        shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
+        if (
+            run is None
+            or shard is None
+            or shard.attempt != lease.attempt
+            or shard.executor != lease.executor
+            or shard.state != pb.RUNNING
+        ):
+            return None
+        return DispatchAttempt(
+            lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, lease.executor, self.epoch
+        )
 
     def stream_opened(self, executor: str) -> None:
         """``executor`` opened a dispatch stream (it is reachable again)."""

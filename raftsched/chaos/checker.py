@@ -37,8 +37,8 @@ What counts as what (every violation is one readable line in :attr:`ChaosReport.
   while starting work early in real time. Early starts anywhere else are violations.
 * **false skip** — a ``skipped_overlap`` (of a task whose overlap policy skips) decided while no
   earlier run of the task was in progress in reality: every unfinished one had either not
-  started by the decision (committed and never delivered, or waiting for its executor to find a
-  new leader) or, for a task whose command ends at once (:attr:`TaskExpectation.runs_ms`), had
+  started by the decision although an earlier leader created it (committed and never
+  delivered) or, for a task whose command ends at once (:attr:`TaskExpectation.runs_ms`), had
   ended more than ``result_slack_ms`` before it (its result lost with a leader). A run fired in
   the same batch counts as in progress (misfire=all catching up runs the first fire and skips
   the rest against it), and so does one whose attempt an executor fault touched.
@@ -553,7 +553,10 @@ def _in_progress(
         return True  # fired in the same batch
     begun = [e.start_ms for e in executions if e.start_ms <= decided]
     if not begun:
-        return False  # had not started: committed and not delivered, or not placed
+        # The deciding leader's own run, dispatched and not started yet (a loaded executor, a
+        # busy second) is unfinished; one it inherited that had not started was committed by
+        # the old leader and never delivered: the decision rested on stale state.
+        return run.epoch == rec.epoch
     if exp.runs_ms is None or len({e.shard for e in executions}) < len(run.shards):
         return True
     ended = max(e.start_ms for e in executions) + exp.runs_ms

@@ -216,7 +216,12 @@ def test_accounting_gaps_overlaps_and_early_decisions_are_reported() -> None:
 
 
 def _overlap_history(
-    skip_decided_ms: int, starts: list[int], finished_ms: int, created_ms: int = T0 + 5, epoch: int = 2
+    skip_decided_ms: int,
+    starts: list[int],
+    finished_ms: int,
+    created_ms: int = T0 + 5,
+    epoch: int = 2,
+    skip_epoch: int = 0,
 ) -> tuple[TaskObservation, list[Execution]]:
     """An instant overlap=skip task: the run of T0 (created at ``created_ms`` in ``epoch``,
     finished in the log at ``finished_ms``; its one shard started at ``starts`` ms after T0), and
@@ -232,7 +237,7 @@ def _overlap_history(
         nominal_ms=T0 + S,
         outcome=pb.SKIPPED_OVERLAP,
         decided_ms=skip_decided_ms,
-        epoch=epoch,
+        epoch=skip_epoch or epoch,
         count=1,
         reason="an earlier run was still unfinished (overlap=skip)",
     )
@@ -245,9 +250,9 @@ def _check_overlap(obs: TaskObservation, executions: list[Execution]) -> ChaosRe
 
 
 def test_a_skip_against_a_run_that_had_not_started_or_had_long_ended_is_a_false_skip() -> None:
-    # Committed, never delivered: the run of T0 started 5.6 s late; the fire of T0+1s was
-    # skipped against it at T0+1s.
-    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700)
+    # Committed by the leader of epoch 2, never delivered: the run of T0 started 5.6 s late; the
+    # next leader skipped the fire of T0+1s against it at T0+1s.
+    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700, skip_epoch=3)
     report = _check_overlap(obs, executions)
     assert report.of("false skip") and report.false_skips == 1, report.violations
     assert report.skipped_overlap == 1
@@ -261,11 +266,14 @@ def test_a_skip_against_a_run_in_progress_or_fired_in_the_same_batch_is_real() -
     obs, executions = _overlap_history(T0 + S + 5, [900], T0 + S + 60)
     report = _check_overlap(obs, executions)
     assert report.violations == [] and report.skipped_overlap == 1
+    # The same leader's run, dispatched and not started yet (1.4 s late at startup).
+    obs, executions = _overlap_history(T0 + S + 13, [1364], T0 + 1400)
+    assert _check_overlap(obs, executions).violations == []
     # misfire=all catching up: the run of T0 was fired in the same batch, at T0+3 s.
     obs, executions = _overlap_history(T0 + 3 * S, [3100], T0 + 3200, created_ms=T0 + 3 * S)
     assert _check_overlap(obs, executions).violations == []
     # An executor fault around the decision: not judged.
-    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700)
+    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700, skip_epoch=3)
     fault = ExecutorFault("ex1", T0 + S, T0 + 3 * S)
     assert (
         analyse([obs], executions, [TaskPlan("ov").expectation()], executor_faults=[fault]).violations == []

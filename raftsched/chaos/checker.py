@@ -39,9 +39,11 @@ What counts as what (every violation is one readable line in :attr:`ChaosReport.
   earlier run of the task was in progress in reality: every unfinished one had either not
   started by the decision although an earlier leader created it (committed and never
   delivered) or, for a task whose command ends at once (:attr:`TaskExpectation.runs_ms`), had
-  ended more than ``result_slack_ms`` before it (its result lost with a leader). A run fired in
-  the same batch counts as in progress (misfire=all catching up runs the first fire and skips
-  the rest against it), and so does one whose attempt an executor fault touched.
+  ended before the deciding leader's first decision (its result lost with the old leader). A
+  run that ended later, its result not committed by the decision, is the race any overlap
+  decision has (a result on the wire) and counts as in progress; so does a run fired in the
+  same batch (misfire=all catching up runs the first fire and skips the rest against it), and
+  one whose attempt an executor fault touched.
 * also violations: accounting entries off the grid, overlapping, with a wrong count, an
   unexpected outcome, a coalesced range without a reason, decided before their nominal time by
   the leader's own clock, or whose deciding epoch goes backwards along nominal time; executions
@@ -152,9 +154,6 @@ class CheckSettings:
     touch_before_ms: int = 4000
     # After a skewed leader, other leaders' "now" is bounded below by its time stamps this long.
     skew_aftermath_ms: int = 4000
-    # A result normally commits within this of its command's end: a run that ended earlier than
-    # this before an overlap decision had in fact finished (the decision used stale state).
-    result_slack_ms: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,11 +381,16 @@ def analyse(
     report.executed = len(executions)
     known_runs: set[str] = set()
     delays: list[int] = []
+    # Each epoch's first decision (leader time): its leader had taken over by then.
+    led_from: dict[int, int] = {}
+    for o in observations:
+        for rec in o.fires:
+            led_from[rec.epoch] = min(led_from.get(rec.epoch, rec.decided_ms), rec.decided_ms)
 
     for obs in observations:
         exp = expect.get(obs.name, TaskExpectation(obs.name, max(1, obs.record.spec.shards)))
         report.violations += _accounting(obs, report, disabled_at_ms)
-        report.violations += _overlap_skips(obs, exp, by_run, executor_faults, s, report)
+        report.violations += _overlap_skips(obs, exp, by_run, executor_faults, s, report, led_from)
         runs = {r.run_id: r for r in obs.runs}
         known_runs.update(runs)
         for rec in obs.fires:
@@ -521,6 +525,7 @@ def _overlap_skips(
     faults: Sequence[ExecutorFault],
     s: CheckSettings,
     report: ChaosReport,
+    led_from: dict[int, int],
 ) -> list[str]:
     """Each ``skipped_overlap`` of the task against what really ran (module docstring)."""
     problems = []
@@ -531,7 +536,8 @@ def _overlap_skips(
         decided = rec.decided_ms
         if any(f.kill_ms - s.touch_before_ms <= decided <= f.back_ms + s.lease_ms for f in faults):
             continue  # an executor fault may hold an earlier run's attempt: not judged
-        if not any(_in_progress(run, rec, by_run.get(run.run_id, []), exp, s) for run in obs.runs):
+        since = led_from.get(rec.epoch, decided)
+        if not any(_in_progress(run, rec, by_run.get(run.run_id, []), exp, since) for run in obs.runs):
             report.false_skips += 1
             problems.append(
                 f"false skip: {obs.name}: {_describe_record(rec)}: no earlier run was in progress "
@@ -541,9 +547,10 @@ def _overlap_skips(
 
 
 def _in_progress(
-    run: pb.Run, rec: pb.FireRecord, executions: list[Execution], exp: TaskExpectation, s: CheckSettings
+    run: pb.Run, rec: pb.FireRecord, executions: list[Execution], exp: TaskExpectation, led_from: int
 ) -> bool:
-    """Whether ``run`` was really in progress when ``rec`` was decided (see _overlap_skips)."""
+    """Whether ``run`` was really in progress when ``rec`` was decided (see _overlap_skips);
+    ``led_from``: the deciding epoch's first decision."""
     decided = rec.decided_ms
     if run.manual or run.nominal_ms >= rec.nominal_ms or run.created_ms > decided:
         return False
@@ -560,7 +567,8 @@ def _in_progress(
     if exp.runs_ms is None or len({e.shard for e in executions}) < len(run.shards):
         return True
     ended = max(e.start_ms for e in executions) + exp.runs_ms
-    return ended + s.result_slack_ms > decided
+    # Still running, or ended under the deciding leader with its result not committed yet.
+    return ended > decided or ended > led_from
 
 
 def _run(

@@ -256,9 +256,13 @@ def test_a_skip_against_a_run_that_had_not_started_or_had_long_ended_is_a_false_
     report = _check_overlap(obs, executions)
     assert report.of("false skip") and report.false_skips == 1, report.violations
     assert report.skipped_overlap == 1
-    # Its result lost with a leader: the run ended at T0+20 ms, committed finished at T0+6 s.
-    obs, executions = _overlap_history(T0 + S + 20, [20], T0 + 6000)
+    # Its result lost with the leader of epoch 2: the run ended at T0+20 ms, before the next
+    # leader's first decision; committed finished at T0+6 s.
+    obs, executions = _overlap_history(T0 + S + 20, [20], T0 + 6000, skip_epoch=3)
     assert _check_overlap(obs, executions).of("false skip")
+    # The same under one leader: its result was on the wire (the race any decision has).
+    obs, executions = _overlap_history(T0 + S + 20, [20], T0 + 6000)
+    assert _check_overlap(obs, executions).violations == []
 
 
 def test_a_skip_against_a_run_in_progress_or_fired_in_the_same_batch_is_real() -> None:

@@ -554,8 +554,8 @@ def _in_progress(
     decided = rec.decided_ms
     if run.manual or run.nominal_ms >= rec.nominal_ms or run.created_ms > decided:
         return False
-    if run.finished_ms and run.finished_ms <= decided:
-        return False  # finished in the log already: the decision did not rest on it
+    # (Its committed finish time says nothing here: commands of one leader may commit out of
+    # the order of their time stamps, so a result stamped before the decision can follow it.)
     if run.created_ms == decided and run.epoch == rec.epoch:
         return True  # fired in the same batch
     begun = [e.start_ms for e in executions if e.start_ms <= decided]

@@ -43,7 +43,8 @@ What counts as what (every violation is one readable line in :attr:`ChaosReport.
   run that ended later, its result not committed by the decision, is the race any overlap
   decision has (a result on the wire) and counts as in progress; so does a run fired in the
   same batch (misfire=all catching up runs the first fire and skips the rest against it), and
-  one whose attempt an executor fault touched.
+  one whose attempt an executor fault touched. Skips decided by a leader with a skewed clock
+  (or right after one) are not judged: leader time and the executors' clocks differ there.
 * also violations: accounting entries off the grid, overlapping, with a wrong count, an
   unexpected outcome, a coalesced range without a reason, decided before their nominal time by
   the leader's own clock, or whose deciding epoch goes backwards along nominal time; executions
@@ -390,7 +391,7 @@ def analyse(
     for obs in observations:
         exp = expect.get(obs.name, TaskExpectation(obs.name, max(1, obs.record.spec.shards)))
         report.violations += _accounting(obs, report, disabled_at_ms)
-        report.violations += _overlap_skips(obs, exp, by_run, executor_faults, s, report, led_from)
+        report.violations += _overlap_skips(obs, exp, by_run, executor_faults, skews, s, report, led_from)
         runs = {r.run_id: r for r in obs.runs}
         known_runs.update(runs)
         for rec in obs.fires:
@@ -523,11 +524,14 @@ def _overlap_skips(
     exp: TaskExpectation,
     by_run: dict[str, list[Execution]],
     faults: Sequence[ExecutorFault],
+    skews: Sequence[SkewWindow],
     s: CheckSettings,
     report: ChaosReport,
     led_from: dict[int, int],
 ) -> list[str]:
-    """Each ``skipped_overlap`` of the task against what really ran (module docstring)."""
+    """Each ``skipped_overlap`` of the task against what really ran (module docstring). A skip
+    decided by a leader with a skewed clock, or while its time stamps still bound "now", is not
+    judged: its decision time is off by the skew against the executors' clocks."""
     problems = []
     for rec in obs.fires:
         if rec.outcome != pb.SKIPPED_OVERLAP or obs.record.spec.overlap != pb.OVERLAP_SKIP:
@@ -536,6 +540,10 @@ def _overlap_skips(
         decided = rec.decided_ms
         if any(f.kill_ms - s.touch_before_ms <= decided <= f.back_ms + s.lease_ms for f in faults):
             continue  # an executor fault may hold an earlier run's attempt: not judged
+        if any(
+            rec.epoch in w.epochs or w.start_ms <= decided <= w.end_ms + s.skew_aftermath_ms for w in skews
+        ):
+            continue
         since = led_from.get(rec.epoch, decided)
         if not any(_in_progress(run, rec, by_run.get(run.run_id, []), exp, since) for run in obs.runs):
             report.false_skips += 1

@@ -83,12 +83,6 @@ def test_accounting_and_executions_are_consistent(chaos: ChaosResult) -> None:
     assert not problems, _explain("accounting/execution violations", problems, chaos)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 35 §1, open: in 3 of 6 CI runs the checker flagged one skip decided 2 s after an "
-    "instant run the deciding leader had fired itself (its result not committed meanwhile); "
-    "not diagnosed yet - a real slow result or a gap in the checker's criterion",
-)
 def test_no_fire_is_skipped_as_overlapping_a_run_that_was_not_in_progress(chaos: ChaosResult) -> None:
     """Issue 35 §1: the instant overlap=skip task's skips are each checked against what ran."""
     false = chaos.report.of("false skip")

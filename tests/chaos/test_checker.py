@@ -282,3 +282,11 @@ def test_a_skip_against_a_run_in_progress_or_fired_in_the_same_batch_is_real() -
     assert (
         analyse([obs], executions, [TaskPlan("ov").expectation()], executor_faults=[fault]).violations == []
     )
+
+
+def test_a_skip_decided_by_a_leader_with_a_skewed_clock_is_not_judged() -> None:
+    """Its decision time runs ahead of the executors' clocks by the skew: against them, the run
+    it skipped against had not started yet (seen in the CI chaos run's +2 s skew phase)."""
+    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700, skip_epoch=3)
+    skew = SkewWindow("n1", 2000, T0, T0 + 10 * S, frozenset({3}))
+    assert analyse([obs], executions, [TaskPlan("ov").expectation()], skews=[skew]).violations == []

@@ -196,10 +196,12 @@ def check(fleet: Fleet, fires: list[pb.FireRecord], runs: list[pb.Run]) -> Figur
     ended after the deciding leader took over with its result not committed by D (on the wire:
     the ordinary race of any overlap decision). A run fired in the same batch also counts
     (misfire=all catching up several seconds at once runs the first and skips the others
-    against it: the policy, not stale state). A run that had not started by D (committed and
-    never delivered, or waiting for its executor to find the new leader) or that had ended
-    before the deciding leader took over (its result lost with the old leader) does not: a skip
-    against it is false. (Executors have free slots throughout: nothing waits for one.)"""
+    against it: the policy, not stale state), and so does a run the deciding leader fired that
+    had not started by D while every executor had registered with that leader (on its way).
+    A run that had not started by D otherwise (committed and never delivered, or waiting for
+    its executor to find the new leader) or that had ended before the deciding leader took
+    over (its result lost with the old leader) does not: a skip against it is false.
+    (Executors have free slots throughout: nothing waits for one.)"""
     fig = Figures()
     lines = fleet.lines()
     started: dict[str, int] = {}
@@ -215,6 +217,13 @@ def check(fleet: Fleet, fires: list[pb.FireRecord], runs: list[pb.Run]) -> Figur
             ended[run_id] = max(ended.get(run_id, 0), t)
     took_over = _takeovers(fleet.cluster.log_dir)
     assert {rec.epoch for rec in fires} <= took_over.keys(), took_over
+    registered = _registrations(fleet.base)
+
+    def since_all_registered(epoch: int) -> int:
+        """When the last executor registered with the leader of ``epoch`` (never: a huge time)."""
+        times = [registered.get((name, epoch)) for name in ("ex1", "ex2")]
+        return max(t for t in times if t is not None) if all(t is not None for t in times) else 1 << 62
+
     nominal_of = {r.run_id: r.nominal_ms for r in runs}
     for rec in fires:
         if rec.outcome != pb.SKIPPED_OVERLAP:
@@ -231,8 +240,14 @@ def check(fleet: Fleet, fires: list[pb.FireRecord], runs: list[pb.Run]) -> Figur
                 end = ended.get(r.run_id, 1 << 62)
                 if end > decided or (end > since and r.finished_ms > decided):
                     real.append(r.run_id)
-            elif r.created_ms == decided and r.epoch == rec.epoch:
-                real.append(r.run_id)  # fired in the same batch (misfire=all catching up)
+            elif r.epoch == rec.epoch and (
+                r.created_ms == decided or since_all_registered(rec.epoch) < decided
+            ):
+                # Fired in the same batch (misfire=all catching up), or the deciding leader's own
+                # run on its way to executors that had all found it: unfinished (the ordinary
+                # race of a fire right after a late one). Not so while an executor still looked
+                # for the new leader: the run could not start.
+                real.append(r.run_id)
         if not real:
             fig.false_skips.append(f"{rec.nominal_ms} decided {decided} (epoch {rec.epoch}): {rec.reason}")
     for (run_id, shard), attempts in sorted(shard_starts.items()):
@@ -272,6 +287,25 @@ def _takeovers(log_dir: Path) -> dict[int, int]:
     return out
 
 
+def _registrations(base: Path) -> dict[tuple[str, int], int]:
+    """(executor, epoch) -> when it first registered with that epoch's leader (ms), from the
+    executors' logs."""
+    out: dict[tuple[str, int], int] = {}
+    for name in ("ex1", "ex2"):
+        log = base / f"{name}.log"
+        if not log.exists():
+            continue
+        for line in log.read_text(errors="replace").splitlines():
+            found = _REGISTERED.match(line)
+            if found:
+                at = datetime.datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                out.setdefault((name, int(found[2])), int(at * 1000))
+    return out
+
+
+_REGISTERED = re.compile(
+    r"^(\S+ \S+) INFO raftsched\.executor\.agent: \S+: registered with \S+ \(epoch (\d+),"
+)
 _TAKEOVER = re.compile(
     r"^(\S+ \S+) INFO raftsched\.rpc\.executor_service: dispatcher on \S+ leads epoch (\d+):"
 )

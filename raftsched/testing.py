@@ -151,6 +151,9 @@ class _SimEndpoint:
         # The next this many Report calls fail as "not confirmed in time" (a commit that timed
         # out), to put a delay between an executor's first heartbeat and its result's commit.
         self.refuse_reports = 0
+        # Nodes whose dispatches never reach an executor: "committed, never delivered" (a leader
+        # stopped after committing an assignment and before its stream write went out).
+        self.undelivered: set[str] = set()
 
     def _node(self, target: str) -> SimNodeState:
         node_id = target.split(".sim:")[0]
@@ -270,7 +273,7 @@ class _SimEndpoint:
         """Send a dispatched item down the executor's stream to ``node_id``, if it has one open;
         otherwise it is re-sent when the executor reconnects, or its lease expires."""
         stream = self.streams.get((node_id, executor))
-        if stream is not None and stream.open:
+        if stream is not None and stream.open and node_id not in self.undelivered:
             stream.push([item])
 
     def hang_up(self, node_id: str, crashed: bool) -> None:
@@ -318,6 +321,9 @@ class SimHarness:
         self.step_ms = step_ms
         self.nodes: dict[str, SimNodeState] = {}
         self.paused: set[str] = set()  # SIGSTOPped: see pause()
+        # Nodes to pause in the next round right after their fire batches commit, before their
+        # dispatcher assigns the new runs: "committed, not dispatched" (see pause_after_fires).
+        self._pause_after_fires: set[str] = set()
         self.failed_proposals = 0
         self._keys = itertools.count(1)
         for n in self.cluster.nodes:
@@ -381,6 +387,11 @@ class SimHarness:
         self.paused.add(node_id)
         self.cluster.partition(node_id)
 
+    def pause_after_fires(self, node_id: str) -> None:
+        """In the next :meth:`tick`, pause ``node_id`` just after the fires it plans commit: its
+        runs are in the log, their attempts not assigned or sent to any executor."""
+        self._pause_after_fires.add(node_id)
+
     def resume(self, node_id: str) -> None:
         """SIGCONT: the node hears the current term (a leader of an older one steps down) and
         catches up on the log."""
@@ -438,6 +449,9 @@ class SimHarness:
                 for proposal in node.driver.poll(self.now(node.node_id)):
                     self._propose(node, proposal)
         self.settle()
+        for node_id in sorted(self._pause_after_fires):
+            self.pause(node_id)
+        self._pause_after_fires.clear()
         if self.executors:
             self._executors_round()
 
@@ -515,7 +529,7 @@ class SimHarness:
             memory_mb=proc.memory_mb,
             labels=proc.labels,
             clock=self.clock,
-            transport=MemoryTransport(self.endpoint),
+            transport=MemoryTransport(self.endpoint, silent=self._silent),
             execution_log=proc.log,
             command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions),
             execution_log_keep=proc.execution_log_keep,
@@ -523,6 +537,10 @@ class SimHarness:
         proc.agent, proc.loop = agent, loop
         proc.task = loop.create_task(agent.run())
         loop.run_until_idle()
+
+    def _silent(self, target: str) -> bool:
+        """A paused node answers no call: it times out (as a SIGSTOPped process's do)."""
+        return target.split(".sim:")[0] in self.paused
 
     def crash_executor(self, name: str) -> None:
         """Kill the executor process: its attempts stop where they are; its log survives."""

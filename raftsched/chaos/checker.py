@@ -35,6 +35,16 @@ What counts as what (every violation is one readable line in :attr:`ChaosReport.
   *skew findings*, reported apart in :attr:`ChaosReport.skew_findings`: the design promises
   "never early by the leader's clock", and a leader whose clock runs ahead keeps that promise
   while starting work early in real time. Early starts anywhere else are violations.
+* **false skip** — a ``skipped_overlap`` (of a task whose overlap policy skips) decided while no
+  earlier run of the task was in progress in reality: every unfinished one had either not
+  started by the decision although an earlier leader created it (committed and never
+  delivered) or, for a task whose command ends at once (:attr:`TaskExpectation.runs_ms`), had
+  ended before the deciding leader's first decision (its result lost with the old leader). A
+  run that ended later, its result not committed by the decision, is the race any overlap
+  decision has (a result on the wire) and counts as in progress; so does a run fired in the
+  same batch (misfire=all catching up runs the first fire and skips the rest against it), and
+  one whose attempt an executor fault touched. Skips decided by a leader with a skewed clock
+  (or right after one) are not judged: leader time and the executors' clocks differ there.
 * also violations: accounting entries off the grid, overlapping, with a wrong count, an
   unexpected outcome, a coalesced range without a reason, decided before their nominal time by
   the leader's own clock, or whose deciding epoch goes backwards along nominal time; executions
@@ -108,6 +118,9 @@ class TaskExpectation:
     name: str
     shards: int
     fails_by_design: Callable[[int, int], bool] = lambda _nominal_ms, _attempt: False
+    # How long its command runs at most (ms), when that is known and short: a run in progress
+    # has really ended this long after its last shard started. None: not known.
+    runs_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +194,8 @@ class ChaosReport:
     fired: int = 0
     coalesced: int = 0
     skipped: int = 0
+    skipped_overlap: int = 0  # of tasks whose overlap policy skips (each checked: false_skips)
+    false_skips: int = 0
     runs_succeeded: int = 0
     runs_failed: int = 0
     executed: int = 0  # marker lines
@@ -208,7 +223,8 @@ class ChaosReport:
 
     def of(self, *categories: str) -> list[str]:
         """The violations of the given categories (``lost``, ``duplicate``, ``early``,
-        ``accounting``, ``execution``, ``replicas``, ``stuck``, ``clock-step``): each line starts
+        ``accounting``, ``execution``, ``replicas``, ``stuck``, ``clock-step``,
+        ``false skip``): each line starts
         with its own."""
         return [v for v in self.violations if v.split(":", 1)[0] in categories]
 
@@ -380,10 +396,16 @@ def analyse(
     report.executed = len(executions)
     known_runs: set[str] = set()
     delays: list[int] = []
+    # Each epoch's first decision (leader time): its leader had taken over by then.
+    led_from: dict[int, int] = {}
+    for o in observations:
+        for rec in o.fires:
+            led_from[rec.epoch] = min(led_from.get(rec.epoch, rec.decided_ms), rec.decided_ms)
 
     for obs in observations:
         exp = expect.get(obs.name, TaskExpectation(obs.name, max(1, obs.record.spec.shards)))
         report.violations += _accounting(obs, report, disabled_at_ms)
+        report.violations += _overlap_skips(obs, exp, by_run, executor_faults, skews, s, report, led_from)
         runs = {r.run_id: r for r in obs.runs}
         known_runs.update(runs)
         for rec in obs.fires:
@@ -442,6 +464,8 @@ def _accounting(obs: TaskObservation, report: ChaosReport, disabled_at_ms: int) 
             rec.outcome == pb.SKIPPED_DISABLED and disabled_at_ms and rec.nominal_ms >= disabled_at_ms - 5000
         ):
             report.skipped += len(times)  # the fire planned when the disable committed
+        elif rec.outcome == pb.SKIPPED_OVERLAP and obs.record.spec.overlap == pb.OVERLAP_SKIP:
+            report.skipped += len(times)  # checked by _overlap_skips
         else:
             problems.append(
                 f"accounting: unexpected outcome for an enabled per-second task with overlap allowed: {what}"
@@ -508,6 +532,66 @@ def _accounting(obs: TaskObservation, report: ChaosReport, disabled_at_ms: int) 
         f"duplicate: {name}: {n} runs for nominal {_iso(t)}" for t, n in per_nominal.items() if n > 1
     ]
     return problems
+
+
+def _overlap_skips(
+    obs: TaskObservation,
+    exp: TaskExpectation,
+    by_run: dict[str, list[Execution]],
+    faults: Sequence[ExecutorFault],
+    skews: Sequence[SkewWindow],
+    s: CheckSettings,
+    report: ChaosReport,
+    led_from: dict[int, int],
+) -> list[str]:
+    """Each ``skipped_overlap`` of the task against what really ran (module docstring). A skip
+    decided by a leader with a skewed clock, or while its time stamps still bound "now", is not
+    judged: its decision time is off by the skew against the executors' clocks."""
+    problems = []
+    for rec in obs.fires:
+        if rec.outcome != pb.SKIPPED_OVERLAP or obs.record.spec.overlap != pb.OVERLAP_SKIP:
+            continue
+        report.skipped_overlap += 1
+        decided = rec.decided_ms
+        if any(f.kill_ms - s.touch_before_ms <= decided <= f.back_ms + s.lease_ms for f in faults):
+            continue  # an executor fault may hold an earlier run's attempt: not judged
+        if any(
+            rec.epoch in w.epochs or w.start_ms <= decided <= w.end_ms + s.skew_aftermath_ms for w in skews
+        ):
+            continue
+        since = led_from.get(rec.epoch, decided)
+        if not any(_in_progress(run, rec, by_run.get(run.run_id, []), exp, since) for run in obs.runs):
+            report.false_skips += 1
+            problems.append(
+                f"false skip: {obs.name}: {_describe_record(rec)}: no earlier run was in progress "
+                "(each had not started, or had ended)"
+            )
+    return problems
+
+
+def _in_progress(
+    run: pb.Run, rec: pb.FireRecord, executions: list[Execution], exp: TaskExpectation, led_from: int
+) -> bool:
+    """Whether ``run`` was really in progress when ``rec`` was decided (see _overlap_skips);
+    ``led_from``: the deciding epoch's first decision."""
+    decided = rec.decided_ms
+    if run.manual or run.nominal_ms >= rec.nominal_ms or run.created_ms > decided:
+        return False
+    # (Its committed finish time says nothing here: commands of one leader may commit out of
+    # the order of their time stamps, so a result stamped before the decision can follow it.)
+    if run.created_ms == decided and run.epoch == rec.epoch:
+        return True  # fired in the same batch
+    begun = [e.start_ms for e in executions if e.start_ms <= decided]
+    if not begun:
+        # The deciding leader's own run, dispatched and not started yet (a loaded executor, a
+        # busy second) is unfinished; one it inherited that had not started was committed by
+        # the old leader and never delivered: the decision rested on stale state.
+        return run.epoch == rec.epoch
+    if exp.runs_ms is None or len({e.shard for e in executions}) < len(run.shards):
+        return True
+    ended = max(e.start_ms for e in executions) + exp.runs_ms
+    # Still running, or ended under the deciding leader with its result not committed yet.
+    return ended > decided or ended > led_from
 
 
 def _run(

@@ -114,6 +114,8 @@ class TaskPlan:
     sleep_s: float = 0.0
     fail_digits: frozenset[int] = frozenset()
     hang_digits: frozenset[int] = frozenset()
+    overlap: Overlap = Overlap.ALLOW
+    misfire: Misfire = Misfire.LATEST
 
     def spec(self, marker: Path) -> TaskSpec:
         command = f"echo {_MARK} >> {shlex.quote(str(marker))}"
@@ -128,8 +130,8 @@ class TaskPlan:
             CronTrigger("* * * * * *"),
             command=command,
             shards=self.shards,
-            overlap=Overlap.ALLOW,
-            misfire=Misfire.LATEST,
+            overlap=self.overlap,
+            misfire=self.misfire,
             max_retries=self.max_retries,
             timeout_ms=self.timeout_ms,
         )
@@ -139,10 +141,15 @@ class TaskPlan:
         return attempt == 1 and (digit in self.fail_digits or digit in self.hang_digits)
 
     def expectation(self) -> TaskExpectation:
-        return TaskExpectation(self.name, self.shards, self.fails_by_design)
+        # Only a plain echo (no sleep, no designed failure) is known to end at once.
+        instant = not (self.sleep_s or self.fail_digits or self.hang_digits)
+        return TaskExpectation(self.name, self.shards, self.fails_by_design, 0 if instant else None)
 
 
 SLOW = "chaos-slow"  # its attempts run ~1 s: the executor kill waits for one to be in flight
+# Instant and overlap=skip: a fire skipped as overlapping is checked against what really ran
+# (the other tasks allow overlap, so a stall's stale state could never show as a false skip).
+OVERLAP = "chaos-overlap"
 
 DEFAULT_TASKS: tuple[TaskPlan, ...] = (
     TaskPlan("chaos-tick"),
@@ -155,6 +162,7 @@ DEFAULT_TASKS: tuple[TaskPlan, ...] = (
         fail_digits=frozenset({0, 5}),
         hang_digits=frozenset({3}),
     ),
+    TaskPlan(OVERLAP, shards=2, overlap=Overlap.SKIP, misfire=Misfire.ALL),
 )
 
 
@@ -1067,6 +1075,8 @@ class ChaosHarness:
             "fires": report.fired + report.coalesced + report.skipped,
             "fired": report.fired,
             "coalesced": report.coalesced,
+            "skipped_overlap": report.skipped_overlap,
+            "false_skips": report.false_skips,
             "executions": report.executed,
             "delayed": report.delayed,
             "delayed_threshold_ms": self.settings.check_settings().delayed_ms,

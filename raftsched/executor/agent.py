@@ -15,7 +15,11 @@
 * heartbeats renew the leases of running attempts and say which have started (one is sent at
   once when an attempt starts), so the leader can tell an attempt it may re-place without
   consuming a retry from one that ran; losing the leader (stream error) makes the agent find
-  the new one and register again — dispatching resumes as soon as it has;
+  the new one and register again — dispatching resumes as soon as it has. A leader that goes
+  silent (a paused process closes nothing and answers nothing) is not waited out: while a
+  heartbeat to it stays unanswered past half a heartbeat interval (at most 0.5 s), the agent
+  asks the other nodes, with the same heartbeat, who leads, and moves to a new leader as soon as
+  one is named (a new leader re-sends at once the attempts it inherited that never reached us);
 * an attempt received on a dispatch stream that broke before it started waits: it starts only
   if the leader sends it again on the new stream (it does for every attempt still assigned
   here), else it ends unstarted ("not started") after two leases, a result the cluster refuses
@@ -73,6 +77,10 @@ H = TypeVar("H", bound=Callable[..., Any])
 _TLS_WARN_INTERVAL_S = 10.0
 _EARLY_HEARTBEAT_GAP_S = 0.05  # at most ~20 heartbeats a second, however many attempts start
 _RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether it was re-sent
+_WATCH_POLL_S = 0.05  # how often the leader watch looks at the heartbeat in flight
+_WATCH_SUSPECT_CAP_S = 0.5  # a heartbeat unanswered this long (at most) makes it ask the others
+_FIND_TIMEOUT_S = 0.3  # each node's answer to "who leads?" after the leader was lost
+_FIND_ROUNDS = 20  # rounds of asking every node before trying them one by one
 
 DEFAULT_EXECUTION_LOG_KEEP = "10m"
 """How long the execution log keeps an id after the cluster acknowledged its result.
@@ -206,6 +214,8 @@ class Executor:
         self._lease_s = 10.0
         self._rpc_timeout_s = 3.0
         self._hb_wake: asyncio.Event | None = None  # set when an attempt starts: heartbeat now
+        self._hb_sent_at: float | None = None  # loop time of the heartbeat in flight (None: answered)
+        self._next_target: str | None = None  # the leader the watch found: register there next
         self._started_ids: set[str] = set()  # running attempts that have started
         # Dispatch streams opened so far, and the one each running attempt was last sent on: an
         # attempt starts only while the stream it came on (or re-came on) is the open one.
@@ -308,7 +318,8 @@ class Executor:
                 await self._leave_before_rebuilt_start(stop)
             target_index = 0
             while not stop.is_set():
-                target = self.targets[target_index % len(self.targets)]
+                target = self._next_target or self.targets[target_index % len(self.targets)]
+                self._next_target = None
                 try:
                     target = await self._register(target)
                     await self._serve(target, stop)
@@ -327,7 +338,9 @@ class Executor:
                     else:
                         log.info("%s: lost %s (%s); finding the leader", self.name, target, exc)
                     target_index += 1
-                    await _sleep_or_stop(stop, 0.2)
+                    if self._next_target is None and self._log is not None:
+                        self._next_target = await self._find_leader(stop, target)
+                    await _sleep_or_stop(stop, 0.2 if self._next_target is None else 0.02)
         finally:
             if flusher is not None:
                 flusher.cancel()
@@ -410,6 +423,7 @@ class Executor:
             asyncio.ensure_future(self._consume(stream)),
             asyncio.ensure_future(self._heartbeats(target)),
             asyncio.ensure_future(self._reports(target)),
+            asyncio.ensure_future(self._watch(target)),
             asyncio.ensure_future(stop.wait()),
         ]
         try:
@@ -835,26 +849,31 @@ class Executor:
             await asyncio.sleep(1.0)
             await asyncio.to_thread(self._log.flush)
 
-    async def _heartbeats(self, target: str) -> None:
+    def _heartbeat_request(self) -> pb.HeartbeatRequest:
         assert self._log is not None
+        # Finished attempts whose report is not acknowledged yet keep their leases too, or a
+        # slow report would turn a success into a lost attempt and a retry.
+        done = [r.execution_id for r in self._log.pending_reports()]
+        return pb.HeartbeatRequest(
+            name=self.name,
+            running=[*self._running, *done],
+            free_slots=max(0, self.slots - len(self._running)),
+            started=[*self._started_ids, *done],
+            reports_started=True,
+            finished=done,
+        )
+
+    async def _heartbeats(self, target: str) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            # Finished attempts whose report is not acknowledged yet keep their leases too, or a
-            # slow report would turn a success into a lost attempt and a retry.
-            done = [r.execution_id for r in self._log.pending_reports()]
-            held = [*self._running, *done]
             sent = self.clock.monotonic()
-            reply = await self.transport.heartbeat(
-                target,
-                pb.HeartbeatRequest(
-                    name=self.name,
-                    running=held,
-                    free_slots=max(0, self.slots - len(self._running)),
-                    started=[*self._started_ids, *done],
-                    reports_started=True,
-                    finished=done,
-                ),
-                timeout_s=self._rpc_timeout_s,
-            )
+            self._hb_sent_at = loop.time()
+            try:
+                reply = await self.transport.heartbeat(
+                    target, self._heartbeat_request(), timeout_s=self._rpc_timeout_s
+                )
+            finally:
+                self._hb_sent_at = None
             if not reply.registered:
                 raise LeaderLost("the leader does not know this executor")
             self._clock_sample(reply.leader_now_ms, sent)
@@ -867,6 +886,72 @@ class Executor:
             assert wake is not None
             await wait_event(wake, self._heartbeat_s - gap)
             wake.clear()
+
+    async def _watch(self, target: str) -> None:
+        """Leave ``target`` as soon as another node is known to lead while it is silent.
+
+        While a heartbeat to ``target`` stays unanswered past half a heartbeat interval (at most
+        ``_WATCH_SUSPECT_CAP_S``), the same heartbeat goes to every other node: one that accepts
+        it leads; one that refuses it names the leader it knows. A leader other than ``target``
+        ends serving it (:class:`LeaderLost`) and :meth:`run` registers there next. A node that
+        names ``target``, or no leader (an election under way), changes nothing: a slow leader
+        is kept, and the heartbeat's own timeout stays the backstop."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(_WATCH_POLL_S)
+            sent = self._hb_sent_at
+            suspect = max(_WATCH_POLL_S, min(self._heartbeat_s / 2, _WATCH_SUSPECT_CAP_S))
+            others = [t for t in self.targets if t != target]
+            if sent is None or loop.time() - sent < suspect or not others:
+                continue
+            found = await self._who_leads(others, suspect, silent=target)
+            if found is not None and self._hb_sent_at is not None:
+                self._next_target = found
+                raise LeaderLost(f"{target} silent for {loop.time() - sent:.1f} s; {found} leads")
+
+    async def _find_leader(self, stop: asyncio.Event, lost: str) -> str | None:
+        """After losing ``lost``: ask every node at once, round after round, until one leads or
+        names the leader (an election takes a second or so); None after ``_FIND_ROUNDS``, and
+        :meth:`run` goes through the nodes one by one as before. Asking them one by one alone
+        let a paused node hold each pass for a whole register timeout. A node still naming
+        ``lost`` has not noticed it is gone: not an answer (``lost`` itself may still answer)."""
+        timeout = min(self._rpc_timeout_s, _FIND_TIMEOUT_S)
+        for _ in range(_FIND_ROUNDS):
+            if stop.is_set():
+                return None
+            found = await self._who_leads(list(self.targets), timeout, silent=lost)
+            if found is not None:
+                return found
+            await _sleep_or_stop(stop, _WATCH_POLL_S)
+        return None
+
+    async def _who_leads(self, nodes: list[str], timeout_s: float, silent: str = "") -> str | None:
+        """Ask ``nodes`` at once, with a heartbeat, who leads: the first that accepts it (it
+        leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
+        one names and that accepts it in turn; None if none does within ``timeout_s`` (an
+        election under way)."""
+
+        async def ask(node: str, follow: bool = True) -> str | None:
+            try:
+                await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
+            except TransportError as exc:
+                if not (follow and exc.leader and exc.leader != silent):
+                    return None
+                # A lagging node may name a leader that is gone: only one that accepts counts.
+                return await ask(exc.leader, follow=False)
+            return node
+
+        asks = [asyncio.ensure_future(ask(n)) for n in nodes]
+        try:
+            for done in asyncio.as_completed(asks):
+                answer = await done
+                if answer is not None:
+                    return answer
+            return None
+        finally:
+            for a in asks:
+                a.cancel()
+            await asyncio.gather(*asks, return_exceptions=True)
 
     async def _reports(self, target: str) -> None:
         assert self._log is not None and self._report_wake is not None

@@ -107,13 +107,22 @@ class MemoryTransport:
     executor loop that keeps calling cannot starve the others.
     """
 
-    def __init__(self, endpoint: ExecutorEndpoint) -> None:
+    def __init__(self, endpoint: ExecutorEndpoint, silent: Callable[[str], bool] | None = None) -> None:
         self.endpoint = endpoint
+        # ``silent(target)``: the node answers nothing (a paused process): a call to it waits for
+        # its whole timeout and fails with ``deadline_exceeded``, as over a real network.
+        self.silent = silent
+
+    async def _reach(self, target: str, timeout_s: float) -> None:
+        await asyncio.sleep(0)
+        if self.silent is not None and self.silent(target):
+            await asyncio.sleep(timeout_s)
+            raise TransportError("deadline_exceeded", f"{target} did not answer in {timeout_s:g} s")
 
     async def register(
         self, target: str, request: pb.RegisterRequest, *, timeout_s: float
     ) -> pb.RegisterReply:
-        await asyncio.sleep(0)
+        await self._reach(target, timeout_s)
         return self.endpoint.register(target, request)
 
     def dispatch(self, target: str, request: pb.DispatchRequest) -> MemoryStream:
@@ -127,19 +136,19 @@ class MemoryTransport:
     async def heartbeat(
         self, target: str, request: pb.HeartbeatRequest, *, timeout_s: float
     ) -> pb.HeartbeatReply:
-        await asyncio.sleep(0)
+        await self._reach(target, timeout_s)
         return self.endpoint.heartbeat(target, request)
 
     async def report(self, target: str, request: pb.ReportRequest, *, timeout_s: float) -> pb.ReportReply:
-        await asyncio.sleep(0)
+        await self._reach(target, timeout_s)
         return self.endpoint.report(target, request)
 
     async def drain(self, target: str, request: pb.DrainRequest, *, timeout_s: float) -> pb.DrainReply:
-        await asyncio.sleep(0)
+        await self._reach(target, timeout_s)
         return self.endpoint.drain(target, request)
 
     async def leave(self, target: str, request: pb.LeaveRequest, *, timeout_s: float) -> pb.LeaveReply:
-        await asyncio.sleep(0)
+        await self._reach(target, timeout_s)
         return self.endpoint.leave(target, request)
 
     async def close(self) -> None:

@@ -26,6 +26,16 @@ effects or pending attempts of a takeover), never one per attempt; the internal 
 take that view as ``v``. The applier thread changes the state between views, so nothing read in
 one is trusted in the next without reading it again.
 
+Takeover: every attempt of an unfinished run is *unresolved* for the new leader until an executor
+says it has started it (a heartbeat lists it as started: an overlap with it is real), or its
+result, loss or cancellation is applied, or a bound passes (see :meth:`Dispatcher.overlap_unknown`;
+the driver holds the overlap decisions of its task meanwhile). That covers attempts the old
+leader committed and never delivered: assigned to an executor whose first heartbeat to this
+leader does not list it (it is sent again at once, the executor deduplicates), or committed and
+not assigned yet (placed now). Attempts that become ready while some executor has not reached
+this leader yet are unresolved the same way: a run waiting for its executor to find this leader
+has not started, and a fire decided against it would be skipped on a run that never ran.
+
 Unstarted attempts: a lease knows whether its attempt started (``Lease.started``: False from
 the dispatch until a heartbeat lists it as started, None when this leader cannot know, e.g.
 after a takeover, until a heartbeat says). An attempt lost while known unstarted is reported
@@ -108,9 +118,10 @@ def _held_names(task: str) -> tuple[str, ...]:
 
 @dataclass(slots=True)
 class _Inherited:
-    """An attempt RUNNING in the log when this leader took over, whose executor has not told it
-    yet whether it still runs: its result may be on the way (the old leader stopped before
-    committing it). Overlap decisions for its task wait (see :meth:`Dispatcher.overlap_unknown`)."""
+    """An unresolved attempt (see the module docstring): RUNNING in the log when this leader
+    took over with no word yet from its executor (its result may be on the way, or it never
+    reached the executor), or waiting to be placed and started. Overlap decisions for its task
+    wait (see :meth:`Dispatcher.overlap_unknown`)."""
 
     task: str
     run_id: str
@@ -185,6 +196,13 @@ class Dispatcher:
     hold_ends: dict[str, int] = field(default_factory=dict)
     # Executors whose dispatch stream closed: declared dead at this time unless they reopen one.
     stream_gone: dict[str, int] = field(default_factory=dict)
+    # Members that have not heartbeated this leader since it took over, and until when attempts
+    # that become ready meanwhile are unresolved (the takeover grace plus one lease).
+    unconfirmed: set[str] = field(default_factory=set)
+    takeover_until_ms: int = 0
+    # Attempts assigned to an executor whose first heartbeat to this leader did not list them
+    # (committed, never delivered): sent again at once. For the leader's log line.
+    resent_unheld: int = 0
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -206,32 +224,46 @@ class Dispatcher:
         grace = now_ms + self.settings.lease_ms
         for name in sorted(self.members):
             self.last_seen[name] = grace
+        self.unconfirmed = set(self.members)
+        self.takeover_until_ms = grace + self.settings.lease_ms
         for chunk in _chunks(pending):
             with self.state.view() as v:
                 for eff in chunk:
                     if isinstance(eff, AttemptReady):
                         self._wait(v, eff)
+                        # Due to start (not in a retry's backoff) with an executor to start it:
+                        # the old leader may have stopped before assigning it.
+                        if eff.not_before_ms <= now_ms and self.members:
+                            self._unresolved(
+                                eff.task, eff.run_id, eff.shard, eff.attempt, self.takeover_until_ms
+                            )
                         continue
                     self._lease_and_send(v, eff, grace, None)  # the old leader may have sent it
-                    exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
-                    lease = self.leases.get(exec_id)
-                    if lease is not None and exec_id not in self.inherited:
-                        self.inherited[exec_id] = _Inherited(
-                            eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms
-                        )
-                        for name in _held_names(eff.task):
-                            self.unknown_tasks[name] = self.unknown_tasks.get(name, 0) + 1
+                    lease = self.leases.get(execution_id(eff.run_id, eff.shard, eff.attempt))
+                    if lease is not None:
+                        self._unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms)
         self.leading = True
+
+    def _unresolved(self, task: str, run_id: str, shard: int, attempt: int, until_ms: int) -> None:
+        """Hold the overlap decisions of ``task`` until this attempt is resolved (module docstring)."""
+        exec_id = execution_id(run_id, shard, attempt)
+        if exec_id not in self.inherited:
+            self.inherited[exec_id] = _Inherited(task, run_id, shard, attempt, until_ms)
+            for name in _held_names(task):
+                self.unknown_tasks[name] = self.unknown_tasks.get(name, 0) + 1
 
     def overlap_unknown(self, task: str, epoch: int = 0) -> bool:
         """Whether an attempt of ``task`` was running when this node took over and its state is
         not known here yet: an overlap decision for a new fire would rest on stale state.
 
-        Known means: its executor listed it as still running in a heartbeat (the overlap is
-        real), or its result, its loss or its executor's death has been *applied* (the state is
-        current for it), or the bound passed (the takeover grace plus one lease). A heartbeat
-        that lists it among results waiting to be acknowledged does not count: the run has
-        ended, its result is on the way.
+        Known means: its executor listed it as started and still running in a heartbeat (the
+        overlap is real), or its result, its loss or its executor's death has been *applied* (the
+        state is current for it), or the bound passed (the takeover grace plus one lease). A
+        heartbeat that lists it among results waiting to be acknowledged does not count: the run
+        has ended, its result is on the way; nor does one that lists it as held but not started,
+        or does not list it (it was never delivered: it is sent again, and known once it starts
+        or ends). An attempt that became ready while an executor had not reached this leader yet
+        is unknown the same way until it starts.
 
         With ``epoch`` (the leader driver's), also True while this dispatcher has not taken over
         for that epoch yet (it learns of the barrier on another thread). Any thread may ask."""
@@ -298,6 +330,8 @@ class Dispatcher:
         self.settling.clear()
         self.hold_ends.clear()
         self.reserved.clear()
+        self.unconfirmed.clear()
+        self.resent_unheld = 0
 
     def _rebuild_ring(self, v: StateView) -> None:
         # Derived from the replicated membership on every change: identical on every node.
@@ -404,6 +438,9 @@ class Dispatcher:
         for eff in effects:
             if isinstance(eff, AttemptReady):
                 self._wait(v, eff)
+                if self.unconfirmed and eff.not_before_ms <= now_ms and now_ms < self.takeover_until_ms:
+                    # An executor has not found this leader yet: the attempt may wait for it.
+                    self._unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, self.takeover_until_ms)
             elif isinstance(eff, DispatchAttempt):
                 self._unwait((eff.run_id, eff.shard))
                 self._lease_and_send(v, eff, now_ms)
@@ -416,6 +453,7 @@ class Dispatcher:
                     self.declared_dead.discard(eff.name)
                     self.stream_gone.pop(eff.name, None)
                 else:
+                    self.unconfirmed.discard(eff.name)
                     # The state machine has re-queued (or failed) every attempt it held: its
                     # leases are void. Keeping them re-sent lost attempts when it reconnected.
                     for exec_id, lease in list(self.leases.items()):
@@ -518,19 +556,9 @@ class Dispatcher:
         items: list[pb.WorkItem] = []
         for lease in list(self.leases.values()):
             if lease.executor == executor:
-                run = v.active_run(lease.run_id)
-                shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
-                if (
-                    run is None
-                    or shard is None
-                    or shard.attempt != lease.attempt
-                    or shard.executor != executor
-                    or shard.state != pb.RUNNING
-                ):
+                eff = self._still_assigned(v, lease)
+                if eff is None:
                     continue  # superseded in the log: never re-send a lost or finished attempt
-                eff = DispatchAttempt(
-                    lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, executor, self.epoch
-                )
                 before = len(self.outbox)
                 self._lease_and_send(v, eff, now_ms, None)
                 items.extend(item for _, item in self.outbox[before:])
@@ -553,23 +581,72 @@ class Dispatcher:
         started; the others are known unstarted. Without it every running attempt counts as
         started (a loss is then always a try). ``finished``: which of ``running`` have ended
         there and wait for their report to be acknowledged (leases renewed, but not taken as
-        still running)."""
+        still running).
+
+        The executor's first heartbeat to this leader says which attempts it holds: an attempt
+        leased to it that it does not list never reached it (the old leader committed it and
+        stopped before its dispatch went out), so it is sent again at once, not after a lease."""
         if executor not in self.members:
             return False
         self.last_seen[executor] = now_ms
         began = None if started is None else set(started)
         ended = set(finished)
-        for exec_id in running:
+        held = list(running)
+        if executor in self.unconfirmed:
+            self.unconfirmed.discard(executor)
+            self._resend_unheld(executor, set(held), now_ms)
+        for exec_id in held:
             lease = self.leases.get(exec_id)
             if lease is not None and lease.executor == executor:
                 lease.expires_ms = now_ms + self.settings.lease_ms
-                if self.inherited and exec_id not in ended:
-                    self._known(exec_id, "running")  # it still runs: an overlap with it is real
-                if began is None or exec_id in began:
+                is_started = began is None or exec_id in began
+                if self.inherited and exec_id not in ended and is_started:
+                    self._known(exec_id, "running")  # it runs: an overlap with it is real
+                if is_started:
                     lease.started = True
                 elif lease.started is None:
                     lease.started = False  # it holds the attempt and says it has not started it
         return True
+
+    def _resend_unheld(self, executor: str, held: set[str], now_ms: int) -> None:
+        """Send again every attempt leased to ``executor`` that it does not hold."""
+        unheld = [
+            (exec_id, lease)
+            for exec_id, lease in sorted(self.leases.items())
+            if lease.executor == executor and exec_id not in held
+        ]
+        if not unheld:
+            return
+        with self.state.view() as v:
+            self._resend_leases(v, unheld, now_ms)
+
+    def _resend_leases(self, v: StateView, unheld: list[tuple[str, Lease]], now_ms: int) -> None:
+        for exec_id, lease in unheld:
+            eff = self._still_assigned(v, lease)
+            if eff is None:
+                continue
+            # lease.started stays as it was: the heartbeat may have left before the attempt
+            # arrived on a newly opened stream, and a loss is a try unless known unstarted.
+            self._lease_and_send(v, eff, now_ms, None)
+            if exec_id in self.inherited:
+                self.resent_unheld += 1
+
+    def _still_assigned(self, v: StateView, lease: Lease) -> DispatchAttempt | None:
+        """The dispatch of ``lease``'s attempt if the log still has it RUNNING on that executor,
+        None if it was superseded (lost, finished, re-placed): never re-send such an attempt."""
+        run = v.active_run(lease.run_id)
+        shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
+        if (
+            run is None
+            or shard is None
+            or shard.attempt != lease.attempt
+            or shard.executor != lease.executor
+            or shard.state != pb.RUNNING
+        ):
+            return None
+        return DispatchAttempt(
+            lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, lease.executor, self.epoch
+        )
 
     def stream_opened(self, executor: str) -> None:
         """``executor`` opened a dispatch stream (it is reachable again)."""

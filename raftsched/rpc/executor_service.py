@@ -155,11 +155,12 @@ class ExecutorHub:
         ends = ", ".join(f"{n} {why}" for why, n in sorted(d.hold_ends.items()))
         log.info(
             "overlap decisions of %d task(s) held %d ms after the takeover, until %d inherited "
-            "attempt(s) were known (%s)",
+            "attempt(s) were known (%s; %d never delivered, sent again)",
             tasks,
             self.now_ms() - since,
             attempts,
             ends,
+            d.resent_unheld,
             extra=leadership_fields(d.epoch, node=self.node.node_id),
         )
 

@@ -83,6 +83,12 @@ def test_accounting_and_executions_are_consistent(chaos: ChaosResult) -> None:
     assert not problems, _explain("accounting/execution violations", problems, chaos)
 
 
+def test_no_fire_is_skipped_as_overlapping_a_run_that_was_not_in_progress(chaos: ChaosResult) -> None:
+    """Issue 35 §1: the instant overlap=skip task's skips are each checked against what ran."""
+    false = chaos.report.of("false skip")
+    assert not false and chaos.report.false_skips == 0, _explain("FALSE overlap skips", false, chaos)
+
+
 def test_replicas_agree_and_no_run_is_left_running(chaos: ChaosResult) -> None:
     problems = chaos.report.of("replicas", "stuck")
     assert not problems, _explain("replica/lease violations", problems, chaos)

@@ -226,3 +226,80 @@ def test_a_clock_step_without_on_time_executions_soon_after_is_a_violation() -> 
     assert "none" in report.of("clock-step")[0]
     soon = ClockStepWindow("n1", 600_000, T0 + 2 * S - 300, on_time_ms=200)
     assert "the first 300 ms after" in check(obs, executions, clock_steps=[soon]).of("clock-step")[0]
+
+
+def _overlap_history(
+    skip_decided_ms: int,
+    starts: list[int],
+    finished_ms: int,
+    created_ms: int = T0 + 5,
+    epoch: int = 2,
+    skip_epoch: int = 0,
+) -> tuple[TaskObservation, list[Execution]]:
+    """An instant overlap=skip task: the run of T0 (created at ``created_ms`` in ``epoch``,
+    finished in the log at ``finished_ms``; its one shard started at ``starts`` ms after T0), and
+    the fire of T0+1s skipped as overlapping it, decided at ``skip_decided_ms``."""
+    rec = record("ov", 2)
+    rec.spec.overlap = pb.OVERLAP_SKIP
+    first = fired("ov", 0, epoch)
+    first.decided_ms = created_ms
+    r = run("ov", 0, epoch=epoch)
+    r.created_ms, r.finished_ms = created_ms, finished_ms
+    skipped = pb.FireRecord(
+        task="ov",
+        nominal_ms=T0 + S,
+        outcome=pb.SKIPPED_OVERLAP,
+        decided_ms=skip_decided_ms,
+        epoch=skip_epoch or epoch,
+        count=1,
+        reason="an earlier run was still unfinished (overlap=skip)",
+    )
+    obs = TaskObservation(rec, (first, skipped), (r,))
+    return obs, [ex("ov", 0, late_ms=at) for at in starts]
+
+
+def _check_overlap(obs: TaskObservation, executions: list[Execution]) -> ChaosReport:
+    return analyse([obs], executions, [TaskPlan("ov").expectation()])
+
+
+def test_a_skip_against_a_run_that_had_not_started_or_had_long_ended_is_a_false_skip() -> None:
+    # Committed by the leader of epoch 2, never delivered: the run of T0 started 5.6 s late; the
+    # next leader skipped the fire of T0+1s against it at T0+1s.
+    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700, skip_epoch=3)
+    report = _check_overlap(obs, executions)
+    assert report.of("false skip") and report.false_skips == 1, report.violations
+    assert report.skipped_overlap == 1
+    # Its result lost with the leader of epoch 2: the run ended at T0+20 ms, before the next
+    # leader's first decision; committed finished at T0+6 s.
+    obs, executions = _overlap_history(T0 + S + 20, [20], T0 + 6000, skip_epoch=3)
+    assert _check_overlap(obs, executions).of("false skip")
+    # The same under one leader: its result was on the wire (the race any decision has).
+    obs, executions = _overlap_history(T0 + S + 20, [20], T0 + 6000)
+    assert _check_overlap(obs, executions).violations == []
+
+
+def test_a_skip_against_a_run_in_progress_or_fired_in_the_same_batch_is_real() -> None:
+    # Started 900 ms late (the machine is loaded), the skip decided 100 ms after its start.
+    obs, executions = _overlap_history(T0 + S + 5, [900], T0 + S + 60)
+    report = _check_overlap(obs, executions)
+    assert report.violations == [] and report.skipped_overlap == 1
+    # The same leader's run, dispatched and not started yet (1.4 s late at startup).
+    obs, executions = _overlap_history(T0 + S + 13, [1364], T0 + 1400)
+    assert _check_overlap(obs, executions).violations == []
+    # misfire=all catching up: the run of T0 was fired in the same batch, at T0+3 s.
+    obs, executions = _overlap_history(T0 + 3 * S, [3100], T0 + 3200, created_ms=T0 + 3 * S)
+    assert _check_overlap(obs, executions).violations == []
+    # An executor fault around the decision: not judged.
+    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700, skip_epoch=3)
+    fault = ExecutorFault("ex1", T0 + S, T0 + 3 * S)
+    assert (
+        analyse([obs], executions, [TaskPlan("ov").expectation()], executor_faults=[fault]).violations == []
+    )
+
+
+def test_a_skip_decided_by_a_leader_with_a_skewed_clock_is_not_judged() -> None:
+    """Its decision time runs ahead of the executors' clocks by the skew: against them, the run
+    it skipped against had not started yet (seen in the CI chaos run's +2 s skew phase)."""
+    obs, executions = _overlap_history(T0 + S + 20, [5600], T0 + 5700, skip_epoch=3)
+    skew = SkewWindow("n1", 2000, T0, T0 + 10 * S, frozenset({3}))
+    assert analyse([obs], executions, [TaskPlan("ov").expectation()], skews=[skew]).violations == []

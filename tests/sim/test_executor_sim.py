@@ -148,3 +148,28 @@ def test_a_short_execution_log_keep_runs_nothing_twice_through_faults(seed: int)
     held = sum(len(ex.log) for ex in sim.executors.values())
     assert executed > 50 and held < executed / 4, (held, executed)  # pruned for real
     check(sim, runs)
+
+
+def _connected_to(sim: SimHarness, node: str) -> set[str]:
+    return {name for (n, name), stream in sim.endpoint.streams.items() if n == node and stream.open}
+
+
+def test_executors_leave_a_paused_leader_as_soon_as_another_leads() -> None:
+    """A paused (SIGSTOPped) leader answers nothing and closes nothing. While a heartbeat to it
+    stays unanswered the executors ask the other nodes who leads, so they reach the new leader
+    within a step or two of its election, not after the heartbeat's timeout (lease / 3) plus a
+    register timeout spent on the paused node (issue 35 §1: the run the old leader committed
+    and never delivered waited for exactly that)."""
+    sim = fleet()
+    try:
+        sim.run_for(2_000, step_ms=50)
+        sim.pause("n1")
+        sim.run_for(200, step_ms=50)  # a heartbeat is in flight to n1 and unanswered
+        sim.elect("n2")
+        elected = sim.clock.now_ms()
+        while _connected_to(sim, "n2") != {"ex1", "ex2"}:
+            assert sim.clock.now_ms() - elected < 3_000, "executors never found the new leader"
+            sim.run_for(50, step_ms=50)
+        assert sim.clock.now_ms() - elected <= 300, sim.clock.now_ms() - elected
+    finally:
+        sim.close()

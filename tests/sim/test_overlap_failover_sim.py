@@ -283,3 +283,132 @@ def test_without_the_hold_a_workflow_fire_is_skipped_against_a_finished_run() ->
         assert false_workflow_overlaps(sim)
     finally:
         sim.close()
+
+
+# -- committed, never delivered (issue 35 §1) ------------------------------------------------------
+
+INSTANT_MS = 10  # the command ends in milliseconds (echo >> file)
+
+
+def _stall_cluster(duration_ms: int) -> SimHarness:
+    sim = SimHarness(["n1", "n2", "n3"], seed=0)
+    sim.elect("n1")
+    sim.add_executor("ex1", slots=4, duration_ms=duration_ms)
+    sim.add_executor("ex2", slots=4, duration_ms=duration_ms)
+    sim.add_task(
+        TaskSpec(
+            "t",
+            CronTrigger("* * * * * *"),
+            command="echo",
+            shards=2,
+            misfire=Misfire.ALL,
+            overlap=Overlap.SKIP,
+        )
+    )
+    return sim
+
+
+def _stall_after_commit(sim: SimHarness, node: str, assigned: bool) -> int:
+    """At the next whole second, ``node`` (the leader) fires and commits the run (and, with
+    ``assigned``, its assignments) and stops (SIGSTOP) before the dispatch reaches the executors.
+    Returns that second."""
+    while sim.clock.now_ms() % 1000 != 900:
+        sim.run_for(50)
+    if assigned:
+        sim.endpoint.undelivered.add(node)
+    else:
+        sim.pause_after_fires(node)
+    sim.run_for(100)
+    second = sim.clock.now_ms()
+    run = next(r for r in sim.runs("t", node) if r.nominal_ms == second)
+    if assigned:
+        assert all(s.state == pb.RUNNING and s.executor for s in run.shards), run
+        sim.pause(node)
+        sim.endpoint.undelivered.discard(node)
+    else:
+        assert all(not s.executor for s in run.shards), run
+    return second
+
+
+def stale_skips(sim: SimHarness, duration_ms: int) -> list[str]:
+    """``skipped_overlap`` decisions with no earlier run in progress in reality at the decision:
+    none had started (committed, never delivered) or all had ended a step before. A run fired in
+    the same batch counts (misfire=all catching up several fires runs the first, skips the rest)."""
+    started: dict[str, int] = {}
+    for ex in sim.executors.values():
+        for exec_id, at in ex.executions:
+            run_id = exec_id.split("/")[0]
+            started[run_id] = min(started.get(run_id, at), at)
+    runs = sim.runs("t")
+    bad = []
+    for rec in sim.fires("t"):
+        if rec.outcome != pb.SKIPPED_OVERLAP:
+            continue
+        decided = rec.decided_ms
+        real = [
+            r.run_id
+            for r in runs
+            if r.nominal_ms < rec.nominal_ms
+            and (
+                (
+                    r.run_id in started
+                    and started[r.run_id] <= decided < started[r.run_id] + duration_ms + sim.step_ms
+                )
+                or (r.created_ms == decided and r.epoch == rec.epoch)
+            )
+        ]
+        if not real:
+            bad.append(f"fire {rec.nominal_ms} decided at {decided} (epoch {rec.epoch}): {rec.reason}")
+    return bad
+
+
+def _first_start(sim: SimHarness, nominal: int) -> int:
+    run = next(r for r in sim.runs("t") if r.nominal_ms == nominal)
+    starts = [at for ex in sim.executors.values() for e, at in ex.executions if e.split("/")[0] == run.run_id]
+    assert len(starts) == 2, f"run of {nominal} started {len(starts)} shard(s)"
+    return max(starts)
+
+
+@pytest.mark.parametrize("assigned", [True, False], ids=["assigned", "unassigned"])
+@pytest.mark.parametrize("duration_ms", [INSTANT_MS, 500], ids=["instant", "half-second"])
+def test_a_run_committed_and_never_delivered_is_sent_again_at_once_and_skips_nothing(
+    duration_ms: int, assigned: bool
+) -> None:
+    """The leader commits the run of S and its assignments and stops before the dispatch goes
+    out (``assigned``), or before it even assigned them; the next leader is elected a second
+    later. The executors' first heartbeats to it do not list the run's attempts: they are sent
+    again at once (not after a lease), or placed; and the on-time fires meanwhile wait for them
+    instead of being skipped against a run that never started. Then the same again with the
+    second leader."""
+    sim = _stall_cluster(duration_ms)
+    try:
+        sim.run_for(3_000)
+        first = _stall_after_commit(sim, "n1", assigned)
+        sim.run_for(1_000)  # the election timeout: nobody leads
+        sim.elect("n2")
+        sim.run_for(3_000)
+        sim.resume("n1")
+        sim.run_for(2_000)
+        second = _stall_after_commit(sim, "n2", assigned)
+        sim.run_for(1_000)
+        sim.elect("n3")
+        sim.run_for(5_000)
+        sim.resume("n2")
+        sim.run_for(1_000)
+        assert not stale_skips(sim, duration_ms), stale_skips(sim, duration_ms)
+        # The run of S starts as soon as its executors reach the new leader, within 1.5 s of
+        # the stop (the election alone took 1 s here).
+        for stalled in (first, second):
+            assert _first_start(sim, stalled) - stalled <= 1_500, (stalled, _first_start(sim, stalled))
+        fires = sim.fires("t")
+        covered = sorted(
+            n for f in fires for n in range(f.nominal_ms, max(f.nominal_ms, f.through_ms) + 1, 1000)
+        )
+        assert len(covered) == len(set(covered)) and all(
+            b - a == 1000 for a, b in itertools.pairwise(covered)
+        )
+        shards = [tuple(e.split("/")[:2]) for ex in sim.executors.values() for e, _ in ex.executions]
+        assert len(shards) == len(set(shards)), "a shard ran twice"
+        assert len(set(sim.digests().values())) == 1
+    finally:
+        sim.close()

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from raftsched.abc import TransportError
 from raftsched.executor.agent import Executor
+from raftsched.executor.dedupe import DedupeLog
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.runners import AttemptContext
 from raftsched.storage.memory import MemoryExecutionLog
@@ -151,3 +152,47 @@ def test_a_disconnect_that_fails_several_loops_at_once_leaves_no_unretrieved_tas
 
     asyncio.run(scenario())
     assert not [c for c in unhandled if "never retrieved" in str(c.get("message"))], unhandled
+
+
+class _WhoLeads(LoopbackEndpoint):
+    """Nodes that answer heartbeats only: ``answers[node]`` is "leads" or the leader it names."""
+
+    def __init__(self, answers: dict[str, str], silent: frozenset[str] = frozenset()) -> None:
+        super().__init__(epoch=2)
+        self.answers = answers
+        self.silent = silent
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        answer = self.answers[target]
+        if answer == "leads":
+            return pb.HeartbeatReply(epoch=2, registered=True)
+        raise TransportError("failed_precondition", f"{target} is not the leader", answer)
+
+
+def _who_leads(
+    answers: dict[str, str], ask: list[str], silent: str, paused: frozenset[str] = frozenset()
+) -> str | None:
+    endpoint = _WhoLeads(answers)
+    ex = Executor(
+        ",".join(f"{n}:1" for n in sorted(answers)),
+        "ex1",
+        transport=MemoryTransport(endpoint, silent=lambda t: t in paused),
+        execution_log=MemoryExecutionLog(),
+    )
+    ex._log = DedupeLog(MemoryExecutionLog())
+    return asyncio.run(ex._who_leads(ask, 0.2, silent=silent))
+
+
+def test_the_leader_watch_follows_a_named_leader_only_if_it_accepts_the_heartbeat() -> None:
+    """A paused leader answers nothing; the other nodes are asked who leads (issue 35 §1). A
+    node that leads, or one a node names and that accepts, is the answer; a node still naming
+    the silent leader, or naming one that is gone, is not."""
+    assert _who_leads({"a": "leads", "b": "c", "c": "leads"}, ["b"], silent="a") == "c"
+    assert _who_leads({"a": "leads", "b": "leads", "c": "b"}, ["b", "c"], silent="a") == "b"
+    assert _who_leads({"a": "leads", "b": "a", "c": "a"}, ["b", "c"], silent="a") is None
+    assert _who_leads({"a": "leads", "b": "x", "x": "b", "c": "a"}, ["b", "c"], silent="a") is None
+    # The silent node itself does not hold up the answer beyond its timeout.
+    assert (
+        _who_leads({"a": "leads", "b": "c", "c": "leads"}, ["a", "b"], silent="a", paused=frozenset({"a"}))
+        == "c"
+    )

@@ -165,3 +165,65 @@ def test_stepping_down_forgets_the_wait() -> None:
     d.step_down()
     assert d.inherited == {} and d.unknown_tasks == {}
     assert d.overlap_unknown("t", 2)  # not leading epoch 2 any more: the driver must not decide
+
+
+# -- issue 35 §1: committed, never delivered ------------------------------------------------------
+
+
+def test_an_attempt_its_executor_does_not_list_is_sent_again_at_once_and_holds_until_it_starts() -> None:
+    """The old leader committed the assignment and stopped before the dispatch went out. The
+    executor's first heartbeat to the new leader does not list it: it is sent again right away
+    (not when its lease expires), and the task's fires wait until it has started."""
+    _, d, executor, exec_id = inherited()
+    assert d.heartbeat(executor, [], TAKEOVER + 100, started=[])
+    [(to, item)] = d.take_outbox()
+    assert (to, item.execution_id) == (executor, exec_id)
+    assert d.resent_unheld == 1
+    assert d.overlap_unknown("t", 2)  # not running: a fire skipped now would be false
+    # Held but not started yet (waiting for the re-send on its new stream): still unknown.
+    assert d.heartbeat(executor, [exec_id], TAKEOVER + 150, started=[])
+    assert d.overlap_unknown("t", 2)
+    assert d.take_outbox() == []  # only the first heartbeat re-sends
+    assert d.heartbeat(executor, [exec_id], TAKEOVER + 200, started=[exec_id])
+    assert not d.overlap_unknown("t", 2)  # started: an overlap with it is real
+
+
+def test_an_attempt_the_old_leader_fired_but_never_assigned_holds_the_fires_until_it_starts() -> None:
+    """The old leader committed the run and stopped before its assignment: at the takeover the
+    attempt is READY. It was inherited by nobody, so the new leader decided on-time fires at once
+    as skipped_overlap against a run that had not started (5-6 per stall, measured)."""
+    state, _ = setup()
+    step(state, Dispatcher(state, SETTINGS, random.Random(1)), tick("t", 1, T0 + S), T0 + S)
+    state.apply(barrier(TAKEOVER, 2))
+    d = Dispatcher(state, SETTINGS, random.Random(1))
+    d.become_leader(2, TAKEOVER)
+    assert d.overlap_unknown("t", 2)
+    [assign] = d.poll(TAKEOVER + 10)
+    step(state, d, assign, TAKEOVER + 10)
+    [(executor, item)] = d.take_outbox()
+    assert d.overlap_unknown("t", 2)  # assigned, not started
+    d.heartbeat(executor, [item.execution_id], TAKEOVER + 300, started=[item.execution_id])
+    assert not d.overlap_unknown("t", 2)
+
+
+def test_a_run_fired_before_an_executor_found_the_new_leader_holds_until_it_starts() -> None:
+    """A new run of the new leader, for an executor still waiting on the old one: a fire
+    decided against it would be skipped against a run that has not started."""
+    state, d, executor, exec_id = inherited()
+    d.heartbeat(executor, [exec_id], TAKEOVER + 100, started=[exec_id])
+    assert not d.overlap_unknown("t", 2)
+    other = "ex1" if executor == "ex2" else "ex2"
+    assert other in d.unconfirmed  # it has not heartbeated this leader yet
+    step(state, d, _result(d, executor, exec_id, TAKEOVER + 200), TAKEOVER + 200)
+    step(state, d, tick("t", 1, TAKEOVER + 1000, epoch=2), TAKEOVER + 1000)
+    assert d.overlap_unknown("t", 2)  # its attempt may wait for `other`
+    for data in d.poll(TAKEOVER + 1000):
+        step(state, d, data, TAKEOVER + 1000)
+    [(to, item)] = d.take_outbox()
+    d.heartbeat(to, [item.execution_id], TAKEOVER + 1100, started=[item.execution_id])
+    assert not d.overlap_unknown("t", 2)
+    d.heartbeat(other, [], TAKEOVER + 1200)
+    assert not d.unconfirmed  # every executor reached the new leader: nothing new is held
+    step(state, d, _result(d, to, item.execution_id, TAKEOVER + 1300), TAKEOVER + 1300)
+    step(state, d, tick("t", 1, TAKEOVER + 2000, epoch=2), TAKEOVER + 2000)
+    assert not d.overlap_unknown("t", 2)

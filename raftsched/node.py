@@ -177,7 +177,6 @@ class Node:
         self._failed_event: asyncio.Event | None = None
         self._flusher_stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="raftsched-flush", daemon=True)
-        self.state = SchedulerState.load(self.store, self.retention)
         # Clocks (raftsched.clockwatch): measured over Raft; a leader whose clock is off the
         # majority's plans and stamps nothing and hands leadership over (see _watch_clock).
         self._members = max(1, len(config.nodes))
@@ -188,6 +187,7 @@ class Node:
             self.state, node_id, self.misfire, s.max_fires_per_batch, max_skew_ms=s.max_clock_skew_ms
         )
         self.driver.clock_faulty = self.clock_watch.faulty
+        self.driver.damaged = lambda: bool(self.store_damaged)
         # Leader effects from this node's own barrier on (decided by the replica, see there).
         self.replica = Replica(
             self.state,
@@ -217,6 +217,7 @@ class Node:
             consensus=lambda: self.consensus,
             leader_address=self.leader_grpc,
             clock_faulty=self.clock_watch.faulty,
+            damaged=lambda: self.store_damaged,
         )
         # Linearizable reads: a read barrier through the log per batch (raftsched.leader.reads).
         self.reads = ReadIndex(self.gate.stamp, self.propose_barrier)
@@ -452,10 +453,11 @@ class Node:
             await server.stop(grace=1.0)
 
     async def _watch_clock(self) -> None:
-        """While this node leads with a clock off the majority's by more than max_clock_skew, hand
-        leadership to a follower whose clock agrees (Raft TimeoutNow to the most caught-up one;
-        a follower the leader found off does not campaign, so it is not elected). The driver and
-        the gate have stopped stamping already, at the first read of the stepped clock."""
+        """While this node leads with a damaged store, or with a clock off the majority's by more
+        than max_clock_skew, hand leadership to a follower (Raft TimeoutNow to the most caught-up
+        one; a follower the leader found off does not campaign, so it is not elected). The driver
+        and the gate have stopped stamping already (at the first read of the stepped clock, or
+        when the damage was found)."""
         handed_at = 0.0
         while True:
             await asyncio.sleep(CLOCK_WATCH_PERIOD_S)
@@ -465,9 +467,17 @@ class Node:
                 if raft is None or self.failure is not None or not raft.is_leader():
                     continue
                 view = self.clock_watch.view(leading=True)
-                if not view.faulty or self.clock.monotonic() - handed_at < STEP_DOWN_TIMEOUT_S:
+                if not (view.faulty or self.store_damaged):
+                    continue
+                if self.clock.monotonic() - handed_at < STEP_DOWN_TIMEOUT_S:
                     continue
                 handed_at = self.clock.monotonic()
+                if self.store_damaged:
+                    # _damaged asked once; a hand-over that failed (no caught-up follower then)
+                    # is asked again here until another node leads.
+                    log.warning("node %s leads with a damaged store: handing leadership over", self.node_id)
+                    await asyncio.to_thread(raft.hand_over, STEP_DOWN_TIMEOUT_S)
+                    continue
                 log.warning(
                     "node %s leads with a clock %+.1f s off the majority's (max_clock_skew %.1f s; "
                     "peers' clocks minus this one, ms: %s): handing leadership over",

@@ -604,8 +604,12 @@ class SchedulerState:
         return pb.CommandResult(ok=True), (BarrierCommitted(cmd.barrier.node_id, cmd.epoch),)
 
     def _clock_fault(self, cmd: pb.Command) -> bool:
-        """A barrier that abandons the committed leader time (only ever lowers it)."""
-        return cmd.barrier.clock_fault_ms > 0 and cmd.now_ms < self.max_now_ms
+        """A barrier that abandons the committed leader time (only ever lowers it), and only the
+        faulty time its leader saw: a leader elected before it applied an earlier fault barrier
+        decided against a time already abandoned, and lowering the newer, sound time to its
+        clock would put leader time back (invariant 3). Such a barrier is an ordinary one."""
+        fault = cmd.barrier.clock_fault_ms
+        return fault > 0 and cmd.now_ms < self.max_now_ms and self.max_now_ms >= fault
 
     # -----------------------------------------------------------------------------------------
     # fires and runs

@@ -238,6 +238,8 @@ class Dispatcher:
                                 eff.task, eff.run_id, eff.shard, eff.attempt, self.takeover_until_ms
                             )
                         continue
+                    if not self._assigned_now(v, eff):
+                        continue  # resolved since ``pending`` was read (a report applied meanwhile)
                     self._lease_and_send(v, eff, grace, None)  # the old leader may have sent it
                     lease = self.leases.get(execution_id(eff.run_id, eff.shard, eff.attempt))
                     if lease is not None:
@@ -630,6 +632,16 @@ class Dispatcher:
             self._lease_and_send(v, eff, now_ms, None)
             if exec_id in self.inherited:
                 self.resent_unheld += 1
+
+    @staticmethod
+    def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:
+        """Whether the log still has ``eff``'s attempt RUNNING on its executor (the takeover reads
+        its pending attempts in one view and handles them in later ones)."""
+        run = v.active_run(eff.run_id)
+        if run is None or eff.shard >= len(run.shards):
+            return False
+        shard = run.shards[eff.shard]
+        return shard.attempt == eff.attempt and shard.executor == eff.executor and shard.state == pb.RUNNING
 
     def _still_assigned(self, v: StateView, lease: Lease) -> DispatchAttempt | None:
         """The dispatch of ``lease``'s attempt if the log still has it RUNNING on that executor,

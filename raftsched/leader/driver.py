@@ -139,6 +139,8 @@ class LeaderDriver:
         # such a leader plans nothing (its node hands leadership over).
         self.max_skew_ms = max_skew_ms
         self.clock_faulty: Callable[[], bool] | None = None
+        # ``damaged()``: this node's stored state is damaged; it plans nothing (it must not lead).
+        self.damaged: Callable[[], bool] | None = None
         self.clock_faults = 0  # barriers that abandoned a faulty committed leader time
         self._paused_for_clock = False
 
@@ -270,6 +272,8 @@ class LeaderDriver:
         """
         if not (self.leading and self.ready):
             return []
+        if self.damaged is not None and self.damaged():
+            return []  # a damaged store: the node hands leadership over (Node._watch_clock)
         if self._clock_faulty():
             # Planning now would stamp a time the majority does not share (ten minutes ahead:
             # every fire of ten minutes at once). Nothing is decided until the clock agrees

@@ -96,9 +96,11 @@ class LeaderGate:
         consensus: Callable[[], ConsensusNode | None],
         leader_address: Callable[[], str | None],
         clock_faulty: Callable[[], bool] | None = None,
+        damaged: Callable[[], str] | None = None,
     ) -> None:
         self.node_id = node_id
         self._clock_faulty = clock_faulty
+        self._damaged = damaged
         self._clock = clock
         self._committed = committed
         self._driver = driver
@@ -112,6 +114,12 @@ class LeaderGate:
     def clock_ms(self) -> int:
         """This node's own clock (not leader time): what executors measure their offset against."""
         return self._clock.now_ms()
+
+    def damaged(self) -> bool:
+        """This node's stored state was found damaged (``Node.store_damaged``): it must not lead,
+        so nothing is stamped and nothing dispatched while it hands leadership over."""
+        check = self._damaged
+        return check is not None and bool(check())
 
     def clock_faulty(self) -> bool:
         """This node's clock is off the majority's by more than max_clock_skew
@@ -152,6 +160,10 @@ class LeaderGate:
             raise self._changing()
         if self.clock_faulty():
             raise self._clock_off()
+        if self.damaged():
+            raise Unavailable(
+                f"{self.node_id}'s stored state is damaged: it hands leadership over; retry shortly"
+            )
         return Stamp(self.now_ms(), d.epoch, self.node_id)
 
     def require_epoch(self, leading: bool, epoch: int) -> None:
@@ -168,6 +180,10 @@ class LeaderGate:
             raise self._not_leader()
         if self.clock_faulty():
             raise self._clock_off()
+        if self.damaged():
+            raise Unavailable(
+                f"{self.node_id}'s stored state is damaged: it hands leadership over; retry shortly"
+            )
 
     def _not_leader(self) -> NotLeader | Unavailable:
         c = self._consensus()

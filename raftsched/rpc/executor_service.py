@@ -180,7 +180,7 @@ class ExecutorHub:
 
     def _tick(self) -> None:
         d = self.dispatcher
-        if not d.leading or self.node.gate.clock_faulty():
+        if not d.leading or self.node.gate.clock_faulty() or self.node.gate.damaged():
             return  # a faulty clock would expire every lease at once (+10 min), or none
         for data in d.poll(self.now_ms()):
             self._propose(data)

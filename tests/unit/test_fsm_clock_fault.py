@@ -81,3 +81,32 @@ def test_the_driver_decides_a_fault_only_beyond_max_skew_and_only_with_a_clock_n
     assert cmd.barrier.clock_fault_ms == 0 and cmd.now_ms == T0 + AHEAD
     driver.on_barrier_committed(5)
     assert driver.poll(T0 + AHEAD + 10_000) == []  # and it plans nothing while its clock is off
+
+
+def test_a_fault_barrier_decided_against_a_time_already_abandoned_lowers_nothing() -> None:
+    """n2 abandoned the faulty time; n3, elected before it applied n2's barrier, saw the faulty
+    time too and decided the same. Applied after n2's, n3's barrier must not put leader time
+    back below n2's sound time (n3's clock a little behind n2's, within max_skew)."""
+    state, _log = poisoned()
+    assert state.apply(barrier(T0 + 5000, 3, fault_ms=T0 + AHEAD)).result.ok
+    assert state.max_now_ms == T0 + 5000
+    late = pb.Command(epoch=4, now_ms=T0 + 4000, origin="n3")
+    late.barrier.node_id = "n3"
+    late.barrier.clock_fault_ms = T0 + AHEAD  # the time n3 saw: already abandoned
+    assert state.apply(codec.encode_command(late)).result.ok
+    assert state.max_now_ms == T0 + 5000  # never back in time
+    assert len(clock_faults(state)) == 1  # and no second alert
+
+
+def test_a_driver_whose_store_is_damaged_plans_nothing() -> None:
+    drivers = []
+    for damaged in (False, True):
+        state, _ = poisoned()
+        driver = LeaderDriver(state, "n2", max_skew_ms=10_000)
+        driver.become_leader(3, T0 + AHEAD)
+        driver.on_barrier_committed(3)
+        driver.damaged = lambda damaged=damaged: damaged
+        drivers.append(driver)
+    sound, damaged_one = drivers
+    assert sound.poll(T0 + AHEAD + 2_000) != []  # due fires are planned
+    assert damaged_one.poll(T0 + AHEAD + 2_000) == []  # a damaged store: nothing, it hands over

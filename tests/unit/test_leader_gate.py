@@ -143,3 +143,29 @@ def test_require_epoch_checks_a_component_that_follows_leadership_on_its_own(f: 
     f.cluster.step_down("a")
     with pytest.raises(Unavailable):
         f.gate.require_epoch(True, term)  # still leading, but Raft says follower
+
+
+def test_a_leader_whose_store_is_damaged_stamps_and_dispatches_nothing() -> None:
+    """A leader that finds its stored state damaged hands leadership over; a hand-over that fails
+    (no caught-up follower then) must not leave it firing and expiring executors' leases while
+    its servicers refuse every executor call (review of the merged issue 34/35 work)."""
+    damage = ""
+    f = Fixture()
+    f.gate = LeaderGate(
+        "a",
+        f.clock,
+        f.committed,
+        f.driver,
+        consensus=lambda: f.consensus,
+        leader_address=lambda: f.leader_addr,
+        damaged=lambda: damage,
+    )
+    term = f.lead()
+    assert f.gate.stamp().epoch == term
+    f.gate.require_epoch(True, term)
+    damage = "data.mdb: content checksum mismatch"
+    assert f.gate.damaged()
+    with pytest.raises(Unavailable, match="stored state is damaged"):
+        f.gate.stamp()
+    with pytest.raises(Unavailable, match="stored state is damaged"):
+        f.gate.require_epoch(True, term)

@@ -50,6 +50,8 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.rpc.http_api import HttpApi, LocalCalls
+from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
@@ -126,8 +128,13 @@ class Node:
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
         self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
+        self.http_api: HttpApi | None = None
         if self.me.http is not None:
-            self.observability = NodeObservability(self, self.me.http, self.tally, console=Console(self))
+            self.http_api = HttpApi(self.http_of_grpc)
+            self.http_api.openapi = openapi_document
+            self.observability = NodeObservability(
+                self, self.me.http, self.tally, console=Console(self), api=self.http_api
+            )
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
         self.raft_node: PySyncObjNode | None = None  # the same object, with its membership API
@@ -266,9 +273,13 @@ class Node:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_AdminServicer_to_server(
-            AdminServicer(self, self._live_executors, self.membership), server
-        )
+        admin = AdminServicer(self, self._live_executors, self.membership)
+        pb_grpc.add_AdminServicer_to_server(admin, server)
+        if self.http_api is not None:
+            # The HTTP API calls the same servicer through the same authorization (not the gRPC
+            # metrics interceptor: those count gRPC traffic).
+            local = [i for i in interceptors if isinstance(i, AuthInterceptor)]
+            self.http_api.attach(LocalCalls(admin, local))
         sch = self.config.scheduler
         self.hub = ExecutorHub(
             self,
@@ -636,6 +647,14 @@ class Node:
         if not self.state.membership.seeded:
             return None
         return [self.dial_address(m.raft) for m in self._voters() if m.id != self.node_id]
+
+    def http_of_grpc(self, grpc_address: str) -> str | None:
+        """The HTTP listener address of the node whose gRPC address is ``grpc_address`` (the
+        replicated membership first, then the config file); None if it has none or is unknown."""
+        for m in self.state.membership.known():
+            if m.grpc == grpc_address and m.http:
+                return m.http
+        return next((n.http for n in self.config.nodes if n.grpc == grpc_address and n.http), None)
 
     def leader_grpc(self) -> str | None:
         """The gRPC address of the leader this node follows (None while unknown)."""

@@ -58,6 +58,10 @@ class HttpRequest:
     query: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
+    raw_path: str = ""  # the path as sent, still percent-encoded ("" = same as path)
+    raw_query: str = ""  # the query string as sent, without "?"
+    remote: str = ""  # the peer's address
+    secure: bool = False  # served over TLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,10 @@ def _adapt(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResp
             query=dict(request.query),
             headers=dict(request.headers),
             body=await request.read(),
+            raw_path=request.raw_path.partition("?")[0],
+            raw_query=request.rel_url.raw_query_string,
+            remote=request.remote or "",
+            secure=request.secure,
         )
         out = await handler(req)
         response = web.Response(status=out.status, body=out.body, headers=dict(out.headers))

@@ -24,6 +24,7 @@ from raftsched.observability.grpc_metrics import MetricsInterceptor
 from raftsched.observability.listener import HttpListener, Probe
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
 from raftsched.observability.tally import ApplyTally
+from raftsched.rpc.http_api import HttpApi
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.console import Console
 
@@ -95,6 +96,7 @@ class NodeObservability:
         tally: ApplyTally,
         zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS,
         console: Console | None = None,
+        api: HttpApi | None = None,
     ) -> None:
         self.node = node
         self.zombie_after_ms = zombie_after_ms
@@ -102,7 +104,12 @@ class NodeObservability:
         self.listener = HttpListener(
             address, metrics=self.metrics.exposition, readyz=self._readyz, name=f"node {node.node_id}"
         )
-        # The web console takes every path the built-in routes (/metrics, /healthz, /readyz) do not.
+        # The HTTP/JSON API takes /api/v1/ (before the console, whose routes take every path);
+        # the web console takes every path the built-in routes (/metrics, /healthz, /readyz) do not.
+        self.api = api
+        if api is not None:
+            for method, path, handler in api.routes():
+                self.listener.add_route(method, path, handler)
         self.console = console
         if console is not None:
             for method, path, handler in console.routes():

@@ -1,0 +1,461 @@
+"""The HTTP/JSON API (``/api/v1/``): each route of :mod:`raftsched.rpc.routes` calls the node's own
+Admin servicer in process, through the same server interceptors the gRPC port runs.
+
+Nothing here decides anything the gRPC API decides: a request becomes the RPC's request message
+(protobuf's JSON mapping, proto field names, as the SDK's messages and the CLI's ``--json`` spell
+them), :class:`LocalCalls` runs it through the node's authorization interceptor and the servicer
+method with a :class:`LocalContext` standing in for gRPC's (it carries the ``Authorization``
+header and the stale-read flag as invocation metadata and captures the abort), and the answer
+or the abort becomes the HTTP response. So authentication, the authorization table, namespaces,
+the audit log, validation, idempotency and the leader check are the gRPC API's own.
+
+Answers (the one mapping table is :data:`HTTP_STATUS`):
+
+* success: 200 and the reply message as JSON (int64 as JSON numbers, enums by name);
+* a refusal: an RFC 9457 ``application/problem+json`` body with the gRPC status message as
+  ``detail``, ``code`` (raftsched's error code), ``grpc_status``, ``field`` (the field path of an
+  invalid argument) and, for 401/403, ``permission`` (what the route needs);
+* a call a follower may not answer (a write, or a read without ``?stale=true``): 307 with
+  ``Location`` on the leader's HTTP listener (same path and query), so a client that resends
+  the body on 307 (``curl -L``; most libraries) reaches the leader; 503 if no leader is known.
+
+Headers: ``Authorization: Bearer <token>``; ``Idempotency-Key`` is the request's
+``idempotency_key`` (a retry with the same key gets the first call's outcome).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Final, NoReturn
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from raftsched.errors import InvalidSpec, RaftschedError
+from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.rpc import routes
+from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
+from raftsched.security import authz
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+__all__ = [
+    "HTTP_STATUS",
+    "PROBLEM",
+    "HttpApi",
+    "LocalCalls",
+    "LocalContext",
+    "message_to_json",
+]
+
+log = logging.getLogger("raftsched.http_api")
+
+JSON: Final = "application/json"
+PROBLEM: Final = "application/problem+json"
+SERVICE: Final = "/raftsched.v1.Admin/"
+STALE_PARAM: Final = "stale"
+PROBLEM_TYPE: Final = "urn:raftsched:error:"
+ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
+
+HTTP_STATUS: Final[Mapping[grpc.StatusCode, int]] = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,  # not_leader is a 307 instead (see the docstring)
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,  # conflict: a version that moved, a run in the wrong state
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.DATA_LOSS: 500,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,  # retry (a write: with the same Idempotency-Key)
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+"""gRPC status → HTTP status: the one table (README "HTTP/JSON API" shows it)."""
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """``message`` in protobuf's JSON mapping as the API answers it: proto field names, every
+    field (defaults included), int64 as JSON numbers, enum values by name."""
+    out: dict[str, Any] = json_format.MessageToDict(
+        message,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+        unquote_int64_if_possible=True,
+    )
+    return out
+
+
+# -- the in-process call path ----------------------------------------------------------------------
+
+
+class Aborted(Exception):
+    """What :meth:`LocalContext.abort` raises (gRPC's ``context.abort`` raises too)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class LocalContext:
+    """The part of ``grpc.aio.ServicerContext`` the interceptors and servicers use, for a call
+    made in process: invocation metadata, peer, trailing metadata, abort (raises
+    :class:`Aborted`), and :meth:`note_error` (called by :func:`raftsched.rpc.plumbing.abort`
+    with the error being answered, so the field path of an invalid argument is known)."""
+
+    def __init__(self, metadata: Sequence[tuple[str, str]], peer: str) -> None:
+        self._metadata = tuple(metadata)
+        self._peer = peer
+        self.trailing: dict[str, str] = {}
+        self.error: RaftschedError | None = None
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def peer(self) -> str:
+        return self._peer
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {}
+
+    def set_trailing_metadata(self, metadata: Sequence[tuple[str, str | bytes]]) -> None:
+        for key, value in metadata:
+            self.trailing[key] = value.decode() if isinstance(value, bytes) else value
+
+    def note_error(self, exc: RaftschedError) -> None:
+        self.error = exc
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", *_: object) -> NoReturn:
+        raise Aborted(code, details)
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def cancelled(self) -> bool:
+        return False
+
+    def done(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Details:
+    """A ``grpc.HandlerCallDetails`` for the interceptors."""
+
+    method: str
+    invocation_metadata: tuple[tuple[str, str], ...]
+
+
+class _Capture:
+    """A stand-in server that keeps the method handlers the generated ``add_*_to_server`` gives."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[Any]) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Any]) -> None:
+        for name, handler in handlers.items():
+            self.handlers[f"/{service}/{name}"] = handler
+
+
+Continuation = Callable[[Any], Awaitable[Any]]
+
+
+class LocalCalls:
+    """Calls the Admin RPCs of ``servicer`` in process, through ``interceptors`` (outermost
+    first, the list the node's gRPC server runs, less what only counts gRPC traffic)."""
+
+    def __init__(self, servicer: pb_grpc.AdminServicer, interceptors: Sequence[Any] = ()) -> None:
+        capture = _Capture()
+        pb_grpc.add_AdminServicer_to_server(servicer, capture)
+        self._handlers = capture.handlers
+        self._interceptors = tuple(interceptors)
+
+    async def _handler(self, method: str, metadata: tuple[tuple[str, str], ...]) -> Any:
+        async def base(details: Any) -> Any:
+            return self._handlers.get(details.method)
+
+        call: Continuation = base
+        for interceptor in reversed(self._interceptors):
+            call = _layer(interceptor, call)
+        return await call(_Details(method, metadata))
+
+    async def call(self, method: str, request: Message, context: LocalContext) -> Message | list[Message]:
+        """The reply of RPC ``method`` (``/raftsched.v1.Admin/GetTask``); a server-streaming
+        RPC's messages as a list. Raises :class:`Aborted` as the call ends with a status."""
+        handler = await self._handler(method, context.invocation_metadata())
+        if handler is None:
+            raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
+        if handler.unary_unary is not None:
+            reply: Message = await handler.unary_unary(request, context)
+            return reply
+        stream: AsyncIterator[Message] = handler.unary_stream(request, context)
+        return [item async for item in stream]
+
+
+def _layer(interceptor: Any, inner: Continuation) -> Continuation:
+    async def call(details: Any) -> Any:
+        return await interceptor.intercept_service(inner, details)
+
+    return call
+
+
+# -- HTTP ------------------------------------------------------------------------------------------
+
+
+class BadRequest(InvalidSpec):
+    """The HTTP request cannot become the RPC's request (bad JSON, an unknown parameter)."""
+
+
+def _problem(
+    status: int,
+    detail: str,
+    instance: str,
+    code: str = "",
+    extra: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> HttpResponse:
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Client Closed Request" if status == 499 else "Error"
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE + (code or "http"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": instance,
+    }
+    if code:
+        body["code"] = code
+    body.update(extra or {})
+    return HttpResponse(
+        status=status,
+        body=json.dumps(body, ensure_ascii=False).encode(),
+        content_type=PROBLEM,
+        headers=dict(headers or {}),
+    )
+
+
+def _ok(value: Any) -> HttpResponse:
+    return HttpResponse(200, json.dumps(value, ensure_ascii=False).encode(), JSON)
+
+
+_BOOLS: Final = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _query_value(fd: FieldDescriptor, name: str, raw: str) -> Any:
+    """A query parameter's text as the JSON value ParseDict takes for field ``fd``."""
+    if fd.type == FieldDescriptor.TYPE_BOOL:
+        if raw.lower() not in _BOOLS:
+            raise BadRequest(name, f"{raw[:50]!r} is not a boolean (true or false)")
+        return _BOOLS[raw.lower()]
+    if fd.type == FieldDescriptor.TYPE_ENUM and raw.lstrip("-").isdigit():
+        return int(raw)
+    if fd.cpp_type in (FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64) or fd.cpp_type in (
+        FieldDescriptor.CPPTYPE_UINT32,
+        FieldDescriptor.CPPTYPE_UINT64,
+    ):
+        try:
+            return int(raw)
+        except ValueError:
+            raise BadRequest(name, f"{raw[:50]!r} is not an integer") from None
+    return raw
+
+
+def query_fields(route: routes.Route) -> list[FieldDescriptor]:
+    """The request fields ``route`` takes as query parameters: the scalar (and repeated scalar)
+    top-level fields no path parameter, body or fixed value sets."""
+    if route.body:
+        return []
+    taken = {route.field_of(p).split(".")[0] for p in route.params} | set(route.fixed)
+    method = ADMIN.methods_by_name[route.rpc]
+    return [
+        fd
+        for fd in method.input_type.fields
+        if fd.name not in taken and fd.message_type is None and fd.name != "idempotency_key"
+    ]
+
+
+def build_request(route: routes.Route, params: Mapping[str, str], request: HttpRequest) -> Message:
+    """The RPC's request message for ``request`` on ``route`` (raises :class:`BadRequest`)."""
+    method = ADMIN.methods_by_name[route.rpc]
+    message: Message = getattr(pb, method.input_type.name)()
+    if route.body:
+        text = request.body.decode("utf-8", "replace").strip() if request.body else ""
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError as exc:
+            raise BadRequest("body", f"not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise BadRequest("body", "must be a JSON object")
+        target = message if route.body == "*" else getattr(message, route.body)
+        try:
+            json_format.ParseDict(data, target)
+        except json_format.ParseError as exc:
+            raise BadRequest("body" if route.body == "*" else route.body, str(exc)) from None
+    elif request.body.strip():
+        raise BadRequest("body", f"{route.method} {routes.PREFIX}{route.path} takes no body")
+    fields = {fd.name: fd for fd in query_fields(route)}
+    for name, raw in request.query.items():
+        if name == STALE_PARAM:
+            if raw.lower() not in _BOOLS:
+                raise BadRequest(name, f"{raw[:50]!r} is not a boolean (true or false)")
+            if STALE_PARAM not in fields:
+                continue  # the servicer reads it from the metadata
+        fd = fields.get(name)
+        if fd is None:
+            known = ", ".join([*sorted(fields), STALE_PARAM]) if not route.write else ""
+            raise BadRequest(
+                name,
+                "not a query parameter of this route" + (f" (it takes: {known})" if known else ""),
+            )
+        try:
+            json_format.ParseDict({name: _query_value(fd, name, raw)}, message, ignore_unknown_fields=False)
+        except json_format.ParseError as exc:
+            raise BadRequest(name, str(exc)) from None
+    for path, value in params.items():
+        _set_path(message, path, value)
+    for name, fixed in route.fixed.items():
+        setattr(message, name, fixed)
+    key = _header(request.headers, "idempotency-key")
+    if key is not None and "idempotency_key" in method.input_type.fields_by_name:
+        current = getattr(message, "idempotency_key")  # noqa: B009  (Message has no such attribute)
+        if current and current != key:
+            raise BadRequest("idempotency_key", "the body and the Idempotency-Key header differ")
+        setattr(message, "idempotency_key", key)  # noqa: B010
+    return message
+
+
+def _set_path(message: Message, path: str, value: str) -> None:
+    *parents, leaf = path.split(".")
+    target = message
+    for name in parents:
+        target = getattr(target, name)
+    current = getattr(target, leaf)
+    if current and current != value:
+        raise BadRequest(path, f"the path names {value!r}, the body {current!r}")
+    setattr(target, leaf, value)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _project(reply: Message | list[Message], path: str) -> Any:
+    if isinstance(reply, list):
+        return [message_to_json(m) for m in reply]
+    value: Any = reply
+    for name in path.split(".") if path else ():
+        value = getattr(value, name)
+    if isinstance(value, Message):
+        return message_to_json(value)
+    return [message_to_json(m) for m in value]
+
+
+class HttpApi:
+    """Serves ``/api/v1/``: :meth:`routes` to add to the node's listener, :meth:`attach` once
+    the node's servicer exists (until then calls answer 503).
+
+    ``leader_http(grpc_address)`` is the HTTP address (``host:port``) of the node whose gRPC
+    address a ``not_leader`` answer names (None if it has no listener or is unknown);
+    ``scheme`` is ``https`` when the listener serves TLS.
+    """
+
+    def __init__(self, leader_http: Callable[[str], str | None], scheme: str = "http") -> None:
+        self._calls: LocalCalls | None = None
+        self._leader_http = leader_http
+        self.scheme = scheme
+        self.openapi: Callable[[], bytes] | None = None
+
+    def attach(self, calls: LocalCalls) -> None:
+        self._calls = calls
+
+    def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Awaitable[HttpResponse]]]]:
+        path = routes.PREFIX + "/{tail:.*}"
+        return [(m, path, self.handle) for m in ("GET", "POST", "PATCH", "DELETE", "PUT")]
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        raw = request.raw_path or request.path
+        if request.method == "GET" and raw == routes.PREFIX + "/openapi.json" and self.openapi:
+            return HttpResponse(200, self.openapi(), JSON)
+        found = routes.find(request.method, raw)
+        if found is None:
+            allowed = routes.allowed_methods(raw)
+            if allowed:
+                return _problem(
+                    405,
+                    f"{request.method} is not served here; {', '.join(allowed)} is",
+                    raw,
+                    headers={"Allow": ", ".join(allowed)},
+                )
+            return _problem(404, f"no API route {raw}", raw, code="not_found")
+        route, params = found
+        try:
+            message = build_request(route, params, request)
+        except BadRequest as exc:
+            return _problem(400, str(exc), raw, "invalid_argument", {"field": exc.field})
+        if self._calls is None:
+            return _problem(503, "this node is starting; try again", raw, "unavailable")
+        metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
+        if request.query.get(STALE_PARAM, "").lower() in ("true", "1"):
+            metadata.append(("raftsched-allow-stale", "1"))
+        context = LocalContext(metadata, f"http:{request.remote}" if request.remote else "http")
+        method = SERVICE + route.rpc
+        try:
+            reply = await self._calls.call(method, message, context)
+        except Aborted as exc:
+            return self._refused(exc, context, method, request, raw)
+        except Exception:  # a bug in a handler: gRPC would answer UNKNOWN
+            log.exception("HTTP %s %s failed", request.method, raw)
+            return _problem(500, "internal error (see the node's log)", raw, "internal")
+        return _ok(_project(reply, route.response))
+
+    def _refused(
+        self, exc: Aborted, context: LocalContext, method: str, request: HttpRequest, raw: str
+    ) -> HttpResponse:
+        code = context.trailing.get(CODE_KEY, "")
+        if code == "not_leader":
+            leader = context.trailing.get(LEADER_KEY, "")
+            http = self._leader_http(leader) if leader else None
+            if http:
+                query = request.raw_query
+                location = f"{self.scheme}://{http}{raw}" + (f"?{query}" if query else "")
+                return _problem(
+                    307,
+                    exc.details,
+                    raw,
+                    code,
+                    {"leader": leader},
+                    headers={"Location": location},
+                )
+            note = f" (the leader {leader} has no HTTP listener known to this node)" if leader else ""
+            return _problem(503, exc.details + note, raw, code)
+        status = HTTP_STATUS.get(exc.code, 500)
+        extra: dict[str, Any] = {"grpc_status": exc.code.name}
+        field = getattr(context.error, "field", "")
+        if field:
+            extra["field"] = field
+        headers: dict[str, str] = {}
+        if status in (401, 403):
+            extra["permission"] = str(authz.TABLE.get(method, ""))
+            if status == 401:
+                headers["WWW-Authenticate"] = 'Bearer realm="raftsched"'
+        return _problem(status, exc.details, raw, code, extra, headers)

@@ -1,0 +1,298 @@
+"""The HTTP/JSON API's route table, request building, error mapping and OpenAPI document, without a
+node: the gateway calls a scripted Admin servicer through the real authorization interceptor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from openapi_spec_validator import validate
+
+from raftsched.errors import InvalidSpec, NotFound, NotLeader
+from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.rpc import openapi, routes
+from raftsched.rpc.http_api import (
+    ADMIN,
+    HTTP_STATUS,
+    BadRequest,
+    HttpApi,
+    LocalCalls,
+    build_request,
+    query_fields,
+)
+from raftsched.rpc.plumbing import rpc
+from raftsched.security.auth import Principal, Role
+from raftsched.security.authz import Authenticator, AuthInterceptor, caller
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# -- the route table -------------------------------------------------------------------------------
+
+
+def test_every_admin_rpc_has_a_route() -> None:
+    routed = {r.rpc for r in routes.ROUTES}
+    assert routed == {m.name for m in ADMIN.methods}
+
+
+def test_every_route_names_real_fields() -> None:
+    for r in routes.ROUTES:
+        method = ADMIN.methods_by_name[r.rpc]
+        for p in r.params:
+            message: Any = method.input_type
+            *parents, leaf = r.field_of(p).split(".")
+            for name in parents:
+                message = message.fields_by_name[name].message_type
+            assert leaf in message.fields_by_name, (r, p)
+        for name in r.fixed:
+            assert name in method.input_type.fields_by_name, (r, name)
+        if r.body not in ("", "*"):
+            assert method.input_type.fields_by_name[r.body].message_type is not None, r
+        if r.response:
+            assert r.response.split(".")[0] in method.output_type.fields_by_name, r
+        assert r.method in ("GET", "POST", "PATCH", "DELETE"), r
+        reads = (
+            "Get",
+            "List",
+            "Explain",
+            "Lineage",
+            "FireAccounting",
+            "ClusterStatus",
+            "NodeStatus",
+            "Backup",
+        )
+        assert (r.method == "GET") == r.rpc.startswith(reads), r  # only reads are GET, every read is
+
+
+def test_routes_match_percent_encoded_names_and_verbs() -> None:
+    found = routes.find("POST", "/api/v1/tasks/a%2Fb%3Ac:trigger")
+    assert found is not None
+    assert (found[0].rpc, found[1]) == ("TriggerNow", {"name": "a/b:c"})
+    found = routes.find("GET", "/api/v1/tasks/wf%23step")
+    assert found is not None and found[1] == {"name": "wf#step"}
+    found = routes.find("PATCH", "/api/v1/tasks/etl")
+    assert found is not None and found[1] == {"spec.name": "etl"}
+    found = routes.find("POST", "/api/v1/tasks/etl:disable")
+    assert found is not None and found[0].fixed == {"enabled": False}
+    assert routes.find("GET", "/api/v1/tasks/a/b") is None
+    assert routes.allowed_methods("/api/v1/tasks") == ["GET", "POST"]
+
+
+# -- request building ------------------------------------------------------------------------------
+
+
+def _route(method: str, path: str) -> tuple[routes.Route, dict[str, str]]:
+    found = routes.find(method, path)
+    assert found is not None
+    return found
+
+
+def test_query_parameters_become_fields() -> None:
+    route, params = _route("GET", "/api/v1/tasks/etl/runs")
+    req = build_request(
+        route,
+        params,
+        HttpRequest("GET", "", query={"page_size": "5", "state": "SUCCEEDED", "since_ms": "7", "stale": "1"}),
+    )
+    assert req == pb.ListRunsRequest(task="etl", page_size=5, state=pb.SUCCEEDED, since_ms=7)
+    route, params = _route("GET", "/api/v1/executors")
+    assert build_request(route, params, HttpRequest("GET", "", query={"include_left": "true"})) == (
+        pb.ListExecutorsRequest(include_left=True)
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [({"page_size": "many"}, "page_size"), ({"nope": "1"}, "nope"), ({"recent_fires": "-1"}, "recent_fires")],
+)
+def test_bad_query_parameters_name_the_parameter(query: dict[str, str], field: str) -> None:
+    route, params = _route("GET", "/api/v1/tasks")
+    with pytest.raises(BadRequest) as exc:
+        build_request(route, params, HttpRequest("GET", "", query=query))
+    assert exc.value.field == field
+
+
+def test_body_path_and_idempotency_key() -> None:
+    route, params = _route("PATCH", "/api/v1/tasks/etl")
+    body = json.dumps({"spec": {"command": "true"}, "expected_version": 3}).encode()
+    req = build_request(route, params, HttpRequest("PATCH", "", body=body, headers={"Idempotency-Key": "k1"}))
+    assert isinstance(req, pb.UpdateTaskRequest)
+    assert (req.spec.name, req.spec.command, req.expected_version, req.idempotency_key) == (
+        "etl",
+        "true",
+        3,
+        "k1",
+    )
+    other = json.dumps({"spec": {"name": "other"}}).encode()
+    with pytest.raises(BadRequest, match="the path names 'etl', the body 'other'") as exc:
+        build_request(route, params, HttpRequest("PATCH", "", body=other))
+    assert exc.value.field == "spec.name"
+    with pytest.raises(BadRequest) as exc:
+        build_request(route, params, HttpRequest("PATCH", "", body=b'{"spec": {"nme": 1}}'))
+    assert exc.value.field == "body"
+    with pytest.raises(BadRequest, match="not JSON"):
+        build_request(route, params, HttpRequest("PATCH", "", body=b"{"))
+    route, params = _route("GET", "/api/v1/tasks/etl")
+    with pytest.raises(BadRequest, match="takes no body"):
+        build_request(route, params, HttpRequest("GET", "", body=b"{}"))
+
+
+def test_only_scalar_fields_are_query_parameters() -> None:
+    for r in routes.ROUTES:
+        for fd in query_fields(r):
+            assert fd.message_type is None
+        if r.body:
+            assert query_fields(r) == []
+
+
+# -- the gateway over a scripted servicer ----------------------------------------------------------
+
+
+class Scripted(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, str, tuple[tuple[str, str], ...]]] = []
+
+    @rpc
+    async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.TaskReply:
+        self.seen.append((request, caller().principal.id, tuple(context.invocation_metadata())))
+        if request.name == "missing":
+            raise NotFound(f"task {request.name!r} does not exist")
+        if request.name == "follower":
+            raise NotLeader("this node is not the leader", leader="127.0.0.1:7001")
+        if request.name == "nowhere":
+            raise NotLeader("this node is not the leader", leader="10.0.0.9:1")
+        if request.name == "boom":
+            raise RuntimeError("a bug")
+        return pb.TaskReply(task=pb.TaskRecord(spec=pb.TaskSpec(name=request.name), version=2**60))
+
+    @rpc
+    async def AddTask(self, request: pb.AddTaskRequest, context: Any) -> pb.TaskReply:
+        raise InvalidSpec("spec.trigger.cron", "not a cron expression")
+
+
+class Verifier:
+    def cached(self, token: str) -> Principal | None:
+        return {
+            "admin-token": Principal("admin", Role.ADMIN, frozenset({"*"})),
+            "viewer-token": Principal("viewer", Role.VIEWER, frozenset({"*"})),
+        }.get(token)
+
+    def check(self, token: str) -> Principal:
+        from raftsched.errors import Unauthenticated
+
+        raise Unauthenticated("unknown token")
+
+
+def _api(auth: bool = True) -> tuple[HttpApi, Scripted]:
+    servicer = Scripted()
+    interceptors = [AuthInterceptor(Authenticator(Verifier()))] if auth else []  # type: ignore[arg-type]
+    api = HttpApi(lambda grpc: {"127.0.0.1:7001": "127.0.0.1:8001"}.get(grpc), scheme="https")
+    api.attach(LocalCalls(servicer, interceptors))
+    return api, servicer
+
+
+def _get(api: HttpApi, path: str, token: str | None = "admin-token", **kw: Any) -> tuple[HttpResponse, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    raw, _, query = path.partition("?")
+    q = dict(p.split("=", 1) for p in query.split("&")) if query else {}
+    out = asyncio.run(
+        api.handle(HttpRequest(kw.pop("method", "GET"), raw, q, headers, raw_query=query, **kw))
+    )
+    return out, json.loads(out.body)
+
+
+def test_a_call_reaches_the_servicer_with_its_principal_and_metadata() -> None:
+    api, servicer = _api()
+    out, body = _get(api, "/api/v1/tasks/etl?stale=true")
+    assert out.status == 200 and out.content_type == "application/json"
+    assert body["task"]["spec"]["name"] == "etl"
+    assert body["task"]["version"] == 2**60  # a number, exact
+    req, who, metadata = servicer.seen[-1]
+    assert req == pb.GetTaskRequest(name="etl") and who == "admin"
+    assert ("raftsched-allow-stale", "1") in metadata
+
+
+def test_refusals_are_problem_documents() -> None:
+    api, _ = _api()
+    out, body = _get(api, "/api/v1/tasks/missing")
+    assert (out.status, out.content_type) == (404, "application/problem+json")
+    assert body["code"] == "not_found" and body["grpc_status"] == "NOT_FOUND"
+    assert body["detail"] == "task 'missing' does not exist" and body["instance"] == "/api/v1/tasks/missing"
+    out, body = _get(api, "/api/v1/tasks/etl", token=None)
+    assert out.status == 401 and body["permission"] == "tasks.read"
+    assert out.headers["WWW-Authenticate"].startswith("Bearer")
+    out, body = _get(api, "/api/v1/tasks", token="viewer-token", method="POST", body=b"{}")
+    assert out.status == 403 and body["permission"] == "tasks.write"
+    assert "lacks permission tasks.write" in body["detail"]
+    out, body = _get(api, "/api/v1/tasks", method="POST", body=b'{"spec": {"name": "x"}}')
+    assert out.status == 400 and body["field"] == "spec.trigger.cron"
+    assert body["detail"] == "spec.trigger.cron: not a cron expression"
+    out, body = _get(api, "/api/v1/tasks/boom")
+    assert out.status == 500 and "a bug" not in body["detail"]
+    out, body = _get(api, "/api/v1/tasks", method="PUT")
+    assert out.status == 405 and out.headers["Allow"] == "GET, POST"
+    out, body = _get(api, "/api/v1/nothing")
+    assert out.status == 404
+
+
+def test_not_leader_redirects_to_the_leaders_http_listener() -> None:
+    api, _ = _api()
+    out, body = _get(api, "/api/v1/tasks/follower?stale=false")
+    assert out.status == 307
+    assert out.headers["Location"] == "https://127.0.0.1:8001/api/v1/tasks/follower?stale=false"
+    assert body["leader"] == "127.0.0.1:7001"
+    out, body = _get(api, "/api/v1/tasks/nowhere")
+    assert out.status == 503 and body["code"] == "not_leader"
+
+
+def test_without_auth_calls_run_as_the_anonymous_admin() -> None:
+    api, servicer = _api(auth=False)
+    out, _ = _get(api, "/api/v1/tasks/etl", token=None)
+    assert out.status == 200 and servicer.seen[-1][1] == "anonymous"
+
+
+def test_status_table_covers_every_grpc_code() -> None:
+    assert set(HTTP_STATUS) == set(grpc.StatusCode)
+
+
+# -- the OpenAPI document --------------------------------------------------------------------------
+
+
+def test_committed_openapi_document_is_regenerated_exactly() -> None:
+    committed = (ROOT / "raftsched" / "rpc" / "openapi.json").read_bytes()
+    assert committed == openapi.render(), "run `python tools/genopenapi.py` and commit"
+    assert openapi.document_bytes() == committed
+
+
+def test_openapi_document_is_valid_and_names_every_route() -> None:
+    doc = json.loads(openapi.document_bytes())
+    validate(doc)
+    documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert documented == {(r.method, routes.PREFIX + r.path) for r in routes.ROUTES}
+    for r in routes.ROUTES:
+        op = doc["paths"][routes.PREFIX + r.path][r.method.lower()]
+        names = {p["name"] for p in op["parameters"] if p["in"] != "header"}
+        assert names == set(r.params) | {f.name for f in query_fields(r)} | (set() if r.write else {"stale"})
+
+
+def test_a_route_missing_from_the_document_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = routes.Route("GET", "/tasks/{name}/extra", "GetTask", "drift")
+    monkeypatch.setattr(routes, "ROUTES", (*routes.ROUTES, extra))
+    monkeypatch.setitem(routes._OPERATION_IDS, ("GET", "/tasks/{name}/extra"), "GetTask_extra")
+    with pytest.raises(AssertionError):
+        test_committed_openapi_document_is_regenerated_exactly()
+
+
+def test_readme_lists_every_route() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## HTTP/JSON API", 1)[1].split("\n## ", 1)[0]
+    listed = [
+        line.split("`")[1] for line in section.splitlines() if line.startswith("| `") and "/api/v1" in line
+    ]
+    assert listed == [f"{r.method} {routes.PREFIX}{r.path}" for r in routes.ROUTES]

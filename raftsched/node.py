@@ -55,7 +55,7 @@ from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.plumbing import DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
-from raftsched.security.tls import ServerTls
+from raftsched.security.tls import HttpTls, ServerTls
 from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
@@ -129,11 +129,20 @@ class Node:
         self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
         self.http_api: HttpApi | None = None
+        self.http_tls: HttpTls | None = None
         if self.me.http is not None:
             self.http_api = HttpApi(self.http_of_grpc)
             self.http_api.openapi = openapi_document
+            tls = config.tls
+            self.http_tls = HttpTls(tls) if tls is not None and tls.http else None
             self.observability = NodeObservability(
-                self, self.me.http, self.tally, console=Console(self), api=self.http_api
+                self,
+                self.me.http,
+                self.tally,
+                console=Console(self),
+                api=self.http_api,
+                ssl_context=self.http_tls.context if self.http_tls is not None else None,
+                metrics_client_cert=tls is not None and tls.http_metrics_client_cert,
             )
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
@@ -375,6 +384,8 @@ class Node:
             return False
         try:
             summary = self.server_tls.reload()
+            if self.http_tls is not None:
+                self.http_tls.reload()
         except ConfigError as bad:
             log.error("TLS reload failed; the current certificate stays in use: %s", "; ".join(bad.problems))
             return False

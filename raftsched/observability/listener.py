@@ -21,6 +21,7 @@ import asyncio
 import errno
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -98,6 +99,8 @@ class HttpListener:
         healthz: Callable[[], Probe] = _always_ok,
         name: str = "raftsched",
         metrics_in_thread: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
+        metrics_client_cert: bool = False,
     ) -> None:
         self.host, self.port = _listen_address(address)
         self.address = address
@@ -107,6 +110,8 @@ class HttpListener:
         self._readyz = readyz
         self._healthz = healthz
         self._routes: list[tuple[str, str, Handler]] = []
+        self._ssl = ssl_context
+        self._metrics_client_cert = metrics_client_cert
         self._runner: web.AppRunner | None = None
         self._sock: socket.socket | None = None
         self.bound: str | None = None
@@ -162,9 +167,19 @@ class HttpListener:
         assert self._sock is not None
         runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        await web.SockSite(runner, self._sock).start()
+        await web.SockSite(runner, self._sock, ssl_context=self._ssl).start()
         self._runner = runner
-        log.info("%s serving HTTP (/metrics, /healthz, /readyz) on %s", self.name, self.bound)
+        log.info(
+            "%s serving %s (/metrics, /healthz, /readyz) on %s",
+            self.name,
+            "HTTPS" if self._ssl is not None else "HTTP",
+            self.bound,
+        )
+
+    @property
+    def scheme(self) -> str:
+        """``https`` when the listener serves TLS, else ``http``."""
+        return "https" if self._ssl is not None else "http"
 
     async def stop(self) -> None:
         """Stop serving and release the port; idempotent."""
@@ -182,6 +197,10 @@ class HttpListener:
     async def _serve_metrics(self, request: web.Request) -> web.StreamResponse:
         if self._metrics is None:
             return web.Response(status=404, text="metrics are not enabled here\n")
+        if self._metrics_client_cert and not _peer_certificate(request):
+            return web.Response(
+                status=403, text="/metrics needs a client certificate signed by this node's tls.ca_file\n"
+            )
         if self._metrics_in_thread:
             body, content_type = await asyncio.to_thread(self._metrics)
         else:
@@ -201,6 +220,14 @@ class HttpListener:
             return web.Response(status=status, text=text + "\n")
 
         return handle
+
+
+def _peer_certificate(request: web.Request) -> bool:
+    """Whether the client presented a certificate the TLS handshake verified (with a CA loaded
+    and CERT_OPTIONAL, a certificate that does not verify fails the handshake instead)."""
+    transport = request.transport
+    obj = transport.get_extra_info("ssl_object") if transport is not None else None
+    return bool(obj is not None and obj.getpeercert())
 
 
 def _listen_address(address: str) -> tuple[str, int]:

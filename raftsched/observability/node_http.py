@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import ssl
 from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
@@ -97,17 +98,25 @@ class NodeObservability:
         zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS,
         console: Console | None = None,
         api: HttpApi | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        metrics_client_cert: bool = False,
     ) -> None:
         self.node = node
         self.zombie_after_ms = zombie_after_ms
         self.metrics = NodeMetrics(node.node_id, self._sample, tally)
         self.listener = HttpListener(
-            address, metrics=self.metrics.exposition, readyz=self._readyz, name=f"node {node.node_id}"
+            address,
+            metrics=self.metrics.exposition,
+            readyz=self._readyz,
+            name=f"node {node.node_id}",
+            ssl_context=ssl_context,
+            metrics_client_cert=metrics_client_cert,
         )
         # The HTTP/JSON API takes /api/v1/ (before the console, whose routes take every path);
         # the web console takes every path the built-in routes (/metrics, /healthz, /readyz) do not.
         self.api = api
         if api is not None:
+            api.scheme = self.listener.scheme
             for method, path, handler in api.routes():
                 self.listener.add_route(method, path, handler)
         self.console = console

@@ -303,6 +303,9 @@ def build_request(route: routes.Route, params: Mapping[str, str], request: HttpR
             raise BadRequest("body", f"not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise BadRequest("body", "must be a JSON object")
+        null = _null_path(data)
+        if null is not None:
+            raise BadRequest(null, "null is not a value here: leave the field out for its default")
         target = message if route.body == "*" else getattr(message, route.body)
         try:
             json_format.ParseDict(data, target)
@@ -339,6 +342,24 @@ def build_request(route: routes.Route, params: Mapping[str, str], request: HttpR
             raise BadRequest("idempotency_key", "the body and the Idempotency-Key header differ")
         setattr(message, "idempotency_key", key)  # noqa: B010
     return message
+
+
+def _null_path(value: Any, path: str = "") -> str | None:
+    """The path of the first JSON null in ``value`` (protobuf's parser would take it silently as
+    the field's default, which the document does not allow)."""
+    if value is None:
+        return path or "body"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _null_path(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _null_path(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _set_path(message: Message, path: str, value: str) -> None:
@@ -390,7 +411,7 @@ class HttpApi:
 
     def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Awaitable[HttpResponse]]]]:
         path = routes.PREFIX + "/{tail:.*}"
-        return [(m, path, self.handle) for m in ("GET", "POST", "PATCH", "DELETE", "PUT")]
+        return [("*", path, self.handle)]  # every method: a 405 with Allow comes from the table
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         raw = request.raw_path or request.path

@@ -21,19 +21,23 @@ __all__ = ["build", "document_bytes", "render"]
 FILE: Final = "openapi.json"
 VERSION: Final = "1.0.0"
 
+_I32 = (-(2**31), 2**31 - 1)
+_U32 = (0, 2**32 - 1)
+_I64 = (-(2**63), 2**63 - 1)
+_U64 = (0, 2**64 - 1)
 _INT = {
-    FieldDescriptor.TYPE_INT32: ("int32", None),
-    FieldDescriptor.TYPE_SINT32: ("int32", None),
-    FieldDescriptor.TYPE_SFIXED32: ("int32", None),
-    FieldDescriptor.TYPE_UINT32: ("int64", 0),
-    FieldDescriptor.TYPE_FIXED32: ("int64", 0),
+    FieldDescriptor.TYPE_INT32: ("int32", _I32),
+    FieldDescriptor.TYPE_SINT32: ("int32", _I32),
+    FieldDescriptor.TYPE_SFIXED32: ("int32", _I32),
+    FieldDescriptor.TYPE_UINT32: ("int64", _U32),
+    FieldDescriptor.TYPE_FIXED32: ("int64", _U32),
 }
 _INT64 = {
-    FieldDescriptor.TYPE_INT64: None,
-    FieldDescriptor.TYPE_SINT64: None,
-    FieldDescriptor.TYPE_SFIXED64: None,
-    FieldDescriptor.TYPE_UINT64: 0,
-    FieldDescriptor.TYPE_FIXED64: 0,
+    FieldDescriptor.TYPE_INT64: _I64,
+    FieldDescriptor.TYPE_SINT64: _I64,
+    FieldDescriptor.TYPE_SFIXED64: _I64,
+    FieldDescriptor.TYPE_UINT64: _U64,
+    FieldDescriptor.TYPE_FIXED64: _U64,
 }
 
 
@@ -80,15 +84,14 @@ class _Schemas:
                 "anyOf": [{"type": "number"}, {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]}]
             }
         if t in _INT:
-            fmt, low = _INT[t]
-            return {"type": "integer", "format": fmt} | ({"minimum": low} if low is not None else {})
+            fmt, (low, high) = _INT[t]
+            return {"type": "integer", "format": fmt, "minimum": low, "maximum": high}
         if t in _INT64:
             # Protobuf's JSON mapping: a number when it is exact as a double, else a decimal string.
-            low64 = _INT64[t]
-            number = {"type": "integer", "format": "int64"} | (
-                {"minimum": low64} if low64 is not None else {}
-            )
-            return {"anyOf": [number, {"type": "string", "pattern": "^-?[0-9]+$"}]}
+            low, high = _INT64[t]
+            number = {"type": "integer", "minimum": low, "maximum": high}
+            digits = "^[0-9]+$" if low == 0 else "^-?[0-9]+$"
+            return {"anyOf": [number, {"type": "string", "pattern": digits}]}
         if fd.enum_type is not None:
             return self.enum(fd.enum_type)
         assert fd.message_type is not None  # the only type left

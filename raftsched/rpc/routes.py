@@ -206,9 +206,22 @@ def _operation_ids(routes: tuple[Route, ...]) -> dict[tuple[str, str], str]:
 _OPERATION_IDS: Final = _operation_ids(ROUTES)
 
 
+def _verb(route: Route) -> bool:
+    return ":" in route.path.rpartition("/")[2]
+
+
+def _candidates(raw_path: str) -> list[Route]:
+    """The routes whose path ``raw_path`` matches, whatever the method. A route ending in a
+    custom verb is more specific than a bare parameter: ``/tasks/etl:trigger`` is the trigger
+    route's path only, never the task ``etl:trigger`` (send that name as ``etl%3Atrigger``)."""
+    found = [r for r in ROUTES if _compiled(r.path).fullmatch(raw_path)]
+    verbs = [r for r in found if _verb(r)]
+    return verbs or found
+
+
 def find(method: str, raw_path: str) -> tuple[Route, dict[str, str]] | None:
-    """The first route that ``method raw_path`` matches, with its decoded path parameters."""
-    for route in ROUTES:
+    """The route that serves ``method raw_path``, with its decoded path parameters."""
+    for route in _candidates(raw_path):
         params = route.match(method, raw_path)
         if params is not None:
             return route, params
@@ -216,5 +229,5 @@ def find(method: str, raw_path: str) -> tuple[Route, dict[str, str]] | None:
 
 
 def allowed_methods(raw_path: str) -> list[str]:
-    """The methods some route serves at ``raw_path`` (for a 405's ``Allow`` header)."""
-    return sorted({r.method for r in ROUTES if _compiled(r.path).fullmatch(raw_path)})
+    """The methods served at ``raw_path`` (for a 405's ``Allow`` header)."""
+    return sorted({r.method for r in _candidates(raw_path)})

@@ -84,6 +84,16 @@ def test_routes_match_percent_encoded_names_and_verbs() -> None:
     assert routes.allowed_methods("/api/v1/tasks") == ["GET", "POST"]
 
 
+def test_a_custom_verb_is_never_read_as_part_of_a_name() -> None:
+    # Found by schemathesis: OPTIONS /tasks/0:enable answered Allow: DELETE, GET, PATCH, POST.
+    assert routes.find("GET", "/api/v1/tasks/etl:enable") is None
+    assert routes.allowed_methods("/api/v1/tasks/etl:enable") == ["POST"]
+    found = routes.find("GET", "/api/v1/tasks/etl%3Aenable")  # the task named "etl:enable"
+    assert found is not None and found[1] == {"name": "etl:enable"}
+    found = routes.find("GET", "/api/v1/tasks/a:b")  # not a verb of any route: a name
+    assert found is not None and found[1] == {"name": "a:b"}
+
+
 # -- request building ------------------------------------------------------------------------------
 
 
@@ -136,6 +146,9 @@ def test_body_path_and_idempotency_key() -> None:
     with pytest.raises(BadRequest) as exc:
         build_request(route, params, HttpRequest("PATCH", "", body=b'{"spec": {"nme": 1}}'))
     assert exc.value.field == "body"
+    with pytest.raises(BadRequest, match="null is not a value") as exc:  # found by schemathesis
+        build_request(route, params, HttpRequest("PATCH", "", body=b'{"spec": {"locks": [null]}}'))
+    assert exc.value.field == "spec.locks[0]"
     with pytest.raises(BadRequest, match="not JSON"):
         build_request(route, params, HttpRequest("PATCH", "", body=b"{"))
     route, params = _route("GET", "/api/v1/tasks/etl")

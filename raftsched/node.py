@@ -131,7 +131,7 @@ class Node:
         self.http_api: HttpApi | None = None
         self.http_tls: HttpTls | None = None
         if self.me.http is not None:
-            self.http_api = HttpApi(self.http_of_grpc)
+            self.http_api = HttpApi(self.http_of_grpc, now_ms=self.clock.now_ms)
             self.http_api.openapi = openapi_document
             tls = config.tls
             self.http_tls = HttpTls(tls) if tls is not None and tls.http else None

@@ -22,7 +22,7 @@ import errno
 import logging
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -30,7 +30,7 @@ from aiohttp import web
 from raftsched.config import parse_address
 from raftsched.errors import RaftschedError
 
-__all__ = ["Handler", "HttpListener", "HttpRequest", "HttpResponse", "ListenError", "Probe"]
+__all__ = ["Handler", "HttpListener", "HttpRequest", "HttpResponse", "HttpStream", "ListenError", "Probe"]
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,18 @@ class HttpResponse:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+@dataclass(frozen=True, slots=True)
+class HttpStream:
+    """A response sent as ``body`` yields it (server-sent events); the iterator is closed when
+    the client goes away."""
+
+    body: AsyncIterator[bytes]
+    status: int = 200
+    content_type: str = "text/event-stream"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse | HttpStream]]
 
 
 def _always_ok() -> Probe:
@@ -253,8 +264,28 @@ def _adapt(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResp
             secure=request.secure,
         )
         out = await handler(req)
+        if isinstance(out, HttpStream):
+            return await _stream(request, out)
         response = web.Response(status=out.status, body=out.body, headers=dict(out.headers))
         response.headers["Content-Type"] = out.content_type
         return response
 
     return handle
+
+
+async def _stream(request: web.Request, out: HttpStream) -> web.StreamResponse:
+    response = web.StreamResponse(status=out.status, headers=dict(out.headers))
+    response.headers["Content-Type"] = out.content_type
+    response.headers["Cache-Control"] = "no-store"
+    await response.prepare(request)
+    body = out.body
+    try:
+        async for chunk in body:
+            await response.write(chunk)
+    except ConnectionResetError:
+        pass  # the client went away: nothing more to send
+    finally:
+        aclose = getattr(body, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return response

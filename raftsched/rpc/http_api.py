@@ -25,9 +25,10 @@ Headers: ``Authorization: Bearer <token>``; ``Idempotency-Key`` is the request's
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final, NoReturn
@@ -38,9 +39,10 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from raftsched.errors import InvalidSpec, RaftschedError
-from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import routes
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
+from raftsched.rpc.routes import Stream
 from raftsched.security import authz
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -60,6 +62,14 @@ JSON: Final = "application/json"
 PROBLEM: Final = "application/problem+json"
 SERVICE: Final = "/raftsched.v1.Admin/"
 STALE_PARAM: Final = "stale"
+FOLLOW_PARAM: Final = "follow"
+WATCH_POLL_S: Final = 1.0
+"""How often a stream calls its RPC again (events are at most this late)."""
+WATCH_LOOKBACK_MS: Final = 60_000
+"""A watch without ``since_ms`` starts with what happened this long before it opened."""
+KEEPALIVE_S: Final = 15.0
+MAX_STREAMS: Final = 64
+"""Event streams one node serves at once (each costs one RPC per poll interval); more get 503."""
 PROBLEM_TYPE: Final = "urn:raftsched:error:"
 ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
 
@@ -315,11 +325,11 @@ def build_request(route: routes.Route, params: Mapping[str, str], request: HttpR
         raise BadRequest("body", f"{route.method} {routes.PREFIX}{route.path} takes no body")
     fields = {fd.name: fd for fd in query_fields(route)}
     for name, raw in request.query.items():
-        if name == STALE_PARAM:
+        if name == STALE_PARAM or (name == FOLLOW_PARAM and route.stream is not None and route.stream.follow):
             if raw.lower() not in _BOOLS:
                 raise BadRequest(name, f"{raw[:50]!r} is not a boolean (true or false)")
-            if STALE_PARAM not in fields:
-                continue  # the servicer reads it from the metadata
+            if name not in fields:
+                continue  # stale: the servicer reads it from the metadata; follow: the gateway
         fd = fields.get(name)
         if fd is None:
             known = ", ".join([*sorted(fields), STALE_PARAM]) if not route.write else ""
@@ -380,6 +390,24 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
+_TRUE: Final = ("true", "1")
+
+
+def _value(message: Message, path: str) -> Any:
+    value: Any = message
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def _items(reply: Message, path: str) -> Iterator[Message]:
+    value = _value(reply, path)
+    if isinstance(value, Message):
+        yield value
+    else:
+        yield from value
+
+
 def _project(reply: Message | list[Message], path: str) -> Any:
     if isinstance(reply, list):
         return [message_to_json(m) for m in reply]
@@ -400,20 +428,30 @@ class HttpApi:
     ``scheme`` is ``https`` when the listener serves TLS.
     """
 
-    def __init__(self, leader_http: Callable[[str], str | None], scheme: str = "http") -> None:
+    def __init__(
+        self,
+        leader_http: Callable[[str], str | None],
+        scheme: str = "http",
+        now_ms: Callable[[], int] | None = None,
+        poll_s: float = WATCH_POLL_S,
+    ) -> None:
         self._calls: LocalCalls | None = None
         self._leader_http = leader_http
         self.scheme = scheme
         self.openapi: Callable[[], bytes] | None = None
+        self._now_ms = now_ms
+        self._poll_s = poll_s
+        self.streams = 0
+        """Event streams open now."""
 
     def attach(self, calls: LocalCalls) -> None:
         self._calls = calls
 
-    def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Awaitable[HttpResponse]]]]:
+    def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Awaitable[HttpResponse | HttpStream]]]]:
         path = routes.PREFIX + "/{tail:.*}"
         return [("*", path, self.handle)]  # every method: a 405 with Allow comes from the table
 
-    async def handle(self, request: HttpRequest) -> HttpResponse:
+    async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         raw = request.raw_path or request.path
         if request.method == "GET" and raw == routes.PREFIX + "/openapi.json" and self.openapi:
             return HttpResponse(200, self.openapi(), JSON)
@@ -435,10 +473,22 @@ class HttpApi:
             return _problem(400, str(exc), raw, "invalid_argument", {"field": exc.field})
         if self._calls is None:
             return _problem(503, "this node is starting; try again", raw, "unavailable")
+        stream = route.stream
+        if stream is not None and stream.follow and request.query.get(FOLLOW_PARAM, "").lower() not in _TRUE:
+            stream = None
+        if stream is not None:
+            if self.streams >= MAX_STREAMS:
+                return _problem(
+                    503, f"this node serves {MAX_STREAMS} event streams already", raw, "unavailable"
+                )
+            watch_since = not stream.follow and "since_ms" in message.DESCRIPTOR.fields_by_name
+            if watch_since and self._now_ms is not None and not getattr(message, "since_ms"):  # noqa: B009
+                setattr(message, "since_ms", self._now_ms() - WATCH_LOOKBACK_MS)  # noqa: B010
         metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
-        if request.query.get(STALE_PARAM, "").lower() in ("true", "1"):
+        if request.query.get(STALE_PARAM, "").lower() in _TRUE:
             metadata.append(("raftsched-allow-stale", "1"))
-        context = LocalContext(metadata, f"http:{request.remote}" if request.remote else "http")
+        peer = f"http:{request.remote}" if request.remote else "http"
+        context = LocalContext(metadata, peer)
         method = SERVICE + route.rpc
         try:
             reply = await self._calls.call(method, message, context)
@@ -447,7 +497,62 @@ class HttpApi:
         except Exception:  # a bug in a handler: gRPC would answer UNKNOWN
             log.exception("HTTP %s %s failed", request.method, raw)
             return _problem(500, "internal error (see the node's log)", raw, "internal")
+        if stream is not None:
+            assert isinstance(reply, Message)
+            events = self._events(stream, method, message, metadata, peer, reply)
+            return HttpStream(events, headers={"X-Accel-Buffering": "no"})
         return _ok(_project(reply, route.response))
+
+    async def _events(
+        self,
+        stream: Stream,
+        method: str,
+        message: Message,
+        metadata: list[tuple[str, str]],
+        peer: str,
+        reply: Message,
+    ) -> AsyncIterator[bytes]:
+        """Server-sent events: each new or changed item of ``stream.items``, then the RPC again
+        every poll interval (through the interceptors again: a revoked token ends the stream)."""
+        assert self._calls is not None
+        self.streams += 1
+        seen: dict[str, str] = {}
+        quiet = 0.0
+        try:
+            while True:
+                current: dict[str, str] = {}
+                sent = False
+                for item in _items(reply, stream.items):
+                    key = "/".join(str(getattr(item, k)) for k in stream.key)
+                    data = json.dumps(message_to_json(item), ensure_ascii=False)
+                    current[key] = data
+                    if seen.get(key) != data:
+                        sent = True
+                        yield f"event: {stream.event}\nid: {key}\ndata: {data}\n\n".encode()
+                    if stream.advance is not None:
+                        field, item_field = stream.advance
+                        setattr(message, field, max(getattr(message, field), getattr(item, item_field)))
+                seen = current
+                if stream.done and _value(reply, stream.done):
+                    yield b"event: end\ndata: {}\n\n"
+                    return
+                quiet = 0.0 if sent else quiet + self._poll_s
+                if quiet >= KEEPALIVE_S:
+                    quiet = 0.0
+                    yield b": keep-alive\n\n"
+                await asyncio.sleep(self._poll_s)
+                context = LocalContext(metadata, peer)
+                try:
+                    got = await self._calls.call(method, message, context)
+                except Aborted as exc:
+                    problem = {"status": HTTP_STATUS.get(exc.code, 500), "detail": exc.details}
+                    problem["code"] = context.trailing.get(CODE_KEY, "")
+                    yield f"event: error\ndata: {json.dumps(problem, ensure_ascii=False)}\n\n".encode()
+                    return
+                assert isinstance(got, Message)
+                reply = got
+        finally:
+            self.streams -= 1
 
     def _refused(
         self, exc: Aborted, context: LocalContext, method: str, request: HttpRequest, raw: str

@@ -14,7 +14,7 @@ from typing import Any, Final
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
 from raftsched.rpc import routes
-from raftsched.rpc.http_api import ADMIN, STALE_PARAM, query_fields
+from raftsched.rpc.http_api import ADMIN, FOLLOW_PARAM, STALE_PARAM, query_fields
 
 __all__ = ["build", "document_bytes", "render"]
 
@@ -124,6 +124,25 @@ def _response_schema(schemas: _Schemas, route: routes.Route) -> dict[str, Any]:
     return schemas.message(message)
 
 
+def _content(schemas: _Schemas, route: routes.Route) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    stream = route.stream
+    if stream is None or stream.follow:
+        out["application/json"] = {"schema": _response_schema(schemas, route)}
+    if stream is not None:
+        out["text/event-stream"] = {
+            "schema": {
+                "type": "string",
+                "description": f"server-sent events: `{stream.event}` (data: the JSON of one item of "
+                f"the reply's {stream.items}, when new or changed; id: its "
+                f"{'/'.join(stream.key)})"
+                + (", then `end` when the run has finished" if stream.done else "")
+                + "; `error` (a problem) if a later call is refused",
+            }
+        }
+    return out
+
+
 PROBLEM_SCHEMA: Final = {
     "type": "object",
     "description": "RFC 9457 problem details; detail is the gRPC status message.",
@@ -172,6 +191,16 @@ def build() -> dict[str, Any]:
                     "schema": {"type": "boolean"},
                 }
             )
+        if route.stream is not None and route.stream.follow:
+            params.append(
+                {
+                    "name": FOLLOW_PARAM,
+                    "in": "query",
+                    "required": False,
+                    "description": "answer as server-sent events while it changes, until the run ends",
+                    "schema": {"type": "boolean"},
+                }
+            )
         if "idempotency_key" in request.fields_by_name:
             params.append(
                 {
@@ -197,7 +226,7 @@ def build() -> dict[str, Any]:
             "responses": {
                 "200": {
                     "description": "OK",
-                    "content": {"application/json": {"schema": _response_schema(schemas, route)}},
+                    "content": _content(schemas, route),
                 },
                 "307": {
                     "description": "this node follows: the same request on the leader (Location)",

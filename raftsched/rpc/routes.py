@@ -35,6 +35,24 @@ _PARAM = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
 @dataclass(frozen=True, slots=True)
+class Stream:
+    """A route answered as server-sent events: the RPC is called again every poll interval and
+    each item of ``items`` (a field path of the reply: a repeated field, or a message) that is new
+    or changed is sent as one event ``event`` with its JSON; ``key`` names the item fields that
+    identify it. ``done`` (a field path of the reply) ends the stream once it is non-zero;
+    ``follow``: only with ``?follow=true`` (else the route answers once, as usual); ``advance``
+    moves a request field (``since_ms``) to the newest item seen, so a long stream keeps reading
+    only what is new."""
+
+    items: str
+    key: tuple[str, ...]
+    event: str
+    done: str = ""
+    follow: bool = False
+    advance: tuple[str, str] | None = None  # (request field, item field): move it to the newest seen
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     """``method path`` calls Admin RPC ``rpc`` (see the module docstring for the bindings)."""
 
@@ -46,6 +64,7 @@ class Route:
     fixed: Mapping[str, bool | str | int] = field(default_factory=dict)
     response: str = ""  # a field path of the reply to answer with ("" = the whole reply)
     bind: Mapping[str, str] = field(default_factory=dict)  # path parameter -> request field path
+    stream: Stream | None = None
 
     def field_of(self, param: str) -> str:
         """The request field (a dotted path) path parameter ``param`` sets."""
@@ -120,6 +139,20 @@ ROUTES: Final[tuple[Route, ...]] = (
     R("GET", "/tasks/{task}/runs", "ListRuns", "List a task's runs, newest first"),
     R("GET", "/tasks/{task}/fires", "FireAccounting", "Account for a task's nominal fires"),
     R("GET", "/tasks/{task}/explain", "Explain", "Why a task did (not) fire around at_ms"),
+    R(
+        "GET",
+        "/tasks/{task}/runs:watch",
+        "ListRuns",
+        "Server-sent events: a task's runs as they are created and change state",
+        stream=Stream("runs", ("run_id",), "run"),
+    ),
+    R(
+        "GET",
+        "/tasks/{task}/fires:watch",
+        "FireAccounting",
+        "Server-sent events: a task's fires as they are accounted",
+        stream=Stream("fires", ("nominal_ms", "outcome"), "fire", advance=("since_ms", "nominal_ms")),
+    ),
     # -- runs --------------------------------------------------------------------------------
     R("GET", "/runs", "ListRuns", "List runs of every task the caller may see"),
     R("GET", "/runs/{run_id}", "GetRun", "Read a run with its timeline and output tails"),
@@ -127,8 +160,9 @@ ROUTES: Final[tuple[Route, ...]] = (
         "GET",
         "/runs/{run_id}/logs",
         "GetRun",
-        "A run's output: each shard attempt's stdout and stderr tails",
+        "A run's output: each shard attempt's stdout and stderr tails (?follow=true: events)",
         response="run.shards",
+        stream=Stream("run.shards", ("shard", "attempt"), "shard", done="run.finished_ms", follow=True),
     ),
     R("POST", "/runs/{run_id}:retry", "RetryRun", "Retry a finished run", body="*"),
     # -- workflows ---------------------------------------------------------------------------
@@ -145,6 +179,13 @@ ROUTES: Final[tuple[Route, ...]] = (
         fixed={"paused": False},
     ),
     R("GET", "/workflows/{workflow}/runs", "ListWorkflowRuns", "List a workflow's runs"),
+    R(
+        "GET",
+        "/workflows/{workflow}/runs:watch",
+        "ListWorkflowRuns",
+        "Server-sent events: a workflow's runs as they start and change state",
+        stream=Stream("runs", ("run_id",), "workflow_run"),
+    ),
     R("POST", "/workflows/{workflow}/runs", "StartWorkflowRun", "Start a workflow run", body="*"),
     R("GET", "/workflows/{workflow}/backfills", "ListBackfills", "List a workflow's backfills"),
     R("POST", "/workflows/{workflow}/backfills", "Backfill", "Start a backfill", body="*"),

@@ -4,8 +4,12 @@ audit, idempotency, problem documents, pagination), and a 3-process cluster with
 
 from __future__ import annotations
 
+import concurrent.futures
+import http.client
+import json
+import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from google.protobuf import json_format
@@ -226,3 +230,56 @@ def test_a_runs_logs_hold_its_output_tails(cluster: tuple[LocalCluster, dict[str
     assert [s["stdout_tail"] for s in logs.body] == ["hello\n"]
     status = _answered(leader, "GET", f"{API}/status")
     json_format.ParseDict(status.body, pb.ClusterStatusReply())  # the reply message, field for field
+
+
+Event = tuple[str, dict[str, object]]
+
+
+def _events(
+    address: str, path: str, until: Callable[[list[Event]], bool], timeout: float = 60.0
+) -> list[Event]:
+    """The events of the stream at ``path`` until ``until(events)`` holds; fails after ``timeout``
+    (the stream sends a comment at least every 15 s, so the deadline is checked that often)."""
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    deadline = time.monotonic() + timeout
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream"
+        out: list[Event] = []
+        event = ""
+        while not until(out):
+            assert time.monotonic() < deadline, f"events so far: {out}"
+            line = response.readline().decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                out.append((event, json.loads(line.removeprefix("data: "))))
+        return out
+    finally:
+        conn.close()
+
+
+def test_a_watch_streams_a_runs_states_and_logs_follow(cluster: tuple[LocalCluster, dict[str, str]]) -> None:
+    c, http_of = cluster
+    leader = http_of[c.wait_for_leader(60)]
+    made = _answered(leader, "POST", f"{API}/tasks", _task("http-watch", command="sleep 3; echo watched"))
+    assert made.status == 200
+
+    def succeeded(events: list[Event]) -> bool:
+        return any(d.get("state") == "SUCCEEDED" for _, d in events)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        watching = pool.submit(_events, leader, f"{API}/tasks/http-watch/runs:watch", succeeded)
+        run = _answered(leader, "POST", f"{API}/tasks/http-watch:trigger", {})
+        events = watching.result(timeout=90)
+    run_id = run.body["run"]["run_id"]
+    assert {e for e, _ in events} == {"run"} and {d["run_id"] for _, d in events} == {run_id}
+    states = [d["state"] for _, d in events]
+    assert "RUNNING" in states and states[-1] == "SUCCEEDED", states  # one event per change
+
+    path = f"{API}/runs/{urllib.parse.quote(run_id, safe='')}/logs?follow=true"
+    followed = _events(leader, path, lambda got: bool(got) and got[-1][0] == "end")
+    assert followed[0][0] == "shard" and followed[0][1]["stdout_tail"] == "watched\n"
+    assert followed[1:] == [("end", {})]

@@ -28,15 +28,15 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-CALL = re.compile(r'api (?:-X (?P<method>[A-Z]+) )?"\$RS(?P<path>/api/v1/[^"?]*)')
+CALL = re.compile(r'api (?:-X (?P<method>[A-Z]+) |-N )?"\$RS(?P<path>/api/v1/[^"?]*)')
 
 
 def _blocks() -> tuple[str, str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("### Every route with `curl`", 1)[1].split("\n## ", 1)[0]
     found = re.findall(r"```sh\n(.*?)```", section, re.S)
-    assert len(found) == 2, "the section holds the script and the not-run examples"
-    return found[0], found[1]
+    assert len(found) == 3, "the section holds the script, the not-run examples and the streams"
+    return found[0], found[1] + found[2]
 
 
 def _routes_named(block: str) -> set[tuple[str, str]]:

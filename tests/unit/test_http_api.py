@@ -13,7 +13,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from raftsched.errors import InvalidSpec, NotFound, NotLeader
-from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import openapi, routes
 from raftsched.rpc.http_api import (
     ADMIN,
@@ -185,6 +185,17 @@ class Scripted(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
         return pb.TaskReply(task=pb.TaskRecord(spec=pb.TaskSpec(name=request.name), version=2**60))
 
     @rpc
+    async def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsReply:
+        self.polls = getattr(self, "polls", 0) + 1
+        self.seen.append((request, caller().principal.id, tuple(context.invocation_metadata())))
+        if self.polls >= 4:
+            raise NotFound("task 'etl' does not exist")  # deleted meanwhile: the stream ends
+        runs = [pb.Run(run_id="etl@1", state=pb.RUNNING if self.polls < 3 else pb.SUCCEEDED)]
+        if self.polls >= 2:
+            runs.append(pb.Run(run_id="etl@2", state=pb.PENDING))
+        return pb.ListRunsReply(runs=runs)
+
+    @rpc
     async def AddTask(self, request: pb.AddTaskRequest, context: Any) -> pb.TaskReply:
         raise InvalidSpec("spec.trigger.cron", "not a cron expression")
 
@@ -217,6 +228,7 @@ def _get(api: HttpApi, path: str, token: str | None = "admin-token", **kw: Any) 
     out = asyncio.run(
         api.handle(HttpRequest(kw.pop("method", "GET"), raw, q, headers, raw_query=query, **kw))
     )
+    assert isinstance(out, HttpResponse)
     return out, json.loads(out.body)
 
 
@@ -270,6 +282,31 @@ def test_without_auth_calls_run_as_the_anonymous_admin() -> None:
     assert out.status == 200 and servicer.seen[-1][1] == "anonymous"
 
 
+def test_a_watch_sends_what_is_new_or_changed_until_a_call_is_refused() -> None:
+    servicer = Scripted()
+    api = HttpApi(lambda grpc: None, now_ms=lambda: 100_000, poll_s=0.0)
+    api.attach(LocalCalls(servicer))
+
+    async def read() -> list[str]:
+        out = await api.handle(HttpRequest("GET", "/api/v1/tasks/etl/runs:watch"))
+        assert isinstance(out, HttpStream) and out.content_type == "text/event-stream"
+        return [chunk.decode() async for chunk in out.body]
+
+    events = asyncio.run(read())
+    heads = [e.split("\ndata: ")[0] for e in events]
+    assert heads == [
+        "event: run\nid: etl@1",  # first poll: what exists
+        "event: run\nid: etl@2",  # second: only the new run (etl@1 unchanged)
+        "event: run\nid: etl@1",  # third: etl@1 succeeded
+        "event: error",  # fourth: refused, the stream ends
+    ]
+    assert json.loads(events[2].split("data: ")[1])["state"] == "SUCCEEDED"
+    assert '"status": 404' in events[3]
+    first = servicer.seen[0][0]
+    assert first == pb.ListRunsRequest(task="etl", since_ms=100_000 - 60_000)  # the last minute
+    assert api.streams == 0
+
+
 def test_status_table_covers_every_grpc_code() -> None:
     assert set(HTTP_STATUS) == set(grpc.StatusCode)
 
@@ -291,7 +328,11 @@ def test_openapi_document_is_valid_and_names_every_route() -> None:
     for r in routes.ROUTES:
         op = doc["paths"][routes.PREFIX + r.path][r.method.lower()]
         names = {p["name"] for p in op["parameters"] if p["in"] != "header"}
-        assert names == set(r.params) | {f.name for f in query_fields(r)} | (set() if r.write else {"stale"})
+        follow = {"follow"} if r.stream is not None and r.stream.follow else set()
+        assert (
+            names
+            == set(r.params) | {f.name for f in query_fields(r)} | (set() if r.write else {"stale"}) | follow
+        )
 
 
 def test_a_route_missing_from_the_document_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -63,6 +63,7 @@ class HttpRequest:
     raw_query: str = ""  # the query string as sent, without "?"
     remote: str = ""  # the peer's address
     secure: bool = False  # served over TLS
+    peer_names: tuple[str, ...] = ()  # common names of the client certificate TLS verified
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +234,17 @@ class HttpListener:
         return handle
 
 
+def _peer_names(request: web.Request) -> tuple[str, ...]:
+    """The subject common names of the client certificate the handshake verified (none: no
+    TLS, or no certificate)."""
+    transport = request.transport
+    obj = transport.get_extra_info("ssl_object") if transport is not None else None
+    cert = obj.getpeercert() if obj is not None else None
+    if not cert:
+        return ()
+    return tuple(value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName")
+
+
 def _peer_certificate(request: web.Request) -> bool:
     """Whether the client presented a certificate the TLS handshake verified (with a CA loaded
     and CERT_OPTIONAL, a certificate that does not verify fails the handshake instead)."""
@@ -262,6 +274,7 @@ def _adapt(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResp
             raw_query=request.rel_url.raw_query_string,
             remote=request.remote or "",
             secure=request.secure,
+            peer_names=_peer_names(request),
         )
         out = await handler(req)
         if isinstance(out, HttpStream):

@@ -125,9 +125,12 @@ class LocalContext:
     :class:`Aborted`), and :meth:`note_error` (called by :func:`raftsched.rpc.plumbing.abort`
     with the error being answered, so the field path of an invalid argument is known)."""
 
-    def __init__(self, metadata: Sequence[tuple[str, str]], peer: str) -> None:
+    def __init__(
+        self, metadata: Sequence[tuple[str, str]], peer: str, cert_names: Sequence[str] = ()
+    ) -> None:
         self._metadata = tuple(metadata)
         self._peer = peer
+        self._cert_names = tuple(cert_names)
         self.trailing: dict[str, str] = {}
         self.error: RaftschedError | None = None
 
@@ -138,7 +141,9 @@ class LocalContext:
         return self._peer
 
     def auth_context(self) -> dict[str, list[bytes]]:
-        return {}
+        """As gRPC gives it: the verified client certificate's common names (``[auth.subjects]``
+        grants them roles, on the HTTP listener as on the gRPC port)."""
+        return {"x509_common_name": [n.encode() for n in self._cert_names]} if self._cert_names else {}
 
     def set_trailing_metadata(self, metadata: Sequence[tuple[str, str | bytes]]) -> None:
         for key, value in metadata:
@@ -488,7 +493,8 @@ class HttpApi:
         if request.query.get(STALE_PARAM, "").lower() in _TRUE:
             metadata.append(("raftsched-allow-stale", "1"))
         peer = f"http:{request.remote}" if request.remote else "http"
-        context = LocalContext(metadata, peer)
+        names = request.peer_names
+        context = LocalContext(metadata, peer, names)
         method = SERVICE + route.rpc
         try:
             reply = await self._calls.call(method, message, context)
@@ -499,7 +505,7 @@ class HttpApi:
             return _problem(500, "internal error (see the node's log)", raw, "internal")
         if stream is not None:
             assert isinstance(reply, Message)
-            events = self._events(stream, method, message, metadata, peer, reply)
+            events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
         return _ok(_project(reply, route.response))
 
@@ -510,6 +516,7 @@ class HttpApi:
         message: Message,
         metadata: list[tuple[str, str]],
         peer: str,
+        names: tuple[str, ...],
         reply: Message,
     ) -> AsyncIterator[bytes]:
         """Server-sent events: each new or changed item of ``stream.items``, then the RPC again
@@ -541,7 +548,7 @@ class HttpApi:
                     quiet = 0.0
                     yield b": keep-alive\n\n"
                 await asyncio.sleep(self._poll_s)
-                context = LocalContext(metadata, peer)
+                context = LocalContext(metadata, peer, names)
                 try:
                     got = await self._calls.call(method, message, context)
                 except Aborted as exc:

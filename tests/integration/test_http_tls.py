@@ -43,7 +43,8 @@ def tls_config(certs: Pki, token_file: str) -> str:
     return (
         _tls_table(certs, mtls=False)
         + "http = true\nhttp_metrics_client_cert = true\n\n"
-        + f'[auth]\nbootstrap_token_file = "{token_file}"\n'
+        + f'[auth]\nbootstrap_token_file = "{token_file}"\n\n'
+        + '[auth.subjects]\n"client" = "viewer"\n'  # the test client certificate's common name
     )
 
 
@@ -103,6 +104,14 @@ def test_the_api_speaks_tls_only_and_metrics_want_a_client_certificate(tls_node:
     scraped = call(n.http, "GET", "/metrics", context=n.context(client=True))
     assert scraped.status == 200 and "raftsched_" in str(scraped.body)
     assert call(n.http, "GET", "/healthz", context=n.context()).status == 200  # no certificate needed
+
+    # A client certificate granted a role in [auth.subjects] is a principal here as on gRPC.
+    by_cert = call(n.http, "GET", "/api/v1/tasks/tls-task", context=n.context(client=True))
+    assert by_cert.status == 200, by_cert.body
+    refused = call(n.http, "POST", "/api/v1/tasks/tls-task:trigger", {}, context=n.context(client=True))
+    assert refused.status == 403 and refused.body["permission"] == "runs.operate"
+    assert "cert:client (role viewer)" in refused.body["detail"]
+    assert call(n.http, "GET", "/api/v1/tasks/tls-task", context=n.context()).status == 401
 
     page = call(n.http, "GET", "/", context=n.context())
     cookie = page.headers.get("set-cookie", "")

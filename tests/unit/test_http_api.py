@@ -349,3 +349,10 @@ def test_readme_lists_every_route() -> None:
     table = section.split("| route | RPC | what |\n|---|---|---|\n", 1)[1].split("\n\n", 1)[0]
     listed = [line.split("`")[1] for line in table.splitlines()]
     assert listed == [f"{r.method} {routes.PREFIX}{r.path}" for r in routes.ROUTES]
+
+
+def test_the_wheel_ships_the_openapi_document() -> None:
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "rpc/openapi.json" in patterns["raftsched"]

@@ -453,7 +453,7 @@ class HttpApi:
         self._calls = calls
 
     def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Awaitable[HttpResponse | HttpStream]]]]:
-        path = routes.PREFIX + "/{tail:.*}"
+        path = routes.PREFIX + r"/{tail:[\s\S]*}"  # any character: a %0A in a name as well
         return [("*", path, self.handle)]  # every method: a 405 with Allow comes from the table
 
     async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:

@@ -12,6 +12,7 @@ quorum: that is the operation working, not a bug), and so are the ``:watch`` eve
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from tests.integration.console_support import write_http_config  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = 4
+EXAMPLES = int(os.environ.get("RAFTSCHED_HTTP_FUZZ_EXAMPLES", "4"))  # bench/http_fuzz.py runs more
 EXCLUDED = ["AddNode", "RemoveNode", ".*_watch"]  # and event streams: they answer until closed
 
 
@@ -54,10 +55,14 @@ def api_schema(cluster: tuple[LocalCluster, dict[str, str]]) -> Any:
     # expression, a workflow's graph are checked by the servicers (400 with the field), not by
     # the schema. Every other check stays as schemathesis ships it.
     schema.config.checks.positive_data_acceptance.expected_statuses.append("400")
-    return schema.exclude(operation_id_regex=f"^({'|'.join(EXCLUDED)})$")
+    return schema
 
 
-schema = schemathesis.pytest.from_fixture("api_schema")
+# The filter goes on the lazy schema: one applied to the fixture's value is not seen by the
+# parametrization (it ran AddNode once before this was found).
+schema = schemathesis.pytest.from_fixture("api_schema").exclude(
+    operation_id_regex=f"^({'|'.join(EXCLUDED)})$"
+)
 
 
 @schema.parametrize()  # type: ignore[untyped-decorator]  # schemathesis: Any

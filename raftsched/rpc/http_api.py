@@ -321,6 +321,12 @@ def build_request(route: routes.Route, params: Mapping[str, str], request: HttpR
         null = _null_path(data)
         if null is not None:
             raise BadRequest(null, "null is not a value here: leave the field out for its default")
+        target_descriptor = (
+            message.DESCRIPTOR if route.body == "*" else getattr(message, route.body).DESCRIPTOR
+        )
+        bad_enum = _float_enum_path(data, target_descriptor)
+        if bad_enum is not None:
+            raise BadRequest(bad_enum, "an enum value is a name or an integer")
         target = message if route.body == "*" else getattr(message, route.body)
         try:
             json_format.ParseDict(data, target)
@@ -374,6 +380,29 @@ def _null_path(value: Any, path: str = "") -> str | None:
             found = _null_path(item, f"{path}[{i}]")
             if found is not None:
                 return found
+    return None
+
+
+def _float_enum_path(value: Any, descriptor: Any, path: str = "") -> str | None:
+    """The path of the first enum field in ``value`` (JSON for ``descriptor``) given as a
+    non-integer number or a boolean: protobuf's parser takes 2.5e-42 as the enum's value 0."""
+    if not isinstance(value, dict):
+        return None
+    for key, item in value.items():
+        fd = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
+        if fd is None:
+            continue
+        where = f"{path}.{key}" if path else str(key)
+        items = item if fd.is_repeated and isinstance(item, list) else [item]
+        if fd.enum_type is not None:
+            for one in items:
+                if isinstance(one, bool) or (isinstance(one, float) and not one.is_integer()):
+                    return where
+        elif fd.message_type is not None and not fd.message_type.GetOptions().map_entry:
+            for i, one in enumerate(items):
+                found = _float_enum_path(one, fd.message_type, f"{where}[{i}]" if fd.is_repeated else where)
+                if found is not None:
+                    return found
     return None
 
 

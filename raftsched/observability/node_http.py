@@ -117,6 +117,8 @@ class NodeObservability:
         self.api = api
         if api is not None:
             api.scheme = self.listener.scheme
+            api.observe = self.metrics.observe_http_api
+            api.monotonic = node.clock.monotonic
             for method, path, handler in api.routes():
                 self.listener.add_route(method, path, handler)
         self.console = console

@@ -477,6 +477,9 @@ class HttpApi:
         self._poll_s = poll_s
         self.streams = 0
         """Event streams open now."""
+        self.observe: Callable[[str, int, float], None] | None = None
+        """Called once per answer with (Admin RPC or ``none``, HTTP status, seconds)."""
+        self.monotonic: Callable[[], float] | None = None
 
     def attach(self, calls: LocalCalls) -> None:
         self._calls = calls
@@ -486,6 +489,18 @@ class HttpApi:
         return [("*", path, self.handle)]  # every method: a 405 with Allow comes from the table
 
     async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
+        """Answer one request (see the module docstring); observed by :attr:`observe`."""
+        if self.observe is None or self.monotonic is None:
+            return await self._handle(request)
+        start = self.monotonic()
+        out = await self._handle(request)
+        raw = request.raw_path or request.path
+        found = routes.find(request.method, raw)
+        rpc = found[0].rpc if found else "openapi" if raw == routes.PREFIX + "/openapi.json" else "none"
+        self.observe(rpc, out.status, self.monotonic() - start)
+        return out
+
+    async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         raw = request.raw_path or request.path
         if request.method == "GET" and raw == routes.PREFIX + "/openapi.json" and self.openapi:
             return HttpResponse(200, self.openapi(), JSON)

@@ -156,6 +156,11 @@ def test_pages_and_the_openapi_document(node: Running, tokens: dict[str, str]) -
     assert bad.status == 400 and bad.body["field"] == "page_size"
     doc = call(node.http, "GET", f"{API}/openapi.json")
     assert doc.status == 200 and doc.body["openapi"] == "3.1.0"
+    metrics = call(node.http, "GET", "/metrics")
+    assert 'raftsched_http_api_requests_total{node="n1",rpc="ListTasks",status="200"}' in metrics.body
+    assert 'raftsched_http_api_requests_total{node="n1",rpc="ListTasks",status="400"}' in metrics.body
+    assert 'raftsched_http_api_requests_total{node="n1",rpc="openapi",status="200"} 1.0' in metrics.body
+    assert 'raftsched_http_api_request_seconds_count{node="n1",rpc="ListTasks"}' in metrics.body
 
 
 # -- a 3-node cluster ------------------------------------------------------------------------------

@@ -274,6 +274,17 @@ def test_refusals_are_problem_documents() -> None:
     assert out.status == 404
 
 
+def test_every_answer_is_observed_with_its_rpc_and_status() -> None:
+    api, _ = _api()
+    seen: list[tuple[str, int, float]] = []
+    api.observe = lambda rpc, status, seconds: seen.append((rpc, status, seconds))
+    ticks = iter([1.0, 1.25, 2.0, 2.5])
+    api.monotonic = lambda: next(ticks)
+    _get(api, "/api/v1/tasks/etl")
+    _get(api, "/api/v1/nothing")
+    assert seen == [("GetTask", 200, 0.25), ("none", 404, 0.5)]
+
+
 def test_not_leader_redirects_to_the_leaders_http_listener() -> None:
     api, _ = _api()
     out, body = _get(api, "/api/v1/tasks/follower?stale=false")

@@ -17,6 +17,8 @@ checks them when it starts serving (:mod:`raftsched.security.tls`), and again on
 Safe defaults: a configuration whose gRPC API would be reachable beyond this machine (any
 ``grpc`` or ``grpc_bind`` address that is not loopback) is refused unless TLS *and*
 authentication are configured, or ``cluster.insecure = true`` says the exposure is deliberate.
+The same holds for a node's HTTP listener (``http``, which serves the HTTP/JSON API and the
+console), with TLS on that listener (``tls.http = true``).
 """
 
 from __future__ import annotations
@@ -330,14 +332,27 @@ class TlsSettings:
     key_file: Path
     ca_file: Path | None = None
     require_client_cert: bool = False
+    http: bool = False
+    """Serve the node's HTTP listener (console, ``/api/v1/``, ``/metrics``, probes) over TLS too,
+    with the same certificate (off by default: existing plaintext scrapers and probes keep
+    working; the safe-defaults rule asks for it when the listener is not on loopback)."""
+    http_metrics_client_cert: bool = False
+    """With ``http``: ``/metrics`` answers only clients presenting a certificate signed by
+    ``ca_file`` (other paths take clients with or without one)."""
 
     def __post_init__(self) -> None:
         if self.require_client_cert and self.ca_file is None:
             raise ConfigError("TlsSettings", [_CLIENT_CERT_NEEDS_CA])
+        if self.http_metrics_client_cert and (self.ca_file is None or not self.http):
+            raise ConfigError("TlsSettings", [_METRICS_CERT_NEEDS])
 
 
 _CLIENT_CERT_NEEDS_CA: Final = (
     "tls.ca_file: required when tls.require_client_cert is true (client certificates are checked against it)"
+)
+_METRICS_CERT_NEEDS: Final = (
+    "tls.http_metrics_client_cert: needs tls.http = true and tls.ca_file (scrapers' certificates "
+    "are checked against it)"
 )
 
 
@@ -407,23 +422,34 @@ class ClusterConfig:
     def exposure_problems(self) -> list[str]:
         """The safe-defaults rule: each ``grpc``/``grpc_bind`` address that is not loopback, while
         TLS or authentication is missing and ``insecure`` is not set. Empty when the rule holds."""
-        if self.insecure or (self.tls is not None and self.auth_configured):
+        if self.insecure:
             return []
         missing = []
         if self.tls is None:
             missing.append("TLS (the [tls] table)")
         if not self.auth_configured:
             missing.append("authentication (the [auth] table)")
+        # The HTTP listener serves the same API (/api/v1/) and the console: the same rule, with
+        # TLS on that listener (tls.http).
+        http_missing = [m for m in missing if m.startswith("auth")]
+        if self.tls is None or not self.tls.http:
+            http_missing.insert(0, "TLS on it (the [tls] table with http = true)")
         out = []
         for i, n in enumerate(self.nodes):
             for key, address in (("grpc", n.grpc), ("grpc_bind", n.grpc_bind)):
-                if address is not None and not is_loopback(address):
+                if missing and address is not None and not is_loopback(address):
                     out.append(
                         f"nodes[{i}].{key}: {address} is not a loopback address, and serving the "
                         f"gRPC API beyond this machine requires {' and '.join(missing)}; configure "
                         "them, or set cluster.insecure = true to accept the exposure "
                         "(anyone who reaches the port can then run commands on the executors)"
                     )
+            if http_missing and n.http is not None and not is_loopback(n.http):
+                out.append(
+                    f"nodes[{i}].http: {n.http} is not a loopback address, and serving the HTTP "
+                    f"API and console beyond this machine requires {' and '.join(http_missing)}; "
+                    "configure them, or set cluster.insecure = true to accept the exposure"
+                )
         return out
 
     def node(self, node_id: str) -> NodeConfig:
@@ -909,7 +935,14 @@ def _parse_insecure(table: Mapping[str, object] | None, problems: list[str]) -> 
     return value
 
 
-_TLS_KEYS: Final = ("cert_file", "key_file", "ca_file", "require_client_cert")
+_TLS_KEYS: Final = (
+    "cert_file",
+    "key_file",
+    "ca_file",
+    "require_client_cert",
+    "http",
+    "http_metrics_client_cert",
+)
 
 
 def _parse_tls(table: Mapping[str, object] | None, base: Path, problems: list[str]) -> TlsSettings | None:
@@ -932,11 +965,25 @@ def _parse_tls(table: Mapping[str, object] | None, base: Path, problems: list[st
         require = False
     if require and "ca_file" not in table:
         problems.append(_CLIENT_CERT_NEEDS_CA)
+    flags = {}
+    for name in ("http", "http_metrics_client_cert"):
+        value = table.get(name, False)
+        if not isinstance(value, bool):
+            problems.append(f"tls.{name}: expected a boolean (true or false), got {_type_name(value)}")
+            value = False
+        flags[name] = value
+    if flags["http_metrics_client_cert"] and ("ca_file" not in table or not flags["http"]):
+        problems.append(_METRICS_CERT_NEEDS)
     cert_file, key_file = paths.get("cert_file"), paths.get("key_file")
     if len(problems) > before or cert_file is None or key_file is None:
         return None
     return TlsSettings(
-        cert_file=cert_file, key_file=key_file, ca_file=paths.get("ca_file"), require_client_cert=require
+        cert_file=cert_file,
+        key_file=key_file,
+        ca_file=paths.get("ca_file"),
+        require_client_cert=require,
+        http=flags["http"],
+        http_metrics_client_cert=flags["http_metrics_client_cert"],
     )
 
 

@@ -64,11 +64,13 @@ from raftsched.readinfo import ReadInfo
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.rpc.http_api import HttpApi, LocalCalls
+from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.peercheck import PeerCheck
 from raftsched.rpc.plumbing import DamagedGuard, DecodeGuard, propose_and_wait
 from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
-from raftsched.security.tls import ServerTls, node_client_tls
+from raftsched.security.tls import HttpTls, ServerTls, node_client_tls
 from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
@@ -201,9 +203,21 @@ class Node:
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
         self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
+        self.http_api: HttpApi | None = None
+        self.http_tls: HttpTls | None = None
         if self.me.http is not None:
+            self.http_api = HttpApi(self.http_of_grpc, now_ms=self.clock.now_ms)
+            self.http_api.openapi = openapi_document
+            tls = config.tls
+            self.http_tls = HttpTls(tls) if tls is not None and tls.http else None
             self.observability = NodeObservability(
-                self, self.me.http, self.tally, console=Console(self, leads=self._leads_now)
+                self,
+                self.me.http,
+                self.tally,
+                console=Console(self, leads=self._leads_now),
+                api=self.http_api,
+                ssl_context=self.http_tls.context if self.http_tls is not None else None,
+                metrics_client_cert=tls is not None and tls.http_metrics_client_cert,
             )
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.consensus: ConsensusNode | None = None
@@ -356,9 +370,19 @@ class Node:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_AdminServicer_to_server(
-            AdminServicer(self, self._live_executors, self.membership), server
-        )
+        admin = AdminServicer(self, self._live_executors, self.membership)
+        pb_grpc.add_AdminServicer_to_server(admin, server)
+        if self.http_api is not None:
+            # The HTTP API calls the same servicer through the same authorization: its own
+            # interceptor instance (each caches the handlers it wrapped), the same authenticator
+            # settings, token verifier and refusal log. Not the gRPC metrics interceptor: those
+            # count gRPC traffic.
+            local = (
+                [AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals)]
+                if auth is not None
+                else []
+            )
+            self.http_api.attach(LocalCalls(admin, local))
         sch = self.config.scheduler
         self.hub = ExecutorHub(
             self,
@@ -544,6 +568,8 @@ class Node:
             return False
         try:
             summary = self.server_tls.reload()
+            if self.http_tls is not None:
+                self.http_tls.reload()
         except ConfigError as bad:
             log.error("TLS reload failed; the current certificate stays in use: %s", "; ".join(bad.problems))
             return False
@@ -909,6 +935,14 @@ class Node:
         if not self.state.membership.seeded:
             return None
         return [self.dial_address(m.raft) for m in self._voters() if m.id != self.node_id]
+
+    def http_of_grpc(self, grpc_address: str) -> str | None:
+        """The HTTP listener address of the node whose gRPC address is ``grpc_address`` (the
+        replicated membership first, then the config file); None if it has none or is unknown."""
+        for m in self.state.membership.known():
+            if m.grpc == grpc_address and m.http:
+                return m.http
+        return next((n.http for n in self.config.nodes if n.grpc == grpc_address and n.http), None)
 
     def leader_grpc(self) -> str | None:
         """The gRPC address of the leader this node follows (None while unknown)."""

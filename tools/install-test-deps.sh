@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the test suite needs: the package with its test extras, and the system packages
 # some tests call (promtool, from Debian's `prometheus` package, lints a real /metrics scrape;
-# Debian's `chromium` and `chromium-driver` run the web console's headless browser test).
+# Debian's `chromium` and `chromium-driver` run the web console's headless browser test; `curl`
+# and `jq` run the README's HTTP API examples).
 # Safe to re-run: a tool already on PATH is not installed again. Without root or apt-get the
 # system packages are left out with a note, and the tests that need them skip (outside CI; with
 # CI=true they fail instead).
@@ -28,6 +29,17 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
     else
         echo "install-test-deps: chromium/chromedriver not found; install Debian's 'chromium' and" \
             "'chromium-driver' packages, else the console's browser test skips" >&2
+    fi
+fi
+
+if ! command -v curl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "install-test-deps: installing curl and jq (the HTTP API's documented curl examples)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl jq >/dev/null
+    else
+        echo "install-test-deps: curl/jq not found; install Debian's 'curl' and 'jq' packages," \
+            "else the test of the README's curl examples skips" >&2
     fi
 fi
 

@@ -21,7 +21,8 @@ import asyncio
 import errno
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -29,7 +30,7 @@ from aiohttp import web
 from raftsched.config import parse_address
 from raftsched.errors import RaftschedError
 
-__all__ = ["Handler", "HttpListener", "HttpRequest", "HttpResponse", "ListenError", "Probe"]
+__all__ = ["Handler", "HttpListener", "HttpRequest", "HttpResponse", "HttpStream", "ListenError", "Probe"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,11 @@ class HttpRequest:
     query: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
+    raw_path: str = ""  # the path as sent, still percent-encoded ("" = same as path)
+    raw_query: str = ""  # the query string as sent, without "?"
+    remote: str = ""  # the peer's address
+    secure: bool = False  # served over TLS
+    peer_names: tuple[str, ...] = ()  # common names of the client certificate TLS verified
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +74,18 @@ class HttpResponse:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+@dataclass(frozen=True, slots=True)
+class HttpStream:
+    """A response sent as ``body`` yields it (server-sent events); the iterator is closed when
+    the client goes away."""
+
+    body: AsyncIterator[bytes]
+    status: int = 200
+    content_type: str = "text/event-stream"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse | HttpStream]]
 
 
 def _always_ok() -> Probe:
@@ -94,6 +111,8 @@ class HttpListener:
         healthz: Callable[[], Probe] = _always_ok,
         name: str = "raftsched",
         metrics_in_thread: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
+        metrics_client_cert: bool = False,
     ) -> None:
         self.host, self.port = _listen_address(address)
         self.address = address
@@ -103,6 +122,8 @@ class HttpListener:
         self._readyz = readyz
         self._healthz = healthz
         self._routes: list[tuple[str, str, Handler]] = []
+        self._ssl = ssl_context
+        self._metrics_client_cert = metrics_client_cert
         self._runner: web.AppRunner | None = None
         self._sock: socket.socket | None = None
         self.bound: str | None = None
@@ -158,9 +179,19 @@ class HttpListener:
         assert self._sock is not None
         runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        await web.SockSite(runner, self._sock).start()
+        await web.SockSite(runner, self._sock, ssl_context=self._ssl).start()
         self._runner = runner
-        log.info("%s serving HTTP (/metrics, /healthz, /readyz) on %s", self.name, self.bound)
+        log.info(
+            "%s serving %s (/metrics, /healthz, /readyz) on %s",
+            self.name,
+            "HTTPS" if self._ssl is not None else "HTTP",
+            self.bound,
+        )
+
+    @property
+    def scheme(self) -> str:
+        """``https`` when the listener serves TLS, else ``http``."""
+        return "https" if self._ssl is not None else "http"
 
     async def stop(self) -> None:
         """Stop serving and release the port; idempotent."""
@@ -178,6 +209,10 @@ class HttpListener:
     async def _serve_metrics(self, request: web.Request) -> web.StreamResponse:
         if self._metrics is None:
             return web.Response(status=404, text="metrics are not enabled here\n")
+        if self._metrics_client_cert and not _peer_certificate(request):
+            return web.Response(
+                status=403, text="/metrics needs a client certificate signed by this node's tls.ca_file\n"
+            )
         if self._metrics_in_thread:
             body, content_type = await asyncio.to_thread(self._metrics)
         else:
@@ -199,6 +234,25 @@ class HttpListener:
         return handle
 
 
+def _peer_names(request: web.Request) -> tuple[str, ...]:
+    """The subject common names of the client certificate the handshake verified (none: no
+    TLS, or no certificate)."""
+    transport = request.transport
+    obj = transport.get_extra_info("ssl_object") if transport is not None else None
+    cert = obj.getpeercert() if obj is not None else None
+    if not cert:
+        return ()
+    return tuple(value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName")
+
+
+def _peer_certificate(request: web.Request) -> bool:
+    """Whether the client presented a certificate the TLS handshake verified (with a CA loaded
+    and CERT_OPTIONAL, a certificate that does not verify fails the handshake instead)."""
+    transport = request.transport
+    obj = transport.get_extra_info("ssl_object") if transport is not None else None
+    return bool(obj is not None and obj.getpeercert())
+
+
 def _listen_address(address: str) -> tuple[str, int]:
     """``host:port`` as :func:`parse_address` reads it, and port 0 (any free port) too."""
     head, sep, port = address.rpartition(":")
@@ -216,10 +270,35 @@ def _adapt(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResp
             query=dict(request.query),
             headers=dict(request.headers),
             body=await request.read(),
+            raw_path=request.raw_path.partition("?")[0],
+            raw_query=request.rel_url.raw_query_string,
+            remote=request.remote or "",
+            secure=request.secure,
+            peer_names=_peer_names(request),
         )
         out = await handler(req)
+        if isinstance(out, HttpStream):
+            return await _stream(request, out)
         response = web.Response(status=out.status, body=out.body, headers=dict(out.headers))
         response.headers["Content-Type"] = out.content_type
         return response
 
     return handle
+
+
+async def _stream(request: web.Request, out: HttpStream) -> web.StreamResponse:
+    response = web.StreamResponse(status=out.status, headers=dict(out.headers))
+    response.headers["Content-Type"] = out.content_type
+    response.headers["Cache-Control"] = "no-store"
+    await response.prepare(request)
+    body = out.body
+    try:
+        async for chunk in body:
+            await response.write(chunk)
+    except ConnectionResetError:
+        pass  # the client went away: nothing more to send
+    finally:
+        aclose = getattr(body, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return response

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import ssl
 from collections.abc import Iterable, Sequence
 from typing import Final, Protocol
 
@@ -25,6 +26,7 @@ from raftsched.observability.grpc_metrics import MetricsInterceptor
 from raftsched.observability.listener import HttpListener, Probe
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
 from raftsched.observability.tally import ApplyTally
+from raftsched.rpc.http_api import HttpApi
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.console import Console
 
@@ -115,14 +117,30 @@ class NodeObservability:
         tally: ApplyTally,
         zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS,
         console: Console | None = None,
+        api: HttpApi | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        metrics_client_cert: bool = False,
     ) -> None:
         self.node = node
         self.zombie_after_ms = zombie_after_ms
         self.metrics = NodeMetrics(node.node_id, self._sample, tally)
         self.listener = HttpListener(
-            address, metrics=self.metrics.exposition, readyz=self._readyz, name=f"node {node.node_id}"
+            address,
+            metrics=self.metrics.exposition,
+            readyz=self._readyz,
+            name=f"node {node.node_id}",
+            ssl_context=ssl_context,
+            metrics_client_cert=metrics_client_cert,
         )
-        # The web console takes every path the built-in routes (/metrics, /healthz, /readyz) do not.
+        # The HTTP/JSON API takes /api/v1/ (before the console, whose routes take every path);
+        # the web console takes every path the built-in routes (/metrics, /healthz, /readyz) do not.
+        self.api = api
+        if api is not None:
+            api.scheme = self.listener.scheme
+            api.observe = self.metrics.observe_http_api
+            api.monotonic = node.clock.monotonic
+            for method, path, handler in api.routes():
+                self.listener.add_route(method, path, handler)
         self.console = console
         if console is not None:
             for method, path, handler in console.routes():

@@ -208,6 +208,23 @@ class NodeMetrics:
             ("service", "method"),
             RPC_BUCKETS,
         )
+        # -- the HTTP/JSON API (raftsched.rpc.http_api) --------------------------------------------
+        self.http_api_requests = m.counter(
+            "raftsched_http_api_requests_total",
+            "HTTP/JSON API calls answered, by the Admin RPC they called and HTTP status.",
+            ("rpc", "status"),
+        )
+        self.http_api_seconds = m.histogram(
+            "raftsched_http_api_request_seconds",
+            "Time to answer an HTTP/JSON API call (an event stream: until it opens), by Admin RPC.",
+            ("rpc",),
+            RPC_BUCKETS,
+        )
+
+    def observe_http_api(self, rpc: str, status: int, seconds: float) -> None:
+        """One HTTP/JSON API answer (``rpc``: the Admin RPC, ``none`` for a path that is no route)."""
+        self.http_api_requests.inc(rpc, str(status))
+        self.http_api_seconds.observe(seconds, rpc)
 
     def _refresh(self) -> None:
         self._sample = self._sample_fn()

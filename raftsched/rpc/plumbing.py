@@ -152,6 +152,9 @@ async def abort(
     """End the call with ``exc``: its code's status (or ``status``) and the error metadata. The
     message is bounded on the wire whatever it quotes (:func:`status_message`)."""
     context.set_trailing_metadata(error_metadata(exc))
+    note = getattr(context, "note_error", None)
+    if note is not None:  # an in-process call (raftsched.rpc.http_api) keeps the error's field path
+        note(exc)
     await context.abort(status or STATUS.get(exc.code, grpc.StatusCode.UNKNOWN), status_message(str(exc)))
     raise AssertionError("unreachable")  # context.abort raises
 

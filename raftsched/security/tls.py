@@ -30,6 +30,7 @@ __all__ = [
     "TLS_CA_ENV",
     "TLS_CERT_ENV",
     "TLS_KEY_ENV",
+    "HttpTls",
     "ServerTls",
     "TlsConfig",
     "aio_channel",
@@ -229,6 +230,50 @@ class ServerTls:
             raise ConfigError("[tls]", problems)
         self._cert_pem = cert
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca), summary
+
+
+class HttpTls:
+    """The TLS of a node's HTTP listener (``tls.http``): the node's certificate and key, and, with
+    ``ca_file``, client certificates requested (optional) and checked against it, so
+    ``/metrics`` can demand one (``tls.http_metrics_client_cert``) while browsers and API
+    clients without one still connect.
+
+    :meth:`reload` (SIGHUP, with the gRPC port's) loads the files into the same context: new
+    handshakes present the new certificate, open connections keep theirs. CA certificates added
+    to ``ca_file`` are trusted from then on; a CA removed from it stays trusted until a restart
+    (OpenSSL cannot drop a loaded CA from a live context).
+    """
+
+    def __init__(self, settings: TlsSettings) -> None:
+        self.settings = settings
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.summary = self.reload()
+
+    def reload(self) -> str:
+        """Re-read the files into the context; returns the certificate's summary. Raises
+        :class:`ConfigError` naming the file at fault (the context is unchanged then)."""
+        s = self.settings
+        problems: list[str] = []
+        cert = _read_config_file("tls.cert_file", s.cert_file, problems)
+        key = _read_config_file("tls.key_file", s.key_file, problems)
+        ca = _read_config_file("tls.ca_file", s.ca_file, problems) if s.ca_file is not None else None
+        summary = ""
+        if cert is not None and key is not None:
+            try:
+                summary = certs.check_key_pair(cert, key)
+            except ValueError as bad:
+                problems.append(f"tls.cert_file: {s.cert_file} with tls.key_file {s.key_file}: {bad}")
+        if problems or cert is None or key is None:
+            raise ConfigError("[tls]", problems)
+        try:
+            self.context.load_cert_chain(s.cert_file, s.key_file)
+            if ca is not None:
+                self.context.load_verify_locations(cadata=ca.decode("ascii", "replace"))
+                self.context.verify_mode = ssl.CERT_OPTIONAL
+        except (OSError, ssl.SSLError, ValueError) as bad:
+            raise ConfigError("[tls]", [f"tls: the HTTP listener cannot use the files: {bad}"]) from None
+        return summary
 
 
 # ----------------------------------------------------------------------------------------------

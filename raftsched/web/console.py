@@ -221,7 +221,9 @@ class Console:
         out_headers = {**_SECURITY_HEADERS, **response.headers}
         sid = out_headers.pop("x-session", None)
         if sid is not None or fresh:
-            out_headers["Set-Cookie"] = _set_cookie(sid if sid is not None else session.sid)
+            out_headers["Set-Cookie"] = _set_cookie(
+                sid if sid is not None else session.sid, secure=request.secure
+            )
         return HttpResponse(response.status, response.body, response.content_type, out_headers)
 
     def _dispatch(self, request: HttpRequest, headers: Mapping[str, str], session: Session) -> HttpResponse:
@@ -407,10 +409,10 @@ def _cookie(header: str, name: str) -> str | None:
     return None
 
 
-def _set_cookie(sid: str) -> str:
-    # No "Secure": the listener speaks plain HTTP (put it behind a TLS proxy to go beyond a
-    # trusted network); Strict keeps the cookie off every cross-site request, forms included.
-    return f"{COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict"
+def _set_cookie(sid: str, secure: bool = False) -> str:
+    # "Secure" when served over TLS (tls.http): the browser then never sends the cookie over
+    # plain HTTP. Strict keeps the cookie off every cross-site request, forms included.
+    return f"{COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
 
 
 def _form(body: bytes) -> dict[str, str]:

@@ -16,6 +16,7 @@ def test_http_is_off_when_absent_and_canonical_when_given() -> None:
     node(data, 0)["http"] = "LOCALHOST:09101"
     node(data, 1)["http"] = "0.0.0.0:9102"  # a wildcard is fine to listen on
     node(data, 2)["http"] = "[::1]:9103"
+    data["cluster"]["insecure"] = True  # type: ignore[index]  # a non-loopback listener without TLS and auth (see below)
 
     config = parse_config(data)
 
@@ -39,3 +40,36 @@ def test_http_problems_are_listed_with_their_key_path() -> None:
 def test_a_hand_built_node_config_checks_http_too() -> None:
     with pytest.raises(ConfigError, match="http: 'x': missing port"):
         NodeConfig("n1", "127.0.0.1:7001", "127.0.0.1:7101", Path("/x"), http="x")
+
+
+def test_a_non_loopback_http_listener_needs_tls_on_it_and_auth(tmp_path: Path) -> None:
+    data = valid_data()
+    node(data, 1)["http"] = "0.0.0.0:9102"
+    assert problems_of(data) == [
+        "nodes[1].http: 0.0.0.0:9102 is not a loopback address, and serving the HTTP API and console "
+        "beyond this machine requires TLS on it (the [tls] table with http = true) and authentication "
+        "(the [auth] table); configure them, or set cluster.insecure = true to accept the exposure"
+    ]
+    data["tls"] = {"cert_file": str(tmp_path / "n.pem"), "key_file": str(tmp_path / "n.key")}
+    data["auth"] = {}
+    assert [p.split(" requires ")[1] for p in problems_of(data)] == [
+        "TLS on it (the [tls] table with http = true); configure them, or set cluster.insecure = true "
+        "to accept the exposure"
+    ]
+    data["tls"]["http"] = True  # type: ignore[index]
+    assert parse_config(data).tls is not None
+
+
+def test_tls_http_keys_are_checked(tmp_path: Path) -> None:
+    data = valid_data()
+    data["tls"] = {
+        "cert_file": str(tmp_path / "n.pem"),
+        "key_file": str(tmp_path / "n.key"),
+        "http": "yes",
+        "http_metrics_client_cert": True,
+    }
+    assert problems_of(data) == [
+        "tls.http: expected a boolean (true or false), got string",
+        "tls.http_metrics_client_cert: needs tls.http = true and tls.ca_file (scrapers' certificates "
+        "are checked against it)",
+    ]

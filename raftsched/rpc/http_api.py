@@ -1,0 +1,638 @@
+"""The HTTP/JSON API (``/api/v1/``): each route of :mod:`raftsched.rpc.routes` calls the node's own
+Admin servicer in process, through the same server interceptors the gRPC port runs.
+
+Nothing here decides anything the gRPC API decides: a request becomes the RPC's request message
+(protobuf's JSON mapping, proto field names, as the SDK's messages and the CLI's ``--json`` spell
+them), :class:`LocalCalls` runs it through the node's authorization interceptor and the servicer
+method with a :class:`LocalContext` standing in for gRPC's (it carries the ``Authorization``
+header and the stale-read flag as invocation metadata and captures the abort), and the answer
+or the abort becomes the HTTP response. So authentication, the authorization table, namespaces,
+the audit log, validation, idempotency and the leader check are the gRPC API's own.
+
+Answers (the one mapping table is :data:`HTTP_STATUS`):
+
+* success: 200 and the reply message as JSON (int64 as JSON numbers, enums by name);
+* a refusal: an RFC 9457 ``application/problem+json`` body with the gRPC status message as
+  ``detail``, ``code`` (raftsched's error code), ``grpc_status``, ``field`` (the field path of an
+  invalid argument) and, for 401/403, ``permission`` (what the route needs);
+* a call a follower may not answer (a write, or a read without ``?stale=true``): 307 with
+  ``Location`` on the leader's HTTP listener (same path and query), so a client that resends
+  the body on 307 (``curl -L``; most libraries) reaches the leader; 503 if no leader is known.
+
+Headers: ``Authorization: Bearer <token>``; ``Idempotency-Key`` is the request's
+``idempotency_key`` (a retry with the same key gets the first call's outcome).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Final, NoReturn
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from raftsched.errors import InvalidSpec, RaftschedError
+from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
+from raftsched.rpc import routes
+from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
+from raftsched.rpc.routes import Stream
+from raftsched.security import authz
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+__all__ = [
+    "HTTP_STATUS",
+    "PROBLEM",
+    "HttpApi",
+    "LocalCalls",
+    "LocalContext",
+    "message_to_json",
+]
+
+log = logging.getLogger("raftsched.http_api")
+
+JSON: Final = "application/json"
+PROBLEM: Final = "application/problem+json"
+SERVICE: Final = "/raftsched.v1.Admin/"
+STALE_PARAM: Final = "stale"
+FOLLOW_PARAM: Final = "follow"
+WATCH_POLL_S: Final = 1.0
+"""How often a stream calls its RPC again (events are at most this late)."""
+WATCH_LOOKBACK_MS: Final = 60_000
+"""A watch without ``since_ms`` starts with what happened this long before it opened."""
+KEEPALIVE_S: Final = 15.0
+MAX_STREAMS: Final = 64
+"""Event streams one node serves at once (each costs one RPC per poll interval); more get 503."""
+PROBLEM_TYPE: Final = "urn:raftsched:error:"
+ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
+
+HTTP_STATUS: Final[Mapping[grpc.StatusCode, int]] = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,  # not_leader is a 307 instead (see the docstring)
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,  # conflict: a version that moved, a run in the wrong state
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.DATA_LOSS: 500,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,  # retry (a write: with the same Idempotency-Key)
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+"""gRPC status → HTTP status: the one table (README "HTTP/JSON API" shows it)."""
+
+
+def message_to_json(message: Message) -> dict[str, Any]:
+    """``message`` in protobuf's JSON mapping as the API answers it: proto field names, every
+    field (defaults included), int64 as JSON numbers, enum values by name."""
+    out: dict[str, Any] = json_format.MessageToDict(
+        message,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+        unquote_int64_if_possible=True,
+    )
+    return out
+
+
+# -- the in-process call path ----------------------------------------------------------------------
+
+
+class Aborted(Exception):
+    """What :meth:`LocalContext.abort` raises (gRPC's ``context.abort`` raises too)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class LocalContext:
+    """The part of ``grpc.aio.ServicerContext`` the interceptors and servicers use, for a call
+    made in process: invocation metadata, peer, trailing metadata, abort (raises
+    :class:`Aborted`), and :meth:`note_error` (called by :func:`raftsched.rpc.plumbing.abort`
+    with the error being answered, so the field path of an invalid argument is known)."""
+
+    def __init__(
+        self, metadata: Sequence[tuple[str, str]], peer: str, cert_names: Sequence[str] = ()
+    ) -> None:
+        self._metadata = tuple(metadata)
+        self._peer = peer
+        self._cert_names = tuple(cert_names)
+        self.trailing: dict[str, str] = {}
+        self.error: RaftschedError | None = None
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def peer(self) -> str:
+        return self._peer
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        """As gRPC gives it: the verified client certificate's common names (``[auth.subjects]``
+        grants them roles, on the HTTP listener as on the gRPC port)."""
+        return {"x509_common_name": [n.encode() for n in self._cert_names]} if self._cert_names else {}
+
+    def set_trailing_metadata(self, metadata: Sequence[tuple[str, str | bytes]]) -> None:
+        for key, value in metadata:
+            self.trailing[key] = value.decode() if isinstance(value, bytes) else value
+
+    def note_error(self, exc: RaftschedError) -> None:
+        self.error = exc
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", *_: object) -> NoReturn:
+        raise Aborted(code, details)
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def cancelled(self) -> bool:
+        return False
+
+    def done(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Details:
+    """A ``grpc.HandlerCallDetails`` for the interceptors."""
+
+    method: str
+    invocation_metadata: tuple[tuple[str, str], ...]
+
+
+class _Capture:
+    """A stand-in server that keeps the method handlers the generated ``add_*_to_server`` gives."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[Any]) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Any]) -> None:
+        for name, handler in handlers.items():
+            self.handlers[f"/{service}/{name}"] = handler
+
+
+Continuation = Callable[[Any], Awaitable[Any]]
+
+
+class LocalCalls:
+    """Calls the Admin RPCs of ``servicer`` in process, through ``interceptors`` (outermost
+    first, the list the node's gRPC server runs, less what only counts gRPC traffic)."""
+
+    def __init__(self, servicer: pb_grpc.AdminServicer, interceptors: Sequence[Any] = ()) -> None:
+        capture = _Capture()
+        pb_grpc.add_AdminServicer_to_server(servicer, capture)
+        self._handlers = capture.handlers
+        self._interceptors = tuple(interceptors)
+
+    async def _handler(self, method: str, metadata: tuple[tuple[str, str], ...]) -> Any:
+        async def base(details: Any) -> Any:
+            return self._handlers.get(details.method)
+
+        call: Continuation = base
+        for interceptor in reversed(self._interceptors):
+            call = _layer(interceptor, call)
+        return await call(_Details(method, metadata))
+
+    async def call(self, method: str, request: Message, context: LocalContext) -> Message | list[Message]:
+        """The reply of RPC ``method`` (``/raftsched.v1.Admin/GetTask``); a server-streaming
+        RPC's messages as a list. Raises :class:`Aborted` as the call ends with a status."""
+        handler = await self._handler(method, context.invocation_metadata())
+        if handler is None:
+            raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
+        if handler.unary_unary is not None:
+            reply: Message = await handler.unary_unary(request, context)
+            return reply
+        stream: AsyncIterator[Message] = handler.unary_stream(request, context)
+        return [item async for item in stream]
+
+
+def _layer(interceptor: Any, inner: Continuation) -> Continuation:
+    async def call(details: Any) -> Any:
+        return await interceptor.intercept_service(inner, details)
+
+    return call
+
+
+# -- HTTP ------------------------------------------------------------------------------------------
+
+
+class BadRequest(InvalidSpec):
+    """The HTTP request cannot become the RPC's request (bad JSON, an unknown parameter)."""
+
+
+def _problem(
+    status: int,
+    detail: str,
+    instance: str,
+    code: str = "",
+    extra: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> HttpResponse:
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Client Closed Request" if status == 499 else "Error"
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE + (code or "http"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": instance,
+    }
+    if code:
+        body["code"] = code
+    body.update(extra or {})
+    return HttpResponse(
+        status=status,
+        body=json.dumps(body, ensure_ascii=False).encode(),
+        content_type=PROBLEM,
+        headers=dict(headers or {}),
+    )
+
+
+def _ok(value: Any) -> HttpResponse:
+    return HttpResponse(200, json.dumps(value, ensure_ascii=False).encode(), JSON)
+
+
+_BOOLS: Final = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _query_value(fd: FieldDescriptor, name: str, raw: str) -> Any:
+    """A query parameter's text as the JSON value ParseDict takes for field ``fd``."""
+    if fd.type == FieldDescriptor.TYPE_BOOL:
+        if raw.lower() not in _BOOLS:
+            raise BadRequest(name, f"{raw[:50]!r} is not a boolean (true or false)")
+        return _BOOLS[raw.lower()]
+    if fd.type == FieldDescriptor.TYPE_ENUM and raw.lstrip("-").isdigit():
+        return int(raw)
+    if fd.cpp_type in (FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64) or fd.cpp_type in (
+        FieldDescriptor.CPPTYPE_UINT32,
+        FieldDescriptor.CPPTYPE_UINT64,
+    ):
+        try:
+            return int(raw)
+        except ValueError:
+            raise BadRequest(name, f"{raw[:50]!r} is not an integer") from None
+    return raw
+
+
+def query_fields(route: routes.Route) -> list[FieldDescriptor]:
+    """The request fields ``route`` takes as query parameters: the scalar (and repeated scalar)
+    top-level fields no path parameter, body or fixed value sets."""
+    if route.body:
+        return []
+    taken = {route.field_of(p).split(".")[0] for p in route.params} | set(route.fixed)
+    method = ADMIN.methods_by_name[route.rpc]
+    return [
+        fd
+        for fd in method.input_type.fields
+        if fd.name not in taken and fd.message_type is None and fd.name != "idempotency_key"
+    ]
+
+
+def build_request(route: routes.Route, params: Mapping[str, str], request: HttpRequest) -> Message:
+    """The RPC's request message for ``request`` on ``route`` (raises :class:`BadRequest`)."""
+    method = ADMIN.methods_by_name[route.rpc]
+    message: Message = getattr(pb, method.input_type.name)()
+    if route.body:
+        text = request.body.decode("utf-8", "replace").strip() if request.body else ""
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError as exc:
+            raise BadRequest("body", f"not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise BadRequest("body", "must be a JSON object")
+        null = _null_path(data)
+        if null is not None:
+            raise BadRequest(null, "null is not a value here: leave the field out for its default")
+        target_descriptor = (
+            message.DESCRIPTOR if route.body == "*" else getattr(message, route.body).DESCRIPTOR
+        )
+        bad_enum = _float_enum_path(data, target_descriptor)
+        if bad_enum is not None:
+            raise BadRequest(bad_enum, "an enum value is a name or an integer")
+        target = message if route.body == "*" else getattr(message, route.body)
+        try:
+            json_format.ParseDict(data, target)
+        except json_format.ParseError as exc:
+            raise BadRequest("body" if route.body == "*" else route.body, str(exc)) from None
+    elif request.body.strip():
+        raise BadRequest("body", f"{route.method} {routes.PREFIX}{route.path} takes no body")
+    fields = {fd.name: fd for fd in query_fields(route)}
+    for name, raw in request.query.items():
+        if name == STALE_PARAM or (name == FOLLOW_PARAM and route.stream is not None and route.stream.follow):
+            if raw.lower() not in _BOOLS:
+                raise BadRequest(name, f"{raw[:50]!r} is not a boolean (true or false)")
+            if name not in fields:
+                continue  # stale: the servicer reads it from the metadata; follow: the gateway
+        fd = fields.get(name)
+        if fd is None:
+            known = ", ".join([*sorted(fields), STALE_PARAM]) if not route.write else ""
+            raise BadRequest(
+                name,
+                "not a query parameter of this route" + (f" (it takes: {known})" if known else ""),
+            )
+        try:
+            json_format.ParseDict({name: _query_value(fd, name, raw)}, message, ignore_unknown_fields=False)
+        except json_format.ParseError as exc:
+            raise BadRequest(name, str(exc)) from None
+    for path, value in params.items():
+        _set_path(message, path, value)
+    for name, fixed in route.fixed.items():
+        setattr(message, name, fixed)
+    key = _header(request.headers, "idempotency-key")
+    if key is not None and "idempotency_key" in method.input_type.fields_by_name:
+        current = getattr(message, "idempotency_key")  # noqa: B009  (Message has no such attribute)
+        if current and current != key:
+            raise BadRequest("idempotency_key", "the body and the Idempotency-Key header differ")
+        setattr(message, "idempotency_key", key)  # noqa: B010
+    return message
+
+
+def _null_path(value: Any, path: str = "") -> str | None:
+    """The path of the first JSON null in ``value`` (protobuf's parser would take it silently as
+    the field's default, which the document does not allow)."""
+    if value is None:
+        return path or "body"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _null_path(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _null_path(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _float_enum_path(value: Any, descriptor: Any, path: str = "") -> str | None:
+    """The path of the first enum field in ``value`` (JSON for ``descriptor``) given as a
+    non-integer number or a boolean: protobuf's parser takes 2.5e-42 as the enum's value 0."""
+    if not isinstance(value, dict):
+        return None
+    for key, item in value.items():
+        fd = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
+        if fd is None:
+            continue
+        where = f"{path}.{key}" if path else str(key)
+        items = item if fd.is_repeated and isinstance(item, list) else [item]
+        if fd.enum_type is not None:
+            for one in items:
+                if isinstance(one, bool) or (isinstance(one, float) and not one.is_integer()):
+                    return where
+        elif fd.message_type is not None and not fd.message_type.GetOptions().map_entry:
+            for i, one in enumerate(items):
+                found = _float_enum_path(one, fd.message_type, f"{where}[{i}]" if fd.is_repeated else where)
+                if found is not None:
+                    return found
+    return None
+
+
+def _set_path(message: Message, path: str, value: str) -> None:
+    *parents, leaf = path.split(".")
+    target = message
+    for name in parents:
+        target = getattr(target, name)
+    current = getattr(target, leaf)
+    if current and current != value:
+        raise BadRequest(path, f"the path names {value!r}, the body {current!r}")
+    setattr(target, leaf, value)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+_TRUE: Final = ("true", "1")
+
+
+def _value(message: Message, path: str) -> Any:
+    value: Any = message
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def _items(reply: Message, path: str) -> Iterator[Message]:
+    value = _value(reply, path)
+    if isinstance(value, Message):
+        yield value
+    else:
+        yield from value
+
+
+def _project(reply: Message | list[Message], path: str) -> Any:
+    if isinstance(reply, list):
+        return [message_to_json(m) for m in reply]
+    value: Any = reply
+    for name in path.split(".") if path else ():
+        value = getattr(value, name)
+    if isinstance(value, Message):
+        return message_to_json(value)
+    return [message_to_json(m) for m in value]
+
+
+class HttpApi:
+    """Serves ``/api/v1/``: :meth:`routes` to add to the node's listener, :meth:`attach` once
+    the node's servicer exists (until then calls answer 503).
+
+    ``leader_http(grpc_address)`` is the HTTP address (``host:port``) of the node whose gRPC
+    address a ``not_leader`` answer names (None if it has no listener or is unknown);
+    ``scheme`` is ``https`` when the listener serves TLS.
+    """
+
+    def __init__(
+        self,
+        leader_http: Callable[[str], str | None],
+        scheme: str = "http",
+        now_ms: Callable[[], int] | None = None,
+        poll_s: float = WATCH_POLL_S,
+    ) -> None:
+        self._calls: LocalCalls | None = None
+        self._leader_http = leader_http
+        self.scheme = scheme
+        self.openapi: Callable[[], bytes] | None = None
+        self._now_ms = now_ms
+        self._poll_s = poll_s
+        self.streams = 0
+        """Event streams open now."""
+        self.observe: Callable[[str, int, float], None] | None = None
+        """Called once per answer with (Admin RPC or ``none``, HTTP status, seconds)."""
+        self.monotonic: Callable[[], float] | None = None
+
+    def attach(self, calls: LocalCalls) -> None:
+        self._calls = calls
+
+    def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Awaitable[HttpResponse | HttpStream]]]]:
+        path = routes.PREFIX + r"/{tail:[\s\S]*}"  # any character: a %0A in a name as well
+        return [("*", path, self.handle)]  # every method: a 405 with Allow comes from the table
+
+    async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
+        """Answer one request (see the module docstring); observed by :attr:`observe`."""
+        if self.observe is None or self.monotonic is None:
+            return await self._handle(request)
+        start = self.monotonic()
+        out = await self._handle(request)
+        raw = request.raw_path or request.path
+        found = routes.find(request.method, raw)
+        rpc = found[0].rpc if found else "openapi" if raw == routes.PREFIX + "/openapi.json" else "none"
+        self.observe(rpc, out.status, self.monotonic() - start)
+        return out
+
+    async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
+        raw = request.raw_path or request.path
+        if request.method == "GET" and raw == routes.PREFIX + "/openapi.json" and self.openapi:
+            return HttpResponse(200, self.openapi(), JSON)
+        found = routes.find(request.method, raw)
+        if found is None:
+            allowed = routes.allowed_methods(raw)
+            if allowed:
+                return _problem(
+                    405,
+                    f"{request.method} is not served here; {', '.join(allowed)} is",
+                    raw,
+                    headers={"Allow": ", ".join(allowed)},
+                )
+            return _problem(404, f"no API route {raw}", raw, code="not_found")
+        route, params = found
+        try:
+            message = build_request(route, params, request)
+        except BadRequest as exc:
+            return _problem(400, str(exc), raw, "invalid_argument", {"field": exc.field})
+        if self._calls is None:
+            return _problem(503, "this node is starting; try again", raw, "unavailable")
+        stream = route.stream
+        if stream is not None and stream.follow and request.query.get(FOLLOW_PARAM, "").lower() not in _TRUE:
+            stream = None
+        if stream is not None:
+            if self.streams >= MAX_STREAMS:
+                return _problem(
+                    503, f"this node serves {MAX_STREAMS} event streams already", raw, "unavailable"
+                )
+            watch_since = not stream.follow and "since_ms" in message.DESCRIPTOR.fields_by_name
+            if watch_since and self._now_ms is not None and not getattr(message, "since_ms"):  # noqa: B009
+                setattr(message, "since_ms", self._now_ms() - WATCH_LOOKBACK_MS)  # noqa: B010
+        metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
+        if request.query.get(STALE_PARAM, "").lower() in _TRUE:
+            metadata.append(("raftsched-allow-stale", "1"))
+        peer = f"http:{request.remote}" if request.remote else "http"
+        names = request.peer_names
+        context = LocalContext(metadata, peer, names)
+        method = SERVICE + route.rpc
+        try:
+            reply = await self._calls.call(method, message, context)
+        except Aborted as exc:
+            return self._refused(exc, context, method, request, raw)
+        except Exception:  # a bug in a handler: gRPC would answer UNKNOWN
+            log.exception("HTTP %s %s failed", request.method, raw)
+            return _problem(500, "internal error (see the node's log)", raw, "internal")
+        if stream is not None:
+            assert isinstance(reply, Message)
+            events = self._events(stream, method, message, metadata, peer, names, reply)
+            return HttpStream(events, headers={"X-Accel-Buffering": "no"})
+        return _ok(_project(reply, route.response))
+
+    async def _events(
+        self,
+        stream: Stream,
+        method: str,
+        message: Message,
+        metadata: list[tuple[str, str]],
+        peer: str,
+        names: tuple[str, ...],
+        reply: Message,
+    ) -> AsyncIterator[bytes]:
+        """Server-sent events: each new or changed item of ``stream.items``, then the RPC again
+        every poll interval (through the interceptors again: a revoked token ends the stream)."""
+        assert self._calls is not None
+        self.streams += 1
+        seen: dict[str, str] = {}
+        quiet = 0.0
+        try:
+            while True:
+                current: dict[str, str] = {}
+                sent = False
+                for item in _items(reply, stream.items):
+                    key = "/".join(str(getattr(item, k)) for k in stream.key)
+                    data = json.dumps(message_to_json(item), ensure_ascii=False)
+                    current[key] = data
+                    if seen.get(key) != data:
+                        sent = True
+                        yield f"event: {stream.event}\nid: {key}\ndata: {data}\n\n".encode()
+                    if stream.advance is not None:
+                        field, item_field = stream.advance
+                        setattr(message, field, max(getattr(message, field), getattr(item, item_field)))
+                seen = current
+                if stream.done and _value(reply, stream.done):
+                    yield b"event: end\ndata: {}\n\n"
+                    return
+                quiet = 0.0 if sent else quiet + self._poll_s
+                if quiet >= KEEPALIVE_S:
+                    quiet = 0.0
+                    yield b": keep-alive\n\n"
+                await asyncio.sleep(self._poll_s)
+                context = LocalContext(metadata, peer, names)
+                try:
+                    got = await self._calls.call(method, message, context)
+                except Aborted as exc:
+                    problem = {"status": HTTP_STATUS.get(exc.code, 500), "detail": exc.details}
+                    problem["code"] = context.trailing.get(CODE_KEY, "")
+                    yield f"event: error\ndata: {json.dumps(problem, ensure_ascii=False)}\n\n".encode()
+                    return
+                assert isinstance(got, Message)
+                reply = got
+        finally:
+            self.streams -= 1
+
+    def _refused(
+        self, exc: Aborted, context: LocalContext, method: str, request: HttpRequest, raw: str
+    ) -> HttpResponse:
+        code = context.trailing.get(CODE_KEY, "")
+        if code == "not_leader":
+            leader = context.trailing.get(LEADER_KEY, "")
+            http = self._leader_http(leader) if leader else None
+            if http:
+                query = request.raw_query
+                location = f"{self.scheme}://{http}{raw}" + (f"?{query}" if query else "")
+                return _problem(
+                    307,
+                    exc.details,
+                    raw,
+                    code,
+                    {"leader": leader},
+                    headers={"Location": location},
+                )
+            note = f" (the leader {leader} has no HTTP listener known to this node)" if leader else ""
+            return _problem(503, exc.details + note, raw, code)
+        status = HTTP_STATUS.get(exc.code, 500)
+        extra: dict[str, Any] = {"grpc_status": exc.code.name}
+        field = getattr(context.error, "field", "")
+        if field:
+            extra["field"] = field
+        headers: dict[str, str] = {}
+        if status in (401, 403):
+            extra["permission"] = str(authz.TABLE.get(method, ""))
+            if status == 401:
+                headers["WWW-Authenticate"] = 'Bearer realm="raftsched"'
+        return _problem(status, exc.details, raw, code, extra, headers)

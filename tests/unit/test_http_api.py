@@ -1,0 +1,403 @@
+"""The HTTP/JSON API's route table, request building, error mapping and OpenAPI document, without a
+node: the gateway calls a scripted Admin servicer through the real authorization interceptor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from openapi_spec_validator import validate
+
+from raftsched.errors import InvalidSpec, NotFound, NotLeader
+from raftsched.observability.listener import HttpListener, HttpRequest, HttpResponse, HttpStream
+from raftsched.rpc import openapi, routes
+from raftsched.rpc.http_api import (
+    ADMIN,
+    HTTP_STATUS,
+    BadRequest,
+    HttpApi,
+    LocalCalls,
+    build_request,
+    query_fields,
+)
+from raftsched.rpc.plumbing import rpc
+from raftsched.security.auth import Principal, Role
+from raftsched.security.authz import Authenticator, AuthInterceptor, caller
+from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# -- the route table -------------------------------------------------------------------------------
+
+
+def test_every_admin_rpc_has_a_route() -> None:
+    routed = {r.rpc for r in routes.ROUTES}
+    assert routed == {m.name for m in ADMIN.methods}
+
+
+def test_every_route_names_real_fields() -> None:
+    for r in routes.ROUTES:
+        method = ADMIN.methods_by_name[r.rpc]
+        for p in r.params:
+            message: Any = method.input_type
+            *parents, leaf = r.field_of(p).split(".")
+            for name in parents:
+                message = message.fields_by_name[name].message_type
+            assert leaf in message.fields_by_name, (r, p)
+        for name in r.fixed:
+            assert name in method.input_type.fields_by_name, (r, name)
+        if r.body not in ("", "*"):
+            assert method.input_type.fields_by_name[r.body].message_type is not None, r
+        if r.response:
+            assert r.response.split(".")[0] in method.output_type.fields_by_name, r
+        assert r.method in ("GET", "POST", "PATCH", "DELETE"), r
+        reads = (
+            "Get",
+            "List",
+            "Explain",
+            "Lineage",
+            "FireAccounting",
+            "ClusterStatus",
+            "NodeStatus",
+            "Backup",
+        )
+        assert (r.method == "GET") == r.rpc.startswith(reads), r  # only reads are GET, every read is
+
+
+def test_routes_match_percent_encoded_names_and_verbs() -> None:
+    found = routes.find("POST", "/api/v1/tasks/a%2Fb%3Ac:trigger")
+    assert found is not None
+    assert (found[0].rpc, found[1]) == ("TriggerNow", {"name": "a/b:c"})
+    found = routes.find("GET", "/api/v1/tasks/wf%23step")
+    assert found is not None and found[1] == {"name": "wf#step"}
+    found = routes.find("PATCH", "/api/v1/tasks/etl")
+    assert found is not None and found[1] == {"spec.name": "etl"}
+    found = routes.find("POST", "/api/v1/tasks/etl:disable")
+    assert found is not None and found[0].fixed == {"enabled": False}
+    assert routes.find("GET", "/api/v1/tasks/a/b") is None
+    assert routes.allowed_methods("/api/v1/tasks") == ["GET", "POST"]
+
+
+def test_a_custom_verb_is_never_read_as_part_of_a_name() -> None:
+    # Found by schemathesis: OPTIONS /tasks/0:enable answered Allow: DELETE, GET, PATCH, POST.
+    assert routes.find("GET", "/api/v1/tasks/etl:enable") is None
+    assert routes.allowed_methods("/api/v1/tasks/etl:enable") == ["POST"]
+    found = routes.find("GET", "/api/v1/tasks/etl%3Aenable")  # the task named "etl:enable"
+    assert found is not None and found[1] == {"name": "etl:enable"}
+    found = routes.find("GET", "/api/v1/tasks/a:b")  # not a verb of any route: a name
+    assert found is not None and found[1] == {"name": "a:b"}
+
+
+# -- request building ------------------------------------------------------------------------------
+
+
+def _route(method: str, path: str) -> tuple[routes.Route, dict[str, str]]:
+    found = routes.find(method, path)
+    assert found is not None
+    return found
+
+
+def test_query_parameters_become_fields() -> None:
+    route, params = _route("GET", "/api/v1/tasks/etl/runs")
+    req = build_request(
+        route,
+        params,
+        HttpRequest("GET", "", query={"page_size": "5", "state": "SUCCEEDED", "since_ms": "7", "stale": "1"}),
+    )
+    assert req == pb.ListRunsRequest(task="etl", page_size=5, state=pb.SUCCEEDED, since_ms=7)
+    route, params = _route("GET", "/api/v1/executors")
+    assert build_request(route, params, HttpRequest("GET", "", query={"include_left": "true"})) == (
+        pb.ListExecutorsRequest(include_left=True)
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [({"page_size": "many"}, "page_size"), ({"nope": "1"}, "nope"), ({"recent_fires": "-1"}, "recent_fires")],
+)
+def test_bad_query_parameters_name_the_parameter(query: dict[str, str], field: str) -> None:
+    route, params = _route("GET", "/api/v1/tasks")
+    with pytest.raises(BadRequest) as exc:
+        build_request(route, params, HttpRequest("GET", "", query=query))
+    assert exc.value.field == field
+
+
+def test_body_path_and_idempotency_key() -> None:
+    route, params = _route("PATCH", "/api/v1/tasks/etl")
+    body = json.dumps({"spec": {"command": "true"}, "expected_version": 3}).encode()
+    req = build_request(route, params, HttpRequest("PATCH", "", body=body, headers={"Idempotency-Key": "k1"}))
+    assert isinstance(req, pb.UpdateTaskRequest)
+    assert (req.spec.name, req.spec.command, req.expected_version, req.idempotency_key) == (
+        "etl",
+        "true",
+        3,
+        "k1",
+    )
+    other = json.dumps({"spec": {"name": "other"}}).encode()
+    with pytest.raises(BadRequest, match="the path names 'etl', the body 'other'") as exc:
+        build_request(route, params, HttpRequest("PATCH", "", body=other))
+    assert exc.value.field == "spec.name"
+    with pytest.raises(BadRequest) as exc:
+        build_request(route, params, HttpRequest("PATCH", "", body=b'{"spec": {"nme": 1}}'))
+    assert exc.value.field == "body"
+    with pytest.raises(BadRequest, match="null is not a value") as exc:  # found by schemathesis
+        build_request(route, params, HttpRequest("PATCH", "", body=b'{"spec": {"locks": [null]}}'))
+    assert exc.value.field == "spec.locks[0]"
+    for body, where in (  # found by schemathesis: protobuf took a float as the enum's value 0
+        (b'{"spec": {"overlap": 2.5e-42}}', "spec.overlap"),
+        (b'{"spec": {"locks": [{"name": "l"}], "misfire": true}}', "spec.misfire"),
+    ):
+        with pytest.raises(BadRequest, match="an enum value is a name or an integer") as exc:
+            build_request(route, params, HttpRequest("PATCH", "", body=body))
+        assert exc.value.field == where
+    assert build_request(route, params, HttpRequest("PATCH", "", body=b'{"spec": {"overlap": 2.0}}'))
+    with pytest.raises(BadRequest, match="not JSON"):
+        build_request(route, params, HttpRequest("PATCH", "", body=b"{"))
+    route, params = _route("GET", "/api/v1/tasks/etl")
+    with pytest.raises(BadRequest, match="takes no body"):
+        build_request(route, params, HttpRequest("GET", "", body=b"{}"))
+
+
+def test_only_scalar_fields_are_query_parameters() -> None:
+    for r in routes.ROUTES:
+        for fd in query_fields(r):
+            assert fd.message_type is None
+        if r.body:
+            assert query_fields(r) == []
+
+
+# -- the gateway over a scripted servicer ----------------------------------------------------------
+
+
+class Scripted(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, str, tuple[tuple[str, str], ...]]] = []
+
+    @rpc
+    async def GetTask(self, request: pb.GetTaskRequest, context: Any) -> pb.TaskReply:
+        self.seen.append((request, caller().principal.id, tuple(context.invocation_metadata())))
+        if request.name == "missing":
+            raise NotFound(f"task {request.name!r} does not exist")
+        if request.name == "follower":
+            raise NotLeader("this node is not the leader", leader="127.0.0.1:7001")
+        if request.name == "nowhere":
+            raise NotLeader("this node is not the leader", leader="10.0.0.9:1")
+        if request.name == "boom":
+            raise RuntimeError("a bug")
+        return pb.TaskReply(task=pb.TaskRecord(spec=pb.TaskSpec(name=request.name), version=2**60))
+
+    @rpc
+    async def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsReply:
+        self.polls = getattr(self, "polls", 0) + 1
+        self.seen.append((request, caller().principal.id, tuple(context.invocation_metadata())))
+        if self.polls >= 4:
+            raise NotFound("task 'etl' does not exist")  # deleted meanwhile: the stream ends
+        runs = [pb.Run(run_id="etl@1", state=pb.RUNNING if self.polls < 3 else pb.SUCCEEDED)]
+        if self.polls >= 2:
+            runs.append(pb.Run(run_id="etl@2", state=pb.PENDING))
+        return pb.ListRunsReply(runs=runs)
+
+    @rpc
+    async def AddTask(self, request: pb.AddTaskRequest, context: Any) -> pb.TaskReply:
+        raise InvalidSpec("spec.trigger.cron", "not a cron expression")
+
+
+class Verifier:
+    def cached(self, token: str) -> Principal | None:
+        return {
+            "admin-token": Principal("admin", Role.ADMIN, frozenset({"*"})),
+            "viewer-token": Principal("viewer", Role.VIEWER, frozenset({"*"})),
+        }.get(token)
+
+    def check(self, token: str) -> Principal:
+        from raftsched.errors import Unauthenticated
+
+        raise Unauthenticated("unknown token")
+
+
+def _api(auth: bool = True) -> tuple[HttpApi, Scripted]:
+    servicer = Scripted()
+    interceptors = [AuthInterceptor(Authenticator(Verifier()))] if auth else []  # type: ignore[arg-type]
+    api = HttpApi(lambda grpc: {"127.0.0.1:7001": "127.0.0.1:8001"}.get(grpc), scheme="https")
+    api.attach(LocalCalls(servicer, interceptors))
+    return api, servicer
+
+
+def _get(api: HttpApi, path: str, token: str | None = "admin-token", **kw: Any) -> tuple[HttpResponse, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    raw, _, query = path.partition("?")
+    q = dict(p.split("=", 1) for p in query.split("&")) if query else {}
+    out = asyncio.run(
+        api.handle(HttpRequest(kw.pop("method", "GET"), raw, q, headers, raw_query=query, **kw))
+    )
+    assert isinstance(out, HttpResponse)
+    return out, json.loads(out.body)
+
+
+def test_a_call_reaches_the_servicer_with_its_principal_and_metadata() -> None:
+    api, servicer = _api()
+    out, body = _get(api, "/api/v1/tasks/etl?stale=true")
+    assert out.status == 200 and out.content_type == "application/json"
+    assert body["task"]["spec"]["name"] == "etl"
+    assert body["task"]["version"] == 2**60  # a number, exact
+    req, who, metadata = servicer.seen[-1]
+    assert req == pb.GetTaskRequest(name="etl") and who == "admin"
+    assert ("raftsched-allow-stale", "1") in metadata
+
+
+def test_refusals_are_problem_documents() -> None:
+    api, _ = _api()
+    out, body = _get(api, "/api/v1/tasks/missing")
+    assert (out.status, out.content_type) == (404, "application/problem+json")
+    assert body["code"] == "not_found" and body["grpc_status"] == "NOT_FOUND"
+    assert body["detail"] == "task 'missing' does not exist" and body["instance"] == "/api/v1/tasks/missing"
+    out, body = _get(api, "/api/v1/tasks/etl", token=None)
+    assert out.status == 401 and body["permission"] == "tasks.read"
+    assert out.headers["WWW-Authenticate"].startswith("Bearer")
+    out, body = _get(api, "/api/v1/tasks", token="viewer-token", method="POST", body=b"{}")
+    assert out.status == 403 and body["permission"] == "tasks.write"
+    assert "lacks permission tasks.write" in body["detail"]
+    out, body = _get(api, "/api/v1/tasks", method="POST", body=b'{"spec": {"name": "x"}}')
+    assert out.status == 400 and body["field"] == "spec.trigger.cron"
+    assert body["detail"] == "spec.trigger.cron: not a cron expression"
+    out, body = _get(api, "/api/v1/tasks/boom")
+    assert out.status == 500 and "a bug" not in body["detail"]
+    out, body = _get(api, "/api/v1/tasks", method="PUT")
+    assert out.status == 405 and out.headers["Allow"] == "GET, POST"
+    out, body = _get(api, "/api/v1/nothing")
+    assert out.status == 404
+
+
+def test_every_answer_is_observed_with_its_rpc_and_status() -> None:
+    api, _ = _api()
+    seen: list[tuple[str, int, float]] = []
+    api.observe = lambda rpc, status, seconds: seen.append((rpc, status, seconds))
+    ticks = iter([1.0, 1.25, 2.0, 2.5])
+    api.monotonic = lambda: next(ticks)
+    _get(api, "/api/v1/tasks/etl")
+    _get(api, "/api/v1/nothing")
+    assert seen == [("GetTask", 200, 0.25), ("none", 404, 0.5)]
+
+
+def test_not_leader_redirects_to_the_leaders_http_listener() -> None:
+    api, _ = _api()
+    out, body = _get(api, "/api/v1/tasks/follower?stale=false")
+    assert out.status == 307
+    assert out.headers["Location"] == "https://127.0.0.1:8001/api/v1/tasks/follower?stale=false"
+    assert body["leader"] == "127.0.0.1:7001"
+    out, body = _get(api, "/api/v1/tasks/nowhere")
+    assert out.status == 503 and body["code"] == "not_leader"
+
+
+def test_without_auth_calls_run_as_the_anonymous_admin() -> None:
+    api, servicer = _api(auth=False)
+    out, _ = _get(api, "/api/v1/tasks/etl", token=None)
+    assert out.status == 200 and servicer.seen[-1][1] == "anonymous"
+
+
+def test_a_watch_sends_what_is_new_or_changed_until_a_call_is_refused() -> None:
+    servicer = Scripted()
+    api = HttpApi(lambda grpc: None, now_ms=lambda: 100_000, poll_s=0.0)
+    api.attach(LocalCalls(servicer))
+
+    async def read() -> list[str]:
+        out = await api.handle(HttpRequest("GET", "/api/v1/tasks/etl/runs:watch"))
+        assert isinstance(out, HttpStream) and out.content_type == "text/event-stream"
+        return [chunk.decode() async for chunk in out.body]
+
+    events = asyncio.run(read())
+    heads = [e.split("\ndata: ")[0] for e in events]
+    assert heads == [
+        "event: run\nid: etl@1",  # first poll: what exists
+        "event: run\nid: etl@2",  # second: only the new run (etl@1 unchanged)
+        "event: run\nid: etl@1",  # third: etl@1 succeeded
+        "event: error",  # fourth: refused, the stream ends
+    ]
+    assert json.loads(events[2].split("data: ")[1])["state"] == "SUCCEEDED"
+    assert '"status": 404' in events[3]
+    first = servicer.seen[0][0]
+    assert first == pb.ListRunsRequest(task="etl", since_ms=100_000 - 60_000)  # the last minute
+    assert api.streams == 0
+
+
+def test_status_table_covers_every_grpc_code() -> None:
+    assert set(HTTP_STATUS) == set(grpc.StatusCode)
+
+
+# -- the OpenAPI document --------------------------------------------------------------------------
+
+
+def test_committed_openapi_document_is_regenerated_exactly() -> None:
+    committed = (ROOT / "raftsched" / "rpc" / "openapi.json").read_bytes()
+    assert committed == openapi.render(), "run `python tools/genopenapi.py` and commit"
+    assert openapi.document_bytes() == committed
+
+
+def test_openapi_document_is_valid_and_names_every_route() -> None:
+    doc = json.loads(openapi.document_bytes())
+    validate(doc)
+    documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert documented == {(r.method, routes.PREFIX + r.path) for r in routes.ROUTES}
+    for r in routes.ROUTES:
+        op = doc["paths"][routes.PREFIX + r.path][r.method.lower()]
+        names = {p["name"] for p in op["parameters"] if p["in"] != "header"}
+        follow = {"follow"} if r.stream is not None and r.stream.follow else set()
+        assert (
+            names
+            == set(r.params) | {f.name for f in query_fields(r)} | (set() if r.write else {"stale"}) | follow
+        )
+
+
+def test_a_route_missing_from_the_document_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = routes.Route("GET", "/tasks/{name}/extra", "GetTask", "drift")
+    monkeypatch.setattr(routes, "ROUTES", (*routes.ROUTES, extra))
+    monkeypatch.setitem(routes._OPERATION_IDS, ("GET", "/tasks/{name}/extra"), "GetTask_extra")
+    with pytest.raises(AssertionError):
+        test_committed_openapi_document_is_regenerated_exactly()
+
+
+def test_readme_lists_every_route() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## HTTP/JSON API", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| route | RPC | what |\n|---|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    listed = [line.split("`")[1] for line in table.splitlines()]
+    assert listed == [f"{r.method} {routes.PREFIX}{r.path}" for r in routes.ROUTES]
+
+
+def test_the_wheel_ships_the_openapi_document() -> None:
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "rpc/openapi.json" in patterns["raftsched"]
+
+
+def test_the_listener_routes_every_api_path_to_the_gateway() -> None:
+    # Found by schemathesis: a %0A in a name fell through aiohttp's "{tail:.*}" to a text/plain 404.
+    from tests.integration.http_api_support import call
+
+    api, _ = _api(auth=False)
+
+    async def main() -> list[tuple[int, str, Any]]:
+        listener = HttpListener("127.0.0.1:0")
+        for method, path, handler in api.routes():
+            listener.add_route(method, path, handler)
+        await listener.start()
+        try:
+            assert listener.bound is not None
+            out = []
+            for path in ("/api/v1/tasks/a%0Ab", "/api/v1/nothing%0A"):
+                got = await asyncio.to_thread(call, listener.bound, "GET", path)
+                out.append((got.status, got.headers["content-type"], got.body))
+            return out
+        finally:
+            await listener.stop()
+
+    (ok_status, ok_type, ok_body), (missing, missing_type, _) = asyncio.run(main())
+    assert (ok_status, ok_type, ok_body["task"]["spec"]["name"]) == (200, "application/json", "a\nb")
+    assert (missing, missing_type) == (404, "application/problem+json")

@@ -410,6 +410,7 @@ class Node:
             lambda: self.replica.last_applied,
             self._own_sum,
             node_client_tls(self.config),
+            retention=self.retention.fingerprint(),
         )
         peer_checking = asyncio.ensure_future(self._peer_check_loop(peer_check))
         self._health = health.aio.HealthServicer()
@@ -1007,6 +1008,7 @@ class Node:
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
+            reply.retention = self.retention.fingerprint()
             content = self.replica.recent_sums.get(chain_at_index) if chain_at_index else None
             if content is not None:
                 reply.content_sum_at_index = f"{content:032x}"

@@ -33,6 +33,14 @@ class Retention:
     # Bound on deletions per insertion, so one apply never stalls on a huge backlog of expiries.
     prune_step: int = 4
 
+    def fingerprint(self) -> str:
+        """The settings as one string: equal on two nodes exactly when they prune alike."""
+        return (
+            f"keep_count={self.keep_count} keep_ms={self.keep_ms} "
+            f"idempotency_keep_ms={self.idempotency_keep_ms} audit_keep_ms={self.audit_keep_ms} "
+            f"prune_step={self.prune_step}"
+        )
+
 
 class TaskState:
     """Mutable per-task state owned by the FSM (the only mutable state in the domain)."""

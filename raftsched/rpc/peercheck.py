@@ -10,6 +10,11 @@ node's state diverged (it applied differently, or loaded a store damaged before 
 checksum) and :meth:`PeerCheck.check_once` returns why. A peer that is the odd one finds that
 itself. Cheap: two small status calls per peer, no store read.
 
+Apply prunes history by each node's retention settings (``[scheduler]`` history and idempotency
+keeps, ``[auth] audit_keep``), so two nodes with different settings hold different content
+without either being damaged: the check compares only with peers that report the same settings
+(``NodeStatusReply.retention``) and logs the others as a config mismatch.
+
 Peers are dialled as the CLI dials them, with the node's TLS settings (:func:`node_client_tls`);
 with ``[auth]`` tokens and no certificate a peer refuses the call and the check has nothing to
 compare (status refused calls count as no answer).
@@ -18,6 +23,7 @@ compare (status refused calls count as no answer).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +34,9 @@ from raftsched.security.tls import TlsConfig, aio_channel
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
-__all__ = ["PeerCheck", "verdict"]
+__all__ = ["PeerCheck", "same_settings", "verdict"]
+
+log = logging.getLogger("raftsched.node")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +45,16 @@ class Seen:
 
     index: int
     sums: dict[str, str]
+
+
+def same_settings(
+    retention: str, replies: Sequence[pb.NodeStatusReply]
+) -> tuple[list[pb.NodeStatusReply], list[str]]:
+    """The replies of peers that prune as this node does (``retention`` is its fingerprint; a
+    peer of a build that does not report it counts as the same), and the ids of the others."""
+    same = [r for r in replies if not r.retention or not retention or r.retention == retention]
+    other = sorted(r.node_id for r in replies if r not in same)
+    return same, other
 
 
 def verdict(node_id: str, seen: Seen) -> str:
@@ -68,8 +86,11 @@ class PeerCheck:
         own_sum: Callable[[int], str],
         tls: TlsConfig | None,
         timeout_s: float = 5.0,
+        retention: str = "",
     ) -> None:
         self.node_id = node_id
+        self._retention = retention
+        self._mismatch_logged: tuple[str, ...] = ()
         self._peers = peers
         self._own_applied = own_applied
         self._own_sum = own_sum
@@ -92,9 +113,20 @@ class PeerCheck:
     async def look(self) -> Seen | None:
         """The checksums at the lowest index every answering node applied (None: nobody answered)."""
         peers = list(self._peers())
-        first = await self._ask(peers, 0)
+        first, other = same_settings(self._retention, await self._ask(peers, 0))
+        if other and tuple(other) != self._mismatch_logged:
+            self._mismatch_logged = tuple(other)
+            log.warning(
+                "node %s: the retention settings of %s differ from this node's (%s): apply prunes "
+                "by them, so their content is not compared; give every node the same [scheduler] "
+                "history/idempotency keeps and [auth] audit_keep",
+                self.node_id,
+                ", ".join(other),
+                self._retention,
+            )
         if not first:
             return None
+        peers = [(n, a) for n, a in peers if n not in other]
         index = min([self._own_applied(), *(r.applied_index for r in first)])
         sums = {r.node_id: r.content_sum_at_index for r in await self._ask(peers, index)}
         sums[self.node_id] = self._own_sum(index)

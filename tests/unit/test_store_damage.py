@@ -523,3 +523,39 @@ def test_a_node_is_diverged_only_when_a_majority_of_the_answers_disagrees_with_i
         f"theirs {'b' * 12})"
     )
     assert verdict("n1", Seen(7, {"n1": "aa", "n2": "bb", "n3": "bb", "n4": "cc", "n5": "aa"})) == ""
+
+
+def test_peers_that_prune_by_other_retention_settings_are_not_compared() -> None:
+    """Apply prunes by each node's retention settings, so a node whose [scheduler] history keep
+    differs from its peers' holds other content without being damaged: the check compares only
+    with peers reporting the same settings (review of the merged store-damage work: a rolling
+    change of history_keep_count marked the first restarted node damaged, for good)."""
+    from raftsched.fsm.records import Retention
+    from raftsched.rpc.peercheck import PeerCheck, same_settings, verdict
+
+    mine, theirs = Retention().fingerprint(), Retention(keep_count=10).fingerprint()
+    assert mine != theirs
+
+    class Check(PeerCheck):
+        async def _ask(self, peers: Sequence[tuple[str, str]], index: int) -> list[pb.NodeStatusReply]:
+            return [
+                pb.NodeStatusReply(
+                    node_id=n, applied_index=40, retention=theirs, content_sum_at_index="bb" if index else ""
+                )
+                for n, _ in peers
+            ]
+
+    check = Check(
+        "n1", lambda: [("n2", "a:1"), ("n3", "a:2")], lambda: 40, lambda index: "aa", None, retention=mine
+    )
+    assert asyncio.run(check.look()) is None  # nobody comparable: nothing to judge
+    assert asyncio.run(check.check_once()) == ""
+    # The same peers with this node's settings outvote it.
+    check._retention = theirs
+    seen = asyncio.run(check.look())
+    assert seen is not None and "differs from that of n2, n3" in verdict("n1", seen)
+    # A peer of an older build (no fingerprint) is compared as before.
+    same, other = same_settings(
+        mine, [pb.NodeStatusReply(node_id="n2"), pb.NodeStatusReply(node_id="n3", retention=theirs)]
+    )
+    assert [r.node_id for r in same] == ["n2"] and other == ["n3"]

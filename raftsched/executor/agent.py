@@ -110,6 +110,28 @@ class LeaderLost(Exception):
     """The stream or an RPC says this target no longer leads; find the leader again."""
 
 
+class PruneCutoff:
+    """Where the execution log's pruning may cut: entries acknowledged before ``now - keep``.
+
+    Acknowledgements are stamped with the wall clock, but the retention argument (no leader
+    sends an id again ``keep`` after its result was acknowledged) is about time that really
+    passed. So the cutoff never moves faster than the monotonic clock: a wall clock stepped
+    forward (an NTP step, a VM resumed) does not prune every acknowledged id at once; entries are
+    then kept longer by the step instead, which is safe."""
+
+    def __init__(self, keep_ms: int) -> None:
+        self.keep_ms = keep_ms
+        self._last: tuple[int, float] | None = None  # (cutoff ms, monotonic s) of the last call
+
+    def next(self, now_ms: int, monotonic_s: float) -> int:
+        cutoff = now_ms - self.keep_ms
+        if self._last is not None:
+            last_cutoff, last_mono = self._last
+            cutoff = min(cutoff, last_cutoff + max(0, round((monotonic_s - last_mono) * 1000)))
+        self._last = (cutoff, monotonic_s)
+        return cutoff
+
+
 class Executor:
     """One executor; see the module docstring for its contract.
 
@@ -820,9 +842,10 @@ class Executor:
         log_ = self._log
         keep_ms = self.execution_log_keep_ms
         every_s = min(60.0, max(0.5, keep_ms / 4000))
+        cutoffs = PruneCutoff(keep_ms)
         while True:
             await asyncio.sleep(every_s)
-            cutoff = self.clock.now_ms() - keep_ms
+            cutoff = cutoffs.next(self.clock.now_ms(), self.clock.monotonic())
             while True:
                 try:
                     if in_thread:

@@ -377,3 +377,19 @@ def test_the_dedupe_rules_hold_over_the_memory_store_across_a_restart() -> None:
     [interrupted] = second.recover()
     assert interrupted.execution_id == "a/0/1" and interrupted.error == INTERRUPTED_ERROR
     assert [r.execution_id for r in second.pending_reports()] == ["a/0/1", "b/0/1"]  # begin order
+
+
+def test_the_pruning_cutoff_never_moves_faster_than_real_time() -> None:
+    """A wall clock stepped ten minutes forward must not prune every acknowledged id at once:
+    the retention argument is about time that really passed (review of the merged work)."""
+    from raftsched.executor.agent import PruneCutoff
+
+    keep = 600_000
+    cut = PruneCutoff(keep)
+    t0 = 1_800_000_000_000
+    assert cut.next(t0, 100.0) == t0 - keep
+    assert cut.next(t0 + 1_000, 101.0) == t0 - keep + 1_000  # in step with real time
+    # The wall clock jumps 10 min ahead while 1 s passes: the cutoff moves 1 s only.
+    assert cut.next(t0 + 602_000, 102.0) == t0 - keep + 2_000
+    # Stepped back: the wall clock is the tighter bound again.
+    assert cut.next(t0 - 5_000, 103.0) == t0 - 5_000 - keep

@@ -373,11 +373,11 @@ class Node:
         admin = AdminServicer(self, self._live_executors, self.membership)
         pb_grpc.add_AdminServicer_to_server(admin, server)
         if self.http_api is not None:
-            # The HTTP API calls the same servicer through the same authorization: its own
+            # The HTTP API calls the same servicer through the same damage guard and authorization: its own
             # interceptor instance (each caches the handlers it wrapped), the same authenticator
             # settings, token verifier and refusal log. Not the gRPC metrics interceptor: those
             # count gRPC traffic.
-            local = (
+            local = [DamagedGuard(lambda: self.store_damaged)] + (
                 [AuthInterceptor(Authenticator(self.tokens, auth.subjects), self.refusals)]
                 if auth is not None
                 else []

@@ -401,3 +401,17 @@ def test_the_listener_routes_every_api_path_to_the_gateway() -> None:
     (ok_status, ok_type, ok_body), (missing, missing_type, _) = asyncio.run(main())
     assert (ok_status, ok_type, ok_body["task"]["spec"]["name"]) == (200, "application/json", "a\nb")
     assert (missing, missing_type) == (404, "application/problem+json")
+
+
+def test_a_node_with_a_damaged_store_refuses_api_calls_as_its_grpc_port_does() -> None:
+    from raftsched.rpc.plumbing import DamagedGuard
+
+    damage = ""
+    servicer = Scripted()
+    api = HttpApi(lambda grpc: None, scheme="https")
+    api.attach(LocalCalls(servicer, [DamagedGuard(lambda: damage)]))
+    out, _ = _get(api, "/api/v1/tasks/etl", token=None)
+    assert out.status == 200
+    damage = "data.mdb: content checksum mismatch"
+    out, body = _get(api, "/api/v1/tasks/etl", token=None)
+    assert out.status == 503 and "stored state is damaged" in body["detail"]

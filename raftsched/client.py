@@ -396,14 +396,21 @@ class Client:
         return reply.run
 
     def fire_accounting(
-        self, task: str, *, since_ms: int = 0, until_ms: int = 0, limit: int = 0, newest: bool = False
+        self,
+        task: str,
+        *,
+        since_ms: int = 0,
+        until_ms: int = 0,
+        limit: int = 0,
+        newest: bool = False,
+        stale: bool | None = None,
     ) -> list[pb.FireRecord]:
         """How each nominal fire of ``task`` in [since, until] was accounted (fired, coalesced, ...),
         in time order: the first ``limit`` records, or with ``newest`` the last ``limit``."""
         request = pb.FireAccountingRequest(
             task=validate_name(task, "task"), since_ms=since_ms, until_ms=until_ms, limit=limit, newest=newest
         )
-        reply: pb.FireAccountingReply = self._call("FireAccounting", request)
+        reply: pb.FireAccountingReply = self._call("FireAccounting", request, stale=stale)
         return list(reply.fires)
 
     def explain(self, task: str, at_ms: int, *, stale: bool | None = None) -> pb.ExplainReply:
@@ -555,15 +562,15 @@ class Client:
         reply: pb.QuotaReply = self._call("DeleteQuota", request, write=True)
         return reply.quota
 
-    def list_quotas(self) -> list[pb.QuotaRecord]:
+    def list_quotas(self, *, stale: bool | None = None) -> list[pb.QuotaRecord]:
         """Every quota, by kind then name, with its bucket (``tokens_micro`` / 1e6 attempts) and
         the attempts running against it."""
-        reply: pb.ListQuotasReply = self._call("ListQuotas", pb.ListQuotasRequest())
+        reply: pb.ListQuotasReply = self._call("ListQuotas", pb.ListQuotasRequest(), stale=stale)
         return list(reply.quotas)
 
-    def list_locks(self) -> list[pb.LockInfo]:
+    def list_locks(self, *, stale: bool | None = None) -> list[pb.LockInfo]:
         """Every resource lock held or waited for, by name, with its holders and waiters."""
-        reply: pb.ListLocksReply = self._call("ListLocks", pb.ListLocksRequest())
+        reply: pb.ListLocksReply = self._call("ListLocks", pb.ListLocksRequest(), stale=stale)
         return list(reply.locks)
 
     def drain_executor(self, name: str, reason: str = "") -> pb.ExecutorInfo:
@@ -637,20 +644,22 @@ class Client:
             raise _as_invalid_workflow(exc, spec.name) from None
         return reply.workflow, reply.changed
 
-    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord:
+    def get_workflow(self, name: str, version: int = 0, *, stale: bool | None = None) -> pb.WorkflowRecord:
         """A workflow's current record, or (``version`` > 0) the spec of that older version.
 
         Raises NotFound for an unknown workflow or version."""
         _check_count(version, "version")
         request = pb.GetWorkflowRequest(name=validate_name(name, "workflow"), version=version)
-        reply: pb.WorkflowReply = self._call("GetWorkflow", request)
+        reply: pb.WorkflowReply = self._call("GetWorkflow", request, stale=stale)
         return reply.workflow
 
-    def list_workflows(self, prefix: str = "", limit: int = 0) -> list[pb.WorkflowRecord]:
+    def list_workflows(
+        self, prefix: str = "", limit: int = 0, *, stale: bool | None = None
+    ) -> list[pb.WorkflowRecord]:
         """Workflows in name order whose names start with ``prefix``; ``limit`` 0 means all."""
         _check_count(limit, "limit")
         reply: pb.ListWorkflowsReply = self._call(
-            "ListWorkflows", pb.ListWorkflowsRequest(prefix=prefix, limit=limit)
+            "ListWorkflows", pb.ListWorkflowsRequest(prefix=prefix, limit=limit), stale=stale
         )
         return list(reply.workflows)
 
@@ -722,15 +731,15 @@ class Client:
         reply: pb.CalendarReply = self._call("SetCalendar", request, write=True)
         return reply.calendar
 
-    def get_calendar(self, name: str) -> tuple[pb.CalendarRecord, list[str]]:
+    def get_calendar(self, name: str, *, stale: bool | None = None) -> tuple[pb.CalendarRecord, list[str]]:
         """Calendar ``name`` and who excludes it (``"task NAME"``, ``"workflow NAME"``). NotFound if none."""
         request = pb.GetCalendarRequest(name=validate_name(name, "calendar"))
-        reply: pb.CalendarReply = self._call("GetCalendar", request)
+        reply: pb.CalendarReply = self._call("GetCalendar", request, stale=stale)
         return reply.calendar, list(reply.used_by)
 
-    def list_calendars(self) -> list[pb.CalendarRecord]:
+    def list_calendars(self, *, stale: bool | None = None) -> list[pb.CalendarRecord]:
         """Every calendar, by name."""
-        reply: pb.ListCalendarsReply = self._call("ListCalendars", pb.ListCalendarsRequest())
+        reply: pb.ListCalendarsReply = self._call("ListCalendars", pb.ListCalendarsRequest(), stale=stale)
         return list(reply.calendars)
 
     def delete_calendar(self, name: str) -> None:
@@ -757,22 +766,22 @@ class Client:
         reply: pb.WorkflowRunReply = self._call("StartWorkflowRun", request, write=True)
         return reply.run
 
-    def get_workflow_run(self, run_id: str) -> pb.WorkflowRun:
+    def get_workflow_run(self, run_id: str, *, stale: bool | None = None) -> pb.WorkflowRun:
         """One workflow run: its state and every task's state, tries, reason and timeline."""
         reply: pb.WorkflowRunReply = self._call(
-            "GetWorkflowRun", pb.GetWorkflowRunRequest(run_id=_run_id(run_id))
+            "GetWorkflowRun", pb.GetWorkflowRunRequest(run_id=_run_id(run_id)), stale=stale
         )
         return reply.run
 
     def list_workflow_runs(
-        self, workflow: str, limit: int = 100, active_only: bool = False
+        self, workflow: str, limit: int = 100, active_only: bool = False, *, stale: bool | None = None
     ) -> list[pb.WorkflowRun]:
         """Runs of ``workflow``, newest first; ``active_only`` keeps the unfinished ones."""
         _check_count(limit, "limit")
         request = pb.ListWorkflowRunsRequest(
             workflow=validate_name(workflow, "workflow"), limit=limit, active_only=active_only
         )
-        reply: pb.ListWorkflowRunsReply = self._call("ListWorkflowRuns", request)
+        reply: pb.ListWorkflowRunsReply = self._call("ListWorkflowRuns", request, stale=stale)
         return list(reply.runs)
 
     def kill_workflow_run(self, run_id: str, reason: str = "") -> pb.WorkflowRun:
@@ -846,26 +855,30 @@ class Client:
         reply: pb.BackfillReply = self._call("Backfill", request, write=True)
         return reply.backfill
 
-    def get_backfill(self, backfill_id: str) -> pb.BackfillRecord:
+    def get_backfill(self, backfill_id: str, *, stale: bool | None = None) -> pb.BackfillRecord:
         """One backfill and its progress (``runs_finished`` / ``runs_total``, ``runs_failed``)."""
         if not backfill_id or len(backfill_id) > 256:
             raise InvalidSpec("backfill_id", "required (<workflow>~b<seq>)")
-        reply: pb.BackfillReply = self._call("GetBackfill", pb.GetBackfillRequest(backfill_id=backfill_id))
+        reply: pb.BackfillReply = self._call(
+            "GetBackfill", pb.GetBackfillRequest(backfill_id=backfill_id), stale=stale
+        )
         return reply.backfill
 
-    def list_backfills(self, workflow: str) -> list[pb.BackfillRecord]:
+    def list_backfills(self, workflow: str, *, stale: bool | None = None) -> list[pb.BackfillRecord]:
         """Every backfill of ``workflow``."""
         reply: pb.ListBackfillsReply = self._call(
-            "ListBackfills", pb.ListBackfillsRequest(workflow=validate_name(workflow, "workflow"))
+            "ListBackfills",
+            pb.ListBackfillsRequest(workflow=validate_name(workflow, "workflow")),
+            stale=stale,
         )
         return list(reply.backfills)
 
-    def alerts(self, since_ms: int = 0, limit: int = 0) -> list[pb.AlertInfo]:
+    def alerts(self, since_ms: int = 0, limit: int = 0, *, stale: bool | None = None) -> list[pb.AlertInfo]:
         """Retained alert events at or after ``since_ms`` (newest ``limit``; 0: up to 1000), oldest
         first, each with its delivery state per webhook target of the answering node's config."""
         _check_count(limit, "limit")
         reply: pb.ListAlertsReply = self._call(
-            "ListAlerts", pb.ListAlertsRequest(since_ms=since_ms, limit=limit)
+            "ListAlerts", pb.ListAlertsRequest(since_ms=since_ms, limit=limit), stale=stale
         )
         return list(reply.alerts)
 
@@ -876,7 +889,7 @@ class Client:
         return reply.alert
 
     def lineage(
-        self, workflow: str, task: str, version: int = 0
+        self, workflow: str, task: str, version: int = 0, *, stale: bool | None = None
     ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         """``(upstream, downstream)`` of ``task``: every ancestor and descendant with its shortest
         distance (1 = direct), nearest first, in the given version of the workflow (0 = current)."""
@@ -884,7 +897,7 @@ class Client:
         request = pb.LineageRequest(
             workflow=validate_name(workflow, "workflow"), task=validate_name(task, "task"), version=version
         )
-        reply: pb.LineageReply = self._call("Lineage", request)
+        reply: pb.LineageReply = self._call("Lineage", request, stale=stale)
         return (
             [(e.task, e.depth) for e in reply.upstream],
             [(e.task, e.depth) for e in reply.downstream],
@@ -920,10 +933,10 @@ class Client:
         reply: pb.TokenReply = self._call("CreateToken", request, write=True)
         return token, reply.token
 
-    def list_tokens(self) -> list[pb.TokenInfo]:
+    def list_tokens(self, *, stale: bool | None = None) -> list[pb.TokenInfo]:
         """Every token (revoked ones too), by id; never a secret. ``last_used_ms`` is as the
         answering node saw it."""
-        reply: pb.ListTokensReply = self._call("ListTokens", pb.ListTokensRequest())
+        reply: pb.ListTokensReply = self._call("ListTokens", pb.ListTokensRequest(), stale=stale)
         return list(reply.tokens)
 
     def revoke_token(self, token: str) -> pb.TokenInfo:
@@ -934,12 +947,14 @@ class Client:
         reply: pb.TokenReply = self._call("RevokeToken", request, write=True)
         return reply.token
 
-    def audit(self, since_ms: int = 0, principal: str = "", limit: int = 0) -> list[pb.AuditRecord]:
+    def audit(
+        self, since_ms: int = 0, principal: str = "", limit: int = 0, *, stale: bool | None = None
+    ) -> list[pb.AuditRecord]:
         """Audit records (accepted writes), newest first, at or after ``since_ms``, of
         ``principal`` (exact id: ``token:<id>`` or ``cert:<subject>``) if given."""
         _check_count(limit, "limit")
         request = pb.ListAuditRequest(since_ms=since_ms, principal=principal, limit=limit)
-        reply: pb.ListAuditReply = self._call("ListAudit", request)
+        reply: pb.ListAuditReply = self._call("ListAudit", request, stale=stale)
         return list(reply.records)
 
     # -- the retry loop ----------------------------------------------------------------------------

@@ -87,6 +87,10 @@ SWITCH_INTERVAL_S = 0.001
 ADMIN_SERVICE = "raftsched.v1.Admin"
 STEP_DOWN_TIMEOUT_S = 2.0
 CLOCK_WATCH_PERIOD_S = 0.2
+# The Leader health service says SERVING only while this node leads and has heard from a
+# majority within this long: a leader cut off from its followers believes it leads until
+# leader_fallback_timeout, and a load balancer should not send it work meanwhile.
+LEADER_CONTACT_MAX_MS = 1000
 PEER_CHECK_FIRST_S = 10.0  # the first comparison with the peers, after start-up
 
 
@@ -449,6 +453,7 @@ class Node:
         )
         self.membership.start()
         clock_task = asyncio.ensure_future(self._watch_clock())
+        leader_health = asyncio.ensure_future(self._leader_health_loop())
         try:
             if obs is not None:
                 await obs.start()
@@ -464,6 +469,7 @@ class Node:
                     w.cancel()
         finally:
             clock_task.cancel()
+            leader_health.cancel()
             # Hand leadership over first: stopping the gRPC server waits up to its grace period,
             # and the cluster should not wait that long for a leader.
             await asyncio.to_thread(self.step_down)
@@ -476,6 +482,38 @@ class Node:
             if obs is not None:
                 await obs.stop()
             await server.stop(grace=1.0)
+
+    def leads_for_health(self) -> bool:
+        """Whether the Leader health service should say SERVING: Raft says this node leads, it
+        has heard from a majority within :data:`LEADER_CONTACT_MAX_MS`, and its store and clock
+        are sound. A report for load balancers and probes; reads decide by the read barrier."""
+        consensus = self.consensus
+        if consensus is None or not consensus.is_leader() or self.store_damaged:
+            return False
+        if self.clock_watch.faulty():
+            return False
+        age = consensus.status().contact_age_ms
+        return 0 <= age <= LEADER_CONTACT_MAX_MS
+
+    async def _leader_health_loop(self) -> None:
+        """Keep the Leader health service in step with :meth:`leads_for_health` (leadership
+        changes set it at once too, see _on_leadership; this catches a leader cut off)."""
+        serving: bool | None = None
+        while True:
+            await asyncio.sleep(CLOCK_WATCH_PERIOD_S)
+            try:
+                now = await asyncio.to_thread(self.leads_for_health)
+                health_servicer = self._health
+                if now != serving and health_servicer is not None and self.failure is None:
+                    serving = now
+                    await health_servicer.set(
+                        LEADER_HEALTH_SERVICE,
+                        health_pb2.HealthCheckResponse.SERVING
+                        if now
+                        else health_pb2.HealthCheckResponse.NOT_SERVING,
+                    )
+            except Exception:
+                log.exception("leader health check failed")
 
     async def _watch_clock(self) -> None:
         """While this node leads with a damaged store, or with a clock off the majority's by more

@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from raftsched.chaos.harness import _proxied_cluster
 from raftsched.chaos.netproxy import ProxyNet
@@ -29,6 +31,17 @@ class Tally:
     refused: int = 0
     while_deposed: int = 0  # reads asked of the old leader while it still said it led
     stale: list[str] = field(default_factory=list)
+    # rounds in which the old leader's Leader health said NOT_SERVING while Raft there still
+    # said it led (a load balancer stops sending it work before it steps down)
+    health_off_while_claiming: int = 0
+
+
+def _leader_health(address: str) -> int:
+    with grpc.insecure_channel(address) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service="raftsched.v1.Leader"), timeout=5
+        )
+    return int(reply.status)
 
 
 @pytest.fixture
@@ -75,6 +88,16 @@ def _round(cluster: LocalCluster, net: ProxyNet, tally: Tally, note: int) -> Non
             0.05,
             "the majority to elect a new leader",
         )
+        # While the old leader still believes it leads, its Leader health already says it does
+        # not (it has not heard from a majority for over a second).
+        if cluster.status(old).role == "leader":
+            wait_until(
+                lambda: _leader_health(cluster.grpc_of(old)) == health_pb2.HealthCheckResponse.NOT_SERVING,
+                10,
+                0.05,
+                f"{old}'s Leader health to say NOT_SERVING",
+            )
+            tally.health_off_while_claiming += cluster.status(old).role == "leader"
         with Client([cluster.grpc_of(new)], timeout=10, retries=20) as writer:
             acked = writer.update_task(_spec(note)).version
         assert acked > before
@@ -133,6 +156,7 @@ def test_a_leader_cut_off_from_raft_never_answers_a_stale_read(
     tally = _run(*proxied, rounds=2)
     assert not tally.stale, f"{len(tally.stale)} stale reads, first: {tally.stale[:3]}"
     assert tally.while_deposed > 0 and tally.refused > 0  # asked while it still believed it led
+    assert tally.health_off_while_claiming > 0  # its Leader health said so before it stepped down
 
 
 @pytest.mark.soak

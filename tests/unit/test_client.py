@@ -477,3 +477,46 @@ def test_bulk_import_resends_only_the_items_refused_as_unavailable(
     assert [t.spec.name for t in second.tasks] == ["t1"]
     assert second.idempotency_key != first.idempotency_key
     assert sleeps == [0.2]
+
+
+@pytest.mark.parametrize(
+    ("method", "args"),
+    [
+        ("get_task", ("t",)),
+        ("get_run", ("t@1",)),
+        ("explain", ("t", 1)),
+        ("fire_accounting", ("t",)),
+        ("list_quotas", ()),
+        ("list_locks", ()),
+        ("get_workflow", ("wf",)),
+        ("list_workflows", ()),
+        ("get_calendar", ("cal",)),
+        ("list_calendars", ()),
+        ("get_workflow_run", ("wf@1",)),
+        ("list_workflow_runs", ("wf",)),
+        ("get_backfill", ("bf",)),
+        ("list_backfills", ("wf",)),
+        ("alerts", ()),
+        ("lineage", ("wf", "t")),
+        ("list_tokens", ()),
+        ("audit", ()),
+    ],
+)
+def test_every_read_can_be_asked_stale_on_its_own(
+    method: str, args: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: any read accepts ``stale=True`` for one call (any node answers from its own
+    state), not only through ``Client(stale_reads=True)``."""
+    asked: list[bool | None] = []
+
+    def fake_call(
+        self: Client, name: str, request: Message, *, write: bool = False, stale: bool | None = None
+    ) -> Any:
+        assert not write
+        asked.append(stale)
+        raise NotFound("stop here")  # the reply's shape is not under test
+
+    monkeypatch.setattr(Client, "_call", fake_call)
+    with Client(["127.0.0.1:1"]) as c, pytest.raises(NotFound):
+        getattr(c, method)(*args, stale=True)
+    assert asked == [True]

@@ -8,6 +8,7 @@ thread); the leader driver runs on its own thread; gRPC runs on an asyncio loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import logging
@@ -44,6 +45,7 @@ from raftsched.errors import (
     RaftschedError,
     SnapshotFormatError,
     StoreDamaged,
+    Unavailable,
 )
 from raftsched.fsm import keys
 from raftsched.fsm.alerts import STORE_DAMAGED
@@ -218,7 +220,7 @@ class Node:
                 self,
                 self.me.http,
                 self.tally,
-                console=Console(self, leads=self._leads_now),
+                console=Console(self, leads=self._leads_now, confirm_read=self.confirm_read),
                 api=self.http_api,
                 ssl_context=self.http_tls.context if self.http_tls is not None else None,
                 metrics_client_cert=tls is not None and tls.http_metrics_client_cert,
@@ -741,6 +743,20 @@ class Node:
             callback(0, ProposeError("unavailable", f"{self.node_id} has not joined the cluster yet"))
             return
         consensus.propose_barrier(data, callback)
+
+    def confirm_read(self) -> int:
+        """Blocking, from a worker thread: one read barrier (``ReadIndex.confirm``) on the node's
+        event loop; its log index once this node's state covers every write acknowledged before
+        the call. Raises Unavailable ("not sure I still lead") or NotLeader."""
+        loop = self._loop
+        if loop is None:
+            raise Unavailable(f"{self.node_id} is starting; retry shortly")
+        future = asyncio.run_coroutine_threadsafe(self.reads.confirm(), loop)
+        try:
+            return future.result(timeout=self.reads.timeout_s + 1.0)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise Unavailable("not sure I still lead; retry") from None
 
     def _leads_now(self) -> bool:
         gate: LeaderGate = self.gate

@@ -111,11 +111,17 @@ class Console:
         client_factory: Callable[[str | None], Client] | None = None,
         reader_factory: Callable[[str | None], Client] | None = None,
         leads: Callable[[], bool] | None = None,
+        confirm_read: Callable[[], int] | None = None,
     ) -> None:
         self.node = node
         # Whether this node leads now: a leader's pages read linearizably (through the read
         # index), a follower's read its own state (stale, and say how stale).
         self._leads = leads or (lambda: False)
+        # On the leader, one read barrier for a whole page (blocking; the confirmed log index,
+        # or raises): the page's reads then come from this node's state, which covers it, so a
+        # page of several reads costs one commit round, not one each. Without it (or when it
+        # fails) each read goes through the read index on its own.
+        self._confirm_read = confirm_read
         self.auth_on = node.config.auth is not None
         http = node.config.node(node.node_id).http
         # As for the gRPC port: without [auth] the console lets anyone run commands, so it is
@@ -247,6 +253,13 @@ class Console:
                 and not self._leads()
             )
             principal = self._principal(session)
+            confirmed = 0
+            if method == "GET" and principal is not None and self._confirm_read is not None and self._leads():
+                try:
+                    confirmed = self._confirm_read()
+                except RaftschedError:
+                    confirmed = 0  # not sure it leads: each read asks (and is refused) itself
+                local = local or confirmed > 0
             if principal is None and not open_:
                 if headers.get(LIVE_HEADER):
                     return HttpResponse(401, b"signed out\n", "text/plain; charset=utf-8")
@@ -263,6 +276,8 @@ class Console:
                 now_ms=now_ms,
                 live=bool(headers.get(LIVE_HEADER)),
             )
+            if confirmed:
+                ctx.extra["linearizable_at"] = confirmed
             return self._run(ctx, handler, match)
         status = 405 if any(p.fullmatch(path) for _, p, _, _ in self._routes) else 404
         return self._page(None, View("error.html", {"message": f"no page at {path}"}, status), session)
@@ -372,8 +387,8 @@ _NO_CLIENT: Final = _NoClient()
 def _read_note(ctx: Ctx | None) -> str:
     """What the page says of its data's freshness: a stale page (a follower's, read from its own
     state) says how far behind it may be; a linearizable one says nothing."""
-    if ctx is None or ctx.client is _NO_CLIENT:
-        return ""
+    if ctx is None or ctx.client is _NO_CLIENT or ctx.extra.get("linearizable_at"):
+        return ""  # (a page read after one read barrier, on the leader, is linearizable)
     info = getattr(ctx.client, "last_read", None)  # a client stand-in may not say
     if not isinstance(info, ReadInfo) or info.linearizable:
         return ""

@@ -416,3 +416,49 @@ def test_a_leaders_pages_read_linearizably_and_a_followers_say_how_stale_they_ar
     assert calls[2:] == [("leader", "cluster_status"), ("leader", "list_executors")]
     assert "read-note" not in page.body.decode()
     console.close()
+
+
+def test_a_leaders_page_costs_one_read_barrier_not_one_per_read(tmp_path: Path) -> None:
+    """Issue 33: on the leader a page confirms leadership once (one read barrier) and then reads
+    this node's own state, which covers it; if the barrier cannot be confirmed, each read goes
+    through the read index itself (and is refused there)."""
+    from raftsched.errors import Unavailable
+    from raftsched.readinfo import ReadInfo
+
+    (tmp_path / "c.toml").write_text(
+        '[cluster]\nsecret = "0123456789abcdef0123"\n[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7001"\n'
+        'grpc = "127.0.0.1:7101"\nhttp = "127.0.0.1:9101"\ndata_dir = "d"\n'
+    )
+    clock = ManualClock(1_000_000)
+    node = SimpleNamespace(node_id="n1", config=load_config(tmp_path / "c.toml"), clock=clock, tokens=None)
+    calls: list[tuple[str | None, str]] = []
+    barriers: list[int] = []
+    sure = [True]
+
+    class Local(_CountingClient):
+        last_read = ReadInfo(False, "n1", 130, 130, 5)
+
+    def confirm() -> int:
+        if not sure[0]:
+            raise Unavailable("not sure I still lead; retry")
+        barriers.append(130)
+        return 130
+
+    console = Console(
+        node,
+        client_factory=lambda _: _CountingClient("leader", calls),  # type: ignore[arg-type, return-value]
+        reader_factory=lambda _: Local("local", calls),  # type: ignore[arg-type, return-value]
+        leads=lambda: True,
+        confirm_read=confirm,
+    )
+    cookie = {"Cookie": f"{COOKIE}={console.sessions.new().sid}"}
+    page = console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie))
+    assert barriers == [130]  # one barrier for the page's two reads
+    assert calls == [("local", "cluster_status"), ("local", "list_executors")]
+    assert "read-note" not in page.body.decode()  # linearizable: no staleness note
+    sure[0] = False
+    clock.advance(1000)
+    console.reads.clear()
+    console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie))
+    assert calls[2:] == [("leader", "cluster_status"), ("leader", "list_executors")]
+    console.close()

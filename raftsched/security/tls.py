@@ -210,26 +210,33 @@ class ServerTls:
         return configuration
 
     def _load(self) -> tuple[grpc.ServerCertificateConfiguration, str]:
-        s = self.settings
-        problems: list[str] = []
-        cert = _read_config_file("tls.cert_file", s.cert_file, problems)
-        key = _read_config_file("tls.key_file", s.key_file, problems)
-        ca = _read_config_file("tls.ca_file", s.ca_file, problems) if s.ca_file is not None else None
-        summary = ""
-        if cert is not None and key is not None:
-            try:
-                summary = certs.check_key_pair(cert, key)
-            except ValueError as bad:
-                problems.append(f"tls.cert_file: {s.cert_file} with tls.key_file {s.key_file}: {bad}")
-        if ca is not None:
-            try:
-                certs.check_ca(ca)
-            except ValueError as bad:
-                problems.append(f"tls.ca_file: {s.ca_file}: {bad}")
-        if problems or cert is None or key is None:
-            raise ConfigError("[tls]", problems)
+        cert, key, ca, summary = _read_server_files(self.settings)
         self._cert_pem = cert
         return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca), summary
+
+
+def _read_server_files(s: TlsSettings) -> tuple[bytes, bytes, bytes | None, str]:
+    """``(cert, key, ca or None, the certificate's summary)`` read from the ``[tls]`` files and
+    checked (the key matches the certificate, the CA parses). Raises :class:`ConfigError`
+    listing every file at fault."""
+    problems: list[str] = []
+    cert = _read_config_file("tls.cert_file", s.cert_file, problems)
+    key = _read_config_file("tls.key_file", s.key_file, problems)
+    ca = _read_config_file("tls.ca_file", s.ca_file, problems) if s.ca_file is not None else None
+    summary = ""
+    if cert is not None and key is not None:
+        try:
+            summary = certs.check_key_pair(cert, key)
+        except ValueError as bad:
+            problems.append(f"tls.cert_file: {s.cert_file} with tls.key_file {s.key_file}: {bad}")
+    if ca is not None:
+        try:
+            certs.check_ca(ca)
+        except ValueError as bad:
+            problems.append(f"tls.ca_file: {s.ca_file}: {bad}")
+    if problems or cert is None or key is None:
+        raise ConfigError("[tls]", problems)
+    return cert, key, ca, summary
 
 
 class HttpTls:
@@ -254,18 +261,7 @@ class HttpTls:
         """Re-read the files into the context; returns the certificate's summary. Raises
         :class:`ConfigError` naming the file at fault (the context is unchanged then)."""
         s = self.settings
-        problems: list[str] = []
-        cert = _read_config_file("tls.cert_file", s.cert_file, problems)
-        key = _read_config_file("tls.key_file", s.key_file, problems)
-        ca = _read_config_file("tls.ca_file", s.ca_file, problems) if s.ca_file is not None else None
-        summary = ""
-        if cert is not None and key is not None:
-            try:
-                summary = certs.check_key_pair(cert, key)
-            except ValueError as bad:
-                problems.append(f"tls.cert_file: {s.cert_file} with tls.key_file {s.key_file}: {bad}")
-        if problems or cert is None or key is None:
-            raise ConfigError("[tls]", problems)
+        _cert, _key, ca, summary = _read_server_files(s)
         try:
             self.context.load_cert_chain(s.cert_file, s.key_file)
             if ca is not None:

@@ -10,18 +10,17 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
-from raftsched.chaos.harness import _proxied_cluster
 from raftsched.chaos.linearizability import CAS, READ, Op, check
 from raftsched.chaos.netproxy import ProxyNet
 from raftsched.client import Client
 from raftsched.errors import Conflict, RaftschedError
 from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import IntervalTrigger, TaskSpec
+from tests.integration.test_linearizable_reads import proxied as proxied  # the same 3 proxied nodes
 
 pytestmark = pytest.mark.integration
 
@@ -34,23 +33,6 @@ def _spec(value: str) -> TaskSpec:
 
 def _value(command: str) -> str:
     return command.removeprefix("echo ")
-
-
-@pytest.fixture
-def proxied(tmp_path: Path) -> Iterator[tuple[LocalCluster, ProxyNet]]:
-    net = ProxyNet()
-    try:
-        # leader_fallback_timeout 5 s (default 2 s): a deposed leader believes it leads longer,
-        # so the clients still talking to it meet the new leader's acknowledged writes.
-        cluster = _proxied_cluster(tmp_path / "cluster", 3, net, "[raft]\nleader_fallback_timeout = 5.0\n")
-        try:
-            cluster.start()
-            cluster.wait_for_leader(60)
-            yield cluster, net
-        finally:
-            cluster.stop()
-    finally:
-        net.close()
 
 
 class Recorder:

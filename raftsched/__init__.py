@@ -39,8 +39,8 @@ from raftsched.readinfo import ReadInfo
 if TYPE_CHECKING:
     from raftsched.client import Client
     from raftsched.executor.agent import Executor
-    from raftsched.node import Node
     from raftsched.security.tls import TlsConfig
+    from raftsched.server.node import Node
 
 __version__ = "0.1.0"
 
@@ -85,7 +85,7 @@ def __getattr__(name: str) -> Any:
 
         return Executor
     if name == "Node":
-        from raftsched.node import Node
+        from raftsched.server.node import Node
 
         return Node
     if name == "TlsConfig":

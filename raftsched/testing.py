@@ -31,7 +31,6 @@ from raftsched.executor.agent import DEFAULT_EXECUTION_LOG_KEEP, Executor
 from raftsched.executor.memory import MemoryStream, MemoryTransport
 from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.fsm import keys
-from raftsched.fsm.effects import BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
@@ -40,6 +39,7 @@ from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
+from raftsched.server.core import Core
 from raftsched.storage.memory import MemoryExecutionLog, MemoryStore
 from raftsched.timing.clock import ManualClock
 from raftsched.timing.schedule import MisfireSettings
@@ -59,6 +59,20 @@ class SimNodeState:
     dispatcher: Dispatcher
     clock_offset_ms: int = 0
     watch: ClockWatch | None = None  # this node's view of the others' clocks (set at boot)
+
+
+class _NodeClock:
+    """A simulated node's clock: the harness's manual clock plus the node's skew (see skew())."""
+
+    def __init__(self, sim: SimHarness, node_id: str) -> None:
+        self.sim = sim
+        self.node_id = node_id
+
+    def now_ms(self) -> int:
+        return self.sim.now(self.node_id)
+
+    def monotonic(self) -> float:
+        return self.sim.clock.monotonic()
 
 
 class _IdleSelector(selectors.DefaultSelector):
@@ -333,28 +347,31 @@ class SimHarness:
     # -- nodes -----------------------------------------------------------------------------------
 
     def _boot(self, node_id: str, store: MemoryStore) -> None:
-        state = SchedulerState.load(store, self.retention)
-        driver = LeaderDriver(state, node_id, self.misfire, max_skew_ms=self.max_skew_ms)
-        dispatcher = Dispatcher(state, self.dispatch, random.Random(self.seed))
-        driver.hold_fires = dispatcher.overlap_unknown
         offset = self.nodes[node_id].clock_offset_ms if node_id in self.nodes else 0
-        node = SimNodeState(node_id, store, state, None, driver, dispatcher, offset)  # type: ignore[arg-type]
-        watch = node.watch = ClockWatch(
-            functools.partial(self.now, node_id),
-            self.clock.monotonic,
-            self.max_skew_ms,
+        core = Core(
+            node_id,
+            store,
+            SchedulerState.load(store, self.retention),
+            clock=_NodeClock(self, node_id),
+            consensus=lambda: self.cluster.nodes[node_id],
+            dispatch=self.dispatch,
+            rng=random.Random(self.seed),
+            misfire=self.misfire,
+            max_skew_ms=self.max_skew_ms,
             members=lambda: len(self.nodes),
         )
-        driver.clock_faulty = watch.faulty
-
-        def sink(effects: tuple[Effect, ...]) -> None:
-            driver.on_effects(effects)
-            for eff in effects:
-                if isinstance(eff, BarrierCommitted) and eff.node_id == node_id:
-                    dispatcher.become_leader(eff.epoch, self.now(node_id))
-            dispatcher.on_effects(effects, self.now(node_id))
-
-        node.replica = Replica(state, store, effect_sink=sink, node_id=node_id)  # as a real node
+        # Effects reach the dispatcher at once (a node hands them to its event loop).
+        core.to_dispatcher = lambda effects: core.dispatch_effects(effects, self.now(node_id))
+        node = SimNodeState(
+            node_id,
+            store,
+            core.state,
+            core.replica,
+            core.driver,
+            core.dispatcher,
+            offset,
+            core.clock_watch,
+        )
         self.nodes[node_id] = node
         replica = node.replica
         self.cluster.restart(node_id, replica.apply_entry, replica.last_applied, replica.end_of_tick)

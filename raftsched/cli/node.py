@@ -3,7 +3,7 @@ SIGHUP reloads its TLS certificates; ``--restore FILE`` first loads a backup int
 dir (a node of a new cluster restored from ``raftsched backup``); ``--rebuild`` moves a damaged
 store aside and catches up from the leader.
 
-The process around a :class:`raftsched.node.Node`: logging, SIGTERM/SIGINT, the test clock hook,
+The process around a :class:`raftsched.server.node.Node`: logging, SIGTERM/SIGINT, the test clock hook,
 and the exit status. The node itself (pysyncobj, LMDB, the gRPC server) is imported only when
 one runs, so the admin commands never load it.
 """
@@ -154,7 +154,7 @@ def run_node(
     file loaded into the (empty) data dir first. ``rebuild``: move the node's store files aside
     (:data:`REBUILD_FILES`) and start empty, caught up by the leader (see :class:`Node`)."""
     from raftsched.config import load_config
-    from raftsched.node import Node
+    from raftsched.server.node import Node
     from raftsched.timing.clock import SystemClock
 
     configure_logging(log_level, log_format)

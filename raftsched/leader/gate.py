@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeGuard
 
 from raftsched.abc import Clock, ConsensusNode
 from raftsched.errors import NotLeader, Unavailable
+from raftsched.fsm.effects import BarrierCommitted, Effect
 
 
 def leader_time(clock_ms: int, committed_ms: int) -> int:
@@ -143,6 +144,17 @@ class LeaderGate:
     def driver_leads(self, epoch: int) -> bool:
         """The leader driver leads ``epoch`` (whether or not its barrier is applied yet)."""
         return self._driver.leading and self._driver.epoch == epoch
+
+    def takes_dispatch(self, effect: Effect) -> TypeGuard[BarrierCommitted]:
+        """``effect`` is this node's barrier of the term its driver leads: the dispatcher takes
+        over now. Not a barrier of its own replayed from an older term (a wiped node catching
+        up): a follower once started dispatching from one. The node's executor service and the
+        simulation both decide with this."""
+        return (
+            isinstance(effect, BarrierCommitted)
+            and effect.node_id == self.node_id
+            and self.driver_leads(effect.epoch)
+        )
 
     def stamp(self) -> Stamp:
         """The stamp for a client write, if this node is leading and ready.

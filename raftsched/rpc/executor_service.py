@@ -11,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import grpc
 
 from raftsched import bounds, codec
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
-from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, RunCancelled
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatcher import Dispatcher
 from raftsched.logfields import attempt_fields, leadership_fields, run_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
@@ -43,10 +42,9 @@ _CLOSE = pb.WorkItem()  # sentinel: end the stream (leadership lost)
 class ExecutorHub:
     """Owns the dispatcher and the open dispatch streams; proposes what the dispatcher decides."""
 
-    def __init__(self, node: NodeServices, settings: DispatchSettings | None = None) -> None:
+    def __init__(self, node: NodeServices, dispatcher: Dispatcher) -> None:
         self.node = node
-        # Jitter randomness enters here, at the edge; what it decides is written into the log.
-        self.dispatcher = Dispatcher(node.state, settings or DispatchSettings(), random.Random())
+        self.dispatcher = dispatcher  # built with the node's other parts (raftsched.server.core)
         self.streams: dict[str, asyncio.Queue[pb.WorkItem]] = {}
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -88,11 +86,7 @@ class ExecutorHub:
     def _on_effects(self, effects: tuple[Effect, ...]) -> None:
         d = self.dispatcher
         for eff in effects:
-            if (
-                isinstance(eff, BarrierCommitted)
-                and eff.node_id == self.node.node_id
-                and self.node.gate.driver_leads(eff.epoch)
-            ):
+            if self.node.gate.takes_dispatch(eff):
                 # Our barrier of the term we lead now (not one replayed from an old term at
                 # restart: a follower once started dispatching from its own old barrier).
                 # Our barrier applied: every older leader's entry is applied too. Take over.

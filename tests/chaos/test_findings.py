@@ -73,7 +73,7 @@ def test_a_follower_replaying_its_own_old_barrier_does_not_start_dispatching() -
     driver = SimpleNamespace(leading=False, ready=False, epoch=0)  # what the node knows of its role
     gate = LeaderGate("n3", ManualClock(T0), state, driver, lambda: None, lambda: None)
     follower = SimpleNamespace(node_id="n3", state=state, gate=gate)
-    hub = ExecutorHub(follower, DispatchSettings(lease_ms=LEASE_MS))
+    hub = ExecutorHub(follower, Dispatcher(state, DispatchSettings(lease_ms=LEASE_MS), random.Random()))
     hub._on_effects((BarrierCommitted("n3", 5),))  # replayed from the log, the node is a follower
     assert not hub.dispatcher.leading
 

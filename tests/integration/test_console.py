@@ -24,8 +24,8 @@ from raftsched.client import Client
 from raftsched.config import load_config
 from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
-from raftsched.node import Node
 from raftsched.security.tokens import new_token
+from raftsched.server.node import Node
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.console_support import WebSession, csrf_of, write_http_config
 

@@ -131,7 +131,7 @@ UNLOCKED_TABLES = frozenset(
 )
 # Where the state's lock is taken for a write, not a read: the snapshot install swaps the store
 # and reloads the state under it.
-TABLE_ACCESS_ALLOWED = {("node.py", "lock", "_load_snapshot")}
+TABLE_ACCESS_ALLOWED = {("server/node.py", "lock", "_load_snapshot")}
 
 
 def raw_state_reads(path: Path) -> list[tuple[str, int, str]]:

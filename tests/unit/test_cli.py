@@ -510,7 +510,7 @@ def test_the_programs_run_as_modules_and_the_admin_cli_loads_no_node() -> None:
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(f"usage: {usage} "), done.stdout
     probe = "import sys, raftsched.cli; print(sorted(m for m in NODE_MODULES if m in sys.modules))"
-    heavy = ("raftsched.node", "raftsched.cli.node", "pysyncobj", "lmdb")
+    heavy = ("raftsched.server.node", "raftsched.cli.node", "pysyncobj", "lmdb")
     done = subprocess.run(
         [sys.executable, "-c", f"NODE_MODULES = {heavy!r}; {probe}"],
         capture_output=True,

@@ -33,7 +33,7 @@ CORE = (
 CORE_FORBIDDEN_LIBRARIES = {"grpc", "grpc_health", "grpc_reflection", "pysyncobj", "lmdb", "aiohttp"}
 CORE_FORBIDDEN_PACKAGES = (
     "raftsched.rpc",
-    "raftsched.node",
+    "raftsched.server",
     "raftsched.consensus",
     "raftsched.storage",
     "raftsched.cli",

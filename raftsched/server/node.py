@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import gc
 import logging
+import random
 import sys
 import threading
 from pathlib import Path
@@ -35,7 +36,6 @@ from raftsched.abc import (
     StoreFailed,
 )
 from raftsched.alerts.delivery import AlertLoop, describe
-from raftsched.clockwatch import ClockWatch
 from raftsched.config import ClusterConfig, parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode, check_raft_files
 from raftsched.errors import (
@@ -54,7 +54,7 @@ from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState, check_stored_format
 from raftsched.leader.dispatcher import DispatchSettings
-from raftsched.leader.driver import DriverThread, LeaderDriver
+from raftsched.leader.driver import DriverThread
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
 from raftsched.logfields import leadership_fields
@@ -63,7 +63,6 @@ from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
 from raftsched.observability.tally import ApplyTally
 from raftsched.readinfo import ReadInfo
-from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
 from raftsched.rpc.http_api import HttpApi, LocalCalls
@@ -74,6 +73,7 @@ from raftsched.security.auth import Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import HttpTls, ServerTls, node_client_tls
 from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
+from raftsched.server.core import Core
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
 from raftsched.timing.schedule import MisfireSettings
@@ -188,22 +188,37 @@ class Node:
         # Clocks (raftsched.clockwatch): measured over Raft; a leader whose clock is off the
         # majority's plans and stamps nothing and hands leadership over (see _watch_clock).
         self._members = max(1, len(config.nodes))
-        self.clock_watch = ClockWatch(
-            self.clock.now_ms, self.clock.monotonic, s.max_clock_skew_ms, members=lambda: self._members
-        )
-        self.driver = LeaderDriver(
-            self.state, node_id, self.misfire, s.max_fires_per_batch, max_skew_ms=s.max_clock_skew_ms
-        )
-        self.driver.clock_faulty = self.clock_watch.faulty
-        self.driver.damaged = lambda: bool(self.store_damaged)
-        # Leader effects from this node's own barrier on (decided by the replica, see there).
-        self.replica = Replica(
-            self.state,
+        self.consensus: ConsensusNode | None = None
+        self.raft_node: PySyncObjNode | None = None  # the same object, with its membership API
+        self.core = Core(
+            node_id,
             self.store,
-            effect_sink=self._effects,
-            node_id=node_id,
+            self.state,
+            clock=self.clock,
+            consensus=lambda: self.consensus,
+            dispatch=DispatchSettings(
+                lease_ms=s.lease_ms,
+                heartbeat_ms=s.heartbeat_ms,
+                grace_ms=s.kill_grace_ms,
+                retry_base_ms=s.retry_backoff_ms,
+                retry_cap_ms=s.retry_backoff_cap_ms,
+            ),
+            rng=random.Random(),
+            misfire=self.misfire,
+            max_skew_ms=s.max_clock_skew_ms,
+            members=lambda: self._members,
+            max_fires_per_batch=s.max_fires_per_batch,
+            leader_address=self.leader_grpc,
+            damaged=lambda: self.store_damaged,
             content_sum=self.store.content_sum,
         )
+        self.clock_watch = self.core.clock_watch
+        self.driver = self.core.driver
+        self.gate = self.core.gate
+        self.replica = self.core.replica
+        # Effects leave the applier thread: to the driver's thread and to the event loop.
+        self.core.to_driver = self._driver_effects
+        self.core.to_dispatcher = self._dispatcher_effects
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
@@ -226,19 +241,7 @@ class Node:
                 metrics_client_cert=tls is not None and tls.http_metrics_client_cert,
             )
             self.state.tally = self.tally  # without http nothing reads it: do not count
-        self.consensus: ConsensusNode | None = None
-        self.raft_node: PySyncObjNode | None = None  # the same object, with its membership API
         self.membership = MembershipOps(self, lambda: self.raft_node)
-        self.gate = LeaderGate(
-            node_id,
-            self.clock,
-            self.state,
-            self.driver,
-            consensus=lambda: self.consensus,
-            leader_address=self.leader_grpc,
-            clock_faulty=self.clock_watch.faulty,
-            damaged=lambda: self.store_damaged,
-        )
         # Linearizable reads: a read barrier through the log per batch (raftsched.leader.reads).
         self.reads = ReadIndex(self.gate.stamp, self.propose_barrier)
         self.driver_thread: DriverThread | None = None
@@ -389,21 +392,10 @@ class Node:
                 else []
             )
             self.http_api.attach(LocalCalls(admin, local))
-        sch = self.config.scheduler
-        self.hub = ExecutorHub(
-            self,
-            DispatchSettings(
-                lease_ms=sch.lease_ms,
-                heartbeat_ms=sch.heartbeat_ms,
-                grace_ms=sch.kill_grace_ms,
-                retry_base_ms=sch.retry_backoff_ms,
-                retry_cap_ms=sch.retry_backoff_cap_ms,
-            ),
-        )
+        self.hub = ExecutorHub(self, self.core.dispatcher)
         if obs is not None:
             self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
-        self.driver.hold_fires = self.hub.dispatcher.overlap_unknown
         self.hub.start()
         self.alert_loop = AlertLoop(
             self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
@@ -771,7 +763,8 @@ class Node:
     def token_last_used(self, token_id: str) -> int:
         return self.tokens.last_used.get(token_id, 0)
 
-    def _effects(self, effects: tuple[Effect, ...]) -> None:
+    def _driver_effects(self, effects: tuple[Effect, ...]) -> None:
+        """The applier's effects, on its thread: the node's own observers, then the driver's thread."""
         if self._bootstrap_token is not None and self._loop is not None:
             for effect in effects:
                 if isinstance(effect, BarrierCommitted) and effect.node_id == self.node_id:
@@ -787,6 +780,9 @@ class Node:
                     self.apply_lateness.record(effect.nominal_ms, now - effect.nominal_ms)
         if self.driver_thread is not None:
             self.driver_thread.effects_applied(effects)
+
+    def _dispatcher_effects(self, effects: tuple[Effect, ...]) -> None:
+        """The applier's effects, to the dispatcher on the event loop (the executor service's)."""
         if self.hub is not None:
             self.hub.effects_threadsafe(effects)
 

@@ -22,7 +22,7 @@ import signal
 from pathlib import Path
 
 from raftsched import Executor, Node
-from raftsched.config import load_config
+from raftsched.config.load import load_config
 from raftsched.executor.runners import AttemptContext
 
 

@@ -54,7 +54,7 @@ import grpc
 from google.protobuf.message import Message
 
 from raftsched import codec
-from raftsched.config import parse_address
+from raftsched.config.values import parse_address
 from raftsched.errors import (
     AlreadyExists,
     Conflict,

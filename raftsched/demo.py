@@ -31,9 +31,11 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from raftsched.cli.render import enum_name, task_state, wf_state
 from raftsched.client import Client
-from raftsched.config import ClusterConfig, TlsSettings, load_config, parse_address
+from raftsched.config.load import load_config
+from raftsched.config.types import ClusterConfig, TlsSettings
+from raftsched.config.values import parse_address
+from raftsched.display import enum_name, task_state, wf_state
 from raftsched.errors import AlreadyExists, InvalidSpec, RaftschedError
 from raftsched.explain import iso
 from raftsched.localcluster import LocalCluster

@@ -22,7 +22,8 @@ from typing import TypeVar
 
 import grpc
 
-from raftsched.config import ClusterConfig, load_config
+from raftsched.config.load import load_config
+from raftsched.config.types import ClusterConfig
 from raftsched.security.tls import TlsConfig, node_client_tls, sync_channel
 from raftsched.security.tokens import BearerInterceptor
 from raftsched.v1 import raftsched_pb2 as pb

@@ -23,7 +23,8 @@ from typing import Protocol
 
 from raftsched import codec
 from raftsched.abc import CommitHook, ProposeCallback, ProposeError, RaftStatus
-from raftsched.config import ClusterConfig, NodeConfig, parse_address
+from raftsched.config.types import ClusterConfig, NodeConfig
+from raftsched.config.values import parse_address
 from raftsched.errors import Conflict, InvalidSpec, RaftschedError, Unavailable
 from raftsched.fsm.membership import ADD, REMOVE
 from raftsched.fsm.state import SchedulerState

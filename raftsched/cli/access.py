@@ -12,7 +12,8 @@ from typing import Any
 
 from raftsched.cli.cluster import connect
 from raftsched.cli.input import duration_arg, lazy_now, non_negative_int, optional_time
-from raftsched.cli.render import iso, print_json, print_table, to_dict
+from raftsched.cli.render import print_json, print_table, to_dict
+from raftsched.display import iso
 
 __all__ = [
     "add_commands",

@@ -6,7 +6,8 @@ import argparse
 
 from raftsched.cli.cluster import connect
 from raftsched.cli.input import lazy_now, optional_time
-from raftsched.cli.render import iso, print_json, print_table, to_dict
+from raftsched.cli.render import print_json, print_table, to_dict
+from raftsched.display import iso
 
 __all__ = ["cmd_alerts", "cmd_alerts_ack"]
 

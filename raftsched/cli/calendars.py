@@ -13,7 +13,8 @@ from pathlib import Path
 from raftsched import codec
 from raftsched.cli.cluster import connect
 from raftsched.cli.errors import UsageError
-from raftsched.cli.render import iso, print_fields, print_json, print_table, to_dict
+from raftsched.cli.render import print_fields, print_json, print_table, to_dict
+from raftsched.display import iso
 from raftsched.errors import InvalidSpec
 from raftsched.timing import calendar as cal
 from raftsched.v1 import raftsched_pb2 as pb

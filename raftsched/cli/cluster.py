@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.cli.errors import UsageError, fail
 from raftsched.cli.input import lazy_now
-from raftsched.cli.render import duration_text, enum_name, iso, print_json, print_table, to_dict
+from raftsched.cli.render import print_json, print_table, to_dict
+from raftsched.display import duration_text, enum_name, iso
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
     from raftsched.client import Client, ClusterView
-    from raftsched.config import ClusterConfig
+    from raftsched.config.types import ClusterConfig
     from raftsched.security.tls import TlsConfig
 
 __all__ = [
@@ -73,7 +74,7 @@ def connect(args: argparse.Namespace) -> Client:
     if args.cluster is not None:
         targets = args.cluster
     elif args.config is not None:
-        from raftsched.config import load_config
+        from raftsched.config.load import load_config
 
         config = load_config(args.config)
         targets = config.grpc_targets()

@@ -7,7 +7,8 @@ import argparse
 
 from raftsched.cli.calendars import calendars_for_preview
 from raftsched.cli.input import lazy_now, parse_time
-from raftsched.cli.render import iso, offset_of, print_json, print_table
+from raftsched.cli.render import offset_of, print_json, print_table
+from raftsched.display import iso
 from raftsched.timing import cron
 from raftsched.timing.calendar import Calendar
 

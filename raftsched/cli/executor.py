@@ -120,7 +120,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         targets = args.cluster or os.environ.get(CLUSTER_ENV, "")
         config = None
         if args.config:
-            from raftsched.config import load_config
+            from raftsched.config.load import load_config
 
             config = load_config(args.config)
             targets = ",".join(config.grpc_targets())

@@ -36,7 +36,7 @@ from raftsched.cli.process import (
 from raftsched.errors import CannotStart, InvalidSpec, StoreDamaged
 
 if TYPE_CHECKING:
-    from raftsched.config import ClusterConfig
+    from raftsched.config.types import ClusterConfig
 
 __all__ = [
     "REBUILD_FILES",
@@ -153,7 +153,7 @@ def run_node(
     add-node``) instead of bootstrapping one from the config. ``restore`` (if given) is a backup
     file loaded into the (empty) data dir first. ``rebuild``: move the node's store files aside
     (:data:`REBUILD_FILES`) and start empty, caught up by the leader (see :class:`Node`)."""
-    from raftsched.config import load_config
+    from raftsched.config.load import load_config
     from raftsched.server.node import Node
     from raftsched.timing.clock import SystemClock
 

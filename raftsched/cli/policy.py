@@ -8,7 +8,8 @@ from typing import Any
 
 from raftsched.cli.cluster import connect
 from raftsched.cli.errors import UsageError
-from raftsched.cli.render import iso, print_json, print_table, to_dict
+from raftsched.cli.render import print_json, print_table, to_dict
+from raftsched.display import iso
 from raftsched.fsm.policy import TOKEN, format_rate
 from raftsched.v1 import raftsched_pb2 as pb
 

@@ -1,11 +1,11 @@
-"""Output: times, durations and enums as text, tables and JSON, and the workflow views.
+"""Output: tables and JSON, and the workflow views (single values are spelled by
+:mod:`raftsched.display`, which the web console shares).
 
 Pure except the ``print_*`` functions, which write to stdout.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 from typing import Any
@@ -13,16 +13,14 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
+from raftsched.display import enum_name, iso, schedule_text, task_state, wf_state
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.layout import graph_layers
 
 __all__ = [
     "can_print",
     "deps_text",
-    "duration_text",
-    "enum_name",
     "graph_dict",
-    "iso",
     "offset_of",
     "one_line",
     "print_fields",
@@ -33,27 +31,10 @@ __all__ = [
     "render_status",
     "resource_text",
     "run_kind",
-    "schedule_text",
     "table_lines",
-    "task_state",
     "tasks_done_text",
     "to_dict",
-    "wf_state",
 ]
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-def iso(ms: int) -> str:
-    """UTC ISO 8601 with a Z (milliseconds only when there are any); ``-`` for 0 (unset)."""
-    if not ms:
-        return "-"
-    try:
-        moment = _EPOCH + dt.timedelta(milliseconds=ms)
-    except OverflowError:
-        return str(ms)
-    text = moment.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
-    return text.removesuffix("+00:00") + "Z"
 
 
 def offset_of(local_iso: str) -> str:
@@ -61,48 +42,10 @@ def offset_of(local_iso: str) -> str:
     return local_iso[-6:] if local_iso[-6:-5] in "+-" else "Z"
 
 
-def duration_text(ms: int) -> str:
-    """``90s``, ``10m``, ``2h``, ``1d``: the largest unit that divides ``ms`` (else ``ms``)."""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
-# One spelling per enum value, in tables and in JSON alike: lower case, without the prefix its
-# enum's value names share (TASK_SUCCESS -> "success", SKIPPED_OVERLAP -> "skipped_overlap"), and
-# "unspecified" for the zero value.
-_ENUM_PREFIXES: dict[str, str] = {
-    "raftsched.v1.WorkflowTaskState": "TASK_",
-    "raftsched.v1.WorkflowRunState": "WORKFLOW_",
-    "raftsched.v1.MisfirePolicy": "MISFIRE_",
-    "raftsched.v1.OverlapPolicy": "OVERLAP_",
-    "raftsched.v1.TriggerRule": "RULE_",
-    "raftsched.v1.ExecutorState": "EXECUTOR_",
-}
-
-
 def resource_text(cpu: float, memory_mb: int) -> str:
     """``cpu 1.5, memory 1024 MiB`` (or ``-`` when nothing is declared)."""
     parts = ([f"cpu {cpu:g}"] if cpu else []) + ([f"memory {memory_mb} MiB"] if memory_mb else [])
     return ", ".join(parts) or "-"
-
-
-def enum_name(enum: Any, value: int, prefix: str | None = None) -> str:
-    """A protobuf enum value as the CLI spells it everywhere (tables and ``--json``): lower case,
-    without the enum's prefix, ``unspecified`` for an ``*_UNSPECIFIED`` value, the number if
-    unknown. ``enum`` is a generated enum wrapper (``pb.RunState``) or its descriptor;
-    ``prefix`` overrides the enum's own prefix."""
-    descriptor = getattr(enum, "DESCRIPTOR", enum)
-    by_number = descriptor.values_by_number
-    if value not in by_number:
-        return str(value)
-    name: str = by_number[value].name
-    if name.endswith("UNSPECIFIED"):
-        return "unspecified"
-    if prefix is None:
-        prefix = _ENUM_PREFIXES.get(descriptor.full_name, "")
-    return name.removeprefix(prefix).lower()
 
 
 def to_dict(message: Message) -> dict[str, Any]:
@@ -337,13 +280,6 @@ def render_status(run: pb.WorkflowRun) -> list[str]:
     return lines
 
 
-def schedule_text(spec: pb.WorkflowSpec) -> str:
-    """A workflow's schedule: ``cron '<expr>' <zone>`` or ``no schedule``."""
-    if not spec.schedule.expr:
-        return "no schedule"
-    return f"cron '{spec.schedule.expr}' {spec.schedule.timezone or 'UTC'}"
-
-
 def deps_text(task: pb.WorkflowTaskSpec) -> str:
     """A task's dependencies, each with its condition unless it is ``on success``; ``-`` for none."""
     parts = []
@@ -351,16 +287,6 @@ def deps_text(task: pb.WorkflowTaskSpec) -> str:
         condition = _CONDITION_TEXT.get(d.condition)
         parts.append(f"{d.task} ({condition})" if condition else d.task)
     return ", ".join(parts) or "-"
-
-
-def task_state(state: int) -> str:
-    """A workflow task's state, e.g. ``success``."""
-    return enum_name(pb.WorkflowTaskState, state)
-
-
-def wf_state(state: int) -> str:
-    """A workflow run's state, e.g. ``running``."""
-    return enum_name(pb.WorkflowRunState, state)
 
 
 def run_kind(run: pb.WorkflowRun) -> str:

@@ -12,16 +12,8 @@ from raftsched import codec
 from raftsched.cli.cluster import connect
 from raftsched.cli.errors import UsageError
 from raftsched.cli.input import Now, lazy_now, optional_time, parse_time
-from raftsched.cli.render import (
-    duration_text,
-    enum_name,
-    iso,
-    print_fields,
-    print_json,
-    print_table,
-    resource_text,
-    to_dict,
-)
+from raftsched.cli.render import print_fields, print_json, print_table, resource_text, to_dict
+from raftsched.display import duration_text, enum_name, iso
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.timeline import describe
 from raftsched.model import (

@@ -15,10 +15,7 @@ from raftsched.cli.input import backfill_end, lazy_now, params_from_args, parse_
 from raftsched.cli.render import (
     can_print,
     deps_text,
-    duration_text,
-    enum_name,
     graph_dict,
-    iso,
     print_fields,
     print_json,
     print_table,
@@ -27,12 +24,11 @@ from raftsched.cli.render import (
     render_status,
     resource_text,
     run_kind,
-    schedule_text,
     tasks_done_text,
     to_dict,
-    wf_state,
 )
 from raftsched.cli.tasks import locks_text
+from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:

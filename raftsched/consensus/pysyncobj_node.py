@@ -81,7 +81,7 @@ from raftsched.abc import (
     RaftStatus,
 )
 from raftsched.clockwatch import ClockWatch
-from raftsched.config import RaftTuning
+from raftsched.config.types import RaftTuning
 from raftsched.consensus.applier import Applier
 from raftsched.errors import CannotStart, SnapshotFormatError, StoreDamaged
 from raftsched.logfields import leadership_fields

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, TransportError
-from raftsched.config import DEFAULT_MAP_SIZE, parse_address, parse_map_size
+from raftsched.config.values import DEFAULT_MAP_SIZE, parse_address, parse_map_size
 from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.aio import wait_event
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from raftsched.config import parse_address
+from raftsched.config.values import parse_address
 from raftsched.errors import RaftschedError
 
 __all__ = ["Handler", "HttpListener", "HttpRequest", "HttpResponse", "HttpStream", "ListenError", "Probe"]

@@ -23,12 +23,11 @@ from raftsched.clockwatch import ClockWatch
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatcher import Dispatcher
 from raftsched.observability.grpc_metrics import MetricsInterceptor
-from raftsched.observability.listener import HttpListener, Probe
+from raftsched.observability.listener import Handler, HttpListener, Probe
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
 from raftsched.observability.tally import ApplyTally
 from raftsched.rpc.http_api import HttpApi
 from raftsched.v1 import raftsched_pb2 as pb
-from raftsched.web.console import Console
 
 __all__ = ["DEFAULT_ZOMBIE_AFTER_MS", "NodeObservability", "ObservedNode", "dispatch_sample"]
 
@@ -69,6 +68,16 @@ class _Reads(Protocol):
 
     @property
     def refused(self) -> int: ...
+
+
+class Site(Protocol):
+    """Pages served on the listener beside the built-in routes, closed when it stops (the web
+    console, :class:`raftsched.web.console.Console`; the node passes it in, so this module
+    knows no page)."""
+
+    def routes(self) -> Sequence[tuple[str, str, Handler]]: ...
+
+    def close(self) -> None: ...
 
 
 class ObservedNode(Protocol):
@@ -116,7 +125,7 @@ class NodeObservability:
         address: str,
         tally: ApplyTally,
         zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS,
-        console: Console | None = None,
+        console: Site | None = None,
         api: HttpApi | None = None,
         ssl_context: ssl.SSLContext | None = None,
         metrics_client_cert: bool = False,

@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 
 from raftsched import bounds
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
-from raftsched.config import ClusterConfig
+from raftsched.config.types import ClusterConfig
 from raftsched.errors import InvalidSpec, NotLeader, RaftschedError, clip
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate

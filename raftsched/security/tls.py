@@ -18,13 +18,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 
-from raftsched.config import ClusterConfig, TlsSettings, parse_address
+from raftsched.config.values import parse_address
 from raftsched.errors import ConfigError, InvalidSpec
 from raftsched.security import certs
+
+if TYPE_CHECKING:  # only named in annotations: the executor loads no cluster config types
+    from raftsched.config.types import ClusterConfig, TlsSettings
 
 __all__ = [
     "TLS_CA_ENV",

@@ -36,7 +36,8 @@ from raftsched.abc import (
     StoreFailed,
 )
 from raftsched.alerts.delivery import AlertLoop, describe
-from raftsched.config import ClusterConfig, parse_address
+from raftsched.config.types import ClusterConfig
+from raftsched.config.values import parse_address
 from raftsched.consensus.pysyncobj_node import PySyncObjNode, check_raft_files
 from raftsched.errors import (
     CannotStart,

@@ -41,7 +41,8 @@ from typing import Any, Final, Protocol
 
 from raftsched.abc import Clock
 from raftsched.client import Client
-from raftsched.config import ClusterConfig, is_loopback
+from raftsched.config.types import ClusterConfig
+from raftsched.config.values import is_loopback
 from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated
 from raftsched.observability.listener import HttpRequest, HttpResponse
 from raftsched.readinfo import ReadInfo

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from raftsched.cli.render import duration_text, enum_name, iso, schedule_text
+from raftsched.display import duration_text, enum_name, iso, schedule_text
 from raftsched.errors import InvalidSpec, NotFound, Unauthenticated
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.base import Ctx, Redirect, View, local_path

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.config import load_config
+from raftsched.config.load import load_config
 from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.security.tokens import new_token

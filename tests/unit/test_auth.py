@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
 from raftsched import codec
-from raftsched.config import parse_config
+from raftsched.config.load import parse_config
 from raftsched.errors import ConfigError, InvalidSpec, PermissionDenied, Unauthenticated
 from raftsched.fsm import keys
 from raftsched.fsm.access import audit_records

@@ -22,7 +22,8 @@ from raftsched import __version__, cli
 from raftsched.cli import input as cli_input
 from raftsched.cli import node as node_cli
 from raftsched.cli.process import check_listen_address, lock_data_dir
-from raftsched.cli.render import enum_name, one_line, to_dict
+from raftsched.cli.render import one_line, to_dict
+from raftsched.display import enum_name
 from raftsched.errors import CannotStart, ConfigError
 from raftsched.localcluster import write_config
 from raftsched.timing.clock import ManualClock

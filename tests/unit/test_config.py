@@ -13,15 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raftsched.alerts.config import AlertsConfig
-from raftsched.config import (
-    ClusterConfig,
-    NodeConfig,
-    RaftTuning,
-    SchedulerSettings,
-    load_config,
-    parse_address,
-    parse_config,
-)
+from raftsched.config.load import load_config, parse_config
+from raftsched.config.types import ClusterConfig, NodeConfig, RaftTuning, SchedulerSettings
+from raftsched.config.values import parse_address
 from raftsched.errors import ConfigError, InvalidSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

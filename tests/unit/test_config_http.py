@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.config import NodeConfig, parse_config
+from raftsched.config.load import parse_config
+from raftsched.config.types import NodeConfig
 from raftsched.errors import ConfigError
 from tests.unit.test_config import node, problems_of, valid_data
 

@@ -14,7 +14,7 @@ import jinja2
 import pytest
 
 from raftsched.client import ClusterView
-from raftsched.config import load_config
+from raftsched.config.load import load_config
 from raftsched.errors import ConfigError, InvalidSpec, PermissionDenied, Unauthenticated
 from raftsched.fsm import queries
 from raftsched.observability.listener import HttpRequest

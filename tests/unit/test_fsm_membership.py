@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raftsched import codec
-from raftsched.config import ClusterConfig, NodeConfig
+from raftsched.config.types import ClusterConfig, NodeConfig
 from raftsched.fsm.state import SchedulerState
 from raftsched.membership import config_members, describe_mismatch
 from raftsched.storage.memory import MemoryStore

@@ -1,4 +1,6 @@
-"""Layer contracts, checked on the source: no import cycles, and a pure core that knows no edge.
+"""Layer contracts, checked on the source: no import cycles, a pure core that knows no edge, and
+the layers of :data:`LAYERS` imported downwards only (the backward edges left are listed, each
+with its reason, in :data:`KNOWN_BACKWARD`).
 
 The import graph is read from the AST of every module in ``raftsched/`` (generated ``v1`` code
 excluded), counting every import: module level, inside functions (a lazy import is still a
@@ -9,6 +11,7 @@ in their head). A new cycle or a core module that reaches an edge fails here wit
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,11 +69,26 @@ def _resolve(name: str, known: dict[str, Path]) -> str | None:
     return None
 
 
-def imports_of(module: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
-    """(imported name, line) for every import in ``path``; relative imports made absolute."""
+def _type_checking_blocks(tree: ast.Module) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (they load nothing at run time)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
+def imports_of(
+    module: str, path: Path, known: dict[str, Path], runtime_only: bool = False
+) -> Iterator[tuple[str, int]]:
+    """(imported name, line) for every import in ``path``; relative imports made absolute.
+    ``runtime_only``: leave out the imports under ``TYPE_CHECKING``."""
     tree = ast.parse(path.read_text(), filename=str(path))
     is_package = path.name == "__init__.py"
+    skip = _type_checking_blocks(tree) if runtime_only else set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -87,11 +105,13 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> Iterator[tupl
                 yield (full if _resolve(full, known) == full else prefix), node.lineno
 
 
-def internal_graph() -> dict[str, set[str]]:
+@functools.cache
+def internal_graph(runtime_only: bool = False) -> dict[str, set[str]]:
+    """module -> the modules it imports (cached: callers must not change it)."""
     known = package_modules()
     graph: dict[str, set[str]] = {m: set() for m in known}
     for module, path in known.items():
-        for name, _ in imports_of(module, path, known):
+        for name, _ in imports_of(module, path, known, runtime_only):
             target = _resolve(name, known) if name.startswith("raftsched") else None
             # A package's own __init__ being imported by its modules is not a dependency back.
             if target and target != module and not module.startswith(target + "."):
@@ -217,3 +237,170 @@ def test_no_module_imports_another_modules_private_names() -> None:
     assert not bad, (
         "private names imported across modules (make them public or move them):\n  " + "\n  ".join(bad)
     )
+
+
+# -- layers ---------------------------------------------------------------------------------------
+
+# The rooms of raftsched/, lowest first: a module may import its own layer and the ones below.
+# (A room is the first name under raftsched: a subpackage or a top-level module.)
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("vocabulary", frozenset({"errors", "model", "abc", "logfields", "readinfo", "v1"})),
+    (
+        "pure maths and conversions",
+        frozenset({"timing", "sharding", "workflow", "codec", "bounds", "explain", "display"}),
+    ),
+    ("config", frozenset({"config"})),
+    ("state machine", frozenset({"fsm"})),
+    (
+        "replicated edges",
+        frozenset(
+            {
+                "storage",
+                "consensus",
+                "replica",
+                "leader",
+                "clockwatch",
+                "membership",
+                "backup",
+                "alerts",
+                "security",
+            }
+        ),
+    ),
+    ("services", frozenset({"executor", "client", "rpc", "observability"})),
+    ("web console", frozenset({"web"})),
+    ("server", frozenset({"server"})),
+    ("command line", frozenset({"cli"})),
+    ("developer tooling", frozenset({"testing", "localcluster", "demo", "chaos"})),
+)
+TOOLING = ("raftsched.testing", "raftsched.localcluster", "raftsched.demo", "raftsched.chaos")
+
+# Backward edges that remain, each with its reason; a new one fails, and so does one that is gone
+# (remove it here, so the list stays the truth).
+KNOWN_BACKWARD: dict[tuple[str, str], str] = {
+    ("raftsched.bounds", "raftsched.fsm.policy"): "the quota limits are the policy book's (fsm/)",
+    # The [alerts] and [auth] tables are typed and parsed by their own rooms.
+    ("raftsched.config.load", "raftsched.alerts.config"): "[alerts] is parsed by alerts/",
+    ("raftsched.config.load", "raftsched.security.auth"): "[auth] is parsed by security/",
+    ("raftsched.config.types", "raftsched.alerts.config"): "[alerts] is typed by alerts/",
+    ("raftsched.config.types", "raftsched.security.auth"): "[auth] is typed by security/",
+    ("raftsched.fsm.state", "raftsched.observability.tally"): "apply counts what it does (fsm/)",
+    ("raftsched.membership", "raftsched.rpc.plumbing"): "membership changes propose through it",
+    ("raftsched.executor.__main__", "raftsched.cli.executor"): "python -m raftsched.executor runs its CLI",
+    ("raftsched.cli.demo", "raftsched.demo"): "`raftsched demo` runs the demo (imported only then)",
+}
+
+
+def layer_of(module: str) -> int | None:
+    parts = module.split(".")
+    room = parts[1] if len(parts) > 1 else None
+    return next((i for i, (_, rooms) in enumerate(LAYERS) if room in rooms), None)
+
+
+def backward_edges(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of a module from a higher layer than the importer's, sorted."""
+    out = []
+    for module, targets in graph.items():
+        low = layer_of(module)
+        for target in targets:
+            high = layer_of(target)
+            if low is not None and high is not None and high > low:
+                out.append((module, target))
+    return sorted(out)
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> dict[str, str]:
+    """Every module ``start`` loads, transitively: module -> the module that imports it first."""
+    via: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        for target in sorted(graph.get(module, ())):
+            if target not in via and target != start:
+                via[target] = module
+                todo.append(target)
+    return via
+
+
+def chain(via: dict[str, str], start: str, end: str) -> str:
+    path = [end]
+    while path[-1] != start:
+        path.append(via[path[-1]])
+    return " → ".join(reversed(path))
+
+
+def test_every_room_has_a_layer() -> None:
+    rooms = {m.split(".")[1] for m in package_modules() if "." in m}
+    assert not sorted(r for r in rooms if layer_of(f"raftsched.{r}") is None)
+
+
+def test_the_layers_are_imported_downwards_only() -> None:
+    found = backward_edges(internal_graph())
+    new = [f"{a} → {b}" for a, b in found if (a, b) not in KNOWN_BACKWARD]
+    gone = [f"{a} → {b}" for a, b in KNOWN_BACKWARD if (a, b) not in found]
+    assert not new, "imports from a higher layer (see LAYERS):\n  " + "\n  ".join(new)
+    assert not gone, "no longer backward: remove from KNOWN_BACKWARD:\n  " + "\n  ".join(gone)
+
+
+def _modules_of(room: str) -> list[str]:
+    return [m for m in package_modules() if m == room or m.startswith(room + ".")]
+
+
+@pytest.mark.parametrize(
+    "module", [m for m in _modules_of("raftsched.executor") if m != "raftsched.executor.__main__"]
+)
+def test_the_executor_never_loads_the_state_machine(module: str) -> None:
+    """The executor runs commands on machines that hold no state: none of its modules loads
+    ``raftsched.fsm`` by any chain of run-time imports (it once did: executor → config → alerts
+    → fsm). ``__main__`` is left out: it runs the CLI's program (``raftsched.cli.executor``),
+    which still reaches fsm through the CLI's shared TLS options and the cluster config file."""
+    graph = internal_graph(runtime_only=True)
+    via = reachable(graph, module)
+    bad = [chain(via, module, m) for m in sorted(via) if m.startswith("raftsched.fsm")]
+    assert not bad, f"{module} loads the state machine:\n  " + "\n  ".join(bad[:3])
+
+
+@pytest.mark.parametrize(
+    ("room", "forbidden"),
+    [
+        ("raftsched.web", "raftsched.cli"),
+        ("raftsched.observability", "raftsched.web"),
+        ("raftsched.executor.agent", "raftsched.fsm"),
+    ],
+)
+def test_a_room_never_imports_another(room: str, forbidden: str) -> None:
+    """Direct imports, type-only and lazy ones included: the console spells values through
+    raftsched.display, not the CLI's printer; the node hands its console to the HTTP listener as a
+    ``Site``; the agent parses addresses and sizes through raftsched.config.values."""
+    graph = internal_graph()
+    bad = [
+        f"{m} → {t}"
+        for m in _modules_of(room)
+        for t in sorted(graph[m])
+        if t == forbidden or t.startswith(forbidden + ".")
+    ]
+    assert not bad, "\n  ".join(bad)
+
+
+# The one runtime module that may load tooling, and why.
+TOOLING_ALLOWED = {("raftsched.cli.demo", "raftsched.demo"): "`raftsched demo` runs the demo (only then)"}
+
+
+def test_runtime_code_never_imports_developer_tooling() -> None:
+    graph = internal_graph()
+    bad = [
+        f"{m} → {t}"
+        for m, targets in graph.items()
+        if not m.startswith(TOOLING) and m != "raftsched"
+        for t in sorted(targets)
+        if t.startswith(TOOLING) and (m, t) not in TOOLING_ALLOWED
+    ]
+    assert not bad, "runtime code imports testing/localcluster/demo/chaos:\n  " + "\n  ".join(bad)
+
+
+if __name__ == "__main__":  # python tests/unit/test_layers.py: the backward edges, for a report
+    edges = backward_edges(internal_graph())
+    for a, b in edges:
+        print(f"{a} → {b}")
+    rooms = sorted({(a.split(".")[1], b.split(".")[1]) for a, b in edges})
+    print(f"{len(edges)} module edges, {len(rooms)} room edges:", ", ".join(f"{a} → {b}" for a, b in rooms))

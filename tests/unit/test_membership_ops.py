@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.abc import CommitHook, PeerStatus, ProposeCallback, ProposeError, RaftStatus
-from raftsched.config import ClusterConfig, NodeConfig
+from raftsched.config.types import ClusterConfig, NodeConfig
 from raftsched.errors import Conflict, RaftschedError
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import Stamp

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.config import ClusterConfig, NodeConfig, TlsSettings, is_loopback, load_config, parse_config
+from raftsched.config.load import load_config, parse_config
+from raftsched.config.types import ClusterConfig, NodeConfig, TlsSettings
+from raftsched.config.values import is_loopback
 from raftsched.demo import config_toml
 from raftsched.errors import ConfigError
 from raftsched.security.certs import check_key_pair, names_host, new_ca, write_demo_pki

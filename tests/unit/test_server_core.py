@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.config import load_config
+from raftsched.config.load import load_config
 from raftsched.leader.driver import DriverThread
 from raftsched.localcluster import write_config
 from raftsched.server.node import Node

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from raftsched.abc import StoreFailed
-from raftsched.config import StorageSettings, parse_config, parse_map_size, parse_size
+from raftsched.config.load import parse_config
+from raftsched.config.types import StorageSettings
+from raftsched.config.values import parse_map_size, parse_size
 from raftsched.consensus.applier import Applier
 from raftsched.errors import ConfigError, InvalidSpec
 from raftsched.fsm.state import SchedulerState

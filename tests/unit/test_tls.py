@@ -21,7 +21,7 @@ import pytest
 
 from raftsched.abc import TransportError
 from raftsched.client import Client
-from raftsched.config import ClusterConfig, NodeConfig, TlsSettings
+from raftsched.config.types import ClusterConfig, NodeConfig, TlsSettings
 from raftsched.errors import ConfigError, InvalidSpec, TlsError, Unavailable
 from raftsched.executor.agent import Executor
 from raftsched.rpc.executor_client import TLS_CODE, GrpcExecutorTransport

@@ -7,6 +7,8 @@ processes can be killed (SIGKILL), paused (SIGSTOP/SIGCONT), restarted and wiped
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import random
 import shutil
@@ -24,15 +26,29 @@ import grpc
 
 from raftsched.config.load import load_config
 from raftsched.config.types import ClusterConfig
+from raftsched.errors import InvalidSpec
 from raftsched.security.tls import TlsConfig, node_client_tls, sync_channel
 from raftsched.security.tokens import BearerInterceptor
+from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
+_log = logging.getLogger("raftsched.node")  # where the node program logged the test settings
 
 NODE_COMMAND = (sys.executable, "-m", "raftsched.cli.node")
 """How a node process starts (the ``raftsched-node`` program, without needing it on PATH)."""
+
+# Test-only clock faults (the chaos suite's skewed and stepped clocks): a node or executor started
+# here with one of these in its environment runs through :func:`main` (``python -m
+# raftsched.localcluster node|executor ...``), the production program with its clock offset; the
+# production programs themselves read neither.
+TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
+"""Milliseconds added to the process's clock (a node's or an executor's)."""
+TEST_CLOCK_OFFSET_FILE_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_FILE"
+"""A file whose content (milliseconds) steps a node's clock while it runs; ``{name}`` in it is
+replaced by the node id, so one setting serves every node."""
+_SKEWED = (sys.executable, "-m", "raftsched.localcluster")
 
 
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -215,8 +231,10 @@ class LocalCluster:
                 continue
             log = open(self.log_dir / f"{nid}.log", "ab")  # noqa: SIM115 - owned by the child
             env = {**os.environ, **self.env, **(extra_env or {})}
+            skewed = TEST_CLOCK_OFFSET_ENV in env or TEST_CLOCK_OFFSET_FILE_ENV in env
+            command = (*_SKEWED, "node") if skewed else NODE_COMMAND
             self.procs[nid] = subprocess.Popen(
-                [*NODE_COMMAND, "--config", str(self.config_path), "--node-id", nid, *extra_args],
+                [*command, "--config", str(self.config_path), "--node-id", nid, *extra_args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -240,12 +258,21 @@ class LocalCluster:
         The caller owns the process (stop it before :meth:`stop`)."""
         data = data_dir or self.log_dir.parent / name
         out = open(log or self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        environ = {
+            **os.environ,
+            **self.env,
+            **({"RAFTSCHED_TOKEN": token} if token else {}),
+            **(env or {}),
+        }
+        command = (
+            (*_SKEWED, "executor")
+            if TEST_CLOCK_OFFSET_ENV in environ
+            else (sys.executable, "-m", "raftsched.executor")
+        )
         try:
             return subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "raftsched.executor",
+                    *command,
                     "--cluster",
                     ",".join(self.targets()),
                     "--name",
@@ -259,12 +286,7 @@ class LocalCluster:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={
-                    **os.environ,
-                    **self.env,
-                    **({"RAFTSCHED_TOKEN": token} if token else {}),
-                    **(env or {}),
-                },
+                env=environ,
             )
         finally:
             out.close()
@@ -408,3 +430,45 @@ class LocalCluster:
         if len(set(chains.values())) != 1:
             raise AssertionError(f"replicas disagree at index {index}: {chains}")
         return index, next(iter(chains.values()))
+
+
+def skewed_clock(what: str, name: str) -> SystemClock:
+    """The clock of a process started with a test clock fault: :data:`TEST_CLOCK_OFFSET_ENV`
+    and, for a node, :data:`TEST_CLOCK_OFFSET_FILE_ENV`. ``what`` names the process in the
+    warning it logs; ``name`` is its node id or executor name. Raises InvalidSpec (the program
+    exits 2) for an offset that is not a whole number of milliseconds."""
+    raw = os.environ.get(TEST_CLOCK_OFFSET_ENV, "")
+    offset = 0
+    if raw:
+        try:
+            offset = int(raw)
+        except ValueError:
+            raise InvalidSpec(
+                TEST_CLOCK_OFFSET_ENV, f"{raw!r} is not an integer number of milliseconds"
+            ) from None
+        _log.warning("TEST SETTING: this %s's clock is skewed by %+d ms", what, offset)
+    raw_file = os.environ.get(TEST_CLOCK_OFFSET_FILE_ENV, "") if what == "node" else ""
+    path = Path(raw_file.replace("{name}", name)) if raw_file else None
+    if path is not None:
+        _log.warning("TEST SETTING: this %s's clock follows the offset in %s", what, path)
+    return SystemClock(offset, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m raftsched.localcluster node|executor ARGS``: ``raftsched-node`` or
+    ``raftsched-executor`` with ARGS, on a clock with the test faults of its environment."""
+    program, *args = list(sys.argv[1:] if argv is None else argv) or [""]
+    if program == "node":
+        from raftsched.cli.node import node_main
+
+        return node_main(args, clock_for=functools.partial(skewed_clock, "node"))
+    if program == "executor":
+        from raftsched.cli.executor import executor_main
+
+        return executor_main(args, clock_for=functools.partial(skewed_clock, "executor"))
+    print("usage: python -m raftsched.localcluster node|executor ARGS", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

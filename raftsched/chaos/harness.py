@@ -76,9 +76,15 @@ from raftsched.chaos.checker import (
     settle,
 )
 from raftsched.chaos.netproxy import ProxyNet
-from raftsched.cli.node import TEST_CLOCK_OFFSET_ENV, TEST_CLOCK_OFFSET_FILE_ENV
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, free_ports, stop_processes, wait_until
+from raftsched.localcluster import (
+    TEST_CLOCK_OFFSET_ENV,
+    TEST_CLOCK_OFFSET_FILE_ENV,
+    LocalCluster,
+    free_ports,
+    stop_processes,
+    wait_until,
+)
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb

@@ -24,6 +24,7 @@ from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_fr
 from raftsched.cli.errors import STORE_DAMAGED_EXIT, ArgParser, UsageError, config_message, fail
 from raftsched.cli.input import duration_arg
 from raftsched.cli.process import (
+    ClockFor,
     add_log_level_option,
     configure_logging,
     lock_data_dir,
@@ -47,8 +48,10 @@ def keep_arg(text: str) -> int | None:
     return ms
 
 
-def executor_main(argv: Sequence[str] | None = None) -> int:
-    """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``."""
+def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
+    """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``.
+    ``clock_for(name)``: the executor's clock (default: the system clock; tests skew it, see
+    :mod:`raftsched.localcluster`)."""
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
     parser = ArgParser(
         prog="raftsched-executor",
@@ -131,7 +134,6 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
         # report the other's attempts as their own.
         lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
         try:
-            from raftsched.cli.node import clock_offset_for_tests
             from raftsched.executor.agent import Executor
             from raftsched.security.tokens import resolve_token
             from raftsched.sharding.placement import parse_memory_mb
@@ -161,7 +163,7 @@ def executor_main(argv: Sequence[str] | None = None) -> int:
                 execution_log_keep=None
                 if args.execution_log_keep is None
                 else args.execution_log_keep / 1000,
-                clock=SystemClock(clock_offset_for_tests("executor")),
+                clock=clock_for(args.name) if clock_for is not None else SystemClock(),
                 rebuilt=args.rebuild,
             )
 

@@ -3,8 +3,8 @@ SIGHUP reloads its TLS certificates; ``--restore FILE`` first loads a backup int
 dir (a node of a new cluster restored from ``raftsched backup``); ``--rebuild`` moves a damaged
 store aside and catches up from the leader.
 
-The process around a :class:`raftsched.server.node.Node`: logging, SIGTERM/SIGINT, the test clock hook,
-and the exit status. The node itself (pysyncobj, LMDB, the gRPC server) is imported only when
+The process around a :class:`raftsched.server.node.Node`: logging, SIGTERM/SIGINT and the exit
+status. The node itself (pysyncobj, LMDB, the gRPC server) is imported only when
 one runs, so the admin commands never load it.
 """
 
@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from raftsched.abc import FormatTooNew
 from raftsched.cli.errors import STORE_DAMAGED_EXIT, ArgParser, UsageError, fail, run_guarded
 from raftsched.cli.process import (
     LOCK_FILE,
+    ClockFor,
     add_log_level_option,
     check_listen_address,
     configure_logging,
@@ -33,7 +33,7 @@ from raftsched.cli.process import (
     move_aside,
     stop_on_signals,
 )
-from raftsched.errors import CannotStart, InvalidSpec, StoreDamaged
+from raftsched.errors import CannotStart, StoreDamaged
 
 if TYPE_CHECKING:
     from raftsched.config.types import ClusterConfig
@@ -41,10 +41,6 @@ if TYPE_CHECKING:
 __all__ = [
     "REBUILD_FILES",
     "STORE_DAMAGED_EXIT",
-    "TEST_CLOCK_OFFSET_ENV",
-    "TEST_CLOCK_OFFSET_FILE_ENV",
-    "clock_offset_file_for_tests",
-    "clock_offset_for_tests",
     "node_main",
     "run_node",
     "with_data_dir",
@@ -52,8 +48,6 @@ __all__ = [
 
 log = logging.getLogger("raftsched.node")
 
-TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
-TEST_CLOCK_OFFSET_FILE_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_FILE"
 STORE_FAILED_EXIT = 3  # the state store could not take writes; the node left the cluster
 FORMAT_TOO_NEW_EXIT = 4  # the log holds a command of a newer format: upgrade this node
 # STORE_DAMAGED_EXIT (5): a store file is damaged or unreadable: start again with --rebuild.
@@ -70,9 +64,10 @@ REBUILD_FILES = (
 """What ``--rebuild`` moves aside: the state store, the Raft journal and snapshot (and leftovers)."""
 
 
-def node_main(argv: Sequence[str] | None = None) -> int:
+def node_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
     """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--join] [--log-level info]
-    [--log-format text|json]``: run one node until stopped."""
+    [--log-format text|json]``: run one node until stopped. ``clock_for(node id)``: the node's
+    clock (default: the system clock; tests skew it, see :mod:`raftsched.localcluster`)."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")
@@ -115,6 +110,8 @@ def node_main(argv: Sequence[str] | None = None) -> int:
                 "--restore bootstraps a new cluster and --rebuild catches up with one: give one of them"
             )
         options: dict[str, Any] = {}
+        if clock_for is not None:
+            options["clock_for"] = clock_for
         if args.rebuild:
             options["rebuild"] = True
         if args.join:
@@ -144,6 +141,7 @@ def run_node(
     join: bool = False,
     restore: str = "",
     rebuild: bool = False,
+    clock_for: ClockFor | None = None,
 ) -> int:
     """Run one node until SIGTERM/SIGINT (a leader hands leadership over first). Returns the
     process exit code.
@@ -162,8 +160,7 @@ def run_node(
     if data_dir:
         config = with_data_dir(config, node_id, Path(data_dir).absolute())
     me = config.node(node_id)
-    offset_ms = clock_offset_for_tests("node")
-    offset_file = clock_offset_file_for_tests("node", node_id)
+    clock = clock_for(node_id) if clock_for is not None else SystemClock()
     # Held until the process exits: a second process on this data dir would serve stale state.
     lock = lock_data_dir(me.data_dir, f"node {node_id}")
     try:
@@ -171,15 +168,13 @@ def run_node(
             restore_backup(Path(restore), me.data_dir, config.storage.map_size)
         check_listen_address(me.grpc_listen, "gRPC")
         if rebuild:
-            moved = move_aside(me.data_dir, REBUILD_FILES, SystemClock(offset_ms).now_ms())
+            moved = move_aside(me.data_dir, REBUILD_FILES, clock.now_ms())
             log.warning(
                 "node %s rebuilds: %s; it catches up from the current leader",
                 node_id,
                 f"its store files were moved to {moved}" if moved else "it had no store files",
             )
-        node = Node(
-            config, node_id, clock=SystemClock(offset_ms, offset_file), joining=join, rebuilding=rebuild
-        )
+        node = Node(config, node_id, clock=clock, joining=join, rebuilding=rebuild)
     except BaseException:
         lock.release()
         raise
@@ -255,34 +250,6 @@ def with_data_dir(config: ClusterConfig, node_id: str, data_dir: Path) -> Cluste
     me = config.node(node_id)
     nodes = tuple(dataclasses.replace(n, data_dir=data_dir) if n is me else n for n in config.nodes)
     return dataclasses.replace(config, nodes=nodes)
-
-
-def clock_offset_for_tests(what: str) -> int:
-    """Test-only: the chaos suite skews a node's clock (and a test an executor's) with
-    RAFTSCHED_TEST_CLOCK_OFFSET_MS. ``what`` names the process in the warning."""
-    raw = os.environ.get(TEST_CLOCK_OFFSET_ENV, "")
-    if not raw:
-        return 0
-    try:
-        offset = int(raw)
-    except ValueError:
-        raise InvalidSpec(
-            TEST_CLOCK_OFFSET_ENV, f"{raw!r} is not an integer number of milliseconds"
-        ) from None
-    log.warning("TEST SETTING: this %s's clock is skewed by %+d ms", what, offset)
-    return offset
-
-
-def clock_offset_file_for_tests(what: str, name: str) -> Path | None:
-    """Test-only: RAFTSCHED_TEST_CLOCK_OFFSET_FILE names a file whose content (milliseconds)
-    steps this process's clock while it runs (the chaos suite's clock-step fault); ``{name}`` in
-    it is replaced by the process's name (a node id), so one setting serves every node."""
-    raw = os.environ.get(TEST_CLOCK_OFFSET_FILE_ENV, "")
-    if not raw:
-        return None
-    path = Path(raw.replace("{name}", name))
-    log.warning("TEST SETTING: this %s's clock follows the offset in %s", what, path)
-    return path
 
 
 if __name__ == "__main__":

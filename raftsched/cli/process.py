@@ -16,18 +16,25 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raftsched.errors import CannotStart
+
+if TYPE_CHECKING:
+    from raftsched.abc import Clock
+
+ClockFor = Callable[[str], "Clock"]
+"""A process's clock by its name (node id, executor name); tests skew it (raftsched.localcluster)."""
 
 __all__ = [
     "CONTEXT_FIELDS",
     "LOCK_FILE",
     "LOG_FORMATS",
     "LOG_LEVELS",
+    "ClockFor",
     "DataDirLock",
     "JsonFormatter",
     "add_log_level_option",

@@ -24,9 +24,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.chaos.harness import ChaosHarness, ChaosResult, ChaosSettings, TaskPlan, run_chaos
-from raftsched.cli.node import TEST_CLOCK_OFFSET_FILE_ENV
 from raftsched.client import Client
-from raftsched.localcluster import wait_until
+from raftsched.localcluster import TEST_CLOCK_OFFSET_FILE_ENV, wait_until
 from raftsched.model import CronTrigger, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory

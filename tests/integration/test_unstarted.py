@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.cli.node import TEST_CLOCK_OFFSET_ENV
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import TEST_CLOCK_OFFSET_ENV, LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 

@@ -20,7 +20,7 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from raftsched import cli
+from raftsched import cli, localcluster
 from raftsched import client as client_module
 from raftsched.cli import demo as demo_cli
 from raftsched.cli import input as cli_input
@@ -486,12 +486,29 @@ def test_a_bad_test_clock_offset_stops_the_node_before_it_starts(
 ) -> None:
     config = tmp_path / "cluster.toml"
     write_config(config, 1)
-    monkeypatch.setenv(node_cli.TEST_CLOCK_OFFSET_ENV, "soon")
-    assert node_cli.node_main(["--config", str(config), "--node-id", "n1"]) == 2
+    monkeypatch.setenv(localcluster.TEST_CLOCK_OFFSET_ENV, "soon")
+    assert localcluster.main(["node", "--config", str(config), "--node-id", "n1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("raftsched-node: error: "), err
-    assert node_cli.TEST_CLOCK_OFFSET_ENV in err
+    assert localcluster.TEST_CLOCK_OFFSET_ENV in err
     assert "'soon' is not an integer number of milliseconds" in err
+
+
+def test_the_node_program_reads_no_test_clock_setting(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The clock faults of the chaos suite are the test entry point's (raftsched.localcluster):
+    ``raftsched-node`` runs on the system clock whatever its environment says, so a bad offset
+    does not stop it; a missing backup to restore does, before the node starts."""
+    config = tmp_path / "cluster.toml"
+    write_config(config, 1)
+    monkeypatch.setenv(localcluster.TEST_CLOCK_OFFSET_ENV, "soon")
+    missing = tmp_path / "missing.bak"
+    argv = ["--config", str(config), "--node-id", "n1", "--restore", str(missing)]
+    assert node_cli.node_main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"cannot read backup {missing}" in err, err
+    assert localcluster.TEST_CLOCK_OFFSET_ENV not in err
 
 
 def test_the_programs_run_as_modules_and_the_admin_cli_loads_no_node() -> None:

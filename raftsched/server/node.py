@@ -16,7 +16,7 @@ import random
 import sys
 import threading
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -82,6 +82,9 @@ from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from raftsched.web.console import Console
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 log = logging.getLogger("raftsched.node")
 
@@ -1047,15 +1050,7 @@ class Node:
             reply.clock_offset_ms = clock.offset_ms or 0
             reply.clock_skew_ms = clock.skew_ms or 0
             reply.clock_faulty = clock.faulty
-            for node_id, raft_addr in self._peer_list():
-                link = raft.peer(self.dial_address(raft_addr))
-                reply.raft_peers.add(
-                    node_id=node_id,
-                    raft=raft_addr,
-                    connected=link.connected,
-                    match_index=link.match_index,
-                    refused=link.refused,
-                )
+            self._add_peer_links(reply.raft_peers, raft)
             at = self.replica.recent_chains.get(chain_at_index) if chain_at_index else None
             if at is not None:
                 reply.chain_at_index = at.hex()
@@ -1081,13 +1076,19 @@ class Node:
     def cluster_status(self) -> pb.ClusterStatusReply:
         out = pb.ClusterStatusReply(self=self.node_status())
         raft = self.consensus.status() if self.consensus is not None else RaftStatus()
+        self._add_peer_links(out.peers, raft)
+        return out
+
+    def _add_peer_links(
+        self, peers: RepeatedCompositeFieldContainer[pb.PeerStatus], raft: RaftStatus
+    ) -> None:
+        """Add each other voter's Raft link as ``raft`` reports it to the repeated ``peers``."""
         for node_id, raft_addr in self._peer_list():
             link = raft.peer(self.dial_address(raft_addr))
-            out.peers.add(
+            peers.add(
                 node_id=node_id,
                 raft=raft_addr,
                 connected=link.connected,
                 match_index=link.match_index,
                 refused=link.refused,
             )
-        return out

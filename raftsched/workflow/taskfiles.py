@@ -54,7 +54,6 @@ import datetime as _dt
 import json
 import re
 import tomllib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -510,8 +509,3 @@ def diff_specs(old: TaskSpec | None, new: TaskSpec) -> list[FieldChange]:
         if a != b:
             out.append(FieldChange(_DIFF_NAMES.get(f.name, f.name), _shown(a, f.name), _shown(b, f.name)))
     return out
-
-
-def names_in(files: Iterable[TaskFile]) -> dict[str, str]:
-    """Every task name the files declare → where (refusing nothing: see the caller)."""
-    return {spec.name: where for tf in files for spec, where in tf.tasks}

@@ -1,6 +1,6 @@
 """Where the ways in used to disagree about a task field, they now answer alike (issue 27).
 
-Task files and workflow files read a field with one reader each kind; these
+Task files, workflow files and ``task add|update`` read a field with one reader each kind; these
 tests pin the places where they used to differ. They use only the loaders and the CLI, so they
 also run against code from before the field table (where each of them fails).
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from raftsched import cli
 from raftsched.errors import InvalidWorkflow
 from raftsched.workflow.files import parse_workflow_text
 from raftsched.workflow.taskfiles import InvalidTaskFile, parse_task_text
@@ -56,3 +57,26 @@ def test_a_bad_selector_value_is_named_alike_in_both_files() -> None:
     message = 'tasks[0].selector.gpu ("a"): must be a string, got integer 1 (quote it to make it a string)'
     assert task_file_problems("    selector: {gpu: 1}\n") == [f"t.yaml:4: {message}"]
     assert workflow_problems("    selector: {gpu: 1}\n") == [f"w.yaml:5: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (
+            ["--handler", "h", "--runner", "python"],
+            "--runner: runner python runs a command; a handler is already Python",
+        ),
+        (
+            [arg for i in range(17) for arg in ("--exclude", f"c{i}")],
+            "--exclude: 17 calendars, at most 16",
+        ),
+    ],
+)
+def test_the_cli_names_the_option_of_every_task_field_it_refuses(
+    capsys: pytest.CaptureFixture[str], options: list[str], error: str
+) -> None:
+    # "runner" and "exclude" were the two task fields whose errors named the model field.
+    status = cli.main(["--cluster", "127.0.0.1:1", "task", "add", "t", "--manual", *options])
+    _, err = capsys.readouterr()
+    assert status == 2
+    assert err == f"raftsched: error: {error}\n"

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from raftsched import taskfields
+from raftsched.cli import errors, parser, tasks
+from raftsched.errors import InvalidSpec
 from raftsched.model import TaskSpec
 from raftsched.taskfields import TASK_FIELDS, WORKFLOW_FIELDS, Field, Kind
 from raftsched.v1 import raftsched_pb2 as pb
@@ -78,9 +80,21 @@ def test_no_spelling_means_two_keys() -> None:
     assert len(dict(hinted)) == len(set(hinted)), "a hint suggests two different keys"
 
 
-def test_every_model_error_of_a_field_names_its_file_key() -> None:
+def test_every_option_is_laid_out_once_and_parses_into_its_attribute() -> None:
+    laid_out = [key for _, keys in parser._SPEC_OPTION_LAYOUT for key in keys]
+    with_flags = [f.key for f in TASK_FIELDS if f.flag and f.attr != "trigger"]
+    assert sorted(laid_out) == sorted(with_flags)
+    args = parser.parse_args(["task", "update", "t"])
+    for f in TASK_FIELDS:
+        if f.flag:
+            assert hasattr(args, tasks.option_dest(f)), f.flag
+
+
+def test_every_model_error_of_a_field_names_its_option_and_its_file_key() -> None:
     for f in TASK_FIELDS:
         for error in f.errors:
+            if f.flag:
+                assert errors.invalid_message(InvalidSpec(error, "bad")).startswith(f.flag + ": ")
             if f.task_file:
                 assert taskfiles._file_key(error) == f.key
 

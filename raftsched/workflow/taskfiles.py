@@ -327,10 +327,12 @@ def _iso(ms: int) -> str:
 
 # Model field → the key a task file spells it with (the diff speaks the file's language).
 _DIFF_NAMES = {"trigger": "schedule", **{f.attr: f.key for f in _FIELDS if f.attr != "trigger"}}
+# Model fields the diff shows as durations ("1h", "none").
+_DURATIONS = frozenset(f.attr for f in _FIELDS if f.kind == Kind.DURATION and f.attr != "trigger")
 
 
 def _shown(value: object, name: str = "") -> str:
-    if name in ("timeout_ms", "misfire_all_window_ms") and isinstance(value, int):
+    if name in _DURATIONS and isinstance(value, int):
         return format_duration(value) if value else "none"
     if isinstance(value, CronTrigger):
         return f"cron {value.expr!r} {value.timezone}"

@@ -14,6 +14,7 @@ PURE = [
     "model.py",
     "codec.py",
     "bounds.py",
+    "taskfields.py",
     "errors.py",
     "fsm/state.py",
     "fsm/keys.py",

@@ -28,6 +28,7 @@ CORE = (
     "raftsched.model",
     "raftsched.codec",
     "raftsched.bounds",
+    "raftsched.taskfields",
     "raftsched.leader.dispatcher",
 )
 CORE_FORBIDDEN_LIBRARIES = {"grpc", "grpc_health", "grpc_reflection", "pysyncobj", "lmdb", "aiohttp"}

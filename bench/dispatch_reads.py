@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb

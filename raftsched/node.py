@@ -53,7 +53,7 @@ from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState, check_stored_format
-from raftsched.leader.dispatcher import DispatchSettings
+from raftsched.leader.dispatch.dispatcher import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex

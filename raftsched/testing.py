@@ -35,7 +35,7 @@ from raftsched.fsm.effects import BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
 from raftsched.model import TaskSpec

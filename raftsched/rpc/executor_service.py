@@ -20,7 +20,7 @@ from raftsched import bounds, codec
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
 from raftsched.logfields import attempt_fields, leadership_fields, run_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc

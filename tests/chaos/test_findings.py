@@ -13,7 +13,7 @@ from pysyncobj import SyncObjConf
 from raftsched.consensus.pysyncobj_node import _Raft
 from raftsched.fsm.effects import BarrierCommitted
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
 from raftsched.leader.gate import LeaderGate
 from raftsched.localcluster import free_ports
 from raftsched.model import TaskSpec

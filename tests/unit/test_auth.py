@@ -20,7 +20,7 @@ from raftsched.fsm.access import audit_records
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.rpc.executor_client import GrpcExecutorTransport
 from raftsched.security import authz

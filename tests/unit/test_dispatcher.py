@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import TaskSpec
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb

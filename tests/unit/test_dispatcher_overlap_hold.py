@@ -13,7 +13,7 @@ import random
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.unit.test_dispatcher import SETTINGS, setup, step

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.v1 import log_pb2 as logpb
 from tests.unit.test_dispatcher import SETTINGS, setup, step
 from tests.unit.test_fsm import T0, S, tick

@@ -28,7 +28,7 @@ CORE = (
     "raftsched.model",
     "raftsched.codec",
     "raftsched.bounds",
-    "raftsched.leader.dispatcher",
+    "raftsched.leader.dispatch.dispatcher",
 )
 CORE_FORBIDDEN_LIBRARIES = {"grpc", "grpc_health", "grpc_reflection", "pysyncobj", "lmdb", "aiohttp"}
 CORE_FORBIDDEN_PACKAGES = (

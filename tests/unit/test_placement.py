@@ -10,7 +10,7 @@ from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import AttemptReady, RunCancelled
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import Overlap, TaskSpec
 from raftsched.sharding.placement import Need, could_ever_fit, fits_now, parse_memory_mb
 from raftsched.v1 import log_pb2 as pb

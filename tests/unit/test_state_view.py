@@ -21,7 +21,7 @@ from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, Effect, ExecutorChanged
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
 from raftsched.model import Overlap, TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.memory import MemoryStore

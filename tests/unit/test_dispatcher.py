@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
-from raftsched.model import TaskSpec
+from raftsched.model import Lock, LockMode, ManualTrigger, TaskSpec
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
@@ -194,3 +197,37 @@ def test_killing_a_workflow_run_cancels_its_running_attempt_on_the_executor() ->
     [(to, cancel)] = d.take_outbox()
     assert (to, cancel.execution_id, cancel.cancel) == (executor, item.execution_id, True)
     assert not d.leases and not d.backfill_busy
+
+
+# -- admission: one check for every placement path ---------------------------------------------------
+
+
+@pytest.mark.parametrize("cpu", [0.0, 1.0], ids=["ring-owner", "sized"])
+def test_every_placement_path_records_lock_waits_and_lets_no_shared_holder_starve_a_waiter(
+    cpu: float,
+) -> None:
+    """An attempt held back by a lock is named in the command with its reason, and a later attempt
+    that wants a lock an earlier waiter waits for waits too (else a stream of shared holders
+    starves an exclusive waiter). Attempts that declare cpu (``sized``) walk the ring by another
+    path; it used to skip both (issue 27)."""
+    from tests.unit.test_placement import join as join_sized
+
+    state = fresh()
+    assert state.apply(join_sized("ex1", slots=4, cpu=8)).result.ok
+    for name, mode in (("hold", LockMode.SHARED), ("x", LockMode.EXCLUSIVE), ("s", LockMode.SHARED)):
+        spec = TaskSpec(name, ManualTrigger(), command="x", resource_cpu=cpu, locks=(Lock("db", mode),))
+        assert create(state, spec).ok
+    d = Dispatcher(state, SETTINGS, random.Random(7))
+    d.become_leader(1, T0)
+    step(state, d, writes.trigger_now("hold", "", now_ms=T0 + 1, epoch=1, origin="n1", key=""), T0 + 1)
+    [assign] = d.poll(T0 + 1)
+    step(state, d, assign, T0 + 1)
+    assert [v.name for v in state.locks()] == ["db"]  # hold runs, sharing db
+    for i, name in enumerate(("x", "s"), start=2):
+        step(state, d, writes.trigger_now(name, "", now_ms=T0 + i, epoch=1, origin="n1", key=""), T0 + i)
+    [cmd] = [logpb.Command.FromString(c) for c in d.poll(T0 + 10)]
+    waits = {w.run_id.partition("@")[0]: w.reason for w in cmd.assign_attempts.waits}
+    assert waits == {"x": "lock db: held", "s": "lock db: held"}
+    assert not cmd.assign_attempts.assignments  # s may share db with hold, but x waits first
+    step(state, d, cmd.SerializeToString(), T0 + 10)
+    assert d.poll(T0 + 11) == []  # the reasons are recorded once, not on every tick

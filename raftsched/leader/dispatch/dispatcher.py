@@ -48,10 +48,11 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
+from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
@@ -795,11 +796,7 @@ class Dispatcher:
         budget = self.settings.max_assign_per_command
         total_slots = sum(placeable.values())
         remaining = dict(free) if self.sized else free
-        has_quotas = v.has_quotas
-        # Locks an earlier attempt (in start order) of this walk waits for: later ones wanting
-        # them wait too, so a stream of shared holders cannot starve an exclusive waiter.
-        queued_locks: set[str] = set()
-        waits = cmd.assign_attempts.waits
+        admission = _Admission(v, now_ms, self.reserved, cmd)
         for owner in sorted(free):
             slots = free[owner]
             queue = self.queues.get(owner)
@@ -811,18 +808,9 @@ class Dispatcher:
                     r = w.ready
                     if w.reserved_for or r.not_before_ms > now_ms or (r.backfill_share > 0) != backfill:
                         continue
-                    need = (
-                        v.policy_need(w.task_owner, w.namespace, w.locks) if has_quotas or w.locks else None
-                    )
-                    if need is not None:
-                        why = next((lock_reason(lk.name) for lk in need.locks if lk.name in queued_locks), "")
-                        why = why or v.policy_check(need, now_ms, self.reserved)
-                        if why:
-                            queued_locks.update(lk.name for lk in need.locks if why == lock_reason(lk.name))
-                            if why != w.reason and len(waits) < MAX_WAITS_PER_COMMAND:
-                                w.reason = why  # (the rest are named in the next commands)
-                                waits.add(run_id=r.run_id, shard=r.shard, attempt=r.attempt, reason=why)
-                            continue
+                    need = admission.admit(w)
+                    if need is False:
+                        continue
                     if backfill:
                         cap = max(1, total_slots * r.backfill_share // 100)
                         if len(self.backfill_busy) >= cap:
@@ -846,8 +834,8 @@ class Dispatcher:
             if budget <= 0:
                 break
         if self.sized and budget > 0:
-            self._place_sized(v, now_ms, remaining, total_slots, budget, cmd)
-        if cmd.assign_attempts.assignments or waits:
+            self._place_sized(v, now_ms, remaining, total_slots, budget, cmd, admission)
+        if cmd.assign_attempts.assignments or cmd.assign_attempts.waits:
             return codec.encode_command(cmd)
         return None
 
@@ -859,6 +847,7 @@ class Dispatcher:
         total_slots: int,
         budget: int,
         cmd: logpb.Command,
+        admission: _Admission,
     ) -> None:
         """Attempts with a declared need, oldest first: each goes to the first executor in ring
         order from its shard's position that has a free slot and the cpu, memory and labels it
@@ -866,14 +855,13 @@ class Dispatcher:
         if not any(count > 0 for count in free.values()):
             return
         executors = v.executors
-        has_quotas = v.has_quotas
         for w in sorted(self.sized.values(), key=lambda w: w.order):  # priority, then oldest
             r = w.ready
             key = (r.run_id, r.shard)
             if w.reserved_for or r.not_before_ms > now_ms:
                 continue
-            policy = v.policy_need(w.task_owner, w.namespace, w.locks) if has_quotas or w.locks else None
-            if policy is not None and v.policy_check(policy, now_ms, self.reserved):
+            policy = admission.admit(w)
+            if policy is False:
                 continue  # over quota or a lock is held: it waits (the state machine would refuse)
             if r.backfill_share and len(self.backfill_busy) >= max(1, total_slots * r.backfill_share // 100):
                 continue
@@ -926,6 +914,50 @@ class Dispatcher:
     def backlog(self) -> int:
         """Attempts waiting for an executor slot (their lateness is visible in run state)."""
         return len(self.waiting)
+
+
+class _Admission:
+    """The quota and lock check of one placement walk, the one every placement path asks (the
+    ring owner's queues and the ring walk of attempts with a declared need alike).
+
+    An attempt over a quota or wanting a held lock waits, named in the command with its reason
+    (once per reason: sent again only when it changes). A lock an earlier attempt of the walk
+    waits for is held for the later ones too, so a stream of shared holders cannot starve an
+    exclusive waiter."""
+
+    __slots__ = ("_has_quotas", "_now_ms", "_queued_locks", "_reserved", "_v", "_waits")
+
+    def __init__(
+        self,
+        v: StateView,
+        now_ms: int,
+        reserved: Reservations,
+        cmd: logpb.Command,
+    ) -> None:
+        self._v = v
+        self._now_ms = now_ms
+        self._reserved = reserved
+        self._has_quotas = v.has_quotas
+        self._queued_locks: set[str] = set()
+        self._waits = cmd.assign_attempts.waits  # where the wait reasons are named
+
+    def admit(self, w: _Waiting) -> PolicyNeed | Literal[False] | None:
+        """False: ``w`` waits. Otherwise the policies to reserve for it (None: none apply)."""
+        if not (self._has_quotas or w.locks):
+            return None
+        need = self._v.policy_need(w.task_owner, w.namespace, w.locks)
+        if need is None:
+            return None
+        why = next((lock_reason(lk.name) for lk in need.locks if lk.name in self._queued_locks), "")
+        why = why or self._v.policy_check(need, self._now_ms, self._reserved)
+        if not why:
+            return need
+        self._queued_locks.update(lk.name for lk in need.locks if why == lock_reason(lk.name))
+        if why != w.reason and len(self._waits) < MAX_WAITS_PER_COMMAND:
+            w.reason = why  # (the rest are named in the next commands)
+            r = w.ready
+            self._waits.add(run_id=r.run_id, shard=r.shard, attempt=r.attempt, reason=why)
+        return False
 
 
 def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
@@ -75,8 +76,8 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
             tf.fires.add(nominal_ms=now, outcome=logpb.FIRED, count=1)
         feed(codec.encode_command(cmd), now)
         while d.waiting or d.leases:
-            for data in timed(d.poll, now):
-                feed(data, now)
+            for proposal in timed(d.poll, now):
+                feed(proposal.encode(), now)
             by_executor: dict[str, list[pb.ExecResult]] = {}
             for executor, item in d.take_outbox():
                 by_executor.setdefault(executor, []).append(
@@ -88,7 +89,7 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
                 started += len(results)
                 report = timed(d.results, executor, results, now)
                 if report is not None:
-                    feed(report, now)
+                    feed(report.encode(), now)
     return {
         "tasks": tasks,
         "seconds": seconds,

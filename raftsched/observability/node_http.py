@@ -47,7 +47,7 @@ _WORKFLOW_STATES: Final = {
 
 
 class _Hub(Protocol):
-    """The part of :class:`raftsched.rpc.executor_service.ExecutorHub` a scrape reads."""
+    """The part of :class:`raftsched.leader.dispatch.hub.ExecutorHub` a scrape reads."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None: ...

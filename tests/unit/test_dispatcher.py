@@ -255,3 +255,35 @@ def test_every_placement_path_records_lock_waits_and_lets_no_shared_holder_starv
     assert not cmd.assign_attempts.assignments  # s may share db with hold, but x waits first
     step(state, d, cmd.SerializeToString(), T0 + 10)
     assert d.poll(T0 + 11) == []  # the reasons are recorded once, not on every tick
+
+
+# -- holdings: what a reservation or a lease takes is given back in one place ------------------------
+
+
+def test_holdings_give_back_everything_a_reservation_or_a_lease_took() -> None:
+    from raftsched.fsm.policy import Need as PolicyNeed
+    from raftsched.leader.dispatch.leases import Holdings, Lease
+    from raftsched.sharding.placement import Need
+
+    def empty(h: Holdings) -> bool:
+        return (
+            not any(h.used.values())
+            and h.held.used("ex1") == (0, 0.0, 0)
+            and not h.backfill_busy
+            and not h.reserved.by_key
+        )
+
+    h = Holdings()
+    key, need, policy = ("r", 0), Need(cpu=2.0, memory_mb=512), PolicyNeed((), (Lock("db"),))
+    h.reserve(key, "ex1", need, policy, backfill=True)  # proposed, not applied
+    assert (h.used["ex1"], h.held.used("ex1"), h.reserved.exclusive) == (1, (1, 2.0, 512), {"db": 1})
+    h.release(key, "ex1")  # the proposal failed
+    assert empty(h)
+    h.take(key, "ex1", need)  # assigned and leased
+    h.leases["r/0/1"] = Lease("r/0/1", "r", "t", 0, 1, "ex1", expires_ms=1, deadline_ms=0)
+    h.backfill_busy.add(key)
+    assert h.drop("r/0/1") is not None and empty(h)
+    assert h.drop("r/0/1") is None and empty(h)  # twice is harmless
+    h.take(key, "ex1", need)
+    h.leases["r/0/1"] = Lease("r/0/1", "r", "t", 0, 1, "ex1", expires_ms=1, deadline_ms=0)
+    assert h.void("ex1") == ["r/0/1"] and empty(h) and not h.leases  # its executor died

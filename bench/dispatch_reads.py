@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
@@ -60,6 +61,15 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
         cpu += time.process_time() - t0
         return out
 
+    # What the dispatcher decides, encoded as its shell encodes it: the encoding is counted, as it
+    # was when the dispatcher itself returned bytes.
+    def poll_encoded(now: int) -> list[bytes]:
+        return [p.encode() for p in d.poll(now)]
+
+    def report_encoded(executor: str, results: list[pb.ExecResult], now: int) -> bytes | None:
+        proposal = d.results(executor, results, now)
+        return proposal.encode() if proposal is not None else None
+
     def feed(data: bytes, now: int) -> None:
         effects = state.apply(data).effects
         timed(d.on_effects, effects, now)
@@ -75,7 +85,7 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
             tf.fires.add(nominal_ms=now, outcome=logpb.FIRED, count=1)
         feed(codec.encode_command(cmd), now)
         while d.waiting or d.leases:
-            for data in timed(d.poll, now):
+            for data in timed(poll_encoded, now):
                 feed(data, now)
             by_executor: dict[str, list[pb.ExecResult]] = {}
             for executor, item in d.take_outbox():
@@ -86,7 +96,7 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
                 raise RuntimeError(f"{len(d.waiting)} attempts wait and nothing was dispatched")
             for executor, results in sorted(by_executor.items()):
                 started += len(results)
-                report = timed(d.results, executor, results, now)
+                report = timed(report_encoded, executor, results, now)
                 if report is not None:
                     feed(report, now)
     return {

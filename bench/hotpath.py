@@ -43,7 +43,8 @@ from raftsched.fsm.effects import Effect  # noqa: E402
 from raftsched.fsm.records import Retention  # noqa: E402
 from raftsched.fsm.state import SchedulerState  # noqa: E402
 from raftsched.leader import writes  # noqa: E402
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings  # noqa: E402
+from raftsched.leader.dispatch.dispatcher import Dispatcher  # noqa: E402
+from raftsched.leader.dispatch.settings import DispatchSettings  # noqa: E402
 from raftsched.leader.driver import LeaderDriver  # noqa: E402
 from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample  # noqa: E402

@@ -53,7 +53,8 @@ from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState, check_stored_format
-from raftsched.leader.dispatcher import DispatchSettings
+from raftsched.leader.dispatch.hub import ExecutorHub
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import DriverThread, LeaderDriver
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
@@ -65,7 +66,7 @@ from raftsched.observability.tally import ApplyTally
 from raftsched.readinfo import ReadInfo
 from raftsched.replica import Replica
 from raftsched.rpc.admin import AdminServicer
-from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.rpc.executor_service import ExecutorServicer
 from raftsched.rpc.http_api import HttpApi, LocalCalls
 from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.peercheck import PeerCheck

@@ -35,7 +35,8 @@ from raftsched.fsm.effects import BarrierCommitted, Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
 from raftsched.model import TaskSpec
@@ -246,9 +247,9 @@ class _SimEndpoint:
         if self.refuse_reports > 0:
             self.refuse_reports -= 1
             raise TransportError("unavailable", "the write was not confirmed in time; its outcome is unknown")
-        data = node.dispatcher.results(request.name, request.results, self._now(node))
-        if data is not None:
-            self._commit(node, data)
+        proposal = node.dispatcher.results(request.name, request.results, self._now(node))
+        if proposal is not None:
+            self._commit(node, proposal.encode())
         return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
 
     def drain(self, target: str, request: pb.DrainRequest) -> pb.DrainReply:
@@ -570,12 +571,14 @@ class SimHarness:
             watch = self.nodes[leader].watch
             if d.leading and not (watch is not None and watch.faulty()):  # as ExecutorHub._tick
                 now = self.now(leader)
-                for data in d.poll(now):
-                    if codec.decode_command(data).WhichOneof("body") == "assign_attempts":
+                for proposal in d.poll(now):
+                    if proposal.kind == "assign":
                         # Whatever the assignment did not turn into a lease may be placed again.
-                        self.cluster.nodes[leader].propose(data, functools.partial(_release, d, data))
+                        self.cluster.nodes[leader].propose(
+                            proposal.encode(), functools.partial(_release, d, proposal)
+                        )
                     else:
-                        self.cluster.nodes[leader].propose(data, _ignore)
+                        self.cluster.nodes[leader].propose(proposal.encode(), _ignore)
                 self.settle()
                 for executor, item in d.take_outbox():
                     self.endpoint.deliver(leader, executor, item)
@@ -665,5 +668,7 @@ def _ignore(result: bytes | None, error: ProposeError | None) -> None:
     return None
 
 
-def _release(d: Dispatcher, data: bytes, result: bytes | None, error: ProposeError | None) -> None:
-    d.release(data)
+def _release(
+    d: Dispatcher, proposal: DispatchProposal, result: bytes | None, error: ProposeError | None
+) -> None:
+    d.release(proposal)

@@ -29,7 +29,12 @@ CORE = (
     "raftsched.codec",
     "raftsched.bounds",
     "raftsched.taskfields",
-    "raftsched.leader.dispatcher",
+    "raftsched.leader.dispatch.dispatcher",
+    "raftsched.leader.dispatch.placement",
+    "raftsched.leader.dispatch.leases",
+    "raftsched.leader.dispatch.liveness",
+    "raftsched.leader.dispatch.takeover",
+    "raftsched.leader.dispatch.settings",
 )
 CORE_FORBIDDEN_LIBRARIES = {"grpc", "grpc_health", "grpc_reflection", "pysyncobj", "lmdb", "aiohttp"}
 CORE_FORBIDDEN_PACKAGES = (

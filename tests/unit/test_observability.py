@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.observability.executor_metrics import ExecutorMetrics, ExecutorSample
 from raftsched.observability.grpc_metrics import MetricsInterceptor
 from raftsched.observability.listener import HttpListener, HttpRequest, HttpResponse, ListenError, Probe

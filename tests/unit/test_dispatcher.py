@@ -165,6 +165,23 @@ def test_a_refused_assignment_is_released_for_another_try() -> None:
     assert d.poll(T0 + S)  # placed again
 
 
+def test_a_late_release_from_an_earlier_term_leaves_the_new_terms_reservation() -> None:
+    """A proposal of a previous leadership completing after this node took over again must not
+    free what the new term reserved: the attempt would be placed twice."""
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    [old] = d.poll(T0 + S)
+    d.step_down()
+    d.become_leader(2, T0 + S)
+    [new] = d.poll(T0 + S)
+    assert new.kind == "assign" and new.command.epoch == 2
+    d.release(old)  # the first term's proposal completes late
+    assert all(w.reserved_for for w in d.waiting.values())
+    assert d.poll(T0 + S) == []  # not placed again while the new term's proposal is in flight
+    d.release(new)
+    assert all(not w.reserved_for for w in d.waiting.values())
+
+
 # -- workflows: backfill share and killed runs ------------------------------------------------------
 
 

@@ -548,9 +548,10 @@ class Dispatcher:
 
     def release(self, proposal: DispatchProposal) -> None:
         """An "assign" proposal completed (failed, refused or applied): whatever it did not turn
-        into a lease may be placed again."""
+        into a lease may be placed again. A proposal of an earlier leadership is ignored: its
+        reservations died with its term, and the same attempts may be reserved by this one."""
         t = self._term
-        if t is None:
+        if t is None or proposal.command.epoch != t.epoch:
             return
         assignments = [
             ((a.run_id, a.shard), a.executor) for a in proposal.command.assign_attempts.assignments

@@ -1,16 +1,16 @@
-"""What the benchmarks share: one percentile, where a result came from, CPU readings, and the
-start of the no-op executors the cluster benchmarks run.
+"""What the benchmarks share: one percentile, the fire accounting check, where a result came
+from, CPU readings, the window timer, and the cluster with recording no-op executors.
 
 Every benchmark runs as a module of this package, from the checkout it measures::
 
     cd <checkout> && python -m bench.<name> [options]
 
 ``-m`` puts the current directory first on ``sys.path``, so ``raftsched`` is this checkout's. The
-node and executor processes a benchmark starts must run the same code: importing this module
-puts the checkout first on their ``PYTHONPATH`` (otherwise they would import whatever copy of
-raftsched is installed). :class:`Provenance` records the commit, whether the tree was dirty,
-the exact command, the machine and the load around the run, and every result a benchmark prints
-or writes carries it.
+node and executor processes a benchmark starts must run the same code: :meth:`Provenance.start`,
+which every benchmark calls first, puts the checkout first on their ``PYTHONPATH`` (otherwise
+they would import whatever copy of raftsched is installed). It also records the commit, whether
+the tree was dirty, the exact command, the machine and the load around the run, and every result
+a benchmark prints or writes carries that record.
 """
 
 from __future__ import annotations
@@ -35,11 +35,6 @@ from raftsched.v1 import raftsched_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[1]
 """The checkout this package is in."""
-
-# The processes a benchmark starts (nodes, executors, helpers) import raftsched from this checkout.
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(REPO), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO))]
-)
 
 Json = dict[str, Any]
 
@@ -159,6 +154,10 @@ class Provenance:
 
     @classmethod
     def start(cls) -> Provenance:
+        """Start a benchmark run: the processes it starts from now on (nodes, executors, helpers)
+        import raftsched and bench from this checkout, and the record begins."""
+        others = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO)]
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *others])
         checkout = checkout_state(REPO)
         imported_from = Path(str(raftsched.__file__)).resolve().parent
         if not imported_from.is_relative_to(REPO):

@@ -12,7 +12,7 @@ step, next to the bare heapq loop of bench/fires.py measured in the same process
 The figures are deterministic enough to compare code changes (no network, no other process):
 run it before and after, on the same machine. Times are single-thread CPU (``process_time``).
 The figure to compare is ``leader_total_us_per_fire``; ``python -m bench.ab`` runs this against
-two checkouts, alternating (``--tasks 5000 --seconds 6`` takes a few seconds).
+two checkouts, alternating, with short runs (``--tasks 5000 --seconds 6``).
 
 ``--metrics`` adds what a node with ``http`` set does on these paths: the applier's tally (fires
 by outcome, owner and namespace), the commit-lateness histogram per committed batch, and one

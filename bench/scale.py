@@ -56,7 +56,13 @@ def run_one(n: int, base: Path) -> dict[str, object]:
     try:
         cluster.start()
         leader = cluster.wait_for_leader(60)
-        rss0 = {nid: cluster.status(nid).rss_bytes for nid in cluster.alive()}
+        # A follower may not serve yet when the leader is known.
+        rss0 = wait_until(
+            lambda: {nid: cluster.status(nid).rss_bytes for nid in cluster.alive()},
+            60,
+            0.1,
+            "every node to answer NodeStatus",
+        )
         with Client(cluster.targets(), timeout=60) as client:
             t0 = time.monotonic()
             step = 50_000

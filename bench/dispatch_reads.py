@@ -1,6 +1,6 @@
 """The leader's dispatcher in one process: its CPU per attempt, state applies excluded.
 
-    python bench/dispatch_reads.py [--tasks 4000] [--seconds 10] [--executors 8] [--slots 1000]
+    python -m bench.dispatch_reads [--tasks 4000] [--seconds 10] [--executors 8] [--slots 1000]
 
 N every-second tasks and E joined executors in a :class:`SchedulerState` over an in-memory store,
 and a :class:`Dispatcher` leading it. For each simulated second: a FireBatch of every task is
@@ -15,16 +15,13 @@ of the state it makes (the state views it opens, see raftsched/fsm/view.py). Pri
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.common import Provenance
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
@@ -106,7 +103,6 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
         "attempts": started,
         "dispatcher_cpu_s": round(cpu, 3),
         "dispatcher_us_per_attempt": round(cpu / max(1, started) * 1e6, 2),
-        "python": sys.version.split()[0],
     }
 
 
@@ -116,8 +112,10 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--executors", type=int, default=8)
     p.add_argument("--slots", type=int, default=1000)
+    p.add_argument("--json", type=Path, help="also write the result here")
     a = p.parse_args()
-    print(json.dumps(run(a.tasks, a.seconds, a.executors, a.slots), indent=2))
+    provenance = Provenance.start()
+    provenance.emit(run(a.tasks, a.seconds, a.executors, a.slots), a.json)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,7 @@ from raftsched.model import TaskSpec
 from raftsched.rpc.executor_service import ExecutorHub
 from raftsched.timing.clock import ManualClock
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
-from tests.unit.test_fsm_executors import join
+from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, tick
 
 LEASE_MS = 2000
 

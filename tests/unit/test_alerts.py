@@ -28,8 +28,7 @@ from raftsched.leader.gate import Stamp
 from raftsched.model import Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, fresh, tick
-from tests.unit.test_fsm_executors import assign, leave, one_run, result
+from tests.support.fsm import EVERY_SECOND, T0, S, apply, assign, create, fresh, leave, one_run, result, tick
 
 
 def events(state: SchedulerState) -> list[pb.AlertRecord]:

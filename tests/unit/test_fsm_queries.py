@@ -8,7 +8,7 @@ from raftsched.abc import StoreReader
 from raftsched.fsm import queries
 from raftsched.model import Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import (
+from tests.support.fsm import (
     EVERY_SECOND,
     T0,
     S,

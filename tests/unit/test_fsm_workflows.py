@@ -11,8 +11,7 @@ from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.effects import AttemptReady, RunCancelled
 from raftsched.fsm.state import SchedulerState
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, apply, domain, fresh
-from tests.unit.test_fsm_executors import assign, command, join
+from tests.support.fsm import T0, S, apply, assign, command, domain, fresh, join
 
 W = "etl"
 

@@ -13,16 +13,18 @@ from tests.support.fsm import (
     T0,
     S,
     apply,
+    apply_wf,
     batch,
     create,
     entry,
+    etl_spec,
     fire,
     fresh,
     report,
+    start,
     tick,
     with_task,
 )
-from tests.unit.test_fsm_workflows import apply_wf, etl_spec, start
 
 
 def no_reader() -> StoreReader:

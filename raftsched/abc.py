@@ -270,11 +270,6 @@ class ExecutionLog(Protocol):
         """Every unsettled ``(key, value)``."""
         ...
 
-    def prune_settled(self, keep: int) -> list[str]:
-        """Delete the oldest settled keys until at most ``keep`` remain; return the deleted keys.
-        Unsettled keys are never deleted."""
-        ...
-
     def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
         """Delete up to ``limit`` (>= 1) keys settled at or before ``cutoff_ms``, longest-settled
         first (then in insertion order), in one transaction; return them. Unsettled keys are

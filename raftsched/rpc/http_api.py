@@ -156,9 +156,6 @@ class LocalContext:
     async def abort(self, code: grpc.StatusCode, details: str = "", *_: object) -> NoReturn:
         raise Aborted(code, details)
 
-    def time_remaining(self) -> float | None:
-        return None
-
     def cancelled(self) -> bool:
         return False
 

@@ -20,8 +20,7 @@ from raftsched.leader.gate import LeaderGate
 from raftsched.localcluster import free_ports
 from raftsched.model import TaskSpec
 from raftsched.timing.clock import ManualClock
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
-from tests.unit.test_fsm_executors import join
+from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, tick
 
 LEASE_MS = 2000
 

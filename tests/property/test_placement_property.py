@@ -19,8 +19,7 @@ from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, create, tick
-from tests.unit.test_fsm_executors import result
+from tests.support.fsm import T0, S, create, result, tick
 from tests.unit.test_placement import join
 
 EXECUTORS = st.lists(

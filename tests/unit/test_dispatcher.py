@@ -15,8 +15,7 @@ from raftsched.model import Lock, LockMode, ManualTrigger, TaskSpec
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
-from tests.unit.test_fsm_executors import join
+from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, tick
 
 SETTINGS = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
 

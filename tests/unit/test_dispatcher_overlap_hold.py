@@ -16,8 +16,8 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.support.fsm import T0, S, barrier, tick
 from tests.unit.test_dispatcher import SETTINGS, setup, step, term
-from tests.unit.test_fsm import T0, S, barrier, tick
 
 LEASE = SETTINGS.lease_ms
 TAKEOVER = T0 + 10 * S

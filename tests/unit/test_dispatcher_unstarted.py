@@ -7,8 +7,8 @@ import dataclasses
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.v1 import log_pb2 as logpb
+from tests.support.fsm import T0, S, tick
 from tests.unit.test_dispatcher import SETTINGS, setup, step
-from tests.unit.test_fsm import T0, S, tick
 
 
 def dispatched(state: SchedulerState, d: Dispatcher) -> tuple[str, str]:

@@ -27,9 +27,9 @@ from raftsched.observability.node_metrics import NodeMetrics, NodeSample
 from raftsched.observability.tally import ApplyTally
 from raftsched.timing.clock import ManualClock
 from tests.promtool import check_metrics
+from tests.support.fsm import T0, S, tick
 from tests.unit.test_dispatcher import setup as dispatcher_setup
 from tests.unit.test_dispatcher import step
-from tests.unit.test_fsm import T0, S, tick
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

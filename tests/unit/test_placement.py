@@ -14,9 +14,21 @@ from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import Overlap, TaskSpec
 from raftsched.sharding.placement import Need, could_ever_fit, fits_now, parse_memory_mb
 from raftsched.v1 import log_pb2 as pb
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    apply,
+    assign,
+    command,
+    create,
+    fresh,
+    record,
+    result,
+    run_of,
+    tick,
+)
 from tests.unit.test_alerts import events
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, fresh, record, tick
-from tests.unit.test_fsm_executors import assign, command, result, run_of
 
 
 def join(name: str, slots: int = 4, cpu: float = 0.0, memory_mb: int = 0, **labels: str) -> bytes:
@@ -166,7 +178,7 @@ def test_replace_cancels_the_running_run_and_starts_the_new_one() -> None:
 
 
 def fires_of(state: SchedulerState) -> list[pb.FireRecord]:
-    from tests.unit.test_fsm import fires_of as f
+    from tests.support.fsm import fires_of as f
 
     return f(state, "t")
 

@@ -27,8 +27,7 @@ from raftsched.model import Overlap, TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
-from tests.unit.test_fsm_executors import join, leave
+from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, leave, tick
 
 # Executors that joined and left: the table the dispatcher walks is long, its ring short.
 GONE = 3000

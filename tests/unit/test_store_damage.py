@@ -24,6 +24,7 @@ from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore, content_hash
 from raftsched.storage.memory import MemoryExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.support.wait import until
 
 PAGE = 4096
 
@@ -465,10 +466,7 @@ def test_a_node_delivers_its_own_store_damaged_alert_to_the_webhooks_that_take_i
         loop.start()
         try:
             loop.raise_node_alert("store_damaged", "n2", "data/n2/state/data.mdb is damaged (...)", 1_000)
-            deadline = asyncio.get_running_loop().time() + 5
-            while len(post.received) < 2:
-                assert asyncio.get_running_loop().time() < deadline, post.received
-                await asyncio.sleep(0.001)
+            await until(lambda: len(post.received) >= 2, 5, "both webhooks posted")
         finally:
             await loop.stop()
 

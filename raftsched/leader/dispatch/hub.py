@@ -62,7 +62,6 @@ class ExecutorHub:
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
-        self.dispatched = 0
         self._kicked = False
         # (leader time of the takeover, inherited attempts, tasks) while a new leader's overlap
         # decisions wait for inherited attempts (Dispatcher.overlap_unknown); None otherwise.
@@ -233,7 +232,6 @@ class ExecutorHub:
             q = self.streams.get(executor)
             if q is not None:
                 q.put_nowait(item)
-                self.dispatched += 1
             # else: not connected; it is re-sent when the executor opens its stream, or its
             # lease expires and the attempt is retried elsewhere.
 

@@ -63,7 +63,7 @@ FORBIDDEN_IN_PURE = {
 
 # Each third-party library is imported in exactly one adapter module.
 ADAPTERS = {
-    "pysyncobj": {"consensus/pysyncobj_node.py"},
+    "pysyncobj": {"consensus/pysyncobj/node.py"},
     "lmdb": {"storage/lmdb_env.py"},
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},

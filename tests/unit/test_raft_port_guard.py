@@ -11,7 +11,7 @@ import pytest
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE
 
-from raftsched.consensus.pysyncobj_node import (
+from raftsched.consensus.pysyncobj.node import (
     AUTH_TIMEOUT_S,
     REFUSAL_LOG_EVERY_S,
     REFUSAL_SHOWN_S,
@@ -35,7 +35,7 @@ class FakeClock:
 def test_refusals_are_rate_limited_per_source_and_kind(caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock()
     guard = RaftPortGuard("n1", {"127.0.0.1:7003": "n3"}.get, clock)
-    caplog.set_level(logging.WARNING, logger="raftsched.consensus.pysyncobj_node")
+    caplog.set_level(logging.WARNING, logger="raftsched.consensus.pysyncobj.node")
     for port in range(40000, 40010):
         guard.refused(f"10.0.0.9:{port}", f"frame length {port} outside 1..65536 bytes")
     guard.refused("10.0.0.9:41000", "did not authenticate within 3 s")

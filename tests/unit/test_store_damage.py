@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.cli.cluster import content_warnings
-from raftsched.consensus.pysyncobj.node import check_raft_files
+from raftsched.consensus.pysyncobj.snapshot import check_raft_files
 from raftsched.errors import StoreDamaged
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog

@@ -58,37 +58,25 @@ run 10s
     + CHECKS
 )
 
-LOST_CALLBACKS = (
-    """
-cluster n1 n2 n3
-elect n1
-task t every 1s overlap=allow
-run 3s
-lose-outcomes n1 2       # two fire batches of n1 commit; n1 never hears back
-run 3s
-elect n2
-run 5s
-elect n1
-run 5s
-"""
-    + CHECKS
-)
 
-LATE_UNKNOWN_OUTCOMES = (
-    """
+def lost_outcomes(how: str) -> str:
+    """Two fire batches of n1 commit and n1 never hears back (``how`` ""), or hears only
+    "outcome unknown" after the next election (``how`` "late"); then n2 leads, then n1 again."""
+    return (
+        f"""
 cluster n1 n2 n3
 elect n1
 task t every 1s overlap=allow
 run 3s
-lose-outcomes n1 2 late  # committed; n1 hears only "outcome unknown", after the next election
+lose-outcomes n1 2 {how}
 run 3s
 elect n2
 run 5s
 elect n1
 run 5s
 """
-    + CHECKS
-)
+        + CHECKS
+    )
 
 
 def test_a_follower_that_catches_up_by_a_snapshot_skips_the_applies_and_agrees() -> None:
@@ -110,13 +98,13 @@ def test_lost_callbacks_and_skipped_applies_lose_or_double_nothing() -> None:
 
 
 def test_proposals_whose_callbacks_never_fire_lose_or_double_nothing() -> None:
-    scenario = run_scenario(LOST_CALLBACKS)
+    scenario = run_scenario(lost_outcomes(""))
     assert scenario.sim.cluster.faults.lost == 2
     assert _fired_by_last_leadership(scenario, "n1") > 0
 
 
 def test_outcomes_answered_unknown_after_the_leadership_was_lost_double_nothing() -> None:
-    scenario = run_scenario(LATE_UNKNOWN_OUTCOMES)
+    scenario = run_scenario(lost_outcomes("late"))
     assert scenario.sim.cluster.faults.lost == 2
     assert not scenario.sim.cluster.nodes["n1"].unanswered  # answered when n2 was elected
     assert _fired_by_last_leadership(scenario, "n1") > 0

@@ -106,16 +106,18 @@ class _Raft(SyncObj):  # type: ignore[misc]
         super().__init__(*args, transportClass=GuardedTransport, **kwargs)
 
     def _SyncObj__connectedToAnyone(self) -> bool:
-        # pysyncobj campaigns only while this is true. A node that joins, is being stopped, or
-        # was removed must not campaign: without pre-vote its higher term would depose the
-        # leader (a joining node times out before the leader's first append reaches it).
+        # patches.py: campaign-hold. pysyncobj campaigns only while this is true. A node that
+        # joins, is being stopped, or was removed must not campaign: without pre-vote its
+        # higher term would depose the leader (a joining node times out before the leader's
+        # first append reaches it).
         if self._raftsched_hold():
             return False
         return bool(super()._SyncObj__connectedToAnyone())
 
     def _SyncObj__parseChangeClusterRequest(self, command: Any) -> Any:
-        # A membership entry names a node by its own Raft address; this node may dial that peer
-        # elsewhere (a raft_via proxy), and pysyncobj knows the peer by the dialled address.
+        # patches.py: membership-dial-address. A membership entry names a node by its own Raft
+        # address; this node may dial that peer elsewhere (a raft_via proxy), and pysyncobj
+        # knows the peer by the dialled address.
         request = super()._SyncObj__parseChangeClusterRequest(command)
         if not isinstance(request, list) or len(request) < 2:
             return request
@@ -128,12 +130,13 @@ class _Raft(SyncObj):  # type: ignore[misc]
         return [request[0], dial, TCPNode(dial)]
 
     def _SyncObj__onBecomeLeader(self) -> None:
-        # pysyncobj keeps a snapshot transmission to a follower (an open file and an offset) when
-        # this node stops leading, and a later term of this node resumes it mid-file, while the
-        # follower has meanwhile begun another leader's transmission: it appends the rest of
-        # this one to that file, and the snapshot it loads is garbage (the CI chaos run: a
-        # joined node's install failed "not a raftsched LMDB store" after leadership went
-        # n3 -> n1 -> n3 during its catch-up). A new term starts every transmission afresh.
+        # patches.py: new-term-transmissions. pysyncobj keeps a snapshot transmission to a
+        # follower (an open file and an offset) when this node stops leading, and a later term
+        # of this node resumes it mid-file, while the follower has meanwhile begun another
+        # leader's transmission: it appends the rest of this one to that file, and the snapshot
+        # it loads is garbage (the CI chaos run: a joined node's install failed "not a raftsched
+        # LMDB store" after leadership went n3 -> n1 -> n3 during its catch-up). A new term
+        # starts every transmission afresh.
         serializer = self._SyncObj__serializer
         for node in list(self._SyncObj__otherNodes | self._SyncObj__readonlyNodes):
             serializer.cancelTransmisstion(node)
@@ -153,7 +156,8 @@ class _Raft(SyncObj):  # type: ignore[misc]
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
         # Overrides pysyncobj's name-mangled handler (SyncObj binds self.__onMessageReceived in
-        # __init__, so this runs for every message).
+        # __init__, so this runs for every message). patches.py: rebuilt-node-votes,
+        # unverified-commit, message-hooks.
         if self._raftsched_votes_after is not None and not self._raftsched_may_vote(message):
             return  # a rebuilt node's vote could elect a leader without committed entries
         message = cap_unverified_commit(message, int(self.raftCommitIndex))  # patches.py

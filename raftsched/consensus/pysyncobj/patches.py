@@ -264,6 +264,8 @@ PATCHES: tuple[Patch, ...] = (
             "transport:GuardedTransport._onDisconnected",
             "transport:GuardedTransport._onTick",
             "transport:GuardedTransport.send",
+            "transport:GuardedTransport.addNode",
+            "transport:GuardedTransport.destroy",
         ),
         members=(
             "TCPTransport._createServer",
@@ -273,6 +275,8 @@ PATCHES: tuple[Patch, ...] = (
             "TCPTransport._onOutgoingMessageReceived",
             "TCPTransport._onDisconnected",
             "TCPTransport._onTick",
+            "TCPTransport.addNode",
+            "TCPTransport.destroy",
             "TCPTransport._connToNode",
             "instance:TCPTransport._connections",
             "instance:TCPTransport._unknownConnections",

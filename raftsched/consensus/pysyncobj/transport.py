@@ -124,8 +124,8 @@ def _host_of(address: str) -> str:
 
 class GuardedConnection(TcpConnection):  # type: ignore[misc]
     """pysyncobj's TcpConnection with a bounded frame size, a linear read buffer and a report of
-    every frame it refuses. Made by changing an accepted or dialling connection's class (see
-    :class:`GuardedTransport`); the attributes below are set there."""
+    every frame it refuses (patches.py: frame-guard). Made by changing an accepted or dialling
+    connection's class (see :class:`GuardedTransport`); the attributes below are set there."""
 
     _TcpConnection__readBuffer: Any  # pysyncobj's attributes, untyped there
     _TcpConnection__socket: Any
@@ -204,7 +204,7 @@ class GuardedConnection(TcpConnection):  # type: ignore[misc]
 
 
 class GuardedServer(TcpServer):  # type: ignore[misc]
-    """pysyncobj's listening socket, remembering why it closed itself.
+    """pysyncobj's listening socket, remembering why it closed itself (patches.py: listener-rebind).
 
     pysyncobj's accept handler unbinds the server on any ``accept()`` error but EAGAIN and on a
     poll error, and nothing binds it again once the transport was ready: :class:`GuardedTransport`
@@ -254,7 +254,8 @@ class GuardedServer(TcpServer):  # type: ignore[misc]
 
 class GuardedTransport(TCPTransport):  # type: ignore[misc]
     """pysyncobj's TCP transport with :class:`GuardedConnection` for every connection, a
-    handshake deadline for incoming ones, and refusals reported to the node's guard."""
+    handshake deadline for incoming ones, and refusals reported to the node's guard (patches.py:
+    transport-guard)."""
 
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         self._raftsched_guard: RaftPortGuard = syncObj._raftsched_guard

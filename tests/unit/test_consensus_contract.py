@@ -166,6 +166,7 @@ class PySyncObjCluster(Cluster):
             auto_tick_period=0.005,
             raft_min_timeout=0.4,
             raft_max_timeout=1.0,
+            connection_timeout=1.5,
             connection_retry_time=0.3,
             leader_fallback_timeout=1.5,
             log_compaction_min_entries=COMPACT_AFTER,
@@ -397,3 +398,58 @@ def test_a_proposal_of_unknown_outcome_is_answered_at_most_once_and_applied_at_m
             assert (result, times) == (b"r:" + d, 1), f"{d!r}: answered {result!r}, applied {times}x"
         else:
             assert error.code in ("unavailable", "not_leader") and times <= 1, f"{d!r}: {error}, {times}x"
+
+
+def test_pysyncobj_answers_the_proposals_a_snapshot_install_covers(tmp_path: Path) -> None:
+    """The stalled-leader bug of wave 2, end to end on real pysyncobj: a leader appends a
+    proposal, stalls (its tick thread held) and is deposed; the new leader commits and compacts
+    past it; the old leader catches up by a snapshot install. pysyncobj keeps the proposal's
+    callback until it applies that index itself, which the install skips: without the adapter's
+    patch (patches.py: snapshot-install-callbacks) the callback never fires."""
+    cluster = PySyncObjCluster(tmp_path)
+    try:
+        old = cluster.leader()
+        raft = cluster.nodes[old]._raft  # type: ignore[attr-defined]
+        held, release = threading.Event(), threading.Event()
+
+        def hold_once_appended() -> None:  # runs on the old leader's tick thread, after appends
+            if raft._SyncObj__commandsWaitingCommit and not release.is_set():
+                held.set()
+                release.wait(30)
+
+        raft.addOnTickCallback(hold_once_appended)
+        answers = Answers()
+        answers.propose(cluster.nodes[old], b"in-flight")
+        wait_until(held.is_set, 10, 0.01, "the old leader held with the proposal appended")
+        others = [n for n in NODES if n != old]
+
+        def new_leader() -> str | None:
+            leaders = [n for n in others if cluster.nodes[n].is_leader()]
+            agreed = leaders and all(cluster.nodes[n].leader_id() == leaders[0] for n in others)
+            return leaders[0] if agreed else None
+
+        new = wait_until(new_leader, 30, 0.02, "a new leader among the others")
+        more = Answers()
+        data = [b"m%03d" % i for i in range(3 * COMPACT_AFTER)]
+        for d in data:
+            more.propose(cluster.nodes[new], d)
+        cluster.until(lambda: more.answered(data), "the new leader's entries answered")
+        cluster.until(
+            lambda: all(cluster.nodes[n].status().log_len < COMPACT_AFTER for n in others),
+            "the others compacted their logs",
+        )
+        # Until the new leader drops its link to the held node, what it sent sits in the socket
+        # buffers and the held node would catch up from them, not by a snapshot.
+        cluster.until(
+            lambda: not cluster.nodes[new].status().peer(cluster.addr[old]).connected,
+            "the new leader dropped the held node's connection",
+        )
+        release.set()
+        cluster.until(lambda: answers.answered([b"in-flight"]), "the covered proposal answered")
+        cluster.until(_converged(cluster, data), "the old leader caught up")
+        assert cluster.apps[old].installed is not None, "the old leader caught up without a snapshot"
+        result, error = answers.once()[b"in-flight"]
+        assert error is not None and error.code == "unavailable", (result, error)
+        assert all(cluster.apps[n].data().count(b"in-flight") <= 1 for n in NODES)
+    finally:
+        cluster.close()

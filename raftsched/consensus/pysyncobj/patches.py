@@ -110,6 +110,7 @@ PATCHES: tuple[Patch, ...] = (
             "tests/unit/test_raft_status.py::"
             "test_proposals_covered_by_an_installed_snapshot_are_taken_out_to_be_answered",
             "tests/unit/test_raft_patches.py::test_a_snapshot_install_answers_the_proposals_it_covers",
+            "tests/unit/test_consensus_contract.py::test_pysyncobj_answers_the_proposals_a_snapshot_install_covers",
             "tests/sim/test_consensus_faults_sim.py::test_lost_callbacks_and_skipped_applies_lose_or_double_nothing",
         ),
     ),

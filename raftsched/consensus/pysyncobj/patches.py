@@ -125,7 +125,7 @@ PATCHES: tuple[Patch, ...] = (
             "committed entries, or vote twice in a term. It drops request_vote until it has "
             "applied the commit index of the first leader it hears from."
         ),
-        reference="raftsched-node --rebuild (store damage recovery, issue of wave 2)",
+        reference="raftsched-node --rebuild (docs/architecture.md section 5, store damage)",
         tests=(
             "tests/unit/test_store_damage.py::"
             "test_a_rebuilt_node_grants_no_vote_until_it_applied_the_first_leaders_commit_index",
@@ -177,7 +177,7 @@ PATCHES: tuple[Patch, ...] = (
             "(raftsched.clockwatch), and the moment a leader is heard ends a joining node's hold; "
             "pysyncobj has no message hook."
         ),
-        reference="issue of wave 2: clock skew detection",
+        reference="issue 35 section 5 (docs/architecture.md, Clocks)",
         tests=(
             "tests/unit/test_raft_membership.py::test_clock_stamps_ride_on_appends_and_their_replies",
             "tests/unit/test_raft_membership.py::"

@@ -8,7 +8,7 @@ seam               in memory                           real
 =================  ==================================  ==========================================
 StateStore         storage.memory.MemoryStore          storage.lmdb_store.LmdbStore
 Clock              timing.clock.ManualClock            timing.clock.SystemClock
-ConsensusNode      consensus.memory.SimNode            consensus.pysyncobj_node.PySyncObjNode
+ConsensusNode      consensus.memory.SimNode            consensus.pysyncobj.node.PySyncObjNode
 ExecutionLog       storage.memory.MemoryExecutionLog   storage.lmdb_execlog.LmdbExecutionLog
 ExecutorTransport  executor.memory.MemoryTransport     rpc.executor_client.GrpcExecutorTransport
 =================  ==================================  ==========================================

@@ -37,7 +37,8 @@ from raftsched.abc import (
 from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.clockwatch import ClockWatch
 from raftsched.config import ClusterConfig, parse_address
-from raftsched.consensus.pysyncobj_node import PySyncObjNode, check_raft_files
+from raftsched.consensus.pysyncobj.node import PySyncObjNode
+from raftsched.consensus.pysyncobj.snapshot import check_raft_files
 from raftsched.errors import (
     CannotStart,
     ConfigError,

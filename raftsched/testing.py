@@ -330,6 +330,7 @@ class SimHarness:
         for n in self.cluster.nodes:
             self._boot(n, MemoryStore())
         self.cluster.on_role_change = self._role_changed
+        self.cluster.install_snapshot = self._install_snapshot
 
     # -- nodes -----------------------------------------------------------------------------------
 
@@ -359,6 +360,15 @@ class SimHarness:
         self.nodes[node_id] = node
         replica = node.replica
         self.cluster.restart(node_id, replica.apply_entry, replica.last_applied, replica.end_of_tick)
+
+    def _install_snapshot(self, target: str, source: str) -> int:
+        """A snapshot install (SimFaults.snapshot_catch_up): ``target``'s store becomes a copy of
+        ``source``'s and its state is reloaded from it, as a real node's ``_load_snapshot``."""
+        image = self.nodes[source].store
+        node = self.nodes[target]
+        node.store.replace_all(image.scan(b"", b"\xff" * 512), image.applied_index())
+        node.replica.reset_from_store()  # one thread: no reader to hold off with the state's lock
+        return node.store.applied_index()
 
     def _role_changed(self, node_id: str, leader: bool, term: int) -> None:
         node = self.nodes[node_id]

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from pysyncobj import SyncObjConf
 
-from raftsched.consensus.pysyncobj_node import _Raft
+from raftsched.consensus.pysyncobj.node import _Raft
 from raftsched.fsm.effects import BarrierCommitted
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal

@@ -69,7 +69,12 @@ FORBIDDEN_IN_PURE = {
 
 # Each third-party library is imported in exactly one adapter module.
 ADAPTERS = {
-    "pysyncobj": {"consensus/pysyncobj_node.py"},
+    "pysyncobj": {
+        "consensus/pysyncobj/node.py",
+        "consensus/pysyncobj/snapshot.py",
+        "consensus/pysyncobj/status.py",
+        "consensus/pysyncobj/transport.py",
+    },
     "lmdb": {"storage/lmdb_env.py"},
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},

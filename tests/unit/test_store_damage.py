@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.cli.cluster import content_warnings
-from raftsched.consensus.pysyncobj_node import check_raft_files
+from raftsched.consensus.pysyncobj.snapshot import check_raft_files
 from raftsched.errors import StoreDamaged
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog
@@ -489,7 +489,7 @@ class _Voter:
 
 
 def test_a_rebuilt_node_grants_no_vote_until_it_applied_the_first_leaders_commit_index() -> None:
-    from raftsched.consensus.pysyncobj_node import _Raft
+    from raftsched.consensus.pysyncobj.node import _Raft
 
     may_vote: Callable[[_Voter, dict[str, object]], bool] = _Raft._raftsched_may_vote  # type: ignore[assignment]
     node = _Voter(-1)

@@ -66,4 +66,3 @@ def cmd_cron_preview(args: argparse.Namespace) -> int:
             "one that does not exist fires at the end of the gap (or is skipped if the hour field is *)."
         )
     return 0
-

@@ -453,7 +453,7 @@ class DriverThread:
         self._in_flight = 0
         # Leaderships seen (each "leader" or "follower" event starts a new one): the pipeline
         # counts only its own generation's proposals, so a proposal whose callback never comes
-        # (raftsched.consensus.pysyncobj_node: an installed snapshot covering it, before that
+        # (raftsched.consensus.pysyncobj.patches: an installed snapshot covering it, before that
         # was handled) can hold back at most the leadership it was made in, never a later one.
         self._generation = 0
         self.commit_seconds: list[float] = []

@@ -1,11 +1,12 @@
 """APScheduler 3.x on the same workloads as raftsched, in a process of its own (bench/run.py starts it).
 
-    python bench/aps_bench.py cron --tasks 10000 [--seconds 20] [--warmup 5]
-    python bench/aps_bench.py once --tasks 50000
+    python -m bench.aps_bench cron --tasks 10000 [--seconds 20] [--warmup 5]
+    python -m bench.aps_bench once --tasks 50000
 
 ``BackgroundScheduler`` with its defaults: ``MemoryJobStore``, ``ThreadPoolExecutor`` (10
 threads), ``coalesce=True``, ``misfire_grace_time=1`` s, ``max_instances=1``. The jobs are no-op
-Python functions. Prints one JSON object on stdout.
+Python functions. Prints one JSON object on stdout (one row of ``python -m bench.run``'s result,
+which records the provenance).
 
 Lateness is measured as for raftsched's executors: the wall time at which the job function
 started minus the fire's nominal time (the run time APScheduler passed to ``run_job``).
@@ -31,9 +32,10 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from bench.common import percentiles
 
 try:
     from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
@@ -63,17 +65,6 @@ def noop() -> None:
     # With coalesce=True run_job gets a single run time; record it with the start.
     run_times = _local.run_times
     STARTS.append((int(run_times[-1].timestamp() * 1000), time.time_ns()))
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float | int]:
-    if not values:
-        return {"count": 0}
-    s = sorted(values)
-
-    def pct(p: float) -> float:
-        return round(s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))], 1)
-
-    return {"p50": pct(0.5), "p99": pct(0.99), "max": round(s[-1], 1), "count": len(s)}
 
 
 def cpu_seconds() -> float:
@@ -206,4 +197,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

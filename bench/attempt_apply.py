@@ -1,6 +1,6 @@
 """What applying one attempt costs, entry by entry, in one process: no Raft, no gRPC, no executor.
 
-    python bench/attempt_apply.py [--tasks 4000] [--seconds 10] [--executors 2] [--batch 256]
+    python -m bench.attempt_apply [--tasks 4000] [--seconds 10] [--executors 2] [--batch 256]
                                   [--commit-every 1]
 
 N every-second cron tasks and E joined executors in a :class:`SchedulerState` over an LMDB store
@@ -26,26 +26,21 @@ cluster) to see what the cluster adds around the same work.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-
-from raftsched import codec  # noqa: E402
-from raftsched.fsm.effects import AttemptReady, Effect  # noqa: E402
-from raftsched.fsm.records import Retention  # noqa: E402
-from raftsched.fsm.state import MAX_EXECUTOR_SLOTS, SchedulerState  # noqa: E402
-from raftsched.leader import writes  # noqa: E402
-from raftsched.leader.driver import LeaderDriver  # noqa: E402
-from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
-from raftsched.replica import Replica  # noqa: E402
-from raftsched.storage.lmdb_store import LmdbStore  # noqa: E402
-from raftsched.v1 import log_pb2 as pb  # noqa: E402
+from bench.common import Provenance
+from raftsched import codec
+from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import MAX_EXECUTOR_SLOTS, SchedulerState
+from raftsched.leader import writes
+from raftsched.leader.driver import LeaderDriver
+from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.replica import Replica
+from raftsched.storage.lmdb_store import LmdbStore
+from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_800_000_000_000  # a whole second
 MAX_ASSIGNMENTS = 1000  # per AssignAttempts entry, as the dispatcher batches them
@@ -206,12 +201,14 @@ def main() -> int:
     ap.add_argument("--executors", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256, help="results per ReportResults entry")
     ap.add_argument("--commit-every", type=int, default=1, help="entries per commit (0: once per second)")
+    ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-attempt-apply-") as tmp:
         result = run(args.tasks, args.seconds, args.executors, args.batch, args.commit_every, Path(tmp))
-    print(json.dumps(result, indent=2))
+    provenance.emit(result, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

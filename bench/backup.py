@@ -1,7 +1,7 @@
 """Backup and restore cost: ``raftsched backup`` of a cluster holding N tasks, and the start of a
 new cluster restored from the file.
 
-    python bench/backup.py [--tasks 10000 100000]
+    python -m bench.backup [--tasks 10000 100000]
 
 For each N: a real 3-node cluster on loopback gets N manual tasks (bulk AddTasks), then a backup
 is taken from a follower through the SDK (the CLI's path): its wall time, file size and entries.
@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Provenance
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import ManualTrigger, TaskSpec
@@ -73,9 +74,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, nargs="+", default=[10_000])
     args = parser.parse_args()
+    provenance = Provenance.start()
     for n in args.tasks:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(measure(n, Path(tmp))), flush=True)
+    provenance.print_record()
 
 
 if __name__ == "__main__":

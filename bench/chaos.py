@@ -1,6 +1,6 @@
 """The chaos soak: many leader and executor SIGKILLs against a real cluster, then the outside checker.
 
-    python bench/chaos.py --leader-kills 100 --executor-kills 100 [--nodes 3|5] [--other-rounds N]
+    python -m bench.chaos --leader-kills 100 --executor-kills 100 [--nodes 3|5] [--other-rounds N]
                           [--skew] [--json FILE] [--keep DIR]
 
 3 (or 5) ``raftsched-node`` processes and 2 executors on loopback run per-second tasks (sharded,
@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Provenance
 from raftsched.chaos.harness import ChaosSettings, run_chaos, soak_schedule
 
 
@@ -46,6 +47,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="run in this directory and keep it (logs, marker file)")
     ap.add_argument("--json", type=Path, help="also write the figures and the report here")
     args = ap.parse_args()
+    provenance = Provenance.start()
     schedule = soak_schedule(args.leader_kills, args.executor_kills, args.other_rounds, args.skew)
     settings = ChaosSettings(nodes=args.nodes)
     t0 = time.monotonic()
@@ -60,7 +62,6 @@ def main() -> int:
             result = run_chaos(Path(tmp), schedule, settings, progress)
     figures = {**result.figures, "seconds": round(result.seconds)}
     out = {
-        "command": " ".join(["python bench/chaos.py", *sys.argv[1:]]),
         "figures": figures,
         "faults": [e.describe() for e in result.events],
         "violations": result.report.violations,
@@ -68,11 +69,13 @@ def main() -> int:
         "log_problems": result.log_problems,
         "notes": result.report.notes,
     }
-    print(json.dumps(out, indent=2))
+    provenance.emit(out)
     if args.json:
-        args.json.write_text(json.dumps({**out, "report": result.report.as_dict()}, indent=2))
+        args.json.write_text(
+            json.dumps(provenance.stamp({**out, "report": result.report.as_dict()}), indent=2) + "\n"
+        )
     return 0 if result.report.ok and not result.report.skew_findings else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """A leader's wall-clock step: how long until executions are on time again (issue 35 §5).
 
-    PYTHONPATH=$PWD python bench/clock_step.py [--offset-ms 600000] [--kill] [--rounds 1]
+    python -m bench.clock_step [--offset-ms 600000] [--kill] [--rounds 1]
         [--wait-s 60] [--json FILE]
 
 The chaos harness (3 real nodes, 1 executor, two per-second tasks, no proxies) steps the running
@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.common import Provenance
 from raftsched.chaos.harness import ChaosHarness, ChaosSettings, TaskPlan
 
 
@@ -37,6 +38,7 @@ def main() -> int:
     ap.add_argument("--wait-s", type=float, default=60.0, help="how long to wait for on-time firing")
     ap.add_argument("--json", type=Path, help="write the rounds here")
     args = ap.parse_args()
+    provenance = Provenance.start()
     settings = ChaosSettings(
         partitions=False,
         executors=1,
@@ -58,10 +60,11 @@ def main() -> int:
                 break
             print(json.dumps(rounds[-1]), flush=True)
     out = {"offset_ms": args.offset_ms, "kill": args.kill, "rounds": rounds}
+    provenance.print_record()
     if args.json is not None:
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        args.json.write_text(json.dumps(provenance.stamp(out), indent=2) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

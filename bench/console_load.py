@@ -1,6 +1,6 @@
 """Does the web console slow firing? Commit lateness with and without a page-load loop.
 
-    python bench/console_load.py [--tasks 2000] [--seconds 15] [--loaders 2] [--pace 0] [--rounds 2]
+    python -m bench.console_load [--tasks 2000] [--seconds 15] [--loaders 2] [--pace 0] [--rounds 2]
 
 Starts 3 ``raftsched-node`` processes on loopback with their HTTP listeners (so each serves the
 console), creates N every-second cron tasks (as ``bench/fires.py`` does), then alternates
@@ -22,19 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
-import json
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import fires
-
+from bench import fires
+from bench.common import Provenance, cpu_seconds, next_whole_second_ms, percentile
 from raftsched.localcluster import LocalCluster, free_ports
 
 PAGES = ("/cluster", "/tasks", "/tasks?page=2", "/tasks/bench-0000001", "/workflows")
@@ -96,11 +92,10 @@ class Loader(threading.Thread):
 def window(
     cluster: LocalCluster, leader: str, seconds: int, http: str | None, loaders: int, pace_s: float
 ) -> dict[str, Any]:
-    start_ms = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
-    time.sleep(max(0.0, start_ms / 1000 - time.time()))
+    start_ms = next_whole_second_ms()
     pid = cluster.procs[leader].pid
     threads = [Loader(http, pace_s) for _ in range(loaders)] if http else []
-    cpu0 = fires.cpu_seconds(pid)
+    cpu0 = cpu_seconds(pid)
     for t in threads:
         t.start()
     time.sleep(seconds)
@@ -108,7 +103,7 @@ def window(
         t.stop.set()
     for t in threads:
         t.join(30)
-    cpu = fires.cpu_seconds(pid) - cpu0
+    cpu = cpu_seconds(pid) - cpu0
     status = cluster.status(leader, timeout=30, lateness_since_ms=start_ms)
     lat = status.commit_lateness
     out: dict[str, Any] = {
@@ -118,12 +113,12 @@ def window(
         "commit_lateness_ms": {"p50": lat.p50_ms, "p99": lat.p99_ms, "max": lat.max_ms},
     }
     if threads:
-        pages = sorted(x for t in threads for x in t.latencies)
+        pages = [x for t in threads for x in t.latencies]
         out["page_loads"] = len(pages)
         out["page_loads_per_s"] = round(len(pages) / seconds, 1)
         out["page_ms"] = {
-            "p50": round(pages[len(pages) // 2] * 1000, 1) if pages else 0.0,
-            "p99": round(pages[int(len(pages) * 0.99)] * 1000, 1) if pages else 0.0,
+            "p50": round(percentile(pages, 0.5) * 1000, 1) if pages else 0.0,
+            "p99": round(percentile(pages, 0.99) * 1000, 1) if pages else 0.0,
         }
         by_path: dict[str, list[float]] = {}
         for t in threads:
@@ -132,7 +127,7 @@ def window(
         out["page_ms_by_path"] = {
             path: {
                 "n": len(xs),
-                "median": round(sorted(xs)[len(xs) // 2] * 1000, 1),
+                "median": round(percentile(xs, 0.5) * 1000, 1),
                 "max": round(max(xs) * 1000, 1),
             }
             for path, xs in by_path.items()
@@ -196,13 +191,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-console-bench-") as tmp:
         result = run(args.tasks, args.seconds, args.loaders, args.pace, args.rounds, Path(tmp))
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    provenance.emit(result, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The leader's dispatcher in one process: its CPU per attempt, state applies excluded.
 
-    python bench/dispatch_reads.py [--tasks 4000] [--seconds 10] [--executors 8] [--slots 1000]
+    python -m bench.dispatch_reads [--tasks 4000] [--seconds 10] [--executors 8] [--slots 1000]
 
 N every-second tasks and E joined executors in a :class:`SchedulerState` over an in-memory store,
 and a :class:`Dispatcher` leading it. For each simulated second: a FireBatch of every task is
@@ -15,20 +15,18 @@ of the state it makes (the state views it opens, see raftsched/fsm/view.py). Pri
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.common import Provenance
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
@@ -60,6 +58,15 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
         cpu += time.process_time() - t0
         return out
 
+    # What the dispatcher decides, encoded as its shell encodes it: the encoding is counted, as it
+    # was when the dispatcher itself returned bytes.
+    def poll_encoded(now: int) -> list[bytes]:
+        return [p.encode() for p in d.poll(now)]
+
+    def report_encoded(executor: str, results: list[pb.ExecResult], now: int) -> bytes | None:
+        proposal = d.results(executor, results, now)
+        return proposal.encode() if proposal is not None else None
+
     def feed(data: bytes, now: int) -> None:
         effects = state.apply(data).effects
         timed(d.on_effects, effects, now)
@@ -75,7 +82,7 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
             tf.fires.add(nominal_ms=now, outcome=logpb.FIRED, count=1)
         feed(codec.encode_command(cmd), now)
         while d.waiting or d.leases:
-            for data in timed(d.poll, now):
+            for data in timed(poll_encoded, now):
                 feed(data, now)
             by_executor: dict[str, list[pb.ExecResult]] = {}
             for executor, item in d.take_outbox():
@@ -86,7 +93,7 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
                 raise RuntimeError(f"{len(d.waiting)} attempts wait and nothing was dispatched")
             for executor, results in sorted(by_executor.items()):
                 started += len(results)
-                report = timed(d.results, executor, results, now)
+                report = timed(report_encoded, executor, results, now)
                 if report is not None:
                     feed(report, now)
     return {
@@ -96,7 +103,6 @@ def run(tasks: int, seconds: int, executors: int, slots: int) -> dict[str, objec
         "attempts": started,
         "dispatcher_cpu_s": round(cpu, 3),
         "dispatcher_us_per_attempt": round(cpu / max(1, started) * 1e6, 2),
-        "python": sys.version.split()[0],
     }
 
 
@@ -106,8 +112,10 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--executors", type=int, default=8)
     p.add_argument("--slots", type=int, default=1000)
+    p.add_argument("--json", type=Path, help="also write the result here")
     a = p.parse_args()
-    print(json.dumps(run(a.tasks, a.seconds, a.executors, a.slots), indent=2))
+    provenance = Provenance.start()
+    provenance.emit(run(a.tasks, a.seconds, a.executors, a.slots), a.json)
 
 
 if __name__ == "__main__":

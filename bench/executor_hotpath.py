@@ -1,6 +1,6 @@
 """The executor's per-attempt cost in one process, without a cluster or gRPC.
 
-    python bench/executor_hotpath.py [--attempts 20000] [--burst 20] [--kind sync|async] [--metrics]
+    python -m bench.executor_hotpath [--attempts 20000] [--burst 20] [--kind sync|async] [--metrics]
 
 An embedded :class:`raftsched.Executor` (execution log in LMDB without fsync, as the agent opens
 it) takes ``--attempts`` work items over the in-memory transport, ``--burst`` per dispatch
@@ -10,18 +10,19 @@ records every result. Prints CPU time per attempt until every result is recorded
 execution log's writes, the handler hop and the bookkeeping - what an executor spends besides
 gRPC. Reports are held back until then (a slow network), so reporting is not in the figure.
 ``--metrics`` runs the executor with its HTTP listener and metrics on (``http=127.0.0.1:0``).
+The figure to compare is ``cpu_us_per_attempt``; ``python -m bench.ab`` runs this against two
+checkouts, alternating (``--attempts 20000 --kind async``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Provenance
 from raftsched.executor.agent import Executor
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.runners import AttemptContext
@@ -126,11 +127,14 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--kind", choices=["sync", "async"], default="sync")
     ap.add_argument("--metrics", action="store_true", help="with the executor's metrics and listener on")
+    ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-exec-hotpath-") as tmp:
-        print(json.dumps(run(args.attempts, args.burst, args.kind, Path(tmp), args.metrics)))
+        result = run(args.attempts, args.burst, args.kind, Path(tmp), args.metrics)
+    provenance.emit(result, args.json, indent=None)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

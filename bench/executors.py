@@ -1,6 +1,6 @@
 """Fire → executor start: throughput and lateness of a real 3-node cluster with executor processes.
 
-    python bench/executors.py [--tasks 5000] [--executors 4] [--slots 256] [--seconds 20]
+    python -m bench.executors [--tasks 5000] [--executors 4] [--slots 256] [--seconds 20]
                               [--warmup 5] [--drain 3] [--kind sync|async] [--baseline-seconds 10]
                               [--no-log-sync] [--tls] [--auth] [--json FILE]
 
@@ -37,40 +37,36 @@ executor token shared by the executors): the figures then include the authentica
 and the authorization table on every executor RPC (the dispatch stream verified once, heartbeats
 and reports by the verified-token cache).
 
-Prints JSON (and writes it with ``--json FILE``).
+Prints JSON with its provenance (and writes it with ``--json FILE``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import fires
+from bench.common import (
+    Provenance,
+    cpu_seconds,
+    next_whole_second_ms,
+    percentiles,
+    start_noop_executor,
+    wait_registered,
+)
+from bench.noop_executor import Samples
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import LocalCluster, stop_processes
 from raftsched.model import CronTrigger, Lock, LockMode, Overlap, TaskSpec
 from raftsched.security.tokens import new_token
 from raftsched.v1 import raftsched_pb2 as pb
-
-BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-
-import fires  # noqa: E402  (bench/fires.py: the fires-only baseline)
-
-
-def cpu_seconds(pid: int) -> float:
-    return fires.cpu_seconds(pid)
 
 
 def machine_busy() -> tuple[float, float]:
@@ -79,102 +75,6 @@ def machine_busy() -> tuple[float, float]:
         values = [int(v) for v in f.readline().split()[1:]]
     idle = values[3] + (values[4] if len(values) > 4 else 0)
     return sum(values) - idle, sum(values)
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float | int]:
-    if not values:
-        return {"count": 0}
-    s = sorted(values)
-
-    def pct(p: float) -> float:
-        return round(s[min(len(s) - 1, max(0, math.ceil(p * len(s)) - 1))], 1)
-
-    return {
-        "p50": pct(0.50),
-        "p90": pct(0.90),
-        "p99": pct(0.99),
-        "max": round(s[-1], 1),
-        "mean": round(sum(s) / len(s), 1),
-        "count": len(s),
-    }
-
-
-@dataclass
-class Samples:
-    """What one executor process recorded (see bench/noop_executor.py)."""
-
-    name: str
-    starts: list[tuple[str, int, int]] = field(default_factory=list)  # (execution id, nominal ms, ns)
-    accepted: dict[str, int] = field(default_factory=dict)
-    done: dict[str, int] = field(default_factory=dict)
-    max_running: int = -1
-    started: int = 0
-    refused_stale: int = 0
-
-    @classmethod
-    def read(cls, name: str, path: Path) -> Samples:
-        out = cls(name)
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if parts[0] == "S":
-                    out.starts.append((parts[1], int(parts[2]), int(parts[3])))
-                elif parts[0] == "A":
-                    out.accepted[parts[1]] = int(parts[2])
-                elif parts[0] == "D":
-                    out.done[parts[1]] = int(parts[2])
-                elif parts[0] == "M":
-                    out.max_running, out.started, out.refused_stale = (int(p) for p in parts[1:4])
-        return out
-
-    def max_concurrency(self) -> int:
-        """Largest number of attempts between accept and done at once (unfinished: until the end)."""
-        events = [(t, 1) for t in self.accepted.values()]
-        events += [(t, -1) for e, t in self.done.items() if e in self.accepted]
-        events.sort(key=lambda ev: (ev[0], ev[1]))  # a slot freed at t is free for an accept at t
-        level = peak = 0
-        for _, step in events:
-            level += step
-            peak = max(peak, level)
-        return peak
-
-
-def start_executor(
-    name: str,
-    targets: list[str],
-    slots: int,
-    data_dir: Path,
-    log_dir: Path,
-    kind: str,
-    log_sync: bool,
-    tls_args: Sequence[str] = (),
-    token: str | None = None,
-) -> subprocess.Popen[bytes]:
-    log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-    try:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                str(BENCH_DIR / "noop_executor.py"),
-                "--cluster",
-                ",".join(targets),
-                "--name",
-                name,
-                "--slots",
-                str(slots),
-                "--data-dir",
-                str(data_dir),
-                "--kind",
-                kind,
-                *([] if log_sync else ["--no-log-sync"]),
-                *tls_args,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **({"RAFTSCHED_TOKEN": token} if token else {})},
-        )
-    finally:
-        log.close()
 
 
 def add_tasks_retrying(client: Client, specs: Sequence[TaskSpec], tries: int = 10) -> None:
@@ -194,20 +94,6 @@ def add_tasks_retrying(client: Client, specs: Sequence[TaskSpec], tries: int = 1
         pending = retry
         time.sleep(0.5)
     raise RuntimeError(f"{len(pending)} tasks still unavailable after {tries} tries")
-
-
-def stop_processes(procs: dict[str, subprocess.Popen[bytes]], timeout: float = 30.0) -> None:
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-    deadline = time.monotonic() + timeout
-    for proc in procs.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def log_counts(log_dir: Path, names: Sequence[str], needles: Sequence[str]) -> dict[str, dict[str, int]]:
@@ -282,28 +168,18 @@ def run(
             with Client(targets, tls=cluster.tls, token=admin) as root:
                 executor_token, _ = root.create_token("executor", description="bench executors")
         for name in names:
-            data_dirs[name].mkdir(parents=True, exist_ok=True)
-            executors[name] = start_executor(
+            executors[name] = start_noop_executor(
                 name,
                 targets,
-                slots,
-                data_dirs[name],
-                cluster.log_dir,
-                kind,
-                log_sync,
-                cluster.tls_arguments(),
-                executor_token,
+                slots=slots,
+                data_dir=data_dirs[name],
+                log_dir=cluster.log_dir,
+                kind=kind,
+                log_sync=log_sync,
+                tls_args=cluster.tls_arguments(),
+                token=executor_token,
             )
-
-        def registered() -> bool:
-            for name in names:
-                if executors[name].poll() is not None:
-                    raise RuntimeError(f"executor {name} exited with {executors[name].returncode}")
-                if "registered with" not in (cluster.log_dir / f"{name}.log").read_text(errors="replace"):
-                    return False
-            return True
-
-        wait_until(registered, 60, 0.1, "every executor to register")
+        wait_registered(cluster.log_dir, executors)
 
         # --policies: every task has an owner with a quota and takes a shared lock, set so that
         # neither binds (the figures are then what checking, taking and giving back costs).
@@ -330,8 +206,7 @@ def run(
             leader = cluster.wait_for_leader(30)
             pids = {nid: proc.pid for nid, proc in cluster.procs.items()}
             pids.update({name: proc.pid for name, proc in executors.items()})
-            w0 = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
-            time.sleep(max(0.0, w0 / 1000 - time.time()))
+            w0 = next_whole_second_ms()
             cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
             busy0 = machine_busy()
             fired0 = cluster.status(leader).fires_committed
@@ -352,7 +227,7 @@ def run(
             active_runs = cluster.status(leader, timeout=10).active_runs
 
         stop_ms = time.time_ns() // 1_000_000
-        stop_processes(executors)
+        stop_processes(executors.values(), resume=True)
         samples = [Samples.read(name, data_dirs[name] / "samples.txt") for name in names]
         result.update(
             analyse(samples, w0, w1, stop_ms, n_tasks, slots, cpu0, cpu1, leader, names, fired, baseline)
@@ -376,7 +251,7 @@ def run(
         result["window"] = [w0, w1]
         return result
     finally:
-        stop_processes(executors)
+        stop_processes(executors.values(), resume=True)
         cluster.stop()
 
 
@@ -525,6 +400,7 @@ def main() -> int:
     )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-bench-") as tmp:
         result = run(
             args.tasks,
@@ -541,11 +417,9 @@ def main() -> int:
             auth=args.auth,
             policies=args.policies,
         )
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    provenance.emit(result, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Failover time: SIGKILL of the leader until the first fire committed by the new leader.
 
-    python bench/failover.py [--kills 20] [--nodes 3]
+    python -m bench.failover [--kills 20] [--nodes 3]
 
 A real cluster on loopback with per-second cron tasks. Each round: wait for a stable leader,
 SIGKILL it, then poll the survivors until one of them leads a newer term and has committed a
@@ -13,23 +13,17 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Provenance, covered_exactly_once, percentile
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 def first_fire_by_new_leader(
@@ -52,17 +46,6 @@ def caught_up(cluster: LocalCluster, node: str, leader: str) -> bool:
     return (
         cluster.status(node, timeout=1).applied_index >= cluster.status(leader, timeout=1).applied_index - 50
     )
-
-
-def covered_exactly_once(fires: list[pb.FireRecord], first: int, last: int) -> tuple[int, int]:
-    """(missing, doubled) nominal seconds in [first, last]."""
-    seen: dict[int, int] = {}
-    for f in fires:
-        end = f.through_ms or f.nominal_ms
-        for t in range(f.nominal_ms, end + 1, 1000):
-            seen[t] = seen.get(t, 0) + 1
-    want = range(first, last + 1, 1000)
-    return sum(1 for t in want if t not in seen), sum(1 for t in want if seen.get(t, 0) > 1)
 
 
 def first_execution_after(marker: Path, t0_ns: int, deadline_s: float) -> int:
@@ -167,13 +150,12 @@ def main() -> int:
     ap.add_argument("--executors", type=int, default=2, help="executor processes running the tasks (0: none)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-failover-") as tmp:
         result = run(args.kills, args.nodes, Path(tmp), args.executors)
-    print(json.dumps({k: v for k, v in result.items()}, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    provenance.emit(result, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Fire throughput and commit lateness of a real 3-node cluster, against a bare heapq loop.
 
-    python bench/fires.py [--tasks 10000] [--seconds 20]
+    python -m bench.fires [--tasks 10000] [--seconds 20]
 
 Starts 3 ``raftsched-node`` processes on loopback (OS-assigned ports, temp data dirs), creates
 N every-second cron tasks, measures over a window:
@@ -12,7 +12,7 @@ N every-second cron tasks, measures over a window:
   a shared, noisy machine;
 * replica agreement (all three state digests equal at the end).
 
-Prints a table and writes JSON (``--json FILE``).
+Prints JSON with its provenance (and writes it with ``--json FILE``).
 """
 
 from __future__ import annotations
@@ -20,26 +20,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
-import json
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import grpc
 
+from bench.common import Provenance, cpu_seconds, next_whole_second_ms
 from raftsched import codec
 from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def heapq_loop(n_tasks: int, seconds: int) -> float:
@@ -106,8 +98,7 @@ def run(n_tasks: int, seconds: int, base: Path) -> dict[str, object]:
         pid = cluster.procs[leader].pid
         # Let the schedule settle into its steady state before measuring.
         time.sleep(3)
-        window_start_ms = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
-        time.sleep(max(0.0, window_start_ms / 1000 - time.time()))
+        window_start_ms = next_whole_second_ms()
         cpu0 = cpu_seconds(pid)
         all_cpu0 = {nid: cpu_seconds(proc.pid) for nid, proc in cluster.procs.items()}
         fired0 = cluster.status(leader).fires_committed
@@ -161,13 +152,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-bench-") as tmp:
         result = run(args.tasks, args.seconds, Path(tmp))
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    provenance.emit(result, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

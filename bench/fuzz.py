@@ -1,6 +1,6 @@
 """Fuzz every admin and executor RPC of a fresh local 3-node cluster, longer than the suite does.
 
-    PYTHONPATH=. python bench/fuzz.py --calls 5000 [--auth] [--keep] [--seed N]
+    python -m bench.fuzz --calls 5000 [--auth] [--keep] [--seed N]
 
 First every integer field of every RPC with each of its boundary values (0, 1, -1, the type's
 extremes, its documented limits +- 1; ``Fuzzer.boundary_sweep``), then random requests from the
@@ -19,13 +19,11 @@ import argparse
 import math
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ holds the harness
-
+from bench.common import Provenance
 from raftsched.localcluster import LocalCluster
 from raftsched.security.tokens import new_token
 from tests.rpc_fuzz import Fuzzer, methods
@@ -39,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="replay the random part of an earlier run")
     parser.add_argument("--no-sweep", action="store_true", help="skip the boundary-value sweep")
     args = parser.parse_args(argv)
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    print(f"seed: {seed} (replay: python bench/fuzz.py --seed {seed})", flush=True)
+    print(f"seed: {seed} (replay: python -m bench.fuzz --seed {seed})", flush=True)
     rounds = max(1, math.ceil(args.calls / len(methods())))
     base = Path(tempfile.mkdtemp(prefix="raftsched-fuzz-"))
     token = None
@@ -79,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"boundary values sent: {len(fuzzer.boundaries_sent)}; seed: {seed}")
     for problem in fuzzer.problems:
         print(f"PROBLEM {problem}")
+    print(provenance.footer())
     return 1 if fuzzer.problems else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

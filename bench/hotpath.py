@@ -1,6 +1,6 @@
 """The fire hot path in one process, without Raft or gRPC: planning (leader) and applying (every node).
 
-    python bench/hotpath.py [--tasks 10000] [--seconds 10] [--store lmdb|memory] [--metrics] [--follower]
+    python -m bench.hotpath [--tasks 10000] [--seconds 10] [--store lmdb|memory] [--metrics] [--follower]
 
 N every-second cron tasks in a :class:`SchedulerState` over an LMDB store (``sync=False``, as a
 node opens it) and a :class:`LeaderDriver`; then, for each simulated second: the driver plans
@@ -11,6 +11,8 @@ step, next to the bare heapq loop of bench/fires.py measured in the same process
 
 The figures are deterministic enough to compare code changes (no network, no other process):
 run it before and after, on the same machine. Times are single-thread CPU (``process_time``).
+The figure to compare is ``leader_total_us_per_fire``; ``python -m bench.ab`` runs this against
+two checkouts, alternating, with short runs (``--tasks 5000 --seconds 6``).
 
 ``--metrics`` adds what a node with ``http`` set does on these paths: the applier's tally (fires
 by outcome, owner and namespace), the commit-lateness histogram per committed batch, and one
@@ -25,32 +27,27 @@ them, without the hop to its event loop), and reports that node's apply and comm
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-
-import fires  # noqa: E402
-
-from raftsched.abc import StateStore  # noqa: E402
-from raftsched.fsm.effects import Effect  # noqa: E402
-from raftsched.fsm.records import Retention  # noqa: E402
-from raftsched.fsm.state import SchedulerState  # noqa: E402
-from raftsched.leader import writes  # noqa: E402
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings  # noqa: E402
-from raftsched.leader.driver import LeaderDriver  # noqa: E402
-from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
-from raftsched.observability.node_metrics import NodeMetrics, NodeSample  # noqa: E402
-from raftsched.observability.tally import ApplyTally  # noqa: E402
-from raftsched.replica import Replica  # noqa: E402
-from raftsched.storage.lmdb_store import LmdbStore  # noqa: E402
-from raftsched.storage.memory import MemoryStore  # noqa: E402
+from bench import fires
+from bench.common import Provenance
+from raftsched.abc import StateStore
+from raftsched.fsm.effects import Effect
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.leader.driver import LeaderDriver
+from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.observability.node_metrics import NodeMetrics, NodeSample
+from raftsched.observability.tally import ApplyTally
+from raftsched.replica import Replica
+from raftsched.storage.lmdb_store import LmdbStore
+from raftsched.storage.memory import MemoryStore
 
 T0 = 1_800_000_000_000  # a whole second
 
@@ -184,12 +181,14 @@ def main() -> int:
     ap.add_argument("--store", choices=["lmdb", "memory"], default="lmdb")
     ap.add_argument("--metrics", action="store_true", help="with a node's metrics")
     ap.add_argument("--follower", action="store_true", help="also apply every entry as a follower")
+    ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-hotpath-") as tmp:
         result = run(args.tasks, args.seconds, args.store, Path(tmp), args.metrics, args.follower)
-        print(json.dumps(result, indent=2))
+    provenance.emit(result, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The HTTP/JSON API against gRPC in the same run, and what 50 HTTP clients cost firing.
 
-    python bench/http_api.py [--seconds 8] [--clients 8] [--fire-seconds 15] [--http-clients 50]
+    python -m bench.http_api [--seconds 8] [--clients 8] [--fire-seconds 15] [--http-clients 50]
 
 Starts a real 3-node cluster (each node with its HTTP listener) and one executor, then:
 
@@ -21,21 +21,15 @@ import argparse
 import concurrent.futures
 import http.client
 import json
-import os
-import platform
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from readers import pct, window  # bench/readers.py
-
+from bench.common import Provenance, percentile, wait_registered
+from bench.readers import window
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
 from tests.integration.console_support import write_http_config
 
@@ -113,19 +107,6 @@ def run_clients(mode: str, target: str, clients: int, seconds: float) -> tuple[l
     return [x for r in results for x in r[0]], sum(r[1] for r in results)
 
 
-def _commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[1]
-        return subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=8.0, help="length of each throughput window")
@@ -134,11 +115,8 @@ def main() -> int:
     ap.add_argument("--fire-seconds", type=float, default=15.0)
     ap.add_argument("--http-clients", type=int, default=50)
     args = ap.parse_args()
-    print(
-        f"# commit {_commit()}, {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
-        f"{platform.node()} ({os.cpu_count()} cpus), python {platform.python_version()}; "
-        f"command: python bench/http_api.py {' '.join(sys.argv[1:])}"
-    )
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         http = write_http_config(base / "cluster.toml", 3)
@@ -147,9 +125,8 @@ def main() -> int:
         try:
             cluster.start()
             leader = cluster.wait_for_leader(60)
-            log = base / "ex1.log"
-            exe = cluster.start_executor("ex1", 64, base / "ex1", log)
-            wait_until(lambda: log.exists() and "registered with" in log.read_text(), 60, what="executor")
+            exe = cluster.start_executor("ex1", 64, base / "ex1")
+            wait_registered(cluster.log_dir, {"ex1": exe})
             grpc_target, http_target = cluster.grpc_of(leader), http[leader]
             with Client(cluster.targets(), timeout=30) as client:
                 client.add_task(TaskSpec(READ_TASK, ManualTrigger(), command="true"))
@@ -168,8 +145,8 @@ def main() -> int:
                     target = grpc_target if mode.startswith("grpc") else http_target
                     lat, errors = run_clients(mode, target, args.clients, args.seconds)
                     print(
-                        f"| {label} | {len(lat) / args.seconds:.0f} | {pct(lat, 0.5) * 1000:.1f} | "
-                        f"{pct(lat, 0.99) * 1000:.1f} | {errors} |",
+                        f"| {label} | {len(lat) / args.seconds:.0f} | {percentile(lat, 0.5) * 1000:.1f} | "
+                        f"{percentile(lat, 0.99) * 1000:.1f} | {errors} |",
                         flush=True,
                     )
 
@@ -207,18 +184,20 @@ def main() -> int:
         "| readers | fired | skipped for overlap | fire lateness p50/p99 ms | p99 ratio | reads/s (p99 ms) |"
     )
     print("|---|---|---|---|---|---|")
-    base_p99 = max(pct(quiet[0], 0.99), 0.001)
-    p50, p99 = pct(quiet[0], 0.5) * 1000, pct(quiet[0], 0.99) * 1000
+    base_p99 = max(percentile(quiet[0], 0.99), 0.001)
+    p50, p99 = percentile(quiet[0], 0.5) * 1000, percentile(quiet[0], 0.99) * 1000
     print(f"| none | {quiet[4]} | {quiet[3]} | {p50:.0f}/{p99:.0f} | 1.00 | - |")
     for mode, w, reads, read_errors in loaded:
         who = f"{args.http_clients} {'HTTP' if mode.startswith('http') else 'gRPC'} GetTask clients"
         print(
-            f"| {who} | {w[4]} | {w[3]} | {pct(w[0], 0.5) * 1000:.0f}/{pct(w[0], 0.99) * 1000:.0f} | "
-            f"{pct(w[0], 0.99) / base_p99:.2f} | {len(reads) / (args.fire_seconds + 2):.0f} "
-            f"({pct(reads, 0.99) * 1000:.0f}){f', {read_errors} errors' if read_errors else ''} |"
+            f"| {who} | {w[4]} | {w[3]} | "
+            f"{percentile(w[0], 0.5) * 1000:.0f}/{percentile(w[0], 0.99) * 1000:.0f} | "
+            f"{percentile(w[0], 0.99) / base_p99:.2f} | {len(reads) / (args.fire_seconds + 2):.0f} "
+            f"({percentile(reads, 0.99) * 1000:.0f}){f', {read_errors} errors' if read_errors else ''} |"
         )
+    print(provenance.footer())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

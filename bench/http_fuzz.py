@@ -1,6 +1,6 @@
 """The schemathesis run of the HTTP/JSON API, longer than the suite's.
 
-    python bench/http_fuzz.py [--examples 40]
+    python -m bench.http_fuzz [--examples 40]
 
 Runs tests/integration/test_http_schemathesis.py (a live 3-node cluster, every operation of the
 OpenAPI document but membership changes and event streams, valid and invalid requests; no 5xx,
@@ -15,20 +15,17 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import REPO, Provenance
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=int, default=40, help="examples per operation")
     args = ap.parse_args()
-    env = {
-        **os.environ,
-        "RAFTSCHED_HTTP_FUZZ_EXAMPLES": str(args.examples),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-    }
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
+    env = {**os.environ, "RAFTSCHED_HTTP_FUZZ_EXAMPLES": str(args.examples)}  # PYTHONPATH: bench.common
     started = time.monotonic()
     done = subprocess.run(
         [
@@ -40,17 +37,18 @@ def main() -> int:
             "no:cacheprovider",
             "--timeout",
             "3600",
-            str(ROOT / "tests" / "integration" / "test_http_schemathesis.py"),
+            str(REPO / "tests" / "integration" / "test_http_schemathesis.py"),
         ],
-        cwd=ROOT,
+        cwd=REPO,
         env=env,
         check=False,
     )
     print(
         f"{args.examples} examples per operation: exit {done.returncode}, {time.monotonic() - started:.0f} s"
     )
+    print(provenance.footer())
     return done.returncode
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """What metrics cost per fire and per attempt: the instrumentation alone, and the hot paths A/B.
 
-    python bench/metrics_cost.py [--repeat 5] [--tasks 10000] [--seconds 15] [--attempts 20000]
+    python -m bench.metrics_cost [--repeat 5] [--tasks 10000] [--seconds 15] [--attempts 20000]
 
 Two measurements, because a whole-path A/B on a shared, loaded machine is noisier than the
 few percent it is meant to resolve:
@@ -28,17 +28,14 @@ import sys
 import timeit
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-
-from raftsched.executor.runners import AttemptResult  # noqa: E402
-from raftsched.observability.executor_http import ExecutorObservability  # noqa: E402
-from raftsched.observability.executor_metrics import ExecutorSample  # noqa: E402
-from raftsched.observability.node_metrics import NodeMetrics, NodeSample  # noqa: E402
-from raftsched.observability.tally import ApplyTally  # noqa: E402
-from raftsched.timing.clock import SystemClock  # noqa: E402
-from raftsched.v1 import raftsched_pb2 as pb  # noqa: E402
+from bench.common import Provenance
+from raftsched.executor.runners import AttemptResult
+from raftsched.observability.executor_http import ExecutorObservability
+from raftsched.observability.executor_metrics import ExecutorSample
+from raftsched.observability.node_metrics import NodeMetrics, NodeSample
+from raftsched.observability.tally import ApplyTally
+from raftsched.timing.clock import SystemClock
+from raftsched.v1 import raftsched_pb2 as pb
 
 N = 200_000
 REPORT_BATCH = 500
@@ -88,10 +85,10 @@ def instrumentation() -> dict[str, float]:
     }
 
 
-def _bench(script: str, *args: str) -> dict[str, object]:
+def _bench(module: str, *args: str) -> dict[str, object]:
     # A fresh process per run: in one process, runs disturb each other (heap, caches, GC).
     done = subprocess.run(
-        [sys.executable, str(BENCH_DIR / script), *args], capture_output=True, text=True, check=True
+        [sys.executable, "-m", f"bench.{module}", *args], capture_output=True, text=True, check=True
     )
     out: dict[str, object] = json.loads(done.stdout)
     return out
@@ -103,9 +100,9 @@ def ab(repeat: int, tasks: int, seconds: int, attempts: int) -> dict[str, list[f
     for _ in range(repeat):
         for on in (False, True):
             flag = ["--metrics"] if on else []
-            r = _bench("hotpath.py", "--tasks", str(tasks), "--seconds", str(seconds), *flag)
+            r = _bench("hotpath", "--tasks", str(tasks), "--seconds", str(seconds), *flag)
             fires[on].append(float(str(r["leader_total_us_per_fire"])))
-            e = _bench("executor_hotpath.py", "--attempts", str(attempts), "--kind", "async", *flag)
+            e = _bench("executor_hotpath", "--attempts", str(attempts), "--kind", "async", *flag)
             execs[on].append(float(str(e["cpu_us_per_attempt"])))
     return {
         "hotpath_us_per_fire_off": sorted(fires[False]),
@@ -121,7 +118,9 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=10_000)
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--attempts", type=int, default=20_000)
+    ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
+    provenance = Provenance.start()
     out: dict[str, object] = {"instrumentation": instrumentation()}
     if args.repeat > 0:
         runs = ab(args.repeat, args.tasks, args.seconds, args.attempts)
@@ -137,9 +136,9 @@ def main() -> int:
             "ab_min_per_fire": round(100 * (fire_on - fire_off) / fire_off, 2),
             "ab_min_per_attempt": round(100 * (exec_on - exec_off) / exec_off, 2),
         }
-    print(json.dumps(out, indent=2))
+    provenance.emit(out, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """One embedded ``raftsched.Executor`` with a no-op handler ``noop``, instrumented for bench/executors.py.
 
-    python bench/noop_executor.py --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR
+    python -m bench.noop_executor --cluster HOST:PORT,... --name NAME --slots N --data-dir DIR
         [--kind sync|async] [--execution-log-keep DURATION] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
 
 Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) with lines:
@@ -14,7 +14,8 @@ Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) 
   accepting a dispatch, and its counters.
 
 Samples are appended to in-memory lists (one tuple append, well under a microsecond) and written
-once at exit, so recording costs next to nothing at thousands of attempts per second.
+once at exit, so recording costs next to nothing at thousands of attempts per second;
+:class:`Samples` reads them back. ``bench.common.start_noop_executor`` starts this module.
 
 ``--no-log-sync`` (a diagnostic, not production behaviour) opens the execution log itself, with
 no fsync at all (not even the agent's once-a-second flush), to show what fsync costs.
@@ -30,8 +31,8 @@ import argparse
 import asyncio
 import logging
 import signal
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,46 @@ from raftsched.executor.runners import AttemptContext
 from raftsched.security.tls import TlsConfig
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
+
+
+@dataclass
+class Samples:
+    """What one executor process recorded (``DIR/samples.txt``, written by :func:`main` at exit)."""
+
+    name: str
+    starts: list[tuple[str, int, int]] = field(default_factory=list)  # (execution id, nominal ms, ns)
+    accepted: dict[str, int] = field(default_factory=dict)
+    done: dict[str, int] = field(default_factory=dict)
+    max_running: int = -1
+    started: int = 0
+    refused_stale: int = 0
+
+    @classmethod
+    def read(cls, name: str, path: Path) -> Samples:
+        out = cls(name)
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if parts[0] == "S":
+                    out.starts.append((parts[1], int(parts[2]), int(parts[3])))
+                elif parts[0] == "A":
+                    out.accepted[parts[1]] = int(parts[2])
+                elif parts[0] == "D":
+                    out.done[parts[1]] = int(parts[2])
+                elif parts[0] == "M":
+                    out.max_running, out.started, out.refused_stale = (int(p) for p in parts[1:4])
+        return out
+
+    def max_concurrency(self) -> int:
+        """Largest number of attempts between accept and done at once (unfinished: until the end)."""
+        events = [(t, 1) for t in self.accepted.values()]
+        events += [(t, -1) for e, t in self.done.items() if e in self.accepted]
+        events.sort(key=lambda ev: (ev[0], ev[1]))  # a slot freed at t is free for an accept at t
+        level = peak = 0
+        for _, step in events:
+            level += step
+            peak = max(peak, level)
+        return peak
 
 
 class BenchExecutor(Executor):
@@ -150,4 +191,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

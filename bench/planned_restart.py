@@ -1,6 +1,6 @@
 """Planned leader restart (SIGTERM) against a crash (SIGKILL): the gap until the next leader fires.
 
-    python bench/planned_restart.py [--rounds 10] [--nodes 3] [--json FILE]
+    python -m bench.planned_restart [--rounds 10] [--nodes 3] [--json FILE]
 
 A real cluster on loopback with per-second cron tasks (no executors: only the fires count).
 Rounds alternate SIGTERM and SIGKILL of the leader; each one measures from the signal until one
@@ -19,14 +19,13 @@ watched task covered exactly once).
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Provenance, covered_exactly_once, percentile
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
@@ -57,16 +56,6 @@ def first_fire_by_new_leader(
     raise TimeoutError("no fire committed by a new leader")
 
 
-def covered_exactly_once(fires: list[pb.FireRecord], first: int, last: int) -> tuple[int, int]:
-    """(missing, doubled) nominal seconds in [first, last]."""
-    seen: dict[int, int] = {}
-    for f in fires:
-        for t in range(f.nominal_ms, (f.through_ms or f.nominal_ms) + 1, 1000):
-            seen[t] = seen.get(t, 0) + 1
-    want = range(first, last + 1, 1000)
-    return sum(1 for t in want if t not in seen), sum(1 for t in want if seen.get(t, 0) > 1)
-
-
 def worst_lateness_ms(cluster: LocalCluster, node: str, since_ms: int) -> float:
     """The worst commit lateness (commit time minus nominal time) of the fires ``node`` led with
     a nominal time since ``since_ms``, once it has committed its first two such seconds."""
@@ -92,7 +81,7 @@ def summary(values: list[float]) -> dict[str, int]:
     return {
         "n": len(ordered),
         "median": round(statistics.median(ordered) * 1000),
-        "p90": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))] * 1000),
+        "p90": round(percentile(ordered, 0.9) * 1000),
         "max": round(ordered[-1] * 1000),
     }
 
@@ -165,14 +154,12 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-planned-") as tmp:
         result = run(args.rounds, args.nodes, Path(tmp))
-    result["command"] = " ".join(["python bench/planned_restart.py", *sys.argv[1:]])
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    provenance.emit(result, args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

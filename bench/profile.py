@@ -1,6 +1,6 @@
 """Profile a raftsched process under load with py-spy (sampling; the process is not paused).
 
-    python bench/profile.py [--tasks 10000] [--seconds 15] [--executors 0|N] [--target leader|ex1]
+    python -m bench.profile [--tasks 10000] [--seconds 15] [--executors 0|N] [--target leader|ex1]
                             [--kind sync|async] [--top 30] [--raw FILE]
 
 Starts 3 nodes on loopback (and N executor processes with the no-op Python handler of
@@ -29,15 +29,9 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-
-import executors  # noqa: E402
-
-from raftsched.client import Client  # noqa: E402
-from raftsched.localcluster import LocalCluster, wait_until  # noqa: E402
-from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402
+from bench.common import Provenance, cpu_seconds, noop_cluster
+from raftsched.client import Client
+from raftsched.model import CronTrigger, Overlap, TaskSpec
 
 _FRAME = re.compile(r"^(?P<fn>.*?) \((?P<file>[^:()]*)(?::\d+)?\)$")
 
@@ -100,14 +94,12 @@ _THREAD = re.compile(r"^thread \((?P<tid>\d+)\): (?P<name>[^;]*)$")
 
 def thread_cpu(pid: int) -> dict[int, float]:
     """CPU seconds (utime + stime) of each thread of ``pid`` so far, by native thread id."""
-    ticks = os.sysconf("SC_CLK_TCK")
     out: dict[int, float] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[int(tid)] = cpu_seconds(pid, int(tid))
         except OSError:
             continue  # the thread ended
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
     return out
 
 
@@ -156,92 +148,74 @@ def main() -> int:
     if pyspy is None:
         print("py-spy is not installed: pip install -e '.[bench]'", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="raftsched-profile-") as tmp:
-        base = Path(tmp)
-        cluster = LocalCluster.create(base / "cluster", 3)
-        procs: dict[str, subprocess.Popen[bytes]] = {}
-        try:
-            cluster.start()
-            cluster.wait_for_leader(60)
-            targets = cluster.targets()
-            names = [f"ex{i + 1}" for i in range(args.executors)]
-            for name in names:
-                (base / name).mkdir()
-                procs[name] = executors.start_executor(
-                    name, targets, args.slots, base / name, cluster.log_dir, args.kind, True
-                )
-            if names:
-                wait_until(
-                    lambda: all(
-                        "registered with" in (cluster.log_dir / f"{n}.log").read_text(errors="replace")
-                        for n in names
-                    ),
-                    60,
-                    0.1,
-                    "executors to register",
-                )
-            specs = [
-                TaskSpec(
-                    f"prof-{i:07d}",
-                    CronTrigger("* * * * * *"),
-                    handler="noop" if names else "",
-                    overlap=Overlap.ALLOW,
-                )
-                for i in range(args.tasks)
-            ]
-            with Client(targets, timeout=60) as client:
-                bad = [r for r in client.add_tasks(specs) if not r.ok]
-                if bad:
-                    raise RuntimeError(f"{len(bad)} tasks refused")
-            time.sleep(args.warmup)
-            leader = cluster.wait_for_leader(30)
-            if args.target == "leader":
-                pid = cluster.procs[leader].pid
-            elif args.target == "follower":
-                pid = next(p.pid for n, p in cluster.procs.items() if n != leader)
-            else:
-                pid = procs[args.target].pid
-            raw_path = args.raw or base / "profile.txt"
-            before = cluster.status(leader).fires_committed
-            cpu_before, t0 = thread_cpu(pid), time.monotonic()
-            subprocess.run(
-                [
-                    pyspy,
-                    "record",
-                    "--pid",
-                    str(pid),
-                    "--duration",
-                    str(args.seconds),
-                    "--rate",
-                    str(args.rate),
-                    "--format",
-                    "raw",
-                    "--threads",
-                    "--nonblocking",
-                    "--output",
-                    str(raw_path),
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+    provenance = Provenance.start()
+    print(provenance.header())
+    with (
+        tempfile.TemporaryDirectory(prefix="raftsched-profile-") as tmp,
+        noop_cluster(Path(tmp), args.executors, slots=args.slots, kind=args.kind) as (cluster, procs),
+    ):
+        targets = cluster.targets()
+        names = list(procs)
+        specs = [
+            TaskSpec(
+                f"prof-{i:07d}",
+                CronTrigger("* * * * * *"),
+                handler="noop" if names else "",
+                overlap=Overlap.ALLOW,
             )
-            cpu_after, elapsed = thread_cpu(pid), time.monotonic() - t0
-            st = cluster.status(leader, timeout=10, lateness_since_ms=1)
-            fired = st.fires_committed - before
-            lat = st.commit_lateness
-            print(
-                f"target {args.target} (pid {pid}), {args.tasks} every-second tasks, "
-                f"{args.executors} executors: {fired / elapsed:.0f} fires committed/s while sampled; "
-                f"commit lateness p50 {lat.p50_ms:.0f} ms, p99 {lat.p99_ms:.0f} ms"
-            )
-            raw = raw_path.read_text()
-            print(summarise(raw, args.top))
-            print(thread_table(cpu_before, cpu_after, raw, elapsed, fired))
-        finally:
-            executors.stop_processes(procs)
-            cluster.stop()
+            for i in range(args.tasks)
+        ]
+        with Client(targets, timeout=60) as client:
+            bad = [r for r in client.add_tasks(specs) if not r.ok]
+            if bad:
+                raise RuntimeError(f"{len(bad)} tasks refused")
+        time.sleep(args.warmup)
+        leader = cluster.wait_for_leader(30)
+        if args.target == "leader":
+            pid = cluster.procs[leader].pid
+        elif args.target == "follower":
+            pid = next(p.pid for n, p in cluster.procs.items() if n != leader)
+        else:
+            pid = procs[args.target].pid
+        raw_path = args.raw or Path(tmp) / "profile.txt"
+        before = cluster.status(leader).fires_committed
+        cpu_before, t0 = thread_cpu(pid), time.monotonic()
+        subprocess.run(
+            [
+                pyspy,
+                "record",
+                "--pid",
+                str(pid),
+                "--duration",
+                str(args.seconds),
+                "--rate",
+                str(args.rate),
+                "--format",
+                "raw",
+                "--threads",
+                "--nonblocking",
+                "--output",
+                str(raw_path),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        cpu_after, elapsed = thread_cpu(pid), time.monotonic() - t0
+        st = cluster.status(leader, timeout=10, lateness_since_ms=1)
+        fired = st.fires_committed - before
+        lat = st.commit_lateness
+        print(
+            f"target {args.target} (pid {pid}), {args.tasks} every-second tasks, "
+            f"{args.executors} executors: {fired / elapsed:.0f} fires committed/s while sampled; "
+            f"commit lateness p50 {lat.p50_ms:.0f} ms, p99 {lat.p99_ms:.0f} ms"
+        )
+        raw = raw_path.read_text()
+        print(summarise(raw, args.top))
+        print(thread_table(cpu_before, cpu_after, raw, elapsed, fired))
+        print(provenance.footer())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

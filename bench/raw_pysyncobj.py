@@ -1,6 +1,6 @@
 """The Raft library's own limit: pipelined pysyncobj commits/s on 3 local nodes, no raftsched code.
 
-    python bench/raw_pysyncobj.py [--seconds 5] [--in-flight 5000]
+    python -m bench.raw_pysyncobj [--seconds 5] [--in-flight 5000]
 
 Starts 3 processes (this file with ``--node``), each a ``SyncObj`` with the configuration
 raftsched uses (batch mode, ``appendEntriesPeriod=0.02``, ``autoTickPeriod=0.005``, a password,
@@ -29,6 +29,7 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
+from bench.common import Provenance
 from raftsched.localcluster import free_ports
 
 _RAFT_LEADER = 2  # getStatus()["state"] of the leader (pysyncobj's _RAFT_STATE.LEADER)
@@ -137,7 +138,8 @@ def run(seconds: float = 5.0, in_flight: int = 5000) -> dict[str, object]:
             subprocess.Popen(
                 [
                     sys.executable,
-                    __file__,
+                    "-m",
+                    "bench.raw_pysyncobj",
                     "--node",
                     str(i),
                     "--addrs",
@@ -176,12 +178,14 @@ def main() -> int:
     ap.add_argument("--node", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--addrs", help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
+    ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
     if args.node is not None:
         return node_main(args)
-    print(json.dumps(run(args.seconds, args.in_flight), indent=2))
+    provenance = Provenance.start()
+    provenance.emit(run(args.seconds, args.in_flight), args.json)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

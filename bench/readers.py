@@ -1,6 +1,6 @@
 """Reads must not starve firing: per-second tasks on a real cluster, without and with readers.
 
-    python bench/readers.py [--seconds 30] [--readers 200] [--tasks 10] [--stale] [--get-seconds 5]
+    python -m bench.readers [--seconds 30] [--readers 200] [--tasks 10] [--stale] [--get-seconds 5]
 
 Starts a real 3-node cluster and one executor, adds ``--tasks`` per-second tasks (overlap skip,
 command ``true``), lets them build some history, then measures ``get_task`` on the leader for
@@ -19,7 +19,7 @@ the dispatch lateness (assigned - nominal, from the runs) as p50/p99, the fires 
 overlap and the runs fired; then the with/without ratio of the p99s (target: at most 2x), the
 reads' p50/p99 and count, and how many more overlap skips the readers caused (target: none).
 
-Run it against another checkout with PYTHONPATH=<checkout> to compare.
+Run it from another checkout (``cd <checkout> && python -m bench.readers``) to compare.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ import concurrent.futures
 import contextlib
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from bench.common import Provenance, percentile, wait_registered
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -114,13 +114,6 @@ def get_task_phase(target: str, threads: int, seconds: float, task: str, stale: 
         return [x for f in futures for x in f.result()]
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 Window = tuple[list[float], list[float], list[float], int, int]
 
 
@@ -149,7 +142,7 @@ def window(client: Client, tasks: list[str], since: int, until: int) -> Window:
 
 
 def _ms(values: list[float]) -> str:
-    return f"{pct(values, 0.5) * 1000:.0f}/{pct(values, 0.99) * 1000:.0f}"
+    return f"{percentile(values, 0.5) * 1000:.0f}/{percentile(values, 0.99) * 1000:.0f}"
 
 
 def main() -> int:
@@ -162,6 +155,8 @@ def main() -> int:
     ap.add_argument("--get-seconds", type=float, default=5.0, help="each get_task phase (0: skip)")
     ap.add_argument("--get-threads", type=int, default=16, help="get_task readers of the leader")
     args = ap.parse_args()
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
     get_task: dict[str, list[float]] = {}
     names = [f"tick{i:02d}" for i in range(args.tasks)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,9 +166,8 @@ def main() -> int:
         try:
             cluster.start()
             cluster.wait_for_leader(60)
-            log = base / "ex1.log"
-            exe = cluster.start_executor("ex1", 64, base / "ex1", log)
-            wait_until(lambda: log.exists() and "registered with" in log.read_text(), 60, what="executor")
+            exe = cluster.start_executor("ex1", 64, base / "ex1")
+            wait_registered(cluster.log_dir, {"ex1": exe})
             with Client(cluster.targets(), timeout=30) as client:
                 for name in names:
                     client.add_task(
@@ -217,8 +211,8 @@ def main() -> int:
     for mode, lat in get_task.items():
         print(
             f"get_task on the leader, {mode:12}: {len(lat) / args.get_seconds:.0f} reads/s with "
-            f"{args.get_threads} readers, p50 {pct(lat, 0.5) * 1000:.1f} ms, "
-            f"p99 {pct(lat, 0.99) * 1000:.1f} ms"
+            f"{args.get_threads} readers, p50 {percentile(lat, 0.5) * 1000:.1f} ms, "
+            f"p99 {percentile(lat, 0.99) * 1000:.1f} ms"
         )
     if get_task:
         reads_done = len(get_task["linearizable"])
@@ -228,20 +222,21 @@ def main() -> int:
             f"{label:12}: fired {fired}, skipped for overlap {skipped}; p50/p99 lateness (ms): "
             f"fire {_ms(fl)}, dispatch {_ms(dl)}, finish {_ms(done)}"
         )
-    ratio_fire = pct(loaded[0], 0.99) / max(pct(quiet[0], 0.99), 0.001)
-    ratio_dispatch = pct(loaded[1], 0.99) / max(pct(quiet[1], 0.99), 0.001)
+    ratio_fire = percentile(loaded[0], 0.99) / max(percentile(quiet[0], 0.99), 0.001)
+    ratio_dispatch = percentile(loaded[1], 0.99) / max(percentile(quiet[1], 0.99), 0.001)
     print(
         f"p99 ratio with/without readers: fire {ratio_fire:.2f}x, dispatch {ratio_dispatch:.2f}x "
         "(target <= 2x)"
     )
     print(
         f"reads: {len(reads)} in {args.seconds:.0f} s ({'stale allowed' if args.stale else 'leader only'}), "
-        f"p50 {pct(reads, 0.5) * 1000:.0f} ms, p99 {pct(reads, 0.99) * 1000:.0f} ms, "
+        f"p50 {percentile(reads, 0.5) * 1000:.0f} ms, p99 {percentile(reads, 0.99) * 1000:.0f} ms, "
         f"mean {statistics.fmean(reads) * 1000 if reads else float('nan'):.0f} ms"
     )
     print(f"extra overlap skips with readers: {loaded[3] - quiet[3]} (target: none)")
+    print(provenance.footer())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Recovery time of a follower whose state store is damaged: ``raftsched-node --rebuild``.
 
-    python bench/rebuild.py [--tasks 10000]
+    python -m bench.rebuild [--tasks 10000]
 
 A real 3-node cluster on loopback (the leader compacts its log every 20 entries, so a rebuilt
 follower is caught up by a snapshot, as in a long-running cluster) gets N manual tasks (bulk
@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Provenance
 from raftsched.client import Client
 from raftsched.errors import StoreDamaged
 from raftsched.localcluster import NODE_COMMAND, LocalCluster, wait_until
@@ -121,9 +122,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, nargs="+", default=[10_000])
     args = parser.parse_args()
+    provenance = Provenance.start()
     for n in args.tasks:
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps(measure(n, Path(tmp))), flush=True)
+    provenance.print_record()
 
 
 if __name__ == "__main__":

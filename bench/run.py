@@ -1,7 +1,7 @@
 """Every benchmark in one run: raftsched against APScheduler and the raw limits, side by side.
 
     pip install -e '.[bench]'         # APScheduler 3.x (and py-spy), bench-only
-    python bench/run.py [--quick] [--out bench/results/latest.json] [--only SECTION,...]
+    python -m bench.run [--quick] [--out bench/results/latest.json] [--only SECTION,...]
 
 Sections (all measured in the same run, on the same machine, one after another):
 
@@ -31,57 +31,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
-
-import executors  # noqa: E402
-import failover  # noqa: E402
-import fires  # noqa: E402
-import raw_pysyncobj  # noqa: E402
-import scale  # noqa: E402
-
-from raftsched.client import Client  # noqa: E402
-from raftsched.localcluster import LocalCluster, wait_until  # noqa: E402
-from raftsched.model import OnceTrigger, Overlap, TaskSpec  # noqa: E402
+from bench import executors, failover, fires, raw_pysyncobj, scale
+from bench.common import REPO, Json, Provenance, cpu_seconds, executor_data_dir, noop_cluster, percentiles
+from bench.noop_executor import Samples
+from raftsched.client import Client
+from raftsched.localcluster import stop_processes, wait_until
+from raftsched.model import OnceTrigger, Overlap, TaskSpec
 
 SECTIONS = ("limits", "cron", "once", "fires", "scale", "failover")
-
-Json = dict[str, Any]
-
-
-def machine() -> Json:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = 0.0
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        mem_gib = round(kb / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "mem_gib": mem_gib,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_avg_at_start": list(os.getloadavg()),
-    }
 
 
 def aps_version() -> str | None:
@@ -97,7 +62,7 @@ def aps_version() -> str | None:
 
 
 def aps(workload: str, n: int, seconds: int, warmup: float) -> Json:
-    cmd = [sys.executable, str(BENCH_DIR / "aps_bench.py"), workload, "--tasks", str(n)]
+    cmd = [sys.executable, "-m", "bench.aps_bench", workload, "--tasks", str(n)]
     if workload == "cron":
         cmd += ["--seconds", str(seconds), "--warmup", str(warmup)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
@@ -119,27 +84,9 @@ SLOTS = 512
 
 def raftsched_once(n: int, base: Path, n_executors: int = EXECUTORS, slots: int = SLOTS) -> Json:
     """N one-shot tasks due at one instant T, run by no-op handler executors."""
-    cluster = LocalCluster.create(base / "cluster", 3)
-    procs: dict[str, Any] = {}
-    names = [f"ex{i + 1}" for i in range(n_executors)]
-    data_dirs = {name: base / "executors" / name for name in names}
-    try:
-        cluster.start()
+    with noop_cluster(base, n_executors, slots=slots, kind="async") as (cluster, procs):
         leader = cluster.wait_for_leader(60)
         targets = cluster.targets()
-        for name in names:
-            data_dirs[name].mkdir(parents=True, exist_ok=True)
-            procs[name] = executors.start_executor(
-                name, targets, slots, data_dirs[name], cluster.log_dir, "async", True
-            )
-
-        def registered() -> bool:
-            return all(
-                "registered with" in (cluster.log_dir / f"{name}.log").read_text(errors="replace")
-                for name in names
-            )
-
-        wait_until(registered, 60, 0.1, "every executor to register")
         lead_s = 6 + n / 8000  # bulk import runs at ~15k tasks/s here; leave room
         t_ms = (time.time_ns() // 1_000_000 // 1000 + int(lead_s) + 1) * 1000
         specs = [
@@ -154,7 +101,7 @@ def raftsched_once(n: int, base: Path, n_executors: int = EXECUTORS, slots: int 
             raise RuntimeError(f"importing {n} tasks took {import_s:.1f}s, past the due time")
         pids = {nid: proc.pid for nid, proc in cluster.procs.items()}
         time.sleep(max(0.0, t_ms / 1000 - time.time()))
-        cpu0 = {k: fires.cpu_seconds(pid) for k, pid in pids.items()}
+        cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         leader = cluster.wait_for_leader(30)
         base_fired = 0
 
@@ -168,14 +115,11 @@ def raftsched_once(n: int, base: Path, n_executors: int = EXECUTORS, slots: int 
             timed_out = False
         except TimeoutError:
             timed_out = True
-        cpu1 = {k: fires.cpu_seconds(pid) for k, pid in pids.items()}
+        cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         st = cluster.status(leader, timeout=10, lateness_since_ms=t_ms)
-        executors.stop_processes(procs)
-        samples = [
-            executors.Samples.read(name, data_dirs[name] / "samples.txt")
-            for name in names
-            if (data_dirs[name] / "samples.txt").exists()
-        ]
+        stop_processes(procs.values(), resume=True)
+        paths = {name: executor_data_dir(base, name) / "samples.txt" for name in procs}
+        samples = [Samples.read(name, path) for name, path in paths.items() if path.exists()]
         starts = [(nom, t) for ex in samples for _, nom, t in ex.starts if nom == t_ms]
         per_id = [e for ex in samples for e, _, _ in ex.starts]
         lateness = [t / 1e6 - nom for nom, t in starts]
@@ -193,7 +137,7 @@ def raftsched_once(n: int, base: Path, n_executors: int = EXECUTORS, slots: int 
             "commit_lateness_ms": {"p50": commit.p50_ms, "p99": commit.p99_ms, "max": commit.max_ms},
             "started": len(starts),
             "fires_per_s": round(len(starts) / max(last_start_s, 1e-3), 1),
-            "lateness_ms": executors.percentiles(lateness),
+            "lateness_ms": percentiles(lateness),
             "missed": n - commit.count,
             "coalesced": 0,
             "not_started": n - len(starts),
@@ -202,9 +146,6 @@ def raftsched_once(n: int, base: Path, n_executors: int = EXECUTORS, slots: int 
             "leader_cpu_us_per_fire": round((cpu1[leader] - cpu0[leader]) / max(len(starts), 1) * 1e6, 1),
             "slots_respected": all(ex.max_running <= slots for ex in samples),
         }
-    finally:
-        executors.stop_processes(procs)
-        cluster.stop()
 
 
 def raftsched_cron(
@@ -311,13 +252,7 @@ def run(args: argparse.Namespace) -> Json:
     warmup = 3.0 if quick else 5.0
     kills = args.kills or (3 if quick else 20)
     only = set(args.only.split(",")) if args.only else set(SECTIONS)
-    out: Json = {
-        "command": " ".join(["python", "bench/run.py", *sys.argv[1:]]),
-        "quick": quick,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine(),
-        "apscheduler": aps_version(),
-    }
+    out: Json = {"quick": quick, "apscheduler": aps_version()}
     tmp_root = Path(tempfile.mkdtemp(prefix="raftsched-benchrun-"))
     try:
         if "limits" in only:
@@ -384,11 +319,8 @@ def run(args: argparse.Namespace) -> Json:
                 f"failover x{kills}", lambda: failover.run(kills, 3, fresh(tmp_root, "failover"), 2)
             )
     finally:
-        import shutil
-
         shutil.rmtree(tmp_root, ignore_errors=True)
     out["summary"] = summarise(out)
-    out["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return out
 
 
@@ -486,10 +418,12 @@ def _lat(d: Json | None) -> str:
 
 
 def tables(out: Json) -> str:
-    m = out["machine"]
+    prov = out["provenance"]
+    m = prov["machine"]
     lines = [
         f"machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB, Python {m['python']}; "
-        f"APScheduler {out.get('apscheduler')}; command: `{out['command']}`",
+        f"APScheduler {out.get('apscheduler')}; commit {prov['commit']}"
+        f"{' (dirty tree)' if prov['dirty'] else ''}; command: `{prov['command']}`",
         "",
     ]
     for section, title in (("cron", "every-second cron"), ("once", "one-shot, all due at one instant")):
@@ -592,7 +526,7 @@ def tables(out: Json) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small N: a few minutes")
-    ap.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "latest.json")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latest.json")
     ap.add_argument("--only", help=f"comma-separated sections of {','.join(SECTIONS)}")
     ap.add_argument("--cron-tasks", type=int, nargs="+")
     ap.add_argument("--once-tasks", type=int, nargs="+")
@@ -605,13 +539,14 @@ def main() -> int:
         ap.error(f"--only takes sections of {SECTIONS}")
     if aps_version() is None and (not args.only or {"cron", "once"} & set(args.only.split(","))):
         print("note: apscheduler is not installed (pip install -e '.[bench]'); its rows will be errors")
-    out = run(args)
+    provenance = Provenance.start()
+    out = provenance.stamp(run(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2))
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(tables(out))
     print(f"\nJSON: {args.out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

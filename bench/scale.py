@@ -1,6 +1,6 @@
 """Scale: many task definitions on a real 3-node cluster.
 
-    python bench/scale.py [--tasks 100000 1000000]
+    python -m bench.scale [--tasks 100000 1000000]
 
 For each N: a fresh cluster; N daily cron tasks bulk-imported (plus 20 per-second tasks so
 something fires); then
@@ -18,11 +18,11 @@ import argparse
 import json
 import re
 import signal
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Provenance
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
@@ -56,7 +56,13 @@ def run_one(n: int, base: Path) -> dict[str, object]:
     try:
         cluster.start()
         leader = cluster.wait_for_leader(60)
-        rss0 = {nid: cluster.status(nid).rss_bytes for nid in cluster.alive()}
+        # A follower may not serve yet when the leader is known.
+        rss0 = wait_until(
+            lambda: {nid: cluster.status(nid).rss_bytes for nid in cluster.alive()},
+            60,
+            0.1,
+            "every node to answer NodeStatus",
+        )
         with Client(cluster.targets(), timeout=60) as client:
             t0 = time.monotonic()
             step = 50_000
@@ -141,16 +147,18 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    provenance = Provenance.start()
     results = []
     for n in args.tasks:
         with tempfile.TemporaryDirectory(prefix="raftsched-scale-") as tmp:
             result = run_one(n, Path(tmp))
         print(json.dumps(result), flush=True)
         results.append(result)
+    provenance.print_record()
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(provenance.stamp({"runs": results}), indent=2) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """How a run's shards spread over executors, and how many move when one executor leaves.
 
-    python bench/shard_spread.py [--tasks 2000]
+    python -m bench.shard_spread [--tasks 2000]
 
 For each (shards k, executors n) it prints, over ``--tasks`` task names, the share of runs whose
 k shards land on min(k, n) distinct executors, the mean number of distinct executors per run,
@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from uhashring import HashRing
 
+from bench.common import Provenance
 from raftsched.sharding.ring import DEFAULT_VNODES, ShardRing
 
 Owner = Callable[[str, int], str]
@@ -62,12 +63,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=2000)
     args = ap.parse_args()
+    provenance = Provenance.start()
     tasks = [f"task-{i:05d}" for i in range(args.tasks)]
     for k, n in [(3, 2), (2, 4), (3, 4), (4, 4), (4, 10), (8, 10)]:
         row = {"shards": k, "executors": n}
         row["old"] = measure(old_owner, k, n, tasks)  # type: ignore[assignment]
         row["walk"] = measure(walk_owner, k, n, tasks)  # type: ignore[assignment]
         print(json.dumps(row), flush=True)
+    provenance.print_record()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What applying a 10,000-task workflow costs the leader: one apply, and the stall it causes.
 
-    python bench/workflow_apply.py [--tasks 10000] [--cluster] [--seed 1]
+    python -m bench.workflow_apply [--tasks 10000] [--cluster] [--seed 1]
 
 In process (always): the workflow (bench/workflows.py's ``random`` shape) is applied to a fresh
 state on LMDB, the way every replica applies it,
@@ -16,27 +16,24 @@ the state lock every millisecond, as the node's event loop does to serve executo
 ``--cluster`` also starts a real 3-node cluster with one executor, applies the workflow through
 the SDK while a probe heartbeats the leader (NodeStatus every 20 ms), and prints the call's
 time, the probe's longest wait, the "raft tick thread stalled" warnings in the node logs, and
-whether the executor stayed registered (no re-registration). Run it against another checkout
-with PYTHONPATH to compare (the in-process staged figures need this branch).
+whether the executor stayed registered (no re-registration). Run it from another checkout to
+compare (the in-process staged figures need a raftsched with staged workflows).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from workflows import random_dag
-
+from bench.common import Provenance, wait_registered
+from bench.workflows import random_dag
 from raftsched import codec
 from raftsched.client import Client
 from raftsched.fsm.state import SchedulerState
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import LocalCluster
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
@@ -109,9 +106,9 @@ def on_cluster(spec: pb.WorkflowSpec) -> None:
         try:
             cluster.start()
             leader = cluster.wait_for_leader(60)
-            exe = cluster.start_executor("ex1", 4, base / "ex1", base / "ex1.log")
-            log = base / "ex1.log"
-            wait_until(lambda: log.exists() and "registered with" in log.read_text(), 60, what="executor")
+            exe = cluster.start_executor("ex1", 4, base / "ex1")
+            log = cluster.log_dir / "ex1.log"
+            wait_registered(cluster.log_dir, {"ex1": exe})
             with Client(cluster.targets(), timeout=60) as client:
                 worst = [0.0]
                 stop = threading.Event()
@@ -166,6 +163,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cluster", action="store_true", help="also measure on a real 3-node cluster")
     args = ap.parse_args()
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
     spec = random_dag(args.tasks, args.seed)
     spec.name = "bench-apply"
     spec.ClearField("schedule")
@@ -184,8 +183,9 @@ def main() -> int:
         )
     if args.cluster:
         on_cluster(spec)
+    print(provenance.footer())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Workflow completion handling cost against out-degree, and a 10,000-task run to completion.
 
-    python bench/workflow_completion.py [--fanout 1 10 100 1000 10000] [--repeat 7] [--tasks 10000]
+    python -m bench.workflow_completion [--fanout 1 10 100 1000 10000] [--repeat 7] [--tasks 10000]
 
 Pure state machine only (raftsched.workflow.run on protobuf messages): no cluster, no IO.
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 
+from bench.common import Provenance
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow import run as wr
 from raftsched.workflow.dag import Dag, compile_dag
@@ -112,6 +112,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--tasks", type=int, default=10_000)
     args = ap.parse_args()
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
 
     print(f"completion cost against out-degree (median of {args.repeat} runs)")
     print(
@@ -151,8 +153,9 @@ def main() -> int:
             f"{pct:>8.0%} | {elapsed * 1e3:>9.0f} | {elapsed * 1e6 / args.tasks:>8.1f} | "
             f"{finished:>8,} | {skipped:>8,}"
         )
+    print(provenance.footer())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -6,8 +6,8 @@ reported, in waves, until all runs have finished. Prints the apply cost per comm
 cost per workflow task completion (the whole chain: task run settles, the run's state machine
 walks the reverse adjacency list, the next tasks start), and the memory held per active run.
 
-    python bench/workflow_runs.py [--runs 1000] [--max-parallel 0]
-    python bench/workflow_runs.py --cluster [--runs 1000]
+    python -m bench.workflow_runs [--runs 1000] [--max-parallel 0]
+    python -m bench.workflow_runs --cluster [--runs 1000]
 
 ``--cluster`` runs the same N workflow runs end to end instead: a real 3-node cluster on loopback
 and two executor processes with a no-op handler (bench/noop_executor.py); all N runs are started
@@ -20,16 +20,17 @@ from __future__ import annotations
 import argparse
 import gc
 import resource
-import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.common import Provenance, noop_cluster, percentile
 from raftsched import codec
+from raftsched.client import Client
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.state import SchedulerState
+from raftsched.localcluster import wait_until
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
 
@@ -110,56 +111,30 @@ def big_dag(n: int) -> None:
 
 
 def cluster_run(runs: int) -> None:
-    bench_dir = Path(__file__).resolve().parent
-    sys.path.insert(0, str(bench_dir))
-    from executors import start_executor, stop_processes
-
-    from raftsched.client import Client
-    from raftsched.localcluster import LocalCluster, wait_until
-
-    with tempfile.TemporaryDirectory(prefix="raftsched-wf-bench-") as tmp:
-        base = Path(tmp)
-        cluster = LocalCluster.create(base / "cluster", 3)
-        procs = {}
-        try:
-            cluster.start()
-            cluster.wait_for_leader(60)
-            for name in ("ex1", "ex2"):
-                (base / name).mkdir()
-                procs[name] = start_executor(
-                    name, cluster.targets(), 16, base / name, cluster.log_dir, "sync", True
+    with (
+        tempfile.TemporaryDirectory(prefix="raftsched-wf-bench-") as tmp,
+        noop_cluster(Path(tmp), 2, slots=16) as (cluster, _),
+        Client(cluster.targets()) as client,
+    ):
+        client.apply_workflow(spec(0, handler="noop"))
+        t0 = time.monotonic()
+        # Submitted from 64 threads (one RPC per run): 1,000 runs in flight at once.
+        with ThreadPoolExecutor(64) as pool:
+            ids = list(
+                pool.map(
+                    lambda i: client.start_workflow_run("diamond", logical_ms=T0 - i * 86_400_000).run_id,
+                    range(runs),
                 )
-            with Client(cluster.targets()) as client:
-                logs = [cluster.log_dir / f"{name}.log" for name in procs]
-                wait_until(
-                    lambda: all("registered with" in log.read_text(errors="replace") for log in logs),
-                    60,
-                    what="executors registered",
-                )
-                client.apply_workflow(spec(0, handler="noop"))
-                t0 = time.monotonic()
-                # Submitted from 64 threads (one RPC per run): 1,000 runs in flight at once.
-                with ThreadPoolExecutor(64) as pool:
-                    ids = list(
-                        pool.map(
-                            lambda i: (
-                                client.start_workflow_run("diamond", logical_ms=T0 - i * 86_400_000).run_id
-                            ),
-                            range(runs),
-                        )
-                    )
-                submitted_s = time.monotonic() - t0
+            )
+        submitted_s = time.monotonic() - t0
 
-                def finished() -> list[pb.WorkflowRun] | None:
-                    got = client.list_workflow_runs("diamond", limit=runs)
-                    done = [r for r in got if r.state != pb.WORKFLOW_RUNNING]
-                    return done if len(done) == len(ids) else None
+        def finished() -> list[pb.WorkflowRun] | None:
+            got = client.list_workflow_runs("diamond", limit=runs)
+            done = [r for r in got if r.state != pb.WORKFLOW_RUNNING]
+            return done if len(done) == len(ids) else None
 
-                done = wait_until(finished, 900, interval=1.0, what="every workflow run to finish")
-                total_s = time.monotonic() - t0
-        finally:
-            stop_processes(procs)
-            cluster.stop()
+        done = wait_until(finished, 900, interval=1.0, what="every workflow run to finish")
+        total_s = time.monotonic() - t0
     durations = sorted(r.finished_ms - r.created_ms for r in done)
     events = sorted([(r.created_ms, 1) for r in done] + [(r.finished_ms, -1) for r in done])
     peak = active = 0
@@ -167,7 +142,6 @@ def cluster_run(runs: int) -> None:
         active += delta
         peak = max(peak, active)
     ok = sum(1 for r in done if r.state == pb.WORKFLOW_SUCCESS)
-    q = statistics.quantiles(durations, n=100)
     print(
         f"workflow runs end to end: {runs} diamond runs (4 task runs each), 3 nodes + 2 executors x 16 slots"
     )
@@ -178,7 +152,8 @@ def cluster_run(runs: int) -> None:
     print(f"  most runs active at once: {peak}")
     print(f"  task runs completed: {4 * runs / total_s:,.0f}/s")
     print(
-        f"  run duration (created -> finished): p50 {q[49]:,.0f} ms, p99 {q[98]:,.0f} ms, "
+        f"  run duration (created -> finished): p50 {percentile(durations, 0.5):,.0f} ms, "
+        f"p99 {percentile(durations, 0.99):,.0f} ms, "
         f"max {durations[-1]:,} ms"
     )
 
@@ -197,30 +172,18 @@ def rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--max-parallel", type=int, default=0)
-    parser.add_argument("--cluster", action="store_true", help="end to end on a real cluster")
-    parser.add_argument("--big-dag", type=int, default=0, help="one run of an N-task DAG instead")
-    args = parser.parse_args()
-    if args.big_dag:
-        big_dag(args.big_dag)
-        return
-    if args.cluster:
-        cluster_run(args.runs)
-        return
-
+def in_process(runs: int, max_parallel: int) -> None:
+    """N runs of the diamond through one state machine: start, assign and settle costs, RSS."""
     state = state_with_executor()
     apply = command(T0)
-    apply.apply_workflow.spec.CopyFrom(spec(args.max_parallel))
+    apply.apply_workflow.spec.CopyFrom(spec(max_parallel))
     assert state.apply(codec.encode_command(apply)).result.ok
 
     gc.collect()
     before_kb = rss_kb()
     pending: list[AttemptReady] = []
     t = time.perf_counter()
-    for i in range(args.runs):
+    for i in range(runs):
         cmd = command(T0)
         cmd.start_workflow_run.workflow = "diamond"
         cmd.start_workflow_run.logical_ms = T0 - i * 86_400_000
@@ -257,18 +220,36 @@ def main() -> None:
             settle_s += time.perf_counter() - t
             completions += out.result.accounted
             pending += [e for e in out.effects if isinstance(e, AttemptReady)]
-    finished = state.list_workflow_runs("diamond", limit=args.runs)
+    finished = state.list_workflow_runs("diamond", limit=runs)
     ok = sum(1 for r in finished if r.state == pb.WORKFLOW_SUCCESS)
 
-    print(f"workflow runs: {args.runs} of a 5-task diamond (max_parallel={args.max_parallel or 'unlimited'})")
+    print(f"workflow runs: {runs} of a 5-task diamond (max_parallel={max_parallel or 'unlimited'})")
     print(f"  concurrently active after start : {active}")
-    print(f"  start (per run)                 : {start_s / args.runs * 1e6:8.0f} µs")
+    print(f"  start (per run)                 : {start_s / runs * 1e6:8.0f} µs")
     per_run = held_kb * 1024 / max(1, active)
     print(f"  RSS held by the active runs     : {held_kb / 1024:8.1f} MiB ({per_run:,.0f} B/run)")
     print(f"  task completions                : {completions}")
     print(f"  assign (per task run)           : {assign_s / max(1, completions) * 1e6:8.0f} µs")
     print(f"  completion (per task run)       : {settle_s / max(1, completions) * 1e6:8.0f} µs")
-    print(f"  runs finished SUCCESS           : {ok}/{args.runs}")
+    print(f"  runs finished SUCCESS           : {ok}/{runs}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--max-parallel", type=int, default=0)
+    parser.add_argument("--cluster", action="store_true", help="end to end on a real cluster")
+    parser.add_argument("--big-dag", type=int, default=0, help="one run of an N-task DAG instead")
+    args = parser.parse_args()
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
+    if args.big_dag:
+        big_dag(args.big_dag)
+    elif args.cluster:
+        cluster_run(args.runs)
+    else:
+        in_process(args.runs, args.max_parallel)
+    print(provenance.footer())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Submission cost of large workflows: validate_workflow + compile_dag on 10,000-task DAGs.
 
-    python bench/workflows.py [--tasks 10000] [--repeat 5] [--seed 1]
+    python -m bench.workflows [--tasks 10000] [--repeat 5] [--seed 1]
 
 Three shapes, each with a templated command (``{{ ds }}``, ``{{ params.X }}``) per task:
 
@@ -19,10 +19,10 @@ import argparse
 import functools
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
+from bench.common import Provenance
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.dag import compile_dag
 from raftsched.workflow.validate import validate_workflow
@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    provenance = Provenance.start()
+    print(provenance.header(), flush=True)
     shapes = {
         "random": random_dag(args.tasks, args.seed),
         "chain": chain(args.tasks),
@@ -119,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(worst, statistics.median(both))
     verdict = "OK" if worst <= 1.0 else "OVER TARGET"
     print(f"worst median validate+compile: {worst * 1000:.1f} ms ({verdict})")
+    print(provenance.footer())
     return 0 if worst <= 1.0 else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -8,7 +8,7 @@ seam               in memory                           real
 =================  ==================================  ==========================================
 StateStore         storage.memory.MemoryStore          storage.lmdb_store.LmdbStore
 Clock              timing.clock.ManualClock            timing.clock.SystemClock
-ConsensusNode      consensus.memory.SimNode            consensus.pysyncobj_node.PySyncObjNode
+ConsensusNode      consensus.memory.SimNode            consensus.pysyncobj.node.PySyncObjNode
 ExecutionLog       storage.memory.MemoryExecutionLog   storage.lmdb_execlog.LmdbExecutionLog
 ExecutorTransport  executor.memory.MemoryTransport     rpc.executor_client.GrpcExecutorTransport
 =================  ==================================  ==========================================
@@ -268,11 +268,6 @@ class ExecutionLog(Protocol):
 
     def unsettled(self) -> list[tuple[str, bytes]]:
         """Every unsettled ``(key, value)``."""
-        ...
-
-    def prune_settled(self, keep: int) -> list[str]:
-        """Delete the oldest settled keys until at most ``keep`` remain; return the deleted keys.
-        Unsettled keys are never deleted."""
         ...
 
     def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:

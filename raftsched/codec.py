@@ -21,7 +21,6 @@ from raftsched.model import (
     ManualTrigger,
     Misfire,
     OnceTrigger,
-    Outcome,
     Overlap,
     Runner,
     RunState,
@@ -85,16 +84,6 @@ _OVERLAP_TO_PB = {
 }
 OVERLAP_FROM_PB = {v: k for k, v in _OVERLAP_TO_PB.items()} | {pb.OVERLAP_UNSPECIFIED: Overlap.SKIP}
 
-OUTCOME_TO_PB = {
-    Outcome.FIRED: pb.FIRED,
-    Outcome.COALESCED: pb.COALESCED,
-    Outcome.SKIPPED_OVERLAP: pb.SKIPPED_OVERLAP,
-    Outcome.SKIPPED_MISFIRE: pb.SKIPPED_MISFIRE,
-    Outcome.SKIPPED_DISABLED: pb.SKIPPED_DISABLED,
-    Outcome.SKIPPED_CALENDAR: pb.SKIPPED_CALENDAR,
-}
-OUTCOME_FROM_PB = {v: k for k, v in OUTCOME_TO_PB.items()}
-
 RUN_STATE_TO_PB = {
     RunState.PENDING: pb.PENDING,
     RunState.RUNNING: pb.RUNNING,
@@ -102,7 +91,6 @@ RUN_STATE_TO_PB = {
     RunState.FAILED: pb.FAILED,
     RunState.CANCELLED: pb.CANCELLED,
 }
-RUN_STATE_FROM_PB = {v: k for k, v in RUN_STATE_TO_PB.items()}
 
 
 def trigger_to_pb(trigger: Trigger, out: pb.Trigger) -> None:

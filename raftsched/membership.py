@@ -39,7 +39,6 @@ log = logging.getLogger("raftsched.membership")
 RECONCILE_EVERY_S = 0.5
 RAFT_CHANGE_TIMEOUT_S = 10.0
 DENIED_RETRIES = 20  # pysyncobj refuses while the leader's first entry of the term is uncommitted
-CHANGE_WAIT_S = 15.0  # how long an RPC waits for the change it began to finish
 
 
 class RaftMembership(Protocol):

@@ -505,13 +505,6 @@ def parse_runner(value: str, field_name: str = "runner") -> Runner:
         raise InvalidSpec(field_name, f"{quote(value)} is not one of shell, python") from None
 
 
-def parse_misfire(value: str) -> Misfire:
-    try:
-        return Misfire(value)
-    except ValueError:
-        raise InvalidSpec("misfire", f"{quote(value)} is not one of latest, all, skip") from None
-
-
 def validate_selector(selector: object, field_name: str = "selector") -> None:
     """Refuse a selector that is not a mapping of at most 16 non-empty label keys to values."""
     if not isinstance(selector, Mapping):
@@ -523,15 +516,6 @@ def validate_selector(selector: object, field_name: str = "selector") -> None:
             raise InvalidSpec(field_name, f"label {key!r}: a non-empty string of at most 128 characters")
         if not isinstance(value, str) or len(value) > 128 or "\0" in value:
             raise InvalidSpec(f"{field_name}.{key}", f"value {value!r}: a string of at most 128 characters")
-
-
-def parse_overlap(value: str) -> Overlap:
-    try:
-        return Overlap(value)
-    except ValueError:
-        raise InvalidSpec(
-            "overlap", f"{quote(value)} is not one of skip, allow, buffer_one, replace"
-        ) from None
 
 
 def run_id_for(task: str, nominal_ms: int, manual_seq: int = 0) -> str:

@@ -34,7 +34,8 @@ from raftsched.fsm import keys
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
 from raftsched.model import TaskSpec
@@ -260,9 +261,9 @@ class _SimEndpoint:
         if self.refuse_reports > 0:
             self.refuse_reports -= 1
             raise TransportError("unavailable", "the write was not confirmed in time; its outcome is unknown")
-        data = node.dispatcher.results(request.name, request.results, self._now(node))
-        if data is not None:
-            self._commit(node, data)
+        proposal = node.dispatcher.results(request.name, request.results, self._now(node))
+        if proposal is not None:
+            self._commit(node, proposal.encode())
         return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
 
     def drain(self, target: str, request: pb.DrainRequest) -> pb.DrainReply:
@@ -343,6 +344,7 @@ class SimHarness:
         for n in self.cluster.nodes:
             self._boot(n, MemoryStore())
         self.cluster.on_role_change = self._role_changed
+        self.cluster.install_snapshot = self._install_snapshot
 
     # -- nodes -----------------------------------------------------------------------------------
 
@@ -375,6 +377,15 @@ class SimHarness:
         self.nodes[node_id] = node
         replica = node.replica
         self.cluster.restart(node_id, replica.apply_entry, replica.last_applied, replica.end_of_tick)
+
+    def _install_snapshot(self, target: str, source: str) -> int:
+        """A snapshot install (SimFaults.snapshot_catch_up): ``target``'s store becomes a copy of
+        ``source``'s and its state is reloaded from it, as a real node's ``_load_snapshot``."""
+        image = self.nodes[source].store
+        node = self.nodes[target]
+        node.store.replace_all(image.scan(b"", b"\xff" * 512), image.applied_index())
+        node.replica.reset_from_store()  # one thread: no reader to hold off with the state's lock
+        return node.store.applied_index()
 
     def _role_changed(self, node_id: str, leader: bool, term: int) -> None:
         node = self.nodes[node_id]
@@ -587,12 +598,14 @@ class SimHarness:
             watch = self.nodes[leader].watch
             if d.leading and not (watch is not None and watch.faulty()):  # as ExecutorHub._tick
                 now = self.now(leader)
-                for data in d.poll(now):
-                    if codec.decode_command(data).WhichOneof("body") == "assign_attempts":
+                for proposal in d.poll(now):
+                    if proposal.kind == "assign":
                         # Whatever the assignment did not turn into a lease may be placed again.
-                        self.cluster.nodes[leader].propose(data, functools.partial(_release, d, data))
+                        self.cluster.nodes[leader].propose(
+                            proposal.encode(), functools.partial(_release, d, proposal)
+                        )
                     else:
-                        self.cluster.nodes[leader].propose(data, _ignore)
+                        self.cluster.nodes[leader].propose(proposal.encode(), _ignore)
                 self.settle()
                 for executor, item in d.take_outbox():
                     self.endpoint.deliver(leader, executor, item)
@@ -682,5 +695,7 @@ def _ignore(result: bytes | None, error: ProposeError | None) -> None:
     return None
 
 
-def _release(d: Dispatcher, data: bytes, result: bytes | None, error: ProposeError | None) -> None:
-    d.release(data)
+def _release(
+    d: Dispatcher, proposal: DispatchProposal, result: bytes | None, error: ProposeError | None
+) -> None:
+    d.release(proposal)

@@ -64,7 +64,6 @@ class Op:
 class Verdict:
     linearizable: bool
     ops: int  # operations checked (unknown reads dropped)
-    explored: int  # (placed set, register) configurations visited
     problem: str = ""  # not linearizable: the operation no order could place, and around it
 
     def __bool__(self) -> bool:
@@ -100,7 +99,7 @@ def check(history: Sequence[Op], initial: State = (1, ""), max_explored: int = 5
     while stack:
         placed, state = stack.pop()
         if placed & definite == definite:
-            return Verdict(True, n, len(seen))
+            return Verdict(True, n)
         key = (placed, state)
         if key in seen:
             continue
@@ -134,7 +133,6 @@ def check(history: Sequence[Op], initial: State = (1, ""), max_explored: int = 5
     return Verdict(
         False,
         n,
-        len(seen),
         f"with the register at v{state[0]}={state[1]!r} after {deepest[0]} operations in order, no "
         f"order places {first.describe()} (nor any other operation pending then)",
     )

@@ -67,7 +67,3 @@ def cmd_cron_preview(args: argparse.Namespace) -> int:
             "one that does not exist fires at the end of the gap (or is skipped if the hour field is *)."
         )
     return 0
-
-
-def _skip_fields(excluded: Calendar | None, ms: int) -> dict[str, str]:
-    return {} if excluded is None else {"skipped_calendar": excluded.name, "reason": excluded.why(ms)}

@@ -25,6 +25,7 @@ from raftsched.errors import (
     SnapshotFormatError,
     StoreDamaged,
 )
+from raftsched.taskfields import TASK_FIELDS, option_of_error
 
 __all__ = [
     "STORE_DAMAGED_EXIT",
@@ -41,39 +42,16 @@ __all__ = [
 STORE_DAMAGED_EXIT = 5
 """A node's or executor's stored state is damaged: start it with ``--rebuild``."""
 
-# Model field names (as InvalidSpec reports them) -> the option a CLI user typed.
+# Model field names (as InvalidSpec reports them) -> the option a CLI user typed: the task
+# fields' from their table, then the other commands'.
 _FLAGS = {
+    **option_of_error(TASK_FIELDS),
     "name": "NAME",
     "task": "NAME",
     "targets": "--cluster",
     "tls.ca_file": "--tls-ca",
     "tls.cert_file": "--tls-cert",
     "tls.key_file": "--tls-key",
-    "timeout": "--timeout",
-    "trigger.cron": "--cron",
-    "trigger.timezone": "--tz",
-    "trigger.interval": "--every",
-    "trigger.start": "--start",
-    "trigger.at": "--at",
-    "command": "--command",
-    "handler": "--handler",
-    "shards": "--shards",
-    "misfire": "--misfire",
-    "misfire_all_cap": "--misfire-cap",
-    "misfire_all_window": "--misfire-window",
-    "overlap": "--overlap",
-    "resource.cpu": "--cpu",
-    "resource.memory": "--memory",
-    "selector": "--selector",
-    "max_retries": "--retries",
-    "priority": "--priority",
-    "locks": "--lock",
-    "locks.name": "--lock",
-    "locks.mode": "--lock",
-    "owner": "--owner",
-    "namespace": "--namespace",
-    "params": "--params",
-    "description": "--description",
     "count": "--count",
     "workflow": "NAME",
     "param": "--param",

@@ -47,7 +47,8 @@ from raftsched.errors import (
     RaftschedError,
     Unauthenticated,
 )
-from raftsched.model import Misfire, Overlap, Runner, RunState
+from raftsched.model import RunState
+from raftsched.taskfields import Field, Kind, cli_field
 from raftsched.timing.cron import MAX_PREVIEW
 
 __all__ = [
@@ -680,95 +681,76 @@ def _range_options(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--until", metavar="T", help=f"{what} <= T")
 
 
+# How ``task add|update --help`` lays out the task options (each table field with a flag, once).
+_SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("what runs", ("command", "handler", "params", "shards", "selector")),
+    (
+        "policies",
+        (
+            "misfire",
+            "misfire_cap",
+            "misfire_window",
+            "overlap",
+            "retries",
+            "timeout",
+            "priority",
+            "locks",
+            "exclude",
+        ),
+    ),
+    ("what runs", ("runner", "resource.cpu", "resource.memory")),
+    ("labels", ("owner", "namespace", "description")),
+)
+_OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {
+    Kind.INT: int,
+    Kind.NUMBER: float,
+    Kind.DURATION: duration_arg,
+}
+
+
+def _add_field_option(container: Any, f: Field, help_suffix: str = "") -> None:
+    """The option of task field ``f``, as the table declares it."""
+    options: dict[str, Any] = {}
+    if f.dest:
+        options["dest"] = f.dest
+    if f.kind == Kind.FLAG:
+        options["action"] = "store_true"
+    elif f.kind in (Kind.NAMES, Kind.LABELS, Kind.LOCKS):
+        options["action"] = "append"
+    elif f.kind in _OPTION_TYPES:
+        options["type"] = _OPTION_TYPES[f.kind]
+    if f.kind == Kind.CHOICE:
+        options["choices"] = list(f.choices)
+    if f.metavar is not None:
+        options["metavar"] = f.metavar
+    options["help"] = None if f.flag_help is None else f.flag_help + help_suffix
+    container.add_argument(f.flag, **options)
+
+
 def _add_spec_options(parser: argparse.ArgumentParser, *, update: bool) -> None:
     when = parser.add_argument_group(
         "schedule" + (" (replaces the current one)" if update else " (one is required)")
     )
     kind = when.add_mutually_exclusive_group(required=not update)
-    kind.add_argument("--cron", metavar="EXPR", help="cron expression: 5 fields, or 6 with seconds last")
-    kind.add_argument("--every", type=duration_arg, metavar="DURATION", help="fixed interval, whole seconds")
-    kind.add_argument("--at", metavar="T", help="fire once, at T")
-    kind.add_argument("--manual", action="store_true", help="never fire by itself (trigger only)")
-    when.add_argument("--tz", metavar="ZONE", help="with --cron: IANA time zone (default: UTC)")
-    when.add_argument(
-        "--start", metavar="T", help="with --every: first fire (default: one interval after now)"
-    )
-
-    work = parser.add_argument_group("what runs")
-    which = work.add_mutually_exclusive_group()
-    which.add_argument("--command", metavar="CMD", help="shell command to run")
-    which.add_argument("--handler", metavar="NAME", help="registered handler to call")
-    work.add_argument("--params", metavar="JSON", help="default run parameters, a JSON object")
-    work.add_argument("--shards", type=int, metavar="N", help="run as N shards (1-1024, default 1)")
-    work.add_argument(
-        "--selector",
-        action="append",
-        metavar="KEY=VALUE",
-        help="run only on executors with this label (repeatable; --selector '' clears them)",
-    )
-
-    policy = parser.add_argument_group("policies")
-    policy.add_argument(
-        "--misfire",
-        choices=[m.value for m in Misfire],
-        help="missed fires: run latest (default), all, or skip",
-    )
-    policy.add_argument(
-        "--misfire-cap", type=int, metavar="N", help="misfire=all: run at most N (0 = cluster default)"
-    )
-    policy.add_argument(
-        "--misfire-window",
-        type=duration_arg,
-        metavar="DURATION",
-        help="misfire=all: look back this far (0 = cluster default)",
-    )
-    policy.add_argument(
-        "--overlap",
-        choices=[o.value for o in Overlap],
-        help="while a run is unfinished: skip (default) or allow",
-    )
-    policy.add_argument(
-        "--retries", dest="max_retries", type=int, metavar="N", help="retries per shard (0-100)"
-    )
-    policy.add_argument(
-        "--timeout",
-        dest="task_timeout",
-        type=duration_arg,
-        metavar="DURATION",
-        help="task timeout per attempt (0 = none)",
-    )
-    policy.add_argument(
-        "--priority", type=int, metavar="0-9", help="dispatch priority, 9 most urgent (default 5)"
-    )
-    policy.add_argument(
-        "--lock",
-        dest="locks",
-        action="append",
-        metavar="NAME[:shared]",
-        help="resource lock every attempt holds while it runs (repeat for several; exclusive "
-        "unless :shared)" + ("; replaces the current locks" if update else ""),
-    )
-    if update:
-        policy.add_argument("--no-locks", action="store_true", help="remove every lock")
-    else:
-        parser.set_defaults(no_locks=False)
-    policy.add_argument(
-        "--exclude",
-        action="append",
-        metavar="CALENDAR",
-        help="skip fires on the days of this calendar (repeatable; --exclude '' clears the list)",
-    )
-    work.add_argument(
-        "--runner",
-        choices=[r.value for r in Runner],
-        help="run the command with the shell (default) or the executor's Python",
-    )
-    work.add_argument("--cpu", type=float, metavar="N", help="declared CPU need (0 = none)")
-    work.add_argument("--memory", type=int, metavar="MIB", help="declared memory need in MiB (0 = none)")
-
-    labels = parser.add_argument_group("labels")
-    labels.add_argument("--owner", metavar="O")
-    labels.add_argument("--namespace", metavar="NS", help="default: 'default'")
-    labels.add_argument("--description", metavar="TEXT")
+    for f in tasks.TRIGGER_OPTION_FIELDS:
+        # One trigger kind (cron, every, at, manual); the zone and start qualify one of them.
+        _add_field_option(kind if f.key in ("cron", "every", "at", "manual") else when, f)
+    groups: dict[str, Any] = {}
+    for title, keys in _SPEC_OPTION_LAYOUT:
+        if title not in groups:
+            groups[title] = parser.add_argument_group(title)
+        group = groups[title]
+        if "command" in keys:
+            which = group.add_mutually_exclusive_group()  # a command or a handler
+        for key in keys:
+            f = cli_field(key)
+            if key in ("command", "handler"):
+                _add_field_option(which, f)
+                continue
+            _add_field_option(group, f, "; replaces the current locks" if update and key == "locks" else "")
+            if key == "locks" and update:
+                group.add_argument("--no-locks", action="store_true", help="remove every lock")
+            elif key == "locks":
+                parser.set_defaults(no_locks=False)
     if not update:
         parser.add_argument("--disabled", action="store_true", help="create the task disabled")

@@ -20,15 +20,13 @@ from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
     ManualTrigger,
-    Misfire,
     OnceTrigger,
-    Overlap,
-    Runner,
     RunState,
     TaskSpec,
     Trigger,
     parse_lock,
 )
+from raftsched.taskfields import TASK_FIELDS, Field, Kind
 from raftsched.timing import cron
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -48,6 +46,16 @@ __all__ = [
     "merge_spec",
     "spec_from_args",
 ]
+
+
+# The task fields ``task add|update`` has an option for: the schedule's, and the others.
+TRIGGER_OPTION_FIELDS = tuple(f for f in TASK_FIELDS if f.flag and f.attr == "trigger")
+OPTION_FIELDS = tuple(f for f in TASK_FIELDS if f.flag and f.attr != "trigger")
+
+
+def option_dest(f: Field) -> str:
+    """The attribute of the parsed arguments that holds the option of ``f``."""
+    return f.dest or f.flag.lstrip("-").replace("-", "_")
 
 
 def spec_from_args(args: argparse.Namespace, now: Now) -> TaskSpec:
@@ -122,49 +130,30 @@ def _selector(items: list[str]) -> tuple[tuple[str, str], ...]:
 def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
     """TaskSpec fields set by options (trigger aside); options not given are absent."""
     out: dict[str, Any] = {}
-    if args.command is not None:
-        out.update(command=args.command, handler="")  # a task has a command or a handler, not both
-    if args.handler is not None:
-        out.update(handler=args.handler, command="")
-    if args.misfire is not None:
-        out["misfire"] = Misfire(args.misfire)
-    if args.overlap is not None:
-        out["overlap"] = Overlap(args.overlap)
-    if args.exclude is not None:
-        out["exclude"] = tuple(name for name in args.exclude if name)
-    if args.runner is not None:
-        out["runner"] = Runner(args.runner)
-    if args.cpu is not None:
-        out["resource_cpu"] = args.cpu
-    if args.memory is not None:
-        out["resource_memory_mb"] = args.memory
-    if args.selector is not None:
-        out["selector"] = _selector(args.selector)
-    simple = {
-        "shards": "shards",
-        "misfire_cap": "misfire_all_cap",
-        "misfire_window": "misfire_all_window_ms",
-        "max_retries": "max_retries",
-        "task_timeout": "timeout_ms",
-        "priority": "priority",
-        "owner": "owner",
-        "namespace": "namespace",
-        "params": "params_json",
-        "description": "description",
-    }
-    for option, field in simple.items():
-        value = getattr(args, option)
-        if value is not None:
-            out[field] = value
+    for f in OPTION_FIELDS:
+        value = getattr(args, option_dest(f))
+        if value is None or (f.kind == Kind.LOCKS and args.no_locks):
+            continue
+        if f.kind == Kind.CHOICE:
+            assert f.enum is not None
+            value = f.enum(value)
+        elif f.kind == Kind.NAMES:
+            value = tuple(name for name in value if name)
+        elif f.kind == Kind.LABELS:
+            value = _selector(value)
+        elif f.kind == Kind.LOCKS:
+            value = tuple(parse_lock(text, f.attr) for text in value)
+        out[f.attr] = value
+        if f.clears:
+            out[f.clears] = ""  # a task has a command or a handler, not both
     if args.no_locks:
         out["locks"] = ()
-    elif args.locks is not None:
-        out["locks"] = tuple(parse_lock(text, "locks") for text in args.locks)
     return out
 
 
 def _has_trigger_options(args: argparse.Namespace) -> bool:
-    return any(getattr(args, o) is not None for o in ("cron", "every", "at", "tz", "start")) or args.manual
+    given = (getattr(args, option_dest(f)) for f in TRIGGER_OPTION_FIELDS)
+    return any(value is not None and value is not False for value in given)  # --manual: False
 
 
 def cmd_task_add(args: argparse.Namespace) -> int:

@@ -11,7 +11,14 @@ It models what matters to raftsched's invariants, not Raft's internals:
   forwarded to the real leader and committed under the new term — exactly the case epoch
   fencing exists for;
 * crash and restart: a crashed node loses its in-memory state; its store (the "disk") survives,
-  and on restart it replays the log from the store's applied index.
+  and on restart it replays the log from the store's applied index;
+* the failure modes of pysyncobj the chaos soaks found, as fault switches (:class:`SimFaults`, off
+  unless a scenario arms them): a node that catches up by a *snapshot install* jumps to another
+  node's state and never applies the entries it covers, and its proposals among them are
+  answered "outcome unknown" (as the adapter answers them, raftsched/consensus/pysyncobj/
+  patches.py ``snapshot-install-callbacks``); a proposal whose *outcome is unknown* commits and
+  applies, but its callback never fires, or fires "outcome unknown" only once the leadership it
+  went through has ended.
 """
 
 from __future__ import annotations
@@ -22,6 +29,30 @@ from dataclasses import dataclass, field
 from raftsched.abc import BarrierCallback, CommitHook, PeerStatus, ProposeCallback, ProposeError, RaftStatus
 
 ApplyFn = Callable[[int, bytes], bytes | None]
+# install(target node, source node): replace the target's store and state with the source's
+# (a snapshot); returns the log index the installed state is at.
+InstallFn = Callable[[str, str], int]
+
+UNKNOWN_OUTCOME = "the proposal's outcome is unknown"
+
+
+@dataclass
+class SimFaults:
+    """pysyncobj's failure modes, armed per node; a fault is spent when it strikes.
+
+    ``snapshot_catch_up``: nodes whose next catch-up installs a snapshot from the most advanced
+    connected node instead of applying the entries (needs :attr:`SimCluster.install_snapshot`).
+    ``unknown_outcomes``: node -> how many of its next proposals that commit lose their outcome
+    (their entry commits and applies; ``on_commit`` is not called). ``late_outcomes``: True, those
+    callbacks fire "outcome unknown" once the leadership they went through has ended (the next
+    election; pysyncobj's LEADER_CHANGED) or their proposer crashed; False, never.
+    """
+
+    snapshot_catch_up: set[str] = field(default_factory=set)
+    unknown_outcomes: dict[str, int] = field(default_factory=dict)
+    late_outcomes: bool = False
+    installed: list[tuple[str, int]] = field(default_factory=list)  # (node, index) per install
+    lost: int = 0  # callbacks dropped or deferred by unknown_outcomes
 
 
 @dataclass
@@ -47,6 +78,7 @@ class SimNode:
     up: bool = True
     waiting: dict[int, ProposeCallback] = field(default_factory=dict)
     barriers: dict[int, BarrierCallback] = field(default_factory=dict)
+    unanswered: list[ProposeCallback] = field(default_factory=list)  # SimFaults.late_outcomes
 
     def propose(self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None) -> None:
         self.cluster.submit(self, data, callback, on_commit)
@@ -111,6 +143,8 @@ class SimCluster:
         # from the majority stays until it is healed (or fails when it crashes).
         self.pending_barriers: list[_Pending] = []
         self.on_role_change: Callable[[str, bool, int], None] | None = None
+        self.faults = SimFaults()
+        self.install_snapshot: InstallFn | None = None
 
     # -- topology --------------------------------------------------------------------------------
 
@@ -136,6 +170,8 @@ class SimCluster:
                 other.term = self.term
                 self._set_role(other, False)
         self._set_role(node, True, force=True)
+        for other in self.nodes.values():  # the leadership they went through has ended
+            self._answer_unanswered(other, UNKNOWN_OUTCOME)
         return self.term
 
     def step_down(self, node_id: str) -> None:
@@ -147,6 +183,11 @@ class SimCluster:
         node.believes_leader = leader
         if changed and node.up and self.on_role_change is not None:
             self.on_role_change(node.node_id, leader, node.term)
+
+    def _answer_unanswered(self, node: SimNode, why: str) -> None:
+        unanswered, node.unanswered = node.unanswered, []
+        for cb in unanswered:
+            cb(None, ProposeError("unavailable", why))
 
     def partition(self, *node_ids: str) -> None:
         self.isolated.update(node_ids)
@@ -170,6 +211,7 @@ class SimCluster:
         for bcb in node.barriers.values():
             bcb(0, ProposeError("unavailable", "node crashed"))
         node.barriers.clear()
+        self._answer_unanswered(node, "node crashed")
         for p in self.pending_barriers:
             if p.origin == node_id:
                 p.callback(None, ProposeError("unavailable", "node crashed"))
@@ -214,11 +256,15 @@ class SimCluster:
             for p in pending:
                 self.log.append((self.term, p.data))
                 origin = self.nodes[p.origin]
+                committed += 1
                 if p.barrier is not None:
                     origin.barriers[len(self.log)] = p.barrier
+                elif self._loses_outcome(origin):
+                    if self.faults.late_outcomes:
+                        origin.unanswered.append(p.callback)
+                    continue  # the entry commits; its proposer never hears so
                 else:
                     origin.waiting[len(self.log)] = p.callback
-                committed += 1
                 if p.on_commit is not None:
                     p.on_commit()
         for node in self.nodes.values():
@@ -226,9 +272,40 @@ class SimCluster:
                 self._catch_up(node)
         return committed
 
+    def _loses_outcome(self, node: SimNode) -> bool:
+        """SimFaults.unknown_outcomes: True (and one spent) if ``node``'s proposal loses its outcome."""
+        left = self.faults.unknown_outcomes.get(node.node_id, 0)
+        if left <= 0:
+            return False
+        self.faults.unknown_outcomes[node.node_id] = left - 1
+        self.faults.lost += 1
+        return True
+
+    def _install(self, node: SimNode) -> None:
+        """SimFaults.snapshot_catch_up: ``node`` jumps to the state of the most advanced connected
+        node (a snapshot) without applying the entries it covers. Its proposals and barriers
+        among them are answered "outcome unknown", as the pysyncobj adapter answers them."""
+        install = self.install_snapshot
+        sources = [
+            n for n in self.nodes.values() if n is not node and self.connected(n.node_id) and n.apply_fn
+        ]
+        source = max(sources, key=lambda n: n.applied, default=None)
+        if install is None or source is None or source.applied <= node.applied:
+            return
+        self.faults.snapshot_catch_up.discard(node.node_id)
+        index = install(node.node_id, source.node_id)
+        node.applied = index
+        self.faults.installed.append((node.node_id, index))
+        for i in sorted(i for i in node.waiting if i <= index):
+            node.waiting.pop(i)(None, ProposeError("unavailable", UNKNOWN_OUTCOME))
+        for i in sorted(i for i in node.barriers if i <= index):
+            node.barriers.pop(i)(0, ProposeError("unavailable", UNKNOWN_OUTCOME))
+
     def _catch_up(self, node: SimNode) -> None:
         if node.apply_fn is None:
             return
+        if node.node_id in self.faults.snapshot_catch_up and node.applied < len(self.log):
+            self._install(node)
         while node.applied < len(self.log):
             index = node.applied + 1
             result = node.apply_fn(index, self.log[index - 1][1])

@@ -228,7 +228,6 @@ class Executor:
         self.clock: Clock = clock or SystemClock()
         self.started = 0
         self.refused_stale = 0
-        self.delayed_early = 0  # dispatches that arrived before their nominal time by our clock
         # Our clock minus the leader's, from the leader's time on each register and heartbeat
         # reply with the round trip halved (None until the first reply).
         self.clock_offset_ms: int | None = None
@@ -755,7 +754,6 @@ class Executor:
         try:
             early_ms = item.nominal_ms - self.clock.now_ms()
             if early_ms > 0:
-                self.delayed_early += 1
                 await asyncio.sleep(early_ms / 1000)
             if not await self._still_ours(item.execution_id):
                 log.info("%s: %s not started: the leader did not send it again", self.name, item.execution_id)

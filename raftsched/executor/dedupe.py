@@ -18,15 +18,15 @@ Storage is any :class:`raftsched.abc.ExecutionLog`: on disk the LMDB one
 are versioned JSON; an entry is *settled* in the store once acknowledged, with the time it was
 acknowledged. A bounded in-process cache keeps hot entries decoded.
 
-Retention: :meth:`DedupeLog.prune_older_than` drops entries acknowledged before a cutoff, a
-bounded number per transaction (the agent calls it from a worker thread; see
-``Executor(execution_log_keep=...)``); :meth:`DedupeLog.prune` keeps a count. Only acknowledged
-entries are ever dropped, and a dropped id is forgotten: were it dispatched again it would run
-again. That is safe once no leader can send the id again, which is what acknowledgement gives
-(``docs/architecture.md``, "The execution log's retention"): the cluster acknowledges a result
-only after the command carrying it is committed and applied, and from then on the replicated
-state holds that attempt as finished (or superseded), so no leader dispatches it again. What
-remains is a dispatch already in flight when the result was applied, which the age covers.
+Retention: :meth:`DedupeLog.prune_older_than` drops entries acknowledged before a cutoff, a bounded
+number per transaction (the agent calls it from a worker thread; see
+``Executor(execution_log_keep=...)``). Only acknowledged entries are ever dropped, and a dropped id
+is forgotten: were it dispatched again it would run again. That is safe once no leader can send the
+id again, which is what acknowledgement gives (``docs/architecture.md``, "The execution log's
+retention"): the cluster acknowledges a result only after the command carrying it is committed and
+applied, and from then on the replicated state holds that attempt as finished (or superseded), so
+no leader dispatches it again. What remains is a dispatch already in flight when the result was
+applied, which the age covers.
 """
 
 from __future__ import annotations
@@ -365,20 +365,6 @@ class DedupeLog:
                     ExecutionRecord(record.execution_id, record.state, record.result, acknowledged=True)
                 )
             return len(acked)
-
-    def prune(self, keep: int) -> int:
-        """Keep only the newest ``keep`` acknowledged entries (by insertion order); return how many
-        were dropped. Running and pending entries are never dropped.
-
-        A dropped id is forgotten: were it dispatched again, ``begin`` would say ``NEW``. Keep
-        enough to cover how long the cluster may re-dispatch an attempt (its lease and retry
-        horizon).
-        """
-        with self._lock:
-            removed = self._store.prune_settled(keep)
-            for execution_id in removed:
-                self._cache.pop(execution_id, None)
-            return len(removed)
 
     def prune_older_than(self, cutoff_ms: int, limit: int = 1000) -> int:
         """Drop up to ``limit`` entries acknowledged at or before ``cutoff_ms``, longest

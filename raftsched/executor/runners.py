@@ -51,15 +51,6 @@ MAX_ERROR_BYTES = 4 * 1024
 _READ_CHUNK = 64 * 1024
 _GROUP_POLL_S = 0.05
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-ENV_VARS = (
-    "RAFTSCHED_EXECUTION_ID",
-    "RAFTSCHED_TASK",
-    "RAFTSCHED_NOMINAL_TIME",
-    "RAFTSCHED_SHARD",
-    "RAFTSCHED_SHARDS",
-    "RAFTSCHED_ATTEMPT",
-    "RAFTSCHED_PARAMS",
-)
 
 
 def _check_int(value: object, field_name: str, low: int, high: int) -> None:

@@ -125,7 +125,6 @@ class LeaderDriver:
         self.in_flight: set[str] = set()
         self._due: deque[str] = deque()  # fell due, not planned yet (poll with max_fires)
         self.last_now_ms = 0
-        self.planning_errors = 0
         self.cron_warnings: list[str] = []  # tasks whose stored cron expression changed meaning
         self._rearm: list[pb.TaskFires] = []  # their next fire by the new meaning, to propose
         # ``hold_fires(task, epoch)``: True while the dispatcher of this leader (``epoch``) does
@@ -141,7 +140,6 @@ class LeaderDriver:
         self.clock_faulty: Callable[[], bool] | None = None
         # ``damaged()``: this node's stored state is damaged; it plans nothing (it must not lead).
         self.damaged: Callable[[], bool] | None = None
-        self.clock_faults = 0  # barriers that abandoned a faulty committed leader time
         self._paused_for_clock = False
 
     # -- leadership ----------------------------------------------------------------------------
@@ -164,7 +162,6 @@ class LeaderDriver:
             # An earlier leader's clock ran ahead (a step, a VM resumed): waiting for our clock
             # to reach that time would stop every fire until then. Plan from our clock again;
             # the decision travels in the barrier, so every replica records the same.
-            self.clock_faults += 1
             log.warning(
                 "leader %s (epoch %d): committed leader time is %.1f s ahead of this node's clock, "
                 "more than max_clock_skew (%.1f s): a clock fault, not a floor; planning from this "
@@ -336,7 +333,6 @@ class LeaderDriver:
                     continue
                 tf = plan_fires(spec, version, next_fire, now, self.misfire)
             except InvalidSpec as exc:  # e.g. a cron schedule with no fire before year 9999
-                self.planning_errors += 1
                 log.error("cannot plan fires of task %s: %s", name, exc)
                 continue
             if tf is None:
@@ -457,7 +453,7 @@ class DriverThread:
         self._in_flight = 0
         # Leaderships seen (each "leader" or "follower" event starts a new one): the pipeline
         # counts only its own generation's proposals, so a proposal whose callback never comes
-        # (raftsched.consensus.pysyncobj_node: an installed snapshot covering it, before that
+        # (raftsched.consensus.pysyncobj.patches: an installed snapshot covering it, before that
         # was handled) can hold back at most the leadership it was made in, never a later one.
         self._generation = 0
         self.commit_seconds: list[float] = []
@@ -471,8 +467,6 @@ class DriverThread:
         self._events: list[tuple[str, object]] = []
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="raftsched-leader", daemon=True)
-        self.batches_proposed = 0
-        self.batches_failed = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -614,7 +608,6 @@ class DriverThread:
         def done(result: bytes | None, error: ProposeError | None) -> None:
             settle()
             if error is not None:
-                self.batches_failed += 1
                 log.warning("proposal failed (%s): %s", error.code, error)
                 self._post(
                     "barrier_failed" if proposal.barrier else "failed",
@@ -623,5 +616,4 @@ class DriverThread:
             elif proposal.tasks:
                 self._post("committed", proposal)
 
-        self.batches_proposed += 1
         self.propose(proposal.data, done, committed)

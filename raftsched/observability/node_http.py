@@ -21,7 +21,7 @@ from typing import Final, Protocol
 from raftsched.abc import Clock, ConsensusNode
 from raftsched.clockwatch import ClockWatch
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.observability.grpc_metrics import MetricsInterceptor
 from raftsched.observability.listener import Handler, HttpListener, Probe
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
@@ -46,7 +46,7 @@ _WORKFLOW_STATES: Final = {
 
 
 class _Hub(Protocol):
-    """The part of :class:`raftsched.rpc.executor_service.ExecutorHub` a scrape reads."""
+    """The part of :class:`raftsched.leader.dispatch.hub.ExecutorHub` a scrape reads."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None: ...

@@ -91,7 +91,7 @@ def run_token(run: pb.Run) -> str:
 
 LiveExecutors = Callable[[], dict[str, tuple[int, str]] | None]
 """The leader's view of its executors, ``name -> (last heartbeat ms, peer address)``; None when
-this node does not lead (see :meth:`raftsched.rpc.executor_service.ExecutorHub.live_view`)."""
+this node does not lead (see :meth:`raftsched.leader.dispatch.hub.ExecutorHub.live_view`)."""
 
 
 class MembershipChanges(Protocol):

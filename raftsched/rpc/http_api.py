@@ -26,6 +26,7 @@ Headers: ``Authorization: Bearer <token>``; ``Idempotency-Key`` is the request's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -42,7 +43,7 @@ from raftsched.errors import InvalidSpec, RaftschedError
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import routes
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
-from raftsched.rpc.routes import Stream
+from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -154,9 +155,6 @@ class LocalContext:
 
     async def abort(self, code: grpc.StatusCode, details: str = "", *_: object) -> NoReturn:
         raise Aborted(code, details)
-
-    def time_remaining(self) -> float | None:
-        return None
 
     def cancelled(self) -> bool:
         return False
@@ -306,18 +304,59 @@ def query_fields(route: routes.Route) -> list[FieldDescriptor]:
     ]
 
 
+def body_object(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON body (``{}`` when empty); raises :class:`BadRequest` unless an object."""
+    text = request.body.decode("utf-8", "replace").strip() if request.body else ""
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise BadRequest("body", f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadRequest("body", "must be a JSON object")
+    return data
+
+
+def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any], descriptor: Any) -> dict[str, Any]:
+    """``patch`` merged onto ``current`` (both a message of ``descriptor`` in the API's JSON,
+    proto field names or JSON names) as RFC 7396 says, aware of the message: a null removes the
+    field (its default) or the map key, an object merges into the message or map it names, a
+    member of a ``oneof`` removes its siblings, anything else (a list too) replaces. Unknown
+    names are kept for the parser to refuse."""
+    out = dict(current)
+    for key, value in patch.items():
+        fd = descriptor.fields_by_name.get(key) or _by_json_name(descriptor, key)
+        if fd is None:
+            out[key] = value
+            continue
+        prior = out.get(fd.name, out.get(fd.json_name))
+        for dropped in fd.containing_oneof.fields if fd.containing_oneof is not None else (fd,):
+            out.pop(dropped.name, None)
+            out.pop(dropped.json_name, None)
+        if value is None:
+            continue
+        base = prior if isinstance(prior, dict) else {}
+        if not isinstance(value, dict) or fd.message_type is None:
+            out[fd.name] = value
+        elif fd.message_type.GetOptions().map_entry:
+            out[fd.name] = {k: v for k, v in {**base, **value}.items() if v is not None}
+        elif fd.is_repeated:
+            out[fd.name] = value
+        else:
+            out[fd.name] = merge_patch(base, value, fd.message_type)
+    return out
+
+
+def _by_json_name(descriptor: Any, key: str) -> FieldDescriptor | None:
+    found: FieldDescriptor | None = next((f for f in descriptor.fields if f.json_name == key), None)
+    return found
+
+
 def build_request(route: routes.Route, params: Mapping[str, str], request: HttpRequest) -> Message:
     """The RPC's request message for ``request`` on ``route`` (raises :class:`BadRequest`)."""
     method = ADMIN.methods_by_name[route.rpc]
     message: Message = getattr(pb, method.input_type.name)()
     if route.body:
-        text = request.body.decode("utf-8", "replace").strip() if request.body else ""
-        try:
-            data = json.loads(text) if text else {}
-        except ValueError as exc:
-            raise BadRequest("body", f"not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise BadRequest("body", "must be a JSON object")
+        data = body_object(request)
         null = _null_path(data)
         if null is not None:
             raise BadRequest(null, "null is not a value here: leave the field out for its default")
@@ -516,7 +555,17 @@ class HttpApi:
                 )
             return _problem(404, f"no API route {raw}", raw, code="not_found")
         route, params = found
+        metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
+        if request.query.get(STALE_PARAM, "").lower() in _TRUE:
+            metadata.append(("raftsched-allow-stale", "1"))
+        peer = f"http:{request.remote}" if request.remote else "http"
+        names = request.peer_names
         try:
+            if route.merge is not None and self._calls is not None:
+                merged = await self._merged(route, route.merge, params, request, metadata, peer, raw)
+                if isinstance(merged, HttpResponse):
+                    return merged
+                request = merged
             message = build_request(route, params, request)
         except BadRequest as exc:
             return _problem(400, str(exc), raw, "invalid_argument", {"field": exc.field})
@@ -533,11 +582,6 @@ class HttpApi:
             watch_since = not stream.follow and "since_ms" in message.DESCRIPTOR.fields_by_name
             if watch_since and self._now_ms is not None and not getattr(message, "since_ms"):  # noqa: B009
                 setattr(message, "since_ms", self._now_ms() - WATCH_LOOKBACK_MS)  # noqa: B010
-        metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
-        if request.query.get(STALE_PARAM, "").lower() in _TRUE:
-            metadata.append(("raftsched-allow-stale", "1"))
-        peer = f"http:{request.remote}" if request.remote else "http"
-        names = request.peer_names
         context = LocalContext(metadata, peer, names)
         method = SERVICE + route.rpc
         try:
@@ -552,6 +596,37 @@ class HttpApi:
             events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
         return _ok(_project(reply, route.response))
+
+    async def _merged(
+        self,
+        route: Route,
+        merge: Merge,
+        params: Mapping[str, str],
+        request: HttpRequest,
+        metadata: list[tuple[str, str]],
+        peer: str,
+        raw: str,
+    ) -> HttpRequest | HttpResponse:
+        """``request`` with its merge patch applied to the current value (see
+        :class:`Merge`), or the answer that refused the read."""
+        assert self._calls is not None
+        data = body_object(request)
+        patch = data.get(merge.field, {})
+        if not isinstance(patch, dict):
+            raise BadRequest(merge.field, "must be a JSON object (a merge patch)")
+        read: Message = getattr(pb, ADMIN.methods_by_name[merge.rpc].input_type.name)()
+        for param in route.params:
+            setattr(read, param, params[route.field_of(param)])
+        context = LocalContext(metadata, peer, request.peer_names)
+        try:
+            reply = await self._calls.call(SERVICE + merge.rpc, read, context)
+        except Aborted as exc:
+            return self._refused(exc, context, SERVICE + merge.rpc, request, raw)
+        assert isinstance(reply, Message)
+        current = _value(reply, merge.current)
+        data[merge.field] = merge_patch(message_to_json(current), patch, current.DESCRIPTOR)
+        data.setdefault(merge.version, _value(reply, merge.current_version))
+        return dataclasses.replace(request, body=json.dumps(data).encode())
 
     async def _events(
         self,

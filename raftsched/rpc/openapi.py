@@ -19,6 +19,7 @@ from raftsched.rpc.http_api import ADMIN, FOLLOW_PARAM, STALE_PARAM, query_field
 __all__ = ["build", "document_bytes", "render"]
 
 FILE: Final = "openapi.json"
+JSON_TYPE: Final = "application/json"
 VERSION: Final = "1.0.0"
 
 _I32 = (-(2**31), 2**31 - 1)
@@ -49,16 +50,35 @@ class _Schemas:
     def __init__(self) -> None:
         self.out: dict[str, Any] = {}
 
-    def message(self, message: Descriptor) -> dict[str, str]:
-        if message.full_name not in self.out:
-            self.out[message.full_name] = {}  # placeholder: recursive messages
-            props = {f.name: self.field(f) for f in message.fields}
-            self.out[message.full_name] = {
-                "type": "object",
-                "properties": props,
-                "additionalProperties": False,
-            }
-        return _ref(message)
+    def message(self, message: Descriptor, patch: bool = False) -> dict[str, str]:
+        """A reference to ``message``'s schema; ``patch``: to the schema of a JSON merge patch of
+        it (every field may be null, nested messages are patches too)."""
+        name = message.full_name + ("Patch" if patch else "")
+        if name not in self.out:
+            self.out[name] = {}  # placeholder: recursive messages
+            if patch:
+                props = {f.name: {"anyOf": [self.field(f, patch), {"type": "null"}]} for f in message.fields}
+            else:
+                props = {f.name: self.field(f) for f in message.fields}
+            self.out[name] = {"type": "object", "properties": props, "additionalProperties": False}
+            if patch:
+                self.out[name]["description"] = (
+                    f"A JSON merge patch (RFC 7396) of {message.name}: a field left out keeps its "
+                    "value, null resets it to its default (a map key: removes it), an object "
+                    "merges into the message or map it names (a oneof member replaces its "
+                    "siblings), anything else, a list too, replaces."
+                )
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    def merge_body(self, request: Descriptor, merge: routes.Merge) -> dict[str, Any]:
+        """The body of a merge-patch route: ``request`` whose ``merge.field`` is a JSON merge
+        patch (RFC 7396) of its message, in which any field of any message, and any map value,
+        may be null."""
+        target = request.fields_by_name[merge.field].message_type
+        assert target is not None  # the table test checks a merge field is a message
+        props = {f.name: self.field(f) for f in request.fields}
+        props[merge.field] = {"$ref": self.message(target, patch=True)["$ref"]}
+        return {"type": "object", "properties": props, "additionalProperties": False}
 
     def enum(self, enum: EnumDescriptor) -> dict[str, str]:
         if enum.full_name not in self.out:
@@ -71,7 +91,7 @@ class _Schemas:
             }
         return _ref(enum)
 
-    def scalar(self, fd: FieldDescriptor) -> dict[str, Any]:
+    def scalar(self, fd: FieldDescriptor, patch: bool = False) -> dict[str, Any]:
         t = fd.type
         if t == FieldDescriptor.TYPE_STRING:
             return {"type": "string"}
@@ -95,15 +115,18 @@ class _Schemas:
         if fd.enum_type is not None:
             return self.enum(fd.enum_type)
         assert fd.message_type is not None  # the only type left
-        return self.message(fd.message_type)
+        return self.message(fd.message_type, patch)
 
-    def field(self, fd: FieldDescriptor) -> dict[str, Any]:
+    def field(self, fd: FieldDescriptor, patch: bool = False) -> dict[str, Any]:
+        """``fd``'s schema; ``patch``: in a merge patch (a nested message is a patch, a map
+        value may be null; a list replaces, so its items are whole messages)."""
         if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-            value = fd.message_type.fields_by_name["value"]
-            return {"type": "object", "additionalProperties": self.scalar(value)}
+            value = self.scalar(fd.message_type.fields_by_name["value"])  # a key's value replaces
+            nullable = {"anyOf": [value, {"type": "null"}]}
+            return {"type": "object", "additionalProperties": nullable if patch else value}
         if fd.is_repeated:
             return {"type": "array", "items": self.scalar(fd)}
-        return self.scalar(fd)
+        return self.scalar(fd, patch)
 
 
 def _response_schema(schemas: _Schemas, route: routes.Route) -> dict[str, Any]:
@@ -245,10 +268,12 @@ def build() -> dict[str, Any]:
         if route.body:
             target = request if route.body == "*" else request.fields_by_name[route.body].message_type
             assert target is not None  # the table test checks a body field is a message
-            op["requestBody"] = {
-                "required": False,
-                "content": {"application/json": {"schema": schemas.message(target)}},
-            }
+            if route.merge is not None:
+                body = schemas.merge_body(request, route.merge)
+                content = {kind: {"schema": body} for kind in ("application/merge-patch+json", JSON_TYPE)}
+            else:
+                content = {JSON_TYPE: {"schema": schemas.message(target)}}
+            op["requestBody"] = {"required": False, "content": content}
         paths.setdefault(routes.PREFIX + route.path, {})[route.method.lower()] = op
     components = dict(sorted(schemas.out.items()))
     components["Problem"] = PROBLEM_SCHEMA

@@ -53,6 +53,23 @@ class Stream:
 
 
 @dataclass(frozen=True, slots=True)
+class Merge:
+    """A ``PATCH`` answered as a JSON merge patch (RFC 7396): the body's ``field`` (a message
+    field of the request) is merged onto the current value, which ``rpc`` (called with the
+    route's path parameters by their own names) answers at ``current``; a ``null`` at the top
+    of the patch resets that field to its default, an object merges into the object it names (a
+    member of a ``oneof`` replaces its siblings), anything else replaces. Unless the body gives
+    ``version`` (a request field), it is set to the reply's ``current_version``: a change made
+    between the read and the write is refused (409), never overwritten."""
+
+    rpc: str
+    current: str
+    field: str
+    version: str
+    current_version: str
+
+
+@dataclass(frozen=True, slots=True)
 class Route:
     """``method path`` calls Admin RPC ``rpc`` (see the module docstring for the bindings)."""
 
@@ -65,6 +82,8 @@ class Route:
     response: str = ""  # a field path of the reply to answer with ("" = the whole reply)
     bind: Mapping[str, str] = field(default_factory=dict)  # path parameter -> request field path
     stream: Stream | None = None
+    merge: Merge | None = None
+    operation: str = ""  # the OpenAPI operationId ("" = the RPC's name, made unique)
 
     def field_of(self, param: str) -> str:
         """The request field (a dotted path) path parameter ``param`` sets."""
@@ -128,9 +147,19 @@ ROUTES: Final[tuple[Route, ...]] = (
         "PATCH",
         "/tasks/{name}",
         "UpdateTask",
-        "Replace a task's spec (optionally only at expected_version)",
+        "Change some fields of a task's spec (a JSON merge patch of spec, at the version read)",
         body="*",
         bind={"name": "spec.name"},
+        merge=Merge("GetTask", "task.spec", "spec", "expected_version", "task.version"),
+    ),
+    R(
+        "PUT",
+        "/tasks/{name}",
+        "UpdateTask",
+        "Replace a task's whole spec (optionally only at expected_version)",
+        body="*",
+        bind={"name": "spec.name"},
+        operation="ReplaceTask",
     ),
     R("DELETE", "/tasks/{name}", "DeleteTask", "Delete a task"),
     R("POST", "/tasks/{name}:enable", "SetEnabled", "Enable a task", fixed={"enabled": True}),
@@ -232,8 +261,8 @@ def _operation_ids(routes: tuple[Route, ...]) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     used: set[str] = set()
     for r in routes:
-        name = r.rpc
-        if name in used:
+        name = r.operation or r.rpc
+        if name in used and not r.operation:
             verb = r.path.rpartition(":")[2] if ":" in r.path.rpartition("/")[2] else ""
             tail = verb or r.path.strip("/").split("/")[0].replace("-", "_")
             name = f"{r.rpc}_{tail}"

@@ -212,9 +212,6 @@ class Authenticator:
         raise Unauthenticated("no credentials: send 'authorization: Bearer <token>' metadata")
 
 
-Behaviour = Callable[[Any, grpc.aio.ServicerContext], Any]
-
-
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """The node's one server interceptor: authenticate, check :data:`TABLE`, expose :func:`caller`.
 

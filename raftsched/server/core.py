@@ -23,7 +23,8 @@ from raftsched.abc import Clock, ConsensusNode, StateStore
 from raftsched.clockwatch import ClockWatch
 from raftsched.fsm.effects import Effect
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver
 from raftsched.leader.gate import LeaderGate
 from raftsched.replica import Replica

@@ -38,7 +38,8 @@ from raftsched.abc import (
 from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.config.types import ClusterConfig
 from raftsched.config.values import parse_address
-from raftsched.consensus.pysyncobj_node import PySyncObjNode, check_raft_files
+from raftsched.consensus.pysyncobj.node import PySyncObjNode
+from raftsched.consensus.pysyncobj.snapshot import check_raft_files
 from raftsched.errors import (
     CannotStart,
     ConfigError,
@@ -54,7 +55,8 @@ from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState, check_stored_format
-from raftsched.leader.dispatcher import DispatchSettings
+from raftsched.leader.dispatch.hub import ExecutorHub
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import DriverThread
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
@@ -65,7 +67,7 @@ from raftsched.observability.node_http import NodeObservability
 from raftsched.observability.tally import ApplyTally
 from raftsched.readinfo import ReadInfo
 from raftsched.rpc.admin import AdminServicer
-from raftsched.rpc.executor_service import ExecutorHub, ExecutorServicer
+from raftsched.rpc.executor_service import ExecutorServicer
 from raftsched.rpc.http_api import HttpApi, LocalCalls
 from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.peercheck import PeerCheck

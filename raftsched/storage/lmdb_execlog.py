@@ -31,8 +31,8 @@ class LmdbExecutionLog:
     ``entries`` (key → 8-byte sequence + value), ``order`` (sequence → key, every key),
     ``unsettled`` (sequence → key, unsettled keys only), ``settled_at`` (sequence → 8-byte
     settle time in ms, settled keys only) and ``settled`` (settle time + sequence → key, settled
-    keys only), so reopening reads only the unsettled keys, :meth:`prune_settled` walks the oldest
-    keys first and :meth:`prune_settled_before` the longest-settled first. A log written before
+    keys only), so reopening reads only the unsettled keys and :meth:`prune_settled_before` walks
+    the longest-settled keys first. A log written before
     the two settle-time databases existed gets its settled keys indexed as settled at the first
     open (so they age from then). Each method is one LMDB transaction, committed
     before it returns; with ``sync=True`` (the default) it is fsynced, so it survives a host
@@ -204,33 +204,6 @@ class LmdbExecutionLog:
                 stored: bytes = txn.get(raw, db=self._entries)
                 out.append((raw.decode("utf-8"), stored[INDEX.size :]))
         return out
-
-    def prune_settled(self, keep: int) -> list[str]:
-        """Delete the oldest settled keys so that at most ``keep`` settled keys remain; return them.
-
-        Unsettled keys are never deleted. One transaction.
-        """
-        if keep < 0:
-            raise ValueError(f"keep must be >= 0, got {keep}")
-        removed: list[str] = []
-        with self._live().begin(write=True, buffers=False) as txn:
-            settled = txn.stat(self._order)["entries"] - txn.stat(self._unsettled)["entries"]
-            excess = settled - keep
-            if excess <= 0:
-                return removed
-            with txn.cursor(self._order) as cur:
-                ok = cur.first()
-                while ok and len(removed) < excess:
-                    seq, raw = cur.key(), cur.value()
-                    if txn.get(seq, db=self._unsettled) is not None:
-                        ok = cur.next()
-                        continue
-                    txn.delete(raw, db=self._entries)
-                    self._unindex(txn, seq)
-                    cur.delete()  # moves to the next record, or unpositions past the last one
-                    ok = bool(cur.key())  # sequence keys are never empty
-                    removed.append(raw.decode("utf-8"))
-        return removed
 
     def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
         """Delete up to ``limit`` keys settled at or before ``cutoff_ms``, longest-settled first;

@@ -161,18 +161,6 @@ class MemoryExecutionLog:
             self._live()
             return [(key, value) for key, (value, settled) in self._entries.items() if not settled]
 
-    def prune_settled(self, keep: int) -> list[str]:
-        if keep < 0:
-            raise ValueError(f"keep must be >= 0, got {keep}")
-        with self._lock:
-            self._live()
-            settled = [key for key, (_, done) in self._entries.items() if done]
-            removed = settled[: max(0, len(settled) - keep)]
-            for key in removed:
-                del self._entries[key]
-                self._settled_at.pop(key, None)
-            return removed
-
     def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")

@@ -37,8 +37,6 @@ class ReadCache:
         self._max = max_entries
         self._entries: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, credential: str | None, what: Hashable, read: Callable[[], T]) -> T:
         """``read()``'s result for ``(credential, what)``, from the cache if it was read less than
@@ -48,10 +46,8 @@ class ReadCache:
         with self._lock:
             found = self._entries.get(key)
             if found is not None and 0 <= now - found[0] < self.ttl_ms:
-                self.hits += 1
                 value: T = found[1]
                 return value
-            self.misses += 1
         value = read()
         with self._lock:
             self._entries.pop(key, None)

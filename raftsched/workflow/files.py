@@ -7,56 +7,17 @@ is a spec the cluster accepts (the leader validates again).
 File format (the same keys in YAML and TOML)
 ============================================
 
-Workflow keys:
-
-=======================  ============================================================  =========
-key                      meaning                                                       default
-=======================  ============================================================  =========
-``name``                 workflow name (required; letters, digits, ``_ . : -``)
-``description``          free text
-``owner``                free text (at most 128 characters)
-``schedule``             cron expression (5 fields, or 6 with seconds last); omit for   none
-                         a workflow that runs only on demand and by backfill
-``timezone``             IANA zone of ``schedule``                                     ``UTC``
-``misfire``              ``latest`` | ``all`` | ``skip`` (missed scheduled runs)        ``latest``
-``overlap``              ``skip`` | ``allow`` (a scheduled run while one is active)     ``skip``
-``max_parallel``         tasks running at once across all runs (0 = unlimited)          0
-``max_parallel_per_run`` tasks running at once in one run (0 = unlimited)               0
-``backfill_share``       percent of executor slots backfill may use (int, or ``"30%"``)  30
-``params``               mapping: defaults for ``{{ params.NAME }}``
-``exclude``              list of calendar names: scheduled runs on their days are       none
-                         skipped (accounted ``skipped_calendar``); needs a schedule
-``tasks``                list of tasks (required, at least one)
-=======================  ============================================================  =========
-
-Task keys:
-
-=================  ====================================================================  =========
-key                meaning                                                               default
-=================  ====================================================================  =========
-``name``           task name, unique in the workflow (required)
-``command``        shell command (templated); exactly one of ``command`` / ``handler``
-``handler``        name of a Python handler registered on executors
-``depends_on``     list; each item is a task name (condition ``success``) or a mapping
-                   ``{task: NAME, condition: success | failure | done}``                 none
-``trigger_rule``   ``all`` (every dependency's condition met) | ``any`` (at least one)    ``all``
-``retries``        retries after a failure (0-100)                                       0
-``timeout``        seconds (a number) or a duration: ``"500ms"``, ``"90s"``, ``"1.5h"``, none
-                   ``"1d"``, ``"1w"`` (:mod:`raftsched.timing.durations`)
-``shards``         parallel shards (1-1024)                                              1
-``priority``       0-9 (9 most urgent)                                                   5
-``locks``          list of resource locks, each a name (exclusive), ``NAME:shared``, or    none
-                   ``{name: NAME, mode: exclusive | shared}``; an attempt starts only when
-                   it holds all of them
-``params``         mapping: task params (override the workflow's)
-``env``            mapping of environment variable names to (templated) string values
-``selector``       mapping of executor labels the task needs (``{gpu: "true"}``)          none
-``description``    free text
-``runner``         ``shell`` (``/bin/sh -c``) | ``python`` (the executor's Python runs it:   ``shell``
-                   a leading ``python`` word is replaced by it, else the command is a
-                   script and its arguments)
-``resource``       mapping ``{cpu: 1.0, memory: 1024}``: CPU share and MiB, each > 0       none
-=================  ====================================================================  =========
+The keys are declared in :mod:`raftsched.taskfields`: the workflow's own in
+:data:`~raftsched.taskfields.WORKFLOW_FIELDS` (``name``, ``schedule``, ``timezone``, ``misfire``,
+``overlap``, ``max_parallel``, ``max_parallel_per_run``, ``backfill_share``, ``params``,
+``exclude``, ``tasks``), a task's in :data:`~raftsched.taskfields.TASK_FIELDS` (those with
+``workflow_task``: ``name``, ``command`` or ``handler``, ``depends_on``, ``trigger_rule``,
+``retries``, ``timeout``, ``shards``, ``priority``, ``locks``, ``params``, ``env``,
+``description``, ``runner``, ``resource``, ``selector``), each with its kind, default and help.
+``depends_on`` items are a task name (condition ``success``) or ``{task: NAME, condition:
+success | failure | done}``; ``locks`` items a name (exclusive), ``NAME:shared`` or ``{name: NAME,
+mode: exclusive | shared}``; ``resource`` is ``{cpu: 1.0, memory: 1024}`` (MiB), each > 0;
+``timeout`` seconds (a number) or a duration (``"500ms"``, ``"90s"``, ``"1.5h"``, ``"1d"``).
 
 Seed-format aliases: files written for the seeds' format apply unchanged. ``dag_name`` is
 ``name``, ``retry`` is ``retries``, ``worker_type`` is ``runner``; ``timeout`` in seconds and
@@ -86,17 +47,27 @@ best-effort scan of the text (``[[tasks]]`` headers and ``key =`` lines).
 
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
 import json
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from raftsched.errors import InvalidSpec, InvalidWorkflow
 from raftsched.model import LOCK_MODES, LockMode, parse_lock
+from raftsched.taskfields import (
+    TASK_FIELDS,
+    WORKFLOW_FIELDS,
+    Field,
+    Kind,
+    accepted_aliases,
+    file_keys,
+    hints,
+)
 from raftsched.timing.durations import parse_duration_ms
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.located import Node, SyntaxProblem
@@ -105,74 +76,18 @@ from raftsched.workflow.yaml_reader import read_yaml
 
 __all__ = ["load_workflow_file", "parse_workflow_text"]
 
-WORKFLOW_KEYS = (
-    "name",
-    "description",
-    "owner",
-    "schedule",
-    "timezone",
-    "misfire",
-    "overlap",
-    "max_parallel",
-    "max_parallel_per_run",
-    "backfill_share",
-    "params",
-    "exclude",
-    "tasks",
-)
-TASK_KEYS = (
-    "name",
-    "command",
-    "handler",
-    "depends_on",
-    "trigger_rule",
-    "retries",
-    "timeout",
-    "shards",
-    "priority",
-    "locks",
-    "params",
-    "env",
-    "description",
-    "runner",
-    "resource",
-    "selector",
-)
+WORKFLOW_KEYS = file_keys(WORKFLOW_FIELDS)
+TASK_KEYS = file_keys(f for f in TASK_FIELDS if f.workflow_task)
+_TASK_FIELDS = {f.file_key: f for f in TASK_FIELDS if f.workflow_task}
 LOCK_KEYS = ("name", "mode")
 DEFAULT_PRIORITY = 5
-RESOURCE_KEYS = ("cpu", "memory")
+RESOURCE_KEYS = tuple(f.key.partition(".")[2] for f in TASK_FIELDS if f.file_key == "resource")
 DEPENDENCY_KEYS = ("task", "condition")
 # Names people bring from other schedulers (or from the protobuf) → our key.
-_ALIASES = {
-    "cron": "schedule",
-    "tz": "timezone",
-    "max_retries": "retries",
-    "timeout_ms": "timeout",
-    "timeout_seconds": "timeout",
-    "deps": "depends_on",
-    "depends": "depends_on",
-    "upstream": "depends_on",
-    "rule": "trigger_rule",
-    "backfill_share_pct": "backfill_share",
-    "params_json": "params",
-    "parallelism": "max_parallel",
-    "resource_lock": "locks",
-    "resource_locks": "locks",
-    "concurrency": "max_parallel",
-    "misfire_policy": "misfire",
-    "overlap_policy": "overlap",
-}
+_ALIASES = hints((*WORKFLOW_FIELDS, *TASK_FIELDS))
 # The seeds' workflow format (adwawd's YAML) spells some keys its own way; files written for it
 # apply unchanged. These are accepted as documented aliases, not only suggested.
-ACCEPTED_ALIASES = {
-    "dag_name": "name",
-    "retry": "retries",
-    "worker_type": "runner",
-}
-_RUNNER = {"shell": "", "python": "python"}
-_MISFIRE = {"latest": pb.MISFIRE_LATEST, "all": pb.MISFIRE_ALL, "skip": pb.MISFIRE_SKIP}
-_OVERLAP = {"skip": pb.OVERLAP_SKIP, "allow": pb.OVERLAP_ALLOW}
-_RULE = {"all": pb.RULE_ALL, "any": pb.RULE_ANY}
+ACCEPTED_ALIASES = accepted_aliases((*WORKFLOW_FIELDS, *(f for f in TASK_FIELDS if f.workflow_task)))
 _CONDITION = {"success": pb.ON_SUCCESS, "failure": pb.ON_FAILURE, "done": pb.ON_DONE}
 _UINT32 = 2**32 - 1
 
@@ -389,8 +304,8 @@ def describe(node: Node) -> str:
     return f"{node.kind} {json.dumps(node.value)}{hint}"
 
 
-def _timeout_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
-    """A task timeout: seconds as a number (``90``, ``1.5``) or a duration string (``"90s"``, ``"2h"``)."""
+def read_duration_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
+    """A duration: seconds as a number (``90``, ``1.5``) or a duration string (``"90s"``, ``"2h"``)."""
     if node.kind == "integer" and isinstance(node.value, int):
         seconds = conv.integer(node, path, label, high=2**53 // 1000)
         return None if seconds is None else seconds * 1000
@@ -412,6 +327,65 @@ def _timeout_ms(conv: Converter, node: Node, path: str, label: str) -> int | Non
         return None
 
 
+def read_time_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
+    """A time: ISO 8601 with a zone (``2027-01-01T00:00:00Z``), as epoch ms."""
+    text = conv.string(node, path, label)
+    if text is None:
+        return None
+    try:
+        when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        conv.add(node.line, path, f"{label}: {text!r} is not an ISO 8601 time (2027-01-01T00:00:00Z)")
+        return None
+    if when.tzinfo is None:
+        conv.add(node.line, path, f"{label}: {text!r} has no zone; add Z or an offset like +02:00")
+        return None
+    return int(when.timestamp() * 1000)
+
+
+def read_value(conv: Converter, field: Field, node: Node, path: str, label: str) -> object | None:
+    """The value of ``field`` (a kind with one value) as the file gives it: a string, an int, a
+    float, ms (durations, times), a choice's name, params as JSON text, a list of names; or None
+    when it cannot be used (the problem is added, naming ``label``)."""
+    kind = field.kind
+    if kind == Kind.TEXT:
+        return conv.string(node, path, label)
+    if kind == Kind.INT:
+        return conv.integer(node, path, label)
+    if kind == Kind.DURATION:
+        return read_duration_ms(conv, node, path, label)
+    if kind == Kind.TIME:
+        return read_time_ms(conv, node, path, label)
+    if kind == Kind.PERCENT:
+        if isinstance(node.value, str) and re.fullmatch(r"\d{1,3}\s*%", node.value.strip()):
+            return int(node.value.strip().rstrip("%"))
+        return conv.integer(node, path, label)
+    if kind == Kind.CHOICE:
+        index = conv.choice(node, path, label, {name: i for i, name in enumerate(field.choices)})
+        return None if index is None else field.choices[index]
+    if kind == Kind.PARAMS:
+        return conv.params(node, path, label)
+    if kind == Kind.NAMES:
+        return conv.names(node, path, label)
+    raise AssertionError(f"{field.key}: a {kind} value has its own reader")
+
+
+def _proto_choice(field: Field, name: object) -> int | str:
+    """A choice as its protobuf value: an enum value, or (runner) the name, "" for the default."""
+    if field.enum_prefix:
+        value: int = getattr(pb, field.enum_prefix + str(name).upper())
+        return value
+    return "" if name == field.choices[0] else str(name)
+
+
+def _set(message: object, dotted: str, value: object) -> None:
+    """``message.a.b = value`` for ``dotted`` ``a.b``."""
+    *parents, attr = dotted.split(".")
+    for name in parents:
+        message = getattr(message, name)
+    setattr(message, attr, value)
+
+
 def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
     spec = pb.WorkflowSpec()
     conv.locations[""] = conv.source
@@ -419,86 +393,22 @@ def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
         conv.add(root.line, "", f"a workflow file holds a mapping (name, tasks, ...), got {describe(root)}")
         return spec
     keys = conv.keys(root, WORKFLOW_KEYS, "", "workflow")
-
-    def text_field(attr: str) -> Callable[[Node, str], None]:
-        def put(node: Node, path: str) -> None:
-            value = conv.string(node, path, path)
-            if value is not None:
-                setattr(spec, attr, value)
-
-        return put
-
-    def schedule(node: Node, path: str) -> None:
-        value = conv.string(node, path, "schedule")
-        if value is not None:
-            spec.schedule.expr = value
-
-    def timezone(node: Node, path: str) -> None:
-        value = conv.string(node, path, "timezone")
-        if value is not None:
-            spec.schedule.timezone = value
-
-    def enum_field(attr: str, label: str, options: Mapping[str, int]) -> Callable[[Node, str], None]:
-        def put(node: Node, path: str) -> None:
-            value = conv.choice(node, path, label, options)
-            if value is not None:
-                setattr(spec, attr, value)
-
-        return put
-
-    def int_field(attr: str, label: str) -> Callable[[Node, str], None]:
-        def put(node: Node, path: str) -> None:
-            value = conv.integer(node, path, label)
-            if value is not None:
-                setattr(spec, attr, value)
-
-        return put
-
-    def backfill(node: Node, path: str) -> None:
-        if isinstance(node.value, str) and re.fullmatch(r"\d{1,3}\s*%", node.value.strip()):
-            spec.backfill_share_pct = int(node.value.strip().rstrip("%"))
-            return
-        value = conv.integer(node, path, "backfill_share")
-        if value is not None:
-            spec.backfill_share_pct = value
-
-    def params(node: Node, path: str) -> None:
-        value = conv.params(node, path, "params")
-        if value is not None:
-            spec.params_json = value
-
-    def exclude(node: Node, path: str) -> None:
-        names = conv.names(node, path, "exclude")
-        if names is not None:
-            spec.exclude.extend(names)
-
-    setters: dict[str, tuple[str, Callable[[Node, str], None]]] = {
-        "name": ("name", text_field("name")),
-        "description": ("description", text_field("description")),
-        "owner": ("owner", text_field("owner")),
-        "schedule": ("schedule.expr", schedule),
-        "timezone": ("schedule.timezone", timezone),
-        "misfire": ("misfire", enum_field("misfire", "misfire", _MISFIRE)),
-        "overlap": ("overlap", enum_field("overlap", "overlap", _OVERLAP)),
-        "max_parallel": ("max_parallel", int_field("max_parallel", "max_parallel")),
-        "max_parallel_per_run": (
-            "max_parallel_per_run",
-            int_field("max_parallel_per_run", "max_parallel_per_run"),
-        ),
-        "backfill_share": ("backfill_share_pct", backfill),
-        "params": ("params_json", params),
-        "exclude": ("exclude", exclude),
-    }
-    for key in WORKFLOW_KEYS:
-        if key not in keys or key == "tasks":
+    for f in WORKFLOW_FIELDS:
+        if f.key not in keys or f.kind == Kind.TASKS:
             continue
-        line, node = keys[key]
-        path, put = setters[key]
+        line, node = keys[f.key]
+        path, label = f.proto, f.key
         conv.mark(path, line)
         if node.value is None and node.kind == "null":
-            conv.add(line, path, f"{key}: no value given")
+            conv.add(line, path, f"{label}: no value given")
             continue
-        put(node, path)
+        value = read_value(conv, f, node, path, label)
+        if value is None:
+            continue
+        if f.kind == Kind.NAMES:
+            spec.exclude.extend(value)  # type: ignore[arg-type]
+        else:
+            _set(spec, path, _proto_choice(f, value) if f.kind == Kind.CHOICE else value)
     if "exclude" in keys and "schedule" not in keys:
         conv.add(
             keys["exclude"][0], "", "exclude: calendars exclude days from a schedule; this workflow has none"
@@ -534,66 +444,46 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter
         if key not in keys:
             continue
         line, value = keys[key]
-        target = {
-            "retries": "max_retries",
-            "timeout": "timeout_ms",
-            "params": "params_json",
-        }.get(key, key)
+        f = _TASK_FIELDS[key]
+        target = f.proto if f.key == key else key
         path = f"{at}.{target}"
         conv.mark(path, line)
         label = f"{at}.{conv.spelled.get((at, key), key)}{suffix}"
         if value.kind == "null":
             conv.add(line, path, f"{label}: no value given")
             continue
-        if key in ("name", "command", "handler", "description"):
-            text = conv.string(value, path, label)
-            if text is not None:
-                setattr(task, key, text)
-        elif key in ("retries", "shards", "priority"):
-            number = conv.integer(value, path, label)
-            if number is not None:
-                setattr(task, target, number)
-        elif key == "timeout":
-            ms = _timeout_ms(conv, value, path, label)
-            if ms is not None:
-                task.timeout_ms = ms
-        elif key == "runner":
-            runner = conv.string(value, path, label)
-            if runner is not None:
-                if runner in _RUNNER:
-                    task.runner = _RUNNER[runner]
-                else:
-                    conv.add(line, path, f'{label}: "{runner}" is not one of shell, python')
-        elif key == "resource":
-            _convert_resource(value, path, f"{at}.resource{suffix}", task, conv)
-        elif key == "trigger_rule":
-            rule = conv.choice(value, path, label, _RULE)
-            if rule is not None:
-                task.trigger_rule = rule  # type: ignore[assignment]
-        elif key == "params":
-            params = conv.params(value, path, label)
-            if params is not None:
-                task.params_json = params
-        elif key == "env":
-            if conv.mapping(value, path, label):
-                for name, name_line, env_value in value.entries or []:
-                    env_path = f"{path}.{name}"
-                    conv.mark(env_path, name_line)
-                    text = conv.string(env_value, env_path, f"{at}.env.{name}{suffix}")
-                    if text is not None:
-                        task.env[name] = text
-        elif key == "selector":
-            if conv.mapping(value, path, label):
-                for name, name_line, label_value in value.entries or []:
-                    sel_path = f"{path}.{name}"
-                    conv.mark(sel_path, name_line)
-                    text = conv.string(label_value, sel_path, f"{at}.selector.{name}{suffix}")
-                    if text is not None:
-                        task.selector[name] = text
-        elif key == "locks":
+        if key == "resource":
+            cpu, memory = read_resource(conv, value, path, f"{at}.resource{suffix}")
+            if cpu is not None:
+                task.resource_cpu = cpu
+            if memory is not None:
+                task.resource_memory_mb = memory
+        elif f.kind == Kind.LABELS:
+            labels = read_labels(conv, value, path, f"{at}.{key}", suffix)
+            if labels is not None:
+                getattr(task, target).update(labels)
+        elif f.kind == Kind.LOCKS:
             _convert_locks(value, path, suffix, task, conv)
-        else:  # depends_on
+        elif f.kind == Kind.DEPENDS:
             _convert_depends_on(value, path, suffix, task, conv)
+        else:
+            got = read_value(conv, f, value, path, label)
+            if got is not None:
+                setattr(task, target, _proto_choice(f, got) if f.kind == Kind.CHOICE else got)
+
+
+def read_labels(conv: Converter, node: Node, path: str, at: str, suffix: str) -> dict[str, str] | None:
+    """A mapping of string to string (``selector``, ``env``): each bad value reported at its key."""
+    if not conv.mapping(node, path, f"{at}{suffix}"):
+        return None
+    out = {}
+    for name, name_line, item in node.entries or []:
+        item_path = f"{path}.{name}"
+        conv.mark(item_path, name_line)
+        text = conv.string(item, item_path, f"{at}.{name}{suffix}")
+        if text is not None:
+            out[name] = text
+    return out
 
 
 def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
@@ -635,29 +525,27 @@ def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec
                 task.locks.add(name=lock.name, shared=lock.mode == LockMode.SHARED)
 
 
-def _convert_resource(node: Node, path: str, label: str, task: pb.WorkflowTaskSpec, conv: Converter) -> None:
+def read_resource(conv: Converter, node: Node, path: str, label: str) -> tuple[float | None, int | None]:
     """``resource: {cpu: 1.0, memory: 1024}``: a CPU share and MiB of memory (both > 0 if given)."""
+    cpu = memory = None
     if not conv.mapping(node, path, label):
-        return
+        return cpu, memory
     keys = conv.keys(node, RESOURCE_KEYS, label, "resource")
     if "cpu" in keys:
         line, value = keys["cpu"]
         conv.mark(f"{path}.cpu", line)
         cpu = conv.number(value, f"{path}.cpu", f"{label}.cpu")
-        if cpu is not None:
-            if cpu <= 0:
-                conv.add(line, f"{path}.cpu", f"{label}.cpu: {value.value} must be > 0")
-            else:
-                task.resource_cpu = cpu
+        if cpu is not None and cpu <= 0:
+            conv.add(line, f"{path}.cpu", f"{label}.cpu: {value.value} must be > 0")
+            cpu = None
     if "memory" in keys:
         line, value = keys["memory"]
         conv.mark(f"{path}.memory", line)
         memory = conv.integer(value, f"{path}.memory", f"{label}.memory (MiB)", high=2**53)
-        if memory is not None:
-            if memory <= 0:
-                conv.add(line, f"{path}.memory", f"{label}.memory: {memory} must be > 0 (MiB)")
-            else:
-                task.resource_memory_mb = memory
+        if memory is not None and memory <= 0:
+            conv.add(line, f"{path}.memory", f"{label}.memory: {memory} must be > 0 (MiB)")
+            memory = None
+    return cpu, memory
 
 
 def _convert_depends_on(
@@ -775,14 +663,15 @@ def parse_workflow_text(text: str, fmt: Literal["yaml", "toml"], source: str) ->
     return spec
 
 
+# A spec field path → the file's key: the workflow's own fields at the start of the path, a task's
+# fields at its end (only one-to-one fields: ``resource.cpu`` is already spelled as in the file).
 _FILE_NAMES = (
-    (re.compile(r"^schedule\.expr"), "schedule"),
-    (re.compile(r"^schedule\.timezone"), "timezone"),
-    (re.compile(r"^backfill_share_pct"), "backfill_share"),
-    (re.compile(r"^params_json"), "params"),
-    (re.compile(r"\.max_retries$"), ".retries"),
-    (re.compile(r"\.timeout_ms$"), ".timeout"),
-    (re.compile(r"\.params_json$"), ".params"),
+    *((re.compile("^" + re.escape(f.proto)), f.key) for f in WORKFLOW_FIELDS if f.proto != f.key),
+    *(
+        (re.compile(re.escape("." + f.proto) + "$"), "." + f.key)
+        for f in TASK_FIELDS
+        if f.workflow_task and f.proto != f.key and f.key == f.file_key
+    ),
 )
 
 

@@ -117,11 +117,6 @@ _NEEDS: dict[int, str] = {pb.ON_SUCCESS: "success", pb.ON_FAILURE: "failure", pb
 _ANY_REASON_LIMIT = 5  # upstream tasks listed in a RULE_ANY skip reason before "and N more"
 
 
-def meets(condition: int, state: int) -> bool:
-    """Whether an upstream task in ``state`` meets an edge ``condition`` (normalised, ON_*)."""
-    return _MEETS[condition][state]
-
-
 def state_name(state: int) -> str:
     """``TASK_FAILED`` → ``FAILED``."""
     return pb.WorkflowTaskState.Name(state).removeprefix("TASK_")

@@ -10,36 +10,11 @@ File format
 ===========
 
 File keys: ``namespace`` (the default namespace of its tasks, else ``default``), ``owner`` (the
-default owner) and ``tasks`` (a list, required). Task keys:
-
-=====================  ==========================================================  ===========
-key                    meaning                                                     default
-=====================  ==========================================================  ===========
-``name``               task name (required; unique across the files applied)
-``cron``               cron expression (alias ``schedule``)                         one of the
-``timezone``           IANA zone of ``cron`` (alias ``tz``)                         triggers,
-``every``              interval: seconds or a duration (``"90s"``, ``"1h"``)         or manual
-``start``              with ``every``: first fire, ISO 8601 with a zone              one interval
-                                                                                    after create
-``at``                 fire once, ISO 8601 with a zone (``2027-01-01T00:00:00Z``)
-``command``            shell command; or ``handler``: a registered handler
-``runner``             ``shell`` | ``python`` (alias ``worker_type``)               ``shell``
-``params``             mapping: the default run params
-``shards``             1-1024                                                       1
-``retries``            0-100 (aliases ``retry``, ``max_retries``)                   0
-``timeout``            seconds or a duration                                        none
-``priority``           0-9                                                          5
-``misfire``            ``latest`` | ``all`` | ``skip``                              ``latest``
-``misfire_cap``        with ``all``: at most this many (0 = cluster default)        0
-``misfire_window``     with ``all``: look back this far (0 = cluster default)       0
-``overlap``            ``skip`` | ``allow`` | ``buffer_one`` | ``replace``             ``skip``
-``exclude``            list of calendar names                                      none
-``resource``           ``{cpu: 1.0, memory: 1024}`` (MiB)                           none
-``selector``           executor labels it needs: ``{gpu: "true"}``                  none
-``owner``              overrides the file's ``owner``
-``namespace``          overrides the file's ``namespace``
-``description``        free text
-=====================  ==========================================================  ===========
+default owner) and ``tasks`` (a list, required). The task keys, their aliases, kinds and defaults
+are declared in :data:`raftsched.taskfields.TASK_FIELDS` (the fields with ``task_file``); the
+README's task field table is generated from it. One of ``cron`` (with ``timezone``), ``every``
+(with ``start``) or ``at``; none means manual. Times are ISO 8601 with a zone, durations seconds
+(a number) or a duration string (``"90s"``, ``"1h"``).
 
 A task file says everything about its tasks: a key left out means its default, not "keep what
 the cluster has" (so applying the same file twice changes nothing, and a deleted line is a
@@ -54,7 +29,6 @@ import datetime as _dt
 import json
 import re
 import tomllib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -71,10 +45,18 @@ from raftsched.model import (
     TaskSpec,
     Trigger,
 )
+from raftsched.taskfields import TASK_FIELDS, Kind, accepted_aliases, error_keys, file_keys
 from raftsched.timing.cron import CronSchedule
-from raftsched.timing.durations import format_duration, parse_duration_ms
-from raftsched.workflow.files import ACCEPTED_ALIASES as WORKFLOW_ALIASES
-from raftsched.workflow.files import Converter, describe, scan_toml_lines, toml_node
+from raftsched.timing.durations import format_duration
+from raftsched.workflow.files import (
+    Converter,
+    describe,
+    read_labels,
+    read_resource,
+    read_value,
+    scan_toml_lines,
+    toml_node,
+)
 from raftsched.workflow.located import Node, SyntaxProblem
 from raftsched.workflow.yaml_reader import read_yaml
 
@@ -91,39 +73,10 @@ __all__ = [
 ]
 
 FILE_KEYS = ("namespace", "owner", "tasks")
-TASK_KEYS = (
-    "name",
-    "description",
-    "owner",
-    "namespace",
-    "cron",
-    "timezone",
-    "every",
-    "start",
-    "at",
-    "command",
-    "handler",
-    "runner",
-    "params",
-    "shards",
-    "retries",
-    "timeout",
-    "priority",
-    "misfire",
-    "misfire_cap",
-    "misfire_window",
-    "overlap",
-    "exclude",
-    "resource",
-    "selector",
-)
-_ALIASES = {
-    **{k: v for k, v in WORKFLOW_ALIASES.items() if v != "name"},
-    "schedule": "cron",
-    "tz": "timezone",
-    "max_retries": "retries",
-    "interval": "every",
-}
+_FIELDS = tuple(f for f in TASK_FIELDS if f.task_file)
+TASK_KEYS = file_keys(_FIELDS)
+_BY_KEY = {f.file_key: f for f in _FIELDS}
+_ALIASES = accepted_aliases(_FIELDS, task_file=True)
 _TRIGGER_KEYS = ("cron", "every", "at")
 
 
@@ -146,35 +99,6 @@ class TaskFile:
     source: str
     tasks: tuple[tuple[TaskSpec, str], ...]
     namespaces: frozenset[str]
-
-
-def _time_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
-    text = conv.string(node, path, label)
-    if text is None:
-        return None
-    try:
-        when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        conv.add(node.line, path, f"{label}: {text!r} is not an ISO 8601 time (2027-01-01T00:00:00Z)")
-        return None
-    if when.tzinfo is None:
-        conv.add(node.line, path, f"{label}: {text!r} has no zone; add Z or an offset like +02:00")
-        return None
-    return int(when.timestamp() * 1000)
-
-
-def _duration_ms(conv: Converter, node: Node, path: str, label: str) -> int | None:
-    if node.kind == "integer" and isinstance(node.value, int):
-        seconds = conv.integer(node, path, label, high=2**53 // 1000)
-        return None if seconds is None else seconds * 1000
-    text = conv.string(node, path, label)
-    if text is None:
-        return None
-    try:
-        return parse_duration_ms(text, label, bare_unit="s")
-    except InvalidSpec as bad:
-        conv.add(node.line, path, f"{label}: {bad.reason}")
-        return None
 
 
 def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tuple[TaskSpec, str] | None:
@@ -206,8 +130,7 @@ def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tupl
             keys[given[1]][0], at, f"{at}{suffix}: give one of cron, every, at (not {' and '.join(given)})"
         )
         ok = False
-    cron_expr = tz = None
-    every = start = once = None
+    schedule: dict[str, Any] = {}  # the trigger's keys (cron, timezone, every, start, at) given
     for key, (line, value) in keys.items():
         path = f"{at}.{key}"
         if value.kind == "null":
@@ -215,59 +138,30 @@ def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tupl
             ok = False
             continue
         before = len(conv.problems)
-        if key in ("name", "description", "owner", "namespace", "command", "handler"):
-            text = conv.string(value, path, label(key))
-            if text is not None:
-                fields[key] = text
-        elif key == "cron":
-            cron_expr = conv.string(value, path, label(key))
-        elif key == "timezone":
-            tz = conv.string(value, path, label(key))
-        elif key == "every":
-            every = _duration_ms(conv, value, path, label(key))
-        elif key == "start":
-            start = _time_ms(conv, value, path, label(key))
-        elif key == "at":
-            once = _time_ms(conv, value, path, label(key))
-        elif key == "runner":
-            runner = conv.choice(value, path, label(key), {"shell": 0, "python": 1})
-            if runner is not None:
-                fields["runner"] = Runner.PYTHON if runner else Runner.SHELL
-        elif key == "params":
-            params = conv.params(value, path, label(key))
-            if params is not None:
-                fields["params_json"] = "" if params == "{}" else params
-        elif key in ("shards", "retries", "priority", "misfire_cap"):
-            number = conv.integer(value, path, label(key))
-            if number is not None:
-                fields[{"retries": "max_retries", "misfire_cap": "misfire_all_cap"}.get(key, key)] = number
-        elif key in ("timeout", "misfire_window"):
-            ms = _duration_ms(conv, value, path, label(key))
-            if ms is not None:
-                fields["timeout_ms" if key == "timeout" else "misfire_all_window_ms"] = ms
-        elif key == "misfire":
-            choice = conv.choice(value, path, label(key), {m.value: i for i, m in enumerate(Misfire)})
-            if choice is not None:
-                fields["misfire"] = list(Misfire)[choice]
-        elif key == "overlap":
-            choice = conv.choice(value, path, label(key), {o.value: i for i, o in enumerate(Overlap)})
-            if choice is not None:
-                fields["overlap"] = list(Overlap)[choice]
-        elif key == "exclude":
-            names = conv.names(value, path, label(key))
-            if names is not None:
-                fields["exclude"] = tuple(names)
-        elif key == "resource":
-            _resource(value, path, label(key), fields, conv)
-        elif key == "selector" and conv.mapping(value, path, label(key)):
-            pairs = {}
-            for name, name_line, item in value.entries or []:
-                conv.mark(f"{path}.{name}", name_line)
-                text = conv.string(item, f"{path}.{name}", f"{label(key)}.{name}")
-                if text is not None:
-                    pairs[name] = text
-            fields["selector"] = tuple(sorted(pairs.items()))
+        f = _BY_KEY[key]
+        got: Any = None
+        if key == "resource":
+            cpu, memory = read_resource(conv, value, path, label(key))
+            fields.update((k, v) for k, v in (("resource_cpu", cpu), ("resource_memory_mb", memory)) if v)
+        elif f.kind == Kind.LABELS:
+            pairs = read_labels(conv, value, path, f"{at}.{key}", suffix)
+            got = None if pairs is None else tuple(sorted(pairs.items()))
+        else:
+            got = read_value(conv, f, value, path, label(key))
+            if got is not None and f.kind == Kind.CHOICE:
+                assert f.enum is not None
+                got = f.enum(got)
+            elif f.kind == Kind.PARAMS:
+                got = "" if got == "{}" else got
+            elif got is not None and f.kind == Kind.NAMES:
+                got = tuple(got)
+        if f.attr == "trigger":
+            schedule[key] = got
+        elif got is not None:
+            fields[f.attr] = got
         ok = ok and len(conv.problems) == before
+    cron_expr, tz = schedule.get("cron"), schedule.get("timezone")
+    every, start, once = schedule.get("every"), schedule.get("start"), schedule.get("at")
     if tz is not None and cron_expr is None:
         conv.add(keys["timezone"][0], at, f"{label('timezone')}: a time zone applies to cron; give cron too")
         ok = False
@@ -297,20 +191,7 @@ def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tupl
     return spec, where
 
 
-_FIELD_KEYS = {
-    "trigger.cron": "cron",
-    "trigger.timezone": "timezone",
-    "trigger.interval": "every",
-    "trigger.start": "start",
-    "trigger.at": "at",
-    "max_retries": "retries",
-    "timeout": "timeout",
-    "misfire_all_cap": "misfire_cap",
-    "misfire_all_window": "misfire_window",
-    "params": "params",
-    "timeout_ms": "timeout",
-    "params_json": "params",
-}
+_FIELD_KEYS = error_keys(_FIELDS)
 
 
 def _file_key(field: str) -> str:
@@ -323,26 +204,6 @@ def _line_of_field(field: str, keys: dict[str, tuple[int | None, Node]]) -> int 
     key = re.split(r"[.\[]", _file_key(field), maxsplit=1)[0]
     entry = keys.get(key)
     return entry[0] if entry is not None else None
-
-
-def _resource(node: Node, path: str, label: str, fields: dict[str, Any], conv: Converter) -> None:
-    if not conv.mapping(node, path, label):
-        return
-    keys = conv.keys(node, ("cpu", "memory"), label, "resource")
-    if "cpu" in keys:
-        line, value = keys["cpu"]
-        cpu = conv.number(value, f"{path}.cpu", f"{label}.cpu")
-        if cpu is not None and cpu <= 0:
-            conv.add(line, f"{path}.cpu", f"{label}.cpu: {value.value} must be > 0")
-        elif cpu is not None:
-            fields["resource_cpu"] = cpu
-    if "memory" in keys:
-        line, value = keys["memory"]
-        memory = conv.integer(value, f"{path}.memory", f"{label}.memory (MiB)", high=2**53)
-        if memory is not None and memory <= 0:
-            conv.add(line, f"{path}.memory", f"{label}.memory: {memory} must be > 0 (MiB)")
-        elif memory is not None:
-            fields["resource_memory_mb"] = memory
 
 
 def parse_task_text(text: str, fmt: Literal["yaml", "toml"], source: str) -> TaskFile:
@@ -465,20 +326,13 @@ def _iso(ms: int) -> str:
 
 
 # Model field → the key a task file spells it with (the diff speaks the file's language).
-_DIFF_NAMES = {
-    "trigger": "schedule",
-    "max_retries": "retries",
-    "timeout_ms": "timeout",
-    "misfire_all_cap": "misfire_cap",
-    "misfire_all_window_ms": "misfire_window",
-    "params_json": "params",
-    "resource_cpu": "resource.cpu",
-    "resource_memory_mb": "resource.memory",
-}
+_DIFF_NAMES = {"trigger": "schedule", **{f.attr: f.key for f in _FIELDS if f.attr != "trigger"}}
+# Model fields the diff shows as durations ("1h", "none").
+_DURATIONS = frozenset(f.attr for f in _FIELDS if f.kind == Kind.DURATION and f.attr != "trigger")
 
 
 def _shown(value: object, name: str = "") -> str:
-    if name in ("timeout_ms", "misfire_all_window_ms") and isinstance(value, int):
+    if name in _DURATIONS and isinstance(value, int):
         return format_duration(value) if value else "none"
     if isinstance(value, CronTrigger):
         return f"cron {value.expr!r} {value.timezone}"
@@ -510,8 +364,3 @@ def diff_specs(old: TaskSpec | None, new: TaskSpec) -> list[FieldChange]:
         if a != b:
             out.append(FieldChange(_DIFF_NAMES.get(f.name, f.name), _shown(a, f.name), _shown(b, f.name)))
     return out
-
-
-def names_in(files: Iterable[TaskFile]) -> dict[str, str]:
-    """Every task name the files declare → where (refusing nothing: see the caller)."""
-    return {spec.name: where for tf in files for spec, where in tf.tasks}

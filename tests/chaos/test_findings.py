@@ -10,24 +10,23 @@ from types import SimpleNamespace
 
 from pysyncobj import SyncObjConf
 
-from raftsched.consensus.pysyncobj_node import _Raft
+from raftsched.consensus.pysyncobj.node import _Raft
 from raftsched.fsm.effects import BarrierCommitted
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.hub import ExecutorHub
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.gate import LeaderGate
 from raftsched.localcluster import free_ports
 from raftsched.model import TaskSpec
-from raftsched.rpc.executor_service import ExecutorHub
 from raftsched.timing.clock import ManualClock
-from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
-from tests.unit.test_fsm_executors import join
+from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, tick
 
 LEASE_MS = 2000
 
 
-def _step(state: SchedulerState, d: Dispatcher, data: bytes, now: int) -> None:
-    applied = state.apply(data)
+def _step(state: SchedulerState, d: Dispatcher, data: bytes | DispatchProposal, now: int) -> None:
+    applied = state.apply(data.encode() if isinstance(data, DispatchProposal) else data)
     d.on_effects(applied.effects, now)
 
 
@@ -50,7 +49,7 @@ def test_an_attempt_lost_with_its_dead_executor_is_never_resent_when_it_reconnec
 
     now = T0 + 2 * LEASE_MS + 100  # ex1 silent past the grace: declared dead, attempt 1 lost
     # (never started, so re-placed as attempt 2 without counting as a lost try)
-    commands = [pb.Command.FromString(c) for c in d.poll(now)]
+    commands = [c.command for c in d.poll(now)]
     assert [c.executor_leave.name for c in commands if c.WhichOneof("body") == "executor_leave"] == ["ex1"]
     for c in commands:
         _step(state, d, c.SerializeToString(), now)
@@ -97,7 +96,7 @@ def test_an_attempt_assigned_before_its_executor_finds_the_new_leader_is_not_los
     [(_, first)] = d.take_outbox()
 
     now = T0 + S + LEASE_MS + 100  # a lease after the assignment, inside ex1's takeover grace
-    commands = [pb.Command.FromString(c) for c in d.poll(now)]
+    commands = [c.command for c in d.poll(now)]
     lost = [r for c in commands if c.WhichOneof("body") == "report_results" for r in c.report_results.results]
     assert not lost, f"declared lost while its executor was still within the takeover grace: {lost}"
 

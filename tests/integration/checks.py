@@ -19,13 +19,12 @@ replica's view, not the leader's). The invariants checked here are those of docs
 from __future__ import annotations
 
 import itertools
-import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster
+from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 
 SECOND_MS = 1000
@@ -60,20 +59,19 @@ def read_node(cluster: LocalCluster, node_id: str, task: str, timeout: float = 1
     store, which can trail it by one Raft tick; the read is repeated until the records include
     everything the task record counts (``kept_fires``), so the two agree.
     """
-    deadline = time.monotonic() + timeout
     with node_client(cluster, node_id) as client:
-        while True:
+
+        def agreed() -> NodeView | None:
             record = client.get_task(task)
             fires = client.fire_accounting(task, limit=READ_LIMIT)
-            if len(fires) >= record.kept_fires:
-                runs = client.runs(task, limit=READ_LIMIT)
-                return NodeView(node_id, record, tuple(fires), tuple(runs))
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{node_id}: task {task} counts {record.kept_fires} fire records but its store "
-                    f"returned {len(fires)} after {timeout}s"
-                )
-            time.sleep(0.05)
+            if len(fires) < record.kept_fires:
+                return None
+            runs = client.runs(task, limit=READ_LIMIT)
+            return NodeView(node_id, record, tuple(fires), tuple(runs))
+
+        return wait_until(
+            agreed, timeout, 0.05, f"{node_id}'s store to return every fire record {task} counts"
+        )
 
 
 # -- describing records ---------------------------------------------------------------------------

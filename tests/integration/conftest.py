@@ -10,6 +10,7 @@ import pytest
 
 from raftsched.client import Client
 from raftsched.localcluster import LocalCluster
+from tests.integration.helpers import Fleet
 
 ClusterFactory = Callable[..., LocalCluster]
 
@@ -96,3 +97,16 @@ def client(cluster: LocalCluster) -> Iterator[Client]:
     """The SDK client over every node of ``cluster``."""
     with Client(cluster.targets()) as c:
         yield c
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """A started :class:`~tests.integration.helpers.Fleet` (3 nodes with fast leases) with its
+    leader elected; its executors and nodes are stopped when the test ends."""
+    f = Fleet(tmp_path)
+    try:
+        f.cluster.start()
+        f.cluster.wait_for_leader(60)
+        yield f
+    finally:
+        f.stop()

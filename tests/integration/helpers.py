@@ -109,6 +109,13 @@ class Fleet:
             name, slots, self.base / name, self.base / f"{name}.log", extra=extra
         )
 
+    def registered(self) -> int:
+        """How many registrations with a leader the executors have logged (0 while no leader)."""
+        if self.cluster.leader() is None:
+            return 0
+        logs = [self.base / f"{n}.log" for n in self.executors]
+        return "".join(log.read_text() for log in logs if log.exists()).count("registered with")
+
     def kill_executor(self, name: str) -> None:
         proc = self.executors[name]
         proc.send_signal(signal.SIGKILL)

@@ -5,13 +5,11 @@ INVALID_ARGUMENT / NOT_FOUND, with a bounded message and nothing logged as an er
 
 from __future__ import annotations
 
-import time
-
 import grpc
 
 from raftsched import codec
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster
+from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import IntervalTrigger, OnceTrigger, TaskSpec
 from raftsched.rpc.plumbing import STATUS_MESSAGE_BYTES
 from raftsched.v1 import raftsched_pb2 as pb
@@ -21,8 +19,8 @@ from tests.integration.helpers import now_ms, wait_time_passed
 def _raw(cluster: LocalCluster, method: str, data: bytes) -> grpc.RpcError:
     """Send ``data`` as the request of Admin ``method`` to the leader, unparsed; the error it got
     (asked again, for up to 30 s, while the leader is still taking over or has just changed)."""
-    deadline = time.monotonic() + 30
-    while True:
+
+    def answer() -> tuple[grpc.RpcError | None] | None:
         leader = cluster.wait_for_leader()
         with grpc.insecure_channel(cluster.grpc_of(leader)) as channel:
             call = channel.unary_unary(
@@ -34,11 +32,12 @@ def _raw(cluster: LocalCluster, method: str, data: bytes) -> grpc.RpcError:
                 call(data, timeout=10)
             except grpc.RpcError as err:
                 transient = err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION)
-                if not transient or time.monotonic() > deadline:
-                    return err
-                time.sleep(0.1)  # polling for a ready leader, not synchronising with it
-                continue
-        raise AssertionError(f"{method} accepted {data!r}")
+                return None if transient else (err,)
+        return (None,)
+
+    [err] = wait_until(answer, 30, 0.1, f"the leader's answer to {method}")
+    assert err is not None, f"{method} accepted {data!r}"
+    return err
 
 
 def test_invalid_utf8_in_a_string_field_is_invalid_argument(cluster: LocalCluster) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.localcluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration
 
@@ -26,11 +27,12 @@ def ten_thousand() -> pb.WorkflowSpec:
     return spec
 
 
-def test_a_ten_thousand_task_workflow_applies_and_the_executor_stays_registered(tmp_path: Path) -> None:
-    cluster = LocalCluster.create(tmp_path, 3)
+def test_a_ten_thousand_task_workflow_applies_and_the_executor_stays_registered(
+    make_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = make_cluster()
     exe = None
     try:
-        cluster.start()
         cluster.wait_for_leader(60)
         log = tmp_path / "ex1.log"
         exe = cluster.start_executor("ex1", 4, tmp_path / "ex1", log)
@@ -57,4 +59,3 @@ def test_a_ten_thousand_task_workflow_applies_and_the_executor_stays_registered(
         if exe is not None:
             exe.terminate()
             exe.wait(timeout=10)
-        cluster.stop()

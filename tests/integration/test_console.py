@@ -11,7 +11,6 @@ import asyncio
 import gc
 import os
 import re
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from raftsched.security.tokens import new_token
 from raftsched.server.node import Node
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.console_support import WebSession, csrf_of, write_http_config
+from tests.support.procs import executor_argv, start_executor
 
 pytestmark = pytest.mark.integration
 
@@ -134,22 +134,9 @@ def tokens(secured: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         flaky.tasks.add(name="d", command="echo d ran").depends_on.add(task="c")
         c.apply_workflow(flaky)
     data = tmp_path_factory.mktemp("console-executor")
-    executor = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raftsched.executor",
-            "--cluster",
-            secured.grpc,
-            "--name",
-            "ex1",
-            "--slots",
-            "4",
-            "--data-dir",
-            str(data),
-        ],
-        stdout=open(data / "executor.log", "wb"),  # noqa: SIM115 - owned by the child
-        stderr=subprocess.STDOUT,
+    executor = start_executor(
+        executor_argv(secured.grpc, "ex1", data, slots=4),
+        data / "executor.log",
         env={**os.environ, "RAFTSCHED_TOKEN": out["executor"]},
     )
     try:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from raftsched.localcluster import LocalCluster
 from raftsched.security.tokens import new_token
+from tests.integration.conftest import ClusterFactory
 from tests.rpc_fuzz import Fuzzer, boundary_cases, methods, show_path
 
 ROUNDS_AUTH_OFF = 7  # every RPC once per round
@@ -31,28 +32,22 @@ AUTH = '[auth]\nbootstrap_token_file = "admin.token"\n'
 
 
 @pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[Callable[[str, str | None], LocalCluster]]:
+def clusters(make_cluster: ClusterFactory, tmp_path: Path) -> Callable[[str, str | None], LocalCluster]:
     """``clusters(name, admin_token)``: a started 3-node cluster (auth on with that bootstrap
-    token, if given), stopped when the test ends; on failure the node logs stay in ``tmp_path``."""
-    made: list[LocalCluster] = []
+    token, if given), stopped when the test ends (``make_cluster``)."""
 
     def make(name: str, token: str | None) -> LocalCluster:
         base = tmp_path / name
         base.mkdir()
         if token is not None:
             (base / "admin.token").write_text(token + "\n")
-        cluster = LocalCluster.create(base, 3, extra_config=AUTH if token is not None else "")
+        cluster = make_cluster(extra_config=AUTH if token is not None else "", start=False, name=name)
         cluster.token = token
-        made.append(cluster)
         cluster.start()
         cluster.wait_for_leader()
         return cluster
 
-    try:
-        yield make
-    finally:
-        for cluster in made:
-            cluster.stop()
+    return make
 
 
 FIXED_SEED = 34  # the seed every run replays (with the boundary sweep, the CI's fixed part)

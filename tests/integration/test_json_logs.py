@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,25 +29,7 @@ class Setup:
         self.executor: subprocess.Popen[bytes] | None = None
 
     def start_executor(self) -> None:
-        with open(self.executor_err, "ab") as err:
-            self.executor = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "raftsched.executor",
-                    "--cluster",
-                    ",".join(self.cluster.targets()),
-                    "--name",
-                    "ex1",
-                    "--slots",
-                    "2",
-                    "--data-dir",
-                    str(self.cluster.log_dir.parent / "ex1"),
-                    *JSON_LOGS,
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
+        self.executor = self.cluster.start_executor("ex1", 2, log=self.executor_err, extra=JSON_LOGS)
 
     def stop(self) -> None:
         if self.executor is not None:

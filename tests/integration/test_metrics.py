@@ -83,27 +83,9 @@ class Fleet:
         self.executor: subprocess.Popen[bytes] | None = None
 
     def start_executor(self) -> None:
-        log = open(self.base / "ex1.log", "ab")  # noqa: SIM115 - owned by the child
-        self.executor = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "raftsched.executor",
-                "--cluster",
-                ",".join(self.cluster.targets()),
-                "--name",
-                "ex1",
-                "--slots",
-                "4",
-                "--data-dir",
-                str(self.base / "ex1"),
-                "--http",
-                self.executor_http,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        self.executor = self.cluster.start_executor(
+            "ex1", 4, self.base / "ex1", self.base / "ex1.log", extra=["--http", self.executor_http]
         )
-        log.close()
 
     def stop(self) -> None:
         if self.executor is not None and self.executor.poll() is None:

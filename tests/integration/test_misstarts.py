@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from raftsched.cli.process import LOCK_FILE
 from raftsched.client import Client
 from raftsched.localcluster import NODE_COMMAND, LocalCluster, free_ports, wait_until
 from tests.integration.conftest import ClusterFactory
-
-EXECUTOR_COMMAND = (sys.executable, "-m", "raftsched.executor")
+from tests.support.procs import executor_argv
 
 
 def run_refused(argv: list[str], timeout: float = 60.0) -> str:
@@ -126,9 +124,7 @@ def test_a_second_executor_on_an_execution_log_in_use_is_refused(
             return lock.is_file() and lock.read_text() == f"{first.pid}\n"
 
         wait_until(locked, 60, what="the first executor's lock")
-        targets = ",".join(single.targets())
-        argv = [*EXECUTOR_COMMAND, "--cluster", targets, "--name", "ex2", "--data-dir", str(data_dir)]
-        line = run_refused(argv)
+        line = run_refused(executor_argv(single.targets(), "ex2", data_dir))
         assert line == (
             f"raftsched-executor: error: data dir {data_dir} is in use by another process "
             f"(pid {first.pid}): stop it, or give executor ex2 a data dir of its own"

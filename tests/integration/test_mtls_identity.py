@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -24,6 +22,7 @@ from raftsched.security.tokens import new_token
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from tests.integration.conftest import ClusterFactory
+from tests.support.procs import executor_argv, start_executor
 
 pytestmark = pytest.mark.integration
 
@@ -69,32 +68,22 @@ def test_certificate_subjects_are_principals(make_cluster: ClusterFactory, tmp_p
 
         # A real executor process that authenticates with its certificate alone.
         env = {k: v for k, v in os.environ.items() if k != "RAFTSCHED_TOKEN"}
-        log = open(cluster.log_dir / "worker.log", "ab")  # noqa: SIM115 - owned by the child
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "raftsched.executor",
-                "--cluster",
-                ",".join(cluster.targets()),
-                "--name",
+        proc = start_executor(
+            executor_argv(
+                cluster.targets(),
                 "worker",
-                "--slots",
-                "2",
-                "--data-dir",
-                str(tmp_path / "worker"),
+                tmp_path / "worker",
                 "--tls-ca",
                 str(pki / "ca.pem"),
                 "--tls-cert",
                 str(pki / "worker-cert.pem"),
                 "--tls-key",
                 str(pki / "worker-cert.key"),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+                slots=2,
+            ),
+            cluster.log_dir / "worker.log",
             env=env,
         )
-        log.close()
         try:
             run = ops.trigger("hello")
             wait_until(

@@ -8,7 +8,6 @@ import itertools
 import re
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,17 +19,6 @@ from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.helpers import Fleet
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    f = Fleet(tmp_path)
-    try:
-        f.cluster.start()
-        f.cluster.wait_for_leader(60)
-        yield f
-    finally:
-        f.stop()
 
 
 def live(client: Client) -> set[str]:

@@ -19,7 +19,6 @@ import datetime
 import itertools
 import re
 import signal
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,17 +73,6 @@ class Figures:
             f"{self.stall_run_epoch}, stalled leader's {self.stall_leader_epoch}), the run after the "
             f"SIGKILL {self.kill_start_ms} ms after it"
         )
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    f = Fleet(tmp_path)
-    try:
-        f.cluster.start()
-        f.cluster.wait_for_leader(60)
-        yield f
-    finally:
-        f.stop()
 
 
 def _live(client: Client) -> set[str]:

@@ -32,6 +32,7 @@ from tests.integration.helpers import (
     now_ms,
     wait_time_passed,
 )
+from tests.support.procs import executor_argv
 
 pytestmark = pytest.mark.integration
 
@@ -271,21 +272,6 @@ def damage_execution_log(data_dir: Path) -> None:
     raise AssertionError(f"no damage found in {path}")
 
 
-def _executor_command(cluster: LocalCluster, name: str, data_dir: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "raftsched.executor",
-        "--cluster",
-        ",".join(cluster.targets()),
-        "--name",
-        name,
-        "--data-dir",
-        str(data_dir),
-        *extra,
-    ]
-
-
 def test_a_damaged_execution_log_is_refused_and_rebuilt_without_running_an_id_twice(tmp_path: Path) -> None:
     cluster = LocalCluster.create(tmp_path / "c", 3, extra_config=FAST_LEASES)
     marker = tmp_path / "marker.log"
@@ -313,7 +299,7 @@ def test_a_damaged_execution_log_is_refused_and_rebuilt_without_running_an_id_tw
             damage_execution_log(data_dir)
 
             refused = subprocess.run(
-                _executor_command(cluster, "ex1", data_dir),
+                executor_argv(cluster.targets(), "ex1", data_dir),
                 capture_output=True,
                 text=True,
                 timeout=120,

@@ -3,9 +3,6 @@ success are all recorded with times; the SDK returns it and the CLI prints it an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from raftsched.cli import main
@@ -14,20 +11,8 @@ from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.helpers import Fleet
-from tests.integration.test_executors import _executors_registered
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    f = Fleet(tmp_path)
-    try:
-        f.cluster.start()
-        f.cluster.wait_for_leader(60)
-        yield f
-    finally:
-        f.stop()
 
 
 def test_a_failed_then_retried_run_has_every_transition(
@@ -37,7 +22,7 @@ def test_a_failed_then_retried_run_has_every_transition(
     # Attempt 1 fails with exit 3, attempt 2 succeeds; both print a line.
     command = 'case "$RAFTSCHED_EXECUTION_ID" in */1) echo first; exit 3;; *) echo "second ok";; esac'
     with Client(fleet.cluster.targets()) as client:
-        wait_until(lambda: _executors_registered(fleet) == 1, 30, what="executor registered")
+        wait_until(lambda: fleet.registered() == 1, 30, what="executor registered")
         client.add_task(TaskSpec("flaky", ManualTrigger(), command=command, max_retries=1))
         run_id = client.trigger("flaky").run_id
         wait_until(lambda: client.get_run(run_id).state in (pb.SUCCEEDED, pb.FAILED), 60, 0.2, "run finished")

@@ -26,6 +26,7 @@ from raftsched.security.certs import KeyPair, new_ca
 from raftsched.security.tls import TlsConfig
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory
+from tests.support.procs import executor_argv
 
 pytestmark = pytest.mark.integration
 
@@ -352,17 +353,7 @@ def test_an_executor_without_tls_stops_with_the_diagnosis(tls_cluster: LocalClus
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAFTSCHED_")}
     started = time.monotonic()
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "raftsched.executor",
-            "--cluster",
-            ",".join(tls_cluster.targets()),
-            "--name",
-            "no-tls",
-            "--data-dir",
-            str(tmp_path / "no-tls"),
-        ],
+        executor_argv(tls_cluster.targets(), "no-tls", tmp_path / "no-tls"),
         capture_output=True,
         text=True,
         env=clean,

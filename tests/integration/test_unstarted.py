@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from raftsched.client import Client
 from raftsched.localcluster import TEST_CLOCK_OFFSET_ENV, LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration
 
@@ -26,14 +26,10 @@ CONFIG = f"[scheduler]\nlease_ms = {LEASE_MS}\nheartbeat_ms = 500\nretry_backoff
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster.create(tmp_path, 3, extra_config=CONFIG)
-    try:
-        c.start()
-        c.wait_for_leader(60)
-        yield c
-    finally:
-        c.stop()
+def cluster(make_cluster: ClusterFactory) -> LocalCluster:
+    c = make_cluster(extra_config=CONFIG)
+    c.wait_for_leader(60)
+    return c
 
 
 def _registered(base: Path, names: list[str]) -> bool:

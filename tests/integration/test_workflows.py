@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,10 @@ T_2026_11_30 = 1_795_996_800_000  # 2026-11-30T00:00:00Z
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    f = Fleet(tmp_path)
-    try:
-        f.cluster.start()
-        f.cluster.wait_for_leader(60)
-        f.start_executor("ex1", slots=4)
-        yield f
-    finally:
-        f.stop()
+def fleet(fleet: Fleet) -> Fleet:
+    """The suite's fleet (conftest) with executor ex1 started."""
+    fleet.start_executor("ex1", slots=4)
+    return fleet
 
 
 def states(run: pb.WorkflowRun) -> dict[str, str]:

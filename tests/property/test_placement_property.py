@@ -15,12 +15,11 @@ from hypothesis import strategies as st
 
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, create, tick
-from tests.unit.test_fsm_executors import result
+from tests.support.fsm import T0, S, create, result, tick
 from tests.unit.test_placement import join
 
 EXECUTORS = st.lists(
@@ -103,12 +102,11 @@ def test_placement_never_over_commits(executors, tasks, steps, rnd) -> None:  # 
             for i in range(len(tasks)):
                 do(tick(f"t{i}", 1, now), now)
         elif step == "poll":
-            for data in d.poll(now):
-                cmd = codec.decode_command(data)
-                res = do(data, now)
-                if cmd.WhichOneof("body") == "assign_attempts":
+            for proposal in d.poll(now):
+                res = do(proposal.encode(), now)
+                if proposal.kind == "assign":
                     assert res.refused == 0, "the dispatcher proposed an assignment without room"
-                    d.release(data)
+                    d.release(proposal)
         elif step == "finish":
             running = [
                 (r.run_id, s.attempt, s.executor)
@@ -160,8 +158,8 @@ def test_a_runs_shards_go_to_distinct_executors(
     assert create(state, spec).ok
     out = state.apply(tick(name, 1, T0 + S))
     d.on_effects(out.effects, T0 + S)
-    [assign] = [c for c in d.poll(T0 + S) if codec.decode_command(c).WhichOneof("body") == "assign_attempts"]
-    placed = {a.shard: a.executor for a in codec.decode_command(assign).assign_attempts.assignments}
+    [assign] = [p for p in d.poll(T0 + S) if p.kind == "assign"]
+    placed = {a.shard: a.executor for a in assign.command.assign_attempts.assignments}
     assert sorted(placed) == list(range(k))
     assert len(set(placed.values())) == k, placed  # n >= k: k distinct executors
-    assert state.apply(assign).result.refused == 0
+    assert state.apply(assign.encode()).result.refused == 0

@@ -19,7 +19,10 @@ minute, so ``"* * * * *"`` fires at ``+60s``, ``+120s`` ...)::
 Commands
     ``cluster N...`` (first line) · ``elect N`` · ``run DUR`` · ``crash N`` · ``restart N [wipe]`` ·
     ``partition N...`` (cut off from the majority) · ``heal`` · ``stepdown N`` (a deposed leader
-    learns it no longer leads) · ``skew N ±DUR`` · ``disable NAME`` · ``enable NAME`` ·
+    learns it no longer leads) · ``skew N ±DUR`` · ``snapshot-catch-up N...`` (their next catch-up
+    installs a snapshot, skipping the applies) · ``lose-outcomes N COUNT [late]`` (N's next COUNT
+    committed proposals never hear back, or only "outcome unknown" after the next election; see
+    :class:`raftsched.consensus.memory.SimFaults`) · ``disable NAME`` · ``enable NAME`` ·
     ``trigger NAME [via=N] [expect=CODE]`` · ``task NAME (cron EXPR [tz=Z] | every DUR | at +DUR | manual)
     [misfire=latest|all|skip] [overlap=skip|allow] [cap=N] [window=DUR] [shards=N] [disabled]``.
     Durations: ``500ms``, ``10s``, ``3m``, ``1h``, or combined (``2m30s``).
@@ -224,6 +227,11 @@ class Scenario:
             self.sim.cluster.step_down(args[0])
         elif verb == "skew":
             self.sim.skew(args[0], duration_ms(args[1]))
+        elif verb == "snapshot-catch-up":
+            self.sim.cluster.faults.snapshot_catch_up.update(args)
+        elif verb == "lose-outcomes":
+            self.sim.cluster.faults.unknown_outcomes[args[0]] = int(args[1])
+            self.sim.cluster.faults.late_outcomes = args[2:] == ["late"]
         elif verb == "task":
             self._task(args)
         elif verb in ("disable", "enable"):

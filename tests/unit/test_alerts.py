@@ -28,8 +28,8 @@ from raftsched.leader.gate import Stamp
 from raftsched.model import Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, fresh, tick
-from tests.unit.test_fsm_executors import assign, leave, one_run, result
+from tests.support.fsm import EVERY_SECOND, T0, S, apply, assign, create, fresh, leave, one_run, result, tick
+from tests.support.wait import until
 
 
 def events(state: SchedulerState) -> list[pb.AlertRecord]:
@@ -321,15 +321,6 @@ def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-async def _until(cond: object, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():  # type: ignore[operator]
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.001)
-
-
 def test_delivery_posts_in_order_signs_filters_and_commits_the_cursor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -346,7 +337,7 @@ def test_delivery_posts_in_order_signs_filters_and_commits_the_cursor(
         loop = delivery.AlertLoop(node, cfg, "prod", post=post, rng=random.Random(0))
         loop.start()
         try:
-            await _until(lambda: cursors(state) == {"all": 3, "ops": 3})
+            await until(lambda: cursors(state) == {"all": 3, "ops": 3}, what="both cursors at 3")
         finally:
             await loop.stop()
 
@@ -376,7 +367,7 @@ def test_a_failed_post_is_retried_and_later_events_wait_behind_it(monkeypatch: p
         loop = delivery.AlertLoop(node, cfg, "prod", post=post, rng=random.Random(0))
         loop.start()
         try:
-            await _until(lambda: len(post.received) == 3)
+            await until(lambda: len(post.received) == 3, what="3 posts")
         finally:
             await loop.stop()
 
@@ -403,7 +394,7 @@ def test_a_follower_delivers_nothing_and_a_new_leader_resumes_from_the_committed
             assert post.received == []
             node.gate.leading = True
             node.gate.epoch = 2
-            await _until(lambda: len(post.received) == 1)
+            await until(lambda: len(post.received) == 1, what="1 post")
         finally:
             await loop.stop()
 

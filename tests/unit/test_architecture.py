@@ -14,6 +14,7 @@ PURE = [
     "model.py",
     "codec.py",
     "bounds.py",
+    "taskfields.py",
     "errors.py",
     "fsm/state.py",
     "fsm/keys.py",
@@ -25,6 +26,11 @@ PURE = [
     "fsm/policy.py",
     "fsm/view.py",
     "leader/queue.py",
+    "leader/dispatch/placement.py",
+    "leader/dispatch/leases.py",
+    "leader/dispatch/liveness.py",
+    "leader/dispatch/takeover.py",
+    "leader/dispatch/settings.py",
     "fsm/membership.py",
     "workflow/layout.py",
     "leader/gate.py",
@@ -63,7 +69,12 @@ FORBIDDEN_IN_PURE = {
 
 # Each third-party library is imported in exactly one adapter module.
 ADAPTERS = {
-    "pysyncobj": {"consensus/pysyncobj_node.py"},
+    "pysyncobj": {
+        "consensus/pysyncobj/node.py",
+        "consensus/pysyncobj/snapshot.py",
+        "consensus/pysyncobj/status.py",
+        "consensus/pysyncobj/transport.py",
+    },
     "lmdb": {"storage/lmdb_env.py"},
     "croniter": {"timing/cron.py"},
     "uhashring": {"sharding/ring.py"},

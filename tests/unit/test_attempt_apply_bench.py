@@ -3,18 +3,12 @@ leader's state and a follower's, every assignment and result accepted, the state
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from bench import attempt_apply
 
 
 def test_a_small_run_applies_every_attempt_on_both_states(tmp_path: Path) -> None:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import attempt_apply
-    finally:
-        sys.path.remove(str(BENCH))
     # run() raises if an entry is refused, the follower's digest differs or a run is unfinished.
     result = attempt_apply.run(20, 3, 2, 7, 1, tmp_path)
     assert result["attempts"] == 20 * 4  # the second before the first simulated one, then three

@@ -20,7 +20,7 @@ from raftsched.fsm.access import audit_records
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.rpc.executor_client import GrpcExecutorTransport
 from raftsched.security import authz
@@ -480,7 +480,7 @@ def test_restricted_executors_get_only_work_of_their_namespaces() -> None:
     assert _join(plain, "e", "", 1000).ok
     d2 = Dispatcher(plain)
     d2.become_leader(1, 1000)
-    assert d2.restricted == {}
+    assert d2.term is not None and d2.term.placement.restricted == {}
 
 
 # -- the clients send the token ----------------------------------------------------------------

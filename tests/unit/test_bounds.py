@@ -316,7 +316,8 @@ def test_backoff_for_the_largest_attempt_number_is_capped_and_quick() -> None:
     import random
     import time
 
-    from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+    from raftsched.leader.dispatch.dispatcher import Dispatcher
+    from raftsched.leader.dispatch.settings import DispatchSettings
 
     settings = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
     d = Dispatcher(SchedulerState(MemoryStore()), settings, random.Random(7))

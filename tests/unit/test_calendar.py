@@ -15,7 +15,7 @@ from raftsched.leader import writes
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.timing import calendar as cal
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import apply, batch, create, entry, fire, fires_of, fresh, runs_of
+from tests.support.fsm import apply, batch, create, entry, fire, fires_of, fresh, runs_of
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a Thursday
 

@@ -28,7 +28,7 @@ from raftsched.web.console import Console, _cookie, _post_problem, _set_cookie
 from raftsched.web.graph import BOX_W, COL_GAP, GANTT_LABEL_W, GANTT_W, dag_geometry, gantt_geometry
 from raftsched.web.sessions import COOKIE, Session, SessionStore
 from raftsched.web.views import Pager, _parse_time, _strip, _strip_html, paginate, relative
-from tests.unit.test_fsm import T0, S, apply, batch, entry, fire, with_task
+from tests.support.fsm import T0, S, apply, batch, entry, fire, with_task
 
 
 class Clock:

@@ -161,39 +161,6 @@ def test_pending_reports_and_acknowledge(log: DedupeLog) -> None:
     assert log.begin("r/1/1") == BeginOutcome(DONE, ok("r/1/1"))
 
 
-def test_prune_keeps_the_newest_acknowledged(tmp_path: Path, cache_size: int) -> None:
-    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
-        ids = [f"p/{i}/1" for i in range(10)]
-        for eid in ids:
-            log.begin(eid)
-        for eid in ids[:8]:
-            log.finish(eid, ok(eid))
-        log.acknowledge(ids[1:7])  # 0 and 7 stay pending, 8 and 9 running
-        assert log.prune(2) == 4
-        assert [eid for eid in ids if log.get(eid) is not None] == [
-            "p/0/1",
-            "p/5/1",
-            "p/6/1",
-            "p/7/1",
-            *ids[8:],
-        ]
-        assert log.prune(2) == 0
-        assert log.prune(0) == 2
-        with pytest.raises(ValueError, match="keep"):
-            log.prune(-1)
-        assert log.begin("p/1/1") == BeginOutcome(NEW)  # pruned means forgotten
-    with DedupeLog.open(tmp_path, cache_size=cache_size) as log:
-        assert [eid for eid in ids if log.get(eid) is not None] == [
-            "p/0/1",
-            "p/1/1",
-            "p/7/1",
-            "p/8/1",
-            "p/9/1",
-        ]
-        assert [r.execution_id for r in log.pending_reports()] == ["p/0/1", "p/7/1"]
-        assert log.running() == ["p/8/1", "p/9/1", "p/1/1"]
-
-
 def test_one_owner_per_directory(tmp_path: Path) -> None:
     with DedupeLog.open(tmp_path), pytest.raises(RuntimeError, match="open in another process"):
         DedupeLog.open(tmp_path)
@@ -233,6 +200,7 @@ class Entry:
     state: str  # "running" or "done"
     acked: bool
     seq: int  # insertion order
+    acked_at: int = -1  # the op's clock when acknowledged
 
 
 IDS = st.sampled_from([f"o/{i}/1" for i in range(4)])
@@ -241,7 +209,7 @@ OPS = st.lists(
         st.tuples(st.just("begin"), IDS),
         st.tuples(st.just("finish"), IDS),
         st.tuples(st.just("ack"), st.lists(IDS, max_size=3)),
-        st.tuples(st.just("prune"), st.integers(0, 3)),
+        st.tuples(st.just("prune"), st.integers(0, 3)),  # drop what was acknowledged that many ops ago
         st.tuples(st.just("reopen"), st.none()),
     ),
     max_size=30,
@@ -258,7 +226,7 @@ def test_matches_a_dict_oracle(
     seq = 0
     log = DedupeLog.open(path, cache_size=cache, sync=False)
     try:
-        for op, arg in ops:
+        for now, (op, arg) in enumerate(ops, start=1_000):
             if op == "begin":
                 want = BeginStatus(oracle[arg].state) if arg in oracle else NEW
                 if arg not in oracle:
@@ -274,13 +242,13 @@ def test_matches_a_dict_oracle(
                         log.finish(arg, ok(arg))
             elif op == "ack":
                 fresh = {i for i in arg if i in oracle and oracle[i].state == "done" and not oracle[i].acked}
-                assert log.acknowledge(arg) == len(fresh)
+                assert log.acknowledge(arg, at_ms=now) == len(fresh)
                 for i in fresh:
                     oracle[i].acked = True
+                    oracle[i].acked_at = now
             elif op == "prune":
-                acked = sorted((e for e in oracle if oracle[e].acked), key=lambda e: oracle[e].seq)
-                drop = acked[: max(0, len(acked) - arg)]
-                assert log.prune(arg) == len(drop)
+                drop = [e for e in oracle if oracle[e].acked and oracle[e].acked_at <= now - arg]
+                assert log.prune_older_than(now - arg) == len(drop)
                 for eid in drop:
                     del oracle[eid]
             else:  # a restart: what was running is interrupted, and recover() finishes it
@@ -340,17 +308,8 @@ def test_store_settle_keeps_values_and_order_and_a_missing_key_changes_nothing(s
     with pytest.raises(KeyError):
         store.settle(["c", "missing"])
     assert store.get("c") == (b"3", False)
-    assert store.prune_settled(1) == ["a"]  # settled in insertion order, not settling order
-
-
-def test_store_prunes_the_oldest_settled_keys_only(store: ExecutionLog) -> None:
-    store.insert_many([(k, b"v") for k in "abcde"])
-    store.update([(k, b"v", True) for k in "abd"])
-    assert store.prune_settled(1) == ["a", "b"]
-    assert [k for k, _ in store.unsettled()] == ["c", "e"]
-    assert store.prune_settled(5) == [] and len(store) == 3
-    with pytest.raises(ValueError):
-        store.prune_settled(-1)
+    # settled together: in insertion order, not settling order
+    assert store.prune_settled_before(2**62, 1) == ["a"]
 
 
 def test_store_refuses_bad_keys_and_use_after_close(store: ExecutionLog) -> None:

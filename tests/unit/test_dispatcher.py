@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
-from raftsched.model import TaskSpec
+from raftsched.leader import writes
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal, Term
+from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.model import Lock, LockMode, ManualTrigger, TaskSpec
 from raftsched.sharding.ring import ShardRing
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
-from tests.unit.test_fsm_executors import join
+from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, tick
 
 SETTINGS = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
 
@@ -31,11 +34,19 @@ def setup(
     return state, d
 
 
-def step(state: SchedulerState, d: Dispatcher, data: bytes, now: int) -> logpb.CommandResult:
+def step(
+    state: SchedulerState, d: Dispatcher, data: bytes | DispatchProposal, now: int
+) -> logpb.CommandResult:
     """Apply a command as the log would, and feed its effects to the dispatcher."""
-    applied = state.apply(data)
+    applied = state.apply(data.encode() if isinstance(data, DispatchProposal) else data)
     d.on_effects(applied.effects, now)
     return applied.result
+
+
+def term(d: Dispatcher) -> Term:
+    """The dispatcher's current leadership state (it must lead)."""
+    assert d.term is not None, "the dispatcher does not lead"
+    return d.term
 
 
 def test_nothing_is_sent_before_its_assignment_commits() -> None:
@@ -87,11 +98,9 @@ def test_heartbeats_keep_leases_and_silence_expires_them_into_a_retry() -> None:
     other = "ex1" if executor == "ex2" else "ex2"
     assert d.heartbeat(executor, [item.execution_id], T0 + 3 * S)
     assert d.heartbeat(other, [], T0 + 3 * S)
-    assert not [
-        c for c in d.poll(T0 + 5 * S) if logpb.Command.FromString(c).WhichOneof("body") == "report_results"
-    ]
+    assert not [c for c in d.poll(T0 + 5 * S) if c.command.WhichOneof("body") == "report_results"]
     commands = d.poll(T0 + 7 * S)  # no heartbeat for its attempt since T0+3s: lease lost
-    bodies = [logpb.Command.FromString(c) for c in commands]
+    bodies = [c.command for c in commands]
     lost = [c for c in bodies if c.WhichOneof("body") == "report_results"]
     assert lost and lost[0].report_results.results[0].lost
     retry_at = lost[0].report_results.results[0].retry_at_ms
@@ -106,12 +115,10 @@ def test_a_silent_executor_is_declared_dead_once() -> None:
     _, d = setup()
     # A new leader gives executors one extra lease (3 s here) to find it before judging them.
     d.heartbeat("ex1", [], T0 + 5 * S)
-    assert not [
-        c for c in d.poll(T0 + 5 * S) if logpb.Command.FromString(c).WhichOneof("body") == "executor_leave"
-    ]
-    first = [logpb.Command.FromString(c) for c in d.poll(T0 + 7 * S)]
+    assert not [c for c in d.poll(T0 + 5 * S) if c.command.WhichOneof("body") == "executor_leave"]
+    first = [c.command for c in d.poll(T0 + 7 * S)]
     assert [c.executor_leave.name for c in first if c.WhichOneof("body") == "executor_leave"] == ["ex2"]
-    again = [logpb.Command.FromString(c) for c in d.poll(T0 + 7 * S + 100)]
+    again = [c.command for c in d.poll(T0 + 7 * S + 100)]
     assert not [c for c in again if c.WhichOneof("body") == "executor_leave"]
 
 
@@ -129,6 +136,25 @@ def test_a_new_leader_resends_assigned_attempts_to_the_same_executor_with_fresh_
     assert successor.leases[item.execution_id].expires_ms == T0 + 10 * S + 2 * SETTINGS.lease_ms
 
 
+def test_a_new_leadership_starts_from_a_fresh_term() -> None:
+    """Nothing a leadership learned outlives it: stepping down drops its term, and taking over
+    again builds a new one from the replicated state alone."""
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    d.heartbeat("ex1", [], T0 + 5 * S)
+    proposals = d.poll(T0 + 7 * S)  # ex2 silent: declared dead (not applied); t's attempt placed
+    assert {p.kind for p in proposals} == {"dead", "assign"}
+    first = term(d)
+    assert first.liveness.declared_dead == {"ex2"} and first.holdings.used
+    d.step_down()
+    assert d.term is None and not d.leading and d.poll(T0 + 7 * S) == [] and d.take_outbox() == []
+    d.become_leader(2, T0 + 8 * S)
+    again = term(d)
+    assert again is not first and again.epoch == 2
+    assert not again.liveness.declared_dead and not again.holdings.used  # the reservation was not applied
+    assert list(d.waiting) == [(f"t@{T0 + S}", 0)]  # from the state: the attempt still waits
+
+
 def test_a_refused_assignment_is_released_for_another_try() -> None:
     state, d = setup()
     step(state, d, tick("t", 1, T0 + S), T0 + S)
@@ -136,6 +162,23 @@ def test_a_refused_assignment_is_released_for_another_try() -> None:
     d.release(assign)  # the proposal failed
     assert all(not w.reserved_for for w in d.waiting.values())
     assert d.poll(T0 + S)  # placed again
+
+
+def test_a_late_release_from_an_earlier_term_leaves_the_new_terms_reservation() -> None:
+    """A proposal of a previous leadership completing after this node took over again must not
+    free what the new term reserved: the attempt would be placed twice."""
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    [old] = d.poll(T0 + S)
+    d.step_down()
+    d.become_leader(2, T0 + S)
+    [new] = d.poll(T0 + S)
+    assert new.kind == "assign" and new.command.epoch == 2
+    d.release(old)  # the first term's proposal completes late
+    assert all(w.reserved_for for w in d.waiting.values())
+    assert d.poll(T0 + S) == []  # not placed again while the new term's proposal is in flight
+    d.release(new)
+    assert all(not w.reserved_for for w in d.waiting.values())
 
 
 # -- workflows: backfill share and killed runs ------------------------------------------------------
@@ -193,4 +236,70 @@ def test_killing_a_workflow_run_cancels_its_running_attempt_on_the_executor() ->
     assert step(state, d, codec.encode_command(cmd), T0 + S).ok
     [(to, cancel)] = d.take_outbox()
     assert (to, cancel.execution_id, cancel.cancel) == (executor, item.execution_id, True)
-    assert not d.leases and not d.backfill_busy
+    assert not d.leases and not term(d).holdings.backfill_busy
+
+
+# -- admission: one check for every placement path ---------------------------------------------------
+
+
+@pytest.mark.parametrize("cpu", [0.0, 1.0], ids=["ring-owner", "sized"])
+def test_every_placement_path_records_lock_waits_and_lets_no_shared_holder_starve_a_waiter(
+    cpu: float,
+) -> None:
+    """An attempt held back by a lock is named in the command with its reason, and a later attempt
+    that wants a lock an earlier waiter waits for waits too (else a stream of shared holders
+    starves an exclusive waiter). Attempts that declare cpu (``sized``) walk the ring by another
+    path; it used to skip both (issue 27)."""
+    from tests.unit.test_placement import join as join_sized
+
+    state = fresh()
+    assert state.apply(join_sized("ex1", slots=4, cpu=8)).result.ok
+    for name, mode in (("hold", LockMode.SHARED), ("x", LockMode.EXCLUSIVE), ("s", LockMode.SHARED)):
+        spec = TaskSpec(name, ManualTrigger(), command="x", resource_cpu=cpu, locks=(Lock("db", mode),))
+        assert create(state, spec).ok
+    d = Dispatcher(state, SETTINGS, random.Random(7))
+    d.become_leader(1, T0)
+    step(state, d, writes.trigger_now("hold", "", now_ms=T0 + 1, epoch=1, origin="n1", key=""), T0 + 1)
+    [assign] = d.poll(T0 + 1)
+    step(state, d, assign, T0 + 1)
+    assert [v.name for v in state.locks()] == ["db"]  # hold runs, sharing db
+    for i, name in enumerate(("x", "s"), start=2):
+        step(state, d, writes.trigger_now(name, "", now_ms=T0 + i, epoch=1, origin="n1", key=""), T0 + i)
+    [cmd] = [c.command for c in d.poll(T0 + 10)]
+    waits = {w.run_id.partition("@")[0]: w.reason for w in cmd.assign_attempts.waits}
+    assert waits == {"x": "lock db: held", "s": "lock db: held"}
+    assert not cmd.assign_attempts.assignments  # s may share db with hold, but x waits first
+    step(state, d, cmd.SerializeToString(), T0 + 10)
+    assert d.poll(T0 + 11) == []  # the reasons are recorded once, not on every tick
+
+
+# -- holdings: what a reservation or a lease takes is given back in one place ------------------------
+
+
+def test_holdings_give_back_everything_a_reservation_or_a_lease_took() -> None:
+    from raftsched.fsm.policy import Need as PolicyNeed
+    from raftsched.leader.dispatch.leases import Holdings, Lease
+    from raftsched.sharding.placement import Need
+
+    def empty(h: Holdings) -> bool:
+        return (
+            not any(h.used.values())
+            and h.held.used("ex1") == (0, 0.0, 0)
+            and not h.backfill_busy
+            and not h.reserved.by_key
+        )
+
+    h = Holdings()
+    key, need, policy = ("r", 0), Need(cpu=2.0, memory_mb=512), PolicyNeed((), (Lock("db"),))
+    h.reserve(key, "ex1", need, policy, backfill=True)  # proposed, not applied
+    assert (h.used["ex1"], h.held.used("ex1"), h.reserved.exclusive) == (1, (1, 2.0, 512), {"db": 1})
+    h.release(key, "ex1")  # the proposal failed
+    assert empty(h)
+    h.take(key, "ex1", need)  # assigned and leased
+    h.leases["r/0/1"] = Lease("r/0/1", "r", "t", 0, 1, "ex1", expires_ms=1, deadline_ms=0)
+    h.backfill_busy.add(key)
+    assert h.drop("r/0/1") is not None and empty(h)
+    assert h.drop("r/0/1") is None and empty(h)  # twice is harmless
+    h.take(key, "ex1", need)
+    h.leases["r/0/1"] = Lease("r/0/1", "r", "t", 0, 1, "ex1", expires_ms=1, deadline_ms=0)
+    assert h.void("ex1") == ["r/0/1"] and empty(h) and not h.leases  # its executor died

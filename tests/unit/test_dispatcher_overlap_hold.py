@@ -13,11 +13,11 @@ import random
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
-from tests.unit.test_dispatcher import SETTINGS, setup, step
-from tests.unit.test_fsm import T0, S, barrier, tick
+from tests.support.fsm import T0, S, barrier, tick
+from tests.unit.test_dispatcher import SETTINGS, setup, step, term
 
 LEASE = SETTINGS.lease_ms
 TAKEOVER = T0 + 10 * S
@@ -40,9 +40,9 @@ def inherited() -> tuple[SchedulerState, Dispatcher, str, str]:
 
 
 def _result(d: Dispatcher, executor: str, exec_id: str, now: int) -> bytes:
-    data = d.results(executor, [pb.ExecResult(execution_id=exec_id, success=True)], now)
-    assert data is not None
-    return data
+    proposal = d.results(executor, [pb.ExecResult(execution_id=exec_id, success=True)], now)
+    assert proposal is not None
+    return proposal.encode()
 
 
 def test_the_hold_is_in_place_before_the_dispatcher_says_it_leads() -> None:
@@ -108,8 +108,8 @@ def test_a_lost_lease_ends_the_wait_once_the_loss_is_applied() -> None:
     expiry = d.leases[exec_id].expires_ms
     assert expiry == TAKEOVER + 2 * LEASE  # the takeover grace plus one lease
     commands = d.poll(expiry)
-    lost = [c for c in commands if logpb.Command.FromString(c).WhichOneof("body") == "report_results"]
-    assert lost and logpb.Command.FromString(lost[0]).report_results.results[0].lost
+    lost = [c for c in commands if c.command.WhichOneof("body") == "report_results"]
+    assert lost and lost[0].command.report_results.results[0].lost
     assert d.overlap_unknown("t", 2)  # proposed, not applied
     for c in commands:
         step(state, d, c, expiry)
@@ -162,8 +162,9 @@ def test_an_old_executor_without_the_finished_list_is_taken_at_its_word() -> Non
 
 def test_stepping_down_forgets_the_wait() -> None:
     _, d, _, _ = inherited()
+    assert term(d).takeover.unknown_tasks == {"t": 1}
     d.step_down()
-    assert d.inherited == {} and d.unknown_tasks == {}
+    assert d.term is None  # the takeover's state went with the term
     assert d.overlap_unknown("t", 2)  # not leading epoch 2 any more: the driver must not decide
 
 
@@ -178,7 +179,7 @@ def test_an_attempt_its_executor_does_not_list_is_sent_again_at_once_and_holds_u
     assert d.heartbeat(executor, [], TAKEOVER + 100, started=[])
     [(to, item)] = d.take_outbox()
     assert (to, item.execution_id) == (executor, exec_id)
-    assert d.resent_unheld == 1
+    assert term(d).takeover.resent_unheld == 1
     assert d.overlap_unknown("t", 2)  # not running: a fire skipped now would be false
     # Held but not started yet (waiting for the re-send on its new stream): still unknown.
     assert d.heartbeat(executor, [exec_id], TAKEOVER + 150, started=[])
@@ -213,7 +214,7 @@ def test_a_run_fired_before_an_executor_found_the_new_leader_holds_until_it_star
     d.heartbeat(executor, [exec_id], TAKEOVER + 100, started=[exec_id])
     assert not d.overlap_unknown("t", 2)
     other = "ex1" if executor == "ex2" else "ex2"
-    assert other in d.unconfirmed  # it has not heartbeated this leader yet
+    assert other in term(d).liveness.unconfirmed  # it has not heartbeated this leader yet
     step(state, d, _result(d, executor, exec_id, TAKEOVER + 200), TAKEOVER + 200)
     step(state, d, tick("t", 1, TAKEOVER + 1000, epoch=2), TAKEOVER + 1000)
     assert d.overlap_unknown("t", 2)  # its attempt may wait for `other`
@@ -223,7 +224,7 @@ def test_a_run_fired_before_an_executor_found_the_new_leader_holds_until_it_star
     d.heartbeat(to, [item.execution_id], TAKEOVER + 1100, started=[item.execution_id])
     assert not d.overlap_unknown("t", 2)
     d.heartbeat(other, [], TAKEOVER + 1200)
-    assert not d.unconfirmed  # every executor reached the new leader: nothing new is held
+    assert not term(d).liveness.unconfirmed  # every executor reached the new leader: nothing new is held
     step(state, d, _result(d, to, item.execution_id, TAKEOVER + 1300), TAKEOVER + 1300)
     step(state, d, tick("t", 1, TAKEOVER + 2000, epoch=2), TAKEOVER + 2000)
     assert not d.overlap_unknown("t", 2)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.v1 import log_pb2 as logpb
+from tests.support.fsm import T0, S, tick
 from tests.unit.test_dispatcher import SETTINGS, setup, step
-from tests.unit.test_fsm import T0, S, tick
 
 
 def dispatched(state: SchedulerState, d: Dispatcher) -> tuple[str, str]:
@@ -19,8 +19,8 @@ def dispatched(state: SchedulerState, d: Dispatcher) -> tuple[str, str]:
     return executor, item.execution_id
 
 
-def bodies(commands: list[bytes], kind: str) -> list[logpb.Command]:
-    cmds = [logpb.Command.FromString(c) for c in commands]
+def bodies(commands: list[DispatchProposal], kind: str) -> list[logpb.Command]:
+    cmds = [c.command for c in commands]
     return [c for c in cmds if c.WhichOneof("body") == kind]
 
 

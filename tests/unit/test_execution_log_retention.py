@@ -49,14 +49,6 @@ def test_store_prunes_by_settle_time_oldest_first_in_bounded_steps(store: Execut
         store.prune_settled_before(0, 0)
 
 
-def test_store_count_pruning_also_leaves_the_time_index(store: ExecutionLog) -> None:
-    store.insert_many([(k, b"v") for k in "abc"])
-    store.settle(["a", "b", "c"], 100)
-    assert store.prune_settled(1) == ["a", "b"]
-    assert store.prune_settled_before(100, 10) == ["c"]
-    assert len(store) == 0
-
-
 def test_store_sizes_count_entries_and_bytes(store: ExecutionLog) -> None:
     assert store.sizes()[0] == 0
     store.insert_many([(f"k{i}", b"x" * 100) for i in range(50)])

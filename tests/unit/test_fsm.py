@@ -10,8 +10,6 @@ clock, no sleeps: every time is an explicit millisecond value.
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
 from raftsched import codec
@@ -21,147 +19,32 @@ from raftsched.fsm.effects import AttemptReady, TaskArmed
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.model import CronTrigger, IntervalTrigger, ManualTrigger, Overlap, TaskSpec
-from raftsched.storage.memory import MemoryStore
+from raftsched.model import IntervalTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as pb
-
-T0 = 1_700_000_040_000  # a whole minute
-S = 1000
-EVERY_SECOND = CronTrigger("* * * * * *")
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def fresh(retention: Retention | None = None) -> SchedulerState:
-    return SchedulerState.load(MemoryStore(), retention)
-
-
-def apply(state: SchedulerState, data: bytes) -> pb.CommandResult:
-    return state.apply(data).result
-
-
-def domain(state: SchedulerState) -> str:
-    """Digest of the replicated image without the apply-chain fingerprint."""
-    h = hashlib.sha256()
-    for key, value in state.replicated_items():
-        if key == keys.META:
-            meta = pb.Meta.FromString(value)
-            if "chain" in pb.Meta.DESCRIPTOR.fields_by_name:
-                meta.ClearField("chain")
-            value = meta.SerializeToString(deterministic=True)
-        h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
-    return h.hexdigest()
-
-
-def create(
-    state: SchedulerState,
-    spec: TaskSpec,
-    *,
-    now: int = T0,
-    epoch: int = 1,
-    key: str = "",
-    disabled: bool = False,
-) -> pb.CommandResult:
-    return apply(
-        state, writes.create_task(spec, disabled=disabled, now_ms=now, epoch=epoch, origin="n1", key=key)
-    )
-
-
-def update(
-    state: SchedulerState, spec: TaskSpec, *, now: int, expected_version: int = 0, epoch: int = 1
-) -> pb.CommandResult:
-    data = writes.update_task(
-        state, spec, expected_version=expected_version, now_ms=now, epoch=epoch, origin="n1", key=""
-    )
-    return apply(state, data)
-
-
-def set_enabled(
-    state: SchedulerState, name: str, enabled: bool, *, now: int, epoch: int = 1
-) -> pb.CommandResult:
-    return apply(
-        state, writes.set_enabled(state, name, enabled, now_ms=now, epoch=epoch, origin="n1", key="")
-    )
-
-
-def trigger(
-    state: SchedulerState, name: str, *, now: int, params: str = "", key: str = "", epoch: int = 1
-) -> pb.CommandResult:
-    return apply(state, writes.trigger_now(name, params, now_ms=now, epoch=epoch, origin="n1", key=key))
-
-
-def delete(state: SchedulerState, name: str, *, now: int, epoch: int = 1) -> pb.CommandResult:
-    return apply(state, writes.delete_task(name, now_ms=now, epoch=epoch, origin="n1", key=""))
-
-
-def fire(
-    nominal: int, outcome: int = pb.FIRED, *, through: int = 0, count: int = 1, reason: str = ""
-) -> pb.Fire:
-    return pb.Fire(nominal_ms=nominal, outcome=outcome, through_ms=through, count=count, reason=reason)  # type: ignore[arg-type]
-
-
-def entry(task: str, version: int, fires: list[pb.Fire], *, watermark: int, next_fire: int) -> pb.TaskFires:
-    return pb.TaskFires(
-        task=task, version=version, fires=fires, watermark_ms=watermark, next_fire_ms=next_fire
-    )
-
-
-def batch(now: int, *entries: pb.TaskFires, epoch: int = 1) -> bytes:
-    cmd = pb.Command(epoch=epoch, now_ms=now, origin="n1")
-    cmd.fire_batch.SetInParent()
-    cmd.fire_batch.tasks.extend(entries)
-    return codec.encode_command(cmd)
-
-
-def tick(task: str, version: int, at: int, *, epoch: int = 1) -> bytes:
-    """The batch an on-time leader proposes for a per-second task at ``at``."""
-    return batch(at, entry(task, version, [fire(at)], watermark=at, next_fire=at + S), epoch=epoch)
-
-
-def barrier(now: int, epoch: int) -> bytes:
-    cmd = pb.Command(epoch=epoch, now_ms=now, origin="n2")
-    cmd.barrier.node_id = "n2"
-    return codec.encode_command(cmd)
-
-
-def report(now: int, *results: tuple[str, int, int, bool], epoch: int = 1) -> bytes:
-    cmd = pb.Command(epoch=epoch, now_ms=now, origin="n1")
-    cmd.report_results.SetInParent()
-    for run_id, shard, attempt, ok in results:
-        cmd.report_results.results.add(run_id=run_id, shard=shard, attempt=attempt, success=ok)
-    return codec.encode_command(cmd)
-
-
-def raw_create(spec: pb.TaskSpec, *, now: int = T0, next_fire: int = 0) -> bytes:
-    """A CreateTask with a spec injected straight into the proto (no client-side validation)."""
-    cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
-    cmd.create_task.spec.CopyFrom(spec)
-    cmd.create_task.next_fire_ms = next_fire
-    return codec.encode_command(cmd)
-
-
-def fires_of(state: SchedulerState, task: str) -> list[pb.FireRecord]:
-    lo, hi = keys.per_task_prefix(keys.FIRE, task), keys.per_task_end(keys.FIRE, task)
-    return [pb.FireRecord.FromString(v) for _, v in state.store.scan(lo, hi)]
-
-
-def runs_of(state: SchedulerState, task: str) -> list[pb.Run]:
-    lo, hi = keys.per_task_prefix(keys.RUN, task), keys.per_task_end(keys.RUN, task)
-    return [pb.Run.FromString(v) for _, v in state.store.scan(lo, hi)]
-
-
-def record(state: SchedulerState, name: str) -> pb.TaskRecord:
-    rec = state.get_task(name)
-    assert rec is not None
-    return rec
-
-
-def with_task(spec: TaskSpec | None = None, **kwargs: object) -> SchedulerState:
-    state = fresh(**kwargs)  # type: ignore[arg-type]
-    assert create(state, spec or TaskSpec("t", EVERY_SECOND, command="true")).ok
-    return state
-
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    apply,
+    barrier,
+    batch,
+    create,
+    delete,
+    domain,
+    entry,
+    fire,
+    fires_of,
+    fresh,
+    raw_create,
+    record,
+    report,
+    runs_of,
+    set_enabled,
+    tick,
+    trigger,
+    update,
+    with_task,
+)
 
 # --------------------------------------------------------------------------- create / get / list
 

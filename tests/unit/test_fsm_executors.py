@@ -6,64 +6,25 @@ from __future__ import annotations
 from raftsched import codec
 from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, ExecutorChanged
-from raftsched.fsm.state import SchedulerState
 from raftsched.model import Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, domain, fresh, tick
-
-
-def command(now: int, epoch: int = 1) -> pb.Command:
-    return pb.Command(epoch=epoch, now_ms=now, origin="n1")
-
-
-def join(name: str, slots: int = 4, now: int = T0) -> bytes:
-    cmd = command(now)
-    cmd.executor_join.name = name
-    cmd.executor_join.slots = slots
-    return codec.encode_command(cmd)
-
-
-def leave(name: str, now: int, dead: bool = True, retry_at: int = 0) -> bytes:
-    cmd = command(now)
-    cmd.executor_leave.name = name
-    cmd.executor_leave.dead = dead
-    cmd.executor_leave.retry_at_ms = retry_at
-    return codec.encode_command(cmd)
-
-
-def assign(now: int, *items: tuple[str, int, int, str]) -> bytes:
-    cmd = command(now)
-    cmd.assign_attempts.SetInParent()
-    for run_id, shard, attempt, executor in items:
-        cmd.assign_attempts.assignments.add(run_id=run_id, shard=shard, attempt=attempt, executor=executor)
-    return codec.encode_command(cmd)
-
-
-def result(now: int, run_id: str, attempt: int, executor: str, ok: bool, **extra: object) -> bytes:
-    cmd = command(now)
-    cmd.report_results.results.add(
-        run_id=run_id,
-        shard=0,
-        attempt=attempt,
-        executor=executor,
-        success=ok,
-        **extra,
-    )
-    return codec.encode_command(cmd)
-
-
-def run_of(state: SchedulerState, run_id: str) -> pb.Run:
-    raw = state.store.get(keys.run_key_for_id(run_id))
-    assert raw is not None
-    return pb.Run.FromString(raw)
-
-
-def one_run(retries: int = 0) -> tuple[SchedulerState, str]:
-    state = fresh()
-    assert create(state, TaskSpec("t", EVERY_SECOND, max_retries=retries, owner="ops", command="true")).ok
-    assert apply(state, join("ex1")).ok and apply(state, join("ex2")).ok
-    assert apply(state, tick("t", 1, T0 + S)).fired == 1
-    return state, f"t@{T0 + S}"
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    apply,
+    assign,
+    command,
+    create,
+    domain,
+    fresh,
+    join,
+    leave,
+    one_run,
+    result,
+    run_of,
+    tick,
+)
 
 
 def test_join_validates_and_is_replicated_membership() -> None:

@@ -8,7 +8,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.membership import config_members, describe_mismatch
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, fresh
+from tests.support.fsm import T0, fresh
 
 SECRET = "a-secret-of-some-length"
 

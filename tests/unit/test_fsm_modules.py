@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.fsm.workflows import TaskHost
+from tests.support.fsm import fresh
 from tests.unit.test_architecture import FORBIDDEN_IN_PURE, imported_roots
-from tests.unit.test_fsm import fresh
 
 PKG = Path(__file__).resolve().parents[2] / "raftsched"
 FSM_MODULES = sorted(p.name for p in (PKG / "fsm").glob("*.py"))

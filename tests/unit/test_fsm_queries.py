@@ -8,21 +8,23 @@ from raftsched.abc import StoreReader
 from raftsched.fsm import queries
 from raftsched.model import Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import (
+from tests.support.fsm import (
     EVERY_SECOND,
     T0,
     S,
     apply,
+    apply_wf,
     batch,
     create,
     entry,
+    etl_spec,
     fire,
     fresh,
     report,
+    start,
     tick,
     with_task,
 )
-from tests.unit.test_fsm_workflows import apply_wf, etl_spec, start
 
 
 def no_reader() -> StoreReader:

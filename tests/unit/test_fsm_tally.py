@@ -6,7 +6,7 @@ from __future__ import annotations
 from raftsched.model import TaskSpec
 from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import (
+from tests.support.fsm import (
     EVERY_SECOND,
     T0,
     S,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from raftsched.fsm.timeline import TIMELINE_CAP, describe
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, apply
-from tests.unit.test_fsm_executors import assign, leave, one_run, result, run_of
+from tests.support.fsm import T0, S, apply, assign, leave, one_run, result, run_of
 
 
 def events(run: pb.Run) -> list[tuple[str, int, int, str]]:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from raftsched import codec
 from raftsched.fsm.state import MAX_FREE_REPLACEMENTS
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, apply
-from tests.unit.test_fsm_executors import assign, command, one_run, result, run_of
+from tests.support.fsm import T0, S, apply, assign, command, one_run, result, run_of
 
 
 def lost(now: int, run_id: str, attempt: int, unstarted: bool) -> bytes:

@@ -11,9 +11,20 @@ from raftsched.fsm.effects import RunCancelled, TaskArmed
 from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, apply, domain, fresh
-from tests.unit.test_fsm_executors import command, join
-from tests.unit.test_fsm_workflows import W, apply_wf, complete, etl_spec, start
+from tests.support.fsm import (
+    T0,
+    S,
+    W,
+    apply,
+    apply_wf,
+    command,
+    complete,
+    domain,
+    etl_spec,
+    fresh,
+    join,
+    start,
+)
 
 TRIGGER = wf_mod.trigger_name(W)
 

@@ -11,7 +11,7 @@ from raftsched.fsm import keys
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, apply, domain, fresh
+from tests.support.fsm import T0, apply, domain, fresh
 
 STAMP: dict[str, Any] = {"now_ms": T0, "epoch": 1, "origin": "n1"}
 

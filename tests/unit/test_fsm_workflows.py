@@ -11,78 +11,24 @@ from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.effects import AttemptReady, RunCancelled
 from raftsched.fsm.state import SchedulerState
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, apply, domain, fresh
-from tests.unit.test_fsm_executors import assign, command, join
-
-W = "etl"
-
-
-def etl_spec(**extra: object) -> pb.WorkflowSpec:
-    spec = pb.WorkflowSpec(name=W, params_json='{"region": "eu"}', **extra)  # type: ignore[arg-type]
-    spec.tasks.add(name="extract", command="extract --date {{ ds }} --region {{ params.region }}")
-    spec.tasks.add(name="validate", command="validate {{ ds }}", depends_on=[pb.Dependency(task="extract")])
-    spec.tasks.add(
-        name="load",
-        command="load",
-        env={"DAY": "{{ ds_nodash }}"},
-        depends_on=[pb.Dependency(task="extract"), pb.Dependency(task="validate")],
-    )
-    return spec
-
-
-def apply_wf(
-    state: SchedulerState, spec: pb.WorkflowSpec, now: int = T0, next_fire: int = 0
-) -> pb.CommandResult:
-    cmd = command(now)
-    cmd.apply_workflow.spec.CopyFrom(spec)
-    cmd.apply_workflow.next_fire_ms = next_fire
-    return apply(state, codec.encode_command(cmd))
-
-
-def start(state: SchedulerState, now: int = T0, logical: int = T0, params: str = "") -> pb.WorkflowRun:
-    cmd = command(now)
-    cmd.start_workflow_run.workflow = W
-    cmd.start_workflow_run.logical_ms = logical
-    cmd.start_workflow_run.params_json = params
-    res = apply(state, codec.encode_command(cmd))
-    assert res.ok, res.message
-    return res.workflow_run
-
-
-def op(state: SchedulerState, kind: int, run_id: str, task: str = "", now: int = T0) -> pb.CommandResult:
-    cmd = command(now)
-    cmd.workflow_run_op.op = kind  # type: ignore[assignment]
-    cmd.workflow_run_op.run_id = run_id
-    cmd.workflow_run_op.task = task
-    return apply(state, codec.encode_command(cmd))
-
-
-def task_states(state: SchedulerState, run_id: str) -> dict[str, str]:
-    wr = state.get_workflow_run(run_id)
-    assert wr is not None
-    return {t.name: pb.WorkflowTaskState.Name(t.state).removeprefix("TASK_") for t in wr.tasks}
-
-
-def task_run(state: SchedulerState, run_id: str, task: str) -> pb.Run:
-    wr = state.get_workflow_run(run_id)
-    assert wr is not None
-    rid = next(t.run_id for t in wr.tasks if t.name == task)
-    run = state.active_run(rid)
-    assert run is not None, f"{task} has no active task run"
-    return run
-
-
-def complete(
-    state: SchedulerState, run_id: str, task: str, ok: bool = True, now: int = T0, **extra: object
-) -> pb.CommandResult:
-    """Assign the task's run to executor x1 and report its result."""
-    run = task_run(state, run_id, task)
-    assert apply(state, assign(now, (run.run_id, 0, run.shards[0].attempt, "x1"))).accounted == 1
-    cmd = command(now)
-    cmd.report_results.results.add(
-        run_id=run.run_id, shard=0, attempt=run.shards[0].attempt, executor="x1", success=ok, **extra
-    )
-    return apply(state, codec.encode_command(cmd))
+from tests.support.fsm import (
+    T0,
+    S,
+    W,
+    apply,
+    apply_wf,
+    assign,
+    command,
+    complete,
+    domain,
+    etl_spec,
+    fresh,
+    join,
+    op,
+    start,
+    task_run,
+    task_states,
+)
 
 
 def ready_state() -> tuple[SchedulerState, pb.WorkflowRun]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import json_format
 from openapi_spec_validator import validate
 
 from raftsched.errors import InvalidSpec, NotFound, NotLeader
@@ -22,6 +23,8 @@ from raftsched.rpc.http_api import (
     HttpApi,
     LocalCalls,
     build_request,
+    merge_patch,
+    message_to_json,
     query_fields,
 )
 from raftsched.rpc.plumbing import rpc
@@ -56,7 +59,17 @@ def test_every_route_names_real_fields() -> None:
             assert method.input_type.fields_by_name[r.body].message_type is not None, r
         if r.response:
             assert r.response.split(".")[0] in method.output_type.fields_by_name, r
-        assert r.method in ("GET", "POST", "PATCH", "DELETE"), r
+        assert r.method in ("GET", "POST", "PUT", "PATCH", "DELETE"), r
+        if r.merge is not None:
+            assert r.method == "PATCH" and r.body == "*", r
+            read = ADMIN.methods_by_name[r.merge.rpc]
+            assert all(p in read.input_type.fields_by_name for p in r.params), r
+            patched = method.input_type.fields_by_name[r.merge.field].message_type
+            assert patched is not None and r.merge.version in method.input_type.fields_by_name, r
+            current: Any = read.output_type
+            for name in r.merge.current.split("."):
+                current = current.fields_by_name[name].message_type
+            assert current is patched, r
         reads = (
             "Get",
             "List",
@@ -175,6 +188,16 @@ def test_only_scalar_fields_are_query_parameters() -> None:
 # -- the gateway over a scripted servicer ----------------------------------------------------------
 
 
+CRON_SPEC = pb.TaskSpec(
+    name="etl-cron",
+    trigger=pb.Trigger(cron=pb.CronTrigger(expr="0 2 * * *", timezone="Asia/Shanghai")),
+    command="run-etl",
+    shards=3,
+    owner="data",
+    selector={"zone": "a", "disk": "ssd"},
+)
+
+
 class Scripted(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
     def __init__(self) -> None:
         self.seen: list[tuple[Any, str, tuple[tuple[str, str], ...]]] = []
@@ -190,6 +213,8 @@ class Scripted(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
             raise NotLeader("this node is not the leader", leader="10.0.0.9:1")
         if request.name == "boom":
             raise RuntimeError("a bug")
+        if request.name == "etl-cron":
+            return pb.TaskReply(task=pb.TaskRecord(spec=CRON_SPEC, version=7))
         return pb.TaskReply(task=pb.TaskRecord(spec=pb.TaskSpec(name=request.name), version=2**60))
 
     @rpc
@@ -202,6 +227,11 @@ class Scripted(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
         if self.polls >= 2:
             runs.append(pb.Run(run_id="etl@2", state=pb.PENDING))
         return pb.ListRunsReply(runs=runs)
+
+    @rpc
+    async def UpdateTask(self, request: pb.UpdateTaskRequest, context: Any) -> pb.TaskReply:
+        self.seen.append((request, caller().principal.id, tuple(context.invocation_metadata())))
+        return pb.TaskReply(task=pb.TaskRecord(spec=request.spec, version=request.expected_version + 1))
 
     @rpc
     async def AddTask(self, request: pb.AddTaskRequest, context: Any) -> pb.TaskReply:
@@ -270,6 +300,8 @@ def test_refusals_are_problem_documents() -> None:
     assert out.status == 500 and "a bug" not in body["detail"]
     out, body = _get(api, "/api/v1/tasks", method="PUT")
     assert out.status == 405 and out.headers["Allow"] == "GET, POST"
+    out, body = _get(api, "/api/v1/tasks/etl", method="POST")
+    assert out.status == 405 and out.headers["Allow"] == "DELETE, GET, PATCH, PUT"
     out, body = _get(api, "/api/v1/nothing")
     assert out.status == 404
 
@@ -415,3 +447,87 @@ def test_a_node_with_a_damaged_store_refuses_api_calls_as_its_grpc_port_does() -
     damage = "data.mdb: content checksum mismatch"
     out, body = _get(api, "/api/v1/tasks/etl", token=None)
     assert out.status == 503 and "stored state is damaged" in body["detail"]
+
+
+# -- PATCH is a merge patch, PUT replaces ------------------------------------------------------------
+
+
+def test_merge_patch_follows_rfc_7396_and_the_message() -> None:
+    current = message_to_json(CRON_SPEC)
+    merged = merge_patch(
+        current,
+        {
+            "command": "run-etl --fast",  # replaces
+            "owner": None,  # null: back to its default
+            "trigger": {"cron": {"expr": "30 2 * * *", "timezone": None}},  # merges: UTC now
+            "selector": {"disk": None, "gpu": "yes"},  # a map merges key by key
+            "maxRetries": 2,  # a JSON name works as the proto name does
+        },
+        pb.TaskSpec.DESCRIPTOR,
+    )
+    spec = pb.TaskSpec()
+    json_format.ParseDict(merged, spec)
+    assert spec.command == "run-etl --fast" and spec.owner == "" and spec.shards == 3
+    assert spec.trigger.cron.expr == "30 2 * * *" and spec.trigger.cron.timezone == ""
+    keep = merge_patch(current, {"trigger": {"cron": {"expr": "1 2 * * *"}}}, pb.TaskSpec.DESCRIPTOR)
+    assert keep["trigger"]["cron"] == {"expr": "1 2 * * *", "timezone": "Asia/Shanghai"}
+    assert dict(spec.selector) == {"zone": "a", "gpu": "yes"} and spec.max_retries == 2
+    # A oneof member replaces its siblings: cron becomes manual, not both (which would not parse).
+    manual = merge_patch(current, {"trigger": {"manual": {}}}, pb.TaskSpec.DESCRIPTOR)
+    assert manual["trigger"] == {"manual": {}}
+    assert merge_patch(current, {}, pb.TaskSpec.DESCRIPTOR) == current
+
+
+def test_patch_merges_onto_the_task_at_the_version_read() -> None:
+    api, servicer = _api()
+    body = json.dumps({"spec": {"command": "run-etl --fast", "owner": None}}).encode()
+    out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=body)
+    assert out.status == 200, reply
+    read, update = servicer.seen[-2][0], servicer.seen[-1][0]
+    assert read == pb.GetTaskRequest(name="etl-cron")
+    expected = pb.TaskSpec()
+    expected.CopyFrom(CRON_SPEC)
+    expected.command, expected.owner = "run-etl --fast", ""
+    assert update.spec == expected and update.expected_version == 7  # the version read
+    # An expected_version in the body wins: the servicer refuses it if the task moved on.
+    body = json.dumps({"spec": {"shards": 1}, "expected_version": 6}).encode()
+    _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=body)
+    assert servicer.seen[-1][0].expected_version == 6 and servicer.seen[-1][0].spec.shards == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"spec": "command=x"}, "spec"),
+        ({"spec": {"locks": [None]}}, "spec.locks[0]"),  # a list replaces: no null in it
+        ({"spec": {"name": "other"}}, "spec.name"),
+    ],
+)
+def test_a_bad_patch_names_the_field(body: dict[str, Any], field: str) -> None:
+    api, servicer = _api()
+    out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=json.dumps(body).encode())
+    assert out.status == 400 and reply["field"] == field, reply
+    assert not any(isinstance(seen[0], pb.UpdateTaskRequest) for seen in servicer.seen)
+
+
+def test_patch_refused_by_the_read_answers_as_the_read_does() -> None:
+    api, _ = _api()
+    out, reply = _get(api, "/api/v1/tasks/missing", method="PATCH", body=b'{"spec": {"command": "x"}}')
+    assert out.status == 404, reply
+    out, _ = _get(api, "/api/v1/tasks/follower", method="PATCH", body=b"{}")
+    assert out.status == 307 and out.headers["Location"] == "https://127.0.0.1:8001/api/v1/tasks/follower"
+    out, reply = _get(api, "/api/v1/tasks/etl-cron", token="viewer-token", method="PATCH", body=b"{}")
+    assert out.status == 403 and reply["permission"] == "tasks.write"
+
+
+def test_put_replaces_the_whole_spec() -> None:
+    api, servicer = _api()
+    body = json.dumps({"spec": {"trigger": {"manual": {}}, "command": "x"}, "expected_version": 7}).encode()
+    out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PUT", body=body)
+    assert out.status == 200, reply
+    update = servicer.seen[-1][0]
+    assert update == pb.UpdateTaskRequest(
+        spec=pb.TaskSpec(name="etl-cron", trigger=pb.Trigger(manual=pb.ManualTrigger()), command="x"),
+        expected_version=7,
+    )
+    assert not any(isinstance(seen[0], pb.GetTaskRequest) for seen in servicer.seen)

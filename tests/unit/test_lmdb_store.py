@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 
 import raftsched
 from raftsched.abc import StateStore
+from raftsched.localcluster import wait_until
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.storage.memory import MemoryStore
 
@@ -70,14 +70,6 @@ def in_thread(fn: Callable[[], T]) -> T:
     """Run ``fn`` on another thread and return its result (or raise its exception)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(fn).result(timeout=30)
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached before the deadline")
-        time.sleep(0.001)  # polling a condition, not synchronising by time
 
 
 # -- the contract: every StateStore behaves like this -----------------------------------------
@@ -519,7 +511,7 @@ def test_swap_waits_for_open_readers(tmp_path: Path) -> None:
         with ThreadPoolExecutor(max_workers=1) as pool:
             with b.reader() as r:
                 swap = pool.submit(b.load_snapshot_copy, tmp_path / "snap", 0)
-                wait_for(lambda: b.swaps_waiting() == 1)
+                wait_until(lambda: b.swaps_waiting() == 1, 10, 0.001, "a swap waiting")
                 assert not swap.done()
                 assert r.get(b"old") == b"vold"  # the reader's environment is still open
             assert swap.result(timeout=30) == 2

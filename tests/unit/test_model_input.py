@@ -33,7 +33,6 @@ from raftsched.model import (
     Overlap,
     Runner,
     TaskSpec,
-    parse_misfire,
     parse_params,
     validate_name,
     validate_params,
@@ -154,7 +153,7 @@ def test_quote_shows_at_most_200_characters_then_the_length() -> None:
 def test_a_3_mb_name_or_value_is_not_echoed() -> None:
     huge = "n" * 3_145_728
     assert str(reason(validate_name, huge)) == "name: 3,145,728 characters, at most 128 allowed"
-    msg = str(reason(parse_misfire, huge))
+    msg = str(reason(TaskSpec, "t", command="x", misfire=huge))
     assert len(msg) < 300
     assert "(3,145,728 characters)" in msg
     # The backstop: even a message built from raw input is cut, field path included.

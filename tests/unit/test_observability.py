@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.observability.executor_metrics import ExecutorMetrics, ExecutorSample
 from raftsched.observability.grpc_metrics import MetricsInterceptor
 from raftsched.observability.listener import HttpListener, HttpRequest, HttpResponse, ListenError, Probe
@@ -27,9 +27,9 @@ from raftsched.observability.node_metrics import NodeMetrics, NodeSample
 from raftsched.observability.tally import ApplyTally
 from raftsched.timing.clock import ManualClock
 from tests.promtool import check_metrics
+from tests.support.fsm import T0, S, tick
 from tests.unit.test_dispatcher import setup as dispatcher_setup
 from tests.unit.test_dispatcher import step
-from tests.unit.test_fsm import T0, S, tick
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

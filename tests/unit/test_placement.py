@@ -10,13 +10,25 @@ from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import AttemptReady, RunCancelled
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader.dispatcher import Dispatcher
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import Overlap, TaskSpec
 from raftsched.sharding.placement import Need, could_ever_fit, fits_now, parse_memory_mb
 from raftsched.v1 import log_pb2 as pb
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    apply,
+    assign,
+    command,
+    create,
+    fresh,
+    record,
+    result,
+    run_of,
+    tick,
+)
 from tests.unit.test_alerts import events
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, apply, create, fresh, record, tick
-from tests.unit.test_fsm_executors import assign, command, result, run_of
 
 
 def join(name: str, slots: int = 4, cpu: float = 0.0, memory_mb: int = 0, **labels: str) -> bytes:
@@ -166,7 +178,7 @@ def test_replace_cancels_the_running_run_and_starts_the_new_one() -> None:
 
 
 def fires_of(state: SchedulerState) -> list[pb.FireRecord]:
-    from tests.unit.test_fsm import fires_of as f
+    from tests.support.fsm import fires_of as f
 
     return f(state, "t")
 
@@ -181,11 +193,10 @@ def test_the_dispatcher_walks_the_ring_to_an_executor_with_room() -> None:
     for i in range(1, 7):
         d.on_effects(state.apply(tick("t", 1, T0 + i * S)).effects, T0 + i * S)
     placed: list[str] = []
-    for data in d.poll(T0 + 7 * S):
-        cmd = codec.decode_command(data)
-        if cmd.WhichOneof("body") == "assign_attempts":
-            placed += [a.executor for a in cmd.assign_attempts.assignments]
-            out = state.apply(data)
+    for proposal in d.poll(T0 + 7 * S):
+        if proposal.kind == "assign":
+            placed += [a.executor for a in proposal.command.assign_attempts.assignments]
+            out = state.apply(proposal.encode())
             d.on_effects(out.effects, T0 + 7 * S)
             assert out.result.refused == 0
     assert placed == ["big"] * 4  # 4 slots on big; small can never hold 2 cpus
@@ -249,11 +260,10 @@ def test_a_workflow_task_with_a_selector_is_placed_on_a_matching_executor_only()
     assert out.result.ok, out.result
     d.on_effects(out.effects, T0 + S)
     placed = []
-    for data in d.poll(T0 + S):
-        cmd = codec.decode_command(data)
-        if cmd.WhichOneof("body") == "assign_attempts":
-            placed += [a.executor for a in cmd.assign_attempts.assignments]
-            assert state.apply(data).result.refused == 0
+    for proposal in d.poll(T0 + S):
+        if proposal.kind == "assign":
+            placed += [a.executor for a in proposal.command.assign_attempts.assignments]
+            assert state.apply(proposal.encode()).result.refused == 0
     assert placed == ["gpu", "gpu", "gpu"]
 
 

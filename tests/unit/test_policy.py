@@ -23,8 +23,7 @@ from raftsched.leader.queue import WaitQueue, start_order
 from raftsched.model import Lock, LockMode, ManualTrigger, Overlap, TaskSpec, parse_lock
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.unit.test_fsm import T0, S, apply, create, domain, fresh, trigger
-from tests.unit.test_fsm_executors import assign, join, result, run_of
+from tests.support.fsm import T0, S, apply, assign, create, domain, fresh, join, result, run_of, trigger
 
 # -- the token bucket --------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE, SyncObj
 
 from raftsched.clockwatch import ClockWatch
-from raftsched.consensus.pysyncobj_node import PySyncObjNode, _Raft
+from raftsched.consensus.pysyncobj.node import PySyncObjNode, _Raft
 
 
 def bare_raft() -> _Raft:

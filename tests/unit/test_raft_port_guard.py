@@ -11,15 +11,15 @@ import pytest
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_connection import CONNECTION_STATE
 
-from raftsched.consensus.pysyncobj_node import (
+from raftsched.consensus.pysyncobj.status import decode_status
+from raftsched.consensus.pysyncobj.transport import (
     AUTH_TIMEOUT_S,
     REFUSAL_LOG_EVERY_S,
     REFUSAL_SHOWN_S,
+    GuardedServer,
+    GuardedTransport,
     RaftPortGuard,
-    _bind_address,
-    _GuardedServer,
-    _GuardedTransport,
-    decode_status,
+    bind_address,
 )
 from raftsched.localcluster import free_ports
 
@@ -35,7 +35,7 @@ class FakeClock:
 def test_refusals_are_rate_limited_per_source_and_kind(caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock()
     guard = RaftPortGuard("n1", {"127.0.0.1:7003": "n3"}.get, clock)
-    caplog.set_level(logging.WARNING, logger="raftsched.consensus.pysyncobj_node")
+    caplog.set_level(logging.WARNING, logger="raftsched.consensus.pysyncobj.transport")
     for port in range(40000, 40010):
         guard.refused(f"10.0.0.9:{port}", f"frame length {port} outside 1..65536 bytes")
     guard.refused("10.0.0.9:41000", "did not authenticate within 3 s")
@@ -70,9 +70,9 @@ def test_a_refused_peer_shows_in_status_while_disconnected() -> None:
 
 
 def test_the_bind_address_is_the_configured_one() -> None:
-    assert _bind_address("127.0.0.1:7001") == "127.0.0.1:7001"
-    assert _bind_address("[::1]:7001") == "::1:7001"
-    assert _bind_address("node-a.internal:7001") == "node-a.internal:7001"
+    assert bind_address("127.0.0.1:7001") == "127.0.0.1:7001"
+    assert bind_address("[::1]:7001") == "::1:7001"
+    assert bind_address("node-a.internal:7001") == "node-a.internal:7001"
 
 
 class _Conn:
@@ -87,8 +87,8 @@ class _Conn:
         self.sent.append(message)
 
 
-def _transport(conn: _Conn) -> _GuardedTransport:
-    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
+def _transport(conn: _Conn) -> GuardedTransport:
+    transport: GuardedTransport = GuardedTransport.__new__(GuardedTransport)
     transport._syncObj = type("S", (), {"encryptor": object()})()
     transport._connections = {"n2": conn}
     transport._send_random_sleep_duration = 0
@@ -155,9 +155,9 @@ class _FailingAccept:
         self._sock.close()
 
 
-def _rebinding_transport() -> _GuardedTransport:
-    """A transport with what :meth:`_GuardedTransport._rebind` reads (bindRetryTime 0.5 s)."""
-    transport: _GuardedTransport = _GuardedTransport.__new__(_GuardedTransport)
+def _rebinding_transport() -> GuardedTransport:
+    """A transport with what :meth:`GuardedTransport._rebind` reads (bindRetryTime 0.5 s)."""
+    transport: GuardedTransport = GuardedTransport.__new__(GuardedTransport)
     transport._syncObj = type("S", (), {"conf": type("C", (), {"bindRetryTime": 0.5})()})()
     transport._raftsched_guard = RaftPortGuard("n1")
     transport._raftsched_rebind_at = 0.0
@@ -172,7 +172,7 @@ def test_a_listening_socket_closed_by_a_failed_accept_binds_again(caplog: pytest
     ready; the transport names the error and binds it again every bindRetryTime, closing the
     socket of a bind that failed."""
     poller = _Poller()
-    server = _GuardedServer(poller, "127.0.0.1", 0, onNewConnection=lambda conn: None)
+    server = GuardedServer(poller, "127.0.0.1", 0, onNewConnection=lambda conn: None)
     server._TcpServer__port = free_ports(1)[0]
     server.bind()
     assert server.bound and len(poller.subscribed) == 1
@@ -211,7 +211,7 @@ def test_a_listener_that_keeps_closing_is_logged_once_per_period(caplog: pytest.
     """Descriptors stay exhausted: each re-bind succeeds on the descriptor the close freed, and the
     next dial closes it again. One warning and one "listening again" per period, then a count."""
     poller = _Poller()
-    server = _GuardedServer(poller, "127.0.0.1", free_ports(1)[0], onNewConnection=lambda conn: None)
+    server = GuardedServer(poller, "127.0.0.1", free_ports(1)[0], onNewConnection=lambda conn: None)
     transport = _rebinding_transport()
     caplog.set_level(logging.INFO)
     server.bind()

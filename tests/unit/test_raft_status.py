@@ -6,7 +6,9 @@ from pysyncobj import SyncObj, SyncObjConf
 
 from raftsched.abc import ConsensusNode, PeerStatus, RaftStatus
 from raftsched.consensus.memory import SimCluster
-from raftsched.consensus.pysyncobj_node import PySyncObjNode, decode_status, release_covered
+from raftsched.consensus.pysyncobj.node import PySyncObjNode
+from raftsched.consensus.pysyncobj.patches import release_covered
+from raftsched.consensus.pysyncobj.status import decode_status
 from raftsched.localcluster import free_ports
 
 PEERS = ["10.0.0.2:4321", "peer-b:4321"]

@@ -16,6 +16,7 @@ from raftsched.errors import NotLeader, Unavailable
 from raftsched.leader.gate import Stamp
 from raftsched.leader.reads import NOT_SURE, ReadIndex, barrier_command
 from raftsched.readinfo import ReadInfo
+from tests.support.wait import until
 
 
 class _Barriers:
@@ -35,27 +36,19 @@ def _stamp() -> Stamp:
     return Stamp(now_ms=1_000, epoch=3, origin="n1")
 
 
-async def _until(cond: object, timeout: float = 2.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():  # type: ignore[operator]
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.001)
-
-
 def test_reads_arriving_while_a_barrier_is_in_flight_share_the_next_one() -> None:
     async def run() -> None:
         net = _Barriers()
         reads = ReadIndex(_stamp, net.propose, timeout_s=5)
         first = asyncio.ensure_future(reads.confirm())
-        await _until(lambda: len(net.proposed) == 1)
+        await until(lambda: len(net.proposed) == 1, 2.0, "barrier 1 proposed")
         # Arrived while the first barrier is in flight: it does not cover them; one more does.
         later = [asyncio.ensure_future(reads.confirm()) for _ in range(20)]
         await asyncio.sleep(0.01)
         assert len(net.proposed) == 1
         net.commit(0, 41)
         assert await first == 41
-        await _until(lambda: len(net.proposed) == 2)
+        await until(lambda: len(net.proposed) == 2, 2.0, "barrier 2 proposed")
         assert not any(f.done() for f in later)
         net.commit(1, 44)
         assert await asyncio.gather(*later) == [44] * 20
@@ -73,7 +66,7 @@ def test_a_read_whose_barrier_does_not_commit_in_time_is_refused_as_not_sure() -
         assert reads.refused == 1
         # The stuck barrier does not hold every later read hostage: a new one is proposed.
         task = asyncio.ensure_future(reads.confirm())
-        await _until(lambda: len(net.proposed) == 2)
+        await until(lambda: len(net.proposed) == 2, 2.0, "barrier 2 proposed")
         net.commit(1, 7)
         assert await task == 7
 
@@ -85,7 +78,7 @@ def test_a_failed_barrier_refuses_its_reads_and_a_non_leader_redirects() -> None
         net = _Barriers()
         reads = ReadIndex(_stamp, net.propose, timeout_s=5)
         task = asyncio.ensure_future(reads.confirm())
-        await _until(lambda: len(net.proposed) == 1)
+        await until(lambda: len(net.proposed) == 1, 2.0, "barrier 1 proposed")
         net.proposed[0][1](0, ProposeError("not_leader", "raft: not leader"))
         with pytest.raises(Unavailable, match=NOT_SURE):
             await task

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +21,8 @@ import pytest
 
 from raftsched.errors import InvalidSpec
 from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
+from raftsched.localcluster import wait_until
+from tests.support.wait import until
 
 T = TypeVar("T")
 NOMINAL = 1_796_032_800_000  # 2026-11-30T10:00:00Z
@@ -62,10 +63,7 @@ def alive(pid: int) -> bool:
 
 
 def wait_gone(pids: list[int], deadline_s: float = 5.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while any(alive(p) for p in pids):
-        assert time.monotonic() < deadline, f"still running: {[p for p in pids if alive(p)]}"
-        time.sleep(0.01)  # polling a condition with a deadline, not synchronising
+    wait_until(lambda: not any(alive(p) for p in pids), deadline_s, 0.01, f"processes {pids} to end")
 
 
 def pids_in(text: str) -> dict[str, int]:
@@ -271,10 +269,7 @@ def test_cancelling_run_kills_the_process_group(tmp_path: Path) -> None:
 
     async def scenario() -> dict[str, int]:
         task = asyncio.create_task(SubprocessRunner().run(command, make_ctx()))
-        deadline = time.monotonic() + 10
-        while not pidfile.exists():
-            assert time.monotonic() < deadline, "command never started"
-            await asyncio.sleep(0.01)  # polling a condition with a deadline
+        await until(pidfile.exists, 10, "the command to start")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

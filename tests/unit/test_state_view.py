@@ -21,13 +21,13 @@ from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, Effect, ExecutorChanged
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.dispatcher import Dispatcher, DispatchSettings
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.model import Overlap, TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
-from tests.unit.test_fsm import EVERY_SECOND, T0, S, create, fresh, tick
-from tests.unit.test_fsm_executors import join, leave
+from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, leave, tick
 
 # Executors that joined and left: the table the dispatcher walks is long, its ring short.
 GONE = 3000
@@ -87,8 +87,8 @@ def test_joins_and_leaves_on_the_applier_thread_never_break_a_busy_dispatcher(fa
         while time.monotonic() < deadline and not failures:
             # What the hub does when an ExecutorChanged effect arrives, then a dispatch tick.
             d.on_effects([ExecutorChanged("live0", True)], T0 + S)
-            for data in d.poll(T0 + S):
-                d.release(data)  # not proposed: the attempts may be placed again
+            for proposal in d.poll(T0 + S):
+                d.release(proposal)  # not proposed: the attempts may be placed again
             rounds += 1
     finally:
         stop.set()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.cli.cluster import content_warnings
-from raftsched.consensus.pysyncobj_node import check_raft_files
+from raftsched.consensus.pysyncobj.snapshot import check_raft_files
 from raftsched.errors import StoreDamaged
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog
@@ -24,6 +24,7 @@ from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore, content_hash
 from raftsched.storage.memory import MemoryExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.support.wait import until
 
 PAGE = 4096
 
@@ -465,10 +466,7 @@ def test_a_node_delivers_its_own_store_damaged_alert_to_the_webhooks_that_take_i
         loop.start()
         try:
             loop.raise_node_alert("store_damaged", "n2", "data/n2/state/data.mdb is damaged (...)", 1_000)
-            deadline = asyncio.get_running_loop().time() + 5
-            while len(post.received) < 2:
-                assert asyncio.get_running_loop().time() < deadline, post.received
-                await asyncio.sleep(0.001)
+            await until(lambda: len(post.received) >= 2, 5, "both webhooks posted")
         finally:
             await loop.stop()
 
@@ -491,7 +489,7 @@ class _Voter:
 
 
 def test_a_rebuilt_node_grants_no_vote_until_it_applied_the_first_leaders_commit_index() -> None:
-    from raftsched.consensus.pysyncobj_node import _Raft
+    from raftsched.consensus.pysyncobj.node import _Raft
 
     may_vote: Callable[[_Voter, dict[str, object]], bool] = _Raft._raftsched_may_vote  # type: ignore[assignment]
     node = _Voter(-1)

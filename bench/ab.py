@@ -1,0 +1,166 @@
+"""The in-process hot paths of two checkouts, alternating: before and after a change in one command.
+
+    python -m bench.ab A B [--rounds 4] [--only hotpath,executor_hotpath] [--tasks 5000]
+                       [--seconds 6] [--attempts 20000] [--kind async] [--json FILE]
+
+A and B are checkouts (a git worktree each, e.g. ``git worktree add /tmp/before main``). Each
+round runs, for each benchmark, A then B, each in a fresh process started in that checkout with
+``PYTHONPATH`` set to it, so each side measures its own raftsched with its own copy of the
+benchmark (a restructure that moves modules moves the benchmark's imports with them):
+
+* ``hotpath``: ``bench/hotpath.py --tasks N --seconds S`` (plan + apply + commit of N
+  every-second fires for S simulated seconds); the figure is ``leader_total_us_per_fire``;
+* ``executor_hotpath``: ``bench/executor_hotpath.py --attempts N --kind K`` (an embedded executor);
+  the figure is ``cpu_us_per_attempt``.
+
+Both are CPU time per item (lower is better). A checkout whose ``bench/`` is a package runs them
+as ``python -m bench.<name>``; an older one, from before, as ``python bench/<name>.py`` (same
+options, same figure). Each side's raftsched is checked to come from that checkout before the
+first round. Prints every run, then per benchmark the minimum (the least disturbed run) and the
+median of each side and B's change against A; the JSON (``--json``) has every figure and the
+provenance, with each side's commit. The machine is shared: compare the sides' spread with the
+difference before calling it one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import Json, Provenance, checkout_state
+
+
+@dataclass(frozen=True)
+class Bench:
+    module: str
+    figure: str
+
+
+BENCHES = {
+    "hotpath": Bench("hotpath", "leader_total_us_per_fire"),
+    "executor_hotpath": Bench("executor_hotpath", "cpu_us_per_attempt"),
+}
+
+
+def _env(checkout: Path) -> dict[str, str]:
+    """This process's environment with PYTHONPATH set to ``checkout`` alone."""
+    return {**os.environ, "PYTHONPATH": str(checkout)}
+
+
+def check_checkout(checkout: Path) -> None:
+    """SystemExit unless a process started as :func:`measure` starts it imports raftsched from
+    ``checkout``."""
+    if not (checkout / "raftsched" / "__init__.py").exists():
+        raise SystemExit(f"{checkout}: no raftsched package here (give the checkout's top directory)")
+    done = subprocess.run(
+        [sys.executable, "-c", "import raftsched; print(raftsched.__file__)"],
+        cwd=checkout,
+        env=_env(checkout),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    imported = Path(done.stdout.strip()).resolve()
+    if not imported.is_relative_to(checkout):
+        raise SystemExit(f"{checkout}: its processes import raftsched from {imported}")
+
+
+def command(checkout: Path, bench: Bench, args: list[str]) -> list[str]:
+    if (checkout / "bench" / "__init__.py").exists():
+        return [sys.executable, "-m", f"bench.{bench.module}", *args]
+    return [sys.executable, str(checkout / "bench" / f"{bench.module}.py"), *args]
+
+
+def measure(checkout: Path, bench: Bench, args: list[str]) -> float:
+    """One run of ``bench`` in ``checkout`` (a fresh process): its figure."""
+    done = subprocess.run(
+        command(checkout, bench, args),
+        cwd=checkout,
+        env=_env(checkout),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{bench.module} in {checkout} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    result: Json = json.loads(done.stdout)
+    return float(result[bench.figure])
+
+
+def summary(a: list[float], b: list[float]) -> Json:
+    def change(x: float, y: float) -> float:
+        return round(100 * (y - x) / x, 1)
+
+    med_a, med_b = round(statistics.median(a), 3), round(statistics.median(b), 3)
+    return {
+        "a": sorted(a),
+        "b": sorted(b),
+        "a_min": min(a),
+        "b_min": min(b),
+        "a_median": med_a,
+        "b_median": med_b,
+        "b_vs_a_min_pct": change(min(a), min(b)),
+        "b_vs_a_median_pct": change(med_a, med_b),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a", type=Path, help="checkout A (before)")
+    ap.add_argument("b", type=Path, help="checkout B (after)")
+    ap.add_argument("--rounds", type=int, default=4, help="runs of each side per benchmark")
+    ap.add_argument("--only", default=",".join(BENCHES), help=f"comma-separated of {','.join(BENCHES)}")
+    ap.add_argument("--tasks", type=int, default=5000, help="hotpath: every-second tasks")
+    ap.add_argument("--seconds", type=int, default=6, help="hotpath: simulated seconds")
+    ap.add_argument("--attempts", type=int, default=20_000, help="executor_hotpath: attempts")
+    ap.add_argument("--kind", choices=["sync", "async"], default="async", help="executor_hotpath: handler")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    names = args.only.split(",")
+    unknown = set(names) - set(BENCHES)
+    if unknown:
+        ap.error(f"--only: unknown {sorted(unknown)}; choose from {sorted(BENCHES)}")
+    sides = {"a": args.a.resolve(), "b": args.b.resolve()}
+    for checkout in sides.values():
+        check_checkout(checkout)
+    provenance = Provenance.start()
+    options = {
+        "hotpath": ["--tasks", str(args.tasks), "--seconds", str(args.seconds)],
+        "executor_hotpath": ["--attempts", str(args.attempts), "--kind", args.kind],
+    }
+    runs: dict[str, dict[str, list[float]]] = {n: {"a": [], "b": []} for n in names}
+    for r in range(args.rounds):
+        for name in names:
+            for side, checkout in sides.items():
+                figure = measure(checkout, BENCHES[name], options[name])
+                runs[name][side].append(figure)
+                print(f"round {r + 1}: {name} {side.upper()} {BENCHES[name].figure} {figure}", flush=True)
+    results = {name: {"figure": BENCHES[name].figure, **summary(v["a"], v["b"])} for name, v in runs.items()}
+    for name, s in results.items():
+        print(
+            f"{name} ({s['figure']}): A min {s['a_min']} median {s['a_median']}; "
+            f"B min {s['b_min']} median {s['b_median']}; "
+            f"B vs A {s['b_vs_a_min_pct']:+} % (min), {s['b_vs_a_median_pct']:+} % (median)"
+        )
+    out = {
+        "sides": {side: {"path": str(path), **checkout_state(path)} for side, path in sides.items()},
+        "options": {name: options[name] for name in names},
+        "rounds": args.rounds,
+        "results": results,
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(provenance.stamp(out), indent=2) + "\n")
+    provenance.print_record()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The leader's dispatch: committed attempts to executors (see :mod:`.dispatcher`)."""

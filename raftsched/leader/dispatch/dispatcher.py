@@ -1,0 +1,585 @@
+"""The leader's dispatcher: committed attempts → executors, with leases, backpressure and retries.
+
+Pure core (no IO, no clock; randomness enters as an injected ``random.Random``), driven by:
+
+* :meth:`on_effects` ← effects of applied commands: ``AttemptReady`` (an attempt waits for an
+  executor), ``DispatchAttempt`` (its assignment committed: send it), ``ExecutorChanged``;
+* :meth:`heartbeat`, :meth:`results` ← executors (through the gRPC service);
+* :meth:`stream_opened`, :meth:`stream_closed` ← an executor's dispatch stream: a stream that
+  closes and is not reopened within ``stream_grace_ms`` declares its executor dead, well before
+  the lease would (the lease stays the backstop for executors that vanish without a close);
+* :meth:`poll(now)` → commands to propose (:class:`DispatchProposal` values): expired leases and
+  silent executors (as lost attempts / a dead executor), and assignments of waiting attempts to
+  the executor the ring picks, never beyond its free slots, in start order
+  (:mod:`raftsched.leader.queue`: priority, then nominal time), and only where the task's quotas
+  and locks allow (:mod:`raftsched.fsm.policy`; an attempt held back is named in the command with
+  the reason; :mod:`.placement`);
+  :meth:`release` ← an assignment proposal that failed;
+* :meth:`take_outbox` → work items to push to executor streams.
+
+Commit before dispatch: a work item is produced only from a ``DispatchAttempt`` effect, i.e.
+after the ``AssignAttempts`` entry naming that executor is committed and applied here. Leases
+are leader-local (heartbeats are not replicated); a new leader grants every assigned attempt a
+fresh lease and re-sends it to the same executor, whose execution log deduplicates it.
+
+State reads: every read of the replicated state goes through a
+:meth:`~raftsched.fsm.state.SchedulerState.view`, one per batch (a poll; up to EFFECTS_PER_VIEW
+effects or pending attempts of a takeover), never one per attempt; the internal methods that read
+take that view as ``v``. The applier thread changes the state between views, so nothing read in
+one is trusted in the next without reading it again.
+
+Leadership-scoped state: everything a leadership learns (waiting attempts, leases, what it heard
+from executors, the attempts it inherited) lives in one :class:`Term`, built when this node takes
+over and dropped when it steps down; a new leadership starts from a fresh one and the state.
+The rooms of a term: :mod:`.placement` (the ring, the queues, the one admission check),
+:mod:`.leases` (leases and what attempts hold, released in one place), :mod:`.liveness`
+(heartbeats, streams, dead executors), :mod:`.takeover` (attempts a new leader inherited, the
+overlap decisions they hold). :mod:`.hub` is the asyncio shell that proposes what this decides.
+
+Unstarted attempts: an attempt lost while known unstarted (see :class:`.leases.Lease`) is
+reported with ``unstarted``: the state machine re-places it under the next attempt number (so
+the dead executor's late start or result is refused) without consuming a retry.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from raftsched import codec
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
+from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.view import StateView
+from raftsched.leader.dispatch.leases import Holdings, Key, Lease
+from raftsched.leader.dispatch.liveness import Liveness
+from raftsched.leader.dispatch.placement import Placement, Waiting
+from raftsched.leader.dispatch.settings import EFFECTS_PER_VIEW, DispatchSettings
+from raftsched.leader.dispatch.takeover import Takeover
+from raftsched.model import execution_id
+from raftsched.v1 import log_pb2 as logpb
+from raftsched.v1 import raftsched_pb2 as pb
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchProposal:
+    """A command the dispatcher asks its shell to propose, stamped with the term's epoch and the
+    leader time it was decided at. It stays a message until :meth:`encode`, once, on its way
+    into the log (the message is not to be changed).
+
+    ``kind``: "assign" (assignments and wait reasons; give it back to :meth:`Dispatcher.release`
+    once its proposal has completed, whatever the outcome), "lost" (attempts whose lease expired
+    or whose timeout backstop passed), "dead" (an executor declared dead), "results" (an
+    executor's reported results)."""
+
+    kind: Literal["assign", "lost", "dead", "results"]
+    command: logpb.Command
+
+    def encode(self) -> bytes:
+        return codec.encode_command(self.command)
+
+
+class Term:
+    """What one leadership knows, built when this node takes over and dropped when it steps down
+    (nothing of it is carried into the next leadership)."""
+
+    __slots__ = ("epoch", "holdings", "liveness", "outbox", "placement", "takeover")
+
+    def __init__(self, epoch: int, takeover_until_ms: int) -> None:
+        self.epoch = epoch
+        self.holdings = Holdings()
+        self.placement = Placement(self.holdings)
+        self.liveness = Liveness()
+        self.takeover = Takeover(takeover_until_ms)
+        self.outbox: list[tuple[str, pb.WorkItem]] = []  # work items for executor streams
+
+
+class Dispatcher:
+    """Not thread-safe: one thread (the node's event loop) drives it, except
+    :meth:`overlap_unknown`, which any thread may ask."""
+
+    def __init__(
+        self,
+        state: SchedulerState,
+        settings: DispatchSettings | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.state = state
+        self.settings = settings or DispatchSettings()
+        self.rng = rng or random.Random(0)
+        self.epoch = 0  # of the last leadership taken (kept after stepping down)
+        self._term: Term | None = None
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        return self._term is not None
+
+    @property
+    def term(self) -> Term | None:
+        """The current leadership's state (None while not leading)."""
+        return self._term
+
+    def become_leader(self, epoch: int, now_ms: int) -> None:
+        """Take over: every attempt in the state is waiting or re-sent with a fresh lease.
+
+        The new term is published last, once every inherited attempt is registered: the driver's
+        thread asks :meth:`overlap_unknown` meanwhile, and must not see this epoch led with the
+        inherited attempts not counted yet (a fire decided in that window was skipped against a
+        run that had finished: the failover test caught it)."""
+        self.step_down()
+        self.epoch = epoch
+        # Takeover grace: executors first have to notice the old leader is gone (it may be paused,
+        # not dead) and find this one. Give them one extra lease before declaring them, or their
+        # attempts, lost (without it the chaos suite saw healthy executors declared dead).
+        grace = now_ms + self.settings.lease_ms
+        t = Term(epoch, grace + self.settings.lease_ms)
+        with self.state.view() as v:
+            t.placement.rebuild(v)
+            pending = v.pending_attempts()
+        t.liveness.take_over(t.placement.members, grace)
+        for chunk in _chunks(pending):
+            with self.state.view() as v:
+                for eff in chunk:
+                    if isinstance(eff, AttemptReady):
+                        t.placement.wait(v, eff)
+                        # Due to start (not in a retry's backoff) with an executor to start it:
+                        # the old leader may have stopped before assigning it.
+                        if eff.not_before_ms <= now_ms and t.placement.members:
+                            t.takeover.unresolved(
+                                eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms
+                            )
+                        continue
+                    if not _assigned_now(v, eff):
+                        continue  # resolved since ``pending`` was read (a report applied meanwhile)
+                    self._lease_and_send(t, v, eff, grace, None)  # the old leader may have sent it
+                    lease = t.holdings.leases.get(execution_id(eff.run_id, eff.shard, eff.attempt))
+                    if lease is not None:
+                        t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, lease.expires_ms)
+        self._term = t
+
+    def step_down(self) -> None:
+        """Stop leading: everything this leadership knew is dropped with its term."""
+        self._term = None
+
+    def overlap_unknown(self, task: str, epoch: int = 0) -> bool:
+        """Whether an attempt of ``task`` was running when this node took over and its state is
+        not known here yet: an overlap decision for a new fire would rest on stale state.
+
+        Known means: its executor listed it as started and still running in a heartbeat (the
+        overlap is real), or its result, its loss or its executor's death has been *applied* (the
+        state is current for it), or the bound passed (the takeover grace plus one lease). A
+        heartbeat that lists it among results waiting to be acknowledged does not count: the run
+        has ended, its result is on the way; nor does one that lists it as held but not started,
+        or does not list it (it was never delivered: it is sent again, and known once it starts
+        or ends). An attempt that became ready while an executor had not reached this leader yet
+        is unknown the same way until it starts.
+
+        With ``epoch`` (the leader driver's), also True while this dispatcher has not taken over
+        for that epoch yet (it learns of the barrier on another thread). Any thread may ask."""
+        t = self._term  # one read: the loop's thread may replace it meanwhile
+        if epoch and (t is None or t.epoch != epoch):
+            return True
+        return t is not None and task in t.takeover.unknown_tasks
+
+    # -- what a reader sees (empty while not leading) --------------------------------------------
+
+    @property
+    def members(self) -> frozenset[str]:
+        """Live executors, draining ones included."""
+        return self._term.placement.members if self._term is not None else frozenset()
+
+    @property
+    def waiting(self) -> Mapping[Key, Waiting]:
+        return self._term.placement.waiting if self._term is not None else {}
+
+    @property
+    def leases(self) -> Mapping[str, Lease]:
+        return self._term.holdings.leases if self._term is not None else {}
+
+    @property
+    def used(self) -> Mapping[str, int]:
+        """Slots per executor taken by leased and reserved attempts."""
+        return self._term.holdings.used if self._term is not None else {}
+
+    @property
+    def backlog(self) -> int:
+        """Attempts waiting for an executor slot (their lateness is visible in run state)."""
+        return len(self.waiting)
+
+    # -- effects of applied commands -------------------------------------------------------------
+
+    def on_effects(self, effects: Iterable[Effect], now_ms: int) -> None:
+        t = self._term
+        if t is None:
+            return
+        for chunk in _chunks(tuple(effects)):
+            with self.state.view() as v:
+                self._on_effects(t, v, chunk, now_ms)
+        if t.takeover.settling:
+            with self.state.view() as v:
+                t.takeover.settle(v, None)
+
+    def _on_effects(self, t: Term, v: StateView, effects: Sequence[Effect], now_ms: int) -> None:
+        for eff in effects:
+            if isinstance(eff, AttemptReady):
+                t.placement.wait(v, eff)
+                if t.liveness.unconfirmed and eff.not_before_ms <= now_ms < t.takeover.until_ms:
+                    # An executor has not found this leader yet: the attempt may wait for it.
+                    t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms)
+            elif isinstance(eff, DispatchAttempt):
+                t.placement.unwait((eff.run_id, eff.shard))
+                self._lease_and_send(t, v, eff, now_ms)
+            elif isinstance(eff, RunCancelled):
+                self._cancel(t, eff)
+            elif isinstance(eff, ExecutorChanged):
+                t.placement.rebuild(v)
+                if eff.alive:
+                    t.liveness.joined(eff.name, now_ms)
+                else:
+                    t.liveness.unconfirmed.discard(eff.name)
+                    # The state machine has re-queued (or failed) every attempt it held: its
+                    # leases are void. Keeping them re-sent lost attempts when it reconnected.
+                    for exec_id in t.holdings.void(eff.name):
+                        t.takeover.known(exec_id, "applied")  # the state is current for it
+
+    def _cancel(self, t: Term, eff: RunCancelled) -> None:
+        """A killed workflow run cancelled a task run: forget its attempts, stop the running ones."""
+        for shard, attempt, executor in eff.attempts:
+            t.placement.unwait((eff.run_id, shard))
+            if executor:
+                exec_id = execution_id(eff.run_id, shard, attempt)
+                t.holdings.drop(exec_id)
+                t.takeover.known(exec_id, "applied")  # the run is cancelled
+                item = pb.WorkItem(execution_id=exec_id, run_id=eff.run_id, epoch=t.epoch, cancel=True)
+                t.outbox.append((executor, item))
+
+    def _lease_and_send(
+        self, t: Term, v: StateView, eff: DispatchAttempt, now_ms: int, started: bool | None = False
+    ) -> None:
+        """Lease the attempt to its executor and queue its work item. ``started``: what is known
+        of it (False for a first dispatch: nothing has been sent yet)."""
+        run = v.active_run(eff.run_id)
+        spec = v.spec_for(eff.task, run.task_version if run is not None else 0)
+        exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
+        key = (eff.run_id, eff.shard)
+        timeout = spec.timeout_ms if spec is not None else 0
+        deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
+        old = t.holdings.leases.get(exec_id)
+        if old is None:
+            t.holdings.take(key, eff.executor, v.need_hint(eff.task, eff.run_id))
+        elif old.started is not None:
+            started = old.started  # a re-send: what the executor said of it still holds
+        # Silence counts from the assignment, or from the end of the executor's takeover grace if
+        # this leader has not heard from it yet: an attempt assigned while its executor is still
+        # finding the new leader must not expire before the executor itself would be declared dead
+        # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
+        heard = t.liveness.last_seen.get(eff.executor, now_ms)
+        shard = run.shards[eff.shard] if run is not None and eff.shard < len(run.shards) else None
+        t.holdings.leases[exec_id] = Lease(
+            exec_id,
+            eff.run_id,
+            eff.task,
+            eff.shard,
+            eff.attempt,
+            eff.executor,
+            max(now_ms, heard) + self.settings.lease_ms,
+            deadline,
+            run is not None and run.backfill,
+            (shard.assigned_ms if shard is not None else 0) or now_ms,
+            started,
+        )
+        if run is not None and run.backfill:
+            t.holdings.backfill_busy.add(key)
+        item = pb.WorkItem(
+            execution_id=exec_id,
+            run_id=eff.run_id,
+            task=eff.task,
+            nominal_ms=eff.nominal_ms,
+            shard=eff.shard,
+            attempt=eff.attempt,
+            epoch=t.epoch,
+        )
+        if spec is not None:
+            item.shards = spec.shards or 1
+            item.command = spec.command
+            item.handler = spec.handler
+            item.params_json = spec.params_json
+            item.timeout_ms = spec.timeout_ms
+            item.runner = spec.runner
+        if run is not None:
+            if run.command:  # a workflow task: its templates rendered for this run
+                item.command = run.command
+            if run.params_json:
+                item.params_json = run.params_json
+            for name, value in run.env.items():
+                item.env[name] = value
+        t.outbox.append((eff.executor, item))
+
+    def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
+        t = self._term
+        if t is None:
+            return []
+        out, t.outbox = t.outbox, []
+        return out
+
+    # -- executor events ---------------------------------------------------------------------------
+
+    def resend_to(self, executor: str, now_ms: int) -> list[pb.WorkItem]:
+        """Work items of every attempt leased to ``executor`` (it reconnected: its stream is new).
+
+        Each lease starts afresh: the attempt may never have reached the executor before (it was
+        assigned while the executor was still looking for this leader), and an old expiry would
+        declare it lost the moment it starts - a duplicate run the chaos suite caught."""
+        t = self._term
+        if t is None:
+            return []
+        leased = [lease for lease in t.holdings.leases.values() if lease.executor == executor]
+        with self.state.view() as v:
+            return self._resend(t, v, leased, now_ms)
+
+    def _resend(self, t: Term, v: StateView, leased: list[Lease], now_ms: int) -> list[pb.WorkItem]:
+        """Lease afresh and send again every lease of ``leased`` the log still has assigned to its
+        executor; returns their work items (taken out of the outbox)."""
+        before = len(t.outbox)
+        for lease in leased:
+            eff = self._still_assigned(t, v, lease)
+            if eff is None:
+                continue  # superseded in the log: never re-send a lost or finished attempt
+            # lease.started stays as it was: the heartbeat may have left before the attempt
+            # arrived on a newly opened stream, and a loss is a try unless known unstarted.
+            self._lease_and_send(t, v, eff, now_ms, None)
+        items = [item for _, item in t.outbox[before:]]
+        del t.outbox[before:]
+        return items
+
+    def heartbeat(
+        self,
+        executor: str,
+        running: Iterable[str],
+        now_ms: int,
+        started: Iterable[str] | None = None,
+        finished: Iterable[str] = (),
+    ) -> bool:
+        """Renew the leases the executor still holds. False: it is not a live member (re-register).
+
+        ``started`` (None from an executor that does not report it): which of ``running`` have
+        started; the others are known unstarted. Without it every running attempt counts as
+        started (a loss is then always a try). ``finished``: which of ``running`` have ended
+        there and wait for their report to be acknowledged (leases renewed, but not taken as
+        still running).
+
+        The executor's first heartbeat to this leader says which attempts it holds: an attempt
+        leased to it that it does not list never reached it (the old leader committed it and
+        stopped before its dispatch went out), so it is sent again at once, not after a lease."""
+        t = self._term
+        if t is None or executor not in t.placement.members:
+            return False
+        t.liveness.last_seen[executor] = now_ms
+        began = None if started is None else set(started)
+        ended = set(finished)
+        held = list(running)
+        if executor in t.liveness.unconfirmed:
+            t.liveness.unconfirmed.discard(executor)
+            self._resend_unheld(t, executor, set(held), now_ms)
+        leases = t.holdings.leases
+        for exec_id in held:
+            lease = leases.get(exec_id)
+            if lease is not None and lease.executor == executor:
+                lease.expires_ms = now_ms + self.settings.lease_ms
+                is_started = began is None or exec_id in began
+                if t.takeover.inherited and exec_id not in ended and is_started:
+                    t.takeover.known(exec_id, "running")  # it runs: an overlap with it is real
+                if is_started:
+                    lease.started = True
+                elif lease.started is None:
+                    lease.started = False  # it holds the attempt and says it has not started it
+        return True
+
+    def _resend_unheld(self, t: Term, executor: str, held: set[str], now_ms: int) -> None:
+        """Send again every attempt leased to ``executor`` that it does not hold (they stay in the
+        outbox: they go out with the next flush)."""
+        unheld = [
+            (exec_id, lease)
+            for exec_id, lease in sorted(t.holdings.leases.items())
+            if lease.executor == executor and exec_id not in held
+        ]
+        if not unheld:
+            return
+        with self.state.view() as v:
+            for exec_id, lease in unheld:
+                eff = self._still_assigned(t, v, lease)
+                if eff is None:
+                    continue
+                self._lease_and_send(t, v, eff, now_ms, None)
+                if exec_id in t.takeover.inherited:
+                    t.takeover.resent_unheld += 1
+
+    def _still_assigned(self, t: Term, v: StateView, lease: Lease) -> DispatchAttempt | None:
+        """The dispatch of ``lease``'s attempt if the log still has it RUNNING on that executor,
+        None if it was superseded (lost, finished, re-placed): never re-send such an attempt."""
+        run = v.active_run(lease.run_id)
+        shard = run.shards[lease.shard] if run is not None and lease.shard < len(run.shards) else None
+        if (
+            run is None
+            or shard is None
+            or shard.attempt != lease.attempt
+            or shard.executor != lease.executor
+            or shard.state != pb.RUNNING
+        ):
+            return None
+        return DispatchAttempt(
+            lease.run_id, lease.task, run.nominal_ms, lease.shard, lease.attempt, lease.executor, t.epoch
+        )
+
+    def stream_opened(self, executor: str) -> None:
+        """``executor`` opened a dispatch stream (it is reachable again)."""
+        if self._term is not None:
+            self._term.liveness.stream_gone.pop(executor, None)
+
+    def stream_closed(self, executor: str, now_ms: int) -> None:
+        """``executor``'s current dispatch stream closed (not replaced by a newer one): unless it
+        opens another within ``stream_grace_ms``, :meth:`poll` declares it dead."""
+        t = self._term
+        if t is not None and executor in t.placement.members:
+            t.liveness.stream_closed(executor, now_ms + self.settings.stream_grace_ms)
+
+    def unstarted_of(self, executor: str) -> list[str]:
+        """Execution ids leased to ``executor`` that it is known not to have started, sorted."""
+        return self._term.holdings.unstarted_of(executor) if self._term is not None else []
+
+    def results(
+        self, executor: str, results: Iterable[pb.ExecResult], now_ms: int
+    ) -> DispatchProposal | None:
+        """A ReportResults command for the executor's results (None if none are known here)."""
+        t = self._term
+        cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
+        cmd.report_results.SetInParent()
+        for res in results:
+            run_id, shard, attempt = _split(res.execution_id)
+            if run_id is None:
+                continue
+            cmd.report_results.results.add(
+                run_id=run_id,
+                shard=shard,
+                attempt=attempt,
+                executor=executor,
+                success=res.success,
+                error=res.error,
+                exit_code=res.exit_code,
+                stdout_tail=res.stdout_tail,
+                stderr_tail=res.stderr_tail,
+                retry_at_ms=self.retry_at(attempt, now_ms),
+                timed_out=res.timed_out,
+                duration_ms=res.duration_ms,
+                start_lateness_ms=res.start_lateness_ms if res.HasField("start_lateness_ms") else None,
+            )
+            if t is not None:
+                t.holdings.drop(res.execution_id)
+                t.takeover.proposed(res.execution_id, now_ms, self.settings.lease_ms)
+        return DispatchProposal("results", cmd) if cmd.report_results.results else None
+
+    def retry_at(self, attempt: int, now_ms: int) -> int:
+        """Exponential backoff with a cap and jitter; the jitter is drawn here, on the leader."""
+        s = self.settings
+        # The exponent is capped: base x 2**62 is past any cap, and an attempt number near 2**32
+        # would otherwise build a half-gigabyte integer on the leader's event loop.
+        delay = min(s.retry_cap_ms, s.retry_base_ms * 2 ** min(max(0, attempt - 1), 62))
+        return now_ms + int(delay * (1 + self.rng.random() * s.retry_jitter))
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> list[DispatchProposal]:
+        """Commands to propose now: lost attempts, dead executors, and new assignments."""
+        t = self._term
+        if t is None:
+            return []
+        out: list[DispatchProposal] = []
+        lost = logpb.Command(epoch=t.epoch, now_ms=now_ms)
+        lost.report_results.SetInParent()
+        for exec_id, lease in list(t.holdings.leases.items()):
+            silent = lease.expires_ms <= now_ms
+            overdue = lease.deadline_ms and lease.deadline_ms <= now_ms
+            if silent or overdue:
+                why = (
+                    f"lease expired: executor {lease.executor} silent for {self.settings.lease_ms} ms"
+                    if silent
+                    else f"timeout backstop: {lease.executor} did not finish in time"
+                )
+                unstarted = silent and lease.started is False
+                lost.report_results.results.add(
+                    run_id=lease.run_id,
+                    shard=lease.shard,
+                    attempt=lease.attempt,
+                    lost=True,
+                    error=why + (" before starting it" if unstarted else ""),
+                    # Not a try: placed again at once (no backoff), elsewhere if the ring says so.
+                    retry_at_ms=now_ms if unstarted else self.retry_at(lease.attempt, now_ms),
+                    unstarted=unstarted,
+                )
+                t.holdings.drop(exec_id)
+                t.takeover.proposed(exec_id, now_ms, self.settings.lease_ms)
+        if lost.report_results.results:
+            out.append(DispatchProposal("lost", lost))
+        for name, reason in t.liveness.dead(t.placement.members, now_ms, self.settings):
+            cmd = logpb.Command(epoch=t.epoch, now_ms=now_ms)
+            cmd.executor_leave.name = name
+            cmd.executor_leave.dead = True
+            cmd.executor_leave.reason = reason
+            cmd.executor_leave.retry_at_ms = now_ms
+            cmd.executor_leave.unstarted.extend(t.holdings.unstarted_of(name))
+            out.append(DispatchProposal("dead", cmd))
+        with self.state.view() as v:  # one view for the tick: settling and every assignment
+            if t.takeover.inherited:
+                t.takeover.settle(v, now_ms)
+            if t.placement.waiting:
+                cmd = logpb.Command(epoch=t.epoch, now_ms=now_ms)
+                cmd.assign_attempts.SetInParent()
+                t.placement.assign(
+                    v, now_ms, t.liveness.declared_dead, self.settings.max_assign_per_command, cmd
+                )
+                if cmd.assign_attempts.assignments or cmd.assign_attempts.waits:
+                    out.append(DispatchProposal("assign", cmd))
+        return out
+
+    def release(self, proposal: DispatchProposal) -> None:
+        """An "assign" proposal completed (failed, refused or applied): whatever it did not turn
+        into a lease may be placed again. A proposal of an earlier leadership is ignored: its
+        reservations died with its term, and the same attempts may be reserved by this one."""
+        t = self._term
+        if t is None or proposal.command.epoch != t.epoch:
+            return
+        assignments = [
+            ((a.run_id, a.shard), a.executor) for a in proposal.command.assign_attempts.assignments
+        ]
+        with self.state.view() as v:
+            t.placement.release(v, assignments)
+
+
+def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:
+    """Whether the log still has ``eff``'s attempt RUNNING on its executor (the takeover reads
+    its pending attempts in one view and handles them in later ones)."""
+    run = v.active_run(eff.run_id)
+    if run is None or eff.shard >= len(run.shards):
+        return False
+    shard = run.shards[eff.shard]
+    return shard.attempt == eff.attempt and shard.executor == eff.executor and shard.state == pb.RUNNING
+
+
+def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in pieces of at most EFFECTS_PER_VIEW."""
+    for i in range(0, len(items), EFFECTS_PER_VIEW):
+        yield items[i : i + EFFECTS_PER_VIEW]
+
+
+def _split(exec_id: str) -> tuple[str | None, int, int]:
+    run_id, _, rest = exec_id.partition("/")
+    shard, _, attempt = rest.partition("/")
+    try:
+        return run_id, int(shard), int(attempt)
+    except ValueError:
+        return None, 0, 0

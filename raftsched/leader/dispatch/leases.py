@@ -1,0 +1,117 @@
+"""Leases, and what an attempt holds on its executor while it is reserved or leased.
+
+An attempt takes a slot on its executor when an assignment naming it is proposed (a
+*reservation*: :meth:`Holdings.reserve`) and keeps it while leased; with a declared need it also
+holds cpu and memory, a backfill attempt holds a place of its workflow's share, and quotas and
+locks are reserved until the assignment applies. All of that is given back in one place,
+:meth:`Holdings.release`, whichever way the reservation or the lease ends (the proposal failed,
+the attempt was assigned, finished, lost, cancelled).
+
+Leases are leader-local: heartbeats are not replicated. A lease knows whether its attempt has
+started (:attr:`Lease.started`): only a loss while known unstarted is "unstarted" (re-placed
+without consuming a retry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from raftsched.fsm.policy import Need as PolicyNeed
+from raftsched.fsm.policy import Reservations
+from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need
+
+Key = tuple[str, int]  # (run id, shard): the attempt's place, whatever its attempt number
+
+
+@dataclass(slots=True)
+class Lease:
+    execution_id: str
+    run_id: str
+    task: str
+    shard: int
+    attempt: int
+    executor: str
+    expires_ms: int
+    deadline_ms: int  # timeout backstop (0 = none): lost even if heartbeats continue
+    backfill: bool = False
+    assigned_ms: int = 0  # when the attempt was assigned (replicated; survives leader changes)
+    # Whether the executor has started it: False from this leader's first dispatch until a
+    # heartbeat lists it as started; None when unknown (re-sent after a takeover). Only False
+    # makes a loss "unstarted" (not a try); True never goes back.
+    started: bool | None = None
+
+
+class Holdings:
+    """The leases of one leadership, by execution id, and what reserved and leased attempts hold.
+
+    Not thread-safe: the dispatcher's thread owns it."""
+
+    __slots__ = ("backfill_busy", "held", "leases", "reserved", "used")
+
+    def __init__(self) -> None:
+        self.leases: dict[str, Lease] = {}
+        self.used: dict[str, int] = {}  # slots per executor: leases + reservations
+        # cpu and memory held per executor by leased and reserved attempts (slots are in `used`).
+        self.held = ExecutorUsage()
+        # Backfill attempts reserved or leased: capped at the workflow's share of all executor
+        # slots, and placed only where regular work left a slot free.
+        self.backfill_busy: set[Key] = set()
+        # Quotas and locks taken by assignments proposed but not applied yet.
+        self.reserved = Reservations()
+
+    def take(self, key: Key, executor: str, need: Need) -> None:
+        """``key`` holds a slot on ``executor``, and the cpu and memory of ``need``."""
+        self._use(executor, +1)
+        if need is not NO_NEED:
+            self.held.take(key, executor, need)
+
+    def reserve(self, key: Key, executor: str, need: Need, policy: PolicyNeed | None, backfill: bool) -> None:
+        """An assignment of ``key`` to ``executor`` is about to be proposed: hold what it takes
+        until it applies or fails (:meth:`release`)."""
+        if backfill:
+            self.backfill_busy.add(key)
+        if policy is not None:
+            self.reserved.add(key, policy)
+        self.take(key, executor, need)
+
+    def release(self, key: Key, executor: str) -> None:
+        """Give back everything ``key`` held on ``executor`` (harmless for what it did not hold)."""
+        self._use(executor, -1)
+        self.held.release(key)
+        self.backfill_busy.discard(key)
+        self.reserved.remove(key)
+
+    def drop(self, exec_id: str) -> Lease | None:
+        """End the lease of ``exec_id`` (if any), giving back what it held."""
+        lease = self.leases.pop(exec_id, None)
+        if lease is not None:
+            self.release((lease.run_id, lease.shard), lease.executor)
+        return lease
+
+    def void(self, executor: str) -> list[str]:
+        """``executor`` is dead: end every lease it had (the state machine re-queued or failed their
+        attempts) and forget its slot count. Returns the execution ids whose lease ended."""
+        ended = [exec_id for exec_id, lease in self.leases.items() if lease.executor == executor]
+        for exec_id in ended:
+            self.drop(exec_id)
+        self.used.pop(executor, None)
+        return ended
+
+    def unstarted_of(self, executor: str) -> list[str]:
+        """Execution ids leased to ``executor`` that it is known not to have started, sorted."""
+        return sorted(
+            i for i, lease in self.leases.items() if lease.executor == executor and lease.started is False
+        )
+
+    def free_slots(self, placeable: dict[str, int], dead: AbstractSet[str]) -> dict[str, int]:
+        """Slots per placeable executor not declared ``dead``, minus its leased and reserved
+        attempts (never negative)."""
+        return {
+            name: max(0, slots - self.used.get(name, 0))
+            for name, slots in placeable.items()
+            if name not in dead
+        }
+
+    def _use(self, executor: str, delta: int) -> None:
+        self.used[executor] = max(0, self.used.get(executor, 0) + delta)

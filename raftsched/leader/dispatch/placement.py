@@ -1,0 +1,307 @@
+"""Where waiting attempts go: the ring, each executor's queue, and one admission check.
+
+An attempt that waits for an executor waits in the queue of the executor the ring picks for its
+shard (its *owner*), in start order (:mod:`raftsched.leader.queue`: priority, then nominal time);
+a tick looks only at executors with free slots and at the head of their queues. An attempt that
+declares cpu, memory or labels walks the ring instead, from its shard's place, to the first
+executor with room for it now (the check the state machine repeats at apply). Regular work goes
+first; backfill only into the slots it leaves, within its workflow's share.
+
+Every placement path asks the same :class:`Admission` before it proposes an attempt: the task's
+quotas and locks (:mod:`raftsched.fsm.policy`) must allow it, and an attempt held back is named
+in the AssignAttempts command with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from raftsched.fsm.effects import AttemptReady
+from raftsched.fsm.policy import Need as PolicyNeed
+from raftsched.fsm.policy import Reservations, lock_reason
+from raftsched.fsm.view import StateView
+from raftsched.leader.dispatch.leases import Holdings, Key
+from raftsched.leader.dispatch.settings import MAX_WAITS_PER_COMMAND
+from raftsched.leader.queue import StartOrder, WaitQueue, start_order
+from raftsched.model import Lock
+from raftsched.sharding.placement import NO_NEED, Need, fits_now
+from raftsched.sharding.ring import ShardRing, shard_order
+from raftsched.v1 import log_pb2 as logpb
+
+
+@dataclass(slots=True)
+class Waiting:
+    ready: AttemptReady
+    order: StartOrder  # its place in the executor's queue (raftsched.leader.queue)
+    owner: str = ""  # the ring's executor for this shard (cached; recomputed when the ring changes)
+    reserved_for: str = ""  # an AssignAttempts naming this executor is in flight
+    need: Need = NO_NEED  # cpu, memory and labels it needs (NO_NEED: slots only, owner first)
+    candidates: tuple[str, ...] = ()  # for a declared need: executors in ring order it may use
+    task_owner: str = ""  # the task's owner, namespace and locks (quota and lock checks)
+    namespace: str = ""
+    locks: tuple[Lock, ...] = ()
+    reason: str = ""  # the wait reason last proposed for it (sent again only when it changes)
+
+
+class Admission:
+    """The quota and lock check of one placement walk, the one every placement path asks (the
+    ring owner's queues and the ring walk of attempts with a declared need alike).
+
+    An attempt over a quota or wanting a held lock waits, named in the command with its reason
+    (once per reason: sent again only when it changes). A lock an earlier attempt of the walk
+    waits for is held for the later ones too, so a stream of shared holders cannot starve an
+    exclusive waiter."""
+
+    __slots__ = ("_has_quotas", "_now_ms", "_queued_locks", "_reserved", "_v", "_waits")
+
+    def __init__(self, v: StateView, now_ms: int, reserved: Reservations, cmd: logpb.Command) -> None:
+        self._v = v
+        self._now_ms = now_ms
+        self._reserved = reserved
+        self._has_quotas = v.has_quotas
+        self._queued_locks: set[str] = set()
+        self._waits = cmd.assign_attempts.waits  # where the wait reasons are named
+
+    def admit(self, w: Waiting) -> PolicyNeed | Literal[False] | None:
+        """False: ``w`` waits. Otherwise the policies to reserve for it (None: none apply)."""
+        if not (self._has_quotas or w.locks):
+            return None
+        need = self._v.policy_need(w.task_owner, w.namespace, w.locks)
+        if need is None:
+            return None
+        why = next((lock_reason(lk.name) for lk in need.locks if lk.name in self._queued_locks), "")
+        why = why or self._v.policy_check(need, self._now_ms, self._reserved)
+        if not why:
+            return need
+        self._queued_locks.update(lk.name for lk in need.locks if why == lock_reason(lk.name))
+        if why != w.reason and len(self._waits) < MAX_WAITS_PER_COMMAND:
+            w.reason = why  # (the rest are named in the next commands)
+            r = w.ready
+            self._waits.add(run_id=r.run_id, shard=r.shard, attempt=r.attempt, reason=why)
+        return False
+
+
+class Placement:
+    """The waiting attempts of one leadership and where they may go.
+
+    Not thread-safe: the dispatcher's thread owns it. Reservations are taken from and given back
+    to ``holdings``."""
+
+    __slots__ = (
+        "backfill_waiting",
+        "holdings",
+        "members",
+        "queues",
+        "restricted",
+        "ring",
+        "sized",
+        "waiting",
+    )
+
+    def __init__(self, holdings: Holdings) -> None:
+        self.holdings = holdings
+        self.ring = ShardRing(())  # where new attempts go
+        # Live members, draining ones included: they heartbeat, hold leases and can be declared
+        # dead, but the ring (placement) leaves them out.
+        self.members: frozenset[str] = frozenset()
+        # Executors that may only receive work of some namespaces (their token's, auth on); the
+        # others take any task. Empty in a cluster without auth, so placement pays nothing for it.
+        self.restricted: dict[str, frozenset[str]] = {}
+        self.waiting: dict[Key, Waiting] = {}
+        # The same attempts by executor, in start order: a tick looks only at executors with free
+        # slots and at the head of their queues (sorting and hashing every waiting attempt on every
+        # tick made dispatch slow down as a backlog grew: bench/executors.py).
+        self.queues: dict[str, WaitQueue[Waiting]] = {}
+        # Waiting attempts that declare cpu, memory or labels, in arrival order: they walk the ring
+        # to the first executor with room, so they are kept apart from the per-owner queues.
+        self.sized: dict[Key, Waiting] = {}
+        self.backfill_waiting = 0  # waiting attempts that are backfill (skip their pass when none)
+
+    def rebuild(self, v: StateView) -> None:
+        """The membership changed: derive the ring from it again (identical on every node) and
+        requeue every waiting attempt."""
+        self.ring = ShardRing(v.placeable_executors())
+        self.members = frozenset(v.live_executors())
+        self.restricted = v.restricted_executors()
+        self.queues.clear()
+        for key, w in self.waiting.items():
+            if w.need is not NO_NEED:
+                w.candidates = self._candidates(v, w.ready.task, w.ready.shard)
+                continue
+            w.owner = self._owner(v, w.ready.task, w.ready.shard)
+            self._queue(w.owner).add(key, w)
+
+    def _queue(self, executor: str) -> WaitQueue[Waiting]:
+        queue = self.queues.get(executor)
+        if queue is None:
+            queue = self.queues[executor] = WaitQueue()
+        return queue
+
+    def _candidates(self, v: StateView, task: str, shard: int) -> tuple[str, ...]:
+        """Where the shard may go, best first: the task's ring walk without executors barred from
+        its namespace, rotated to start at the shard's own place (:func:`shard_order`), so the
+        shards of one run spread over distinct executors among those allowed."""
+        walk = self.ring.walk(task)
+        if self.restricted:
+            namespace = v.task_namespace(task)
+            walk = tuple(n for n in walk if (a := self.restricted.get(n)) is None or namespace in a)
+        return shard_order(walk, shard)
+
+    def _owner(self, v: StateView, task: str, shard: int) -> str:
+        """The executor whose queue the shard waits in: the first of :meth:`_candidates` ("" if
+        none may take it: the attempt waits for one to join)."""
+        if not self.restricted:
+            return self.ring.owner(task, shard) or ""
+        candidates = self._candidates(v, task, shard)
+        return candidates[0] if candidates else ""
+
+    def wait(self, v: StateView, ready: AttemptReady) -> None:
+        """``ready`` waits for an executor (replacing what waited in its place)."""
+        key = (ready.run_id, ready.shard)
+        self.unwait(key)
+        spec = v.task_spec(ready.task)
+        w = Waiting(
+            ready,
+            start_order(
+                spec.priority if spec is not None else 5, ready.nominal_ms, ready.run_id, ready.shard
+            ),
+            self._owner(v, ready.task, ready.shard),
+        )
+        if spec is not None:
+            w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
+        self.waiting[key] = w
+        need = v.need_hint(ready.task, ready.run_id)
+        if need is not NO_NEED:
+            # Declared cpu, memory or labels: it walks the ring instead of waiting for its owner.
+            w.need, w.candidates, w.owner = need, self._candidates(v, ready.task, ready.shard), ""
+            self.sized[key] = w
+        else:
+            self._queue(w.owner).add(key, w)
+        if ready.backfill_share:
+            self.backfill_waiting += 1
+
+    def unwait(self, key: Key) -> None:
+        """The attempt at ``key`` waits no more (assigned, replaced or cancelled): give back what
+        its reservation held."""
+        w = self.waiting.pop(key, None)
+        if w is None:
+            return
+        if w.need is not NO_NEED:
+            del self.sized[key]
+        else:
+            queue = self.queues.get(w.owner)
+            if queue is not None:
+                queue.remove(key)
+        if w.ready.backfill_share:
+            self.backfill_waiting -= 1
+        if w.reserved_for:
+            self.holdings.release(key, w.reserved_for)
+
+    def release(self, v: StateView, assignments: list[tuple[Key, str]]) -> None:
+        """These ``(attempt, executor)`` assignments were proposed and failed or were refused:
+        the attempts may be placed again."""
+        for key, executor in assignments:
+            w = self.waiting.get(key)
+            if w is not None and w.reserved_for == executor:
+                w.reserved_for = ""
+                self.holdings.release(key, executor)
+                # Refused: perhaps the task's owner or locks changed since it started waiting.
+                spec = v.task_spec(w.ready.task)
+                if spec is not None:
+                    w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
+
+    def assign(self, v: StateView, now_ms: int, dead: set[str], budget: int, cmd: logpb.Command) -> None:
+        """Add to ``cmd`` (an AssignAttempts) assignments of waiting attempts to executors with a
+        free slot (at most ``budget``), and the wait reasons of those the admission holds back;
+        reserve what each assignment takes."""
+        placeable = v.placeable_executors()
+        free = self.holdings.free_slots(placeable, dead)
+        total_slots = sum(placeable.values())
+        admission = Admission(v, now_ms, self.holdings.reserved, cmd)
+        for owner in sorted(free):
+            slots = free[owner]
+            queue = self.queues.get(owner)
+            if slots <= 0 or not queue:
+                continue  # backpressure: its attempts wait for a free slot
+            # Regular work first; backfill only in the slots it leaves, within its share.
+            for backfill in (False, True) if self.backfill_waiting else (False,):
+                for w in queue:
+                    r = w.ready
+                    if w.reserved_for or r.not_before_ms > now_ms or (r.backfill_share > 0) != backfill:
+                        continue
+                    policy = admission.admit(w)
+                    if policy is False:
+                        continue
+                    if backfill and len(self.holdings.backfill_busy) >= _share(total_slots, r):
+                        break
+                    self._reserve(w, owner, policy, cmd)
+                    slots -= 1
+                    budget -= 1
+                    if slots <= 0 or budget <= 0:
+                        break
+                if slots <= 0 or budget <= 0:
+                    break
+            free[owner] = slots
+            if budget <= 0:
+                break
+        if self.sized and budget > 0:
+            self._assign_sized(v, now_ms, free, total_slots, budget, cmd, admission)
+
+    def _assign_sized(
+        self,
+        v: StateView,
+        now_ms: int,
+        free: dict[str, int],
+        total_slots: int,
+        budget: int,
+        cmd: logpb.Command,
+        admission: Admission,
+    ) -> None:
+        """Attempts with a declared need, oldest first: each goes to the first executor in ring
+        order from its shard's position that has a free slot and the cpu, memory and labels it
+        needs now (the check the state machine repeats at apply); none has room: it waits."""
+        if not any(count > 0 for count in free.values()):
+            return
+        executors = v.executors
+        held = self.holdings.held
+        for w in sorted(self.sized.values(), key=lambda w: w.order):  # priority, then oldest
+            r = w.ready
+            if w.reserved_for or r.not_before_ms > now_ms:
+                continue
+            policy = admission.admit(w)
+            if policy is False:
+                continue  # over quota or a lock is held: it waits (the state machine would refuse)
+            if r.backfill_share and len(self.holdings.backfill_busy) >= _share(total_slots, r):
+                continue
+            target = ""
+            for name in w.candidates:
+                if free.get(name, 0) <= 0:
+                    continue
+                rec = executors.get(name)
+                if rec is None or not rec.alive or rec.draining:
+                    continue
+                _, cpu, mem = held.used(name)
+                if fits_now(w.need, rec.slots, rec.cpu, rec.memory_mb, rec.labels, (0, cpu, mem)):
+                    target = name
+                    break
+            if not target:
+                continue
+            self._reserve(w, target, policy, cmd)
+            free[target] -= 1
+            budget -= 1
+            if budget <= 0:
+                return
+
+    def _reserve(self, w: Waiting, executor: str, policy: PolicyNeed | None, cmd: logpb.Command) -> None:
+        r = w.ready
+        self.holdings.reserve((r.run_id, r.shard), executor, w.need, policy, r.backfill_share > 0)
+        w.reserved_for = executor
+        cmd.assign_attempts.assignments.add(
+            run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=executor
+        )
+
+
+def _share(total_slots: int, r: AttemptReady) -> int:
+    """How many slots backfill attempts of ``r``'s workflow may hold at once."""
+    return max(1, total_slots * r.backfill_share // 100)

@@ -1,0 +1,50 @@
+"""bench/common.py: the one percentile the benchmarks report, and the provenance every result
+file carries (commit, command, machine, load at start and end)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.common import REPO, Provenance, percentile, percentiles
+
+
+def test_percentile_is_the_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1 .. 100
+    assert percentile(values, 0.5) == 50
+    assert percentile(values, 0.99) == 99
+    assert percentile(values, 1.0) == 100
+    assert percentile([7.0], 0.99) == 7
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2  # unsorted input
+    assert math.isnan(percentile([], 0.5))
+
+
+def test_percentiles_summarise_or_say_there_were_none() -> None:
+    assert percentiles([]) == {"count": 0}
+    summary = percentiles([1.0, 2.0, 3.0, 4.0])
+    assert summary == {"p50": 2.0, "p90": 4.0, "p99": 4.0, "max": 4.0, "mean": 2.5, "count": 4}
+
+
+def test_a_written_result_records_commit_command_and_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    provenance = Provenance.start()
+    # The processes the benchmark starts run this checkout's code, the rest of the path kept.
+    assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(REPO), "/elsewhere"]
+    out = tmp_path / "result.json"
+    provenance.emit({"figure": 1.5}, out)
+    written = json.loads(out.read_text())
+    assert json.loads(capsys.readouterr().out) == written
+    assert written["figure"] == 1.5
+    record = written["provenance"]
+    assert record["commit"] is None or len(record["commit"]) == 40
+    assert record["command"]  # the interpreter's argument list, as typed
+    assert record["machine"]["cpus"] == os.cpu_count()
+    assert {"cpu_model", "python", "platform"} <= set(record["machine"])
+    assert len(record["load_avg_at_start"]) == len(record["load_avg_at_end"]) == 3
+    assert record["started_at"] <= record["finished_at"]

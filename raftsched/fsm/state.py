@@ -30,9 +30,9 @@ from typing import ClassVar, Final
 
 from raftsched import bounds, codec
 from raftsched.abc import StateStore
-from raftsched.errors import InvalidSpec, RaftschedError, SnapshotFormatError, quote
+from raftsched.errors import InvalidSpec, RaftschedError, quote
 from raftsched.fsm import alerts as alerts_mod
-from raftsched.fsm import keys, queries, wire
+from raftsched.fsm import keys, queries, snapshot, wire
 from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.calendars import CalendarBook
@@ -178,11 +178,7 @@ class SchedulerState:
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
             self.state_format = meta.state_format or 1
-            if meta.state_format > codec.SNAPSHOT_FORMAT:
-                raise SnapshotFormatError(
-                    f"the stored state has format {meta.state_format}, newer than this build reads "
-                    f"({codec.SNAPSHOT_FORMAT}): run a raftsched build that supports it"
-                )
+            snapshot.refuse_newer("the stored state has format", meta.state_format)
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
             self.alert_seq = 0
@@ -230,16 +226,10 @@ class SchedulerState:
 
     def snapshot(self) -> bytes:
         """The canonical image of the replicated state: equal on every replica at the same index."""
-        snap = pb.Snapshot(format=codec.SNAPSHOT_FORMAT)
-        for key, value in self.replicated_items():
-            snap.entries.add(key=key, value=value)
-        return snap.SerializeToString(deterministic=True)
+        return snapshot.encode(self.replicated_items())
 
     def digest(self) -> str:
-        h = hashlib.sha256()
-        for key, value in self.replicated_items():
-            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
-        return h.hexdigest()
+        return snapshot.digest(self.replicated_items())
 
     def content_digest(self) -> tuple[str, int]:
         """``(digest, accepted)``: :meth:`digest` with the apply chain left out of the metadata,
@@ -247,16 +237,7 @@ class SchedulerState:
 
         A command apply refuses moves the chain and nothing else, so this digest is unchanged by
         it; while ``accepted`` stays the same, the digest must too."""
-        h = hashlib.sha256()
-        accepted = 0
-        for key, value in self.replicated_items():
-            if key == keys.META:
-                meta = pb.Meta.FromString(value)
-                accepted = meta.applied_commands
-                meta.ClearField("chain")
-                value = meta.SerializeToString(deterministic=True)
-            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
-        return h.hexdigest(), accepted
+        return snapshot.content_digest(self.replicated_items())
 
     def replicated_items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every replicated ``(key, value)`` of committed data, in key order (node-local keys excluded)."""
@@ -271,7 +252,7 @@ class SchedulerState:
         format (its ``format`` or the state format stored in it)."""
         snap = pb.Snapshot()
         snap.ParseFromString(data)
-        check_snapshot_format(snap)
+        snapshot.check_snapshot_format(snap)
         with self.lock:
             self.store.replace_all(iter([(e.key, e.value) for e in snap.entries]), applied_index)
             self._load()
@@ -1789,33 +1770,3 @@ def _split_idem(value: bytes) -> tuple[bytes, bytes]:
     if value[8:9] == _IDEM_FINGERPRINTED:
         return value[9:41], value[41:]
     return b"", value[8:]
-
-
-def check_snapshot_format(snap: pb.Snapshot) -> None:
-    """Raise :class:`SnapshotFormatError` if ``snap`` (or the state stored in it) has a newer
-    format than this build reads."""
-    if snap.format > codec.SNAPSHOT_FORMAT:
-        raise SnapshotFormatError(
-            f"snapshot format {snap.format} is newer than this build reads ({codec.SNAPSHOT_FORMAT}): "
-            "run a raftsched build that supports it"
-        )
-    for entry in snap.entries:
-        if entry.key == keys.META:
-            state_format = pb.Meta.FromString(entry.value).state_format
-            if state_format > codec.SNAPSHOT_FORMAT:
-                raise SnapshotFormatError(
-                    f"snapshot holds state format {state_format}, newer than this build reads "
-                    f"({codec.SNAPSHOT_FORMAT}): run a raftsched build that supports it"
-                )
-
-
-def check_stored_format(get: Callable[[bytes], bytes | None]) -> None:
-    """Raise :class:`SnapshotFormatError` if the state that ``get`` reads (a store or a snapshot
-    copy about to be installed) was written in a newer state format than this build reads."""
-    raw = get(keys.META)
-    state_format = pb.Meta.FromString(raw).state_format if raw else 0
-    if state_format > codec.SNAPSHOT_FORMAT:
-        raise SnapshotFormatError(
-            f"the state has format {state_format}, newer than this build reads "
-            f"({codec.SNAPSHOT_FORMAT}): run a raftsched build that supports it"
-        )

@@ -38,8 +38,9 @@ if str(BENCH_DIR) not in sys.path:
 
 from raftsched import codec  # noqa: E402
 from raftsched.fsm.effects import AttemptReady, Effect  # noqa: E402
+from raftsched.fsm.executors import MAX_EXECUTOR_SLOTS  # noqa: E402
 from raftsched.fsm.records import Retention  # noqa: E402
-from raftsched.fsm.state import MAX_EXECUTOR_SLOTS, SchedulerState  # noqa: E402
+from raftsched.fsm.state import SchedulerState  # noqa: E402
 from raftsched.leader import writes  # noqa: E402
 from raftsched.leader.driver import LeaderDriver  # noqa: E402
 from raftsched.model import CronTrigger, Overlap, TaskSpec  # noqa: E402

@@ -44,6 +44,8 @@ from raftsched.workflow.validate import (
 )
 
 SEP = "#"
+TRIGGER_HANDLER = "workflow"
+"""The handler of a workflow's trigger task: its fires start workflow runs, not executor runs."""
 DEFAULT_BACKFILL_SHARE = 30
 MAX_BACKFILL_RUNS = 1000
 RECENT_RUNS_KEPT = 4096  # finished runs kept in memory for readers (see WorkflowBook.recent)
@@ -58,6 +60,11 @@ def task_name(workflow: str, task: str) -> str:
 def trigger_name(workflow: str) -> str:
     """The internal task that carries ``workflow``'s schedule."""
     return f"{workflow}{SEP}"
+
+
+def is_trigger(spec: TaskSpec) -> bool:
+    """Whether ``spec`` is a workflow's trigger task (see :func:`trigger_name`)."""
+    return spec.handler == TRIGGER_HANDLER and spec.name.endswith(SEP)
 
 
 def is_internal(name: str) -> bool:
@@ -460,7 +467,7 @@ class WorkflowBook:
                 trig_name,
                 trigger=schedule,
                 command="",
-                handler="workflow",
+                handler=TRIGGER_HANDLER,
                 misfire=codec.MISFIRE_FROM_PB[spec.misfire],
                 overlap=codec.OVERLAP_FROM_PB[spec.overlap],
                 owner=spec.owner,

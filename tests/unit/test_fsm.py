@@ -1022,3 +1022,15 @@ def test_a_command_without_a_body_is_rejected() -> None:
     res = apply(state, codec.encode_command(pb.Command(epoch=1, now_ms=T0 + 9 * S)))
     assert (res.ok, res.code) == (False, "invalid_argument")
     assert domain(state) == before
+
+
+def test_a_fires_reason_is_not_a_signal() -> None:
+    """Only the overlap policy holds a run behind a running one: a leader's fire whose reason
+    reads like the marker that once steered it ("buffered") is an ordinary fire."""
+    state = fresh()
+    create(state, TaskSpec("t", EVERY_SECOND, command="x", overlap=Overlap.BUFFER_ONE))
+    at = T0 + S
+    out = state.apply(batch(at, entry("t", 1, [fire(at, reason="buffered")], watermark=at, next_fire=at + S)))
+    assert [e.run_id for e in out.effects if isinstance(e, AttemptReady)] == [f"t@{at}"]
+    (data,) = state.active.values()
+    assert not pb.Run.FromString(data).held and state.tasks["t"].held_run == ""

@@ -23,7 +23,7 @@ from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Effect
 from raftsched.fsm.records import BookHost, Retention, TaskState, armed
 from raftsched.fsm.runs import RunBook
-from raftsched.fsm.workflows import TRIGGER_HANDLER, WorkflowBook, is_internal, is_trigger, split_internal
+from raftsched.fsm.workflows import WorkflowBook, is_internal, is_trigger, split_internal
 from raftsched.model import Overlap
 from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
@@ -140,11 +140,12 @@ class FireBook:
         never gets here), and the reason recorded with it."""
         policy = st.spec.overlap
         # A workflow's trigger task never buffers or replaces: its runs are workflow runs.
-        if policy == Overlap.BUFFER_ONE and st.spec.handler != TRIGGER_HANDLER:
+        ordinary = not is_trigger(st.spec)
+        if policy == Overlap.BUFFER_ONE and ordinary:
             if st.held_run:
                 return Admit.SKIP, f"run {st.held_run} already waits for the running one (overlap=buffer_one)"
             return Admit.HOLD, ""
-        if policy == Overlap.REPLACE and st.spec.handler != TRIGGER_HANDLER:
+        if policy == Overlap.REPLACE and ordinary:
             self.host.runs.cancel_task_runs(st, now, epoch, effects)
             return Admit.RUN, "replaced the unfinished run (overlap=replace)"
         return Admit.SKIP, f"an earlier run was still unfinished (overlap={policy})"

@@ -1034,3 +1034,15 @@ def test_a_fires_reason_is_not_a_signal() -> None:
     assert [e.run_id for e in out.effects if isinstance(e, AttemptReady)] == [f"t@{at}"]
     (data,) = state.active.values()
     assert not pb.Run.FromString(data).held and state.tasks["t"].held_run == ""
+
+
+def test_a_user_task_whose_handler_is_named_workflow_keeps_its_overlap_policy() -> None:
+    """Only a workflow's trigger task (its internal ``<workflow>#`` task) fires past the
+    buffer_one/replace policies; a user task whose handler happens to be called "workflow" is
+    an ordinary task, and its second fire waits behind the first run."""
+    state = fresh()
+    create(state, TaskSpec("t", EVERY_SECOND, handler="workflow", overlap=Overlap.BUFFER_ONE))
+    apply(state, tick("t", 1, T0 + S))
+    apply(state, tick("t", 1, T0 + 2 * S))
+    assert [pb.FireOutcome.Name(f.outcome) for f in fires_of(state, "t")] == ["FIRED", "FIRED"]
+    assert state.tasks["t"].held_run == f"t@{T0 + 2 * S}"

@@ -53,13 +53,14 @@ class ExecutorBook:
 
     def __init__(self, host: ExecutorHost) -> None:
         self.host = host
+        self.store = host.store  # the state's store, never replaced (a restore refills it)
         self.executors: dict[str, pb.ExecutorRecord] = {}
         self.unplaceable: set[str] = set()  # tasks flagged unplaceable (derived from their records)
 
     def load(self) -> None:
         """The executor records from the store."""
         self.executors.clear()
-        for _, value in self.host.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
+        for _, value in self.store.scan(keys.EXECUTOR, keys.EXECUTOR + keys.END):
             executor = pb.ExecutorRecord()
             executor.ParseFromString(value)
             self.executors[executor.name] = executor
@@ -70,7 +71,7 @@ class ExecutorBook:
         self.unplaceable.update(name for name, st in self.host.tasks.items() if st.unplaceable)
 
     def _put(self, rec: pb.ExecutorRecord) -> None:
-        self.host.store.put(keys.executor_key(rec.name), rec.SerializeToString(deterministic=True))
+        self.store.put(keys.executor_key(rec.name), rec.SerializeToString(deterministic=True))
 
     # -- membership --------------------------------------------------------------------------------
 

@@ -77,6 +77,7 @@ class FireBook:
 
     def __init__(self, host: FireHost) -> None:
         self.host = host
+        self.store = host.store  # the state's store, never replaced (a restore refills it)
 
     def fire_batch(self, cmd: pb.Command, now: int) -> Handled:
         # Never early is checked per fire against the stamping leader's clock (cmd.now_ms), not the
@@ -173,7 +174,7 @@ class FireBook:
         rec = wire.fire_fields(
             fire.nominal_ms, outcome, reason, now, epoch, run_id, fire.through_ms, count, calendar
         )
-        host.store.put(keys.time_key(keys.FIRE, name, fire.nominal_ms), template + rec)
+        self.store.put(keys.time_key(keys.FIRE, name, fire.nominal_ms), template + rec)
         st.fires_total += count
         if host.tally is not None:
             spec = st.spec
@@ -213,7 +214,7 @@ class FireBook:
         # An age check must be able to drop every record that aged out since the previous one
         # (up to 64), or age retention falls further behind on every check.
         limit = retention.prune_step + (64 if age_check else 0)
-        store = self.host.store
+        store = self.store
         for k, v in store.scan(lo, hi, limit=limit):
             if st.kept_fires <= retention.keep_count:
                 rec = pb.FireRecord()

@@ -68,6 +68,7 @@ class RunBook:
 
     def __init__(self, host: RunHost) -> None:
         self.host = host
+        self.store = host.store  # the state's store, never replaced (a restore refills it)
         # run_id -> serialized Run, for runs not finished. Bytes, not messages: a message costs
         # several hundred bytes of RAM and a microsecond-scale build per fire.
         self.active: dict[str, bytes] = {}
@@ -87,7 +88,7 @@ class RunBook:
         """The unfinished runs from the store, with the quota places and locks they hold or wait
         for (the tasks are loaded already)."""
         host = self.host
-        for _, value in host.store.scan(keys.RUN, keys.RUN + keys.END):
+        for _, value in self.store.scan(keys.RUN, keys.RUN + keys.END):
             run = pb.Run()
             run.ParseFromString(value)
             if run.state not in FINISHED:
@@ -114,7 +115,7 @@ class RunBook:
         """Every run record is written here: to the store, and (unfinished) kept in memory."""
         if unfinished:
             self.active[run_id] = data
-        self.host.store.put(key, data)
+        self.store.put(key, data)
 
     def save(self, run: pb.Run) -> bytes:
         """Store ``run`` as it is now (serialized once, deterministically); returns the bytes."""
@@ -402,7 +403,7 @@ class RunBook:
         """Forced retry of a failed run: its failed shards get a new attempt, with a fresh retry count."""
         host = self.host
         run_id = cmd.retry_run.run_id
-        raw = host.store.get(keys.run_key_for_id(run_id)) if "@" in run_id else None
+        raw = self.store.get(keys.run_key_for_id(run_id)) if "@" in run_id else None
         if raw is None:
             raise Reject("not_found", f"run {run_id!r} does not exist (or its history was pruned)")
         run = pb.Run.FromString(raw)
@@ -480,7 +481,7 @@ class RunBook:
         if st.kept_runs <= retention.keep_count and st.kept_runs % AGE_PRUNE_EVERY:
             return  # within the count: the (slower) age check runs on every AGE_PRUNE_EVERY-th finish
         limit = retention.prune_step * 2 + st.active_runs + 1
-        store = self.host.store
+        store = self.store
         for k, v in store.scan(lo, hi, limit=limit):
             if keys.run_id_from_key(keys.RUN, k) in self.active:
                 continue  # unfinished (told from the key: parsing hundreds of active runs was slow)

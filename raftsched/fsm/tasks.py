@@ -48,12 +48,13 @@ class TaskBook:
 
     def __init__(self, host: TaskBookHost) -> None:
         self.host = host
+        self.store = host.store  # the state's store, never replaced (a restore refills it)
         self.tasks: dict[str, TaskState] = {}
 
     def load(self) -> None:
         """The task records from the store."""
         self.tasks.clear()
-        for _, value in self.host.store.scan(keys.TASK, keys.task_prefix_end()):
+        for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
             rec.ParseFromString(value)
             st = TaskState(spec_from_record(rec.spec), spec_bytes(rec.spec))
@@ -80,13 +81,13 @@ class TaskBook:
 
     def put(self, st: TaskState) -> None:
         """Store the task's record as it is now."""
-        self.host.store.put(keys.task_key(st.spec.name), st.record_bytes())
+        self.store.put(keys.task_key(st.spec.name), st.record_bytes())
 
     def put_version(self, st: TaskState) -> None:
         """Keep every version's spec: a run executes the definition it fired with. Only the newest
         VERSIONS_KEPT versions are kept (older runs than that fall back to the newest spec)."""
         name = st.spec.name
-        store = self.host.store
+        store = self.store
         store.put(keys.version_key(name, st.version), st.spec_bytes)
         if st.version > VERSIONS_KEPT:
             store.delete(keys.version_key(name, st.version - VERSIONS_KEPT))
@@ -95,7 +96,7 @@ class TaskBook:
         """Forget task ``name`` with its history; its active runs are left to finish (their
         results are still accepted) but nothing new is created."""
         del self.tasks[name]
-        store, active = self.host.store, self.host.runs.active
+        store, active = self.store, self.host.runs.active
         store.delete(keys.task_key(name))
         for kind in (keys.FIRE, keys.RUN, keys.VERSION):
             for k, v in store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):

@@ -223,30 +223,35 @@ class RunBook:
 
     # -- overlap ---------------------------------------------------------------------------------
 
+    def cancel(self, run: pb.Run, reason: str, now: int, epoch: int, effects: list[Effect]) -> None:
+        """Cancel the unfinished ``run``: its unfinished shards stop (their quota places and locks
+        are given back; the leader stops the running attempts) and the run finishes."""
+        attempts: list[tuple[int, int, str]] = []
+        for shard in run.shards:
+            if shard.state not in FINISHED:
+                attempts.append(
+                    (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+                )
+                self.release_holds(run, shard)
+                shard.state = pb.CANCELLED
+                shard.finished_ms = now
+                shard.error = reason
+                note(run, "cancelled", now, shard, reason=reason)
+        run.state = pb.CANCELLED
+        run.finished_ms = now
+        run.held = False
+        self.finish(run, now)
+        effects.append(RunCancelled(run.run_id, tuple(attempts), epoch))
+
     def cancel_task_runs(self, st: TaskState, now: int, epoch: int, effects: list[Effect]) -> None:
-        """overlap=replace: every unfinished run of ``st`` is cancelled (its running attempts are
-        stopped by the leader). Scans the active runs: only replace tasks with a run pay for it."""
+        """overlap=replace: every unfinished run of ``st`` is cancelled. Scans the active runs:
+        only replace tasks with a run pay for it."""
         name = st.spec.name
         for run_id in sorted(self.active):
             run = self.get(run_id)
             assert run is not None
-            if run.task != name:
-                continue
-            attempts: list[tuple[int, int, str]] = []
-            for shard in run.shards:
-                if shard.state not in FINISHED:
-                    attempts.append(
-                        (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
-                    )
-                    shard.state = pb.CANCELLED
-                    shard.finished_ms = now
-                    shard.error = "replaced by a newer fire (overlap=replace)"
-                    note(run, "cancelled", now, shard, reason="replaced by a newer fire (overlap=replace)")
-            run.state = pb.CANCELLED
-            run.finished_ms = now
-            run.held = False
-            self.finish(run, now)
-            effects.append(RunCancelled(run_id, tuple(attempts), epoch))
+            if run.task == name:
+                self.cancel(run, "replaced by a newer fire (overlap=replace)", now, epoch, effects)
         st.held_run = ""
 
     def release_held(self, task: str, now: int, effects: list[Effect]) -> None:

@@ -390,13 +390,9 @@ class SchedulerState(LockedReads):
         the task's record."""
         self.runs.add(st, run_id, data)
 
-    def release_holds(self, run: pb.Run, shard: pb.ShardAttempt) -> None:
-        """``shard``'s attempt stops running (or waiting): give back its quota places and locks."""
-        self.runs.release_holds(run, shard)
-
-    def finish_run(self, run: pb.Run, now: int) -> None:
-        """``run`` reached a final state: it leaves the active set, and its task's counters."""
-        self.runs.finish(run, now)
+    def cancel_run(self, run: pb.Run, reason: str, now: int, epoch: int, effects: list[Effect]) -> None:
+        """Cancel the unfinished ``run`` (see :meth:`RunBook.cancel`)."""
+        self.runs.cancel(run, reason, now, epoch, effects)
 
     def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """Flag ``st`` unplaceable (and alert once) when no live executor could ever run it."""

@@ -68,7 +68,9 @@ class RunBook:
 
     def __init__(self, host: RunHost) -> None:
         self.host = host
-        self.store = host.store  # the state's store, never replaced (a restore refills it)
+        # The state's store and task table, never replaced (a restore refills them in place).
+        self.store = host.store
+        self.tasks = host.tasks
         # run_id -> serialized Run, for runs not finished. Bytes, not messages: a message costs
         # several hundred bytes of RAM and a microsecond-scale build per fire.
         self.active: dict[str, bytes] = {}
@@ -96,7 +98,7 @@ class RunBook:
                 self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
                 for shard in run.shards:
                     if shard.holds or shard.waiting:
-                        task = host.tasks.get(run.task)
+                        task = self.tasks.get(run.task)
                         host.policy.load_shard(run, shard, task.spec.locks if task is not None else ())
 
     def load_usage(self) -> None:
@@ -168,7 +170,9 @@ class RunBook:
                 shards=pending_shards(shards),
             ).SerializeToString(deterministic=True)
         data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold)
-        self._count(st)
+        self.active_per_task[name] = self.active_per_task.get(name, 0) + 1  # _count, inline: per fire
+        st.active_runs += 1
+        st.runs_total += 1
         suffix = f"~m{manual_seq}" if manual_seq else ""
         self._write(run_id, data, keys.time_key(keys.RUN, name, nominal, suffix), True)
         host = self.host
@@ -256,7 +260,7 @@ class RunBook:
 
     def release_held(self, task: str, now: int, effects: list[Effect]) -> None:
         """overlap=buffer_one: the task's running run finished; its buffered run may start."""
-        st = self.host.tasks.get(task)
+        st = self.tasks.get(task)
         if st is None or not st.held_run:
             return
         run = self.get(st.held_run)
@@ -314,7 +318,7 @@ class RunBook:
         host = self.host
         self.usage.release((run.run_id, shard.shard))
         self.release_holds(run, shard)
-        st = host.tasks.get(run.task)
+        st = self.tasks.get(run.task)
         max_retries = st.spec.max_retries if st is not None else 0
         if run.workflow_run:
             wspec = host.wf.task_spec(run)  # the version the workflow run is pinned to
@@ -385,7 +389,7 @@ class RunBook:
         """``run`` reached a final state: it leaves the active set, and its task's counters."""
         host = self.host
         if host.tally is not None:
-            done = host.tasks.get(run.task)
+            done = self.tasks.get(run.task)
             owner, namespace = (done.spec.owner, done.spec.namespace) if done is not None else ("", "")
             host.tally.run_finished(_RUN_STATE_NAMES.get(run.state, "unknown"), owner, namespace, run.task)
         del self.active[run.run_id]
@@ -396,7 +400,7 @@ class RunBook:
             self.active_per_task[run.task] = left
         else:
             del self.active_per_task[run.task]
-        st = host.tasks.get(run.task)
+        st = self.tasks.get(run.task)
         if st is not None:
             st.active_runs -= 1
             st.kept_runs += 1
@@ -420,7 +424,7 @@ class RunBook:
             )
         if run.run_id in self.active or run.state != pb.FAILED:
             raise Reject("conflict", f"run {run_id!r} is {pb.RunState.Name(run.state).lower()}, not failed")
-        st = host.tasks.get(run.task)
+        st = self.tasks.get(run.task)
         if st is None:
             raise Reject("not_found", f"task {run.task!r} of run {run_id!r} no longer exists")
         # A forced retry gives a shard up to max_retries + free re-placements more attempts:
@@ -458,7 +462,7 @@ class RunBook:
         for run_id in sorted(self.active):
             run = self.get(run_id)
             assert run is not None
-            st = self.host.tasks.get(run.task)
+            st = self.tasks.get(run.task)
             if st is None or (st.spec.owner if q.kind == "owner" else st.spec.namespace) != q.name:
                 continue
             changed = False

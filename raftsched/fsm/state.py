@@ -90,10 +90,10 @@ class SchedulerState(LockedReads):
         # The books, each over this state as its host. Their tables are shared here under the
         # names the readers use (never rebound: loading refills them in place).
         self.task_book: TaskBook = TaskBook(self)
+        self.tasks = self.task_book.tasks
         self.runs: RunBook = RunBook(self)
         self.fires: FireBook = FireBook(self)
         self.executor_book: ExecutorBook = ExecutorBook(self)
-        self.tasks = self.task_book.tasks
         self.active = self.runs.active  # run_id -> serialized Run, for runs not finished
         self.active_per_task = self.runs.active_per_task
         self.usage = self.runs.usage

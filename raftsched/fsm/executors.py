@@ -235,7 +235,8 @@ class ExecutorBook:
         otherwise the assignment is refused and the reason recorded on the shard. The leader's
         ``waits`` record why attempts it held back wait (run show, explain, locks)."""
         host = self.host
-        runs, tasks, policy = host.runs, host.tasks, host.policy
+        runs, tasks, policy, wf = host.runs, host.tasks, host.policy, host.wf
+        usage, lead = runs.usage, host.leader_effects
         accepted = refused = 0
         effects: list[Effect] = []
         for wait in cmd.assign_attempts.waits:
@@ -272,7 +273,7 @@ class ExecutorBook:
                 executor.cpu,
                 executor.memory_mb,
                 executor.labels,
-                runs.usage.used(a.executor),
+                usage.used(a.executor),
             ):
                 refused += 1  # it would over-commit the executor's slots, cpu or memory
                 continue
@@ -293,20 +294,20 @@ class ExecutorBook:
                 shard.waiting = ""
                 shard.waiting_since_ms = 0
                 policy.forget_wait(a.run_id, a.shard)
-            runs.usage.take(key, a.executor, res_need)
+            usage.take(key, a.executor, res_need)
             shard.state = pb.RUNNING
             shard.executor = a.executor
             shard.assigned_ms = now
             run.state = pb.RUNNING
             note(run, "assigned", now, shard, executor=a.executor)
             runs.save(run)
-            if host.leader_effects:
+            if lead:
                 effects.append(
                     DispatchAttempt(
                         a.run_id, run.task, run.nominal_ms, a.shard, a.attempt, a.executor, cmd.epoch
                     )
                 )
             if run.workflow_run:
-                host.wf.task_run_assigned(run, shard, now)
+                wf.task_run_assigned(run, shard, now)
             accepted += 1
         return pb.CommandResult(ok=True, accounted=accepted, refused=refused), tuple(effects)

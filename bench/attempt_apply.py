@@ -33,8 +33,9 @@ from pathlib import Path
 from bench.common import Provenance
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.fsm.executors import MAX_EXECUTOR_SLOTS
 from raftsched.fsm.records import Retention
-from raftsched.fsm.state import MAX_EXECUTOR_SLOTS, SchedulerState
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.driver import LeaderDriver
 from raftsched.model import CronTrigger, Overlap, TaskSpec

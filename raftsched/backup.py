@@ -34,7 +34,7 @@ from typing import BinaryIO
 from raftsched import __version__, codec
 from raftsched.errors import InvalidBackup, SnapshotFormatError
 from raftsched.fsm import keys
-from raftsched.fsm.state import check_snapshot_format
+from raftsched.fsm.snapshot import check_snapshot_format
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 

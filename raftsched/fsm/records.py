@@ -8,8 +8,12 @@ here rather than in either of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
+from raftsched.abc import StateStore
+from raftsched.fsm.effects import TaskArmed
 from raftsched.model import TaskSpec
 from raftsched.v1 import log_pb2 as pb
 
@@ -124,3 +128,39 @@ def spec_bytes(spec_pb: pb.TaskSpec) -> bytes:
 def pending_shards(count: int) -> list[pb.ShardAttempt]:
     """The shards of a new run: ``count`` first attempts, all pending."""
     return [pb.ShardAttempt(shard=i, attempt=1, state=pb.PENDING) for i in range(count)]
+
+
+def armed(st: TaskState) -> TaskArmed:
+    """The effect that (re-)arms ``st`` in the leader's timing wheel (0: nothing to fire)."""
+    return TaskArmed(st.spec.name, st.version, st.next_fire_ms if st.enabled else 0)
+
+
+class BookHost(Protocol):
+    """What every book over the task side needs from the state machine (``SchedulerState``);
+    each book's own host protocol adds what only it needs.
+
+    Called on the apply thread only, while a command applies; every method is deterministic and
+    writes through the same store batch as the book."""
+
+    @property
+    def store(self) -> StateStore:
+        """The state store (the apply thread's open batch)."""
+        ...
+
+    @property
+    def tasks(self) -> Mapping[str, TaskState]:
+        """Every task's in-memory state by name (internal workflow tasks included)."""
+        ...
+
+    @property
+    def leader_effects(self) -> bool:
+        """Whether the command being applied builds the effects only a leader consumes."""
+        ...
+
+    def put_task(self, st: TaskState) -> None:
+        """Store the task's record as it is now."""
+        ...
+
+    def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
+        """Record an alert event of ``kind`` (one of :data:`raftsched.fsm.alerts.KINDS`)."""
+        ...

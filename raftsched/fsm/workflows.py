@@ -25,10 +25,9 @@ from raftsched.abc import StateStore, StoreReader
 from raftsched.errors import Conflict, InvalidSpec, NotFound, TemplateError
 from raftsched.fsm import keys
 from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
-from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled, TaskArmed
-from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, Retention, TaskState, spec_bytes
+from raftsched.fsm.effects import AttemptReady, Effect, TaskArmed
+from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
-from raftsched.fsm.timeline import note
 from raftsched.model import Runner, TaskSpec, validate_name, validate_params
 from raftsched.sharding.placement import Need
 from raftsched.v1 import log_pb2 as pb
@@ -44,6 +43,8 @@ from raftsched.workflow.validate import (
 )
 
 SEP = "#"
+TRIGGER_HANDLER = "workflow"
+"""The handler of a workflow's trigger task: its fires start workflow runs, not executor runs."""
 DEFAULT_BACKFILL_SHARE = 30
 MAX_BACKFILL_RUNS = 1000
 RECENT_RUNS_KEPT = 4096  # finished runs kept in memory for readers (see WorkflowBook.recent)
@@ -58,6 +59,11 @@ def task_name(workflow: str, task: str) -> str:
 def trigger_name(workflow: str) -> str:
     """The internal task that carries ``workflow``'s schedule."""
     return f"{workflow}{SEP}"
+
+
+def is_trigger(spec: TaskSpec) -> bool:
+    """Whether ``spec`` is a workflow's trigger task (see :func:`trigger_name`)."""
+    return spec.handler == TRIGGER_HANDLER and spec.name.endswith(SEP)
 
 
 def is_internal(name: str) -> bool:
@@ -125,12 +131,9 @@ class TaskHost(Protocol):
         """A fresh copy of the unfinished run ``run_id``, or None."""
         ...
 
-    def release_holds(self, run: pb.Run, shard: pb.ShardAttempt) -> None:
-        """The shard stops running or waiting: its quota places and locks are given back."""
-        ...
-
-    def finish_run(self, run: pb.Run, now: int) -> None:
-        """``run`` reached a final state: it leaves the active set and is stored as history."""
+    def cancel_run(self, run: pb.Run, reason: str, now: int, epoch: int, effects: list[Effect]) -> None:
+        """Cancel the unfinished ``run``: its shards stop (quota places and locks given back, the
+        leader stops the running attempts) and it is stored as history."""
         ...
 
     def next_sequence(self) -> int:
@@ -460,7 +463,7 @@ class WorkflowBook:
                 trig_name,
                 trigger=schedule,
                 command="",
-                handler="workflow",
+                handler=TRIGGER_HANDLER,
                 misfire=codec.MISFIRE_FROM_PB[spec.misfire],
                 overlap=codec.OVERLAP_FROM_PB[spec.overlap],
                 owner=spec.owner,
@@ -941,21 +944,7 @@ class WorkflowBook:
         run = self.host.active_run(run_id)
         if run is None:
             return
-        attempts: list[tuple[int, int, str]] = []
-        for shard in run.shards:
-            if shard.state not in FINISHED:
-                attempts.append(
-                    (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
-                )
-                self.host.release_holds(run, shard)
-                shard.state = pb.CANCELLED
-                shard.finished_ms = now
-                shard.error = "workflow run killed"
-                note(run, "cancelled", now, shard, reason="workflow run killed")
-        run.state = pb.CANCELLED
-        run.finished_ms = now
-        self.host.finish_run(run, now)
-        effects.append(RunCancelled(run_id, tuple(attempts), epoch))
+        self.host.cancel_run(run, "workflow run killed", now, epoch, effects)
 
     def _settle(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:
         """Store the run; when it just finished, release it (counters, backfill, trigger overlap)."""

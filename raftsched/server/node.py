@@ -54,7 +54,8 @@ from raftsched.fsm.alerts import STORE_DAMAGED
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
-from raftsched.fsm.state import SchedulerState, check_stored_format
+from raftsched.fsm.snapshot import check_stored_format
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import DriverThread

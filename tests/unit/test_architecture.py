@@ -137,7 +137,10 @@ UNLOCKED_TABLES = frozenset(
         "alerts",
         "lock",
         "leader_effects",
-        "_needs",
+        "runs",
+        "fires",
+        "task_book",
+        "executor_book",
     }
 )
 # Where the state's lock is taken for a write, not a read: the snapshot install swaps the store

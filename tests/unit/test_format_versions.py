@@ -163,7 +163,7 @@ def test_a_raft_snapshot_copy_of_a_newer_state_is_refused_before_the_swap(tmp_pa
         leader.write_snapshot(f)
     leader.close()
 
-    from raftsched.fsm.state import check_stored_format
+    from raftsched.fsm.snapshot import check_stored_format
 
     follower = LmdbStore(tmp_path / "follower", sync=False)
     try:

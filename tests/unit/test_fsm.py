@@ -905,3 +905,27 @@ def test_a_command_without_a_body_is_rejected() -> None:
     res = apply(state, codec.encode_command(pb.Command(epoch=1, now_ms=T0 + 9 * S)))
     assert (res.ok, res.code) == (False, "invalid_argument")
     assert domain(state) == before
+
+
+def test_a_fires_reason_is_not_a_signal() -> None:
+    """Only the overlap policy holds a run behind a running one: a leader's fire whose reason
+    reads like the marker that once steered it ("buffered") is an ordinary fire."""
+    state = fresh()
+    create(state, TaskSpec("t", EVERY_SECOND, command="x", overlap=Overlap.BUFFER_ONE))
+    at = T0 + S
+    out = state.apply(batch(at, entry("t", 1, [fire(at, reason="buffered")], watermark=at, next_fire=at + S)))
+    assert [e.run_id for e in out.effects if isinstance(e, AttemptReady)] == [f"t@{at}"]
+    (data,) = state.active.values()
+    assert not pb.Run.FromString(data).held and state.tasks["t"].held_run == ""
+
+
+def test_a_user_task_whose_handler_is_named_workflow_keeps_its_overlap_policy() -> None:
+    """Only a workflow's trigger task (its internal ``<workflow>#`` task) fires past the
+    buffer_one/replace policies; a user task whose handler happens to be called "workflow" is
+    an ordinary task, and its second fire waits behind the first run."""
+    state = fresh()
+    create(state, TaskSpec("t", EVERY_SECOND, handler="workflow", overlap=Overlap.BUFFER_ONE))
+    apply(state, tick("t", 1, T0 + S))
+    apply(state, tick("t", 1, T0 + 2 * S))
+    assert [pb.FireOutcome.Name(f.outcome) for f in fires_of(state, "t")] == ["FIRED", "FIRED"]
+    assert state.tasks["t"].held_run == f"t@{T0 + 2 * S}"

@@ -232,3 +232,20 @@ def test_a_re_registration_keeps_the_drain_and_a_leave_ends_it() -> None:
     assert (res.ok, res.code) == (False, "not_found")
     apply(state, join("ex1", now=T0 + 4 * S))  # a new process after it left takes work again
     assert state.placeable_executors() == {"ex1": 4}
+
+
+def test_a_run_replaced_by_overlap_gives_back_its_quota_place() -> None:
+    """overlap=replace cancels the running run: its attempt's quota place is given back (as a
+    workflow kill gives it back), so the new run may start on the same quota."""
+    state = fresh()
+    apply(state, join("ex"))
+    cmd = command(T0)
+    cmd.set_quota.quota.CopyFrom(pb.QuotaRecord(kind="owner", name="alice", max_running=1))
+    assert apply(state, codec.encode_command(cmd)).ok
+    create(state, TaskSpec("t", EVERY_SECOND, command="x", overlap=Overlap.REPLACE, owner="alice"))
+    first, second = T0 + S, T0 + 2 * S
+    apply(state, tick("t", 1, first))
+    assert apply(state, assign(first, (f"t@{first}", 0, 1, "ex"))).accounted == 1
+    apply(state, tick("t", 1, second))  # replaces the running run
+    assert [q.running for q in state.quotas()] == [0]
+    assert apply(state, assign(second, (f"t@{second}", 0, 1, "ex"))).accounted == 1

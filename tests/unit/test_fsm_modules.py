@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from raftsched.fsm.executors import ExecutorHost
+from raftsched.fsm.fires import FireHost
+from raftsched.fsm.runs import RunHost
+from raftsched.fsm.tasks import TaskBookHost
 from raftsched.fsm.workflows import TaskHost
 from tests.support.fsm import fresh
 from tests.unit.test_architecture import FORBIDDEN_IN_PURE, imported_roots
@@ -87,3 +91,50 @@ def test_the_state_is_the_workflow_books_task_host() -> None:
     host: TaskHost = state  # checked by mypy: SchedulerState satisfies the protocol
     assert state.wf.host is host
     assert host.next_sequence() == 1 and host.next_sequence() == 2
+
+
+BOOKS = ("tasks", "fires", "runs", "executors", "workflows")
+
+
+@pytest.mark.parametrize("book", BOOKS)
+def test_a_book_does_not_import_the_state(book: str) -> None:
+    """Each book works over its host protocol; the state module composes them."""
+    assert "state" not in fsm_imports(PKG / "fsm" / f"{book}.py")
+    assert book in fsm_imports(PKG / "fsm" / "state.py")
+
+
+def test_the_state_is_every_books_host() -> None:
+    state = fresh()
+    # Checked by mypy: SchedulerState satisfies each book's host protocol.
+    hosts: tuple[RunHost, FireHost, ExecutorHost, TaskBookHost] = (state, state, state, state)
+    assert (state.runs.host, state.fires.host, state.executor_book.host, state.task_book.host) == hosts
+    # The tables the readers use are the books' own (loading refills them in place).
+    state.reload()
+    assert state.tasks is state.task_book.tasks and state.active is state.runs.active
+    assert state.executors is state.executor_book.executors
+    assert state.unplaceable is state.executor_book.unplaceable
+
+
+def _writes_a_run_record(node: ast.AST) -> bool:
+    """A store write whose key is a run key, or an entry put into a table of unfinished runs."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "put":
+        key = ast.unparse(node.args[0]) if node.args else ""
+        return "run_key_for_id" in key or "keys.RUN" in key
+    if isinstance(node, ast.Assign):
+        return any(
+            isinstance(t, ast.Subscript) and ast.unparse(t.value).endswith("active") for t in node.targets
+        )
+    return False
+
+
+def test_run_records_are_written_by_the_run_book_only() -> None:
+    """One writer of a run record (``RunBook._write``, under ``save`` and new runs): a second
+    copy of 'serialize, keep in memory, store' is how the copies drifted before. Loading fills
+    the memory table from the store, and writes nothing."""
+    writers: set[str] = set()
+    for name in FSM_MODULES:
+        tree = ast.parse((PKG / "fsm" / name).read_text())
+        for func in ast.walk(tree):
+            if isinstance(func, ast.FunctionDef) and any(_writes_a_run_record(n) for n in ast.walk(func)):
+                writers.add(f"{name}:{func.name}")
+    assert writers == {"runs.py:_write", "runs.py:load"}

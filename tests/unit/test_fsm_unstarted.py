@@ -5,7 +5,7 @@ MAX_FREE_REPLACEMENTS times per shard; the old attempt's late result is refused.
 from __future__ import annotations
 
 from raftsched import codec
-from raftsched.fsm.state import MAX_FREE_REPLACEMENTS
+from raftsched.fsm.runs import MAX_FREE_REPLACEMENTS
 from raftsched.v1 import log_pb2 as pb
 from tests.support.fsm import T0, S, apply, assign, command, one_run, result, run_of
 

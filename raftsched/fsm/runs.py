@@ -1,0 +1,571 @@
+"""Runs inside the state machine: the unfinished runs, their attempts' outcomes and retries, and
+their history.
+
+The :class:`RunBook` keeps every unfinished run in memory (serialized: ``active``), what the
+running attempts hold on their executors (``usage``), and writes every run record through one
+function (:meth:`RunBook.save`; new runs through the same private writer). It settles attempt
+results (retry by policy, finish the run, release a run held behind it), forced retries, and
+prunes a task's finished runs by count and age. Like the rest of the FSM it is deterministic and
+reaches the task side, quotas and workflows only through the :class:`RunHost` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final, Protocol
+
+from raftsched import bounds
+from raftsched.fsm import alerts as alerts_mod
+from raftsched.fsm import keys, wire
+from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled
+from raftsched.fsm.policy import PolicyBook
+from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, BookHost, Retention, TaskState, pending_shards
+from raftsched.fsm.rules import Reject
+from raftsched.fsm.timeline import note
+from raftsched.fsm.workflows import WorkflowBook, split_internal
+from raftsched.model import MAX_RETRIES, execution_id, run_id_for
+from raftsched.observability.tally import ApplyTally
+from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
+from raftsched.v1 import log_pb2 as pb
+
+# Re-placements of a shard's attempts that its executors never started, granted without
+# consuming a retry. Past this they count as tries: "unstarted" is the leader's belief from the
+# last heartbeat, and an executor that dies while starting the same attempt every time must not
+# have it re-placed forever.
+MAX_FREE_REPLACEMENTS: Final = 3
+
+_RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
+
+Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
+
+
+class RunHost(BookHost, Protocol):
+    """What the run book needs from the rest of the state machine (``SchedulerState``).
+
+    Called on the apply thread only, while a command applies."""
+
+    @property
+    def retention(self) -> Retention: ...
+
+    @property
+    def wf(self) -> WorkflowBook: ...
+    @property
+    def policy(self) -> PolicyBook: ...
+    @property
+    def tally(self) -> ApplyTally | None: ...
+
+    @property
+    def unplaceable(self) -> Collection[str]:
+        """The tasks flagged unplaceable."""
+        ...
+
+    def spec_for(self, task: str, version: int) -> pb.TaskSpec | None: ...
+    def check_placeable(self, st: TaskState, need: Need, now: int) -> None: ...
+
+
+class RunBook:
+    """The unfinished runs and the commands that settle them (see module doc)."""
+
+    def __init__(self, host: RunHost) -> None:
+        self.host = host
+        # The state's store and task table, never replaced (a restore refills them in place).
+        self.store = host.store
+        self.tasks = host.tasks
+        # run_id -> serialized Run, for runs not finished. Bytes, not messages: a message costs
+        # several hundred bytes of RAM and a microsecond-scale build per fire.
+        self.active: dict[str, bytes] = {}
+        self.active_per_task: dict[str, int] = {}  # derived from `active`; kept for O(1) lookups
+        # Derived from the active runs (never stored): slots, cpu and memory each executor's
+        # running attempts hold, so an assignment that would over-commit one is refused.
+        self.usage = ExecutorUsage()
+        self.needs: dict[tuple[str, int], Need] = {}  # (task, version) -> need (versions are immutable)
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        self.active.clear()
+        self.active_per_task.clear()
+
+    def load(self) -> None:
+        """The unfinished runs from the store, with the quota places and locks they hold or wait
+        for (the tasks are loaded already)."""
+        host = self.host
+        for _, value in self.store.scan(keys.RUN, keys.RUN + keys.END):
+            run = pb.Run()
+            run.ParseFromString(value)
+            if run.state not in FINISHED:
+                self.active[run.run_id] = value
+                self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
+                for shard in run.shards:
+                    if shard.holds or shard.waiting:
+                        task = self.tasks.get(run.task)
+                        host.policy.load_shard(run, shard, task.spec.locks if task is not None else ())
+
+    def load_usage(self) -> None:
+        """What the running attempts hold on their executors (the workflows are loaded already)."""
+        self.usage.clear()
+        self.needs.clear()
+        for run_id in sorted(self.active):
+            run = pb.Run.FromString(self.active[run_id])
+            for shard in run.shards:
+                if shard.state == pb.RUNNING:
+                    self.usage.take((run_id, shard.shard), shard.executor, self.need_for_run(run))
+
+    # -- the run record --------------------------------------------------------------------------
+
+    def _write(self, run_id: str, data: bytes, key: bytes, unfinished: bool) -> None:
+        """Every run record is written here: to the store, and (unfinished) kept in memory."""
+        if unfinished:
+            self.active[run_id] = data
+        self.store.put(key, data)
+
+    def save(self, run: pb.Run) -> bytes:
+        """Store ``run`` as it is now (serialized once, deterministically); returns the bytes."""
+        data = run.SerializeToString(deterministic=True)
+        self._write(run.run_id, data, keys.run_key_for_id(run.run_id), run.state not in FINISHED)
+        return data
+
+    def get(self, run_id: str) -> pb.Run | None:
+        """A fresh copy of the unfinished run ``run_id``, or None (apply thread, or hold the lock)."""
+        data = self.active.get(run_id)
+        if data is None:
+            return None
+        run = pb.Run()
+        run.ParseFromString(data)
+        return run
+
+    def _count(self, st: TaskState) -> None:
+        name = st.spec.name
+        self.active_per_task[name] = self.active_per_task.get(name, 0) + 1
+        st.active_runs += 1
+        st.runs_total += 1
+
+    def add(self, st: TaskState, run_id: str, data: bytes) -> None:
+        """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
+        the task's record."""
+        self._count(st)
+        self.host.put_task(st)
+        self._write(run_id, data, keys.run_key_for_id(run_id), True)
+
+    def new(
+        self, st: TaskState, nominal: int, now: int, epoch: int, manual_seq: int = 0, hold: bool = False
+    ) -> tuple[str, bytes, tuple[Effect, ...]]:
+        """Create a run; returns ``(run_id, serialized run, dispatch effects)``.
+
+        Hot path (one call per fire): the fields that are the same for every run of this task
+        version are serialized once (``TaskState.run_template``) and concatenated with the
+        per-fire fields; concatenated messages parse as one, and every replica produces the same
+        bytes.
+        """
+        name = st.spec.name
+        shards = st.spec.shards
+        run_id = run_id_for(name, nominal, manual_seq)
+        template = st.run_template
+        if template is None:
+            template = st.run_template = pb.Run(
+                task=name,
+                task_version=st.version,
+                state=pb.PENDING,
+                params_json=st.spec.params_json,
+                shards=pending_shards(shards),
+            ).SerializeToString(deterministic=True)
+        data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold)
+        self.active_per_task[name] = self.active_per_task.get(name, 0) + 1  # _count, inline: per fire
+        st.active_runs += 1
+        st.runs_total += 1
+        suffix = f"~m{manual_seq}" if manual_seq else ""
+        self._write(run_id, data, keys.time_key(keys.RUN, name, nominal, suffix), True)
+        host = self.host
+        if host.unplaceable or st.spec.resource_cpu or st.spec.resource_memory_mb or st.spec.selector:
+            need = self.needs.get((name, st.version))
+            if need is None:
+                s = st.spec
+                need = self.needs[(name, st.version)] = need_of(
+                    s.resource_cpu, s.resource_memory_mb, dict(s.selector)
+                )
+            if need.declared or st.unplaceable:
+                host.check_placeable(st, need, now)
+        if hold:
+            st.held_run = run_id
+            return run_id, data, ()
+        if not host.leader_effects:
+            return run_id, data, ()
+        if shards == 1:
+            return run_id, data, (AttemptReady(run_id, name, nominal, 0, 1, epoch),)
+        return run_id, data, tuple(AttemptReady(run_id, name, nominal, i, 1, epoch) for i in range(shards))
+
+    def need_for_run(self, run: pb.Run) -> Need:
+        """What each attempt of ``run`` holds on its executor besides its slot."""
+        key = (run.task, run.task_version)
+        need = self.needs.get(key)
+        if need is None:
+            if run.workflow_run:
+                wspec = self.host.wf.task_spec(run)
+                need = (
+                    need_of(wspec.resource_cpu, wspec.resource_memory_mb, wspec.selector)
+                    if wspec is not None
+                    else NO_NEED
+                )
+            else:
+                spec = self.host.spec_for(run.task, run.task_version)
+                need = need_of(spec.resource_cpu, spec.resource_memory_mb, spec.selector) if spec else NO_NEED
+            self.needs[key] = need
+        return need
+
+    def attempt_ready(self, run: pb.Run, shard: pb.ShardAttempt, epoch: int) -> AttemptReady:
+        """The effect that makes ``shard``'s current attempt dispatchable from its ``not_before_ms``."""
+        return AttemptReady(
+            run.run_id,
+            run.task,
+            run.nominal_ms,
+            shard.shard,
+            shard.attempt,
+            epoch,
+            shard.not_before_ms,
+            self.host.wf.backfill_share(run),
+        )
+
+    # -- overlap ---------------------------------------------------------------------------------
+
+    def cancel(self, run: pb.Run, reason: str, now: int, epoch: int, effects: list[Effect]) -> None:
+        """Cancel the unfinished ``run``: its unfinished shards stop (their quota places and locks
+        are given back; the leader stops the running attempts) and the run finishes."""
+        attempts: list[tuple[int, int, str]] = []
+        for shard in run.shards:
+            if shard.state not in FINISHED:
+                attempts.append(
+                    (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+                )
+                self.release_holds(run, shard)
+                shard.state = pb.CANCELLED
+                shard.finished_ms = now
+                shard.error = reason
+                note(run, "cancelled", now, shard, reason=reason)
+        run.state = pb.CANCELLED
+        run.finished_ms = now
+        run.held = False
+        self.finish(run, now)
+        effects.append(RunCancelled(run.run_id, tuple(attempts), epoch))
+
+    def cancel_task_runs(self, st: TaskState, now: int, epoch: int, effects: list[Effect]) -> None:
+        """overlap=replace: every unfinished run of ``st`` is cancelled. Scans the active runs:
+        only replace tasks with a run pay for it."""
+        name = st.spec.name
+        for run_id in sorted(self.active):
+            run = self.get(run_id)
+            assert run is not None
+            if run.task == name:
+                self.cancel(run, "replaced by a newer fire (overlap=replace)", now, epoch, effects)
+        st.held_run = ""
+
+    def release_held(self, task: str, now: int, effects: list[Effect]) -> None:
+        """overlap=buffer_one: the task's running run finished; its buffered run may start."""
+        st = self.tasks.get(task)
+        if st is None or not st.held_run:
+            return
+        run = self.get(st.held_run)
+        st.held_run = ""
+        self.host.put_task(st)
+        if run is None:
+            return
+        run.held = False
+        note(run, "released", now, reason="the run it waited for finished (overlap=buffer_one)")
+        self.save(run)
+        effects.extend(self.attempt_ready(run, shard, run.epoch) for shard in run.shards)
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def report_results(self, cmd: pb.Command, now: int) -> Handled:
+        """Attempt outcomes, batched: from executors (``executor`` set) or the leader (``lost``).
+
+        Fencing: a result for an attempt that is not the shard's current one, for a finished
+        shard, or from an executor other than the one the attempt is assigned to, is refused and
+        changes nothing. A failure with retries left re-queues the shard as attempt N+1, not before
+        the leader's ``retry_at_ms`` (backoff with jitter chosen by the leader, so replicas agree).
+        """
+        accepted = refused = 0
+        effects: list[Effect] = []
+        for res in cmd.report_results.results:
+            run = self.get(res.run_id)
+            shard = run.shards[res.shard] if run is not None and res.shard < len(run.shards) else None
+            if (
+                run is None
+                or shard is None
+                or shard.attempt != res.attempt
+                or shard.state in FINISHED
+                or (not res.lost and shard.executor and res.executor != shard.executor)
+                or not result_in_range(res)
+            ):
+                refused += 1  # stale attempt, unknown run, wrong executor, out of range: fenced off
+                continue
+            if res.lost:
+                note(run, "lease_expired", now, shard, executor=shard.executor, reason=res.error)
+            self.settle(run, shard, res, now, cmd.epoch, effects)
+            accepted += 1
+        return pb.CommandResult(ok=True, accounted=accepted, refused=refused), tuple(effects)
+
+    def settle(
+        self,
+        run: pb.Run,
+        shard: pb.ShardAttempt,
+        res: pb.AttemptResult,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+    ) -> None:
+        """Apply ``res`` to ``shard``'s current attempt: retry by policy, or finish the shard (and
+        the run, once every shard has)."""
+        host = self.host
+        self.usage.release((run.run_id, shard.shard))
+        self.release_holds(run, shard)
+        st = self.tasks.get(run.task)
+        max_retries = st.spec.max_retries if st is not None else 0
+        if run.workflow_run:
+            wspec = host.wf.task_spec(run)  # the version the workflow run is pinned to
+            max_retries = wspec.max_retries if wspec is not None else max_retries
+        shard.error = res.error
+        shard.timed_out = res.timed_out
+        shard.exit_code = res.exit_code
+        shard.stdout_tail = res.stdout_tail
+        shard.stderr_tail = res.stderr_tail
+        free = res.lost and res.unstarted and shard.unstarted < MAX_FREE_REPLACEMENTS
+        if free:
+            # Its executor died before starting it: not a try. The next attempt number fences
+            # the dead executor's late start or result; the retry budget is left as it was.
+            shard.unstarted += 1
+            shard.retry_base += 1
+        elif res.lost:
+            shard.lost += 1
+        else:
+            _note_outcome(run, shard, res, now)
+        if not free and (res.lost or res.timed_out) and not res.success:
+            self._attempt_alert(run, shard, res, st, now)
+        retry = not res.success and shard.attempt - shard.retry_base <= max_retries
+        if host.tally is not None:
+            _tally_attempt(host.tally, st, run.task, res, retry)
+        if res.success:
+            shard.state = pb.SUCCEEDED
+            shard.finished_ms = now
+        elif retry:
+            shard.attempt += 1
+            shard.state = pb.PENDING
+            shard.executor = ""
+            shard.assigned_ms = 0
+            shard.not_before_ms = max(res.retry_at_ms, now)
+            note(run, "retry_scheduled", now, shard, retry_at_ms=shard.not_before_ms)
+            effects.append(self.attempt_ready(run, shard, epoch))
+            if run.workflow_run:
+                host.wf.task_run_retrying(run, shard, res.error, now)
+        else:
+            shard.state = pb.FAILED
+            shard.finished_ms = now
+        if all(s.state in FINISHED for s in run.shards):
+            failed = [s for s in run.shards if s.state != pb.SUCCEEDED]
+            run.state = pb.FAILED if failed else pb.SUCCEEDED
+            run.finished_ms = now
+            if failed:
+                self._run_failed_alert(run, failed[0], st, now)
+            self.finish(run, now)
+            if run.workflow_run:
+                host.wf.task_run_finished(run, now, epoch, effects)
+            elif st is not None and st.held_run and st.held_run != run.run_id:
+                self.release_held(run.task, now, effects)
+            return
+        if run.state == pb.PENDING and any(s.state != pb.PENDING for s in run.shards):
+            run.state = pb.RUNNING
+        self.save(run)
+
+    def release_holds(self, run: pb.Run, shard: pb.ShardAttempt) -> None:
+        """``shard``'s attempt stops running (or waiting): give back its quota places and locks."""
+        if shard.holds:
+            self.host.policy.release(shard.holds, execution_id(run.run_id, shard.shard, shard.attempt))
+            del shard.holds[:]
+        if shard.waiting:
+            shard.waiting = ""
+            shard.waiting_since_ms = 0
+            self.host.policy.forget_wait(run.run_id, shard.shard)
+
+    def finish(self, run: pb.Run, now: int) -> None:
+        """``run`` reached a final state: it leaves the active set, and its task's counters."""
+        host = self.host
+        if host.tally is not None:
+            done = self.tasks.get(run.task)
+            owner, namespace = (done.spec.owner, done.spec.namespace) if done is not None else ("", "")
+            host.tally.run_finished(_RUN_STATE_NAMES.get(run.state, "unknown"), owner, namespace, run.task)
+        del self.active[run.run_id]
+        for shard in run.shards:
+            self.usage.release((run.run_id, shard.shard))
+        left = self.active_per_task[run.task] - 1
+        if left:
+            self.active_per_task[run.task] = left
+        else:
+            del self.active_per_task[run.task]
+        st = self.tasks.get(run.task)
+        if st is not None:
+            st.active_runs -= 1
+            st.kept_runs += 1
+            self.prune(st, now)
+            host.put_task(st)
+        self.save(run)
+
+    def retry_run(self, cmd: pb.Command, now: int) -> Handled:
+        """Forced retry of a failed run: its failed shards get a new attempt, with a fresh retry count."""
+        host = self.host
+        run_id = cmd.retry_run.run_id
+        raw = self.store.get(keys.run_key_for_id(run_id)) if "@" in run_id else None
+        if raw is None:
+            raise Reject("not_found", f"run {run_id!r} does not exist (or its history was pruned)")
+        run = pb.Run.FromString(raw)
+        if run.workflow_run:
+            raise Reject(
+                "conflict",
+                f"run {run_id!r} is a task of workflow run {run.workflow_run!r}: rerun the task in the "
+                "workflow run instead (its downstream tasks follow)",
+            )
+        if run.run_id in self.active or run.state != pb.FAILED:
+            raise Reject("conflict", f"run {run_id!r} is {pb.RunState.Name(run.state).lower()}, not failed")
+        st = self.tasks.get(run.task)
+        if st is None:
+            raise Reject("not_found", f"task {run.task!r} of run {run_id!r} no longer exists")
+        # A forced retry gives a shard up to max_retries + free re-placements more attempts:
+        # their numbers must stay in range (bounds.MAX_ATTEMPT), checked before anything changes.
+        headroom = bounds.MAX_ATTEMPT - MAX_RETRIES - MAX_FREE_REPLACEMENTS - 1
+        if any(s.state != pb.SUCCEEDED and s.attempt >= headroom for s in run.shards):
+            raise Reject(
+                "invalid_argument",
+                f"run {run_id!r} has used its attempt numbers (at most {bounds.MAX_ATTEMPT} per shard)",
+            )
+        effects: list[Effect] = []
+        for shard in run.shards:
+            if shard.state != pb.SUCCEEDED:
+                shard.attempt += 1
+                shard.retry_base = shard.attempt - 1
+                shard.state = pb.PENDING
+                shard.executor = ""
+                shard.not_before_ms = now
+                shard.finished_ms = 0
+                note(run, "retry_requested", now, shard)
+                effects.append(self.attempt_ready(run, shard, cmd.epoch))
+        run.state = pb.RUNNING
+        run.finished_ms = 0
+        self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
+        st.active_runs += 1
+        st.kept_runs = max(0, st.kept_runs - 1)
+        host.put_task(st)
+        self.save(run)
+        return pb.CommandResult(ok=True, run=run), tuple(effects)
+
+    def hold_for_quota(self, q: pb.QuotaRecord) -> None:
+        """A new quota counts the attempts of its owner or namespace that are running already
+        (they hold a place from now, given back when they end)."""
+        hold = f"{'o' if q.kind == 'owner' else 'n'}:{q.name}"
+        for run_id in sorted(self.active):
+            run = self.get(run_id)
+            assert run is not None
+            st = self.tasks.get(run.task)
+            if st is None or (st.spec.owner if q.kind == "owner" else st.spec.namespace) != q.name:
+                continue
+            changed = False
+            for shard in run.shards:
+                if shard.state == pb.RUNNING and hold not in shard.holds:
+                    shard.holds.append(hold)
+                    q.running += 1
+                    changed = True
+                elif shard.state == pb.RUNNING:
+                    q.running += 1
+            if changed:
+                self.save(run)
+
+    # -- retention -------------------------------------------------------------------------------
+
+    def prune(self, st: TaskState, now: int) -> None:
+        """Drop ``st``'s oldest finished runs past the retention's count and age."""
+        retention = self.host.retention
+        name = st.spec.name
+        horizon = now - retention.keep_ms
+        lo, hi = keys.per_task_prefix(keys.RUN, name), keys.per_task_end(keys.RUN, name)
+        # Unfinished runs are skipped, not pruned; widen the scan by their number (+1: the run
+        # finishing now is stored after this) so runs stuck at the head of the range never stop
+        # the finished ones behind them from being pruned.
+        if st.kept_runs <= retention.keep_count and st.kept_runs % AGE_PRUNE_EVERY:
+            return  # within the count: the (slower) age check runs on every AGE_PRUNE_EVERY-th finish
+        limit = retention.prune_step * 2 + st.active_runs + 1
+        store = self.store
+        for k, v in store.scan(lo, hi, limit=limit):
+            if keys.run_id_from_key(keys.RUN, k) in self.active:
+                continue  # unfinished (told from the key: parsing hundreds of active runs was slow)
+            run = pb.Run()
+            run.ParseFromString(v)
+            if run.state not in FINISHED:
+                continue
+            if st.kept_runs <= retention.keep_count and run.finished_ms >= horizon:
+                break
+            store.delete(k)
+            st.kept_runs -= 1
+
+    # -- alerts ----------------------------------------------------------------------------------
+
+    def _alert_subject(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None) -> dict[str, str]:
+        workflow = split_internal(run.task)[0] if run.workflow_run else ""
+        return {
+            "task": run.task,
+            "workflow": workflow,
+            "workflow_run": run.workflow_run,
+            "owner": st.spec.owner if st is not None else "",
+            "namespace": st.spec.namespace if st is not None else "",
+            "run_id": run.run_id,
+            "execution_id": execution_id(run.run_id, shard.shard, shard.attempt),
+            "output_tail": alerts_mod.output_tail(shard.stdout_tail, shard.stderr_tail),
+        }
+
+    def _attempt_alert(
+        self, run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, st: TaskState | None, now: int
+    ) -> None:
+        """An attempt timed out or was lost with its executor (whether or not a retry follows)."""
+        kind = alerts_mod.LOST if res.lost else alerts_mod.TIMEOUT
+        reason = res.error or ("attempt lost" if res.lost else "attempt timed out")
+        self.host.raise_alert(kind, reason, now, **self._alert_subject(run, shard, st))
+
+    def _run_failed_alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
+        """A run failed after its last retry: owner, execution id of the failed attempt, last error."""
+        reason = shard.error or (f"exit code {shard.exit_code}" if shard.exit_code else "failed")
+        self.host.raise_alert(alerts_mod.RUN_FAILED, reason, now, **self._alert_subject(run, shard, st))
+
+
+def result_in_range(res: pb.AttemptResult) -> bool:
+    """The integers of a result that apply computes with (``not_before = max(retry_at, now)``,
+    the timeline's ``nominal + start_lateness``, its duration) inside their ranges; shard and
+    attempt are fenced (equal to the shard's current ones), the exit code may be any int32."""
+    return (
+        0 <= res.retry_at_ms <= bounds.MAX_TIME_MS
+        and 0 <= res.duration_ms <= bounds.MAX_DURATION_MS
+        and -bounds.MAX_DURATION_MS <= res.start_lateness_ms <= bounds.MAX_DURATION_MS
+    )
+
+
+def _note_outcome(run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, now: int) -> None:
+    """An executor's result: when it started (if it did) and how it ended."""
+    if res.HasField("start_lateness_ms"):
+        # The executor's clock: nominal + its measured lateness, as it reported it.
+        note(run, "started", run.nominal_ms + res.start_lateness_ms, shard, executor=res.executor)
+    event = "succeeded" if res.success else "timed_out" if res.timed_out else "failed"
+    note(
+        run,
+        event,
+        now,
+        shard,
+        executor=res.executor,
+        reason=res.error,
+        exit_code=res.exit_code,
+        duration_ms=res.duration_ms,
+    )
+
+
+def _tally_attempt(
+    tally: ApplyTally, st: TaskState | None, task: str, res: pb.AttemptResult, retry: bool
+) -> None:
+    owner, namespace = (st.spec.owner, st.spec.namespace) if st is not None else ("", "")
+    result = "succeeded" if res.success else "lost" if res.lost else "timeout" if res.timed_out else "failed"
+    tally.attempt(result, owner, namespace, task)
+    if retry:
+        tally.attempt("retried", owner, namespace, task)

@@ -1,0 +1,213 @@
+"""Tasks inside the state machine: their records and versions, and the task commands.
+
+The :class:`TaskBook` keeps every task's in-memory state (:class:`TaskState`, internal workflow
+tasks included), stores its record and the spec of each version (a run executes the version it
+fired with), and applies create (one or many), update, delete, enable/disable and trigger-now.
+Like the rest of the FSM it is deterministic and reaches the runs and calendars only through
+the :class:`TaskBookHost` protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from raftsched import codec
+from raftsched.abc import StateStore
+from raftsched.errors import InvalidSpec
+from raftsched.fsm import keys
+from raftsched.fsm.calendars import CalendarBook
+from raftsched.fsm.effects import Effect, TaskArmed
+from raftsched.fsm.records import TaskState, armed, spec_bytes
+from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
+from raftsched.fsm.runs import RunBook
+from raftsched.fsm.workflows import is_internal, spec_from_record
+from raftsched.model import validate_params
+from raftsched.v1 import log_pb2 as pb
+
+VERSIONS_KEPT = 20
+
+Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
+
+
+class TaskBookHost(Protocol):
+    """What the task book needs from the rest of the state machine (``SchedulerState``).
+
+    Called on the apply thread only, while a command applies."""
+
+    @property
+    def store(self) -> StateStore: ...
+    @property
+    def calendars(self) -> CalendarBook: ...
+    @property
+    def runs(self) -> RunBook: ...
+    def next_sequence(self) -> int: ...
+
+
+class TaskBook:
+    """The tasks and the task commands (see module doc)."""
+
+    def __init__(self, host: TaskBookHost) -> None:
+        self.host = host
+        self.store = host.store  # the state's store, never replaced (a restore refills it)
+        self.tasks: dict[str, TaskState] = {}
+
+    def load(self) -> None:
+        """The task records from the store."""
+        self.tasks.clear()
+        for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
+            rec = pb.TaskRecord()
+            rec.ParseFromString(value)
+            st = TaskState(spec_from_record(rec.spec), spec_bytes(rec.spec))
+            for name in TaskState.__slots__:
+                if name not in TaskState.NOT_STORED:
+                    setattr(st, name, getattr(rec, name))
+            self.tasks[st.spec.name] = st
+
+    # -- records -----------------------------------------------------------------------------------
+
+    def user_task(self, name: str) -> TaskState:
+        """The user task ``name``; refused as not found if there is none (or it is internal)."""
+        st = self.tasks.get(name)
+        if st is None or is_internal(name):
+            raise Reject("not_found", f"task {name!r} does not exist")
+        return st
+
+    def add(self, st: TaskState) -> None:
+        """Register a task new to the state machine (:meth:`put` stores it)."""
+        # Runs of a deleted task of the same name may still be active (delete leaves them to
+        # finish); they count here, or their completion would drive the counter below zero.
+        st.active_runs = self.host.runs.active_per_task.get(st.spec.name, 0)
+        self.tasks[st.spec.name] = st
+
+    def put(self, st: TaskState) -> None:
+        """Store the task's record as it is now."""
+        self.store.put(keys.task_key(st.spec.name), st.record_bytes())
+
+    def put_version(self, st: TaskState) -> None:
+        """Keep every version's spec: a run executes the definition it fired with. Only the newest
+        VERSIONS_KEPT versions are kept (older runs than that fall back to the newest spec)."""
+        name = st.spec.name
+        store = self.store
+        store.put(keys.version_key(name, st.version), st.spec_bytes)
+        if st.version > VERSIONS_KEPT:
+            store.delete(keys.version_key(name, st.version - VERSIONS_KEPT))
+
+    def remove(self, name: str) -> None:
+        """Forget task ``name`` with its history; its active runs are left to finish (their
+        results are still accepted) but nothing new is created."""
+        del self.tasks[name]
+        store, active = self.store, self.host.runs.active
+        store.delete(keys.task_key(name))
+        for kind in (keys.FIRE, keys.RUN, keys.VERSION):
+            for k, v in store.scan(keys.per_task_prefix(kind, name), keys.per_task_end(kind, name)):
+                if kind == keys.RUN:
+                    run = pb.Run()
+                    run.ParseFromString(v)
+                    if run.run_id in active:
+                        continue
+                store.delete(k)
+
+    def names(self, prefix: str) -> list[str]:
+        """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
+        return sorted(name for name in self.tasks if name.startswith(prefix))
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def create(self, cmd: pb.Command, now: int) -> Handled:
+        st = self._create_one(cmd.create_task, now)
+        return pb.CommandResult(ok=True, task=st.record()), (armed(st),)
+
+    def create_many(self, cmd: pb.Command, now: int) -> Handled:
+        """Bulk create: every item is created or refused on its own; refusals change nothing."""
+        result = pb.CommandResult(ok=True)
+        effects: list[Effect] = []
+        for item in cmd.create_tasks.items:
+            try:
+                st = self._create_one(item, now)
+            except Reject as rej:
+                result.items.add(name=item.spec.name, ok=False, code=rej.code, message=rej.message)
+            except InvalidSpec as exc:
+                result.items.add(name=item.spec.name, ok=False, code=InvalidSpec.code, message=str(exc))
+            else:
+                result.items.add(name=st.spec.name, ok=True, version=st.version, next_fire_ms=st.next_fire_ms)
+                effects.append(armed(st))
+        return result, tuple(effects)
+
+    def _create_one(self, body: pb.CreateTask, now: int) -> TaskState:
+        spec = codec.spec_from_pb(body.spec)
+        if spec.name in self.tasks:
+            raise Reject("already_exists", f"task {spec.name!r} already exists")
+        self.host.calendars.require(spec.exclude, f"task {spec.name!r}")
+        check_next_fire(body.next_fire_ms, now)
+        st = TaskState(spec, spec_bytes(codec.spec_to_pb(spec)))
+        st.version = 1
+        st.enabled = not body.disabled
+        st.created_ms = st.updated_ms = now
+        st.watermark_ms = now
+        st.next_fire_ms = body.next_fire_ms
+        self.add(st)
+        self.put(st)
+        self.put_version(st)
+        return st
+
+    def update(self, cmd: pb.Command, now: int) -> Handled:
+        body = cmd.update_task
+        spec = codec.spec_from_pb(body.spec)
+        st = self.user_task(spec.name)
+        if body.expected_version and body.expected_version != st.version:
+            raise Reject(
+                "conflict", f"task {spec.name!r} is at version {st.version}, not {body.expected_version}"
+            )
+        check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
+        check_nothing_due(st, now)
+        self.host.calendars.require(spec.exclude, f"task {spec.name!r}")
+        st.spec = spec
+        st.spec_bytes = spec_bytes(codec.spec_to_pb(spec))
+        st.run_template = st.fire_template = None
+        st.version += 1
+        st.updated_ms = now
+        # Fires up to now were owed under the old trigger and the leader accounted them before
+        # proposing this update only if they were due; from here on the new trigger governs.
+        st.watermark_ms = max(st.watermark_ms, now)
+        st.next_fire_ms = body.next_fire_ms
+        self.put(st)
+        self.put_version(st)
+        return pb.CommandResult(ok=True, task=st.record()), (armed(st),)
+
+    def delete(self, cmd: pb.Command, now: int) -> Handled:
+        name = cmd.delete_task.name
+        st = self.user_task(name)
+        self.remove(name)
+        return pb.CommandResult(ok=True), (TaskArmed(name, st.version, 0),)
+
+    def set_enabled(self, cmd: pb.Command, now: int) -> Handled:
+        body = cmd.set_enabled
+        st = self.user_task(body.name)
+        if body.enabled:
+            check_next_fire(body.next_fire_ms, max(st.watermark_ms, now))
+        else:
+            check_nothing_due(st, now)
+        if st.enabled != body.enabled:
+            st.enabled = body.enabled
+            st.updated_ms = now
+            if body.enabled:
+                # Fires that fell due while disabled are not owed: start accounting from now.
+                st.watermark_ms = max(st.watermark_ms, now)
+                st.next_fire_ms = body.next_fire_ms
+            self.put(st)
+        return pb.CommandResult(ok=True, task=st.record()), (armed(st),)
+
+    def trigger_now(self, cmd: pb.Command, now: int) -> Handled:
+        body = cmd.trigger_now
+        st = self.user_task(body.name)
+        if body.params_json:
+            validate_params(body.params_json)
+        runs = self.host.runs
+        _, data, effects = runs.new(st, now, now, cmd.epoch, manual_seq=self.host.next_sequence())
+        run = pb.Run()
+        run.ParseFromString(data)
+        if body.params_json:
+            run.params_json = body.params_json
+            runs.save(run)
+        self.put(st)
+        return pb.CommandResult(ok=True, run=run), effects

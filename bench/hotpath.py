@@ -38,13 +38,13 @@ from raftsched.abc import StateStore
 from raftsched.fsm.effects import Effect
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.tally import ApplyTally
 from raftsched.leader import writes
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
-from raftsched.observability.tally import ApplyTally
 from raftsched.replica import Replica
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.storage.memory import MemoryStore

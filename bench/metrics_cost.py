@@ -30,10 +30,10 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched.executor.runners import AttemptResult
+from raftsched.fsm.tally import ApplyTally
 from raftsched.observability.executor_http import ExecutorObservability
 from raftsched.observability.executor_metrics import ExecutorSample
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
-from raftsched.observability.tally import ApplyTally
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 

@@ -23,9 +23,9 @@ from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Effect
 from raftsched.fsm.records import BookHost, Retention, TaskState, armed
 from raftsched.fsm.runs import RunBook
+from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import WorkflowBook, is_internal, is_trigger, split_internal
 from raftsched.model import Overlap
-from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 # Fire outcomes that raise an alert (a disabled task's skipped fires are what its owner asked for).
 _ALERTED_FIRES = frozenset({pb.COALESCED, pb.SKIPPED_OVERLAP, pb.SKIPPED_MISFIRE})
 _LEADER_OUTCOMES = frozenset({pb.FIRED, pb.COALESCED, pb.SKIPPED_MISFIRE})  # what a leader may decide
-# Label values of the applier's tally (see raftsched.observability.tally).
+# Label values of the applier's tally (see raftsched.fsm.tally).
 _OUTCOME_NAMES: dict[int, str] = {
     pb.FIRED: "fired",
     pb.COALESCED: "coalesced",

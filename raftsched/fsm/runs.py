@@ -21,10 +21,10 @@ from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, BookHost, Retention, TaskState, pending_shards
 from raftsched.fsm.rules import Reject
+from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.timeline import note
 from raftsched.fsm.workflows import WorkflowBook, split_internal
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
-from raftsched.observability.tally import ApplyTally
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
 from raftsched.v1 import log_pb2 as pb
 

@@ -51,9 +51,9 @@ from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import Retention, TaskState
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.runs import RunBook
+from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.tasks import TaskBook
 from raftsched.fsm.view import LockedReads
-from raftsched.observability.tally import ApplyTally
 from raftsched.sharding.placement import Need
 from raftsched.v1 import log_pb2 as pb
 

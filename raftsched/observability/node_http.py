@@ -21,11 +21,11 @@ from typing import Final, Protocol
 from raftsched.abc import Clock, ConsensusNode
 from raftsched.clockwatch import ClockWatch
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.tally import ApplyTally
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.observability.grpc_metrics import MetricsInterceptor
 from raftsched.observability.listener import Handler, HttpListener, Probe
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
-from raftsched.observability.tally import ApplyTally
 from raftsched.rpc.http_api import HttpApi
 from raftsched.v1 import raftsched_pb2 as pb
 

@@ -4,7 +4,7 @@ Three kinds of source, chosen so the hot paths stay cheap:
 
 * state read at scrape time: the node hands over a function returning a :class:`NodeSample`
   (Raft indices, backlog, slots, ...), called once per scrape;
-* counts the applier keeps anyway: an :class:`~raftsched.observability.tally.ApplyTally` read at
+* counts the applier keeps anyway: an :class:`~raftsched.fsm.tally.ApplyTally` read at
   scrape time (fires by outcome, finished runs, attempt results);
 * values the code already computes, pushed in batches: commit lateness per committed fire batch,
   start lateness per reported result batch, snapshot durations, gRPC calls.
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from raftsched.fsm.tally import ApplyTally, TallySnapshot
 from raftsched.observability.metrics import RPC_BUCKETS, LabelValues, MetricSet
-from raftsched.observability.tally import ApplyTally, TallySnapshot
 
 __all__ = ["NodeMetrics", "NodeSample"]
 

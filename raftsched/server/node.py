@@ -56,6 +56,7 @@ from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.snapshot import check_stored_format
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.tally import ApplyTally
 from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import DriverThread
@@ -65,7 +66,6 @@ from raftsched.logfields import leadership_fields
 from raftsched.membership import MembershipOps, describe_mismatch
 from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
-from raftsched.observability.tally import ApplyTally
 from raftsched.readinfo import ReadInfo
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorServicer

@@ -48,7 +48,7 @@ PURE = [
     "replica.py",
     "consensus/memory.py",
     "storage/memory.py",
-    "observability/tally.py",
+    "fsm/tally.py",
     "web/graph.py",
 ]
 FORBIDDEN_IN_PURE = {

@@ -3,8 +3,8 @@ changes nothing replicated."""
 
 from __future__ import annotations
 
+from raftsched.fsm.tally import ApplyTally
 from raftsched.model import TaskSpec
-from raftsched.observability.tally import ApplyTally
 from raftsched.v1 import log_pb2 as pb
 from tests.support.fsm import (
     EVERY_SECOND,

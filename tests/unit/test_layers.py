@@ -290,7 +290,6 @@ KNOWN_BACKWARD: dict[tuple[str, str], str] = {
     ("raftsched.config.load", "raftsched.security.auth"): "[auth] is parsed by security/",
     ("raftsched.config.types", "raftsched.alerts.config"): "[alerts] is typed by alerts/",
     ("raftsched.config.types", "raftsched.security.auth"): "[auth] is typed by security/",
-    ("raftsched.fsm.state", "raftsched.observability.tally"): "apply counts what it does (fsm/)",
     ("raftsched.membership", "raftsched.rpc.plumbing"): "membership changes propose through it",
     ("raftsched.executor.__main__", "raftsched.cli.executor"): "python -m raftsched.executor runs its CLI",
     ("raftsched.cli.demo", "raftsched.demo"): "`raftsched demo` runs the demo (imported only then)",

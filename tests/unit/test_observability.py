@@ -17,6 +17,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from raftsched.fsm.tally import ApplyTally
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.observability.executor_metrics import ExecutorMetrics, ExecutorSample
 from raftsched.observability.grpc_metrics import MetricsInterceptor
@@ -24,7 +25,6 @@ from raftsched.observability.listener import HttpListener, HttpRequest, HttpResp
 from raftsched.observability.metrics import SCHEDULING_BUCKETS, MetricSet
 from raftsched.observability.node_http import dispatch_sample
 from raftsched.observability.node_metrics import NodeMetrics, NodeSample
-from raftsched.observability.tally import ApplyTally
 from raftsched.timing.clock import ManualClock
 from tests.promtool import check_metrics
 from tests.support.fsm import T0, S, tick

@@ -205,8 +205,8 @@ def test_status_shows_a_leader_without_a_recent_majority_as_unconfirmed() -> Non
 
 
 def test_metrics_report_read_barriers_refusals_and_contact_age() -> None:
+    from raftsched.fsm.tally import ApplyTally
     from raftsched.observability.node_metrics import NodeMetrics, NodeSample
-    from raftsched.observability.tally import ApplyTally
 
     sample = NodeSample(read_barriers=12, reads_refused=3, contact_age_seconds=0.25)
     text = NodeMetrics("n1", lambda: sample, ApplyTally()).exposition()[0].decode()

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 
 BATCH = 5000
 

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from bench.common import Provenance
-from raftsched.chaos.harness import ChaosSettings, run_chaos, soak_schedule
+from raftsched.testing.chaos.harness import ChaosSettings, run_chaos, soak_schedule
 
 
 def main() -> int:

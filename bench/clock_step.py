@@ -27,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.common import Provenance
-from raftsched.chaos.harness import ChaosHarness, ChaosSettings, TaskPlan
+from raftsched.testing.chaos.harness import ChaosHarness, ChaosSettings, TaskPlan
 
 
 def main() -> int:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import raftsched
-from raftsched.localcluster import LocalCluster, stop_processes, wait_until
+from raftsched.testing.cluster import LocalCluster, stop_processes, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[1]

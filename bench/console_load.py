@@ -31,7 +31,7 @@ from typing import Any
 
 from bench import fires
 from bench.common import Provenance, cpu_seconds, next_whole_second_ms, percentile
-from raftsched.localcluster import LocalCluster, free_ports
+from raftsched.testing.cluster import LocalCluster, free_ports
 
 PAGES = ("/cluster", "/tasks", "/tasks?page=2", "/tasks/bench-0000001", "/workflows")
 

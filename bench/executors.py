@@ -63,9 +63,9 @@ from bench.common import (
 )
 from bench.noop_executor import Samples
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, stop_processes
 from raftsched.model import CronTrigger, Lock, LockMode, Overlap, TaskSpec
 from raftsched.security.tokens import new_token
+from raftsched.testing.cluster import LocalCluster, stop_processes
 from raftsched.v1 import raftsched_pb2 as pb
 
 

@@ -28,8 +28,8 @@ import grpc
 
 from bench.common import Provenance, cpu_seconds, next_whole_second_ms
 from raftsched import codec
-from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from bench.common import Provenance
-from raftsched.localcluster import LocalCluster
 from raftsched.security.tokens import new_token
+from raftsched.testing.cluster import LocalCluster
 from tests.rpc_fuzz import Fuzzer, methods
 
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from bench.common import Provenance, percentile, wait_registered
 from bench.readers import window
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster
 from tests.integration.console_support import write_http_config
 
 PROCESSES = 2

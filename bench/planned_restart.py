@@ -27,8 +27,8 @@ from pathlib import Path
 
 from bench.common import Provenance, covered_exactly_once, percentile
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 
 TASKS = 10

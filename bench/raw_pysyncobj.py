@@ -30,7 +30,7 @@ from typing import Any
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 
 from bench.common import Provenance
-from raftsched.localcluster import free_ports
+from raftsched.testing.cluster import free_ports
 
 _RAFT_LEADER = 2  # getStatus()["state"] of the leader (pysyncobj's _RAFT_STATE.LEADER)
 

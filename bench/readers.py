@@ -36,8 +36,8 @@ from pathlib import Path
 
 from bench.common import Provenance, percentile, wait_registered
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster
 from raftsched.v1 import raftsched_pb2 as pb
 
 PROCESSES = 4

@@ -26,9 +26,9 @@ from pathlib import Path
 from bench.common import Provenance
 from raftsched.client import Client
 from raftsched.errors import StoreDamaged
-from raftsched.localcluster import NODE_COMMAND, LocalCluster, wait_until
 from raftsched.model import CronTrigger, ManualTrigger, TaskSpec
 from raftsched.storage.lmdb_store import LmdbStore
+from raftsched.testing.cluster import NODE_COMMAND, LocalCluster, wait_until
 
 BATCH = 5000
 PAGE = 4096

@@ -43,8 +43,8 @@ from bench import executors, failover, fires, raw_pysyncobj, scale
 from bench.common import REPO, Json, Provenance, cpu_seconds, executor_data_dir, noop_cluster, percentiles
 from bench.noop_executor import Samples
 from raftsched.client import Client
-from raftsched.localcluster import stop_processes, wait_until
 from raftsched.model import OnceTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import stop_processes, wait_until
 
 SECTIONS = ("limits", "cron", "once", "fires", "scale", "failover")
 

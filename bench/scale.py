@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 
 # Compact often enough that a snapshot of the full state is written during the run.
 EXTRA = "[raft]\nlog_compaction_min_entries = 500\n"

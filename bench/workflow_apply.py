@@ -33,8 +33,8 @@ from bench.workflows import random_dag
 from raftsched import codec
 from raftsched.client import Client
 from raftsched.fsm.state import SchedulerState
-from raftsched.localcluster import LocalCluster
 from raftsched.storage.lmdb_store import LmdbStore
+from raftsched.testing.cluster import LocalCluster
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 

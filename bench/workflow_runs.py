@@ -30,8 +30,8 @@ from raftsched import codec
 from raftsched.client import Client
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.state import SchedulerState
-from raftsched.localcluster import wait_until
 from raftsched.storage.memory import MemoryStore
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import log_pb2 as pb
 
 T0 = 1_795_996_800_000

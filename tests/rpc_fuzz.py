@@ -36,8 +36,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from raftsched.localcluster import LocalCluster
 from raftsched.security.tokens import new_token
+from raftsched.testing.cluster import LocalCluster
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.fuzz_strategies import (
     INT32_MAX,

@@ -1,4 +1,4 @@
-"""``raftsched demo``: a local cluster, executors and sample tasks (see :mod:`raftsched.demo`)."""
+"""``raftsched demo``: a local cluster, executors and sample tasks (see :mod:`raftsched.testing.demo`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,6 @@ def demo_main(config_path: str = DEFAULT_DEMO_CONFIG, duration: float = 0.0) -> 
 def run_demo(config_path: str, duration: str = "0") -> int:
     """Run the demo (``duration`` in seconds, as text; ``"0"`` runs until Ctrl-C)."""
     # Imported here: the demo starts node processes, which the admin commands never need.
-    from raftsched.demo import run_demo as demo
+    from raftsched.testing.demo import run_demo as demo
 
     return demo(config_path, duration)

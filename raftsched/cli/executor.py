@@ -51,7 +51,7 @@ def keep_arg(text: str) -> int | None:
 def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
     """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``.
     ``clock_for(name)``: the executor's clock (default: the system clock; tests skew it, see
-    :mod:`raftsched.localcluster`)."""
+    :mod:`raftsched.testing.cluster`)."""
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
     parser = ArgParser(
         prog="raftsched-executor",

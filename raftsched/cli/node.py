@@ -67,7 +67,7 @@ REBUILD_FILES = (
 def node_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
     """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--join] [--log-level info]
     [--log-format text|json]``: run one node until stopped. ``clock_for(node id)``: the node's
-    clock (default: the system clock; tests skew it, see :mod:`raftsched.localcluster`)."""
+    clock (default: the system clock; tests skew it, see :mod:`raftsched.testing.cluster`)."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from raftsched.abc import Clock
 
 ClockFor = Callable[[str], "Clock"]
-"""A process's clock by its name (node id, executor name); tests skew it (raftsched.localcluster)."""
+"""A process's clock by its name (node id, executor name); tests skew it (raftsched.testing.cluster)."""
 
 __all__ = [
     "CONTEXT_FIELDS",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.chaos.harness import ChaosResult, ChaosSettings, ci5_schedule, run_chaos
+from raftsched.testing.chaos.harness import ChaosResult, ChaosSettings, ci5_schedule, run_chaos
 from tests.chaos.test_chaos_ci import _explain
 
 pytestmark = pytest.mark.integration

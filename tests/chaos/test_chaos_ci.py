@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.chaos.harness import ChaosResult, ci_schedule, run_chaos
+from raftsched.testing.chaos.harness import ChaosResult, ci_schedule, run_chaos
 
 pytestmark = pytest.mark.integration
 

@@ -3,7 +3,7 @@ what the faults excuse is excused (and nothing more)."""
 
 from __future__ import annotations
 
-from raftsched.chaos.checker import (
+from raftsched.testing.chaos.checker import (
     ChaosReport,
     ClockStepWindow,
     Execution,
@@ -14,7 +14,7 @@ from raftsched.chaos.checker import (
     analyse,
     parse_marker_line,
 )
-from raftsched.chaos.harness import TaskPlan
+from raftsched.testing.chaos.harness import TaskPlan
 from raftsched.v1 import raftsched_pb2 as pb
 
 T0 = 1_800_000_000_000

@@ -17,8 +17,8 @@ from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.gate import LeaderGate
-from raftsched.localcluster import free_ports
 from raftsched.model import TaskSpec
+from raftsched.testing.cluster import free_ports
 from raftsched.timing.clock import ManualClock
 from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, tick
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from raftsched.chaos.linearizability import CAS, READ, Op, check
+from raftsched.testing.chaos.linearizability import CAS, READ, Op, check
 
 
 def read(p: str, call: float, ret: float | None, version: int, value: str = "") -> Op:

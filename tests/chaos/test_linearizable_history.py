@@ -1,7 +1,7 @@
 """A Jepsen-style test of the Admin API as a register: several clients read one task and update
 it conditionally (CAS on its version) through every node, while a nemesis cuts the leader's Raft
 links, pauses it (SIGSTOP) and kills it (SIGKILL, then restarts it). The recorded history must be
-linearizable (:mod:`raftsched.chaos.linearizability`): no read older than a write acknowledged
+linearizable (:mod:`raftsched.testing.chaos.linearizability`): no read older than a write acknowledged
 before it, no lost or doubled update."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 import pytest
 
-from raftsched.chaos.linearizability import CAS, READ, Op, check
-from raftsched.chaos.netproxy import ProxyNet
 from raftsched.client import Client
 from raftsched.errors import Conflict, RaftschedError
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import IntervalTrigger, TaskSpec
+from raftsched.testing.chaos.linearizability import CAS, READ, Op, check
+from raftsched.testing.chaos.netproxy import ProxyNet
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.test_linearizable_reads import proxied as proxied  # the same 3 proxied nodes
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from raftsched.chaos.netproxy import ProxyNet
-from raftsched.localcluster import wait_until
+from raftsched.testing.chaos.netproxy import ProxyNet
+from raftsched.testing.cluster import wait_until
 
 
 class _Echo(socketserver.BaseRequestHandler):

@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 
 SECOND_MS = 1000

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster
+from raftsched.testing.cluster import LocalCluster
 from tests.integration.helpers import Fleet
 
 ClusterFactory = Callable[..., LocalCluster]

@@ -9,7 +9,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftsched.localcluster import free_ports
+from raftsched.testing.cluster import free_ports
 
 SECRET = "local-cluster-secret-0123456789"
 

@@ -7,8 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.timing.clock import SystemClock
 from tests.integration.checks import node_client
 

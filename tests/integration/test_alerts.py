@@ -15,8 +15,8 @@ import pytest
 from raftsched.alerts.delivery import ID_HEADER, SIGNATURE_HEADER, verify
 from raftsched.cli.parser import main as cli_main
 from raftsched.client import Client
-from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory
 

@@ -26,11 +26,11 @@ from grpc_health.v1 import health_pb2
 
 from raftsched.client import Client
 from raftsched.errors import NotFound, PermissionDenied, Unauthenticated
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.security.auth import ROLE_PERMISSIONS, Permission, Role
 from raftsched.security.authz import PUBLIC, TABLE
 from raftsched.security.tokens import new_token, parse_token, token_id
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from tests.integration.conftest import ClusterFactory

@@ -15,8 +15,8 @@ import pytest
 from raftsched.backup import read_backup
 from raftsched.client import Client
 from raftsched.fsm import keys
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory

@@ -9,9 +9,9 @@ import grpc
 
 from raftsched import codec
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import IntervalTrigger, OnceTrigger, TaskSpec
 from raftsched.rpc.plumbing import STATUS_MESSAGE_BYTES
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.helpers import now_ms, wait_time_passed
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import wait_until
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory
 

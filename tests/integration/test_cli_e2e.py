@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from raftsched.cli import main
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.helpers import NODES
 
 pytestmark = pytest.mark.integration

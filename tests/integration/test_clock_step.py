@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.chaos.harness import ChaosHarness, ChaosResult, ChaosSettings, TaskPlan, run_chaos
 from raftsched.client import Client
-from raftsched.localcluster import TEST_CLOCK_OFFSET_FILE_ENV, wait_until
 from raftsched.model import CronTrigger, TaskSpec
+from raftsched.testing.chaos.harness import ChaosHarness, ChaosResult, ChaosSettings, TaskPlan, run_chaos
+from raftsched.testing.cluster import TEST_CLOCK_OFFSET_FILE_ENV, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory
 

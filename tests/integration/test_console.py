@@ -21,10 +21,10 @@ import pytest
 
 from raftsched.client import Client
 from raftsched.config.load import load_config
-from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.security.tokens import new_token
 from raftsched.server.node import Node
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.console_support import WebSession, csrf_of, write_http_config
 from tests.support.procs import executor_argv, start_executor

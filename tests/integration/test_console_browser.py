@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, TaskSpec
 from raftsched.security.certs import write_demo_pki
 from raftsched.security.tokens import new_token
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.console_support import write_http_config
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from raftsched.cli.process import LOCK_FILE
-from raftsched.localcluster import write_config
+from raftsched.testing.cluster import write_config
 
 
 def test_the_demo_keeps_its_state_apart_and_prints_its_pids(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import wait_until, write_config
 from raftsched.model import IntervalTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import wait_until, write_config
 
 pytestmark = pytest.mark.integration
 

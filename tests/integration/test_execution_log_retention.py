@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
+from raftsched.testing.cluster import wait_until
 from tests.integration.helpers import Fleet
 
 pytestmark = pytest.mark.integration

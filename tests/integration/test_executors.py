@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, ManualTrigger, OnceTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.helpers import Fleet
 

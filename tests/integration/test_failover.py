@@ -8,8 +8,8 @@ import signal
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.checks import (
     SECOND_MS,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.checks import read_node, require, stale_epoch_problems, view_problems
 from tests.integration.helpers import (
     NODES,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.localcluster import LocalCluster
 from raftsched.security.tokens import new_token
+from raftsched.testing.cluster import LocalCluster
 from tests.integration.conftest import ClusterFactory
 from tests.rpc_fuzz import Fuzzer, boundary_cases, methods, show_path
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from google.protobuf import json_format
 
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.rpc.http_api import message_to_json
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.console_support import write_http_config
 from tests.integration.http_api_support import Answer, call

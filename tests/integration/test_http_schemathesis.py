@@ -23,8 +23,8 @@ schemathesis = pytest.importorskip("schemathesis")
 
 from hypothesis import HealthCheck, settings  # noqa: E402  (after the importorskip)
 
-from raftsched.localcluster import LocalCluster  # noqa: E402
 from raftsched.rpc import openapi  # noqa: E402
+from raftsched.testing.cluster import LocalCluster  # noqa: E402
 from tests.integration.console_support import write_http_config  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.security.tokens import new_token
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.console_support import write_http_config
 from tests.integration.http_api_support import call
 from tests.integration.test_tls import Pki, _tls_table

@@ -9,8 +9,8 @@ import pytest
 from raftsched import codec
 from raftsched.client import Client
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError
-from raftsched.localcluster import LocalCluster
 from raftsched.model import IntervalTrigger, TaskSpec
+from raftsched.testing.cluster import LocalCluster
 from raftsched.v1 import raftsched_pb2 as pb
 
 REUSED = "idempotency key reused for a different request"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, stop_processes, wait_until
 from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.testing.cluster import LocalCluster, stop_processes, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 
 pytestmark = pytest.mark.integration

@@ -12,12 +12,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from raftsched.chaos.harness import _proxied_cluster
-from raftsched.chaos.netproxy import ProxyNet
 from raftsched.client import Client
 from raftsched.errors import RaftschedError
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import IntervalTrigger, TaskSpec
+from raftsched.testing.chaos.harness import _proxied_cluster
+from raftsched.testing.chaos.netproxy import ProxyNet
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.timing.clock import SystemClock
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.chaos.harness import ChaosHarness, ChaosResult, ChaosSettings, run_chaos
 from raftsched.client import Client
 from raftsched.errors import Conflict, RaftschedError
+from raftsched.testing.chaos.harness import ChaosHarness, ChaosResult, ChaosSettings, run_chaos
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, free_ports, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster, free_ports, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.promtool import check_metrics
 

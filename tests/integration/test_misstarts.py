@@ -14,7 +14,7 @@ import pytest
 
 from raftsched.cli.process import LOCK_FILE
 from raftsched.client import Client
-from raftsched.localcluster import NODE_COMMAND, LocalCluster, free_ports, wait_until
+from raftsched.testing.cluster import NODE_COMMAND, LocalCluster, free_ports, wait_until
 from tests.integration.conftest import ClusterFactory
 from tests.support.procs import executor_argv
 

@@ -14,11 +14,11 @@ import pytest
 
 from raftsched.client import Client
 from raftsched.errors import Unauthenticated
-from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.security.certs import new_ca
 from raftsched.security.tls import TlsConfig
 from raftsched.security.tokens import new_token
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from tests.integration.conftest import ClusterFactory

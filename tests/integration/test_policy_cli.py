@@ -12,7 +12,7 @@ import pytest
 from raftsched.cli import main
 from raftsched.client import Client
 from raftsched.errors import InvalidSpec, NotFound
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration

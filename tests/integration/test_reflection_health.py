@@ -15,7 +15,7 @@ from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import signal
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.checks import node_client, read_node, require, view_problems
 from tests.integration.conftest import ClusterFactory
 from tests.integration.helpers import EVERY_SECOND, NODES, chains_agree_after, wait_caught_up

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.helpers import Fleet, now_ms
 

@@ -17,11 +17,11 @@ import pytest
 from raftsched.cli.node import STORE_DAMAGED_EXIT
 from raftsched.client import Client
 from raftsched.errors import StoreDamaged
-from raftsched.localcluster import NODE_COMMAND, LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore
+from raftsched.testing.cluster import NODE_COMMAND, LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.checks import read_node, require, view_problems
 from tests.integration.helpers import (

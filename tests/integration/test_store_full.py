@@ -11,8 +11,8 @@ import pytest
 
 from raftsched.cli.node import STORE_FAILED_EXIT
 from raftsched.client import Client
-from raftsched.localcluster import NODE_COMMAND, LocalCluster, wait_until
 from raftsched.model import CronTrigger, ManualTrigger, TaskSpec
+from raftsched.testing.cluster import NODE_COMMAND, LocalCluster, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ import pytest
 
 from raftsched.cli import main
 from raftsched.client import Client
-from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.helpers import Fleet
 

@@ -21,9 +21,9 @@ import pytest
 
 from raftsched.client import Client
 from raftsched.errors import TlsError
-from raftsched.localcluster import LocalCluster, wait_until, write_config
 from raftsched.security.certs import KeyPair, new_ca
 from raftsched.security.tls import TlsConfig
+from raftsched.testing.cluster import LocalCluster, wait_until, write_config
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory
 from tests.support.procs import executor_argv

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import TEST_CLOCK_OFFSET_ENV, LocalCluster, wait_until
 from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.testing.cluster import TEST_CLOCK_OFFSET_ENV, LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory
 

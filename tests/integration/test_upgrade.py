@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
 from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration

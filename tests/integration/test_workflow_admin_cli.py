@@ -17,7 +17,7 @@ import pytest
 
 from raftsched.cli import main
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.helpers import NODES, now_ms, wait_time_passed
 

@@ -1,6 +1,6 @@
 """The one way a test builds a ``raftsched-executor`` process outside a :class:`LocalCluster`.
 
-Tests with a :class:`~raftsched.localcluster.LocalCluster` start executors with its
+Tests with a :class:`~raftsched.testing.cluster.LocalCluster` start executors with its
 ``start_executor`` (it adds the cluster's targets, TLS options and environment). This module is
 for the rest: an executor that must refuse to start (run with :func:`subprocess.run` on
 :func:`executor_argv`), one that dials a node started in-process, or one that presents a

@@ -1,6 +1,6 @@
 """Polling a condition with a deadline, the one way tests wait (never a bare sleep).
 
-A test on threads or processes polls with :func:`raftsched.localcluster.wait_until` (the harness's
+A test on threads or processes polls with :func:`raftsched.testing.cluster.wait_until` (the harness's
 own, shared with the local cluster and the demo). A coroutine cannot: a blocking poll would stop the
 event loop that has to make the condition true, so it awaits :func:`until`, its event-loop twin.
 """

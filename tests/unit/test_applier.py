@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 
 from raftsched.consensus.applier import COMMIT_EVERY, Applier
-from raftsched.localcluster import wait_until
+from raftsched.testing.cluster import wait_until
 
 
 class Recorder:

@@ -25,9 +25,9 @@ from raftsched.cli import node as node_cli
 from raftsched.errors import CannotStart, InvalidBackup
 from raftsched.fsm import keys
 from raftsched.fsm.state import SchedulerState
-from raftsched.localcluster import write_config
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.storage.memory import MemoryStore
+from raftsched.testing.cluster import write_config
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 

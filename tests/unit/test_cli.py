@@ -20,14 +20,13 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from raftsched import cli, localcluster
+from raftsched import cli
 from raftsched import client as client_module
 from raftsched.cli import demo as demo_cli
 from raftsched.cli import input as cli_input
 from raftsched.cli import node as node_cli
 from raftsched.cli.input import duration_arg
 from raftsched.errors import ConfigError, InvalidSpec
-from raftsched.localcluster import write_config
 from raftsched.model import (
     CronTrigger,
     IntervalTrigger,
@@ -37,6 +36,8 @@ from raftsched.model import (
     Overlap,
     TaskSpec,
 )
+from raftsched.testing import cluster as localcluster
+from raftsched.testing.cluster import write_config
 from raftsched.timing.clock import ManualClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -497,7 +498,7 @@ def test_a_bad_test_clock_offset_stops_the_node_before_it_starts(
 def test_the_node_program_reads_no_test_clock_setting(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The clock faults of the chaos suite are the test entry point's (raftsched.localcluster):
+    """The clock faults of the chaos suite are the test entry point's (raftsched.testing.cluster):
     ``raftsched-node`` runs on the system clock whatever its environment says, so a bad offset
     does not stop it; a missing backup to restore does, before the node starts."""
     config = tmp_path / "cluster.toml"

@@ -25,7 +25,7 @@ from raftsched.cli.process import check_listen_address, lock_data_dir
 from raftsched.cli.render import one_line, to_dict
 from raftsched.display import enum_name
 from raftsched.errors import CannotStart, ConfigError
-from raftsched.localcluster import write_config
+from raftsched.testing.cluster import write_config
 from raftsched.timing.clock import ManualClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc

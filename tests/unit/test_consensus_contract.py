@@ -25,7 +25,7 @@ from raftsched.abc import ConsensusNode, Leadership, ProposeError
 from raftsched.config.types import RaftTuning
 from raftsched.consensus.memory import SimCluster
 from raftsched.consensus.pysyncobj.node import PySyncObjNode
-from raftsched.localcluster import free_ports, wait_until
+from raftsched.testing.cluster import free_ports, wait_until
 
 NODES = ("a", "b", "c")
 COMPACT_AFTER = 40  # pysyncobj compacts its log beyond this many entries (the snapshot test)

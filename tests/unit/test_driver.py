@@ -12,9 +12,9 @@ from raftsched.abc import CommitHook, ProposeCallback
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.driver import MAX_ENTRY_BYTES, BatchBuilder, DriverThread, LeaderDriver, Proposal
-from raftsched.localcluster import wait_until
 from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
+from raftsched.testing.cluster import wait_until
 from raftsched.timing.clock import ManualClock
 from raftsched.timing.schedule import plan_fires, single_fire
 from raftsched.v1 import log_pb2 as pb

@@ -23,11 +23,11 @@ from raftsched.errors import SnapshotFormatError
 from raftsched.fsm import keys
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.storage.memory import MemoryStore
+from raftsched.testing.cluster import wait_until
 from raftsched.v1 import log_pb2 as pb
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot_format1.bin"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched import localcluster
-from raftsched.localcluster import free_ports
+from raftsched.testing import cluster as localcluster
+from raftsched.testing.cluster import free_ports
 
 
 def test_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 import raftsched
 from raftsched.abc import StateStore
-from raftsched.localcluster import wait_until
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.storage.memory import MemoryStore
+from raftsched.testing.cluster import wait_until
 
 ALL = (b"", b"\xff")
 T = TypeVar("T")

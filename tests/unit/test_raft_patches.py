@@ -24,7 +24,7 @@ from pysyncobj.transport import TCPTransport
 from raftsched.consensus.pysyncobj.node import PySyncObjNode, _Raft
 from raftsched.consensus.pysyncobj.patches import PATCHES, PINNED_VERSION, cap_unverified_commit
 from raftsched.consensus.pysyncobj.transport import MAX_PREAUTH_FRAME, GuardedConnection, RaftPortGuard
-from raftsched.localcluster import free_ports
+from raftsched.testing.cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSES: dict[str, type] = {

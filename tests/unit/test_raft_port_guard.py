@@ -21,7 +21,7 @@ from raftsched.consensus.pysyncobj.transport import (
     RaftPortGuard,
     bind_address,
 )
-from raftsched.localcluster import free_ports
+from raftsched.testing.cluster import free_ports
 
 
 class FakeClock:

@@ -9,7 +9,7 @@ from raftsched.consensus.memory import SimCluster
 from raftsched.consensus.pysyncobj.node import PySyncObjNode
 from raftsched.consensus.pysyncobj.patches import release_covered
 from raftsched.consensus.pysyncobj.status import decode_status
-from raftsched.localcluster import free_ports
+from raftsched.testing.cluster import free_ports
 
 PEERS = ["10.0.0.2:4321", "peer-b:4321"]
 

@@ -229,7 +229,7 @@ def test_a_run_spreads_over_distinct_executors() -> None:
 
 def test_the_demo_sharded_task_uses_both_demo_executors() -> None:
     # raftsched demo: a 3-shard task on two executors (every shard landed on demo-ex2 before).
-    from raftsched.demo import EXECUTORS, SAMPLES
+    from raftsched.testing.demo import EXECUTORS, SAMPLES
 
     ring = ShardRing(EXECUTORS)
     (sharded,) = [spec for spec in SAMPLES if spec.shards > 1]

@@ -21,7 +21,7 @@ import pytest
 
 from raftsched.errors import InvalidSpec
 from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
-from raftsched.localcluster import wait_until
+from raftsched.testing.cluster import wait_until
 from tests.support.wait import until
 
 T = TypeVar("T")

@@ -14,9 +14,9 @@ import pytest
 from raftsched.config.load import load_config, parse_config
 from raftsched.config.types import ClusterConfig, NodeConfig, TlsSettings
 from raftsched.config.values import is_loopback
-from raftsched.demo import config_toml
 from raftsched.errors import ConfigError
 from raftsched.security.certs import check_key_pair, names_host, new_ca, write_demo_pki
+from raftsched.testing.demo import config_toml
 
 SECRET = "unit-test-secret-0123456789"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

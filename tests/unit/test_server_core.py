@@ -11,9 +11,9 @@ import pytest
 
 from raftsched.config.load import load_config
 from raftsched.leader.driver import DriverThread
-from raftsched.localcluster import write_config
 from raftsched.server.node import Node
 from raftsched.testing import SimHarness
+from raftsched.testing.cluster import write_config
 
 
 def test_a_simulated_follower_replaying_its_own_old_barrier_does_not_start_dispatching() -> None:

@@ -20,11 +20,11 @@ from raftsched.consensus.applier import Applier
 from raftsched.errors import ConfigError, InvalidSpec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.localcluster import wait_until
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.replica import Replica
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.lmdb_store import LmdbStore, StoreUsage
+from raftsched.testing.cluster import wait_until
 
 T0 = 1_700_000_040_000
 

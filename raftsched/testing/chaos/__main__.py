@@ -1,4 +1,4 @@
-"""``python -m raftsched.chaos``: the CI-sized chaos run; prints figures and report as JSON.
+"""``python -m raftsched.testing.chaos``: the CI-sized chaos run; prints figures and report as JSON.
 
 Exit status 0 when the checker found no violation and no skew finding, 1 otherwise.
 """
@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from raftsched.chaos.harness import run_chaos
+from raftsched.testing.chaos.harness import run_chaos
 
 
 def main() -> int:

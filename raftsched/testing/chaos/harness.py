@@ -32,7 +32,7 @@ fires decided after the fault. Faults:
   (by default) the gRPC links of executors and clients to it, until the majority has elected and
   fired under a new leader and the old one has stepped down; then heal.
 
-**Partitions** use TCP proxies (:mod:`raftsched.chaos.netproxy`), not network namespaces: they
+**Partitions** use TCP proxies (:mod:`raftsched.testing.chaos.netproxy`), not network namespaces: they
 need no privileges, so they run wherever the suite runs. Every Raft link goes through a proxy
 of its own, and every node's gRPC port through one front proxy. pysyncobj identifies a peer by
 the address string the peer sends first, and of two nodes only the one whose address sorts after
@@ -46,7 +46,7 @@ a proxy of its own, and nobody dials it, so its links can be cut like the others
 ``grpc_bind``, where the harness observes it directly.
 
 :func:`run_chaos` runs a schedule (:func:`ci_schedule`, :func:`soak_schedule`), heals everything,
-runs :mod:`raftsched.chaos.checker` and computes the figures. Every process it starts is stopped
+runs :mod:`raftsched.testing.chaos.checker` and computes the figures. Every process it starts is stopped
 when it returns or raises.
 """
 
@@ -62,7 +62,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftsched.chaos.checker import (
+from raftsched.client import Client
+from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
+from raftsched.testing.chaos.checker import (
     ChaosReport,
     CheckSettings,
     ClockStepWindow,
@@ -75,9 +77,8 @@ from raftsched.chaos.checker import (
     read_markers,
     settle,
 )
-from raftsched.chaos.netproxy import ProxyNet
-from raftsched.client import Client
-from raftsched.localcluster import (
+from raftsched.testing.chaos.netproxy import ProxyNet
+from raftsched.testing.cluster import (
     TEST_CLOCK_OFFSET_ENV,
     TEST_CLOCK_OFFSET_FILE_ENV,
     LocalCluster,
@@ -85,7 +86,6 @@ from raftsched.localcluster import (
     stop_processes,
     wait_until,
 )
-from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 

@@ -41,14 +41,14 @@ NODE_COMMAND = (sys.executable, "-m", "raftsched.cli.node")
 
 # Test-only clock faults (the chaos suite's skewed and stepped clocks): a node or executor started
 # here with one of these in its environment runs through :func:`main` (``python -m
-# raftsched.localcluster node|executor ...``), the production program with its clock offset; the
+# raftsched.testing.cluster node|executor ...``), the production program with its clock offset; the
 # production programs themselves read neither.
 TEST_CLOCK_OFFSET_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_MS"
 """Milliseconds added to the process's clock (a node's or an executor's)."""
 TEST_CLOCK_OFFSET_FILE_ENV = "RAFTSCHED_TEST_CLOCK_OFFSET_FILE"
 """A file whose content (milliseconds) steps a node's clock while it runs; ``{name}`` in it is
 replaced by the node id, so one setting serves every node."""
-_SKEWED = (sys.executable, "-m", "raftsched.localcluster")
+_SKEWED = (sys.executable, "-m", "raftsched.testing.cluster")
 
 
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -455,7 +455,7 @@ def skewed_clock(what: str, name: str) -> SystemClock:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m raftsched.localcluster node|executor ARGS``: ``raftsched-node`` or
+    """``python -m raftsched.testing.cluster node|executor ARGS``: ``raftsched-node`` or
     ``raftsched-executor`` with ARGS, on a clock with the test faults of its environment."""
     program, *args = list(sys.argv[1:] if argv is None else argv) or [""]
     if program == "node":
@@ -466,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from raftsched.cli.executor import executor_main
 
         return executor_main(args, clock_for=functools.partial(skewed_clock, "executor"))
-    print("usage: python -m raftsched.localcluster node|executor ARGS", file=sys.stderr)
+    print("usage: python -m raftsched.testing.cluster node|executor ARGS", file=sys.stderr)
     return 2
 
 

@@ -38,12 +38,12 @@ from raftsched.config.values import parse_address
 from raftsched.display import enum_name, task_state, wf_state
 from raftsched.errors import AlreadyExists, InvalidSpec, RaftschedError
 from raftsched.explain import iso
-from raftsched.localcluster import LocalCluster
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.security.auth import AuthSettings
 from raftsched.security.certs import DemoPki, write_demo_pki
 from raftsched.security.tls import TlsConfig, node_client_tls
 from raftsched.security.tokens import new_token, read_token_file
+from raftsched.testing.cluster import LocalCluster
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 

@@ -64,7 +64,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from raftsched.client import Client
-from raftsched.localcluster import LocalCluster, wait_until
+from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 

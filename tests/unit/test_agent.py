@@ -196,3 +196,41 @@ def test_the_leader_watch_follows_a_named_leader_only_if_it_accepts_the_heartbea
         _who_leads({"a": "leads", "b": "c", "c": "leads"}, ["a", "b"], silent="a", paused=frozenset({"a"}))
         == "c"
     )
+
+
+class _Electing(_WhoLeads):
+    """Nodes that know no leader until ``elected_at`` (loop time), then ``c`` leads; ``a`` (the
+    lost leader) is paused throughout."""
+
+    def __init__(self, elected_at: float) -> None:
+        super().__init__({"a:1": "leads", "b:1": "", "c:1": ""})
+        self.elected_at = elected_at
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        if asyncio.get_running_loop().time() >= self.elected_at:
+            self.answers = {"a:1": "leads", "b:1": "c:1", "c:1": "leads"}
+        return super().heartbeat(target, request)
+
+
+def test_finding_the_new_leader_is_not_held_up_by_the_paused_one() -> None:
+    """After losing a paused leader, the agent asks every node who leads. A node that says it
+    knows none is asked again at once (every _WATCH_POLL_S), not when the paused leader's
+    question has timed out too: a leader elected meanwhile is found within a poll, not up to
+    _FIND_TIMEOUT_S later (issue 35 §1: the run of second S waited for that)."""
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        endpoint = _Electing(loop.time() + 0.4)
+        ex = Executor(
+            "a:1,b:1,c:1",
+            "ex1",
+            transport=MemoryTransport(endpoint, silent=lambda t: t == "a:1"),
+            execution_log=MemoryExecutionLog(),
+        )
+        ex._log = DedupeLog(MemoryExecutionLog())
+        found = await ex._find_leader(asyncio.Event(), "a:1")
+        assert found == "c:1"
+        return loop.time() - endpoint.elected_at
+
+    late = asyncio.run(scenario())
+    assert late < 0.15, f"found the new leader {late * 1000:.0f} ms after it was elected"

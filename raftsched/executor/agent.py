@@ -959,21 +959,26 @@ class Executor:
         """Ask ``nodes`` at once, with a heartbeat, who leads: the first that accepts it (it
         leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
         one names and that accepts it in turn; None if none does within ``timeout_s`` (an
-        election under way). With ``for_s``, each node is asked again :data:`_WATCH_POLL_S`
-        after each answer that names no leader (or after its own timeout) until ``for_s`` has
-        passed: a node that does not answer holds up only its own questions."""
+        election under way). One that accepts it in an epoch older than one served already is a
+        deposed leader: not an answer. With ``for_s``, each node is asked again
+        :data:`_WATCH_POLL_S` after each answer that names no leader (or after its own timeout)
+        until ``for_s`` has passed: a node that does not answer holds up only its own questions."""
         loop = asyncio.get_running_loop()
         until = loop.time() + for_s
 
         async def ask(node: str, follow: bool = True) -> str | None:
             try:
-                await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
+                reply = await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
             except TransportError as exc:
                 if not (follow and exc.leader and exc.leader != silent):
                     return None
                 # A lagging node may name a leader that is gone: only one that accepts counts.
                 return await ask(exc.leader, follow=False)
-            return node
+            # A leader of an older epoch than one we have served is deposed and has not noticed
+            # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down. Following
+            # it left the real leader, whose dispatcher then declared this executor dead once its
+            # stream stayed closed for stream_grace_ms, and re-ran every attempt running here.
+            return node if reply.epoch >= self._max_epoch else None
 
         async def keep_asking(node: str) -> str | None:
             while True:

@@ -234,3 +234,33 @@ def test_finding_the_new_leader_is_not_held_up_by_the_paused_one() -> None:
 
     late = asyncio.run(scenario())
     assert late < 0.15, f"found the new leader {late * 1000:.0f} ms after it was elected"
+
+
+class _Deposed(_WhoLeads):
+    """``b`` still accepts heartbeats as the leader of epoch 2 (resumed from a SIGSTOP, its Raft
+    tick has not stepped it down yet); the executor serves ``a``, the leader of epoch 3."""
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        if target == "b":
+            return pb.HeartbeatReply(epoch=2, registered=True)
+        return super().heartbeat(target, request)
+
+
+def test_the_leader_watch_does_not_follow_a_deposed_leader_that_still_answers() -> None:
+    """A leader resumed from a SIGSTOP answers heartbeats until its Raft tick notices it was
+    deposed. An executor whose own leader was slow to answer asked the others who leads, took
+    that node's acceptance for leadership and left its real leader; that leader's dispatcher
+    declares an executor dead whose stream stays closed for stream_grace_ms and re-runs every
+    attempt running there (issue 35 §1, the chaos CI duplicate). A node that accepts in an
+    epoch older than one served already is no answer."""
+    ex = Executor(
+        "a:1,b:1,c:1",
+        "ex1",
+        transport=MemoryTransport(_Deposed({"a": "leads", "b": "leads", "c": "a"})),
+        execution_log=MemoryExecutionLog(),
+    )
+    ex._log = DedupeLog(MemoryExecutionLog())
+    ex._max_epoch = 3  # serving a, the leader of epoch 3
+    assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) is None
+    ex._max_epoch = 2  # b's own epoch (or a newer one): it leads
+    assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) == "b"

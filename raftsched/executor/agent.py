@@ -938,11 +938,11 @@ class Executor:
         after :data:`_FIND_FOR_S`, and :meth:`run` goes through the nodes one by one as before.
         Asking them one by one alone let a paused node hold each pass for a whole register
         timeout; asking them in rounds let it hold each round for :data:`_FIND_TIMEOUT_S`, so a
-        leader elected meanwhile was found up to that much later. A node still naming ``lost``
-        has not noticed it is gone: not an answer (``lost`` itself may still answer)."""
+        leader elected meanwhile was found up to that much later. ``lost`` counts only as the
+        leader of a newer epoch (see :meth:`_who_leads`)."""
         timeout = min(self._rpc_timeout_s, _FIND_TIMEOUT_S)
         finding = asyncio.ensure_future(
-            self._who_leads(list(self.targets), timeout, silent=lost, for_s=_FIND_FOR_S)
+            self._who_leads(list(self.targets), timeout, silent=lost, for_s=_FIND_FOR_S, lost=True)
         )
         stopped = asyncio.ensure_future(stop.wait())
         try:
@@ -954,13 +954,15 @@ class Executor:
         return finding.result() if finding.done() and not finding.cancelled() else None
 
     async def _who_leads(
-        self, nodes: list[str], timeout_s: float, silent: str = "", for_s: float = 0.0
+        self, nodes: list[str], timeout_s: float, silent: str = "", for_s: float = 0.0, lost: bool = False
     ) -> str | None:
         """Ask ``nodes`` at once, with a heartbeat, who leads: the first that accepts it (it
-        leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
-        one names and that accepts it in turn; None if none does within ``timeout_s`` (an
-        election under way). One that accepts it in an epoch older than one served already is a
-        deposed leader: not an answer. With ``for_s``, each node is asked again
+        leads, whether or not it knows this executor yet), or a leader that one names and that
+        accepts it in turn; None if none does within ``timeout_s`` (an election under way).
+        One that accepts it in an epoch older than one served already is a deposed leader, and
+        ``silent`` counts only in a newer epoch than one served: not an answer otherwise. A
+        node naming ``silent`` is followed only when ``lost`` (it was lost, not merely slow: the
+        leader watch does not ask a slow leader again). With ``for_s``, each node is asked again
         :data:`_WATCH_POLL_S` after each answer that names no leader (or after its own timeout)
         until ``for_s`` has passed: a node that does not answer holds up only its own questions."""
         loop = asyncio.get_running_loop()
@@ -970,15 +972,21 @@ class Executor:
             try:
                 reply = await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
             except TransportError as exc:
-                if not (follow and exc.leader and exc.leader != silent):
+                if not (follow and exc.leader and (lost or exc.leader != silent)):
                     return None
                 # A lagging node may name a leader that is gone: only one that accepts counts.
+                # One naming ``silent`` is followed too: the leader lost may lead again in a newer
+                # term, and need not be among ``nodes`` (a node that joined after this executor
+                # started); not following it left such a leader unfound for _FIND_FOR_S, while
+                # its leases on this executor's attempts expired and they ran again (chaos CI).
                 return await ask(exc.leader, follow=False)
             # A leader of an older epoch than one we have served is deposed and has not noticed
-            # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down. Following
-            # it left the real leader, whose dispatcher then declared this executor dead once its
-            # stream stayed closed for stream_grace_ms, and re-ran every attempt running here.
-            return node if reply.epoch >= self._max_epoch else None
+            # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down; so is
+            # ``silent`` in the epoch we served it in. Following it left the real leader.
+            if reply.epoch < self._max_epoch or (node == silent and reply.epoch <= self._max_epoch):
+                return None
+            log.info("%s: %s answers as the leader (epoch %d)", self.name, node, reply.epoch)
+            return node
 
         async def keep_asking(node: str) -> str | None:
             while True:

@@ -180,6 +180,7 @@ def _who_leads(
         execution_log=MemoryExecutionLog(),
     )
     ex._log = DedupeLog(MemoryExecutionLog())
+    ex._max_epoch = endpoint.epoch  # it served the silent leader in that leader's epoch
     return asyncio.run(ex._who_leads(ask, 0.2, silent=silent))
 
 
@@ -264,3 +265,34 @@ def test_the_leader_watch_does_not_follow_a_deposed_leader_that_still_answers() 
     assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) is None
     ex._max_epoch = 2  # b's own epoch (or a newer one): it leads
     assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) == "b"
+
+
+class _ReElected(_WhoLeads):
+    """The leader the executor lost, ``a`` (not among its configured nodes: it joined later),
+    leads again in epoch ``epoch``; ``b`` and ``c`` name it."""
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        if target == "a":
+            return pb.HeartbeatReply(epoch=self.epoch, registered=True)
+        return super().heartbeat(target, request)
+
+
+def _find_after_losing_a(epoch: int) -> str | None:
+    endpoint = _ReElected({"b": "a", "c": "a"})
+    endpoint.epoch = epoch
+    ex = Executor("b:1,c:1", "ex1", transport=MemoryTransport(endpoint), execution_log=MemoryExecutionLog())
+    ex._log = DedupeLog(MemoryExecutionLog())
+    ex._max_epoch = 14  # it served a in epoch 14, then a's stream ended
+    return asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a", lost=True))
+
+
+def test_a_lost_leader_elected_again_is_found_through_the_nodes_that_name_it() -> None:
+    """The chaos CI duplicate (issue 35 §1): the leader n4 (a replacement node, so not in the
+    executors' --cluster list) stepped down and was elected again 14 ms later in a newer term;
+    the executors, having lost it, discarded every answer naming it and found it only 7.2 s
+    later by registering node by node, after n4 had expired their leases (takeover plus two
+    leases) and re-run an attempt still running. A node naming the lost leader is followed; the
+    lost leader counts if it leads a newer epoch than the one served, not the same one (a paused
+    leader resumed, not yet stepped down)."""
+    assert _find_after_losing_a(17) == "a"
+    assert _find_after_losing_a(14) is None

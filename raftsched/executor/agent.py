@@ -938,12 +938,16 @@ class Executor:
         after :data:`_FIND_FOR_S`, and :meth:`run` goes through the nodes one by one as before.
         Asking them one by one alone let a paused node hold each pass for a whole register
         timeout; asking them in rounds let it hold each round for :data:`_FIND_TIMEOUT_S`, so a
-        leader elected meanwhile was found up to that much later. ``lost`` counts only as the
-        leader of a newer epoch (see :meth:`_who_leads`)."""
+        leader elected meanwhile was found up to that much later. ``lost`` is asked too, even if
+        it is not among the configured nodes (it joined later): it counts as the leader of a
+        newer epoch only (see :meth:`_who_leads`). A leader that steps down and is elected again
+        in a newer term (a resumed node's campaign forces that; pysyncobj has no pre-vote) was
+        otherwise not found: the others' answers naming it are discarded, and when it was not
+        configured it was never asked, for :data:`_FIND_FOR_S`, while it expired the leases of
+        the attempts running here and ran them again (the chaos CI duplicates)."""
         timeout = min(self._rpc_timeout_s, _FIND_TIMEOUT_S)
-        finding = asyncio.ensure_future(
-            self._who_leads(list(self.targets), timeout, silent=lost, for_s=_FIND_FOR_S, lost=True)
-        )
+        nodes = list(self.targets) if lost in self.targets else [*self.targets, lost]
+        finding = asyncio.ensure_future(self._who_leads(nodes, timeout, silent=lost, for_s=_FIND_FOR_S))
         stopped = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait([finding, stopped], return_when=asyncio.FIRST_COMPLETED)
@@ -954,15 +958,14 @@ class Executor:
         return finding.result() if finding.done() and not finding.cancelled() else None
 
     async def _who_leads(
-        self, nodes: list[str], timeout_s: float, silent: str = "", for_s: float = 0.0, lost: bool = False
+        self, nodes: list[str], timeout_s: float, silent: str = "", for_s: float = 0.0
     ) -> str | None:
         """Ask ``nodes`` at once, with a heartbeat, who leads: the first that accepts it (it
-        leads, whether or not it knows this executor yet), or a leader that one names and that
-        accepts it in turn; None if none does within ``timeout_s`` (an election under way).
-        One that accepts it in an epoch older than one served already is a deposed leader, and
-        ``silent`` counts only in a newer epoch than one served: not an answer otherwise. A
-        node naming ``silent`` is followed only when ``lost`` (it was lost, not merely slow: the
-        leader watch does not ask a slow leader again). With ``for_s``, each node is asked again
+        leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
+        one names and that accepts it in turn; None if none does within ``timeout_s`` (an
+        election under way). One that accepts it in an epoch older than one served already is a
+        deposed leader, and ``silent`` itself (if among ``nodes``) counts only in a newer epoch
+        than one served: not an answer otherwise. With ``for_s``, each node is asked again
         :data:`_WATCH_POLL_S` after each answer that names no leader (or after its own timeout)
         until ``for_s`` has passed: a node that does not answer holds up only its own questions."""
         loop = asyncio.get_running_loop()
@@ -972,13 +975,11 @@ class Executor:
             try:
                 reply = await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
             except TransportError as exc:
-                if not (follow and exc.leader and (lost or exc.leader != silent)):
+                if not (follow and exc.leader and exc.leader != silent):
                     return None
                 # A lagging node may name a leader that is gone: only one that accepts counts.
-                # One naming ``silent`` is followed too: the leader lost may lead again in a newer
-                # term, and need not be among ``nodes`` (a node that joined after this executor
-                # started); not following it left such a leader unfound for _FIND_FOR_S, while
-                # its leases on this executor's attempts expired and they ran again (chaos CI).
+                # One naming ``silent`` is not followed: a paused node would hold this node's
+                # questions for the whole timeout; ``silent`` is asked on its own if it may lead.
                 return await ask(exc.leader, follow=False)
             # A leader of an older epoch than one we have served is deposed and has not noticed
             # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down; so is

@@ -7,7 +7,10 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator, Sequence
 
+import pytest
+
 from raftsched.abc import TransportError
+from raftsched.executor import agent as agent_module
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
@@ -272,27 +275,28 @@ class _ReElected(_WhoLeads):
     leads again in epoch ``epoch``; ``b`` and ``c`` name it."""
 
     def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
-        if target == "a":
+        if target == "a:1":
             return pb.HeartbeatReply(epoch=self.epoch, registered=True)
         return super().heartbeat(target, request)
 
 
-def _find_after_losing_a(epoch: int) -> str | None:
-    endpoint = _ReElected({"b": "a", "c": "a"})
+def _find_after_losing_a(epoch: int, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    endpoint = _ReElected({"b:1": "a:1", "c:1": "a:1"})
     endpoint.epoch = epoch
     ex = Executor("b:1,c:1", "ex1", transport=MemoryTransport(endpoint), execution_log=MemoryExecutionLog())
     ex._log = DedupeLog(MemoryExecutionLog())
     ex._max_epoch = 14  # it served a in epoch 14, then a's stream ended
-    return asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a", lost=True))
+    monkeypatch.setattr(agent_module, "_FIND_FOR_S", 0.3)
+    return asyncio.run(ex._find_leader(asyncio.Event(), "a:1"))
 
 
-def test_a_lost_leader_elected_again_is_found_through_the_nodes_that_name_it() -> None:
+def test_a_lost_leader_elected_again_is_found_by_asking_it_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """The chaos CI duplicate (issue 35 §1): the leader n4 (a replacement node, so not in the
     executors' --cluster list) stepped down and was elected again 14 ms later in a newer term;
-    the executors, having lost it, discarded every answer naming it and found it only 7.2 s
-    later by registering node by node, after n4 had expired their leases (takeover plus two
-    leases) and re-run an attempt still running. A node naming the lost leader is followed; the
-    lost leader counts if it leads a newer epoch than the one served, not the same one (a paused
-    leader resumed, not yet stepped down)."""
-    assert _find_after_losing_a(17) == "a"
-    assert _find_after_losing_a(14) is None
+    the executors, having lost it, discarded every answer naming it, never asked it, and found it
+    only 7.2 s later by registering node by node, after n4 had expired their leases (takeover
+    plus two leases) and re-run an attempt still running. The lost leader is asked too; it
+    counts if it leads a newer epoch than the one served, not the same one (a paused leader
+    resumed, not yet stepped down)."""
+    assert _find_after_losing_a(17, monkeypatch) == "a:1"
+    assert _find_after_losing_a(14, monkeypatch) is None

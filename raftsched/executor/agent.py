@@ -80,7 +80,7 @@ _RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether 
 _WATCH_POLL_S = 0.05  # how often the leader watch looks at the heartbeat in flight
 _WATCH_SUSPECT_CAP_S = 0.5  # a heartbeat unanswered this long (at most) makes it ask the others
 _FIND_TIMEOUT_S = 0.3  # each node's answer to "who leads?" after the leader was lost
-_FIND_ROUNDS = 20  # rounds of asking every node before trying them one by one
+_FIND_FOR_S = 7.0  # how long to keep asking every node before trying them one by one
 
 DEFAULT_EXECUTION_LOG_KEEP = "10m"
 """How long the execution log keeps an id after the cluster acknowledged its result.
@@ -931,38 +931,70 @@ class Executor:
                 raise LeaderLost(f"{target} silent for {loop.time() - sent:.1f} s; {found} leads")
 
     async def _find_leader(self, stop: asyncio.Event, lost: str) -> str | None:
-        """After losing ``lost``: ask every node at once, round after round, until one leads or
-        names the leader (an election takes a second or so); None after ``_FIND_ROUNDS``, and
-        :meth:`run` goes through the nodes one by one as before. Asking them one by one alone
-        let a paused node hold each pass for a whole register timeout. A node still naming
-        ``lost`` has not noticed it is gone: not an answer (``lost`` itself may still answer)."""
+        """After losing ``lost``: ask every node, each again as soon as it answers that it knows
+        no leader, until one leads or names the leader (an election takes a second or so); None
+        after :data:`_FIND_FOR_S`, and :meth:`run` goes through the nodes one by one as before.
+        Asking them one by one alone let a paused node hold each pass for a whole register
+        timeout; asking them in rounds let it hold each round for :data:`_FIND_TIMEOUT_S`, so a
+        leader elected meanwhile was found up to that much later. ``lost`` is asked too, even if
+        it is not among the configured nodes (it joined later): it counts as the leader of a
+        newer epoch only (see :meth:`_who_leads`). A leader that steps down and is elected again
+        in a newer term (a resumed node's campaign forces that; pysyncobj has no pre-vote) was
+        otherwise not found: the others' answers naming it are discarded, and when it was not
+        configured it was never asked, for :data:`_FIND_FOR_S`, while it expired the leases of
+        the attempts running here and ran them again (the chaos CI duplicates)."""
         timeout = min(self._rpc_timeout_s, _FIND_TIMEOUT_S)
-        for _ in range(_FIND_ROUNDS):
-            if stop.is_set():
-                return None
-            found = await self._who_leads(list(self.targets), timeout, silent=lost)
-            if found is not None:
-                return found
-            await _sleep_or_stop(stop, _WATCH_POLL_S)
-        return None
+        nodes = list(self.targets) if lost in self.targets else [*self.targets, lost]
+        finding = asyncio.ensure_future(self._who_leads(nodes, timeout, silent=lost, for_s=_FIND_FOR_S))
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([finding, stopped], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (finding, stopped):
+                task.cancel()
+            await asyncio.gather(finding, stopped, return_exceptions=True)
+        return finding.result() if finding.done() and not finding.cancelled() else None
 
-    async def _who_leads(self, nodes: list[str], timeout_s: float, silent: str = "") -> str | None:
+    async def _who_leads(
+        self, nodes: list[str], timeout_s: float, silent: str = "", for_s: float = 0.0
+    ) -> str | None:
         """Ask ``nodes`` at once, with a heartbeat, who leads: the first that accepts it (it
         leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
         one names and that accepts it in turn; None if none does within ``timeout_s`` (an
-        election under way)."""
+        election under way). One that accepts it in an epoch older than one served already is a
+        deposed leader, and ``silent`` itself (if among ``nodes``) counts only in a newer epoch
+        than one served: not an answer otherwise. With ``for_s``, each node is asked again
+        :data:`_WATCH_POLL_S` after each answer that names no leader (or after its own timeout)
+        until ``for_s`` has passed: a node that does not answer holds up only its own questions."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + for_s
 
         async def ask(node: str, follow: bool = True) -> str | None:
             try:
-                await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
+                reply = await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
             except TransportError as exc:
                 if not (follow and exc.leader and exc.leader != silent):
                     return None
                 # A lagging node may name a leader that is gone: only one that accepts counts.
+                # One naming ``silent`` is not followed: a paused node would hold this node's
+                # questions for the whole timeout; ``silent`` is asked on its own if it may lead.
                 return await ask(exc.leader, follow=False)
+            # A leader of an older epoch than one we have served is deposed and has not noticed
+            # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down; so is
+            # ``silent`` in the epoch we served it in. Following it left the real leader.
+            if reply.epoch < self._max_epoch or (node == silent and reply.epoch <= self._max_epoch):
+                return None
+            log.info("%s: %s answers as the leader (epoch %d)", self.name, node, reply.epoch)
             return node
 
-        asks = [asyncio.ensure_future(ask(n)) for n in nodes]
+        async def keep_asking(node: str) -> str | None:
+            while True:
+                found = await ask(node)
+                if found is not None or loop.time() + _WATCH_POLL_S >= until:
+                    return found
+                await asyncio.sleep(_WATCH_POLL_S)
+
+        asks = [asyncio.ensure_future(keep_asking(n)) for n in nodes]
         try:
             for done in asyncio.as_completed(asks):
                 answer = await done

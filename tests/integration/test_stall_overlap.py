@@ -7,7 +7,8 @@ next leader) and its dispatch has not reached the executors. 6 s later it gets S
 the new leader is SIGKILLed the same way. Nothing really overlapped (the command ends in
 milliseconds, or in half a second), so no fire may be ``skipped_overlap`` against a run that had
 not started or had already ended; none runs twice or early; and the run of S starts soon after
-the stall (within 1.5 s), not when the executors happen to find the new leader by timeouts.
+the stall (within 1.5 s in at least 9 of 10 iterations; within 0.6 s of the election in every
+one), not when the executors happen to find the new leader by timeouts.
 
 One iteration of each command runs in the default suite; ``-m soak`` loops each 10 times and
 prints the figures.
@@ -33,10 +34,19 @@ from tests.integration.helpers import Fleet, now_ms
 pytestmark = pytest.mark.integration
 
 TASK = "stall"
-# The run of S starts within this of the new leader's takeover. The issue asks for 1.5 s from
-# the SIGSTOP; the election alone takes 0.4-1.4 s (raft_min/max_timeout), more after a split
-# vote, so that figure is measured and printed, and the bound is put on what raftsched controls.
-TAKEOVER_BOUND_MS = 1000
+# The issue's bound: the run of S starts within this of the SIGSTOP. The election alone takes
+# 0.4-1.4 s (raft_min/max_timeout: the first survivor's timeout, the earlier of two uniform
+# draws, 0.73 s on average; about 1 % of elections split and take a second timeout), so one
+# iteration may miss it: the soak asserts it in at least SOAK_WITHIN of SOAK_ITERATIONS.
+STALL_BOUND_MS = 1500
+SOAK_ITERATIONS = 10
+SOAK_WITHIN = 9
+# What raftsched adds after Raft elected the new leader (its barrier, the executors finding it and
+# registering, the re-send of the undelivered run): measured 74-132 ms in 20 soak iterations on
+# the shared 2 cores (85-341 ms in earlier runs at a load average of ~17, before the executors
+# stopped spending a timeout on the paused leader); every iteration (the CI suite runs one)
+# asserts it with slack.
+AFTER_ELECTION_BOUND_MS = 600
 # Where in the second the leader is stopped: after its driver planned the fire of S (wheel tick
 # 10 ms) and the entry went out, before the assignment's commit made it dispatch.
 STOP_AT_MS_IN_SECOND = 12
@@ -52,7 +62,9 @@ class Figures:
     unaccounted: list[int] = field(default_factory=list)
     skips: int = 0
     stall_start_ms: int | None = None  # the run of S: its last shard's start minus the SIGSTOP
-    stall_takeover_ms: int = 0  # the new leader's takeover minus the SIGSTOP (the election)
+    stall_elected_ms: int = 0  # the new leader's election minus the SIGSTOP
+    stall_takeover_ms: int = 0  # its dispatcher's takeover (its barrier applied) minus the SIGSTOP
+    stall_found_ms: int | None = None  # the last executor found it (see _found), minus the SIGSTOP
     kill_start_ms: int | None = None  # the same for the second fault (SIGKILL of the new leader)
     stall_run_epoch: int = 0  # the epoch whose leader created the run of S (0: none)
     stall_leader_epoch: int = 0
@@ -61,15 +73,20 @@ class Figures:
     def clean(self) -> bool:
         return not (self.false_skips or self.duplicated or self.early or self.unaccounted) and (
             self.stall_start_ms is not None
-            and self.stall_start_ms - self.stall_takeover_ms <= TAKEOVER_BOUND_MS
+            and self.stall_start_ms - self.stall_elected_ms <= AFTER_ELECTION_BOUND_MS
         )
+
+    def within_bound(self) -> bool:
+        """The run of S started within the issue's bound of the SIGSTOP."""
+        return self.stall_start_ms is not None and self.stall_start_ms <= STALL_BOUND_MS
 
     def describe(self) -> str:
         return (
             f"false skips {len(self.false_skips)} (of {self.skips} skipped_overlap), duplicated "
             f"{len(self.duplicated)}, early {len(self.early)}, unaccounted {len(self.unaccounted)}; "
-            f"run of S started {self.stall_start_ms} ms after the SIGSTOP, the new leader took over "
-            f"after {self.stall_takeover_ms} ms (run created in epoch "
+            f"run of S started {self.stall_start_ms} ms after the SIGSTOP (new leader elected after "
+            f"{self.stall_elected_ms} ms, took over after {self.stall_takeover_ms} ms, executors "
+            f"found it after {self.stall_found_ms} ms; run created in epoch "
             f"{self.stall_run_epoch}, stalled leader's {self.stall_leader_epoch}), the run after the "
             f"SIGKILL {self.kill_start_ms} ms after it"
         )
@@ -144,7 +161,14 @@ def run_scenario(fleet: Fleet, sleep_s: float) -> Figures:
     stall_run = by_nominal.get(stall_second)
     figures.stall_leader_epoch = first_epoch
     took_over = _takeovers(fleet.cluster.log_dir)
-    figures.stall_takeover_ms = min((t for t in took_over.values() if t > stopped), default=stopped) - stopped
+    new_epoch, new_takeover = min(
+        ((e, t) for e, t in took_over.items() if t > stopped), key=lambda et: et[1], default=(0, stopped)
+    )
+    figures.stall_takeover_ms = new_takeover - stopped
+    figures.stall_elected_ms = _elections(fleet.cluster.log_dir).get(new_epoch, stopped) - stopped
+    found = _found(fleet.base)
+    if all((name, new_epoch) in found for name in ("ex1", "ex2")):
+        figures.stall_found_ms = max(found[name, new_epoch] for name in ("ex1", "ex2")) - stopped
     if stall_run is not None:
         figures.stall_run_epoch = int(stall_run.epoch)
         figures.stall_start_ms = _run_started(starts, stall_run.run_id, stopped)
@@ -185,7 +209,7 @@ def check(fleet: Fleet, fires: list[pb.FireRecord], runs: list[pb.Run]) -> Figur
     the ordinary race of any overlap decision). A run fired in the same batch also counts
     (misfire=all catching up several seconds at once runs the first and skips the others
     against it: the policy, not stale state), and so does a run the deciding leader fired that
-    had not started by D while every executor had registered with that leader (on its way).
+    had not started by D while every executor had found that leader (on its way).
     A run that had not started by D otherwise (committed and never delivered, or waiting for
     its executor to find the new leader) or that had ended before the deciding leader took
     over (its result lost with the old leader) does not: a skip against it is false.
@@ -205,11 +229,11 @@ def check(fleet: Fleet, fires: list[pb.FireRecord], runs: list[pb.Run]) -> Figur
             ended[run_id] = max(ended.get(run_id, 0), t)
     took_over = _takeovers(fleet.cluster.log_dir)
     assert {rec.epoch for rec in fires} <= took_over.keys(), took_over
-    registered = _registrations(fleet.base)
+    found = _found(fleet.base)
 
-    def since_all_registered(epoch: int) -> int:
-        """When the last executor registered with the leader of ``epoch`` (never: a huge time)."""
-        times = [registered.get((name, epoch)) for name in ("ex1", "ex2")]
+    def since_all_found(epoch: int) -> int:
+        """When the last executor found the leader of ``epoch`` (never: a huge time)."""
+        times = [found.get((name, epoch)) for name in ("ex1", "ex2")]
         return max(t for t in times if t is not None) if all(t is not None for t in times) else 1 << 62
 
     nominal_of = {r.run_id: r.nominal_ms for r in runs}
@@ -228,9 +252,7 @@ def check(fleet: Fleet, fires: list[pb.FireRecord], runs: list[pb.Run]) -> Figur
                 end = ended.get(r.run_id, 1 << 62)
                 if end > decided or (end > since and r.finished_ms > decided):
                     real.append(r.run_id)
-            elif r.epoch == rec.epoch and (
-                r.created_ms == decided or since_all_registered(rec.epoch) < decided
-            ):
+            elif r.epoch == rec.epoch and (r.created_ms == decided or since_all_found(rec.epoch) < decided):
                 # Fired in the same batch (misfire=all catching up), or the deciding leader's own
                 # run on its way to executors that had all found it: unfinished (the ordinary
                 # race of a fire right after a late one). Not so while an executor still looked
@@ -275,8 +297,21 @@ def _takeovers(log_dir: Path) -> dict[int, int]:
     return out
 
 
-def _registrations(base: Path) -> dict[tuple[str, int], int]:
-    """(executor, epoch) -> when it first registered with that epoch's leader (ms), from the
+def _elections(log_dir: Path) -> dict[int, int]:
+    """Term -> when a node became its leader (ms), from the nodes' logs."""
+    out: dict[int, int] = {}
+    for log in log_dir.glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            found = _ELECTED.match(line)
+            if found:
+                at = datetime.datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                out[int(found[2])] = int(at * 1000)
+    return out
+
+
+def _found(base: Path) -> dict[tuple[str, int], int]:
+    """(executor, epoch) -> when it found that epoch's leader (ms): the leader accepted its
+    heartbeat when it asked who leads, or it registered there, whichever came first; from the
     executors' logs."""
     out: dict[tuple[str, int], int] = {}
     for name in ("ex1", "ex2"):
@@ -284,16 +319,18 @@ def _registrations(base: Path) -> dict[tuple[str, int], int]:
         if not log.exists():
             continue
         for line in log.read_text(errors="replace").splitlines():
-            found = _REGISTERED.match(line)
-            if found:
-                at = datetime.datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-                out.setdefault((name, int(found[2])), int(at * 1000))
+            hit = _FOUND.match(line)
+            if hit:
+                at = datetime.datetime.strptime(hit[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                out.setdefault((name, int(hit[2])), int(at * 1000))
     return out
 
 
-_REGISTERED = re.compile(
-    r"^(\S+ \S+) INFO raftsched\.executor\.agent: \S+: registered with \S+ \(epoch (\d+),"
+_FOUND = re.compile(
+    r"^(\S+ \S+) INFO raftsched\.executor\.agent: \S+: "
+    r"(?:registered with \S+|\S+ answers as the leader) \(epoch (\d+)[,)]"
 )
+_ELECTED = re.compile(r"^(\S+ \S+) INFO raftsched\.node: node \S+ became the leader \(term (\d+),")
 _TAKEOVER = re.compile(
     r"^(\S+ \S+) INFO raftsched\.rpc\.executor_service: dispatcher on \S+ leads epoch (\d+):"
 )
@@ -313,7 +350,7 @@ def assert_clean(fig: Figures) -> None:
     assert not fig.early, fig.describe()
     assert not fig.unaccounted, fig.describe()
     assert fig.stall_start_ms is not None, fig.describe()
-    assert fig.stall_start_ms - fig.stall_takeover_ms <= TAKEOVER_BOUND_MS, fig.describe()
+    assert fig.stall_start_ms - fig.stall_elected_ms <= AFTER_ELECTION_BOUND_MS, fig.describe()
 
 
 @pytest.mark.parametrize("sleep_s", [0.0, 0.5], ids=["instant", "half-second"])
@@ -327,9 +364,10 @@ def test_a_stalled_leader_then_a_killed_one_skip_nothing_falsely(fleet: Fleet, s
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("sleep_s", [0.0, 0.5], ids=["instant", "half-second"])
 def test_a_stalled_leader_then_a_killed_one_looped(tmp_path: Path, sleep_s: float) -> None:
-    """The issue's loop: 10 iterations, each on a fresh cluster; every one clean."""
+    """The issue's loop: 10 iterations, each on a fresh cluster; every one clean, and the run of S
+    started within 1.5 s of the SIGSTOP in at least 9."""
     results = []
-    for i in range(10):
+    for i in range(SOAK_ITERATIONS):
         f = Fleet(tmp_path / f"run{i}")
         try:
             f.cluster.start()
@@ -338,5 +376,12 @@ def test_a_stalled_leader_then_a_killed_one_looped(tmp_path: Path, sleep_s: floa
         finally:
             f.stop()
         print(f"iteration {i}: {results[-1].describe()}")
+    starts = sorted(fig.stall_start_ms for fig in results if fig.stall_start_ms is not None)
+    elected = sorted(fig.stall_elected_ms for fig in results)
+    print(f"run of S started (ms after the SIGSTOP): {starts}; new leader elected: {elected}")
     for fig in results:
         assert_clean(fig)
+    within = sum(1 for fig in results if fig.within_bound())
+    assert within >= SOAK_WITHIN, (
+        f"run of S within {STALL_BOUND_MS} ms of the SIGSTOP in {within}/{len(results)}"
+    )

@@ -7,7 +7,10 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator, Sequence
 
+import pytest
+
 from raftsched.abc import TransportError
+from raftsched.executor import agent as agent_module
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
@@ -179,6 +182,7 @@ def _who_leads(
         execution_log=MemoryExecutionLog(),
     )
     ex._log = DedupeLog(MemoryExecutionLog())
+    ex._max_epoch = endpoint.epoch  # it served the silent leader in that leader's epoch
     return asyncio.run(ex._who_leads(ask, 0.2, silent=silent))
 
 
@@ -195,3 +199,103 @@ def test_the_leader_watch_follows_a_named_leader_only_if_it_accepts_the_heartbea
         _who_leads({"a": "leads", "b": "c", "c": "leads"}, ["a", "b"], silent="a", paused=frozenset({"a"}))
         == "c"
     )
+
+
+class _Electing(_WhoLeads):
+    """Nodes that know no leader until ``elected_at`` (loop time), then ``c`` leads; ``a`` (the
+    lost leader) is paused throughout."""
+
+    def __init__(self, elected_at: float) -> None:
+        super().__init__({"a:1": "leads", "b:1": "", "c:1": ""})
+        self.elected_at = elected_at
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        if asyncio.get_running_loop().time() >= self.elected_at:
+            self.answers = {"a:1": "leads", "b:1": "c:1", "c:1": "leads"}
+        return super().heartbeat(target, request)
+
+
+def test_finding_the_new_leader_is_not_held_up_by_the_paused_one() -> None:
+    """After losing a paused leader, the agent asks every node who leads. A node that says it
+    knows none is asked again at once (every _WATCH_POLL_S), not when the paused leader's
+    question has timed out too: a leader elected meanwhile is found within a poll, not up to
+    _FIND_TIMEOUT_S later (issue 35 §1: the run of second S waited for that)."""
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        endpoint = _Electing(loop.time() + 0.4)
+        ex = Executor(
+            "a:1,b:1,c:1",
+            "ex1",
+            transport=MemoryTransport(endpoint, silent=lambda t: t == "a:1"),
+            execution_log=MemoryExecutionLog(),
+        )
+        ex._log = DedupeLog(MemoryExecutionLog())
+        found = await ex._find_leader(asyncio.Event(), "a:1")
+        assert found == "c:1"
+        return loop.time() - endpoint.elected_at
+
+    late = asyncio.run(scenario())
+    assert late < 0.15, f"found the new leader {late * 1000:.0f} ms after it was elected"
+
+
+class _Deposed(_WhoLeads):
+    """``b`` still accepts heartbeats as the leader of epoch 2 (resumed from a SIGSTOP, its Raft
+    tick has not stepped it down yet); the executor serves ``a``, the leader of epoch 3."""
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        if target == "b":
+            return pb.HeartbeatReply(epoch=2, registered=True)
+        return super().heartbeat(target, request)
+
+
+def test_the_leader_watch_does_not_follow_a_deposed_leader_that_still_answers() -> None:
+    """A leader resumed from a SIGSTOP answers heartbeats until its Raft tick notices it was
+    deposed. An executor whose own leader was slow to answer asked the others who leads, took
+    that node's acceptance for leadership and left its real leader; that leader's dispatcher
+    declares an executor dead whose stream stays closed for stream_grace_ms and re-runs every
+    attempt running there (issue 35 §1, the chaos CI duplicate). A node that accepts in an
+    epoch older than one served already is no answer."""
+    ex = Executor(
+        "a:1,b:1,c:1",
+        "ex1",
+        transport=MemoryTransport(_Deposed({"a": "leads", "b": "leads", "c": "a"})),
+        execution_log=MemoryExecutionLog(),
+    )
+    ex._log = DedupeLog(MemoryExecutionLog())
+    ex._max_epoch = 3  # serving a, the leader of epoch 3
+    assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) is None
+    ex._max_epoch = 2  # b's own epoch (or a newer one): it leads
+    assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) == "b"
+
+
+class _ReElected(_WhoLeads):
+    """The leader the executor lost, ``a`` (not among its configured nodes: it joined later),
+    leads again in epoch ``epoch``; ``b`` and ``c`` name it."""
+
+    def heartbeat(self, target: str, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        if target == "a:1":
+            return pb.HeartbeatReply(epoch=self.epoch, registered=True)
+        return super().heartbeat(target, request)
+
+
+def _find_after_losing_a(epoch: int, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    endpoint = _ReElected({"b:1": "a:1", "c:1": "a:1"})
+    endpoint.epoch = epoch
+    ex = Executor("b:1,c:1", "ex1", transport=MemoryTransport(endpoint), execution_log=MemoryExecutionLog())
+    ex._log = DedupeLog(MemoryExecutionLog())
+    ex._max_epoch = 14  # it served a in epoch 14, then a's stream ended
+    monkeypatch.setattr(agent_module, "_FIND_FOR_S", 0.3)
+    return asyncio.run(ex._find_leader(asyncio.Event(), "a:1"))
+
+
+def test_a_lost_leader_elected_again_is_found_by_asking_it_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chaos CI duplicate (issue 35 §1): the leader n4 (a replacement node, so not in the
+    executors' --cluster list) stepped down and was elected again 14 ms later in a newer term;
+    the executors, having lost it, discarded every answer naming it, never asked it, and found it
+    only 7.2 s later by registering node by node, after n4 had expired their leases (takeover
+    plus two leases) and re-run an attempt still running. The lost leader is asked too; it
+    counts if it leads a newer epoch than the one served, not the same one (a paused leader
+    resumed, not yet stepped down)."""
+    assert _find_after_losing_a(17, monkeypatch) == "a:1"
+    assert _find_after_losing_a(14, monkeypatch) is None

@@ -87,12 +87,32 @@ class _Conn:
         self.sent.append(message)
 
 
-def _transport(conn: _Conn) -> GuardedTransport:
+def _transport(conn: _Conn, **others: _Conn) -> GuardedTransport:
     transport: GuardedTransport = GuardedTransport.__new__(GuardedTransport)
-    transport._syncObj = type("S", (), {"encryptor": object()})()
-    transport._connections = {"n2": conn}
+    conf = type("C", (), {"connectionTimeout": 3.5})()
+    transport._syncObj = type("S", (), {"encryptor": object(), "conf": conf})()
+    transport._connections = {"n2": conn, **others}
+    transport._nodes = set(transport._connections)
     transport._send_random_sleep_duration = 0
+    transport._raftsched_sent_at = {}
     return transport
+
+
+def test_idle_links_carry_a_keepalive_and_busy_ones_do_not() -> None:
+    """pysyncobj closes a link on which nothing was read for connection_timeout when something
+    next arrives, dropping that message: between two followers, the first request_vote after the
+    leader died (every failover took two terms, tests/integration/test_election_links.py). Every
+    link that carried nothing for a quarter of the timeout carries a message pysyncobj ignores."""
+    busy, idle, handshaking = _Conn(send_key=b"k" * 32), _Conn(send_key=b"k" * 32), _Conn(send_key=None)
+    transport = _transport(busy, n3=idle, n4=handshaking)
+    transport._keepalive(100.0)
+    assert len(busy.sent) == len(idle.sent) == 1 and handshaking.sent == []
+    transport._raftsched_sent_at["n2"] = 100.5  # the leader's append went out meanwhile
+    transport._keepalive(100.5)
+    assert (len(busy.sent), len(idle.sent), len(handshaking.sent)) == (1, 1, 0)
+    handshaking.sendRandKey = b"k" * 32  # its handshake is done
+    transport._keepalive(100.9)  # a quarter of 3.5 s after the keepalives: not the busy link
+    assert (len(busy.sent), len(idle.sent), len(handshaking.sent)) == (1, 2, 1)
 
 
 def test_nothing_is_sent_on_a_dialled_connection_before_the_peer_sent_its_session_key() -> None:

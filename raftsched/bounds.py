@@ -34,7 +34,6 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.policy import MAX_BURST, MAX_RATE_MILLI, MAX_RUNNING
 from raftsched.model import (
     MAX_INTERVAL_MS,
     MAX_MISFIRE_CAP,
@@ -78,6 +77,9 @@ any count stays inside an ``int64``."""
 MAX_DURATION_MS: Final = MAX_TIME_MS
 """An attempt's measured duration, or its lateness either way."""
 MAX_SLOTS: Final = 10_000
+MAX_RATE_MILLI: Final = 1_000_000 * 1000  # a quota's rate: a million attempts per second
+MAX_BURST: Final = 1_000_000  # a quota's burst
+MAX_RUNNING: Final = 1_000_000  # a quota's running attempts
 """An executor's slots."""
 MAX_STAGE_CHUNKS: Final = MAX_WORKFLOW_TASKS
 MAX_SCRYPT_N: Final = 2**20  # the verifier runs scrypt with it: larger is a memory bomb

@@ -12,7 +12,7 @@ config file only seeds it:
   progress, for an id or address already in use (add), an unknown id (remove) or the last node.
 * ``EndMemberChange`` finishes the change in progress: ``applied`` changes the member list,
   otherwise the change is abandoned. The Raft layer's own membership change happens between the
-  two (see :mod:`raftsched.membership`); the pending change in the record is what lets a new
+  two (see :mod:`raftsched.server.membership`); the pending change in the record is what lets a new
   leader finish a change its predecessor began.
 
 While a node is being added it is listed as pending, not as a member; :meth:`MembershipBook.known`

@@ -30,6 +30,7 @@ from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
 from raftsched.abc import StateStore
+from raftsched.bounds import MAX_BURST, MAX_RATE_MILLI, MAX_RUNNING
 from raftsched.errors import InvalidSpec, quote
 from raftsched.fsm import keys
 from raftsched.fsm.timeline import note
@@ -38,9 +39,6 @@ from raftsched.v1 import log_pb2 as pb
 
 QUOTA_KINDS = ("owner", "namespace")
 TOKEN = 1_000_000  # a bucket counts micro-tokens: integer refill from milliseconds, no rounding drift
-MAX_RATE_MILLI = 1_000_000 * 1000  # a million attempts per second
-MAX_BURST = 1_000_000
-MAX_RUNNING = 1_000_000
 _PER = {"s": 1, "m": 60, "h": 3600}
 _HOLD_PREFIX = {"owner": "o:", "namespace": "n:"}
 

@@ -95,7 +95,7 @@ this node does not lead (see :meth:`raftsched.leader.dispatch.hub.ExecutorHub.li
 
 
 class MembershipChanges(Protocol):
-    """The node's membership operations (:class:`raftsched.membership.MembershipOps`)."""
+    """The node's membership operations (:class:`raftsched.server.membership.MembershipOps`)."""
 
     async def add(self, member: logpb.Member) -> tuple[logpb.MembershipRecord, str]: ...
 

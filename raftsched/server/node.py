@@ -63,7 +63,6 @@ from raftsched.leader.driver import DriverThread
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
 from raftsched.logfields import leadership_fields
-from raftsched.membership import MembershipOps, describe_mismatch
 from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
 from raftsched.readinfo import ReadInfo
@@ -78,6 +77,7 @@ from raftsched.security.authz import Authenticator, AuthInterceptor, RefusalLog
 from raftsched.security.tls import HttpTls, ServerTls, node_client_tls
 from raftsched.security.tokens import TokenVerifier, create_command, read_token_file, token_id
 from raftsched.server.core import Core
+from raftsched.server.membership import MembershipOps, describe_mismatch
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.timing.clock import SystemClock
 from raftsched.timing.schedule import MisfireSettings

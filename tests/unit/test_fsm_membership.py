@@ -5,7 +5,7 @@ from __future__ import annotations
 from raftsched import codec
 from raftsched.config.types import ClusterConfig, NodeConfig
 from raftsched.fsm.state import SchedulerState
-from raftsched.membership import config_members, describe_mismatch
+from raftsched.server.membership import config_members, describe_mismatch
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
 from tests.support.fsm import T0, fresh

@@ -1,4 +1,4 @@
-"""The leader's membership operations (raftsched.membership) over an in-memory node and a fake
+"""The leader's membership operations (raftsched.server.membership) over an in-memory node and a fake
 Raft membership: seeding, a change carried through Raft's entry, a change a dead leader left in
 progress finished by the next one, and a change Raft keeps refusing abandoned."""
 
@@ -16,7 +16,7 @@ from raftsched.config.types import ClusterConfig, NodeConfig
 from raftsched.errors import Conflict, RaftschedError
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import Stamp
-from raftsched.membership import MembershipOps
+from raftsched.server.membership import MembershipOps
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
 
@@ -163,8 +163,8 @@ def test_a_change_left_in_progress_is_finished_by_the_next_leader(raft_has_it: b
 
 
 def test_a_change_raft_keeps_refusing_is_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("raftsched.membership.DENIED_RETRIES", 3)
-    monkeypatch.setattr("raftsched.membership.asyncio.sleep", _no_sleep)
+    monkeypatch.setattr("raftsched.server.membership.DENIED_RETRIES", 3)
+    monkeypatch.setattr("raftsched.server.membership.asyncio.sleep", _no_sleep)
     raft = FakeRaft(three(), deny=10)
     node, m = ops(raft)
 

@@ -181,6 +181,21 @@ def test_a_late_release_from_an_earlier_term_leaves_the_new_terms_reservation() 
     assert all(not w.reserved_for for w in d.waiting.values())
 
 
+def test_a_second_barrier_of_the_same_leadership_keeps_the_term() -> None:
+    """The driver proposes another barrier in the same epoch when the first's outcome was
+    unknown; its BarrierCommitted must not start a new term, which would forget the reservation
+    of a proposal in flight and place the same attempt again."""
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    first = term(d)
+    [assign] = d.poll(T0 + S)
+    d.become_leader(1, T0 + S)  # the second barrier of epoch 1
+    assert term(d) is first
+    assert d.poll(T0 + S) == []  # still reserved: not placed twice
+    d.release(assign)
+    assert all(not w.reserved_for for w in d.waiting.values())
+
+
 # -- workflows: backfill share and killed runs ------------------------------------------------------
 
 

@@ -130,7 +130,13 @@ class Dispatcher:
         The new term is published last, once every inherited attempt is registered: the driver's
         thread asks :meth:`overlap_unknown` meanwhile, and must not see this epoch led with the
         inherited attempts not counted yet (a fire decided in that window was skipped against a
-        run that had finished: the failover test caught it)."""
+        run that had finished: the failover test caught it).
+
+        A second barrier of the same leadership (the driver proposes another when the first's
+        outcome was unknown) changes nothing: the term goes on, with its reservations and the
+        proposals in flight that made them."""
+        if self._term is not None and self._term.epoch == epoch:
+            return
         self.step_down()
         self.epoch = epoch
         # Takeover grace: executors first have to notice the old leader is gone (it may be paused,

@@ -962,17 +962,21 @@ class Executor:
         leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
         one names and that accepts it in turn; None if none does within ``timeout_s`` (an
         election under way). One that accepts it in an epoch older than one served already is a
-        deposed leader, and ``silent`` itself (if among ``nodes``) counts only in a newer epoch
-        than one served: not an answer otherwise. With ``for_s``, each node is asked again
+        deposed leader, and ``silent`` itself (if among ``nodes``) counts in the epoch served
+        only once another node names it (a hiccup, not a new leadership), in a newer one always.
+        With ``for_s``, each node is asked again
         :data:`_WATCH_POLL_S` after each answer that names no leader (or after its own timeout)
         until ``for_s`` has passed: a node that does not answer holds up only its own questions."""
         loop = asyncio.get_running_loop()
         until = loop.time() + for_s
+        vouched = False  # another node named ``silent`` as the leader
 
         async def ask(node: str, follow: bool = True) -> str | None:
+            nonlocal vouched
             try:
                 reply = await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
             except TransportError as exc:
+                vouched = vouched or (bool(silent) and exc.leader == silent)
                 if not (follow and exc.leader and exc.leader != silent):
                     return None
                 # A lagging node may name a leader that is gone: only one that accepts counts.
@@ -980,9 +984,14 @@ class Executor:
                 # questions for the whole timeout; ``silent`` is asked on its own if it may lead.
                 return await ask(exc.leader, follow=False)
             # A leader of an older epoch than one we have served is deposed and has not noticed
-            # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down; so is
-            # ``silent`` in the epoch we served it in. Following it left the real leader.
-            if reply.epoch < self._max_epoch or (node == silent and reply.epoch <= self._max_epoch):
+            # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down; so may
+            # ``silent`` be in the epoch we served it in. Following it left the real leader. But
+            # ``silent`` still leads that epoch (its loop stalled, its stream broke) when the
+            # others name it: a newer leader they would name instead. Refusing it then left the
+            # executor without a leader until it declared the executor dead (review of §1).
+            if reply.epoch < self._max_epoch or (
+                node == silent and reply.epoch == self._max_epoch and not vouched
+            ):
                 return None
             log.info("%s: %s answers as the leader (epoch %d)", self.name, node, reply.epoch)
             return node

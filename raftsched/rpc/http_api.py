@@ -326,14 +326,16 @@ def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any], descriptor
     for key, value in patch.items():
         fd = descriptor.fields_by_name.get(key) or _by_json_name(descriptor, key)
         if fd is None:
-            out[key] = value
+            out[key] = {} if value is None else value  # the parser names the unknown field
             continue
         prior = out.get(fd.name, out.get(fd.json_name))
-        for dropped in fd.containing_oneof.fields if fd.containing_oneof is not None else (fd,):
-            out.pop(dropped.name, None)
-            out.pop(dropped.json_name, None)
-        if value is None:
+        out.pop(fd.name, None)
+        out.pop(fd.json_name, None)
+        if value is None:  # removing a field: a oneof's other members stay as they are
             continue
+        for sibling in fd.containing_oneof.fields if fd.containing_oneof is not None else ():
+            out.pop(sibling.name, None)
+            out.pop(sibling.json_name, None)
         base = prior if isinstance(prior, dict) else {}
         if not isinstance(value, dict) or fd.message_type is None:
             out[fd.name] = value
@@ -625,7 +627,8 @@ class HttpApi:
         assert isinstance(reply, Message)
         current = _value(reply, merge.current)
         data[merge.field] = merge_patch(message_to_json(current), patch, current.DESCRIPTOR)
-        data.setdefault(merge.version, _value(reply, merge.current_version))
+        if not data.get(merge.version):  # absent, or 0 (which would write unconditionally)
+            data[merge.version] = _value(reply, merge.current_version)
         return dataclasses.replace(request, body=json.dumps(data).encode())
 
     async def _events(

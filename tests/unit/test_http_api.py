@@ -476,6 +476,11 @@ def test_merge_patch_follows_rfc_7396_and_the_message() -> None:
     manual = merge_patch(current, {"trigger": {"manual": {}}}, pb.TaskSpec.DESCRIPTOR)
     assert manual["trigger"] == {"manual": {}}
     assert merge_patch(current, {}, pb.TaskSpec.DESCRIPTOR) == current
+    # Removing a oneof member that is not set leaves the one that is (RFC 7396: a no-op).
+    kept = merge_patch(current, {"trigger": {"interval": None}}, pb.TaskSpec.DESCRIPTOR)
+    assert kept["trigger"] == current["trigger"]
+    # An unknown name stays for the parser to refuse by name, null or not.
+    assert merge_patch(current, {"bogus": None}, pb.TaskSpec.DESCRIPTOR)["bogus"] == {}
 
 
 def test_patch_merges_onto_the_task_at_the_version_read() -> None:
@@ -489,6 +494,10 @@ def test_patch_merges_onto_the_task_at_the_version_read() -> None:
     expected.CopyFrom(CRON_SPEC)
     expected.command, expected.owner = "run-etl --fast", ""
     assert update.spec == expected and update.expected_version == 7  # the version read
+    # expected_version 0 ("any version") is the version read too: the merge was made from it.
+    body = json.dumps({"spec": {"shards": 2}, "expected_version": 0}).encode()
+    _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=body)
+    assert servicer.seen[-1][0].expected_version == 7
     # An expected_version in the body wins: the servicer refuses it if the task moved on.
     body = json.dumps({"spec": {"shards": 1}, "expected_version": 6}).encode()
     _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=body)
@@ -500,6 +509,7 @@ def test_patch_merges_onto_the_task_at_the_version_read() -> None:
     [
         ({"spec": "command=x"}, "spec"),
         ({"spec": {"locks": [None]}}, "spec.locks[0]"),  # a list replaces: no null in it
+        ({"spec": {"bogus": None}}, "body"),  # the detail names the unknown field
         ({"spec": {"name": "other"}}, "spec.name"),
     ],
 )

@@ -145,6 +145,12 @@ class LeaderGate:
         """The leader driver leads ``epoch`` (whether or not its barrier is applied yet)."""
         return self._driver.leading and self._driver.epoch == epoch
 
+    def dispatch_epoch(self) -> int:
+        """The epoch the dispatcher should lead now: the driver's, once it leads it with its
+        barrier applied (ready); 0 otherwise."""
+        d = self._driver
+        return d.epoch if d.leading and d.ready else 0
+
     def takes_dispatch(self, effect: Effect) -> TypeGuard[BarrierCommitted]:
         """``effect`` is this node's barrier of the term its driver leads: the dispatcher takes
         over now. Not a barrier of its own replayed from an older term (a wiped node catching

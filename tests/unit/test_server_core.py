@@ -3,17 +3,28 @@ simulation both use it: the guards that once existed in one and not the other.""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import random
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from raftsched.config.load import load_config
+from raftsched.fsm.effects import BarrierCommitted
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.hub import ExecutorHub
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import DriverThread
+from raftsched.leader.gate import LeaderGate
+from raftsched.model import TaskSpec
 from raftsched.server.node import Node
 from raftsched.testing import SimHarness
 from raftsched.testing.cluster import write_config
+from raftsched.timing.clock import ManualClock
+from tests.support.fsm import EVERY_SECOND, T0, create, fresh
 
 
 def test_a_simulated_follower_replaying_its_own_old_barrier_does_not_start_dispatching() -> None:
@@ -57,3 +68,27 @@ def test_the_driver_has_the_overlap_hold_before_its_thread_starts(
         sys.setswitchinterval(switch)
         gc.unfreeze()
     assert seen == [node.core.dispatcher.overlap_unknown]
+
+
+def test_a_hub_started_after_the_barrier_applied_takes_over_the_term() -> None:
+    """The node's consensus starts, and may win an election and apply its barrier, before the
+    executor hub exists (it is built when the node serves gRPC): the barrier's effect found no
+    hub, so the dispatcher never led that term, executors got Unavailable and every non-allow
+    fire was held for the whole term (review of issue 27). The hub catches up when it starts."""
+    state = fresh()
+    assert create(state, TaskSpec("t", EVERY_SECOND, command="true")).ok
+    driver = SimpleNamespace(leading=True, ready=True, epoch=4)  # elected, barrier applied
+    gate = LeaderGate("n1", ManualClock(T0), state, driver, lambda: None, lambda: None)
+    node = SimpleNamespace(node_id="n1", state=state, gate=gate)
+    hub = ExecutorHub(node, Dispatcher(state, DispatchSettings(lease_ms=2000), random.Random(0)))
+
+    async def start_and_yield() -> None:
+        hub.start()
+        await asyncio.sleep(0)  # one pass of the loop
+        await hub.stop()
+
+    asyncio.run(start_and_yield())
+    assert hub.dispatcher.leading and hub.dispatcher.epoch == 4
+    term = hub.dispatcher.term
+    hub._on_effects((BarrierCommitted("n1", 4),))  # the effect arriving after all: no new term
+    assert hub.dispatcher.term is term

@@ -69,6 +69,15 @@ class ExecutorHub:
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._task = self.loop.create_task(self._run())
+        self.loop.call_soon(self._catch_up)
+
+    def _catch_up(self) -> None:
+        """Take over the term the driver already leads with its barrier applied: the node's
+        consensus starts (and may win an election) before the hub exists, and the barrier's
+        effect found no hub then. Taking over twice in one epoch changes nothing."""
+        epoch = self.node.gate.dispatch_epoch()
+        if epoch:
+            self._take_over(epoch)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -99,21 +108,7 @@ class ExecutorHub:
                 # Our barrier of the term we lead now (not one replayed from an old term at
                 # restart: a follower once started dispatching from its own old barrier).
                 # Our barrier applied: every older leader's entry is applied too. Take over.
-                now = self.now_ms()
-                d.become_leader(eff.epoch, now)
-                log.info(
-                    "dispatcher on %s leads epoch %d: %d waiting, %d leased",
-                    self.node.node_id,
-                    eff.epoch,
-                    len(d.waiting),
-                    len(d.leases),
-                    extra=leadership_fields(eff.epoch, node=self.node.node_id),
-                )
-                t = d.term
-                held = t.takeover if t is not None and t.takeover.inherited else None
-                self._holding = (
-                    (now, len(held.inherited), len(held.unknown_tasks)) if held is not None else None
-                )
+                self._take_over(eff.epoch)
             elif isinstance(eff, RunCancelled) and d.leading:
                 for shard, attempt, executor in eff.attempts:
                     log.info(
@@ -176,6 +171,24 @@ class ExecutorHub:
         self.dispatcher.step_down()
         for q in self.streams.values():
             q.put_nowait(CLOSE)
+
+    def _take_over(self, epoch: int) -> None:
+        d = self.dispatcher
+        if d.term is not None and d.term.epoch == epoch:
+            return  # a second barrier of this leadership, or the catch-up after the barrier's effect
+        now = self.now_ms()
+        d.become_leader(epoch, now)
+        log.info(
+            "dispatcher on %s leads epoch %d: %d waiting, %d leased",
+            self.node.node_id,
+            epoch,
+            len(d.waiting),
+            len(d.leases),
+            extra=leadership_fields(epoch, node=self.node.node_id),
+        )
+        t = d.term
+        held = t.takeover if t is not None and t.takeover.inherited else None
+        self._holding = (now, len(held.inherited), len(held.unknown_tasks)) if held is not None else None
 
     async def _run(self) -> None:
         while True:

@@ -42,7 +42,10 @@ from raftsched.v1 import log_pb2 as pb
 #      buffer_one and replace overlap policies, held runs. A format-1 node checks no format at
 #      all, so a cluster moves from 1 to 2 by a full restart, not a rolling upgrade (README,
 #      Upgrades); the stamps protect the upgrades after this one.
-COMMAND_FORMAT = 3
+#   3  a barrier that abandons a faulty leader time (Barrier.clock_fault_ms).
+#   4  a FireBatch with a fire of an overlap=replace task: the runs it cancels give back their
+#      quota places and locks (format 3 and older kept them until the node reloaded its state).
+COMMAND_FORMAT = 4
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -65,6 +68,8 @@ _BODY_FORMAT = {
         "delete_quota",
     )
 }
+REPLACE_RELEASES_FORMAT = 4
+"""The format a FireBatch is stamped with when it fires an overlap=replace task (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see

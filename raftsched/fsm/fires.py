@@ -16,7 +16,7 @@ import enum
 import logging
 from typing import Protocol
 
-from raftsched import bounds
+from raftsched import bounds, codec
 from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, wire
 from raftsched.fsm.calendars import CalendarBook
@@ -113,7 +113,7 @@ class FireBook:
                     # offsets travel with it), so every replica skips the same fires.
                     outcome, reason, calendar = pb.SKIPPED_CALENDAR, cal.why(fire.nominal_ms), cal.name
                 elif outcome == pb.FIRED and st.active_runs > 0 and st.spec.overlap != Overlap.ALLOW:
-                    admit, reason = self._overlap(st, now, cmd.epoch, effects)
+                    admit, reason = self._overlap(st, now, cmd.epoch, cmd.format, effects)
                     if admit is Admit.SKIP:
                         outcome = pb.SKIPPED_OVERLAP
                 if outcome == pb.FIRED:
@@ -136,7 +136,9 @@ class FireBook:
                 effects.append(armed(st))
         return pb.CommandResult(ok=True, fired=fired, accounted=accounted, refused=refused), tuple(effects)
 
-    def _overlap(self, st: TaskState, now: int, epoch: int, effects: list[Effect]) -> tuple[Admit, str]:
+    def _overlap(
+        self, st: TaskState, now: int, epoch: int, cmd_format: int, effects: list[Effect]
+    ) -> tuple[Admit, str]:
         """What a fire does while ``st`` has an unfinished run, by its overlap policy (``allow``
         never gets here), and the reason recorded with it."""
         policy = st.spec.overlap
@@ -147,7 +149,10 @@ class FireBook:
                 return Admit.SKIP, f"run {st.held_run} already waits for the running one (overlap=buffer_one)"
             return Admit.HOLD, ""
         if policy == Overlap.REPLACE and ordinary:
-            self.host.runs.cancel_task_runs(st, now, epoch, effects)
+            # Format 4: the cancelled attempts give back their quota places and locks (older
+            # formats kept them: a cluster mid-upgrade applies the command as its oldest node).
+            release = cmd_format >= codec.REPLACE_RELEASES_FORMAT
+            self.host.runs.cancel_task_runs(st, now, epoch, effects, release)
             return Admit.RUN, "replaced the unfinished run (overlap=replace)"
         return Admit.SKIP, f"an earlier run was still unfinished (overlap={policy})"
 

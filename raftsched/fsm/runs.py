@@ -227,16 +227,20 @@ class RunBook:
 
     # -- overlap ---------------------------------------------------------------------------------
 
-    def cancel(self, run: pb.Run, reason: str, now: int, epoch: int, effects: list[Effect]) -> None:
+    def cancel(
+        self, run: pb.Run, reason: str, now: int, epoch: int, effects: list[Effect], release: bool = True
+    ) -> None:
         """Cancel the unfinished ``run``: its unfinished shards stop (their quota places and locks
-        are given back; the leader stops the running attempts) and the run finishes."""
+        are given back unless ``release`` is false, as commands of format 3 and older had it; the
+        leader stops the running attempts) and the run finishes."""
         attempts: list[tuple[int, int, str]] = []
         for shard in run.shards:
             if shard.state not in FINISHED:
                 attempts.append(
                     (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
                 )
-                self.release_holds(run, shard)
+                if release:
+                    self.release_holds(run, shard)
                 shard.state = pb.CANCELLED
                 shard.finished_ms = now
                 shard.error = reason
@@ -247,7 +251,9 @@ class RunBook:
         self.finish(run, now)
         effects.append(RunCancelled(run.run_id, tuple(attempts), epoch))
 
-    def cancel_task_runs(self, st: TaskState, now: int, epoch: int, effects: list[Effect]) -> None:
+    def cancel_task_runs(
+        self, st: TaskState, now: int, epoch: int, effects: list[Effect], release: bool
+    ) -> None:
         """overlap=replace: every unfinished run of ``st`` is cancelled. Scans the active runs:
         only replace tasks with a run pay for it."""
         name = st.spec.name
@@ -255,7 +261,7 @@ class RunBook:
             run = self.get(run_id)
             assert run is not None
             if run.task == name:
-                self.cancel(run, "replaced by a newer fire (overlap=replace)", now, epoch, effects)
+                self.cancel(run, "replaced by a newer fire (overlap=replace)", now, epoch, effects, release)
         st.held_run = ""
 
     def release_held(self, task: str, now: int, effects: list[Effect]) -> None:

@@ -328,6 +328,8 @@ class LeaderDriver:
                 following = single_on_time_fire(spec.trigger, next_fire, now, grace)
                 if following is not None:
                     batches.add_single(name, version, next_fire, following)
+                    if spec.overlap == Overlap.REPLACE:
+                        batches.cmd.format = codec.REPLACE_RELEASES_FORMAT
                     fires += 1
                     in_flight.add(name)
                     continue
@@ -340,6 +342,8 @@ class LeaderDriver:
                     wheel.insert(name, next_fire)
                 continue
             batches.add(tf)
+            if spec.overlap == Overlap.REPLACE:
+                batches.cmd.format = codec.REPLACE_RELEASES_FORMAT
             fires += len(tf.fires)
             in_flight.add(name)
         return batches.finish()

@@ -3,6 +3,8 @@ results by attempt and executor, retries with leader-chosen backoff, alerts, los
 
 from __future__ import annotations
 
+import pytest
+
 from raftsched import codec
 from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, ExecutorChanged
@@ -234,9 +236,19 @@ def test_a_re_registration_keeps_the_drain_and_a_leave_ends_it() -> None:
     assert state.placeable_executors() == {"ex1": 4}
 
 
-def test_a_run_replaced_by_overlap_gives_back_its_quota_place() -> None:
+def _replace_tick(at: int, fmt: int) -> bytes:
+    cmd = pb.Command()
+    cmd.ParseFromString(tick("t", 1, at))
+    cmd.format = fmt  # the leader stamps a batch firing an overlap=replace task (leader/driver.py)
+    return codec.encode_command(cmd)
+
+
+@pytest.mark.parametrize("fmt", [codec.REPLACE_RELEASES_FORMAT, 3])
+def test_a_run_replaced_by_overlap_gives_back_its_quota_place(fmt: int) -> None:
     """overlap=replace cancels the running run: its attempt's quota place is given back (as a
-    workflow kill gives it back), so the new run may start on the same quota."""
+    workflow kill gives it back), so the new run may start on the same quota. A batch of format 3
+    or older keeps the place, as nodes of that format did: a cluster mid-upgrade applies it as
+    its oldest node would (replicas never disagree)."""
     state = fresh()
     apply(state, join("ex"))
     cmd = command(T0)
@@ -244,8 +256,9 @@ def test_a_run_replaced_by_overlap_gives_back_its_quota_place() -> None:
     assert apply(state, codec.encode_command(cmd)).ok
     create(state, TaskSpec("t", EVERY_SECOND, command="x", overlap=Overlap.REPLACE, owner="alice"))
     first, second = T0 + S, T0 + 2 * S
-    apply(state, tick("t", 1, first))
+    apply(state, _replace_tick(first, fmt))
     assert apply(state, assign(first, (f"t@{first}", 0, 1, "ex"))).accounted == 1
-    apply(state, tick("t", 1, second))  # replaces the running run
-    assert [q.running for q in state.quotas()] == [0]
-    assert apply(state, assign(second, (f"t@{second}", 0, 1, "ex"))).accounted == 1
+    apply(state, _replace_tick(second, fmt))  # replaces the running run
+    released = fmt >= codec.REPLACE_RELEASES_FORMAT
+    assert [q.running for q in state.quotas()] == [0 if released else 1]
+    assert apply(state, assign(second, (f"t@{second}", 0, 1, "ex"))).accounted == int(released)

@@ -27,11 +27,19 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import raftsched
-from raftsched.testing.cluster import LocalCluster, stop_processes, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
+
+if TYPE_CHECKING:
+    from raftsched.testing.cluster import LocalCluster
+
+# raftsched.testing.cluster is imported by the two functions that start processes, not here: it
+# brings the executor, aiohttp and gRPC (~16,000 more objects for the garbage collector to walk),
+# and the in-process benchmarks (hotpath, attempt_apply...) import this module too. With them
+# loaded, a full collection costs more and falls elsewhere in the run: bench/hotpath.py's
+# leader apply read ~2 us per fire slower for the same raftsched code (issue 27).
 
 REPO = Path(__file__).resolve().parents[1]
 """The checkout this package is in."""
@@ -297,6 +305,8 @@ def wait_registered(
                 return False
         return True
 
+    from raftsched.testing.cluster import wait_until
+
     wait_until(registered, timeout, 0.1, "every executor to register")
 
 
@@ -313,6 +323,8 @@ def noop_cluster(
     executors ``ex1``, ``ex2``, ... (:func:`start_noop_executor`, data in
     :func:`executor_data_dir`) registered with it. On exit the executors are stopped (so their
     samples are written), then the cluster."""
+    from raftsched.testing.cluster import LocalCluster, stop_processes
+
     cluster = LocalCluster.create(base / "cluster", 3)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:

@@ -29,7 +29,6 @@ import grpc
 from bench.common import Provenance, cpu_seconds, next_whole_second_ms
 from raftsched import codec
 from raftsched.model import CronTrigger, Overlap, TaskSpec
-from raftsched.testing.cluster import LocalCluster
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -89,6 +88,11 @@ async def create_tasks(targets: list[str], n: int, concurrency: int = 200) -> fl
 
 
 def run(n_tasks: int, seconds: int, base: Path) -> dict[str, object]:
+    # Imported here, not at the top: bench/hotpath.py imports this module for heapq_loop, and
+    # raftsched.testing brings the executor and aiohttp, whose objects slow that in-process
+    # benchmark's garbage collections (see bench/common.py).
+    from raftsched.testing.cluster import LocalCluster
+
     cluster = LocalCluster.create(base, 3)
     try:
         cluster.start()

@@ -91,6 +91,10 @@ class SchedulerState(LockedReads):
         # names the readers use (never rebound: loading refills them in place).
         self.task_book: TaskBook = TaskBook(self)
         self.tasks = self.task_book.tasks
+        # The host's ``put_task`` (store the task's record as it is now) is the task book's own
+        # method, not a method of this class that calls it: the fire batch calls it once per task
+        # entry, and the books reach it through their host, so the hop would cost a call each.
+        self.put_task: Callable[[TaskState], None] = self.task_book.put
         self.runs: RunBook = RunBook(self)
         self.fires: FireBook = FireBook(self)
         self.executor_book: ExecutorBook = ExecutorBook(self)
@@ -368,10 +372,6 @@ class SchedulerState(LockedReads):
     def add_task(self, st: TaskState) -> None:
         """Register a task new to the state machine (:meth:`put_task` stores it)."""
         self.task_book.add(st)
-
-    def put_task(self, st: TaskState) -> None:
-        """Store the task's record as it is now."""
-        self.task_book.put(st)
 
     def put_version(self, st: TaskState) -> None:
         """Store the spec of the task's current version (see :meth:`TaskBook.put_version`)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,24 @@ def test_a_written_result_records_commit_command_and_machine(
     assert {"cpu_model", "python", "platform"} <= set(record["machine"])
     assert len(record["load_avg_at_start"]) == len(record["load_avg_at_end"]) == 3
     assert record["started_at"] <= record["finished_at"]
+
+
+def test_the_in_process_hot_path_benchmarks_do_not_load_the_test_harness() -> None:
+    # bench/hotpath.py compares checkouts by CPU per fire, garbage collections included: the
+    # harness (raftsched.testing, hence the executor and aiohttp) put ~16,000 more objects in
+    # every full collection and moved them into the timed apply (~2 us per fire, issue 27).
+    code = (
+        "import sys, bench.hotpath, bench.attempt_apply\n"
+        "heavy = ('raftsched.testing', 'raftsched.executor.agent', 'aiohttp')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert done.stdout.strip() == "[]"

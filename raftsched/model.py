@@ -182,6 +182,38 @@ class RunState(StrEnum):
         return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 
 
+# Alert kinds: what an alert event is about. The state machine raises them (raftsched.fsm.alerts),
+# a webhook's ``kinds`` filter names them (raftsched.alerts.config), so they are vocabulary.
+RUN_FAILED = "run_failed"
+TIMEOUT = "timeout"
+LOST = "lost"
+ZOMBIE = "zombie"
+FIRE_SKIPPED = "fire_skipped"
+FIRE_COALESCED = "fire_coalesced"
+DELAY_P99 = "delay_p99"
+BACKFILL_FAILED = "backfill_failed"
+WORKFLOW_RUN_FAILED = "workflow_run_failed"
+UNPLACEABLE = "unplaceable"
+CLOCK_FAULT = "clock_fault"
+STORE_DAMAGED = "store_damaged"
+
+ALERT_KINDS = (
+    RUN_FAILED,
+    TIMEOUT,
+    LOST,
+    ZOMBIE,
+    FIRE_SKIPPED,
+    FIRE_COALESCED,
+    DELAY_P99,
+    BACKFILL_FAILED,
+    WORKFLOW_RUN_FAILED,
+    UNPLACEABLE,
+    CLOCK_FAULT,
+    STORE_DAMAGED,
+)
+"""Every alert kind (a webhook's ``kinds`` filter names these)."""
+
+
 def validate_name(name: object, field_name: str = "name") -> str:
     if not isinstance(name, str) or not name:
         raise InvalidSpec(field_name, "required (a non-empty string)")

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.alerts import KINDS
+from raftsched.model import ALERT_KINDS
 from raftsched.timing.durations import parse_duration_ms
 
 DEFAULT_ZOMBIE_AFTER_MS = 3_600_000
@@ -139,9 +139,9 @@ def _webhook(path: str, raw: object, base: Path, problems: list[str]) -> Webhook
         if key in raw:
             got = _strings(f"{path}.{key}", raw[key], problems)
             filters[key] = got or frozenset()
-    unknown = sorted(filters.get("kinds", frozenset()) - set(KINDS))
+    unknown = sorted(filters.get("kinds", frozenset()) - set(ALERT_KINDS))
     if unknown:
-        problems.append(f"{path}.kinds: unknown kind {', '.join(unknown)} (known: {', '.join(KINDS)})")
+        problems.append(f"{path}.kinds: unknown kind {', '.join(unknown)} (known: {', '.join(ALERT_KINDS)})")
     timeout = (
         _duration(f"{path}.timeout", raw["timeout"], problems) if "timeout" in raw else DEFAULT_TIMEOUT_MS
     )

@@ -38,6 +38,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
 from raftsched.logfields import attempt_fields
+from raftsched.model import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
 from raftsched.timing.durations import format_duration
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpcpb
@@ -70,9 +71,9 @@ def link(config: AlertsConfig, alert: pb.AlertRecord) -> str:
     base = config.console_url
     if not base or not alert.run_id:
         return ""
-    if alert.kind == outbox.BACKFILL_FAILED:
+    if alert.kind == BACKFILL_FAILED:
         return f"{base}/backfills/{alert.run_id}"
-    if alert.kind == outbox.WORKFLOW_RUN_FAILED:
+    if alert.kind == WORKFLOW_RUN_FAILED:
         return f"{base}/workflow-runs/{alert.run_id}"
     return f"{base}/runs/{alert.run_id}"
 
@@ -198,7 +199,7 @@ class AlertLoop:
         self.delivered = 0  # POSTs that succeeded (diagnostics and tests)
 
     def raise_node_alert(self, kind: str, node_id: str, error: str, at_ms: int, attempts: int = 20) -> None:
-        """Deliver an event this node found about itself (:data:`~raftsched.fsm.alerts.NODE_KINDS`)
+        """Deliver an event this node found about itself (:data:`~raftsched.model.STORE_DAMAGED`)
         straight to every webhook that takes it, with the usual body and signature, retried with
         backoff (at most ``attempts`` POSTs per target). Not replicated: at least once only while
         this process lives. Call on the event loop."""

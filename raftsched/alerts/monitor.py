@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from raftsched.alerts.config import AlertsConfig
-from raftsched.fsm import alerts as kinds
 from raftsched.fsm.workflows import is_internal, split_internal
-from raftsched.model import execution_id
+from raftsched.model import DELAY_P99, ZOMBIE, execution_id
 from raftsched.v1 import log_pb2 as pb
 
 MIN_CHECK_MS = 1_000
@@ -64,7 +63,7 @@ class AlertMonitor:
                 minutes = (now_ms - shard.assigned_ms) // 60_000
                 out.append(
                     pb.AlertRecord(
-                        kind=kinds.ZOMBIE,
+                        kind=ZOMBIE,
                         dedupe=dedupe,
                         task=run.task,
                         workflow=split_internal(run.task)[0] if is_internal(run.task) else "",
@@ -91,7 +90,7 @@ class AlertMonitor:
         self._proposed.add(dedupe)
         return [
             pb.AlertRecord(
-                kind=kinds.DELAY_P99,
+                kind=DELAY_P99,
                 dedupe=dedupe,
                 error=f"schedule delay p99 {p99_ms / 1000:.2f} s over the last {window // 1000} s "
                 f"({count} fires) is above {threshold / 1000:g} s",

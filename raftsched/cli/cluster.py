@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.cli.errors import UsageError, fail
 from raftsched.cli.input import lazy_now
+from raftsched.cli.options import CLUSTER_ENV, tls_from_args
 from raftsched.cli.render import print_json, print_table, to_dict
 from raftsched.display import duration_text, enum_name, iso
 from raftsched.v1 import raftsched_pb2 as pb
@@ -18,12 +19,8 @@ from raftsched.v1 import raftsched_pb2 as pb
 if TYPE_CHECKING:
     from raftsched.client import Client, ClusterView
     from raftsched.config.types import ClusterConfig
-    from raftsched.security.tls import TlsConfig
 
 __all__ = [
-    "CLUSTER_ENV",
-    "TLS_HELP",
-    "add_tls_options",
     "cmd_add_node",
     "cmd_backup",
     "cmd_executor_drain",
@@ -32,33 +29,7 @@ __all__ = [
     "cmd_remove_node",
     "cmd_status",
     "connect",
-    "tls_from_args",
 ]
-
-CLUSTER_ENV = "RAFTSCHED_CLUSTER"
-TLS_HELP = (
-    "TLS: each of --tls-ca/--tls-cert/--tls-key, else $RAFTSCHED_TLS_CA/CERT/KEY, else the "
-    "--config file's [tls] (its CA, and the node certificate as client certificate); none of "
-    "them: plaintext."
-)
-
-
-def add_tls_options(parser: argparse.ArgumentParser) -> None:
-    """``--tls-ca``, ``--tls-cert`` and ``--tls-key`` (read by :func:`tls_from_args`)."""
-    parser.add_argument(
-        "--tls-ca", metavar="FILE", help="PEM CA certificate(s) the nodes' certificates must chain to"
-    )
-    parser.add_argument(
-        "--tls-cert", metavar="FILE", help="PEM client certificate (for nodes that require one)"
-    )
-    parser.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
-
-
-def tls_from_args(args: argparse.Namespace, config: ClusterConfig | None) -> TlsConfig | None:
-    """The TLS the options, the environment or ``config`` ask for (see :data:`TLS_HELP`)."""
-    from raftsched.security.tls import client_tls  # lazily: it loads gRPC
-
-    return client_tls(args.tls_ca, args.tls_cert, args.tls_key, config=config)
 
 
 def connect(args: argparse.Namespace) -> Client:

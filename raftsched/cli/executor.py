@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from raftsched import __version__
-from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
 from raftsched.cli.errors import STORE_DAMAGED_EXIT, ArgParser, UsageError, config_message, fail
 from raftsched.cli.input import duration_arg
+from raftsched.cli.options import CLUSTER_ENV, TLS_HELP, add_tls_options, tls_from_args
 from raftsched.cli.process import (
     ClockFor,
     add_log_level_option,

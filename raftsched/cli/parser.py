@@ -21,7 +21,6 @@ from typing import Any
 from raftsched import __version__
 from raftsched.cli import access, alerts, apply, calendars, cluster, cron, tasks, workflows
 from raftsched.cli import policy as policy_cli
-from raftsched.cli.cluster import CLUSTER_ENV, TLS_HELP
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -39,6 +38,7 @@ from raftsched.cli.input import (
     non_negative_int,
     positive_seconds,
 )
+from raftsched.cli.options import CLUSTER_ENV, TLS_HELP
 from raftsched.errors import (
     ConfigError,
     InvalidSpec,

@@ -27,40 +27,49 @@ from raftsched.abc import StateStore, StoreReader
 from raftsched.fsm import keys
 from raftsched.fsm.records import Retention
 from raftsched.fsm.rules import Reject
-from raftsched.v1 import log_pb2 as pb
-
-RUN_FAILED = "run_failed"
-TIMEOUT = "timeout"
-LOST = "lost"
-ZOMBIE = "zombie"
-FIRE_SKIPPED = "fire_skipped"
-FIRE_COALESCED = "fire_coalesced"
-DELAY_P99 = "delay_p99"
-BACKFILL_FAILED = "backfill_failed"
-WORKFLOW_RUN_FAILED = "workflow_run_failed"
-UNPLACEABLE = "unplaceable"
-CLOCK_FAULT = "clock_fault"
-STORE_DAMAGED = "store_damaged"
-
-KINDS = (
+from raftsched.model import (
+    BACKFILL_FAILED,
+    CLOCK_FAULT,
+    DELAY_P99,
+    FIRE_COALESCED,
+    FIRE_SKIPPED,
+    LOST,
     RUN_FAILED,
     TIMEOUT,
-    LOST,
-    ZOMBIE,
-    FIRE_SKIPPED,
-    FIRE_COALESCED,
-    DELAY_P99,
-    BACKFILL_FAILED,
-    WORKFLOW_RUN_FAILED,
     UNPLACEABLE,
-    CLOCK_FAULT,
-    STORE_DAMAGED,
+    WORKFLOW_RUN_FAILED,
+    ZOMBIE,
 )
-"""Every alert kind (a webhook's ``kinds`` filter names these)."""
+from raftsched.v1 import log_pb2 as pb
 
-NODE_KINDS = frozenset({STORE_DAMAGED})
-"""Kinds a node finds about itself: delivered by that node (``AlertLoop.raise_node_alert``),
-never replicated (no other node can see it, and a damaged node's proposals are not to be trusted)."""
+# The kinds are vocabulary (raftsched.model: a webhook's filter names them without loading the
+# state machine); the books that raise them name them through this module.
+__all__ = [
+    "BACKFILL_FAILED",
+    "CLOCK_FAULT",
+    "DELAY_P99",
+    "FIRE_COALESCED",
+    "FIRE_SKIPPED",
+    "LEADER_KINDS",
+    "LOST",
+    "MAX_ALERTS_KEPT",
+    "MAX_RAISED_PER_COMMAND",
+    "MAX_TEXT",
+    "OUTPUT_TAIL_CHARS",
+    "RUN_FAILED",
+    "TIMEOUT",
+    "UNPLACEABLE",
+    "WORKFLOW_RUN_FAILED",
+    "ZOMBIE",
+    "AlertBook",
+    "Sequencer",
+    "alert_id",
+    "alerts_after",
+    "cursors",
+    "list_alerts",
+    "output_tail",
+    "seq_of",
+]
 
 LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99})
 """Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""

@@ -162,5 +162,5 @@ class BookHost(Protocol):
         ...
 
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
-        """Record an alert event of ``kind`` (one of :data:`raftsched.fsm.alerts.KINDS`)."""
+        """Record an alert event of ``kind`` (one of :data:`raftsched.model.ALERT_KINDS`)."""
         ...

@@ -134,12 +134,10 @@ class StateView:
         """``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task, or None."""
         return queries.task_for_planning(self._s.tasks, name)
 
-    def has_active_runs(self, task: str) -> bool:
-        return task in self._s.active_per_task
-
     def planning_inputs(self, names: Iterable[str]) -> dict[str, tuple[Planning | None, bool]]:
-        """For each of ``names``: what :meth:`task_for_planning` and :meth:`has_active_runs` say,
-        in one pass (the leader driver reads a chunk of due tasks at once: once per fire)."""
+        """For each of ``names``: what :meth:`task_for_planning` says and whether the task has a
+        run still active, in one pass (the leader driver reads a chunk of due tasks at once: once
+        per fire)."""
         s = self._s
         tasks, active = s.tasks, s.active_per_task
         out: dict[str, tuple[Planning | None, bool]] = {}

@@ -50,7 +50,6 @@ from raftsched.errors import (
     Unavailable,
 )
 from raftsched.fsm import keys
-from raftsched.fsm.alerts import STORE_DAMAGED
 from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
@@ -63,6 +62,7 @@ from raftsched.leader.driver import DriverThread
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
 from raftsched.logfields import leadership_fields
+from raftsched.model import STORE_DAMAGED
 from raftsched.observability.lateness import LatenessLog, rss_bytes
 from raftsched.observability.node_http import NodeObservability
 from raftsched.readinfo import ReadInfo

@@ -339,7 +339,6 @@ class SimHarness:
         # Nodes to pause in the next round right after their fire batches commit, before their
         # dispatcher assigns the new runs: "committed, not dispatched" (see pause_after_fires).
         self._pause_after_fires: set[str] = set()
-        self.failed_proposals = 0
         self._keys = itertools.count(1)
         for n in self.cluster.nodes:
             self._boot(n, MemoryStore())
@@ -449,7 +448,6 @@ class SimHarness:
 
         def done(result: bytes | None, error: ProposeError | None) -> None:
             if error is not None:
-                self.failed_proposals += 1
                 if proposal.barrier:
                     return
                 driver.on_proposal_failed(proposal)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 from raftsched.fsm import alerts as alerts_mod
-from raftsched.model import CronTrigger, TaskSpec
+from raftsched.model import CLOCK_FAULT, CronTrigger, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import raftsched_pb2 as rpb
 
@@ -115,7 +115,7 @@ def test_a_leader_time_committed_ahead_is_a_clock_fault_for_the_next_leader() ->
         state = sim.nodes["n2"].state
         assert state.max_now_ms <= sim.clock.now_ms() + 1_000
         with sim.nodes["n2"].store.reader() as r:
-            faults = [a for a in alerts_mod.list_alerts(r, 0, 0) if a.kind == alerts_mod.CLOCK_FAULT]
+            faults = [a for a in alerts_mod.list_alerts(r, 0, 0) if a.kind == CLOCK_FAULT]
         assert len(faults) == 1, faults
         assert "ahead of the clock of the new leader n2" in faults[0].error
         assert len({d for n, d in sim.digests().items() if n != "n1"}) == 1

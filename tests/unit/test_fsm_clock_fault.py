@@ -8,7 +8,7 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.driver import LeaderDriver
-from raftsched.model import CronTrigger, TaskSpec
+from raftsched.model import CLOCK_FAULT, CronTrigger, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
 
@@ -39,7 +39,7 @@ def poisoned() -> tuple[SchedulerState, list[bytes]]:
 
 def clock_faults(state: SchedulerState) -> list[pb.AlertRecord]:
     with state.store.reader() as r:
-        return [a for a in alerts_mod.list_alerts(r, 0, 0) if a.kind == alerts_mod.CLOCK_FAULT]
+        return [a for a in alerts_mod.list_alerts(r, 0, 0) if a.kind == CLOCK_FAULT]
 
 
 def test_a_clock_fault_barrier_takes_the_new_leaders_time_and_raises_one_alert() -> None:

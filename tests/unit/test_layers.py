@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -349,18 +352,59 @@ def _modules_of(room: str) -> list[str]:
     return [m for m in package_modules() if m == room or m.startswith(room + ".")]
 
 
-@pytest.mark.parametrize(
-    "module", [m for m in _modules_of("raftsched.executor") if m != "raftsched.executor.__main__"]
-)
+# The executor's program: its agent and the CLI module that runs it (``raftsched-executor``).
+EXECUTOR_PROGRAM = [*_modules_of("raftsched.executor"), "raftsched.cli.executor", "raftsched.cli.options"]
+
+
+@pytest.mark.parametrize("module", EXECUTOR_PROGRAM)
 def test_the_executor_never_loads_the_state_machine(module: str) -> None:
-    """The executor runs commands on machines that hold no state: none of its modules loads
-    ``raftsched.fsm`` by any chain of run-time imports (it once did: executor → config → alerts
-    → fsm). ``__main__`` is left out: it runs the CLI's program (``raftsched.cli.executor``),
-    which still reaches fsm through the CLI's shared TLS options and the cluster config file."""
+    """The executor runs commands on machines that hold no state: none of its modules, nor the
+    program that runs it, loads ``raftsched.fsm`` by any chain of run-time imports (lazy ones
+    included). It once did: executor → config → alerts → fsm (the alert kinds are now in
+    raftsched.model), and cli.executor → cli.cluster → client → backup → fsm (the shared
+    options are now in raftsched.cli.options)."""
     graph = internal_graph(runtime_only=True)
     via = reachable(graph, module)
     bad = [chain(via, module, m) for m in sorted(via) if m.startswith("raftsched.fsm")]
     assert not bad, f"{module} loads the state machine:\n  " + "\n  ".join(bad[:3])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-c", "import raftsched.executor.__main__"],  # runs the program: exits 2, no --name
+        ["-m", "raftsched.executor", "--help"],
+        ["-m", "raftsched.executor", "--name", "e1", "--config", "{config}"],
+    ],
+    ids=["import", "help", "config"],
+)
+def test_the_executor_program_loads_no_state_machine_module(argv: list[str], tmp_path: Path) -> None:
+    """What the interpreter really loads, which the graph above cannot see whole: a package's
+    ``__init__`` runs before its modules (``raftsched.cli`` once loaded the admin CLI, and its
+    commands the state machine's validators), and ``--config`` parses the whole cluster file."""
+    config = tmp_path / "cluster.toml"
+    # Refused (no secret, no nodes) once parsed whole, its [alerts] table included.
+    config.write_text('[alerts]\n[[alerts.webhook]]\nurl = "http://127.0.0.1:9/"\nkinds = ["zombie"]\n')
+    probe = (
+        "import atexit, runpy, sys\n"
+        "fsm = lambda: sorted(m for m in sys.modules if m.startswith('raftsched.fsm'))\n"
+        "atexit.register(lambda: print('FSM', fsm()))\n"
+    ) + (
+        "sys.argv = ['raftsched-executor', *sys.argv[1:]]\n"
+        "runpy.run_module('raftsched.executor', run_name='__main__')\n"
+        if argv[0] == "-m"
+        else argv[1]
+    )
+    args = [a.format(config=config) for a in argv[2:]] if argv[0] == "-m" else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("FSM ")), None)
+    assert line is not None, f"the probe did not finish: {done.stdout}{done.stderr}"
+    assert line == "FSM []", f"python {' '.join(argv)} loaded the state machine: {line}"
+    if "--config" in argv:
+        assert "invalid config" in done.stderr  # the file was read and parsed
 
 
 @pytest.mark.parametrize(

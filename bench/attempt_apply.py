@@ -54,7 +54,7 @@ class _Node:
     def __init__(self, path: Path, lead: bool, commit_every: int) -> None:
         self.store = LmdbStore(path, sync=False)
         self.state = SchedulerState.load(self.store, Retention())
-        # As raftsched.node: a follower (its own barrier never applied) builds no leader effects.
+        # As raftsched.server.node: a follower (its own barrier never applied) builds no leader effects.
         self.replica = Replica(self.state, self.store, node_id=None if lead else "follower")
         self.commit_every = commit_every
         self.since_commit = 0

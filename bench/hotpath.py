@@ -87,7 +87,7 @@ def run(
             f_driver.on_effects(effects)
             f_dispatcher.on_effects(effects, 0)
 
-        # As raftsched.node: no leader effects on a node whose own barrier was never applied.
+        # As raftsched.server.node: no leader effects on a node whose own barrier was never applied.
         f_replica = Replica(f_state, f_state.store, effect_sink=f_sink, node_id="n2")
 
     def follow() -> None:

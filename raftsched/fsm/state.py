@@ -359,7 +359,7 @@ class SchedulerState(LockedReads):
         return self.alert_seq
 
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
-        """Record an alert event of ``kind`` (one of :data:`raftsched.fsm.alerts.KINDS`)."""
+        """Record an alert event of ``kind`` (one of :data:`raftsched.model.ALERT_KINDS`)."""
         alert = pb.AlertRecord(kind=kind, error=reason)
         for name, value in fields.items():
             setattr(alert, name, value)

@@ -150,6 +150,7 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         # The default is stored as "" so a spec without the field encodes as before it existed.
         runner="" if spec.runner == Runner.SHELL else str(spec.runner),
         selector=dict(spec.selector),
+        jitter_ms=spec.jitter_ms,
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -206,6 +207,7 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "resource_cpu": msg.resource_cpu,
         "resource_memory_mb": msg.resource_memory_mb,
         "selector": tuple(sorted(msg.selector.items())),
+        "jitter_ms": msg.jitter_ms,
     }
 
 

@@ -118,6 +118,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
         ("exclude", ", ".join(s.exclude) or "-"),
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) if s.misfire else "latest"),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap) if s.overlap else "skip"),
+        ("jitter", duration_text(s.jitter_ms) if s.jitter_ms else "none"),
         ("parallel per run", str(s.max_parallel_per_run or "unlimited")),
         ("parallel overall", str(s.max_parallel or "unlimited")),
         ("backfill share", f"{s.backfill_share_pct or 30}% of executor slots"),
@@ -136,6 +137,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             t.name,
             deps_text(t),
             "any" if t.trigger_rule == pb.RULE_ANY else "all",
+            t.not_before or "-",
             f"handler {t.handler}" if t.handler else t.command,
             str(t.max_retries),
             duration_text(t.timeout_ms) if t.timeout_ms else "-",
@@ -153,6 +155,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             "TASK",
             "DEPENDS ON",
             "RULE",
+            "NOT BEFORE",
             "RUNS",
             "RETRIES",
             "TIMEOUT",
@@ -231,7 +234,7 @@ def cmd_wf_status(args: argparse.Namespace) -> int:
         run = client.get_workflow_run(args.run_id)
     if args.json:
         return print_json(to_dict(run))
-    for line in render_status(run):
+    for line in render_status(run, lazy_now()()):
         print(line)
     return 0
 

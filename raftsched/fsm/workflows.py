@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from raftsched import codec
@@ -30,6 +31,8 @@ from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, spec_by
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.model import Runner, TaskSpec, validate_name, validate_params
 from raftsched.sharding.placement import Need
+from raftsched.timing import jitter
+from raftsched.timing.gates import gate_ms
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
@@ -920,14 +923,23 @@ class WorkflowBook:
             workflow_run=wr.run_id,
             backfill=bool(wr.backfill_id),
         )
+        gate = _gate_ms(spec, tspec, wr)
+        held = gate > now
+        if held:  # its attempts wait for the gate; AssignAttempts refuses one before it
+            for shard in run.shards:
+                shard.not_before_ms = gate
         data = run.SerializeToString(deterministic=True)
         self.host.add_run(st, run_id, data)
         if tspec.resource_cpu or tspec.resource_memory_mb or tspec.selector or st.unplaceable:
             self.host.check_placeable(st, self.host.need_for_run(run), now)
         share = wf.backfill_share if wr.backfill_id else 0
         for i in range(tspec.shards or 1):
-            effects.append(AttemptReady(run_id, name, now, i, 1, epoch, 0, share))
-        wfrun.mark_running(wr, idx, run_id, now, "handed to the executor fleet")
+            effects.append(AttemptReady(run_id, name, now, i, 1, epoch, gate if held else 0, share))
+        wfrun.mark_running(
+            wr, idx, run_id, now, gate_reason(gate) if held else "handed to the executor fleet"
+        )
+        if held or wr.tasks[idx].not_before_ms:
+            wr.tasks[idx].not_before_ms = gate if held else 0
         self.running[wr.run_id] = self.running.get(wr.run_id, 0) + 1
         wf.running_tasks += 1
 
@@ -1072,6 +1084,25 @@ class WorkflowBook:
 
     def _save(self, wf: WorkflowState) -> None:
         self._dirty_workflows[wf.spec.name] = wf
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _gate_ms(spec: pb.WorkflowSpec, tspec: pb.WorkflowTaskSpec, wr: pb.WorkflowRun) -> int:
+    """The earliest start of task ``tspec`` in run ``wr`` (0: none): its ``not_before`` offset
+    after the logical time and, for a scheduled run, the workflow's jitter offset; both are
+    functions of replicated values only."""
+    gate = gate_ms(tspec.not_before, wr.logical_ms)
+    if spec.jitter_ms and not wr.manual and not wr.backfill_id:
+        gate = max(gate, jitter.start_ms(spec.name, wr.logical_ms, spec.jitter_ms))
+    return gate
+
+
+def gate_reason(gate: int) -> str:
+    """The reason a held task shows (``workflow status`` turns it into WAITING until the gate)."""
+    at = _EPOCH + timedelta(milliseconds=gate)  # UTC arithmetic: no tz database, same on every replica
+    return f"held: not before {at.strftime('%Y-%m-%dT%H:%M:%SZ')} (earliest start)"
 
 
 def _run_state(wr: pb.WorkflowRun) -> str:

@@ -126,3 +126,36 @@ def test_explain_names_the_offset_of_a_jittered_fire() -> None:
     reply = explain(record, NOMINAL, [fire], None)
     start = jitter.start_ms("nightly", NOMINAL, 300_000)
     assert any(f"offset {start - NOMINAL} ms" in d for d in reply.details), reply.details
+
+
+# -- the state machine ------------------------------------------------------------------------------
+
+
+def test_a_jittered_fire_is_held_in_the_replicated_attempts_and_never_assigned_early() -> None:
+    from raftsched.fsm.effects import AttemptReady
+    from raftsched.model import IntervalTrigger
+    from tests.support.fsm import T0, S, apply, assign, create, fresh, join, run_of, tick
+
+    state = fresh()
+    spec = TaskSpec("t", IntervalTrigger(S), command="true", jitter_ms=60 * S)
+    assert create(state, spec).ok
+    assert apply(state, join("ex1")).ok
+    applied = state.apply(tick("t", 1, T0 + S))
+    run_id = f"t@{T0 + S}"
+    start = jitter.start_ms("t", T0 + S, 60 * S)
+    assert start > T0 + S  # this fire's offset is not zero (else the test shows nothing)
+    assert AttemptReady(run_id, "t", T0 + S, 0, 1, 1, start) in applied.effects
+    run = run_of(state, run_id)
+    assert run.nominal_ms == T0 + S and [s.not_before_ms for s in run.shards] == [start]
+    assert apply(state, assign(start - 1, (run_id, 0, 1, "ex1"))).refused == 1  # never early
+    assert apply(state, assign(start, (run_id, 0, 1, "ex1"))).accounted == 1
+
+
+def test_a_task_without_jitter_keeps_its_run_bytes() -> None:
+    from raftsched.model import IntervalTrigger
+    from tests.support.fsm import T0, S, apply, create, fresh, run_of, tick
+
+    state = fresh()
+    assert create(state, TaskSpec("t", IntervalTrigger(S), command="true")).ok
+    assert apply(state, tick("t", 1, T0 + S)).fired == 1
+    assert [s.not_before_ms for s in run_of(state, f"t@{T0 + S}").shards] == [0]

@@ -239,6 +239,8 @@ FIELDS: Final[dict[str, Range]] = {
         "SetWorkflowPaused.next_fire_ms": TIME,
         "SetCalendar.transition_ms": TIME_RANGE_LOW,
         "SetCalendar.offset_s": Range(-MAX_OFFSET_S, MAX_OFFSET_S, " s"),
+        "ApplyWorkflow.zone_transition_ms": TIME_RANGE_LOW,
+        "ApplyWorkflow.zone_offset_s": Range(-MAX_OFFSET_S, MAX_OFFSET_S, " s"),
         "MemberChange.started_ms": TIME,
         "Barrier.clock_fault_ms": Range(0, MAX_TIME_MS, " ms", "no clock fault"),
     }.items()

@@ -122,7 +122,7 @@ TASK_FIELDS: tuple[Field, ...] = (
     Field("trigger_rule", Kind.CHOICE, "``all`` | ``any`` of the dependencies", "all", task_file=False,
           proto="trigger_rule", workflow_task=True, choices=("all", "any"), enum_prefix="RULE_",
           hints=("rule",)),
-    Field("not_before", Kind.TEXT, "earliest start: ``+30m`` after the logical time", "none",
+    Field("not_before", Kind.TEXT, "earliest start: ``02:00`` (local, logical date) or ``+30m``", "none",
           task_file=False, proto="not_before", errors=("not_before",), workflow_task=True,
           hints=("earliest_start", "start_after")),
     Field("retries", Kind.INT, "retries after a failure (0-100)", "0", attr="max_retries",

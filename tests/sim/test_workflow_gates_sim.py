@@ -6,6 +6,8 @@ leader's clock, across a leader change, and the replicas agree."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from raftsched.fsm.workflows import task_name
 from raftsched.testing import SimHarness
@@ -103,5 +105,33 @@ def test_a_workflows_jitter_spreads_its_scheduled_runs_and_never_starts_one_earl
             assert at and all(t >= start for t in at), (name, wr.logical_ms, start, at)
             offsets.add((start - wr.logical_ms) * 4 // 20_000)
     assert len(offsets) >= 3, "the runs' starts are not spread over the window"
+    assert len(set(sim.digests().values())) == 1
+    sim.close()
+
+
+def test_a_wall_clock_not_before_is_local_time_in_the_workflows_zone_across_a_failover() -> None:
+    sim = SimHarness(["n1", "n2", "n3"], seed=8)
+    sim.elect("n1")
+    sim.add_executor("ex1", slots=4, duration_ms=200)
+    now = sim.clock.now_ms()
+    logical = now - now % 60_000  # a whole minute, local 23:13 in Berlin (22:13 UTC) on the sim's date
+    spec = pb.WorkflowSpec(name=W, schedule=pb.CronTrigger(expr="0 0 1 1 *", timezone="Europe/Berlin"))
+    spec.tasks.add(name="extract", command="extract")
+    local = datetime.fromtimestamp(logical / 1000, ZoneInfo("Europe/Berlin"))
+    wall = (local + timedelta(minutes=2)).strftime("%H:%M")  # two minutes later on the local clock
+    spec.tasks.add(name="reconcile", command="r", not_before=wall, depends_on=[pb.Dependency(task="extract")])
+    assert sim.write("apply_workflow", spec).ok
+    assert sim.write("start_workflow_run", W, logical, "").ok
+    gate = logical + 120_000  # (in UTC this wall time would be an hour off)
+    sim.run_for(gate - sim.clock.now_ms() - 10_000)
+    assert started_at(sim, "extract") and not started_at(sim, "reconcile")
+    assert sim.workflow_runs(W)[0].tasks[1].not_before_ms == gate
+    sim.crash("n1")
+    sim.run_for(1_000)
+    sim.elect("n2")
+    sim.run_for(30_000)
+    [reconcile] = started_at(sim, "reconcile")
+    assert reconcile >= gate
+    assert sim.workflow_runs(W, "n2")[0].state == pb.WORKFLOW_SUCCESS
     assert len(set(sim.digests().values())) == 1
     sim.close()

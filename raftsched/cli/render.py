@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
@@ -257,11 +258,12 @@ def graph_dict(spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None) 
     }
 
 
-def render_status(run: pb.WorkflowRun, now_ms: int = 0) -> list[str]:
+def render_status(run: pb.WorkflowRun, now_ms: int = 0, gates: Mapping[str, str] | None = None) -> list[str]:
     """``workflow status``: the run, a table of its tasks, then every task's timeline.
 
     A task held by its earliest start (``not_before``, workflow jitter) shows WAITING with the
-    time it may start and how far off that is from ``now_ms``, until that time."""
+    time it may start and how far off that is from ``now_ms``, until that time (with the task's
+    ``not_before`` as written, from ``gates``, when given)."""
     kind = run_kind(run)
     lines = [
         f"run {run.run_id}: {wf_state(run.state)}",
@@ -271,7 +273,7 @@ def render_status(run: pb.WorkflowRun, now_ms: int = 0) -> list[str]:
     if run.params_json:
         lines.append(f"params {run.params_json}")
     headers = ["TASK", "STATE", "TRIES", "TASK RUN", "REASON"]
-    rows = [_task_row(t, now_ms) for t in run.tasks]
+    rows = [_task_row(t, now_ms, (gates or {}).get(t.name, "")) for t in run.tasks]
     lines.append("")
     lines += table_lines(headers, rows)
     lines += ["", "timeline (UTC)"]
@@ -283,9 +285,10 @@ def render_status(run: pb.WorkflowRun, now_ms: int = 0) -> list[str]:
     return lines
 
 
-def _task_row(t: pb.WorkflowTaskRun, now_ms: int) -> list[str]:
+def _task_row(t: pb.WorkflowTaskRun, now_ms: int, written: str) -> list[str]:
     if t.state == pb.TASK_RUNNING and t.not_before_ms > now_ms > 0:
-        reason = f"not before {iso(t.not_before_ms)} (in {duration_text(t.not_before_ms - now_ms)})"
+        when = f"{written} ({iso(t.not_before_ms)}, in" if written else f"{iso(t.not_before_ms)} (in"
+        reason = f"not before {when} {duration_text(t.not_before_ms - now_ms)})"
         return [t.name, task_state(pb.TASK_WAITING), str(t.tries), t.run_id or "-", reason]
     return [t.name, task_state(t.state), str(t.tries), t.run_id or "-", t.reason]
 

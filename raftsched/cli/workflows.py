@@ -29,6 +29,7 @@ from raftsched.cli.render import (
 )
 from raftsched.cli.tasks import locks_text
 from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
+from raftsched.errors import RaftschedError
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
@@ -232,9 +233,16 @@ def cmd_wf_runs(args: argparse.Namespace) -> int:
 def cmd_wf_status(args: argparse.Namespace) -> int:
     with connect(args) as client:
         run = client.get_workflow_run(args.run_id)
+        gates: dict[str, str] = {}
+        if not args.json and any(t.not_before_ms for t in run.tasks):
+            try:  # the gates as the file writes them ("02:00"); the version may be pruned or gone
+                spec = client.get_workflow(run.workflow, run.version).spec
+                gates = {t.name: t.not_before for t in spec.tasks if t.not_before}
+            except RaftschedError:
+                pass
     if args.json:
         return print_json(to_dict(run))
-    for line in render_status(run, lazy_now()()):
+    for line in render_status(run, lazy_now()(), gates):
         print(line)
     return 0
 

@@ -104,6 +104,8 @@ def test_workflow_status_shows_a_held_task_as_waiting_until_its_time() -> None:
     before = "\n".join(render_status(run, gate - 12 * 60_000))
     row = next(line for line in before.splitlines() if line.startswith("reconcile"))
     assert "waiting" in row and "not before 2027-01-15T10:00:00Z (in 12m)" in row, row
+    written = "\n".join(render_status(run, gate - 12 * 60_000, {"reconcile": "+2h"}))
+    assert "not before +2h (2027-01-15T10:00:00Z, in 12m)" in written, written
     after = "\n".join(render_status(run, gate + 1))
     row = next(line for line in after.splitlines() if line.startswith("reconcile"))
     assert "running" in row and "waiting" not in row, row

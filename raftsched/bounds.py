@@ -36,6 +36,7 @@ from google.protobuf.message import Message
 from raftsched.errors import InvalidSpec
 from raftsched.model import (
     MAX_INTERVAL_MS,
+    MAX_JITTER_MS,
     MAX_MISFIRE_CAP,
     MAX_MISFIRE_WINDOW_MS,
     MAX_RESOURCE_MEMORY_MB,
@@ -133,6 +134,8 @@ FIELDS: Final[dict[str, Range]] = {
         "TaskSpec.misfire_all_window_ms": Range(0, MAX_MISFIRE_WINDOW_MS, " ms", "the cluster default"),
         "TaskSpec.max_retries": RETRIES,
         "TaskSpec.timeout_ms": TIMEOUT,
+        "TaskSpec.jitter_ms": Range(0, MAX_JITTER_MS, " ms", "no jitter"),
+        "WorkflowSpec.jitter_ms": Range(0, MAX_JITTER_MS, " ms", "no jitter"),
         "TaskSpec.priority": PRIORITY,
         "TaskSpec.resource_memory_mb": MEMORY_MB,
         "WorkflowTaskSpec.shards": SHARDS,
@@ -236,6 +239,8 @@ FIELDS: Final[dict[str, Range]] = {
         "SetWorkflowPaused.next_fire_ms": TIME,
         "SetCalendar.transition_ms": TIME_RANGE_LOW,
         "SetCalendar.offset_s": Range(-MAX_OFFSET_S, MAX_OFFSET_S, " s"),
+        "ApplyWorkflow.zone_transition_ms": TIME_RANGE_LOW,
+        "ApplyWorkflow.zone_offset_s": Range(-MAX_OFFSET_S, MAX_OFFSET_S, " s"),
         "MemberChange.started_ms": TIME,
         "Barrier.clock_fault_ms": Range(0, MAX_TIME_MS, " ms", "no clock fault"),
     }.items()

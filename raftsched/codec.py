@@ -45,7 +45,9 @@ from raftsched.v1 import log_pb2 as pb
 #   3  a barrier that abandons a faulty leader time (Barrier.clock_fault_ms).
 #   4  a FireBatch with a fire of an overlap=replace task: the runs it cancels give back their
 #      quota places and locks (format 3 and older kept them until the node reloaded its state).
-COMMAND_FORMAT = 4
+#   5  a task or workflow that defines jitter or a workflow task with not_before (issue 28): an
+#      older node would store it and then create runs without their start gates.
+COMMAND_FORMAT = 5
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -69,6 +71,8 @@ _BODY_FORMAT = {
     )
 }
 REPLACE_RELEASES_FORMAT = 4
+TIME_GATES_FORMAT = 5
+"""The format of a command that defines jitter or a not_before gate (see the history)."""
 """The format a FireBatch is stamped with when it fires an overlap=replace task (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
@@ -150,6 +154,7 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         # The default is stored as "" so a spec without the field encodes as before it existed.
         runner="" if spec.runner == Runner.SHELL else str(spec.runner),
         selector=dict(spec.selector),
+        jitter_ms=spec.jitter_ms,
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -206,6 +211,7 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "resource_cpu": msg.resource_cpu,
         "resource_memory_mb": msg.resource_memory_mb,
         "selector": tuple(sorted(msg.selector.items())),
+        "jitter_ms": msg.jitter_ms,
     }
 
 
@@ -215,7 +221,24 @@ def command_format(cmd: pb.Command) -> int:
     body = cmd.WhichOneof("body") or ""
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
+    if _defines_time_gates(cmd, body):
+        return TIME_GATES_FORMAT
     return _BODY_FORMAT.get(body, 1)
+
+
+def _defines_time_gates(cmd: pb.Command, body: str) -> bool:
+    """Whether ``cmd`` stores a jitter or a not_before (which an older node would ignore)."""
+    if body in ("create_task", "update_task"):
+        return bool(getattr(cmd, body).spec.jitter_ms)
+    if body == "create_tasks":
+        return any(item.spec.jitter_ms for item in cmd.create_tasks.items)
+    if body == "apply_workflow":
+        spec = cmd.apply_workflow.spec
+        return bool(spec.jitter_ms) or any(t.not_before for t in spec.tasks)
+    if body == "stage_workflow_tasks":
+        stage = cmd.stage_workflow_tasks
+        return bool(stage.header.jitter_ms) or any(t.not_before for t in stage.tasks)
+    return False
 
 
 def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:

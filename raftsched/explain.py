@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.model import ManualTrigger
+from raftsched.timing import jitter
 from raftsched.timing.calendar import Calendar
 from raftsched.timing.schedule import next_fire_after
 from raftsched.v1 import raftsched_pb2 as pb
@@ -53,6 +54,13 @@ def explain(
         out.details.append(f"unplaceable: {task.unplaceable}; its attempts wait for a fitting executor")
     if out.run.held:
         out.details.append("the run is buffered behind the task's running run (overlap=buffer_one)")
+    if task.spec.jitter_ms:
+        nominal = out.fire.nominal_ms if out.HasField("fire") else at_ms
+        offset = jitter.offset_ms(task.spec.name, nominal, task.spec.jitter_ms)
+        out.details.append(
+            f"jitter {task.spec.jitter_ms} ms: the fire at {iso(nominal)} starts at or after "
+            f"{iso(nominal + offset)} (offset {offset} ms; the fire keeps its nominal time)"
+        )
     return out
 
 

@@ -63,6 +63,7 @@ MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
 MAX_INTERVAL_MS = 366 * 24 * 3600 * 1000
 MAX_MISFIRE_CAP = 10_000
 MAX_MISFIRE_WINDOW_MS = 30 * 24 * 3600 * 1000
+MAX_JITTER_MS = 24 * 3600 * 1000  # a fire's start waits at most a day past its nominal time
 MAX_EXCLUDE = 16
 MAX_RESOURCE_CPU = 1024.0
 MAX_SELECTOR = 16
@@ -340,6 +341,8 @@ class TaskSpec:
     # Executor labels the task needs, all with equal values; a mapping is accepted and kept as
     # sorted pairs (the spec stays hashable and compares equal whatever the order given).
     selector: tuple[tuple[str, str], ...] = ()
+    # Each fire's start waits a stable offset in [0, jitter_ms) (raftsched.timing.jitter).
+    jitter_ms: int = 0
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -365,6 +368,7 @@ class TaskSpec:
         check_int(self.misfire_all_window_ms, "misfire_all_window", 0, MAX_MISFIRE_WINDOW_MS, " ms")
         check_int(self.max_retries, "max_retries", 0, MAX_RETRIES)
         check_int(self.timeout_ms, "timeout", 0, MAX_TIMEOUT_MS, " ms")
+        check_int(self.jitter_ms, "jitter", 0, MAX_JITTER_MS, " ms")
         check_int(self.priority, "priority", 0, 9)
         check_locks(self.locks)
         check_text(self.owner, "owner", MAX_LABEL)

@@ -364,6 +364,16 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"how many fires, 1-{MAX_PREVIEW} (default: 10)",
     )
     preview.add_argument(
+        "--jitter",
+        type=duration_arg,
+        default=0,
+        metavar="DURATION",
+        help="show each fire's start offset for a task with this jitter (needs --task)",
+    )
+    preview.add_argument(
+        "--task", default="", metavar="NAME", help="with --jitter: the task (offsets hash its name)"
+    )
+    preview.add_argument(
         "--exclude",
         action="append",
         metavar="CALENDAR",
@@ -691,6 +701,7 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
             "misfire_cap",
             "misfire_window",
             "overlap",
+            "jitter",
             "retries",
             "timeout",
             "priority",

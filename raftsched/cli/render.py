@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-from raftsched.display import enum_name, iso, schedule_text, task_state, wf_state
+from raftsched.display import duration_text, enum_name, iso, schedule_text, task_state, wf_state
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.layout import graph_layers
 
@@ -257,8 +258,12 @@ def graph_dict(spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None) 
     }
 
 
-def render_status(run: pb.WorkflowRun) -> list[str]:
-    """``workflow status``: the run, a table of its tasks, then every task's timeline."""
+def render_status(run: pb.WorkflowRun, now_ms: int = 0, gates: Mapping[str, str] | None = None) -> list[str]:
+    """``workflow status``: the run, a table of its tasks, then every task's timeline.
+
+    A task held by its earliest start (``not_before``, workflow jitter) shows WAITING with the
+    time it may start and how far off that is from ``now_ms``, until that time (with the task's
+    ``not_before`` as written, from ``gates``, when given)."""
     kind = run_kind(run)
     lines = [
         f"run {run.run_id}: {wf_state(run.state)}",
@@ -268,7 +273,7 @@ def render_status(run: pb.WorkflowRun) -> list[str]:
     if run.params_json:
         lines.append(f"params {run.params_json}")
     headers = ["TASK", "STATE", "TRIES", "TASK RUN", "REASON"]
-    rows = [[t.name, task_state(t.state), str(t.tries), t.run_id or "-", t.reason] for t in run.tasks]
+    rows = [_task_row(t, now_ms, (gates or {}).get(t.name, "")) for t in run.tasks]
     lines.append("")
     lines += table_lines(headers, rows)
     lines += ["", "timeline (UTC)"]
@@ -278,6 +283,14 @@ def render_status(run: pb.WorkflowRun) -> list[str]:
             reason = one_line(entry.reason)
             lines.append(f"    {iso(entry.at_ms)}  {task_state(entry.state).ljust(9)}{reason}".rstrip())
     return lines
+
+
+def _task_row(t: pb.WorkflowTaskRun, now_ms: int, written: str) -> list[str]:
+    if t.state == pb.TASK_RUNNING and t.not_before_ms > now_ms > 0:
+        when = f"{written} ({iso(t.not_before_ms)}, in" if written else f"{iso(t.not_before_ms)} (in"
+        reason = f"not before {when} {duration_text(t.not_before_ms - now_ms)})"
+        return [t.name, task_state(pb.TASK_WAITING), str(t.tries), t.run_id or "-", reason]
+    return [t.name, task_state(t.state), str(t.tries), t.run_id or "-", t.reason]
 
 
 def deps_text(task: pb.WorkflowTaskSpec) -> str:

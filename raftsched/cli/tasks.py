@@ -387,6 +387,7 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("shards", str(s.shards or 1)),
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) + cap + window),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap)),
+        ("jitter", duration_text(s.jitter_ms) if s.jitter_ms else "none"),
         ("buffered run", t.held_run) if t.held_run else None,
         ("unplaceable", t.unplaceable) if t.unplaceable else None,
         ("retries", str(s.max_retries)),

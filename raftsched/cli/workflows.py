@@ -29,6 +29,7 @@ from raftsched.cli.render import (
 )
 from raftsched.cli.tasks import locks_text
 from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
+from raftsched.errors import RaftschedError
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
         ("exclude", ", ".join(s.exclude) or "-"),
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) if s.misfire else "latest"),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap) if s.overlap else "skip"),
+        ("jitter", duration_text(s.jitter_ms) if s.jitter_ms else "none"),
         ("parallel per run", str(s.max_parallel_per_run or "unlimited")),
         ("parallel overall", str(s.max_parallel or "unlimited")),
         ("backfill share", f"{s.backfill_share_pct or 30}% of executor slots"),
@@ -136,6 +138,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             t.name,
             deps_text(t),
             "any" if t.trigger_rule == pb.RULE_ANY else "all",
+            t.not_before or "-",
             f"handler {t.handler}" if t.handler else t.command,
             str(t.max_retries),
             duration_text(t.timeout_ms) if t.timeout_ms else "-",
@@ -153,6 +156,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
             "TASK",
             "DEPENDS ON",
             "RULE",
+            "NOT BEFORE",
             "RUNS",
             "RETRIES",
             "TIMEOUT",
@@ -229,9 +233,16 @@ def cmd_wf_runs(args: argparse.Namespace) -> int:
 def cmd_wf_status(args: argparse.Namespace) -> int:
     with connect(args) as client:
         run = client.get_workflow_run(args.run_id)
+        gates: dict[str, str] = {}
+        if not args.json and any(t.not_before_ms for t in run.tasks):
+            try:  # the gates as the file writes them ("02:00"); the version may be pruned or gone
+                spec = client.get_workflow(run.workflow, run.version).spec
+                gates = {t.name: t.not_before for t in spec.tasks if t.not_before}
+            except RaftschedError:
+                pass
     if args.json:
         return print_json(to_dict(run))
-    for line in render_status(run):
+    for line in render_status(run, lazy_now()(), gates):
         print(line)
     return 0
 

@@ -55,6 +55,7 @@ STAGE = b"ws/"
 STAGE_CHUNK = b"wc/"
 CALENDAR = b"cal/"
 MEMBERSHIP = b"c/"
+WORKFLOW_ZONE = b"yz/"  # a workflow version's zone offsets (wall-clock not_before gates)
 MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
@@ -132,6 +133,10 @@ def workflow_key(name: str) -> bytes:
 
 def workflow_version_key(name: str, version: int) -> bytes:
     return WORKFLOW_VERSION + name.encode() + b"\x00" + f"{version:08x}".encode()
+
+
+def workflow_zone_key(name: str, version: int) -> bytes:
+    return WORKFLOW_ZONE + name.encode() + b"\x00" + f"{version:08x}".encode()
 
 
 def stage_key(workflow: str) -> bytes:

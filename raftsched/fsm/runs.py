@@ -26,6 +26,7 @@ from raftsched.fsm.timeline import note
 from raftsched.fsm.workflows import WorkflowBook, split_internal
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
+from raftsched.timing import jitter
 from raftsched.v1 import log_pb2 as pb
 
 # Re-placements of a shard's attempts that its executors never started, granted without
@@ -169,6 +170,17 @@ class RunBook:
                 params_json=st.spec.params_json,
                 shards=pending_shards(shards),
             ).SerializeToString(deterministic=True)
+        start = nominal
+        jitter_ms = st.spec.jitter_ms
+        if jitter_ms and not manual_seq:
+            # A fire (not a manual trigger) starts a stable offset after its nominal time; the
+            # offset is replicated on the attempts (not_before), so a new leader keeps it.
+            start = jitter.start_ms(name, nominal, jitter_ms)
+            if start > nominal:
+                jittered = pb.Run.FromString(template)
+                for shard in jittered.shards:
+                    shard.not_before_ms = start
+                template = jittered.SerializeToString(deterministic=True)
         data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold)
         self.active_per_task[name] = self.active_per_task.get(name, 0) + 1  # _count, inline: per fire
         st.active_runs += 1
@@ -190,6 +202,12 @@ class RunBook:
             return run_id, data, ()
         if not host.leader_effects:
             return run_id, data, ()
+        if start > nominal:
+            return (
+                run_id,
+                data,
+                tuple(AttemptReady(run_id, name, nominal, i, 1, epoch, start) for i in range(shards)),
+            )
         if shards == 1:
             return run_id, data, (AttemptReady(run_id, name, nominal, 0, 1, epoch),)
         return run_id, data, tuple(AttemptReady(run_id, name, nominal, i, 1, epoch) for i in range(shards))

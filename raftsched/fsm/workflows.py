@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from raftsched import codec
@@ -30,6 +31,8 @@ from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, spec_by
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.model import Runner, TaskSpec, validate_name, validate_params
 from raftsched.sharding.placement import Need
+from raftsched.timing import jitter
+from raftsched.timing.gates import Zone, gate_ms, is_wall_clock
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
@@ -230,6 +233,7 @@ class WorkflowBook:
         # Started in that order (oldest logical time first): a pure function of stored state.
         self.ready: dict[str, set[tuple[int, str, int]]] = {}
         self._versions: dict[tuple[str, int], tuple[pb.WorkflowSpec, Dag]] = {}
+        self._zones: dict[tuple[str, int], Zone | None] = {}  # read from the store on first use
         # Recently finished runs, for readers on other threads: they read the store through a
         # reader (committed data only), which may not hold a run that finished a moment ago.
         # A read cache only: nothing replicated depends on it.
@@ -248,6 +252,7 @@ class WorkflowBook:
         self.running.clear()
         self.ready.clear()
         self._versions.clear()
+        self._zones.clear()
         self.recent.clear()
         store = self.host.store
         for _, value in store.scan(keys.WORKFLOW, keys.WORKFLOW + keys.END):
@@ -296,6 +301,15 @@ class WorkflowBook:
             spec = pb.WorkflowSpec.FromString(raw)
             cached = self._versions[(workflow, version)] = (spec, compile_dag(spec))
         return cached
+
+    def _zone(self, workflow: str, version: int) -> Zone | None:
+        """The zone offsets stored with a version whose tasks have a wall-clock not_before."""
+        key = (workflow, version)
+        if key not in self._zones:
+            raw = self.host.store.get(keys.workflow_zone_key(workflow, version))
+            z = pb.WorkflowZone.FromString(raw) if raw is not None else None
+            self._zones[key] = Zone(z.zone, tuple(z.transition_ms), tuple(z.offset_s)) if z else None
+        return self._zones[key]
 
     def task_spec(self, run: pb.Run) -> pb.WorkflowTaskSpec | None:
         """The workflow task spec a task run executes (its pinned version)."""
@@ -440,6 +454,7 @@ class WorkflowBook:
             schedule = codec.trigger_from_pb(pb.Trigger(cron=spec.schedule))  # its structure
         if trig is not None:
             check_nothing_due(trig, now)
+        zone = _stamped_zone(spec, body)
         version = wf.version + 1 if wf is not None else 1
         new = WorkflowState(spec, version, dag)
         if wf is not None:
@@ -452,6 +467,10 @@ class WorkflowBook:
         self.workflows[name] = new
         store = self.host.store
         store.put(keys.workflow_version_key(name, version), _canonical(spec))
+        if zone is not None:  # with the version: runs pin versions
+            zrec = pb.WorkflowZone(zone=zone.name, transition_ms=zone.transitions_ms, offset_s=zone.offsets_s)
+            store.put(keys.workflow_zone_key(name, version), zrec.SerializeToString())
+            self._zones[(name, version)] = zone
         # The internal tasks: one per workflow task, at the workflow's version (a staged
         # workflow's chunks wrote them already).
         if not body.stage:
@@ -658,6 +677,7 @@ class WorkflowBook:
                 keys.WORKFLOW_VERSION + name.encode() + b"\x00",
                 keys.WORKFLOW_VERSION + name.encode() + b"\x01",
             ),
+            (keys.WORKFLOW_ZONE + name.encode() + b"\x00", keys.WORKFLOW_ZONE + name.encode() + b"\x01"),
             (keys.per_task_prefix(keys.WORKFLOW_RUN, name), keys.per_task_end(keys.WORKFLOW_RUN, name)),
             (keys.BACKFILL + f"{name}~b".encode(), keys.BACKFILL + f"{name}~b".encode() + keys.END),
         ):
@@ -672,6 +692,8 @@ class WorkflowBook:
         self.ready.pop(name, None)
         for version_key in [k for k in self._versions if k[0] == name]:
             del self._versions[version_key]
+        for version_key in [k for k in self._zones if k[0] == name]:
+            del self._zones[version_key]
         for run_id in [r for r, wr in self.recent.items() if wr.workflow == name]:
             del self.recent[run_id]
         return pb.CommandResult(ok=True, workflow=record, runs_killed=len(active)), tuple(effects)
@@ -920,14 +942,24 @@ class WorkflowBook:
             workflow_run=wr.run_id,
             backfill=bool(wr.backfill_id),
         )
+        zone = self._zone(wr.workflow, wr.version) if is_wall_clock(tspec.not_before) else None
+        gate = _gate_ms(spec, tspec, wr, zone)
+        held = gate > now
+        if held:  # its attempts wait for the gate; AssignAttempts refuses one before it
+            for shard in run.shards:
+                shard.not_before_ms = gate
         data = run.SerializeToString(deterministic=True)
         self.host.add_run(st, run_id, data)
         if tspec.resource_cpu or tspec.resource_memory_mb or tspec.selector or st.unplaceable:
             self.host.check_placeable(st, self.host.need_for_run(run), now)
         share = wf.backfill_share if wr.backfill_id else 0
         for i in range(tspec.shards or 1):
-            effects.append(AttemptReady(run_id, name, now, i, 1, epoch, 0, share))
-        wfrun.mark_running(wr, idx, run_id, now, "handed to the executor fleet")
+            effects.append(AttemptReady(run_id, name, now, i, 1, epoch, gate if held else 0, share))
+        wfrun.mark_running(
+            wr, idx, run_id, now, gate_reason(gate) if held else "handed to the executor fleet"
+        )
+        if held or wr.tasks[idx].not_before_ms:
+            wr.tasks[idx].not_before_ms = gate if held else 0
         self.running[wr.run_id] = self.running.get(wr.run_id, 0) + 1
         wf.running_tasks += 1
 
@@ -1072,6 +1104,37 @@ class WorkflowBook:
 
     def _save(self, wf: WorkflowState) -> None:
         self._dirty_workflows[wf.spec.name] = wf
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _stamped_zone(spec: pb.WorkflowSpec, body: pb.ApplyWorkflow) -> Zone | None:
+    """The zone offsets the leader stamped for wall-clock not_before gates (None when no task has
+    one). Raises InvalidSpec when they are needed but missing or malformed."""
+    if not any(is_wall_clock(t.not_before) for t in spec.tasks):
+        return None
+    if not body.zone_offset_s:
+        raise InvalidSpec("not_before", "a wall-clock not_before needs the zone offsets the leader stamps")
+    return Zone.build(spec.schedule.timezone or "UTC", body.zone_transition_ms, body.zone_offset_s)
+
+
+def _gate_ms(
+    spec: pb.WorkflowSpec, tspec: pb.WorkflowTaskSpec, wr: pb.WorkflowRun, zone: Zone | None = None
+) -> int:
+    """The earliest start of task ``tspec`` in run ``wr`` (0: none): its ``not_before`` (an offset
+    after the logical time, or a wall time on its local date in ``zone``, the version's stored
+    offsets) and, for a scheduled run, the workflow's jitter offset; all replicated values."""
+    gate = gate_ms(tspec.not_before, wr.logical_ms, zone)
+    if spec.jitter_ms and not wr.manual and not wr.backfill_id:
+        gate = max(gate, jitter.start_ms(spec.name, wr.logical_ms, spec.jitter_ms))
+    return gate
+
+
+def gate_reason(gate: int) -> str:
+    """The reason a held task shows (``workflow status`` turns it into WAITING until the gate)."""
+    at = _EPOCH + timedelta(milliseconds=gate)  # UTC arithmetic: no tz database, same on every replica
+    return f"held: not before {at.strftime('%Y-%m-%dT%H:%M:%SZ')} (earliest start)"
 
 
 def _run_state(wr: pb.WorkflowRun) -> str:

@@ -21,6 +21,7 @@ from raftsched.fsm.workflows import trigger_name
 from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
 from raftsched.timing.calendar import Calendar, zone_offsets
 from raftsched.timing.cron import CronSchedule
+from raftsched.timing.gates import is_wall_clock
 from raftsched.timing.schedule import next_fire_after, prepare_spec
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow.validate import validate_workflow
@@ -250,7 +251,17 @@ def apply_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: st
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.apply_workflow.spec.CopyFrom(spec)
     cmd.apply_workflow.next_fire_ms = workflow_next_fire(spec, now_ms)
+    _stamp_zone(spec, cmd.apply_workflow)
     return codec.encode_command(cmd)
+
+
+def _stamp_zone(spec: pb.WorkflowSpec, body: pb.ApplyWorkflow) -> None:
+    """A task has a wall-clock not_before ("02:00"): expand the workflow zone's UTC offsets into
+    the command here, so apply maps wall times without consulting tzdata (as calendars do)."""
+    if any(is_wall_clock(t.not_before) for t in spec.tasks):
+        transitions, offsets = zone_offsets(spec.schedule.timezone or "UTC", "timezone")
+        body.zone_transition_ms.extend(transitions)
+        body.zone_offset_s.extend(offsets)
 
 
 # Workflows with more tasks than this are applied as several entries (chunks of this many tasks
@@ -285,6 +296,7 @@ def staged_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: s
     final.apply_workflow.next_fire_ms = workflow_next_fire(spec, now_ms)
     final.apply_workflow.stage = stage
     final.apply_workflow.staged_tasks = len(spec.tasks)
+    _stamp_zone(spec, final.apply_workflow)
     out.append(codec.encode_command(final))
     return out
 

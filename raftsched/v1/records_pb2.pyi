@@ -156,7 +156,7 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "jitter_ms")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,7 @@ class TaskSpec(_message.Message):
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    JITTER_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     trigger: Trigger
     command: str
@@ -208,7 +209,8 @@ class TaskSpec(_message.Message):
     resource_memory_mb: int
     runner: str
     selector: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    jitter_ms: int
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., jitter_ms: _Optional[int] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
     __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run")
@@ -364,7 +366,7 @@ class Dependency(_message.Message):
     def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
-    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector")
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector", "not_before")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -396,6 +398,7 @@ class WorkflowTaskSpec(_message.Message):
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
     name: str
     command: str
     handler: str
@@ -413,10 +416,11 @@ class WorkflowTaskSpec(_message.Message):
     resource_memory_mb: int
     runner: str
     selector: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    not_before: str
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., not_before: _Optional[str] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
-    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude")
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -430,6 +434,7 @@ class WorkflowSpec(_message.Message):
     BACKFILL_SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    JITTER_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: CronTrigger
     tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
@@ -443,7 +448,8 @@ class WorkflowSpec(_message.Message):
     backfill_share_pct: int
     namespace: str
     exclude: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ...) -> None: ...
+    jitter_ms: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
     __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused")
@@ -492,7 +498,7 @@ class TimelineEntry(_message.Message):
     def __init__(self, state: _Optional[_Union[WorkflowTaskState, str]] = ..., at_ms: _Optional[int] = ..., reason: _Optional[str] = ..., event: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration_ms: _Optional[int] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowTaskRun(_message.Message):
-    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline")
+    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline", "not_before_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +506,7 @@ class WorkflowTaskRun(_message.Message):
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TRIES_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: WorkflowTaskState
     waiting: int
@@ -507,7 +514,8 @@ class WorkflowTaskRun(_message.Message):
     run_id: str
     tries: int
     timeline: _containers.RepeatedCompositeFieldContainer[TimelineEntry]
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ...) -> None: ...
+    not_before_ms: int
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., not_before_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRun(_message.Message):
     __slots__ = ("run_id", "workflow", "version", "logical_ms", "state", "created_ms", "finished_ms", "backfill_id", "manual", "tasks", "params_json", "epoch")

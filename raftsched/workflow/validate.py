@@ -33,6 +33,7 @@ from raftsched.errors import InvalidSpec, InvalidWorkflow, quote
 from raftsched.model import (
     MAX_COMMAND_BYTES,
     MAX_DESCRIPTION_BYTES,
+    MAX_JITTER_MS,
     MAX_LABEL,
     MAX_LOCKS,
     MAX_NAME,
@@ -48,6 +49,7 @@ from raftsched.model import (
     validate_selector,
 )
 from raftsched.timing.cron import CronSchedule, validate_timezone
+from raftsched.timing.gates import parse_not_before
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.dag import find_cycle
 from raftsched.workflow.template import check_template, template_params
@@ -238,6 +240,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
             "(no run could ever use it; lower it or raise max_parallel)",
         )
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
+    problems.check_int(spec.jitter_ms, "jitter_ms", 0, MAX_JITTER_MS, " ms")
     try:
         validate_exclude(tuple(spec.exclude))
     except InvalidSpec as exc:
@@ -270,6 +273,11 @@ def _check_task(
     problems.check_int(task.max_retries, f"{at}.max_retries", 0, MAX_RETRIES)
     problems.check_int(task.timeout_ms, f"{at}.timeout_ms", 0, MAX_TIMEOUT_MS, " ms")
     problems.check_int(task.priority, f"{at}.priority", 0, MAX_PRIORITY)
+    if task.not_before:
+        try:
+            parse_not_before(task.not_before, f"{at}.not_before")
+        except InvalidSpec as exc:
+            problems.add(exc.field, exc.reason)
     if len(task.locks) > MAX_LOCKS:
         problems.add(f"{at}.locks", f"{len(task.locks)} locks, at most {MAX_LOCKS} allowed")
     seen_locks: set[str] = set()

@@ -52,12 +52,12 @@ def test_a_node_refuses_a_newer_command_exits_4_and_catches_up_once_upgraded(
         wait_until(lambda: cluster.status("n3").applied_index >= cluster.status(leader).commit_index, 30, 0.1)
         client.add_task(TaskSpec("old-format", ManualTrigger(), command="true"))  # format 1: all apply
         wait_until(lambda: cluster.status("n3").tasks == 1, 30, 0.1, "n3 applies a format-1 command")
-        client.disable_task("old-format")  # stamped format 5 by the newer leader
+        client.disable_task("old-format")  # stamped format 6 by the newer leader
         assert cluster.procs["n3"].wait(timeout=30) == 4
         log = (cluster.log_dir / "n3.log").read_text()
         critical = [line for line in log.splitlines() if " CRITICAL " in line]
         assert len(critical) == 1, critical
-        assert "command format 5 is newer than this build applies (4)" in critical[0]
+        assert "command format 6 is newer than this build applies (5)" in critical[0]
         assert "Upgrade raftsched on this node and restart it" in critical[0]
         # That CRITICAL line is this test's point: keep the log of the refusing run out of the
         # suite's check that node logs hold no errors (the upgraded run's log is checked).

@@ -76,6 +76,7 @@ STORED: dict[bytes, str | None] = {
     keys.STAGE_CHUNK: "WorkflowSpec",
     keys.CALENDAR: "CalendarRecord",
     keys.MEMBERSHIP: "MembershipRecord",
+    keys.WORKFLOW_ZONE: "WorkflowZone",
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

@@ -211,6 +211,8 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
     Field("name", Kind.TEXT, "workflow name (required)", proto="name", aliases=("dag_name",)),
     Field("description", Kind.TEXT, "free text", proto="description"),
     Field("owner", Kind.TEXT, "free text (at most 128 characters)", proto="owner"),
+    Field("namespace", Kind.TEXT, "the workflow's namespace (its tasks run in it)", "default",
+          proto="namespace"),
     Field("schedule", Kind.TEXT, "cron expression; none: runs only on demand and by backfill", "none",
           proto="schedule.expr", hints=("cron",)),
     Field("timezone", Kind.TEXT, "IANA zone of ``schedule``", "UTC", proto="schedule.timezone",

@@ -21,6 +21,7 @@ from raftsched.v1.records_pb2 import WorkflowSpec as WorkflowSpec
 from raftsched.v1.records_pb2 import WorkflowRecord as WorkflowRecord
 from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
 from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
+from raftsched.v1.records_pb2 import ExternalWait as ExternalWait
 from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
 from raftsched.v1.records_pb2 import AlertRecord as AlertRecord
@@ -43,6 +44,7 @@ from raftsched.v1.records_pb2 import EdgeCondition as EdgeCondition
 from raftsched.v1.records_pb2 import TriggerRule as TriggerRule
 from raftsched.v1.records_pb2 import WorkflowTaskState as WorkflowTaskState
 from raftsched.v1.records_pb2 import WorkflowRunState as WorkflowRunState
+from raftsched.v1.records_pb2 import ExternalWaitState as ExternalWaitState
 
 DESCRIPTOR: _descriptor.FileDescriptor
 MISFIRE_UNSPECIFIED: _records_pb2.MisfirePolicy
@@ -88,6 +90,9 @@ WORKFLOW_RUNNING: _records_pb2.WorkflowRunState
 WORKFLOW_SUCCESS: _records_pb2.WorkflowRunState
 WORKFLOW_FAILED: _records_pb2.WorkflowRunState
 WORKFLOW_KILLED: _records_pb2.WorkflowRunState
+EXTERNAL_PENDING: _records_pb2.ExternalWaitState
+EXTERNAL_MET: _records_pb2.ExternalWaitState
+EXTERNAL_UNMET: _records_pb2.ExternalWaitState
 
 class ExecutorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()

@@ -73,6 +73,12 @@ class WorkflowRunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WORKFLOW_SUCCESS: _ClassVar[WorkflowRunState]
     WORKFLOW_FAILED: _ClassVar[WorkflowRunState]
     WORKFLOW_KILLED: _ClassVar[WorkflowRunState]
+
+class ExternalWaitState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXTERNAL_PENDING: _ClassVar[ExternalWaitState]
+    EXTERNAL_MET: _ClassVar[ExternalWaitState]
+    EXTERNAL_UNMET: _ClassVar[ExternalWaitState]
 MISFIRE_UNSPECIFIED: MisfirePolicy
 MISFIRE_LATEST: MisfirePolicy
 MISFIRE_ALL: MisfirePolicy
@@ -116,6 +122,9 @@ WORKFLOW_RUNNING: WorkflowRunState
 WORKFLOW_SUCCESS: WorkflowRunState
 WORKFLOW_FAILED: WorkflowRunState
 WORKFLOW_KILLED: WorkflowRunState
+EXTERNAL_PENDING: ExternalWaitState
+EXTERNAL_MET: ExternalWaitState
+EXTERNAL_UNMET: ExternalWaitState
 
 class CronTrigger(_message.Message):
     __slots__ = ("expr", "timezone")
@@ -356,12 +365,16 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ..., held: _Optional[bool] = ...) -> None: ...
 
 class Dependency(_message.Message):
-    __slots__ = ("task", "condition")
+    __slots__ = ("task", "condition", "workflow", "logical_offset_ms")
     TASK_FIELD_NUMBER: _ClassVar[int]
     CONDITION_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
     task: str
     condition: EdgeCondition
-    def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
+    workflow: str
+    logical_offset_ms: int
+    def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ..., workflow: _Optional[str] = ..., logical_offset_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
     __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector")
@@ -492,7 +505,7 @@ class TimelineEntry(_message.Message):
     def __init__(self, state: _Optional[_Union[WorkflowTaskState, str]] = ..., at_ms: _Optional[int] = ..., reason: _Optional[str] = ..., event: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration_ms: _Optional[int] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowTaskRun(_message.Message):
-    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline")
+    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline", "external")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +513,7 @@ class WorkflowTaskRun(_message.Message):
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TRIES_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    EXTERNAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: WorkflowTaskState
     waiting: int
@@ -507,7 +521,20 @@ class WorkflowTaskRun(_message.Message):
     run_id: str
     tries: int
     timeline: _containers.RepeatedCompositeFieldContainer[TimelineEntry]
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ...) -> None: ...
+    external: _containers.RepeatedCompositeFieldContainer[ExternalWait]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., external: _Optional[_Iterable[_Union[ExternalWait, _Mapping]]] = ...) -> None: ...
+
+class ExternalWait(_message.Message):
+    __slots__ = ("edge", "state", "upstream_run", "logical_ms")
+    EDGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_RUN_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    edge: int
+    state: ExternalWaitState
+    upstream_run: str
+    logical_ms: int
+    def __init__(self, edge: _Optional[int] = ..., state: _Optional[_Union[ExternalWaitState, str]] = ..., upstream_run: _Optional[str] = ..., logical_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRun(_message.Message):
     __slots__ = ("run_id", "workflow", "version", "logical_ms", "state", "created_ms", "finished_ms", "backfill_id", "manual", "tasks", "params_json", "epoch")

@@ -91,6 +91,7 @@ __all__ = [
     "note",
     "recount_waiting",
     "rerun",
+    "resolve_external",
     "start",
 ]
 
@@ -232,7 +233,8 @@ def _evaluate(dag: Dag, tasks: Sequence[pb.WorkflowTaskRun], idx: int) -> tuple[
     ``depends_on`` order rather than the first to finish).
     """
     edges = dag.upstream[idx]
-    if not edges:
+    outside = tasks[idx].external
+    if not edges and not outside:
         return READY, 0, "no dependencies"
     pending = 0
     met: tuple[int, int] | None = None
@@ -246,19 +248,33 @@ def _evaluate(dag: Dag, tasks: Sequence[pb.WorkflowTaskRun], idx: int) -> tuple[
                 met = (j, cond)
         elif unmet is None:
             unmet = (j, s, cond)
+    outside_met = outside_unmet = None
+    for wait in outside:
+        if wait.state == pb.EXTERNAL_PENDING:
+            pending += 1
+        elif wait.state == pb.EXTERNAL_MET:
+            outside_met = outside_met if outside_met is not None else wait
+        else:
+            outside_unmet = outside_unmet if outside_unmet is not None else wait
     if dag.rule[idx] == pb.RULE_ANY:
         if met is not None:
             j, cond = met
             st = tasks[j].state
             return READY, 0, f"upstream {_name(dag, j)} finished {state_name(st)} (any; needs {_NEEDS[cond]})"
+        if outside_met is not None:
+            return READY, 0, f"upstream run {outside_met.upstream_run} met its condition (any)"
         if pending:
             return WAITING, pending, f"waits for {pending} upstream"
+        if not edges and outside_unmet is not None:
+            return SKIPPED, 0, f"no upstream met its condition (upstream run {outside_unmet.upstream_run})"
         return SKIPPED, 0, _skip_any_reason(dag, tasks, idx)
     if unmet is not None:
         return SKIPPED, 0, _skip_all_reason(dag, *unmet)
+    if outside_unmet is not None:
+        return SKIPPED, 0, f"upstream run {outside_unmet.upstream_run} did not meet its condition"
     if pending:
         return WAITING, pending, f"waits for {pending} upstream"
-    return READY, 0, f"all {len(edges)} upstream met"
+    return READY, 0, f"all {len(edges) + len(outside)} upstream met"
 
 
 def _redecide(
@@ -339,7 +355,10 @@ def start(dag: Dag, run: pb.WorkflowRun, now: int) -> list[int]:
     upstream = dag.upstream
     for i, name in enumerate(dag.names):
         task = run.tasks.add(name=name)
-        n_up = len(upstream[i])
+        outside = dag.externals(i)
+        for ext in outside:
+            task.external.add(edge=ext.k, logical_ms=run.logical_ms + ext.offset_ms)
+        n_up = len(upstream[i]) + len(outside)
         if n_up:
             task.waiting = n_up
             _enter(task, WAITING, now, f"waits for {n_up} upstream")
@@ -347,7 +366,7 @@ def start(dag: Dag, run: pb.WorkflowRun, now: int) -> list[int]:
             _enter(task, READY, now, "no dependencies")
     run.state = pb.WORKFLOW_RUNNING
     run.finished_ms = 0
-    ready = [i for i in dag.topo if not upstream[i]]
+    ready = [i for i in dag.topo if not upstream[i] and not dag.externals(i)]
     _settle(run, now)  # an empty DAG succeeds at once
     return ready
 
@@ -481,6 +500,50 @@ def mark_success(dag: Dag, run: pb.WorkflowRun, idx: int, now: int, reason: str)
     return ready
 
 
+def resolve_external(
+    dag: Dag, run: pb.WorkflowRun, idx: int, j: int, met: bool, upstream_run: str, now: int, reason: str
+) -> list[int]:
+    """Cross-workflow dependency ``j`` (position in ``run.tasks[idx].external``) is decided:
+    its upstream (run ``upstream_run``) finished meeting its condition (``met``) or not.
+
+    Only a PENDING edge of a WAITING task counts: an edge already decided, or a task that left
+    WAITING (killed, rerun, marked by hand), records nothing and returns ``[]`` (a rerun of the
+    upstream does not undo what the downstream did). Otherwise, as for a local dependency: the
+    counter drops; under RULE_ALL an unmet edge skips the task with ``reason`` (and propagates the
+    skip), the last met edge makes it READY; under RULE_ANY a met edge makes it READY at once.
+    Returns the tasks that entered READY, in topological order.
+    """
+    task = run.tasks[idx]
+    wait = task.external[j]
+    if wait.state != pb.EXTERNAL_PENDING or task.state != WAITING:
+        return []
+    wait.state = pb.EXTERNAL_MET if met else pb.EXTERNAL_UNMET
+    wait.upstream_run = upstream_run
+    if task.waiting == 0:
+        raise AssertionError(f"waiting counter of {_name(dag, idx)} would go below zero")
+    task.waiting -= 1
+    ready: list[int] = []
+    if dag.rule[idx] == pb.RULE_ANY:
+        if met:
+            _enter(task, READY, now, f"{reason} (any)")
+            ready.append(idx)
+        elif task.waiting == 0:
+            _enter(task, SKIPPED, now, f"no upstream met its condition ({reason})")
+            ready = _propagate(dag, run.tasks, idx, now)
+    elif not met:
+        _enter(task, SKIPPED, now, reason)
+        ready = _propagate(dag, run.tasks, idx, now)
+    elif task.waiting == 0:
+        _enter(task, READY, now, reason)
+        ready.append(idx)
+    else:
+        note(run, idx, WAITING, now, reason)
+    if ready:
+        _remember(run, ready[0])
+    _settle(run, now)
+    return _topo_sorted(dag, ready)
+
+
 def derive_state(run: pb.WorkflowRun) -> int:
     """The run state that follows from its tasks (full scan; see the module docstring)."""
     return _scan_final(run)
@@ -489,4 +552,8 @@ def derive_state(run: pb.WorkflowRun) -> int:
 def recount_waiting(dag: Dag, run: pb.WorkflowRun) -> list[int]:
     """Naive oracle for tests: per task, the number of its dependencies (edges) not terminal."""
     terminal = [_TERMINAL_BY_STATE[t.state] for t in run.tasks]
-    return [sum(1 for j, _ in edges if not terminal[j]) for edges in dag.upstream]
+    return [
+        sum(1 for j, _ in edges if not terminal[j])
+        + sum(1 for w in run.tasks[i].external if w.state == pb.EXTERNAL_PENDING)
+        for i, edges in enumerate(dag.upstream)
+    ]

@@ -196,6 +196,7 @@ WORKFLOW_RUN_FAILED = "workflow_run_failed"
 UNPLACEABLE = "unplaceable"
 CLOCK_FAULT = "clock_fault"
 STORE_DAMAGED = "store_damaged"
+UPSTREAM_LATE = "upstream_late"
 
 ALERT_KINDS = (
     RUN_FAILED,
@@ -210,6 +211,7 @@ ALERT_KINDS = (
     UNPLACEABLE,
     CLOCK_FAULT,
     STORE_DAMAGED,
+    UPSTREAM_LATE,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 

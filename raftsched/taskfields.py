@@ -231,6 +231,8 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
           hints=("params_json",)),
     Field("exclude", Kind.NAMES, "calendar names: scheduled runs on their days are skipped", "none",
           proto="exclude"),
+    Field("warn_after", Kind.DURATION, "cross-workflow dependencies: alert ``upstream_late`` after waiting "
+          "this long (an edge's own ``warn_after`` wins)", "none", proto="warn_after_ms"),
     Field("tasks", Kind.TASKS, "list of tasks (required, at least one)", proto="tasks"),
 )  # fmt: skip
 

@@ -35,9 +35,12 @@ and the log's bytes do not change for workflows without cross-workflow dependenc
 
 from __future__ import annotations
 
+import datetime as _dt
+import heapq
 from collections.abc import Iterable
 from typing import Protocol
 
+from raftsched.fsm.alerts import UPSTREAM_LATE
 from raftsched.fsm.effects import Effect
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
@@ -120,6 +123,35 @@ class RunHost(Protocol):
 
     def put_run(self, wr: pb.WorkflowRun) -> None: ...
 
+    def raise_late(self, alert: pb.AlertRecord, now: int) -> None:
+        """Raise an ``upstream_late`` event (dropped if its dedupe key was raised before)."""
+        ...
+
+    def was_raised(self, dedupe: str) -> bool:
+        """Whether an alert event with dedupe key ``dedupe`` was raised (and not pruned)."""
+        ...
+
+
+_TIMEOUT, _WARN = 0, 1  # kinds of deadline
+
+
+def late_key(workflow: str, logical: int) -> str:
+    """The dedupe key of the ``upstream_late`` event about ``workflow``'s run at ``logical``."""
+    return f"upstream_late/{workflow}@{logical}"
+
+
+def _duration(ms: int) -> str:
+    """``8m``, ``1h30m``, ``45s``, ``2h0m5s`` (whole seconds; ``0s`` below one)."""
+    h, rest = divmod(max(ms, 0) // 1000, 3600)
+    m, sec = divmod(rest, 60)
+    parts = [f"{h}h" if h else "", f"{m}m" if m or (h and sec) else "", f"{sec}s" if sec else ""]
+    return "".join(parts) or "0s"
+
+
+def logical_text(ms: int) -> str:
+    """A logical time as the user reads it (UTC, ISO 8601)."""
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 class CrossDeps:
     """The index of waiting cross-workflow edges of one workflow book (same thread)."""
@@ -128,23 +160,34 @@ class CrossDeps:
         self.book = book
         # (upstream workflow, upstream logical) -> upstream task ("" = whole run) -> waiters
         self.waits: dict[tuple[str, int], dict[str, set[Waiter]]] = {}
-        self.by_run: dict[str, list[tuple[tuple[str, int], str, Waiter]]] = {}
+        self.where: dict[Waiter, tuple[tuple[str, int], str]] = {}
+        self.by_run: dict[str, list[Waiter]] = {}
+        # Deadlines (timeouts, warn_after): (due, kind, waiter); stale entries are skipped.
+        self.deadlines: list[tuple[int, int, Waiter]] = []
+        self.next_due_ms = 0
+        """The earliest deadline (0: none) - read without the state lock by the leader, which
+        proposes ``WorkflowWaitsDue`` when it has come (a hint: apply decides)."""
 
     # -- index ----------------------------------------------------------------------------------
 
     def load(self) -> None:
         """Rebuild the index from the book's active runs (after a restore)."""
         self.waits.clear()
+        self.where.clear()
         self.by_run.clear()
+        self.deadlines.clear()
         for run_id in sorted(self.book.runs):
             self._index(self.book.runs[run_id])
+        self._hint()
+
+    def _hint(self) -> None:
+        self.next_due_ms = self.deadlines[0][0] if self.deadlines else 0
 
     def _index(self, wr: pb.WorkflowRun) -> list[tuple[int, int, External]]:
         """Register the PENDING edges of ``wr``'s WAITING tasks not yet registered; returns them."""
         dag = self.book.dag_of(wr)
         if not dag.external:
             return []
-        have = {w for _, _, w in self.by_run.get(wr.run_id, ())}
         added: list[tuple[int, int, External]] = []
         for i, task in enumerate(wr.tasks):
             if not task.external or task.state != pb.TASK_WAITING:
@@ -154,28 +197,41 @@ class CrossDeps:
                 if wait.state != pb.EXTERNAL_PENDING or j >= len(exts):
                     continue
                 waiter: Waiter = (wr.logical_ms, wr.run_id, i, j)
-                if waiter in have:
+                if waiter in self.where:
                     continue
                 ext = exts[j]
                 key = (ext.workflow, wait.logical_ms)
                 self.waits.setdefault(key, {}).setdefault(ext.task, set()).add(waiter)
-                self.by_run.setdefault(wr.run_id, []).append((key, ext.task, waiter))
+                self.where[waiter] = (key, ext.task)
+                self.by_run.setdefault(wr.run_id, []).append(waiter)
+                if ext.timeout_ms:
+                    heapq.heappush(self.deadlines, (wait.since_ms + ext.timeout_ms, _TIMEOUT, waiter))
+                if ext.warn_after_ms:
+                    heapq.heappush(self.deadlines, (wait.since_ms + ext.warn_after_ms, _WARN, waiter))
                 added.append((i, j, ext))
         return added
 
+    def _unindex(self, waiter: Waiter) -> None:
+        found = self.where.pop(waiter, None)
+        if found is None:
+            return
+        key, task = found
+        tasks = self.waits[key]
+        tasks[task].discard(waiter)
+        if not tasks[task]:
+            del tasks[task]
+        if not tasks:
+            del self.waits[key]
+        mine = self.by_run.get(waiter[1])
+        if mine is not None:
+            mine.remove(waiter)
+            if not mine:
+                del self.by_run[waiter[1]]
+
     def forget(self, run_id: str) -> None:
         """``run_id`` finished (or was deleted): its edges wait no more."""
-        for key, task, waiter in self.by_run.pop(run_id, ()):
-            tasks = self.waits.get(key)
-            if tasks is None:
-                continue
-            bucket = tasks.get(task)
-            if bucket is not None:
-                bucket.discard(waiter)
-                if not bucket:
-                    del tasks[task]
-            if not tasks:
-                del self.waits[key]
+        for waiter in list(self.by_run.get(run_id, ())):
+            self._unindex(waiter)
 
     # -- transitions ----------------------------------------------------------------------------
 
@@ -190,26 +246,53 @@ class CrossDeps:
                 continue
             upstream_run, state, met = found
             ready += self._resolve(wr, i, j, ext, upstream_run, state, met, now)
+        self._hint()
         return ready
 
     def upstream_changed(self, wr: pb.WorkflowRun, now: int, epoch: int, effects: list[Effect]) -> None:
-        """``wr`` (a run of any workflow) changed: decide the edges waiting on it that it now decides."""
-        tasks = self.waits.get((wr.workflow, wr.logical_ms))
-        if not tasks:
+        """``wr`` (a run of any workflow) changed: decide the edges waiting on it that it now
+        decides; when it finished, clear an ``upstream_late`` event raised about it."""
+        key = (wr.workflow, wr.logical_ms)
+        tasks = self.waits.get(key)
+        if tasks:
+            got = self.book.version(wr.workflow, wr.version)
+            dag = got[1] if got is not None else None
+            for task_name in sorted(tasks):
+                if task_name:
+                    if dag is None:
+                        continue
+                    idx = dag.index.get(task_name)
+                    if idx is None or wr.tasks[idx].state not in _TASK_DECIDES:
+                        continue
+                elif wr.state not in _RUN_DECIDES:
+                    continue
+                waiters = sorted(tasks.get(task_name, ()))
+                self._wake(waiters, wr, dag, now, epoch, effects)
+        if wr.state in _RUN_DECIDES:
+            self._clear_late(wr, now)
+
+    def _clear_late(self, wr: pb.WorkflowRun, now: int) -> None:
+        dedupe = late_key(wr.workflow, wr.logical_ms)
+        if not self.book.was_raised(dedupe):
             return
-        got = self.book.version(wr.workflow, wr.version)
-        dag = got[1] if got is not None else None
-        for task_name in sorted(tasks):
-            if task_name:
-                if dag is None:
-                    continue
-                idx = dag.index.get(task_name)
-                if idx is None or wr.tasks[idx].state not in _TASK_DECIDES:
-                    continue
-            elif wr.state not in _RUN_DECIDES:
-                continue
-            waiters = sorted(tasks.get(task_name, ()))
-            self._wake(waiters, wr, dag, now, epoch, effects)
+        state = pb.WorkflowRunState.Name(wr.state).removeprefix("WORKFLOW_")
+        alert = pb.AlertRecord(
+            kind=UPSTREAM_LATE,
+            error=f"upstream workflow {wr.workflow!r} run {wr.run_id} finished {state}: no longer late",
+            workflow=wr.workflow,
+            workflow_run=wr.run_id,
+            run_id=wr.run_id,
+            dedupe=dedupe + "/cleared",
+            resolved=True,
+        )
+        self._stamp_owner(alert, wr.workflow)
+        self.book.raise_late(alert, now)
+
+    def _stamp_owner(self, alert: pb.AlertRecord, workflow: str) -> None:
+        got = self.book.version(workflow, 0)
+        if got is not None:
+            alert.owner = got[0].owner
+            alert.namespace = got[0].namespace or "default"
 
     def _wake(
         self,
@@ -234,10 +317,15 @@ class CrossDeps:
             ready = self._resolve(down, i, j, ext, upstream.run_id, state, met, now)
             book.queue_ready(down, ready)
             touched[run_id] = down
+        self._settle_all(touched, now, epoch, effects)
+
+    def _settle_all(
+        self, touched: dict[str, pb.WorkflowRun], now: int, epoch: int, effects: list[Effect]
+    ) -> None:
         for run_id in sorted(touched):
             down = touched[run_id]
-            book.start_ready(down.workflow, now, epoch, effects)
-            book.settle(down, now, epoch, effects)
+            self.book.start_ready(down.workflow, now, epoch, effects)
+            self.book.settle(down, now, epoch, effects)
 
     def _resolve(
         self,
@@ -251,31 +339,81 @@ class CrossDeps:
         now: int,
     ) -> list[int]:
         reason = describe(ext, upstream_run, state, met)
-        ready = wfrun.resolve_external(self.book.dag_of(wr), wr, i, j, met, upstream_run, now, reason)
-        self._unindex(wr.run_id, (wr.logical_ms, wr.run_id, i, j))
+        outcome = pb.EXTERNAL_MET if met else pb.EXTERNAL_UNMET
+        ready = wfrun.resolve_external(self.book.dag_of(wr), wr, i, j, outcome, upstream_run, now, reason)
+        self._unindex((wr.logical_ms, wr.run_id, i, j))
         self.book.put_run(wr)
         return ready
 
-    def _unindex(self, run_id: str, waiter: Waiter) -> None:
-        entries = self.by_run.get(run_id)
-        if not entries:
-            return
-        keep = []
-        for key, task, w in entries:
-            if w != waiter:
-                keep.append((key, task, w))
+    def expire(self, now: int, epoch: int, effects: list[Effect]) -> int:
+        """Deadlines that have come at leader time ``now`` (``WorkflowWaitsDue``): an edge whose
+        timeout has passed ends its task (on_timeout: FAILED or SKIPPED); an upstream an edge has
+        waited on past its warn_after gets one ``upstream_late`` event. Returns how many deadlines
+        acted (stale ones - the edge was decided meanwhile - are dropped)."""
+        acted = 0
+        touched: dict[str, pb.WorkflowRun] = {}
+        late: dict[tuple[str, int], int] = {}  # upstream -> the longest wait among those due
+        while self.deadlines and self.deadlines[0][0] <= now:
+            _, kind, waiter = heapq.heappop(self.deadlines)
+            if waiter not in self.where:
                 continue
-            tasks = self.waits.get(key)
-            if tasks is not None and task in tasks:
-                tasks[task].discard(w)
-                if not tasks[task]:
-                    del tasks[task]
-                if not tasks:
-                    del self.waits[key]
-        if keep:
-            self.by_run[run_id] = keep
-        else:
-            del self.by_run[run_id]
+            _, run_id, i, j = waiter
+            down = self.book.runs.get(run_id)
+            if down is None:
+                continue
+            wait = down.tasks[i].external[j]
+            if kind == _WARN:
+                key = self.where[waiter][0]
+                late[key] = max(late.get(key, 0), now - wait.since_ms)
+                acted += 1
+                continue
+            ext = self.book.dag_of(down).externals(i)[j]
+            what = f'upstream workflow "{ext.workflow}"' + (f' task "{ext.task}"' if ext.task else "")
+            reason = (
+                f"{what} run of logical time {logical_text(wait.logical_ms)} did not finish within "
+                f"{_duration(ext.timeout_ms)} (on_timeout: {'fail' if ext.fail_on_timeout else 'skip'})"
+            )
+            ready = wfrun.resolve_external(
+                self.book.dag_of(down),
+                down,
+                i,
+                j,
+                pb.EXTERNAL_TIMED_OUT,
+                "",
+                now,
+                reason,
+                fail=ext.fail_on_timeout,
+            )
+            self._unindex(waiter)
+            self.book.put_run(down)
+            self.book.queue_ready(down, ready)
+            touched[run_id] = down
+            acted += 1
+        for key in sorted(late):
+            self._raise_late(key, late[key], now)
+        self._settle_all(touched, now, epoch, effects)
+        self._hint()
+        return acted
+
+    def _raise_late(self, key: tuple[str, int], waited_ms: int, now: int) -> None:
+        workflow, logical = key
+        held = sorted({(w[1], w[2]) for ws in self.waits.get(key, {}).values() for w in ws})
+        downstream = sorted({run_id.rpartition("@")[0] for run_id, _ in held})
+        shown = ", ".join(downstream[:5]) + (
+            f" and {len(downstream) - 5} more" if len(downstream) > 5 else ""
+        )
+        alert = pb.AlertRecord(
+            kind=UPSTREAM_LATE,
+            error=(
+                f"upstream workflow {workflow!r} run of logical time {logical_text(logical)} is "
+                f"{_duration(waited_ms)} late: it holds {len(held)} downstream task(s) waiting "
+                f"(workflows {shown})"
+            ),
+            workflow=workflow,
+            dedupe=late_key(workflow, logical),
+        )
+        self._stamp_owner(alert, workflow)
+        self.book.raise_late(alert, now)
 
     def _already_decided(self, ext: External, logical: int) -> tuple[str, int, bool] | None:
         """Among the runs of ``ext.workflow`` at ``logical`` (stored, or changed by this command):

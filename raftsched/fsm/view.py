@@ -190,6 +190,11 @@ class StateView:
 
     # -- executors ---------------------------------------------------------------------------------
 
+    def waits_due_ms(self) -> int:
+        """The earliest cross-workflow deadline (timeout, warn_after; 0: none): when the leader
+        proposes ``WorkflowWaitsDue``."""
+        return self._s.wf.deps.next_due_ms
+
     def executor(self, name: str) -> pb.ExecutorRecord | None:
         return self._s.executors.get(name)
 

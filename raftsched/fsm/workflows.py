@@ -153,6 +153,10 @@ class TaskHost(Protocol):
         """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
         ...
 
+    def raise_event(self, alert: pb.AlertRecord, now: int) -> None:
+        """Record ``alert`` as an event (dropped if its dedupe key was raised before)."""
+        ...
+
     def task_names(self, prefix: str) -> list[str]:
         """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
         ...
@@ -812,6 +816,18 @@ class WorkflowBook:
                 found[run_id] = wr
         return [found[r] for r in sorted(found)]
 
+    def raise_late(self, alert: pb.AlertRecord, now: int) -> None:
+        self.host.raise_event(alert, now)
+
+    def was_raised(self, dedupe: str) -> bool:
+        return self.host.store.get(keys.alert_dedupe_key(dedupe)) is not None
+
+    def waits_due(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """``WorkflowWaitsDue``: act on the cross-workflow deadlines that have come at ``now``."""
+        effects: list[Effect] = []
+        acted = self.deps.expire(now, cmd.epoch, effects)
+        return pb.CommandResult(ok=True, accounted=acted), tuple(effects)
+
     # -- internals ----------------------------------------------------------------------------------
 
     def _workflow(self, name: str) -> WorkflowState:
@@ -1001,7 +1017,7 @@ class WorkflowBook:
         """Store the run; when it just finished, release it (counters, backfill, trigger overlap).
         Then decide the cross-workflow edges waiting on what it now decides."""
         self._settle_run(wr, now, effects)
-        if self.deps.waits:
+        if self.deps.waits or wr.state in _TERMINAL_RUN:
             self.deps.upstream_changed(wr, now, epoch, effects)
 
     def _settle_run(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:

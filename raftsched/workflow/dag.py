@@ -64,6 +64,9 @@ class External:
     task: str
     condition: int
     offset_ms: int
+    timeout_ms: int = 0  # 0: waits for ever
+    fail_on_timeout: bool = True  # on_timeout: fail (else skip)
+    warn_after_ms: int = 0  # the edge's warn_after, else the workflow's (0: no upstream_late alert)
 
 
 def _condition(value: int) -> int:
@@ -96,7 +99,16 @@ def compile_dag(spec: pb.WorkflowSpec) -> Dag:
         for k, dep in enumerate(task.depends_on):
             if dep.workflow:
                 outside.append(
-                    External(k, dep.workflow, dep.task, _condition(dep.condition), dep.logical_offset_ms)
+                    External(
+                        k,
+                        dep.workflow,
+                        dep.task,
+                        _condition(dep.condition),
+                        dep.logical_offset_ms,
+                        dep.timeout_ms,
+                        dep.on_timeout != pb.UPSTREAM_TIMEOUT_SKIP,
+                        dep.warn_after_ms or spec.warn_after_ms,
+                    )
                 )
                 continue
             j = index.get(dep.task)

@@ -357,7 +357,8 @@ def start(dag: Dag, run: pb.WorkflowRun, now: int) -> list[int]:
         task = run.tasks.add(name=name)
         outside = dag.externals(i)
         for ext in outside:
-            task.external.add(edge=ext.k, logical_ms=run.logical_ms + ext.offset_ms)
+            upstream_logical = run.logical_ms + ext.offset_ms
+            task.external.add(edge=ext.k, logical_ms=upstream_logical, since_ms=max(now, upstream_logical))
         n_up = len(upstream[i]) + len(outside)
         if n_up:
             task.waiting = n_up
@@ -501,37 +502,50 @@ def mark_success(dag: Dag, run: pb.WorkflowRun, idx: int, now: int, reason: str)
 
 
 def resolve_external(
-    dag: Dag, run: pb.WorkflowRun, idx: int, j: int, met: bool, upstream_run: str, now: int, reason: str
+    dag: Dag,
+    run: pb.WorkflowRun,
+    idx: int,
+    j: int,
+    outcome: int,
+    upstream_run: str,
+    now: int,
+    reason: str,
+    *,
+    fail: bool = False,
 ) -> list[int]:
     """Cross-workflow dependency ``j`` (position in ``run.tasks[idx].external``) is decided:
-    its upstream (run ``upstream_run``) finished meeting its condition (``met``) or not.
+    ``outcome`` is ``EXTERNAL_MET``, ``EXTERNAL_UNMET`` (its upstream, run ``upstream_run``,
+    finished not meeting the condition) or ``EXTERNAL_TIMED_OUT``.
 
     Only a PENDING edge of a WAITING task counts: an edge already decided, or a task that left
     WAITING (killed, rerun, marked by hand), records nothing and returns ``[]`` (a rerun of the
     upstream does not undo what the downstream did). Otherwise, as for a local dependency: the
-    counter drops; under RULE_ALL an unmet edge skips the task with ``reason`` (and propagates the
-    skip), the last met edge makes it READY; under RULE_ANY a met edge makes it READY at once.
-    Returns the tasks that entered READY, in topological order.
+    counter drops; under RULE_ALL an edge not met ends the task with ``reason`` - SKIPPED, or
+    FAILED with ``fail`` (``on_timeout: fail``) - and the end propagates; the last met edge makes
+    it READY. Under RULE_ANY a met edge makes it READY at once, and the task ends only when no
+    edge is left. Returns the tasks that entered READY, in topological order.
     """
     task = run.tasks[idx]
     wait = task.external[j]
     if wait.state != pb.EXTERNAL_PENDING or task.state != WAITING:
         return []
-    wait.state = pb.EXTERNAL_MET if met else pb.EXTERNAL_UNMET
+    met = outcome == pb.EXTERNAL_MET
+    wait.state = outcome  # type: ignore[assignment]
     wait.upstream_run = upstream_run
     if task.waiting == 0:
         raise AssertionError(f"waiting counter of {_name(dag, idx)} would go below zero")
     task.waiting -= 1
     ready: list[int] = []
+    end = FAILED if fail else SKIPPED
     if dag.rule[idx] == pb.RULE_ANY:
         if met:
             _enter(task, READY, now, f"{reason} (any)")
             ready.append(idx)
         elif task.waiting == 0:
-            _enter(task, SKIPPED, now, f"no upstream met its condition ({reason})")
+            _enter(task, end, now, f"no upstream met its condition ({reason})")
             ready = _propagate(dag, run.tasks, idx, now)
     elif not met:
-        _enter(task, SKIPPED, now, reason)
+        _enter(task, end, now, reason)
         ready = _propagate(dag, run.tasks, idx, now)
     elif task.waiting == 0:
         _enter(task, READY, now, reason)

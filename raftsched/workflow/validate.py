@@ -68,6 +68,7 @@ _MAX_SUGGESTIONS = 50
 _MAX_CYCLE_SHOWN = 12
 
 _CONDITIONS = frozenset(pb.EdgeCondition.values())
+_ON_TIMEOUT = frozenset(pb.UpstreamTimeout.values())
 _RULES = frozenset(pb.TriggerRule.values())
 _MISFIRES = frozenset(pb.MisfirePolicy.values())
 # Workflow runs take skip or allow: buffer_one and replace are task policies.
@@ -241,6 +242,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
             "(no run could ever use it; lower it or raise max_parallel)",
         )
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
+    problems.check_int(spec.warn_after_ms, "warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
     try:
         validate_exclude(tuple(spec.exclude))
     except InvalidSpec as exc:
@@ -329,7 +331,7 @@ def _check_task(
         path = f"{at}.depends_on[{k}]"
         if dep.condition not in _CONDITIONS:
             problems.add(path, f"unknown condition {dep.condition} (use success, failure or done)")
-        if dep.workflow or dep.logical_offset_ms:
+        if dep.workflow or dep.logical_offset_ms or dep.timeout_ms or dep.warn_after_ms or dep.on_timeout:
             _check_external(spec, dep, path, k, seen_external, problems)
             continue
         if not dep.task:
@@ -362,7 +364,10 @@ def _check_external(
 ) -> None:
     """A cross-workflow dependency: another workflow's run (or one of its tasks) at a logical time."""
     if not dep.workflow:
-        problems.add(f"{path}.logical", "a logical offset needs a workflow (it names another workflow's run)")
+        problems.add(
+            f"{path}.logical",
+            "logical, timeout and warn_after need a workflow (they are about another workflow's run)",
+        )
         return
     if not problems.check_name(dep.workflow, f"{path}.workflow"):
         return
@@ -380,6 +385,10 @@ def _check_external(
         )
     elif dep.logical_offset_ms < -MAX_LOGICAL_OFFSET_MS:
         problems.add(f"{path}.logical", f"{dep.logical_offset_ms} ms, at most a year (-366d) back")
+    problems.check_int(dep.timeout_ms, f"{path}.timeout_ms", 0, MAX_TIMEOUT_MS, " ms")
+    problems.check_int(dep.warn_after_ms, f"{path}.warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
+    if dep.on_timeout not in _ON_TIMEOUT:
+        problems.add(f"{path}.on_timeout", f"unknown on_timeout {dep.on_timeout} (use fail or skip)")
     key = (dep.workflow, dep.task, dep.logical_offset_ms)
     if key in seen:
         problems.add(path, f"depends on the same upstream twice (also depends_on[{seen[key]}])")

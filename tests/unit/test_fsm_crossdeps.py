@@ -243,3 +243,89 @@ tasks:
         assert "logical" in str(exc.problems) and "yesterday" in str(exc.problems)
     else:
         raise AssertionError("refused")
+
+
+def waits_due(state: SchedulerState, now: int) -> pb.CommandResult:
+    cmd = command(now)
+    cmd.workflow_waits_due.SetInParent()
+    return apply(state, codec.encode_command(cmd))
+
+
+HOUR = 3_600_000
+
+
+def test_timeout_counts_from_when_the_edge_could_first_be_met_and_fails_or_skips() -> None:
+    state = setup(pb.Dependency(workflow=UP, timeout_ms=HOUR))
+    # A run started before its logical time: the hour counts from the logical time.
+    early = start_wf(state, DOWN, logical=T0 + HOUR, now=T0)
+    late = start_wf(state, DOWN, logical=T0, now=T0)  # counts from its start
+    assert state.wf.deps.next_due_ms == T0 + HOUR
+    assert waits_due(state, T0 + HOUR - 1).accounted == 0
+    assert waits_due(state, T0 + HOUR).accounted == 1
+    got = state.get_workflow_run(late)
+    assert got is not None
+    task = got.tasks[1]
+    assert task.state == pb.TASK_FAILED and "did not finish within 1h" in task.reason and UP in task.reason
+    assert task.external[0].state == pb.EXTERNAL_TIMED_OUT
+    assert task_states(state, early)["reconcile"] == "WAITING"
+    assert state.wf.deps.next_due_ms == T0 + 2 * HOUR
+
+    skipping = fresh()
+    apply(skipping, join("x1", slots=64))
+    assert apply_wf(skipping, up_spec()).ok
+    spec = down_spec(pb.Dependency(workflow=UP, timeout_ms=HOUR, on_timeout=pb.UPSTREAM_TIMEOUT_SKIP))
+    assert apply_wf(skipping, spec).ok
+    run = start_wf(skipping, DOWN)
+    complete(skipping, run, "prep")
+    waits_due(skipping, T0 + HOUR)
+    assert task_states(skipping, run)["reconcile"] == "SKIPPED"
+    final = skipping.get_workflow_run(run)
+    assert final is not None and final.state == pb.WORKFLOW_SUCCESS  # skipped alone fails nothing
+
+
+def test_a_met_edge_leaves_no_deadline_that_acts() -> None:
+    state = setup(pb.Dependency(workflow=UP, timeout_ms=HOUR))
+    down = start_wf(state, DOWN)
+    complete(state, down, "prep")
+    up = start_wf(state, UP)
+    finish_up(state, up)
+    assert waits_due(state, T0 + 2 * HOUR).accounted == 0
+    assert task_states(state, down)["reconcile"] == "RUNNING"
+
+
+def alerts_of(state: SchedulerState, kind: str) -> list[pb.AlertRecord]:
+    from raftsched.fsm import keys
+
+    return [
+        a
+        for a in (
+            pb.AlertRecord.FromString(v) for _, v in state.store.scan(keys.ALERT, keys.ALERT + keys.END)
+        )
+        if a.kind == kind
+    ]
+
+
+def test_upstream_late_is_raised_once_naming_the_upstream_and_what_it_holds_and_clears() -> None:
+    state = fresh()
+    apply(state, join("x1", slots=64))
+    assert apply_wf(state, up_spec()).ok
+    spec = down_spec(pb.Dependency(workflow=UP))
+    spec.warn_after_ms = 8 * 60_000  # the workflow's default
+    assert apply_wf(state, spec).ok
+    other = down_spec(pb.Dependency(workflow=UP, warn_after_ms=HOUR))
+    other.name = "audit"
+    assert apply_wf(state, other).ok
+    runs = [start_wf(state, DOWN, now=T0 + i) for i in range(3)] + [start_wf(state, "audit")]
+    waits_due(state, T0 + 8 * 60_000 + 5)
+    late = alerts_of(state, "upstream_late")
+    assert len(late) == 1
+    alert = late[0]
+    assert alert.workflow == UP and alert.owner == "A" and alert.namespace == "a" and not alert.resolved
+    assert "8m" in alert.error and "4 downstream task(s)" in alert.error and "audit" in alert.error
+    waits_due(state, T0 + 2 * HOUR)  # audit's own warn_after: same upstream, no second event
+    assert len(alerts_of(state, "upstream_late")) == 1
+    up = start_wf(state, UP, now=T0 + 2 * HOUR)
+    finish_up(state, up, now=T0 + 2 * HOUR)
+    late = alerts_of(state, "upstream_late")
+    assert [a.resolved for a in late] == [False, True] and up in late[1].error
+    assert all(task_states(state, r)["reconcile"] in ("WAITING", "RUNNING") for r in runs)

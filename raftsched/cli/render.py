@@ -13,7 +13,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-from raftsched.display import enum_name, iso, schedule_text, task_state, wf_state
+from raftsched.display import duration_text, enum_name, iso, schedule_text, task_state, wf_state
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.layout import graph_layers
 
@@ -171,6 +171,12 @@ _STATE_MARK: dict[int, tuple[str, str]] = {
     pb.TASK_WAITING: ("…", "."),
 }
 _CONDITION_TEXT: dict[int, str] = {pb.ON_FAILURE: "on failure", pb.ON_DONE: "on done"}
+_WAIT_TEXT: dict[int, str] = {
+    pb.EXTERNAL_PENDING: "WAITING",
+    pb.EXTERNAL_MET: "MET",
+    pb.EXTERNAL_UNMET: "NOT MET",
+    pb.EXTERNAL_TIMED_OUT: "TIMED OUT",
+}
 
 
 def render_graph(
@@ -271,6 +277,20 @@ def render_status(run: pb.WorkflowRun) -> list[str]:
     rows = [[t.name, task_state(t.state), str(t.tries), t.run_id or "-", t.reason] for t in run.tasks]
     lines.append("")
     lines += table_lines(headers, rows)
+    waits = [(t, w) for t in run.tasks for w in t.external]
+    if waits:
+        lines += ["", "cross-workflow dependencies"]
+        rows = [
+            [
+                t.name,
+                iso(w.logical_ms),
+                _WAIT_TEXT.get(w.state, str(w.state)),
+                w.upstream_run or "-",
+                iso(w.since_ms),
+            ]
+            for t, w in waits
+        ]
+        lines += table_lines(["TASK", "UPSTREAM LOGICAL (UTC)", "EDGE", "DECIDED BY", "WAITING SINCE"], rows)
     lines += ["", "timeline (UTC)"]
     for t in run.tasks:
         lines.append(f"  {t.name}")
@@ -285,7 +305,14 @@ def deps_text(task: pb.WorkflowTaskSpec) -> str:
     parts = []
     for d in task.depends_on:
         condition = _CONDITION_TEXT.get(d.condition)
-        parts.append(f"{d.task} ({condition})" if condition else d.task)
+        name = d.task
+        if d.workflow:  # another workflow's run (or task), at the same or an earlier logical time
+            name = f"{d.workflow}:{d.task}" if d.task else f"{d.workflow}:*"
+            if d.logical_offset_ms:
+                condition = ", ".join(
+                    c for c in (condition, f"logical {duration_text(d.logical_offset_ms)}") if c
+                )
+        parts.append(f"{name} ({condition})" if condition else name)
     return ", ".join(parts) or "-"
 
 
@@ -300,3 +327,56 @@ def tasks_done_text(run: pb.WorkflowRun) -> str:
     """``<succeeded>/<tasks>`` of a run."""
     ok = sum(1 for t in run.tasks if t.state == pb.TASK_SUCCESS)
     return f"{ok}/{len(run.tasks)}"
+
+
+def wait_rows(
+    runs: list[pb.WorkflowRun], spec_of: dict[tuple[str, int], pb.WorkflowSpec], upstream: str = ""
+) -> list[dict[str, object]]:
+    """``workflow waits``: every cross-workflow edge still waiting among ``runs`` (active runs of
+    any workflows), one row each, ordered by upstream, its logical time, then the downstream run.
+    ``spec_of`` holds each run's version; ``upstream`` keeps the edges waiting on that workflow."""
+    rows: list[dict[str, object]] = []
+    for run in runs:
+        spec = spec_of.get((run.workflow, run.version))
+        for i, task in enumerate(run.tasks):
+            for wait in task.external:
+                if wait.state != pb.EXTERNAL_PENDING or task.state != pb.TASK_WAITING:
+                    continue
+                dep = spec.tasks[i].depends_on[wait.edge] if spec is not None else pb.Dependency()
+                if upstream and dep.workflow != upstream:
+                    continue
+                rows.append(
+                    {
+                        "upstream": dep.workflow,
+                        "upstream_task": dep.task,
+                        "upstream_logical_ms": wait.logical_ms,
+                        "condition": _NEEDS_TEXT.get(dep.condition, "success"),
+                        "downstream_run": run.run_id,
+                        "downstream_task": task.name,
+                        "since_ms": wait.since_ms,
+                    }
+                )
+    rows.sort(
+        key=lambda r: (str(r["upstream"]), int(r["upstream_logical_ms"]), str(r["downstream_run"]))  # type: ignore[call-overload]
+    )
+    return rows
+
+
+_NEEDS_TEXT: dict[int, str] = {pb.ON_SUCCESS: "success", pb.ON_FAILURE: "failure", pb.ON_DONE: "done"}
+
+
+def wait_lines(rows: list[dict[str, object]]) -> list[str]:
+    """The table ``workflow waits`` prints."""
+    table = [
+        [
+            f"{r['upstream']}:{r['upstream_task'] or '*'}",
+            iso(int(r["upstream_logical_ms"])),  # type: ignore[call-overload]
+            str(r["condition"]),
+            str(r["downstream_run"]),
+            str(r["downstream_task"]),
+            iso(int(r["since_ms"])),  # type: ignore[call-overload]
+        ]
+        for r in rows
+    ]
+    headers = ["UPSTREAM", "LOGICAL (UTC)", "NEEDS", "DOWNSTREAM RUN", "TASK", "WAITING SINCE"]
+    return table_lines(headers, table)

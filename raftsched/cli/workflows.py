@@ -26,6 +26,8 @@ from raftsched.cli.render import (
     run_kind,
     tasks_done_text,
     to_dict,
+    wait_lines,
+    wait_rows,
 )
 from raftsched.cli.tasks import locks_text
 from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
@@ -273,6 +275,34 @@ def cmd_wf_mark_success(args: argparse.Namespace) -> int:
     with connect(args) as client:
         run = client.mark_task_success(args.run_id, args.task, args.reason)
     print(f"marked {args.task} succeeded in {run.run_id} (run {wf_state(run.state)})")
+    return 0
+
+
+def cmd_wf_waits(args: argparse.Namespace) -> int:
+    """What waits on what across workflows: every cross-workflow edge still waiting."""
+    with connect(args) as client:
+        runs = [
+            run
+            for record in client.list_workflows()
+            for run in client.list_workflow_runs(record.spec.name, limit=100_000, active_only=True)
+        ]
+        specs: dict[tuple[str, int], pb.WorkflowSpec] = {}
+        for run in runs:
+            if any(t.external for t in run.tasks) and (run.workflow, run.version) not in specs:
+                specs[(run.workflow, run.version)] = client.get_workflow(run.workflow, run.version).spec
+    rows = wait_rows(runs, specs, args.upstream or "")
+    if args.json:
+        return print_json(rows)
+    if not rows:
+        print("nothing waits on another workflow")
+        return 0
+    for line in wait_lines(rows):
+        print(line)
+    held: dict[str, int] = {}
+    for r in rows:
+        held[str(r["upstream"])] = held.get(str(r["upstream"]), 0) + 1
+    print()
+    print("; ".join(f"{name} holds {n} task(s)" for name, n in sorted(held.items())))
     return 0
 
 

@@ -76,11 +76,12 @@ rerun). :func:`kill`, :func:`rerun` and :func:`mark_success` from a terminal sta
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Sequence
 
 from raftsched.errors import Conflict
 from raftsched.v1 import raftsched_pb2 as pb
-from raftsched.workflow.dag import Dag, downstream_closure
+from raftsched.workflow.dag import Dag, External, downstream_closure
 
 __all__ = [
     "derive_state",
@@ -362,7 +363,8 @@ def start(dag: Dag, run: pb.WorkflowRun, now: int) -> list[int]:
         n_up = len(upstream[i]) + len(outside)
         if n_up:
             task.waiting = n_up
-            _enter(task, WAITING, now, f"waits for {n_up} upstream")
+            named = f" ({external_text(outside, run.logical_ms)})" if outside else ""
+            _enter(task, WAITING, now, f"waits for {n_up} upstream{named}")
         else:
             _enter(task, READY, now, "no dependencies")
     run.state = pb.WORKFLOW_RUNNING
@@ -370,6 +372,17 @@ def start(dag: Dag, run: pb.WorkflowRun, now: int) -> list[int]:
     ready = [i for i in dag.topo if not upstream[i] and not dag.externals(i)]
     _settle(run, now)  # an empty DAG succeeds at once
     return ready
+
+
+def external_text(edges: Sequence[External], logical_ms: int) -> str:
+    """The cross-workflow edges of a task as its WAITING reason names them:
+    ``workflow "orders-sync" task "load" at 2026-01-02T01:30:00Z, ...``."""
+    parts = []
+    for ext in edges:
+        at = _dt.datetime.fromtimestamp((logical_ms + ext.offset_ms) / 1000, tz=_dt.UTC)
+        task = f' task "{ext.task}"' if ext.task else ""
+        parts.append(f'workflow "{ext.workflow}"{task} at {at.strftime("%Y-%m-%dT%H:%M:%SZ")}')
+    return ", ".join(parts)
 
 
 def mark_running(run: pb.WorkflowRun, idx: int, task_run_id: str, now: int, reason: str = "") -> None:

@@ -329,3 +329,33 @@ def test_upstream_late_is_raised_once_naming_the_upstream_and_what_it_holds_and_
     late = alerts_of(state, "upstream_late")
     assert [a.resolved for a in late] == [False, True] and up in late[1].error
     assert all(task_states(state, r)["reconcile"] in ("WAITING", "RUNNING") for r in runs)
+
+
+def test_status_waits_and_show_name_the_waiting_edge() -> None:
+    from raftsched.cli.render import deps_text, render_status, wait_lines, wait_rows
+
+    state = setup(pb.Dependency(workflow=UP, task="load", logical_offset_ms=-DAY))
+    down = start_wf(state, DOWN)
+    complete(state, down, "prep")
+    wr = state.get_workflow_run(down)
+    assert wr is not None
+    first = wr.tasks[1].timeline[0].reason
+    assert 'workflow "orders-sync" task "load" at 2023-11-13T22:14:00Z' in first, first
+    text = "\n".join(render_status(wr))
+    assert "cross-workflow dependencies" in text and "WAITING" in text
+    record = state.get_workflow(DOWN)
+    assert record is not None
+    assert deps_text(record.spec.tasks[1]) == "prep, orders-sync:load (logical -1d)"
+    rows = wait_rows([wr], {(DOWN, wr.version): record.spec})
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["upstream"] == UP and row["upstream_task"] == "load" and row["downstream_task"] == "reconcile"
+    assert row["upstream_logical_ms"] == T0 - DAY and row["downstream_run"] == down
+    assert wait_rows([wr], {(DOWN, wr.version): record.spec}, upstream="other") == []
+    assert "orders-sync:load" in "\n".join(wait_lines(rows))
+    # Once decided, nothing waits any more.
+    up = start_wf(state, UP, logical=T0 - DAY)
+    finish_up(state, up)
+    after = state.get_workflow_run(down)
+    assert after is not None and wait_rows([after], {(DOWN, after.version): record.spec}) == []
+    assert "MET" in "\n".join(render_status(after))

@@ -143,7 +143,8 @@ class LeaderDriver:
         # ``damaged()``: this node's stored state is damaged; it plans nothing (it must not lead).
         self.damaged: Callable[[], bool] | None = None
         self._paused_for_clock = False
-        self._waits_proposed: tuple[int, int] = (0, 0)  # (deadline, leader time) last proposed for
+        # (deadline, WorkflowWaitsDue applied so far, leader time) when one was last proposed
+        self._waits_proposed: tuple[int, int, int] = (0, 0, 0)
         self._waits_deadline = 0  # the state's earliest cross-workflow deadline, as last read
 
     # -- leadership ----------------------------------------------------------------------------
@@ -358,13 +359,14 @@ class LeaderDriver:
         The state's hint is read without its lock (an int); apply decides what has come. Proposed
         once per deadline, again after :data:`WAITS_RETRY_MS` if it is still there (lost)."""
         with self.state.view() as v:
-            deadline = self._waits_deadline = v.waits_due_ms()
+            deadline, applied = v.waits_due_ms()
+        self._waits_deadline = deadline
         if not deadline or deadline > now:
             return []
-        last_deadline, last_at = self._waits_proposed
-        if last_deadline == deadline and now - last_at < WAITS_RETRY_MS:
-            return []
-        self._waits_proposed = (deadline, now)
+        last_deadline, last_applied, last_at = self._waits_proposed
+        if (last_deadline, last_applied) == (deadline, applied) and now - last_at < WAITS_RETRY_MS:
+            return []  # proposed, not applied yet
+        self._waits_proposed = (deadline, applied, now)
         data = writes.workflow_waits_due(now_ms=now, epoch=self.epoch, origin=self.node_id)
         return [Proposal(data, ())]
 
@@ -381,7 +383,9 @@ class LeaderDriver:
         wheel = self.wheel.next_due_ms()
         deadline = self._waits_deadline  # read by poll (a run started since: the next poll sees it)
         if deadline and self._waits_proposed[0] == deadline:
-            deadline = self._waits_proposed[1] + WAITS_RETRY_MS
+            # Proposed: its commit wakes the loop (and the next poll proposes the rest at once);
+            # if it was lost, propose again after the retry interval.
+            deadline = self._waits_proposed[2] + WAITS_RETRY_MS
         if not deadline:
             return wheel
         return deadline if wheel is None else min(wheel, deadline)

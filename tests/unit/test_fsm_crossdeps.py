@@ -359,3 +359,31 @@ def test_status_waits_and_show_name_the_waiting_edge() -> None:
     after = state.get_workflow_run(down)
     assert after is not None and wait_rows([after], {(DOWN, after.version): record.spec}) == []
     assert "MET" in "\n".join(render_status(after))
+
+
+def test_an_upstream_releases_at_most_a_thousand_edges_per_command_the_rest_by_waits_due() -> None:
+    from raftsched.fsm.crossdeps import RELEASE_PER_COMMAND
+
+    state = fresh()
+    apply(state, join("x1", slots=64))
+    assert apply_wf(state, up_spec()).ok
+    spec = pb.WorkflowSpec(name=DOWN, overlap=pb.OVERLAP_ALLOW)
+    spec.tasks.add(name="r", command="r", depends_on=[pb.Dependency(workflow=UP)])
+    assert apply_wf(state, spec).ok
+    total = RELEASE_PER_COMMAND * 2 + 500
+    runs = [start_wf(state, DOWN) for _ in range(total)]
+
+    def released() -> int:
+        return sum(1 for r in runs if task_states(state, r)["r"] == "RUNNING")
+
+    up = start_wf(state, UP)
+    finish_up(state, up, now=T0 + S)
+    assert released() == RELEASE_PER_COMMAND
+    assert state.wf.deps.next_due_ms == T0 + S  # due now: the leader proposes WorkflowWaitsDue
+    with state.view() as v:
+        due, applied = v.waits_due_ms()
+    assert (due, applied) == (T0 + S, 0)
+    assert waits_due(state, T0 + S).accounted == RELEASE_PER_COMMAND
+    assert released() == 2 * RELEASE_PER_COMMAND
+    assert waits_due(state, T0 + S).accounted == 500
+    assert released() == total and state.wf.deps.next_due_ms == 0 and not state.wf.deps.waits

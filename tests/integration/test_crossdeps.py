@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,3 +132,29 @@ def test_reconcile_waits_for_orders_sync_across_namespaces(
     finally:
         executor.terminate()
         executor.wait(timeout=10)
+
+
+def test_applying_a_dependency_needs_the_upstreams_namespace(make_cluster: Any, tmp_path: Path) -> None:
+    from raftsched.errors import PermissionDenied
+    from raftsched.security.tokens import new_token
+
+    admin = new_token()
+    base = tmp_path / "cluster"
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "admin.token").write_text(admin + "\n")
+    cluster = make_cluster(extra_config='[auth]\nbootstrap_token_file = "admin.token"\n', start=False)
+    cluster.token = admin
+    cluster.start()
+    cluster.wait_for_leader()
+    up_file, down_file = tmp_path / "orders-sync.yaml", tmp_path / "reconcile.yaml"
+    up_file.write_text(ORDERS_SYNC.format(gate=tmp_path / "gate"))
+    down_file.write_text(RECONCILE.format())
+    with Client(cluster.targets(), token=admin) as root:
+        root.apply_workflow(up_file)
+        team_b, _ = root.create_token("maintainer", ["b"], description="team b")
+        both, _ = root.create_token("maintainer", ["a", "b"], description="reads a, writes b")
+    with Client(cluster.targets(), token=team_b) as b, pytest.raises(PermissionDenied, match="'a'"):
+        b.apply_workflow(down_file)
+    with Client(cluster.targets(), token=both) as ab:
+        record, _ = ab.apply_workflow(down_file)
+        assert record.spec.namespace == "b"

@@ -380,3 +380,34 @@ def wait_lines(rows: list[dict[str, object]]) -> list[str]:
     ]
     headers = ["UPSTREAM", "LOGICAL (UTC)", "NEEDS", "DOWNSTREAM RUN", "TASK", "WAITING SINCE"]
     return table_lines(headers, table)
+
+
+def cross_lineage(
+    workflow: str,
+    task: str,
+    spec: pb.WorkflowSpec,
+    upstream: list[str],
+    downstream: list[str],
+    others: list[pb.WorkflowSpec],
+) -> tuple[list[str], list[str]]:
+    """``workflow lineage`` across workflows, one hop: the other workflows' runs or tasks that
+    ``task`` (or a task upstream of it in ``spec``) depends on, and the tasks of ``others`` that
+    depend on ``task``, on a task downstream of it, or on ``workflow``'s whole run. Each as
+    ``workflow:task`` (``workflow:*`` for a whole run), with ``(logical -1d)`` for an offset."""
+    mine = {task, *upstream}
+    ups = []
+    for t in spec.tasks:
+        if t.name in mine:
+            for d in t.depends_on:
+                if d.workflow:
+                    shift = f" (logical {duration_text(d.logical_offset_ms)})" if d.logical_offset_ms else ""
+                    ups.append(f"{d.workflow}:{d.task or '*'}{shift}")
+    after = {task, *downstream}
+    downs = []
+    for other in others:
+        for t in other.tasks:
+            for d in t.depends_on:
+                if d.workflow == workflow and (not d.task or d.task in after):
+                    shift = f" (logical {duration_text(d.logical_offset_ms)})" if d.logical_offset_ms else ""
+                    downs.append(f"{other.name}:{t.name}{shift}")
+    return sorted(set(ups)), sorted(set(downs))

@@ -14,6 +14,7 @@ from raftsched.cli.errors import UsageError, fail
 from raftsched.cli.input import backfill_end, lazy_now, params_from_args, parse_time
 from raftsched.cli.render import (
     can_print,
+    cross_lineage,
     deps_text,
     graph_dict,
     print_fields,
@@ -309,6 +310,11 @@ def cmd_wf_waits(args: argparse.Namespace) -> int:
 def cmd_wf_lineage(args: argparse.Namespace) -> int:
     with connect(args) as client:
         upstream, downstream = client.lineage(args.name, args.task, args.version)
+        spec = client.get_workflow(args.name, args.version).spec
+        others = [w.spec for w in client.list_workflows() if w.spec.name != args.name]
+    ups, downs = cross_lineage(
+        args.name, args.task, spec, [t for t, _ in upstream], [t for t, _ in downstream], others
+    )
     if args.json:
         return print_json(
             {
@@ -316,12 +322,17 @@ def cmd_wf_lineage(args: argparse.Namespace) -> int:
                 "task": args.task,
                 "upstream": [{"task": t, "depth": d} for t, d in upstream],
                 "downstream": [{"task": t, "depth": d} for t, d in downstream],
+                "upstream_workflows": ups,
+                "downstream_workflows": downs,
             }
         )
     for title, entries in (("upstream", upstream), ("downstream", downstream)):
         print(f"{title} of {args.task}: {len(entries)} task(s)")
         for task, depth in entries:
             print(f"  {depth}  {'  ' * (depth - 1)}{task}")
+    for title, names in (("upstream", ups), ("downstream", downs)):
+        if names:
+            print(f"{title} in other workflows: {', '.join(names)}")
     return 0
 
 

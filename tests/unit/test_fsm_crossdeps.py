@@ -387,3 +387,24 @@ def test_an_upstream_releases_at_most_a_thousand_edges_per_command_the_rest_by_w
     assert released() == 2 * RELEASE_PER_COMMAND
     assert waits_due(state, T0 + S).accounted == 500
     assert released() == total and state.wf.deps.next_due_ms == 0 and not state.wf.deps.waits
+
+
+def test_lineage_crosses_workflows() -> None:
+    from raftsched.cli.render import cross_lineage
+
+    up = up_spec()
+    down = down_spec(pb.Dependency(workflow=UP, task="load", logical_offset_ms=-DAY))
+    audit = pb.WorkflowSpec(name="audit")
+    audit.tasks.add(name="a", command="a", depends_on=[pb.Dependency(workflow=UP)])
+    other = pb.WorkflowSpec(name="other")
+    other.tasks.add(name="o", command="o", depends_on=[pb.Dependency(workflow="elsewhere")])
+    # From orders-sync's extract: load is downstream of it, so reconcile (on load) and audit (on
+    # the whole run) come after it.
+    assert cross_lineage(UP, "extract", up, [], ["load"], [down, audit, other]) == (
+        [],
+        ["audit:a", "reconcile:reconcile (logical -1d)"],
+    )
+    assert cross_lineage(DOWN, "reconcile", down, ["prep"], [], [up, audit]) == (
+        ["orders-sync:load (logical -1d)"],
+        [],
+    )

@@ -211,8 +211,8 @@ def render_graph(
                 cells.append(f"[{task_state(states.get(task.name, 0))}]".ljust(state_width))
             deps = []
             for dep in task.depends_on:
-                text = dep.task
-                if run is not None and dep.task in index:
+                text = f"{dep.workflow}:{dep.task or '*'}" if dep.workflow else dep.task
+                if run is not None and not dep.workflow and dep.task in index:
                     text += " " + _STATE_MARK.get(states.get(dep.task, 0), ("?", "?"))[ascii_only]
                 condition = _CONDITION_TEXT.get(dep.condition)
                 if condition:
@@ -246,6 +246,11 @@ def graph_dict(spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None) 
                 {
                     "task": d.task,
                     "condition": _CONDITION_TEXT.get(d.condition, "on success").replace(" ", "_"),
+                    **(
+                        {"workflow": d.workflow, "logical_offset_ms": d.logical_offset_ms}
+                        if d.workflow
+                        else {}
+                    ),
                 }
                 for d in task.depends_on
             ],

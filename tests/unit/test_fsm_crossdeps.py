@@ -408,3 +408,16 @@ def test_lineage_crosses_workflows() -> None:
         ["orders-sync:load (logical -1d)"],
         [],
     )
+
+
+def test_graphs_draw_a_workflow_with_cross_workflow_dependencies() -> None:
+    from raftsched.cli.render import graph_dict, render_graph
+    from raftsched.web.graph import dag_geometry
+
+    spec = down_spec(pb.Dependency(workflow=UP, task="load", logical_offset_ms=-DAY))
+    geometry = dag_geometry(spec)  # raised KeyError: the upstream is no box of this graph
+    assert [(e.upstream, e.downstream) for e in geometry.edges] == [("prep", "reconcile")]
+    text = "\n".join(render_graph(spec, 1, None, ascii_only=True))
+    assert "orders-sync:load" in text
+    deps = graph_dict(spec, 1, None)["layers"][1][0]["depends_on"]
+    assert deps[1] == {"task": "load", "condition": "on_success", "workflow": UP, "logical_offset_ms": -DAY}

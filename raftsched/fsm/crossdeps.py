@@ -132,12 +132,13 @@ class RunHost(Protocol):
         ...
 
 
-_TIMEOUT, _WARN, _RELEASE = 0, 1, 2  # kinds of deadline
+_TIMEOUT, _WARN = 0, 1  # kinds of deadline
 RELEASE_PER_COMMAND = 1000
-"""Waiting edges one upstream change decides in the command that made it; the rest are queued
-as deadlines of that moment, which the leader's next ``WorkflowWaitsDue`` decides (as many per
-command): 10,000 downstream runs on one upstream are released in ten applies of ~50 ms, not one
-of half a second that would hold the state lock (and Raft's tick) that long."""
+"""Waiting edges one upstream change decides in the command that made it, and edges one
+``WorkflowWaitsDue`` acts on; the rest of an upstream's are left for the leader's next
+``WorkflowWaitsDue`` (which it proposes at once): 10,000 downstream runs on one upstream are
+released in ten applies of ~50 ms, not one of half a second that would hold the state lock (and
+Raft's tick) that long."""
 
 
 def late_key(workflow: str, logical: int) -> str:
@@ -169,6 +170,10 @@ class CrossDeps:
         self.by_run: dict[str, list[Waiter]] = {}
         # Deadlines (timeouts, warn_after): (due, kind, waiter); stale entries are skipped.
         self.deadlines: list[tuple[int, int, Waiter]] = []
+        # Edges whose upstream decided them beyond RELEASE_PER_COMMAND: the next WorkflowWaitsDue
+        # decides them. Derived like the rest: load() finds them again (every live edge whose
+        # upstream has decided), so a replica that restarted decides the same ones.
+        self.releases: set[Waiter] = set()
         self.next_due_ms = 0
         """The earliest deadline (0: none): the leader proposes ``WorkflowWaitsDue`` when it has
         come (a hint: apply decides)."""
@@ -182,15 +187,41 @@ class CrossDeps:
         self.where.clear()
         self.by_run.clear()
         self.deadlines.clear()
+        self.releases.clear()
+        decided: dict[tuple[External, int], tuple[str, int, bool] | None] = {}
         for run_id in sorted(self.book.runs):
-            self._index(self.book.runs[run_id])
+            wr = self.book.runs[run_id]
+            for i, j, ext in self._index(wr):
+                logical = wr.tasks[i].external[j].logical_ms
+                if (ext, logical) not in decided:
+                    decided[(ext, logical)] = self._already_decided(ext, logical)
+                if decided[(ext, logical)] is not None:
+                    self.releases.add((wr.logical_ms, wr.run_id, i, j))
         self._hint()
 
     def _hint(self) -> None:
-        self.next_due_ms = self.deadlines[0][0] if self.deadlines else 0
+        due = self.deadlines[0][0] if self.deadlines else 0
+        self.next_due_ms = 1 if self.releases else due  # releases are due at once
+
+    def _live(self, waiter: Waiter) -> pb.WorkflowRun | None:
+        """The downstream run if ``waiter`` still waits (run active, task WAITING, edge PENDING);
+        else None, and the waiter leaves the index (so every replica counts the same ones)."""
+        if waiter not in self.where:
+            return None
+        _, run_id, i, j = waiter
+        down = self.book.runs.get(run_id)
+        if (
+            down is not None
+            and down.tasks[i].state == pb.TASK_WAITING
+            and down.tasks[i].external[j].state == pb.EXTERNAL_PENDING
+        ):
+            return down
+        self._unindex(waiter)
+        return None
 
     def _index(self, wr: pb.WorkflowRun) -> list[tuple[int, int, External]]:
-        """Register the PENDING edges of ``wr``'s WAITING tasks not yet registered; returns them."""
+        """Register the PENDING edges of ``wr``'s WAITING tasks not yet registered; returns every
+        such edge (registered before or now)."""
         dag = self.book.dag_of(wr)
         if not dag.external:
             return []
@@ -203,9 +234,10 @@ class CrossDeps:
                 if wait.state != pb.EXTERNAL_PENDING or j >= len(exts):
                     continue
                 waiter: Waiter = (wr.logical_ms, wr.run_id, i, j)
+                ext = exts[j]
+                added.append((i, j, ext))
                 if waiter in self.where:
                     continue
-                ext = exts[j]
                 key = (ext.workflow, wait.logical_ms)
                 self.waits.setdefault(key, {}).setdefault(ext.task, set()).add(waiter)
                 self.where[waiter] = (key, ext.task)
@@ -214,10 +246,10 @@ class CrossDeps:
                     heapq.heappush(self.deadlines, (wait.since_ms + ext.timeout_ms, _TIMEOUT, waiter))
                 if ext.warn_after_ms:
                     heapq.heappush(self.deadlines, (wait.since_ms + ext.warn_after_ms, _WARN, waiter))
-                added.append((i, j, ext))
         return added
 
     def _unindex(self, waiter: Waiter) -> None:
+        self.releases.discard(waiter)
         found = self.where.pop(waiter, None)
         if found is None:
             return
@@ -238,6 +270,8 @@ class CrossDeps:
         """``run_id`` finished (or was deleted): its edges wait no more."""
         for waiter in list(self.by_run.get(run_id, ())):
             self._unindex(waiter)
+        if self.releases or self.deadlines:
+            self._hint()
 
     # -- transitions ----------------------------------------------------------------------------
 
@@ -273,9 +307,8 @@ class CrossDeps:
                         continue
                 elif wr.state not in _RUN_DECIDES:
                     continue
-                waiters = sorted(tasks.get(task_name, ()))
-                for waiter in waiters[budget:]:  # decided by the next WorkflowWaitsDue
-                    heapq.heappush(self.deadlines, (now, _RELEASE, waiter))
+                waiters = [w for w in sorted(tasks.get(task_name, ())) if self._live(w) is not None]
+                self.releases.update(waiters[budget:])  # decided by the next WorkflowWaitsDue
                 self._wake(waiters[:budget], wr, dag, now, epoch, effects)
                 budget = max(0, budget - len(waiters))
             self._hint()
@@ -366,31 +399,20 @@ class CrossDeps:
         touched: dict[str, pb.WorkflowRun] = {}
         late: dict[tuple[str, int], int] = {}  # upstream -> the longest wait among those due
         decided: dict[tuple[External, int], tuple[str, int, bool] | None] = {}
+        # Timeouts (and warnings, which cost little and do not count) first, then releases: the
+        # same order on every replica, whatever stale entries its heap holds.
         while self.deadlines and self.deadlines[0][0] <= now and acted < RELEASE_PER_COMMAND:
             _, kind, waiter = heapq.heappop(self.deadlines)
-            if waiter not in self.where:
-                continue
-            _, run_id, i, j = waiter
-            down = self.book.runs.get(run_id)
+            down = self._live(waiter)
             if down is None:
                 continue
+            _, run_id, i, j = waiter
             wait = down.tasks[i].external[j]
             if kind == _WARN:
                 key = self.where[waiter][0]
                 late[key] = max(late.get(key, 0), now - wait.since_ms)
-                acted += 1
                 continue
             ext = self.book.dag_of(down).externals(i)[j]
-            if kind == _RELEASE:  # an upstream decided more edges than one command takes
-                if (ext, wait.logical_ms) not in decided:
-                    decided[(ext, wait.logical_ms)] = self._already_decided(ext, wait.logical_ms)
-                found = decided[(ext, wait.logical_ms)]
-                if found is not None:
-                    ready = self._resolve(down, i, j, ext, *found, now)
-                    self.book.queue_ready(down, ready)
-                    touched[run_id] = down
-                    acted += 1
-                continue
             what = f'upstream workflow "{ext.workflow}"' + (f' task "{ext.task}"' if ext.task else "")
             reason = (
                 f"{what} run of logical time {logical_text(wait.logical_ms)} did not finish within "
@@ -411,6 +433,25 @@ class CrossDeps:
             self.book.put_run(down)
             self.book.queue_ready(down, ready)
             touched[run_id] = down
+            acted += 1
+        for waiter in sorted(self.releases):  # an upstream decided more than one command takes
+            if acted >= RELEASE_PER_COMMAND:
+                break
+            self.releases.discard(waiter)
+            found_run = self._live(waiter)
+            if found_run is None:
+                continue
+            _, run_id, i, j = waiter
+            ext = self.book.dag_of(found_run).externals(i)[j]
+            logical = found_run.tasks[i].external[j].logical_ms
+            if (ext, logical) not in decided:
+                decided[(ext, logical)] = self._already_decided(ext, logical)
+            found = decided[(ext, logical)]
+            if found is None:  # undecided again (its upstream is being rerun): it waits on
+                continue
+            ready = self._resolve(found_run, i, j, ext, *found, now)
+            self.book.queue_ready(found_run, ready)
+            touched[run_id] = found_run
             acted += 1
         for key in sorted(late):
             self._raise_late(key, late[key], now)

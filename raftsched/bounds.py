@@ -46,7 +46,7 @@ from raftsched.model import (
     MAX_TIMEOUT_MS,
 )
 from raftsched.timing.calendar import ALL_WEEKDAYS, FIRST_DAY, LAST_DAY
-from raftsched.workflow.validate import MAX_PARALLEL, MAX_WORKFLOW_TASKS
+from raftsched.workflow.validate import MAX_LOGICAL_OFFSET_MS, MAX_PARALLEL, MAX_WORKFLOW_TASKS
 
 __all__ = [
     "FIELDS",
@@ -146,6 +146,10 @@ FIELDS: Final[dict[str, Range]] = {
         "WorkflowSpec.max_parallel_per_run": Range(0, MAX_PARALLEL, "", "unlimited"),
         "WorkflowSpec.max_parallel": Range(0, MAX_PARALLEL, "", "unlimited"),
         "WorkflowSpec.backfill_share_pct": Range(0, 100, " %", "the cluster default (30)"),
+        "Dependency.logical_offset_ms": Range(-MAX_LOGICAL_OFFSET_MS, 0, " ms", "same logical time"),
+        "Dependency.timeout_ms": TIMEOUT,
+        "Dependency.warn_after_ms": Range(0, MAX_TIMEOUT_MS, " ms", "the workflow's warn_after"),
+        "WorkflowSpec.warn_after_ms": Range(0, MAX_TIMEOUT_MS, " ms", "no warning"),
         "QuotaRecord.rate_milli": Range(0, MAX_RATE_MILLI, "", "no rate limit"),
         "QuotaRecord.burst": Range(0, MAX_BURST, "", "one second of the rate"),
         "QuotaRecord.max_running": Range(0, MAX_RUNNING, "", "unlimited"),

@@ -47,7 +47,9 @@ from raftsched.v1 import log_pb2 as pb
 #      quota places and locks (format 3 and older kept them until the node reloaded its state).
 #   5  a task or workflow that defines jitter or a workflow task with not_before (issue 28): an
 #      older node would store it and then create runs without their start gates.
-COMMAND_FORMAT = 5
+#   6  a workflow with a cross-workflow dependency or warn_after, and the WorkflowWaitsDue
+#      command (issue 28): an older node would run the task without waiting for its upstream.
+COMMAND_FORMAT = 6
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -71,9 +73,12 @@ _BODY_FORMAT = {
     )
 }
 REPLACE_RELEASES_FORMAT = 4
+"""The format a FireBatch is stamped with when it fires an overlap=replace task (see the history)."""
 TIME_GATES_FORMAT = 5
 """The format of a command that defines jitter or a not_before gate (see the history)."""
-"""The format a FireBatch is stamped with when it fires an overlap=replace task (see the history)."""
+CROSS_WORKFLOW_FORMAT = 6
+"""The format of a command that defines a cross-workflow dependency or warn_after, and of
+WorkflowWaitsDue (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -221,6 +226,8 @@ def command_format(cmd: pb.Command) -> int:
     body = cmd.WhichOneof("body") or ""
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
+    if body == "workflow_waits_due" or _defines_cross_workflow(cmd, body):
+        return CROSS_WORKFLOW_FORMAT
     if _defines_time_gates(cmd, body):
         return TIME_GATES_FORMAT
     return _BODY_FORMAT.get(body, 1)
@@ -239,6 +246,21 @@ def _defines_time_gates(cmd: pb.Command, body: str) -> bool:
         stage = cmd.stage_workflow_tasks
         return bool(stage.header.jitter_ms) or any(t.not_before for t in stage.tasks)
     return False
+
+
+def _defines_cross_workflow(cmd: pb.Command, body: str) -> bool:
+    """Whether ``cmd`` stores a cross-workflow dependency or a warn_after (which an older node
+    would ignore, running the task without waiting for its upstream)."""
+    if body == "apply_workflow":
+        spec = cmd.apply_workflow.spec
+        tasks: Any = spec.tasks
+        warn = spec.warn_after_ms
+    elif body == "stage_workflow_tasks":
+        tasks = cmd.stage_workflow_tasks.tasks
+        warn = cmd.stage_workflow_tasks.header.warn_after_ms
+    else:
+        return False
+    return bool(warn) or any(d.workflow for t in tasks for d in t.depends_on)
 
 
 def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:

@@ -197,6 +197,7 @@ WORKFLOW_RUN_FAILED = "workflow_run_failed"
 UNPLACEABLE = "unplaceable"
 CLOCK_FAULT = "clock_fault"
 STORE_DAMAGED = "store_damaged"
+UPSTREAM_LATE = "upstream_late"
 
 ALERT_KINDS = (
     RUN_FAILED,
@@ -211,6 +212,7 @@ ALERT_KINDS = (
     UNPLACEABLE,
     CLOCK_FAULT,
     STORE_DAMAGED,
+    UPSTREAM_LATE,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 

@@ -218,6 +218,8 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
     Field("name", Kind.TEXT, "workflow name (required)", proto="name", aliases=("dag_name",)),
     Field("description", Kind.TEXT, "free text", proto="description"),
     Field("owner", Kind.TEXT, "free text (at most 128 characters)", proto="owner"),
+    Field("namespace", Kind.TEXT, "the workflow's namespace (its tasks run in it)", "default",
+          proto="namespace"),
     Field("schedule", Kind.TEXT, "cron expression; none: runs only on demand and by backfill", "none",
           proto="schedule.expr", hints=("cron",)),
     Field("timezone", Kind.TEXT, "IANA zone of ``schedule``", "UTC", proto="schedule.timezone",
@@ -238,6 +240,8 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
           "0", proto="jitter_ms", hints=("jitter_ms",)),
     Field("exclude", Kind.NAMES, "calendar names: scheduled runs on their days are skipped", "none",
           proto="exclude"),
+    Field("warn_after", Kind.DURATION, "cross-workflow dependencies: alert ``upstream_late`` after waiting "
+          "this long (an edge's own ``warn_after`` wins)", "none", proto="warn_after_ms"),
     Field("tasks", Kind.TASKS, "list of tasks (required, at least one)", proto="tasks"),
 )  # fmt: skip
 

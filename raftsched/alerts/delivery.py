@@ -79,8 +79,10 @@ def link(config: AlertsConfig, alert: pb.AlertRecord) -> str:
 
 
 def payload(alert: pb.AlertRecord, cluster: str, link_url: str) -> dict[str, object]:
-    """The JSON object a webhook receives for ``alert`` (documented in the README)."""
-    return {
+    """The JSON object a webhook receives for ``alert`` (documented in the README). An event
+    that clears an earlier one (``upstream_late`` when the upstream finished) also has
+    ``"resolved": true``."""
+    body: dict[str, object] = {
         "id": alert.id,
         "kind": alert.kind,
         "cluster": cluster,
@@ -96,6 +98,9 @@ def payload(alert: pb.AlertRecord, cluster: str, link_url: str) -> dict[str, obj
         "output_tail": alert.output_tail,
         "link": link_url,
     }
+    if alert.resolved:
+        body["resolved"] = True
+    return body
 
 
 def encode(body: Mapping[str, object]) -> bytes:

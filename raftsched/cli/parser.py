@@ -583,6 +583,17 @@ def _add_workflow_commands(commands: Any) -> None:
     mark.add_argument("task", metavar="TASK")
     mark.add_argument("--reason", default="", metavar="TEXT", help="recorded in the task's timeline")
 
+    waits = _leaf(
+        actions,
+        "waits",
+        workflows.cmd_wf_waits,
+        "what waits on what across workflows: every cross-workflow dependency still waiting",
+    )
+    waits.add_argument(
+        "--upstream", default="", metavar="WORKFLOW", help="only edges waiting on this workflow"
+    )
+    _json_option(waits)
+
     lineage = _leaf(
         actions, "lineage", workflows.cmd_wf_lineage, "every task upstream and downstream of a task"
     )

@@ -172,6 +172,12 @@ _STATE_MARK: dict[int, tuple[str, str]] = {
     pb.TASK_WAITING: ("…", "."),
 }
 _CONDITION_TEXT: dict[int, str] = {pb.ON_FAILURE: "on failure", pb.ON_DONE: "on done"}
+_WAIT_TEXT: dict[int, str] = {
+    pb.EXTERNAL_PENDING: "WAITING",
+    pb.EXTERNAL_MET: "MET",
+    pb.EXTERNAL_UNMET: "NOT MET",
+    pb.EXTERNAL_TIMED_OUT: "TIMED OUT",
+}
 
 
 def render_graph(
@@ -206,8 +212,8 @@ def render_graph(
                 cells.append(f"[{task_state(states.get(task.name, 0))}]".ljust(state_width))
             deps = []
             for dep in task.depends_on:
-                text = dep.task
-                if run is not None and dep.task in index:
+                text = f"{dep.workflow}:{dep.task or '*'}" if dep.workflow else dep.task
+                if run is not None and not dep.workflow and dep.task in index:
                     text += " " + _STATE_MARK.get(states.get(dep.task, 0), ("?", "?"))[ascii_only]
                 condition = _CONDITION_TEXT.get(dep.condition)
                 if condition:
@@ -241,6 +247,11 @@ def graph_dict(spec: pb.WorkflowSpec, version: int, run: pb.WorkflowRun | None) 
                 {
                     "task": d.task,
                     "condition": _CONDITION_TEXT.get(d.condition, "on success").replace(" ", "_"),
+                    **(
+                        {"workflow": d.workflow, "logical_offset_ms": d.logical_offset_ms}
+                        if d.workflow
+                        else {}
+                    ),
                 }
                 for d in task.depends_on
             ],
@@ -276,6 +287,20 @@ def render_status(run: pb.WorkflowRun, now_ms: int = 0, gates: Mapping[str, str]
     rows = [_task_row(t, now_ms, (gates or {}).get(t.name, "")) for t in run.tasks]
     lines.append("")
     lines += table_lines(headers, rows)
+    waits = [(t, w) for t in run.tasks for w in t.external]
+    if waits:
+        lines += ["", "cross-workflow dependencies"]
+        rows = [
+            [
+                t.name,
+                iso(w.logical_ms),
+                _WAIT_TEXT.get(w.state, str(w.state)),
+                w.upstream_run or "-",
+                iso(w.since_ms),
+            ]
+            for t, w in waits
+        ]
+        lines += table_lines(["TASK", "UPSTREAM LOGICAL (UTC)", "EDGE", "DECIDED BY", "WAITING SINCE"], rows)
     lines += ["", "timeline (UTC)"]
     for t in run.tasks:
         lines.append(f"  {t.name}")
@@ -298,7 +323,14 @@ def deps_text(task: pb.WorkflowTaskSpec) -> str:
     parts = []
     for d in task.depends_on:
         condition = _CONDITION_TEXT.get(d.condition)
-        parts.append(f"{d.task} ({condition})" if condition else d.task)
+        name = d.task
+        if d.workflow:  # another workflow's run (or task), at the same or an earlier logical time
+            name = f"{d.workflow}:{d.task}" if d.task else f"{d.workflow}:*"
+            if d.logical_offset_ms:
+                condition = ", ".join(
+                    c for c in (condition, f"logical {duration_text(d.logical_offset_ms)}") if c
+                )
+        parts.append(f"{name} ({condition})" if condition else name)
     return ", ".join(parts) or "-"
 
 
@@ -313,3 +345,87 @@ def tasks_done_text(run: pb.WorkflowRun) -> str:
     """``<succeeded>/<tasks>`` of a run."""
     ok = sum(1 for t in run.tasks if t.state == pb.TASK_SUCCESS)
     return f"{ok}/{len(run.tasks)}"
+
+
+def wait_rows(
+    runs: list[pb.WorkflowRun], spec_of: dict[tuple[str, int], pb.WorkflowSpec], upstream: str = ""
+) -> list[dict[str, object]]:
+    """``workflow waits``: every cross-workflow edge still waiting among ``runs`` (active runs of
+    any workflows), one row each, ordered by upstream, its logical time, then the downstream run.
+    ``spec_of`` holds each run's version; ``upstream`` keeps the edges waiting on that workflow."""
+    rows: list[dict[str, object]] = []
+    for run in runs:
+        spec = spec_of.get((run.workflow, run.version))
+        for i, task in enumerate(run.tasks):
+            for wait in task.external:
+                if wait.state != pb.EXTERNAL_PENDING or task.state != pb.TASK_WAITING:
+                    continue
+                dep = spec.tasks[i].depends_on[wait.edge] if spec is not None else pb.Dependency()
+                if upstream and dep.workflow != upstream:
+                    continue
+                rows.append(
+                    {
+                        "upstream": dep.workflow,
+                        "upstream_task": dep.task,
+                        "upstream_logical_ms": wait.logical_ms,
+                        "condition": _NEEDS_TEXT.get(dep.condition, "success"),
+                        "downstream_run": run.run_id,
+                        "downstream_task": task.name,
+                        "since_ms": wait.since_ms,
+                    }
+                )
+    rows.sort(
+        key=lambda r: (str(r["upstream"]), int(r["upstream_logical_ms"]), str(r["downstream_run"]))  # type: ignore[call-overload]
+    )
+    return rows
+
+
+_NEEDS_TEXT: dict[int, str] = {pb.ON_SUCCESS: "success", pb.ON_FAILURE: "failure", pb.ON_DONE: "done"}
+
+
+def wait_lines(rows: list[dict[str, object]]) -> list[str]:
+    """The table ``workflow waits`` prints."""
+    table = [
+        [
+            f"{r['upstream']}:{r['upstream_task'] or '*'}",
+            iso(int(r["upstream_logical_ms"])),  # type: ignore[call-overload]
+            str(r["condition"]),
+            str(r["downstream_run"]),
+            str(r["downstream_task"]),
+            iso(int(r["since_ms"])),  # type: ignore[call-overload]
+        ]
+        for r in rows
+    ]
+    headers = ["UPSTREAM", "LOGICAL (UTC)", "NEEDS", "DOWNSTREAM RUN", "TASK", "WAITING SINCE"]
+    return table_lines(headers, table)
+
+
+def cross_lineage(
+    workflow: str,
+    task: str,
+    spec: pb.WorkflowSpec,
+    upstream: list[str],
+    downstream: list[str],
+    others: list[pb.WorkflowSpec],
+) -> tuple[list[str], list[str]]:
+    """``workflow lineage`` across workflows, one hop: the other workflows' runs or tasks that
+    ``task`` (or a task upstream of it in ``spec``) depends on, and the tasks of ``others`` that
+    depend on ``task``, on a task downstream of it, or on ``workflow``'s whole run. Each as
+    ``workflow:task`` (``workflow:*`` for a whole run), with ``(logical -1d)`` for an offset."""
+    mine = {task, *upstream}
+    ups = []
+    for t in spec.tasks:
+        if t.name in mine:
+            for d in t.depends_on:
+                if d.workflow:
+                    shift = f" (logical {duration_text(d.logical_offset_ms)})" if d.logical_offset_ms else ""
+                    ups.append(f"{d.workflow}:{d.task or '*'}{shift}")
+    after = {task, *downstream}
+    downs = []
+    for other in others:
+        for t in other.tasks:
+            for d in t.depends_on:
+                if d.workflow == workflow and (not d.task or d.task in after):
+                    shift = f" (logical {duration_text(d.logical_offset_ms)})" if d.logical_offset_ms else ""
+                    downs.append(f"{other.name}:{t.name}{shift}")
+    return sorted(set(ups)), sorted(set(downs))

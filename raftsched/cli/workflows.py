@@ -14,6 +14,7 @@ from raftsched.cli.errors import UsageError, fail
 from raftsched.cli.input import backfill_end, lazy_now, params_from_args, parse_time
 from raftsched.cli.render import (
     can_print,
+    cross_lineage,
     deps_text,
     graph_dict,
     print_fields,
@@ -26,6 +27,8 @@ from raftsched.cli.render import (
     run_kind,
     tasks_done_text,
     to_dict,
+    wait_lines,
+    wait_rows,
 )
 from raftsched.cli.tasks import locks_text
 from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
@@ -287,9 +290,42 @@ def cmd_wf_mark_success(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wf_waits(args: argparse.Namespace) -> int:
+    """What waits on what across workflows: every cross-workflow edge still waiting."""
+    with connect(args) as client:
+        runs = [
+            run
+            for record in client.list_workflows()
+            for run in client.list_workflow_runs(record.spec.name, limit=100_000, active_only=True)
+        ]
+        specs: dict[tuple[str, int], pb.WorkflowSpec] = {}
+        for run in runs:
+            if any(t.external for t in run.tasks) and (run.workflow, run.version) not in specs:
+                specs[(run.workflow, run.version)] = client.get_workflow(run.workflow, run.version).spec
+    rows = wait_rows(runs, specs, args.upstream or "")
+    if args.json:
+        return print_json(rows)
+    if not rows:
+        print("nothing waits on another workflow")
+        return 0
+    for line in wait_lines(rows):
+        print(line)
+    held: dict[str, int] = {}
+    for r in rows:
+        held[str(r["upstream"])] = held.get(str(r["upstream"]), 0) + 1
+    print()
+    print("; ".join(f"{name} holds {n} task(s)" for name, n in sorted(held.items())))
+    return 0
+
+
 def cmd_wf_lineage(args: argparse.Namespace) -> int:
     with connect(args) as client:
         upstream, downstream = client.lineage(args.name, args.task, args.version)
+        spec = client.get_workflow(args.name, args.version).spec
+        others = [w.spec for w in client.list_workflows() if w.spec.name != args.name]
+    ups, downs = cross_lineage(
+        args.name, args.task, spec, [t for t, _ in upstream], [t for t, _ in downstream], others
+    )
     if args.json:
         return print_json(
             {
@@ -297,12 +333,17 @@ def cmd_wf_lineage(args: argparse.Namespace) -> int:
                 "task": args.task,
                 "upstream": [{"task": t, "depth": d} for t, d in upstream],
                 "downstream": [{"task": t, "depth": d} for t, d in downstream],
+                "upstream_workflows": ups,
+                "downstream_workflows": downs,
             }
         )
     for title, entries in (("upstream", upstream), ("downstream", downstream)):
         print(f"{title} of {args.task}: {len(entries)} task(s)")
         for task, depth in entries:
             print(f"  {depth}  {'  ' * (depth - 1)}{task}")
+    for title, names in (("upstream", ups), ("downstream", downs)):
+        if names:
+            print(f"{title} in other workflows: {', '.join(names)}")
     return 0
 
 

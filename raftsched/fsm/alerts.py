@@ -37,6 +37,7 @@ from raftsched.model import (
     RUN_FAILED,
     TIMEOUT,
     UNPLACEABLE,
+    UPSTREAM_LATE,
     WORKFLOW_RUN_FAILED,
     ZOMBIE,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RUN_FAILED",
     "TIMEOUT",
     "UNPLACEABLE",
+    "UPSTREAM_LATE",
     "WORKFLOW_RUN_FAILED",
     "ZOMBIE",
     "AlertBook",

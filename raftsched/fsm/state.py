@@ -358,6 +358,10 @@ class SchedulerState(LockedReads):
         self.alert_seq += 1
         return self.alert_seq
 
+    def raise_event(self, alert: pb.AlertRecord, now: int) -> None:
+        """Record ``alert`` as an event (dropped if its dedupe key was raised before)."""
+        self.alerts.raise_(alert, now)
+
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
         """Record an alert event of ``kind`` (one of :data:`raftsched.model.ALERT_KINDS`)."""
         alert = pb.AlertRecord(kind=kind, error=reason)
@@ -452,6 +456,7 @@ class SchedulerState(LockedReads):
         "start_workflow_run": lambda s, cmd, now: s.wf.start_run_cmd(cmd, now),
         "workflow_run_op": lambda s, cmd, now: s.wf.run_op(cmd, now),
         "start_backfill": lambda s, cmd, now: s.wf.start_backfill(cmd, now),
+        "workflow_waits_due": lambda s, cmd, now: s.wf.waits_due(cmd, now),
         "set_workflow_paused": lambda s, cmd, now: s.wf.set_paused(cmd, now),
         "delete_workflow": lambda s, cmd, now: s.wf.delete(cmd, now),
         "raise_alerts": lambda s, cmd, now: (

@@ -190,6 +190,13 @@ class StateView:
 
     # -- executors ---------------------------------------------------------------------------------
 
+    def waits_due_ms(self) -> tuple[int, int]:
+        """The earliest cross-workflow deadline (timeout, warn_after, a release left for later;
+        0: none), when the leader proposes ``WorkflowWaitsDue``, and how many of those have
+        applied (one applied: the leader may propose the next at once)."""
+        deps = self._s.wf.deps
+        return deps.next_due_ms, deps.expiries
+
     def executor(self, name: str) -> pb.ExecutorRecord | None:
         return self._s.executors.get(name)
 

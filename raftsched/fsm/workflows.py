@@ -26,6 +26,7 @@ from raftsched.abc import StateStore, StoreReader
 from raftsched.errors import Conflict, InvalidSpec, NotFound, TemplateError
 from raftsched.fsm import keys
 from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
+from raftsched.fsm.crossdeps import CrossDeps, check_upstreams, upstreams
 from raftsched.fsm.effects import AttemptReady, Effect, TaskArmed
 from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
@@ -155,6 +156,10 @@ class TaskHost(Protocol):
         """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
         ...
 
+    def raise_event(self, alert: pb.AlertRecord, now: int) -> None:
+        """Record ``alert`` as an event (dropped if its dedupe key was raised before)."""
+        ...
+
     def task_names(self, prefix: str) -> list[str]:
         """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
         ...
@@ -243,6 +248,9 @@ class WorkflowBook:
         # (flush), not once per task transition - a 10,000-task run is a big message.
         self._dirty_runs: dict[str, pb.WorkflowRun] = {}
         self._dirty_workflows: dict[str, WorkflowState] = {}
+        # The dirty runs by (workflow, logical time): cross-workflow edges look runs up by that.
+        self._dirty_at: dict[tuple[str, int], set[str]] = {}
+        self.deps = CrossDeps(self)  # cross-workflow dependencies (issue 28 §1)
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -279,6 +287,7 @@ class WorkflowBook:
             for i, t in enumerate(wr.tasks):
                 if t.state == pb.TASK_READY:
                     self.ready.setdefault(wr.workflow, set()).add((wr.logical_ms, wr.run_id, i))
+        self.deps.load()
 
     # -- versions ----------------------------------------------------------------------------------
 
@@ -440,6 +449,8 @@ class WorkflowBook:
         name = spec.name
         if self.host.task_state(name) is not None:
             raise Conflict(f"{name!r} is the name of a task; a workflow needs its own name")
+        if upstreams(spec):
+            check_upstreams(spec, {n: w.spec for n, w in self.workflows.items() if n != name})
         wf = self.workflows.get(name)
         # A staged definition equal to the current one still makes a version (its chunks wrote
         # the internal tasks at that version); the leader does not stage an unchanged one.
@@ -654,6 +665,12 @@ class WorkflowBook:
         body = cmd.delete_workflow
         wf = self._workflow(body.workflow)
         name = wf.spec.name
+        dependents = sorted(n for n, w in self.workflows.items() if n != name and name in upstreams(w.spec))
+        if dependents and not body.force:
+            raise Conflict(
+                f"workflow {name!r} is an upstream of {', '.join(dependents)} (their tasks depend on its "
+                "runs): change or delete them first, or delete with force"
+            )
         active = sorted(run_id for run_id, wr in self.runs.items() if wr.workflow == name)
         if active and not body.force:
             shown = ", ".join(active[:3]) + (f" and {len(active) - 3} more" if len(active) > 3 else "")
@@ -667,7 +684,7 @@ class WorkflowBook:
             for running in wfrun.kill(wr, now, body.reason or "workflow deleted"):
                 self._cancel_task_run(wr, running, now, cmd.epoch, effects)
             self._drop_ready(wr)
-            self._settle(wr, now, effects)
+            self._settle(wr, now, cmd.epoch, effects)
         record = self.record(wf)
         self.flush()  # what the kills changed is written before the deletes below
         store = self.host.store
@@ -716,7 +733,7 @@ class WorkflowBook:
             for running in wfrun.kill(wr, now, body.reason or "killed by an operator"):
                 self._cancel_task_run(wr, running, now, cmd.epoch, effects)
             self._drop_ready(wr)
-            self._settle(wr, now, effects)
+            self._settle(wr, now, cmd.epoch, effects)
             return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
         idx = dag.index.get(body.task)
         if idx is None:
@@ -736,10 +753,12 @@ class WorkflowBook:
             # A finished backfill run changed outcome without running again (mark-success).
             self._backfill_progress(wr, now, undo=previous)
             self._backfill_progress(wr, now)
+        if wr.run_id in self.runs:
+            self.deps.register(wr, now)  # edges a rerun set waiting again (READYs queued below)
         self._drop_ready(wr)
         self._enqueue(wr, (i for i, t in enumerate(wr.tasks) if t.state == pb.TASK_READY))
         self._start_ready(wr.workflow, now, cmd.epoch, effects)
-        self._settle(wr, now, effects)
+        self._settle(wr, now, cmd.epoch, effects)
         return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
 
     # -- hooks from the task-run machinery -----------------------------------------------------------
@@ -783,7 +802,53 @@ class WorkflowBook:
         ready = wfrun.finish(self._dag(wr), wr, idx, outcome, now, reason)
         self._enqueue(wr, ready)
         self._start_ready(wr.workflow, now, epoch, effects)
-        self._settle(wr, now, effects)
+        self._settle(wr, now, epoch, effects)
+
+    # -- what the cross-workflow dependencies (raftsched.fsm.crossdeps) call back ----------------
+
+    def dag_of(self, wr: pb.WorkflowRun) -> Dag:
+        """The DAG of the version ``wr`` executes."""
+        return self._dag(wr)
+
+    def queue_ready(self, wr: pb.WorkflowRun, indices: Iterable[int]) -> None:
+        self._enqueue(wr, indices)
+
+    def start_ready(self, workflow: str, now: int, epoch: int, effects: list[Effect]) -> None:
+        self._start_ready(workflow, now, epoch, effects)
+
+    def settle(self, wr: pb.WorkflowRun, now: int, epoch: int, effects: list[Effect]) -> None:
+        self._settle(wr, now, epoch, effects)
+
+    def put_run(self, wr: pb.WorkflowRun) -> None:
+        self._put_run(wr)
+
+    def runs_at(self, workflow: str, logical: int) -> list[pb.WorkflowRun]:
+        """Every kept run of ``workflow`` at logical time ``logical``, in run id order: the stored
+        ones, and those the command being applied changed (written when it ends)."""
+        if workflow not in self.workflows or logical < 0:
+            return []
+        found: dict[str, pb.WorkflowRun] = {}
+        lo = keys.time_key(keys.WORKFLOW_RUN, workflow, logical)
+        for k, v in self.host.store.scan(lo, lo + b"\x7f"):  # "~" (0x7e) starts every suffix
+            run_id = keys.run_id_from_key(keys.WORKFLOW_RUN, k)
+            found[run_id] = self.runs.get(run_id) or pb.WorkflowRun.FromString(v)
+        for run_id in self._dirty_at.get((workflow, logical), ()):
+            wr = self._dirty_runs.get(run_id)
+            if wr is not None:
+                found[run_id] = wr
+        return [found[r] for r in sorted(found)]
+
+    def raise_late(self, alert: pb.AlertRecord, now: int) -> None:
+        self.host.raise_event(alert, now)
+
+    def was_raised(self, dedupe: str) -> bool:
+        return self.host.store.get(keys.alert_dedupe_key(dedupe)) is not None
+
+    def waits_due(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """``WorkflowWaitsDue``: act on the cross-workflow deadlines that have come at ``now``."""
+        effects: list[Effect] = []
+        acted = self.deps.expire(now, cmd.epoch, effects)
+        return pb.CommandResult(ok=True, accounted=acted), tuple(effects)
 
     # -- internals ----------------------------------------------------------------------------------
 
@@ -833,9 +898,11 @@ class WorkflowBook:
         ready = wfrun.start(wf.dag, wr, now)
         wf.runs_total += 1
         self._reactivate(wr)
+        if wf.dag.external:
+            ready += self.deps.register(wr, now)
         self._enqueue(wr, ready)
         self._start_ready(wf.spec.name, now, epoch, effects)
-        self._settle(wr, now, effects)
+        self._settle(wr, now, epoch, effects)
         return wr
 
     def _reactivate(self, wr: pb.WorkflowRun, previous: int = 0) -> None:
@@ -978,13 +1045,20 @@ class WorkflowBook:
             return
         self.host.cancel_run(run, "workflow run killed", now, epoch, effects)
 
-    def _settle(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:
-        """Store the run; when it just finished, release it (counters, backfill, trigger overlap)."""
+    def _settle(self, wr: pb.WorkflowRun, now: int, epoch: int, effects: list[Effect]) -> None:
+        """Store the run; when it just finished, release it (counters, backfill, trigger overlap).
+        Then decide the cross-workflow edges waiting on what it now decides."""
+        self._settle_run(wr, now, effects)
+        if self.deps.waits or wr.state in _TERMINAL_RUN:
+            self.deps.upstream_changed(wr, now, epoch, effects)
+
+    def _settle_run(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:
         # wr.state is kept current by raftsched.workflow.run (hinted: no full scan per completion)
         if wr.state in _TERMINAL_RUN and wr.run_id in self.runs:
             wf = self.workflows[wr.workflow]
             del self.runs[wr.run_id]
             self.running.pop(wr.run_id, None)
+            self.deps.forget(wr.run_id)
             wr.finished_ms = wr.finished_ms or now
             wf.active_runs = max(0, wf.active_runs - 1)
             wf.kept_runs += 1
@@ -1082,6 +1156,7 @@ class WorkflowBook:
 
     def _put_run(self, wr: pb.WorkflowRun) -> None:
         self._dirty_runs[wr.run_id] = wr
+        self._dirty_at.setdefault((wr.workflow, wr.logical_ms), set()).add(wr.run_id)
 
     def flush(self) -> None:
         """Write what the command just applied changed (called at the end of every apply)."""
@@ -1089,6 +1164,7 @@ class WorkflowBook:
             for run_id, wr in sorted(self._dirty_runs.items()):
                 self.host.store.put(keys.workflow_run_key(run_id), wr.SerializeToString(deterministic=True))
             self._dirty_runs.clear()
+            self._dirty_at.clear()
         if self._dirty_workflows:
             for name, wf in sorted(self._dirty_workflows.items()):
                 self.host.store.put(keys.workflow_key(name), wf.record_bytes())

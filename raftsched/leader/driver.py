@@ -29,6 +29,7 @@ from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import Planning
+from raftsched.leader import writes
 from raftsched.leader.gate import leader_time
 from raftsched.logfields import leadership_fields
 from raftsched.model import CronTrigger, Overlap
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 # pysyncobj chunks entries above 64 KB, and chunked transmission has a known bug: stay below.
 MAX_ENTRY_BYTES = 60_000
+WAITS_RETRY_MS = 1000  # a WorkflowWaitsDue whose deadline is still there is proposed again after this
 HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at again this often
 # Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
 # per task; planning itself, croniter included, runs off the lock).
@@ -141,6 +143,9 @@ class LeaderDriver:
         # ``damaged()``: this node's stored state is damaged; it plans nothing (it must not lead).
         self.damaged: Callable[[], bool] | None = None
         self._paused_for_clock = False
+        # (deadline, WorkflowWaitsDue applied so far, leader time) when one was last proposed
+        self._waits_proposed: tuple[int, int, int] = (0, 0, 0)
+        self._waits_deadline = 0  # the state's earliest cross-workflow deadline, as last read
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -290,6 +295,7 @@ class LeaderDriver:
             self._paused_for_clock = False
             log.warning("leader %s: its clock agrees with the majority again; planning resumes", self.node_id)
         now = self._now(clock_ms)
+        waits = self._waits_due(now)
         due = self._due
         due.extend(name for name, _ in self.wheel.advance(now))
         batches = BatchBuilder(self, now)
@@ -346,7 +352,23 @@ class LeaderDriver:
                 batches.cmd.format = codec.REPLACE_RELEASES_FORMAT
             fires += len(tf.fires)
             in_flight.add(name)
-        return batches.finish()
+        return waits + batches.finish()
+
+    def _waits_due(self, now: int) -> list[Proposal]:
+        """A ``WorkflowWaitsDue`` when a cross-workflow deadline (timeout, warn_after) has come.
+        The state's hint is read without its lock (an int); apply decides what has come. Proposed
+        once per deadline, again after :data:`WAITS_RETRY_MS` if it is still there (lost)."""
+        with self.state.view() as v:
+            deadline, applied = v.waits_due_ms()
+        self._waits_deadline = deadline
+        if not deadline or deadline > now:
+            return []
+        last_deadline, last_applied, last_at = self._waits_proposed
+        if (last_deadline, last_applied) == (deadline, applied) and now - last_at < WAITS_RETRY_MS:
+            return []  # proposed, not applied yet
+        self._waits_proposed = (deadline, applied, now)
+        data = writes.workflow_waits_due(now_ms=now, epoch=self.epoch, origin=self.node_id)
+        return [Proposal(data, ())]
 
     @property
     def backlog(self) -> int:
@@ -358,7 +380,15 @@ class LeaderDriver:
             return None  # paused for the clock: looked at again after the longest sleep
         if self._due:
             return self.last_now_ms
-        return self.wheel.next_due_ms()
+        wheel = self.wheel.next_due_ms()
+        deadline = self._waits_deadline  # read by poll (a run started since: the next poll sees it)
+        if deadline and self._waits_proposed[0] == deadline:
+            # Proposed: its commit wakes the loop (and the next poll proposes the rest at once);
+            # if it was lost, propose again after the retry interval.
+            deadline = self._waits_proposed[2] + WAITS_RETRY_MS
+        if not deadline:
+            return wheel
+        return deadline if wheel is None else min(wheel, deadline)
 
 
 class BatchBuilder:

@@ -191,6 +191,14 @@ def retry_run(run_id: str, *, now_ms: int, epoch: int, origin: str, key: str) ->
 # -- alerts ---------------------------------------------------------------------------------------
 
 
+def workflow_waits_due(*, now_ms: int, epoch: int, origin: str) -> bytes:
+    """Cross-workflow deadlines (timeout, warn_after) have come at ``now_ms``: apply acts on the
+    ones that have, by its own state."""
+    cmd = _envelope(now_ms, epoch, origin, "")
+    cmd.workflow_waits_due.SetInParent()
+    return codec.encode_command(cmd)
+
+
 def raise_alerts(
     alerts: Sequence[pb.AlertRecord], *, now_ms: int, epoch: int, origin: str, key: str = ""
 ) -> bytes:

@@ -327,13 +327,15 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def ApplyWorkflow(
         self, request: pb.ApplyWorkflowRequest, context: grpc.aio.ServicerContext
     ) -> pb.WorkflowReply:
-        # A workflow's dependencies are its own tasks, all in its one namespace: a writer who may
-        # use that namespace may read everything the workflow depends on.
+        # A workflow's own tasks are in its one namespace; a cross-workflow dependency reads the
+        # upstream workflow's runs, so the writer must be allowed the upstream's namespace too.
         ns = request.spec.namespace or "default"
         if len(ns) > 128:
             raise InvalidSpec("namespace", "at most 128 characters")
         authz.require_namespace(ns, f"workflow {quote(request.spec.name)}")
         self._workflow_namespace(request.spec.name)
+        for upstream in sorted({d.workflow for t in request.spec.tasks for d in t.depends_on if d.workflow}):
+            self._workflow_namespace(upstream)
         key = self._key(request.idempotency_key)
         if len(request.spec.tasks) <= writes.STAGE_CHUNK_TASKS:
             res = await self._write(

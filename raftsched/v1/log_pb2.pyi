@@ -20,6 +20,7 @@ from raftsched.v1.records_pb2 import WorkflowSpec as WorkflowSpec
 from raftsched.v1.records_pb2 import WorkflowRecord as WorkflowRecord
 from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
 from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
+from raftsched.v1.records_pb2 import ExternalWait as ExternalWait
 from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
 from raftsched.v1.records_pb2 import AlertRecord as AlertRecord
@@ -40,8 +41,10 @@ from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
 from raftsched.v1.records_pb2 import RunState as RunState
 from raftsched.v1.records_pb2 import EdgeCondition as EdgeCondition
 from raftsched.v1.records_pb2 import TriggerRule as TriggerRule
+from raftsched.v1.records_pb2 import UpstreamTimeout as UpstreamTimeout
 from raftsched.v1.records_pb2 import WorkflowTaskState as WorkflowTaskState
 from raftsched.v1.records_pb2 import WorkflowRunState as WorkflowRunState
+from raftsched.v1.records_pb2 import ExternalWaitState as ExternalWaitState
 
 DESCRIPTOR: _descriptor.FileDescriptor
 MISFIRE_UNSPECIFIED: _records_pb2.MisfirePolicy
@@ -73,6 +76,8 @@ ON_DONE: _records_pb2.EdgeCondition
 RULE_UNSPECIFIED: _records_pb2.TriggerRule
 RULE_ALL: _records_pb2.TriggerRule
 RULE_ANY: _records_pb2.TriggerRule
+UPSTREAM_TIMEOUT_FAIL: _records_pb2.UpstreamTimeout
+UPSTREAM_TIMEOUT_SKIP: _records_pb2.UpstreamTimeout
 TASK_STATE_UNSPECIFIED: _records_pb2.WorkflowTaskState
 TASK_WAITING: _records_pb2.WorkflowTaskState
 TASK_READY: _records_pb2.WorkflowTaskState
@@ -87,6 +92,10 @@ WORKFLOW_RUNNING: _records_pb2.WorkflowRunState
 WORKFLOW_SUCCESS: _records_pb2.WorkflowRunState
 WORKFLOW_FAILED: _records_pb2.WorkflowRunState
 WORKFLOW_KILLED: _records_pb2.WorkflowRunState
+EXTERNAL_PENDING: _records_pb2.ExternalWaitState
+EXTERNAL_MET: _records_pb2.ExternalWaitState
+EXTERNAL_UNMET: _records_pb2.ExternalWaitState
+EXTERNAL_TIMED_OUT: _records_pb2.ExternalWaitState
 
 class CreateTask(_message.Message):
     __slots__ = ("spec", "next_fire_ms", "disabled")
@@ -508,7 +517,7 @@ class EndMemberChange(_message.Message):
     def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., applied: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "set_quota", "delete_quota", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "audit")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "set_quota", "delete_quota", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "workflow_waits_due", "audit")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -548,6 +557,7 @@ class Command(_message.Message):
     BEGIN_MEMBER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     END_MEMBER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_WAITS_DUE_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
@@ -588,8 +598,9 @@ class Command(_message.Message):
     begin_member_change: BeginMemberChange
     end_member_change: EndMemberChange
     drain_executor: DrainExecutor
+    workflow_waits_due: WorkflowWaitsDue
     audit: AuditStamp
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., set_quota: _Optional[_Union[SetQuota, _Mapping]] = ..., delete_quota: _Optional[_Union[DeleteQuota, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., set_quota: _Optional[_Union[SetQuota, _Mapping]] = ..., delete_quota: _Optional[_Union[DeleteQuota, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., workflow_waits_due: _Optional[_Union[WorkflowWaitsDue, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
 
 class CommandResult(_message.Message):
     __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed", "quota", "calendar", "membership")
@@ -741,3 +752,7 @@ class WorkflowZone(_message.Message):
     transition_ms: _containers.RepeatedScalarFieldContainer[int]
     offset_s: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, zone: _Optional[str] = ..., transition_ms: _Optional[_Iterable[int]] = ..., offset_s: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class WorkflowWaitsDue(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

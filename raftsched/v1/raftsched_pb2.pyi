@@ -21,6 +21,7 @@ from raftsched.v1.records_pb2 import WorkflowSpec as WorkflowSpec
 from raftsched.v1.records_pb2 import WorkflowRecord as WorkflowRecord
 from raftsched.v1.records_pb2 import TimelineEntry as TimelineEntry
 from raftsched.v1.records_pb2 import WorkflowTaskRun as WorkflowTaskRun
+from raftsched.v1.records_pb2 import ExternalWait as ExternalWait
 from raftsched.v1.records_pb2 import WorkflowRun as WorkflowRun
 from raftsched.v1.records_pb2 import BackfillRecord as BackfillRecord
 from raftsched.v1.records_pb2 import AlertRecord as AlertRecord
@@ -41,8 +42,10 @@ from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
 from raftsched.v1.records_pb2 import RunState as RunState
 from raftsched.v1.records_pb2 import EdgeCondition as EdgeCondition
 from raftsched.v1.records_pb2 import TriggerRule as TriggerRule
+from raftsched.v1.records_pb2 import UpstreamTimeout as UpstreamTimeout
 from raftsched.v1.records_pb2 import WorkflowTaskState as WorkflowTaskState
 from raftsched.v1.records_pb2 import WorkflowRunState as WorkflowRunState
+from raftsched.v1.records_pb2 import ExternalWaitState as ExternalWaitState
 
 DESCRIPTOR: _descriptor.FileDescriptor
 MISFIRE_UNSPECIFIED: _records_pb2.MisfirePolicy
@@ -74,6 +77,8 @@ ON_DONE: _records_pb2.EdgeCondition
 RULE_UNSPECIFIED: _records_pb2.TriggerRule
 RULE_ALL: _records_pb2.TriggerRule
 RULE_ANY: _records_pb2.TriggerRule
+UPSTREAM_TIMEOUT_FAIL: _records_pb2.UpstreamTimeout
+UPSTREAM_TIMEOUT_SKIP: _records_pb2.UpstreamTimeout
 TASK_STATE_UNSPECIFIED: _records_pb2.WorkflowTaskState
 TASK_WAITING: _records_pb2.WorkflowTaskState
 TASK_READY: _records_pb2.WorkflowTaskState
@@ -88,6 +93,10 @@ WORKFLOW_RUNNING: _records_pb2.WorkflowRunState
 WORKFLOW_SUCCESS: _records_pb2.WorkflowRunState
 WORKFLOW_FAILED: _records_pb2.WorkflowRunState
 WORKFLOW_KILLED: _records_pb2.WorkflowRunState
+EXTERNAL_PENDING: _records_pb2.ExternalWaitState
+EXTERNAL_MET: _records_pb2.ExternalWaitState
+EXTERNAL_UNMET: _records_pb2.ExternalWaitState
+EXTERNAL_TIMED_OUT: _records_pb2.ExternalWaitState
 
 class ExecutorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()

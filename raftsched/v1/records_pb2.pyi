@@ -54,6 +54,11 @@ class TriggerRule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RULE_ALL: _ClassVar[TriggerRule]
     RULE_ANY: _ClassVar[TriggerRule]
 
+class UpstreamTimeout(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UPSTREAM_TIMEOUT_FAIL: _ClassVar[UpstreamTimeout]
+    UPSTREAM_TIMEOUT_SKIP: _ClassVar[UpstreamTimeout]
+
 class WorkflowTaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TASK_STATE_UNSPECIFIED: _ClassVar[WorkflowTaskState]
@@ -73,6 +78,13 @@ class WorkflowRunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WORKFLOW_SUCCESS: _ClassVar[WorkflowRunState]
     WORKFLOW_FAILED: _ClassVar[WorkflowRunState]
     WORKFLOW_KILLED: _ClassVar[WorkflowRunState]
+
+class ExternalWaitState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXTERNAL_PENDING: _ClassVar[ExternalWaitState]
+    EXTERNAL_MET: _ClassVar[ExternalWaitState]
+    EXTERNAL_UNMET: _ClassVar[ExternalWaitState]
+    EXTERNAL_TIMED_OUT: _ClassVar[ExternalWaitState]
 MISFIRE_UNSPECIFIED: MisfirePolicy
 MISFIRE_LATEST: MisfirePolicy
 MISFIRE_ALL: MisfirePolicy
@@ -102,6 +114,8 @@ ON_DONE: EdgeCondition
 RULE_UNSPECIFIED: TriggerRule
 RULE_ALL: TriggerRule
 RULE_ANY: TriggerRule
+UPSTREAM_TIMEOUT_FAIL: UpstreamTimeout
+UPSTREAM_TIMEOUT_SKIP: UpstreamTimeout
 TASK_STATE_UNSPECIFIED: WorkflowTaskState
 TASK_WAITING: WorkflowTaskState
 TASK_READY: WorkflowTaskState
@@ -116,6 +130,10 @@ WORKFLOW_RUNNING: WorkflowRunState
 WORKFLOW_SUCCESS: WorkflowRunState
 WORKFLOW_FAILED: WorkflowRunState
 WORKFLOW_KILLED: WorkflowRunState
+EXTERNAL_PENDING: ExternalWaitState
+EXTERNAL_MET: ExternalWaitState
+EXTERNAL_UNMET: ExternalWaitState
+EXTERNAL_TIMED_OUT: ExternalWaitState
 
 class CronTrigger(_message.Message):
     __slots__ = ("expr", "timezone")
@@ -358,12 +376,22 @@ class Run(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ..., held: _Optional[bool] = ...) -> None: ...
 
 class Dependency(_message.Message):
-    __slots__ = ("task", "condition")
+    __slots__ = ("task", "condition", "workflow", "logical_offset_ms", "timeout_ms", "on_timeout", "warn_after_ms")
     TASK_FIELD_NUMBER: _ClassVar[int]
     CONDITION_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    WARN_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     task: str
     condition: EdgeCondition
-    def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
+    workflow: str
+    logical_offset_ms: int
+    timeout_ms: int
+    on_timeout: UpstreamTimeout
+    warn_after_ms: int
+    def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ..., workflow: _Optional[str] = ..., logical_offset_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[UpstreamTimeout, str]] = ..., warn_after_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
     __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector", "not_before")
@@ -420,7 +448,7 @@ class WorkflowTaskSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., not_before: _Optional[str] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
-    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms")
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms", "warn_after_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -435,6 +463,7 @@ class WorkflowSpec(_message.Message):
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_FIELD_NUMBER: _ClassVar[int]
     JITTER_MS_FIELD_NUMBER: _ClassVar[int]
+    WARN_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: CronTrigger
     tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
@@ -449,7 +478,8 @@ class WorkflowSpec(_message.Message):
     namespace: str
     exclude: _containers.RepeatedScalarFieldContainer[str]
     jitter_ms: int
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ...) -> None: ...
+    warn_after_ms: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
     __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused")
@@ -498,7 +528,7 @@ class TimelineEntry(_message.Message):
     def __init__(self, state: _Optional[_Union[WorkflowTaskState, str]] = ..., at_ms: _Optional[int] = ..., reason: _Optional[str] = ..., event: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., executor: _Optional[str] = ..., exit_code: _Optional[int] = ..., duration_ms: _Optional[int] = ..., retry_at_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowTaskRun(_message.Message):
-    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline", "not_before_ms")
+    __slots__ = ("name", "state", "waiting", "reason", "run_id", "tries", "timeline", "not_before_ms", "external")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
@@ -507,6 +537,7 @@ class WorkflowTaskRun(_message.Message):
     TRIES_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_FIELD_NUMBER: _ClassVar[int]
     NOT_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    EXTERNAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: WorkflowTaskState
     waiting: int
@@ -515,7 +546,22 @@ class WorkflowTaskRun(_message.Message):
     tries: int
     timeline: _containers.RepeatedCompositeFieldContainer[TimelineEntry]
     not_before_ms: int
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., not_before_ms: _Optional[int] = ...) -> None: ...
+    external: _containers.RepeatedCompositeFieldContainer[ExternalWait]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[WorkflowTaskState, str]] = ..., waiting: _Optional[int] = ..., reason: _Optional[str] = ..., run_id: _Optional[str] = ..., tries: _Optional[int] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., not_before_ms: _Optional[int] = ..., external: _Optional[_Iterable[_Union[ExternalWait, _Mapping]]] = ...) -> None: ...
+
+class ExternalWait(_message.Message):
+    __slots__ = ("edge", "state", "upstream_run", "logical_ms", "since_ms")
+    EDGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_RUN_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    edge: int
+    state: ExternalWaitState
+    upstream_run: str
+    logical_ms: int
+    since_ms: int
+    def __init__(self, edge: _Optional[int] = ..., state: _Optional[_Union[ExternalWaitState, str]] = ..., upstream_run: _Optional[str] = ..., logical_ms: _Optional[int] = ..., since_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRun(_message.Message):
     __slots__ = ("run_id", "workflow", "version", "logical_ms", "state", "created_ms", "finished_ms", "backfill_id", "manual", "tasks", "params_json", "epoch")
@@ -570,7 +616,7 @@ class BackfillRecord(_message.Message):
     def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ...) -> None: ...
 
 class AlertRecord(_message.Message):
-    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run")
+    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved")
     TASK_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -586,6 +632,7 @@ class AlertRecord(_message.Message):
     ACKED_MS_FIELD_NUMBER: _ClassVar[int]
     DEDUPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_FIELD_NUMBER: _ClassVar[int]
     task: str
     owner: str
     run_id: str
@@ -601,7 +648,8 @@ class AlertRecord(_message.Message):
     acked_ms: int
     dedupe: str
     workflow_run: str
-    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ...) -> None: ...
+    resolved: bool
+    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ...) -> None: ...
 
 class WorkflowRunOp(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason")

@@ -103,6 +103,8 @@ def dag_geometry(
     edges: list[Edge] = []
     for task in spec.tasks:
         for dep in task.depends_on:
+            if dep.workflow:
+                continue  # another workflow's run: not a box of this graph (the task page lists it)
             a, b = boxes[dep.task], boxes[task.name]
             x1, y1 = a.x + a.w, a.y + a.h // 2
             x2, y2 = b.x, b.y + b.h // 2

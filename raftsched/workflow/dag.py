@@ -23,7 +23,7 @@ from typing import Literal
 from raftsched.errors import NotFound
 from raftsched.v1 import raftsched_pb2 as pb
 
-__all__ = ["Dag", "compile_dag", "downstream_closure", "find_cycle", "lineage"]
+__all__ = ["Dag", "External", "compile_dag", "downstream_closure", "find_cycle", "lineage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,29 @@ class Dag:
     downstream: tuple[tuple[tuple[int, int], ...], ...]
     rule: tuple[int, ...]
     topo: tuple[int, ...]
+    external: tuple[tuple[External, ...], ...] = ()
+    """Per task, its cross-workflow dependencies (empty tuple for none; ``()`` if no task has
+    any). They are not edges of this graph: the state machine resolves them (see
+    :mod:`raftsched.workflow.run`, ``resolve_external``)."""
+
+    def externals(self, idx: int) -> tuple[External, ...]:
+        return self.external[idx] if self.external else ()
+
+
+@dataclass(frozen=True, slots=True)
+class External:
+    """One cross-workflow dependency: ``k`` is its index in the task's ``depends_on`` and in the
+    task run's ``external`` list order; the upstream is ``workflow``'s run (``task`` of it, or the
+    whole run when empty) whose logical time is the downstream run's plus ``offset_ms``."""
+
+    k: int
+    workflow: str
+    task: str
+    condition: int
+    offset_ms: int
+    timeout_ms: int = 0  # 0: waits for ever
+    fail_on_timeout: bool = True  # on_timeout: fail (else skip)
+    warn_after_ms: int = 0  # the edge's warn_after, else the workflow's (0: no upstream_late alert)
 
 
 def _condition(value: int) -> int:
@@ -69,9 +92,25 @@ def compile_dag(spec: pb.WorkflowSpec) -> Dag:
         index[name] = i
     upstream: list[tuple[tuple[int, int], ...]] = []
     children: list[list[tuple[int, int]]] = [[] for _ in names]
+    external: list[tuple[External, ...]] = []
     for i, task in enumerate(spec.tasks):
         edges = []
-        for dep in task.depends_on:
+        outside: list[External] = []
+        for k, dep in enumerate(task.depends_on):
+            if dep.workflow:
+                outside.append(
+                    External(
+                        k,
+                        dep.workflow,
+                        dep.task,
+                        _condition(dep.condition),
+                        dep.logical_offset_ms,
+                        dep.timeout_ms,
+                        dep.on_timeout != pb.UPSTREAM_TIMEOUT_SKIP,
+                        dep.warn_after_ms or spec.warn_after_ms,
+                    )
+                )
+                continue
             j = index.get(dep.task)
             if j is None:
                 raise ValueError(
@@ -81,6 +120,7 @@ def compile_dag(spec: pb.WorkflowSpec) -> Dag:
             edges.append((j, cond))
             children[j].append((i, cond))
         upstream.append(tuple(edges))
+        external.append(tuple(outside))
     topo = _kahn([[j for j, _ in edges] for edges in upstream], children)
     if len(topo) != len(names):
         deps = {names[i]: [names[j] for j, _ in edges] for i, edges in enumerate(upstream)}
@@ -93,6 +133,7 @@ def compile_dag(spec: pb.WorkflowSpec) -> Dag:
         downstream=tuple(tuple(c) for c in children),
         rule=tuple(_rule(task.trigger_rule) for task in spec.tasks),
         topo=tuple(topo),
+        external=tuple(external) if any(external) else (),
     )
 
 

@@ -82,13 +82,14 @@ _TASK_FIELDS = {f.file_key: f for f in TASK_FIELDS if f.workflow_task}
 LOCK_KEYS = ("name", "mode")
 DEFAULT_PRIORITY = 5
 RESOURCE_KEYS = tuple(f.key.partition(".")[2] for f in TASK_FIELDS if f.file_key == "resource")
-DEPENDENCY_KEYS = ("task", "condition")
+DEPENDENCY_KEYS = ("task", "condition", "workflow", "logical", "timeout", "on_timeout", "warn_after")
 # Names people bring from other schedulers (or from the protobuf) → our key.
 _ALIASES = hints((*WORKFLOW_FIELDS, *TASK_FIELDS))
 # The seeds' workflow format (adwawd's YAML) spells some keys its own way; files written for it
 # apply unchanged. These are accepted as documented aliases, not only suggested.
 ACCEPTED_ALIASES = accepted_aliases((*WORKFLOW_FIELDS, *(f for f in TASK_FIELDS if f.workflow_task)))
 _CONDITION = {"success": pb.ON_SUCCESS, "failure": pb.ON_FAILURE, "done": pb.ON_DONE}
+_ON_TIMEOUT = {"fail": pb.UPSTREAM_TIMEOUT_FAIL, "skip": pb.UPSTREAM_TIMEOUT_SKIP}
 _UINT32 = 2**32 - 1
 
 
@@ -579,8 +580,36 @@ def _convert_depends_on(
             )
             continue
         keys = conv.keys(item, DEPENDENCY_KEYS, f"{dep_path}{suffix}", "dependency")
+        if "workflow" in keys:
+            got = conv.string(keys["workflow"][1], f"{dep_path}.workflow", f"{dep_path}.workflow{suffix}")
+            if got is not None:
+                dep.workflow = got
+                conv.mark(f"{dep_path}.workflow", keys["workflow"][0])
+        if "logical" in keys:
+            line, value = keys["logical"]
+            conv.mark(f"{dep_path}.logical", line)
+            text = conv.string(value, f"{dep_path}.logical", f"{dep_path}.logical{suffix}")
+            if text is not None:
+                try:
+                    dep.logical_offset_ms = parse_logical_offset(text)
+                except ValueError as exc:
+                    conv.add(line, f"{dep_path}.logical", f"{dep_path}.logical{suffix}: {exc}")
+        for key, attr in (("timeout", "timeout_ms"), ("warn_after", "warn_after_ms")):
+            if key in keys:
+                conv.mark(f"{dep_path}.{key}", keys[key][0])
+                ms = read_duration_ms(conv, keys[key][1], f"{dep_path}.{key}", f"{dep_path}.{key}{suffix}")
+                if ms is not None:
+                    setattr(dep, attr, ms)
+        if "on_timeout" in keys:
+            conv.mark(f"{dep_path}.on_timeout", keys["on_timeout"][0])
+            action = conv.choice(
+                keys["on_timeout"][1], f"{dep_path}.on_timeout", f"{dep_path}.on_timeout{suffix}", _ON_TIMEOUT
+            )
+            if action is not None:
+                dep.on_timeout = action  # type: ignore[assignment]
         if "task" not in keys:
-            conv.add(item.line, dep_path, f"{dep_path}{suffix}: task required")
+            if "workflow" not in keys:
+                conv.add(item.line, dep_path, f"{dep_path}{suffix}: task or workflow required")
         else:
             name = conv.string(keys["task"][1], dep_path, f"{dep_path}.task{suffix}")
             if name is not None:
@@ -589,6 +618,20 @@ def _convert_depends_on(
             cond = conv.choice(keys["condition"][1], dep_path, f"{dep_path}.condition{suffix}", _CONDITION)
             if cond is not None:
                 dep.condition = cond  # type: ignore[assignment]
+
+
+def parse_logical_offset(text: str) -> int:
+    """A cross-workflow dependency's ``logical``: ``same`` (0) or a signed duration (``-1d``,
+    ``-1h``, ``+30m``) in ms: the upstream run's logical time is the downstream run's plus it."""
+    raw = text.strip()
+    if raw in ("same", "0", ""):
+        return 0
+    sign = -1 if raw.startswith("-") else 1
+    body = raw[1:] if raw[:1] in "+-" else raw
+    try:
+        return sign * parse_duration_ms(body, "logical", bare_unit=None)
+    except InvalidSpec:
+        raise ValueError(f"{text!r} is not same or an offset such as -1d, -1h, +30m") from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -76,11 +76,12 @@ rerun). :func:`kill`, :func:`rerun` and :func:`mark_success` from a terminal sta
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Sequence
 
 from raftsched.errors import Conflict
 from raftsched.v1 import raftsched_pb2 as pb
-from raftsched.workflow.dag import Dag, downstream_closure
+from raftsched.workflow.dag import Dag, External, downstream_closure
 
 __all__ = [
     "derive_state",
@@ -91,6 +92,7 @@ __all__ = [
     "note",
     "recount_waiting",
     "rerun",
+    "resolve_external",
     "start",
 ]
 
@@ -232,7 +234,8 @@ def _evaluate(dag: Dag, tasks: Sequence[pb.WorkflowTaskRun], idx: int) -> tuple[
     ``depends_on`` order rather than the first to finish).
     """
     edges = dag.upstream[idx]
-    if not edges:
+    outside = tasks[idx].external
+    if not edges and not outside:
         return READY, 0, "no dependencies"
     pending = 0
     met: tuple[int, int] | None = None
@@ -246,19 +249,33 @@ def _evaluate(dag: Dag, tasks: Sequence[pb.WorkflowTaskRun], idx: int) -> tuple[
                 met = (j, cond)
         elif unmet is None:
             unmet = (j, s, cond)
+    outside_met = outside_unmet = None
+    for wait in outside:
+        if wait.state == pb.EXTERNAL_PENDING:
+            pending += 1
+        elif wait.state == pb.EXTERNAL_MET:
+            outside_met = outside_met if outside_met is not None else wait
+        else:
+            outside_unmet = outside_unmet if outside_unmet is not None else wait
     if dag.rule[idx] == pb.RULE_ANY:
         if met is not None:
             j, cond = met
             st = tasks[j].state
             return READY, 0, f"upstream {_name(dag, j)} finished {state_name(st)} (any; needs {_NEEDS[cond]})"
+        if outside_met is not None:
+            return READY, 0, f"upstream run {outside_met.upstream_run} met its condition (any)"
         if pending:
             return WAITING, pending, f"waits for {pending} upstream"
+        if not edges and outside_unmet is not None:
+            return SKIPPED, 0, f"no upstream met its condition (upstream run {outside_unmet.upstream_run})"
         return SKIPPED, 0, _skip_any_reason(dag, tasks, idx)
     if unmet is not None:
         return SKIPPED, 0, _skip_all_reason(dag, *unmet)
+    if outside_unmet is not None:
+        return SKIPPED, 0, f"upstream run {outside_unmet.upstream_run} did not meet its condition"
     if pending:
         return WAITING, pending, f"waits for {pending} upstream"
-    return READY, 0, f"all {len(edges)} upstream met"
+    return READY, 0, f"all {len(edges) + len(outside)} upstream met"
 
 
 def _redecide(
@@ -339,17 +356,33 @@ def start(dag: Dag, run: pb.WorkflowRun, now: int) -> list[int]:
     upstream = dag.upstream
     for i, name in enumerate(dag.names):
         task = run.tasks.add(name=name)
-        n_up = len(upstream[i])
+        outside = dag.externals(i)
+        for ext in outside:
+            upstream_logical = run.logical_ms + ext.offset_ms
+            task.external.add(edge=ext.k, logical_ms=upstream_logical, since_ms=max(now, upstream_logical))
+        n_up = len(upstream[i]) + len(outside)
         if n_up:
             task.waiting = n_up
-            _enter(task, WAITING, now, f"waits for {n_up} upstream")
+            named = f" ({external_text(outside, run.logical_ms)})" if outside else ""
+            _enter(task, WAITING, now, f"waits for {n_up} upstream{named}")
         else:
             _enter(task, READY, now, "no dependencies")
     run.state = pb.WORKFLOW_RUNNING
     run.finished_ms = 0
-    ready = [i for i in dag.topo if not upstream[i]]
+    ready = [i for i in dag.topo if not upstream[i] and not dag.externals(i)]
     _settle(run, now)  # an empty DAG succeeds at once
     return ready
+
+
+def external_text(edges: Sequence[External], logical_ms: int) -> str:
+    """The cross-workflow edges of a task as its WAITING reason names them:
+    ``workflow "orders-sync" task "load" at 2026-01-02T01:30:00Z, ...``."""
+    parts = []
+    for ext in edges:
+        at = _dt.datetime.fromtimestamp((logical_ms + ext.offset_ms) / 1000, tz=_dt.UTC)
+        task = f' task "{ext.task}"' if ext.task else ""
+        parts.append(f'workflow "{ext.workflow}"{task} at {at.strftime("%Y-%m-%dT%H:%M:%SZ")}')
+    return ", ".join(parts)
 
 
 def mark_running(run: pb.WorkflowRun, idx: int, task_run_id: str, now: int, reason: str = "") -> None:
@@ -481,6 +514,63 @@ def mark_success(dag: Dag, run: pb.WorkflowRun, idx: int, now: int, reason: str)
     return ready
 
 
+def resolve_external(
+    dag: Dag,
+    run: pb.WorkflowRun,
+    idx: int,
+    j: int,
+    outcome: int,
+    upstream_run: str,
+    now: int,
+    reason: str,
+    *,
+    fail: bool = False,
+) -> list[int]:
+    """Cross-workflow dependency ``j`` (position in ``run.tasks[idx].external``) is decided:
+    ``outcome`` is ``EXTERNAL_MET``, ``EXTERNAL_UNMET`` (its upstream, run ``upstream_run``,
+    finished not meeting the condition) or ``EXTERNAL_TIMED_OUT``.
+
+    Only a PENDING edge of a WAITING task counts: an edge already decided, or a task that left
+    WAITING (killed, rerun, marked by hand), records nothing and returns ``[]`` (a rerun of the
+    upstream does not undo what the downstream did). Otherwise, as for a local dependency: the
+    counter drops; under RULE_ALL an edge not met ends the task with ``reason`` - SKIPPED, or
+    FAILED with ``fail`` (``on_timeout: fail``) - and the end propagates; the last met edge makes
+    it READY. Under RULE_ANY a met edge makes it READY at once, and the task ends only when no
+    edge is left. Returns the tasks that entered READY, in topological order.
+    """
+    task = run.tasks[idx]
+    wait = task.external[j]
+    if wait.state != pb.EXTERNAL_PENDING or task.state != WAITING:
+        return []
+    met = outcome == pb.EXTERNAL_MET
+    wait.state = outcome  # type: ignore[assignment]
+    wait.upstream_run = upstream_run
+    if task.waiting == 0:
+        raise AssertionError(f"waiting counter of {_name(dag, idx)} would go below zero")
+    task.waiting -= 1
+    ready: list[int] = []
+    end = FAILED if fail else SKIPPED
+    if dag.rule[idx] == pb.RULE_ANY:
+        if met:
+            _enter(task, READY, now, f"{reason} (any)")
+            ready.append(idx)
+        elif task.waiting == 0:
+            _enter(task, end, now, f"no upstream met its condition ({reason})")
+            ready = _propagate(dag, run.tasks, idx, now)
+    elif not met:
+        _enter(task, end, now, reason)
+        ready = _propagate(dag, run.tasks, idx, now)
+    elif task.waiting == 0:
+        _enter(task, READY, now, reason)
+        ready.append(idx)
+    else:
+        note(run, idx, WAITING, now, reason)
+    if ready:
+        _remember(run, ready[0])
+    _settle(run, now)
+    return _topo_sorted(dag, ready)
+
+
 def derive_state(run: pb.WorkflowRun) -> int:
     """The run state that follows from its tasks (full scan; see the module docstring)."""
     return _scan_final(run)
@@ -489,4 +579,8 @@ def derive_state(run: pb.WorkflowRun) -> int:
 def recount_waiting(dag: Dag, run: pb.WorkflowRun) -> list[int]:
     """Naive oracle for tests: per task, the number of its dependencies (edges) not terminal."""
     terminal = [_TERMINAL_BY_STATE[t.state] for t in run.tasks]
-    return [sum(1 for j, _ in edges if not terminal[j]) for edges in dag.upstream]
+    return [
+        sum(1 for j, _ in edges if not terminal[j])
+        + sum(1 for w in run.tasks[i].external if w.state == pb.EXTERNAL_PENDING)
+        for i, edges in enumerate(dag.upstream)
+    ]

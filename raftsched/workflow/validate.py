@@ -60,6 +60,8 @@ MAX_WORKFLOW_TASKS = 10_000
 MAX_PARALLEL = 10_000
 MAX_ENV_VARS = 256
 MAX_PRIORITY = 9
+MAX_LOGICAL_OFFSET_MS = 366 * 24 * 3600 * 1000
+"""A cross-workflow dependency's ``logical`` offset: at most a year either way."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Suggestions cost a fuzzy match against every task name; past this many unknown names a
 # workflow is more likely generated wrongly than mistyped, and the list stays fast.
@@ -68,6 +70,7 @@ _MAX_SUGGESTIONS = 50
 _MAX_CYCLE_SHOWN = 12
 
 _CONDITIONS = frozenset(pb.EdgeCondition.values())
+_ON_TIMEOUT = frozenset(pb.UpstreamTimeout.values())
 _RULES = frozenset(pb.TriggerRule.values())
 _MISFIRES = frozenset(pb.MisfirePolicy.values())
 # Workflow runs take skip or allow: buffer_one and replace are task policies.
@@ -205,6 +208,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     """Check the workflow-level fields; return the names of the workflow's params."""
     problems.check_name(spec.name, "name")
     problems.check_text(spec.owner, "owner", MAX_LABEL)
+    problems.check_text(spec.namespace, "namespace", MAX_LABEL)
     problems.check_text(spec.description, "description", MAX_DESCRIPTION_BYTES)
     params = problems.check_params(spec.params_json, "params_json")
     expr, tz = spec.schedule.expr, spec.schedule.timezone
@@ -241,6 +245,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
         )
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
     problems.check_int(spec.jitter_ms, "jitter_ms", 0, MAX_JITTER_MS, " ms")
+    problems.check_int(spec.warn_after_ms, "warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
     try:
         validate_exclude(tuple(spec.exclude))
     except InvalidSpec as exc:
@@ -329,10 +334,14 @@ def _check_task(
             )
 
     seen: dict[str, int] = {}
+    seen_external: dict[tuple[str, str, int], int] = {}
     for k, dep in enumerate(task.depends_on):
         path = f"{at}.depends_on[{k}]"
         if dep.condition not in _CONDITIONS:
             problems.add(path, f"unknown condition {dep.condition} (use success, failure or done)")
+        if dep.workflow or dep.logical_offset_ms or dep.timeout_ms or dep.warn_after_ms or dep.on_timeout:
+            _check_external(spec, dep, path, k, seen_external, problems)
+            continue
         if not dep.task:
             problems.add(path, "names no task")
             continue
@@ -353,11 +362,52 @@ def _check_task(
             problems.add(path, f"unknown task {_q(dep.task)}{hint}")
 
 
+def _check_external(
+    spec: pb.WorkflowSpec,
+    dep: pb.Dependency,
+    path: str,
+    k: int,
+    seen: dict[tuple[str, str, int], int],
+    problems: _Problems,
+) -> None:
+    """A cross-workflow dependency: another workflow's run (or one of its tasks) at a logical time."""
+    if not dep.workflow:
+        problems.add(
+            f"{path}.logical",
+            "logical, timeout and warn_after need a workflow (they are about another workflow's run)",
+        )
+        return
+    if not problems.check_name(dep.workflow, f"{path}.workflow"):
+        return
+    if dep.workflow == spec.name:
+        problems.add(
+            f"{path}.workflow",
+            f"{_q(dep.workflow)} is this workflow; name the task alone to depend on a task of it",
+        )
+    if dep.task:
+        problems.check_name(dep.task, f"{path}.task")
+    if dep.logical_offset_ms > 0:
+        problems.add(
+            f"{path}.logical",
+            "a later logical time cannot be waited for (use same or a negative offset such as -1d)",
+        )
+    elif dep.logical_offset_ms < -MAX_LOGICAL_OFFSET_MS:
+        problems.add(f"{path}.logical", f"{dep.logical_offset_ms} ms, at most a year (-366d) back")
+    problems.check_int(dep.timeout_ms, f"{path}.timeout_ms", 0, MAX_TIMEOUT_MS, " ms")
+    problems.check_int(dep.warn_after_ms, f"{path}.warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
+    if dep.on_timeout not in _ON_TIMEOUT:
+        problems.add(f"{path}.on_timeout", f"unknown on_timeout {dep.on_timeout} (use fail or skip)")
+    key = (dep.workflow, dep.task, dep.logical_offset_ms)
+    if key in seen:
+        problems.add(path, f"depends on the same upstream twice (also depends_on[{seen[key]}])")
+    seen[key] = k
+
+
 def _check_cycle(spec: pb.WorkflowSpec, first_at: Mapping[str, int], problems: _Problems) -> None:
     """Report one cycle (self-dependencies are reported per edge) at the edge that closes it."""
     names = [task.name for task in spec.tasks]
     deps = {
-        task.name: [d.task for d in task.depends_on if d.task != task.name]
+        task.name: [d.task for d in task.depends_on if d.task != task.name and not d.workflow]
         for i, task in enumerate(spec.tasks)
         if first_at.get(task.name) == i
     }
@@ -366,7 +416,7 @@ def _check_cycle(spec: pb.WorkflowSpec, first_at: Mapping[str, int], problems: _
         return
     # cycle = [a, b, ..., z, a]: the path starts at a, which depends on z (the closing edge).
     head = first_at[cycle[0]]
-    k = next(k for k, d in enumerate(spec.tasks[head].depends_on) if d.task == cycle[-2])
+    k = next(k for k, d in enumerate(spec.tasks[head].depends_on) if d.task == cycle[-2] and not d.workflow)
     shown = cycle
     if len(cycle) > _MAX_CYCLE_SHOWN:
         shown = [*cycle[:8], f"… ({len(cycle) - 11:,} more)", *cycle[-3:]]

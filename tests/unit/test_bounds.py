@@ -252,6 +252,16 @@ def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
 
         return decode
 
+    def wf_dep(field: str) -> Callable[[int], object]:
+        def decode(value: int) -> object:
+            spec = pb.WorkflowSpec(name="w")
+            task = spec.tasks.add(name="a", command="true")
+            setattr(task.depends_on.add(workflow="up"), field, value)
+            validate_workflow(spec)
+            return spec
+
+        return decode
+
     def quota(field: str) -> Callable[[int], object]:
         def decode(value: int) -> object:
             q = logpb.QuotaRecord(kind="owner", name="o", rate_milli=1000, max_running=1)
@@ -283,6 +293,9 @@ def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
             cases.append((fd.full_name, trigger("once", fd.name)))
     for fd in bounds.integer_fields(_d(pb.WorkflowSpec.DESCRIPTOR), set()):
         owner = _d(fd.containing_type).name
+        if owner == "Dependency":
+            cases.append((fd.full_name, wf_dep(fd.name)))
+            continue
         cases.append((fd.full_name, wf_task(fd.name) if owner == "WorkflowTaskSpec" else wf(fd.name)))
     for name in ("rate_milli", "burst", "max_running"):
         cases.append((f"raftsched.v1.QuotaRecord.{name}", quota(name)))

@@ -198,3 +198,29 @@ def test_a_batch_firing_an_overlap_replace_task_is_stamped_with_the_format_that_
     driver = leader_with(specs, T0 - (60_000 if late else 500), max_fires_per_batch=1)
     formats = {cmd.fire_batch.tasks[0].task: cmd.format for cmd in decoded(driver.poll(T0 + 7))}
     assert formats == {"plain": 1, "replacing": codec.REPLACE_RELEASES_FORMAT}
+
+
+def test_the_leader_proposes_workflow_waits_due_when_a_cross_workflow_deadline_has_come() -> None:
+    t0 = 1_700_000_040_000
+    driver = leader_with([], t0)
+    state = driver.state
+    up = pb.WorkflowSpec(name="up")
+    up.tasks.add(name="load", command="load")
+    down = pb.WorkflowSpec(name="down")
+    down.tasks.add(name="t", command="t", depends_on=[pb.Dependency(workflow="up", timeout_ms=60_000)])
+    for spec in (up, down):
+        assert state.apply(writes.apply_workflow(spec, now_ms=t0, epoch=1, origin="n1", key="")).result.ok
+    start = pb.Command(epoch=1, now_ms=t0, origin="n1")
+    start.start_workflow_run.workflow = "down"
+    start.start_workflow_run.logical_ms = t0
+    run_id = state.apply(codec.encode_command(start)).result.workflow_run.run_id
+    assert driver.poll(t0 + 59_999) == []
+    assert driver.next_wakeup_ms() == t0 + 60_000
+    proposals = driver.poll(t0 + 60_000)
+    assert [c.WhichOneof("body") for c in decoded(proposals)] == ["workflow_waits_due"]
+    assert driver.poll(t0 + 60_100) == []  # proposed, not applied: not again before the retry
+    assert driver.poll(t0 + 61_000) != []  # lost? proposed again after WAITS_RETRY_MS
+    assert state.apply(proposals[0].data).result.accounted == 1
+    got = state.get_workflow_run(run_id)
+    assert got is not None and got.tasks[0].state == pb.TASK_FAILED
+    assert driver.poll(t0 + 61_100) == []  # nothing due any more

@@ -32,8 +32,7 @@ def test_every_workflow_task_and_workflow_message_field_is_a_field_of_the_table(
     task_protos = {f.proto for f in TASK_FIELDS if f.workflow_task}
     assert task_protos == {f.name for f in pb.WorkflowTaskSpec.DESCRIPTOR.fields}
     workflow_protos = {f.proto.partition(".")[0] for f in WORKFLOW_FIELDS}
-    # namespace comes from the caller's token, not from the file
-    assert workflow_protos == {f.name for f in pb.WorkflowSpec.DESCRIPTOR.fields} - {"namespace"}
+    assert workflow_protos == {f.name for f in pb.WorkflowSpec.DESCRIPTOR.fields}
 
 
 def _resolves(message: type, dotted: str) -> bool:

@@ -45,7 +45,8 @@ from raftsched.v1 import log_pb2 as pb
 #   3  a barrier that abandons a faulty leader time (Barrier.clock_fault_ms).
 #   4  a FireBatch with a fire of an overlap=replace task: the runs it cancels give back their
 #      quota places and locks (format 3 and older kept them until the node reloaded its state).
-COMMAND_FORMAT = 4
+#   5  EmitEvent (events and the runs they trigger, issue 28 §3).
+COMMAND_FORMAT = 5
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -68,6 +69,7 @@ _BODY_FORMAT = {
         "delete_quota",
     )
 }
+_BODY_FORMAT["emit_event"] = 5
 REPLACE_RELEASES_FORMAT = 4
 """The format a FireBatch is stamped with when it fires an overlap=replace task (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"

@@ -201,6 +201,7 @@ _DURATION_UNITS: Final[Mapping[str, Unit]] = {
     "misfire_all_window_seconds": "s",
     "history_keep_seconds": "s",
     "idempotency_keep_seconds": "s",
+    "event_dedupe_window_seconds": "s",
     "lease_ms": "ms",
     "heartbeat_ms": "ms",
     "kill_grace_ms": "ms",

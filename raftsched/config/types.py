@@ -142,6 +142,7 @@ class SchedulerSettings:
     history_keep_count: int = 1000
     history_keep_seconds: int = 604800
     idempotency_keep_seconds: int = 3600
+    event_dedupe_window_seconds: int = 7 * 24 * 3600
     max_fires_per_batch: int = 1000
     lease_ms: int = 10_000
     heartbeat_ms: int = 2_000
@@ -412,6 +413,7 @@ SCHEDULER_RULES: Final[Mapping[str, Rule]] = {
     "history_keep_count": _AT_LEAST_ONE,
     "history_keep_seconds": _POSITIVE,
     "idempotency_keep_seconds": _POSITIVE,
+    "event_dedupe_window_seconds": _POSITIVE,
     "max_fires_per_batch": Rule(lambda v: 1 <= v <= 100_000, "between 1 and 100000"),
     "lease_ms": Rule(lambda v: 500 <= v <= 3_600_000, "between 500 and 3600000"),
     "heartbeat_ms": Rule(lambda v: 100 <= v <= 600_000, "between 100 and 600000"),

@@ -228,6 +228,9 @@ ROUTES: Final[tuple[Route, ...]] = (
         body="*",
     ),
     R("GET", "/backfills/{backfill_id}", "GetBackfill", "Read a backfill"),
+    # -- events ----------------------------------------------------------------------------------
+    R("GET", "/events", "ListEvents", "List accepted events (inside the dedupe window)"),
+    R("POST", "/events/{name}", "EmitEvent", "Emit an event (deduplicated per name and key)", body="*"),
     # -- calendars, quotas, locks, alerts ----------------------------------------------------
     R("GET", "/calendars", "ListCalendars", "List calendars"),
     R("POST", "/calendars", "SetCalendar", "Create or replace a calendar", body="*"),

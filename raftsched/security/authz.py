@@ -101,6 +101,9 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "DeleteCalendar": Permission.CALENDARS,
     _A + "GetCalendar": Permission.TASKS_READ,
     _A + "ListCalendars": Permission.TASKS_READ,
+    # Events: emitting needs events.emit in the event's namespace; listing is a task read.
+    _A + "EmitEvent": Permission.EVENTS_EMIT,
+    _A + "ListEvents": Permission.TASKS_READ,
     _E + "Register": Permission.EXECUTE,
     _E + "Dispatch": Permission.EXECUTE,
     _E + "DispatchBatch": Permission.EXECUTE,

@@ -142,6 +142,7 @@ class Node:
             keep_count=s.history_keep_count,
             keep_ms=s.history_keep_seconds * 1000,
             idempotency_keep_ms=s.idempotency_keep_seconds * 1000,
+            event_dedupe_ms=s.event_dedupe_window_seconds * 1000,
             **({"audit_keep_ms": config.auth.audit_keep_ms} if config.auth is not None else {}),
         )
         self.misfire = MisfireSettings(

@@ -764,3 +764,21 @@ class MembershipRecord(_message.Message):
     pending: MemberChange
     changes: int
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., pending: _Optional[_Union[MemberChange, _Mapping]] = ..., changes: _Optional[int] = ...) -> None: ...
+
+class EventRecord(_message.Message):
+    __slots__ = ("name", "key", "payload_json", "namespace", "accepted_ms", "emitted_by", "seq")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_MS_FIELD_NUMBER: _ClassVar[int]
+    EMITTED_BY_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    key: str
+    payload_json: str
+    namespace: str
+    accepted_ms: int
+    emitted_by: str
+    seq: int
+    def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., payload_json: _Optional[str] = ..., namespace: _Optional[str] = ..., accepted_ms: _Optional[int] = ..., emitted_by: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...

@@ -76,6 +76,8 @@ STORED: dict[bytes, str | None] = {
     keys.STAGE_CHUNK: "WorkflowSpec",
     keys.CALENDAR: "CalendarRecord",
     keys.MEMBERSHIP: "MembershipRecord",
+    keys.EVENT: "EventRecord",
+    keys.EVENT_EXPIRY: None,
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

@@ -1,0 +1,168 @@
+"""The event book: accepted events (``ev/<name>\\x00<key>``) and their dedupe window (issue 28 §3).
+
+An ``EmitEvent`` command is accepted once per distinct ``(name, key)`` within the dedupe window
+(``Retention.event_dedupe_ms``, leader time): the first acceptance is stored with the leader
+time and a replicated sequence number, and a later emit of the same pair inside the window is
+answered with that first record (``CommandResult.duplicate``) and changes nothing. Apply starts
+the runs an event triggers from here (so exactly once, across failovers: the runs are part of
+the command that accepted the event, not of anything the leader does after).
+
+Memory stays bounded by the window: records live in the store only, with an expiry index
+(``evx/<accepted:016x>/...``); every emit deletes a few records whose window has passed
+(``Retention.prune_step`` + 1, so pruning outpaces acceptance), and a record found expired when
+its pair is emitted again is replaced.
+
+Pure (part of the core): no clock, no IO but the host's store, deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from raftsched.abc import StateStore, StoreReader
+from raftsched.errors import InvalidSpec
+from raftsched.fsm import keys
+from raftsched.fsm.records import Retention
+from raftsched.fsm.rules import Reject
+from raftsched.model import validate_name
+from raftsched.v1 import log_pb2 as pb
+
+__all__ = [
+    "MAX_EVENT_KEY",
+    "MAX_EVENT_PAYLOAD",
+    "EventBook",
+    "EventHost",
+    "check_event",
+    "list_events",
+]
+
+MAX_EVENT_PAYLOAD: Final = 64 * 1024
+"""Largest accepted event payload, in bytes of UTF-8 JSON."""
+MAX_EVENT_KEY: Final = 256
+"""Longest dedupe key, in characters."""
+
+
+def check_event(name: str, key: str, payload_json: str, where: str = "") -> None:
+    """Refuse a bad event (InvalidSpec naming the field): a name that is not a valid name, a key
+    over :data:`MAX_EVENT_KEY` characters or holding a NUL, a payload over 64 KiB or that is not a
+    JSON object. The leader checks before it proposes; apply checks again (a value, never trust a
+    log entry)."""
+    validate_name(name, where + "name")
+    if len(key) > MAX_EVENT_KEY:
+        raise InvalidSpec(where + "key", f"{len(key):,} characters, at most {MAX_EVENT_KEY} allowed")
+    if "\x00" in key:
+        raise InvalidSpec(where + "key", "must not contain a NUL character")
+    size = len(payload_json.encode("utf-8", "surrogatepass"))
+    if size > MAX_EVENT_PAYLOAD:
+        raise InvalidSpec(
+            where + "payload",
+            f"{size:,} bytes, at most {MAX_EVENT_PAYLOAD:,} (64 KiB) allowed; "
+            "send a reference to the data, not the data",
+        )
+    if payload_json:
+        try:
+            value = json.loads(payload_json)
+        except ValueError as exc:
+            raise InvalidSpec(where + "payload", f"not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise InvalidSpec(where + "payload", f"must be a JSON object, got {type(value).__name__}")
+
+
+class EventHost(Protocol):
+    """What the event book needs from the state machine (``SchedulerState``)."""
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def retention(self) -> Retention: ...
+
+    def next_event_seq(self) -> int:
+        """The next value of the replicated sequence of accepted events."""
+        ...
+
+
+Subscriber = Callable[[pb.EventRecord, int], None]
+"""Called with each newly accepted event and the leader time (the run triggers)."""
+
+
+class EventBook:
+    """Accepted events, deduplicated per ``(name, key)`` within the window."""
+
+    def __init__(self, host: EventHost) -> None:
+        self.host = host
+        self.subscribers: list[Subscriber] = []
+
+    def emit(self, body: pb.EmitEvent, now: int, principal: str = "") -> pb.CommandResult:
+        """Accept ``body`` or answer a duplicate with the first acceptance. Raises Reject (a
+        value in the result) for a bad event, before changing anything."""
+        try:
+            check_event(body.name, body.key, body.payload_json)
+        except InvalidSpec as exc:
+            raise Reject("invalid_argument", str(exc)) from None
+        return self.accept(body.name, body.key, body.payload_json, body.namespace, now, principal)
+
+    def accept(
+        self, name: str, key: str, payload_json: str, namespace: str, now: int, emitted_by: str
+    ) -> pb.CommandResult:
+        """Record the event unless its pair is inside the window (then the first record)."""
+        store = self.host.store
+        window = self.host.retention.event_dedupe_ms
+        self.prune(now)
+        rkey = keys.event_key(name, key)
+        prior = store.get(rkey)
+        if prior is not None:
+            first = pb.EventRecord.FromString(prior)
+            if now < first.accepted_ms + window:
+                return pb.CommandResult(ok=True, event=first, duplicate=True)
+            store.delete(keys.event_expiry_key(first.accepted_ms, name, key))
+        rec = pb.EventRecord(
+            name=name,
+            key=key,
+            payload_json=payload_json,
+            namespace=namespace or "default",
+            accepted_ms=now,
+            emitted_by=emitted_by,
+            seq=self.host.next_event_seq(),
+        )
+        store.put(rkey, rec.SerializeToString(deterministic=True))
+        store.put(keys.event_expiry_key(now, name, key), b"")
+        for subscriber in self.subscribers:
+            subscriber(rec, now)
+        return pb.CommandResult(ok=True, event=rec)
+
+    def prune(self, now: int) -> int:
+        """Delete a few events whose window has passed; how many."""
+        horizon = now - self.host.retention.event_dedupe_ms
+        if horizon <= 0:
+            return 0
+        store = self.host.store
+        end = keys.EVENT_EXPIRY + f"{horizon + 1:016x}/".encode()
+        done = 0
+        for k, _ in store.scan(keys.EVENT_EXPIRY, end, limit=self.host.retention.prune_step + 1):
+            name, _, key = k[len(keys.EVENT_EXPIRY) + 17 :].partition(b"\x00")
+            store.delete(k)
+            store.delete(keys.EVENT + name + b"\x00" + key)
+            done += 1
+        return done
+
+
+def list_events(reader: StoreReader, name: str, limit: int) -> list[pb.EventRecord]:
+    """Accepted events still in the window (of ``name`` if given), newest first, at most
+    ``limit``; ``reader`` is a committed-store reader (``store.reader()``)."""
+    scan = reader.scan
+    get = reader.get
+    out: list[pb.EventRecord] = []
+    for k, _ in scan(keys.EVENT_EXPIRY, keys.EVENT_EXPIRY + keys.END, reverse=True):
+        ename, _, key = k[len(keys.EVENT_EXPIRY) + 17 :].partition(b"\x00")
+        if name and ename.decode() != name:
+            continue
+        value = get(keys.EVENT + ename + b"\x00" + key)
+        if value is None:
+            continue
+        out.append(pb.EventRecord.FromString(value))
+        if len(out) >= limit:
+            break
+    return out

@@ -1,0 +1,150 @@
+"""The event book (raftsched.fsm.events) through the state machine's apply: dedupe per
+(name, key) within the window, the first acceptance answered to duplicates, pruning by time,
+refusals as values (issue 28 §3)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raftsched import codec
+from raftsched.fsm import keys
+from raftsched.fsm.events import MAX_EVENT_PAYLOAD, list_events
+from raftsched.fsm.records import Retention
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
+from raftsched.v1 import log_pb2 as pb
+from tests.support.fsm import T0, fresh
+
+HOUR = 3600 * 1000
+WINDOW = 24 * HOUR
+
+
+def emit(
+    state: SchedulerState, name: str, key: str, payload: str = "", now: int = T0, idem: str = ""
+) -> pb.CommandResult:
+    cmd = pb.Command(now_ms=now, epoch=1, origin="n1", idempotency_key=idem)
+    body = cmd.emit_event
+    body.name, body.key, body.payload_json, body.namespace = name, key, payload, "default"
+    return state.apply(codec.encode_command(cmd)).result
+
+
+def events(state: SchedulerState, name: str = "") -> list[pb.EventRecord]:
+    with state.store.reader() as r:
+        return list_events(r, name, 1000)
+
+
+def stored_event_keys(state: SchedulerState) -> int:
+    with state.store.reader() as r:
+        return sum(1 for _ in r.scan(keys.EVENT, keys.EVENT + keys.END))
+
+
+def test_an_event_is_accepted_once_and_a_duplicate_gets_the_first_acceptance() -> None:
+    state = fresh()
+    first = emit(state, "orders-ready", "2026-12-04", '{"rows": 10}')
+    assert first.ok and not first.duplicate
+    assert (first.event.name, first.event.key, first.event.seq) == ("orders-ready", "2026-12-04", 1)
+    assert first.event.accepted_ms == T0
+    again = emit(state, "orders-ready", "2026-12-04", '{"rows": 99}', now=T0 + HOUR)
+    assert again.ok and again.duplicate
+    assert again.event == first.event  # the first payload and time, not the second
+    other = emit(state, "orders-ready", "2026-12-05", now=T0 + HOUR)
+    assert other.ok and not other.duplicate and other.event.seq == 2
+    assert [e.key for e in events(state)] == ["2026-12-05", "2026-12-04"]
+    assert [e.key for e in events(state, "nothing")] == []
+
+
+def test_after_the_window_the_same_pair_is_a_new_event_and_old_ones_are_pruned() -> None:
+    state = fresh(Retention(event_dedupe_ms=WINDOW))
+    assert not emit(state, "e", "k").duplicate
+    assert emit(state, "e", "k", now=T0 + WINDOW - 1).duplicate
+    renewed = emit(state, "e", "k", now=T0 + WINDOW)
+    assert not renewed.duplicate and renewed.event.accepted_ms == T0 + WINDOW
+    # Many events, then time passes: each later emit prunes a few, so storage drains.
+    for i in range(40):
+        emit(state, "bulk", str(i), now=T0 + WINDOW + i)
+    assert stored_event_keys(state) == 41
+    for i in range(20):
+        emit(state, "later", str(i), now=T0 + 3 * WINDOW + i)
+    assert stored_event_keys(state) == 20  # the 41 old ones are gone: pruning outpaces accepting
+
+
+def test_bad_events_are_refused_as_values_and_change_nothing() -> None:
+    state = fresh()
+    assert emit(state, "first", "k").ok
+    digest = state.content_digest()[0]
+    big = json.dumps({"x": "a" * MAX_EVENT_PAYLOAD})
+    res = emit(state, "e", "k", big)
+    assert (res.ok, res.code) == (False, "invalid_argument")
+    assert "64 KiB" in res.message and "payload" in res.message
+    assert emit(state, "e", "k", "[1, 2]").code == "invalid_argument"
+    assert emit(state, "e", "k", "{nope").code == "invalid_argument"
+    assert emit(state, "bad name!", "k").code == "invalid_argument"
+    assert emit(state, "e", "x" * 300).code == "invalid_argument"
+    assert state.content_digest()[0] == digest
+    assert state.event_seq == 1
+    assert emit(state, "e", "k", '{"ok": true}').ok
+
+
+def test_the_leader_refuses_a_big_payload_before_proposing_naming_the_field() -> None:
+    import pytest
+
+    from raftsched.errors import InvalidSpec
+
+    big = json.dumps({"x": "a" * MAX_EVENT_PAYLOAD})
+    with pytest.raises(InvalidSpec, match=r"payload.*64 KiB"):
+        writes.emit_event("e", "k", big, "default", now_ms=T0, epoch=1, origin="n1", idem="i")
+    data = writes.emit_event("e", "", "", "", now_ms=T0, epoch=1, origin="n1", idem="req-1")
+    cmd = codec.decode_command(data)
+    assert cmd.emit_event.key == "req-1" and cmd.emit_event.namespace == "default"
+    assert codec.command_format(cmd) == 5
+
+
+def test_a_retried_emit_with_the_same_idempotency_key_answers_the_first_outcome() -> None:
+    state = fresh()
+    first = emit(state, "e", "k", idem="req-1")
+    second = emit(state, "e", "k", idem="req-1", now=T0 + 5)
+    assert second == first  # remembered whole, not re-applied (not even as a duplicate)
+
+
+def test_two_replicas_applying_the_same_emits_agree_byte_for_byte() -> None:
+    a, b = fresh(), fresh()
+    for state in (a, b):
+        for i in range(30):
+            emit(state, f"e{i % 3}", str(i % 7), now=T0 + i * HOUR)
+    assert a.snapshot() == b.snapshot()
+
+
+_emits = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c"]), st.sampled_from(["1", "2", "3", "4"]), st.integers(0, 3 * HOUR)
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_emits)
+def test_any_sequence_with_duplicates_accepts_exactly_one_per_distinct_pair_within_the_window(
+    seq: list[tuple[str, str, int]],
+) -> None:
+    window = HOUR
+    state = fresh(Retention(event_dedupe_ms=window))
+    now = T0
+    accepted: dict[tuple[str, str], int] = {}  # the model: pair -> acceptance time
+    fresh_count = 0
+    for name, key, step in seq:
+        now += step
+        res = emit(state, name, key, now=now)
+        assert res.ok
+        first = accepted.get((name, key))
+        expect_dup = first is not None and now < first + window
+        assert res.duplicate == expect_dup
+        if expect_dup:
+            assert res.event.accepted_ms == first
+        else:
+            accepted[(name, key)] = now
+            fresh_count += 1
+    assert state.event_seq == fresh_count

@@ -152,6 +152,8 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         # The default is stored as "" so a spec without the field encodes as before it existed.
         runner="" if spec.runner == Runner.SHELL else str(spec.runner),
         selector=dict(spec.selector),
+        on_event=spec.on_event,
+        emits=spec.emits,
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -208,6 +210,8 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "resource_cpu": msg.resource_cpu,
         "resource_memory_mb": msg.resource_memory_mb,
         "selector": tuple(sorted(msg.selector.items())),
+        "on_event": msg.on_event,
+        "emits": tuple(msg.emits),
     }
 
 

@@ -720,6 +720,7 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("what runs", ("runner", "resource.cpu", "resource.memory")),
+    ("events", ("on_event", "emits")),
     ("labels", ("owner", "namespace", "description")),
 )
 _OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {

@@ -17,17 +17,22 @@ Pure (part of the core): no clock, no IO but the host's store, deterministic.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
-from collections.abc import Callable
-from typing import Final, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, Protocol
 
 from raftsched.abc import StateStore, StoreReader
 from raftsched.errors import InvalidSpec
 from raftsched.fsm import keys
-from raftsched.fsm.records import Retention
+from raftsched.fsm.effects import Effect
+from raftsched.fsm.records import Retention, TaskState
 from raftsched.fsm.rules import Reject
-from raftsched.model import validate_name
+from raftsched.model import MAX_TIME_MS, validate_name
 from raftsched.v1 import log_pb2 as pb
+
+if TYPE_CHECKING:
+    from raftsched.fsm.runs import RunBook
 
 __all__ = [
     "MAX_EVENT_KEY",
@@ -36,6 +41,7 @@ __all__ = [
     "EventHost",
     "check_event",
     "list_events",
+    "logical_from_key",
 ]
 
 MAX_EVENT_PAYLOAD: Final = 64 * 1024
@@ -70,8 +76,34 @@ def check_event(name: str, key: str, payload_json: str, where: str = "") -> None
             raise InvalidSpec(where + "payload", f"must be a JSON object, got {type(value).__name__}")
 
 
+def logical_from_key(key: str, accepted_ms: int) -> int:
+    """The logical time of a run an event starts: its key when the key is an ISO 8601 date
+    (``2026-12-04``, midnight UTC) or date and time (``2026-12-04T02:00:00Z``, an offset, or
+    none: UTC), inside the time range; else the event's accept time. Pure (no zone database)."""
+    text = key.strip()
+    if not 10 <= len(text) <= 40 or not text[:4].isdigit() or text[4:5] != "-":
+        return accepted_ms
+    try:
+        if len(text) == 10:
+            moment = _dt.datetime.combine(_dt.date.fromisoformat(text), _dt.time(), _dt.UTC)
+        else:
+            moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=_dt.UTC)
+        ms = int(moment.timestamp() * 1000)
+    except (ValueError, OverflowError):
+        return accepted_ms
+    return ms if 0 <= ms <= MAX_TIME_MS else accepted_ms
+
+
+def key_for_logical(logical_ms: int) -> str:
+    """The key a data trigger emits for a run of logical time ``logical_ms`` (ISO 8601 UTC)."""
+    moment = _dt.datetime.fromtimestamp(logical_ms // 1000, _dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class EventHost(Protocol):
-    """What the event book needs from the state machine (``SchedulerState``)."""
+    """What the event book needs from the state machine (``SchedulerState``). Apply thread only."""
 
     @property
     def store(self) -> StateStore: ...
@@ -79,35 +111,70 @@ class EventHost(Protocol):
     @property
     def retention(self) -> Retention: ...
 
+    @property
+    def tasks(self) -> Mapping[str, TaskState]: ...
+
+    @property
+    def runs(self) -> RunBook: ...
+
     def next_event_seq(self) -> int:
         """The next value of the replicated sequence of accepted events."""
         ...
 
+    def next_sequence(self) -> int:
+        """The next value of the replicated sequence that makes manual run ids unique."""
+        ...
 
-Subscriber = Callable[[pb.EventRecord, int], None]
-"""Called with each newly accepted event and the leader time (the run triggers)."""
+    def put_task(self, st: TaskState) -> None: ...
 
 
 class EventBook:
-    """Accepted events, deduplicated per ``(name, key)`` within the window."""
+    """Accepted events, deduplicated per ``(name, key)`` within the window, and the runs each
+    newly accepted one starts."""
 
     def __init__(self, host: EventHost) -> None:
         self.host = host
-        self.subscribers: list[Subscriber] = []
 
-    def emit(self, body: pb.EmitEvent, now: int, principal: str = "") -> pb.CommandResult:
-        """Accept ``body`` or answer a duplicate with the first acceptance. Raises Reject (a
-        value in the result) for a bad event, before changing anything."""
+    def emit(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
+        """Accept ``cmd.emit_event`` or answer a duplicate with the first acceptance. Raises
+        Reject (a value in the result) for a bad event, before changing anything."""
+        body = cmd.emit_event
         try:
             check_event(body.name, body.key, body.payload_json)
         except InvalidSpec as exc:
             raise Reject("invalid_argument", str(exc)) from None
-        return self.accept(body.name, body.key, body.payload_json, body.namespace, now, principal)
+        effects: list[Effect] = []
+        res = self.accept(
+            body.name,
+            body.key,
+            body.payload_json,
+            body.namespace,
+            now,
+            cmd.audit.principal,
+            cmd.epoch,
+            effects,
+        )
+        return res, tuple(effects)
+
+    def emit_for_run(self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]) -> None:
+        """A run of ``st`` succeeded: emit its task's ``emits`` events, keyed by its logical time."""
+        key = key_for_logical(run.nominal_ms)
+        for name in st.spec.emits:
+            self.accept(name, key, "", st.spec.namespace, now, f"task:{st.spec.name}", epoch, effects)
 
     def accept(
-        self, name: str, key: str, payload_json: str, namespace: str, now: int, emitted_by: str
+        self,
+        name: str,
+        key: str,
+        payload_json: str,
+        namespace: str,
+        now: int,
+        emitted_by: str,
+        epoch: int,
+        effects: list[Effect],
     ) -> pb.CommandResult:
-        """Record the event unless its pair is inside the window (then the first record)."""
+        """Record the event unless its pair is inside the window (then the first record), and
+        start one run of every enabled task subscribed to it."""
         store = self.host.store
         window = self.host.retention.event_dedupe_ms
         self.prune(now)
@@ -129,9 +196,27 @@ class EventBook:
         )
         store.put(rkey, rec.SerializeToString(deterministic=True))
         store.put(keys.event_expiry_key(now, name, key), b"")
-        for subscriber in self.subscribers:
-            subscriber(rec, now)
+        self._start_runs(rec, now, epoch, effects)
         return pb.CommandResult(ok=True, event=rec)
+
+    def _start_runs(self, rec: pb.EventRecord, now: int, epoch: int, effects: list[Effect]) -> None:
+        """One run of each enabled task whose ``on_event`` is the event (by task name, so every
+        replica starts them in the same order), at the key's logical time."""
+        host = self.host
+        subscribed = sorted(n for n, st in host.tasks.items() if st.spec.on_event == rec.name and st.enabled)
+        if not subscribed:
+            return
+        logical = logical_from_key(rec.key, rec.accepted_ms)
+        for task in subscribed:
+            st = host.tasks[task]
+            _, data, started = host.runs.new(st, logical, now, epoch, manual_seq=host.next_sequence())
+            run = pb.Run.FromString(data)
+            run.env["RAFTSCHED_EVENT_NAME"] = rec.name
+            run.env["RAFTSCHED_EVENT_KEY"] = rec.key
+            run.env["RAFTSCHED_EVENT_PAYLOAD"] = rec.payload_json or "{}"
+            host.runs.save(run)
+            host.put_task(st)
+            effects.extend(started)
 
     def prune(self, now: int) -> int:
         """Delete a few events whose window has passed; how many."""

@@ -368,6 +368,10 @@ class SchedulerState(LockedReads):
         self.event_seq += 1
         return self.event_seq
 
+    def emit_for_run(self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]) -> None:
+        """A run of ``st`` succeeded: emit the events its task declares (``emits``)."""
+        self.events.emit_for_run(st, run, now, epoch, effects)
+
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
         """Record an alert event of ``kind`` (one of :data:`raftsched.model.ALERT_KINDS`)."""
         alert = pb.AlertRecord(kind=kind, error=reason)
@@ -485,7 +489,7 @@ class SchedulerState(LockedReads):
         "seed_membership": lambda s, cmd, now: (s.membership.seed(cmd.seed_membership), ()),
         "begin_member_change": lambda s, cmd, now: (s.membership.begin(cmd.begin_member_change, now), ()),
         "end_member_change": lambda s, cmd, now: (s.membership.end(cmd.end_member_change), ()),
-        "emit_event": lambda s, cmd, now: (s.events.emit(cmd.emit_event, now, cmd.audit.principal), ()),
+        "emit_event": lambda s, cmd, now: s.events.emit(cmd, now),
     }
 
 

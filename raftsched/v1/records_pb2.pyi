@@ -156,7 +156,7 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "on_event", "emits")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,8 @@ class TaskSpec(_message.Message):
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    ON_EVENT_FIELD_NUMBER: _ClassVar[int]
+    EMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     trigger: Trigger
     command: str
@@ -208,7 +210,9 @@ class TaskSpec(_message.Message):
     resource_memory_mb: int
     runner: str
     selector: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    on_event: str
+    emits: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
     __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run")

@@ -130,8 +130,12 @@ _emits = st.lists(
 def test_any_sequence_with_duplicates_accepts_exactly_one_per_distinct_pair_within_the_window(
     seq: list[tuple[str, str, int]],
 ) -> None:
+    from tests.support.fsm import runs_of
+
     window = HOUR
     state = fresh(Retention(event_dedupe_ms=window))
+    _subscribed(state, "on-a", "a")
+    _subscribed(state, "on-b", "b")
     now = T0
     accepted: dict[tuple[str, str], int] = {}  # the model: pair -> acceptance time
     fresh_count = 0
@@ -148,3 +152,113 @@ def test_any_sequence_with_duplicates_accepts_exactly_one_per_distinct_pair_with
             accepted[(name, key)] = now
             fresh_count += 1
     assert state.event_seq == fresh_count
+    # Exactly one run per accepted (name, key): none for duplicates, none for unsubscribed "c".
+    for name in ("a", "b"):
+        runs = runs_of(state, f"on-{name}")
+        expected = sum(1 for n, _, _ in _accepts(seq, window) if n == name)
+        assert len(runs) == expected
+        assert {r.env["RAFTSCHED_EVENT_KEY"] for r in runs} <= {k for n, k, _ in seq if n == name}
+
+
+def _accepts(seq: list[tuple[str, str, int]], window: int) -> list[tuple[str, str, int]]:
+    """The model: the (name, key, time) emits that are accepted, not duplicates."""
+    now = T0
+    first: dict[tuple[str, str], int] = {}
+    out: list[tuple[str, str, int]] = []
+    for name, key, step in seq:
+        now += step
+        at = first.get((name, key))
+        if at is None or now >= at + window:
+            first[(name, key)] = now
+            out.append((name, key, now))
+    return out
+
+
+# --------------------------------------------------------------------------- triggers (§3 step 2, 3)
+
+
+def _subscribed(state: SchedulerState, name: str, on_event: str, **extra: object) -> None:
+    from raftsched.model import ManualTrigger, TaskSpec
+    from tests.support.fsm import create
+
+    assert create(state, TaskSpec(name, ManualTrigger(), command="true", on_event=on_event, **extra)).ok  # type: ignore[arg-type]
+
+
+def test_logical_time_is_the_key_when_it_is_a_date_or_time_else_the_accept_time() -> None:
+    from raftsched.fsm.events import logical_from_key
+
+    assert logical_from_key("2026-12-04", T0) == 1_796_342_400_000
+    assert logical_from_key("2026-12-04T02:00:00Z", T0) == 1_796_342_400_000 + 2 * HOUR
+    assert logical_from_key("2026-12-04T03:00:00+01:00", T0) == 1_796_342_400_000 + 2 * HOUR
+    assert logical_from_key("2026-12-04T02:00", T0) == 1_796_342_400_000 + 2 * HOUR
+    for other in ("batch-17", "", "2026-13-40", "12345678901", "1800-01-01"):
+        assert logical_from_key(other, T0) == T0
+
+
+def test_an_accepted_event_starts_one_run_per_subscribed_task_with_the_event_in_its_env() -> None:
+    from tests.support.fsm import runs_of
+
+    state = fresh()
+    _subscribed(state, "reconcile", "orders-ready")
+    _subscribed(state, "report", "orders-ready")
+    _subscribed(state, "other", "something-else")
+    applied = state.apply(
+        codec.encode_command(
+            pb.Command(
+                now_ms=T0,
+                epoch=1,
+                origin="n1",
+                emit_event=pb.EmitEvent(name="orders-ready", key="2026-12-04", payload_json='{"rows": 3}'),
+            )
+        )
+    )
+    assert applied.result.ok and applied.effects  # the runs are ready for the leader to place
+    for task in ("reconcile", "report"):
+        (run,) = runs_of(state, task)
+        assert run.nominal_ms == 1_796_342_400_000 and run.manual
+        assert dict(run.env) == {
+            "RAFTSCHED_EVENT_NAME": "orders-ready",
+            "RAFTSCHED_EVENT_KEY": "2026-12-04",
+            "RAFTSCHED_EVENT_PAYLOAD": '{"rows": 3}',
+        }
+    assert runs_of(state, "other") == []
+    # A duplicate starts nothing; a new key starts one more run each.
+    assert emit(state, "orders-ready", "2026-12-04", now=T0 + 1).duplicate
+    assert len(runs_of(state, "reconcile")) == 1
+    assert not emit(state, "orders-ready", "batch-9", now=T0 + 2).duplicate
+    runs = runs_of(state, "reconcile")
+    assert len(runs) == 2 and {r.nominal_ms for r in runs} == {1_796_342_400_000, T0 + 2}
+
+
+def test_a_disabled_subscriber_starts_nothing() -> None:
+    from tests.support.fsm import runs_of, set_enabled
+
+    state = fresh()
+    _subscribed(state, "t", "e")
+    assert set_enabled(state, "t", False, now=T0).ok
+    assert emit(state, "e", "k").ok
+    assert runs_of(state, "t") == []
+
+
+def test_a_succeeded_run_emits_its_events_keyed_by_its_logical_time_which_start_the_downstream() -> None:
+    from raftsched.model import TaskSpec
+    from tests.support.fsm import EVERY_SECOND, S, apply, assign, create, join, result, runs_of, tick
+
+    state = fresh()
+    assert create(state, TaskSpec("sync", EVERY_SECOND, command="true", emits=("orders-ready",))).ok
+    _subscribed(state, "reconcile", "orders-ready")
+    assert apply(state, join("ex1")).ok
+    assert apply(state, tick("sync", 1, T0 + S)).fired == 1
+    run_id = f"sync@{T0 + S}"
+    assert apply(state, assign(T0 + S, (run_id, 0, 1, "ex1"))).ok
+    assert apply(state, result(T0 + 2 * S, run_id, 1, "ex1", True)).ok
+    (ev,) = events(state, "orders-ready")
+    assert ev.emitted_by == "task:sync" and ev.key == "2023-11-14T22:14:01Z"
+    (down,) = runs_of(state, "reconcile")
+    assert down.nominal_ms == T0 + S  # the upstream run's logical time, through the key
+    # A failed run emits nothing.
+    assert apply(state, tick("sync", 1, T0 + 3 * S)).fired == 1
+    failed = f"sync@{T0 + 3 * S}"
+    assert apply(state, assign(T0 + 3 * S, (failed, 0, 1, "ex1"))).ok
+    assert apply(state, result(T0 + 4 * S, failed, 1, "ex1", False)).ok
+    assert len(events(state, "orders-ready")) == 1

@@ -201,12 +201,15 @@ class EventBook:
 
     def _start_runs(self, rec: pb.EventRecord, now: int, epoch: int, effects: list[Effect]) -> None:
         """One run of each enabled task whose ``on_event`` is the event (by task name, so every
-        replica starts them in the same order), at the key's logical time."""
+        replica starts them in the same order), at the key's logical time (the accept time when
+        the key is no date or time, or one after the accept time)."""
         host = self.host
         subscribed = sorted(n for n, st in host.tasks.items() if st.spec.on_event == rec.name and st.enabled)
         if not subscribed:
             return
-        logical = logical_from_key(rec.key, rec.accepted_ms)
+        # Never in the future: a run's logical time is also its nominal time, before which no
+        # executor starts it; the event says its data is ready now.
+        logical = min(logical_from_key(rec.key, rec.accepted_ms), rec.accepted_ms)
         for task in subscribed:
             st = host.tasks[task]
             _, data, started = host.runs.new(st, logical, now, epoch, manual_seq=host.next_sequence())

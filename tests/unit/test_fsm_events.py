@@ -19,6 +19,7 @@ from raftsched.v1 import log_pb2 as pb
 from tests.support.fsm import T0, fresh
 
 HOUR = 3600 * 1000
+LATER = 1_800_000_000_000  # 2027-01-15: after the dates the tests use as keys
 WINDOW = 24 * HOUR
 
 
@@ -205,7 +206,7 @@ def test_an_accepted_event_starts_one_run_per_subscribed_task_with_the_event_in_
     applied = state.apply(
         codec.encode_command(
             pb.Command(
-                now_ms=T0,
+                now_ms=LATER,
                 epoch=1,
                 origin="n1",
                 emit_event=pb.EmitEvent(name="orders-ready", key="2026-12-04", payload_json='{"rows": 3}'),
@@ -223,11 +224,13 @@ def test_an_accepted_event_starts_one_run_per_subscribed_task_with_the_event_in_
         }
     assert runs_of(state, "other") == []
     # A duplicate starts nothing; a new key starts one more run each.
-    assert emit(state, "orders-ready", "2026-12-04", now=T0 + 1).duplicate
+    assert emit(state, "orders-ready", "2026-12-04", now=LATER + 1).duplicate
     assert len(runs_of(state, "reconcile")) == 1
-    assert not emit(state, "orders-ready", "batch-9", now=T0 + 2).duplicate
+    assert not emit(state, "orders-ready", "batch-9", now=LATER + 2).duplicate
+    # A key in the future starts its run now (no executor starts a run before its logical time).
+    assert not emit(state, "orders-ready", "2030-01-01", now=LATER + 3).duplicate
     runs = runs_of(state, "reconcile")
-    assert len(runs) == 2 and {r.nominal_ms for r in runs} == {1_796_342_400_000, T0 + 2}
+    assert {r.nominal_ms for r in runs} == {1_796_342_400_000, LATER + 2, LATER + 3}
 
 
 def test_a_disabled_subscriber_starts_nothing() -> None:

@@ -539,14 +539,22 @@ def delete_calendar(
 
 
 def emit_event(
-    name: str, key: str, payload_json: str, namespace: str, *, now_ms: int, epoch: int, origin: str, idem: str
+    name: str,
+    event_key: str,
+    payload_json: str,
+    namespace: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
 ) -> bytes:
-    """Emit event ``name`` with dedupe ``key`` (an empty key gets the request's idempotency key
-    ``idem``: each call a new event, a retry the same one). Raises InvalidSpec for a bad name,
-    key or payload (over 64 KiB, not a JSON object); apply checks again."""
-    check_event(name, key, payload_json)
-    cmd = _envelope(now_ms, epoch, origin, idem)
+    """Emit event ``name`` with dedupe key ``event_key`` (an empty one gets the request's
+    idempotency ``key``: each call a new event, a retry the same one). Raises InvalidSpec for a
+    bad name, key or payload (over 64 KiB, not a JSON object); apply checks again."""
+    check_event(name, event_key, payload_json)
+    cmd = _envelope(now_ms, epoch, origin, key)
     body = cmd.emit_event
-    body.name, body.key, body.payload_json = name, key or idem, payload_json
+    body.name, body.key, body.payload_json = name, event_key or key, payload_json
     body.namespace = namespace or "default"
     return codec.encode_command(cmd)

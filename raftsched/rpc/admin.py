@@ -523,7 +523,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             request,
             method="EmitEvent",
             build=lambda s: writes.emit_event(
-                request.name, request.key, request.payload_json, namespace, idem=key, **s
+                request.name, request.key, request.payload_json, namespace, key=key, **s
             ),
             target=request.name,
         )

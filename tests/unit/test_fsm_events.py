@@ -96,8 +96,8 @@ def test_the_leader_refuses_a_big_payload_before_proposing_naming_the_field() ->
 
     big = json.dumps({"x": "a" * MAX_EVENT_PAYLOAD})
     with pytest.raises(InvalidSpec, match=r"payload.*64 KiB"):
-        writes.emit_event("e", "k", big, "default", now_ms=T0, epoch=1, origin="n1", idem="i")
-    data = writes.emit_event("e", "", "", "", now_ms=T0, epoch=1, origin="n1", idem="req-1")
+        writes.emit_event("e", "k", big, "default", now_ms=T0, epoch=1, origin="n1", key="i")
+    data = writes.emit_event("e", "", "", "", now_ms=T0, epoch=1, origin="n1", key="req-1")
     cmd = codec.decode_command(data)
     assert cmd.emit_event.key == "req-1" and cmd.emit_event.namespace == "default"
     assert codec.command_format(cmd) == 5

@@ -9,6 +9,7 @@ from raftsched.cli.cluster import connect
 from raftsched.cli.errors import UsageError
 from raftsched.cli.render import print_json, print_table, to_dict
 from raftsched.display import iso
+from raftsched.v1 import raftsched_pb2 as pb
 
 __all__ = ["cmd_event_emit", "cmd_events"]
 
@@ -38,6 +39,8 @@ def cmd_event_emit(args: argparse.Namespace) -> int:
 
 def cmd_events(args: argparse.Namespace) -> int:
     with connect(args) as client:
+        if args.unused:
+            return _unused(args, client.list_tasks(), client.events(limit=1_000_000))
         records = client.events(args.name or "", limit=args.limit)
     if args.json:
         return print_json([to_dict(r) for r in records])
@@ -54,6 +57,21 @@ def cmd_events(args: argparse.Namespace) -> int:
         for r in records
     ]
     print_table(["SEQ", "NAME", "KEY", "ACCEPTED", "NAMESPACE", "BY", "PAYLOAD"], rows)
+    return 0
+
+
+def _unused(args: argparse.Namespace, tasks: list[pb.TaskRecord], seen: list[pb.EventRecord]) -> int:
+    """Event names tasks subscribe to (``on_event``) that no event inside the window has: a typo,
+    or an outside system that never sent one."""
+    accepted = {e.name for e in seen}
+    waiting: dict[str, list[str]] = {}
+    for rec in tasks:
+        name = rec.spec.on_event
+        if name and name not in accepted and (not args.name or name == args.name):
+            waiting.setdefault(name, []).append(rec.spec.name)
+    if args.json:
+        return print_json([{"event": n, "subscribers": waiting[n]} for n in sorted(waiting)])
+    print_table(["EVENT", "SUBSCRIBERS"], [[n, ", ".join(waiting[n])] for n in sorted(waiting)])
     return 0
 
 

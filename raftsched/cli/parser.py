@@ -484,6 +484,11 @@ def _add_event_commands(commands: Any) -> None:
     listing = _leaf(commands, "events", events.cmd_events, "list accepted events (newest first)")
     listing.add_argument("name", nargs="?", metavar="NAME", help="only this event")
     listing.add_argument("--limit", type=int, default=0, metavar="N", help="at most N (default 1000)")
+    listing.add_argument(
+        "--unused",
+        action="store_true",
+        help="list instead the event names tasks subscribe to (on_event) that no accepted event has",
+    )
     _json_option(listing)
 
 

@@ -93,6 +93,21 @@ def test_cli_emit_starts_one_run_per_key_and_a_success_emits_the_downstream_even
             "2026-12-04",
         ]
         assert listed[2]["emitted_by"] == "task:load"
+        # Subscribed names no event has are listed by --unused (a typo, or nothing sent yet).
+        assert json.loads(ok("events", "--unused", "--json")) == []
+        tasks.write_text(
+            TASKS.format(out=out, down=down)
+            + "  - name: typo\n    on_event: orders-redy\n    command: 'true'\n"
+        )
+        ok("apply", str(tasks))
+        unused: list[Any] = []
+
+        def typo_listed() -> bool:
+            unused[:] = json.loads(ok("events", "--unused", "--json"))
+            return bool(unused)
+
+        wait_until(typo_listed, 30, 0.1, "the typo's event listed unused")
+        assert unused == [{"event": "orders-redy", "subscribers": ["typo"]}]
         # A payload over 64 KiB is refused with the field named; nothing is accepted.
         code, _, err = cli(*at, "event", "emit", "big", "--payload", json.dumps({"x": "a" * 70_000}))
         assert code != 0 and "payload" in err and "64 KiB" in err, err

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from raftsched.alerts.config import AlertsConfig
+from raftsched.config.eventhooks import EventHook
 from raftsched.config.values import (
     DEFAULT_MAP_SIZE,
     Number,
@@ -267,6 +268,7 @@ class ClusterConfig:
     insecure: bool = False
     alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
     auth: AuthSettings | None = None  # the [auth] table; None: the gRPC API is unauthenticated
+    events: tuple[EventHook, ...] = ()  # the [events.<name>] tables: webhook secrets and keys
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable

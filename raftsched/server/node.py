@@ -237,6 +237,7 @@ class Node:
         if self.me.http is not None:
             self.http_api = HttpApi(self.http_of_grpc, now_ms=self.clock.now_ms)
             self.http_api.openapi = openapi_document
+            self.http_api.event_hooks = {hook.name: hook for hook in config.events}
             tls = config.tls
             self.http_tls = HttpTls(tls) if tls is not None and tls.http else None
             self.observability = NodeObservability(

@@ -132,8 +132,41 @@ class EventBook:
     """Accepted events, deduplicated per ``(name, key)`` within the window, and the runs each
     newly accepted one starts."""
 
+    # Commands that may change which tasks subscribe to what: they drop the subscriber index.
+    CHANGES_TASKS: Final = frozenset(
+        {
+            "create_task",
+            "create_tasks",
+            "update_task",
+            "delete_task",
+            "apply_workflow",
+            "stage_workflow_tasks",
+            "delete_workflow",
+        }
+    )
+
     def __init__(self, host: EventHost) -> None:
         self.host = host
+        # Event name -> the task names subscribed to it, sorted; None: rebuild on next use.
+        # Derived from the tasks (never stored): equal on every replica.
+        self._subscribers: dict[str, list[str]] | None = None
+
+    def invalidate(self) -> None:
+        """The tasks may have changed: rebuild the subscriber index when next needed."""
+        self._subscribers = None
+
+    def subscribers(self, name: str) -> list[str]:
+        """The tasks whose ``on_event`` is ``name``, by name."""
+        index = self._subscribers
+        if index is None:
+            index = {}
+            for task, st in self.host.tasks.items():
+                if st.spec.on_event:
+                    index.setdefault(st.spec.on_event, []).append(task)
+            for names in index.values():
+                names.sort()
+            self._subscribers = index
+        return index.get(name, [])
 
     def emit(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """Accept ``cmd.emit_event`` or answer a duplicate with the first acceptance. Raises
@@ -204,7 +237,7 @@ class EventBook:
         replica starts them in the same order), at the key's logical time (the accept time when
         the key is no date or time, or one after the accept time)."""
         host = self.host
-        subscribed = sorted(n for n, st in host.tasks.items() if st.spec.on_event == rec.name and st.enabled)
+        subscribed = [n for n in self.subscribers(rec.name) if n in host.tasks and host.tasks[n].enabled]
         if not subscribed:
             return
         # Never in the future: a run's logical time is also its nominal time, before which no

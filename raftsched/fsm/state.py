@@ -145,6 +145,7 @@ class SchedulerState(LockedReads):
             self.alert_seq = self.event_seq = 0
             self.chain = b""
         self.task_book.load()
+        self.events.invalidate()
         self.runs.load()
         self.wf.load()
         self.executor_book.load_flags()
@@ -284,6 +285,8 @@ class SchedulerState(LockedReads):
         now = max(cmd.now_ms, self.max_now_ms)
         if body == "barrier" and self._clock_fault(cmd):
             now = cmd.now_ms
+        if body in EventBook.CHANGES_TASKS:
+            self.events.invalidate()  # before: a rejection may have changed nothing, or part
         result, effects = handler(self, cmd, now)
         if not self.leader_effects and body != "barrier":
             effects = ()

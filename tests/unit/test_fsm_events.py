@@ -265,3 +265,22 @@ def test_a_succeeded_run_emits_its_events_keyed_by_its_logical_time_which_start_
     assert apply(state, assign(T0 + 3 * S, (failed, 0, 1, "ex1"))).ok
     assert apply(state, result(T0 + 4 * S, failed, 1, "ex1", False)).ok
     assert len(events(state, "orders-ready")) == 1
+
+
+def test_the_subscriber_index_follows_tasks_created_updated_and_deleted_after_it_was_built() -> None:
+    from raftsched.model import ManualTrigger, TaskSpec
+    from tests.support.fsm import delete, runs_of, update
+
+    state = fresh()
+    _subscribed(state, "a", "e")
+    assert emit(state, "e", "1").ok  # the index is built here
+    _subscribed(state, "b", "e")
+    assert update(state, TaskSpec("a", ManualTrigger(), command="true", on_event="other"), now=T0).ok
+    assert emit(state, "e", "2").ok
+    assert [len(runs_of(state, t)) for t in ("a", "b")] == [1, 1]
+    assert delete(state, "b", now=T0).ok
+    assert emit(state, "other", "3").ok and emit(state, "e", "4").ok
+    assert [len(runs_of(state, t)) for t in ("a", "b")] == [2, 1]  # b: its one run before, no new one
+    # A replica loading the same state from its store agrees (the index is not stored).
+    reloaded = SchedulerState.load(state.store)
+    assert emit(reloaded, "other", "5").ok and len(runs_of(reloaded, "a")) == 3

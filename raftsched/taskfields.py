@@ -235,6 +235,8 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
           hints=("params_json",)),
     Field("exclude", Kind.NAMES, "calendar names: scheduled runs on their days are skipped", "none",
           proto="exclude"),
+    Field("on_event", Kind.TEXT, "event name: each accepted event (name, key) starts one run, the event "
+          "in ``{{ event.key }}``, ``{{ event.payload.NAME }}``", "none", proto="on_event"),
     Field("tasks", Kind.TASKS, "list of tasks (required, at least one)", proto="tasks"),
 )  # fmt: skip
 

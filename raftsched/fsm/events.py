@@ -33,6 +33,7 @@ from raftsched.v1 import log_pb2 as pb
 
 if TYPE_CHECKING:
     from raftsched.fsm.runs import RunBook
+    from raftsched.fsm.workflows import WorkflowBook
 
 __all__ = [
     "MAX_EVENT_KEY",
@@ -117,6 +118,9 @@ class EventHost(Protocol):
     @property
     def runs(self) -> RunBook: ...
 
+    @property
+    def wf(self) -> WorkflowBook: ...
+
     def next_event_seq(self) -> int:
         """The next value of the replicated sequence of accepted events."""
         ...
@@ -147,26 +151,30 @@ class EventBook:
 
     def __init__(self, host: EventHost) -> None:
         self.host = host
-        # Event name -> the task names subscribed to it, sorted; None: rebuild on next use.
-        # Derived from the tasks (never stored): equal on every replica.
-        self._subscribers: dict[str, list[str]] | None = None
+        # Event name -> the task names and the workflow names subscribed to it, each sorted;
+        # None: rebuild on next use. Derived (never stored): equal on every replica.
+        self._subscribers: dict[str, tuple[list[str], list[str]]] | None = None
 
     def invalidate(self) -> None:
         """The tasks may have changed: rebuild the subscriber index when next needed."""
         self._subscribers = None
 
-    def subscribers(self, name: str) -> list[str]:
-        """The tasks whose ``on_event`` is ``name``, by name."""
+    def subscribers(self, name: str) -> tuple[list[str], list[str]]:
+        """The tasks and the workflows whose ``on_event`` is ``name``, each by name."""
         index = self._subscribers
         if index is None:
             index = {}
             for task, st in self.host.tasks.items():
                 if st.spec.on_event:
-                    index.setdefault(st.spec.on_event, []).append(task)
-            for names in index.values():
-                names.sort()
+                    index.setdefault(st.spec.on_event, ([], []))[0].append(task)
+            for workflow, wf in self.host.wf.workflows.items():
+                if wf.spec.on_event:
+                    index.setdefault(wf.spec.on_event, ([], []))[1].append(workflow)
+            for tasks, workflows in index.values():
+                tasks.sort()
+                workflows.sort()
             self._subscribers = index
-        return index.get(name, [])
+        return index.get(name, ([], []))
 
     def emit(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """Accept ``cmd.emit_event`` or answer a duplicate with the first acceptance. Raises
@@ -237,8 +245,10 @@ class EventBook:
         replica starts them in the same order), at the key's logical time (the accept time when
         the key is no date or time, or one after the accept time)."""
         host = self.host
-        subscribed = [n for n in self.subscribers(rec.name) if n in host.tasks and host.tasks[n].enabled]
-        if not subscribed:
+        tasks, workflows = self.subscribers(rec.name)
+        subscribed = [n for n in tasks if n in host.tasks and host.tasks[n].enabled]
+        flows = [n for n in workflows if n in host.wf.workflows and not host.wf.workflows[n].paused]
+        if not subscribed and not flows:
             return
         # Never in the future: a run's logical time is also its nominal time, before which no
         # executor starts it; the event says its data is ready now.
@@ -253,6 +263,8 @@ class EventBook:
             host.runs.save(run)
             host.put_task(st)
             effects.extend(started)
+        for workflow in flows:
+            host.wf.start_for_event(workflow, rec, logical, now, epoch, effects)
 
     def prune(self, now: int) -> int:
         """Delete a few events whose window has passed; how many."""

@@ -545,6 +545,16 @@ class WorkflowBook:
         )
         return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
 
+    def start_for_event(
+        self, workflow: str, event: pb.EventRecord, logical: int, now: int, epoch: int, effects: list[Effect]
+    ) -> str:
+        """An accepted event the workflow subscribes to (``on_event``): start one run of its
+        current version at ``logical``, the event in its templates (raftsched.fsm.events)."""
+        wf = self.workflows[workflow]
+        run_id = f"{workflow}@{logical}~m{self.host.next_sequence()}"
+        self._start(wf, run_id, logical, now, epoch, effects, manual=True, event=event)
+        return run_id
+
     def start_scheduled(
         self, st: TaskState, nominal: int, now: int, epoch: int, effects: list[Effect]
     ) -> str:
@@ -796,6 +806,7 @@ class WorkflowBook:
         manual: bool = False,
         backfill_id: str = "",
         params_json: str = "",
+        event: pb.EventRecord | None = None,
     ) -> pb.WorkflowRun:
         wr = pb.WorkflowRun(
             run_id=run_id,
@@ -808,6 +819,8 @@ class WorkflowBook:
             params_json=params_json,
             epoch=epoch,
         )
+        if event is not None:
+            wr.event_name, wr.event_key, wr.event_payload_json = event.name, event.key, event.payload_json
         ready = wfrun.start(wf.dag, wr, now)
         wf.runs_total += 1
         self._reactivate(wr)
@@ -888,7 +901,14 @@ class WorkflowBook:
         tspec = spec.tasks[idx]
         try:
             params = render_params_json(spec.params_json, tspec.params_json, wr.params_json)
-            ctx = TemplateContext(logical_ms=wr.logical_ms, run_id=wr.run_id, params=params)
+            ctx = TemplateContext(
+                logical_ms=wr.logical_ms,
+                run_id=wr.run_id,
+                params=params,
+                event_name=wr.event_name,
+                event_key=wr.event_key,
+                event_payload=TemplateContext.payload_of(wr.event_payload_json) if wr.event_name else None,
+            )
             command = render(tspec.command, ctx) if tspec.command else ""
             env = {k: render(v, ctx) for k, v in sorted(tspec.env.items())}
         except (TemplateError, ValueError) as exc:

@@ -240,6 +240,8 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
     try:
         validate_exclude(tuple(spec.exclude))
+        if spec.on_event:
+            validate_name(spec.on_event, "on_event")
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
     return params

@@ -284,3 +284,46 @@ def test_the_subscriber_index_follows_tasks_created_updated_and_deleted_after_it
     # A replica loading the same state from its store agrees (the index is not stored).
     reloaded = SchedulerState.load(state.store)
     assert emit(reloaded, "other", "5").ok and len(runs_of(reloaded, "a")) == 3
+
+
+def test_a_workflow_on_event_starts_one_run_per_event_with_the_event_in_its_templates() -> None:
+    from tests.support.fsm import apply_wf, task_run
+
+    state = fresh()
+    spec = pb.WorkflowSpec(name="reconcile", on_event="orders-ready")
+    spec.tasks.add(
+        name="go",
+        command="reconcile --day {{ ds }} --key {{ event.key }} --rows {{ event.payload.rows }}"
+        " --by {{ event.name }}",
+        env={"REGION": "{{ event.payload.region }}"},
+    )
+    assert apply_wf(state, spec).ok
+    res = emit(state, "orders-ready", "2026-12-04", '{"rows": 3, "region": "eu"}', now=LATER)
+    assert res.ok and not res.duplicate
+    (wr,) = state.list_workflow_runs("reconcile", limit=10)
+    assert (wr.event_name, wr.event_key, wr.logical_ms) == ("orders-ready", "2026-12-04", 1_796_342_400_000)
+    run = task_run(state, wr.run_id, "go")
+    assert run.command == "reconcile --day 2026-12-04 --key 2026-12-04 --rows 3 --by orders-ready"
+    assert run.env["REGION"] == "eu"
+    assert emit(state, "orders-ready", "2026-12-04", now=LATER + 1).duplicate
+    assert len(state.list_workflow_runs("reconcile", limit=10)) == 1
+    # A payload without the field the template names fails that task with the reason.
+    assert not emit(state, "orders-ready", "2026-12-05", '{"rows": 1}', now=LATER + 2).duplicate
+    newest = state.list_workflow_runs("reconcile", limit=10)[0]
+    (task,) = newest.tasks
+    assert task.state == pb.TASK_FAILED and "event.payload.region" in task.reason
+    # A paused workflow starts nothing.
+    pause = pb.Command(now_ms=LATER + 3, epoch=1, origin="n1")
+    pause.set_workflow_paused.workflow, pause.set_workflow_paused.paused = "reconcile", True
+    assert state.apply(codec.encode_command(pause)).result.ok
+    assert not emit(
+        state, "orders-ready", "2026-12-06", '{"rows": 1, "region": "us"}', now=LATER + 4
+    ).duplicate
+    assert len(state.list_workflow_runs("reconcile", limit=10)) == 2
+
+
+def test_template_check_knows_the_event_variables() -> None:
+    from raftsched.workflow.template import check_template
+
+    assert check_template("{{ event.key }} {{ event.name }} {{ event.payload.rows }}") == []
+    assert check_template("{{ event.kee }}") != []

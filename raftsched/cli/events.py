@@ -34,6 +34,8 @@ def cmd_event_emit(args: argparse.Namespace) -> int:
         )
     else:
         print(f"accepted event {record.name} key {record.key} (#{record.seq}) at {iso(record.accepted_ms)}")
+        for run_id in record.runs:
+            print(f"  started {run_id}")
     return 0
 
 
@@ -52,11 +54,12 @@ def cmd_events(args: argparse.Namespace) -> int:
             iso(r.accepted_ms),
             r.namespace,
             r.emitted_by or "-",
+            _short(", ".join(r.runs), 50) or "-",
             _short(r.payload_json),
         ]
         for r in records
     ]
-    print_table(["SEQ", "NAME", "KEY", "ACCEPTED", "NAMESPACE", "BY", "PAYLOAD"], rows)
+    print_table(["SEQ", "NAME", "KEY", "ACCEPTED", "NAMESPACE", "BY", "RUNS", "PAYLOAD"], rows)
     return 0
 
 

@@ -235,9 +235,9 @@ class EventBook:
             emitted_by=emitted_by,
             seq=self.host.next_event_seq(),
         )
+        self._start_runs(rec, now, epoch, effects)
         store.put(rkey, rec.SerializeToString(deterministic=True))
         store.put(keys.event_expiry_key(now, name, key), b"")
-        self._start_runs(rec, now, epoch, effects)
         return pb.CommandResult(ok=True, event=rec)
 
     def _start_runs(self, rec: pb.EventRecord, now: int, epoch: int, effects: list[Effect]) -> None:
@@ -255,7 +255,8 @@ class EventBook:
         logical = min(logical_from_key(rec.key, rec.accepted_ms), rec.accepted_ms)
         for task in subscribed:
             st = host.tasks[task]
-            _, data, started = host.runs.new(st, logical, now, epoch, manual_seq=host.next_sequence())
+            run_id, data, started = host.runs.new(st, logical, now, epoch, manual_seq=host.next_sequence())
+            rec.runs.append(run_id)
             run = pb.Run.FromString(data)
             run.env["RAFTSCHED_EVENT_NAME"] = rec.name
             run.env["RAFTSCHED_EVENT_KEY"] = rec.key
@@ -264,7 +265,7 @@ class EventBook:
             host.put_task(st)
             effects.extend(started)
         for workflow in flows:
-            host.wf.start_for_event(workflow, rec, logical, now, epoch, effects)
+            rec.runs.append(host.wf.start_for_event(workflow, rec, logical, now, epoch, effects))
 
     def prune(self, now: int) -> int:
         """Delete a few events whose window has passed; how many."""

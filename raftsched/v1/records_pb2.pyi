@@ -778,7 +778,7 @@ class MembershipRecord(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., pending: _Optional[_Union[MemberChange, _Mapping]] = ..., changes: _Optional[int] = ...) -> None: ...
 
 class EventRecord(_message.Message):
-    __slots__ = ("name", "key", "payload_json", "namespace", "accepted_ms", "emitted_by", "seq")
+    __slots__ = ("name", "key", "payload_json", "namespace", "accepted_ms", "emitted_by", "seq", "runs")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -786,6 +786,7 @@ class EventRecord(_message.Message):
     ACCEPTED_MS_FIELD_NUMBER: _ClassVar[int]
     EMITTED_BY_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     name: str
     key: str
     payload_json: str
@@ -793,4 +794,5 @@ class EventRecord(_message.Message):
     accepted_ms: int
     emitted_by: str
     seq: int
-    def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., payload_json: _Optional[str] = ..., namespace: _Optional[str] = ..., accepted_ms: _Optional[int] = ..., emitted_by: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
+    runs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., payload_json: _Optional[str] = ..., namespace: _Optional[str] = ..., accepted_ms: _Optional[int] = ..., emitted_by: _Optional[str] = ..., seq: _Optional[int] = ..., runs: _Optional[_Iterable[str]] = ...) -> None: ...

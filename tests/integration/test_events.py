@@ -93,6 +93,8 @@ def test_cli_emit_starts_one_run_per_key_and_a_success_emits_the_downstream_even
             "2026-12-04",
         ]
         assert listed[2]["emitted_by"] == "task:load"
+        assert [r.split("@")[0] for r in listed[3]["runs"]] == ["load"]
+        assert [r.split("@")[0] for r in listed[2]["runs"]] == ["reconcile"]
         # Subscribed names no event has are listed by --unused (a typo, or nothing sent yet).
         assert json.loads(ok("events", "--unused", "--json")) == []
         tasks.write_text(

@@ -214,6 +214,7 @@ def test_an_accepted_event_starts_one_run_per_subscribed_task_with_the_event_in_
         )
     )
     assert applied.result.ok and applied.effects  # the runs are ready for the leader to place
+    assert [r.split("@")[0] for r in applied.result.event.runs] == ["reconcile", "report"]
     for task in ("reconcile", "report"):
         (run,) = runs_of(state, task)
         assert run.nominal_ms == 1_796_342_400_000 and run.manual
@@ -301,6 +302,7 @@ def test_a_workflow_on_event_starts_one_run_per_event_with_the_event_in_its_temp
     res = emit(state, "orders-ready", "2026-12-04", '{"rows": 3, "region": "eu"}', now=LATER)
     assert res.ok and not res.duplicate
     (wr,) = state.list_workflow_runs("reconcile", limit=10)
+    assert list(res.event.runs) == [wr.run_id]
     assert (wr.event_name, wr.event_key, wr.logical_ms) == ("orders-ready", "2026-12-04", 1_796_342_400_000)
     run = task_run(state, wr.run_id, "go")
     assert run.command == "reconcile --day 2026-12-04 --key 2026-12-04 --rows 3 --by orders-ready"

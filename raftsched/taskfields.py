@@ -237,6 +237,8 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
           proto="exclude"),
     Field("on_event", Kind.TEXT, "event name: each accepted event (name, key) starts one run, the event "
           "in ``{{ event.key }}``, ``{{ event.payload.NAME }}``", "none", proto="on_event"),
+    Field("emits", Kind.NAMES, "event names emitted (key: the run's logical time) when a run succeeds",
+          "none", proto="emits"),
     Field("tasks", Kind.TASKS, "list of tasks (required, at least one)", proto="tasks"),
 )  # fmt: skip
 

@@ -203,6 +203,15 @@ class EventBook:
         for name in st.spec.emits:
             self.accept(name, key, "", st.spec.namespace, now, f"task:{st.spec.name}", epoch, effects)
 
+    def emit_for_workflow_run(
+        self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, epoch: int, effects: list[Effect]
+    ) -> None:
+        """A run of workflow ``spec`` succeeded: emit its ``emits``, keyed by its logical time."""
+        key = key_for_logical(wr.logical_ms)
+        namespace = spec.namespace or "default"
+        for name in spec.emits:
+            self.accept(name, key, "", namespace, now, f"workflow:{spec.name}", epoch, effects)
+
     def accept(
         self,
         name: str,

@@ -375,6 +375,13 @@ class SchedulerState(LockedReads):
         """A run of ``st`` succeeded: emit the events its task declares (``emits``)."""
         self.events.emit_for_run(st, run, now, epoch, effects)
 
+    def emit_for_workflow_run(
+        self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, effects: list[Effect]
+    ) -> None:
+        """A workflow run succeeded: emit its workflow's ``emits`` (the command's epoch is the
+        newest applied one: a stale leader's command was refused before it got here)."""
+        self.events.emit_for_workflow_run(spec, wr, now, max(self.max_epoch, 1), effects)
+
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
         """Record an alert event of ``kind`` (one of :data:`raftsched.model.ALERT_KINDS`)."""
         alert = pb.AlertRecord(kind=kind, error=reason)

@@ -148,6 +148,12 @@ class TaskHost(Protocol):
         """Flag ``st`` unplaceable (and alert once) if no live executor could ever fit ``need``."""
         ...
 
+    def emit_for_workflow_run(
+        self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, effects: list[Effect]
+    ) -> None:
+        """A run of the workflow succeeded: emit the events its spec declares (``emits``)."""
+        ...
+
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
         """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
         ...
@@ -983,6 +989,8 @@ class WorkflowBook:
                     self.host.put_task(trig)
             if wr.backfill_id:
                 self._backfill_progress(wr, now)
+            if wr.state == pb.WORKFLOW_SUCCESS and wf.spec.emits:
+                self.host.emit_for_workflow_run(wf.spec, wr, now, effects)
             if wr.state == pb.WORKFLOW_FAILED:
                 failed = [t.name for t in wr.tasks if t.state in (pb.TASK_FAILED, pb.TASK_TIMEOUT)]
                 self.host.raise_alert(

@@ -406,7 +406,7 @@ def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
         if value is None:
             continue
         if f.kind == Kind.NAMES:
-            spec.exclude.extend(value)  # type: ignore[arg-type]
+            getattr(spec, f.proto).extend(value)
         else:
             _set(spec, path, _proto_choice(f, value) if f.kind == Kind.CHOICE else value)
     if "exclude" in keys and "schedule" not in keys:

@@ -42,6 +42,7 @@ from raftsched.model import (
     check_int,
     check_text,
     parse_params,
+    validate_event_names,
     validate_exclude,
     validate_name,
     validate_resource,
@@ -242,6 +243,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
         validate_exclude(tuple(spec.exclude))
         if spec.on_event:
             validate_name(spec.on_event, "on_event")
+        validate_event_names(tuple(spec.emits))
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
     return params

@@ -329,3 +329,23 @@ def test_template_check_knows_the_event_variables() -> None:
 
     assert check_template("{{ event.key }} {{ event.name }} {{ event.payload.rows }}") == []
     assert check_template("{{ event.kee }}") != []
+
+
+def test_a_succeeded_workflow_run_emits_its_workflows_events_keyed_by_its_logical_time() -> None:
+    from tests.support.fsm import apply, apply_wf, complete, join, runs_of
+
+    state = fresh()
+    assert apply(state, join("x1")).ok
+    spec = pb.WorkflowSpec(name="orders-sync", emits=["orders-ready"], namespace="team-a")
+    spec.tasks.add(name="load", command="load {{ ds }}")
+    assert apply_wf(state, spec).ok
+    _subscribed(state, "reconcile", "orders-ready")
+    start = pb.Command(now_ms=LATER, epoch=1, origin="n1")
+    start.start_workflow_run.workflow, start.start_workflow_run.logical_ms = "orders-sync", 1_796_342_400_000
+    wr = state.apply(codec.encode_command(start)).result.workflow_run
+    assert events(state, "orders-ready") == []
+    assert complete(state, wr.run_id, "load", now=LATER + 1).ok
+    (ev,) = events(state, "orders-ready")
+    assert (ev.key, ev.emitted_by, ev.namespace) == ("2026-12-04T00:00:00Z", "workflow:orders-sync", "team-a")
+    (down,) = runs_of(state, "reconcile")
+    assert down.nominal_ms == 1_796_342_400_000 and list(ev.runs) == [down.run_id]

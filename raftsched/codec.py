@@ -7,7 +7,7 @@ Decoding validates: a malformed message becomes :class:`raftsched.errors.Invalid
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.protobuf.message import Message
@@ -45,7 +45,9 @@ from raftsched.v1 import log_pb2 as pb
 #   3  a barrier that abandons a faulty leader time (Barrier.clock_fault_ms).
 #   4  a FireBatch with a fire of an overlap=replace task: the runs it cancels give back their
 #      quota places and locks (format 3 and older kept them until the node reloaded its state).
-#   5  EmitEvent (events and the runs they trigger, issue 28 §3).
+#   5  EmitEvent (events and the runs they trigger, issue 28 §3); a task or workflow written with
+#      on_event or emits is stamped 5 too: a format-4 node would store it and then not emit on
+#      its success, so it stops at the definition instead of diverging later.
 COMMAND_FORMAT = 5
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
@@ -69,7 +71,7 @@ _BODY_FORMAT = {
         "delete_quota",
     )
 }
-_BODY_FORMAT["emit_event"] = 5
+_BODY_FORMAT["emit_event"] = 5  # EVENTS_FORMAT
 REPLACE_RELEASES_FORMAT = 4
 """The format a FireBatch is stamped with when it fires an overlap=replace task (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
@@ -221,7 +223,25 @@ def command_format(cmd: pb.Command) -> int:
     body = cmd.WhichOneof("body") or ""
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
+    if body in _EVENT_SPECS and _EVENT_SPECS[body](cmd):
+        return EVENTS_FORMAT
     return _BODY_FORMAT.get(body, 1)
+
+
+EVENTS_FORMAT = 5
+"""The format of EmitEvent and of task and workflow definitions that use events (see the history)."""
+
+
+def _uses_events(spec: Any) -> bool:
+    return bool(spec.on_event or spec.emits)
+
+
+_EVENT_SPECS: dict[str, Callable[[pb.Command], bool]] = {
+    "create_task": lambda c: _uses_events(c.create_task.spec),
+    "update_task": lambda c: _uses_events(c.update_task.spec),
+    "create_tasks": lambda c: any(_uses_events(i.spec) for i in c.create_tasks.items),
+    "apply_workflow": lambda c: _uses_events(c.apply_workflow.spec),
+}
 
 
 def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:

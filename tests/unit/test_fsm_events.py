@@ -349,3 +349,23 @@ def test_a_succeeded_workflow_run_emits_its_workflows_events_keyed_by_its_logica
     assert (ev.key, ev.emitted_by, ev.namespace) == ("2026-12-04T00:00:00Z", "workflow:orders-sync", "team-a")
     (down,) = runs_of(state, "reconcile")
     assert down.nominal_ms == 1_796_342_400_000 and list(ev.runs) == [down.run_id]
+
+
+def test_definitions_that_use_events_are_stamped_format_5_and_others_keep_theirs() -> None:
+    from raftsched.model import CronTrigger, ManualTrigger, TaskSpec
+
+    def stamped(data: bytes) -> int:
+        return codec.decode_command(data).format
+
+    plain = TaskSpec("p", CronTrigger("0 3 * * *"), command="true")
+    sub = TaskSpec("s", ManualTrigger(), command="true", on_event="e")
+    emits = TaskSpec("m", CronTrigger("0 3 * * *"), command="true", emits=("e",))
+    make = {"disabled": False, "now_ms": T0, "epoch": 1, "origin": "n1", "key": ""}
+    assert stamped(writes.create_task(plain, **make)) == 1  # type: ignore[arg-type]
+    assert stamped(writes.create_task(sub, **make)) == 5  # type: ignore[arg-type]
+    assert stamped(writes.create_task(emits, **make)) == 5  # type: ignore[arg-type]
+    wf = pb.Command(now_ms=T0, epoch=1, origin="n1")
+    wf.apply_workflow.spec.name = "w"
+    assert codec.command_format(wf) == 1
+    wf.apply_workflow.spec.on_event = "e"
+    assert codec.command_format(wf) == 5

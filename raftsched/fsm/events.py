@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -77,23 +78,39 @@ def check_event(name: str, key: str, payload_json: str, where: str = "") -> None
             raise InvalidSpec(where + "payload", f"must be a JSON object, got {type(value).__name__}")
 
 
+_ISO_KEY: Final = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|[+-]\d{2}:\d{2})?)?"
+)
+_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
 def logical_from_key(key: str, accepted_ms: int) -> int:
     """The logical time of a run an event starts: its key when the key is an ISO 8601 date
     (``2026-12-04``, midnight UTC) or date and time (``2026-12-04T02:00:00Z``, an offset, or
     none: UTC), inside the time range; else the event's accept time. Pure (no zone database)."""
-    text = key.strip()
-    if not 10 <= len(text) <= 40 or not text[:4].isdigit() or text[4:5] != "-":
+    # An explicit grammar, not datetime.fromisoformat: what that accepts differs between Python
+    # versions, and replicas on two versions must agree on every run's logical time.
+    m = _ISO_KEY.fullmatch(key.strip())
+    if m is None:
         return accepted_ms
+    year, month, day, hour, minute, second, frac, zone = m.groups()
     try:
-        if len(text) == 10:
-            moment = _dt.datetime.combine(_dt.date.fromisoformat(text), _dt.time(), _dt.UTC)
-        else:
-            moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=_dt.UTC)
-        ms = int(moment.timestamp() * 1000)
-    except (ValueError, OverflowError):
+        moment = _dt.datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour or 0),
+            int(minute or 0),
+            int(second or 0),
+            tzinfo=_dt.UTC,
+        )
+    except ValueError:
         return accepted_ms
+    ms = (moment - _EPOCH) // _dt.timedelta(milliseconds=1) + int((frac or "").ljust(3, "0")[:3] or 0)
+    if zone and zone not in ("Z", "z"):
+        sign = 1 if zone[0] == "+" else -1
+        ms -= sign * (int(zone[1:3]) * 60 + int(zone[4:6])) * 60_000
     return ms if 0 <= ms <= MAX_TIME_MS else accepted_ms
 
 

@@ -192,7 +192,9 @@ def test_logical_time_is_the_key_when_it_is_a_date_or_time_else_the_accept_time(
     assert logical_from_key("2026-12-04T02:00:00Z", T0) == 1_796_342_400_000 + 2 * HOUR
     assert logical_from_key("2026-12-04T03:00:00+01:00", T0) == 1_796_342_400_000 + 2 * HOUR
     assert logical_from_key("2026-12-04T02:00", T0) == 1_796_342_400_000 + 2 * HOUR
-    for other in ("batch-17", "", "2026-13-40", "12345678901", "1800-01-01"):
+    assert logical_from_key("2026-12-04T02:00:00.250Z", T0) == 1_796_342_400_000 + 2 * HOUR + 250
+    assert logical_from_key("2026-12-04 01:30-00:30", T0) == 1_796_342_400_000 + 2 * HOUR
+    for other in ("batch-17", "", "2026-13-40", "12345678901", "1800-01-01", "20261204", "2026-12-04T25:00"):
         assert logical_from_key(other, T0) == T0
 
 

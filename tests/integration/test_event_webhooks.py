@@ -101,6 +101,7 @@ def test_a_signed_webhook_emits_without_a_token_and_a_bad_signature_is_refused(
         c.add_task(TaskSpec("load", ManualTrigger(), command="true", on_event="orders-ready"))
         viewer, _ = c.create_token("viewer", description="webhook viewer")
         maintainer, _ = c.create_token("maintainer", description="webhook maintainer")
+        elsewhere, _ = c.create_token("maintainer", ["other"], description="another namespace")
     body = json.dumps({"partition": {"date": "2026-12-04"}, "rows": 3}).encode()
     path = f"{API}/events/orders-ready"
     status, got = _post(http, path, body, {"X-Signature-256": _sign(body)})
@@ -129,11 +130,18 @@ def test_a_signed_webhook_emits_without_a_token_and_a_bad_signature_is_refused(
         http, path, b'{"rows": 9}', {"Authorization": f"Bearer {maintainer}", "X-Event-Key": "b-2"}
     )
     assert status == 200 and got["event"]["key"] == "b-2" and not got.get("duplicate")  # type: ignore[index]
+    # events.emit is per namespace: a maintainer of "other" may not emit into "default", and a
+    # signed call may not leave its hook's namespace.
+    status, problem = _post(http, path, b"{}", {"Authorization": f"Bearer {elsewhere}", "X-Event-Key": "c"})
+    assert status == 403 and "namespace" in str(problem["detail"]), problem
+    status, _ = _post(http, path + "?key=c&namespace=other", b"{}", {"Authorization": f"Bearer {elsewhere}"})
+    assert status == 200
+    assert _post(http, path + "?namespace=other", body, {"X-Signature-256": _sign(body)})[0] == 403
     # An event with no [events.x] secret cannot be signed; a body that is not an object is 400.
     other = f"{API}/events/unknown-event"
     assert _post(http, other, body, {"X-Signature-256": _sign(body)})[0] == 401
     assert _post(http, path, b"[1]", {"X-Signature-256": _sign(b"[1]")})[0] == 400
     with Client(grpc, token=admin, timeout=10) as c:
-        wait_until(lambda: len(c.runs("load")) == 2, 30, 0.1, "one run per accepted event")
+        wait_until(lambda: len(c.runs("load")) == 3, 30, 0.1, "one run per accepted event")
     listed = call(http, "GET", f"{API}/events?name=orders-ready", token=admin)
-    assert listed.status == 200 and [e["key"] for e in listed.body["events"]] == ["b-2", "2026-12-04"]
+    assert listed.status == 200 and [e["key"] for e in listed.body["events"]] == ["c", "b-2", "2026-12-04"]

@@ -215,8 +215,14 @@ class EventBook:
         return res, tuple(effects)
 
     def emit_for_run(self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]) -> None:
-        """A run of ``st`` succeeded: emit its task's ``emits`` events, keyed by its logical time."""
-        key = key_for_logical(run.nominal_ms)
+        """A run of ``st`` succeeded: emit its task's ``emits`` events, keyed by its logical time
+        (a workflow task's: its workflow run's)."""
+        logical = run.nominal_ms
+        if run.workflow_run:
+            wr = self.host.wf.runs.get(run.workflow_run)
+            if wr is not None:
+                logical = wr.logical_ms
+        key = key_for_logical(logical)
         for name in st.spec.emits:
             self.accept(name, key, "", st.spec.namespace, now, f"task:{st.spec.name}", epoch, effects)
 

@@ -511,6 +511,7 @@ class WorkflowBook:
             resource_cpu=t.resource_cpu,
             resource_memory_mb=t.resource_memory_mb,
             runner=Runner.PYTHON if t.runner == "python" else Runner.SHELL,
+            emits=tuple(t.emits),
         )
 
     def _put_internal(

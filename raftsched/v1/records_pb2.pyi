@@ -368,7 +368,7 @@ class Dependency(_message.Message):
     def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
-    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector")
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector", "emits")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -400,6 +400,7 @@ class WorkflowTaskSpec(_message.Message):
     RESOURCE_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    EMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     command: str
     handler: str
@@ -417,7 +418,8 @@ class WorkflowTaskSpec(_message.Message):
     resource_memory_mb: int
     runner: str
     selector: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    emits: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
     __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "on_event", "emits")

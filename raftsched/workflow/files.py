@@ -466,6 +466,10 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter
             _convert_locks(value, path, suffix, task, conv)
         elif f.kind == Kind.DEPENDS:
             _convert_depends_on(value, path, suffix, task, conv)
+        elif f.kind == Kind.NAMES:
+            names = read_value(conv, f, value, path, label)
+            if names is not None:
+                getattr(task, target).extend(names)
         else:
             got = read_value(conv, f, value, path, label)
             if got is not None:

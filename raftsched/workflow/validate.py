@@ -297,6 +297,10 @@ def _check_task(
         validate_selector(dict(task.selector), f"{at}.selector")
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
+    try:
+        validate_event_names(tuple(task.emits), f"{at}.emits")
+    except InvalidSpec as exc:
+        problems.add(exc.field, exc.reason)
 
     defined = workflow_params | task_params
     # Only text within its limits is parsed as a template: an oversized value is one problem,

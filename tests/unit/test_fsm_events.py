@@ -371,3 +371,36 @@ def test_definitions_that_use_events_are_stamped_format_5_and_others_keep_theirs
     assert codec.command_format(wf) == 1
     wf.apply_workflow.spec.on_event = "e"
     assert codec.command_format(wf) == 5
+
+
+def test_a_workflow_task_emits_when_it_succeeds_keyed_by_its_workflow_runs_logical_time() -> None:
+    from raftsched.workflow.validate import validate_workflow
+    from tests.support.fsm import apply, apply_wf, complete, join, runs_of
+
+    state = fresh()
+    assert apply(state, join("x1")).ok
+    spec = pb.WorkflowSpec(name="sync")
+    spec.tasks.add(name="extract", command="extract")
+    spec.tasks.add(
+        name="load", command="load", emits=["orders-loaded"], depends_on=[pb.Dependency(task="extract")]
+    )
+    validate_workflow(spec)
+    assert apply_wf(state, spec).ok
+    _subscribed(state, "audit", "orders-loaded")
+    start = pb.Command(now_ms=LATER, epoch=1, origin="n1")
+    start.start_workflow_run.workflow, start.start_workflow_run.logical_ms = "sync", 1_796_342_400_000
+    wr = state.apply(codec.encode_command(start)).result.workflow_run
+    assert complete(state, wr.run_id, "extract", now=LATER + 1).ok
+    assert events(state, "orders-loaded") == []
+    assert complete(state, wr.run_id, "load", now=LATER + 2).ok
+    (ev,) = events(state, "orders-loaded")
+    assert (ev.key, ev.emitted_by) == ("2026-12-04T00:00:00Z", "task:sync#load")
+    assert len(runs_of(state, "audit")) == 1
+    bad = pb.WorkflowSpec(name="bad")
+    bad.tasks.add(name="t", command="x", emits=["not a name"])
+    import pytest
+
+    from raftsched.errors import InvalidWorkflow
+
+    with pytest.raises(InvalidWorkflow, match=r"tasks\[0\]\.emits"):
+        validate_workflow(bad)

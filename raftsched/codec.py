@@ -240,7 +240,12 @@ _EVENT_SPECS: dict[str, Callable[[pb.Command], bool]] = {
     "create_task": lambda c: _uses_events(c.create_task.spec),
     "update_task": lambda c: _uses_events(c.update_task.spec),
     "create_tasks": lambda c: any(_uses_events(i.spec) for i in c.create_tasks.items),
-    "apply_workflow": lambda c: _uses_events(c.apply_workflow.spec),
+    "apply_workflow": lambda c: (
+        _uses_events(c.apply_workflow.spec) or any(t.emits for t in c.apply_workflow.spec.tasks)
+    ),
+    "stage_workflow_tasks": lambda c: (
+        _uses_events(c.stage_workflow_tasks.header) or any(t.emits for t in c.stage_workflow_tasks.tasks)
+    ),
 }
 
 

@@ -371,6 +371,14 @@ def test_definitions_that_use_events_are_stamped_format_5_and_others_keep_theirs
     assert codec.command_format(wf) == 1
     wf.apply_workflow.spec.on_event = "e"
     assert codec.command_format(wf) == 5
+    wf.apply_workflow.spec.on_event = ""
+    wf.apply_workflow.spec.tasks.add(name="t", command="x", emits=["e"])
+    assert codec.command_format(wf) == 5
+    staged = pb.Command(now_ms=T0, epoch=1, origin="n1")
+    staged.stage_workflow_tasks.workflow = "w"
+    assert codec.command_format(staged) == 2
+    staged.stage_workflow_tasks.tasks.add(name="t", command="x", emits=["e"])
+    assert codec.command_format(staged) == 5
 
 
 def test_a_workflow_task_emits_when_it_succeeds_keyed_by_its_workflow_runs_logical_time() -> None:

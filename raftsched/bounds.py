@@ -247,6 +247,7 @@ FIELDS: Final[dict[str, Range]] = {
         "ApplyWorkflow.zone_offset_s": Range(-MAX_OFFSET_S, MAX_OFFSET_S, " s"),
         "MemberChange.started_ms": TIME,
         "Barrier.clock_fault_ms": Range(0, MAX_TIME_MS, " ms", "no clock fault"),
+        "ListEventsRequest.limit": LIMIT,
     }.items()
 }
 

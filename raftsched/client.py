@@ -68,6 +68,7 @@ from raftsched.errors import (
     Unavailable,
     error_for_code,
 )
+from raftsched.fsm.events import check_event
 from raftsched.fsm.policy import parse_rate, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
 from raftsched.readinfo import ReadInfo
@@ -747,6 +748,38 @@ class Client:
         lists them: remove it from their ``exclude`` first); NotFound if there is none."""
         request = pb.DeleteCalendarRequest(name=validate_name(name, "calendar"), idempotency_key=_key())
         self._call("DeleteCalendar", request, write=True)
+
+    # -- events -----------------------------------------------------------------------------------
+
+    def emit_event(
+        self,
+        name: str,
+        *,
+        key: str = "",
+        payload: Mapping[str, Any] | str | None = None,
+        namespace: str = "",
+    ) -> tuple[pb.EventRecord, bool]:
+        """Emit event ``name`` with dedupe ``key``: ``(record, duplicate)``.
+
+        The cluster accepts one event per distinct ``(name, key)`` within its dedupe window
+        (default 7 days): a duplicate is answered with the first acceptance and ``duplicate``
+        True. An empty ``key`` makes each call a new event (a retry of this call is still one).
+        ``payload`` is a JSON object (a mapping or its JSON text), at most 64 KiB. Needs the
+        ``events.emit`` permission in ``namespace`` (default: ``default``). InvalidSpec for a bad
+        name, key or payload."""
+        text = payload if isinstance(payload, str) else json.dumps(payload, sort_keys=True) if payload else ""
+        check_event(validate_name(name, "event"), key, text)
+        request = pb.EmitEventRequest(
+            name=name, key=key, payload_json=text, namespace=namespace, idempotency_key=_key()
+        )
+        reply: pb.EmitEventReply = self._call("EmitEvent", request, write=True)
+        return reply.event, reply.duplicate
+
+    def events(self, name: str = "", *, limit: int = 0, stale: bool | None = None) -> list[pb.EventRecord]:
+        """Accepted events still inside the dedupe window (of ``name`` if given), newest first."""
+        request = pb.ListEventsRequest(name=name, limit=limit)
+        reply: pb.ListEventsReply = self._call("ListEvents", request, stale=stale)
+        return list(reply.events)
 
     def start_workflow_run(
         self, workflow: str, logical_ms: int = 0, params: Mapping[str, Any] | str | None = None

@@ -7,7 +7,7 @@ Decoding validates: a malformed message becomes :class:`raftsched.errors.Invalid
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.protobuf.message import Message
@@ -49,7 +49,10 @@ from raftsched.v1 import log_pb2 as pb
 #      older node would store it and then create runs without their start gates.
 #   6  a workflow with a cross-workflow dependency or warn_after, and the WorkflowWaitsDue
 #      command (issue 28): an older node would run the task without waiting for its upstream.
-COMMAND_FORMAT = 6
+#   7  EmitEvent (events and the runs they trigger, issue 28 §3); a task or workflow written with
+#      on_event or emits is stamped 7 too: a format-6 node would store it and then not emit on
+#      its success, so it stops at the definition instead of diverging later.
+COMMAND_FORMAT = 7
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -79,6 +82,9 @@ TIME_GATES_FORMAT = 5
 CROSS_WORKFLOW_FORMAT = 6
 """The format of a command that defines a cross-workflow dependency or warn_after, and of
 WorkflowWaitsDue (see the history)."""
+EVENTS_FORMAT = 7
+"""The format of EmitEvent and of task and workflow definitions that use events (see the history)."""
+_BODY_FORMAT["emit_event"] = EVENTS_FORMAT
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -160,6 +166,8 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         runner="" if spec.runner == Runner.SHELL else str(spec.runner),
         selector=dict(spec.selector),
         jitter_ms=spec.jitter_ms,
+        on_event=spec.on_event,
+        emits=spec.emits,
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -217,6 +225,8 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "resource_memory_mb": msg.resource_memory_mb,
         "selector": tuple(sorted(msg.selector.items())),
         "jitter_ms": msg.jitter_ms,
+        "on_event": msg.on_event,
+        "emits": tuple(msg.emits),
     }
 
 
@@ -226,6 +236,9 @@ def command_format(cmd: pb.Command) -> int:
     body = cmd.WhichOneof("body") or ""
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
+    # Newest first: a command that needs several new formats needs the newest of them.
+    if body in _EVENT_SPECS and _EVENT_SPECS[body](cmd):
+        return EVENTS_FORMAT
     if body == "workflow_waits_due" or _defines_cross_workflow(cmd, body):
         return CROSS_WORKFLOW_FORMAT
     if _defines_time_gates(cmd, body):
@@ -261,6 +274,23 @@ def _defines_cross_workflow(cmd: pb.Command, body: str) -> bool:
     else:
         return False
     return bool(warn) or any(d.workflow for t in tasks for d in t.depends_on)
+
+
+def _uses_events(spec: Any) -> bool:
+    return bool(spec.on_event or spec.emits)
+
+
+_EVENT_SPECS: dict[str, Callable[[pb.Command], bool]] = {
+    "create_task": lambda c: _uses_events(c.create_task.spec),
+    "update_task": lambda c: _uses_events(c.update_task.spec),
+    "create_tasks": lambda c: any(_uses_events(i.spec) for i in c.create_tasks.items),
+    "apply_workflow": lambda c: (
+        _uses_events(c.apply_workflow.spec) or any(t.emits for t in c.apply_workflow.spec.tasks)
+    ),
+    "stage_workflow_tasks": lambda c: (
+        _uses_events(c.stage_workflow_tasks.header) or any(t.emits for t in c.stage_workflow_tasks.tasks)
+    ),
+}
 
 
 def calendar_from_pb(spec: pb.CalendarSpec, transitions_ms: Any, offsets_s: Any) -> Calendar:

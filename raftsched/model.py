@@ -28,6 +28,8 @@ exclude                 at most 16 calendar names, no repeats
 resource_cpu            0 (none) or a finite number > 0, at most 1024
 resource_memory_mb      0 (none) - 16,777,216 (16 TiB)
 runner                  ``shell`` (default) or ``python`` (needs a command)
+on_event                "" (none) or an event name: each accepted event starts one run
+emits                   at most 16 event names, no repeats (emitted when a run succeeds)
 ======================  ===========================================
 
 Every text field refuses a NUL character (it cannot reach a process: argv, the environment and
@@ -345,6 +347,10 @@ class TaskSpec:
     selector: tuple[tuple[str, str], ...] = ()
     # Each fire's start waits a stable offset in [0, jitter_ms) (raftsched.timing.jitter).
     jitter_ms: int = 0
+    # Events (issue 28 §3): each accepted event named ``on_event`` starts one run; each
+    # successful run emits the events of ``emits`` with its logical time as the key.
+    on_event: str = ""
+    emits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -378,6 +384,9 @@ class TaskSpec:
         check_text(self.description, "description", MAX_DESCRIPTION_BYTES)
         validate_params(self.params_json)
         validate_exclude(self.exclude)
+        if self.on_event:
+            validate_name(self.on_event, "on_event")
+        validate_event_names(self.emits)
         validate_resource(self.resource_cpu, self.resource_memory_mb)
         if not isinstance(self.runner, Runner):
             raise InvalidSpec("runner", f"{quote(self.runner)} is not one of shell, python")
@@ -521,6 +530,20 @@ def validate_exclude(names: object, field_name: str = "exclude") -> None:
         validate_name(name, f"{field_name}[{i}]")
         if name in seen:
             raise InvalidSpec(f"{field_name}[{i}]", f"calendar {name!r} is listed twice")
+        seen.add(name)
+
+
+def validate_event_names(names: object, field_name: str = "emits") -> None:
+    """Refuse anything but a tuple of at most :data:`MAX_EXCLUDE` distinct event names."""
+    if not isinstance(names, tuple):
+        raise InvalidSpec(field_name, f"must be a tuple of event names, got {type(names).__name__}")
+    if len(names) > MAX_EXCLUDE:
+        raise InvalidSpec(field_name, f"{len(names)} events, at most {MAX_EXCLUDE}")
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        validate_name(name, f"{field_name}[{i}]")
+        if name in seen:
+            raise InvalidSpec(f"{field_name}[{i}]", f"event {name!r} is listed twice")
         seen.add(name)
 
 

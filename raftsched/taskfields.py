@@ -206,6 +206,13 @@ TASK_FIELDS: tuple[Field, ...] = (
     Field("exclude", Kind.NAMES, "calendar names whose days are skipped", "none", attr="exclude",
           proto="exclude", errors=("exclude",), flag="--exclude", metavar="CALENDAR",
           flag_help="skip fires on the days of this calendar (repeatable; --exclude '' clears the list)"),
+    Field("on_event", Kind.TEXT, "event name: each accepted event (name, key) starts one run", "none",
+          attr="on_event", proto="on_event", errors=("on_event",), flag="--on-event", metavar="EVENT",
+          flag_help="start one run per accepted event of this name (see `raftsched event emit`)"),
+    Field("emits", Kind.NAMES, "event names emitted (key: the run's logical time) when a run succeeds",
+          "none", attr="emits", proto="emits", errors=("emits",), workflow_task=True, flag="--emits",
+          metavar="EVENT",
+          flag_help="emit this event when a run succeeds (repeatable; --emits '' clears the list)"),
     Field("owner", Kind.TEXT, "free text (at most 128 characters)", "the file's", attr="owner", proto="owner",
           errors=("owner",), flag="--owner", metavar="O"),
     Field("namespace", Kind.TEXT, "the task's namespace", "the file's, else ``default``", attr="namespace",
@@ -242,6 +249,10 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
           proto="exclude"),
     Field("warn_after", Kind.DURATION, "cross-workflow dependencies: alert ``upstream_late`` after waiting "
           "this long (an edge's own ``warn_after`` wins)", "none", proto="warn_after_ms"),
+    Field("on_event", Kind.TEXT, "event name: each accepted event (name, key) starts one run, the event "
+          "in ``{{ event.key }}``, ``{{ event.payload.NAME }}``", "none", proto="on_event"),
+    Field("emits", Kind.NAMES, "event names emitted (key: the run's logical time) when a run succeeds",
+          "none", proto="emits"),
     Field("tasks", Kind.TASKS, "list of tasks (required, at least one)", proto="tasks"),
 )  # fmt: skip
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftsched import __version__
-from raftsched.cli import access, alerts, apply, calendars, cluster, cron, tasks, workflows
+from raftsched.cli import access, alerts, apply, calendars, cluster, cron, events, tasks, workflows
 from raftsched.cli import policy as policy_cli
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
@@ -391,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(preview)
 
     _add_calendar_commands(commands)
+    _add_event_commands(commands)
     applying = _leaf(
         commands,
         "apply",
@@ -474,6 +475,31 @@ def _add_calendar_commands(commands: Any) -> None:
         "delete a calendar (refused while a task or workflow excludes it)",
     )
     delete.add_argument("name", metavar="NAME")
+
+
+def _add_event_commands(commands: Any) -> None:
+    event = commands.add_parser("event", help="emit events that trigger tasks and workflows")
+    actions = event.add_subparsers(dest="action", metavar="ACTION", required=True)
+    emit = _leaf(
+        actions,
+        "emit",
+        events.cmd_event_emit,
+        "emit an event: accepted once per distinct (NAME, --key) within the dedupe window",
+    )
+    emit.add_argument("name", metavar="NAME")
+    emit.add_argument("--key", metavar="K", help="dedupe key (a date or time becomes the runs' logical time)")
+    emit.add_argument("--payload", metavar="JSON", help="a JSON object, at most 64 KiB")
+    emit.add_argument("--namespace", metavar="NS", help="the event's namespace (default: default)")
+    _json_option(emit)
+    listing = _leaf(commands, "events", events.cmd_events, "list accepted events (newest first)")
+    listing.add_argument("name", nargs="?", metavar="NAME", help="only this event")
+    listing.add_argument("--limit", type=int, default=0, metavar="N", help="at most N (default 1000)")
+    listing.add_argument(
+        "--unused",
+        action="store_true",
+        help="list instead the event names tasks subscribe to (on_event) that no accepted event has",
+    )
+    _json_option(listing)
 
 
 def _add_workflow_commands(commands: Any) -> None:
@@ -721,6 +747,7 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("what runs", ("runner", "resource.cpu", "resource.memory")),
+    ("events", ("on_event", "emits")),
     ("labels", ("owner", "namespace", "description")),
 )
 _OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {

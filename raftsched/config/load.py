@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from raftsched.alerts.config import parse_alerts
+from raftsched.config.eventhooks import parse_event_hooks
 from raftsched.config.types import (
     CLIENT_CERT_NEEDS_CA,
     DEFAULT_VERIFY_EVERY_S,
@@ -96,7 +97,18 @@ def parse_config(
     problems: list[str] = []
     if not isinstance(data, Mapping):
         raise ConfigError(source, [f"expected a table at the top level, got {toml_type_name(data)}"])
-    top_level = ("cluster", "raft", "scheduler", "storage", "metrics", "tls", "auth", "nodes", "alerts")
+    top_level = (
+        "cluster",
+        "raft",
+        "scheduler",
+        "storage",
+        "metrics",
+        "tls",
+        "auth",
+        "nodes",
+        "alerts",
+        "events",
+    )
     _unknown_keys("", data, top_level, problems)
     auth_table = _table(data, "auth", problems) if "auth" in data else None
     auth = parse_auth_table(auth_table, base, problems) if auth_table is not None else None
@@ -125,6 +137,7 @@ def parse_config(
     metrics = _parse_metrics(_table(data, "metrics", problems), problems)
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
     alerts = parse_alerts(_table(data, "alerts", problems), base, problems)
+    events = parse_event_hooks(_table(data, "events", problems) if "events" in data else None, base, problems)
 
     if (
         problems
@@ -149,6 +162,7 @@ def parse_config(
         insecure=insecure,
         alerts=alerts,
         auth=auth,
+        events=events,
     )
 
 
@@ -201,6 +215,7 @@ _DURATION_UNITS: Final[Mapping[str, Unit]] = {
     "misfire_all_window_seconds": "s",
     "history_keep_seconds": "s",
     "idempotency_keep_seconds": "s",
+    "event_dedupe_window_seconds": "s",
     "lease_ms": "ms",
     "heartbeat_ms": "ms",
     "kill_grace_ms": "ms",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from raftsched.alerts.config import AlertsConfig
+from raftsched.config.eventhooks import EventHook
 from raftsched.config.values import (
     DEFAULT_MAP_SIZE,
     Number,
@@ -142,6 +143,7 @@ class SchedulerSettings:
     history_keep_count: int = 1000
     history_keep_seconds: int = 604800
     idempotency_keep_seconds: int = 3600
+    event_dedupe_window_seconds: int = 7 * 24 * 3600
     max_fires_per_batch: int = 1000
     lease_ms: int = 10_000
     heartbeat_ms: int = 2_000
@@ -266,6 +268,7 @@ class ClusterConfig:
     insecure: bool = False
     alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
     auth: AuthSettings | None = None  # the [auth] table; None: the gRPC API is unauthenticated
+    events: tuple[EventHook, ...] = ()  # the [events.<name>] tables: webhook secrets and keys
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))  # a list would make the value unhashable
@@ -412,6 +415,7 @@ SCHEDULER_RULES: Final[Mapping[str, Rule]] = {
     "history_keep_count": _AT_LEAST_ONE,
     "history_keep_seconds": _POSITIVE,
     "idempotency_keep_seconds": _POSITIVE,
+    "event_dedupe_window_seconds": _POSITIVE,
     "max_fires_per_batch": Rule(lambda v: 1 <= v <= 100_000, "between 1 and 100000"),
     "lease_ms": Rule(lambda v: 500 <= v <= 3_600_000, "between 500 and 3600000"),
     "heartbeat_ms": Rule(lambda v: 100 <= v <= 600_000, "between 100 and 600000"),

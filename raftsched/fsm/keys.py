@@ -23,6 +23,8 @@
 ``o/<kind>/<name>``                         QuotaRecord (an owner's or a namespace's quota)
 ``cal/<calendar>``                          CalendarRecord (days, zone and its expanded offsets)
 ``c/members``                               MembershipRecord (the scheduler nodes)
+``ev/<name>\\x00<key>``                     EventRecord (an accepted event, kept for the dedupe window)
+``evx/<accepted:016x>/<name>\\x00<key>``     empty: expiry index of accepted events
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -57,6 +59,8 @@ CALENDAR = b"cal/"
 MEMBERSHIP = b"c/"
 WORKFLOW_ZONE = b"yz/"  # a workflow version's zone offsets (wall-clock not_before gates)
 MEMBERSHIP_KEY = MEMBERSHIP + b"members"
+EVENT = b"ev/"
+EVENT_EXPIRY = b"evx/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -175,3 +179,11 @@ def audit_key(at_ms: int, seq: int) -> bytes:
 
 def quota_key(kind: str, name: str) -> bytes:
     return QUOTA + kind.encode() + b"/" + name.encode()
+
+
+def event_key(name: str, key: str) -> bytes:
+    return EVENT + name.encode() + b"\x00" + key.encode()
+
+
+def event_expiry_key(accepted_ms: int, name: str, key: str) -> bytes:
+    return EVENT_EXPIRY + f"{accepted_ms:016x}/".encode() + name.encode() + b"\x00" + key.encode()

@@ -34,6 +34,8 @@ class Retention:
     keep_ms: int = 7 * 24 * 3600 * 1000
     idempotency_keep_ms: int = 3600 * 1000
     audit_keep_ms: int = 90 * 24 * 3600 * 1000
+    # An event's (name, key) is accepted once within this window (raftsched.fsm.events).
+    event_dedupe_ms: int = 7 * 24 * 3600 * 1000
     # Bound on deletions per insertion, so one apply never stalls on a huge backlog of expiries.
     prune_step: int = 4
 
@@ -42,7 +44,7 @@ class Retention:
         return (
             f"keep_count={self.keep_count} keep_ms={self.keep_ms} "
             f"idempotency_keep_ms={self.idempotency_keep_ms} audit_keep_ms={self.audit_keep_ms} "
-            f"prune_step={self.prune_step}"
+            f"prune_step={self.prune_step} event_dedupe_ms={self.event_dedupe_ms}"
         )
 
 

@@ -62,6 +62,9 @@ class RunHost(BookHost, Protocol):
 
     def spec_for(self, task: str, version: int) -> pb.TaskSpec | None: ...
     def check_placeable(self, st: TaskState, need: Need, now: int) -> None: ...
+    def emit_for_run(
+        self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]
+    ) -> None: ...
 
 
 class RunBook:
@@ -390,6 +393,8 @@ class RunBook:
             if failed:
                 self._run_failed_alert(run, failed[0], st, now)
             self.finish(run, now)
+            if st is not None and st.spec.emits and run.state == pb.SUCCEEDED:
+                host.emit_for_run(st, run, now, epoch, effects)
             if run.workflow_run:
                 host.wf.task_run_finished(run, now, epoch, effects)
             elif st is not None and st.held_run and st.held_run != run.run_id:

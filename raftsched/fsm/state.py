@@ -44,6 +44,7 @@ from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Applied, BarrierCommitted, Effect, rejected
+from raftsched.fsm.events import EventBook
 from raftsched.fsm.executors import ExecutorBook
 from raftsched.fsm.fires import FireBook
 from raftsched.fsm.membership import MembershipBook
@@ -74,6 +75,7 @@ class SchedulerState(LockedReads):
         self.max_now_ms = 0
         self.manual_seq = 0
         self.alert_seq = 0
+        self.event_seq = 0
         self.applied_commands = 0
         self.chain = b""
         self.state_format = codec.SNAPSHOT_FORMAT  # of the stored state (Meta.state_format; 0 reads as 1)
@@ -108,6 +110,7 @@ class SchedulerState(LockedReads):
         self.policy: PolicyBook = PolicyBook(store)
         self.calendars: CalendarBook = CalendarBook(store)
         self.membership: MembershipBook = MembershipBook(store)
+        self.events: EventBook = EventBook(self)
         self._load()
 
     # -----------------------------------------------------------------------------------------
@@ -132,15 +135,17 @@ class SchedulerState(LockedReads):
             self.max_now_ms = meta.max_leader_now_ms
             self.manual_seq = meta.manual_seq
             self.alert_seq = meta.alert_seq
+            self.event_seq = meta.event_seq
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
             self.state_format = meta.state_format or 1
             snapshot.refuse_newer("the stored state has format", meta.state_format)
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
-            self.alert_seq = 0
+            self.alert_seq = self.event_seq = 0
             self.chain = b""
         self.task_book.load()
+        self.events.invalidate()
         self.runs.load()
         self.wf.load()
         self.executor_book.load_flags()
@@ -155,6 +160,7 @@ class SchedulerState(LockedReads):
             applied_commands=self.applied_commands,
             chain=self.chain,
             state_format=codec.SNAPSHOT_FORMAT,
+            event_seq=self.event_seq,
         )
         self.state_format = codec.SNAPSHOT_FORMAT
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
@@ -279,6 +285,8 @@ class SchedulerState(LockedReads):
         now = max(cmd.now_ms, self.max_now_ms)
         if body == "barrier" and self._clock_fault(cmd):
             now = cmd.now_ms
+        if body in EventBook.CHANGES_TASKS:
+            self.events.invalidate()  # before: a rejection may have changed nothing, or part
         result, effects = handler(self, cmd, now)
         if not self.leader_effects and body != "barrier":
             effects = ()
@@ -361,6 +369,22 @@ class SchedulerState(LockedReads):
     def raise_event(self, alert: pb.AlertRecord, now: int) -> None:
         """Record ``alert`` as an event (dropped if its dedupe key was raised before)."""
         self.alerts.raise_(alert, now)
+
+    def next_event_seq(self) -> int:
+        """The next value of the replicated sequence of accepted events."""
+        self.event_seq += 1
+        return self.event_seq
+
+    def emit_for_run(self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]) -> None:
+        """A run of ``st`` succeeded: emit the events its task declares (``emits``)."""
+        self.events.emit_for_run(st, run, now, epoch, effects)
+
+    def emit_for_workflow_run(
+        self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, effects: list[Effect]
+    ) -> None:
+        """A workflow run succeeded: emit its workflow's ``emits`` (the command's epoch is the
+        newest applied one: a stale leader's command was refused before it got here)."""
+        self.events.emit_for_workflow_run(spec, wr, now, max(self.max_epoch, 1), effects)
 
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
         """Record an alert event of ``kind`` (one of :data:`raftsched.model.ALERT_KINDS`)."""
@@ -480,6 +504,7 @@ class SchedulerState(LockedReads):
         "seed_membership": lambda s, cmd, now: (s.membership.seed(cmd.seed_membership), ()),
         "begin_member_change": lambda s, cmd, now: (s.membership.begin(cmd.begin_member_change, now), ()),
         "end_member_change": lambda s, cmd, now: (s.membership.end(cmd.end_member_change), ()),
+        "emit_event": lambda s, cmd, now: s.events.emit(cmd, now),
     }
 
 

@@ -152,6 +152,12 @@ class TaskHost(Protocol):
         """Flag ``st`` unplaceable (and alert once) if no live executor could ever fit ``need``."""
         ...
 
+    def emit_for_workflow_run(
+        self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, effects: list[Effect]
+    ) -> None:
+        """A run of the workflow succeeded: emit the events its spec declares (``emits``)."""
+        ...
+
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
         """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
         ...
@@ -535,6 +541,7 @@ class WorkflowBook:
             resource_cpu=t.resource_cpu,
             resource_memory_mb=t.resource_memory_mb,
             runner=Runner.PYTHON if t.runner == "python" else Runner.SHELL,
+            emits=tuple(t.emits),
         )
 
     def _put_internal(
@@ -574,6 +581,16 @@ class WorkflowBook:
             wf, run_id, logical, now, cmd.epoch, effects, manual=True, params_json=body.params_json
         )
         return pb.CommandResult(ok=True, workflow_run=wr), tuple(effects)
+
+    def start_for_event(
+        self, workflow: str, event: pb.EventRecord, logical: int, now: int, epoch: int, effects: list[Effect]
+    ) -> str:
+        """An accepted event the workflow subscribes to (``on_event``): start one run of its
+        current version at ``logical``, the event in its templates (raftsched.fsm.events)."""
+        wf = self.workflows[workflow]
+        run_id = f"{workflow}@{logical}~m{self.host.next_sequence()}"
+        self._start(wf, run_id, logical, now, epoch, effects, manual=True, event=event)
+        return run_id
 
     def start_scheduled(
         self, st: TaskState, nominal: int, now: int, epoch: int, effects: list[Effect]
@@ -883,6 +900,7 @@ class WorkflowBook:
         manual: bool = False,
         backfill_id: str = "",
         params_json: str = "",
+        event: pb.EventRecord | None = None,
     ) -> pb.WorkflowRun:
         wr = pb.WorkflowRun(
             run_id=run_id,
@@ -895,6 +913,8 @@ class WorkflowBook:
             params_json=params_json,
             epoch=epoch,
         )
+        if event is not None:
+            wr.event_name, wr.event_key, wr.event_payload_json = event.name, event.key, event.payload_json
         ready = wfrun.start(wf.dag, wr, now)
         wf.runs_total += 1
         self._reactivate(wr)
@@ -977,7 +997,14 @@ class WorkflowBook:
         tspec = spec.tasks[idx]
         try:
             params = render_params_json(spec.params_json, tspec.params_json, wr.params_json)
-            ctx = TemplateContext(logical_ms=wr.logical_ms, run_id=wr.run_id, params=params)
+            ctx = TemplateContext(
+                logical_ms=wr.logical_ms,
+                run_id=wr.run_id,
+                params=params,
+                event_name=wr.event_name,
+                event_key=wr.event_key,
+                event_payload=TemplateContext.payload_of(wr.event_payload_json) if wr.event_name else None,
+            )
             command = render(tspec.command, ctx) if tspec.command else ""
             env = {k: render(v, ctx) for k, v in sorted(tspec.env.items())}
         except (TemplateError, ValueError) as exc:
@@ -1069,6 +1096,8 @@ class WorkflowBook:
                     self.host.put_task(trig)
             if wr.backfill_id:
                 self._backfill_progress(wr, now)
+            if wr.state == pb.WORKFLOW_SUCCESS and wf.spec.emits:
+                self.host.emit_for_workflow_run(wf.spec, wr, now, effects)
             if wr.state == pb.WORKFLOW_FAILED:
                 failed = [t.name for t in wr.tasks if t.state in (pb.TASK_FAILED, pb.TASK_TIMEOUT)]
                 self.host.raise_alert(

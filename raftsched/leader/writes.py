@@ -15,6 +15,7 @@ from typing import Final, Protocol
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, quote
+from raftsched.fsm.events import check_event
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
 from raftsched.fsm.workflows import trigger_name
@@ -554,4 +555,26 @@ def delete_calendar(
         raise NotFound(f"calendar {name!r} does not exist")
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.delete_calendar.name = name
+    return codec.encode_command(cmd)
+
+
+def emit_event(
+    name: str,
+    event_key: str,
+    payload_json: str,
+    namespace: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> bytes:
+    """Emit event ``name`` with dedupe key ``event_key`` (an empty one gets the request's
+    idempotency ``key``: each call a new event, a retry the same one). Raises InvalidSpec for a
+    bad name, key or payload (over 64 KiB, not a JSON object); apply checks again."""
+    check_event(name, event_key, payload_json)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    body = cmd.emit_event
+    body.name, body.key, body.payload_json = name, event_key or key, payload_json
+    body.namespace = namespace or "default"
     return codec.encode_command(cmd)

@@ -39,12 +39,13 @@ from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedE
 from raftsched.explain import explain
 from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
+from raftsched.fsm.events import list_events
 from raftsched.fsm.policy import QUOTA_KINDS, validate_quota
 from raftsched.leader import writes
 from raftsched.readinfo import READ_KEY, ReadInfo
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
-from raftsched.security.auth import Role
+from raftsched.security.auth import DEFAULT_NAMESPACE, Role
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -510,6 +511,37 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     ) -> pb.ListCalendarsReply:
         await self._consistent(context)
         return pb.ListCalendarsReply(calendars=self.node.state.list_calendars())
+
+    # -- events --------------------------------------------------------------------------------
+
+    @rpc
+    async def EmitEvent(
+        self, request: pb.EmitEventRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EmitEventReply:
+        namespace = request.namespace or DEFAULT_NAMESPACE
+        authz.require_namespace(namespace, f"event {quote(request.name)}")
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="EmitEvent",
+            build=lambda s: writes.emit_event(
+                request.name, request.key, request.payload_json, namespace, key=key, **s
+            ),
+            target=request.name,
+        )
+        return pb.EmitEventReply(event=res.event, duplicate=res.duplicate)
+
+    @rpc
+    async def ListEvents(
+        self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListEventsReply:
+        await self._consistent(context)
+        limit = request.limit or DEFAULT_LIST_LIMIT
+        with self.node.store.reader() as r:
+            records = list_events(r, request.name, limit)
+        if authz.auth_on() and not caller().principal.every_namespace:
+            records = [e for e in records if authz.visible(e.namespace)]
+        return pb.ListEventsReply(events=records)
 
     # -- reads ---------------------------------------------------------------------------------
 

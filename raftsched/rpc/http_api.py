@@ -39,9 +39,10 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from raftsched.config.eventhooks import EventHook
 from raftsched.errors import InvalidSpec, RaftschedError
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
-from raftsched.rpc import routes
+from raftsched.rpc import routes, webhooks
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
@@ -206,6 +207,15 @@ class LocalCalls:
         for interceptor in reversed(self._interceptors):
             call = _layer(interceptor, call)
         return await call(_Details(method, metadata))
+
+    async def call_direct(self, method: str, request: Message, context: LocalContext) -> Message:
+        """A unary RPC straight to its handler, past the interceptors: for a caller the HTTP
+        layer authenticated itself (a signed webhook), set with :func:`authz.acting_as`."""
+        handler = self._handlers.get(method)
+        if handler is None or handler.unary_unary is None:
+            raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
+        reply: Message = await handler.unary_unary(request, context)
+        return reply
 
     async def call(self, method: str, request: Message, context: LocalContext) -> Message | list[Message]:
         """The reply of RPC ``method`` (``/raftsched.v1.Admin/GetTask``); a server-streaming
@@ -518,6 +528,8 @@ class HttpApi:
         self._poll_s = poll_s
         self.streams = 0
         """Event streams open now."""
+        self.event_hooks: Mapping[str, EventHook] = {}
+        """The ``[events.<name>]`` tables: webhook secrets and key rules, by event name."""
         self.observe: Callable[[str, int, float], None] | None = None
         """Called once per answer with (Admin RPC or ``none``, HTTP status, seconds)."""
         self.monotonic: Callable[[], float] | None = None
@@ -545,6 +557,10 @@ class HttpApi:
         raw = request.raw_path or request.path
         if request.method == "GET" and raw == routes.PREFIX + "/openapi.json" and self.openapi:
             return HttpResponse(200, self.openapi(), JSON)
+        if request.method == "POST":
+            name = webhooks.event_name(raw)
+            if name is not None:
+                return await self._emit_event(request, name, raw)
         found = routes.find(request.method, raw)
         if found is None:
             allowed = routes.allowed_methods(raw)
@@ -598,6 +614,39 @@ class HttpApi:
             events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
         return _ok(_project(reply, route.response))
+
+    async def _emit_event(self, request: HttpRequest, name: str, raw: str) -> HttpResponse:
+        """``POST /api/v1/events/{name}`` (see :mod:`raftsched.rpc.webhooks`)."""
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        hook = self.event_hooks.get(name)
+        try:
+            message = webhooks.build_emit(name, request.body or b"", request.query, headers, hook)
+        except InvalidSpec as exc:
+            return _problem(400, str(exc), raw, "invalid_argument", {"field": exc.field})
+        if self._calls is None:
+            return _problem(503, "this node is starting; try again", raw, "unavailable")
+        method = SERVICE + "EmitEvent"
+        peer = f"http:{request.remote}" if request.remote else "http"
+        signature = headers.get(webhooks.SIGNATURE_HEADER)
+        metadata = [("authorization", headers["authorization"])] if "authorization" in headers else []
+        context = LocalContext(metadata, peer, request.peer_names)
+        try:
+            if signature is None:
+                reply = await self._calls.call(method, message, context)
+            else:
+                try:
+                    who = webhooks.signature_ok(hook, name, request.body or b"", signature)
+                except webhooks.WebhookRefused as exc:
+                    return _problem(401, str(exc), raw, "unauthenticated", {"permission": "events.emit"})
+                with authz.acting_as(authz.Caller(who, method, peer, name)):
+                    reply = await self._calls.call_direct(method, message, context)
+        except Aborted as exc:
+            return self._refused(exc, context, method, request, raw)
+        except Exception:
+            log.exception("HTTP POST %s failed", raw)
+            return _problem(500, "internal error (see the node's log)", raw, "internal")
+        assert isinstance(reply, Message)
+        return _ok(message_to_json(reply))
 
     async def _merged(
         self,

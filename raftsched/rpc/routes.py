@@ -228,6 +228,11 @@ ROUTES: Final[tuple[Route, ...]] = (
         body="*",
     ),
     R("GET", "/backfills/{backfill_id}", "GetBackfill", "Read a backfill"),
+    # -- events ----------------------------------------------------------------------------------
+    R("GET", "/events", "ListEvents", "List accepted events (inside the dedupe window)"),
+    # The body is the event's payload, not the request message (raftsched.rpc.webhooks): the
+    # request's other fields are query parameters; a signed body needs no token.
+    R("POST", "/events/{name}", "EmitEvent", "Emit an event: the body is its JSON payload (webhooks)"),
     # -- calendars, quotas, locks, alerts ----------------------------------------------------
     R("GET", "/calendars", "ListCalendars", "List calendars"),
     R("POST", "/calendars", "SetCalendar", "Create or replace a calendar", body="*"),

@@ -66,6 +66,7 @@ class Permission(enum.StrEnum):
     EXECUTORS_MANAGE = "executors.manage"  # drain an executor (admin only)
     CALENDARS = "calendars.manage"  # set and delete calendars (shared by every namespace)
     MEMBERSHIP = "cluster.membership"  # add and remove scheduler nodes
+    EVENTS_EMIT = "events.emit"  # emit events (per namespace) that trigger tasks and workflows
 
 
 ROLE_PERMISSIONS: Final[Mapping[Role, frozenset[Permission]]] = {
@@ -79,6 +80,7 @@ ROLE_PERMISSIONS: Final[Mapping[Role, frozenset[Permission]]] = {
             Permission.WORKFLOWS_READ,
             Permission.WORKFLOWS_WRITE,
             Permission.WORKFLOWS_OPERATE,
+            Permission.EVENTS_EMIT,
         }
     ),
     Role.VIEWER: frozenset({Permission.STATUS, Permission.TASKS_READ, Permission.WORKFLOWS_READ}),

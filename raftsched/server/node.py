@@ -142,6 +142,7 @@ class Node:
             keep_count=s.history_keep_count,
             keep_ms=s.history_keep_seconds * 1000,
             idempotency_keep_ms=s.idempotency_keep_seconds * 1000,
+            event_dedupe_ms=s.event_dedupe_window_seconds * 1000,
             **({"audit_keep_ms": config.auth.audit_keep_ms} if config.auth is not None else {}),
         )
         self.misfire = MisfireSettings(
@@ -236,6 +237,7 @@ class Node:
         if self.me.http is not None:
             self.http_api = HttpApi(self.http_of_grpc, now_ms=self.clock.now_ms)
             self.http_api.openapi = openapi_document
+            self.http_api.event_hooks = {hook.name: hook for hook in config.events}
             tls = config.tls
             self.http_tls = HttpTls(tls) if tls is not None and tls.http else None
             self.observability = NodeObservability(

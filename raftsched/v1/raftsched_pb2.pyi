@@ -36,6 +36,7 @@ from raftsched.v1.records_pb2 import CalendarRecord as CalendarRecord
 from raftsched.v1.records_pb2 import Member as Member
 from raftsched.v1.records_pb2 import MemberChange as MemberChange
 from raftsched.v1.records_pb2 import MembershipRecord as MembershipRecord
+from raftsched.v1.records_pb2 import EventRecord as EventRecord
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -937,6 +938,42 @@ class ListExecutorsReply(_message.Message):
     node_id: str
     leader_view: bool
     def __init__(self, executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., node_id: _Optional[str] = ..., leader_view: _Optional[bool] = ...) -> None: ...
+
+class EmitEventRequest(_message.Message):
+    __slots__ = ("name", "key", "payload_json", "namespace", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    key: str
+    payload_json: str
+    namespace: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., payload_json: _Optional[str] = ..., namespace: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class EmitEventReply(_message.Message):
+    __slots__ = ("event", "duplicate")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    event: _records_pb2.EventRecord
+    duplicate: bool
+    def __init__(self, event: _Optional[_Union[_records_pb2.EventRecord, _Mapping]] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class ListEventsRequest(_message.Message):
+    __slots__ = ("name", "limit")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    limit: int
+    def __init__(self, name: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListEventsReply(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_records_pb2.EventRecord]
+    def __init__(self, events: _Optional[_Iterable[_Union[_records_pb2.EventRecord, _Mapping]]] = ...) -> None: ...
 
 class SetCalendarRequest(_message.Message):
     __slots__ = ("spec", "idempotency_key")

@@ -274,6 +274,16 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackupRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackupChunk.FromString,
                 _registered_method=True)
+        self.EmitEvent = channel.unary_unary(
+                '/raftsched.v1.Admin/EmitEvent',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.EmitEventRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.EmitEventReply.FromString,
+                _registered_method=True)
+        self.ListEvents = channel.unary_unary(
+                '/raftsched.v1.Admin/ListEvents',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -569,6 +579,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EmitEvent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEvents(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -811,6 +833,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Backup,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackupRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackupChunk.SerializeToString,
+            ),
+            'EmitEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.EmitEvent,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.EmitEventRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.EmitEventReply.SerializeToString,
+            ),
+            'ListEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEvents,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2109,6 +2141,60 @@ class Admin:
             '/raftsched.v1.Admin/Backup',
             raftsched_dot_v1_dot_raftsched__pb2.BackupRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.BackupChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EmitEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/EmitEvent',
+            raftsched_dot_v1_dot_raftsched__pb2.EmitEventRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.EmitEventReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListEvents',
+            raftsched_dot_v1_dot_raftsched__pb2.ListEventsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListEventsReply.FromString,
             options,
             channel_credentials,
             insecure,

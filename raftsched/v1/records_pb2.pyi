@@ -174,7 +174,7 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "jitter_ms")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "jitter_ms", "on_event", "emits")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,8 @@ class TaskSpec(_message.Message):
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
     JITTER_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_EVENT_FIELD_NUMBER: _ClassVar[int]
+    EMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     trigger: Trigger
     command: str
@@ -228,7 +230,9 @@ class TaskSpec(_message.Message):
     runner: str
     selector: _containers.ScalarMap[str, str]
     jitter_ms: int
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., jitter_ms: _Optional[int] = ...) -> None: ...
+    on_event: str
+    emits: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., jitter_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
     __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run")
@@ -394,7 +398,7 @@ class Dependency(_message.Message):
     def __init__(self, task: _Optional[str] = ..., condition: _Optional[_Union[EdgeCondition, str]] = ..., workflow: _Optional[str] = ..., logical_offset_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., on_timeout: _Optional[_Union[UpstreamTimeout, str]] = ..., warn_after_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowTaskSpec(_message.Message):
-    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector", "not_before")
+    __slots__ = ("name", "command", "handler", "shards", "max_retries", "timeout_ms", "params_json", "env", "depends_on", "trigger_rule", "priority", "description", "locks", "resource_cpu", "resource_memory_mb", "runner", "selector", "not_before", "emits")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -427,6 +431,7 @@ class WorkflowTaskSpec(_message.Message):
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
     NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    EMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     command: str
     handler: str
@@ -445,10 +450,11 @@ class WorkflowTaskSpec(_message.Message):
     runner: str
     selector: _containers.ScalarMap[str, str]
     not_before: str
-    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., not_before: _Optional[str] = ...) -> None: ...
+    emits: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., not_before: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
-    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms", "warn_after_ms")
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms", "warn_after_ms", "on_event", "emits")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -464,6 +470,8 @@ class WorkflowSpec(_message.Message):
     EXCLUDE_FIELD_NUMBER: _ClassVar[int]
     JITTER_MS_FIELD_NUMBER: _ClassVar[int]
     WARN_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_EVENT_FIELD_NUMBER: _ClassVar[int]
+    EMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: CronTrigger
     tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
@@ -479,7 +487,9 @@ class WorkflowSpec(_message.Message):
     exclude: _containers.RepeatedScalarFieldContainer[str]
     jitter_ms: int
     warn_after_ms: int
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ...) -> None: ...
+    on_event: str
+    emits: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
     __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused")
@@ -564,7 +574,7 @@ class ExternalWait(_message.Message):
     def __init__(self, edge: _Optional[int] = ..., state: _Optional[_Union[ExternalWaitState, str]] = ..., upstream_run: _Optional[str] = ..., logical_ms: _Optional[int] = ..., since_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRun(_message.Message):
-    __slots__ = ("run_id", "workflow", "version", "logical_ms", "state", "created_ms", "finished_ms", "backfill_id", "manual", "tasks", "params_json", "epoch")
+    __slots__ = ("run_id", "workflow", "version", "logical_ms", "state", "created_ms", "finished_ms", "backfill_id", "manual", "tasks", "params_json", "epoch", "event_name", "event_key", "event_payload_json")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -577,6 +587,9 @@ class WorkflowRun(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    EVENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    EVENT_KEY_FIELD_NUMBER: _ClassVar[int]
+    EVENT_PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     workflow: str
     version: int
@@ -589,7 +602,10 @@ class WorkflowRun(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskRun]
     params_json: str
     epoch: int
-    def __init__(self, run_id: _Optional[str] = ..., workflow: _Optional[str] = ..., version: _Optional[int] = ..., logical_ms: _Optional[int] = ..., state: _Optional[_Union[WorkflowRunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., backfill_id: _Optional[str] = ..., manual: _Optional[bool] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskRun, _Mapping]]] = ..., params_json: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    event_name: str
+    event_key: str
+    event_payload_json: str
+    def __init__(self, run_id: _Optional[str] = ..., workflow: _Optional[str] = ..., version: _Optional[int] = ..., logical_ms: _Optional[int] = ..., state: _Optional[_Union[WorkflowRunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., backfill_id: _Optional[str] = ..., manual: _Optional[bool] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskRun, _Mapping]]] = ..., params_json: _Optional[str] = ..., epoch: _Optional[int] = ..., event_name: _Optional[str] = ..., event_key: _Optional[str] = ..., event_payload_json: _Optional[str] = ...) -> None: ...
 
 class BackfillRecord(_message.Message):
     __slots__ = ("backfill_id", "workflow", "from_ms", "to_ms", "runs_total", "runs_finished", "runs_failed", "created_ms", "finished_ms", "share_pct")
@@ -820,3 +836,23 @@ class MembershipRecord(_message.Message):
     pending: MemberChange
     changes: int
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., pending: _Optional[_Union[MemberChange, _Mapping]] = ..., changes: _Optional[int] = ...) -> None: ...
+
+class EventRecord(_message.Message):
+    __slots__ = ("name", "key", "payload_json", "namespace", "accepted_ms", "emitted_by", "seq", "runs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_MS_FIELD_NUMBER: _ClassVar[int]
+    EMITTED_BY_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    key: str
+    payload_json: str
+    namespace: str
+    accepted_ms: int
+    emitted_by: str
+    seq: int
+    runs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., payload_json: _Optional[str] = ..., namespace: _Optional[str] = ..., accepted_ms: _Optional[int] = ..., emitted_by: _Optional[str] = ..., seq: _Optional[int] = ..., runs: _Optional[_Iterable[str]] = ...) -> None: ...

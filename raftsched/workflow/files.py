@@ -407,7 +407,7 @@ def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
         if value is None:
             continue
         if f.kind == Kind.NAMES:
-            spec.exclude.extend(value)  # type: ignore[arg-type]
+            getattr(spec, f.proto).extend(value)
         else:
             _set(spec, path, _proto_choice(f, value) if f.kind == Kind.CHOICE else value)
     if "exclude" in keys and "schedule" not in keys:
@@ -467,6 +467,10 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter
             _convert_locks(value, path, suffix, task, conv)
         elif f.kind == Kind.DEPENDS:
             _convert_depends_on(value, path, suffix, task, conv)
+        elif f.kind == Kind.NAMES:
+            names = read_value(conv, f, value, path, label)
+            if names is not None:
+                getattr(task, target).extend(names)
         else:
             got = read_value(conv, f, value, path, label)
             if got is not None:

@@ -18,6 +18,9 @@ Variables (the run's logical time, UTC)
     ``logical_ms``    the same instant as integer epoch ms        ``1740796200000``
     ``run_id``        the workflow run's id                       ``etl@1740796200000``
     ``params.NAME``   a param (run > task > workflow params)      strings as is, others JSON
+    ``event.name``    the event that started the run ("" if none) ``orders-ready``
+    ``event.key``     its dedupe key ("" if none)                 ``2026-12-04``
+    ``event.payload.NAME``  a top-level field of its JSON payload strings as is, others JSON
     ================  ==========================================  ===========================
 
 Errors
@@ -50,9 +53,10 @@ __all__ = [
     "template_params",
 ]
 
-VARIABLES = ("ds", "ds_nodash", "ts", "nominal_time", "logical_ms", "run_id")
+VARIABLES = ("ds", "ds_nodash", "ts", "nominal_time", "logical_ms", "run_id", "event.name", "event.key")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(r"params\.([A-Za-z_][A-Za-z0-9_-]*)")
+_PAYLOAD = re.compile(r"event\.payload\.([A-Za-z_][A-Za-z0-9_-]*)")
 _LITERAL = re.compile(r"\"([^\"]*)\"|'([^']*)'")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
@@ -64,6 +68,19 @@ class TemplateContext:
     logical_ms: int
     run_id: str
     params: Mapping[str, object]
+    # The event that started the run (issue 28 §3); "" and {} for a run no event started.
+    event_name: str = ""
+    event_key: str = ""
+    event_payload: Mapping[str, object] | None = None
+
+    @staticmethod
+    def payload_of(payload_json: str) -> Mapping[str, object]:
+        """A stored event payload as the context holds it ({} for none or a non-object)."""
+        try:
+            value = json.loads(payload_json) if payload_json else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +132,9 @@ def _classify(inner: str, column: int, errors: list[str]) -> _Var | None:
     param = _PARAM.fullmatch(inner)
     if param is not None:
         return _Var("param", param.group(1), column)
+    payload = _PAYLOAD.fullmatch(inner)
+    if payload is not None:
+        return _Var("payload", payload.group(1), column)
     if inner in VARIABLES:
         return _Var(inner, inner, column)
     if "{{" in inner:
@@ -179,6 +199,20 @@ def render(text: str, ctx: TemplateContext) -> str:
                     f"is defined for run {clip(ctx.run_id, 200)} (defined: {defined})"
                 )
             out.append(_param_text(ctx.params[seg.value]))
+        elif seg.kind == "payload":
+            payload = ctx.event_payload or {}
+            if seg.value not in payload:
+                what = f"event {ctx.event_name!r}'s payload" if ctx.event_name else "no event started it"
+                field = quote(seg.value, 60, double=True)
+                raise TemplateError(
+                    f"{{{{ event.payload.{clip(seg.value, 60)} }}}}: no field {field} "
+                    f"for run {clip(ctx.run_id, 200)} ({what})"
+                )
+            out.append(_param_text(payload[seg.value]))
+        elif seg.kind == "event.name":
+            out.append(ctx.event_name)
+        elif seg.kind == "event.key":
+            out.append(ctx.event_key)
         elif seg.kind == "ds":
             out.append(f"{at.year:04d}-{at.month:02d}-{at.day:02d}")
         elif seg.kind == "ds_nodash":

@@ -43,6 +43,7 @@ from raftsched.model import (
     check_int,
     check_text,
     parse_params,
+    validate_event_names,
     validate_exclude,
     validate_name,
     validate_resource,
@@ -248,6 +249,9 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     problems.check_int(spec.warn_after_ms, "warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
     try:
         validate_exclude(tuple(spec.exclude))
+        if spec.on_event:
+            validate_name(spec.on_event, "on_event")
+        validate_event_names(tuple(spec.emits))
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
     return params
@@ -304,6 +308,10 @@ def _check_task(
         problems.add(f"{at}.trigger_rule", f"unknown trigger rule {task.trigger_rule} (use all or any)")
     try:
         validate_selector(dict(task.selector), f"{at}.selector")
+    except InvalidSpec as exc:
+        problems.add(exc.field, exc.reason)
+    try:
+        validate_event_names(tuple(task.emits), f"{at}.emits")
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
 

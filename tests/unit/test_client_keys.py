@@ -48,6 +48,7 @@ CALLS: dict[str, Callable[[Client], object]] = {
     "DrainExecutor": lambda c: c.drain_executor("ex1"),
     "SetCalendar": lambda c: c.set_calendar("holidays", weekdays="sat,sun"),
     "DeleteCalendar": lambda c: c.delete_calendar("holidays"),
+    "EmitEvent": lambda c: c.emit_event("orders-ready", key="2026-12-04"),
 }
 
 

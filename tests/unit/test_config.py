@@ -638,7 +638,8 @@ def test_unknown_keys_at_every_level_with_a_suggestion() -> None:
         "raft.raft_min_timout: unknown key (did you mean 'raft_min_timeout'?)",
         "scheduler.zzz: unknown key (expected one of: misfire_grace_seconds, misfire_all_cap, "
         "misfire_all_window_seconds, history_keep_count, history_keep_seconds, idempotency_keep_seconds, "
-        "max_fires_per_batch, lease_ms, heartbeat_ms, kill_grace_ms, retry_backoff_ms, retry_backoff_cap_ms, "
+        "event_dedupe_window_seconds, max_fires_per_batch, lease_ms, heartbeat_ms, kill_grace_ms, "
+        "retry_backoff_ms, retry_backoff_cap_ms, "
         "max_clock_skew_ms)",
         "nodes[1].grcp: unknown key (did you mean 'grpc'?)",
         'nodes[2]."weird key": unknown key '
@@ -708,7 +709,7 @@ def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
 
     expected = [
         "extra: unknown key (expected one of: "
-        "cluster, raft, scheduler, storage, metrics, tls, auth, nodes, alerts)",
+        "cluster, raft, scheduler, storage, metrics, tls, auth, nodes, alerts, events)",
         "cluster.nmae: unknown key (did you mean 'name'?)",
         "cluster.secret: too short (5 characters; at least 16 required)",
         "raft.append_entries_period: must be > 0, got -1.0",

@@ -77,6 +77,8 @@ STORED: dict[bytes, str | None] = {
     keys.CALENDAR: "CalendarRecord",
     keys.MEMBERSHIP: "MembershipRecord",
     keys.WORKFLOW_ZONE: "WorkflowZone",
+    keys.EVENT: "EventRecord",
+    keys.EVENT_EXPIRY: None,
 }
 
 # Raft log entries are Commands; the apply chain hashes each command's CommandResult; a snapshot

@@ -100,7 +100,7 @@ def test_the_leader_refuses_a_big_payload_before_proposing_naming_the_field() ->
     data = writes.emit_event("e", "", "", "", now_ms=T0, epoch=1, origin="n1", key="req-1")
     cmd = codec.decode_command(data)
     assert cmd.emit_event.key == "req-1" and cmd.emit_event.namespace == "default"
-    assert codec.command_format(cmd) == 5
+    assert codec.command_format(cmd) == codec.EVENTS_FORMAT
 
 
 def test_a_retried_emit_with_the_same_idempotency_key_answers_the_first_outcome() -> None:
@@ -364,21 +364,21 @@ def test_definitions_that_use_events_are_stamped_format_5_and_others_keep_theirs
     emits = TaskSpec("m", CronTrigger("0 3 * * *"), command="true", emits=("e",))
     make = {"disabled": False, "now_ms": T0, "epoch": 1, "origin": "n1", "key": ""}
     assert stamped(writes.create_task(plain, **make)) == 1  # type: ignore[arg-type]
-    assert stamped(writes.create_task(sub, **make)) == 5  # type: ignore[arg-type]
-    assert stamped(writes.create_task(emits, **make)) == 5  # type: ignore[arg-type]
+    assert stamped(writes.create_task(sub, **make)) == codec.EVENTS_FORMAT  # type: ignore[arg-type]
+    assert stamped(writes.create_task(emits, **make)) == codec.EVENTS_FORMAT  # type: ignore[arg-type]
     wf = pb.Command(now_ms=T0, epoch=1, origin="n1")
     wf.apply_workflow.spec.name = "w"
     assert codec.command_format(wf) == 1
     wf.apply_workflow.spec.on_event = "e"
-    assert codec.command_format(wf) == 5
+    assert codec.command_format(wf) == codec.EVENTS_FORMAT
     wf.apply_workflow.spec.on_event = ""
     wf.apply_workflow.spec.tasks.add(name="t", command="x", emits=["e"])
-    assert codec.command_format(wf) == 5
+    assert codec.command_format(wf) == codec.EVENTS_FORMAT
     staged = pb.Command(now_ms=T0, epoch=1, origin="n1")
     staged.stage_workflow_tasks.workflow = "w"
     assert codec.command_format(staged) == 2
     staged.stage_workflow_tasks.tasks.add(name="t", command="x", emits=["e"])
-    assert codec.command_format(staged) == 5
+    assert codec.command_format(staged) == codec.EVENTS_FORMAT
 
 
 def test_a_workflow_task_emits_when_it_succeeds_keyed_by_its_workflow_runs_logical_time() -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 import signal
 import subprocess
@@ -25,31 +24,11 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched.client import Client
-from raftsched.errors import StoreDamaged
 from raftsched.model import CronTrigger, ManualTrigger, TaskSpec
-from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.testing.cluster import NODE_COMMAND, LocalCluster, wait_until
+from raftsched.testing.damage import damage_store
 
 BATCH = 5000
-PAGE = 4096
-
-
-def damage(data_dir: Path) -> None:
-    """Overwrite 16 KiB in the middle of the used pages until the store's check finds it."""
-    path = data_dir / "state" / "data.mdb"
-    with LmdbStore(data_dir) as store:
-        used = store.stats()["map_used_bytes"] // PAGE
-    rng = random.Random(1)
-    for page in range(max(2, used // 2), used, 4):
-        with open(path, "r+b") as f:
-            f.seek(page * PAGE)
-            f.write(rng.randbytes(4 * PAGE))
-        try:
-            with LmdbStore(data_dir) as store:
-                store.verify()
-        except StoreDamaged:
-            return
-    raise RuntimeError(f"no damage found in {path}")
 
 
 def measure(tasks: int, base: Path) -> dict[str, object]:
@@ -75,7 +54,7 @@ def measure(tasks: int, base: Path) -> dict[str, object]:
         cluster.kill(follower, signal.SIGKILL)
         data_dir = cluster.config.node(follower).data_dir
         store_bytes = (data_dir / "state" / "data.mdb").stat().st_size
-        damage(data_dir)
+        damage_store(data_dir, seed=1)
 
         t0 = time.monotonic()
         refused = subprocess.run(

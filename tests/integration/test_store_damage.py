@@ -20,8 +20,8 @@ from raftsched.errors import StoreDamaged
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage import lmdb_env
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
-from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.testing.cluster import NODE_COMMAND, LocalCluster, wait_until
+from raftsched.testing.damage import PAGE, damage_store
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.checks import read_node, require, view_problems
 from tests.integration.helpers import (
@@ -36,32 +36,12 @@ from tests.support.procs import executor_argv
 
 pytestmark = pytest.mark.integration
 
-PAGE = 4096
 TICKING = ("tick-a", "tick-b", "tick-c")
 _LOG_PROBLEM = re.compile(r" (ERROR|CRITICAL) |^Traceback ")
 # pysyncobj's spurious truncation while a follower catches up (LIBRARY-NOTES 1.11; the chaos
 # harness reports it the same way): the entries taken again are identical, which the equal apply
 # chains and state digests checked below prove.
 _KNOWN_LIBRARY_NOISE = re.compile(r"CRITICAL pysyncobj\.syncobj: truncating already-applied log entries")
-
-
-def damage_store(data_dir: Path) -> None:
-    """Overwrite 16 KiB in the middle of the pages the store uses, moving on until the damage
-    lands on pages in use (noise on free pages harms nothing and is not found)."""
-    path = data_dir / "state" / "data.mdb"
-    with LmdbStore(data_dir) as store:
-        used = store.stats()["map_used_bytes"] // PAGE
-    rng = random.Random(7)
-    for page in range(max(2, used // 2), used, 4):
-        with open(path, "r+b") as f:
-            f.seek(page * PAGE)
-            f.write(rng.randbytes(4 * PAGE))
-        try:
-            with LmdbStore(data_dir) as store:
-                store.verify()
-        except StoreDamaged:
-            return
-    raise AssertionError(f"no damage found in {path}")
 
 
 def _run_node(cluster: LocalCluster, node_id: str) -> subprocess.CompletedProcess[str]:
@@ -115,7 +95,7 @@ def test_a_damaged_follower_refuses_to_start_and_rebuild_catches_it_up_under_loa
             follower = next(n for n in NODES if n != leader)
             cluster.kill(follower, signal.SIGKILL)
             data_dir = cluster.config.node(follower).data_dir
-            damage_store(data_dir)
+            damage_store(data_dir, seed=7)
 
             # A damaged store: one line naming the file and the way out, exit status 5.
             refused = _run_node(cluster, follower)

@@ -18,8 +18,8 @@ The ranges are chosen so that the arithmetic apply derives from them stays insid
   ignored by the servicer and apply; their range is the type's.
 
 A field at 0 is unset in proto3 and means the field's default (documented per field); the ranges
-apply to values that are set. The table is the documentation: the README's table (Limits, Integer fields) is
-:func:`markdown_table`, and ``tests/unit/test_bounds.py`` fails when they differ.
+apply to values that are set. The table is the documentation: the docs site's "Task fields and
+limits" page is generated from :func:`markdown_table` (docs/gen/pages.py) when the site is built.
 
 Pure (part of the core): the limits it gathers are the model's, the workflow validator's, the
 quota book's and the calendar's, imported, not copied.

@@ -12,8 +12,7 @@ them, with its kind (which reader parses it), its default and its help text, so 
 * the CLI (:mod:`raftsched.cli.parser`, :mod:`raftsched.cli.tasks`, :mod:`raftsched.cli.errors`)
   builds the task options, turns them into spec changes, and names the option in an error;
 * ``raftsched apply``'s diff names a changed field with its file key;
-* the README's field table is generated from it (``python tools/readme_tables.py``; the test
-  ``tests/unit/test_taskfields.py`` fails when the README drifts).
+* the docs site's field table is generated from it when the site is built (docs/gen/pages.py).
 
 The web console shows task and workflow fields read-only (it has no form that edits them), so it
 reads none of this. Pure: values only, no IO.

@@ -48,11 +48,8 @@ def keep_arg(text: str) -> int | None:
     return ms
 
 
-def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
-    """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``.
-    ``clock_for(name)``: the executor's clock (default: the system clock; tests skew it, see
-    :mod:`raftsched.testing.cluster`)."""
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
+def executor_parser() -> ArgParser:
+    """The ``raftsched-executor`` argument parser (the docs' CLI reference is generated from it)."""
     parser = ArgParser(
         prog="raftsched-executor",
         description="Run a raftsched executor until SIGTERM/SIGINT.",
@@ -114,6 +111,15 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
     add_log_level_option(parser)
+    return parser
+
+
+def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
+    """``raftsched-executor --cluster ADDRS --name NAME [--slots N] [--data-dir DIR] [--http ADDR]``.
+    ``clock_for(name)``: the executor's clock (default: the system clock; tests skew it, see
+    :mod:`raftsched.testing.cluster`)."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # it reports failed handshakes itself
+    parser = executor_parser()
     try:
         try:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))

@@ -64,10 +64,8 @@ REBUILD_FILES = (
 """What ``--rebuild`` moves aside: the state store, the Raft journal and snapshot (and leftovers)."""
 
 
-def node_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
-    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--join] [--log-level info]
-    [--log-format text|json]``: run one node until stopped. ``clock_for(node id)``: the node's
-    clock (default: the system clock; tests skew it, see :mod:`raftsched.testing.cluster`)."""
+def node_parser() -> ArgParser:
+    """The ``raftsched-node`` argument parser (the docs' CLI reference is generated from it)."""
     parser = ArgParser(prog="raftsched-node", description="Run one raftsched node until SIGTERM/SIGINT.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", required=True, metavar="FILE", help="the cluster's TOML config file")
@@ -98,6 +96,14 @@ def node_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = No
         "current leader's snapshot and log; rebuild one node at a time, while the others lead",
     )
     add_log_level_option(parser, "logging level (default: info)")
+    return parser
+
+
+def node_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None = None) -> int:
+    """``raftsched-node --config FILE --node-id ID [--data-dir DIR] [--join] [--log-level info]
+    [--log-format text|json]``: run one node until stopped. ``clock_for(node id)``: the node's
+    clock (default: the system clock; tests skew it, see :mod:`raftsched.testing.cluster`)."""
+    parser = node_parser()
     try:
         try:
             args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))

@@ -318,6 +318,22 @@ class MetricSet:
         self._add(c)
         return c
 
+    def describe(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        """``(name, type, help, labels)`` of every family, in definition order, as scraped
+        (counters with their ``_total``): the docs site's metric reference is generated from it."""
+        out = []
+        for f in self._families:
+            kind = (
+                "histogram"
+                if isinstance(f, Histogram)
+                else "gauge"
+                if isinstance(f, GaugeFamily)
+                else "counter"
+            )
+            name = f.name if kind != "counter" or f.name.endswith("_total") else f.name + "_total"
+            out.append((name, kind, f.documentation, f.labels))
+        return out
+
     def before_scrape(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` once at the start of every scrape, before any family is read (e.g. to
         take one consistent sample that several gauges then read)."""

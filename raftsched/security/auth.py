@@ -166,6 +166,10 @@ class AuthSettings:
     subjects: Mapping[str, tuple[Role, tuple[str, ...]]] = field(default_factory=dict)
 
 
+AUTH_KEYS: Final = ("bootstrap_token_file", "audit_keep", "subjects")
+"""The keys of the ``[auth]`` table (raftsched/config/reference.py documents each)."""
+
+
 def parse_auth_table(table: Mapping[str, object], base: Path, problems: list[str]) -> AuthSettings:
     """Read the ``[auth]`` table, appending each problem (with its key path) to ``problems``.
 
@@ -174,7 +178,7 @@ def parse_auth_table(table: Mapping[str, object], base: Path, problems: list[str
     ``"role:ns1,ns2"``). Reads no file.
     """
     for key in table:
-        if key not in ("bootstrap_token_file", "audit_keep", "subjects"):
+        if key not in AUTH_KEYS:
             problems.append(f"auth.{key}: unknown key (expected bootstrap_token_file, audit_keep, subjects)")
     boot: Path | None = None
     raw = table.get("bootstrap_token_file")

@@ -1,6 +1,6 @@
-"""The README's ``curl`` examples of the HTTP/JSON API, run as written against a real TLS node with
-an executor: every command must succeed (``--fail-with-body``) and print JSON, and the examples
-together must name every route of the table."""
+"""The ``curl`` examples of the HTTP/JSON API (docs/reference/http.md), run as written against a
+real TLS node with an executor: every command must succeed (``--fail-with-body``) and print JSON,
+and the examples together must name every route of the table."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ CALL = re.compile(r'api (?:-X (?P<method>[A-Z]+) |-N )?"\$RS(?P<path>/api/v1/[^"
 
 
 def _blocks() -> tuple[str, str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Every route with `curl`", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "reference" / "http.md").read_text()
+    section = text.split("## Every route with `curl`", 1)[1].split("\n## ", 1)[0]
     found = re.findall(r"```sh\n(.*?)```", section, re.S)
     assert len(found) == 3, "the section holds the script, the not-run examples and the streams"
     return found[0], found[1] + found[2]
@@ -53,7 +53,7 @@ def _routes_named(block: str) -> set[tuple[str, str]]:
         method = m.group("method") or "GET"
         path = re.sub(r"\$[A-Z]+", "x", m.group("path"))
         found = routes.find(method, path)
-        assert found is not None, f"README: {method} {m.group('path')} is not a route"
+        assert found is not None, f"docs/reference/http.md: {method} {m.group('path')} is not a route"
         out.add((found[0].method, found[0].path))
     return out
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, cast
 
 import grpc
@@ -350,11 +349,6 @@ def test_reported_execution_ids_are_refused_past_the_shard_and_attempt_ranges() 
             _check_execution_id(3, bad)
         assert info.value.field == "results[3].execution_id"
         assert bounds.SHARD.text() in str(info.value) and bounds.ATTEMPT.text() in str(info.value)
-
-
-def test_the_readme_shows_the_table_as_the_code_defines_it() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert bounds.markdown_table() in readme, "README 'Integer fields': paste bounds.markdown_table()"
 
 
 def test_a_fire_record_count_past_its_range_is_refused_not_added_to_the_fire_total() -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from raftsched import taskfields
 from raftsched.cli import errors, parser, tasks
 from raftsched.errors import InvalidSpec
 from raftsched.model import TaskSpec
@@ -16,11 +15,6 @@ from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow import files, taskfiles
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_the_readme_shows_the_table_as_the_code_declares_it() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert taskfields.markdown_table() in readme, "README 'Task fields': run python tools/readme_tables.py"
 
 
 def test_every_taskspec_attribute_is_a_field_of_the_table() -> None:

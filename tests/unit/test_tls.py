@@ -353,14 +353,14 @@ def test_client_tls_takes_each_part_from_the_option_then_the_environment_then_th
         client_tls(key=str(pki.client_a[1]), environ={})
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TLS_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "tls.md"
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-def test_the_readme_openssl_commands_make_working_mutual_tls_certificates(
+def test_the_documented_openssl_commands_make_working_mutual_tls_certificates(
     tmp_path: Path, serve: Callable[[TlsSettings | None], Server]
 ) -> None:
-    section = README.read_text().split("### Setting up certificates", 1)[1]
+    section = TLS_GUIDE.read_text().split("## Setting up certificates", 1)[1]
     script = section.split("```sh\n", 1)[1].split("```", 1)[0]
     done = subprocess.run(["bash", "-euc", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

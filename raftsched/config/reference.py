@@ -1,0 +1,486 @@
+"""Every key of the cluster config file: its type, default and meaning, in one table.
+
+The docs site's configuration reference is generated from :data:`KEYS` (docs/gen/reference.py), and
+``tests/unit/test_config_reference.py`` fails when a key the loaders accept has no entry here (or an
+entry names a key no loader accepts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["KEYS", "TYPES", "Key"]
+
+TYPES: Final = ("bool", "integer", "number", "string", "duration", "size", "path", "table", "list", "url")
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One config key: ``path`` as written in the file (``nodes[].raft``, ``events.<name>.namespace``)."""
+
+    path: str
+    type: str  # one of TYPES
+    default: str  # as written in the file; "—" when there is none
+    meaning: str  # Markdown; links are relative to the docs' reference/ directory
+
+
+KEYS: Final[tuple[Key, ...]] = (
+    Key(
+        "cluster.name",
+        "string",
+        '"raftsched"',
+        "cluster name, shown in logs",
+    ),
+    Key(
+        "cluster.secret",
+        "string",
+        "— (required unless `secret_file`)",
+        (
+            "shared secret, ≥ 16 characters, identical on every node. It encrypts and authenticates "
+            "the Raft port, which otherwise accepts pickle from anyone who can reach it: **a node "
+            "refuses to start without one**"
+        ),
+    ),
+    Key(
+        "cluster.secret_file",
+        "path",
+        "—",
+        "read the secret from this file instead (exactly one of the two)",
+    ),
+    Key(
+        "cluster.insecure",
+        "bool",
+        "false",
+        (
+            "serve the gRPC API on non-loopback addresses without TLS and authentication (see [Safe "
+            "defaults](../guide/tls.md#safe-defaults)); every start logs a warning"
+        ),
+    ),
+    Key(
+        "tls.cert_file",
+        "path",
+        "— (required in `[tls]`)",
+        (
+            "the node's PEM certificate chain and unencrypted PEM key; with `[tls]` the gRPC port "
+            "(Admin, Executor and health services) speaks TLS only"
+        ),
+    ),
+    Key(
+        "tls.key_file",
+        "path",
+        "— (required in `[tls]`)",
+        (
+            "the node's PEM certificate chain and unencrypted PEM key; with `[tls]` the gRPC port "
+            "(Admin, Executor and health services) speaks TLS only"
+        ),
+    ),
+    Key(
+        "tls.ca_file",
+        "path",
+        "—",
+        (
+            "PEM CA certificate(s): client certificates are checked against it; nodes, the CLI and "
+            "executors reading this config trust it"
+        ),
+    ),
+    Key(
+        "tls.require_client_cert",
+        "bool",
+        "false",
+        ("mutual TLS: refuse clients without a certificate from `ca_file` (needs `ca_file`)"),
+    ),
+    Key(
+        "tls.http",
+        "bool",
+        "false",
+        (
+            "serve the HTTP listener (console, `/api/v1/`, `/metrics`, probes) over TLS with the same"
+            " certificate; reloaded on SIGHUP with the gRPC port's"
+        ),
+    ),
+    Key(
+        "tls.http_metrics_client_cert",
+        "bool",
+        "false",
+        (
+            "`/metrics` answers only clients with a certificate from `ca_file` (403 otherwise); other"
+            " paths take clients with or without one (needs `tls.http` and `ca_file`)"
+        ),
+    ),
+    Key(
+        "raft.append_entries_period",
+        "duration",
+        "0.02",
+        "heartbeat / batch period, s",
+    ),
+    Key(
+        "raft.auto_tick_period",
+        "duration",
+        "0.005",
+        "Raft loop period, s",
+    ),
+    Key(
+        "raft.raft_min_timeout",
+        "duration",
+        "0.4",
+        "election timeout range, s",
+    ),
+    Key(
+        "raft.raft_max_timeout",
+        "duration",
+        "1.4",
+        "election timeout range, s",
+    ),
+    Key(
+        "raft.connection_timeout",
+        "duration",
+        "3.5",
+        (
+            "a silent peer connection is dead after this, s (a link that carried nothing for a "
+            "quarter of it carries a keepalive, so two followers' link is open when an election needs"
+            " it)"
+        ),
+    ),
+    Key(
+        "raft.connection_retry_time",
+        "duration",
+        "1.0",
+        "reconnect interval, s",
+    ),
+    Key(
+        "raft.leader_fallback_timeout",
+        "duration",
+        "2.0",
+        "a leader that cannot reach a majority steps down after this, s",
+    ),
+    Key(
+        "raft.log_compaction_min_entries",
+        "integer",
+        "20000",
+        "snapshot (LMDB copy) and truncate the log after this many entries or seconds",
+    ),
+    Key(
+        "raft.log_compaction_min_time",
+        "duration",
+        "300",
+        "snapshot (LMDB copy) and truncate the log after this many entries or seconds",
+    ),
+    Key(
+        "storage.verify_every",
+        "duration",
+        '"1h"',
+        (
+            "how often a running node reads its whole state store and checks it against the checksum "
+            "committed with it (always at start-up); `0` = only at start-up. Node-local. See [Damaged"
+            " stores](../guide/backup.md#damaged-stores)"
+        ),
+    ),
+    Key(
+        "storage.map_size",
+        "size",
+        '"64GiB"',
+        (
+            'the most a node\'s LMDB state store may grow to: bytes, or a size such as `"512MiB"`, '
+            '`"64GiB"` (`B`, `KiB`…`TiB`, `KB`…`TB`), 256 KiB to 1 PiB. Address space, not disk. A '
+            "warning is logged (at most once a minute) past 80 %; a node whose store cannot take "
+            "writes leaves the cluster (below)"
+        ),
+    ),
+    Key(
+        "metrics.per_task",
+        "bool",
+        "false",
+        (
+            "add a `task` label to the per-owner counters (fires, runs finished, attempts): one "
+            "series per task and outcome, for clusters of hundreds of tasks, not a million"
+        ),
+    ),
+    Key(
+        "scheduler.misfire_grace_seconds",
+        "duration",
+        "5",
+        "lateness beyond which a fire counts as missed",
+    ),
+    Key(
+        "scheduler.misfire_all_cap",
+        "integer",
+        "100",
+        "defaults for `misfire = all`",
+    ),
+    Key(
+        "scheduler.misfire_all_window_seconds",
+        "duration",
+        "3600",
+        "defaults for `misfire = all`",
+    ),
+    Key(
+        "scheduler.history_keep_count",
+        "integer",
+        "1000",
+        "fire records and finished runs kept per task",
+    ),
+    Key(
+        "scheduler.history_keep_seconds",
+        "duration",
+        "604800",
+        "fire records and finished runs kept per task",
+    ),
+    Key(
+        "scheduler.idempotency_keep_seconds",
+        "duration",
+        "3600",
+        "how long client idempotency keys are remembered",
+    ),
+    Key(
+        "scheduler.event_dedupe_window_seconds",
+        "duration",
+        "604800",
+        (
+            "an event's (name, key) is accepted once within this window, leader time "
+            "([Events](../explanation/semantics.md#events-and-data-triggers))"
+        ),
+    ),
+    Key(
+        "scheduler.max_fires_per_batch",
+        "integer",
+        "1000",
+        "fires per log entry (entries are also split at 60 KB)",
+    ),
+    Key(
+        "scheduler.lease_ms",
+        "duration",
+        "10000",
+        "an attempt (or executor) silent this long is lost (declared dead)",
+    ),
+    Key(
+        "scheduler.heartbeat_ms",
+        "duration",
+        "2000",
+        "how often executors heartbeat (at most `lease_ms / 3`)",
+    ),
+    Key(
+        "scheduler.kill_grace_ms",
+        "duration",
+        "5000",
+        "timeout backstop slack",
+    ),
+    Key(
+        "scheduler.retry_backoff_ms",
+        "duration",
+        "10000",
+        "retry backoff base and cap (plus ≤ 20 % jitter)",
+    ),
+    Key(
+        "scheduler.retry_backoff_cap_ms",
+        "duration",
+        "900000",
+        "retry backoff base and cap (plus ≤ 20 % jitter)",
+    ),
+    Key(
+        "scheduler.max_clock_skew_ms",
+        "duration",
+        "10000",
+        (
+            "how far a node's clock may be from the majority's: beyond it a leader hands leadership "
+            "over and a node does not campaign; a committed leader time further ahead of a new "
+            "leader's clock is a clock fault, not a floor (see "
+            "[Clocks](../explanation/semantics.md#clocks))"
+        ),
+    ),
+    Key(
+        "nodes[].id",
+        "string",
+        "—",
+        "node id, `[A-Za-z0-9_-]{1,64}`",
+    ),
+    Key(
+        "nodes[].raft",
+        "string",
+        "—",
+        "`host:port` Raft and gRPC addresses (dialable, unique)",
+    ),
+    Key(
+        "nodes[].grpc",
+        "string",
+        "—",
+        "`host:port` Raft and gRPC addresses (dialable, unique)",
+    ),
+    Key(
+        "nodes[].data_dir",
+        "path",
+        "—",
+        "the node's log, snapshots and LMDB state (relative to the config file)",
+    ),
+    Key(
+        "nodes[].grpc_bind",
+        "string",
+        "grpc",
+        (
+            "where the gRPC server listens when `grpc` is a proxy or NAT address in front of it "
+            "(`grpc` stays what clients dial and redirects name)"
+        ),
+    ),
+    Key(
+        "nodes[].raft_bind",
+        "string",
+        "raft",
+        (
+            "where the Raft port listens when `raft` is not a local address (a proxy or NAT in front "
+            "of it); `raft` stays the node's identity among its peers. The Raft port binds exactly "
+            "this address, never every interface"
+        ),
+    ),
+    Key(
+        "nodes[].raft_via",
+        "table",
+        "—",
+        (
+            '`{ peer id = "host:port" }`: reach a peer\'s Raft port through a proxy; the peer keeps '
+            "its `raft` identity. pysyncobj dials only from the node whose `raft` sorts after the "
+            "peer's, so an entry is valid only there and must sort before the node's own `raft` "
+            "(checked at load). The chaos suite's partitions use it"
+        ),
+    ),
+    Key(
+        "nodes[].http",
+        "string",
+        "— (off)",
+        (
+            "`host:port` of the node's HTTP listener: `/metrics`, `/healthz`, `/readyz` (see "
+            "[Observability](../guide/monitor.md#observability)); a wildcard is fine"
+        ),
+    ),
+    Key(
+        "events.<name>.secret_file",
+        "path",
+        "—",
+        (
+            "the shared secret (≥ 16 bytes, file relative to the config) a webhook signs `POST "
+            "/api/v1/events/<name>` with (`X-Signature-256`); a signed call needs no token"
+        ),
+    ),
+    Key(
+        "events.<name>.namespace",
+        "string",
+        "default",
+        (
+            "that event's namespace for signed calls; the header, else the JSON pointer into the body"
+            " (`/partition/date`), that gives the dedupe key"
+        ),
+    ),
+    Key(
+        "events.<name>.key_header",
+        "string",
+        "X-Event-Key",
+        (
+            "that event's namespace for signed calls; the header, else the JSON pointer into the body"
+            " (`/partition/date`), that gives the dedupe key"
+        ),
+    ),
+    Key(
+        "events.<name>.key_pointer",
+        "string",
+        "—",
+        (
+            "that event's namespace for signed calls; the header, else the JSON pointer into the body"
+            " (`/partition/date`), that gives the dedupe key"
+        ),
+    ),
+    Key(
+        "auth.bootstrap_token_file",
+        "path",
+        "—",
+        (
+            "an admin token file (mode 600, the same on every node) the first leader creates as a "
+            "token; with `[auth]`, every call needs a token ([Tokens](../guide/auth.md#tokens))"
+        ),
+    ),
+    Key(
+        "auth.audit_keep",
+        "duration",
+        "90d",
+        "how long audit records are kept (the same on every node)",
+    ),
+    Key(
+        "auth.subjects",
+        "table",
+        "—",
+        ('mutual-TLS client certificates by common name: `"cn" = "role"` or `"role:ns1,ns2"`'),
+    ),
+    Key(
+        "alerts.zombie_after",
+        "duration",
+        "1h",
+        ("a `zombie` alert for an attempt RUNNING longer than this ([Alerts](../guide/monitor.md#alerts))"),
+    ),
+    Key(
+        "alerts.delay_p99_threshold",
+        "duration",
+        "2s",
+        (
+            "a `delay_p99` alert when the p99 of nominal time → fire committed over `alerts.window` "
+            "is above this"
+        ),
+    ),
+    Key(
+        "alerts.window",
+        "duration",
+        "5m",
+        "the window of the delay quantile; at most one `delay_p99` alert per window",
+    ),
+    Key(
+        "alerts.console_url",
+        "url",
+        "—",
+        "the console's base URL: each alert event's `link`",
+    ),
+    Key(
+        "alerts.webhook[].url",
+        "url",
+        "— (required)",
+        "where the leader POSTs each alert event the target's filters take",
+    ),
+    Key(
+        "alerts.webhook[].name",
+        "string",
+        "the url",
+        "the target's name; keys its delivered cursor",
+    ),
+    Key(
+        "alerts.webhook[].secret",
+        "string",
+        "—",
+        "signs every POST (`X-Raftsched-Signature: sha256=…`)",
+    ),
+    Key(
+        "alerts.webhook[].secret_file",
+        "path",
+        "—",
+        "read the signing secret from this file instead",
+    ),
+    Key(
+        "alerts.webhook[].owners",
+        "list",
+        "— (all)",
+        "only events of these owners",
+    ),
+    Key(
+        "alerts.webhook[].namespaces",
+        "list",
+        "— (all)",
+        "only events of these namespaces",
+    ),
+    Key(
+        "alerts.webhook[].kinds",
+        "list",
+        "— (all)",
+        "only events of these kinds",
+    ),
+    Key(
+        "alerts.webhook[].timeout",
+        "duration",
+        "10s",
+        "a POST not answered within this is retried",
+    ),
+)

@@ -2,7 +2,8 @@
 # Install what the test suite needs: the package with its test extras, and the system packages
 # some tests call (promtool, from Debian's `prometheus` package, lints a real /metrics scrape;
 # Debian's `chromium` and `chromium-driver` run the web console's headless browser test; `curl`
-# and `jq` run the README's HTTP API examples).
+# and `jq` run the documented HTTP API examples; systemd's `systemd-analyze` verifies the shipped
+# units; the package's test extras include the docs extra, so the suite builds the docs site).
 # Safe to re-run: a tool already on PATH is not installed again. Without root or apt-get the
 # system packages are left out with a note, and the tests that need them skip (outside CI; with
 # CI=true they fail instead).
@@ -40,6 +41,17 @@ if ! command -v curl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
     else
         echo "install-test-deps: curl/jq not found; install Debian's 'curl' and 'jq' packages," \
             "else the test of the README's curl examples skips" >&2
+    fi
+fi
+
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "install-test-deps: installing systemd (systemd-analyze verifies the shipped units)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
+    else
+        echo "install-test-deps: systemd-analyze not found; install Debian's 'systemd' package," \
+            "else the test of deploy/systemd/ skips" >&2
     fi
 fi
 

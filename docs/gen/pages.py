@@ -299,10 +299,42 @@ def _type_name(field: object) -> str:
     return names.get(field.type, str(field.type))
 
 
+def pysyncobj_page() -> str:
+    from raftsched.consensus.pysyncobj.patches import PATCHES, PINNED_VERSION
+
+    out = [
+        "# What we learned about pysyncobj\n\n",
+        GENERATED,
+        f"raftsched replicates through pysyncobj {PINNED_VERSION} (pinned). It is small and readable, "
+        "but it has no hooks for what a scheduler needs, and several of its Raft paths break safety "
+        "or liveness under the faults the chaos suite injects. What raftsched does about it:\n\n"
+        "* **One replicated entry point, no pickle as our format.** Every command is our own "
+        "protobuf (`protos/raftsched/v1/log.proto`), passed through one `@replicated` method; "
+        "the Raft port is encrypted and authenticated with `cluster.secret` (without it pysyncobj "
+        "would unpickle whatever reaches the port: remote code execution), so a node refuses to "
+        "start without one.\n"
+        "* **No exception escapes apply.** An exception inside a replicated method stops that node "
+        "applying for good, on every node at once; apply turns every rejection into a value "
+        "(see [Semantics](semantics.md)).\n"
+        "* **Sync calls are not used on the hot path.** A synchronous replicated call waits for "
+        "the next batch (about 100 ms in batch mode); the leader proposes asynchronously and "
+        "waits on commit callbacks.\n"
+        "* **Every private member we touch is in a ledger.** The table below is "
+        "`raftsched/consensus/pysyncobj/patches.py`; `tests/unit/test_raft_patches.py` fails when "
+        "an upgrade of pysyncobj renames or drops a member, instead of silently un-patching a "
+        "safety fix.\n\n",
+        "| patch | kind | why | found by |\n|---|---|---|---|\n",
+    ]
+    for patch in PATCHES:
+        out.append(f"| `{patch.name}` | {patch.kind} | {_cell(patch.reason)} | {_cell(patch.reference)} |\n")
+    return "".join(out)
+
+
 PAGES = {
     "reference/cli-commands.md": cli_page,
     "reference/config-keys.md": config_page,
     "reference/metrics.md": metrics_page,
     "reference/task-fields.md": task_fields_page,
     "reference/grpc.md": grpc_page,
+    "explanation/pysyncobj.md": pysyncobj_page,
 }

@@ -25,6 +25,7 @@ import datetime as dt
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -116,6 +117,7 @@ def run_demo(config_path: str, duration: str = "0") -> int:
     clock = SystemClock()
     demo_config, tls = with_demo_tls(config, data, clock)
     demo_config, token_file = with_demo_auth(demo_config, data, config)
+    demo_config = with_demo_http(demo_config, data, config)
     admin = read_token_file(token_file) if token_file is not None else None
     cluster = LocalCluster(demo_config, data / "logs", tls=tls, token=admin)
     executors: list[subprocess.Popen[bytes]] = []
@@ -140,6 +142,7 @@ def run_demo(config_path: str, duration: str = "0") -> int:
             f"gRPC targets {','.join(cluster.targets())}"
         )
         say_tls_usage(cluster, demo_config, token_file)
+        say_console(cluster, token_file)
         with Client(cluster.targets(), tls=tls, token=admin) as client:
             executor_token = None
             if admin is not None:
@@ -285,6 +288,63 @@ def with_demo_auth(config_path: Path, data: Path, source: Path) -> tuple[Path, P
     return path, token_file
 
 
+def with_demo_http(config_path: Path, data: Path, source: Path) -> Path:
+    """The config the demo runs, with an HTTP listener (the web console, ``/metrics``, the probes)
+    on every node: a node without ``http`` gets ``127.0.0.1`` at its gRPC port + 2000 (7101 ->
+    9101, so the console keeps its address across runs), or a free port when that one is taken.
+    ``config_path`` as it is when every node has one; else ``demo-data/demo-cluster.toml``."""
+    config = load_config(config_path)
+    if all(n.http is not None for n in config.nodes):
+        return config_path
+    nodes = []
+    for n in config.nodes:
+        if n.http is None:
+            port = parse_address(n.grpc, "grpc")[1] + 2000
+            n = dataclasses.replace(n, http=f"127.0.0.1:{port if _port_free(port) else _free_port()}")
+        nodes.append(n)
+    data.mkdir(parents=True, exist_ok=True)
+    path = data / "demo-cluster.toml"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds the Raft secret
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            config_toml(
+                dataclasses.replace(config, nodes=tuple(nodes)), f"written by raftsched demo from {source}"
+            )
+        )
+    return path
+
+
+def _port_free(port: int) -> bool:
+    if not 0 < port < 65536:
+        return False
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def say_console(cluster: LocalCluster, token_file: Path | None) -> None:
+    """Where the web console and the metrics are, how to sign in, and what to try there."""
+    for n in cluster.config.nodes:
+        if n.http is not None:
+            say(f"console  {n.id:8} http://{n.http}/   metrics http://{n.http}/metrics")
+    if token_file is not None:
+        say(f"sign in to the console with the admin token: cat {token_file}")
+    say(
+        "try: open Tasks, trigger report-every-10s, follow its run; then kill -9 the leader's pid "
+        "(below) and watch the Cluster page elect a new one"
+    )
+
+
 def demo_client_tls(pki: DemoPki) -> TlsConfig:
     return TlsConfig(ca_file=pki.ca_file, cert_file=pki.client_cert, key_file=pki.client_key)
 
@@ -362,6 +422,8 @@ def config_toml(config: ClusterConfig, comment: str) -> str:
         lines.append(f"data_dir = {value(n.data_dir)}")
         if n.grpc_bind is not None:
             lines.append(f"grpc_bind = {value(n.grpc_bind)}")
+        if n.http is not None:
+            lines.append(f"http = {value(n.http)}")
         if n.raft_via:
             pairs = ", ".join(f"{value(peer)} = {value(via)}" for peer, via in n.raft_via)
             lines.append(f"raft_via = {{ {pairs} }}")

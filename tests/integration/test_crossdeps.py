@@ -158,3 +158,36 @@ def test_applying_a_dependency_needs_the_upstreams_namespace(make_cluster: Any, 
     with Client(cluster.targets(), token=both) as ab:
         record, _ = ab.apply_workflow(down_file)
         assert record.spec.namespace == "b"
+
+
+def test_the_tutorials_pipeline_runs_as_written(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/tutorials/cross-team-pipeline.md, step by step, with its example files as shipped."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "workflows"
+    cluster.wait_for_leader()
+    executor = cluster.start_executor("tutorial-ex1", slots=4)
+
+    def cli(*argv: str) -> str:
+        capsys.readouterr()
+        code = main(["--cluster", ",".join(cluster.targets()), *argv])
+        out, err = capsys.readouterr()
+        assert code == 0, f"raftsched {' '.join(argv)} exited {code}: {err}"
+        return out
+
+    try:
+        cli("workflow", "apply", str(examples / "orders-sync.yaml"))
+        cli("workflow", "apply", str(examples / "reconcile.yaml"))
+        with Client(cluster.targets()) as client:
+            down = client.start_workflow_run("reconcile", logical_ms=L1)
+            wait_until(
+                lambda: json.loads(cli("workflow", "waits", "--json")) != [], 60, 0.2, "reconcile to wait"
+            )
+            rows = json.loads(cli("workflow", "waits", "--json"))
+            assert [(r["upstream"], r["upstream_task"]) for r in rows] == [("orders-sync", "load")]
+            up = client.start_workflow_run("orders-sync", logical_ms=L1)
+            assert client.wait_workflow_run(up.run_id, 60).state == pb.WORKFLOW_SUCCESS
+            assert client.wait_workflow_run(down.run_id, 60).state == pb.WORKFLOW_SUCCESS
+    finally:
+        executor.terminate()
+        executor.wait(timeout=10)

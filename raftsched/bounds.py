@@ -357,7 +357,7 @@ def integer_fields(desc: Descriptor, seen: set[str] | None = None) -> list[Field
 
 
 def markdown_table() -> str:
-    """The table as the README shows it (Limits, Integer fields): one row per range, with what
+    """The table as the docs show it (Task fields and limits, Integer fields): one row per range, with what
     an unset field (0) means and every field that has it, ``Message.field``."""
     groups: dict[Range, list[str]] = {}
     for name, rng in FIELDS.items():

@@ -622,7 +622,7 @@ class Client:
     ) -> tuple[pb.WorkflowRecord, bool]:
         """Create a workflow, or a new version of it: ``(record, changed)``.
 
-        ``spec_or_path`` is a spec or the path of a workflow file (YAML or TOML, see the README),
+        ``spec_or_path`` is a spec or the path of a workflow file (YAML or TOML, see docs/guide/workflows.md),
         read and validated here: an invalid file raises
         :class:`~raftsched.errors.InvalidWorkflow` listing every problem with its ``file:line``
         before anything is sent. The leader validates again (cron and zones against its tzdata).

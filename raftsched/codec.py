@@ -40,7 +40,7 @@ from raftsched.v1 import log_pb2 as pb
 #      scheduler-node membership; SetQuota, DeleteQuota, task locks and the reasons attempts wait
 #      (AssignAttempts.waits); executor cpu/memory, task resources and selectors, the
 #      buffer_one and replace overlap policies, held runs. A format-1 node checks no format at
-#      all, so a cluster moves from 1 to 2 by a full restart, not a rolling upgrade (README,
+#      all, so a cluster moves from 1 to 2 by a full restart, not a rolling upgrade (docs/guide/upgrade.md,
 #      Upgrades); the stamps protect the upgrades after this one.
 #   3  a barrier that abandons a faulty leader time (Barrier.clock_fault_ms).
 #   4  a FireBatch with a fire of an overlap=replace task: the runs it cancels give back their

@@ -7,7 +7,7 @@ because followers never run croniter (their tzdata may differ).
 
 Times are UTC epoch milliseconds (``int``) everywhere.
 
-Limits (documented in the README):
+Limits (documented in docs/reference/limits.md):
 
 ======================  ===========================================
 name                    1-128 chars, ``[A-Za-z0-9][A-Za-z0-9_.:-]*``

@@ -294,7 +294,7 @@ _BY_KEY: Mapping[str, Field] = {f.key: f for f in TASK_FIELDS}
 
 
 def markdown_table() -> str:
-    """The README's table of task fields: file key, CLI option, default and meaning."""
+    """The docs' table of task fields: file key, CLI option, default and meaning."""
 
     def cell(text: str) -> str:
         return text.replace("``", "`").replace("|", "\\|")

@@ -79,7 +79,7 @@ def link(config: AlertsConfig, alert: pb.AlertRecord) -> str:
 
 
 def payload(alert: pb.AlertRecord, cluster: str, link_url: str) -> dict[str, object]:
-    """The JSON object a webhook receives for ``alert`` (documented in the README). An event
+    """The JSON object a webhook receives for ``alert`` (documented in docs/guide/monitor.md). An event
     that clears an earlier one (``upstream_late`` when the upstream finished) also has
     ``"resolved": true``."""
     body: dict[str, object] = {

@@ -9,7 +9,7 @@ Three kinds of source, chosen so the hot paths stay cheap:
 * values the code already computes, pushed in batches: commit lateness per committed fire batch,
   start lateness per reported result batch, snapshot durations, gRPC calls.
 
-Every name, label and meaning here is documented in the README's Observability section; a test
+Every name, label and meaning here is documented in docs/guide/monitor.md; a test
 keeps the two in step.
 """
 

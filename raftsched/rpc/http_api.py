@@ -94,7 +94,7 @@ HTTP_STATUS: Final[Mapping[grpc.StatusCode, int]] = {
     grpc.StatusCode.UNAVAILABLE: 503,  # retry (a write: with the same Idempotency-Key)
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
-"""gRPC status → HTTP status: the one table (README "HTTP/JSON API" shows it)."""
+"""gRPC status → HTTP status: the one table (docs/reference/http.md shows it)."""
 
 
 def message_to_json(message: Message) -> dict[str, Any]:

@@ -12,7 +12,7 @@ File format
 File keys: ``namespace`` (the default namespace of its tasks, else ``default``), ``owner`` (the
 default owner) and ``tasks`` (a list, required). The task keys, their aliases, kinds and defaults
 are declared in :data:`raftsched.taskfields.TASK_FIELDS` (the fields with ``task_file``); the
-README's task field table is generated from it. One of ``cron`` (with ``timezone``), ``every``
+docs' task field table is generated from it. One of ``cron`` (with ``timezone``), ``every``
 (with ``start``) or ``at``; none means manual. Times are ISO 8601 with a zone, durations seconds
 (a number) or a duration string (``"90s"``, ``"1h"``).
 

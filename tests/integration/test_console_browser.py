@@ -5,7 +5,7 @@ A maintainer signs in on a follower's console, finds a task, opens a diamond wor
 ``c`` branch failed (``d`` skipped), sees each node's state, clicks "Rerun from here" on ``c`` and
 watches ``c`` and ``d`` run again and succeed, the page refreshing itself without a reload. A
 viewer sees no action buttons, and a POST it forges (with its own valid session and CSRF token)
-is refused. Screenshots go to ``$RAFTSCHED_SCREENSHOTS`` (the README's come from
+is refused. Screenshots go to ``$RAFTSCHED_SCREENSHOTS`` (the docs' come from
 ``RAFTSCHED_SCREENSHOTS=docs/screenshots``), else to the test's temporary directory.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``tools/install-test-deps.sh`` installs them)

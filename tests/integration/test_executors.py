@@ -122,7 +122,7 @@ def test_a_paused_executors_late_reports_are_ignored_and_nothing_runs_twice(flee
         # The paused executor's attempt 1 finished later and reported: that report was fenced off;
         # the run records the attempt that replaced it (on whichever executor the ring picked once
         # ex1 had re-registered). It counts as lost, or as unstarted when ex1 was stopped before
-        # its heartbeat saying the attempt had started reached the leader (the README's window).
+        # its heartbeat saying the attempt had started reached the leader (the documented window).
         assert s.state == pb.SUCCEEDED and s.lost + s.unstarted >= 1
 
 

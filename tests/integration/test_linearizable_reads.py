@@ -143,7 +143,7 @@ def _run(cluster: LocalCluster, net: ProxyNet, rounds: int) -> Tally:
     tally = Tally()
     for note in range(1, rounds + 1):
         _round(cluster, net, tally, note)
-    print(  # shown with -s: the figures the README quotes
+    print(  # shown with -s: the figures the docs quote
         f"{rounds} rounds: {tally.fresh} fresh, {tally.refused} refused, {len(tally.stale)} stale; "
         f"{tally.while_deposed} asked while the old leader still said it led"
     )

@@ -41,7 +41,7 @@ def fixture_state() -> SchedulerState:
 
 
 def write_by_hand(path: Path, header: pb.BackupHeader, payload: bytes) -> None:
-    """The layout as the module docstring and the README document it, written independently."""
+    """The layout as the module docstring and docs/guide/backup.md document it, written independently."""
     head = header.SerializeToString()
     trailer = END_MAGIC + hashlib.sha256(head + payload).digest()
     path.write_bytes(MAGIC + struct.pack(">I", len(head)) + head + payload + trailer)

@@ -99,3 +99,29 @@ def test_every_example_is_linked_from_the_docs() -> None:
 def test_no_page_is_a_placeholder() -> None:
     for page in (ROOT / "docs").rglob("*.md"):
         assert "TODO" not in page.read_text(), f"{page.relative_to(ROOT)} is a placeholder"
+
+
+def test_the_module_map_names_every_module_and_package() -> None:
+    text = (ROOT / "docs" / "explanation" / "module-map.md").read_text()
+    package = ROOT / "raftsched"
+    for child in sorted(package.iterdir()):
+        if (child.name.startswith("_") and child.name != "__init__.py") or child.name in ("v1", "py.typed"):
+            continue
+        if child.suffix == ".py" or (child.is_dir() and (child / "__init__.py").exists()):
+            name = f"raftsched/{child.name}" + ("/" if child.is_dir() else "")
+            assert name in text, f"{name} is missing from docs/explanation/module-map.md"
+
+
+def test_the_readme_is_short_and_its_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    for target in re.findall(r"\]\(([^)#\s]+)", text):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), f"README links {target}, which does not exist"
+
+
+def test_the_changelog_keeps_its_shape() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert "## [Unreleased]" in text
+    for heading in re.findall(r"^### (.+)$", text, re.M):
+        assert heading in ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"), heading

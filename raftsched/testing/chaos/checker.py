@@ -713,7 +713,7 @@ def _touched(ex: Execution, faults: Sequence[ExecutorFault], s: CheckSettings) -
 
 # What an executor reports, once restarted, for an attempt its execution log had begun when it was
 # killed: the command may or may not have started (the log is written before it starts, so that
-# it never runs twice). The text is the agent's public error (README, Executors section).
+# it never runs twice). The text is the agent's public error (docs/explanation/execution.md).
 _INTERRUPTED = "executor restarted while the attempt ran"
 
 

@@ -1,5 +1,5 @@
 // raftsched console: refresh the page's live region without a reload, and confirm dangerous
-// actions. Hand-written and dependency-free (see the README's "Web console" section).
+// actions. Hand-written and dependency-free (see docs/guide/console.md).
 (function () {
   "use strict";
   var live = document.getElementById("live");

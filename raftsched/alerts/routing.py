@@ -124,7 +124,7 @@ class Notice:
         a = self.alert
         if a.resolved:
             if self.streak > 1:
-                return f"resolved: {a.error} ({self.streak} failed runs in a row since {iso(self.since_ms)})"
+                return f"resolved: {a.error} (failing since {iso(self.since_ms)})"
             return f"resolved: {a.error}"
         if self.streak > 1:
             return f"failing: {self.streak} runs in a row since {iso(self.since_ms)} (last: {a.error})"

@@ -80,7 +80,7 @@ DEFAULT_SEVERITIES: Mapping[str, str] = {
 STREAK_KINDS = frozenset({RUN_FAILED})
 """Kinds whose consecutive events of one task form a streak."""
 
-DEFAULT_STREAK_INTERVAL_MS = 3_600_000
+DEFAULT_STREAK_INTERVAL_MS = 4 * 3_600_000  # as Alertmanager's repeat_interval
 
 
 def severity_of(kind: str, configured: Mapping[str, str]) -> str:

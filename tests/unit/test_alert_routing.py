@@ -16,6 +16,8 @@ from raftsched import codec
 from raftsched.alerts import delivery, formats, routing
 from raftsched.alerts.config import AlertsConfig, EmailTarget, Webhook, parse_alerts
 from raftsched.alerts.routing import Notice, StreakBook
+from raftsched.fsm import alerts as outbox
+from raftsched.fsm.queries import list_runs
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import ManualTrigger, TaskSpec
@@ -354,3 +356,28 @@ def test_a_node_alert_goes_to_email_targets_too() -> None:
 
     asyncio.run(scenario())
     assert mail.sent[0]["Subject"] == "[prod] CRITICAL store_damaged cluster: node n2: checksum mismatch"
+
+
+def test_a_task_failing_every_hour_for_three_days_is_one_alert_and_a_count_every_four_hours() -> None:
+    """The seeds' incident on the real state machine: 72 hourly failures with the default
+    interval are 18 notices (the first, then a count every 4 h), not 72; the next success ends it."""
+    state = failing_task_state()
+    hour = 60 * MIN
+    for i in range(72):
+        run_once(state, T0 + i * hour, ok=False)
+    cfg = AlertsConfig(webhooks=(Webhook(url="http://h", name="h"),))
+    sent = [
+        i for i in delivery.delivery_view(state.store, cfg, 0, 0) if i.deliveries[0].state != "suppressed"
+    ]
+    book = StreakBook()
+    with state.store.reader() as r:
+        notices = [book.observe(a) for a in outbox.list_alerts(r, 0, 0)]
+    assert len(sent) == 18 and [n.streak for n in notices if n.send][:3] == [1, 5, 9]
+    assert [n for n in notices if n.send][-1].text.startswith(
+        "failing: 69 runs in a row since 2023-11-14T22:14:00.002Z"
+    )
+    [streak] = book.open_streaks()
+    success = run_once(state, T0 + 72 * hour, ok=True)
+    with state.store.reader() as r:
+        run = routing.recovery_run(streak, list_runs(r, ["nightly"], 0, 0, 0, 5))
+    assert run is not None and run.run_id == success

@@ -100,13 +100,6 @@ def link(config: AlertsConfig, alert: pb.AlertRecord) -> str:
     return f"{base}/runs/{alert.run_id}"
 
 
-def payload(alert: pb.AlertRecord, cluster: str, link_url: str, severity: str = "") -> dict[str, object]:
-    """The JSON object a ``format = "json"`` webhook receives for ``alert`` outside a streak
-    (documented in the README; :func:`raftsched.alerts.formats.json_body`)."""
-    notice = Notice(alert, send=True, since_ms=alert.at_ms)
-    return formats.json_body(notice, severity or routing.severity_of(alert.kind, {}), cluster, link_url)
-
-
 encode = formats.encode
 
 
@@ -417,9 +410,20 @@ class AlertLoop:
                     found.append(routing.recovered(streak, run))
                     self._resolving.add(streak.last_seq)
         for i in range(0, len(found), RAISE_CHUNK):
-            self._propose(
-                writes.raise_alerts(found[i : i + RAISE_CHUNK], **stamp.as_kwargs()), "raise_alerts"
-            )
+            chunk = found[i : i + RAISE_CHUNK]
+            self.node.propose(writes.raise_alerts(chunk, **stamp.as_kwargs()), self._resolved_done(chunk))
+
+    def _resolved_done(self, chunk: list[pb.AlertRecord]) -> ProposeCallback:
+        """The callback of a proposal of resolved records: if it did not commit, look at those
+        streaks again on the next pass (apply dedupes a record proposed twice)."""
+
+        def done(result: bytes | None, error: Exception | None) -> None:
+            refused = result is not None and not pb.CommandResult.FromString(result).ok
+            if error is not None or refused:
+                log.info("resolved alerts not committed (will look again): %s", error or "refused")
+                self._resolving.difference_update(a.resolves_seq for a in chunk)
+
+        return done
 
     # -- detection --------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from raftsched import codec
+from raftsched.abc import CommitHook, ProposeCallback, ProposeError
 from raftsched.alerts import delivery, formats, routing
 from raftsched.alerts.config import AlertsConfig, EmailTarget, Webhook, parse_alerts
 from raftsched.alerts.routing import Notice, StreakBook
@@ -381,3 +382,46 @@ def test_a_task_failing_every_hour_for_three_days_is_one_alert_and_a_count_every
     with state.store.reader() as r:
         run = routing.recovery_run(streak, list_runs(r, ["nightly"], 0, 0, 0, 5))
     assert run is not None and run.run_id == success
+
+
+class FlakyNode(FakeNode):
+    """The first proposal of resolved records does not commit (a lost leadership, a timeout)."""
+
+    def __init__(self, state: SchedulerState) -> None:
+        super().__init__(state)
+        self.dropped = 0
+
+    def propose(self, data: bytes, callback: ProposeCallback, on_commit: CommitHook | None = None) -> None:
+        if codec.decode_command(data).WhichOneof("body") == "raise_alerts" and not self.dropped:
+            self.dropped += 1
+            callback(None, ProposeError("not_leader", "lost leadership"))
+            return
+        super().propose(data, callback, on_commit)
+
+
+def test_a_resolved_record_that_did_not_commit_is_proposed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delivery, "RECOVERY_POLL_S", 0.001)
+    state = failing_task_state()
+    run_once(state, T0, ok=False)
+    run_once(state, T0 + MIN, ok=True)
+    node = FlakyNode(state)
+
+    async def scenario() -> None:
+        loop = delivery.AlertLoop(node, AlertsConfig(), "prod", post=FakePost(), rng=random.Random(0))
+        loop.start()
+        try:
+            await until(lambda: any(a.resolved for a in outbox_events(state)), what="the resolved record")
+        finally:
+            await loop.stop()
+
+    asyncio.run(scenario())
+    assert node.dropped == 1
+    assert [(a.kind, a.resolved, a.resolves_seq) for a in outbox_events(state)] == [
+        ("run_failed", False, 0),
+        ("run_failed", True, 1),
+    ]
+
+
+def outbox_events(state: SchedulerState) -> list[pb.AlertRecord]:
+    with state.store.reader() as r:
+        return outbox.list_alerts(r, 0, 0)

@@ -87,7 +87,8 @@ def _takes(target: Webhook | EmailTarget, kind: str, owner: str, namespace: str,
 
 @dataclass(frozen=True, slots=True)
 class AlertsConfig:
-    """``[alerts]``: detection thresholds, the console link base and the webhook targets."""
+    """``[alerts]``: detection thresholds, the console link base, the targets (webhooks and email),
+    the severity overrides and the streak interval."""
 
     zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS
     delay_p99_threshold_ms: int = DEFAULT_DELAY_P99_THRESHOLD_MS

@@ -343,20 +343,28 @@ def test_the_loop_sends_a_streak_once_then_a_count_then_resolved_at_the_next_suc
     assert states == ["delivered", "suppressed", "suppressed", "delivered", "suppressed", "delivered"]
 
 
-def test_a_node_alert_goes_to_email_targets_too() -> None:
+def test_a_node_alert_goes_to_email_and_webhook_targets_in_their_formats() -> None:
     state = fresh()
     node = FakeNode(state)
-    mail = FakeMail()
-    cfg = AlertsConfig(emails=(EmailTarget(name="mail", host="smtp", sender="s@x", to=("o@x",)),))
+    mail, post = FakeMail(), FakePost()
+    cfg = AlertsConfig(
+        webhooks=(
+            Webhook(url="http://h/chat", name="chat", format="slack"),
+            Webhook(url="http://h/x", name="info-only", kinds=frozenset({"fire_skipped"})),
+        ),
+        emails=(EmailTarget(name="mail", host="smtp", sender="s@x", to=("o@x",), min_severity="critical"),),
+    )
 
     async def scenario() -> None:
-        loop = delivery.AlertLoop(node, cfg, "prod", post=FakePost(), rng=random.Random(0), mail=mail)
+        loop = delivery.AlertLoop(node, cfg, "prod", post=post, rng=random.Random(0), mail=mail)
         loop.raise_node_alert("store_damaged", "n2", "checksum mismatch", T0)
-        await until(lambda: len(mail.sent) == 1, what="the mail")
+        await until(lambda: len(mail.sent) == 1 and len(post.received) == 1, what="the mail and the POST")
         await loop.stop()
 
     asyncio.run(scenario())
     assert mail.sent[0]["Subject"] == "[prod] CRITICAL store_damaged cluster: node n2: checksum mismatch"
+    [(target, body, _)] = post.received
+    assert target == "chat" and json.loads(body)["text"] == mail.sent[0]["Subject"]
 
 
 def test_a_task_failing_every_hour_for_three_days_is_one_alert_and_a_count_every_four_hours() -> None:

@@ -3,12 +3,13 @@ its alert to a real Alertmanager (``POST /api/v2/alerts``, read back from its AP
 and severity) and a real SMTP server (aiosmtpd, STARTTLS and AUTH); a second failure within the
 streak interval is suppressed; the next success raises the resolved notice, which ends the
 Alertmanager alert and sends a RESOLVED mail. The test prints the latency from the command's
-exit to Alertmanager receiving the alert."""
+exit to Alertmanager receiving the alert (``ROUTING_TEST_NODES=3``: on a 3-node cluster; default 1)."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import re
 import time
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_a_failing_task_reaches_alertmanager_and_email_once_per_streak_and_recov
     password.write_text(smtpd.PASSWORD + "\n")
     with alertmanager.running(tmp_path / "am") as am, smtpd.smtp_server(tmp_path / "smtp") as box:
         cluster = make_cluster(
-            nodes=1,
+            nodes=int(os.environ.get("ROUTING_TEST_NODES", "1")),
             extra_config=f"""
 [alerts]
 console_url = "http://console.test:9101"

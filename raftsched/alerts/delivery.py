@@ -205,9 +205,9 @@ class AlertLoop:
 
     def raise_node_alert(self, kind: str, node_id: str, error: str, at_ms: int, attempts: int = 20) -> None:
         """Deliver an event this node found about itself (:data:`~raftsched.model.STORE_DAMAGED`)
-        straight to every webhook that takes it, with the usual body and signature, retried with
-        backoff (at most ``attempts`` POSTs per target). Not replicated: at least once only while
-        this process lives. Call on the event loop."""
+        straight to every target that takes it, in the target's format (webhooks signed as usual),
+        retried with backoff (at most ``attempts`` sends per target). Not replicated: at least once
+        only while this process lives. Call on the event loop."""
         alert = pb.AlertRecord(
             id=f"{node_id}/{kind}/{at_ms}", kind=kind, at_ms=at_ms, error=f"node {node_id}: {error}"
         )

@@ -231,6 +231,7 @@ FIELDS: Final[dict[str, Range]] = {
         "AlertRecord.at_ms": TIME,
         "AlertRecord.seq": COUNTER,
         "AlertRecord.acked_ms": TIME,
+        "AlertRecord.resolves_seq": COUNTER,
         "AlertsDelivered.through_seq": COUNTER,
         "TokenInfo.created_ms": TIME,
         "TokenInfo.expires_ms": TIME,

@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 
 from raftsched.errors import InvalidSpec
 from raftsched.model import (
+    RUN_FAILED,
     CronTrigger,
     IntervalTrigger,
     Lock,
@@ -52,7 +53,9 @@ from raftsched.v1 import log_pb2 as pb
 #   7  EmitEvent (events and the runs they trigger, issue 28 §3); a task or workflow written with
 #      on_event or emits is stamped 7 too: a format-6 node would store it and then not emit on
 #      its success, so it stops at the definition instead of diverging later.
-COMMAND_FORMAT = 7
+#   8  a RaiseAlerts with a resolved run_failed record (a failure streak's recovery, issue 36 §5):
+#      a format-7 node would refuse it while an upgraded one stores it.
+COMMAND_FORMAT = 8
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -85,6 +88,8 @@ WorkflowWaitsDue (see the history)."""
 EVENTS_FORMAT = 7
 """The format of EmitEvent and of task and workflow definitions that use events (see the history)."""
 _BODY_FORMAT["emit_event"] = EVENTS_FORMAT
+ROUTING_FORMAT = 8
+"""The format of a RaiseAlerts that carries a resolved record of a kind apply raises (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -237,6 +242,8 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body == "raise_alerts" and any(a.resolved and a.kind == RUN_FAILED for a in cmd.raise_alerts.alerts):
+        return ROUTING_FORMAT
     if body in _EVENT_SPECS and _EVENT_SPECS[body](cmd):
         return EVENTS_FORMAT
     if body == "workflow_waits_due" or _defines_cross_workflow(cmd, body):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the test suite needs: the package with its test extras, and the system packages
 # some tests call (promtool, from Debian's `prometheus` package, lints a real /metrics scrape;
+# Debian's `prometheus-alertmanager` receives the alerts of the routing test;
 # Debian's `chromium` and `chromium-driver` run the web console's headless browser test; `curl`
 # and `jq` run the documented HTTP API examples; systemd's `systemd-analyze` verifies the shipped
 # units; the package's test extras include the docs extra, so the suite builds the docs site).
@@ -18,6 +19,18 @@ if ! command -v promtool >/dev/null 2>&1; then
     else
         echo "install-test-deps: promtool not found; install Debian's 'prometheus' package" \
             "(apt-get install prometheus) or put promtool on PATH, else its test skips" >&2
+    fi
+fi
+
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "install-test-deps: installing prometheus-alertmanager (the alert routing test)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            prometheus-alertmanager >/dev/null
+    else
+        echo "install-test-deps: alertmanager not found; install Debian's 'prometheus-alertmanager'" \
+            "package (apt-get install prometheus-alertmanager), else its test skips" >&2
     fi
 fi
 

@@ -1,4 +1,5 @@
-"""The ``[alerts]`` table and its ``[[alerts.webhook]]`` targets: parsed and validated up front.
+"""The ``[alerts]`` table, its ``[[alerts.webhook]]`` and ``[[alerts.email]]`` targets and its
+``[alerts.severity]`` levels: parsed and validated up front.
 
 Every problem is reported with its key path (``alerts.webhook[1].url: ...``), all at once.
 Durations accept the shared grammar (``"90s"``, ``"1h"``) or a number of seconds.
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from raftsched.alerts.formats import FORMATS, alertmanager_url
+from raftsched.alerts.routing import DEFAULT_STREAK_INTERVAL_MS, SEVERITIES, at_least, severity_of
 from raftsched.errors import InvalidSpec
 from raftsched.model import ALERT_KINDS
 from raftsched.timing.durations import parse_duration_ms
@@ -21,13 +24,16 @@ DEFAULT_ZOMBIE_AFTER_MS = 3_600_000
 DEFAULT_DELAY_P99_THRESHOLD_MS = 2_000
 DEFAULT_WINDOW_MS = 300_000
 DEFAULT_TIMEOUT_MS = 10_000
+DEFAULT_SMTP_PORT = 587
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
 class Webhook:
     """One delivery target. ``name`` keys its replicated cursor (default: the URL), so renaming a
-    target restarts its delivery from the oldest retained event. Empty filters take every event."""
+    target restarts its delivery from the oldest retained event. Empty filters take every event.
+    With ``format = "alertmanager"``, ``url`` is where to POST (``/api/v2/alerts`` appended to
+    an Alertmanager's base URL)."""
 
     url: str
     name: str
@@ -36,29 +42,107 @@ class Webhook:
     namespaces: frozenset[str] = frozenset()
     kinds: frozenset[str] = frozenset()
     timeout_ms: int = DEFAULT_TIMEOUT_MS
+    format: str = "json"  # json, slack or alertmanager (raftsched.alerts.formats)
+    min_severity: str = ""  # "": every level
 
-    def takes(self, kind: str, owner: str, namespace: str) -> bool:
-        """Whether an event of ``kind`` for ``owner`` / ``namespace`` passes this target's filters."""
-        return (
-            (not self.kinds or kind in self.kinds)
-            and (not self.owners or owner in self.owners)
-            and (not self.namespaces or namespace in self.namespaces)
-        )
+    def takes(self, kind: str, owner: str, namespace: str, severity: str = "") -> bool:
+        """Whether an event of ``kind`` for ``owner`` / ``namespace`` at level ``severity`` passes
+        this target's filters (``severity`` "": the level is not checked)."""
+        return _takes(self, kind, owner, namespace, severity)
+
+
+@dataclass(frozen=True, slots=True)
+class EmailTarget:
+    """One ``[[alerts.email]]`` target: mail over SMTP (``raftsched.alerts.smtp``). ``name`` keys
+    its replicated cursor (default ``email:<first recipient>``)."""
+
+    name: str
+    host: str
+    sender: str
+    to: tuple[str, ...]
+    port: int = DEFAULT_SMTP_PORT
+    user: str = ""
+    password: str = dataclasses.field(default="", repr=False)
+    starttls: bool = True
+    ca_file: str = ""  # "": the system's CAs verify the server's certificate
+    owners: frozenset[str] = frozenset()
+    namespaces: frozenset[str] = frozenset()
+    kinds: frozenset[str] = frozenset()
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    min_severity: str = ""
+
+    def takes(self, kind: str, owner: str, namespace: str, severity: str = "") -> bool:
+        """As :meth:`Webhook.takes`."""
+        return _takes(self, kind, owner, namespace, severity)
+
+
+def _takes(target: Webhook | EmailTarget, kind: str, owner: str, namespace: str, severity: str) -> bool:
+    return (
+        (not target.kinds or kind in target.kinds)
+        and (not target.owners or owner in target.owners)
+        and (not target.namespaces or namespace in target.namespaces)
+        and (not severity or not target.min_severity or at_least(severity, target.min_severity))
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class AlertsConfig:
-    """``[alerts]``: detection thresholds, the console link base and the webhook targets."""
+    """``[alerts]``: detection thresholds, the console link base, the targets (webhooks and email),
+    the severity overrides and the streak interval."""
 
     zombie_after_ms: int = DEFAULT_ZOMBIE_AFTER_MS
     delay_p99_threshold_ms: int = DEFAULT_DELAY_P99_THRESHOLD_MS
     window_ms: int = DEFAULT_WINDOW_MS
     console_url: str = ""  # e.g. "http://sched.example:8080": links are <console_url>/runs/<run id>
     webhooks: tuple[Webhook, ...] = ()
+    emails: tuple[EmailTarget, ...] = ()
+    severities: tuple[tuple[str, str], ...] = ()  # [alerts.severity]: (kind, level) overrides
+    streak_interval_ms: int = DEFAULT_STREAK_INTERVAL_MS
+
+    def severity(self, kind: str) -> str:
+        """``kind``'s level: ``[alerts.severity]``, else the default table (``alerts.routing``)."""
+        return severity_of(kind, dict(self.severities))
+
+    @property
+    def targets(self) -> tuple[Webhook | EmailTarget, ...]:
+        """Every delivery target: the webhooks, then the email targets."""
+        return (*self.webhooks, *self.emails)
 
 
-_KEYS = ("zombie_after", "delay_p99_threshold", "window", "console_url", "webhook")
-_WEBHOOK_KEYS = ("url", "name", "secret", "secret_file", "owners", "namespaces", "kinds", "timeout")
+_KEYS = (
+    "zombie_after",
+    "delay_p99_threshold",
+    "window",
+    "console_url",
+    "webhook",
+    "email",
+    "severity",
+    "streak_interval",
+)
+_FILTER_KEYS = ("owners", "namespaces", "kinds", "min_severity")
+_WEBHOOK_KEYS = (
+    "url",
+    "name",
+    "secret",
+    "secret_file",
+    *_FILTER_KEYS[:3],
+    "timeout",
+    "format",
+    "min_severity",
+)
+_EMAIL_KEYS = (
+    "name",
+    "host",
+    "port",
+    "user",
+    "password_file",
+    "from",
+    "to",
+    "starttls",
+    "ca_file",
+    *_FILTER_KEYS,
+    "timeout",
+)
 
 
 def _duration(path: str, value: object, problems: list[str]) -> int | None:
@@ -134,20 +218,154 @@ def _webhook(path: str, raw: object, base: Path, problems: list[str]) -> Webhook
     if "name" in raw and (not isinstance(name, str) or not _NAME_RE.fullmatch(name)):
         problems.append(f"{path}.name: 1-64 characters from A-Z a-z 0-9 _ . -")
     secret = _secret(path, raw, base, problems)
-    filters: dict[str, frozenset[str]] = {}
-    for key in ("owners", "namespaces", "kinds"):
-        if key in raw:
-            got = _strings(f"{path}.{key}", raw[key], problems)
-            filters[key] = got or frozenset()
-    unknown = sorted(filters.get("kinds", frozenset()) - set(ALERT_KINDS))
-    if unknown:
-        problems.append(f"{path}.kinds: unknown kind {', '.join(unknown)} (known: {', '.join(ALERT_KINDS)})")
+    filters = _filters(path, raw, problems)
+    fmt = raw.get("format", "json")
+    if fmt not in FORMATS:
+        problems.append(f"{path}.format: {fmt!r} is not one of {', '.join(FORMATS)}")
     timeout = (
         _duration(f"{path}.timeout", raw["timeout"], problems) if "timeout" in raw else DEFAULT_TIMEOUT_MS
     )
     if len(problems) > before or url is None or timeout is None or not isinstance(name, str):
         return None
-    return Webhook(url=url, name=name, secret=secret, timeout_ms=timeout, **filters)
+    return Webhook(
+        url=alertmanager_url(url) if fmt == "alertmanager" else url,
+        name=name,
+        secret=secret,
+        timeout_ms=timeout,
+        format=str(fmt),
+        owners=filters.owners,
+        namespaces=filters.namespaces,
+        kinds=filters.kinds,
+        min_severity=filters.min_severity,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Filters:
+    owners: frozenset[str] = frozenset()
+    namespaces: frozenset[str] = frozenset()
+    kinds: frozenset[str] = frozenset()
+    min_severity: str = ""
+
+
+def _filters(path: str, raw: Mapping[str, object], problems: list[str]) -> _Filters:
+    """A target's ``owners``, ``namespaces``, ``kinds`` and ``min_severity``."""
+    got: dict[str, frozenset[str]] = {}
+    for key in ("owners", "namespaces", "kinds"):
+        if key in raw:
+            got[key] = _strings(f"{path}.{key}", raw[key], problems) or frozenset()
+    unknown = sorted(got.get("kinds", frozenset()) - set(ALERT_KINDS))
+    if unknown:
+        problems.append(f"{path}.kinds: unknown kind {', '.join(unknown)} (known: {', '.join(ALERT_KINDS)})")
+    level = raw.get("min_severity", "")
+    if "min_severity" in raw and level not in SEVERITIES:
+        problems.append(f"{path}.min_severity: {level!r} is not one of {', '.join(SEVERITIES)}")
+        level = ""
+    return _Filters(min_severity=str(level), **got)
+
+
+def _file_text(path: str, value: object, base: Path, problems: list[str]) -> str:
+    if not isinstance(value, str) or not value:
+        problems.append(f"{path}: expected a path")
+        return ""
+    file = Path(value)
+    file = file if file.is_absolute() else base / file
+    try:
+        text = file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        problems.append(f"{path}: cannot read {file}: {getattr(e, 'strerror', None) or e}")
+        return ""
+    if not text:
+        problems.append(f"{path}: {file} is empty")
+    return text
+
+
+def _email(path: str, raw: object, base: Path, problems: list[str]) -> EmailTarget | None:
+    if not isinstance(raw, Mapping):
+        problems.append(f"{path}: expected a table ([[alerts.email]])")
+        return None
+    before = len(problems)
+    for key in raw:
+        if key not in _EMAIL_KEYS:
+            problems.append(f"{path}.{key}: unknown key (known: {', '.join(_EMAIL_KEYS)})")
+    host = raw.get("host")
+    if not isinstance(host, str) or not host:
+        problems.append(f"{path}.host: required (the SMTP server's host name)")
+    port = raw.get("port", DEFAULT_SMTP_PORT)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        problems.append(f"{path}.port: expected a port number 1-65535, got {port!r}")
+    sender = raw.get("from")
+    if not isinstance(sender, str) or "@" not in sender:
+        problems.append(f"{path}.from: required (the sender's address)")
+    to = raw.get("to")
+    if not isinstance(to, list) or not to or not all(isinstance(a, str) and "@" in a for a in to):
+        problems.append(f"{path}.to: expected a non-empty list of addresses")
+        to = []
+    user = raw.get("user", "")
+    if not isinstance(user, str):
+        problems.append(f"{path}.user: expected a string")
+        user = ""
+    password = (
+        _file_text(f"{path}.password_file", raw["password_file"], base, problems)
+        if "password_file" in raw
+        else ""
+    )
+    if user and "password_file" not in raw:
+        problems.append(f"{path}.password_file: required with user (a file holding the password)")
+    starttls = raw.get("starttls", True)
+    if not isinstance(starttls, bool):
+        problems.append(f"{path}.starttls: expected true or false")
+    if user and starttls is False:
+        problems.append(f"{path}.starttls: a password is never sent in clear text: set starttls = true")
+    ca_file = raw.get("ca_file", "")
+    if not isinstance(ca_file, str):
+        problems.append(f"{path}.ca_file: expected a path")
+        ca_file = ""
+    elif ca_file:
+        file = Path(ca_file) if Path(ca_file).is_absolute() else base / ca_file
+        if not file.is_file():
+            problems.append(f"{path}.ca_file: {file} is not a file")
+        ca_file = str(file)
+    name = raw.get("name", f"email:{to[0]}" if to else "")
+    if "name" in raw and (not isinstance(name, str) or not _NAME_RE.fullmatch(name)):
+        problems.append(f"{path}.name: 1-64 characters from A-Z a-z 0-9 _ . -")
+    filters = _filters(path, raw, problems)
+    timeout = (
+        _duration(f"{path}.timeout", raw["timeout"], problems) if "timeout" in raw else DEFAULT_TIMEOUT_MS
+    )
+    if len(problems) > before or timeout is None or not isinstance(port, int):
+        return None
+    return EmailTarget(
+        name=str(name),
+        host=str(host),
+        port=port,
+        sender=str(sender),
+        to=tuple(str(a) for a in to),
+        user=user,
+        password=password,
+        starttls=bool(starttls),
+        ca_file=ca_file,
+        timeout_ms=timeout,
+        owners=filters.owners,
+        namespaces=filters.namespaces,
+        kinds=filters.kinds,
+        min_severity=filters.min_severity,
+    )
+
+
+def _severities(table: object, problems: list[str]) -> tuple[tuple[str, str], ...]:
+    if not isinstance(table, Mapping):
+        problems.append("alerts.severity: expected a table of kind = level")
+        return ()
+    out = []
+    for kind, level in table.items():
+        if kind not in ALERT_KINDS:
+            problems.append(f"alerts.severity.{kind}: unknown kind (known: {', '.join(ALERT_KINDS)})")
+        elif level not in SEVERITIES:
+            problems.append(f"alerts.severity.{kind}: {level!r} is not one of {', '.join(SEVERITIES)}")
+        else:
+            out.append((str(kind), str(level)))
+    return tuple(sorted(out))
 
 
 def parse_alerts(table: Mapping[str, object] | None, base: Path, problems: list[str]) -> AlertsConfig:
@@ -162,6 +380,7 @@ def parse_alerts(table: Mapping[str, object] | None, base: Path, problems: list[
         ("zombie_after", "zombie_after_ms"),
         ("delay_p99_threshold", "delay_p99_threshold_ms"),
         ("window", "window_ms"),
+        ("streak_interval", "streak_interval_ms"),
     ):
         if key in table:
             ms = _duration(f"alerts.{key}", table[key], problems)
@@ -185,4 +404,24 @@ def parse_alerts(table: Mapping[str, object] | None, base: Path, problems: list[
         if hook.name in seen:
             problems.append(f"alerts.webhook[{i}].name: {hook.name!r} is already used by another webhook")
         seen[hook.name] = i
-    return AlertsConfig(console_url=console.rstrip("/"), webhooks=tuple(hooks), **values)
+    raw_mails = table.get("email", [])
+    emails: list[EmailTarget] = []
+    if not isinstance(raw_mails, list):
+        problems.append("alerts.email: expected an array of tables ([[alerts.email]])")
+        raw_mails = []
+    for i, raw in enumerate(raw_mails):
+        mail = _email(f"alerts.email[{i}]", raw, base, problems)
+        if mail is None:
+            continue
+        if mail.name in seen:
+            problems.append(f"alerts.email[{i}].name: {mail.name!r} is already used by another target")
+        seen[mail.name] = i
+        emails.append(mail)
+    severities = _severities(table["severity"], problems) if "severity" in table else ()
+    return AlertsConfig(
+        console_url=console.rstrip("/"),
+        webhooks=tuple(hooks),
+        emails=tuple(emails),
+        severities=severities,
+        **values,
+    )

@@ -1,39 +1,52 @@
-"""The leader's alert loop: webhook delivery from the replicated outbox, and time-based detection.
+"""The leader's alert loop: delivery from the replicated outbox, recovery and time-based detection.
 
 Runs on the node's event loop and acts only while the node is leading and ready. For each
-``[[alerts.webhook]]`` target it reads the events after the target's replicated cursor, POSTs
-each one the target's filters take (JSON, signed with HMAC-SHA256 when the target has a secret),
-and after each success proposes ``AlertsDelivered(target, seq)``. A failed POST is retried with
-capped exponential backoff and jitter; later events wait behind it (delivery is in order).
+target (``[[alerts.webhook]]``, ``[[alerts.email]]``) it reads the events after the target's
+replicated cursor, routes each one (:mod:`raftsched.alerts.routing`: its severity, and whether a
+failure streak suppresses it), sends each one the target's filters take in the target's format
+(:mod:`raftsched.alerts.formats`; webhook bodies signed with HMAC-SHA256 when the target has a
+secret; mail through :mod:`raftsched.alerts.smtp`), and after each success proposes
+``AlertsDelivered(target, seq)``. A failed send is retried with capped exponential backoff and
+jitter; later events wait behind it (delivery is in order). Nothing here runs on the apply path.
+
+Recovery: the loop also watches the open failure streaks and, when a task's run succeeds after
+its newest failure, proposes the resolved ``run_failed`` record that ends the streak
+(:func:`raftsched.alerts.routing.recovered`; apply dedupes it).
 
 Guarantee: every retained event reaches every target that takes it at least once, with the same
 id and the same body, across leader changes: a new leader starts from the committed cursor. An
 event may arrive twice (a leader posted it and lost leadership before its cursor committed);
 receivers dedupe on ``id`` (also sent as the ``X-Raftsched-Alert-Id`` header).
 
-Threads: everything here runs on the event loop except the blocking HTTP request, which runs in
-the loop's default executor (the standard library's ``http.client``; no third-party client).
+Threads: everything here runs on the event loop except the blocking HTTP request and SMTP
+session, which run in the loop's default executor (the standard library's ``http.client`` and
+``smtplib``; no third-party client).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
 import http.client
-import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from email.message import EmailMessage
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
-from raftsched.alerts.config import AlertsConfig, Webhook
+from raftsched.alerts import formats, routing, smtp
+from raftsched.alerts.config import AlertsConfig, EmailTarget, Webhook
 from raftsched.alerts.monitor import AlertMonitor
+from raftsched.alerts.routing import Notice, StreakBook
 from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as outbox
+from raftsched.fsm.queries import list_runs
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
@@ -48,6 +61,9 @@ log = logging.getLogger("raftsched.alerts")
 POLL_S = 0.25
 BATCH = 100
 RAISE_CHUNK = 50
+RECOVERY_POLL_S = 1.0
+RECOVERY_CHECKS = 200  # open streaks looked at per pass (the next pass goes on from there)
+RECOVERY_RUNS = 5  # newest runs of a task read to find the success that ends its streak
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 60.0
 SIGNATURE_HEADER = "X-Raftsched-Signature"
@@ -56,11 +72,17 @@ USER_AGENT = "raftsched-alerts/1"
 
 
 class DeliveryFailed(Exception):
-    """A POST did not succeed (connection error, timeout or a non-2xx status)."""
+    """A send did not succeed (connection error, timeout, a non-2xx status, a refused mail)."""
 
+
+Target = Webhook | EmailTarget
 
 Post = Callable[[Webhook, bytes, Mapping[str, str]], Awaitable[None]]
 """Sends one body to one target; raises :class:`DeliveryFailed` unless the target answered 2xx."""
+
+Mail = Callable[[EmailTarget, EmailMessage], Awaitable[list[str]]]
+"""Sends one mail; returns the recipients the server refused; raises
+:class:`raftsched.alerts.smtp.SendFailed` if it took none."""
 
 DelaySummary = Callable[[int], tuple[int, float]]
 """``since_ms -> (fires, p99 lateness ms)`` of the fires committed since then (any thread)."""
@@ -78,34 +100,7 @@ def link(config: AlertsConfig, alert: pb.AlertRecord) -> str:
     return f"{base}/runs/{alert.run_id}"
 
 
-def payload(alert: pb.AlertRecord, cluster: str, link_url: str) -> dict[str, object]:
-    """The JSON object a webhook receives for ``alert`` (documented in docs/guide/monitor.md). An event
-    that clears an earlier one (``upstream_late`` when the upstream finished) also has
-    ``"resolved": true``."""
-    body: dict[str, object] = {
-        "id": alert.id,
-        "kind": alert.kind,
-        "cluster": cluster,
-        "at_ms": alert.at_ms,
-        "task": alert.task,
-        "workflow": alert.workflow,
-        "workflow_run": alert.workflow_run,
-        "run_id": alert.run_id,
-        "execution_id": alert.execution_id,
-        "owner": alert.owner,
-        "namespace": alert.namespace,
-        "reason": alert.error,
-        "output_tail": alert.output_tail,
-        "link": link_url,
-    }
-    if alert.resolved:
-        body["resolved"] = True
-    return body
-
-
-def encode(body: Mapping[str, object]) -> bytes:
-    """Canonical JSON (sorted keys, no spaces): the same event always gives the same bytes."""
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+encode = formats.encode
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -189,52 +184,77 @@ class AlertLoop:
         post: Post = http_post,
         delay_summary: DelaySummary | None = None,
         rng: random.Random | None = None,
+        mail: Mail = smtp.send,
     ) -> None:
         self.node = node
         self.config = config
         self.cluster = cluster
         self.post = post
+        self.mail = mail
         self.delay_summary = delay_summary
         self.monitor = AlertMonitor(config)
         # Jitter randomness enters here, at the edge; it decides nothing replicated.
         self.rng = rng or random.Random()
         self._epoch = 0
-        self._sent: dict[str, int] = {}  # target -> highest seq delivered this epoch
+        self._lanes: dict[str, _Lane] = {}  # target -> its routed events this epoch
+        self._head: StreakBook | None = None  # the open streaks, for recovery
+        self._resolving: set[int] = set()  # streaks (newest failure seq) whose recovery was proposed
+        self._recovery_from = 0  # where the next recovery pass starts among the open streaks
         self._tasks: list[asyncio.Task[None]] = []
-        self.delivered = 0  # POSTs that succeeded (diagnostics and tests)
+        self.delivered = 0  # sends that succeeded (diagnostics and tests)
 
     def raise_node_alert(self, kind: str, node_id: str, error: str, at_ms: int, attempts: int = 20) -> None:
         """Deliver an event this node found about itself (:data:`~raftsched.model.STORE_DAMAGED`)
-        straight to every webhook that takes it, with the usual body and signature, retried with
-        backoff (at most ``attempts`` POSTs per target). Not replicated: at least once only while
-        this process lives. Call on the event loop."""
+        straight to every target that takes it, in the target's format (webhooks signed as usual),
+        retried with backoff (at most ``attempts`` sends per target). Not replicated: at least once
+        only while this process lives. Call on the event loop."""
         alert = pb.AlertRecord(
             id=f"{node_id}/{kind}/{at_ms}", kind=kind, at_ms=at_ms, error=f"node {node_id}: {error}"
         )
-        body = encode(payload(alert, self.cluster, ""))
+        notice = Notice(alert, send=True, since_ms=at_ms)
+        severity = self.config.severity(kind)
         loop = asyncio.get_running_loop()
-        for hook in self.config.webhooks:
-            if hook.takes(kind, "", ""):
-                self._tasks.append(loop.create_task(self._deliver_node_alert(hook, alert, body, attempts)))
+        for target in self.config.targets:
+            if target.takes(kind, "", "", severity):
+                self._tasks.append(loop.create_task(self._deliver_node_alert(target, notice, attempts)))
 
-    async def _deliver_node_alert(
-        self, hook: Webhook, alert: pb.AlertRecord, body: bytes, attempts: int
-    ) -> None:
+    async def _deliver_node_alert(self, target: Target, notice: Notice, attempts: int) -> None:
+        alert = notice.alert
         for failures in range(1, attempts + 1):
             try:
-                await self.post(hook, body, headers_for(hook, alert.id, body))
+                await self._send(target, notice)
             except DeliveryFailed as exc:
-                log.warning("alert %s to webhook %s failed (will retry): %s", alert.id, hook.name, exc)
+                log.warning("alert %s to target %s failed (will retry): %s", alert.id, target.name, exc)
                 await asyncio.sleep(backoff_s(failures, self.rng))
                 continue
             self.delivered += 1
             return
-        log.error("alert %s to webhook %s: gave up after %d attempts", alert.id, hook.name, attempts)
+        log.error("alert %s to target %s: gave up after %d attempts", alert.id, target.name, attempts)
+
+    async def _send(self, target: Target, notice: Notice) -> None:
+        """Send one routed event to one target in its format; raises :class:`DeliveryFailed`."""
+        alert = notice.alert
+        severity = self.config.severity(alert.kind)
+        link_url = link(self.config, alert)
+        if isinstance(target, EmailTarget):
+            subject, text = formats.email_text(notice, severity, self.cluster, link_url)
+            try:
+                refused = await self.mail(target, smtp.message(target, subject, text, alert.id, alert.at_ms))
+            except smtp.SendFailed as exc:
+                raise DeliveryFailed(str(exc)) from None
+            if refused:
+                log.warning(
+                    "alert %s to %s: recipients refused: %s", alert.id, target.name, ", ".join(refused)
+                )
+            return
+        body = formats.body_for(target.format, notice, severity, self.cluster, link_url)
+        await self.post(target, body, headers_for(target, alert.id, body))
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._deliver_loop(hook)) for hook in self.config.webhooks]
+        self._tasks = [loop.create_task(self._deliver_loop(target)) for target in self.config.targets]
         self._tasks.append(loop.create_task(self._monitor_loop()))
+        self._tasks.append(loop.create_task(self._recovery_loop()))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -257,7 +277,9 @@ class AlertLoop:
             return None
         if stamp.epoch != self._epoch:
             self._epoch = stamp.epoch
-            self._sent.clear()
+            self._lanes.clear()
+            self._head = None
+            self._resolving.clear()
             self.monitor.reset()
         return stamp
 
@@ -274,27 +296,40 @@ class AlertLoop:
 
     # -- delivery ---------------------------------------------------------------------------------
 
-    def _pending(self, hook: Webhook) -> tuple[int, list[pb.AlertRecord]]:
+    def _fill(self, target: Target) -> _Lane:
+        """``target``'s lane with its queue topped up: a new lane (a new epoch) replays the retained
+        outbox from the start through the routing book, so its decisions are every leader's."""
+        lane = self._lanes.get(target.name)
         with self.node.store.reader() as r:
-            committed = outbox.cursors(r).get(hook.name, 0)
-            start = max(committed, self._sent.get(hook.name, 0))
-            return start, outbox.alerts_after(r, start, BATCH)
+            if lane is None:
+                committed = outbox.cursors(r).get(target.name, 0)
+                lane = _Lane(StreakBook(self.config.streak_interval_ms), sent=committed)
+                self._lanes[target.name] = lane
+            while len(lane.queue) < BATCH:
+                batch = outbox.alerts_after(r, lane.book.through, BATCH)
+                if not batch:
+                    break
+                for alert in batch:
+                    notice = lane.book.observe(alert)
+                    if alert.seq > lane.sent:
+                        lane.queue.append(notice)
+        return lane
 
-    def _advance(self, hook: Webhook, through: int) -> bool:
+    def _advance(self, target: Target, lane: _Lane, through: int) -> bool:
         stamp = self._stamp()
         if stamp is None:
             return False
-        self._sent[hook.name] = through
-        self._propose(writes.alerts_delivered(hook.name, through, **stamp.as_kwargs()), "alerts_delivered")
+        lane.sent = through
+        self._propose(writes.alerts_delivered(target.name, through, **stamp.as_kwargs()), "alerts_delivered")
         return True
 
-    async def _deliver_loop(self, hook: Webhook) -> None:
+    async def _deliver_loop(self, target: Target) -> None:
         failures = 0
         while True:
             try:
-                failed = await self._deliver_once(hook)
+                failed = await self._deliver_once(target)
             except Exception:
-                log.exception("alert delivery to %s failed unexpectedly", hook.name)
+                log.exception("alert delivery to %s failed unexpectedly", target.name)
                 failed = True
             if failed:
                 failures += 1
@@ -303,37 +338,92 @@ class AlertLoop:
                 failures = 0
                 await asyncio.sleep(POLL_S)
 
-    async def _deliver_once(self, hook: Webhook) -> bool:
-        """Deliver what is pending for ``hook``; True if a POST failed (back off)."""
+    async def _deliver_once(self, target: Target) -> bool:
+        """Deliver what is pending for ``target``; True if a send failed (back off)."""
         if self._stamp() is None:
             return False
-        start, batch = self._pending(hook)
-        through = start  # events up to here are done (delivered, or not taken by the filters)
-        for alert in batch:
-            if not hook.takes(alert.kind, alert.owner, alert.namespace):
+        lane = self._fill(target)
+        through = lane.sent  # events up to here are done (delivered, suppressed or filtered out)
+        while lane.queue:
+            notice = lane.queue[0]
+            alert = notice.alert
+            if not notice.send or not target.takes(
+                alert.kind, alert.owner, alert.namespace, self.config.severity(alert.kind)
+            ):
+                lane.queue.popleft()
                 through = alert.seq
                 continue
-            body = encode(payload(alert, self.cluster, link(self.config, alert)))
             try:
-                await self.post(hook, body, headers_for(hook, alert.id, body))
+                await self._send(target, notice)
             except DeliveryFailed as exc:
                 log.warning(
-                    "alert %s to webhook %s failed (will retry): %s",
+                    "alert %s to target %s failed (will retry): %s",
                     alert.id,
-                    hook.name,
+                    target.name,
                     exc,
                     extra=_alert_fields(alert),
                 )
-                if through > start:
-                    self._advance(hook, through)
+                if through > lane.sent:
+                    self._advance(target, lane, through)
                 return True
             self.delivered += 1
-            through = start = alert.seq
-            if not self._advance(hook, through):
+            lane.queue.popleft()
+            through = alert.seq
+            if not self._advance(target, lane, through):
                 return False  # lost leadership: the next leader goes on from the committed cursor
-        if through > start:
-            self._advance(hook, through)
+        if through > lane.sent:
+            self._advance(target, lane, through)
         return False
+
+    # -- recovery ---------------------------------------------------------------------------------
+
+    async def _recovery_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RECOVERY_POLL_S)
+            try:
+                self._recovery_once()
+            except Exception:
+                log.exception("alert recovery check failed")
+
+    def _recovery_once(self) -> None:
+        """Propose the resolved record of each open streak whose task has succeeded since its
+        newest failure (at most :data:`RECOVERY_CHECKS` streaks looked at per pass)."""
+        stamp = self._stamp()
+        if stamp is None:
+            return
+        if self._head is None:
+            self._head = StreakBook(self.config.streak_interval_ms)
+        found = []
+        with self.node.store.reader() as r:
+            while batch := outbox.alerts_after(r, self._head.through, BATCH):
+                for alert in batch:
+                    self._head.observe(alert)
+            streaks = [s for s in self._head.open_streaks() if s.last_seq not in self._resolving]
+            if not streaks:
+                return
+            start = self._recovery_from % len(streaks)
+            looked = (streaks[start:] + streaks[:start])[:RECOVERY_CHECKS]
+            self._recovery_from = start + len(looked)
+            for streak in looked:
+                run = routing.recovery_run(streak, list_runs(r, [streak.task], 0, 0, 0, RECOVERY_RUNS))
+                if run is not None:
+                    found.append(routing.recovered(streak, run))
+                    self._resolving.add(streak.last_seq)
+        for i in range(0, len(found), RAISE_CHUNK):
+            chunk = found[i : i + RAISE_CHUNK]
+            self.node.propose(writes.raise_alerts(chunk, **stamp.as_kwargs()), self._resolved_done(chunk))
+
+    def _resolved_done(self, chunk: list[pb.AlertRecord]) -> ProposeCallback:
+        """The callback of a proposal of resolved records: if it did not commit, look at those
+        streaks again on the next pass (apply dedupes a record proposed twice)."""
+
+        def done(result: bytes | None, error: Exception | None) -> None:
+            refused = result is not None and not pb.CommandResult.FromString(result).ok
+            if error is not None or refused:
+                log.info("resolved alerts not committed (will look again): %s", error or "refused")
+                self._resolving.difference_update(a.resolves_seq for a in chunk)
+
+        return done
 
     # -- detection --------------------------------------------------------------------------------
 
@@ -385,31 +475,40 @@ def delivery_view(
     store: StateStore, config: AlertsConfig, since_ms: int, limit: int
 ) -> list[rpcpb.AlertInfo]:
     """Retained events since ``since_ms`` (newest ``limit``), each with its state per configured
-    target: ``delivered`` (the target's cursor covers it), ``filtered`` (the target does not take
+    target: ``delivered`` (the target's cursor covers it and it was sent), ``suppressed`` (a
+    failure streak's event sent only as a later count), ``filtered`` (the target does not take
     it) or ``pending``."""
+    book = StreakBook(config.streak_interval_ms)
     with store.reader() as r:
-        events = outbox.list_alerts(r, since_ms, limit)
+        notices = [book.observe(a) for a in outbox.list_alerts(r, 0, 0)]
         done = outbox.cursors(r)
+    notices = [n for n in notices if n.alert.at_ms >= since_ms]
+    if limit:
+        notices = notices[-limit:]
     out = []
-    for alert in events:
+    for notice in notices:
+        alert = notice.alert
         info = rpcpb.AlertInfo(alert=alert, link=link(config, alert))
-        for hook in config.webhooks:
-            if done.get(hook.name, 0) >= alert.seq:
-                state = "delivered" if hook.takes(alert.kind, alert.owner, alert.namespace) else "filtered"
+        severity = config.severity(alert.kind)
+        for target in config.targets:
+            if not target.takes(alert.kind, alert.owner, alert.namespace, severity):
+                state = "filtered"
+            elif not notice.send:
+                state = "suppressed"
             else:
-                state = "pending" if hook.takes(alert.kind, alert.owner, alert.namespace) else "filtered"
-            info.deliveries.add(target=hook.name, state=state)
+                state = "delivered" if done.get(target.name, 0) >= alert.seq else "pending"
+            info.deliveries.add(target=target.name, state=state)
         out.append(info)
     return out
 
 
 def describe(config: AlertsConfig) -> str:
     """One line for the node's start log: what alerts do here."""
-    if not config.webhooks:
-        return "alerts: no webhook targets (events are kept; `raftsched alerts` lists them)"
-    names = ", ".join(h.name for h in config.webhooks)
+    if not config.targets:
+        return "alerts: no targets (events are kept; `raftsched alerts` lists them)"
+    names = ", ".join(t.name for t in config.targets)
     after = format_duration(config.zombie_after_ms)
-    return f"alerts: {len(config.webhooks)} webhook target(s) ({names}), zombie after {after}"
+    return f"alerts: {len(config.targets)} target(s) ({names}), zombie after {after}"
 
 
 def _alert_fields(alert: pb.AlertRecord) -> dict[str, object]:
@@ -417,3 +516,13 @@ def _alert_fields(alert: pb.AlertRecord) -> dict[str, object]:
     if alert.execution_id:
         return attempt_fields(alert.execution_id, alert.run_id, alert.task)
     return {"run_id": alert.run_id or None, "task": alert.task or None}
+
+
+@dataclass(slots=True)
+class _Lane:
+    """One target's routing in this leadership: its book (fed every retained event in order),
+    the routed events after its cursor not yet done, and the cursor this leader proposed."""
+
+    book: StreakBook
+    sent: int
+    queue: collections.deque[Notice] = field(default_factory=collections.deque)

@@ -352,6 +352,44 @@ KEYS: Final[tuple[Key, ...]] = (
         ),
     ),
     Key(
+        "alerts.severity",
+        "table",
+        "—",
+        (
+            'per alert kind, its severity: `kind = "info" | "warning" | "critical"` (defaults: '
+            "[Severity and routing](../guide/monitor.md#severity-and-routing))"
+        ),
+    ),
+    Key(
+        "alerts.streak_interval",
+        "duration",
+        "4h",
+        "a failure streak sends its first alert, then a count at most once per this",
+    ),
+    Key(
+        "alerts.webhook[].format",
+        "string",
+        "json",
+        "the body: `json`, `slack` or `alertmanager` (then `url` is Alertmanager's base URL)",
+    ),
+    Key("alerts.webhook[].min_severity", "string", "— (all)", "only events of this severity and above"),
+    Key(
+        "alerts.email[].name", "string", "email:<first of to>", "the target's name; keys its delivered cursor"
+    ),
+    Key("alerts.email[].host", "string", "— (required)", "the SMTP server"),
+    Key("alerts.email[].port", "integer", "587", "its port (STARTTLS; implicit TLS on 465 is not supported)"),
+    Key("alerts.email[].user", "string", "—", "AUTH user (needs `starttls`)"),
+    Key("alerts.email[].password_file", "path", "—", "the AUTH password (required with `user`)"),
+    Key("alerts.email[].from", "string", "— (required)", "the sender address"),
+    Key("alerts.email[].to", "list", "— (required)", "the recipients"),
+    Key("alerts.email[].starttls", "bool", "true", "STARTTLS, verifying the server's certificate"),
+    Key("alerts.email[].ca_file", "path", "— (the system's)", "trust this CA for the server's certificate"),
+    Key("alerts.email[].owners", "list", "— (all)", "only events of these owners"),
+    Key("alerts.email[].namespaces", "list", "— (all)", "only events of these namespaces"),
+    Key("alerts.email[].kinds", "list", "— (all)", "only events of these kinds"),
+    Key("alerts.email[].min_severity", "string", "— (all)", "only events of this severity and above"),
+    Key("alerts.email[].timeout", "duration", "10s", "a send not done within this is retried"),
+    Key(
         "events.<name>.secret_file",
         "path",
         "—",

@@ -52,6 +52,7 @@ __all__ = [
     "FIRE_COALESCED",
     "FIRE_SKIPPED",
     "LEADER_KINDS",
+    "LEADER_RESOLVES",
     "LOST",
     "MAX_ALERTS_KEPT",
     "MAX_RAISED_PER_COMMAND",
@@ -75,6 +76,9 @@ __all__ = [
 
 LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99})
 """Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""
+LEADER_RESOLVES = frozenset({RUN_FAILED})
+"""Kinds apply raises whose end the leader reports: a record with ``resolved`` set (a failure
+streak's recovery, :mod:`raftsched.alerts.routing`; command format ``codec.ROUTING_FORMAT``)."""
 
 MAX_ALERTS_KEPT = 10_000
 MAX_RAISED_PER_COMMAND = 1000
@@ -143,13 +147,14 @@ class AlertBook:
     def raise_leader_alerts(self, body: pb.RaiseAlerts, now: int) -> int:
         """Validate then store the leader-detected events of one command; returns how many were new.
 
-        Raises :class:`Reject` (nothing stored) for a kind apply raises itself, a missing dedupe
-        key, or an oversized batch.
+        Raises :class:`Reject` (nothing stored) for a kind apply raises itself (unless the record
+        reports the end of a :data:`LEADER_RESOLVES` kind), a missing dedupe key, or an oversized
+        batch.
         """
         if len(body.alerts) > MAX_RAISED_PER_COMMAND:
             raise Reject("invalid_argument", f"{len(body.alerts)} alerts in one command, at most 1000")
         for a in body.alerts:
-            if a.kind not in LEADER_KINDS:
+            if a.kind not in LEADER_KINDS and not (a.resolved and a.kind in LEADER_RESOLVES):
                 raise Reject("invalid_argument", f"alert kind {a.kind!r} is not raised by the leader")
             if not a.dedupe:
                 raise Reject("invalid_argument", "a leader-raised alert needs a dedupe key")

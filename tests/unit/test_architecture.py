@@ -83,6 +83,7 @@ ADAPTERS = {
     "prometheus_client": {"observability/metrics.py"},
     "aiohttp": {"observability/listener.py"},
     "jinja2": {"web/templating.py"},
+    "smtplib": {"alerts/smtp.py"},  # standard library, but one module speaks SMTP
 }
 
 

@@ -38,8 +38,9 @@ def accepted_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> set[str]:
     data.setdefault("tls", {"cert_file": "c.pem", "key_file": "k.pem"})
     load.parse_config(data, base_dir=tmp_path)
     seen.update(f"auth.{k}" for k in AUTH_KEYS)
-    seen.update(f"alerts.{k}" for k in alerts_config._KEYS if k != "webhook")
+    seen.update(f"alerts.{k}" for k in alerts_config._KEYS if k not in ("webhook", "email"))
     seen.update(f"alerts.webhook[].{k}" for k in alerts_config._WEBHOOK_KEYS)
+    seen.update(f"alerts.email[].{k}" for k in alerts_config._EMAIL_KEYS)
     seen.update(f"events.<name>.{k}" for k in EVENT_KEYS)
     return seen
 

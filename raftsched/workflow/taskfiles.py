@@ -41,9 +41,11 @@ from raftsched.model import (
     Misfire,
     OnceTrigger,
     Overlap,
+    RetryBackoff,
     Runner,
     TaskSpec,
     Trigger,
+    unchecked,
 )
 from raftsched.taskfields import TASK_FIELDS, Kind, accepted_aliases, error_keys, file_keys
 from raftsched.timing.cron import CronSchedule
@@ -155,6 +157,8 @@ def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tupl
                 got = "" if got == "{}" else got
             elif got is not None and f.kind == Kind.NAMES:
                 got = tuple(got)
+            elif isinstance(got, tuple) and f.kind == Kind.BACKOFF:
+                got = unchecked(RetryBackoff, base_ms=got[0], cap_ms=got[1], jitter_pct=got[2])
         if f.attr == "trigger":
             schedule[key] = got
         elif got is not None:

@@ -34,12 +34,15 @@ from raftsched.model import (
     MAX_COMMAND_BYTES,
     MAX_DESCRIPTION_BYTES,
     MAX_JITTER_MS,
+    MAX_KEEP_FOR_MS,
+    MAX_KEEP_RUNS,
     MAX_LABEL,
     MAX_LOCKS,
     MAX_NAME,
     MAX_RETRIES,
     MAX_SHARDS,
     MAX_TIMEOUT_MS,
+    RetryBackoff,
     check_int,
     check_text,
     parse_params,
@@ -47,6 +50,7 @@ from raftsched.model import (
     validate_exclude,
     validate_name,
     validate_resource,
+    validate_retry_policy,
     validate_selector,
 )
 from raftsched.timing.cron import CronSchedule, validate_timezone
@@ -247,6 +251,8 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
     problems.check_int(spec.jitter_ms, "jitter_ms", 0, MAX_JITTER_MS, " ms")
     problems.check_int(spec.warn_after_ms, "warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
+    problems.check_int(spec.keep_runs, "keep_runs", 0, MAX_KEEP_RUNS)
+    problems.check_int(spec.keep_for_ms, "keep_for", 0, MAX_KEEP_FOR_MS, " ms")
     try:
         validate_exclude(tuple(spec.exclude))
         if spec.on_event:
@@ -287,6 +293,19 @@ def _check_task(
             parse_not_before(task.not_before, f"{at}.not_before")
         except InvalidSpec as exc:
             problems.add(exc.field, exc.reason)
+    try:
+        backoff = task.retry_backoff if task.HasField("retry_backoff") else None
+        validate_retry_policy(
+            tuple(task.retry_delays_ms),
+            None if backoff is None else RetryBackoff(backoff.base_ms, backoff.cap_ms, backoff.jitter_pct),
+            True,
+            f"{at}.",
+        )
+    except InvalidSpec as exc:
+        field = exc.field
+        if field.startswith("retry_backoff."):  # RetryBackoff names its fields without the task
+            field = f"{at}.{field}"
+        problems.add(field, exc.reason)
     if len(task.locks) > MAX_LOCKS:
         problems.add(f"{at}.locks", f"{len(task.locks)} locks, at most {MAX_LOCKS} allowed")
     seen_locks: set[str] = set()

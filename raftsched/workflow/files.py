@@ -383,9 +383,10 @@ def read_value(conv: Converter, field: Field, node: Node, path: str, label: str)
 def read_durations_ms(conv: Converter, node: Node, path: str, label: str) -> tuple[int, ...] | None:
     """A list of durations (``[2m, 5m, 15m]``; one duration is a list of one), as ms."""
     items = node.items if node.kind == "list" else [node]
+    head, sep, name = label.partition(" (")  # 'tasks[0].retry_delays ("a")': the index goes first
     out = []
     for k, item in enumerate(items or []):
-        ms = read_duration_ms(conv, item, f"{path}[{k}]", f"{label}[{k}]")
+        ms = read_duration_ms(conv, item, f"{path}[{k}]", f"{head}[{k}]{sep}{name}")
         if ms is None:
             return None
         out.append(ms)

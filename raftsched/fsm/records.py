@@ -57,12 +57,6 @@ def keeps(retention: Retention, keep_runs: int, keep_for_ms: int) -> tuple[int, 
     return keep_runs or MAX_KEEP_RUNS, keep_for_ms or MAX_TIME_MS
 
 
-def age_prune_limit(retention: Retention, own: bool) -> int:
-    """Records an age check may drop at once: with a task's own retention, enough to keep up
-    with the AGE_PRUNE_EVERY finishes between two checks (its count may be unbounded)."""
-    return max(retention.prune_step * 2, 2 * AGE_PRUNE_EVERY) if own else retention.prune_step * 2
-
-
 class TaskState:
     """Mutable per-task state owned by the FSM (the only mutable state in the domain)."""
 

@@ -25,7 +25,6 @@ from raftsched.fsm.records import (
     BookHost,
     Retention,
     TaskState,
-    age_prune_limit,
     keeps,
     pending_shards,
 )
@@ -531,7 +530,6 @@ class RunBook:
         """Drop ``st``'s oldest finished runs past the retention's count and age."""
         retention = self.host.retention
         name = st.spec.name
-        own = bool(st.spec.keep_runs or st.spec.keep_for_ms)
         keep_count, keep_ms = keeps(retention, st.spec.keep_runs, st.spec.keep_for_ms)
         horizon = now - keep_ms
         lo, hi = keys.per_task_prefix(keys.RUN, name), keys.per_task_end(keys.RUN, name)
@@ -540,7 +538,7 @@ class RunBook:
         # the finished ones behind them from being pruned.
         if st.kept_runs <= keep_count and st.kept_runs % AGE_PRUNE_EVERY:
             return  # within the count: the (slower) age check runs on every AGE_PRUNE_EVERY-th finish
-        limit = age_prune_limit(retention, own) + st.active_runs + 1
+        limit = retention.prune_step * 2 + st.active_runs + 1
         store = self.store
         for k, v in store.scan(lo, hi, limit=limit):
             if keys.run_id_from_key(keys.RUN, k) in self.active:

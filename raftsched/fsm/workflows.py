@@ -28,7 +28,7 @@ from raftsched.fsm import keys
 from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
 from raftsched.fsm.crossdeps import CrossDeps, check_upstreams, upstreams
 from raftsched.fsm.effects import AttemptReady, Effect, TaskArmed
-from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, age_prune_limit, keeps, spec_bytes
+from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, keeps, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.model import Runner, TaskSpec, validate_name, validate_params
 from raftsched.sharding.placement import Need
@@ -1166,8 +1166,7 @@ class WorkflowBook:
         lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, name), keys.per_task_end(keys.WORKFLOW_RUN, name)
         if wf.kept_runs <= keep_count and wf.kept_runs % AGE_PRUNE_EVERY:
             return
-        own = bool(wf.spec.keep_runs or wf.spec.keep_for_ms)
-        limit = age_prune_limit(retention, own) + wf.active_runs + 1
+        limit = retention.prune_step * 2 + wf.active_runs + 1
         for k, v in self.host.store.scan(lo, hi, limit=limit):
             if keys.run_id_from_key(keys.WORKFLOW_RUN, k) in self.runs:
                 continue

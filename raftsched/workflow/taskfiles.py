@@ -333,11 +333,19 @@ def _iso(ms: int) -> str:
 _DIFF_NAMES = {"trigger": "schedule", **{f.attr: f.key for f in _FIELDS if f.attr != "trigger"}}
 # Model fields the diff shows as durations ("1h", "none").
 _DURATIONS = frozenset(f.attr for f in _FIELDS if f.kind == Kind.DURATION and f.attr != "trigger")
+_DURATION_LISTS = frozenset(f.attr for f in _FIELDS if f.kind == Kind.DURATIONS)
 
 
 def _shown(value: object, name: str = "") -> str:
     if name in _DURATIONS and isinstance(value, int):
         return format_duration(value) if value else "none"
+    if name in _DURATION_LISTS and isinstance(value, tuple):
+        return "[" + ", ".join(format_duration(v) if v else "0s" for v in value) + "]"
+    if isinstance(value, RetryBackoff):
+        cap = f", cap {format_duration(value.cap_ms)}" if value.cap_ms else ""
+        return f"{{base {format_duration(value.base_ms)}{cap}, jitter {value.jitter_pct}%}}"
+    if value is None:
+        return "none"
     if isinstance(value, CronTrigger):
         return f"cron {value.expr!r} {value.timezone}"
     if isinstance(value, IntervalTrigger):

@@ -19,7 +19,7 @@ from raftsched.model import MAX_RETRY_DELAY_MS, ManualTrigger, RetryBackoff, Tas
 from raftsched.timing import retry
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow.files import parse_workflow_text
-from raftsched.workflow.taskfiles import InvalidTaskFile, parse_task_text
+from raftsched.workflow.taskfiles import InvalidTaskFile, diff_specs, parse_task_text
 from raftsched.workflow.validate import validate_workflow
 from tests.support.fsm import T0, apply, assign, create, fresh, join, result, run_of, trigger
 
@@ -192,6 +192,20 @@ def test_task_file_problems_name_the_key(body: str, expected: str) -> None:
         parse_task_text(text, "yaml", "t.yaml")
     shown = [f"{where}: {message}" for where, message in info.value.problems]
     assert any(expected in line for line in shown), shown
+
+
+def test_the_apply_diff_shows_the_fields_as_a_file_spells_them() -> None:
+    old = TaskSpec("t", ManualTrigger(), command="x", retry_backoff=RetryBackoff(10 * S, 15 * M, 20))
+    new = TaskSpec("t", ManualTrigger(), command="x", retry_delays_ms=(2 * M, 5 * M), retry_elsewhere=False)
+    changes = {c.field: (c.old, c.new) for c in diff_specs(old, new)}
+    assert changes == {
+        "retry_delays": ("[]", "[2m, 5m]"),
+        "retry_backoff": ("{base 10s, cap 15m, jitter 20%}", "none"),
+        "retry_elsewhere": ("true", "false"),
+    }
+    kept = dataclasses.replace(new, keep_for_ms=7 * 1440 * M, keep_runs=10)
+    changes = {c.field: (c.old, c.new) for c in diff_specs(new, kept)}
+    assert changes == {"keep_runs": ("0", "10"), "keep_for": ("none", "1w")}
 
 
 def test_workflow_files_read_the_retry_keys_per_task_and_the_keeps_per_workflow() -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raftsched import codec
 from raftsched.cli.parser import parse_args
-from raftsched.cli.tasks import merge_spec, spec_from_args
+from raftsched.cli.tasks import keep_text, merge_spec, retry_text, spec_from_args
 from raftsched.errors import InvalidSpec, InvalidWorkflow
 from raftsched.leader import writes
 from raftsched.model import MAX_RETRY_DELAY_MS, ManualTrigger, RetryBackoff, TaskSpec
@@ -319,3 +319,18 @@ def test_apply_retries_on_the_tasks_backoff_and_without_a_policy_on_the_leaders(
     assert waits == [10 * S, 20 * S, 40 * S, 50 * S]
     waits, _ = _failing_run(TaskSpec("t", ManualTrigger(), command="x", max_retries=2))
     assert waits == [3_600_000, 3_600_000]  # the cluster's backoff, as the leader chose it
+
+
+def test_task_and_workflow_show_name_the_retry_timing_and_retention() -> None:
+    def shown(**fields: object) -> str:
+        return retry_text(codec.spec_to_pb(TaskSpec("t", ManualTrigger(), command="x", **fields)))  # type: ignore[arg-type]
+
+    assert shown() == "the cluster's backoff"
+    assert shown(retry_delays_ms=(2 * M, 5 * M)) == "delays 2m, 5m (the last repeats)"
+    assert (
+        shown(retry_backoff=RetryBackoff(10 * S, 15 * M, 20))
+        == "backoff from 10s, doubling, cap 15m, jitter 20%"
+    )
+    assert keep_text(0, 0) == "the cluster default"
+    assert keep_text(0, 7 * 1440 * M) == "any number of runs for 7d"
+    assert keep_text(50, 0) == "50 runs of any age"

@@ -173,6 +173,8 @@ def chunk_problems(
     a big workflow is checked chunk by chunk, never in one go."""
     problems = _Problems()
     workflow_params = _Problems().check_params(header.params_json, "params_json")
+    # Apply builds each task's internal spec with the workflow's keeps as it stages the chunk.
+    _check_keeps(header, problems)
     first_at: dict[str, int] = {}
     for i, name in enumerate(names):
         first_at.setdefault(name, i)
@@ -251,8 +253,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
     problems.check_int(spec.jitter_ms, "jitter_ms", 0, MAX_JITTER_MS, " ms")
     problems.check_int(spec.warn_after_ms, "warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
-    problems.check_int(spec.keep_runs, "keep_runs", 0, MAX_KEEP_RUNS)
-    problems.check_int(spec.keep_for_ms, "keep_for", 0, MAX_KEEP_FOR_MS, " ms")
+    _check_keeps(spec, problems)
     try:
         validate_exclude(tuple(spec.exclude))
         if spec.on_event:
@@ -261,6 +262,11 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
     return params
+
+
+def _check_keeps(spec: pb.WorkflowSpec, problems: _Problems) -> None:
+    problems.check_int(spec.keep_runs, "keep_runs", 0, MAX_KEEP_RUNS)
+    problems.check_int(spec.keep_for_ms, "keep_for", 0, MAX_KEEP_FOR_MS, " ms")
 
 
 def _check_task(

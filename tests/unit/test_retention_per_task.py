@@ -93,3 +93,26 @@ def test_a_workflows_keeps_apply_to_its_runs_and_its_task_runs() -> None:
     lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, "etl"), keys.per_task_end(keys.WORKFLOW_RUN, "etl")
     assert len(list(state.store.scan(lo, hi))) == 4  # not the cluster's 3
     assert len(runs_of(state, "etl#only")) == 4
+
+
+def test_a_staged_workflow_with_keeps_out_of_range_is_refused_at_its_first_chunk() -> None:
+    """Apply builds the internal tasks (with the workflow's keeps) while it stages each chunk:
+    a header out of range is refused there, before anything changes (here: the unfinished
+    stage a new first chunk replaces), naming the field."""
+    from raftsched import codec
+    from raftsched.leader import writes
+    from tests.support.fsm import domain
+
+    spec = pb.WorkflowSpec(name="big", keep_for_ms=60 * S)
+    for i in range(writes.STAGE_CHUNK_TASKS + 1):
+        spec.tasks.add(name=f"t{i:05d}", command="x")
+    commands = writes.staged_workflow(spec, key="", now_ms=T0, epoch=1, origin="n1")
+    first = codec.decode_command(commands[0])
+    assert first.format == codec.RETRY_FORMAT
+    first.stage_workflow_tasks.header.keep_for_ms = 10**15  # past what the leader lets through
+    state = fresh()
+    assert apply(state, commands[0]).ok  # an earlier stage, unfinished: a new chunk 0 drops it
+    before = domain(state)
+    res = apply(state, codec.encode_command(first))
+    assert not res.ok and res.code == "invalid_argument" and "keep_for" in res.message
+    assert domain(state) == before

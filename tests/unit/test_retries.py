@@ -334,3 +334,23 @@ def test_task_and_workflow_show_name_the_retry_timing_and_retention() -> None:
     assert keep_text(0, 0) == "the cluster default"
     assert keep_text(0, 7 * 1440 * M) == "any number of runs for 7d"
     assert keep_text(50, 0) == "50 runs of any age"
+
+
+def test_a_workflow_task_retries_on_the_delays_of_the_version_its_run_is_pinned_to() -> None:
+    from tests.support.fsm import apply_wf, complete, start, task_run
+
+    state = fresh()
+    assert apply(state, join("x1")).ok
+    spec = pb.WorkflowSpec(name="etl")
+    spec.tasks.add(name="load", command="x", priority=5, max_retries=2, retry_delays_ms=[7 * S, 11 * S])
+    assert apply_wf(state, spec).ok
+    wr = start(state, now=T0, logical=T0)
+    # A new version with other delays: the running workflow run keeps its own.
+    spec.tasks[0].retry_delays_ms[:] = [M]
+    assert apply_wf(state, spec, now=T0 + 1).ok
+    now = T0 + 2 * S
+    for wait in (7 * S, 11 * S):
+        assert complete(state, wr.run_id, "load", ok=False, now=now, retry_at_ms=now + 3_600_000).ok
+        shard = task_run(state, wr.run_id, "load").shards[0]
+        assert shard.state == pb.PENDING and shard.not_before_ms == now + wait
+        now = shard.not_before_ms

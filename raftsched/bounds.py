@@ -37,10 +37,13 @@ from raftsched.errors import InvalidSpec
 from raftsched.model import (
     MAX_INTERVAL_MS,
     MAX_JITTER_MS,
+    MAX_KEEP_FOR_MS,
+    MAX_KEEP_RUNS,
     MAX_MISFIRE_CAP,
     MAX_MISFIRE_WINDOW_MS,
     MAX_RESOURCE_MEMORY_MB,
     MAX_RETRIES,
+    MAX_RETRY_DELAY_MS,
     MAX_SHARDS,
     MAX_TIME_MS,
     MAX_TIMEOUT_MS,
@@ -119,6 +122,9 @@ TIMEOUT: Final = Range(0, MAX_TIMEOUT_MS, " ms", "no timeout")
 IGNORED_U32: Final = Range(0, UINT32_MAX, "", "output only: ignored")
 IGNORED_U64: Final = Range(0, UINT64_MAX, "", "output only: ignored")
 IGNORED_I64: Final = Range(INT64_MIN, INT64_MAX, "", "output only: ignored")
+RETRY_DELAY: Final = Range(0, MAX_RETRY_DELAY_MS, " ms")
+KEEP_RUNS: Final = Range(0, MAX_KEEP_RUNS, "", "the cluster default")
+KEEP_FOR: Final = Range(0, MAX_KEEP_FOR_MS, " ms", "the cluster default")
 FORMAT: Final = Range(0, UINT32_MAX, "", "format 1 (a newer one stops apply: format_too_new)")
 
 _V1 = "raftsched.v1."
@@ -249,6 +255,16 @@ FIELDS: Final[dict[str, Range]] = {
         "MemberChange.started_ms": TIME,
         "Barrier.clock_fault_ms": Range(0, MAX_TIME_MS, " ms", "no clock fault"),
         "ListEventsRequest.limit": LIMIT,
+        # -- issue 29 §3, §5: per-task retry timing and retention ------------------------------
+        "TaskSpec.retry_delays_ms": RETRY_DELAY,
+        "TaskSpec.keep_runs": KEEP_RUNS,
+        "TaskSpec.keep_for_ms": KEEP_FOR,
+        "WorkflowTaskSpec.retry_delays_ms": RETRY_DELAY,
+        "WorkflowSpec.keep_runs": KEEP_RUNS,
+        "WorkflowSpec.keep_for_ms": KEEP_FOR,
+        "RetryBackoff.base_ms": Range(0, MAX_RETRY_DELAY_MS, " ms", "required with retry_backoff: 1.."),
+        "RetryBackoff.cap_ms": Range(0, MAX_RETRY_DELAY_MS, " ms", "no cap (7 days)"),
+        "RetryBackoff.jitter_pct": Range(0, 100, " %", "no jitter"),
     }.items()
 }
 

@@ -23,6 +23,7 @@ from raftsched.model import (
     Misfire,
     OnceTrigger,
     Overlap,
+    RetryBackoff,
     Runner,
     RunState,
     TaskSpec,
@@ -55,7 +56,10 @@ from raftsched.v1 import log_pb2 as pb
 #      its success, so it stops at the definition instead of diverging later.
 #   8  a RaiseAlerts with a resolved run_failed record (a failure streak's recovery, issue 36 §5):
 #      a format-7 node would refuse it while an upgraded one stores it.
-COMMAND_FORMAT = 8
+#   9  a task or workflow that defines its own retry timing (retry_delays, retry_backoff), keeps
+#      retries on the same executor, or its own retention (keep_runs, keep_for), issue 29 §3/§5:
+#      an older node would store it without them and then retry and prune differently.
+COMMAND_FORMAT = 9
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -90,6 +94,9 @@ EVENTS_FORMAT = 7
 _BODY_FORMAT["emit_event"] = EVENTS_FORMAT
 ROUTING_FORMAT = 8
 """The format of a RaiseAlerts that carries a resolved record of a kind apply raises (see the history)."""
+RETRY_FORMAT = 9
+"""The format of task and workflow definitions with their own retry timing, retry placement or
+retention (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -173,7 +180,13 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         jitter_ms=spec.jitter_ms,
         on_event=spec.on_event,
         emits=spec.emits,
+        retry_delays_ms=spec.retry_delays_ms,
+        retry_same_executor=not spec.retry_elsewhere,
+        keep_runs=spec.keep_runs,
+        keep_for_ms=spec.keep_for_ms,
     )
+    if spec.retry_backoff is not None:
+        out.retry_backoff.CopyFrom(retry_backoff_to_pb(spec.retry_backoff))
     trigger_to_pb(spec.trigger, out.trigger)
     return out
 
@@ -232,7 +245,24 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "jitter_ms": msg.jitter_ms,
         "on_event": msg.on_event,
         "emits": tuple(msg.emits),
+        "retry_delays_ms": tuple(msg.retry_delays_ms),
+        "retry_backoff": retry_backoff_from_pb(msg),
+        "retry_elsewhere": not msg.retry_same_executor,
+        "keep_runs": msg.keep_runs,
+        "keep_for_ms": msg.keep_for_ms,
     }
+
+
+def retry_backoff_to_pb(backoff: RetryBackoff) -> pb.RetryBackoff:
+    return pb.RetryBackoff(base_ms=backoff.base_ms, cap_ms=backoff.cap_ms, jitter_pct=backoff.jitter_pct)
+
+
+def retry_backoff_from_pb(msg: pb.TaskSpec | pb.WorkflowTaskSpec) -> RetryBackoff | None:
+    """A spec's backoff (None when it has none), unchecked: the spec's validation checks it."""
+    if not msg.HasField("retry_backoff"):
+        return None
+    b = msg.retry_backoff
+    return unchecked(RetryBackoff, base_ms=b.base_ms, cap_ms=b.cap_ms, jitter_pct=b.jitter_pct)
 
 
 def command_format(cmd: pb.Command) -> int:
@@ -242,6 +272,8 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body in _RETRY_SPECS and _RETRY_SPECS[body](cmd):
+        return RETRY_FORMAT
     if body == "raise_alerts" and any(a.resolved and a.kind == RUN_FAILED for a in cmd.raise_alerts.alerts):
         return ROUTING_FORMAT
     if body in _EVENT_SPECS and _EVENT_SPECS[body](cmd):
@@ -296,6 +328,28 @@ _EVENT_SPECS: dict[str, Callable[[pb.Command], bool]] = {
     ),
     "stage_workflow_tasks": lambda c: (
         _uses_events(c.stage_workflow_tasks.header) or any(t.emits for t in c.stage_workflow_tasks.tasks)
+    ),
+}
+
+
+def _retry_task(spec: Any) -> bool:
+    """Whether a TaskSpec or WorkflowTaskSpec sets a retry field an older node would drop."""
+    return bool(spec.retry_delays_ms or spec.HasField("retry_backoff") or spec.retry_same_executor)
+
+
+def _keeps(spec: Any) -> bool:
+    return bool(spec.keep_runs or spec.keep_for_ms)
+
+
+_RETRY_SPECS: dict[str, Callable[[pb.Command], bool]] = {
+    "create_task": lambda c: _retry_task(c.create_task.spec) or _keeps(c.create_task.spec),
+    "update_task": lambda c: _retry_task(c.update_task.spec) or _keeps(c.update_task.spec),
+    "create_tasks": lambda c: any(_retry_task(i.spec) or _keeps(i.spec) for i in c.create_tasks.items),
+    "apply_workflow": lambda c: (
+        _keeps(c.apply_workflow.spec) or any(_retry_task(t) for t in c.apply_workflow.spec.tasks)
+    ),
+    "stage_workflow_tasks": lambda c: (
+        _keeps(c.stage_workflow_tasks.header) or any(_retry_task(t) for t in c.stage_workflow_tasks.tasks)
     ),
 }
 

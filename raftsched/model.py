@@ -30,6 +30,10 @@ resource_memory_mb      0 (none) - 16,777,216 (16 TiB)
 runner                  ``shell`` (default) or ``python`` (needs a command)
 on_event                "" (none) or an event name: each accepted event starts one run
 emits                   at most 16 event names, no repeats (emitted when a run succeeds)
+retry_delays            at most 16 delays, each 0 - 7 days
+retry_backoff           base 1 ms - 7 days, cap 0 (none) or base - 7 days, jitter 0-100 %
+keep_runs               0 (cluster default) - 10,000,000
+keep_for                0 (cluster default) - 3,660 days
 ======================  ===========================================
 
 Every text field refuses a NUL character (it cannot reach a process: argv, the environment and
@@ -70,6 +74,10 @@ MAX_EXCLUDE = 16
 MAX_RESOURCE_CPU = 1024.0
 MAX_SELECTOR = 16
 MAX_RESOURCE_MEMORY_MB = 16 * 1024 * 1024
+MAX_RETRY_DELAYS = 16
+MAX_RETRY_DELAY_MS = 7 * 24 * 3600 * 1000
+MAX_KEEP_RUNS = 10_000_000
+MAX_KEEP_FOR_MS = 3660 * 24 * 3600 * 1000
 # Year 9999 is the end of the calendar Python (and croniter) can represent.
 MAX_TIME_MS = 253_402_300_799_000
 
@@ -270,6 +278,34 @@ def check_text(value: str, field_name: str, max_bytes: int) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryBackoff:
+    """Exponential retry backoff of a task: the n-th retry waits ``base_ms x 2^(n-1)``, at most
+    ``cap_ms`` (0: no cap below :data:`MAX_RETRY_DELAY_MS`), plus a stable jitter of up to
+    ``jitter_pct`` % of that delay (:mod:`raftsched.timing.retry`)."""
+
+    base_ms: int
+    cap_ms: int = 0
+    jitter_pct: int = 0
+
+    def __post_init__(self) -> None:
+        check_int(self.base_ms, "retry_backoff.base", 1, MAX_RETRY_DELAY_MS, " ms")
+        check_int(self.cap_ms, "retry_backoff.cap", 0, MAX_RETRY_DELAY_MS, " ms")
+        if self.cap_ms and self.cap_ms < self.base_ms:
+            raise InvalidSpec("retry_backoff.cap", f"{self.cap_ms} ms is below the base ({self.base_ms} ms)")
+        check_int(self.jitter_pct, "retry_backoff.jitter", 0, 100, " %")
+
+
+def validate_retry_delays(delays: object, field_name: str = "retry_delays") -> None:
+    """Refuse anything but a tuple of at most MAX_RETRY_DELAYS delays of 0..MAX_RETRY_DELAY_MS."""
+    if not isinstance(delays, tuple):
+        raise InvalidSpec(field_name, "must be a list of durations")
+    if len(delays) > MAX_RETRY_DELAYS:
+        raise InvalidSpec(field_name, f"{len(delays)} delays, at most {MAX_RETRY_DELAYS} allowed")
+    for i, delay in enumerate(delays):
+        check_int(delay, f"{field_name}[{i}]", 0, MAX_RETRY_DELAY_MS, " ms")
+
+
+@dataclass(frozen=True, slots=True)
 class CronTrigger:
     """Fires on a cron expression evaluated in ``timezone`` (5 fields, or 6 with seconds last)."""
 
@@ -351,6 +387,15 @@ class TaskSpec:
     # successful run emits the events of ``emits`` with its logical time as the key.
     on_event: str = ""
     emits: tuple[str, ...] = ()
+    # Retries (issue 29 §3): the n-th retry waits the n-th of ``retry_delays_ms`` (the last
+    # repeats), or ``retry_backoff``; neither: the cluster's backoff. A retry goes to another
+    # executor when one fits, unless ``retry_elsewhere`` is False.
+    retry_delays_ms: tuple[int, ...] = ()
+    retry_backoff: RetryBackoff | None = None
+    retry_elsewhere: bool = True
+    # Retention (issue 29 §5): finished runs and fire records kept (0: the cluster's default).
+    keep_runs: int = 0
+    keep_for_ms: int = 0
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -398,9 +443,28 @@ class TaskSpec:
         validate_selector(selector)
         assert isinstance(selector, Mapping)
         object.__setattr__(self, "selector", tuple(sorted(selector.items())))
+        validate_retry_policy(self.retry_delays_ms, self.retry_backoff, self.retry_elsewhere)
+        check_int(self.keep_runs, "keep_runs", 0, MAX_KEEP_RUNS)
+        check_int(self.keep_for_ms, "keep_for", 0, MAX_KEEP_FOR_MS, " ms")
         # Last, so that a more specific problem with the fields given is the one reported.
         if not self.command and not self.handler:
             raise InvalidSpec("command", "give a command or a handler (a task with neither cannot run)")
+
+
+def validate_retry_policy(delays: object, backoff: object, elsewhere: object, at: str = "") -> None:
+    """Refuse bad retry fields (``at``: a prefix for the field names, ``tasks[0].``)."""
+    validate_retry_delays(delays, f"{at}retry_delays")
+    if backoff is not None and not isinstance(backoff, RetryBackoff):
+        raise InvalidSpec(f"{at}retry_backoff", "must be a mapping {base, cap, jitter}")
+    if delays and backoff is not None:
+        raise InvalidSpec(
+            f"{at}retry_backoff",
+            "give retry_delays or retry_backoff, not both (a list of delays, or base x 2^n up to a cap)",
+        )
+    if isinstance(backoff, RetryBackoff):
+        backoff.__post_init__()  # a decoded one is built unchecked: its ranges are checked here
+    if not isinstance(elsewhere, bool):
+        raise InvalidSpec(f"{at}retry_elsewhere", f"must be true or false, got {type(elsewhere).__name__}")
 
 
 _D = TypeVar("_D", bound="DataclassInstance")

@@ -58,6 +58,9 @@ class Kind(StrEnum):
     LABELS = "labels"  # a mapping of string to string (selector, env)
     DEPENDS = "depends"  # a list of task names or {task, condition}
     TASKS = "tasks"  # the list of tasks
+    DURATIONS = "durations"  # a list of durations (a single one is a list of one)
+    BACKOFF = "backoff"  # a mapping {base, cap, jitter} (CLI: BASE[,CAP[,JITTER%]])
+    BOOL = "bool"  # true or false (CLI: --x / --no-x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +220,30 @@ TASK_FIELDS: tuple[Field, ...] = (
     Field("namespace", Kind.TEXT, "the task's namespace", "the file's, else ``default``", attr="namespace",
           proto="namespace", errors=("namespace",), flag="--namespace", metavar="NS",
           flag_help="default: 'default'"),
+    Field("retry_delays", Kind.DURATIONS, "the n-th retry waits the n-th duration, the last repeats "
+          "(``[2m, 5m, 15m]``; not with ``retry_backoff``)", "the cluster's backoff", attr="retry_delays_ms",
+          proto="retry_delays_ms", errors=("retry_delays",), workflow_task=True,
+          hints=("retry_delay", "retry_delays_ms"), flag="--retry-delays", metavar="D1,D2,...",
+          flag_help="the n-th retry waits the n-th delay, the last repeats ('' clears)",
+          clears="retry_backoff"),
+    Field("retry_backoff", Kind.BACKOFF, "``{base, cap, jitter}``: the n-th retry waits base x 2^(n-1), "
+          "at most cap, plus a stable jitter of up to ``jitter`` (``20%``) of it", "the cluster's backoff",
+          attr="retry_backoff", proto="retry_backoff",
+          errors=("retry_backoff", "retry_backoff.base", "retry_backoff.cap", "retry_backoff.jitter"),
+          workflow_task=True, flag="--retry-backoff", metavar="BASE[,CAP[,JITTER%]]",
+          flag_help="exponential retry backoff, e.g. 10s,15m,20%% ('' clears)", clears="retry_delays_ms"),
+    Field("retry_elsewhere", Kind.BOOL, "a retry goes to another executor when one fits (``false``: the "
+          "ring's choice, often the same one)", "true", attr="retry_elsewhere", proto="retry_same_executor",
+          errors=("retry_elsewhere",), workflow_task=True, flag="--retry-elsewhere",
+          flag_help="retry on another executor when one fits (default; --no-retry-elsewhere: do not)"),
+    Field("keep_runs", Kind.INT, "finished runs (and fire records) kept; with ``keep_for`` alone: any "
+          "number", "cluster ``history_keep_count``", attr="keep_runs", proto="keep_runs",
+          errors=("keep_runs",), flag="--keep-runs", metavar="N",
+          flag_help="keep N finished runs (0 = the cluster default)"),
+    Field("keep_for", Kind.DURATION, "finished runs kept this long; with ``keep_runs`` alone: any age",
+          "cluster ``history_keep_seconds``", attr="keep_for_ms", proto="keep_for_ms", errors=("keep_for",),
+          hints=("keep_for_ms", "retention"), flag="--keep-for", metavar="DURATION",
+          flag_help="keep finished runs this long (0 = the cluster default)"),
 )  # fmt: skip
 
 # The keys of a workflow file itself (its tasks are TASK_FIELDS with workflow_task).
@@ -253,6 +280,10 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
     Field("emits", Kind.NAMES, "event names emitted (key: the run's logical time) when a run succeeds",
           "none", proto="emits"),
     Field("tasks", Kind.TASKS, "list of tasks (required, at least one)", proto="tasks"),
+    Field("keep_runs", Kind.INT, "workflow runs (and its task runs) kept (0 = cluster default)", "0",
+          proto="keep_runs"),
+    Field("keep_for", Kind.DURATION, "workflow runs (and its task runs) kept this long (0 = cluster "
+          "default)", "0", proto="keep_for_ms", hints=("keep_for_ms",)),
 )  # fmt: skip
 
 

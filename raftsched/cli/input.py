@@ -123,6 +123,30 @@ def duration_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(exc.reason) from None
 
 
+def durations_arg(text: str) -> tuple[int, ...]:
+    """A comma-separated list of durations (``2m,5m,15m``), as ms; ``''`` is the empty list."""
+    return tuple(duration_arg(part.strip()) for part in text.split(",") if part.strip())
+
+
+def backoff_arg(text: str) -> tuple[int, int, int] | tuple[()]:
+    """``BASE[,CAP[,JITTER%]]`` (``10s,15m,20%``) as ``(base_ms, cap_ms, jitter_pct)``; ``''``
+    is ``()`` (no backoff)."""
+    parts = [part.strip() for part in text.split(",")] if text.strip() else []
+    if not parts:
+        return ()
+    if len(parts) > 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: give BASE[,CAP[,JITTER%]], e.g. 10s,15m,20%")
+    base = duration_arg(parts[0])
+    cap = duration_arg(parts[1]) if len(parts) > 1 and parts[1] else 0
+    jitter = 0
+    if len(parts) > 2:
+        got = re.fullmatch(r"(\d{1,3})%?", parts[2])
+        if got is None:
+            raise argparse.ArgumentTypeError(f"{parts[2]!r}: the jitter is a percent, e.g. 20%")
+        jitter = int(got.group(1))
+    return base, cap, jitter
+
+
 def positive_seconds(text: str) -> float:
     """A number of seconds in (0, 86400)."""
     try:

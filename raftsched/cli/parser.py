@@ -34,7 +34,9 @@ from raftsched.cli.errors import (
 from raftsched.cli.input import (
     TIME_HELP,
     attach_negative_times,
+    backoff_arg,
     duration_arg,
+    durations_arg,
     non_negative_int,
     positive_seconds,
 )
@@ -749,11 +751,14 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("what runs", ("runner", "resource.cpu", "resource.memory")),
     ("events", ("on_event", "emits")),
     ("labels", ("owner", "namespace", "description")),
+    ("retries and retention", ("retry_delays", "retry_backoff", "retry_elsewhere", "keep_runs", "keep_for")),
 )
 _OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {
     Kind.INT: int,
     Kind.NUMBER: float,
     Kind.DURATION: duration_arg,
+    Kind.DURATIONS: durations_arg,
+    Kind.BACKOFF: backoff_arg,
 }
 
 
@@ -764,6 +769,9 @@ def _add_field_option(container: Any, f: Field, help_suffix: str = "") -> None:
         options["dest"] = f.dest
     if f.kind == Kind.FLAG:
         options["action"] = "store_true"
+    elif f.kind == Kind.BOOL:
+        options["action"] = argparse.BooleanOptionalAction
+        options["default"] = None
     elif f.kind in (Kind.NAMES, Kind.LABELS, Kind.LOCKS):
         options["action"] = "append"
     elif f.kind in _OPTION_TYPES:

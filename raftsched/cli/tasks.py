@@ -21,6 +21,7 @@ from raftsched.model import (
     IntervalTrigger,
     ManualTrigger,
     OnceTrigger,
+    RetryBackoff,
     RunState,
     TaskSpec,
     Trigger,
@@ -143,12 +144,20 @@ def _spec_changes(args: argparse.Namespace) -> dict[str, Any]:
             value = _selector(value)
         elif f.kind == Kind.LOCKS:
             value = tuple(parse_lock(text, f.attr) for text in value)
+        elif f.kind == Kind.BACKOFF:
+            value = RetryBackoff(*value) if value else None
         out[f.attr] = value
-        if f.clears:
-            out[f.clears] = ""  # a task has a command or a handler, not both
+        if f.clears and f.clears not in out:
+            # A task has a command or a handler, retry delays or a backoff: not both. Both given
+            # at once stay both, and the spec's validation names the conflict.
+            out[f.clears] = _CLEARED.get(f.clears, "")
     if args.no_locks:
         out["locks"] = ()
     return out
+
+
+# What an option that replaces another field sets it to (see Field.clears).
+_CLEARED: dict[str, object] = {"retry_backoff": None, "retry_delays_ms": ()}
 
 
 def _has_trigger_options(args: argparse.Namespace) -> bool:
@@ -392,6 +401,8 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("unplaceable", t.unplaceable) if t.unplaceable else None,
         ("retries", str(s.max_retries)),
         ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
+        ("retry timing", retry_text(s)),
+        ("retry elsewhere", "no" if s.retry_same_executor else "yes"),
         ("priority", str(s.priority)),
         ("locks", locks_text(s.locks)),
         ("exclude", ", ".join(s.exclude) or "-"),
@@ -408,8 +419,30 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("active runs", str(t.active_runs)),
         ("fires total", f"{t.fires_total} ({t.kept_fires} kept)"),
         ("runs total", f"{t.runs_total} ({t.kept_runs} finished kept)"),
+        ("retention", keep_text(s.keep_runs, s.keep_for_ms)),
     ]
     print_fields([f for f in fields if f is not None])
+
+
+def retry_text(s: pb.TaskSpec | pb.WorkflowTaskSpec) -> str:
+    """A task's retry timing: its delays, its backoff, or the cluster's."""
+    if s.retry_delays_ms:
+        return "delays " + ", ".join(duration_text(d) for d in s.retry_delays_ms) + " (the last repeats)"
+    if s.HasField("retry_backoff"):
+        b = s.retry_backoff
+        cap = f", cap {duration_text(b.cap_ms)}" if b.cap_ms else ""
+        jitter = f", jitter {b.jitter_pct}%" if b.jitter_pct else ""
+        return f"backoff from {duration_text(b.base_ms)}, doubling{cap}{jitter}"
+    return "the cluster's backoff"
+
+
+def keep_text(keep_runs: int, keep_for_ms: int) -> str:
+    """A task's or workflow's retention."""
+    if not (keep_runs or keep_for_ms):
+        return "the cluster default"
+    count = f"{keep_runs} runs" if keep_runs else "any number of runs"
+    age = f"for {duration_text(keep_for_ms)}" if keep_for_ms else "of any age"
+    return f"{count} {age}"
 
 
 def _trigger_text(trigger: pb.Trigger) -> str:

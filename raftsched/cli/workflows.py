@@ -30,7 +30,7 @@ from raftsched.cli.render import (
     wait_lines,
     wait_rows,
 )
-from raftsched.cli.tasks import locks_text
+from raftsched.cli.tasks import keep_text, locks_text
 from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
 from raftsched.errors import RaftschedError
 from raftsched.v1 import raftsched_pb2 as pb
@@ -133,6 +133,7 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
         ("updated", iso(record.updated_ms)),
         ("active runs", str(record.active_runs)),
         ("runs total", str(record.runs_total)),
+        ("retention", keep_text(s.keep_runs, s.keep_for_ms)),
     ]
     print_fields(fields)
     print()

@@ -21,7 +21,7 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, wire
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Effect
-from raftsched.fsm.records import BookHost, Retention, TaskState, armed
+from raftsched.fsm.records import BookHost, Retention, TaskState, armed, keeps
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import WorkflowBook, is_internal, is_trigger, split_internal
@@ -210,18 +210,19 @@ class FireBook:
         # Over the count limit: prune now. Age is checked every 64th record only (it needs a
         # read of the oldest record); both conditions are deterministic, so replicas agree.
         retention = self.host.retention
+        keep_count, keep_ms = keeps(retention, st.spec.keep_runs, st.spec.keep_for_ms)
         age_check = st.fires_total % 64 == 0
-        if st.kept_fires <= retention.keep_count and not age_check:
+        if st.kept_fires <= keep_count and not age_check:
             return
         name = st.spec.name
-        horizon = now - retention.keep_ms
+        horizon = now - keep_ms
         lo, hi = keys.per_task_prefix(keys.FIRE, name), keys.per_task_end(keys.FIRE, name)
         # An age check must be able to drop every record that aged out since the previous one
         # (up to 64), or age retention falls further behind on every check.
         limit = retention.prune_step + (64 if age_check else 0)
         store = self.store
         for k, v in store.scan(lo, hi, limit=limit):
-            if st.kept_fires <= retention.keep_count:
+            if st.kept_fires <= keep_count:
                 rec = pb.FireRecord()
                 rec.ParseFromString(v)
                 if rec.decided_ms >= horizon:

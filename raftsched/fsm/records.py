@@ -14,7 +14,7 @@ from typing import Protocol
 
 from raftsched.abc import StateStore
 from raftsched.fsm.effects import TaskArmed
-from raftsched.model import TaskSpec
+from raftsched.model import MAX_KEEP_RUNS, MAX_TIME_MS, TaskSpec
 from raftsched.v1 import log_pb2 as pb
 
 FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
@@ -46,6 +46,15 @@ class Retention:
             f"idempotency_keep_ms={self.idempotency_keep_ms} audit_keep_ms={self.audit_keep_ms} "
             f"prune_step={self.prune_step} event_dedupe_ms={self.event_dedupe_ms}"
         )
+
+
+def keeps(retention: Retention, keep_runs: int, keep_for_ms: int) -> tuple[int, int]:
+    """``(keep_count, keep_ms)`` of a task or workflow: the cluster's retention, unless it sets
+    ``keep_runs`` or ``keep_for`` (issue 29 §5); then its own pair, an unset half unbounded
+    (``keep_for: 7d`` alone keeps 7 days whatever their count, up to MAX_KEEP_RUNS)."""
+    if not (keep_runs or keep_for_ms):
+        return retention.keep_count, retention.keep_ms
+    return keep_runs or MAX_KEEP_RUNS, keep_for_ms or MAX_TIME_MS
 
 
 class TaskState:

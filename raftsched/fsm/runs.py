@@ -14,12 +14,20 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final, Protocol
 
-from raftsched import bounds
+from raftsched import bounds, codec
 from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, wire
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled
 from raftsched.fsm.policy import PolicyBook
-from raftsched.fsm.records import AGE_PRUNE_EVERY, FINISHED, BookHost, Retention, TaskState, pending_shards
+from raftsched.fsm.records import (
+    AGE_PRUNE_EVERY,
+    FINISHED,
+    BookHost,
+    Retention,
+    TaskState,
+    keeps,
+    pending_shards,
+)
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.timeline import note
@@ -27,6 +35,7 @@ from raftsched.fsm.workflows import WorkflowBook, split_internal
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
 from raftsched.timing import jitter
+from raftsched.timing import retry as retry_timing
 from raftsched.v1 import log_pb2 as pb
 
 # Re-placements of a shard's attempts that its executors never started, granted without
@@ -347,9 +356,12 @@ class RunBook:
         self.release_holds(run, shard)
         st = self.tasks.get(run.task)
         max_retries = st.spec.max_retries if st is not None else 0
+        delays, backoff = (st.spec.retry_delays_ms, st.spec.retry_backoff) if st is not None else ((), None)
         if run.workflow_run:
             wspec = host.wf.task_spec(run)  # the version the workflow run is pinned to
             max_retries = wspec.max_retries if wspec is not None else max_retries
+            if wspec is not None:
+                delays, backoff = tuple(wspec.retry_delays_ms), codec.retry_backoff_from_pb(wspec)
         shard.error = res.error
         shard.timed_out = res.timed_out
         shard.exit_code = res.exit_code
@@ -374,11 +386,18 @@ class RunBook:
             shard.state = pb.SUCCEEDED
             shard.finished_ms = now
         elif retry:
+            retry_at = res.retry_at_ms  # the cluster's backoff, chosen by the leader
+            if not free and retry_timing.has_policy(delays, backoff):
+                # The task's own: the n-th try's failure waits the n-th delay, computed here
+                # from the leader time and the attempt's id, so every replica agrees.
+                key = execution_id(run.run_id, shard.shard, shard.attempt)
+                n = shard.attempt - shard.retry_base
+                retry_at = min(now + retry_timing.delay_ms(n, delays, backoff, key), bounds.MAX_TIME_MS)
             shard.attempt += 1
             shard.state = pb.PENDING
             shard.executor = ""
             shard.assigned_ms = 0
-            shard.not_before_ms = max(res.retry_at_ms, now)
+            shard.not_before_ms = max(retry_at, now)
             note(run, "retry_scheduled", now, shard, retry_at_ms=shard.not_before_ms)
             effects.append(self.attempt_ready(run, shard, epoch))
             if run.workflow_run:
@@ -511,12 +530,13 @@ class RunBook:
         """Drop ``st``'s oldest finished runs past the retention's count and age."""
         retention = self.host.retention
         name = st.spec.name
-        horizon = now - retention.keep_ms
+        keep_count, keep_ms = keeps(retention, st.spec.keep_runs, st.spec.keep_for_ms)
+        horizon = now - keep_ms
         lo, hi = keys.per_task_prefix(keys.RUN, name), keys.per_task_end(keys.RUN, name)
         # Unfinished runs are skipped, not pruned; widen the scan by their number (+1: the run
         # finishing now is stored after this) so runs stuck at the head of the range never stop
         # the finished ones behind them from being pruned.
-        if st.kept_runs <= retention.keep_count and st.kept_runs % AGE_PRUNE_EVERY:
+        if st.kept_runs <= keep_count and st.kept_runs % AGE_PRUNE_EVERY:
             return  # within the count: the (slower) age check runs on every AGE_PRUNE_EVERY-th finish
         limit = retention.prune_step * 2 + st.active_runs + 1
         store = self.store
@@ -527,7 +547,7 @@ class RunBook:
             run.ParseFromString(v)
             if run.state not in FINISHED:
                 continue
-            if st.kept_runs <= retention.keep_count and run.finished_ms >= horizon:
+            if st.kept_runs <= keep_count and run.finished_ms >= horizon:
                 break
             store.delete(k)
             st.kept_runs -= 1

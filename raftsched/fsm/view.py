@@ -162,6 +162,18 @@ class StateView:
         """See :meth:`SchedulerState.pending_attempts` (its lock is re-entrant)."""
         return self._s.pending_attempts()
 
+    def tried_executors(self, run_id: str, shard: int, attempt: int) -> frozenset[str]:
+        """The executors attempts of ``shard`` before ``attempt`` were assigned to, read from the
+        unfinished run's timeline (its last TIMELINE_CAP entries); empty if the run is gone."""
+        run = self._s.active_run(run_id)
+        if run is None:
+            return frozenset()
+        return frozenset(
+            e.executor
+            for e in run.timeline
+            if e.event == "assigned" and e.shard == shard and e.attempt < attempt and e.executor
+        )
+
     def need_hint(self, task: str, run_id: str) -> Need:
         """The cpu, memory and labels ``run_id``'s attempts need: from the task's current spec
         when it declares nothing (the common case, two lookups), else from the run. The state

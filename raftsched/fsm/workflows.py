@@ -28,7 +28,7 @@ from raftsched.fsm import keys
 from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
 from raftsched.fsm.crossdeps import CrossDeps, check_upstreams, upstreams
 from raftsched.fsm.effects import AttemptReady, Effect, TaskArmed
-from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, spec_bytes
+from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, keeps, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.model import Runner, TaskSpec, validate_name, validate_params
 from raftsched.sharding.placement import Need
@@ -542,6 +542,13 @@ class WorkflowBook:
             resource_memory_mb=t.resource_memory_mb,
             runner=Runner.PYTHON if t.runner == "python" else Runner.SHELL,
             emits=tuple(t.emits),
+            # Issue 29: placement reads retry_elsewhere here; the retry timing is read from the
+            # workflow version a run is pinned to. The task runs are kept like the workflow's.
+            retry_delays_ms=tuple(t.retry_delays_ms),
+            retry_backoff=codec.retry_backoff_from_pb(t),
+            retry_elsewhere=not t.retry_same_executor,
+            keep_runs=spec.keep_runs,
+            keep_for_ms=spec.keep_for_ms,
         )
 
     def _put_internal(
@@ -1153,10 +1160,11 @@ class WorkflowBook:
     def _prune(self, wf: WorkflowState, now: int) -> None:
         """Finished workflow runs are kept like task runs: by count and age (bounded work)."""
         retention = self.host.retention
-        horizon = now - retention.keep_ms
+        keep_count, keep_ms = keeps(retention, wf.spec.keep_runs, wf.spec.keep_for_ms)
+        horizon = now - keep_ms
         name = wf.spec.name
         lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, name), keys.per_task_end(keys.WORKFLOW_RUN, name)
-        if wf.kept_runs <= retention.keep_count and wf.kept_runs % AGE_PRUNE_EVERY:
+        if wf.kept_runs <= keep_count and wf.kept_runs % AGE_PRUNE_EVERY:
             return
         limit = retention.prune_step * 2 + wf.active_runs + 1
         for k, v in self.host.store.scan(lo, hi, limit=limit):
@@ -1165,7 +1173,7 @@ class WorkflowBook:
             wr = pb.WorkflowRun.FromString(v)
             if wr.state not in _TERMINAL_RUN:
                 continue
-            if wf.kept_runs <= retention.keep_count and wr.finished_ms >= horizon:
+            if wf.kept_runs <= keep_count and wr.finished_ms >= horizon:
                 break
             self.host.store.delete(k)
             self._dirty_runs.pop(wr.run_id, None)

@@ -112,16 +112,26 @@ class _SimLoop(asyncio.SelectorEventLoop):
 
 
 class _SimCommands:
-    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds."""
+    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds (exits 1
+    instead if it is one of ``failing``)."""
 
-    def __init__(self, clock: ManualClock, duration_ms: int, executions: list[tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        clock: ManualClock,
+        duration_ms: int,
+        executions: list[tuple[str, int]],
+        failing: frozenset[str] = frozenset(),
+    ) -> None:
         self.clock = clock
         self.duration_ms = duration_ms
         self.executions = executions
+        self.failing = failing
 
     async def run(self, command: str, ctx: AttemptContext) -> AttemptResult:
         self.executions.append((ctx.execution_id, self.clock.now_ms()))
         await asyncio.sleep(self.duration_ms / 1000)
+        if command in self.failing:
+            return AttemptResult(ctx.execution_id, False, 1, error="exit 1", duration_ms=self.duration_ms)
         return AttemptResult(ctx.execution_id, True, 0, duration_ms=self.duration_ms)
 
 
@@ -143,6 +153,7 @@ class SimExecutorProcess:
     memory_mb: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP  # the agent's option
+    failing: frozenset[str] = frozenset()  # commands that fail (exit 1) on this executor
     agent: Executor | None = None
     loop: _SimLoop | None = None
     task: asyncio.Task[None] | None = None
@@ -528,10 +539,12 @@ class SimHarness:
         memory_mb: int = 0,
         labels: dict[str, str] | None = None,
         execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
+        failing: frozenset[str] = frozenset(),
     ) -> SimExecutorProcess:
         """Start an executor process (it registers with the leader at once, if there is one),
         declaring ``cpu``/``memory_mb`` capacity and ``labels`` if given; its execution log
-        forgets acknowledged ids after ``execution_log_keep`` (the agent's option)."""
+        forgets acknowledged ids after ``execution_log_keep`` (the agent's option); the commands
+        of ``failing`` fail on it (exit 1)."""
         proc = SimExecutorProcess(
             name,
             slots,
@@ -540,6 +553,7 @@ class SimHarness:
             memory_mb=memory_mb,
             labels=dict(labels or {}),
             execution_log_keep=execution_log_keep,
+            failing=failing,
         )
         self.executors[name] = proc
         self._start(proc)
@@ -557,7 +571,7 @@ class SimHarness:
             clock=self.clock,
             transport=MemoryTransport(self.endpoint, silent=self._silent),
             execution_log=proc.log,
-            command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions),
+            command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions, proc.failing),
             execution_log_keep=proc.execution_log_keep,
         )
         proc.agent, proc.loop = agent, loop

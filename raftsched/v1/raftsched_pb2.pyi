@@ -11,6 +11,7 @@ from raftsched.v1.records_pb2 import OnceTrigger as OnceTrigger
 from raftsched.v1.records_pb2 import ManualTrigger as ManualTrigger
 from raftsched.v1.records_pb2 import Trigger as Trigger
 from raftsched.v1.records_pb2 import TaskSpec as TaskSpec
+from raftsched.v1.records_pb2 import RetryBackoff as RetryBackoff
 from raftsched.v1.records_pb2 import TaskRecord as TaskRecord
 from raftsched.v1.records_pb2 import FireRecord as FireRecord
 from raftsched.v1.records_pb2 import ShardAttempt as ShardAttempt

@@ -368,7 +368,74 @@ def read_value(conv: Converter, field: Field, node: Node, path: str, label: str)
         return conv.params(node, path, label)
     if kind == Kind.NAMES:
         return conv.names(node, path, label)
+    if kind == Kind.DURATIONS:
+        return read_durations_ms(conv, node, path, label)
+    if kind == Kind.BOOL:
+        if node.kind == "boolean" or isinstance(node.value, bool):
+            return bool(node.value)
+        conv.add(node.line, path, f"{label}: must be true or false, got {describe(node)}")
+        return None
+    if kind == Kind.BACKOFF:
+        return read_backoff(conv, node, path, label)
     raise AssertionError(f"{field.key}: a {kind} value has its own reader")
+
+
+def read_durations_ms(conv: Converter, node: Node, path: str, label: str) -> tuple[int, ...] | None:
+    """A list of durations (``[2m, 5m, 15m]``; one duration is a list of one), as ms."""
+    items = node.items if node.kind == "list" else [node]
+    head, sep, name = label.partition(" (")  # 'tasks[0].retry_delays ("a")': the index goes first
+    out = []
+    for k, item in enumerate(items or []):
+        ms = read_duration_ms(conv, item, f"{path}[{k}]", f"{head}[{k}]{sep}{name}")
+        if ms is None:
+            return None
+        out.append(ms)
+    return tuple(out)
+
+
+BACKOFF_KEYS = ("base", "cap", "jitter")
+
+
+def read_jitter_pct(text: object) -> int | None:
+    """A jitter share: ``"20%"``, or a fraction 0..1 (``0.2``), as a whole percent (None: neither)."""
+    if isinstance(text, str):
+        got = re.fullmatch(r"\s*(\d{1,3})\s*%\s*", text)
+        return int(got.group(1)) if got else None
+    if isinstance(text, int | float) and not isinstance(text, bool) and 0 <= text <= 1:
+        return round(text * 100)
+    return None
+
+
+def read_backoff(conv: Converter, node: Node, path: str, label: str) -> tuple[int, int, int] | None:
+    """``{base: 10s, cap: 15m, jitter: 20%}`` as ``(base_ms, cap_ms, jitter_pct)`` (base required)."""
+    if not conv.mapping(node, path, label):
+        return None
+    keys = conv.keys(node, BACKOFF_KEYS, label, "retry_backoff")
+    if "base" not in keys:
+        conv.add(node.line, f"{path}.base", f"{label}: base required (the first retry's delay, e.g. 10s)")
+        return None
+    got = [0, 0, 0]
+    for i, key in enumerate(BACKOFF_KEYS):
+        if key not in keys:
+            continue
+        line, value = keys[key]
+        conv.mark(f"{path}.{key}", line)
+        if key == "jitter":
+            pct = read_jitter_pct(value.value)
+            if pct is None:
+                conv.add(
+                    line,
+                    f"{path}.jitter",
+                    f'{label}.jitter: must be a percent ("20%") or a fraction 0..1, got {describe(value)}',
+                )
+                return None
+            got[i] = pct
+            continue
+        ms = read_duration_ms(conv, value, f"{path}.{key}", f"{label}.{key}")
+        if ms is None:
+            return None
+        got[i] = ms
+    return got[0], got[1], got[2]
 
 
 def _proto_choice(field: Field, name: object) -> int | str:
@@ -471,6 +538,14 @@ def _convert_task(node: Node, i: int, task: pb.WorkflowTaskSpec, conv: Converter
             names = read_value(conv, f, value, path, label)
             if names is not None:
                 getattr(task, target).extend(names)
+        elif f.kind in (Kind.DURATIONS, Kind.BACKOFF, Kind.BOOL):
+            got = read_value(conv, f, value, path, label)
+            if isinstance(got, tuple) and f.kind == Kind.DURATIONS:
+                task.retry_delays_ms.extend(got)
+            elif isinstance(got, tuple):
+                task.retry_backoff.base_ms, task.retry_backoff.cap_ms, task.retry_backoff.jitter_pct = got
+            elif isinstance(got, bool):
+                task.retry_same_executor = not got  # stored inverted: false (unset) is the default
         else:
             got = read_value(conv, f, value, path, label)
             if got is not None:

@@ -41,9 +41,11 @@ from raftsched.model import (
     Misfire,
     OnceTrigger,
     Overlap,
+    RetryBackoff,
     Runner,
     TaskSpec,
     Trigger,
+    unchecked,
 )
 from raftsched.taskfields import TASK_FIELDS, Kind, accepted_aliases, error_keys, file_keys
 from raftsched.timing.cron import CronSchedule
@@ -155,6 +157,8 @@ def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tupl
                 got = "" if got == "{}" else got
             elif got is not None and f.kind == Kind.NAMES:
                 got = tuple(got)
+            elif isinstance(got, tuple) and f.kind == Kind.BACKOFF:
+                got = unchecked(RetryBackoff, base_ms=got[0], cap_ms=got[1], jitter_pct=got[2])
         if f.attr == "trigger":
             schedule[key] = got
         elif got is not None:
@@ -329,11 +333,19 @@ def _iso(ms: int) -> str:
 _DIFF_NAMES = {"trigger": "schedule", **{f.attr: f.key for f in _FIELDS if f.attr != "trigger"}}
 # Model fields the diff shows as durations ("1h", "none").
 _DURATIONS = frozenset(f.attr for f in _FIELDS if f.kind == Kind.DURATION and f.attr != "trigger")
+_DURATION_LISTS = frozenset(f.attr for f in _FIELDS if f.kind == Kind.DURATIONS)
 
 
 def _shown(value: object, name: str = "") -> str:
     if name in _DURATIONS and isinstance(value, int):
         return format_duration(value) if value else "none"
+    if name in _DURATION_LISTS and isinstance(value, tuple):
+        return "[" + ", ".join(format_duration(v) if v else "0s" for v in value) + "]"
+    if isinstance(value, RetryBackoff):
+        cap = f", cap {format_duration(value.cap_ms)}" if value.cap_ms else ""
+        return f"{{base {format_duration(value.base_ms)}{cap}, jitter {value.jitter_pct}%}}"
+    if value is None:
+        return "none"
     if isinstance(value, CronTrigger):
         return f"cron {value.expr!r} {value.timezone}"
     if isinstance(value, IntervalTrigger):

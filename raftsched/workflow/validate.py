@@ -34,12 +34,15 @@ from raftsched.model import (
     MAX_COMMAND_BYTES,
     MAX_DESCRIPTION_BYTES,
     MAX_JITTER_MS,
+    MAX_KEEP_FOR_MS,
+    MAX_KEEP_RUNS,
     MAX_LABEL,
     MAX_LOCKS,
     MAX_NAME,
     MAX_RETRIES,
     MAX_SHARDS,
     MAX_TIMEOUT_MS,
+    RetryBackoff,
     check_int,
     check_text,
     parse_params,
@@ -47,6 +50,7 @@ from raftsched.model import (
     validate_exclude,
     validate_name,
     validate_resource,
+    validate_retry_policy,
     validate_selector,
 )
 from raftsched.timing.cron import CronSchedule, validate_timezone
@@ -169,6 +173,8 @@ def chunk_problems(
     a big workflow is checked chunk by chunk, never in one go."""
     problems = _Problems()
     workflow_params = _Problems().check_params(header.params_json, "params_json")
+    # Apply builds each task's internal spec with the workflow's keeps as it stages the chunk.
+    _check_keeps(header, problems)
     first_at: dict[str, int] = {}
     for i, name in enumerate(names):
         first_at.setdefault(name, i)
@@ -247,6 +253,7 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     problems.check_int(spec.backfill_share_pct, "backfill_share_pct", 0, 100, " %")
     problems.check_int(spec.jitter_ms, "jitter_ms", 0, MAX_JITTER_MS, " ms")
     problems.check_int(spec.warn_after_ms, "warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
+    _check_keeps(spec, problems)
     try:
         validate_exclude(tuple(spec.exclude))
         if spec.on_event:
@@ -255,6 +262,11 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     except InvalidSpec as exc:
         problems.add(exc.field, exc.reason)
     return params
+
+
+def _check_keeps(spec: pb.WorkflowSpec, problems: _Problems) -> None:
+    problems.check_int(spec.keep_runs, "keep_runs", 0, MAX_KEEP_RUNS)
+    problems.check_int(spec.keep_for_ms, "keep_for", 0, MAX_KEEP_FOR_MS, " ms")
 
 
 def _check_task(
@@ -287,6 +299,19 @@ def _check_task(
             parse_not_before(task.not_before, f"{at}.not_before")
         except InvalidSpec as exc:
             problems.add(exc.field, exc.reason)
+    try:
+        backoff = task.retry_backoff if task.HasField("retry_backoff") else None
+        validate_retry_policy(
+            tuple(task.retry_delays_ms),
+            None if backoff is None else RetryBackoff(backoff.base_ms, backoff.cap_ms, backoff.jitter_pct),
+            True,
+            f"{at}.",
+        )
+    except InvalidSpec as exc:
+        field = exc.field
+        if field.startswith("retry_backoff."):  # RetryBackoff names its fields without the task
+            field = f"{at}.{field}"
+        problems.add(field, exc.reason)
     if len(task.locks) > MAX_LOCKS:
         problems.add(f"{at}.locks", f"{len(task.locks)} locks, at most {MAX_LOCKS} allowed")
     seen_locks: set[str] = set()

@@ -213,11 +213,39 @@ def test_the_walk_refuses_each_limit_plus_one_and_accepts_each_limit(
 def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
     """Each self-checked message's integer fields, with the decoder that must refuse them."""
 
+    def put(msg: Any, field: str, value: int) -> None:
+        """``msg.field = value``; a repeated field gets one element (retry_delays_ms)."""
+        if msg.DESCRIPTOR.fields_by_name[field].is_repeated:
+            getattr(msg, field).append(value)
+        else:
+            setattr(msg, field, value)
+
+    def backoff(msg: Any, field: str, value: int) -> None:
+        msg.retry_backoff.base_ms = 1  # the one required field; the others are checked against it
+        setattr(msg.retry_backoff, field, value)
+
     def task(field: str) -> Callable[[int], object]:
         def decode(value: int) -> object:
             spec = logpb.TaskSpec(name="t", command="true")
-            setattr(spec, field, value)
+            put(spec, field, value)
             return codec.spec_from_pb(spec)
+
+        return decode
+
+    def task_backoff(field: str) -> Callable[[int], object]:
+        def decode(value: int) -> object:
+            spec = logpb.TaskSpec(name="t", command="true")
+            backoff(spec, field, value)
+            return codec.spec_from_pb(spec)
+
+        return decode
+
+    def wf_backoff(field: str) -> Callable[[int], object]:
+        def decode(value: int) -> object:
+            spec = pb.WorkflowSpec(name="w")
+            backoff(spec.tasks.add(name="a", command="true"), field, value)
+            validate_workflow(spec)
+            return spec
 
         return decode
 
@@ -235,7 +263,7 @@ def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
         def decode(value: int) -> object:
             spec = pb.WorkflowSpec(name="w")
             task = spec.tasks.add(name="a", command="true")
-            setattr(task, field, value)
+            put(task, field, value)
             validate_workflow(spec)
             return spec
 
@@ -290,10 +318,15 @@ def _spec_refusals() -> list[tuple[str, Callable[[int], object]]]:
             cases.append((fd.full_name, trigger("interval", fd.name)))
         elif owner == "OnceTrigger":
             cases.append((fd.full_name, trigger("once", fd.name)))
+        elif owner == "RetryBackoff":
+            cases.append((fd.full_name, task_backoff(fd.name)))
     for fd in bounds.integer_fields(_d(pb.WorkflowSpec.DESCRIPTOR), set()):
         owner = _d(fd.containing_type).name
         if owner == "Dependency":
             cases.append((fd.full_name, wf_dep(fd.name)))
+            continue
+        if owner == "RetryBackoff":
+            cases.append((fd.full_name, wf_backoff(fd.name)))
             continue
         cases.append((fd.full_name, wf_task(fd.name) if owner == "WorkflowTaskSpec" else wf(fd.name)))
     for name in ("rate_milli", "burst", "max_running"):

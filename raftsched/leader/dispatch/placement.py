@@ -42,6 +42,9 @@ class Waiting:
     namespace: str = ""
     locks: tuple[Lock, ...] = ()
     reason: str = ""  # the wait reason last proposed for it (sent again only when it changes)
+    # A retry (issue 29 §3): the executors earlier attempts of its shard were assigned to; it goes
+    # to another executor when one may take it (empty: the ring's choice, as for a first attempt).
+    avoid: frozenset[str] = frozenset()
 
 
 class Admission:
@@ -127,9 +130,9 @@ class Placement:
         self.queues.clear()
         for key, w in self.waiting.items():
             if w.need is not NO_NEED:
-                w.candidates = self._candidates(v, w.ready.task, w.ready.shard)
+                w.candidates = _elsewhere_first(self._candidates(v, w.ready.task, w.ready.shard), w.avoid)
                 continue
-            w.owner = self._owner(v, w.ready.task, w.ready.shard)
+            w.owner = self._owner(v, w.ready.task, w.ready.shard, w.avoid)
             self._queue(w.owner).add(key, w)
 
     def _queue(self, executor: str) -> WaitQueue[Waiting]:
@@ -148,12 +151,13 @@ class Placement:
             walk = tuple(n for n in walk if (a := self.restricted.get(n)) is None or namespace in a)
         return shard_order(walk, shard)
 
-    def _owner(self, v: StateView, task: str, shard: int) -> str:
+    def _owner(self, v: StateView, task: str, shard: int, avoid: frozenset[str] = frozenset()) -> str:
         """The executor whose queue the shard waits in: the first of :meth:`_candidates` ("" if
-        none may take it: the attempt waits for one to join)."""
-        if not self.restricted:
+        none may take it: the attempt waits for one to join); a retry's first candidate it has
+        not tried yet, if there is one (else, as before, the first)."""
+        if not self.restricted and not avoid:
             return self.ring.owner(task, shard) or ""
-        candidates = self._candidates(v, task, shard)
+        candidates = _elsewhere_first(self._candidates(v, task, shard), avoid)
         return candidates[0] if candidates else ""
 
     def wait(self, v: StateView, ready: AttemptReady) -> None:
@@ -161,12 +165,16 @@ class Placement:
         key = (ready.run_id, ready.shard)
         self.unwait(key)
         spec = v.task_spec(ready.task)
+        avoid: frozenset[str] = frozenset()
+        if ready.attempt > 1 and spec is not None and spec.retry_elsewhere:
+            avoid = v.tried_executors(ready.run_id, ready.shard, ready.attempt)
         w = Waiting(
             ready,
             start_order(
                 spec.priority if spec is not None else 5, ready.nominal_ms, ready.run_id, ready.shard
             ),
-            self._owner(v, ready.task, ready.shard),
+            self._owner(v, ready.task, ready.shard, avoid),
+            avoid=avoid,
         )
         if spec is not None:
             w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
@@ -174,7 +182,8 @@ class Placement:
         need = v.need_hint(ready.task, ready.run_id)
         if need is not NO_NEED:
             # Declared cpu, memory or labels: it walks the ring instead of waiting for its owner.
-            w.need, w.candidates, w.owner = need, self._candidates(v, ready.task, ready.shard), ""
+            candidates = _elsewhere_first(self._candidates(v, ready.task, ready.shard), avoid)
+            w.need, w.candidates, w.owner = need, candidates, ""
             self.sized[key] = w
         else:
             self._queue(w.owner).add(key, w)
@@ -300,6 +309,14 @@ class Placement:
         cmd.assign_attempts.assignments.add(
             run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=executor
         )
+
+
+def _elsewhere_first(candidates: tuple[str, ...], avoid: frozenset[str]) -> tuple[str, ...]:
+    """``candidates`` with those in ``avoid`` (a retry's earlier executors) moved to the end, in
+    their order: a retry tries them only when no other executor may take it."""
+    if not avoid:
+        return candidates
+    return tuple(c for c in candidates if c not in avoid) + tuple(c for c in candidates if c in avoid)
 
 
 def _share(total_slots: int, r: AttemptReady) -> int:

@@ -29,6 +29,7 @@ from raftsched.model import (
     parse_runner,
     unchecked,
 )
+from raftsched.secretref import uses_secrets
 from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
@@ -52,7 +53,10 @@ from raftsched.v1 import log_pb2 as pb
 #   7  EmitEvent (events and the runs they trigger, issue 28 §3); a task or workflow written with
 #      on_event or emits is stamped 7 too: a format-6 node would store it and then not emit on
 #      its success, so it stops at the definition instead of diverging later.
-COMMAND_FORMAT = 7
+#   8  a task or workflow whose params, env or command hold a ``{{ secret.NAME }}`` reference
+#      (issue 29 §7): a format-7 node refuses the reference in a workflow template (replicas
+#      would disagree) and its executors would pass the reference on as literal text.
+COMMAND_FORMAT = 8
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -85,6 +89,8 @@ WorkflowWaitsDue (see the history)."""
 EVENTS_FORMAT = 7
 """The format of EmitEvent and of task and workflow definitions that use events (see the history)."""
 _BODY_FORMAT["emit_event"] = EVENTS_FORMAT
+SECRETS_FORMAT = 8
+"""The format of a task or workflow definition that references a secret (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -237,6 +243,8 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body in _SECRET_SPECS and _SECRET_SPECS[body](cmd):
+        return SECRETS_FORMAT
     if body in _EVENT_SPECS and _EVENT_SPECS[body](cmd):
         return EVENTS_FORMAT
     if body == "workflow_waits_due" or _defines_cross_workflow(cmd, body):
@@ -289,6 +297,32 @@ _EVENT_SPECS: dict[str, Callable[[pb.Command], bool]] = {
     ),
     "stage_workflow_tasks": lambda c: (
         _uses_events(c.stage_workflow_tasks.header) or any(t.emits for t in c.stage_workflow_tasks.tasks)
+    ),
+}
+
+
+def _task_uses_secrets(spec: pb.TaskSpec) -> bool:
+    return uses_secrets(spec.params_json)
+
+
+def _workflow_tasks_use_secrets(tasks: Any) -> bool:
+    return any(
+        uses_secrets(t.params_json) or uses_secrets(t.command) or any(uses_secrets(v) for v in t.env.values())
+        for t in tasks
+    )
+
+
+_SECRET_SPECS: dict[str, Callable[[pb.Command], bool]] = {
+    "create_task": lambda c: _task_uses_secrets(c.create_task.spec),
+    "update_task": lambda c: _task_uses_secrets(c.update_task.spec),
+    "create_tasks": lambda c: any(_task_uses_secrets(i.spec) for i in c.create_tasks.items),
+    "apply_workflow": lambda c: (
+        uses_secrets(c.apply_workflow.spec.params_json)
+        or _workflow_tasks_use_secrets(c.apply_workflow.spec.tasks)
+    ),
+    "stage_workflow_tasks": lambda c: (
+        uses_secrets(c.stage_workflow_tasks.header.params_json)
+        or _workflow_tasks_use_secrets(c.stage_workflow_tasks.tasks)
     ),
 }
 

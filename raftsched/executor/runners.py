@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
 from raftsched.errors import InvalidSpec
+from raftsched.executor.secrets import without_secret_env
 from raftsched.logfields import attempt_fields
 from raftsched.model import MAX_LABEL, MAX_SHARDS, MAX_TIME_MS, MAX_TIMEOUT_MS
 
@@ -387,7 +388,8 @@ class SubprocessRunner:
 
         if not isinstance(command, str) or not command.strip():
             return failed("empty command: the task has no command to run")
-        env = {**os.environ, **self.extra_env, **ctx.env()}
+        # RAFTSCHED_SECRET_* stay with the executor: an attempt sees the secrets it references.
+        env = {**without_secret_env(os.environ), **self.extra_env, **ctx.env()}
         # Our own pipes rather than asyncio's: asyncio's Process.wait() also waits for its pipes
         # to close, which a background child of the command can delay for ever.
         out_r, out_w = os.pipe()

@@ -53,7 +53,7 @@ from raftsched.timing.cron import CronSchedule, validate_timezone
 from raftsched.timing.gates import parse_not_before
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.dag import find_cycle
-from raftsched.workflow.template import check_template, template_params
+from raftsched.workflow.template import check_template, template_params, template_secrets
 
 __all__ = ["MAX_PARALLEL", "MAX_WORKFLOW_TASKS", "collect_problems", "locate", "validate_workflow"]
 
@@ -334,6 +334,12 @@ def _check_task(
             continue
         for message in check_template(text):
             problems.add(path, f"template: {message}")
+        if path.endswith(".command") and template_secrets(text):
+            problems.add(
+                path,
+                "{{ secret.NAME }} is not allowed in a command (a command line is visible to every "
+                "user of the host): put it in env (PW: '{{ secret.NAME }}') and use $PW",
+            )
         for name in sorted(template_params(text) - defined):
             problems.add(
                 path,

@@ -141,7 +141,9 @@ def test_a_newer_command_stops_the_replica_and_the_rest_of_the_log_waits_for_an_
     finally:
         applier.stop()
     assert isinstance(fatal[0], FormatTooNew) and fatal[0].index == 2
-    want = f"command format {codec.COMMAND_FORMAT + 1} is newer than this build applies ({codec.COMMAND_FORMAT})"
+    want = (
+        f"command format {codec.COMMAND_FORMAT + 1} is newer than this build applies ({codec.COMMAND_FORMAT})"
+    )
     assert want in str(fatal[0])
     assert applier.failed is fatal[0]
     # Entry 1 applied; entry 2 is not recorded as applied (a newer build replays it), nor is 3.

@@ -55,7 +55,9 @@ from raftsched.v1 import log_pb2 as pb
 #      its success, so it stops at the definition instead of diverging later.
 #   8  a task or workflow whose params, env or command hold a ``{{ secret.NAME }}`` reference
 #      (issue 29 §7): a format-7 node refuses the reference in a workflow template (replicas
-#      would disagree) and its executors would pass the reference on as literal text.
+#      would disagree) and its executors would pass the reference on as literal text. Also an
+#      ApplyWorkflow with expected_version (the console's conditional edit, issue 29 §8): a
+#      format-7 node would ignore the condition.
 COMMAND_FORMAT = 8
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
@@ -91,6 +93,9 @@ EVENTS_FORMAT = 7
 _BODY_FORMAT["emit_event"] = EVENTS_FORMAT
 SECRETS_FORMAT = 8
 """The format of a task or workflow definition that references a secret (see the history)."""
+WORKFLOW_VERSION_CHECK_FORMAT = 8
+"""The format of an ApplyWorkflow conditional on the version (``expected_version``): an older
+node would ignore the condition and apply what a newer one refuses (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -245,6 +250,8 @@ def command_format(cmd: pb.Command) -> int:
     # Newest first: a command that needs several new formats needs the newest of them.
     if body in _SECRET_SPECS and _SECRET_SPECS[body](cmd):
         return SECRETS_FORMAT
+    if body == "apply_workflow" and cmd.apply_workflow.expected_version:
+        return WORKFLOW_VERSION_CHECK_FORMAT
     if body in _EVENT_SPECS and _EVENT_SPECS[body](cmd):
         return EVENTS_FORMAT
     if body == "workflow_waits_due" or _defines_cross_workflow(cmd, body):

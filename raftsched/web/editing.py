@@ -6,11 +6,9 @@ file (``raftsched workflow apply``), YAML or TOML, read by the same parsers the 
 problem gets the same message (``console:3: cron: ...``). An edit page starts from the stored
 definition (:mod:`raftsched.workflow.export`) and carries the version it was read at:
 
-* a task is updated only if it is still at that version (the state machine checks it, as for
-  ``raftsched apply``): a concurrent change is refused with the ``conflict`` message;
-* a workflow has no conditional apply in the log: the console compares the version first and
-  refuses a stale edit the same way; a change committed between that read and the apply is not
-  caught (a window of one round trip).
+a task or workflow is updated only if it is still at that version (the state machine checks
+it when it applies the write, as for ``raftsched apply``): a concurrent change is refused with
+the ``conflict`` message.
 
 Every action is an RPC made with the session's token, so the authorization table decides; the
 pages draw a button only when :meth:`Ctx.can` allows it in the object's namespace. A refused
@@ -206,10 +204,7 @@ def edit_workflow(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
         spec = parse_workflow_text(text, _fmt(fmt), SOURCE)
         if spec.name != name:
             raise InvalidSpec("name", f"this page edits workflow {name!r}; the text names {spec.name!r}")
-        current = ctx.client.get_workflow(name).version
-        if version and current != version:
-            raise Conflict(f"workflow {name!r} is at version {current}, not {version}")
-        record, changed = ctx.client.apply_workflow(spec)
+        record, changed = ctx.client.apply_workflow(spec, expected_version=version)
     except RaftschedError as exc:
         return _form_view(
             ctx,

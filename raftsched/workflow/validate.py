@@ -55,7 +55,14 @@ from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.dag import find_cycle
 from raftsched.workflow.template import check_template, template_params, template_secrets
 
-__all__ = ["MAX_PARALLEL", "MAX_WORKFLOW_TASKS", "collect_problems", "locate", "validate_workflow"]
+__all__ = [
+    "MAX_PARALLEL",
+    "MAX_WORKFLOW_TASKS",
+    "collect_problems",
+    "locate",
+    "validate_workflow",
+    "workflow_version_conflict",
+]
 
 MAX_WORKFLOW_TASKS = 10_000
 MAX_PARALLEL = 10_000
@@ -464,3 +471,8 @@ def locate(
                 shown = f"{locations['']}: {shown}"
         out.append((shown, message))
     return out
+
+
+def workflow_version_conflict(name: str, at: int, expected: int) -> str:
+    """The message of an apply conditional on version ``expected`` of a workflow at ``at``."""
+    return f"workflow {name!r} is at version {at}, not {expected}"

@@ -806,6 +806,7 @@ class Executor:
                 attempt=item.attempt,
                 timeout_ms=item.timeout_ms,
                 extra_env=env,
+                secret_values=self._masker.values,
             )
             if item.handler:
                 return await self.callables.run(item.handler, ctx)

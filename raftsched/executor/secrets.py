@@ -50,6 +50,7 @@ __all__ = [
     "MaskingFilter",
     "MissingSecret",
     "SecretStore",
+    "StreamMasker",
     "env_name",
     "resolve_attempt",
     "without_secret_env",
@@ -290,6 +291,37 @@ class Masker:
                     body = MASK + body[size:]
                     break
         return head + newline + body
+
+
+class StreamMasker:
+    """Masks a byte stream fed in chunks (output written to a file as it comes): every value of
+    ``masker`` becomes ``***`` even when a chunk boundary splits it, because the last
+    ``longest value - 1`` bytes are held back until more data (or :meth:`flush`) comes."""
+
+    def __init__(self, masker: Masker) -> None:
+        self._values = sorted({v.encode("utf-8") for v in masker.values}, key=lambda v: (-len(v), v))
+        self._keep = max((len(v) for v in self._values), default=1) - 1
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The masked bytes that can be written now (possibly fewer than fed)."""
+        if not self._values:
+            return chunk
+        data = self._mask(self._held + chunk)
+        cut = max(0, len(data) - self._keep)
+        self._held = data[cut:]
+        return data[:cut]
+
+    def flush(self) -> bytes:
+        """The held-back rest, masked (call at the end of the stream)."""
+        rest, self._held = self._mask(self._held), b""
+        return rest
+
+    def _mask(self, data: bytes) -> bytes:
+        for value in self._values:
+            if value in data:
+                data = data.replace(value, MASK.encode())
+        return data
 
 
 class MaskingFilter(logging.Filter):

@@ -25,6 +25,7 @@ from raftsched.executor.secrets import (
     MaskingFilter,
     MissingSecret,
     SecretStore,
+    StreamMasker,
     env_name,
     resolve_attempt,
 )
@@ -281,3 +282,24 @@ def test_a_subprocess_does_not_inherit_the_secret_variables() -> None:
     finally:
         del os.environ["RAFTSCHED_SECRET_HIDDEN"]
     assert result.success and "RAFTSCHED_SECRET_HIDDEN" not in result.stdout_tail
+
+
+def test_a_stream_is_masked_whatever_the_chunk_boundaries() -> None:
+    """For full output written to files as it comes: a value split across chunks is masked."""
+    text = f"start {VALUE} middle {VALUE}{VALUE} end".encode()
+    want = b"start *** middle ****** end"
+    for size in range(1, len(text) + 1):
+        stream = StreamMasker(Masker([VALUE]))
+        out = b"".join(stream.feed(text[i : i + size]) for i in range(0, len(text), size)) + stream.flush()
+        assert out == want, size
+    assert StreamMasker(Masker([])).feed(b"as is") == b"as is"
+
+
+def test_the_output_is_masked_before_the_tail_cuts_it() -> None:
+    """A value that the 8 KiB tail would cut in two is masked whole, as the output is read."""
+    ctx = AttemptContext("t@1/0/1", "t@1", "t", 1000, 0, 1, 1, secret_values=(VALUE,))
+    filler = 8192 - len(MASK)
+    command = f"printf '%s' '{VALUE}'; head -c {filler} /dev/zero | tr '\\0' x"
+    result = asyncio.run(SubprocessRunner().run(command, ctx))
+    assert result.success and result.stdout_tail == MASK + "x" * filler
+    assert VALUE not in repr(ctx)

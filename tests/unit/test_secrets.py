@@ -303,3 +303,23 @@ def test_the_output_is_masked_before_the_tail_cuts_it() -> None:
     result = asyncio.run(SubprocessRunner().run(command, ctx))
     assert result.success and result.stdout_tail == MASK + "x" * filler
     assert VALUE not in repr(ctx)
+
+
+def test_task_and_workflow_files_name_the_line_of_a_bad_reference() -> None:
+    """What `raftsched apply` and `raftsched workflow apply` (and the console) print."""
+    from raftsched.workflow.files import parse_workflow_text
+    from raftsched.workflow.taskfiles import parse_task_text
+
+    task_file = 'tasks:\n  - name: a\n    command: "true"\n    params: {pw: "{{ secret.x y }}"}\n'
+    with pytest.raises(InvalidSpec) as err:
+        parse_task_text(task_file, "yaml", "t.yaml")
+    assert "t.yaml:4: tasks[0].params.pw" in str(err.value) and "bad secret reference" in str(err.value)
+    workflow = (
+        "name: w\ntasks:\n  - name: a\n"
+        + '    command: "echo {{ secret.pw }}"\n    env: {PW: "{{ secrets.pw }}"}\n'
+    )
+    with pytest.raises(InvalidSpec) as err:
+        parse_workflow_text(workflow, "yaml", "w.yaml")
+    text = str(err.value)
+    assert "w.yaml:4: tasks[0].command" in text and "not allowed in a command" in text
+    assert "w.yaml:5: tasks[0].env.PW" in text and "did you mean {{ secret.pw }}?" in text

@@ -1,6 +1,7 @@
 """Secrets never leave the executor (issue 29 §7), against real processes.
 
-A 3-node cluster with a small log-compaction threshold (so every node writes a snapshot) and one
+A 3-node cluster with [auth] (writes audited, the console signed in) and a small log-compaction
+threshold (so every node writes a snapshot) and one
 executor that has one secret in its environment and one in a secrets directory. A task echoes
 both to stdout and stderr and writes a hash of them to a file; a workflow task does the same with
 a secret in its env. Then the test searches every file under the cluster's directory (each node's
@@ -13,6 +14,7 @@ for the values, and finds none; the hash file proves the attempt saw them, and t
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -22,6 +24,7 @@ import pytest
 
 from raftsched.client import Client
 from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.security.tokens import new_token
 from raftsched.testing.cluster import LocalCluster, stop_processes, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.console_support import WebSession, write_http_config
@@ -57,7 +60,7 @@ def _crawl(web: WebSession, limit: int = 150) -> dict[str, str]:
         pages[path] = reply.text
         for link in re.findall(r'href="(/[^"#]*)"', reply.text):
             link = link.replace("&amp;", "&")
-            if link.startswith(("/static/", "/logout")) or link in pages or link in queue:
+            if link.startswith(("/static/", "/logout", "/login")) or link in pages or link in queue:
                 continue
             queue.append(link)
     return pages
@@ -66,8 +69,11 @@ def _crawl(web: WebSession, limit: int = 150) -> dict[str, str]:
 def test_a_secret_reaches_the_attempt_and_nothing_else(tmp_path: Path) -> None:
     base = tmp_path / "cluster"
     base.mkdir()
-    http = write_http_config(base / "cluster.toml", 3, "[raft]\nlog_compaction_min_entries = 20\n")
-    cluster = LocalCluster(base / "cluster.toml", base / "logs")
+    admin = new_token()  # with [auth]: the writes are audited, the console needs a sign-in
+    (base / "admin.token").write_text(admin + "\n")
+    extra = '[raft]\nlog_compaction_min_entries = 20\n\n[auth]\nbootstrap_token_file = "admin.token"\n'
+    http = write_http_config(base / "cluster.toml", 3, extra)
+    cluster = LocalCluster(base / "cluster.toml", base / "logs", token=admin)
     secrets = tmp_path / "secrets"  # outside the scanned directory: it holds the values
     secrets.mkdir(mode=0o700)
     (secrets / "api-key").write_text(KEY_VALUE + "\n")
@@ -78,10 +84,15 @@ def test_a_secret_reaches_the_attempt_and_nothing_else(tmp_path: Path) -> None:
     try:
         cluster.start()
         leader = cluster.wait_for_leader(60)
-        executor = cluster.start_executor(
-            "ex1", env={"RAFTSCHED_SECRET_DB_PASSWORD": DB_VALUE}, extra=["--secrets", str(secrets)]
-        )
-        with Client(cluster.targets(), timeout=20) as client:
+        with Client(cluster.targets(), timeout=20, token=admin) as client:
+            wait_until(lambda: _works(client), 30, 0.2, "the bootstrap admin token")
+            executor_token, _ = client.create_token("executor", description="secret scan")
+            executor = cluster.start_executor(
+                "ex1",
+                token=executor_token,
+                env={"RAFTSCHED_SECRET_DB_PASSWORD": DB_VALUE},
+                extra=["--secrets", str(secrets)],
+            )
             wait_until(lambda: len(client.list_executors().executors) == 1, 60, 0.2, "the executor")
             params = f'{{"pw": "{REFERENCE}", "key": "{{{{ secret.api-key }}}}"}}'
             client.add_task(
@@ -133,6 +144,7 @@ def test_a_secret_reaches_the_attempt_and_nothing_else(tmp_path: Path) -> None:
                 text=True,
                 timeout=60,
                 check=False,
+                env={**os.environ, "RAFTSCHED_TOKEN": admin},
             )
             assert done_backup.returncode == 0, done_backup.stderr
             wait_until(
@@ -144,7 +156,9 @@ def test_a_secret_reaches_the_attempt_and_nothing_else(tmp_path: Path) -> None:
 
             pages: dict[str, str] = {}
             for node, address in http.items():
-                for path, text in _crawl(WebSession(address)).items():
+                web = WebSession(address)
+                web.sign_in(admin)
+                for path, text in _crawl(web).items():
                     pages[f"{node}{path}"] = text
             api: dict[str, str] = {}
             web = WebSession(http[leader])
@@ -160,7 +174,7 @@ def test_a_secret_reaches_the_attempt_and_nothing_else(tmp_path: Path) -> None:
                 "/api/v1/audit",
                 "/api/v1/alerts",
             ):
-                reply = web.get(path)
+                reply = web.request("GET", path, headers={"Authorization": f"Bearer {admin}"})
                 assert reply.status == 200, (path, reply.text)
                 api[path] = reply.text
     finally:
@@ -190,6 +204,15 @@ def test_a_secret_reaches_the_attempt_and_nothing_else(tmp_path: Path) -> None:
     assert any("secret.db_password" in text for text in pages.values())
     assert "secret.db_password" in api["/api/v1/tasks/leaky"]
     assert len(pages) >= 10 and len(files) >= 10
+    assert "CreateTask" in api["/api/v1/audit"] or "AddTask" in api["/api/v1/audit"]  # writes were audited
+
+
+def _works(client: Client) -> bool:
+    try:
+        client.list_tasks(limit=1)
+        return True
+    except Exception:
+        return False
 
 
 def _snapshots(data: Path) -> list[Path]:

@@ -323,3 +323,26 @@ def test_task_and_workflow_files_name_the_line_of_a_bad_reference() -> None:
     text = str(err.value)
     assert "w.yaml:4: tasks[0].command" in text and "not allowed in a command" in text
     assert "w.yaml:5: tasks[0].env.PW" in text and "did you mean {{ secret.pw }}?" in text
+
+
+def test_the_executor_program_refuses_a_world_readable_secrets_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from raftsched.cli.executor import executor_main
+
+    path = tmp_path / "secrets.env"
+    path.write_text("pw=hunter2\n")
+    path.chmod(0o644)
+    argv = [
+        "--cluster",
+        "127.0.0.1:1",
+        "--name",
+        "ex1",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--secrets",
+        str(path),
+    ]
+    assert executor_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "readable by every user" in err and str(path) in err and "hunter2" not in err

@@ -98,9 +98,12 @@ def _status(exc: RaftschedError) -> int:
 
 def new_page(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     kind = ctx.arg("kind", "task")
-    return _form_view(
-        ctx, kind=kind if kind in _KINDS else "task", text=_EXAMPLES[kind if kind in _KINDS else "task"]
-    )
+    kind = kind if kind in _KINDS else "task"
+    text = _EXAMPLES[kind]
+    ns = ctx.arg("ns")  # the list page's link names a namespace the caller may write to
+    if ns and _NAMESPACE.fullmatch(ns):
+        text = text.replace('namespace: "default"', f'namespace: "{ns}"')
+    return _form_view(ctx, kind=kind, text=text)
 
 
 def create(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
@@ -262,6 +265,7 @@ _EXAMPLES: Final = {
     ),
     "workflow": (
         'name: "etl"\n'
+        'namespace: "default"\n'
         'schedule: "0 2 * * *"\n'
         "tasks:\n"
         '  - name: "extract"\n'
@@ -273,6 +277,7 @@ _EXAMPLES: Final = {
 }
 
 _NAME: Final = r"(?P<name>[^/]+)"
+_NAMESPACE: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 ROUTES: Final = [
     ("GET", r"/edit/new", new_page, False),

@@ -49,6 +49,7 @@ def tokens(node: Running) -> dict[str, str]:
         wait_until(lambda: _admin_ok(c), 30, 0.2, "the bootstrap admin token")
         for role in ("viewer", "maintainer"):
             out[role], _ = c.create_token(role, description=f"editing test {role}")
+        out["etl"], _ = c.create_token("maintainer", ["etl"], description="editing test, etl only")
     return out
 
 
@@ -196,3 +197,18 @@ def test_an_edit_without_the_csrf_token_is_refused(node: Running, tokens: dict[s
     assert reply.status == 403 and "CSRF" in reply.text
     with node.client() as c:
         assert "nocsrf" not in {t.spec.name for t in c.list_tasks()}
+
+
+def test_a_namespaced_maintainer_creates_in_its_namespace_only(node: Running, tokens: dict[str, str]) -> None:
+    web = signed_in(node, tokens["etl"])
+    listing = web.get("/tasks").text
+    assert 'href="/edit/new?kind=task&amp;ns=etl"' in listing
+    page = web.get("/edit/new?kind=task&ns=etl").text
+    assert 'namespace: "etl"' in _textarea(page)
+    text = TASK_YAML.replace("default", "etl").replace("report", "etl-report")
+    status, location, _ = _create(web, text)
+    assert status == 303 and location == "/tasks/etl-report"
+    refused = web.post(
+        "/edit/new", {"csrf": csrf_of(page), "kind": "task", "text": TASK_YAML.replace("report", "x")}
+    )
+    assert refused.status == 403 and "namespace" in refused.text

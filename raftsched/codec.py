@@ -331,6 +331,10 @@ _SECRET_SPECS: dict[str, Callable[[pb.Command], bool]] = {
         uses_secrets(c.stage_workflow_tasks.header.params_json)
         or _workflow_tasks_use_secrets(c.stage_workflow_tasks.tasks)
     ),
+    # Run params are checked in apply too: a format-7 node would accept a malformed reference.
+    "trigger_now": lambda c: uses_secrets(c.trigger_now.params_json),
+    "start_workflow_run": lambda c: uses_secrets(c.start_workflow_run.params_json),
+    "start_backfill": lambda c: uses_secrets(c.start_backfill.params_json),
 }
 
 

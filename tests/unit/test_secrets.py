@@ -91,6 +91,8 @@ def test_a_definition_that_references_a_secret_needs_the_secrets_format() -> Non
         )
     )
     assert codec.command_format(wf) == codec.SECRETS_FORMAT
+    run = lpb.Command(trigger_now=lpb.TriggerNow(name="t", params_json='{"a":"{{ secret.x y }}"}'))
+    assert codec.command_format(run) == codec.SECRETS_FORMAT
 
 
 # -- sources ----------------------------------------------------------------------------------------

@@ -141,8 +141,11 @@ def _stamp(path: Path) -> tuple[int, ...]:
         parts = [st.st_mtime_ns, st.st_size, st.st_mode, st.st_ino]
         if stat.S_ISDIR(st.st_mode):
             for entry in sorted(os.listdir(path)):
-                with_stat = (path / entry).stat()
-                parts += [with_stat.st_mtime_ns, with_stat.st_size, with_stat.st_mode, with_stat.st_ino]
+                try:
+                    member = (path / entry).stat()
+                except OSError:
+                    continue  # a dangling link (a rotation under way): not a secret, skipped
+                parts += [member.st_mtime_ns, member.st_size, member.st_mode, member.st_ino]
     except OSError as exc:
         raise InvalidSpec("secrets", f"cannot read {path}: {exc.strerror or exc}") from None
     return tuple(parts)

@@ -122,6 +122,7 @@ def test_a_toml_file_and_a_directory_of_files(tmp_path: Path) -> None:
     (folder / "..data").mkdir()  # Kubernetes' bookkeeping: skipped
     for f in folder.iterdir():
         f.chmod(0o700 if f.is_dir() else 0o400)
+    (folder / "dangling").symlink_to(folder / "nowhere")  # skipped too
     store = SecretStore(folder, environ={})
     assert store.lookup("api-key") == "k3y"
     # A rotated secret is picked up at the next lookup.

@@ -4,11 +4,10 @@ pause or resume a workflow (tasks are enabled and disabled on their page, :mod:`
 A definition is edited as the text of a file: a task file (``raftsched apply``) or a workflow
 file (``raftsched workflow apply``), YAML or TOML, read by the same parsers the CLI uses, so a
 problem gets the same message (``console:3: cron: ...``). An edit page starts from the stored
-definition (:mod:`raftsched.workflow.export`) and carries the version it was read at:
-
-a task or workflow is updated only if it is still at that version (the state machine checks
-it when it applies the write, as for ``raftsched apply``): a concurrent change is refused with
-the ``conflict`` message.
+definition (:mod:`raftsched.workflow.export`) and carries the version it was read at; the task
+or workflow is updated only if it is still at that version (the state machine checks it when it
+applies the write, as for ``raftsched apply``), so a concurrent change is refused with the
+``conflict`` message.
 
 Every action is an RPC made with the session's token, so the authorization table decides; the
 pages draw a button only when :meth:`Ctx.can` allows it in the object's namespace. A refused

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["MAX_SECRET_NAME", "check_secret_refs", "secret_names", "substitute", "uses_secrets"]
+__all__ = ["MAX_SECRET_NAME", "check_secret_refs", "substitute", "uses_secrets"]
 
 MAX_SECRET_NAME = 128
 _NAME = r"[A-Za-z_][A-Za-z0-9_-]{0,127}"
@@ -53,15 +53,6 @@ def check_secret_refs(text: str) -> list[str]:
             f"NAME a letter or _ then letters, digits, _ or - (at most {MAX_SECRET_NAME}){hint}"
         )
     return problems
-
-
-def secret_names(text: str) -> list[str]:
-    """The secret names ``text`` references, in order of first use."""
-    names: list[str] = []
-    for match in _REF.finditer(text):
-        if match.group(1) not in names:
-            names.append(match.group(1))
-    return names
 
 
 def substitute(text: str, lookup: Callable[[str], str]) -> str:

@@ -30,7 +30,7 @@ from raftsched.executor.secrets import (
     resolve_attempt,
 )
 from raftsched.model import parse_params
-from raftsched.secretref import check_secret_refs, secret_names, uses_secrets
+from raftsched.secretref import check_secret_refs, substitute, uses_secrets
 from raftsched.storage.memory import MemoryExecutionLog
 from raftsched.v1 import log_pb2 as lpb
 from raftsched.v1 import raftsched_pb2 as pb
@@ -43,10 +43,12 @@ VALUE = "s3cr3t-Value!"
 
 
 def test_references_are_found_and_typos_are_refused_with_a_clear_message() -> None:
-    assert secret_names("a {{ secret.db_password }} b {{secret.x-y}} {{ secret.db_password }}") == [
-        "db_password",
-        "x-y",
-    ]
+    seen: list[str] = []
+    text = "a {{ secret.db_password }} b {{secret.x-y}} {{ secret.db_password }}"
+    assert (
+        substitute(text, lambda name: seen.append(name) or name.upper()) == "a DB_PASSWORD b X-Y DB_PASSWORD"
+    )
+    assert seen == ["db_password", "x-y", "db_password"]
     assert check_secret_refs("{{ secret.db_password }}") == []
     [bad] = check_secret_refs("x {{ secret.x y }}")
     assert "bad secret reference '{{ secret.x y }}' at column 3" in bad and "{{ secret.NAME }}" in bad

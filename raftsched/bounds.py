@@ -168,6 +168,7 @@ FIELDS: Final[dict[str, Range]] = {
         "CalendarSpec.weekdays": Range(0, ALL_WEEKDAYS, "", "no weekday (bit 0 Monday .. bit 6 Sunday)"),
         # -- Admin requests --------------------------------------------------------------------
         "UpdateTaskRequest.expected_version": COUNTER,
+        "ApplyWorkflowRequest.expected_version": COUNTER,
         "ListTasksRequest.limit": LIMIT,
         "ListTasksRequest.page_size": LIMIT,
         "ListTasksRequest.recent_fires": LIMIT,
@@ -207,6 +208,7 @@ FIELDS: Final[dict[str, Range]] = {
         "CreateTask.next_fire_ms": TIME,
         "UpdateTask.next_fire_ms": TIME,
         "UpdateTask.expected_version": COUNTER,
+        "ApplyWorkflow.expected_version": COUNTER,
         "SetEnabled.next_fire_ms": TIME,
         "TaskFires.version": COUNTER,
         "TaskFires.next_fire_ms": TIME,

@@ -618,7 +618,11 @@ class Client:
     # -- workflows ---------------------------------------------------------------------------------
 
     def apply_workflow(
-        self, spec_or_path: pb.WorkflowSpec | str | os.PathLike[str], idempotency_key: str | None = None
+        self,
+        spec_or_path: pb.WorkflowSpec | str | os.PathLike[str],
+        idempotency_key: str | None = None,
+        *,
+        expected_version: int = 0,
     ) -> tuple[pb.WorkflowRecord, bool]:
         """Create a workflow, or a new version of it: ``(record, changed)``.
 
@@ -629,6 +633,8 @@ class Client:
         ``changed`` is False when the definition equals the current version: no version is
         created, so applying the same file twice is harmless. Runs keep the version they started
         with. ``idempotency_key`` (default: a fresh one) makes a retried call apply once.
+        ``expected_version`` (0: any) applies only if the workflow is still at that version
+        (else :class:`~raftsched.errors.Conflict`), checked when the state machine applies it.
         """
         if isinstance(spec_or_path, pb.WorkflowSpec):
             spec = spec_or_path
@@ -638,7 +644,10 @@ class Client:
             spec = load_workflow_file(os.fspath(spec_or_path))
         if idempotency_key is not None and not 0 < len(idempotency_key) <= 128:
             raise InvalidSpec("idempotency_key", "1-128 characters")
-        request = pb.ApplyWorkflowRequest(spec=spec, idempotency_key=idempotency_key or _key())
+        _check_count(expected_version, "expected_version")
+        request = pb.ApplyWorkflowRequest(
+            spec=spec, idempotency_key=idempotency_key or _key(), expected_version=expected_version
+        )
         try:
             reply: pb.WorkflowReply = self._call("ApplyWorkflow", request, write=True)
         except InvalidSpec as exc:

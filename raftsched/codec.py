@@ -31,6 +31,7 @@ from raftsched.model import (
     parse_runner,
     unchecked,
 )
+from raftsched.secretref import uses_secrets
 from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
@@ -59,7 +60,12 @@ from raftsched.v1 import log_pb2 as pb
 #   9  a task or workflow that defines its own retry timing (retry_delays, retry_backoff), keeps
 #      retries on the same executor, or its own retention (keep_runs, keep_for), issue 29 §3/§5:
 #      an older node would store it without them and then retry and prune differently.
-COMMAND_FORMAT = 9
+#  10  a task or workflow whose params, env or command hold a ``{{ secret.NAME }}`` reference
+#      (issue 29 §7): a format-7 node refuses the reference in a workflow template (replicas
+#      would disagree) and its executors would pass the reference on as literal text. Also an
+#      ApplyWorkflow with expected_version (the console's conditional edit, issue 29 §8): a
+#      format-7 node would ignore the condition.
+COMMAND_FORMAT = 10
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -97,6 +103,11 @@ ROUTING_FORMAT = 8
 RETRY_FORMAT = 9
 """The format of task and workflow definitions with their own retry timing, retry placement or
 retention (see the history)."""
+SECRETS_FORMAT = 10
+"""The format of a task or workflow definition that references a secret (see the history)."""
+WORKFLOW_VERSION_CHECK_FORMAT = 10
+"""The format of an ApplyWorkflow conditional on the version (``expected_version``): an older
+node would ignore the condition and apply what a newer one refuses (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -272,6 +283,10 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body in _SECRET_SPECS and _SECRET_SPECS[body](cmd):
+        return SECRETS_FORMAT
+    if body == "apply_workflow" and cmd.apply_workflow.expected_version:
+        return WORKFLOW_VERSION_CHECK_FORMAT
     if body in _RETRY_SPECS and _RETRY_SPECS[body](cmd):
         return RETRY_FORMAT
     if body == "raise_alerts" and any(a.resolved and a.kind == RUN_FAILED for a in cmd.raise_alerts.alerts):
@@ -351,6 +366,36 @@ _RETRY_SPECS: dict[str, Callable[[pb.Command], bool]] = {
     "stage_workflow_tasks": lambda c: (
         _keeps(c.stage_workflow_tasks.header) or any(_retry_task(t) for t in c.stage_workflow_tasks.tasks)
     ),
+}
+
+
+def _task_uses_secrets(spec: pb.TaskSpec) -> bool:
+    return uses_secrets(spec.params_json)
+
+
+def _workflow_tasks_use_secrets(tasks: Any) -> bool:
+    return any(
+        uses_secrets(t.params_json) or uses_secrets(t.command) or any(uses_secrets(v) for v in t.env.values())
+        for t in tasks
+    )
+
+
+_SECRET_SPECS: dict[str, Callable[[pb.Command], bool]] = {
+    "create_task": lambda c: _task_uses_secrets(c.create_task.spec),
+    "update_task": lambda c: _task_uses_secrets(c.update_task.spec),
+    "create_tasks": lambda c: any(_task_uses_secrets(i.spec) for i in c.create_tasks.items),
+    "apply_workflow": lambda c: (
+        uses_secrets(c.apply_workflow.spec.params_json)
+        or _workflow_tasks_use_secrets(c.apply_workflow.spec.tasks)
+    ),
+    "stage_workflow_tasks": lambda c: (
+        uses_secrets(c.stage_workflow_tasks.header.params_json)
+        or _workflow_tasks_use_secrets(c.stage_workflow_tasks.tasks)
+    ),
+    # Run params are checked in apply too: a format-7 node would accept a malformed reference.
+    "trigger_now": lambda c: uses_secrets(c.trigger_now.params_json),
+    "start_workflow_run": lambda c: uses_secrets(c.start_workflow_run.params_json),
+    "start_backfill": lambda c: uses_secrets(c.start_backfill.params_json),
 }
 
 

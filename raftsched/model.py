@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from raftsched.errors import InvalidSpec, quote
+from raftsched.secretref import check_secret_refs
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 MAX_NAME = 128
@@ -561,7 +562,24 @@ def parse_params(params_json: str, field_name: str = "params") -> dict[str, Any]
         raise InvalidSpec(field_name, f"must be a JSON object, got {type(value).__name__}")
     if "\\" in params_json:  # a NUL or surrogate can only come from an escape (the raw text passed)
         _check_json_strings(value, field_name)
+    if "{{" in params_json or "\\" in params_json:
+        _check_secret_strings(value, field_name)
     return value
+
+
+def _check_secret_strings(value: object, field_name: str) -> None:
+    """Refuse a malformed ``{{ secret.NAME }}`` reference in any string value (see secretref)."""
+    stack: list[tuple[object, str]] = [(value, field_name)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((inner, f"{path}.{key}") for key, inner in item.items())
+        elif isinstance(item, list):
+            stack.extend((inner, f"{path}[{i}]") for i, inner in enumerate(item))
+        elif isinstance(item, str) and "{{" in item:
+            problems = check_secret_refs(item)
+            if problems:
+                raise InvalidSpec(path, "; ".join(problems))
 
 
 def _check_json_strings(value: object, field_name: str) -> None:

@@ -107,6 +107,13 @@ def executor_parser() -> ArgParser:
         "DATA_DIR/damaged-<time>, nothing is deleted), leave the cluster (its attempts there are "
         "declared lost, the retry policy decides) and register with a fresh log",
     )
+    parser.add_argument(
+        "--secrets",
+        metavar="PATH",
+        help="resolve {{ secret.NAME }} from this file (.toml, or NAME=value lines) or directory "
+        "(one file per secret), after RAFTSCHED_SECRET_<NAME> variables; refused if other users "
+        "may read it",
+    )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
@@ -171,6 +178,7 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 else args.execution_log_keep / 1000,
                 clock=clock_for(args.name) if clock_for is not None else SystemClock(),
                 rebuilt=args.rebuild,
+                secrets=args.secrets,
             )
 
             async def serve() -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +59,7 @@ from raftsched.executor.runners import (
     SubprocessRunner,
     python_command,
 )
+from raftsched.executor.secrets import Masker, MaskingFilter, MissingSecret, SecretStore, resolve_attempt
 from raftsched.logfields import attempt_fields, leadership_fields
 from raftsched.model import validate_name
 from raftsched.observability.executor_http import ExecutorObservability
@@ -155,6 +157,10 @@ class Executor:
     result: a worker thread drops older entries, :data:`_PRUNE_STEP` per transaction, so the log
     (and its LMDB file, whose freed pages are reused) stays flat under a steady load. Why the
     default is safe: :data:`DEFAULT_EXECUTION_LOG_KEEP`.
+    ``secrets`` (a :class:`~raftsched.executor.secrets.SecretStore`, or the path of a secrets
+    file or directory for one) resolves ``{{ secret.NAME }}`` in params and env just before an
+    attempt starts; every value it knows is masked as ``***`` in what the agent reports and logs.
+    A bad path raises :class:`InvalidSpec` here; a missing secret fails the attempt, naming it.
     """
 
     def __init__(
@@ -179,8 +185,13 @@ class Executor:
         drain_grace_s: float = 30.0,
         execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
         rebuilt: bool = False,
+        secrets: SecretStore | str | Path | None = None,
     ) -> None:
         validate_name(name, "executor.name")
+        # Where {{ secret.NAME }} references are resolved (raftsched.executor.secrets).
+        self.secrets = secrets if isinstance(secrets, SecretStore) else SecretStore(secrets)
+        self._masking = MaskingFilter(self.secrets)
+        self._masker = Masker(self.secrets.values())
         self.execution_log_keep_ms = _keep_ms(execution_log_keep)
         # Its execution log was moved aside (raftsched-executor --rebuild): it leaves the
         # membership before it registers again (see _leave_before_rebuilt_start).
@@ -332,6 +343,7 @@ class Executor:
             else None
         )
         drainer = asyncio.ensure_future(self._drain_when_asked(stop))
+        masked_handlers = self._masking.install()  # secret values never reach a log line
         try:
             if obs is not None:
                 await obs.start()
@@ -386,6 +398,7 @@ class Executor:
                 await obs.stop()
             if own_log:
                 self._log.close()
+            self._masking.remove(masked_handlers)
 
     async def _register(self, target: str) -> str:
         """Register with the leader, following redirects; returns the leader's address."""
@@ -735,7 +748,7 @@ class Executor:
         if execution_id in self._cancelled:  # killed while its begin was being recorded
             result = _failed(execution_id, "cancelled: its workflow run was killed")
         else:
-            result = await self._attempt(item)
+            result = self._mask(await self._attempt(item))
         self._log_outcome(item, result)
         finished = self._finish_soon(result)
         try:
@@ -776,8 +789,14 @@ class Executor:
                     late,
                     extra=_item_fields(item, self.name),
                 )
+            try:
+                params_json, env, used = resolve_attempt(item.params_json, item.env, self.secrets)
+            except MissingSecret as exc:
+                return _failed(item.execution_id, f"{exc}: the attempt did not start")
+            if used:
+                self._know_secrets(used)
             ctx = AttemptContext.with_params_json(
-                item.params_json,
+                params_json,
                 execution_id=item.execution_id,
                 run_id=item.run_id,
                 task=item.task,
@@ -786,7 +805,8 @@ class Executor:
                 shards=max(1, item.shards),
                 attempt=item.attempt,
                 timeout_ms=item.timeout_ms,
-                extra_env=dict(item.env),
+                extra_env=env,
+                secret_values=self._masker.values,
             )
             if item.handler:
                 return await self.callables.run(item.handler, ctx)
@@ -809,6 +829,24 @@ class Executor:
                 extra=_item_fields(item, self.name),
             )
             return _failed(item.execution_id, f"runner error: {type(exc).__name__}: {exc}")
+
+    def _know_secrets(self, used: list[str]) -> None:
+        """Mask ``used`` (and every value the store knows now) in results and log lines."""
+        if any(value and value not in self._masker.values for value in used):
+            self._masker = Masker([*self.secrets.values(), *used])
+            self._masking.refresh(used)
+
+    def _mask(self, result: AttemptResult) -> AttemptResult:
+        """``result`` with every secret value masked, before it is logged, stored or reported."""
+        masker = self._masker
+        if not masker:
+            return result
+        return dataclasses.replace(
+            result,
+            error=masker.mask(result.error),
+            stdout_tail=masker.mask_tail(result.stdout_tail),
+            stderr_tail=masker.mask_tail(result.stderr_tail),
+        )
 
     def _log_outcome(self, item: pb.WorkItem, result: AttemptResult) -> None:
         """A failure at info, a success at debug: at a thousand attempts a second, a record per

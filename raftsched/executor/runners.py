@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
 from raftsched.errors import InvalidSpec
+from raftsched.executor.secrets import Masker, StreamMasker, without_secret_env
 from raftsched.logfields import attempt_fields
 from raftsched.model import MAX_LABEL, MAX_SHARDS, MAX_TIME_MS, MAX_TIMEOUT_MS
 
@@ -87,6 +88,8 @@ class AttemptContext:
     params: dict[str, Any] = field(default_factory=dict)
     timeout_ms: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)  # workflow tasks: their rendered env
+    # Secret values the executor knows: masked in the output as it is read (never in a repr).
+    secret_values: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         _check_str(self.execution_id, "execution_id")
@@ -249,8 +252,10 @@ def _cap_error(text: str) -> str:
     return data[:MAX_ERROR_BYTES].decode("utf-8", errors="ignore") + f"\u2026[{len(data)} bytes]"
 
 
-async def _drain(fd: int, tail: _Tail) -> None:
-    """Read the pipe ``fd`` to its end into ``tail``; closes ``fd`` (also when cancelled)."""
+async def _drain(fd: int, tail: _Tail, secrets: tuple[str, ...] = ()) -> None:
+    """Read the pipe ``fd`` to its end into ``tail``, each of ``secrets`` masked as ``***`` before
+    the tail cuts anything; closes ``fd`` (also when cancelled)."""
+    masker = StreamMasker(Masker(secrets)) if secrets else None
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(fd, "rb", buffering=0)
     try:
@@ -261,9 +266,11 @@ async def _drain(fd: int, tail: _Tail) -> None:
         raise
     try:
         while chunk := await reader.read(_READ_CHUNK):
-            tail.add(chunk)
+            tail.add(masker.feed(chunk) if masker is not None else chunk)
     finally:
         transport.close()
+        if masker is not None:
+            tail.add(masker.flush())
 
 
 def _signal_name(signum: int) -> str:
@@ -387,7 +394,8 @@ class SubprocessRunner:
 
         if not isinstance(command, str) or not command.strip():
             return failed("empty command: the task has no command to run")
-        env = {**os.environ, **self.extra_env, **ctx.env()}
+        # RAFTSCHED_SECRET_* stay with the executor: an attempt sees the secrets it references.
+        env = {**without_secret_env(os.environ), **self.extra_env, **ctx.env()}
         # Our own pipes rather than asyncio's: asyncio's Process.wait() also waits for its pipes
         # to close, which a background child of the command can delay for ever.
         out_r, out_w = os.pipe()
@@ -414,7 +422,10 @@ class SubprocessRunner:
             os.close(err_w)
 
         out, err = _Tail(self.tail_bytes), _Tail(self.tail_bytes)
-        readers = [asyncio.create_task(_drain(out_r, out)), asyncio.create_task(_drain(err_r, err))]
+        readers = [
+            asyncio.create_task(_drain(out_r, out, ctx.secret_values)),
+            asyncio.create_task(_drain(err_r, err, ctx.secret_values)),
+        ]
         pgid = proc.pid  # a session leader's process group id is its pid
         if log.isEnabledFor(logging.DEBUG):
             log.debug(

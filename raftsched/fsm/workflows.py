@@ -44,6 +44,7 @@ from raftsched.workflow.validate import (
     graph_problems,
     raise_problems,
     validate_workflow,
+    workflow_version_conflict,
 )
 
 SEP = "#"
@@ -458,6 +459,9 @@ class WorkflowBook:
         if upstreams(spec):
             check_upstreams(spec, {n: w.spec for n, w in self.workflows.items() if n != name})
         wf = self.workflows.get(name)
+        at = wf.version if wf is not None else 0
+        if body.expected_version and at != body.expected_version:
+            raise Conflict(workflow_version_conflict(name, at, body.expected_version))
         # A staged definition equal to the current one still makes a version (its chunks wrote
         # the internal tasks at that version); the leader does not stage an unchanged one.
         if wf is not None and not body.stage and _canonical(wf.spec) == _canonical(spec):

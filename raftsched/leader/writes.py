@@ -250,15 +250,20 @@ def workflow_next_fire(spec: pb.WorkflowSpec, after_ms: int) -> int:
     return next_fire_after(CronTrigger(spec.schedule.expr, spec.schedule.timezone or "UTC"), after_ms)
 
 
-def apply_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+def apply_workflow(
+    spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: str, key: str, expected_version: int = 0
+) -> bytes:
     """Create a workflow or a new version of it. Raises InvalidWorkflow listing every problem.
 
     The state machine creates no version when the definition equals the current one
     (``CommandResult.changed`` is false), so re-applying an unchanged file is harmless.
+    ``expected_version`` (0: any) makes the apply conditional: refused with a conflict unless
+    the workflow is at that version when the command is applied.
     """
     validate_workflow(spec)
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.apply_workflow.spec.CopyFrom(spec)
+    cmd.apply_workflow.expected_version = expected_version
     cmd.apply_workflow.next_fire_ms = workflow_next_fire(spec, now_ms)
     _stamp_zone(spec, cmd.apply_workflow)
     return codec.encode_command(cmd)
@@ -278,7 +283,9 @@ def _stamp_zone(spec: pb.WorkflowSpec, body: pb.ApplyWorkflow) -> None:
 STAGE_CHUNK_TASKS: Final = 1000
 
 
-def staged_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: str, key: str) -> list[bytes]:
+def staged_workflow(
+    spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: str, key: str, expected_version: int = 0
+) -> list[bytes]:
     """:func:`apply_workflow` for a big workflow, as commands to propose in order: its tasks in
     ``StageWorkflowTasks`` chunks, then an ``ApplyWorkflow`` of the stage. Raises as
     :func:`apply_workflow`. The stage id is a digest of the definition, so a retried request
@@ -305,6 +312,7 @@ def staged_workflow(spec: pb.WorkflowSpec, *, now_ms: int, epoch: int, origin: s
     final.apply_workflow.next_fire_ms = workflow_next_fire(spec, now_ms)
     final.apply_workflow.stage = stage
     final.apply_workflow.staged_tasks = len(spec.tasks)
+    final.apply_workflow.expected_version = expected_version
     _stamp_zone(spec, final.apply_workflow)
     out.append(codec.encode_command(final))
     return out

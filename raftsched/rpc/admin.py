@@ -35,7 +35,15 @@ import grpc
 from raftsched import codec
 from raftsched.alerts.delivery import delivery_view
 from raftsched.backup import backup_stream
-from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, Unavailable, quote
+from raftsched.errors import (
+    Conflict,
+    InvalidSpec,
+    NotFound,
+    PermissionDenied,
+    RaftschedError,
+    Unavailable,
+    quote,
+)
 from raftsched.explain import explain
 from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
@@ -50,6 +58,7 @@ from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from raftsched.workflow.dag import compile_dag, lineage
+from raftsched.workflow.validate import workflow_version_conflict
 
 MAX_BULK_TASKS = 10_000
 DEFAULT_LIST_LIMIT = 1000
@@ -342,7 +351,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             res = await self._write(
                 request,
                 method="ApplyWorkflow",
-                build=lambda s: writes.apply_workflow(request.spec, key=key, **s),
+                build=lambda s: writes.apply_workflow(
+                    request.spec, key=key, expected_version=request.expected_version, **s
+                ),
             )
             return pb.WorkflowReply(workflow=res.workflow, changed=res.changed)
         # A big workflow: checked on a worker thread (not on the loop the executors' streams
@@ -350,13 +361,22 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         # An unchanged definition makes no version, as the state machine answers a small one.
         self.node.gate.require_leading()
         current = self.node.state.get_workflow(request.spec.name)
+        at = current.version if current is not None else 0
+        if request.expected_version and at != request.expected_version:
+            raise Conflict(workflow_version_conflict(request.spec.name, at, request.expected_version))
         if current is not None and current.spec.SerializeToString(
             deterministic=True
         ) == request.spec.SerializeToString(deterministic=True):
             return pb.WorkflowReply(workflow=current, changed=False)
         stamp = self._stamp()
         commands = await asyncio.to_thread(
-            functools.partial(writes.staged_workflow, request.spec, key=key, **stamp)
+            functools.partial(
+                writes.staged_workflow,
+                request.spec,
+                key=key,
+                expected_version=request.expected_version,
+                **stamp,
+            )
         )
         for data in commands[:-1]:
             await propose_and_wait(self.node, data)  # raises if a chunk is refused

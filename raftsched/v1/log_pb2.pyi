@@ -325,20 +325,22 @@ class ReportResults(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
 
 class ApplyWorkflow(_message.Message):
-    __slots__ = ("spec", "next_fire_ms", "stage", "staged_tasks", "zone_transition_ms", "zone_offset_s")
+    __slots__ = ("spec", "next_fire_ms", "stage", "staged_tasks", "zone_transition_ms", "zone_offset_s", "expected_version")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     STAGED_TASKS_FIELD_NUMBER: _ClassVar[int]
     ZONE_TRANSITION_MS_FIELD_NUMBER: _ClassVar[int]
     ZONE_OFFSET_S_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
     spec: _records_pb2.WorkflowSpec
     next_fire_ms: int
     stage: str
     staged_tasks: int
     zone_transition_ms: _containers.RepeatedScalarFieldContainer[int]
     zone_offset_s: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., stage: _Optional[str] = ..., staged_tasks: _Optional[int] = ..., zone_transition_ms: _Optional[_Iterable[int]] = ..., zone_offset_s: _Optional[_Iterable[int]] = ...) -> None: ...
+    expected_version: int
+    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., stage: _Optional[str] = ..., staged_tasks: _Optional[int] = ..., zone_transition_ms: _Optional[_Iterable[int]] = ..., zone_offset_s: _Optional[_Iterable[int]] = ..., expected_version: _Optional[int] = ...) -> None: ...
 
 class StageWorkflowTasks(_message.Message):
     __slots__ = ("workflow", "stage", "seq", "header", "names", "tasks")

@@ -448,12 +448,14 @@ class ClusterStatusReply(_message.Message):
     def __init__(self_, self: _Optional[_Union[NodeStatusReply, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
 
 class ApplyWorkflowRequest(_message.Message):
-    __slots__ = ("spec", "idempotency_key")
+    __slots__ = ("spec", "idempotency_key", "expected_version")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
     spec: _records_pb2.WorkflowSpec
     idempotency_key: str
-    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    expected_version: int
+    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
 
 class WorkflowReply(_message.Message):
     __slots__ = ("workflow", "changed")

@@ -22,6 +22,7 @@ from raftsched.display import duration_text, enum_name, iso, schedule_text
 from raftsched.errors import InvalidSpec, NotFound, Unauthenticated
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.base import Ctx, Redirect, View, local_path
+from raftsched.web.editing import ROUTES as EDIT_ROUTES
 from raftsched.web.graph import dag_geometry, gantt_geometry
 from raftsched.web.templating import trusted_html
 
@@ -628,5 +629,6 @@ ROUTES: Final[list[tuple[str, str, Callable[[Ctx, re.Match[str]], View | Redirec
     ("GET", r"/alerts", alerts, False),
     ("POST", rf"/alerts/{_ID}/ack", ack, False),
     ("GET", r"/audit", audit, False),
+    *EDIT_ROUTES,
 ]
 """``(method, path regex, view, open to signed-out visitors)``; the first full match wins."""

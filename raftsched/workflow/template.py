@@ -21,6 +21,7 @@ Variables (the run's logical time, UTC)
     ``event.name``    the event that started the run ("" if none) ``orders-ready``
     ``event.key``     its dedupe key ("" if none)                 ``2026-12-04``
     ``event.payload.NAME``  a top-level field of its JSON payload strings as is, others JSON
+    ``secret.NAME``   a secret, resolved on the executor (env only) left as ``{{ secret.NAME }}``
     ================  ==========================================  ===========================
 
 Errors
@@ -42,6 +43,7 @@ from typing import Any
 
 from raftsched.errors import InvalidSpec, TemplateError, clip, quote
 from raftsched.model import parse_params
+from raftsched.secretref import check_secret_refs
 
 __all__ = [
     "VARIABLES",
@@ -51,12 +53,14 @@ __all__ = [
     "render",
     "render_params_json",
     "template_params",
+    "template_secrets",
 ]
 
 VARIABLES = ("ds", "ds_nodash", "ts", "nominal_time", "logical_ms", "run_id", "event.name", "event.key")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARAM = re.compile(r"params\.([A-Za-z_][A-Za-z0-9_-]*)")
 _PAYLOAD = re.compile(r"event\.payload\.([A-Za-z_][A-Za-z0-9_-]*)")
+_SECRET = re.compile(r"secret\.([A-Za-z_][A-Za-z0-9_-]{0,127})")
 _LITERAL = re.compile(r"\"([^\"]*)\"|'([^']*)'")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
@@ -137,6 +141,14 @@ def _classify(inner: str, column: int, errors: list[str]) -> _Var | None:
         return _Var("payload", payload.group(1), column)
     if inner in VARIABLES:
         return _Var(inner, inner, column)
+    secret = _SECRET.fullmatch(inner)
+    if secret is not None:
+        return _Var("secret", secret.group(1), column)
+    if inner.startswith("secret"):
+        bad = check_secret_refs("{{ " + inner + " }}")
+        if bad:
+            errors.append(f"{shown} at column {column}: a bad secret reference; " + bad[0].split(": ", 1)[1])
+            return None
     if "{{" in inner:
         errors.append(f"'{{{{' inside a placeholder at column {column} (a '}}}}' is missing before it)")
     elif "|" in inner or "(" in inner:
@@ -166,6 +178,11 @@ def check_template(text: str) -> list[str]:
     Whether each ``params.NAME`` is defined is the caller's business (see :func:`template_params`).
     """
     return list(_parse(text)[1])
+
+
+def template_secrets(text: str) -> set[str]:
+    """The secret names ``text`` uses as ``{{ secret.NAME }}`` (syntax errors ignored)."""
+    return {seg.value for seg in _parse(text)[0] if isinstance(seg, _Var) and seg.kind == "secret"}
 
 
 def template_params(text: str) -> set[str]:
@@ -209,6 +226,9 @@ def render(text: str, ctx: TemplateContext) -> str:
                     f"for run {clip(ctx.run_id, 200)} ({what})"
                 )
             out.append(_param_text(payload[seg.value]))
+        elif seg.kind == "secret":
+            # Left for the executor to resolve: the value never enters the replicated state.
+            out.append(f"{{{{ secret.{seg.value} }}}}")
         elif seg.kind == "event.name":
             out.append(ctx.event_name)
         elif seg.kind == "event.key":

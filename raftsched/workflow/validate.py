@@ -57,9 +57,16 @@ from raftsched.timing.cron import CronSchedule, validate_timezone
 from raftsched.timing.gates import parse_not_before
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.workflow.dag import find_cycle
-from raftsched.workflow.template import check_template, template_params
+from raftsched.workflow.template import check_template, template_params, template_secrets
 
-__all__ = ["MAX_PARALLEL", "MAX_WORKFLOW_TASKS", "collect_problems", "locate", "validate_workflow"]
+__all__ = [
+    "MAX_PARALLEL",
+    "MAX_WORKFLOW_TASKS",
+    "collect_problems",
+    "locate",
+    "validate_workflow",
+    "workflow_version_conflict",
+]
 
 MAX_WORKFLOW_TASKS = 10_000
 MAX_PARALLEL = 10_000
@@ -359,6 +366,12 @@ def _check_task(
             continue
         for message in check_template(text):
             problems.add(path, f"template: {message}")
+        if path.endswith(".command") and template_secrets(text):
+            problems.add(
+                path,
+                "{{ secret.NAME }} is not allowed in a command (a command line is visible to every "
+                "user of the host): put it in env (PW: '{{ secret.NAME }}') and use $PW",
+            )
         for name in sorted(template_params(text) - defined):
             problems.add(
                 path,
@@ -483,3 +496,8 @@ def locate(
                 shown = f"{locations['']}: {shown}"
         out.append((shown, message))
     return out
+
+
+def workflow_version_conflict(name: str, at: int, expected: int) -> str:
+    """The message of an apply conditional on version ``expected`` of a workflow at ``at``."""
+    return f"workflow {name!r} is at version {at}, not {expected}"

@@ -232,6 +232,30 @@ def test_rerun_a_failed_branch_from_the_console(
     assert "ex1" in browser.find_element(By.ID, "executors").text
     browser.save_screenshot(str(shots / "cluster.png"))
 
+    # Edit a task's schedule on its page (issue 29 §8): a bad cron gets the CLI's message and
+    # keeps the text; the fixed text saves a new version.
+    browser.get(base + "/tasks/report-daily")
+    _retrying(lambda: browser.find_element(By.ID, "edit").click())
+    wait_until(lambda: browser.find_elements(By.ID, "edit-form"), 15, 0.1, "the edit form")
+    original = browser.find_element(By.ID, "text").get_attribute("value")
+    assert '"0 6 * * *"' in original
+
+    def save(text: str) -> None:
+        area = browser.find_element(By.ID, "text")
+        area.clear()
+        area.send_keys(text)
+        browser.find_element(By.ID, "save").click()
+
+    save(original.replace('"0 6 * * *"', '"0 25 * * *"'))
+    wait_until(lambda: browser.find_elements(By.ID, "edit-error"), 15, 0.1, "the refusal")
+    assert "hour: 25 out of range 0-23" in browser.find_element(By.ID, "edit-error").text
+    assert '"0 25 * * *"' in browser.find_element(By.ID, "text").get_attribute("value")
+    browser.save_screenshot(str(shots / "edit-task-refused.png"))
+    save(original.replace('"0 6 * * *"', '"30 6 * * *"'))
+    wait_until(lambda: "task report-daily updated" in browser.page_source, 15, 0.1, "the update")
+    with Client(cluster.targets(), tls=cluster.tls, token=cluster.token) as admin:
+        assert admin.get_task("report-daily").spec.trigger.cron.expr == "30 6 * * *"
+
     # A viewer: no action buttons, and a forged POST (its own session and CSRF token) is refused.
     _sign_in(browser, base, tokens["viewer"])
     browser.get(run_url)

@@ -299,3 +299,30 @@ def test_a_wide_dag_starts_all_its_roots_in_one_apply() -> None:
     assert apply_wf(state, spec).ok
     wr = start(state)  # one sorted pass over the READY set (re-sorting per start was quadratic)
     assert set(task_states(state, wr.run_id).values()) == {"RUNNING"}
+
+
+def test_an_apply_conditional_on_a_stale_version_is_refused_and_changes_nothing() -> None:
+    """The console's edit (issue 29 §8): the version read travels in the command and the state
+    machine refuses it if another apply came first, on every replica alike."""
+    state = fresh()
+    assert apply_wf(state, etl_spec()).workflow.version == 1
+    edited = etl_spec()
+    edited.tasks[2].command = "load --fast"
+
+    def conditional(spec: pb.WorkflowSpec, version: int) -> pb.CommandResult:
+        cmd = command(T0)
+        cmd.apply_workflow.spec.CopyFrom(spec)
+        cmd.apply_workflow.expected_version = version
+        assert codec.command_format(cmd) == codec.WORKFLOW_VERSION_CHECK_FORMAT
+        return apply(state, codec.encode_command(cmd))
+
+    assert conditional(edited, 1).workflow.version == 2
+    before = domain(state)
+    stale = etl_spec()
+    stale.tasks[2].command = "load --other"
+    res = conditional(stale, 1)
+    assert not res.ok and res.code == "conflict"
+    assert res.message == "workflow 'etl' is at version 2, not 1"
+    assert domain(state) == before
+    # With the version now current, the same edit applies.
+    assert conditional(etl_spec(), 2).ok

@@ -81,6 +81,7 @@ MAX_SLOTS: Final = 10_000
 MAX_RATE_MILLI: Final = 1_000_000 * 1000  # a quota's rate: a million attempts per second
 MAX_BURST: Final = 1_000_000  # a quota's burst
 MAX_RUNNING: Final = 1_000_000  # a quota's running attempts
+MAX_POOL_SLOTS: Final = 1_000_000  # a pool's slots
 """An executor's slots."""
 MAX_STAGE_CHUNKS: Final = MAX_WORKFLOW_TASKS
 MAX_SCRYPT_N: Final = 2**20  # the verifier runs scrypt with it: larger is a memory bomb
@@ -248,6 +249,8 @@ FIELDS: Final[dict[str, Range]] = {
         "MemberChange.started_ms": TIME,
         "Barrier.clock_fault_ms": Range(0, MAX_TIME_MS, " ms", "no clock fault"),
         "ListEventsRequest.limit": LIMIT,
+        "PoolRecord.slots": Range(0, MAX_POOL_SLOTS, "", "refused: a pool has at least 1 slot"),
+        "PoolRecord.updated_ms": IGNORED_I64,
     }.items()
 }
 

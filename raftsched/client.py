@@ -69,7 +69,7 @@ from raftsched.errors import (
     error_for_code,
 )
 from raftsched.fsm.events import check_event
-from raftsched.fsm.policy import parse_rate, validate_quota
+from raftsched.fsm.policy import parse_rate, validate_pool, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
 from raftsched.readinfo import ReadInfo
 from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
@@ -780,6 +780,33 @@ class Client:
         request = pb.ListEventsRequest(name=name, limit=limit)
         reply: pb.ListEventsReply = self._call("ListEvents", request, stale=stale)
         return list(reply.events)
+
+    # -- pools ------------------------------------------------------------------------------------
+
+    def set_pool(self, name: str, slots: int, *, description: str = "") -> pb.PoolRecord:
+        """Create pool ``name`` or resize it to ``slots`` (1-1,000,000): at most that many attempts
+        of tasks naming it (``pool``) run at once, any owner; the rest wait, by priority then age.
+        Shrinking stops no attempt: new ones wait until enough have finished. Needs the
+        ``pools.manage`` permission (admin) with auth on."""
+        pool = pb.PoolRecord(name=name, slots=slots, description=description)
+        validate_pool(pool)
+        reply: pb.PoolReply = self._call(
+            "SetPool", pb.SetPoolRequest(pool=pool, idempotency_key=_key()), write=True
+        )
+        return reply.pool
+
+    def delete_pool(self, name: str) -> pb.PoolRecord:
+        """Delete pool ``name``. Conflict while a task or workflow task names it (the message lists
+        them); NotFound if there is none."""
+        request = pb.DeletePoolRequest(name=validate_name(name, "pool.name"), idempotency_key=_key())
+        reply: pb.PoolReply = self._call("DeletePool", request, write=True)
+        return reply.pool
+
+    def list_pools(self, *, stale: bool | None = None) -> list[pb.PoolInfo]:
+        """Every pool by name with its slots, the attempts holding it (``used``, ``holders``) and
+        how many wait for it."""
+        reply: pb.ListPoolsReply = self._call("ListPools", pb.ListPoolsRequest(), stale=stale)
+        return list(reply.pools)
 
     def start_workflow_run(
         self, workflow: str, logical_ms: int = 0, params: Mapping[str, Any] | str | None = None

@@ -52,7 +52,9 @@ from raftsched.v1 import log_pb2 as pb
 #   7  EmitEvent (events and the runs they trigger, issue 28 §3); a task or workflow written with
 #      on_event or emits is stamped 7 too: a format-6 node would store it and then not emit on
 #      its success, so it stops at the definition instead of diverging later.
-COMMAND_FORMAT = 7
+#   8  SetPool, DeletePool (pools, issue 29 §4); a task or workflow written with a pool is stamped
+#      8 too: an older node would store it and start its attempts without taking a pool slot.
+COMMAND_FORMAT = 8
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -85,6 +87,10 @@ WorkflowWaitsDue (see the history)."""
 EVENTS_FORMAT = 7
 """The format of EmitEvent and of task and workflow definitions that use events (see the history)."""
 _BODY_FORMAT["emit_event"] = EVENTS_FORMAT
+POOLS_FORMAT = 8
+"""The format of SetPool, DeletePool and of task and workflow definitions naming a pool."""
+_BODY_FORMAT["set_pool"] = POOLS_FORMAT
+_BODY_FORMAT["delete_pool"] = POOLS_FORMAT
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -168,6 +174,7 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         jitter_ms=spec.jitter_ms,
         on_event=spec.on_event,
         emits=spec.emits,
+        pool=spec.pool,
     )
     trigger_to_pb(spec.trigger, out.trigger)
     return out
@@ -227,6 +234,7 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "jitter_ms": msg.jitter_ms,
         "on_event": msg.on_event,
         "emits": tuple(msg.emits),
+        "pool": msg.pool,
     }
 
 
@@ -237,6 +245,8 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body in _POOL_SPECS and _POOL_SPECS[body](cmd):
+        return POOLS_FORMAT
     if body in _EVENT_SPECS and _EVENT_SPECS[body](cmd):
         return EVENTS_FORMAT
     if body == "workflow_waits_due" or _defines_cross_workflow(cmd, body):
@@ -290,6 +300,15 @@ _EVENT_SPECS: dict[str, Callable[[pb.Command], bool]] = {
     "stage_workflow_tasks": lambda c: (
         _uses_events(c.stage_workflow_tasks.header) or any(t.emits for t in c.stage_workflow_tasks.tasks)
     ),
+}
+
+
+_POOL_SPECS: dict[str, Callable[[pb.Command], bool]] = {
+    "create_task": lambda c: bool(c.create_task.spec.pool),
+    "update_task": lambda c: bool(c.update_task.spec.pool),
+    "create_tasks": lambda c: any(i.spec.pool for i in c.create_tasks.items),
+    "apply_workflow": lambda c: any(t.pool for t in c.apply_workflow.spec.tasks),
+    "stage_workflow_tasks": lambda c: any(t.pool for t in c.stage_workflow_tasks.tasks),
 }
 
 

@@ -30,6 +30,7 @@ resource_memory_mb      0 (none) - 16,777,216 (16 TiB)
 runner                  ``shell`` (default) or ``python`` (needs a command)
 on_event                "" (none) or an event name: each accepted event starts one run
 emits                   at most 16 event names, no repeats (emitted when a run succeeds)
+pool                    "" (none) or a pool name: every attempt holds one of its slots
 ======================  ===========================================
 
 Every text field refuses a NUL character (it cannot reach a process: argv, the environment and
@@ -351,6 +352,8 @@ class TaskSpec:
     # successful run emits the events of ``emits`` with its logical time as the key.
     on_event: str = ""
     emits: tuple[str, ...] = ()
+    # A named capacity (raftsched pool set): every attempt holds one of its slots while it runs.
+    pool: str = ""
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -387,6 +390,8 @@ class TaskSpec:
         if self.on_event:
             validate_name(self.on_event, "on_event")
         validate_event_names(self.emits)
+        if self.pool:
+            validate_name(self.pool, "pool")
         validate_resource(self.resource_cpu, self.resource_memory_mb)
         if not isinstance(self.runner, Runner):
             raise InvalidSpec("runner", f"{quote(self.runner)} is not one of shell, python")

@@ -218,6 +218,9 @@ TASK_FIELDS: tuple[Field, ...] = (
     Field("namespace", Kind.TEXT, "the task's namespace", "the file's, else ``default``", attr="namespace",
           proto="namespace", errors=("namespace",), flag="--namespace", metavar="NS",
           flag_help="default: 'default'"),
+    Field("pool", Kind.TEXT, "pool name: each attempt holds one of its slots (``pool set``)", "none",
+          attr="pool", proto="pool", errors=("pool",), workflow_task=True, flag="--pool", metavar="POOL",
+          flag_help="hold a slot of this pool while each attempt runs (--pool '' clears it)"),
 )  # fmt: skip
 
 # The keys of a workflow file itself (its tasks are TASK_FIELDS with workflow_task).

@@ -21,6 +21,7 @@ from typing import Any
 from raftsched import __version__
 from raftsched.cli import access, alerts, apply, calendars, cluster, cron, events, tasks, workflows
 from raftsched.cli import policy as policy_cli
+from raftsched.cli import pools as pools_cli
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -437,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
+    pools_cli.add_commands(commands, _leaf, _json_option)
     return parser
 
 
@@ -749,6 +751,7 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("what runs", ("runner", "resource.cpu", "resource.memory")),
     ("events", ("on_event", "emits")),
     ("labels", ("owner", "namespace", "description")),
+    ("pools", ("pool",)),
 )
 _OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {
     Kind.INT: int,

@@ -542,6 +542,7 @@ class WorkflowBook:
             resource_memory_mb=t.resource_memory_mb,
             runner=Runner.PYTHON if t.runner == "python" else Runner.SHELL,
             emits=tuple(t.emits),
+            pool=t.pool,
         )
 
     def _put_internal(

@@ -526,6 +526,20 @@ def delete_quota(kind: str, name: str, *, now_ms: int, epoch: int, origin: str, 
     return codec.encode_command(cmd)
 
 
+def set_pool(pool: pb.PoolRecord, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    """Create or resize a pool (its name, slots and description; apply validates them)."""
+    cmd = _envelope(now_ms, epoch, origin, key)
+    p = cmd.set_pool.pool
+    p.name, p.slots, p.description = pool.name, pool.slots, pool.description
+    return codec.encode_command(cmd)
+
+
+def delete_pool(name: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.delete_pool.name = name
+    return codec.encode_command(cmd)
+
+
 def set_calendar(spec: pb.CalendarSpec, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
     """Create or replace a calendar. The leader expands the zone's UTC offsets into the command
     here (apply never consults tzdata). Raises InvalidSpec for a bad name, zone or day list."""

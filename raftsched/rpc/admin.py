@@ -40,8 +40,9 @@ from raftsched.explain import explain
 from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
 from raftsched.fsm.events import list_events
-from raftsched.fsm.policy import QUOTA_KINDS, validate_quota
+from raftsched.fsm.policy import QUOTA_KINDS, validate_pool, validate_quota
 from raftsched.leader import writes
+from raftsched.model import validate_name
 from raftsched.readinfo import READ_KEY, ReadInfo
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
@@ -542,6 +543,46 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         if authz.auth_on() and not caller().principal.every_namespace:
             records = [e for e in records if authz.visible(e.namespace)]
         return pb.ListEventsReply(events=records)
+
+    # -- pools ---------------------------------------------------------------------------------
+
+    @rpc
+    async def SetPool(self, request: pb.SetPoolRequest, context: grpc.aio.ServicerContext) -> pb.PoolReply:
+        validate_pool(request.pool)  # refused here with the field, before anything is proposed
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="SetPool",
+            build=lambda s: writes.set_pool(request.pool, key=key, **s),
+            target=request.pool.name,
+        )
+        return pb.PoolReply(pool=res.pool)
+
+    @rpc
+    async def DeletePool(
+        self, request: pb.DeletePoolRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PoolReply:
+        validate_name(request.name, "pool.name")
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="DeletePool",
+            build=lambda s: writes.delete_pool(request.name, key=key, **s),
+            target=request.name,
+        )
+        return pb.PoolReply(pool=res.pool)
+
+    @rpc
+    async def ListPools(
+        self, request: pb.ListPoolsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPoolsReply:
+        await self._consistent(context)
+        reply = pb.ListPoolsReply()
+        for view in self.node.state.pools():
+            reply.pools.add(
+                pool=view.pool, used=len(view.holders), waiting=view.waiting, holders=view.holders
+            )
+        return reply
 
     # -- reads ---------------------------------------------------------------------------------
 

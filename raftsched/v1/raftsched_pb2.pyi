@@ -37,6 +37,7 @@ from raftsched.v1.records_pb2 import Member as Member
 from raftsched.v1.records_pb2 import MemberChange as MemberChange
 from raftsched.v1.records_pb2 import MembershipRecord as MembershipRecord
 from raftsched.v1.records_pb2 import EventRecord as EventRecord
+from raftsched.v1.records_pb2 import PoolRecord as PoolRecord
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -1190,3 +1191,47 @@ class DrainRequest(_message.Message):
 class DrainReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class SetPoolRequest(_message.Message):
+    __slots__ = ("pool", "idempotency_key")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    pool: _records_pb2.PoolRecord
+    idempotency_key: str
+    def __init__(self, pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class PoolReply(_message.Message):
+    __slots__ = ("pool",)
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    pool: _records_pb2.PoolRecord
+    def __init__(self, pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ...) -> None: ...
+
+class DeletePoolRequest(_message.Message):
+    __slots__ = ("name", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class ListPoolsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PoolInfo(_message.Message):
+    __slots__ = ("pool", "used", "waiting", "holders")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    pool: _records_pb2.PoolRecord
+    used: int
+    waiting: int
+    holders: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ..., used: _Optional[int] = ..., waiting: _Optional[int] = ..., holders: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListPoolsReply(_message.Message):
+    __slots__ = ("pools",)
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[PoolInfo]
+    def __init__(self, pools: _Optional[_Iterable[_Union[PoolInfo, _Mapping]]] = ...) -> None: ...

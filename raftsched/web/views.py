@@ -560,6 +560,11 @@ def audit(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     )
 
 
+def pools(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
+    found = ctx.client.list_pools()
+    return View("pools.html", {"pools": found, "refresh": REFRESH_S}, title="Pools")
+
+
 # -- helpers -----------------------------------------------------------------------------------
 
 
@@ -628,5 +633,6 @@ ROUTES: Final[list[tuple[str, str, Callable[[Ctx, re.Match[str]], View | Redirec
     ("GET", r"/alerts", alerts, False),
     ("POST", rf"/alerts/{_ID}/ack", ack, False),
     ("GET", r"/audit", audit, False),
+    ("GET", r"/pools", pools, False),
 ]
 """``(method, path regex, view, open to signed-out visitors)``; the first full match wins."""

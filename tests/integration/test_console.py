@@ -361,6 +361,7 @@ def test_every_page_renders_for_an_admin(secured: Running, tokens: dict[str, str
     web = signed_in(secured, tokens["admin"])
     with secured.client() as c:
         run = c.start_workflow_run("diamond")
+        c.set_pool("warehouse", 3, description="the warehouse's connections")
     pages = {
         "/": "Leader",
         "/cluster?digests=1": "State digest",
@@ -373,6 +374,7 @@ def test_every_page_renders_for_an_admin(secured: Running, tokens: dict[str, str
         "/backfills": "Backfills",
         "/alerts": "Alerts",
         "/audit": "AddTask",
+        "/pools": 'id="pool-warehouse"><th scope="row">warehouse</th><td>3</td><td>0</td>',
     }
     for path, expect in pages.items():
         page = web.get(path)

@@ -251,6 +251,11 @@ FIELDS: Final[dict[str, Range]] = {
         "ListEventsRequest.limit": LIMIT,
         "PoolRecord.slots": Range(0, MAX_POOL_SLOTS, "", "refused: a pool has at least 1 slot"),
         "PoolRecord.updated_ms": IGNORED_I64,
+        "StartTaskBackfill.nominal_ms": TIME,
+        "StartTaskBackfill.from_ms": TIME,
+        "StartTaskBackfill.to_ms": TIME,
+        "TaskBackfillRequest.from_ms": TIME,
+        "TaskBackfillRequest.to_ms": TIME,
     }.items()
 }
 

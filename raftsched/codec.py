@@ -54,7 +54,8 @@ from raftsched.v1 import log_pb2 as pb
 #      its success, so it stops at the definition instead of diverging later.
 #   8  SetPool, DeletePool (pools, issue 29 §4); a task or workflow written with a pool is stamped
 #      8 too: an older node would store it and start its attempts without taking a pool slot.
-COMMAND_FORMAT = 8
+#   9  StartTaskBackfill (backfill for plain tasks, issue 29 §6).
+COMMAND_FORMAT = 9
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -91,6 +92,9 @@ POOLS_FORMAT = 8
 """The format of SetPool, DeletePool and of task and workflow definitions naming a pool."""
 _BODY_FORMAT["set_pool"] = POOLS_FORMAT
 _BODY_FORMAT["delete_pool"] = POOLS_FORMAT
+TASK_BACKFILL_FORMAT = 9
+"""The format of StartTaskBackfill (a backfill of a plain task)."""
+_BODY_FORMAT["start_task_backfill"] = TASK_BACKFILL_FORMAT
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see

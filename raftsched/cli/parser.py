@@ -22,6 +22,7 @@ from raftsched import __version__
 from raftsched.cli import access, alerts, apply, calendars, cluster, cron, events, tasks, workflows
 from raftsched.cli import policy as policy_cli
 from raftsched.cli import pools as pools_cli
+from raftsched.cli import taskbackfill as taskbackfill_cli
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -439,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
     pools_cli.add_commands(commands, _leaf, _json_option)
+    taskbackfill_cli.add_commands(commands, _leaf, _json_option, _param_options)
     return parser
 
 

@@ -39,7 +39,7 @@ from raftsched import bounds, codec
 from raftsched.abc import StateStore
 from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as alerts_mod
-from raftsched.fsm import keys, snapshot
+from raftsched.fsm import keys, snapshot, taskbackfill
 from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.calendars import CalendarBook
@@ -467,6 +467,22 @@ class SchedulerState(LockedReads):
         p = self.policy.delete_pool(name)
         return pb.CommandResult(ok=True, pool=p), ()
 
+    # -- task backfills (raftsched.fsm.taskbackfill's host) -------------------------------------
+
+    def user_task(self, name: str) -> TaskState:
+        return self.task_book.user_task(name)
+
+    def new_backfill_run(
+        self, st: TaskState, nominal: int, now: int, epoch: int, backfill_id: str, params_json: str
+    ) -> tuple[Effect, ...]:
+        return self.runs.new_backfill(st, nominal, now, epoch, backfill_id, params_json)
+
+    def has_run_at(self, task: str, nominal: int) -> bool:
+        return self.runs.has_run_at(task, nominal)
+
+    def put_backfill(self, rec: pb.BackfillRecord) -> None:
+        self.store.put(keys.backfill_key(rec.backfill_id), rec.SerializeToString(deterministic=True))
+
     def _delete_calendar(self, cmd: pb.Command, now: int) -> Handled:
         name = cmd.delete_calendar.name
         self.calendars.delete(name, self._calendar_users(name))
@@ -525,6 +541,7 @@ class SchedulerState(LockedReads):
         "emit_event": lambda s, cmd, now: s.events.emit(cmd, now),
         "set_pool": _set_pool,
         "delete_pool": _delete_pool,
+        "start_task_backfill": lambda s, cmd, now: taskbackfill.start(s, cmd, now),
     }
 
 

@@ -44,6 +44,7 @@ from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, p
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
 from raftsched.fsm.runs import RunBook
+from raftsched.fsm.taskbackfill import BACKFILL_ID_MARK
 from raftsched.fsm.workflows import WorkflowBook, is_internal, split_internal
 from raftsched.model import Lock, TaskSpec
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need
@@ -391,6 +392,11 @@ class LockedReads:
     def list_backfills(self, workflow: str) -> list[pb.BackfillRecord]:
         with self.lock, self.store.reader() as r:
             return queries.backfills(r, workflow)
+
+    def list_task_backfills(self, task: str) -> list[pb.BackfillRecord]:
+        """The backfills of plain task ``task``, newest first."""
+        with self.lock, self.store.reader() as r:
+            return queries.backfills(r, task, BACKFILL_ID_MARK)
 
     def task_namespace(self, task: str) -> str:
         """The namespace of ``task`` ("default" if it is gone)."""

@@ -339,6 +339,8 @@ class WorkflowBook:
     def backfill_share(self, run: pb.Run) -> int:
         if not run.backfill:
             return 0
+        if run.backfill_id:  # a plain task's backfill (raftsched.fsm.taskbackfill)
+            return DEFAULT_BACKFILL_SHARE
         wf = self.workflows.get(split_internal(run.task)[0])
         return wf.backfill_share if wf is not None else DEFAULT_BACKFILL_SHARE
 

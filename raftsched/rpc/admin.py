@@ -584,6 +584,30 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             )
         return reply
 
+    # -- task backfills --------------------------------------------------------------------------
+
+    @rpc
+    async def BackfillTask(
+        self, request: pb.TaskBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BackfillReply:
+        self._task_namespace(request.task)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="BackfillTask",
+            build=lambda s: writes.start_task_backfill(
+                self.node.state,
+                request.task,
+                request.from_ms,
+                request.to_ms,
+                request.params_json,
+                key=key,
+                **s,
+            ),
+            target=request.task,
+        )
+        return pb.BackfillReply(backfill=res.backfill)
+
     # -- reads ---------------------------------------------------------------------------------
 
     async def _consistent(self, context: grpc.aio.ServicerContext) -> None:
@@ -800,7 +824,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         rec = self.node.state.get_backfill(request.backfill_id)
         if rec is not None:
             try:
-                self._workflow(rec.workflow)
+                self._task(rec.task) if rec.task else self._workflow(rec.workflow)
             except NotFound:
                 rec = None
         if rec is None:
@@ -812,6 +836,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ListBackfillsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListBackfillsReply:
         await self._consistent(context)
+        if request.task:
+            self._task(request.task)
+            return pb.ListBackfillsReply(backfills=self.node.state.list_task_backfills(request.task))
         self._workflow(request.workflow)
         return pb.ListBackfillsReply(backfills=self.node.state.list_backfills(request.workflow))
 

@@ -110,6 +110,8 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "SetPool": Permission.POOLS,
     _A + "DeletePool": Permission.POOLS,
     _A + "ListPools": Permission.TASKS_READ,
+    # A plain task's backfill starts runs, as a trigger does (its progress: GetBackfill).
+    _A + "BackfillTask": Permission.RUNS_OPERATE,
     _E + "Register": Permission.EXECUTE,
     _E + "Dispatch": Permission.EXECUTE,
     _E + "DispatchBatch": Permission.EXECUTE,

@@ -596,10 +596,12 @@ class GetBackfillRequest(_message.Message):
     def __init__(self, backfill_id: _Optional[str] = ...) -> None: ...
 
 class ListBackfillsRequest(_message.Message):
-    __slots__ = ("workflow",)
+    __slots__ = ("workflow", "task")
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
     workflow: str
-    def __init__(self, workflow: _Optional[str] = ...) -> None: ...
+    task: str
+    def __init__(self, workflow: _Optional[str] = ..., task: _Optional[str] = ...) -> None: ...
 
 class ListBackfillsReply(_message.Message):
     __slots__ = ("backfills",)
@@ -1235,3 +1237,17 @@ class ListPoolsReply(_message.Message):
     POOLS_FIELD_NUMBER: _ClassVar[int]
     pools: _containers.RepeatedCompositeFieldContainer[PoolInfo]
     def __init__(self, pools: _Optional[_Iterable[_Union[PoolInfo, _Mapping]]] = ...) -> None: ...
+
+class TaskBackfillRequest(_message.Message):
+    __slots__ = ("task", "from_ms", "to_ms", "params_json", "idempotency_key")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    from_ms: int
+    to_ms: int
+    params_json: str
+    idempotency_key: str
+    def __init__(self, task: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...

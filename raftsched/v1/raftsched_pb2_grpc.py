@@ -299,6 +299,11 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsReply.FromString,
                 _registered_method=True)
+        self.BackfillTask = channel.unary_unary(
+                '/raftsched.v1.Admin/BackfillTask',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -624,6 +629,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackfillTask(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -891,6 +902,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListPools,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsReply.SerializeToString,
+            ),
+            'BackfillTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillTask,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2324,6 +2340,33 @@ class Admin:
             '/raftsched.v1.Admin/ListPools',
             raftsched_dot_v1_dot_raftsched__pb2.ListPoolsRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.ListPoolsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/BackfillTask',
+            raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -335,7 +335,7 @@ class ShardAttempt(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ..., holds: _Optional[_Iterable[str]] = ..., waiting: _Optional[str] = ..., waiting_since_ms: _Optional[int] = ..., unstarted: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped", "held")
+    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped", "held", "backfill_id")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -361,6 +361,7 @@ class Run(_message.Message):
     TIMELINE_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     task: str
     nominal_ms: int
@@ -379,7 +380,8 @@ class Run(_message.Message):
     timeline: _containers.RepeatedCompositeFieldContainer[TimelineEntry]
     timeline_dropped: int
     held: bool
-    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ..., held: _Optional[bool] = ...) -> None: ...
+    backfill_id: str
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ..., held: _Optional[bool] = ..., backfill_id: _Optional[str] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("task", "condition", "workflow", "logical_offset_ms", "timeout_ms", "on_timeout", "warn_after_ms")
@@ -612,7 +614,7 @@ class WorkflowRun(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., workflow: _Optional[str] = ..., version: _Optional[int] = ..., logical_ms: _Optional[int] = ..., state: _Optional[_Union[WorkflowRunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., backfill_id: _Optional[str] = ..., manual: _Optional[bool] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskRun, _Mapping]]] = ..., params_json: _Optional[str] = ..., epoch: _Optional[int] = ..., event_name: _Optional[str] = ..., event_key: _Optional[str] = ..., event_payload_json: _Optional[str] = ...) -> None: ...
 
 class BackfillRecord(_message.Message):
-    __slots__ = ("backfill_id", "workflow", "from_ms", "to_ms", "runs_total", "runs_finished", "runs_failed", "created_ms", "finished_ms", "share_pct")
+    __slots__ = ("backfill_id", "workflow", "from_ms", "to_ms", "runs_total", "runs_finished", "runs_failed", "created_ms", "finished_ms", "share_pct", "task", "runs_skipped")
     BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     FROM_MS_FIELD_NUMBER: _ClassVar[int]
@@ -623,6 +625,8 @@ class BackfillRecord(_message.Message):
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
     FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
     SHARE_PCT_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    RUNS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
     backfill_id: str
     workflow: str
     from_ms: int
@@ -633,7 +637,9 @@ class BackfillRecord(_message.Message):
     created_ms: int
     finished_ms: int
     share_pct: int
-    def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ...) -> None: ...
+    task: str
+    runs_skipped: int
+    def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ..., task: _Optional[str] = ..., runs_skipped: _Optional[int] = ...) -> None: ...
 
 class AlertRecord(_message.Message):
     __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved")

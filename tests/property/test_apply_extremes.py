@@ -172,6 +172,7 @@ def _bodies() -> dict[str, Callable[[], Message]]:
         "emit_event": lambda: pb.EmitEvent(name="e", key="k", namespace="default", payload_json="{}"),
         "set_pool": lambda: pb.SetPool(pool=pb.PoolRecord(name="p2", slots=3)),
         "delete_pool": lambda: pb.DeletePool(name="p"),
+        "start_task_backfill": lambda: pb.StartTaskBackfill(task="t", nominal_ms=[NOMINAL - 1000, NOMINAL]),
     }
 
 

@@ -6,6 +6,7 @@ overlap policy left to regular work, restore, and the errors."""
 from __future__ import annotations
 
 import datetime as dt
+import random
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -17,6 +18,8 @@ from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.model import CronTrigger, IntervalTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import fires_in
@@ -203,3 +206,40 @@ def test_errors_name_what_is_wrong() -> None:
     cmd.start_task_backfill.nominal_ms.append(T0)
     res = apply(state, codec.encode_command(cmd))
     assert (res.ok, res.code) == (False, "not_found")
+
+
+# -- the throttle: the dispatcher gives backfill runs only what regular work leaves ---------------
+
+
+def _dispatching(slots: int) -> tuple[SchedulerState, Dispatcher]:
+    state = _state(fired=False)
+    assert create(state, TaskSpec("reg", ManualTrigger(), command="x", overlap=Overlap.ALLOW)).ok
+    assert state.apply(join("ex1", slots)).result.ok
+    d = Dispatcher(
+        state, DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000), random.Random(7)
+    )
+    d.become_leader(1, T0)
+    return state, d
+
+
+def _step(state: SchedulerState, d: Dispatcher, data: bytes, now: int) -> pb.CommandResult:
+    applied = state.apply(data)
+    d.on_effects(applied.effects, now)
+    return applied.result
+
+
+def test_a_task_backfill_takes_at_most_the_backfill_share_and_regular_work_goes_first() -> None:
+    state, d = _dispatching(slots=10)  # 30 % of 10 slots: 3
+    data = writes.start_task_backfill(state, "t", T0 - 20 * MIN, T0 - 11 * MIN, "", **STAMP)
+    assert _step(state, d, data, T0).backfill.runs_total == 10
+    for proposal in d.poll(T0 + S):
+        _step(state, d, proposal.encode(), T0 + S)
+    assert len(d.take_outbox()) == 3
+    assert d.poll(T0 + 2 * S) == []  # the share is used up although seven slots are free
+    # Regular work takes the free slots at once, whatever the backfill waits for.
+    for i in range(7):
+        trig = writes.trigger_now("reg", "", **{**STAMP, "now_ms": T0 + 3 * S, "key": f"r{i}"})
+        _step(state, d, trig, T0 + 3 * S)
+    for proposal in d.poll(T0 + 3 * S):
+        _step(state, d, proposal.encode(), T0 + 3 * S)
+    assert sorted(item.task for _, item in d.take_outbox()) == ["reg"] * 7

@@ -394,6 +394,7 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("timeout", duration_text(s.timeout_ms) if s.timeout_ms else "none"),
         ("priority", str(s.priority)),
         ("locks", locks_text(s.locks)),
+        ("pool", s.pool) if s.pool else None,
         ("exclude", ", ".join(s.exclude) or "-"),
         ("runner", s.runner or "shell"),
         ("resource", resource_text(s.resource_cpu, s.resource_memory_mb)),

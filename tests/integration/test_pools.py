@@ -96,6 +96,7 @@ def test_a_pool_of_two_under_twenty_tasks_holds_across_a_leader_sigkill(
         for i in range(TASKS)
     ]
     assert all(r.ok for r in client.add_tasks(specs))
+    assert "warehouse" in ok("task", "show", "load00")
     executors = [cluster.start_executor(name, slots=8) for name in ("ex1", "ex2")]
     try:
         wait_until(lambda: len(_spans(out)) >= 4, 60, 0.1, "some attempts finished")

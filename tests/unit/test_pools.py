@@ -174,3 +174,14 @@ def test_task_files_and_the_cli_take_the_pool() -> None:
     assert parser.parse_args(["pool", "delete", "wh"]).name == "wh"
     parsed = parse_task_text("tasks:\n  - name: t\n    command: x\n    pool: wh\n", "yaml", "t.yaml")
     assert [spec.pool for spec, _ in parsed.tasks] == ["wh"]
+
+
+def test_setting_and_deleting_a_pool_is_an_administrators_permission() -> None:
+    from raftsched.security.auth import ROLE_PERMISSIONS, Permission, Role
+    from raftsched.security.authz import required_permission
+
+    for rpc in ("SetPool", "DeletePool"):
+        assert required_permission(f"/raftsched.v1.Admin/{rpc}") == Permission.POOLS
+    assert required_permission("/raftsched.v1.Admin/ListPools") == Permission.TASKS_READ
+    holders = [role for role, perms in ROLE_PERMISSIONS.items() if Permission.POOLS in perms]
+    assert holders == [Role.ADMIN]

@@ -141,7 +141,8 @@ def test_a_newer_command_stops_the_replica_and_the_rest_of_the_log_waits_for_an_
     finally:
         applier.stop()
     assert isinstance(fatal[0], FormatTooNew) and fatal[0].index == 2
-    assert "command format 10 is newer than this build applies (9)" in str(fatal[0])
+    next_format, ours = codec.COMMAND_FORMAT + 1, codec.COMMAND_FORMAT
+    assert f"command format {next_format} is newer than this build applies ({ours})" in str(fatal[0])
     assert applier.failed is fatal[0]
     # Entry 1 applied; entry 2 is not recorded as applied (a newer build replays it), nor is 3.
     assert replica.last_applied == 1

@@ -185,3 +185,12 @@ def test_setting_and_deleting_a_pool_is_an_administrators_permission() -> None:
     assert required_permission("/raftsched.v1.Admin/ListPools") == Permission.TASKS_READ
     holders = [role for role, perms in ROLE_PERMISSIONS.items() if Permission.POOLS in perms]
     assert holders == [Role.ADMIN]
+
+
+def test_a_workflow_task_with_a_bad_pool_name_is_refused_at_its_path() -> None:
+    from raftsched.workflow.validate import validate_workflow
+
+    spec = pb.WorkflowSpec(name="w")
+    spec.tasks.add(name="a", command="x", pool="no spaces")
+    with pytest.raises(InvalidSpec, match=r"tasks\[0\]\.pool"):
+        validate_workflow(spec)

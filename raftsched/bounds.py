@@ -84,6 +84,7 @@ MAX_SLOTS: Final = 10_000
 MAX_RATE_MILLI: Final = 1_000_000 * 1000  # a quota's rate: a million attempts per second
 MAX_BURST: Final = 1_000_000  # a quota's burst
 MAX_RUNNING: Final = 1_000_000  # a quota's running attempts
+MAX_POOL_SLOTS: Final = 1_000_000  # a pool's slots
 """An executor's slots."""
 MAX_STAGE_CHUNKS: Final = MAX_WORKFLOW_TASKS
 MAX_SCRYPT_N: Final = 2**20  # the verifier runs scrypt with it: larger is a memory bomb
@@ -267,6 +268,13 @@ FIELDS: Final[dict[str, Range]] = {
         "RetryBackoff.base_ms": Range(0, MAX_RETRY_DELAY_MS, " ms", "required with retry_backoff: 1.."),
         "RetryBackoff.cap_ms": Range(0, MAX_RETRY_DELAY_MS, " ms", "no cap (7 days)"),
         "RetryBackoff.jitter_pct": Range(0, 100, " %", "no jitter"),
+        "PoolRecord.slots": Range(0, MAX_POOL_SLOTS, "", "refused: a pool has at least 1 slot"),
+        "PoolRecord.updated_ms": IGNORED_I64,
+        "StartTaskBackfill.nominal_ms": TIME,
+        "StartTaskBackfill.from_ms": TIME,
+        "StartTaskBackfill.to_ms": TIME,
+        "TaskBackfillRequest.from_ms": TIME,
+        "TaskBackfillRequest.to_ms": TIME,
     }.items()
 }
 

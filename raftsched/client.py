@@ -69,7 +69,7 @@ from raftsched.errors import (
     error_for_code,
 )
 from raftsched.fsm.events import check_event
-from raftsched.fsm.policy import parse_rate, validate_quota
+from raftsched.fsm.policy import parse_rate, validate_pool, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
 from raftsched.readinfo import ReadInfo
 from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
@@ -790,6 +790,66 @@ class Client:
         reply: pb.ListEventsReply = self._call("ListEvents", request, stale=stale)
         return list(reply.events)
 
+    # -- pools ------------------------------------------------------------------------------------
+
+    def set_pool(self, name: str, slots: int, *, description: str = "") -> pb.PoolRecord:
+        """Create pool ``name`` or resize it to ``slots`` (1-1,000,000): at most that many attempts
+        of tasks naming it (``pool``) run at once, any owner; the rest wait, by priority then age.
+        Shrinking stops no attempt: new ones wait until enough have finished. Needs the
+        ``pools.manage`` permission (admin) with auth on."""
+        pool = pb.PoolRecord(name=name, slots=slots, description=description)
+        validate_pool(pool)
+        reply: pb.PoolReply = self._call(
+            "SetPool", pb.SetPoolRequest(pool=pool, idempotency_key=_key()), write=True
+        )
+        return reply.pool
+
+    def delete_pool(self, name: str) -> pb.PoolRecord:
+        """Delete pool ``name``. Conflict while a task or workflow task names it (the message lists
+        them); NotFound if there is none."""
+        request = pb.DeletePoolRequest(name=validate_name(name, "pool.name"), idempotency_key=_key())
+        reply: pb.PoolReply = self._call("DeletePool", request, write=True)
+        return reply.pool
+
+    def list_pools(self, *, stale: bool | None = None) -> list[pb.PoolInfo]:
+        """Every pool by name with its slots, the attempts holding it (``used``, ``holders``) and
+        how many wait for it."""
+        reply: pb.ListPoolsReply = self._call("ListPools", pb.ListPoolsRequest(), stale=stale)
+        return list(reply.pools)
+
+    # -- task backfills ---------------------------------------------------------------------------
+
+    def backfill_task(
+        self,
+        task: str,
+        start: int | dt.date | dt.datetime,
+        end: int | dt.date | dt.datetime,
+        params: Mapping[str, Any] | str | None = None,
+    ) -> pb.BackfillRecord:
+        """Backfill plain task ``task``: one run per nominal time of its schedule in ``[start,
+        end]`` (both inclusive: cron occurrences with the DST policy of its fires, or interval
+        steps), skipping times that have a run already and those the scheduler has not reached
+        yet (``runs_skipped`` counts both). ``start``/``end`` as for :meth:`backfill`. The runs use
+        only the slots regular work leaves (the backfill share, 30 % of the slots) and do not count
+        for the task's overlap policy. Refused (InvalidSpec) for a reversed range, a task without
+        a schedule, a range with no nominal time or more than 1,000; NotFound for an unknown
+        task. Watch progress with :meth:`get_backfill`."""
+        request = pb.TaskBackfillRequest(
+            task=validate_name(task, "task"),
+            from_ms=to_epoch_ms(start, "start"),
+            to_ms=to_epoch_ms(end, "end", end_of_day=True),
+            params_json=params_to_json(params),
+            idempotency_key=_key(),
+        )
+        reply: pb.BackfillReply = self._call("BackfillTask", request, write=True)
+        return reply.backfill
+
+    def list_task_backfills(self, task: str, *, stale: bool | None = None) -> list[pb.BackfillRecord]:
+        """Every backfill of plain task ``task``, newest first."""
+        request = pb.ListBackfillsRequest(task=validate_name(task, "task"))
+        reply: pb.ListBackfillsReply = self._call("ListBackfills", request, stale=stale)
+        return list(reply.backfills)
+
     def start_workflow_run(
         self, workflow: str, logical_ms: int = 0, params: Mapping[str, Any] | str | None = None
     ) -> pb.WorkflowRun:
@@ -900,7 +960,7 @@ class Client:
     def get_backfill(self, backfill_id: str, *, stale: bool | None = None) -> pb.BackfillRecord:
         """One backfill and its progress (``runs_finished`` / ``runs_total``, ``runs_failed``)."""
         if not backfill_id or len(backfill_id) > 256:
-            raise InvalidSpec("backfill_id", "required (<workflow>~b<seq>)")
+            raise InvalidSpec("backfill_id", "required (<workflow>~b<seq> or <task>~t<seq>)")
         reply: pb.BackfillReply = self._call(
             "GetBackfill", pb.GetBackfillRequest(backfill_id=backfill_id), stale=stale
         )

@@ -65,7 +65,10 @@ from raftsched.v1 import log_pb2 as pb
 #      would disagree) and its executors would pass the reference on as literal text. Also an
 #      ApplyWorkflow with expected_version (the console's conditional edit, issue 29 §8): a
 #      format-7 node would ignore the condition.
-COMMAND_FORMAT = 10
+#  11  SetPool, DeletePool (pools, issue 29 §4); a task or workflow written with a pool is stamped
+#      11 too: an older node would store it and start its attempts without taking a pool slot.
+#  12  StartTaskBackfill (backfill for plain tasks, issue 29 §6).
+COMMAND_FORMAT = 12
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -108,6 +111,13 @@ SECRETS_FORMAT = 10
 WORKFLOW_VERSION_CHECK_FORMAT = 10
 """The format of an ApplyWorkflow conditional on the version (``expected_version``): an older
 node would ignore the condition and apply what a newer one refuses (see the history)."""
+POOLS_FORMAT = 11
+"""The format of SetPool, DeletePool and of task and workflow definitions naming a pool."""
+_BODY_FORMAT["set_pool"] = POOLS_FORMAT
+_BODY_FORMAT["delete_pool"] = POOLS_FORMAT
+TASK_BACKFILL_FORMAT = 12
+"""The format of StartTaskBackfill (a backfill of a plain task)."""
+_BODY_FORMAT["start_task_backfill"] = TASK_BACKFILL_FORMAT
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -195,6 +205,7 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         retry_same_executor=not spec.retry_elsewhere,
         keep_runs=spec.keep_runs,
         keep_for_ms=spec.keep_for_ms,
+        pool=spec.pool,
     )
     if spec.retry_backoff is not None:
         out.retry_backoff.CopyFrom(retry_backoff_to_pb(spec.retry_backoff))
@@ -261,6 +272,7 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "retry_elsewhere": not msg.retry_same_executor,
         "keep_runs": msg.keep_runs,
         "keep_for_ms": msg.keep_for_ms,
+        "pool": msg.pool,
     }
 
 
@@ -283,6 +295,8 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body in _POOL_SPECS and _POOL_SPECS[body](cmd):
+        return POOLS_FORMAT
     if body in _SECRET_SPECS and _SECRET_SPECS[body](cmd):
         return SECRETS_FORMAT
     if body == "apply_workflow" and cmd.apply_workflow.expected_version:
@@ -396,6 +410,15 @@ _SECRET_SPECS: dict[str, Callable[[pb.Command], bool]] = {
     "trigger_now": lambda c: uses_secrets(c.trigger_now.params_json),
     "start_workflow_run": lambda c: uses_secrets(c.start_workflow_run.params_json),
     "start_backfill": lambda c: uses_secrets(c.start_backfill.params_json),
+}
+
+
+_POOL_SPECS: dict[str, Callable[[pb.Command], bool]] = {
+    "create_task": lambda c: bool(c.create_task.spec.pool),
+    "update_task": lambda c: bool(c.update_task.spec.pool),
+    "create_tasks": lambda c: any(i.spec.pool for i in c.create_tasks.items),
+    "apply_workflow": lambda c: any(t.pool for t in c.apply_workflow.spec.tasks),
+    "stage_workflow_tasks": lambda c: any(t.pool for t in c.stage_workflow_tasks.tasks),
 }
 
 

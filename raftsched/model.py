@@ -34,6 +34,7 @@ retry_delays            at most 16 delays, each 0 - 7 days
 retry_backoff           base 1 ms - 7 days, cap 0 (none) or base - 7 days, jitter 0-100 %
 keep_runs               0 (cluster default) - 10,000,000
 keep_for                0 (cluster default) - 3,660 days
+pool                    "" (none) or a pool name: every attempt holds one of its slots
 ======================  ===========================================
 
 Every text field refuses a NUL character (it cannot reach a process: argv, the environment and
@@ -397,6 +398,8 @@ class TaskSpec:
     # Retention (issue 29 §5): finished runs and fire records kept (0: the cluster's default).
     keep_runs: int = 0
     keep_for_ms: int = 0
+    # A named capacity (raftsched pool set): every attempt holds one of its slots while it runs.
+    pool: str = ""
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -433,6 +436,8 @@ class TaskSpec:
         if self.on_event:
             validate_name(self.on_event, "on_event")
         validate_event_names(self.emits)
+        if self.pool:
+            validate_name(self.pool, "pool")
         validate_resource(self.resource_cpu, self.resource_memory_mb)
         if not isinstance(self.runner, Runner):
             raise InvalidSpec("runner", f"{quote(self.runner)} is not one of shell, python")

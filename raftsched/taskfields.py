@@ -244,6 +244,9 @@ TASK_FIELDS: tuple[Field, ...] = (
           "cluster ``history_keep_seconds``", attr="keep_for_ms", proto="keep_for_ms", errors=("keep_for",),
           hints=("keep_for_ms", "retention"), flag="--keep-for", metavar="DURATION",
           flag_help="keep finished runs this long (0 = the cluster default)"),
+    Field("pool", Kind.TEXT, "pool name: each attempt holds one of its slots (``pool set``)", "none",
+          attr="pool", proto="pool", errors=("pool",), workflow_task=True, flag="--pool", metavar="POOL",
+          flag_help="hold a slot of this pool while each attempt runs (--pool '' clears it)"),
 )  # fmt: skip
 
 # The keys of a workflow file itself (its tasks are TASK_FIELDS with workflow_task).

@@ -21,6 +21,8 @@ from typing import Any
 from raftsched import __version__
 from raftsched.cli import access, alerts, apply, calendars, cluster, cron, events, tasks, workflows
 from raftsched.cli import policy as policy_cli
+from raftsched.cli import pools as pools_cli
+from raftsched.cli import taskbackfill as taskbackfill_cli
 from raftsched.cli.demo import DEFAULT_DEMO_CONFIG, cmd_demo
 from raftsched.cli.errors import (
     ArgParser,
@@ -439,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
+    pools_cli.add_commands(commands, _leaf, _json_option)
+    taskbackfill_cli.add_commands(commands, _leaf, _json_option, _param_options)
     return parser
 
 
@@ -752,6 +756,7 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("events", ("on_event", "emits")),
     ("labels", ("owner", "namespace", "description")),
     ("retries and retention", ("retry_delays", "retry_backoff", "retry_elsewhere", "keep_runs", "keep_for")),
+    ("pools", ("pool",)),
 )
 _OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {
     Kind.INT: int,

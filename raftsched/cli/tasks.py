@@ -405,6 +405,7 @@ def _print_task(t: pb.TaskRecord) -> None:
         ("retry elsewhere", "no" if s.retry_same_executor else "yes"),
         ("priority", str(s.priority)),
         ("locks", locks_text(s.locks)),
+        ("pool", s.pool) if s.pool else None,
         ("exclude", ", ".join(s.exclude) or "-"),
         ("runner", s.runner or "shell"),
         ("resource", resource_text(s.resource_cpu, s.resource_memory_mb)),

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKFILL_POLL_S",
+    "backfill_line",
     "cmd_wf_apply",
     "cmd_wf_backfill",
     "cmd_wf_backfill_status",
@@ -57,6 +58,7 @@ __all__ = [
     "cmd_wf_runs",
     "cmd_wf_show",
     "cmd_wf_status",
+    "watch_backfill",
 ]
 
 BACKFILL_POLL_S = 1.0
@@ -366,7 +368,7 @@ def cmd_wf_backfill(args: argparse.Namespace) -> int:
                 f"  (runs: raftsched workflow runs {record.workflow})"
             )
             return 0
-        return _watch_backfill(client, record)
+        return watch_backfill(client, record)
 
 
 def cmd_wf_backfill_status(args: argparse.Namespace) -> int:
@@ -375,8 +377,8 @@ def cmd_wf_backfill_status(args: argparse.Namespace) -> int:
         if args.json:
             return print_json(to_dict(record))
         if args.wait:
-            return _watch_backfill(client, record)
-    print(_backfill_line(record))
+            return watch_backfill(client, record)
+    print(backfill_line(record))
     return 0
 
 
@@ -402,12 +404,13 @@ def cmd_wf_backfills(args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch_backfill(client: Client, record: pb.BackfillRecord) -> int:
+def watch_backfill(client: Client, record: pb.BackfillRecord, *, as_json: bool = False) -> int:
     """Poll the backfill until every run finished, redrawing a progress bar (one line per change
-    when stdout is not a terminal). Exit status 1 if any run failed."""
-    tty = sys.stdout.isatty()
+    when stdout is not a terminal; ``as_json``: no bar, the final record as JSON). Exit status 1
+    if any run failed."""
+    tty = sys.stdout.isatty() and not as_json
     last = ""
-    while True:
+    while not as_json:
         line = progress_bar(record.runs_finished, record.runs_total) + (
             f", {record.runs_failed} failed" if record.runs_failed else ""
         )
@@ -421,9 +424,15 @@ def _watch_backfill(client: Client, record: pb.BackfillRecord) -> int:
             break
         _sleep(BACKFILL_POLL_S)
         record = client.get_backfill(record.backfill_id)
+    while as_json and not _backfill_done(record):
+        _sleep(BACKFILL_POLL_S)
+        record = client.get_backfill(record.backfill_id)
     if tty:
         print()
-    print(_backfill_line(record))
+    if as_json:
+        print_json(to_dict(record))
+    else:
+        print(backfill_line(record))
     if record.runs_failed:
         return fail(f"backfill {record.backfill_id}: {record.runs_failed} run(s) failed", 1)
     return 0
@@ -433,9 +442,9 @@ def _backfill_done(record: pb.BackfillRecord) -> bool:
     return bool(record.finished_ms) or record.runs_finished >= record.runs_total
 
 
-def _backfill_line(b: pb.BackfillRecord) -> str:
+def backfill_line(b: pb.BackfillRecord) -> str:
     state = f"finished {iso(b.finished_ms)}" if _backfill_done(b) else "running"
     return (
-        f"backfill {b.backfill_id} ({b.workflow}, {iso(b.from_ms)} .. {iso(b.to_ms)}): "
+        f"backfill {b.backfill_id} ({b.workflow or b.task}, {iso(b.from_ms)} .. {iso(b.to_ms)}): "
         f"{b.runs_finished}/{b.runs_total} runs finished, {b.runs_failed} failed; {state}"
     )

@@ -278,7 +278,11 @@ class ExecutorBook:
                 refused += 1  # it would over-commit the executor's slots, cpu or memory
                 continue
             st = tasks.get(run.task)
-            need = policy.need(st.spec.owner, st.spec.namespace, st.spec.locks) if st is not None else None
+            need = (
+                policy.need(st.spec.owner, st.spec.namespace, st.spec.locks, st.spec.pool)
+                if st is not None
+                else None
+            )
             if need is not None:
                 why = policy.check(need, now)
                 if why:

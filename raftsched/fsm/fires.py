@@ -112,7 +112,12 @@ class FireBook:
                     # Decided here from the nominal time and the replicated calendar (its zone's
                     # offsets travel with it), so every replica skips the same fires.
                     outcome, reason, calendar = pb.SKIPPED_CALENDAR, cal.why(fire.nominal_ms), cal.name
-                elif outcome == pb.FIRED and st.active_runs > 0 and st.spec.overlap != Overlap.ALLOW:
+                elif (
+                    outcome == pb.FIRED
+                    and st.active_runs > 0
+                    and st.spec.overlap != Overlap.ALLOW
+                    and st.active_runs > runs.backfill_per_task.get(st.spec.name, 0)
+                ):
                     admit, reason = self._overlap(st, now, cmd.epoch, cmd.format, effects)
                     hold = admit is Admit.HOLD
                     if admit is Admit.SKIP:

@@ -25,6 +25,7 @@
 ``c/members``                               MembershipRecord (the scheduler nodes)
 ``ev/<name>\\x00<key>``                     EventRecord (an accepted event, kept for the dedupe window)
 ``evx/<accepted:016x>/<name>\\x00<key>``     empty: expiry index of accepted events
+``pl/<pool>``                                PoolRecord (a named capacity; its holders are on shards)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -61,6 +62,7 @@ WORKFLOW_ZONE = b"yz/"  # a workflow version's zone offsets (wall-clock not_befo
 MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 EVENT = b"ev/"
 EVENT_EXPIRY = b"evx/"
+POOL = b"pl/"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -187,3 +189,7 @@ def event_key(name: str, key: str) -> bytes:
 
 def event_expiry_key(accepted_ms: int, name: str, key: str) -> bytes:
     return EVENT_EXPIRY + f"{accepted_ms:016x}/".encode() + name.encode() + b"\x00" + key.encode()
+
+
+def pool_key(name: str) -> bytes:
+    return POOL + name.encode()

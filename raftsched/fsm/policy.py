@@ -1,4 +1,4 @@
-"""Replicated dispatch policies: quotas per owner and per namespace, and resource locks.
+"""Replicated dispatch policies: quotas per owner and per namespace, pools and resource locks.
 
 An attempt may start (apply accepts its assignment) only when
 
@@ -6,20 +6,24 @@ An attempt may start (apply accepts its assignment) only when
   bucket and, with ``max_running``, a free running place; and
 * it can take every lock its task names, all at once: an exclusive lock has no holder, a shared
   lock no exclusive holder. Acquiring all or nothing in one step means no attempt ever holds one
-  lock while it waits for another, so locks cannot deadlock.
+  lock while it waits for another, so locks cannot deadlock; and
+* the pool its task names (if any) exists and has a free slot: fewer than ``slots`` attempts hold
+  it. Which waiting attempt gets a freed slot (priority, then age) is the leader's order
+  (:mod:`raftsched.leader.dispatch.placement`); apply only keeps the count.
 
 Both are decided in ``apply`` from replicated values only (the bucket refills by the leader's
 ``now_ms`` in the command, never a clock), so every replica grants the same attempts. What an
 attempt took is written on its shard (``ShardAttempt.holds``) and given back, from that record,
-when the shard leaves RUNNING: finished, failed, lost, timed out or cancelled. Lock holders are
-derived from those records on load; quota records (bucket state and running count) are stored.
+when the shard leaves RUNNING: finished, failed, lost, timed out or cancelled. Lock and pool
+holders are derived from those records on load; quota records (bucket state and running count)
+and pool records (name and slots) are stored.
 
 The leader's dispatcher asks the same question first (:meth:`PolicyBook.check` with its own
 :class:`Reservations` of proposals not yet applied), so it rarely proposes what apply refuses and
 can tell the attempt why it waits; apply stays the authority.
 
 Hold strings: ``o:<owner>`` and ``n:<namespace>`` (a quota's running place), ``x:<lock>``
-(exclusive) and ``s:<lock>`` (shared). The one-letter prefix keeps them unambiguous, whatever
+(exclusive), ``s:<lock>`` (shared) and ``p:<pool>``. The one-letter prefix keeps them unambiguous, whatever
 characters a name has.
 """
 
@@ -30,11 +34,19 @@ from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
 from raftsched.abc import StateStore
-from raftsched.bounds import MAX_BURST, MAX_RATE_MILLI, MAX_RUNNING
+from raftsched.bounds import MAX_BURST, MAX_POOL_SLOTS, MAX_RATE_MILLI, MAX_RUNNING
 from raftsched.errors import InvalidSpec, quote
 from raftsched.fsm import keys
 from raftsched.fsm.timeline import note
-from raftsched.model import MAX_LABEL, Lock, LockMode, check_text, execution_id
+from raftsched.model import (
+    MAX_DESCRIPTION_BYTES,
+    MAX_LABEL,
+    Lock,
+    LockMode,
+    check_text,
+    execution_id,
+    validate_name,
+)
 from raftsched.v1 import log_pb2 as pb
 
 QUOTA_KINDS = ("owner", "namespace")
@@ -122,6 +134,29 @@ def lock_reason(name: str) -> str:
     return f"lock {name}: held"
 
 
+def pool_reason(name: str, rec: pb.PoolRecord | None) -> str:
+    """The wait reason of an attempt held back by pool ``name`` (full, or an earlier waiter comes
+    first; or the pool does not exist)."""
+    if rec is None:
+        return f"pool {name}: not set (raftsched pool set {name} --slots N)"
+    return f"pool {name}: {rec.slots} slot{'s' if rec.slots != 1 else ''}"
+
+
+def pool_of_reason(reason: str) -> str:
+    """The pool a wait reason names (``pool warehouse: 2 slots``), or ""."""
+    if not reason.startswith("pool "):
+        return ""
+    return reason[5:].partition(": ")[0]
+
+
+def validate_pool(p: pb.PoolRecord) -> None:
+    """Refuse a malformed pool (InvalidSpec naming the field)."""
+    validate_name(p.name, "pool.name")
+    if not 1 <= p.slots <= MAX_POOL_SLOTS:
+        raise InvalidSpec("pool.slots", f"{p.slots} is not in 1-{MAX_POOL_SLOTS}")
+    check_text(p.description, "pool.description", MAX_DESCRIPTION_BYTES)
+
+
 def quota_hold(key: QuotaKey) -> str:
     return _HOLD_PREFIX[key[0]] + key[1]
 
@@ -131,10 +166,12 @@ def lock_hold(lock: Lock) -> str:
 
 
 class Need(NamedTuple):
-    """What an attempt of a task must take to start: its quotas (those set) and its locks."""
+    """What an attempt of a task must take to start: its quotas (those set), its locks and its
+    pool ("" for none)."""
 
     quotas: tuple[QuotaKey, ...]
     locks: tuple[Lock, ...]
+    pool: str = ""
 
 
 class Reservations:
@@ -143,13 +180,14 @@ class Reservations:
     Counted on top of the replicated state by :meth:`PolicyBook.check`, so the dispatcher does not
     hand out the same token or lock twice while its proposals are in flight."""
 
-    __slots__ = ("by_key", "exclusive", "quota", "shared")
+    __slots__ = ("by_key", "exclusive", "pool", "quota", "shared")
 
     def __init__(self) -> None:
         self.by_key: dict[tuple[str, int], Need] = {}
         self.quota: dict[QuotaKey, int] = {}
         self.exclusive: dict[str, int] = {}
         self.shared: dict[str, int] = {}
+        self.pool: dict[str, int] = {}
 
     def add(self, key: tuple[str, int], need: Need) -> None:
         self.remove(key)
@@ -166,6 +204,7 @@ class Reservations:
         self.quota.clear()
         self.exclusive.clear()
         self.shared.clear()
+        self.pool.clear()
 
     def _count(self, need: Need, delta: int) -> None:
         for q in need.quotas:
@@ -173,6 +212,8 @@ class Reservations:
         for lock in need.locks:
             book = self.shared if lock.mode == LockMode.SHARED else self.exclusive
             book[lock.name] = book.get(lock.name, 0) + delta
+        if need.pool:
+            self.pool[need.pool] = self.pool.get(need.pool, 0) + delta
 
 
 class LockUser(NamedTuple):
@@ -191,6 +232,14 @@ class LockView(NamedTuple):
     waiters: list[LockUser]
 
 
+class PoolView(NamedTuple):
+    """A pool as ``raftsched pool list`` shows it."""
+
+    pool: pb.PoolRecord
+    holders: list[str]  # execution ids, sorted
+    waiting: int  # attempts whose recorded wait reason names the pool
+
+
 class _Holder(NamedTuple):
     shared: bool
     since_ms: int
@@ -206,11 +255,14 @@ class _Wait(NamedTuple):
 
 
 class PolicyBook:
-    """The quotas and lock table of the state machine (apply thread; readers hold the FSM lock)."""
+    """The quotas, pools and lock table of the state machine (apply thread; readers hold the FSM
+    lock)."""
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
         self.quotas: dict[QuotaKey, pb.QuotaRecord] = {}
+        self.pools: dict[str, pb.PoolRecord] = {}
+        self.pool_holders: dict[str, dict[str, int]] = {}  # pool -> execution id -> since_ms
         self.holders: dict[str, dict[str, _Holder]] = {}  # lock -> execution id -> holder
         self.exclusive: dict[str, int] = {}  # lock -> its exclusive holders (0 or 1; O(1) checks)
         self.waits: dict[tuple[str, int], _Wait] = {}  # (run id, shard) -> its recorded wait
@@ -219,8 +271,11 @@ class PolicyBook:
     # -- loading -----------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Quotas from the store; lock holders and waits are added by :meth:`load_shard`."""
+        """Quotas and pools from the store; lock and pool holders and waits are added by
+        :meth:`load_shard`."""
         self.quotas.clear()
+        self.pools.clear()
+        self.pool_holders.clear()
         self.holders.clear()
         self.exclusive.clear()
         self.waits.clear()
@@ -228,6 +283,9 @@ class PolicyBook:
         for _, value in self.store.scan(keys.QUOTA, keys.QUOTA + keys.END):
             q = pb.QuotaRecord.FromString(value)
             self.quotas[(q.kind, q.name)] = q
+        for _, value in self.store.scan(keys.POOL, keys.POOL + keys.END):
+            p = pb.PoolRecord.FromString(value)
+            self.pools[p.name] = p
 
     def load_shard(self, run: pb.Run, shard: pb.ShardAttempt, locks: tuple[Lock, ...]) -> None:
         """Rebuild the in-memory view of one unfinished shard (its held locks, its wait)."""
@@ -242,14 +300,24 @@ class PolicyBook:
 
     # -- the decision --------------------------------------------------------------------------------
 
-    def need(self, owner: str, namespace: str, locks: tuple[Lock, ...]) -> Need | None:
-        """What a task with this owner, namespace and locks must take (None: nothing, start freely)."""
+    def need(self, owner: str, namespace: str, locks: tuple[Lock, ...], pool: str = "") -> Need | None:
+        """What a task with this owner, namespace, locks and pool must take (None: nothing, start
+        freely)."""
         quotas: tuple[QuotaKey, ...] = ()
         if self.quotas:
             quotas = tuple(k for k in (("owner", owner), ("namespace", namespace)) if k in self.quotas)
-        if not quotas and not locks:
+        if not quotas and not locks and not pool:
             return None
-        return Need(quotas, locks)
+        return Need(quotas, locks, pool)
+
+    def pool_free(self, name: str, reserved: Reservations | None = None) -> int:
+        """Free slots of pool ``name`` now, counting ``reserved`` as taken (0 if it does not exist)."""
+        rec = self.pools.get(name)
+        if rec is None:
+            return 0
+        held = self.pool_holders.get(name)
+        used = (len(held) if held else 0) + (reserved.pool.get(name, 0) if reserved is not None else 0)
+        return max(0, rec.slots - used)
 
     def check(self, need: Need, now: int, reserved: Reservations | None = None) -> str:
         """Why ``need`` cannot be taken at ``now`` ("" if it can), counting ``reserved`` as taken.
@@ -266,6 +334,8 @@ class PolicyBook:
                 q.rate_milli and tokens_at(q, now) - extra * TOKEN < TOKEN
             ):
                 return f"quota {key[0]}={key[1]}: {describe_limits(q)}"
+        if need.pool and not self.pool_free(need.pool, reserved):
+            return pool_reason(need.pool, self.pools.get(need.pool))
         for lock in need.locks:
             held = self.holders.get(lock.name)
             x = self.exclusive.get(lock.name, 0)
@@ -293,6 +363,8 @@ class PolicyBook:
             holds.append(quota_hold(key))
         for lock in sorted(need.locks, key=_by_name):  # one order for everyone
             holds.append(lock_hold(lock))
+        if need.pool:
+            holds.append("p:" + need.pool)
         self._grant_locks(holds, exec_id, now, task)
         return holds
 
@@ -300,7 +372,11 @@ class PolicyBook:
         """Give back what ``exec_id`` held (its shard left RUNNING)."""
         for hold in holds:
             kind, name = hold[:2], hold[2:]
-            if kind in ("x:", "s:"):
+            if kind == "p:":
+                users = self.pool_holders.get(name)
+                if users is not None and users.pop(exec_id, None) is not None and not users:
+                    del self.pool_holders[name]
+            elif kind in ("x:", "s:"):
                 held = self.holders.get(name)
                 if held is not None and held.pop(exec_id, None) is not None:
                     if kind == "x:":
@@ -319,7 +395,9 @@ class PolicyBook:
     def _grant_locks(self, holds: Iterable[str], exec_id: str, since_ms: int, task: str) -> None:
         for hold in holds:
             kind = hold[:2]
-            if kind in ("x:", "s:"):
+            if kind == "p:":
+                self.pool_holders.setdefault(hold[2:], {})[exec_id] = since_ms
+            elif kind in ("x:", "s:"):
                 name = hold[2:]
                 held = self.holders.setdefault(name, {})
                 if exec_id not in held and kind == "x:":
@@ -385,6 +463,25 @@ class PolicyBook:
             self.store.delete(keys.quota_key(kind, name))
         return q
 
+    # -- pool commands -----------------------------------------------------------------------------
+
+    def set_pool(self, body: pb.PoolRecord, now: int) -> pb.PoolRecord:
+        """Create or resize a pool (validated first). Attempts holding it keep their slots: a pool
+        shrunk below them starts no new attempt until enough have finished."""
+        validate_pool(body)
+        p = pb.PoolRecord(name=body.name, slots=body.slots, updated_ms=now, description=body.description)
+        self.pools[p.name] = p
+        self.store.put(keys.pool_key(p.name), p.SerializeToString(deterministic=True))
+        return p
+
+    def delete_pool(self, name: str) -> pb.PoolRecord | None:
+        """Remove pool ``name`` (the caller refused it while tasks name it). Attempts holding it
+        keep their slots until they end; the hold is given back as usual."""
+        p = self.pools.pop(name, None)
+        if p is not None:
+            self.store.delete(keys.pool_key(name))
+        return p
+
     def flush(self) -> None:
         """Store the quota records changed by the command being applied (once each)."""
         for key in sorted(self._dirty):
@@ -405,6 +502,20 @@ class PolicyBook:
                 q.tokens_micro = tokens_at(q, now)
                 q.refilled_ms = max(q.refilled_ms, now)
             out.append(q)
+        return out
+
+    def pool_view(self) -> list[PoolView]:
+        """Every pool by name, with its holders and how many attempts wait for it (copies)."""
+        waiting: dict[str, int] = {}
+        for w in self.waits.values():
+            name = pool_of_reason(w.reason)
+            if name:
+                waiting[name] = waiting.get(name, 0) + 1
+        out = []
+        for name in sorted(self.pools):
+            p = pb.PoolRecord()
+            p.CopyFrom(self.pools[name])
+            out.append(PoolView(p, sorted(self.pool_holders.get(name, {})), waiting.get(name, 0)))
         return out
 
     def lock_view(self) -> list[LockView]:

@@ -350,8 +350,8 @@ def backfill(reader: StoreReader, backfill_id: str) -> pb.BackfillRecord | None:
     return pb.BackfillRecord.FromString(raw) if raw is not None else None
 
 
-def backfills(reader: StoreReader, workflow: str) -> list[pb.BackfillRecord]:
-    """The backfills of ``workflow``, newest first."""
-    lo = keys.BACKFILL + f"{workflow}~b".encode()
+def backfills(reader: StoreReader, workflow: str, mark: str = "~b") -> list[pb.BackfillRecord]:
+    """The backfills of ``workflow`` (``mark`` ``~t``: of the plain task so named), newest first."""
+    lo = keys.BACKFILL + f"{workflow}{mark}".encode()
     rows = [pb.BackfillRecord.FromString(v) for _, v in reader.scan(lo, lo + keys.END)]
     return sorted(rows, key=lambda b: b.created_ms, reverse=True)

@@ -16,7 +16,8 @@ from typing import Final, Protocol
 
 from raftsched import bounds, codec
 from raftsched.fsm import alerts as alerts_mod
-from raftsched.fsm import keys, wire
+from raftsched.fsm import keys, taskbackfill, wire
+from raftsched.fsm.alerts import BACKFILL_FAILED
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import (
@@ -88,6 +89,9 @@ class RunBook:
         # several hundred bytes of RAM and a microsecond-scale build per fire.
         self.active: dict[str, bytes] = {}
         self.active_per_task: dict[str, int] = {}  # derived from `active`; kept for O(1) lookups
+        # Of those, a plain task's backfill runs (raftsched.fsm.taskbackfill): the overlap policy
+        # does not count them. Derived from `active` too.
+        self.backfill_per_task: dict[str, int] = {}
         # Derived from the active runs (never stored): slots, cpu and memory each executor's
         # running attempts hold, so an assignment that would over-commit one is refused.
         self.usage = ExecutorUsage()
@@ -98,6 +102,7 @@ class RunBook:
     def clear(self) -> None:
         self.active.clear()
         self.active_per_task.clear()
+        self.backfill_per_task.clear()
 
     def load(self) -> None:
         """The unfinished runs from the store, with the quota places and locks they hold or wait
@@ -109,6 +114,8 @@ class RunBook:
             if run.state not in FINISHED:
                 self.active[run.run_id] = value
                 self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1
+                if run.backfill_id:
+                    self.backfill_per_task[run.task] = self.backfill_per_task.get(run.task, 0) + 1
                 for shard in run.shards:
                     if shard.holds or shard.waiting:
                         task = self.tasks.get(run.task)
@@ -224,6 +231,45 @@ class RunBook:
             return run_id, data, (AttemptReady(run_id, name, nominal, 0, 1, epoch),)
         return run_id, data, tuple(AttemptReady(run_id, name, nominal, i, 1, epoch) for i in range(shards))
 
+    def new_backfill(
+        self, st: TaskState, nominal: int, now: int, epoch: int, backfill_id: str, params_json: str
+    ) -> tuple[Effect, ...]:
+        """Create a backfill run of the plain task ``st`` at ``nominal`` (run id ``task@nominal``,
+        which :meth:`has_run_at` found free); returns its dispatch effects (within the backfill
+        share)."""
+        name = st.spec.name
+        run = pb.Run(
+            run_id=run_id_for(name, nominal),
+            task=name,
+            nominal_ms=nominal,
+            task_version=st.version,
+            state=pb.PENDING,
+            created_ms=now,
+            epoch=epoch,
+            params_json=params_json or st.spec.params_json,
+            shards=pending_shards(st.spec.shards),
+            backfill=True,
+            backfill_id=backfill_id,
+            timeline=[pb.TimelineEntry(event="created", at_ms=now, reason=f"backfill {backfill_id}")],
+        )
+        self._count(st)
+        self.backfill_per_task[name] = self.backfill_per_task.get(name, 0) + 1
+        self.save(run)
+        if st.spec.resource_cpu or st.spec.resource_memory_mb or st.spec.selector or st.unplaceable:
+            self.host.check_placeable(st, self.need_for_run(run), now)
+        if not self.host.leader_effects:
+            return ()
+        return tuple(self.attempt_ready(run, shard, epoch) for shard in run.shards)
+
+    def has_run_at(self, task: str, nominal: int) -> bool:
+        """Whether ``task`` has (or had, as its fire record says) a run at nominal time ``nominal``:
+        the fire's run, or a manual run at that instant."""
+        lo = keys.time_key(keys.RUN, task, nominal)
+        if any(True for _ in self.store.scan(lo, lo + keys.END, limit=1)):
+            return True
+        fire = self.store.get(keys.time_key(keys.FIRE, task, nominal))
+        return fire is not None and pb.FireRecord.FromString(fire).outcome == pb.FIRED
+
     def need_for_run(self, run: pb.Run) -> Need:
         """What each attempt of ``run`` holds on its executor besides its slot."""
         key = (run.task, run.task_version)
@@ -290,7 +336,7 @@ class RunBook:
         for run_id in sorted(self.active):
             run = self.get(run_id)
             assert run is not None
-            if run.task == name:
+            if run.task == name and not run.backfill_id:  # a backfill run is not replaced
                 self.cancel(run, "replaced by a newer fire (overlap=replace)", now, epoch, effects, release)
         st.held_run = ""
 
@@ -416,7 +462,7 @@ class RunBook:
                 host.emit_for_run(st, run, now, epoch, effects)
             if run.workflow_run:
                 host.wf.task_run_finished(run, now, epoch, effects)
-            elif st is not None and st.held_run and st.held_run != run.run_id:
+            elif st is not None and st.held_run and st.held_run != run.run_id and not run.backfill_id:
                 self.release_held(run.task, now, effects)
             return
         if run.state == pb.PENDING and any(s.state != pb.PENDING for s in run.shards):
@@ -455,6 +501,27 @@ class RunBook:
             self.prune(st, now)
             host.put_task(st)
         self.save(run)
+        if run.backfill_id:
+            self._backfill_finished(run, now)
+
+    def _backfill_finished(self, run: pb.Run, now: int) -> None:
+        left = self.backfill_per_task.get(run.task, 0) - 1
+        if left > 0:
+            self.backfill_per_task[run.task] = left
+        else:
+            self.backfill_per_task.pop(run.task, None)
+        failed = taskbackfill.progress(self.store, run, now)
+        if failed is not None:
+            st = self.tasks.get(run.task)
+            self.host.raise_alert(
+                BACKFILL_FAILED,
+                f"backfill {failed.backfill_id}: {failed.runs_failed} of {failed.runs_total} runs failed",
+                now,
+                task=run.task,
+                run_id=failed.backfill_id,
+                owner=st.spec.owner if st is not None else "",
+                namespace=st.spec.namespace if st is not None else "",
+            )
 
     def retry_run(self, cmd: pb.Command, now: int) -> Handled:
         """Forced retry of a failed run: its failed shards get a new attempt, with a fresh retry count."""
@@ -494,6 +561,9 @@ class RunBook:
                 shard.finished_ms = 0
                 note(run, "retry_requested", now, shard)
                 effects.append(self.attempt_ready(run, shard, cmd.epoch))
+        if run.backfill_id:  # counted as finished: it runs again
+            taskbackfill.progress(self.store, run, now, undo=True)
+            self.backfill_per_task[run.task] = self.backfill_per_task.get(run.task, 0) + 1
         run.state = pb.RUNNING
         run.finished_ms = 0
         self.active_per_task[run.task] = self.active_per_task.get(run.task, 0) + 1

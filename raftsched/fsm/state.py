@@ -39,7 +39,7 @@ from raftsched import bounds, codec
 from raftsched.abc import StateStore
 from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as alerts_mod
-from raftsched.fsm import keys, snapshot
+from raftsched.fsm import keys, snapshot, taskbackfill
 from raftsched.fsm import workflows as wf_mod
 from raftsched.fsm.access import TokenBook, prune_audit, record_audit
 from raftsched.fsm.calendars import CalendarBook
@@ -449,6 +449,40 @@ class SchedulerState(LockedReads):
             raise Reject("not_found", f"no quota for {body.kind} {body.name!r}")
         return pb.CommandResult(ok=True, quota=q), ()
 
+    def _set_pool(self, cmd: pb.Command, now: int) -> Handled:
+        return pb.CommandResult(ok=True, pool=self.policy.set_pool(cmd.set_pool.pool, now)), ()
+
+    def _delete_pool(self, cmd: pb.Command, now: int) -> Handled:
+        """Delete a pool; refused while a task or workflow task names it (its attempts would wait
+        for a pool that no longer exists, or, if deleting freed them, run unlimited)."""
+        name = cmd.delete_pool.name
+        if name not in self.policy.pools:
+            raise Reject("not_found", f"pool {name!r} does not exist")
+        users = self._pool_users(name)
+        if users:
+            shown = ", ".join(users[:20]) + (f" and {len(users) - 20} more" if len(users) > 20 else "")
+            raise Reject(
+                "conflict", f"pool {name!r} is used by {shown}; give them another pool (or none) first"
+            )
+        p = self.policy.delete_pool(name)
+        return pb.CommandResult(ok=True, pool=p), ()
+
+    # -- task backfills (raftsched.fsm.taskbackfill's host) -------------------------------------
+
+    def user_task(self, name: str) -> TaskState:
+        return self.task_book.user_task(name)
+
+    def new_backfill_run(
+        self, st: TaskState, nominal: int, now: int, epoch: int, backfill_id: str, params_json: str
+    ) -> tuple[Effect, ...]:
+        return self.runs.new_backfill(st, nominal, now, epoch, backfill_id, params_json)
+
+    def has_run_at(self, task: str, nominal: int) -> bool:
+        return self.runs.has_run_at(task, nominal)
+
+    def put_backfill(self, rec: pb.BackfillRecord) -> None:
+        self.store.put(keys.backfill_key(rec.backfill_id), rec.SerializeToString(deterministic=True))
+
     def _delete_calendar(self, cmd: pb.Command, now: int) -> Handled:
         name = cmd.delete_calendar.name
         self.calendars.delete(name, self._calendar_users(name))
@@ -505,6 +539,9 @@ class SchedulerState(LockedReads):
         "begin_member_change": lambda s, cmd, now: (s.membership.begin(cmd.begin_member_change, now), ()),
         "end_member_change": lambda s, cmd, now: (s.membership.end(cmd.end_member_change), ()),
         "emit_event": lambda s, cmd, now: s.events.emit(cmd, now),
+        "set_pool": _set_pool,
+        "delete_pool": _delete_pool,
+        "start_task_backfill": lambda s, cmd, now: taskbackfill.start(s, cmd, now),
     }
 
 

@@ -40,10 +40,11 @@ from raftsched.abc import StateStore
 from raftsched.fsm import queries
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
-from raftsched.fsm.policy import LockView, PolicyBook, Reservations
+from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
 from raftsched.fsm.runs import RunBook
+from raftsched.fsm.taskbackfill import BACKFILL_ID_MARK
 from raftsched.fsm.workflows import WorkflowBook, is_internal, split_internal
 from raftsched.model import Lock, TaskSpec
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need
@@ -243,9 +244,19 @@ class StateView:
     def has_quotas(self) -> bool:
         return bool(self._s.policy.quotas)
 
-    def policy_need(self, owner: str, namespace: str, locks: tuple[Lock, ...]) -> PolicyNeed | None:
+    def policy_need(
+        self, owner: str, namespace: str, locks: tuple[Lock, ...], pool: str = ""
+    ) -> PolicyNeed | None:
         """See :meth:`raftsched.fsm.policy.PolicyBook.need`."""
-        return self._s.policy.need(owner, namespace, locks)
+        return self._s.policy.need(owner, namespace, locks, pool)
+
+    def pool_free(self, name: str, reserved: Reservations | None = None) -> int:
+        """See :meth:`raftsched.fsm.policy.PolicyBook.pool_free`."""
+        return self._s.policy.pool_free(name, reserved)
+
+    def pool_reason(self, name: str) -> str:
+        """The wait reason of an attempt held back by pool ``name``."""
+        return pool_reason(name, self._s.policy.pools.get(name))
 
     def policy_check(self, need: PolicyNeed, now: int, reserved: Reservations | None = None) -> str:
         """See :meth:`raftsched.fsm.policy.PolicyBook.check`."""
@@ -394,6 +405,11 @@ class LockedReads:
         with self.lock, self.store.reader() as r:
             return queries.backfills(r, workflow)
 
+    def list_task_backfills(self, task: str) -> list[pb.BackfillRecord]:
+        """The backfills of plain task ``task``, newest first."""
+        with self.lock, self.store.reader() as r:
+            return queries.backfills(r, task, BACKFILL_ID_MARK)
+
     def task_namespace(self, task: str) -> str:
         """The namespace of ``task`` ("default" if it is gone)."""
         with self.lock:
@@ -429,10 +445,24 @@ class LockedReads:
         with self.lock:
             return self.policy.lock_view()
 
+    def pools(self) -> list[PoolView]:
+        """Every pool with its holders and waiting count."""
+        with self.lock:
+            return self.policy.pool_view()
+
     def calendar_users(self, name: str) -> list[str]:
         """Who excludes calendar ``name``: ``task NAME`` and ``workflow NAME`` entries, sorted."""
         with self.lock:  # readers (the admin service) call it too
             return self._calendar_users(name)
+
+    def _pool_users(self, name: str) -> list[str]:
+        """The tasks and workflows whose tasks name pool ``name``, sorted."""
+        users: set[str] = set()
+        for task, st in self.tasks.items():
+            if st.spec.pool != name:
+                continue
+            users.add(f"workflow {split_internal(task)[0]}" if is_internal(task) else f"task {task}")
+        return sorted(users)
 
     def _calendar_users(self, name: str) -> list[str]:
         users: set[str] = set()

@@ -340,6 +340,8 @@ class WorkflowBook:
     def backfill_share(self, run: pb.Run) -> int:
         if not run.backfill:
             return 0
+        if run.backfill_id:  # a plain task's backfill (raftsched.fsm.taskbackfill)
+            return DEFAULT_BACKFILL_SHARE
         wf = self.workflows.get(split_internal(run.task)[0])
         return wf.backfill_share if wf is not None else DEFAULT_BACKFILL_SHARE
 
@@ -553,6 +555,7 @@ class WorkflowBook:
             retry_elsewhere=not t.retry_same_executor,
             keep_runs=spec.keep_runs,
             keep_for_ms=spec.keep_for_ms,
+            pool=t.pool,
         )
 
     def _put_internal(

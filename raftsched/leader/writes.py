@@ -18,12 +18,19 @@ from raftsched.errors import InvalidSpec, NotFound, quote
 from raftsched.fsm.events import check_event
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
-from raftsched.fsm.workflows import trigger_name
-from raftsched.model import MAX_TIME_MS, CronTrigger, TaskSpec, validate_name, validate_params
+from raftsched.fsm.workflows import is_internal, trigger_name
+from raftsched.model import (
+    MAX_TIME_MS,
+    CronTrigger,
+    IntervalTrigger,
+    TaskSpec,
+    validate_name,
+    validate_params,
+)
 from raftsched.timing.calendar import Calendar, zone_offsets
 from raftsched.timing.cron import CronSchedule
 from raftsched.timing.gates import is_wall_clock
-from raftsched.timing.schedule import next_fire_after, prepare_spec
+from raftsched.timing.schedule import fires_in, next_fire_after, prepare_spec
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow.validate import validate_workflow
 
@@ -531,6 +538,81 @@ def set_quota(quota: pb.QuotaRecord, *, now_ms: int, epoch: int, origin: str, ke
 def delete_quota(kind: str, name: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.delete_quota.kind, cmd.delete_quota.name = kind, name
+    return codec.encode_command(cmd)
+
+
+def start_task_backfill(
+    state: SchedulerState,
+    task: str,
+    from_ms: int,
+    to_ms: int,
+    params_json: str,
+    *,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> bytes:
+    """One run per nominal time of the plain task's schedule in ``[from_ms, to_ms]`` (both
+    inclusive; cron occurrences with the DST policy of its fires, or interval steps), dispatched
+    within the backfill share of the executor slots. Apply skips the times that have a run
+    already, and those the scheduler has not accounted yet (it fires them itself).
+
+    Refused (InvalidSpec) when ``from`` is after ``to``, when the task has no schedule (manual or
+    one-shot), when the range holds no nominal time, or when it holds more than
+    :data:`MAX_BACKFILL_RUNS`; NotFound for an unknown task.
+    """
+    validate_name(task, "task")
+    record = state.get_task(task)
+    if record is None or is_internal(task):
+        raise NotFound(f"task {quote(task)} does not exist")
+    _check_time(from_ms, "from")
+    _check_time(to_ms, "to")
+    if from_ms > to_ms:
+        raise InvalidSpec("to", f"the range ends ({_iso(to_ms)}) before it starts ({_iso(from_ms)})")
+    validate_params(params_json)
+    trigger = codec.trigger_from_pb(record.spec.trigger, stored=True)
+    if isinstance(trigger, CronTrigger):
+        what = f"occurrence of the schedule '{trigger.expr}' ({trigger.timezone})"
+    elif isinstance(trigger, IntervalTrigger):
+        what = f"interval step (every {trigger.every_ms // 1000} s from {_iso(trigger.start_ms)})"
+    else:
+        raise InvalidSpec(
+            "task",
+            f"task {quote(task)} has no schedule (manual or one-shot): nothing to backfill; trigger it",
+        )
+    times = fires_in(trigger, from_ms, to_ms, MAX_BACKFILL_RUNS + 1)
+    if not times:
+        raise InvalidSpec(
+            "from", f"no {what} in [{_iso(from_ms)}, {_iso(to_ms)}]: the backfill would be empty"
+        )
+    if len(times) > MAX_BACKFILL_RUNS:
+        raise InvalidSpec(
+            "to",
+            f"[{_iso(from_ms)}, {_iso(to_ms)}] holds more than {MAX_BACKFILL_RUNS:,} runs "
+            f"(one per {what}); split it into several backfills",
+        )
+    cmd = _envelope(now_ms, epoch, origin, key)
+    body = cmd.start_task_backfill
+    body.task = task
+    body.nominal_ms.extend(times)
+    body.from_ms = from_ms
+    body.to_ms = to_ms
+    body.params_json = params_json
+    return codec.encode_command(cmd)
+
+
+def set_pool(pool: pb.PoolRecord, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    """Create or resize a pool (its name, slots and description; apply validates them)."""
+    cmd = _envelope(now_ms, epoch, origin, key)
+    p = cmd.set_pool.pool
+    p.name, p.slots, p.description = pool.name, pool.slots, pool.description
+    return codec.encode_command(cmd)
+
+
+def delete_pool(name: str, *, now_ms: int, epoch: int, origin: str, key: str) -> bytes:
+    cmd = _envelope(now_ms, epoch, origin, key)
+    cmd.delete_pool.name = name
     return codec.encode_command(cmd)
 
 

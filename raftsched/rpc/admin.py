@@ -48,8 +48,9 @@ from raftsched.explain import explain
 from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
 from raftsched.fsm.events import list_events
-from raftsched.fsm.policy import QUOTA_KINDS, validate_quota
+from raftsched.fsm.policy import QUOTA_KINDS, validate_pool, validate_quota
 from raftsched.leader import writes
+from raftsched.model import validate_name
 from raftsched.readinfo import READ_KEY, ReadInfo
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
 from raftsched.security import authz, tokens
@@ -563,6 +564,70 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             records = [e for e in records if authz.visible(e.namespace)]
         return pb.ListEventsReply(events=records)
 
+    # -- pools ---------------------------------------------------------------------------------
+
+    @rpc
+    async def SetPool(self, request: pb.SetPoolRequest, context: grpc.aio.ServicerContext) -> pb.PoolReply:
+        validate_pool(request.pool)  # refused here with the field, before anything is proposed
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="SetPool",
+            build=lambda s: writes.set_pool(request.pool, key=key, **s),
+            target=request.pool.name,
+        )
+        return pb.PoolReply(pool=res.pool)
+
+    @rpc
+    async def DeletePool(
+        self, request: pb.DeletePoolRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PoolReply:
+        validate_name(request.name, "pool.name")
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="DeletePool",
+            build=lambda s: writes.delete_pool(request.name, key=key, **s),
+            target=request.name,
+        )
+        return pb.PoolReply(pool=res.pool)
+
+    @rpc
+    async def ListPools(
+        self, request: pb.ListPoolsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPoolsReply:
+        await self._consistent(context)
+        reply = pb.ListPoolsReply()
+        for view in self.node.state.pools():
+            reply.pools.add(
+                pool=view.pool, used=len(view.holders), waiting=view.waiting, holders=view.holders
+            )
+        return reply
+
+    # -- task backfills --------------------------------------------------------------------------
+
+    @rpc
+    async def BackfillTask(
+        self, request: pb.TaskBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BackfillReply:
+        self._task_namespace(request.task)
+        key = self._key(request.idempotency_key)
+        res = await self._write(
+            request,
+            method="BackfillTask",
+            build=lambda s: writes.start_task_backfill(
+                self.node.state,
+                request.task,
+                request.from_ms,
+                request.to_ms,
+                request.params_json,
+                key=key,
+                **s,
+            ),
+            target=request.task,
+        )
+        return pb.BackfillReply(backfill=res.backfill)
+
     # -- reads ---------------------------------------------------------------------------------
 
     async def _consistent(self, context: grpc.aio.ServicerContext) -> None:
@@ -779,7 +844,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         rec = self.node.state.get_backfill(request.backfill_id)
         if rec is not None:
             try:
-                self._workflow(rec.workflow)
+                self._task(rec.task) if rec.task else self._workflow(rec.workflow)
             except NotFound:
                 rec = None
         if rec is None:
@@ -791,6 +856,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self, request: pb.ListBackfillsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListBackfillsReply:
         await self._consistent(context)
+        if request.task:
+            self._task(request.task)
+            return pb.ListBackfillsReply(backfills=self.node.state.list_task_backfills(request.task))
         self._workflow(request.workflow)
         return pb.ListBackfillsReply(backfills=self.node.state.list_backfills(request.workflow))
 

@@ -258,6 +258,12 @@ ROUTES: Final[tuple[Route, ...]] = (
     R("POST", "/tokens", "CreateToken", "Create an API token", body="*"),
     R("DELETE", "/tokens/{id}", "RevokeToken", "Revoke an API token"),
     R("GET", "/audit", "ListAudit", "Read the audit log"),
+    # -- pools -------------------------------------------------------------------------------
+    R("GET", "/pools", "ListPools", "List pools with their slots, holders and waiting attempts"),
+    R("POST", "/pools", "SetPool", "Create or resize a pool", body="*"),
+    R("DELETE", "/pools/{name}", "DeletePool", "Delete a pool (refused while tasks name it)"),
+    # -- task backfills ------------------------------------------------------------------------
+    R("POST", "/tasks/{task}:backfill", "BackfillTask", "Backfill a plain task over a range", body="*"),
 )
 """Every HTTP route of the API, in the order a request is matched against them."""
 

@@ -67,6 +67,7 @@ class Permission(enum.StrEnum):
     CALENDARS = "calendars.manage"  # set and delete calendars (shared by every namespace)
     MEMBERSHIP = "cluster.membership"  # add and remove scheduler nodes
     EVENTS_EMIT = "events.emit"  # emit events (per namespace) that trigger tasks and workflows
+    POOLS = "pools.manage"  # set and delete pools (shared by every namespace and owner)
 
 
 ROLE_PERMISSIONS: Final[Mapping[Role, frozenset[Permission]]] = {

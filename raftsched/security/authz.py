@@ -105,6 +105,13 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     # Events: emitting needs events.emit in the event's namespace; listing is a task read.
     _A + "EmitEvent": Permission.EVENTS_EMIT,
     _A + "ListEvents": Permission.TASKS_READ,
+    # Pools are shared by every owner and namespace: resizing one changes how much of everyone's
+    # work runs, so it is an administrator's permission (as calendars); listing is a task read.
+    _A + "SetPool": Permission.POOLS,
+    _A + "DeletePool": Permission.POOLS,
+    _A + "ListPools": Permission.TASKS_READ,
+    # A plain task's backfill starts runs, as a trigger does (its progress: GetBackfill).
+    _A + "BackfillTask": Permission.RUNS_OPERATE,
     _E + "Register": Permission.EXECUTE,
     _E + "Dispatch": Permission.EXECUTE,
     _E + "DispatchBatch": Permission.EXECUTE,

@@ -68,6 +68,22 @@ def next_fire_after(trigger: Trigger, after_ms: int) -> int:
     raise InvalidSpec("trigger", f"unknown trigger {trigger!r}")
 
 
+def fires_in(trigger: Trigger, from_ms: int, to_ms: int, limit: int) -> list[int]:
+    """The nominal fires ``f`` of a recurring trigger with ``from_ms <= f <= to_ms``, ascending,
+    at most ``limit`` of them: a cron's occurrences on its wall clock, with the DST policy of its
+    scheduled fires (:mod:`raftsched.timing.cron`: a repeated wall time fires once), an interval's
+    ``start + k * every`` (none before its start). A one-shot or manual trigger has none."""
+    if to_ms < from_ms or limit <= 0:
+        return []
+    match trigger:
+        case CronTrigger(expr, tz):
+            return CronSchedule.parse(expr, tz).fires_between(from_ms - 1, to_ms, limit)
+        case IntervalTrigger(every, start):
+            first = start if from_ms <= start else start + -(-(from_ms - start) // every) * every
+            return list(range(first, to_ms + 1, every)[:limit])
+    return []
+
+
 def _count_missed_after(trigger: Trigger, after_ms: int, lo_ms: int, bound_ms: int, limit: int) -> int:
     """How many fires ``f > after_ms`` with ``lo_ms <= f < bound_ms`` exist (counting stops at ``limit``)."""
     n = 0

@@ -38,6 +38,7 @@ from raftsched.v1.records_pb2 import Member as Member
 from raftsched.v1.records_pb2 import MemberChange as MemberChange
 from raftsched.v1.records_pb2 import MembershipRecord as MembershipRecord
 from raftsched.v1.records_pb2 import EventRecord as EventRecord
+from raftsched.v1.records_pb2 import PoolRecord as PoolRecord
 from raftsched.v1.records_pb2 import MisfirePolicy as MisfirePolicy
 from raftsched.v1.records_pb2 import OverlapPolicy as OverlapPolicy
 from raftsched.v1.records_pb2 import FireOutcome as FireOutcome
@@ -598,10 +599,12 @@ class GetBackfillRequest(_message.Message):
     def __init__(self, backfill_id: _Optional[str] = ...) -> None: ...
 
 class ListBackfillsRequest(_message.Message):
-    __slots__ = ("workflow",)
+    __slots__ = ("workflow", "task")
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
     workflow: str
-    def __init__(self, workflow: _Optional[str] = ...) -> None: ...
+    task: str
+    def __init__(self, workflow: _Optional[str] = ..., task: _Optional[str] = ...) -> None: ...
 
 class ListBackfillsReply(_message.Message):
     __slots__ = ("backfills",)
@@ -1193,3 +1196,61 @@ class DrainRequest(_message.Message):
 class DrainReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class SetPoolRequest(_message.Message):
+    __slots__ = ("pool", "idempotency_key")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    pool: _records_pb2.PoolRecord
+    idempotency_key: str
+    def __init__(self, pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class PoolReply(_message.Message):
+    __slots__ = ("pool",)
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    pool: _records_pb2.PoolRecord
+    def __init__(self, pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ...) -> None: ...
+
+class DeletePoolRequest(_message.Message):
+    __slots__ = ("name", "idempotency_key")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    idempotency_key: str
+    def __init__(self, name: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class ListPoolsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PoolInfo(_message.Message):
+    __slots__ = ("pool", "used", "waiting", "holders")
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    pool: _records_pb2.PoolRecord
+    used: int
+    waiting: int
+    holders: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ..., used: _Optional[int] = ..., waiting: _Optional[int] = ..., holders: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListPoolsReply(_message.Message):
+    __slots__ = ("pools",)
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[PoolInfo]
+    def __init__(self, pools: _Optional[_Iterable[_Union[PoolInfo, _Mapping]]] = ...) -> None: ...
+
+class TaskBackfillRequest(_message.Message):
+    __slots__ = ("task", "from_ms", "to_ms", "params_json", "idempotency_key")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    from_ms: int
+    to_ms: int
+    params_json: str
+    idempotency_key: str
+    def __init__(self, task: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...

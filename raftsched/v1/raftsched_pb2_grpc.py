@@ -284,6 +284,26 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsReply.FromString,
                 _registered_method=True)
+        self.SetPool = channel.unary_unary(
+                '/raftsched.v1.Admin/SetPool',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.SetPoolRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.PoolReply.FromString,
+                _registered_method=True)
+        self.DeletePool = channel.unary_unary(
+                '/raftsched.v1.Admin/DeletePool',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DeletePoolRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.PoolReply.FromString,
+                _registered_method=True)
+        self.ListPools = channel.unary_unary(
+                '/raftsched.v1.Admin/ListPools',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsReply.FromString,
+                _registered_method=True)
+        self.BackfillTask = channel.unary_unary(
+                '/raftsched.v1.Admin/BackfillTask',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -591,6 +611,30 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetPool(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePool(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPools(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BackfillTask(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -843,6 +887,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListEvents,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListEventsReply.SerializeToString,
+            ),
+            'SetPool': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPool,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SetPoolRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.PoolReply.SerializeToString,
+            ),
+            'DeletePool': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePool,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DeletePoolRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.PoolReply.SerializeToString,
+            ),
+            'ListPools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPools,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ListPoolsReply.SerializeToString,
+            ),
+            'BackfillTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillTask,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2195,6 +2259,114 @@ class Admin:
             '/raftsched.v1.Admin/ListEvents',
             raftsched_dot_v1_dot_raftsched__pb2.ListEventsRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.ListEventsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/SetPool',
+            raftsched_dot_v1_dot_raftsched__pb2.SetPoolRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.PoolReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/DeletePool',
+            raftsched_dot_v1_dot_raftsched__pb2.DeletePoolRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.PoolReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ListPools',
+            raftsched_dot_v1_dot_raftsched__pb2.ListPoolsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ListPoolsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/BackfillTask',
+            raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -313,9 +313,12 @@ def task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     counts: dict[str, int] = {}
     for fire in fires:
         counts[outcome(fire.outcome)] = counts.get(outcome(fire.outcome), 0) + max(fire.count, 1)
+    scheduled = rec.spec.trigger.WhichOneof("kind") in ("cron", "interval")
     return View(
         "task.html",
         {
+            "scheduled": scheduled,
+            "task_backfills": ctx.client.list_task_backfills(name)[:10] if scheduled else [],
             "rec": rec,
             "spec": rec.spec,
             "runs": runs[(runs_page - 1) * PAGE_SIZE : runs_page * PAGE_SIZE],
@@ -510,11 +513,12 @@ def backfills(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
 
 def backfill(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     record = ctx.client.get_backfill(m["id"])
-    runs = [
-        r
-        for r in ctx.client.list_workflow_runs(record.workflow, limit=1000)
-        if r.backfill_id == record.backfill_id
-    ]
+    found: Sequence[Any] = (
+        ctx.client.runs(record.task, limit=1000)
+        if record.task
+        else ctx.client.list_workflow_runs(record.workflow, limit=1000)
+    )
+    runs = [r for r in found if r.backfill_id == record.backfill_id]
     shown, pager = paginate(runs, ctx.page())
     return View(
         "backfill.html",
@@ -535,6 +539,21 @@ def start_backfill(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
         ctx,
         f"/backfills/{quote(record.backfill_id)}",
         f"backfill {record.backfill_id}: {record.runs_total} runs",
+    )
+
+
+def start_task_backfill(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
+    name = m["name"]
+    try:
+        start = _parse_day_or_time(ctx.form.get("start", ""), "start")
+        end = _parse_day_or_time(ctx.form.get("end", ""), "end")
+    except InvalidSpec as exc:
+        return _back(ctx, f"/tasks/{quote(name)}", str(exc), "error")
+    record = ctx.client.backfill_task(name, start, end)
+    return _back(
+        ctx,
+        f"/backfills/{quote(record.backfill_id)}",
+        f"backfill {record.backfill_id}: {record.runs_total} runs ({record.runs_skipped} skipped)",
     )
 
 
@@ -559,6 +578,11 @@ def audit(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     return View(
         "audit.html", {"records": shown, "pager": pager, "who": who, "refresh": REFRESH_S}, title="Audit"
     )
+
+
+def pools(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
+    found = ctx.client.list_pools()
+    return View("pools.html", {"pools": found, "refresh": REFRESH_S}, title="Pools")
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -630,5 +654,7 @@ ROUTES: Final[list[tuple[str, str, Callable[[Ctx, re.Match[str]], View | Redirec
     ("POST", rf"/alerts/{_ID}/ack", ack, False),
     ("GET", r"/audit", audit, False),
     *EDIT_ROUTES,
+    ("GET", r"/pools", pools, False),
+    ("POST", rf"/tasks/{_NAME}/backfill", start_task_backfill, False),
 ]
 """``(method, path regex, view, open to signed-out visitors)``; the first full match wins."""

@@ -326,6 +326,8 @@ def _check_task(
         if problems.check_name(lock.name, f"{at}.locks[{j}].name") and lock.name in seen_locks:
             problems.add(f"{at}.locks[{j}].name", f"lock {_q(lock.name)} is named twice")
         seen_locks.add(lock.name)
+    if task.pool:
+        problems.check_name(task.pool, f"{at}.pool")
     problems.check_text(task.description, f"{at}.description", MAX_DESCRIPTION_BYTES)
     task_params = problems.check_params(task.params_json, f"{at}.params_json")
     try:

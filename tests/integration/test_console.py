@@ -309,6 +309,25 @@ def test_start_and_kill_a_workflow_run_and_start_a_backfill(secured: Running, to
     assert "not an ISO 8601 time" in web.get(bad.location).text
 
 
+def test_start_a_task_backfill_from_the_task_page(secured: Running, tokens: dict[str, str]) -> None:
+    import datetime as dt
+
+    web = signed_in(secured, tokens["maintainer"])
+    page = web.get("/tasks/etl-nightly")
+    assert 'id="task-backfill-form"' in page.text
+    viewer = signed_in(secured, tokens["viewer"])
+    assert 'id="task-backfill-form"' not in viewer.get("/tasks/etl-nightly").text
+    csrf = web.csrf("/tasks/etl-nightly")
+    today = dt.datetime.now(dt.UTC).date()
+    days = {"start": str(today - dt.timedelta(days=3)), "end": str(today - dt.timedelta(days=2))}
+    bf = web.post("/tasks/etl-nightly/backfill", {"csrf": csrf, **days})
+    assert bf.status == 303 and bf.location.startswith("/backfills/etl-nightly~t"), bf.location
+    page = web.get(bf.location)
+    assert page.status == 200 and "backfill etl-nightly~t" in page.text and "2 runs (0 skipped)" in page.text
+    assert 'href="/tasks/etl-nightly"' in page.text and "etl-nightly@" in page.text
+    assert "etl-nightly~t" in web.get("/tasks/etl-nightly").text
+
+
 def test_retry_a_failed_run_and_acknowledge_its_alert(secured: Running, tokens: dict[str, str]) -> None:
     with secured.client() as c:
         run = c.trigger("boom")
@@ -361,6 +380,7 @@ def test_every_page_renders_for_an_admin(secured: Running, tokens: dict[str, str
     web = signed_in(secured, tokens["admin"])
     with secured.client() as c:
         run = c.start_workflow_run("diamond")
+        c.set_pool("warehouse", 3, description="the warehouse's connections")
     pages = {
         "/": "Leader",
         "/cluster?digests=1": "State digest",
@@ -373,6 +393,7 @@ def test_every_page_renders_for_an_admin(secured: Running, tokens: dict[str, str
         "/backfills": "Backfills",
         "/alerts": "Alerts",
         "/audit": "AddTask",
+        "/pools": 'id="pool-warehouse"><th scope="row">warehouse</th><td>3</td><td>0</td>',
     }
     for path, expect in pages.items():
         page = web.get(path)

@@ -61,7 +61,8 @@ def _workflow() -> pb.WorkflowSpec:
 
 
 def seeded() -> SchedulerState:
-    """Task t (run t@NOMINAL running on executor a), workflow w, a token, a quota, a calendar."""
+    """Task t (run t@NOMINAL running on executor a), workflow w, a token, a quota, a calendar, a
+    pool."""
     state = SchedulerState(MemoryStore())
     _ok(state, T, executor_join=pb.ExecutorJoin(name="a", slots=4))
     _ok(state, T, create_task=pb.CreateTask(spec=_task_spec("t"), next_fire_ms=NOMINAL))
@@ -77,6 +78,7 @@ def seeded() -> SchedulerState:
     _ok(state, NOMINAL, create_token=_TOKEN_BODY)
     _ok(state, NOMINAL, set_quota=pb.SetQuota(quota=pb.QuotaRecord(kind="owner", name="o", rate_milli=1000)))
     _ok(state, NOMINAL, set_calendar=pb.SetCalendar(spec=pb.CalendarSpec(name="c", weekdays=1), offset_s=[0]))
+    _ok(state, NOMINAL, set_pool=pb.SetPool(pool=pb.PoolRecord(name="p", slots=2)))
     return state
 
 
@@ -168,6 +170,9 @@ def _bodies() -> dict[str, Callable[[], Message]]:
         "end_member_change": lambda: pb.EndMemberChange(id="n9", kind="add", applied=True),
         "workflow_waits_due": pb.WorkflowWaitsDue,
         "emit_event": lambda: pb.EmitEvent(name="e", key="k", namespace="default", payload_json="{}"),
+        "set_pool": lambda: pb.SetPool(pool=pb.PoolRecord(name="p2", slots=3)),
+        "delete_pool": lambda: pb.DeletePool(name="p"),
+        "start_task_backfill": lambda: pb.StartTaskBackfill(task="t", nominal_ms=[NOMINAL - 1000, NOMINAL]),
     }
 
 

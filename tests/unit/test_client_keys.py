@@ -49,6 +49,9 @@ CALLS: dict[str, Callable[[Client], object]] = {
     "SetCalendar": lambda c: c.set_calendar("holidays", weekdays="sat,sun"),
     "DeleteCalendar": lambda c: c.delete_calendar("holidays"),
     "EmitEvent": lambda c: c.emit_event("orders-ready", key="2026-12-04"),
+    "SetPool": lambda c: c.set_pool("warehouse", 5),
+    "DeletePool": lambda c: c.delete_pool("warehouse"),
+    "BackfillTask": lambda c: c.backfill_task("backup", 0, 86_400_000),
 }
 
 

@@ -81,7 +81,7 @@ def test_commands_are_stamped_with_the_oldest_format_that_applies_them() -> None
         writes.create_task(spec, disabled=False, now_ms=T0, epoch=1, origin="n1", key="")
     )
     new = pb.Command.FromString(writes.drain_executor("ex1", "", now_ms=T0, epoch=1, origin="n1", key=""))
-    assert (old.format, new.format) == (1, 2) and codec.COMMAND_FORMAT == codec.SECRETS_FORMAT
+    assert (old.format, new.format) == (1, 2) and max(_named_formats()) == codec.COMMAND_FORMAT
     barrier = pb.Command(epoch=2, now_ms=T0, origin="n2")
     barrier.barrier.node_id = "n2"
     assert pb.Command.FromString(codec.encode_command(barrier)).format == 1
@@ -203,3 +203,10 @@ def test_cross_workflow_dependencies_need_format_6() -> None:
     due.workflow_waits_due.SetInParent()
     stamped = pb.Command.FromString(codec.encode_command(due))
     assert (plain.format, edge.format, stamped.format) == (1, codec.CROSS_WORKFLOW_FORMAT, 6)
+
+
+def _named_formats() -> list[int]:
+    """Every named command format in codec (``EVENTS_FORMAT`` ...): the newest is COMMAND_FORMAT."""
+    skip = ("COMMAND_FORMAT", "SNAPSHOT_FORMAT", "STATE_FORMAT")
+    named = vars(codec).items()
+    return [v for k, v in named if k.endswith("_FORMAT") and k not in skip and isinstance(v, int)]

@@ -78,6 +78,7 @@ STORED: dict[bytes, str | None] = {
     keys.MEMBERSHIP: "MembershipRecord",
     keys.WORKFLOW_ZONE: "WorkflowZone",
     keys.EVENT: "EventRecord",
+    keys.POOL: "PoolRecord",
     keys.EVENT_EXPIRY: None,
 }
 

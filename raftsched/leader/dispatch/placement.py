@@ -8,12 +8,17 @@ executor with room for it now (the check the state machine repeats at apply). Re
 first; backfill only into the slots it leaves, within its workflow's share.
 
 Every placement path asks the same :class:`Admission` before it proposes an attempt: the task's
-quotas and locks (:mod:`raftsched.fsm.policy`) must allow it, and an attempt held back is named
-in the AssignAttempts command with the reason.
+quotas, pool and locks (:mod:`raftsched.fsm.policy`) must allow it, and an attempt held back is
+named in the AssignAttempts command with the reason.
+
+A pool's free slots go to its waiting attempts in start order across every executor's queue
+(priority, then age): each tick, of the attempts that name the pool and could start now (ready,
+and their executor has a free slot), only the first ``free`` in that order are admitted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +46,7 @@ class Waiting:
     task_owner: str = ""  # the task's owner, namespace and locks (quota and lock checks)
     namespace: str = ""
     locks: tuple[Lock, ...] = ()
+    pool: str = ""  # the task's pool ("" for none)
     reason: str = ""  # the wait reason last proposed for it (sent again only when it changes)
     # A retry (issue 29 §3): the executors earlier attempts of its shard were assigned to; it goes
     # to another executor when one may take it (empty: the ring's choice, as for a first attempt).
@@ -56,24 +62,37 @@ class Admission:
     waits for is held for the later ones too, so a stream of shared holders cannot starve an
     exclusive waiter."""
 
-    __slots__ = ("_has_quotas", "_now_ms", "_queued_locks", "_reserved", "_v", "_waits")
+    __slots__ = ("_has_quotas", "_now_ms", "_pool_turns", "_queued_locks", "_reserved", "_v", "_waits")
 
-    def __init__(self, v: StateView, now_ms: int, reserved: Reservations, cmd: logpb.Command) -> None:
+    def __init__(
+        self,
+        v: StateView,
+        now_ms: int,
+        reserved: Reservations,
+        cmd: logpb.Command,
+        pool_turns: dict[str, set[Key]] | None = None,
+    ) -> None:
         self._v = v
         self._now_ms = now_ms
         self._reserved = reserved
         self._has_quotas = v.has_quotas
         self._queued_locks: set[str] = set()
         self._waits = cmd.assign_attempts.waits  # where the wait reasons are named
+        # pool -> the waiting attempts whose turn it is this walk (see :func:`pool_turns`)
+        self._pool_turns = pool_turns or {}
 
     def admit(self, w: Waiting) -> PolicyNeed | Literal[False] | None:
         """False: ``w`` waits. Otherwise the policies to reserve for it (None: none apply)."""
-        if not (self._has_quotas or w.locks):
+        if not (self._has_quotas or w.locks or w.pool):
             return None
-        need = self._v.policy_need(w.task_owner, w.namespace, w.locks)
+        need = self._v.policy_need(w.task_owner, w.namespace, w.locks, w.pool)
         if need is None:
             return None
         why = next((lock_reason(lk.name) for lk in need.locks if lk.name in self._queued_locks), "")
+        if not why and need.pool:
+            turn = self._pool_turns.get(need.pool)
+            if turn is None or (w.ready.run_id, w.ready.shard) not in turn:
+                why = self._v.pool_reason(need.pool)  # full, or an earlier waiter comes first
         why = why or self._v.policy_check(need, self._now_ms, self._reserved)
         if not why:
             return need
@@ -95,6 +114,7 @@ class Placement:
         "backfill_waiting",
         "holdings",
         "members",
+        "pooled",
         "queues",
         "restricted",
         "ring",
@@ -120,6 +140,8 @@ class Placement:
         # to the first executor with room, so they are kept apart from the per-owner queues.
         self.sized: dict[Key, Waiting] = {}
         self.backfill_waiting = 0  # waiting attempts that are backfill (skip their pass when none)
+        # Waiting attempts whose task names a pool (their turns are decided across all queues).
+        self.pooled: dict[Key, Waiting] = {}
 
     def rebuild(self, v: StateView) -> None:
         """The membership changed: derive the ring from it again (identical on every node) and
@@ -177,8 +199,10 @@ class Placement:
             avoid=avoid,
         )
         if spec is not None:
-            w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
+            w.task_owner, w.namespace, w.locks, w.pool = spec.owner, spec.namespace, spec.locks, spec.pool
         self.waiting[key] = w
+        if w.pool:
+            self.pooled[key] = w
         need = v.need_hint(ready.task, ready.run_id)
         if need is not NO_NEED:
             # Declared cpu, memory or labels: it walks the ring instead of waiting for its owner.
@@ -196,6 +220,7 @@ class Placement:
         w = self.waiting.pop(key, None)
         if w is None:
             return
+        self.pooled.pop(key, None)
         if w.need is not NO_NEED:
             del self.sized[key]
         else:
@@ -219,6 +244,11 @@ class Placement:
                 spec = v.task_spec(w.ready.task)
                 if spec is not None:
                     w.task_owner, w.namespace, w.locks = spec.owner, spec.namespace, spec.locks
+                    w.pool = spec.pool
+                    if w.pool:
+                        self.pooled[key] = w
+                    else:
+                        self.pooled.pop(key, None)
 
     def assign(self, v: StateView, now_ms: int, dead: set[str], budget: int, cmd: logpb.Command) -> None:
         """Add to ``cmd`` (an AssignAttempts) assignments of waiting attempts to executors with a
@@ -227,7 +257,8 @@ class Placement:
         placeable = v.placeable_executors()
         free = self.holdings.free_slots(placeable, dead)
         total_slots = sum(placeable.values())
-        admission = Admission(v, now_ms, self.holdings.reserved, cmd)
+        turns = pool_turns(v, self.pooled.values(), free, now_ms, self.holdings.reserved)
+        admission = Admission(v, now_ms, self.holdings.reserved, cmd, turns)
         for owner in sorted(free):
             slots = free[owner]
             queue = self.queues.get(owner)
@@ -317,6 +348,31 @@ def _elsewhere_first(candidates: tuple[str, ...], avoid: frozenset[str]) -> tupl
     if not avoid:
         return candidates
     return tuple(c for c in candidates if c not in avoid) + tuple(c for c in candidates if c in avoid)
+
+
+def pool_turns(
+    v: StateView, pooled: Iterable[Waiting], free: dict[str, int], now_ms: int, reserved: Reservations
+) -> dict[str, set[Key]]:
+    """For each pool with waiting attempts: the keys of those whose turn it is now - the first of
+    them in start order (priority, then age) that could start this tick (not reserved, backoff
+    over, an executor with a free slot), as many as the pool has free slots."""
+    by_pool: dict[str, list[Waiting]] = {}
+    for w in pooled:
+        if w.reserved_for or w.ready.not_before_ms > now_ms:
+            continue
+        if w.need is NO_NEED and free.get(w.owner, 0) <= 0:
+            continue  # its executor is full: it could not start now, so it takes no pool turn
+        by_pool.setdefault(w.pool, []).append(w)
+    turns: dict[str, set[Key]] = {}
+    for name, ws in by_pool.items():
+        slots = v.pool_free(name, reserved)
+        ws.sort(key=_order)
+        turns[name] = {(w.ready.run_id, w.ready.shard) for w in ws[:slots]}
+    return turns
+
+
+def _order(w: Waiting) -> StartOrder:
+    return w.order
 
 
 def _share(total_slots: int, r: AttemptReady) -> int:

@@ -248,6 +248,10 @@ FIELDS: Final[dict[str, Range]] = {
         "MemberChange.started_ms": TIME,
         "Barrier.clock_fault_ms": Range(0, MAX_TIME_MS, " ms", "no clock fault"),
         "ListEventsRequest.limit": LIMIT,
+        "LogEnd.bytes": IGNORED_U64,
+        "ReadLogsRequest.shard": SHARD,
+        "ReadLogsRequest.attempt": Range(0, MAX_ATTEMPT, "", "the shard's latest attempt"),
+        "ReadLogsRequest.since_line": Range(0, UINT64_MAX, "", "from the first line"),
     }.items()
 }
 

@@ -69,6 +69,7 @@ from raftsched.readinfo import ReadInfo
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorServicer
 from raftsched.rpc.http_api import HttpApi, LocalCalls
+from raftsched.rpc.logs_service import LogsServicer
 from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.peercheck import PeerCheck
 from raftsched.rpc.plumbing import DamagedGuard, DecodeGuard, propose_and_wait
@@ -405,6 +406,7 @@ class Node:
         if obs is not None:
             self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
+        pb_grpc.add_LogsServicer_to_server(LogsServicer(self, self.hub), server)
         self.hub.start()
         self.alert_loop = AlertLoop(
             self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
@@ -431,6 +433,7 @@ class Node:
             (
                 pb.DESCRIPTOR.services_by_name["Admin"].full_name,
                 pb.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+                pb.DESCRIPTOR.services_by_name["Logs"].full_name,
                 health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 reflection.SERVICE_NAME,
             ),

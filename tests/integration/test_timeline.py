@@ -47,7 +47,8 @@ def test_a_failed_then_retried_run_has_every_transition(
     assert times == sorted(times)
 
     capsys.readouterr()
-    assert main(["--cluster", fleet.cluster.grpc_of(fleet.cluster.wait_for_leader(10)), "logs", run_id]) == 0
+    leader = fleet.cluster.grpc_of(fleet.cluster.wait_for_leader(10))
+    assert main(["--cluster", leader, "logs", run_id, "--tails"]) == 0
     out = capsys.readouterr().out
     assert "second ok" in out and "attempt 2" in out
     assert (

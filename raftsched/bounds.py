@@ -252,6 +252,7 @@ FIELDS: Final[dict[str, Range]] = {
         "ReadLogsRequest.shard": SHARD,
         "ReadLogsRequest.attempt": Range(0, MAX_ATTEMPT, "", "the shard's latest attempt"),
         "ReadLogsRequest.since_line": Range(0, UINT64_MAX, "", "from the first line"),
+        "ReadLogsRequest.tail_bytes": Range(0, UINT64_MAX, " bytes", "the whole log"),
     }.items()
 }
 

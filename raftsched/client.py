@@ -45,7 +45,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -626,21 +626,29 @@ class Client:
         stderr: bool = False,
         follow: bool = False,
         since_line: int = 0,
-    ) -> Iterator[pb.ReadLogsChunk]:
+        tail_bytes: int = 0,
+    ) -> Generator[pb.ReadLogsChunk, None, None]:
         """An attempt's whole stdout (or ``stderr``), streamed from the executor that ran it
         through the leader: first a ``header`` (``source`` is ``"executor"``, or
         ``"stored_tail"`` with a ``note`` saying why only the stored 8 KiB tail follows: the
         executor is gone, its file aged out...), then ``data`` chunks (bytes, at most 64 KiB each,
         in order), then an ``end`` (``complete``: the whole file came). ``attempt`` 0 is the
-        shard's latest; ``since_line`` starts at that line (1-based); ``follow`` keeps streaming
-        while the attempt runs. Memory stays bounded whatever the size of the log.
+        shard's latest; ``since_line`` starts at that line (1-based); ``tail_bytes`` sends only
+        about the last that many bytes (from a line start); ``follow`` keeps streaming while the
+        attempt runs. Memory stays bounded whatever the size of the log.
 
         Redirects to the leader (only it reaches executors) before the first chunk; a failure
         after that raises (Unavailable: start again, with ``since_line`` to skip what you have).
         Raises NotFound for a run, shard or attempt that does not exist (or is not visible to
         the caller), PermissionDenied without ``tasks.read``. Close the iterator to stop early."""
         request = pb.ReadLogsRequest(
-            run_id=run_id, shard=shard, attempt=attempt, stderr=stderr, follow=follow, since_line=since_line
+            run_id=run_id,
+            shard=shard,
+            attempt=attempt,
+            stderr=stderr,
+            follow=follow,
+            since_line=since_line,
+            tail_bytes=tail_bytes,
         )
         with self._lock:
             target = self._targets[self._preferred]

@@ -43,6 +43,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             stderr=args.stderr,
             follow=args.follow,
             since_line=args.since_line,
+            tail_bytes=args.tail,
         )
         try:
             for chunk in chunks:

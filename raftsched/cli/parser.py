@@ -272,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--since-line", type=non_negative_int, default=0, metavar="N", help="start at line N (1-based)"
     )
     logs.add_argument(
+        "--tail",
+        type=non_negative_int,
+        default=0,
+        metavar="BYTES",
+        help="only about the last BYTES of the log, from a line start",
+    )
+    logs.add_argument(
         "--tails", action="store_true", help="print the stored 8 KiB tails of every shard, both streams"
     )
     logs.add_argument(

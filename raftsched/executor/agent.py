@@ -892,7 +892,9 @@ class Executor:
             header.found = True
             yield pb.LogUpload(header=header)
             sent = 0
-            async for data in read_log(path, since_line=req.since_line, follow=req.follow, running=running):
+            async for data in read_log(
+                path, since_line=req.since_line, tail_bytes=req.tail_bytes, follow=req.follow, running=running
+            ):
                 sent += len(data)
                 yield pb.LogUpload(data=data)
             capped = path.stat().st_size >= self.log_files.settings.max_attempt_bytes

@@ -233,12 +233,15 @@ async def read_log(
     path: Path,
     *,
     since_line: int = 0,
+    tail_bytes: int = 0,
     follow: bool = False,
     running: Callable[[], bool] = lambda: False,
     chunk: int = CHUNK,
     poll_s: float = FOLLOW_POLL_S,
 ) -> AsyncIterator[bytes]:
-    """The file's bytes from line ``since_line`` (1-based; 0 or 1: all), ``chunk`` at a time.
+    """The file's bytes from line ``since_line`` (1-based; 0 or 1: all), ``chunk`` at a time;
+    with ``tail_bytes``, only the last that many bytes, from the first line that starts in them
+    (then ``since_line`` counts from there).
 
     With ``follow``, keeps reading while ``running()`` says the attempt runs, and ends once it
     does not and the file is read to its end. Raises ``FileNotFoundError`` if there is no file.
@@ -246,6 +249,10 @@ async def read_log(
     skip = max(0, since_line - 1)  # newlines still to pass
     f = open(path, "rb")  # noqa: SIM115 - closed in the finally below, across awaits
     try:
+        size = os.fstat(f.fileno()).st_size
+        if 0 < tail_bytes < size:
+            f.seek(size - tail_bytes - 1)
+            skip += 1  # drop the partial line (the byte before the tail tells if it is one)
         while True:
             was_running = follow and running()
             data = await asyncio.to_thread(f.read, chunk)

@@ -59,6 +59,7 @@ class LogsServicer(pb_grpc.LogsServicer):  # type: ignore[misc]
             stderr=request.stderr,
             follow=request.follow,
             since_line=request.since_line,
+            tail_bytes=request.tail_bytes,
         )
         pending = relay.open(executor, ask) if executor else None
         if pending is None:

@@ -1196,18 +1196,20 @@ class DrainReply(_message.Message):
     def __init__(self) -> None: ...
 
 class LogRequest(_message.Message):
-    __slots__ = ("request_id", "execution_id", "stderr", "follow", "since_line")
+    __slots__ = ("request_id", "execution_id", "stderr", "follow", "since_line", "tail_bytes")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     SINCE_LINE_FIELD_NUMBER: _ClassVar[int]
+    TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     execution_id: str
     stderr: bool
     follow: bool
     since_line: int
-    def __init__(self, request_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., follow: _Optional[bool] = ..., since_line: _Optional[int] = ...) -> None: ...
+    tail_bytes: int
+    def __init__(self, request_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., follow: _Optional[bool] = ..., since_line: _Optional[int] = ..., tail_bytes: _Optional[int] = ...) -> None: ...
 
 class LogUpload(_message.Message):
     __slots__ = ("header", "data", "end")
@@ -1248,20 +1250,22 @@ class SendLogsReply(_message.Message):
     def __init__(self) -> None: ...
 
 class ReadLogsRequest(_message.Message):
-    __slots__ = ("run_id", "shard", "attempt", "stderr", "follow", "since_line")
+    __slots__ = ("run_id", "shard", "attempt", "stderr", "follow", "since_line", "tail_bytes")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     SINCE_LINE_FIELD_NUMBER: _ClassVar[int]
+    TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     shard: int
     attempt: int
     stderr: bool
     follow: bool
     since_line: int
-    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., stderr: _Optional[bool] = ..., follow: _Optional[bool] = ..., since_line: _Optional[int] = ...) -> None: ...
+    tail_bytes: int
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., stderr: _Optional[bool] = ..., follow: _Optional[bool] = ..., since_line: _Optional[int] = ..., tail_bytes: _Optional[int] = ...) -> None: ...
 
 class LogsHeader(_message.Message):
     __slots__ = ("execution_id", "executor", "source", "note", "running")

@@ -35,6 +35,7 @@ from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.security.tokens import new_token
 from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import raftsched_pb2 as pb
+from tests.integration.console_support import WebSession, write_http_config
 from tests.integration.helpers import FAST_LEASES
 
 pytestmark = pytest.mark.integration
@@ -48,6 +49,7 @@ class Setup:
     admin: str
     executor_token: str
     base: Path
+    http: str
     proc: subprocess.Popen[bytes] | None = None
 
     def start_executor(self) -> None:
@@ -81,7 +83,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     base = tmp_path_factory.mktemp("full-logs")
     admin = new_token()
     (base / "admin.token").write_text(admin + "\n")
-    cluster = LocalCluster.create(base, 1, extra_config=AUTH + FAST_LEASES)
+    http = write_http_config(base / "cluster.toml", 1, AUTH + FAST_LEASES)["n1"]
+    cluster = LocalCluster(base / "cluster.toml", base / "logs")
     cluster.token = admin
     s: Setup | None = None
     try:
@@ -89,7 +92,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         cluster.wait_for_leader(60)
         with Client(cluster.targets(), token=admin) as root:
             tok, _ = root.create_token("executor")
-            s = Setup(cluster, admin, tok, base)
+            s = Setup(cluster, admin, tok, base, http)
             s.start_executor()
             wait_until(lambda: s is not None and s.connected(root), 60, 0.1, "executor connected")
         yield s
@@ -147,6 +150,18 @@ def test_whole_output_reads_back_exactly_after_the_fact(
     assert objs[-1]["end"]["complete"] is True
     code, out, err = _cli(setup, capsysbinary, "logs", run_id, "--attempt", "2")
     assert code == 1 and b"no attempt 2" in err
+    code, out, _ = _cli(setup, capsysbinary, "logs", run_id, "--tail", "30")
+    assert code == 0 and out == b"line 20000 of the output\n"
+    # The console: the run page links the full logs; the download streams the whole file.
+    web = WebSession(setup.http)
+    link = f"/download/log?run={urllib.parse.quote(run_id, safe='')}&shard=0&stream=stdout"
+    assert web.get(link).status == 303  # signed out: to the sign-in page
+    web.sign_in(setup.admin)
+    page = web.get(f"/runs/{urllib.parse.quote(run_id, safe='')}")
+    assert page.status == 200 and link.replace("&", "&amp;") in page.text
+    got = web.get(link)
+    assert got.status == 200 and got.text.encode() == EXPECTED
+    assert "attachment" in got.headers["content-disposition"]
 
 
 def test_follow_sees_lines_as_they_appear(setup: Setup) -> None:
@@ -170,6 +185,11 @@ def test_follow_sees_lines_as_they_appear(setup: Setup) -> None:
         reader.start()
         wait_until(lambda: b"first\n" in got, 30, 0.02, "the first line, while the command runs")
         assert headers[0].running and b"second" not in got and not ended.is_set()
+        # The console's run page shows the live tail of the running attempt.
+        web = WebSession(setup.http)
+        web.sign_in(setup.admin)
+        page = web.get(f"/runs/{urllib.parse.quote(run_id, safe='')}").text
+        assert "stdout, live" in page and "first" in page
         gate.touch()
         wait_until(ended.is_set, 30, 0.02, "the follow to end with the attempt")
         reader.join(10)
@@ -191,6 +211,10 @@ def test_executor_gone_or_file_deleted_shows_the_stored_tail(
             code, out, err = _cli(setup, capsysbinary, "logs", run_id)
             assert code == 0 and out == b"hello\n"
             assert b"is gone" in err and b"stored tail" in err
+            web = WebSession(setup.http)
+            web.sign_in(setup.admin)
+            got = web.get(f"/download/log?run={urllib.parse.quote(run_id, safe='')}&shard=0").text
+            assert got.startswith("[raftsched] executor 'ex1' is gone") and got.endswith("\nhello\n")
         finally:
             setup.start_executor()
             wait_until(lambda: setup.connected(client), 60, 0.1, "executor back")
@@ -215,6 +239,9 @@ def test_permission_denied_without_read_rights(setup: Setup) -> None:
     # A viewer of another namespace: the run does not exist for it.
     with Client(setup.cluster.targets(), token=other, retries=0) as client, pytest.raises(NotFound):
         _read(client, run_id)
+    web = WebSession(setup.http)
+    web.sign_in(other)
+    assert web.get(f"/download/log?run={urllib.parse.quote(run_id, safe='')}").status == 404
 
 
 def _rss_kb(pid: int) -> int:

@@ -391,6 +391,8 @@ class Node:
         )
         admin = AdminServicer(self, self._live_executors, self.membership)
         pb_grpc.add_AdminServicer_to_server(admin, server)
+        self.hub = ExecutorHub(self, self.core.dispatcher)
+        logs = LogsServicer(self, self.hub)
         if self.http_api is not None:
             # The HTTP API calls the same servicer through the same damage guard and authorization: its own
             # interceptor instance (each caches the handlers it wrapped), the same authenticator
@@ -401,12 +403,11 @@ class Node:
                 if auth is not None
                 else []
             )
-            self.http_api.attach(LocalCalls(admin, local))
-        self.hub = ExecutorHub(self, self.core.dispatcher)
+            self.http_api.attach(LocalCalls(admin, local, logs))
         if obs is not None:
             self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
-        pb_grpc.add_LogsServicer_to_server(LogsServicer(self, self.hub), server)
+        pb_grpc.add_LogsServicer_to_server(logs, server)
         self.hub.start()
         self.alert_loop = AlertLoop(
             self, self.config.alerts, self.config.name, delay_summary=self._delay_summary

@@ -162,6 +162,20 @@ def test_whole_output_reads_back_exactly_after_the_fact(
     got = web.get(link)
     assert got.status == 200 and got.text.encode() == EXPECTED
     assert "attachment" in got.headers["content-disposition"]
+    # The HTTP API: the same stream, the caller's bearer token.
+    api = f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/logs"
+    got = WebSession(setup.http).request("GET", api, headers={"Authorization": f"Bearer {setup.admin}"})
+    assert got.status == 200 and got.text.encode() == EXPECTED
+    assert got.headers["x-raftsched-log-source"] == "executor"
+    got = WebSession(setup.http).request(
+        "GET", api + "?stream=stderr&attempt=1", headers={"Authorization": f"Bearer {setup.admin}"}
+    )
+    assert got.status == 200 and got.text == "oops\n"
+    assert WebSession(setup.http).get(api).status == 401
+    got = WebSession(setup.http).request(
+        "GET", api + "?shard=x", headers={"Authorization": f"Bearer {setup.admin}"}
+    )
+    assert got.status == 400 and "shard" in got.text
 
 
 def test_follow_sees_lines_as_they_appear(setup: Setup) -> None:
@@ -215,6 +229,10 @@ def test_executor_gone_or_file_deleted_shows_the_stored_tail(
             web.sign_in(setup.admin)
             got = web.get(f"/download/log?run={urllib.parse.quote(run_id, safe='')}&shard=0").text
             assert got.startswith("[raftsched] executor 'ex1' is gone") and got.endswith("\nhello\n")
+            api = f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/logs"
+            reply = web.request("GET", api, headers={"Authorization": f"Bearer {setup.admin}"})
+            assert reply.text == "hello\n" and reply.headers["x-raftsched-log-source"] == "stored_tail"
+            assert "is gone" in reply.headers["x-raftsched-log-note"]
         finally:
             setup.start_executor()
             wait_until(lambda: setup.connected(client), 60, 0.1, "executor back")

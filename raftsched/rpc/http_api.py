@@ -68,7 +68,7 @@ PROBLEM: Final = "application/problem+json"
 SERVICE: Final = "/raftsched.v1.Admin/"
 STALE_PARAM: Final = "stale"
 FOLLOW_PARAM: Final = "follow"
-_LOGS_PATH: Final = re.compile(re.escape(routes.PREFIX) + r"/runs/([^/]+)/logs")
+_LOGS_PATH: Final = re.compile(re.escape(routes.PREFIX) + r"/runs/([^/]+)/logs:full")
 """Full logs (:meth:`HttpApi._logs`), outside the route table."""
 WATCH_POLL_S: Final = 1.0
 """How often a stream calls its RPC again (events are at most this late)."""
@@ -206,7 +206,7 @@ class LocalCalls:
     ) -> None:
         capture = _Capture()
         pb_grpc.add_AdminServicer_to_server(servicer, capture)
-        if logs is not None:  # full logs: GET /api/v1/runs/{id}/logs (streamed, see HttpApi)
+        if logs is not None:  # full logs: GET /api/v1/runs/{id}/logs:full (streamed, see HttpApi)
             pb_grpc.add_LogsServicer_to_server(logs, capture)
         self._handlers = capture.handlers
         self._interceptors = tuple(interceptors)
@@ -642,12 +642,13 @@ class HttpApi:
         return _ok(_project(reply, route.response))
 
     async def _logs(self, request: HttpRequest, run_id: str, raw: str) -> HttpResponse | HttpStream:
-        """``GET /api/v1/runs/{id}/logs``: an attempt's full log as ``text/plain``, streamed
+        """``GET /api/v1/runs/{id}/logs:full``: an attempt's full log as ``text/plain``, streamed
         (``Logs.ReadLogs``; query ``shard``, ``attempt``, ``stream=stdout|stderr``, ``follow``,
         ``since_line``, ``tail_bytes``). The header travels as response headers
         ``X-Raftsched-Log-Source`` (``executor`` or ``stored_tail``) and
         ``X-Raftsched-Log-Note``. Not in the route table: that table maps Admin RPCs to JSON
-        replies; this is a byte stream of another service."""
+        replies; this is a byte stream of another service. (``/logs`` without ``:full`` is the
+        route-table one: the stored tails as JSON.)"""
         q = request.query
         try:
             message = pb.ReadLogsRequest(run_id=run_id)

@@ -163,7 +163,7 @@ def test_whole_output_reads_back_exactly_after_the_fact(
     assert got.status == 200 and got.text.encode() == EXPECTED
     assert "attachment" in got.headers["content-disposition"]
     # The HTTP API: the same stream, the caller's bearer token.
-    api = f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/logs"
+    api = f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/logs:full"
     got = WebSession(setup.http).request("GET", api, headers={"Authorization": f"Bearer {setup.admin}"})
     assert got.status == 200 and got.text.encode() == EXPECTED
     assert got.headers["x-raftsched-log-source"] == "executor"
@@ -229,7 +229,7 @@ def test_executor_gone_or_file_deleted_shows_the_stored_tail(
             web.sign_in(setup.admin)
             got = web.get(f"/download/log?run={urllib.parse.quote(run_id, safe='')}&shard=0").text
             assert got.startswith("[raftsched] executor 'ex1' is gone") and got.endswith("\nhello\n")
-            api = f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/logs"
+            api = f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/logs:full"
             reply = web.request("GET", api, headers={"Authorization": f"Bearer {setup.admin}"})
             assert reply.text == "hello\n" and reply.headers["x-raftsched-log-source"] == "stored_tail"
             assert "is gone" in reply.headers["x-raftsched-log-note"]

@@ -112,6 +112,13 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
         help="full logs: delete the oldest files while all of them exceed this (default: 20GiB)",
     )
     parser.add_argument(
+        "--logs-max-files",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="full logs: delete the oldest files while there are more than N (default: 100000)",
+    )
+    parser.add_argument(
         "--http", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here (default: off)"
     )
     parser.add_argument(
@@ -185,7 +192,9 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 else args.execution_log_keep / 1000,
                 clock=clock_for(args.name) if clock_for is not None else SystemClock(),
                 rebuilt=args.rebuild,
-                logs=LogSettings.build(args.logs_max_attempt, args.logs_keep, args.logs_max_total),
+                logs=LogSettings.build(
+                    args.logs_max_attempt, args.logs_keep, args.logs_max_total, args.logs_max_files
+                ),
             )
 
             async def serve() -> None:

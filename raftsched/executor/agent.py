@@ -50,7 +50,7 @@ from raftsched.config.values import DEFAULT_MAP_SIZE, parse_address, parse_map_s
 from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.aio import wait_event
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
-from raftsched.executor.logfiles import PRUNE_EVERY_S, LogFiles, LogSettings, read_log
+from raftsched.executor.logfiles import FOLLOW_POLL_S, PRUNE_EVERY_S, LogFiles, LogSettings, read_log
 from raftsched.executor.runners import (
     AttemptContext,
     AttemptResult,
@@ -878,19 +878,33 @@ class Executor:
         def running() -> bool:
             return req.execution_id in self._running
 
+        ended = False  # the end was sent: the reader had the whole answer
+
         async def parts() -> Any:
+            nonlocal ended
             header = pb.LogUploadHeader(request_id=req.request_id, executor=self.name, running=running())
-            if path is None or not path.exists():
+            exists = path is not None and path.exists()
+            # A running attempt's file appears with its first byte of output: until then its log
+            # is empty (followed: wait for the file), not missing.
+            if path is None or (not exists and not header.running):
                 header.found = False
                 header.problem = (
-                    f"executor {self.name} has no {stream} log for {req.execution_id} (deleted by its "
-                    "retention, not run here, or run by a handler, whose output is not kept)"
+                    f"executor {self.name} has no {stream} log for {req.execution_id} (it wrote nothing "
+                    f"to {stream}, its file was deleted by the log retention, it did not run here, or it "
+                    "ran a handler, whose output is not kept)"
                 )
                 yield pb.LogUpload(header=header)
+                ended = True
                 yield pb.LogUpload(end=pb.LogEnd(complete=False))
                 return
             header.found = True
             yield pb.LogUpload(header=header)
+            while not path.exists() and req.follow and running():
+                await asyncio.sleep(FOLLOW_POLL_S)
+            if not path.exists():
+                ended = True
+                yield pb.LogUpload(end=pb.LogEnd(bytes=0, complete=True))
+                return
             sent = 0
             async for data in read_log(
                 path, since_line=req.since_line, tail_bytes=req.tail_bytes, follow=req.follow, running=running
@@ -898,14 +912,21 @@ class Executor:
                 sent += len(data)
                 yield pb.LogUpload(data=data)
             capped = path.stat().st_size >= self.log_files.settings.max_attempt_bytes
+            ended = True
             yield pb.LogUpload(end=pb.LogEnd(bytes=sent, capped=capped, complete=True))
 
+        gen = parts()
         try:
-            await transport.send_logs(self._leader, parts())
+            await transport.send_logs(self._leader, gen)
+            if not ended:
+                log.info("%s: log answer for %s ended: the reader went away", self.name, req.execution_id)
         except TransportError as exc:
             log.info("%s: log answer for %s ended: %s", self.name, req.execution_id, exc)
         except OSError as exc:
             log.warning("%s: cannot read the log of %s: %s", self.name, req.execution_id, exc)
+        finally:
+            with contextlib.suppress(RuntimeError):  # still being closed by the transport
+                await gen.aclose()  # the file is closed now, not when the generator is collected
 
     async def _prune_loop(self, in_thread: bool) -> None:
         """Every so often, drop the entries acknowledged more than ``execution_log_keep`` ago, in

@@ -44,6 +44,7 @@ STREAMS: Final = ("stdout", "stderr")
 DEFAULT_MAX_ATTEMPT_BYTES: Final = 1024**3  # 1 GiB per attempt and stream
 DEFAULT_KEEP: Final = "7d"
 DEFAULT_MAX_TOTAL_BYTES: Final = 20 * 1024**3  # 20 GiB per executor
+DEFAULT_MAX_FILES: Final = 100_000  # per executor: bounds the directory (and each prune's scan)
 
 
 def _size(value: int | str, key: str) -> int:
@@ -85,6 +86,7 @@ class LogSettings:
     max_attempt_bytes: int = DEFAULT_MAX_ATTEMPT_BYTES
     keep_ms: int = 7 * 24 * 3600 * 1000
     max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES
+    max_files: int = DEFAULT_MAX_FILES
 
     @classmethod
     def build(
@@ -92,9 +94,12 @@ class LogSettings:
         max_attempt: int | str = DEFAULT_MAX_ATTEMPT_BYTES,
         keep: str | float = DEFAULT_KEEP,
         max_total: int | str = DEFAULT_MAX_TOTAL_BYTES,
+        max_files: int = DEFAULT_MAX_FILES,
     ) -> LogSettings:
         """Raises :class:`InvalidSpec` naming the key (``logs_max_attempt``, ``logs_keep``,
-        ``logs_max_total``) of a value out of range."""
+        ``logs_max_total``, ``logs_max_files``) of a value out of range."""
+        if isinstance(max_files, bool) or not isinstance(max_files, int) or not 1 <= max_files <= 10**9:
+            raise InvalidSpec("logs_max_files", f"{max_files!r} out of range (1 to 1,000,000,000)")
         if isinstance(keep, str):
             keep_ms = parse_duration_ms(keep, "logs_keep")
         elif isinstance(keep, bool) or not isinstance(keep, int | float):
@@ -103,7 +108,9 @@ class LogSettings:
             keep_ms = round(keep * 1000)
         if not 1000 <= keep_ms <= 10 * 366 * 24 * 3600 * 1000:
             raise InvalidSpec("logs_keep", f"{keep!r} out of range (1 s to 10 years)")
-        return cls(_size(max_attempt, "logs_max_attempt"), keep_ms, _size(max_total, "logs_max_total"))
+        return cls(
+            _size(max_attempt, "logs_max_attempt"), keep_ms, _size(max_total, "logs_max_total"), max_files
+        )
 
 
 @dataclass(frozen=True)
@@ -116,11 +123,17 @@ class LogFile:
 
 
 def plan_prune(
-    files: Iterable[LogFile], now_ms: int, keep_ms: int, max_total_bytes: int, active: Iterable[str] = ()
+    files: Iterable[LogFile],
+    now_ms: int,
+    keep_ms: int,
+    max_total_bytes: int,
+    active: Iterable[str] = (),
+    max_files: int | None = None,
 ) -> list[str]:
     """The names to delete: every file older than ``keep_ms`` at ``now_ms``, then the oldest
-    (by mtime, then name) while the rest exceed ``max_total_bytes``. Names in ``active`` (files
-    of running attempts) are never chosen, even if that leaves the total above the bound. Pure."""
+    (by mtime, then name) while the rest exceed ``max_total_bytes`` or number more than
+    ``max_files``. Names in ``active`` (files of running attempts) are never chosen, even if
+    that leaves the rest above a bound. Pure."""
     keep_active = set(active)
     doomed: list[str] = []
     kept: list[LogFile] = []
@@ -132,13 +145,15 @@ def plan_prune(
         else:
             kept.append(f)
     total = sum(f.size for f in kept)
+    count = len(kept)
     for f in kept:
-        if total <= max_total_bytes:
+        if total <= max_total_bytes and (max_files is None or count <= max_files):
             break
         if f.name in keep_active:
             continue
         doomed.append(f.name)
         total -= f.size
+        count -= 1
     return doomed
 
 
@@ -151,19 +166,29 @@ def file_name(execution_id: str, stream: str) -> str:
 
 class CappedWriter:
     """Appends one stream of one attempt to its file, up to ``cap`` bytes; then writes a marker
-    line once and counts what it drops. Writes are plain ``os.write`` calls (page cache): small
-    next to the pipe reads that feed them."""
+    line once and counts what it drops. The file is created on the first write: a stream that
+    stays empty leaves no file. Writes are plain ``os.write`` calls (page cache): small next to
+    the pipe reads that feed them. A write that fails (a full disk) stops the keeping of this
+    log, never the attempt."""
 
     def __init__(self, path: Path, cap: int) -> None:
         self.path = path
         self.cap = cap
         self.written = 0
         self.dropped = 0
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        self._fd: int | None = None
+        self._closed = False
 
     def write(self, data: bytes) -> None:
-        if self._fd is None:
+        if self._closed or not data:
             return
+        if self._fd is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+            except OSError:
+                self._closed = True
+                return
         room = self.cap - self.written
         if room <= 0:
             self.dropped += len(data)
@@ -182,6 +207,7 @@ class CappedWriter:
                 os.write(self._fd, marker.encode())
 
     def close(self) -> None:
+        self._closed = True
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
@@ -197,14 +223,9 @@ class LogFiles:
     def path(self, execution_id: str, stream: str) -> Path:
         return self.dir / file_name(execution_id, stream)
 
-    def writer(self, execution_id: str, stream: str) -> CappedWriter | None:
-        """A writer for a new attempt's stream; None if the file cannot be created (logged by
-        the caller's absence of a file: the reader is told there is none)."""
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            return CappedWriter(self.path(execution_id, stream), self.settings.max_attempt_bytes)
-        except OSError:
-            return None
+    def writer(self, execution_id: str, stream: str) -> CappedWriter:
+        """A writer for a new attempt's stream (its file appears with the first byte)."""
+        return CappedWriter(self.path(execution_id, stream), self.settings.max_attempt_bytes)
 
     def scan(self) -> list[LogFile]:
         out: list[LogFile] = []
@@ -222,7 +243,7 @@ class LogFiles:
         """Delete what :func:`plan_prune` chooses; returns the names deleted."""
         active = [file_name(i, s) for i in active_ids for s in STREAMS]
         s = self.settings
-        doomed = plan_prune(self.scan(), now_ms, s.keep_ms, s.max_total_bytes, active)
+        doomed = plan_prune(self.scan(), now_ms, s.keep_ms, s.max_total_bytes, active, s.max_files)
         for name in doomed:
             with contextlib.suppress(FileNotFoundError):
                 (self.dir / name).unlink()

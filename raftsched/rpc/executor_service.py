@@ -241,15 +241,27 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         pending = self.hub.logs.attach(header.request_id, header.executor)
         if pending is None:
             return pb.SendLogsReply()  # the reader went away (or never asked this executor)
-        if not await pending.put(first):
-            return pb.SendLogsReply()
-        async for part in requests:
-            if not await pending.put(part):
+        # A reader that goes away ends the upload at once, even while the executor waits for
+        # more output of a followed attempt (its call then ends: it stops reading its file).
+        gone = asyncio.ensure_future(pending.gone.wait())
+        parts = aiter(requests)
+        try:
+            if not await pending.put(first):
                 return pb.SendLogsReply()
-            if part.HasField("end"):
-                break
-        await pending.put(None)
-        return pb.SendLogsReply()
+            while True:
+                step = asyncio.ensure_future(anext(parts, None))
+                await asyncio.wait((step, gone), return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():
+                    step.cancel()
+                    return pb.SendLogsReply()
+                part = step.result()
+                if part is None:
+                    await pending.put(None)  # ended without an end: the executor broke off
+                    return pb.SendLogsReply()
+                if not await pending.put(part) or part.HasField("end"):
+                    return pb.SendLogsReply()
+        finally:
+            gone.cancel()
 
 
 def _check_execution_id(position: int, exec_id: str) -> None:

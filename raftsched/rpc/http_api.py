@@ -159,6 +159,10 @@ class LocalContext:
     def note_error(self, exc: RaftschedError) -> None:
         self.error = exc
 
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        """Accepted and not called: an in-process stream ends when the HTTP layer closes its
+        generator (the handler's own ``finally`` runs then)."""
+
     async def abort(self, code: grpc.StatusCode, details: str = "", *_: object) -> NoReturn:
         raise Aborted(code, details)
 

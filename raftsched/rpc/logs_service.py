@@ -74,6 +74,10 @@ class LogsServicer(pb_grpc.LogsServicer):  # type: ignore[misc]
             for chunk in _tail_answer(execution_id, executor, why, stored, stream):
                 yield chunk
             return
+        # gRPC may tell a handler blocked on the queue that its caller hung up only when it next
+        # writes: a followed attempt that prints nothing would hold the upload open until it
+        # ends. The call's end closes the request at once instead (the executor stops).
+        context.add_done_callback(lambda _: relay.done(pending))
         try:
             try:
                 first = await asyncio.wait_for(pending.queue.get(), ANSWER_TIMEOUT_S)

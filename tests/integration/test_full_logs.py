@@ -204,6 +204,14 @@ def test_follow_sees_lines_as_they_appear(setup: Setup) -> None:
         web.sign_in(setup.admin)
         page = web.get(f"/runs/{urllib.parse.quote(run_id, safe='')}").text
         assert "stdout, live" in page and "first" in page
+        # A reader that goes away mid-follow: the leader ends the executor's upload at once
+        # (the executor says so in its log), though the attempt still runs and writes nothing.
+        quitter = client.logs(run_id, follow=True)
+        assert next(quitter).HasField("header") and next(quitter).data == b"first\n"
+        quitter.close()
+        log = setup.base / "ex1.log"
+        wait_until(lambda: f"log answer for {run_id}/0/1 ended" in log.read_text(), 30, 0.05, "upload ended")
+        assert not ended.is_set()
         gate.touch()
         wait_until(ended.is_set, 30, 0.02, "the follow to end with the attempt")
         reader.join(10)

@@ -133,6 +133,7 @@ def test_settings_are_validated_naming_the_key() -> None:
         (("lots", "1d", "1GiB"), "logs_max_attempt"),
         (("1GiB", "1d", "12"), "logs_max_total"),
         (("1GiB", "0s", "1GiB"), "logs_keep"),
+        (("1GiB", "1d", "1GiB", 0), "logs_max_files"),
     ):
         with pytest.raises(InvalidSpec) as info:
             LogSettings.build(*args)
@@ -147,3 +148,23 @@ def test_read_log_tail_bytes_starts_at_a_line(tmp_path: Path) -> None:
     assert _collect(path, tail_bytes=10, chunk=2) == b"bbbb\ncccc\n"
     assert _collect(path, tail_bytes=1000) == path.read_bytes()
     assert _collect(path, tail_bytes=10, since_line=2) == b"cccc\n"
+
+
+def test_prune_by_count_keeps_the_newest() -> None:
+    files = [LogFile(f"f{i}", 1, i) for i in range(5)]
+    assert plan_prune(files, 10, DAY, 10**9, max_files=2) == ["f0", "f1", "f2"]
+    assert plan_prune(files, 10, DAY, 10**9, active={"f0"}, max_files=2) == ["f1", "f2", "f3"]
+
+
+def test_an_empty_stream_leaves_no_file(tmp_path: Path) -> None:
+    files = LogFiles(tmp_path / "logs")
+    w = files.writer("t@1/0/1", "stderr")
+    w.write(b"")
+    w.close()
+    assert not (tmp_path / "logs").exists()
+    w = files.writer("t@1/0/1", "stdout")
+    w.write(b"x")
+    w.write(b"y")
+    w.close()
+    w.write(b"z")  # after close nothing more is written
+    assert files.path("t@1/0/1", "stdout").read_bytes() == b"xy"

@@ -51,6 +51,7 @@ class Pending:
         self.queue: asyncio.Queue[pb.LogUpload | None] = asyncio.Queue(QUEUE_PARTS)
         self.attached = False
         self.closed = False
+        self.gone = asyncio.Event()  # set by close(): the upload may stop at once
 
     async def put(self, part: pb.LogUpload | None) -> bool:
         """Queue a part (None: the upload ended); False once the reader went away."""
@@ -62,8 +63,10 @@ class Pending:
     def close(self) -> None:
         """The reader is done: free a put blocked on a full queue and refuse the rest."""
         self.closed = True
+        self.gone.set()
         while not self.queue.empty():
             self.queue.get_nowait()
+        self.queue.put_nowait(None)  # a reader still waiting on the queue wakes and ends
 
 
 class LogRelay:

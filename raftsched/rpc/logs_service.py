@@ -22,9 +22,10 @@ from typing import Final
 import grpc
 
 from raftsched import bounds
-from raftsched.errors import NotFound, RaftschedError, quote
+from raftsched.errors import NotFound, RaftschedError, Unavailable, quote
 from raftsched.fsm import queries
 from raftsched.leader.dispatch.hub import ExecutorHub
+from raftsched.leader.dispatch.logrelay import MAX_READERS
 from raftsched.rpc.plumbing import NodeServices, abort
 from raftsched.security import authz
 from raftsched.v1 import raftsched_pb2 as pb
@@ -46,6 +47,8 @@ class LogsServicer(pb_grpc.LogsServicer):  # type: ignore[misc]
             bounds.check(request)
             self.hub.require_leader()
             shard, attempt, executor = self._attempt(request)
+            if self.hub.logs.busy():
+                raise Unavailable(f"this leader relays {MAX_READERS} log reads already; try again shortly")
         except RaftschedError as exc:
             await abort(context, exc)
         execution_id = f"{request.run_id}/{request.shard}/{attempt}"

@@ -98,8 +98,12 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         yield s
     finally:
         if s is not None and s.proc is not None and s.proc.poll() is None:
-            s.proc.terminate()
-            s.proc.wait(timeout=15)
+            s.proc.terminate()  # drains: a test that failed may leave an attempt running
+            try:
+                s.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                s.proc.kill()
+                s.proc.wait(timeout=10)
         cluster.stop()
 
 

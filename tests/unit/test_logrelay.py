@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from raftsched.leader.dispatch.logrelay import QUEUE_PARTS, LogRelay
+from raftsched.leader.dispatch.logrelay import MAX_READERS, QUEUE_PARTS, LogRelay
 from raftsched.v1 import raftsched_pb2 as pb
 
 
@@ -54,12 +54,29 @@ def test_a_reader_going_away_frees_a_blocked_upload() -> None:
             assert await pending.put(pb.LogUpload(data=b"x" * 1024))
         blocked = asyncio.ensure_future(pending.put(pb.LogUpload(data=b"y")))
         await asyncio.sleep(0)  # one turn of the loop: the put runs and waits
-        assert pending.queue.full() and not blocked.done()  # the queue is full: the upload waits (bounded memory)
+        # The queue is full: the upload waits (bounded memory).
+        assert pending.queue.full() and not blocked.done()
         relay.done(pending)  # the reader went away
         assert await asyncio.wait_for(blocked, 5) is False
         assert pending.gone.is_set()
         assert await pending.put(pb.LogUpload(data=b"z")) is False
         # A reader still waiting on the queue wakes with the end marker.
         assert pending.queue.get_nowait() is None
+
+    asyncio.run(go())
+
+
+def test_reads_under_way_are_bounded() -> None:
+    async def go() -> None:
+        hub = FakeHub(streams={"ex1": asyncio.Queue()}, log_channels={"ex1"})
+        relay = LogRelay(hub)
+        opened = []
+        while not relay.busy():
+            pending = relay.open("ex1", pb.LogRequest(execution_id="t@1/0/1"))
+            assert pending is not None
+            opened.append(pending)
+        assert len(opened) == MAX_READERS
+        relay.done(opened[0])
+        assert not relay.busy()
 
     asyncio.run(go())

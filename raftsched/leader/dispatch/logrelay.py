@@ -28,6 +28,9 @@ from raftsched.v1 import raftsched_pb2 as pb
 
 QUEUE_PARTS: Final = 16
 """Parts (each at most 64 KiB of log) queued between the executor's upload and the reader."""
+MAX_READERS: Final = 256
+"""Log reads one leader relays at once (each holds at most QUEUE_PARTS parts, and a task and an
+open file on its executor); more are refused as unavailable."""
 
 
 class Streams(Protocol):
@@ -77,6 +80,10 @@ class LogRelay:
     def reachable(self, executor: str) -> bool:
         """Whether ``executor`` has a dispatch stream open here and answers log requests."""
         return executor in self.hub.streams and executor in self.hub.log_channels
+
+    def busy(self) -> bool:
+        """Whether :data:`MAX_READERS` reads are under way (refuse another)."""
+        return len(self.pending) >= MAX_READERS
 
     def open(self, executor: str, request: pb.LogRequest) -> Pending | None:
         """Ask ``executor`` for a log (``request_id`` is filled in); None if it is not reachable.

@@ -854,8 +854,9 @@ class Executor:
     # -- full logs -----------------------------------------------------------------------------------
 
     async def _log_prune_loop(self) -> None:
-        """Apply the log retention (age, total size) now and every PRUNE_EVERY_S."""
+        """Apply the log retention (age, size, count) every PRUNE_EVERY_S."""
         while True:
+            await asyncio.sleep(PRUNE_EVERY_S)
             try:
                 running = list(self._running)
                 deleted = await asyncio.to_thread(self.log_files.prune, self.clock.now_ms(), running)
@@ -863,7 +864,6 @@ class Executor:
                     log.info("%s: log retention deleted %d file(s)", self.name, len(deleted))
             except Exception:
                 log.exception("%s: log retention failed", self.name)
-            await asyncio.sleep(PRUNE_EVERY_S)
 
     async def _send_log(self, req: pb.LogRequest) -> None:
         """Answer one log request: dial SendLogs at the leader and stream the file (see

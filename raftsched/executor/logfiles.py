@@ -14,7 +14,7 @@ Bounds, configurable per executor (:class:`LogSettings`, keys ``logs_max_attempt
 * files older than ``keep_ms`` (by modification time) are deleted, and the oldest files are
   deleted while the total exceeds ``max_total_bytes``; files of attempts still running are never
   deleted. :func:`plan_prune` decides (pure: time and sizes are values); the agent calls
-  :meth:`LogFiles.prune` at start and every :data:`PRUNE_EVERY_S`.
+  :meth:`LogFiles.prune` every :data:`PRUNE_EVERY_S` (the first a period after start).
 
 Reading (:func:`read_log`) goes in chunks of :data:`CHUNK` bytes: a file of any size streams in
 constant memory.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from raftsched.v1 import raftsched_pb2 as pb
@@ -320,6 +320,17 @@ class DispatchStream(Protocol):
     def __aiter__(self) -> AsyncIterator[Sequence[pb.WorkItem]]: ...
 
     def cancel(self) -> None: ...
+
+
+@runtime_checkable
+class LogUploader(Protocol):
+    """An :class:`ExecutorTransport` that can also answer a leader's log request (issue 29):
+    ``send_logs`` dials the target and streams ``parts`` (a header, data, an end) over the
+    executor's own outbound connection; it returns when the node has taken them all or hung up
+    (the reader went away), and fails with :class:`TransportError`. An executor whose transport
+    is not one does not offer full logs (the reader gets the stored tail)."""
+
+    async def send_logs(self, target: str, parts: AsyncIterator[pb.LogUpload]) -> None: ...
 
 
 class ExecutorTransport(Protocol):

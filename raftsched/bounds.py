@@ -275,6 +275,11 @@ FIELDS: Final[dict[str, Range]] = {
         "StartTaskBackfill.to_ms": TIME,
         "TaskBackfillRequest.from_ms": TIME,
         "TaskBackfillRequest.to_ms": TIME,
+        "LogEnd.bytes": IGNORED_U64,
+        "ReadLogsRequest.shard": SHARD,
+        "ReadLogsRequest.attempt": Range(0, MAX_ATTEMPT, "", "the shard's latest attempt"),
+        "ReadLogsRequest.since_line": Range(0, UINT64_MAX, "", "from the first line"),
+        "ReadLogsRequest.tail_bytes": Range(0, UINT64_MAX, " bytes", "the whole log"),
     }.items()
 }
 

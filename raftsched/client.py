@@ -45,7 +45,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -614,6 +614,76 @@ class Client:
                 raise
             return sink.finish()
         raise Unavailable(f"Backup failed on every node: {'; '.join(problems)}")
+
+    # -- full logs ---------------------------------------------------------------------------------
+
+    def logs(
+        self,
+        run_id: str,
+        *,
+        shard: int = 0,
+        attempt: int = 0,
+        stderr: bool = False,
+        follow: bool = False,
+        since_line: int = 0,
+        tail_bytes: int = 0,
+    ) -> Generator[pb.ReadLogsChunk, None, None]:
+        """An attempt's whole stdout (or ``stderr``), streamed from the executor that ran it
+        through the leader: first a ``header`` (``source`` is ``"executor"``, or
+        ``"stored_tail"`` with a ``note`` saying why only the stored 8 KiB tail follows: the
+        executor is gone, its file aged out...), then ``data`` chunks (bytes, at most 64 KiB each,
+        in order), then an ``end`` (``complete``: the whole file came). ``attempt`` 0 is the
+        shard's latest; ``since_line`` starts at that line (1-based); ``tail_bytes`` sends only
+        about the last that many bytes (from a line start); ``follow`` keeps streaming while the
+        attempt runs. Memory stays bounded whatever the size of the log.
+
+        Redirects to the leader (only it reaches executors) before the first chunk; a failure
+        after that raises (Unavailable: start again, with ``since_line`` to skip what you have).
+        Raises NotFound for a run, shard or attempt that does not exist (or is not visible to
+        the caller), PermissionDenied without ``tasks.read``. Close the iterator to stop early."""
+        request = pb.ReadLogsRequest(
+            run_id=run_id,
+            shard=shard,
+            attempt=attempt,
+            stderr=stderr,
+            follow=follow,
+            since_line=since_line,
+            tail_bytes=tail_bytes,
+        )
+        with self._lock:
+            target = self._targets[self._preferred]
+        tried: list[str] = []
+        delay = _BACKOFF_INITIAL_S
+        for _ in range(self._retries + 1):
+            if target not in tried:
+                tried.append(target)
+            self._stub(target)  # opens the channel
+            stub = _GENERATED.LogsStub(self._channels[target])
+            # No deadline on a followed stream; else generous (a 1 GB log takes a while).
+            call = stub.ReadLogs(request, timeout=None if follow else max(self._timeout, 3600))
+            started = False
+            try:
+                for chunk in call:
+                    started = True
+                    yield chunk
+                self._prefer(target)
+                return
+            except grpc.RpcError as err:
+                outcome = self._outcome(target, err)
+                if started or not isinstance(outcome, _Retry):
+                    raise (
+                        outcome if isinstance(outcome, RaftschedError) else Unavailable(str(outcome))
+                    ) from None
+            finally:
+                call.cancel()
+            hint = _parse_hint(outcome.leader)
+            if hint is not None and hint not in tried:
+                target = self._learn(hint)
+                continue
+            _sleep(delay)
+            delay = min(delay * 2, _BACKOFF_MAX_S)
+            target = self._learn(hint) if hint is not None and hint != target else self._next_after(target)
+        raise Unavailable(f"ReadLogs failed on {', '.join(tried)}")
 
     # -- workflows ---------------------------------------------------------------------------------
 

@@ -90,6 +90,32 @@ def executor_parser() -> ArgParser:
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)"
     )
     parser.add_argument(
+        "--logs-max-attempt",
+        default="1GiB",
+        metavar="SIZE",
+        help="full logs (DATA_DIR/logs): most kept of one attempt's stdout, and of its stderr; "
+        "the rest is dropped with a marker line (default: 1GiB)",
+    )
+    parser.add_argument(
+        "--logs-keep",
+        default="7d",
+        metavar="DURATION",
+        help="full logs: delete an attempt's log files this long after they were last written (default: 7d)",
+    )
+    parser.add_argument(
+        "--logs-max-total",
+        default="20GiB",
+        metavar="SIZE",
+        help="full logs: delete the oldest files while all of them exceed this (default: 20GiB)",
+    )
+    parser.add_argument(
+        "--logs-max-files",
+        type=int,
+        default=100_000,
+        metavar="N",
+        help="full logs: delete the oldest files while there are more than N (default: 100000)",
+    )
+    parser.add_argument(
         "--http", metavar="HOST:PORT", help="serve /metrics, /healthz and /readyz here (default: off)"
     )
     parser.add_argument(
@@ -148,6 +174,7 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
         lock = lock_data_dir(Path(args.data_dir), f"executor {args.name}")
         try:
             from raftsched.executor.agent import Executor
+            from raftsched.executor.logfiles import LogSettings
             from raftsched.security.tokens import resolve_token
             from raftsched.sharding.placement import parse_memory_mb
             from raftsched.timing.clock import SystemClock
@@ -179,6 +206,9 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 clock=clock_for(args.name) if clock_for is not None else SystemClock(),
                 rebuilt=args.rebuild,
                 secrets=args.secrets,
+                logs=LogSettings.build(
+                    args.logs_max_attempt, args.logs_keep, args.logs_max_total, args.logs_max_files
+                ),
             )
 
             async def serve() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from raftsched import __version__
 from raftsched.cli import access, alerts, apply, calendars, cluster, cron, events, tasks, workflows
+from raftsched.cli import logs as logs_cmd
 from raftsched.cli import policy as policy_cli
 from raftsched.cli import pools as pools_cli
 from raftsched.cli import taskbackfill as taskbackfill_cli
@@ -255,9 +256,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_show.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
     _json_option(run_show)
-    logs = _leaf(commands, "logs", tasks.cmd_logs, "print a run's stored output tails (stdout, stderr)")
+    logs = _leaf(
+        commands,
+        "logs",
+        logs_cmd.cmd_logs,
+        "stream an attempt's whole stdout (or stderr) from the executor that ran it, live or after "
+        "the fact (the stored tail, with a note, when the executor or its file is gone)",
+    )
     logs.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
-    logs.add_argument("--shard", type=non_negative_int, default=None, metavar="N", help="only shard N")
+    logs.add_argument(
+        "--shard", type=non_negative_int, default=None, metavar="N", help="shard N (default: 0; --tails: all)"
+    )
+    logs.add_argument(
+        "--attempt", type=non_negative_int, default=0, metavar="N", help="attempt N (default: the latest)"
+    )
+    logs.add_argument("--stderr", action="store_true", help="stderr instead of stdout")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep streaming while the attempt runs")
+    logs.add_argument(
+        "--since-line", type=non_negative_int, default=0, metavar="N", help="start at line N (1-based)"
+    )
+    logs.add_argument(
+        "--tail",
+        type=non_negative_int,
+        default=0,
+        metavar="BYTES",
+        help="only about the last BYTES of the log, from a line start",
+    )
+    logs.add_argument(
+        "--tails", action="store_true", help="print the stored 8 KiB tails of every shard, both streams"
+    )
+    logs.add_argument(
+        "--json", action="store_true", help="one JSON object per line: a header, each line, an end"
+    )
 
     fires = _leaf(
         commands, "fires", tasks.cmd_fires, "fire accounting: how each nominal fire was handled", times=True

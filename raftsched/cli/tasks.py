@@ -321,21 +321,6 @@ def cmd_run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_logs(args: argparse.Namespace) -> int:
-    with connect(args) as client:
-        run = client.get_run(args.run_id)
-    shards = [s for s in run.shards if args.shard is None or s.shard == args.shard]
-    if not shards:
-        raise UsageError(f"run {run.run_id} has no shard {args.shard} (it has {len(run.shards)})")
-    for s in shards:
-        print(f"== shard {s.shard} attempt {s.attempt} ({enum_name(pb.RunState, s.state)}) ==")
-        for name, tail in (("stdout", s.stdout_tail), ("stderr", s.stderr_tail)):
-            print(f"-- {name} --")
-            if tail:
-                print(tail, end="" if tail.endswith("\n") else "\n")
-    return 0
-
-
 def cmd_fires(args: argparse.Namespace) -> int:
     now = lazy_now()
     since = optional_time(args.since, now, "--since")

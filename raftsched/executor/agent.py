@@ -46,11 +46,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, TransportError
+from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, LogUploader, TransportError
 from raftsched.config.values import DEFAULT_MAP_SIZE, parse_address, parse_map_size
 from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.aio import wait_event
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
+from raftsched.executor.logfiles import FOLLOW_POLL_S, PRUNE_EVERY_S, LogFiles, LogSettings, read_log
 from raftsched.executor.runners import (
     AttemptContext,
     AttemptResult,
@@ -161,6 +162,10 @@ class Executor:
     file or directory for one) resolves ``{{ secret.NAME }}`` in params and env just before an
     attempt starts; every value it knows is masked as ``***`` in what the agent reports and logs.
     A bad path raises :class:`InvalidSpec` here; a missing secret fails the attempt, naming it.
+    ``logs`` bounds the full logs of commands (files in ``data_dir/logs``, see
+    :mod:`raftsched.executor.logfiles`; None: the defaults). They are written by the default
+    command runner only, and served to readers through the leader when the transport is a
+    :class:`raftsched.abc.LogUploader` (the gRPC one is).
     """
 
     def __init__(
@@ -186,6 +191,7 @@ class Executor:
         execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
         rebuilt: bool = False,
         secrets: SecretStore | str | Path | None = None,
+        logs: LogSettings | None = None,
     ) -> None:
         validate_name(name, "executor.name")
         # Where {{ secret.NAME }} references are resolved (raftsched.executor.secrets).
@@ -216,8 +222,9 @@ class Executor:
         self.labels = dict(labels or {})
         self.data_dir = Path(data_dir)
         self.callables = CallableRunner()
+        self.log_files = LogFiles(self.data_dir / "logs", logs)
         self.subprocess: CommandRunner = command_runner or SubprocessRunner(
-            grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name}
+            grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name}, log_files=self.log_files
         )
         if transport is not None and tls is not None:
             raise InvalidSpec("tls", "give tls or a transport, not both (the transport owns its channels)")
@@ -264,6 +271,7 @@ class Executor:
         # re-reported without it, which only leaves it out of the leader's histogram.
         self._start_late: dict[str, int] = {}
         self.observability = ExecutorObservability(name, http, self._observed) if http is not None else None
+        self._log_senders: set[asyncio.Task[None]] = set()  # answers to log requests under way
 
     def _observed(self) -> ExecutorSample:
         # Read at scrape time, on this agent's event loop.
@@ -344,6 +352,7 @@ class Executor:
         )
         drainer = asyncio.ensure_future(self._drain_when_asked(stop))
         masked_handlers = self._masking.install()  # secret values never reach a log line
+        log_pruner = asyncio.ensure_future(self._log_prune_loop())
         try:
             if obs is not None:
                 await obs.start()
@@ -383,8 +392,12 @@ class Executor:
                 if self._prune_step is not None:
                     await asyncio.gather(self._prune_step, return_exceptions=True)
             drainer.cancel()
+            log_pruner.cancel()
+            for sender in list(self._log_senders):
+                sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await drainer
+            await asyncio.gather(log_pruner, *self._log_senders, return_exceptions=True)
             running = list(self._running.values())
             for task in running:
                 task.cancel()
@@ -450,7 +463,8 @@ class Executor:
         raise LeaderLost(f"no leader found among {self.targets}")
 
     async def _serve(self, target: str, stop: asyncio.Event) -> None:
-        stream = self.transport.dispatch(target, pb.DispatchRequest(name=self.name))
+        logs = isinstance(self.transport, LogUploader)
+        stream = self.transport.dispatch(target, pb.DispatchRequest(name=self.name, log_channel=logs))
         self._stream_gen += 1
         self._connected = True
         tasks = [
@@ -590,6 +604,11 @@ class Executor:
             )
             return
         self._max_epoch = item.epoch
+        if item.HasField("log_request"):  # not work: a reader wants an attempt's log
+            sender = asyncio.ensure_future(self._send_log(item.log_request))
+            self._log_senders.add(sender)
+            sender.add_done_callback(self._log_senders.discard)
+            return
         if item.cancel:  # its workflow run was killed: stop it if it runs here (else nothing to do)
             task = self._running.get(item.execution_id)
             if task is not None:
@@ -869,6 +888,83 @@ class Executor:
                 result.error,
                 extra=_item_fields(item, self.name),
             )
+
+    # -- full logs -----------------------------------------------------------------------------------
+
+    async def _log_prune_loop(self) -> None:
+        """Apply the log retention (age, size, count) every PRUNE_EVERY_S."""
+        while True:
+            await asyncio.sleep(PRUNE_EVERY_S)
+            try:
+                running = list(self._running)
+                deleted = await asyncio.to_thread(self.log_files.prune, self.clock.now_ms(), running)
+                if deleted:
+                    log.info("%s: log retention deleted %d file(s)", self.name, len(deleted))
+            except Exception:
+                log.exception("%s: log retention failed", self.name)
+
+    async def _send_log(self, req: pb.LogRequest) -> None:
+        """Answer one log request: dial SendLogs at the leader and stream the file (see
+        :mod:`raftsched.executor.logfiles`). Never raises: a reader that went away or a broken
+        connection ends the answer; the reader's side reports it."""
+        transport = self.transport
+        if not isinstance(transport, LogUploader):
+            return
+        stream = "stderr" if req.stderr else "stdout"
+        path = self.log_files.path(req.execution_id, stream) if req.execution_id else None
+
+        def running() -> bool:
+            return req.execution_id in self._running
+
+        ended = False  # the end was sent: the reader had the whole answer
+
+        async def parts() -> Any:
+            nonlocal ended
+            header = pb.LogUploadHeader(request_id=req.request_id, executor=self.name, running=running())
+            exists = path is not None and path.exists()
+            # A running attempt's file appears with its first byte of output: until then its log
+            # is empty (followed: wait for the file), not missing.
+            if path is None or (not exists and not header.running):
+                header.found = False
+                header.problem = (
+                    f"executor {self.name} has no {stream} log for {req.execution_id} (it wrote nothing "
+                    f"to {stream}, its file was deleted by the log retention, it did not run here, or it "
+                    "ran a handler, whose output is not kept)"
+                )
+                yield pb.LogUpload(header=header)
+                ended = True
+                yield pb.LogUpload(end=pb.LogEnd(complete=False))
+                return
+            header.found = True
+            yield pb.LogUpload(header=header)
+            while not path.exists() and req.follow and running():
+                await asyncio.sleep(FOLLOW_POLL_S)
+            if not path.exists():
+                ended = True
+                yield pb.LogUpload(end=pb.LogEnd(bytes=0, complete=True))
+                return
+            sent = 0
+            async for data in read_log(
+                path, since_line=req.since_line, tail_bytes=req.tail_bytes, follow=req.follow, running=running
+            ):
+                sent += len(data)
+                yield pb.LogUpload(data=data)
+            capped = path.stat().st_size >= self.log_files.settings.max_attempt_bytes
+            ended = True
+            yield pb.LogUpload(end=pb.LogEnd(bytes=sent, capped=capped, complete=True))
+
+        gen = parts()
+        try:
+            await transport.send_logs(self._leader, gen)
+            if not ended:
+                log.info("%s: log answer for %s ended: the reader went away", self.name, req.execution_id)
+        except TransportError as exc:
+            log.info("%s: log answer for %s ended: %s", self.name, req.execution_id, exc)
+        except OSError as exc:
+            log.warning("%s: cannot read the log of %s: %s", self.name, req.execution_id, exc)
+        finally:
+            with contextlib.suppress(RuntimeError):  # still being closed by the transport
+                await gen.aclose()  # the file is closed now, not when the generator is collected
 
     async def _prune_loop(self, in_thread: bool) -> None:
         """Every so often, drop the entries acknowledged more than ``execution_log_keep`` ago, in

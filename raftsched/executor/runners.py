@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
 from raftsched.errors import InvalidSpec
+from raftsched.executor.logfiles import CappedWriter, LogFiles
 from raftsched.executor.secrets import Masker, StreamMasker, without_secret_env
 from raftsched.logfields import attempt_fields
 from raftsched.model import MAX_LABEL, MAX_SHARDS, MAX_TIME_MS, MAX_TIMEOUT_MS
@@ -252,9 +253,12 @@ def _cap_error(text: str) -> str:
     return data[:MAX_ERROR_BYTES].decode("utf-8", errors="ignore") + f"\u2026[{len(data)} bytes]"
 
 
-async def _drain(fd: int, tail: _Tail, secrets: tuple[str, ...] = ()) -> None:
-    """Read the pipe ``fd`` to its end into ``tail``, each of ``secrets`` masked as ``***`` before
-    the tail cuts anything; closes ``fd`` (also when cancelled)."""
+async def _drain(
+    fd: int, tail: _Tail, secrets: tuple[str, ...] = (), sink: CappedWriter | None = None
+) -> None:
+    """Read the pipe ``fd`` to its end into ``tail`` (and ``sink``, the attempt's log file, if
+    any), each of ``secrets`` masked as ``***`` before the tail cuts anything or the file sees
+    it; closes ``fd`` and ``sink`` (also when cancelled)."""
     masker = StreamMasker(Masker(secrets)) if secrets else None
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(fd, "rb", buffering=0)
@@ -263,14 +267,24 @@ async def _drain(fd: int, tail: _Tail, secrets: tuple[str, ...] = ()) -> None:
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
     except BaseException:
         pipe.close()
+        if sink is not None:
+            sink.close()
         raise
     try:
         while chunk := await reader.read(_READ_CHUNK):
-            tail.add(masker.feed(chunk) if masker is not None else chunk)
+            data = masker.feed(chunk) if masker is not None else chunk
+            tail.add(data)
+            if sink is not None:
+                sink.write(data)
     finally:
         transport.close()
         if masker is not None:
-            tail.add(masker.flush())
+            rest = masker.flush()
+            tail.add(rest)
+            if sink is not None:
+                sink.write(rest)
+        if sink is not None:
+            sink.close()
 
 
 def _signal_name(signum: int) -> str:
@@ -362,6 +376,9 @@ class SubprocessRunner:
 
     Cancelling ``run`` kills the process group with SIGKILL before the cancellation propagates.
     One runner may run any number of attempts concurrently.
+
+    With ``log_files``, the whole of each stream is also written to the attempt's log file
+    (:mod:`raftsched.executor.logfiles`, capped per attempt), as it is read.
     """
 
     def __init__(
@@ -373,7 +390,9 @@ class SubprocessRunner:
         shell: str = "/bin/sh",
         monotonic: Callable[[], float] = time.monotonic,
         env: dict[str, str] | None = None,
+        log_files: LogFiles | None = None,
     ) -> None:
+        self.log_files = log_files
         if tail_bytes < 0 or grace_s < 0 or drain_s < 0:
             raise ValueError("tail_bytes, grace_s and drain_s must be >= 0")
         self.extra_env = dict(env or {})  # e.g. RAFTSCHED_EXECUTOR, the executor's name
@@ -422,9 +441,15 @@ class SubprocessRunner:
             os.close(err_w)
 
         out, err = _Tail(self.tail_bytes), _Tail(self.tail_bytes)
+        files = self.log_files
+        sinks = (
+            (files.writer(ctx.execution_id, "stdout"), files.writer(ctx.execution_id, "stderr"))
+            if files is not None
+            else (None, None)
+        )
         readers = [
-            asyncio.create_task(_drain(out_r, out, ctx.secret_values)),
-            asyncio.create_task(_drain(err_r, err, ctx.secret_values)),
+            asyncio.create_task(_drain(out_r, out, ctx.secret_values, sinks[0])),
+            asyncio.create_task(_drain(err_r, err, ctx.secret_values, sinks[1])),
         ]
         pgid = proc.pid  # a session leader's process group id is its pid
         if log.isEnabledFor(logging.DEBUG):

@@ -117,6 +117,14 @@ class GrpcExecutorTransport:
             raise await self._failure(target, exc) from None
         return reply
 
+    async def send_logs(self, target: str, parts: AsyncIterator[pb.LogUpload]) -> None:
+        """Stream one log answer (client-streaming ``SendLogs``); gRPC flow control paces it to
+        the reader. Returns when the node answered (all taken, or the reader went away)."""
+        try:
+            await self._stub(target).SendLogs(parts)
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from None
+
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
         for ch in channels.values():

@@ -130,6 +130,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             old.put_nowait(CLOSE)  # a newer stream of the same executor replaces the old one
         hub.streams[request.name] = queue
         hub.peers[request.name] = context.peer()
+        if request.log_channel:
+            hub.log_channels.add(request.name)
+        else:
+            hub.log_channels.discard(request.name)
         hub.dispatcher.stream_opened(request.name)
         try:
             resent = hub.dispatcher.resend_to(request.name, hub.now_ms())
@@ -151,6 +155,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
                 hub.peers.pop(request.name, None)
+                hub.log_channels.discard(request.name)
                 # Not replaced by a newer stream: the executor hung up or its connection broke
                 # (a killed process closes it at once). A signal, not proof: the dispatcher
                 # gives it a short grace to reconnect before declaring it dead.
@@ -218,6 +223,45 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd.drain_executor.reason = request.reason[:500] or "executor shutting down"
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.DrainReply()
+
+    async def SendLogs(
+        self, requests: AsyncIterator[pb.LogUpload], context: grpc.aio.ServicerContext
+    ) -> pb.SendLogsReply:
+        """An executor's answer to a log request (:mod:`raftsched.leader.dispatch.logrelay`):
+        a header naming the request, then the parts, handed to the waiting reader one by one.
+        Answered at once (and the executor stops) when no reader waits for it any more."""
+        try:
+            first = await anext(aiter(requests), None)
+            if first is None or not first.HasField("header"):
+                raise InvalidSpec("LogUpload", "the first message must be the header")
+            header = first.header
+            self._require_bound(header.executor)
+        except RaftschedError as exc:
+            await abort(context, exc)
+        pending = self.hub.logs.attach(header.request_id, header.executor)
+        if pending is None:
+            return pb.SendLogsReply()  # the reader went away (or never asked this executor)
+        # A reader that goes away ends the upload at once, even while the executor waits for
+        # more output of a followed attempt (its call then ends: it stops reading its file).
+        gone = asyncio.ensure_future(pending.gone.wait())
+        parts = aiter(requests)
+        try:
+            if not await pending.put(first):
+                return pb.SendLogsReply()
+            while True:
+                step = asyncio.ensure_future(anext(parts, None))
+                await asyncio.wait((step, gone), return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():
+                    step.cancel()
+                    return pb.SendLogsReply()
+                part = step.result()
+                if part is None:
+                    await pending.put(None)  # ended without an end: the executor broke off
+                    return pb.SendLogsReply()
+                if not await pending.put(part) or part.HasField("end"):
+                    return pb.SendLogsReply()
+        finally:
+            gone.cancel()
 
 
 def _check_execution_id(position: int, exec_id: str) -> None:

@@ -29,7 +29,9 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+import re
+import urllib.parse
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final, NoReturn
@@ -39,6 +41,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from raftsched import bounds
 from raftsched.config.eventhooks import EventHook
 from raftsched.errors import InvalidSpec, RaftschedError
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
@@ -65,6 +68,8 @@ PROBLEM: Final = "application/problem+json"
 SERVICE: Final = "/raftsched.v1.Admin/"
 STALE_PARAM: Final = "stale"
 FOLLOW_PARAM: Final = "follow"
+_LOGS_PATH: Final = re.compile(re.escape(routes.PREFIX) + r"/runs/([^/]+)/logs:full")
+"""Full logs (:meth:`HttpApi._logs`), outside the route table."""
 WATCH_POLL_S: Final = 1.0
 """How often a stream calls its RPC again (events are at most this late)."""
 WATCH_LOOKBACK_MS: Final = 60_000
@@ -154,6 +159,10 @@ class LocalContext:
     def note_error(self, exc: RaftschedError) -> None:
         self.error = exc
 
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        """Accepted and not called: an in-process stream ends when the HTTP layer closes its
+        generator (the handler's own ``finally`` runs then)."""
+
     async def abort(self, code: grpc.StatusCode, details: str = "", *_: object) -> NoReturn:
         raise Aborted(code, details)
 
@@ -193,9 +202,16 @@ class LocalCalls:
     """Calls the Admin RPCs of ``servicer`` in process, through ``interceptors`` (outermost
     first, the list the node's gRPC server runs, less what only counts gRPC traffic)."""
 
-    def __init__(self, servicer: pb_grpc.AdminServicer, interceptors: Sequence[Any] = ()) -> None:
+    def __init__(
+        self,
+        servicer: pb_grpc.AdminServicer,
+        interceptors: Sequence[Any] = (),
+        logs: pb_grpc.LogsServicer | None = None,
+    ) -> None:
         capture = _Capture()
         pb_grpc.add_AdminServicer_to_server(servicer, capture)
+        if logs is not None:  # full logs: GET /api/v1/runs/{id}/logs:full (streamed, see HttpApi)
+            pb_grpc.add_LogsServicer_to_server(logs, capture)
         self._handlers = capture.handlers
         self._interceptors = tuple(interceptors)
 
@@ -228,6 +244,17 @@ class LocalCalls:
             return reply
         stream: AsyncIterator[Message] = handler.unary_stream(request, context)
         return [item async for item in stream]
+
+    async def stream(
+        self, method: str, request: Message, context: LocalContext
+    ) -> AsyncGenerator[Message, None]:
+        """A server-streaming RPC's messages one by one, as the handler yields them (never
+        collected: a full log may be gigabytes). Raises :class:`Aborted` as :meth:`call`."""
+        handler = await self._handler(method, context.invocation_metadata())
+        if handler is None or handler.unary_stream is None:
+            raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
+        async for item in handler.unary_stream(request, context):
+            yield item
 
 
 def _layer(interceptor: Any, inner: Continuation) -> Continuation:
@@ -561,6 +588,9 @@ class HttpApi:
             name = webhooks.event_name(raw)
             if name is not None:
                 return await self._emit_event(request, name, raw)
+        logs = _LOGS_PATH.fullmatch(raw)
+        if logs is not None and request.method == "GET":
+            return await self._logs(request, urllib.parse.unquote(logs[1]), raw)
         found = routes.find(request.method, raw)
         if found is None:
             allowed = routes.allowed_methods(raw)
@@ -614,6 +644,73 @@ class HttpApi:
             events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
         return _ok(_project(reply, route.response))
+
+    async def _logs(self, request: HttpRequest, run_id: str, raw: str) -> HttpResponse | HttpStream:
+        """``GET /api/v1/runs/{id}/logs:full``: an attempt's full log as ``text/plain``, streamed
+        (``Logs.ReadLogs``; query ``shard``, ``attempt``, ``stream=stdout|stderr``, ``follow``,
+        ``since_line``, ``tail_bytes``). The header travels as response headers
+        ``X-Raftsched-Log-Source`` (``executor`` or ``stored_tail``) and
+        ``X-Raftsched-Log-Note``. Not in the route table: that table maps Admin RPCs to JSON
+        replies; this is a byte stream of another service. (``/logs`` without ``:full`` is the
+        route-table one: the stored tails as JSON.)"""
+        q = request.query
+        try:
+            message = pb.ReadLogsRequest(run_id=run_id)
+            for name in ("shard", "attempt", "since_line", "tail_bytes"):
+                text = q.get(name, "")
+                if text:
+                    if not text.isascii() or not text.isdigit() or len(text) > 20:
+                        raise BadRequest(name, f"{text[:50]!r} is not a non-negative integer")
+                    setattr(message, name, int(text))
+            stream_name = q.get("stream", "stdout")
+            if stream_name not in ("stdout", "stderr"):
+                raise BadRequest("stream", f"{stream_name[:50]!r} is neither stdout nor stderr")
+            message.stderr = stream_name == "stderr"
+            follow = q.get(FOLLOW_PARAM, "false").lower()
+            if follow not in _BOOLS:
+                raise BadRequest(FOLLOW_PARAM, f"{follow[:50]!r} is not a boolean (true or false)")
+            message.follow = follow in _TRUE
+            unknown = sorted(
+                set(q) - {"shard", "attempt", "since_line", "tail_bytes", "stream", FOLLOW_PARAM}
+            )
+            if unknown:
+                raise BadRequest(unknown[0], "unknown query parameter")
+            bounds.check(message)
+        except (BadRequest, InvalidSpec) as exc:
+            return _problem(400, str(exc), raw, "invalid_argument", {"field": exc.field})
+        if self._calls is None:
+            return _problem(503, "this node is starting; try again", raw, "unavailable")
+        metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
+        peer = f"http:{request.remote}" if request.remote else "http"
+        context = LocalContext(metadata, peer, request.peer_names)
+        method = "/raftsched.v1.Logs/ReadLogs"
+        parts = self._calls.stream(method, message, context)
+        try:
+            first = await anext(parts)
+        except Aborted as exc:
+            return self._refused(exc, context, method, request, raw)
+        header = first.header if isinstance(first, pb.ReadLogsChunk) else pb.LogsHeader()
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for part in parts:
+                    if isinstance(part, pb.ReadLogsChunk) and part.HasField("data"):
+                        yield part.data
+            except Aborted:
+                return  # ended by the node (leadership lost): the client sees the stream end
+            finally:
+                await parts.aclose()
+
+        note = header.note.encode("ascii", "replace").decode()[:1000]
+        return HttpStream(
+            body(),
+            content_type="text/plain; charset=utf-8",
+            headers={
+                "X-Raftsched-Log-Source": header.source,
+                "X-Raftsched-Log-Note": note,
+                "X-Accel-Buffering": "no",
+            },
+        )
 
     async def _emit_event(self, request: HttpRequest, name: str, raw: str) -> HttpResponse:
         """``POST /api/v1/events/{name}`` (see :mod:`raftsched.rpc.webhooks`)."""

@@ -119,6 +119,9 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _E + "Report": Permission.EXECUTE,
     _E + "Leave": Permission.EXECUTE,
     _E + "Drain": Permission.EXECUTE,
+    _E + "SendLogs": Permission.EXECUTE,
+    # Full logs: reading an attempt's output is reading the run (and its namespace is checked).
+    "/raftsched.v1.Logs/ReadLogs": Permission.TASKS_READ,
     _H + "Check": PUBLIC,
     _H + "Watch": PUBLIC,
     _H + "List": PUBLIC,
@@ -323,7 +326,24 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 response_serializer=handler.response_serializer,
             )
 
-        # Client- or bidi-streaming RPCs do not exist in the API; refuse rather than pass unchecked.
+        if handler.stream_unary is not None:  # ExecutorService.SendLogs (full logs)
+            inner_upload = handler.stream_unary
+
+            async def upload(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                who = await self._admit(method, need, None, context)  # once per stream
+                reset = _CALLER.set(who)
+                try:
+                    return await inner_upload(requests, context)
+                finally:
+                    _CALLER.reset(reset)
+
+            return grpc.stream_unary_rpc_method_handler(
+                upload,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+
+        # Bidi-streaming RPCs do not exist in the API; refuse rather than pass unchecked.
         async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
             await _abort(
                 context,

@@ -299,6 +299,19 @@ class _AioStream(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
         return await continuation(_aio_details(details, self._value), request)
 
 
+class _AioStreamUnary(grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
+    """The executor's client-streaming ``SendLogs`` (full logs, issue 29)."""
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def __repr__(self) -> str:
+        return "BearerInterceptor(<token>)"
+
+    async def intercept_stream_unary(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
+        return await continuation(_aio_details(details, self._value), request_iterator)
+
+
 def _aio_details(details: Any, value: str) -> Any:
     metadata = grpc.aio.Metadata(*_with_token(details.metadata, value))
     return grpc.aio.ClientCallDetails(
@@ -312,7 +325,7 @@ def aio_interceptors(token: str | None) -> list[Any]:
     if not token:
         return []
     value = f"Bearer {token}"
-    return [_AioUnary(value), _AioStream(value)]
+    return [_AioUnary(value), _AioStream(value), _AioStreamUnary(value)]
 
 
 def resolve_token(token: str | None = None, token_file: str | Path | None = None) -> str | None:

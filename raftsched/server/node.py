@@ -69,6 +69,7 @@ from raftsched.readinfo import ReadInfo
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorServicer
 from raftsched.rpc.http_api import HttpApi, LocalCalls
+from raftsched.rpc.logs_service import LogsServicer
 from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.peercheck import PeerCheck
 from raftsched.rpc.plumbing import DamagedGuard, DecodeGuard, propose_and_wait
@@ -390,6 +391,8 @@ class Node:
         )
         admin = AdminServicer(self, self._live_executors, self.membership)
         pb_grpc.add_AdminServicer_to_server(admin, server)
+        self.hub = ExecutorHub(self, self.core.dispatcher)
+        logs = LogsServicer(self, self.hub)
         if self.http_api is not None:
             # The HTTP API calls the same servicer through the same damage guard and authorization: its own
             # interceptor instance (each caches the handlers it wrapped), the same authenticator
@@ -400,11 +403,11 @@ class Node:
                 if auth is not None
                 else []
             )
-            self.http_api.attach(LocalCalls(admin, local))
-        self.hub = ExecutorHub(self, self.core.dispatcher)
+            self.http_api.attach(LocalCalls(admin, local, logs))
         if obs is not None:
             self.hub.on_results = obs.observe_results
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
+        pb_grpc.add_LogsServicer_to_server(logs, server)
         self.hub.start()
         self.alert_loop = AlertLoop(
             self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
@@ -431,6 +434,7 @@ class Node:
             (
                 pb.DESCRIPTOR.services_by_name["Admin"].full_name,
                 pb.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+                pb.DESCRIPTOR.services_by_name["Logs"].full_name,
                 health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 reflection.SERVICE_NAME,
             ),

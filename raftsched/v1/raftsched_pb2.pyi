@@ -1059,13 +1059,15 @@ class RegisterReply(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ...) -> None: ...
 
 class DispatchRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "log_channel")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    LOG_CHANNEL_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    log_channel: bool
+    def __init__(self, name: _Optional[str] = ..., log_channel: _Optional[bool] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version", "env", "cancel", "runner")
+    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version", "env", "cancel", "runner", "log_request")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1089,6 +1091,7 @@ class WorkItem(_message.Message):
     ENV_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
+    LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     run_id: str
     task: str
@@ -1105,7 +1108,8 @@ class WorkItem(_message.Message):
     env: _containers.ScalarMap[str, str]
     cancel: bool
     runner: str
-    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., cancel: _Optional[bool] = ..., runner: _Optional[str] = ...) -> None: ...
+    log_request: LogRequest
+    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., cancel: _Optional[bool] = ..., runner: _Optional[str] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ...) -> None: ...
 
 class WorkBatch(_message.Message):
     __slots__ = ("items",)
@@ -1196,6 +1200,102 @@ class DrainRequest(_message.Message):
 class DrainReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class LogRequest(_message.Message):
+    __slots__ = ("request_id", "execution_id", "stderr", "follow", "since_line", "tail_bytes")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    SINCE_LINE_FIELD_NUMBER: _ClassVar[int]
+    TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    execution_id: str
+    stderr: bool
+    follow: bool
+    since_line: int
+    tail_bytes: int
+    def __init__(self, request_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., follow: _Optional[bool] = ..., since_line: _Optional[int] = ..., tail_bytes: _Optional[int] = ...) -> None: ...
+
+class LogUpload(_message.Message):
+    __slots__ = ("header", "data", "end")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    header: LogUploadHeader
+    data: bytes
+    end: LogEnd
+    def __init__(self, header: _Optional[_Union[LogUploadHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., end: _Optional[_Union[LogEnd, _Mapping]] = ...) -> None: ...
+
+class LogUploadHeader(_message.Message):
+    __slots__ = ("request_id", "executor", "found", "problem", "running")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    executor: str
+    found: bool
+    problem: str
+    running: bool
+    def __init__(self, request_id: _Optional[str] = ..., executor: _Optional[str] = ..., found: _Optional[bool] = ..., problem: _Optional[str] = ..., running: _Optional[bool] = ...) -> None: ...
+
+class LogEnd(_message.Message):
+    __slots__ = ("bytes", "capped", "complete")
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    CAPPED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    capped: bool
+    complete: bool
+    def __init__(self, bytes: _Optional[int] = ..., capped: _Optional[bool] = ..., complete: _Optional[bool] = ...) -> None: ...
+
+class SendLogsReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReadLogsRequest(_message.Message):
+    __slots__ = ("run_id", "shard", "attempt", "stderr", "follow", "since_line", "tail_bytes")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    SINCE_LINE_FIELD_NUMBER: _ClassVar[int]
+    TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    shard: int
+    attempt: int
+    stderr: bool
+    follow: bool
+    since_line: int
+    tail_bytes: int
+    def __init__(self, run_id: _Optional[str] = ..., shard: _Optional[int] = ..., attempt: _Optional[int] = ..., stderr: _Optional[bool] = ..., follow: _Optional[bool] = ..., since_line: _Optional[int] = ..., tail_bytes: _Optional[int] = ...) -> None: ...
+
+class LogsHeader(_message.Message):
+    __slots__ = ("execution_id", "executor", "source", "note", "running")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    executor: str
+    source: str
+    note: str
+    running: bool
+    def __init__(self, execution_id: _Optional[str] = ..., executor: _Optional[str] = ..., source: _Optional[str] = ..., note: _Optional[str] = ..., running: _Optional[bool] = ...) -> None: ...
+
+class ReadLogsChunk(_message.Message):
+    __slots__ = ("header", "data", "end")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    header: LogsHeader
+    data: bytes
+    end: LogEnd
+    def __init__(self, header: _Optional[_Union[LogsHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., end: _Optional[_Union[LogEnd, _Mapping]] = ...) -> None: ...
 
 class SetPoolRequest(_message.Message):
     __slots__ = ("pool", "idempotency_key")

@@ -2422,6 +2422,11 @@ class ExecutorServiceStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.DrainRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DrainReply.FromString,
                 _registered_method=True)
+        self.SendLogs = channel.stream_unary(
+                '/raftsched.v1.ExecutorService/SendLogs',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LogUpload.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SendLogsReply.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -2471,6 +2476,13 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendLogs(self, request_iterator, context):
+        """answers a WorkItem.log_request
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -2508,6 +2520,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.Drain,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.DrainRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.DrainReply.SerializeToString,
+            ),
+            'SendLogs': grpc.stream_unary_rpc_method_handler(
+                    servicer.SendLogs,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LogUpload.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.SendLogsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2699,6 +2716,106 @@ class ExecutorService:
             '/raftsched.v1.ExecutorService/Drain',
             raftsched_dot_v1_dot_raftsched__pb2.DrainRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.DrainReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendLogs(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/raftsched.v1.ExecutorService/SendLogs',
+            raftsched_dot_v1_dot_raftsched__pb2.LogUpload.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.SendLogsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class LogsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ReadLogs = channel.unary_stream(
+                '/raftsched.v1.Logs/ReadLogs',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ReadLogsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ReadLogsChunk.FromString,
+                _registered_method=True)
+
+
+class LogsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def ReadLogs(self, request, context):
+        """leader only
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_LogsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ReadLogs': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadLogs,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ReadLogsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ReadLogsChunk.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'raftsched.v1.Logs', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('raftsched.v1.Logs', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Logs:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def ReadLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raftsched.v1.Logs/ReadLogs',
+            raftsched_dot_v1_dot_raftsched__pb2.ReadLogsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ReadLogsChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -35,7 +35,7 @@ import logging
 import re
 import threading
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from importlib import resources
 from typing import Any, Final, Protocol
 
@@ -44,7 +44,7 @@ from raftsched.client import Client
 from raftsched.config.types import ClusterConfig
 from raftsched.config.values import is_loopback
 from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated
-from raftsched.observability.listener import HttpRequest, HttpResponse
+from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.readinfo import ReadInfo
 from raftsched.security.auth import ANONYMOUS, Principal
 from raftsched.security.tls import node_client_tls
@@ -54,6 +54,7 @@ from raftsched.web.base import Ctx, Redirect, View, local_path
 from raftsched.web.cache import ReadCache
 from raftsched.web.sessions import COOKIE, Session, SessionStore
 from raftsched.web.templating import Renderer
+from raftsched.web.views import DOWNLOAD_PATH
 
 __all__ = ["Console", "ConsoleNode", "Ctx", "Redirect", "View"]
 
@@ -153,7 +154,65 @@ class Console:
     def routes(self) -> list[tuple[str, str, Callable[[HttpRequest], Any]]]:
         """``(method, aiohttp path, handler)`` to add to the listener: everything the built-in
         routes (``/metrics``, ``/healthz``, ``/readyz``, added first) do not take."""
-        return [("GET", "/{tail:.*}", self.handle), ("POST", "/{tail:.*}", self.handle)]
+        return [
+            ("GET", DOWNLOAD_PATH, self.download_log),
+            ("GET", "/{tail:.*}", self.handle),
+            ("POST", "/{tail:.*}", self.handle),
+        ]
+
+    async def download_log(self, request: HttpRequest) -> HttpResponse | HttpStream:
+        """``/download/log?run=ID&shard=N&attempt=N&stream=stdout|stderr``: an attempt's whole
+        log as a file, streamed chunk by chunk (:meth:`raftsched.client.Client.logs` on a worker
+        thread per chunk; aiohttp writes each before the next is read, so memory stays bounded).
+        The caller's session and permissions as for every page; when only the stored tail is
+        available, its first line says why."""
+        if self.refused:
+            return HttpResponse(
+                403, (self.refused + "\n").encode(), "text/plain; charset=utf-8", _SECURITY_HEADERS
+            )
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        session = self.sessions.get(_cookie(headers.get("cookie", ""), COOKIE))
+        principal = await asyncio.to_thread(self._principal, session) if session is not None else None
+        if session is None or principal is None:
+            target = urllib.parse.quote(request.path + "?" + _query(request.query))
+            return _redirect(f"/login?next={target}")
+        q = request.query
+        run_id = q.get("run", "")
+        stream = q.get("stream", "stdout")
+        try:
+            shard, attempt = int(q.get("shard", "0") or 0), int(q.get("attempt", "0") or 0)
+        except ValueError:
+            return HttpResponse(400, b"shard and attempt must be numbers\n", "text/plain; charset=utf-8")
+        if stream not in ("stdout", "stderr"):
+            return HttpResponse(400, b"stream must be stdout or stderr\n", "text/plain; charset=utf-8")
+        client = self._client_of(session, False)
+        chunks = client.logs(run_id, shard=shard, attempt=attempt, stderr=stream == "stderr")
+        try:
+            first = await asyncio.to_thread(next, chunks, None)
+        except (NotFound, PermissionDenied, RaftschedError) as exc:
+            status = 404 if isinstance(exc, NotFound) else 403 if isinstance(exc, PermissionDenied) else 503
+            return HttpResponse(status, f"{exc}\n".encode(), "text/plain; charset=utf-8", _SECURITY_HEADERS)
+        note = b""
+        if first is not None and first.HasField("header") and first.header.source != "executor":
+            note = f"[raftsched] {first.header.note}\n".encode()
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                if note:
+                    yield note
+                while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+                    if chunk.HasField("data"):
+                        yield chunk.data
+            finally:
+                await asyncio.to_thread(chunks.close)
+
+        safe = re.sub(r"[^A-Za-z0-9._@-]", "_", run_id)
+        disposition = f'attachment; filename="{safe}.{shard}.{attempt or "latest"}.{stream}.log"'
+        return HttpStream(
+            body(),
+            content_type="text/plain; charset=utf-8",
+            headers={**_SECURITY_HEADERS, "Content-Disposition": disposition},
+        )
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         """Serve one request on a worker thread (page handlers block on gRPC calls)."""

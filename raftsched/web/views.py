@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from raftsched.display import duration_text, enum_name, iso, schedule_text
-from raftsched.errors import InvalidSpec, NotFound, Unauthenticated
+from raftsched.errors import InvalidSpec, NotFound, RaftschedError, Unauthenticated
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.base import Ctx, Redirect, View, local_path
 from raftsched.web.editing import ROUTES as EDIT_ROUTES
@@ -367,6 +367,34 @@ def get_run(ctx: Ctx, run_id: str) -> pb.Run:
     return ctx.client.get_run(run_id)
 
 
+DOWNLOAD_PATH: Final = "/download/log"
+"""An attempt's full log as a file (``Console.download_log``, streamed)."""
+LIVE_TAIL_BYTES: Final = 16 * 1024
+"""How much of a running attempt's stdout the run page shows (refreshed with the page)."""
+
+
+def live_tails(ctx: Ctx, record: pb.Run) -> dict[int, tuple[str, str]]:
+    """``shard -> (text, note)``: the last :data:`LIVE_TAIL_BYTES` of each running shard's
+    stdout, read from its executor through the leader (full logs); ``note`` says why only the
+    stored tail (or nothing) is shown."""
+    out: dict[int, tuple[str, str]] = {}
+    for s in record.shards:
+        if s.state != pb.RUNNING or not s.executor:
+            continue
+        data, note = bytearray(), ""
+        try:
+            for chunk in ctx.client.logs(record.run_id, shard=s.shard, tail_bytes=LIVE_TAIL_BYTES):
+                if chunk.HasField("header") and chunk.header.source != "executor":
+                    note = chunk.header.note
+                data += chunk.data
+        except Unauthenticated:
+            raise
+        except RaftschedError as exc:
+            note = f"the live output is not available: {exc}"
+        out[s.shard] = (bytes(data).decode("utf-8", "replace"), note)
+    return out
+
+
 def run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     record = get_run(ctx, m["id"])
     namespace = ""
@@ -382,6 +410,8 @@ def run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "timeline": timeline,
             "finished": finished,
             "refresh": 0 if finished else REFRESH_S,
+            "live_tails": live_tails(ctx, record),
+            "download": DOWNLOAD_PATH,
         },
         title=f"Run {record.run_id}",
     )

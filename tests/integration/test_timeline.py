@@ -47,7 +47,9 @@ def test_a_failed_then_retried_run_has_every_transition(
     assert times == sorted(times)
 
     capsys.readouterr()
-    assert main(["--cluster", fleet.cluster.grpc_of(fleet.cluster.wait_for_leader(10)), "logs", run_id]) == 0
+    leader_id = fleet.cluster.wait_for_leader(10)
+    leader = fleet.cluster.grpc_of(leader_id)
+    assert main(["--cluster", leader, "logs", run_id, "--tails"]) == 0
     out = capsys.readouterr().out
     assert "second ok" in out and "attempt 2" in out
     assert (
@@ -56,3 +58,12 @@ def test_a_failed_then_retried_run_has_every_transition(
     )
     out = capsys.readouterr().out
     assert "retry_scheduled shard 0 attempt 2" in out and "failed shard 0 attempt 1 on ex1 exit 3" in out
+
+    # Full logs, asked of a follower only: it redirects to the leader (the one node executors
+    # keep a stream to). Each attempt's output, the first one's executor found in the timeline.
+    follower = next(n for n in fleet.cluster.procs if n != leader_id)
+    with Client([fleet.cluster.grpc_of(follower)]) as client:
+        for attempt, text in ((0, b"second ok\n"), (2, b"second ok\n"), (1, b"first\n")):
+            chunks = list(client.logs(run_id, attempt=attempt))
+            assert chunks[0].header.source == "executor" and chunks[0].header.executor == "ex1"
+            assert b"".join(c.data for c in chunks) == text

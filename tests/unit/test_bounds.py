@@ -103,7 +103,7 @@ def test_the_servicer_refuses_the_largest_ttl_naming_the_field_and_range() -> No
 
 # -- the table covers every integer field, and nothing else -------------------------------------
 
-SERVICES = ("Admin", "ExecutorService")
+SERVICES = ("Admin", "ExecutorService", "Logs")
 
 
 def _d(desc: Any) -> Descriptor:

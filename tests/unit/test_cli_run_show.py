@@ -100,7 +100,7 @@ def test_run_show_json_carries_the_timeline(runs_admin: str, capsys: pytest.Capt
 def test_logs_prints_the_tails_of_every_shard_or_one(
     runs_admin: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, _ = run(capsys, "--cluster", runs_admin, "logs", RUN_ID)
+    status, out, _ = run(capsys, "--cluster", runs_admin, "logs", RUN_ID, "--tails")
     assert status == 0
     assert out.splitlines() == [
         "== shard 0 attempt 1 (succeeded) ==",
@@ -112,9 +112,9 @@ def test_logs_prints_the_tails_of_every_shard_or_one(
         "-- stderr --",
         "oom",
     ]
-    status, out, _ = run(capsys, "--cluster", runs_admin, "logs", RUN_ID, "--shard", "1")
+    status, out, _ = run(capsys, "--cluster", runs_admin, "logs", RUN_ID, "--tails", "--shard", "1")
     assert status == 0 and "shard 0" not in out and "oom" in out
-    status, _, err = run(capsys, "--cluster", runs_admin, "logs", RUN_ID, "--shard", "5")
+    status, _, err = run(capsys, "--cluster", runs_admin, "logs", RUN_ID, "--tails", "--shard", "5")
     assert status == 2 and "no shard 5" in err
 
 

@@ -18,6 +18,7 @@ from raftsched.abc import CommitHook, ProposeCallback
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, RunCancelled
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.logrelay import LogRelay
 from raftsched.leader.gate import LeaderGate
 from raftsched.logfields import leadership_fields, run_fields
 from raftsched.v1 import log_pb2 as logpb
@@ -57,6 +58,8 @@ class ExecutorHub:
         self.dispatcher = dispatcher  # built with the node's other parts (raftsched.server.core)
         self.streams: dict[str, asyncio.Queue[pb.WorkItem]] = {}
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
+        self.log_channels: set[str] = set()  # executors whose open stream takes log requests
+        self.logs = LogRelay(self)  # full logs: readers waiting for executors' answers
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._kicked = False
@@ -254,6 +257,10 @@ class ExecutorHub:
             name: (seen if (seen := last_seen.get(name, 0)) <= now else 0, self.peers.get(name, ""))
             for name in sorted(names)
         }
+
+    def dispatch_epoch(self) -> int:
+        """The epoch this hub's dispatcher leads (stamped on work items)."""
+        return self.dispatcher.epoch
 
     def require_leader(self) -> None:
         """Serve an executor only while the dispatcher leads the epoch Raft is in.

@@ -21,6 +21,9 @@ DEFAULT_ZOMBIE_AFTER_MS = 3_600_000
 DEFAULT_DELAY_P99_THRESHOLD_MS = 2_000
 DEFAULT_WINDOW_MS = 300_000
 DEFAULT_TIMEOUT_MS = 10_000
+DEFAULT_MAX_WAITING_MS = 600_000
+DEFAULT_HEARTBEAT_MISSING_MS = 6_000
+DEFAULT_MAX_SKEW_MS = 500
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -47,6 +50,18 @@ class Webhook:
 
 
 @dataclass(frozen=True, slots=True)
+class HealthSettings:
+    """Fleet health and clock skew (issue 36 §3, §4; :mod:`raftsched.alerts.health`): the
+    ``[alerts]`` keys ``max_waiting`` (an attempt due this long without an executor),
+    ``heartbeat_missing`` (an executor silent this long) and ``max_skew`` (a clock off the
+    leader's by more), in ms."""
+
+    max_waiting_ms: int = DEFAULT_MAX_WAITING_MS
+    heartbeat_missing_ms: int = DEFAULT_HEARTBEAT_MISSING_MS
+    max_skew_ms: int = DEFAULT_MAX_SKEW_MS
+
+
+@dataclass(frozen=True, slots=True)
 class AlertsConfig:
     """``[alerts]``: detection thresholds, the console link base and the webhook targets."""
 
@@ -55,9 +70,19 @@ class AlertsConfig:
     window_ms: int = DEFAULT_WINDOW_MS
     console_url: str = ""  # e.g. "http://sched.example:8080": links are <console_url>/runs/<run id>
     webhooks: tuple[Webhook, ...] = ()
+    health: HealthSettings = HealthSettings()
 
 
-_KEYS = ("zombie_after", "delay_p99_threshold", "window", "console_url", "webhook")
+_KEYS = (
+    "zombie_after",
+    "delay_p99_threshold",
+    "window",
+    "console_url",
+    "webhook",
+    "max_waiting",
+    "heartbeat_missing",
+    "max_skew",
+)
 _WEBHOOK_KEYS = ("url", "name", "secret", "secret_file", "owners", "namespaces", "kinds", "timeout")
 
 
@@ -185,4 +210,12 @@ def parse_alerts(table: Mapping[str, object] | None, base: Path, problems: list[
         if hook.name in seen:
             problems.append(f"alerts.webhook[{i}].name: {hook.name!r} is already used by another webhook")
         seen[hook.name] = i
-    return AlertsConfig(console_url=console.rstrip("/"), webhooks=tuple(hooks), **values)
+    health: dict[str, int] = {}
+    for key in ("max_waiting", "heartbeat_missing", "max_skew"):
+        if key in table:
+            ms = _duration(f"alerts.{key}", table[key], problems)
+            if ms is not None:
+                health[f"{key}_ms"] = ms
+    return AlertsConfig(
+        console_url=console.rstrip("/"), webhooks=tuple(hooks), health=HealthSettings(**health), **values
+    )

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
 from raftsched.alerts.config import AlertsConfig, Webhook
+from raftsched.alerts.health import FleetView, HealthMonitor
 from raftsched.alerts.monitor import AlertMonitor
 from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as outbox
@@ -48,6 +49,7 @@ log = logging.getLogger("raftsched.alerts")
 POLL_S = 0.25
 BATCH = 100
 RAISE_CHUNK = 50
+HEALTH_CHECK_MS = 1_000  # fleet health and clock skew are checked this often (leader time)
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 60.0
 SIGNATURE_HEADER = "X-Raftsched-Signature"
@@ -100,6 +102,10 @@ def payload(alert: pb.AlertRecord, cluster: str, link_url: str) -> dict[str, obj
     }
     if alert.resolved:
         body["resolved"] = True
+    if alert.executor:
+        body["executor"] = alert.executor  # fleet health and clock skew (issue 36 §3, §4)
+    if alert.node:
+        body["node"] = alert.node
     return body
 
 
@@ -189,6 +195,7 @@ class AlertLoop:
         post: Post = http_post,
         delay_summary: DelaySummary | None = None,
         rng: random.Random | None = None,
+        fleet: Callable[[int], FleetView] | None = None,
     ) -> None:
         self.node = node
         self.config = config
@@ -196,6 +203,11 @@ class AlertLoop:
         self.post = post
         self.delay_summary = delay_summary
         self.monitor = AlertMonitor(config)
+        # Fleet health and clock skew (raftsched.alerts.health): ``fleet(now_ms)`` reads the
+        # leader's view on this loop (the dispatcher's thread); checked every HEALTH_CHECK_MS.
+        self.fleet = fleet
+        self.health = HealthMonitor(config.health)
+        self._next_health_ms = 0
         # Jitter randomness enters here, at the edge; it decides nothing replicated.
         self.rng = rng or random.Random()
         self._epoch = 0
@@ -259,6 +271,7 @@ class AlertLoop:
             self._epoch = stamp.epoch
             self._sent.clear()
             self.monitor.reset()
+            self.health.reset()
         return stamp
 
     def _propose(self, data: bytes, what: str) -> None:
@@ -347,13 +360,18 @@ class AlertLoop:
 
     async def _monitor_once(self) -> None:
         stamp = self._stamp()
-        if stamp is None or not self.monitor.due(stamp.now_ms):
+        if stamp is None:
             return
-        events = detect_zombies(self.monitor, self.node.state, stamp.now_ms)
-        if self.delay_summary is not None:
-            since = stamp.now_ms - self.config.window_ms
-            count, p99 = await asyncio.get_running_loop().run_in_executor(None, self.delay_summary, since)
-            events.extend(self.monitor.slow_schedule(count, p99, stamp.now_ms))
+        events: list[pb.AlertRecord] = []
+        if self.fleet is not None and stamp.now_ms >= self._next_health_ms:
+            self._next_health_ms = stamp.now_ms + HEALTH_CHECK_MS
+            events.extend(self.health.check(self.fleet(stamp.now_ms)))
+        if self.monitor.due(stamp.now_ms):
+            events.extend(detect_zombies(self.monitor, self.node.state, stamp.now_ms))
+            if self.delay_summary is not None:
+                since = stamp.now_ms - self.config.window_ms
+                count, p99 = await asyncio.get_running_loop().run_in_executor(None, self.delay_summary, since)
+                events.extend(self.monitor.slow_schedule(count, p99, stamp.now_ms))
         if events:
             stamp = self._stamp()
             if stamp is None:

@@ -30,14 +30,19 @@ from raftsched.fsm.rules import Reject
 from raftsched.model import (
     BACKFILL_FAILED,
     CLOCK_FAULT,
+    CLOCK_SKEW,
     DELAY_P99,
+    EXECUTOR_UNHEALTHY,
     FIRE_COALESCED,
     FIRE_SKIPPED,
+    HEARTBEAT_MISSING,
     LOST,
+    NO_EXECUTOR,
     RUN_FAILED,
     TIMEOUT,
     UNPLACEABLE,
     UPSTREAM_LATE,
+    WAITING_TOO_LONG,
     WORKFLOW_RUN_FAILED,
     ZOMBIE,
 )
@@ -48,19 +53,25 @@ from raftsched.v1 import log_pb2 as pb
 __all__ = [
     "BACKFILL_FAILED",
     "CLOCK_FAULT",
+    "CLOCK_SKEW",
     "DELAY_P99",
+    "EXECUTOR_UNHEALTHY",
     "FIRE_COALESCED",
     "FIRE_SKIPPED",
+    "HEALTH_KINDS",
+    "HEARTBEAT_MISSING",
     "LEADER_KINDS",
     "LOST",
     "MAX_ALERTS_KEPT",
     "MAX_RAISED_PER_COMMAND",
     "MAX_TEXT",
+    "NO_EXECUTOR",
     "OUTPUT_TAIL_CHARS",
     "RUN_FAILED",
     "TIMEOUT",
     "UNPLACEABLE",
     "UPSTREAM_LATE",
+    "WAITING_TOO_LONG",
     "WORKFLOW_RUN_FAILED",
     "ZOMBIE",
     "AlertBook",
@@ -73,7 +84,10 @@ __all__ = [
     "seq_of",
 ]
 
-LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99})
+HEALTH_KINDS = frozenset({NO_EXECUTOR, WAITING_TOO_LONG, HEARTBEAT_MISSING, CLOCK_SKEW})
+"""Leader-raised fleet-health kinds (issue 36 §3, §4): a RaiseAlerts carrying one is command
+format :data:`raftsched.codec.HEALTH_FORMAT` (an older node would refuse it and diverge)."""
+LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99}) | HEALTH_KINDS
 """Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""
 
 MAX_ALERTS_KEPT = 10_000

@@ -227,7 +227,7 @@ class NodeObservability:
         for state in run_states:
             name = _WORKFLOW_STATES.get(state, "unknown")
             workflow_runs[name] = workflow_runs.get(name, 0) + 1
-        backlog, oldest_ms, zombies, busy = self._dispatch_sample()
+        (backlog, oldest_ms, zombies, busy), offsets = self._dispatch_sample()
         clock = node.clock_watch.view(leading=raft is not None and raft.role == "leader")
         return NodeSample(
             is_leader=raft is not None and raft.role == "leader",
@@ -247,6 +247,7 @@ class NodeObservability:
             workflow_runs=workflow_runs,
             clock_offset_ms=clock.offset_ms,
             clock_skew_ms=clock.skew_ms,
+            executor_clock_offsets=offsets,
             read_barriers=node.reads.barriers,
             reads_refused=node.reads.refused,
             contact_age_seconds=raft.contact_age_ms / 1000.0
@@ -255,15 +256,23 @@ class NodeObservability:
             store_damaged=bool(node.store_damaged),
         )
 
-    def _dispatch_sample(self) -> tuple[int, int, int, int]:
+    def _dispatch_sample(self) -> tuple[tuple[int, int, int, int], dict[str, int]]:
+        """:func:`dispatch_sample`, and each live executor's reported clock offset (ms)."""
         hub = self.node.hub
         loop = hub.loop if hub is not None else None
         if hub is None or loop is None or loop.is_closed():
-            return 0, 0, 0, 0
+            return (0, 0, 0, 0), {}
         now = self.node.clock.now_ms()
 
-        async def read() -> tuple[int, int, int, int]:
-            return dispatch_sample(hub.dispatcher, now, self.zombie_after_ms)
+        async def read() -> tuple[tuple[int, int, int, int], dict[str, int]]:
+            d = hub.dispatcher
+            members = d.members
+            offsets = {
+                name: h.clock_offset_ms
+                for name, h in d.executor_health.items()
+                if name in members and h.clock_offset_ms is not None
+            }
+            return dispatch_sample(d, now, self.zombie_after_ms), offsets
 
         try:
             return asyncio.run_coroutine_threadsafe(read(), loop).result(_HUB_SAMPLE_TIMEOUT_S)
@@ -271,7 +280,7 @@ class NodeObservability:
             # A loop too busy to answer in time (or shutting down): report nothing rather than
             # hold the scrape.
             log.debug("dispatcher sample unavailable for this scrape")
-            return 0, 0, 0, 0
+            return (0, 0, 0, 0), {}
 
 
 def dispatch_sample(d: Dispatcher, now_ms: int, zombie_after_ms: int) -> tuple[int, int, int, int]:

@@ -55,6 +55,8 @@ class NodeSample:
     reads_refused: int = 0
     contact_age_seconds: float = -1.0  # -1: unknown (see RaftStatus.contact_age_ms)
     store_damaged: bool = False
+    # executor -> its clock minus the leader's (ms), as it reports it (leader only)
+    executor_clock_offsets: Mapping[str, int] = field(default_factory=dict)
 
 
 class NodeMetrics:
@@ -121,8 +123,13 @@ class NodeMetrics:
         m.gauge(
             "raftsched_clock_offset_seconds",
             "This node's clock minus the leader's, measured over Raft with the round trip halved "
-            "(0 on the leader; NaN while unknown).",
-            lambda: _seconds(s().clock_offset_ms),
+            "(0 on the leader; NaN while unknown); on the leader also each live executor's clock "
+            "minus the leader's, as it reports it (executor label; empty for the node itself).",
+            lambda: {
+                ("",): _seconds(s().clock_offset_ms),
+                **{(name,): ms / 1000.0 for name, ms in s().executor_clock_offsets.items()},
+            },
+            ("executor",),
         )
         m.gauge(
             "raftsched_clock_skew_seconds",

@@ -36,6 +36,7 @@ from raftsched.abc import (
     StoreFailed,
 )
 from raftsched.alerts.delivery import AlertLoop, describe
+from raftsched.alerts.health import FleetView, fleet_view
 from raftsched.config.types import ClusterConfig
 from raftsched.config.values import parse_address
 from raftsched.consensus.pysyncobj.node import PySyncObjNode
@@ -407,7 +408,7 @@ class Node:
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
         self.hub.start()
         self.alert_loop = AlertLoop(
-            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
+            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary, fleet=self._fleet
         )
         self.alert_loop.start()
         log.info("node %s %s", self.node_id, describe(self.config.alerts))
@@ -593,6 +594,15 @@ class Node:
     def _own_sum(self, index: int) -> str:
         value = self.replica.recent_sums.get(index)
         return "" if value is None else f"{value:032x}"
+
+    def _fleet(self, now_ms: int) -> FleetView:
+        """The leader's fleet view for the health alerts (on the event loop, the dispatcher's)."""
+        hub = self.hub
+        if hub is None:
+            return FleetView(now_ms)
+        view = self.clock_watch.view(leading=True)
+        names = {peer: self._addr_to_id(peer) or peer for peer in view.peers}
+        return fleet_view(hub.dispatcher, now_ms, view, names)
 
     def _live_executors(self) -> dict[str, tuple[int, str]] | None:
         return self.hub.live_view() if self.hub is not None else None

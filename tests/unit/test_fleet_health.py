@@ -1,0 +1,101 @@
+"""The leader's fleet-health and clock-skew detector (raftsched.alerts.health), its config keys,
+and the command format of what it raises (issue 36 §3, §4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from raftsched import codec
+from raftsched.alerts.config import HealthSettings, parse_alerts
+from raftsched.alerts.health import FleetView, HealthMonitor, WaitingAttempt
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
+from raftsched.model import CLOCK_SKEW, HEARTBEAT_MISSING, NO_EXECUTOR, WAITING_TOO_LONG, ZOMBIE
+from raftsched.storage.memory import MemoryStore
+from raftsched.v1 import log_pb2 as pb
+
+T0 = 1_700_000_000_000
+SETTINGS = HealthSettings(max_waiting_ms=60_000, heartbeat_missing_ms=5_000, max_skew_ms=500)
+
+
+def kinds(events: list[pb.AlertRecord]) -> list[tuple[str, str]]:
+    return [(e.kind, e.task or e.executor or e.node) for e in events]
+
+
+def test_waiting_work_with_no_executor_and_over_max_waiting_names_the_task_once() -> None:
+    m = HealthMonitor(SETTINGS)
+    w = WaitingAttempt("nightly", "nightly@1/0/1", "nightly@1", T0, "ops", "etl")
+    fleet = FleetView(T0 + 1_000, (w,), placeable=0)
+    first = m.check(fleet)
+    assert kinds(first) == [(NO_EXECUTOR, "nightly")]
+    assert first[0].owner == "ops" and first[0].namespace == "etl" and first[0].dedupe
+    assert m.check(fleet) == []  # once per attempt
+    late = m.check(FleetView(T0 + 61_000, (w,), placeable=2))
+    assert kinds(late) == [(WAITING_TOO_LONG, "nightly")] and "waited 61 s" in late[0].error
+    # Not due yet (a retry's backoff): nothing.
+    future = WaitingAttempt("later", "later@1/0/1", "later@1", T0 + 90_000)
+    assert HealthMonitor(SETTINGS).check(FleetView(T0, (future,), placeable=0)) == []
+
+
+def test_a_silent_executor_is_alerted_once_per_silence_and_a_dead_one_names_why() -> None:
+    m = HealthMonitor(SETTINGS)
+    assert m.check(FleetView(T0 + 4_000, last_seen={"ex1": T0})) == []
+    events = m.check(FleetView(T0 + 6_000, last_seen={"ex1": T0}))
+    assert kinds(events) == [(HEARTBEAT_MISSING, "ex1")] and "no heartbeat for 6.0 s" in events[0].error
+    assert m.check(FleetView(T0 + 9_000, last_seen={"ex1": T0}, dead={"ex1": (T0, "x")})) == []
+    # A new silence after it came back is a new event; a dead one says why.
+    events = m.check(FleetView(T0 + 20_000, last_seen={"ex1": T0 + 19_000}, dead={"ex1": (T0, "gone")}))
+    assert kinds(events) == [(HEARTBEAT_MISSING, "ex1")] and "declared dead (gone)" in events[0].error
+
+
+def test_clock_skew_is_raised_once_per_episode_for_nodes_and_executors() -> None:
+    m = HealthMonitor(SETTINGS)
+    skewed = FleetView(T0, node_offsets={"n2": 10, "n3": -800}, executor_offsets={"ex1": 900})
+    events = m.check(skewed)
+    assert kinds(events) == [(CLOCK_SKEW, "n3"), (CLOCK_SKEW, "ex1")]
+    assert events[0].node == "n3" and "-0.800 s" in events[0].error
+    assert m.check(FleetView(T0 + 1_000, node_offsets={"n3": -700}, executor_offsets={"ex1": 900})) == []
+    assert m.check(FleetView(T0 + 2_000, node_offsets={"n3": 0})) == []  # back within bounds
+    again = m.check(FleetView(T0 + 3_000, node_offsets={"n3": 600}))
+    assert kinds(again) == [(CLOCK_SKEW, "n3")]
+
+
+def test_alerts_config_reads_the_health_keys_with_defaults_and_key_paths() -> None:
+    problems: list[str] = []
+    cfg = parse_alerts({"max_waiting": "5m", "max_skew": "250ms"}, Path("."), problems)
+    assert problems == []
+    assert cfg.health == HealthSettings(max_waiting_ms=300_000, max_skew_ms=250)
+    assert HealthSettings().max_skew_ms == 500  # the documented default
+    parse_alerts({"heartbeat_missing": "soon", "max_skew": -1}, Path("."), problems)
+    assert any(p.startswith("alerts.heartbeat_missing:") for p in problems), problems
+    assert any(p.startswith("alerts.max_skew:") for p in problems), problems
+
+
+def stamp() -> dict[str, object]:
+    return {"now_ms": T0, "epoch": 1, "origin": "n1", "key": ""}
+
+
+def test_health_alerts_and_an_executors_own_drain_are_command_format_8() -> None:
+    health = pb.Command.FromString(
+        writes.raise_alerts([pb.AlertRecord(kind=CLOCK_SKEW, dedupe="d")], **stamp())  # type: ignore[arg-type]
+    )
+    zombie = pb.Command.FromString(
+        writes.raise_alerts([pb.AlertRecord(kind=ZOMBIE, dedupe="z")], **stamp())  # type: ignore[arg-type]
+    )
+    assert (health.format, zombie.format) == (codec.HEALTH_FORMAT, 1)
+    drain = pb.Command(epoch=1, now_ms=T0, origin="n1")
+    drain.drain_executor.name = "ex1"
+    assert codec.command_format(drain) == 2
+    drain.drain_executor.health = True
+    assert codec.command_format(drain) == codec.HEALTH_FORMAT
+
+
+def test_apply_stores_leader_health_alerts_and_refuses_no_kind_it_knows() -> None:
+    st = SchedulerState(MemoryStore())
+    assert st.apply(writes.raise_alerts([], **stamp())).result.ok  # type: ignore[arg-type]
+    events = [
+        pb.AlertRecord(kind=k, dedupe=f"{k}/1", executor="ex1")
+        for k in (NO_EXECUTOR, WAITING_TOO_LONG, HEARTBEAT_MISSING, CLOCK_SKEW)
+    ]
+    res = st.apply(writes.raise_alerts(events, **stamp())).result  # type: ignore[arg-type]
+    assert res.ok and res.accounted == 4

@@ -110,6 +110,21 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
         "DATA_DIR/damaged-<time>, nothing is deleted), leave the cluster (its attempts there are "
         "declared lost, the retry policy decides) and register with a fresh log",
     )
+    parser.add_argument(
+        "--full-at",
+        type=float,
+        default=0.9,
+        metavar="FRACTION",
+        help="drain itself when its data directory's filesystem or its execution log's map is "
+        "this full (default: 0.9); running attempts finish, an executor_unhealthy alert names it",
+    )
+    parser.add_argument(
+        "--resume-at",
+        type=float,
+        default=0.8,
+        metavar="FRACTION",
+        help="take work again once both are below this (default: 0.8; at most --full-at)",
+    )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
@@ -165,6 +180,8 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 else args.execution_log_keep / 1000,
                 clock=clock_for(args.name) if clock_for is not None else SystemClock(),
                 rebuilt=args.rebuild,
+                full_at=args.full_at,
+                resume_at=args.resume_at,
             )
 
             async def serve() -> None:

@@ -389,7 +389,12 @@ class Node:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        admin = AdminServicer(self, self._live_executors, self.membership)
+        admin = AdminServicer(
+            self,
+            self._live_executors,
+            self.membership,
+            executor_health=lambda: self.hub.dispatcher.executor_health if self.hub is not None else {},
+        )
         pb_grpc.add_AdminServicer_to_server(admin, server)
         if self.http_api is not None:
             # The HTTP API calls the same servicer through the same damage guard and authorization: its own

@@ -20,6 +20,7 @@ from typing import Final, Protocol
 
 from raftsched.abc import Clock, ConsensusNode
 from raftsched.clockwatch import ClockWatch
+from raftsched.fsm import alerts as outbox
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.tally import ApplyTally
 from raftsched.leader.dispatch.dispatcher import Dispatcher
@@ -129,9 +130,11 @@ class NodeObservability:
         api: HttpApi | None = None,
         ssl_context: ssl.SSLContext | None = None,
         metrics_client_cert: bool = False,
+        alert_targets: Sequence[str] = (),
     ) -> None:
         self.node = node
         self.zombie_after_ms = zombie_after_ms
+        self.alert_targets = tuple(alert_targets)  # webhook names: their undelivered events
         self.metrics = NodeMetrics(node.node_id, self._sample, tally)
         self.listener = HttpListener(
             address,
@@ -248,6 +251,8 @@ class NodeObservability:
             clock_offset_ms=clock.offset_ms,
             clock_skew_ms=clock.skew_ms,
             executor_clock_offsets=offsets,
+            alert_events=node.state.alert_seq,
+            alerts_undelivered=self._undelivered(node.state.alert_seq),
             read_barriers=node.reads.barriers,
             reads_refused=node.reads.refused,
             contact_age_seconds=raft.contact_age_ms / 1000.0
@@ -255,6 +260,14 @@ class NodeObservability:
             else -1.0,
             store_damaged=bool(node.store_damaged),
         )
+
+    def _undelivered(self, newest: int) -> dict[str, int]:
+        """Per webhook target, the alert events after its delivered cursor (one short read)."""
+        if not self.alert_targets:
+            return {}
+        with self.node.state.store.reader() as r:
+            done = outbox.cursors(r)
+        return {name: max(0, newest - done.get(name, 0)) for name in self.alert_targets}
 
     def _dispatch_sample(self) -> tuple[tuple[int, int, int, int], dict[str, int]]:
         """:func:`dispatch_sample`, and each live executor's reported clock offset (ms)."""

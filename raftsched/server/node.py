@@ -249,6 +249,7 @@ class Node:
                 api=self.http_api,
                 ssl_context=self.http_tls.context if self.http_tls is not None else None,
                 metrics_client_cert=tls is not None and tls.http_metrics_client_cert,
+                alert_targets=[hook.name for hook in self.config.alerts.webhooks],
             )
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.membership = MembershipOps(self, lambda: self.raft_node)

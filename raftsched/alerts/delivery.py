@@ -364,8 +364,13 @@ class AlertLoop:
             return
         events: list[pb.AlertRecord] = []
         if self.fleet is not None and stamp.now_ms >= self._next_health_ms:
-            self._next_health_ms = stamp.now_ms + HEALTH_CHECK_MS
+            loop = asyncio.get_running_loop()
+            began = loop.time()
             events.extend(self.health.check(self.fleet(stamp.now_ms)))
+            # It reads every waiting attempt on the loop: with a huge backlog, check less often,
+            # so it takes at most ~1 % of the loop (5.6 ms at 10,000 waiting on the 2-core box).
+            spent_ms = (loop.time() - began) * 1000
+            self._next_health_ms = stamp.now_ms + max(HEALTH_CHECK_MS, round(spent_ms * 100))
         if self.monitor.due(stamp.now_ms):
             events.extend(detect_zombies(self.monitor, self.node.state, stamp.now_ms))
             if self.delay_summary is not None:

@@ -22,11 +22,11 @@ An executor whose disk or execution log fills drains itself; apply raises that o
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from raftsched.alerts.config import HealthSettings
 from raftsched.clockwatch import ClockView
-from raftsched.fsm.view import StateView
 from raftsched.fsm.workflows import is_internal, split_internal
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import CLOCK_SKEW, HEARTBEAT_MISSING, NO_EXECUTOR, WAITING_TOO_LONG, execution_id
@@ -82,14 +82,17 @@ class HealthMonitor:
         return True
 
     def check(self, fleet: FleetView) -> list[pb.AlertRecord]:
-        """The events to raise for ``fleet`` (at most :data:`MAX_EVENTS_PER_CHECK`)."""
-        out = [*self._waiting(fleet), *self._heartbeats(fleet), *self._skew(fleet)]
-        return out[:MAX_EVENTS_PER_CHECK]
+        """The events to raise for ``fleet``: at most :data:`MAX_EVENTS_PER_CHECK`; what is over
+        the budget (tasks waiting, oldest first) is raised by the next checks."""
+        out = [*self._heartbeats(fleet), *self._skew(fleet)]
+        return [*out, *self._waiting(fleet, MAX_EVENTS_PER_CHECK - len(out))]
 
-    def _waiting(self, fleet: FleetView) -> list[pb.AlertRecord]:
+    def _waiting(self, fleet: FleetView, budget: int) -> list[pb.AlertRecord]:
         out: list[pb.AlertRecord] = []
         limit = self.settings.max_waiting_ms
         for w in fleet.waiting:
+            if len(out) >= budget - 1:  # room for both events of this attempt
+                break
             if w.due_ms > fleet.now_ms:
                 continue
             waited_s = (fleet.now_ms - w.due_ms) / 1000
@@ -186,9 +189,9 @@ def _about(w: WaitingAttempt, kind: str, dedupe: str, error: str) -> pb.AlertRec
     )
 
 
-def waiting_attempts(d: Dispatcher, v: StateView) -> tuple[WaitingAttempt, ...]:
-    """Per task, its oldest due waiting attempt, oldest first (the dispatcher's thread; one pass
-    over the waiting attempts)."""
+def waiting_attempts(d: Dispatcher, unplaceable: AbstractSet[str]) -> tuple[WaitingAttempt, ...]:
+    """Per task, its oldest due waiting attempt, oldest first, but for the tasks flagged
+    ``unplaceable`` (the dispatcher's thread; one pass over the waiting attempts)."""
     oldest: dict[str, WaitingAttempt] = {}
     for w in d.waiting.values():
         r = w.ready
@@ -199,11 +202,10 @@ def waiting_attempts(d: Dispatcher, v: StateView) -> tuple[WaitingAttempt, ...]:
         oldest[r.task] = WaitingAttempt(
             r.task, execution_id(r.run_id, r.shard, r.attempt), r.run_id, due, w.task_owner, w.namespace
         )
-    tasks = v.tasks
     return tuple(
         sorted(
             # A task no executor could ever run is ``unplaceable`` (raised by apply) instead.
-            (w for w in oldest.values() if not getattr(tasks.get(w.task), "unplaceable", "")),
+            (w for w in oldest.values() if w.task not in unplaceable),
             key=lambda w: (w.due_ms, w.task),
         )
     )
@@ -220,7 +222,7 @@ def fleet_view(
     names = node_name or {}
     members = d.members
     with d.state.view() as v:
-        waiting = waiting_attempts(d, v)
+        waiting = waiting_attempts(d, frozenset(d.state.unplaceable))
         placeable = len(v.placeable_executors())
         dead = {
             n: (d.last_seen.get(n, now_ms), v.executors[n].left_reason)

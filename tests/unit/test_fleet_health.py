@@ -7,7 +7,7 @@ from pathlib import Path
 
 from raftsched import codec
 from raftsched.alerts.config import HealthSettings, parse_alerts
-from raftsched.alerts.health import FleetView, HealthMonitor, WaitingAttempt
+from raftsched.alerts.health import MAX_EVENTS_PER_CHECK, FleetView, HealthMonitor, WaitingAttempt
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import CLOCK_SKEW, HEARTBEAT_MISSING, NO_EXECUTOR, WAITING_TOO_LONG, ZOMBIE
@@ -99,3 +99,16 @@ def test_apply_stores_leader_health_alerts_and_refuses_no_kind_it_knows() -> Non
     ]
     res = st.apply(writes.raise_alerts(events, **stamp())).result  # type: ignore[arg-type]
     assert res.ok and res.accounted == 4
+
+
+def test_a_check_raises_at_most_its_budget_and_the_rest_later() -> None:
+    m = HealthMonitor(SETTINGS)
+    waiting = tuple(WaitingAttempt(f"t{i:04d}", f"t{i:04d}@1/0/1", f"t{i:04d}@1", T0) for i in range(250))
+    fleet = FleetView(T0 + 1_000, waiting, placeable=0, node_offsets={"n2": 900})
+    seen: list[str] = []
+    for _ in range(5):
+        events = m.check(fleet)
+        assert len(events) <= MAX_EVENTS_PER_CHECK
+        seen += [e.task or e.node for e in events]
+    assert seen[0] == "n2"  # a node or an executor first: few, and each names one
+    assert sorted(t for t in seen if t != "n2") == [f"t{i:04d}" for i in range(250)]  # each once

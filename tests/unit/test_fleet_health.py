@@ -3,11 +3,17 @@ and the command format of what it raises (issue 36 §3, §4)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
 
 from raftsched import codec
 from raftsched.alerts.config import HealthSettings, parse_alerts
+from raftsched.alerts.delivery import payload
 from raftsched.alerts.health import MAX_EVENTS_PER_CHECK, FleetView, HealthMonitor, WaitingAttempt
+from raftsched.errors import InvalidSpec
+from raftsched.executor.agent import Executor
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import CLOCK_SKEW, HEARTBEAT_MISSING, NO_EXECUTOR, WAITING_TOO_LONG, ZOMBIE
@@ -112,3 +118,34 @@ def test_a_check_raises_at_most_its_budget_and_the_rest_later() -> None:
         seen += [e.task or e.node for e in events]
     assert seen[0] == "n2"  # a node or an executor first: few, and each names one
     assert sorted(t for t in seen if t != "n2") == [f"t{i:04d}" for i in range(250)]  # each once
+
+
+def test_an_executor_reads_its_disk_at_the_edge_and_decides_with_hysteresis(tmp_path: Path) -> None:
+    real = Executor("127.0.0.1:1", "ex1", data_dir=tmp_path, full_at=0.001, resume_at=0.001)
+    reason = real.check_health()  # statvfs of the data directory: surely more than 0.1 % used
+    usage = shutil.disk_usage(tmp_path)
+    assert abs(real.disk_used - usage.used / usage.total) < 0.01
+    assert reason.startswith(f"disk {real.disk_used:.0%} used ({tmp_path})") and "at or over 0%" in reason
+    reading = [(0.5, 0.1)]
+    ex = Executor("127.0.0.1:1", "ex2", data_dir=tmp_path, health_probe=lambda: reading[0])
+    assert ex.check_health() == ""
+    reading[0] = (0.5, 0.92)
+    assert "execution log map 92% used" in ex.check_health()
+    reading[0] = (0.5, 0.85)  # between the lines: still unhealthy
+    assert ex.check_health()
+    reading[0] = (0.79, 0.5)
+    assert ex.check_health() == ""
+
+
+def test_bad_health_thresholds_are_refused_naming_the_option() -> None:
+    with pytest.raises(InvalidSpec, match=r"executor\.full_at"):
+        Executor("127.0.0.1:1", "ex1", full_at=1.5)
+    with pytest.raises(InvalidSpec, match=r"executor\.resume_at"):
+        Executor("127.0.0.1:1", "ex1", full_at=0.8, resume_at=0.9)
+
+
+def test_the_webhook_payload_names_the_executor_or_node() -> None:
+    body = payload(pb.AlertRecord(id="alert-1", kind=CLOCK_SKEW, executor="ex1"), "prod", "")
+    assert body["executor"] == "ex1" and "node" not in body
+    body = payload(pb.AlertRecord(id="alert-2", kind=CLOCK_SKEW, node="n3"), "prod", "")
+    assert body["node"] == "n3" and "executor" not in body

@@ -190,6 +190,7 @@ class ExecutorBook:
         rec.left_ms = now
         rec.left_reason = body.reason or ("declared dead" if body.dead else "left")
         rec.draining = False
+        rec.health_drain = False
         self._put(rec)
         effects: list[Effect] = [ExecutorChanged(body.name, False)]
         why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"

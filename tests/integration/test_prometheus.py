@@ -1,7 +1,8 @@
-"""A real Prometheus server scrapes a running cluster (issue 36 §4, §6): every expression of the
-shipped rules file and of every dashboard panel returns data; and an executor whose clock runs
+"""A real Prometheus server scrapes a running cluster (issue 36 §3, §4, §6): every expression of
+the shipped rules file and of every dashboard panel returns data; an executor whose clock runs
 2 s ahead shows in ``raftsched_clock_offset_seconds{executor=...}`` on the leader and raises a
-``clock_skew`` alert naming it.
+``clock_skew`` alert naming it; an executor whose disk is over its ``--full-at`` drains itself
+over gRPC, says why, and an ``executor_unhealthy`` alert names it.
 
 One node and one executor (lean: the point is the metrics, not replication). Prometheus is
 Debian's ``prometheus`` (tests/promtool.py: skipped without it, failed in CI)."""
@@ -23,8 +24,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftsched.client import Client
-from raftsched.model import CLOCK_SKEW, CronTrigger, Overlap, TaskSpec
+from raftsched.model import CLOCK_SKEW, EXECUTOR_UNHEALTHY, CronTrigger, Overlap, TaskSpec
 from raftsched.testing.cluster import TEST_CLOCK_OFFSET_ENV, LocalCluster, free_ports, wait_until
+from raftsched.v1 import raftsched_pb2 as pb
 from tests.promtool import prometheus
 
 pytestmark = pytest.mark.integration
@@ -91,6 +93,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     config, node_http, executor_http = _config(base)
     cluster = LocalCluster(config, base / "logs")
     executor: subprocess.Popen[bytes] | None = None
+    full: subprocess.Popen[bytes] | None = None
     server: subprocess.Popen[bytes] | None = None
     client: Client | None = None
     try:
@@ -103,6 +106,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             base / "logs" / "ex1.log",
             env={TEST_CLOCK_OFFSET_ENV: str(SKEW_MS)},  # its clock runs 2 s ahead
             extra=["--http", executor_http],
+        )
+        # Its disk is "full" at 0.1 %: any real filesystem is over that, so it drains itself.
+        full = cluster.start_executor(
+            "ex2",
+            2,
+            base / "ex2",
+            base / "logs" / "ex2.log",
+            extra=["--full-at", "0.001", "--resume-at", "0.001"],
         )
         client = Client(cluster.targets())
         every = CronTrigger("* * * * * *")
@@ -143,7 +154,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         if client is not None:
             client.close()
-        for proc in (server, executor):
+        for proc in (server, executor, full):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 try:
@@ -262,3 +273,25 @@ def test_every_rule_and_dashboard_expression_returns_data(stack: Stack) -> None:
             f"no data for {len(pending)} expression(s): {json.dumps(pending, indent=1)}"
         ) from None
     assert len(answered) == len(expressions())
+
+
+def test_an_executor_over_its_full_line_drains_itself_says_why_and_is_alerted(stack: Stack) -> None:
+    def drained() -> pb.ExecutorInfo | None:
+        for e in stack.client.list_executors().executors:
+            if e.name == "ex2" and e.health_drain:
+                return e
+        return None
+
+    ex2 = wait_until(drained, 60, interval=0.3, what="ex2 draining itself")
+    assert ex2.draining_reason.startswith("disk ") and "at or over 0%" in ex2.draining_reason, ex2
+    assert ex2.disk_used > 0.001
+
+    def alerted() -> list[str]:
+        return [
+            a.alert.error
+            for a in stack.client.alerts()
+            if a.alert.kind == EXECUTOR_UNHEALTHY and a.alert.executor == "ex2"
+        ]
+
+    found = wait_until(alerted, 30, interval=0.3, what="an executor_unhealthy alert naming ex2")
+    assert "executor ex2 drains itself: disk" in found[0], found

@@ -6,10 +6,11 @@ events to propose (:func:`raftsched.leader.writes.raise_alerts`), each with a de
 condition is reported once per episode (apply drops a key raised before):
 
 * ``no_executor``: attempts are due and no live, undrained executor exists that could take them
-  (none registered, all drained or dead); one event per task, naming it. (A task whose declared
+  (none registered, all drained or dead); one event per task's oldest waiting attempt, naming
+  the task. (A task whose declared
   cpu, memory or labels no executor offers is ``unplaceable``, raised by apply.)
 * ``waiting_too_long``: an attempt has been due for longer than ``alerts.max_waiting``; one event
-  per task, for its oldest such attempt.
+  per task and episode (while some attempt of it stays over the limit), naming its oldest.
 * ``heartbeat_missing``: a live executor has not heartbeated this leader for
   ``alerts.heartbeat_missing`` (before its lease runs out and it is declared dead).
 * ``clock_skew``: a node's clock (measured over Raft against the leader's) or an executor's (as it
@@ -69,11 +70,13 @@ class HealthMonitor:
         self.settings = settings or HealthSettings()
         self._proposed: set[str] = set()
         self._skewed: dict[str, int] = {}  # "node/<id>" or "executor/<name>" -> episode start ms
+        self._late: dict[str, int] = {}  # task with an attempt over max_waiting -> episode start ms
 
     def reset(self) -> None:
         """Leadership changed: forget what this leader proposed (apply still dedupes)."""
         self._proposed.clear()
         self._skewed.clear()
+        self._late.clear()
 
     def _new(self, dedupe: str) -> bool:
         if dedupe in self._proposed:
@@ -90,6 +93,11 @@ class HealthMonitor:
     def _waiting(self, fleet: FleetView, budget: int) -> list[pb.AlertRecord]:
         out: list[pb.AlertRecord] = []
         limit = self.settings.max_waiting_ms
+        # waiting_too_long is one event per task and episode (while some attempt of it stays over
+        # the limit), not one per attempt: a backlog draining slowly would raise one per start.
+        late = {w.task for w in fleet.waiting if fleet.now_ms - w.due_ms > limit}
+        for task in [t for t in self._late if t not in late]:
+            del self._late[task]
         for w in fleet.waiting:
             if len(out) >= budget - 1:  # room for both events of this attempt
                 break
@@ -107,12 +115,15 @@ class HealthMonitor:
                         "or dead",
                     )
                 )
-            if fleet.now_ms - w.due_ms > limit and self._new(f"waiting/{w.execution_id}"):
+            if w.task not in late:
+                continue
+            dedupe = f"waiting/{w.task}/{self._late.setdefault(w.task, fleet.now_ms)}"
+            if self._new(dedupe):
                 out.append(
                     _about(
                         w,
                         WAITING_TOO_LONG,
-                        f"waiting/{w.execution_id}",
+                        dedupe,
                         f"attempt {w.execution_id} of task {w.task} has waited {waited_s:.0f} s for an "
                         f"executor (max_waiting {limit / 1000:g} s)",
                     )

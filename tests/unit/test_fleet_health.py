@@ -149,3 +149,17 @@ def test_the_webhook_payload_names_the_executor_or_node() -> None:
     assert body["executor"] == "ex1" and "node" not in body
     body = payload(pb.AlertRecord(id="alert-2", kind=CLOCK_SKEW, node="n3"), "prod", "")
     assert body["node"] == "n3" and "executor" not in body
+
+
+def test_waiting_too_long_is_one_event_per_task_and_episode_not_per_attempt() -> None:
+    m = HealthMonitor(SETTINGS)
+
+    def oldest(n: int, due: int, now: int = T0 + 100_000) -> FleetView:
+        w = WaitingAttempt("etl", f"etl@{n}/0/1", f"etl@{n}", due)
+        return FleetView(now, (w,), placeable=3)
+
+    assert kinds(m.check(oldest(1, T0))) == [(WAITING_TOO_LONG, "etl")]
+    # The backlog drains slowly: the next oldest is over the limit too. Same episode: nothing.
+    assert m.check(oldest(2, T0 + 10_000)) == []
+    assert m.check(FleetView(T0 + 100_000, (), placeable=3)) == []  # caught up: episode over
+    assert kinds(m.check(oldest(3, T0 + 20_000, T0 + 101_000))) == [(WAITING_TOO_LONG, "etl")]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from raftsched import codec
 from raftsched.client import Client
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.testing.cluster import LocalCluster, wait_until
@@ -57,7 +58,8 @@ def test_a_node_refuses_a_newer_command_exits_4_and_catches_up_once_upgraded(
         log = (cluster.log_dir / "n3.log").read_text()
         critical = [line for line in log.splitlines() if " CRITICAL " in line]
         assert len(critical) == 1, critical
-        assert "command format 8 is newer than this build applies (7)" in critical[0]
+        newest = codec.COMMAND_FORMAT
+        assert f"command format {newest + 1} is newer than this build applies ({newest})" in critical[0]
         assert "Upgrade raftsched on this node and restart it" in critical[0]
         # That CRITICAL line is this test's point: keep the log of the refusing run out of the
         # suite's check that node logs hold no errors (the upgraded run's log is checked).

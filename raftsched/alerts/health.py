@@ -233,7 +233,7 @@ def fleet_view(
     names = node_name or {}
     members = d.members
     with d.state.view() as v:
-        waiting = waiting_attempts(d, frozenset(d.state.unplaceable))
+        waiting = waiting_attempts(d, v.unplaceable_tasks())
         placeable = len(v.placeable_executors())
         dead = {
             n: (d.last_seen.get(n, now_ms), v.executors[n].left_reason)

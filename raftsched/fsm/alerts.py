@@ -167,7 +167,8 @@ class AlertBook:
                 raise Reject("invalid_argument", f"alert kind {a.kind!r} is not raised by the leader")
             if not a.dedupe:
                 raise Reject("invalid_argument", "a leader-raised alert needs a dedupe key")
-            if any(len(t) > MAX_TEXT for t in (a.error, a.dedupe, a.task, a.run_id, a.output_tail)):
+            texts = (a.error, a.dedupe, a.task, a.run_id, a.output_tail, a.executor, a.node)
+            if any(len(t) > MAX_TEXT for t in texts):
                 raise Reject("invalid_argument", f"alert text longer than {MAX_TEXT} characters")
         raised = 0
         for a in body.alerts:

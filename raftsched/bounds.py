@@ -199,6 +199,7 @@ FIELDS: Final[dict[str, Range]] = {
         "RegisterRequest.slots": Range(0, MAX_SLOTS, "", "required: 1.."),
         "RegisterRequest.memory_mb": MEMORY_MB,
         "HeartbeatRequest.free_slots": Range(0, MAX_SLOTS),
+        "HeartbeatRequest.clock_offset_ms": LATENESS,
         "ExecResult.exit_code": EXIT_CODE,
         "ExecResult.duration_ms": DURATION,
         "ExecResult.start_lateness_ms": LATENESS,

@@ -68,7 +68,11 @@ from raftsched.v1 import log_pb2 as pb
 #  11  SetPool, DeletePool (pools, issue 29 §4); a task or workflow written with a pool is stamped
 #      11 too: an older node would store it and start its attempts without taking a pool slot.
 #  12  StartTaskBackfill (backfill for plain tasks, issue 29 §6).
-COMMAND_FORMAT = 12
+#  13  fleet health (issue 36 §3, §4): a RaiseAlerts with a no_executor, waiting_too_long,
+#      heartbeat_missing or clock_skew alert (a format-7 node refuses the kind: nothing stored,
+#      where a newer node stores it), and a DrainExecutor that an executor makes or undoes
+#      itself (health, resume: a format-7 node would take a resume for a drain).
+COMMAND_FORMAT = 13
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -118,6 +122,12 @@ _BODY_FORMAT["delete_pool"] = POOLS_FORMAT
 TASK_BACKFILL_FORMAT = 12
 """The format of StartTaskBackfill (a backfill of a plain task)."""
 _BODY_FORMAT["start_task_backfill"] = TASK_BACKFILL_FORMAT
+HEALTH_FORMAT = 13
+"""The format of a RaiseAlerts with a fleet-health kind and of an executor's own (health) drain
+or its resume (see the history)."""
+# The leader-raised kinds of that format (raftsched.fsm.alerts.HEALTH_KINDS; named here, as
+# vocabulary, so the codec does not load the state machine).
+_HEALTH_ALERT_KINDS = frozenset({"no_executor", "waiting_too_long", "heartbeat_missing", "clock_skew"})
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -295,6 +305,10 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body == "raise_alerts" and any(a.kind in _HEALTH_ALERT_KINDS for a in cmd.raise_alerts.alerts):
+        return HEALTH_FORMAT
+    if body == "drain_executor" and (cmd.drain_executor.health or cmd.drain_executor.resume):
+        return HEALTH_FORMAT
     if body in _POOL_SPECS and _POOL_SPECS[body](cmd):
         return POOLS_FORMAT
     if body in _SECRET_SPECS and _SECRET_SPECS[body](cmd):

@@ -210,6 +210,12 @@ UNPLACEABLE = "unplaceable"
 CLOCK_FAULT = "clock_fault"
 STORE_DAMAGED = "store_damaged"
 UPSTREAM_LATE = "upstream_late"
+# Executor and fleet health, clock skew (issue 36 §3, §4)
+NO_EXECUTOR = "no_executor"
+WAITING_TOO_LONG = "waiting_too_long"
+EXECUTOR_UNHEALTHY = "executor_unhealthy"
+HEARTBEAT_MISSING = "heartbeat_missing"
+CLOCK_SKEW = "clock_skew"
 
 ALERT_KINDS = (
     RUN_FAILED,
@@ -225,6 +231,11 @@ ALERT_KINDS = (
     CLOCK_FAULT,
     STORE_DAMAGED,
     UPSTREAM_LATE,
+    NO_EXECUTOR,
+    WAITING_TOO_LONG,
+    EXECUTOR_UNHEALTHY,
+    HEARTBEAT_MISSING,
+    CLOCK_SKEW,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 

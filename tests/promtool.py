@@ -1,4 +1,4 @@
-"""``promtool check metrics`` for tests: lint a Prometheus text exposition as Prometheus itself would.
+"""``promtool`` and the Prometheus server for tests: lint an exposition as Prometheus would, run rules.
 
 promtool comes from Debian's ``prometheus`` package (``tools/install-test-deps.sh`` installs it).
 Without it a test skips with the reason, except in CI (``CI=true``), where it fails: CI must
@@ -16,12 +16,21 @@ import pytest
 
 def promtool() -> str:
     """The promtool executable; skips the test (fails it in CI) if there is none."""
-    found = shutil.which("promtool")
+    return _tool("promtool")
+
+
+def prometheus() -> str:
+    """The Prometheus server executable; skips the test (fails it in CI) if there is none."""
+    return _tool("prometheus")
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
     if found:
         return found
     message = (
-        "promtool not found: install Debian's 'prometheus' package (tools/install-test-deps.sh does, "
-        "as root) or put promtool on PATH"
+        f"{name} not found: install Debian's 'prometheus' package (tools/install-test-deps.sh does, "
+        f"as root) or put {name} on PATH"
     )
     if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
         pytest.fail(f"{message} (CI=true: this check must run in CI)")

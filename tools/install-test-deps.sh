@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the test suite needs: the package with its test extras, and the system packages
-# some tests call (promtool, from Debian's `prometheus` package, lints a real /metrics scrape;
-# Debian's `prometheus-alertmanager` receives the alerts of the routing test;
+# some tests call (promtool and the Prometheus server, from Debian's `prometheus` package, lint a real
+# /metrics scrape, run the shipped rules' unit tests and query a live cluster; Debian's
+# `prometheus-alertmanager` receives the alerts of the routing test;
 # Debian's `chromium` and `chromium-driver` run the web console's headless browser test; `curl`
 # and `jq` run the documented HTTP API examples; systemd's `systemd-analyze` verifies the shipped
 # units; the package's test extras include the docs extra, so the suite builds the docs site).
@@ -11,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v promtool >/dev/null 2>&1; then
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "install-test-deps: installing promtool (Debian package prometheus)" >&2
         apt-get update -qq

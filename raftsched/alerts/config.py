@@ -25,6 +25,9 @@ DEFAULT_DELAY_P99_THRESHOLD_MS = 2_000
 DEFAULT_WINDOW_MS = 300_000
 DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_SMTP_PORT = 587
+DEFAULT_MAX_WAITING_MS = 600_000
+DEFAULT_HEARTBEAT_MISSING_MS = 6_000
+DEFAULT_MAX_SKEW_MS = 500
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -86,6 +89,18 @@ def _takes(target: Webhook | EmailTarget, kind: str, owner: str, namespace: str,
 
 
 @dataclass(frozen=True, slots=True)
+class HealthSettings:
+    """Fleet health and clock skew (issue 36 §3, §4; :mod:`raftsched.alerts.health`): the
+    ``[alerts]`` keys ``max_waiting`` (an attempt due this long without an executor),
+    ``heartbeat_missing`` (an executor silent this long) and ``max_skew`` (a clock off the
+    leader's by more), in ms."""
+
+    max_waiting_ms: int = DEFAULT_MAX_WAITING_MS
+    heartbeat_missing_ms: int = DEFAULT_HEARTBEAT_MISSING_MS
+    max_skew_ms: int = DEFAULT_MAX_SKEW_MS
+
+
+@dataclass(frozen=True, slots=True)
 class AlertsConfig:
     """``[alerts]``: detection thresholds, the console link base, the targets (webhooks and email),
     the severity overrides and the streak interval."""
@@ -98,6 +113,8 @@ class AlertsConfig:
     emails: tuple[EmailTarget, ...] = ()
     severities: tuple[tuple[str, str], ...] = ()  # [alerts.severity]: (kind, level) overrides
     streak_interval_ms: int = DEFAULT_STREAK_INTERVAL_MS
+
+    health: HealthSettings = HealthSettings()
 
     def severity(self, kind: str) -> str:
         """``kind``'s level: ``[alerts.severity]``, else the default table (``alerts.routing``)."""
@@ -118,6 +135,9 @@ _KEYS = (
     "email",
     "severity",
     "streak_interval",
+    "max_waiting",
+    "heartbeat_missing",
+    "max_skew",
 )
 _FILTER_KEYS = ("owners", "namespaces", "kinds", "min_severity")
 _WEBHOOK_KEYS = (
@@ -418,10 +438,17 @@ def parse_alerts(table: Mapping[str, object] | None, base: Path, problems: list[
         seen[mail.name] = i
         emails.append(mail)
     severities = _severities(table["severity"], problems) if "severity" in table else ()
+    health: dict[str, int] = {}
+    for key in ("max_waiting", "heartbeat_missing", "max_skew"):
+        if key in table:
+            ms = _duration(f"alerts.{key}", table[key], problems)
+            if ms is not None:
+                health[f"{key}_ms"] = ms
     return AlertsConfig(
         console_url=console.rstrip("/"),
         webhooks=tuple(hooks),
         emails=tuple(emails),
         severities=severities,
+        health=HealthSettings(**health),
         **values,
     )

@@ -57,6 +57,10 @@ def json_body(notice: Notice, severity: str, cluster: str, link: str) -> dict[st
         body["summary"] = notice.text
     if alert.resolved:
         body["resolved"] = True
+    if alert.executor:
+        body["executor"] = alert.executor  # fleet health and clock skew (issue 36 §3, §4)
+    if alert.node:
+        body["node"] = alert.node
     return body
 
 
@@ -121,6 +125,8 @@ def alertmanager_labels(notice: Notice, severity: str, cluster: str) -> dict[str
         "workflow": alert.workflow,
         "namespace": alert.namespace,
         "owner": alert.owner,
+        "executor": alert.executor,
+        "node": alert.node,
     }
     return {k: v for k, v in labels.items() if v}
 

@@ -41,15 +41,20 @@ from dataclasses import dataclass
 from raftsched.model import (
     BACKFILL_FAILED,
     CLOCK_FAULT,
+    CLOCK_SKEW,
     DELAY_P99,
+    EXECUTOR_UNHEALTHY,
     FIRE_COALESCED,
     FIRE_SKIPPED,
+    HEARTBEAT_MISSING,
     LOST,
+    NO_EXECUTOR,
     RUN_FAILED,
     STORE_DAMAGED,
     TIMEOUT,
     UNPLACEABLE,
     UPSTREAM_LATE,
+    WAITING_TOO_LONG,
     WORKFLOW_RUN_FAILED,
     ZOMBIE,
 )
@@ -74,6 +79,11 @@ DEFAULT_SEVERITIES: Mapping[str, str] = {
     CLOCK_FAULT: CRITICAL,
     STORE_DAMAGED: CRITICAL,
     UPSTREAM_LATE: WARNING,
+    NO_EXECUTOR: CRITICAL,
+    WAITING_TOO_LONG: WARNING,
+    EXECUTOR_UNHEALTHY: CRITICAL,
+    HEARTBEAT_MISSING: WARNING,
+    CLOCK_SKEW: WARNING,
 }
 """Each kind's default level (``[alerts.severity]`` overrides it)."""
 

@@ -127,7 +127,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         for n in view.nodes:
             s = n.status
             if s is None:
-                rows.append([n.target, "-", "-", "-", "-", "-", "-", "-", "-", f"unreachable: {n.error}"])
+                rows.append(
+                    [n.target, "-", "-", "-", "-", "-", "-", "-", "-", "-", f"unreachable: {n.error}"]
+                )
                 continue
             rows.append(
                 [
@@ -138,13 +140,26 @@ def cmd_status(args: argparse.Namespace) -> int:
                     str(s.commit_index),
                     str(s.applied_index),
                     "-" if contact_ms(s) < 0 else f"{contact_ms(s)}ms",
+                    _offset_text(s.clock_offset_ms) if s.clock_known else "-",
                     s.state_digest[:12] or "-",
                     _build_text(s),
                     "STORE DAMAGED" if s.store_damaged else refused.get(s.node_id, "ok"),
                 ]
             )
         print_table(
-            ["TARGET", "NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "CONTACT", "DIGEST", "BUILD", "STATUS"],
+            [
+                "TARGET",
+                "NODE",
+                "ROLE",
+                "TERM",
+                "COMMIT",
+                "APPLIED",
+                "CONTACT",
+                "CLOCK",
+                "DIGEST",
+                "BUILD",
+                "STATUS",
+            ],
             rows,
         )
         for warning in (
@@ -173,6 +188,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         why = f": {view.nodes[0].error}" if len(reasons) == 1 else ""
         return fail(f"no node reachable (tried {tried}){why}", 1)
     return 0
+
+
+def _offset_text(ms: int) -> str:
+    """A clock's offset from the leader's for people: ``+12ms``, ``-1.30s``."""
+    return f"{ms:+d}ms" if abs(ms) < 1000 else f"{ms / 1000:+.2f}s"
 
 
 def _build_text(s: pb.NodeStatusReply) -> str:
@@ -303,10 +323,17 @@ def cmd_executors(args: argparse.Namespace) -> int:
             ",".join(f"{k}={v}" for k, v in sorted(e.labels.items())) or "-",
             e.address or "-",
             _heartbeat_text(e.last_heartbeat_ms, now()) if e.last_heartbeat_ms else "-",
+            _offset_text(e.clock_offset_ms) if e.HasField("clock_offset_ms") else "-",
+            f"{e.disk_used:.0%}/{e.log_used:.0%}" if e.last_heartbeat_ms else "-",
             iso(e.joined_ms),
             f"{iso(e.left_ms)} {e.left_reason}".strip()
             if e.left_ms
-            else (f"draining since {iso(e.draining_ms)}: {e.draining_reason}" if e.draining_ms else "-"),
+            else (
+                f"{'unhealthy, drained itself' if e.health_drain else 'draining'} since "
+                f"{iso(e.draining_ms)}: {e.draining_reason}"
+                if e.draining_ms
+                else "-"
+            ),
         ]
         for e in reply.executors
     ]
@@ -319,6 +346,8 @@ def cmd_executors(args: argparse.Namespace) -> int:
             "LABELS",
             "ADDRESS",
             "LAST HEARTBEAT",
+            "CLOCK",
+            "DISK/LOG",
             "JOINED",
             "LEFT",
         ],

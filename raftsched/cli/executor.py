@@ -140,6 +140,21 @@ def executor_parser() -> ArgParser:
         "(one file per secret), after RAFTSCHED_SECRET_<NAME> variables; refused if other users "
         "may read it",
     )
+    parser.add_argument(
+        "--full-at",
+        type=float,
+        default=0.9,
+        metavar="FRACTION",
+        help="drain itself when its data directory's filesystem or its execution log's map is "
+        "this full (default: 0.9); running attempts finish, an executor_unhealthy alert names it",
+    )
+    parser.add_argument(
+        "--resume-at",
+        type=float,
+        default=0.8,
+        metavar="FRACTION",
+        help="take work again once both are below this (default: 0.8; at most --full-at)",
+    )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
@@ -209,6 +224,8 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 logs=LogSettings.build(
                     args.logs_max_attempt, args.logs_keep, args.logs_max_total, args.logs_max_files
                 ),
+                full_at=args.full_at,
+                resume_at=args.resume_at,
             )
 
             async def serve() -> None:

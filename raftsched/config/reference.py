@@ -474,6 +474,27 @@ KEYS: Final[tuple[Key, ...]] = (
         "the console's base URL: each alert event's `link`",
     ),
     Key(
+        "alerts.max_waiting",
+        "duration",
+        "10m",
+        (
+            "an attempt due this long without starting raises `waiting_too_long` (once per task and "
+            "episode); work due with no live executor at all raises `no_executor` at once"
+        ),
+    ),
+    Key(
+        "alerts.heartbeat_missing",
+        "duration",
+        "6s",
+        ("an executor that sends the leader no heartbeat this long raises `heartbeat_missing`, naming it"),
+    ),
+    Key(
+        "alerts.max_skew",
+        "duration",
+        "500ms",
+        ("a node's or executor's clock off the leader's by more than this raises `clock_skew`, naming it"),
+    ),
+    Key(
         "alerts.webhook[].url",
         "url",
         "— (required)",

@@ -30,6 +30,14 @@
   ``run`` returns. Attempts still running after ``drain_grace_s`` are killed and left to the
   leader's rules for a leaving executor (lost, retried by policy).
 
+* health (issue 36 §3): before each heartbeat it reads the fraction in use of its data
+  directory's filesystem and of its execution log's map (``health_probe`` replaces the reading,
+  e.g. in a simulation). At or over ``full_at`` (default 0.9) it drains itself (replicated, the
+  reason shown by ``raftsched executors``, an ``executor_unhealthy`` alert naming it): nothing new
+  is placed on it, what runs finishes and is reported. Below ``resume_at`` (default 0.8) again it
+  undoes that drain and takes work again. The fractions and its clock offset go with every
+  heartbeat, for the leader's view and metrics.
+
 Its IO goes through two seams: an :class:`raftsched.abc.ExecutorTransport` (gRPC by default) and
 an :class:`raftsched.abc.ExecutionLog` (LMDB in ``data_dir`` by default). With the in-memory
 ones the same agent runs inside a simulation (:mod:`raftsched.testing`) or a unit test.
@@ -42,6 +50,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -105,6 +114,11 @@ stream when the result was applied: delivered within the stream's life, normally
 Ten minutes (60 default leases) is far beyond that, and bounds the log: at 500 attempts a second
 an executor holds ~300,000 entries, ~130 MB (``bench/execlog_growth.py``).
 """
+
+DEFAULT_FULL_AT = 0.9
+"""An executor whose disk or execution-log map is this full drains itself (issue 36 §3)."""
+DEFAULT_RESUME_AT = 0.8
+"""...and takes work again once both are below this (hysteresis: no flapping at the line)."""
 
 _PRUNE_STEP = 1000  # entries per prune transaction: bounds how long a begin on the loop waits
 
@@ -192,8 +206,26 @@ class Executor:
         rebuilt: bool = False,
         secrets: SecretStore | str | Path | None = None,
         logs: LogSettings | None = None,
+        full_at: float = DEFAULT_FULL_AT,
+        resume_at: float = DEFAULT_RESUME_AT,
+        health_probe: Callable[[], tuple[float, float]] | None = None,
     ) -> None:
         validate_name(name, "executor.name")
+        if not (isinstance(full_at, (int, float)) and 0.0 < full_at <= 1.0):
+            raise InvalidSpec("executor.full_at", f"{full_at!r} out of range (a fraction, 0 < full_at <= 1)")
+        if not (isinstance(resume_at, (int, float)) and 0.0 < resume_at <= full_at):
+            raise InvalidSpec(
+                "executor.resume_at",
+                f"{resume_at!r} out of range (a fraction, 0 < resume_at <= full_at {full_at})",
+            )
+        self.full_at = float(full_at)
+        self.resume_at = float(resume_at)
+        # ``() -> (disk used, execution log used)`` as fractions; None reads the filesystem and the log.
+        self.health_probe = health_probe
+        self.disk_used = 0.0
+        self.log_used = 0.0
+        self.health_reason = ""  # why it is unhealthy ("" while healthy)
+        self.health_drained = False  # the leader committed its own drain (and no resume since)
         # Where {{ secret.NAME }} references are resolved (raftsched.executor.secrets).
         self.secrets = secrets if isinstance(secrets, SecretStore) else SecretStore(secrets)
         self._masking = MaskingFilter(self.secrets)
@@ -290,6 +322,9 @@ class Executor:
             self.clock_offset_ms,
             log_entries=entries,
             log_bytes=size,
+            disk_used=self.disk_used,
+            log_used=self.log_used,
+            unhealthy=self.health_drained,
         )
 
     def _clock_sample(self, leader_now_ms: int, sent_mono: float) -> None:
@@ -441,6 +476,7 @@ class Executor:
                 raise
             self._max_epoch = max(self._max_epoch, reply.epoch)
             self._clock_sample(reply.leader_now_ms, sent)
+            self.health_drained = reply.health_drained  # its own drain survives a restart
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
             self._lease_s = max(0.1, reply.lease_ms / 1000)
             # A leader that does not answer within a third of the lease is treated as gone: we
@@ -472,6 +508,7 @@ class Executor:
             asyncio.ensure_future(self._heartbeats(target)),
             asyncio.ensure_future(self._reports(target)),
             asyncio.ensure_future(self._watch(target)),
+            asyncio.ensure_future(self._health(target)),
             asyncio.ensure_future(stop.wait()),
         ]
         try:
@@ -1009,14 +1046,89 @@ class Executor:
         # Finished attempts whose report is not acknowledged yet keep their leases too, or a
         # slow report would turn a success into a lost attempt and a retry.
         done = [r.execution_id for r in self._log.pending_reports()]
-        return pb.HeartbeatRequest(
+        request = pb.HeartbeatRequest(
             name=self.name,
             running=[*self._running, *done],
             free_slots=max(0, self.slots - len(self._running)),
             started=[*self._started_ids, *done],
             reports_started=True,
             finished=done,
+            disk_used=self.disk_used,
+            log_used=self.log_used,
         )
+        if self.clock_offset_ms is not None:
+            request.clock_offset_ms = self.clock_offset_ms
+        return request
+
+    # -- health (disk and execution log) --------------------------------------------------------
+
+    def _read_health(self) -> tuple[float, float]:
+        """``(disk used, execution log used)``: fractions of the data directory's filesystem
+        and of the execution log's map, read at the edge (a statvfs and a read transaction)."""
+        if self.health_probe is not None:
+            return self.health_probe()
+        disk = 0.0
+        try:
+            usage = shutil.disk_usage(self.data_dir)
+            disk = usage.used / usage.total if usage.total else 0.0
+        except OSError:
+            pass  # a directory we cannot stat (a log passed in, no data_dir): nothing to say
+        logged = 0.0
+        if self._log is not None:
+            logged = self._log.sizes()[1] / self.map_size
+        return disk, logged
+
+    def check_health(self) -> str:
+        """Read the disk and execution-log fractions and decide, with hysteresis, whether this
+        executor is unhealthy: at or over ``full_at`` it is; it stays so until both are below
+        ``resume_at``. Returns the reason ("" while healthy)."""
+        disk, logged = self._read_health()
+        self.disk_used, self.log_used = disk, logged
+        over = []
+        if disk >= self.full_at:
+            over.append(f"disk {disk:.0%} used ({self.data_dir})")
+        if logged >= self.full_at:
+            over.append(f"execution log map {logged:.0%} used (--map-size {self.map_size} bytes)")
+        if over:
+            if not self.health_reason:
+                self.health_reason = f"{' and '.join(over)}, at or over {self.full_at:.0%}"
+                log.warning("%s: %s: draining itself", self.name, self.health_reason)
+        elif self.health_reason and disk < self.resume_at and logged < self.resume_at:
+            log.info(
+                "%s: disk %.0f%%, execution log %.0f%%, below %.0f%%: taking work again",
+                self.name,
+                disk * 100,
+                logged * 100,
+                self.resume_at * 100,
+            )
+            self.health_reason = ""
+        return self.health_reason
+
+    async def _health(self, target: str) -> None:
+        """Make the leader's view follow :meth:`check_health`: drain this executor while it is
+        unhealthy, undo that drain once it recovers (replicated; retried every heartbeat)."""
+        while True:
+            if not self.draining:  # a shutdown's drain is final: nothing to undo
+                try:
+                    reason = self.check_health()
+                except Exception:  # an unreadable log size: keep the last verdict
+                    log.exception("%s: reading the disk and execution log use failed", self.name)
+                    reason = self.health_reason
+                if reason and not self.health_drained:
+                    request = pb.DrainRequest(name=self.name, reason=reason[:500], health=True)
+                    self.health_drained = await self._health_call(target, request)
+                elif not reason and self.health_drained:
+                    request = pb.DrainRequest(name=self.name, reason="recovered", resume=True)
+                    self.health_drained = not await self._health_call(target, request)
+            await asyncio.sleep(self._heartbeat_s)
+
+    async def _health_call(self, target: str, request: pb.DrainRequest) -> bool:
+        try:
+            await self.transport.drain(target, request, timeout_s=self._rpc_timeout_s * 3)
+        except TransportError as exc:
+            log.info("%s: health drain/resume not confirmed (retrying): %s", self.name, exc)
+            return False
+        return True
 
     async def _heartbeats(self, target: str) -> None:
         loop = asyncio.get_running_loop()

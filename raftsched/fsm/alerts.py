@@ -30,14 +30,19 @@ from raftsched.fsm.rules import Reject
 from raftsched.model import (
     BACKFILL_FAILED,
     CLOCK_FAULT,
+    CLOCK_SKEW,
     DELAY_P99,
+    EXECUTOR_UNHEALTHY,
     FIRE_COALESCED,
     FIRE_SKIPPED,
+    HEARTBEAT_MISSING,
     LOST,
+    NO_EXECUTOR,
     RUN_FAILED,
     TIMEOUT,
     UNPLACEABLE,
     UPSTREAM_LATE,
+    WAITING_TOO_LONG,
     WORKFLOW_RUN_FAILED,
     ZOMBIE,
 )
@@ -48,20 +53,26 @@ from raftsched.v1 import log_pb2 as pb
 __all__ = [
     "BACKFILL_FAILED",
     "CLOCK_FAULT",
+    "CLOCK_SKEW",
     "DELAY_P99",
+    "EXECUTOR_UNHEALTHY",
     "FIRE_COALESCED",
     "FIRE_SKIPPED",
+    "HEALTH_KINDS",
+    "HEARTBEAT_MISSING",
     "LEADER_KINDS",
     "LEADER_RESOLVES",
     "LOST",
     "MAX_ALERTS_KEPT",
     "MAX_RAISED_PER_COMMAND",
     "MAX_TEXT",
+    "NO_EXECUTOR",
     "OUTPUT_TAIL_CHARS",
     "RUN_FAILED",
     "TIMEOUT",
     "UNPLACEABLE",
     "UPSTREAM_LATE",
+    "WAITING_TOO_LONG",
     "WORKFLOW_RUN_FAILED",
     "ZOMBIE",
     "AlertBook",
@@ -74,7 +85,10 @@ __all__ = [
     "seq_of",
 ]
 
-LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99})
+HEALTH_KINDS = frozenset({NO_EXECUTOR, WAITING_TOO_LONG, HEARTBEAT_MISSING, CLOCK_SKEW})
+"""Leader-raised fleet-health kinds (issue 36 §3, §4): a RaiseAlerts carrying one is command
+format :data:`raftsched.codec.HEALTH_FORMAT` (an older node would refuse it and diverge)."""
+LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99}) | HEALTH_KINDS
 """Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""
 LEADER_RESOLVES = frozenset({RUN_FAILED})
 """Kinds apply raises whose end the leader reports: a record with ``resolved`` set (a failure
@@ -158,7 +172,8 @@ class AlertBook:
                 raise Reject("invalid_argument", f"alert kind {a.kind!r} is not raised by the leader")
             if not a.dedupe:
                 raise Reject("invalid_argument", "a leader-raised alert needs a dedupe key")
-            if any(len(t) > MAX_TEXT for t in (a.error, a.dedupe, a.task, a.run_id, a.output_tail)):
+            texts = (a.error, a.dedupe, a.task, a.run_id, a.output_tail, a.executor, a.node)
+            if any(len(t) > MAX_TEXT for t in texts):
                 raise Reject("invalid_argument", f"alert text longer than {MAX_TEXT} characters")
         raised = 0
         for a in body.alerts:

@@ -106,6 +106,7 @@ class ExecutorBook:
             # Registering again (a reconnect after a leader change) does not undo a drain; a
             # drained executor gets work again only after it has left and joins anew.
             rec.draining, rec.draining_ms, rec.draining_reason = True, old.draining_ms, old.draining_reason
+            rec.health_drain = old.health_drain
         self.executors[body.name] = rec
         self._put(rec)
         for name in sorted(self.unplaceable):  # a fitting executor clears the flag
@@ -139,16 +140,40 @@ class ExecutorBook:
 
     def drain(self, cmd: pb.Command, now: int) -> Handled:
         """No new attempts for a live executor; the ones it runs go on (and end by the usual
-        rules). Draining one that already drains changes nothing (same result)."""
+        rules). Draining one that already drains changes nothing (same result).
+
+        ``health``: the executor drains itself because its disk or execution log is nearly full;
+        an ``executor_unhealthy`` alert names it, and it may undo that drain (``resume``) once
+        below its threshold again. An operator's drain over it stands: the executor's resume
+        does not undo it (nor does a resume undo an operator's drain)."""
         body = cmd.drain_executor
         rec = self.executors.get(body.name)
         if rec is None or not rec.alive:
             raise Reject("not_found", f"executor {quote(body.name)} is not a live member")
         if len(body.reason) > 500:
             raise InvalidSpec("reason", "at most 500 characters")
+        if body.resume:
+            if rec.draining and rec.health_drain:
+                rec.draining, rec.draining_ms, rec.draining_reason = False, 0, ""
+                rec.health_drain = False
+                self._put(rec)
+            return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
         if not rec.draining:
             rec.draining = True
             rec.draining_ms = now
+            rec.draining_reason = body.reason or "drained"
+            rec.health_drain = body.health
+            self._put(rec)
+            if body.health:
+                self.host.raise_alert(
+                    alerts_mod.EXECUTOR_UNHEALTHY,
+                    f"executor {body.name} drains itself: {rec.draining_reason}; its running "
+                    "attempts finish, no new work is placed on it until it recovers",
+                    now,
+                    executor=body.name,
+                )
+        elif rec.health_drain and not body.health:
+            rec.health_drain = False  # an operator's drain now: the executor may not undo it
             rec.draining_reason = body.reason or "drained"
             self._put(rec)
         return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
@@ -165,6 +190,7 @@ class ExecutorBook:
         rec.left_ms = now
         rec.left_reason = body.reason or ("declared dead" if body.dead else "left")
         rec.draining = False
+        rec.health_drain = False
         self._put(rec)
         effects: list[Effect] = [ExecutorChanged(body.name, False)]
         why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -73,6 +74,8 @@ class ViewHost(Protocol):
     def store(self) -> StateStore: ...
     @property
     def usage(self) -> ExecutorUsage: ...
+    @property
+    def unplaceable(self) -> AbstractSet[str]: ...
     @property
     def wf(self) -> WorkflowBook: ...
     @property
@@ -119,6 +122,10 @@ class StateView:
     @property
     def max_now_ms(self) -> int:
         return self._s.max_now_ms
+
+    def unplaceable_tasks(self) -> frozenset[str]:
+        """The tasks flagged unplaceable: no live executor could ever run them."""
+        return frozenset(self._s.unplaceable)
 
     # -- tasks -----------------------------------------------------------------------------------
 
@@ -276,6 +283,7 @@ class LockedReads:
     active_per_task: dict[str, int]
     executors: dict[str, pb.ExecutorRecord]
     usage: ExecutorUsage
+    unplaceable: set[str]
     max_now_ms: int
     wf: WorkflowBook
     policy: PolicyBook

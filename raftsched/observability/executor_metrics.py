@@ -32,6 +32,9 @@ class ExecutorSample:
     clock_offset_ms: int | None = None  # our clock minus the leader's (None: not measured yet)
     log_entries: int = 0
     log_bytes: int = 0
+    disk_used: float = 0.0  # fraction of the data directory's filesystem in use
+    log_used: float = 0.0  # fraction of the execution log's map in use
+    unhealthy: bool = False  # it drained itself: disk or execution log nearly full
 
 
 class ExecutorMetrics:
@@ -90,6 +93,22 @@ class ExecutorMetrics:
             "Bytes of the pages the execution log's entries occupy now (pages freed by pruning "
             "stay in the file, which never shrinks, and are reused).",
             lambda: s().log_bytes,
+        )
+        m.gauge(
+            "raftsched_executor_disk_used_ratio",
+            "Fraction (0-1) of the filesystem holding this executor's data directory in use.",
+            lambda: s().disk_used,
+        )
+        m.gauge(
+            "raftsched_executor_log_used_ratio",
+            "Fraction (0-1) of the execution log's LMDB map (--map-size) its pages occupy.",
+            lambda: s().log_used,
+        )
+        m.gauge(
+            "raftsched_executor_unhealthy",
+            "1 while this executor has drained itself because its disk or execution log is at or "
+            "over --full-at (it takes new work again below --resume-at).",
+            lambda: s().unhealthy,
         )
         self.attempts = m.counter(
             "raftsched_executor_attempts_total",

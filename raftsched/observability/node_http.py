@@ -20,6 +20,7 @@ from typing import Final, Protocol
 
 from raftsched.abc import Clock, ConsensusNode
 from raftsched.clockwatch import ClockWatch
+from raftsched.fsm import alerts as outbox
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.tally import ApplyTally
 from raftsched.leader.dispatch.dispatcher import Dispatcher
@@ -129,9 +130,11 @@ class NodeObservability:
         api: HttpApi | None = None,
         ssl_context: ssl.SSLContext | None = None,
         metrics_client_cert: bool = False,
+        alert_targets: Sequence[str] = (),
     ) -> None:
         self.node = node
         self.zombie_after_ms = zombie_after_ms
+        self.alert_targets = tuple(alert_targets)  # webhook names: their undelivered events
         self.metrics = NodeMetrics(node.node_id, self._sample, tally)
         self.listener = HttpListener(
             address,
@@ -227,7 +230,7 @@ class NodeObservability:
         for state in run_states:
             name = _WORKFLOW_STATES.get(state, "unknown")
             workflow_runs[name] = workflow_runs.get(name, 0) + 1
-        backlog, oldest_ms, zombies, busy = self._dispatch_sample()
+        (backlog, oldest_ms, zombies, busy), offsets = self._dispatch_sample()
         clock = node.clock_watch.view(leading=raft is not None and raft.role == "leader")
         return NodeSample(
             is_leader=raft is not None and raft.role == "leader",
@@ -247,6 +250,9 @@ class NodeObservability:
             workflow_runs=workflow_runs,
             clock_offset_ms=clock.offset_ms,
             clock_skew_ms=clock.skew_ms,
+            executor_clock_offsets=offsets,
+            alert_events=node.state.alert_seq,
+            alerts_undelivered=self._undelivered(node.state.alert_seq),
             read_barriers=node.reads.barriers,
             reads_refused=node.reads.refused,
             contact_age_seconds=raft.contact_age_ms / 1000.0
@@ -255,15 +261,31 @@ class NodeObservability:
             store_damaged=bool(node.store_damaged),
         )
 
-    def _dispatch_sample(self) -> tuple[int, int, int, int]:
+    def _undelivered(self, newest: int) -> dict[str, int]:
+        """Per webhook target, the alert events after its delivered cursor (one short read)."""
+        if not self.alert_targets:
+            return {}
+        with self.node.state.store.reader() as r:
+            done = outbox.cursors(r)
+        return {name: max(0, newest - done.get(name, 0)) for name in self.alert_targets}
+
+    def _dispatch_sample(self) -> tuple[tuple[int, int, int, int], dict[str, int]]:
+        """:func:`dispatch_sample`, and each live executor's reported clock offset (ms)."""
         hub = self.node.hub
         loop = hub.loop if hub is not None else None
         if hub is None or loop is None or loop.is_closed():
-            return 0, 0, 0, 0
+            return (0, 0, 0, 0), {}
         now = self.node.clock.now_ms()
 
-        async def read() -> tuple[int, int, int, int]:
-            return dispatch_sample(hub.dispatcher, now, self.zombie_after_ms)
+        async def read() -> tuple[tuple[int, int, int, int], dict[str, int]]:
+            d = hub.dispatcher
+            members = d.members
+            offsets = {
+                name: h.clock_offset_ms
+                for name, h in d.executor_health.items()
+                if name in members and h.clock_offset_ms is not None
+            }
+            return dispatch_sample(d, now, self.zombie_after_ms), offsets
 
         try:
             return asyncio.run_coroutine_threadsafe(read(), loop).result(_HUB_SAMPLE_TIMEOUT_S)
@@ -271,7 +293,7 @@ class NodeObservability:
             # A loop too busy to answer in time (or shutting down): report nothing rather than
             # hold the scrape.
             log.debug("dispatcher sample unavailable for this scrape")
-            return 0, 0, 0, 0
+            return (0, 0, 0, 0), {}
 
 
 def dispatch_sample(d: Dispatcher, now_ms: int, zombie_after_ms: int) -> tuple[int, int, int, int]:

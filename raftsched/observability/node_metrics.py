@@ -55,6 +55,10 @@ class NodeSample:
     reads_refused: int = 0
     contact_age_seconds: float = -1.0  # -1: unknown (see RaftStatus.contact_age_ms)
     store_damaged: bool = False
+    # executor -> its clock minus the leader's (ms), as it reports it (leader only)
+    executor_clock_offsets: Mapping[str, int] = field(default_factory=dict)
+    alert_events: int = 0  # alert events raised (the replicated alert sequence)
+    alerts_undelivered: Mapping[str, int] = field(default_factory=dict)  # webhook -> events not yet delivered
 
 
 class NodeMetrics:
@@ -121,14 +125,32 @@ class NodeMetrics:
         m.gauge(
             "raftsched_clock_offset_seconds",
             "This node's clock minus the leader's, measured over Raft with the round trip halved "
-            "(0 on the leader; NaN while unknown).",
-            lambda: _seconds(s().clock_offset_ms),
+            "(0 on the leader; NaN while unknown); on the leader also each live executor's clock "
+            "minus the leader's, as it reports it (executor label; empty for the node itself).",
+            lambda: {
+                ("",): _seconds(s().clock_offset_ms),
+                **{(name,): ms / 1000.0 for name, ms in s().executor_clock_offsets.items()},
+            },
+            ("executor",),
         )
         m.gauge(
             "raftsched_clock_skew_seconds",
             "This node's clock minus the majority's (the median of the measured clocks; NaN while "
             "unknown). Beyond scheduler.max_clock_skew_ms the node does not lead or campaign.",
             lambda: _seconds(s().clock_skew_ms),
+        )
+        m.counter_view(
+            "raftsched_alert_events_total",
+            "Alert events raised (the replicated alert sequence: the same on every node; "
+            "aggregate with max).",
+            lambda: {(): s().alert_events},
+        )
+        m.gauge(
+            "raftsched_alerts_undelivered",
+            "Alert events after a webhook target's delivered cursor (not yet delivered, or "
+            "waiting behind a failing POST), by target.",
+            lambda: {(name,): n for name, n in s().alerts_undelivered.items()},
+            ("target",),
         )
         m.gauge("raftsched_tasks", "Task definitions in the replicated state.", lambda: s().tasks)
         m.gauge("raftsched_active_runs", "Runs not yet finished.", lambda: s().active_runs)

@@ -27,7 +27,7 @@ import asyncio
 import collections
 import functools
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -50,6 +50,7 @@ from raftsched.fsm.access import audit_records
 from raftsched.fsm.events import list_events
 from raftsched.fsm.policy import QUOTA_KINDS, validate_pool, validate_quota
 from raftsched.leader import writes
+from raftsched.leader.dispatch.liveness import ExecutorHealth
 from raftsched.model import validate_name
 from raftsched.readinfo import READ_KEY, ReadInfo
 from raftsched.rpc.plumbing import NodeServices, abort, caller, propose_and_wait, rpc
@@ -119,9 +120,12 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         node: NodeServices,
         live_executors: LiveExecutors | None = None,
         membership: MembershipChanges | None = None,
+        executor_health: Callable[[], Mapping[str, ExecutorHealth]] | None = None,
     ) -> None:
         self.node = node
         self._live_executors = live_executors or (lambda: None)
+        # What each executor last reported to this leader: clock offset, disk and log use.
+        self._executor_health = executor_health or dict
         self._reads = asyncio.Semaphore(MAX_CONCURRENT_READS)
         self._membership = membership
 
@@ -1035,8 +1039,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         reply = pb.ListExecutorsReply(node_id=self.node.node_id, leader_view=live is not None)
         with self.node.state.view() as v:
             rows = [(rec, used, v.usage_of(rec.name)) for rec, used in v.executor_usage(request.include_left)]
+        health = self._executor_health() if live is not None else {}
         for rec, used, held in rows:
-            reply.executors.append(_executor_info(rec, used, live, held))
+            reply.executors.append(_executor_info(rec, used, live, held, health.get(rec.name)))
         return reply
 
     @rpc
@@ -1102,8 +1107,10 @@ def _executor_info(
     used: int,
     live: dict[str, tuple[int, str]] | None,
     held: tuple[int, float, int] = (0, 0.0, 0),
+    health: ExecutorHealth | None = None,
 ) -> pb.ExecutorInfo:
-    """``held``: slots, declared cpu and memory its running attempts hold (the state's usage)."""
+    """``held``: slots, declared cpu and memory its running attempts hold (the state's usage);
+    ``health``: what it last reported to this leader (None: nothing, or not the leader)."""
     beat, peer = live.get(rec.name, (0, "")) if live is not None and rec.alive else (0, "")
     if not rec.alive:
         state = pb.EXECUTOR_LEFT
@@ -1111,7 +1118,7 @@ def _executor_info(
         state = pb.EXECUTOR_DRAINED if used == 0 else pb.EXECUTOR_DRAINING
     else:
         state = pb.EXECUTOR_ALIVE
-    return pb.ExecutorInfo(
+    info = pb.ExecutorInfo(
         name=rec.name,
         state=state,
         slots=rec.slots,
@@ -1128,4 +1135,10 @@ def _executor_info(
         memory_mb=rec.memory_mb,
         cpu_used=held[1],
         memory_used_mb=held[2],
+        health_drain=rec.alive and rec.draining and rec.health_drain,
     )
+    if health is not None and rec.alive:
+        info.disk_used, info.log_used = health.disk_used, health.log_used
+        if health.clock_offset_ms is not None:
+            info.clock_offset_ms = health.clock_offset_ms
+    return info

@@ -17,6 +17,7 @@ from raftsched import bounds, codec
 from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedError, quote
 from raftsched.leader import writes
 from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
+from raftsched.leader.dispatch.liveness import executor_health
 from raftsched.logfields import attempt_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import abort, caller, propose_and_wait, rpc
@@ -90,6 +91,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             lease_ms=s.lease_ms,
             heartbeat_ms=s.heartbeat_ms,
             leader_now_ms=self.hub.node.gate.clock_ms(),
+            health_drained=d.health_drained(request.name),
         )
 
     async def Dispatch(
@@ -170,6 +172,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         d = self.hub.dispatcher
         started = request.started if request.reports_started else None
         ok = d.heartbeat(request.name, request.running, self.hub.now_ms(), started, request.finished)
+        if ok:
+            d.executor_report(request.name, executor_health(request))
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.hub.node.gate.clock_ms())
 
     @rpc
@@ -221,6 +225,9 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         cmd = self.hub.leader_command()
         cmd.drain_executor.name = request.name
         cmd.drain_executor.reason = request.reason[:500] or "executor shutting down"
+        # Its own drain for a nearly full disk or execution log, or the undoing of it (issue 36 §3).
+        cmd.drain_executor.health = request.health
+        cmd.drain_executor.resume = request.resume
         await propose_and_wait(self.hub.node, codec.encode_command(cmd))
         return pb.DrainReply()
 

@@ -36,6 +36,7 @@ from raftsched.abc import (
     StoreFailed,
 )
 from raftsched.alerts.delivery import AlertLoop, describe
+from raftsched.alerts.health import FleetView, fleet_view
 from raftsched.config.types import ClusterConfig
 from raftsched.config.values import parse_address
 from raftsched.consensus.pysyncobj.node import PySyncObjNode
@@ -249,6 +250,7 @@ class Node:
                 api=self.http_api,
                 ssl_context=self.http_tls.context if self.http_tls is not None else None,
                 metrics_client_cert=tls is not None and tls.http_metrics_client_cert,
+                alert_targets=[hook.name for hook in self.config.alerts.webhooks],
             )
             self.state.tally = self.tally  # without http nothing reads it: do not count
         self.membership = MembershipOps(self, lambda: self.raft_node)
@@ -389,7 +391,12 @@ class Node:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        admin = AdminServicer(self, self._live_executors, self.membership)
+        admin = AdminServicer(
+            self,
+            self._live_executors,
+            self.membership,
+            executor_health=lambda: self.hub.dispatcher.executor_health if self.hub is not None else {},
+        )
         pb_grpc.add_AdminServicer_to_server(admin, server)
         self.hub = ExecutorHub(self, self.core.dispatcher)
         logs = LogsServicer(self, self.hub)
@@ -410,7 +417,7 @@ class Node:
         pb_grpc.add_LogsServicer_to_server(logs, server)
         self.hub.start()
         self.alert_loop = AlertLoop(
-            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary
+            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary, fleet=self._fleet
         )
         self.alert_loop.start()
         log.info("node %s %s", self.node_id, describe(self.config.alerts))
@@ -597,6 +604,15 @@ class Node:
     def _own_sum(self, index: int) -> str:
         value = self.replica.recent_sums.get(index)
         return "" if value is None else f"{value:032x}"
+
+    def _fleet(self, now_ms: int) -> FleetView:
+        """The leader's fleet view for the health alerts (on the event loop, the dispatcher's)."""
+        hub = self.hub
+        if hub is None:
+            return FleetView(now_ms)
+        view = self.clock_watch.view(leading=True)
+        names = {peer: self._addr_to_id(peer) or peer for peer in view.peers}
+        return fleet_view(hub.dispatcher, now_ms, view, names)
 
     def _live_executors(self) -> dict[str, tuple[int, str]] | None:
         return self.hub.live_view() if self.hub is not None else None

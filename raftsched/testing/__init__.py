@@ -24,6 +24,8 @@ from typing import TypeVar
 
 from raftsched import codec
 from raftsched.abc import ProposeError, TransportError
+from raftsched.alerts.config import HealthSettings
+from raftsched.alerts.health import HealthMonitor, fleet_view
 from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS, ClockWatch
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
@@ -35,6 +37,7 @@ from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.liveness import executor_health
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
@@ -154,6 +157,10 @@ class SimExecutorProcess:
     labels: dict[str, str] = field(default_factory=dict)
     execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP  # the agent's option
     failing: frozenset[str] = frozenset()  # commands that fail (exit 1) on this executor
+    # What its health probe reads (issue 36 §3): the fractions of its disk and execution-log map
+    # in use. Set them to fill its disk: at 0.9 it drains itself, below 0.8 it takes work again.
+    disk_used: float = 0.0
+    log_used: float = 0.0
     agent: Executor | None = None
     loop: _SimLoop | None = None
     task: asyncio.Task[None] | None = None
@@ -237,6 +244,7 @@ class _SimEndpoint:
             lease_ms=s.lease_ms,
             heartbeat_ms=s.heartbeat_ms,
             leader_now_ms=self.sim.now(node.node_id),
+            health_drained=d.health_drained(request.name),
         )
 
     def open_stream(self, stream: MemoryStream) -> None:
@@ -265,6 +273,8 @@ class _SimEndpoint:
         d = node.dispatcher
         started = request.started if request.reports_started else None
         ok = d.heartbeat(request.name, request.running, self._now(node), started, request.finished)
+        if ok:
+            d.executor_report(request.name, executor_health(request))
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.sim.now(node.node_id))
 
     def report(self, target: str, request: pb.ReportRequest) -> pb.ReportReply:
@@ -282,6 +292,8 @@ class _SimEndpoint:
         cmd = logpb.Command(epoch=node.dispatcher.epoch, now_ms=self._now(node), origin=node.node_id)
         cmd.drain_executor.name = request.name
         cmd.drain_executor.reason = request.reason or "executor shutting down"
+        cmd.drain_executor.health = request.health
+        cmd.drain_executor.resume = request.resume
         self._commit(node, codec.encode_command(cmd))
         return pb.DrainReply()
 
@@ -332,12 +344,17 @@ class SimHarness:
         dispatch: DispatchSettings | None = None,
         seed: int = 0,
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
+        health: HealthSettings | None = None,
     ) -> None:
         self.dispatch = dispatch or DispatchSettings(
             lease_ms=2000, heartbeat_ms=300, retry_base_ms=200, stream_grace_ms=600
         )
         self.seed = seed
         self.max_skew_ms = max_skew_ms
+        # Fleet-health and clock-skew alerts (raftsched.alerts.health), checked by the leader
+        # every tick as a node's alert loop does; off unless asked for (old scenarios' logs stay).
+        self.health = HealthMonitor(health) if health is not None else None
+        self._health_epoch = 0
         self.executors: dict[str, SimExecutorProcess] = {}
         self.endpoint = _SimEndpoint(self)
         self.clock = ManualClock(start_ms)
@@ -491,6 +508,29 @@ class SimHarness:
         self._pause_after_fires.clear()
         if self.executors:
             self._executors_round()
+        if self.health is not None:
+            self._health_round()
+
+    def _health_round(self) -> None:
+        """The leader's fleet-health check, as :class:`raftsched.alerts.delivery.AlertLoop` runs
+        it: its events are proposed in one RaiseAlerts."""
+        leader = self.leader
+        monitor = self.health
+        if monitor is None or leader is None or not self._reachable(leader):
+            return
+        node = self.nodes[leader]
+        d = node.dispatcher
+        if not d.leading or node.watch is None:
+            return
+        if d.epoch != self._health_epoch:
+            self._health_epoch = d.epoch
+            monitor.reset()
+        now = leader_time(self.now(leader), node.state.max_now_ms)
+        events = monitor.check(fleet_view(d, now, node.watch.view(leading=True)))
+        if events:
+            data = writes.raise_alerts(events, now_ms=now, epoch=d.epoch, origin=leader, key="")
+            self.cluster.nodes[leader].propose(data, _ignore)
+            self.settle()
 
     def _reachable(self, node_id: str) -> bool:
         return (
@@ -573,6 +613,7 @@ class SimHarness:
             execution_log=proc.log,
             command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions, proc.failing),
             execution_log_keep=proc.execution_log_keep,
+            health_probe=lambda: (proc.disk_used, proc.log_used),
         )
         proc.agent, proc.loop = agent, loop
         proc.task = loop.create_task(agent.run())

@@ -500,12 +500,16 @@ class DeleteWorkflow(_message.Message):
     def __init__(self, workflow: _Optional[str] = ..., force: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class DrainExecutor(_message.Message):
-    __slots__ = ("name", "reason")
+    __slots__ = ("name", "reason", "health", "resume")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
     name: str
     reason: str
-    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    health: bool
+    resume: bool
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., health: _Optional[bool] = ..., resume: _Optional[bool] = ...) -> None: ...
 
 class SetCalendar(_message.Message):
     __slots__ = ("spec", "transition_ms", "offset_s")
@@ -702,7 +706,7 @@ class CommandResult(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ..., quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ..., calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., event: _Optional[_Union[_records_pb2.EventRecord, _Mapping]] = ..., duplicate: _Optional[bool] = ..., pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ...) -> None: ...
 
 class ExecutorRecord(_message.Message):
-    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "cpu", "memory_mb", "draining", "draining_ms", "draining_reason")
+    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "cpu", "memory_mb", "draining", "draining_ms", "draining_reason", "health_drain")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -724,6 +728,7 @@ class ExecutorRecord(_message.Message):
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     DRAINING_MS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_REASON_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_DRAIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     labels: _containers.ScalarMap[str, str]
@@ -738,7 +743,8 @@ class ExecutorRecord(_message.Message):
     draining: bool
     draining_ms: int
     draining_reason: str
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., draining: _Optional[bool] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ...) -> None: ...
+    health_drain: bool
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., draining: _Optional[bool] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ..., health_drain: _Optional[bool] = ...) -> None: ...
 
 class TokenRecord(_message.Message):
     __slots__ = ("info", "salt", "hash", "scrypt_n", "scrypt_r", "scrypt_p")

@@ -839,7 +839,7 @@ class ListExecutorsRequest(_message.Message):
     def __init__(self, include_left: _Optional[bool] = ...) -> None: ...
 
 class ExecutorInfo(_message.Message):
-    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address", "cpu", "memory_mb", "cpu_used", "memory_used_mb", "draining_ms", "draining_reason")
+    __slots__ = ("name", "state", "slots", "slots_used", "labels", "joined_ms", "left_ms", "left_reason", "last_heartbeat_ms", "address", "cpu", "memory_mb", "cpu_used", "memory_used_mb", "draining_ms", "draining_reason", "clock_offset_ms", "disk_used", "log_used", "health_drain")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -863,6 +863,10 @@ class ExecutorInfo(_message.Message):
     MEMORY_USED_MB_FIELD_NUMBER: _ClassVar[int]
     DRAINING_MS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_REASON_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
+    DISK_USED_FIELD_NUMBER: _ClassVar[int]
+    LOG_USED_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_DRAIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: ExecutorState
     slots: int
@@ -879,7 +883,11 @@ class ExecutorInfo(_message.Message):
     memory_used_mb: int
     draining_ms: int
     draining_reason: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., cpu_used: _Optional[float] = ..., memory_used_mb: _Optional[int] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ...) -> None: ...
+    clock_offset_ms: int
+    disk_used: float
+    log_used: float
+    health_drain: bool
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[ExecutorState, str]] = ..., slots: _Optional[int] = ..., slots_used: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., address: _Optional[str] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., cpu_used: _Optional[float] = ..., memory_used_mb: _Optional[int] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ..., clock_offset_ms: _Optional[int] = ..., disk_used: _Optional[float] = ..., log_used: _Optional[float] = ..., health_drain: _Optional[bool] = ...) -> None: ...
 
 class DrainExecutorRequest(_message.Message):
     __slots__ = ("name", "reason", "idempotency_key")
@@ -1047,16 +1055,18 @@ class RegisterRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("epoch", "lease_ms", "heartbeat_ms", "leader_now_ms")
+    __slots__ = ("epoch", "lease_ms", "heartbeat_ms", "leader_now_ms", "health_drained")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_DRAINED_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     lease_ms: int
     heartbeat_ms: int
     leader_now_ms: int
-    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ...) -> None: ...
+    health_drained: bool
+    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ..., health_drained: _Optional[bool] = ...) -> None: ...
 
 class DispatchRequest(_message.Message):
     __slots__ = ("name", "log_channel")
@@ -1118,20 +1128,26 @@ class WorkBatch(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running", "free_slots", "started", "reports_started", "finished")
+    __slots__ = ("name", "running", "free_slots", "started", "reports_started", "finished", "clock_offset_ms", "disk_used", "log_used")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     REPORTS_STARTED_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
+    DISK_USED_FIELD_NUMBER: _ClassVar[int]
+    LOG_USED_FIELD_NUMBER: _ClassVar[int]
     name: str
     running: _containers.RepeatedScalarFieldContainer[str]
     free_slots: int
     started: _containers.RepeatedScalarFieldContainer[str]
     reports_started: bool
     finished: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ..., finished: _Optional[_Iterable[str]] = ...) -> None: ...
+    clock_offset_ms: int
+    disk_used: float
+    log_used: float
+    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ..., finished: _Optional[_Iterable[str]] = ..., clock_offset_ms: _Optional[int] = ..., disk_used: _Optional[float] = ..., log_used: _Optional[float] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("epoch", "registered", "leader_now_ms")
@@ -1190,12 +1206,16 @@ class LeaveReply(_message.Message):
     def __init__(self) -> None: ...
 
 class DrainRequest(_message.Message):
-    __slots__ = ("name", "reason")
+    __slots__ = ("name", "reason", "health", "resume")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
     name: str
     reason: str
-    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    health: bool
+    resume: bool
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ..., health: _Optional[bool] = ..., resume: _Optional[bool] = ...) -> None: ...
 
 class DrainReply(_message.Message):
     __slots__ = ()

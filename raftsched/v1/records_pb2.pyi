@@ -672,7 +672,7 @@ class BackfillRecord(_message.Message):
     def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ..., task: _Optional[str] = ..., runs_skipped: _Optional[int] = ...) -> None: ...
 
 class AlertRecord(_message.Message):
-    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved", "resolves_seq")
+    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved", "resolves_seq", "executor", "node")
     TASK_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -690,6 +690,8 @@ class AlertRecord(_message.Message):
     WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_FIELD_NUMBER: _ClassVar[int]
     RESOLVES_SEQ_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
     task: str
     owner: str
     run_id: str
@@ -707,7 +709,9 @@ class AlertRecord(_message.Message):
     workflow_run: str
     resolved: bool
     resolves_seq: int
-    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ..., resolves_seq: _Optional[int] = ...) -> None: ...
+    executor: str
+    node: str
+    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ..., resolves_seq: _Optional[int] = ..., executor: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
 
 class WorkflowRunOp(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason")

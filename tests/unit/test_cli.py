@@ -672,7 +672,7 @@ def test_status_shows_reachable_and_unreachable_nodes(
         assert lines[0] == "leader: n1 (x)   term: 2   commit index: 7"
         # The fake node reports no build (a build from before formats were reported) and no
         # contact age (one from before linearizable reads).
-        row = [admin[1], "n1", "leader", "2", "7", "7", "-", "f" * 12, "?", "c1/s1", "ok"]
+        row = [admin[1], "n1", "leader", "2", "7", "7", "-", "-", "f" * 12, "?", "c1/s1", "ok"]
         assert lines[2].split() == row
         assert lines[3].split()[:3] == [gone, "-", "-"] and "unreachable: UNAVAILABLE" in lines[3]
 

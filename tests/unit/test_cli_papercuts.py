@@ -271,14 +271,14 @@ def test_status_asks_for_digests_unless_told_not_to(
     status, out, _ = run(capsys, "--cluster", address, "status")
     assert status == 0
     assert servicer.requests[-1] == pb.NodeStatusRequest(include_digest=True)
-    assert out.splitlines()[2].split()[7] == "ab" * 6  # after CONTACT
+    assert out.splitlines()[2].split()[8] == "ab" * 6  # after CONTACT and CLOCK
     status, out, _ = run(capsys, "--cluster", address, "status", "--json")
     assert json.loads(out)["nodes"][0]["status"]["state_digest"] == "ab" * 32
 
     status, out, _ = run(capsys, "--cluster", address, "status", "--no-digest")
     assert status == 0
     assert servicer.requests[-1] == pb.NodeStatusRequest(include_digest=False)
-    assert out.splitlines()[2].split()[7] == "-"  # no digest
+    assert out.splitlines()[2].split()[8] == "-"  # no digest
 
 
 # -- one spelling per enum value --------------------------------------------------------------------
@@ -432,6 +432,8 @@ def test_executors_table_and_json(admin: tuple[FakeAdmin, str], capsys: pytest.C
         "ADDRESS",
         "LAST",
         "HEARTBEAT",
+        "CLOCK",
+        "DISK/LOG",
         "JOINED",
         "LEFT",
     ]
@@ -444,6 +446,8 @@ def test_executors_table_and_json(admin: tuple[FakeAdmin, str], capsys: pytest.C
         "2026-11-30T09:59:58Z",
         "(2s",
         "ago)",
+        "-",
+        "0%/0%",
         "2026-11-30T09:00:00Z",
         "-",
     ]

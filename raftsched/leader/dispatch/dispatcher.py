@@ -53,7 +53,7 @@ from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, Executo
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
 from raftsched.leader.dispatch.leases import Holdings, Key, Lease
-from raftsched.leader.dispatch.liveness import Liveness
+from raftsched.leader.dispatch.liveness import ExecutorHealth, Liveness
 from raftsched.leader.dispatch.placement import Placement, Waiting
 from raftsched.leader.dispatch.settings import EFFECTS_PER_VIEW, DispatchSettings
 from raftsched.leader.dispatch.takeover import Takeover
@@ -405,6 +405,35 @@ class Dispatcher:
                 elif lease.started is None:
                     lease.started = False  # it holds the attempt and says it has not started it
         return True
+
+    def executor_report(self, executor: str, health: ExecutorHealth) -> None:
+        """What ``executor``'s heartbeat said of its clock, disk and execution log (kept for this
+        leadership: ``raftsched executors``, the clock-offset metric and the health alerts)."""
+        t = self._term
+        if t is not None and executor in t.placement.members:
+            t.liveness.health[executor] = health
+
+    def health_drained(self, executor: str) -> bool:
+        """Whether the state has ``executor`` drained by its own health drain (it registers
+        again after a restart or a leader change, and must know it may undo it)."""
+        with self.state.view() as v:
+            rec = v.executors.get(executor)
+            return rec is not None and rec.alive and rec.draining and rec.health_drain
+
+    @property
+    def executor_health(self) -> Mapping[str, ExecutorHealth]:
+        """The last health each live executor reported to this leader (empty while not leading)."""
+        return self._term.liveness.health if self._term is not None else {}
+
+    @property
+    def declared_dead(self) -> frozenset[str]:
+        """Executors this leadership declared dead (until they join again)."""
+        return frozenset(self._term.liveness.declared_dead) if self._term is not None else frozenset()
+
+    @property
+    def last_seen(self) -> Mapping[str, int]:
+        """Each executor's last heartbeat (or the end of its takeover grace), leader time."""
+        return self._term.liveness.last_seen if self._term is not None else {}
 
     def _resend_unheld(self, t: Term, executor: str, held: set[str], now_ms: int) -> None:
         """Send again every attempt leased to ``executor`` that it does not hold (they stay in the

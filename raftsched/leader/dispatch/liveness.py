@@ -11,15 +11,43 @@ yet.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.v1 import raftsched_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorHealth:
+    """What an executor said of itself in its last heartbeat (issue 36 §3, §4): its clock minus
+    the leader's (None: not measured yet), and the fractions in use of its data directory's
+    filesystem and of its execution log's map."""
+
+    clock_offset_ms: int | None = None
+    disk_used: float = 0.0
+    log_used: float = 0.0
+
+
+def _fraction(value: float) -> float:
+    return min(1.0, max(0.0, value)) if math.isfinite(value) else 0.0
+
+
+def executor_health(request: pb.HeartbeatRequest) -> ExecutorHealth:
+    """The health a heartbeat reports (fractions clamped to 0..1; the offset is range-checked by
+    :mod:`raftsched.bounds` before this)."""
+    return ExecutorHealth(
+        request.clock_offset_ms if request.HasField("clock_offset_ms") else None,
+        _fraction(request.disk_used),
+        _fraction(request.log_used),
+    )
 
 
 class Liveness:
     """Not thread-safe: the dispatcher's thread owns it."""
 
-    __slots__ = ("declared_dead", "last_seen", "stream_gone", "unconfirmed")
+    __slots__ = ("declared_dead", "health", "last_seen", "stream_gone", "unconfirmed")
 
     def __init__(self) -> None:
         self.last_seen: dict[str, int] = {}  # executor -> last heartbeat (or end of its grace)
@@ -28,6 +56,8 @@ class Liveness:
         self.stream_gone: dict[str, int] = {}
         # Members that have not heartbeated this leader since it took over.
         self.unconfirmed: set[str] = set()
+        # executor -> what its last heartbeat said of its clock, disk and execution log
+        self.health: dict[str, ExecutorHealth] = {}
 
     def take_over(self, members: Iterable[str], grace_until_ms: int) -> None:
         """A new leader gives every member until ``grace_until_ms`` before judging it."""

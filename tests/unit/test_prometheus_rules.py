@@ -1,5 +1,5 @@
 """The shipped Prometheus rules and Grafana dashboard (issue 36 §6): promtool accepts the rules
-and their unit tests pass, and they cover the README's PromQL and every metric they name exists.
+and their unit tests pass, and they cover the monitoring guide's PromQL and every metric they name exists.
 
 promtool comes from Debian's ``prometheus`` package; without it these skip, except in CI
 (``CI=true``), where they fail (:func:`tests.promtool.promtool`)."""
@@ -38,14 +38,13 @@ def test_the_rules_unit_tests_pass() -> None:
 
 
 def readme_promql() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("### Alerting on them (PromQL)", 1)[1].split("```promql", 1)[1].split("```", 1)[0]
+    guide = (ROOT / "docs" / "guide" / "monitor.md").read_text(encoding="utf-8")
+    block = guide.split("## Alerting on them (PromQL)", 1)[1].split("```promql", 1)[1].split("```", 1)[0]
     return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def documented_metrics() -> set[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Observability\n", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "guide" / "monitor.md").read_text(encoding="utf-8")
     return set(re.findall(r"^\| `(raftsched_[a-z_]+)`", section, flags=re.M))
 
 
@@ -56,14 +55,14 @@ def base(name: str) -> str:
     return name
 
 
-def test_the_rules_cover_the_readme_promql_and_name_only_real_metrics() -> None:
+def test_the_rules_cover_the_guides_promql_and_name_only_real_metrics() -> None:
     text = RULES.read_text(encoding="utf-8")
     rules = yaml.safe_load(text)
     exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
     used = {base(m) for e in exprs for m in METRIC.findall(e)}
     for line in readme_promql():
         for name in METRIC.findall(line):
-            assert base(name) in used, f"README PromQL uses {name}; no rule does"
+            assert base(name) in used, f"the monitoring guide's PromQL uses {name}; no rule does"
     assert used <= documented_metrics(), f"rules name undocumented metrics: {used - documented_metrics()}"
 
 

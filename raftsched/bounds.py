@@ -42,6 +42,7 @@ from raftsched.model import (
     MAX_RESOURCE_MEMORY_MB,
     MAX_RETRIES,
     MAX_SHARDS,
+    MAX_SLA_MS,
     MAX_TIME_MS,
     MAX_TIMEOUT_MS,
 )
@@ -136,6 +137,9 @@ FIELDS: Final[dict[str, Range]] = {
         "TaskSpec.timeout_ms": TIMEOUT,
         "TaskSpec.jitter_ms": Range(0, MAX_JITTER_MS, " ms", "no jitter"),
         "WorkflowSpec.jitter_ms": Range(0, MAX_JITTER_MS, " ms", "no jitter"),
+        "TaskSpec.sla_start_within_ms": Range(0, MAX_SLA_MS, " ms", "no start SLA"),
+        "TaskSpec.sla_finish_within_ms": Range(0, MAX_SLA_MS, " ms", "no finish SLA"),
+        "TaskSpec.freshness_ms": Range(0, MAX_SLA_MS, " ms", "no freshness check"),
         "TaskSpec.priority": PRIORITY,
         "TaskSpec.resource_memory_mb": MEMORY_MB,
         "WorkflowTaskSpec.shards": SHARDS,

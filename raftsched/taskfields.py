@@ -218,6 +218,19 @@ TASK_FIELDS: tuple[Field, ...] = (
     Field("namespace", Kind.TEXT, "the task's namespace", "the file's, else ``default``", attr="namespace",
           proto="namespace", errors=("namespace",), flag="--namespace", metavar="NS",
           flag_help="default: 'default'"),
+    Field("sla.start_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a run has not started this "
+          "long after its nominal time", "none", attr="sla_start_within_ms", proto="sla_start_within_ms",
+          errors=("sla.start_within",), flag="--sla-start-within", metavar="DURATION",
+          flag_help="alert when a run has not started this long after its nominal time (0 = none)"),
+    Field("sla.finish_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a run has not succeeded "
+          "this long after its nominal time", "none", attr="sla_finish_within_ms",
+          proto="sla_finish_within_ms", errors=("sla.finish_within",), flag="--sla-finish-within",
+          metavar="DURATION",
+          flag_help="alert when a run has not succeeded this long after its nominal time (0 = none)"),
+    Field("freshness", Kind.DURATION, "alert ``freshness`` once when no run succeeded for this long "
+          "(disabled, skipped or failing alike), ``resolved`` at the next success", "none",
+          attr="freshness_ms", proto="freshness_ms", errors=("freshness",), flag="--freshness",
+          metavar="DURATION", flag_help="alert when no run succeeded for this long (0 = none)"),
 )  # fmt: skip
 
 # The keys of a workflow file itself (its tasks are TASK_FIELDS with workflow_task).

@@ -31,10 +31,11 @@ from urllib.parse import urlsplit
 
 from raftsched.abc import CommitHook, ProposeCallback, StateStore
 from raftsched.alerts.config import AlertsConfig, Webhook
-from raftsched.alerts.monitor import AlertMonitor
+from raftsched.alerts.monitor import AlertMonitor, SlaTask, StartDelays
 from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as outbox
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.workflows import is_internal
 from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
 from raftsched.logfields import attempt_fields
@@ -61,9 +62,6 @@ class DeliveryFailed(Exception):
 
 Post = Callable[[Webhook, bytes, Mapping[str, str]], Awaitable[None]]
 """Sends one body to one target; raises :class:`DeliveryFailed` unless the target answered 2xx."""
-
-DelaySummary = Callable[[int], tuple[int, float]]
-"""``since_ms -> (fires, p99 lateness ms)`` of the fires committed since then (any thread)."""
 
 
 def link(config: AlertsConfig, alert: pb.AlertRecord) -> str:
@@ -100,6 +98,8 @@ def payload(alert: pb.AlertRecord, cluster: str, link_url: str) -> dict[str, obj
     }
     if alert.resolved:
         body["resolved"] = True
+    if alert.severity:  # start_delay: "warning" or "critical"
+        body["severity"] = alert.severity
     return body
 
 
@@ -187,14 +187,14 @@ class AlertLoop:
         config: AlertsConfig,
         cluster: str,
         post: Post = http_post,
-        delay_summary: DelaySummary | None = None,
+        start_delays: StartDelays | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.node = node
         self.config = config
         self.cluster = cluster
         self.post = post
-        self.delay_summary = delay_summary
+        self.start_delays = start_delays
         self.monitor = AlertMonitor(config)
         # Jitter randomness enters here, at the edge; it decides nothing replicated.
         self.rng = rng or random.Random()
@@ -350,10 +350,12 @@ class AlertLoop:
         if stamp is None or not self.monitor.due(stamp.now_ms):
             return
         events = detect_zombies(self.monitor, self.node.state, stamp.now_ms)
-        if self.delay_summary is not None:
-            since = stamp.now_ms - self.config.window_ms
-            count, p99 = await asyncio.get_running_loop().run_in_executor(None, self.delay_summary, since)
-            events.extend(self.monitor.slow_schedule(count, p99, stamp.now_ms))
+        events.extend(detect_sla(self.monitor, self.node.state, stamp.now_ms))
+        if self.start_delays is not None:
+            measured = await asyncio.get_running_loop().run_in_executor(
+                None, self.start_delays.measure, stamp.now_ms
+            )
+            events.extend(self.monitor.start_delay(measured, stamp.now_ms))
         if events:
             stamp = self._stamp()
             if stamp is None:
@@ -379,6 +381,48 @@ def detect_zombies(monitor: AlertMonitor, state: SchedulerState, now_ms: int) ->
             if spec is not None:
                 owners[run.task] = (spec.owner, spec.namespace)
     return monitor.zombies(runs, owners, now_ms)
+
+
+def sla_tasks(state: SchedulerState) -> tuple[list[SlaTask], list[pb.Run]]:
+    """The tasks with an SLA or freshness and their unfinished runs (takes the state lock).
+
+    Costs one attribute check per task, and nothing more without such tasks; their unfinished
+    runs are found by the task name in the run id (``task@nominal``) and only they are parsed."""
+    tasks: list[SlaTask] = []
+    with state.view() as v:
+        for name, st in v.tasks.items():
+            spec = st.spec
+            if not (spec.sla_start_within_ms or spec.sla_finish_within_ms or spec.freshness_ms):
+                continue
+            if is_internal(name):
+                continue
+            tasks.append(
+                SlaTask(
+                    name,
+                    spec.owner,
+                    spec.namespace,
+                    st.enabled,
+                    st.created_ms,
+                    st.last_success_ms,
+                    st.last_success_run,
+                    spec.sla_start_within_ms,
+                    spec.sla_finish_within_ms,
+                    spec.freshness_ms,
+                )
+            )
+        timed = {t.name for t in tasks if t.start_within_ms or t.finish_within_ms}
+        runs = []
+        if timed:
+            for run_id, raw in v.active.items():
+                if run_id.rpartition("@")[0] in timed:
+                    runs.append(pb.Run.FromString(raw))
+    return tasks, runs
+
+
+def detect_sla(monitor: AlertMonitor, state: SchedulerState, now_ms: int) -> list[pb.AlertRecord]:
+    """Run the monitor's SLA and freshness check over ``state`` (see :func:`sla_tasks`)."""
+    tasks, runs = sla_tasks(state)
+    return monitor.sla_misses(tasks, runs, now_ms) if tasks else []
 
 
 def delivery_view(

@@ -749,6 +749,7 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("what runs", ("runner", "resource.cpu", "resource.memory")),
     ("events", ("on_event", "emits")),
     ("labels", ("owner", "namespace", "description")),
+    ("alerts", ("sla.start_within", "sla.finish_within", "freshness")),
 )
 _OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {
     Kind.INT: int,

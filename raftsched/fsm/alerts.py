@@ -33,8 +33,11 @@ from raftsched.model import (
     DELAY_P99,
     FIRE_COALESCED,
     FIRE_SKIPPED,
+    FRESHNESS,
     LOST,
     RUN_FAILED,
+    SLA_MISSED,
+    START_DELAY,
     TIMEOUT,
     UNPLACEABLE,
     UPSTREAM_LATE,
@@ -51,6 +54,7 @@ __all__ = [
     "DELAY_P99",
     "FIRE_COALESCED",
     "FIRE_SKIPPED",
+    "FRESHNESS",
     "LEADER_KINDS",
     "LOST",
     "MAX_ALERTS_KEPT",
@@ -58,6 +62,8 @@ __all__ = [
     "MAX_TEXT",
     "OUTPUT_TAIL_CHARS",
     "RUN_FAILED",
+    "SLA_MISSED",
+    "START_DELAY",
     "TIMEOUT",
     "UNPLACEABLE",
     "UPSTREAM_LATE",
@@ -73,8 +79,9 @@ __all__ = [
     "seq_of",
 ]
 
-LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99})
-"""Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""
+LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99, START_DELAY, SLA_MISSED, FRESHNESS})
+"""Kinds the leader raises (:class:`RaiseAlerts`); apply raises the others itself (and
+``sla_missed`` too, when a run starts or finishes late: the same dedupe key keeps it to one)."""
 
 MAX_ALERTS_KEPT = 10_000
 MAX_RAISED_PER_COMMAND = 1000

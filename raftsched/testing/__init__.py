@@ -112,16 +112,28 @@ class _SimLoop(asyncio.SelectorEventLoop):
 
 
 class _SimCommands:
-    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds."""
+    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds, unless
+    it is one of ``failing`` (then it exits 1)."""
 
-    def __init__(self, clock: ManualClock, duration_ms: int, executions: list[tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        clock: ManualClock,
+        duration_ms: int,
+        executions: list[tuple[str, int]],
+        failing: set[str] | None = None,
+    ) -> None:
         self.clock = clock
         self.duration_ms = duration_ms
         self.executions = executions
+        self.failing = failing if failing is not None else set()
 
     async def run(self, command: str, ctx: AttemptContext) -> AttemptResult:
         self.executions.append((ctx.execution_id, self.clock.now_ms()))
         await asyncio.sleep(self.duration_ms / 1000)
+        if command in self.failing:
+            return AttemptResult(
+                ctx.execution_id, False, 1, error="exit code 1", duration_ms=self.duration_ms
+            )
         return AttemptResult(ctx.execution_id, True, 0, duration_ms=self.duration_ms)
 
 
@@ -143,6 +155,8 @@ class SimExecutorProcess:
     memory_mb: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP  # the agent's option
+    # Commands that fail (exit 1) on this executor; a test may change the set at any time.
+    failing: set[str] = field(default_factory=set)
     agent: Executor | None = None
     loop: _SimLoop | None = None
     task: asyncio.Task[None] | None = None
@@ -557,7 +571,7 @@ class SimHarness:
             clock=self.clock,
             transport=MemoryTransport(self.endpoint, silent=self._silent),
             execution_log=proc.log,
-            command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions),
+            command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions, proc.failing),
             execution_log_keep=proc.execution_log_keep,
         )
         proc.agent, proc.loop = agent, loop

@@ -174,7 +174,7 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "jitter_ms", "on_event", "emits")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "jitter_ms", "on_event", "emits", "sla_start_within_ms", "sla_finish_within_ms", "freshness_ms")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +207,9 @@ class TaskSpec(_message.Message):
     JITTER_MS_FIELD_NUMBER: _ClassVar[int]
     ON_EVENT_FIELD_NUMBER: _ClassVar[int]
     EMITS_FIELD_NUMBER: _ClassVar[int]
+    SLA_START_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    SLA_FINISH_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     trigger: Trigger
     command: str
@@ -232,10 +235,13 @@ class TaskSpec(_message.Message):
     jitter_ms: int
     on_event: str
     emits: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., jitter_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
+    sla_start_within_ms: int
+    sla_finish_within_ms: int
+    freshness_ms: int
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., jitter_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., sla_start_within_ms: _Optional[int] = ..., sla_finish_within_ms: _Optional[int] = ..., freshness_ms: _Optional[int] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
-    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run")
+    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run", "last_success_ms", "last_success_run")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +256,8 @@ class TaskRecord(_message.Message):
     KEPT_RUNS_FIELD_NUMBER: _ClassVar[int]
     UNPLACEABLE_FIELD_NUMBER: _ClassVar[int]
     HELD_RUN_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_RUN_FIELD_NUMBER: _ClassVar[int]
     spec: TaskSpec
     version: int
     enabled: bool
@@ -264,7 +272,9 @@ class TaskRecord(_message.Message):
     kept_runs: int
     unplaceable: str
     held_run: str
-    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ..., unplaceable: _Optional[str] = ..., held_run: _Optional[str] = ...) -> None: ...
+    last_success_ms: int
+    last_success_run: str
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ..., unplaceable: _Optional[str] = ..., held_run: _Optional[str] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ...) -> None: ...
 
 class FireRecord(_message.Message):
     __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count", "calendar")
@@ -632,7 +642,7 @@ class BackfillRecord(_message.Message):
     def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ...) -> None: ...
 
 class AlertRecord(_message.Message):
-    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved")
+    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved", "severity")
     TASK_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -649,6 +659,7 @@ class AlertRecord(_message.Message):
     DEDUPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_RUN_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
     task: str
     owner: str
     run_id: str
@@ -665,7 +676,8 @@ class AlertRecord(_message.Message):
     dedupe: str
     workflow_run: str
     resolved: bool
-    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ...) -> None: ...
+    severity: str
+    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ..., severity: _Optional[str] = ...) -> None: ...
 
 class WorkflowRunOp(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason")

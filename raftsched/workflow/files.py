@@ -530,6 +530,25 @@ def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec
                 task.locks.add(name=lock.name, shared=lock.mode == LockMode.SHARED)
 
 
+SLA_KEYS = tuple(f.key.partition(".")[2] for f in TASK_FIELDS if f.file_key == "sla")
+
+
+def read_sla(conv: Converter, node: Node, path: str, label: str) -> dict[str, int]:
+    """``sla: {start_within: 5m, finish_within: 30m}``: the TaskSpec fields it sets (ms)."""
+    out: dict[str, int] = {}
+    if not conv.mapping(node, path, label):
+        return out
+    keys = conv.keys(node, SLA_KEYS, label, "sla")
+    for key in SLA_KEYS:
+        if key in keys:
+            line, value = keys[key]
+            conv.mark(f"{path}.{key}", line)
+            ms = read_duration_ms(conv, value, f"{path}.{key}", f"{label}.{key}")
+            if ms is not None:
+                out[f"sla_{key}_ms"] = ms
+    return out
+
+
 def read_resource(conv: Converter, node: Node, path: str, label: str) -> tuple[float | None, int | None]:
     """``resource: {cpu: 1.0, memory: 1024}``: a CPU share and MiB of memory (both > 0 if given)."""
     cpu = memory = None

@@ -188,14 +188,6 @@ def test_the_zombie_check_reads_only_runs_with_a_running_attempt(monkeypatch: py
     assert z.run_id == run_id and parsed == [run_id]
 
 
-def test_slow_schedule_raises_at_most_one_event_per_window() -> None:
-    monitor = AlertMonitor(AlertsConfig(delay_p99_threshold_ms=2000, window_ms=60_000))
-    assert monitor.slow_schedule(100, 1500.0, T0) == []
-    [ev] = monitor.slow_schedule(100, 2500.0, T0)
-    assert ev.kind == "delay_p99" and "2.50 s" in ev.error
-    assert monitor.slow_schedule(100, 2500.0, T0 + 1000) == []
-
-
 # -- config ----------------------------------------------------------------------------------------
 
 
@@ -217,7 +209,11 @@ def test_alerts_config_parses_durations_filters_and_secret_files(tmp_path: Path)
         problems,
     )
     assert problems == []
-    assert (cfg.zombie_after_ms, cfg.delay_p99_threshold_ms, cfg.window_ms) == (1_800_000, 2000, 300_000)
+    assert cfg.zombie_after_ms == 1_800_000
+    # The deprecated key keeps working: the start-delay check at p99 with it as the level.
+    levels = cfg.start_delay.default
+    assert (levels.quantile, levels.window_ms, levels.critical_ms) == (0.99, 300_000, 2000)
+    assert len(cfg.deprecated) == 1 and "delay_p99_threshold is deprecated" in cfg.deprecated[0]
     assert cfg.console_url == "http://console:8080"
     first, second = cfg.webhooks
     assert first.name == "https://chat.example/hook" and first.secret == "s3cret"

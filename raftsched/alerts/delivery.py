@@ -341,6 +341,8 @@ class AlertLoop:
         while True:
             await asyncio.sleep(POLL_S * 2)
             try:
+                if self.start_delays is not None:  # every node: a new leader has the samples
+                    self.start_delays.drain()
                 await self._monitor_once()
             except Exception:
                 log.exception("alert detection failed")

@@ -10,6 +10,7 @@ propose it again.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -210,27 +211,51 @@ class StartDelays:
     """Reported attempt starts per namespace over each namespace's window (node-local).
 
     :meth:`record` is the state machine's start sink (``SchedulerState.on_start``), called on the
-    apply thread of every replica, so a new leader has the same recent samples as the old one;
-    :meth:`measure` runs on the leader's alert loop. Thread-safe (one lock; :meth:`record` is an
-    append). Samples are timed by the leader time of the command that reported them.
+    apply thread of every replica: one append to an inbox (a deque: thread-safe, about 0.2 µs),
+    so applying a result stays cheap. :meth:`drain` moves the inbox into the windows; the node's
+    alert loop calls it on every node every half second (so a new leader has the same recent
+    samples as the old one, and the inbox stays small), and :meth:`measure` (the leader's check)
+    drains first. Samples are timed by the leader time of the command that reported them.
     """
+
+    MAX_INBOX = 1 << 20  # a node whose loop stalls drops the oldest samples, not its memory
 
     def __init__(self, config: StartDelayConfig, slots: int = 30) -> None:
         self.config = config
         self.slots = slots
         self._windows: dict[str, WindowedQuantile] = {}
-        self._lock = threading.Lock()
+        self._inbox: deque[tuple[int, str, int]] = deque(maxlen=self.MAX_INBOX)
+        self._lock = threading.Lock()  # drain and measure (the inbox needs none)
 
     def record(self, at_ms: int, namespace: str, lateness_ms: int) -> None:
+        self._inbox.append((at_ms, namespace, lateness_ms))
+
+    def drain(self) -> int:
+        """Move the recorded samples into their namespaces' windows; returns how many."""
+        inbox, moved = self._inbox, 0
         with self._lock:
-            window = self._windows.get(namespace)
-            if window is None:
-                levels = self.config.for_namespace(namespace)
-                window = self._windows[namespace] = WindowedQuantile(levels.window_ms, self.slots)
-            window.add(at_ms, lateness_ms)
+            windows = self._windows
+            window: WindowedQuantile | None = None
+            current = None
+            while inbox:
+                try:
+                    at_ms, namespace, lateness_ms = inbox.popleft()
+                except IndexError:  # pragma: no cover - only this thread pops
+                    break
+                if namespace != current:
+                    current = namespace
+                    window = windows.get(namespace)
+                    if window is None:
+                        levels = self.config.for_namespace(namespace)
+                        window = windows[namespace] = WindowedQuantile(levels.window_ms, self.slots)
+                assert window is not None
+                window.add(at_ms, lateness_ms)
+                moved += 1
+        return moved
 
     def measure(self, now_ms: int) -> list[StartDelay]:
         """Each namespace's configured quantile over its window at ``now_ms`` (those with samples)."""
+        self.drain()
         out = []
         with self._lock:
             for namespace in sorted(self._windows):

@@ -124,9 +124,14 @@ class TaskState:
             kept_runs=self.kept_runs,
             unplaceable=self.unplaceable,
             held_run=self.held_run,
-            last_success_ms=self.last_success_ms,
-            last_success_run=self.last_success_run,
         ).SerializeToString(deterministic=True)
+        if self.last_success_ms:
+            # Fields 900-901 come after every other: appending their encoding keeps the bytes
+            # those of the whole record serialised deterministically (and costs nothing for a
+            # task without an SLA or freshness, which never sets them).
+            tail += pb.TaskRecord(
+                last_success_ms=self.last_success_ms, last_success_run=self.last_success_run
+            ).SerializeToString(deterministic=True)
         return self.spec_bytes + tail
 
 

@@ -376,8 +376,12 @@ class RunBook:
         elif res.lost:
             shard.lost += 1
         else:
-            if res.HasField("start_lateness_ms") and st is not None:
-                self._started(run, shard, res.start_lateness_ms, st, now)
+            if st is not None and res.HasField("start_lateness_ms"):
+                sink = host.on_start
+                if sink is not None:
+                    sink(now, st.spec.namespace, res.start_lateness_ms)
+                if st.spec.sla_start_within_ms:
+                    self._start_sla(run, shard, res.start_lateness_ms, st, now)
             _note_outcome(run, shard, res, now)
         if not free and (res.lost or res.timed_out) and not res.success:
             self._attempt_alert(run, shard, res, st, now)
@@ -469,13 +473,10 @@ class RunBook:
             now,
         )
 
-    def _started(self, run: pb.Run, shard: pb.ShardAttempt, lateness: int, st: TaskState, now: int) -> None:
-        """An attempt's start was reported: a start-delay sample, and the run's start SLA."""
-        sink = self.host.on_start
-        if sink is not None:
-            sink(now, st.spec.namespace, lateness)
+    def _start_sla(self, run: pb.Run, shard: pb.ShardAttempt, lateness: int, st: TaskState, now: int) -> None:
+        """An attempt's start was reported: the run's start SLA (its first start counts)."""
         within = st.spec.sla_start_within_ms
-        if within and lateness > within and not run.workflow_run and not sla.first_start_ms(run):
+        if lateness > within and not run.workflow_run and not sla.first_start_ms(run):
             late = sla.late_text(lateness - within)
             self._sla_alert(
                 st,

@@ -40,7 +40,7 @@ def nearest_rank(q_ppm: int, n: int) -> int:
 class WindowedQuantile:
     """Samples of the last ``window_ms`` (to a slot), and their exact nearest-rank quantile."""
 
-    __slots__ = ("_dirty", "_slots", "slot_ms", "slots", "window_ms")
+    __slots__ = ("_dirty", "_last", "_last_index", "_newest", "_slots", "slot_ms", "slots", "window_ms")
 
     def __init__(self, window_ms: int, slots: int = 30) -> None:
         if window_ms <= 0 or slots <= 0:
@@ -50,24 +50,40 @@ class WindowedQuantile:
         self.slot_ms = -(-window_ms // slots)
         self._slots: dict[int, array[int]] = {}
         self._dirty: set[int] = set()  # slots appended to since they were last sorted
+        self._newest: int | None = None  # the newest slot index kept
+        # The slot the last sample went to (it is dirty): the next sample of the same slot is
+        # one append. Reset when that slot is sorted (replaced) or dropped.
+        self._last_index: int | None = None
+        self._last: array[int] = array("q")
 
     def _evict(self, now_slot: int) -> None:
         oldest = now_slot - self.slots + 1
         for index in [i for i in self._slots if i < oldest]:
             del self._slots[index]
             self._dirty.discard(index)
+            if index == self._last_index:
+                self._last_index = None
+        if not self._slots:
+            self._newest = None
 
     def add(self, at_ms: int, value: int) -> None:
         """Record ``value`` at time ``at_ms`` (dropped if already older than the window of the
         newest slot seen)."""
         index = at_ms // self.slot_ms
-        if self._slots and index <= max(self._slots) - self.slots:
+        if index == self._last_index:
+            self._last.append(value)
             return
+        newest = self._newest
+        if newest is not None and index <= newest - self.slots:
+            return
+        if newest is None or index > newest:
+            self._newest = index
         slot = self._slots.get(index)
         if slot is None:
             slot = self._slots[index] = array("q")
         slot.append(value)
         self._dirty.add(index)
+        self._last_index, self._last = index, slot
 
     def _window(self, now_ms: int) -> list[array[int]]:
         now_slot = now_ms // self.slot_ms
@@ -79,6 +95,8 @@ class WindowedQuantile:
             if index in self._dirty:
                 self._slots[index] = array("q", sorted(self._slots[index]))
                 self._dirty.discard(index)
+                if index == self._last_index:
+                    self._last_index = None
             out.append(self._slots[index])
         return out
 

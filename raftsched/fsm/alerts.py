@@ -2,9 +2,10 @@
 
 An alert event is created in ``apply`` (a run failed for good, an attempt timed out or was lost,
 a fire was skipped or coalesced, a workflow run or backfill failed) or proposed by the leader for
-what only time reveals (zombie attempts, schedule delay), in which case apply stamps it. Either
-way its sequence number comes from the replicated counter, so every replica gives it the same id
-(``alert-<seq>``) and stores it under ``x/<seq:016x>``: the outbox is in delivery order.
+what only time reveals (zombie attempts, start delay, SLA and freshness misses), in which case
+apply stamps it. Either way its sequence number comes from the replicated counter, so every
+replica gives it the same id (``alert-<seq>``) and stores it under ``x/<seq:016x>``: the outbox
+is in delivery order.
 
 Each webhook target has a replicated cursor (``xd/<target>``): every event with ``seq`` at or
 below it was delivered to that target (or skipped by the target's filters). The leader's delivery

@@ -262,7 +262,7 @@ def command_format(cmd: pb.Command) -> int:
     return _BODY_FORMAT.get(body, 1)
 
 
-def _uses_sla(spec: pb.TaskSpec) -> bool:
+def _uses_sla(spec: pb.TaskSpec | pb.WorkflowSpec) -> bool:
     return bool(spec.sla_start_within_ms or spec.sla_finish_within_ms or spec.freshness_ms)
 
 
@@ -274,6 +274,10 @@ def _defines_sla(cmd: pb.Command, body: str) -> bool:
         return any(_uses_sla(item.spec) for item in cmd.create_tasks.items)
     if body == "raise_alerts":
         return any(a.kind in _SLA_ALERT_KINDS for a in cmd.raise_alerts.alerts)
+    if body == "apply_workflow":
+        return _uses_sla(cmd.apply_workflow.spec)
+    if body == "stage_workflow_tasks":
+        return _uses_sla(cmd.stage_workflow_tasks.header)
     return False
 
 

@@ -267,6 +267,12 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
     Field("emits", Kind.NAMES, "event names emitted (key: the run's logical time) when a run succeeds",
           "none", proto="emits"),
     Field("tasks", Kind.TASKS, "list of tasks (required, at least one)", proto="tasks"),
+    Field("sla.start_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a scheduled run's first task "
+          "has not started this long after its logical time", "none", proto="sla_start_within_ms"),
+    Field("sla.finish_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a scheduled run has not "
+          "succeeded this long after its logical time", "none", proto="sla_finish_within_ms"),
+    Field("freshness", Kind.DURATION, "alert ``freshness`` once when no run (backfills aside) succeeded "
+          "for this long, ``resolved`` at the next success", "none", proto="freshness_ms"),
 )  # fmt: skip
 
 

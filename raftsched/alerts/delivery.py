@@ -40,6 +40,7 @@ from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
 from raftsched.logfields import attempt_fields
 from raftsched.model import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
+from raftsched.timing import sla
 from raftsched.timing.durations import format_duration
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpcpb
@@ -418,7 +419,38 @@ def sla_tasks(state: SchedulerState) -> tuple[list[SlaTask], list[pb.Run]]:
             for run_id, raw in v.active.items():
                 if run_id.rpartition("@")[0] in timed:
                     runs.append(pb.Run.FromString(raw))
+        for wspec, rec, active in v.sla_workflows():
+            key = sla.workflow_key(wspec.name)
+            tasks.append(
+                SlaTask(
+                    key,
+                    wspec.owner,
+                    wspec.namespace or "default",
+                    not rec.paused,
+                    rec.created_ms,
+                    rec.last_success_ms,
+                    sla.workflow_key(rec.last_success_run) if rec.last_success_run else "",
+                    wspec.sla_start_within_ms,
+                    wspec.sla_finish_within_ms,
+                    wspec.freshness_ms,
+                    workflow=True,
+                )
+            )
+            if wspec.sla_start_within_ms or wspec.sla_finish_within_ms:
+                runs.extend(
+                    workflow_run_view(key, wr) for wr in active if not wr.manual and not wr.backfill_id
+                )
     return tasks, runs
+
+
+def workflow_run_view(key: str, wr: pb.WorkflowRun) -> pb.Run:
+    """An unfinished workflow run as the monitor's SLA check reads a run: keyed by
+    ``workflow:<run id>``, nominal at its logical time, started when its first task was launched."""
+    run = pb.Run(run_id=sla.workflow_key(wr.run_id), task=key, nominal_ms=wr.logical_ms, state=pb.RUNNING)
+    started = sla.workflow_start_ms(wr)
+    if started:
+        run.timeline.add(event="started", at_ms=started)
+    return run
 
 
 def detect_sla(monitor: AlertMonitor, state: SchedulerState, now_ms: int) -> list[pb.AlertRecord]:

@@ -140,18 +140,16 @@ class AlertMonitor:
                 if state in (sla.MET, sla.PENDING) or not self._once(key):
                     continue
                 kind = "start_within" if what == "started" else "finish_within"
-                out.append(
-                    pb.AlertRecord(
-                        kind=SLA_MISSED,
-                        dedupe=key,
-                        task=run.task,
-                        run_id=run.run_id,
-                        owner=t.owner,
-                        namespace=t.namespace,
-                        error=f"run has not {what} {sla.late_text(now_ms - run.nominal_ms)} after its "
-                        f"nominal time: sla.{kind} {sla.late_text(within)} {state}",
-                    )
+                alert = pb.AlertRecord(
+                    kind=SLA_MISSED,
+                    dedupe=key,
+                    owner=t.owner,
+                    namespace=t.namespace,
+                    error=f"run has not {what} {sla.late_text(now_ms - run.nominal_ms)} after its "
+                    f"{'logical' if t.workflow else 'nominal'} time: sla.{kind} {sla.late_text(within)} "
+                    f"{state}",
                 )
+                out.append(_subject(alert, t, run.run_id))
         for t in by_name.values():
             if not t.freshness_ms:
                 continue
@@ -165,20 +163,31 @@ class AlertMonitor:
                 if t.last_success_ms
                 else "since it was created"
             )
-            out.append(
-                pb.AlertRecord(
-                    kind=FRESHNESS,
-                    dedupe=key,
-                    task=t.name,
-                    run_id=t.last_success_run,
-                    owner=t.owner,
-                    namespace=t.namespace,
-                    error=f"no run succeeded for {sla.late_text(now_ms - base)} {since}: "
-                    f"freshness {sla.late_text(t.freshness_ms)} missed by {sla.late_text(late)}"
-                    + ("" if t.enabled else " (the task is disabled)"),
-                )
+            alert = pb.AlertRecord(
+                kind=FRESHNESS,
+                dedupe=key,
+                owner=t.owner,
+                namespace=t.namespace,
+                error=f"no run succeeded for {sla.late_text(now_ms - base)} {since}: "
+                f"freshness {sla.late_text(t.freshness_ms)} missed by {sla.late_text(late)}"
+                + (
+                    ""
+                    if t.enabled
+                    else f" (the {'workflow is paused' if t.workflow else 'task is disabled'})"
+                ),
             )
+            out.append(_subject(alert, t, t.last_success_run))
         return out
+
+
+def _subject(alert: pb.AlertRecord, t: SlaTask, run_id: str) -> pb.AlertRecord:
+    """Name what the alert is about: a task and its run, or a workflow and its run."""
+    if t.workflow:
+        alert.workflow = t.name.removeprefix(sla.workflow_key(""))
+        alert.run_id = alert.workflow_run = run_id.removeprefix(sla.workflow_key(""))
+    else:
+        alert.task, alert.run_id = t.name, run_id
+    return alert
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +214,7 @@ class SlaTask:
     start_within_ms: int
     finish_within_ms: int
     freshness_ms: int
+    workflow: bool = False  # a workflow: ``name`` is ``workflow:<name>`` (its keys' spelling)
 
 
 class StartDelays:

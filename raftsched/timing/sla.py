@@ -43,8 +43,9 @@ MET = "met"
 PENDING = "pending"
 
 
-def has_sla(spec: pb.TaskSpec) -> bool:
-    """Whether ``spec`` has an SLA or freshness (apply then keeps its last success)."""
+def has_sla(spec: pb.TaskSpec | pb.WorkflowSpec) -> bool:
+    """Whether ``spec`` (a task's or a workflow's) has an SLA or freshness (apply then keeps its
+    last success)."""
     return bool(spec.sla_start_within_ms or spec.sla_finish_within_ms or spec.freshness_ms)
 
 
@@ -115,8 +116,34 @@ def finish_state(run: pb.Run, within_ms: int, now_ms: int) -> str:
     return PENDING if now_ms <= deadline else f"missed by {late_text(now_ms - deadline)}"
 
 
-def freshness_state(rec: pb.TaskRecord, now_ms: int) -> str:
-    """``met`` or ``missed by X`` for a task's freshness at ``now_ms``."""
+def workflow_key(name: str) -> str:
+    """A workflow (or workflow run id) in the keys: ``workflow:<name>``, apart from a task's."""
+    return f"workflow:{name}"
+
+
+def workflow_start_ms(wr: pb.WorkflowRun) -> int:
+    """When the workflow run's first task was launched (0 if none yet)."""
+    starts = [e.at_ms for t in wr.tasks for e in t.timeline if e.state == pb.TASK_RUNNING and e.at_ms]
+    return min(starts, default=0)
+
+
+_WORKFLOW_DONE = (pb.WORKFLOW_SUCCESS, pb.WORKFLOW_FAILED, pb.WORKFLOW_KILLED)
+
+
+def workflow_finish_state(wr: pb.WorkflowRun, within_ms: int, now_ms: int) -> str:
+    """``finish_within`` of a workflow run: SUCCESS by logical time + within."""
+    deadline = wr.logical_ms + within_ms
+    if wr.state == pb.WORKFLOW_SUCCESS:
+        return MET if wr.finished_ms <= deadline else f"missed by {late_text(wr.finished_ms - deadline)}"
+    if wr.state in _WORKFLOW_DONE:
+        if wr.finished_ms > deadline:
+            return f"missed by {late_text(wr.finished_ms - deadline)}"
+        return f"missed: {pb.WorkflowRunState.Name(wr.state).removeprefix('WORKFLOW_')}"
+    return PENDING if now_ms <= deadline else f"missed by {late_text(now_ms - deadline)}"
+
+
+def freshness_state(rec: pb.TaskRecord | pb.WorkflowRecord, now_ms: int) -> str:
+    """``met`` or ``missed by X`` for a task's or workflow's freshness at ``now_ms``."""
     base = freshness_base(rec.created_ms, rec.last_success_ms)
     late = now_ms - (base + rec.spec.freshness_ms)
     return MET if late <= 0 else f"missed by {late_text(late)}"

@@ -464,7 +464,7 @@ class WorkflowTaskSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., not_before: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
-    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms", "warn_after_ms", "on_event", "emits")
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms", "warn_after_ms", "on_event", "emits", "sla_start_within_ms", "sla_finish_within_ms", "freshness_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -482,6 +482,9 @@ class WorkflowSpec(_message.Message):
     WARN_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     ON_EVENT_FIELD_NUMBER: _ClassVar[int]
     EMITS_FIELD_NUMBER: _ClassVar[int]
+    SLA_START_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    SLA_FINISH_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: CronTrigger
     tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
@@ -499,10 +502,13 @@ class WorkflowSpec(_message.Message):
     warn_after_ms: int
     on_event: str
     emits: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ...) -> None: ...
+    sla_start_within_ms: int
+    sla_finish_within_ms: int
+    freshness_ms: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., sla_start_within_ms: _Optional[int] = ..., sla_finish_within_ms: _Optional[int] = ..., freshness_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
-    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused")
+    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused", "last_success_ms", "last_success_run")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -512,6 +518,8 @@ class WorkflowRecord(_message.Message):
     RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_RUN_FIELD_NUMBER: _ClassVar[int]
     spec: WorkflowSpec
     version: int
     created_ms: int
@@ -521,7 +529,9 @@ class WorkflowRecord(_message.Message):
     running_tasks: int
     next_fire_ms: int
     paused: bool
-    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
+    last_success_ms: int
+    last_success_run: str
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ...) -> None: ...
 
 class TimelineEntry(_message.Message):
     __slots__ = ("state", "at_ms", "reason", "event", "shard", "attempt", "executor", "exit_code", "duration_ms", "retry_at_ms")

@@ -394,6 +394,11 @@ def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
         conv.add(root.line, "", f"a workflow file holds a mapping (name, tasks, ...), got {describe(root)}")
         return spec
     keys = conv.keys(root, WORKFLOW_KEYS, "", "workflow")
+    if "sla" in keys:
+        line, node = keys["sla"]
+        conv.mark("sla", line)
+        for attr, ms in read_sla(conv, node, "sla", "sla").items():
+            setattr(spec, attr, ms)
     for f in WORKFLOW_FIELDS:
         if f.key not in keys or f.kind == Kind.TASKS:
             continue

@@ -11,6 +11,7 @@ import pytest
 
 from raftsched import codec
 from raftsched.alerts.config import AlertsConfig, StartDelayConfig, StartDelayLevels, parse_alerts
+from raftsched.alerts.delivery import detect_sla, workflow_run_view
 from raftsched.alerts.monitor import AlertMonitor, SlaTask, StartDelay, StartDelays
 from raftsched.errors import InvalidSpec
 from raftsched.explain import sla_details
@@ -21,8 +22,27 @@ from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.timing import sla
 from raftsched.timing.quantile import WindowedQuantile, ppm
 from raftsched.v1 import log_pb2 as pb
+from raftsched.workflow.files import parse_workflow_text
 from raftsched.workflow.taskfiles import InvalidTaskFile, parse_task_text
-from tests.support.fsm import EVERY_SECOND, T0, S, apply, assign, create, fresh, join, record, result, tick
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    W,
+    apply,
+    apply_wf,
+    assign,
+    command,
+    complete,
+    create,
+    etl_spec,
+    fresh,
+    join,
+    record,
+    result,
+    start,
+    tick,
+)
 
 M = 60 * S
 
@@ -279,3 +299,62 @@ def test_task_files_read_sla_and_freshness() -> None:
     assert "sla" in str(bad.value) and "start_in" in str(bad.value)
     with pytest.raises(InvalidSpec, match="freshness"):
         TaskSpec("r", command="x", freshness_ms=-1)
+
+
+# -- workflows ----------------------------------------------------------------------------------
+
+
+def test_a_workflows_freshness_miss_and_its_resolution() -> None:
+    state = fresh()
+    spec = etl_spec(freshness_ms=10 * M, sla_finish_within_ms=5 * M)
+    cmd = command(T0)
+    cmd.apply_workflow.spec.CopyFrom(spec)
+    assert codec.command_format(cmd) == codec.SLA_FORMAT
+    assert apply_wf(state, spec).ok and apply(state, join("x1")).ok
+    monitor = AlertMonitor(AlertsConfig())
+    assert detect_sla(monitor, state, T0 + 10 * M) == []
+    [stale] = detect_sla(monitor, state, T0 + 11 * M)
+    assert (stale.kind, stale.workflow, stale.task) == ("freshness", W, "")
+    assert stale.dedupe == f"freshness/workflow:{W}/{T0}" and "since it was created" in stale.error
+    assert apply(state, writes.raise_alerts([stale], now_ms=T0 + 11 * M, epoch=1, origin="n1", key="")).ok
+    wr = start(state, now=T0 + 11 * M, logical=T0)
+    for name in ("extract", "validate", "load"):
+        assert complete(state, wr.run_id, name, now=T0 + 12 * M).ok
+    miss, resolved = events(state, "freshness")
+    assert miss.id == events(state, "freshness")[0].id
+    assert resolved.resolved and resolved.dedupe == stale.dedupe + "/resolved" and resolved.workflow == W
+    record_ = state.get_workflow(W)
+    assert record_ is not None and record_.last_success_ms == T0 + 12 * M
+    assert events(state, "sla_missed") == []  # a manual run has no finish SLA
+
+
+def test_a_workflow_runs_start_is_its_first_task_launched() -> None:
+    wr = pb.WorkflowRun(run_id="wf@1", workflow="wf", logical_ms=T0, state=pb.WORKFLOW_RUNNING)
+    task = wr.tasks.add(name="a")
+    view = workflow_run_view("workflow:wf", wr)
+    assert sla.start_state(view, 5 * M, T0 + 4 * M) == "pending"
+    assert sla.start_state(view, 5 * M, T0 + 6 * M) == "missed by 1m 0s"
+    task.timeline.add(state=pb.TASK_RUNNING, at_ms=T0 + 7 * M)
+    view = workflow_run_view("workflow:wf", wr)
+    assert sla.start_state(view, 5 * M, T0 + 9 * M) == "missed by 2m 0s"
+    monitor = AlertMonitor(AlertsConfig())
+    t = sla_task(name="workflow:wf", start_within_ms=5 * M, workflow=True)
+    [miss] = monitor.sla_misses([t], [workflow_run_view("workflow:wf", wr)], T0 + 9 * M)
+    assert (miss.workflow, miss.workflow_run, miss.run_id, miss.task) == ("wf", "wf@1", "wf@1", "")
+    assert miss.dedupe == "sla/workflow:wf@1/start"
+
+
+def test_workflow_files_read_sla_and_freshness() -> None:
+    text = (
+        "name: orders\nschedule: '0 6 * * *'\nsla: {start_within: 10m, finish_within: 1h}\n"
+        "freshness: 25h\ntasks:\n  - name: a\n    command: x\n"
+    )
+    spec = parse_workflow_text(text, "yaml", "w.yaml")
+    assert (spec.sla_start_within_ms, spec.sla_finish_within_ms, spec.freshness_ms) == (
+        10 * M,
+        60 * M,
+        25 * 60 * M,
+    )
+    with pytest.raises(InvalidSpec) as bad:
+        parse_workflow_text(text.replace("finish_within", "finish_by"), "yaml", "w.yaml")
+    assert "finish_by" in str(bad.value)

@@ -32,6 +32,8 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched import codec
+from raftsched.alerts.config import StartDelayConfig
+from raftsched.alerts.monitor import StartDelays
 from raftsched.fsm.effects import AttemptReady, Effect
 from raftsched.fsm.executors import MAX_EXECUTOR_SLOTS
 from raftsched.fsm.records import Retention
@@ -54,6 +56,9 @@ class _Node:
     def __init__(self, path: Path, lead: bool, commit_every: int) -> None:
         self.store = LmdbStore(path, sync=False)
         self.state = SchedulerState.load(self.store, Retention())
+        # As raftsched.server.node: every replica keeps the reported starts for the start-delay alert.
+        self.start_delays = StartDelays(StartDelayConfig())
+        self.state.on_start = self.start_delays.record
         # As raftsched.server.node: a follower (its own barrier never applied) builds no leader effects.
         self.replica = Replica(self.state, self.store, node_id=None if lead else "follower")
         self.commit_every = commit_every
@@ -65,6 +70,8 @@ class _Node:
         self.index += 1
         t0 = time.process_time()
         raw = self.replica.apply_entry(self.index, data)
+        if kind == "result":  # the alert loop drains the starts on every node; count it here
+            self.start_delays.drain()
         t1 = time.process_time()
         self.cpu[kind] = self.cpu.get(kind, 0.0) + t1 - t0
         self.since_commit += 1

@@ -72,7 +72,11 @@ from raftsched.v1 import log_pb2 as pb
 #      heartbeat_missing or clock_skew alert (a format-7 node refuses the kind: nothing stored,
 #      where a newer node stores it), and a DrainExecutor that an executor makes or undoes
 #      itself (health, resume: a format-7 node would take a resume for a drain).
-COMMAND_FORMAT = 13
+#  14  SLAs and freshness (issue 36 §2): a task written with sla or freshness (a format-7 node
+#      would store it and never raise its alerts nor keep its last success), and RaiseAlerts of
+#      the start_delay, sla_missed and freshness kinds (a format-7 node refuses those kinds: its
+#      outbox would number the next events differently).
+COMMAND_FORMAT = 14
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -128,6 +132,10 @@ or its resume (see the history)."""
 # The leader-raised kinds of that format (raftsched.fsm.alerts.HEALTH_KINDS; named here, as
 # vocabulary, so the codec does not load the state machine).
 _HEALTH_ALERT_KINDS = frozenset({"no_executor", "waiting_too_long", "heartbeat_missing", "clock_skew"})
+SLA_FORMAT = 14
+"""The format of task definitions with an SLA or freshness and of RaiseAlerts of the kinds
+issue 36 added (see the history)."""
+_SLA_ALERT_KINDS = frozenset({"start_delay", "sla_missed", "freshness"})
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -209,6 +217,9 @@ def spec_to_pb(spec: TaskSpec) -> pb.TaskSpec:
         runner="" if spec.runner == Runner.SHELL else str(spec.runner),
         selector=dict(spec.selector),
         jitter_ms=spec.jitter_ms,
+        sla_start_within_ms=spec.sla_start_within_ms,
+        sla_finish_within_ms=spec.sla_finish_within_ms,
+        freshness_ms=spec.freshness_ms,
         on_event=spec.on_event,
         emits=spec.emits,
         retry_delays_ms=spec.retry_delays_ms,
@@ -275,6 +286,9 @@ def _spec_fields(msg: pb.TaskSpec) -> dict[str, Any]:
         "resource_memory_mb": msg.resource_memory_mb,
         "selector": tuple(sorted(msg.selector.items())),
         "jitter_ms": msg.jitter_ms,
+        "sla_start_within_ms": msg.sla_start_within_ms,
+        "sla_finish_within_ms": msg.sla_finish_within_ms,
+        "freshness_ms": msg.freshness_ms,
         "on_event": msg.on_event,
         "emits": tuple(msg.emits),
         "retry_delays_ms": tuple(msg.retry_delays_ms),
@@ -305,6 +319,8 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if _defines_sla(cmd, body):
+        return SLA_FORMAT
     if body == "raise_alerts" and any(a.kind in _HEALTH_ALERT_KINDS for a in cmd.raise_alerts.alerts):
         return HEALTH_FORMAT
     if body == "drain_executor" and (cmd.drain_executor.health or cmd.drain_executor.resume):
@@ -326,6 +342,25 @@ def command_format(cmd: pb.Command) -> int:
     if _defines_time_gates(cmd, body):
         return TIME_GATES_FORMAT
     return _BODY_FORMAT.get(body, 1)
+
+
+def _uses_sla(spec: pb.TaskSpec | pb.WorkflowSpec) -> bool:
+    return bool(spec.sla_start_within_ms or spec.sla_finish_within_ms or spec.freshness_ms)
+
+
+def _defines_sla(cmd: pb.Command, body: str) -> bool:
+    """Whether ``cmd`` stores an SLA or freshness, or raises an alert kind of format 8."""
+    if body in ("create_task", "update_task"):
+        return _uses_sla(getattr(cmd, body).spec)
+    if body == "create_tasks":
+        return any(_uses_sla(item.spec) for item in cmd.create_tasks.items)
+    if body == "raise_alerts":
+        return any(a.kind in _SLA_ALERT_KINDS for a in cmd.raise_alerts.alerts)
+    if body == "apply_workflow":
+        return _uses_sla(cmd.apply_workflow.spec)
+    if body == "stage_workflow_tasks":
+        return _uses_sla(cmd.stage_workflow_tasks.header)
+    return False
 
 
 def _defines_time_gates(cmd: pb.Command, body: str) -> bool:

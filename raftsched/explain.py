@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.model import ManualTrigger
-from raftsched.timing import jitter
+from raftsched.timing import jitter, sla
 from raftsched.timing.calendar import Calendar
 from raftsched.timing.schedule import next_fire_after
 from raftsched.v1 import raftsched_pb2 as pb
@@ -42,10 +42,14 @@ def explain(
     records: list[pb.FireRecord],
     run: pb.Run | None,
     calendars: list[Calendar] | None = None,
+    now_ms: int = 0,
 ) -> pb.ExplainReply:
     """The verdict for ``task`` at ``at_ms``; ``calendars`` are the ones the task excludes (to
-    say that a fire not yet accounted will be skipped, or why one was)."""
+    say that a fire not yet accounted will be skipped, or why one was). With ``now_ms`` (the
+    node's leader time) the task's SLA and freshness states are added."""
     out = _explain(task, at_ms, records, run)
+    if now_ms:
+        out.details.extend(sla_details(task, out.run if out.HasField("run") else None, now_ms))
     for cal in calendars or ():
         if not out.HasField("fire") and cal.excludes(at_ms):
             out.details.append(f"a fire at {iso(at_ms)} is skipped: {cal.why(at_ms)}")
@@ -60,6 +64,26 @@ def explain(
         out.details.append(
             f"jitter {task.spec.jitter_ms} ms: the fire at {iso(nominal)} starts at or after "
             f"{iso(nominal + offset)} (offset {offset} ms; the fire keeps its nominal time)"
+        )
+    return out
+
+
+def sla_details(task: pb.TaskRecord, run: pb.Run | None, now_ms: int) -> list[str]:
+    """``sla.start_within``, ``sla.finish_within`` (for ``run``) and ``freshness`` states:
+    ``met``, ``missed by X`` or ``pending`` (see :mod:`raftsched.timing.sla`)."""
+    spec = task.spec
+    out = []
+    for within, what, state_of in (
+        (spec.sla_start_within_ms, "sla.start_within", sla.start_state),
+        (spec.sla_finish_within_ms, "sla.finish_within", sla.finish_state),
+    ):
+        if within and run is not None and run.run_id:
+            state = state_of(run, within, now_ms)
+            out.append(f"{what} {sla.late_text(within)} for run {run.run_id}: {state}")
+    if spec.freshness_ms:
+        last = f"last success {iso(task.last_success_ms)}" if task.last_success_ms else "no success yet"
+        out.append(
+            f"freshness {sla.late_text(spec.freshness_ms)}: {sla.freshness_state(task, now_ms)} ({last})"
         )
     return out
 

@@ -72,6 +72,7 @@ MAX_INTERVAL_MS = 366 * 24 * 3600 * 1000
 MAX_MISFIRE_CAP = 10_000
 MAX_MISFIRE_WINDOW_MS = 30 * 24 * 3600 * 1000
 MAX_JITTER_MS = 24 * 3600 * 1000  # a fire's start waits at most a day past its nominal time
+MAX_SLA_MS = 366 * 24 * 3600 * 1000  # sla.start_within, sla.finish_within and freshness: at most a year
 MAX_EXCLUDE = 16
 MAX_RESOURCE_CPU = 1024.0
 MAX_SELECTOR = 16
@@ -216,6 +217,9 @@ WAITING_TOO_LONG = "waiting_too_long"
 EXECUTOR_UNHEALTHY = "executor_unhealthy"
 HEARTBEAT_MISSING = "heartbeat_missing"
 CLOCK_SKEW = "clock_skew"
+START_DELAY = "start_delay"
+SLA_MISSED = "sla_missed"
+FRESHNESS = "freshness"
 
 ALERT_KINDS = (
     RUN_FAILED,
@@ -236,6 +240,9 @@ ALERT_KINDS = (
     EXECUTOR_UNHEALTHY,
     HEARTBEAT_MISSING,
     CLOCK_SKEW,
+    START_DELAY,
+    SLA_MISSED,
+    FRESHNESS,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 
@@ -411,6 +418,11 @@ class TaskSpec:
     keep_for_ms: int = 0
     # A named capacity (raftsched pool set): every attempt holds one of its slots while it runs.
     pool: str = ""
+    # Issue 36 §2: an alert when a run has not started / succeeded this long after its nominal
+    # time, or when no run succeeded for ``freshness_ms`` (0 = none).
+    sla_start_within_ms: int = 0
+    sla_finish_within_ms: int = 0
+    freshness_ms: int = 0
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -437,6 +449,9 @@ class TaskSpec:
         check_int(self.max_retries, "max_retries", 0, MAX_RETRIES)
         check_int(self.timeout_ms, "timeout", 0, MAX_TIMEOUT_MS, " ms")
         check_int(self.jitter_ms, "jitter", 0, MAX_JITTER_MS, " ms")
+        check_int(self.sla_start_within_ms, "sla.start_within", 0, MAX_SLA_MS, " ms")
+        check_int(self.sla_finish_within_ms, "sla.finish_within", 0, MAX_SLA_MS, " ms")
+        check_int(self.freshness_ms, "freshness", 0, MAX_SLA_MS, " ms")
         check_int(self.priority, "priority", 0, 9)
         check_locks(self.locks)
         check_text(self.owner, "owner", MAX_LABEL)

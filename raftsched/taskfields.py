@@ -247,6 +247,19 @@ TASK_FIELDS: tuple[Field, ...] = (
     Field("pool", Kind.TEXT, "pool name: each attempt holds one of its slots (``pool set``)", "none",
           attr="pool", proto="pool", errors=("pool",), workflow_task=True, flag="--pool", metavar="POOL",
           flag_help="hold a slot of this pool while each attempt runs (--pool '' clears it)"),
+    Field("sla.start_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a run has not started this "
+          "long after its nominal time", "none", attr="sla_start_within_ms", proto="sla_start_within_ms",
+          errors=("sla.start_within",), flag="--sla-start-within", metavar="DURATION",
+          flag_help="alert when a run has not started this long after its nominal time (0 = none)"),
+    Field("sla.finish_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a run has not succeeded "
+          "this long after its nominal time", "none", attr="sla_finish_within_ms",
+          proto="sla_finish_within_ms", errors=("sla.finish_within",), flag="--sla-finish-within",
+          metavar="DURATION",
+          flag_help="alert when a run has not succeeded this long after its nominal time (0 = none)"),
+    Field("freshness", Kind.DURATION, "alert ``freshness`` once when no run succeeded for this long "
+          "(disabled, skipped or failing alike), ``resolved`` at the next success", "none",
+          attr="freshness_ms", proto="freshness_ms", errors=("freshness",), flag="--freshness",
+          metavar="DURATION", flag_help="alert when no run succeeded for this long (0 = none)"),
 )  # fmt: skip
 
 # The keys of a workflow file itself (its tasks are TASK_FIELDS with workflow_task).
@@ -287,6 +300,12 @@ WORKFLOW_FIELDS: tuple[Field, ...] = (
           proto="keep_runs"),
     Field("keep_for", Kind.DURATION, "workflow runs (and its task runs) kept this long (0 = cluster "
           "default)", "0", proto="keep_for_ms", hints=("keep_for_ms",)),
+    Field("sla.start_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a scheduled run's first task "
+          "has not started this long after its logical time", "none", proto="sla_start_within_ms"),
+    Field("sla.finish_within", Kind.DURATION, "SLA: alert ``sla_missed`` when a scheduled run has not "
+          "succeeded this long after its logical time", "none", proto="sla_finish_within_ms"),
+    Field("freshness", Kind.DURATION, "alert ``freshness`` once when no run (backfills aside) succeeded "
+          "for this long, ``resolved`` at the next success", "none", proto="freshness_ms"),
 )  # fmt: skip
 
 

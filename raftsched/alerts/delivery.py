@@ -43,16 +43,18 @@ from raftsched.abc import CommitHook, ProposeCallback, StateStore
 from raftsched.alerts import formats, routing, smtp
 from raftsched.alerts.config import AlertsConfig, EmailTarget, Webhook
 from raftsched.alerts.health import FleetView, HealthMonitor
-from raftsched.alerts.monitor import AlertMonitor
+from raftsched.alerts.monitor import AlertMonitor, SlaTask, StartDelays
 from raftsched.alerts.routing import Notice, StreakBook
 from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as outbox
 from raftsched.fsm.queries import list_runs
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.workflows import is_internal
 from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
 from raftsched.logfields import attempt_fields
 from raftsched.model import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
+from raftsched.timing import sla
 from raftsched.timing.durations import format_duration
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpcpb
@@ -85,9 +87,6 @@ Post = Callable[[Webhook, bytes, Mapping[str, str]], Awaitable[None]]
 Mail = Callable[[EmailTarget, EmailMessage], Awaitable[list[str]]]
 """Sends one mail; returns the recipients the server refused; raises
 :class:`raftsched.alerts.smtp.SendFailed` if it took none."""
-
-DelaySummary = Callable[[int], tuple[int, float]]
-"""``since_ms -> (fires, p99 lateness ms)`` of the fires committed since then (any thread)."""
 
 
 def link(config: AlertsConfig, alert: pb.AlertRecord) -> str:
@@ -184,7 +183,7 @@ class AlertLoop:
         config: AlertsConfig,
         cluster: str,
         post: Post = http_post,
-        delay_summary: DelaySummary | None = None,
+        start_delays: StartDelays | None = None,
         rng: random.Random | None = None,
         mail: Mail = smtp.send,
         fleet: Callable[[int], FleetView] | None = None,
@@ -194,7 +193,7 @@ class AlertLoop:
         self.cluster = cluster
         self.post = post
         self.mail = mail
-        self.delay_summary = delay_summary
+        self.start_delays = start_delays
         self.monitor = AlertMonitor(config)
         # Fleet health and clock skew (raftsched.alerts.health): ``fleet(now_ms)`` reads the
         # leader's view on this loop (the dispatcher's thread); checked every HEALTH_CHECK_MS.
@@ -242,7 +241,7 @@ class AlertLoop:
     async def _send(self, target: Target, notice: Notice) -> None:
         """Send one routed event to one target in its format; raises :class:`DeliveryFailed`."""
         alert = notice.alert
-        severity = self.config.severity(alert.kind)
+        severity = alert.severity or self.config.severity(alert.kind)  # start_delay: its level
         link_url = link(self.config, alert)
         if isinstance(target, EmailTarget):
             subject, text = formats.email_text(notice, severity, self.cluster, link_url)
@@ -357,7 +356,7 @@ class AlertLoop:
             notice = lane.queue[0]
             alert = notice.alert
             if not notice.send or not target.takes(
-                alert.kind, alert.owner, alert.namespace, self.config.severity(alert.kind)
+                alert.kind, alert.owner, alert.namespace, alert.severity or self.config.severity(alert.kind)
             ):
                 lane.queue.popleft()
                 through = alert.seq
@@ -440,6 +439,8 @@ class AlertLoop:
         while True:
             await asyncio.sleep(POLL_S * 2)
             try:
+                if self.start_delays is not None:  # every node: a new leader has the samples
+                    self.start_delays.drain()
                 await self._monitor_once()
             except Exception:
                 log.exception("alert detection failed")
@@ -459,10 +460,12 @@ class AlertLoop:
             self._next_health_ms = stamp.now_ms + max(HEALTH_CHECK_MS, round(spent_ms * 100))
         if self.monitor.due(stamp.now_ms):
             events.extend(detect_zombies(self.monitor, self.node.state, stamp.now_ms))
-            if self.delay_summary is not None:
-                since = stamp.now_ms - self.config.window_ms
-                count, p99 = await asyncio.get_running_loop().run_in_executor(None, self.delay_summary, since)
-                events.extend(self.monitor.slow_schedule(count, p99, stamp.now_ms))
+            events.extend(detect_sla(self.monitor, self.node.state, stamp.now_ms))
+            if self.start_delays is not None:
+                measured = await asyncio.get_running_loop().run_in_executor(
+                    None, self.start_delays.measure, stamp.now_ms
+                )
+                events.extend(self.monitor.start_delay(measured, stamp.now_ms))
         if events:
             stamp = self._stamp()
             if stamp is None:
@@ -490,6 +493,79 @@ def detect_zombies(monitor: AlertMonitor, state: SchedulerState, now_ms: int) ->
     return monitor.zombies(runs, owners, now_ms)
 
 
+def sla_tasks(state: SchedulerState) -> tuple[list[SlaTask], list[pb.Run]]:
+    """The tasks with an SLA or freshness and their unfinished runs (takes the state lock).
+
+    Costs one attribute check per task, and nothing more without such tasks; their unfinished
+    runs are found by the task name in the run id (``task@nominal``) and only they are parsed."""
+    tasks: list[SlaTask] = []
+    with state.view() as v:
+        for name, st in v.tasks.items():
+            spec = st.spec
+            if not (spec.sla_start_within_ms or spec.sla_finish_within_ms or spec.freshness_ms):
+                continue
+            if is_internal(name):
+                continue
+            tasks.append(
+                SlaTask(
+                    name,
+                    spec.owner,
+                    spec.namespace,
+                    st.enabled,
+                    st.created_ms,
+                    st.last_success_ms,
+                    st.last_success_run,
+                    spec.sla_start_within_ms,
+                    spec.sla_finish_within_ms,
+                    spec.freshness_ms,
+                )
+            )
+        timed = {t.name for t in tasks if t.start_within_ms or t.finish_within_ms}
+        runs = []
+        if timed:
+            for run_id, raw in v.active.items():
+                if run_id.rpartition("@")[0] in timed:
+                    runs.append(pb.Run.FromString(raw))
+        for wspec, rec, active in v.sla_workflows():
+            key = sla.workflow_key(wspec.name)
+            tasks.append(
+                SlaTask(
+                    key,
+                    wspec.owner,
+                    wspec.namespace or "default",
+                    not rec.paused,
+                    rec.created_ms,
+                    rec.last_success_ms,
+                    sla.workflow_key(rec.last_success_run) if rec.last_success_run else "",
+                    wspec.sla_start_within_ms,
+                    wspec.sla_finish_within_ms,
+                    wspec.freshness_ms,
+                    workflow=True,
+                )
+            )
+            if wspec.sla_start_within_ms or wspec.sla_finish_within_ms:
+                runs.extend(
+                    workflow_run_view(key, wr) for wr in active if not wr.manual and not wr.backfill_id
+                )
+    return tasks, runs
+
+
+def workflow_run_view(key: str, wr: pb.WorkflowRun) -> pb.Run:
+    """An unfinished workflow run as the monitor's SLA check reads a run: keyed by
+    ``workflow:<run id>``, nominal at its logical time, started when its first task was launched."""
+    run = pb.Run(run_id=sla.workflow_key(wr.run_id), task=key, nominal_ms=wr.logical_ms, state=pb.RUNNING)
+    started = sla.workflow_start_ms(wr)
+    if started:
+        run.timeline.add(event="started", at_ms=started)
+    return run
+
+
+def detect_sla(monitor: AlertMonitor, state: SchedulerState, now_ms: int) -> list[pb.AlertRecord]:
+    """Run the monitor's SLA and freshness check over ``state`` (see :func:`sla_tasks`)."""
+    tasks, runs = sla_tasks(state)
+    return monitor.sla_misses(tasks, runs, now_ms) if tasks else []
+
+
 def delivery_view(
     store: StateStore, config: AlertsConfig, since_ms: int, limit: int
 ) -> list[rpcpb.AlertInfo]:
@@ -508,7 +584,7 @@ def delivery_view(
     for notice in notices:
         alert = notice.alert
         info = rpcpb.AlertInfo(alert=alert, link=link(config, alert))
-        severity = config.severity(alert.kind)
+        severity = alert.severity or config.severity(alert.kind)
         for target in config.targets:
             if not target.takes(alert.kind, alert.owner, alert.namespace, severity):
                 state = "filtered"

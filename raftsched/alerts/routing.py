@@ -46,10 +46,13 @@ from raftsched.model import (
     EXECUTOR_UNHEALTHY,
     FIRE_COALESCED,
     FIRE_SKIPPED,
+    FRESHNESS,
     HEARTBEAT_MISSING,
     LOST,
     NO_EXECUTOR,
     RUN_FAILED,
+    SLA_MISSED,
+    START_DELAY,
     STORE_DAMAGED,
     TIMEOUT,
     UNPLACEABLE,
@@ -84,6 +87,9 @@ DEFAULT_SEVERITIES: Mapping[str, str] = {
     EXECUTOR_UNHEALTHY: CRITICAL,
     HEARTBEAT_MISSING: WARNING,
     CLOCK_SKEW: WARNING,
+    START_DELAY: WARNING,  # its record carries its level: warning or critical by the thresholds
+    SLA_MISSED: CRITICAL,
+    FRESHNESS: CRITICAL,
 }
 """Each kind's default level (``[alerts.severity]`` overrides it)."""
 

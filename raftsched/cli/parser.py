@@ -787,6 +787,7 @@ _SPEC_OPTION_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("labels", ("owner", "namespace", "description")),
     ("retries and retention", ("retry_delays", "retry_backoff", "retry_elsewhere", "keep_runs", "keep_for")),
     ("pools", ("pool",)),
+    ("alerts", ("sla.start_within", "sla.finish_within", "freshness")),
 )
 _OPTION_TYPES: dict[Kind, Callable[[str], Any]] = {
     Kind.INT: int,

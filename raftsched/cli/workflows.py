@@ -33,6 +33,7 @@ from raftsched.cli.render import (
 from raftsched.cli.tasks import keep_text, locks_text
 from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
 from raftsched.errors import RaftschedError
+from raftsched.timing import sla
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
@@ -125,6 +126,18 @@ def cmd_wf_show(args: argparse.Namespace) -> int:
         ("misfire", enum_name(pb.MisfirePolicy, s.misfire) if s.misfire else "latest"),
         ("overlap", enum_name(pb.OverlapPolicy, s.overlap) if s.overlap else "skip"),
         ("jitter", duration_text(s.jitter_ms) if s.jitter_ms else "none"),
+        ("sla start", duration_text(s.sla_start_within_ms) if s.sla_start_within_ms else "none"),
+        ("sla finish", duration_text(s.sla_finish_within_ms) if s.sla_finish_within_ms else "none"),
+        (
+            "freshness",
+            f"{duration_text(s.freshness_ms)}: {sla.freshness_state(record, lazy_now()())}"
+            if s.freshness_ms
+            else "none",
+        ),
+        (
+            "last success",
+            f"{iso(record.last_success_ms)} ({record.last_success_run})" if record.last_success_ms else "-",
+        ),
         ("parallel per run", str(s.max_parallel_per_run or "unlimited")),
         ("parallel overall", str(s.max_parallel or "unlimited")),
         ("backfill share", f"{s.backfill_share_pct or 30}% of executor slots"),

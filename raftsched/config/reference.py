@@ -455,17 +455,20 @@ KEYS: Final[tuple[Key, ...]] = (
     Key(
         "alerts.delay_p99_threshold",
         "duration",
-        "2s",
+        "—",
         (
-            "a `delay_p99` alert when the p99 of nominal time → fire committed over `alerts.window` "
-            "is above this"
+            "deprecated: without `[alerts.start_delay]` it sets that table's critical level at "
+            "quantile 0.99 (the node logs a note); with it, a config error"
         ),
     ),
     Key(
         "alerts.window",
         "duration",
-        "5m",
-        "the window of the delay quantile; at most one `delay_p99` alert per window",
+        "—",
+        (
+            "deprecated: does nothing alone (use `alerts.start_delay.window`); with "
+            "`delay_p99_threshold`, its window"
+        ),
     ),
     Key(
         "alerts.console_url",
@@ -493,6 +496,58 @@ KEYS: Final[tuple[Key, ...]] = (
         "duration",
         "500ms",
         ("a node's or executor's clock off the leader's by more than this raises `clock_skew`, naming it"),
+    ),
+    Key(
+        "alerts.start_delay.quantile",
+        "number",
+        "0.95",
+        (
+            "the quantile of nominal time → start (the executor began the attempt) checked per "
+            "namespace ([Start delay, SLAs and freshness](../guide/monitor.md#start-delay-slas-and-"
+            "freshness))"
+        ),
+    ),
+    Key(
+        "alerts.start_delay.window",
+        "duration",
+        "5m",
+        "the window the quantile is taken over",
+    ),
+    Key(
+        "alerts.start_delay.warning",
+        "duration",
+        "2m",
+        "a `start_delay` alert of severity warning above this",
+    ),
+    Key(
+        "alerts.start_delay.critical",
+        "duration",
+        "5m",
+        "a `start_delay` alert of severity critical above this",
+    ),
+    Key(
+        "alerts.start_delay.namespaces.<ns>.quantile",
+        "number",
+        "the table's",
+        "per namespace: overrides `alerts.start_delay.quantile`",
+    ),
+    Key(
+        "alerts.start_delay.namespaces.<ns>.window",
+        "duration",
+        "the table's",
+        "per namespace: overrides `alerts.start_delay.window`",
+    ),
+    Key(
+        "alerts.start_delay.namespaces.<ns>.warning",
+        "duration",
+        "the table's",
+        "per namespace: overrides `alerts.start_delay.warning`",
+    ),
+    Key(
+        "alerts.start_delay.namespaces.<ns>.critical",
+        "duration",
+        "the table's",
+        "per namespace: overrides `alerts.start_delay.critical`",
     ),
     Key(
         "alerts.webhook[].url",

@@ -2,9 +2,10 @@
 
 An alert event is created in ``apply`` (a run failed for good, an attempt timed out or was lost,
 a fire was skipped or coalesced, a workflow run or backfill failed) or proposed by the leader for
-what only time reveals (zombie attempts, schedule delay), in which case apply stamps it. Either
-way its sequence number comes from the replicated counter, so every replica gives it the same id
-(``alert-<seq>``) and stores it under ``x/<seq:016x>``: the outbox is in delivery order.
+what only time reveals (zombie attempts, start delay, SLA and freshness misses), in which case
+apply stamps it. Either way its sequence number comes from the replicated counter, so every
+replica gives it the same id (``alert-<seq>``) and stores it under ``x/<seq:016x>``: the outbox
+is in delivery order.
 
 Each webhook target has a replicated cursor (``xd/<target>``): every event with ``seq`` at or
 below it was delivered to that target (or skipped by the target's filters). The leader's delivery
@@ -35,10 +36,13 @@ from raftsched.model import (
     EXECUTOR_UNHEALTHY,
     FIRE_COALESCED,
     FIRE_SKIPPED,
+    FRESHNESS,
     HEARTBEAT_MISSING,
     LOST,
     NO_EXECUTOR,
     RUN_FAILED,
+    SLA_MISSED,
+    START_DELAY,
     TIMEOUT,
     UNPLACEABLE,
     UPSTREAM_LATE,
@@ -58,6 +62,7 @@ __all__ = [
     "EXECUTOR_UNHEALTHY",
     "FIRE_COALESCED",
     "FIRE_SKIPPED",
+    "FRESHNESS",
     "HEALTH_KINDS",
     "HEARTBEAT_MISSING",
     "LEADER_KINDS",
@@ -69,6 +74,8 @@ __all__ = [
     "NO_EXECUTOR",
     "OUTPUT_TAIL_CHARS",
     "RUN_FAILED",
+    "SLA_MISSED",
+    "START_DELAY",
     "TIMEOUT",
     "UNPLACEABLE",
     "UPSTREAM_LATE",
@@ -88,8 +95,9 @@ __all__ = [
 HEALTH_KINDS = frozenset({NO_EXECUTOR, WAITING_TOO_LONG, HEARTBEAT_MISSING, CLOCK_SKEW})
 """Leader-raised fleet-health kinds (issue 36 §3, §4): a RaiseAlerts carrying one is command
 format :data:`raftsched.codec.HEALTH_FORMAT` (an older node would refuse it and diverge)."""
-LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99}) | HEALTH_KINDS
-"""Kinds only the leader raises (:class:`RaiseAlerts`); apply raises the others itself."""
+LEADER_KINDS = frozenset({ZOMBIE, DELAY_P99, START_DELAY, SLA_MISSED, FRESHNESS}) | HEALTH_KINDS
+"""Kinds the leader raises (:class:`RaiseAlerts`); apply raises the others itself (and
+``sla_missed`` too, when a run starts or finishes late: the same dedupe key keeps it to one)."""
 LEADER_RESOLVES = frozenset({RUN_FAILED})
 """Kinds apply raises whose end the leader reports: a record with ``resolved`` set (a failure
 streak's recovery, :mod:`raftsched.alerts.routing`; command format ``codec.ROUTING_FORMAT``)."""

@@ -69,6 +69,8 @@ class TaskState:
         "held_run",
         "kept_fires",
         "kept_runs",
+        "last_success_ms",
+        "last_success_run",
         "next_fire_ms",
         "run_template",
         "runs_total",
@@ -101,6 +103,10 @@ class TaskState:
         self.kept_runs = 0
         self.unplaceable = ""  # why no registered executor could ever run it ("" = one could)
         self.held_run = ""  # overlap=buffer_one: the run waiting for the running one
+        # Kept only for a task with an SLA or freshness (issue 36): others store them as 0/"",
+        # so their records' bytes are as before.
+        self.last_success_ms = 0
+        self.last_success_run = ""
 
     def record(self) -> pb.TaskRecord:
         """The task's record as a fresh message (the caller may keep and mutate it)."""
@@ -128,6 +134,13 @@ class TaskState:
             unplaceable=self.unplaceable,
             held_run=self.held_run,
         ).SerializeToString(deterministic=True)
+        if self.last_success_ms:
+            # Fields 900-901 come after every other: appending their encoding keeps the bytes
+            # those of the whole record serialised deterministically (and costs nothing for a
+            # task without an SLA or freshness, which never sets them).
+            tail += pb.TaskRecord(
+                last_success_ms=self.last_success_ms, last_success_run=self.last_success_run
+            ).SerializeToString(deterministic=True)
         return self.spec_bytes + tail
 
 

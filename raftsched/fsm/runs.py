@@ -11,7 +11,7 @@ reaches the task side, quotas and workflows only through the :class:`RunHost` pr
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Final, Protocol
 
 from raftsched import bounds, codec
@@ -35,7 +35,7 @@ from raftsched.fsm.timeline import note
 from raftsched.fsm.workflows import WorkflowBook, split_internal
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
-from raftsched.timing import jitter
+from raftsched.timing import jitter, sla
 from raftsched.timing import retry as retry_timing
 from raftsched.v1 import log_pb2 as pb
 
@@ -48,6 +48,11 @@ MAX_FREE_REPLACEMENTS: Final = 3
 _RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
+
+
+StartSink = Callable[[int, str, int], None]
+"""``(leader time of the report, namespace, start lateness ms)`` of a reported attempt start: the
+start-delay alert's samples (:class:`raftsched.alerts.monitor.StartDelays`). Node-local."""
 
 
 class RunHost(BookHost, Protocol):
@@ -64,6 +69,13 @@ class RunHost(BookHost, Protocol):
     def policy(self) -> PolicyBook: ...
     @property
     def tally(self) -> ApplyTally | None: ...
+
+    @property
+    def on_start(self) -> StartSink | None:
+        """Node-local: told of every reported attempt start (never read by apply)."""
+        ...
+
+    def raise_event(self, alert: pb.AlertRecord, now: int) -> None: ...
 
     @property
     def unplaceable(self) -> Collection[str]:
@@ -422,6 +434,12 @@ class RunBook:
         elif res.lost:
             shard.lost += 1
         else:
+            if st is not None and res.HasField("start_lateness_ms"):
+                sink = host.on_start
+                if sink is not None:
+                    sink(now, st.spec.namespace, res.start_lateness_ms)
+                if st.spec.sla_start_within_ms:
+                    self._start_sla(run, shard, res.start_lateness_ms, st, now)
             _note_outcome(run, shard, res, now)
         if not free and (res.lost or res.timed_out) and not res.success:
             self._attempt_alert(run, shard, res, st, now)
@@ -498,6 +516,8 @@ class RunBook:
         if st is not None:
             st.active_runs -= 1
             st.kept_runs += 1
+            if st.spec.sla_finish_within_ms or st.spec.freshness_ms or st.spec.sla_start_within_ms:
+                self._sla_finished(st, run, now)
             self.prune(st, now)
             host.put_task(st)
         self.save(run)
@@ -521,6 +541,75 @@ class RunBook:
                 run_id=failed.backfill_id,
                 owner=st.spec.owner if st is not None else "",
                 namespace=st.spec.namespace if st is not None else "",
+            )
+
+    # -- SLAs and freshness (raftsched.timing.sla) ---------------------------------------------------
+
+    def _sla_alert(self, st: TaskState, run: pb.Run, key: str, reason: str, now: int) -> None:
+        self.host.raise_event(
+            pb.AlertRecord(
+                kind=alerts_mod.SLA_MISSED,
+                dedupe=key,
+                error=reason,
+                task=run.task,
+                run_id=run.run_id,
+                owner=st.spec.owner,
+                namespace=st.spec.namespace,
+            ),
+            now,
+        )
+
+    def _start_sla(self, run: pb.Run, shard: pb.ShardAttempt, lateness: int, st: TaskState, now: int) -> None:
+        """An attempt's start was reported: the run's start SLA (its first start counts)."""
+        within = st.spec.sla_start_within_ms
+        if lateness > within and not run.workflow_run and not sla.first_start_ms(run):
+            late = sla.late_text(lateness - within)
+            self._sla_alert(
+                st,
+                run,
+                sla.start_key(run.run_id),
+                f"run started {late} late: {sla.late_text(lateness)} after its nominal time "
+                f"(sla.start_within {sla.late_text(within)}, on {shard.executor or 'an executor'})",
+                now,
+            )
+
+    def _sla_finished(self, st: TaskState, run: pb.Run, now: int) -> None:
+        """A run of a task with an SLA or freshness finished: its finish SLA; its success moves
+        the freshness clock (and resolves a freshness miss raised for the stretch it ends)."""
+        spec = st.spec
+        within = spec.sla_finish_within_ms
+        if within and not run.workflow_run:
+            state = sla.finish_state(run, within, now)
+            if state != sla.MET:
+                shown = pb.RunState.Name(run.state)
+                self._sla_alert(
+                    st,
+                    run,
+                    sla.finish_key(run.run_id),
+                    f"run finished {shown} {sla.late_text(run.finished_ms - run.nominal_ms)} after its "
+                    f"nominal time: sla.finish_within {sla.late_text(within)} {state}",
+                    now,
+                )
+        if run.state != pb.SUCCEEDED or run.finished_ms < st.last_success_ms:
+            return
+        base = sla.freshness_base(st.created_ms, st.last_success_ms)
+        st.last_success_ms = run.finished_ms
+        st.last_success_run = run.run_id
+        key = sla.freshness_key(spec.name, base)
+        if spec.freshness_ms and self.store.get(keys.alert_dedupe_key(key)) is not None:
+            self.host.raise_event(
+                pb.AlertRecord(
+                    kind=alerts_mod.FRESHNESS,
+                    dedupe=key + "/resolved",
+                    resolved=True,
+                    error=f"run {run.run_id} succeeded: fresh again after "
+                    f"{sla.late_text(run.finished_ms - base)} without a success",
+                    task=run.task,
+                    run_id=run.run_id,
+                    owner=spec.owner,
+                    namespace=spec.namespace,
+                ),
+                now,
             )
 
     def retry_run(self, cmd: pb.Command, now: int) -> Handled:

@@ -51,7 +51,7 @@ from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import Retention, TaskState
 from raftsched.fsm.rules import Reject
-from raftsched.fsm.runs import RunBook
+from raftsched.fsm.runs import RunBook, StartSink
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.tasks import TaskBook
 from raftsched.fsm.view import LockedReads
@@ -83,6 +83,9 @@ class SchedulerState(LockedReads):
         # Node-local counts of what apply did, for metrics: never replicated, never read by
         # apply, so replicas agree whether or not a node counts (None: it does not).
         self.tally: ApplyTally | None = None
+        # Node-local sink of reported attempt starts (the start-delay alert's samples); like the
+        # tally, never read by apply.
+        self.on_start: StartSink | None = None
         # Whether the command being applied builds the effects only a leader consumes (runs
         # ready to place, attempts to send, tasks re-armed, executors changed, runs cancelled):
         # the ``leader_effects`` argument of apply, set by apply for its handlers (applier

@@ -208,6 +208,19 @@ class StateView:
         """The state of every workflow run in memory."""
         return [run.state for run in self._s.wf.runs.values()]
 
+    def sla_workflows(self) -> list[tuple[pb.WorkflowSpec, pb.WorkflowRecord, list[pb.WorkflowRun]]]:
+        """The workflows with an SLA or freshness: spec, record and unfinished runs (live
+        messages: read them inside the view). Cost: one test per workflow."""
+        book = self._s.wf
+        out = []
+        for name in sorted(book.workflows):
+            wf = book.workflows[name]
+            s = wf.spec
+            if s.sla_start_within_ms or s.sla_finish_within_ms or s.freshness_ms:
+                runs = [wr for wr in book.runs.values() if wr.workflow == name]
+                out.append((s, wf.record(), runs))
+        return out
+
     # -- executors ---------------------------------------------------------------------------------
 
     def waits_due_ms(self) -> tuple[int, int]:

@@ -25,14 +25,14 @@ from raftsched import codec
 from raftsched.abc import StateStore, StoreReader
 from raftsched.errors import Conflict, InvalidSpec, NotFound, TemplateError
 from raftsched.fsm import keys
-from raftsched.fsm.alerts import BACKFILL_FAILED, WORKFLOW_RUN_FAILED
+from raftsched.fsm.alerts import BACKFILL_FAILED, FRESHNESS, SLA_MISSED, WORKFLOW_RUN_FAILED
 from raftsched.fsm.crossdeps import CrossDeps, check_upstreams, upstreams
 from raftsched.fsm.effects import AttemptReady, Effect, TaskArmed
 from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, keeps, spec_bytes
 from raftsched.fsm.rules import check_next_fire, check_nothing_due
 from raftsched.model import Runner, TaskSpec, validate_name, validate_params
 from raftsched.sharding.placement import Need
-from raftsched.timing import jitter
+from raftsched.timing import jitter, sla
 from raftsched.timing.gates import Zone, gate_ms, is_wall_clock
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
@@ -185,6 +185,8 @@ class WorkflowState:
         "created_ms",
         "dag",
         "kept_runs",
+        "last_success_ms",
+        "last_success_run",
         "paused",
         "running_tasks",
         "runs_total",
@@ -207,6 +209,8 @@ class WorkflowState:
         self.running_tasks = 0
         self.kept_runs = 0
         self.paused = False
+        self.last_success_ms = 0  # kept only with an SLA or freshness (issue 36)
+        self.last_success_run = ""
 
     def record(self) -> pb.WorkflowRecord:
         return pb.WorkflowRecord.FromString(self.record_bytes())
@@ -214,15 +218,26 @@ class WorkflowState:
     def record_bytes(self) -> bytes:
         # Serialised messages concatenate into one; the spec (field 1) first keeps the bytes
         # identical to serialising the whole record deterministically.
-        return self.spec_bytes + pb.WorkflowRecord(
-            version=self.version,
-            created_ms=self.created_ms,
-            updated_ms=self.updated_ms,
-            runs_total=self.runs_total,
-            active_runs=self.active_runs,
-            running_tasks=self.running_tasks,
-            paused=self.paused,
-        ).SerializeToString(deterministic=True)
+        return (
+            self.spec_bytes
+            + pb.WorkflowRecord(
+                version=self.version,
+                created_ms=self.created_ms,
+                updated_ms=self.updated_ms,
+                runs_total=self.runs_total,
+                active_runs=self.active_runs,
+                running_tasks=self.running_tasks,
+                paused=self.paused,
+            ).SerializeToString(deterministic=True)
+            + (
+                # Fields 900-901 come last: appended only when set, so other records keep their bytes.
+                pb.WorkflowRecord(
+                    last_success_ms=self.last_success_ms, last_success_run=self.last_success_run
+                ).SerializeToString(deterministic=True)
+                if self.last_success_ms
+                else b""
+            )
+        )
 
     @property
     def backfill_share(self) -> int:
@@ -280,6 +295,7 @@ class WorkflowBook:
                 rec.running_tasks,
             )
             wf.paused = rec.paused
+            wf.last_success_ms, wf.last_success_run = rec.last_success_ms, rec.last_success_run
             self.workflows[wf.spec.name] = wf
         for _, value in store.scan(keys.WORKFLOW_RUN, keys.WORKFLOW_RUN + keys.END):
             wr = pb.WorkflowRun.FromString(value)
@@ -484,6 +500,7 @@ class WorkflowBook:
             new.created_ms, new.runs_total = wf.created_ms, wf.runs_total
             new.active_runs, new.running_tasks, new.kept_runs = wf.active_runs, wf.running_tasks, wf.kept_runs
             new.paused = wf.paused  # a new version of a paused workflow stays paused
+            new.last_success_ms, new.last_success_run = wf.last_success_ms, wf.last_success_run
         else:
             new.created_ms = now
         new.updated_ms = now
@@ -1112,6 +1129,8 @@ class WorkflowBook:
                 self._backfill_progress(wr, now)
             if wr.state == pb.WORKFLOW_SUCCESS and wf.spec.emits:
                 self.host.emit_for_workflow_run(wf.spec, wr, now, effects)
+            if not wr.backfill_id and sla.has_sla(wf.spec):
+                self._sla_finished(wf, wr, now)
             if wr.state == pb.WORKFLOW_FAILED:
                 failed = [t.name for t in wr.tasks if t.state in (pb.TASK_FAILED, pb.TASK_TIMEOUT)]
                 self.host.raise_alert(
@@ -1134,6 +1153,52 @@ class WorkflowBook:
         self._put_run(wr)
         if wr.run_id in self.runs:
             self._save(self.workflows[wr.workflow])
+
+    def _sla_finished(self, wf: WorkflowState, wr: pb.WorkflowRun, now: int) -> None:
+        """A run (not a backfill's) of a workflow with an SLA or freshness finished: its finish
+        SLA; its success moves the freshness clock and resolves a freshness miss (see
+        :mod:`raftsched.timing.sla`)."""
+        spec = wf.spec
+        within = spec.sla_finish_within_ms
+        if within and not wr.manual:
+            state = sla.workflow_finish_state(wr, within, now)
+            if state != sla.MET:
+                shown = pb.WorkflowRunState.Name(wr.state).removeprefix("WORKFLOW_")
+                late = sla.late_text(wr.finished_ms - wr.logical_ms)
+                self._sla_event(
+                    wf,
+                    wr,
+                    pb.AlertRecord(
+                        kind=SLA_MISSED,
+                        dedupe=sla.finish_key(sla.workflow_key(wr.run_id)),
+                        error=f"workflow run finished {shown} {late} after its logical time: "
+                        f"sla.finish_within {sla.late_text(within)} {state}",
+                    ),
+                    now,
+                )
+        if wr.state != pb.WORKFLOW_SUCCESS or wr.finished_ms < wf.last_success_ms:
+            return
+        base = sla.freshness_base(wf.created_ms, wf.last_success_ms)
+        wf.last_success_ms, wf.last_success_run = wr.finished_ms, wr.run_id
+        key = sla.freshness_key(sla.workflow_key(spec.name), base)
+        if spec.freshness_ms and self.was_raised(key):
+            self._sla_event(
+                wf,
+                wr,
+                pb.AlertRecord(
+                    kind=FRESHNESS,
+                    dedupe=key + "/resolved",
+                    resolved=True,
+                    error=f"workflow run {wr.run_id} succeeded: fresh again after "
+                    f"{sla.late_text(wr.finished_ms - base)} without a success",
+                ),
+                now,
+            )
+
+    def _sla_event(self, wf: WorkflowState, wr: pb.WorkflowRun, alert: pb.AlertRecord, now: int) -> None:
+        alert.workflow, alert.workflow_run, alert.run_id = wf.spec.name, wr.run_id, wr.run_id
+        alert.owner, alert.namespace = wf.spec.owner, wf.spec.namespace or "default"
+        self.host.raise_event(alert, now)
 
     def _backfill_progress(self, wr: pb.WorkflowRun, now: int, undo: int = 0) -> None:
         """Count a finished backfill run; ``undo``: un-count one that had finished in that state."""

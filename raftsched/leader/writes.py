@@ -210,7 +210,8 @@ def workflow_waits_due(*, now_ms: int, epoch: int, origin: str) -> bytes:
 def raise_alerts(
     alerts: Sequence[pb.AlertRecord], *, now_ms: int, epoch: int, origin: str, key: str = ""
 ) -> bytes:
-    """Leader-detected alert events (zombie, delay_p99), each with its dedupe key."""
+    """Leader-detected alert events (zombie, start_delay, sla_missed, freshness), each with its
+    dedupe key."""
     cmd = _envelope(now_ms, epoch, origin, key)
     cmd.raise_alerts.alerts.extend(alerts)
     return codec.encode_command(cmd)

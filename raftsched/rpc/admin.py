@@ -769,7 +769,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms)
         calendars = [c for n in rec.spec.exclude if (c := self.node.state.calendar_for(n)) is not None]
-        return explain(rec, request.at_ms, around, run, calendars)
+        return explain(rec, request.at_ms, around, run, calendars, now_ms=self.node.gate.now_ms())
 
     # -- workflow reads -------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from raftsched.abc import (
 )
 from raftsched.alerts.delivery import AlertLoop, describe
 from raftsched.alerts.health import FleetView, fleet_view
+from raftsched.alerts.monitor import StartDelays
 from raftsched.config.types import ClusterConfig
 from raftsched.config.values import parse_address
 from raftsched.consensus.pysyncobj.node import PySyncObjNode
@@ -231,6 +232,10 @@ class Node:
         self.core.to_dispatcher = self._dispatcher_effects
         self.lateness = LatenessLog()  # commit lateness (at Raft commit)
         self.apply_lateness = LatenessLog()  # apply lateness (run visible in the leader's state)
+        # Reported attempt starts per namespace, for the start-delay alert (every replica keeps
+        # them, so a new leader measures the same window).
+        self.start_delays = StartDelays(config.alerts.start_delay)
+        self.state.on_start = self.start_delays.record
         # Counts of what apply did, for /metrics; a per-task label is opt-in (cardinality).
         self.tally = ApplyTally(per_task=per_task_metrics or config.metrics.per_task)
         self.observability: NodeObservability | None = None
@@ -417,10 +422,16 @@ class Node:
         pb_grpc.add_LogsServicer_to_server(logs, server)
         self.hub.start()
         self.alert_loop = AlertLoop(
-            self, self.config.alerts, self.config.name, delay_summary=self._delay_summary, fleet=self._fleet
+            self,
+            self.config.alerts,
+            self.config.name,
+            start_delays=self.start_delays,
+            fleet=self._fleet,
         )
         self.alert_loop.start()
         log.info("node %s %s", self.node_id, describe(self.config.alerts))
+        for note in self.config.alerts.deprecated:
+            log.warning("config: %s", note)
         peer_check = PeerCheck(
             self.node_id,
             self._peer_grpc,
@@ -646,11 +657,6 @@ class Node:
             "client certificates required" if tls.settings.require_client_cert else "no client certificates"
         )
         return f"TLS ({clients}; certificate {tls.summary})"
-
-    def _delay_summary(self, since_ms: int) -> tuple[int, float]:
-        """``(fires, p99 commit lateness ms)`` of the fires with a nominal time since ``since_ms``."""
-        summary = self.lateness.summary(since_ms)
-        return summary.count, summary.p99_ms
 
     def _flush_loop(self) -> None:
         next_verify = self.clock.monotonic() + self._verify_every_s

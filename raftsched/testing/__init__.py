@@ -115,26 +115,28 @@ class _SimLoop(asyncio.SelectorEventLoop):
 
 
 class _SimCommands:
-    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds (exits 1
-    instead if it is one of ``failing``)."""
+    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds, unless
+    it is one of ``failing`` (then it exits 1)."""
 
     def __init__(
         self,
         clock: ManualClock,
         duration_ms: int,
         executions: list[tuple[str, int]],
-        failing: frozenset[str] = frozenset(),
+        failing: set[str] | None = None,
     ) -> None:
         self.clock = clock
         self.duration_ms = duration_ms
         self.executions = executions
-        self.failing = failing
+        self.failing = failing if failing is not None else set()
 
     async def run(self, command: str, ctx: AttemptContext) -> AttemptResult:
         self.executions.append((ctx.execution_id, self.clock.now_ms()))
         await asyncio.sleep(self.duration_ms / 1000)
         if command in self.failing:
-            return AttemptResult(ctx.execution_id, False, 1, error="exit 1", duration_ms=self.duration_ms)
+            return AttemptResult(
+                ctx.execution_id, False, 1, error="exit code 1", duration_ms=self.duration_ms
+            )
         return AttemptResult(ctx.execution_id, True, 0, duration_ms=self.duration_ms)
 
 
@@ -156,7 +158,8 @@ class SimExecutorProcess:
     memory_mb: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP  # the agent's option
-    failing: frozenset[str] = frozenset()  # commands that fail (exit 1) on this executor
+    # Commands that fail (exit 1) on this executor; a test may change the set at any time.
+    failing: set[str] = field(default_factory=set)
     # What its health probe reads (issue 36 §3): the fractions of its disk and execution-log map
     # in use. Set them to fill its disk: at 0.9 it drains itself, below 0.8 it takes work again.
     disk_used: float = 0.0
@@ -579,7 +582,7 @@ class SimHarness:
         memory_mb: int = 0,
         labels: dict[str, str] | None = None,
         execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
-        failing: frozenset[str] = frozenset(),
+        failing: set[str] | None = None,
     ) -> SimExecutorProcess:
         """Start an executor process (it registers with the leader at once, if there is one),
         declaring ``cpu``/``memory_mb`` capacity and ``labels`` if given; its execution log
@@ -593,7 +596,7 @@ class SimHarness:
             memory_mb=memory_mb,
             labels=dict(labels or {}),
             execution_log_keep=execution_log_keep,
-            failing=failing,
+            failing=failing if failing is not None else set(),
         )
         self.executors[name] = proc
         self._start(proc)

@@ -174,7 +174,7 @@ class Trigger(_message.Message):
     def __init__(self, cron: _Optional[_Union[CronTrigger, _Mapping]] = ..., interval: _Optional[_Union[IntervalTrigger, _Mapping]] = ..., once: _Optional[_Union[OnceTrigger, _Mapping]] = ..., manual: _Optional[_Union[ManualTrigger, _Mapping]] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "jitter_ms", "on_event", "emits", "retry_delays_ms", "retry_backoff", "retry_same_executor", "keep_runs", "keep_for_ms", "pool")
+    __slots__ = ("name", "trigger", "command", "handler", "shards", "misfire", "misfire_all_cap", "misfire_all_window_ms", "overlap", "max_retries", "timeout_ms", "priority", "owner", "namespace", "params_json", "description", "locks", "exclude", "resource_cpu", "resource_memory_mb", "runner", "selector", "jitter_ms", "on_event", "emits", "retry_delays_ms", "retry_backoff", "retry_same_executor", "keep_runs", "keep_for_ms", "pool", "sla_start_within_ms", "sla_finish_within_ms", "freshness_ms")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +213,9 @@ class TaskSpec(_message.Message):
     KEEP_RUNS_FIELD_NUMBER: _ClassVar[int]
     KEEP_FOR_MS_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    SLA_START_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    SLA_FINISH_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     trigger: Trigger
     command: str
@@ -244,7 +247,10 @@ class TaskSpec(_message.Message):
     keep_runs: int
     keep_for_ms: int
     pool: str
-    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., jitter_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., retry_delays_ms: _Optional[_Iterable[int]] = ..., retry_backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., retry_same_executor: _Optional[bool] = ..., keep_runs: _Optional[int] = ..., keep_for_ms: _Optional[int] = ..., pool: _Optional[str] = ...) -> None: ...
+    sla_start_within_ms: int
+    sla_finish_within_ms: int
+    freshness_ms: int
+    def __init__(self, name: _Optional[str] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_all_cap: _Optional[int] = ..., misfire_all_window_ms: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., owner: _Optional[str] = ..., namespace: _Optional[str] = ..., params_json: _Optional[str] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., exclude: _Optional[_Iterable[str]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., jitter_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., retry_delays_ms: _Optional[_Iterable[int]] = ..., retry_backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., retry_same_executor: _Optional[bool] = ..., keep_runs: _Optional[int] = ..., keep_for_ms: _Optional[int] = ..., pool: _Optional[str] = ..., sla_start_within_ms: _Optional[int] = ..., sla_finish_within_ms: _Optional[int] = ..., freshness_ms: _Optional[int] = ...) -> None: ...
 
 class RetryBackoff(_message.Message):
     __slots__ = ("base_ms", "cap_ms", "jitter_pct")
@@ -257,7 +263,7 @@ class RetryBackoff(_message.Message):
     def __init__(self, base_ms: _Optional[int] = ..., cap_ms: _Optional[int] = ..., jitter_pct: _Optional[int] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
-    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run")
+    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run", "last_success_ms", "last_success_run")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -272,6 +278,8 @@ class TaskRecord(_message.Message):
     KEPT_RUNS_FIELD_NUMBER: _ClassVar[int]
     UNPLACEABLE_FIELD_NUMBER: _ClassVar[int]
     HELD_RUN_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_RUN_FIELD_NUMBER: _ClassVar[int]
     spec: TaskSpec
     version: int
     enabled: bool
@@ -286,7 +294,9 @@ class TaskRecord(_message.Message):
     kept_runs: int
     unplaceable: str
     held_run: str
-    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ..., unplaceable: _Optional[str] = ..., held_run: _Optional[str] = ...) -> None: ...
+    last_success_ms: int
+    last_success_run: str
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ..., unplaceable: _Optional[str] = ..., held_run: _Optional[str] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ...) -> None: ...
 
 class FireRecord(_message.Message):
     __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count", "calendar")
@@ -486,7 +496,7 @@ class WorkflowTaskSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., shards: _Optional[int] = ..., max_retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., depends_on: _Optional[_Iterable[_Union[Dependency, _Mapping]]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., locks: _Optional[_Iterable[_Union[LockRef, _Mapping]]] = ..., resource_cpu: _Optional[float] = ..., resource_memory_mb: _Optional[int] = ..., runner: _Optional[str] = ..., selector: _Optional[_Mapping[str, str]] = ..., not_before: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., retry_delays_ms: _Optional[_Iterable[int]] = ..., retry_backoff: _Optional[_Union[RetryBackoff, _Mapping]] = ..., retry_same_executor: _Optional[bool] = ..., pool: _Optional[str] = ...) -> None: ...
 
 class WorkflowSpec(_message.Message):
-    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms", "warn_after_ms", "on_event", "emits", "keep_runs", "keep_for_ms")
+    __slots__ = ("name", "schedule", "tasks", "max_parallel_per_run", "max_parallel", "params_json", "owner", "description", "misfire", "overlap", "backfill_share_pct", "namespace", "exclude", "jitter_ms", "warn_after_ms", "on_event", "emits", "keep_runs", "keep_for_ms", "sla_start_within_ms", "sla_finish_within_ms", "freshness_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
@@ -506,6 +516,9 @@ class WorkflowSpec(_message.Message):
     EMITS_FIELD_NUMBER: _ClassVar[int]
     KEEP_RUNS_FIELD_NUMBER: _ClassVar[int]
     KEEP_FOR_MS_FIELD_NUMBER: _ClassVar[int]
+    SLA_START_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    SLA_FINISH_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: CronTrigger
     tasks: _containers.RepeatedCompositeFieldContainer[WorkflowTaskSpec]
@@ -525,10 +538,13 @@ class WorkflowSpec(_message.Message):
     emits: _containers.RepeatedScalarFieldContainer[str]
     keep_runs: int
     keep_for_ms: int
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., keep_runs: _Optional[int] = ..., keep_for_ms: _Optional[int] = ...) -> None: ...
+    sla_start_within_ms: int
+    sla_finish_within_ms: int
+    freshness_ms: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., keep_runs: _Optional[int] = ..., keep_for_ms: _Optional[int] = ..., sla_start_within_ms: _Optional[int] = ..., sla_finish_within_ms: _Optional[int] = ..., freshness_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
-    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused")
+    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused", "last_success_ms", "last_success_run")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +554,8 @@ class WorkflowRecord(_message.Message):
     RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_RUN_FIELD_NUMBER: _ClassVar[int]
     spec: WorkflowSpec
     version: int
     created_ms: int
@@ -547,7 +565,9 @@ class WorkflowRecord(_message.Message):
     running_tasks: int
     next_fire_ms: int
     paused: bool
-    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
+    last_success_ms: int
+    last_success_run: str
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ...) -> None: ...
 
 class TimelineEntry(_message.Message):
     __slots__ = ("state", "at_ms", "reason", "event", "shard", "attempt", "executor", "exit_code", "duration_ms", "retry_at_ms")
@@ -672,7 +692,7 @@ class BackfillRecord(_message.Message):
     def __init__(self, backfill_id: _Optional[str] = ..., workflow: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., runs_finished: _Optional[int] = ..., runs_failed: _Optional[int] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., share_pct: _Optional[int] = ..., task: _Optional[str] = ..., runs_skipped: _Optional[int] = ...) -> None: ...
 
 class AlertRecord(_message.Message):
-    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved", "resolves_seq", "executor", "node")
+    __slots__ = ("task", "owner", "run_id", "execution_id", "error", "at_ms", "seq", "id", "kind", "workflow", "namespace", "output_tail", "acked_ms", "dedupe", "workflow_run", "resolved", "resolves_seq", "executor", "node", "severity")
     TASK_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -692,6 +712,7 @@ class AlertRecord(_message.Message):
     RESOLVES_SEQ_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
     task: str
     owner: str
     run_id: str
@@ -711,7 +732,8 @@ class AlertRecord(_message.Message):
     resolves_seq: int
     executor: str
     node: str
-    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ..., resolves_seq: _Optional[int] = ..., executor: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
+    severity: str
+    def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ..., resolves_seq: _Optional[int] = ..., executor: _Optional[str] = ..., node: _Optional[str] = ..., severity: _Optional[str] = ...) -> None: ...
 
 class WorkflowRunOp(_message.Message):
     __slots__ = ("op", "run_id", "task", "reason")

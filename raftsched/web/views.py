@@ -20,6 +20,7 @@ from typing import Any, Final, TypeVar
 
 from raftsched.display import duration_text, enum_name, iso, schedule_text
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError, Unauthenticated
+from raftsched.explain import sla_details
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.base import Ctx, Redirect, View, local_path
 from raftsched.web.editing import ROUTES as EDIT_ROUTES
@@ -333,6 +334,8 @@ def task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "explained": explained,
             "explain_error": explain_error,
             "refresh": 0 if at_text else REFRESH_S,
+            # SLA and freshness states (met / missed by X / pending) for the newest run.
+            "sla": sla_details(rec, runs[0] if runs else None, ctx.now_ms),
         },
         title=f"Task {name}",
     )

@@ -461,6 +461,11 @@ def _convert(root: Node, conv: Converter) -> pb.WorkflowSpec:
         conv.add(root.line, "", f"a workflow file holds a mapping (name, tasks, ...), got {describe(root)}")
         return spec
     keys = conv.keys(root, WORKFLOW_KEYS, "", "workflow")
+    if "sla" in keys:
+        line, node = keys["sla"]
+        conv.mark("sla", line)
+        for attr, ms in read_sla(conv, node, "sla", "sla").items():
+            setattr(spec, attr, ms)
     for f in WORKFLOW_FIELDS:
         if f.key not in keys or f.kind == Kind.TASKS:
             continue
@@ -603,6 +608,25 @@ def _convert_locks(node: Node, path: str, suffix: str, task: pb.WorkflowTaskSpec
                     conv.add(item.line, at, f"{item_label}: {exc.reason}")
                     continue
                 task.locks.add(name=lock.name, shared=lock.mode == LockMode.SHARED)
+
+
+SLA_KEYS = tuple(f.key.partition(".")[2] for f in TASK_FIELDS if f.file_key == "sla")
+
+
+def read_sla(conv: Converter, node: Node, path: str, label: str) -> dict[str, int]:
+    """``sla: {start_within: 5m, finish_within: 30m}``: the TaskSpec fields it sets (ms)."""
+    out: dict[str, int] = {}
+    if not conv.mapping(node, path, label):
+        return out
+    keys = conv.keys(node, SLA_KEYS, label, "sla")
+    for key in SLA_KEYS:
+        if key in keys:
+            line, value = keys[key]
+            conv.mark(f"{path}.{key}", line)
+            ms = read_duration_ms(conv, value, f"{path}.{key}", f"{label}.{key}")
+            if ms is not None:
+                out[f"sla_{key}_ms"] = ms
+    return out
 
 
 def read_resource(conv: Converter, node: Node, path: str, label: str) -> tuple[float | None, int | None]:

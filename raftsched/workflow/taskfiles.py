@@ -55,6 +55,7 @@ from raftsched.workflow.files import (
     describe,
     read_labels,
     read_resource,
+    read_sla,
     read_value,
     scan_toml_lines,
     toml_node,
@@ -145,6 +146,8 @@ def _task(node: Node, i: int, defaults: dict[str, str], conv: Converter) -> tupl
         if key == "resource":
             cpu, memory = read_resource(conv, value, path, label(key))
             fields.update((k, v) for k, v in (("resource_cpu", cpu), ("resource_memory_mb", memory)) if v)
+        elif key == "sla":
+            fields.update(read_sla(conv, value, path, label(key)))
         elif f.kind == Kind.LABELS:
             pairs = read_labels(conv, value, path, f"{at}.{key}", suffix)
             got = None if pairs is None else tuple(sorted(pairs.items()))

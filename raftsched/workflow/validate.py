@@ -41,6 +41,7 @@ from raftsched.model import (
     MAX_NAME,
     MAX_RETRIES,
     MAX_SHARDS,
+    MAX_SLA_MS,
     MAX_TIMEOUT_MS,
     RetryBackoff,
     check_int,
@@ -261,6 +262,9 @@ def _check_workflow_fields(spec: pb.WorkflowSpec, problems: _Problems) -> set[st
     problems.check_int(spec.jitter_ms, "jitter_ms", 0, MAX_JITTER_MS, " ms")
     problems.check_int(spec.warn_after_ms, "warn_after_ms", 0, MAX_TIMEOUT_MS, " ms")
     _check_keeps(spec, problems)
+    problems.check_int(spec.sla_start_within_ms, "sla_start_within_ms", 0, MAX_SLA_MS, " ms")
+    problems.check_int(spec.sla_finish_within_ms, "sla_finish_within_ms", 0, MAX_SLA_MS, " ms")
+    problems.check_int(spec.freshness_ms, "freshness_ms", 0, MAX_SLA_MS, " ms")
     try:
         validate_exclude(tuple(spec.exclude))
         if spec.on_event:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,7 +16,7 @@ import pytest
 from raftsched.alerts.delivery import ID_HEADER, SIGNATURE_HEADER, verify
 from raftsched.cli.parser import main as cli_main
 from raftsched.client import Client
-from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.model import ManualTrigger, OnceTrigger, TaskSpec
 from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.conftest import ClusterFactory
@@ -152,3 +153,37 @@ def test_a_failed_run_alert_survives_a_leader_sigkill_before_delivery(
     assert event["execution_id"] == f"{run.run_id}/0/1" and event["run_id"] == run.run_id
     assert "disk full" in event["output_tail"] and event["task"] == "nightly-sync"
     print(f"raw deliveries of {info.alert.id}: {len(failed)}, refused before the kill: {receiver.refused}")
+
+
+def test_start_delay_and_freshness_alerts_from_a_real_cluster(make_cluster: ClusterFactory) -> None:
+    """Issue 36 §1-2 end to end: a task whose run waits for an executor starts late (a
+    ``start_delay`` warning for its namespace, measured from the executor's reported start), a
+    task that never runs misses its freshness once, and ``explain`` shows the freshness state."""
+    cluster = make_cluster(
+        extra_config='[alerts]\nzombie_after = "4s"\n\n[alerts.start_delay]\nwindow = "1m"\n'
+        'warning = "1s"\ncritical = "1m"\n'
+    )
+    cluster.wait_for_leader()
+    with Client(cluster.targets()) as client:
+        client.add_task(TaskSpec("stale", ManualTrigger(), command="true", owner="ops", freshness_ms=2000))
+        now = int(time.time() * 1000)
+        client.add_task(TaskSpec("late", OnceTrigger(now + 1000), command="true", namespace="etl"))
+
+        def kind(k: str) -> list[pb.AlertRecord]:
+            return [i.alert for i in client.alerts() if i.alert.kind == k]
+
+        [stale] = wait_until(lambda: kind("freshness"), 60, what="the freshness alert")
+        assert stale.task == "stale" and stale.owner == "ops" and "since it was created" in stale.error
+        reply = client.explain("stale", now)
+        assert any(d.startswith("freshness 2s: missed by") for d in reply.details), reply.details
+        wait_until(lambda: client.runs("late"), 30, what="the late task's run")
+        # The run waits for an executor: start one 2.5 s after its nominal time at the earliest.
+        wait_until(lambda: time.time() * 1000 >= now + 3500, 30, what="2.5 s past the nominal time")
+        executor = cluster.start_executor("ex1")
+        try:
+            [late] = wait_until(lambda: kind("start_delay"), 60, what="the start_delay alert")
+        finally:
+            executor.terminate()
+            executor.wait(10)
+        assert (late.namespace, late.severity) == ("etl", "warning")
+        assert len(kind("freshness")) == 1  # checked every second since: one miss, one event

@@ -9,7 +9,7 @@ from raftsched.model import OnceTrigger, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as pb
 
-FAILING = frozenset({"flaky"})
+FAILING = {"flaky"}
 DELAYS = (1_000, 2_500)
 
 

@@ -28,7 +28,20 @@ from raftsched.leader.gate import Stamp
 from raftsched.model import Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
-from tests.support.fsm import EVERY_SECOND, T0, S, apply, assign, create, fresh, leave, one_run, result, tick
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    apply,
+    assign,
+    create,
+    fresh,
+    join,
+    leave,
+    one_run,
+    result,
+    tick,
+)
 from tests.support.wait import until
 
 
@@ -188,14 +201,6 @@ def test_the_zombie_check_reads_only_runs_with_a_running_attempt(monkeypatch: py
     assert z.run_id == run_id and parsed == [run_id]
 
 
-def test_slow_schedule_raises_at_most_one_event_per_window() -> None:
-    monitor = AlertMonitor(AlertsConfig(delay_p99_threshold_ms=2000, window_ms=60_000))
-    assert monitor.slow_schedule(100, 1500.0, T0) == []
-    [ev] = monitor.slow_schedule(100, 2500.0, T0)
-    assert ev.kind == "delay_p99" and "2.50 s" in ev.error
-    assert monitor.slow_schedule(100, 2500.0, T0 + 1000) == []
-
-
 # -- config ----------------------------------------------------------------------------------------
 
 
@@ -217,7 +222,11 @@ def test_alerts_config_parses_durations_filters_and_secret_files(tmp_path: Path)
         problems,
     )
     assert problems == []
-    assert (cfg.zombie_after_ms, cfg.delay_p99_threshold_ms, cfg.window_ms) == (1_800_000, 2000, 300_000)
+    assert cfg.zombie_after_ms == 1_800_000
+    # The deprecated key keeps working: the start-delay check at p99 with it as the level.
+    levels = cfg.start_delay.default
+    assert (levels.quantile, levels.window_ms, levels.critical_ms) == (0.99, 300_000, 2000)
+    assert len(cfg.deprecated) == 1 and "delay_p99_threshold is deprecated" in cfg.deprecated[0]
     assert cfg.console_url == "http://console:8080"
     first, second = cfg.webhooks
     assert first.name == "https://chat.example/hook" and first.secret == "s3cret"
@@ -408,3 +417,40 @@ def test_backoff_is_capped_and_jittered() -> None:
     waits = [delivery.backoff_s(n, rng) for n in (1, 2, 3, 30)]
     assert 0.4 <= waits[0] <= 0.6 and 0.8 <= waits[1] <= 1.2 and 1.6 <= waits[2] <= 2.4
     assert waits[3] <= delivery.BACKOFF_CAP_S * 1.2
+
+
+def test_the_alert_loop_raises_and_delivers_a_start_delay_from_the_starts_apply_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As a node wires it: apply feeds the reported starts (SchedulerState.on_start), the loop
+    drains them, measures the namespace's p95 and proposes a start_delay event with its severity;
+    the webhook receives it with "severity"."""
+    from raftsched.alerts.monitor import StartDelays
+
+    state = fresh()
+    starts = StartDelays(AlertsConfig().start_delay)
+    state.on_start = starts.record
+    assert create(state, TaskSpec("t", EVERY_SECOND, command="x", namespace="etl")).ok
+    assert apply(state, tick("t", 1, T0 + S)).fired == 1
+    run_id = f"t@{T0 + S}"
+    assert apply(state, join("ex1")).ok
+    assert apply(state, assign(T0 + 2 * S, (run_id, 0, 1, "ex1"))).ok
+    assert apply(state, result(T0 + 400 * S, run_id, 1, "ex1", True, start_lateness_ms=390_000)).ok
+    node = FakeNode(state)
+    node.gate.now = T0 + 401 * S
+    post = FakePost()
+    cfg = AlertsConfig(webhooks=(Webhook(url="http://h/a", name="all"),))
+
+    async def scenario() -> None:
+        loop = delivery.AlertLoop(node, cfg, "prod", post=post, rng=random.Random(0), start_delays=starts)
+        loop.start()
+        try:
+            await until(lambda: bool(post.received), what="the start_delay event delivered")
+        finally:
+            await loop.stop()
+
+    with fast_backoff(monkeypatch):
+        asyncio.run(scenario())
+    body = json.loads(post.received[0][1])
+    assert (body["kind"], body["severity"], body["namespace"]) == ("start_delay", "critical", "etl")
+    assert "start delay p95 6m 30s" in body["reason"]

@@ -38,7 +38,10 @@ def accepted_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> set[str]:
     data.setdefault("tls", {"cert_file": "c.pem", "key_file": "k.pem"})
     load.parse_config(data, base_dir=tmp_path)
     seen.update(f"auth.{k}" for k in AUTH_KEYS)
-    seen.update(f"alerts.{k}" for k in alerts_config._KEYS if k not in ("webhook", "email"))
+    seen.update(f"alerts.{k}" for k in alerts_config._KEYS if k not in ("webhook", "email", "start_delay"))
+    levels = [k for k in alerts_config._START_DELAY_KEYS if k != "namespaces"]
+    seen.update(f"alerts.start_delay.{k}" for k in levels)
+    seen.update(f"alerts.start_delay.namespaces.<ns>.{k}" for k in levels)
     seen.update(f"alerts.webhook[].{k}" for k in alerts_config._WEBHOOK_KEYS)
     seen.update(f"alerts.email[].{k}" for k in alerts_config._EMAIL_KEYS)
     seen.update(f"events.<name>.{k}" for k in EVENT_KEYS)

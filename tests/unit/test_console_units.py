@@ -462,3 +462,45 @@ def test_a_leaders_page_costs_one_read_barrier_not_one_per_read(tmp_path: Path) 
     console.handle_sync(HttpRequest("GET", "/cluster", headers=cookie))
     assert calls[2:] == [("leader", "cluster_status"), ("leader", "list_executors")]
     console.close()
+
+
+def test_the_task_page_shows_the_sla_and_freshness_states(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        '[cluster]\nsecret = "0123456789abcdef0123"\n[[nodes]]\nid = "n1"\nraft = "127.0.0.1:7001"\n'
+        'grpc = "127.0.0.1:7101"\nhttp = "127.0.0.1:9101"\ndata_dir = "d"\n'
+    )
+    clock = ManualClock(T0 + 40 * 60 * S)
+    node = SimpleNamespace(node_id="n1", config=load_config(tmp_path / "c.toml"), clock=clock, tokens=None)
+    rec = pb.TaskRecord(created_ms=T0)
+    rec.spec.name, rec.spec.command = "report", "x"
+    rec.spec.sla_start_within_ms, rec.spec.sla_finish_within_ms = 5 * 60 * S, 30 * 60 * S
+    rec.spec.freshness_ms = 25 * 3600 * S
+    run = pb.Run(run_id=f"report@{T0}", task="report", nominal_ms=T0, state=pb.RUNNING)
+    run.timeline.add(event="started", at_ms=T0 + 7 * 60 * S)
+
+    class Reads(_CountingClient):
+        def get_task(self, name: str) -> pb.TaskRecord:
+            return rec
+
+        def runs(self, task: str, **kw: object) -> list[pb.Run]:
+            return [run]
+
+        def fire_accounting(self, task: str, **kw: object) -> list[pb.FireRecord]:
+            return []
+
+    calls: list[tuple[str | None, str]] = []
+    console = Console(
+        node,
+        client_factory=lambda _: Reads("leader", calls),  # type: ignore[arg-type, return-value]
+        reader_factory=lambda _: Reads("local", calls),  # type: ignore[arg-type, return-value]
+    )
+    session = console.sessions.new()
+    reply = console.handle_sync(
+        HttpRequest("GET", "/tasks/report", headers={"Cookie": f"{COOKIE}={session.sid}"})
+    )
+    page = reply.body.decode()
+    assert reply.status == 200, page
+    assert f"sla.start_within 5m 0s for run report@{T0}: missed by 2m 0s" in page
+    assert f"sla.finish_within 30m 0s for run report@{T0}: missed by 10m 0s" in page
+    assert "freshness 1d 1h 0m: met (no success yet)" in page
+    console.close()

@@ -385,6 +385,7 @@ def test_workflow_list_show_and_json(
     assert status == 0
     assert "schedule          cron '0 2 * * *' Europe/Berlin" in out
     assert "backfill share    30% of executor slots" in out
+    assert ["freshness", "none"] in [line.split() for line in out.splitlines()]
     row = next(line for line in out.splitlines() if line.startswith("alert"))
     assert row.split()[:5] == ["alert", "validate", "(on", "failure)", "all"] and "handler page" in row
     status, out, _ = run(capsys, address, "show", "etl", "--version", "2", "--json")

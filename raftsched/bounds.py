@@ -248,6 +248,8 @@ FIELDS: Final[dict[str, Range]] = {
         "MemberChange.started_ms": TIME,
         "Barrier.clock_fault_ms": Range(0, MAX_TIME_MS, " ms", "no clock fault"),
         "ListEventsRequest.limit": LIMIT,
+        "CancelRunRequest.shard": SHARD,
+        "CancelRuns.shard": SHARD,
     }.items()
 }
 

@@ -52,7 +52,8 @@ from raftsched.v1 import log_pb2 as pb
 #   7  EmitEvent (events and the runs they trigger, issue 28 §3); a task or workflow written with
 #      on_event or emits is stamped 7 too: a format-6 node would store it and then not emit on
 #      its success, so it stops at the definition instead of diverging later.
-COMMAND_FORMAT = 7
+#   8  CancelRuns (cancel task runs, issue 29 §1): an older node would refuse it and keep the runs.
+COMMAND_FORMAT = 8
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -85,6 +86,9 @@ WorkflowWaitsDue (see the history)."""
 EVENTS_FORMAT = 7
 """The format of EmitEvent and of task and workflow definitions that use events (see the history)."""
 _BODY_FORMAT["emit_event"] = EVENTS_FORMAT
+CANCEL_FORMAT = 8
+"""The format of CancelRuns (see the history)."""
+_BODY_FORMAT["cancel_runs"] = CANCEL_FORMAT
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see

@@ -110,6 +110,14 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
         "DATA_DIR/damaged-<time>, nothing is deleted), leave the cluster (its attempts there are "
         "declared lost, the retry policy decides) and register with a fresh log",
     )
+    parser.add_argument(
+        "--kill-grace",
+        type=duration_arg,
+        default=5_000,
+        metavar="DURATION",
+        help="when an attempt times out or its run is cancelled: how long its command's process "
+        "group has between SIGTERM and SIGKILL, and a handler to return (default: 5s)",
+    )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
@@ -160,6 +168,7 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 cpu=args.cpu,
                 memory_mb=parse_memory_mb(args.memory, "--memory"),
                 drain_grace_s=args.grace / 1000,
+                grace_s=args.kill_grace / 1000,
                 execution_log_keep=None
                 if args.execution_log_keep is None
                 else args.execution_log_keep / 1000,

@@ -81,7 +81,7 @@ def test_commands_are_stamped_with_the_oldest_format_that_applies_them() -> None
         writes.create_task(spec, disabled=False, now_ms=T0, epoch=1, origin="n1", key="")
     )
     new = pb.Command.FromString(writes.drain_executor("ex1", "", now_ms=T0, epoch=1, origin="n1", key=""))
-    assert (old.format, new.format) == (1, 2) and codec.COMMAND_FORMAT == 7
+    assert (old.format, new.format) == (1, 2) and codec.COMMAND_FORMAT == codec.CANCEL_FORMAT
     barrier = pb.Command(epoch=2, now_ms=T0, origin="n2")
     barrier.barrier.node_id = "n2"
     assert pb.Command.FromString(codec.encode_command(barrier)).format == 1
@@ -141,7 +141,10 @@ def test_a_newer_command_stops_the_replica_and_the_rest_of_the_log_waits_for_an_
     finally:
         applier.stop()
     assert isinstance(fatal[0], FormatTooNew) and fatal[0].index == 2
-    assert "command format 8 is newer than this build applies (7)" in str(fatal[0])
+    assert (
+        f"command format {codec.COMMAND_FORMAT + 1} is newer than this build applies ({codec.COMMAND_FORMAT})"
+        in str(fatal[0])
+    )
     assert applier.failed is fatal[0]
     # Entry 1 applied; entry 2 is not recorded as applied (a newer build replays it), nor is 3.
     assert replica.last_applied == 1

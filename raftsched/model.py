@@ -200,6 +200,7 @@ UNPLACEABLE = "unplaceable"
 CLOCK_FAULT = "clock_fault"
 STORE_DAMAGED = "store_damaged"
 UPSTREAM_LATE = "upstream_late"
+RUN_CANCELLED = "run_cancelled"
 
 ALERT_KINDS = (
     RUN_FAILED,
@@ -215,6 +216,7 @@ ALERT_KINDS = (
     CLOCK_FAULT,
     STORE_DAMAGED,
     UPSTREAM_LATE,
+    RUN_CANCELLED,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 

@@ -505,6 +505,7 @@ class SchedulerState(LockedReads):
         "begin_member_change": lambda s, cmd, now: (s.membership.begin(cmd.begin_member_change, now), ()),
         "end_member_change": lambda s, cmd, now: (s.membership.end(cmd.end_member_change), ()),
         "emit_event": lambda s, cmd, now: s.events.emit(cmd, now),
+        "cancel_runs": lambda s, cmd, now: s.runs.cancel_runs(cmd, now),
     }
 
 

@@ -105,6 +105,9 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     # Events: emitting needs events.emit in the event's namespace; listing is a task read.
     _A + "EmitEvent": Permission.EVENTS_EMIT,
     _A + "ListEvents": Permission.TASKS_READ,
+    # Cancelling a run needs what triggering one needs (runs.operate, in the task's namespace).
+    _A + "CancelRun": Permission.RUNS_OPERATE,
+    _A + "CancelRuns": Permission.RUNS_OPERATE,
     _E + "Register": Permission.EXECUTE,
     _E + "Dispatch": Permission.EXECUTE,
     _E + "DispatchBatch": Permission.EXECUTE,

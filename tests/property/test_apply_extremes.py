@@ -168,6 +168,7 @@ def _bodies() -> dict[str, Callable[[], Message]]:
         "end_member_change": lambda: pb.EndMemberChange(id="n9", kind="add", applied=True),
         "workflow_waits_due": pb.WorkflowWaitsDue,
         "emit_event": lambda: pb.EmitEvent(name="e", key="k", namespace="default", payload_json="{}"),
+        "cancel_runs": lambda: pb.CancelRuns(run_ids=[RUN], reason="r", shard=0),
     }
 
 

@@ -532,6 +532,7 @@ class SubprocessRunner:
                 reaper = self._reaper = subprocess.Popen(
                     [sys.executable, "-I", "-S", _REAPER, f"{self.grace_s:g}"],
                     stdin=subprocess.PIPE,
+                    bufsize=0,
                     stdout=subprocess.DEVNULL,
                     start_new_session=True,  # a signal to the executor's group must not reach it
                 )
@@ -539,10 +540,14 @@ class SubprocessRunner:
                 log.warning("cannot start the command reaper (%s): commands may outlive this executor", exc)
                 self._reaper = None
                 return
+            assert reaper.stdin is not None
+            os.set_blocking(reaper.stdin.fileno(), False)
         assert reaper.stdin is not None
         try:
-            reaper.stdin.write(line)
-            reaper.stdin.flush()
+            # Non-blocking: a stalled reaper (stopped, 8,000 lines behind) must not stall the loop.
+            os.write(reaper.stdin.fileno(), line)
+        except BlockingIOError:
+            log.warning("the command reaper is not reading: %r not registered", line.strip())
         except OSError as exc:  # it died: the next command starts another
             log.warning("the command reaper is gone (%s): starting another with the next command", exc)
 

@@ -121,7 +121,7 @@ def test_an_executor_killed_with_sigkill_leaves_no_command_behind(fleet: Fleet) 
             assert not any(_gone(p) for p in pids)
             fleet.kill_executor("ex1")
             # The reaper's grace is the executor's --kill-grace (2 s): SIGTERM ends sleep at once.
-            wait_until(lambda: all(_gone(p) for p in pids), 10, 0.05, "the command and its child ended")
+            wait_until(lambda: all(_gone(p) for p in pids), 30, 0.05, "the command and its child ended")
         finally:
             _kill_all(pids)
         client.cancel_run(run_id, "clean up")  # its lease would expire and it would run again

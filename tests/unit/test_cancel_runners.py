@@ -55,7 +55,10 @@ async def _cancel_when(path: Path, stop: Cancellation, reason: str) -> None:
 
 def test_a_cancelled_command_gets_sigterm_and_may_clean_up_within_the_grace(tmp_path: Path) -> None:
     marker = tmp_path / "pid"
-    command = f"trap 'echo cleaned >> {marker}.term; exit 3' TERM; sleep 30 & echo $$ > {marker}; wait"
+    # Foreground sleeps: a TERM to the group ends the current one and the shell's trap runs.
+    command = (
+        f"trap 'echo cleaned >> {marker}.term; exit 3' TERM; echo $$ > {marker}; while :; do sleep 0.1; done"
+    )
 
     async def main() -> tuple[object, ...]:
         runner = SubprocessRunner(grace_s=5)
@@ -180,7 +183,7 @@ def test_a_command_does_not_outlive_the_process_that_started_it(tmp_path: Path) 
         assert not any(_gone(p) for p in pids)
         host.send_signal(signal.SIGKILL)
         host.wait(10)
-        wait_until(lambda: all(_gone(p) for p in pids), 10, what="the command and its child ended")
+        wait_until(lambda: all(_gone(p) for p in pids), 30, what="the command and its child ended")
     finally:
         if host.poll() is None:
             host.kill()

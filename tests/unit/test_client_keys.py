@@ -49,6 +49,8 @@ CALLS: dict[str, Callable[[Client], object]] = {
     "SetCalendar": lambda c: c.set_calendar("holidays", weekdays="sat,sun"),
     "DeleteCalendar": lambda c: c.delete_calendar("holidays"),
     "EmitEvent": lambda c: c.emit_event("orders-ready", key="2026-12-04"),
+    "CancelRun": lambda c: c.cancel_run("backup@1000", "stop"),
+    "CancelRuns": lambda c: c.cancel_runs(task="backup", reason="stop"),
 }
 
 

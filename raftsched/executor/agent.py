@@ -151,6 +151,8 @@ class Executor:
     cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
     transport; the executor's name is bound to it on its first registration.
     ``drain_grace_s`` bounds a drain's wait for running attempts (see the module docstring).
+    ``grace_s`` (``raftsched-executor --kill-grace``): a timed-out or cancelled attempt's command
+    gets SIGTERM, then SIGKILL after this long; a cancelled handler has this long to return.
     ``execution_log_keep`` (a duration such as ``"10m"``, or seconds; 1 s to 1 year; None keeps
     every entry) is how long an execution id stays in the log after the cluster acknowledged its
     result: a worker thread drops older entries, :data:`_PRUNE_STEP` per transaction, so the log

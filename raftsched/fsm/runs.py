@@ -258,18 +258,11 @@ class RunBook:
         """Cancel the unfinished ``run``: its unfinished shards stop (their quota places and locks
         are given back unless ``release`` is false, as commands of format 3 and older had it; the
         leader stops the running attempts) and the run finishes."""
-        attempts: list[tuple[int, int, str]] = []
-        for shard in run.shards:
-            if shard.state not in FINISHED:
-                attempts.append(
-                    (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
-                )
-                if release:
-                    self.release_holds(run, shard)
-                shard.state = pb.CANCELLED
-                shard.finished_ms = now
-                shard.error = reason
-                note(run, "cancelled", now, shard, reason=reason)
+        attempts = [
+            self._stop_shard(run, shard, reason, now, release)
+            for shard in run.shards
+            if shard.state not in FINISHED
+        ]
         run.state = pb.CANCELLED
         run.finished_ms = now
         run.held = False
@@ -375,14 +368,8 @@ class RunBook:
     ) -> None:
         """Cancel one unfinished shard of ``run``; the run finishes once every shard has (failed if
         any shard failed, else cancelled)."""
-        executor = shard.executor if shard.state == pb.RUNNING else ""
         self.usage.release((run.run_id, shard.shard))
-        self.release_holds(run, shard)
-        shard.state = pb.CANCELLED
-        shard.finished_ms = now
-        shard.error = reason
-        note(run, "cancelled", now, shard, reason=reason)
-        effects.append(RunCancelled(run.run_id, ((shard.shard, shard.attempt, executor),), epoch))
+        effects.append(RunCancelled(run.run_id, (self._stop_shard(run, shard, reason, now, True),), epoch))
         st = self.tasks.get(run.task)
         if not all(s.state in FINISHED for s in run.shards):
             if run.state == pb.PENDING:
@@ -401,6 +388,21 @@ class RunBook:
             )
         self.finish(run, now)
         self._after_cancel(run, st, now, effects)
+
+    def _stop_shard(
+        self, run: pb.Run, shard: pb.ShardAttempt, reason: str, now: int, release: bool
+    ) -> tuple[int, int, str]:
+        """``shard`` (unfinished) ends CANCELLED, giving back its quota places and locks unless
+        ``release`` is false; returns ``(shard, attempt, executor)`` for :class:`RunCancelled`
+        (executor ``""``: not running). Every cancel of a task run goes through here."""
+        stopped = (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+        if release:
+            self.release_holds(run, shard)
+        shard.state = pb.CANCELLED
+        shard.finished_ms = now
+        shard.error = reason
+        note(run, "cancelled", now, shard, reason=reason)
+        return stopped
 
     def _after_cancel(self, run: pb.Run, st: TaskState | None, now: int, effects: list[Effect]) -> None:
         """A cancelled run counts as finished for overlap: a run buffered behind it (buffer_one)

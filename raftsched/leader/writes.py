@@ -587,6 +587,13 @@ CANCEL_STATES: Final = ("pending", "running")
 """What a bulk cancel may select by (``--state``; empty: both)."""
 
 
+def cancel_run(
+    run_id: str, reason: str, *, shard: int | None = None, now_ms: int, epoch: int, origin: str, key: str
+) -> bytes:
+    """The CancelRuns command for one run (or one ``shard`` of it); see :func:`cancel_runs`."""
+    return cancel_runs([run_id], reason, shard=shard, now_ms=now_ms, epoch=epoch, origin=origin, key=key)[0]
+
+
 def cancel_runs(
     run_ids: Sequence[str],
     reason: str,

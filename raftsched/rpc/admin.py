@@ -555,9 +555,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         res = await self._write(
             request,
             method="CancelRun",
-            build=lambda s: writes.cancel_runs([request.run_id], request.reason, shard=shard, key=key, **s)[
-                0
-            ],
+            build=lambda s: writes.cancel_run(request.run_id, request.reason, shard=shard, key=key, **s),
         )
         return pb.RunReply(run=res.run)
 

@@ -267,7 +267,7 @@ class RunBook:
         run.finished_ms = now
         run.held = False
         self.finish(run, now)
-        effects.append(RunCancelled(run.run_id, tuple(attempts), epoch))
+        effects.append(RunCancelled(run.run_id, tuple(attempts), epoch, reason))
 
     def cancel_runs(self, cmd: pb.Command, now: int) -> Handled:
         """CancelRuns: the named unfinished runs (or one shard of one run) are cancelled, as
@@ -369,7 +369,8 @@ class RunBook:
         """Cancel one unfinished shard of ``run``; the run finishes once every shard has (failed if
         any shard failed, else cancelled)."""
         self.usage.release((run.run_id, shard.shard))
-        effects.append(RunCancelled(run.run_id, (self._stop_shard(run, shard, reason, now, True),), epoch))
+        stopped = self._stop_shard(run, shard, reason, now, True)
+        effects.append(RunCancelled(run.run_id, (stopped,), epoch, reason))
         st = self.tasks.get(run.task)
         if not all(s.state in FINISHED for s in run.shards):
             if run.state == pb.PENDING:

@@ -61,7 +61,7 @@ def test_cancel_of_a_running_run_ends_it_cancelled_with_who_and_why_and_stops_th
     events = [(e.event, e.reason) for e in run.timeline]
     assert ("cancel_requested", "by alice: hung") in events and ("cancelled", "hung") in events
     assert [e for e in applied.effects if isinstance(e, RunCancelled)] == [
-        RunCancelled(RUN, ((0, 1, "a"),), 1)
+        RunCancelled(RUN, ((0, 1, "a"),), 1, "hung")
     ]
     kinds = _alert_kinds(state)
     assert RUN_CANCELLED in kinds and RUN_FAILED not in kinds

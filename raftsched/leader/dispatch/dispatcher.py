@@ -268,7 +268,13 @@ class Dispatcher:
                 exec_id = execution_id(eff.run_id, shard, attempt)
                 t.holdings.drop(exec_id)
                 t.takeover.known(exec_id, "applied")  # the run is cancelled
-                item = pb.WorkItem(execution_id=exec_id, run_id=eff.run_id, epoch=t.epoch, cancel=True)
+                item = pb.WorkItem(
+                    execution_id=exec_id,
+                    run_id=eff.run_id,
+                    epoch=t.epoch,
+                    cancel=True,
+                    cancel_reason=eff.reason,
+                )
                 t.outbox.append((executor, item))
                 t.cancels_sent[exec_id] = now_ms
 

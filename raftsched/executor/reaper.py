@@ -14,11 +14,14 @@ SIGTERM to every process group still registered, waits the grace given as its ar
 SIGKILL to the groups still alive, and exits. A normal stop closes the pipe with nothing
 registered: the reaper just exits.
 
-It works wherever a pipe reports end-of-file when its writer dies (Linux, macOS, the BSDs). The
-one window it does not cover is the moment between the command's fork and the executor's write of
-its process group (microseconds); the README's "A command dies with its executor" says so.
+It works wherever a pipe reports end-of-file when its writer dies (Linux, macOS, the BSDs). A
+command is registered by the executor's event loop right after it starts, which under load can
+take hundreds of milliseconds; an executor that dies in that window leaves a command the reaper
+does not know. On Linux the reaper closes that window too: every command's environment carries
+``RAFTSCHED_REAPER_TOKEN`` (a random token of its runner), and at end-of-file the reaper also ends
+the process groups of the processes in ``/proc`` that carry it. Elsewhere the window stays.
 
-Run as a script (``python -I -S reaper.py GRACE_S``): it imports the standard library only, so it
+Run as a script (``python -I -S reaper.py GRACE_S TOKEN``): it imports the standard library only, so it
 starts fast and never loads the executor's own modules.
 """
 
@@ -60,8 +63,33 @@ def reap(groups: set[int], grace_s: float) -> None:
             _signal(pgid, signal.SIGKILL)
 
 
+def carrying(token: str) -> set[int]:
+    """Linux (``/proc``): the process groups of this user's processes whose environment holds
+    ``RAFTSCHED_REAPER_TOKEN=<token>`` (commands of the dead executor, registered or not, and their
+    children). Empty where there is no ``/proc`` (macOS: registered groups only)."""
+    needle = f"RAFTSCHED_REAPER_TOKEN={token}".encode()
+    found: set[int] = set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+            if needle in environ.split(b"\0"):
+                found.add(os.getpgid(int(name)))
+        except OSError:
+            continue  # gone, or not ours
+    found.discard(os.getpgid(0))
+    return found
+
+
 def main(argv: list[str]) -> int:
     grace_s = float(argv[1]) if len(argv) > 1 else 5.0
+    token = argv[2] if len(argv) > 2 else ""
     # Its job is to outlive the executor by a moment: a Ctrl-C or a SIGTERM meant for the
     # executor must not take it first.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -78,6 +106,9 @@ def main(argv: list[str]) -> int:
             groups.add(pgid)
         else:
             groups.discard(pgid)
+    if token:
+        groups |= carrying(token)
+    groups = {p for p in groups if p > 1}
     if groups:
         reap(groups, grace_s)
     return 0

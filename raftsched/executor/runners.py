@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import shlex
 import signal
 import subprocess
@@ -54,6 +55,10 @@ _READ_CHUNK = 64 * 1024
 _GROUP_POLL_S = 0.05
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
+# In every command's environment (supervised runners): the reaper also ends, on Linux, the
+# processes that carry its runner's token, so a command the executor died before registering
+# (between its fork and the registration, which under load took hundreds of ms) is ended too.
+REAPER_TOKEN_ENV = "RAFTSCHED_REAPER_TOKEN"
 
 
 def _check_int(value: object, field_name: str, low: int, high: int) -> None:
@@ -430,6 +435,7 @@ class SubprocessRunner:
             raise ValueError("tail_bytes, grace_s and drain_s must be >= 0")
         self.supervise = supervise
         self._reaper: subprocess.Popen[bytes] | None = None
+        self._token = secrets.token_hex(16)
         self.extra_env = dict(env or {})  # e.g. RAFTSCHED_EXECUTOR, the executor's name
         self.tail_bytes = tail_bytes
         self.grace_s = grace_s
@@ -449,6 +455,8 @@ class SubprocessRunner:
         if not isinstance(command, str) or not command.strip():
             return failed("empty command: the task has no command to run")
         env = {**os.environ, **self.extra_env, **ctx.env()}
+        if self.supervise:
+            env[REAPER_TOKEN_ENV] = self._token  # the reaper finds it even if never registered
         # Our own pipes rather than asyncio's: asyncio's Process.wait() also waits for its pipes
         # to close, which a background child of the command can delay for ever.
         out_r, out_w = os.pipe()
@@ -530,7 +538,7 @@ class SubprocessRunner:
                 return  # a new reaper never knew that group
             try:
                 reaper = self._reaper = subprocess.Popen(
-                    [sys.executable, "-I", "-S", _REAPER, f"{self.grace_s:g}"],
+                    [sys.executable, "-I", "-S", _REAPER, f"{self.grace_s:g}", self._token],
                     stdin=subprocess.PIPE,
                     bufsize=0,
                     stdout=subprocess.DEVNULL,

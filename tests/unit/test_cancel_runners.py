@@ -192,6 +192,51 @@ def test_a_command_does_not_outlive_the_process_that_started_it(tmp_path: Path) 
                 os.kill(pid, signal.SIGKILL)
 
 
+_UNREGISTERED_HOST = textwrap.dedent(
+    """
+    import asyncio, sys
+    from raftsched.executor.runners import AttemptContext, SubprocessRunner
+
+    class Unregistered(SubprocessRunner):
+        def _tell_reaper(self, line):  # the executor dies before it registers the group
+            super()._tell_reaper(b"+1\\n" if line.startswith(b"+") else line)
+
+    async def main():
+        runner = Unregistered(grace_s=1)
+        ctx = AttemptContext(execution_id="t@1/0/1", run_id="t@1", task="t", nominal_ms=1,
+                             shard=0, shards=1, attempt=1)
+        await runner.run(sys.argv[1], ctx)
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the token scan reads /proc")
+def test_on_linux_a_command_its_executor_died_before_registering_is_ended_too(tmp_path: Path) -> None:
+    """The executor registers a command's group from its event loop after the fork; one killed in
+    between (under load that took hundreds of ms) left it running. The reaper also ends the
+    processes that carry its runner's token in their environment."""
+    marker = tmp_path / "pids"
+    command = f"sleep 4711 & echo $$ $! > {marker}; wait"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    host = subprocess.Popen([sys.executable, "-c", _UNREGISTERED_HOST, command], env=env)
+    try:
+        wait_until(
+            lambda: marker.exists() and len(marker.read_text().split()) == 2, 20, what="command started"
+        )
+        pids = [int(p) for p in marker.read_text().split()]
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+        wait_until(lambda: all(_gone(p) for p in pids), 30, what="the unregistered command ended")
+    finally:
+        if host.poll() is None:
+            host.kill()
+        for pid in [int(p) for p in marker.read_text().split()] if marker.exists() else []:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_the_reaper_ends_with_a_normal_stop_and_knows_no_finished_group() -> None:
     async def main() -> int | None:
         runner = SubprocessRunner(grace_s=1)

@@ -288,6 +288,8 @@ FIELDS: Final[dict[str, Range]] = {
         "ReadLogsRequest.attempt": Range(0, MAX_ATTEMPT, "", "the shard's latest attempt"),
         "ReadLogsRequest.since_line": Range(0, UINT64_MAX, "", "from the first line"),
         "ReadLogsRequest.tail_bytes": Range(0, UINT64_MAX, " bytes", "the whole log"),
+        "CancelRunRequest.shard": SHARD,
+        "CancelRuns.shard": SHARD,
     }.items()
 }
 

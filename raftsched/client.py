@@ -1131,6 +1131,44 @@ class Client:
 
     # -- the retry loop ----------------------------------------------------------------------------
 
+    def cancel_run(self, run_id: str, reason: str = "", *, shard: int | None = None) -> pb.Run:
+        """Cancel an unfinished run (or only its ``shard``): it ends ``cancelled`` with ``reason``
+        and who asked in its timeline; a running attempt gets SIGTERM, the executor's grace, then
+        SIGKILL (a handler is cancelled or sees ``ctx.cancel_requested()``). Cancelling a
+        cancelled run again returns it unchanged. NotFound for an unknown run; Conflict for a run
+        that finished otherwise or a workflow's task run (kill the workflow run instead)."""
+        request = pb.CancelRunRequest(run_id=_run_id(run_id), reason=reason, idempotency_key=_key())
+        if shard is not None:
+            request.shard = shard
+        reply: pb.RunReply = self._call("CancelRun", request, write=True)
+        return reply.run
+
+    def cancel_runs(
+        self,
+        *,
+        task: str = "",
+        namespace: str = "",
+        owner: str = "",
+        state: str = "",
+        dry_run: bool = False,
+        reason: str = "",
+    ) -> list[str]:
+        """Cancel every unfinished run of one ``task``, ``namespace`` or ``owner`` (exactly one),
+        optionally only those ``pending`` or ``running`` (``state``). Returns the run ids
+        cancelled, or with ``dry_run`` the ones that would be (nothing changes). Workflow task
+        runs are not included; runs in namespaces the caller may not use are left out."""
+        request = pb.CancelRunsRequest(
+            task=task,
+            namespace=namespace,
+            owner=owner,
+            state=state,
+            dry_run=dry_run,
+            reason=reason,
+            idempotency_key=_key(),
+        )
+        reply: pb.CancelRunsReply = self._call("CancelRuns", request, write=True)
+        return list(reply.run_ids)
+
     def _call(self, method: str, request: Message, *, write: bool = False, stale: bool | None = None) -> Any:
         """Run one RPC with redirects, rotation and backoff (see the module docstring).
 

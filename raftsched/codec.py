@@ -76,7 +76,8 @@ from raftsched.v1 import log_pb2 as pb
 #      would store it and never raise its alerts nor keep its last success), and RaiseAlerts of
 #      the start_delay, sla_missed and freshness kinds (a format-7 node refuses those kinds: its
 #      outbox would number the next events differently).
-COMMAND_FORMAT = 14
+#  15  CancelRuns (cancel task runs, issue 29 §1): an older node would refuse it and keep the runs.
+COMMAND_FORMAT = 15
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -136,6 +137,9 @@ SLA_FORMAT = 14
 """The format of task definitions with an SLA or freshness and of RaiseAlerts of the kinds
 issue 36 added (see the history)."""
 _SLA_ALERT_KINDS = frozenset({"start_delay", "sla_missed", "freshness"})
+CANCEL_FORMAT = 15
+"""The format of CancelRuns (see the history)."""
+_BODY_FORMAT["cancel_runs"] = CANCEL_FORMAT
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see

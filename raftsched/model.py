@@ -220,6 +220,7 @@ CLOCK_SKEW = "clock_skew"
 START_DELAY = "start_delay"
 SLA_MISSED = "sla_missed"
 FRESHNESS = "freshness"
+RUN_CANCELLED = "run_cancelled"
 
 ALERT_KINDS = (
     RUN_FAILED,
@@ -243,6 +244,7 @@ ALERT_KINDS = (
     START_DELAY,
     SLA_MISSED,
     FRESHNESS,
+    RUN_CANCELLED,
 )
 """Every alert kind (a webhook's ``kinds`` filter names these)."""
 

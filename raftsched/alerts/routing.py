@@ -50,6 +50,7 @@ from raftsched.model import (
     HEARTBEAT_MISSING,
     LOST,
     NO_EXECUTOR,
+    RUN_CANCELLED,
     RUN_FAILED,
     SLA_MISSED,
     START_DELAY,
@@ -90,6 +91,7 @@ DEFAULT_SEVERITIES: Mapping[str, str] = {
     START_DELAY: WARNING,  # its record carries its level: warning or critical by the thresholds
     SLA_MISSED: CRITICAL,
     FRESHNESS: CRITICAL,
+    RUN_CANCELLED: INFO,  # someone asked for it: worth a note, not a page
 }
 """Each kind's default level (``[alerts.severity]`` overrides it)."""
 

@@ -155,6 +155,14 @@ def executor_parser() -> ArgParser:
         metavar="FRACTION",
         help="take work again once both are below this (default: 0.8; at most --full-at)",
     )
+    parser.add_argument(
+        "--kill-grace",
+        type=duration_arg,
+        default=5_000,
+        metavar="DURATION",
+        help="when an attempt times out or its run is cancelled: how long its command's process "
+        "group has between SIGTERM and SIGKILL, and a handler to return (default: 5s)",
+    )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
@@ -215,6 +223,7 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 cpu=args.cpu,
                 memory_mb=parse_memory_mb(args.memory, "--memory"),
                 drain_grace_s=args.grace / 1000,
+                grace_s=args.kill_grace / 1000,
                 execution_log_keep=None
                 if args.execution_log_keep is None
                 else args.execution_log_keep / 1000,

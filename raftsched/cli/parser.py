@@ -242,12 +242,34 @@ def build_parser() -> argparse.ArgumentParser:
     trigger.add_argument("name", metavar="NAME")
     trigger.add_argument("--params", metavar="JSON", default="", help="run parameters, a JSON object")
 
-    runs = _leaf(commands, "runs", tasks.cmd_runs, "list runs (of one task, or all)", times=True)
-    runs.add_argument("name", metavar="NAME", nargs="?", default="", help="task name (default: all tasks)")
+    runs = _leaf(
+        commands,
+        "runs",
+        tasks.cmd_runs,
+        "list runs (of one task, or all); `runs cancel (--task T | --namespace NS | --owner O) "
+        "[--state pending|running] [--dry-run] [--reason TEXT]` cancels the unfinished ones",
+        times=True,
+    )
+    runs.add_argument(
+        "name",
+        metavar="NAME",
+        nargs="?",
+        default="",
+        help="task name (default: all tasks); `cancel`: cancel runs (a task named cancel: --task cancel)",
+    )
     _range_options(runs, "nominal time")
     runs.add_argument("--state", choices=[s.value for s in RunState], help="only runs in this state")
     runs.add_argument("--limit", type=non_negative_int, default=0, metavar="N", help="at most N runs")
     _json_option(runs)
+    runs.add_argument("--task", default="", metavar="T", help="the runs of task T (same as NAME)")
+    runs.add_argument("--namespace", default="", metavar="NS", help="runs cancel: the runs of namespace NS")
+    runs.add_argument("--owner", default="", metavar="O", help="runs cancel: the runs of owner O's tasks")
+    runs.add_argument(
+        "--dry-run", action="store_true", help="runs cancel: list what would be cancelled, change nothing"
+    )
+    runs.add_argument(
+        "--reason", default="", metavar="TEXT", help="runs cancel: recorded in each run's timeline"
+    )
 
     run = commands.add_parser("run", help="one run: its state and timeline")
     run_actions = run.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -256,6 +278,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_show.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
     _json_option(run_show)
+    run_cancel = _leaf(
+        run_actions,
+        "cancel",
+        tasks.cmd_run_cancel,
+        "cancel an unfinished run: running attempts get SIGTERM, the executor's grace, then SIGKILL; "
+        "the run ends cancelled with the reason and who asked in its timeline",
+    )
+    run_cancel.add_argument("run_id", metavar="RUN_ID", help="the run, e.g. backup@1796000000000")
+    run_cancel.add_argument("--shard", type=non_negative_int, default=None, metavar="N", help="only shard N")
+    run_cancel.add_argument("--reason", default="", metavar="TEXT", help="recorded in the run's timeline")
+    _json_option(run_cancel)
     logs = _leaf(
         commands,
         "logs",

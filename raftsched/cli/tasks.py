@@ -35,6 +35,7 @@ __all__ = [
     "cmd_explain",
     "cmd_fires",
     "cmd_retry",
+    "cmd_run_cancel",
     "cmd_runs",
     "cmd_task_add",
     "cmd_task_delete",
@@ -257,6 +258,13 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    if args.name == "cancel":
+        return _cancel_runs(args)
+    if args.namespace or args.owner or args.dry_run or args.reason:
+        raise UsageError("--namespace, --owner, --dry-run and --reason go with `runs cancel`")
+    if args.task and args.name and args.task != args.name:
+        raise UsageError(f"give the task once: NAME {args.name!r} or --task {args.task!r}")
+    args.name = args.name or args.task
     now = lazy_now()
     since = optional_time(args.since, now, "--since")
     until = optional_time(args.until, now, "--until")
@@ -282,6 +290,45 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print_table(
         ["RUN", "TASK", "NOMINAL (UTC)", "STATE", "KIND", "SHARDS OK", "CREATED", "FINISHED", "WAITING"], rows
     )
+    return 0
+
+
+def _cancel_runs(args: argparse.Namespace) -> int:
+    """``runs cancel``: every unfinished run of a task, namespace or owner."""
+    given = [
+        o for o, v in (("--task", args.task), ("--namespace", args.namespace), ("--owner", args.owner)) if v
+    ]
+    if len(given) != 1:
+        raise UsageError("runs cancel: give exactly one of --task, --namespace or --owner")
+    if args.state not in (None, "pending", "running"):
+        raise UsageError(f"runs cancel: --state is pending or running, not {args.state}")
+    if args.since or args.until or args.limit:
+        raise UsageError("runs cancel: --since, --until and --limit list runs; they select nothing here")
+    with connect(args) as client:
+        run_ids = client.cancel_runs(
+            task=args.task,
+            namespace=args.namespace,
+            owner=args.owner,
+            state=args.state or "",
+            dry_run=args.dry_run,
+            reason=args.reason,
+        )
+    if args.json:
+        return print_json({"dry_run": args.dry_run, "run_ids": run_ids})
+    verb = "would cancel" if args.dry_run else "cancelled"
+    print(f"{verb} {len(run_ids)} run(s)")
+    for run_id in run_ids:
+        print(run_id)
+    return 0
+
+
+def cmd_run_cancel(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.cancel_run(args.run_id, args.reason, shard=args.shard)
+    if args.json:
+        return print_json(to_dict(run))
+    what = f"shard {args.shard} of {run.run_id}" if args.shard is not None else run.run_id
+    print(f"cancelled {what}: run {enum_name(pb.RunState, run.state)}")
     return 0
 
 

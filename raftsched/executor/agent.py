@@ -65,6 +65,7 @@ from raftsched.executor.runners import (
     AttemptContext,
     AttemptResult,
     CallableRunner,
+    Cancellation,
     CommandRunner,
     SubprocessRunner,
     python_command,
@@ -167,6 +168,8 @@ class Executor:
     cluster with auth on (else ``RAFTSCHED_TOKEN``, if set), sent with every call of the default
     transport; the executor's name is bound to it on its first registration.
     ``drain_grace_s`` bounds a drain's wait for running attempts (see the module docstring).
+    ``grace_s`` (``raftsched-executor --kill-grace``): a timed-out or cancelled attempt's command
+    gets SIGTERM, then SIGKILL after this long; a cancelled handler has this long to return.
     ``execution_log_keep`` (a duration such as ``"10m"``, or seconds; 1 s to 1 year; None keeps
     every entry) is how long an execution id stays in the log after the cluster acknowledged its
     result: a worker thread drops older entries, :data:`_PRUNE_STEP` per transaction, so the log
@@ -253,7 +256,7 @@ class Executor:
         self.slots = slots
         self.labels = dict(labels or {})
         self.data_dir = Path(data_dir)
-        self.callables = CallableRunner()
+        self.callables = CallableRunner(grace_s=grace_s)
         self.log_files = LogFiles(self.data_dir / "logs", logs)
         self.subprocess: CommandRunner = command_runner or SubprocessRunner(
             grace_s=grace_s, env={"RAFTSCHED_EXECUTOR": name}, log_files=self.log_files
@@ -272,6 +275,9 @@ class Executor:
         self._to_begin: list[tuple[str, asyncio.Future[BeginOutcome]]] = []
         self._to_finish: list[tuple[AttemptResult, asyncio.Future[None]]] = []
         self._cancelled: set[str] = set()
+        # Stop requests of running attempts whose runner honours them (SIGTERM, grace, SIGKILL;
+        # a handler's cancellation): a cancel of one that has started sets it.
+        self._stops: dict[str, Cancellation] = {}
         self._max_epoch = 0
         self._report_wake: asyncio.Event | None = None
         self._prune_step: asyncio.Future[int] | None = None  # the prune transaction under way, if any
@@ -442,6 +448,8 @@ class Executor:
                 await asyncio.gather(*running, return_exceptions=True)
                 await self._leave_cluster()
             await self.transport.close()
+            if isinstance(self.subprocess, SubprocessRunner):
+                await asyncio.to_thread(self.subprocess.close)  # its commands ended: the reaper exits
             if obs is not None:
                 await obs.stop()
             if own_log:
@@ -646,17 +654,21 @@ class Executor:
             self._log_senders.add(sender)
             sender.add_done_callback(self._log_senders.discard)
             return
-        if item.cancel:  # its workflow run was killed: stop it if it runs here (else nothing to do)
+        if item.cancel:  # its run was cancelled: stop it if it runs here (else nothing to do)
             task = self._running.get(item.execution_id)
-            if task is not None:
+            if task is not None and item.execution_id not in self._cancelled:
                 log.info(
-                    "%s: cancelling %s: its workflow run was killed",
+                    "%s: cancelling %s: its run was cancelled",
                     self.name,
                     item.execution_id,
                     extra=_item_fields(item, self.name),
                 )
                 self._cancelled.add(item.execution_id)
-                task.cancel()
+                stop = self._stops.get(item.execution_id)
+                if stop is not None and item.execution_id in self._started_ids:
+                    stop.set(item.cancel_reason or "its run was cancelled")  # TERM, grace, KILL
+                else:
+                    task.cancel()  # not started yet (or a runner that cannot be asked): at once
             return
         if item.execution_id in self._running:
             self._item_gen[item.execution_id] = self._stream_gen  # sent again: still ours
@@ -671,6 +683,8 @@ class Executor:
                 self._report_wake.set()  # its stored result is pending or re-reported
             return
         self._item_gen[item.execution_id] = self._stream_gen
+        if item.handler or isinstance(self.subprocess, SubprocessRunner):
+            self._stops[item.execution_id] = Cancellation()
         task = self._running[item.execution_id] = asyncio.ensure_future(self._execute(item))
         task.add_done_callback(functools.partial(self._forget, item.execution_id))
 
@@ -679,6 +693,7 @@ class Executor:
         self._running.pop(execution_id, None)
         self._started_ids.discard(execution_id)
         self._item_gen.pop(execution_id, None)
+        self._stops.pop(execution_id, None)
 
     async def _still_ours(self, execution_id: str) -> bool:
         """Whether the attempt may start now: it came (or came again) on the open stream. After
@@ -698,6 +713,7 @@ class Executor:
             self._cancelled.discard(execution_id)
             self._started_ids.discard(execution_id)
             self._item_gen.pop(execution_id, None)
+            self._stops.pop(execution_id, None)
 
     # The execution log is written in batches: every attempt accepted (or finished) in one pass
     # of the event loop shares one LMDB transaction. One transaction per begin and per finish
@@ -863,6 +879,7 @@ class Executor:
                 timeout_ms=item.timeout_ms,
                 extra_env=env,
                 secret_values=self._masker.values,
+                cancellation=self._stops.get(item.execution_id) or Cancellation(),
             )
             if item.handler:
                 return await self.callables.run(item.handler, ctx)

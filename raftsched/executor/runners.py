@@ -25,9 +25,12 @@ import json
 import logging
 import os
 import re
+import secrets
 import shlex
 import signal
+import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -53,6 +56,11 @@ MAX_ERROR_BYTES = 4 * 1024
 _READ_CHUNK = 64 * 1024
 _GROUP_POLL_S = 0.05
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
+# In every command's environment (supervised runners): the reaper also ends, on Linux, the
+# processes that carry its runner's token, so a command the executor died before registering
+# (between its fork and the registration, which under load took hundreds of ms) is ended too.
+REAPER_TOKEN_ENV = "RAFTSCHED_REAPER_TOKEN"
 
 
 def _check_int(value: object, field_name: str, low: int, high: int) -> None:
@@ -65,6 +73,46 @@ def _check_int(value: object, field_name: str, low: int, high: int) -> None:
 def _check_str(value: object, field_name: str) -> None:
     if not isinstance(value, str) or not value:
         raise InvalidSpec(field_name, "required (a non-empty string)")
+
+
+class Cancellation:
+    """The scheduler's request to stop one attempt (a cancelled run, a killed workflow run, an
+    ``overlap = replace`` fire): set once, on the executor's event loop, by the agent.
+
+    A command's process group gets SIGTERM, the runner's grace, then SIGKILL. An async handler
+    is cancelled (``CancelledError`` inside it). A plain (thread) handler cannot be stopped from
+    outside: it should poll :meth:`AttemptContext.cancel_requested` and return; the runner waits
+    for it at most its grace and then reports the attempt cancelled (the thread runs on)."""
+
+    __slots__ = ("_event", "_flag", "reason")
+
+    def __init__(self) -> None:
+        self._flag = threading.Event()  # read by handler threads
+        self._event: asyncio.Event | None = None  # created on the loop by the first wait()
+        self.reason = ""
+
+    def set(self, reason: str = "") -> None:
+        """Request the stop (idempotent; call on the event loop's thread)."""
+        if self._flag.is_set():
+            return
+        self.reason = reason
+        self._flag.set()
+        if self._event is not None:
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._flag.is_set()
+
+    def __deepcopy__(self, _memo: dict[int, object]) -> Cancellation:
+        return self  # one request per attempt: a copy of a context (dataclasses.asdict) shares it
+
+    async def wait(self) -> None:
+        """Return once the stop is requested."""
+        if self._event is None:
+            self._event = asyncio.Event()
+            if self._flag.is_set():
+                self._event.set()
+        await self._event.wait()
 
 
 @dataclass(frozen=True)
@@ -91,6 +139,9 @@ class AttemptContext:
     extra_env: dict[str, str] = field(default_factory=dict)  # workflow tasks: their rendered env
     # Secret values the executor knows: masked in the output as it is read (never in a repr).
     secret_values: tuple[str, ...] = field(default=(), repr=False)
+    # The scheduler's request to stop this attempt (see Cancellation); handlers poll it through
+    # cancel_requested(). Not part of the context's identity.
+    cancellation: Cancellation = field(default_factory=Cancellation, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_str(self.execution_id, "execution_id")
@@ -112,6 +163,11 @@ class AttemptContext:
         except ValueError as exc:
             raise InvalidSpec("params", f"not valid JSON ({exc})") from None
         return cls(params=params, **fields)
+
+    def cancel_requested(self) -> bool:
+        """Whether the scheduler asked to stop this attempt (its run was cancelled, or it timed
+        out): a long-running plain handler should poll this and return early."""
+        return self.cancellation.is_set()
 
     @property
     def nominal_iso(self) -> str:
@@ -374,11 +430,17 @@ class SubprocessRunner:
     left behind keep running. If they hold the output pipes open, the runner reads for at most
     ``drain_s`` more and then reports what it has.
 
+    A cancel (``ctx.cancellation`` set: the scheduler cancelled the run) ends the attempt like a
+    timeout, SIGTERM → ``grace_s`` → SIGKILL of the group, and the result says ``cancelled``.
     Cancelling ``run`` kills the process group with SIGKILL before the cancellation propagates.
     One runner may run any number of attempts concurrently.
 
     With ``log_files``, the whole of each stream is also written to the attempt's log file
     (:mod:`raftsched.executor.logfiles`, capped per attempt), as it is read.
+    ``supervise`` (default on): a command does not outlive its executor. One reaper process per
+    runner (:mod:`raftsched.executor.reaper`, started with the first command) kills the process
+    groups of the commands still running when this process ends in any way, SIGKILL included.
+    :meth:`close` stops it.
     """
 
     def __init__(
@@ -391,10 +453,14 @@ class SubprocessRunner:
         monotonic: Callable[[], float] = time.monotonic,
         env: dict[str, str] | None = None,
         log_files: LogFiles | None = None,
+        supervise: bool = True,
     ) -> None:
         self.log_files = log_files
         if tail_bytes < 0 or grace_s < 0 or drain_s < 0:
             raise ValueError("tail_bytes, grace_s and drain_s must be >= 0")
+        self.supervise = supervise
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._token = secrets.token_hex(16)
         self.extra_env = dict(env or {})  # e.g. RAFTSCHED_EXECUTOR, the executor's name
         self.tail_bytes = tail_bytes
         self.grace_s = grace_s
@@ -415,6 +481,8 @@ class SubprocessRunner:
             return failed("empty command: the task has no command to run")
         # RAFTSCHED_SECRET_* stay with the executor: an attempt sees the secrets it references.
         env = {**without_secret_env(os.environ), **self.extra_env, **ctx.env()}
+        if self.supervise:
+            env[REAPER_TOKEN_ENV] = self._token  # the reaper finds it even if never registered
         # Our own pipes rather than asyncio's: asyncio's Process.wait() also waits for its pipes
         # to close, which a background child of the command can delay for ever.
         out_r, out_w = os.pipe()
@@ -440,6 +508,8 @@ class SubprocessRunner:
             os.close(out_w)
             os.close(err_w)
 
+        pgid = proc.pid  # a session leader's process group id is its pid
+        self._tell_reaper(b"+%d\n" % pgid)  # no await since the fork: nothing else ran meanwhile
         out, err = _Tail(self.tail_bytes), _Tail(self.tail_bytes)
         files = self.log_files
         sinks = (
@@ -451,7 +521,6 @@ class SubprocessRunner:
             asyncio.create_task(_drain(out_r, out, ctx.secret_values, sinks[0])),
             asyncio.create_task(_drain(err_r, err, ctx.secret_values, sinks[1])),
         ]
-        pgid = proc.pid  # a session leader's process group id is its pid
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "attempt %s: started pid %d",
@@ -460,7 +529,7 @@ class SubprocessRunner:
                 extra=attempt_fields(ctx.execution_id, ctx.run_id, ctx.task, attempt=ctx.attempt),
             )
         try:
-            code, timeout_note = await self._wait(proc, pgid, ctx)
+            code, stop_note, timed_out = await self._wait(proc, pgid, ctx)
             await self._finish_reading(readers)
         except BaseException:
             # Cancelled (or something unforeseen): leave no process behind.
@@ -470,9 +539,11 @@ class SubprocessRunner:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(proc.wait())
             raise
+        finally:
+            self._tell_reaper(b"-%d\n" % pgid)
 
-        if timeout_note:
-            error = timeout_note
+        if stop_note:
+            error = stop_note
         elif code < 0:
             error = f"killed by {_signal_name(-code)}"
         elif code:
@@ -481,31 +552,102 @@ class SubprocessRunner:
             error = ""
         return AttemptResult(
             execution_id=ctx.execution_id,
-            success=code == 0 and not timeout_note,
+            success=code == 0 and not stop_note,
             exit_code=code,
             error=error,
             stdout_tail=out.text(),
             stderr_tail=err.text(),
             duration_ms=self._elapsed_ms(started),
-            timed_out=bool(timeout_note),
+            timed_out=timed_out,
         )
+
+    def _tell_reaper(self, line: bytes) -> None:
+        """Register (``+PGID``) or forget (``-PGID``) a command's process group with the reaper,
+        starting it first if needed. A reaper that cannot start or died is logged and started
+        again for the next command; the command runs either way."""
+        if not self.supervise:
+            return
+        reaper = self._reaper
+        if reaper is None or reaper.poll() is not None:
+            if line.startswith(b"-"):
+                return  # a new reaper never knew that group
+            try:
+                reaper = self._reaper = subprocess.Popen(
+                    [sys.executable, "-I", "-S", _REAPER, f"{self.grace_s:g}", self._token],
+                    stdin=subprocess.PIPE,
+                    bufsize=0,
+                    stdout=subprocess.DEVNULL,
+                    start_new_session=True,  # a signal to the executor's group must not reach it
+                )
+            except OSError as exc:
+                log.warning("cannot start the command reaper (%s): commands may outlive this executor", exc)
+                self._reaper = None
+                return
+            assert reaper.stdin is not None
+            os.set_blocking(reaper.stdin.fileno(), False)
+        assert reaper.stdin is not None
+        try:
+            # Non-blocking: a stalled reaper (stopped, 8,000 lines behind) must not stall the loop.
+            os.write(reaper.stdin.fileno(), line)
+        except BlockingIOError:
+            log.warning("the command reaper is not reading: %r not registered", line.strip())
+        except OSError as exc:  # it died: the next command starts another
+            log.warning("the command reaper is gone (%s): starting another with the next command", exc)
+
+    def close(self) -> None:
+        """Stop the reaper (the executor is stopping; its commands have ended or were killed)."""
+        reaper, self._reaper = self._reaper, None
+        if reaper is None:
+            return
+        if reaper.stdin is not None:
+            with contextlib.suppress(OSError):
+                reaper.stdin.close()
+        try:
+            reaper.wait(timeout=self.grace_s + 5)
+        except subprocess.TimeoutExpired:
+            reaper.kill()
+            reaper.wait()
+
+    def reaper_pid(self) -> int | None:
+        """The reaper's pid while it runs (tests and diagnostics)."""
+        return self._reaper.pid if self._reaper is not None and self._reaper.poll() is None else None
 
     async def _wait(
         self, proc: asyncio.subprocess.Process, pgid: int, ctx: AttemptContext
-    ) -> tuple[int, str]:
-        """Wait for the process; on timeout TERM → grace → KILL the group. Exit status and timeout note."""
+    ) -> tuple[int, str, bool]:
+        """Wait for the process; on timeout or a cancel TERM → grace → KILL the group. Exit
+        status, the note that ended the attempt ("": it exited by itself), and whether that was
+        its timeout."""
         timeout_ms = ctx.timeout_ms
-        if timeout_ms <= 0:
-            return await proc.wait(), ""
+        waiter = asyncio.ensure_future(proc.wait())
+        stopper = asyncio.ensure_future(ctx.cancellation.wait())
         try:
-            return await asyncio.wait_for(proc.wait(), timeout_ms / 1000), ""
-        except TimeoutError:
-            pass
+            done, _ = await asyncio.wait(
+                (waiter, stopper),
+                timeout=timeout_ms / 1000 if timeout_ms > 0 else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except BaseException:
+            waiter.cancel()
+            raise
+        finally:
+            stopper.cancel()
+        if waiter in done:
+            return waiter.result(), "", False
+        waiter.cancel()
+        cancelled = stopper in done and not stopper.cancelled()
         fields = attempt_fields(ctx.execution_id, ctx.run_id, ctx.task, attempt=ctx.attempt)
+        why = (
+            f"cancelled ({ctx.cancellation.reason or 'by the scheduler'})"
+            if cancelled
+            else f"timed out after {timeout_ms} ms"
+        )
+        if not cancelled:
+            ctx.cancellation.set("timed out")  # what the command's own handlers may ask
         log.info(
-            "attempt %s timed out after %d ms: SIGTERM to process group %d (%g s grace)",
+            "attempt %s %s: SIGTERM to process group %d (%g s grace)",
             ctx.execution_id,
-            timeout_ms,
+            why,
             pgid,
             self.grace_s,
             extra=fields,
@@ -529,7 +671,7 @@ class SubprocessRunner:
             _killpg(pgid, signal.SIGKILL)
         code = await proc.wait()
         ending = f"SIGKILL after {self.grace_s:g} s grace" if killed else "the group ended within the grace"
-        return code, f"timed out after {timeout_ms} ms: sent SIGTERM to the process group, {ending}"
+        return code, f"{why}: sent SIGTERM to the process group, {ending}", not cancelled
 
     async def _finish_reading(self, readers: list[asyncio.Task[None]]) -> None:
         _, pending = await asyncio.wait(readers, timeout=self.drain_s)
@@ -563,17 +705,27 @@ class CallableRunner:
     Timeout (``ctx.timeout_ms > 0``): an async handler is cancelled. A sync handler cannot be
     stopped: the result says ``timed_out`` at once, but its thread runs on to completion in the
     background (its outcome is discarded) and holds a worker thread meanwhile. Handlers that may
-    overrun should be async, or check a deadline of their own.
+    overrun should be async, or poll ``ctx.cancel_requested()`` (set at the timeout too).
+
+    Cancel (the scheduler cancelled the run: ``ctx.cancellation`` set): an async handler is
+    cancelled (``CancelledError`` raised inside it; ``grace_s`` to clean up); a sync handler sees
+    ``ctx.cancel_requested()`` turn True and has ``grace_s`` to return. The result says
+    ``cancelled`` either way.
 
     Register handlers before running; registration is not synchronised with ``run``.
     """
 
     def __init__(
-        self, *, tail_bytes: int = DEFAULT_TAIL_BYTES, monotonic: Callable[[], float] = time.monotonic
+        self,
+        *,
+        tail_bytes: int = DEFAULT_TAIL_BYTES,
+        monotonic: Callable[[], float] = time.monotonic,
+        grace_s: float = DEFAULT_GRACE_S,
     ) -> None:
-        if tail_bytes < 0:
-            raise ValueError("tail_bytes must be >= 0")
+        if tail_bytes < 0 or grace_s < 0:
+            raise ValueError("tail_bytes and grace_s must be >= 0")
         self.tail_bytes = tail_bytes
+        self.grace_s = grace_s
         self._monotonic = monotonic
         self._handlers: dict[str, Handler] = {}
 
@@ -616,7 +768,25 @@ class CallableRunner:
             )
         timeout = ctx.timeout_ms / 1000 if ctx.timeout_ms > 0 else None
         try:
-            value = await asyncio.wait_for(_invoke(fn, ctx), timeout)
+            value = await self._call(fn, ctx, timeout)
+        except _Stopped:
+            is_async = _is_async(fn)
+            what = "cancelled" if is_async else "its thread did not return within the grace and runs on"
+            log.info(
+                "attempt %s cancelled (%s): handler %r %s",
+                ctx.execution_id,
+                ctx.cancellation.reason or "by the scheduler",
+                handler,
+                what,
+                extra=attempt_fields(ctx.execution_id, ctx.run_id, ctx.task, attempt=ctx.attempt),
+            )
+            why = ctx.cancellation.reason or "by the scheduler"
+            return AttemptResult(
+                ctx.execution_id,
+                False,
+                error=f"cancelled ({why}): handler {handler!r} {what}",
+                duration_ms=self._elapsed_ms(started),
+            )
         except TimeoutError:
             what = "cancelled" if _is_async(fn) else "its thread cannot be stopped and runs on"
             log.log(
@@ -651,8 +821,63 @@ class CallableRunner:
             duration_ms=self._elapsed_ms(started),
         )
 
+    async def _call(self, fn: Handler, ctx: AttemptContext, timeout: float | None) -> object:
+        """The handler's value. Raises TimeoutError at the timeout (an async handler cancelled, a
+        thread's ``ctx.cancel_requested()`` set), :class:`_Stopped` on a cancel (an async
+        handler is cancelled; a thread gets ``grace_s`` to notice and return), or what the handler
+        raised."""
+        call = asyncio.ensure_future(_exits_wrapped(fn, ctx))
+        stopper = asyncio.ensure_future(ctx.cancellation.wait())
+        try:
+            done, _ = await asyncio.wait(
+                (call, stopper), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        except BaseException:
+            call.cancel()
+            raise
+        finally:
+            stopper.cancel()
+        if call in done:
+            try:
+                return call.result()
+            except _HandlerExit as wrapped:
+                raise wrapped.exit from None  # the caller reports it as the handler's failure
+        if stopper not in done:  # the timeout
+            ctx.cancellation.set("timed out")
+            call.cancel()
+            raise TimeoutError
+        if _is_async(fn):
+            call.cancel()
+            await asyncio.wait((call,), timeout=self.grace_s)
+        else:
+            await asyncio.wait((call,), timeout=self.grace_s)  # it may poll cancel_requested()
+            call.cancel()
+        if call.done() and not call.cancelled():
+            call.exception()  # mark a late failure as seen: the attempt is cancelled either way
+        raise _Stopped
+
     def _elapsed_ms(self, started: float) -> int:
         return max(0, round((self._monotonic() - started) * 1000))
+
+
+class _HandlerExit(Exception):
+    """A handler's ``SystemExit``, carried out of its task: raised as it is inside a task, the
+    event loop would re-raise it and stop the executor."""
+
+    def __init__(self, exit: SystemExit) -> None:
+        super().__init__(str(exit))
+        self.exit = exit
+
+
+async def _exits_wrapped(fn: Handler, ctx: AttemptContext) -> object:
+    try:
+        return await _invoke(fn, ctx)
+    except SystemExit as exc:
+        raise _HandlerExit(exc) from None
+
+
+class _Stopped(Exception):
+    """The attempt was cancelled by the scheduler (inside :class:`CallableRunner`)."""
 
 
 def _is_async(fn: Handler) -> bool:

@@ -69,12 +69,13 @@ class ExecutorChanged:
 
 @dataclass(frozen=True, slots=True)
 class RunCancelled:
-    """A killed workflow run cancelled this task run; ``attempts`` are
+    """This task run was cancelled (CancelRuns, a killed workflow run, overlap=replace); ``attempts`` are
     ``(shard, attempt, executor)`` of its unfinished shards (executor ``""``: never assigned)."""
 
     run_id: str
     attempts: tuple[tuple[int, int, str], ...]
     epoch: int
+    reason: str = ""  # why (the executor's log line and the attempt's error)
 
 
 Effect = AttemptReady | DispatchAttempt | TaskArmed | BarrierCommitted | ExecutorChanged | RunCancelled

@@ -45,6 +45,10 @@ from raftsched.v1 import log_pb2 as pb
 # have it re-placed forever.
 MAX_FREE_REPLACEMENTS: Final = 3
 
+# Runs one CancelRuns command may name (the leader splits a bulk cancel into commands this size;
+# a run id is at most 256 characters, so a command stays well below the log-entry limit).
+MAX_CANCEL_PER_COMMAND: Final = 200
+
 _RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
@@ -321,23 +325,163 @@ class RunBook:
         """Cancel the unfinished ``run``: its unfinished shards stop (their quota places and locks
         are given back unless ``release`` is false, as commands of format 3 and older had it; the
         leader stops the running attempts) and the run finishes."""
-        attempts: list[tuple[int, int, str]] = []
-        for shard in run.shards:
-            if shard.state not in FINISHED:
-                attempts.append(
-                    (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
-                )
-                if release:
-                    self.release_holds(run, shard)
-                shard.state = pb.CANCELLED
-                shard.finished_ms = now
-                shard.error = reason
-                note(run, "cancelled", now, shard, reason=reason)
+        attempts = [
+            self._stop_shard(run, shard, reason, now, release)
+            for shard in run.shards
+            if shard.state not in FINISHED
+        ]
         run.state = pb.CANCELLED
         run.finished_ms = now
         run.held = False
         self.finish(run, now)
-        effects.append(RunCancelled(run.run_id, tuple(attempts), epoch))
+        effects.append(RunCancelled(run.run_id, tuple(attempts), epoch, reason))
+
+    def cancel_runs(self, cmd: pb.Command, now: int) -> Handled:
+        """CancelRuns: the named unfinished runs (or one shard of one run) are cancelled, as
+        ``overlap = replace`` and ``workflow kill`` cancel theirs (:meth:`cancel`: the leader stops
+        the running attempts). Who asked (the audit principal; ``anonymous`` with auth off) and the
+        reason go into each run's timeline, and a ``run_cancelled`` alert is raised instead of a
+        failure alert.
+
+        Every named run is checked before anything changes. An unknown run is ``not_found``; a
+        run that finished otherwise, a workflow's task run (kill the workflow run instead) or a
+        shard out of range is a rejection naming it, unless ``skip_finished`` (a bulk cancel:
+        the leader chose the runs, and one may have finished since). A run (or shard) already
+        cancelled is left as it is and the command succeeds: cancelling twice is harmless."""
+        body = cmd.cancel_runs
+        one_shard = body.HasField("shard")
+        if len(body.run_ids) > MAX_CANCEL_PER_COMMAND:
+            raise Reject(
+                "invalid_argument",
+                f"run_ids: {len(body.run_ids)} runs in one command, at most {MAX_CANCEL_PER_COMMAND}",
+            )
+        if one_shard and len(body.run_ids) != 1:
+            raise Reject("invalid_argument", "shard: names a shard of one run; give exactly one run id")
+        chosen: list[pb.Run] = []
+        seen: set[str] = set()
+        last: pb.Run | None = None
+        for run_id in body.run_ids:
+            if run_id in seen:
+                continue
+            seen.add(run_id)
+            run = self.get(run_id)
+            if run is None:
+                raw = self.store.get(keys.run_key_for_id(run_id)) if "@" in run_id else None
+                if body.skip_finished:
+                    continue
+                if raw is None:
+                    raise Reject("not_found", f"run {run_id!r} does not exist (or its history was pruned)")
+                done = pb.Run.FromString(raw)
+                if done.state == pb.CANCELLED:
+                    last = done
+                    continue  # cancelled already: nothing to do
+                raise Reject(
+                    "conflict",
+                    f"run {run_id!r} already finished ({_RUN_STATE_NAMES.get(done.state, 'unknown')}): "
+                    "there is nothing to cancel",
+                )
+            if run.workflow_run:
+                if body.skip_finished:
+                    continue
+                raise Reject(
+                    "conflict",
+                    f"run {run_id!r} is a task of workflow run {run.workflow_run!r}: kill the workflow "
+                    "run instead (raftsched workflow kill)",
+                )
+            if one_shard:
+                if body.shard >= len(run.shards):
+                    raise Reject(
+                        "invalid_argument",
+                        f"shard: run {run_id!r} has shards 0..{len(run.shards) - 1}, not {body.shard}",
+                    )
+                target = run.shards[body.shard]
+                if target.state in FINISHED:
+                    if target.state == pb.CANCELLED:
+                        last = run
+                        continue
+                    raise Reject(
+                        "conflict",
+                        f"shard {body.shard} of run {run_id!r} already finished "
+                        f"({_RUN_STATE_NAMES.get(target.state, 'unknown')}): there is nothing to cancel",
+                    )
+            chosen.append(run)
+        who = cmd.audit.principal or "anonymous"
+        reason = body.reason or "cancelled"
+        effects: list[Effect] = []
+        for run in chosen:
+            note(run, "cancel_requested", now, reason=f"by {who}: {reason}")
+            st = self.tasks.get(run.task)
+            if one_shard:
+                self._cancel_shard(run, run.shards[body.shard], reason, now, cmd.epoch, effects)
+            else:
+                first = next(s for s in run.shards if s.state not in FINISHED)
+                self.cancel(run, reason, now, cmd.epoch, effects)
+                self.host.raise_alert(
+                    alerts_mod.RUN_CANCELLED,
+                    f"by {who}: {reason}",
+                    now,
+                    **self._alert_subject(run, first, st),
+                )
+                self._after_cancel(run, st, now, effects)
+            last = run
+        result = pb.CommandResult(ok=True, runs_cancelled=len(chosen))
+        result.cancelled_runs.extend(run.run_id for run in chosen)
+        if len(body.run_ids) == 1 and last is not None:
+            result.run.CopyFrom(last)
+        return result, tuple(effects)
+
+    def _cancel_shard(
+        self, run: pb.Run, shard: pb.ShardAttempt, reason: str, now: int, epoch: int, effects: list[Effect]
+    ) -> None:
+        """Cancel one unfinished shard of ``run``; the run finishes once every shard has (failed if
+        any shard failed, else cancelled)."""
+        self.usage.release((run.run_id, shard.shard))
+        stopped = self._stop_shard(run, shard, reason, now, True)
+        effects.append(RunCancelled(run.run_id, (stopped,), epoch, reason))
+        st = self.tasks.get(run.task)
+        if not all(s.state in FINISHED for s in run.shards):
+            if run.state == pb.PENDING:
+                run.state = pb.RUNNING
+            self.save(run)
+            return
+        failed = [s for s in run.shards if s.state not in (pb.SUCCEEDED, pb.CANCELLED)]
+        run.state = pb.FAILED if failed else pb.CANCELLED
+        run.finished_ms = now
+        run.held = False
+        if failed:
+            self._run_failed_alert(run, failed[0], st, now)
+        else:
+            self.host.raise_alert(
+                alerts_mod.RUN_CANCELLED, reason, now, **self._alert_subject(run, shard, st)
+            )
+        self.finish(run, now)
+        self._after_cancel(run, st, now, effects)
+
+    def _stop_shard(
+        self, run: pb.Run, shard: pb.ShardAttempt, reason: str, now: int, release: bool
+    ) -> tuple[int, int, str]:
+        """``shard`` (unfinished) ends CANCELLED, giving back its quota places and locks unless
+        ``release`` is false; returns ``(shard, attempt, executor)`` for :class:`RunCancelled`
+        (executor ``""``: not running). Every cancel of a task run goes through here."""
+        stopped = (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+        if release:
+            self.release_holds(run, shard)
+        shard.state = pb.CANCELLED
+        shard.finished_ms = now
+        shard.error = reason
+        note(run, "cancelled", now, shard, reason=reason)
+        return stopped
+
+    def _after_cancel(self, run: pb.Run, st: TaskState | None, now: int, effects: list[Effect]) -> None:
+        """A cancelled run counts as finished for overlap: a run buffered behind it (buffer_one)
+        may start; a cancelled buffered run is no longer held."""
+        if st is None:
+            return
+        if st.held_run == run.run_id:
+            st.held_run = ""
+            self.host.put_task(st)
+        elif st.held_run:
+            self.release_held(run.task, now, effects)
 
     def cancel_task_runs(
         self, st: TaskState, now: int, epoch: int, effects: list[Effect], release: bool
@@ -470,8 +614,11 @@ class RunBook:
             shard.state = pb.FAILED
             shard.finished_ms = now
         if all(s.state in FINISHED for s in run.shards):
-            failed = [s for s in run.shards if s.state != pb.SUCCEEDED]
-            run.state = pb.FAILED if failed else pb.SUCCEEDED
+            # A shard cancelled on its own (CancelRuns with a shard) is not a failure: the run
+            # is cancelled if no shard failed and not every one succeeded.
+            failed = [s for s in run.shards if s.state not in (pb.SUCCEEDED, pb.CANCELLED)]
+            cancelled = not failed and any(s.state == pb.CANCELLED for s in run.shards)
+            run.state = pb.FAILED if failed else pb.CANCELLED if cancelled else pb.SUCCEEDED
             run.finished_ms = now
             if failed:
                 self._run_failed_alert(run, failed[0], st, now)

@@ -545,6 +545,7 @@ class SchedulerState(LockedReads):
         "set_pool": _set_pool,
         "delete_pool": _delete_pool,
         "start_task_backfill": lambda s, cmd, now: taskbackfill.start(s, cmd, now),
+        "cancel_runs": lambda s, cmd, now: s.runs.cancel_runs(cmd, now),
     }
 
 

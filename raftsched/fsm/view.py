@@ -204,6 +204,42 @@ class StateView:
         found = (s.active.get(run_id) for run_id in running)
         return [pb.Run.FromString(data) for data in found if data is not None]
 
+    def cancellable_runs(self, task: str, namespace: str, owner: str, state: str) -> list[tuple[str, str]]:
+        """``(run_id, namespace)`` of each unfinished run of a plain task that matches every given
+        filter (``""``: any): ``task``, the task's ``namespace`` and ``owner``, ``state``
+        ("pending" or "running"), by run id. Workflow task runs are left out (a workflow run is
+        killed as a whole)."""
+        s = self._s
+        want = {"pending": pb.PENDING, "running": pb.RUNNING}.get(state)
+        out: list[tuple[str, str]] = []
+        for run_id in sorted(s.active):
+            name = run_id.partition("@")[0]
+            if (task and name != task) or is_internal(name):
+                continue
+            st = s.tasks.get(name)
+            spec = st.spec if st is not None else None
+            ns = spec.namespace if spec is not None else "default"
+            if (namespace and ns != namespace) or (owner and (spec is None or spec.owner != owner)):
+                continue
+            run = pb.Run.FromString(s.active[run_id])
+            if run.workflow_run or (want is not None and run.state != want):
+                continue
+            out.append((run_id, ns))
+        return out
+
+    def attempt_cancelled(self, run_id: str, shard: int, attempt: int) -> bool:
+        """Whether ``run_id``'s ``shard`` ended CANCELLED at ``attempt`` (its run cancelled,
+        killed or replaced; a finished run is read from committed data)."""
+        s = self._s
+        run = s.active_run(run_id)
+        if run is None:
+            with s.store.reader() as r:
+                run = queries.stored_run(r, run_id)
+        if run is None or shard >= len(run.shards):
+            return False
+        found = run.shards[shard]
+        return found.attempt == attempt and found.state == pb.CANCELLED
+
     def workflow_run_states(self) -> list[pb.WorkflowRunState]:
         """The state of every workflow run in memory."""
         return [run.state for run in self._s.wf.runs.values()]

@@ -16,6 +16,7 @@ from typing import Final, Protocol
 from raftsched import codec
 from raftsched.errors import InvalidSpec, NotFound, quote
 from raftsched.fsm.events import check_event
+from raftsched.fsm.runs import MAX_CANCEL_PER_COMMAND
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
 from raftsched.fsm.workflows import is_internal, trigger_name
@@ -669,3 +670,51 @@ def emit_event(
     body.name, body.key, body.payload_json = name, event_key or key, payload_json
     body.namespace = namespace or "default"
     return codec.encode_command(cmd)
+
+
+# -- cancel (issue 29 §1) --------------------------------------------------------------------------
+
+CANCEL_STATES: Final = ("pending", "running")
+"""What a bulk cancel may select by (``--state``; empty: both)."""
+
+
+def cancel_run(
+    run_id: str, reason: str, *, shard: int | None = None, now_ms: int, epoch: int, origin: str, key: str
+) -> bytes:
+    """The CancelRuns command for one run (or one ``shard`` of it); see :func:`cancel_runs`."""
+    return cancel_runs([run_id], reason, shard=shard, now_ms=now_ms, epoch=epoch, origin=origin, key=key)[0]
+
+
+def cancel_runs(
+    run_ids: Sequence[str],
+    reason: str,
+    *,
+    shard: int | None = None,
+    skip_finished: bool = False,
+    now_ms: int,
+    epoch: int,
+    origin: str,
+    key: str,
+) -> list[bytes]:
+    """CancelRuns commands for ``run_ids`` (at most MAX_CANCEL_PER_COMMAND each; the n-th gets
+    idempotency key ``key/<n>`` when there are several). Raises InvalidSpec for a malformed run id,
+    a reason past MAX_REASON_BYTES, or a shard with more than one run. Whether each run can be
+    cancelled is decided by the state machine, on the state the command applies to."""
+    for run_id in run_ids:
+        if not run_id or "@" not in run_id or len(run_id) > 256:
+            raise InvalidSpec("run_id", f"{quote(run_id)} is not a run id (task@nominal_ms)")
+    if len(reason.encode("utf-8")) > MAX_REASON_BYTES:
+        raise InvalidSpec("reason", f"at most {MAX_REASON_BYTES} bytes")
+    if shard is not None and len(run_ids) != 1:
+        raise InvalidSpec("shard", "names a shard of one run; give exactly one run id")
+    chunks = [run_ids[i : i + MAX_CANCEL_PER_COMMAND] for i in range(0, len(run_ids), MAX_CANCEL_PER_COMMAND)]
+    out: list[bytes] = []
+    for n, chunk in enumerate(chunks):
+        cmd = _envelope(now_ms, epoch, origin, f"{key}/{n}" if key and len(chunks) > 1 else key)
+        cmd.cancel_runs.run_ids.extend(chunk)
+        cmd.cancel_runs.reason = reason
+        cmd.cancel_runs.skip_finished = skip_finished
+        if shard is not None:
+            cmd.cancel_runs.shard = shard
+        out.append(codec.encode_command(cmd))
+    return out

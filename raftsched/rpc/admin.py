@@ -632,6 +632,57 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         )
         return pb.BackfillReply(backfill=res.backfill)
 
+    # -- cancel (issue 29 §1) ---------------------------------------------------------------------
+
+    @rpc
+    async def CancelRun(self, request: pb.CancelRunRequest, context: grpc.aio.ServicerContext) -> pb.RunReply:
+        """Cancel one unfinished run (or one shard of it): the permission of a trigger
+        (``runs.operate``) in the task's namespace."""
+        self._task_namespace(request.run_id.partition("@")[0])
+        key = self._key(request.idempotency_key)
+        shard = request.shard if request.HasField("shard") else None
+        res = await self._write(
+            request,
+            method="CancelRun",
+            build=lambda s: writes.cancel_run(request.run_id, request.reason, shard=shard, key=key, **s),
+        )
+        return pb.RunReply(run=res.run)
+
+    @rpc
+    async def CancelRuns(
+        self, request: pb.CancelRunsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelRunsReply:
+        """Cancel every unfinished run of a task, namespace or owner (a dry run lists them). The
+        leader picks the runs from its state; runs in namespaces the caller may not use are left
+        out (a task or namespace named outright is refused instead)."""
+        given = [f for f in ("task", "namespace", "owner") if getattr(request, f)]
+        if len(given) != 1:
+            raise InvalidSpec("task", "give exactly one of task, namespace or owner")
+        if request.state not in ("", *writes.CANCEL_STATES):
+            raise InvalidSpec("state", f"{quote(request.state)}: one of {', '.join(writes.CANCEL_STATES)}")
+        if len(request.reason.encode("utf-8")) > writes.MAX_REASON_BYTES:
+            raise InvalidSpec("reason", f"at most {writes.MAX_REASON_BYTES} bytes")
+        if request.task:
+            self._task_namespace(request.task)
+            if self.node.state.get_task(request.task) is None:
+                raise NotFound(f"task {quote(request.task)} does not exist")
+        if request.namespace and authz.auth_on():
+            authz.require_namespace(request.namespace, f"namespace {quote(request.namespace)}")
+        self.node.gate.require_leading()
+        with self.node.state.view() as v:
+            found = v.cancellable_runs(request.task, request.namespace, request.owner, request.state)
+        run_ids = [run_id for run_id, ns in found if not authz.auth_on() or authz.visible(ns)]
+        if request.dry_run or not run_ids:
+            return pb.CancelRunsReply(run_ids=run_ids, dry_run=request.dry_run)
+        key = self._key(request.idempotency_key)
+        fingerprint = codec.request_fingerprint("CancelRuns", request)
+        commands = writes.cancel_runs(run_ids, request.reason, skip_finished=True, key=key, **self._stamp())
+        cancelled: list[str] = []
+        for data in commands:
+            res = await self._propose(codec.with_fingerprint(data, fingerprint))
+            cancelled.extend(res.cancelled_runs)
+        return pb.CancelRunsReply(run_ids=cancelled)
+
     # -- reads ---------------------------------------------------------------------------------
 
     async def _consistent(self, context: grpc.aio.ServicerContext) -> None:

@@ -194,6 +194,14 @@ ROUTES: Final[tuple[Route, ...]] = (
         stream=Stream("run.shards", ("shard", "attempt"), "shard", done="run.finished_ms", follow=True),
     ),
     R("POST", "/runs/{run_id}:retry", "RetryRun", "Retry a finished run", body="*"),
+    R("POST", "/runs/{run_id}:cancel", "CancelRun", "Cancel an unfinished run (or one shard)", body="*"),
+    R(
+        "POST",
+        "/runs:cancel",
+        "CancelRuns",
+        "Cancel the unfinished runs of a task, namespace or owner",
+        body="*",
+    ),
     # -- workflows ---------------------------------------------------------------------------
     R("GET", "/workflows", "ListWorkflows", "List workflows"),
     R("POST", "/workflows", "ApplyWorkflow", "Create or update a workflow", body="*"),

@@ -112,6 +112,9 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "ListPools": Permission.TASKS_READ,
     # A plain task's backfill starts runs, as a trigger does (its progress: GetBackfill).
     _A + "BackfillTask": Permission.RUNS_OPERATE,
+    # Cancelling a run needs what triggering one needs (runs.operate, in the task's namespace).
+    _A + "CancelRun": Permission.RUNS_OPERATE,
+    _A + "CancelRuns": Permission.RUNS_OPERATE,
     _E + "Register": Permission.EXECUTE,
     _E + "Dispatch": Permission.EXECUTE,
     _E + "DispatchBatch": Permission.EXECUTE,

@@ -564,7 +564,7 @@ class EmitEvent(_message.Message):
     def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., payload_json: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "set_quota", "delete_quota", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "workflow_waits_due", "emit_event", "set_pool", "delete_pool", "start_task_backfill", "audit")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "set_quota", "delete_quota", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "workflow_waits_due", "emit_event", "set_pool", "delete_pool", "start_task_backfill", "cancel_runs", "audit")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -609,6 +609,7 @@ class Command(_message.Message):
     SET_POOL_FIELD_NUMBER: _ClassVar[int]
     DELETE_POOL_FIELD_NUMBER: _ClassVar[int]
     START_TASK_BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_RUNS_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
@@ -654,11 +655,12 @@ class Command(_message.Message):
     set_pool: SetPool
     delete_pool: DeletePool
     start_task_backfill: StartTaskBackfill
+    cancel_runs: CancelRuns
     audit: AuditStamp
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., set_quota: _Optional[_Union[SetQuota, _Mapping]] = ..., delete_quota: _Optional[_Union[DeleteQuota, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., workflow_waits_due: _Optional[_Union[WorkflowWaitsDue, _Mapping]] = ..., emit_event: _Optional[_Union[EmitEvent, _Mapping]] = ..., set_pool: _Optional[_Union[SetPool, _Mapping]] = ..., delete_pool: _Optional[_Union[DeletePool, _Mapping]] = ..., start_task_backfill: _Optional[_Union[StartTaskBackfill, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., set_quota: _Optional[_Union[SetQuota, _Mapping]] = ..., delete_quota: _Optional[_Union[DeleteQuota, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., workflow_waits_due: _Optional[_Union[WorkflowWaitsDue, _Mapping]] = ..., emit_event: _Optional[_Union[EmitEvent, _Mapping]] = ..., set_pool: _Optional[_Union[SetPool, _Mapping]] = ..., delete_pool: _Optional[_Union[DeletePool, _Mapping]] = ..., start_task_backfill: _Optional[_Union[StartTaskBackfill, _Mapping]] = ..., cancel_runs: _Optional[_Union[CancelRuns, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
 
 class CommandResult(_message.Message):
-    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed", "quota", "calendar", "membership", "event", "duplicate", "pool")
+    __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed", "quota", "calendar", "membership", "event", "duplicate", "pool", "runs_cancelled", "cancelled_runs")
     OK_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -681,6 +683,8 @@ class CommandResult(_message.Message):
     EVENT_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_RUNS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     code: str
     message: str
@@ -703,7 +707,9 @@ class CommandResult(_message.Message):
     event: _records_pb2.EventRecord
     duplicate: bool
     pool: _records_pb2.PoolRecord
-    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ..., quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ..., calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., event: _Optional[_Union[_records_pb2.EventRecord, _Mapping]] = ..., duplicate: _Optional[bool] = ..., pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ...) -> None: ...
+    runs_cancelled: int
+    cancelled_runs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ..., quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ..., calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., event: _Optional[_Union[_records_pb2.EventRecord, _Mapping]] = ..., duplicate: _Optional[bool] = ..., pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ..., runs_cancelled: _Optional[int] = ..., cancelled_runs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExecutorRecord(_message.Message):
     __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "cpu", "memory_mb", "draining", "draining_ms", "draining_reason", "health_drain")
@@ -821,3 +827,15 @@ class WorkflowZone(_message.Message):
 class WorkflowWaitsDue(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CancelRuns(_message.Message):
+    __slots__ = ("run_ids", "reason", "skip_finished", "shard")
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SKIP_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    skip_finished: bool
+    shard: int
+    def __init__(self, run_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., skip_finished: _Optional[bool] = ..., shard: _Optional[int] = ...) -> None: ...

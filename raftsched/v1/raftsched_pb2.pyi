@@ -1077,7 +1077,7 @@ class DispatchRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., log_channel: _Optional[bool] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version", "env", "cancel", "runner", "log_request")
+    __slots__ = ("execution_id", "run_id", "task", "nominal_ms", "shard", "shards", "attempt", "epoch", "command", "handler", "params_json", "timeout_ms", "task_version", "env", "cancel", "runner", "log_request", "cancel_reason")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1102,6 +1102,7 @@ class WorkItem(_message.Message):
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     run_id: str
     task: str
@@ -1119,7 +1120,8 @@ class WorkItem(_message.Message):
     cancel: bool
     runner: str
     log_request: LogRequest
-    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., cancel: _Optional[bool] = ..., runner: _Optional[str] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ...) -> None: ...
+    cancel_reason: str
+    def __init__(self, execution_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., shard: _Optional[int] = ..., shards: _Optional[int] = ..., attempt: _Optional[int] = ..., epoch: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., env: _Optional[_Mapping[str, str]] = ..., cancel: _Optional[bool] = ..., runner: _Optional[str] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
 
 class WorkBatch(_message.Message):
     __slots__ = ("items",)
@@ -1374,3 +1376,41 @@ class TaskBackfillRequest(_message.Message):
     params_json: str
     idempotency_key: str
     def __init__(self, task: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., params_json: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("run_id", "reason", "shard", "idempotency_key")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    reason: str
+    shard: int
+    idempotency_key: str
+    def __init__(self, run_id: _Optional[str] = ..., reason: _Optional[str] = ..., shard: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class CancelRunsRequest(_message.Message):
+    __slots__ = ("task", "namespace", "owner", "state", "dry_run", "reason", "idempotency_key")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    namespace: str
+    owner: str
+    state: str
+    dry_run: bool
+    reason: str
+    idempotency_key: str
+    def __init__(self, task: _Optional[str] = ..., namespace: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., dry_run: _Optional[bool] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class CancelRunsReply(_message.Message):
+    __slots__ = ("run_ids", "dry_run")
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    dry_run: bool
+    def __init__(self, run_ids: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ...) -> None: ...

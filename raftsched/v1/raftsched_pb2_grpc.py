@@ -304,6 +304,16 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
                 _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/raftsched.v1.Admin/CancelRun',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
+                _registered_method=True)
+        self.CancelRuns = channel.unary_unary(
+                '/raftsched.v1.Admin/CancelRuns',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -635,6 +645,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRuns(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -907,6 +929,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.BackfillTask,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.RunReply.SerializeToString,
+            ),
+            'CancelRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRuns,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2367,6 +2399,60 @@ class Admin:
             '/raftsched.v1.Admin/BackfillTask',
             raftsched_dot_v1_dot_raftsched__pb2.TaskBackfillRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.BackfillReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/CancelRun',
+            raftsched_dot_v1_dot_raftsched__pb2.CancelRunRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.RunReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/CancelRuns',
+            raftsched_dot_v1_dot_raftsched__pb2.CancelRunsRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.CancelRunsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -426,6 +426,26 @@ def retry(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     return _back(ctx, f"/runs/{quote(run_id)}", f"retry of {run_id} requested")
 
 
+def cancel_run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
+    run_id = m["id"]
+    reason = ctx.form.get("reason", "").strip() or "from the web console"
+    ctx.client.cancel_run(run_id, reason)
+    return _back(ctx, f"/runs/{quote(run_id)}", f"cancelled {run_id}")
+
+
+def cancel_task_runs(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
+    """The task page's bulk form: list (dry run) or cancel the task's unfinished runs."""
+    name = m["name"]
+    dry_run = ctx.form.get("dry_run", "") == "1"
+    reason = ctx.form.get("reason", "").strip() or "from the web console"
+    run_ids = ctx.client.cancel_runs(
+        task=name, state=ctx.form.get("state", ""), dry_run=dry_run, reason=reason
+    )
+    shown = ", ".join(run_ids[:20]) + (f" and {len(run_ids) - 20} more" if len(run_ids) > 20 else "")
+    verb = "would cancel" if dry_run else "cancelled"
+    return _back(ctx, f"/tasks/{quote(name)}", f"{verb} {len(run_ids)} run(s){': ' + shown if shown else ''}")
+
+
 # -- workflows ---------------------------------------------------------------------------------
 
 
@@ -689,5 +709,7 @@ ROUTES: Final[list[tuple[str, str, Callable[[Ctx, re.Match[str]], View | Redirec
     *EDIT_ROUTES,
     ("GET", r"/pools", pools, False),
     ("POST", rf"/tasks/{_NAME}/backfill", start_task_backfill, False),
+    ("POST", rf"/runs/{_ID}/cancel", cancel_run, False),
+    ("POST", rf"/tasks/{_NAME}/cancel-runs", cancel_task_runs, False),
 ]
 """``(method, path regex, view, open to signed-out visitors)``; the first full match wins."""

@@ -351,6 +351,31 @@ def test_retry_a_failed_run_and_acknowledge_its_alert(secured: Running, tokens: 
         assert next(a.alert for a in c.alerts() if a.alert.id == alert.id).acked_ms > 0
 
 
+def test_cancel_a_run_from_its_page_and_list_then_cancel_a_tasks_runs_with_the_bulk_form(
+    secured: Running, tokens: dict[str, str]
+) -> None:
+    with secured.client() as c:
+        c.add_task(TaskSpec("slow", ManualTrigger(), command="sleep 600"))
+        first, second = c.trigger("slow"), c.trigger("slow")
+        wait_until(lambda: c.get_run(first.run_id).state == pb.RUNNING, 30, 0.2, "slow to run")
+    web = signed_in(secured, tokens["maintainer"])
+    path = "/runs/" + first.run_id.replace("@", "%40")
+    page = web.get(path)
+    assert 'data-action="cancel-run"' in page.text
+    assert 'data-action="cancel-run"' not in signed_in(secured, tokens["viewer"]).get(path).text
+    assert web.post(path + "/cancel", {"csrf": csrf_of(page.text), "back": path}).status == 303
+    after = web.get(path)
+    assert "cancelled " + first.run_id in after.text and 'data-action="cancel-run"' not in after.text
+    task_page = web.get("/tasks/slow")
+    form = {"csrf": csrf_of(task_page.text), "back": "/tasks/slow", "state": "", "reason": "bulk"}
+    listed = web.post("/tasks/slow/cancel-runs", {**form, "dry_run": "1"})
+    assert listed.status == 303 and "would cancel 1 run(s): " + second.run_id in web.get(listed.location).text
+    done = web.post("/tasks/slow/cancel-runs", form)
+    assert "cancelled 1 run(s)" in web.get(done.location).text
+    with secured.client() as c:
+        assert {c.get_run(r.run_id).state for r in (first, second)} == {pb.CANCELLED}
+
+
 def test_mark_a_failed_task_succeeded_lets_its_downstream_run(
     secured: Running, tokens: dict[str, str]
 ) -> None:

@@ -173,6 +173,7 @@ def _bodies() -> dict[str, Callable[[], Message]]:
         "set_pool": lambda: pb.SetPool(pool=pb.PoolRecord(name="p2", slots=3)),
         "delete_pool": lambda: pb.DeletePool(name="p"),
         "start_task_backfill": lambda: pb.StartTaskBackfill(task="t", nominal_ms=[NOMINAL - 1000, NOMINAL]),
+        "cancel_runs": lambda: pb.CancelRuns(run_ids=[RUN], reason="r", shard=0),
     }
 
 

@@ -52,6 +52,8 @@ CALLS: dict[str, Callable[[Client], object]] = {
     "SetPool": lambda c: c.set_pool("warehouse", 5),
     "DeletePool": lambda c: c.delete_pool("warehouse"),
     "BackfillTask": lambda c: c.backfill_task("backup", 0, 86_400_000),
+    "CancelRun": lambda c: c.cancel_run("backup@1000", "stop"),
+    "CancelRuns": lambda c: c.cancel_runs(task="backup", reason="stop"),
 }
 
 

@@ -132,7 +132,7 @@ def test_kill_cancels_running_task_runs_and_fences_their_results() -> None:
     applied = state.apply(codec.encode_command(_op_cmd(pb.WorkflowRunOp.KILL, wr.run_id)))
     assert applied.result.ok
     cancels = [e for e in applied.effects if isinstance(e, RunCancelled)]
-    assert cancels == [RunCancelled(extract.run_id, ((0, 1, "x1"),), 1)]
+    assert cancels == [RunCancelled(extract.run_id, ((0, 1, "x1"),), 1, "workflow run killed")]
     assert set(task_states(state, wr.run_id).values()) == {"KILLED"}
     assert state.active_run(extract.run_id) is None
     # The executor's late result is refused: the run is no longer active.

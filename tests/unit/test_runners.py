@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -127,6 +128,7 @@ def test_env_vars_delivered(monkeypatch: pytest.MonkeyPatch) -> None:
     result = run(SubprocessRunner().run(command, make_ctx()))
     assert result.success, result
     env = dict(line.split("=", 1) for line in result.stdout_tail.splitlines())
+    assert re.fullmatch(r"[0-9a-f]{32}", env.pop("RAFTSCHED_REAPER_TOKEN"))  # the reaper's (issue 29 §9)
     assert env == {
         "INHERITED_FROM_EXECUTOR": "yes",
         "RAFTSCHED_EXECUTION_ID": "nightly@1796032800000/2/1",

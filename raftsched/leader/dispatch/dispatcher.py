@@ -63,6 +63,9 @@ from raftsched.v1 import raftsched_pb2 as pb
 
 T = TypeVar("T")
 
+# Cancels re-sent (see Dispatcher._stop_cancelled) remembered per term, at most.
+_MAX_CANCELS_REMEMBERED = 10_000
+
 
 @dataclass(frozen=True, slots=True)
 class DispatchProposal:
@@ -86,7 +89,7 @@ class Term:
     """What one leadership knows, built when this node takes over and dropped when it steps down
     (nothing of it is carried into the next leadership)."""
 
-    __slots__ = ("epoch", "holdings", "liveness", "outbox", "placement", "takeover")
+    __slots__ = ("cancels_sent", "epoch", "holdings", "liveness", "outbox", "placement", "takeover")
 
     def __init__(self, epoch: int, takeover_until_ms: int) -> None:
         self.epoch = epoch
@@ -95,6 +98,8 @@ class Term:
         self.liveness = Liveness()
         self.takeover = Takeover(takeover_until_ms)
         self.outbox: list[tuple[str, pb.WorkItem]] = []  # work items for executor streams
+        # Cancels sent to executors that still listed a cancelled attempt: execution id -> when.
+        self.cancels_sent: dict[str, int] = {}
 
 
 class Dispatcher:
@@ -241,7 +246,7 @@ class Dispatcher:
                 t.placement.unwait((eff.run_id, eff.shard))
                 self._lease_and_send(t, v, eff, now_ms)
             elif isinstance(eff, RunCancelled):
-                self._cancel(t, eff)
+                self._cancel(t, eff, now_ms)
             elif isinstance(eff, ExecutorChanged):
                 t.placement.rebuild(v)
                 if eff.alive:
@@ -253,16 +258,25 @@ class Dispatcher:
                     for exec_id in t.holdings.void(eff.name):
                         t.takeover.known(exec_id, "applied")  # the state is current for it
 
-    def _cancel(self, t: Term, eff: RunCancelled) -> None:
-        """A killed workflow run cancelled a task run: forget its attempts, stop the running ones."""
+    def _cancel(self, t: Term, eff: RunCancelled, now_ms: int) -> None:
+        """A task run was cancelled (CancelRuns, a killed workflow run, overlap=replace): forget
+        its attempts, stop the running ones. The one path every cancel takes; an executor that
+        still lists a cancelled attempt later is told again (:meth:`_stop_cancelled`)."""
         for shard, attempt, executor in eff.attempts:
             t.placement.unwait((eff.run_id, shard))
             if executor:
                 exec_id = execution_id(eff.run_id, shard, attempt)
                 t.holdings.drop(exec_id)
                 t.takeover.known(exec_id, "applied")  # the run is cancelled
-                item = pb.WorkItem(execution_id=exec_id, run_id=eff.run_id, epoch=t.epoch, cancel=True)
+                item = pb.WorkItem(
+                    execution_id=exec_id,
+                    run_id=eff.run_id,
+                    epoch=t.epoch,
+                    cancel=True,
+                    cancel_reason=eff.reason,
+                )
                 t.outbox.append((executor, item))
+                t.cancels_sent[exec_id] = now_ms
 
     def _lease_and_send(
         self, t: Term, v: StateView, eff: DispatchAttempt, now_ms: int, started: bool | None = False
@@ -404,6 +418,9 @@ class Dispatcher:
                     lease.started = True
                 elif lease.started is None:
                     lease.started = False  # it holds the attempt and says it has not started it
+        strays = [e for e in held if e not in ended and (e not in leases or leases[e].executor != executor)]
+        if strays:
+            self._stop_cancelled(t, executor, strays, now_ms)
         return True
 
     def executor_report(self, executor: str, health: ExecutorHealth) -> None:
@@ -434,6 +451,25 @@ class Dispatcher:
     def last_seen(self) -> Mapping[str, int]:
         """Each executor's last heartbeat (or the end of its takeover grace), leader time."""
         return self._term.liveness.last_seen if self._term is not None else {}
+
+    def _stop_cancelled(self, t: Term, executor: str, strays: list[str], now_ms: int) -> None:
+        """``executor`` runs attempts this leader holds no lease of: tell it to stop each one the
+        log has cancelled. This is how a cancel committed just before a leader died is carried
+        out by the next one (the old leader's cancel may never have left it), and how a cancel
+        lost with a broken stream is sent again: at most once per lease while it runs on."""
+        with self.state.view() as v:
+            for exec_id in strays:
+                sent = t.cancels_sent.get(exec_id)
+                if sent is not None and now_ms - sent < self.settings.lease_ms:
+                    continue
+                run_id, shard, attempt = _split(exec_id)
+                if run_id is None or not v.attempt_cancelled(run_id, shard, attempt):
+                    continue
+                t.cancels_sent[exec_id] = now_ms
+                item = pb.WorkItem(execution_id=exec_id, run_id=run_id, epoch=t.epoch, cancel=True)
+                t.outbox.append((executor, item))
+        if len(t.cancels_sent) > _MAX_CANCELS_REMEMBERED:
+            t.cancels_sent.clear()  # a bound: forgetting only means one more cancel, sooner
 
     def _resend_unheld(self, t: Term, executor: str, held: set[str], now_ms: int) -> None:
         """Send again every attempt leased to ``executor`` that it does not hold (they stay in the

@@ -8,6 +8,7 @@ node wires them.
 
 from __future__ import annotations
 
+from raftsched.alerts import routing
 from raftsched.alerts.config import AlertsConfig, StartDelayConfig, StartDelayLevels
 from raftsched.alerts.delivery import detect_sla
 from raftsched.alerts.monitor import AlertMonitor, StartDelays
@@ -88,6 +89,31 @@ def test_a_job_failing_every_run_for_three_days_gives_one_freshness_alert_then_a
     assert succeeded[0] == resolved.run_id  # the first success resolves it (later ones add nothing)
     record = sim.nodes["n2"].state.get_task("orders")
     assert record is not None and record.last_success_run == succeeded[-1]
+
+    # What a receiver gets of the failures (issue 36 §5 routing over the same replicated outbox):
+    # the leader's recovery pass proposes the resolved run_failed once a run succeeded after the
+    # streak's newest failure, and the routing book, fed the outbox in order as every leader
+    # feeds it, sends the first failure, a count every streak_interval (4 h), and the resolved
+    # notice - not one alert per failed run.
+    book = routing.StreakBook()
+    for alert in alerts(sim, "run_failed"):
+        book.observe(alert)
+    [streak] = book.open_streaks()
+    run = routing.recovery_run(streak, sim.runs("orders"))
+    assert run is not None and run.run_id == succeeded[0]
+    sim.write("raise_alerts", [routing.recovered(streak, run)])
+    book = routing.StreakBook()
+    notices = [book.observe(a) for a in alerts(sim, "run_failed")]
+    sent = [n for n in notices if n.send]
+    failures = [n for n in notices if not n.alert.resolved]
+    assert len(failures) == len(failed) and sent[0].streak == 1  # the first failure, at once
+    counts = [n for n in sent if not n.alert.resolved][1:]
+    assert counts and all(n.streak > 1 and "runs in a row" in n.text for n in counts)
+    assert len(counts) <= 72 // 4 + 1  # one count per 4 hours of a 72-hour streak at most
+    resolved_notice = sent[-1]
+    assert resolved_notice.alert.resolved and resolved_notice.streak == len(failed)
+    assert len(sent) < len(failed) // 3
+    print(f"{len(failed)} failed runs -> {len(sent)} notices: 1 alert, {len(counts)} counts, 1 resolved")
     digests = sim.digests()
     assert digests["n2"] == digests["n3"]
     sim.close()

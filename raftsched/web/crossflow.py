@@ -46,6 +46,9 @@ PAGE_SIZE: Final = 50
 EVENTS_SHOWN: Final = 1000  # newest accepted events the Events page reads (then pages through)
 UNUSED_READ: Final = 1_000_000  # accepted events read to find names never seen (as `events --unused`)
 REFRESH_S: Final = 3
+LIVE_WAITS_RUNS: Final = 1000
+"""Above this many active workflow runs the Waits page (which reads them all) is not refreshed
+by itself: each refresh would read them all again."""
 
 WAIT_TEXT: Final = {
     pb.EXTERNAL_PENDING: "waiting",
@@ -365,7 +368,8 @@ def waits(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "upstream": upstream,
             "page": page,
             "pages": pages,
-            "refresh": REFRESH_S,
+            "runs_read": len(runs),
+            "refresh": REFRESH_S if len(runs) <= LIVE_WAITS_RUNS else 0,
         },
         title="Waits",
     )

@@ -280,7 +280,7 @@ def test_rerun_a_failed_branch_from_the_console(
 
     # A phone-width window: nothing but the scrolling graph and tables is wider than the window.
     browser.set_window_size(400, 900)
-    for path in (run_url, base + "/tasks", base + "/cluster"):
+    for path in (run_url, base + "/tasks", base + "/cluster", base + "/waits", base + "/events"):
         browser.get(path)
         overflow = browser.execute_script(
             "return document.documentElement.scrollWidth - document.documentElement.clientWidth;"

@@ -208,9 +208,9 @@ def _workflow_edges(spec: pb.WorkflowSpec) -> list[WorkflowEdge]:
     return out
 
 
-def _dependents(name: str, others: Sequence[pb.WorkflowRecord]) -> list[tuple[str, str, str]]:
-    """``(workflow, its task, what of ``name`` it waits for)`` for every task of another workflow
-    that depends on ``name``'s runs or tasks."""
+def _dependents(name: str, others: Sequence[pb.WorkflowRecord]) -> list[tuple[str, str, str, str]]:
+    """``(workflow, its task, what of ``name`` it waits for, the task of ``name`` or "")`` for
+    every task of another workflow that depends on ``name``'s runs or tasks."""
     out = []
     for other in others:
         if other.spec.name == name:
@@ -218,16 +218,39 @@ def _dependents(name: str, others: Sequence[pb.WorkflowRecord]) -> list[tuple[st
         for t in other.spec.tasks:
             for d in t.depends_on:
                 if d.workflow == name:
-                    out.append((other.spec.name, t.name, external_label(d)))
+                    out.append((other.spec.name, t.name, external_label(d), d.task))
     return sorted(out)
 
 
-def workflow_context(ctx: Ctx, spec: pb.WorkflowSpec) -> dict[str, Any]:
+def workflow_context(
+    ctx: Ctx,
+    spec: pb.WorkflowSpec,
+    focus: str = "",
+    upstream: Sequence[str] = (),
+    downstream: Sequence[str] = (),
+) -> dict[str, Any]:
     """What the workflow page shows of issue 28: its cross-workflow edges, the workflows that
-    depend on it, its events (``on_event``, ``emits``), jitter and the tasks' gates."""
+    depend on it, its events (``on_event``, ``emits``), jitter and the tasks' gates; with a
+    ``focus`` task (and its ``upstream`` and ``downstream`` tasks in this workflow), its lineage
+    across workflows, one hop, as ``workflow lineage`` prints it."""
+    dependents = _dependents(spec.name, ctx.client.list_workflows())
+    cross_up: list[tuple[str, str]] = []
+    cross_down: list[tuple[str, str, str, str]] = []
+    if focus:
+        feeds = {focus, *upstream}
+        seen: set[str] = set()
+        for t in spec.tasks:
+            for d in t.depends_on:
+                if d.workflow and t.name in feeds and external_label(d) not in seen:
+                    seen.add(external_label(d))
+                    cross_up.append((external_label(d), d.workflow))
+        after = {focus, *downstream}
+        cross_down = [d for d in dependents if not d[3] or d[3] in after]  # a whole run, or a task after
     return {
         "cross_edges": _workflow_edges(spec),
-        "dependents": _dependents(spec.name, ctx.client.list_workflows()),
+        "dependents": dependents,
+        "cross_up": sorted(cross_up),
+        "cross_down": cross_down,
         "gated_tasks": [(t.name, t.not_before) for t in spec.tasks if t.not_before],
         "emitting_tasks": [(t.name, list(t.emits)) for t in spec.tasks if t.emits],
     }

@@ -66,6 +66,7 @@ class Edge:
     condition: str = ""
     lit: bool = False
     state: str = ""  # a cross-workflow edge in a run: waiting, met, not met, timed out
+    external: str = ""  # the upstream's workflow, for an edge from another workflow
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,8 @@ def dag_geometry(
     (``external`` holds its workflow's name), each with an edge to every task that depends on
     it. ``edge_states`` (``(task, index in its depends_on) -> state``, from a run) labels those
     edges; an external box takes the state of its edges when they agree, else the least done
-    (timed out, not met, waiting, met)."""
+    (timed out, not met, waiting, met). With ``focus``, an external box that ``focus`` or a task
+    upstream of it depends on is marked ``up`` (lineage crosses workflows)."""
     layers = graph_layers(spec)
     names = [t.name for t in spec.tasks]
     states = states or {}
@@ -125,6 +127,8 @@ def dag_geometry(
     ext_labels: list[str] = []
     ext_workflow: dict[str, str] = {}
     ext_states: dict[str, list[str]] = {}
+    feeds = up | ({focus} if focus else set())  # an external upstream of these is in the lineage
+    ext_lit: set[str] = set()
     for task in spec.tasks:
         for i, dep in enumerate(task.depends_on):
             if dep.workflow:
@@ -132,6 +136,8 @@ def dag_geometry(
                 if label not in ext_workflow:
                     ext_labels.append(label)
                     ext_workflow[label] = dep.workflow
+                if task.name in feeds:
+                    ext_lit.add(label)
                 if (task.name, i) in edge_states:
                     ext_states.setdefault(label, []).append(edge_states[(task.name, i)])
     shift = 1 if ext_labels else 0  # the external column comes first
@@ -149,6 +155,7 @@ def dag_geometry(
             h=BOX_H,
             layer=-1,
             state=_least_done(ext_states.get(label, [])),
+            mark="up" if label in ext_lit else "",
             external=ext_workflow[label],
         )
     boxes: dict[str, Box] = {}
@@ -184,8 +191,10 @@ def dag_geometry(
                     downstream=task.name,
                     d=f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2 - 6},{y2}",
                     condition=_CONDITION.get(dep.condition, ""),
-                    lit=bool(focus) and not external and dep.task in lineage and task.name in lineage,
+                    lit=bool(focus)
+                    and (task.name in feeds if external else dep.task in lineage and task.name in lineage),
                     state=edge_states.get((task.name, i), "") if external else "",
+                    external=dep.workflow,
                 )
             )
     columns = len(layers) + shift

@@ -449,7 +449,7 @@ def workflow(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     if focus:
         up, down = ctx.client.lineage(name, focus)
     dag = dag_geometry(rec.spec, None, focus, [t for t, _ in up], [t for t, _ in down])
-    cross = crossflow.workflow_context(ctx, rec.spec)
+    cross = crossflow.workflow_context(ctx, rec.spec, focus, [t for t, _ in up], [t for t, _ in down])
     runs = ctx.client.list_workflow_runs(name, limit=200)
     shown, pager = paginate(runs, ctx.page())
     backfills = ctx.client.list_backfills(name)

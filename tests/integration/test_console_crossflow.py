@@ -97,6 +97,18 @@ def test_the_workflow_pages_show_cross_workflow_edges_and_the_graph_draws_them(
     deps = re.search(r'<table id="dependents">.*?</table>', up.text, re.S)
     assert deps is not None and 'href="/workflows/reconcile"' in deps.group(0)
     assert 'id="no-cross-edges"' in up.text
+    # Lineage crosses workflows: load's downstream includes reconcile's task, and reconcile's
+    # upstream is load (highlighted in the graph too).
+    lineage = web.get("/workflows/orders-sync?task=load").text
+    panel = re.search(r'<div class="panel" id="cross-lineage">.*?</div>', lineage, re.S)
+    assert (
+        panel is not None
+        and 'href="/workflows/reconcile?task=reconcile">reconcile:reconcile</a>' in panel.group(0)
+    )
+    lineage = web.get("/workflows/reconcile?task=reconcile").text
+    panel = re.search(r'<div class="panel" id="cross-lineage">.*?</div>', lineage, re.S)
+    assert panel is not None and 'href="/workflows/orders-sync">orders-sync:load</a>' in panel.group(0)
+    assert 'class="box ext m-up"' in lineage
 
 
 def _executor(node: Running, token: str, data: Path) -> subprocess.Popen[bytes]:

@@ -174,3 +174,15 @@ def test_the_workflow_graph_template_links_external_boxes_to_their_workflow() ->
     assert 'href="/workflows/orders-sync" class="node external"' in html
     assert 'id="ext-fx-rates:*_-1d"' in html
     assert "Task graph: 3 tasks, 4 dependencies" in html
+
+
+def test_a_lineage_highlight_crosses_into_the_external_upstreams() -> None:
+    dag = dag_geometry(_reconcile(), None, "reconcile", ["prep"], [])
+    marks = {b.name: b.mark for b in dag.boxes}
+    assert marks["orders-sync:load"] == "up" and marks["fx-rates:* -1d"] == "up"
+    lit = {(e.upstream, e.downstream) for e in dag.edges if e.lit}
+    assert lit == {("prep", "reconcile"), ("orders-sync:load", "reconcile"), ("fx-rates:* -1d", "reconcile")}
+    # report's upstream is orders-sync too, but report is not in prep's lineage.
+    dag = dag_geometry(_reconcile(), None, "prep", [], ["reconcile"])
+    assert {b.name: b.mark for b in dag.boxes if b.external} == {"orders-sync:load": "", "fx-rates:* -1d": ""}
+    assert not any(e.lit for e in dag.edges if e.external)

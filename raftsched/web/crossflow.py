@@ -324,7 +324,6 @@ class WaitRow:
     logical_ms: int
     needs: str
     downstream_run: str
-    downstream_workflow: str
     downstream_task: str
     since_ms: int
 
@@ -352,7 +351,6 @@ def wait_rows(
                         logical_ms=wait.logical_ms,
                         needs=_NEEDS.get(dep.condition, "success"),
                         downstream_run=run.run_id,
-                        downstream_workflow=run.workflow,
                         downstream_task=task.name,
                         since_ms=wait.since_ms,
                     )

@@ -113,9 +113,11 @@ def dag_geometry(
     validation would refuse (as :func:`graph_layers` does).
 
     Cross-workflow upstreams (another workflow's run or task, at a logical offset) are drawn as
-    external boxes in a column of their own left of the graph, one box per distinct upstream
-    (``external`` holds its workflow's name), each with an edge to every task that depends on
-    it. ``edge_states`` (``(task, index in its depends_on) -> state``, from a run) labels those
+    external boxes, one per distinct upstream (``external`` holds its workflow's name), each with
+    an edge to every task that depends on it. A box sits in the column just left of the first
+    layer that depends on it, so its edge crosses no task: in a column of its own left of the
+    graph for an upstream of the first layer, else in a row band below the tasks.
+    ``edge_states`` (``(task, index in its depends_on) -> state``, from a run) labels those
     edges; an external box takes the state of its edges when they agree, else the least done
     (timed out, not met, waiting, met). With ``focus``, an external box that ``focus`` or a task
     upstream of it depends on is marked ``up`` (lineage crosses workflows)."""
@@ -129,6 +131,8 @@ def dag_geometry(
     ext_states: dict[str, list[str]] = {}
     feeds = up | ({focus} if focus else set())  # an external upstream of these is in the lineage
     ext_lit: set[str] = set()
+    layer_of = {names[i]: n for n, layer in enumerate(layers) for i in layer}
+    ext_col: dict[str, int] = {}  # the task layer left of which the box sits
     for task in spec.tasks:
         for i, dep in enumerate(task.depends_on):
             if dep.workflow:
@@ -136,24 +140,40 @@ def dag_geometry(
                 if label not in ext_workflow:
                     ext_labels.append(label)
                     ext_workflow[label] = dep.workflow
+                ext_col[label] = min(ext_col.get(label, layer_of[task.name]), layer_of[task.name])
                 if task.name in feeds:
                     ext_lit.add(label)
                 if (task.name, i) in edge_states:
                     ext_states.setdefault(label, []).append(edge_states[(task.name, i)])
-    shift = 1 if ext_labels else 0  # the external column comes first
-    tallest = max([len(layer) for layer in layers] + [len(ext_labels)])
-    height = 2 * PAD + tallest * BOX_H + max(tallest - 1, 0) * ROW_GAP
+    first = [label for label in ext_labels if ext_col[label] == 0]
+    shift = 1 if first else 0  # a column of its own for upstreams of the first layer
+    tallest = max([len(layer) for layer in layers] + [len(first)])
+    band_top = PAD + tallest * (BOX_H + ROW_GAP)  # below the tasks: the other upstreams
+    below: dict[int, int] = {}  # boxes so far in the band, per column
+    for label in ext_labels:
+        if ext_col[label] > 0:
+            below[ext_col[label]] = below.get(ext_col[label], 0) + 1
+    band = max(below.values(), default=0)
+    height = 2 * PAD + (tallest + band) * BOX_H + max(tallest + band - 1, 0) * ROW_GAP
     externals: dict[str, Box] = {}
-    column_h = len(ext_labels) * BOX_H + max(len(ext_labels) - 1, 0) * ROW_GAP
-    top = PAD + (height - 2 * PAD - column_h) // 2
-    for row, label in enumerate(ext_labels):
+    column_h = len(first) * BOX_H + max(len(first) - 1, 0) * ROW_GAP
+    top = PAD + (tallest * (BOX_H + ROW_GAP) - ROW_GAP - column_h) // 2
+    placed: dict[int, int] = {}
+    for label in ext_labels:
+        col = ext_col[label]
+        if col == 0:
+            x, y = PAD, top + first.index(label) * (BOX_H + ROW_GAP)
+        else:
+            row = placed.get(col, 0)
+            placed[col] = row + 1
+            x, y = PAD + (col - 1 + shift) * (BOX_W + COL_GAP), band_top + row * (BOX_H + ROW_GAP)
         externals[label] = Box(
             name=label,
-            x=PAD,
-            y=top + row * (BOX_H + ROW_GAP),
+            x=x,
+            y=y,
             w=BOX_W,
             h=BOX_H,
-            layer=-1,
+            layer=col - 1,
             state=_least_done(ext_states.get(label, [])),
             mark="up" if label in ext_lit else "",
             external=ext_workflow[label],
@@ -161,7 +181,8 @@ def dag_geometry(
     boxes: dict[str, Box] = {}
     for col, layer in enumerate(layers, start=shift):
         column_h = len(layer) * BOX_H + max(len(layer) - 1, 0) * ROW_GAP
-        top = PAD + (height - 2 * PAD - column_h) // 2  # centre each column vertically
+        # Centre each column vertically in the tasks' rows (above the band of upstreams).
+        top = PAD + (tallest * (BOX_H + ROW_GAP) - ROW_GAP - column_h) // 2
         for row, index in enumerate(layer):
             name = names[index]
             mark = "focus" if name == focus else "up" if name in up else "down" if name in down else ""

@@ -35,18 +35,23 @@ def _reconcile() -> pb.WorkflowSpec:
     return spec
 
 
-def test_cross_workflow_upstreams_are_external_boxes_in_a_column_of_their_own() -> None:
+def test_cross_workflow_upstreams_are_external_boxes_left_of_the_first_layer_needing_them() -> None:
     dag = dag_geometry(_reconcile())
-    ext = [b for b in dag.boxes if b.external]
+    ext = {b.name: b for b in dag.boxes if b.external}
     tasks = {b.name: b for b in dag.boxes if not b.external}
-    # One box per distinct upstream (two tasks share orders-sync:load), left of every task.
-    assert [(b.name, b.external) for b in ext] == [
+    # One box per distinct upstream (two tasks share orders-sync:load).
+    assert [(b.name, b.external) for b in dag.boxes if b.external] == [
         ("orders-sync:load", "orders-sync"),
         ("fx-rates:* -1d", "fx-rates"),
     ]
-    assert all(b.x == PAD for b in ext)
-    assert tasks["prep"].x == PAD + BOX_W + COL_GAP and tasks["prep"].layer == 0
+    # report (layer 0) needs orders-sync:load: a column of its own left of every task.
+    assert ext["orders-sync:load"].x == PAD
+    assert tasks["prep"].x == tasks["report"].x == PAD + BOX_W + COL_GAP and tasks["prep"].layer == 0
     assert tasks["reconcile"].layer == 1 and tasks["reconcile"].x == PAD + 2 * (BOX_W + COL_GAP)
+    # Only reconcile (layer 1) needs fx-rates: in the column left of it, below every task, so
+    # its edge crosses no task box.
+    fx = ext["fx-rates:* -1d"]
+    assert fx.x == tasks["prep"].x and fx.y >= max(b.y + b.h for b in tasks.values())
     edges = {(e.upstream, e.downstream) for e in dag.edges}
     assert edges == {
         ("prep", "reconcile"),

@@ -288,6 +288,9 @@ def test_rerun_a_failed_branch_from_the_console(
     browser.save_screenshot(str(shots / "workflow-run-cross.png"))
     browser.get(base + "/waits")
     assert waiting.run_id in browser.find_element(By.ID, "wait-list").text
+    browser.get(base + "/workflows/reconcile?task=reconcile")
+    assert "orders-sync:load" in browser.find_element(By.ID, "cross-lineage").text
+    browser.save_screenshot(str(shots / "workflow-cross.png"))
     browser.get(base + "/events")
     browser.find_element(By.ID, "emit-name").send_keys("orders-ready")
     browser.find_element(By.ID, "emit-key").send_keys("2026-12-04")
@@ -319,7 +322,14 @@ def test_rerun_a_failed_branch_from_the_console(
 
     # A phone-width window: nothing but the scrolling graph and tables is wider than the window.
     browser.set_window_size(400, 900)
-    for path in (run_url, base + "/tasks", base + "/cluster", base + "/waits", base + "/events"):
+    for path in (
+        run_url,
+        base + "/tasks",
+        base + "/cluster",
+        base + "/waits",
+        base + "/events",
+        base + "/workflows/reconcile",
+    ):
         browser.get(path)
         overflow = browser.execute_script(
             "return document.documentElement.scrollWidth - document.documentElement.clientWidth;"

@@ -22,6 +22,7 @@ from raftsched.display import duration_text, enum_name, iso, schedule_text
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError, Unauthenticated
 from raftsched.explain import sla_details
 from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.web import crossflow
 from raftsched.web.base import Ctx, Redirect, View, local_path
 from raftsched.web.editing import ROUTES as EDIT_ROUTES
 from raftsched.web.graph import dag_geometry, gantt_geometry
@@ -400,9 +401,10 @@ def live_tails(ctx: Ctx, record: pb.Run) -> dict[int, tuple[str, str]]:
 
 def run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     record = get_run(ctx, m["id"])
-    namespace = ""
+    task_spec: pb.TaskSpec | None = None
     with contextlib.suppress(NotFound):
-        namespace = ctx.client.get_task(record.task).spec.namespace if "#" not in record.task else ""
+        task_spec = ctx.client.get_task(record.task).spec if "#" not in record.task else None
+    namespace = task_spec.namespace if task_spec is not None else ""
     timeline = list(record.timeline)
     finished = record.state in (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
     return View(
@@ -415,6 +417,7 @@ def run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "refresh": 0 if finished else REFRESH_S,
             "live_tails": live_tails(ctx, record),
             "download": DOWNLOAD_PATH,
+            "gate": crossflow.task_run_gate(ctx, record, task_spec),
         },
         title=f"Run {record.run_id}",
     )
@@ -469,6 +472,7 @@ def workflow(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     if focus:
         up, down = ctx.client.lineage(name, focus)
     dag = dag_geometry(rec.spec, None, focus, [t for t, _ in up], [t for t, _ in down])
+    cross = crossflow.workflow_context(ctx, rec.spec, focus, [t for t, _ in up], [t for t, _ in down])
     runs = ctx.client.list_workflow_runs(name, limit=200)
     shown, pager = paginate(runs, ctx.page())
     backfills = ctx.client.list_backfills(name)
@@ -485,6 +489,7 @@ def workflow(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "pager": pager,
             "backfills": backfills[-10:][::-1],
             "refresh": REFRESH_S,
+            **cross,
         },
         title=f"Workflow {name}",
     )
@@ -494,8 +499,10 @@ def workflow_run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     run_id = m["id"]
     record = ctx.client.get_workflow_run(run_id)
     spec = ctx.client.get_workflow(record.workflow, record.version).spec
-    states = {t.name: task_state(t.state) for t in record.tasks}
-    dag = dag_geometry(spec, states)
+    cross = crossflow.run_context(ctx, record, spec)
+    # A task held by its earliest start is WAITING, as `workflow status` shows it.
+    states = {t.name: "waiting" if t.name in cross["gates"] else task_state(t.state) for t in record.tasks}
+    dag = dag_geometry(spec, states, edge_states=crossflow.edge_states(record))
     finished = record.state != pb.WORKFLOW_RUNNING
     end = record.finished_ms if finished and record.finished_ms else ctx.now_ms
     rows = [(t.name, [(task_state(e.state), e.at_ms) for e in t.timeline]) for t in record.tasks]
@@ -515,6 +522,7 @@ def workflow_run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "tasks": list(zip(record.tasks, task_runs, strict=True)),
             "finished": finished,
             "refresh": REFRESH_S,
+            **cross,
         },
         title=f"Workflow run {run_id}",
     )
@@ -711,5 +719,6 @@ ROUTES: Final[list[tuple[str, str, Callable[[Ctx, re.Match[str]], View | Redirec
     ("POST", rf"/tasks/{_NAME}/backfill", start_task_backfill, False),
     ("POST", rf"/runs/{_ID}/cancel", cancel_run, False),
     ("POST", rf"/tasks/{_NAME}/cancel-runs", cancel_task_runs, False),
+    *crossflow.ROUTES,
 ]
 """``(method, path regex, view, open to signed-out visitors)``; the first full match wins."""

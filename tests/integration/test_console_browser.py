@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from raftsched.client import Client
-from raftsched.model import CronTrigger, TaskSpec
+from raftsched.model import CronTrigger, ManualTrigger, TaskSpec
 from raftsched.security.certs import write_demo_pki
 from raftsched.security.tokens import new_token
 from raftsched.testing.cluster import LocalCluster, wait_until
@@ -256,6 +256,48 @@ def test_rerun_a_failed_branch_from_the_console(
     with Client(cluster.targets(), tls=cluster.tls, token=cluster.token) as admin:
         assert admin.get_task("report-daily").spec.trigger.cron.expr == "30 6 * * *"
 
+    # Across workflows (issue 28): a run waiting on another workflow's task draws it as an
+    # external box, and the waits page lists it; an event emitted from the form starts a run.
+    up = pb.WorkflowSpec(name="orders-sync")
+    up.tasks.add(name="load", command="echo loaded")
+    down = pb.WorkflowSpec(name="reconcile")
+    down.tasks.add(name="prep", command="echo prep")
+    rec = down.tasks.add(name="reconcile", command="echo reconciled")
+    rec.depends_on.add(task="prep")
+    rec.depends_on.add(workflow="orders-sync", task="load")
+    with Client(cluster.targets(), tls=cluster.tls, token=cluster.token) as admin:
+        admin.apply_workflow(up)
+        admin.apply_workflow(down)
+        admin.add_task(TaskSpec("on-order", ManualTrigger(), command="echo order", on_event="orders-ready"))
+        waiting = admin.start_workflow_run("reconcile")
+    browser.get(f"{base}/workflow-runs/{waiting.run_id.replace('@', '%40')}")
+    wait_until(
+        lambda: (
+            _retrying(
+                lambda: browser.find_element(By.CSS_SELECTOR, "svg.dag a.external").get_attribute(
+                    "data-state"
+                )
+            )
+            == "waiting"
+        ),
+        30,
+        0.2,
+        "the external upstream box, waiting",
+    )
+    assert "WAITING" in browser.find_element(By.ID, "run-edges").text
+    browser.save_screenshot(str(shots / "workflow-run-cross.png"))
+    browser.get(base + "/waits")
+    assert waiting.run_id in browser.find_element(By.ID, "wait-list").text
+    browser.get(base + "/workflows/reconcile?task=reconcile")
+    assert "orders-sync:load" in browser.find_element(By.ID, "cross-lineage").text
+    browser.save_screenshot(str(shots / "workflow-cross.png"))
+    browser.get(base + "/events")
+    browser.find_element(By.ID, "emit-name").send_keys("orders-ready")
+    browser.find_element(By.ID, "emit-key").send_keys("2026-12-04")
+    browser.find_element(By.ID, "emit").click()
+    wait_until(lambda: "accepted event orders-ready" in browser.page_source, 15, 0.1, "the emit")
+    assert "on-order@" in browser.find_element(By.ID, "event-list").text
+
     # A viewer: no action buttons, and a forged POST (its own session and CSRF token) is refused.
     _sign_in(browser, base, tokens["viewer"])
     browser.get(run_url)
@@ -280,7 +322,14 @@ def test_rerun_a_failed_branch_from_the_console(
 
     # A phone-width window: nothing but the scrolling graph and tables is wider than the window.
     browser.set_window_size(400, 900)
-    for path in (run_url, base + "/tasks", base + "/cluster"):
+    for path in (
+        run_url,
+        base + "/tasks",
+        base + "/cluster",
+        base + "/waits",
+        base + "/events",
+        base + "/workflows/reconcile",
+    ):
         browser.get(path)
         overflow = browser.execute_script(
             "return document.documentElement.scrollWidth - document.documentElement.clientWidth;"

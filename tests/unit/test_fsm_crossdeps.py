@@ -423,7 +423,12 @@ def test_graphs_draw_a_workflow_with_cross_workflow_dependencies() -> None:
 
     spec = down_spec(pb.Dependency(workflow=UP, task="load", logical_offset_ms=-DAY))
     geometry = dag_geometry(spec)  # raised KeyError: the upstream is no box of this graph
-    assert [(e.upstream, e.downstream) for e in geometry.edges] == [("prep", "reconcile")]
+    # The upstream of the other workflow is an external box of its own, with its edge.
+    assert [(e.upstream, e.downstream) for e in geometry.edges] == [
+        ("prep", "reconcile"),
+        ("orders-sync:load -1d", "reconcile"),
+    ]
+    assert [b.external for b in geometry.boxes] == [UP, "", ""]
     text = "\n".join(render_graph(spec, 1, None, ascii_only=True))
     assert "orders-sync:load" in text
     deps = graph_dict(spec, 1, None)["layers"][1][0]["depends_on"]

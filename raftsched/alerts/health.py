@@ -6,8 +6,9 @@ events to propose (:func:`raftsched.leader.writes.raise_alerts`), each with a de
 condition is reported once per episode (apply drops a key raised before):
 
 * ``no_executor``: attempts are due and no live, undrained executor exists that could take them
-  (none registered, all drained or dead); one event per task's oldest waiting attempt, naming
-  the task. (A task whose declared
+  (none registered, all drained or dead), and the oldest has waited ``alerts.heartbeat_missing``
+  (an executor that lost its stream, or a new leader's executors, come back within it); one event
+  per task and episode (until an executor can take work again), naming the task. (A task whose declared
   cpu, memory or labels no executor offers is ``unplaceable``, raised by apply.)
 * ``waiting_too_long``: an attempt has been due for longer than ``alerts.max_waiting``; one event
   per task and episode (while some attempt of it stays over the limit), naming its oldest.
@@ -71,12 +72,14 @@ class HealthMonitor:
         self._proposed: set[str] = set()
         self._skewed: dict[str, int] = {}  # "node/<id>" or "executor/<name>" -> episode start ms
         self._late: dict[str, int] = {}  # task with an attempt over max_waiting -> episode start ms
+        self._unplaced: dict[str, int] = {}  # task alerted no_executor -> episode start ms
 
     def reset(self) -> None:
         """Leadership changed: forget what this leader proposed (apply still dedupes)."""
         self._proposed.clear()
         self._skewed.clear()
         self._late.clear()
+        self._unplaced.clear()
 
     def _new(self, dedupe: str) -> bool:
         if dedupe in self._proposed:
@@ -98,18 +101,23 @@ class HealthMonitor:
         late = {w.task for w in fleet.waiting if fleet.now_ms - w.due_ms > limit}
         for task in [t for t in self._late if t not in late]:
             del self._late[task]
+        if fleet.placeable:  # an executor can take work: the no_executor episodes are over
+            self._unplaced.clear()
+        grace = self.settings.heartbeat_missing_ms
         for w in fleet.waiting:
             if len(out) >= budget - 1:  # room for both events of this attempt
                 break
             if w.due_ms > fleet.now_ms:
                 continue
             waited_s = (fleet.now_ms - w.due_ms) / 1000
-            if fleet.placeable == 0 and self._new(f"no_executor/{w.execution_id}"):
+            if fleet.placeable == 0 and fleet.now_ms - w.due_ms >= grace and w.task not in self._unplaced:
+                episode = self._unplaced.setdefault(w.task, fleet.now_ms)
+                self._new(f"no_executor/{w.task}/{episode}")
                 out.append(
                     _about(
                         w,
                         NO_EXECUTOR,
-                        f"no_executor/{w.execution_id}",
+                        f"no_executor/{w.task}/{episode}",
                         f"task {w.task} has work due ({w.execution_id}, waiting {waited_s:.0f} s) and "
                         "no live executor could take it: none is registered, or every one is drained "
                         "or dead",

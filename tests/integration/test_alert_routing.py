@@ -85,6 +85,14 @@ timeout = "5s"
                         "nightly-sync", ManualTrigger(), command=command, owner="data-team", namespace="etl"
                     )
                 )
+                # Registered before the first trigger: work due with no executor is an alert of
+                # its own (no_executor), which this test is not about.
+                wait_until(
+                    lambda: any(e.name == "ex1" for e in client.list_executors().executors),
+                    60,
+                    0.1,
+                    "ex1 registered",
+                )
                 first = client.trigger("nightly-sync")
                 [alert] = wait_until(
                     lambda: am.alerts(alertname="RaftschedRunFailed", task="nightly-sync"),

@@ -32,11 +32,20 @@ def kinds(events: list[pb.AlertRecord]) -> list[tuple[str, str]]:
 def test_waiting_work_with_no_executor_and_over_max_waiting_names_the_task_once() -> None:
     m = HealthMonitor(SETTINGS)
     w = WaitingAttempt("nightly", "nightly@1/0/1", "nightly@1", T0, "ops", "etl")
-    fleet = FleetView(T0 + 1_000, (w,), placeable=0)
+    # Not before it has waited heartbeat_missing (5 s here): executors that lost their stream, or
+    # a new leader's, come back within it.
+    assert m.check(FleetView(T0 + 4_999, (w,), placeable=0)) == []
+    fleet = FleetView(T0 + 5_000, (w,), placeable=0)
     first = m.check(fleet)
     assert kinds(first) == [(NO_EXECUTOR, "nightly")]
     assert first[0].owner == "ops" and first[0].namespace == "etl" and first[0].dedupe
-    assert m.check(fleet) == []  # once per attempt
+    assert m.check(fleet) == []  # once per task and episode, not per attempt:
+    w2 = WaitingAttempt("nightly", "nightly@2/0/1", "nightly@2", T0 + 1_000, "ops", "etl")
+    assert m.check(FleetView(T0 + 9_000, (w, w2), placeable=0)) == []
+    # An executor came and went: a new episode is a new event.
+    m.check(FleetView(T0 + 10_000, (w, w2), placeable=1))
+    again = m.check(FleetView(T0 + 20_000, (w, w2), placeable=0))
+    assert kinds(again) == [(NO_EXECUTOR, "nightly")] and again[0].dedupe != first[0].dedupe
     late = m.check(FleetView(T0 + 61_000, (w,), placeable=2))
     assert kinds(late) == [(WAITING_TOO_LONG, "nightly")] and "waited 61 s" in late[0].error
     # Not due yet (a retry's backoff): nothing.
@@ -111,7 +120,7 @@ def test_apply_stores_leader_health_alerts_and_refuses_no_kind_it_knows() -> Non
 def test_a_check_raises_at_most_its_budget_and_the_rest_later() -> None:
     m = HealthMonitor(SETTINGS)
     waiting = tuple(WaitingAttempt(f"t{i:04d}", f"t{i:04d}@1/0/1", f"t{i:04d}@1", T0) for i in range(250))
-    fleet = FleetView(T0 + 1_000, waiting, placeable=0, node_offsets={"n2": 900})
+    fleet = FleetView(T0 + 5_000, waiting, placeable=0, node_offsets={"n2": 900})
     seen: list[str] = []
     for _ in range(5):
         events = m.check(fleet)

@@ -709,7 +709,7 @@ class RunBook:
     def _start_sla(self, run: pb.Run, shard: pb.ShardAttempt, lateness: int, st: TaskState, now: int) -> None:
         """An attempt's start was reported: the run's start SLA (its first start counts)."""
         within = st.spec.sla_start_within_ms
-        if lateness > within and not run.workflow_run and not sla.first_start_ms(run):
+        if lateness > within and not run.workflow_run and not run.backfill_id and not sla.first_start_ms(run):
             late = sla.late_text(lateness - within)
             self._sla_alert(
                 st,
@@ -724,6 +724,8 @@ class RunBook:
         """A run of a task with an SLA or freshness finished: its finish SLA; its success moves
         the freshness clock (and resolves a freshness miss raised for the stretch it ends)."""
         spec = st.spec
+        if run.backfill_id:
+            return  # a backfill's run: its nominal time is past by design (as for workflows)
         within = spec.sla_finish_within_ms
         if within and not run.workflow_run:
             state = sla.finish_state(run, within, now)

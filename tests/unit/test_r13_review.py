@@ -1,0 +1,72 @@
+"""Interactions between the r13 branches found in review (merge of r13-pools with r13-sla, ...)."""
+
+from __future__ import annotations
+
+from raftsched import codec
+from raftsched.alerts.delivery import detect_sla
+from raftsched.alerts.config import AlertsConfig
+from raftsched.alerts.monitor import AlertMonitor
+from raftsched.fsm import alerts as outbox
+from raftsched.fsm.state import SchedulerState
+from raftsched.leader import writes
+from raftsched.model import CronTrigger, Overlap, TaskSpec
+from raftsched.v1 import log_pb2 as pb
+from tests.support.fsm import T0, S, apply, batch, create, entry, fire, fresh, join, record, result, runs_of
+
+MIN = 60 * S
+DAY = 24 * 60 * MIN
+STAMP = {"epoch": 1, "origin": "n1", "key": ""}
+
+
+def _events(state: SchedulerState, kind: str) -> list[pb.AlertRecord]:
+    with state.store.reader() as r:
+        return [a for a in outbox.list_alerts(r, 0, 0) if a.kind == kind]
+
+
+def _sla_task_with_history() -> SchedulerState:
+    """An hourly task with a start and finish SLA and a freshness, whose scheduler has accounted
+    through T0; its T0 run succeeded on time."""
+    state = fresh()
+    spec = TaskSpec(
+        "t",
+        CronTrigger("0 * * * *"),
+        command="x",
+        overlap=Overlap.ALLOW,
+        sla_start_within_ms=5 * MIN,
+        sla_finish_within_ms=30 * MIN,
+        freshness_ms=2 * 60 * MIN,
+    )
+    assert create(state, spec, now=T0 - 2 * DAY).ok
+    assert apply(state, join("ex1", 50)).ok
+    res = apply(state, batch(T0, entry("t", 1, [fire(T0)], watermark=T0, next_fire=T0 + 60 * MIN)))
+    assert res.fired == 1
+    return state
+
+
+def test_a_plain_task_backfill_raises_no_sla_miss_and_does_not_refresh_freshness() -> None:
+    """Workflows leave backfill runs out of SLAs and freshness (fsm/workflows.py, alerts/delivery.py
+    sla_tasks); plain-task backfill runs (r13-pools) must be left out the same way: their nominal
+    times are in the past by construction, so every one 'misses' its SLA, and a backfill success
+    says nothing about the freshness of the task's current data."""
+    state = _sla_task_with_history()
+    now = T0 + S
+    data = writes.start_task_backfill(state, "t", T0 - DAY, T0 - 22 * 60 * MIN, "", now_ms=now, **STAMP)
+    applied = state.apply(data)
+    assert applied.result.ok, applied.result.message
+    bid = applied.result.backfill.backfill_id
+    backfilled = sorted(r.nominal_ms for r in runs_of(state, "t") if r.backfill_id == bid)
+    assert len(backfilled) >= 2
+    nominal = backfilled[0]
+    run_id = f"t@{nominal}"
+    # The leader's monitor, at once: nothing is late that the operator did not schedule.
+    found = detect_sla(AlertMonitor(AlertsConfig()), state, now + 10 * S)
+    assert [a.dedupe for a in found if a.kind == "sla_missed"] == []
+    # A backfill run starts and succeeds (a day after its nominal time, as every backfill does).
+    cmd = pb.Command(epoch=1, now_ms=now + S, origin="n1")
+    cmd.assign_attempts.assignments.add(run_id=run_id, shard=0, attempt=1, executor="ex1")
+    assert apply(state, codec.encode_command(cmd)).accounted == 1
+    assert apply(state, result(now + 2 * S, run_id, 1, "ex1", True, start_lateness_ms=now + S - nominal)).ok
+    assert state.get_backfill(bid) is not None
+    assert _events(state, "sla_missed") == []
+    # The freshness clock is the task's own (scheduled or manual) success, not a backfill's.
+    assert record(state, "t").last_success_run != run_id

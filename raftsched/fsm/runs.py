@@ -474,8 +474,9 @@ class RunBook:
 
     def _after_cancel(self, run: pb.Run, st: TaskState | None, now: int, effects: list[Effect]) -> None:
         """A cancelled run counts as finished for overlap: a run buffered behind it (buffer_one)
-        may start; a cancelled buffered run is no longer held."""
-        if st is None:
+        may start; a cancelled buffered run is no longer held. A backfill's run does not count for
+        overlap (as in :meth:`settle`): its cancel releases nothing."""
+        if st is None or run.backfill_id:
             return
         if st.held_run == run.run_id:
             st.held_run = ""

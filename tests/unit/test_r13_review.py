@@ -70,3 +70,31 @@ def test_a_plain_task_backfill_raises_no_sla_miss_and_does_not_refresh_freshness
     assert _events(state, "sla_missed") == []
     # The freshness clock is the task's own (scheduled or manual) success, not a backfill's.
     assert record(state, "t").last_success_run != run_id
+
+
+def test_cancelling_a_backfill_run_does_not_release_the_run_buffered_behind_a_regular_one() -> None:
+    """overlap=buffer_one: a backfill run does not count for overlap (settle releases the held run
+    only for a regular run's end, fsm/runs.py), so cancelling one (r13-cancel's _after_cancel)
+    must not start the buffered run either while the regular run still runs."""
+    state = fresh()
+    spec = TaskSpec("t", CronTrigger("* * * * *"), command="x", overlap=Overlap.BUFFER_ONE)
+    assert create(state, spec, now=T0 - 30 * MIN).ok
+    assert apply(state, join("ex1", 10)).ok
+    regular = f"t@{T0 - 2 * MIN}"
+    res = apply(state, batch(T0, entry("t", 1, [fire(T0 - 2 * MIN)], watermark=T0, next_fire=T0 + MIN)))
+    assert res.fired == 1
+    data = writes.start_task_backfill(state, "t", T0 - 5 * MIN, T0 - 4 * MIN, "", now_ms=T0 + S, **STAMP)
+    bid = state.apply(data).result.backfill.backfill_id
+    backfill_runs = sorted(r.run_id for r in runs_of(state, "t") if r.backfill_id == bid)
+    assert len(backfill_runs) == 2
+    # The next fire waits behind the regular run (buffer_one).
+    res = apply(state, batch(T0 + MIN, entry("t", 1, [fire(T0 + MIN)], watermark=T0 + MIN, next_fire=T0 + 2 * MIN)))
+    held = f"t@{T0 + MIN}"
+    assert state.runs.get(held).held  # type: ignore[union-attr]
+    assert record(state, "t").held_run == held
+    cancel = writes.cancel_run(backfill_runs[0], "not needed", now_ms=T0 + 2 * S + MIN, **STAMP)
+    applied = state.apply(cancel)
+    assert applied.result.ok, applied.result.message
+    assert state.runs.get(regular) is not None  # the regular run still runs ...
+    assert state.runs.get(held).held  # type: ignore[union-attr]  # ... so the buffered one still waits
+    assert not any(getattr(e, "run_id", "") == held for e in applied.effects)

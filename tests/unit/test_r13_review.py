@@ -98,3 +98,25 @@ def test_cancelling_a_backfill_run_does_not_release_the_run_buffered_behind_a_re
     assert state.runs.get(regular) is not None  # the regular run still runs ...
     assert state.runs.get(held).held  # type: ignore[union-attr]  # ... so the buffered one still waits
     assert not any(getattr(e, "run_id", "") == held for e in applied.effects)
+
+
+class _Dispatcher:
+    def __init__(self, waiting: dict[tuple[str, int], object]) -> None:
+        self.waiting = waiting
+
+
+def test_a_backfill_attempt_in_the_queue_is_not_waiting_too_long() -> None:
+    """A backfill's attempt (a plain task's, r13-pools, or a workflow's) is due at its nominal time,
+    days ago, and waits for its share of the slots by design: fleet health (r13-health) must not
+    take it for work that waited max_waiting for an executor the moment the backfill starts."""
+    from raftsched.alerts.health import FleetView, HealthMonitor, waiting_attempts
+    from raftsched.fsm.effects import AttemptReady
+    from raftsched.leader.dispatch.placement import Waiting
+    from raftsched.leader.queue import start_order
+
+    now = T0
+    nominal = T0 - DAY
+    ready = AttemptReady(f"t@{nominal}", "t", nominal, 0, 1, 1, 0, 30)  # backfill_share 30 %
+    w = Waiting(ready, start_order(5, nominal, ready.run_id, 0), "ex1")
+    fleet = FleetView(now, waiting=waiting_attempts(_Dispatcher({(ready.run_id, 0): w}), set()), placeable=1)  # type: ignore[arg-type]
+    assert [a.kind for a in HealthMonitor().check(fleet)] == []

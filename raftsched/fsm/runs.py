@@ -581,8 +581,11 @@ class RunBook:
         else:
             if st is not None and res.HasField("start_lateness_ms"):
                 sink = host.on_start
-                if sink is not None:
-                    sink(now, st.spec.namespace, res.start_lateness_ms)
+                if sink is not None and not run.backfill_id:
+                    # The start delay counts from when the attempt was due: a retry's backoff and
+                    # a jittered start are not delay; a backfill's runs start late by design.
+                    gated = max(0, shard.not_before_ms - run.nominal_ms)
+                    sink(now, st.spec.namespace, max(0, res.start_lateness_ms - gated))
                 if st.spec.sla_start_within_ms:
                     self._start_sla(run, shard, res.start_lateness_ms, st, now)
             _note_outcome(run, shard, res, now)

@@ -120,3 +120,40 @@ def test_a_backfill_attempt_in_the_queue_is_not_waiting_too_long() -> None:
     w = Waiting(ready, start_order(5, nominal, ready.run_id, 0), "ex1")
     fleet = FleetView(now, waiting=waiting_attempts(_Dispatcher({(ready.run_id, 0): w}), set()), placeable=1)  # type: ignore[arg-type]
     assert [a.kind for a in HealthMonitor().check(fleet)] == []
+
+
+def test_start_delay_samples_leave_out_backfill_runs_and_retry_backoff() -> None:
+    """The start-delay check (r13-sla) measures scheduling delay. A plain task's backfill run
+    (r13-pools) starts a day after its nominal time by design, and a retry (r13-retries: delays of
+    minutes) after its backoff: neither is delay, and one backfill would page the namespace."""
+    state = _sla_task_with_history()
+    samples: list[tuple[int, str, int]] = []
+    state.on_start = lambda at, ns, late: samples.append((at, ns, late))
+    now = T0 + S
+    data = writes.start_task_backfill(state, "t", T0 - DAY, T0 - 23 * 60 * MIN, "", now_ms=now, **STAMP)
+    bid = state.apply(data).result.backfill.backfill_id
+    [back] = [r for r in runs_of(state, "t") if r.backfill_id == bid]
+    cmd = pb.Command(epoch=1, now_ms=now + S, origin="n1")
+    cmd.assign_attempts.assignments.add(run_id=back.run_id, shard=0, attempt=1, executor="ex1")
+    assert apply(state, codec.encode_command(cmd)).accounted == 1
+    late = now + S - back.nominal_ms
+    assert apply(state, result(now + 2 * S, back.run_id, 1, "ex1", True, start_lateness_ms=late)).ok
+    assert samples == []
+
+
+def test_a_retry_is_sampled_from_the_end_of_its_backoff() -> None:
+    state = fresh()
+    spec = TaskSpec("r", CronTrigger("* * * * *"), command="x", max_retries=2, retry_delays_ms=(10 * MIN,))
+    assert create(state, spec, now=T0 - MIN).ok
+    assert apply(state, join("ex1", 10)).ok
+    assert apply(state, batch(T0, entry("r", 1, [fire(T0)], watermark=T0, next_fire=T0 + MIN))).fired == 1
+    samples: list[int] = []
+    state.on_start = lambda at, ns, late: samples.append(late)
+    run_id = f"r@{T0}"
+    for attempt, at in ((1, T0 + S), (2, T0 + 10 * MIN + 3 * S)):
+        cmd = pb.Command(epoch=1, now_ms=at, origin="n1")
+        cmd.assign_attempts.assignments.add(run_id=run_id, shard=0, attempt=attempt, executor="ex1")
+        assert apply(state, codec.encode_command(cmd)).accounted == 1, attempt
+        assert apply(state, result(at + S, run_id, attempt, "ex1", False, start_lateness_ms=at - T0)).ok
+    # The retry was due at T0 + 2 s + 10 min (its failure + its delay): it started ~1 s after that.
+    assert samples[0] == S and samples[1] < 5 * S, samples

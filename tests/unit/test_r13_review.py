@@ -157,3 +157,41 @@ def test_a_retry_is_sampled_from_the_end_of_its_backoff() -> None:
         assert apply(state, result(at + S, run_id, attempt, "ex1", False, start_lateness_ms=at - T0)).ok
     # The retry was due at T0 + 2 s + 10 min (its failure + its delay): it started ~1 s after that.
     assert samples[0] == S and samples[1] < 5 * S, samples
+
+
+def test_console_editing_keeps_the_fields_the_other_branches_added() -> None:
+    """The console edits a definition as its file text (r13-secrets, workflow/export.py), written
+    before retries, retention, pools and SLAs (r13-retries, r13-pools, r13-sla) existed: each
+    field export leaves out is silently dropped by the next console edit."""
+    from raftsched.model import RetryBackoff
+    from raftsched.workflow.export import task_file_text, workflow_file_text
+    from raftsched.workflow.files import parse_workflow_text
+    from raftsched.workflow.taskfiles import parse_task_text
+
+    for backoff, delays in ((None, (60 * S, 2 * MIN)), (RetryBackoff(10 * S, 15 * MIN, 20), ())):
+        spec = TaskSpec(
+            "t",
+            CronTrigger("0 * * * *"),
+            command="x",
+            max_retries=3,
+            retry_delays_ms=delays,
+            retry_backoff=backoff,
+            retry_elsewhere=False,
+            keep_runs=5,
+            keep_for_ms=60 * MIN,
+            pool="db",
+            sla_start_within_ms=5 * MIN,
+            sla_finish_within_ms=30 * MIN,
+            freshness_ms=2 * 60 * MIN,
+        )
+        [(back, _)] = parse_task_text(task_file_text(spec), "yaml", "x.yaml").tasks
+        assert back == spec
+    text = (
+        "name: wf\nschedule: '0 * * * *'\nkeep_runs: 4\nkeep_for: 2h\n"
+        "sla: {start_within: 5m, finish_within: 1h}\nfreshness: 3h\n"
+        "tasks:\n  - name: a\n    command: x\n    retries: 2\n    retry_delays: [1m, 5m]\n"
+        "    retry_elsewhere: false\n    pool: db\n"
+        "  - name: b\n    command: y\n    retries: 2\n    retry_backoff: {base: 10s, cap: 15m, jitter: 20%}\n"
+    )
+    wf = parse_workflow_text(text, "yaml", "wf.yaml")
+    assert parse_workflow_text(workflow_file_text(wf), "yaml", "wf.yaml") == wf

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from raftsched import codec
-from raftsched.alerts.delivery import detect_sla
 from raftsched.alerts.config import AlertsConfig
+from raftsched.alerts.delivery import detect_sla
 from raftsched.alerts.monitor import AlertMonitor
 from raftsched.fsm import alerts as outbox
 from raftsched.fsm.state import SchedulerState
@@ -88,7 +88,8 @@ def test_cancelling_a_backfill_run_does_not_release_the_run_buffered_behind_a_re
     backfill_runs = sorted(r.run_id for r in runs_of(state, "t") if r.backfill_id == bid)
     assert len(backfill_runs) == 2
     # The next fire waits behind the regular run (buffer_one).
-    res = apply(state, batch(T0 + MIN, entry("t", 1, [fire(T0 + MIN)], watermark=T0 + MIN, next_fire=T0 + 2 * MIN)))
+    nxt = entry("t", 1, [fire(T0 + MIN)], watermark=T0 + MIN, next_fire=T0 + 2 * MIN)
+    res = apply(state, batch(T0 + MIN, nxt))
     held = f"t@{T0 + MIN}"
     assert state.runs.get(held).held  # type: ignore[union-attr]
     assert record(state, "t").held_run == held
@@ -118,7 +119,8 @@ def test_a_backfill_attempt_in_the_queue_is_not_waiting_too_long() -> None:
     nominal = T0 - DAY
     ready = AttemptReady(f"t@{nominal}", "t", nominal, 0, 1, 1, 0, 30)  # backfill_share 30 %
     w = Waiting(ready, start_order(5, nominal, ready.run_id, 0), "ex1")
-    fleet = FleetView(now, waiting=waiting_attempts(_Dispatcher({(ready.run_id, 0): w}), set()), placeable=1)  # type: ignore[arg-type]
+    d = _Dispatcher({(ready.run_id, 0): w})
+    fleet = FleetView(now, waiting=waiting_attempts(d, set()), placeable=1)  # type: ignore[arg-type]
     assert [a.kind for a in HealthMonitor().check(fleet)] == []
 
 

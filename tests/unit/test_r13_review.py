@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from raftsched import codec
 from raftsched.alerts.config import AlertsConfig
 from raftsched.alerts.delivery import detect_sla
@@ -15,7 +17,7 @@ from tests.support.fsm import T0, S, apply, batch, create, entry, fire, fresh, j
 
 MIN = 60 * S
 DAY = 24 * 60 * MIN
-STAMP = {"epoch": 1, "origin": "n1", "key": ""}
+STAMP: dict[str, Any] = {"epoch": 1, "origin": "n1", "key": ""}
 
 
 def _events(state: SchedulerState, kind: str) -> list[pb.AlertRecord]:

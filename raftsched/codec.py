@@ -61,20 +61,20 @@ from raftsched.v1 import log_pb2 as pb
 #      retries on the same executor, or its own retention (keep_runs, keep_for), issue 29 §3/§5:
 #      an older node would store it without them and then retry and prune differently.
 #  10  a task or workflow whose params, env or command hold a ``{{ secret.NAME }}`` reference
-#      (issue 29 §7): a format-7 node refuses the reference in a workflow template (replicas
+#      (issue 29 §7): an older node refuses the reference in a workflow template (replicas
 #      would disagree) and its executors would pass the reference on as literal text. Also an
-#      ApplyWorkflow with expected_version (the console's conditional edit, issue 29 §8): a
-#      format-7 node would ignore the condition.
+#      ApplyWorkflow with expected_version (the console's conditional edit, issue 29 §8): an
+#      older node would ignore the condition.
 #  11  SetPool, DeletePool (pools, issue 29 §4); a task or workflow written with a pool is stamped
 #      11 too: an older node would store it and start its attempts without taking a pool slot.
 #  12  StartTaskBackfill (backfill for plain tasks, issue 29 §6).
 #  13  fleet health (issue 36 §3, §4): a RaiseAlerts with a no_executor, waiting_too_long,
-#      heartbeat_missing or clock_skew alert (a format-7 node refuses the kind: nothing stored,
+#      heartbeat_missing or clock_skew alert (an older node refuses the kind: nothing stored,
 #      where a newer node stores it), and a DrainExecutor that an executor makes or undoes
-#      itself (health, resume: a format-7 node would take a resume for a drain).
-#  14  SLAs and freshness (issue 36 §2): a task written with sla or freshness (a format-7 node
+#      itself (health, resume: an older node would take a resume for a drain).
+#  14  SLAs and freshness (issue 36 §2): a task or workflow written with sla or freshness (an older node
 #      would store it and never raise its alerts nor keep its last success), and RaiseAlerts of
-#      the start_delay, sla_missed and freshness kinds (a format-7 node refuses those kinds: its
+#      the start_delay, sla_missed and freshness kinds (an older node refuses those kinds: its
 #      outbox would number the next events differently).
 #  15  CancelRuns (cancel task runs, issue 29 §1): an older node would refuse it and keep the runs.
 COMMAND_FORMAT = 15
@@ -353,7 +353,7 @@ def _uses_sla(spec: pb.TaskSpec | pb.WorkflowSpec) -> bool:
 
 
 def _defines_sla(cmd: pb.Command, body: str) -> bool:
-    """Whether ``cmd`` stores an SLA or freshness, or raises an alert kind of format 8."""
+    """Whether ``cmd`` stores an SLA or freshness, or raises an alert kind of :data:`SLA_FORMAT`."""
     if body in ("create_task", "update_task"):
         return _uses_sla(getattr(cmd, body).spec)
     if body == "create_tasks":
@@ -459,7 +459,7 @@ _SECRET_SPECS: dict[str, Callable[[pb.Command], bool]] = {
         uses_secrets(c.stage_workflow_tasks.header.params_json)
         or _workflow_tasks_use_secrets(c.stage_workflow_tasks.tasks)
     ),
-    # Run params are checked in apply too: a format-7 node would accept a malformed reference.
+    # Run params are checked in apply too: an older node would accept a malformed reference.
     "trigger_now": lambda c: uses_secrets(c.trigger_now.params_json),
     "start_workflow_run": lambda c: uses_secrets(c.start_workflow_run.params_json),
     "start_backfill": lambda c: uses_secrets(c.start_backfill.params_json),

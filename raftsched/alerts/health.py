@@ -214,6 +214,8 @@ def waiting_attempts(d: Dispatcher, unplaceable: AbstractSet[str]) -> tuple[Wait
     oldest: dict[str, WaitingAttempt] = {}
     for w in d.waiting.values():
         r = w.ready
+        if r.backfill_share:
+            continue  # a backfill's attempt: due days ago and throttled to its share by design
         due = max(r.nominal_ms, r.not_before_ms)
         have = oldest.get(r.task)
         if have is not None and have.due_ms <= due:

@@ -474,8 +474,9 @@ class RunBook:
 
     def _after_cancel(self, run: pb.Run, st: TaskState | None, now: int, effects: list[Effect]) -> None:
         """A cancelled run counts as finished for overlap: a run buffered behind it (buffer_one)
-        may start; a cancelled buffered run is no longer held."""
-        if st is None:
+        may start; a cancelled buffered run is no longer held. A backfill's run does not count for
+        overlap (as in :meth:`settle`): its cancel releases nothing."""
+        if st is None or run.backfill_id:
             return
         if st.held_run == run.run_id:
             st.held_run = ""
@@ -580,8 +581,11 @@ class RunBook:
         else:
             if st is not None and res.HasField("start_lateness_ms"):
                 sink = host.on_start
-                if sink is not None:
-                    sink(now, st.spec.namespace, res.start_lateness_ms)
+                if sink is not None and not run.backfill_id:
+                    # The start delay counts from when the attempt was due: a retry's backoff and
+                    # a jittered start are not delay; a backfill's runs start late by design.
+                    gated = max(0, shard.not_before_ms - run.nominal_ms)
+                    sink(now, st.spec.namespace, max(0, res.start_lateness_ms - gated))
                 if st.spec.sla_start_within_ms:
                     self._start_sla(run, shard, res.start_lateness_ms, st, now)
             _note_outcome(run, shard, res, now)
@@ -709,7 +713,7 @@ class RunBook:
     def _start_sla(self, run: pb.Run, shard: pb.ShardAttempt, lateness: int, st: TaskState, now: int) -> None:
         """An attempt's start was reported: the run's start SLA (its first start counts)."""
         within = st.spec.sla_start_within_ms
-        if lateness > within and not run.workflow_run and not sla.first_start_ms(run):
+        if lateness > within and not run.workflow_run and not run.backfill_id and not sla.first_start_ms(run):
             late = sla.late_text(lateness - within)
             self._sla_alert(
                 st,
@@ -724,6 +728,8 @@ class RunBook:
         """A run of a task with an SLA or freshness finished: its finish SLA; its success moves
         the freshness clock (and resolves a freshness miss raised for the stretch it ends)."""
         spec = st.spec
+        if run.backfill_id:
+            return  # a backfill's run: its nominal time is past by design (as for workflows)
         within = spec.sla_finish_within_ms
         if within and not run.workflow_run:
             state = sla.finish_state(run, within, now)

@@ -94,6 +94,13 @@ def _task_fields(spec: TaskSpec) -> dict[str, Any]:
         out["on_event"] = spec.on_event
     if spec.emits:
         out["emits"] = list(spec.emits)
+    # Issue 29 §3-§5 and issue 36 §2 (merged after the console's editing): a field left out here
+    # would be dropped by every console edit of the task.
+    _retry_fields(out, spec.retry_delays_ms, spec.retry_backoff, spec.retry_elsewhere)
+    _keep_fields(out, spec.keep_runs, spec.keep_for_ms)
+    if spec.pool:
+        out["pool"] = spec.pool
+    _sla_fields(out, spec.sla_start_within_ms, spec.sla_finish_within_ms, spec.freshness_ms)
     resource: dict[str, Any] = {}
     if spec.resource_cpu:
         resource["cpu"] = spec.resource_cpu
@@ -170,9 +177,50 @@ def _workflow_task(task: pb.WorkflowTaskSpec, workflow: str) -> dict[str, Any]:
         out["selector"] = dict(sorted(task.selector.items()))
     if task.emits:
         out["emits"] = list(task.emits)
+    _retry_fields(
+        out,
+        tuple(task.retry_delays_ms),
+        task.retry_backoff if task.HasField("retry_backoff") else None,
+        not task.retry_same_executor,
+    )
+    if task.pool:
+        out["pool"] = task.pool
     if task.description:
         out["description"] = task.description
     return out
+
+
+def _retry_fields(out: dict[str, Any], delays: Any, backoff: Any, elsewhere: bool) -> None:
+    if delays:
+        out["retry_delays"] = [format_duration(ms) if ms else "0s" for ms in delays]
+    if backoff is not None:
+        b: dict[str, Any] = {"base": format_duration(backoff.base_ms)}
+        if backoff.cap_ms:
+            b["cap"] = format_duration(backoff.cap_ms)
+        if backoff.jitter_pct:
+            b["jitter"] = f"{backoff.jitter_pct}%"
+        out["retry_backoff"] = b
+    if not elsewhere:
+        out["retry_elsewhere"] = False
+
+
+def _keep_fields(out: dict[str, Any], keep_runs: int, keep_for_ms: int) -> None:
+    if keep_runs:
+        out["keep_runs"] = keep_runs
+    if keep_for_ms:
+        out["keep_for"] = format_duration(keep_for_ms)
+
+
+def _sla_fields(out: dict[str, Any], start_within_ms: int, finish_within_ms: int, freshness_ms: int) -> None:
+    sla: dict[str, Any] = {}
+    if start_within_ms:
+        sla["start_within"] = format_duration(start_within_ms)
+    if finish_within_ms:
+        sla["finish_within"] = format_duration(finish_within_ms)
+    if sla:
+        out["sla"] = sla
+    if freshness_ms:
+        out["freshness"] = format_duration(freshness_ms)
 
 
 def workflow_file_text(spec: pb.WorkflowSpec) -> str:
@@ -210,5 +258,7 @@ def workflow_file_text(spec: pb.WorkflowSpec) -> str:
         out["on_event"] = spec.on_event
     if spec.emits:
         out["emits"] = list(spec.emits)
+    _keep_fields(out, spec.keep_runs, spec.keep_for_ms)
+    _sla_fields(out, spec.sla_start_within_ms, spec.sla_finish_within_ms, spec.freshness_ms)
     out["tasks"] = [_workflow_task(task, spec.name) for task in spec.tasks]
     return "\n".join(_block(out)) + "\n"

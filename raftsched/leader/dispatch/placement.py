@@ -257,7 +257,15 @@ class Placement:
         placeable = v.placeable_executors()
         free = self.holdings.free_slots(placeable, dead)
         total_slots = sum(placeable.values())
-        turns = pool_turns(v, self.pooled.values(), free, now_ms, self.holdings.reserved)
+        turns = pool_turns(
+            v,
+            self.pooled.values(),
+            free,
+            now_ms,
+            self.holdings.reserved,
+            backfill_busy=len(self.holdings.backfill_busy),
+            total_slots=total_slots,
+        )
         admission = Admission(v, now_ms, self.holdings.reserved, cmd, turns)
         for owner in sorted(free):
             slots = free[owner]
@@ -351,15 +359,24 @@ def _elsewhere_first(candidates: tuple[str, ...], avoid: frozenset[str]) -> tupl
 
 
 def pool_turns(
-    v: StateView, pooled: Iterable[Waiting], free: dict[str, int], now_ms: int, reserved: Reservations
+    v: StateView,
+    pooled: Iterable[Waiting],
+    free: dict[str, int],
+    now_ms: int,
+    reserved: Reservations,
+    backfill_busy: int = 0,
+    total_slots: int = 0,
 ) -> dict[str, set[Key]]:
     """For each pool with waiting attempts: the keys of those whose turn it is now - the first of
-    them in start order (priority, then age) that could start this tick (not reserved, backoff
-    over, an executor with a free slot), as many as the pool has free slots."""
+    them in start order (regular work before backfill, then priority, then age) that could start
+    this tick (not reserved, backoff over, an executor with a free slot, a backfill's within its
+    share: ``backfill_busy`` of ``total_slots``), as many as the pool has free slots."""
     by_pool: dict[str, list[Waiting]] = {}
     for w in pooled:
         if w.reserved_for or w.ready.not_before_ms > now_ms:
             continue
+        if w.ready.backfill_share and backfill_busy >= _share(total_slots, w.ready):
+            continue  # its share is full: it could not start now, so it takes no pool turn
         if w.need is NO_NEED and free.get(w.owner, 0) <= 0:
             continue  # its executor is full: it could not start now, so it takes no pool turn
         by_pool.setdefault(w.pool, []).append(w)
@@ -371,8 +388,9 @@ def pool_turns(
     return turns
 
 
-def _order(w: Waiting) -> StartOrder:
-    return w.order
+def _order(w: Waiting) -> tuple[bool, StartOrder]:
+    # Regular work first: a backfill's attempts are the oldest and would otherwise come first.
+    return (w.ready.backfill_share > 0, w.order)
 
 
 def _share(total_slots: int, r: AttemptReady) -> int:

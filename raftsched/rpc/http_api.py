@@ -31,7 +31,6 @@ import dataclasses
 import json
 import logging
 import re
-import time
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,24 +85,10 @@ MAX_STREAMS: Final = 64
 MAX_CALLS: Final = 64
 """API calls one node answers at once (a webhook too; an event stream or a full log counts
 while it opens); more wait their turn. Most of a call is waiting (for the leader check, a
-commit), so the turns are many; what bounds the API's CPU is :data:`CPU_SHARE`."""
+commit), so the turns are many."""
 MAX_WAITING: Final = 256
 """Calls that wait for one of the :data:`MAX_CALLS` turns; more are refused at once with 429
 and ``Retry-After`` (a flood is turned away rather than queued without end)."""
-CPU_SHARE: Final = 0.6
-"""Cores the node's process may use while it answers API calls: a call that finds the process
-over it (its CPU time, every thread: the loop, the read workers, the leader's driver, Raft)
-waits until it is under. The API shares the interpreter lock with firing and dispatch: at 800
-API calls a second unpaced (a whole core) firing was late enough to break the console's bound
-(fire lateness p99 x1.2). Paced, the API slows down instead, never to a stop (see
-:data:`CPU_MAX_WAIT_S`)."""
-CPU_BURST_S: Final = 0.05
-"""CPU seconds the API may spend at once above the share (a burst after a quiet time)."""
-CPU_MAX_WAIT_S: Final = 0.2
-"""The longest a call waits for the share: a node busy with its own work (above the share
-without any API call) still answers, one call per this long at worst."""
-CPU_SAMPLE_S: Final = 0.002
-"""The process's CPU time is read at most this often (reading it is a system call)."""
 RETRY_AFTER_S: Final = 1
 PROBLEM_TYPE: Final = "urn:raftsched:error:"
 ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
@@ -574,9 +559,6 @@ class HttpApi:
         poll_s: float = WATCH_POLL_S,
         max_calls: int = MAX_CALLS,
         max_waiting: int = MAX_WAITING,
-        cpu_share: float = CPU_SHARE,
-        cpu_clock: Callable[[], float] = time.process_time,
-        wall_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._calls: LocalCalls | None = None
         self._leader_http = leader_http
@@ -597,32 +579,6 @@ class HttpApi:
         """Calls waiting for a turn now."""
         self._gate: asyncio.Semaphore | None = None
         self._gate_loop: asyncio.AbstractEventLoop | None = None
-        self.cpu_share = cpu_share
-        self.cpu_sample_s = CPU_SAMPLE_S
-        self._cpu_clock = cpu_clock
-        self._wall_clock = wall_clock
-        self._credit = CPU_BURST_S
-        self._last: tuple[float, float] | None = None
-        self.paused_s = 0.0
-        """Seconds calls have waited for the process to fall under :attr:`cpu_share`."""
-
-    def _cpu_wait(self) -> float:
-        """Seconds to wait before the next call so the process stays under :attr:`cpu_share`
-        cores (0: go now). A token bucket of CPU seconds, filled at ``cpu_share`` per second up
-        to :data:`CPU_BURST_S`, drained by the process's CPU time, in debt at most
-        :data:`CPU_MAX_WAIT_S` worth."""
-        if self.cpu_share <= 0:
-            return 0.0
-        now = self._wall_clock()
-        if self._last is not None and self._credit > 0 and now - self._last[0] < self.cpu_sample_s:
-            return 0.0
-        cpu = self._cpu_clock()
-        if self._last is not None:
-            wall0, cpu0 = self._last
-            credit = self._credit + (now - wall0) * self.cpu_share - (cpu - cpu0)
-            self._credit = max(-CPU_MAX_WAIT_S * self.cpu_share, min(CPU_BURST_S, credit))
-        self._last = (now, cpu)
-        return max(0.0, -self._credit / self.cpu_share)
 
     def attach(self, calls: LocalCalls) -> None:
         self._calls = calls
@@ -672,9 +628,6 @@ class HttpApi:
         finally:
             self.waiting -= 1
         try:
-            while (pause := self._cpu_wait()) > 0:
-                self.paused_s += pause
-                await asyncio.sleep(pause)
             return await self._handle(request)
         finally:
             gate.release()

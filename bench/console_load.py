@@ -1,6 +1,7 @@
-"""Does the web console slow firing? Commit lateness with and without a page-load loop.
+"""Does the web console (or the HTTP/JSON API) slow firing? Commit lateness with and without load.
 
     python -m bench.console_load [--tasks 2000] [--seconds 15] [--loaders 2] [--pace 0] [--rounds 2]
+    python -m bench.console_load --api-clients 50 [--tasks 2000] [--seconds 15] [--rounds 3]
 
 Starts 3 ``raftsched-node`` processes on loopback with their HTTP listeners (so each serves the
 console), creates N every-second cron tasks (as ``bench/fires.py`` does), then alternates
@@ -12,6 +13,13 @@ window it reads the leader's commit lateness of the fires whose nominal time is 
 (p50/p99/max) and the leader's CPU time, and for loaded windows the page loads per second and
 their latency; the leader CPU a page load costs is the loaded windows' extra CPU over the quiet
 windows' mean, per load (steadier than lateness on a shared machine).
+
+With ``--api-clients N`` the loaded windows run N HTTP/JSON API clients instead of the console
+loaders (issue 30's bound: fire lateness p99 under 50 concurrent API clients within 1.2x of
+quiet): each a thread with one kept-alive connection to the leader's HTTP listener, looping
+back to back over ``GET /api/v1/tasks/{name}`` (a task of the bench), ``GET /api/v1/tasks?page_size=20``
+and ``GET /api/v1/status``; the windows then report API calls per second, their latency and the
+leader CPU per call.
 
 Prints JSON: each window, the median p50/p99 of each kind (windows with a leader change left
 out, and counted), and the loaded/quiet ratios.
@@ -34,6 +42,7 @@ from bench.common import Provenance, cpu_seconds, next_whole_second_ms, percenti
 from raftsched.testing.cluster import LocalCluster, free_ports
 
 PAGES = ("/cluster", "/tasks", "/tasks?page=2", "/tasks/bench-0000001", "/workflows")
+API_CALLS = ("/api/v1/tasks/bench-0000001", "/api/v1/tasks?page_size=20", "/api/v1/status")
 
 
 def write_config(path: Path, nodes: int = 3) -> dict[str, str]:
@@ -89,12 +98,50 @@ class Loader(threading.Thread):
                 self.stop.wait(self.pace_s)
 
 
+class ApiLoader(Loader):
+    """An HTTP/JSON API client: one kept-alive connection, :data:`API_CALLS` back to back."""
+
+    def run(self) -> None:
+        i = 0
+        conn: http.client.HTTPConnection | None = None
+        while not self.stop.is_set():
+            path = API_CALLS[i % len(API_CALLS)]
+            i += 1
+            started = time.perf_counter()
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                conn.request("GET", path)
+                response = conn.getresponse()
+                response.read()
+                if response.status != 200:
+                    self.errors += 1
+            except (OSError, http.client.HTTPException):
+                self.errors += 1
+                if conn is not None:
+                    conn.close()
+                conn = None
+            self.latencies.append(time.perf_counter() - started)
+            self.by_path.setdefault(path, []).append(self.latencies[-1])
+            if self.pace_s:
+                self.stop.wait(self.pace_s)
+        if conn is not None:
+            conn.close()
+
+
 def window(
-    cluster: LocalCluster, leader: str, seconds: int, http: str | None, loaders: int, pace_s: float
+    cluster: LocalCluster,
+    leader: str,
+    seconds: int,
+    http: str | None,
+    loaders: int,
+    pace_s: float,
+    api: bool = False,
 ) -> dict[str, Any]:
     start_ms = next_whole_second_ms()
     pid = cluster.procs[leader].pid
-    threads = [Loader(http, pace_s) for _ in range(loaders)] if http else []
+    kind = ApiLoader if api else Loader
+    threads = [kind(http, pace_s) for _ in range(loaders)] if http else []
     cpu0 = cpu_seconds(pid)
     for t in threads:
         t.start()
@@ -136,7 +183,9 @@ def window(
     return out
 
 
-def run(n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, base: Path) -> dict[str, Any]:
+def run(
+    n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, base: Path, api: bool = False
+) -> dict[str, Any]:
     http = write_config(base / "cluster.toml")
     cluster = LocalCluster(base / "cluster.toml", base / "logs")
     try:
@@ -148,7 +197,8 @@ def run(n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, ba
         windows = []
         for _ in range(rounds):
             for loaded in (False, True):
-                result = window(cluster, leader, seconds, http[leader] if loaded else None, loaders, pace_s)
+                target = http[leader] if loaded else None
+                result = window(cluster, leader, seconds, target, loaders, pace_s, api)
                 now = cluster.wait_for_leader(30)
                 result["leader_changed"] = now != leader  # a window with a failover is not comparable
                 windows.append(result)
@@ -169,9 +219,10 @@ def run(n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, ba
     return {
         "tasks": n_tasks,
         "window_s": seconds,
+        "load": "http_api_clients" if api else "console_loaders",
         "loaders": loaders,
         "pace_s": pace_s,
-        "pages": list(PAGES),
+        "pages": list(API_CALLS if api else PAGES),
         "windows": windows,
         "commit_lateness_ms": summary,
         "leader_changes": sum(1 for w in windows if w["leader_changed"]),
@@ -189,11 +240,19 @@ def main() -> int:
     ap.add_argument("--loaders", type=int, default=2)
     ap.add_argument("--pace", type=float, default=0.0, help="seconds each loader waits between loads")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--api-clients",
+        type=int,
+        default=0,
+        help="load with this many HTTP/JSON API clients instead of --loaders console loaders",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     provenance = Provenance.start()
+    api = args.api_clients > 0
+    loaders = args.api_clients if api else args.loaders
     with tempfile.TemporaryDirectory(prefix="raftsched-console-bench-") as tmp:
-        result = run(args.tasks, args.seconds, args.loaders, args.pace, args.rounds, Path(tmp))
+        result = run(args.tasks, args.seconds, loaders, args.pace, args.rounds, Path(tmp), api)
     provenance.emit(result, args.json)
     return 0
 

@@ -11,6 +11,8 @@ Starts a real 3-node cluster (each node with its HTTP listener) and one executor
 2. ``--tasks`` per-second tasks: fire lateness (decided - nominal, from the fire accounting) over
    ``--fire-seconds`` without, then with ``--http-clients`` HTTP clients looping on
    ``GET /api/v1/tasks/{name}``; prints both and the p99 ratio (the console's bound: 1.2x).
+   One window of each: for the bound itself, ``python -m bench.console_load --api-clients 50``
+   alternates quiet and loaded windows over several rounds and reports the median ratio.
 
 Every figure is from one run on this machine (shared: other work skews it); run it twice.
 """

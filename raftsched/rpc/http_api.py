@@ -26,6 +26,7 @@ Headers: ``Authorization: Bearer <token>``; ``Idempotency-Key`` is the request's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -49,10 +50,12 @@ from raftsched.rpc import routes, webhooks
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
+from raftsched.security.auth import Principal
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 __all__ = [
+    "FULL_LOGS",
     "HTTP_STATUS",
     "PROBLEM",
     "HttpApi",
@@ -68,8 +71,10 @@ PROBLEM: Final = "application/problem+json"
 SERVICE: Final = "/raftsched.v1.Admin/"
 STALE_PARAM: Final = "stale"
 FOLLOW_PARAM: Final = "follow"
+FULL_LOGS: Final = ("GET", "/runs/{run_id}/logs:full")
+"""Full logs (:meth:`HttpApi._logs`): the one route outside the route table (a byte stream of
+the Logs service, not an Admin RPC's JSON)."""
 _LOGS_PATH: Final = re.compile(re.escape(routes.PREFIX) + r"/runs/([^/]+)/logs:full")
-"""Full logs (:meth:`HttpApi._logs`), outside the route table."""
 WATCH_POLL_S: Final = 1.0
 """How often a stream calls its RPC again (events are at most this late)."""
 WATCH_LOOKBACK_MS: Final = 60_000
@@ -77,6 +82,14 @@ WATCH_LOOKBACK_MS: Final = 60_000
 KEEPALIVE_S: Final = 15.0
 MAX_STREAMS: Final = 64
 """Event streams one node serves at once (each costs one RPC per poll interval); more get 503."""
+MAX_CALLS: Final = 64
+"""API calls one node answers at once (a webhook too; an event stream or a full log counts
+while it opens); more wait their turn. Most of a call is waiting (for the leader check, a
+commit), so the turns are many."""
+MAX_WAITING: Final = 256
+"""Calls that wait for one of the :data:`MAX_CALLS` turns; more are refused at once with 429
+and ``Retry-After`` (a flood is turned away rather than queued without end)."""
+RETRY_AFTER_S: Final = 1
 PROBLEM_TYPE: Final = "urn:raftsched:error:"
 ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
 
@@ -133,11 +146,18 @@ class LocalContext:
     with the error being answered, so the field path of an invalid argument is known)."""
 
     def __init__(
-        self, metadata: Sequence[tuple[str, str]], peer: str, cert_names: Sequence[str] = ()
+        self,
+        metadata: Sequence[tuple[str, str]],
+        peer: str,
+        cert_names: Sequence[str] = (),
+        verified_principal: Principal | None = None,
     ) -> None:
         self._metadata = tuple(metadata)
         self._peer = peer
         self._cert_names = tuple(cert_names)
+        self.verified_principal = verified_principal
+        """A caller the HTTP layer authenticated itself (a signed webhook): the authorization
+        interceptor takes it as the call's principal (:meth:`authz.Authenticator.principal`)."""
         self.trailing: dict[str, str] = {}
         self.error: RaftschedError | None = None
 
@@ -223,15 +243,6 @@ class LocalCalls:
         for interceptor in reversed(self._interceptors):
             call = _layer(interceptor, call)
         return await call(_Details(method, metadata))
-
-    async def call_direct(self, method: str, request: Message, context: LocalContext) -> Message:
-        """A unary RPC straight to its handler, past the interceptors: for a caller the HTTP
-        layer authenticated itself (a signed webhook), set with :func:`authz.acting_as`."""
-        handler = self._handlers.get(method)
-        if handler is None or handler.unary_unary is None:
-            raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
-        reply: Message = await handler.unary_unary(request, context)
-        return reply
 
     async def call(self, method: str, request: Message, context: LocalContext) -> Message | list[Message]:
         """The reply of RPC ``method`` (``/raftsched.v1.Admin/GetTask``); a server-streaming
@@ -546,6 +557,8 @@ class HttpApi:
         scheme: str = "http",
         now_ms: Callable[[], int] | None = None,
         poll_s: float = WATCH_POLL_S,
+        max_calls: int = MAX_CALLS,
+        max_waiting: int = MAX_WAITING,
     ) -> None:
         self._calls: LocalCalls | None = None
         self._leader_http = leader_http
@@ -560,6 +573,12 @@ class HttpApi:
         self.observe: Callable[[str, int, float], None] | None = None
         """Called once per answer with (Admin RPC or ``none``, HTTP status, seconds)."""
         self.monotonic: Callable[[], float] | None = None
+        self.max_calls = max_calls
+        self.max_waiting = max_waiting
+        self.waiting = 0
+        """Calls waiting for a turn now."""
+        self._gate: asyncio.Semaphore | None = None
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
 
     def attach(self, calls: LocalCalls) -> None:
         self._calls = calls
@@ -569,16 +588,49 @@ class HttpApi:
         return [("*", path, self.handle)]  # every method: a 405 with Allow comes from the table
 
     async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
-        """Answer one request (see the module docstring); observed by :attr:`observe`."""
+        """Answer one request (see the module docstring), at most :attr:`max_calls` at once
+        (:data:`MAX_CALLS`), every route alike (a signed webhook too); observed by
+        :attr:`observe`."""
         if self.observe is None or self.monotonic is None:
-            return await self._handle(request)
+            return await self._limited(request)
         start = self.monotonic()
-        out = await self._handle(request)
+        out = await self._limited(request)
         raw = request.raw_path or request.path
         found = routes.find(request.method, raw)
         rpc = found[0].rpc if found else "openapi" if raw == routes.PREFIX + "/openapi.json" else "none"
         self.observe(rpc, out.status, self.monotonic() - start)
         return out
+
+    async def _limited(self, request: HttpRequest) -> HttpResponse | HttpStream:
+        """:meth:`_handle` in one of :attr:`max_calls` turns; a 429 when :attr:`max_waiting`
+        calls wait already (RESOURCE_EXHAUSTED, as the status table maps it)."""
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate_loop is not loop:
+            self._gate, self._gate_loop = asyncio.Semaphore(self.max_calls), loop
+        gate = self._gate
+        if gate.locked() and self.waiting >= self.max_waiting:
+            raw = request.raw_path or request.path
+            detail = (
+                f"this node answers {self.max_calls} API calls at once and {self.waiting} wait; "
+                f"try again in {RETRY_AFTER_S} s"
+            )
+            return _problem(
+                HTTP_STATUS[grpc.StatusCode.RESOURCE_EXHAUSTED],
+                detail,
+                raw,
+                "resource_exhausted",
+                {"grpc_status": grpc.StatusCode.RESOURCE_EXHAUSTED.name},
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        self.waiting += 1
+        try:
+            await gate.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            return await self._handle(request)
+        finally:
+            gate.release()
 
     async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         raw = request.raw_path or request.path
@@ -726,17 +778,26 @@ class HttpApi:
         peer = f"http:{request.remote}" if request.remote else "http"
         signature = headers.get(webhooks.SIGNATURE_HEADER)
         metadata = [("authorization", headers["authorization"])] if "authorization" in headers else []
-        context = LocalContext(metadata, peer, request.peer_names)
+        if signature is None:
+            context = LocalContext(metadata, peer, request.peer_names)
+            acting: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        else:
+            try:
+                who = webhooks.signature_ok(hook, name, request.body or b"", signature)
+            except webhooks.WebhookRefused as exc:
+                refused = LocalContext(metadata, peer, request.peer_names)
+                refused.trailing[CODE_KEY] = "unauthenticated"
+                return self._refused(
+                    Aborted(grpc.StatusCode.UNAUTHENTICATED, str(exc)), refused, method, request, raw
+                )
+            # The signature is the credential: the call goes through the same interceptors as a
+            # token's (the damage guard, authorization, the audit stamp), as ``who``. acting_as
+            # covers a node without auth, where no interceptor sets the caller.
+            context = LocalContext([], peer, request.peer_names, verified_principal=who)
+            acting = authz.acting_as(authz.Caller(who, method, peer, name))
         try:
-            if signature is None:
+            with acting:
                 reply = await self._calls.call(method, message, context)
-            else:
-                try:
-                    who = webhooks.signature_ok(hook, name, request.body or b"", signature)
-                except webhooks.WebhookRefused as exc:
-                    return _problem(401, str(exc), raw, "unauthenticated", {"permission": "events.emit"})
-                with authz.acting_as(authz.Caller(who, method, peer, name)):
-                    reply = await self._calls.call_direct(method, message, context)
         except Aborted as exc:
             return self._refused(exc, context, method, request, raw)
         except Exception:

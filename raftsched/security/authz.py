@@ -216,7 +216,15 @@ class Authenticator:
         self.cert_roles = dict(cert_roles or {})
 
     async def principal(self, context: grpc.aio.ServicerContext) -> Principal:
-        """Raises :class:`Unauthenticated` if the call carries no acceptable credentials."""
+        """Raises :class:`Unauthenticated` if the call carries no acceptable credentials.
+
+        A call the HTTP layer made in process for a caller it authenticated itself (a signed
+        webhook: :class:`raftsched.rpc.http_api.LocalContext` with ``verified_principal`` set)
+        is that principal; a gRPC context has no such attribute, so nothing a network client
+        sends can set it."""
+        verified = getattr(context, "verified_principal", None)
+        if isinstance(verified, Principal):
+            return verified
         bearer = None
         for key, value in context.invocation_metadata() or ():
             if key == "authorization" and isinstance(value, str):

@@ -145,3 +145,30 @@ def test_a_signed_webhook_emits_without_a_token_and_a_bad_signature_is_refused(
         wait_until(lambda: len(c.runs("load")) == 3, 30, 0.1, "one run per accepted event")
     listed = call(http, "GET", f"{API}/events?name=orders-ready", token=admin)
     assert listed.status == 200 and [e["key"] for e in listed.body["events"]] == ["c", "b-2", "2026-12-04"]
+
+
+def _metric(address: str, rpc: str, status: str) -> float:
+    """``raftsched_http_api_requests_total{rpc, status}`` as the node's /metrics shows it (0: none)."""
+    answer = call(address, "GET", "/metrics")
+    assert answer.status == 200
+    for line in str(answer.body).splitlines():
+        labelled = f'rpc="{rpc}"' in line and f'status="{status}"' in line
+        if line.startswith("raftsched_http_api_requests_total{") and labelled:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_signed_webhook_is_counted_and_audited_as_its_principal(node: tuple[Node, str, str, str]) -> None:
+    _, http, grpc, admin = node
+    path = f"{API}/events/orders-ready"
+    ok_before, refused_before = _metric(http, "EmitEvent", "200"), _metric(http, "EmitEvent", "401")
+    body = json.dumps({"partition": {"date": "2026-12-05"}}).encode()
+    status, got = _post(http, path, body, {"X-Signature-256": _sign(body)})
+    assert status == 200, got
+    assert _post(http, path, body, {"X-Signature-256": _sign(body, b"y" * 32)})[0] == 401
+    assert _metric(http, "EmitEvent", "200") == ok_before + 1
+    assert _metric(http, "EmitEvent", "401") == refused_before + 1
+    with Client(grpc, token=admin, timeout=10) as c:
+        records = c.audit(principal="webhook:orders-ready")
+    assert records, "no audit record of the signed call"
+    assert (records[0].rpc, records[0].target) == ("/raftsched.v1.Admin/EmitEvent", "orders-ready")

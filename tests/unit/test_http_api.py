@@ -540,3 +540,115 @@ def test_put_replaces_the_whole_spec() -> None:
         expected_version=7,
     )
     assert not any(isinstance(seen[0], pb.GetTaskRequest) for seen in servicer.seen)
+
+
+# -- signed webhooks go the way every other call goes ---------------------------------------------
+
+HOOK_SECRET = b"a-webhook-secret-for-the-tests"
+
+
+class Emitting(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
+    """EmitEvent that records who called, and (while ``hold`` is set) waits until released."""
+
+    def __init__(self) -> None:
+        self.callers: list[str] = []
+        self.hold: asyncio.Event | None = None
+
+    @rpc
+    async def EmitEvent(self, request: pb.EmitEventRequest, context: Any) -> pb.EmitEventReply:
+        self.callers.append(caller().principal.id)
+        if self.hold is not None:
+            await self.hold.wait()
+        return pb.EmitEventReply(event=pb.EventRecord(name=request.name, emitted_by=caller().principal.id))
+
+
+def _signed(body: bytes, secret: bytes = HOOK_SECRET) -> dict[str, str]:
+    import hashlib
+    import hmac
+
+    return {"X-Signature-256": "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()}
+
+
+def _hook_api(damage: list[str] | None = None, **limits: Any) -> tuple[HttpApi, Emitting]:
+    from raftsched.config.eventhooks import EventHook
+    from raftsched.rpc.plumbing import DamagedGuard
+
+    servicer = Emitting()
+    damaged = damage if damage is not None else []
+    interceptors = [
+        DamagedGuard(lambda: damaged[0] if damaged else ""),
+        AuthInterceptor(Authenticator(Verifier())),  # type: ignore[arg-type]
+    ]
+    api = HttpApi(lambda grpc: None, scheme="https", **limits)
+    api.attach(LocalCalls(servicer, interceptors))
+    api.event_hooks = {"orders": EventHook("orders", HOOK_SECRET, "default")}
+    return api, servicer
+
+
+def _emit(api: HttpApi, headers: dict[str, str], body: bytes = b'{"n": 1}') -> HttpRequest:
+    return HttpRequest("POST", "/api/v1/events/orders", {}, headers, body)
+
+
+def test_a_signed_webhook_passes_the_interceptors_as_its_principal() -> None:
+    damage: list[str] = []
+    api, servicer = _hook_api(damage)
+    seen: list[tuple[str, int]] = []
+    api.observe = lambda rpc, status, seconds: seen.append((rpc, status))
+    api.monotonic = lambda: 0.0
+    body = b'{"n": 1}'
+    out = asyncio.run(api.handle(_emit(api, _signed(body), body)))
+    assert isinstance(out, HttpResponse) and out.status == 200, out.body
+    assert json.loads(out.body)["event"]["emitted_by"] == "webhook:orders"
+    assert servicer.callers == ["webhook:orders"] and seen == [("EmitEvent", 200)]
+    # The damage guard refuses a signed call as it refuses a token's (it was skipped before).
+    damage.append("data.mdb: content checksum mismatch")
+    for headers in (_signed(body), {"Authorization": "Bearer admin-token"}):
+        out = asyncio.run(api.handle(_emit(api, headers, body)))
+        assert isinstance(out, HttpResponse) and out.status == 503
+        assert "stored state is damaged" in json.loads(out.body)["detail"]
+    assert servicer.callers == ["webhook:orders"]
+    assert seen[1:] == [("EmitEvent", 503), ("EmitEvent", 503)]
+
+
+def test_a_bad_signature_is_refused_as_a_bad_token_is() -> None:
+    api, servicer = _hook_api()
+    body = b'{"n": 1}'
+    signed = asyncio.run(api.handle(_emit(api, _signed(body, b"another-secret-of-enough-length"), body)))
+    unsigned = asyncio.run(api.handle(_emit(api, {"Authorization": "Bearer nobody"}, body)))
+    assert isinstance(signed, HttpResponse) and isinstance(unsigned, HttpResponse)
+    assert signed.status == unsigned.status == 401
+    assert signed.headers["WWW-Authenticate"] == unsigned.headers["WWW-Authenticate"]
+    problem, token_problem = json.loads(signed.body), json.loads(unsigned.body)
+    assert "does not match" in problem["detail"]
+    for key in ("code", "grpc_status", "permission", "type"):
+        assert problem[key] == token_problem[key], key
+    assert servicer.callers == []
+
+
+def test_a_flood_beyond_the_limit_is_refused_for_signed_and_token_calls_alike() -> None:
+    api, servicer = _hook_api(max_calls=1, max_waiting=1)
+    body = b'{"n": 1}'
+
+    async def main() -> list[HttpResponse]:
+        servicer.hold = asyncio.Event()
+        first = asyncio.ensure_future(api.handle(_emit(api, {"Authorization": "Bearer admin-token"}, body)))
+        second = asyncio.ensure_future(api.handle(_emit(api, _signed(body), body)))
+        deadline = asyncio.get_running_loop().time() + 10
+        while not (servicer.callers and api.waiting == 1):  # one runs, one waits its turn
+            assert asyncio.get_running_loop().time() < deadline, "the calls never queued"
+            await asyncio.sleep(0.001)
+        flood = [
+            await api.handle(_emit(api, _signed(body), body)),
+            await api.handle(_emit(api, {"Authorization": "Bearer admin-token"}, body)),
+        ]
+        servicer.hold.set()
+        done = [await first, await second]
+        return [*flood, *done]  # type: ignore[list-item]
+
+    signed_flood, token_flood, first, second = asyncio.run(main())
+    for refused in (signed_flood, token_flood):
+        assert refused.status == 429 and refused.headers["Retry-After"] == "1"
+        problem = json.loads(refused.body)
+        assert (problem["code"], problem["grpc_status"]) == ("resource_exhausted", "RESOURCE_EXHAUSTED")
+    assert (first.status, second.status) == (200, 200)
+    assert servicer.callers == ["admin", "webhook:orders"]

@@ -68,7 +68,10 @@ from raftsched.v1 import log_pb2 as pb
 #  11  SetPool, DeletePool (pools, issue 29 §4); a task or workflow written with a pool is stamped
 #      11 too: an older node would store it and start its attempts without taking a pool slot.
 #  12  StartTaskBackfill (backfill for plain tasks, issue 29 §6).
-COMMAND_FORMAT = 12
+#  13  a WorkflowRunOp that re-decides the rerun tasks' cross-workflow edges (redecide_external)
+#      or emits a marked task's events (emit), issue 28: an older node would run the task
+#      whatever its upstream did, or emit nothing.
+COMMAND_FORMAT = 13
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -118,6 +121,8 @@ _BODY_FORMAT["delete_pool"] = POOLS_FORMAT
 TASK_BACKFILL_FORMAT = 12
 """The format of StartTaskBackfill (a backfill of a plain task)."""
 _BODY_FORMAT["start_task_backfill"] = TASK_BACKFILL_FORMAT
+WORKFLOW_OPS_FORMAT = 13
+"""The format of a WorkflowRunOp with ``redecide_external`` or ``emit`` (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -295,6 +300,8 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body == "workflow_run_op" and (cmd.workflow_run_op.redecide_external or cmd.workflow_run_op.emit):
+        return WORKFLOW_OPS_FORMAT
     if body in _POOL_SPECS and _POOL_SPECS[body](cmd):
         return POOLS_FORMAT
     if body in _SECRET_SPECS and _SECRET_SPECS[body](cmd):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -157,6 +157,20 @@ class TaskHost(Protocol):
         self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, effects: list[Effect]
     ) -> None:
         """A run of the workflow succeeded: emit the events its spec declares (``emits``)."""
+        ...
+
+    def emit_task_events(
+        self,
+        task: str,
+        names: Sequence[str],
+        namespace: str,
+        logical_ms: int,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+    ) -> None:
+        """Internal task ``task`` (a workflow task marked succeeded by hand) emits ``names``, keyed
+        by ``logical_ms``, in ``namespace``, as its task run succeeding would have."""
         ...
 
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
@@ -773,9 +787,23 @@ class WorkflowBook:
         previous = 0 if was_active else int(wr.state)
         # Every READY task of the run is (re)queued below, so the READY lists returned are not needed.
         if body.op == pb.WorkflowRunOp.RERUN:
-            wfrun.rerun(dag, wr, idx, now, body.reason or "rerun requested")
+            wfrun.rerun(
+                dag, wr, idx, now, body.reason or "rerun requested", redecide_external=body.redecide_external
+            )
         elif body.op == pb.WorkflowRunOp.MARK_SUCCESS:
             wfrun.mark_success(dag, wr, idx, now, body.reason or "marked succeeded by an operator")
+            if body.emit:  # downstream teams wait on the data: a task marked by hand emits too
+                wspec, tspec = got[0], got[0].tasks[idx]
+                if tspec.emits:
+                    self.host.emit_task_events(
+                        task_name(wr.workflow, tspec.name),
+                        tuple(tspec.emits),
+                        wspec.namespace or "default",
+                        wr.logical_ms,
+                        now,
+                        cmd.epoch,
+                        effects,
+                    )
         else:
             raise InvalidSpec("op", f"unknown workflow run operation {body.op}")
         if not was_active and wr.state not in _TERMINAL_RUN:
@@ -1184,6 +1212,9 @@ class WorkflowBook:
                 break
             self.host.store.delete(k)
             self._dirty_runs.pop(wr.run_id, None)
+            # Out of the read cache too: readers (and run_op, which looks there first) must not
+            # see a pruned run that a replica restarted from a snapshot no longer has.
+            self.recent.pop(wr.run_id, None)
             wf.kept_runs -= 1
 
     def stored_run(self, run_id: str, *, reader: StoreReader | None = None) -> pb.WorkflowRun | None:

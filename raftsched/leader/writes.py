@@ -447,6 +447,14 @@ def workflow_run_op(
     cmd.workflow_run_op.run_id = run_id
     cmd.workflow_run_op.task = task
     cmd.workflow_run_op.reason = reason
+    # Only when it matters (so the command needs the newer format only then): a rerun in a run
+    # with cross-workflow edges re-decides them; marking a task that declares emits emits them.
+    if op == pb.WorkflowRunOp.RERUN and any(t.external for t in run.tasks):
+        cmd.workflow_run_op.redecide_external = True
+    if op == pb.WorkflowRunOp.MARK_SUCCESS:
+        record = state.get_workflow(run.workflow, run.version)
+        if record is not None and any(t.name == task and t.emits for t in record.spec.tasks):
+            cmd.workflow_run_op.emit = True
     return codec.encode_command(cmd)
 
 

@@ -710,7 +710,7 @@ class AlertRecord(_message.Message):
     def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ..., resolves_seq: _Optional[int] = ...) -> None: ...
 
 class WorkflowRunOp(_message.Message):
-    __slots__ = ("op", "run_id", "task", "reason")
+    __slots__ = ("op", "run_id", "task", "reason", "redecide_external", "emit")
     class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         OP_UNSPECIFIED: _ClassVar[WorkflowRunOp.Op]
@@ -725,11 +725,15 @@ class WorkflowRunOp(_message.Message):
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    REDECIDE_EXTERNAL_FIELD_NUMBER: _ClassVar[int]
+    EMIT_FIELD_NUMBER: _ClassVar[int]
     op: WorkflowRunOp.Op
     run_id: str
     task: str
     reason: str
-    def __init__(self, op: _Optional[_Union[WorkflowRunOp.Op, str]] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    redecide_external: bool
+    emit: bool
+    def __init__(self, op: _Optional[_Union[WorkflowRunOp.Op, str]] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., reason: _Optional[str] = ..., redecide_external: _Optional[bool] = ..., emit: _Optional[bool] = ...) -> None: ...
 
 class ItemResult(_message.Message):
     __slots__ = ("name", "ok", "code", "message", "version", "next_fire_ms")

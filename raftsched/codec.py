@@ -70,7 +70,8 @@ from raftsched.v1 import log_pb2 as pb
 #  12  StartTaskBackfill (backfill for plain tasks, issue 29 §6).
 #  13  a WorkflowRunOp that re-decides the rerun tasks' cross-workflow edges (redecide_external)
 #      or emits a marked task's events (emit), issue 28: an older node would run the task
-#      whatever its upstream did, or emit nothing.
+#      whatever its upstream did, or emit nothing. Also an ApplyWorkflow with gates_free_slots (a
+#      task held by not_before/jitter takes no max_parallel place): an older node would count it.
 COMMAND_FORMAT = 13
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
@@ -122,7 +123,8 @@ TASK_BACKFILL_FORMAT = 12
 """The format of StartTaskBackfill (a backfill of a plain task)."""
 _BODY_FORMAT["start_task_backfill"] = TASK_BACKFILL_FORMAT
 WORKFLOW_OPS_FORMAT = 13
-"""The format of a WorkflowRunOp with ``redecide_external`` or ``emit`` (see the history)."""
+"""The format of a WorkflowRunOp with ``redecide_external`` or ``emit``, and of an ApplyWorkflow
+with ``gates_free_slots`` (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -301,6 +303,8 @@ def command_format(cmd: pb.Command) -> int:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
     if body == "workflow_run_op" and (cmd.workflow_run_op.redecide_external or cmd.workflow_run_op.emit):
+        return WORKFLOW_OPS_FORMAT
+    if body == "apply_workflow" and cmd.apply_workflow.gates_free_slots:
         return WORKFLOW_OPS_FORMAT
     if body in _POOL_SPECS and _POOL_SPECS[body](cmd):
         return POOLS_FORMAT

@@ -311,6 +311,10 @@ def explain_workflow_task(
     if t.state in _LOCAL_DONE:
         verdict = f"{head} is {display.task_state(t.state).upper()}" + (f": {t.reason}" if t.reason else "")
         return WorkflowTaskExplanation(verdict, tuple(details))
+    if t.state == pb.TASK_READY and t.not_before_ms > now_ms:
+        until = f"{_when(t.not_before_ms)} ({_late(t.not_before_ms, now_ms)})"
+        details += [*gate, "it takes no max_parallel place meanwhile"]
+        return WorkflowTaskExplanation(f"{head} is WAITING: held until {until}", tuple(details))
     if t.state == pb.TASK_READY:
         limits = []
         if spec.max_parallel:

@@ -311,7 +311,7 @@ def render_status(run: pb.WorkflowRun, now_ms: int = 0, gates: Mapping[str, str]
 
 
 def _task_row(t: pb.WorkflowTaskRun, now_ms: int, written: str) -> list[str]:
-    if t.state == pb.TASK_RUNNING and t.not_before_ms > now_ms > 0:
+    if t.state in (pb.TASK_RUNNING, pb.TASK_READY) and t.not_before_ms > now_ms > 0:
         when = f"{written} ({iso(t.not_before_ms)}, in" if written else f"{iso(t.not_before_ms)} (in"
         reason = f"not before {when} {duration_text(t.not_before_ms - now_ms)})"
         return [t.name, task_state(pb.TASK_WAITING), str(t.tries), t.run_id or "-", reason]

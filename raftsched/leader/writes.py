@@ -278,7 +278,12 @@ def apply_workflow(
 
 def _stamp_zone(spec: pb.WorkflowSpec, body: pb.ApplyWorkflow) -> None:
     """A task has a wall-clock not_before ("02:00"): expand the workflow zone's UTC offsets into
-    the command here, so apply maps wall times without consulting tzdata (as calendars do)."""
+    the command here, so apply maps wall times without consulting tzdata (as calendars do).
+    A workflow with earliest-start gates and a parallelism limit is stamped ``gates_free_slots``:
+    its held tasks take no place (format 13, only then)."""
+    gated = bool(spec.jitter_ms) or any(t.not_before for t in spec.tasks)
+    if gated and (spec.max_parallel or spec.max_parallel_per_run):
+        body.gates_free_slots = True
     if any(is_wall_clock(t.not_before) for t in spec.tasks):
         transitions, offsets = zone_offsets(spec.schedule.timezone or "UTC", "timezone")
         body.zone_transition_ms.extend(transitions)

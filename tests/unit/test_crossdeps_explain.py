@@ -21,6 +21,7 @@ from raftsched.client import Client
 from raftsched.explain import explain_workflow_task
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
+from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as api
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
@@ -462,3 +463,70 @@ def test_sdk_and_cli_explain_waits_and_lineage(
     ]
     assert cli.main(["--cluster", address, "workflow", "explain", down, "nope"]) != 0
     assert "nope" in capsys.readouterr().err
+
+
+# -- an earliest-start gate takes no parallelism place ---------------------------------------------
+
+
+def gated_state(max_parallel: int = 1) -> tuple[SchedulerState, pb.CommandResult]:
+    state = fresh()
+    apply(state, join("x1", slots=8))
+    spec = pb.WorkflowSpec(name="gated", max_parallel=max_parallel)
+    spec.tasks.add(name="a", command="a", not_before="+30m")
+    spec.tasks.add(name="b", command="b")
+    data = writes.apply_workflow(spec, now_ms=T0, epoch=1, origin="n1", key="")
+    return state, apply(state, data)
+
+
+def test_a_task_held_by_not_before_takes_no_max_parallel_place() -> None:
+    state, res = gated_state()
+    assert res.ok and res.workflow.gates_free_slots
+    run_id = start_wf(state, "gated")
+    assert task_states(state, run_id) == {"a": "READY", "b": "RUNNING"}  # b runs while a waits
+    wr = state.get_workflow_run(run_id)
+    assert wr is not None and wr.tasks[0].not_before_ms == T0 + 30 * 60_000
+    assert "takes no parallelism place" in wr.tasks[0].timeline[-1].reason
+    with state.view() as v:
+        assert v.waits_due_ms()[0] == T0 + 30 * 60_000  # the leader proposes WorkflowWaitsDue then
+    # A replica restarted from the store holds the same gate.
+    restarted = SchedulerState(MemoryStore())
+    restarted.restore(state.snapshot(), 1)
+    assert restarted.wf.gates == state.wf.gates
+    waits_due(state, T0 + 30 * 60_000 - 1)
+    assert task_states(state, run_id)["a"] == "READY"  # never early
+    waits_due(state, T0 + 30 * 60_000)
+    assert task_states(state, run_id)["a"] == "READY"  # its time has come; b still holds the place
+    complete(state, run_id, "b", now=T0 + 31 * 60_000)
+    assert task_states(state, run_id) == {"a": "RUNNING", "b": "SUCCESS"}
+    run = state.active_run(state.get_workflow_run(run_id).tasks[0].run_id)  # type: ignore[union-attr]
+    assert run is not None and all(sh.not_before_ms == 0 for sh in run.shards)  # not held any more
+    got = explain(state, run_id, "a", T0 + 31 * 60_000)
+    assert "RUNNING" in got.verdict
+
+
+def test_held_tasks_show_waiting_in_status_and_explain() -> None:
+    from raftsched.cli.render import render_status
+
+    state, _ = gated_state()
+    run_id = start_wf(state, "gated")
+    wr = state.get_workflow_run(run_id)
+    assert wr is not None
+    assert any(
+        line.startswith("a     waiting") and "not before" in line for line in render_status(wr, T0 + 60_000)
+    )
+    record = state.get_workflow("gated")
+    assert record is not None
+    got = explain_workflow_task(
+        wr, record.spec, "a", upstream_records={}, upstream_runs={}, now_ms=T0 + 60_000
+    )
+    assert got.verdict == f"task a of {run_id} is WAITING: held until 2023-11-14T22:44:00Z (in 29m)"
+
+
+def test_a_workflow_without_a_parallelism_limit_or_gate_needs_no_new_format() -> None:
+    spec = pb.WorkflowSpec(name="w")
+    spec.tasks.add(name="a", command="a", not_before="+30m")
+    data = writes.apply_workflow(spec, now_ms=T0, epoch=1, origin="n1", key="")
+    assert codec.decode_command(data).format < codec.WORKFLOW_OPS_FORMAT
+    spec.max_parallel = 2
+    data = writes.apply_workflow(spec, now_ms=T0, epoch=1, origin="n1", key="")
+    assert codec.decode_command(data).format == codec.WORKFLOW_OPS_FORMAT

@@ -68,7 +68,7 @@ from raftsched.errors import (
     Unavailable,
     error_for_code,
 )
-from raftsched.explain import WorkflowTaskExplanation, explain_workflow_task, wait_rows
+from raftsched.explain import WorkflowTaskExplanation, wait_rows
 from raftsched.fsm.events import check_event
 from raftsched.fsm.policy import parse_rate, validate_pool, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
@@ -76,7 +76,6 @@ from raftsched.readinfo import ReadInfo
 from raftsched.security.tls import TlsConfig, diagnose_handshake, speaks_tls, sync_channel
 from raftsched.security.tokens import BearerInterceptor, new_token, resolve_token, token_id
 from raftsched.timing import calendar as calendar_mod
-from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from raftsched.workflow.dag import LINEAGE_MAX_DEPTH, CrossNode, cross_workflow_lineage
@@ -1127,49 +1126,17 @@ class Client:
         return wait_rows(runs, specs, upstream or "", up_records, up_runs)
 
     def explain_workflow_task(
-        self, run_id: str, task: str, *, now_ms: int | None = None, stale: bool | None = None
+        self, run_id: str, task: str, *, stale: bool | None = None
     ) -> WorkflowTaskExplanation:
         """Why task ``task`` of workflow run ``run_id`` is not running (or how it ended): its unmet
         local dependencies, the cross-workflow edges it waits for (upstream workflow, task,
         logical time, condition, since, timeout and warn deadlines, and why: upstream not started,
         pruned, task gone from its current version, killed...), an earliest-start gate
-        (not_before, jitter) not reached at ``now_ms`` (default: this machine's clock), and what its
-        task run's attempts wait for (pool, lock, quota). Raises NotFound for an unknown run or task."""
-        run = self.get_workflow_run(run_id, stale=stale)
-        spec = self.get_workflow(run.workflow, run.version, stale=stale).spec
-        current = next((t for t in run.tasks if t.name == task), None)
-        records: dict[str, pb.WorkflowRecord | None] = {}
-        up_runs: dict[str, list[pb.WorkflowRun]] = {}
-        task_run: pb.Run | None = None
-        if current is not None:
-            idx = list(run.tasks).index(current)
-            deps = spec.tasks[idx].depends_on if idx < len(spec.tasks) else []
-            for w in current.external:
-                if w.state != pb.EXTERNAL_PENDING or w.edge >= len(deps):
-                    continue
-                name = deps[w.edge].workflow
-                if name in records:
-                    continue
-                try:
-                    records[name] = self.get_workflow(name, stale=stale)
-                except NotFound:
-                    records[name] = None
-                    continue
-                up_runs[name] = self._upstream_runs(name, stale)
-            if current.state == pb.TASK_RUNNING and current.run_id:
-                try:
-                    task_run = self.get_run(current.run_id, stale=stale)
-                except NotFound:
-                    task_run = None
-        return explain_workflow_task(
-            run,
-            spec,
-            task,
-            upstream_records=records,
-            upstream_runs=up_runs,
-            task_run=task_run,
-            now_ms=SystemClock().now_ms() if now_ms is None else now_ms,
-        )
+        (not_before, jitter) not reached yet by the leader's clock, and what its task run's
+        attempts wait for (pool, lock, quota). Raises NotFound for an unknown run or task."""
+        request = pb.ExplainWorkflowTaskRequest(run_id=_run_id(run_id), task=validate_name(task, "task"))
+        reply: pb.ExplainWorkflowTaskReply = self._call("ExplainWorkflowTask", request, stale=stale)
+        return WorkflowTaskExplanation.from_reply(reply)
 
     def _upstream_runs(self, workflow: str, stale: bool | None) -> list[pb.WorkflowRun]:
         """The stored runs of an upstream workflow (newest first, the newest thousand)."""

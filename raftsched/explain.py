@@ -6,9 +6,10 @@ from a missing record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from raftsched import codec, display
 from raftsched.errors import InvalidSpec, NotFound
@@ -284,6 +285,100 @@ class WorkflowTaskExplanation:
         waits = [dict(w) for w in self.waits]
         return {"verdict": self.verdict, "details": list(self.details), "waits": waits}
 
+    def to_reply(self) -> pb.ExplainWorkflowTaskReply:
+        """As the ExplainWorkflowTask RPC answers it."""
+        out = pb.ExplainWorkflowTaskReply(verdict=self.verdict, details=self.details)
+        for w in self.waits:
+            out.waits.add(**{k: v for k, v in w.items() if k in _WAIT_FIELDS})
+        return out
+
+    @classmethod
+    def from_reply(cls, reply: pb.ExplainWorkflowTaskReply) -> WorkflowTaskExplanation:
+        waits = tuple({f: getattr(w, f) for f in _WAIT_FIELDS} for w in reply.waits)
+        return cls(reply.verdict, tuple(reply.details), waits)
+
+
+_WAIT_FIELDS = (
+    "upstream",
+    "upstream_task",
+    "upstream_logical_ms",
+    "condition",
+    "since_ms",
+    "timeout_at_ms",
+    "on_timeout",
+    "warn_at_ms",
+    "note",
+)
+
+
+class WorkflowTaskReads(Protocol):
+    """The reads :func:`explain_from_reads` makes (the state machine's view has them)."""
+
+    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None: ...
+
+    def get_workflow_run(self, run_id: str) -> pb.WorkflowRun | None: ...
+
+    def list_workflow_runs(
+        self, workflow: str, limit: int = 100, active_only: bool = False
+    ) -> list[pb.WorkflowRun]: ...
+
+    def active_run(self, run_id: str) -> pb.Run | None: ...
+
+
+UPSTREAM_RUNS_READ = 1000
+"""The newest runs of an upstream workflow read to tell why an edge waits."""
+
+
+def explain_from_reads(
+    reads: WorkflowTaskReads,
+    run_id: str,
+    task: str,
+    now_ms: int,
+    readable: Callable[[str], bool] = lambda _: True,
+) -> WorkflowTaskExplanation:
+    """:func:`explain_workflow_task` for ``task`` of run ``run_id``, reading what it needs from
+    ``reads``; ``readable(workflow)``: whether the caller may see that upstream's runs (else its
+    edge says so, and nothing of its runs). Raises NotFound for an unknown run or task."""
+    run = reads.get_workflow_run(run_id)
+    if run is None or not readable(run.workflow):
+        raise NotFound(f"workflow run {run_id!r} does not exist")
+    record = reads.get_workflow(run.workflow, run.version)
+    if record is None:
+        raise NotFound(f"workflow {run.workflow!r} version {run.version} is no longer stored")
+    spec = record.spec
+    current = next((t for t in run.tasks if t.name == task), None)
+    records: dict[str, pb.WorkflowRecord | None] = {}
+    runs: dict[str, list[pb.WorkflowRun]] = {}
+    hidden: set[str] = set()
+    task_run: pb.Run | None = None
+    if current is not None:
+        idx = list(run.tasks).index(current)
+        deps = spec.tasks[idx].depends_on if idx < len(spec.tasks) else []
+        for w in current.external:
+            if w.state != pb.EXTERNAL_PENDING or w.edge >= len(deps):
+                continue
+            name = deps[w.edge].workflow
+            if name in records or name in hidden:
+                continue
+            if not readable(name):
+                hidden.add(name)
+                continue
+            records[name] = reads.get_workflow(name)
+            if records[name] is not None:
+                runs[name] = reads.list_workflow_runs(name, UPSTREAM_RUNS_READ)
+        if current.run_id and current.state == pb.TASK_RUNNING:
+            task_run = reads.active_run(current.run_id)
+    return explain_workflow_task(
+        run,
+        spec,
+        task,
+        upstream_records=records,
+        upstream_runs=runs,
+        task_run=task_run,
+        now_ms=now_ms,
+        hidden=hidden,
+    )
+
 
 def explain_workflow_task(
     run: pb.WorkflowRun,
@@ -294,6 +389,7 @@ def explain_workflow_task(
     upstream_runs: Mapping[str, Sequence[pb.WorkflowRun]],
     task_run: pb.Run | None = None,
     now_ms: int = 0,
+    hidden: Collection[str] = (),
 ) -> WorkflowTaskExplanation:
     """The answer for ``task`` of ``run`` (``spec``: the version the run executes): its unmet
     local dependencies, the cross-workflow edges it waits for (upstream, task, logical time,
@@ -359,9 +455,12 @@ def explain_workflow_task(
         if w.state != pb.EXTERNAL_PENDING or w.edge >= len(tspec.depends_on):
             continue
         dep = tspec.depends_on[w.edge]
-        note = upstream_problem(
-            dep, w.logical_ms, upstream_records.get(dep.workflow), upstream_runs.get(dep.workflow, ())
-        )
+        if dep.workflow in hidden:
+            note = f'upstream workflow "{dep.workflow}" is in a namespace this token may not read'
+        else:
+            note = upstream_problem(
+                dep, w.logical_ms, upstream_records.get(dep.workflow), upstream_runs.get(dep.workflow, ())
+            )
         row: dict[str, object] = {
             "upstream": dep.workflow,
             "upstream_task": dep.task,

@@ -18,7 +18,8 @@ import pytest
 
 from raftsched import cli, codec
 from raftsched.client import Client
-from raftsched.explain import explain_workflow_task
+from raftsched.errors import NotFound
+from raftsched.explain import WorkflowTaskExplanation, explain_from_reads, explain_workflow_task
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.storage.memory import MemoryStore
@@ -82,17 +83,9 @@ def finish_up(state: SchedulerState, run_id: str, ok: bool = True, now: int = T0
     complete(state, run_id, "load", ok=ok, now=now, error="" if ok else "boom")
 
 
-def explain(state: SchedulerState, run_id: str, task: str, now: int) -> Any:
-    """``explain_workflow_task`` fed from the state as the SDK feeds it from the RPCs."""
-    run = state.get_workflow_run(run_id)
-    assert run is not None
-    spec = state.get_workflow(run.workflow, run.version)
-    assert spec is not None
-    records = {name: state.get_workflow(name) for name in (UP,)}
-    runs = {UP: state.list_workflow_runs(UP, limit=1000)}
-    return explain_workflow_task(
-        run, spec.spec, task, upstream_records=records, upstream_runs=runs, now_ms=now
-    )
+def explain(state: SchedulerState, run_id: str, task: str, now: int) -> WorkflowTaskExplanation:
+    """What the ExplainWorkflowTask RPC answers, from the state."""
+    return explain_from_reads(state, run_id, task, now)
 
 
 # -- explain --------------------------------------------------------------------------------------
@@ -419,6 +412,15 @@ class StateAdmin(pb_grpc.AdminServicer):  # type: ignore[misc, unused-ignore]
     def Lineage(self, request: api.LineageRequest, context: Any) -> api.LineageReply:
         return api.LineageReply()
 
+    def ExplainWorkflowTask(
+        self, request: api.ExplainWorkflowTaskRequest, context: Any
+    ) -> api.ExplainWorkflowTaskReply:
+        try:
+            got = explain_from_reads(self.state, request.run_id, request.task, T0 + 60_000)
+        except NotFound as exc:
+            self._missing(context, str(exc))
+        return got.to_reply()
+
 
 @pytest.fixture
 def served() -> Iterator[tuple[SchedulerState, str]]:
@@ -441,7 +443,7 @@ def test_sdk_and_cli_explain_waits_and_lineage(
     with Client(address) as client:
         rows = client.workflow_waits()
         assert client.workflow_waits(upstream="other") == []
-        got = client.explain_workflow_task(down, "reconcile", now_ms=T0 + 60_000)
+        got = client.explain_workflow_task(down, "reconcile")
         ups, downs, cut = client.cross_lineage(DOWN, "reconcile")
     assert [(r["upstream"], r["upstream_task"], r["downstream_run"]) for r in rows] == [(UP, "load", down)]
     assert "no longer exists in version 2" in str(rows[0]["note"])
@@ -530,3 +532,26 @@ def test_a_workflow_without_a_parallelism_limit_or_gate_needs_no_new_format() ->
     spec.max_parallel = 2
     data = writes.apply_workflow(spec, now_ms=T0, epoch=1, origin="n1", key="")
     assert codec.decode_command(data).format == codec.WORKFLOW_OPS_FORMAT
+
+
+def test_the_admin_servicer_answers_explain_workflow_task_from_the_leaders_state() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from raftsched.rpc.admin import AdminServicer
+
+    state = setup(pb.Dependency(workflow=UP, task="load", timeout_ms=HOUR))
+    down = start_wf(state, DOWN)
+    node = SimpleNamespace(state=state, gate=SimpleNamespace(now_ms=lambda: T0 + 60_000))
+    servicer = AdminServicer(node=node)
+
+    async def consistent(context: Any) -> None:
+        return None
+
+    servicer._consistent = consistent  # type: ignore[method-assign]  # the read barrier is tested elsewhere
+    request = api.ExplainWorkflowTaskRequest(run_id=down, task="reconcile")
+    reply = asyncio.run(servicer.ExplainWorkflowTask(request, None))
+    assert reply.verdict.startswith(f"task reconcile of {down} is WAITING for 1 local")
+    (wait,) = reply.waits
+    assert (wait.upstream, wait.upstream_task, wait.timeout_at_ms) == (UP, "load", T0 + HOUR)
+    assert "has not started yet" in wait.note

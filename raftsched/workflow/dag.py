@@ -314,6 +314,14 @@ def cross_workflow_lineage(
     appears once with its fewest hops; cycles end where a task was seen. Returns the nodes (by hop,
     then label) and whether :data:`LINEAGE_MAX_NODES` cut the walk short. Pure."""
     depth = max(0, min(depth, LINEAGE_MAX_DEPTH))
+    # Who depends on each workflow, built once: (dependent workflow, its task, the edge).
+    dependents: dict[str, list[tuple[str, str, pb.Dependency]]] = {}
+    if direction == "down":
+        for name in sorted(specs):
+            for st in specs[name].tasks:
+                for d in st.depends_on:
+                    if d.workflow and d.workflow != name:
+                        dependents.setdefault(d.workflow, []).append((name, st.name, d))
     start = (workflow, task)
     seen = {start}
     found: list[CrossNode] = []
@@ -338,11 +346,9 @@ def cross_workflow_lineage(
             else:
                 local = set(_local_closure(spec, t, "down"))
                 edges = [
-                    (other.name, st.name, offset - d.logical_offset_ms)
-                    for other in (specs[name] for name in sorted(specs) if name != wf)
-                    for st in other.tasks
-                    for d in st.depends_on
-                    if d.workflow == wf and (not d.task or d.task in local)
+                    (name, st_name, offset - d.logical_offset_ms)
+                    for name, st_name, d in dependents.get(wf, ())
+                    if not d.task or d.task in local
                 ]
             for up_wf, up_task, off in edges:
                 if (up_wf, up_task) in seen:

@@ -464,8 +464,9 @@ def rerun(
 
     ``idx`` becomes READY whatever its local upstream states; each descendant is re-decided from
     the current states of its dependencies (may be WAITING, READY or SKIPPED at once). With
-    ``redecide_external`` the cross-workflow edges of the closure that were decided (met, unmet,
-    timed out) wait again, counting from ``now`` (their timeout starts over): ``idx`` is WAITING
+    ``redecide_external`` the cross-workflow edges of the closure that were not met (unmet, timed
+    out) wait again, counting from ``now`` (their timeout starts over; a met edge stays met, even
+    if the upstream run that met it has been pruned since): ``idx`` is WAITING
     while it has one, and the caller decides them against the upstream's current runs
     (``CrossDeps.register``). Works on a finished or killed run, which goes back to RUNNING.
     Raises Conflict, changing nothing, if a task of the closure is RUNNING. Returns the tasks that
@@ -486,7 +487,7 @@ def rerun(
     if redecide_external:
         for i in closure:
             for wait in tasks[i].external:
-                if wait.state != pb.EXTERNAL_PENDING:
+                if wait.state in (pb.EXTERNAL_UNMET, pb.EXTERNAL_TIMED_OUT):
                     wait.state = pb.EXTERNAL_PENDING
                     wait.upstream_run = ""
                     wait.since_ms = max(now, wait.logical_ms)

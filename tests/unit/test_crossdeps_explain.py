@@ -223,6 +223,12 @@ def test_a_timed_out_edge_rerun_is_decided_again_against_the_current_upstream() 
     complete(state, up, "load", now=T0 + 3 * HOUR)
     assert leader_op(state, pb.WorkflowRunOp.RERUN, down, "reconcile", now=T0 + 4 * HOUR).ok
     assert task_states(state, down)["reconcile"] == "RUNNING"
+    complete(state, down, "reconcile", now=T0 + 4 * HOUR)
+    # A met edge stays met on a later rerun: it runs at once.
+    assert leader_op(state, pb.WorkflowRunOp.RERUN, down, "reconcile", now=T0 + 5 * HOUR).ok
+    wr = state.get_workflow_run(down)
+    assert wr is not None and wr.tasks[1].state == pb.TASK_RUNNING
+    assert wr.tasks[1].external[0].state == pb.EXTERNAL_MET and wr.tasks[1].external[0].upstream_run == up
 
 
 def test_a_rerun_with_no_upstream_run_yet_waits_again_with_a_fresh_timeout() -> None:

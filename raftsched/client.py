@@ -68,6 +68,7 @@ from raftsched.errors import (
     Unavailable,
     error_for_code,
 )
+from raftsched.explain import WorkflowTaskExplanation, wait_rows
 from raftsched.fsm.events import check_event
 from raftsched.fsm.policy import parse_rate, validate_pool, validate_quota
 from raftsched.model import MAX_TIME_MS, RunState, TaskSpec, validate_name, validate_params
@@ -77,6 +78,7 @@ from raftsched.security.tokens import BearerInterceptor, new_token, resolve_toke
 from raftsched.timing import calendar as calendar_mod
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
+from raftsched.workflow.dag import LINEAGE_MAX_DEPTH, CrossNode, cross_workflow_lineage
 
 __all__ = ["WORKFLOW_FINISHED", "Client", "ClusterView", "NodeView", "params_to_json", "to_epoch_ms"]
 
@@ -1074,6 +1076,71 @@ class Client:
             [(e.task, e.depth) for e in reply.upstream],
             [(e.task, e.depth) for e in reply.downstream],
         )
+
+    def cross_lineage(
+        self, workflow: str, task: str, depth: int = LINEAGE_MAX_DEPTH, *, stale: bool | None = None
+    ) -> tuple[list[CrossNode], list[CrossNode], bool]:
+        """``(upstream, downstream, truncated)`` of ``workflow``'s ``task`` across workflows,
+        transitively: the other workflows' tasks (or whole runs) it depends on, then theirs, and the
+        tasks that depend on it, then on those, up to ``depth`` cross-workflow hops (at most
+        ``LINEAGE_MAX_DEPTH``, 10; at most ``LINEAGE_MAX_NODES``, 500, per direction: then
+        ``truncated``). Cycle-safe; over the current versions of the workflows this token may read."""
+        _check_count(depth, "depth")
+        validate_name(task, "task")
+        specs = {w.spec.name: w.spec for w in self.list_workflows(stale=stale)}
+        if workflow not in specs:
+            specs[workflow] = self.get_workflow(workflow, stale=stale).spec  # NotFound if unknown
+        if all(t.name != task for t in specs[workflow].tasks):
+            raise NotFound(f"no task {task!r} in workflow {workflow!r}")
+        ups, cut_up = cross_workflow_lineage(workflow, task, specs, "up", depth)
+        downs, cut_down = cross_workflow_lineage(workflow, task, specs, "down", depth)
+        return ups, downs, cut_up or cut_down
+
+    def workflow_waits(
+        self, upstream: str | None = None, *, stale: bool | None = None
+    ) -> list[dict[str, object]]:
+        """What waits on what across workflows (``raftsched workflow waits``): every cross-workflow
+        edge still waiting in an active run, one dict each (``upstream``, ``upstream_task``,
+        ``upstream_logical_ms``, ``condition``, ``downstream_run``, ``downstream_task``,
+        ``since_ms``, ``note``: why it still waits), ordered by upstream, logical time, then run;
+        ``upstream`` keeps the edges waiting on that workflow. Reads every active run: an operator
+        view, not a hot path."""
+        if upstream is not None:
+            validate_name(upstream, "upstream")
+        records = self.list_workflows(stale=stale)
+        runs = [
+            run
+            for record in records
+            for run in self.list_workflow_runs(record.spec.name, limit=100_000, active_only=True, stale=stale)
+        ]
+        specs: dict[tuple[str, int], pb.WorkflowSpec] = {}
+        for run in runs:
+            if any(t.external for t in run.tasks) and (run.workflow, run.version) not in specs:
+                record = self.get_workflow(run.workflow, run.version, stale=stale)
+                specs[(run.workflow, run.version)] = record.spec
+        by_name = {r.spec.name: r for r in records}
+        names = sorted({d.workflow for s in specs.values() for t in s.tasks for d in t.depends_on})
+        names = [n for n in names if n]
+        up_records: dict[str, pb.WorkflowRecord | None] = {n: by_name.get(n) for n in names}
+        up_runs = {n: self._upstream_runs(n, stale) for n in names if by_name.get(n) is not None}
+        return wait_rows(runs, specs, upstream or "", up_records, up_runs)
+
+    def explain_workflow_task(
+        self, run_id: str, task: str, *, stale: bool | None = None
+    ) -> WorkflowTaskExplanation:
+        """Why task ``task`` of workflow run ``run_id`` is not running (or how it ended): its unmet
+        local dependencies, the cross-workflow edges it waits for (upstream workflow, task,
+        logical time, condition, since, timeout and warn deadlines, and why: upstream not started,
+        pruned, task gone from its current version, killed...), an earliest-start gate
+        (not_before, jitter) not reached yet by the leader's clock, and what its task run's
+        attempts wait for (pool, lock, quota). Raises NotFound for an unknown run or task."""
+        request = pb.ExplainWorkflowTaskRequest(run_id=_run_id(run_id), task=validate_name(task, "task"))
+        reply: pb.ExplainWorkflowTaskReply = self._call("ExplainWorkflowTask", request, stale=stale)
+        return WorkflowTaskExplanation.from_reply(reply)
+
+    def _upstream_runs(self, workflow: str, stale: bool | None) -> list[pb.WorkflowRun]:
+        """The stored runs of an upstream workflow (newest first, the newest thousand)."""
+        return self.list_workflow_runs(workflow, limit=1000, stale=stale)
 
     # -- tokens and the audit log (admin tokens only) ----------------------------------------------
 

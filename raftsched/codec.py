@@ -77,7 +77,11 @@ from raftsched.v1 import log_pb2 as pb
 #      the start_delay, sla_missed and freshness kinds (an older node refuses those kinds: its
 #      outbox would number the next events differently).
 #  15  CancelRuns (cancel task runs, issue 29 §1): an older node would refuse it and keep the runs.
-COMMAND_FORMAT = 15
+#  16  a WorkflowRunOp that re-decides the rerun tasks' cross-workflow edges (redecide_external)
+#      or emits a marked task's events (emit), issue 28: an older node would run the task
+#      whatever its upstream did, or emit nothing. Also an ApplyWorkflow with gates_free_slots (a
+#      task held by not_before/jitter takes no max_parallel place): an older node would count it.
+COMMAND_FORMAT = 16
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -140,6 +144,9 @@ _SLA_ALERT_KINDS = frozenset({"start_delay", "sla_missed", "freshness"})
 CANCEL_FORMAT = 15
 """The format of CancelRuns (see the history)."""
 _BODY_FORMAT["cancel_runs"] = CANCEL_FORMAT
+WORKFLOW_OPS_FORMAT = 16
+"""The format of a WorkflowRunOp with ``redecide_external`` or ``emit``, and of an ApplyWorkflow
+with ``gates_free_slots`` (see the history)."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -323,6 +330,10 @@ def command_format(cmd: pb.Command) -> int:
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.
+    if body == "workflow_run_op" and (cmd.workflow_run_op.redecide_external or cmd.workflow_run_op.emit):
+        return WORKFLOW_OPS_FORMAT
+    if body == "apply_workflow" and cmd.apply_workflow.gates_free_slots:
+        return WORKFLOW_OPS_FORMAT
     if _defines_sla(cmd, body):
         return SLA_FORMAT
     if body == "raise_alerts" and any(a.kind in _HEALTH_ALERT_KINDS for a in cmd.raise_alerts.alerts):

@@ -6,10 +6,13 @@ from a missing record.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
-from raftsched import codec
-from raftsched.errors import InvalidSpec
+from raftsched import codec, display
+from raftsched.errors import InvalidSpec, NotFound
 from raftsched.model import ManualTrigger
 from raftsched.timing import jitter, sla
 from raftsched.timing.calendar import Calendar
@@ -166,4 +169,367 @@ def _explain(
         "different then, or the record was pruned by history retention"
     )
     out.details.append(f"current version {task.version}, updated {iso(task.updated_ms)}")
+    return out
+
+
+# -- workflow tasks (issue 28): why a task of a workflow run is not running ---------------------
+
+_NEEDS_TEXT: dict[int, str] = {pb.ON_SUCCESS: "success", pb.ON_FAILURE: "failure", pb.ON_DONE: "done"}
+_LOCAL_DONE = frozenset({pb.TASK_SUCCESS, pb.TASK_FAILED, pb.TASK_TIMEOUT, pb.TASK_SKIPPED, pb.TASK_KILLED})
+_RUN_DONE = frozenset({pb.WORKFLOW_SUCCESS, pb.WORKFLOW_FAILED, pb.WORKFLOW_KILLED})
+
+
+def _when(ms: int) -> str:
+    return display.iso(ms) if ms else "-"
+
+
+def _late(deadline: int, now_ms: int) -> str:
+    """``in 25m`` / ``passed 5m ago``: how far ``deadline`` is from ``now_ms``."""
+    if now_ms <= 0:
+        return ""
+    gap = deadline - now_ms
+    return f"in {_span(gap)}" if gap > 0 else f"passed {_span(-gap)} ago"
+
+
+def _span(ms: int) -> str:
+    h, rest = divmod(max(ms, 0) // 1000, 3600)
+    m, sec = divmod(rest, 60)
+    return "".join(p for p in (f"{h}h" if h else "", f"{m}m" if m else "", f"{sec}s" if sec else "")) or "0s"
+
+
+def upstream_problem(
+    dep: pb.Dependency,
+    logical_ms: int,
+    record: pb.WorkflowRecord | None,
+    runs: Sequence[pb.WorkflowRun],
+) -> str:
+    """Why a cross-workflow edge on ``dep`` at upstream logical time ``logical_ms`` still waits,
+    from the upstream's current ``record`` (None: deleted) and its stored ``runs`` (any logical
+    time; those at ``logical_ms`` matter, the others tell a pruned run from one never started)."""
+    wf = dep.workflow
+    if record is None:
+        return (
+            f'upstream workflow "{wf}" no longer exists (deleted with force): nothing can meet the edge; '
+            "it waits until its timeout"
+        )
+    if dep.task and all(t.name != dep.task for t in record.spec.tasks):
+        return (
+            f'upstream task "{dep.task}" no longer exists in version {record.version} of "{wf}": only a '
+            "run of an older version that has it can meet the edge; else it waits until its timeout"
+        )
+    at = [r for r in runs if r.logical_ms == logical_ms]
+    if not at:
+        text = f'no run of "{wf}" at logical time {_when(logical_ms)} is stored'
+        older = [r.logical_ms for r in runs if r.logical_ms < logical_ms]
+        if not older and record.runs_total > len(runs):
+            oldest = min((r.logical_ms for r in runs), default=0)
+            return (
+                f"{text}: it has not started yet, or it ran and history retention pruned it (the "
+                f"oldest run kept is of {_when(oldest)}); a pruned run meets nothing: start one "
+                f"again (raftsched workflow run {wf} --logical {_when(logical_ms)})"
+            )
+        return f"{text}: it has not started yet (by its schedule, by hand, a backfill or an event)"
+    parts = []
+    for r in sorted(at, key=lambda r: r.run_id):
+        state = display.wf_state(r.state)
+        if dep.task:
+            task = next((t for t in r.tasks if t.name == dep.task), None)
+            if task is None:
+                parts.append(f"run {r.run_id} (version {r.version}) has no task {dep.task!r}: never decides")
+            elif r.state == pb.WORKFLOW_KILLED or task.state == pb.TASK_KILLED:
+                parts.append(f"run {r.run_id} was killed: a killed run decides nothing (rerun it)")
+            else:
+                shown = display.task_state(task.state)
+                parts.append(f"run {r.run_id} is {state}, its task {dep.task!r} {shown}")
+        elif r.state == pb.WORKFLOW_KILLED:
+            parts.append(f"run {r.run_id} was killed: a killed run decides nothing (rerun it)")
+        else:
+            parts.append(f"run {r.run_id} is {state}")
+    return "; ".join(parts)
+
+
+def wait_rows(
+    runs: list[pb.WorkflowRun],
+    spec_of: Mapping[tuple[str, int], pb.WorkflowSpec],
+    upstream: str = "",
+    upstream_records: Mapping[str, pb.WorkflowRecord | None] | None = None,
+    upstream_runs: Mapping[str, Sequence[pb.WorkflowRun]] | None = None,
+) -> list[dict[str, object]]:
+    """``workflow waits``: every cross-workflow edge still waiting among ``runs`` (active runs of
+    any workflows), one row each, ordered by upstream, its logical time, then the downstream run.
+    ``spec_of`` holds each run's version; ``upstream`` keeps the edges waiting on that workflow.
+    With ``upstream_records`` (the upstream workflows' current records, None for a deleted one)
+    each row has a ``note`` saying why it waits (:func:`upstream_problem`)."""
+    rows: list[dict[str, object]] = []
+    for run in runs:
+        spec = spec_of.get((run.workflow, run.version))
+        for i, task in enumerate(run.tasks):
+            for wait in task.external:
+                if wait.state != pb.EXTERNAL_PENDING or task.state != pb.TASK_WAITING:
+                    continue
+                dep = spec.tasks[i].depends_on[wait.edge] if spec is not None else pb.Dependency()
+                if upstream and dep.workflow != upstream:
+                    continue
+                row: dict[str, object] = {
+                    "upstream": dep.workflow,
+                    "upstream_task": dep.task,
+                    "upstream_logical_ms": wait.logical_ms,
+                    "condition": _NEEDS_TEXT.get(dep.condition, "success"),
+                    "downstream_run": run.run_id,
+                    "downstream_task": task.name,
+                    "since_ms": wait.since_ms,
+                }
+                if upstream_records is not None:
+                    row["note"] = upstream_problem(
+                        dep,
+                        wait.logical_ms,
+                        upstream_records.get(dep.workflow),
+                        (upstream_runs or {}).get(dep.workflow, ()),
+                    )
+                rows.append(row)
+    rows.sort(key=lambda r: (str(r["upstream"]), _int(r["upstream_logical_ms"]), str(r["downstream_run"])))
+    return rows
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+@dataclass(frozen=True)
+class WorkflowTaskExplanation:
+    """Why a task of a workflow run is (not) running: a one-line ``verdict``, ``details`` lines,
+    and the cross-workflow edges it still waits for (``waits``, rows as :func:`wait_rows` with
+    the deadlines)."""
+
+    verdict: str
+    details: tuple[str, ...] = ()
+    waits: tuple[Mapping[str, object], ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        waits = [dict(w) for w in self.waits]
+        return {"verdict": self.verdict, "details": list(self.details), "waits": waits}
+
+    def to_reply(self) -> pb.ExplainWorkflowTaskReply:
+        """As the ExplainWorkflowTask RPC answers it."""
+        out = pb.ExplainWorkflowTaskReply(verdict=self.verdict, details=self.details)
+        for w in self.waits:
+            out.waits.add(**{k: v for k, v in w.items() if k in _WAIT_FIELDS})
+        return out
+
+    @classmethod
+    def from_reply(cls, reply: pb.ExplainWorkflowTaskReply) -> WorkflowTaskExplanation:
+        waits = tuple({f: getattr(w, f) for f in _WAIT_FIELDS} for w in reply.waits)
+        return cls(reply.verdict, tuple(reply.details), waits)
+
+
+_WAIT_FIELDS = (
+    "upstream",
+    "upstream_task",
+    "upstream_logical_ms",
+    "condition",
+    "since_ms",
+    "timeout_at_ms",
+    "on_timeout",
+    "warn_at_ms",
+    "note",
+)
+
+
+class WorkflowTaskReads(Protocol):
+    """The reads :func:`explain_from_reads` makes (the state machine's view has them)."""
+
+    def get_workflow(self, name: str, version: int = 0) -> pb.WorkflowRecord | None: ...
+
+    def get_workflow_run(self, run_id: str) -> pb.WorkflowRun | None: ...
+
+    def list_workflow_runs(
+        self, workflow: str, limit: int = 100, active_only: bool = False
+    ) -> list[pb.WorkflowRun]: ...
+
+    def active_run(self, run_id: str) -> pb.Run | None: ...
+
+
+UPSTREAM_RUNS_READ = 1000
+"""The newest runs of an upstream workflow read to tell why an edge waits."""
+
+
+def explain_from_reads(
+    reads: WorkflowTaskReads,
+    run_id: str,
+    task: str,
+    now_ms: int,
+    readable: Callable[[str], bool] = lambda _: True,
+) -> WorkflowTaskExplanation:
+    """:func:`explain_workflow_task` for ``task`` of run ``run_id``, reading what it needs from
+    ``reads``; ``readable(workflow)``: whether the caller may see that upstream's runs (else its
+    edge says so, and nothing of its runs). Raises NotFound for an unknown run or task."""
+    run = reads.get_workflow_run(run_id)
+    if run is None or not readable(run.workflow):
+        raise NotFound(f"workflow run {run_id!r} does not exist")
+    record = reads.get_workflow(run.workflow, run.version)
+    if record is None:
+        raise NotFound(f"workflow {run.workflow!r} version {run.version} is no longer stored")
+    spec = record.spec
+    current = next((t for t in run.tasks if t.name == task), None)
+    records: dict[str, pb.WorkflowRecord | None] = {}
+    runs: dict[str, list[pb.WorkflowRun]] = {}
+    hidden: set[str] = set()
+    task_run: pb.Run | None = None
+    if current is not None:
+        idx = list(run.tasks).index(current)
+        deps = spec.tasks[idx].depends_on if idx < len(spec.tasks) else []
+        for w in current.external:
+            if w.state != pb.EXTERNAL_PENDING or w.edge >= len(deps):
+                continue
+            name = deps[w.edge].workflow
+            if name in records or name in hidden:
+                continue
+            if not readable(name):
+                hidden.add(name)
+                continue
+            records[name] = reads.get_workflow(name)
+            if records[name] is not None:
+                runs[name] = reads.list_workflow_runs(name, UPSTREAM_RUNS_READ)
+        if current.run_id and current.state == pb.TASK_RUNNING:
+            task_run = reads.active_run(current.run_id)
+    return explain_workflow_task(
+        run,
+        spec,
+        task,
+        upstream_records=records,
+        upstream_runs=runs,
+        task_run=task_run,
+        now_ms=now_ms,
+        hidden=hidden,
+    )
+
+
+def explain_workflow_task(
+    run: pb.WorkflowRun,
+    spec: pb.WorkflowSpec,
+    task: str,
+    *,
+    upstream_records: Mapping[str, pb.WorkflowRecord | None],
+    upstream_runs: Mapping[str, Sequence[pb.WorkflowRun]],
+    task_run: pb.Run | None = None,
+    now_ms: int = 0,
+    hidden: Collection[str] = (),
+) -> WorkflowTaskExplanation:
+    """The answer for ``task`` of ``run`` (``spec``: the version the run executes): its unmet
+    local dependencies, the cross-workflow edges it waits for (upstream, task, logical time,
+    condition, since, timeout and warn deadlines, and why - :func:`upstream_problem`), an
+    earliest-start gate not reached at ``now_ms`` (not_before, jitter), and what the attempts of
+    its task run (``task_run``) wait for (pool, lock, quota). Raises NotFound for an unknown task."""
+    idx = next((i for i, t in enumerate(run.tasks) if t.name == task), None)
+    if idx is None or idx >= len(spec.tasks):
+        raise NotFound(f"task {task!r} is not part of workflow {run.workflow!r} version {run.version}")
+    t, tspec = run.tasks[idx], spec.tasks[idx]
+    head = f"task {task} of {run.run_id}"
+    details: list[str] = []
+    waits: list[Mapping[str, object]] = []
+    gate = _gate_details(run, spec, tspec)
+    if t.state in _LOCAL_DONE:
+        verdict = f"{head} is {display.task_state(t.state).upper()}" + (f": {t.reason}" if t.reason else "")
+        return WorkflowTaskExplanation(verdict, tuple(details))
+    if t.state == pb.TASK_READY and t.not_before_ms > now_ms:
+        until = f"{_when(t.not_before_ms)} ({_late(t.not_before_ms, now_ms)})"
+        details += [*gate, "it takes no max_parallel place meanwhile"]
+        return WorkflowTaskExplanation(f"{head} is WAITING: held until {until}", tuple(details))
+    if t.state == pb.TASK_READY:
+        limits = []
+        if spec.max_parallel:
+            limits.append(f"max_parallel {spec.max_parallel} (tasks of all runs of the workflow)")
+        if spec.max_parallel_per_run:
+            limits.append(f"max_parallel_per_run {spec.max_parallel_per_run}")
+        why = " or ".join(limits) or "the next scheduling pass"
+        return WorkflowTaskExplanation(f"{head} is READY: its dependencies are met; it waits for {why}")
+    if t.state == pb.TASK_RUNNING:
+        if t.not_before_ms and t.not_before_ms > now_ms:
+            until = f"{_when(t.not_before_ms)} ({_late(t.not_before_ms, now_ms)})"
+            verdict = f"{head} is WAITING: held until {until}"
+            details += gate
+        else:
+            verdict = f"{head} is RUNNING: task run {t.run_id or '-'}"
+        if task_run is not None:
+            for sh in task_run.shards:
+                if sh.state == pb.PENDING and sh.waiting:
+                    details.append(
+                        f"shard {sh.shard} attempt {sh.attempt} waiting since "
+                        f"{_when(sh.waiting_since_ms)}: {sh.waiting}"
+                    )
+                    if not verdict.endswith(")"):
+                        verdict += f", waiting: {sh.waiting}"
+                elif sh.state == pb.PENDING and not (t.not_before_ms > now_ms):
+                    details.append(f"shard {sh.shard} attempt {sh.attempt} waits for a free executor slot")
+        return WorkflowTaskExplanation(verdict, tuple(details))
+    # WAITING: its dependencies.
+    states = {rt.name: rt.state for rt in run.tasks}
+    local_unmet = 0
+    for d in tspec.depends_on:
+        if d.workflow:
+            continue
+        st = states.get(d.task, pb.TASK_STATE_UNSPECIFIED)
+        if st not in _LOCAL_DONE:
+            local_unmet += 1
+            details.append(
+                f"local dependency {d.task!r} is {display.task_state(st).upper()} "
+                f"(needs {_NEEDS_TEXT.get(d.condition, 'success')})"
+            )
+    for w in t.external:
+        if w.state != pb.EXTERNAL_PENDING or w.edge >= len(tspec.depends_on):
+            continue
+        dep = tspec.depends_on[w.edge]
+        if dep.workflow in hidden:
+            note = f'upstream workflow "{dep.workflow}" is in a namespace this token may not read'
+        else:
+            note = upstream_problem(
+                dep, w.logical_ms, upstream_records.get(dep.workflow), upstream_runs.get(dep.workflow, ())
+            )
+        row: dict[str, object] = {
+            "upstream": dep.workflow,
+            "upstream_task": dep.task,
+            "upstream_logical_ms": w.logical_ms,
+            "condition": _NEEDS_TEXT.get(dep.condition, "success"),
+            "since_ms": w.since_ms,
+            "timeout_at_ms": w.since_ms + dep.timeout_ms if dep.timeout_ms else 0,
+            "on_timeout": "skip" if dep.on_timeout == pb.UPSTREAM_TIMEOUT_SKIP else "fail",
+            "warn_at_ms": w.since_ms + (dep.warn_after_ms or spec.warn_after_ms)
+            if (dep.warn_after_ms or spec.warn_after_ms)
+            else 0,
+            "note": note,
+        }
+        waits.append(row)
+        what = f"{dep.workflow}:{dep.task or '*'}"
+        line = (
+            f"waits for {what} at logical time {_when(w.logical_ms)} (needs {row['condition']}), "
+            f"since {_when(w.since_ms)}"
+        )
+        if dep.timeout_ms:
+            at = w.since_ms + dep.timeout_ms
+            line += f"; times out at {_when(at)} {_late(at, now_ms)}".rstrip()
+            line += f" (on_timeout: {row['on_timeout']})"
+        warn = _int(row["warn_at_ms"])
+        if warn:
+            line += f"; upstream_late warning at {_when(warn)}"
+        details.append(line)
+        details.append(f"  {note}")
+    verdict = (
+        f"{head} is WAITING for {local_unmet} local dependency(ies) and {len(waits)} cross-workflow edge(s)"
+    )
+    details += gate
+    return WorkflowTaskExplanation(verdict, tuple(details), tuple(waits))
+
+
+def _gate_details(run: pb.WorkflowRun, spec: pb.WorkflowSpec, tspec: pb.WorkflowTaskSpec) -> list[str]:
+    """The earliest-start gates of a task (not_before, the workflow's jitter) as lines."""
+    out = []
+    if tspec.not_before:
+        logical_at = _when(run.logical_ms)
+        out.append(f"earliest start: not_before {tspec.not_before!r} (of the logical time {logical_at})")
+    if spec.jitter_ms and not run.manual and not run.backfill_id:
+        start = jitter.start_ms(spec.name, run.logical_ms, spec.jitter_ms)
+        out.append(
+            f"jitter {display.duration_text(spec.jitter_ms)}: this scheduled run's tasks start at or after "
+            f"{_when(start)} (offset {start - run.logical_ms} ms)"
+        )
     return out

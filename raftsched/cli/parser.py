@@ -55,6 +55,7 @@ from raftsched.errors import (
 from raftsched.model import RunState
 from raftsched.taskfields import Field, Kind, cli_field
 from raftsched.timing.cron import MAX_PREVIEW
+from raftsched.workflow.dag import LINEAGE_MAX_DEPTH
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -701,7 +702,26 @@ def _add_workflow_commands(commands: Any) -> None:
         metavar="N",
         help="an older version (default: current)",
     )
+    lineage.add_argument(
+        "--depth",
+        type=non_negative_int,
+        default=LINEAGE_MAX_DEPTH,
+        metavar="N",
+        help=f"follow at most N cross-workflow hops (default and cap: {LINEAGE_MAX_DEPTH}; "
+        "0: this workflow only)",
+    )
     _json_option(lineage)
+
+    wexplain = _leaf(
+        actions,
+        "explain",
+        workflows.cmd_wf_explain,
+        "why a task of a run is not running: unmet dependencies (across workflows, with their "
+        "deadlines), earliest-start gate, jitter, pool/lock/quota waits",
+    )
+    wexplain.add_argument("run_id", metavar="RUN_ID")
+    wexplain.add_argument("task", metavar="TASK")
+    _json_option(wexplain)
 
     backfill = _leaf(
         actions,

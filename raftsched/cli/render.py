@@ -311,7 +311,7 @@ def render_status(run: pb.WorkflowRun, now_ms: int = 0, gates: Mapping[str, str]
 
 
 def _task_row(t: pb.WorkflowTaskRun, now_ms: int, written: str) -> list[str]:
-    if t.state == pb.TASK_RUNNING and t.not_before_ms > now_ms > 0:
+    if t.state in (pb.TASK_RUNNING, pb.TASK_READY) and t.not_before_ms > now_ms > 0:
         when = f"{written} ({iso(t.not_before_ms)}, in" if written else f"{iso(t.not_before_ms)} (in"
         reason = f"not before {when} {duration_text(t.not_before_ms - now_ms)})"
         return [t.name, task_state(pb.TASK_WAITING), str(t.tries), t.run_id or "-", reason]
@@ -347,39 +347,6 @@ def tasks_done_text(run: pb.WorkflowRun) -> str:
     return f"{ok}/{len(run.tasks)}"
 
 
-def wait_rows(
-    runs: list[pb.WorkflowRun], spec_of: dict[tuple[str, int], pb.WorkflowSpec], upstream: str = ""
-) -> list[dict[str, object]]:
-    """``workflow waits``: every cross-workflow edge still waiting among ``runs`` (active runs of
-    any workflows), one row each, ordered by upstream, its logical time, then the downstream run.
-    ``spec_of`` holds each run's version; ``upstream`` keeps the edges waiting on that workflow."""
-    rows: list[dict[str, object]] = []
-    for run in runs:
-        spec = spec_of.get((run.workflow, run.version))
-        for i, task in enumerate(run.tasks):
-            for wait in task.external:
-                if wait.state != pb.EXTERNAL_PENDING or task.state != pb.TASK_WAITING:
-                    continue
-                dep = spec.tasks[i].depends_on[wait.edge] if spec is not None else pb.Dependency()
-                if upstream and dep.workflow != upstream:
-                    continue
-                rows.append(
-                    {
-                        "upstream": dep.workflow,
-                        "upstream_task": dep.task,
-                        "upstream_logical_ms": wait.logical_ms,
-                        "condition": _NEEDS_TEXT.get(dep.condition, "success"),
-                        "downstream_run": run.run_id,
-                        "downstream_task": task.name,
-                        "since_ms": wait.since_ms,
-                    }
-                )
-    rows.sort(
-        key=lambda r: (str(r["upstream"]), int(r["upstream_logical_ms"]), str(r["downstream_run"]))  # type: ignore[call-overload]
-    )
-    return rows
-
-
 _NEEDS_TEXT: dict[int, str] = {pb.ON_SUCCESS: "success", pb.ON_FAILURE: "failure", pb.ON_DONE: "done"}
 
 
@@ -397,6 +364,10 @@ def wait_lines(rows: list[dict[str, object]]) -> list[str]:
         for r in rows
     ]
     headers = ["UPSTREAM", "LOGICAL (UTC)", "NEEDS", "DOWNSTREAM RUN", "TASK", "WAITING SINCE"]
+    if any(r.get("note") for r in rows):  # why each waits (upstream not started, task gone...)
+        headers.append("WHY")
+        for line, r in zip(table, rows, strict=True):
+            line.append(str(r.get("note", "")))
     return table_lines(headers, table)
 
 

@@ -28,13 +28,13 @@ from raftsched.cli.render import (
     tasks_done_text,
     to_dict,
     wait_lines,
-    wait_rows,
 )
 from raftsched.cli.tasks import keep_text, locks_text
 from raftsched.display import duration_text, enum_name, iso, schedule_text, wf_state
 from raftsched.errors import RaftschedError
 from raftsched.timing import sla
 from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.workflow.dag import CrossNode
 
 if TYPE_CHECKING:
     from raftsched.client import Client
@@ -47,6 +47,7 @@ __all__ = [
     "cmd_wf_backfill_status",
     "cmd_wf_backfills",
     "cmd_wf_delete",
+    "cmd_wf_explain",
     "cmd_wf_graph",
     "cmd_wf_kill",
     "cmd_wf_lineage",
@@ -309,16 +310,7 @@ def cmd_wf_mark_success(args: argparse.Namespace) -> int:
 def cmd_wf_waits(args: argparse.Namespace) -> int:
     """What waits on what across workflows: every cross-workflow edge still waiting."""
     with connect(args) as client:
-        runs = [
-            run
-            for record in client.list_workflows()
-            for run in client.list_workflow_runs(record.spec.name, limit=100_000, active_only=True)
-        ]
-        specs: dict[tuple[str, int], pb.WorkflowSpec] = {}
-        for run in runs:
-            if any(t.external for t in run.tasks) and (run.workflow, run.version) not in specs:
-                specs[(run.workflow, run.version)] = client.get_workflow(run.workflow, run.version).spec
-    rows = wait_rows(runs, specs, args.upstream or "")
+        rows = client.workflow_waits(args.upstream or None)
     if args.json:
         return print_json(rows)
     if not rows:
@@ -334,11 +326,39 @@ def cmd_wf_waits(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wf_explain(args: argparse.Namespace) -> int:
+    """Why a task of a workflow run is not running (or how it ended)."""
+    with connect(args) as client:
+        got = client.explain_workflow_task(args.run_id, args.task)
+    if args.json:
+        return print_json(got.to_dict())
+    print(got.verdict)
+    for line in got.details:
+        print(f"  {line}")
+    return 0
+
+
+def _node_dict(n: CrossNode) -> dict[str, object]:
+    return {
+        "workflow": n.workflow,
+        "task": n.task,
+        "hop": n.hop,
+        "logical_offset_ms": n.logical_offset_ms,
+        "via": n.via,
+    }
+
+
+def _node_text(n: CrossNode) -> str:
+    shift = f" (logical {duration_text(n.logical_offset_ms)})" if n.logical_offset_ms else ""
+    return f"{n.label}{shift}" + (f"  via {n.via}" if n.hop > 1 else "")
+
+
 def cmd_wf_lineage(args: argparse.Namespace) -> int:
     with connect(args) as client:
         upstream, downstream = client.lineage(args.name, args.task, args.version)
         spec = client.get_workflow(args.name, args.version).spec
         others = [w.spec for w in client.list_workflows() if w.spec.name != args.name]
+        far_up, far_down, truncated = client.cross_lineage(args.name, args.task, args.depth)
     ups, downs = cross_lineage(
         args.name, args.task, spec, [t for t, _ in upstream], [t for t, _ in downstream], others
     )
@@ -351,15 +371,22 @@ def cmd_wf_lineage(args: argparse.Namespace) -> int:
                 "downstream": [{"task": t, "depth": d} for t, d in downstream],
                 "upstream_workflows": ups,
                 "downstream_workflows": downs,
+                "cross_upstream": [_node_dict(n) for n in far_up],
+                "cross_downstream": [_node_dict(n) for n in far_down],
+                "truncated": truncated,
             }
         )
     for title, entries in (("upstream", upstream), ("downstream", downstream)):
         print(f"{title} of {args.task}: {len(entries)} task(s)")
         for task, depth in entries:
             print(f"  {depth}  {'  ' * (depth - 1)}{task}")
-    for title, names in (("upstream", ups), ("downstream", downs)):
-        if names:
-            print(f"{title} in other workflows: {', '.join(names)}")
+    for title, nodes in (("upstream", far_up), ("downstream", far_down)):
+        if nodes:
+            print(f"{title} in other workflows (hops, transitively):")
+            for n in nodes:
+                print(f"  {n.hop}  {'  ' * (n.hop - 1)}{_node_text(n)}")
+    if truncated:
+        print("(cut short: more than 500 workflow tasks; narrow it with --depth)")
     return 0
 
 

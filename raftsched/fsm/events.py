@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 from raftsched.abc import StateStore, StoreReader
@@ -225,6 +225,22 @@ class EventBook:
         key = key_for_logical(logical)
         for name in st.spec.emits:
             self.accept(name, key, "", st.spec.namespace, now, f"task:{st.spec.name}", epoch, effects)
+
+    def emit_keyed(
+        self,
+        task: str,
+        names: Sequence[str],
+        namespace: str,
+        logical_ms: int,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+    ) -> None:
+        """Task ``task`` emits ``names`` keyed by ``logical_ms`` (a workflow task marked succeeded
+        by hand: the same events, keys and emitter as its task run succeeding)."""
+        key = key_for_logical(logical_ms)
+        for name in names:
+            self.accept(name, key, "", namespace, now, f"task:{task}", epoch, effects)
 
     def emit_for_workflow_run(
         self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, epoch: int, effects: list[Effect]

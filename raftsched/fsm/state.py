@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import ClassVar, Final
 
 from raftsched import bounds, codec
@@ -381,6 +381,19 @@ class SchedulerState(LockedReads):
     def emit_for_run(self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]) -> None:
         """A run of ``st`` succeeded: emit the events its task declares (``emits``)."""
         self.events.emit_for_run(st, run, now, epoch, effects)
+
+    def emit_task_events(
+        self,
+        task: str,
+        names: Sequence[str],
+        namespace: str,
+        logical_ms: int,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+    ) -> None:
+        """A workflow task marked succeeded by hand emits its ``emits`` (issue 28 §3)."""
+        self.events.emit_keyed(task, names, namespace, logical_ms, now, epoch, effects)
 
     def emit_for_workflow_run(
         self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, effects: list[Effect]

@@ -260,11 +260,14 @@ class StateView:
     # -- executors ---------------------------------------------------------------------------------
 
     def waits_due_ms(self) -> tuple[int, int]:
-        """The earliest cross-workflow deadline (timeout, warn_after, a release left for later;
-        0: none), when the leader proposes ``WorkflowWaitsDue``, and how many of those have
+        """The earliest cross-workflow deadline (timeout, warn_after, a release left for later) or
+        gate of a task held outside the parallelism limits (0: none), when the leader proposes
+        ``WorkflowWaitsDue``, and how many of those have
         applied (one applied: the leader may propose the next at once)."""
         deps = self._s.wf.deps
-        return deps.next_due_ms, deps.expiries
+        gate = self._s.wf.next_gate_ms()
+        due = min(d for d in (deps.next_due_ms, gate) if d) if deps.next_due_ms or gate else 0
+        return due, deps.expiries
 
     def executor(self, name: str) -> pb.ExecutorRecord | None:
         return self._s.executors.get(name)

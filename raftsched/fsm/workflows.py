@@ -15,9 +15,10 @@ the injected store, and every choice (which READY task starts first) follows sto
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -159,6 +160,20 @@ class TaskHost(Protocol):
         """A run of the workflow succeeded: emit the events its spec declares (``emits``)."""
         ...
 
+    def emit_task_events(
+        self,
+        task: str,
+        names: Sequence[str],
+        namespace: str,
+        logical_ms: int,
+        now: int,
+        epoch: int,
+        effects: list[Effect],
+    ) -> None:
+        """Internal task ``task`` (a workflow task marked succeeded by hand) emits ``names``, keyed
+        by ``logical_ms``, in ``namespace``, as its task run succeeding would have."""
+        ...
+
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
         """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
         ...
@@ -184,6 +199,7 @@ class WorkflowState:
         "active_runs",
         "created_ms",
         "dag",
+        "gates_free_slots",
         "kept_runs",
         "last_success_ms",
         "last_success_run",
@@ -211,6 +227,7 @@ class WorkflowState:
         self.paused = False
         self.last_success_ms = 0  # kept only with an SLA or freshness (issue 36)
         self.last_success_run = ""
+        self.gates_free_slots = False
 
     def record(self) -> pb.WorkflowRecord:
         return pb.WorkflowRecord.FromString(self.record_bytes())
@@ -228,6 +245,7 @@ class WorkflowState:
                 active_runs=self.active_runs,
                 running_tasks=self.running_tasks,
                 paused=self.paused,
+                gates_free_slots=self.gates_free_slots,
             ).SerializeToString(deterministic=True)
             + (
                 # Fields 900-901 come last: appended only when set, so other records keep their bytes.
@@ -273,6 +291,10 @@ class WorkflowBook:
         # The dirty runs by (workflow, logical time): cross-workflow edges look runs up by that.
         self._dirty_at: dict[tuple[str, int], set[str]] = {}
         self.deps = CrossDeps(self)  # cross-workflow dependencies (issue 28 §1)
+        # (gate, workflow) of READY tasks held by their earliest start outside the parallelism
+        # limits (workflows with gates_free_slots): WorkflowWaitsDue starts them when it has
+        # come. Derived (load() finds them again); stale entries are harmless.
+        self.gates: list[tuple[int, str]] = []
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -281,6 +303,7 @@ class WorkflowBook:
         self.runs.clear()
         self.running.clear()
         self.ready.clear()
+        self.gates.clear()
         self._versions.clear()
         self._zones.clear()
         self.recent.clear()
@@ -296,6 +319,7 @@ class WorkflowBook:
             )
             wf.paused = rec.paused
             wf.last_success_ms, wf.last_success_run = rec.last_success_ms, rec.last_success_run
+            wf.gates_free_slots = rec.gates_free_slots
             self.workflows[wf.spec.name] = wf
         for _, value in store.scan(keys.WORKFLOW_RUN, keys.WORKFLOW_RUN + keys.END):
             wr = pb.WorkflowRun.FromString(value)
@@ -310,6 +334,9 @@ class WorkflowBook:
             for i, t in enumerate(wr.tasks):
                 if t.state == pb.TASK_READY:
                     self.ready.setdefault(wr.workflow, set()).add((wr.logical_ms, wr.run_id, i))
+                    if t.not_before_ms:
+                        self.gates.append((t.not_before_ms, wr.workflow))
+        heapq.heapify(self.gates)
         self.deps.load()
 
     # -- versions ----------------------------------------------------------------------------------
@@ -504,6 +531,7 @@ class WorkflowBook:
         else:
             new.created_ms = now
         new.updated_ms = now
+        new.gates_free_slots = body.gates_free_slots
         self.workflows[name] = new
         store = self.host.store
         store.put(keys.workflow_version_key(name, version), _canonical(spec))
@@ -790,9 +818,23 @@ class WorkflowBook:
         previous = 0 if was_active else int(wr.state)
         # Every READY task of the run is (re)queued below, so the READY lists returned are not needed.
         if body.op == pb.WorkflowRunOp.RERUN:
-            wfrun.rerun(dag, wr, idx, now, body.reason or "rerun requested")
+            wfrun.rerun(
+                dag, wr, idx, now, body.reason or "rerun requested", redecide_external=body.redecide_external
+            )
         elif body.op == pb.WorkflowRunOp.MARK_SUCCESS:
             wfrun.mark_success(dag, wr, idx, now, body.reason or "marked succeeded by an operator")
+            if body.emit:  # downstream teams wait on the data: a task marked by hand emits too
+                wspec, tspec = got[0], got[0].tasks[idx]
+                if tspec.emits:
+                    self.host.emit_task_events(
+                        task_name(wr.workflow, tspec.name),
+                        tuple(tspec.emits),
+                        wspec.namespace or "default",
+                        wr.logical_ms,
+                        now,
+                        cmd.epoch,
+                        effects,
+                    )
         else:
             raise InvalidSpec("op", f"unknown workflow run operation {body.op}")
         if not was_active and wr.state not in _TERMINAL_RUN:
@@ -896,7 +938,44 @@ class WorkflowBook:
         """``WorkflowWaitsDue``: act on the cross-workflow deadlines that have come at ``now``."""
         effects: list[Effect] = []
         acted = self.deps.expire(now, cmd.epoch, effects)
+        due: set[str] = set()
+        while self.gates and self.gates[0][0] <= now:
+            due.add(heapq.heappop(self.gates)[1])
+        for workflow in sorted(due):
+            if workflow in self.workflows:
+                self._start_ready(workflow, now, cmd.epoch, effects)
         return pb.CommandResult(ok=True, accounted=acted), tuple(effects)
+
+    def next_gate_ms(self) -> int:
+        """The earliest gate of a READY task held outside the parallelism limits (0: none)."""
+        return self.gates[0][0] if self.gates else 0
+
+    def _held(self, workflow: str, entry: tuple[int, str, int], now: int) -> bool:
+        """Whether READY ``entry`` waits for its earliest start outside the parallelism limits
+        (workflow stamped gates_free_slots): it stays READY, takes no place, and its gate is
+        recorded (``not_before_ms``, a timeline entry, the gates heap) once."""
+        if not self.workflows[workflow].gates_free_slots:
+            return False
+        _, run_id, idx = entry
+        wr = self.runs.get(run_id)
+        if wr is None or wr.tasks[idx].state != pb.TASK_READY:
+            return False
+        got = self.version(workflow, wr.version)
+        if got is None:
+            return False
+        spec, _ = got
+        tspec = spec.tasks[idx]
+        zone = self._zone(wr.workflow, wr.version) if is_wall_clock(tspec.not_before) else None
+        gate = _gate_ms(spec, tspec, wr, zone)
+        if gate <= now:
+            return False
+        task = wr.tasks[idx]
+        if task.not_before_ms != gate:
+            task.not_before_ms = gate
+            wfrun.note(wr, idx, pb.TASK_READY, now, gate_reason(gate) + "; takes no parallelism place")
+            heapq.heappush(self.gates, (gate, workflow))
+            self._put_run(wr)
+        return True
 
     # -- internals ----------------------------------------------------------------------------------
 
@@ -996,6 +1075,8 @@ class WorkflowBook:
         while bucket:
             mark = self._enqueued
             for entry in sorted(bucket):
+                if self._held(workflow, entry, now):
+                    continue  # stays queued; WorkflowWaitsDue starts it when its time has come
                 if wf.spec.max_parallel and wf.running_tasks >= wf.spec.max_parallel:
                     return
                 _, run_id, idx = entry
@@ -1249,6 +1330,9 @@ class WorkflowBook:
                 break
             self.host.store.delete(k)
             self._dirty_runs.pop(wr.run_id, None)
+            # Out of the read cache too: readers (and run_op, which looks there first) must not
+            # see a pruned run that a replica restarted from a snapshot no longer has.
+            self.recent.pop(wr.run_id, None)
             wf.kept_runs -= 1
 
     def stored_run(self, run_id: str, *, reader: StoreReader | None = None) -> pb.WorkflowRun | None:

@@ -280,7 +280,12 @@ def apply_workflow(
 
 def _stamp_zone(spec: pb.WorkflowSpec, body: pb.ApplyWorkflow) -> None:
     """A task has a wall-clock not_before ("02:00"): expand the workflow zone's UTC offsets into
-    the command here, so apply maps wall times without consulting tzdata (as calendars do)."""
+    the command here, so apply maps wall times without consulting tzdata (as calendars do).
+    A workflow with earliest-start gates and a parallelism limit is stamped ``gates_free_slots``:
+    its held tasks take no place (format 13, only then)."""
+    gated = bool(spec.jitter_ms) or any(t.not_before for t in spec.tasks)
+    if gated and (spec.max_parallel or spec.max_parallel_per_run):
+        body.gates_free_slots = True
     if any(is_wall_clock(t.not_before) for t in spec.tasks):
         transitions, offsets = zone_offsets(spec.schedule.timezone or "UTC", "timezone")
         body.zone_transition_ms.extend(transitions)
@@ -449,6 +454,14 @@ def workflow_run_op(
     cmd.workflow_run_op.run_id = run_id
     cmd.workflow_run_op.task = task
     cmd.workflow_run_op.reason = reason
+    # Only when it matters (so the command needs the newer format only then): a rerun in a run
+    # with cross-workflow edges re-decides them; marking a task that declares emits emits them.
+    if op == pb.WorkflowRunOp.RERUN and any(t.external for t in run.tasks):
+        cmd.workflow_run_op.redecide_external = True
+    if op == pb.WorkflowRunOp.MARK_SUCCESS:
+        record = state.get_workflow(run.workflow, run.version)
+        if record is not None and any(t.name == task and t.emits for t in record.spec.tasks):
+            cmd.workflow_run_op.emit = True
     return codec.encode_command(cmd)
 
 

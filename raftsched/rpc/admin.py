@@ -44,7 +44,7 @@ from raftsched.errors import (
     Unavailable,
     quote,
 )
-from raftsched.explain import explain
+from raftsched.explain import explain, explain_from_reads
 from raftsched.fsm import keys, queries
 from raftsched.fsm.access import audit_records
 from raftsched.fsm.events import list_events
@@ -821,6 +821,24 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             around, run = queries.fires_around(r, request.task, request.at_ms)
         calendars = [c for n in rec.spec.exclude if (c := self.node.state.calendar_for(n)) is not None]
         return explain(rec, request.at_ms, around, run, calendars, now_ms=self.node.gate.now_ms())
+
+    @rpc
+    async def ExplainWorkflowTask(
+        self, request: pb.ExplainWorkflowTaskRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExplainWorkflowTaskReply:
+        await self._consistent(context)
+
+        def readable(name: str) -> bool:
+            try:
+                self._workflow(name)
+            except NotFound:
+                return False
+            return True
+
+        got = explain_from_reads(
+            self.node.state, request.run_id, request.task, self.node.gate.now_ms(), readable
+        )
+        return got.to_reply()
 
     # -- workflow reads -------------------------------------------------------------------------
 

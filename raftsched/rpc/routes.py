@@ -229,6 +229,12 @@ ROUTES: Final[tuple[Route, ...]] = (
     R("GET", "/workflows/{workflow}/lineage/{task}", "Lineage", "A workflow task's up- and downstream"),
     R("GET", "/workflow-runs/{run_id}", "GetWorkflowRun", "Read a workflow run"),
     R(
+        "GET",
+        "/workflow-runs/{run_id}/tasks/{task}/explain",
+        "ExplainWorkflowTask",
+        "Why a task of a workflow run is not running (dependencies, gates, waits)",
+    ),
+    R(
         "POST",
         "/workflow-runs/{run_id}:operate",
         "OperateWorkflowRun",

@@ -78,6 +78,7 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _A + "GetBackfill": Permission.WORKFLOWS_READ,
     _A + "ListBackfills": Permission.WORKFLOWS_READ,
     _A + "Lineage": Permission.WORKFLOWS_READ,
+    _A + "ExplainWorkflowTask": Permission.WORKFLOWS_READ,
     _A + "SetWorkflowPaused": Permission.WORKFLOWS_WRITE,
     _A + "DeleteWorkflow": Permission.WORKFLOWS_WRITE,
     _A + "ListExecutors": Permission.STATUS,

@@ -352,7 +352,7 @@ class ReportResults(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[AttemptResult, _Mapping]]] = ...) -> None: ...
 
 class ApplyWorkflow(_message.Message):
-    __slots__ = ("spec", "next_fire_ms", "stage", "staged_tasks", "zone_transition_ms", "zone_offset_s", "expected_version")
+    __slots__ = ("spec", "next_fire_ms", "stage", "staged_tasks", "zone_transition_ms", "zone_offset_s", "expected_version", "gates_free_slots")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -360,6 +360,7 @@ class ApplyWorkflow(_message.Message):
     ZONE_TRANSITION_MS_FIELD_NUMBER: _ClassVar[int]
     ZONE_OFFSET_S_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GATES_FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     spec: _records_pb2.WorkflowSpec
     next_fire_ms: int
     stage: str
@@ -367,7 +368,8 @@ class ApplyWorkflow(_message.Message):
     zone_transition_ms: _containers.RepeatedScalarFieldContainer[int]
     zone_offset_s: _containers.RepeatedScalarFieldContainer[int]
     expected_version: int
-    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., stage: _Optional[str] = ..., staged_tasks: _Optional[int] = ..., zone_transition_ms: _Optional[_Iterable[int]] = ..., zone_offset_s: _Optional[_Iterable[int]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+    gates_free_slots: bool
+    def __init__(self, spec: _Optional[_Union[_records_pb2.WorkflowSpec, _Mapping]] = ..., next_fire_ms: _Optional[int] = ..., stage: _Optional[str] = ..., staged_tasks: _Optional[int] = ..., zone_transition_ms: _Optional[_Iterable[int]] = ..., zone_offset_s: _Optional[_Iterable[int]] = ..., expected_version: _Optional[int] = ..., gates_free_slots: _Optional[bool] = ...) -> None: ...
 
 class StageWorkflowTasks(_message.Message):
     __slots__ = ("workflow", "stage", "seq", "header", "names", "tasks")

@@ -1414,3 +1414,43 @@ class CancelRunsReply(_message.Message):
     run_ids: _containers.RepeatedScalarFieldContainer[str]
     dry_run: bool
     def __init__(self, run_ids: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class ExplainWorkflowTaskRequest(_message.Message):
+    __slots__ = ("run_id", "task")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    task: str
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ...) -> None: ...
+
+class WorkflowTaskWait(_message.Message):
+    __slots__ = ("upstream", "upstream_task", "upstream_logical_ms", "condition", "since_ms", "timeout_at_ms", "on_timeout", "warn_at_ms", "note")
+    UPSTREAM_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_TASK_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_LOGICAL_MS_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    WARN_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    upstream: str
+    upstream_task: str
+    upstream_logical_ms: int
+    condition: str
+    since_ms: int
+    timeout_at_ms: int
+    on_timeout: str
+    warn_at_ms: int
+    note: str
+    def __init__(self, upstream: _Optional[str] = ..., upstream_task: _Optional[str] = ..., upstream_logical_ms: _Optional[int] = ..., condition: _Optional[str] = ..., since_ms: _Optional[int] = ..., timeout_at_ms: _Optional[int] = ..., on_timeout: _Optional[str] = ..., warn_at_ms: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class ExplainWorkflowTaskReply(_message.Message):
+    __slots__ = ("verdict", "details", "waits")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    WAITS_FIELD_NUMBER: _ClassVar[int]
+    verdict: str
+    details: _containers.RepeatedScalarFieldContainer[str]
+    waits: _containers.RepeatedCompositeFieldContainer[WorkflowTaskWait]
+    def __init__(self, verdict: _Optional[str] = ..., details: _Optional[_Iterable[str]] = ..., waits: _Optional[_Iterable[_Union[WorkflowTaskWait, _Mapping]]] = ...) -> None: ...

@@ -314,6 +314,11 @@ class AdminStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsReply.FromString,
                 _registered_method=True)
+        self.ExplainWorkflowTask = channel.unary_unary(
+                '/raftsched.v1.Admin/ExplainWorkflowTask',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.ExplainWorkflowTaskRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ExplainWorkflowTaskReply.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -657,6 +662,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExplainWorkflowTask(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -939,6 +950,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.CancelRuns,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.CancelRunsReply.SerializeToString,
+            ),
+            'ExplainWorkflowTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainWorkflowTask,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.ExplainWorkflowTaskRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.ExplainWorkflowTaskReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2453,6 +2469,33 @@ class Admin:
             '/raftsched.v1.Admin/CancelRuns',
             raftsched_dot_v1_dot_raftsched__pb2.CancelRunsRequest.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.CancelRunsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainWorkflowTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.Admin/ExplainWorkflowTask',
+            raftsched_dot_v1_dot_raftsched__pb2.ExplainWorkflowTaskRequest.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.ExplainWorkflowTaskReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -544,7 +544,7 @@ class WorkflowSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., schedule: _Optional[_Union[CronTrigger, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[WorkflowTaskSpec, _Mapping]]] = ..., max_parallel_per_run: _Optional[int] = ..., max_parallel: _Optional[int] = ..., params_json: _Optional[str] = ..., owner: _Optional[str] = ..., description: _Optional[str] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., backfill_share_pct: _Optional[int] = ..., namespace: _Optional[str] = ..., exclude: _Optional[_Iterable[str]] = ..., jitter_ms: _Optional[int] = ..., warn_after_ms: _Optional[int] = ..., on_event: _Optional[str] = ..., emits: _Optional[_Iterable[str]] = ..., keep_runs: _Optional[int] = ..., keep_for_ms: _Optional[int] = ..., sla_start_within_ms: _Optional[int] = ..., sla_finish_within_ms: _Optional[int] = ..., freshness_ms: _Optional[int] = ...) -> None: ...
 
 class WorkflowRecord(_message.Message):
-    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused", "last_success_ms", "last_success_run")
+    __slots__ = ("spec", "version", "created_ms", "updated_ms", "runs_total", "active_runs", "running_tasks", "next_fire_ms", "paused", "last_success_ms", "last_success_run", "gates_free_slots")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -556,6 +556,7 @@ class WorkflowRecord(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     LAST_SUCCESS_MS_FIELD_NUMBER: _ClassVar[int]
     LAST_SUCCESS_RUN_FIELD_NUMBER: _ClassVar[int]
+    GATES_FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     spec: WorkflowSpec
     version: int
     created_ms: int
@@ -567,7 +568,8 @@ class WorkflowRecord(_message.Message):
     paused: bool
     last_success_ms: int
     last_success_run: str
-    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ...) -> None: ...
+    gates_free_slots: bool
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., version: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., runs_total: _Optional[int] = ..., active_runs: _Optional[int] = ..., running_tasks: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., paused: _Optional[bool] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ..., gates_free_slots: _Optional[bool] = ...) -> None: ...
 
 class TimelineEntry(_message.Message):
     __slots__ = ("state", "at_ms", "reason", "event", "shard", "attempt", "executor", "exit_code", "duration_ms", "retry_at_ms")
@@ -736,7 +738,7 @@ class AlertRecord(_message.Message):
     def __init__(self, task: _Optional[str] = ..., owner: _Optional[str] = ..., run_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., error: _Optional[str] = ..., at_ms: _Optional[int] = ..., seq: _Optional[int] = ..., id: _Optional[str] = ..., kind: _Optional[str] = ..., workflow: _Optional[str] = ..., namespace: _Optional[str] = ..., output_tail: _Optional[str] = ..., acked_ms: _Optional[int] = ..., dedupe: _Optional[str] = ..., workflow_run: _Optional[str] = ..., resolved: _Optional[bool] = ..., resolves_seq: _Optional[int] = ..., executor: _Optional[str] = ..., node: _Optional[str] = ..., severity: _Optional[str] = ...) -> None: ...
 
 class WorkflowRunOp(_message.Message):
-    __slots__ = ("op", "run_id", "task", "reason")
+    __slots__ = ("op", "run_id", "task", "reason", "redecide_external", "emit")
     class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         OP_UNSPECIFIED: _ClassVar[WorkflowRunOp.Op]
@@ -751,11 +753,15 @@ class WorkflowRunOp(_message.Message):
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    REDECIDE_EXTERNAL_FIELD_NUMBER: _ClassVar[int]
+    EMIT_FIELD_NUMBER: _ClassVar[int]
     op: WorkflowRunOp.Op
     run_id: str
     task: str
     reason: str
-    def __init__(self, op: _Optional[_Union[WorkflowRunOp.Op, str]] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    redecide_external: bool
+    emit: bool
+    def __init__(self, op: _Optional[_Union[WorkflowRunOp.Op, str]] = ..., run_id: _Optional[str] = ..., task: _Optional[str] = ..., reason: _Optional[str] = ..., redecide_external: _Optional[bool] = ..., emit: _Optional[bool] = ...) -> None: ...
 
 class ItemResult(_message.Message):
     __slots__ = ("name", "ok", "code", "message", "version", "next_fire_ms")

@@ -23,7 +23,18 @@ from typing import Literal
 from raftsched.errors import NotFound
 from raftsched.v1 import raftsched_pb2 as pb
 
-__all__ = ["Dag", "External", "compile_dag", "downstream_closure", "find_cycle", "lineage"]
+__all__ = [
+    "LINEAGE_MAX_DEPTH",
+    "LINEAGE_MAX_NODES",
+    "CrossNode",
+    "Dag",
+    "External",
+    "compile_dag",
+    "cross_workflow_lineage",
+    "downstream_closure",
+    "find_cycle",
+    "lineage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,3 +251,116 @@ def downstream_closure(dag: Dag, idx: int) -> list[int]:
     if len(seen) == 1:
         return [idx]
     return [i for i in dag.topo if i in seen]
+
+
+LINEAGE_MAX_DEPTH = 10
+"""The most cross-workflow hops :func:`cross_workflow_lineage` follows (a larger depth is capped)."""
+LINEAGE_MAX_NODES = 500
+"""The most workflow tasks :func:`cross_workflow_lineage` lists per direction (then ``truncated``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CrossNode:
+    """One workflow task (``task`` ``""``: the whole run) in a cross-workflow lineage: reached in
+    ``hop`` cross-workflow edges from ``via`` (``workflow:task``); its run that matters is at the
+    start's logical time plus ``logical_offset_ms`` (offsets add up along the path)."""
+
+    workflow: str
+    task: str
+    hop: int
+    logical_offset_ms: int
+    via: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.workflow}:{self.task or '*'}"
+
+
+def _local_closure(spec: pb.WorkflowSpec, task: str, direction: Literal["up", "down"]) -> list[str]:
+    """``task`` and its local ancestors (or descendants) in ``spec``, in spec order; ``task``
+    ``""`` (a whole run) is every task."""
+    names = [t.name for t in spec.tasks]
+    if not task:
+        return names
+    if direction == "up":
+        adj = {t.name: [d.task for d in t.depends_on if not d.workflow] for t in spec.tasks}
+    else:
+        adj = {n: [] for n in names}
+        for t in spec.tasks:
+            for d in t.depends_on:
+                if not d.workflow and d.task in adj:
+                    adj[d.task].append(t.name)
+    seen = {task}
+    stack = [task]
+    while stack:
+        for nxt in adj.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return [n for n in names if n in seen]
+
+
+def cross_workflow_lineage(
+    workflow: str,
+    task: str,
+    specs: Mapping[str, pb.WorkflowSpec],
+    direction: Literal["up", "down"],
+    depth: int = LINEAGE_MAX_DEPTH,
+) -> tuple[list[CrossNode], bool]:
+    """The workflow tasks across workflows that ``workflow``'s ``task`` transitively depends on
+    (``"up"``: upstream of it or of a local ancestor, then upstream of those...) or that depend on
+    it (``"down"``), following at most ``depth`` cross-workflow hops (capped at
+    :data:`LINEAGE_MAX_DEPTH`), over the current ``specs`` by name. Breadth first, so each task
+    appears once with its fewest hops; cycles end where a task was seen. Returns the nodes (by hop,
+    then label) and whether :data:`LINEAGE_MAX_NODES` cut the walk short. Pure."""
+    depth = max(0, min(depth, LINEAGE_MAX_DEPTH))
+    # Who depends on each workflow, built once: (dependent workflow, its task, the edge).
+    dependents: dict[str, list[tuple[str, str, pb.Dependency]]] = {}
+    if direction == "down":
+        for name in sorted(specs):
+            for st in specs[name].tasks:
+                for d in st.depends_on:
+                    if d.workflow and d.workflow != name:
+                        dependents.setdefault(d.workflow, []).append((name, st.name, d))
+    start = (workflow, task)
+    seen = {start}
+    found: list[CrossNode] = []
+    frontier: list[tuple[str, str, int]] = [(workflow, task, 0)]
+    truncated = False
+    for hop in range(1, depth + 1):
+        nxt: list[tuple[str, str, int]] = []
+        for wf, t, offset in frontier:
+            spec = specs.get(wf)
+            if spec is None:
+                continue  # deleted (forced) or unreadable: listed, not followed
+            via = f"{wf}:{t or '*'}"
+            if direction == "up":
+                local = set(_local_closure(spec, t, "up"))
+                edges = [
+                    (d.workflow, d.task, offset + d.logical_offset_ms)
+                    for st in spec.tasks
+                    if st.name in local
+                    for d in st.depends_on
+                    if d.workflow
+                ]
+            else:
+                local = set(_local_closure(spec, t, "down"))
+                edges = [
+                    (name, st_name, offset - d.logical_offset_ms)
+                    for name, st_name, d in dependents.get(wf, ())
+                    if not d.task or d.task in local
+                ]
+            for up_wf, up_task, off in edges:
+                if (up_wf, up_task) in seen:
+                    continue
+                if len(found) >= LINEAGE_MAX_NODES:
+                    truncated = True
+                    break
+                seen.add((up_wf, up_task))
+                found.append(CrossNode(up_wf, up_task, hop, off, via))
+                nxt.append((up_wf, up_task, off))
+        frontier = nxt
+        if not frontier or truncated:
+            break
+    found.sort(key=lambda n: (n.hop, n.label))
+    return found, truncated

@@ -457,13 +457,20 @@ def kill(run: pb.WorkflowRun, now: int, reason: str) -> list[int]:
     return running
 
 
-def rerun(dag: Dag, run: pb.WorkflowRun, idx: int, now: int, reason: str = "") -> list[int]:
+def rerun(
+    dag: Dag, run: pb.WorkflowRun, idx: int, now: int, reason: str = "", *, redecide_external: bool = False
+) -> list[int]:
     """Re-queue task ``idx`` and everything downstream of it, keeping every other result.
 
-    ``idx`` becomes READY whatever its upstream states; each descendant is re-decided from the
-    current states of its dependencies (may be WAITING, READY or SKIPPED at once). Works on a
-    finished or killed run, which goes back to RUNNING. Raises Conflict, changing nothing, if a
-    task of the closure is RUNNING. Returns the tasks that entered READY, topological order.
+    ``idx`` becomes READY whatever its local upstream states; each descendant is re-decided from
+    the current states of its dependencies (may be WAITING, READY or SKIPPED at once). With
+    ``redecide_external`` the cross-workflow edges of the closure that were not met (unmet, timed
+    out) wait again, counting from ``now`` (their timeout starts over; a met edge stays met, even
+    if the upstream run that met it has been pruned since): ``idx`` is WAITING
+    while it has one, and the caller decides them against the upstream's current runs
+    (``CrossDeps.register``). Works on a finished or killed run, which goes back to RUNNING.
+    Raises Conflict, changing nothing, if a task of the closure is RUNNING. Returns the tasks that
+    entered READY, topological order.
     """
     closure = downstream_closure(dag, idx)
     tasks = run.tasks
@@ -476,8 +483,22 @@ def rerun(dag: Dag, run: pb.WorkflowRun, idx: int, now: int, reason: str = "") -
             " (wait for it to finish or kill the run)"
         )
     label = f"rerun: {reason}" if reason else "rerun"
-    ready = [idx] if tasks[idx].state != READY else []
-    _enter(tasks[idx], READY, now, label)
+    pending = 0
+    if redecide_external:
+        for i in closure:
+            for wait in tasks[i].external:
+                if wait.state in (pb.EXTERNAL_UNMET, pb.EXTERNAL_TIMED_OUT):
+                    wait.state = pb.EXTERNAL_PENDING
+                    wait.upstream_run = ""
+                    wait.since_ms = max(now, wait.logical_ms)
+        pending = sum(1 for w in tasks[idx].external if w.state == pb.EXTERNAL_PENDING)
+    if pending:
+        _enter(tasks[idx], WAITING, now, f"{label}: waits for {pending} upstream in other workflows")
+        tasks[idx].waiting = pending
+        ready: list[int] = []
+    else:
+        ready = [idx] if tasks[idx].state != READY else []
+        _enter(tasks[idx], READY, now, label)
     ready += _redecide(dag, tasks, closure[1:], now, f"{label} of {_name(dag, idx)}: ", force=True)
     run.state = pb.WORKFLOW_RUNNING
     run.finished_ms = 0

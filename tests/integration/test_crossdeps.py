@@ -97,6 +97,10 @@ def test_reconcile_waits_for_orders_sync_across_namespaces(
                 ("orders-sync", "load", first.run_id)
             ]
             assert "cross-workflow dependencies" in cli("workflow", "status", first.run_id)
+            assert rows[0]["note"].startswith('no run of "orders-sync" at logical time')
+            why = client.explain_workflow_task(first.run_id, "reconcile")  # the leader's answer
+            assert "1 cross-workflow edge(s)" in why.verdict and why.waits[0]["upstream"] == "orders-sync"
+            assert "orders-sync:load" in cli("workflow", "explain", first.run_id, "reconcile")
 
             gate.write_text("landed\n")
             sync = client.start_workflow_run("orders-sync", logical_ms=L1)

@@ -135,3 +135,29 @@ def test_a_wall_clock_not_before_is_local_time_in_the_workflows_zone_across_a_fa
     assert sim.workflow_runs(W, "n2")[0].state == pb.WORKFLOW_SUCCESS
     assert len(set(sim.digests().values())) == 1
     sim.close()
+
+
+def test_a_held_task_takes_no_max_parallel_place_and_starts_at_its_time_across_a_failover() -> None:
+    spec = pb.WorkflowSpec(name=W, max_parallel=1)
+    spec.tasks.add(name="late", command="late", not_before="+30s")
+    spec.tasks.add(name="now", command="now")
+    sim = SimHarness(["n1", "n2", "n3"], seed=7)
+    sim.elect("n1")
+    sim.add_executor("ex1", slots=4, duration_ms=200)
+    assert sim.write("apply_workflow", spec).ok
+    logical = sim.clock.now_ms()
+    res = sim.write("start_workflow_run", W, logical, "")
+    assert res.ok, res
+    sim.run_for(5_000)
+    assert started_at(sim, "now"), "the ungated task waited for the held one's place"
+    assert not started_at(sim, "late")
+    sim.crash("n1")
+    sim.run_for(1_000)
+    sim.elect("n2")
+    sim.run_for(40_000)
+    [late] = started_at(sim, "late")
+    assert late >= logical + 30_000, f"late {logical + 30_000 - late} ms early"
+    wr = next(r for r in sim.workflow_runs(W, "n2") if r.run_id == res.workflow_run.run_id)
+    assert wr.state == pb.WORKFLOW_SUCCESS
+    assert len(set(sim.digests().values())) == 1
+    sim.close()

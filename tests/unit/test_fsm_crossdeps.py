@@ -333,7 +333,8 @@ def test_upstream_late_is_raised_once_naming_the_upstream_and_what_it_holds_and_
 
 
 def test_status_waits_and_show_name_the_waiting_edge() -> None:
-    from raftsched.cli.render import deps_text, render_status, wait_lines, wait_rows
+    from raftsched.cli.render import deps_text, render_status, wait_lines
+    from raftsched.explain import wait_rows
 
     state = setup(pb.Dependency(workflow=UP, task="load", logical_offset_ms=-DAY))
     down = start_wf(state, DOWN)

@@ -731,7 +731,8 @@ class RunBook:
         if run.backfill_id:
             return  # a backfill's run: its nominal time is past by design (as for workflows)
         within = spec.sla_finish_within_ms
-        if within and not run.workflow_run:
+        asked = run.state == pb.CANCELLED and any(e.event == "cancel_requested" for e in run.timeline)
+        if within and not run.workflow_run and not asked:  # someone cancelled it: no page for that
             state = sla.finish_state(run, within, now)
             if state != sla.MET:
                 shown = pb.RunState.Name(run.state)

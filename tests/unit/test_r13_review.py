@@ -199,3 +199,15 @@ def test_console_editing_keeps_the_fields_the_other_branches_added() -> None:
     )
     wf = parse_workflow_text(text, "yaml", "wf.yaml")
     assert parse_workflow_text(workflow_file_text(wf), "yaml", "wf.yaml") == wf
+
+
+def test_a_run_cancelled_by_someone_raises_no_finish_sla_miss() -> None:
+    """r13-cancel x r13-sla: a cancel is a run_cancelled event (info: someone asked for it), not a
+    critical sla_missed for a run that did not succeed in time."""
+    state = _sla_task_with_history()
+    [run] = [r for r in runs_of(state, "t") if r.nominal_ms == T0]
+    cancel = writes.cancel_run(run.run_id, "not today", now_ms=T0 + 40 * MIN, **STAMP)
+    assert state.apply(cancel).result.ok
+    assert [r.state for r in runs_of(state, "t") if r.run_id == run.run_id] == [pb.CANCELLED]
+    assert [e.dedupe for e in _events(state, "sla_missed") if e.run_id == run.run_id] == []
+    assert [e.run_id for e in _events(state, "run_cancelled")] == [run.run_id]

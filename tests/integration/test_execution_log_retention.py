@@ -17,8 +17,12 @@ from tests.integration.helpers import Fleet
 
 pytestmark = pytest.mark.integration
 
-TASKS, SHARDS = 8, 4  # 32 attempts a second over two executors
+TASKS, SHARDS = 12, 4  # 48 attempts a second over two executors
 KEEP_S = 2
+# The executor prunes every max(0.5 s, keep / 4): the warm-up is three keep windows and a dozen
+# prune rounds; the measured window at 48 attempts a second would grow an unpruned log by
+# ~170 KB per executor, well past the 64 KiB of slack allowed.
+WARM_UP_S, WINDOW_S = 6, 16
 
 
 def data_file(fleet: Fleet, name: str) -> Path:
@@ -48,10 +52,10 @@ def test_a_short_keep_holds_the_execution_log_flat_and_runs_nothing_twice(tmp_pa
         wait_until(lambda: all(data_file(fleet, n).exists() for n in names), 60, 0.2, "both execution logs")
         # Warm up past the keep window and a few prune rounds: the log reaches its steady size.
         started = time.monotonic()
-        wait_until(lambda: time.monotonic() - started > 12, 30, 0.5, "the warm-up")
+        wait_until(lambda: time.monotonic() - started > WARM_UP_S, 30, 0.5, "the warm-up")
         done_before = len(fleet.lines())
         sizes_before = {n: data_file(fleet, n).stat().st_size for n in names}
-        wait_until(lambda: time.monotonic() - started > 42, 60, 0.5, "the measured window")
+        wait_until(lambda: time.monotonic() - started > WARM_UP_S + WINDOW_S, 60, 0.5, "the measured window")
         done_after = len(fleet.lines())
         sizes_after = {n: data_file(fleet, n).stat().st_size for n in names}
         for name, proc in fleet.executors.items():
@@ -59,7 +63,7 @@ def test_a_short_keep_holds_the_execution_log_flat_and_runs_nothing_twice(tmp_pa
     finally:
         fleet.stop()
     ran = done_after - done_before
-    assert ran > 300, f"only {ran} attempts in the measured 30 s: the load did not run"
+    assert ran > 300, f"only {ran} attempts in the measured {WINDOW_S} s: the load did not run"
     # Unpruned, each attempt adds ~450 B to the file (issue 35: 12 -> 142 MB in 10 minutes), so
     # the window would add ~ran * 450 / 2 per executor. Flat: at most a few pages of slack.
     for name in names:

@@ -41,17 +41,9 @@ def test_jitter_and_not_before_hold_starts_on_a_real_cluster(
         due -= due % 1000
         client.add_task(TaskSpec("burst", OnceTrigger(due), command="true", jitter_ms=5_000))
         start = jitter.start_ms("burst", due, 5_000)
-        run = wait_until(
-            lambda: next((r for r in client.runs("burst") if r.state == pb.SUCCEEDED), None),
-            60,
-            0.2,
-            "burst ran",
-        )
-        assert run.nominal_ms == due
-        assert [s.not_before_ms for s in run.shards] == [start]
-        assert all(s.assigned_ms >= start for s in run.shards), (start, run.shards)
 
-        # A workflow task with not_before: waiting, shown by workflow status, then started at its time.
+        # A workflow task with not_before: waiting, shown by workflow status, then started at its
+        # time. Started right away, so its gate and the burst's jitter elapse together.
         path = tmp_path / "recon.yaml"
         path.write_text(WORKFLOW)
         client.apply_workflow(str(path))
@@ -69,6 +61,16 @@ def test_jitter_and_not_before_hold_starts_on_a_real_cluster(
         if int(time.time() * 1000) < gate - 2_000:  # still before the gate when the CLI read it
             row = next(line for line in out.splitlines() if line.startswith("reconcile"))
             assert "waiting" in row and "not before +8s" in row, out
+
+        run = wait_until(
+            lambda: next((r for r in client.runs("burst") if r.state == pb.SUCCEEDED), None),
+            60,
+            0.2,
+            "burst ran",
+        )
+        assert run.nominal_ms == due
+        assert [s.not_before_ms for s in run.shards] == [start]
+        assert all(s.assigned_ms >= start for s in run.shards), (start, run.shards)
 
         def finished() -> pb.WorkflowRun | None:
             got = client.get_workflow_run(wr.run_id)

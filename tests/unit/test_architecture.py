@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,14 @@ ADAPTERS = {
 }
 
 
-def imported_roots(path: Path) -> set[str]:
+def imported_roots(path: Path) -> frozenset[str]:
+    """The top-level packages ``path`` imports absolutely (parsed once per file per session: the
+    adapter check asks once per library)."""
+    return _imported_roots(path, path.stat().st_mtime_ns)
+
+
+@functools.cache
+def _imported_roots(path: Path, _mtime_ns: int) -> frozenset[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     roots: set[str] = set()
     for node in ast.walk(tree):
@@ -95,7 +103,7 @@ def imported_roots(path: Path) -> set[str]:
             roots.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             roots.add(node.module.split(".")[0])
-    return roots
+    return frozenset(roots)
 
 
 @pytest.mark.parametrize("module", PURE)

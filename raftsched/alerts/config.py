@@ -154,9 +154,14 @@ class AlertsConfig:
     start_delay: StartDelayConfig = StartDelayConfig()
     deprecated: tuple[str, ...] = ()  # notes the node logs at start (a deprecated key was used)
 
-    def severity(self, kind: str) -> str:
-        """``kind``'s level: ``[alerts.severity]``, else the default table (``alerts.routing``)."""
-        return severity_of(kind, dict(self.severities))
+    def severity(self, kind: str, measured: str = "") -> str:
+        """An event's level: ``[alerts.severity]`` for its kind, else the level the event carries
+        (``measured``: a ``start_delay`` event's warning or critical), else the kind's default
+        (``alerts.routing``). An operator's setting wins: ``start_delay = "info"`` stops its pages."""
+        configured = dict(self.severities)
+        if kind in configured or not measured:
+            return severity_of(kind, configured)
+        return measured
 
     @property
     def targets(self) -> tuple[Webhook | EmailTarget, ...]:

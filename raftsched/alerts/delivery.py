@@ -241,7 +241,7 @@ class AlertLoop:
     async def _send(self, target: Target, notice: Notice) -> None:
         """Send one routed event to one target in its format; raises :class:`DeliveryFailed`."""
         alert = notice.alert
-        severity = alert.severity or self.config.severity(alert.kind)  # start_delay: its level
+        severity = self.config.severity(alert.kind, alert.severity)  # start_delay: its level
         link_url = link(self.config, alert)
         if isinstance(target, EmailTarget):
             subject, text = formats.email_text(notice, severity, self.cluster, link_url)
@@ -356,7 +356,7 @@ class AlertLoop:
             notice = lane.queue[0]
             alert = notice.alert
             if not notice.send or not target.takes(
-                alert.kind, alert.owner, alert.namespace, alert.severity or self.config.severity(alert.kind)
+                alert.kind, alert.owner, alert.namespace, self.config.severity(alert.kind, alert.severity)
             ):
                 lane.queue.popleft()
                 through = alert.seq
@@ -586,7 +586,7 @@ def delivery_view(
     for notice in notices:
         alert = notice.alert
         info = rpcpb.AlertInfo(alert=alert, link=link(config, alert))
-        severity = alert.severity or config.severity(alert.kind)
+        severity = config.severity(alert.kind, alert.severity)
         for target in config.targets:
             if not target.takes(alert.kind, alert.owner, alert.namespace, severity):
                 state = "filtered"

@@ -64,6 +64,10 @@ class FleetView:
     dead: Mapping[str, tuple[int, str]] = field(default_factory=dict)
 
 
+MAX_REMEMBERED = 50_000
+"""Dedupe keys a leader's health monitor remembers before it forgets them all."""
+
+
 class HealthMonitor:
     """One leader's fleet-health detector. Not thread-safe: one caller (the alert loop)."""
 
@@ -90,6 +94,8 @@ class HealthMonitor:
     def check(self, fleet: FleetView) -> list[pb.AlertRecord]:
         """The events to raise for ``fleet``: at most :data:`MAX_EVENTS_PER_CHECK`; what is over
         the budget (tasks waiting, oldest first) is raised by the next checks."""
+        if len(self._proposed) > MAX_REMEMBERED:
+            self._proposed.clear()  # bounded: apply dedupes what is proposed again
         out = [*self._heartbeats(fleet), *self._skew(fleet)]
         return [*out, *self._waiting(fleet, MAX_EVENTS_PER_CHECK - len(out))]
 
@@ -132,8 +138,8 @@ class HealthMonitor:
                         w,
                         WAITING_TOO_LONG,
                         dedupe,
-                        f"attempt {w.execution_id} of task {w.task} has waited {waited_s:.0f} s for an "
-                        f"executor (max_waiting {limit / 1000:g} s)",
+                        f"attempt {w.execution_id} of task {w.task} has waited {waited_s:.0f} s to start "
+                        f"(for a slot, a pool, a quota or a lock; max_waiting {limit / 1000:g} s)",
                     )
                 )
         return out

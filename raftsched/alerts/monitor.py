@@ -25,6 +25,10 @@ MIN_CHECK_MS = 1_000
 MAX_CHECK_MS = 30_000
 
 
+MAX_REMEMBERED = 50_000
+"""Dedupe keys a leader's monitor remembers before it forgets them all (apply dedupes anyway)."""
+
+
 class AlertMonitor:
     """One leader's detector. Not thread-safe: one caller (the leader's alert loop)."""
 
@@ -41,6 +45,10 @@ class AlertMonitor:
 
     def due(self, now_ms: int) -> bool:
         """Whether a check is due at ``now_ms`` (checks run every :attr:`check_every_ms`)."""
+        if len(self._proposed) > MAX_REMEMBERED:
+            # Bounded: forgetting only means proposing an event again, which apply drops (its
+            # dedupe key is kept); without it a long leadership keeps every run's SLA keys.
+            self._proposed.clear()
         if now_ms < self._next_check_ms:
             return False
         self._next_check_ms = now_ms + self.check_every_ms

@@ -818,7 +818,7 @@ class Executor:
                 self._report_wake.set()
             return
         if execution_id in self._cancelled:  # killed while its begin was being recorded
-            result = _failed(execution_id, "cancelled: its workflow run was killed")
+            result = _failed(execution_id, "cancelled: its run was cancelled or killed")
         else:
             result = self._mask(await self._attempt(item))
         self._log_outcome(item, result)
@@ -893,7 +893,7 @@ class Executor:
             if item.execution_id not in self._cancelled:
                 raise  # the agent is stopping
             self._cancelled.discard(item.execution_id)
-            return _failed(item.execution_id, "cancelled: its workflow run was killed")
+            return _failed(item.execution_id, "cancelled: its run was cancelled or killed")
         except Exception as exc:  # a runner bug must not kill the agent or leave the attempt running
             log.exception(
                 "%s: attempt %s crashed the runner",

@@ -211,3 +211,29 @@ def test_a_run_cancelled_by_someone_raises_no_finish_sla_miss() -> None:
     assert [r.state for r in runs_of(state, "t") if r.run_id == run.run_id] == [pb.CANCELLED]
     assert [e.dedupe for e in _events(state, "sla_missed") if e.run_id == run.run_id] == []
     assert [e.run_id for e in _events(state, "run_cancelled")] == [run.run_id]
+
+
+def test_an_operators_severity_for_start_delay_wins_over_the_level_the_event_carries() -> None:
+    """r13-sla x r13-routing: a start_delay event carries its measured level; [alerts.severity]
+    start_delay = "info" must still stop its pages (it was accepted and ignored)."""
+    plain = AlertsConfig()
+    assert plain.severity("start_delay", "critical") == "critical"
+    assert plain.severity("start_delay") == "warning"  # the kind's default, nothing measured
+    quiet = AlertsConfig(severities=(("start_delay", "info"),))
+    assert quiet.severity("start_delay", "critical") == "info"
+    assert quiet.severity("run_failed", "") == "critical"
+
+
+def test_a_leaders_monitors_forget_their_dedupe_keys_past_a_bound() -> None:
+    """Review finding: the monitors remembered every key they proposed for a whole leadership
+    (per-run SLA keys, start-delay windows). Past a bound they forget them; apply still dedupes."""
+    from raftsched.alerts import health, monitor
+
+    m = AlertMonitor(AlertsConfig())
+    m._proposed.update(f"sla/r{i}/start" for i in range(monitor.MAX_REMEMBERED + 1))
+    m.due(T0)
+    assert not m._proposed
+    h = health.HealthMonitor()
+    h._proposed.update(f"k{i}" for i in range(health.MAX_REMEMBERED + 1))
+    h.check(health.FleetView(T0))
+    assert not h._proposed

@@ -115,7 +115,7 @@ class ExecutorHub:
             elif isinstance(eff, RunCancelled) and d.leading:
                 for shard, attempt, executor in eff.attempts:
                     log.info(
-                        "attempt %s/%d/%d cancelled: its workflow run was killed%s",
+                        "attempt %s/%d/%d cancelled: its run was cancelled or killed%s",
                         eff.run_id,
                         shard,
                         attempt,

@@ -6,6 +6,7 @@ from a missing record.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -88,6 +89,32 @@ def sla_details(task: pb.TaskRecord, run: pb.Run | None, now_ms: int) -> list[st
         out.append(
             f"freshness {sla.late_text(spec.freshness_ms)}: {sla.freshness_state(task, now_ms)} ({last})"
         )
+    return out
+
+
+def workflow_sla_details(
+    current: pb.WorkflowRecord, run: pb.WorkflowRun | None, now_ms: int, spec: pb.WorkflowSpec | None = None
+) -> list[str]:
+    """A workflow's ``sla.start_within`` and ``sla.finish_within`` states for ``run`` (a
+    scheduled run: manual runs and backfills have none) and its ``freshness`` (``current``: the
+    workflow's current record; ``spec``: the version ``run`` executes, default ``current``'s)."""
+    spec = spec or current.spec
+    out = []
+    scheduled = run is not None and run.run_id and not run.manual and not run.backfill_id
+    for within, what, state_of in (
+        (spec.sla_start_within_ms, "sla.start_within", sla.workflow_start_state),
+        (spec.sla_finish_within_ms, "sla.finish_within", sla.workflow_finish_state),
+    ):
+        if within and run is not None and scheduled:
+            out.append(
+                f"{what} {sla.late_text(within)} for run {run.run_id}: {state_of(run, within, now_ms)}"
+            )
+        elif within and run is not None and run.run_id:
+            out.append(f"{what} {sla.late_text(within)}: not for run {run.run_id} (manual or backfill)")
+    if current.spec.freshness_ms:
+        last = f"last success {iso(current.last_success_ms)}" if current.last_success_ms else "no success yet"
+        state = sla.freshness_state(current, now_ms)
+        out.append(f"freshness {sla.late_text(current.spec.freshness_ms)}: {state} ({last})")
     return out
 
 
@@ -392,7 +419,7 @@ def explain_from_reads(
                 runs[name] = reads.list_workflow_runs(name, UPSTREAM_RUNS_READ)
         if current.run_id and current.state == pb.TASK_RUNNING:
             task_run = reads.active_run(current.run_id)
-    return explain_workflow_task(
+    got = explain_workflow_task(
         run,
         spec,
         task,
@@ -402,6 +429,10 @@ def explain_from_reads(
         now_ms=now_ms,
         hidden=hidden,
     )
+    latest = reads.get_workflow(run.workflow)
+    if latest is None:
+        return got
+    return dataclasses.replace(got, details=(*got.details, *workflow_sla_details(latest, run, now_ms, spec)))
 
 
 def explain_workflow_task(

@@ -130,6 +130,17 @@ def workflow_start_ms(wr: pb.WorkflowRun) -> int:
 _WORKFLOW_DONE = (pb.WORKFLOW_SUCCESS, pb.WORKFLOW_FAILED, pb.WORKFLOW_KILLED)
 
 
+def workflow_start_state(wr: pb.WorkflowRun, within_ms: int, now_ms: int) -> str:
+    """``start_within`` of a workflow run: its first task launched by logical time + within."""
+    deadline = wr.logical_ms + within_ms
+    started = workflow_start_ms(wr)
+    if started:
+        return MET if started <= deadline else f"missed by {late_text(started - deadline)}"
+    if wr.state in _WORKFLOW_DONE:
+        return MET if wr.finished_ms <= deadline else f"missed by {late_text(wr.finished_ms - deadline)}"
+    return PENDING if now_ms <= deadline else f"missed by {late_text(now_ms - deadline)}"
+
+
 def workflow_finish_state(wr: pb.WorkflowRun, within_ms: int, now_ms: int) -> str:
     """``finish_within`` of a workflow run: SUCCESS by logical time + within."""
     deadline = wr.logical_ms + within_ms

@@ -20,7 +20,7 @@ from typing import Any, Final, TypeVar
 
 from raftsched.display import duration_text, enum_name, iso, schedule_text
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError, Unauthenticated
-from raftsched.explain import sla_details
+from raftsched.explain import sla_details, workflow_sla_details
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web import crossflow
 from raftsched.web.base import Ctx, Redirect, View, local_path
@@ -489,10 +489,16 @@ def workflow(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             "pager": pager,
             "backfills": backfills[-10:][::-1],
             "refresh": REFRESH_S,
+            "sla": workflow_sla_details(rec, _latest_scheduled(runs), ctx.now_ms),
             **cross,
         },
         title=f"Workflow {name}",
     )
+
+
+def _latest_scheduled(runs: list[pb.WorkflowRun]) -> pb.WorkflowRun | None:
+    """The newest run the schedule started (SLAs apply to those only), if any is listed."""
+    return next((r for r in runs if not r.manual and not r.backfill_id), None)
 
 
 def workflow_run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
@@ -516,6 +522,7 @@ def workflow_run(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
         {
             "run": record,
             "spec": spec,
+            "sla": workflow_sla_details(ctx.client.get_workflow(record.workflow), record, ctx.now_ms, spec),
             "namespace": spec.namespace,
             "dag": dag,
             "gantt": gantt,

@@ -358,3 +358,23 @@ def test_workflow_files_read_sla_and_freshness() -> None:
     with pytest.raises(InvalidSpec) as bad:
         parse_workflow_text(text.replace("finish_within", "finish_by"), "yaml", "w.yaml")
     assert "finish_by" in str(bad.value)
+
+
+def test_a_workflows_sla_and_freshness_states_for_explain_and_the_console() -> None:
+    """Issue 36 §2: explain and the console show a workflow's SLA state too (they showed a
+    task's only): start and finish for a scheduled run, none for a manual run or a backfill's,
+    and the workflow's freshness."""
+    from raftsched.explain import workflow_sla_details
+
+    H = 60 * M
+    spec = pb.WorkflowSpec(name="w", sla_start_within_ms=5 * M, sla_finish_within_ms=30 * M, freshness_ms=H)
+    current = pb.WorkflowRecord(spec=spec, created_ms=T0 - 2 * H, last_success_ms=T0 - 90 * M)
+    running = pb.WorkflowRun(run_id="w@1", workflow="w", logical_ms=T0, state=pb.WORKFLOW_RUNNING)
+    started = running.tasks.add(name="a", state=pb.TASK_RUNNING)
+    started.timeline.add(state=pb.TASK_RUNNING, at_ms=T0 + 7 * M)
+    lines = workflow_sla_details(current, running, T0 + 10 * M)
+    assert lines[0] == "sla.start_within 5m 0s for run w@1: missed by 2m 0s"
+    assert lines[1] == "sla.finish_within 30m 0s for run w@1: pending"
+    assert lines[2].startswith("freshness 1h 0m 0s: missed by 40m 0s (last success "), lines[2]
+    manual = pb.WorkflowRun(run_id="w@1~m1", workflow="w", logical_ms=T0, manual=True)
+    assert "not for run w@1~m1 (manual or backfill)" in workflow_sla_details(current, manual, T0)[0]

@@ -236,6 +236,7 @@ def test_the_executor_resolves_then_masks_what_it_reports(tmp_path: Path) -> Non
         transport=MemoryTransport(endpoint),
         execution_log=MemoryExecutionLog(),
         secrets=secrets,
+        data_dir=tmp_path / "ex1",  # its full-log files, not the working directory's
     )
     script = (
         "import hashlib, json, os, sys; pw = os.environ['PW']; "
@@ -271,6 +272,10 @@ def test_the_executor_resolves_then_masks_what_it_reports(tmp_path: Path) -> Non
     ok, missing = by_id["t@1/0/1"], by_id["t@2/0/1"]
     assert ok.success, ok.error + ok.stderr_tail
     assert out.read_text() == hashlib.sha256(VALUE.encode()).hexdigest()
+    # The full-log files hold what the tails hold: masked before either sees a byte.
+    logs = {p.name: p.read_text() for p in (tmp_path / "ex1" / "logs").iterdir()}
+    assert logs and not any(VALUE in text for text in logs.values()), logs
+    assert any(text.startswith(f"{MASK}\n") for name, text in logs.items() if name.endswith(".stdout"))
     assert (
         VALUE not in repr(ok) and ok.stdout_tail.startswith(f"{MASK}\n") and f"err {MASK}" in ok.stderr_tail
     )

@@ -254,19 +254,7 @@ def _secret(path: str, table: Mapping[str, object], base: Path, problems: list[s
             return ""
         return secret
     if secret_file is not None:
-        if not isinstance(secret_file, str):
-            problems.append(f"{path}.secret_file: expected a path")
-            return ""
-        file = Path(secret_file)
-        file = file if file.is_absolute() else base / file
-        try:
-            text = file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as e:
-            problems.append(f"{path}.secret_file: cannot read {file}: {getattr(e, 'strerror', None) or e}")
-            return ""
-        if not text:
-            problems.append(f"{path}.secret_file: {file} is empty")
-        return text
+        return _file_text(f"{path}.secret_file", secret_file, base, problems)
     return ""
 
 

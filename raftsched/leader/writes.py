@@ -505,16 +505,34 @@ def start_backfill(
     when it holds more than :data:`MAX_BACKFILL_RUNS`; NotFound for an unknown workflow.
     """
     record = _existing_workflow(state, workflow)
-    _check_time(from_ms, "from")
-    _check_time(to_ms, "to")
-    if from_ms > to_ms:
-        raise InvalidSpec("to", f"the range ends ({_iso(to_ms)}) before it starts ({_iso(from_ms)})")
+    _check_range(from_ms, to_ms)
     validate_params(params_json)
     times = backfill_times(record.spec, from_ms, to_ms)
     if record.spec.schedule.expr:
         what = f"occurrence of the schedule '{record.spec.schedule.expr}'"
     else:
         what = "UTC midnight (a workflow without a schedule backfills one run per day)"
+    _check_backfill_size(times, what, from_ms, to_ms)
+    cmd = _envelope(now_ms, epoch, origin, key)
+    body = cmd.start_backfill
+    body.workflow = workflow
+    body.logical_ms.extend(times)
+    body.from_ms = from_ms
+    body.to_ms = to_ms
+    body.params_json = params_json
+    return codec.encode_command(cmd)
+
+
+def _check_range(from_ms: int, to_ms: int) -> None:
+    """A backfill's ``[from, to]``: two times, in order (InvalidSpec naming the field)."""
+    _check_time(from_ms, "from")
+    _check_time(to_ms, "to")
+    if from_ms > to_ms:
+        raise InvalidSpec("to", f"the range ends ({_iso(to_ms)}) before it starts ({_iso(from_ms)})")
+
+
+def _check_backfill_size(times: Sequence[int], what: str, from_ms: int, to_ms: int) -> None:
+    """A backfill holds at least one run (one per ``what``) and at most :data:`MAX_BACKFILL_RUNS`."""
     if not times:
         raise InvalidSpec(
             "from", f"no {what} in [{_iso(from_ms)}, {_iso(to_ms)}]: the backfill would be empty"
@@ -525,14 +543,6 @@ def start_backfill(
             f"[{_iso(from_ms)}, {_iso(to_ms)}] holds more than {MAX_BACKFILL_RUNS:,} runs "
             f"(one per {what}); split it into several backfills",
         )
-    cmd = _envelope(now_ms, epoch, origin, key)
-    body = cmd.start_backfill
-    body.workflow = workflow
-    body.logical_ms.extend(times)
-    body.from_ms = from_ms
-    body.to_ms = to_ms
-    body.params_json = params_json
-    return codec.encode_command(cmd)
 
 
 def _iso(ms: int) -> str:
@@ -581,10 +591,7 @@ def start_task_backfill(
     record = state.get_task(task)
     if record is None or is_internal(task):
         raise NotFound(f"task {quote(task)} does not exist")
-    _check_time(from_ms, "from")
-    _check_time(to_ms, "to")
-    if from_ms > to_ms:
-        raise InvalidSpec("to", f"the range ends ({_iso(to_ms)}) before it starts ({_iso(from_ms)})")
+    _check_range(from_ms, to_ms)
     validate_params(params_json)
     trigger = codec.trigger_from_pb(record.spec.trigger, stored=True)
     if isinstance(trigger, CronTrigger):
@@ -597,16 +604,7 @@ def start_task_backfill(
             f"task {quote(task)} has no schedule (manual or one-shot): nothing to backfill; trigger it",
         )
     times = fires_in(trigger, from_ms, to_ms, MAX_BACKFILL_RUNS + 1)
-    if not times:
-        raise InvalidSpec(
-            "from", f"no {what} in [{_iso(from_ms)}, {_iso(to_ms)}]: the backfill would be empty"
-        )
-    if len(times) > MAX_BACKFILL_RUNS:
-        raise InvalidSpec(
-            "to",
-            f"[{_iso(from_ms)}, {_iso(to_ms)}] holds more than {MAX_BACKFILL_RUNS:,} runs "
-            f"(one per {what}); split it into several backfills",
-        )
+    _check_backfill_size(times, what, from_ms, to_ms)
     cmd = _envelope(now_ms, epoch, origin, key)
     body = cmd.start_task_backfill
     body.task = task

@@ -174,7 +174,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
     c.start()
     executor = None
     try:
-        c.wait_for_leader(60)
+        leader = c.wait_for_leader(60)
+        # Elected is not yet leading: until its first entry applies it answers 503 "taking over".
+        wait_until(
+            lambda: call(http[leader], "GET", f"{API}/tasks").status == 200,
+            30,
+            0.1,
+            "the leader to finish taking over",
+        )
         executor = c.start_executor("http-exec", slots=2)
         yield c, http
     finally:
@@ -205,7 +212,12 @@ def test_followers_redirect_writes_and_answer_stale_reads(
     assert moved.status == 307 and moved.body["code"] == "not_leader"
     assert moved.location == f"http://{http[leader]}{API}/tasks"
     target = urllib.parse.urlsplit(moved.location)
-    made = _answered(target.netloc, "POST", target.path, _task("http-follow"))
+
+    def created() -> Answer | None:  # 503 "taking over as leader; retry shortly" until its term is ready
+        out = call(target.netloc, "POST", target.path, _task("http-follow"))
+        return None if out.status == 503 else out
+
+    made = wait_until(created, 30, 0.1, "the leader to finish taking over")
     assert made.status == 200, made.body
 
     read = call(http[follower], "GET", f"{API}/tasks/http-follow")

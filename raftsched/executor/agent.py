@@ -62,12 +62,13 @@ from raftsched.executor.aio import wait_event
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.logfiles import FOLLOW_POLL_S, PRUNE_EVERY_S, LogFiles, LogSettings, read_log
 from raftsched.executor.runners import (
-    AttemptContext,
     AttemptResult,
     CallableRunner,
     Cancellation,
     CommandRunner,
+    ParamsCache,
     SubprocessRunner,
+    attempt_context,
     python_command,
 )
 from raftsched.executor.secrets import Masker, MaskingFilter, MissingSecret, SecretStore, resolve_attempt
@@ -308,6 +309,7 @@ class Executor:
         # result (then reported with it). Not in the execution log: after a restart a result is
         # re-reported without it, which only leaves it out of the leader's histogram.
         self._start_late: dict[str, int] = {}
+        self._params = ParamsCache()  # each task version's params, parsed once
         self.observability = ExecutorObservability(name, http, self._observed) if http is not None else None
         self._log_senders: set[asyncio.Task[None]] = set()  # answers to log requests under way
 
@@ -317,7 +319,7 @@ class Executor:
             return ExecutorSample(
                 self._connected, self._registered, self.slots, len(self._running), 0, self.clock_offset_ms
             )
-        pending = len(self._log.pending_reports())
+        pending = self._log.pending_count()
         entries, size = self._log.sizes()  # one short read transaction
         return ExecutorSample(
             self._connected,
@@ -555,7 +557,7 @@ class Executor:
         if not await self._to_leader(lambda t, s: self.transport.drain(t, request, timeout_s=s), deadline):
             log.warning("%s: no leader confirmed the drain; waiting for running attempts anyway", self.name)
         # Running attempts finish, and their results are acknowledged, within the grace.
-        while (self._running or self._log.pending_reports()) and loop.time() < deadline:
+        while (self._running or self._log.pending_count()) and loop.time() < deadline:
             await asyncio.sleep(0.05)
         if self._running:
             log.warning(
@@ -867,19 +869,19 @@ class Executor:
                 return _failed(item.execution_id, f"{exc}: the attempt did not start")
             if used:
                 self._know_secrets(used)
-            ctx = AttemptContext.with_params_json(
-                params_json,
-                execution_id=item.execution_id,
-                run_id=item.run_id,
-                task=item.task,
-                nominal_ms=item.nominal_ms,
-                shard=item.shard,
-                shards=max(1, item.shards),
-                attempt=item.attempt,
-                timeout_ms=item.timeout_ms,
-                extra_env=env,
-                secret_values=self._masker.values,
-                cancellation=self._stops.get(item.execution_id) or Cancellation(),
+            ctx = attempt_context(
+                item.execution_id,
+                item.run_id,
+                item.task,
+                item.nominal_ms,
+                item.shard,
+                max(1, item.shards),
+                item.attempt,
+                self._params.get(item.task, item.task_version, params_json),
+                item.timeout_ms,
+                env,
+                self._masker.values,
+                self._stops.get(item.execution_id) or Cancellation(),
             )
             if item.handler:
                 return await self.callables.run(item.handler, ctx)
@@ -1062,7 +1064,7 @@ class Executor:
         assert self._log is not None
         # Finished attempts whose report is not acknowledged yet keep their leases too, or a
         # slow report would turn a success into a lost attempt and a retry.
-        done = [r.execution_id for r in self._log.pending_reports()]
+        done = self._log.pending_ids()
         request = pb.HeartbeatRequest(
             name=self.name,
             running=[*self._running, *done],
@@ -1281,13 +1283,13 @@ class Executor:
     async def _reports(self, target: str) -> None:
         assert self._log is not None and self._report_wake is not None
         while True:
-            pending = self._log.pending_reports()
+            pending = self._log.pending_reports(500)
             if pending:
                 reply = await self.transport.report(
                     target,
                     pb.ReportRequest(
                         name=self.name,
-                        results=[_to_pb(r, self._start_late.get(r.execution_id)) for r in pending[:500]],
+                        results=[_to_pb(r, self._start_late.get(r.execution_id)) for r in pending],
                     ),
                     timeout_s=15,
                 )

@@ -18,6 +18,16 @@ Storage is any :class:`raftsched.abc.ExecutionLog`: on disk the LMDB one
 are versioned JSON; an entry is *settled* in the store once acknowledged, with the time it was
 acknowledged. A bounded in-process cache keeps hot entries decoded.
 
+Entry encoding (format 2, binary, written since the executor hot-path work of issue 31): a
+version byte 2, a state byte (``R`` running, ``D`` done), and for a done entry a fixed
+little-endian header (flags: success, timed out, has an exit code; exit code; duration; the
+UTF-8 lengths of error, stdout tail and stderr tail) followed by those three texts. The key is
+the execution id, so the entry does not repeat it. Format 1 entries (JSON objects with ``"v": 1``,
+written by earlier releases) are still read, so an upgraded executor opens its old log and
+recovers it; entries are never rewritten in place, they age out by the retention. An older
+release cannot read format 2 entries: it refuses the log as damaged (downgrade needs a new data
+dir once the executor has run on this release).
+
 Retention: :meth:`DedupeLog.prune_older_than` drops entries acknowledged before a cutoff, a bounded
 number per transaction (the agent calls it from a worker thread; see
 ``Executor(execution_log_keep=...)``). Only acknowledged entries are ever dropped, and a dropped id
@@ -32,14 +42,14 @@ applied, which the age covers.
 from __future__ import annotations
 
 import json
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import NamedTuple
 
 from raftsched.abc import ExecutionLog
 from raftsched.errors import StoreDamaged
@@ -47,7 +57,8 @@ from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.timing.clock import SystemClock
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the binary encoding (module docstring); 1 is the JSON one, still read
+_JSON_VERSION = 1
 INTERRUPTED_ERROR = "executor restarted while the attempt ran"
 
 
@@ -64,16 +75,14 @@ class ExecutionState(StrEnum):
     DONE = "done"
 
 
-@dataclass(frozen=True)
-class BeginOutcome:
+class BeginOutcome(NamedTuple):
     """``status``, and for ``DONE`` the stored ``result`` (None otherwise)."""
 
     status: BeginStatus
     result: AttemptResult | None = None
 
 
-@dataclass(frozen=True)
-class ExecutionRecord:
+class ExecutionRecord(NamedTuple):
     """One entry of the log. ``result`` is set when ``state`` is DONE; ``acknowledged`` means the
     cluster has committed the report (only a DONE entry can be acknowledged)."""
 
@@ -83,8 +92,48 @@ class ExecutionRecord:
     acknowledged: bool = False
 
 
+# Format 2 (module docstring): version, state, flags, exit code, duration, three text lengths.
+_BINARY = FORMAT_VERSION
+_RUNNING_RAW = bytes((_BINARY, ord("R")))
+_DONE = struct.Struct("<BBBqqIII")
+_DONE_STATE = ord("D")
+_SUCCESS, _TIMED_OUT, _HAS_EXIT = 1, 2, 4
+_JSON_START = ord("{")
+_NEW = BeginOutcome(BeginStatus.NEW)
+_RUNNING = BeginOutcome(BeginStatus.RUNNING)
+
+
+def _text(value: str) -> bytes:
+    return value.encode("utf-8", "surrogatepass") if value else b""
+
+
+def _encode_done(result: AttemptResult) -> bytes:
+    """A done entry, format 2; ``ValueError`` naming the id for a result it cannot hold."""
+    try:
+        error, out, err = _text(result.error), _text(result.stdout_tail), _text(result.stderr_tail)
+        exit_code = result.exit_code
+        flags = (
+            (_SUCCESS if result.success else 0)
+            | (_TIMED_OUT if result.timed_out else 0)
+            | (0 if exit_code is None else _HAS_EXIT)
+        )
+        head = _DONE.pack(
+            _BINARY, _DONE_STATE, flags, exit_code or 0, result.duration_ms, len(error), len(out), len(err)
+        )
+    except (struct.error, TypeError, AttributeError, UnicodeError) as exc:
+        raise ValueError(f"result of {result.execution_id!r} cannot be recorded: {exc}") from None
+    return b"".join((head, error, out, err)) if error or out or err else head
+
+
 def _encode(record: ExecutionRecord) -> bytes:
-    data: dict[str, Any] = {"v": FORMAT_VERSION, "state": record.state.value}
+    if record.result is None:
+        return _RUNNING_RAW
+    return _encode_done(record.result)
+
+
+def _encode_v1(record: ExecutionRecord) -> bytes:
+    """Format 1 (JSON), as earlier releases wrote it: only tests write it now (an old log)."""
+    data: dict[str, object] = {"v": _JSON_VERSION, "state": record.state.value}
     if record.result is not None:
         data["result"] = record.result.to_json_dict()
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -94,7 +143,51 @@ class NewerFormat(ValueError):
     """An entry written by a newer release: not damage (an upgrade reads it)."""
 
 
+def _newer(where: str, version: int) -> NewerFormat:
+    return NewerFormat(
+        f"{where} has format version {version}, newer than this raftsched reads"
+        f" ({FORMAT_VERSION}): it was written by a newer release; upgrade, or use a new data dir"
+    )
+
+
 def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
+    if not raw:
+        raise ValueError(f"execution log entry {execution_id!r} is empty")
+    version = raw[0]
+    if version == _JSON_START:
+        return _decode_v1(execution_id, raw, settled)
+    if version != _BINARY:
+        where = f"execution log entry {execution_id!r}"
+        if _BINARY < version < _JSON_START:
+            raise _newer(where, version)
+        raise ValueError(f"{where} has an unknown encoding (first byte {version})")
+    if raw == _RUNNING_RAW:
+        return ExecutionRecord(execution_id, ExecutionState.RUNNING, None, settled)
+    where = f"execution log entry {execution_id!r}"
+    if len(raw) < _DONE.size or raw[1] != _DONE_STATE:
+        raise ValueError(f"{where} is truncated or has an unknown state")
+    _, _, flags, exit_code, duration_ms, n_error, n_out, n_err = _DONE.unpack_from(raw)
+    end_error = _DONE.size + n_error
+    end_out = end_error + n_out
+    if end_out + n_err != len(raw) or flags > 7:
+        raise ValueError(f"{where} is malformed (its lengths do not add up)")
+    try:
+        result = AttemptResult(
+            execution_id,
+            bool(flags & _SUCCESS),
+            exit_code if flags & _HAS_EXIT else None,
+            raw[_DONE.size : end_error].decode("utf-8", "surrogatepass") if n_error else "",
+            raw[end_error:end_out].decode("utf-8", "surrogatepass") if n_out else "",
+            raw[end_out:].decode("utf-8", "surrogatepass") if n_err else "",
+            duration_ms,
+            bool(flags & _TIMED_OUT),
+        )
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{where} holds text that is not UTF-8: {exc}") from None
+    return ExecutionRecord(execution_id, ExecutionState.DONE, result, settled)
+
+
+def _decode_v1(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
     where = f"execution log entry {execution_id!r}"
     try:
         data = json.loads(raw)
@@ -102,11 +195,8 @@ def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
         raise ValueError(f"{where} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("v"), int):
         raise ValueError(f"{where} has no format version")
-    if data["v"] > FORMAT_VERSION:
-        raise NewerFormat(
-            f"{where} has format version {data['v']}, newer than this raftsched reads"
-            f" ({FORMAT_VERSION}): it was written by a newer release; upgrade, or use a new data dir"
-        )
+    if data["v"] > _JSON_VERSION:
+        raise _newer(where, data["v"])
     try:
         state = ExecutionState(str(data.get("state")))
     except ValueError:
@@ -121,7 +211,7 @@ def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
 
 def _outcome(record: ExecutionRecord) -> BeginOutcome:
     if record.state is ExecutionState.RUNNING:
-        return BeginOutcome(BeginStatus.RUNNING)
+        return _RUNNING
     return BeginOutcome(BeginStatus.DONE, record.result)
 
 
@@ -150,8 +240,14 @@ class DedupeLog:
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, ExecutionRecord] = OrderedDict()
         self._cache_size = cache_size
-        # Every unacknowledged id (running, or done and pending) → its state, in insertion order.
-        self._open: dict[str, ExecutionState] = {}
+        # Every unacknowledged id, running or done and pending, kept incrementally (a report or a
+        # heartbeat must not walk every open id): id → its open number (the order of begin, or of
+        # the store's unsettled entries at open).
+        self._running: dict[str, int] = {}  # in open-number order
+        self._pending: dict[str, int] = {}  # in finish order; sorted by open number when read
+        self._pending_sorted = True
+        self._pending_last = -1  # the highest open number in _pending, while it is sorted
+        self._opened = 0  # the next open number
         try:
             if cache_size < 0:
                 raise ValueError(f"cache_size must be >= 0, got {cache_size}")
@@ -163,13 +259,17 @@ class DedupeLog:
                 except (ValueError, KeyError, TypeError) as exc:  # damaged: it cannot say what ran
                     where = getattr(self._store, "path", "the execution log")
                     raise StoreDamaged(str(where), str(exc)) from None
-                self._open[execution_id] = record.state
+                if record.state is ExecutionState.RUNNING:
+                    self._running[execution_id] = self._opened
+                else:
+                    self._pending[execution_id] = self._pending_last = self._opened
+                self._opened += 1
                 self._remember(record)
         except BaseException:
             self._store.close()
             raise
         # Running when the previous process stopped: nobody runs them now.
-        self._interrupted = [e for e, state in self._open.items() if state is ExecutionState.RUNNING]
+        self._interrupted = list(self._running)
 
     @classmethod
     def open(
@@ -242,14 +342,14 @@ class DedupeLog:
                     self._remember(record)
                     out.append(_outcome(record))
             if fresh:
-                running = _encode(ExecutionRecord("", ExecutionState.RUNNING))  # the id is the key
-                found = self._store.insert_many([(execution_ids[i], running) for i in fresh])
+                found = self._store.insert_many([(execution_ids[i], _RUNNING_RAW) for i in fresh])
                 for i, existing in zip(fresh, found, strict=True):
                     execution_id = execution_ids[i]
                     if existing is None:
-                        self._open[execution_id] = ExecutionState.RUNNING
+                        self._running[execution_id] = self._opened
+                        self._opened += 1
                         self._remember(ExecutionRecord(execution_id, ExecutionState.RUNNING))
-                        out[i] = BeginOutcome(BeginStatus.NEW)
+                        out[i] = _NEW
                     else:
                         record = _decode(execution_id, *existing)
                         self._remember(record)
@@ -290,7 +390,13 @@ class DedupeLog:
     def _finish_locked(self, records: list[ExecutionRecord]) -> None:
         self._store.update([(r.execution_id, _encode(r), False) for r in records])
         for record in records:
-            self._open[record.execution_id] = ExecutionState.DONE  # keeps its insertion position
+            execution_id = record.execution_id
+            number = self._running.pop(execution_id)
+            self._pending[execution_id] = number
+            if number > self._pending_last:
+                self._pending_last = number
+            else:
+                self._pending_sorted = False
             self._remember(record)
 
     def get(self, execution_id: str) -> ExecutionRecord | None:
@@ -302,7 +408,7 @@ class DedupeLog:
         """Ids recorded as running. Right after opening (before :meth:`recover`), these are the
         attempts that were running when the previous process stopped."""
         with self._lock:
-            return [e for e, state in self._open.items() if state is ExecutionState.RUNNING]
+            return list(self._running)
 
     def recover(self) -> list[AttemptResult]:
         """Finish every attempt interrupted by the restart as failed, and return those results.
@@ -319,7 +425,7 @@ class DedupeLog:
                     AttemptResult(execution_id, success=False, error=INTERRUPTED_ERROR),
                 )
                 for execution_id in self._interrupted
-                if self._open.get(execution_id) is ExecutionState.RUNNING
+                if execution_id in self._running
             ]
             self._interrupted = []
             if records:
@@ -328,17 +434,34 @@ class DedupeLog:
 
     # -- reporting -------------------------------------------------------------------------------
 
-    def pending_reports(self) -> list[AttemptResult]:
-        """Results finished but not yet acknowledged by the cluster, to report (again)."""
+    def _pending_in_order(self) -> dict[str, int]:
+        if not self._pending_sorted:  # finished out of begin order: put them back in it, once
+            self._pending = dict(sorted(self._pending.items(), key=lambda item: item[1]))
+            self._pending_sorted = True
+            self._pending_last = next(reversed(self._pending.values()), -1)
+        return self._pending
+
+    def pending_reports(self, limit: int | None = None) -> list[AttemptResult]:
+        """Results finished but not yet acknowledged by the cluster, to report (again), in begin
+        order; the first ``limit`` of them if given. Costs what it returns, not what is open."""
         with self._lock:
             out: list[AttemptResult] = []
-            for execution_id, state in self._open.items():
-                if state is not ExecutionState.DONE:
-                    continue
+            for execution_id in self._pending_in_order():
+                if limit is not None and len(out) >= limit:
+                    break
                 record = self._lookup(execution_id)
                 if record is not None and record.result is not None:
                     out.append(record.result)
             return out
+
+    def pending_ids(self) -> list[str]:
+        """The ids of :meth:`pending_reports`, in the same order, without reading a result."""
+        with self._lock:
+            return list(self._pending_in_order())
+
+    def pending_count(self) -> int:
+        """How many results wait to be acknowledged (``len(pending_reports())``, for free)."""
+        return len(self._pending)
 
     def acknowledge(self, execution_ids: Iterable[str], at_ms: int | None = None) -> int:
         """Mark these results as committed by the cluster, at ``at_ms`` (ms since the epoch; now
@@ -352,18 +475,17 @@ class DedupeLog:
             acked = [
                 record
                 for execution_id in dict.fromkeys(execution_ids)
-                if self._open.get(execution_id) is ExecutionState.DONE
-                and (record := self._lookup(execution_id)) is not None
+                if execution_id in self._pending and (record := self._lookup(execution_id)) is not None
             ]
             if not acked:
                 return 0
             when = SystemClock().now_ms() if at_ms is None else at_ms
             self._store.settle([r.execution_id for r in acked], when)  # the result stays as written
             for record in acked:
-                del self._open[record.execution_id]
-                self._remember(
-                    ExecutionRecord(record.execution_id, record.state, record.result, acknowledged=True)
-                )
+                del self._pending[record.execution_id]
+                self._remember(record._replace(acknowledged=True))
+            if not self._pending:
+                self._pending_sorted, self._pending_last = True, -1
             return len(acked)
 
     def prune_older_than(self, cutoff_ms: int, limit: int = 1000) -> int:

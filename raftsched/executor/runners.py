@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import json
 import logging
@@ -30,10 +31,11 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+import types
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
@@ -56,6 +58,8 @@ MAX_ERROR_BYTES = 4 * 1024
 _READ_CHUNK = 64 * 1024
 _GROUP_POLL_S = 0.05
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Run async handlers eagerly up to their first suspension (CallableRunner._call).
+EAGER_ASYNC_HANDLERS = True
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 # In every command's environment (supervised runners): the reaper also ends, on Linux, the
 # processes that carry its runner's token, so a command the executor died before registering
@@ -84,33 +88,53 @@ class Cancellation:
     outside: it should poll :meth:`AttemptContext.cancel_requested` and return; the runner waits
     for it at most its grace and then reports the attempt cancelled (the thread runs on)."""
 
-    __slots__ = ("_event", "_flag", "reason")
+    __slots__ = ("_event", "_flag", "_futures", "reason")
 
     def __init__(self) -> None:
-        self._flag = threading.Event()  # read by handler threads
+        # Read by handler threads: a plain attribute is enough (set once, False -> True, on the
+        # loop's thread; a read sees one or the other). A threading.Event here cost ~2 us per
+        # attempt (its Condition and lock) for nothing a poll needs.
+        self._flag = False
         self._event: asyncio.Event | None = None  # created on the loop by the first wait()
+        self._futures: list[asyncio.Future[None]] | None = None  # the runners' waiters (stopped())
         self.reason = ""
 
     def set(self, reason: str = "") -> None:
         """Request the stop (idempotent; call on the event loop's thread)."""
-        if self._flag.is_set():
+        if self._flag:
             return
         self.reason = reason
-        self._flag.set()
+        self._flag = True
         if self._event is not None:
             self._event.set()
+        futures, self._futures = self._futures, None
+        for fut in futures or ():
+            if not fut.done():
+                fut.set_result(None)
 
     def is_set(self) -> bool:
-        return self._flag.is_set()
+        return self._flag
 
     def __deepcopy__(self, _memo: dict[int, object]) -> Cancellation:
         return self  # one request per attempt: a copy of a context (dataclasses.asdict) shares it
+
+    def stopped(self) -> asyncio.Future[None]:
+        """A future done once the stop is requested (cancel it when no longer needed): what
+        :meth:`wait` does, without a Task and an ``asyncio.Event`` per attempt (the runners)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._flag:
+            fut.set_result(None)
+        elif self._futures is None:
+            self._futures = [fut]
+        else:
+            self._futures.append(fut)
+        return fut
 
     async def wait(self) -> None:
         """Return once the stop is requested."""
         if self._event is None:
             self._event = asyncio.Event()
-            if self._flag.is_set():
+            if self._flag:
                 self._event.set()
         await self._event.wait()
 
@@ -194,6 +218,165 @@ class AttemptContext:
             "RAFTSCHED_ATTEMPT": str(self.attempt),
             "RAFTSCHED_PARAMS": self.params_json,
         }
+
+
+def attempt_context(
+    execution_id: str,
+    run_id: str,
+    task: str,
+    nominal_ms: int,
+    shard: int,
+    shards: int,
+    attempt: int,
+    params: dict[str, Any],
+    timeout_ms: int,
+    extra_env: dict[str, str],
+    secret_values: tuple[str, ...],
+    cancellation: Cancellation,
+) -> AttemptContext:
+    """``AttemptContext(...)`` as the agent builds one per attempt: the same object and the same
+    checks as the generated ``__init__``, without its per-field ``object.__setattr__`` calls (a
+    frozen dataclass's cost). Anything the quick checks doubt goes through ``__init__``, which
+    raises :class:`InvalidSpec` naming the field."""
+    if not (
+        type(execution_id) is str
+        and execution_id
+        and type(run_id) is str
+        and run_id
+        and type(task) is str
+        and task
+        and type(nominal_ms) is int
+        and 0 <= nominal_ms <= MAX_TIME_MS
+        and type(shards) is int
+        and 1 <= shards <= MAX_SHARDS
+        and type(shard) is int
+        and 0 <= shard < shards
+        and type(attempt) is int
+        and 1 <= attempt <= 2**31 - 1
+        and isinstance(params, dict)
+        and type(timeout_ms) is int
+        and 0 <= timeout_ms <= MAX_TIMEOUT_MS
+    ):
+        return AttemptContext(
+            execution_id,
+            run_id,
+            task,
+            nominal_ms,
+            shard,
+            shards,
+            attempt,
+            params,
+            timeout_ms,
+            extra_env,
+            secret_values,
+            cancellation,
+        )
+    ctx = object.__new__(AttemptContext)
+    ctx.__dict__.update(
+        execution_id=execution_id,
+        run_id=run_id,
+        task=task,
+        nominal_ms=nominal_ms,
+        shard=shard,
+        shards=shards,
+        attempt=attempt,
+        params=params,
+        timeout_ms=timeout_ms,
+        extra_env=extra_env,
+        secret_values=secret_values,
+        cancellation=cancellation,
+    )
+    return ctx
+
+
+def _read_only(*_args: object, **_kwargs: object) -> Any:
+    raise TypeError(
+        "an attempt's params are shared by the attempts of its task version and read-only:"
+        " copy them (copy.deepcopy(ctx.params)) to change them"
+    )
+
+
+class FrozenParams(dict[str, Any]):
+    """A JSON object of a task's params that refuses changes (a ``dict`` otherwise: ``json.dumps``,
+    ``==``, ``isinstance(..., dict)``). ``copy.copy``/``copy.deepcopy`` give a plain, mutable
+    ``dict``. The agent parses a task version's params once and hands the same object to each of
+    its attempts, so a handler's change would leak into the next attempt: hence read-only."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, Any]:
+        import copy
+
+        return {key: copy.deepcopy(value, memo) for key, value in self.items()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenParams, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A JSON array inside :class:`FrozenParams`: a ``list`` that refuses changes."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = extend = insert = pop = remove = clear = sort = reverse = _read_only
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> list[Any]:
+        import copy
+
+        return [copy.deepcopy(value, memo) for value in self]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return FrozenParams({key: _freeze(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return FrozenList(_freeze(item) for item in value)
+    return value
+
+
+def frozen_params(params_json: str) -> FrozenParams:
+    """``params_json`` ('' means no params) parsed into read-only containers; :class:`InvalidSpec`
+    naming ``params`` if it is not JSON or not an object."""
+    try:
+        params = json.loads(params_json) if params_json else {}
+    except ValueError as exc:
+        raise InvalidSpec("params", f"not valid JSON ({exc})") from None
+    if not isinstance(params, dict):
+        raise InvalidSpec("params", f"must be a JSON object (dict), got {type(params).__name__}")
+    frozen: FrozenParams = _freeze(params)
+    return frozen
+
+
+class ParamsCache:
+    """Parsed params per task: parsed once per ``(task, task version, params text)`` and shared,
+    read-only (:class:`FrozenParams`), by the attempts of that version. A new task version, or
+    a new text (a secret in the params resolved to a new value), parses again. At most ``size``
+    tasks are kept (the least recently parsed goes first)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._by_task: OrderedDict[str, tuple[int, str, FrozenParams]] = OrderedDict()
+
+    def get(self, task: str, version: int, params_json: str) -> FrozenParams:
+        hit = self._by_task.get(task)
+        if hit is not None and hit[0] == version and hit[1] == params_json:
+            return hit[2]
+        params = frozen_params(params_json)  # raises InvalidSpec: nothing cached
+        self._by_task[task] = (version, params_json, params)
+        self._by_task.move_to_end(task)
+        while len(self._by_task) > self.size:
+            self._by_task.popitem(last=False)
+        return params
 
 
 @dataclass(frozen=True)
@@ -620,7 +803,7 @@ class SubprocessRunner:
         its timeout."""
         timeout_ms = ctx.timeout_ms
         waiter = asyncio.ensure_future(proc.wait())
-        stopper = asyncio.ensure_future(ctx.cancellation.wait())
+        stopper = ctx.cancellation.stopped()
         try:
             done, _ = await asyncio.wait(
                 (waiter, stopper),
@@ -728,6 +911,7 @@ class CallableRunner:
         self.grace_s = grace_s
         self._monotonic = monotonic
         self._handlers: dict[str, Handler] = {}
+        self._async: dict[str, bool] = {}  # per handler, resolved once at registration (inspect)
 
     def register(self, name: str, fn: Handler) -> None:
         """Register ``fn`` as handler ``name``. A bad or already used name raises :class:`InvalidSpec`."""
@@ -740,6 +924,7 @@ class CallableRunner:
         if name in self._handlers:
             raise InvalidSpec("handler", f"{name!r} is already registered")
         self._handlers[name] = fn
+        self._async[name] = _is_async(fn)
 
     def handler(self, name: str) -> Callable[[H], H]:
         """Decorator form of :meth:`register`: ``@runner.handler("name")``; returns the function as is."""
@@ -767,10 +952,10 @@ class CallableRunner:
                 duration_ms=self._elapsed_ms(started),
             )
         timeout = ctx.timeout_ms / 1000 if ctx.timeout_ms > 0 else None
+        is_async = self._async[handler]
         try:
-            value = await self._call(fn, ctx, timeout)
+            value = await self._call(fn, ctx, timeout, is_async)
         except _Stopped:
-            is_async = _is_async(fn)
             what = "cancelled" if is_async else "its thread did not return within the grace and runs on"
             log.info(
                 "attempt %s cancelled (%s): handler %r %s",
@@ -788,9 +973,9 @@ class CallableRunner:
                 duration_ms=self._elapsed_ms(started),
             )
         except TimeoutError:
-            what = "cancelled" if _is_async(fn) else "its thread cannot be stopped and runs on"
+            what = "cancelled" if is_async else "its thread cannot be stopped and runs on"
             log.log(
-                logging.INFO if _is_async(fn) else logging.WARNING,
+                logging.INFO if is_async else logging.WARNING,
                 "attempt %s timed out after %d ms: handler %r %s",
                 ctx.execution_id,
                 ctx.timeout_ms,
@@ -821,13 +1006,34 @@ class CallableRunner:
             duration_ms=self._elapsed_ms(started),
         )
 
-    async def _call(self, fn: Handler, ctx: AttemptContext, timeout: float | None) -> object:
+    async def _call(self, fn: Handler, ctx: AttemptContext, timeout: float | None, is_async: bool) -> object:
         """The handler's value. Raises TimeoutError at the timeout (an async handler cancelled, a
         thread's ``ctx.cancel_requested()`` set), :class:`_Stopped` on a cancel (an async
         handler is cancelled; a thread gets ``grace_s`` to notice and return), or what the handler
-        raised."""
-        call = asyncio.ensure_future(_exits_wrapped(fn, ctx))
-        stopper = asyncio.ensure_future(ctx.cancellation.wait())
+        raised.
+
+        An async handler starts eagerly, here, up to its first suspension (as Python 3.12's
+        eager tasks do): one that returns without suspending (most no-op or in-memory handlers)
+        costs no Task, no cancellation waiter and no ``asyncio.wait``. Nothing can interrupt a
+        coroutine between two suspensions, so a timeout or a cancel could not have stopped that
+        part in a Task either; once it suspends, it continues in a Task and the timeout and the
+        cancel apply to it as before (counted from the start)."""
+        if is_async and EAGER_ASYNC_HANDLERS:
+            started = asyncio.get_running_loop().time()
+            context = contextvars.copy_context()  # what the Task would have run it in
+            coro = cast(Coroutine[Any, Any, object], fn(ctx))
+            try:
+                yielded = context.run(coro.send, None)
+            except StopIteration as stop:
+                return stop.value
+            call: asyncio.Future[object] = asyncio.get_running_loop().create_task(
+                _exits_wrapped_resumed(coro, yielded), context=context
+            )
+            if timeout is not None:
+                timeout = max(0.0, timeout - (asyncio.get_running_loop().time() - started))
+        else:
+            call = asyncio.ensure_future(_exits_wrapped(fn, ctx, is_async))
+        stopper = ctx.cancellation.stopped()
         try:
             done, _ = await asyncio.wait(
                 (call, stopper), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
@@ -846,7 +1052,7 @@ class CallableRunner:
             ctx.cancellation.set("timed out")
             call.cancel()
             raise TimeoutError
-        if _is_async(fn):
+        if is_async:
             call.cancel()
             await asyncio.wait((call,), timeout=self.grace_s)
         else:
@@ -869,11 +1075,41 @@ class _HandlerExit(Exception):
         self.exit = exit
 
 
-async def _exits_wrapped(fn: Handler, ctx: AttemptContext) -> object:
+async def _exits_wrapped(fn: Handler, ctx: AttemptContext, is_async: bool) -> object:
     try:
-        return await _invoke(fn, ctx)
+        return await _invoke(fn, ctx, is_async)
     except SystemExit as exc:
         raise _HandlerExit(exc) from None
+
+
+async def _exits_wrapped_resumed(coro: Coroutine[Any, Any, object], yielded: object) -> object:
+    try:
+        return await _resume(coro, yielded)
+    except SystemExit as exc:
+        raise _HandlerExit(exc) from None
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, object], yielded: object) -> Generator[Any, Any, object]:
+    """Drive ``coro``, which was started by hand and suspended yielding ``yielded`` (normally a
+    future it waits for), from inside a Task: hand the Task what ``coro`` yielded, and ``coro``
+    what the Task sends or throws in (a result, or ``CancelledError``), until it returns."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 class _Stopped(Exception):
@@ -885,8 +1121,8 @@ def _is_async(fn: Handler) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
-async def _invoke(fn: Handler, ctx: AttemptContext) -> object:
-    if _is_async(fn):
+async def _invoke(fn: Handler, ctx: AttemptContext, is_async: bool) -> object:
+    if is_async:
         return await cast(Awaitable[object], fn(ctx))
     value = await asyncio.to_thread(fn, ctx)
     if inspect.isawaitable(value):  # a sync wrapper that returned a coroutine

@@ -166,14 +166,14 @@ class LmdbExecutionLog:
                 txn.put(raw, seq + value, db=self._entries)
                 if settled:
                     self._settle_seq(txn, seq, raw, at_ms)
-                else:
+                elif txn.put(seq, raw, db=self._unsettled, overwrite=False):
+                    # It was settled (the rare case: an entry un-settled again); the common one, a
+                    # finish of an unsettled entry, costs this one lookup and no write.
                     self._unindex(txn, seq)
-                    txn.put(seq, raw, db=self._unsettled)
 
     def _settle_seq(self, txn: Any, seq: bytes, raw: bytes, at_ms: int) -> None:
-        if txn.get(seq, db=self._unsettled) is None:
+        if txn.pop(seq, db=self._unsettled) is None:  # one lookup for "is it unsettled" and the delete
             return  # settled already: it keeps its first settle time
-        txn.delete(seq, db=self._unsettled)
         at = INDEX.pack(at_ms)
         txn.put(seq, at, db=self._settled_at)
         txn.put(at + seq, raw, db=self._settled)

@@ -23,6 +23,7 @@ from raftsched.executor.dedupe import (
     BeginStatus,
     DedupeLog,
     ExecutionState,
+    _decode,
 )
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
@@ -93,7 +94,8 @@ def test_state_survives_close_and_reopen(tmp_path: Path, cache_size: int) -> Non
         assert len(log) == 3
 
 
-def test_values_are_versioned_json(tmp_path: Path) -> None:
+def test_values_are_versioned(tmp_path: Path) -> None:
+    # Format 2 (binary) since issue 31; format 1 (JSON) is still read: test_executor_hot_path.py.
     with DedupeLog.open(tmp_path) as log:
         log.begin("a/0/1")
         log.finish("a/0/1", ok("a/0/1", "hi"))
@@ -102,7 +104,7 @@ def test_values_are_versioned_json(tmp_path: Path) -> None:
     assert found is not None
     value, settled = found
     assert not settled
-    assert json.loads(value) == {"v": 1, "state": "done", "result": ok("a/0/1", "hi").to_json_dict()}
+    assert value[0] == 2 and _decode("a/0/1", value, settled).result == ok("a/0/1", "hi")
 
 
 def test_refuses_entries_from_a_newer_format(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import inspect
 import json
 import logging
@@ -33,9 +32,8 @@ import subprocess
 import sys
 import time
 import traceback
-import types
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
@@ -58,8 +56,6 @@ MAX_ERROR_BYTES = 4 * 1024
 _READ_CHUNK = 64 * 1024
 _GROUP_POLL_S = 0.05
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Run async handlers eagerly up to their first suspension (CallableRunner._call).
-EAGER_ASYNC_HANDLERS = True
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 # In every command's environment (supervised runners): the reaper also ends, on Linux, the
 # processes that carry its runner's token, so a command the executor died before registering
@@ -1012,27 +1008,12 @@ class CallableRunner:
         handler is cancelled; a thread gets ``grace_s`` to notice and return), or what the handler
         raised.
 
-        An async handler starts eagerly, here, up to its first suspension (as Python 3.12's
-        eager tasks do): one that returns without suspending (most no-op or in-memory handlers)
-        costs no Task, no cancellation waiter and no ``asyncio.wait``. Nothing can interrupt a
-        coroutine between two suspensions, so a timeout or a cancel could not have stopped that
-        part in a Task either; once it suspends, it continues in a Task and the timeout and the
-        cancel apply to it as before (counted from the start)."""
-        if is_async and EAGER_ASYNC_HANDLERS:
-            started = asyncio.get_running_loop().time()
-            context = contextvars.copy_context()  # what the Task would have run it in
-            coro = cast(Coroutine[Any, Any, object], fn(ctx))
-            try:
-                yielded = context.run(coro.send, None)
-            except StopIteration as stop:
-                return stop.value
-            call: asyncio.Future[object] = asyncio.get_running_loop().create_task(
-                _exits_wrapped_resumed(coro, yielded), context=context
-            )
-            if timeout is not None:
-                timeout = max(0.0, timeout - (asyncio.get_running_loop().time() - started))
-        else:
-            call = asyncio.ensure_future(_exits_wrapped(fn, ctx, is_async))
+        Async handlers are not started eagerly (``coro.send(None)`` before a Task, measured at
+        ~10 us less per attempt): on Python 3.11, code a handler runs before its first await
+        would see the agent's task as ``asyncio.current_task()``, so an ``asyncio.timeout`` or a
+        ``TaskGroup`` opened there would cancel the agent's task instead of the handler's
+        (Python 3.12's ``eager_task_factory`` swaps the current task; adopt it with 3.12)."""
+        call = asyncio.ensure_future(_exits_wrapped(fn, ctx, is_async))
         stopper = ctx.cancellation.stopped()
         try:
             done, _ = await asyncio.wait(
@@ -1080,36 +1061,6 @@ async def _exits_wrapped(fn: Handler, ctx: AttemptContext, is_async: bool) -> ob
         return await _invoke(fn, ctx, is_async)
     except SystemExit as exc:
         raise _HandlerExit(exc) from None
-
-
-async def _exits_wrapped_resumed(coro: Coroutine[Any, Any, object], yielded: object) -> object:
-    try:
-        return await _resume(coro, yielded)
-    except SystemExit as exc:
-        raise _HandlerExit(exc) from None
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, object], yielded: object) -> Generator[Any, Any, object]:
-    """Drive ``coro``, which was started by hand and suspended yielding ``yielded`` (normally a
-    future it waits for), from inside a Task: hand the Task what ``coro`` yielded, and ``coro``
-    what the Task sends or throws in (a result, or ``CancelledError``), until it returns."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value
 
 
 class _Stopped(Exception):

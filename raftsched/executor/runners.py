@@ -143,7 +143,9 @@ class AttemptContext:
     attempt, so side effects keyed by it happen once even if the attempt is delivered twice.
     ``nominal_ms`` is the fire's scheduled time (UTC epoch ms), not when the attempt started.
     ``shard`` counts from 0 to ``shards - 1``; ``attempt`` counts from 1. ``params`` is the task's
-    JSON object (do not mutate it). ``timeout_ms`` 0 means no timeout. Invalid values raise
+    JSON object; the executor hands every attempt of a task version the same read-only one
+    (:class:`FrozenParams`: ``copy.deepcopy(ctx.params)`` to change a copy). ``timeout_ms`` 0
+    means no timeout. Invalid values raise
     :class:`raftsched.errors.InvalidSpec` naming the field.
     """
 

@@ -9,11 +9,12 @@ import asyncio
 import copy
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from raftsched.errors import InvalidSpec, StoreDamaged
@@ -177,8 +178,10 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(ops, st.sampled_from([0, 3, 10_000]), st.integers(1, 4))
+@example([("begin", 1), ("begin", 2), ("finish", 2), ("finish", 1)], 10_000, 1)  # out of begin order
+@example([("begin", 1), ("begin", 2), ("restart", 0), ("begin", 3), ("finish", 3), ("ack", 1)], 0, 2)
 def test_pending_reports_equal_the_old_walk(ops_: list[tuple[str, int]], cache: int, limit: int) -> None:
     store = MemoryExecutionLog()
     log = DedupeLog(store, cache_size=cache)
@@ -206,7 +209,7 @@ def test_pending_reports_equal_the_old_walk(ops_: list[tuple[str, int]], cache: 
 def test_params_are_parsed_once_per_task_version_and_again_for_a_new_one() -> None:
     cache = ParamsCache()
     first = cache.get("t", 1, '{"region":"eu","n":[1,2]}')
-    assert first == {"region": "eu", "n": [1, 2]} and isinstance(first, dict)
+    assert first == {"region": "eu", "n": [1, 2]} and isinstance(first, dict | FrozenParams)
     assert cache.get("t", 1, '{"region":"eu","n":[1,2]}') is first  # the same object: no parse
     newer = cache.get("t", 2, '{"region":"us"}')  # a new task version: parsed again
     assert newer == {"region": "us"}
@@ -229,7 +232,7 @@ def test_the_params_cache_is_bounded() -> None:
 def test_shared_params_are_read_only_but_behave_as_json() -> None:
     params = ParamsCache().get("t", 1, '{"a":{"b":[1,{"c":2}]},"s":"x"}')
     inner = params["a"]["b"]
-    for change in (
+    changes: list[Callable[[], object]] = [
         lambda: params.__setitem__("a", 1),
         lambda: params.pop("s"),
         lambda: params.update(z=1),
@@ -237,7 +240,8 @@ def test_shared_params_are_read_only_but_behave_as_json() -> None:
         lambda: inner.append(3),
         lambda: inner[1].clear(),
         lambda: inner.sort(),
-    ):
+    ]
+    for change in changes:
         with pytest.raises(TypeError, match="read-only"):
             change()
     assert json.dumps(params, separators=(",", ":")) == '{"a":{"b":[1,{"c":2}]},"s":"x"}'
@@ -269,7 +273,7 @@ FIELDS: dict[str, Any] = {
 
 def test_the_agents_context_equals_the_public_constructors() -> None:
     stop = Cancellation()
-    fast = attempt_context(*FIELDS.values(), stop)
+    fast = attempt_context(**FIELDS, cancellation=stop)
     slow = AttemptContext(**FIELDS, cancellation=stop)
     assert fast == slow and repr(fast) == repr(slow) and fast.cancellation is stop
     assert dataclasses.asdict(fast) == dataclasses.asdict(slow)
@@ -294,7 +298,7 @@ def test_the_agents_context_equals_the_public_constructors() -> None:
 def test_the_agents_context_refuses_what_the_public_one_refuses(field: str, value: object) -> None:
     fields = FIELDS | {field: value}
     with pytest.raises(InvalidSpec) as info:
-        attempt_context(*fields.values(), Cancellation())
+        attempt_context(**fields, cancellation=Cancellation())
     assert info.value.field == field
 
 
@@ -313,7 +317,12 @@ def test_a_handlers_kind_is_resolved_at_registration_not_per_attempt(monkeypatch
     runner.register("a", coro_handler)
     runner.register("p", plain_handler)
     calls: list[object] = []
-    monkeypatch.setattr(runners, "_is_async", lambda fn: calls.append(fn) or True)
+
+    def counting(fn: object) -> bool:
+        calls.append(fn)
+        return True
+
+    monkeypatch.setattr(runners, "_is_async", counting)
     ctx = AttemptContext(**FIELDS)
 
     async def both() -> list[AttemptResult]:
@@ -336,3 +345,48 @@ def test_a_cancellations_stopped_future_resolves_on_set_and_at_once_if_set() -> 
         await asyncio.wait_for(stop.wait(), 1)  # the public waiter still works
 
     asyncio.run(scenario())
+
+
+# -- through the agent ----------------------------------------------------------------------------
+
+
+def test_the_agent_hands_each_task_version_its_own_params_and_refuses_changes() -> None:
+    from raftsched.executor.agent import Executor
+    from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
+    from raftsched.v1 import raftsched_pb2 as pb
+
+    endpoint = LoopbackEndpoint(epoch=1)
+    ex = Executor(
+        "loopback:1", "ex1", slots=4, transport=MemoryTransport(endpoint), execution_log=MemoryExecutionLog()
+    )
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    @ex.handler("h")
+    async def handler(ctx: AttemptContext) -> None:
+        seen.append((ctx.execution_id, copy.deepcopy(ctx.params)))
+        ctx.params["changed"] = True  # read-only: the attempt fails, the next one is untouched
+
+    def work(n: int, version: int, params: str) -> pb.WorkItem:
+        return pb.WorkItem(
+            execution_id=f"t@{n}/0/1",
+            run_id=f"t@{n}",
+            task="t",
+            nominal_ms=n,
+            shards=1,
+            attempt=1,
+            epoch=1,
+            handler="h",
+            task_version=version,
+            params_json=params,
+        )
+
+    async def scenario() -> None:
+        async with endpoint.serving(ex):
+            endpoint.push("ex1", [work(1, 1, '{"a":1}'), work(2, 1, '{"a":1}')])
+            await endpoint.until(lambda: len(endpoint.reports) == 2)
+            endpoint.push("ex1", [work(3, 2, '{"a":2}')])  # the task was changed: a new version
+            await endpoint.until(lambda: len(endpoint.reports) == 3)
+
+    asyncio.run(scenario())
+    assert seen == [("t@1/0/1", {"a": 1}), ("t@2/0/1", {"a": 1}), ("t@3/0/1", {"a": 2})]
+    assert all(not r.success and "read-only" in r.error for r in endpoint.reports)

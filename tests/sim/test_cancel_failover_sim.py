@@ -5,9 +5,9 @@ that it still runs a cancelled attempt, sends the cancel again."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from raftsched.executor.dedupe import _decode
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as pb
@@ -19,7 +19,10 @@ def _entry(sim: SimHarness, exec_id: str) -> dict[str, Any]:
     """The executor's execution-log entry for ``exec_id`` (state, and result once done)."""
     found = sim.executors["ex1"].log.get(exec_id)
     assert found is not None
-    entry: dict[str, Any] = json.loads(found[0])
+    record = _decode(exec_id, *found)  # the stored bytes (binary since format 2)
+    entry: dict[str, Any] = {"state": record.state.value}
+    if record.result is not None:
+        entry["result"] = record.result.to_json_dict()
     return entry
 
 

@@ -1,6 +1,7 @@
 """The executor's per-attempt cost in one process, without a cluster or gRPC.
 
     python -m bench.executor_hotpath [--attempts 20000] [--burst 20] [--kind sync|async] [--metrics]
+                                     [--profile FILE]
 
 An embedded :class:`raftsched.Executor` (execution log in LMDB without fsync, as the agent opens
 it) takes ``--attempts`` work items over the in-memory transport, ``--burst`` per dispatch
@@ -11,13 +12,16 @@ execution log's writes, the handler hop and the bookkeeping - what an executor s
 gRPC. Reports are held back until then (a slow network), so reporting is not in the figure.
 ``--metrics`` runs the executor with its HTTP listener and metrics on (``http=127.0.0.1:0``).
 The figure to compare is ``cpu_us_per_attempt``; ``python -m bench.ab`` runs this against two
-checkouts, alternating (``--attempts 20000 --kind async``).
+checkouts, alternating (``--attempts 20000 --kind async``). ``--profile FILE`` writes a cProfile
+of the measured window only, timed in process CPU time (``python -m pstats FILE``; the profiler's
+own cost inflates the figure about fourfold, so compare shares, not the figure).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import tempfile
 import time
 from pathlib import Path
@@ -58,7 +62,11 @@ class _HeldReports(MemoryTransport):
         return await super().report(target, request, timeout_s=timeout_s)
 
 
-def run(attempts: int, burst: int, kind: str, data_dir: Path, metrics: bool = False) -> dict[str, object]:
+def run(
+    attempts: int, burst: int, kind: str, data_dir: Path, metrics: bool = False, profile: Path | None = None
+) -> dict[str, object]:
+    profiler = cProfile.Profile(time.process_time) if profile is not None else None
+
     async def scenario() -> float:
         endpoint = LoopbackEndpoint(heartbeat_ms=600_000)  # no heartbeat inside the measurement
         transport = _HeldReports(endpoint)
@@ -98,10 +106,14 @@ def run(attempts: int, burst: int, kind: str, data_dir: Path, metrics: bool = Fa
         try:
             async with endpoint.serving(ex):
                 c0 = time.process_time()
+                if profiler is not None:
+                    profiler.enable()
                 for k in range(0, attempts, burst):
                     endpoint.push("bench", items[k : k + burst])
                     await asyncio.sleep(0)
                 await log.all_done.wait()
+                if profiler is not None:
+                    profiler.disable()
                 c1 = time.process_time()
                 transport.release.set()
                 await endpoint.until(lambda: len(endpoint.reports) == attempts, timeout_s=120)
@@ -112,6 +124,8 @@ def run(attempts: int, burst: int, kind: str, data_dir: Path, metrics: bool = Fa
             log.close()
 
     cpu = asyncio.run(scenario())
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(profile)
     return {
         "attempts": attempts,
         "burst": burst,
@@ -128,10 +142,11 @@ def main() -> int:
     ap.add_argument("--kind", choices=["sync", "async"], default="sync")
     ap.add_argument("--metrics", action="store_true", help="with the executor's metrics and listener on")
     ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument("--profile", type=Path, help="write a cProfile (CPU time) of the measured window here")
     args = ap.parse_args()
     provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-exec-hotpath-") as tmp:
-        result = run(args.attempts, args.burst, args.kind, Path(tmp), args.metrics)
+        result = run(args.attempts, args.burst, args.kind, Path(tmp), args.metrics, args.profile)
     provenance.emit(result, args.json, indent=None)
     return 0
 

@@ -391,7 +391,10 @@ class DedupeLog:
         self._store.update([(r.execution_id, _encode(r), False) for r in records])
         for record in records:
             execution_id = record.execution_id
-            number = self._running.pop(execution_id)
+            number = self._running.pop(execution_id, None)
+            if number is None:  # begun through another DedupeLog over the same store: number it now
+                number = self._opened
+                self._opened += 1
             self._pending[execution_id] = number
             if number > self._pending_last:
                 self._pending_last = number

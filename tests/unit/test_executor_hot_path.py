@@ -390,3 +390,13 @@ def test_the_agent_hands_each_task_version_its_own_params_and_refuses_changes() 
     asyncio.run(scenario())
     assert seen == [("t@1/0/1", {"a": 1}), ("t@2/0/1", {"a": 1}), ("t@3/0/1", {"a": 2})]
     assert all(not r.success and "read-only" in r.error for r in endpoint.reports)
+
+
+def test_a_finish_of_an_id_another_log_over_the_same_store_began_is_pending() -> None:
+    # As before the incremental sets: the store says it runs, so it may be finished here.
+    store = MemoryExecutionLog()
+    first, second = DedupeLog(store, cache_size=0), DedupeLog(store, cache_size=0)
+    assert second.begin("x/0/1").status is BeginStatus.NEW
+    first.finish("x/0/1", ok("x/0/1"))
+    assert first.pending_reports() == [ok("x/0/1")] == _old_walk(store)
+    assert first.acknowledge(["x/0/1"], at_ms=1) == 1 and first.pending_ids() == []

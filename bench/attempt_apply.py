@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bench import columnar_fsm
@@ -54,11 +54,40 @@ MAX_ASSIGNMENTS = 1000  # per AssignAttempts entry, as the dispatcher batches th
 KINDS = ("fire", "assign", "result", "commit")
 
 
+def _prefill(store: LmdbStore, tasks: int, history: int) -> None:
+    """``history`` finished runs per task, older than the workload, under today's run keys: the
+    B-tree depth and spread of a store whose history is filling up (no task counts them, so no
+    pruning runs; see docs/dev/columnar.md)."""
+    if not history:
+        return
+    value = pb.Run(
+        run_id="hot-0000000@1790000000000",
+        task="hot-0000000",
+        nominal_ms=1_790_000_000_000,
+        task_version=1,
+        state=pb.SUCCEEDED,
+        created_ms=1_790_000_000_005,
+        finished_ms=1_790_000_000_065,
+        epoch=1,
+        shards=[pb.ShardAttempt(attempt=1, state=pb.SUCCEEDED, executor="ex1", finished_ms=1, assigned_ms=1)],
+    ).SerializeToString(deterministic=True)
+    oldest = T0 - 10_000_000 - history * 1000
+
+    def items() -> Iterator[tuple[bytes, bytes]]:
+        for i in range(tasks):
+            prefix = keys.RUN + f"hot-{i:07d}".encode() + b"\x00"
+            for k in range(history):
+                yield prefix + b"%016x" % (oldest + k * 1000), value
+
+    store.replace_all(items(), 0)
+
+
 class _Node:
     """One replica: its state, store and the CPU seconds spent per entry kind."""
 
-    def __init__(self, path: Path, lead: bool, commit_every: int) -> None:
+    def __init__(self, path: Path, lead: bool, commit_every: int, prefill: tuple[int, int] = (0, 0)) -> None:
         self.store = LmdbStore(path, sync=False)
+        _prefill(self.store, *prefill)
         self.state = SchedulerState.load(self.store, Retention())
         # As raftsched.server.node: every replica keeps the reported starts for the start-delay alert.
         self.start_delays = StartDelays(StartDelayConfig())
@@ -104,12 +133,13 @@ def run(
     commit_every: int,
     base: Path,
     keep: list[SchedulerState] | None = None,
+    history: int = 0,
 ) -> dict[str, object]:
     """Today's apply; ``keep`` (if given) receives the leader's state, its store still open."""
     if tasks > executors * MAX_EXECUTOR_SLOTS:
         raise SystemExit(f"{tasks} tasks need at least {-(-tasks // MAX_EXECUTOR_SLOTS)} executors")
-    leader = _Node(base / "leader", True, commit_every)
-    follower = _Node(base / "follower", False, commit_every)
+    leader = _Node(base / "leader", True, commit_every, (tasks, history))
+    follower = _Node(base / "follower", False, commit_every, (tasks, history))
     nodes = (leader, follower)
 
     def both(kind: str, data: bytes) -> None:
@@ -290,6 +320,7 @@ def run_columnar(
     base: Path,
     stage: str = "B",
     keep: list[columnar_fsm.ColumnarState] | None = None,
+    history: int = 0,
 ) -> dict[str, object]:
     """The workload of :func:`run` through the prototype: N every-second tasks, E executors, for
     each simulated second the fire entries, the assignment entries (round-robin, up to 1,000 per
@@ -299,6 +330,8 @@ def run_columnar(
         raise SystemExit(f"{tasks} tasks need at least {-(-tasks // MAX_EXECUTOR_SLOTS)} executors")
     leader = _ColumnarNode(base / "leader", True, commit_every, stage)
     follower = _ColumnarNode(base / "follower", False, commit_every, stage)
+    for node in (leader, follower):
+        _prefill(node.store, tasks, history)
     nodes = (leader, follower)
     names = [f"hot-{i:07d}" for i in range(tasks)]
     executor_names = [f"ex{i + 1}" for i in range(executors)]
@@ -479,6 +512,12 @@ def main() -> int:
     ap.add_argument("--commit-every", type=int, default=1, help="entries per commit (0: once per second)")
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="finished runs per task written into every store before the run (a deeper B-tree)",
+    )
+    ap.add_argument(
         "--columnar",
         action="store_true",
         help="also run the workload through the columnar prototype (bench/columnar_fsm.py), stages B and C",
@@ -500,7 +539,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="raftsched-attempt-apply-") as tmp:
         base = Path(tmp)
         if not args.columnar:
-            result = run(args.tasks, args.seconds, args.executors, args.batch, args.commit_every, base)
+            result = run(
+                args.tasks,
+                args.seconds,
+                args.executors,
+                args.batch,
+                args.commit_every,
+                base,
+                history=args.history,
+            )
         else:
             result = _columnar_main(args, base)
     provenance.emit(result, args.json)
@@ -514,6 +561,7 @@ def _columnar_main(args: argparse.Namespace, base: Path) -> dict[str, object]:
         "executors": args.executors,
         "result_batch": args.batch,
         "commit_every": args.commit_every,
+        "history": args.history,
     }
     if args.check_tasks:
         problems = check_equivalence(
@@ -531,7 +579,14 @@ def _columnar_main(args: argparse.Namespace, base: Path) -> dict[str, object]:
         )
     for stage in args.stages.split(","):
         result[f"columnar_{stage}"] = run_columnar(
-            args.tasks, args.seconds, args.executors, args.batch, args.commit_every, base / stage, stage
+            args.tasks,
+            args.seconds,
+            args.executors,
+            args.batch,
+            args.commit_every,
+            base / stage,
+            stage,
+            history=args.history,
         )
     return result
 

@@ -74,6 +74,9 @@ StartsSink = Callable[[int, Sequence[int], Sequence[int]], None]
 """Node-local: ``(leader time, task numbers, start lateness ms)`` of an entry's reported starts."""
 
 
+_SMALL: Final = tuple(bytes((i,)) for i in range(128))  # one-byte varints
+
+
 @lru_cache(maxsize=256)
 def _hex16(value: int) -> bytes:
     return b"%016x" % value
@@ -607,27 +610,39 @@ class ColumnarState:
         nominal, created, assigned, epoch = slots.nominal, slots.created, slots.assigned, slots.epoch
         names = self.executors.names
         tail = _int_field(5, SUCCEEDED) + _int_field(7, now)  # state, finished_ms
-        field = _field
+        small = _SMALL
+        # The rows of one entry share their nominal, created and assigned times and executors:
+        # each distinct combination is encoded once per entry.
+        times: dict[tuple[int, int, int], tuple[bytes, bytes, bytes]] = {}
+        shards: dict[tuple[int, int, int, int], bytes] = {}
         for j, t, e, dur, late in zip(idx, tasks, execs, durations, lateness, strict=True):
             nom = nominal[j]
-            rid = head[t] + _dec(nom)
-            shard = (
-                _shard_head(1, names[e], assigned[j], now)
-                + field(START_LATENESS_FIELD, _zigzag(late))
-                + field(DURATION_FIELD, dur)
-            )
+            tk = (nom, created[j], epoch[j])
+            parts = times.get(tk)
+            if parts is None:
+                parts = times[tk] = (
+                    _dec(nom),
+                    _hex16(nom),
+                    _field(3, nom) + tail + _field(6, tk[1]) + _field(8, tk[2]),
+                )
+            sk = (e, assigned[j], dur, late)
+            shard = shards.get(sk)
+            if shard is None:
+                body = (
+                    _shard_head(1, names[e], sk[1], now)
+                    + _field(START_LATENESS_FIELD, _zigzag(late))
+                    + _field(DURATION_FIELD, dur)
+                )
+                shard = shards[sk] = b"\x52" + varint(len(body)) + body  # field 10 (shards)
+            rid = head[t] + parts[0]
+            size = len(rid)
             put(
-                prefix[t] + _hex16(nom),
+                prefix[t] + parts[1],
                 template[t]
                 + b"\x0a"
-                + varint(len(rid))
+                + (small[size] if size < 128 else varint(size))
                 + rid
-                + field(3, nom)
-                + tail
-                + field(6, created[j])
-                + field(8, epoch[j])
-                + b"\x52"  # field 10 (shards), length-delimited
-                + varint(len(shard))
+                + parts[2]
                 + shard,
             )
 

@@ -54,6 +54,19 @@ MAX_ASSIGNMENTS = 1000  # per AssignAttempts entry, as the dispatcher batches th
 KINDS = ("fire", "assign", "result", "commit")
 
 
+def _written() -> int:
+    """Bytes this process has written through system calls so far (``wchar`` of /proc/self/io;
+    0 where there is none): around a commit, the pages LMDB wrote for it."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def _prefill(store: LmdbStore, tasks: int, history: int) -> None:
     """``history`` finished runs per task, older than the workload, under today's run keys: the
     B-tree depth and spread of a store whose history is filling up (no task counts them, so no
@@ -104,6 +117,7 @@ class _Node:
         self.since_commit = 0
         self.index = 0
         self.cpu = dict.fromkeys(KINDS, 0.0)
+        self.written = 0  # bytes the commits wrote (see _written)
 
     def apply(self, kind: str, data: bytes) -> pb.CommandResult:
         self.index += 1
@@ -121,9 +135,11 @@ class _Node:
         return result
 
     def commit(self) -> None:
+        w0 = _written()
         t0 = time.process_time()
         self.replica.end_of_tick()
         self.cpu["commit"] += time.process_time() - t0
+        self.written += _written() - w0
         self.since_commit = 0
 
 
@@ -182,6 +198,7 @@ def run(
         raise RuntimeError("the driver's barrier did not apply")
     for node in nodes:
         node.cpu = dict.fromkeys(KINDS, 0.0)  # setup is not measured
+        node.written = 0
     attempts = 0
     plan_s = 0.0
     for s in range(seconds):
@@ -236,6 +253,7 @@ def run(
     def figures(node: _Node) -> dict[str, float]:
         out = {f"{k}_us": round(v / per * 1e6, 2) for k, v in node.cpu.items()}
         out["total_us"] = round(sum(node.cpu.values()) / per * 1e6, 2)
+        out["commit_kib_written"] = round(node.written / 1024 / per, 2)
         return out
 
     return {
@@ -265,6 +283,7 @@ class _ColumnarNode:
         self.commit_every = commit_every
         self.since_commit = 0
         self.cpu = dict.fromkeys(KINDS, 0.0)
+        self.written = 0  # bytes the commits wrote (see _written)
 
     def _starts(self, now: int, tasks: Sequence[int], lateness: Sequence[int]) -> None:
         # As today's settle: every reported start goes to the node-local start-delay samples.
@@ -293,9 +312,11 @@ class _ColumnarNode:
         return result
 
     def commit(self) -> None:
+        w0 = _written()
         t0 = time.process_time()
         self.store.commit(self.state.applied)
         self.cpu["commit"] += time.process_time() - t0
+        self.written += _written() - w0
         self.since_commit = 0
 
 
@@ -403,6 +424,7 @@ def run_columnar(
     def figures(node: _ColumnarNode) -> dict[str, float]:
         out = {f"{k}_us": round(v / per * 1e6, 2) for k, v in node.cpu.items()}
         out["total_us"] = round(sum(node.cpu.values()) / per * 1e6, 2)
+        out["commit_kib_written"] = round(node.written / 1024 / per, 2)
         return out
 
     with follower.store.reader() as r:
@@ -581,7 +603,13 @@ def _columnar_main(args: argparse.Namespace, base: Path) -> dict[str, object]:
     result["decode_us_per_row"] = decode_costs()
     if not args.no_baseline:
         result["today"] = run(
-            args.tasks, args.seconds, args.executors, args.batch, args.commit_every, base / "today"
+            args.tasks,
+            args.seconds,
+            args.executors,
+            args.batch,
+            args.commit_every,
+            base / "today",
+            history=args.history,
         )
     for stage in args.stages.split(","):
         result[f"columnar_{stage}"] = run_columnar(

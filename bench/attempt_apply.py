@@ -262,6 +262,7 @@ def run(
         "executors": executors,
         "result_batch": batch,
         "commit_every": commit_every,
+        "history": history,
         "attempts": attempts,
         "plan_us_per_attempt": round(plan_s / per * 1e6, 2),
         "leader_us_per_attempt": figures(leader),
@@ -431,6 +432,7 @@ def run_columnar(
         stored = sum(1 for _ in r.scan(b"", b"~"))
     return {
         "stage": stage,
+        "history": history,
         "attempts": attempts,
         "plan_us_per_attempt": round(plan_s / per * 1e6, 2),
         "leader_us_per_attempt": figures(leader),

@@ -6,6 +6,7 @@ are refused as values and change nothing; replicas agree; the tables rebuild fro
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,3 +154,24 @@ def test_the_bench_runs_the_prototype(tmp_path: Path) -> None:
     for stage in ("B", "C"):
         result = attempt_apply.run_columnar(10, 2, 2, 4, 1, tmp_path / stage, stage)
         assert result["attempts"] == 10 * 3 and result["replay_equal"] is True
+
+
+def test_the_columnar_command_runs_every_side_on_the_same_history(tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        tasks=6,
+        seconds=2,
+        executors=2,
+        batch=4,
+        commit_every=1,
+        history=3,
+        check_tasks=6,
+        stages="B,C",
+        no_baseline=False,
+    )
+    result = attempt_apply._columnar_main(args, tmp_path)
+    assert result["equivalence_check"] == "ok (6 tasks, 2 s)"
+    for side in ("today", "columnar_B", "columnar_C"):
+        figures = result[side]
+        assert isinstance(figures, dict) and figures["history"] == 3, side
+    stored = result["columnar_C"]
+    assert isinstance(stored, dict) and stored["stored_records"] > 6 * 3  # the history is there

@@ -315,25 +315,26 @@ class BatchedExecutor:
         if msg.epoch < self._epoch:
             self.refused_stale += len(msg.seq)
             return
-        self._epoch = msg.epoch
-        if msg.acked_through:
-            self.on_ack(msg.acked_through, through=True)
-        for d in msg.defs:
-            self._define(d)
         n = len(msg.seq)
-        if not n:
-            return
         lengths = (len(msg.task_ref), len(msg.nominal_delta), len(msg.shard), len(msg.attempt))
         if any(x != n for x in lengths):
             raise BatchRefused(
                 f"WorkColumns: columns of different lengths (seq {n}, task_ref {lengths[0]},"
                 f" nominal_delta {lengths[1]}, shard {lengths[2]}, attempt {lengths[3]})"
             )
-        refs = msg.task_ref
         defs = self._defs
+        if msg.defs:  # checked whole before any is kept: a refused batch changes nothing
+            defs = {**defs, **{d.ref: self._define(d) for d in msg.defs}}
+        refs = msg.task_ref
         if not defs.keys() >= set(refs):
             missing = sorted(set(refs) - defs.keys())
             raise BatchRefused(f"WorkColumns: task_ref {missing[:5]} not defined on this stream")
+        self._defs = defs
+        self._epoch = msg.epoch
+        if msg.acked_through:
+            self.on_ack(msg.acked_through, through=True)
+        if not n:
+            return
         keys = list(zip(msg.seq, msg.shard, msg.attempt, strict=True))
         known = self._known
         rows: range | list[int]
@@ -383,7 +384,7 @@ class BatchedExecutor:
             fresh.append(k)
         return rows, fresh
 
-    def _define(self, d: eb.BatchTaskDef) -> None:
+    def _define(self, d: eb.BatchTaskDef) -> _Def:
         cache_key = (d.task, d.version)
         params = self._params.get(cache_key)
         if params is None:
@@ -394,7 +395,7 @@ class BatchedExecutor:
             if not isinstance(parsed, dict):
                 raise BatchRefused(f"BatchTaskDef {d.task!r} v{d.version}: params_json is not an object")
             params = self._params[cache_key] = types.MappingProxyType(parsed)
-        self._defs[d.ref] = _Def(d, self._handlers.get(d.handler), params)
+        return _Def(d, self._handlers.get(d.handler), params)
 
     def _run(self, msg: eb.WorkColumns, rows: range | list[int], keys: list[Key], begin: _Begin) -> None:
         base = msg.base_ms

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import executor_hotpath
+from bench import executor_hotpath, session_grpc
 from bench.batched_executor import (
     FAILED,
     LOST,
@@ -303,3 +303,11 @@ def test_the_batched_bench_stays_runnable(tmp_path: Path) -> None:
     assert result["attempts"] == 200
     cpu = result["cpu_us_per_attempt"]
     assert isinstance(cpu, float) and cpu > 0
+
+
+@pytest.mark.parametrize("shape", ["session", "unary"])
+def test_the_grpc_session_bench_stays_runnable(tmp_path: Path, shape: str) -> None:
+    result = session_grpc.run(100, 20, shape, tmp_path)  # a leader stub subprocess on loopback
+    for side in ("executor_cpu_us_per_attempt", "leader_cpu_us_per_attempt"):
+        value = result[side]
+        assert isinstance(value, float) and value > 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -266,6 +267,9 @@ async def _unary_executor(channel: grpc.aio.Channel, attempts: int) -> float:
 
 
 def run(attempts: int, burst: int, shape: str, data_dir: Path) -> dict[str, object]:
+    root = Path(__file__).resolve().parents[1]  # this checkout: the stub runs the same code
+    paths = [str(root), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     server = subprocess.Popen(
         [
             sys.executable,
@@ -279,6 +283,8 @@ def run(attempts: int, burst: int, shape: str, data_dir: Path) -> dict[str, obje
         ],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=root,
+        env=env,
     )
     try:
         assert server.stdout is not None

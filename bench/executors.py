@@ -120,7 +120,14 @@ def run(
     tls: bool = False,
     auth: bool = False,
     policies: bool = False,
+    extra_config: str = "",
+    idle_seconds: float = 0.0,
 ) -> dict[str, object]:
+    """``extra_config`` is TOML appended to the cluster's config (e.g. ``[scheduler]
+    history_keep_count`` or ``[raft] auto_tick_period``; bench/run.py builds it). With
+    ``idle_seconds`` > 0 the CPU of every process is first measured over that many seconds of a
+    started cluster with its executors registered and no task: the fixed cost per second
+    (``idle_cpu_ms_per_s``), whatever the load."""
     result: dict[str, object] = {
         "tasks": n_tasks,
         "executors": n_executors,
@@ -151,8 +158,10 @@ def run(
     if admin is not None:
         (base / "cluster").mkdir(parents=True, exist_ok=True)
         (base / "cluster" / "admin.token").write_text(admin)
-    extra = (tls_config(base / "pki") if tls else "") + (
-        '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
+    extra = (
+        (tls_config(base / "pki") if tls else "")
+        + ('[auth]\nbootstrap_token_file = "admin.token"\n' if auth else "")
+        + extra_config
     )
     cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
     cluster.token = admin
@@ -180,6 +189,8 @@ def run(
                 token=executor_token,
             )
         wait_registered(cluster.log_dir, executors)
+        if idle_seconds > 0:
+            result["idle_cpu_ms_per_s"] = idle_cpu(cluster, executors, idle_seconds)
 
         # --policies: every task has an owner with a quota and takes a shared lock, set so that
         # neither binds (the figures are then what checking, taking and giving back costs).
@@ -253,6 +264,26 @@ def run(
     finally:
         stop_processes(executors.values(), resume=True)
         cluster.stop()
+
+
+def idle_cpu(
+    cluster: LocalCluster, executors: dict[str, subprocess.Popen[bytes]], seconds: float
+) -> dict[str, float]:
+    """CPU ms per second of each process (nodes by id, then executors) over ``seconds`` with no
+    task: Raft ticks, heartbeats, the dispatcher's timer. The leader's id is keyed ``leader``
+    too, so a reader need not know which node led."""
+    leader = cluster.wait_for_leader(30)
+    pids = {nid: proc.pid for nid, proc in cluster.procs.items()}
+    pids.update({name: proc.pid for name, proc in executors.items()})
+    cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    elapsed = time.monotonic() - t0
+    out = {k: round((cpu1[k] - cpu0[k]) / elapsed * 1000, 1) for k in pids}
+    out["leader"] = out[leader]
+    out["total"] = round(sum(v for k, v in out.items() if k != "leader"), 1)
+    return out
 
 
 def tls_config(directory: Path) -> str:
@@ -346,6 +377,9 @@ def analyse(
         "refused_stale": sum(ex.refused_stale for ex in samples),
         "leader_cpu_us_per_attempt": round(leader_us, 1),
         "executor_cpu_us_per_attempt": round(sum(exec_cpu.values()) / max(started, 1) * 1e6, 1),
+        "executor_cpu_us_per_attempt_by_process": {
+            n: round(c / max(started, 1) * 1e6, 1) for n, c in exec_cpu.items()
+        },
         "node_cpu_s_per_s": {k: round((cpu1[k] - cpu0[k]) / seconds, 2) for k in cpu0 if k not in names},
         "executor_cpu_s_per_s": {n: round(c / seconds, 2) for n, c in exec_cpu.items()},
         "leader_cpu_us_per_fire_committed": round(leader_cpu / max(fired, 1) * 1e6, 1),
@@ -398,6 +432,12 @@ def main() -> int:
         action="store_true",
         help="every task owned by an owner with a (non-binding) quota and holding a shared lock",
     )
+    ap.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0.0,
+        help="first measure each process's CPU per second this long with no task (the fixed cost)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     provenance = Provenance.start()
@@ -416,6 +456,7 @@ def main() -> int:
             tls=args.tls,
             auth=args.auth,
             policies=args.policies,
+            idle_seconds=args.idle_seconds,
         )
     provenance.emit(result, args.json)
     return 0

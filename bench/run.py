@@ -29,13 +29,14 @@ Sections (all measured in the same run, on the same machine, one after another):
   fires-only cluster (idle CPU per second per node, commit lateness) and the executors' cluster
   at 4,000 tasks (1,000 with ``--quick``: the leader's CPU per attempt, commit and start lateness).
 
-*Steady state.* Every raftsched cluster of the run sets ``[scheduler] history_keep_count`` to
-``--keep-count`` (10 by default; 0 keeps the cluster's default of 1,000) and warms up at least
-keep count + 1 s before its window, so every task's history is at its keep count and the pruning
+*Steady state.* The raftsched clusters of the ``cron``, ``fires`` and ``tick`` sections set
+``[scheduler] history_keep_count`` to ``--keep-count`` (10 by default; 0 keeps the cluster's
+default of 1,000) and warm up at least keep count + 1 s before their window, so every task's history is at its keep count and the pruning
 of runs and fire records is active during the window. Pre-filling 1,000 runs per task would take
 hours; a small keep count prunes the same way (one prune per finished run and per fire), but the
 store it prunes is smaller than a real one at 1,000, so its B-tree is shallower (optimistic).
-``--tick`` sets ``[raft] auto_tick_period`` of every raftsched cluster of the run.
+``--tick`` sets ``[raft] auto_tick_period`` of the ``cron`` and ``fires`` clusters. (``once``,
+``scale`` and ``failover`` keep their own configuration.)
 
 Lateness is the same for both schedulers: the wall time the no-op job function started minus
 the fire's nominal time. raftsched also reports commit lateness (Raft commit of the FireBatch
@@ -75,13 +76,13 @@ CRON_LADDER = [1000, 2000, 4000, 8000, 10_000, 12_000, 16_000]
 CRON_LADDER_QUICK = [1000, 2000]
 DURABLE_LADDER = [250, 500, 1000, 2000]
 DURABLE_LADDER_QUICK = [250, 500]
-# Steady state: history_keep_count of every raftsched cluster of the run (see the docstring).
+# Steady state: history_keep_count of the cron, fires and tick clusters (see the docstring).
 STEADY_KEEP_COUNT = 10
 TICK_VALUES = [0.005, 0.010, 0.020]
 
 
 def cluster_extra(keep_count: int, tick: float | None) -> str:
-    """The TOML appended to every raftsched cluster's config of this run: ``[scheduler]
+    """The TOML appended to the config of the run's cron, fires and tick clusters: ``[scheduler]
     history_keep_count`` (0: the cluster's default) and ``[raft] auto_tick_period`` (None: the
     default)."""
     out = ""
@@ -984,13 +985,13 @@ def main() -> int:
         "--keep-count",
         type=int,
         default=STEADY_KEEP_COUNT,
-        help="[scheduler] history_keep_count of every raftsched cluster, warm-up at least N + 1 s so "
+        help="[scheduler] history_keep_count of the cron and fires clusters, warm-up at least N + 1 s so "
         f"the window runs at steady state (default {STEADY_KEEP_COUNT}; 0: the cluster default, 1000)",
     )
     ap.add_argument(
         "--tick",
         type=float,
-        help="[raft] auto_tick_period of every raftsched cluster (default: the config's)",
+        help="[raft] auto_tick_period of the cron and fires clusters (default: the config's)",
     )
     ap.add_argument(
         "--idle-seconds",

@@ -204,3 +204,14 @@ def test_the_tick_summary_averages_the_rounds() -> None:
     assert t[0]["rounds"] == 2 and t[0]["fires_only_commit_p99_ms"] == 150.0
     assert t[0]["idle_cpu_ms_per_s_3_nodes"] == 100.0 and t[0]["cron_start_p99_ms"] == 400.0
     assert t[1]["fires_only_commit_p99_ms"] is None and t[1]["cron_leader_cpu_us_per_attempt"] == 70.0
+
+
+def test_bench_idle_settings_are_the_real_raft_keys() -> None:
+    from bench import idle
+    from raftsched.config.types import RaftTuning
+
+    doc = tomllib.loads(idle.raft_extra("0.02"))
+    assert RaftTuning(**doc["raft"]).auto_tick_period == 0.02
+    doc = tomllib.loads(idle.raft_extra("0.005/0.05"))
+    tuning = RaftTuning(**doc["raft"])
+    assert (tuning.auto_tick_period, tuning.append_entries_period) == (0.005, 0.05)

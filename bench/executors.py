@@ -32,6 +32,11 @@ measured over a window aligned to whole seconds:
 raftsched.security.certs): the nodes serve TLS, the executors and the client dial it with a client
 certificate. Compare ``executor_cpu_us_per_attempt`` with and without it for what TLS costs.
 
+``--idle-seconds S`` first measures each process's CPU per second over S seconds of the started
+cluster with its executors registered and no task (``idle_cpu_ms_per_s``): the fixed cost, ticks,
+heartbeats and timers, whatever the load. ``run()``'s ``extra_config`` is TOML appended to the
+cluster's config (bench/run.py's ``--keep-count`` and ``--tick``).
+
 ``--auth`` runs the cluster with ``[auth]`` on (a bootstrap admin token for the harness, one
 executor token shared by the executors): the figures then include the authentication interceptor
 and the authorization table on every executor RPC (the dispatch stream verified once, heartbeats
@@ -117,17 +122,12 @@ def run(
     kind: str = "sync",
     baseline_seconds: int = 10,
     log_sync: bool = True,
+    extra_config: str = "",
+    idle_seconds: float = 0.0,
     tls: bool = False,
     auth: bool = False,
     policies: bool = False,
-    extra_config: str = "",
-    idle_seconds: float = 0.0,
 ) -> dict[str, object]:
-    """``extra_config`` is TOML appended to the cluster's config (e.g. ``[scheduler]
-    history_keep_count`` or ``[raft] auto_tick_period``; bench/run.py builds it). With
-    ``idle_seconds`` > 0 the CPU of every process is first measured over that many seconds of a
-    started cluster with its executors registered and no task: the fixed cost per second
-    (``idle_cpu_ms_per_s``), whatever the load."""
     result: dict[str, object] = {
         "tasks": n_tasks,
         "executors": n_executors,
@@ -158,10 +158,8 @@ def run(
     if admin is not None:
         (base / "cluster").mkdir(parents=True, exist_ok=True)
         (base / "cluster" / "admin.token").write_text(admin)
-    extra = (
-        (tls_config(base / "pki") if tls else "")
-        + ('[auth]\nbootstrap_token_file = "admin.token"\n' if auth else "")
-        + extra_config
+    extra = (extra_config + (tls_config(base / "pki") if tls else "")) + (
+        '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
     )
     cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
     cluster.token = admin
@@ -421,6 +419,12 @@ def main() -> int:
         "--baseline-seconds", type=int, default=10, help="fires-only window (0: no fires-only run)"
     )
     ap.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0.0,
+        help="first measure each process's CPU per second this long with no task (the fixed cost)",
+    )
+    ap.add_argument(
         "--no-log-sync",
         action="store_true",
         help="diagnostic only: executors open their execution log without fsync",
@@ -431,12 +435,6 @@ def main() -> int:
         "--policies",
         action="store_true",
         help="every task owned by an owner with a (non-binding) quota and holding a shared lock",
-    )
-    ap.add_argument(
-        "--idle-seconds",
-        type=float,
-        default=0.0,
-        help="first measure each process's CPU per second this long with no task (the fixed cost)",
     )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -453,10 +451,10 @@ def main() -> int:
             kind=args.kind,
             baseline_seconds=args.baseline_seconds,
             log_sync=not args.no_log_sync,
+            idle_seconds=args.idle_seconds,
             tls=args.tls,
             auth=args.auth,
             policies=args.policies,
-            idle_seconds=args.idle_seconds,
         )
     provenance.emit(result, args.json)
     return 0

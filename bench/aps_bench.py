@@ -161,7 +161,8 @@ def run_cron(
         "missed": n_missed,
         "skipped_max_instances": n_skipped,
         "coalesced": max(0, due - len(in_window) - n_missed - n_skipped),
-        "cpu_us_per_fire": round((cpu1 - cpu0) / max(started_in_window, 1) * 1e6, 1),
+        # None when nothing started: CPU over zero fires is no per-fire figure.
+        "cpu_us_per_fire": round((cpu1 - cpu0) / started_in_window * 1e6, 1) if started_in_window else None,
         "cpu_s_per_s": round((cpu1 - cpu0) / seconds, 2),
     }
 
@@ -204,7 +205,7 @@ def run_once(n: int, lead_s: float, store: str = "memory", directory: str = "") 
         "skipped_max_instances": len(skipped),
         "coalesced": 0,
         "never_accounted": n - len(starts) - len(missed) - len(skipped),
-        "cpu_us_per_fire": round((cpu1 - cpu0) / max(len(starts), 1) * 1e6, 1),
+        "cpu_us_per_fire": round((cpu1 - cpu0) / len(starts) * 1e6, 1) if starts else None,
     }
 
 

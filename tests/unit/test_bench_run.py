@@ -133,6 +133,10 @@ def test_a_doubled_start_is_not_keeping_up_and_a_missing_section_is_not_measured
     assert t["nothing started twice (every raftsched cron row)"]["status"] == "missed"
     assert t["commit p99"]["status"] == "not measured"
     assert t["1,000,000 tasks: RSS"]["status"] == "not measured"
+    del out["cron"]
+    s = run.summarise(out)
+    assert by_target(s)["capacity"]["status"] == "not measured"
+    assert not [k for k in s if "capacity_tasks" in k]  # no zero capacities for a ladder not run
 
 
 def test_a_ratio_against_a_ladder_apscheduler_never_outgrew_is_not_a_pass() -> None:

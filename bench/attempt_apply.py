@@ -24,7 +24,10 @@ leader's state and on the follower's, and the two states' digests are compared a
 the cluster's ``[scheduler] history_keep_count``; default 1000, which a short window never
 reaches) and first runs ``--prefill-seconds`` simulated seconds unmeasured (default N), so the
 measured window runs with history at its keep count and pruning active: the steady state of a
-cluster that has run for longer than its keep count.
+cluster that has run for longer than its keep count. History is pruned in batches (a task keeps
+N to N + ``PRUNE_BATCH`` records, then drops to N in one pass), so a window shorter than
+``PRUNE_BATCH + 1`` (65) seconds may hold no batch at all: measure over 65 seconds (or a multiple)
+for the average.
 Compare with ``applier`` in ``bench/profile.py``'s thread table (the applier thread in a real
 cluster) to see what the cluster adds around the same work.
 """

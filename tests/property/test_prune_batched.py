@@ -15,7 +15,7 @@ replicas fed the same log:
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raftsched import codec
@@ -57,7 +57,7 @@ def _copy(state: SchedulerState, retention: Retention) -> SchedulerState:
     return SchedulerState.load(store, retention)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     keep=st.integers(1, 4),
     steps=st.lists(

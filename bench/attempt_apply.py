@@ -1,7 +1,7 @@
 """What applying one attempt costs, entry by entry, in one process: no Raft, no gRPC, no executor.
 
     python -m bench.attempt_apply [--tasks 4000] [--seconds 10] [--executors 2] [--batch 256]
-                                  [--commit-every 1]
+                                  [--commit-every 1] [--keep-count N [--prefill-seconds P]]
 
 N every-second cron tasks and E joined executors in a :class:`SchedulerState` over an LMDB store
 (``sync=False``, as a node opens it), and a second state applying the same entries as a follower
@@ -19,6 +19,15 @@ The store commits every ``--commit-every`` entries (1: after each entry, the clu
 case, since an applier commits whenever its queue runs dry; 0: once per simulated second). CPU
 time (``process_time``) per attempt is reported for each entry kind and for the commits, on the
 leader's state and on the follower's, and the two states' digests are compared at the end.
+
+``--keep-count N`` keeps N finished runs and N fire records per task (``Retention.keep_count``,
+the cluster's ``[scheduler] history_keep_count``; default 1000, which a short window never
+reaches) and first runs ``--prefill-seconds`` simulated seconds unmeasured (default N), so the
+measured window runs with history at its keep count and pruning active: the steady state of a
+cluster that has run for longer than its keep count. History is pruned in batches (a task keeps
+N to N + ``PRUNE_BATCH`` records, then drops to N in one pass), so a window shorter than
+``PRUNE_BATCH + 1`` (65) seconds may hold no batch at all: measure over 65 seconds (or a multiple)
+for the average.
 Compare with ``applier`` in ``bench/profile.py``'s thread table (the applier thread in a real
 cluster) to see what the cluster adds around the same work.
 """
@@ -104,10 +113,17 @@ def _prefill(store: LmdbStore, tasks: int, history: int) -> None:
 class _Node:
     """One replica: its state, store and the CPU seconds spent per entry kind."""
 
-    def __init__(self, path: Path, lead: bool, commit_every: int, prefill: tuple[int, int] = (0, 0)) -> None:
+    def __init__(
+        self,
+        path: Path,
+        lead: bool,
+        commit_every: int,
+        retention: Retention,
+        prefill: tuple[int, int] = (0, 0),
+    ) -> None:
         self.store = LmdbStore(path, sync=False)
         _prefill(self.store, *prefill)
-        self.state = SchedulerState.load(self.store, Retention())
+        self.state = SchedulerState.load(self.store, retention)
         # As raftsched.server.node: every replica keeps the reported starts for the start-delay alert.
         self.start_delays = StartDelays(StartDelayConfig())
         self.state.on_start = self.start_delays.record
@@ -156,12 +172,15 @@ def run(
     base: Path,
     keep: list[SchedulerState] | None = None,
     history: int = 0,
+    keep_count: int = 0,
+    prefill_seconds: int = 0,
 ) -> dict[str, object]:
     """Today's apply; ``keep`` (if given) receives the leader's state, its store still open."""
     if tasks > executors * MAX_EXECUTOR_SLOTS:
         raise SystemExit(f"{tasks} tasks need at least {-(-tasks // MAX_EXECUTOR_SLOTS)} executors")
-    leader = _Node(base / "leader", True, commit_every, (tasks, history))
-    follower = _Node(base / "follower", False, commit_every, (tasks, history))
+    retention = Retention(keep_count=keep_count) if keep_count else Retention()
+    leader = _Node(base / "leader", True, commit_every, retention, (tasks, history))
+    follower = _Node(base / "follower", False, commit_every, retention, (tasks, history))
     nodes = (leader, follower)
 
     def both(kind: str, data: bytes) -> None:
@@ -201,7 +220,13 @@ def run(
         node.written = 0
     attempts = 0
     plan_s = 0.0
-    for s in range(seconds):
+    for s in range(prefill_seconds + seconds):
+        if s == prefill_seconds:  # the prefill (history filled to its keep count) is not measured
+            for node in nodes:
+                node.commit()
+                node.cpu = dict.fromkeys(KINDS, 0.0)
+            attempts = 0
+            plan_s = 0.0
         now = T0 + s * 1000 + 5
         c0 = time.process_time()
         proposals = driver.poll(now)
@@ -263,6 +288,8 @@ def run(
         "result_batch": batch,
         "commit_every": commit_every,
         "history": history,
+        "keep_count": retention.keep_count,
+        "prefill_seconds": prefill_seconds,
         "attempts": attempts,
         "plan_us_per_attempt": round(plan_s / per * 1e6, 2),
         "leader_us_per_attempt": figures(leader),
@@ -540,6 +567,18 @@ def main() -> int:
     ap.add_argument("--executors", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256, help="results per ReportResults entry")
     ap.add_argument("--commit-every", type=int, default=1, help="entries per commit (0: once per second)")
+    ap.add_argument(
+        "--keep-count",
+        type=int,
+        default=0,
+        help="finished runs and fire records kept per task (Retention.keep_count; 0: the default, 1000)",
+    )
+    ap.add_argument(
+        "--prefill-seconds",
+        type=int,
+        default=-1,
+        help="unmeasured simulated seconds first, to fill the history (default: --keep-count)",
+    )
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument(
         "--history",
@@ -565,6 +604,9 @@ def main() -> int:
         help="with --columnar: tasks of the equivalence check against today's state machine (0: none)",
     )
     args = ap.parse_args()
+    if args.keep_count < 0:
+        ap.error(f"--keep-count {args.keep_count}: must be at least 1 (0: the default)")
+    prefill = args.prefill_seconds if args.prefill_seconds >= 0 else args.keep_count
     provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-attempt-apply-") as tmp:
         base = Path(tmp)
@@ -577,8 +619,12 @@ def main() -> int:
                 args.commit_every,
                 base,
                 history=args.history,
+                keep_count=args.keep_count,
+                prefill_seconds=prefill,
             )
         else:
+            if args.keep_count:
+                ap.error("--keep-count is not supported with --columnar (the prototype has no retention)")
             result = _columnar_main(args, base)
     provenance.emit(result, args.json)
     return 0

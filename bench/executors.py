@@ -2,7 +2,7 @@
 
     python -m bench.executors [--tasks 5000] [--executors 4] [--slots 256] [--seconds 20]
                               [--warmup 5] [--drain 3] [--kind sync|async] [--baseline-seconds 10]
-                              [--no-log-sync] [--tls] [--auth] [--json FILE]
+                              [--no-log-sync] [--tls] [--auth] [--keep-count N] [--json FILE]
 
 First (unless ``--baseline-seconds 0``) bench/fires.py's scenario with the same number of tasks and
 no executors, for the leader's CPU per fire without dispatching. Then 3 ``raftsched-node``
@@ -41,6 +41,10 @@ cluster's config (bench/run.py's ``--keep-count`` and ``--tick``).
 executor token shared by the executors): the figures then include the authentication interceptor
 and the authorization table on every executor RPC (the dispatch stream verified once, heartbeats
 and reports by the verified-token cache).
+
+``--keep-count N`` sets the cluster's ``[scheduler] history_keep_count`` (default 1000, which a
+short window never reaches) and makes the warm-up at least N + 1 seconds, so that the window runs
+with every task's history at its keep count and pruning active (the steady state).
 
 Prints JSON with its provenance (and writes it with ``--json FILE``).
 """
@@ -127,7 +131,10 @@ def run(
     tls: bool = False,
     auth: bool = False,
     policies: bool = False,
+    keep_count: int = 0,
 ) -> dict[str, object]:
+    if keep_count:
+        warmup = max(warmup, keep_count + 1.0)  # every task's history reaches its keep count first
     result: dict[str, object] = {
         "tasks": n_tasks,
         "executors": n_executors,
@@ -139,6 +146,8 @@ def run(
         "cpus": os.cpu_count(),
         "auth": auth,
         "policies": policies,
+        "history_keep_count": keep_count or "default",
+        "warmup_s": warmup,
     }
     baseline: dict[str, object] | None = None
     if baseline_seconds > 0:
@@ -161,6 +170,8 @@ def run(
     extra = (extra_config + (tls_config(base / "pki") if tls else "")) + (
         '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
     )
+    if keep_count:
+        extra += f"[scheduler]\nhistory_keep_count = {keep_count}\n"
     cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
     cluster.token = admin
     executors: dict[str, subprocess.Popen[bytes]] = {}
@@ -436,8 +447,16 @@ def main() -> int:
         action="store_true",
         help="every task owned by an owner with a (non-binding) quota and holding a shared lock",
     )
+    ap.add_argument(
+        "--keep-count",
+        type=int,
+        default=0,
+        help="[scheduler] history_keep_count of the cluster (0: its default); warm-up at least N + 1 s",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.keep_count < 0:
+        ap.error(f"--keep-count {args.keep_count}: must be at least 1 (0: the default)")
     provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-bench-") as tmp:
         result = run(
@@ -455,6 +474,7 @@ def main() -> int:
             tls=args.tls,
             auth=args.auth,
             policies=args.policies,
+            keep_count=args.keep_count,
         )
     provenance.emit(result, args.json)
     return 0

@@ -66,6 +66,9 @@ T = TypeVar("T")
 # Cancels re-sent (see Dispatcher._stop_cancelled) remembered per term, at most.
 _MAX_CANCELS_REMEMBERED = 10_000
 
+# Parsed task specs kept at most (see Dispatcher._spec).
+SPEC_CACHE_MAX = 50_000
+
 
 @dataclass(frozen=True, slots=True)
 class DispatchProposal:
@@ -80,6 +83,9 @@ class DispatchProposal:
 
     kind: Literal["assign", "lost", "dead", "results"]
     command: logpb.Command
+    # "assign": the ``((run id, shard), executor)`` pairs its assignments reserved, in the
+    # command's order (kept here so :meth:`Dispatcher.release` need not read them back from it).
+    assigned: tuple[tuple[Key, str], ...] = ()
 
     def encode(self) -> bytes:
         return codec.encode_command(self.command)
@@ -117,6 +123,8 @@ class Dispatcher:
         self.rng = rng or random.Random(0)
         self.epoch = 0  # of the last leadership taken (kept after stepping down)
         self._term: Term | None = None
+        # task -> (its current version's stored spec bytes, the spec parsed from them): see _spec.
+        self._specs: dict[str, tuple[bytes, pb.TaskSpec]] = {}
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -282,9 +290,20 @@ class Dispatcher:
         self, t: Term, v: StateView, eff: DispatchAttempt, now_ms: int, started: bool | None = False
     ) -> None:
         """Lease the attempt to its executor and queue its work item. ``started``: what is known
-        of it (False for a first dispatch: nothing has been sent yet)."""
-        run = v.active_run(eff.run_id)
-        spec = v.spec_for(eff.task, run.task_version if run is not None else 0)
+        of it (False for a first dispatch: nothing has been sent yet).
+
+        A dispatch that carries its run's facts (``eff.known``: a plain task's, straight from its
+        assignment) is sent without a copy of the run; any other reads the run."""
+        if eff.known:
+            run = None
+            version, backfill, assigned_ms = eff.task_version, eff.backfill, eff.assigned_ms
+        else:
+            run = v.active_run(eff.run_id)
+            shard = run.shards[eff.shard] if run is not None and eff.shard < len(run.shards) else None
+            version = run.task_version if run is not None else 0
+            backfill = run is not None and run.backfill
+            assigned_ms = shard.assigned_ms if shard is not None else 0
+        spec = self._spec(v, eff.task, version)
         exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
         key = (eff.run_id, eff.shard)
         timeout = spec.timeout_ms if spec is not None else 0
@@ -299,7 +318,6 @@ class Dispatcher:
         # finding the new leader must not expire before the executor itself would be declared dead
         # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
         heard = t.liveness.last_seen.get(eff.executor, now_ms)
-        shard = run.shards[eff.shard] if run is not None and eff.shard < len(run.shards) else None
         t.holdings.leases[exec_id] = Lease(
             exec_id,
             eff.run_id,
@@ -309,11 +327,11 @@ class Dispatcher:
             eff.executor,
             max(now_ms, heard) + self.settings.lease_ms,
             deadline,
-            run is not None and run.backfill,
-            (shard.assigned_ms if shard is not None else 0) or now_ms,
+            backfill,
+            assigned_ms or now_ms,
             started,
         )
-        if run is not None and run.backfill:
+        if backfill:
             t.holdings.backfill_busy.add(key)
         item = pb.WorkItem(
             execution_id=exec_id,
@@ -339,6 +357,26 @@ class Dispatcher:
             for name, value in run.env.items():
                 item.env[name] = value
         t.outbox.append((eff.executor, item))
+
+    def _spec(self, v: StateView, task: str, version: int) -> pb.TaskSpec | None:
+        """The spec a run of ``task`` at ``version`` executes, parsed once per task version: the
+        current version's is kept, checked by the identity of its stored bytes
+        (:meth:`StateView.current_spec_bytes`: a new version or a task created again under the
+        same name brings new bytes). An older version is read as before (runs that span an
+        update). Never to be changed by the caller: it is shared."""
+        current = v.current_spec_bytes(task)
+        if current is None or current[0] != version:
+            return v.spec_for(task, version)
+        raw = current[1]
+        hit = self._specs.get(task)
+        if hit is not None and hit[0] is raw:
+            return hit[1]
+        spec = v.spec_for(task, version)
+        if spec is not None:
+            if len(self._specs) >= SPEC_CACHE_MAX:
+                self._specs = {}  # a bound: a miss costs what every dispatch cost before
+            self._specs[task] = (raw, spec)
+        return spec
 
     def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
         t = self._term
@@ -524,17 +562,25 @@ class Dispatcher:
         return self._term.holdings.unstarted_of(executor) if self._term is not None else []
 
     def results(
-        self, executor: str, results: Iterable[pb.ExecResult], now_ms: int
+        self,
+        executor: str,
+        results: Sequence[pb.ExecResult],
+        now_ms: int,
+        ids: Sequence[tuple[str, int, int]] | None = None,
     ) -> DispatchProposal | None:
-        """A ReportResults command for the executor's results (None if none are known here)."""
+        """A ReportResults command for the executor's results (None if none are known here).
+
+        ``ids``: each result's execution id already split into ``(run id, shard, attempt)`` (the
+        servicer checks them so), in the same order; None: split here, skipping a malformed one."""
         t = self._term
         cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.report_results.SetInParent()
-        for res in results:
-            run_id, shard, attempt = _split(res.execution_id)
+        add = cmd.report_results.results.add
+        for i, res in enumerate(results):
+            run_id, shard, attempt = _split(res.execution_id) if ids is None else ids[i]
             if run_id is None:
                 continue
-            cmd.report_results.results.add(
+            add(
                 run_id=run_id,
                 shard=shard,
                 attempt=attempt,
@@ -544,7 +590,9 @@ class Dispatcher:
                 exit_code=res.exit_code,
                 stdout_tail=res.stdout_tail,
                 stderr_tail=res.stderr_tail,
-                retry_at_ms=self.retry_at(attempt, now_ms),
+                # Only a failure may be retried: a success's retry time is never read by apply
+                # (runs.settle), so none is drawn for it (0 is omitted from the entry's bytes).
+                retry_at_ms=0 if res.success else self.retry_at(attempt, now_ms),
                 timed_out=res.timed_out,
                 duration_ms=res.duration_ms,
                 start_lateness_ms=res.start_lateness_ms if res.HasField("start_lateness_ms") else None,
@@ -610,11 +658,11 @@ class Dispatcher:
             if t.placement.waiting:
                 cmd = logpb.Command(epoch=t.epoch, now_ms=now_ms)
                 cmd.assign_attempts.SetInParent()
-                t.placement.assign(
+                assigned = t.placement.assign(
                     v, now_ms, t.liveness.declared_dead, self.settings.max_assign_per_command, cmd
                 )
-                if cmd.assign_attempts.assignments or cmd.assign_attempts.waits:
-                    out.append(DispatchProposal("assign", cmd))
+                if assigned or cmd.assign_attempts.waits:
+                    out.append(DispatchProposal("assign", cmd, tuple(assigned)))
         return out
 
     def release(self, proposal: DispatchProposal) -> None:
@@ -624,11 +672,10 @@ class Dispatcher:
         t = self._term
         if t is None or proposal.command.epoch != t.epoch:
             return
-        assignments = [
-            ((a.run_id, a.shard), a.executor) for a in proposal.command.assign_attempts.assignments
-        ]
+        if not proposal.assigned:
+            return  # wait reasons only: nothing was reserved
         with self.state.view() as v:
-            t.placement.release(v, assignments)
+            t.placement.release(v, proposal.assigned)
 
 
 def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from raftsched.abc import CommitHook, ProposeCallback
-from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, RunCancelled
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.logrelay import LogRelay
@@ -106,25 +106,18 @@ class ExecutorHub:
 
     def _on_effects(self, effects: tuple[Effect, ...]) -> None:
         d = self.dispatcher
+        gate = self.node.gate
+        ready = False
+        debug = log.isEnabledFor(logging.DEBUG)
+        # One walk for the hub's own business (the dispatcher walks them once more, in chunks):
+        # by exact type, the commonest first (effects are final classes).
         for eff in effects:
-            if self.node.gate.takes_dispatch(eff):
-                # Our barrier of the term we lead now (not one replayed from an old term at
-                # restart: a follower once started dispatching from its own old barrier).
-                # Our barrier applied: every older leader's entry is applied too. Take over.
-                self._take_over(eff.epoch)
-            elif isinstance(eff, RunCancelled) and d.leading:
-                for shard, attempt, executor in eff.attempts:
-                    log.info(
-                        "attempt %s/%d/%d cancelled: its run was cancelled or killed%s",
-                        eff.run_id,
-                        shard,
-                        attempt,
-                        f" (stopping it on {executor})" if executor else "",
-                        extra=run_fields(eff.run_id, shard, attempt, executor=executor or None),
-                    )
-        if d.leading and log.isEnabledFor(logging.DEBUG):
-            for eff in effects:
-                if isinstance(eff, DispatchAttempt):
+            kind = type(eff)
+            if kind is AttemptReady:
+                ready = True
+            elif kind is DispatchAttempt:
+                if debug and d.leading:
+                    assert isinstance(eff, DispatchAttempt)
                     log.debug(
                         "attempt %s/%d/%d assigned to %s (epoch %d)",
                         eff.run_id,
@@ -134,10 +127,27 @@ class ExecutorHub:
                         eff.epoch,
                         extra=run_fields(eff.run_id, eff.shard, eff.attempt, eff.task, executor=eff.executor),
                     )
+            elif kind is BarrierCommitted:
+                if gate.takes_dispatch(eff):
+                    # Our barrier of the term we lead now (not one replayed from an old term at
+                    # restart: a follower once started dispatching from its own old barrier).
+                    # Our barrier applied: every older leader's entry is applied too. Take over.
+                    self._take_over(eff.epoch)
+            elif kind is RunCancelled and d.leading:
+                assert isinstance(eff, RunCancelled)
+                for shard, attempt, executor in eff.attempts:
+                    log.info(
+                        "attempt %s/%d/%d cancelled: its run was cancelled or killed%s",
+                        eff.run_id,
+                        shard,
+                        attempt,
+                        f" (stopping it on {executor})" if executor else "",
+                        extra=run_fields(eff.run_id, shard, attempt, executor=executor or None),
+                    )
         d.on_effects(effects, self.now_ms())
         self._flush_outbox()
         self._hold_done()
-        if not self._kicked and any(isinstance(e, AttemptReady) for e in effects):
+        if ready and not self._kicked:
             # Place new attempts now rather than at the next timer tick (up to TICK_S later).
             self._kicked = True
             assert self.loop is not None

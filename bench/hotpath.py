@@ -125,7 +125,7 @@ def run(
             if node_metrics is not None:
                 # What the node's commit hook does: one list per batch, one observe per batch.
                 node_metrics.observe_commit_lateness([(f, now - f, c) for f, c in p.fired])
-            fired += p.fire_count
+            fired += sum(count for _, count in p.fired)
         c2 = time.process_time()
         replica.end_of_tick()
         c3 = time.process_time()

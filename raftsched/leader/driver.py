@@ -106,11 +106,6 @@ class Proposal:
     # (run-length encoded: a batch of every-second tasks is one or two entries, not a thousand).
     fired: tuple[tuple[int, int], ...] = ()
 
-    @property
-    def fire_count(self) -> int:
-        """How many fires it runs."""
-        return sum(count for _, count in self.fired)
-
 
 class LeaderDriver:
     def __init__(

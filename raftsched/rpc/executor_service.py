@@ -126,7 +126,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             not_leader = exc.code == "not_leader"
             status = grpc.StatusCode.FAILED_PRECONDITION if not_leader else grpc.StatusCode.NOT_FOUND
             await abort(context, exc, status)
-        queue: asyncio.Queue[pb.WorkItem] = asyncio.Queue()
+        queue: asyncio.Queue[list[pb.WorkItem]] = asyncio.Queue()
         old = hub.streams.get(request.name)
         if old is not None:
             old.put_nowait(CLOSE)  # a newer stream of the same executor replaces the old one
@@ -142,17 +142,21 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             for start in range(0, len(resent), MAX_BATCH):
                 yield resent[start : start + MAX_BATCH]
             while True:
-                item = await queue.get()
-                if item is CLOSE:
+                items = await queue.get()
+                if items is CLOSE:
                     return
-                batch = [item]
+                batch = items  # the hub's own list, one per flush: extended in place
+                closed = False
                 while len(batch) < MAX_BATCH and not queue.empty():
-                    item = queue.get_nowait()
-                    if item is CLOSE:
-                        yield batch
-                        return
-                    batch.append(item)
-                yield batch
+                    more = queue.get_nowait()
+                    if more is CLOSE:
+                        closed = True
+                        break
+                    batch.extend(more)
+                for start in range(0, len(batch), MAX_BATCH):
+                    yield batch[start : start + MAX_BATCH] if len(batch) > MAX_BATCH else batch
+                if closed:
+                    return
         finally:
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]

@@ -12,9 +12,11 @@ each shortcut is forgotten when what it stands for changes.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import Counter
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,15 +25,33 @@ from raftsched.fsm.effects import DispatchAttempt
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.leader.gate import LeaderGate
 from raftsched.model import Overlap, TaskSpec
 from raftsched.observability.lateness import LatenessLog
 from raftsched.observability.metrics import Histogram
-from raftsched.rpc.executor_service import _check_execution_id
+from raftsched.rpc.executor_service import MAX_BATCH, ExecutorServicer, _check_execution_id
 from raftsched.sharding.ring import ShardRing
+from raftsched.timing.clock import ManualClock
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
-from tests.support.fsm import EVERY_SECOND, T0, S, create, delete, domain, fresh, join, runs_of, tick, update
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    batch,
+    create,
+    delete,
+    domain,
+    entry,
+    fire,
+    fresh,
+    join,
+    runs_of,
+    tick,
+    update,
+)
 
 SETTINGS = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
 
@@ -304,3 +324,63 @@ def test_run_length_histogram_counts_as_fire_by_fire() -> None:
     assert {k: v for k, v in fire.items() if k not in sums} == {k: v for k, v in run.items() if k not in sums}
     assert fire[("_count", "")] == 3000
     assert [run[k] for k in sums] == pytest.approx([fire[k] for k in sums])
+
+
+# -- work items to the executors' streams ----------------------------------------------------------
+
+
+def leading_hub(executors: int = 2) -> tuple[SchedulerState, ExecutorHub]:
+    state, d = setup(executors=executors)
+    driver = SimpleNamespace(leading=True, ready=True, epoch=1)
+    raft = SimpleNamespace(is_leader=lambda: True, epoch=lambda: 1)  # Raft agrees: it leads epoch 1
+    gate = LeaderGate("n1", ManualClock(T0 + S), state, driver, lambda: raft, lambda: None)
+    return state, ExecutorHub(SimpleNamespace(node_id="n1", state=state, gate=gate), d)
+
+
+def test_a_flush_puts_one_list_per_executor_on_its_stream() -> None:
+    state, hub = leading_hub()
+    d = hub.dispatcher
+    for i in range(6):
+        assert create(state, spec(f"u{i}")).ok
+    hub.streams = {"ex1": asyncio.Queue(), "ex2": asyncio.Queue()}
+    step(
+        state,
+        d,
+        batch(T0 + S, *[entry(f"u{i}", 1, [fire(T0 + S)], watermark=T0 + S, next_fire=0) for i in range(6)]),
+        T0 + S,
+    )
+    [assign] = d.poll(T0 + S)
+    hub._on_effects(state.apply(assign.encode()).effects)
+    sent = {name: [q.get_nowait() for _ in range(q.qsize())] for name, q in hub.streams.items()}
+    assert sorted(sum(len(items) for items in lists) for lists in sent.values()) != [0, 0]
+    for name, lists in sent.items():
+        assert len(lists) <= 1  # one put per executor for the whole flush
+        for item in (item for items in lists for item in items):
+            assert d.leases[item.execution_id].executor == name
+    assert sum(len(items) for lists in sent.values() for items in lists) == 6
+
+
+def test_a_stream_sends_what_is_queued_together_in_messages_of_at_most_max_batch() -> None:
+    _, hub = leading_hub()
+    servicer = ExecutorServicer(hub)
+    items = [pb.WorkItem(execution_id=f"r{i}/0/1") for i in range(MAX_BATCH + 500)]
+
+    async def messages() -> list[list[str]]:
+        context = SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:1")
+        stream = servicer._stream(pb.DispatchRequest(name="ex1"), context)
+        out: list[list[str]] = []
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # the stream is open and waits on its queue
+        queue = hub.streams["ex1"]
+        queue.put_nowait(items[:2])
+        queue.put_nowait(items[2:3])
+        queue.put_nowait(items[3:])
+        out.append([i.execution_id for i in await first])
+        out.append([i.execution_id for i in await anext(stream)])
+        queue.put_nowait(items[:1])
+        queue.put_nowait(CLOSE)
+        out.extend([[i.execution_id for i in batch] async for batch in stream])
+        return out
+
+    ids = [i.execution_id for i in items]
+    assert asyncio.run(messages()) == [ids[:MAX_BATCH], ids[MAX_BATCH:], ids[:1]]

@@ -30,7 +30,9 @@ from raftsched.v1 import raftsched_pb2 as pb
 log = logging.getLogger("raftsched.rpc.executor_service")
 
 TICK_S = 0.05
-CLOSE = pb.WorkItem()  # sentinel in a stream's queue: end the stream (leadership lost)
+# A stream's queue holds lists of work items (one per flush, not one put per item); this list,
+# by identity, is the sentinel that ends the stream (leadership lost, or a newer stream).
+CLOSE: list[pb.WorkItem] = [pb.WorkItem()]
 
 
 class HubNode(Protocol):
@@ -56,7 +58,7 @@ class ExecutorHub:
     def __init__(self, node: HubNode, dispatcher: Dispatcher) -> None:
         self.node = node
         self.dispatcher = dispatcher  # built with the node's other parts (raftsched.server.core)
-        self.streams: dict[str, asyncio.Queue[pb.WorkItem]] = {}
+        self.streams: dict[str, asyncio.Queue[list[pb.WorkItem]]] = {}
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.log_channels: set[str] = set()  # executors whose open stream takes log requests
         self.logs = LogRelay(self)  # full logs: readers waiting for executors' answers
@@ -247,10 +249,20 @@ class ExecutorHub:
         self.node.propose(proposal.encode(), done)
 
     def _flush_outbox(self) -> None:
-        for executor, item in self.dispatcher.take_outbox():
+        out = self.dispatcher.take_outbox()
+        if not out:
+            return
+        by_executor: dict[str, list[pb.WorkItem]] = {}
+        for executor, item in out:
+            items = by_executor.get(executor)
+            if items is None:
+                by_executor[executor] = [item]
+            else:
+                items.append(item)
+        for executor, items in by_executor.items():
             q = self.streams.get(executor)
             if q is not None:
-                q.put_nowait(item)
+                q.put_nowait(items)  # one put per executor and flush
             # else: not connected; it is re-sent when the executor opens its stream, or its
             # lease expires and the attempt is retried elsewhere.
 

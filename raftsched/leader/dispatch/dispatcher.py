@@ -46,7 +46,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
@@ -124,7 +124,7 @@ class Dispatcher:
         self.epoch = 0  # of the last leadership taken (kept after stepping down)
         self._term: Term | None = None
         # task -> (its current version's stored spec bytes, the spec parsed from them): see _spec.
-        self._specs: dict[str, tuple[bytes, pb.TaskSpec]] = {}
+        self._specs: dict[str, tuple[bytes, pb.TaskSpec, dict[str, Any]]] = {}
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -303,7 +303,7 @@ class Dispatcher:
             version = run.task_version if run is not None else 0
             backfill = run is not None and run.backfill
             assigned_ms = shard.assigned_ms if shard is not None else 0
-        spec = self._spec(v, eff.task, version)
+        spec, fields = self._spec(v, eff.task, version)
         exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
         key = (eff.run_id, eff.shard)
         timeout = spec.timeout_ms if spec is not None else 0
@@ -341,14 +341,8 @@ class Dispatcher:
             shard=eff.shard,
             attempt=eff.attempt,
             epoch=t.epoch,
+            **fields,  # the spec's: shards, command, handler, params, timeout, runner
         )
-        if spec is not None:
-            item.shards = spec.shards or 1
-            item.command = spec.command
-            item.handler = spec.handler
-            item.params_json = spec.params_json
-            item.timeout_ms = spec.timeout_ms
-            item.runner = spec.runner
         if run is not None:
             if run.command:  # a workflow task: its templates rendered for this run
                 item.command = run.command
@@ -358,25 +352,28 @@ class Dispatcher:
                 item.env[name] = value
         t.outbox.append((eff.executor, item))
 
-    def _spec(self, v: StateView, task: str, version: int) -> pb.TaskSpec | None:
-        """The spec a run of ``task`` at ``version`` executes, parsed once per task version: the
-        current version's is kept, checked by the identity of its stored bytes
-        (:meth:`StateView.current_spec_bytes`: a new version or a task created again under the
-        same name brings new bytes). An older version is read as before (runs that span an
-        update). Never to be changed by the caller: it is shared."""
+    def _spec(self, v: StateView, task: str, version: int) -> tuple[pb.TaskSpec | None, dict[str, Any]]:
+        """The spec a run of ``task`` at ``version`` executes and its work-item fields
+        (:func:`_item_fields`), parsed once per task version: the current version's are kept,
+        checked by the identity of its stored bytes (:meth:`StateView.current_spec_bytes`: a new
+        version or a task created again under the same name brings new bytes). An older version
+        is read as before (runs that span an update). Never to be changed by the caller: shared."""
         current = v.current_spec_bytes(task)
         if current is None or current[0] != version:
-            return v.spec_for(task, version)
+            spec = v.spec_for(task, version)
+            return spec, _item_fields(spec)
         raw = current[1]
         hit = self._specs.get(task)
         if hit is not None and hit[0] is raw:
-            return hit[1]
+            return hit[1], hit[2]
         spec = v.spec_for(task, version)
-        if spec is not None:
-            if len(self._specs) >= SPEC_CACHE_MAX:
-                self._specs = {}  # a bound: a miss costs what every dispatch cost before
-            self._specs[task] = (raw, spec)
-        return spec
+        if spec is None:
+            return None, {}
+        fields = _item_fields(spec)
+        if len(self._specs) >= SPEC_CACHE_MAX:
+            self._specs = {}  # a bound: a miss costs what every dispatch cost before
+        self._specs[task] = (raw, spec, fields)
+        return spec, fields
 
     def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
         t = self._term
@@ -599,7 +596,8 @@ class Dispatcher:
             )
             if t is not None:
                 t.holdings.drop(res.execution_id)
-                t.takeover.proposed(res.execution_id, now_ms, self.settings.lease_ms)
+                if t.takeover.inherited:  # (an attempt this leadership inherited: known once applied)
+                    t.takeover.proposed(res.execution_id, now_ms, self.settings.lease_ms)
         return DispatchProposal("results", cmd) if cmd.report_results.results else None
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
@@ -686,6 +684,22 @@ def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:
         return False
     shard = run.shards[eff.shard]
     return shard.attempt == eff.attempt and shard.executor == eff.executor and shard.state == pb.RUNNING
+
+
+def _item_fields(spec: pb.TaskSpec | None) -> dict[str, Any]:
+    """A work item's fields from its task's spec, those not at their default (one constructor
+    call with these is cheaper than six assignments per attempt)."""
+    if spec is None:
+        return {}
+    fields: dict[str, Any] = {
+        "shards": spec.shards or 1,
+        "command": spec.command,
+        "handler": spec.handler,
+        "params_json": spec.params_json,
+        "timeout_ms": spec.timeout_ms,
+        "runner": spec.runner,
+    }
+    return {name: value for name, value in fields.items() if value}
 
 
 def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:

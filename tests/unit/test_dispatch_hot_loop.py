@@ -208,6 +208,17 @@ def test_release_gives_back_what_the_proposal_reserved_without_reading_its_comma
     assert d.waiting[key].reserved_for == ""
 
 
+def test_releasing_a_proposal_that_applied_whole_takes_no_state_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, d = setup()
+    step(state, d, tick("t", 1, T0 + S), T0 + S)
+    [assign] = d.poll(T0 + S)
+    step(state, d, assign, T0 + S)  # applied: its attempt is leased, nothing of it waits
+    views = counting(monkeypatch, SchedulerState, "view")
+    d.release(assign)
+    assert views == []  # the applier holds the state's lock for whole entries: not asked for it
+    assert sum(d.used.values()) == 1  # the lease keeps its slot
+
+
 # -- retry times -----------------------------------------------------------------------------------
 
 

@@ -670,10 +670,18 @@ class Dispatcher:
         t = self._term
         if t is None or proposal.command.epoch != t.epoch:
             return
-        if not proposal.assigned:
-            return  # wait reasons only: nothing was reserved
-        with self.state.view() as v:
-            t.placement.release(v, proposal.assigned)
+        waiting = t.placement.waiting
+        # Only what still waits reserved for that executor has anything to give back: an
+        # assignment that applied was unwaited by its dispatch. Most proposals apply whole, and
+        # then no state view is opened (the applier holds the state's lock for whole entries).
+        left = [
+            (key, executor)
+            for key, executor in proposal.assigned
+            if (w := waiting.get(key)) is not None and w.reserved_for == executor
+        ]
+        if left:
+            with self.state.view() as v:
+                t.placement.release(v, left)
 
 
 def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:

@@ -19,7 +19,9 @@ runs) per attempt of the work each change removed, beside what replaced it:
   (a tuple and a histogram bisect each), against one run-length entry;
 * ``stream_queue``: a work item put on and taken off an executor stream's ``asyncio.Queue``
   one by one, against one list per flush (30 items a flush here);
-* ``release``: the assignments read back from a proposal's command, against the list kept.
+* ``release``: the assignments read back from a proposal's command, against the list kept;
+* ``lease_timer_us_per_tick``: the timer's look at every lease on each tick (all of the fire's
+  attempts leased, none due), against its check of the bound before one may be due.
 
 Prints JSON: each part's ``before_us`` and ``after_us`` per attempt (per fire for the lateness).
 """
@@ -76,6 +78,8 @@ def run(tasks: int, repeat: int) -> dict[str, object]:
         tf.fires.add(nominal_ms=T0 + 1000, outcome=logpb.FIRED, count=1)
     d.on_effects(state.apply(codec.encode_command(fire)).effects, T0 + 1000)
     [assign] = d.poll(T0 + 1000)
+    d.on_effects(state.apply(assign.encode()).effects, T0 + 1000)  # every attempt leased
+    d.take_outbox()
     run_ids = [f"{name}@{T0 + 1000}" for name in names]
     exec_ids = [execution_id(r, 0, 1) for r in run_ids]
     term = d.term
@@ -192,12 +196,30 @@ def run(tasks: int, repeat: int) -> dict[str, object]:
         lambda: list(assign.assigned),
         max(1, len(assign.assigned)),
     )
+    # The lease timer, per tick (20 a second, plus one per batch of new attempts) with every
+    # attempt of the fire leased and none due: every lease looked at, against the bound's check.
+    leases = d.leases if d.leases else {}
+    holdings = term.holdings
+
+    def scan_before() -> list[str]:
+        return [
+            e
+            for e, lease in list(leases.items())
+            if lease.expires_ms <= T0 or (lease.deadline_ms and lease.deadline_ms <= T0)
+        ]
+
+    lease_scan = {
+        "leases": len(leases),
+        "before_us": _cpu_us(scan_before, 1, repeat),
+        "after_us": _cpu_us(lambda: holdings.due(T0), 1, repeat),
+    }
     total_before = round(sum(p["before_us"] for k, p in out.items() if k != "commit_lateness"), 2)
     total_after = round(sum(p["after_us"] for k, p in out.items() if k != "commit_lateness"), 2)
     return {
         "tasks": tasks,
         "parts_us_per_attempt": out,
         "event_loop_parts_total_us_per_attempt": {"before": total_before, "after": total_after},
+        "lease_timer_us_per_tick": lease_scan,
     }
 
 

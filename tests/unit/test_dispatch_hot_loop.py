@@ -24,6 +24,7 @@ import pytest
 from raftsched.fsm.effects import DispatchAttempt
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
+from raftsched.leader.dispatch import leases as leases_module
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
@@ -97,6 +98,19 @@ def counting(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[Any]
         return real(self, *args)
 
     monkeypatch.setattr(cls, name, wrapper)
+    return calls
+
+
+def counting_function(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[Any]:
+    """Replace the function ``module.name`` by a wrapper that records each call's arguments."""
+    calls: list[Any] = []
+    real: Callable[..., Any] = getattr(module, name)
+
+    def wrapper(*args: object) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(module, name, wrapper)
     return calls
 
 
@@ -191,6 +205,41 @@ def test_a_plain_tasks_dispatch_reads_no_copy_of_its_run(monkeypatch: pytest.Mon
         lease.backfill,
         lease.deadline_ms,
     )
+
+
+# -- the lease timer ----------------------------------------------------------------------------
+
+
+def test_the_timer_looks_at_the_leases_only_once_one_may_be_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, d = setup()
+    item = dispatch(state, d, "t", 1, T0 + S)
+    looked = counting_function(monkeypatch, leases_module, "_first_due")
+    executor = d.leases[item.execution_id].executor
+    for now in range(T0 + S, T0 + 4 * S, 50):  # every 50 ms, as the hub's timer ticks
+        d.heartbeat(executor, [item.execution_id], now)
+        assert not [p for p in d.poll(now) if p.kind == "lost"]
+    assert len(looked) <= 2  # not once per tick: the bound moves with the heartbeats
+    lost = [p for p in d.poll(T0 + 4 * S + SETTINGS.lease_ms) if p.kind == "lost"]
+    assert [r.run_id for p in lost for r in p.command.report_results.results] == [item.run_id]
+
+
+def test_a_renewal_that_moves_an_expiry_earlier_is_noticed_on_time() -> None:
+    """A new leader's lease of an inherited attempt runs from the end of the takeover grace; the
+    executor's first heartbeat renews it to a nearer expiry, which the timer must not miss."""
+    state, d = setup()
+    item = dispatch(state, d, "t", 1, T0 + S)
+    executor = d.leases[item.execution_id].executor
+    successor = Dispatcher(state, SETTINGS, random.Random(1))
+    takeover = T0 + 10 * S
+    successor.become_leader(2, takeover)
+    assert successor.leases[item.execution_id].expires_ms == takeover + 2 * SETTINGS.lease_ms
+    assert not successor.poll(takeover)  # looked at once: nothing is due before the grace ends
+    successor.heartbeat(executor, [item.execution_id], takeover + 100)  # renewed: nearer
+    successor.heartbeat(executor, [], takeover + 2000)  # alive, no longer holding it
+    due = takeover + 100 + SETTINGS.lease_ms
+    assert not [p for p in successor.poll(due - 1) if p.kind == "lost"]
+    lost = [p for p in successor.poll(due) if p.kind == "lost"]
+    assert [r.run_id for p in lost for r in p.command.report_results.results] == [item.run_id]
 
 
 # -- releasing an assignment -----------------------------------------------------------------------

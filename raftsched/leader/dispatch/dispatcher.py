@@ -318,18 +318,20 @@ class Dispatcher:
         # finding the new leader must not expire before the executor itself would be declared dead
         # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
         heard = t.liveness.last_seen.get(eff.executor, now_ms)
-        t.holdings.leases[exec_id] = Lease(
-            exec_id,
-            eff.run_id,
-            eff.task,
-            eff.shard,
-            eff.attempt,
-            eff.executor,
-            max(now_ms, heard) + self.settings.lease_ms,
-            deadline,
-            backfill,
-            assigned_ms or now_ms,
-            started,
+        t.holdings.lease(
+            Lease(
+                exec_id,
+                eff.run_id,
+                eff.task,
+                eff.shard,
+                eff.attempt,
+                eff.executor,
+                max(now_ms, heard) + self.settings.lease_ms,
+                deadline,
+                backfill,
+                assigned_ms or now_ms,
+                started,
+            )
         )
         if backfill:
             t.holdings.backfill_busy.add(key)
@@ -442,10 +444,12 @@ class Dispatcher:
             t.liveness.unconfirmed.discard(executor)
             self._resend_unheld(t, executor, set(held), now_ms)
         leases = t.holdings.leases
+        renewed = now_ms + self.settings.lease_ms
+        t.holdings.renewed(renewed)
         for exec_id in held:
             lease = leases.get(exec_id)
             if lease is not None and lease.executor == executor:
-                lease.expires_ms = now_ms + self.settings.lease_ms
+                lease.expires_ms = renewed
                 is_started = began is None or exec_id in began
                 if t.takeover.inherited and exec_id not in ended and is_started:
                     t.takeover.known(exec_id, "running")  # it runs: an overlap with it is real
@@ -618,7 +622,8 @@ class Dispatcher:
         out: list[DispatchProposal] = []
         lost = logpb.Command(epoch=t.epoch, now_ms=now_ms)
         lost.report_results.SetInParent()
-        for exec_id, lease in list(t.holdings.leases.items()):
+        for lease in t.holdings.due(now_ms):  # (every lease is looked at only once one may be due)
+            exec_id = lease.execution_id
             silent = lease.expires_ms <= now_ms
             overdue = lease.deadline_ms and lease.deadline_ms <= now_ms
             if silent or overdue:

@@ -231,3 +231,36 @@ def test_the_leader_proposes_workflow_waits_due_when_a_cross_workflow_deadline_h
     got = state.get_workflow_run(run_id)
     assert got is not None and got.tasks[0].state == pb.TASK_FAILED
     assert driver.poll(t0 + 61_100) == []  # nothing due any more
+
+
+def test_commit_lateness_is_reported_once_per_nominal_time_of_a_batch() -> None:
+    """The commit hook runs on the Raft tick thread: it hands on one (nominal, lateness, count)
+    per nominal time of the batch, not a tuple per fire."""
+    every_second = CronTrigger("* * * * * *")
+    specs = [TaskSpec(f"t{i}", every_second, overlap=Overlap.ALLOW, command="x") for i in range(5)]
+    driver = leader_with(specs, T0 - 500)
+    clock = ManualClock(T0 + 40)
+    reported: list[list[tuple[int, int, int]]] = []
+    lock = threading.Lock()
+    thread: DriverThread
+
+    def propose(data: bytes, done: ProposeCallback, committed: CommitHook | None) -> None:
+        applied = driver.state.apply(data)
+        if committed is not None:
+            committed()
+        thread.effects_applied(applied.effects)
+        done(applied.encode(), None)
+
+    def on_commit(runs: list[tuple[int, int, int]]) -> None:
+        with lock:
+            reported.append(runs)
+
+    thread = DriverThread(driver, clock, propose, max_sleep_s=0.05, max_in_flight=2)
+    thread.on_commit_lateness = on_commit
+    thread.start()
+    try:
+        thread.leadership_changed(True, 1)
+        wait_until(lambda: bool(reported), 10, what="a fire batch committed")
+    finally:
+        thread.stop()
+    assert reported[0] == [(T0, 40, 5)]

@@ -223,6 +223,19 @@ def test_the_timer_looks_at_the_leases_only_once_one_may_be_due(monkeypatch: pyt
     assert [r.run_id for p in lost for r in p.command.report_results.results] == [item.run_id]
 
 
+def test_a_tick_with_nothing_waiting_takes_no_state_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, d = setup()
+    item = dispatch(state, d, "t", 1, T0 + S)  # leased; nothing waits, nothing was inherited
+    views = counting(monkeypatch, SchedulerState, "view")
+    d.heartbeat(d.leases[item.execution_id].executor, [item.execution_id], T0 + S + 50)
+    assert d.poll(T0 + S + 50) == []
+    assert views == []
+    step(state, d, tick("t", 1, T0 + 2 * S), T0 + 2 * S)  # something waits: the tick reads the state
+    views.clear()
+    assert [p.kind for p in d.poll(T0 + 2 * S)] == ["assign"]
+    assert len(views) == 1
+
+
 def test_a_renewal_that_moves_an_expiry_earlier_is_noticed_on_time() -> None:
     """A new leader's lease of an inherited attempt runs from the end of the takeover grace; the
     executor's first heartbeat renews it to a nearer expiry, which the timer must not miss."""

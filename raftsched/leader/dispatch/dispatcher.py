@@ -655,6 +655,8 @@ class Dispatcher:
             cmd.executor_leave.retry_at_ms = now_ms
             cmd.executor_leave.unstarted.extend(t.holdings.unstarted_of(name))
             out.append(DispatchProposal("dead", cmd))
+        if not (t.takeover.inherited or t.placement.waiting):
+            return out  # nothing to read the state for (the applier holds its lock for whole entries)
         with self.state.view() as v:  # one view for the tick: settling and every assignment
             if t.takeover.inherited:
                 t.takeover.settle(v, now_ms)

@@ -124,8 +124,8 @@ def run(
             driver.on_proposal_committed(p)
             if node_metrics is not None:
                 # What the node's commit hook does: one list per batch, one observe per batch.
-                node_metrics.observe_commit_lateness([(f, now - f) for f in p.fired])
-            fired += len(p.fired)
+                node_metrics.observe_commit_lateness([(f, now - f, c) for f, c in p.fired])
+            fired += sum(count for _, count in p.fired)
         c2 = time.process_time()
         replica.end_of_tick()
         c3 = time.process_time()

@@ -49,7 +49,8 @@ def _us(stmt: object, number: int = N) -> float:
 def instrumentation() -> dict[str, float]:
     tally = ApplyTally()
     metrics = NodeMetrics("n1", NodeSample, tally)
-    batch = [(1000 * i, 12) for i in range(1000)]  # one committed batch of 1000 fires
+    # One committed batch of 1000 fires, each of its own nominal time (the worst case).
+    batch = [(1000 * i, 12, 1) for i in range(1000)]
     results = [
         pb.ExecResult(execution_id=f"r{i}/0/1", success=True, start_lateness_ms=40)
         for i in range(REPORT_BATCH)

@@ -6,7 +6,7 @@ driver re-arms the timing wheel, its dispatcher places and sends attempts). Foll
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from raftsched.v1 import log_pb2 as pb
@@ -32,7 +32,12 @@ class AttemptReady(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class DispatchAttempt:
-    """An assignment of an attempt to an executor has committed: send it now (commit before dispatch)."""
+    """An assignment of an attempt to an executor has committed: send it now (commit before dispatch).
+
+    ``known``: the run's facts the dispatcher needs are carried here (``task_version``,
+    ``backfill``, the shard's ``assigned_ms``) and the run has no command, params or environment
+    of its own (not a workflow task), so the work item is built without a copy of the run. They
+    are a copy of the run's fields, not part of what the effect is: equality ignores them."""
 
     run_id: str
     task: str
@@ -41,6 +46,10 @@ class DispatchAttempt:
     attempt: int
     executor: str
     epoch: int
+    known: bool = field(default=False, compare=False)
+    task_version: int = field(default=0, compare=False)
+    backfill: bool = field(default=False, compare=False)
+    assigned_ms: int = field(default=0, compare=False)
 
 
 class TaskArmed(NamedTuple):

@@ -334,7 +334,17 @@ class ExecutorBook:
             if lead:
                 effects.append(
                     DispatchAttempt(
-                        a.run_id, run.task, run.nominal_ms, a.shard, a.attempt, a.executor, cmd.epoch
+                        a.run_id,
+                        run.task,
+                        run.nominal_ms,
+                        a.shard,
+                        a.attempt,
+                        a.executor,
+                        cmd.epoch,
+                        not (run.command or run.params_json or run.env),
+                        run.task_version,
+                        run.backfill,
+                        now,
                     )
                 )
             if run.workflow_run:

@@ -155,6 +155,13 @@ class StateView:
             out[name] = (planning, name in active)
         return out
 
+    def current_spec_bytes(self, task: str) -> tuple[int, bytes] | None:
+        """``(version, serialised TaskRecord{spec})`` of ``task``'s current version (None if it is
+        gone). A reader that keeps parsed specs checks an entry against these bytes *by
+        identity*: a new version, or the task deleted and created again, brings new bytes."""
+        st = self._s.tasks.get(task)
+        return (st.version, st.spec_bytes) if st is not None else None
+
     def spec_for(self, task: str, version: int) -> pb.TaskSpec | None:
         """The spec a run of ``task`` at ``version`` executes (None if the task is gone)."""
         s = self._s

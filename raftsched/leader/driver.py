@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -102,7 +102,9 @@ class Proposal:
     data: bytes
     tasks: tuple[str, ...]
     barrier: bool = False
-    fired: tuple[int, ...] = ()  # nominal times of the fires it runs (for lateness figures)
+    # The fires it runs, for lateness figures: ``(nominal_ms, count)`` per distinct nominal time
+    # (run-length encoded: a batch of every-second tasks is one or two entries, not a thousand).
+    fired: tuple[tuple[int, int], ...] = ()
 
 
 class LeaderDriver:
@@ -456,7 +458,11 @@ class BatchBuilder:
     def _flush(self) -> None:
         if self.names:
             self.out.append(
-                Proposal(codec.encode_command(self.cmd), tuple(self.names), fired=tuple(self.fired))
+                Proposal(
+                    codec.encode_command(self.cmd),
+                    tuple(self.names),
+                    fired=tuple(Counter(self.fired).items()),  # counted in C, in first-seen order
+                )
             )
 
     def finish(self) -> list[Proposal]:
@@ -493,8 +499,9 @@ class DriverThread:
         # was handled) can hold back at most the leadership it was made in, never a later one.
         self._generation = 0
         self.commit_seconds: list[float] = []
-        # Called on the consensus thread at commit with [(nominal_ms, lateness_ms), ...].
-        self.on_commit_lateness: Callable[[list[tuple[int, int]]], None] | None = None
+        # Called on the consensus thread at commit with [(nominal_ms, lateness_ms, count), ...],
+        # one entry per nominal time of the batch.
+        self.on_commit_lateness: Callable[[list[tuple[int, int, int]]], None] | None = None
         self._last_report = clock.monotonic()
         self.clock = clock
         self.propose = propose
@@ -638,7 +645,7 @@ class DriverThread:
         def committed() -> None:
             if proposal.fired and self.on_commit_lateness is not None:
                 now = self.clock.now_ms()
-                self.on_commit_lateness([(n, now - n) for n in proposal.fired])
+                self.on_commit_lateness([(n, now - n, count) for n, count in proposal.fired])
             settle()
 
         def done(result: bytes | None, error: ProposeError | None) -> None:

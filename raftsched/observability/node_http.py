@@ -183,9 +183,10 @@ class NodeObservability:
 
     # -- pushed values ---------------------------------------------------------------------------
 
-    def observe_commit_lateness(self, samples: Sequence[tuple[int, int]]) -> None:
-        """``[(nominal_ms, lateness_ms), ...]`` of one committed fire batch (consensus thread)."""
-        self.metrics.observe_commit_lateness(samples)
+    def observe_commit_lateness(self, runs: Sequence[tuple[int, int, int]]) -> None:
+        """``[(nominal_ms, lateness_ms, count), ...]`` of one committed fire batch (consensus
+        thread; one entry per nominal time)."""
+        self.metrics.observe_commit_lateness(runs)
 
     def observe_results(self, results: Iterable[pb.ExecResult]) -> None:
         """A batch of executor results arrived at the leader: their start lateness."""

@@ -260,9 +260,10 @@ class NodeMetrics:
         """The applier's counts as of the last scrape."""
         return self._counts
 
-    def observe_commit_lateness(self, samples: Iterable[tuple[int, int]]) -> None:
-        """``[(nominal_ms, lateness_ms), ...]`` for the fires of one committed batch."""
-        self.commit_lateness.observe_many(late / 1000.0 for _, late in samples)
+    def observe_commit_lateness(self, runs: Iterable[tuple[int, int, int]]) -> None:
+        """``[(nominal_ms, lateness_ms, count), ...]`` for the fires of one committed batch (one
+        entry per nominal time: its fires are equally late)."""
+        self.commit_lateness.observe_counted((late / 1000.0, count) for _, late, count in runs)
 
     def observe_start_lateness(self, lateness_ms: Iterable[int]) -> None:
         """Start lateness (ms) of the attempts in one batch of reported results."""

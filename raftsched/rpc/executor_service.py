@@ -126,7 +126,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             not_leader = exc.code == "not_leader"
             status = grpc.StatusCode.FAILED_PRECONDITION if not_leader else grpc.StatusCode.NOT_FOUND
             await abort(context, exc, status)
-        queue: asyncio.Queue[pb.WorkItem] = asyncio.Queue()
+        queue: asyncio.Queue[list[pb.WorkItem]] = asyncio.Queue()
         old = hub.streams.get(request.name)
         if old is not None:
             old.put_nowait(CLOSE)  # a newer stream of the same executor replaces the old one
@@ -142,17 +142,21 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             for start in range(0, len(resent), MAX_BATCH):
                 yield resent[start : start + MAX_BATCH]
             while True:
-                item = await queue.get()
-                if item is CLOSE:
+                items = await queue.get()
+                if items is CLOSE:
                     return
-                batch = [item]
+                batch = items  # the hub's own list, one per flush: extended in place
+                closed = False
                 while len(batch) < MAX_BATCH and not queue.empty():
-                    item = queue.get_nowait()
-                    if item is CLOSE:
-                        yield batch
-                        return
-                    batch.append(item)
-                yield batch
+                    more = queue.get_nowait()
+                    if more is CLOSE:
+                        closed = True
+                        break
+                    batch.extend(more)
+                for start in range(0, len(batch), MAX_BATCH):
+                    yield batch[start : start + MAX_BATCH] if len(batch) > MAX_BATCH else batch
+                if closed:
+                    return
         finally:
             if hub.streams.get(request.name) is queue:
                 del hub.streams[request.name]
@@ -180,8 +184,9 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
         self._require_bound(request.name)
         self.hub.require_leader()
+        ids: list[tuple[str, int, int]] = []
         for i, r in enumerate(request.results):
-            _check_execution_id(i, r.execution_id)
+            ids.append(_check_execution_id(i, r.execution_id))
             if len(r.stdout_tail) > MAX_TAIL_CHARS:
                 r.stdout_tail = r.stdout_tail[-MAX_TAIL_CHARS:]
             if len(r.stderr_tail) > MAX_TAIL_CHARS:
@@ -191,7 +196,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if self.hub.on_results is not None:
             self.hub.on_results(request.results)
         _log_results(request.name, request.results)
-        proposal = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms())
+        proposal = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms(), ids)
         if proposal is not None:
             outcome = await propose_and_wait(self.hub.node, proposal.encode())
             if outcome.refused:
@@ -271,14 +276,24 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             gone.cancel()
 
 
-def _check_execution_id(position: int, exec_id: str) -> None:
-    """Refuse a reported id that is not ``run_id/shard/attempt`` with shard and attempt in their
-    ranges (:mod:`raftsched.bounds`; an out-of-range shard used to escape as a ValueError)."""
+def _check_execution_id(position: int, exec_id: str) -> tuple[str, int, int]:
+    """``(run id, shard, attempt)`` of a reported id; refuse one that is not
+    ``run_id/shard/attempt`` with shard and attempt in their ranges (:mod:`raftsched.bounds`; an
+    out-of-range shard used to escape as a ValueError)."""
     run_id, _, rest = exec_id.partition("/")
     shard, _, attempt = rest.partition("/")
-    numeric = all(part.isascii() and part.isdigit() and len(part) <= 20 for part in (shard, attempt))
-    if run_id and numeric and int(shard) <= bounds.SHARD.high and int(attempt) <= bounds.ATTEMPT.high:
-        return
+    if (
+        run_id
+        and shard.isascii()
+        and shard.isdigit()
+        and attempt.isascii()
+        and attempt.isdigit()
+        and len(shard) <= 20
+        and len(attempt) <= 20
+    ):
+        shard_no, attempt_no = int(shard), int(attempt)
+        if shard_no <= bounds.SHARD.high and attempt_no <= bounds.ATTEMPT.high:
+            return run_id, shard_no, attempt_no
     raise InvalidSpec(
         f"results[{position}].execution_id",
         f"{quote(exec_id)} is not run_id/shard/attempt "

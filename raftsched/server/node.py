@@ -15,6 +15,7 @@ import logging
 import random
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -806,13 +807,15 @@ class Node:
                     self._loop.call_soon_threadsafe(self._seed_bootstrap_soon)
         if self.driver.leading:
             now = self.clock.now_ms()
-            for effect in effects:
-                if (
-                    isinstance(effect, AttemptReady)
-                    and effect.shard == 0
-                    and effect.epoch == self.driver.epoch
-                ):
-                    self.apply_lateness.record(effect.nominal_ms, now - effect.nominal_ms)
+            epoch = self.driver.epoch
+            # Run-length encoded, one lock per entry: one record per nominal time, not per fire.
+            nominals = Counter(
+                effect.nominal_ms
+                for effect in effects
+                if isinstance(effect, AttemptReady) and effect.shard == 0 and effect.epoch == epoch
+            )
+            if nominals:
+                self.apply_lateness.record_runs([(n, now - n, count) for n, count in nominals.items()])
         if self.driver_thread is not None:
             self.driver_thread.effects_applied(effects)
 
@@ -887,10 +890,12 @@ class Node:
             )
             asyncio.run_coroutine_threadsafe(health_servicer.set(LEADER_HEALTH_SERVICE, status), loop)
 
-    def _commit_lateness(self, samples: list[tuple[int, int]]) -> None:
-        self.lateness.record_many(samples)
+    def _commit_lateness(self, runs: list[tuple[int, int, int]]) -> None:
+        """``(nominal_ms, lateness_ms, count)`` per nominal time of a committed fire batch (the
+        consensus thread)."""
+        self.lateness.record_runs(runs)
         if self.observability is not None:
-            self.observability.observe_commit_lateness(samples)
+            self.observability.observe_commit_lateness(runs)
 
     def _store_failed(self, exc: BaseException) -> None:
         """The store cannot take writes (applier thread; the consensus node has already left the

@@ -110,10 +110,17 @@ def test_on_time_single_fires_are_byte_identical_to_single_fire() -> None:
         _, version, _, _ = planning
         want = single_fire(tf.task, version, T0, now, T0 + 1000)
         assert tf.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
-    assert [n for p in proposals for n in p.fired] == [T0] * 300
+    # Run-length encoded: one (nominal, count) per nominal time of a batch.
+    assert [p.fired for p in proposals] == [((T0, fire_count(p)),) for p in proposals]
+    assert sum(fire_count(p) for p in proposals) == 300
     assert [n for p in proposals for n in p.tasks] == [tf.task for tf in tasks]
     for cmd in decoded(proposals):
         assert cmd.epoch == 1 and cmd.now_ms == now and cmd.origin == "n1"
+
+
+def fire_count(p: Proposal) -> int:
+    """How many fires a proposal runs (its ``fired`` is run-length encoded)."""
+    return sum(count for _, count in p.fired)
 
 
 @pytest.mark.parametrize("name_len", [1, 20, 127, 128])
@@ -134,14 +141,14 @@ def test_batches_split_by_fire_count_and_stay_under_the_entry_limit() -> None:
     ]
     driver = leader_with(specs, T0 - 500, max_fires_per_batch=1000)
     proposals = driver.poll(T0 + 1)
-    assert sum(len(p.fired) for p in proposals) == 2500
+    assert sum(fire_count(p) for p in proposals) == 2500
     for p in proposals:
-        assert len(p.fired) <= 1000
+        assert fire_count(p) <= 1000
         assert len(p.data) <= MAX_ENTRY_BYTES + 100  # + the command's envelope fields
     # The 60 KB limit, not the fire count, cut these (about 120 bytes per task).
     assert len(proposals) > 3
     small = leader_with(specs[:10], T0 - 500, max_fires_per_batch=3)
-    assert [len(p.fired) for p in small.poll(T0 + 1)] == [3, 3, 3, 1]
+    assert [fire_count(p) for p in small.poll(T0 + 1)] == [3, 3, 3, 1]
 
 
 def test_a_proposal_whose_callback_never_comes_holds_back_only_its_own_leadership() -> None:
@@ -226,3 +233,36 @@ def test_the_leader_proposes_workflow_waits_due_when_a_cross_workflow_deadline_h
     got = state.get_workflow_run(run_id)
     assert got is not None and got.tasks[0].state == pb.TASK_FAILED
     assert driver.poll(t0 + 61_100) == []  # nothing due any more
+
+
+def test_commit_lateness_is_reported_once_per_nominal_time_of_a_batch() -> None:
+    """The commit hook runs on the Raft tick thread: it hands on one (nominal, lateness, count)
+    per nominal time of the batch, not a tuple per fire."""
+    every_second = CronTrigger("* * * * * *")
+    specs = [TaskSpec(f"t{i}", every_second, overlap=Overlap.ALLOW, command="x") for i in range(5)]
+    driver = leader_with(specs, T0 - 500)
+    clock = ManualClock(T0 + 40)
+    reported: list[list[tuple[int, int, int]]] = []
+    lock = threading.Lock()
+    thread: DriverThread
+
+    def propose(data: bytes, done: ProposeCallback, committed: CommitHook | None) -> None:
+        applied = driver.state.apply(data)
+        if committed is not None:
+            committed()
+        thread.effects_applied(applied.effects)
+        done(applied.encode(), None)
+
+    def on_commit(runs: list[tuple[int, int, int]]) -> None:
+        with lock:
+            reported.append(runs)
+
+    thread = DriverThread(driver, clock, propose, max_sleep_s=0.05, max_in_flight=2)
+    thread.on_commit_lateness = on_commit
+    thread.start()
+    try:
+        thread.leadership_changed(True, 1)
+        wait_until(lambda: bool(reported), 10, what="a fire batch committed")
+    finally:
+        thread.stop()
+    assert reported[0] == [(T0, 40, 5)]

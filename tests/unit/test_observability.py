@@ -152,7 +152,7 @@ def busy_node_metrics(per_task: bool = False) -> NodeMetrics:
         ),
         tally,
     )
-    metrics.observe_commit_lateness([(0, 12), (0, 3000)])
+    metrics.observe_commit_lateness([(0, 12, 1), (0, 3000, 1)])
     metrics.observe_start_lateness([40])
     metrics.snapshot_seconds.observe(0.2)
     metrics.grpc_requests.inc("raftsched.v1.Admin", "AddTask", "OK")

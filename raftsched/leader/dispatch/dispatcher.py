@@ -46,7 +46,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
@@ -66,6 +66,9 @@ T = TypeVar("T")
 # Cancels re-sent (see Dispatcher._stop_cancelled) remembered per term, at most.
 _MAX_CANCELS_REMEMBERED = 10_000
 
+# Parsed task specs kept at most (see Dispatcher._spec).
+SPEC_CACHE_MAX = 50_000
+
 
 @dataclass(frozen=True, slots=True)
 class DispatchProposal:
@@ -80,6 +83,9 @@ class DispatchProposal:
 
     kind: Literal["assign", "lost", "dead", "results"]
     command: logpb.Command
+    # "assign": the ``((run id, shard), executor)`` pairs its assignments reserved, in the
+    # command's order (kept here so :meth:`Dispatcher.release` need not read them back from it).
+    assigned: tuple[tuple[Key, str], ...] = ()
 
     def encode(self) -> bytes:
         return codec.encode_command(self.command)
@@ -117,6 +123,8 @@ class Dispatcher:
         self.rng = rng or random.Random(0)
         self.epoch = 0  # of the last leadership taken (kept after stepping down)
         self._term: Term | None = None
+        # task -> (its current version's stored spec bytes, the spec parsed from them): see _spec.
+        self._specs: dict[str, tuple[bytes, pb.TaskSpec, dict[str, Any]]] = {}
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -282,9 +290,20 @@ class Dispatcher:
         self, t: Term, v: StateView, eff: DispatchAttempt, now_ms: int, started: bool | None = False
     ) -> None:
         """Lease the attempt to its executor and queue its work item. ``started``: what is known
-        of it (False for a first dispatch: nothing has been sent yet)."""
-        run = v.active_run(eff.run_id)
-        spec = v.spec_for(eff.task, run.task_version if run is not None else 0)
+        of it (False for a first dispatch: nothing has been sent yet).
+
+        A dispatch that carries its run's facts (``eff.known``: a plain task's, straight from its
+        assignment) is sent without a copy of the run; any other reads the run."""
+        if eff.known:
+            run = None
+            version, backfill, assigned_ms = eff.task_version, eff.backfill, eff.assigned_ms
+        else:
+            run = v.active_run(eff.run_id)
+            shard = run.shards[eff.shard] if run is not None and eff.shard < len(run.shards) else None
+            version = run.task_version if run is not None else 0
+            backfill = run is not None and run.backfill
+            assigned_ms = shard.assigned_ms if shard is not None else 0
+        spec, fields = self._spec(v, eff.task, version)
         exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
         key = (eff.run_id, eff.shard)
         timeout = spec.timeout_ms if spec is not None else 0
@@ -299,21 +318,22 @@ class Dispatcher:
         # finding the new leader must not expire before the executor itself would be declared dead
         # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
         heard = t.liveness.last_seen.get(eff.executor, now_ms)
-        shard = run.shards[eff.shard] if run is not None and eff.shard < len(run.shards) else None
-        t.holdings.leases[exec_id] = Lease(
-            exec_id,
-            eff.run_id,
-            eff.task,
-            eff.shard,
-            eff.attempt,
-            eff.executor,
-            max(now_ms, heard) + self.settings.lease_ms,
-            deadline,
-            run is not None and run.backfill,
-            (shard.assigned_ms if shard is not None else 0) or now_ms,
-            started,
+        t.holdings.lease(
+            Lease(
+                exec_id,
+                eff.run_id,
+                eff.task,
+                eff.shard,
+                eff.attempt,
+                eff.executor,
+                max(now_ms, heard) + self.settings.lease_ms,
+                deadline,
+                backfill,
+                assigned_ms or now_ms,
+                started,
+            )
         )
-        if run is not None and run.backfill:
+        if backfill:
             t.holdings.backfill_busy.add(key)
         item = pb.WorkItem(
             execution_id=exec_id,
@@ -323,14 +343,8 @@ class Dispatcher:
             shard=eff.shard,
             attempt=eff.attempt,
             epoch=t.epoch,
+            **fields,  # the spec's: shards, command, handler, params, timeout, runner
         )
-        if spec is not None:
-            item.shards = spec.shards or 1
-            item.command = spec.command
-            item.handler = spec.handler
-            item.params_json = spec.params_json
-            item.timeout_ms = spec.timeout_ms
-            item.runner = spec.runner
         if run is not None:
             if run.command:  # a workflow task: its templates rendered for this run
                 item.command = run.command
@@ -339,6 +353,29 @@ class Dispatcher:
             for name, value in run.env.items():
                 item.env[name] = value
         t.outbox.append((eff.executor, item))
+
+    def _spec(self, v: StateView, task: str, version: int) -> tuple[pb.TaskSpec | None, dict[str, Any]]:
+        """The spec a run of ``task`` at ``version`` executes and its work-item fields
+        (:func:`_item_fields`), parsed once per task version: the current version's are kept,
+        checked by the identity of its stored bytes (:meth:`StateView.current_spec_bytes`: a new
+        version or a task created again under the same name brings new bytes). An older version
+        is read as before (runs that span an update). Never to be changed by the caller: shared."""
+        current = v.current_spec_bytes(task)
+        if current is None or current[0] != version:
+            spec = v.spec_for(task, version)
+            return spec, _item_fields(spec)
+        raw = current[1]
+        hit = self._specs.get(task)
+        if hit is not None and hit[0] is raw:
+            return hit[1], hit[2]
+        spec = v.spec_for(task, version)
+        if spec is None:
+            return None, {}
+        fields = _item_fields(spec)
+        if len(self._specs) >= SPEC_CACHE_MAX:
+            self._specs = {}  # a bound: a miss costs what every dispatch cost before
+        self._specs[task] = (raw, spec, fields)
+        return spec, fields
 
     def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
         t = self._term
@@ -407,10 +444,12 @@ class Dispatcher:
             t.liveness.unconfirmed.discard(executor)
             self._resend_unheld(t, executor, set(held), now_ms)
         leases = t.holdings.leases
+        renewed = now_ms + self.settings.lease_ms
+        t.holdings.renewed(renewed)
         for exec_id in held:
             lease = leases.get(exec_id)
             if lease is not None and lease.executor == executor:
-                lease.expires_ms = now_ms + self.settings.lease_ms
+                lease.expires_ms = renewed
                 is_started = began is None or exec_id in began
                 if t.takeover.inherited and exec_id not in ended and is_started:
                     t.takeover.known(exec_id, "running")  # it runs: an overlap with it is real
@@ -524,17 +563,25 @@ class Dispatcher:
         return self._term.holdings.unstarted_of(executor) if self._term is not None else []
 
     def results(
-        self, executor: str, results: Iterable[pb.ExecResult], now_ms: int
+        self,
+        executor: str,
+        results: Sequence[pb.ExecResult],
+        now_ms: int,
+        ids: Sequence[tuple[str, int, int]] | None = None,
     ) -> DispatchProposal | None:
-        """A ReportResults command for the executor's results (None if none are known here)."""
+        """A ReportResults command for the executor's results (None if none are known here).
+
+        ``ids``: each result's execution id already split into ``(run id, shard, attempt)`` (the
+        servicer checks them so), in the same order; None: split here, skipping a malformed one."""
         t = self._term
         cmd = logpb.Command(epoch=self.epoch, now_ms=now_ms)
         cmd.report_results.SetInParent()
-        for res in results:
-            run_id, shard, attempt = _split(res.execution_id)
+        add = cmd.report_results.results.add
+        for i, res in enumerate(results):
+            run_id, shard, attempt = _split(res.execution_id) if ids is None else ids[i]
             if run_id is None:
                 continue
-            cmd.report_results.results.add(
+            add(
                 run_id=run_id,
                 shard=shard,
                 attempt=attempt,
@@ -544,14 +591,17 @@ class Dispatcher:
                 exit_code=res.exit_code,
                 stdout_tail=res.stdout_tail,
                 stderr_tail=res.stderr_tail,
-                retry_at_ms=self.retry_at(attempt, now_ms),
+                # Only a failure may be retried: a success's retry time is never read by apply
+                # (runs.settle), so none is drawn for it (0 is omitted from the entry's bytes).
+                retry_at_ms=0 if res.success else self.retry_at(attempt, now_ms),
                 timed_out=res.timed_out,
                 duration_ms=res.duration_ms,
                 start_lateness_ms=res.start_lateness_ms if res.HasField("start_lateness_ms") else None,
             )
             if t is not None:
                 t.holdings.drop(res.execution_id)
-                t.takeover.proposed(res.execution_id, now_ms, self.settings.lease_ms)
+                if t.takeover.inherited:  # (an attempt this leadership inherited: known once applied)
+                    t.takeover.proposed(res.execution_id, now_ms, self.settings.lease_ms)
         return DispatchProposal("results", cmd) if cmd.report_results.results else None
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
@@ -572,7 +622,8 @@ class Dispatcher:
         out: list[DispatchProposal] = []
         lost = logpb.Command(epoch=t.epoch, now_ms=now_ms)
         lost.report_results.SetInParent()
-        for exec_id, lease in list(t.holdings.leases.items()):
+        for lease in t.holdings.due(now_ms):  # (every lease is looked at only once one may be due)
+            exec_id = lease.execution_id
             silent = lease.expires_ms <= now_ms
             overdue = lease.deadline_ms and lease.deadline_ms <= now_ms
             if silent or overdue:
@@ -604,17 +655,19 @@ class Dispatcher:
             cmd.executor_leave.retry_at_ms = now_ms
             cmd.executor_leave.unstarted.extend(t.holdings.unstarted_of(name))
             out.append(DispatchProposal("dead", cmd))
+        if not (t.takeover.inherited or t.placement.waiting):
+            return out  # nothing to read the state for (the applier holds its lock for whole entries)
         with self.state.view() as v:  # one view for the tick: settling and every assignment
             if t.takeover.inherited:
                 t.takeover.settle(v, now_ms)
             if t.placement.waiting:
                 cmd = logpb.Command(epoch=t.epoch, now_ms=now_ms)
                 cmd.assign_attempts.SetInParent()
-                t.placement.assign(
+                assigned = t.placement.assign(
                     v, now_ms, t.liveness.declared_dead, self.settings.max_assign_per_command, cmd
                 )
-                if cmd.assign_attempts.assignments or cmd.assign_attempts.waits:
-                    out.append(DispatchProposal("assign", cmd))
+                if assigned or cmd.assign_attempts.waits:
+                    out.append(DispatchProposal("assign", cmd, tuple(assigned)))
         return out
 
     def release(self, proposal: DispatchProposal) -> None:
@@ -624,11 +677,18 @@ class Dispatcher:
         t = self._term
         if t is None or proposal.command.epoch != t.epoch:
             return
-        assignments = [
-            ((a.run_id, a.shard), a.executor) for a in proposal.command.assign_attempts.assignments
+        waiting = t.placement.waiting
+        # Only what still waits reserved for that executor has anything to give back: an
+        # assignment that applied was unwaited by its dispatch. Most proposals apply whole, and
+        # then no state view is opened (the applier holds the state's lock for whole entries).
+        left = [
+            (key, executor)
+            for key, executor in proposal.assigned
+            if (w := waiting.get(key)) is not None and w.reserved_for == executor
         ]
-        with self.state.view() as v:
-            t.placement.release(v, assignments)
+        if left:
+            with self.state.view() as v:
+                t.placement.release(v, left)
 
 
 def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:
@@ -639,6 +699,22 @@ def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:
         return False
     shard = run.shards[eff.shard]
     return shard.attempt == eff.attempt and shard.executor == eff.executor and shard.state == pb.RUNNING
+
+
+def _item_fields(spec: pb.TaskSpec | None) -> dict[str, Any]:
+    """A work item's fields from its task's spec, those not at their default (one constructor
+    call with these is cheaper than six assignments per attempt)."""
+    if spec is None:
+        return {}
+    fields: dict[str, Any] = {
+        "shards": spec.shards or 1,
+        "command": spec.command,
+        "handler": spec.handler,
+        "params_json": spec.params_json,
+        "timeout_ms": spec.timeout_ms,
+        "runner": spec.runner,
+    }
+    return {name: value for name, value in fields.items() if value}
 
 
 def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:

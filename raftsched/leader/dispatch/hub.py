@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from raftsched.abc import CommitHook, ProposeCallback
-from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, RunCancelled
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.logrelay import LogRelay
@@ -30,7 +30,9 @@ from raftsched.v1 import raftsched_pb2 as pb
 log = logging.getLogger("raftsched.rpc.executor_service")
 
 TICK_S = 0.05
-CLOSE = pb.WorkItem()  # sentinel in a stream's queue: end the stream (leadership lost)
+# A stream's queue holds lists of work items (one per flush, not one put per item); this list,
+# by identity, is the sentinel that ends the stream (leadership lost, or a newer stream).
+CLOSE: list[pb.WorkItem] = [pb.WorkItem()]
 
 
 class HubNode(Protocol):
@@ -56,7 +58,7 @@ class ExecutorHub:
     def __init__(self, node: HubNode, dispatcher: Dispatcher) -> None:
         self.node = node
         self.dispatcher = dispatcher  # built with the node's other parts (raftsched.server.core)
-        self.streams: dict[str, asyncio.Queue[pb.WorkItem]] = {}
+        self.streams: dict[str, asyncio.Queue[list[pb.WorkItem]]] = {}
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.log_channels: set[str] = set()  # executors whose open stream takes log requests
         self.logs = LogRelay(self)  # full logs: readers waiting for executors' answers
@@ -106,25 +108,18 @@ class ExecutorHub:
 
     def _on_effects(self, effects: tuple[Effect, ...]) -> None:
         d = self.dispatcher
+        gate = self.node.gate
+        ready = False
+        debug = log.isEnabledFor(logging.DEBUG)
+        # One walk for the hub's own business (the dispatcher walks them once more, in chunks):
+        # by exact type, the commonest first (effects are final classes).
         for eff in effects:
-            if self.node.gate.takes_dispatch(eff):
-                # Our barrier of the term we lead now (not one replayed from an old term at
-                # restart: a follower once started dispatching from its own old barrier).
-                # Our barrier applied: every older leader's entry is applied too. Take over.
-                self._take_over(eff.epoch)
-            elif isinstance(eff, RunCancelled) and d.leading:
-                for shard, attempt, executor in eff.attempts:
-                    log.info(
-                        "attempt %s/%d/%d cancelled: its run was cancelled or killed%s",
-                        eff.run_id,
-                        shard,
-                        attempt,
-                        f" (stopping it on {executor})" if executor else "",
-                        extra=run_fields(eff.run_id, shard, attempt, executor=executor or None),
-                    )
-        if d.leading and log.isEnabledFor(logging.DEBUG):
-            for eff in effects:
-                if isinstance(eff, DispatchAttempt):
+            kind = type(eff)
+            if kind is AttemptReady:
+                ready = True
+            elif kind is DispatchAttempt:
+                if debug and d.leading:
+                    assert isinstance(eff, DispatchAttempt)
                     log.debug(
                         "attempt %s/%d/%d assigned to %s (epoch %d)",
                         eff.run_id,
@@ -134,10 +129,27 @@ class ExecutorHub:
                         eff.epoch,
                         extra=run_fields(eff.run_id, eff.shard, eff.attempt, eff.task, executor=eff.executor),
                     )
+            elif kind is BarrierCommitted:
+                if gate.takes_dispatch(eff):
+                    # Our barrier of the term we lead now (not one replayed from an old term at
+                    # restart: a follower once started dispatching from its own old barrier).
+                    # Our barrier applied: every older leader's entry is applied too. Take over.
+                    self._take_over(eff.epoch)
+            elif kind is RunCancelled and d.leading:
+                assert isinstance(eff, RunCancelled)
+                for shard, attempt, executor in eff.attempts:
+                    log.info(
+                        "attempt %s/%d/%d cancelled: its run was cancelled or killed%s",
+                        eff.run_id,
+                        shard,
+                        attempt,
+                        f" (stopping it on {executor})" if executor else "",
+                        extra=run_fields(eff.run_id, shard, attempt, executor=executor or None),
+                    )
         d.on_effects(effects, self.now_ms())
         self._flush_outbox()
         self._hold_done()
-        if not self._kicked and any(isinstance(e, AttemptReady) for e in effects):
+        if ready and not self._kicked:
             # Place new attempts now rather than at the next timer tick (up to TICK_S later).
             self._kicked = True
             assert self.loop is not None
@@ -237,10 +249,20 @@ class ExecutorHub:
         self.node.propose(proposal.encode(), done)
 
     def _flush_outbox(self) -> None:
-        for executor, item in self.dispatcher.take_outbox():
+        out = self.dispatcher.take_outbox()
+        if not out:
+            return
+        by_executor: dict[str, list[pb.WorkItem]] = {}
+        for executor, item in out:
+            items = by_executor.get(executor)
+            if items is None:
+                by_executor[executor] = [item]
+            else:
+                items.append(item)
+        for executor, items in by_executor.items():
             q = self.streams.get(executor)
             if q is not None:
-                q.put_nowait(item)
+                q.put_nowait(items)  # one put per executor and flush
             # else: not connected; it is re-sent when the executor opens its stream, or its
             # lease expires and the attempt is retried elsewhere.
 

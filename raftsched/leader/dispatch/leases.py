@@ -23,6 +23,8 @@ from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need
 
 Key = tuple[str, int]  # (run id, shard): the attempt's place, whatever its attempt number
 
+_NEVER = 2**63  # later than any time
+
 
 @dataclass(slots=True)
 class Lease:
@@ -47,10 +49,15 @@ class Holdings:
 
     Not thread-safe: the dispatcher's thread owns it."""
 
-    __slots__ = ("backfill_busy", "held", "leases", "reserved", "used")
+    __slots__ = ("backfill_busy", "check_at", "held", "leases", "reserved", "used")
 
     def __init__(self) -> None:
         self.leases: dict[str, Lease] = {}
+        # No lease expires or passes its deadline before this (a lower bound: a renewal that
+        # moves an expiry later leaves it as it is; anything that may move one earlier lowers
+        # it): the dispatcher's timer looks at the leases only from then (see :meth:`lease`,
+        # :meth:`renewed` and :meth:`due`).
+        self.check_at = _NEVER
         self.used: dict[str, int] = {}  # slots per executor: leases + reservations
         # cpu and memory held per executor by leased and reserved attempts (slots are in `used`).
         self.held = ExecutorUsage()
@@ -59,6 +66,32 @@ class Holdings:
         self.backfill_busy: set[Key] = set()
         # Quotas and locks taken by assignments proposed but not applied yet.
         self.reserved = Reservations()
+
+    def lease(self, lease: Lease) -> None:
+        """Hold ``lease`` (replacing any lease of its execution id)."""
+        self.leases[lease.execution_id] = lease
+        self.check_at = min(self.check_at, _first_due(lease))
+
+    def renewed(self, expires_ms: int) -> None:
+        """Leases were renewed to expire at ``expires_ms`` (possibly earlier than before: a lease
+        granted during a takeover grace expires after it)."""
+        self.check_at = min(self.check_at, expires_ms)
+
+    def due(self, now_ms: int) -> list[Lease]:
+        """The leases that expired or passed their deadline by ``now_ms`` (still held; the caller
+        drops them). Looks at every lease only once ``check_at`` has come, then moves it on."""
+        if now_ms < self.check_at:
+            return []
+        due: list[Lease] = []
+        first = _NEVER
+        for lease in self.leases.values():
+            when = _first_due(lease)
+            if when <= now_ms:
+                due.append(lease)
+            elif when < first:
+                first = when
+        self.check_at = first
+        return due
 
     def take(self, key: Key, executor: str, need: Need) -> None:
         """``key`` holds a slot on ``executor``, and the cpu and memory of ``need``."""
@@ -115,3 +148,10 @@ class Holdings:
 
     def _use(self, executor: str, delta: int) -> None:
         self.used[executor] = max(0, self.used.get(executor, 0) + delta)
+
+
+def _first_due(lease: Lease) -> int:
+    """When ``lease`` is lost unless renewed: its expiry, or its deadline if that comes first."""
+    if lease.deadline_ms and lease.deadline_ms < lease.expires_ms:
+        return lease.deadline_ms
+    return lease.expires_ms

@@ -37,7 +37,7 @@ class Streams(Protocol):
     """What the relay uses of the hub: the open dispatch streams and the epoch."""
 
     @property
-    def streams(self) -> dict[str, asyncio.Queue[pb.WorkItem]]: ...
+    def streams(self) -> dict[str, asyncio.Queue[list[pb.WorkItem]]]: ...
 
     @property
     def log_channels(self) -> set[str]: ...
@@ -96,7 +96,7 @@ class LogRelay:
         item = pb.WorkItem(epoch=self.hub.dispatch_epoch())
         item.log_request.CopyFrom(request)
         item.log_request.request_id = request_id
-        queue.put_nowait(item)
+        queue.put_nowait([item])
         return pending
 
     def attach(self, request_id: str, executor: str) -> Pending | None:

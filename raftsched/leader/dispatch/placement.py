@@ -34,6 +34,10 @@ from raftsched.sharding.placement import NO_NEED, Need, fits_now
 from raftsched.sharding.ring import ShardRing, shard_order
 from raftsched.v1 import log_pb2 as logpb
 
+# Ring owners remembered per leadership at most (an entry is ~200 bytes: a million tasks would
+# otherwise keep ~200 MB on the leader for a cache that mostly misses).
+OWNER_CACHE_MAX = 100_000
+
 
 @dataclass(slots=True)
 class Waiting:
@@ -111,20 +115,24 @@ class Placement:
     to ``holdings``."""
 
     __slots__ = (
+        "_owners",
+        "_ring",
         "backfill_waiting",
         "holdings",
         "members",
         "pooled",
         "queues",
         "restricted",
-        "ring",
         "sized",
         "waiting",
     )
 
     def __init__(self, holdings: Holdings) -> None:
         self.holdings = holdings
-        self.ring = ShardRing(())  # where new attempts go
+        # The ring's owner of each (task, shard) asked for, computed once per ring (an md5 and a
+        # walk of the ring per attempt otherwise); emptied whenever the ring is replaced.
+        self._owners: dict[Key, str] = {}
+        self._ring = ShardRing(())  # where new attempts go
         # Live members, draining ones included: they heartbeat, hold leases and can be declared
         # dead, but the ring (placement) leaves them out.
         self.members: frozenset[str] = frozenset()
@@ -142,6 +150,16 @@ class Placement:
         self.backfill_waiting = 0  # waiting attempts that are backfill (skip their pass when none)
         # Waiting attempts whose task names a pool (their turns are decided across all queues).
         self.pooled: dict[Key, Waiting] = {}
+
+    @property
+    def ring(self) -> ShardRing:
+        return self._ring
+
+    @ring.setter
+    def ring(self, ring: ShardRing) -> None:
+        """A new ring (the membership changed): every cached owner is forgotten with the old one."""
+        self._ring = ring
+        self._owners = {}
 
     def rebuild(self, v: StateView) -> None:
         """The membership changed: derive the ring from it again (identical on every node) and
@@ -167,7 +185,7 @@ class Placement:
         """Where the shard may go, best first: the task's ring walk without executors barred from
         its namespace, rotated to start at the shard's own place (:func:`shard_order`), so the
         shards of one run spread over distinct executors among those allowed."""
-        walk = self.ring.walk(task)
+        walk = self._ring.walk(task)
         if self.restricted:
             namespace = v.task_namespace(task)
             walk = tuple(n for n in walk if (a := self.restricted.get(n)) is None or namespace in a)
@@ -178,7 +196,13 @@ class Placement:
         none may take it: the attempt waits for one to join); a retry's first candidate it has
         not tried yet, if there is one (else, as before, the first)."""
         if not self.restricted and not avoid:
-            return self.ring.owner(task, shard) or ""
+            key = (task, shard)
+            owner = self._owners.get(key)
+            if owner is None:
+                if len(self._owners) >= OWNER_CACHE_MAX:
+                    self._owners = {}  # a bound: a miss costs what every lookup cost before
+                owner = self._owners[key] = self._ring.owner(task, shard) or ""
+            return owner
         candidates = _elsewhere_first(self._candidates(v, task, shard), avoid)
         return candidates[0] if candidates else ""
 
@@ -232,7 +256,7 @@ class Placement:
         if w.reserved_for:
             self.holdings.release(key, w.reserved_for)
 
-    def release(self, v: StateView, assignments: list[tuple[Key, str]]) -> None:
+    def release(self, v: StateView, assignments: Iterable[tuple[Key, str]]) -> None:
         """These ``(attempt, executor)`` assignments were proposed and failed or were refused:
         the attempts may be placed again."""
         for key, executor in assignments:
@@ -250,10 +274,14 @@ class Placement:
                     else:
                         self.pooled.pop(key, None)
 
-    def assign(self, v: StateView, now_ms: int, dead: set[str], budget: int, cmd: logpb.Command) -> None:
+    def assign(
+        self, v: StateView, now_ms: int, dead: set[str], budget: int, cmd: logpb.Command
+    ) -> list[tuple[Key, str]]:
         """Add to ``cmd`` (an AssignAttempts) assignments of waiting attempts to executors with a
         free slot (at most ``budget``), and the wait reasons of those the admission holds back;
-        reserve what each assignment takes."""
+        reserve what each assignment takes. Returns the ``(attempt, executor)`` pairs reserved, in
+        the command's order (what :meth:`release` gives back if the proposal fails)."""
+        assigned: list[tuple[Key, str]] = []
         placeable = v.placeable_executors()
         free = self.holdings.free_slots(placeable, dead)
         total_slots = sum(placeable.values())
@@ -283,7 +311,7 @@ class Placement:
                         continue
                     if backfill and len(self.holdings.backfill_busy) >= _share(total_slots, r):
                         break
-                    self._reserve(w, owner, policy, cmd)
+                    self._reserve(w, owner, policy, cmd, assigned)
                     slots -= 1
                     budget -= 1
                     if slots <= 0 or budget <= 0:
@@ -294,7 +322,8 @@ class Placement:
             if budget <= 0:
                 break
         if self.sized and budget > 0:
-            self._assign_sized(v, now_ms, free, total_slots, budget, cmd, admission)
+            self._assign_sized(v, now_ms, free, total_slots, budget, cmd, admission, assigned)
+        return assigned
 
     def _assign_sized(
         self,
@@ -305,6 +334,7 @@ class Placement:
         budget: int,
         cmd: logpb.Command,
         admission: Admission,
+        assigned: list[tuple[Key, str]],
     ) -> None:
         """Attempts with a declared need, oldest first: each goes to the first executor in ring
         order from its shard's position that has a free slot and the cpu, memory and labels it
@@ -335,15 +365,24 @@ class Placement:
                     break
             if not target:
                 continue
-            self._reserve(w, target, policy, cmd)
+            self._reserve(w, target, policy, cmd, assigned)
             free[target] -= 1
             budget -= 1
             if budget <= 0:
                 return
 
-    def _reserve(self, w: Waiting, executor: str, policy: PolicyNeed | None, cmd: logpb.Command) -> None:
+    def _reserve(
+        self,
+        w: Waiting,
+        executor: str,
+        policy: PolicyNeed | None,
+        cmd: logpb.Command,
+        assigned: list[tuple[Key, str]],
+    ) -> None:
         r = w.ready
-        self.holdings.reserve((r.run_id, r.shard), executor, w.need, policy, r.backfill_share > 0)
+        key = (r.run_id, r.shard)
+        self.holdings.reserve(key, executor, w.need, policy, r.backfill_share > 0)
+        assigned.append((key, executor))
         w.reserved_for = executor
         cmd.assign_attempts.assignments.add(
             run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=executor

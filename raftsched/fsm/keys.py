@@ -63,6 +63,7 @@ MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 EVENT = b"ev/"
 EVENT_EXPIRY = b"evx/"
 POOL = b"pl/"
+TASK_COUNTERS = b"tc/"  # a command's task counters (TaskCounters), until the next checkpoint
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -73,6 +74,11 @@ def task_key(name: str) -> bytes:
 
 def task_prefix_end() -> bytes:
     return b"t0"  # "0" sorts right after "/"
+
+
+def counters_key(seq: int) -> bytes:
+    """The key of the ``seq``-th task counters record since the last checkpoint (in apply order)."""
+    return TASK_COUNTERS + f"{seq:016x}".encode()
 
 
 def calendar_key(name: str) -> bytes:

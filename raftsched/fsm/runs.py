@@ -180,7 +180,7 @@ class RunBook:
         """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
         the task's record."""
         self._count(st)
-        self.host.put_task(st)
+        self.host.touch_task(st)
         self._write(run_id, data, keys.run_key_for_id(run_id), True)
 
     def new(
@@ -234,6 +234,7 @@ class RunBook:
                 host.check_placeable(st, need, now)
         if hold:
             st.held_run = run_id
+            host.put_task(st)  # not a counter: the caller only touches the task
             return run_id, data, ()
         if not host.leader_effects:
             return run_id, data, ()
@@ -495,7 +496,9 @@ class RunBook:
             assert run is not None
             if run.task == name and not run.backfill_id:  # a backfill run is not replaced
                 self.cancel(run, "replaced by a newer fire (overlap=replace)", now, epoch, effects, release)
-        st.held_run = ""
+        if st.held_run:
+            st.held_run = ""
+            self.host.put_task(st)  # not a counter: the fire batch only touches the task
 
     def release_held(self, task: str, now: int, effects: list[Effect]) -> None:
         """overlap=buffer_one: the task's running run finished; its buffered run may start."""
@@ -667,10 +670,15 @@ class RunBook:
         if st is not None:
             st.active_runs -= 1
             st.kept_runs += 1
-            if st.spec.sla_finish_within_ms or st.spec.freshness_ms or st.spec.sla_start_within_ms:
-                self._sla_finished(st, run, now)
+            spec = st.spec
+            sla_task = bool(spec.sla_finish_within_ms or spec.freshness_ms or spec.sla_start_within_ms)
+            if sla_task:
+                self._sla_finished(st, run, now)  # may move last_success: not a counter
             self.prune(st, now)
-            host.put_task(st)
+            if sla_task:
+                host.put_task(st)
+            else:
+                host.touch_task(st)
         self.save(run)
         if run.backfill_id:
             self._backfill_finished(run, now)

@@ -100,6 +100,9 @@ class SchedulerState(LockedReads):
         # method, not a method of this class that calls it: the fire batch calls it once per task
         # entry, and the books reach it through their host, so the hop would cost a call each.
         self.put_task: Callable[[TaskState], None] = self.task_book.put
+        # ... and ``touch_task`` (only its counters changed: stored once per command, see
+        # TaskBook.flush), likewise bound directly.
+        self.touch_task: Callable[[TaskState], None] = self.task_book.touch
         self.runs: RunBook = RunBook(self)
         self.fires: FireBook = FireBook(self)
         self.executor_book: ExecutorBook = ExecutorBook(self)
@@ -252,6 +255,7 @@ class SchedulerState(LockedReads):
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
             self.wf.flush()  # workflow runs changed by this command, written once
+            self.task_book.flush()  # the counters of the tasks it changed, one record
             self.policy.flush()  # quota records changed by this command, written once
             # The apply chain: a cheap fingerprint of everything applied so far, comparable between
             # replicas at the same log index even while the cluster is busy.

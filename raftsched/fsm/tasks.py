@@ -26,6 +26,25 @@ from raftsched.v1 import log_pb2 as pb
 
 VERSIONS_KEPT = 20
 
+# The counters a fire or a run's end changes (TaskState slots = TaskCounters columns). They are
+# stored in one TaskCounters record per command instead of re-putting every changed TaskRecord
+# (a TaskRecord build and a put per task per entry, on every node); see TaskBook.flush.
+COUNTERS = (
+    "watermark_ms",
+    "next_fire_ms",
+    "active_runs",
+    "fires_total",
+    "runs_total",
+    "kept_fires",
+    "kept_runs",
+)
+# A checkpoint (the TaskRecords of every task named since, then the counter records deleted) is
+# taken after this many counter records, or rows, whichever comes first: it bounds what loading
+# replays and what the records hold. Both counts are replicated state (derived from the records
+# on load), so every replica checkpoints at the same command.
+CHECKPOINT_RECORDS = 1024
+CHECKPOINT_ROWS = 65536
+
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 
 
@@ -50,10 +69,20 @@ class TaskBook:
         self.host = host
         self.store = host.store  # the state's store, never replaced (a restore refills it)
         self.tasks: dict[str, TaskState] = {}
+        # Tasks whose counters the command being applied may have changed (insertion order: the
+        # order rows are written in); written by flush at the end of the command.
+        self.dirty: dict[str, TaskState] = {}
+        # Counter records and rows written since the last checkpoint, and the tasks they name.
+        self.counter_records = 0
+        self.counter_rows = 0
+        self.since_checkpoint: set[str] = set()
 
     def load(self) -> None:
-        """The task records from the store."""
+        """The task records from the store, then the counter records written after them (in
+        apply order: a task's last row holds its counters at the end of the last command that
+        changed them, or stored its record)."""
         self.tasks.clear()
+        self.dirty.clear()
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
             rec = pb.TaskRecord()
             rec.ParseFromString(value)
@@ -62,6 +91,20 @@ class TaskBook:
                 if name not in TaskState.NOT_STORED:
                     setattr(st, name, getattr(rec, name))
             self.tasks[st.spec.name] = st
+        self.counter_records = self.counter_rows = 0
+        self.since_checkpoint.clear()
+        tasks = self.tasks
+        for _, value in self.store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END):
+            counters = pb.TaskCounters.FromString(value)
+            self.counter_records += 1
+            self.counter_rows += len(counters.task)
+            self.since_checkpoint.update(counters.task)
+            columns = [getattr(counters, name) for name in COUNTERS]
+            for i, name in enumerate(counters.task):
+                found = tasks.get(name)  # None: deleted since (a task created again has a later row)
+                if found is not None:
+                    for field, column in zip(COUNTERS, columns, strict=True):
+                        setattr(found, field, column[i])
 
     # -- records -----------------------------------------------------------------------------------
 
@@ -78,10 +121,58 @@ class TaskBook:
         # finish); they count here, or their completion would drive the counter below zero.
         st.active_runs = self.host.runs.active_per_task.get(st.spec.name, 0)
         self.tasks[st.spec.name] = st
+        # A row for it in this command: rows of a deleted task of the same name are older.
+        self.dirty[st.spec.name] = st
 
     def put(self, st: TaskState) -> None:
-        """Store the task's record as it is now."""
+        """Store the task's record as it is now (a field other than the counters changed)."""
         self.store.put(keys.task_key(st.spec.name), st.record_bytes())
+        # Also a row in this command's counter record: counter rows written before this record
+        # must not win over it when loading replays them.
+        self.dirty[st.spec.name] = st
+
+    def touch(self, st: TaskState) -> None:
+        """Only ``st``'s counters (:data:`COUNTERS`) changed: they are stored by :meth:`flush`
+        at the end of the command, in one record for every task the command changed."""
+        self.dirty[st.spec.name] = st
+
+    def flush(self) -> None:
+        """End of a command: store the counters of the tasks it changed (one TaskCounters record),
+        and take a checkpoint when enough have been written since the last one."""
+        dirty = self.dirty
+        if not dirty:
+            return
+        rows = list(dirty.values())
+        dirty.clear()
+        rec = pb.TaskCounters(
+            task=[st.spec.name for st in rows],
+            watermark_ms=[st.watermark_ms for st in rows],
+            next_fire_ms=[st.next_fire_ms for st in rows],
+            active_runs=[st.active_runs for st in rows],
+            fires_total=[st.fires_total for st in rows],
+            runs_total=[st.runs_total for st in rows],
+            kept_fires=[st.kept_fires for st in rows],
+            kept_runs=[st.kept_runs for st in rows],
+        )
+        self.store.put(keys.counters_key(self.counter_records), rec.SerializeToString(deterministic=True))
+        self.counter_records += 1
+        self.counter_rows += len(rows)
+        self.since_checkpoint.update(rec.task)
+        if self.counter_records >= CHECKPOINT_RECORDS or self.counter_rows >= CHECKPOINT_ROWS:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Store the TaskRecord of every task named in a counter record since the last checkpoint
+        (sorted: the order of puts is not stored, but keep it fixed), then delete the records."""
+        store, tasks = self.store, self.tasks
+        for name in sorted(self.since_checkpoint):
+            st = tasks.get(name)
+            if st is not None:
+                store.put(keys.task_key(name), st.record_bytes())
+        for seq in range(self.counter_records):
+            store.delete(keys.counters_key(seq))
+        self.counter_records = self.counter_rows = 0
+        self.since_checkpoint.clear()
 
     def put_version(self, st: TaskState) -> None:
         """Keep every version's spec: a run executes the definition it fired with. Only the newest
@@ -96,6 +187,7 @@ class TaskBook:
         """Forget task ``name`` with its history; its active runs are left to finish (their
         results are still accepted) but nothing new is created."""
         del self.tasks[name]
+        self.dirty.pop(name, None)
         store, active = self.store, self.host.runs.active
         store.delete(keys.task_key(name))
         for kind in (keys.FIRE, keys.RUN, keys.VERSION):

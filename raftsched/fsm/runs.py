@@ -31,7 +31,7 @@ from raftsched.fsm.records import (
 )
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
-from raftsched.fsm.timeline import note
+from raftsched.fsm.timeline import expand, hot_outcome, materialise, note
 from raftsched.fsm.workflows import WorkflowBook, split_internal
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
@@ -204,6 +204,8 @@ class RunBook:
                 state=pb.PENDING,
                 params_json=st.spec.params_json,
                 shards=pending_shards(shards),
+                # One shard: its fields stand for the hot timeline entries (fsm.timeline).
+                timeline_derived=shards == 1,
             ).SerializeToString(deterministic=True)
         start = nominal
         jitter_ms = st.spec.jitter_ms
@@ -428,7 +430,7 @@ class RunBook:
         result = pb.CommandResult(ok=True, runs_cancelled=len(chosen))
         result.cancelled_runs.extend(run.run_id for run in chosen)
         if len(body.run_ids) == 1 and last is not None:
-            result.run.CopyFrom(last)
+            result.run.CopyFrom(expand(last))
         return result, tuple(effects)
 
     def _cancel_shard(
@@ -465,6 +467,7 @@ class RunBook:
         ``release`` is false; returns ``(shard, attempt, executor)`` for :class:`RunCancelled`
         (executor ``""``: not running). Every cancel of a task run goes through here."""
         stopped = (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+        materialise(run)  # before the fields the derived entries come from change
         if release:
             self.release_holds(run, shard)
         shard.state = pb.CANCELLED
@@ -558,6 +561,8 @@ class RunBook:
         """Apply ``res`` to ``shard``'s current attempt: retry by policy, or finish the shard (and
         the run, once every shard has)."""
         host = self.host
+        if res.lost:
+            materialise(run)  # before the fields the derived entries come from change
         self.usage.release((run.run_id, shard.shard))
         self.release_holds(run, shard)
         st = self.tasks.get(run.task)
@@ -591,7 +596,11 @@ class RunBook:
                     sink(now, st.spec.namespace, max(0, res.start_lateness_ms - gated))
                 if st.spec.sla_start_within_ms:
                     self._start_sla(run, shard, res.start_lateness_ms, st, now)
-            _note_outcome(run, shard, res, now)
+            # The hot shape (a derived timeline, no retry to follow) keeps the start and the
+            # duration on the shard instead of two timeline entries.
+            final = res.success or shard.attempt - shard.retry_base > max_retries
+            if not hot_outcome(run, shard, res, final):
+                _note_outcome(run, shard, res, now)
         if not free and (res.lost or res.timed_out) and not res.success:
             self._attempt_alert(run, shard, res, st, now)
         retry = not res.success and shard.attempt - shard.retry_base <= max_retries
@@ -802,6 +811,7 @@ class RunBook:
                 f"run {run_id!r} has used its attempt numbers (at most {bounds.MAX_ATTEMPT} per shard)",
             )
         effects: list[Effect] = []
+        materialise(run)  # before the fields the derived entries come from change
         for shard in run.shards:
             if shard.state != pb.SUCCEEDED:
                 shard.attempt += 1

@@ -20,6 +20,7 @@ from raftsched.fsm.effects import Effect, TaskArmed
 from raftsched.fsm.records import TaskState, armed, spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.runs import RunBook
+from raftsched.fsm.timeline import expand
 from raftsched.fsm.workflows import is_internal, spec_from_record
 from raftsched.model import validate_params
 from raftsched.v1 import log_pb2 as pb
@@ -302,4 +303,4 @@ class TaskBook:
             run.params_json = body.params_json
             runs.save(run)
         self.put(st)
-        return pb.CommandResult(ok=True, run=run), effects
+        return pb.CommandResult(ok=True, run=expand(run)), effects

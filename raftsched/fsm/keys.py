@@ -76,9 +76,10 @@ def task_prefix_end() -> bytes:
     return b"t0"  # "0" sorts right after "/"
 
 
-def counters_key(seq: int) -> bytes:
-    """The key of the ``seq``-th task counters record since the last checkpoint (in apply order)."""
-    return TASK_COUNTERS + f"{seq:016x}".encode()
+def counters_key(applied_commands: int) -> bytes:
+    """The key of the task counters record of the command that made ``applied_commands``
+    accepted commands (key order: apply order)."""
+    return TASK_COUNTERS + f"{applied_commands:016x}".encode()
 
 
 def calendar_key(name: str) -> bytes:

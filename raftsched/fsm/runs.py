@@ -31,7 +31,7 @@ from raftsched.fsm.records import (
 )
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
-from raftsched.fsm.timeline import expand, hot_outcome, materialise, note
+from raftsched.fsm.timeline import canonical, expand, hot_outcome, materialise, note
 from raftsched.fsm.workflows import WorkflowBook, split_internal
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
@@ -48,6 +48,9 @@ MAX_FREE_REPLACEMENTS: Final = 3
 # Runs one CancelRuns command may name (the leader splits a bulk cancel into commands this size;
 # a run id is at most 256 characters, so a command stays well below the log-entry limit).
 MAX_CANCEL_PER_COMMAND: Final = 200
+
+# ``timeline_derived = true`` encoded: a new run's bytes end with it (wire.run_fields).
+_DERIVED_MARK: Final = pb.Run(timeline_derived=True).SerializeToString()
 
 _RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
@@ -147,6 +150,28 @@ class RunBook:
                 if shard.state == pb.RUNNING:
                     self.usage.take((run_id, shard.shard), shard.executor, self.need_for_run(run))
 
+    def migrate_timelines(self) -> int:
+        """A state of format 2 (every timeline entry stored): store each run in the form this build
+        stores it (:func:`raftsched.fsm.timeline.canonical`); returns how many changed.
+
+        The bytes are those this build would have written for the run: its whole message
+        serialised deterministically, except a run never written again since its creation
+        (created from concatenated parts, see :meth:`new`), which keeps its bytes and gains the
+        ``timeline_derived`` field at the end, as :meth:`new` appends it now."""
+        changed: list[tuple[bytes, bytes]] = []
+        for key, raw in self.store.scan(keys.RUN, keys.RUN + keys.END):
+            run = pb.Run.FromString(raw)
+            whole = run.SerializeToString(deterministic=True) == raw
+            if not canonical(run):
+                continue
+            if whole or len(run.timeline) != 1 or run.shards[0].HasField("started_ms"):
+                changed.append((key, run.SerializeToString(deterministic=True)))
+            else:
+                changed.append((key, raw + _DERIVED_MARK))
+        for key, data in changed:
+            self.store.put(key, data)
+        return len(changed)
+
     # -- the run record --------------------------------------------------------------------------
 
     def _write(self, run_id: str, data: bytes, key: bytes, unfinished: bool) -> None:
@@ -204,8 +229,6 @@ class RunBook:
                 state=pb.PENDING,
                 params_json=st.spec.params_json,
                 shards=pending_shards(shards),
-                # One shard: its fields stand for the hot timeline entries (fsm.timeline).
-                timeline_derived=shards == 1,
             ).SerializeToString(deterministic=True)
         start = nominal
         jitter_ms = st.spec.jitter_ms
@@ -218,7 +241,8 @@ class RunBook:
                 for shard in jittered.shards:
                     shard.not_before_ms = start
                 template = jittered.SerializeToString(deterministic=True)
-        data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold)
+        # One shard: its fields stand for the hot timeline entries (fsm.timeline).
+        data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold, shards == 1)
         self.active_per_task[name] = self.active_per_task.get(name, 0) + 1  # _count, inline: per fire
         st.active_runs += 1
         st.runs_total += 1

@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
+DERIVED_TIMELINES_FORMAT: Final = 3
+"""The stored state format from which hot runs keep their timelines as fields (fsm.timeline);
+loading an older state migrates its runs (:meth:`RunBook.migrate_timelines`)."""
+
 
 class SchedulerState(LockedReads):
     """The FSM. Build with :meth:`load` over a store (empty or not)."""
@@ -146,6 +150,10 @@ class SchedulerState(LockedReads):
             self.chain = meta.chain
             self.state_format = meta.state_format or 1
             snapshot.refuse_newer("the stored state has format", meta.state_format)
+            if self.state_format < DERIVED_TIMELINES_FORMAT and self.runs.migrate_timelines():
+                # Kept at once (the index unchanged), not with the next command: a snapshot or a
+                # digest taken before one must already show the migrated runs.
+                self.store.commit(self.store.applied_index())
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
             self.alert_seq = self.event_seq = 0

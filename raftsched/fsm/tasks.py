@@ -40,11 +40,11 @@ COUNTERS = (
     "kept_runs",
 )
 # A checkpoint (the TaskRecords of every task named since, then the counter records deleted) is
-# taken after this many counter records, or rows, whichever comes first: it bounds what loading
-# replays and what the records hold. Both counts are replicated state (derived from the records
-# on load), so every replica checkpoints at the same command.
-CHECKPOINT_RECORDS = 1024
-CHECKPOINT_ROWS = 65536
+# taken after every CHECKPOINT_EVERY-th accepted command (Meta.applied_commands): it bounds what
+# loading replays. It is aligned on the count of commands, not on the records written, so that
+# replicas upgraded from format 2 at different log indexes (whose stored counters differ until
+# then) hold the same bytes again from the first checkpoint after the last one upgraded.
+CHECKPOINT_EVERY = 1024
 
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 
@@ -60,6 +60,11 @@ class TaskBookHost(Protocol):
     def calendars(self) -> CalendarBook: ...
     @property
     def runs(self) -> RunBook: ...
+    @property
+    def applied_commands(self) -> int:
+        """Accepted commands so far (replicated: the same at the same log index everywhere)."""
+        ...
+
     def next_sequence(self) -> int: ...
 
 
@@ -73,9 +78,9 @@ class TaskBook:
         # Tasks whose counters the command being applied may have changed (insertion order: the
         # order rows are written in); written by flush at the end of the command.
         self.dirty: dict[str, TaskState] = {}
-        # Counter records and rows written since the last checkpoint, and the tasks they name.
-        self.counter_records = 0
-        self.counter_rows = 0
+        # The key of the newest counter record, and the tasks the records name (since the last
+        # checkpoint).
+        self.last_key = b""
         self.since_checkpoint: set[str] = set()
 
     def load(self) -> None:
@@ -92,13 +97,12 @@ class TaskBook:
                 if name not in TaskState.NOT_STORED:
                     setattr(st, name, getattr(rec, name))
             self.tasks[st.spec.name] = st
-        self.counter_records = self.counter_rows = 0
+        self.last_key = b""
         self.since_checkpoint.clear()
         tasks = self.tasks
-        for _, value in self.store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END):
+        for key, value in self.store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END):
             counters = pb.TaskCounters.FromString(value)
-            self.counter_records += 1
-            self.counter_rows += len(counters.task)
+            self.last_key = key
             self.since_checkpoint.update(counters.task)
             columns = [getattr(counters, name) for name in COUNTERS]
             for i, name in enumerate(counters.task):
@@ -138,13 +142,18 @@ class TaskBook:
         self.dirty[st.spec.name] = st
 
     def flush(self) -> None:
-        """End of a command: store the counters of the tasks it changed (one TaskCounters record),
-        and take a checkpoint when enough have been written since the last one."""
-        dirty = self.dirty
-        if not dirty:
-            return
-        rows = list(dirty.values())
-        dirty.clear()
+        """End of a command: store the counters of the tasks it changed (one TaskCounters record,
+        keyed by the count of accepted commands), and take a checkpoint on every
+        CHECKPOINT_EVERY-th accepted command."""
+        applied = self.host.applied_commands
+        if self.dirty:
+            self._write_counters(applied)
+        if applied % CHECKPOINT_EVERY == 0 and self.since_checkpoint:
+            self.checkpoint()
+
+    def _write_counters(self, applied: int) -> None:
+        rows = list(self.dirty.values())
+        self.dirty.clear()
         rec = pb.TaskCounters(
             task=[st.spec.name for st in rows],
             watermark_ms=[st.watermark_ms for st in rows],
@@ -155,12 +164,16 @@ class TaskBook:
             kept_fires=[st.kept_fires for st in rows],
             kept_runs=[st.kept_runs for st in rows],
         )
-        self.store.put(keys.counters_key(self.counter_records), rec.SerializeToString(deterministic=True))
-        self.counter_records += 1
-        self.counter_rows += len(rows)
+        key = keys.counters_key(applied)
+        if key == self.last_key:
+            # A refused command changed counters (a bug's partial work, or a rejection after a
+            # change): it has the count of the command before it, whose rows come first.
+            prior = pb.TaskCounters.FromString(self.store.get(key) or b"")
+            prior.MergeFrom(rec)
+            rec = prior
+        self.store.put(key, rec.SerializeToString(deterministic=True))
+        self.last_key = key
         self.since_checkpoint.update(rec.task)
-        if self.counter_records >= CHECKPOINT_RECORDS or self.counter_rows >= CHECKPOINT_ROWS:
-            self.checkpoint()
 
     def checkpoint(self) -> None:
         """Store the TaskRecord of every task named in a counter record since the last checkpoint
@@ -170,9 +183,9 @@ class TaskBook:
             st = tasks.get(name)
             if st is not None:
                 store.put(keys.task_key(name), st.record_bytes())
-        for seq in range(self.counter_records):
-            store.delete(keys.counters_key(seq))
-        self.counter_records = self.counter_rows = 0
+        for key in [k for k, _ in store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END)]:
+            store.delete(key)
+        self.last_key = b""
         self.since_checkpoint.clear()
 
     def put_version(self, st: TaskState) -> None:

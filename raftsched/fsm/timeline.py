@@ -129,6 +129,47 @@ def expand(run: pb.Run) -> pb.Run:
     return run
 
 
+def canonical(run: pb.Run) -> bool:
+    """Turn a run stored with its whole timeline (by a format-2 build) into the form this build
+    stores for the same run, in place; False if that is the form it has already.
+
+    The stored form is a function of the run as a read shows it: a single-shard fired or
+    triggered run (not a workflow's task, not a backfill's) whose entries after ``created`` are
+    exactly those its fields stand for (:func:`derived`) is stored derived; any other run, whole.
+    A run that took another path has a stored entry of its own (a retry, a loss, a cancel, a
+    wait, a release...), so it does not match. Migrating a format-2 state with this gives every
+    replica the same bytes, whichever log index it was upgraded at."""
+    timeline = run.timeline
+    if (
+        run.timeline_derived
+        or len(run.shards) != 1
+        or run.workflow_run
+        or run.backfill_id
+        or run.timeline_dropped
+        or not timeline
+        or timeline[0].event != "created"
+        or timeline[0].reason not in ("fire", "manual")
+        or len(timeline) > 4
+    ):
+        return False
+    shard = run.shards[0]
+    rest = list(timeline[1:])
+    trial = pb.Run()
+    trial.CopyFrom(run)
+    del trial.timeline[1:]
+    trial.timeline_derived = True
+    tried = trial.shards[0]
+    for entry in rest:
+        if entry.event == "started":
+            tried.started_ms = entry.at_ms
+        elif entry.event in ("succeeded", "failed", "timed_out"):
+            tried.duration_ms = entry.duration_ms
+    if derived(trial) != rest or (shard.state in (pb.PENDING, pb.RUNNING) and len(rest) > 2):
+        return False
+    run.CopyFrom(trial)
+    return True
+
+
 def entries(run: pb.Run) -> list[pb.TimelineEntry]:
     """The whole timeline of ``run`` (stored and derived entries), without changing it."""
     return [*run.timeline, *derived(run)]

@@ -30,6 +30,7 @@ from raftsched import codec
 from raftsched.fsm import keys, queries, timeline
 from raftsched.fsm import tasks as tasks_mod
 from raftsched.fsm.state import SchedulerState
+from raftsched.model import CronTrigger, TaskSpec
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing import sla
@@ -179,3 +180,36 @@ def test_a_node_upgraded_at_any_index_ends_byte_identical_to_one_that_never_ran_
                 break
         assert upgraded.digest() == live.digest()
         assert upgraded.snapshot() == live.snapshot()
+
+
+def test_counters_a_refused_command_changed_are_kept_with_the_command_before_it() -> None:
+    """A command refused after it changed counters (a bug's partial work) does not move the count
+    of accepted commands: its rows go into the record of that count, after the earlier ones, and
+    a reload has the counters the state kept in memory."""
+    from raftsched.fsm.rules import Reject
+    from tests.support.fsm import apply, create, fresh, tick
+
+    state = fresh()
+    for name in ("t", "u"):
+        assert create(state, TaskSpec(name, CronTrigger("* * * * * *"), command="true")).ok
+    batch = pb.Command.FromString(tick("t", 1, 1_700_000_041_000))
+    batch.fire_batch.tasks.extend(pb.Command.FromString(tick("u", 1, 1_700_000_041_000)).fire_batch.tasks)
+    assert apply(state, codec.encode_command(batch)).fired == 2
+
+    def partial(s: SchedulerState, cmd: pb.Command, now: int) -> Any:
+        st = s.tasks["t"]
+        st.fires_total += 5
+        s.touch_task(st)
+        raise Reject("conflict", "refused after a change")
+
+    count = state.applied_commands
+    with patch.dict(SchedulerState._HANDLERS, {"trigger_now": partial}):
+        cmd = pb.Command(epoch=1, now_ms=1_700_000_041_500, origin="n1")
+        cmd.trigger_now.name = "t"
+        assert not state.apply(codec.encode_command(cmd)).result.ok
+    assert state.applied_commands == count
+    rows = pb.TaskCounters.FromString(state.store.get(keys.counters_key(count)) or b"")
+    assert list(rows.task) == ["t", "u", "t"]  # the fire batch's rows, then the refused command's
+    again = SchedulerState.load(state.store)
+    for name in ("t", "u"):
+        assert again.tasks[name].record_bytes() == state.tasks[name].record_bytes(), name

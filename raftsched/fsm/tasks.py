@@ -45,6 +45,11 @@ COUNTERS = (
 # replicas upgraded from format 2 at different log indexes (whose stored counters differ until
 # then) hold the same bytes again from the first checkpoint after the last one upgraded.
 CHECKPOINT_EVERY = 1024
+# ... and as soon as the records name this many tasks: a checkpoint re-puts every task they name
+# in one command (about 4 us each), so this bounds that command's extra work (~15 ms) however
+# many tasks there are. Replicas that ran this build since the last aligned checkpoint take
+# these at the same commands too (the records they hold are the same).
+CHECKPOINT_TASKS = 4096
 
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 
@@ -144,11 +149,12 @@ class TaskBook:
     def flush(self) -> None:
         """End of a command: store the counters of the tasks it changed (one TaskCounters record,
         keyed by the count of accepted commands), and take a checkpoint on every
-        CHECKPOINT_EVERY-th accepted command."""
+        CHECKPOINT_EVERY-th accepted command or once they name CHECKPOINT_TASKS tasks."""
         applied = self.host.applied_commands
         if self.dirty:
             self._write_counters(applied)
-        if applied % CHECKPOINT_EVERY == 0 and self.since_checkpoint:
+        since = self.since_checkpoint
+        if since and (applied % CHECKPOINT_EVERY == 0 or len(since) >= CHECKPOINT_TASKS):
             self.checkpoint()
 
     def _write_counters(self, applied: int) -> None:

@@ -266,7 +266,7 @@ def test_a_restart_after_any_command_has_the_task_state_of_a_replica_that_never_
     every few commands (here every ``every``, so checkpoints fall inside the stream): after every
     command a replica loaded from a copy of the store has the same tasks, counters, checkpoint
     position and digest as the one that applied it, and both go on alike."""
-    with patch.object(tasks_mod, "CHECKPOINT_EVERY", every):
+    with patch.object(tasks_mod, "CHECKPOINT_EVERY", every), patch.object(tasks_mod, "CHECKPOINT_TASKS", 2):
         source = Source(data)
         a = fresh()
         for _ in range(length):

@@ -152,12 +152,17 @@ def test_a_format_2_store_loads_and_answers_the_same(old: dict[str, Any], tmp_pa
 SPLITS = sorted(json.loads(FIXTURE.read_text())["snapshots_after"], key=int)
 
 
+@pytest.mark.parametrize("tasks", [4096, 3])
 @pytest.mark.parametrize("split", SPLITS)
 def test_a_node_upgraded_at_any_index_ends_byte_identical_to_one_that_never_ran_format_2(
-    old: dict[str, Any], split: str
+    old: dict[str, Any], split: str, tasks: int
 ) -> None:
+    """... with checkpoints every 8 commands, and also (``tasks`` 3) whenever 3 tasks are named."""
     every = 8
-    with patch.object(tasks_mod, "CHECKPOINT_EVERY", every):
+    with (
+        patch.object(tasks_mod, "CHECKPOINT_EVERY", every),
+        patch.object(tasks_mod, "CHECKPOINT_TASKS", tasks),
+    ):
         live = replayed(old)
         upgraded = SchedulerState.load(MemoryStore())
         upgraded.restore(bytes.fromhex(old["snapshots_after"][split]), applied_index=int(split))

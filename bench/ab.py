@@ -1,7 +1,8 @@
 """The in-process hot paths of two checkouts, alternating: before and after a change in one command.
 
     python -m bench.ab A B [--rounds 4] [--only hotpath,executor_hotpath] [--tasks 5000]
-                       [--seconds 6] [--attempts 20000] [--kind async] [--json FILE]
+                       [--seconds 6] [--attempts 20000] [--kind async] [--keep-count N]
+                       [--json FILE]
 
 A and B are checkouts (a git worktree each, e.g. ``git worktree add /tmp/before main``). Each
 round runs, for each benchmark, A then B, each in a fresh process started in that checkout with
@@ -11,7 +12,11 @@ benchmark (a restructure that moves modules moves the benchmark's imports with t
 * ``hotpath``: ``bench/hotpath.py --tasks N --seconds S`` (plan + apply + commit of N
   every-second fires for S simulated seconds); the figure is ``leader_total_us_per_fire``;
 * ``executor_hotpath``: ``bench/executor_hotpath.py --attempts N --kind K`` (an embedded executor);
-  the figure is ``cpu_us_per_attempt``.
+  the figure is ``cpu_us_per_attempt``;
+* ``attempt_apply`` (only when named in ``--only``): ``bench/attempt_apply.py --tasks N --seconds S
+  [--keep-count K]`` (fire, assignment and result entries applied on a leader's and a follower's
+  state over LMDB); the figure is the leader's ``total_us`` per attempt. With ``--keep-count`` it
+  runs at steady state (history at its keep count; take ``--seconds 65`` for a whole batch cycle).
 
 Both are CPU time per item (lower is better). A checkout whose ``bench/`` is a package runs them
 as ``python -m bench.<name>``; an older one, from before, as ``python bench/<name>.py`` (same
@@ -32,6 +37,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.common import Json, Provenance, checkout_state
 
@@ -45,7 +51,9 @@ class Bench:
 BENCHES = {
     "hotpath": Bench("hotpath", "leader_total_us_per_fire"),
     "executor_hotpath": Bench("executor_hotpath", "cpu_us_per_attempt"),
+    "attempt_apply": Bench("attempt_apply", "leader_us_per_attempt.total_us"),
 }
+DEFAULT = ("hotpath", "executor_hotpath")  # what runs without --only
 
 
 def _env(checkout: Path) -> dict[str, str]:
@@ -90,8 +98,10 @@ def measure(checkout: Path, bench: Bench, args: list[str]) -> float:
     )
     if done.returncode != 0:
         raise SystemExit(f"{bench.module} in {checkout} exited {done.returncode}:\n{done.stderr[-2000:]}")
-    result: Json = json.loads(done.stdout)
-    return float(result[bench.figure])
+    value: Any = json.loads(done.stdout)
+    for part in bench.figure.split("."):  # a dotted figure names a nested field
+        value = value[part]
+    return float(value)
 
 
 def summary(a: list[float], b: list[float]) -> Json:
@@ -116,11 +126,14 @@ def main() -> int:
     ap.add_argument("a", type=Path, help="checkout A (before)")
     ap.add_argument("b", type=Path, help="checkout B (after)")
     ap.add_argument("--rounds", type=int, default=4, help="runs of each side per benchmark")
-    ap.add_argument("--only", default=",".join(BENCHES), help=f"comma-separated of {','.join(BENCHES)}")
-    ap.add_argument("--tasks", type=int, default=5000, help="hotpath: every-second tasks")
-    ap.add_argument("--seconds", type=int, default=6, help="hotpath: simulated seconds")
+    ap.add_argument("--only", default=",".join(DEFAULT), help=f"comma-separated of {','.join(BENCHES)}")
+    ap.add_argument("--tasks", type=int, default=5000, help="hotpath, attempt_apply: every-second tasks")
+    ap.add_argument("--seconds", type=int, default=6, help="hotpath, attempt_apply: simulated seconds")
     ap.add_argument("--attempts", type=int, default=20_000, help="executor_hotpath: attempts")
     ap.add_argument("--kind", choices=["sync", "async"], default="async", help="executor_hotpath: handler")
+    ap.add_argument(
+        "--keep-count", type=int, default=0, help="attempt_apply: history kept per task (0: the default)"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     names = args.only.split(",")
@@ -134,6 +147,8 @@ def main() -> int:
     options = {
         "hotpath": ["--tasks", str(args.tasks), "--seconds", str(args.seconds)],
         "executor_hotpath": ["--attempts", str(args.attempts), "--kind", args.kind],
+        "attempt_apply": ["--tasks", str(args.tasks), "--seconds", str(args.seconds)]
+        + (["--keep-count", str(args.keep_count)] if args.keep_count else []),
     }
     runs: dict[str, dict[str, list[float]]] = {n: {"a": [], "b": []} for n in names}
     for r in range(args.rounds):

@@ -1,6 +1,7 @@
 """The executor's per-attempt cost in one process, without a cluster or gRPC.
 
     python -m bench.executor_hotpath [--attempts 20000] [--burst 20] [--kind sync|async] [--metrics]
+    python -m bench.executor_hotpath --batched [--attempts 20000] [--burst 20] [--kind sync|async]
 
 An embedded :class:`raftsched.Executor` (execution log in LMDB without fsync, as the agent opens
 it) takes ``--attempts`` work items over the in-memory transport, ``--burst`` per dispatch
@@ -12,6 +13,14 @@ gRPC. Reports are held back until then (a slow network), so reporting is not in 
 ``--metrics`` runs the executor with its HTTP listener and metrics on (``http=127.0.0.1:0``).
 The figure to compare is ``cpu_us_per_attempt``; ``python -m bench.ab`` runs this against two
 checkouts, alternating (``--attempts 20000 --kind async``).
+
+``--batched`` runs the same no-op attempts through the PROTOTYPE batched executor
+(:mod:`bench.batched_executor`, issue 31 gate 2): ``--burst`` attempts per WorkColumns message
+(packed columns, the task definition in the first one), one execution-log record per batch for
+the begin and one for the results, results as ReportBatch columns, each report acknowledged at
+once (its records settled). Its ``cpu_us_per_attempt`` runs until every result is acknowledged
+and settled, so it includes reporting (serialised, not sent) and settling, which the default
+figure leaves out.
 """
 
 from __future__ import annotations
@@ -22,11 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.batched_executor import BatchContext, BatchedExecutor, Handler
 from bench.common import Provenance
 from raftsched.executor.agent import Executor
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.runners import AttemptContext
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
+from raftsched.v1 import execbatch_pb2 as eb
 from raftsched.v1 import raftsched_pb2 as pb
 
 
@@ -121,17 +132,111 @@ def run(attempts: int, burst: int, kind: str, data_dir: Path, metrics: bool = Fa
     }
 
 
+def work_messages(attempts: int, burst: int, epoch: int = 1) -> list[bytes]:
+    """``attempts`` no-op attempts of one task as WorkColumns messages of ``burst`` rows (seq 1
+    upwards, shard 0, attempt 1, all due at 1000 ms), the task defined in the first message."""
+    out: list[bytes] = []
+    for k in range(0, attempts, burst):
+        rows = min(burst, attempts - k)
+        msg = eb.WorkColumns(
+            epoch=epoch,
+            base_ms=1000,
+            seq=range(k + 1, k + 1 + rows),
+            task_ref=[0] * rows,
+            nominal_delta=[0] * rows,
+            shard=[0] * rows,
+            attempt=[1] * rows,
+        )
+        if not k:
+            msg.defs.add(ref=0, task="t", version=1, handler="noop", shards=1)
+        out.append(msg.SerializeToString())
+    return out
+
+
+def check_reports(reports: list[bytes], attempts: int) -> None:
+    """Every attempt reported exactly once, and succeeded."""
+    seqs: list[int] = []
+    for data in reports:
+        rb = eb.ReportBatch.FromString(data)
+        if any(s != 1 for s in rb.status):
+            raise RuntimeError(f"report {rb.report_id}: an attempt failed")
+        seqs.extend(rb.seq)
+    if sorted(seqs) != list(range(1, attempts + 1)):
+        raise RuntimeError(f"{len(seqs)} results for {attempts} attempts, or some reported twice")
+
+
+def run_batched(attempts: int, burst: int, kind: str, data_dir: Path) -> dict[str, object]:
+    async def scenario() -> tuple[float, int]:
+        loop = asyncio.get_running_loop()
+        reports: list[bytes] = []
+        all_acked = asyncio.Event()
+
+        def ack(report_id: int) -> None:
+            ex.on_ack(report_id)
+            if ex.acknowledged >= attempts:
+                all_acked.set()
+
+        def on_report(report_id: int, data: bytes) -> None:
+            reports.append(data)
+            loop.call_soon(ack, report_id)  # the leader's acknowledgement, as soon as it can be
+
+        handler: Handler
+        if kind == "sync":
+
+            def noop(ctx: BatchContext) -> None:
+                pass
+
+            handler = noop
+        else:
+
+            async def noop_async(ctx: BatchContext) -> None:
+                pass
+
+            handler = noop_async
+        log = LmdbExecutionLog(data_dir, sync=False)
+        try:
+            ex = BatchedExecutor(log, {"noop": handler}, on_report)
+            ex.recover()
+            messages = work_messages(attempts, burst)
+            c0 = time.process_time()
+            for data in messages:
+                ex.on_work(data)
+                await asyncio.sleep(0)
+            await asyncio.wait_for(all_acked.wait(), timeout=120)
+            c1 = time.process_time()
+            check_reports(reports, attempts)
+            return c1 - c0, len(reports)
+        finally:
+            log.close()
+
+    cpu, report_count = asyncio.run(scenario())
+    return {
+        "attempts": attempts,
+        "burst": burst,
+        "handler": kind,
+        "batched": True,
+        "reports": report_count,
+        "cpu_us_per_attempt": round(cpu / attempts * 1e6, 2),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attempts", type=int, default=20_000)
     ap.add_argument("--burst", type=int, default=20)
     ap.add_argument("--kind", choices=["sync", "async"], default="sync")
     ap.add_argument("--metrics", action="store_true", help="with the executor's metrics and listener on")
+    ap.add_argument("--batched", action="store_true", help="through the prototype batched executor")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
+    if args.batched and args.metrics:
+        ap.error("--metrics is not available with --batched (the prototype has no listener)")
     provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-exec-hotpath-") as tmp:
-        result = run(args.attempts, args.burst, args.kind, Path(tmp), args.metrics)
+        if args.batched:
+            result = run_batched(args.attempts, args.burst, args.kind, Path(tmp))
+        else:
+            result = run(args.attempts, args.burst, args.kind, Path(tmp), args.metrics)
     provenance.emit(result, args.json, indent=None)
     return 0
 

@@ -2,7 +2,7 @@
 
     python -m bench.executors [--tasks 5000] [--executors 4] [--slots 256] [--seconds 20]
                               [--warmup 5] [--drain 3] [--kind sync|async] [--baseline-seconds 10]
-                              [--no-log-sync] [--tls] [--auth] [--json FILE]
+                              [--no-log-sync] [--tls] [--auth] [--keep-count N] [--json FILE]
 
 First (unless ``--baseline-seconds 0``) bench/fires.py's scenario with the same number of tasks and
 no executors, for the leader's CPU per fire without dispatching. Then 3 ``raftsched-node``
@@ -32,10 +32,19 @@ measured over a window aligned to whole seconds:
 raftsched.security.certs): the nodes serve TLS, the executors and the client dial it with a client
 certificate. Compare ``executor_cpu_us_per_attempt`` with and without it for what TLS costs.
 
+``--idle-seconds S`` first measures each process's CPU per second over S seconds of the started
+cluster with its executors registered and no task (``idle_cpu_ms_per_s``): the fixed cost, ticks,
+heartbeats and timers, whatever the load. ``run()``'s ``extra_config`` is TOML appended to the
+cluster's config (bench/run.py's ``--keep-count`` and ``--tick``).
+
 ``--auth`` runs the cluster with ``[auth]`` on (a bootstrap admin token for the harness, one
 executor token shared by the executors): the figures then include the authentication interceptor
 and the authorization table on every executor RPC (the dispatch stream verified once, heartbeats
 and reports by the verified-token cache).
+
+``--keep-count N`` sets the cluster's ``[scheduler] history_keep_count`` (default 1000, which a
+short window never reaches) and makes the warm-up at least N + 1 seconds, so that the window runs
+with every task's history at its keep count and pruning active (the steady state).
 
 Prints JSON with its provenance (and writes it with ``--json FILE``).
 """
@@ -117,10 +126,15 @@ def run(
     kind: str = "sync",
     baseline_seconds: int = 10,
     log_sync: bool = True,
+    extra_config: str = "",
+    idle_seconds: float = 0.0,
     tls: bool = False,
     auth: bool = False,
     policies: bool = False,
+    keep_count: int = 0,
 ) -> dict[str, object]:
+    if keep_count:
+        warmup = max(warmup, keep_count + 1.0)  # every task's history reaches its keep count first
     result: dict[str, object] = {
         "tasks": n_tasks,
         "executors": n_executors,
@@ -132,6 +146,8 @@ def run(
         "cpus": os.cpu_count(),
         "auth": auth,
         "policies": policies,
+        "history_keep_count": keep_count or "default",
+        "warmup_s": warmup,
     }
     baseline: dict[str, object] | None = None
     if baseline_seconds > 0:
@@ -151,9 +167,11 @@ def run(
     if admin is not None:
         (base / "cluster").mkdir(parents=True, exist_ok=True)
         (base / "cluster" / "admin.token").write_text(admin)
-    extra = (tls_config(base / "pki") if tls else "") + (
+    extra = (extra_config + (tls_config(base / "pki") if tls else "")) + (
         '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
     )
+    if keep_count:
+        extra += f"[scheduler]\nhistory_keep_count = {keep_count}\n"
     cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
     cluster.token = admin
     executors: dict[str, subprocess.Popen[bytes]] = {}
@@ -180,6 +198,8 @@ def run(
                 token=executor_token,
             )
         wait_registered(cluster.log_dir, executors)
+        if idle_seconds > 0:
+            result["idle_cpu_ms_per_s"] = idle_cpu(cluster, executors, idle_seconds)
 
         # --policies: every task has an owner with a quota and takes a shared lock, set so that
         # neither binds (the figures are then what checking, taking and giving back costs).
@@ -253,6 +273,26 @@ def run(
     finally:
         stop_processes(executors.values(), resume=True)
         cluster.stop()
+
+
+def idle_cpu(
+    cluster: LocalCluster, executors: dict[str, subprocess.Popen[bytes]], seconds: float
+) -> dict[str, float]:
+    """CPU ms per second of each process (nodes by id, then executors) over ``seconds`` with no
+    task: Raft ticks, heartbeats, the dispatcher's timer. The leader's id is keyed ``leader``
+    too, so a reader need not know which node led."""
+    leader = cluster.wait_for_leader(30)
+    pids = {nid: proc.pid for nid, proc in cluster.procs.items()}
+    pids.update({name: proc.pid for name, proc in executors.items()})
+    cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    cpu1 = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    elapsed = time.monotonic() - t0
+    out = {k: round((cpu1[k] - cpu0[k]) / elapsed * 1000, 1) for k in pids}
+    out["leader"] = out[leader]
+    out["total"] = round(sum(v for k, v in out.items() if k != "leader"), 1)
+    return out
 
 
 def tls_config(directory: Path) -> str:
@@ -346,6 +386,9 @@ def analyse(
         "refused_stale": sum(ex.refused_stale for ex in samples),
         "leader_cpu_us_per_attempt": round(leader_us, 1),
         "executor_cpu_us_per_attempt": round(sum(exec_cpu.values()) / max(started, 1) * 1e6, 1),
+        "executor_cpu_us_per_attempt_by_process": {
+            n: round(c / max(started, 1) * 1e6, 1) for n, c in exec_cpu.items()
+        },
         "node_cpu_s_per_s": {k: round((cpu1[k] - cpu0[k]) / seconds, 2) for k in cpu0 if k not in names},
         "executor_cpu_s_per_s": {n: round(c / seconds, 2) for n, c in exec_cpu.items()},
         "leader_cpu_us_per_fire_committed": round(leader_cpu / max(fired, 1) * 1e6, 1),
@@ -387,6 +430,12 @@ def main() -> int:
         "--baseline-seconds", type=int, default=10, help="fires-only window (0: no fires-only run)"
     )
     ap.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0.0,
+        help="first measure each process's CPU per second this long with no task (the fixed cost)",
+    )
+    ap.add_argument(
         "--no-log-sync",
         action="store_true",
         help="diagnostic only: executors open their execution log without fsync",
@@ -398,8 +447,16 @@ def main() -> int:
         action="store_true",
         help="every task owned by an owner with a (non-binding) quota and holding a shared lock",
     )
+    ap.add_argument(
+        "--keep-count",
+        type=int,
+        default=0,
+        help="[scheduler] history_keep_count of the cluster (0: its default); warm-up at least N + 1 s",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.keep_count < 0:
+        ap.error(f"--keep-count {args.keep_count}: must be at least 1 (0: the default)")
     provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-bench-") as tmp:
         result = run(
@@ -413,9 +470,11 @@ def main() -> int:
             kind=args.kind,
             baseline_seconds=args.baseline_seconds,
             log_sync=not args.no_log_sync,
+            idle_seconds=args.idle_seconds,
             tls=args.tls,
             auth=args.auth,
             policies=args.policies,
+            keep_count=args.keep_count,
         )
     provenance.emit(result, args.json)
     return 0

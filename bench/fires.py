@@ -87,21 +87,42 @@ async def create_tasks(targets: list[str], n: int, concurrency: int = 200) -> fl
     return time.monotonic() - start
 
 
-def run(n_tasks: int, seconds: int, base: Path) -> dict[str, object]:
+def run(
+    n_tasks: int,
+    seconds: int,
+    base: Path,
+    extra_config: str = "",
+    idle_seconds: float = 0.0,
+    settle_s: float = 3.0,
+) -> dict[str, object]:
+    """``extra_config``: TOML appended to the cluster's config (bench/run.py's ``--keep-count``
+    and ``--tick``). ``idle_seconds`` > 0: first each node's CPU per second with no task
+    (``idle_cpu_ms_per_s``). ``settle_s``: seconds between creating the tasks and the window."""
     # Imported here, not at the top: bench/hotpath.py imports this module for heapq_loop, and
     # raftsched.testing brings the executor and aiohttp, whose objects slow that in-process
     # benchmark's garbage collections (see bench/common.py).
     from raftsched.testing.cluster import LocalCluster
 
-    cluster = LocalCluster.create(base, 3)
+    cluster = LocalCluster.create(base, 3, extra_config=extra_config)
     try:
         cluster.start()
         leader = cluster.wait_for_leader(60)
+        idle: dict[str, float] = {}
+        if idle_seconds > 0:
+            pids = {nid: proc.pid for nid, proc in cluster.procs.items()}
+            idle0 = {nid: cpu_seconds(pid) for nid, pid in pids.items()}
+            t_idle = time.monotonic()
+            time.sleep(idle_seconds)
+            elapsed = time.monotonic() - t_idle
+            idle = {
+                nid: round((cpu_seconds(pid) - idle0[nid]) / elapsed * 1000, 1) for nid, pid in pids.items()
+            }
+            idle["leader"] = idle[cluster.wait_for_leader(30)]
         created_s = asyncio.run(create_tasks([cluster.grpc_of(leader), *cluster.targets()], n_tasks))
         leader = cluster.wait_for_leader(30)
         pid = cluster.procs[leader].pid
         # Let the schedule settle into its steady state before measuring.
-        time.sleep(3)
+        time.sleep(settle_s)
         window_start_ms = next_whole_second_ms()
         cpu0 = cpu_seconds(pid)
         all_cpu0 = {nid: cpu_seconds(proc.pid) for nid, proc in cluster.procs.items()}
@@ -122,6 +143,7 @@ def run(n_tasks: int, seconds: int, base: Path) -> dict[str, object]:
         return {
             "tasks": n_tasks,
             "window_s": seconds,
+            "settle_s": settle_s,
             "window": [window_start_ms, end_ms],
             "task_creation_s": round(created_s, 2),
             "fires_committed": fired,
@@ -145,6 +167,7 @@ def run(n_tasks: int, seconds: int, base: Path) -> dict[str, object]:
             "cpu_ratio_vs_heapq": round(leader_cpu_per_fire / heap_cpu, 1),
             "replicas_agree_at_index": chain_index,  # equal apply-chain hash on all nodes at that index
             "rss_mb": {s.node_id: round(s.rss_bytes / 2**20, 1) for s in statuses},
+            **({"idle_cpu_ms_per_s": idle} if idle else {}),
         }
     finally:
         cluster.stop()

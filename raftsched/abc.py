@@ -45,6 +45,12 @@ class StateStore(Protocol):
         """Pairs with ``start <= key < end`` in key order (reversed if asked), at most ``limit`` (0 = all)."""
         ...
 
+    def scan_keys(self, start: bytes, end: bytes, *, limit: int) -> list[bytes]:
+        """The keys with ``start <= key < end`` in key order, at most ``limit`` (>= 1), without
+        their values (a pruning pass that decides by key reads no value). Sees the open batch;
+        the list is taken at the call, so the caller may delete what it names."""
+        ...
+
     def commit(self, applied_index: int) -> None:
         """Make every write since the last commit durable, with ``applied_index``, in one transaction."""
         ...

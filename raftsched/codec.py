@@ -81,7 +81,12 @@ from raftsched.v1 import log_pb2 as pb
 #      or emits a marked task's events (emit), issue 28: an older node would run the task
 #      whatever its upstream did, or emit nothing. Also an ApplyWorkflow with gates_free_slots (a
 #      task held by not_before/jitter takes no max_parallel place): an older node would count it.
-COMMAND_FORMAT = 16
+#  17  history pruned in batches (issue 31, P4): a FireBatch or a ReportResults prunes a task's
+#      fire records and finished runs in batches of up to raftsched.fsm.records.PRUNE_BATCH past
+#      the keep count, reading keys only; an older node prunes one record at a time and would keep
+#      different history (its replicated state would differ). Every FireBatch and ReportResults
+#      is stamped 17, so upgrade the leader last.
+COMMAND_FORMAT = 17
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -153,6 +158,11 @@ _BODY_FORMAT["cancel_runs"] = CANCEL_FORMAT
 WORKFLOW_OPS_FORMAT = 16
 """The format of a WorkflowRunOp with ``redecide_external`` or ``emit``, and of an ApplyWorkflow
 with ``gates_free_slots`` (see the history)."""
+BATCHED_PRUNE_FORMAT = 17
+"""The format of every FireBatch and ReportResults: apply prunes the history they add in batches
+(``raftsched.fsm.records.PRUNE_BATCH``); an older command prunes one record at a time, as the
+builds before did (see the history)."""
+_BATCHED_PRUNE_BODIES = frozenset({"fire_batch", "report_results"})
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -333,6 +343,8 @@ def command_format(cmd: pb.Command) -> int:
     """The oldest command format whose nodes can apply ``cmd`` (its body decides; a barrier that
     abandons a faulty leader time needs format 3: an older node would keep it as a floor)."""
     body = cmd.WhichOneof("body") or ""
+    if body in _BATCHED_PRUNE_BODIES:
+        return BATCHED_PRUNE_FORMAT
     if body == "barrier" and cmd.barrier.clock_fault_ms:
         return 3
     # Newest first: a command that needs several new formats needs the newest of them.

@@ -218,7 +218,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "scheduler.history_keep_count",
         "integer",
         "1000",
-        "fire records and finished runs kept per task",
+        "fire records and finished runs kept per task (pruned in batches: up to 64 more)",
     ),
     Key(
         "scheduler.history_keep_seconds",

@@ -21,7 +21,7 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, wire
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Effect
-from raftsched.fsm.records import BookHost, Retention, TaskState, armed, keeps
+from raftsched.fsm.records import PRUNE_BATCH, BookHost, Retention, TaskState, armed, count_excess, keeps
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import WorkflowBook, is_internal, is_trigger, split_internal
@@ -212,6 +212,10 @@ class FireBook:
         )
 
     def _prune(self, st: TaskState, now: int) -> None:
+        if self.host.batched_prune:
+            self._prune_batched(st, now)
+            return
+        # A command of a format before BATCHED_PRUNE_FORMAT prunes as the builds before did.
         # Over the count limit: prune now. Age is checked every 64th record only (it needs a
         # read of the oldest record); both conditions are deterministic, so replicas agree.
         retention = self.host.retention
@@ -232,6 +236,34 @@ class FireBook:
                 rec.ParseFromString(v)
                 if rec.decided_ms >= horizon:
                     break
+            store.delete(k)
+            st.kept_fires -= 1
+
+    def _prune_batched(self, st: TaskState, now: int) -> None:
+        """The count rule in batches (:func:`count_excess`): the oldest records' keys in one pass,
+        no record read. The age rule every 64th fire: the oldest record is read (and the next
+        only while they have aged out, up to PRUNE_BATCH of them). Both decide from replicated
+        counters and records, so replicas agree."""
+        keep_count, keep_ms = keeps(self.host.retention, st.spec.keep_runs, st.spec.keep_for_ms)
+        excess = count_excess(st.kept_fires, keep_count)
+        age_check = st.fires_total % 64 == 0
+        if not excess and not age_check:
+            return
+        name = st.spec.name
+        lo, hi = keys.per_task_prefix(keys.FIRE, name), keys.per_task_end(keys.FIRE, name)
+        store = self.store
+        if excess:
+            oldest = store.scan_keys(lo, hi, limit=excess)
+            for k in oldest:
+                store.delete(k)
+            st.kept_fires -= len(oldest)
+            return
+        horizon = now - keep_ms
+        for k in store.scan_keys(lo, hi, limit=PRUNE_BATCH):
+            rec = pb.FireRecord()
+            rec.ParseFromString(store.get(k) or b"")
+            if rec.decided_ms >= horizon:
+                break
             store.delete(k)
             st.kept_fires -= 1
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from raftsched.abc import StateStore
 from raftsched.fsm.effects import TaskArmed
@@ -23,6 +23,24 @@ FINISHED = (pb.SUCCEEDED, pb.FAILED, pb.CANCELLED)
 # Pruning finished runs by age scans past the unfinished ones (a backfill holds hundreds of a
 # task's runs active at once); below the count limit it runs on every 16th finished run only.
 AGE_PRUNE_EVERY = 16
+
+PRUNE_BATCH: Final = 64
+"""History past a keep count is deleted in batches (commands of format
+:data:`raftsched.codec.BATCHED_PRUNE_FORMAT` and later): a task keeps between ``keep_count`` and
+``keep_count + PRUNE_BATCH`` finished runs and fire records, and when one more would pass that,
+the oldest go down to ``keep_count`` in one keys-only cursor pass. One pass of a few dozen
+deletions costs far less than one scan, parse and delete per finished run (issue 31, P4)."""
+PRUNE_MAX: Final = 2 * PRUNE_BATCH
+"""Most records one count-rule pass deletes, so a keep count lowered by far (or a task's own
+``keep_runs``) is reached over several applies and one apply never stalls on the backlog."""
+
+
+def count_excess(kept: int, keep_count: int) -> int:
+    """How many of the oldest records the count rule deletes now, with ``kept`` records kept:
+    none while ``kept <= keep_count + PRUNE_BATCH``, then down to ``keep_count`` (at most
+    :data:`PRUNE_MAX`). Computed from replicated counters only, so every replica deletes alike."""
+    over = kept - keep_count
+    return min(over, PRUNE_MAX) if over > PRUNE_BATCH else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +197,13 @@ class BookHost(Protocol):
     @property
     def leader_effects(self) -> bool:
         """Whether the command being applied builds the effects only a leader consumes."""
+        ...
+
+    @property
+    def batched_prune(self) -> bool:
+        """Whether the command being applied prunes history in batches (:data:`PRUNE_BATCH`): its
+        format is at least :data:`raftsched.codec.BATCHED_PRUNE_FORMAT`. Older commands prune
+        exactly as the builds before did, so a cluster mid-upgrade stays byte-identical."""
         ...
 
     def put_task(self, st: TaskState) -> None:

@@ -23,9 +23,11 @@ from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import (
     AGE_PRUNE_EVERY,
     FINISHED,
+    PRUNE_BATCH,
     BookHost,
     Retention,
     TaskState,
+    count_excess,
     keeps,
     pending_shards,
 )
@@ -707,7 +709,7 @@ class RunBook:
             sla_task = bool(spec.sla_finish_within_ms or spec.freshness_ms or spec.sla_start_within_ms)
             if sla_task:
                 self._sla_finished(st, run, now)  # may move last_success: not a counter
-            self.prune(st, now)
+            self.prune(st, now, run.run_id)
             if sla_task:
                 host.put_task(st)
             else:
@@ -881,8 +883,13 @@ class RunBook:
 
     # -- retention -------------------------------------------------------------------------------
 
-    def prune(self, st: TaskState, now: int) -> None:
-        """Drop ``st``'s oldest finished runs past the retention's count and age."""
+    def prune(self, st: TaskState, now: int, finishing: str = "") -> None:
+        """Drop ``st``'s oldest finished runs past the retention's count and age (``finishing``:
+        the id of the run finishing now, counted as kept but not stored as finished yet)."""
+        if self.host.batched_prune:
+            self._prune_batched(st, now, finishing)
+            return
+        # A command of a format before BATCHED_PRUNE_FORMAT prunes as the builds before did.
         retention = self.host.retention
         name = st.spec.name
         keep_count, keep_ms = keeps(retention, st.spec.keep_runs, st.spec.keep_for_ms)
@@ -903,6 +910,41 @@ class RunBook:
             if run.state not in FINISHED:
                 continue
             if st.kept_runs <= keep_count and run.finished_ms >= horizon:
+                break
+            store.delete(k)
+            st.kept_runs -= 1
+
+    def _prune_batched(self, st: TaskState, now: int, finishing: str) -> None:
+        """The count rule in batches (:func:`count_excess`), deciding by key alone: a run not in
+        ``active`` (nor ``finishing``) is finished. The age rule on every AGE_PRUNE_EVERY-th
+        finish, parsing the oldest finished run (and the next only while they have aged out)."""
+        keep_count, keep_ms = keeps(self.host.retention, st.spec.keep_runs, st.spec.keep_for_ms)
+        excess = count_excess(st.kept_runs, keep_count)
+        age_check = st.kept_runs % AGE_PRUNE_EVERY == 0
+        if not excess and not age_check:
+            return
+        name = st.spec.name
+        lo, hi = keys.per_task_prefix(keys.RUN, name), keys.per_task_end(keys.RUN, name)
+        store, active = self.store, self.active
+        finishing_key = keys.run_key_for_id(finishing) if finishing else b""
+        # Unfinished runs (and the one finishing now) are skipped, not pruned: the pass reads up
+        # to their number more keys, so runs stuck at the head never shield the finished ones.
+        want = excess or PRUNE_BATCH
+        finished = [
+            k
+            for k in store.scan_keys(lo, hi, limit=want + st.active_runs + 1)
+            if k != finishing_key and keys.run_id_from_key(keys.RUN, k) not in active
+        ]
+        if excess:
+            for k in finished[:excess]:
+                store.delete(k)
+            st.kept_runs -= min(excess, len(finished))
+            return
+        horizon = now - keep_ms
+        for k in finished[:want]:
+            run = pb.Run()
+            run.ParseFromString(store.get(k) or b"")
+            if run.finished_ms >= horizon:
                 break
             store.delete(k)
             st.kept_runs -= 1

@@ -96,6 +96,9 @@ class SchedulerState(LockedReads):
         # thread only; see raftsched.replica for who decides). BarrierCommitted is always built.
         # Effects are not replicated state: the choice changes nothing stored or hashed.
         self.leader_effects = True
+        # Whether the command being applied prunes history in batches (its format; see
+        # raftsched.fsm.records.PRUNE_BATCH), set by apply for the books like leader_effects.
+        self.batched_prune = True
         # The books, each over this state as its host. Their tables are shared here under the
         # names the readers use (never rebound: loading refills them in place).
         self.task_book: TaskBook = TaskBook(self)
@@ -243,6 +246,7 @@ class SchedulerState(LockedReads):
                 ).digest()
                 self._save_meta()
                 return applied
+            self.batched_prune = cmd.format >= codec.BATCHED_PRUNE_FORMAT
             if cmd.format > codec.COMMAND_FORMAT:
                 return Applied(
                     rejected(

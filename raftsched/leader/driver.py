@@ -335,7 +335,9 @@ class LeaderDriver:
                 if following is not None:
                     batches.add_single(name, version, next_fire, following)
                     if spec.overlap == Overlap.REPLACE:
-                        batches.cmd.format = codec.REPLACE_RELEASES_FORMAT
+                        batches.cmd.format = max(
+                            codec.command_format(batches.cmd), codec.REPLACE_RELEASES_FORMAT
+                        )
                     fires += 1
                     in_flight.add(name)
                     continue
@@ -349,7 +351,7 @@ class LeaderDriver:
                 continue
             batches.add(tf)
             if spec.overlap == Overlap.REPLACE:
-                batches.cmd.format = codec.REPLACE_RELEASES_FORMAT
+                batches.cmd.format = max(codec.command_format(batches.cmd), codec.REPLACE_RELEASES_FORMAT)
             fires += len(tf.fires)
             in_flight.add(name)
         return waits + batches.finish()

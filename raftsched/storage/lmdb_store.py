@@ -212,6 +212,31 @@ def _read_range(
     return out
 
 
+def _read_keys(txn: Any, db: Any, start: bytes, end: bytes, n: int) -> list[bytes]:
+    """Up to ``n`` keys with ``start <= key < end``, in order, read without their values."""
+    out: list[bytes] = []
+    if start >= end:
+        return out
+    lo, lo_excl = start, False
+    if len(lo) > _MAX_KEY:
+        lo, lo_excl = lo[:_MAX_KEY], True
+    cur = txn.cursor(db)
+    try:
+        if not cur.set_range(lo):
+            return out
+        if lo_excl and cur.key() == lo and not cur.next():
+            return out
+        for k in cur.iternext(keys=True, values=False):
+            if k >= end:
+                break
+            out.append(k)
+            if len(out) == n:
+                break
+    finally:
+        cur.close()
+    return out
+
+
 def _chunked_scan(
     fetch: _Fetch,
     start: bytes,
@@ -613,6 +638,21 @@ class LmdbStore:
         rule like any other call.
         """
         return _chunked_scan(self._fetch, start, end, reverse, limit, self._SCAN_CHUNK)
+
+    def scan_keys(self, start: bytes, end: bytes, *, limit: int) -> list[bytes]:
+        """Up to ``limit`` (>= 1) keys with ``start <= key < end``, in order, without their values
+        (one cursor pass that copies no value). Sees the open batch; the list is taken at the call."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        txn = self._open_batch()
+        if txn is None:
+            with self._guard.shared(), self._live_env().begin(write=False) as rtxn:
+                return _read_keys(rtxn, self._state_db, start, end, limit)
+        try:
+            return _read_keys(txn, self._state_db, start, end, limit)
+        except BaseException as exc:
+            self._abort_batch(exc, fresh=False)
+            raise
 
     def _fetch(
         self, start: bytes, end: bytes, reverse: bool, n: int, after: bytes | None

@@ -52,6 +52,14 @@ class MemoryStore:
             pairs = [(k, self._data[k]) for k in keys]
         return iter(pairs)
 
+    def scan_keys(self, start: bytes, end: bytes, *, limit: int) -> list[bytes]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        with self._lock:
+            lo = bisect.bisect_left(self._keys, start)
+            hi = min(bisect.bisect_left(self._keys, end), lo + limit)
+            return self._keys[lo:hi] if lo < hi else []
+
     def commit(self, applied_index: int) -> None:
         with self._lock:
             self._applied = max(self._applied, applied_index)

@@ -188,8 +188,9 @@ def test_a_proposal_whose_callback_never_comes_holds_back_only_its_own_leadershi
 def test_a_batch_firing_an_overlap_replace_task_is_stamped_with_the_format_that_releases(late: bool) -> None:
     """A fire of an overlap=replace task cancels the unfinished run; from command format 4 the
     cancelled attempts give back their quota places and locks. The leader stamps such a batch
-    with format 4 (older nodes stop rather than apply it differently); other batches keep the
-    oldest format, so their bytes do not change."""
+    with format 4 or later (older nodes stop rather than apply it differently). From format 17
+    (batched pruning) every fire batch is stamped 17, which releases too: an explicit format 4
+    must not lower it."""
     specs = [
         TaskSpec("plain", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true"),
         TaskSpec("replacing", CronTrigger("* * * * * *"), overlap=Overlap.REPLACE, command="true"),
@@ -197,7 +198,8 @@ def test_a_batch_firing_an_overlap_replace_task_is_stamped_with_the_format_that_
     # Created just before now: on-time single fires; a minute before: missed fires (general path).
     driver = leader_with(specs, T0 - (60_000 if late else 500), max_fires_per_batch=1)
     formats = {cmd.fire_batch.tasks[0].task: cmd.format for cmd in decoded(driver.poll(T0 + 7))}
-    assert formats == {"plain": 1, "replacing": codec.REPLACE_RELEASES_FORMAT}
+    assert formats == {"plain": codec.BATCHED_PRUNE_FORMAT, "replacing": codec.BATCHED_PRUNE_FORMAT}
+    assert codec.BATCHED_PRUNE_FORMAT >= codec.REPLACE_RELEASES_FORMAT
 
 
 def test_the_leader_proposes_workflow_waits_due_when_a_cross_workflow_deadline_has_come() -> None:

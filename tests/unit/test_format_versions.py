@@ -205,6 +205,19 @@ def test_cross_workflow_dependencies_need_format_6() -> None:
     assert (plain.format, edge.format, stamped.format) == (1, codec.CROSS_WORKFLOW_FORMAT, 6)
 
 
+def test_fire_batches_and_result_reports_need_the_batched_prune_format() -> None:
+    """Batched pruning changes the history a fire batch or a result report leaves behind, so
+    both are stamped 17 (an older node would prune one record at a time and its state would
+    differ); other commands keep their oldest format."""
+    from tests.support.fsm import report, tick
+
+    assert codec.decode_command(tick("t", 1, T0)).format == codec.BATCHED_PRUNE_FORMAT == 17
+    assert codec.decode_command(report(T0, ("t@1", 0, 1, True))).format == codec.BATCHED_PRUNE_FORMAT
+    cmd = pb.Command(epoch=1, now_ms=T0, origin="n1")
+    cmd.assign_attempts.SetInParent()
+    assert pb.Command.FromString(codec.encode_command(cmd)).format == 1
+
+
 def _named_formats() -> list[int]:
     """Every named command format in codec (``EVENTS_FORMAT`` ...): the newest is COMMAND_FORMAT."""
     skip = ("COMMAND_FORMAT", "SNAPSHOT_FORMAT", "STATE_FORMAT")

@@ -16,7 +16,7 @@ from raftsched import codec
 from raftsched.errors import SnapshotFormatError
 from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, TaskArmed
-from raftsched.fsm.records import Retention
+from raftsched.fsm.records import PRUNE_BATCH, Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import IntervalTrigger, ManualTrigger, Overlap, TaskSpec
@@ -742,24 +742,65 @@ def test_stale_unknown_and_repeated_results_are_refused() -> None:
 # --------------------------------------------------------------------------- retention
 
 
-def _many_fires(state: SchedulerState, n: int, *, finish: bool) -> None:
+def _at_format(data: bytes, fmt: int) -> bytes:
+    """``data`` re-stamped with command format ``fmt`` (as a leader of that build proposes it)."""
+    cmd = codec.decode_command(data)
+    cmd.format = fmt
+    return codec.encode_command(cmd)
+
+
+OLD_PRUNE = codec.BATCHED_PRUNE_FORMAT - 1  # the format before batched pruning
+
+
+def _many_fires(state: SchedulerState, n: int, *, finish: bool, fmt: int = 0) -> None:
+    stamp = (lambda d: _at_format(d, fmt)) if fmt else (lambda d: d)
     for i in range(1, n + 1):
-        apply(state, tick("t", 1, T0 + i * S))
+        apply(state, stamp(tick("t", 1, T0 + i * S)))
         if finish:
-            apply(state, report(T0 + i * S + 500, (f"t@{T0 + i * S}", 0, 1, True)))
+            apply(state, stamp(report(T0 + i * S + 500, (f"t@{T0 + i * S}", 0, 1, True))))
 
 
 def test_retention_by_count_keeps_the_newest_records_and_runs() -> None:
+    """Commands of the format before batched pruning keep exactly the keep count (as the builds
+    before did: a replica still on one applies them alike)."""
     keep = Retention(keep_count=3)
     a = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
     b = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
     for state in (a, b):
-        _many_fires(state, 10, finish=True)
+        _many_fires(state, 10, finish=True, fmt=OLD_PRUNE)
     assert a.snapshot() == b.snapshot()
     assert [f.nominal_ms for f in fires_of(a, "t")] == [T0 + i * S for i in (8, 9, 10)]
     assert [r.nominal_ms for r in runs_of(a, "t")] == [T0 + i * S for i in (8, 9, 10)]
     rec = record(a, "t")
     assert (rec.kept_fires, rec.kept_runs, rec.fires_total, rec.runs_total) == (3, 3, 10, 10)
+
+
+def test_retention_by_count_prunes_in_batches_down_to_the_keep_count() -> None:
+    """From BATCHED_PRUNE_FORMAT: up to PRUNE_BATCH records past the keep count are kept; one
+    more, and the oldest go down to the keep count at once."""
+    keep = Retention(keep_count=3)
+    a = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
+    b = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
+    full = 3 + PRUNE_BATCH  # the most kept
+    for state in (a, b):
+        _many_fires(state, full, finish=True)
+    assert a.snapshot() == b.snapshot()
+    assert len(fires_of(a, "t")) == len(runs_of(a, "t")) == full  # not pruned yet
+    for state in (a, b):
+        _many_fires_from(state, full + 1, full + 3)
+    assert a.snapshot() == b.snapshot()
+    # At fire full+1 the oldest went, down to 3 (full-1 .. full+1); then two more.
+    want = [T0 + i * S for i in range(full - 1, full + 4)]
+    assert [f.nominal_ms for f in fires_of(a, "t")] == want
+    assert [r.nominal_ms for r in runs_of(a, "t")] == want
+    rec = record(a, "t")
+    assert (rec.kept_fires, rec.kept_runs, rec.fires_total, rec.runs_total) == (5, 5, full + 3, full + 3)
+
+
+def _many_fires_from(state: SchedulerState, first: int, last: int) -> None:
+    for i in range(first, last + 1):
+        apply(state, tick("t", 1, T0 + i * S))
+        apply(state, report(T0 + i * S + 500, (f"t@{T0 + i * S}", 0, 1, True)))
 
 
 def test_retention_by_age_keeps_up_with_the_fires() -> None:
@@ -794,17 +835,20 @@ def test_unfinished_runs_are_never_pruned() -> None:
 
 def test_stuck_runs_do_not_stop_finished_runs_from_being_pruned() -> None:
     # Regression: the prune scan looked at the first 8 runs only; when those never finish (their
-    # executor died) no finished run behind them was ever pruned.
+    # executor died) no finished run behind them was ever pruned. The keys-only pass reads past
+    # the unfinished runs (told from their keys) to the finished ones.
     keep = Retention(keep_count=3)
     state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
-    for i in range(1, 61):
+    last = 10 + 3 + PRUNE_BATCH + 1 + 2  # the batch prune at finish 3 + PRUNE_BATCH + 1, then 2 more
+    for i in range(1, last + 1):
         apply(state, tick("t", 1, T0 + i * S))
         if i > 10:  # runs +1s .. +10s never finish
             apply(state, report(T0 + i * S + 500, (f"t@{T0 + i * S}", 0, 1, True)))
     runs = runs_of(state, "t")
-    assert [r.nominal_ms for r in runs if r.state == pb.SUCCEEDED] == [T0 + i * S for i in (58, 59, 60)]
+    want = [T0 + i * S for i in range(last - 4, last + 1)]
+    assert [r.nominal_ms for r in runs if r.state == pb.SUCCEEDED] == want
     assert sum(1 for r in runs if r.state == pb.PENDING) == 10
-    assert (record(state, "t").kept_runs, record(state, "t").active_runs) == (3, 10)
+    assert (record(state, "t").kept_runs, record(state, "t").active_runs) == (5, 10)
 
 
 # --------------------------------------------------------------------------- snapshot, restore, load

@@ -124,6 +124,40 @@ def test_scan_ranges(store: StateStore, start: bytes, end: bytes, expected: list
     assert all(v == b"v" + k for k, v in store.scan(start, end))
 
 
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (b"", b"\xff", KEYS),
+        (b"a", b"b", [b"a", b"ab", b"abc"]),
+        (b"ab", b"ba", [b"ab", b"abc", b"b"]),
+        (b"aa", b"ab", []),
+        (b"b", b"b", []),
+        (b"c", b"a", []),
+        (b"f", b"g", [b"f\x00", b"f\xff"]),
+        (b"h", b"\xff", []),
+        (b"x" * 600, b"\xff", []),  # a bound longer than LMDB can position at
+    ],
+)
+def test_scan_keys_gives_the_keys_of_scan_without_values(
+    store: StateStore, start: bytes, end: bytes, expected: list[bytes]
+) -> None:
+    fill(store, KEYS)
+    for limit in (1, 2, 3, 4, 7, 100):
+        assert store.scan_keys(start, end, limit=limit) == expected[:limit]
+    store.commit(1)  # no open batch: a read transaction
+    assert store.scan_keys(start, end, limit=100) == expected
+    # The open batch is seen (written and deleted), and what it names can be deleted after.
+    store.put(b"ab\x00", b"new")
+    store.delete(b"abc")
+    got = store.scan_keys(b"a", b"b", limit=10)
+    assert got == [b"a", b"ab", b"ab\x00"]
+    for k in got:
+        store.delete(k)
+    assert store.scan_keys(b"a", b"b", limit=10) == []
+    with pytest.raises(ValueError, match="limit"):
+        store.scan_keys(b"", b"\xff", limit=0)
+
+
 def test_scan_is_safe_while_writing(store: StateStore) -> None:
     fill(store, [b"a", b"b", b"c", b"d"])
     seen = []

@@ -5,7 +5,7 @@ runs; pruning stays in apply (leader time), so replicas agree byte for byte."""
 from __future__ import annotations
 
 from raftsched.fsm import keys
-from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention
+from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as pb
@@ -52,16 +52,21 @@ def _two(*specs: TaskSpec) -> tuple[SchedulerState, SchedulerState]:
 
 
 def test_keep_runs_overrides_the_cluster_count_for_that_task_only() -> None:
+    # Each keeps between its count and PRUNE_BATCH more: "own" at most 5 + PRUNE_BATCH, then
+    # down to 5; "default" the cluster's 3 + PRUNE_BATCH, then down to 3.
     own = TaskSpec("own", EVERY, command="x", overlap=Overlap.ALLOW, keep_runs=5)
     default = TaskSpec("default", EVERY, command="x", overlap=Overlap.ALLOW)
     a, b = _two(own, default)
+    n = 5 + PRUNE_BATCH + 1
     for state in (a, b):
-        _finish(state, "own", 12)
-        _finish(state, "default", 12)
+        most_own = _finish(state, "own", n)
+        most_default = _finish(state, "default", n)
+        assert (most_own, most_default) == (5 + PRUNE_BATCH, 3 + PRUNE_BATCH)
     assert a.snapshot() == b.snapshot()
-    assert [r.nominal_ms for r in runs_of(a, "own")] == [T0 + i * S for i in range(8, 13)]
+    assert [r.nominal_ms for r in runs_of(a, "own")] == [T0 + i * S for i in range(n - 4, n + 1)]
     assert len(fires_of(a, "own")) == 5 and record(a, "own").kept_runs == 5
-    assert len(runs_of(a, "default")) == 3 and len(fires_of(a, "default")) == 3
+    # "default" went down to 3 at its finish 3 + PRUNE_BATCH + 1, and kept the last two since.
+    assert len(runs_of(a, "default")) == 5 and len(fires_of(a, "default")) == 5
 
 
 def test_keep_for_alone_keeps_that_age_whatever_the_count_and_keeps_up() -> None:
@@ -86,13 +91,15 @@ def test_a_workflows_keeps_apply_to_its_runs_and_its_task_runs() -> None:
     spec = pb.WorkflowSpec(name="etl", keep_runs=4)
     spec.tasks.add(name="only", command="x", priority=5)
     assert apply_wf(state, spec).ok
-    for i in range(10):
+    runs = 4 + PRUNE_BATCH + 3
+    for i in range(runs):
         now = T0 + i * 60 * S
         wr = start(state, now=now, logical=now)
         assert complete(state, wr.run_id, "only", now=now + S).ok
     lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, "etl"), keys.per_task_end(keys.WORKFLOW_RUN, "etl")
     assert len(list(state.store.scan(lo, hi))) == 4  # not the cluster's 3
-    assert len(runs_of(state, "etl#only")) == 4
+    # The task runs are pruned in batches: down to 4 at the 4 + PRUNE_BATCH + 1-th, then 2 more.
+    assert len(runs_of(state, "etl#only")) == 6
 
 
 def test_a_staged_workflow_with_keeps_out_of_range_is_refused_at_its_first_chunk() -> None:

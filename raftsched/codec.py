@@ -91,9 +91,15 @@ COMMAND_FORMAT = 17
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
 format."""
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 """Format of the replicated state and snapshots this build writes and the newest it reads
-(``Snapshot.format``, ``Meta.state_format``; 0, as written before the field existed, reads as 1)."""
+(``Snapshot.format``, ``Meta.state_format``; 0, as written before the field existed, reads as 1).
+
+3: a task's hot counters (watermark, next fire, active runs, fire and run totals, kept counts)
+are stored per command in ``tc/`` TaskCounters records and replayed over the TaskRecords on
+load (raftsched.fsm.tasks); a TaskRecord is re-put only when another field changes. A format-2
+state has no such records and every TaskRecord current: it loads as it is (no migration step).
+An older build refuses a format-3 state (its TaskRecords' counters may be behind)."""
 # Command bodies a format-1 node does not know (it would record them as rejected).
 _BODY_FORMAT = {
     body: 2

@@ -164,7 +164,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
         for warning in (
             _digest_warnings(view)
-            + content_warnings(sums)
+            + content_warnings_by_format(sums, _state_formats(view))
             + _damage_warnings(view)
             + _format_notes(view)
             + _clock_warnings(view)
@@ -249,6 +249,20 @@ def content_warnings(sums: dict[str, str]) -> list[str]:
     ]
 
 
+def _state_formats(view: ClusterView) -> dict[str, int]:
+    return {n.status.node_id: n.status.state_format for n in view.nodes if n.status is not None}
+
+
+def content_warnings_by_format(sums: dict[str, str], formats: dict[str, int]) -> list[str]:
+    """:func:`content_warnings` among the nodes of each stored state format: in a rolling upgrade
+    across a state format the formats store the same state differently (not a divergence)."""
+    return [
+        warning
+        for fmt in sorted(set(formats.values()))
+        for warning in content_warnings({n: v for n, v in sums.items() if formats.get(n) == fmt})
+    ]
+
+
 def _damage_warnings(view: ClusterView) -> list[str]:
     return [
         f"{n.status.node_id}: {n.status.store_damaged}"
@@ -258,14 +272,16 @@ def _damage_warnings(view: ClusterView) -> list[str]:
 
 
 def _digest_warnings(view: ClusterView) -> list[str]:
-    """Nodes that applied the same index must hold the same state; say so loudly if not."""
-    by_index: dict[int, set[str]] = {}
+    """Nodes that applied the same index must hold the same state; say so loudly if not. Nodes of
+    different stored state formats (a rolling upgrade across one) are not compared."""
+    by_index: dict[tuple[int, int], set[str]] = {}
     for n in view.nodes:
         if n.status is not None and n.status.state_digest:
-            by_index.setdefault(n.status.applied_index, set()).add(n.status.state_digest)
+            key = (n.status.applied_index, n.status.state_format)
+            by_index.setdefault(key, set()).add(n.status.state_digest)
     return [
         f"nodes at applied index {index} report {len(digests)} different state digests"
-        for index, digests in sorted(by_index.items())
+        for (index, _fmt), digests in sorted(by_index.items())
         if len(digests) > 1
     ]
 

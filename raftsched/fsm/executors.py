@@ -22,7 +22,7 @@ from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import BookHost, TaskState
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.runs import RunBook
-from raftsched.fsm.timeline import note
+from raftsched.fsm.timeline import hot_assigned, note
 from raftsched.fsm.workflows import WorkflowBook, is_internal, split_internal
 from raftsched.model import execution_id, validate_name
 from raftsched.sharding.placement import Need, could_ever_fit, fits_now, need_of, validate_capacity
@@ -329,7 +329,7 @@ class ExecutorBook:
             shard.executor = a.executor
             shard.assigned_ms = now
             run.state = pb.RUNNING
-            note(run, "assigned", now, shard, executor=a.executor)
+            hot_assigned(run, shard, now, a.executor)
             runs.save(run)
             if lead:
                 effects.append(

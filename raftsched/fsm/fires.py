@@ -136,7 +136,7 @@ class FireBook:
                 accounted += 1
             st.watermark_ms = max(st.watermark_ms, tf.watermark_ms)
             st.next_fire_ms = tf.next_fire_ms
-            host.put_task(st)
+            host.touch_task(st)  # counters only: a held run or a flag changed stored the record
             if lead:
                 effects.append(armed(st))
         return pb.CommandResult(ok=True, fired=fired, accounted=accounted, refused=refused), tuple(effects)

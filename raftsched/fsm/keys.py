@@ -63,6 +63,7 @@ MEMBERSHIP_KEY = MEMBERSHIP + b"members"
 EVENT = b"ev/"
 EVENT_EXPIRY = b"evx/"
 POOL = b"pl/"
+TASK_COUNTERS = b"tc/"  # a command's task counters (TaskCounters), until the next checkpoint
 LOCAL_PREFIX = b"~"
 END = b"\xff"
 
@@ -73,6 +74,12 @@ def task_key(name: str) -> bytes:
 
 def task_prefix_end() -> bytes:
     return b"t0"  # "0" sorts right after "/"
+
+
+def counters_key(applied_commands: int) -> bytes:
+    """The key of the task counters record of the command that made ``applied_commands``
+    accepted commands (key order: apply order)."""
+    return TASK_COUNTERS + f"{applied_commands:016x}".encode()
 
 
 def calendar_key(name: str) -> bytes:

@@ -18,6 +18,7 @@ from raftsched.abc import StoreReader
 from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
 from raftsched.fsm.records import TaskState
+from raftsched.fsm.timeline import expand
 from raftsched.fsm.workflows import WorkflowBook, is_internal
 from raftsched.model import TaskSpec
 from raftsched.v1 import log_pb2 as pb
@@ -156,7 +157,7 @@ def list_runs(
                 continue
             if before is not None and (run.nominal_ms, run.run_id) >= before:
                 continue
-            runs.append(run)
+            runs.append(expand(run))  # the whole timeline (fsm.timeline: derived entries)
             taken += 1
             if taken >= limit:
                 break
@@ -165,13 +166,14 @@ def list_runs(
 
 
 def stored_run(reader: StoreReader, run_id: str) -> pb.Run | None:
-    """The stored run ``run_id`` (active or retained), or None."""
+    """The stored run ``run_id`` (active or retained) as a read shows it (its whole timeline,
+    see :func:`raftsched.fsm.timeline.expand`), or None."""
     raw = reader.get(keys.run_key_for_id(run_id))
     if raw is None:
         return None
     run = pb.Run()
     run.ParseFromString(raw)
-    return run
+    return expand(run)
 
 
 def fire_records(

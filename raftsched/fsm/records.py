@@ -207,7 +207,12 @@ class BookHost(Protocol):
         ...
 
     def put_task(self, st: TaskState) -> None:
-        """Store the task's record as it is now."""
+        """Store the task's record as it is now (a field other than its counters changed)."""
+        ...
+
+    def touch_task(self, st: TaskState) -> None:
+        """Only the task's counters changed (``raftsched.fsm.tasks.COUNTERS``: watermark, next
+        fire, active runs, fire and run totals, kept counts): stored at the end of the command."""
         ...
 
     def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:

@@ -33,7 +33,7 @@ from raftsched.fsm.records import (
 )
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
-from raftsched.fsm.timeline import note
+from raftsched.fsm.timeline import canonical, expand, hot_outcome, materialise, note
 from raftsched.fsm.workflows import WorkflowBook, split_internal
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
@@ -50,6 +50,9 @@ MAX_FREE_REPLACEMENTS: Final = 3
 # Runs one CancelRuns command may name (the leader splits a bulk cancel into commands this size;
 # a run id is at most 256 characters, so a command stays well below the log-entry limit).
 MAX_CANCEL_PER_COMMAND: Final = 200
+
+# ``timeline_derived = true`` encoded: a new run's bytes end with it (wire.run_fields).
+_DERIVED_MARK: Final = pb.Run(timeline_derived=True).SerializeToString()
 
 _RUN_STATE_NAMES: dict[int, str] = {pb.SUCCEEDED: "succeeded", pb.FAILED: "failed", pb.CANCELLED: "cancelled"}
 
@@ -149,6 +152,28 @@ class RunBook:
                 if shard.state == pb.RUNNING:
                     self.usage.take((run_id, shard.shard), shard.executor, self.need_for_run(run))
 
+    def migrate_timelines(self) -> int:
+        """A state of format 2 (every timeline entry stored): store each run in the form this build
+        stores it (:func:`raftsched.fsm.timeline.canonical`); returns how many changed.
+
+        The bytes are those this build would have written for the run: its whole message
+        serialised deterministically, except a run never written again since its creation
+        (created from concatenated parts, see :meth:`new`), which keeps its bytes and gains the
+        ``timeline_derived`` field at the end, as :meth:`new` appends it now."""
+        changed: list[tuple[bytes, bytes]] = []
+        for key, raw in self.store.scan(keys.RUN, keys.RUN + keys.END):
+            run = pb.Run.FromString(raw)
+            whole = run.SerializeToString(deterministic=True) == raw
+            if not canonical(run):
+                continue
+            if whole or len(run.timeline) != 1 or run.shards[0].HasField("started_ms"):
+                changed.append((key, run.SerializeToString(deterministic=True)))
+            else:
+                changed.append((key, raw + _DERIVED_MARK))
+        for key, data in changed:
+            self.store.put(key, data)
+        return len(changed)
+
     # -- the run record --------------------------------------------------------------------------
 
     def _write(self, run_id: str, data: bytes, key: bytes, unfinished: bool) -> None:
@@ -182,7 +207,7 @@ class RunBook:
         """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
         the task's record."""
         self._count(st)
-        self.host.put_task(st)
+        self.host.touch_task(st)
         self._write(run_id, data, keys.run_key_for_id(run_id), True)
 
     def new(
@@ -218,7 +243,8 @@ class RunBook:
                 for shard in jittered.shards:
                     shard.not_before_ms = start
                 template = jittered.SerializeToString(deterministic=True)
-        data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold)
+        # One shard: its fields stand for the hot timeline entries (fsm.timeline).
+        data = template + wire.run_fields(run_id, nominal, now, epoch, bool(manual_seq), hold, shards == 1)
         self.active_per_task[name] = self.active_per_task.get(name, 0) + 1  # _count, inline: per fire
         st.active_runs += 1
         st.runs_total += 1
@@ -236,6 +262,7 @@ class RunBook:
                 host.check_placeable(st, need, now)
         if hold:
             st.held_run = run_id
+            host.put_task(st)  # not a counter: the caller only touches the task
             return run_id, data, ()
         if not host.leader_effects:
             return run_id, data, ()
@@ -429,7 +456,7 @@ class RunBook:
         result = pb.CommandResult(ok=True, runs_cancelled=len(chosen))
         result.cancelled_runs.extend(run.run_id for run in chosen)
         if len(body.run_ids) == 1 and last is not None:
-            result.run.CopyFrom(last)
+            result.run.CopyFrom(expand(last))
         return result, tuple(effects)
 
     def _cancel_shard(
@@ -466,6 +493,7 @@ class RunBook:
         ``release`` is false; returns ``(shard, attempt, executor)`` for :class:`RunCancelled`
         (executor ``""``: not running). Every cancel of a task run goes through here."""
         stopped = (shard.shard, shard.attempt, shard.executor if shard.state == pb.RUNNING else "")
+        materialise(run)  # before the fields the derived entries come from change
         if release:
             self.release_holds(run, shard)
         shard.state = pb.CANCELLED
@@ -497,7 +525,9 @@ class RunBook:
             assert run is not None
             if run.task == name and not run.backfill_id:  # a backfill run is not replaced
                 self.cancel(run, "replaced by a newer fire (overlap=replace)", now, epoch, effects, release)
-        st.held_run = ""
+        if st.held_run:
+            st.held_run = ""
+            self.host.put_task(st)  # not a counter: the fire batch only touches the task
 
     def release_held(self, task: str, now: int, effects: list[Effect]) -> None:
         """overlap=buffer_one: the task's running run finished; its buffered run may start."""
@@ -557,6 +587,8 @@ class RunBook:
         """Apply ``res`` to ``shard``'s current attempt: retry by policy, or finish the shard (and
         the run, once every shard has)."""
         host = self.host
+        if res.lost:
+            materialise(run)  # before the fields the derived entries come from change
         self.usage.release((run.run_id, shard.shard))
         self.release_holds(run, shard)
         st = self.tasks.get(run.task)
@@ -590,7 +622,11 @@ class RunBook:
                     sink(now, st.spec.namespace, max(0, res.start_lateness_ms - gated))
                 if st.spec.sla_start_within_ms:
                     self._start_sla(run, shard, res.start_lateness_ms, st, now)
-            _note_outcome(run, shard, res, now)
+            # The hot shape (a derived timeline, no retry to follow) keeps the start and the
+            # duration on the shard instead of two timeline entries.
+            final = res.success or shard.attempt - shard.retry_base > max_retries
+            if not hot_outcome(run, shard, res, final):
+                _note_outcome(run, shard, res, now)
         if not free and (res.lost or res.timed_out) and not res.success:
             self._attempt_alert(run, shard, res, st, now)
         retry = not res.success and shard.attempt - shard.retry_base <= max_retries
@@ -669,10 +705,15 @@ class RunBook:
         if st is not None:
             st.active_runs -= 1
             st.kept_runs += 1
-            if st.spec.sla_finish_within_ms or st.spec.freshness_ms or st.spec.sla_start_within_ms:
-                self._sla_finished(st, run, now)
+            spec = st.spec
+            sla_task = bool(spec.sla_finish_within_ms or spec.freshness_ms or spec.sla_start_within_ms)
+            if sla_task:
+                self._sla_finished(st, run, now)  # may move last_success: not a counter
             self.prune(st, now, run.run_id)
-            host.put_task(st)
+            if sla_task:
+                host.put_task(st)
+            else:
+                host.touch_task(st)
         self.save(run)
         if run.backfill_id:
             self._backfill_finished(run, now)
@@ -796,6 +837,7 @@ class RunBook:
                 f"run {run_id!r} has used its attempt numbers (at most {bounds.MAX_ATTEMPT} per shard)",
             )
         effects: list[Effect] = []
+        materialise(run)  # before the fields the derived entries come from change
         for shard in run.shards:
             if shard.state != pb.SUCCEEDED:
                 shard.attempt += 1

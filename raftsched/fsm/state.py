@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 """What a command handler returns: the result, and the effects for the leader."""
 
+DERIVED_TIMELINES_FORMAT: Final = 3
+"""The stored state format from which hot runs keep their timelines as fields (fsm.timeline);
+loading an older state migrates its runs (:meth:`RunBook.migrate_timelines`)."""
+
 
 class SchedulerState(LockedReads):
     """The FSM. Build with :meth:`load` over a store (empty or not)."""
@@ -103,6 +107,9 @@ class SchedulerState(LockedReads):
         # method, not a method of this class that calls it: the fire batch calls it once per task
         # entry, and the books reach it through their host, so the hop would cost a call each.
         self.put_task: Callable[[TaskState], None] = self.task_book.put
+        # ... and ``touch_task`` (only its counters changed: stored once per command, see
+        # TaskBook.flush), likewise bound directly.
+        self.touch_task: Callable[[TaskState], None] = self.task_book.touch
         self.runs: RunBook = RunBook(self)
         self.fires: FireBook = FireBook(self)
         self.executor_book: ExecutorBook = ExecutorBook(self)
@@ -146,6 +153,10 @@ class SchedulerState(LockedReads):
             self.chain = meta.chain
             self.state_format = meta.state_format or 1
             snapshot.refuse_newer("the stored state has format", meta.state_format)
+            if self.state_format < DERIVED_TIMELINES_FORMAT and self.runs.migrate_timelines():
+                # Kept at once (the index unchanged), not with the next command: a snapshot or a
+                # digest taken before one must already show the migrated runs.
+                self.store.commit(self.store.applied_index())
         else:
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
             self.alert_seq = self.event_seq = 0
@@ -256,6 +267,7 @@ class SchedulerState(LockedReads):
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
             self.wf.flush()  # workflow runs changed by this command, written once
+            self.task_book.flush()  # the counters of the tasks it changed, one record
             self.policy.flush()  # quota records changed by this command, written once
             # The apply chain: a cheap fingerprint of everything applied so far, comparable between
             # replicas at the same log index even while the cluster is busy.

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from raftsched.abc import StateStore
-from raftsched.fsm import queries
+from raftsched.fsm import queries, timeline
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
 from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
@@ -185,7 +185,7 @@ class StateView:
             return frozenset()
         return frozenset(
             e.executor
-            for e in run.timeline
+            for e in timeline.entries(run)
             if e.event == "assigned" and e.shard == shard and e.attempt < attempt and e.executor
         )
 

@@ -62,13 +62,15 @@ def _cached_int(field: int, value: int) -> bytes:
     return _int(field, value)
 
 
-# -- Run (records.proto): run_id 1, nominal_ms 3, created_ms 6, epoch 8, manual 9, timeline 16, held 340.
+# -- Run (records.proto): run_id 1, nominal_ms 3, created_ms 6, epoch 8, manual 9, timeline 16, held 340,
+# timeline_derived 1400 (the last field number: its bytes end the record, see fsm.timeline.canonical).
 
 
 @lru_cache(maxsize=16)
-def _run_tail(created_ms: int, epoch: int, manual: bool, held: bool) -> bytes:
+def _run_tail(created_ms: int, epoch: int, manual: bool, held: bool, derived: bool) -> bytes:
     """The fields after ``nominal_ms``, the same for every fire of one command: created_ms, epoch,
-    manual, the "created" timeline entry (TimelineEntry: at_ms 2, reason 3, event 4) and held."""
+    manual, the "created" timeline entry (TimelineEntry: at_ms 2, reason 3, event 4), held and
+    timeline_derived."""
     entry = _int(2, created_ms) + _str(3, "manual" if manual else "fire") + _str(4, "created")
     return (
         _int(6, created_ms)
@@ -78,19 +80,22 @@ def _run_tail(created_ms: int, epoch: int, manual: bool, held: bool) -> bytes:
         + varint(len(entry))
         + entry
         + _int(340, int(held))
+        + _int(1400, int(derived))
     )
 
 
-def run_fields(run_id: str, nominal_ms: int, created_ms: int, epoch: int, manual: bool, held: bool) -> bytes:
+def run_fields(
+    run_id: str, nominal_ms: int, created_ms: int, epoch: int, manual: bool, held: bool, derived: bool = False
+) -> bytes:
     """``pb.Run(run_id=..., nominal_ms=..., created_ms=..., epoch=..., manual=..., timeline=[the
-    "created" entry], held=...)`` serialized deterministically."""
+    "created" entry], held=..., timeline_derived=...)`` serialized deterministically."""
     if run_id:
         data = run_id.encode()
         size = len(data)
         rid = (b"\x0a" + bytes((size,)) if size < 0x80 else b"\x0a" + varint(size)) + data  # field 1
     else:
         rid = b""
-    return rid + _cached_int(3, nominal_ms) + _run_tail(created_ms, epoch, manual, held)
+    return rid + _cached_int(3, nominal_ms) + _run_tail(created_ms, epoch, manual, held, derived)
 
 
 # -- FireRecord (records.proto): nominal_ms 2, outcome 3, reason 4, decided_ms 5, epoch 6, run_id 7,

@@ -42,6 +42,21 @@ _INT64 = {
 }
 
 
+# Fields of the shared records that only the stored state uses (state format 3: a read fills the
+# run's timeline in from them and clears them, raftsched.fsm.timeline): never in an answer.
+_STORED_ONLY = frozenset(
+    {
+        "raftsched.v1.Run.timeline_derived",
+        "raftsched.v1.ShardAttempt.started_ms",
+        "raftsched.v1.ShardAttempt.duration_ms",
+    }
+)
+
+
+def _fields(message: Descriptor) -> list[FieldDescriptor]:
+    return [f for f in message.fields if f.full_name not in _STORED_ONLY]
+
+
 def _ref(message: Descriptor | EnumDescriptor) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{message.full_name}"}
 
@@ -57,9 +72,11 @@ class _Schemas:
         if name not in self.out:
             self.out[name] = {}  # placeholder: recursive messages
             if patch:
-                props = {f.name: {"anyOf": [self.field(f, patch), {"type": "null"}]} for f in message.fields}
+                props = {
+                    f.name: {"anyOf": [self.field(f, patch), {"type": "null"}]} for f in _fields(message)
+                }
             else:
-                props = {f.name: self.field(f) for f in message.fields}
+                props = {f.name: self.field(f) for f in _fields(message)}
             self.out[name] = {"type": "object", "properties": props, "additionalProperties": False}
             if patch:
                 self.out[name]["description"] = (

@@ -35,6 +35,7 @@ from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.fsm import keys
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.timeline import expand
 from raftsched.leader import writes
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.liveness import executor_health
@@ -721,7 +722,7 @@ class SimHarness:
 
     def runs(self, task: str, node_id: str | None = None) -> list[pb.Run]:
         """The task's stored runs on a node (default: the leader), in nominal-time order."""
-        return [_parse(pb.Run, v) for v in self._scan(keys.RUN, task, node_id)]
+        return [expand(_parse(pb.Run, v)) for v in self._scan(keys.RUN, task, node_id)]
 
     def _scan(self, kind: bytes, task: str, node_id: str | None) -> list[bytes]:
         node = self.nodes[node_id or self.leader or next(iter(self.nodes))]

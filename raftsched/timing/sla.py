@@ -87,6 +87,10 @@ def first_start_ms(run: pb.Run) -> int:
     for entry in run.timeline:
         if entry.event == "started":
             return entry.at_ms
+    if run.timeline_derived:  # stored state format 3: the hot entries are the shard's fields
+        for shard in run.shards:
+            if shard.HasField("started_ms"):
+                return shard.started_ms
     return 0
 
 

@@ -770,6 +770,26 @@ class TokenRecord(_message.Message):
     scrypt_p: int
     def __init__(self, info: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., salt: _Optional[bytes] = ..., hash: _Optional[bytes] = ..., scrypt_n: _Optional[int] = ..., scrypt_r: _Optional[int] = ..., scrypt_p: _Optional[int] = ...) -> None: ...
 
+class TaskCounters(_message.Message):
+    __slots__ = ("task", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    FIRES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RUNS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIRES_FIELD_NUMBER: _ClassVar[int]
+    KEPT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    task: _containers.RepeatedScalarFieldContainer[str]
+    watermark_ms: _containers.RepeatedScalarFieldContainer[int]
+    next_fire_ms: _containers.RepeatedScalarFieldContainer[int]
+    active_runs: _containers.RepeatedScalarFieldContainer[int]
+    fires_total: _containers.RepeatedScalarFieldContainer[int]
+    runs_total: _containers.RepeatedScalarFieldContainer[int]
+    kept_fires: _containers.RepeatedScalarFieldContainer[int]
+    kept_runs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, task: _Optional[_Iterable[str]] = ..., watermark_ms: _Optional[_Iterable[int]] = ..., next_fire_ms: _Optional[_Iterable[int]] = ..., active_runs: _Optional[_Iterable[int]] = ..., fires_total: _Optional[_Iterable[int]] = ..., runs_total: _Optional[_Iterable[int]] = ..., kept_fires: _Optional[_Iterable[int]] = ..., kept_runs: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class Meta(_message.Message):
     __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain", "alert_seq", "state_format", "event_seq")
     MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]

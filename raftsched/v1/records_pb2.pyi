@@ -325,7 +325,7 @@ class FireRecord(_message.Message):
     def __init__(self, task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., outcome: _Optional[_Union[FireOutcome, str]] = ..., reason: _Optional[str] = ..., decided_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., run_id: _Optional[str] = ..., task_version: _Optional[int] = ..., through_ms: _Optional[int] = ..., count: _Optional[int] = ..., calendar: _Optional[str] = ...) -> None: ...
 
 class ShardAttempt(_message.Message):
-    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out", "holds", "waiting", "waiting_since_ms", "unstarted")
+    __slots__ = ("shard", "attempt", "state", "error", "finished_ms", "executor", "not_before_ms", "assigned_ms", "exit_code", "stdout_tail", "stderr_tail", "lost", "retry_base", "timed_out", "holds", "waiting", "waiting_since_ms", "unstarted", "started_ms", "duration_ms")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -344,6 +344,8 @@ class ShardAttempt(_message.Message):
     WAITING_FIELD_NUMBER: _ClassVar[int]
     WAITING_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNSTARTED_FIELD_NUMBER: _ClassVar[int]
+    STARTED_MS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     shard: int
     attempt: int
     state: RunState
@@ -362,10 +364,12 @@ class ShardAttempt(_message.Message):
     waiting: str
     waiting_since_ms: int
     unstarted: int
-    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ..., holds: _Optional[_Iterable[str]] = ..., waiting: _Optional[str] = ..., waiting_since_ms: _Optional[int] = ..., unstarted: _Optional[int] = ...) -> None: ...
+    started_ms: int
+    duration_ms: int
+    def __init__(self, shard: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., executor: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., assigned_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., lost: _Optional[int] = ..., retry_base: _Optional[int] = ..., timed_out: _Optional[bool] = ..., holds: _Optional[_Iterable[str]] = ..., waiting: _Optional[str] = ..., waiting_since_ms: _Optional[int] = ..., unstarted: _Optional[int] = ..., started_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped", "held", "backfill_id")
+    __slots__ = ("run_id", "task", "nominal_ms", "task_version", "state", "created_ms", "finished_ms", "epoch", "manual", "shards", "params_json", "command", "env", "workflow_run", "backfill", "timeline", "timeline_dropped", "held", "backfill_id", "timeline_derived")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -392,6 +396,7 @@ class Run(_message.Message):
     TIMELINE_DROPPED_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     BACKFILL_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_DERIVED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     task: str
     nominal_ms: int
@@ -411,7 +416,8 @@ class Run(_message.Message):
     timeline_dropped: int
     held: bool
     backfill_id: str
-    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ..., held: _Optional[bool] = ..., backfill_id: _Optional[str] = ...) -> None: ...
+    timeline_derived: bool
+    def __init__(self, run_id: _Optional[str] = ..., task: _Optional[str] = ..., nominal_ms: _Optional[int] = ..., task_version: _Optional[int] = ..., state: _Optional[_Union[RunState, str]] = ..., created_ms: _Optional[int] = ..., finished_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., manual: _Optional[bool] = ..., shards: _Optional[_Iterable[_Union[ShardAttempt, _Mapping]]] = ..., params_json: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., workflow_run: _Optional[str] = ..., backfill: _Optional[bool] = ..., timeline: _Optional[_Iterable[_Union[TimelineEntry, _Mapping]]] = ..., timeline_dropped: _Optional[int] = ..., held: _Optional[bool] = ..., backfill_id: _Optional[str] = ..., timeline_derived: _Optional[bool] = ...) -> None: ...
 
 class Dependency(_message.Message):
     __slots__ = ("task", "condition", "workflow", "logical_offset_ms", "timeout_ms", "on_timeout", "warn_after_ms")

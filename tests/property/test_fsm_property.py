@@ -14,12 +14,15 @@ repeated idempotency keys, replayed entries and garbage bytes. Then:
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.fsm import keys
+from raftsched.fsm import tasks as tasks_mod
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
@@ -246,3 +249,39 @@ def test_random_streams_replay_to_identical_snapshots(data: st.DataObject, lengt
     assert e.digest() == a.digest()
     entry = source.next(a)
     assert a.apply(entry).encode() == e.apply(entry).encode()
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(
+    data=st.data(),
+    length=st.integers(min_value=1, max_value=40),
+    every=st.integers(min_value=1, max_value=4),
+)
+def test_a_restart_after_any_command_has_the_task_state_of_a_replica_that_never_stopped(
+    data: st.DataObject, length: int, every: int
+) -> None:
+    """Task counters are stored per command (``tc/`` records, replayed on load) and checkpointed
+    every few commands (here every ``every``, so checkpoints fall inside the stream): after every
+    command a replica loaded from a copy of the store has the same tasks, counters, checkpoint
+    position and digest as the one that applied it, and both go on alike."""
+    with patch.object(tasks_mod, "CHECKPOINT_EVERY", every), patch.object(tasks_mod, "CHECKPOINT_TASKS", 2):
+        source = Source(data)
+        a = fresh()
+        for _ in range(length):
+            a.apply(source.next(a))
+            disk = MemoryStore()
+            disk.replace_all(iter(list(a.store.scan(b"", b"\xff\xff"))), a.store.applied_index())
+            e = SchedulerState.load(disk, RETENTION)
+            assert {n: s.record_bytes() for n, s in e.tasks.items()} == {
+                n: s.record_bytes() for n, s in a.tasks.items()
+            }
+            book, again = a.task_book, e.task_book
+            assert (again.last_key, again.since_checkpoint) == (book.last_key, book.since_checkpoint)
+            held = sum(1 for _ in a.store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END))
+            assert held <= every  # a checkpoint deletes them
+            assert e.digest() == a.digest()
+        entry = source.next(a)
+        assert a.apply(entry).encode() == e.apply(entry).encode()
+        assert a.snapshot() == e.snapshot()

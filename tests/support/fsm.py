@@ -13,6 +13,7 @@ from raftsched import codec
 from raftsched.fsm import keys
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.timeline import expand
 from raftsched.leader import writes
 from raftsched.model import CronTrigger, TaskSpec
 from raftsched.storage.memory import MemoryStore
@@ -137,8 +138,9 @@ def fires_of(state: SchedulerState, task: str) -> list[pb.FireRecord]:
 
 
 def runs_of(state: SchedulerState, task: str) -> list[pb.Run]:
+    """The task's stored runs as a read shows them (whole timelines: fsm.timeline.expand)."""
     lo, hi = keys.per_task_prefix(keys.RUN, task), keys.per_task_end(keys.RUN, task)
-    return [pb.Run.FromString(v) for _, v in state.store.scan(lo, hi)]
+    return [expand(pb.Run.FromString(v)) for _, v in state.store.scan(lo, hi)]
 
 
 def record(state: SchedulerState, name: str) -> pb.TaskRecord:
@@ -197,9 +199,10 @@ def result(now: int, run_id: str, attempt: int, executor: str, ok: bool, **extra
 
 
 def run_of(state: SchedulerState, run_id: str) -> pb.Run:
+    """The stored run as a read shows it (its whole timeline: fsm.timeline.expand)."""
     raw = state.store.get(keys.run_key_for_id(run_id))
     assert raw is not None
-    return pb.Run.FromString(raw)
+    return expand(pb.Run.FromString(raw))
 
 
 def one_run(retries: int = 0) -> tuple[SchedulerState, str]:

@@ -144,7 +144,9 @@ def test_every_damaged_or_newer_file_is_refused_with_a_clear_reason(tmp_path: Pa
         backup_format=1, snapshot_format=codec.SNAPSHOT_FORMAT + 1, payload_bytes=len(payload)
     )
     write_by_hand(tmp_path / "newer-snap.rsb", newer_snap, payload)
-    assert "snapshot format 3, newer than this build reads (2)" in _refusal(tmp_path / "newer-snap.rsb")
+    fmt = codec.SNAPSHOT_FORMAT
+    expected = f"snapshot format {fmt + 1}, newer than this build reads ({fmt})"
+    assert expected in _refusal(tmp_path / "newer-snap.rsb")
     # The snapshot inside says it is newer although the header does not: refused too.
     inner = logpb.Snapshot.FromString(payload)
     inner.format = codec.SNAPSHOT_FORMAT + 1

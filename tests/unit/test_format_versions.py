@@ -103,7 +103,7 @@ def test_a_newer_snapshot_or_state_format_is_refused_before_anything_is_replaced
             meta = pb.Meta.FromString(entry.value)
             meta.state_format = codec.SNAPSHOT_FORMAT + 1
             entry.value = meta.SerializeToString()
-    with pytest.raises(SnapshotFormatError, match="state format 3"):
+    with pytest.raises(SnapshotFormatError, match=f"state format {codec.SNAPSHOT_FORMAT + 1}"):
         state.restore(snap.SerializeToString(), applied_index=0)
     assert state.digest() == before
     # A store whose state is newer: loading it is refused with the same clear error.
@@ -182,7 +182,7 @@ def test_a_raft_snapshot_copy_of_a_newer_state_is_refused_before_the_swap(tmp_pa
             )
         )
         follower.commit(3)
-        with pytest.raises(SnapshotFormatError, match="state has format 3"):
+        with pytest.raises(SnapshotFormatError, match=f"state has format {codec.SNAPSHOT_FORMAT + 1}"):
             follower.load_snapshot_copy(copy, 0, validate=check_stored_format)
         assert follower.applied_index() == 3  # untouched
         assert follower.get(keys.task_key("mine")) is not None

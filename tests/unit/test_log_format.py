@@ -79,6 +79,7 @@ STORED: dict[bytes, str | None] = {
     keys.WORKFLOW_ZONE: "WorkflowZone",
     keys.EVENT: "EventRecord",
     keys.POOL: "PoolRecord",
+    keys.TASK_COUNTERS: "TaskCounters",
     keys.EVENT_EXPIRY: None,
 }
 

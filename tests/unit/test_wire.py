@@ -29,9 +29,10 @@ def test_varint_matches_protobuf_at_the_edges() -> None:
     epoch=UINT64,
     manual=st.booleans(),
     held=st.booleans(),
+    derived=st.booleans(),
 )
 def test_run_fields_are_protobufs_bytes(
-    run_id: str, nominal: int, created: int, epoch: int, manual: bool, held: bool
+    run_id: str, nominal: int, created: int, epoch: int, manual: bool, held: bool, derived: bool
 ) -> None:
     expected = pb.Run(
         run_id=run_id,
@@ -41,8 +42,9 @@ def test_run_fields_are_protobufs_bytes(
         manual=manual,
         timeline=[pb.TimelineEntry(event="created", at_ms=created, reason="manual" if manual else "fire")],
         held=held,
+        timeline_derived=derived,
     ).SerializeToString(deterministic=True)
-    assert wire.run_fields(run_id, nominal, created, epoch, manual, held) == expected
+    assert wire.run_fields(run_id, nominal, created, epoch, manual, held, derived) == expected
 
 
 @given(

@@ -56,6 +56,8 @@ from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 __all__ = [
     "FULL_LOGS",
+    "FULL_LOGS_INTS",
+    "FULL_LOGS_QUERY",
     "HTTP_STATUS",
     "PROBLEM",
     "HttpApi",
@@ -74,6 +76,10 @@ FOLLOW_PARAM: Final = "follow"
 FULL_LOGS: Final = ("GET", "/runs/{run_id}/logs:full")
 """Full logs (:meth:`HttpApi._logs`): the one route outside the route table (a byte stream of
 the Logs service, not an Admin RPC's JSON)."""
+FULL_LOGS_INTS: Final = ("shard", "attempt", "since_line", "tail_bytes")
+"""The full-log route's integer query parameters: the ``ReadLogsRequest`` fields of those names."""
+FULL_LOGS_QUERY: Final = (*FULL_LOGS_INTS, "stream", FOLLOW_PARAM)
+"""Every query parameter the full-log route takes (the OpenAPI document lists these)."""
 _LOGS_PATH: Final = re.compile(re.escape(routes.PREFIX) + r"/runs/([^/]+)/logs:full")
 WATCH_POLL_S: Final = 1.0
 """How often a stream calls its RPC again (events are at most this late)."""
@@ -113,6 +119,13 @@ HTTP_STATUS: Final[Mapping[grpc.StatusCode, int]] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
 """gRPC status → HTTP status: the one table (docs/reference/http.md shows it)."""
+
+
+def full_logs_maximum(name: str) -> int:
+    """The largest value integer query parameter ``name`` of the full-log route takes (its
+    ``ReadLogsRequest`` field's type: uint32 or uint64)."""
+    fd = pb.ReadLogsRequest.DESCRIPTOR.fields_by_name[name]
+    return 2**32 - 1 if fd.cpp_type == FieldDescriptor.CPPTYPE_UINT32 else 2**64 - 1
 
 
 def message_to_json(message: Message) -> dict[str, Any]:
@@ -708,12 +721,15 @@ class HttpApi:
         q = request.query
         try:
             message = pb.ReadLogsRequest(run_id=run_id)
-            for name in ("shard", "attempt", "since_line", "tail_bytes"):
+            for name in FULL_LOGS_INTS:
                 text = q.get(name, "")
                 if text:
                     if not text.isascii() or not text.isdigit() or len(text) > 20:
                         raise BadRequest(name, f"{text[:50]!r} is not a non-negative integer")
-                    setattr(message, name, int(text))
+                    value, limit = int(text), full_logs_maximum(name)
+                    if value > limit:
+                        raise BadRequest(name, f"{value} is out of range (at most {limit})")
+                    setattr(message, name, value)
             stream_name = q.get("stream", "stdout")
             if stream_name not in ("stdout", "stderr"):
                 raise BadRequest("stream", f"{stream_name[:50]!r} is neither stdout nor stderr")
@@ -722,9 +738,7 @@ class HttpApi:
             if follow not in _BOOLS:
                 raise BadRequest(FOLLOW_PARAM, f"{follow[:50]!r} is not a boolean (true or false)")
             message.follow = follow in _TRUE
-            unknown = sorted(
-                set(q) - {"shard", "attempt", "since_line", "tail_bytes", "stream", FOLLOW_PARAM}
-            )
+            unknown = sorted(set(q) - set(FULL_LOGS_QUERY))
             if unknown:
                 raise BadRequest(unknown[0], "unknown query parameter")
             bounds.check(message)

@@ -48,6 +48,7 @@ from raftsched.errors import InvalidSpec, RaftschedError
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import routes, webhooks
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
+from raftsched.rpc.rendering import JsonCache, join, message_to_json
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
 from raftsched.security.auth import Principal
@@ -96,6 +97,11 @@ MAX_WAITING: Final = 256
 """Calls that wait for one of the :data:`MAX_CALLS` turns; more are refused at once with 429
 and ``Retry-After`` (a flood is turned away rather than queued without end)."""
 RETRY_AFTER_S: Final = 1
+MAX_YIELD_S: Final = 0.05
+"""The longest API calls wait for the leader's fires in one go (:meth:`HttpApi.fires_first`);
+after a wait they run at least as long as they waited, so the API has half the time or more."""
+YIELD_POLL_S: Final = 0.002
+"""How often a wait for the fires looks whether they are committed."""
 PROBLEM_TYPE: Final = "urn:raftsched:error:"
 ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
 
@@ -126,18 +132,6 @@ def full_logs_maximum(name: str) -> int:
     ``ReadLogsRequest`` field's type: uint32 or uint64)."""
     fd = pb.ReadLogsRequest.DESCRIPTOR.fields_by_name[name]
     return 2**32 - 1 if fd.cpp_type == FieldDescriptor.CPPTYPE_UINT32 else 2**64 - 1
-
-
-def message_to_json(message: Message) -> dict[str, Any]:
-    """``message`` in protobuf's JSON mapping as the API answers it: proto field names, every
-    field (defaults included), int64 as JSON numbers, enum values by name."""
-    out: dict[str, Any] = json_format.MessageToDict(
-        message,
-        preserving_proto_field_name=True,
-        always_print_fields_with_no_presence=True,
-        unquote_int64_if_possible=True,
-    )
-    return out
 
 
 # -- the in-process call path ----------------------------------------------------------------------
@@ -325,8 +319,8 @@ def _problem(
     )
 
 
-def _ok(value: Any) -> HttpResponse:
-    return HttpResponse(200, json.dumps(value, ensure_ascii=False).encode(), JSON)
+def _ok(text: str) -> HttpResponse:
+    return HttpResponse(200, text.encode(), JSON)
 
 
 _BOOLS: Final = {"true": True, "1": True, "false": False, "0": False}
@@ -544,15 +538,16 @@ def _items(reply: Message, path: str) -> Iterator[Message]:
         yield from value
 
 
-def _project(reply: Message | list[Message], path: str) -> Any:
+def _project(reply: Message | list[Message], path: str, cache: JsonCache) -> str:
+    """The JSON text of the answer: ``path`` of ``reply`` (a message, or a list of them)."""
     if isinstance(reply, list):
-        return [message_to_json(m) for m in reply]
+        return join(cache.text(m) for m in reply)
     value: Any = reply
     for name in path.split(".") if path else ():
         value = getattr(value, name)
     if isinstance(value, Message):
-        return message_to_json(value)
-    return [message_to_json(m) for m in value]
+        return cache.text(value)
+    return join(cache.text(m) for m in value)
 
 
 class HttpApi:
@@ -591,6 +586,15 @@ class HttpApi:
         self.waiting = 0
         """Calls waiting for a turn now."""
         self._gate: asyncio.Semaphore | None = None
+        self.firing: Callable[[], bool] | None = None
+        """Whether the leader plans or commits fires now (``DriverThread.firing``; None: never)."""
+        self._fires_done: asyncio.Future[None] | None = None
+        self._fires_watch: asyncio.Task[None] | None = None
+        self._yield_again_at = 0.0
+        self.yielded_s = 0.0
+        """Seconds API calls have waited for fires, in all (the waits overlap: counted once)."""
+        self.rendered = JsonCache()
+        """Answers' JSON by message (:mod:`raftsched.rpc.rendering`); used on the loop only."""
         self._gate_loop: asyncio.AbstractEventLoop | None = None
 
     def attach(self, calls: LocalCalls) -> None:
@@ -637,6 +641,7 @@ class HttpApi:
             )
         self.waiting += 1
         try:
+            await self.fires_first()
             await gate.acquire()
         finally:
             self.waiting -= 1
@@ -644,6 +649,37 @@ class HttpApi:
             return await self._handle(request)
         finally:
             gate.release()
+
+    async def fires_first(self) -> None:
+        """Wait while the leader plans or commits fires (:attr:`firing`), at most
+        :data:`MAX_YIELD_S`: the fires' threads need the interpreter lock the loop would hold
+        rendering answers (issue 30: fire lateness under 50 API clients). All callers share one
+        wait; after it, calls run unhindered for as long as it lasted."""
+        firing = self.firing
+        if firing is None or not firing():
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._yield_again_at:
+            return
+        done = self._fires_done
+        if done is None or done.done() or done.get_loop() is not loop:
+            done = self._fires_done = loop.create_future()
+            self._fires_watch = loop.create_task(self._watch_fires(firing, done, loop.time()))
+        await asyncio.shield(done)  # a caller that goes away must not end the others' wait
+
+    async def _watch_fires(
+        self, firing: Callable[[], bool], done: asyncio.Future[None], started: float
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while loop.time() - started < MAX_YIELD_S and firing():
+                await asyncio.sleep(YIELD_POLL_S)
+        finally:
+            waited = loop.time() - started
+            self.yielded_s += waited
+            self._yield_again_at = loop.time() + waited
+            if not done.done():
+                done.set_result(None)
 
     async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         raw = request.raw_path or request.path
@@ -708,7 +744,8 @@ class HttpApi:
             assert isinstance(reply, Message)
             events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
-        return _ok(_project(reply, route.response))
+        await self.fires_first()  # the answer's rendering is most of a call's interpreter time
+        return _ok(_project(reply, route.response, self.rendered))
 
     async def _logs(self, request: HttpRequest, run_id: str, raw: str) -> HttpResponse | HttpStream:
         """``GET /api/v1/runs/{id}/logs:full``: an attempt's full log as ``text/plain``, streamed
@@ -818,7 +855,7 @@ class HttpApi:
             log.exception("HTTP POST %s failed", raw)
             return _problem(500, "internal error (see the node's log)", raw, "internal")
         assert isinstance(reply, Message)
-        return _ok(message_to_json(reply))
+        return _ok(self.rendered.text(reply))
 
     async def _merged(
         self,
@@ -874,7 +911,7 @@ class HttpApi:
                 sent = False
                 for item in _items(reply, stream.items):
                     key = "/".join(str(getattr(item, k)) for k in stream.key)
-                    data = json.dumps(message_to_json(item), ensure_ascii=False)
+                    data = self.rendered.text(item)
                     current[key] = data
                     if seen.get(key) != data:
                         sent = True

@@ -874,6 +874,13 @@ class HttpApi:
         patch = data.get(merge.field, {})
         if not isinstance(patch, dict):
             raise BadRequest(merge.field, "must be a JSON object (a merge patch)")
+        # A patch no current value could make valid is refused before the read (on the leader a
+        # read is a Raft round): merged onto the defaults, every value is the patch's own, and
+        # merging onto a valid current value adds only valid ones, so this refuses exactly what
+        # the request built after the read would refuse (as a PUT's body is checked first).
+        target = ADMIN.methods_by_name[route.rpc].input_type.fields_by_name[merge.field].message_type
+        probe = {**data, merge.field: merge_patch({}, patch, target)}
+        build_request(route, params, dataclasses.replace(request, body=json.dumps(probe).encode()))
         read: Message = getattr(pb, ADMIN.methods_by_name[merge.rpc].input_type.name)()
         for param in route.params:
             setattr(read, param, params[route.field_of(param)])

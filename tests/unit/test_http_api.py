@@ -541,6 +541,11 @@ def test_a_bad_patch_names_the_field(body: dict[str, Any], field: str) -> None:
     out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=json.dumps(body).encode())
     assert out.status == 400 and reply["field"] == field, reply
     assert not any(isinstance(seen[0], pb.UpdateTaskRequest) for seen in servicer.seen)
+    # Refused before the read (a Raft round on the leader), as after it, for a missing task too.
+    assert servicer.seen == []
+    out, missing = _get(api, "/api/v1/tasks/missing", method="PATCH", body=json.dumps(body).encode())
+    assert out.status == 400 and missing["field"] == field
+    assert missing["detail"] == reply["detail"].replace("etl-cron", "missing")
 
 
 def test_patch_refused_by_the_read_answers_as_the_read_does() -> None:

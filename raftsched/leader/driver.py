@@ -47,8 +47,6 @@ HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at 
 # Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
 # per task; planning itself, croniter included, runs off the lock).
 PLAN_READ_CHUNK = 1000
-FIRE_LEAD_MS = 10
-""":meth:`DriverThread.firing` is true this long before the next planned wake-up."""
 
 
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
@@ -503,9 +501,6 @@ class DriverThread:
         self._events: list[tuple[str, object]] = []
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="raftsched-leader", daemon=True)
-        # For firing(), read from other threads (plain attributes: one read each, no lock).
-        self._stepping = False
-        self._wake_ms: int | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -528,34 +523,18 @@ class DriverThread:
             self._events.append((kind, value))
             self._cond.notify()
 
-    def firing(self) -> bool:
-        """Whether this leader is planning or committing fires now, or will wake to plan them
-        within :data:`FIRE_LEAD_MS`: what may wait (the HTTP API's calls) waits for the end, so
-        the planning and Raft threads are not kept waiting for the interpreter lock. Any thread
-        may call it; the answer is a hint (a moment stale), never a decision."""
-        if not self.driver.leading:
-            return False
-        if self._stepping or self._in_flight > 0 or self._queue:
-            return True
-        wake = self._wake_ms
-        return wake is not None and self.clock.now_ms() >= wake - FIRE_LEAD_MS
-
     def _run(self) -> None:
         while True:
             with self._cond:
                 if not self._events and not self._stop:
-                    self._wake_ms = self.driver.next_wakeup_ms()
                     self._cond.wait(self._sleep_s())
                 if self._stop:
                     return
                 events, self._events = self._events, []
-            self._stepping = True
             try:
                 self._step(events)
             except Exception:  # keep the loop alive; a bug here must not silence the scheduler
                 log.exception("leader loop step failed")
-            finally:
-                self._stepping = False
 
     def _sleep_s(self) -> float:
         if self._in_flight >= self.max_in_flight:

@@ -97,11 +97,6 @@ MAX_WAITING: Final = 256
 """Calls that wait for one of the :data:`MAX_CALLS` turns; more are refused at once with 429
 and ``Retry-After`` (a flood is turned away rather than queued without end)."""
 RETRY_AFTER_S: Final = 1
-MAX_YIELD_S: Final = 0.05
-"""The longest API calls wait for the leader's fires in one go (:meth:`HttpApi.fires_first`);
-after a wait they run at least as long as they waited, so the API has half the time or more."""
-YIELD_POLL_S: Final = 0.002
-"""How often a wait for the fires looks whether they are committed."""
 PROBLEM_TYPE: Final = "urn:raftsched:error:"
 ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
 
@@ -586,13 +581,6 @@ class HttpApi:
         self.waiting = 0
         """Calls waiting for a turn now."""
         self._gate: asyncio.Semaphore | None = None
-        self.firing: Callable[[], bool] | None = None
-        """Whether the leader plans or commits fires now (``DriverThread.firing``; None: never)."""
-        self._fires_done: asyncio.Future[None] | None = None
-        self._fires_watch: asyncio.Task[None] | None = None
-        self._yield_again_at = 0.0
-        self.yielded_s = 0.0
-        """Seconds API calls have waited for fires, in all (the waits overlap: counted once)."""
         self.rendered = JsonCache()
         """Answers' JSON by message (:mod:`raftsched.rpc.rendering`); used on the loop only."""
         self._gate_loop: asyncio.AbstractEventLoop | None = None
@@ -641,7 +629,6 @@ class HttpApi:
             )
         self.waiting += 1
         try:
-            await self.fires_first()
             await gate.acquire()
         finally:
             self.waiting -= 1
@@ -649,37 +636,6 @@ class HttpApi:
             return await self._handle(request)
         finally:
             gate.release()
-
-    async def fires_first(self) -> None:
-        """Wait while the leader plans or commits fires (:attr:`firing`), at most
-        :data:`MAX_YIELD_S`: the fires' threads need the interpreter lock the loop would hold
-        rendering answers (issue 30: fire lateness under 50 API clients). All callers share one
-        wait; after it, calls run unhindered for as long as it lasted."""
-        firing = self.firing
-        if firing is None or not firing():
-            return
-        loop = asyncio.get_running_loop()
-        if loop.time() < self._yield_again_at:
-            return
-        done = self._fires_done
-        if done is None or done.done() or done.get_loop() is not loop:
-            done = self._fires_done = loop.create_future()
-            self._fires_watch = loop.create_task(self._watch_fires(firing, done, loop.time()))
-        await asyncio.shield(done)  # a caller that goes away must not end the others' wait
-
-    async def _watch_fires(
-        self, firing: Callable[[], bool], done: asyncio.Future[None], started: float
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while loop.time() - started < MAX_YIELD_S and firing():
-                await asyncio.sleep(YIELD_POLL_S)
-        finally:
-            waited = loop.time() - started
-            self.yielded_s += waited
-            self._yield_again_at = loop.time() + waited
-            if not done.done():
-                done.set_result(None)
 
     async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         raw = request.raw_path or request.path
@@ -744,7 +700,6 @@ class HttpApi:
             assert isinstance(reply, Message)
             events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
-        await self.fires_first()  # the answer's rendering is most of a call's interpreter time
         return _ok(_project(reply, route.response, self.rendered))
 
     async def _logs(self, request: HttpRequest, run_id: str, raw: str) -> HttpResponse | HttpStream:

@@ -316,8 +316,6 @@ class Node:
         gc.freeze()
         self.driver_thread = DriverThread(self.driver, self.clock, self.propose)
         self.driver_thread.on_commit_lateness = self._commit_lateness
-        if self.http_api is not None:
-            self.http_api.firing = self.driver_thread.firing  # API calls wait for the fires
         self.driver_thread.start()
         self._flusher.start()
         mismatch = describe_mismatch(self.config, self.state.membership.record)

@@ -11,14 +11,7 @@ from raftsched import codec
 from raftsched.abc import CommitHook, ProposeCallback
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
-from raftsched.leader.driver import (
-    FIRE_LEAD_MS,
-    MAX_ENTRY_BYTES,
-    BatchBuilder,
-    DriverThread,
-    LeaderDriver,
-    Proposal,
-)
+from raftsched.leader.driver import MAX_ENTRY_BYTES, BatchBuilder, DriverThread, LeaderDriver, Proposal
 from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.testing.cluster import wait_until
@@ -231,55 +224,3 @@ def test_the_leader_proposes_workflow_waits_due_when_a_cross_workflow_deadline_h
     got = state.get_workflow_run(run_id)
     assert got is not None and got.tasks[0].state == pb.TASK_FAILED
     assert driver.poll(t0 + 61_100) == []  # nothing due any more
-
-
-def test_firing_while_fires_are_planned_or_committed_and_just_before_the_next() -> None:
-    """DriverThread.firing: what the HTTP API waits for (issue 30's fire lateness bound)."""
-    specs = [TaskSpec("t0", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="x")]
-    driver = leader_with(specs, T0 - 1000)
-    clock = ManualClock(T0 + 100)
-    pending: list[bytes] = []
-    lock = threading.Lock()
-    callbacks: list[tuple[ProposeCallback, CommitHook | None]] = []
-
-    def propose(data: bytes, done: ProposeCallback, committed: CommitHook | None) -> None:
-        with lock:
-            pending.append(data)
-            callbacks.append((done, committed))
-
-    def commit_all() -> None:
-        with lock:
-            work = list(zip(pending, callbacks, strict=True))
-            pending.clear()
-            callbacks.clear()
-        for data, (done, committed) in work:
-            applied = driver.state.apply(data)
-            thread.effects_applied(applied.effects)
-            if committed is not None:
-                committed()
-            done(applied.encode(), None)
-
-    def proposed() -> int:
-        with lock:
-            return len(pending)
-
-    thread = DriverThread(driver, clock, propose, max_sleep_s=0.02)
-    assert not thread.firing()  # nothing planned yet, no wake-up known
-    thread.start()
-    try:
-        wait_until(lambda: proposed() == 1, 10, what="the due fire proposed")
-        assert thread.firing()  # a batch in flight
-        commit_all()
-        wait_until(lambda: not thread.firing(), 10, what="the batch committed and the task re-armed")
-        clock.set(T0 + 1000 - FIRE_LEAD_MS)  # the next fire is near: firing already
-        assert thread.firing()
-        clock.set(T0 + 1000)
-        wait_until(lambda: proposed() == 1, 10, what="the next fire proposed")
-        commit_all()
-        wait_until(lambda: not thread.firing(), 10, what="the second batch committed")
-        clock.set(T0 + 2000)
-        wait_until(lambda: proposed() == 1, 10, what="the third fire proposed")
-        thread.leadership_changed(False, 1)
-        wait_until(lambda: not thread.firing(), 10, what="a follower never fires")
-    finally:
-        thread.stop()

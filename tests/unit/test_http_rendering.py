@@ -1,12 +1,9 @@
-"""The HTTP API's JSON rendering cache (raftsched/rpc/rendering.py) and its wait for the
-leader's fires (HttpApi.fires_first, DriverThread.firing)."""
+"""The HTTP API's JSON rendering cache (raftsched/rpc/rendering.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from raftsched.rpc.http_api import HttpApi
 from raftsched.rpc.rendering import JsonCache, join, message_to_json, render
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -68,53 +65,3 @@ def test_a_large_message_is_printed_and_not_kept() -> None:
     big = _task("big", note="x" * 200)
     assert cache.text(big) == render(big)
     assert len(cache) == 0 and cache.size == 0
-
-
-# -- fires first -----------------------------------------------------------------------------------
-
-
-def test_calls_wait_while_the_leader_fires_and_then_run_as_long_as_they_waited() -> None:
-    api = HttpApi(lambda _: None)
-    state = {"firing": True}
-    api.firing = lambda: state["firing"]
-
-    async def scenario() -> tuple[bool, bool, bool]:
-        loop = asyncio.get_running_loop()
-        waiters = [asyncio.ensure_future(api.fires_first()) for _ in range(3)]
-        await asyncio.sleep(0.02)
-        waiting = not any(w.done() for w in waiters)
-        state["firing"] = False  # the batch is committed
-        await asyncio.wait_for(asyncio.gather(*waiters), 1)
-        # Fires again at once: calls have had less time than they waited, so they do not wait.
-        state["firing"] = True
-        started = loop.time()
-        await api.fires_first()
-        free_turn = loop.time() - started < 0.01
-        # After as long as the wait lasted, they wait again, at most MAX_YIELD_S.
-        await asyncio.sleep(api.yielded_s + 0.01)
-        started = loop.time()
-        cancelled = asyncio.ensure_future(api.fires_first())
-        other = asyncio.ensure_future(api.fires_first())
-        await asyncio.sleep(0.005)
-        cancelled.cancel()  # a client that went away: the others keep waiting
-        await asyncio.sleep(0.005)
-        still = not other.done()
-        await asyncio.wait_for(other, 1)
-        bounded = loop.time() - started < 0.5
-        return waiting and still, free_turn, bounded
-
-    waited, free_turn, bounded = asyncio.run(scenario())
-    assert waited and free_turn and bounded
-    assert api.yielded_s > 0.015
-
-
-def test_without_fires_calls_never_wait() -> None:
-    api = HttpApi(lambda _: None)
-
-    async def scenario() -> None:
-        await asyncio.wait_for(api.fires_first(), 0.5)
-        api.firing = lambda: False
-        await asyncio.wait_for(api.fires_first(), 0.5)
-
-    asyncio.run(scenario())
-    assert api.yielded_s == 0.0

@@ -48,7 +48,7 @@ from raftsched.errors import InvalidSpec, RaftschedError
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import routes, webhooks
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
-from raftsched.rpc.rendering import JsonCache, join, message_to_json
+from raftsched.rpc.rendering import JsonCache, join, message_to_json, render
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
 from raftsched.security.auth import Principal
@@ -533,16 +533,18 @@ def _items(reply: Message, path: str) -> Iterator[Message]:
         yield from value
 
 
-def _project(reply: Message | list[Message], path: str, cache: JsonCache) -> str:
-    """The JSON text of the answer: ``path`` of ``reply`` (a message, or a list of them)."""
+def _project(reply: Message | list[Message], path: str, cache: JsonCache | None) -> str:
+    """The JSON text of the answer: ``path`` of ``reply`` (a message, or a list of them);
+    rendered through ``cache`` unless None."""
+    text = cache.text if cache is not None else render
     if isinstance(reply, list):
-        return join(cache.text(m) for m in reply)
+        return join(text(m) for m in reply)
     value: Any = reply
     for name in path.split(".") if path else ():
         value = getattr(value, name)
     if isinstance(value, Message):
-        return cache.text(value)
-    return join(cache.text(m) for m in value)
+        return text(value)
+    return join(text(m) for m in value)
 
 
 class HttpApi:
@@ -581,9 +583,10 @@ class HttpApi:
         self.waiting = 0
         """Calls waiting for a turn now."""
         self._gate: asyncio.Semaphore | None = None
-        self.rendered = JsonCache()
-        """Answers' JSON by message (:mod:`raftsched.rpc.rendering`); used on the loop only."""
         self._gate_loop: asyncio.AbstractEventLoop | None = None
+        self.rendered = JsonCache()
+        """Read answers' JSON by message (:mod:`raftsched.rpc.rendering`), on the loop only. A
+        write's answer is rendered afresh and not kept (a created token's secret, for one)."""
 
     def attach(self, calls: LocalCalls) -> None:
         self._calls = calls
@@ -700,7 +703,7 @@ class HttpApi:
             assert isinstance(reply, Message)
             events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
-        return _ok(_project(reply, route.response, self.rendered))
+        return _ok(_project(reply, route.response, None if route.write else self.rendered))
 
     async def _logs(self, request: HttpRequest, run_id: str, raw: str) -> HttpResponse | HttpStream:
         """``GET /api/v1/runs/{id}/logs:full``: an attempt's full log as ``text/plain``, streamed
@@ -810,7 +813,7 @@ class HttpApi:
             log.exception("HTTP POST %s failed", raw)
             return _problem(500, "internal error (see the node's log)", raw, "internal")
         assert isinstance(reply, Message)
-        return _ok(self.rendered.text(reply))
+        return _ok(render(reply))
 
     async def _merged(
         self,

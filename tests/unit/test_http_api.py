@@ -681,3 +681,15 @@ def test_a_flood_beyond_the_limit_is_refused_for_signed_and_token_calls_alike() 
         assert (problem["code"], problem["grpc_status"]) == ("resource_exhausted", "RESOURCE_EXHAUSTED")
     assert (first.status, second.status) == (200, 200)
     assert servicer.callers == ["admin", "webhook:orders"]
+
+
+def test_read_answers_are_cached_and_write_answers_are_not() -> None:
+    api, _ = _api()
+    first, body = _get(api, "/api/v1/tasks/etl-cron")
+    again, _ = _get(api, "/api/v1/tasks/etl-cron")
+    assert first.body == again.body and body["task"]["version"] == 7
+    assert (len(api.rendered), api.rendered.hits) == (1, 1)
+    patch = json.dumps({"spec": {"command": "secret-ish"}}).encode()
+    out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=patch)
+    assert out.status == 200 and reply["task"]["spec"]["command"] == "secret-ish"
+    assert len(api.rendered) == 1  # the PATCH's read is not rendered; its answer is not kept

@@ -20,9 +20,9 @@ def test_cached_text_is_the_printed_text_byte_for_byte() -> None:
     messages = [_task("a"), _task("b", 2**60), pb.Run(run_id="a@1", state=pb.SUCCEEDED), pb.TaskReply()]
     for message in messages:
         printed = json.dumps(message_to_json(message), ensure_ascii=False)
-        assert cache.text(message) == printed  # a miss
-        assert cache.text(message) == printed  # a hit
-    assert (cache.hits, cache.misses) == (4, 4)
+        first = cache.text(message)  # a miss
+        assert first == printed
+        assert cache.text(message) is first  # a hit: the text kept
     # A list: as json.dumps spells a list of the printed objects.
     assert join(cache.text(m) for m in messages) == json.dumps(
         [message_to_json(m) for m in messages], ensure_ascii=False
@@ -36,7 +36,7 @@ def test_a_changed_message_is_printed_again() -> None:
     first = cache.text(task)
     task.version = 2
     assert cache.text(task) == render(task) != first
-    assert cache.misses == 2
+    assert len(cache) == 2
 
 
 def test_equal_bytes_of_different_types_are_not_confused() -> None:
@@ -48,16 +48,13 @@ def test_equal_bytes_of_different_types_are_not_confused() -> None:
 def test_the_cache_keeps_its_size_and_the_most_recently_used() -> None:
     one = len(_task("x-000").SerializeToString()) + len(render(_task("x-000")))
     cache = JsonCache(max_bytes=one * 3 + one // 2)
-    for i in range(3):
-        cache.text(_task(f"x-{i:03}"))
-    cache.text(_task("x-000"))  # used again: now the most recent
+    first = {i: cache.text(_task(f"x-{i:03}")) for i in range(3)}
+    assert cache.text(_task("x-000")) is first[0]  # used again: now the most recent
     cache.text(_task("x-003"))  # pushes out the least recently used, x-001
     assert len(cache) == 3 and cache.size <= cache.max_bytes
-    hits = cache.hits
-    cache.text(_task("x-000"))
-    assert cache.hits == hits + 1
-    cache.text(_task("x-001"))
-    assert cache.hits == hits + 1  # it was pushed out: printed again
+    assert cache.text(_task("x-000")) is first[0]
+    assert cache.text(_task("x-002")) is first[2]
+    assert cache.text(_task("x-001")) is not first[1]  # pushed out: printed again
 
 
 def test_a_large_message_is_printed_and_not_kept() -> None:

@@ -23,6 +23,15 @@ leader CPU per call.
 
 Prints JSON: each window, the median p50/p99 of each kind (windows with a leader change left
 out, and counted), and the loaded/quiet ratios.
+
+    python -m bench.console_load --api-clients 50 --interleave 120 [--tasks 1000]
+
+``--interleave N`` measures the same thing paired in time, for a machine shared with other work
+(whose load moves from one 10 s window to the next): for N seconds, each whole second's fire
+batch runs either quiet or loaded (the clients stay connected and pause), in a shuffled order of
+pairs, the condition set half a second before the batch is due; the batch's commit lateness
+(the max over its fires) is read from the leader 0.9 s into the second. Prints the per-batch
+lateness of each kind (p50, p90, p99, mean) and their ratios, and the leader CPU per call.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import random
 import statistics
 import tempfile
 import threading
@@ -129,6 +139,103 @@ class ApiLoader(Loader):
             conn.close()
 
 
+class PausedApiLoader(ApiLoader):
+    """An :class:`ApiLoader` that calls only while ``go`` is set (its connection stays open)."""
+
+    def __init__(self, address: str, go: threading.Event) -> None:
+        super().__init__(address)
+        self.go = go
+
+    def run(self) -> None:
+        i = 0
+        conn: http.client.HTTPConnection | None = None
+        while not self.stop.is_set():
+            if not self.go.wait(0.1):
+                continue
+            path = API_CALLS[i % len(API_CALLS)]
+            i += 1
+            started = time.perf_counter()
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                conn.request("GET", path)
+                response = conn.getresponse()
+                response.read()
+                if response.status != 200:
+                    self.errors += 1
+            except (OSError, http.client.HTTPException):
+                self.errors += 1
+                if conn is not None:
+                    conn.close()
+                conn = None
+            self.latencies.append(time.perf_counter() - started)
+        if conn is not None:
+            conn.close()
+
+
+def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, seconds: int) -> dict[str, Any]:
+    """Each second's batch quiet or loaded, paired in time (see the module docstring)."""
+    go = threading.Event()
+    loaders = [PausedApiLoader(http, go) for _ in range(clients)]
+    for t in loaders:
+        t.start()
+    rng = random.Random(30)
+    order: list[str] = []
+    while len(order) < seconds:
+        pair = ["quiet", "loaded"]
+        rng.shuffle(pair)
+        order += pair
+    lateness: dict[str, list[float]] = {"quiet": [], "loaded": []}
+    cpu: dict[str, float] = {"quiet": 0.0, "loaded": 0.0}
+    calls = 0
+    pid = cluster.procs[leader].pid
+    try:
+        for kind in order[:seconds]:
+            now = time.time()
+            due = int(now) + 1
+            time.sleep(max(0.0, due - 0.5 - now))
+            if kind == "loaded":
+                go.set()
+            else:
+                go.clear()
+            before = sum(len(t.latencies) for t in loaders)
+            cpu0 = cpu_seconds(pid)
+            time.sleep(max(0.0, due + 0.9 - time.time()))
+            lat = cluster.status(leader, timeout=30, lateness_since_ms=due * 1000).commit_lateness
+            cpu[kind] += cpu_seconds(pid) - cpu0
+            if kind == "loaded":
+                calls += sum(len(t.latencies) for t in loaders) - before
+            if lat.count:
+                lateness[kind].append(float(lat.max_ms))
+            if cluster.wait_for_leader(30) != leader:
+                break  # a failover: what follows is not comparable
+    finally:
+        go.set()
+        for t in loaders:
+            t.stop.set()
+        for t in loaders:
+            t.join(30)
+    out: dict[str, Any] = {"seconds": len(lateness["quiet"]) + len(lateness["loaded"])}
+    for kind, xs in lateness.items():
+        out[kind] = {
+            "batches": len(xs),
+            **{q: percentile(xs, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+            "mean": round(statistics.mean(xs), 1) if xs else 0.0,
+        }
+    out["ratio_loaded_vs_quiet"] = {
+        q: round(out["loaded"][q] / out["quiet"][q], 2) if out["quiet"][q] else None
+        for q in ("p50", "p90", "p99", "mean")
+    }
+    loaded_s = max(out["loaded"]["batches"], 1)
+    quiet_cpu_per_s = cpu["quiet"] / max(out["quiet"]["batches"], 1)
+    out["api_calls_per_loaded_s"] = round(calls / loaded_s, 1)
+    out["leader_cpu_ms_per_call"] = round(
+        (cpu["loaded"] - quiet_cpu_per_s * loaded_s) / max(calls, 1) * 1000, 2
+    )
+    out["errors"] = sum(t.errors for t in loaders)
+    return out
+
+
 def window(
     cluster: LocalCluster,
     leader: str,
@@ -184,7 +291,14 @@ def window(
 
 
 def run(
-    n_tasks: int, seconds: int, loaders: int, pace_s: float, rounds: int, base: Path, api: bool = False
+    n_tasks: int,
+    seconds: int,
+    loaders: int,
+    pace_s: float,
+    rounds: int,
+    base: Path,
+    api: bool = False,
+    interleave: int = 0,
 ) -> dict[str, Any]:
     http = write_config(base / "cluster.toml")
     cluster = LocalCluster(base / "cluster.toml", base / "logs")
@@ -194,6 +308,9 @@ def run(
         asyncio.run(fires.create_tasks([cluster.grpc_of(leader), *cluster.targets()], n_tasks))
         leader = cluster.wait_for_leader(30)
         time.sleep(3)  # let the schedule settle into its steady state
+        if interleave:
+            result = interleaved(cluster, leader, http[leader], loaders, interleave)
+            return {"tasks": n_tasks, "load": "http_api_clients", "loaders": loaders, **result}
         windows = []
         for _ in range(rounds):
             for loaded in (False, True):
@@ -246,13 +363,29 @@ def main() -> int:
         default=0,
         help="load with this many HTTP/JSON API clients instead of --loaders console loaders",
     )
+    ap.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --api-clients: N seconds, each second's batch quiet or loaded (paired in time)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     provenance = Provenance.start()
     api = args.api_clients > 0
     loaders = args.api_clients if api else args.loaders
     with tempfile.TemporaryDirectory(prefix="raftsched-console-bench-") as tmp:
-        result = run(args.tasks, args.seconds, loaders, args.pace, args.rounds, Path(tmp), api)
+        result = run(
+            args.tasks,
+            args.seconds,
+            loaders,
+            args.pace,
+            args.rounds,
+            Path(tmp),
+            api,
+            args.interleave if api else 0,
+        )
     provenance.emit(result, args.json)
     return 0
 

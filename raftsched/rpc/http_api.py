@@ -48,6 +48,7 @@ from raftsched.errors import InvalidSpec, RaftschedError
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import routes, webhooks
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
+from raftsched.rpc.rendering import JsonCache, join, message_to_json, render
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
 from raftsched.security.auth import Principal
@@ -56,6 +57,8 @@ from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 __all__ = [
     "FULL_LOGS",
+    "FULL_LOGS_INTS",
+    "FULL_LOGS_QUERY",
     "HTTP_STATUS",
     "PROBLEM",
     "HttpApi",
@@ -74,6 +77,10 @@ FOLLOW_PARAM: Final = "follow"
 FULL_LOGS: Final = ("GET", "/runs/{run_id}/logs:full")
 """Full logs (:meth:`HttpApi._logs`): the one route outside the route table (a byte stream of
 the Logs service, not an Admin RPC's JSON)."""
+FULL_LOGS_INTS: Final = ("shard", "attempt", "since_line", "tail_bytes")
+"""The full-log route's integer query parameters: the ``ReadLogsRequest`` fields of those names."""
+FULL_LOGS_QUERY: Final = (*FULL_LOGS_INTS, "stream", FOLLOW_PARAM)
+"""Every query parameter the full-log route takes (the OpenAPI document lists these)."""
 _LOGS_PATH: Final = re.compile(re.escape(routes.PREFIX) + r"/runs/([^/]+)/logs:full")
 WATCH_POLL_S: Final = 1.0
 """How often a stream calls its RPC again (events are at most this late)."""
@@ -115,16 +122,11 @@ HTTP_STATUS: Final[Mapping[grpc.StatusCode, int]] = {
 """gRPC status → HTTP status: the one table (docs/reference/http.md shows it)."""
 
 
-def message_to_json(message: Message) -> dict[str, Any]:
-    """``message`` in protobuf's JSON mapping as the API answers it: proto field names, every
-    field (defaults included), int64 as JSON numbers, enum values by name."""
-    out: dict[str, Any] = json_format.MessageToDict(
-        message,
-        preserving_proto_field_name=True,
-        always_print_fields_with_no_presence=True,
-        unquote_int64_if_possible=True,
-    )
-    return out
+def full_logs_maximum(name: str) -> int:
+    """The largest value integer query parameter ``name`` of the full-log route takes (its
+    ``ReadLogsRequest`` field's type: uint32 or uint64)."""
+    fd = pb.ReadLogsRequest.DESCRIPTOR.fields_by_name[name]
+    return 2**32 - 1 if fd.cpp_type == FieldDescriptor.CPPTYPE_UINT32 else 2**64 - 1
 
 
 # -- the in-process call path ----------------------------------------------------------------------
@@ -312,8 +314,8 @@ def _problem(
     )
 
 
-def _ok(value: Any) -> HttpResponse:
-    return HttpResponse(200, json.dumps(value, ensure_ascii=False).encode(), JSON)
+def _ok(text: str) -> HttpResponse:
+    return HttpResponse(200, text.encode(), JSON)
 
 
 _BOOLS: Final = {"true": True, "1": True, "false": False, "0": False}
@@ -531,15 +533,18 @@ def _items(reply: Message, path: str) -> Iterator[Message]:
         yield from value
 
 
-def _project(reply: Message | list[Message], path: str) -> Any:
+def _project(reply: Message | list[Message], path: str, cache: JsonCache | None) -> str:
+    """The JSON text of the answer: ``path`` of ``reply`` (a message, or a list of them);
+    rendered through ``cache`` unless None."""
+    text = cache.text if cache is not None else render
     if isinstance(reply, list):
-        return [message_to_json(m) for m in reply]
+        return join(text(m) for m in reply)
     value: Any = reply
     for name in path.split(".") if path else ():
         value = getattr(value, name)
     if isinstance(value, Message):
-        return message_to_json(value)
-    return [message_to_json(m) for m in value]
+        return text(value)
+    return join(text(m) for m in value)
 
 
 class HttpApi:
@@ -579,6 +584,9 @@ class HttpApi:
         """Calls waiting for a turn now."""
         self._gate: asyncio.Semaphore | None = None
         self._gate_loop: asyncio.AbstractEventLoop | None = None
+        self.rendered = JsonCache()
+        """Read answers' JSON by message (:mod:`raftsched.rpc.rendering`), on the loop only. A
+        write's answer is rendered afresh and not kept (a created token's secret, for one)."""
 
     def attach(self, calls: LocalCalls) -> None:
         self._calls = calls
@@ -695,7 +703,7 @@ class HttpApi:
             assert isinstance(reply, Message)
             events = self._events(stream, method, message, metadata, peer, names, reply)
             return HttpStream(events, headers={"X-Accel-Buffering": "no"})
-        return _ok(_project(reply, route.response))
+        return _ok(_project(reply, route.response, None if route.write else self.rendered))
 
     async def _logs(self, request: HttpRequest, run_id: str, raw: str) -> HttpResponse | HttpStream:
         """``GET /api/v1/runs/{id}/logs:full``: an attempt's full log as ``text/plain``, streamed
@@ -708,12 +716,15 @@ class HttpApi:
         q = request.query
         try:
             message = pb.ReadLogsRequest(run_id=run_id)
-            for name in ("shard", "attempt", "since_line", "tail_bytes"):
+            for name in FULL_LOGS_INTS:
                 text = q.get(name, "")
                 if text:
                     if not text.isascii() or not text.isdigit() or len(text) > 20:
                         raise BadRequest(name, f"{text[:50]!r} is not a non-negative integer")
-                    setattr(message, name, int(text))
+                    value, limit = int(text), full_logs_maximum(name)
+                    if value > limit:
+                        raise BadRequest(name, f"{value} is out of range (at most {limit})")
+                    setattr(message, name, value)
             stream_name = q.get("stream", "stdout")
             if stream_name not in ("stdout", "stderr"):
                 raise BadRequest("stream", f"{stream_name[:50]!r} is neither stdout nor stderr")
@@ -722,9 +733,7 @@ class HttpApi:
             if follow not in _BOOLS:
                 raise BadRequest(FOLLOW_PARAM, f"{follow[:50]!r} is not a boolean (true or false)")
             message.follow = follow in _TRUE
-            unknown = sorted(
-                set(q) - {"shard", "attempt", "since_line", "tail_bytes", "stream", FOLLOW_PARAM}
-            )
+            unknown = sorted(set(q) - set(FULL_LOGS_QUERY))
             if unknown:
                 raise BadRequest(unknown[0], "unknown query parameter")
             bounds.check(message)
@@ -804,7 +813,7 @@ class HttpApi:
             log.exception("HTTP POST %s failed", raw)
             return _problem(500, "internal error (see the node's log)", raw, "internal")
         assert isinstance(reply, Message)
-        return _ok(message_to_json(reply))
+        return _ok(render(reply))
 
     async def _merged(
         self,
@@ -823,6 +832,13 @@ class HttpApi:
         patch = data.get(merge.field, {})
         if not isinstance(patch, dict):
             raise BadRequest(merge.field, "must be a JSON object (a merge patch)")
+        # A patch no current value could make valid is refused before the read (on the leader a
+        # read is a Raft round): merged onto the defaults, every value is the patch's own, and
+        # merging onto a valid current value adds only valid ones, so this refuses exactly what
+        # the request built after the read would refuse (as a PUT's body is checked first).
+        target = ADMIN.methods_by_name[route.rpc].input_type.fields_by_name[merge.field].message_type
+        probe = {**data, merge.field: merge_patch({}, patch, target)}
+        build_request(route, params, dataclasses.replace(request, body=json.dumps(probe).encode()))
         read: Message = getattr(pb, ADMIN.methods_by_name[merge.rpc].input_type.name)()
         for param in route.params:
             setattr(read, param, params[route.field_of(param)])
@@ -860,7 +876,7 @@ class HttpApi:
                 sent = False
                 for item in _items(reply, stream.items):
                     key = "/".join(str(getattr(item, k)) for k in stream.key)
-                    data = json.dumps(message_to_json(item), ensure_ascii=False)
+                    data = self.rendered.text(item)
                     current[key] = data
                     if seen.get(key) != data:
                         sent = True

@@ -14,7 +14,16 @@ from typing import Any, Final
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
 from raftsched.rpc import routes
-from raftsched.rpc.http_api import ADMIN, FOLLOW_PARAM, STALE_PARAM, query_fields
+from raftsched.rpc.http_api import (
+    ADMIN,
+    FOLLOW_PARAM,
+    FULL_LOGS,
+    FULL_LOGS_INTS,
+    STALE_PARAM,
+    full_logs_maximum,
+    query_fields,
+)
+from raftsched.v1 import raftsched_pb2 as pb
 
 __all__ = ["build", "document_bytes", "render"]
 
@@ -202,6 +211,88 @@ PROBLEM_SCHEMA: Final = {
 }
 
 
+_PROBLEM_RESPONSE: Final = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def _full_logs() -> dict[str, Any]:
+    """The operation of :data:`raftsched.rpc.http_api.FULL_LOGS`, the one route outside the
+    route table (a byte stream of ``Logs.ReadLogs``, answered by ``HttpApi._logs``)."""
+    fields = pb.ReadLogsRequest.DESCRIPTOR.fields_by_name
+    params: list[dict[str, Any]] = [
+        {
+            "name": "run_id",
+            "in": "path",
+            "required": True,
+            "description": "sets the request's run_id",
+            "schema": {"type": "string", "minLength": 1},
+        }
+    ]
+    notes = {
+        "shard": "the shard (0: the first)",
+        "attempt": "the attempt (0: the shard's latest)",
+        "since_line": "the first line to send (1-based; 0 or 1: from the start)",
+        "tail_bytes": "only about the last this many bytes, from a line start (0: all)",
+    }
+    for name in FULL_LOGS_INTS:
+        assert name in fields  # the request's own fields
+        params.append(
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "description": notes[name],
+                "schema": {"type": "integer", "minimum": 0, "maximum": full_logs_maximum(name)},
+            }
+        )
+    params += [
+        {
+            "name": "stream",
+            "in": "query",
+            "required": False,
+            "description": "which output (stdout unless stderr)",
+            "schema": {"type": "string", "enum": ["stdout", "stderr"]},
+        },
+        {
+            "name": FOLLOW_PARAM,
+            "in": "query",
+            "required": False,
+            "description": "keep sending as the attempt writes, until it ends",
+            "schema": {"type": "boolean"},
+        },
+    ]
+    header = {"schema": {"type": "string"}}
+    return {
+        "operationId": "ReadLogs",
+        "summary": "An attempt's full log as text, streamed",
+        "description": "Calls the Logs RPC ReadLogs and answers its bytes as text/plain: the "
+        "executor's full file, or the stored tail when the executor cannot send it (the "
+        "X-Raftsched-Log-Source header says which; X-Raftsched-Log-Note why).",
+        "tags": ["runs"],
+        "parameters": params,
+        "responses": {
+            "200": {
+                "description": "OK",
+                "headers": {
+                    "X-Raftsched-Log-Source": {
+                        "description": "executor (the full file) or stored_tail (the run record's tail)",
+                        **header,
+                    },
+                    "X-Raftsched-Log-Note": {
+                        "description": "why the full log is not available (stored_tail)",
+                        **header,
+                    },
+                },
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            "307": {
+                "description": "this node follows: the same request on the leader (Location)",
+                "content": _PROBLEM_RESPONSE,
+            },
+            "default": {"description": "refused (RFC 9457 problem details)", "content": _PROBLEM_RESPONSE},
+        },
+    }
+
+
 def build() -> dict[str, Any]:
     """The document (a JSON-able dict); deterministic for a given route table and protos."""
     schemas = _Schemas()
@@ -292,6 +383,8 @@ def build() -> dict[str, Any]:
                 content = {JSON_TYPE: {"schema": schemas.message(target)}}
             op["requestBody"] = {"required": False, "content": content}
         paths.setdefault(routes.PREFIX + route.path, {})[route.method.lower()] = op
+        if route.path + ":full" == FULL_LOGS[1]:  # beside the stored tails' route
+            paths.setdefault(routes.PREFIX + FULL_LOGS[1], {})[FULL_LOGS[0].lower()] = _full_logs()
     components = dict(sorted(schemas.out.items()))
     components["Problem"] = PROBLEM_SCHEMA
     return {

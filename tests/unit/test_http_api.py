@@ -18,6 +18,8 @@ from raftsched.observability.listener import HttpListener, HttpRequest, HttpResp
 from raftsched.rpc import openapi, routes
 from raftsched.rpc.http_api import (
     ADMIN,
+    FULL_LOGS,
+    FULL_LOGS_QUERY,
     HTTP_STATUS,
     BadRequest,
     HttpApi,
@@ -306,6 +308,24 @@ def test_refusals_are_problem_documents() -> None:
     assert out.status == 404
 
 
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("shard=4294967296", "shard"),  # past uint32 (it raised ValueError: a 500)
+        ("attempt=99999999999", "attempt"),
+        ("tail_bytes=99999999999999999999", "tail_bytes"),  # 20 digits, past uint64
+        ("since_line=-1", "since_line"),
+        ("stream=both", "stream"),
+        ("follow=maybe", "follow"),
+        ("stale=true", "stale"),  # not a parameter of this route
+    ],
+)
+def test_full_log_query_parameters_out_of_range_are_refused(query: str, field: str) -> None:
+    api, _ = _api()
+    out, body = _get(api, f"/api/v1/runs/etl@1/logs:full?{query}")
+    assert (out.status, body["field"]) == (400, field)
+
+
 def test_every_answer_is_observed_with_its_rpc_and_status() -> None:
     api, _ = _api()
     seen: list[tuple[str, int, float]] = []
@@ -375,7 +395,11 @@ def test_openapi_document_is_valid_and_names_every_route() -> None:
     doc = json.loads(openapi.document_bytes())
     validate(doc)
     documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
-    assert documented == {(r.method, routes.PREFIX + r.path) for r in routes.ROUTES}
+    full_logs = (FULL_LOGS[0], routes.PREFIX + FULL_LOGS[1])
+    assert documented == {(r.method, routes.PREFIX + r.path) for r in routes.ROUTES} | {full_logs}
+    op = doc["paths"][full_logs[1]][full_logs[0].lower()]
+    assert [p["name"] for p in op["parameters"]] == ["run_id", *FULL_LOGS_QUERY]
+    assert set(op["responses"]["200"]["content"]) == {"text/plain"}
     for r in routes.ROUTES:
         op = doc["paths"][routes.PREFIX + r.path][r.method.lower()]
         names = {p["name"] for p in op["parameters"] if p["in"] != "header"}
@@ -517,6 +541,11 @@ def test_a_bad_patch_names_the_field(body: dict[str, Any], field: str) -> None:
     out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=json.dumps(body).encode())
     assert out.status == 400 and reply["field"] == field, reply
     assert not any(isinstance(seen[0], pb.UpdateTaskRequest) for seen in servicer.seen)
+    # Refused before the read (a Raft round on the leader), as after it, for a missing task too.
+    assert servicer.seen == []
+    out, missing = _get(api, "/api/v1/tasks/missing", method="PATCH", body=json.dumps(body).encode())
+    assert out.status == 400 and missing["field"] == field
+    assert missing["detail"] == reply["detail"].replace("etl-cron", "missing")
 
 
 def test_patch_refused_by_the_read_answers_as_the_read_does() -> None:
@@ -652,3 +681,15 @@ def test_a_flood_beyond_the_limit_is_refused_for_signed_and_token_calls_alike() 
         assert (problem["code"], problem["grpc_status"]) == ("resource_exhausted", "RESOURCE_EXHAUSTED")
     assert (first.status, second.status) == (200, 200)
     assert servicer.callers == ["admin", "webhook:orders"]
+
+
+def test_read_answers_are_cached_and_write_answers_are_not() -> None:
+    api, _ = _api()
+    first, body = _get(api, "/api/v1/tasks/etl-cron")
+    again, _ = _get(api, "/api/v1/tasks/etl-cron")
+    assert first.body == again.body and body["task"]["version"] == 7
+    assert len(api.rendered) == 1
+    patch = json.dumps({"spec": {"command": "secret-ish"}}).encode()
+    out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=patch)
+    assert out.status == 200 and reply["task"]["spec"]["command"] == "secret-ish"
+    assert len(api.rendered) == 1  # the PATCH's read is not rendered; its answer is not kept

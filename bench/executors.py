@@ -43,8 +43,9 @@ and the authorization table on every executor RPC (the dispatch stream verified 
 and reports by the verified-token cache).
 
 ``--keep-count N`` sets the cluster's ``[scheduler] history_keep_count`` (default 1000, which a
-short window never reaches) and makes the warm-up at least N + 1 seconds, so that the window runs
-with every task's history at its keep count and pruning active (the steady state).
+short window never reaches) and makes the warm-up at least N + ``PRUNE_BATCH`` + 1 seconds (75 s
+at 10), so that the window runs with every task's history past its keep count and its batched
+pruning going on (the steady state).
 
 Prints JSON with its provenance (and writes it with ``--json FILE``).
 """
@@ -72,6 +73,7 @@ from bench.common import (
 )
 from bench.noop_executor import Samples
 from raftsched.client import Client
+from raftsched.fsm.records import PRUNE_BATCH
 from raftsched.model import CronTrigger, Lock, LockMode, Overlap, TaskSpec
 from raftsched.security.tokens import new_token
 from raftsched.testing.cluster import LocalCluster, stop_processes
@@ -134,7 +136,7 @@ def run(
     keep_count: int = 0,
 ) -> dict[str, object]:
     if keep_count:
-        warmup = max(warmup, keep_count + 1.0)  # every task's history reaches its keep count first
+        warmup = max(warmup, keep_count + PRUNE_BATCH + 1.0)  # every task's history prunes in batches
     result: dict[str, object] = {
         "tasks": n_tasks,
         "executors": n_executors,
@@ -451,7 +453,7 @@ def main() -> int:
         "--keep-count",
         type=int,
         default=0,
-        help="[scheduler] history_keep_count of the cluster (0: its default); warm-up at least N + 1 s",
+        help="[scheduler] history_keep_count of the cluster (0: its default); warm-up at least N + 65 s",
     )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()

@@ -31,11 +31,12 @@ Sections (all measured in the same run, on the same machine, one after another):
 
 *Steady state.* The raftsched clusters of the ``cron``, ``fires`` and ``tick`` sections set
 ``[scheduler] history_keep_count`` to ``--keep-count`` (10 by default; 0 keeps the cluster's
-default of 1,000) and warm up at least keep count + 1 s before their window, so every task's
-history is at its keep count and the pruning of runs and fire records is active during the
-window. Pre-filling 1,000 runs per task would take hours; a small keep count prunes the same way
-(one prune per finished run and per fire), but the store it prunes is smaller than a real one at
-1,000, so its B-tree is shallower (optimistic).
+default of 1,000) and warm up at least keep count + ``PRUNE_BATCH`` + 1 s (75 s at 10) before
+their window, so every task's history has passed its keep count and the batched pruning of runs
+and fire records (each task in its own phase) goes on during the window as it does on a cluster
+that has run longer than its retention. Pre-filling 1,000 runs per task would take hours; a small
+keep count prunes the same way, but the store it prunes is smaller than a real one at 1,000, so
+its B-tree is shallower (optimistic).
 ``--tick`` sets ``[raft] auto_tick_period`` of the ``cron`` and ``fires`` clusters. (``once``,
 ``scale`` and ``failover`` keep their own configuration.)
 
@@ -64,6 +65,7 @@ from bench import executors, failover, fires, raw_pysyncobj, scale
 from bench.common import REPO, Json, Provenance, cpu_seconds, executor_data_dir, noop_cluster, percentiles
 from bench.noop_executor import Samples
 from raftsched.client import Client
+from raftsched.fsm.records import PRUNE_BATCH
 from raftsched.model import OnceTrigger, Overlap, TaskSpec
 from raftsched.testing.cluster import stop_processes, wait_until
 
@@ -95,8 +97,9 @@ def cluster_extra(keep_count: int, tick: float | None) -> str:
 
 
 def steady_warmup(warmup: float, keep_count: int) -> float:
-    """A warm-up long enough for every every-second task's history to reach its keep count."""
-    return max(warmup, keep_count + 1.0) if keep_count else warmup
+    """A warm-up long enough for every every-second task's history to pass its keep count and be
+    pruned in batches (:data:`raftsched.fsm.records.PRUNE_BATCH` past it, each task in its phase)."""
+    return max(warmup, keep_count + PRUNE_BATCH + 1.0) if keep_count else warmup
 
 
 def aps_version() -> str | None:
@@ -993,7 +996,7 @@ def main() -> int:
         "--keep-count",
         type=int,
         default=STEADY_KEEP_COUNT,
-        help="[scheduler] history_keep_count of the cron and fires clusters, warm-up at least N + 1 s so "
+        help="[scheduler] history_keep_count of the cron and fires clusters, warm-up at least N + 65 s so "
         f"the window runs at steady state (default {STEADY_KEEP_COUNT}; 0: the cluster default, 1000)",
     )
     ap.add_argument(

@@ -21,7 +21,16 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, wire
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Effect
-from raftsched.fsm.records import PRUNE_BATCH, BookHost, Retention, TaskState, armed, count_excess, keeps
+from raftsched.fsm.records import (
+    PRUNE_BATCH,
+    BookHost,
+    Retention,
+    TaskState,
+    armed,
+    count_excess,
+    keeps,
+    prune_phase,
+)
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import WorkflowBook, is_internal, is_trigger, split_internal
@@ -245,7 +254,7 @@ class FireBook:
         only while they have aged out, up to PRUNE_BATCH of them). Both decide from replicated
         counters and records, so replicas agree."""
         keep_count, keep_ms = keeps(self.host.retention, st.spec.keep_runs, st.spec.keep_for_ms)
-        excess = count_excess(st.kept_fires, keep_count)
+        excess = count_excess(st.kept_fires, keep_count, prune_phase(st.spec.name))
         age_check = st.fires_total % 64 == 0
         if not excess and not age_check:
             return

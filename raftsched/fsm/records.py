@@ -8,6 +8,7 @@ here rather than in either of them.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -27,20 +28,32 @@ AGE_PRUNE_EVERY = 16
 PRUNE_BATCH: Final = 64
 """History past a keep count is deleted in batches (commands of format
 :data:`raftsched.codec.BATCHED_PRUNE_FORMAT` and later): a task keeps between ``keep_count`` and
-``keep_count + PRUNE_BATCH`` finished runs and fire records, and when one more would pass that,
-the oldest go down to ``keep_count`` in one keys-only cursor pass. One pass of a few dozen
-deletions costs far less than one scan, parse and delete per finished run (issue 31, P4)."""
+``keep_count + PRUNE_BATCH - prune_phase(task)`` finished runs and fire records, and when one more
+would pass that, the oldest go down to ``keep_count`` in one keys-only cursor pass. One pass of a
+few dozen deletions costs far less than one scan, parse and delete per finished run (issue 31,
+P4)."""
 PRUNE_MAX: Final = 2 * PRUNE_BATCH
 """Most records one count-rule pass deletes, so a keep count lowered by far (or a task's own
 ``keep_runs``) is reached over several applies and one apply never stalls on the backlog."""
 
 
-def count_excess(kept: int, keep_count: int) -> int:
+def prune_phase(task: str) -> int:
+    """How much earlier than ``keep_count + PRUNE_BATCH`` a task's batches start, in
+    ``0 .. PRUNE_BATCH/2``: tasks created together (a bulk import of every-second tasks) would
+    otherwise all pass the same bound in the same second and prune together, one burst of tens of
+    thousands of deletions every 65 seconds. With a phase per task a task's batch comes every
+    ``PRUNE_BATCH + 1 - phase`` records, so the batches of tasks created together are spread from
+    the first one on. A function of the name alone (CRC-32), so every replica agrees."""
+    return zlib.crc32(task.encode()) % (PRUNE_BATCH // 2)
+
+
+def count_excess(kept: int, keep_count: int, phase: int = 0) -> int:
     """How many of the oldest records the count rule deletes now, with ``kept`` records kept:
-    none while ``kept <= keep_count + PRUNE_BATCH``, then down to ``keep_count`` (at most
-    :data:`PRUNE_MAX`). Computed from replicated counters only, so every replica deletes alike."""
+    none while ``kept <= keep_count + PRUNE_BATCH - phase``, then down to ``keep_count`` (at most
+    :data:`PRUNE_MAX`; ``phase`` from :func:`prune_phase`). Computed from replicated counters and
+    the task's name only, so every replica deletes alike."""
     over = kept - keep_count
-    return min(over, PRUNE_MAX) if over > PRUNE_BATCH else 0
+    return min(over, PRUNE_MAX) if over > PRUNE_BATCH - phase else 0
 
 
 @dataclass(frozen=True, slots=True)

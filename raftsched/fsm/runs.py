@@ -30,6 +30,7 @@ from raftsched.fsm.records import (
     count_excess,
     keeps,
     pending_shards,
+    prune_phase,
 )
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
@@ -919,7 +920,7 @@ class RunBook:
         ``active`` (nor ``finishing``) is finished. The age rule on every AGE_PRUNE_EVERY-th
         finish, parsing the oldest finished run (and the next only while they have aged out)."""
         keep_count, keep_ms = keeps(self.host.retention, st.spec.keep_runs, st.spec.keep_for_ms)
-        excess = count_excess(st.kept_runs, keep_count)
+        excess = count_excess(st.kept_runs, keep_count, prune_phase(st.spec.name))
         age_check = st.kept_runs % AGE_PRUNE_EVERY == 0
         if not excess and not age_check:
             return

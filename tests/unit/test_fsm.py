@@ -16,7 +16,7 @@ from raftsched import codec
 from raftsched.errors import SnapshotFormatError
 from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, TaskArmed
-from raftsched.fsm.records import PRUNE_BATCH, Retention
+from raftsched.fsm.records import PRUNE_BATCH, Retention, count_excess, prune_phase
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
 from raftsched.model import IntervalTrigger, ManualTrigger, Overlap, TaskSpec
@@ -776,12 +776,12 @@ def test_retention_by_count_keeps_the_newest_records_and_runs() -> None:
 
 
 def test_retention_by_count_prunes_in_batches_down_to_the_keep_count() -> None:
-    """From BATCHED_PRUNE_FORMAT: up to PRUNE_BATCH records past the keep count are kept; one
-    more, and the oldest go down to the keep count at once."""
+    """From BATCHED_PRUNE_FORMAT: up to PRUNE_BATCH records (less the task's phase) past the keep
+    count are kept; one more, and the oldest go down to the keep count at once."""
     keep = Retention(keep_count=3)
     a = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
     b = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
-    full = 3 + PRUNE_BATCH  # the most kept
+    full = 3 + PRUNE_BATCH - prune_phase("t")  # the most kept
     for state in (a, b):
         _many_fires(state, full, finish=True)
     assert a.snapshot() == b.snapshot()
@@ -795,6 +795,30 @@ def test_retention_by_count_prunes_in_batches_down_to_the_keep_count() -> None:
     assert [r.nominal_ms for r in runs_of(a, "t")] == want
     rec = record(a, "t")
     assert (rec.kept_fires, rec.kept_runs, rec.fires_total, rec.runs_total) == (5, 5, full + 3, full + 3)
+
+
+def test_tasks_created_together_do_not_prune_together() -> None:
+    """A bulk import of every-second tasks gains one record per task per second; without a
+    per-task phase every task would pass keep_count + PRUNE_BATCH in the same second and delete
+    its batch in the same apply (a burst every 65 s). Each task's batches come at its own period."""
+    keep = 10
+    names = [f"import-{i}" for i in range(1000)]
+    kept = dict.fromkeys(names, 0)
+    most_at_once = 0
+    for _second in range(400):
+        pruning = 0
+        for name in names:
+            kept[name] += 1
+            excess = count_excess(kept[name], keep, prune_phase(name))
+            if excess:
+                pruning += 1
+                kept[name] -= excess
+                assert kept[name] == keep
+            assert kept[name] <= keep + PRUNE_BATCH
+        most_at_once = max(most_at_once, pruning)
+    # Without the phase: all 1,000 at second 65, 130, ...; with it, at most about an eighth.
+    assert most_at_once <= len(names) // 5, most_at_once
+    assert len({prune_phase(n) for n in names}) == PRUNE_BATCH // 2
 
 
 def _many_fires_from(state: SchedulerState, first: int, last: int) -> None:
@@ -839,7 +863,8 @@ def test_stuck_runs_do_not_stop_finished_runs_from_being_pruned() -> None:
     # the unfinished runs (told from their keys) to the finished ones.
     keep = Retention(keep_count=3)
     state = with_task(TaskSpec("t", EVERY_SECOND, overlap=Overlap.ALLOW, command="true"), retention=keep)
-    last = 10 + 3 + PRUNE_BATCH + 1 + 2  # the batch prune at finish 3 + PRUNE_BATCH + 1, then 2 more
+    # The batch prune at finish 3 + PRUNE_BATCH - phase + 1, then 2 more.
+    last = 10 + 3 + PRUNE_BATCH - prune_phase("t") + 1 + 2
     for i in range(1, last + 1):
         apply(state, tick("t", 1, T0 + i * S))
         if i > 10:  # runs +1s .. +10s never finish

@@ -5,7 +5,7 @@ runs; pruning stays in apply (leader time), so replicas agree byte for byte."""
 from __future__ import annotations
 
 from raftsched.fsm import keys
-from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention
+from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention, prune_phase
 from raftsched.fsm.state import SchedulerState
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as pb
@@ -52,21 +52,26 @@ def _two(*specs: TaskSpec) -> tuple[SchedulerState, SchedulerState]:
 
 
 def test_keep_runs_overrides_the_cluster_count_for_that_task_only() -> None:
-    # Each keeps between its count and PRUNE_BATCH more: "own" at most 5 + PRUNE_BATCH, then
-    # down to 5; "default" the cluster's 3 + PRUNE_BATCH, then down to 3.
+    # Each keeps between its count and PRUNE_BATCH (less its phase) more: "own" at most
+    # 5 + PRUNE_BATCH - phase, then down to 5; "default" the cluster's 3 + PRUNE_BATCH - phase,
+    # then down to 3.
     own = TaskSpec("own", EVERY, command="x", overlap=Overlap.ALLOW, keep_runs=5)
     default = TaskSpec("default", EVERY, command="x", overlap=Overlap.ALLOW)
     a, b = _two(own, default)
-    n = 5 + PRUNE_BATCH + 1
+    own_most = 5 + PRUNE_BATCH - prune_phase("own")
+    default_most = 3 + PRUNE_BATCH - prune_phase("default")
+    n = own_most + 1
+    since = n - (default_most + 1)  # "default" prunes this many finishes before "own"
+    assert 0 < since < PRUNE_BATCH - prune_phase("default")  # and only once
     for state in (a, b):
         most_own = _finish(state, "own", n)
         most_default = _finish(state, "default", n)
-        assert (most_own, most_default) == (5 + PRUNE_BATCH, 3 + PRUNE_BATCH)
+        assert (most_own, most_default) == (own_most, default_most)
     assert a.snapshot() == b.snapshot()
     assert [r.nominal_ms for r in runs_of(a, "own")] == [T0 + i * S for i in range(n - 4, n + 1)]
     assert len(fires_of(a, "own")) == 5 and record(a, "own").kept_runs == 5
-    # "default" went down to 3 at its finish 3 + PRUNE_BATCH + 1, and kept the last two since.
-    assert len(runs_of(a, "default")) == 5 and len(fires_of(a, "default")) == 5
+    # "default" went down to 3 at its finish default_most + 1, and kept those since.
+    assert len(runs_of(a, "default")) == 3 + since and len(fires_of(a, "default")) == 3 + since
 
 
 def test_keep_for_alone_keeps_that_age_whatever_the_count_and_keeps_up() -> None:
@@ -91,14 +96,15 @@ def test_a_workflows_keeps_apply_to_its_runs_and_its_task_runs() -> None:
     spec = pb.WorkflowSpec(name="etl", keep_runs=4)
     spec.tasks.add(name="only", command="x", priority=5)
     assert apply_wf(state, spec).ok
-    runs = 4 + PRUNE_BATCH + 3
+    runs = 4 + PRUNE_BATCH - prune_phase("etl#only") + 3
     for i in range(runs):
         now = T0 + i * 60 * S
         wr = start(state, now=now, logical=now)
         assert complete(state, wr.run_id, "only", now=now + S).ok
     lo, hi = keys.per_task_prefix(keys.WORKFLOW_RUN, "etl"), keys.per_task_end(keys.WORKFLOW_RUN, "etl")
     assert len(list(state.store.scan(lo, hi))) == 4  # not the cluster's 3
-    # The task runs are pruned in batches: down to 4 at the 4 + PRUNE_BATCH + 1-th, then 2 more.
+    # The task runs are pruned in batches: down to 4 at the 4 + PRUNE_BATCH - phase + 1-th, then
+    # 2 more.
     assert len(runs_of(state, "etl#only")) == 6
 
 

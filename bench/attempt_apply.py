@@ -45,7 +45,7 @@ from bench.common import Provenance
 from raftsched import codec
 from raftsched.alerts.config import StartDelayConfig
 from raftsched.alerts.monitor import StartDelays
-from raftsched.fsm import keys, wire
+from raftsched.fsm import keys, timeline, wire
 from raftsched.fsm.effects import AttemptReady, Effect
 from raftsched.fsm.executors import MAX_EXECUTOR_SLOTS
 from raftsched.fsm.records import Retention
@@ -540,7 +540,9 @@ def check_equivalence(tasks: int, seconds: int, executors: int, batch: int, base
     if sorted(ref_runs) != sorted(proto_runs):
         problems.append(f"finished runs: {len(proto_runs)} stored, today {len(ref_runs)}")
     for key in sorted(set(ref_runs) & set(proto_runs)):
-        want, got = pb.Run.FromString(ref_runs[key]), pb.Run.FromString(proto_runs[key])
+        # Today's run as a read shows it (its derived timeline entries filled in, stored state
+        # format 3), against the prototype's record.
+        want, got = timeline.expand(pb.Run.FromString(ref_runs[key])), pb.Run.FromString(proto_runs[key])
         extra = cpb.HotRunExtra.FromString(proto_runs[key]).shards
         started = [e for e in want.timeline if e.event == "started"]
         succeeded = [e for e in want.timeline if e.event == "succeeded"]

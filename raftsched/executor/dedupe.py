@@ -131,14 +131,6 @@ def _encode(record: ExecutionRecord) -> bytes:
     return _encode_done(record.result)
 
 
-def _encode_v1(record: ExecutionRecord) -> bytes:
-    """Format 1 (JSON), as earlier releases wrote it: only tests write it now (an old log)."""
-    data: dict[str, object] = {"v": _JSON_VERSION, "state": record.state.value}
-    if record.result is not None:
-        data["result"] = record.result.to_json_dict()
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
 class NewerFormat(ValueError):
     """An entry written by a newer release: not damage (an upgrade reads it)."""
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import grpc
 
-from raftsched.errors import PermissionDenied, RaftschedError, Unauthenticated
+from raftsched.errors import PermissionDenied, RaftschedError, Unauthenticated, Unavailable
 from raftsched.security.auth import ANONYMOUS, Permission, Principal, Role, principal_from_cert
 from raftsched.security.tokens import TokenVerifier
 
@@ -302,6 +302,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             )
             self.refusals.refused(status, method, peer, str(exc))
             await _abort(context, exc, status)
+        except Unavailable as exc:  # a follower that has not applied the token yet: retry elsewhere
+            await _abort(context, exc, grpc.StatusCode.UNAVAILABLE)
         return Caller(principal, method, peer, target_of(request))
 
     def _wrap(

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import grpc
 
-from raftsched.errors import InvalidSpec, Unauthenticated
+from raftsched.errors import InvalidSpec, Unauthenticated, Unavailable
 from raftsched.security.auth import ALL_NAMESPACES, DEFAULT_NAMESPACE, Principal, Role
 from raftsched.v1 import log_pb2 as logpb
 
@@ -160,6 +160,11 @@ class TokenVerifier:
     so a new cluster is usable at once; from then on its record decides (revoking it works).
     ``last_used`` maps token id to the last time this node accepted it. :meth:`check` runs
     scrypt: call it off the event loop.
+
+    ``leads()`` (if given) says whether this node leads. A follower may not have applied a token
+    created moments ago (its creation was acknowledged once the leader applied it): there an
+    unknown token is :class:`Unavailable` ("not known here yet; retry"), which the SDK retries on
+    the next node, and only the leader answers :class:`Unauthenticated` for it.
     """
 
     def __init__(
@@ -167,9 +172,11 @@ class TokenVerifier:
         lookup: Callable[[str], logpb.TokenRecord | None],
         now_ms: Callable[[], int],
         bootstrap: str | None = None,
+        leads: Callable[[], bool] | None = None,
     ) -> None:
         self._lookup = lookup
         self._now_ms = now_ms
+        self._leads = leads
         self._bootstrap_id, self._bootstrap = (
             ("", b"") if not bootstrap else (token_id(bootstrap), bootstrap.encode())
         )
@@ -198,6 +205,11 @@ class TokenVerifier:
     def _current(self, tid: str) -> logpb.TokenRecord:
         rec = self._lookup(tid)
         if rec is None:
+            if self._leads is not None and not self._leads():
+                raise Unavailable(
+                    f"token {tid} is not known to this node yet (a follower: a token created moments"
+                    " ago may not have reached it); retry, or ask the leader"
+                )
             raise Unauthenticated(f"unknown token {tid}")
         if rec.info.revoked:
             raise Unauthenticated(f"token {tid} was revoked")

@@ -276,7 +276,12 @@ class Node:
                 self._bootstrap_token = read_token_file(config.auth.bootstrap_token_file)
             except InvalidSpec as exc:
                 raise ConfigError(config.source, [f"auth.bootstrap_token_file: {exc.reason}"]) from None
-        self.tokens = TokenVerifier(self.state.access.get, self.clock.now_ms, self._bootstrap_token)
+        self.tokens = TokenVerifier(
+            self.state.access.get,
+            self.clock.now_ms,
+            self._bootstrap_token,
+            leads=lambda: self.consensus is not None and self.consensus.is_leader(),
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 

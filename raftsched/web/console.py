@@ -43,7 +43,7 @@ from raftsched.abc import Clock
 from raftsched.client import Client
 from raftsched.config.types import ClusterConfig
 from raftsched.config.values import is_loopback
-from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated
+from raftsched.errors import NotFound, PermissionDenied, RaftschedError, Unauthenticated, Unavailable
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.readinfo import ReadInfo
 from raftsched.security.auth import ANONYMOUS, Principal
@@ -354,6 +354,8 @@ class Console:
         except Unauthenticated as exc:
             log.info("console session of %s ended: %s", _principal_id(session), exc)
             self.sessions.drop(session.sid)
+            return None
+        except Unavailable:  # a follower that has not applied the token yet: not signed in here
             return None
         return session.principal
 

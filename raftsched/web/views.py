@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from raftsched.display import duration_text, enum_name, iso, schedule_text
-from raftsched.errors import InvalidSpec, NotFound, RaftschedError, Unauthenticated
+from raftsched.errors import InvalidSpec, NotFound, RaftschedError, Unauthenticated, Unavailable
 from raftsched.explain import sla_details, workflow_sla_details
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web import crossflow
@@ -169,6 +169,9 @@ def login(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
         principal = ctx.console.node.tokens.check(token)
     except Unauthenticated as exc:
         return View("login.html", {"next": back, "error": f"sign-in refused: {exc}"}, 401, "Sign in")
+    except Unavailable as exc:  # a follower that has not applied the token yet
+        error = f"sign-in not possible here yet: {exc}"
+        return View("login.html", {"next": back, "error": error}, 503, "Sign in")
     session = ctx.console.sessions.sign_in(ctx.session, token, principal)
     ctx.extra["new_session"] = session
     return Redirect(back, ("ok", f"signed in as {principal.id} ({principal.role})"))

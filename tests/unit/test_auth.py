@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from raftsched import codec
 from raftsched.config.load import parse_config
-from raftsched.errors import ConfigError, InvalidSpec, PermissionDenied, Unauthenticated
+from raftsched.errors import ConfigError, InvalidSpec, PermissionDenied, Unauthenticated, Unavailable
 from raftsched.fsm import keys
 from raftsched.fsm.access import audit_records
 from raftsched.fsm.effects import AttemptReady
@@ -202,6 +202,24 @@ def test_verifier_runs_scrypt_once_and_sees_revocation_and_expiry_every_call() -
     del records[tid]
     with pytest.raises(Unauthenticated, match="unknown token"):
         v.check(tok)
+
+
+def test_a_follower_says_retry_for_a_token_it_has_not_applied_yet() -> None:
+    """A token is handed out once the leader applied its creation; a follower may not have yet.
+    There the token is "not known here yet" (UNAVAILABLE, which the SDK retries on the next
+    node), not "unknown" (UNAUTHENTICATED, final); the leader's answer stays final."""
+    records: dict[str, logpb.TokenRecord] = {}
+    leading = [False]
+    v = TokenVerifier(records.get, Clock(), leads=lambda: leading[0])
+    tok = new_token()
+    with pytest.raises(Unavailable, match="not known to this node yet"):
+        v.check(tok)
+    leading[0] = True
+    with pytest.raises(Unauthenticated, match="unknown token"):
+        v.check(tok)
+    leading[0] = False
+    records[token_id(tok)] = _record(tok)
+    assert v.check(tok).role == Role.VIEWER  # applied here now: accepted on the follower too
 
 
 def test_bootstrap_token_stands_in_until_its_record_exists() -> None:

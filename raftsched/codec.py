@@ -97,9 +97,12 @@ SNAPSHOT_FORMAT = 3
 
 3: a task's hot counters (watermark, next fire, active runs, fire and run totals, kept counts)
 are stored per command in ``tc/`` TaskCounters records and replayed over the TaskRecords on
-load (raftsched.fsm.tasks); a TaskRecord is re-put only when another field changes. A format-2
-state has no such records and every TaskRecord current: it loads as it is (no migration step).
-An older build refuses a format-3 state (its TaskRecords' counters may be behind)."""
+load (raftsched.fsm.tasks); a TaskRecord is re-put only when another field changes. A hot
+single-shard run keeps its ``assigned``/``started``/outcome timeline entries as fields
+(``Run.timeline_derived``, raftsched.fsm.timeline). A format-2 state has no counter records and
+every TaskRecord current; its runs are migrated on load (``RunBook.migrate_timelines``: each run
+stored in the form this build stores it). An older build refuses a format-3 state (its
+TaskRecords' counters may be behind, its timelines derived)."""
 # Command bodies a format-1 node does not know (it would record them as rejected).
 _BODY_FORMAT = {
     body: 2

@@ -157,8 +157,10 @@ def test_a_task_versions_spec_is_parsed_once_and_a_new_version_brings_its_own(
     assert dispatch(state, d, "t", 1, T0 + 2 * S).command == "echo v1"
     assert parsed == [("t", 1)]  # the second dispatch used the parsed spec
     assert update(state, spec(command="echo v2"), now=T0 + 2 * S).ok
-    assert dispatch(state, d, "t", 2, T0 + 3 * S).command == "echo v2"
+    v2 = dispatch(state, d, "t", 2, T0 + 3 * S)
+    assert v2.command == "echo v2"
     assert parsed[1:] == [("t", 2)]
+    assert v2.task_version == 2  # the executor parses params once per task version
 
 
 def test_a_task_created_again_under_its_name_is_not_served_its_old_spec() -> None:

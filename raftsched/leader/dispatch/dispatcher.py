@@ -343,6 +343,7 @@ class Dispatcher:
             shard=eff.shard,
             attempt=eff.attempt,
             epoch=t.epoch,
+            task_version=version,  # the executor parses params once per task version
             **fields,  # the spec's: shards, command, handler, params, timeout, runner
         )
         if run is not None:

@@ -189,8 +189,10 @@ class TaskBook:
             st = tasks.get(name)
             if st is not None:
                 store.put(keys.task_key(name), st.record_bytes())
-        for key in [k for k, _ in store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END)]:
-            store.delete(key)
+        lo, hi = keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END
+        while stale := store.scan_keys(lo, hi, limit=CHECKPOINT_EVERY):  # keys only: no record read
+            for key in stale:
+                store.delete(key)
         self.last_key = b""
         self.since_checkpoint.clear()
 

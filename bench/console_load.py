@@ -111,46 +111,17 @@ class Loader(threading.Thread):
 class ApiLoader(Loader):
     """An HTTP/JSON API client: one kept-alive connection, :data:`API_CALLS` back to back."""
 
-    def run(self) -> None:
-        i = 0
-        conn: http.client.HTTPConnection | None = None
-        while not self.stop.is_set():
-            path = API_CALLS[i % len(API_CALLS)]
-            i += 1
-            started = time.perf_counter()
-            try:
-                if conn is None:
-                    conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
-                conn.request("GET", path)
-                response = conn.getresponse()
-                response.read()
-                if response.status != 200:
-                    self.errors += 1
-            except (OSError, http.client.HTTPException):
-                self.errors += 1
-                if conn is not None:
-                    conn.close()
-                conn = None
-            self.latencies.append(time.perf_counter() - started)
-            self.by_path.setdefault(path, []).append(self.latencies[-1])
-            if self.pace_s:
-                self.stop.wait(self.pace_s)
-        if conn is not None:
-            conn.close()
+    record_paths = True  # latencies by path too
 
-
-class PausedApiLoader(ApiLoader):
-    """An :class:`ApiLoader` that calls only while ``go`` is set (its connection stays open)."""
-
-    def __init__(self, address: str, go: threading.Event) -> None:
-        super().__init__(address)
-        self.go = go
+    def may_call(self) -> bool:
+        """Whether to make the next call now (False: ask again)."""
+        return True
 
     def run(self) -> None:
         i = 0
         conn: http.client.HTTPConnection | None = None
         while not self.stop.is_set():
-            if not self.go.wait(0.1):
+            if not self.may_call():
                 continue
             path = API_CALLS[i % len(API_CALLS)]
             i += 1
@@ -169,8 +140,25 @@ class PausedApiLoader(ApiLoader):
                     conn.close()
                 conn = None
             self.latencies.append(time.perf_counter() - started)
+            if self.record_paths:
+                self.by_path.setdefault(path, []).append(self.latencies[-1])
+            if self.pace_s:
+                self.stop.wait(self.pace_s)
         if conn is not None:
             conn.close()
+
+
+class PausedApiLoader(ApiLoader):
+    """An :class:`ApiLoader` that calls only while ``go`` is set (its connection stays open)."""
+
+    record_paths = False
+
+    def __init__(self, address: str, go: threading.Event) -> None:
+        super().__init__(address)
+        self.go = go
+
+    def may_call(self) -> bool:
+        return self.go.wait(0.1)
 
 
 def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, seconds: int) -> dict[str, Any]:

@@ -57,9 +57,25 @@ class _CountingLog(LmdbExecutionLog):
 
     def update(self, items: list[tuple[str, bytes, bool]], at_ms: int = 0) -> None:
         super().update(items, at_ms)
-        self.finished += sum(1 for _, _, settled in items if not settled)
+        self._count(sum(1 for _, _, settled in items if not settled))
+
+    def insert_many(self, items: list[tuple[str, bytes]]) -> list[tuple[bytes, bool] | None]:
+        found = super().insert_many(items)
+        # The agent's finish records (one per batch of results): count their rows.
+        self._count(sum(_finish_rows(key, value) for key, value in items))
+        return found
+
+    def _count(self, finished: int) -> None:
+        self.finished += finished
         if self.finished >= self.expected:
             self.all_done.set()
+
+
+def _finish_rows(key: str, value: bytes) -> int:
+    """The rows of a finish record (0 for any other entry)."""
+    if not key.startswith("\x01f"):
+        return 0
+    return int.from_bytes(value[2:6], "little")
 
 
 class _HeldReports(MemoryTransport):

@@ -276,6 +276,12 @@ class ExecutionLog(Protocol):
         """Every unsettled ``(key, value)``."""
         ...
 
+    def items(self) -> list[tuple[str, bytes, bool]]:
+        """Every ``(key, value, settled)``, in insertion order (read once, when a log is opened:
+        batch records name their execution ids in their values, so the dedupe index is rebuilt
+        from them)."""
+        ...
+
     def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
         """Delete up to ``limit`` (>= 1) keys settled at or before ``cutoff_ms``, longest-settled
         first (then in insertion order), in one transaction; return them. Unsettled keys are

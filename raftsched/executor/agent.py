@@ -373,9 +373,9 @@ class Executor:
             # No fsync per begin/finish on the event loop (two per attempt capped an executor near
             # 1,500 attempts/s, measured by bench/executors.py): LMDB commits survive a killed
             # process without it; a flusher fsyncs every second against power loss.
-            self._log = DedupeLog.open(self.data_dir, sync=False, map_size=self.map_size)
+            self._log = DedupeLog.open(self.data_dir, sync=False, map_size=self.map_size, batched=True)
         else:
-            self._log = DedupeLog(self._store)
+            self._log = DedupeLog(self._store, batched=True)
         for result in self._log.recover():
             log.warning(
                 "%s: %s was interrupted by a restart; reporting it failed",

@@ -205,6 +205,16 @@ class LmdbExecutionLog:
                 out.append((raw.decode("utf-8"), stored[INDEX.size :]))
         return out
 
+    def items(self) -> list[tuple[str, bytes, bool]]:
+        """Every ``(key, value, settled)``, in insertion order, in one read transaction."""
+        out: list[tuple[str, bytes, bool]] = []
+        with self._live().begin(write=False, buffers=False) as txn:
+            unsettled = {seq for seq, _ in txn.cursor(self._unsettled)}
+            for seq, raw in txn.cursor(self._order):
+                stored: bytes = txn.get(raw, db=self._entries)
+                out.append((raw.decode("utf-8"), stored[INDEX.size :], seq not in unsettled))
+        return out
+
     def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
         """Delete up to ``limit`` keys settled at or before ``cutoff_ms``, longest-settled first;
         return them. Unsettled keys are never deleted. One transaction, so ``limit`` bounds how

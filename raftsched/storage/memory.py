@@ -169,6 +169,11 @@ class MemoryExecutionLog:
             self._live()
             return [(key, value) for key, (value, settled) in self._entries.items() if not settled]
 
+    def items(self) -> list[tuple[str, bytes, bool]]:
+        with self._lock:
+            self._live()
+            return [(key, value, settled) for key, (value, settled) in self._entries.items()]
+
     def prune_settled_before(self, cutoff_ms: int, limit: int) -> list[str]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")

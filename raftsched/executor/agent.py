@@ -295,6 +295,9 @@ class Executor:
         self._hb_sent_at: float | None = None  # loop time of the heartbeat in flight (None: answered)
         self._next_target: str | None = None  # the leader the watch found: register there next
         self._started_ids: set[str] = set()  # running attempts that have started
+        # Started since the last heartbeat, for a partial one (only to a leader that takes them).
+        self._started_since: list[str] = []
+        self._partial_ok = False  # the leader we registered with takes partial heartbeats
         # Dispatch streams opened so far, and the one each running attempt was last sent on: an
         # attempt starts only while the stream it came on (or re-came on) is the open one.
         self._stream_gen = 0
@@ -487,6 +490,7 @@ class Executor:
             self._max_epoch = max(self._max_epoch, reply.epoch)
             self._clock_sample(reply.leader_now_ms, sent)
             self.health_drained = reply.health_drained  # its own drain survives a restart
+            self._partial_ok = reply.partial_heartbeats  # an older leader leaves it false
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
             self._lease_s = max(0.1, reply.lease_ms / 1000)
             # A leader that does not answer within a third of the lease is treated as gone: we
@@ -850,6 +854,7 @@ class Executor:
                 )
             self.started += 1
             self._started_ids.add(item.execution_id)
+            self._started_since.append(item.execution_id)
             if self._hb_wake is not None:
                 self._hb_wake.set()  # tell the leader now: a loss from here on is a try
             late = max(0, self.clock.now_ms() - item.nominal_ms)
@@ -1060,8 +1065,29 @@ class Executor:
             await asyncio.sleep(1.0)
             await asyncio.to_thread(self._log.flush)
 
-    def _heartbeat_request(self) -> pb.HeartbeatRequest:
+    def _heartbeat_request(self, partial: bool = False) -> pb.HeartbeatRequest:
+        """A full heartbeat: every attempt held here. ``partial``: only those started since the
+        previous heartbeat (a leader that takes them renews those and learns they started;
+        the full one, every heartbeat interval, renews the rest): a start no longer costs a
+        list of every open id on both sides."""
         assert self._log is not None
+        if partial:
+            since, self._started_since = self._started_since, []
+            running = self._running
+            request = pb.HeartbeatRequest(
+                name=self.name,
+                running=since,
+                free_slots=max(0, self.slots - len(running)),
+                started=since,
+                reports_started=True,
+                finished=[e for e in since if e not in running],
+                disk_used=self.disk_used,
+                log_used=self.log_used,
+                partial=True,
+            )
+            if self.clock_offset_ms is not None:
+                request.clock_offset_ms = self.clock_offset_ms
+            return request
         # Finished attempts whose report is not acknowledged yet keep their leases too, or a
         # slow report would turn a success into a lost attempt and a retry.
         done = self._log.pending_ids()
@@ -1151,12 +1177,20 @@ class Executor:
 
     async def _heartbeats(self, target: str) -> None:
         loop = asyncio.get_running_loop()
+        full_at: float | None = None  # loop time of the last full heartbeat to ``target``
+        woken = False
         while True:
             sent = self.clock.monotonic()
-            self._hb_sent_at = loop.time()
+            self._hb_sent_at = now = loop.time()
+            # Full every heartbeat interval (and first); an early one, woken by starts, partial
+            # where the leader takes it.
+            partial = woken and self._partial_ok and full_at is not None and now - full_at < self._heartbeat_s
+            if not partial:
+                full_at = now
+                self._started_since = []  # the full one lists them
             try:
                 reply = await self.transport.heartbeat(
-                    target, self._heartbeat_request(), timeout_s=self._rpc_timeout_s
+                    target, self._heartbeat_request(partial), timeout_s=self._rpc_timeout_s
                 )
             finally:
                 self._hb_sent_at = None
@@ -1171,6 +1205,7 @@ class Executor:
             wake = self._hb_wake
             assert wake is not None
             await wait_event(wake, self._heartbeat_s - gap)
+            woken = wake.is_set()
             wake.clear()
 
     async def _watch(self, target: str) -> None:

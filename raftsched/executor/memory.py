@@ -171,10 +171,18 @@ class LoopbackEndpoint:
             await endpoint.until(lambda: len(endpoint.reports) == 1)
     """
 
-    def __init__(self, *, epoch: int = 1, lease_ms: int = 2000, heartbeat_ms: int = 100) -> None:
+    def __init__(
+        self,
+        *,
+        epoch: int = 1,
+        lease_ms: int = 2000,
+        heartbeat_ms: int = 100,
+        partial_heartbeats: bool = False,
+    ) -> None:
         self.epoch = epoch
         self.lease_ms = lease_ms
         self.heartbeat_ms = heartbeat_ms
+        self.partial_heartbeats = partial_heartbeats  # answer as a leader that takes partial ones
         self.registered: list[pb.RegisterRequest] = []
         self.heartbeats: list[pb.HeartbeatRequest] = []
         self.reports: list[pb.ExecResult] = []
@@ -190,7 +198,12 @@ class LoopbackEndpoint:
     def register(self, target: str, request: pb.RegisterRequest) -> pb.RegisterReply:
         self.registered.append(request)
         self._touch()
-        return pb.RegisterReply(epoch=self.epoch, lease_ms=self.lease_ms, heartbeat_ms=self.heartbeat_ms)
+        return pb.RegisterReply(
+            epoch=self.epoch,
+            lease_ms=self.lease_ms,
+            heartbeat_ms=self.heartbeat_ms,
+            partial_heartbeats=self.partial_heartbeats,
+        )
 
     def open_stream(self, stream: MemoryStream) -> None:
         self.streams[stream.name] = stream

@@ -92,6 +92,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             heartbeat_ms=s.heartbeat_ms,
             leader_now_ms=self.hub.node.gate.clock_ms(),
             health_drained=d.health_drained(request.name),
+            partial_heartbeats=True,
         )
 
     async def Dispatch(
@@ -175,7 +176,14 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         self.hub.require_leader()
         d = self.hub.dispatcher
         started = request.started if request.reports_started else None
-        ok = d.heartbeat(request.name, request.running, self.hub.now_ms(), started, request.finished)
+        ok = d.heartbeat(
+            request.name,
+            request.running,
+            self.hub.now_ms(),
+            started,
+            request.finished,
+            partial=request.partial,
+        )
         if ok:
             d.executor_report(request.name, executor_health(request))
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.hub.node.gate.clock_ms())

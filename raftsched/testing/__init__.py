@@ -249,6 +249,7 @@ class _SimEndpoint:
             heartbeat_ms=s.heartbeat_ms,
             leader_now_ms=self.sim.now(node.node_id),
             health_drained=d.health_drained(request.name),
+            partial_heartbeats=True,
         )
 
     def open_stream(self, stream: MemoryStream) -> None:
@@ -276,7 +277,9 @@ class _SimEndpoint:
         node = self._node(target)
         d = node.dispatcher
         started = request.started if request.reports_started else None
-        ok = d.heartbeat(request.name, request.running, self._now(node), started, request.finished)
+        ok = d.heartbeat(
+            request.name, request.running, self._now(node), started, request.finished, partial=request.partial
+        )
         if ok:
             d.executor_report(request.name, executor_health(request))
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.sim.now(node.node_id))

@@ -1055,18 +1055,20 @@ class RegisterRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("epoch", "lease_ms", "heartbeat_ms", "leader_now_ms", "health_drained")
+    __slots__ = ("epoch", "lease_ms", "heartbeat_ms", "leader_now_ms", "health_drained", "partial_heartbeats")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_DRAINED_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     lease_ms: int
     heartbeat_ms: int
     leader_now_ms: int
     health_drained: bool
-    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ..., health_drained: _Optional[bool] = ...) -> None: ...
+    partial_heartbeats: bool
+    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ..., health_drained: _Optional[bool] = ..., partial_heartbeats: _Optional[bool] = ...) -> None: ...
 
 class DispatchRequest(_message.Message):
     __slots__ = ("name", "log_channel")
@@ -1130,7 +1132,7 @@ class WorkBatch(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running", "free_slots", "started", "reports_started", "finished", "clock_offset_ms", "disk_used", "log_used")
+    __slots__ = ("name", "running", "free_slots", "started", "reports_started", "finished", "clock_offset_ms", "disk_used", "log_used", "partial")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
@@ -1140,6 +1142,7 @@ class HeartbeatRequest(_message.Message):
     CLOCK_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
     DISK_USED_FIELD_NUMBER: _ClassVar[int]
     LOG_USED_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     running: _containers.RepeatedScalarFieldContainer[str]
     free_slots: int
@@ -1149,7 +1152,8 @@ class HeartbeatRequest(_message.Message):
     clock_offset_ms: int
     disk_used: float
     log_used: float
-    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ..., finished: _Optional[_Iterable[str]] = ..., clock_offset_ms: _Optional[int] = ..., disk_used: _Optional[float] = ..., log_used: _Optional[float] = ...) -> None: ...
+    partial: bool
+    def __init__(self, name: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., free_slots: _Optional[int] = ..., started: _Optional[_Iterable[str]] = ..., reports_started: _Optional[bool] = ..., finished: _Optional[_Iterable[str]] = ..., clock_offset_ms: _Optional[int] = ..., disk_used: _Optional[float] = ..., log_used: _Optional[float] = ..., partial: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("epoch", "registered", "leader_now_ms")

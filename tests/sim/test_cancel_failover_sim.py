@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raftsched.executor.dedupe import _decode
+from raftsched.executor.dedupe import DedupeLog
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as pb
@@ -17,9 +17,9 @@ LONG_MS = 600_000  # the simulated command would run 10 minutes
 
 def _entry(sim: SimHarness, exec_id: str) -> dict[str, Any]:
     """The executor's execution-log entry for ``exec_id`` (state, and result once done)."""
-    found = sim.executors["ex1"].log.get(exec_id)
-    assert found is not None
-    record = _decode(exec_id, *found)  # the stored bytes (binary since format 2)
+    # Read through a DedupeLog of its own over the store: entries are batch records (format 3).
+    record = DedupeLog(sim.executors["ex1"].log).get(exec_id)
+    assert record is not None
     entry: dict[str, Any] = {"state": record.state.value}
     if record.result is not None:
         entry["result"] = record.result.to_json_dict()

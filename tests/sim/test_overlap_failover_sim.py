@@ -201,9 +201,10 @@ def test_without_the_finished_list_a_delayed_result_gives_a_false_overlap() -> N
             now_ms: int,
             started: Iterable[str] | None = None,
             finished: Iterable[str] = (),
+            partial: bool = False,
             real: Callable[..., bool] = real,
         ) -> bool:
-            return real(executor, running, now_ms, started)
+            return real(executor, running, now_ms, started, partial=partial)
 
         node.dispatcher.heartbeat = heartbeat  # type: ignore[method-assign]
     try:

@@ -422,6 +422,7 @@ class Dispatcher:
         now_ms: int,
         started: Iterable[str] | None = None,
         finished: Iterable[str] = (),
+        partial: bool = False,
     ) -> bool:
         """Renew the leases the executor still holds. False: it is not a live member (re-register).
 
@@ -433,7 +434,12 @@ class Dispatcher:
 
         The executor's first heartbeat to this leader says which attempts it holds: an attempt
         leased to it that it does not list never reached it (the old leader committed it and
-        stopped before its dispatch went out), so it is sent again at once, not after a lease."""
+        stopped before its dispatch went out), so it is sent again at once, not after a lease.
+
+        ``partial`` (issue 31 P2): ``running`` lists only the attempts started since the
+        executor's previous heartbeat; those are renewed and marked started as above, and an
+        attempt it does not list means nothing (neither unheld nor stopped). It does not count
+        as the first heartbeat (the executor's first to a leader is full)."""
         t = self._term
         if t is None or executor not in t.placement.members:
             return False
@@ -441,7 +447,7 @@ class Dispatcher:
         began = None if started is None else set(started)
         ended = set(finished)
         held = list(running)
-        if executor in t.liveness.unconfirmed:
+        if executor in t.liveness.unconfirmed and not partial:
             t.liveness.unconfirmed.discard(executor)
             self._resend_unheld(t, executor, set(held), now_ms)
         leases = t.holdings.leases

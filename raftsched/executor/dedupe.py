@@ -565,8 +565,9 @@ class DedupeLog:
                     record = ExecutionRecord(execution_id, ExecutionState.DONE, result, True)
                     self._remember(record)
                     return record
-        where = getattr(self._store, "path", "the execution log")
-        raise StoreDamaged(str(where), f"{execution_id!r} is acknowledged but no record holds its result")
+        # Its records are being pruned by another thread (the index goes next, under the lock):
+        # done and acknowledged, on the safe side, with no result left to report again.
+        return ExecutionRecord(execution_id, ExecutionState.DONE, None, True)
 
     # -- the attempt lifecycle -------------------------------------------------------------------
 

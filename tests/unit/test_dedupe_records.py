@@ -316,3 +316,15 @@ def test_batch_records_match_a_dict_oracle(
                 assert known is None or known.status is BeginStatus(oracle[eid].state)
     finally:
         log.close()
+
+
+def test_an_id_whose_records_are_pruned_under_it_answers_done(tmp_path: Path) -> None:
+    """The pruning thread deletes the records before it takes the lock to drop the index: a
+    begin of a redelivered id in between answers DONE (never NEW, never an error)."""
+    with DedupeLog.open(tmp_path, batched=True, cache_size=0) as log:
+        log.begin("a/0/1")
+        log.finish("a/0/1", ok("a/0/1"))
+        log.acknowledge(["a/0/1"], at_ms=1)
+        store = log._store
+        assert len(store.prune_settled_before(1, 10)) == 2  # the store only, as the thread does first
+        assert log.begin("a/0/1") == BeginOutcome(DONE)

@@ -57,9 +57,11 @@ PAGES = ("/cluster", "/tasks", "/tasks?page=2", "/tasks/bench-0000001", "/workfl
 API_CALLS = ("/api/v1/tasks/bench-0000001", "/api/v1/tasks?page_size=20", "/api/v1/status")
 
 
-def write_config(path: Path, nodes: int = 3) -> dict[str, str]:
+def write_config(path: Path, nodes: int = 3, firing_hold_ms: int | None = None) -> dict[str, str]:
     ports = free_ports(nodes * 3)
     lines = ["[cluster]", 'name = "console-bench"', 'secret = "console-bench-secret-0123456789"', ""]
+    if firing_hold_ms is not None:
+        lines += ["[api]", f"firing_hold_ms = {firing_hold_ms}", ""]
     http: dict[str, str] = {}
     for i in range(nodes):
         nid = f"n{i + 1}"
@@ -229,6 +231,24 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
         (cpu["loaded"] - quiet_cpu_per_s * loaded_s) / max(calls, 1) * 1000, 2
     )
     out["errors"] = sum(t.errors for t in loaders)
+    out["held"] = held_calls(http)
+    return out
+
+
+def held_calls(address: str) -> dict[str, float]:
+    """The leader's count of API calls that waited for its firing window, and their wait."""
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("raftsched_http_api_held_total", "raftsched_http_api_held_seconds_total"):
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                out[name] = float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -295,8 +315,9 @@ def run(
     base: Path,
     api: bool = False,
     interleave: int = 0,
+    firing_hold_ms: int | None = None,
 ) -> dict[str, Any]:
-    http = write_config(base / "cluster.toml")
+    http = write_config(base / "cluster.toml", firing_hold_ms=firing_hold_ms)
     cluster = LocalCluster(base / "cluster.toml", base / "logs")
     try:
         cluster.start()
@@ -306,7 +327,13 @@ def run(
         time.sleep(3)  # let the schedule settle into its steady state
         if interleave:
             result = interleaved(cluster, leader, http[leader], loaders, interleave)
-            return {"tasks": n_tasks, "load": "http_api_clients", "loaders": loaders, **result}
+            return {
+                "tasks": n_tasks,
+                "load": "http_api_clients",
+                "loaders": loaders,
+                "firing_hold_ms": firing_hold_ms,
+                **result,
+            }
         windows = []
         for _ in range(rounds):
             for loaded in (False, True):
@@ -366,6 +393,14 @@ def main() -> int:
         metavar="N",
         help="with --api-clients: N seconds, each second's batch quiet or loaded (paired in time)",
     )
+    ap.add_argument(
+        "--firing-hold-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="the nodes' [api] firing_hold_ms (0: API calls never wait for the firing window; "
+        "default: the config's default)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     provenance = Provenance.start()
@@ -381,6 +416,7 @@ def main() -> int:
             Path(tmp),
             api,
             args.interleave if api else 0,
+            args.firing_hold_ms,
         )
     provenance.emit(result, args.json)
     return 0

@@ -32,14 +32,18 @@ batch runs either quiet or loaded (the clients stay connected and pause), in a s
 pairs, the condition set half a second before the batch is due; the batch's commit lateness
 (the max over its fires) is read from the leader 0.9 s into the second. Prints the per-batch
 lateness of each kind (p50, p90, p99, mean), their ratios with a 95 % bootstrap confidence
-interval (each kind's batches redrawn 2,000 times, seeded), each batch's lateness, and the
-leader CPU per call.
+interval (each kind's batches redrawn 2,000 times, seeded), each batch's lateness, the leader
+CPU per call, the API answers the clients received while a loaded batch was on its way to
+commit (between its due time and its commit: the API work the firing window keeps out), and the
+leader's count of calls that waited for its firing window (``/metrics``).
+``--firing-hold-ms MS`` sets the nodes' ``[api] firing_hold_ms`` (0: calls never wait).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import http.client
 import random
 import statistics
@@ -116,6 +120,11 @@ class ApiLoader(Loader):
     """An HTTP/JSON API client: one kept-alive connection, :data:`API_CALLS` back to back."""
 
     record_paths = True  # latencies by path too
+    record_answers = False  # the wall-clock time of each answer (answered_at) too
+
+    def __init__(self, address: str, pace_s: float = 0.0) -> None:
+        super().__init__(address, pace_s)
+        self.answered_at: list[float] = []
 
     def may_call(self) -> bool:
         """Whether to make the next call now (False: ask again)."""
@@ -144,6 +153,8 @@ class ApiLoader(Loader):
                     conn.close()
                 conn = None
             self.latencies.append(time.perf_counter() - started)
+            if self.record_answers:
+                self.answered_at.append(time.time())
             if self.record_paths:
                 self.by_path.setdefault(path, []).append(self.latencies[-1])
             if self.pace_s:
@@ -156,6 +167,7 @@ class PausedApiLoader(ApiLoader):
     """An :class:`ApiLoader` that calls only while ``go`` is set (its connection stays open)."""
 
     record_paths = False
+    record_answers = True
 
     def __init__(self, address: str, go: threading.Event) -> None:
         super().__init__(address)
@@ -180,6 +192,7 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
     lateness: dict[str, list[float]] = {"quiet": [], "loaded": []}
     cpu: dict[str, float] = {"quiet": 0.0, "loaded": 0.0}
     calls = 0
+    spans: list[tuple[float, float]] = []  # each loaded batch: due time → its commit
     pid = cluster.procs[leader].pid
     try:
         for kind in order[:seconds]:
@@ -199,6 +212,8 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
                 calls += sum(len(t.latencies) for t in loaders) - before
             if lat.count:
                 lateness[kind].append(float(lat.max_ms))
+                if kind == "loaded":
+                    spans.append((due, due + lat.max_ms / 1000))
             if cluster.wait_for_leader(30) != leader:
                 break  # a failover: what follows is not comparable
     finally:
@@ -232,6 +247,14 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
     )
     out["errors"] = sum(t.errors for t in loaders)
     out["held"] = held_calls(http)
+    # The API work the leader did while a batch was on its way to commit: answers the clients
+    # received between the batch's due time and its commit (what the firing window keeps out).
+    answers = sorted(x for t in loaders for x in t.answered_at)
+    during = [bisect.bisect_left(answers, end) - bisect.bisect_left(answers, due) for due, end in spans]
+    out["answers_during_commit"] = {
+        "per_batch_mean": round(statistics.mean(during), 1) if during else 0.0,
+        "per_batch_max": max(during, default=0),
+    }
     return out
 
 

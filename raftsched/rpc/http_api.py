@@ -600,6 +600,7 @@ class HttpApi:
         self.observe_held: Callable[[float], None] | None = None
         """Called with the seconds each such call waited."""
         self._opened: asyncio.Event | None = None
+        self._opened_loop: asyncio.AbstractEventLoop | None = None
         self.rendered = JsonCache()
         """Read answers' JSON by message (:mod:`raftsched.rpc.rendering`), on the loop only. A
         write's answer is rendered afresh and not kept (a created token's secret, for one)."""
@@ -671,8 +672,9 @@ class HttpApi:
         if window is None or self.firing_hold_ms <= 0 or not window.busy(self._clock_ms()):
             return
         opened = self._opened
-        if opened is None or self._gate_loop is not loop:
-            opened = self._opened = asyncio.Event()
+        if opened is None or self._opened_loop is not loop:
+            opened, self._opened_loop = asyncio.Event(), loop
+            self._opened = opened
 
             def wake() -> None:  # on the driver's thread
                 with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits

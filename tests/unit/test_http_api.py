@@ -779,3 +779,22 @@ def test_calls_held_for_the_firing_window_count_against_the_waiting_bound() -> N
     assert isinstance(refused, HttpResponse) and refused.status == 429
     assert refused.headers["Retry-After"] == "1" and "fire batch" in json.loads(refused.body)["detail"]
     assert first.status == 200 and len(servicer.seen) == 1
+
+
+def test_the_firing_window_is_waited_for_on_whichever_loop_serves() -> None:
+    window = FiringWindow()
+    api, servicer = _windowed_api(window)
+
+    async def held_then_opened() -> int:
+        window.publish(1_000_000, 1)
+        call = asyncio.ensure_future(api.handle(_task_request()))
+        while api.held == held_before:
+            await asyncio.sleep(0.001)
+        threading.Thread(target=window.publish, args=(1_001_000, 0)).start()
+        out = await asyncio.wait_for(call, 10)
+        return out.status
+
+    for _ in range(2):  # a second loop (a restarted listener): its own wake-up, not the first's
+        held_before = api.held
+        assert asyncio.run(held_then_opened()) == 200
+    assert api.held == 2 and len(servicer.seen) == 2

@@ -53,6 +53,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from bench import fires
 from bench.common import Provenance, bootstrap_ratio, cpu_seconds, next_whole_second_ms, percentile
 from raftsched.testing.cluster import LocalCluster, free_ports
@@ -193,6 +195,7 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
     cpu: dict[str, float] = {"quiet": 0.0, "loaded": 0.0}
     calls = 0
     spans: list[tuple[float, float]] = []  # each loaded batch: due time → its commit
+    stopped = ""
     pid = cluster.procs[leader].pid
     try:
         for kind in order[:seconds]:
@@ -206,7 +209,12 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
             before = sum(len(t.latencies) for t in loaders)
             cpu0 = cpu_seconds(pid)
             time.sleep(max(0.0, due + 0.9 - time.time()))
-            lat = cluster.status(leader, timeout=30, lateness_since_ms=due * 1000).commit_lateness
+            try:
+                status = cluster.status(leader, timeout=30, lateness_since_ms=due * 1000)
+            except grpc.RpcError as exc:
+                stopped = f"the leader's status failed after {len(order[:seconds])} s: {exc.code()}"
+                break
+            lat = status.commit_lateness
             cpu[kind] += cpu_seconds(pid) - cpu0
             if kind == "loaded":
                 calls += sum(len(t.latencies) for t in loaders) - before
@@ -214,15 +222,16 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
                 lateness[kind].append(float(lat.max_ms))
                 if kind == "loaded":
                     spans.append((due, due + lat.max_ms / 1000))
-            if cluster.wait_for_leader(30) != leader:
-                break  # a failover: what follows is not comparable
+            if status.role != "leader":  # a failover: what follows is not comparable
+                stopped = f"{leader} stopped leading ({status.role})"
+                break
     finally:
         go.set()
         for t in loaders:
             t.stop.set()
         for t in loaders:
             t.join(30)
-    out: dict[str, Any] = {"seconds": len(lateness["quiet"]) + len(lateness["loaded"])}
+    out: dict[str, Any] = {"seconds": len(lateness["quiet"]) + len(lateness["loaded"]), "stopped": stopped}
     for kind, xs in lateness.items():
         out[kind] = {
             "batches": len(xs),
@@ -246,7 +255,19 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
         (cpu["loaded"] - quiet_cpu_per_s * loaded_s) / max(calls, 1) * 1000, 2
     )
     out["errors"] = sum(t.errors for t in loaders)
-    out["held"] = held_calls(http)
+    try:
+        out["held"] = held_calls(http)
+    except OSError as exc:
+        out["held"] = {"error": str(exc)}
+    if stopped:  # what the nodes said about leadership, to tell the machine's load from a fault
+        out["leadership_log"] = {
+            path.stem: [
+                line
+                for line in path.read_text(errors="replace").splitlines()
+                if any(w in line for w in ("leader", "elect", "step", "term"))
+            ][-20:]
+            for path in sorted(cluster.log_dir.glob("n*.log"))
+        }
     # The API work the leader did while a batch was on its way to commit: answers the clients
     # received between the batch's due time and its commit (what the firing window keeps out).
     answers = sorted(x for t in loaders for x in t.answered_at)

@@ -37,6 +37,11 @@ CPU per call, the API answers the clients received while a loaded batch was on i
 commit (between its due time and its commit: the API work the firing window keeps out), and the
 leader's count of calls that waited for its firing window (``/metrics``).
 ``--firing-hold-ms MS`` sets the nodes' ``[api] firing_hold_ms`` (0: calls never wait).
+
+    python -m bench.console_load --pool RUN.json [RUN.json ...]
+
+pools the batches of interleaved runs by their ``firing_hold_ms`` (each setting's loaded/quiet
+ratios over all its runs' batches, with bootstrap intervals).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import argparse
 import asyncio
 import bisect
 import http.client
+import json
 import random
 import statistics
 import tempfile
@@ -417,6 +423,38 @@ def run(
     }
 
 
+def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Interleaved runs (their ``--json`` files) pooled by ``firing_hold_ms``: each setting's
+    batches of every run together, the loaded/quiet ratios with their bootstrap intervals, and
+    the runs' calls per second, answers during commit and machine load."""
+    by_setting: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_setting.setdefault(str(r.get("firing_hold_ms")), []).append(r)
+    out: dict[str, Any] = {}
+    for setting, runs in sorted(by_setting.items()):
+        quiet = [x for r in runs for x in r["batches_ms"]["quiet"]]
+        loaded = [x for r in runs for x in r["batches_ms"]["loaded"]]
+        out[f"firing_hold_ms={setting}"] = {
+            "runs": len(runs),
+            "batches": {"quiet": len(quiet), "loaded": len(loaded)},
+            "quiet_ms": {q: percentile(quiet, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+            "loaded_ms": {q: percentile(loaded, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+            "ratio_ci95": {
+                q: bootstrap_ratio(loaded, quiet, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+            },
+            "api_calls_per_loaded_s": [r["api_calls_per_loaded_s"] for r in runs],
+            "answers_during_commit_per_batch": [
+                r.get("answers_during_commit", {}).get("per_batch_mean") for r in runs
+            ],
+            "held": [r.get("held", {}).get("raftsched_http_api_held_total") for r in runs],
+            "load_avg": [
+                (r["provenance"]["load_avg_at_start"][0], r["provenance"]["load_avg_at_end"][0]) for r in runs
+            ],
+            "commits": sorted({r["provenance"]["commit"][:8] for r in runs}),
+        }
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=2000)
@@ -445,9 +483,25 @@ def main() -> int:
         help="the nodes' [api] firing_hold_ms (0: API calls never wait for the firing window; "
         "default: the config's default)",
     )
+    ap.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="pool the batches of these --interleave results by firing_hold_ms (runs nothing)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     provenance = Provenance.start()
+    if args.pool:
+        provenance.emit(
+            {
+                "pooled_from": [str(p) for p in args.pool],
+                **pooled([json.loads(p.read_text()) for p in args.pool]),
+            },
+            args.json,
+        )
+        return 0
     api = args.api_clients > 0
     loaders = args.api_clients if api else args.loaders
     with tempfile.TemporaryDirectory(prefix="raftsched-console-bench-") as tmp:

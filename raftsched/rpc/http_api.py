@@ -31,7 +31,6 @@ import dataclasses
 import json
 import logging
 import re
-import time
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from raftsched.rpc.rendering import JsonCache, join, message_to_json, render
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
 from raftsched.security.auth import Principal
+from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -99,6 +99,7 @@ MAX_WAITING: Final = 256
 """Calls that wait for one of the :data:`MAX_CALLS` turns; more are refused at once with 429
 and ``Retry-After`` (a flood is turned away rather than queued without end)."""
 RETRY_AFTER_S: Final = 1
+_SYSTEM_CLOCK: Final = SystemClock()
 FIRING_HOLD_MS: Final = 100
 """How long a call waits at most for the leader's firing window to close (see
 :meth:`HttpApi._give_way`); 0 never waits."""
@@ -698,7 +699,7 @@ class HttpApi:
                 self.observe_held(loop.time() - start)
 
     def _clock_ms(self) -> int:
-        return self._now_ms() if self._now_ms is not None else int(time.time() * 1000)
+        return self._now_ms() if self._now_ms is not None else _SYSTEM_CLOCK.now_ms()
 
     async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         raw = request.raw_path or request.path

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import platform
+import random
 import shlex
 import subprocess
 import sys
@@ -72,6 +73,38 @@ def percentiles(values: Sequence[float], digits: int = 1) -> dict[str, float | i
         "mean": round(sum(ordered) / len(ordered), digits),
         "count": len(ordered),
     }
+
+
+def bootstrap_ratio(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    q: float,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 30,
+) -> dict[str, float | int | None]:
+    """The ratio of the ``q`` quantiles (:func:`percentile`) of two independent samples, with a
+    percentile-bootstrap confidence interval: each of ``resamples`` rounds redraws both samples
+    with replacement (each from itself, seeded: the same input gives the same interval) and
+    takes the ratio; the interval is the middle ``confidence`` of those ratios. ``None`` where a
+    sample is empty or a denominator quantile is 0. With few values the top quantiles are the
+    sample's maximum, and the interval says how much that is worth."""
+    out: dict[str, float | int | None] = {"ratio": None, "low": None, "high": None, "resamples": resamples}
+    if not numerator or not denominator or not percentile(denominator, q):
+        return out
+    rng = random.Random(seed)
+    ratios: list[float] = []
+    n, d = list(numerator), list(denominator)
+    for _ in range(resamples):
+        bottom = percentile(rng.choices(d, k=len(d)), q)
+        if bottom:
+            ratios.append(percentile(rng.choices(n, k=len(n)), q) / bottom)
+    tail = (1.0 - confidence) / 2
+    out["ratio"] = round(percentile(n, q) / percentile(d, q), 3)
+    if ratios:
+        out["low"] = round(percentile(ratios, tail), 3)
+        out["high"] = round(percentile(ratios, 1.0 - tail), 3)
+    return out
 
 
 def covered_exactly_once(fires: Sequence[pb.FireRecord], first: int, last: int) -> tuple[int, int]:

@@ -31,14 +31,26 @@ out, and counted), and the loaded/quiet ratios.
 batch runs either quiet or loaded (the clients stay connected and pause), in a shuffled order of
 pairs, the condition set half a second before the batch is due; the batch's commit lateness
 (the max over its fires) is read from the leader 0.9 s into the second. Prints the per-batch
-lateness of each kind (p50, p90, p99, mean) and their ratios, and the leader CPU per call.
+lateness of each kind (p50, p90, p99, mean), their ratios with a 95 % bootstrap confidence
+interval (each kind's batches redrawn 2,000 times, seeded), each batch's lateness, the leader
+CPU per call, the API answers the clients received while a loaded batch was on its way to
+commit (between its due time and its commit: the API work the firing window keeps out), and the
+leader's count of calls that waited for its firing window (``/metrics``).
+``--firing-hold-ms MS`` sets the nodes' ``[api] firing_hold_ms`` (0: calls never wait).
+
+    python -m bench.console_load --pool RUN.json [RUN.json ...]
+
+pools the batches of interleaved runs by their ``firing_hold_ms`` (each setting's loaded/quiet
+ratios over all its runs' batches, with bootstrap intervals).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import http.client
+import json
 import random
 import statistics
 import tempfile
@@ -47,17 +59,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from bench import fires
-from bench.common import Provenance, cpu_seconds, next_whole_second_ms, percentile
+from bench.common import Provenance, bootstrap_ratio, cpu_seconds, next_whole_second_ms, percentile
 from raftsched.testing.cluster import LocalCluster, free_ports
 
 PAGES = ("/cluster", "/tasks", "/tasks?page=2", "/tasks/bench-0000001", "/workflows")
 API_CALLS = ("/api/v1/tasks/bench-0000001", "/api/v1/tasks?page_size=20", "/api/v1/status")
 
 
-def write_config(path: Path, nodes: int = 3) -> dict[str, str]:
+def write_config(path: Path, nodes: int = 3, firing_hold_ms: int | None = None) -> dict[str, str]:
     ports = free_ports(nodes * 3)
     lines = ["[cluster]", 'name = "console-bench"', 'secret = "console-bench-secret-0123456789"', ""]
+    if firing_hold_ms is not None:
+        lines += ["[api]", f"firing_hold_ms = {firing_hold_ms}", ""]
     http: dict[str, str] = {}
     for i in range(nodes):
         nid = f"n{i + 1}"
@@ -112,6 +128,11 @@ class ApiLoader(Loader):
     """An HTTP/JSON API client: one kept-alive connection, :data:`API_CALLS` back to back."""
 
     record_paths = True  # latencies by path too
+    record_answers = False  # the wall-clock time of each answer (answered_at) too
+
+    def __init__(self, address: str, pace_s: float = 0.0) -> None:
+        super().__init__(address, pace_s)
+        self.answered_at: list[float] = []
 
     def may_call(self) -> bool:
         """Whether to make the next call now (False: ask again)."""
@@ -140,6 +161,8 @@ class ApiLoader(Loader):
                     conn.close()
                 conn = None
             self.latencies.append(time.perf_counter() - started)
+            if self.record_answers:
+                self.answered_at.append(time.time())
             if self.record_paths:
                 self.by_path.setdefault(path, []).append(self.latencies[-1])
             if self.pace_s:
@@ -152,6 +175,7 @@ class PausedApiLoader(ApiLoader):
     """An :class:`ApiLoader` that calls only while ``go`` is set (its connection stays open)."""
 
     record_paths = False
+    record_answers = True
 
     def __init__(self, address: str, go: threading.Event) -> None:
         super().__init__(address)
@@ -176,6 +200,8 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
     lateness: dict[str, list[float]] = {"quiet": [], "loaded": []}
     cpu: dict[str, float] = {"quiet": 0.0, "loaded": 0.0}
     calls = 0
+    spans: list[tuple[float, float]] = []  # each loaded batch: due time → its commit
+    stopped = ""
     pid = cluster.procs[leader].pid
     try:
         for kind in order[:seconds]:
@@ -189,21 +215,29 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
             before = sum(len(t.latencies) for t in loaders)
             cpu0 = cpu_seconds(pid)
             time.sleep(max(0.0, due + 0.9 - time.time()))
-            lat = cluster.status(leader, timeout=30, lateness_since_ms=due * 1000).commit_lateness
+            try:
+                status = cluster.status(leader, timeout=30, lateness_since_ms=due * 1000)
+            except grpc.RpcError as exc:
+                stopped = f"the leader's status failed after {len(order[:seconds])} s: {exc.code()}"
+                break
+            lat = status.commit_lateness
             cpu[kind] += cpu_seconds(pid) - cpu0
             if kind == "loaded":
                 calls += sum(len(t.latencies) for t in loaders) - before
             if lat.count:
                 lateness[kind].append(float(lat.max_ms))
-            if cluster.wait_for_leader(30) != leader:
-                break  # a failover: what follows is not comparable
+                if kind == "loaded":
+                    spans.append((due, due + lat.max_ms / 1000))
+            if status.role != "leader":  # a failover: what follows is not comparable
+                stopped = f"{leader} stopped leading ({status.role})"
+                break
     finally:
         go.set()
         for t in loaders:
             t.stop.set()
         for t in loaders:
             t.join(30)
-    out: dict[str, Any] = {"seconds": len(lateness["quiet"]) + len(lateness["loaded"])}
+    out: dict[str, Any] = {"seconds": len(lateness["quiet"]) + len(lateness["loaded"]), "stopped": stopped}
     for kind, xs in lateness.items():
         out[kind] = {
             "batches": len(xs),
@@ -214,6 +248,12 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
         q: round(out["loaded"][q] / out["quiet"][q], 2) if out["quiet"][q] else None
         for q in ("p50", "p90", "p99", "mean")
     }
+    # How far the ratios can be trusted: each kind's batches redrawn (seeded bootstrap).
+    out["ratio_ci95"] = {
+        q: bootstrap_ratio(lateness["loaded"], lateness["quiet"], f)
+        for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+    }
+    out["batches_ms"] = lateness
     loaded_s = max(out["loaded"]["batches"], 1)
     quiet_cpu_per_s = cpu["quiet"] / max(out["quiet"]["batches"], 1)
     out["api_calls_per_loaded_s"] = round(calls / loaded_s, 1)
@@ -221,6 +261,44 @@ def interleaved(cluster: LocalCluster, leader: str, http: str, clients: int, sec
         (cpu["loaded"] - quiet_cpu_per_s * loaded_s) / max(calls, 1) * 1000, 2
     )
     out["errors"] = sum(t.errors for t in loaders)
+    try:
+        out["held"] = held_calls(http)
+    except OSError as exc:
+        out["held"] = {"error": str(exc)}
+    if stopped:  # what the nodes said about leadership, to tell the machine's load from a fault
+        out["leadership_log"] = {
+            path.stem: [
+                line
+                for line in path.read_text(errors="replace").splitlines()
+                if any(w in line for w in ("leader", "elect", "step", "term"))
+            ][-20:]
+            for path in sorted(cluster.log_dir.glob("n*.log"))
+        }
+    # The API work the leader did while a batch was on its way to commit: answers the clients
+    # received between the batch's due time and its commit (what the firing window keeps out).
+    answers = sorted(x for t in loaders for x in t.answered_at)
+    during = [bisect.bisect_left(answers, end) - bisect.bisect_left(answers, due) for due, end in spans]
+    out["answers_during_commit"] = {
+        "per_batch_mean": round(statistics.mean(during), 1) if during else 0.0,
+        "per_batch_max": max(during, default=0),
+    }
+    return out
+
+
+def held_calls(address: str) -> dict[str, float]:
+    """The leader's count of API calls that waited for its firing window, and their wait."""
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("raftsched_http_api_held_total", "raftsched_http_api_held_seconds_total"):
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                out[name] = float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -287,8 +365,9 @@ def run(
     base: Path,
     api: bool = False,
     interleave: int = 0,
+    firing_hold_ms: int | None = None,
 ) -> dict[str, Any]:
-    http = write_config(base / "cluster.toml")
+    http = write_config(base / "cluster.toml", firing_hold_ms=firing_hold_ms)
     cluster = LocalCluster(base / "cluster.toml", base / "logs")
     try:
         cluster.start()
@@ -298,7 +377,13 @@ def run(
         time.sleep(3)  # let the schedule settle into its steady state
         if interleave:
             result = interleaved(cluster, leader, http[leader], loaders, interleave)
-            return {"tasks": n_tasks, "load": "http_api_clients", "loaders": loaders, **result}
+            return {
+                "tasks": n_tasks,
+                "load": "http_api_clients",
+                "loaders": loaders,
+                "firing_hold_ms": firing_hold_ms,
+                **result,
+            }
         windows = []
         for _ in range(rounds):
             for loaded in (False, True):
@@ -338,6 +423,38 @@ def run(
     }
 
 
+def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Interleaved runs (their ``--json`` files) pooled by ``firing_hold_ms``: each setting's
+    batches of every run together, the loaded/quiet ratios with their bootstrap intervals, and
+    the runs' calls per second, answers during commit and machine load."""
+    by_setting: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        by_setting.setdefault(str(r.get("firing_hold_ms")), []).append(r)
+    out: dict[str, Any] = {}
+    for setting, runs in sorted(by_setting.items()):
+        quiet = [x for r in runs for x in r["batches_ms"]["quiet"]]
+        loaded = [x for r in runs for x in r["batches_ms"]["loaded"]]
+        out[f"firing_hold_ms={setting}"] = {
+            "runs": len(runs),
+            "batches": {"quiet": len(quiet), "loaded": len(loaded)},
+            "quiet_ms": {q: percentile(quiet, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+            "loaded_ms": {q: percentile(loaded, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+            "ratio_ci95": {
+                q: bootstrap_ratio(loaded, quiet, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+            },
+            "api_calls_per_loaded_s": [r["api_calls_per_loaded_s"] for r in runs],
+            "answers_during_commit_per_batch": [
+                r.get("answers_during_commit", {}).get("per_batch_mean") for r in runs
+            ],
+            "held": [r.get("held", {}).get("raftsched_http_api_held_total") for r in runs],
+            "load_avg": [
+                (r["provenance"]["load_avg_at_start"][0], r["provenance"]["load_avg_at_end"][0]) for r in runs
+            ],
+            "commits": sorted({r["provenance"]["commit"][:8] for r in runs}),
+        }
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=2000)
@@ -358,9 +475,33 @@ def main() -> int:
         metavar="N",
         help="with --api-clients: N seconds, each second's batch quiet or loaded (paired in time)",
     )
+    ap.add_argument(
+        "--firing-hold-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="the nodes' [api] firing_hold_ms (0: API calls never wait for the firing window; "
+        "default: the config's default)",
+    )
+    ap.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="pool the batches of these --interleave results by firing_hold_ms (runs nothing)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     provenance = Provenance.start()
+    if args.pool:
+        provenance.emit(
+            {
+                "pooled_from": [str(p) for p in args.pool],
+                **pooled([json.loads(p.read_text()) for p in args.pool]),
+            },
+            args.json,
+        )
+        return 0
     api = args.api_clients > 0
     loaders = args.api_clients if api else args.loaders
     with tempfile.TemporaryDirectory(prefix="raftsched-console-bench-") as tmp:
@@ -373,6 +514,7 @@ def main() -> int:
             Path(tmp),
             api,
             args.interleave if api else 0,
+            args.firing_hold_ms,
         )
     provenance.emit(result, args.json)
     return 0

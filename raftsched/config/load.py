@@ -14,12 +14,14 @@ from typing import Final
 from raftsched.alerts.config import parse_alerts
 from raftsched.config.eventhooks import parse_event_hooks
 from raftsched.config.types import (
+    API_RULES,
     CLIENT_CERT_NEEDS_CA,
     DEFAULT_VERIFY_EVERY_S,
     MAX_VERIFY_EVERY_S,
     METRICS_CERT_NEEDS,
     RAFT_RULES,
     SCHEDULER_RULES,
+    ApiSettings,
     ClusterConfig,
     MetricsSettings,
     NodeConfig,
@@ -103,6 +105,7 @@ def parse_config(
         "scheduler",
         "storage",
         "metrics",
+        "api",
         "tls",
         "auth",
         "nodes",
@@ -135,6 +138,7 @@ def parse_config(
     )
     storage = _parse_storage(_table(data, "storage", problems), problems)
     metrics = _parse_metrics(_table(data, "metrics", problems), problems)
+    api = _parse_section(_table(data, "api", problems), "api", ApiSettings, API_RULES, None, problems)
     nodes = _parse_nodes(data.get("nodes", _MISSING), base, problems)
     alerts = parse_alerts(_table(data, "alerts", problems), base, problems)
     events = parse_event_hooks(_table(data, "events", problems) if "events" in data else None, base, problems)
@@ -146,6 +150,7 @@ def parse_config(
         or raft is None
         or scheduler is None
         or storage is None
+        or api is None
         or nodes is None
     ):
         raise ConfigError(source, problems or ["invalid configuration"])
@@ -158,6 +163,7 @@ def parse_config(
         source=source,
         storage=storage,
         metrics=metrics,
+        api=api,
         tls=tls,
         insecure=insecure,
         alerts=alerts,
@@ -222,6 +228,8 @@ _DURATION_UNITS: Final[Mapping[str, Unit]] = {
     "retry_backoff_ms": "ms",
     "retry_backoff_cap_ms": "ms",
     "max_clock_skew_ms": "ms",
+    "firing_hold_ms": "ms",
+    "firing_lead_ms": "ms",
 }
 
 
@@ -244,7 +252,10 @@ def _parse_section(
 
 
 def _durations_read(
-    prefix: str, table: Mapping[str, object], cls: type[RaftTuning | SchedulerSettings], problems: list[str]
+    prefix: str,
+    table: Mapping[str, object],
+    cls: type[RaftTuning | SchedulerSettings | ApiSettings],
+    problems: list[str],
 ) -> tuple[dict[str, object], frozenset[str]]:
     """``table`` with each duration string converted to its key's unit, and the keys that failed.
 

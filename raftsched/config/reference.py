@@ -197,6 +197,40 @@ KEYS: Final[tuple[Key, ...]] = (
         ),
     ),
     Key(
+        "api.max_calls",
+        "integer",
+        "64",
+        "HTTP/JSON API calls one node answers at once (1 to 10000); more wait their turn",
+    ),
+    Key(
+        "api.max_waiting",
+        "integer",
+        "256",
+        (
+            "API calls that may wait (for a turn, or for the firing window below); past that a call "
+            "is refused at once with 429 and `Retry-After: 1` (0 to 100000)"
+        ),
+    ),
+    Key(
+        "api.firing_hold_ms",
+        "integer",
+        "100",
+        (
+            "on the leader, an API call that arrives while a fire batch is due within "
+            "`firing_lead_ms` or waits for its commit waits until it committed, at most this long "
+            "(0: never waits; up to 10000). See [Firing goes first](http.md#firing-goes-first)"
+        ),
+    ),
+    Key(
+        "api.firing_lead_ms",
+        "integer",
+        "20",
+        (
+            "how long before a fire batch is due API calls start to wait (0 to 1000): long enough for "
+            "calls already running to finish"
+        ),
+    ),
+    Key(
         "scheduler.misfire_grace_seconds",
         "duration",
         "5",

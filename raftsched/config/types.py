@@ -159,6 +159,26 @@ class SchedulerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """The ``[api]`` table: how much of a node the HTTP/JSON API (``/api/v1/``) may take, and
+    how it gives way to firing (see the HTTP API guide, *Firing goes first*).
+
+    ``max_calls`` calls are answered at once; ``max_waiting`` more wait (for a turn or for the
+    firing window), and past that a call is refused at once with 429 and ``Retry-After``. On
+    the leader a call that arrives while a fire batch is due within ``firing_lead_ms`` or waits
+    for its commit waits until the batch committed, at most ``firing_hold_ms`` (0: never waits).
+    Each node reads its own copy; nothing replicated depends on these."""
+
+    max_calls: int = 64
+    max_waiting: int = 256
+    firing_hold_ms: int = 100
+    firing_lead_ms: int = 20
+
+    def __post_init__(self) -> None:
+        _validate_instance(self, "api", API_RULES, None)
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsSettings:
     """The ``[metrics]`` table. ``per_task`` adds a ``task`` label to the per-owner counters
     (fires, runs finished, attempts): one series per task and outcome, so meant for clusters of
@@ -264,6 +284,7 @@ class ClusterConfig:
     source: str = "<config>"
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
     metrics: MetricsSettings = dataclasses.field(default_factory=MetricsSettings)
+    api: ApiSettings = dataclasses.field(default_factory=ApiSettings)
     tls: TlsSettings | None = None
     insecure: bool = False
     alerts: AlertsConfig = dataclasses.field(default_factory=AlertsConfig)
@@ -429,6 +450,14 @@ SCHEDULER_RULES: Final[Mapping[str, Rule]] = {
 Relations = Callable[[str, Mapping[str, Number]], list[str]]
 
 
+API_RULES: Final[Mapping[str, Rule]] = {
+    "max_calls": Rule(lambda v: 1 <= v <= 10_000, "between 1 and 10000"),
+    "max_waiting": Rule(lambda v: 0 <= v <= 100_000, "between 0 and 100000"),
+    "firing_hold_ms": Rule(lambda v: 0 <= v <= 10_000, "between 0 (never wait) and 10000"),
+    "firing_lead_ms": Rule(lambda v: 0 <= v <= 1_000, "between 0 and 1000"),
+}
+
+
 def scheduler_relations(prefix: str, v: Mapping[str, Number]) -> list[str]:
     """Executors must heartbeat several times per lease, or healthy ones are declared dead."""
     lease = v.get("lease_ms")
@@ -462,10 +491,10 @@ def raft_relations(prefix: str, v: Mapping[str, Number]) -> list[str]:
     return out
 
 
-Section = TypeVar("Section", RaftTuning, SchedulerSettings)
+Section = TypeVar("Section", RaftTuning, SchedulerSettings, ApiSettings)
 
 
-def section_defaults(cls: type[RaftTuning | SchedulerSettings]) -> dict[str, Number]:
+def section_defaults(cls: type[RaftTuning | SchedulerSettings | ApiSettings]) -> dict[str, Number]:
     """Field name → default, for the all-number dataclasses; the default's type is the field's type."""
     out: dict[str, Number] = {}
     for f in fields(cls):
@@ -478,7 +507,7 @@ def section_defaults(cls: type[RaftTuning | SchedulerSettings]) -> dict[str, Num
 def check_numbers(
     prefix: str,
     values: Mapping[str, object],
-    cls: type[RaftTuning | SchedulerSettings],
+    cls: type[RaftTuning | SchedulerSettings | ApiSettings],
     rules: Mapping[str, Rule],
     relations: Relations | None,
     problems: list[str],
@@ -510,7 +539,10 @@ def check_numbers(
 
 
 def _validate_instance(
-    obj: RaftTuning | SchedulerSettings, prefix: str, rules: Mapping[str, Rule], relations: Relations | None
+    obj: RaftTuning | SchedulerSettings | ApiSettings,
+    prefix: str,
+    rules: Mapping[str, Rule],
+    relations: Relations | None,
 ) -> None:
     problems: list[str] = []
     values = {f.name: getattr(obj, f.name) for f in fields(obj)}

@@ -31,6 +31,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import Planning
 from raftsched.leader import writes
 from raftsched.leader.gate import leader_time
+from raftsched.leader.window import FiringWindow
 from raftsched.logfields import leadership_fields
 from raftsched.model import CronTrigger, Overlap
 from raftsched.timing.cron import changed_meaning_warning
@@ -488,9 +489,13 @@ class DriverThread:
         propose: ProposeFn,
         max_sleep_s: float = 0.5,
         max_in_flight: int = 2,
+        window: FiringWindow | None = None,
     ) -> None:
         self.driver = driver
         self.max_in_flight = max_in_flight
+        self.window = window
+        """Told after every step when the driver next has work and what is in flight (the
+        HTTP API gives way to the firing path in that window, :mod:`raftsched.leader.window`)."""
         self._queue: list[Proposal] = []
         self._in_flight = 0
         # Leaderships seen (each "leader" or "follower" event starts a new one): the pipeline
@@ -544,6 +549,8 @@ class DriverThread:
                 self._step(events)
             except Exception:  # keep the loop alive; a bug here must not silence the scheduler
                 log.exception("leader loop step failed")
+            if self.window is not None:
+                self.window.publish(self.driver.next_wakeup_ms(), self._in_flight)
 
     def _sleep_s(self) -> float:
         if self._in_flight >= self.max_in_flight:

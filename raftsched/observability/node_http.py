@@ -150,6 +150,7 @@ class NodeObservability:
         if api is not None:
             api.scheme = self.listener.scheme
             api.observe = self.metrics.observe_http_api
+            api.observe_held = self.metrics.observe_http_api_held
             api.monotonic = node.clock.monotonic
             for method, path, handler in api.routes():
                 self.listener.add_route(method, path, handler)

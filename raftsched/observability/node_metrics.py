@@ -242,6 +242,20 @@ class NodeMetrics:
             ("rpc",),
             RPC_BUCKETS,
         )
+        self.http_api_held = m.counter(
+            "raftsched_http_api_held_total",
+            "HTTP/JSON API calls that waited for the leader's firing window (a fire batch due or "
+            "committing) before they ran ([api] firing_hold_ms).",
+        )
+        self.http_api_held_seconds = m.counter(
+            "raftsched_http_api_held_seconds_total",
+            "Time HTTP/JSON API calls waited for the leader's firing window, summed.",
+        )
+
+    def observe_http_api_held(self, seconds: float) -> None:
+        """One HTTP/JSON API call that waited ``seconds`` for the leader's firing window."""
+        self.http_api_held.inc()
+        self.http_api_held_seconds.inc(amount=seconds)
 
     def observe_http_api(self, rpc: str, status: int, seconds: float) -> None:
         """One HTTP/JSON API answer (``rpc``: the Admin RPC, ``none`` for a path that is no route)."""

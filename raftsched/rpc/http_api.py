@@ -45,6 +45,7 @@ from google.protobuf.message import Message
 from raftsched import bounds
 from raftsched.config.eventhooks import EventHook
 from raftsched.errors import InvalidSpec, RaftschedError
+from raftsched.leader.window import FiringWindow
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import routes, webhooks
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
@@ -52,6 +53,7 @@ from raftsched.rpc.rendering import JsonCache, join, message_to_json, render
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
 from raftsched.security.auth import Principal
+from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
@@ -97,6 +99,10 @@ MAX_WAITING: Final = 256
 """Calls that wait for one of the :data:`MAX_CALLS` turns; more are refused at once with 429
 and ``Retry-After`` (a flood is turned away rather than queued without end)."""
 RETRY_AFTER_S: Final = 1
+_SYSTEM_CLOCK: Final = SystemClock()
+FIRING_HOLD_MS: Final = 100
+"""How long a call waits at most for the leader's firing window to close (see
+:meth:`HttpApi._give_way`); 0 never waits."""
 PROBLEM_TYPE: Final = "urn:raftsched:error:"
 ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
 
@@ -564,6 +570,8 @@ class HttpApi:
         poll_s: float = WATCH_POLL_S,
         max_calls: int = MAX_CALLS,
         max_waiting: int = MAX_WAITING,
+        firing: FiringWindow | None = None,
+        firing_hold_ms: int = FIRING_HOLD_MS,
     ) -> None:
         self._calls: LocalCalls | None = None
         self._leader_http = leader_http
@@ -584,6 +592,16 @@ class HttpApi:
         """Calls waiting for a turn now."""
         self._gate: asyncio.Semaphore | None = None
         self._gate_loop: asyncio.AbstractEventLoop | None = None
+        self.firing = firing
+        """The leader's firing window (:mod:`raftsched.leader.window`): a call that arrives
+        while it is busy waits until it closes, at most :attr:`firing_hold_ms`."""
+        self.firing_hold_ms = firing_hold_ms
+        self.held = 0
+        """Calls that waited for the firing window (since start)."""
+        self.observe_held: Callable[[float], None] | None = None
+        """Called with the seconds each such call waited."""
+        self._opened: asyncio.Event | None = None
+        self._opened_loop: asyncio.AbstractEventLoop | None = None
         self.rendered = JsonCache()
         """Read answers' JSON by message (:mod:`raftsched.rpc.rendering`), on the loop only. A
         write's answer is rendered afresh and not kept (a created token's secret, for one)."""
@@ -610,17 +628,18 @@ class HttpApi:
         return out
 
     async def _limited(self, request: HttpRequest) -> HttpResponse | HttpStream:
-        """:meth:`_handle` in one of :attr:`max_calls` turns; a 429 when :attr:`max_waiting`
-        calls wait already (RESOURCE_EXHAUSTED, as the status table maps it)."""
+        """:meth:`_handle` in one of :attr:`max_calls` turns, after the leader's firing window
+        (:meth:`_give_way`); a 429 when :attr:`max_waiting` calls wait already, for either
+        (RESOURCE_EXHAUSTED, as the status table maps it)."""
         loop = asyncio.get_running_loop()
         if self._gate is None or self._gate_loop is not loop:
             self._gate, self._gate_loop = asyncio.Semaphore(self.max_calls), loop
         gate = self._gate
-        if gate.locked() and self.waiting >= self.max_waiting:
+        if self.waiting >= self.max_waiting:  # for a turn, or for the firing window
             raw = request.raw_path or request.path
             detail = (
-                f"this node answers {self.max_calls} API calls at once and {self.waiting} wait; "
-                f"try again in {RETRY_AFTER_S} s"
+                f"this node answers {self.max_calls} API calls at once and {self.waiting} wait "
+                f"(for a turn, or for a fire batch to commit); try again in {RETRY_AFTER_S} s"
             )
             return _problem(
                 HTTP_STATUS[grpc.StatusCode.RESOURCE_EXHAUSTED],
@@ -632,6 +651,7 @@ class HttpApi:
             )
         self.waiting += 1
         try:
+            await self._give_way(loop)
             await gate.acquire()
         finally:
             self.waiting -= 1
@@ -639,6 +659,47 @@ class HttpApi:
             return await self._handle(request)
         finally:
             gate.release()
+
+    async def _give_way(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait while the leader's firing window is busy (a fire batch is due within its lead
+        or waits for its commit), at most :attr:`firing_hold_ms`: the firing path goes first.
+
+        An API call and a fire batch share the node's interpreter lock and cores; a call
+        started in the window delays the batch's commit (each step of its way waits for the
+        lock), and fifty clients back to back keep the loop busy all the time. A call waiting
+        here costs nothing: it is parsed and parked until the driver's thread says the window
+        closed (:meth:`FiringWindow.on_open`). On a follower the window is never busy."""
+        window = self.firing
+        if window is None or self.firing_hold_ms <= 0 or not window.busy(self._clock_ms()):
+            return
+        opened = self._opened
+        if opened is None or self._opened_loop is not loop:
+            opened, self._opened_loop = asyncio.Event(), loop
+            self._opened = opened
+
+            def wake() -> None:  # on the driver's thread
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(opened.set)
+
+            window.on_open(wake)
+        self.held += 1
+        start = loop.time()
+        deadline = start + self.firing_hold_ms / 1000
+        try:
+            while window.busy(self._clock_ms()):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return  # the bound: the API is slowed by firing, never stopped by it
+                opened.clear()  # earlier waiters were woken already (set resolves them at once)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await opened.wait()
+        finally:
+            if self.observe_held is not None:
+                self.observe_held(loop.time() - start)
+
+    def _clock_ms(self) -> int:
+        return self._now_ms() if self._now_ms is not None else _SYSTEM_CLOCK.now_ms()
 
     async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         raw = request.raw_path or request.path

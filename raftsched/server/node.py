@@ -64,6 +64,7 @@ from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import DriverThread
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
+from raftsched.leader.window import FiringWindow
 from raftsched.logfields import leadership_fields
 from raftsched.model import STORE_DAMAGED
 from raftsched.observability.lateness import LatenessLog, rss_bytes
@@ -242,8 +243,17 @@ class Node:
         self.observability: NodeObservability | None = None
         self.http_api: HttpApi | None = None
         self.http_tls: HttpTls | None = None
+        # When the leader's firing path is busy; the HTTP API gives way to it ([api]).
+        self.firing_window = FiringWindow(config.api.firing_lead_ms)
         if self.me.http is not None:
-            self.http_api = HttpApi(self.http_of_grpc, now_ms=self.clock.now_ms)
+            self.http_api = HttpApi(
+                self.http_of_grpc,
+                now_ms=self.clock.now_ms,
+                max_calls=config.api.max_calls,
+                max_waiting=config.api.max_waiting,
+                firing=self.firing_window,
+                firing_hold_ms=config.api.firing_hold_ms,
+            )
             self.http_api.openapi = openapi_document
             self.http_api.event_hooks = {hook.name: hook for hook in config.events}
             tls = config.tls
@@ -320,7 +330,7 @@ class Node:
         # (see _flush_loop) so collections only scan young objects. Refcounting still frees
         # everything non-cyclic, which is all our state.
         gc.freeze()
-        self.driver_thread = DriverThread(self.driver, self.clock, self.propose)
+        self.driver_thread = DriverThread(self.driver, self.clock, self.propose, window=self.firing_window)
         self.driver_thread.on_commit_lateness = self._commit_lateness
         self.driver_thread.start()
         self._flusher.start()

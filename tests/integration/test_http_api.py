@@ -300,3 +300,36 @@ def test_a_watch_streams_a_runs_states_and_logs_follow(cluster: tuple[LocalClust
     followed = _events(leader, path, lambda got: bool(got) and got[-1][0] == "end")
     assert followed[0][0] == "shard" and followed[0][1]["stdout_tail"] == "watched\n"
     assert followed[1:] == [("end", {})]
+
+
+def test_calls_on_the_leader_give_way_to_a_due_fire_batch(node: Running, tokens: dict[str, str]) -> None:
+    """Firing goes first: calls arriving while a fire batch is due or committing wait for it
+    (counted in /metrics), and are answered as usual afterwards."""
+    spec = {"name": "http-every-second", "trigger": {"cron": {"expr": "* * * * * *"}}, "command": "true"}
+    made = call(node.http, "POST", f"{API}/tasks", {"spec": spec}, tokens["maintainer"])
+    assert made.status == 200, made.body
+    api = node.node.http_api
+    assert api is not None and api.firing is node.node.firing_window
+    before = api.held
+    statuses: list[int] = []
+
+    def hammer(_: int) -> None:  # back to back until one call arrived inside a firing window
+        deadline = time.monotonic() + 60
+        while api.held == before and time.monotonic() < deadline:
+            got = call(node.http, "GET", f"{API}/tasks/http-every-second", token=tokens["viewer"])
+            statuses.append(got.status)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(hammer, range(4)))
+        assert api.held > before, "no call ever met a firing window"
+        assert statuses and set(statuses) == {200}
+        metrics = call(node.http, "GET", "/metrics").body
+        held = next(
+            line for line in metrics.splitlines() if line.startswith("raftsched_http_api_held_total{")
+        )
+        assert float(held.rsplit(" ", 1)[1]) >= api.held - before
+        assert 'raftsched_http_api_held_seconds_total{node="n1"}' in metrics
+    finally:
+        gone = call(node.http, "DELETE", f"{API}/tasks/http-every-second", token=tokens["maintainer"])
+        assert gone.status == 200, gone.body

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import REPO, Provenance, percentile, percentiles
+from bench.common import REPO, Provenance, bootstrap_ratio, percentile, percentiles
 
 
 def test_percentile_is_the_nearest_rank() -> None:
@@ -71,3 +71,26 @@ def test_the_in_process_hot_path_benchmarks_do_not_load_the_test_harness() -> No
         timeout=120,
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_bootstrap_ratio_brackets_the_ratio_and_is_seeded() -> None:
+    quiet = [float(v) for v in range(20, 40)]
+    loaded = [v * 1.5 for v in quiet]
+    found = bootstrap_ratio(loaded, quiet, 0.5)
+    assert found["ratio"] == pytest.approx(1.5, abs=0.01)
+    low, high = found["low"], found["high"]
+    assert isinstance(low, float) and isinstance(high, float)
+    assert low < 1.5 < high  # an interval, around the ratio
+    assert high - low < 1.0
+    assert bootstrap_ratio(loaded, quiet, 0.5) == found  # seeded: the same answer again
+    # A sample equal to the other: an interval around 1.
+    same = bootstrap_ratio(quiet, quiet, 0.9)
+    assert same["ratio"] == 1.0 and same["low"] is not None and same["low"] <= 1.0 <= (same["high"] or 0)
+    # More values of the same spread, a narrower interval.
+    narrow = bootstrap_ratio(loaded * 4, quiet * 4, 0.5)
+    assert (narrow["high"] or 0) - (narrow["low"] or 0) < high - low
+
+
+def test_a_bootstrap_ratio_of_nothing_is_none() -> None:
+    assert bootstrap_ratio([], [1.0], 0.99)["ratio"] is None
+    assert bootstrap_ratio([1.0], [0.0, 0.0], 0.99)["ratio"] is None

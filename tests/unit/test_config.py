@@ -709,7 +709,7 @@ def test_many_problems_are_all_reported_in_one_error(tmp_path: Path) -> None:
 
     expected = [
         "extra: unknown key (expected one of: "
-        "cluster, raft, scheduler, storage, metrics, tls, auth, nodes, alerts, events)",
+        "cluster, raft, scheduler, storage, metrics, api, tls, auth, nodes, alerts, events)",
         "cluster.nmae: unknown key (did you mean 'name'?)",
         "cluster.secret: too short (5 characters; at least 16 required)",
         "raft.append_entries_period: must be > 0, got -1.0",

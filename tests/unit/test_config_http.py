@@ -74,3 +74,24 @@ def test_tls_http_keys_are_checked(tmp_path: Path) -> None:
         "tls.http_metrics_client_cert: needs tls.http = true and tls.ca_file (scrapers' certificates "
         "are checked against it)",
     ]
+
+
+def test_the_api_table_defaults_match_the_gateway_and_are_checked() -> None:
+    from raftsched.config.types import ApiSettings
+    from raftsched.leader.window import DEFAULT_LEAD_MS
+    from raftsched.rpc.http_api import FIRING_HOLD_MS, MAX_CALLS, MAX_WAITING
+
+    defaults = ApiSettings(MAX_CALLS, MAX_WAITING, FIRING_HOLD_MS, DEFAULT_LEAD_MS)
+    assert parse_config(valid_data()).api == defaults
+    data = valid_data()
+    data["api"] = {"max_calls": 8, "max_waiting": 0, "firing_hold_ms": "250ms", "firing_lead_ms": 0}
+    assert parse_config(data).api == ApiSettings(8, 0, 250, 0)
+    data["api"] = {"max_calls": 0, "firing_hold_ms": -1, "firing_lead_ms": "2s", "max_wait": 3}
+    assert problems_of(data) == [
+        "api.max_wait: unknown key (did you mean 'max_waiting'?)",
+        "api.max_calls: must be between 1 and 10000, got 0",
+        "api.firing_hold_ms: must be between 0 (never wait) and 10000, got -1",
+        "api.firing_lead_ms: must be between 0 and 1000, got 2000",
+    ]
+    with pytest.raises(ConfigError, match=r"api\.max_waiting"):
+        ApiSettings(max_waiting=-1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from google.protobuf import json_format
 from openapi_spec_validator import validate
 
 from raftsched.errors import InvalidSpec, NotFound, NotLeader
+from raftsched.leader.window import FiringWindow
 from raftsched.observability.listener import HttpListener, HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import openapi, routes
 from raftsched.rpc.http_api import (
@@ -693,3 +696,105 @@ def test_read_answers_are_cached_and_write_answers_are_not() -> None:
     out, reply = _get(api, "/api/v1/tasks/etl-cron", method="PATCH", body=patch)
     assert out.status == 200 and reply["task"]["spec"]["command"] == "secret-ish"
     assert len(api.rendered) == 1  # the PATCH's read is not rendered; its answer is not kept
+
+
+def _windowed_api(window: FiringWindow, hold_ms: int = 10_000, **limits: Any) -> tuple[HttpApi, Scripted]:
+    servicer = Scripted()
+    api = HttpApi(
+        lambda grpc: None, now_ms=lambda: 1_000_000, firing=window, firing_hold_ms=hold_ms, **limits
+    )
+    api.attach(LocalCalls(servicer, [AuthInterceptor(Authenticator(Verifier()))]))  # type: ignore[arg-type]
+    return api, servicer
+
+
+def _task_request() -> HttpRequest:
+    return HttpRequest("GET", "/api/v1/tasks/etl", {}, {"Authorization": "Bearer admin-token"})
+
+
+def test_a_call_waits_while_the_firing_window_is_busy_and_goes_when_it_closes() -> None:
+    window = FiringWindow(lead_ms=20)
+    window.publish(1_000_010, 0)  # a batch due in 10 ms: inside the lead
+    api, servicer = _windowed_api(window)
+
+    async def main() -> HttpResponse:
+        call = asyncio.ensure_future(api.handle(_task_request()))
+        deadline = asyncio.get_running_loop().time() + 10
+        while api.held == 0:
+            assert asyncio.get_running_loop().time() < deadline, "the call was never held"
+            await asyncio.sleep(0.001)
+        window.publish(1_000_010, 1)  # proposed: still busy, nobody is told
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not call.done() and servicer.seen == []  # the servicer was not reached
+        # The driver's thread sees the commit: the window opens and the call goes on.
+        opener = threading.Thread(target=window.publish, args=(1_001_000, 0))
+        opener.start()
+        opener.join()
+        out = await asyncio.wait_for(call, 10)
+        assert isinstance(out, HttpResponse)
+        return out
+
+    out = asyncio.run(main())
+    assert out.status == 200 and json.loads(out.body)["task"]["spec"]["name"] == "etl"
+    assert len(servicer.seen) == 1 and api.held == 1
+
+
+def test_a_call_waits_for_the_firing_window_at_most_its_bound() -> None:
+    window = FiringWindow()
+    window.publish(1_000_000, 1)  # a batch that never commits
+    api, servicer = _windowed_api(window, hold_ms=50)
+    started = time.monotonic()
+    out = asyncio.run(api.handle(_task_request()))
+    waited = time.monotonic() - started
+    assert isinstance(out, HttpResponse) and out.status == 200
+    assert 0.05 <= waited < 5 and api.held == 1 and len(servicer.seen) == 1
+
+
+@pytest.mark.parametrize(("due", "hold_ms"), [(None, 10_000), (1_000_500, 10_000), (1_000_000, 0)])
+def test_a_call_goes_at_once_when_the_window_is_idle_or_waiting_is_off(due: int | None, hold_ms: int) -> None:
+    window = FiringWindow(lead_ms=20)  # a follower (None), a batch 500 ms away, or waiting off
+    window.publish(due, 0)
+    api, servicer = _windowed_api(window, hold_ms=hold_ms)
+    out = asyncio.run(asyncio.wait_for(api.handle(_task_request()), 5))
+    assert isinstance(out, HttpResponse) and out.status == 200
+    assert api.held == 0 and len(servicer.seen) == 1
+
+
+def test_calls_held_for_the_firing_window_count_against_the_waiting_bound() -> None:
+    window = FiringWindow()
+    window.publish(1_000_000, 1)
+    api, servicer = _windowed_api(window, max_waiting=1)
+
+    async def main() -> tuple[HttpResponse | HttpStream, HttpResponse | HttpStream]:
+        first = asyncio.ensure_future(api.handle(_task_request()))
+        deadline = asyncio.get_running_loop().time() + 10
+        while api.held == 0:
+            assert asyncio.get_running_loop().time() < deadline, "the call was never held"
+            await asyncio.sleep(0.001)
+        refused = await api.handle(_task_request())  # one waits already: the bound
+        window.publish(1_001_000, 0)
+        return refused, await asyncio.wait_for(first, 10)
+
+    refused, first = asyncio.run(main())
+    assert isinstance(refused, HttpResponse) and refused.status == 429
+    assert refused.headers["Retry-After"] == "1" and "fire batch" in json.loads(refused.body)["detail"]
+    assert first.status == 200 and len(servicer.seen) == 1
+
+
+def test_the_firing_window_is_waited_for_on_whichever_loop_serves() -> None:
+    window = FiringWindow()
+    api, servicer = _windowed_api(window)
+
+    async def held_then_opened() -> int:
+        window.publish(1_000_000, 1)
+        call = asyncio.ensure_future(api.handle(_task_request()))
+        while api.held == held_before:
+            await asyncio.sleep(0.001)
+        threading.Thread(target=window.publish, args=(1_001_000, 0)).start()
+        out = await asyncio.wait_for(call, 10)
+        return out.status
+
+    for _ in range(2):  # a second loop (a restarted listener): its own wake-up, not the first's
+        held_before = api.held
+        assert asyncio.run(held_then_opened()) == 200
+    assert api.held == 2 and len(servicer.seen) == 2

@@ -148,7 +148,7 @@ def run(
         window_start_ms = next_whole_second_ms()
         cpu0 = cpu_seconds(pid)
         all_cpu0 = {nid: cpu_seconds(proc.pid) for nid, proc in cluster.procs.items()}
-        fired0 = cluster.status(leader).fires_committed
+        fired0 = cluster.status(leader, timeout=60).fires_committed
         time.sleep(seconds)
         cpu1 = cpu_seconds(pid)
         all_cpu1 = {nid: cpu_seconds(proc.pid) for nid, proc in cluster.procs.items()}

@@ -53,6 +53,9 @@ class Bench:
     figure: str
     # Further figures of each run, printed beside it and kept in the JSON (not compared).
     also: tuple[str, ...] = ()
+    # A run that fails is recorded (and counted per side) instead of ending the comparison: a
+    # real cluster on a loaded machine can lose its leader or answer a status call too late.
+    may_fail: bool = False
 
 
 BENCHES = {
@@ -64,6 +67,7 @@ BENCHES = {
         "fires",
         "commit_lateness_ms.p99",
         ("commit_lateness_ms.p50", "commit_lateness_ms.max", "fires_per_s", "leader_cpu_us_per_fire"),
+        may_fail=True,
     ),
 }
 DEFAULT = ("hotpath", "executor_hotpath")  # what runs without --only
@@ -105,8 +109,13 @@ def _field(result: Any, dotted: str) -> float:
     return float(value)
 
 
+class RunFailed(Exception):
+    """A run of a ``may_fail`` benchmark exited with an error (its last lines in the message)."""
+
+
 def measure(checkout: Path, bench: Bench, args: list[str]) -> tuple[float, dict[str, float]]:
-    """One run of ``bench`` in ``checkout`` (a fresh process): its figure, and its ``also``."""
+    """One run of ``bench`` in ``checkout`` (a fresh process): its figure, and its ``also``.
+    :class:`RunFailed` if it failed and ``bench.may_fail``; SystemExit if it failed otherwise."""
     done = subprocess.run(
         command(checkout, bench, args),
         cwd=checkout,
@@ -116,6 +125,10 @@ def measure(checkout: Path, bench: Bench, args: list[str]) -> tuple[float, dict[
         check=False,
         timeout=600,
     )
+    if done.returncode != 0 and bench.may_fail:
+        raise RunFailed(
+            done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        )
     if done.returncode != 0:
         raise SystemExit(f"{bench.module} in {checkout} exited {done.returncode}:\n{done.stderr[-2000:]}")
     result: Any = json.loads(done.stdout)
@@ -174,10 +187,16 @@ def main() -> int:
     }
     runs: dict[str, dict[str, list[float]]] = {n: {"a": [], "b": []} for n in names}
     extras: dict[str, dict[str, list[dict[str, float]]]] = {n: {"a": [], "b": []} for n in names}
+    failed: dict[str, dict[str, list[str]]] = {n: {"a": [], "b": []} for n in names}
     for r in range(args.rounds):
         for name in names:
             for side, checkout in sides.items():
-                figure, also = measure(checkout, BENCHES[name], options[name])
+                try:
+                    figure, also = measure(checkout, BENCHES[name], options[name])
+                except RunFailed as exc:
+                    failed[name][side].append(str(exc))
+                    print(f"round {r + 1}: {name} {side.upper()} FAILED: {exc}", flush=True)
+                    continue
                 runs[name][side].append(figure)
                 extras[name][side].append(also)
                 more = "".join(f", {k} {v:g}" for k, v in also.items())
@@ -188,12 +207,18 @@ def main() -> int:
     results = {
         name: {
             "figure": BENCHES[name].figure,
-            **summary(v["a"], v["b"]),
+            **(summary(v["a"], v["b"]) if v["a"] and v["b"] else {"a": v["a"], "b": v["b"]}),
             **({"also": extras[name]} if BENCHES[name].also else {}),
+            **({"failed": failed[name]} if failed[name]["a"] or failed[name]["b"] else {}),
         }
         for name, v in runs.items()
     }
     for name, s in results.items():
+        if "failed" in s:
+            print(f"{name}: failed runs: A {len(s['failed']['a'])}, B {len(s['failed']['b'])}")
+        if "a_min" not in s:
+            print(f"{name}: no comparison (a side has no successful run)")
+            continue
         print(
             f"{name} ({s['figure']}): A min {s['a_min']} median {s['a_median']}; "
             f"B min {s['b_min']} median {s['b_median']}; "

@@ -44,12 +44,6 @@ log = logging.getLogger(__name__)
 MAX_ENTRY_BYTES = 60_000
 WAITS_RETRY_MS = 1000  # a WorkflowWaitsDue whose deadline is still there is proposed again after this
 HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at again this often
-# Fire batches proposed and not yet committed, while due tasks wait to be planned (a backlog: the
-# next poll makes a full batch). With the pipeline at DriverThread's ``max_in_flight`` (2) a
-# second of 10,000 every-second fires (ten 1,000-fire batches) left in five commit rounds one
-# after another; with the backlog allowance the batches planned while earlier ones replicate go
-# out at once (see docs/explanation/performance.md, "Commit lateness at 10,000 fires/s").
-MAX_IN_FLIGHT_BACKLOG = 16
 # Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
 # per task; planning itself, croniter included, runs off the lock).
 PLAN_READ_CHUNK = 1000
@@ -494,12 +488,9 @@ class DriverThread:
         propose: ProposeFn,
         max_sleep_s: float = 0.5,
         max_in_flight: int = 2,
-        max_in_flight_backlog: int = MAX_IN_FLIGHT_BACKLOG,
     ) -> None:
         self.driver = driver
         self.max_in_flight = max_in_flight
-        # The limit while the driver has a backlog (see _pump); never below max_in_flight.
-        self.max_in_flight_backlog = max(max_in_flight, max_in_flight_backlog)
         self._queue: list[Proposal] = []
         self._in_flight = 0
         # Leaderships seen (each "leader" or "follower" event starts a new one): the pipeline
@@ -554,12 +545,8 @@ class DriverThread:
             except Exception:  # keep the loop alive; a bug here must not silence the scheduler
                 log.exception("leader loop step failed")
 
-    def _limit(self) -> int:
-        """Proposals allowed in flight now: more while due tasks wait to be planned (see _pump)."""
-        return self.max_in_flight_backlog if self.driver.backlog or self._queue else self.max_in_flight
-
     def _sleep_s(self) -> float:
-        if self._in_flight >= self._limit():
+        if self._in_flight >= self.max_in_flight:
             return self.max_sleep_s  # a commit (an event) wakes us
         wake = self.driver.next_wakeup_ms()
         if wake is None:
@@ -632,12 +619,7 @@ class DriverThread:
         # election timeout. The wheel is polled only when the pipeline has room and nothing is
         # queued, so under load due tasks accumulate there and leave in full batches (polling
         # on every commit produced many tiny batches and throughput collapsed).
-        # While the driver has a backlog (due tasks that did not fit in the last poll: the next
-        # poll fills a whole batch), up to `max_in_flight_backlog` batches are in flight: a burst
-        # replicates in one or two commit rounds instead of one round per two batches. Applies
-        # run on their own thread (raftsched.consensus.applier), so the tick thread only appends
-        # and sends them; tiny batches cannot come of it (there is a backlog to fill them).
-        while self._in_flight < self._limit():
+        while self._in_flight < self.max_in_flight:
             if not self._queue:
                 self._queue.extend(self.driver.poll(self.clock.now_ms(), self.driver.max_fires_per_batch))
                 if not self._queue:

@@ -178,8 +178,7 @@ def test_a_proposal_whose_callback_never_comes_holds_back_only_its_own_leadershi
         with lock:
             return sum(1 for e, _ in fire_batches if e == epoch)
 
-    # Two in flight even with the backlog of due tasks (the limit is what this test fills).
-    thread = DriverThread(driver, clock, propose, max_sleep_s=0.05, max_in_flight=2, max_in_flight_backlog=2)
+    thread = DriverThread(driver, clock, propose, max_sleep_s=0.05, max_in_flight=2)
     thread.start()
     try:
         thread.leadership_changed(True, 1)  # leads already: the pipeline fills and sticks
@@ -267,42 +266,3 @@ def test_commit_lateness_is_reported_once_per_nominal_time_of_a_batch() -> None:
     finally:
         thread.stop()
     assert reported[0] == [(T0, 40, 5)]
-
-
-def test_with_a_backlog_more_fire_batches_are_in_flight_up_to_the_backlog_limit() -> None:
-    """Issue 31 (commit p99 at 10,000 fires/s): with two batches in flight, a second's ten
-    batches replicated in five commit rounds one after another. While due tasks wait to be
-    planned, the pipeline takes up to ``max_in_flight_backlog`` batches, and no more."""
-    every_second = CronTrigger("* * * * * *")
-    specs = [TaskSpec(f"t{i}", every_second, overlap=Overlap.ALLOW, command="x") for i in range(10)]
-    driver = leader_with(specs, T0 - 500, max_fires_per_batch=1)  # ten batches due at T0
-    clock = ManualClock(T0 + 10)
-    proposed: list[pb.Command] = []
-    lock = threading.Lock()
-    thread: DriverThread
-
-    def propose(data: bytes, done: ProposeCallback, committed: CommitHook | None) -> None:
-        cmd = pb.Command.FromString(data)
-        if cmd.WhichOneof("body") == "barrier":
-            applied = driver.state.apply(data)
-            thread.effects_applied(applied.effects)
-            done(applied.encode(), None)
-            return
-        with lock:
-            proposed.append(cmd)  # in flight: never committed here
-
-    def count() -> int:
-        with lock:
-            return len(proposed)
-
-    thread = DriverThread(driver, clock, propose, max_sleep_s=0.05, max_in_flight=2, max_in_flight_backlog=6)
-    thread.start()
-    try:
-        thread.leadership_changed(True, 1)
-        wait_until(lambda: count() >= 6, 10, what="six batches in flight")
-    finally:
-        thread.stop()
-    assert count() == 6  # the limit holds: four due tasks still wait for a slot
-    assert driver.backlog + len(thread._queue) == 4
-    fired = [tf.task for cmd in proposed for tf in cmd.fire_batch.tasks]
-    assert len(fired) == len(set(fired)) == 6

@@ -126,9 +126,8 @@ def measure(checkout: Path, bench: Bench, args: list[str]) -> tuple[float, dict[
         timeout=600,
     )
     if done.returncode != 0 and bench.may_fail:
-        raise RunFailed(
-            done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-        )
+        lines = done.stderr.strip().splitlines()  # the last few: a gRPC error ends with a lone ">"
+        raise RunFailed(" | ".join(x.strip() for x in lines[-4:]) if lines else f"exit {done.returncode}")
     if done.returncode != 0:
         raise SystemExit(f"{bench.module} in {checkout} exited {done.returncode}:\n{done.stderr[-2000:]}")
     result: Any = json.loads(done.stdout)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 
+import pytest
+
+from raftsched.consensus import applier as applier_module
 from raftsched.consensus.applier import COMMIT_EVERY, Applier
 from raftsched.testing.cluster import wait_until
 
@@ -128,3 +132,54 @@ def test_reset_answers_the_waiters_of_covered_entries_with_an_unknown_outcome() 
     wait_until(lambda: 9 in answers, 10, what="entry 9's result")
     applier.stop()
     assert answers[9] is not None and rec.applied == [8, 9, 10]
+
+
+def test_the_applier_yields_between_the_entries_of_a_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each entry's apply holds the state lock; taking it again at once for the next entry starved
+    the leader's readers (its event loop, the fire planner) for seconds while a backlog drained.
+    The applier gives the GIL away after every entry, so a woken reader takes the lock."""
+    events: list[str] = []
+    monkeypatch.setattr(applier_module, "yield_to_readers", lambda: events.append("yield"))
+
+    def apply(index: int, data: bytes) -> bytes | None:
+        events.append(f"apply {index}")
+        return None
+
+    applier = Applier(apply, lambda: None)
+    for i in range(1, 5):
+        applier.enqueue(i, b"x")  # queued before the thread starts: one backlog
+    applier.start()
+    try:
+        wait_until(lambda: "apply 4" in events, 10, what="the backlog applied")
+    finally:
+        applier.stop()
+    applies = [i for i, e in enumerate(events) if e.startswith("apply")]
+    assert [events[i] for i in applies] == ["apply 1", "apply 2", "apply 3", "apply 4"]
+    assert all(events[i + 1] == "yield" for i in applies[:-1])
+
+
+def test_a_reader_takes_the_state_lock_while_a_backlog_drains() -> None:
+    """The behaviour the yield is for: a reader waiting for the lock the applies hold gets it
+    before the backlog (200 entries of 5 ms each, 1 s) has drained."""
+    lock = threading.Lock()
+    applied: list[int] = []
+
+    def apply(index: int, data: bytes) -> bytes | None:
+        with lock:
+            end = time.perf_counter() + 0.005
+            while time.perf_counter() < end:  # the lock held as an apply holds it (busy)
+                pass
+            applied.append(index)
+        return None
+
+    applier = Applier(apply, lambda: None)
+    for i in range(1, 201):
+        applier.enqueue(i, b"x")
+    applier.start()
+    try:
+        wait_until(lambda: len(applied) >= 2, 10, what="the backlog to start draining")
+        with lock:
+            seen = len(applied)
+    finally:
+        applier.stop()
+    assert seen < 200, "the reader waited until the whole backlog was applied"

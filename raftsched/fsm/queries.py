@@ -183,7 +183,65 @@ def fire_records(
 
     A range record starting before ``since_ms`` but reaching into the window is included.
     ``newest``: the last ``limit`` of them rather than the first (read backwards from the end).
+    A fire of the columnar hot path (raftsched.fsm.hot) stores no fire record: its FIRED record
+    is synthesised from its run's stored record (:func:`synthesised_fires`).
     """
+    stored = _stored_fire_records(reader, task, since_ms, until_ms, limit, newest)
+    extra = synthesised_fires(reader, task, since_ms, until_ms, limit, newest, stored)
+    if not extra:
+        return stored
+    merged = sorted([*stored, *extra], key=lambda rec: rec.nominal_ms)
+    return merged[-limit:] if newest else merged[:limit]
+
+
+def synthesised_fires(
+    reader: StoreReader,
+    task: str,
+    since_ms: int,
+    until_ms: int,
+    limit: int,
+    newest: bool,
+    stored: list[pb.FireRecord],
+) -> list[pb.FireRecord]:
+    """FIRED records for the fired runs of ``task`` in the window that have no fire record (a hot
+    fire writes none; its run record says all a FIRED record would: nominal, run, version, when
+    and by which epoch it was decided). Manual and backfill runs are not fires.
+
+    Only from the task's oldest fire record on (if it has one): a cold fire always has its
+    record, and older runs than that are those whose records were pruned (reads of a state the
+    hot path never touched are as they were)."""
+    first = keys.per_task_prefix(keys.FIRE, task)
+    for _, value in reader.scan(first, keys.per_task_end(keys.FIRE, task), limit=1):
+        since_ms = max(since_ms, pb.FireRecord.FromString(value).nominal_ms)
+    lo = keys.time_key(keys.RUN, task, max(since_ms, 0))
+    hi = keys.time_key(keys.RUN, task, until_ms + 1) if until_ms else keys.per_task_end(keys.RUN, task)
+    covered = {rec.nominal_ms for rec in stored}
+    out: list[pb.FireRecord] = []
+    for key, value in reader.scan(lo, hi, reverse=newest, limit=limit + len(stored)):
+        if b"~" in key[len(keys.per_task_prefix(keys.RUN, task)) :]:
+            continue  # a manual run (or a workflow's): not a fire
+        run = pb.Run()
+        run.ParseFromString(value)
+        if run.nominal_ms in covered or run.manual or run.backfill or run.backfill_id:
+            continue
+        out.append(
+            pb.FireRecord(
+                task=task,
+                nominal_ms=run.nominal_ms,
+                outcome=pb.FIRED,
+                decided_ms=run.created_ms,
+                epoch=run.epoch,
+                run_id=run.run_id,
+                task_version=run.task_version,
+                count=1,
+            )
+        )
+    return out
+
+
+def _stored_fire_records(
+    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int, newest: bool = False
+) -> list[pb.FireRecord]:
     out: list[pb.FireRecord] = []
     if newest:
         start = keys.time_key(keys.FIRE, task, max(since_ms, 0))

@@ -561,3 +561,30 @@ def test_digest_of_the_workload_is_stable() -> None:
             state.apply(data)
         digests.add(hashlib.sha256(state.snapshot()).hexdigest())
     assert len(digests) == 1
+
+
+def test_fire_queries_synthesise_the_fired_records_of_hot_fires() -> None:
+    from raftsched.fsm import queries
+
+    cols, cold = twins("a")
+    for k in (1, 2, 3):
+        at = T0 + k * S
+        assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+        assert apply(cols, assign_cols(at, [(k, 1, 1)])).accounted == 1
+        assert apply(cols, result_cols(at + 1, [(k, 1, 1, 1, 0)])).accounted == 1
+        assert apply(cold, tick("a", 1, at)).fired == 1
+        assert apply(cold, assign(at, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+        assert apply(cold, cold_success(at + 1, f"a@{at}", "ex1", 1, 0)).accounted == 1
+    with cols.store.reader() as r:
+        assert not list(r.scan(keys.FIRE, keys.FIRE + keys.END))  # no fire record stored
+        got = queries.fire_records(r, "a", 0, 0, 10)
+        newest = queries.fire_records(r, "a", 0, 0, 2, newest=True)
+    with cold.store.reader() as r:
+        want = queries.fire_records(r, "a", 0, 0, 10)
+    assert [(f.nominal_ms, f.outcome, f.run_id, f.decided_ms, f.epoch, f.task_version) for f in got] == [
+        (f.nominal_ms, f.outcome, f.run_id, f.decided_ms, f.epoch, f.task_version) for f in want
+    ]
+    assert [f.nominal_ms for f in newest] == [T0 + 2 * S, T0 + 3 * S]
+    # A state the hot path never touched reads as before: its fire records only.
+    with cold.store.reader() as r:
+        assert queries.synthesised_fires(r, "a", 0, 0, 10, False, want) == []

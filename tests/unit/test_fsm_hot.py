@@ -588,3 +588,31 @@ def test_fire_queries_synthesise_the_fired_records_of_hot_fires() -> None:
     # A state the hot path never touched reads as before: its fire records only.
     with cold.store.reader() as r:
         assert queries.synthesised_fires(r, "a", 0, 0, 10, False, want) == []
+
+
+def test_the_end_of_run_record_from_wire_pieces_is_protobufs_deterministic_bytes() -> None:
+    cases = [
+        ("a", 1, "", "a@5", 5, 6, 9, 1, "ex1", 7, 5 + 40, 300),
+        ("t" * 200, 1 << 40, '{"k": "v"}', "t@1", T0, T0 + 1, T0 + 99, 1 << 33, "é" * 70, T0 + 2, 0, 0),
+        ("b", 3, "{}", "b@0", 0, 0, 0, 0, "", 0, -7, 1 << 31),
+    ]
+    for task, version, params, rid, nominal, created, now, epoch, ex, assigned, started, dur in cases:
+        run = pb.Run(
+            run_id=rid,
+            task=task,
+            nominal_ms=nominal,
+            task_version=version,
+            state=pb.SUCCEEDED,
+            created_ms=created,
+            finished_ms=now,
+            epoch=epoch,
+            params_json=params,
+            timeline_derived=True,
+        )
+        run.timeline.add(event="created", at_ms=created, reason="fire")
+        run.shards.add(
+            attempt=1, state=pb.SUCCEEDED, finished_ms=now, executor=ex, assigned_ms=assigned, duration_ms=dur
+        ).started_ms = started
+        head = hot._finished_head(task, version, params)
+        got = hot.finished_run_bytes(head, rid, nominal, created, now, epoch, ex, assigned, started, dur)
+        assert got == run.SerializeToString(deterministic=True)

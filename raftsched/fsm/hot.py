@@ -43,7 +43,7 @@ from raftsched import bounds
 from raftsched.abc import StateStore
 from raftsched.fsm import keys, wire
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
-from raftsched.fsm.records import TaskState, pending_shards
+from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention, TaskState, keeps, pending_shards
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import is_internal, is_trigger
@@ -331,6 +331,8 @@ class HotHost(Protocol):
     def tally(self) -> ApplyTally | None: ...
     @property
     def on_start(self) -> StartSink | None: ...
+    @property
+    def retention(self) -> Retention: ...
 
     def put_task(self, st: TaskState) -> None: ...
     def touch_task(self, st: TaskState) -> None: ...
@@ -687,7 +689,7 @@ class HotBook:
         per_task, hot_usage = runs.active_per_task, runs.usage.hot
         by_number, names = numbering.tasks, numbering.executors
         state, task_col, nominal_col = slots.state, slots.task, slots.nominal
-        sink, tally = host.on_start, host.tally
+        sink, tally, retention = host.on_start, host.tally, host.retention
         touched: list[str] = []
         for j, seq, e, dur, late in zip(idx, seqs, execs, durations, lateness, strict=True):
             state[j] = SUCCEEDED
@@ -703,9 +705,6 @@ class HotBook:
                 per_task[name] = left
             else:
                 del per_task[name]
-            hot_usage[ename] -= 1
-            if not hot_usage[ename]:
-                del hot_usage[ename]
             if sink is not None:
                 sink(now, st.spec.namespace, max(0, late))
             if tally is not None:
@@ -714,16 +713,31 @@ class HotBook:
                 tally.run_finished("succeeded", spec.owner, spec.namespace, name)
             run_id = run_id_of(name, nominal_col[j])
             kept = st.kept_runs
-            runs.prune(st, now, run_id)
-            if st.kept_runs != kept:
-                # Pruning is not replayed from the hot records: the task's counters are stored
-                # as of the end of this command instead (a TaskCounters row, which loading
-                # prefers over the hot records up to it).
-                host.touch_task(st)
+            spec = st.spec
+            # RunBook.prune decides nothing below this (the count rule deletes only past
+            # keep_count + PRUNE_BATCH - phase, phase < PRUNE_BATCH / 2; the age rule runs on
+            # every AGE_PRUNE_EVERY-th finish): the call is left out then.
+            if (
+                kept % AGE_PRUNE_EVERY == 0
+                or kept - keeps(retention, spec.keep_runs, spec.keep_for_ms)[0] > PRUNE_BATCH // 2
+            ):
+                runs.prune(st, now, run_id)
+                if st.kept_runs != kept:
+                    # Pruning is not replayed from the hot records: the task's counters are
+                    # stored as of the end of this command instead (a TaskCounters row, which
+                    # loading prefers over the hot records up to it).
+                    host.touch_task(st)
             key = keys.time_key(keys.RUN, name, nominal_col[j])
             runs.write(run_id, self._finished(j, st, run_id, ename, dur, late, now), False, key)
             touched.append(name)
         host.hot_touched(touched)
+        for e, c in Counter(execs).items():
+            ename = names[e] or ""
+            left = hot_usage[ename] - c
+            if left:
+                hot_usage[ename] = left
+            else:
+                del hot_usage[ename]
         rows = pb.ResultColumns(
             seq=seqs, attempt=attempts, executor=execs, duration_ms=durations, lateness_ms=lateness
         )
@@ -1204,18 +1218,13 @@ def finished_run_bytes(
     """``pb.Run`` of a hot run that succeeded on its first attempt, serialised deterministically:
     run_id, task, nominal, task_version, state SUCCEEDED, created, finished, epoch, the shard
     (attempt 1, SUCCEEDED, finished, executor, assigned, started, duration), params, the
-    "created" timeline entry and timeline_derived."""
-    shard = (
-        _SHARD_HEAD
-        + _cached_field(5, finished_ms)
-        + (_len_field(6, executor.encode()) if executor else b"")
-        + _cached_field(8, assigned_ms)
-        + _STARTED_TAG
-        + wire.varint(started_ms)
-        + (_DURATION_TAG + wire.varint(duration_ms) if duration_ms else b"")
-    )
+    "created" timeline entry and timeline_derived. The rows of one entry share most pieces
+    (their times, executors and durations), so those are cached."""
+    data = run_id.encode()
+    size = len(data)
     return (
-        _len_field(1, run_id.encode())
+        (b"\x0a" + _SMALL[size] if size < 128 else _len_field(1, data))
+        + data
         + head.task_field
         + _cached_field(3, nominal_ms)
         + head.version_field
@@ -1223,8 +1232,28 @@ def finished_run_bytes(
         + _cached_field(6, created_ms)
         + _cached_field(7, finished_ms)
         + _cached_field(8, epoch)
-        + _len_field(10, shard)
+        + _shard_field(finished_ms, executor, assigned_ms, started_ms, duration_ms)
         + head.params_field
         + _created_entry(created_ms)
         + _DERIVED
     )
+
+
+_SMALL: Final = tuple(bytes((i,)) for i in range(128))
+
+
+@lru_cache(maxsize=1024)
+def _shard_field(
+    finished_ms: int, executor: str, assigned_ms: int, started_ms: int, duration_ms: int
+) -> bytes:
+    """Run.shards[0] (field 10) of a finished hot run."""
+    shard = (
+        _SHARD_HEAD
+        + _int_field(5, finished_ms)
+        + (_len_field(6, executor.encode()) if executor else b"")
+        + _int_field(8, assigned_ms)
+        + _STARTED_TAG
+        + wire.varint(started_ms)
+        + (_DURATION_TAG + wire.varint(duration_ms) if duration_ms else b"")
+    )
+    return _len_field(10, shard)

@@ -616,3 +616,24 @@ def test_the_end_of_run_record_from_wire_pieces_is_protobufs_deterministic_bytes
         head = hot._finished_head(task, version, params)
         got = hot.finished_run_bytes(head, rid, nominal, created, now, epoch, ex, assigned, started, dur)
         assert got == run.SerializeToString(deterministic=True)
+
+
+def test_state_format_4_is_written_from_numbering_on_and_refused_by_a_format_3_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from raftsched.errors import SnapshotFormatError
+    from raftsched.fsm.state import DERIVED_TIMELINES_FORMAT, HOT_STATE_FORMAT
+
+    plain = fresh()
+    assert create(plain, allow("a")).ok
+    assert pb.Meta.FromString(plain.store.get(keys.META) or b"").state_format == DERIVED_TIMELINES_FORMAT
+    assert pb.Snapshot.FromString(plain.snapshot()).format == DERIVED_TIMELINES_FORMAT
+    assert apply(plain, number_entities()).ok
+    assert pb.Meta.FromString(plain.store.get(keys.META) or b"").state_format == HOT_STATE_FORMAT
+    assert pb.Snapshot.FromString(plain.snapshot()).format == HOT_STATE_FORMAT == codec.SNAPSHOT_FORMAT
+    data = plain.snapshot()
+    monkeypatch.setattr(codec, "SNAPSHOT_FORMAT", DERIVED_TIMELINES_FORMAT)  # a build before it
+    with pytest.raises(SnapshotFormatError):
+        SchedulerState.load(MemoryStore()).restore(data, 1)
+    with pytest.raises(SnapshotFormatError):
+        SchedulerState.load(plain.store)

@@ -772,9 +772,17 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             else:
                 tasks = [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
             with self.node.store.reader() as r:
-                return queries.list_runs(
+                runs = queries.list_runs(
                     r, tasks, request.since_ms, request.until_ms, request.state, size + 1, before
                 )
+            # Live runs of the columnar hot path have no stored record yet (raftsched.fsm.hot).
+            live = self.node.state.live_hot_runs(tasks, request.since_ms, request.until_ms, request.state)
+            if before is not None:
+                live = [run for run in live if (run.nominal_ms, run.run_id) < before]
+            if not live:
+                return runs
+            runs = sorted([*runs, *live], key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
+            return runs[: size + 1]
 
         async with self._reads:
             runs = await asyncio.to_thread(read)
@@ -791,6 +799,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             try:
                 with self.node.store.reader() as r:
                     run = queries.stored_run(r, request.run_id)
+                if run is None:  # a live run of the columnar hot path: no stored record yet
+                    run = self.node.state.live_hot_run(request.run_id)
             except ValueError:  # not a run id (its nominal part is not a number)
                 run = None
         if run is None or not authz.visible(self.node.state.task_namespace(run.task)):

@@ -637,3 +637,24 @@ def test_state_format_4_is_written_from_numbering_on_and_refused_by_a_format_3_b
         SchedulerState.load(MemoryStore()).restore(data, 1)
     with pytest.raises(SnapshotFormatError):
         SchedulerState.load(plain.store)
+
+
+def test_reads_of_live_hot_runs_show_what_the_cold_path_stores() -> None:
+    from raftsched.fsm import queries
+
+    cols, cold = twins("a", "b")
+    at = T0 + S
+    assert apply(cols, fire_cols(at, [(1, 1, at, at + S), (2, 1, at, at + S)])).fired == 2
+    assert apply(cold, tick("a", 1, at)).fired == 1 and apply(cold, tick("b", 1, at)).fired == 1
+    assert apply(cols, assign_cols(at + 10, [(1, 1, 1)])).accounted == 1
+    assert apply(cold, assign(at + 10, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+    with cold.store.reader() as r:
+        want = {rid: queries.stored_run(r, rid) for rid in (f"a@{at}", f"b@{at}")}
+        listed = queries.list_runs(r, ["a", "b"], 0, 0, 0, 10)
+    for rid, run in want.items():
+        assert cols.live_hot_run(rid) == run
+    assert cols.live_hot_run(f"a@{at + 1}") is None
+    live = cols.live_hot_runs(["a", "b"], 0, 0, 0)
+    assert sorted(live, key=lambda x: (x.nominal_ms, x.run_id), reverse=True) == listed
+    assert [r.run_id for r in cols.live_hot_runs(["a", "b"], 0, 0, pb.RUNNING)] == [f"a@{at}"]
+    assert cols.live_hot_runs(["b"], at + 1, 0, 0) == []

@@ -883,6 +883,13 @@ class HotBook:
         seq = seq_of(self.slots, self.host.tasks, run_id)
         return self.promote(seq) if seq else None
 
+    def promote_all(self) -> None:
+        """Every live hot run (a rare command that walks the cold runs needs them there)."""
+        slots = self.slots
+        for j, state in enumerate(list(slots.state)):
+            if state in (PENDING, RUNNING):
+                self.promote(slots.base + j)
+
     def promote_task(self, st: TaskState) -> None:
         for seq in list(st.hot_seqs):
             self.promote(seq)

@@ -336,6 +336,10 @@ class SchedulerState(LockedReads):
             now = cmd.now_ms
         if body in EventBook.CHANGES_TASKS:
             self.events.invalidate()  # before: a rejection may have changed nothing, or part
+        if body == "set_quota" and self.runs.slots.state:
+            # A new quota counts the running attempts of its owner or namespace (hold_for_quota
+            # walks the cold runs): the hot ones go to the cold path first.
+            self.hot.promote_all()
         result, effects = handler(self, cmd, now)
         if body in _HOT_BIT_BODIES and self.numbering.on:
             self._refresh_hot(cmd, body or "")

@@ -297,7 +297,9 @@ def test_failure_of_a_hot_run_promotes_it_and_goes_on_as_the_cold_path() -> None
     assert tables(reloaded(cols)) == tables(cols)
 
 
-@pytest.mark.parametrize("event", ["cancel", "leave", "lost", "update_replace", "delete", "retry_elsewhere"])
+@pytest.mark.parametrize(
+    "event", ["cancel", "leave", "lost", "update_replace", "delete", "retry_elsewhere", "quota"]
+)
 def test_cold_events_promote_a_running_hot_run(event: str) -> None:
     cols, cold = twins("a")
     at = T0 + S
@@ -324,6 +326,12 @@ def test_cold_events_promote_a_running_hot_run(event: str) -> None:
     elif event == "delete":
         assert delete(cols, "a", now=at + 50).ok and delete(cold, "a", now=at + 50).ok
         data = b""
+    elif event == "quota":  # the running hot attempt holds a place of the new quota
+        cmd = pb.Command(epoch=1, now_ms=at + 50, origin="n1")
+        cmd.set_quota.quota.kind = "namespace"
+        cmd.set_quota.quota.name = "default"
+        cmd.set_quota.quota.max_running = 5
+        data = codec.encode_command(cmd)
     else:
         data = report(at + 50, (run_id, 0, 1, False))
     if data:

@@ -666,3 +666,126 @@ def test_reads_of_live_hot_runs_show_what_the_cold_path_stores() -> None:
     assert sorted(live, key=lambda x: (x.nominal_ms, x.run_id), reverse=True) == listed
     assert [r.run_id for r in cols.live_hot_runs(["a", "b"], 0, 0, pb.RUNNING)] == [f"a@{at}"]
     assert cols.live_hot_runs(["b"], at + 1, 0, 0) == []
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_streams_of_hot_and_cold_events_keep_the_cold_paths_state(seed: int) -> None:
+    """Seeded random streams: hot attempts as columns on one state, as today's bodies on its
+    twin, with cold events between (failures, losses, cancels, leaves, disables, updates,
+    deletes). After every step the stored runs are byte-identical, the unfinished runs and task
+    counters equal (but kept fire records), and a reload rebuilds identical tables."""
+    import random
+
+    rnd = random.Random(seed)
+    names = ["a", "b", "c", "d"]
+    cols, cold = twins(*names)
+    execs = {"ex1": 1, "ex2": 2}
+    now = T0
+    due = dict.fromkeys(names, T0 + S)
+
+    def both(data: bytes) -> None:
+        a, b = cols.apply(data), cold.apply(data)
+        assert a.result == b.result, data
+
+    def live(state: SchedulerState) -> dict[str, pb.Run]:
+        with state.view() as v:
+            return {rid: pb.Run.FromString(raw) for rid, raw in v.active.items()}
+
+    for _step in range(60):
+        now += rnd.randint(1, 700)
+        op = rnd.random()
+        if op < 0.3:  # fires of every hot task that is due
+            rows, cold_entries = [], []
+            for name in names:
+                st = cols.tasks.get(name)
+                if st is None:
+                    continue
+                due[name] = max(due[name], st.watermark_ms + 1)  # (enabling again moved it)
+                if due[name] > now:
+                    continue
+                if not st.hot:
+                    due[name] = now + S
+                    continue
+                rows.append((st.number, st.version, due[name], now + S))
+                cold_entries.append((name, st.version, due[name]))
+                due[name] = now + S
+            if rows:
+                res = apply(cols, fire_cols(now, rows))
+                assert res.fired == len(rows)
+                for name, version, nominal in cold_entries:
+                    from tests.support.fsm import batch, entry, fire
+
+                    one = batch(now, entry(name, version, [fire(nominal)], watermark=now, next_fire=now + S))
+                    assert apply(cold, one).fired == 1
+            continue
+        runs = live(cold)
+        assert runs == live(cols)
+        if not runs:
+            continue
+        rid = rnd.choice(sorted(runs))
+        run = runs[rid]
+        shard = run.shards[0]
+        with cols.view() as v:
+            seq = v.hot_seq(rid)
+        if op < 0.5 and shard.state == pb.PENDING and not run.held:
+            ex = rnd.choice(sorted(execs))
+            if seq:
+                apply(cols, assign_cols(now, [(seq, shard.attempt, execs[ex])]))
+            else:
+                apply(cols, assign(now, (rid, 0, shard.attempt, ex)))
+            apply(cold, assign(now, (rid, 0, shard.attempt, ex)))
+        elif op < 0.7 and shard.state == pb.RUNNING:
+            dur, late = rnd.randint(0, 900), rnd.randint(-5, 900)
+            if seq:
+                apply(cols, result_cols(now, [(seq, shard.attempt, execs[shard.executor], dur, late)]))
+            else:
+                apply(cols, cold_success(now, rid, shard.executor, dur, late))
+            apply(cold, cold_success(now, rid, shard.executor, dur, late))
+        elif op < 0.78 and shard.state == pb.RUNNING:
+            both(result(now, rid, shard.attempt, shard.executor, False, error="boom"))
+        elif op < 0.83 and shard.state == pb.RUNNING:
+            cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+            cmd.report_results.results.add(run_id=rid, shard=0, attempt=shard.attempt, lost=True)
+            both(codec.encode_command(cmd))
+        elif op < 0.88:
+            cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+            cmd.cancel_runs.run_ids.append(rid)
+            cmd.cancel_runs.skip_finished = True
+            both(codec.encode_command(cmd))
+        elif op < 0.92:
+            ex = rnd.choice(sorted(execs))
+            both(leave(ex, now, retry_at=now + 1))
+            both(join(ex, now=now + 1))
+        elif op < 0.96:
+            from tests.support.fsm import set_enabled
+
+            name = run.task
+            if name in cold.tasks:
+                enabled = not cold.tasks[name].enabled
+                a, b = set_enabled(cols, name, enabled, now=now), set_enabled(cold, name, enabled, now=now)
+                a.task.kept_fires = b.task.kept_fires = 0  # hot fires store no fire record
+                assert a == b
+        else:
+            name = run.task
+            if name in cold.tasks and rnd.random() < 0.5:
+                assert delete(cols, name, now=now).ok and delete(cold, name, now=now).ok
+                names.remove(name)
+            elif name in cold.tasks:
+                overlap = rnd.choice([Overlap.ALLOW, Overlap.SKIP])
+                spec = TaskSpec(name, EVERY_SECOND, command="true", overlap=overlap)
+                a, b = update(cols, spec, now=now), update(cold, spec, now=now)
+                a.task.kept_fires = b.task.kept_fires = 0
+                assert a == b
+                if a.ok:
+                    due[name] = now + S
+        # A live hot run has no record yet; the cold twin stored it at its fire.
+        hot_live = {keys.run_key_for_id(rid) for rid in cols.hot.live_runs()}
+        assert stored_runs(cols) == {k: v for k, v in stored_runs(cold).items() if k not in hot_live}
+        assert live(cols) == live(cold)
+        for name in names:
+            c, d = cols.get_task(name), cold.get_task(name)
+            assert c is not None and d is not None
+            c.number = d.number = 0
+            c.kept_fires = d.kept_fires = 0
+            assert c == d, name
+        assert tables(reloaded(cols)) == tables(cols)

@@ -742,7 +742,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             with self.node.store.reader() as r:
                 for rec in reply.tasks:
                     fires = reply.recent.add(task=rec.spec.name)
-                    for fire, state in queries.recent_fires(r, rec.spec.name, count):
+                    live = self.node.state.live_hot_runs([rec.spec.name], 0, 0, 0)
+                    for fire, state in queries.recent_fires(r, rec.spec.name, count, live):
                         fires.fires.append(fire)
                         fires.run_states.append(state)  # type: ignore[arg-type]  # a RunState value
 
@@ -815,10 +816,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
+        live = self.node.state.live_hot_runs([request.task], 0, 0, 0)  # no stored record yet
         with self.node.store.reader() as r:
             out.fires.extend(
                 queries.fire_records(
-                    r, request.task, request.since_ms, request.until_ms, limit, request.newest
+                    r, request.task, request.since_ms, request.until_ms, limit, request.newest, live
                 )
             )
         return out
@@ -827,8 +829,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
         await self._consistent(context)
         rec = self._task(request.task)
+        live = self.node.state.live_hot_runs([request.task], 0, 0, 0)  # no stored record yet
         with self.node.store.reader() as r:
-            around, run = queries.fires_around(r, request.task, request.at_ms)
+            around, run = queries.fires_around(r, request.task, request.at_ms, live)
         calendars = [c for n in rec.spec.exclude if (c := self.node.state.calendar_for(n)) is not None]
         return explain(rec, request.at_ms, around, run, calendars, now_ms=self.node.gate.now_ms())
 

@@ -789,3 +789,30 @@ def test_random_streams_of_hot_and_cold_events_keep_the_cold_paths_state(seed: i
             c.kept_fires = d.kept_fires = 0
             assert c == d, name
         assert tables(reloaded(cols)) == tables(cols)
+
+
+def test_fire_queries_show_live_hot_fires_given_the_live_runs() -> None:
+    from raftsched.fsm import queries
+
+    cols, cold = twins("a")
+    at = T0 + S
+    assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(cold, tick("a", 1, at)).fired == 1
+    assert apply(cols, assign_cols(at, [(1, 1, 1)])).accounted == 1
+    assert apply(cold, assign(at, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+    live = cols.live_hot_runs(["a"], 0, 0, 0)
+
+    def key(f: pb.FireRecord) -> tuple[object, ...]:
+        return (f.nominal_ms, f.outcome, f.run_id, f.decided_ms, f.epoch, f.task_version, f.count)
+
+    with cols.store.reader() as r, cold.store.reader() as c:
+        assert queries.fire_records(r, "a", 0, 0, 10) == []  # nothing stored yet
+        assert [key(f) for f in queries.fire_records(r, "a", 0, 0, 10, live=live)] == [
+            key(f) for f in queries.fire_records(c, "a", 0, 0, 10)
+        ]
+        got = queries.recent_fires(r, "a", 5, live)
+        want = queries.recent_fires(c, "a", 5)
+        assert [(key(f), s) for f, s in got] == [(key(f), s) for f, s in want]
+        around, run = queries.fires_around(r, "a", at, live)
+        around_c, run_c = queries.fires_around(c, "a", at)
+        assert [key(f) for f in around] == [key(f) for f in around_c] and run == run_c

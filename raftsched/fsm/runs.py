@@ -19,6 +19,7 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, taskbackfill, wire
 from raftsched.fsm.alerts import BACKFILL_FAILED
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled
+from raftsched.fsm.hot import SlotTable
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import (
     AGE_PRUNE_EVERY,
@@ -97,6 +98,13 @@ class RunHost(BookHost, Protocol):
     def emit_for_run(
         self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]
     ) -> None: ...
+    def promote_hot(self, run_id: str) -> pb.Run | None:
+        """Move the live hot run ``run_id`` to the cold path, if there is one (raftsched.fsm.hot)."""
+        ...
+
+    def peek_hot(self, run_id: str) -> pb.Run | None:
+        """The live hot run ``run_id`` as the cold path would hold it (nothing changes), or None."""
+        ...
 
 
 class RunBook:
@@ -118,6 +126,9 @@ class RunBook:
         # running attempts hold, so an assignment that would over-commit one is refused.
         self.usage = ExecutorUsage()
         self.needs: dict[tuple[str, int], Need] = {}  # (task, version) -> need (versions are immutable)
+        # The unfinished runs of the columnar hot path (raftsched.fsm.hot), by seq: not in
+        # `active` (derived from the hot records on load).
+        self.slots = SlotTable()
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -183,6 +194,12 @@ class RunBook:
             self.active[run_id] = data
         self.store.put(key, data)
 
+    def write(self, run_id: str, data: bytes, unfinished: bool, key: bytes = b"") -> None:
+        """Store the serialised run ``run_id`` under its key (``key``, if the caller has it: the
+        hot path's end-of-run records and promoted runs, raftsched.fsm.hot); ``unfinished``:
+        kept in ``active`` too."""
+        self._write(run_id, data, key or keys.run_key_for_id(run_id), unfinished)
+
     def save(self, run: pb.Run) -> bytes:
         """Store ``run`` as it is now (serialized once, deterministically); returns the bytes."""
         data = run.SerializeToString(deterministic=True)
@@ -190,13 +207,24 @@ class RunBook:
         return data
 
     def get(self, run_id: str) -> pb.Run | None:
-        """A fresh copy of the unfinished run ``run_id``, or None (apply thread, or hold the lock)."""
+        """A fresh copy of the unfinished run ``run_id``, or None (apply thread only). A live hot
+        run is promoted to the cold path first: every cold event that names one goes through here."""
         data = self.active.get(run_id)
         if data is None:
-            return None
+            if not self.slots.state:
+                return None
+            return self.host.promote_hot(run_id)
         run = pb.Run()
         run.ParseFromString(data)
         return run
+
+    def peek(self, run_id: str) -> pb.Run | None:
+        """A fresh copy of the unfinished run ``run_id`` (a live hot run synthesised, nothing
+        changed), or None: for readers (hold the lock)."""
+        data = self.active.get(run_id)
+        if data is None:
+            return self.host.peek_hot(run_id) if self.slots.state else None
+        return pb.Run.FromString(data)
 
     def _count(self, st: TaskState) -> None:
         name = st.spec.name
@@ -313,6 +341,8 @@ class RunBook:
         lo = keys.time_key(keys.RUN, task, nominal)
         if any(True for _ in self.store.scan(lo, lo + keys.END, limit=1)):
             return True
+        if self.slots.state and self.host.peek_hot(run_id_for(task, nominal)) is not None:
+            return True  # a live hot run: no record under its key yet
         fire = self.store.get(keys.time_key(keys.FIRE, task, nominal))
         return fire is not None and pb.FireRecord.FromString(fire).outcome == pb.FIRED
 

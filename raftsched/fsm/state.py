@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar, Final
 
 from raftsched import bounds, codec
@@ -47,6 +47,7 @@ from raftsched.fsm.effects import Applied, BarrierCommitted, Effect, rejected
 from raftsched.fsm.events import EventBook
 from raftsched.fsm.executors import ExecutorBook
 from raftsched.fsm.fires import FireBook
+from raftsched.fsm.hot import HotBook, Numbering, seq_of
 from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import Retention, TaskState
@@ -66,6 +67,9 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 DERIVED_TIMELINES_FORMAT: Final = 3
 """The stored state format from which hot runs keep their timelines as fields (fsm.timeline);
 loading an older state migrates its runs (:meth:`RunBook.migrate_timelines`)."""
+HOT_STATE_FORMAT: Final = 4
+"""The stored state format of a state that numbered its tasks (the columnar hot path,
+raftsched.fsm.hot): written from the NumberEntities on; before it, DERIVED_TIMELINES_FORMAT."""
 
 
 class SchedulerState(LockedReads):
@@ -82,7 +86,8 @@ class SchedulerState(LockedReads):
         self.event_seq = 0
         self.applied_commands = 0
         self.chain = b""
-        self.state_format = codec.SNAPSHOT_FORMAT  # of the stored state (Meta.state_format; 0 reads as 1)
+        # Of the stored state (Meta.state_format; 0 reads as 1); see _written_format.
+        self.state_format = DERIVED_TIMELINES_FORMAT
         self.alerts: alerts_mod.AlertBook = alerts_mod.AlertBook(store, self.retention, self)
         # Node-local counts of what apply did, for metrics: never replicated, never read by
         # apply, so replicas agree whether or not a node counts (None: it does not).
@@ -101,6 +106,9 @@ class SchedulerState(LockedReads):
         self.batched_prune = True
         # The books, each over this state as its host. Their tables are shared here under the
         # names the readers use (never rebound: loading refills them in place).
+        # Task and executor numbers of the columnar hot path (raftsched.fsm.hot), derived from
+        # their records; refilled in place on load.
+        self.numbering = Numbering()
         self.task_book: TaskBook = TaskBook(self)
         self.tasks = self.task_book.tasks
         # The host's ``put_task`` (store the task's record as it is now) is the task book's own
@@ -118,6 +126,7 @@ class SchedulerState(LockedReads):
         self.usage = self.runs.usage
         self.executors = self.executor_book.executors
         self.unplaceable = self.executor_book.unplaceable
+        self.hot: HotBook = HotBook(self)
         self.wf: wf_mod.WorkflowBook = wf_mod.WorkflowBook(self)
         self.access: TokenBook = TokenBook(store)
         self.policy: PolicyBook = PolicyBook(store)
@@ -152,6 +161,11 @@ class SchedulerState(LockedReads):
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
             self.state_format = meta.state_format or 1
+            self.numbering.clear()
+            self.numbering.next_task_no = meta.next_task_no
+            self.numbering.next_executor_no = meta.next_executor_no
+            self.hot.next_seq = meta.next_seq or 1
+            hot_checkpoint_index = meta.hot_checkpoint_index
             snapshot.refuse_newer("the stored state has format", meta.state_format)
             if self.state_format < DERIVED_TIMELINES_FORMAT and self.runs.migrate_timelines():
                 # Kept at once (the index unchanged), not with the next command: a snapshot or a
@@ -161,12 +175,17 @@ class SchedulerState(LockedReads):
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
             self.alert_seq = self.event_seq = 0
             self.chain = b""
+            self.numbering.clear()
+            self.hot.next_seq = 1
+            hot_checkpoint_index = 0
+            self.state_format = DERIVED_TIMELINES_FORMAT
         self.task_book.load()
         self.events.invalidate()
         self.runs.load()
         self.wf.load()
         self.executor_book.load_flags()
         self.runs.load_usage()
+        self.hot.load(self.task_book.counter_index, hot_checkpoint_index)
 
     def _save_meta(self) -> None:
         meta = pb.Meta(
@@ -176,15 +195,26 @@ class SchedulerState(LockedReads):
             alert_seq=self.alert_seq,
             applied_commands=self.applied_commands,
             chain=self.chain,
-            state_format=codec.SNAPSHOT_FORMAT,
+            state_format=self._written_format(),
             event_seq=self.event_seq,
         )
-        self.state_format = codec.SNAPSHOT_FORMAT
+        numbering = self.numbering
+        if numbering.on:  # zeros before (a state that never numbered keeps its bytes)
+            meta.next_seq = self.hot.next_seq
+            meta.next_task_no = numbering.next_task_no
+            meta.next_executor_no = numbering.next_executor_no
+            meta.hot_checkpoint_index = self.hot.checkpoint_index
+        self.state_format = meta.state_format
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
+
+    def _written_format(self) -> int:
+        """The state format this build writes for this state: HOT_STATE_FORMAT once it numbered
+        (a NumberEntities applied), else DERIVED_TIMELINES_FORMAT (the bytes of the builds before)."""
+        return HOT_STATE_FORMAT if self.numbering.on else DERIVED_TIMELINES_FORMAT
 
     def snapshot(self) -> bytes:
         """The canonical image of the replicated state: equal on every replica at the same index."""
-        return snapshot.encode(self.replicated_items())
+        return snapshot.encode(self.replicated_items(), self._written_format())
 
     def digest(self) -> str:
         return snapshot.digest(self.replicated_items())
@@ -306,7 +336,13 @@ class SchedulerState(LockedReads):
             now = cmd.now_ms
         if body in EventBook.CHANGES_TASKS:
             self.events.invalidate()  # before: a rejection may have changed nothing, or part
+        if body == "set_quota" and self.runs.slots.state:
+            # A new quota counts the running attempts of its owner or namespace (hold_for_quota
+            # walks the cold runs): the hot ones go to the cold path first.
+            self.hot.promote_all()
         result, effects = handler(self, cmd, now)
+        if body in _HOT_BIT_BODIES and self.numbering.on:
+            self._refresh_hot(cmd, body or "")
         if not self.leader_effects and body != "barrier":
             effects = ()
         return self._finish(cmd, result, effects)
@@ -331,6 +367,23 @@ class SchedulerState(LockedReads):
             record_audit(self.store, cmd.audit, self.max_now_ms, self.applied_commands)
             prune_audit(self.store, self.max_now_ms - self.retention.audit_keep_ms, self.retention.prune_step)
         return Applied(result, effects)
+
+    def _refresh_hot(self, cmd: pb.Command, body: str) -> None:
+        """The hot bits of the tasks a command may have changed (raftsched.fsm.hot.is_hot): a task
+        that is no longer hot has its live hot runs promoted to the cold path."""
+        if body in ("set_quota", "delete_quota"):
+            self.hot.refresh_all()
+            return
+        if body == "create_tasks":
+            names = [item.spec.name for item in cmd.create_tasks.items]
+        elif body == "set_enabled":
+            names = [cmd.set_enabled.name]
+        else:
+            names = [getattr(cmd, body).spec.name]
+        for name in names:
+            st = self.tasks.get(name)
+            if st is not None:
+                self.hot.refresh(st)
 
     def _prune_idempotency(self) -> None:
         horizon = self.max_now_ms - self.retention.idempotency_keep_ms
@@ -454,6 +507,36 @@ class SchedulerState(LockedReads):
         """Cancel the unfinished ``run`` (see :meth:`RunBook.cancel`)."""
         self.runs.cancel(run, reason, now, epoch, effects)
 
+    def put_executor(self, rec: pb.ExecutorRecord) -> None:
+        """Store an executor's record as it is now."""
+        self.executor_book.put(rec)
+
+    def hot_checkpoint(self, applied: int) -> None:
+        self.hot.checkpoint(applied)
+
+    def number_task(self, st: TaskState) -> None:
+        self.hot.number_task(st)
+
+    def forget_hot_task(self, st: TaskState) -> None:
+        self.hot.forget_task(st)
+
+    def number_executor(self, rec: pb.ExecutorRecord) -> None:
+        self.hot.number_executor(rec)
+
+    def promote_hot_on(self, executor: str) -> None:
+        self.hot.promote_executor(executor)
+
+    def promote_hot(self, run_id: str) -> pb.Run | None:
+        return self.hot.promote_id(run_id)
+
+    def peek_hot(self, run_id: str) -> pb.Run | None:
+        seq = seq_of(self.runs.slots, self.tasks, run_id)
+        return self.hot.synthesise(seq) if seq else None
+
+    def hot_touched(self, names: Iterable[str]) -> None:
+        """Tasks whose counters a hot entry changed: re-put at the next checkpoint (TaskBook)."""
+        self.task_book.hot_since.update(names)
+
     def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """Flag ``st`` unplaceable (and alert once) when no live executor could ever run it."""
         self.executor_book.check_placeable(st, need, now)
@@ -575,10 +658,22 @@ class SchedulerState(LockedReads):
         "delete_pool": _delete_pool,
         "start_task_backfill": lambda s, cmd, now: taskbackfill.start(s, cmd, now),
         "cancel_runs": lambda s, cmd, now: s.runs.cancel_runs(cmd, now),
+        "number_entities": lambda s, cmd, now: s.hot.number_entities(cmd, now),
+        "fire_columns": lambda s, cmd, now: s.hot.fire_columns(cmd, now),
+        "assign_columns": lambda s, cmd, now: s.hot.assign_columns(cmd, now),
+        "result_columns": lambda s, cmd, now: s.hot.result_columns(cmd, now),
     }
 
 
-_CHECKED_PER_ENTRY: Final = frozenset({"fire_batch", "report_results", "assign_attempts"})
+# Commands that may change a task's hot bit (SchedulerState._refresh_hot).
+_HOT_BIT_BODIES: Final = frozenset(
+    {"create_task", "create_tasks", "update_task", "set_enabled", "set_quota", "delete_quota"}
+)
+
+# The columns' rows are range-checked by their own validation pass (raftsched.fsm.hot).
+_CHECKED_PER_ENTRY: Final = frozenset(
+    {"fire_batch", "report_results", "assign_attempts", "fire_columns", "assign_columns", "result_columns"}
+)
 
 
 def _check_ranges(cmd: pb.Command, body: str) -> None:

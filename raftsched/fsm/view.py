@@ -41,6 +41,7 @@ from raftsched.abc import StateStore
 from raftsched.fsm import queries, timeline
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
+from raftsched.fsm.hot import HotBook, HotRef, Numbering, hot_ref, seq_of
 from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
@@ -80,6 +81,12 @@ class ViewHost(Protocol):
     def wf(self) -> WorkflowBook: ...
     @property
     def policy(self) -> PolicyBook: ...
+    @property
+    def numbering(self) -> Numbering: ...
+    @property
+    def hot(self) -> HotBook: ...
+    @property
+    def runs(self) -> RunBook: ...
     def active_run(self, run_id: str) -> pb.Run | None: ...
     def need_for_run(self, run: pb.Run) -> Need: ...
     def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]: ...
@@ -116,8 +123,12 @@ class StateView:
 
     @property
     def active(self) -> Mapping[str, bytes]:
-        """Unfinished runs, serialized, by run id."""
-        return self._s.active
+        """Unfinished runs, serialized, by run id (the live hot runs synthesised, as the cold path
+        would hold them: a copy then, built per call)."""
+        s = self._s
+        if not s.runs.slots.state:
+            return s.active
+        return {**s.active, **s.hot.live_runs()}
 
     @property
     def max_now_ms(self) -> int:
@@ -126,6 +137,34 @@ class StateView:
     def unplaceable_tasks(self) -> frozenset[str]:
         """The tasks flagged unplaceable: no live executor could ever run them."""
         return frozenset(self._s.unplaceable)
+
+    # -- the columnar hot path (raftsched.fsm.hot: how the leader maps numbers and seqs) ----------
+
+    def numbering_on(self) -> bool:
+        """Whether tasks and executors are numbered (a NumberEntities applied): columns may be proposed."""
+        return self._s.numbering.on
+
+    def task_by_number(self, number: int) -> TaskState | None:
+        """The task numbered ``number`` (live object: read, never keep), or None."""
+        return self._s.numbering.task(number)
+
+    def executor_name(self, number: int) -> str | None:
+        """The executor numbered ``number``, or None."""
+        return self._s.numbering.executor_name(number)
+
+    def executor_number(self, name: str) -> int:
+        """The number of executor ``name`` (0: not numbered)."""
+        return self._s.numbering.executor_number(name)
+
+    def hot_run(self, seq: int) -> HotRef | None:
+        """The live (pending or running) hot run ``seq``, or None (finished, promoted, unknown)."""
+        s = self._s
+        return hot_ref(s.runs.slots, s.numbering, seq)
+
+    def hot_seq(self, run_id: str) -> int:
+        """The seq of the live hot run ``run_id`` (0: it is not one: report it the cold way)."""
+        s = self._s
+        return seq_of(s.runs.slots, s.tasks, run_id)
 
     # -- tasks -----------------------------------------------------------------------------------
 
@@ -209,7 +248,13 @@ class StateView:
         s = self._s
         running = sorted({run_id for run_id, _shard in s.usage.running})
         found = (s.active.get(run_id) for run_id in running)
-        return [pb.Run.FromString(data) for data in found if data is not None]
+        runs = [pb.Run.FromString(data) for data in found if data is not None]
+        if s.usage.hot:
+            runs.extend(
+                run for run in map(pb.Run.FromString, s.hot.live_runs().values()) if run.state == pb.RUNNING
+            )
+            runs.sort(key=lambda run: run.run_id)
+        return runs
 
     def cancellable_runs(self, task: str, namespace: str, owner: str, state: str) -> list[tuple[str, str]]:
         """``(run_id, namespace)`` of each unfinished run of a plain task that matches every given
@@ -219,7 +264,8 @@ class StateView:
         s = self._s
         want = {"pending": pb.PENDING, "running": pb.RUNNING}.get(state)
         out: list[tuple[str, str]] = []
-        for run_id in sorted(s.active):
+        active = self.active
+        for run_id in sorted(active):
             name = run_id.partition("@")[0]
             if (task and name != task) or is_internal(name):
                 continue
@@ -228,7 +274,7 @@ class StateView:
             ns = spec.namespace if spec is not None else "default"
             if (namespace and ns != namespace) or (owner and (spec is None or spec.owner != owner)):
                 continue
-            run = pb.Run.FromString(s.active[run_id])
+            run = pb.Run.FromString(active[run_id])
             if run.workflow_run or (want is not None and run.state != want):
                 continue
             out.append((run_id, ns))
@@ -348,10 +394,13 @@ class LockedReads:
     policy: PolicyBook
     calendars: CalendarBook
     runs: RunBook
+    numbering: Numbering
+    hot: HotBook
 
     def active_run(self, run_id: str) -> pb.Run | None:
-        """A fresh copy of the unfinished run ``run_id``, or None (apply thread, or hold the lock)."""
-        return self.runs.get(run_id)
+        """A fresh copy of the unfinished run ``run_id`` (a live hot run synthesised: nothing
+        changes), or None (apply thread, or hold the lock)."""
+        return self.runs.peek(run_id)
 
     def need_for_run(self, run: pb.Run) -> Need:
         """What each attempt of ``run`` holds on its executor besides its slot (hold the lock)."""
@@ -421,12 +470,46 @@ class LockedReads:
         with self.lock:
             return queries.spec_for(self.tasks, self.store.reader, task, version)
 
+    def live_hot_run(self, run_id: str) -> pb.Run | None:
+        """The live hot run ``run_id`` as a read shows it (raftsched.fsm.hot: it has no stored
+        record until it finishes or is promoted), or None."""
+        with self.lock:
+            if not self.runs.slots.state:
+                return None
+            seq = seq_of(self.runs.slots, self.tasks, run_id)
+            run = self.hot.synthesise(seq) if seq else None
+        return timeline.expand(run) if run is not None else None
+
+    def live_hot_runs(self, tasks: Iterable[str], since_ms: int, until_ms: int, state: int) -> list[pb.Run]:
+        """The live hot runs of ``tasks`` with a nominal time in ``[since_ms, until_ms]`` (0: no
+        end) in state ``state`` (0: any), as reads show them (see :meth:`live_hot_run`)."""
+        with self.lock:
+            if not self.runs.slots.state:
+                return []
+            wanted = set(tasks)
+            live = self.hot.live_runs()
+        out = []
+        for run_id in sorted(live):
+            if run_id.rpartition("@")[0] not in wanted:
+                continue
+            run = pb.Run.FromString(live[run_id])
+            if run.nominal_ms < since_ms or (until_ms and run.nominal_ms > until_ms):
+                continue
+            if state and run.state != state:
+                continue
+            out.append(timeline.expand(run))
+        return out
+
     def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]:
         """Unfinished attempts in run-id order: ``AttemptReady`` for those waiting for an executor,
         ``DispatchAttempt`` for those assigned (a new leader re-sends these to the same executor,
         whose execution log deduplicates them)."""
         with self.lock:
-            return queries.pending_attempts(self.active, self.wf)
+            out = queries.pending_attempts(self.active, self.wf)
+            if self.runs.slots.state:
+                out.extend(self.hot.pending_attempts())
+                out.sort(key=lambda a: a.run_id)
+            return out
 
     # -- workflow reads ---------------------------------------------------------------------------
 

@@ -144,6 +144,9 @@ class LeaderDriver:
         self.clock_faulty: Callable[[], bool] | None = None
         # ``damaged()``: this node's stored state is damaged; it plans nothing (it must not lead).
         self.damaged: Callable[[], bool] | None = None
+        # ``columns_allowed()``: every voting member applies the columnar bodies
+        # (raftsched.leader.formats); asked once per poll. None: never (today's bodies only).
+        self.columns_allowed: Callable[[], bool] | None = None
         self._paused_for_clock = False
         # (deadline, WorkflowWaitsDue applied so far, leader time) when one was last proposed
         self._waits_proposed: tuple[int, int, int] = (0, 0, 0)

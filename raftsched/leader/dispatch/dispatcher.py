@@ -44,7 +44,7 @@ the dead executor's late start or result is refused) without consuming a retry.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -125,6 +125,9 @@ class Dispatcher:
         self._term: Term | None = None
         # task -> (its current version's stored spec bytes, the spec parsed from them): see _spec.
         self._specs: dict[str, tuple[bytes, pb.TaskSpec, dict[str, Any]]] = {}
+        # Every voting member applies the columnar bodies (raftsched.leader.formats); asked once
+        # per poll and per report. The node's core sets it; alone, a dispatcher builds today's.
+        self.columns_allowed: Callable[[], bool] = _never
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -690,6 +693,10 @@ class Dispatcher:
         if left:
             with self.state.view() as v:
                 t.placement.release(v, left)
+
+
+def _never() -> bool:
+    return False
 
 
 def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:

@@ -86,7 +86,11 @@ from raftsched.v1 import log_pb2 as pb
 #      the keep count, reading keys only; an older node prunes one record at a time and would keep
 #      different history (its replicated state would differ). Every FireBatch and ReportResults
 #      is stamped 17, so upgrade the leader last.
-COMMAND_FORMAT = 17
+#  18  the columnar hot path (issue 31 P1, docs/dev/columnar.md): NumberEntities, FireColumns,
+#      AssignColumns and ResultColumns. An older node would record them as rejected (unknown
+#      body) where a newer one creates, places and finishes runs; it halts instead
+#      (format_too_new). The leader proposes them only once every member reports format 18.
+COMMAND_FORMAT = 18
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -166,6 +170,11 @@ BATCHED_PRUNE_FORMAT = 17
 (``raftsched.fsm.records.PRUNE_BATCH``); an older command prunes one record at a time, as the
 builds before did (see the history)."""
 _BATCHED_PRUNE_BODIES = frozenset({"fire_batch", "report_results"})
+COLUMNS_FORMAT = 18
+"""The format of the columnar hot path's commands: NumberEntities, FireColumns, AssignColumns and
+ResultColumns (see the history)."""
+COLUMNS_BODIES = frozenset({"fire_columns", "assign_columns", "result_columns", "number_entities"})
+"""The ``Command`` bodies of :data:`COLUMNS_FORMAT`."""
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see
@@ -346,6 +355,8 @@ def command_format(cmd: pb.Command) -> int:
     """The oldest command format whose nodes can apply ``cmd`` (its body decides; a barrier that
     abandons a faulty leader time needs format 3: an older node would keep it as a floor)."""
     body = cmd.WhichOneof("body") or ""
+    if body in COLUMNS_BODIES:
+        return COLUMNS_FORMAT
     if body in _BATCHED_PRUNE_BODIES:
         return BATCHED_PRUNE_FORMAT
     if body == "barrier" and cmd.barrier.clock_fault_ms:

@@ -87,7 +87,43 @@ class RunCancelled:
     reason: str = ""  # why (the executor's log line and the attempt's error)
 
 
-Effect = AttemptReady | DispatchAttempt | TaskArmed | BarrierCommitted | ExecutorChanged | RunCancelled
+class ReadyColumns(NamedTuple):
+    """The rows a ``FireColumns`` entry accepted (one effect per entry): the runs with seqs
+    ``seq_base, seq_base + 1, ...`` (row order) are committed and wait for an executor, as an
+    :class:`AttemptReady` of shard 0, attempt 1, each; and row i's task is re-armed at
+    ``next_fires[i]`` (as a :class:`TaskArmed` of the task's current version).
+
+    ``tasks`` are task numbers (``TaskState.number``); run ``seq_base + i`` is the run of task
+    ``tasks[i]`` at ``nominals[i]``: its run id is
+    :func:`raftsched.fsm.hot.run_id_of` ``(name, nominals[i])``, the name from
+    :meth:`raftsched.fsm.hot.Numbering.task_name`. The command's epoch is the run's epoch."""
+
+    seq_base: int
+    tasks: list[int]
+    nominals: list[int]
+    next_fires: list[int]
+
+
+class DispatchColumns(NamedTuple):
+    """The rows an ``AssignColumns`` entry accepted (one effect per entry): the attempt of run
+    ``seqs[i]`` (shard 0, attempt ``attempts[i]``) is assigned to executor number
+    ``executors[i]``; send it now (commit before dispatch), as a :class:`DispatchAttempt` each."""
+
+    seqs: list[int]
+    attempts: list[int]
+    executors: list[int]
+
+
+Effect = (
+    AttemptReady
+    | DispatchAttempt
+    | TaskArmed
+    | BarrierCommitted
+    | ExecutorChanged
+    | RunCancelled
+    | ReadyColumns
+    | DispatchColumns
+)
 
 
 @dataclass(frozen=True, slots=True)

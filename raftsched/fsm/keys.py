@@ -26,6 +26,11 @@
 ``ev/<name>\\x00<key>``                     EventRecord (an accepted event, kept for the dedupe window)
 ``evx/<accepted:016x>/<name>\\x00<key>``     empty: expiry index of accepted events
 ``pl/<pool>``                                PoolRecord (a named capacity; its holders are on shards)
+``tc/<applied:016x>``                        TaskCounters (a command's task counters, until a checkpoint)
+``h/<applied:016x>``                         HotFires (a FireColumns entry's accepted rows, raftsched.fsm.hot)
+``ha/<applied:016x>``                        HotAssigns (an AssignColumns entry's accepted rows)
+``hf/<applied:016x>``                        HotResults (a ResultColumns entry's accepted rows)
+``hc/s``                                     HotCheckpoint (the live hot slots at the last hot checkpoint)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================
 
@@ -64,8 +69,20 @@ EVENT = b"ev/"
 EVENT_EXPIRY = b"evx/"
 POOL = b"pl/"
 TASK_COUNTERS = b"tc/"  # a command's task counters (TaskCounters), until the next checkpoint
+# The columnar hot path (raftsched.fsm.hot): one record per accepted entry, keyed by the entry's
+# Meta.applied_commands (so a replay merges the three in log order), until the next hot checkpoint.
+HOT_FIRES = b"h/"
+HOT_ASSIGNS = b"ha/"
+HOT_RESULTS = b"hf/"
+HOT_CHECKPOINT = b"hc/"
+HOT_SLOTS_KEY = HOT_CHECKPOINT + b"s"
 LOCAL_PREFIX = b"~"
 END = b"\xff"
+
+
+def hot_key(prefix: bytes, applied_commands: int) -> bytes:
+    """The key of a hot entry's record (``prefix``: :data:`HOT_FIRES`, ...)."""
+    return prefix + b"%016x" % applied_commands
 
 
 def task_key(name: str) -> bytes:

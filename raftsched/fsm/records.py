@@ -98,11 +98,14 @@ class TaskState:
         "fire_template",
         "fires_total",
         "held_run",
+        "hot",
+        "hot_seqs",
         "kept_fires",
         "kept_runs",
         "last_success_ms",
         "last_success_run",
         "next_fire_ms",
+        "number",
         "run_template",
         "runs_total",
         "spec",
@@ -114,7 +117,7 @@ class TaskState:
     )
 
     # Slots that are not fields of the stored TaskRecord (derived or cached).
-    NOT_STORED = ("spec", "spec_bytes", "run_template", "fire_template")
+    NOT_STORED = ("spec", "spec_bytes", "run_template", "fire_template", "hot", "hot_seqs")
 
     def __init__(self, spec: TaskSpec, spec_bytes: bytes) -> None:
         self.spec = spec
@@ -138,6 +141,12 @@ class TaskState:
         # so their records' bytes are as before.
         self.last_success_ms = 0
         self.last_success_run = ""
+        # The columnar hot path (issue 31 P1, raftsched.fsm.hot): the task's dense number (0: not
+        # numbered yet; TaskRecord.number), whether its fires may take the hot path (derived from
+        # the spec and state: raftsched.fsm.hot.is_hot), and the seqs of its unfinished hot runs.
+        self.number = 0
+        self.hot = False
+        self.hot_seqs: list[int] = []
 
     def record(self) -> pb.TaskRecord:
         """The task's record as a fresh message (the caller may keep and mutate it)."""
@@ -172,6 +181,10 @@ class TaskState:
             tail += pb.TaskRecord(
                 last_success_ms=self.last_success_ms, last_success_run=self.last_success_run
             ).SerializeToString(deterministic=True)
+        if self.number:
+            # Field 1410 is the last: appended, as the fields above (0 before numbering: the
+            # bytes of a record written before the hot path).
+            tail += pb.TaskRecord(number=self.number).SerializeToString(deterministic=True)
         return self.spec_bytes + tail
 
 

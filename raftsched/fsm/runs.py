@@ -19,6 +19,7 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, taskbackfill, wire
 from raftsched.fsm.alerts import BACKFILL_FAILED
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled
+from raftsched.fsm.hot import SlotTable
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import (
     AGE_PRUNE_EVERY,
@@ -118,6 +119,9 @@ class RunBook:
         # running attempts hold, so an assignment that would over-commit one is refused.
         self.usage = ExecutorUsage()
         self.needs: dict[tuple[str, int], Need] = {}  # (task, version) -> need (versions are immutable)
+        # The unfinished runs of the columnar hot path (raftsched.fsm.hot), by seq: not in
+        # `active` (derived from the hot records on load).
+        self.slots = SlotTable()
 
     # -- loading ---------------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from raftsched.fsm.effects import Applied, BarrierCommitted, Effect, rejected
 from raftsched.fsm.events import EventBook
 from raftsched.fsm.executors import ExecutorBook
 from raftsched.fsm.fires import FireBook
+from raftsched.fsm.hot import Numbering
 from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import Retention, TaskState
@@ -101,6 +102,9 @@ class SchedulerState(LockedReads):
         self.batched_prune = True
         # The books, each over this state as its host. Their tables are shared here under the
         # names the readers use (never rebound: loading refills them in place).
+        # Task and executor numbers of the columnar hot path (raftsched.fsm.hot), derived from
+        # their records; refilled in place on load.
+        self.numbering = Numbering()
         self.task_book: TaskBook = TaskBook(self)
         self.tasks = self.task_book.tasks
         # The host's ``put_task`` (store the task's record as it is now) is the task book's own

@@ -41,6 +41,7 @@ from raftsched.abc import StateStore
 from raftsched.fsm import queries, timeline
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
+from raftsched.fsm.hot import HotRef, Numbering, hot_ref, seq_of
 from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
@@ -80,6 +81,10 @@ class ViewHost(Protocol):
     def wf(self) -> WorkflowBook: ...
     @property
     def policy(self) -> PolicyBook: ...
+    @property
+    def numbering(self) -> Numbering: ...
+    @property
+    def runs(self) -> RunBook: ...
     def active_run(self, run_id: str) -> pb.Run | None: ...
     def need_for_run(self, run: pb.Run) -> Need: ...
     def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]: ...
@@ -126,6 +131,34 @@ class StateView:
     def unplaceable_tasks(self) -> frozenset[str]:
         """The tasks flagged unplaceable: no live executor could ever run them."""
         return frozenset(self._s.unplaceable)
+
+    # -- the columnar hot path (raftsched.fsm.hot: how the leader maps numbers and seqs) ----------
+
+    def numbering_on(self) -> bool:
+        """Whether tasks and executors are numbered (a NumberEntities applied): columns may be proposed."""
+        return self._s.numbering.on
+
+    def task_by_number(self, number: int) -> TaskState | None:
+        """The task numbered ``number`` (live object: read, never keep), or None."""
+        return self._s.numbering.task(number)
+
+    def executor_name(self, number: int) -> str | None:
+        """The executor numbered ``number``, or None."""
+        return self._s.numbering.executor_name(number)
+
+    def executor_number(self, name: str) -> int:
+        """The number of executor ``name`` (0: not numbered)."""
+        return self._s.numbering.executor_number(name)
+
+    def hot_run(self, seq: int) -> HotRef | None:
+        """The live (pending or running) hot run ``seq``, or None (finished, promoted, unknown)."""
+        s = self._s
+        return hot_ref(s.runs.slots, s.numbering, seq)
+
+    def hot_seq(self, run_id: str) -> int:
+        """The seq of the live hot run ``run_id`` (0: it is not one: report it the cold way)."""
+        s = self._s
+        return seq_of(s.runs.slots, s.tasks, run_id)
 
     # -- tasks -----------------------------------------------------------------------------------
 
@@ -348,6 +381,7 @@ class LockedReads:
     policy: PolicyBook
     calendars: CalendarBook
     runs: RunBook
+    numbering: Numbering
 
     def active_run(self, run_id: str) -> pb.Run | None:
         """A fresh copy of the unfinished run ``run_id``, or None (apply thread, or hold the lock)."""

@@ -22,31 +22,25 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from raftsched.v1 import log_pb2 as raftsched_dot_v1_dot_log__pb2
+try:
+  raftsched_dot_v1_dot_records__pb2 = raftsched_dot_v1_dot_log__pb2.raftsched_dot_v1_dot_records__pb2
+except AttributeError:
+  raftsched_dot_v1_dot_records__pb2 = raftsched_dot_v1_dot_log__pb2.raftsched.v1.records_pb2
 
+from raftsched.v1.log_pb2 import *
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1araftsched/v1/columns.proto\x12\x0craftsched.v1\"W\n\x0b\x46ireColumns\x12\x0c\n\x04task\x18\x01 \x03(\r\x12\x0f\n\x07version\x18\x02 \x03(\x04\x12\x15\n\rnominal_delta\x18\x03 \x03(\x12\x12\x12\n\nnext_delta\x18\x04 \x03(\x12\"N\n\rAssignColumns\x12\x0b\n\x03seq\x18\x01 \x03(\x04\x12\r\n\x05shard\x18\x02 \x03(\r\x12\x0f\n\x07\x61ttempt\x18\x03 \x03(\r\x12\x10\n\x08\x65xecutor\x18\x04 \x03(\r\"i\n\rResultColumns\x12\x0b\n\x03seq\x18\x01 \x03(\x04\x12\x0f\n\x07\x61ttempt\x18\x02 \x03(\r\x12\x10\n\x08\x65xecutor\x18\x03 \x03(\r\x12\x13\n\x0b\x64uration_ms\x18\x04 \x03(\r\x12\x13\n\x0blateness_ms\x18\x05 \x03(\x11\"\x94\x02\n\x0e\x43olumnsCommand\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\r\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x0e\n\x06now_ms\x18\x04 \x01(\x03\x12\x0e\n\x06origin\x18\x05 \x01(\t\x12\x32\n\x0c\x66ire_columns\x18\x84\x07 \x01(\x0b\x32\x19.raftsched.v1.FireColumnsH\x00\x12\x36\n\x0e\x61ssign_columns\x18\x85\x07 \x01(\x0b\x32\x1b.raftsched.v1.AssignColumnsH\x00\x12\x36\n\x0eresult_columns\x18\x86\x07 \x01(\x0b\x32\x1b.raftsched.v1.ResultColumnsH\x00\x42\x06\n\x04\x62ody\"d\n\x08HotFires\x12\x10\n\x08seq_base\x18\x01 \x01(\x04\x12\x0e\n\x06now_ms\x18\x02 \x01(\x03\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\'\n\x04rows\x18\x04 \x01(\x0b\x32\x19.raftsched.v1.FireColumns\"G\n\nHotAssigns\x12\x0e\n\x06now_ms\x18\x01 \x01(\x03\x12)\n\x04rows\x18\x02 \x01(\x0b\x32\x1b.raftsched.v1.AssignColumns\"G\n\nHotResults\x12\x0e\n\x06now_ms\x18\x01 \x01(\x03\x12)\n\x04rows\x18\x02 \x01(\x0b\x32\x1b.raftsched.v1.ResultColumns\"A\n\rHotShardExtra\x12\x1a\n\x11start_lateness_ms\x18\x84\x07 \x01(\x11\x12\x14\n\x0b\x64uration_ms\x18\x85\x07 \x01(\r\":\n\x0bHotRunExtra\x12+\n\x06shards\x18\n \x03(\x0b\x32\x1b.raftsched.v1.HotShardExtrab\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1araftsched/v1/columns.proto\x12\x0craftsched.v1\x1a\x16raftsched/v1/log.proto\"\x94\x02\n\x0e\x43olumnsCommand\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\r\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x0e\n\x06now_ms\x18\x04 \x01(\x03\x12\x0e\n\x06origin\x18\x05 \x01(\t\x12\x32\n\x0c\x66ire_columns\x18\x84\x07 \x01(\x0b\x32\x19.raftsched.v1.FireColumnsH\x00\x12\x36\n\x0e\x61ssign_columns\x18\x85\x07 \x01(\x0b\x32\x1b.raftsched.v1.AssignColumnsH\x00\x12\x36\n\x0eresult_columns\x18\x86\x07 \x01(\x0b\x32\x1b.raftsched.v1.ResultColumnsH\x00\x42\x06\n\x04\x62ody\"A\n\rHotShardExtra\x12\x1a\n\x11start_lateness_ms\x18\x84\x07 \x01(\x11\x12\x14\n\x0b\x64uration_ms\x18\x85\x07 \x01(\r\":\n\x0bHotRunExtra\x12+\n\x06shards\x18\n \x03(\x0b\x32\x1b.raftsched.v1.HotShardExtraP\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'raftsched.v1.columns_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FIRECOLUMNS']._serialized_start=44
-  _globals['_FIRECOLUMNS']._serialized_end=131
-  _globals['_ASSIGNCOLUMNS']._serialized_start=133
-  _globals['_ASSIGNCOLUMNS']._serialized_end=211
-  _globals['_RESULTCOLUMNS']._serialized_start=213
-  _globals['_RESULTCOLUMNS']._serialized_end=318
-  _globals['_COLUMNSCOMMAND']._serialized_start=321
-  _globals['_COLUMNSCOMMAND']._serialized_end=597
-  _globals['_HOTFIRES']._serialized_start=599
-  _globals['_HOTFIRES']._serialized_end=699
-  _globals['_HOTASSIGNS']._serialized_start=701
-  _globals['_HOTASSIGNS']._serialized_end=772
-  _globals['_HOTRESULTS']._serialized_start=774
-  _globals['_HOTRESULTS']._serialized_end=845
-  _globals['_HOTSHARDEXTRA']._serialized_start=847
-  _globals['_HOTSHARDEXTRA']._serialized_end=912
-  _globals['_HOTRUNEXTRA']._serialized_start=914
-  _globals['_HOTRUNEXTRA']._serialized_end=972
+  _globals['_COLUMNSCOMMAND']._serialized_start=69
+  _globals['_COLUMNSCOMMAND']._serialized_end=345
+  _globals['_HOTSHARDEXTRA']._serialized_start=347
+  _globals['_HOTSHARDEXTRA']._serialized_end=412
+  _globals['_HOTRUNEXTRA']._serialized_start=414
+  _globals['_HOTRUNEXTRA']._serialized_end=472
 # @@protoc_insertion_point(module_scope)

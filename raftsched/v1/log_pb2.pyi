@@ -566,7 +566,7 @@ class EmitEvent(_message.Message):
     def __init__(self, name: _Optional[str] = ..., key: _Optional[str] = ..., payload_json: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "set_quota", "delete_quota", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "workflow_waits_due", "emit_event", "set_pool", "delete_pool", "start_task_backfill", "cancel_runs", "audit")
+    __slots__ = ("format", "idempotency_key", "epoch", "now_ms", "origin", "request_fingerprint", "create_task", "update_task", "delete_task", "set_enabled", "trigger_now", "barrier", "fire_batch", "report_results", "create_tasks", "executor_join", "executor_leave", "assign_attempts", "retry_run", "apply_workflow", "start_workflow_run", "workflow_run_op", "start_backfill", "raise_alerts", "alerts_delivered", "ack_alert", "create_token", "revoke_token", "set_workflow_paused", "delete_workflow", "set_quota", "delete_quota", "stage_workflow_tasks", "set_calendar", "delete_calendar", "seed_membership", "begin_member_change", "end_member_change", "drain_executor", "workflow_waits_due", "emit_event", "set_pool", "delete_pool", "start_task_backfill", "cancel_runs", "fire_columns", "assign_columns", "result_columns", "number_entities", "audit")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -612,6 +612,10 @@ class Command(_message.Message):
     DELETE_POOL_FIELD_NUMBER: _ClassVar[int]
     START_TASK_BACKFILL_FIELD_NUMBER: _ClassVar[int]
     CANCEL_RUNS_FIELD_NUMBER: _ClassVar[int]
+    FIRE_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGN_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_ENTITIES_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
     format: int
     idempotency_key: str
@@ -658,8 +662,12 @@ class Command(_message.Message):
     delete_pool: DeletePool
     start_task_backfill: StartTaskBackfill
     cancel_runs: CancelRuns
+    fire_columns: FireColumns
+    assign_columns: AssignColumns
+    result_columns: ResultColumns
+    number_entities: NumberEntities
     audit: AuditStamp
-    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., set_quota: _Optional[_Union[SetQuota, _Mapping]] = ..., delete_quota: _Optional[_Union[DeleteQuota, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., workflow_waits_due: _Optional[_Union[WorkflowWaitsDue, _Mapping]] = ..., emit_event: _Optional[_Union[EmitEvent, _Mapping]] = ..., set_pool: _Optional[_Union[SetPool, _Mapping]] = ..., delete_pool: _Optional[_Union[DeletePool, _Mapping]] = ..., start_task_backfill: _Optional[_Union[StartTaskBackfill, _Mapping]] = ..., cancel_runs: _Optional[_Union[CancelRuns, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, format: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., epoch: _Optional[int] = ..., now_ms: _Optional[int] = ..., origin: _Optional[str] = ..., request_fingerprint: _Optional[bytes] = ..., create_task: _Optional[_Union[CreateTask, _Mapping]] = ..., update_task: _Optional[_Union[UpdateTask, _Mapping]] = ..., delete_task: _Optional[_Union[DeleteTask, _Mapping]] = ..., set_enabled: _Optional[_Union[SetEnabled, _Mapping]] = ..., trigger_now: _Optional[_Union[TriggerNow, _Mapping]] = ..., barrier: _Optional[_Union[Barrier, _Mapping]] = ..., fire_batch: _Optional[_Union[FireBatch, _Mapping]] = ..., report_results: _Optional[_Union[ReportResults, _Mapping]] = ..., create_tasks: _Optional[_Union[CreateTasks, _Mapping]] = ..., executor_join: _Optional[_Union[ExecutorJoin, _Mapping]] = ..., executor_leave: _Optional[_Union[ExecutorLeave, _Mapping]] = ..., assign_attempts: _Optional[_Union[AssignAttempts, _Mapping]] = ..., retry_run: _Optional[_Union[RetryRun, _Mapping]] = ..., apply_workflow: _Optional[_Union[ApplyWorkflow, _Mapping]] = ..., start_workflow_run: _Optional[_Union[StartWorkflowRun, _Mapping]] = ..., workflow_run_op: _Optional[_Union[_records_pb2.WorkflowRunOp, _Mapping]] = ..., start_backfill: _Optional[_Union[StartBackfill, _Mapping]] = ..., raise_alerts: _Optional[_Union[RaiseAlerts, _Mapping]] = ..., alerts_delivered: _Optional[_Union[AlertsDelivered, _Mapping]] = ..., ack_alert: _Optional[_Union[AckAlert, _Mapping]] = ..., create_token: _Optional[_Union[CreateToken, _Mapping]] = ..., revoke_token: _Optional[_Union[RevokeToken, _Mapping]] = ..., set_workflow_paused: _Optional[_Union[SetWorkflowPaused, _Mapping]] = ..., delete_workflow: _Optional[_Union[DeleteWorkflow, _Mapping]] = ..., set_quota: _Optional[_Union[SetQuota, _Mapping]] = ..., delete_quota: _Optional[_Union[DeleteQuota, _Mapping]] = ..., stage_workflow_tasks: _Optional[_Union[StageWorkflowTasks, _Mapping]] = ..., set_calendar: _Optional[_Union[SetCalendar, _Mapping]] = ..., delete_calendar: _Optional[_Union[DeleteCalendar, _Mapping]] = ..., seed_membership: _Optional[_Union[SeedMembership, _Mapping]] = ..., begin_member_change: _Optional[_Union[BeginMemberChange, _Mapping]] = ..., end_member_change: _Optional[_Union[EndMemberChange, _Mapping]] = ..., drain_executor: _Optional[_Union[DrainExecutor, _Mapping]] = ..., workflow_waits_due: _Optional[_Union[WorkflowWaitsDue, _Mapping]] = ..., emit_event: _Optional[_Union[EmitEvent, _Mapping]] = ..., set_pool: _Optional[_Union[SetPool, _Mapping]] = ..., delete_pool: _Optional[_Union[DeletePool, _Mapping]] = ..., start_task_backfill: _Optional[_Union[StartTaskBackfill, _Mapping]] = ..., cancel_runs: _Optional[_Union[CancelRuns, _Mapping]] = ..., fire_columns: _Optional[_Union[FireColumns, _Mapping]] = ..., assign_columns: _Optional[_Union[AssignColumns, _Mapping]] = ..., result_columns: _Optional[_Union[ResultColumns, _Mapping]] = ..., number_entities: _Optional[_Union[NumberEntities, _Mapping]] = ..., audit: _Optional[_Union[AuditStamp, _Mapping]] = ...) -> None: ...
 
 class CommandResult(_message.Message):
     __slots__ = ("ok", "code", "message", "task", "run", "fired", "accounted", "refused", "items", "workflow", "workflow_run", "backfill", "changed", "alert", "token", "runs_killed", "quota", "calendar", "membership", "event", "duplicate", "pool", "runs_cancelled", "cancelled_runs")
@@ -714,7 +722,7 @@ class CommandResult(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., task: _Optional[_Union[_records_pb2.TaskRecord, _Mapping]] = ..., run: _Optional[_Union[_records_pb2.Run, _Mapping]] = ..., fired: _Optional[int] = ..., accounted: _Optional[int] = ..., refused: _Optional[int] = ..., items: _Optional[_Iterable[_Union[_records_pb2.ItemResult, _Mapping]]] = ..., workflow: _Optional[_Union[_records_pb2.WorkflowRecord, _Mapping]] = ..., workflow_run: _Optional[_Union[_records_pb2.WorkflowRun, _Mapping]] = ..., backfill: _Optional[_Union[_records_pb2.BackfillRecord, _Mapping]] = ..., changed: _Optional[bool] = ..., alert: _Optional[_Union[_records_pb2.AlertRecord, _Mapping]] = ..., token: _Optional[_Union[_records_pb2.TokenInfo, _Mapping]] = ..., runs_killed: _Optional[int] = ..., quota: _Optional[_Union[_records_pb2.QuotaRecord, _Mapping]] = ..., calendar: _Optional[_Union[_records_pb2.CalendarRecord, _Mapping]] = ..., membership: _Optional[_Union[_records_pb2.MembershipRecord, _Mapping]] = ..., event: _Optional[_Union[_records_pb2.EventRecord, _Mapping]] = ..., duplicate: _Optional[bool] = ..., pool: _Optional[_Union[_records_pb2.PoolRecord, _Mapping]] = ..., runs_cancelled: _Optional[int] = ..., cancelled_runs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExecutorRecord(_message.Message):
-    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "cpu", "memory_mb", "draining", "draining_ms", "draining_reason", "health_drain")
+    __slots__ = ("name", "slots", "labels", "alive", "joined_ms", "left_ms", "left_reason", "principal", "namespaces", "cpu", "memory_mb", "draining", "draining_ms", "draining_reason", "health_drain", "number")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -737,6 +745,7 @@ class ExecutorRecord(_message.Message):
     DRAINING_MS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_REASON_FIELD_NUMBER: _ClassVar[int]
     HEALTH_DRAIN_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     labels: _containers.ScalarMap[str, str]
@@ -752,7 +761,8 @@ class ExecutorRecord(_message.Message):
     draining_ms: int
     draining_reason: str
     health_drain: bool
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., draining: _Optional[bool] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ..., health_drain: _Optional[bool] = ...) -> None: ...
+    number: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., alive: _Optional[bool] = ..., joined_ms: _Optional[int] = ..., left_ms: _Optional[int] = ..., left_reason: _Optional[str] = ..., principal: _Optional[str] = ..., namespaces: _Optional[_Iterable[str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ..., draining: _Optional[bool] = ..., draining_ms: _Optional[int] = ..., draining_reason: _Optional[str] = ..., health_drain: _Optional[bool] = ..., number: _Optional[int] = ...) -> None: ...
 
 class TokenRecord(_message.Message):
     __slots__ = ("info", "salt", "hash", "scrypt_n", "scrypt_r", "scrypt_p")
@@ -791,7 +801,7 @@ class TaskCounters(_message.Message):
     def __init__(self, task: _Optional[_Iterable[str]] = ..., watermark_ms: _Optional[_Iterable[int]] = ..., next_fire_ms: _Optional[_Iterable[int]] = ..., active_runs: _Optional[_Iterable[int]] = ..., fires_total: _Optional[_Iterable[int]] = ..., runs_total: _Optional[_Iterable[int]] = ..., kept_fires: _Optional[_Iterable[int]] = ..., kept_runs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain", "alert_seq", "state_format", "event_seq")
+    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain", "alert_seq", "state_format", "event_seq", "next_seq", "next_task_no", "next_executor_no", "hot_checkpoint_index")
     MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     MANUAL_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -800,6 +810,10 @@ class Meta(_message.Message):
     ALERT_SEQ_FIELD_NUMBER: _ClassVar[int]
     STATE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     EVENT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TASK_NO_FIELD_NUMBER: _ClassVar[int]
+    NEXT_EXECUTOR_NO_FIELD_NUMBER: _ClassVar[int]
+    HOT_CHECKPOINT_INDEX_FIELD_NUMBER: _ClassVar[int]
     max_epoch: int
     max_leader_now_ms: int
     manual_seq: int
@@ -808,7 +822,11 @@ class Meta(_message.Message):
     alert_seq: int
     state_format: int
     event_seq: int
-    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ..., alert_seq: _Optional[int] = ..., state_format: _Optional[int] = ..., event_seq: _Optional[int] = ...) -> None: ...
+    next_seq: int
+    next_task_no: int
+    next_executor_no: int
+    hot_checkpoint_index: int
+    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ..., alert_seq: _Optional[int] = ..., state_format: _Optional[int] = ..., event_seq: _Optional[int] = ..., next_seq: _Optional[int] = ..., next_task_no: _Optional[int] = ..., next_executor_no: _Optional[int] = ..., hot_checkpoint_index: _Optional[int] = ...) -> None: ...
 
 class AlertCursor(_message.Message):
     __slots__ = ("target", "through_seq", "at_ms")
@@ -861,3 +879,97 @@ class CancelRuns(_message.Message):
     skip_finished: bool
     shard: int
     def __init__(self, run_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., skip_finished: _Optional[bool] = ..., shard: _Optional[int] = ...) -> None: ...
+
+class FireColumns(_message.Message):
+    __slots__ = ("task", "version", "nominal_delta", "next_delta")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_DELTA_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
+    task: _containers.RepeatedScalarFieldContainer[int]
+    version: _containers.RepeatedScalarFieldContainer[int]
+    nominal_delta: _containers.RepeatedScalarFieldContainer[int]
+    next_delta: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, task: _Optional[_Iterable[int]] = ..., version: _Optional[_Iterable[int]] = ..., nominal_delta: _Optional[_Iterable[int]] = ..., next_delta: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AssignColumns(_message.Message):
+    __slots__ = ("seq", "shard", "attempt", "executor")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    seq: _containers.RepeatedScalarFieldContainer[int]
+    shard: _containers.RepeatedScalarFieldContainer[int]
+    attempt: _containers.RepeatedScalarFieldContainer[int]
+    executor: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, seq: _Optional[_Iterable[int]] = ..., shard: _Optional[_Iterable[int]] = ..., attempt: _Optional[_Iterable[int]] = ..., executor: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ResultColumns(_message.Message):
+    __slots__ = ("seq", "attempt", "executor", "duration_ms", "lateness_ms")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    seq: _containers.RepeatedScalarFieldContainer[int]
+    attempt: _containers.RepeatedScalarFieldContainer[int]
+    executor: _containers.RepeatedScalarFieldContainer[int]
+    duration_ms: _containers.RepeatedScalarFieldContainer[int]
+    lateness_ms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, seq: _Optional[_Iterable[int]] = ..., attempt: _Optional[_Iterable[int]] = ..., executor: _Optional[_Iterable[int]] = ..., duration_ms: _Optional[_Iterable[int]] = ..., lateness_ms: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class NumberEntities(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class HotFires(_message.Message):
+    __slots__ = ("seq_base", "now_ms", "epoch", "rows")
+    SEQ_BASE_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    seq_base: int
+    now_ms: int
+    epoch: int
+    rows: FireColumns
+    def __init__(self, seq_base: _Optional[int] = ..., now_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., rows: _Optional[_Union[FireColumns, _Mapping]] = ...) -> None: ...
+
+class HotAssigns(_message.Message):
+    __slots__ = ("now_ms", "rows")
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    now_ms: int
+    rows: AssignColumns
+    def __init__(self, now_ms: _Optional[int] = ..., rows: _Optional[_Union[AssignColumns, _Mapping]] = ...) -> None: ...
+
+class HotResults(_message.Message):
+    __slots__ = ("now_ms", "rows")
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    now_ms: int
+    rows: ResultColumns
+    def __init__(self, now_ms: _Optional[int] = ..., rows: _Optional[_Union[ResultColumns, _Mapping]] = ...) -> None: ...
+
+class HotCheckpoint(_message.Message):
+    __slots__ = ("seq_base", "task", "version", "nominal_ms", "state", "executor", "attempt", "assigned_ms", "created_ms", "epoch")
+    SEQ_BASE_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    seq_base: int
+    task: _containers.RepeatedScalarFieldContainer[int]
+    version: _containers.RepeatedScalarFieldContainer[int]
+    nominal_ms: _containers.RepeatedScalarFieldContainer[int]
+    state: _containers.RepeatedScalarFieldContainer[int]
+    executor: _containers.RepeatedScalarFieldContainer[int]
+    attempt: _containers.RepeatedScalarFieldContainer[int]
+    assigned_ms: _containers.RepeatedScalarFieldContainer[int]
+    created_ms: _containers.RepeatedScalarFieldContainer[int]
+    epoch: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, seq_base: _Optional[int] = ..., task: _Optional[_Iterable[int]] = ..., version: _Optional[_Iterable[int]] = ..., nominal_ms: _Optional[_Iterable[int]] = ..., state: _Optional[_Iterable[int]] = ..., executor: _Optional[_Iterable[int]] = ..., attempt: _Optional[_Iterable[int]] = ..., assigned_ms: _Optional[_Iterable[int]] = ..., created_ms: _Optional[_Iterable[int]] = ..., epoch: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -263,7 +263,7 @@ class RetryBackoff(_message.Message):
     def __init__(self, base_ms: _Optional[int] = ..., cap_ms: _Optional[int] = ..., jitter_pct: _Optional[int] = ...) -> None: ...
 
 class TaskRecord(_message.Message):
-    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run", "last_success_ms", "last_success_run")
+    __slots__ = ("spec", "version", "enabled", "created_ms", "updated_ms", "watermark_ms", "next_fire_ms", "active_runs", "fires_total", "runs_total", "kept_fires", "kept_runs", "unplaceable", "held_run", "last_success_ms", "last_success_run", "number")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ENABLED_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +280,7 @@ class TaskRecord(_message.Message):
     HELD_RUN_FIELD_NUMBER: _ClassVar[int]
     LAST_SUCCESS_MS_FIELD_NUMBER: _ClassVar[int]
     LAST_SUCCESS_RUN_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
     spec: TaskSpec
     version: int
     enabled: bool
@@ -296,7 +297,8 @@ class TaskRecord(_message.Message):
     held_run: str
     last_success_ms: int
     last_success_run: str
-    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ..., unplaceable: _Optional[str] = ..., held_run: _Optional[str] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ...) -> None: ...
+    number: int
+    def __init__(self, spec: _Optional[_Union[TaskSpec, _Mapping]] = ..., version: _Optional[int] = ..., enabled: _Optional[bool] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., watermark_ms: _Optional[int] = ..., next_fire_ms: _Optional[int] = ..., active_runs: _Optional[int] = ..., fires_total: _Optional[int] = ..., runs_total: _Optional[int] = ..., kept_fires: _Optional[int] = ..., kept_runs: _Optional[int] = ..., unplaceable: _Optional[str] = ..., held_run: _Optional[str] = ..., last_success_ms: _Optional[int] = ..., last_success_run: _Optional[str] = ..., number: _Optional[int] = ...) -> None: ...
 
 class FireRecord(_message.Message):
     __slots__ = ("task", "nominal_ms", "outcome", "reason", "decided_ms", "epoch", "run_id", "task_version", "through_ms", "count", "calendar")

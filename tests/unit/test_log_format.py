@@ -80,6 +80,10 @@ STORED: dict[bytes, str | None] = {
     keys.EVENT: "EventRecord",
     keys.POOL: "PoolRecord",
     keys.TASK_COUNTERS: "TaskCounters",
+    keys.HOT_FIRES: "HotFires",
+    keys.HOT_ASSIGNS: "HotAssigns",
+    keys.HOT_RESULTS: "HotResults",
+    keys.HOT_CHECKPOINT: "HotCheckpoint",
     keys.EVENT_EXPIRY: None,
 }
 

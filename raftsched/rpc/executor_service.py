@@ -196,15 +196,18 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if self.hub.on_results is not None:
             self.hub.on_results(request.results)
         _log_results(request.name, request.results)
-        proposal = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms(), ids)
-        if proposal is not None:
-            outcome = await propose_and_wait(self.hub.node, proposal.encode())
-            if outcome.refused:
+        # One command, or two: the successes of hot runs as ResultColumns and the rest as
+        # ReportResults (raftsched.leader.columns), proposed together.
+        proposals = self.hub.dispatcher.report(request.name, request.results, self.hub.now_ms(), ids)
+        if proposals:
+            outcomes = await asyncio.gather(*(propose_and_wait(self.hub.node, p.encode()) for p in proposals))
+            refused = sum(outcome.refused for outcome in outcomes)
+            if refused:
                 log.info(
                     "%s: %d of %d results from %s refused as stale (attempt superseded, run finished, "
                     "or not assigned to it)",
                     self.hub.node.node_id,
-                    outcome.refused,
+                    refused,
                     len(request.results),
                     request.name,
                 )

@@ -53,7 +53,7 @@ from raftsched.errors import (
     Unavailable,
 )
 from raftsched.fsm import keys
-from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect, ReadyColumns
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.snapshot import check_stored_format
@@ -857,6 +857,9 @@ class Node:
                 for effect in effects
                 if isinstance(effect, AttemptReady) and effect.shard == 0 and effect.epoch == epoch
             )
+            for effect in effects:
+                if isinstance(effect, ReadyColumns):  # (only ever of this leadership's entries)
+                    nominals.update(effect.nominals)
             if nominals:
                 self.apply_lateness.record_runs([(n, now - n, count) for n, count in nominals.items()])
         if self.driver_thread is not None:

@@ -286,8 +286,7 @@ class _SimEndpoint:
         if self.refuse_reports > 0:
             self.refuse_reports -= 1
             raise TransportError("unavailable", "the write was not confirmed in time; its outcome is unknown")
-        proposal = node.dispatcher.results(request.name, request.results, self._now(node))
-        if proposal is not None:
+        for proposal in node.dispatcher.report(request.name, request.results, self._now(node)):
             self._commit(node, proposal.encode())
         return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
 

@@ -49,9 +49,18 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from raftsched import codec
-from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
+from raftsched.fsm.effects import (
+    AttemptReady,
+    DispatchAttempt,
+    DispatchColumns,
+    Effect,
+    ExecutorChanged,
+    ReadyColumns,
+    RunCancelled,
+)
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
+from raftsched.leader import columns
 from raftsched.leader.dispatch.leases import Holdings, Key, Lease
 from raftsched.leader.dispatch.liveness import ExecutorHealth, Liveness
 from raftsched.leader.dispatch.placement import Placement, Waiting
@@ -249,13 +258,19 @@ class Dispatcher:
     def _on_effects(self, t: Term, v: StateView, effects: Sequence[Effect], now_ms: int) -> None:
         for eff in effects:
             if isinstance(eff, AttemptReady):
-                t.placement.wait(v, eff)
-                if t.liveness.unconfirmed and eff.not_before_ms <= now_ms < t.takeover.until_ms:
-                    # An executor has not found this leader yet: the attempt may wait for it.
-                    t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms)
+                self._ready(t, v, eff, now_ms)
             elif isinstance(eff, DispatchAttempt):
                 t.placement.unwait((eff.run_id, eff.shard))
                 self._lease_and_send(t, v, eff, now_ms)
+            elif isinstance(eff, ReadyColumns):
+                # The hot runs a FireColumns entry made (the columnar path): each waits as the
+                # AttemptReady it stands for. Such an entry is proposed by this leadership only.
+                for ready in columns.ready_attempts(v, eff, t.epoch):
+                    self._ready(t, v, ready, now_ms)
+            elif isinstance(eff, DispatchColumns):
+                for dispatch in columns.dispatched_attempts(v, eff, t.epoch):
+                    t.placement.unwait((dispatch.run_id, dispatch.shard))
+                    self._lease_and_send(t, v, dispatch, now_ms)
             elif isinstance(eff, RunCancelled):
                 self._cancel(t, eff, now_ms)
             elif isinstance(eff, ExecutorChanged):
@@ -268,6 +283,12 @@ class Dispatcher:
                     # leases are void. Keeping them re-sent lost attempts when it reconnected.
                     for exec_id in t.holdings.void(eff.name):
                         t.takeover.known(exec_id, "applied")  # the state is current for it
+
+    def _ready(self, t: Term, v: StateView, eff: AttemptReady, now_ms: int) -> None:
+        t.placement.wait(v, eff)
+        if t.liveness.unconfirmed and eff.not_before_ms <= now_ms < t.takeover.until_ms:
+            # An executor has not found this leader yet: the attempt may wait for it.
+            t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms)
 
     def _cancel(self, t: Term, eff: RunCancelled, now_ms: int) -> None:
         """A task run was cancelled (CancelRuns, a killed workflow run, overlap=replace): forget
@@ -571,7 +592,7 @@ class Dispatcher:
         executor: str,
         results: Sequence[pb.ExecResult],
         now_ms: int,
-        ids: Sequence[tuple[str, int, int]] | None = None,
+        ids: Sequence[tuple[str | None, int, int]] | None = None,
     ) -> DispatchProposal | None:
         """A ReportResults command for the executor's results (None if none are known here).
 
@@ -607,6 +628,44 @@ class Dispatcher:
                 if t.takeover.inherited:  # (an attempt this leadership inherited: known once applied)
                     t.takeover.proposed(res.execution_id, now_ms, self.settings.lease_ms)
         return DispatchProposal("results", cmd) if cmd.report_results.results else None
+
+    def report(
+        self,
+        executor: str,
+        results: Sequence[pb.ExecResult],
+        now_ms: int,
+        ids: Sequence[tuple[str | None, int, int]] | None = None,
+    ) -> list[DispatchProposal]:
+        """The commands for an executor's reported results: while every voting member applies
+        the columns (:attr:`columns_allowed`), the successes of live hot runs as one
+        ``ResultColumns`` (:func:`raftsched.leader.columns.split_results`), and everything else
+        as a ReportResults (:meth:`results`). Results in a ResultColumns are settled here as
+        :meth:`results` settles its own."""
+        if not self.columns_allowed():
+            cold = self.results(executor, results, now_ms, ids)
+            return [cold] if cold is not None else []
+        split = [_split(r.execution_id) for r in results] if ids is None else list(ids)
+        with self.state.view() as v:
+            hot, rest = columns.split_results(v, executor, results, split, now_ms, self.epoch)
+        out: list[DispatchProposal] = []
+        if hot is not None:
+            t = self._term
+            if t is not None:
+                taken = set(range(len(results))).difference(rest)
+                for i in sorted(taken):
+                    exec_id = results[i].execution_id
+                    t.holdings.drop(exec_id)
+                    if t.takeover.inherited:
+                        t.takeover.proposed(exec_id, now_ms, self.settings.lease_ms)
+            out.append(DispatchProposal("results", hot))
+        if rest:
+            if len(rest) == len(results):
+                cold = self.results(executor, results, now_ms, ids)
+            else:
+                cold = self.results(executor, [results[i] for i in rest], now_ms, [split[i] for i in rest])
+            if cold is not None:
+                out.append(cold)
+        return out
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
         """Exponential backoff with a cap and jitter; the jitter is drawn here, on the leader."""
@@ -670,6 +729,14 @@ class Dispatcher:
                 assigned = t.placement.assign(
                     v, now_ms, t.liveness.declared_dead, self.settings.max_assign_per_command, cmd
                 )
+                hot = columns.split_assignments(v, cmd) if assigned and self.columns_allowed() else None
+                if hot is not None:
+                    # The hot runs' assignments as AssignColumns; each proposal gives back its own.
+                    kept = {(a.run_id, a.shard) for a in cmd.assign_attempts.assignments}
+                    out.append(
+                        DispatchProposal("assign", hot, tuple(p for p in assigned if p[0] not in kept))
+                    )
+                    assigned = [p for p in assigned if p[0] in kept]
                 if assigned or cmd.assign_attempts.waits:
                     out.append(DispatchProposal("assign", cmd, tuple(assigned)))
         return out

@@ -22,6 +22,7 @@ from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.testing.cluster import LocalCluster, wait_until
 from raftsched.v1 import log_pb2 as logpb
 from tests.integration.helpers import Fleet
+from tests.support.columns_diff import columns_apply
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         f.stop()
 
 
+@pytest.mark.xfail(not columns_apply(), reason="the state machine does not apply columns yet", strict=True)
 def test_hot_tasks_fire_run_and_finish_through_columns_and_a_failure_goes_cold(fleet: Fleet) -> None:
     cluster = fleet.cluster
     fleet.start_executor("ex1", 8)

@@ -59,6 +59,13 @@ SLOTS = 3
 SETTINGS = DispatchSettings(lease_ms=4000, heartbeat_ms=1000, grace_ms=1000)
 
 
+def columns_apply() -> bool:
+    """Whether this build's state machine applies the columnar bodies (NumberEntities is the first
+    of them a leader proposes)."""
+    state = SchedulerState.load(MemoryStore())
+    return bool(state.apply(columns.number_entities(T0, 1, "n1")).result.ok)
+
+
 def task_spec(i: int, variant: str = "hot") -> TaskSpec:
     """Task ``i`` in one of the shapes the stream switches between (``hot`` is the hot one)."""
     name = f"t{i}"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raftsched import codec
 from raftsched.leader import writes
-from tests.support.columns_diff import EXECUTORS, T0, World, differences, task_spec
+from tests.support.columns_diff import EXECUTORS, World, columns_apply, differences, task_spec
 
 TASKS = 4
 VARIANTS = ("hot", "every2", "skip", "replace", "retry")
@@ -106,17 +106,8 @@ def test_a_stream_means_the_same_with_columns(stream: list[Event]) -> None:
     run_stream(stream)
 
 
-def _columns_apply() -> bool:
-    """Whether this build's state machine applies the columnar bodies yet (NumberEntities is the
-    first of them the leader proposes)."""
-    from raftsched.leader.columns import number_entities
-    from tests.support.fsm import fresh
-
-    return bool(fresh().apply(number_entities(T0, 1, "n1")).result.ok)
-
-
 @pytest.mark.xfail(
-    not _columns_apply(), reason="the state machine does not apply the columns yet", strict=True
+    not columns_apply(), reason="the state machine does not apply the columns yet", strict=True
 )
 def test_the_columns_world_uses_the_columns() -> None:
     """The hot tasks' fires, assignments and successes went through the columnar bodies (the

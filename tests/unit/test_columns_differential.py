@@ -152,3 +152,20 @@ def test_a_fixed_stream_with_every_cold_event() -> None:
             ("tick", 1000),
         ]
     )
+
+
+def test_the_harness_sees_a_world_that_did_something_else() -> None:
+    """A check that compares nothing would pass every stream: one world's extra report, extra
+    cancel or missed fire must show."""
+    today, cols = run_stream([("tick", 1000)])
+    cols.report("ex-a", 1, "ok", 10, 3)
+    assert any(
+        p.startswith(("runs", "list_runs", "held", "tasks", "effects")) for p in differences(today, cols)
+    )
+    today.report("ex-a", 1, "ok", 10, 3)
+    assert differences(today, cols) == []
+    today.clock.advance(1000)
+    today.settle()  # only today's world fires the next second
+    cols.clock.advance(1000)
+    problems = differences(today, cols)  # (the columns world has not polled yet)
+    assert any(p.startswith("tasks") for p in problems) and any(p.startswith("effects") for p in problems)

@@ -41,6 +41,7 @@ from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.liveness import executor_health
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
+from raftsched.leader.formats import MemberFormats
 from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
@@ -348,7 +349,12 @@ class SimHarness:
         seed: int = 0,
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
         health: HealthSettings | None = None,
+        columns: bool = False,
     ) -> None:
+        # ``columns``: every node is of this build and reports its command format, so a leader
+        # builds the columnar hot-path bodies (raftsched.leader.formats); off unless asked for
+        # (old scenarios' logs and the golden digests stay).
+        self.columns = columns
         self.dispatch = dispatch or DispatchSettings(
             lease_ms=2000, heartbeat_ms=300, retry_base_ms=200, stream_grace_ms=600
         )
@@ -391,6 +397,9 @@ class SimHarness:
             misfire=self.misfire,
             max_skew_ms=self.max_skew_ms,
             members=lambda: len(self.nodes),
+            member_formats=MemberFormats(lambda: (), own_format=lambda: codec.COMMAND_FORMAT)
+            if self.columns
+            else None,
         )
         # Effects reach the dispatcher at once (a node hands them to its event loop).
         core.to_dispatcher = lambda effects: core.dispatch_effects(effects, self.now(node_id))

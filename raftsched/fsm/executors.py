@@ -47,6 +47,14 @@ class ExecutorHost(BookHost, Protocol):
     @property
     def wf(self) -> WorkflowBook: ...
 
+    def number_executor(self, rec: pb.ExecutorRecord) -> None:
+        """Its hot-path number, if it has none and numbering is on (raftsched.fsm.hot)."""
+        ...
+
+    def promote_hot_on(self, executor: str) -> None:
+        """The hot runs running on ``executor`` go to the cold path (raftsched.fsm.hot)."""
+        ...
+
 
 class ExecutorBook:
     """The executor records, the unplaceable flags and the assignments (see module doc)."""
@@ -70,7 +78,8 @@ class ExecutorBook:
         self.unplaceable.clear()
         self.unplaceable.update(name for name, st in self.host.tasks.items() if st.unplaceable)
 
-    def _put(self, rec: pb.ExecutorRecord) -> None:
+    def put(self, rec: pb.ExecutorRecord) -> None:
+        """Store ``rec`` as it is now."""
         self.store.put(keys.executor_key(rec.name), rec.SerializeToString(deterministic=True))
 
     # -- membership --------------------------------------------------------------------------------
@@ -107,8 +116,11 @@ class ExecutorBook:
             # drained executor gets work again only after it has left and joins anew.
             rec.draining, rec.draining_ms, rec.draining_reason = True, old.draining_ms, old.draining_reason
             rec.health_drain = old.health_drain
+        if old is not None:
+            rec.number = old.number  # a number is the executor's for good
+        host.number_executor(rec)
         self.executors[body.name] = rec
-        self._put(rec)
+        self.put(rec)
         for name in sorted(self.unplaceable):  # a fitting executor clears the flag
             st = host.tasks.get(name)
             if st is None:
@@ -156,14 +168,14 @@ class ExecutorBook:
             if rec.draining and rec.health_drain:
                 rec.draining, rec.draining_ms, rec.draining_reason = False, 0, ""
                 rec.health_drain = False
-                self._put(rec)
+                self.put(rec)
             return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
         if not rec.draining:
             rec.draining = True
             rec.draining_ms = now
             rec.draining_reason = body.reason or "drained"
             rec.health_drain = body.health
-            self._put(rec)
+            self.put(rec)
             if body.health:
                 self.host.raise_alert(
                     alerts_mod.EXECUTOR_UNHEALTHY,
@@ -175,7 +187,7 @@ class ExecutorBook:
         elif rec.health_drain and not body.health:
             rec.health_drain = False  # an operator's drain now: the executor may not undo it
             rec.draining_reason = body.reason or "drained"
-            self._put(rec)
+            self.put(rec)
         return pb.CommandResult(ok=True), (ExecutorChanged(body.name, True),)
 
     def leave(self, cmd: pb.Command, now: int) -> Handled:
@@ -191,10 +203,12 @@ class ExecutorBook:
         rec.left_reason = body.reason or ("declared dead" if body.dead else "left")
         rec.draining = False
         rec.health_drain = False
-        self._put(rec)
+        self.put(rec)
         effects: list[Effect] = [ExecutorChanged(body.name, False)]
         why = f"executor {body.name} {'died' if body.dead else 'left'}: {rec.left_reason}"
         unstarted = set(body.unstarted)
+        host = self.host
+        host.promote_hot_on(body.name)  # its hot attempts are lost the cold way, below
         # The runs with an attempt running on it, from the usage the state keeps (exactly the
         # RUNNING shards, by executor), in run id order: the same runs, in the same order, as
         # walking every active run, without parsing a backlog of pending ones.

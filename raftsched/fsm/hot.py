@@ -33,12 +33,25 @@ Pure: no clock, no IO but the host's store, no randomness.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, NamedTuple
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from operator import attrgetter, gt, lt
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
-from raftsched.fsm.records import TaskState
-from raftsched.model import run_id_for
+from raftsched import bounds
+from raftsched.abc import StateStore
+from raftsched.fsm import keys, wire
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
+from raftsched.fsm.records import TaskState, pending_shards
+from raftsched.fsm.rules import Reject
+from raftsched.fsm.tally import ApplyTally
+from raftsched.fsm.workflows import is_internal, is_trigger
+from raftsched.model import Overlap, run_id_for
+from raftsched.sharding.placement import NO_NEED, ExecutorUsage
 from raftsched.v1 import log_pb2 as pb
+
+if TYPE_CHECKING:
+    from raftsched.fsm.policy import PolicyBook
 
 PENDING: Final = int(pb.PENDING)
 RUNNING: Final = int(pb.RUNNING)
@@ -245,3 +258,870 @@ def seq_of(slots: SlotTable, tasks: Mapping[str, TaskState], run_id: str) -> int
         if j >= 0 and slots.nominal[j] == nominal:
             return seq
     return 0
+
+
+def is_hot(st: TaskState, policy: PolicyBook) -> bool:
+    """Whether ``st``'s single on-time fires may take the hot path: numbered, enabled, one
+    shard, ``overlap = allow``, nothing an attempt holds besides its slot (locks, pool, quota,
+    resources, selector), no calendar, jitter, SLA, freshness or events, not a workflow's task."""
+    s = st.spec
+    return bool(
+        st.number
+        and st.enabled
+        and s.shards == 1
+        and s.overlap == Overlap.ALLOW
+        and not s.locks
+        and not s.pool
+        and not s.resource_cpu
+        and not s.resource_memory_mb
+        and not s.selector
+        and not s.exclude
+        and not s.jitter_ms
+        and not s.sla_start_within_ms
+        and not s.sla_finish_within_ms
+        and not s.freshness_ms
+        and not s.emits
+        and not s.on_event
+        and not is_internal(s.name)
+        and not is_trigger(s)
+        and policy.need(s.owner, s.namespace, ()) is None
+    )
+
+
+StartSink = Callable[[int, str, int], None]
+"""``raftsched.fsm.runs.StartSink``: a reported start's leader time, namespace and lateness."""
+
+
+class HotRuns(Protocol):
+    """What the hot path uses of the run book (``raftsched.fsm.runs.RunBook``)."""
+
+    @property
+    def active(self) -> MutableMapping[str, bytes]: ...
+    @property
+    def active_per_task(self) -> MutableMapping[str, int]: ...
+    @property
+    def usage(self) -> ExecutorUsage: ...
+    @property
+    def slots(self) -> SlotTable: ...
+    def prune(self, st: TaskState, now: int, finishing: str = "") -> None: ...
+    def write(self, run_id: str, data: bytes, unfinished: bool) -> None: ...
+
+
+class HotHost(Protocol):
+    """What the hot path needs from the state machine (``SchedulerState``; apply thread only)."""
+
+    @property
+    def store(self) -> StateStore: ...
+    @property
+    def tasks(self) -> Mapping[str, TaskState]: ...
+    @property
+    def numbering(self) -> Numbering: ...
+    @property
+    def runs(self) -> HotRuns: ...
+    @property
+    def policy(self) -> PolicyBook: ...
+    @property
+    def executors(self) -> Mapping[str, pb.ExecutorRecord]: ...
+    @property
+    def leader_effects(self) -> bool: ...
+    @property
+    def applied_commands(self) -> int: ...
+    @property
+    def tally(self) -> ApplyTally | None: ...
+    @property
+    def on_start(self) -> StartSink | None: ...
+
+    def put_task(self, st: TaskState) -> None: ...
+    def touch_task(self, st: TaskState) -> None: ...
+    def put_executor(self, rec: pb.ExecutorRecord) -> None: ...
+    def spec_for(self, task: str, version: int) -> pb.TaskSpec | None: ...
+    def hot_touched(self, names: Iterable[str]) -> None:
+        """Tasks whose counters a hot entry changed (replayed from its record on load; their
+        records are re-put at the next checkpoint)."""
+        ...
+
+
+Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
+
+_MAX_TIME: Final = bounds.MAX_TIME_MS
+_MAX_DURATION: Final = bounds.MAX_DURATION_MS
+_version = attrgetter("version")
+_hot = attrgetter("hot")
+_watermark = attrgetter("watermark_ms")
+
+
+def _invalid(message: str) -> Handled:
+    """A malformed entry: refused whole, before anything changed (a value: apply catches it)."""
+    raise Reject("invalid_argument", message)
+
+
+class HotBook:
+    """The hot path's commands, its slot table, promotion to the cold path, replay (module doc)."""
+
+    def __init__(self, host: HotHost) -> None:
+        self.host = host
+        self.store = host.store
+        self.numbering = host.numbering
+        self.slots: SlotTable = host.runs.slots
+        self.next_seq = 1  # Meta.next_seq (0 stored: numbering off, nothing hot yet)
+        self.templates: dict[tuple[int, int], bytes] = {}  # (task number, version) -> pending Run head
+        self.checkpoint_index = 0  # Meta.hot_checkpoint_index
+
+    # -- numbers -------------------------------------------------------------------------------
+
+    def number_entities(self, cmd: pb.Command, now: int) -> Handled:
+        """NumberEntities: every task and executor without a number gets one, in key order, and
+        numbering is on from now (idempotent: a second one numbers what has none)."""
+        numbering, host = self.numbering, self.host
+        if not numbering.on:
+            numbering.next_task_no = numbering.next_executor_no = 1
+        count = 0
+        for name in sorted(host.tasks):
+            st = host.tasks[name]
+            if not st.number:
+                self.number_task(st)
+                host.put_task(st)
+                count += 1
+        for name in sorted(host.executors):
+            rec = host.executors[name]
+            if not rec.number:
+                self.number_executor(rec)
+                host.put_executor(rec)
+                count += 1
+        self.refresh_all()
+        return pb.CommandResult(ok=True, accounted=count), ()
+
+    def number_task(self, st: TaskState) -> None:
+        """Give ``st`` the next task number if numbering is on (creation; NumberEntities)."""
+        numbering = self.numbering
+        if numbering.on and not st.number:
+            st.number = numbering.next_task_no
+            numbering.next_task_no += 1
+            numbering.set_task(st)
+
+    def number_executor(self, rec: pb.ExecutorRecord) -> None:
+        numbering = self.numbering
+        if numbering.on and not rec.number:
+            rec.number = numbering.next_executor_no
+            numbering.next_executor_no += 1
+            numbering.set_executor(rec.name, rec.number)
+
+    # -- the hot bit ---------------------------------------------------------------------------
+
+    def refresh(self, st: TaskState) -> None:
+        """Recompute ``st.hot``; a task that stops being hot has its live hot runs promoted, so
+        every run of a task that is not hot is on the cold path."""
+        hot = is_hot(st, self.host.policy)
+        if st.hot and not hot:
+            self.promote_task(st)
+        st.hot = hot
+
+    def refresh_all(self) -> None:
+        tasks = self.host.tasks
+        for name in sorted(tasks):
+            self.refresh(tasks[name])
+
+    def forget_task(self, st: TaskState) -> None:
+        """``st`` is being deleted: its live hot runs go to the cold path (delete keeps unfinished
+        runs to finish), then its number maps to nothing."""
+        self.promote_task(st)
+        st.hot = False
+        self.numbering.drop_task(st)
+
+    # -- FireColumns -----------------------------------------------------------------------------
+
+    def fire_columns(self, cmd: pb.Command, now: int) -> Handled:
+        fc = cmd.fire_columns
+        stamp = cmd.now_ms  # never early is checked against the stamping leader's clock (fire_batch)
+        tasks = list(fc.task)
+        versions = list(fc.version)
+        deltas = list(fc.nominal_delta)
+        nexts = list(fc.next_delta)
+        n = len(tasks)
+        if not (len(versions) == len(deltas) == len(nexts) == n):
+            return _invalid("fire columns of different lengths")
+        if not n:
+            return pb.CommandResult(ok=True), ()
+        by_number = self.numbering.tasks
+        if min(tasks) < 1 or max(tasks) >= self.numbering.next_task_no:
+            return _invalid("fire columns name an unknown task number")
+        if min(deltas) < 0 or max(deltas) > stamp:
+            return _invalid("fire columns: a nominal time is after now or before the epoch")
+        if max(nexts) > _MAX_TIME:
+            return _invalid("fire columns: a next fire is out of range")
+        nominals = [stamp - d for d in deltas]
+        if max(map(int.__add__, nominals, nexts)) > _MAX_TIME:
+            return _invalid("fire columns: a next fire is out of range")
+        sts = [by_number[t] if t < len(by_number) else None for t in tasks]
+        fast = (
+            None not in sts
+            and len(set(tasks)) == n  # one row per task: rows are independent
+            and list(map(_version, sts)) == versions
+            and all(map(_hot, sts))
+            and all(map(lt, map(_watermark, sts), nominals))  # never twice
+            and all(map(gt, nexts, deltas))  # next fire after now
+        )
+        refused = 0
+        if not fast:
+            keep = _check_fires(sts, versions, deltas, nexts, nominals)
+            refused = n - len(keep)
+            tasks = [tasks[i] for i in keep]
+            versions = [versions[i] for i in keep]
+            deltas = [deltas[i] for i in keep]
+            nexts = [nexts[i] for i in keep]
+            nominals = [nominals[i] for i in keep]
+            sts = [sts[i] for i in keep]
+            n = len(tasks)
+            if not n:
+                return pb.CommandResult(ok=True, refused=refused), ()
+        # -- mutate (nothing can refuse any more) --
+        runs = self.host.runs
+        per_task = runs.active_per_task
+        seq = seq_base = self.next_seq
+        next_fires = list(map(int.__add__, nominals, nexts))
+        for st, nf in zip(sts, next_fires, strict=True):
+            assert st is not None
+            st.watermark_ms = stamp
+            st.next_fire_ms = nf
+            st.active_runs += 1
+            st.fires_total += 1
+            st.runs_total += 1
+            name = st.spec.name
+            per_task[name] = per_task.get(name, 0) + 1
+            st.hot_seqs.append(seq)
+            seq += 1
+        self.next_seq = seq
+        slots = self.slots
+        if not slots.state:
+            slots.base = seq_base
+        slots.task += tasks
+        slots.version += versions
+        slots.nominal += nominals
+        slots.state += [PENDING] * n
+        slots.executor += [0] * n
+        slots.attempt += [1] * n
+        slots.assigned += [0] * n
+        slots.created += [stamp] * n
+        slots.epoch += [cmd.epoch] * n
+        rows = pb.FireColumns(task=tasks, version=versions, nominal_delta=deltas, next_delta=nexts)
+        record = pb.HotFires(seq_base=seq_base, now_ms=stamp, epoch=cmd.epoch, rows=rows)
+        self.store.put(
+            keys.hot_key(keys.HOT_FIRES, self.host.applied_commands + 1),
+            record.SerializeToString(deterministic=True),
+        )
+        host = self.host
+        host.hot_touched(st.spec.name for st in sts if st is not None)
+        tally = host.tally
+        if tally is not None:
+            for st in sts:
+                if st is not None:
+                    tally.fire("fired", st.spec.owner, st.spec.namespace, st.spec.name)
+        effects: tuple[Effect, ...] = ()
+        if host.leader_effects:
+            effects = (ReadyColumns(seq_base, tasks, nominals, next_fires),)
+        return pb.CommandResult(ok=True, fired=n, accounted=n, refused=refused), effects
+
+    # -- AssignColumns ---------------------------------------------------------------------------
+
+    def _slot_indexes(self, seqs: list[int]) -> list[int] | None:
+        """Slot positions of ``seqs`` if every one is a slot of the table and none repeats."""
+        base = self.slots.base
+        idx = [s - base for s in seqs]
+        if min(idx) < 0 or max(idx) >= len(self.slots.state) or len(set(idx)) != len(idx):
+            return None
+        return idx
+
+    def assign_columns(self, cmd: pb.Command, now: int) -> Handled:
+        ac = cmd.assign_columns
+        seqs = list(ac.seq)
+        shards = list(ac.shard)
+        attempts = list(ac.attempt)
+        execs = list(ac.executor)
+        n = len(seqs)
+        if not (len(shards) == len(attempts) == len(execs) == n):
+            return _invalid("assign columns of different lengths")
+        if not n:
+            return pb.CommandResult(ok=True), ()
+        numbering = self.numbering
+        if min(execs) < 1 or max(execs) >= numbering.next_executor_no:
+            return _invalid("assign columns name an unknown executor number")
+        if max(seqs) >= self.next_seq:
+            return _invalid("assign columns name a run seq not allocated yet")
+        names = numbering.executors
+        counts = Counter(execs)
+        records = {e: self.host.executors.get(names[e] or "") for e in counts}
+        usage = self.host.runs.usage
+        slots = self.slots
+        idx = self._slot_indexes(seqs)
+        fast = (
+            idx is not None
+            and max(shards) == 0
+            and list(map(slots.state.__getitem__, idx)).count(PENDING) == n
+            and list(map(slots.attempt.__getitem__, idx)) == attempts
+            and all(
+                rec is not None
+                and rec.alive
+                and not rec.draining
+                and usage.used(rec.name)[0] + counts[e] <= rec.slots
+                for e, rec in records.items()
+            )
+        )
+        refused = 0
+        if not fast:
+            keep = self._check_assigns(seqs, shards, attempts, execs, records)
+            refused = n - len(keep)
+            seqs = [seqs[i] for i in keep]
+            attempts = [attempts[i] for i in keep]
+            execs = [execs[i] for i in keep]
+            n = len(seqs)
+            if not n:
+                return pb.CommandResult(ok=True, refused=refused), ()
+            base = slots.base
+            idx = [s - base for s in seqs]
+            counts = Counter(execs)
+        assert idx is not None
+        # -- mutate --
+        state, executor, assigned = slots.state, slots.executor, slots.assigned
+        for j, e in zip(idx, execs, strict=True):
+            state[j] = RUNNING
+            executor[j] = e
+            assigned[j] = now
+        hot = usage.hot
+        for e, c in counts.items():
+            name = names[e] or ""
+            hot[name] = hot.get(name, 0) + c
+        rows = pb.AssignColumns(seq=seqs, shard=[0] * n, attempt=attempts, executor=execs)
+        record = pb.HotAssigns(now_ms=now, rows=rows)
+        self.store.put(
+            keys.hot_key(keys.HOT_ASSIGNS, self.host.applied_commands + 1),
+            record.SerializeToString(deterministic=True),
+        )
+        effects: tuple[Effect, ...] = ()
+        if self.host.leader_effects:
+            effects = (DispatchColumns(seqs, attempts, execs),)
+        return pb.CommandResult(ok=True, accounted=n, refused=refused), effects
+
+    def _check_assigns(
+        self,
+        seqs: list[int],
+        shards: list[int],
+        attempts: list[int],
+        execs: list[int],
+        records: Mapping[int, pb.ExecutorRecord | None],
+    ) -> list[int]:
+        slots = self.slots
+        base, size = slots.base, len(slots.state)
+        usage = self.host.runs.usage
+        taken = Counter[int]()
+        seen: set[int] = set()
+        keep: list[int] = []
+        for i, s in enumerate(seqs):
+            j, e = s - base, execs[i]
+            rec = records.get(e)
+            if (
+                not 0 <= j < size
+                or j in seen
+                or shards[i] != 0
+                or slots.state[j] != PENDING
+                or slots.attempt[j] != attempts[i]
+                or rec is None
+                or not rec.alive
+                or rec.draining
+                or usage.used(rec.name)[0] + taken[e] >= rec.slots
+            ):
+                continue
+            seen.add(j)
+            taken[e] += 1
+            keep.append(i)
+        return keep
+
+    # -- ResultColumns ---------------------------------------------------------------------------
+
+    def result_columns(self, cmd: pb.Command, now: int) -> Handled:
+        rc = cmd.result_columns
+        seqs = list(rc.seq)
+        attempts = list(rc.attempt)
+        execs = list(rc.executor)
+        durations = list(rc.duration_ms)
+        lateness = list(rc.lateness_ms)
+        n = len(seqs)
+        if not (len(attempts) == len(execs) == len(durations) == len(lateness) == n):
+            return _invalid("result columns of different lengths")
+        if not n:
+            return pb.CommandResult(ok=True), ()
+        if min(execs) < 1 or max(execs) >= self.numbering.next_executor_no:
+            return _invalid("result columns name an unknown executor number")
+        if max(seqs) >= self.next_seq:
+            return _invalid("result columns name a run seq not allocated yet")
+        if max(durations) > _MAX_DURATION or min(lateness) < -_MAX_DURATION or max(lateness) > _MAX_DURATION:
+            return _invalid("result columns: a duration or start lateness is out of range")
+        slots = self.slots
+        idx = self._slot_indexes(seqs)
+        fast = (
+            idx is not None
+            and list(map(slots.state.__getitem__, idx)).count(RUNNING) == n
+            and list(map(slots.attempt.__getitem__, idx)) == attempts
+            and list(map(slots.executor.__getitem__, idx)) == execs
+        )
+        refused = 0
+        if not fast:
+            keep = self._check_results(seqs, attempts, execs)
+            refused = n - len(keep)
+            seqs = [seqs[i] for i in keep]
+            attempts = [attempts[i] for i in keep]
+            execs = [execs[i] for i in keep]
+            durations = [durations[i] for i in keep]
+            lateness = [lateness[i] for i in keep]
+            n = len(seqs)
+            if not n:
+                return pb.CommandResult(ok=True, refused=refused), ()
+            base = slots.base
+            idx = [s - base for s in seqs]
+        assert idx is not None
+        # -- mutate --
+        host = self.host
+        runs, numbering = host.runs, self.numbering
+        per_task, hot_usage = runs.active_per_task, runs.usage.hot
+        by_number, names = numbering.tasks, numbering.executors
+        state, task_col, nominal_col = slots.state, slots.task, slots.nominal
+        sink, tally = host.on_start, host.tally
+        touched: list[str] = []
+        for j, seq, e, dur, late in zip(idx, seqs, execs, durations, lateness, strict=True):
+            state[j] = SUCCEEDED
+            st = by_number[task_col[j]]
+            assert st is not None  # a deleted task's slots were promoted
+            name = st.spec.name
+            ename = names[e] or ""
+            st.active_runs -= 1
+            st.kept_runs += 1
+            st.hot_seqs.remove(seq)
+            left = per_task[name] - 1
+            if left:
+                per_task[name] = left
+            else:
+                del per_task[name]
+            hot_usage[ename] -= 1
+            if not hot_usage[ename]:
+                del hot_usage[ename]
+            if sink is not None:
+                sink(now, st.spec.namespace, max(0, late))
+            if tally is not None:
+                spec = st.spec
+                tally.attempt("succeeded", spec.owner, spec.namespace, name)
+                tally.run_finished("succeeded", spec.owner, spec.namespace, name)
+            run_id = run_id_of(name, nominal_col[j])
+            kept = st.kept_runs
+            runs.prune(st, now, run_id)
+            if st.kept_runs != kept:
+                # Pruning is not replayed from the hot records: the task's counters are stored
+                # as of the end of this command instead (a TaskCounters row, which loading
+                # prefers over the hot records up to it).
+                host.touch_task(st)
+            runs.write(run_id, self._finished(j, st, run_id, ename, dur, late, now), False)
+            touched.append(name)
+        host.hot_touched(touched)
+        rows = pb.ResultColumns(
+            seq=seqs, attempt=attempts, executor=execs, duration_ms=durations, lateness_ms=lateness
+        )
+        record = pb.HotResults(now_ms=now, rows=rows)
+        self.store.put(
+            keys.hot_key(keys.HOT_RESULTS, host.applied_commands + 1),
+            record.SerializeToString(deterministic=True),
+        )
+        slots.finished += n
+        if slots.finished >= TRIM_EVERY:
+            slots.trim()
+        return pb.CommandResult(ok=True, accounted=n, refused=refused), ()
+
+    def _check_results(self, seqs: list[int], attempts: list[int], execs: list[int]) -> list[int]:
+        slots = self.slots
+        base, size = slots.base, len(slots.state)
+        seen: set[int] = set()
+        keep: list[int] = []
+        for i, s in enumerate(seqs):
+            j = s - base
+            if (
+                not 0 <= j < size
+                or j in seen
+                or slots.state[j] != RUNNING
+                or slots.attempt[j] != attempts[i]
+                or slots.executor[j] != execs[i]
+            ):
+                continue
+            seen.add(j)
+            keep.append(i)
+        return keep
+
+    def _finished(
+        self, j: int, st: TaskState, run_id: str, executor: str, duration: int, lateness: int, now: int
+    ) -> bytes:
+        """The end-of-run record of slot ``j`` (stage B): the bytes today's cold path stores for
+        the same run when it succeeds on its first attempt (a derived timeline, fsm.timeline)."""
+        slots = self.slots
+        run = pb.Run.FromString(self._pending_bytes(j, st, run_id))
+        shard = run.shards[0]
+        shard.state = pb.SUCCEEDED
+        shard.executor = executor
+        shard.assigned_ms = slots.assigned[j]
+        shard.finished_ms = now
+        shard.started_ms = slots.nominal[j] + lateness
+        shard.duration_ms = duration
+        run.state = pb.SUCCEEDED
+        run.finished_ms = now
+        return run.SerializeToString(deterministic=True)
+
+    # -- promotion to the cold path ----------------------------------------------------------------
+
+    def _template(self, st: TaskState, version: int) -> bytes:
+        """``TaskState.run_template`` of ``st`` at ``version`` (the version a slot fired with)."""
+        key = (st.number, version)
+        found = self.templates.get(key)
+        if found is None:
+            if version == st.version:
+                params = st.spec.params_json
+            else:
+                spec = self.host.spec_for(st.spec.name, version)
+                params = spec.params_json if spec is not None else st.spec.params_json
+            found = pb.Run(
+                task=st.spec.name,
+                task_version=version,
+                state=pb.PENDING,
+                params_json=params,
+                shards=pending_shards(1),
+            ).SerializeToString(deterministic=True)
+            if len(self.templates) > 4096:
+                self.templates.clear()
+            self.templates[key] = found
+        return found
+
+    def _pending_bytes(self, j: int, st: TaskState, run_id: str) -> bytes:
+        """The bytes today's ``RunBook.new`` stores for the run of slot ``j`` when it is created."""
+        slots = self.slots
+        return self._template(st, slots.version[j]) + wire.run_fields(
+            run_id, slots.nominal[j], slots.created[j], slots.epoch[j], False, False, True
+        )
+
+    def _run_bytes(self, j: int, st: TaskState, run_id: str) -> bytes:
+        """The bytes today's cold path would hold for the live run of slot ``j``: as created, or
+        (running) as ``ExecutorBook.assign`` saves it."""
+        slots = self.slots
+        data = self._pending_bytes(j, st, run_id)
+        if slots.state[j] != RUNNING:
+            return data
+        run = pb.Run.FromString(data)
+        shard = run.shards[0]
+        shard.state = pb.RUNNING
+        shard.executor = self.numbering.executor_name(slots.executor[j]) or ""
+        shard.assigned_ms = slots.assigned[j]
+        run.state = pb.RUNNING
+        return run.SerializeToString(deterministic=True)
+
+    def promote(self, seq: int) -> pb.Run | None:
+        """Move the live hot run ``seq`` to the cold path: its ``pb.Run`` (the bytes the cold path
+        would hold for it now) is stored under its key and kept in ``RunBook.active``, a running
+        attempt's slot is held in the usage as a cold attempt's, and the slot is finished here.
+        Pure: every replica promotes the same runs at the same entries. Returns the run."""
+        slots = self.slots
+        j = slots.live(seq)
+        if j < 0:
+            return None
+        st = self.numbering.task(slots.task[j])
+        if st is None:
+            return None
+        runs = self.host.runs
+        name = st.spec.name
+        run_id = run_id_of(name, slots.nominal[j])
+        data = self._run_bytes(j, st, run_id)
+        runs.write(run_id, data, True)
+        if slots.state[j] == RUNNING:
+            ename = self.numbering.executor_name(slots.executor[j]) or ""
+            hot_usage = runs.usage.hot
+            hot_usage[ename] -= 1
+            if not hot_usage[ename]:
+                del hot_usage[ename]
+            runs.usage.take((run_id, 0), ename, NO_NEED)
+        slots.state[j] = PROMOTED
+        slots.finished += 1
+        if seq in st.hot_seqs:
+            st.hot_seqs.remove(seq)
+        return pb.Run.FromString(data)
+
+    def promote_id(self, run_id: str) -> pb.Run | None:
+        """Promote the live hot run ``run_id`` if there is one (a cold event names it)."""
+        if not self.slots.state:
+            return None
+        seq = seq_of(self.slots, self.host.tasks, run_id)
+        return self.promote(seq) if seq else None
+
+    def promote_task(self, st: TaskState) -> None:
+        for seq in list(st.hot_seqs):
+            self.promote(seq)
+
+    def promote_executor(self, name: str) -> None:
+        """Every live hot run with an attempt running on executor ``name`` (it leaves or dies)."""
+        number = self.numbering.executor_number(name)
+        if not number or not self.host.runs.usage.hot.get(name):
+            return
+        slots = self.slots
+        running = [
+            slots.base + j
+            for j, (state, e) in enumerate(zip(slots.state, slots.executor, strict=True))
+            if state == RUNNING and e == number
+        ]
+        for seq in running:
+            self.promote(seq)
+
+    # -- checkpoint and load -----------------------------------------------------------------------
+
+    def checkpoint(self, applied: int) -> None:
+        """With the task checkpoint (``TaskBook.checkpoint``, which re-puts the records of the
+        tasks hot entries changed): the live slots to ``hc/s`` and every hot entry record deleted.
+        Written from the first live slot, so a replica that trimmed its table at other moments
+        (it restarted) writes the same bytes."""
+        if not self.numbering.on:
+            return  # nothing hot ever: the state keeps the bytes it had before the hot path
+        slots = self.slots
+        k = 0
+        state = slots.state
+        while k < len(state) and state[k] not in (PENDING, RUNNING):
+            k += 1
+        rec = pb.HotCheckpoint(
+            seq_base=slots.base + k if k < len(state) else self.next_seq,
+            task=slots.task[k:],
+            version=slots.version[k:],
+            nominal_ms=slots.nominal[k:],
+            state=state[k:],
+            executor=slots.executor[k:],
+            attempt=slots.attempt[k:],
+            assigned_ms=slots.assigned[k:],
+            created_ms=slots.created[k:],
+            epoch=slots.epoch[k:],
+        )
+        store = self.store
+        store.put(keys.HOT_SLOTS_KEY, rec.SerializeToString(deterministic=True))
+        for prefix in (keys.HOT_FIRES, keys.HOT_ASSIGNS, keys.HOT_RESULTS):
+            while stale := store.scan_keys(prefix, prefix + keys.END, limit=4096):
+                for key in stale:
+                    store.delete(key)
+        self.checkpoint_index = applied
+
+    def load(self, counter_index: Mapping[str, int], checkpoint_index: int) -> None:
+        """Rebuild the numbers, the slot table and the hot bits from the store (after the tasks,
+        executors, unfinished cold runs and their usage): the checkpoint's slots, then every hot
+        entry record after it, in log order. A task's counters take a record's rows only if the
+        record is newer than the task's last counter record (``counter_index``: that record holds
+        the counters at the end of its command, those rows included)."""
+        host, numbering, slots, store = self.host, self.numbering, self.slots, self.store
+        self.checkpoint_index = checkpoint_index
+        self.templates.clear()
+        numbering.tasks[:] = [None]
+        numbering.executors[:] = [None]
+        numbering.executor_no.clear()
+        for st in host.tasks.values():
+            numbering.set_task(st)
+            st.hot_seqs = []
+        for name, rec in host.executors.items():
+            numbering.set_executor(name, rec.number)
+        for name in sorted(host.tasks):
+            st = host.tasks[name]
+            st.hot = is_hot(st, host.policy)
+        slots.clear(self.next_seq)
+        raw = store.get(keys.HOT_SLOTS_KEY)
+        if raw is not None:
+            cp = pb.HotCheckpoint.FromString(raw)
+            slots.base = cp.seq_base
+            slots.task[:] = cp.task
+            slots.version[:] = cp.version
+            slots.nominal[:] = cp.nominal_ms
+            slots.state[:] = cp.state
+            slots.executor[:] = cp.executor
+            slots.attempt[:] = cp.attempt
+            slots.assigned[:] = cp.assigned_ms
+            slots.created[:] = cp.created_ms
+            slots.epoch[:] = cp.epoch
+        touched: set[str] = set()
+        for index, kind, value in _hot_records(store):
+            if kind == 0:
+                self._replay_fires(index, pb.HotFires.FromString(value), counter_index, touched)
+            elif kind == 1:
+                arec = pb.HotAssigns.FromString(value)
+                for seq, e in zip(arec.rows.seq, arec.rows.executor, strict=True):
+                    j = slots.index(seq)
+                    if j >= 0:
+                        slots.state[j], slots.executor[j], slots.assigned[j] = RUNNING, e, arec.now_ms
+            else:
+                self._replay_results(index, pb.HotResults.FromString(value), counter_index, touched)
+        host.hot_touched(sorted(touched))
+        # A live slot whose run has a record under its key was promoted (a live hot run has none).
+        runs = host.runs
+        for j, state in enumerate(slots.state):
+            if state not in (PENDING, RUNNING):
+                continue
+            owner = numbering.task(slots.task[j])
+            run_id = run_id_of(owner.spec.name, slots.nominal[j]) if owner is not None else ""
+            if owner is None or store.get(keys.run_key_for_id(run_id)) is not None:
+                slots.state[j] = PROMOTED
+                continue
+            owner.hot_seqs.append(slots.base + j)
+            name = owner.spec.name
+            runs.active_per_task[name] = runs.active_per_task.get(name, 0) + 1
+            if state == RUNNING:
+                ename = numbering.executor_name(slots.executor[j]) or ""
+                runs.usage.hot[ename] = runs.usage.hot.get(ename, 0) + 1
+        slots.finished = sum(1 for state in slots.state if state not in (PENDING, RUNNING))
+        slots.trim()
+
+    def _replay_fires(
+        self, index: int, rec: pb.HotFires, counter_index: Mapping[str, int], touched: set[str]
+    ) -> None:
+        slots, numbering = self.slots, self.numbering
+        rows = rec.rows
+        tasks = list(rows.task)
+        n = len(tasks)
+        if not slots.state:
+            slots.base = rec.seq_base
+        nominals = [rec.now_ms - d for d in rows.nominal_delta]
+        for t, nominal, nd in zip(tasks, nominals, rows.next_delta, strict=True):
+            st = numbering.task(t)
+            if st is None:
+                continue
+            name = st.spec.name
+            touched.add(name)
+            if index > counter_index.get(name, 0):
+                st.watermark_ms = rec.now_ms
+                st.next_fire_ms = nominal + nd
+                st.active_runs += 1
+                st.fires_total += 1
+                st.runs_total += 1
+        slots.task += tasks
+        slots.version += rows.version
+        slots.nominal += nominals
+        slots.state += [PENDING] * n
+        slots.executor += [0] * n
+        slots.attempt += [1] * n
+        slots.assigned += [0] * n
+        slots.created += [rec.now_ms] * n
+        slots.epoch += [rec.epoch] * n
+
+    def _replay_results(
+        self, index: int, rec: pb.HotResults, counter_index: Mapping[str, int], touched: set[str]
+    ) -> None:
+        slots, numbering = self.slots, self.numbering
+        for seq in rec.rows.seq:
+            j = slots.index(seq)
+            if j < 0:
+                continue
+            slots.state[j] = SUCCEEDED
+            st = numbering.task(slots.task[j])
+            if st is None:
+                continue
+            name = st.spec.name
+            touched.add(name)
+            if index > counter_index.get(name, 0):
+                st.active_runs -= 1
+                st.kept_runs += 1
+
+    # -- reads (never mutate: the caller holds the lock) -------------------------------------------
+
+    def synthesise(self, seq: int) -> pb.Run | None:
+        """The live hot run ``seq`` as the cold path would hold it (nothing stored)."""
+        slots = self.slots
+        j = slots.live(seq)
+        st = self.numbering.task(slots.task[j]) if j >= 0 else None
+        if st is None:
+            return None
+        return pb.Run.FromString(self._run_bytes(j, st, run_id_of(st.spec.name, slots.nominal[j])))
+
+    def live_runs(self) -> dict[str, bytes]:
+        """Every live hot run, serialised as the cold path would hold it, by run id."""
+        slots, out = self.slots, {}
+        for j, state in enumerate(slots.state):
+            if state in (PENDING, RUNNING):
+                st = self.numbering.task(slots.task[j])
+                if st is not None:
+                    run_id = run_id_of(st.spec.name, slots.nominal[j])
+                    out[run_id] = self._run_bytes(j, st, run_id)
+        return out
+
+    def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]:
+        """The live hot attempts as the cold path's ``pending_attempts`` gives them (a new leader
+        re-queues them: it may place and report them the cold way, which promotes them)."""
+        out: list[AttemptReady | DispatchAttempt] = []
+        slots = self.slots
+        for j, state in enumerate(slots.state):
+            if state not in (PENDING, RUNNING):
+                continue
+            st = self.numbering.task(slots.task[j])
+            if st is None:
+                continue
+            nominal, epoch = slots.nominal[j], slots.epoch[j]
+            run_id = run_id_of(st.spec.name, nominal)
+            if state == PENDING:
+                out.append(AttemptReady(run_id, st.spec.name, nominal, 0, slots.attempt[j], epoch))
+            else:
+                out.append(
+                    DispatchAttempt(
+                        run_id,
+                        st.spec.name,
+                        nominal,
+                        0,
+                        slots.attempt[j],
+                        self.numbering.executor_name(slots.executor[j]) or "",
+                        epoch,
+                        not st.spec.params_json,
+                        slots.version[j],
+                        False,
+                        slots.assigned[j],
+                    )
+                )
+        return out
+
+
+def _check_fires(
+    sts: list[TaskState | None],
+    versions: list[int],
+    deltas: list[int],
+    nexts: list[int],
+    nominals: list[int],
+) -> list[int]:
+    """The rows that may apply. A task may have several rows, in nominal order (a catch-up of the
+    fires due since its last one); only its last row's next fire counts, and a bad row refuses
+    every row of its task (as today a bad fire refuses its task's TaskFires)."""
+    last_row = {id(st): i for i, st in enumerate(sts)}
+    last: dict[int, int] = {}
+    bad: set[int] = set()
+    for i, st in enumerate(sts):
+        key = id(st)
+        if st is None:
+            bad.add(key)
+            continue
+        wm = last.get(key, st.watermark_ms)
+        nominal = nominals[i]
+        if (
+            versions[i] != st.version
+            or not st.hot
+            or nominal <= wm
+            or (last_row[key] == i and nexts[i] <= deltas[i])
+        ):
+            bad.add(key)
+        last[key] = nominal
+    return [i for i, st in enumerate(sts) if id(st) not in bad]
+
+
+def _index(key: bytes, prefix: bytes) -> int:
+    return int(key[len(prefix) :], 16)
+
+
+class _Replay(NamedTuple):
+    at: int  # the entry's Meta.applied_commands
+    kind: int  # 0 fires, 1 assigns, 2 results
+    value: bytes
+
+
+def _hot_records(store: StateStore) -> list[_Replay]:
+    """Every hot entry record kept since the last checkpoint, in log order."""
+    out: list[_Replay] = []
+    for kind, prefix in enumerate((keys.HOT_FIRES, keys.HOT_ASSIGNS, keys.HOT_RESULTS)):
+        out.extend(_Replay(_index(k, prefix), kind, v) for k, v in store.scan(prefix, prefix + keys.END))
+    out.sort()
+    return out

@@ -98,6 +98,13 @@ class RunHost(BookHost, Protocol):
     def emit_for_run(
         self, st: TaskState, run: pb.Run, now: int, epoch: int, effects: list[Effect]
     ) -> None: ...
+    def promote_hot(self, run_id: str) -> pb.Run | None:
+        """Move the live hot run ``run_id`` to the cold path, if there is one (raftsched.fsm.hot)."""
+        ...
+
+    def peek_hot(self, run_id: str) -> pb.Run | None:
+        """The live hot run ``run_id`` as the cold path would hold it (nothing changes), or None."""
+        ...
 
 
 class RunBook:
@@ -187,6 +194,11 @@ class RunBook:
             self.active[run_id] = data
         self.store.put(key, data)
 
+    def write(self, run_id: str, data: bytes, unfinished: bool) -> None:
+        """Store the serialised run ``run_id`` under its key (the hot path's end-of-run records and
+        promoted runs, raftsched.fsm.hot); ``unfinished``: kept in ``active`` too."""
+        self._write(run_id, data, keys.run_key_for_id(run_id), unfinished)
+
     def save(self, run: pb.Run) -> bytes:
         """Store ``run`` as it is now (serialized once, deterministically); returns the bytes."""
         data = run.SerializeToString(deterministic=True)
@@ -194,13 +206,24 @@ class RunBook:
         return data
 
     def get(self, run_id: str) -> pb.Run | None:
-        """A fresh copy of the unfinished run ``run_id``, or None (apply thread, or hold the lock)."""
+        """A fresh copy of the unfinished run ``run_id``, or None (apply thread only). A live hot
+        run is promoted to the cold path first: every cold event that names one goes through here."""
         data = self.active.get(run_id)
         if data is None:
-            return None
+            if not self.slots.state:
+                return None
+            return self.host.promote_hot(run_id)
         run = pb.Run()
         run.ParseFromString(data)
         return run
+
+    def peek(self, run_id: str) -> pb.Run | None:
+        """A fresh copy of the unfinished run ``run_id`` (a live hot run synthesised, nothing
+        changed), or None: for readers (hold the lock)."""
+        data = self.active.get(run_id)
+        if data is None:
+            return self.host.peek_hot(run_id) if self.slots.state else None
+        return pb.Run.FromString(data)
 
     def _count(self, st: TaskState) -> None:
         name = st.spec.name
@@ -317,6 +340,8 @@ class RunBook:
         lo = keys.time_key(keys.RUN, task, nominal)
         if any(True for _ in self.store.scan(lo, lo + keys.END, limit=1)):
             return True
+        if self.slots.state and self.host.peek_hot(run_id_for(task, nominal)) is not None:
+            return True  # a live hot run: no record under its key yet
         fire = self.store.get(keys.time_key(keys.FIRE, task, nominal))
         return fire is not None and pb.FireRecord.FromString(fire).outcome == pb.FIRED
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar, Final
 
 from raftsched import bounds, codec
@@ -47,7 +47,7 @@ from raftsched.fsm.effects import Applied, BarrierCommitted, Effect, rejected
 from raftsched.fsm.events import EventBook
 from raftsched.fsm.executors import ExecutorBook
 from raftsched.fsm.fires import FireBook
-from raftsched.fsm.hot import Numbering
+from raftsched.fsm.hot import HotBook, Numbering, seq_of
 from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import Retention, TaskState
@@ -122,6 +122,7 @@ class SchedulerState(LockedReads):
         self.usage = self.runs.usage
         self.executors = self.executor_book.executors
         self.unplaceable = self.executor_book.unplaceable
+        self.hot: HotBook = HotBook(self)
         self.wf: wf_mod.WorkflowBook = wf_mod.WorkflowBook(self)
         self.access: TokenBook = TokenBook(store)
         self.policy: PolicyBook = PolicyBook(store)
@@ -156,6 +157,11 @@ class SchedulerState(LockedReads):
             self.applied_commands = meta.applied_commands
             self.chain = meta.chain
             self.state_format = meta.state_format or 1
+            self.numbering.clear()
+            self.numbering.next_task_no = meta.next_task_no
+            self.numbering.next_executor_no = meta.next_executor_no
+            self.hot.next_seq = meta.next_seq or 1
+            hot_checkpoint_index = meta.hot_checkpoint_index
             snapshot.refuse_newer("the stored state has format", meta.state_format)
             if self.state_format < DERIVED_TIMELINES_FORMAT and self.runs.migrate_timelines():
                 # Kept at once (the index unchanged), not with the next command: a snapshot or a
@@ -165,12 +171,16 @@ class SchedulerState(LockedReads):
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
             self.alert_seq = self.event_seq = 0
             self.chain = b""
+            self.numbering.clear()
+            self.hot.next_seq = 1
+            hot_checkpoint_index = 0
         self.task_book.load()
         self.events.invalidate()
         self.runs.load()
         self.wf.load()
         self.executor_book.load_flags()
         self.runs.load_usage()
+        self.hot.load(self.task_book.counter_index, hot_checkpoint_index)
 
     def _save_meta(self) -> None:
         meta = pb.Meta(
@@ -183,6 +193,12 @@ class SchedulerState(LockedReads):
             state_format=codec.SNAPSHOT_FORMAT,
             event_seq=self.event_seq,
         )
+        numbering = self.numbering
+        if numbering.on:  # zeros before (a state that never numbered keeps its bytes)
+            meta.next_seq = self.hot.next_seq
+            meta.next_task_no = numbering.next_task_no
+            meta.next_executor_no = numbering.next_executor_no
+            meta.hot_checkpoint_index = self.hot.checkpoint_index
         self.state_format = codec.SNAPSHOT_FORMAT
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
 
@@ -311,6 +327,8 @@ class SchedulerState(LockedReads):
         if body in EventBook.CHANGES_TASKS:
             self.events.invalidate()  # before: a rejection may have changed nothing, or part
         result, effects = handler(self, cmd, now)
+        if body in _HOT_BIT_BODIES and self.numbering.on:
+            self._refresh_hot(cmd, body or "")
         if not self.leader_effects and body != "barrier":
             effects = ()
         return self._finish(cmd, result, effects)
@@ -335,6 +353,23 @@ class SchedulerState(LockedReads):
             record_audit(self.store, cmd.audit, self.max_now_ms, self.applied_commands)
             prune_audit(self.store, self.max_now_ms - self.retention.audit_keep_ms, self.retention.prune_step)
         return Applied(result, effects)
+
+    def _refresh_hot(self, cmd: pb.Command, body: str) -> None:
+        """The hot bits of the tasks a command may have changed (raftsched.fsm.hot.is_hot): a task
+        that is no longer hot has its live hot runs promoted to the cold path."""
+        if body in ("set_quota", "delete_quota"):
+            self.hot.refresh_all()
+            return
+        if body == "create_tasks":
+            names = [item.spec.name for item in cmd.create_tasks.items]
+        elif body == "set_enabled":
+            names = [cmd.set_enabled.name]
+        else:
+            names = [getattr(cmd, body).spec.name]
+        for name in names:
+            st = self.tasks.get(name)
+            if st is not None:
+                self.hot.refresh(st)
 
     def _prune_idempotency(self) -> None:
         horizon = self.max_now_ms - self.retention.idempotency_keep_ms
@@ -458,6 +493,36 @@ class SchedulerState(LockedReads):
         """Cancel the unfinished ``run`` (see :meth:`RunBook.cancel`)."""
         self.runs.cancel(run, reason, now, epoch, effects)
 
+    def put_executor(self, rec: pb.ExecutorRecord) -> None:
+        """Store an executor's record as it is now."""
+        self.executor_book.put(rec)
+
+    def hot_checkpoint(self, applied: int) -> None:
+        self.hot.checkpoint(applied)
+
+    def number_task(self, st: TaskState) -> None:
+        self.hot.number_task(st)
+
+    def forget_hot_task(self, st: TaskState) -> None:
+        self.hot.forget_task(st)
+
+    def number_executor(self, rec: pb.ExecutorRecord) -> None:
+        self.hot.number_executor(rec)
+
+    def promote_hot_on(self, executor: str) -> None:
+        self.hot.promote_executor(executor)
+
+    def promote_hot(self, run_id: str) -> pb.Run | None:
+        return self.hot.promote_id(run_id)
+
+    def peek_hot(self, run_id: str) -> pb.Run | None:
+        seq = seq_of(self.runs.slots, self.tasks, run_id)
+        return self.hot.synthesise(seq) if seq else None
+
+    def hot_touched(self, names: Iterable[str]) -> None:
+        """Tasks whose counters a hot entry changed: re-put at the next checkpoint (TaskBook)."""
+        self.task_book.since_checkpoint.update(names)
+
     def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """Flag ``st`` unplaceable (and alert once) when no live executor could ever run it."""
         self.executor_book.check_placeable(st, need, now)
@@ -579,10 +644,22 @@ class SchedulerState(LockedReads):
         "delete_pool": _delete_pool,
         "start_task_backfill": lambda s, cmd, now: taskbackfill.start(s, cmd, now),
         "cancel_runs": lambda s, cmd, now: s.runs.cancel_runs(cmd, now),
+        "number_entities": lambda s, cmd, now: s.hot.number_entities(cmd, now),
+        "fire_columns": lambda s, cmd, now: s.hot.fire_columns(cmd, now),
+        "assign_columns": lambda s, cmd, now: s.hot.assign_columns(cmd, now),
+        "result_columns": lambda s, cmd, now: s.hot.result_columns(cmd, now),
     }
 
 
-_CHECKED_PER_ENTRY: Final = frozenset({"fire_batch", "report_results", "assign_attempts"})
+# Commands that may change a task's hot bit (SchedulerState._refresh_hot).
+_HOT_BIT_BODIES: Final = frozenset(
+    {"create_task", "create_tasks", "update_task", "set_enabled", "set_quota", "delete_quota"}
+)
+
+# The columns' rows are range-checked by their own validation pass (raftsched.fsm.hot).
+_CHECKED_PER_ENTRY: Final = frozenset(
+    {"fire_batch", "report_results", "assign_attempts", "fire_columns", "assign_columns", "result_columns"}
+)
 
 
 def _check_ranges(cmd: pb.Command, body: str) -> None:

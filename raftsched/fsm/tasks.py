@@ -71,6 +71,17 @@ class TaskBookHost(Protocol):
         ...
 
     def next_sequence(self) -> int: ...
+    def hot_checkpoint(self, applied: int) -> None:
+        """The hot path's checkpoint, taken with the task checkpoint (raftsched.fsm.hot)."""
+        ...
+
+    def number_task(self, st: TaskState) -> None:
+        """A new task: its hot-path number if numbering is on (raftsched.fsm.hot)."""
+        ...
+
+    def forget_hot_task(self, st: TaskState) -> None:
+        """A task being deleted: its live hot runs go to the cold path first (raftsched.fsm.hot)."""
+        ...
 
 
 class TaskBook:
@@ -87,6 +98,9 @@ class TaskBook:
         # checkpoint).
         self.last_key = b""
         self.since_checkpoint: set[str] = set()
+        # Loading: the command index of each task's last counter record (the hot path's replay
+        # takes a hot record's rows for a task only if they are newer, raftsched.fsm.hot).
+        self.counter_index: dict[str, int] = {}
 
     def load(self) -> None:
         """The task records from the store, then the counter records written after them (in
@@ -105,10 +119,15 @@ class TaskBook:
         self.last_key = b""
         self.since_checkpoint.clear()
         tasks = self.tasks
+        index = self.counter_index
+        index.clear()
+        start = len(keys.TASK_COUNTERS)
         for key, value in self.store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END):
             counters = pb.TaskCounters.FromString(value)
             self.last_key = key
             self.since_checkpoint.update(counters.task)
+            applied = int(key[start:], 16)
+            index.update(dict.fromkeys(counters.task, applied))
             columns = [getattr(counters, name) for name in COUNTERS]
             for i, name in enumerate(counters.task):
                 found = tasks.get(name)  # None: deleted since (a task created again has a later row)
@@ -130,6 +149,7 @@ class TaskBook:
         # Runs of a deleted task of the same name may still be active (delete leaves them to
         # finish); they count here, or their completion would drive the counter below zero.
         st.active_runs = self.host.runs.active_per_task.get(st.spec.name, 0)
+        self.host.number_task(st)
         self.tasks[st.spec.name] = st
         # A row for it in this command: rows of a deleted task of the same name are older.
         self.dirty[st.spec.name] = st
@@ -195,6 +215,8 @@ class TaskBook:
                 store.delete(key)
         self.last_key = b""
         self.since_checkpoint.clear()
+        self.counter_index.clear()
+        self.host.hot_checkpoint(self.host.applied_commands)
 
     def put_version(self, st: TaskState) -> None:
         """Keep every version's spec: a run executes the definition it fired with. Only the newest
@@ -208,6 +230,7 @@ class TaskBook:
     def remove(self, name: str) -> None:
         """Forget task ``name`` with its history; its active runs are left to finish (their
         results are still accepted) but nothing new is created."""
+        self.host.forget_hot_task(self.tasks[name])
         del self.tasks[name]
         self.dirty.pop(name, None)
         store, active = self.store, self.host.runs.active

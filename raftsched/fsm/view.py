@@ -41,7 +41,7 @@ from raftsched.abc import StateStore
 from raftsched.fsm import queries, timeline
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
-from raftsched.fsm.hot import HotRef, Numbering, hot_ref, seq_of
+from raftsched.fsm.hot import HotBook, HotRef, Numbering, hot_ref, seq_of
 from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
@@ -84,6 +84,8 @@ class ViewHost(Protocol):
     @property
     def numbering(self) -> Numbering: ...
     @property
+    def hot(self) -> HotBook: ...
+    @property
     def runs(self) -> RunBook: ...
     def active_run(self, run_id: str) -> pb.Run | None: ...
     def need_for_run(self, run: pb.Run) -> Need: ...
@@ -121,8 +123,12 @@ class StateView:
 
     @property
     def active(self) -> Mapping[str, bytes]:
-        """Unfinished runs, serialized, by run id."""
-        return self._s.active
+        """Unfinished runs, serialized, by run id (the live hot runs synthesised, as the cold path
+        would hold them: a copy then, built per call)."""
+        s = self._s
+        if not s.runs.slots.state:
+            return s.active
+        return {**s.active, **s.hot.live_runs()}
 
     @property
     def max_now_ms(self) -> int:
@@ -242,7 +248,13 @@ class StateView:
         s = self._s
         running = sorted({run_id for run_id, _shard in s.usage.running})
         found = (s.active.get(run_id) for run_id in running)
-        return [pb.Run.FromString(data) for data in found if data is not None]
+        runs = [pb.Run.FromString(data) for data in found if data is not None]
+        if s.usage.hot:
+            runs.extend(
+                run for run in map(pb.Run.FromString, s.hot.live_runs().values()) if run.state == pb.RUNNING
+            )
+            runs.sort(key=lambda run: run.run_id)
+        return runs
 
     def cancellable_runs(self, task: str, namespace: str, owner: str, state: str) -> list[tuple[str, str]]:
         """``(run_id, namespace)`` of each unfinished run of a plain task that matches every given
@@ -252,7 +264,8 @@ class StateView:
         s = self._s
         want = {"pending": pb.PENDING, "running": pb.RUNNING}.get(state)
         out: list[tuple[str, str]] = []
-        for run_id in sorted(s.active):
+        active = self.active
+        for run_id in sorted(active):
             name = run_id.partition("@")[0]
             if (task and name != task) or is_internal(name):
                 continue
@@ -261,7 +274,7 @@ class StateView:
             ns = spec.namespace if spec is not None else "default"
             if (namespace and ns != namespace) or (owner and (spec is None or spec.owner != owner)):
                 continue
-            run = pb.Run.FromString(s.active[run_id])
+            run = pb.Run.FromString(active[run_id])
             if run.workflow_run or (want is not None and run.state != want):
                 continue
             out.append((run_id, ns))
@@ -382,10 +395,12 @@ class LockedReads:
     calendars: CalendarBook
     runs: RunBook
     numbering: Numbering
+    hot: HotBook
 
     def active_run(self, run_id: str) -> pb.Run | None:
-        """A fresh copy of the unfinished run ``run_id``, or None (apply thread, or hold the lock)."""
-        return self.runs.get(run_id)
+        """A fresh copy of the unfinished run ``run_id`` (a live hot run synthesised: nothing
+        changes), or None (apply thread, or hold the lock)."""
+        return self.runs.peek(run_id)
 
     def need_for_run(self, run: pb.Run) -> Need:
         """What each attempt of ``run`` holds on its executor besides its slot (hold the lock)."""
@@ -460,7 +475,11 @@ class LockedReads:
         ``DispatchAttempt`` for those assigned (a new leader re-sends these to the same executor,
         whose execution log deduplicates them)."""
         with self.lock:
-            return queries.pending_attempts(self.active, self.wf)
+            out = queries.pending_attempts(self.active, self.wf)
+            if self.runs.slots.state:
+                out.extend(self.hot.pending_attempts())
+                out.sort(key=lambda a: a.run_id)
+            return out
 
     # -- workflow reads ---------------------------------------------------------------------------
 

@@ -140,10 +140,14 @@ class ExecutorUsage:
 
     held: dict[str, _Held] = field(default_factory=dict)
     running: dict[tuple[str, int], tuple[str, Need]] = field(default_factory=dict)
+    # Attempts of the columnar hot path running per executor (raftsched.fsm.hot): one slot each
+    # and nothing else (a hot task declares no cpu, memory or selector); not in `running`.
+    hot: dict[str, int] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.held.clear()
         self.running.clear()
+        self.hot.clear()
 
     def take(self, key: tuple[str, int], executor: str, need: Need) -> None:
         self.release(key)
@@ -170,7 +174,8 @@ class ExecutorUsage:
     def used(self, executor: str) -> tuple[int, float, int]:
         """``(slots, cpu, memory_mb)`` held on ``executor``."""
         h = self.held.get(executor)
-        return (h.slots, h.cpu, h.memory_mb) if h is not None else (0, 0.0, 0)
+        hot = self.hot.get(executor, 0)
+        return (h.slots + hot, h.cpu, h.memory_mb) if h is not None else (hot, 0.0, 0)
 
 
 def fits_now(

@@ -1,0 +1,563 @@
+"""The columnar hot path of the state machine (issue 31 P1, raftsched.fsm.hot).
+
+The strongest check here is differential: the same hot attempts applied as columns and as
+today's FireBatch / AssignAttempts / ReportResults leave byte-identical run records, the same
+task counters and, after any cold event promotes a hot run, the same cold state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import pytest
+
+from raftsched import codec
+from raftsched.fsm import hot, keys
+from raftsched.fsm.effects import DispatchColumns, ReadyColumns
+from raftsched.fsm.state import SchedulerState
+from raftsched.model import Lock, Overlap, TaskSpec
+from raftsched.storage.memory import MemoryStore
+from raftsched.v1 import log_pb2 as pb
+from tests.support.fsm import (
+    EVERY_SECOND,
+    T0,
+    S,
+    apply,
+    assign,
+    create,
+    delete,
+    domain,
+    fresh,
+    join,
+    leave,
+    report,
+    result,
+    tick,
+    update,
+)
+
+# --------------------------------------------------------------------------- commands
+
+
+def number_entities(now: int = T0) -> bytes:
+    cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+    cmd.number_entities.SetInParent()
+    return codec.encode_command(cmd)
+
+
+def fire_cols(now: int, rows: Sequence[tuple[int, int, int, int]], epoch: int = 1) -> bytes:
+    """``rows``: ``(task number, version, nominal_ms, next_fire_ms)``."""
+    cmd = pb.Command(epoch=epoch, now_ms=now, origin="n1")
+    fc = cmd.fire_columns
+    fc.SetInParent()
+    fc.task.extend(r[0] for r in rows)
+    fc.version.extend(r[1] for r in rows)
+    fc.nominal_delta.extend(now - r[2] for r in rows)
+    fc.next_delta.extend(r[3] - r[2] for r in rows)
+    return codec.encode_command(cmd)
+
+
+def assign_cols(now: int, rows: Sequence[tuple[int, int, int]], shard: int = 0) -> bytes:
+    """``rows``: ``(seq, attempt, executor number)``."""
+    cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+    ac = cmd.assign_columns
+    ac.SetInParent()
+    ac.seq.extend(r[0] for r in rows)
+    ac.shard.extend([shard] * len(rows))
+    ac.attempt.extend(r[1] for r in rows)
+    ac.executor.extend(r[2] for r in rows)
+    return codec.encode_command(cmd)
+
+
+def result_cols(now: int, rows: Sequence[tuple[int, int, int, int, int]]) -> bytes:
+    """``rows``: ``(seq, attempt, executor number, duration_ms, lateness_ms)``."""
+    cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+    rc = cmd.result_columns
+    rc.SetInParent()
+    rc.seq.extend(r[0] for r in rows)
+    rc.attempt.extend(r[1] for r in rows)
+    rc.executor.extend(r[2] for r in rows)
+    rc.duration_ms.extend(r[3] for r in rows)
+    rc.lateness_ms.extend(r[4] for r in rows)
+    return codec.encode_command(cmd)
+
+
+def cold_success(now: int, run_id: str, executor: str, duration: int, lateness: int) -> bytes:
+    return result(now, run_id, 1, executor, True, duration_ms=duration, start_lateness_ms=lateness)
+
+
+# --------------------------------------------------------------------------- state images
+
+
+def tables(state: SchedulerState) -> tuple[object, ...]:
+    """The in-memory state the hot path derives (equal on replicas and after a reload)."""
+    slots = state.runs.slots
+    k = 0
+    while k < len(slots.state) and slots.state[k] not in (hot.PENDING, hot.RUNNING):
+        k += 1
+    live = tuple(tuple(col[k:]) for col in slots.columns())
+    counters = {
+        name: (
+            st.number,
+            st.hot,
+            tuple(st.hot_seqs),
+            st.version,
+            st.watermark_ms,
+            st.next_fire_ms,
+            st.active_runs,
+            st.fires_total,
+            st.runs_total,
+            st.kept_fires,
+            st.kept_runs,
+        )
+        for name, st in state.tasks.items()
+    }
+    numbering = state.numbering
+    return (
+        state.hot.next_seq,
+        numbering.next_task_no,
+        numbering.next_executor_no,
+        {n: st.spec.name for n, st in enumerate(numbering.tasks) if st is not None},
+        {n: name for n, name in enumerate(numbering.executors) if name is not None},
+        slots.base + k if k < len(slots.state) else None,
+        live,
+        sorted(counters.items()),
+        sorted(state.active.items()),
+        sorted(state.active_per_task.items()),
+        sorted(state.usage.hot.items()),
+        sorted(state.usage.running),
+    )
+
+
+def reloaded(state: SchedulerState) -> SchedulerState:
+    """A replica restarted from ``state``'s store (a snapshot restored into a new store)."""
+    other = SchedulerState.load(MemoryStore())
+    other.restore(state.snapshot(), state.store.applied_index())
+    return other
+
+
+def numbered(*names: str, executors: Sequence[str] = ("ex1", "ex2"), slots: int = 4) -> SchedulerState:
+    state = fresh()
+    for name in names:
+        assert create(state, TaskSpec(name, EVERY_SECOND, command="true")).ok
+    for ex in executors:
+        assert apply(state, join(ex, slots)).ok
+    assert apply(state, number_entities()).ok
+    return state
+
+
+def stored_runs(state: SchedulerState) -> dict[bytes, bytes]:
+    return dict(state.store.scan(keys.RUN, keys.RUN + keys.END))
+
+
+# --------------------------------------------------------------------------- numbers and the hot bit
+
+
+def test_number_entities_numbers_in_key_order_and_then_at_creation_and_join() -> None:
+    state = fresh()
+    for name in ("b", "a"):
+        assert create(state, TaskSpec(name, EVERY_SECOND, command="true")).ok
+    assert apply(state, join("ex2")).ok and apply(state, join("ex1")).ok
+    assert not state.numbering.on and state.tasks["a"].number == 0
+    res = apply(state, number_entities())
+    assert res.ok and res.accounted == 4
+    assert (state.tasks["a"].number, state.tasks["b"].number) == (1, 2)
+    assert (state.executors["ex1"].number, state.executors["ex2"].number) == (1, 2)
+    assert create(state, TaskSpec("c", EVERY_SECOND, command="true")).ok
+    assert apply(state, join("ex3")).ok
+    assert state.tasks["c"].number == 3 and state.executors["ex3"].number == 3
+    # A second NumberEntities changes nothing; a rejoin keeps its number; numbers are stored.
+    assert apply(state, number_entities()).accounted == 0
+    assert apply(state, leave("ex1", T0 + S)).ok and apply(state, join("ex1", now=T0 + 2 * S)).ok
+    assert state.executors["ex1"].number == 1
+    assert state.get_task("c").number == 3  # type: ignore[union-attr]
+    with state.view() as v:
+        assert v.numbering_on()
+        st = v.task_by_number(2)
+        assert st is not None and st.spec.name == "b"
+        assert (v.executor_name(3), v.executor_number("ex3"), v.executor_number("nope")) == ("ex3", 3, 0)
+    assert tables(reloaded(state)) == tables(state)
+
+
+def test_a_state_that_never_numbered_keeps_its_bytes() -> None:
+    """Nothing proposes columns before NumberEntities: records and Meta are as before."""
+    state = numbered("t")
+    plain = fresh()
+    assert create(plain, TaskSpec("t", EVERY_SECOND, command="true")).ok
+    meta = pb.Meta.FromString(plain.store.get(keys.META) or b"")
+    assert (meta.next_seq, meta.next_task_no, meta.next_executor_no) == (0, 0, 0)
+    assert b"\xd0\x58" not in (plain.store.get(keys.task_key("t")) or b"")  # no field 1410
+    assert pb.Meta.FromString(state.store.get(keys.META) or b"").next_task_no == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "hot_bit"),
+    [
+        (TaskSpec("t", EVERY_SECOND, command="true"), False),  # overlap skip (the default)
+        (TaskSpec("t", EVERY_SECOND, command="true", overlap=Overlap.ALLOW), True),
+        (TaskSpec("t", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, shards=2), False),
+        (TaskSpec("t", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, jitter_ms=5), False),
+        (TaskSpec("t", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, locks=(Lock("db"),)), False),
+        (TaskSpec("t", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, emits=("done",)), False),
+        (TaskSpec("t", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, resource_cpu=1.0), False),
+    ],
+)
+def test_the_hot_bit(spec: TaskSpec, hot_bit: bool) -> None:
+    state = numbered()
+    assert create(state, spec).ok
+    assert state.tasks["t"].hot is hot_bit
+
+
+def allow(name: str) -> TaskSpec:
+    return TaskSpec(name, EVERY_SECOND, command="true", overlap=Overlap.ALLOW)
+
+
+def hot_state(*names: str, slots: int = 4) -> SchedulerState:
+    state = numbered(slots=slots)
+    for name in names:
+        assert create(state, allow(name)).ok
+    return state
+
+
+def test_disable_and_quota_clear_the_hot_bit_and_enable_sets_it() -> None:
+    from tests.support.fsm import set_enabled
+
+    state = hot_state("t")
+    assert state.tasks["t"].hot
+    assert set_enabled(state, "t", False, now=T0 + 1).ok
+    assert not state.tasks["t"].hot
+    assert set_enabled(state, "t", True, now=T0 + 2).ok
+    assert state.tasks["t"].hot
+    cmd = pb.Command(epoch=1, now_ms=T0 + 3, origin="n1")
+    cmd.set_quota.quota.kind = "namespace"
+    cmd.set_quota.quota.name = "default"
+    cmd.set_quota.quota.max_running = 5
+    assert apply(state, codec.encode_command(cmd)).ok
+    assert not state.tasks["t"].hot
+
+
+# --------------------------------------------------------------------------- the differential check
+
+
+def twins(*names: str) -> tuple[SchedulerState, SchedulerState]:
+    """Two identical numbered states with hot tasks ``names``: one gets columns, one today's bodies."""
+    return hot_state(*names), hot_state(*names)
+
+
+def test_hot_attempts_store_what_the_cold_path_stores() -> None:
+    cols, cold = twins("a", "b")
+    at = T0 + S
+    # Fires.
+    applied = cols.apply(fire_cols(at, [(1, 1, at, at + S), (2, 1, at, at + S)]))
+    assert applied.result.ok and (applied.result.fired, applied.result.refused) == (2, 0)
+    assert applied.effects == (ReadyColumns(1, [1, 2], [at, at], [at + S, at + S]),)
+    assert apply(cold, tick("a", 1, at)).fired == 1 and apply(cold, tick("b", 1, at)).fired == 1
+    with cols.view() as v:
+        ref = v.hot_run(2)
+        assert ref is not None and (ref.run_id, ref.state, ref.version) == (f"b@{at}", hot.PENDING, 1)
+        assert v.hot_seq(f"a@{at}") == 1 and v.hot_seq("a@1") == 0 and v.hot_seq("zzz") == 0
+        # Readers see the hot run as the cold path holds it.
+        assert v.active_run(f"a@{at}") == cold.runs.get(f"a@{at}")
+    # Assignments.
+    applied = cols.apply(assign_cols(at + 10, [(1, 1, 1), (2, 1, 2)]))
+    assert applied.result.accounted == 2
+    assert applied.effects == (DispatchColumns([1, 2], [1, 1], [1, 2]),)
+    assert apply(cold, assign(at + 10, (f"a@{at}", 0, 1, "ex1"), (f"b@{at}", 0, 1, "ex2"))).accounted == 2
+    with cols.view() as v:
+        assert v.active_run(f"b@{at}") == cold.runs.get(f"b@{at}")
+        assert v.usage_of("ex1") == (1, 0.0, 0)
+        assert v.pending_attempts() == cold.pending_attempts()
+    # Results.
+    assert apply(cols, result_cols(at + 500, [(1, 1, 1, 300, 40), (2, 1, 2, 200, 30)])).accounted == 2
+    assert apply(cold, cold_success(at + 500, f"a@{at}", "ex1", 300, 40)).accounted == 1
+    assert apply(cold, cold_success(at + 500, f"b@{at}", "ex2", 200, 30)).accounted == 1
+    assert stored_runs(cols) == stored_runs(cold)  # byte for byte
+    for name in ("a", "b"):
+        c, d = cols.get_task(name), cold.get_task(name)
+        assert c is not None and d is not None
+        d.kept_fires = 0  # a hot fire writes no fire record (fire queries synthesise them)
+        assert c == d
+    assert not cols.active and not cols.usage.hot and not cols.active_per_task
+    assert tables(reloaded(cols)) == tables(cols)
+
+
+def test_failure_of_a_hot_run_promotes_it_and_goes_on_as_the_cold_path() -> None:
+    cols, cold = twins("a")
+    at = T0 + S
+    assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(cold, tick("a", 1, at)).fired == 1
+    assert apply(cols, assign_cols(at + 10, [(1, 1, 1)])).accounted == 1
+    assert apply(cold, assign(at + 10, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+    fail = result(at + 100, f"a@{at}", 1, "ex1", False, error="boom", exit_code=3)
+    assert apply(cols, fail).accounted == 1 and apply(cold, fail).accounted == 1
+    assert stored_runs(cols) == stored_runs(cold)
+    assert cols.active == cold.active == {}
+    assert cols.runs.slots.live(1) == -1
+    assert tables(reloaded(cols)) == tables(cols)
+
+
+@pytest.mark.parametrize("event", ["cancel", "leave", "lost", "update_replace", "delete", "retry_elsewhere"])
+def test_cold_events_promote_a_running_hot_run(event: str) -> None:
+    cols, cold = twins("a")
+    at = T0 + S
+    run_id = f"a@{at}"
+    assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(cold, tick("a", 1, at)).fired == 1
+    assert apply(cols, assign_cols(at + 10, [(1, 1, 1)])).accounted == 1
+    assert apply(cold, assign(at + 10, (run_id, 0, 1, "ex1"))).accounted == 1
+    if event == "cancel":
+        cmd = pb.Command(epoch=1, now_ms=at + 50, origin="n1")
+        cmd.cancel_runs.run_ids.append(run_id)
+        data = codec.encode_command(cmd)
+    elif event == "leave":
+        data = leave("ex1", at + 50, retry_at=at + 60)
+    elif event == "lost":
+        cmd = pb.Command(epoch=1, now_ms=at + 50, origin="n1")
+        cmd.report_results.results.add(run_id=run_id, shard=0, attempt=1, lost=True, error="lease")
+        data = codec.encode_command(cmd)
+    elif event == "update_replace":
+        spec = TaskSpec("a", EVERY_SECOND, command="true", overlap=Overlap.REPLACE)
+        assert update(cols, spec, now=at + 50).ok and update(cold, spec, now=at + 50).ok
+        assert not cols.tasks["a"].hot
+        data = b""
+    elif event == "delete":
+        assert delete(cols, "a", now=at + 50).ok and delete(cold, "a", now=at + 50).ok
+        data = b""
+    else:
+        data = report(at + 50, (run_id, 0, 1, False))
+    if data:
+        a, b = cols.apply(data), cold.apply(data)
+        assert a.result == b.result
+        assert a.effects == b.effects
+    assert stored_runs(cols) == stored_runs(cold)
+    assert cols.active == cold.active
+    assert dict(cols.usage.running) == dict(cold.usage.running) and not cols.usage.hot
+    assert tables(reloaded(cols)) == tables(cols)
+
+
+def test_a_pending_hot_run_promoted_by_a_cancel() -> None:
+    cols, cold = twins("a")
+    at = T0 + S
+    assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(cold, tick("a", 1, at)).fired == 1
+    cmd = pb.Command(epoch=1, now_ms=at + 50, origin="n1")
+    cmd.cancel_runs.run_ids.append(f"a@{at}")
+    a, b = cols.apply(codec.encode_command(cmd)), cold.apply(codec.encode_command(cmd))
+    assert a.result == b.result and a.result.runs_cancelled == 1
+    assert stored_runs(cols) == stored_runs(cold)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def unchanged(state: SchedulerState, data: bytes, code: str) -> None:
+    """``data`` is refused whole, as a value, and changes nothing stored or in the tables."""
+    before, image = domain(state), tables(state)
+    applied = state.apply(data)
+    assert (applied.result.ok, applied.result.code) == (False, code)
+    assert applied.effects == ()
+    assert domain(state) == before and tables(state) == image
+
+
+def test_malformed_fire_columns_are_refused_whole() -> None:
+    state = hot_state("a", "b")
+    at = T0 + S
+    cmd = pb.Command.FromString(fire_cols(at, [(1, 1, at, at + S), (2, 1, at, at + S)]))
+    del cmd.fire_columns.version[1:]
+    unchanged(state, codec.encode_command(cmd), "invalid_argument")  # columns of different lengths
+    unchanged(state, fire_cols(at, [(1, 1, at, at + S), (9, 1, at, at + S)]), "invalid_argument")
+    unchanged(state, fire_cols(at, [(0, 1, at, at + S)]), "invalid_argument")
+    unchanged(state, fire_cols(at, [(1, 1, at + 5, at + S)]), "invalid_argument")  # early
+    unchanged(state, fire_cols(at, [(1, 1, at, 1 << 62)]), "invalid_argument")  # out of range
+
+
+def test_stale_fire_rows_are_refused_each_and_the_rest_apply() -> None:
+    state = hot_state("a", "b", "c", "d")
+    assert create(state, TaskSpec("cold", EVERY_SECOND, command="true")).ok  # not hot: number 5
+    at = T0 + S
+    assert apply(state, fire_cols(at, [(4, 1, at, at + S)])).fired == 1  # d: fired once already
+    res = apply(
+        state,
+        fire_cols(
+            at + 1,
+            [
+                (1, 2, at, at + S),  # another version
+                (2, 1, at, at + 1),  # next fire not after now
+                (3, 1, at, at + S),  # fine
+                (4, 1, at, at + S),  # already accounted
+                (5, 1, at, at + S),  # not hot
+            ],
+        ),
+    )
+    assert (res.ok, res.fired, res.refused) == (True, 1, 4)
+    assert state.tasks["c"].active_runs == 1 and state.tasks["a"].active_runs == 0
+    assert state.hot.next_seq == 3
+
+
+def test_catch_up_rows_of_one_task_take_their_last_rows_next_fire() -> None:
+    state = hot_state("a")
+    at = T0 + 3 * S
+    res = apply(state, fire_cols(at, [(1, 1, at - S, at), (1, 1, at, at + S)]))
+    assert (res.fired, res.refused) == (2, 0)
+    st = state.tasks["a"]
+    assert (st.watermark_ms, st.next_fire_ms, st.active_runs, st.hot_seqs) == (at, at + S, 2, [1, 2])
+    # A bad row refuses every row of its task.
+    res = apply(state, fire_cols(at + S, [(1, 1, at + S, at + 2 * S), (1, 1, at + S, at + 2 * S)]))
+    assert (res.fired, res.refused) == (0, 2)
+
+
+def test_assign_refusals() -> None:
+    state = hot_state("a", "b", "c", "d", slots=1)
+    at = T0 + S
+    assert apply(state, fire_cols(at, [(t, 1, at, at + S) for t in (1, 2, 3, 4)])).fired == 4
+    unchanged(state, assign_cols(at, [(1, 1, 7)]), "invalid_argument")  # unknown executor
+    unchanged(state, assign_cols(at, [(99, 1, 1)]), "invalid_argument")  # seq not allocated
+    cmd = pb.Command.FromString(assign_cols(at, [(1, 1, 1), (2, 1, 2)]))
+    del cmd.assign_columns.attempt[1:]
+    unchanged(state, codec.encode_command(cmd), "invalid_argument")
+    assert apply(state, assign_cols(at, [(1, 2, 1)])).refused == 1  # wrong attempt
+    assert apply(state, assign_cols(at, [(1, 1, 1)], shard=1)).refused == 1  # shard 1
+    res = apply(state, assign_cols(at, [(1, 1, 1), (2, 1, 1)]))  # ex1 has one slot
+    assert (res.accounted, res.refused) == (1, 1)
+    assert apply(state, assign_cols(at, [(1, 1, 2)])).refused == 1  # not pending any more
+    assert apply(state, leave("ex2", at + 1)).ok
+    assert apply(state, assign_cols(at + 2, [(3, 1, 2)])).refused == 1  # dead executor
+    assert tables(reloaded(state)) == tables(state)
+
+
+def test_result_refusals() -> None:
+    state = hot_state("a", "b")
+    at = T0 + S
+    assert apply(state, fire_cols(at, [(1, 1, at, at + S), (2, 1, at, at + S)])).fired == 2
+    assert apply(state, assign_cols(at, [(1, 1, 1)])).accounted == 1
+    unchanged(state, result_cols(at + 5, [(1, 1, 9, 10, 0)]), "invalid_argument")
+    cmd = pb.Command.FromString(result_cols(at + 5, [(1, 1, 1, 10, 0)]))
+    cmd.result_columns.lateness_ms.append(0)
+    unchanged(state, codec.encode_command(cmd), "invalid_argument")  # columns of different lengths
+    unchanged(state, result_cols(at + 5, [(7, 1, 1, 10, 0)]), "invalid_argument")  # seq not allocated
+    res = apply(
+        state,
+        result_cols(
+            at + 5,
+            [
+                (2, 1, 1, 10, 0),  # not running
+                (1, 2, 1, 10, 0),  # wrong attempt
+                (1, 1, 2, 10, 0),  # wrong executor
+            ],
+        ),
+    )
+    assert (res.ok, res.accounted, res.refused) == (True, 0, 3)
+    assert apply(state, result_cols(at + 6, [(1, 1, 1, 10, 0), (1, 1, 1, 10, 0)])).accounted == 1
+
+
+def test_an_older_build_halts_on_a_columns_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = hot_state("a")
+    data = fire_cols(T0 + S, [(1, 1, T0 + S, T0 + 2 * S)])
+    assert pb.Command.FromString(data).format == codec.COLUMNS_FORMAT == codec.COMMAND_FORMAT == 18
+    monkeypatch.setattr(codec, "COMMAND_FORMAT", 17)
+    before, chain = domain(state), state.chain
+    res = apply(state, data)
+    assert (res.ok, res.code) == (False, codec.FORMAT_TOO_NEW)
+    assert domain(state) == before and state.chain == chain
+
+
+# --------------------------------------------------------------------------- replicas, load, replay
+
+
+def workload(steps: int = 12) -> list[bytes]:
+    """Hot fires, assignments and results with cold events between them."""
+    out = [number_entities()]
+    for i, name in enumerate(("a", "b", "c")):
+        out.append(
+            codec.encode_command(
+                pb.Command(
+                    epoch=1,
+                    now_ms=T0,
+                    origin="n1",
+                    create_task=pb.CreateTask(spec=codec.spec_to_pb(allow(name)), next_fire_ms=T0 + S + i),
+                )
+            )
+        )
+    out += [join("ex1", 8), join("ex2", 8)]
+    seq = 1
+    for k in range(1, steps + 1):
+        at = T0 + k * S
+        out.append(fire_cols(at, [(t, 1, at, at + S) for t in (1, 2, 3)]))
+        out.append(assign_cols(at + 1, [(seq, 1, 1), (seq + 1, 1, 2), (seq + 2, 1, 1)]))
+        if k % 4 == 0:
+            out.append(result(at + 2, f"b@{at}", 1, "ex2", False, error="x"))  # promotes b's run
+        if k % 5 == 0:
+            out.append(leave("ex1", at + 3, retry_at=at + 4))
+            out.append(join("ex1", 8, now=at + 5))
+        out.append(result_cols(at + 6, [(seq, 1, 1, 5, 2), (seq + 1, 1, 2, 5, 2), (seq + 2, 1, 1, 5, 2)]))
+        seq += 3
+    return out
+
+
+def test_replicas_agree_and_a_crash_at_every_commit_reloads_identical_tables() -> None:
+    leader, follower = fresh(), fresh()
+    for i, data in enumerate(workload(), start=1):
+        a = leader.apply(data)
+        b = follower.apply(data, leader_effects=False)
+        assert a.result == b.result, i
+        leader.store.commit(i)
+        follower.store.commit(i)
+        assert leader.digest() == follower.digest()
+        assert tables(leader) == tables(follower)
+        crashed = reloaded(leader)  # a replica that crashed here and loaded its store
+        assert tables(crashed) == tables(leader), i
+        assert crashed.digest() == leader.digest()
+    assert leader.hot.next_seq > 30
+
+
+def test_checkpoint_keeps_load_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raftsched.fsm import tasks
+
+    monkeypatch.setattr(tasks, "CHECKPOINT_EVERY", 7)
+    state = fresh()
+    saw_checkpoint = False
+    for i, data in enumerate(workload(20), start=1):
+        res = apply(state, data)
+        assert res.ok or res.code, i
+        state.store.commit(i)
+        if state.store.get(keys.HOT_SLOTS_KEY) is not None:
+            saw_checkpoint = True
+            assert not list(state.store.scan(keys.HOT_FIRES, keys.HOT_FIRES + keys.END)) or (
+                state.hot.checkpoint_index < state.applied_commands
+            )
+        assert tables(reloaded(state)) == tables(state), i
+    assert saw_checkpoint and state.hot.checkpoint_index > 0
+
+
+def test_history_is_pruned_by_hot_results_as_by_the_cold_path() -> None:
+    from raftsched.fsm.records import Retention
+
+    cols = SchedulerState.load(MemoryStore(), Retention(keep_count=3))
+    cold = SchedulerState.load(MemoryStore(), Retention(keep_count=3))
+    for state in (cols, cold):
+        assert create(state, allow("a")).ok
+        assert apply(state, join("ex1")).ok
+        assert apply(state, number_entities()).ok
+    for k in range(1, 80):
+        at = T0 + k * S
+        assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+        assert apply(cols, assign_cols(at, [(k, 1, 1)])).accounted == 1
+        assert apply(cols, result_cols(at + 1, [(k, 1, 1, 1, 0)])).accounted == 1
+        assert apply(cold, tick("a", 1, at)).fired == 1
+        assert apply(cold, assign(at, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+        assert apply(cold, cold_success(at + 1, f"a@{at}", "ex1", 1, 0)).accounted == 1
+    assert stored_runs(cols) == stored_runs(cold)
+    assert cols.tasks["a"].kept_runs == cold.tasks["a"].kept_runs < 79
+    assert tables(reloaded(cols)) == tables(cols)
+
+
+def test_digest_of_the_workload_is_stable() -> None:
+    """Two runs of the same log give the same bytes (nothing depends on dict or set order)."""
+    digests = set()
+    for _ in range(2):
+        state = fresh()
+        for data in workload(6):
+            state.apply(data)
+        digests.add(hashlib.sha256(state.snapshot()).hexdigest())
+    assert len(digests) == 1

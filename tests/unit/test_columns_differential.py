@@ -15,6 +15,11 @@ from raftsched.leader import writes
 from tests.support.columns_diff import EXECUTORS, World, columns_apply, differences, task_spec
 
 TASKS = 4
+# Views the state machine's read side does not show for hot runs yet (docs/dev/columnar.md, step
+# 10): run show and the run list of a live (pending or running) hot run, which is not a stored
+# record; fire accounting and recent fires of FIRED hot fires, which write no FireRecord. Every
+# stream is compared without them, and test_the_read_side_shows_the_same compares them too.
+READ_GAPS = ("runs", "list_runs", "fires", "recent")
 VARIANTS = ("hot", "every2", "skip", "replace", "retry")
 
 Event = tuple[object, ...]
@@ -82,16 +87,16 @@ def step(w: World, today: World, event: Event) -> None:
         w.reload()
 
 
-def run_stream(stream: list[Event]) -> tuple[World, World]:
+def run_stream(stream: list[Event], skip: tuple[str, ...] = ()) -> tuple[World, World]:
     today, cols = World(columns=False), World(columns=True)
     for w in (today, cols):
         w.start(TASKS)
-    assert differences(today, cols) == []
+    assert differences(today, cols, skip) == []
     for n, event in enumerate(stream):
         # The client's request is built once, from the today world's state, before either applies.
         step(cols, today, event)
         step(today, today, event)
-        problems = differences(today, cols)
+        problems = differences(today, cols, skip)
         assert not problems, f"after event {n} {event!r} of {stream!r}:\n" + "\n".join(problems)
     return today, cols
 
@@ -103,7 +108,43 @@ def run_stream(stream: list[Event]) -> tuple[World, World]:
 )
 @given(st.lists(events, min_size=1, max_size=40))
 def test_a_stream_means_the_same_with_columns(stream: list[Event]) -> None:
-    run_stream(stream)
+    run_stream(stream, READ_GAPS)
+
+
+FIXED_STREAM: list[Event] = [
+    ("tick", 1000),
+    ("report", "ex-a", 2, "ok", 30, 5),
+    ("report", "ex-b", 1, "fail", 30, 5),
+    ("tick", 1000),
+    ("cancel", 0),
+    ("update", 1, "skip"),
+    ("tick", 1000),
+    ("report", "ex-a", 4, "timeout", 10, 5),
+    ("enable", 2, False),
+    ("tick", 2500),
+    ("silent", "ex-b"),
+    ("tick", 6000),
+    ("report", "ex-a", 4, "ok_output", 10, 5),
+    ("delete", 3),
+    ("leave", "ex-a"),
+    ("join", "ex-a"),
+    ("join", "ex-b"),
+    ("create", 3),
+    ("update", 1, "hot"),
+    ("enable", 2, True),
+    ("reload",),
+    ("tick", 1000),
+    ("report", "ex-a", 4, "ok", 40, 7),
+    ("report", "ex-b", 4, "ok", 40, 7),
+    ("tick", 1000),
+]
+
+
+@pytest.mark.xfail(
+    reason="the read side of live hot runs and hot fires (plan step 10) is not built", strict=True
+)
+def test_the_read_side_shows_the_same() -> None:
+    run_stream(FIXED_STREAM)
 
 
 @pytest.mark.xfail(
@@ -115,7 +156,7 @@ def test_the_columns_world_uses_the_columns() -> None:
     stream: list[Event] = [("tick", 1000)]
     for _ in range(5):
         stream += [("report", e, 4, "ok", 40, 7) for e in EXECUTORS] + [("tick", 1000)]
-    today, cols = run_stream(stream)
+    today, cols = run_stream(stream, READ_GAPS)
     for body in ("number_entities", "fire_columns", "assign_columns", "result_columns"):
         assert cols.bodies[body] > 0, (body, cols.bodies)
         assert today.bodies[body] == 0
@@ -123,49 +164,24 @@ def test_the_columns_world_uses_the_columns() -> None:
 
 
 def test_a_fixed_stream_with_every_cold_event() -> None:
-    run_stream(
-        [
-            ("tick", 1000),
-            ("report", "ex-a", 2, "ok", 30, 5),
-            ("report", "ex-b", 1, "fail", 30, 5),
-            ("tick", 1000),
-            ("cancel", 0),
-            ("update", 1, "skip"),
-            ("tick", 1000),
-            ("report", "ex-a", 4, "timeout", 10, 5),
-            ("enable", 2, False),
-            ("tick", 2500),
-            ("silent", "ex-b"),
-            ("tick", 6000),
-            ("report", "ex-a", 4, "ok_output", 10, 5),
-            ("delete", 3),
-            ("leave", "ex-a"),
-            ("join", "ex-a"),
-            ("join", "ex-b"),
-            ("create", 3),
-            ("update", 1, "hot"),
-            ("enable", 2, True),
-            ("reload",),
-            ("tick", 1000),
-            ("report", "ex-a", 4, "ok", 40, 7),
-            ("report", "ex-b", 4, "ok", 40, 7),
-            ("tick", 1000),
-        ]
-    )
+    _, cols = run_stream(FIXED_STREAM, READ_GAPS)
+    assert cols.bodies["fire_columns"] and cols.bodies["result_columns"]
+    assert cols.bodies["report_results"] and cols.bodies["fire_batch"]  # the cold path as well
 
 
 def test_the_harness_sees_a_world_that_did_something_else() -> None:
     """A check that compares nothing would pass every stream: one world's extra report, extra
     cancel or missed fire must show."""
-    today, cols = run_stream([("tick", 1000)])
+    today, cols = run_stream([("tick", 1000)], READ_GAPS)
     cols.report("ex-a", 1, "ok", 10, 3)
     assert any(
-        p.startswith(("runs", "list_runs", "held", "tasks", "effects")) for p in differences(today, cols)
+        p.startswith(("runs", "list_runs", "held", "tasks", "effects"))
+        for p in differences(today, cols, READ_GAPS)
     )
     today.report("ex-a", 1, "ok", 10, 3)
-    assert differences(today, cols) == []
+    assert differences(today, cols, READ_GAPS) == []
     today.clock.advance(1000)
     today.settle()  # only today's world fires the next second
     cols.clock.advance(1000)
-    problems = differences(today, cols)  # (the columns world has not polled yet)
+    problems = differences(today, cols, READ_GAPS)  # (the columns world has not polled yet)
     assert any(p.startswith("tasks") for p in problems) and any(p.startswith("effects") for p in problems)

@@ -200,7 +200,9 @@ class World:
 
     def report(self, executor: str, count: int, outcome: str, lateness: int, duration: int) -> None:
         items = self.held.get(executor, {})
-        done = list(items)[:count]
+        # By execution id: a cycle's hot and cold assignments are two commands, so an executor
+        # may receive them in another order (they start at the same time either way).
+        done = sorted(items)[:count]
         if not done or executor in self.silent:
             return
         results = []
@@ -349,7 +351,7 @@ def views(world: World, run_ids: Iterable[str]) -> dict[str, object]:
     with state.view() as v:
         out["usage"] = [(rec.name, rec.alive, used) for rec, used in v.executor_usage(True)]
         out["pending"] = sorted(_pending(p) for p in v.pending_attempts())
-    out["held"] = {name: list(items) for name, items in sorted(world.held.items())}
+    out["held"] = {name: sorted(items) for name, items in sorted(world.held.items())}
     return out
 
 

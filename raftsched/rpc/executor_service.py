@@ -198,10 +198,18 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         _log_results(request.name, request.results)
         # One command, or two: the successes of hot runs as ResultColumns and the rest as
         # ReportResults (raftsched.leader.columns), proposed together.
-        proposals = self.hub.dispatcher.report(request.name, request.results, self.hub.now_ms(), ids)
+        d = self.hub.dispatcher
+        now = self.hub.now_ms()
+        proposals = d.report(request.name, request.results, now, ids)
         if proposals:
             outcomes = await asyncio.gather(*(propose_and_wait(self.hub.node, p.encode()) for p in proposals))
             refused = sum(outcome.refused for outcome in outcomes)
+            for proposal, outcome in zip(proposals, outcomes, strict=True):
+                # Hot runs promoted to the cold path meanwhile: their successes again, by run id.
+                again = d.refused_hot(proposal, outcome.refused, request.name, request.results, now, ids)
+                if again is not None:
+                    retried = await propose_and_wait(self.hub.node, again.encode())
+                    refused += retried.refused - outcome.refused
             if refused:
                 log.info(
                     "%s: %d of %d results from %s refused as stale (attempt superseded, run finished, "

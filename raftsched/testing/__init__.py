@@ -216,17 +216,19 @@ class _SimEndpoint:
     def _now(self, node: SimNodeState) -> int:
         return leader_time(self.sim.now(node.node_id), node.state.max_now_ms)
 
-    def _commit(self, node: SimNodeState, data: bytes) -> None:
+    def _commit(self, node: SimNodeState, data: bytes) -> logpb.CommandResult:
+        """Propose ``data`` on ``node`` and settle; the state machine's result."""
         errors: list[ProposeError] = []
-        done: list[bool] = []
+        done: list[bytes | None] = []
         self.sim.cluster.nodes[node.node_id].propose(
-            data, lambda _r, e: errors.append(e) if e is not None else done.append(True)
+            data, lambda r, e: errors.append(e) if e is not None else done.append(r)
         )
         self.sim.settle()
         if errors:
             raise TransportError("unavailable", str(errors[0]))
         if not done:
             raise TransportError("deadline_exceeded", "the command did not commit")
+        return logpb.CommandResult.FromString(done[0] or b"")
 
     def register(self, target: str, request: pb.RegisterRequest) -> pb.RegisterReply:
         node = self._node(target)
@@ -287,8 +289,12 @@ class _SimEndpoint:
         if self.refuse_reports > 0:
             self.refuse_reports -= 1
             raise TransportError("unavailable", "the write was not confirmed in time; its outcome is unknown")
-        for proposal in node.dispatcher.report(request.name, request.results, self._now(node)):
-            self._commit(node, proposal.encode())
+        now = self._now(node)
+        for proposal in node.dispatcher.report(request.name, request.results, now):
+            refused = self._commit(node, proposal.encode()).refused
+            again = node.dispatcher.refused_hot(proposal, refused, request.name, request.results, now)
+            if again is not None:
+                self._commit(node, again.encode())
         return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
 
     def drain(self, target: str, request: pb.DrainRequest) -> pb.DrainReply:

@@ -43,6 +43,7 @@ from raftsched.fsm.effects import (
 )
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import columns, writes
+from raftsched.leader.dispatch.dispatcher import DispatchProposal
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.formats import MemberFormats
 from raftsched.model import CronTrigger, Overlap, TaskSpec
@@ -198,7 +199,11 @@ class World:
                 d.heartbeat(name, list(items), self.now, started=list(items))
         self.settle()
 
-    def report(self, executor: str, count: int, outcome: str, lateness: int, duration: int) -> None:
+    def report(
+        self, executor: str, count: int, outcome: str, lateness: int, duration: int, between: bytes = b""
+    ) -> None:
+        """``executor`` reports its first ``count`` attempts; ``between``: a command that commits
+        after the leader built the report's commands and before they commit (a race)."""
         items = self.held.get(executor, {})
         # By execution id: a cycle's hot and cold assignments are two commands, so an executor
         # may receive them in another order (they start at the same time either way).
@@ -221,8 +226,22 @@ class World:
                 res.exit_code = 3
                 res.error = "exit code 3"
             results.append(res)
-        for proposal in self.core.dispatcher.report(executor, results, self.now):
-            self.propose(proposal.encode())
+        proposals = self.core.dispatcher.report(executor, results, self.now)
+        if between:
+            self.propose(between)
+        self.propose_report(executor, results, proposals)
+
+    def propose_report(
+        self, executor: str, results: list[rpb.ExecResult], proposals: list[DispatchProposal]
+    ) -> None:
+        """Propose a report's commands as the executor service does (a ResultColumns whose rows
+        were refused is reported again by run id: Dispatcher.refused_hot), then settle."""
+        d = self.core.dispatcher
+        for proposal in proposals:
+            refused = self.propose(proposal.encode()).refused
+            again = d.refused_hot(proposal, refused, executor, results, self.now)
+            if again is not None:
+                self.propose(again.encode())
         self.settle()
 
     def go_silent(self, executor: str) -> None:

@@ -35,6 +35,14 @@ events = st.one_of(
         st.integers(0, 5000),
     ),
     st.tuples(st.just("cancel"), st.integers(0, 50)),
+    # A report whose commands commit after an update that took their runs to the cold path.
+    st.tuples(
+        st.just("report_race"),
+        st.sampled_from(EXECUTORS),
+        st.integers(1, 4),
+        st.integers(0, TASKS - 1),
+        st.sampled_from(VARIANTS),
+    ),
     st.tuples(st.just("update"), st.integers(0, TASKS - 1), st.sampled_from(VARIANTS)),
     st.tuples(st.just("enable"), st.integers(0, TASKS - 1), st.booleans()),
     st.tuples(st.just("delete"), st.integers(0, TASKS - 1)),
@@ -56,6 +64,12 @@ def step(w: World, today: World, event: Event) -> None:
     elif kind == "report":
         _, executor, count, outcome, lateness, duration = event
         w.report(str(executor), int(count), str(outcome), int(lateness), int(duration))  # type: ignore[call-overload]
+    elif kind == "report_race":
+        _, executor, count, task, variant = event
+        spec = task_spec(int(task), str(variant))  # type: ignore[call-overload]
+        if today.state.get_task(spec.name) is not None:
+            update = writes.update_task(today.state, spec, expected_version=0, **stamp)  # type: ignore[arg-type]
+            w.report(str(executor), int(count), "ok", 20, 4, between=update)  # type: ignore[call-overload]
     elif kind == "cancel":
         active = sorted(today.state.active) + sorted(
             item.run_id for items in today.held.values() for item in items.values()
@@ -115,6 +129,9 @@ FIXED_STREAM: list[Event] = [
     ("tick", 1000),
     ("report", "ex-a", 2, "ok", 30, 5),
     ("report", "ex-b", 1, "fail", 30, 5),
+    ("tick", 1000),
+    ("report_race", "ex-a", 4, 0, "skip"),
+    ("report_race", "ex-b", 4, 3, "replace"),
     ("tick", 1000),
     ("cancel", 0),
     ("update", 1, "skip"),

@@ -95,6 +95,9 @@ class DispatchProposal:
     # "assign": the ``((run id, shard), executor)`` pairs its assignments reserved, in the
     # command's order (kept here so :meth:`Dispatcher.release` need not read them back from it).
     assigned: tuple[tuple[Key, str], ...] = ()
+    # "results" of a ResultColumns: the positions, in the executor's report, of its rows (see
+    # :meth:`Dispatcher.refused_hot`).
+    rows: tuple[int, ...] = ()
 
     def encode(self) -> bytes:
         return codec.encode_command(self.command)
@@ -650,14 +653,14 @@ class Dispatcher:
         out: list[DispatchProposal] = []
         if hot is not None:
             t = self._term
+            taken = set(range(len(results))).difference(rest)
             if t is not None:
-                taken = set(range(len(results))).difference(rest)
                 for i in sorted(taken):
                     exec_id = results[i].execution_id
                     t.holdings.drop(exec_id)
                     if t.takeover.inherited:
                         t.takeover.proposed(exec_id, now_ms, self.settings.lease_ms)
-            out.append(DispatchProposal("results", hot))
+            out.append(DispatchProposal("results", hot, rows=tuple(sorted(taken))))
         if rest:
             if len(rest) == len(results):
                 cold = self.results(executor, results, now_ms, ids)
@@ -666,6 +669,30 @@ class Dispatcher:
             if cold is not None:
                 out.append(cold)
         return out
+
+    def refused_hot(
+        self,
+        proposal: DispatchProposal,
+        refused: int,
+        executor: str,
+        results: Sequence[pb.ExecResult],
+        now_ms: int,
+        ids: Sequence[tuple[str | None, int, int]] | None = None,
+    ) -> DispatchProposal | None:
+        """A ReportResults for the results of a ResultColumns ``proposal`` that applied with
+        ``refused`` rows (None if it is not one, or none was refused).
+
+        A row is refused when its run is no longer a live hot run on that attempt: a cold event
+        (an update, a quota, a disable...) promoted it to the cold path between the report and its
+        apply. Its success must not be lost (the executor forgets a result once the report is
+        acknowledged), so every result of the proposal is reported again by run id: the ones whose
+        row did apply are refused there as stale (their run has finished)."""
+        if not proposal.rows or not refused:
+            return None
+        rows = proposal.rows
+        return self.results(
+            executor, [results[i] for i in rows], now_ms, None if ids is None else [ids[i] for i in rows]
+        )
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
         """Exponential backoff with a cap and jitter; the jitter is drawn here, on the leader."""

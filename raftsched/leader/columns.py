@@ -24,7 +24,7 @@ holds; nothing is kept between views (numbers and seqs are looked up again each 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, ReadyColumns
@@ -80,15 +80,26 @@ def ready_attempts(v: StateView, eff: ReadyColumns, epoch: int) -> list[AttemptR
     return out
 
 
-def dispatched_attempts(v: StateView, eff: DispatchColumns, epoch: int) -> list[DispatchAttempt]:
+def dispatched_attempts(
+    v: StateView, eff: DispatchColumns, epoch: int, proposed: Mapping[int, str] | None = None
+) -> list[DispatchAttempt]:
     """The assignments ``eff`` committed, as ``DispatchAttempt`` values carrying the run's facts
-    (``known``: a hot run has no command, params or environment of its own). A row whose run is
-    no longer that attempt on that executor (finished, promoted to the cold path, cancelled since)
-    is left out: the effects that changed it follow, and nothing is sent for it."""
+    (``known``: a hot run has no command, params or environment of its own).
+
+    A row whose seq is no longer a live hot run may have been promoted to the cold path after
+    the entry applied and before this reads it (an update, a quota...): it is still assigned,
+    and must be sent. ``proposed`` (seq -> run id, what this leadership put in its AssignColumns)
+    names its run; it is sent if the log still has that attempt running on that executor (a
+    ``DispatchAttempt`` the dispatcher completes from the run). A row finished or cancelled
+    since is left out: nothing is sent for it."""
     out: list[DispatchAttempt] = []
     for seq, attempt, executor in zip(eff.seqs, eff.attempts, eff.executors, strict=True):
         ref = v.hot_run(seq)
         if ref is None or ref.attempt != attempt or ref.executor_number != executor or not ref.executor:
+            run_id = proposed.get(seq) if proposed is not None and ref is None else None
+            cold = _promoted(v, run_id, attempt, executor, epoch) if run_id else None
+            if cold is not None:
+                out.append(cold)
             continue
         out.append(
             DispatchAttempt(
@@ -106,6 +117,19 @@ def dispatched_attempts(v: StateView, eff: DispatchColumns, epoch: int) -> list[
             )
         )
     return out
+
+
+def _promoted(v: StateView, run_id: str, attempt: int, executor: int, epoch: int) -> DispatchAttempt | None:
+    """The dispatch of a hot run promoted to the cold path since its AssignColumns applied, if
+    the log has its shard 0 still RUNNING as ``attempt`` on executor number ``executor``."""
+    name = v.executor_name(executor)
+    run = v.active_run(run_id)
+    if name is None or run is None or not run.shards:
+        return None
+    shard = run.shards[0]
+    if shard.attempt != attempt or shard.executor != name or shard.state != pb.RUNNING:
+        return None
+    return DispatchAttempt(run_id, run.task, run.nominal_ms, 0, attempt, name, epoch)
 
 
 def split_assignments(v: StateView, cmd: pb.Command) -> pb.Command | None:

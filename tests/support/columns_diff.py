@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from raftsched import codec
@@ -115,7 +115,16 @@ class World:
             member_formats=self.formats,
         )
         self.core.to_driver = self._driver_effects
-        self.core.to_dispatcher = lambda effects: self.core.dispatch_effects(effects, self.now)
+        self.core.to_dispatcher = self._dispatcher_effects
+        # While set, the dispatcher's effects wait (a node's hub reads them on its event loop,
+        # after the applier may have applied more entries: see tick_racing).
+        self.holding: list[tuple[Effect, ...]] | None = None
+
+    def _dispatcher_effects(self, effects: tuple[Effect, ...]) -> None:
+        if self.holding is not None:
+            self.holding.append(effects)
+        else:
+            self.core.dispatch_effects(effects, self.now)
 
     @property
     def state(self) -> SchedulerState:
@@ -197,6 +206,30 @@ class World:
         for name, items in self.held.items():
             if name not in self.silent and name in d.members:
                 d.heartbeat(name, list(items), self.now, started=list(items))
+        self.settle()
+
+    def tick_racing(self, ms: int, between: Callable[[int], bytes]) -> None:
+        """As :meth:`tick`, but ``between(now)`` commits after the dispatcher's assignments and
+        before the dispatcher reads their effects (its hub is on another thread than the applier)."""
+        self.clock.advance(ms)
+        core = self.core
+        for name, items in self.held.items():
+            if name not in self.silent and name in core.dispatcher.members:
+                core.dispatcher.heartbeat(name, sorted(items), self.now, started=sorted(items))
+        for p in core.driver.poll(self.clock.now_ms()):
+            self.propose(p.data)
+            core.driver.on_proposal_committed(p)
+        self.holding = []
+        proposals = core.dispatcher.poll(self.now)
+        for dp in proposals:
+            self.propose(dp.encode())
+        self.propose(between(self.now))
+        held, self.holding = self.holding, None
+        for effects in held:
+            core.dispatch_effects(effects, self.now)
+        for dp in proposals:
+            if dp.kind == "assign":
+                core.dispatcher.release(dp)
         self.settle()
 
     def report(

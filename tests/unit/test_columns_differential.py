@@ -35,6 +35,13 @@ events = st.one_of(
         st.integers(0, 5000),
     ),
     st.tuples(st.just("cancel"), st.integers(0, 50)),
+    # Assignments whose effects the dispatcher reads after an update took their runs cold.
+    st.tuples(
+        st.just("tick_race"),
+        st.sampled_from([1000, 2500]),
+        st.integers(0, TASKS - 1),
+        st.sampled_from(VARIANTS),
+    ),
     # A report whose commands commit after an update that took their runs to the cold path.
     st.tuples(
         st.just("report_race"),
@@ -70,6 +77,17 @@ def step(w: World, today: World, event: Event) -> None:
         if today.state.get_task(spec.name) is not None:
             update = writes.update_task(today.state, spec, expected_version=0, **stamp)  # type: ignore[arg-type]
             w.report(str(executor), int(count), "ok", 20, 4, between=update)  # type: ignore[call-overload]
+    elif kind == "tick_race":
+        _, ms, task, variant = event
+        spec = task_spec(int(task), str(variant))  # type: ignore[call-overload]
+        if today.state.get_task(spec.name) is not None:
+            state = today.state
+            w.tick_racing(
+                int(ms),  # type: ignore[call-overload]
+                lambda now: writes.update_task(
+                    state, spec, expected_version=0, now_ms=now, epoch=1, origin="n1", key=""
+                ),
+            )
     elif kind == "cancel":
         active = sorted(today.state.active) + sorted(
             item.run_id for items in today.held.values() for item in items.values()
@@ -132,6 +150,10 @@ FIXED_STREAM: list[Event] = [
     ("tick", 1000),
     ("report_race", "ex-a", 4, 0, "skip"),
     ("report_race", "ex-b", 4, 3, "replace"),
+    ("update", 0, "hot"),
+    ("update", 3, "hot"),
+    ("tick_race", 1000, 0, "skip"),
+    ("tick_race", 1000, 3, "retry"),
     ("tick", 1000),
     ("cancel", 0),
     ("update", 1, "skip"),

@@ -107,7 +107,16 @@ class Term:
     """What one leadership knows, built when this node takes over and dropped when it steps down
     (nothing of it is carried into the next leadership)."""
 
-    __slots__ = ("cancels_sent", "epoch", "holdings", "liveness", "outbox", "placement", "takeover")
+    __slots__ = (
+        "cancels_sent",
+        "epoch",
+        "holdings",
+        "hot_assigned",
+        "liveness",
+        "outbox",
+        "placement",
+        "takeover",
+    )
 
     def __init__(self, epoch: int, takeover_until_ms: int) -> None:
         self.epoch = epoch
@@ -118,6 +127,9 @@ class Term:
         self.outbox: list[tuple[str, pb.WorkItem]] = []  # work items for executor streams
         # Cancels sent to executors that still listed a cancelled attempt: execution id -> when.
         self.cancels_sent: dict[str, int] = {}
+        # Seqs of the AssignColumns rows proposed and not yet seen applied -> their run ids (a
+        # run promoted to the cold path before its DispatchColumns is read is still sent).
+        self.hot_assigned: dict[int, str] = {}
 
 
 class Dispatcher:
@@ -271,9 +283,11 @@ class Dispatcher:
                 for ready in columns.ready_attempts(v, eff, t.epoch):
                     self._ready(t, v, ready, now_ms)
             elif isinstance(eff, DispatchColumns):
-                for dispatch in columns.dispatched_attempts(v, eff, t.epoch):
+                for dispatch in columns.dispatched_attempts(v, eff, t.epoch, t.hot_assigned):
                     t.placement.unwait((dispatch.run_id, dispatch.shard))
                     self._lease_and_send(t, v, dispatch, now_ms)
+                for seq in eff.seqs:
+                    t.hot_assigned.pop(seq, None)
             elif isinstance(eff, RunCancelled):
                 self._cancel(t, eff, now_ms)
             elif isinstance(eff, ExecutorChanged):
@@ -760,9 +774,11 @@ class Dispatcher:
                 if hot is not None:
                     # The hot runs' assignments as AssignColumns; each proposal gives back its own.
                     kept = {(a.run_id, a.shard) for a in cmd.assign_attempts.assignments}
-                    out.append(
-                        DispatchProposal("assign", hot, tuple(p for p in assigned if p[0] not in kept))
-                    )
+                    moved = tuple(p for p in assigned if p[0] not in kept)
+                    # (split_assignments keeps the command's order: row i is moved[i])
+                    seqs = hot.assign_columns.seq
+                    t.hot_assigned.update(zip(seqs, (key[0] for key, _ in moved), strict=True))
+                    out.append(DispatchProposal("assign", hot, moved))
                     assigned = [p for p in assigned if p[0] in kept]
                 if assigned or cmd.assign_attempts.waits:
                     out.append(DispatchProposal("assign", cmd, tuple(assigned)))
@@ -775,6 +791,8 @@ class Dispatcher:
         t = self._term
         if t is None or proposal.command.epoch != t.epoch:
             return
+        for seq in proposal.command.assign_columns.seq:  # (its DispatchColumns, if any, was read)
+            t.hot_assigned.pop(seq, None)
         waiting = t.placement.waiting
         # Only what still waits reserved for that executor has anything to give back: an
         # assignment that applied was unwaited by its dispatch. Most proposals apply whole, and

@@ -35,9 +35,10 @@ cluster) to see what the cluster adds around the same work.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench import columnar_fsm
@@ -46,7 +47,7 @@ from raftsched import codec
 from raftsched.alerts.config import StartDelayConfig
 from raftsched.alerts.monitor import StartDelays
 from raftsched.fsm import keys, timeline, wire
-from raftsched.fsm.effects import AttemptReady, Effect
+from raftsched.fsm.effects import AttemptReady, Effect, ReadyColumns
 from raftsched.fsm.executors import MAX_EXECUTOR_SLOTS
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
@@ -174,8 +175,15 @@ def run(
     history: int = 0,
     keep_count: int = 0,
     prefill_seconds: int = 0,
+    hot: bool = False,
 ) -> dict[str, object]:
-    """Today's apply; ``keep`` (if given) receives the leader's state, its store still open."""
+    """Today's apply; ``keep`` (if given) receives the leader's state, its store still open.
+
+    ``hot``: the same workload as columns through the real ``SchedulerState`` (issue 31 P1,
+    raftsched.fsm.hot): a NumberEntities, then per second FireColumns from a trivial planner
+    (``_plan_rows``), AssignColumns round-robin and ResultColumns per executor, at the same
+    leader times as today's entries, so the stored runs are byte-identical to today's. The
+    leader figure is its apply only (the leader side that consumes ReadyColumns is not here)."""
     if tasks > executors * MAX_EXECUTOR_SLOTS:
         raise SystemExit(f"{tasks} tasks need at least {-(-tasks // MAX_EXECUTOR_SLOTS)} executors")
     retention = Retention(keep_count=keep_count) if keep_count else Retention()
@@ -215,6 +223,18 @@ def run(
     both("setup", driver.become_leader(1, T0 - 1000).data)
     if not driver.ready:
         raise RuntimeError("the driver's barrier did not apply")
+    hot_ready: list[ReadyColumns] = []
+    if hot:
+        numbering = _command(T0 - 900)
+        numbering.number_entities.SetInParent()
+        both("setup", codec.encode_command(numbering))
+        leader.replica.effect_sink = lambda effects: hot_ready.extend(
+            e for e in effects if isinstance(e, ReadyColumns)
+        )
+        with leader.state.view() as v:
+            next_fire = [v.tasks[spec.name].next_fire_ms for spec, _ in specs]
+            if not all(v.tasks[spec.name].hot for spec, _ in specs):
+                raise RuntimeError("the bench's tasks are not hot")
     for node in nodes:
         node.cpu = dict.fromkeys(KINDS, 0.0)  # setup is not measured
         node.written = 0
@@ -228,6 +248,15 @@ def run(
             attempts = 0
             plan_s = 0.0
         now = T0 + s * 1000 + 5
+        if hot:
+            c0 = time.process_time()
+            entries = _plan_rows(next_fire, now)
+            plan_s += time.process_time() - c0
+            attempts += _hot_second(both, entries, hot_ready, now, executors, batch)
+            if not commit_every:
+                for node in nodes:
+                    node.commit()
+            continue
         c0 = time.process_time()
         proposals = driver.poll(now)
         plan_s += time.process_time() - c0
@@ -295,6 +324,83 @@ def run(
         "leader_us_per_attempt": figures(leader),
         "follower_us_per_attempt": figures(follower),
     }
+
+
+def _hot_second(
+    both: Callable[[str, bytes], None],
+    entries: list[list[tuple[int, int, int, int]]],
+    ready: list[ReadyColumns],
+    now: int,
+    executors: int,
+    batch: int,
+) -> int:
+    """One simulated second of ``run(hot=True)``: the fire, assignment and result entries as
+    columns (task numbers are 1 + the planner's index; executor numbers 1..executors)."""
+    for rows in entries:
+        cmd = _command(now)
+        fc = cmd.fire_columns
+        fc.task.extend(r[0] + 1 for r in rows)
+        fc.version.extend(r[1] for r in rows)
+        fc.nominal_delta.extend(now - r[2] for r in rows)
+        fc.next_delta.extend(r[3] - r[2] for r in rows)
+        both("fire", codec.encode_command(cmd))
+    seqs = [e.seq_base + i for e in ready for i in range(len(e.tasks))]
+    ready.clear()
+    execs = [i % executors + 1 for i in range(len(seqs))]
+    for start in range(0, len(seqs), MAX_ASSIGNMENTS):
+        cmd = _command(now + 20)
+        ac = cmd.assign_columns
+        part = seqs[start : start + MAX_ASSIGNMENTS]
+        ac.seq.extend(part)
+        ac.shard.extend([0] * len(part))
+        ac.attempt.extend([1] * len(part))
+        ac.executor.extend(execs[start : start + MAX_ASSIGNMENTS])
+        both("assign", codec.encode_command(cmd))
+    for e in range(1, executors + 1):
+        done = [seq for seq, ex in zip(seqs, execs, strict=True) if ex == e]
+        for start in range(0, len(done), batch):
+            cmd = _command(now + 60)
+            rc = cmd.result_columns
+            part = done[start : start + batch]
+            rc.seq.extend(part)
+            rc.attempt.extend([1] * len(part))
+            rc.executor.extend([e] * len(part))
+            rc.duration_ms.extend([1] * len(part))
+            rc.lateness_ms.extend([40] * len(part))
+            both("result", codec.encode_command(cmd))
+    return len(seqs)
+
+
+def _run_records(state: SchedulerState) -> str:
+    """sha256 of every stored run record (key and value): equal when two states stored the same runs."""
+    h = hashlib.sha256()
+    with state.store.reader() as r:
+        for key, value in r.scan(keys.RUN, keys.RUN + keys.END):
+            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+    return h.hexdigest()
+
+
+def _hot_main(args: argparse.Namespace, base: Path, prefill: int) -> dict[str, object]:
+    """``--hot``: today's apply and the hot path through SchedulerState, in one process, on the
+    same workload; the stored run records must be byte-identical (checked)."""
+    kept: list[SchedulerState] = []
+    common = {"history": args.history, "keep_count": args.keep_count, "prefill_seconds": prefill}
+    result: dict[str, object] = {}
+    if not args.no_baseline:
+        result["today"] = run(
+            args.tasks, args.seconds, args.executors, args.batch, args.commit_every, base / "today",
+            keep=kept, **common,
+        )  # fmt: skip
+    result["hot"] = run(
+        args.tasks, args.seconds, args.executors, args.batch, args.commit_every, base / "hot",
+        keep=kept, hot=True, **common,
+    )  # fmt: skip
+    if len(kept) == 2:
+        same = _run_records(kept[0]) == _run_records(kept[1])
+        if not same:
+            raise RuntimeError("the hot path stored other run records than today's apply")
+        result["run_records_identical"] = same
+    return result
 
 
 # -- --columnar: the prototype of issue 31 (bench/columnar_fsm.py), the same workload -------------
@@ -598,7 +704,12 @@ def main() -> int:
         default="B,C",
         help="with --columnar: the prototype's stages to run (B: end-of-run record)",
     )
-    ap.add_argument("--no-baseline", action="store_true", help="with --columnar: skip today's apply")
+    ap.add_argument(
+        "--hot",
+        action="store_true",
+        help="also run the workload as columns through SchedulerState (issue 31 P1, raftsched.fsm.hot)",
+    )
+    ap.add_argument("--no-baseline", action="store_true", help="with --columnar or --hot: skip today's apply")
     ap.add_argument(
         "--check-tasks",
         type=int,
@@ -612,7 +723,9 @@ def main() -> int:
     provenance = Provenance.start()
     with tempfile.TemporaryDirectory(prefix="raftsched-attempt-apply-") as tmp:
         base = Path(tmp)
-        if not args.columnar:
+        if args.hot:
+            result = _hot_main(args, base, prefill)
+        elif not args.columnar:
             result = run(
                 args.tasks,
                 args.seconds,

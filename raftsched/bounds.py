@@ -290,6 +290,21 @@ FIELDS: Final[dict[str, Range]] = {
         "ReadLogsRequest.tail_bytes": Range(0, UINT64_MAX, " bytes", "the whole log"),
         "CancelRunRequest.shard": SHARD,
         "CancelRuns.shard": SHARD,
+        # -- issue 31 P1: the columnar hot path (not walked: raftsched.fsm.hot validates every row;
+        # an entry with a time out of range or an unknown number is refused whole) ----------------
+        "FireColumns.task": Range(0, UINT32_MAX, "", "refused: task numbers start at 1"),
+        "FireColumns.version": COUNTER,
+        "FireColumns.nominal_delta": Range(0, MAX_TIME_MS, " ms"),
+        "FireColumns.next_delta": Range(INT64_MIN, MAX_TIME_MS, " ms"),
+        "AssignColumns.seq": COUNTER,
+        "AssignColumns.shard": Range(0, 0, "", "hot runs have one shard"),
+        "AssignColumns.attempt": ATTEMPT,
+        "AssignColumns.executor": Range(0, UINT32_MAX, "", "refused: executor numbers start at 1"),
+        "ResultColumns.seq": COUNTER,
+        "ResultColumns.attempt": ATTEMPT,
+        "ResultColumns.executor": Range(0, UINT32_MAX, "", "refused: executor numbers start at 1"),
+        "ResultColumns.duration_ms": Range(0, UINT32_MAX, " ms"),
+        "ResultColumns.lateness_ms": Range(INT32_MIN, INT32_MAX, " ms"),
     }.items()
 }
 

@@ -95,9 +95,15 @@ COMMAND_FORMAT = 18
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
 format."""
-SNAPSHOT_FORMAT = 3
+SNAPSHOT_FORMAT = 4
 """Format of the replicated state and snapshots this build writes and the newest it reads
 (``Snapshot.format``, ``Meta.state_format``; 0, as written before the field existed, reads as 1).
+
+4: the columnar hot path (issue 31 P1, raftsched.fsm.hot): task and executor numbers, the
+``h/``, ``ha/``, ``hf/`` entry records and the ``hc/s`` checkpoint, whose unfinished hot runs
+have no run record. Written only once a NumberEntities (command format 18) applied: a state
+that never numbered stays format 3, byte for byte, so a cluster mid-upgrade stays identical.
+An older build refuses a format-4 state or snapshot (it would lose the hot runs).
 
 3: a task's hot counters (watermark, next fire, active runs, fire and run totals, kept counts)
 are stored per command in ``tc/`` TaskCounters records and replayed over the TaskRecords on

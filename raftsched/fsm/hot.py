@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from functools import lru_cache
 from operator import attrgetter, gt, lt
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
@@ -42,7 +43,7 @@ from raftsched import bounds
 from raftsched.abc import StateStore
 from raftsched.fsm import keys, wire
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
-from raftsched.fsm.records import TaskState, pending_shards
+from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention, TaskState, keeps, pending_shards
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import is_internal, is_trigger
@@ -304,7 +305,7 @@ class HotRuns(Protocol):
     @property
     def slots(self) -> SlotTable: ...
     def prune(self, st: TaskState, now: int, finishing: str = "") -> None: ...
-    def write(self, run_id: str, data: bytes, unfinished: bool) -> None: ...
+    def write(self, run_id: str, data: bytes, unfinished: bool, key: bytes = b"") -> None: ...
 
 
 class HotHost(Protocol):
@@ -330,6 +331,8 @@ class HotHost(Protocol):
     def tally(self) -> ApplyTally | None: ...
     @property
     def on_start(self) -> StartSink | None: ...
+    @property
+    def retention(self) -> Retention: ...
 
     def put_task(self, st: TaskState) -> None: ...
     def touch_task(self, st: TaskState) -> None: ...
@@ -366,6 +369,8 @@ class HotBook:
         self.next_seq = 1  # Meta.next_seq (0 stored: numbering off, nothing hot yet)
         self.templates: dict[tuple[int, int], bytes] = {}  # (task number, version) -> pending Run head
         self.checkpoint_index = 0  # Meta.hot_checkpoint_index
+        # (task number, version) -> the finished run's per-version wire pieces (_finished_head)
+        self.finished_heads: dict[tuple[int, int], FinishedHead] = {}
 
     # -- numbers -------------------------------------------------------------------------------
 
@@ -684,7 +689,7 @@ class HotBook:
         per_task, hot_usage = runs.active_per_task, runs.usage.hot
         by_number, names = numbering.tasks, numbering.executors
         state, task_col, nominal_col = slots.state, slots.task, slots.nominal
-        sink, tally = host.on_start, host.tally
+        sink, tally, retention = host.on_start, host.tally, host.retention
         touched: list[str] = []
         for j, seq, e, dur, late in zip(idx, seqs, execs, durations, lateness, strict=True):
             state[j] = SUCCEEDED
@@ -700,9 +705,6 @@ class HotBook:
                 per_task[name] = left
             else:
                 del per_task[name]
-            hot_usage[ename] -= 1
-            if not hot_usage[ename]:
-                del hot_usage[ename]
             if sink is not None:
                 sink(now, st.spec.namespace, max(0, late))
             if tally is not None:
@@ -711,15 +713,31 @@ class HotBook:
                 tally.run_finished("succeeded", spec.owner, spec.namespace, name)
             run_id = run_id_of(name, nominal_col[j])
             kept = st.kept_runs
-            runs.prune(st, now, run_id)
-            if st.kept_runs != kept:
-                # Pruning is not replayed from the hot records: the task's counters are stored
-                # as of the end of this command instead (a TaskCounters row, which loading
-                # prefers over the hot records up to it).
-                host.touch_task(st)
-            runs.write(run_id, self._finished(j, st, run_id, ename, dur, late, now), False)
+            spec = st.spec
+            # RunBook.prune decides nothing below this (the count rule deletes only past
+            # keep_count + PRUNE_BATCH - phase, phase < PRUNE_BATCH / 2; the age rule runs on
+            # every AGE_PRUNE_EVERY-th finish): the call is left out then.
+            if (
+                kept % AGE_PRUNE_EVERY == 0
+                or kept - keeps(retention, spec.keep_runs, spec.keep_for_ms)[0] > PRUNE_BATCH // 2
+            ):
+                runs.prune(st, now, run_id)
+                if st.kept_runs != kept:
+                    # Pruning is not replayed from the hot records: the task's counters are
+                    # stored as of the end of this command instead (a TaskCounters row, which
+                    # loading prefers over the hot records up to it).
+                    host.touch_task(st)
+            key = keys.time_key(keys.RUN, name, nominal_col[j])
+            runs.write(run_id, self._finished(j, st, run_id, ename, dur, late, now), False, key)
             touched.append(name)
         host.hot_touched(touched)
+        for e, c in Counter(execs).items():
+            ename = names[e] or ""
+            left = hot_usage[ename] - c
+            if left:
+                hot_usage[ename] = left
+            else:
+                del hot_usage[ename]
         rows = pb.ResultColumns(
             seq=seqs, attempt=attempts, executor=execs, duration_ms=durations, lateness_ms=lateness
         )
@@ -756,19 +774,36 @@ class HotBook:
         self, j: int, st: TaskState, run_id: str, executor: str, duration: int, lateness: int, now: int
     ) -> bytes:
         """The end-of-run record of slot ``j`` (stage B): the bytes today's cold path stores for
-        the same run when it succeeds on its first attempt (a derived timeline, fsm.timeline)."""
+        the same run when it succeeds on its first attempt (a derived timeline, fsm.timeline),
+        built from wire pieces (:func:`finished_run_bytes`; tests/unit/test_fsm_hot.py checks it
+        against protobuf's own deterministic serialisation)."""
         slots = self.slots
-        run = pb.Run.FromString(self._pending_bytes(j, st, run_id))
-        shard = run.shards[0]
-        shard.state = pb.SUCCEEDED
-        shard.executor = executor
-        shard.assigned_ms = slots.assigned[j]
-        shard.finished_ms = now
-        shard.started_ms = slots.nominal[j] + lateness
-        shard.duration_ms = duration
-        run.state = pb.SUCCEEDED
-        run.finished_ms = now
-        return run.SerializeToString(deterministic=True)
+        version = slots.version[j]
+        key = (st.number, version)
+        head = self.finished_heads.get(key)
+        if head is None:
+            if len(self.finished_heads) > 4096:
+                self.finished_heads.clear()
+            head = self.finished_heads[key] = _finished_head(st.spec.name, version, self._params(st, version))
+        nominal = slots.nominal[j]
+        return finished_run_bytes(
+            head,
+            run_id,
+            nominal,
+            slots.created[j],
+            now,
+            slots.epoch[j],
+            executor,
+            slots.assigned[j],
+            nominal + lateness,
+            duration,
+        )
+
+    def _params(self, st: TaskState, version: int) -> str:
+        if version == st.version:
+            return st.spec.params_json
+        spec = self.host.spec_for(st.spec.name, version)
+        return spec.params_json if spec is not None else st.spec.params_json
 
     # -- promotion to the cold path ----------------------------------------------------------------
 
@@ -777,16 +812,11 @@ class HotBook:
         key = (st.number, version)
         found = self.templates.get(key)
         if found is None:
-            if version == st.version:
-                params = st.spec.params_json
-            else:
-                spec = self.host.spec_for(st.spec.name, version)
-                params = spec.params_json if spec is not None else st.spec.params_json
             found = pb.Run(
                 task=st.spec.name,
                 task_version=version,
                 state=pb.PENDING,
-                params_json=params,
+                params_json=self._params(st, version),
                 shards=pending_shards(1),
             ).SerializeToString(deterministic=True)
             if len(self.templates) > 4096:
@@ -853,6 +883,13 @@ class HotBook:
         seq = seq_of(self.slots, self.host.tasks, run_id)
         return self.promote(seq) if seq else None
 
+    def promote_all(self) -> None:
+        """Every live hot run (a rare command that walks the cold runs needs them there)."""
+        slots = self.slots
+        for j, state in enumerate(list(slots.state)):
+            if state in (PENDING, RUNNING):
+                self.promote(slots.base + j)
+
     def promote_task(self, st: TaskState) -> None:
         for seq in list(st.hot_seqs):
             self.promote(seq)
@@ -914,6 +951,7 @@ class HotBook:
         host, numbering, slots, store = self.host, self.numbering, self.slots, self.store
         self.checkpoint_index = checkpoint_index
         self.templates.clear()
+        self.finished_heads.clear()
         numbering.tasks[:] = [None]
         numbering.executors[:] = [None]
         numbering.executor_no.clear()
@@ -1125,3 +1163,104 @@ def _hot_records(store: StateStore) -> list[_Replay]:
         out.extend(_Replay(_index(k, prefix), kind, v) for k, v in store.scan(prefix, prefix + keys.END))
     out.sort()
     return out
+
+
+# -- the end-of-run record, from wire pieces (records.proto's Run and ShardAttempt field numbers) --
+
+_SUCCEEDED_STATE: Final = wire.varint(5 << 3) + wire.varint(SUCCEEDED)  # Run.state
+_SHARD_HEAD: Final = wire.varint(2 << 3) + b"\x01" + wire.varint(3 << 3) + wire.varint(SUCCEEDED)
+_STARTED_TAG: Final = wire.varint(1400 << 3)  # ShardAttempt.started_ms (optional: always written)
+_DURATION_TAG: Final = wire.varint(1401 << 3)
+_DERIVED: Final = wire.varint(1400 << 3) + b"\x01"  # Run.timeline_derived
+
+
+def _int_field(field: int, value: int) -> bytes:
+    return wire.varint(field << 3) + wire.varint(value) if value else b""
+
+
+def _len_field(field: int, data: bytes) -> bytes:
+    return wire.varint(field << 3 | 2) + wire.varint(len(data)) + data
+
+
+@lru_cache(maxsize=64)
+def _cached_field(field: int, value: int) -> bytes:
+    # Times shared by the rows of one entry (created, finished, assigned, nominal).
+    return _int_field(field, value)
+
+
+class FinishedHead(NamedTuple):
+    """The per-version pieces of a finished hot run's record."""
+
+    task_field: bytes  # Run.task (2)
+    version_field: bytes  # Run.task_version (4)
+    params_field: bytes  # Run.params_json (11)
+
+
+def _finished_head(task: str, version: int, params_json: str) -> FinishedHead:
+    return FinishedHead(
+        _len_field(2, task.encode()),
+        _int_field(4, version),
+        _len_field(11, params_json.encode()) if params_json else b"",
+    )
+
+
+@lru_cache(maxsize=64)
+def _created_entry(created_ms: int) -> bytes:
+    entry = _int_field(2, created_ms) + _len_field(3, b"fire") + _len_field(4, b"created")
+    return _len_field(16, entry)
+
+
+def finished_run_bytes(
+    head: FinishedHead,
+    run_id: str,
+    nominal_ms: int,
+    created_ms: int,
+    finished_ms: int,
+    epoch: int,
+    executor: str,
+    assigned_ms: int,
+    started_ms: int,
+    duration_ms: int,
+) -> bytes:
+    """``pb.Run`` of a hot run that succeeded on its first attempt, serialised deterministically:
+    run_id, task, nominal, task_version, state SUCCEEDED, created, finished, epoch, the shard
+    (attempt 1, SUCCEEDED, finished, executor, assigned, started, duration), params, the
+    "created" timeline entry and timeline_derived. The rows of one entry share most pieces
+    (their times, executors and durations), so those are cached."""
+    data = run_id.encode()
+    size = len(data)
+    return (
+        (b"\x0a" + _SMALL[size] if size < 128 else _len_field(1, data))
+        + data
+        + head.task_field
+        + _cached_field(3, nominal_ms)
+        + head.version_field
+        + _SUCCEEDED_STATE
+        + _cached_field(6, created_ms)
+        + _cached_field(7, finished_ms)
+        + _cached_field(8, epoch)
+        + _shard_field(finished_ms, executor, assigned_ms, started_ms, duration_ms)
+        + head.params_field
+        + _created_entry(created_ms)
+        + _DERIVED
+    )
+
+
+_SMALL: Final = tuple(bytes((i,)) for i in range(128))
+
+
+@lru_cache(maxsize=1024)
+def _shard_field(
+    finished_ms: int, executor: str, assigned_ms: int, started_ms: int, duration_ms: int
+) -> bytes:
+    """Run.shards[0] (field 10) of a finished hot run."""
+    shard = (
+        _SHARD_HEAD
+        + _int_field(5, finished_ms)
+        + (_len_field(6, executor.encode()) if executor else b"")
+        + _int_field(8, assigned_ms)
+        + _STARTED_TAG
+        + wire.varint(started_ms)
+        + (_DURATION_TAG + wire.varint(duration_ms) if duration_ms else b"")
+    )
+    return _len_field(10, shard)

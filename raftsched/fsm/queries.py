@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from raftsched.abc import StoreReader
 from raftsched.fsm import keys
@@ -177,13 +177,86 @@ def stored_run(reader: StoreReader, run_id: str) -> pb.Run | None:
 
 
 def fire_records(
-    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int, newest: bool = False
+    reader: StoreReader,
+    task: str,
+    since_ms: int,
+    until_ms: int,
+    limit: int,
+    newest: bool = False,
+    live: Sequence[pb.Run] = (),
 ) -> list[pb.FireRecord]:
     """Fire records of ``task`` that cover any nominal time in ``[since_ms, until_ms]``, in time order.
 
     A range record starting before ``since_ms`` but reaching into the window is included.
     ``newest``: the last ``limit`` of them rather than the first (read backwards from the end).
+    A fire of the columnar hot path (raftsched.fsm.hot) stores no fire record: its FIRED record
+    is synthesised from its run's stored record (:func:`synthesised_fires`), or from the live
+    hot runs ``live`` (``SchedulerState.live_hot_runs``: they have no stored record yet).
     """
+    stored = _stored_fire_records(reader, task, since_ms, until_ms, limit, newest)
+    extra = synthesised_fires(reader, task, since_ms, until_ms, limit, newest, stored, live)
+    if not extra:
+        return stored
+    merged = sorted([*stored, *extra], key=lambda rec: rec.nominal_ms)
+    return merged[-limit:] if newest else merged[:limit]
+
+
+def synthesised_fires(
+    reader: StoreReader,
+    task: str,
+    since_ms: int,
+    until_ms: int,
+    limit: int,
+    newest: bool,
+    stored: list[pb.FireRecord],
+    live: Sequence[pb.Run] = (),
+) -> list[pb.FireRecord]:
+    """FIRED records for the fired runs of ``task`` in the window that have no fire record (a hot
+    fire writes none; its run record says all a FIRED record would: nominal, run, version, when
+    and by which epoch it was decided). Manual and backfill runs are not fires.
+
+    Only from the task's oldest fire record on (if it has one): a cold fire always has its
+    record, and older runs than that are those whose records were pruned (reads of a state the
+    hot path never touched are as they were)."""
+    first = keys.per_task_prefix(keys.FIRE, task)
+    for _, value in reader.scan(first, keys.per_task_end(keys.FIRE, task), limit=1):
+        since_ms = max(since_ms, pb.FireRecord.FromString(value).nominal_ms)
+    lo = keys.time_key(keys.RUN, task, max(since_ms, 0))
+    hi = keys.time_key(keys.RUN, task, until_ms + 1) if until_ms else keys.per_task_end(keys.RUN, task)
+    covered = {rec.nominal_ms for rec in stored}
+    out: list[pb.FireRecord] = []
+    head = len(keys.per_task_prefix(keys.RUN, task))
+    found = [
+        pb.Run.FromString(value)
+        for key, value in reader.scan(lo, hi, reverse=newest, limit=limit + len(stored))
+        if b"~" not in key[head:]  # a manual run (or a workflow's): not a fire
+    ]
+    found += [
+        run
+        for run in live
+        if run.task == task and since_ms <= run.nominal_ms and (not until_ms or run.nominal_ms <= until_ms)
+    ]
+    for run in found:
+        if run.nominal_ms in covered or run.manual or run.backfill or run.backfill_id:
+            continue
+        out.append(
+            pb.FireRecord(
+                task=task,
+                nominal_ms=run.nominal_ms,
+                outcome=pb.FIRED,
+                decided_ms=run.created_ms,
+                epoch=run.epoch,
+                run_id=run.run_id,
+                task_version=run.task_version,
+                count=1,
+            )
+        )
+    return out
+
+
+def _stored_fire_records(
+    reader: StoreReader, task: str, since_ms: int, until_ms: int, limit: int, newest: bool = False
+) -> list[pb.FireRecord]:
     out: list[pb.FireRecord] = []
     if newest:
         start = keys.time_key(keys.FIRE, task, max(since_ms, 0))
@@ -215,24 +288,32 @@ def fire_records(
     return out[:limit]
 
 
-def recent_fires(reader: StoreReader, task: str, count: int) -> list[tuple[pb.FireRecord, int]]:
+def recent_fires(
+    reader: StoreReader, task: str, count: int, live: Sequence[pb.Run] = ()
+) -> list[tuple[pb.FireRecord, int]]:
     """The newest ``count`` fire records of ``task``, oldest first, each with the state of its
-    run if it has one still stored (else ``RUN_STATE_UNSPECIFIED``)."""
+    run if it has one still stored (else ``RUN_STATE_UNSPECIFIED``); ``live``: the live hot runs
+    (see :func:`fire_records`)."""
     out: list[tuple[pb.FireRecord, int]] = []
-    for fire in fire_records(reader, task, 0, 0, count, newest=True):
-        run = stored_run(reader, fire.run_id) if fire.run_id else None
+    by_id = {run.run_id: run for run in live}
+    for fire in fire_records(reader, task, 0, 0, count, newest=True, live=live):
+        run = (by_id.get(fire.run_id) or stored_run(reader, fire.run_id)) if fire.run_id else None
         out.append((fire, run.state if run is not None else pb.RUN_STATE_UNSPECIFIED))
     return out
 
 
-def fires_around(reader: StoreReader, task: str, at_ms: int) -> tuple[list[pb.FireRecord], pb.Run | None]:
+def fires_around(
+    reader: StoreReader, task: str, at_ms: int, live: Sequence[pb.Run] = ()
+) -> tuple[list[pb.FireRecord], pb.Run | None]:
     """The fire records around ``at_ms`` and the run of the last of them that has a stored run
-    (what ``explain`` needs), read in one reader."""
-    around = fire_records(reader, task, at_ms - 1, at_ms, 4)
+    (what ``explain`` needs), read in one reader; ``live``: the live hot runs (see
+    :func:`fire_records`)."""
+    around = fire_records(reader, task, at_ms - 1, at_ms, 4, live=live)
+    by_id = {run.run_id: run for run in live}
     run = None
     for fire in around:
         if fire.run_id:
-            found = stored_run(reader, fire.run_id)
+            found = by_id.get(fire.run_id) or stored_run(reader, fire.run_id)
             if found is not None:
                 run = found
     return around, run

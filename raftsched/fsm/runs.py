@@ -194,10 +194,11 @@ class RunBook:
             self.active[run_id] = data
         self.store.put(key, data)
 
-    def write(self, run_id: str, data: bytes, unfinished: bool) -> None:
-        """Store the serialised run ``run_id`` under its key (the hot path's end-of-run records and
-        promoted runs, raftsched.fsm.hot); ``unfinished``: kept in ``active`` too."""
-        self._write(run_id, data, keys.run_key_for_id(run_id), unfinished)
+    def write(self, run_id: str, data: bytes, unfinished: bool, key: bytes = b"") -> None:
+        """Store the serialised run ``run_id`` under its key (``key``, if the caller has it: the
+        hot path's end-of-run records and promoted runs, raftsched.fsm.hot); ``unfinished``:
+        kept in ``active`` too."""
+        self._write(run_id, data, key or keys.run_key_for_id(run_id), unfinished)
 
     def save(self, run: pb.Run) -> bytes:
         """Store ``run`` as it is now (serialized once, deterministically); returns the bytes."""

@@ -44,9 +44,10 @@ def check_stored_format(get: Callable[[bytes], bytes | None]) -> None:
     refuse_newer("the state has format", pb.Meta.FromString(raw).state_format if raw else 0)
 
 
-def encode(items: Iterable[tuple[bytes, bytes]]) -> bytes:
-    """The canonical snapshot of ``items`` (every replicated ``(key, value)``, in key order)."""
-    snap = pb.Snapshot(format=codec.SNAPSHOT_FORMAT)
+def encode(items: Iterable[tuple[bytes, bytes]], fmt: int = codec.SNAPSHOT_FORMAT) -> bytes:
+    """The canonical snapshot of ``items`` (every replicated ``(key, value)``, in key order), of
+    format ``fmt`` (the state's: a build that reads it can install it)."""
+    snap = pb.Snapshot(format=fmt)
     for key, value in items:
         snap.entries.add(key=key, value=value)
     return snap.SerializeToString(deterministic=True)

@@ -67,6 +67,9 @@ Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 DERIVED_TIMELINES_FORMAT: Final = 3
 """The stored state format from which hot runs keep their timelines as fields (fsm.timeline);
 loading an older state migrates its runs (:meth:`RunBook.migrate_timelines`)."""
+HOT_STATE_FORMAT: Final = 4
+"""The stored state format of a state that numbered its tasks (the columnar hot path,
+raftsched.fsm.hot): written from the NumberEntities on; before it, DERIVED_TIMELINES_FORMAT."""
 
 
 class SchedulerState(LockedReads):
@@ -83,7 +86,8 @@ class SchedulerState(LockedReads):
         self.event_seq = 0
         self.applied_commands = 0
         self.chain = b""
-        self.state_format = codec.SNAPSHOT_FORMAT  # of the stored state (Meta.state_format; 0 reads as 1)
+        # Of the stored state (Meta.state_format; 0 reads as 1); see _written_format.
+        self.state_format = DERIVED_TIMELINES_FORMAT
         self.alerts: alerts_mod.AlertBook = alerts_mod.AlertBook(store, self.retention, self)
         # Node-local counts of what apply did, for metrics: never replicated, never read by
         # apply, so replicas agree whether or not a node counts (None: it does not).
@@ -174,6 +178,7 @@ class SchedulerState(LockedReads):
             self.numbering.clear()
             self.hot.next_seq = 1
             hot_checkpoint_index = 0
+            self.state_format = DERIVED_TIMELINES_FORMAT
         self.task_book.load()
         self.events.invalidate()
         self.runs.load()
@@ -190,7 +195,7 @@ class SchedulerState(LockedReads):
             alert_seq=self.alert_seq,
             applied_commands=self.applied_commands,
             chain=self.chain,
-            state_format=codec.SNAPSHOT_FORMAT,
+            state_format=self._written_format(),
             event_seq=self.event_seq,
         )
         numbering = self.numbering
@@ -199,12 +204,17 @@ class SchedulerState(LockedReads):
             meta.next_task_no = numbering.next_task_no
             meta.next_executor_no = numbering.next_executor_no
             meta.hot_checkpoint_index = self.hot.checkpoint_index
-        self.state_format = codec.SNAPSHOT_FORMAT
+        self.state_format = meta.state_format
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
+
+    def _written_format(self) -> int:
+        """The state format this build writes for this state: HOT_STATE_FORMAT once it numbered
+        (a NumberEntities applied), else DERIVED_TIMELINES_FORMAT (the bytes of the builds before)."""
+        return HOT_STATE_FORMAT if self.numbering.on else DERIVED_TIMELINES_FORMAT
 
     def snapshot(self) -> bytes:
         """The canonical image of the replicated state: equal on every replica at the same index."""
-        return snapshot.encode(self.replicated_items())
+        return snapshot.encode(self.replicated_items(), self._written_format())
 
     def digest(self) -> str:
         return snapshot.digest(self.replicated_items())
@@ -326,6 +336,10 @@ class SchedulerState(LockedReads):
             now = cmd.now_ms
         if body in EventBook.CHANGES_TASKS:
             self.events.invalidate()  # before: a rejection may have changed nothing, or part
+        if body == "set_quota" and self.runs.slots.state:
+            # A new quota counts the running attempts of its owner or namespace (hold_for_quota
+            # walks the cold runs): the hot ones go to the cold path first.
+            self.hot.promote_all()
         result, effects = handler(self, cmd, now)
         if body in _HOT_BIT_BODIES and self.numbering.on:
             self._refresh_hot(cmd, body or "")

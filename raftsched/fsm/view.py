@@ -470,6 +470,36 @@ class LockedReads:
         with self.lock:
             return queries.spec_for(self.tasks, self.store.reader, task, version)
 
+    def live_hot_run(self, run_id: str) -> pb.Run | None:
+        """The live hot run ``run_id`` as a read shows it (raftsched.fsm.hot: it has no stored
+        record until it finishes or is promoted), or None."""
+        with self.lock:
+            if not self.runs.slots.state:
+                return None
+            seq = seq_of(self.runs.slots, self.tasks, run_id)
+            run = self.hot.synthesise(seq) if seq else None
+        return timeline.expand(run) if run is not None else None
+
+    def live_hot_runs(self, tasks: Iterable[str], since_ms: int, until_ms: int, state: int) -> list[pb.Run]:
+        """The live hot runs of ``tasks`` with a nominal time in ``[since_ms, until_ms]`` (0: no
+        end) in state ``state`` (0: any), as reads show them (see :meth:`live_hot_run`)."""
+        with self.lock:
+            if not self.runs.slots.state:
+                return []
+            wanted = set(tasks)
+            live = self.hot.live_runs()
+        out = []
+        for run_id in sorted(live):
+            if run_id.rpartition("@")[0] not in wanted:
+                continue
+            run = pb.Run.FromString(live[run_id])
+            if run.nominal_ms < since_ms or (until_ms and run.nominal_ms > until_ms):
+                continue
+            if state and run.state != state:
+                continue
+            out.append(timeline.expand(run))
+        return out
+
     def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]:
         """Unfinished attempts in run-id order: ``AttemptReady`` for those waiting for an executor,
         ``DispatchAttempt`` for those assigned (a new leader re-sends these to the same executor,

@@ -742,7 +742,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             with self.node.store.reader() as r:
                 for rec in reply.tasks:
                     fires = reply.recent.add(task=rec.spec.name)
-                    for fire, state in queries.recent_fires(r, rec.spec.name, count):
+                    live = self.node.state.live_hot_runs([rec.spec.name], 0, 0, 0)
+                    for fire, state in queries.recent_fires(r, rec.spec.name, count, live):
                         fires.fires.append(fire)
                         fires.run_states.append(state)  # type: ignore[arg-type]  # a RunState value
 
@@ -772,9 +773,17 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             else:
                 tasks = [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
             with self.node.store.reader() as r:
-                return queries.list_runs(
+                runs = queries.list_runs(
                     r, tasks, request.since_ms, request.until_ms, request.state, size + 1, before
                 )
+            # Live runs of the columnar hot path have no stored record yet (raftsched.fsm.hot).
+            live = self.node.state.live_hot_runs(tasks, request.since_ms, request.until_ms, request.state)
+            if before is not None:
+                live = [run for run in live if (run.nominal_ms, run.run_id) < before]
+            if not live:
+                return runs
+            runs = sorted([*runs, *live], key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
+            return runs[: size + 1]
 
         async with self._reads:
             runs = await asyncio.to_thread(read)
@@ -791,6 +800,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
             try:
                 with self.node.store.reader() as r:
                     run = queries.stored_run(r, request.run_id)
+                if run is None:  # a live run of the columnar hot path: no stored record yet
+                    run = self.node.state.live_hot_run(request.run_id)
             except ValueError:  # not a run id (its nominal part is not a number)
                 run = None
         if run is None or not authz.visible(self.node.state.task_namespace(run.task)):
@@ -805,10 +816,11 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
+        live = self.node.state.live_hot_runs([request.task], 0, 0, 0)  # no stored record yet
         with self.node.store.reader() as r:
             out.fires.extend(
                 queries.fire_records(
-                    r, request.task, request.since_ms, request.until_ms, limit, request.newest
+                    r, request.task, request.since_ms, request.until_ms, limit, request.newest, live
                 )
             )
         return out
@@ -817,8 +829,9 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
         await self._consistent(context)
         rec = self._task(request.task)
+        live = self.node.state.live_hot_runs([request.task], 0, 0, 0)  # no stored record yet
         with self.node.store.reader() as r:
-            around, run = queries.fires_around(r, request.task, request.at_ms)
+            around, run = queries.fires_around(r, request.task, request.at_ms, live)
         calendars = [c for n in rec.spec.exclude if (c := self.node.state.calendar_for(n)) is not None]
         return explain(rec, request.at_ms, around, run, calendars, now_ms=self.node.gate.now_ms())
 

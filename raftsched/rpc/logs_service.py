@@ -124,6 +124,8 @@ class LogsServicer(pb_grpc.LogsServicer):  # type: ignore[misc]
             try:
                 with node.store.reader() as r:
                     run = queries.stored_run(r, request.run_id)
+                if run is None:  # a live run of the columnar hot path: no stored record yet
+                    run = node.state.live_hot_run(request.run_id)
             except ValueError:
                 run = None
         if run is None or not authz.visible(node.state.task_namespace(run.task)):

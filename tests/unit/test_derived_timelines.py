@@ -29,7 +29,7 @@ import pytest
 from raftsched import codec
 from raftsched.fsm import keys, queries, timeline
 from raftsched.fsm import tasks as tasks_mod
-from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.state import DERIVED_TIMELINES_FORMAT, SchedulerState
 from raftsched.model import CronTrigger, TaskSpec
 from raftsched.storage.lmdb_store import LmdbStore
 from raftsched.storage.memory import MemoryStore
@@ -127,7 +127,7 @@ def test_a_format_2_snapshot_restores_and_answers_the_same(old: dict[str, Any]) 
     assert len(cmd.report_results.results) == 2
     data = codec.encode_command(cmd)
     assert restored.apply(data).encode() == live.apply(data).encode()
-    assert restored.state_format == codec.SNAPSHOT_FORMAT
+    assert restored.state_format == DERIVED_TIMELINES_FORMAT  # (format 4 only once numbered)
     with live.store.reader() as a, restored.store.reader() as b:
         for rid in old["runs"]:
             assert queries.stored_run(a, rid) == queries.stored_run(b, rid), rid

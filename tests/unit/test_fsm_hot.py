@@ -297,7 +297,9 @@ def test_failure_of_a_hot_run_promotes_it_and_goes_on_as_the_cold_path() -> None
     assert tables(reloaded(cols)) == tables(cols)
 
 
-@pytest.mark.parametrize("event", ["cancel", "leave", "lost", "update_replace", "delete", "retry_elsewhere"])
+@pytest.mark.parametrize(
+    "event", ["cancel", "leave", "lost", "update_replace", "delete", "retry_elsewhere", "quota"]
+)
 def test_cold_events_promote_a_running_hot_run(event: str) -> None:
     cols, cold = twins("a")
     at = T0 + S
@@ -324,6 +326,12 @@ def test_cold_events_promote_a_running_hot_run(event: str) -> None:
     elif event == "delete":
         assert delete(cols, "a", now=at + 50).ok and delete(cold, "a", now=at + 50).ok
         data = b""
+    elif event == "quota":  # the running hot attempt holds a place of the new quota
+        cmd = pb.Command(epoch=1, now_ms=at + 50, origin="n1")
+        cmd.set_quota.quota.kind = "namespace"
+        cmd.set_quota.quota.name = "default"
+        cmd.set_quota.quota.max_running = 5
+        data = codec.encode_command(cmd)
     else:
         data = report(at + 50, (run_id, 0, 1, False))
     if data:
@@ -561,3 +569,250 @@ def test_digest_of_the_workload_is_stable() -> None:
             state.apply(data)
         digests.add(hashlib.sha256(state.snapshot()).hexdigest())
     assert len(digests) == 1
+
+
+def test_fire_queries_synthesise_the_fired_records_of_hot_fires() -> None:
+    from raftsched.fsm import queries
+
+    cols, cold = twins("a")
+    for k in (1, 2, 3):
+        at = T0 + k * S
+        assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+        assert apply(cols, assign_cols(at, [(k, 1, 1)])).accounted == 1
+        assert apply(cols, result_cols(at + 1, [(k, 1, 1, 1, 0)])).accounted == 1
+        assert apply(cold, tick("a", 1, at)).fired == 1
+        assert apply(cold, assign(at, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+        assert apply(cold, cold_success(at + 1, f"a@{at}", "ex1", 1, 0)).accounted == 1
+    with cols.store.reader() as r:
+        assert not list(r.scan(keys.FIRE, keys.FIRE + keys.END))  # no fire record stored
+        got = queries.fire_records(r, "a", 0, 0, 10)
+        newest = queries.fire_records(r, "a", 0, 0, 2, newest=True)
+    with cold.store.reader() as r:
+        want = queries.fire_records(r, "a", 0, 0, 10)
+    assert [(f.nominal_ms, f.outcome, f.run_id, f.decided_ms, f.epoch, f.task_version) for f in got] == [
+        (f.nominal_ms, f.outcome, f.run_id, f.decided_ms, f.epoch, f.task_version) for f in want
+    ]
+    assert [f.nominal_ms for f in newest] == [T0 + 2 * S, T0 + 3 * S]
+    # A state the hot path never touched reads as before: its fire records only.
+    with cold.store.reader() as r:
+        assert queries.synthesised_fires(r, "a", 0, 0, 10, False, want) == []
+
+
+def test_the_end_of_run_record_from_wire_pieces_is_protobufs_deterministic_bytes() -> None:
+    cases = [
+        ("a", 1, "", "a@5", 5, 6, 9, 1, "ex1", 7, 5 + 40, 300),
+        ("t" * 200, 1 << 40, '{"k": "v"}', "t@1", T0, T0 + 1, T0 + 99, 1 << 33, "é" * 70, T0 + 2, 0, 0),
+        ("b", 3, "{}", "b@0", 0, 0, 0, 0, "", 0, -7, 1 << 31),
+    ]
+    for task, version, params, rid, nominal, created, now, epoch, ex, assigned, started, dur in cases:
+        run = pb.Run(
+            run_id=rid,
+            task=task,
+            nominal_ms=nominal,
+            task_version=version,
+            state=pb.SUCCEEDED,
+            created_ms=created,
+            finished_ms=now,
+            epoch=epoch,
+            params_json=params,
+            timeline_derived=True,
+        )
+        run.timeline.add(event="created", at_ms=created, reason="fire")
+        run.shards.add(
+            attempt=1, state=pb.SUCCEEDED, finished_ms=now, executor=ex, assigned_ms=assigned, duration_ms=dur
+        ).started_ms = started
+        head = hot._finished_head(task, version, params)
+        got = hot.finished_run_bytes(head, rid, nominal, created, now, epoch, ex, assigned, started, dur)
+        assert got == run.SerializeToString(deterministic=True)
+
+
+def test_state_format_4_is_written_from_numbering_on_and_refused_by_a_format_3_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from raftsched.errors import SnapshotFormatError
+    from raftsched.fsm.state import DERIVED_TIMELINES_FORMAT, HOT_STATE_FORMAT
+
+    plain = fresh()
+    assert create(plain, allow("a")).ok
+    assert pb.Meta.FromString(plain.store.get(keys.META) or b"").state_format == DERIVED_TIMELINES_FORMAT
+    assert pb.Snapshot.FromString(plain.snapshot()).format == DERIVED_TIMELINES_FORMAT
+    assert apply(plain, number_entities()).ok
+    assert pb.Meta.FromString(plain.store.get(keys.META) or b"").state_format == HOT_STATE_FORMAT
+    assert pb.Snapshot.FromString(plain.snapshot()).format == HOT_STATE_FORMAT == codec.SNAPSHOT_FORMAT
+    data = plain.snapshot()
+    monkeypatch.setattr(codec, "SNAPSHOT_FORMAT", DERIVED_TIMELINES_FORMAT)  # a build before it
+    with pytest.raises(SnapshotFormatError):
+        SchedulerState.load(MemoryStore()).restore(data, 1)
+    with pytest.raises(SnapshotFormatError):
+        SchedulerState.load(plain.store)
+
+
+def test_reads_of_live_hot_runs_show_what_the_cold_path_stores() -> None:
+    from raftsched.fsm import queries
+
+    cols, cold = twins("a", "b")
+    at = T0 + S
+    assert apply(cols, fire_cols(at, [(1, 1, at, at + S), (2, 1, at, at + S)])).fired == 2
+    assert apply(cold, tick("a", 1, at)).fired == 1 and apply(cold, tick("b", 1, at)).fired == 1
+    assert apply(cols, assign_cols(at + 10, [(1, 1, 1)])).accounted == 1
+    assert apply(cold, assign(at + 10, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+    with cold.store.reader() as r:
+        want = {rid: queries.stored_run(r, rid) for rid in (f"a@{at}", f"b@{at}")}
+        listed = queries.list_runs(r, ["a", "b"], 0, 0, 0, 10)
+    for rid, run in want.items():
+        assert cols.live_hot_run(rid) == run
+    assert cols.live_hot_run(f"a@{at + 1}") is None
+    live = cols.live_hot_runs(["a", "b"], 0, 0, 0)
+    assert sorted(live, key=lambda x: (x.nominal_ms, x.run_id), reverse=True) == listed
+    assert [r.run_id for r in cols.live_hot_runs(["a", "b"], 0, 0, pb.RUNNING)] == [f"a@{at}"]
+    assert cols.live_hot_runs(["b"], at + 1, 0, 0) == []
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_streams_of_hot_and_cold_events_keep_the_cold_paths_state(seed: int) -> None:
+    """Seeded random streams: hot attempts as columns on one state, as today's bodies on its
+    twin, with cold events between (failures, losses, cancels, leaves, disables, updates,
+    deletes). After every step the stored runs are byte-identical, the unfinished runs and task
+    counters equal (but kept fire records), and a reload rebuilds identical tables."""
+    import random
+
+    rnd = random.Random(seed)
+    names = ["a", "b", "c", "d"]
+    cols, cold = twins(*names)
+    execs = {"ex1": 1, "ex2": 2}
+    now = T0
+    due = dict.fromkeys(names, T0 + S)
+
+    def both(data: bytes) -> None:
+        a, b = cols.apply(data), cold.apply(data)
+        assert a.result == b.result, data
+
+    def live(state: SchedulerState) -> dict[str, pb.Run]:
+        with state.view() as v:
+            return {rid: pb.Run.FromString(raw) for rid, raw in v.active.items()}
+
+    for _step in range(60):
+        now += rnd.randint(1, 700)
+        op = rnd.random()
+        if op < 0.3:  # fires of every hot task that is due
+            rows, cold_entries = [], []
+            for name in names:
+                st = cols.tasks.get(name)
+                if st is None:
+                    continue
+                due[name] = max(due[name], st.watermark_ms + 1)  # (enabling again moved it)
+                if due[name] > now:
+                    continue
+                if not st.hot:
+                    due[name] = now + S
+                    continue
+                rows.append((st.number, st.version, due[name], now + S))
+                cold_entries.append((name, st.version, due[name]))
+                due[name] = now + S
+            if rows:
+                res = apply(cols, fire_cols(now, rows))
+                assert res.fired == len(rows)
+                for name, version, nominal in cold_entries:
+                    from tests.support.fsm import batch, entry, fire
+
+                    one = batch(now, entry(name, version, [fire(nominal)], watermark=now, next_fire=now + S))
+                    assert apply(cold, one).fired == 1
+            continue
+        runs = live(cold)
+        assert runs == live(cols)
+        if not runs:
+            continue
+        rid = rnd.choice(sorted(runs))
+        run = runs[rid]
+        shard = run.shards[0]
+        with cols.view() as v:
+            seq = v.hot_seq(rid)
+        if op < 0.5 and shard.state == pb.PENDING and not run.held:
+            ex = rnd.choice(sorted(execs))
+            if seq:
+                apply(cols, assign_cols(now, [(seq, shard.attempt, execs[ex])]))
+            else:
+                apply(cols, assign(now, (rid, 0, shard.attempt, ex)))
+            apply(cold, assign(now, (rid, 0, shard.attempt, ex)))
+        elif op < 0.7 and shard.state == pb.RUNNING:
+            dur, late = rnd.randint(0, 900), rnd.randint(-5, 900)
+            if seq:
+                apply(cols, result_cols(now, [(seq, shard.attempt, execs[shard.executor], dur, late)]))
+            else:
+                apply(cols, cold_success(now, rid, shard.executor, dur, late))
+            apply(cold, cold_success(now, rid, shard.executor, dur, late))
+        elif op < 0.78 and shard.state == pb.RUNNING:
+            both(result(now, rid, shard.attempt, shard.executor, False, error="boom"))
+        elif op < 0.83 and shard.state == pb.RUNNING:
+            cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+            cmd.report_results.results.add(run_id=rid, shard=0, attempt=shard.attempt, lost=True)
+            both(codec.encode_command(cmd))
+        elif op < 0.88:
+            cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+            cmd.cancel_runs.run_ids.append(rid)
+            cmd.cancel_runs.skip_finished = True
+            both(codec.encode_command(cmd))
+        elif op < 0.92:
+            ex = rnd.choice(sorted(execs))
+            both(leave(ex, now, retry_at=now + 1))
+            both(join(ex, now=now + 1))
+        elif op < 0.96:
+            from tests.support.fsm import set_enabled
+
+            name = run.task
+            if name in cold.tasks:
+                enabled = not cold.tasks[name].enabled
+                a, b = set_enabled(cols, name, enabled, now=now), set_enabled(cold, name, enabled, now=now)
+                a.task.kept_fires = b.task.kept_fires = 0  # hot fires store no fire record
+                assert a == b
+        else:
+            name = run.task
+            if name in cold.tasks and rnd.random() < 0.5:
+                assert delete(cols, name, now=now).ok and delete(cold, name, now=now).ok
+                names.remove(name)
+            elif name in cold.tasks:
+                overlap = rnd.choice([Overlap.ALLOW, Overlap.SKIP])
+                spec = TaskSpec(name, EVERY_SECOND, command="true", overlap=overlap)
+                a, b = update(cols, spec, now=now), update(cold, spec, now=now)
+                a.task.kept_fires = b.task.kept_fires = 0
+                assert a == b
+                if a.ok:
+                    due[name] = now + S
+        # A live hot run has no record yet; the cold twin stored it at its fire.
+        hot_live = {keys.run_key_for_id(rid) for rid in cols.hot.live_runs()}
+        assert stored_runs(cols) == {k: v for k, v in stored_runs(cold).items() if k not in hot_live}
+        assert live(cols) == live(cold)
+        for name in names:
+            c, d = cols.get_task(name), cold.get_task(name)
+            assert c is not None and d is not None
+            c.number = d.number = 0
+            c.kept_fires = d.kept_fires = 0
+            assert c == d, name
+        assert tables(reloaded(cols)) == tables(cols)
+
+
+def test_fire_queries_show_live_hot_fires_given_the_live_runs() -> None:
+    from raftsched.fsm import queries
+
+    cols, cold = twins("a")
+    at = T0 + S
+    assert apply(cols, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(cold, tick("a", 1, at)).fired == 1
+    assert apply(cols, assign_cols(at, [(1, 1, 1)])).accounted == 1
+    assert apply(cold, assign(at, (f"a@{at}", 0, 1, "ex1"))).accounted == 1
+    live = cols.live_hot_runs(["a"], 0, 0, 0)
+
+    def key(f: pb.FireRecord) -> tuple[object, ...]:
+        return (f.nominal_ms, f.outcome, f.run_id, f.decided_ms, f.epoch, f.task_version, f.count)
+
+    with cols.store.reader() as r, cold.store.reader() as c:
+        assert queries.fire_records(r, "a", 0, 0, 10) == []  # nothing stored yet
+        assert [key(f) for f in queries.fire_records(r, "a", 0, 0, 10, live=live)] == [
+            key(f) for f in queries.fire_records(c, "a", 0, 0, 10)
+        ]
+        got = queries.recent_fires(r, "a", 5, live)
+        want = queries.recent_fires(c, "a", 5)
+        assert [(key(f), s) for f, s in got] == [(key(f), s) for f, s in want]
+        around, run = queries.fires_around(r, "a", at, live)
+        around_c, run_c = queries.fires_around(c, "a", at)
+        assert [key(f) for f in around] == [key(f) for f in around_c] and run == run_c

@@ -374,30 +374,40 @@ def _pending(p: AttemptReady | DispatchAttempt) -> tuple[object, ...]:
     return ("assigned", p.run_id, p.nominal_ms, p.shard, p.attempt, p.executor)
 
 
+def _of(live: list[pb.Run], task: str) -> list[pb.Run]:
+    return [run for run in live if run.task == task]
+
+
 def views(world: World, run_ids: Iterable[str]) -> dict[str, object]:
     """Every API-visible view of ``world`` this harness compares, as plain values."""
     state = world.state
     out: dict[str, object] = {}
     out["tasks"] = [_task(r).SerializeToString(deterministic=True) for r in state.list_tasks()]
     names = state.user_task_names()
+    # As the admin servicer reads them (raftsched/rpc/admin.py GetRun, ListRuns, FireAccounting,
+    # ListTasks' recent fires): the store, and the live hot runs, which have no record yet.
+    live = state.live_hot_runs(names, 0, 0, 0)
     with world.store.reader() as r:
         out["runs"] = {
             run_id: (run.SerializeToString(deterministic=True) if run is not None else None)
             for run_id in sorted(run_ids)
-            for run in [queries.stored_run(r, run_id)]
+            for run in [queries.stored_run(r, run_id) or state.live_hot_run(run_id)]
         }
-        out["list_runs"] = [
-            x.SerializeToString(deterministic=True) for x in queries.list_runs(r, names, 0, 0, 0, 10_000)
-        ]
+        runs = [*queries.list_runs(r, names, 0, 0, 0, 10_000), *live]
+        runs.sort(key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
+        out["list_runs"] = [x.SerializeToString(deterministic=True) for x in runs]
         out["fires"] = {
             name: [
                 f.SerializeToString(deterministic=True)
-                for f in queries.fire_records(r, name, 0, 0, 10_000, False)
+                for f in queries.fire_records(r, name, 0, 0, 10_000, False, _of(live, name))
             ]
             for name in names
         }
         out["recent"] = {
-            name: [(f.SerializeToString(deterministic=True), s) for f, s in queries.recent_fires(r, name, 20)]
+            name: [
+                (f.SerializeToString(deterministic=True), s)
+                for f, s in queries.recent_fires(r, name, 20, _of(live, name))
+            ]
             for name in names
         }
     with state.view() as v:

@@ -15,11 +15,12 @@ from raftsched.leader import writes
 from tests.support.columns_diff import EXECUTORS, World, columns_apply, differences, task_spec
 
 TASKS = 4
-# Views the state machine's read side does not show for hot runs yet (docs/dev/columnar.md, step
-# 10): run show and the run list of a live (pending or running) hot run, which is not a stored
-# record; fire accounting and recent fires of FIRED hot fires, which write no FireRecord. Every
-# stream is compared without them, and test_the_read_side_shows_the_same compares them too.
-READ_GAPS = ("runs", "list_runs", "fires", "recent")
+# Views the state machine's read side does not show the same yet: fire accounting and recent
+# fires lose a task's hot FIRED fires once it has a stored fire record (queries.synthesised_fires
+# starts at the oldest one: a task that fired hot and then got a cold record, e.g. updated to
+# overlap=skip). Every stream is compared without them; test_the_read_side_shows_the_same
+# compares them too.
+READ_GAPS = ("fires", "recent")
 VARIANTS = ("hot", "every2", "skip", "replace", "retry")
 
 Event = tuple[object, ...]

@@ -535,7 +535,7 @@ class SchedulerState(LockedReads):
 
     def hot_touched(self, names: Iterable[str]) -> None:
         """Tasks whose counters a hot entry changed: re-put at the next checkpoint (TaskBook)."""
-        self.task_book.since_checkpoint.update(names)
+        self.task_book.hot_since.update(names)
 
     def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
         """Flag ``st`` unplaceable (and alert once) when no live executor could ever run it."""

@@ -98,6 +98,10 @@ class TaskBook:
         # checkpoint).
         self.last_key = b""
         self.since_checkpoint: set[str] = set()
+        # Tasks whose counters hot entries changed since (raftsched.fsm.hot: replayed from their
+        # records on load): re-put at the next checkpoint too, but they do not bring it forward
+        # (CHECKPOINT_TASKS bounds the work of the counter records' replay, which these have not).
+        self.hot_since: set[str] = set()
         # Loading: the command index of each task's last counter record (the hot path's replay
         # takes a hot record's rows for a task only if they are newer, raftsched.fsm.hot).
         self.counter_index: dict[str, int] = {}
@@ -118,6 +122,7 @@ class TaskBook:
             self.tasks[st.spec.name] = st
         self.last_key = b""
         self.since_checkpoint.clear()
+        self.hot_since.clear()
         tasks = self.tasks
         index = self.counter_index
         index.clear()
@@ -174,7 +179,7 @@ class TaskBook:
         if self.dirty:
             self._write_counters(applied)
         since = self.since_checkpoint
-        if since and (applied % CHECKPOINT_EVERY == 0 or len(since) >= CHECKPOINT_TASKS):
+        if (since or self.hot_since) and (applied % CHECKPOINT_EVERY == 0 or len(since) >= CHECKPOINT_TASKS):
             self.checkpoint()
 
     def _write_counters(self, applied: int) -> None:
@@ -205,7 +210,7 @@ class TaskBook:
         """Store the TaskRecord of every task named in a counter record since the last checkpoint
         (sorted: the order of puts is not stored, but keep it fixed), then delete the records."""
         store, tasks = self.store, self.tasks
-        for name in sorted(self.since_checkpoint):
+        for name in sorted(self.since_checkpoint | self.hot_since):
             st = tasks.get(name)
             if st is not None:
                 store.put(keys.task_key(name), st.record_bytes())
@@ -215,6 +220,7 @@ class TaskBook:
                 store.delete(key)
         self.last_key = b""
         self.since_checkpoint.clear()
+        self.hot_since.clear()
         self.counter_index.clear()
         self.host.hot_checkpoint(self.host.applied_commands)
 

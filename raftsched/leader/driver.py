@@ -26,10 +26,10 @@ from raftsched import codec
 from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
 from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.effects import BarrierCommitted, Effect, TaskArmed
+from raftsched.fsm.effects import BarrierCommitted, Effect, ReadyColumns, TaskArmed
 from raftsched.fsm.state import SchedulerState
-from raftsched.fsm.view import Planning
-from raftsched.leader import writes
+from raftsched.fsm.view import Planning, StateView
+from raftsched.leader import columns, writes
 from raftsched.leader.gate import leader_time
 from raftsched.leader.window import FiringWindow
 from raftsched.logfields import leadership_fields
@@ -48,6 +48,24 @@ HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at 
 # Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
 # per task; planning itself, croniter included, runs off the lock).
 PLAN_READ_CHUNK = 1000
+# A NumberEntities proposed whose numbering has not applied after this is proposed again.
+NUMBERING_RETRY_MS = 5000
+# An upper bound of one FireColumns row's encoded size (four varints of at most 5, 10, 10 and 10
+# bytes, and the packed fields' tags and lengths amortised): rows per entry stay within
+# MAX_ENTRY_BYTES with room to spare.
+HOT_ROW_BYTES = 36
+
+
+def _hot_numbers(v: StateView, names: Iterable[str]) -> dict[str, int]:
+    """The numbers of the hot tasks among ``names`` (numbered and ``hot``: their single on-time
+    fires go into FireColumns)."""
+    tasks = v.tasks
+    out: dict[str, int] = {}
+    for name in names:
+        st = tasks.get(name)
+        if st is not None and st.hot and st.number:
+            out[name] = st.number
+    return out
 
 
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
@@ -145,6 +163,10 @@ class LeaderDriver:
         self.clock_faulty: Callable[[], bool] | None = None
         # ``damaged()``: this node's stored state is damaged; it plans nothing (it must not lead).
         self.damaged: Callable[[], bool] | None = None
+        # ``columns_allowed()``: every voting member applies the columnar bodies
+        # (raftsched.leader.formats); asked once per poll. None: never (today's bodies only).
+        self.columns_allowed: Callable[[], bool] | None = None
+        self._numbering_sent_ms = 0  # leader time a NumberEntities was proposed (this leadership)
         self._paused_for_clock = False
         # (deadline, WorkflowWaitsDue applied so far, leader time) when one was last proposed
         self._waits_proposed: tuple[int, int, int] = (0, 0, 0)
@@ -160,6 +182,7 @@ class LeaderDriver:
         self.in_flight.clear()
         self._due.clear()
         self._paused_for_clock = False
+        self._numbering_sent_ms = 0
         # Leader time is monotonic within a leadership; across leaderships the committed time
         # carries it (our barrier applies after every older entry). A time this node stamped
         # when it led before (perhaps with a clock that was wrong then) is not a floor.
@@ -236,6 +259,17 @@ class LeaderDriver:
                     self.wheel.insert(effect.task, effect.next_fire_ms)
                 else:
                     self.wheel.cancel(effect.task)
+            elif isinstance(effect, ReadyColumns):
+                # Each accepted FireColumns row re-arms its task (a TaskArmed of the current version).
+                with self.state.view() as v:
+                    rows = list(columns.armed_rows(v, effect))
+                in_flight, wheel = self.in_flight, self.wheel
+                for name, next_fire in rows:
+                    in_flight.discard(name)
+                    if next_fire:
+                        wheel.insert(name, next_fire)
+                    else:
+                        wheel.cancel(name)
 
     def on_proposal_committed(self, proposal: Proposal) -> None:
         """A batch applied. Tasks it covered that were not re-armed by an effect (their entry was
@@ -299,6 +333,7 @@ class LeaderDriver:
             log.warning("leader %s: its clock agrees with the majority again; planning resumes", self.node_id)
         now = self._now(clock_ms)
         waits = self._waits_due(now)
+        hot, numbering = self._columns(now)
         due = self._due
         due.extend(name for name, _ in self.wheel.advance(now))
         batches = BatchBuilder(self, now)
@@ -312,14 +347,18 @@ class LeaderDriver:
         hold = self.hold_fires
         fires = 0
         reads: dict[str, tuple[Planning | None, bool]] = {}
+        numbers: dict[str, int] = {}  # hot tasks of the chunk read -> their numbers
         while due and (not max_fires or fires < max_fires):
             name = due.popleft()
             if name in wheel:
                 continue  # re-armed by a newer effect since it fell due: the wheel has it
             if name not in reads:  # read this task's and the next due tasks' inputs in one view
                 chunk = min(PLAN_READ_CHUNK, max_fires - fires if max_fires else PLAN_READ_CHUNK)
+                names = [name, *itertools.islice(due, chunk - 1)]
                 with state.view() as v:
-                    reads = v.planning_inputs(itertools.chain((name,), itertools.islice(due, chunk - 1)))
+                    reads = v.planning_inputs(names)
+                    if hot:
+                        numbers = _hot_numbers(v, names)
             planning, active = reads.pop(name)
             if planning is None:
                 continue
@@ -336,6 +375,12 @@ class LeaderDriver:
             try:
                 following = single_on_time_fire(spec.trigger, next_fire, now, grace)
                 if following is not None:
+                    number = numbers.get(name, 0) if hot else 0
+                    if number and following > now:
+                        batches.add_hot(name, number, version, next_fire, following)
+                        fires += 1
+                        in_flight.add(name)
+                        continue
                     batches.add_single(name, version, next_fire, following)
                     if spec.overlap == Overlap.REPLACE:
                         batches.cmd.format = max(
@@ -357,7 +402,24 @@ class LeaderDriver:
                 batches.cmd.format = max(codec.command_format(batches.cmd), codec.REPLACE_RELEASES_FORMAT)
             fires += len(tf.fires)
             in_flight.add(name)
-        return waits + batches.finish()
+        return numbering + waits + batches.finish()
+
+    def _columns(self, now: int) -> tuple[bool, list[Proposal]]:
+        """Whether this poll builds columns for hot tasks, and a ``NumberEntities`` to propose
+        first (once per leadership, again after :data:`NUMBERING_RETRY_MS` if its numbering has
+        not applied: the columns name tasks by number). Only while every voting member applies
+        them (``columns_allowed``, :mod:`raftsched.leader.formats`)."""
+        allowed = self.columns_allowed
+        if allowed is None or not allowed():
+            return False, []
+        with self.state.view() as v:
+            on = v.numbering_on()
+        if on:
+            return True, []
+        if self._numbering_sent_ms and now - self._numbering_sent_ms < NUMBERING_RETRY_MS:
+            return False, []
+        self._numbering_sent_ms = now
+        return False, [Proposal(columns.number_entities(now, self.epoch, self.node_id), ())]
 
     def _waits_due(self, now: int) -> list[Proposal]:
         """A ``WorkflowWaitsDue`` when a cross-workflow deadline (timeout, warn_after) has come.
@@ -401,13 +463,71 @@ class BatchBuilder:
     ``max_fires_per_batch`` (building inside the command saves constructing, sizing and copying
     one message per task, the bulk of the leader's planning cost)."""
 
-    __slots__ = ("cmd", "driver", "fired", "fires", "names", "now", "out", "size", "tasks")
+    __slots__ = (
+        "cmd",
+        "driver",
+        "fired",
+        "fires",
+        "hot_names",
+        "hot_next",
+        "hot_nominal",
+        "hot_task",
+        "hot_version",
+        "names",
+        "now",
+        "out",
+        "size",
+        "tasks",
+    )
 
     def __init__(self, driver: LeaderDriver, now: int) -> None:
         self.driver = driver
         self.now = now
         self.out: list[Proposal] = []
         self._start()
+        self._start_hot()
+
+    def _start_hot(self) -> None:
+        # FireColumns rows of hot tasks, as plain lists (one extend per column at the flush).
+        self.hot_names: list[str] = []
+        self.hot_task: list[int] = []
+        self.hot_version: list[int] = []
+        self.hot_nominal: list[int] = []
+        self.hot_next: list[int] = []
+
+    def add_hot(self, name: str, number: int, version: int, nominal: int, following: int) -> None:
+        """The single on-time fire of hot task ``name`` (numbered ``number``) as a FireColumns
+        row: the same fire :meth:`add_single` would put in the FireBatch (``following`` is after
+        ``now``, and ``nominal`` is not)."""
+        names = self.hot_names
+        if names and (
+            len(names) >= self.driver.max_fires_per_batch
+            or (len(names) + 1) * HOT_ROW_BYTES > MAX_ENTRY_BYTES
+        ):
+            self._flush_hot()
+            self._start_hot()
+            names = self.hot_names
+        names.append(name)
+        self.hot_task.append(number)
+        self.hot_version.append(version)
+        self.hot_nominal.append(nominal)
+        self.hot_next.append(following)
+
+    def _flush_hot(self) -> None:
+        names = self.hot_names
+        if not names:
+            return
+        d, now = self.driver, self.now
+        cmd = pb.Command(epoch=d.epoch, now_ms=now, origin=d.node_id)
+        cols = cmd.fire_columns
+        cols.task.extend(self.hot_task)
+        cols.version.extend(self.hot_version)
+        nominals = self.hot_nominal
+        cols.nominal_delta.extend([now - n for n in nominals])
+        cols.next_delta.extend([f - n for f, n in zip(self.hot_next, nominals, strict=True)])
+        self.out.append(
+            Proposal(codec.encode_command(cmd), tuple(names), fired=tuple(Counter(nominals).items()))
+        )
 
     def _start(self) -> None:
         d = self.driver
@@ -467,7 +587,9 @@ class BatchBuilder:
             )
 
     def finish(self) -> list[Proposal]:
+        """The cycle's proposals: its FireBatch commands, then its FireColumns commands."""
         self._flush()
+        self._flush_hot()
         return self.out
 
 

@@ -204,15 +204,26 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         if self.hub.on_results is not None:
             self.hub.on_results(request.results)
         _log_results(request.name, request.results)
-        proposal = self.hub.dispatcher.results(request.name, request.results, self.hub.now_ms(), ids)
-        if proposal is not None:
-            outcome = await propose_and_wait(self.hub.node, proposal.encode())
-            if outcome.refused:
+        # One command, or two: the successes of hot runs as ResultColumns and the rest as
+        # ReportResults (raftsched.leader.columns), proposed together.
+        d = self.hub.dispatcher
+        now = self.hub.now_ms()
+        proposals = d.report(request.name, request.results, now, ids)
+        if proposals:
+            outcomes = await asyncio.gather(*(propose_and_wait(self.hub.node, p.encode()) for p in proposals))
+            refused = sum(outcome.refused for outcome in outcomes)
+            for proposal, outcome in zip(proposals, outcomes, strict=True):
+                # Hot runs promoted to the cold path meanwhile: their successes again, by run id.
+                again = d.refused_hot(proposal, outcome.refused, request.name, request.results, now, ids)
+                if again is not None:
+                    retried = await propose_and_wait(self.hub.node, again.encode())
+                    refused += retried.refused - outcome.refused
+            if refused:
                 log.info(
                     "%s: %d of %d results from %s refused as stale (attempt superseded, run finished, "
                     "or not assigned to it)",
                     self.hub.node.node_id,
-                    outcome.refused,
+                    refused,
                     len(request.results),
                     request.name,
                 )

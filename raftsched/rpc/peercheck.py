@@ -132,6 +132,15 @@ class PeerCheck:
         sums[self.node_id] = self._own_sum(index)
         return Seen(index, {n: v for n, v in sums.items() if v})
 
+    async def formats(self) -> dict[str, int]:
+        """The command format each peer that answered reports (``NodeStatus.command_format``),
+        by node id; a peer that does not answer, or answers with another node's id, is left out
+        (raftsched.leader.formats counts it as old)."""
+        peers = list(self._peers())
+        replies = await self._ask(peers, 0)
+        dialled = {node_id for node_id, _ in peers}
+        return {r.node_id: r.command_format for r in replies if r.node_id in dialled}
+
     async def check_once(self) -> str:
         """Why this node's content diverged from its peers' majority ("" if it did not, or
         nothing could be compared)."""

@@ -26,11 +26,16 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver
+from raftsched.leader.formats import MemberFormats
 from raftsched.leader.gate import LeaderGate
 from raftsched.replica import Replica
 from raftsched.timing.schedule import MisfireSettings
 
 EffectsFn = Callable[[tuple[Effect, ...]], None]
+
+
+def _never() -> bool:
+    return False
 
 
 class Core:
@@ -58,6 +63,7 @@ class Core:
         leader_address: Callable[[], str | None] = lambda: None,
         damaged: Callable[[], str] = lambda: "",
         content_sum: Callable[[], int] | None = None,
+        member_formats: MemberFormats | None = None,
     ) -> None:
         self.node_id = node_id
         self.store = store
@@ -71,6 +77,12 @@ class Core:
         self.driver.hold_fires = self.dispatcher.overlap_unknown
         self.driver.clock_faulty = self.clock_watch.faulty
         self.driver.damaged = lambda: bool(damaged())
+        # The columnar hot-path bodies only while every voting member applies them
+        # (raftsched.leader.formats); without a poller of the members' formats, never.
+        self.member_formats = member_formats
+        columns = member_formats.all_apply if member_formats is not None else _never
+        self.driver.columns_allowed = columns
+        self.dispatcher.columns_allowed = columns
         self.gate = LeaderGate(
             node_id,
             clock,

@@ -53,7 +53,7 @@ from raftsched.errors import (
     Unavailable,
 )
 from raftsched.fsm import keys
-from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect
+from raftsched.fsm.effects import AttemptReady, BarrierCommitted, Effect, ReadyColumns
 from raftsched.fsm.membership import REMOVE
 from raftsched.fsm.records import Retention
 from raftsched.fsm.snapshot import check_stored_format
@@ -62,6 +62,7 @@ from raftsched.fsm.tally import ApplyTally
 from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import DriverThread
+from raftsched.leader.formats import COLUMNS_FORMAT, MemberFormats
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
 from raftsched.leader.window import FiringWindow
@@ -106,6 +107,9 @@ CLOCK_WATCH_PERIOD_S = 0.2
 # leader_fallback_timeout, and a load balancer should not send it work meanwhile.
 LEADER_CONTACT_MAX_MS = 1000
 PEER_CHECK_FIRST_S = 10.0  # the first comparison with the peers, after start-up
+# How often a leader asks the other voters which command format they apply (the columnar
+# bodies' gate, raftsched.leader.formats); a follower does not ask.
+FORMAT_POLL_S = 2.0
 
 
 def rebuild_remedy(node_id: str) -> str:
@@ -220,6 +224,7 @@ class Node:
             misfire=self.misfire,
             max_skew_ms=s.max_clock_skew_ms,
             members=lambda: self._members,
+            member_formats=MemberFormats(lambda: [node_id for node_id, _ in self._peer_list()]),
             max_fires_per_batch=s.max_fires_per_batch,
             leader_address=self.leader_grpc,
             damaged=lambda: self.store_damaged,
@@ -457,6 +462,7 @@ class Node:
             retention=self.retention.fingerprint(),
         )
         peer_checking = asyncio.ensure_future(self._peer_check_loop(peer_check))
+        format_polling = asyncio.ensure_future(self._format_loop(peer_check))
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -515,8 +521,11 @@ class Node:
             # and the cluster should not wait that long for a leader.
             await asyncio.to_thread(self.step_down)
             peer_checking.cancel()
+            format_polling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await peer_checking
+            with contextlib.suppress(asyncio.CancelledError):
+                await format_polling
             await peer_check.close()
             await self.membership.stop()
             await self.alert_loop.stop()
@@ -615,6 +624,35 @@ class Node:
             if not every:
                 return
             await asyncio.sleep(every)
+
+    async def _format_loop(self, check: PeerCheck) -> None:
+        """While this node leads, ask the other voters every :data:`FORMAT_POLL_S` which command
+        format they apply (:mod:`raftsched.leader.formats`: the leader proposes the columnar
+        bodies only while all of them apply them); a follower forgets what it heard."""
+        formats = self.core.member_formats
+        assert formats is not None
+        while True:
+            raft = self.raft_node
+            if raft is not None and self.failure is None and raft.is_leader():
+                try:
+                    heard = await check.formats()
+                except Exception as exc:  # a peer's odd answer must not end the loop
+                    log.debug("node %s: format poll failed: %r", self.node_id, exc)
+                    heard = {}
+                before = formats.all_apply()
+                formats.update(heard)
+                if formats.all_apply() != before:
+                    log.info(
+                        "node %s: %s",
+                        self.node_id,
+                        f"every voter applies command format {COLUMNS_FORMAT}: proposing the columnar bodies"
+                        if not before
+                        else f"voters {', '.join(formats.unknown_or_older(COLUMNS_FORMAT))} do not report "
+                        f"command format {COLUMNS_FORMAT}: back to today's bodies",
+                    )
+            else:
+                formats.forget()
+            await asyncio.sleep(FORMAT_POLL_S)
 
     def _peer_grpc(self) -> list[tuple[str, str]]:
         """``(id, gRPC address)`` of every other voter."""
@@ -829,6 +867,9 @@ class Node:
                 for effect in effects
                 if isinstance(effect, AttemptReady) and effect.shard == 0 and effect.epoch == epoch
             )
+            for effect in effects:
+                if isinstance(effect, ReadyColumns):  # (only ever of this leadership's entries)
+                    nominals.update(effect.nominals)
             if nominals:
                 self.apply_lateness.record_runs([(n, now - n, count) for n, count in nominals.items()])
         if self.driver_thread is not None:

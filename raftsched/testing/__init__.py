@@ -41,6 +41,7 @@ from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.liveness import executor_health
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver, Proposal
+from raftsched.leader.formats import MemberFormats
 from raftsched.leader.gate import Stamp, epoch_verdict, leader_time
 from raftsched.model import TaskSpec
 from raftsched.replica import Replica
@@ -215,17 +216,19 @@ class _SimEndpoint:
     def _now(self, node: SimNodeState) -> int:
         return leader_time(self.sim.now(node.node_id), node.state.max_now_ms)
 
-    def _commit(self, node: SimNodeState, data: bytes) -> None:
+    def _commit(self, node: SimNodeState, data: bytes) -> logpb.CommandResult:
+        """Propose ``data`` on ``node`` and settle; the state machine's result."""
         errors: list[ProposeError] = []
-        done: list[bool] = []
+        done: list[bytes | None] = []
         self.sim.cluster.nodes[node.node_id].propose(
-            data, lambda _r, e: errors.append(e) if e is not None else done.append(True)
+            data, lambda r, e: errors.append(e) if e is not None else done.append(r)
         )
         self.sim.settle()
         if errors:
             raise TransportError("unavailable", str(errors[0]))
         if not done:
             raise TransportError("deadline_exceeded", "the command did not commit")
+        return logpb.CommandResult.FromString(done[0] or b"")
 
     def register(self, target: str, request: pb.RegisterRequest) -> pb.RegisterReply:
         node = self._node(target)
@@ -289,9 +292,12 @@ class _SimEndpoint:
         if self.refuse_reports > 0:
             self.refuse_reports -= 1
             raise TransportError("unavailable", "the write was not confirmed in time; its outcome is unknown")
-        proposal = node.dispatcher.results(request.name, request.results, self._now(node))
-        if proposal is not None:
-            self._commit(node, proposal.encode())
+        now = self._now(node)
+        for proposal in node.dispatcher.report(request.name, request.results, now):
+            refused = self._commit(node, proposal.encode()).refused
+            again = node.dispatcher.refused_hot(proposal, refused, request.name, request.results, now)
+            if again is not None:
+                self._commit(node, again.encode())
         return pb.ReportReply(acknowledged=[r.execution_id for r in request.results])
 
     def drain(self, target: str, request: pb.DrainRequest) -> pb.DrainReply:
@@ -352,7 +358,12 @@ class SimHarness:
         seed: int = 0,
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
         health: HealthSettings | None = None,
+        columns: bool = False,
     ) -> None:
+        # ``columns``: every node is of this build and reports its command format, so a leader
+        # builds the columnar hot-path bodies (raftsched.leader.formats); off unless asked for
+        # (old scenarios' logs and the golden digests stay).
+        self.columns = columns
         self.dispatch = dispatch or DispatchSettings(
             lease_ms=2000, heartbeat_ms=300, retry_base_ms=200, stream_grace_ms=600
         )
@@ -395,6 +406,9 @@ class SimHarness:
             misfire=self.misfire,
             max_skew_ms=self.max_skew_ms,
             members=lambda: len(self.nodes),
+            member_formats=MemberFormats(lambda: (), own_format=lambda: codec.COMMAND_FORMAT)
+            if self.columns
+            else None,
         )
         # Effects reach the dispatcher at once (a node hands them to its event loop).
         core.to_dispatcher = lambda effects: core.dispatch_effects(effects, self.now(node_id))

@@ -14,9 +14,10 @@ import pytest
 
 from raftsched import codec
 from raftsched.client import Client
-from raftsched.model import ManualTrigger, TaskSpec
+from raftsched.model import CronTrigger, ManualTrigger, Overlap, TaskSpec
 from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.conftest import ClusterFactory
+from tests.integration.helpers import set_aside_known_noise
 
 pytestmark = pytest.mark.integration
 
@@ -71,3 +72,59 @@ def test_a_node_refuses_a_newer_command_exits_4_and_catches_up_once_upgraded(
         start_newer(cluster, "n3", script)
         wait_until(lambda: cluster.status("n3").tasks == 2, 60, 0.2, "n3 replays and catches up")
         cluster.chains_agree()
+
+
+OLDER_BUILD = """
+import runpy
+from raftsched import codec
+codec.COMMAND_FORMAT = codec.COLUMNS_FORMAT - 1  # a build from before the columnar hot path
+runpy.run_module("raftsched.cli.node", run_name="__main__")
+"""
+
+
+def _leader_logged(cluster: LocalCluster, text: str) -> bool:
+    return any(
+        text in log.read_text(errors="replace") for log in cluster.log_dir.glob("n*.log") if log.exists()
+    )
+
+
+def test_the_leader_builds_columns_only_once_every_member_reports_their_format(
+    make_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """With one node of a build before the columns, the leader keeps today's bodies (that node
+    would halt on a columnar entry: it keeps applying); once it runs this build, the leader
+    hears its format and proposes the columns, and every node applies them."""
+    script = tmp_path / "older_node.py"
+    script.write_text(OLDER_BUILD)
+    cluster = make_cluster(start=False)
+    cluster.start("n1")
+    cluster.start("n2")
+    start_newer(cluster, "n3", script)  # (its helper starts any script: here an older build)
+    leader = cluster.wait_for_leader(60)
+    every_second = CronTrigger("* * * * * *")
+    with Client(cluster.targets()) as client:
+        for i in range(3):
+            client.add_task(TaskSpec(f"hot{i}", every_second, command="true", overlap=Overlap.ALLOW))
+        # Several polls of the members' formats (every 2 s) and fires of every second later...
+        start = cluster.status(leader).commit_index
+        wait_until(lambda: client.get_task("hot0").fires_total >= 6, 60, 0.2, "hot0 fired 6 times")
+        wait_until(lambda: cluster.status("n3").applied_index >= start + 6, 30, 0.2, "n3 applies")
+        # ...the older node still applies everything: no columnar entry was proposed.
+        assert cluster.procs["n3"].poll() is None
+        assert not _leader_logged(cluster, "proposing the columnar bodies")
+        # n3 runs this build now: the leader hears format 18 from every voter.
+        cluster.procs["n3"].terminate()
+        assert cluster.procs["n3"].wait(timeout=30) == 0
+        (cluster.log_dir / "n3.log").rename(tmp_path / "n3-older.log")
+        cluster.start("n3")
+        wait_until(
+            lambda: _leader_logged(cluster, "proposing the columnar bodies"),
+            60,
+            0.2,
+            "a leader proposing the columns once every voter reports their format",
+        )
+        fired = client.get_task("hot0").fires_total
+        wait_until(lambda: client.get_task("hot0").fires_total >= fired + 4, 60, 0.2, "hot0 fires on")
+    assert all(cluster.procs[n].poll() is None for n in ("n1", "n2", "n3"))
+    cluster.chains_agree()
+    set_aside_known_noise(cluster, tmp_path)  # (nodes started apart; the chains agree)

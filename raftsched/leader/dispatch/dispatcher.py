@@ -44,14 +44,23 @@ the dead executor's late start or result is refused) without consuming a retry.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from raftsched import codec
-from raftsched.fsm.effects import AttemptReady, DispatchAttempt, Effect, ExecutorChanged, RunCancelled
+from raftsched.fsm.effects import (
+    AttemptReady,
+    DispatchAttempt,
+    DispatchColumns,
+    Effect,
+    ExecutorChanged,
+    ReadyColumns,
+    RunCancelled,
+)
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
+from raftsched.leader import columns
 from raftsched.leader.dispatch.leases import Holdings, Key, Lease
 from raftsched.leader.dispatch.liveness import ExecutorHealth, Liveness
 from raftsched.leader.dispatch.placement import Placement, Waiting
@@ -86,6 +95,9 @@ class DispatchProposal:
     # "assign": the ``((run id, shard), executor)`` pairs its assignments reserved, in the
     # command's order (kept here so :meth:`Dispatcher.release` need not read them back from it).
     assigned: tuple[tuple[Key, str], ...] = ()
+    # "results" of a ResultColumns: the positions, in the executor's report, of its rows (see
+    # :meth:`Dispatcher.refused_hot`).
+    rows: tuple[int, ...] = ()
 
     def encode(self) -> bytes:
         return codec.encode_command(self.command)
@@ -95,7 +107,16 @@ class Term:
     """What one leadership knows, built when this node takes over and dropped when it steps down
     (nothing of it is carried into the next leadership)."""
 
-    __slots__ = ("cancels_sent", "epoch", "holdings", "liveness", "outbox", "placement", "takeover")
+    __slots__ = (
+        "cancels_sent",
+        "epoch",
+        "holdings",
+        "hot_assigned",
+        "liveness",
+        "outbox",
+        "placement",
+        "takeover",
+    )
 
     def __init__(self, epoch: int, takeover_until_ms: int) -> None:
         self.epoch = epoch
@@ -106,6 +127,9 @@ class Term:
         self.outbox: list[tuple[str, pb.WorkItem]] = []  # work items for executor streams
         # Cancels sent to executors that still listed a cancelled attempt: execution id -> when.
         self.cancels_sent: dict[str, int] = {}
+        # Seqs of the AssignColumns rows proposed and not yet seen applied -> their run ids (a
+        # run promoted to the cold path before its DispatchColumns is read is still sent).
+        self.hot_assigned: dict[int, str] = {}
 
 
 class Dispatcher:
@@ -125,6 +149,9 @@ class Dispatcher:
         self._term: Term | None = None
         # task -> (its current version's stored spec bytes, the spec parsed from them): see _spec.
         self._specs: dict[str, tuple[bytes, pb.TaskSpec, dict[str, Any]]] = {}
+        # Every voting member applies the columnar bodies (raftsched.leader.formats); asked once
+        # per poll and per report. The node's core sets it; alone, a dispatcher builds today's.
+        self.columns_allowed: Callable[[], bool] = _never
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -246,13 +273,21 @@ class Dispatcher:
     def _on_effects(self, t: Term, v: StateView, effects: Sequence[Effect], now_ms: int) -> None:
         for eff in effects:
             if isinstance(eff, AttemptReady):
-                t.placement.wait(v, eff)
-                if t.liveness.unconfirmed and eff.not_before_ms <= now_ms < t.takeover.until_ms:
-                    # An executor has not found this leader yet: the attempt may wait for it.
-                    t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms)
+                self._ready(t, v, eff, now_ms)
             elif isinstance(eff, DispatchAttempt):
                 t.placement.unwait((eff.run_id, eff.shard))
                 self._lease_and_send(t, v, eff, now_ms)
+            elif isinstance(eff, ReadyColumns):
+                # The hot runs a FireColumns entry made (the columnar path): each waits as the
+                # AttemptReady it stands for. Such an entry is proposed by this leadership only.
+                for ready in columns.ready_attempts(v, eff, t.epoch):
+                    self._ready(t, v, ready, now_ms)
+            elif isinstance(eff, DispatchColumns):
+                for dispatch in columns.dispatched_attempts(v, eff, t.epoch, t.hot_assigned):
+                    t.placement.unwait((dispatch.run_id, dispatch.shard))
+                    self._lease_and_send(t, v, dispatch, now_ms)
+                for seq in eff.seqs:
+                    t.hot_assigned.pop(seq, None)
             elif isinstance(eff, RunCancelled):
                 self._cancel(t, eff, now_ms)
             elif isinstance(eff, ExecutorChanged):
@@ -265,6 +300,12 @@ class Dispatcher:
                     # leases are void. Keeping them re-sent lost attempts when it reconnected.
                     for exec_id in t.holdings.void(eff.name):
                         t.takeover.known(exec_id, "applied")  # the state is current for it
+
+    def _ready(self, t: Term, v: StateView, eff: AttemptReady, now_ms: int) -> None:
+        t.placement.wait(v, eff)
+        if t.liveness.unconfirmed and eff.not_before_ms <= now_ms < t.takeover.until_ms:
+            # An executor has not found this leader yet: the attempt may wait for it.
+            t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms)
 
     def _cancel(self, t: Term, eff: RunCancelled, now_ms: int) -> None:
         """A task run was cancelled (CancelRuns, a killed workflow run, overlap=replace): forget
@@ -574,7 +615,7 @@ class Dispatcher:
         executor: str,
         results: Sequence[pb.ExecResult],
         now_ms: int,
-        ids: Sequence[tuple[str, int, int]] | None = None,
+        ids: Sequence[tuple[str | None, int, int]] | None = None,
     ) -> DispatchProposal | None:
         """A ReportResults command for the executor's results (None if none are known here).
 
@@ -610,6 +651,68 @@ class Dispatcher:
                 if t.takeover.inherited:  # (an attempt this leadership inherited: known once applied)
                     t.takeover.proposed(res.execution_id, now_ms, self.settings.lease_ms)
         return DispatchProposal("results", cmd) if cmd.report_results.results else None
+
+    def report(
+        self,
+        executor: str,
+        results: Sequence[pb.ExecResult],
+        now_ms: int,
+        ids: Sequence[tuple[str | None, int, int]] | None = None,
+    ) -> list[DispatchProposal]:
+        """The commands for an executor's reported results: while every voting member applies
+        the columns (:attr:`columns_allowed`), the successes of live hot runs as one
+        ``ResultColumns`` (:func:`raftsched.leader.columns.split_results`), and everything else
+        as a ReportResults (:meth:`results`). Results in a ResultColumns are settled here as
+        :meth:`results` settles its own."""
+        if not self.columns_allowed():
+            cold = self.results(executor, results, now_ms, ids)
+            return [cold] if cold is not None else []
+        split = [_split(r.execution_id) for r in results] if ids is None else list(ids)
+        with self.state.view() as v:
+            hot, rest = columns.split_results(v, executor, results, split, now_ms, self.epoch)
+        out: list[DispatchProposal] = []
+        if hot is not None:
+            t = self._term
+            taken = set(range(len(results))).difference(rest)
+            if t is not None:
+                for i in sorted(taken):
+                    exec_id = results[i].execution_id
+                    t.holdings.drop(exec_id)
+                    if t.takeover.inherited:
+                        t.takeover.proposed(exec_id, now_ms, self.settings.lease_ms)
+            out.append(DispatchProposal("results", hot, rows=tuple(sorted(taken))))
+        if rest:
+            if len(rest) == len(results):
+                cold = self.results(executor, results, now_ms, ids)
+            else:
+                cold = self.results(executor, [results[i] for i in rest], now_ms, [split[i] for i in rest])
+            if cold is not None:
+                out.append(cold)
+        return out
+
+    def refused_hot(
+        self,
+        proposal: DispatchProposal,
+        refused: int,
+        executor: str,
+        results: Sequence[pb.ExecResult],
+        now_ms: int,
+        ids: Sequence[tuple[str | None, int, int]] | None = None,
+    ) -> DispatchProposal | None:
+        """A ReportResults for the results of a ResultColumns ``proposal`` that applied with
+        ``refused`` rows (None if it is not one, or none was refused).
+
+        A row is refused when its run is no longer a live hot run on that attempt: a cold event
+        (an update, a quota, a disable...) promoted it to the cold path between the report and its
+        apply. Its success must not be lost (the executor forgets a result once the report is
+        acknowledged), so every result of the proposal is reported again by run id: the ones whose
+        row did apply are refused there as stale (their run has finished)."""
+        if not proposal.rows or not refused:
+            return None
+        rows = proposal.rows
+        return self.results(
+            executor, [results[i] for i in rows], now_ms, None if ids is None else [ids[i] for i in rows]
+        )
 
     def retry_at(self, attempt: int, now_ms: int) -> int:
         """Exponential backoff with a cap and jitter; the jitter is drawn here, on the leader."""
@@ -673,6 +776,16 @@ class Dispatcher:
                 assigned = t.placement.assign(
                     v, now_ms, t.liveness.declared_dead, self.settings.max_assign_per_command, cmd
                 )
+                hot = columns.split_assignments(v, cmd) if assigned and self.columns_allowed() else None
+                if hot is not None:
+                    # The hot runs' assignments as AssignColumns; each proposal gives back its own.
+                    kept = {(a.run_id, a.shard) for a in cmd.assign_attempts.assignments}
+                    moved = tuple(p for p in assigned if p[0] not in kept)
+                    # (split_assignments keeps the command's order: row i is moved[i])
+                    seqs = hot.assign_columns.seq
+                    t.hot_assigned.update(zip(seqs, (key[0] for key, _ in moved), strict=True))
+                    out.append(DispatchProposal("assign", hot, moved))
+                    assigned = [p for p in assigned if p[0] in kept]
                 if assigned or cmd.assign_attempts.waits:
                     out.append(DispatchProposal("assign", cmd, tuple(assigned)))
         return out
@@ -684,6 +797,8 @@ class Dispatcher:
         t = self._term
         if t is None or proposal.command.epoch != t.epoch:
             return
+        for seq in proposal.command.assign_columns.seq:  # (its DispatchColumns, if any, was read)
+            t.hot_assigned.pop(seq, None)
         waiting = t.placement.waiting
         # Only what still waits reserved for that executor has anything to give back: an
         # assignment that applied was unwaited by its dispatch. Most proposals apply whole, and
@@ -696,6 +811,10 @@ class Dispatcher:
         if left:
             with self.state.view() as v:
                 t.placement.release(v, left)
+
+
+def _never() -> bool:
+    return False
 
 
 def _assigned_now(v: StateView, eff: DispatchAttempt) -> bool:

@@ -15,7 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from raftsched.abc import CommitHook, ProposeCallback
-from raftsched.fsm.effects import AttemptReady, BarrierCommitted, DispatchAttempt, Effect, RunCancelled
+from raftsched.fsm.effects import (
+    AttemptReady,
+    BarrierCommitted,
+    DispatchAttempt,
+    Effect,
+    ReadyColumns,
+    RunCancelled,
+)
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.logrelay import LogRelay
@@ -115,7 +122,7 @@ class ExecutorHub:
         # by exact type, the commonest first (effects are final classes).
         for eff in effects:
             kind = type(eff)
-            if kind is AttemptReady:
+            if kind is AttemptReady or kind is ReadyColumns:
                 ready = True
             elif kind is DispatchAttempt:
                 if debug and d.leading:

@@ -1,0 +1,217 @@
+"""The leader's side of the columnar hot path (issue 31 P1; docs/dev/columnar.md, step 9).
+
+What the leader proposes for *hot* tasks (``TaskState.hot``, numbered) once every voting member
+applies :data:`~raftsched.leader.formats.COLUMNS_FORMAT` (:mod:`raftsched.leader.formats`):
+
+* single on-time fires: ``FireColumns`` rows, built in place by the driver's
+  :class:`~raftsched.leader.driver.BatchBuilder` (cold tasks keep ``TaskFires`` in a
+  ``FireBatch`` of the same cycle: two commands);
+* assignments of hot runs still waiting (``view.hot_seq``): ``AssignColumns`` rows, split off
+  the dispatcher's ``AssignAttempts`` by :func:`split_assignments`;
+* successes of hot runs that carry nothing a ``ShardAttempt`` would keep besides the duration
+  and the start lateness (:func:`hot_result`): ``ResultColumns`` rows, split off a
+  ``ReportResults`` by :func:`split_results`. Failures, lost attempts, timeouts and the rest
+  stay ``AttemptResult`` rows: the state machine promotes the run to the cold path.
+
+And what the leader makes of the effects of such entries: :func:`ready_attempts` and
+:func:`dispatched_attempts` turn ``ReadyColumns`` and ``DispatchColumns`` into the
+``AttemptReady`` and ``DispatchAttempt`` values today's dispatcher handles (one view per effect);
+:func:`armed_rows` gives the driver its re-arm rows. Every consumer calls them once per effect.
+
+Everything here reads the state only through a :class:`~raftsched.fsm.view.StateView` its caller
+holds; nothing is kept between views (numbers and seqs are looked up again each time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from raftsched import codec
+from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, ReadyColumns
+from raftsched.fsm.hot import run_id_of
+from raftsched.fsm.view import StateView
+from raftsched.v1 import log_pb2 as pb
+from raftsched.v1 import raftsched_pb2 as rpb
+
+__all__ = [
+    "armed_rows",
+    "dispatched_attempts",
+    "hot_result",
+    "number_entities",
+    "ready_attempts",
+    "split_assignments",
+    "split_results",
+]
+
+# Column value bounds (ResultColumns: duration_ms is uint32, lateness_ms sint32).
+_U32 = 2**32 - 1
+_S32 = 2**31 - 1
+
+
+def number_entities(now_ms: int, epoch: int, origin: str) -> bytes:
+    """The ``NumberEntities`` command: numbers every task and executor (proposed once, before any
+    columns; see :class:`~raftsched.leader.driver.LeaderDriver`)."""
+    cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
+    cmd.number_entities.SetInParent()
+    return codec.encode_command(cmd)
+
+
+def armed_rows(v: StateView, eff: ReadyColumns) -> Iterator[tuple[str, int]]:
+    """``(task name, next fire)`` of each row of ``eff``, in row order (a task that caught up on
+    two fires has two rows: the last one counts, as a later ``TaskArmed`` would). Rows of a task
+    deleted since are left out."""
+    for number, next_fire in zip(eff.tasks, eff.next_fires, strict=True):
+        st = v.task_by_number(number)
+        if st is not None:
+            yield st.spec.name, next_fire
+
+
+def ready_attempts(v: StateView, eff: ReadyColumns, epoch: int) -> list[AttemptReady]:
+    """The first attempts ``eff`` made ready, as the ``AttemptReady`` each would have been (shard 0,
+    attempt 1, no backoff). ``epoch``: the entry's (the leadership that proposed it). Rows of a
+    task deleted since are left out (its runs were cancelled with it)."""
+    out: list[AttemptReady] = []
+    append = out.append
+    for number, nominal in zip(eff.tasks, eff.nominals, strict=True):
+        st = v.task_by_number(number)
+        if st is not None:
+            name = st.spec.name
+            append(AttemptReady(run_id_of(name, nominal), name, nominal, 0, 1, epoch))
+    return out
+
+
+def dispatched_attempts(
+    v: StateView, eff: DispatchColumns, epoch: int, proposed: Mapping[int, str] | None = None
+) -> list[DispatchAttempt]:
+    """The assignments ``eff`` committed, as ``DispatchAttempt`` values carrying the run's facts
+    (``known``: a hot run has no command, params or environment of its own).
+
+    A row whose seq is no longer a live hot run may have been promoted to the cold path after
+    the entry applied and before this reads it (an update, a quota...): it is still assigned,
+    and must be sent. ``proposed`` (seq -> run id, what this leadership put in its AssignColumns)
+    names its run; it is sent if the log still has that attempt running on that executor (a
+    ``DispatchAttempt`` the dispatcher completes from the run). A row finished or cancelled
+    since is left out: nothing is sent for it."""
+    out: list[DispatchAttempt] = []
+    for seq, attempt, executor in zip(eff.seqs, eff.attempts, eff.executors, strict=True):
+        ref = v.hot_run(seq)
+        if ref is None or ref.attempt != attempt or ref.executor_number != executor or not ref.executor:
+            run_id = proposed.get(seq) if proposed is not None and ref is None else None
+            cold = _promoted(v, run_id, attempt, executor, epoch) if run_id else None
+            if cold is not None:
+                out.append(cold)
+            continue
+        out.append(
+            DispatchAttempt(
+                ref.run_id,
+                ref.task,
+                ref.nominal_ms,
+                0,
+                attempt,
+                ref.executor,
+                epoch,
+                known=True,
+                task_version=ref.version,
+                backfill=False,
+                assigned_ms=ref.assigned_ms,
+            )
+        )
+    return out
+
+
+def _promoted(v: StateView, run_id: str, attempt: int, executor: int, epoch: int) -> DispatchAttempt | None:
+    """The dispatch of a hot run promoted to the cold path since its AssignColumns applied, if
+    the log has its shard 0 still RUNNING as ``attempt`` on executor number ``executor``."""
+    name = v.executor_name(executor)
+    run = v.active_run(run_id)
+    if name is None or run is None or not run.shards:
+        return None
+    shard = run.shards[0]
+    if shard.attempt != attempt or shard.executor != name or shard.state != pb.RUNNING:
+        return None
+    return DispatchAttempt(run_id, run.task, run.nominal_ms, 0, attempt, name, epoch)
+
+
+def split_assignments(v: StateView, cmd: pb.Command) -> pb.Command | None:
+    """Move the assignments of live hot runs (to numbered executors) out of ``cmd``'s
+    ``AssignAttempts`` into an ``AssignColumns`` command with the same envelope; the rest stay.
+    None (and ``cmd`` unchanged) if there are none."""
+    body = cmd.assign_attempts
+    seqs: list[int] = []
+    attempts: list[int] = []
+    executors: list[int] = []
+    keep: list[pb.Assignment] = []
+    for a in body.assignments:
+        seq = v.hot_seq(a.run_id) if a.shard == 0 else 0
+        number = v.executor_number(a.executor) if seq else 0
+        if not number:
+            keep.append(a)
+            continue
+        seqs.append(seq)
+        attempts.append(a.attempt)
+        executors.append(number)
+    if not seqs:
+        return None
+    kept = [pb.Assignment.FromString(a.SerializeToString()) for a in keep]  # detached copies
+    del body.assignments[:]
+    body.assignments.extend(kept)
+    hot = pb.Command(epoch=cmd.epoch, now_ms=cmd.now_ms, origin=cmd.origin)
+    cols = hot.assign_columns
+    cols.seq.extend(seqs)
+    cols.shard.extend([0] * len(seqs))
+    cols.attempt.extend(attempts)
+    cols.executor.extend(executors)
+    return hot
+
+
+def hot_result(res: rpb.ExecResult) -> bool:
+    """Whether ``res`` may be a ``ResultColumns`` row: a success that says nothing a finished
+    ``ShardAttempt`` would keep besides its duration and start lateness (no output tail, no
+    error, exit code 0, not timed out), with the start lateness reported and both within their
+    column's range. Anything else is an ``AttemptResult``, as today."""
+    if not res.success or res.timed_out or res.exit_code or res.error or res.stdout_tail or res.stderr_tail:
+        return False
+    if not res.HasField("start_lateness_ms"):
+        return False
+    return 0 <= res.duration_ms <= _U32 and -_S32 <= res.start_lateness_ms <= _S32
+
+
+def split_results(
+    v: StateView,
+    executor: str,
+    results: Sequence[rpb.ExecResult],
+    ids: Sequence[tuple[str | None, int, int]],
+    now_ms: int,
+    epoch: int,
+) -> tuple[pb.Command | None, list[int]]:
+    """A ``ResultColumns`` command for the results of live hot runs that :func:`hot_result`
+    allows, and the positions in ``results`` of the others (to report as today). ``ids``: each
+    result's ``(run id, shard, attempt)``."""
+    number = v.executor_number(executor)
+    if not number:
+        return None, list(range(len(results)))
+    seqs: list[int] = []
+    attempts: list[int] = []
+    durations: list[int] = []
+    lateness: list[int] = []
+    rest: list[int] = []
+    for i, res in enumerate(results):
+        run_id, shard, attempt = ids[i]
+        seq = v.hot_seq(run_id) if run_id is not None and shard == 0 and hot_result(res) else 0
+        if not seq:
+            rest.append(i)
+            continue
+        seqs.append(seq)
+        attempts.append(attempt)
+        durations.append(res.duration_ms)
+        lateness.append(res.start_lateness_ms)
+    if not seqs:
+        return None, rest
+    cmd = pb.Command(epoch=epoch, now_ms=now_ms)
+    cols = cmd.result_columns
+    cols.seq.extend(seqs)
+    cols.attempt.extend(attempts)
+    cols.executor.extend([number] * len(seqs))
+    cols.duration_ms.extend(durations)
+    cols.lateness_ms.extend(lateness)
+    return cmd, rest

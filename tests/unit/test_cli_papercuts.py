@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 from raftsched import __version__, cli
 from raftsched.cli import input as cli_input
 from raftsched.cli import node as node_cli
+from raftsched.cli import parser as cli_parser
 from raftsched.cli.process import check_listen_address, lock_data_dir
 from raftsched.cli.render import one_line, to_dict
 from raftsched.display import enum_name
@@ -171,7 +172,7 @@ def test_output_into_a_closed_pipe_ends_quietly() -> None:
     proc.stdout.close()
     err = proc.stderr.read().decode()
     proc.stderr.close()
-    assert proc.wait(timeout=60) == cli.parser.EXIT_BROKEN_PIPE == 141
+    assert proc.wait(timeout=60) == cli_parser.EXIT_BROKEN_PIPE == 141
     assert err == ""
 
 

@@ -126,6 +126,7 @@ class Replica:
             except Exception as exc:
                 raise StoreFailed(self.last_applied, exc) from exc
             self._dirty = False
+            self.state.committed()
 
     def reset_from_store(self) -> None:
         """The store was replaced (snapshot install): reload the FSM and the applied index."""

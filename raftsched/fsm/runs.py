@@ -52,6 +52,9 @@ MAX_FREE_REPLACEMENTS: Final = 3
 # Runs one CancelRuns command may name (the leader splits a bulk cancel into commands this size;
 # a run id is at most 256 characters, so a command stays well below the log-entry limit).
 MAX_CANCEL_PER_COMMAND: Final = 200
+UNFLUSHED_MAX: Final = 1 << 17
+"""The most run records :attr:`RunBook.unflushed` keeps (the applier commits every 64 entries of
+a backlog at most, each entry of up to a batch's fires)."""
 
 # ``timeline_derived = true`` encoded: a new run's bytes end with it (wire.run_fields).
 _DERIVED_MARK: Final = pb.Run(timeline_derived=True).SerializeToString()
@@ -129,11 +132,17 @@ class RunBook:
         # The unfinished runs of the columnar hot path (raftsched.fsm.hot), by seq: not in
         # `active` (derived from the hot records on load).
         self.slots = SlotTable()
+        # run_id -> the record last written for it since the store's last commit (the applier's
+        # open batch, which other threads' store readers do not see): a read between a run's
+        # write and that commit finds it here (:meth:`SchedulerState.read_run`). Emptied by
+        # :meth:`flushed` once the batch is committed (``Replica.end_of_tick``).
+        self.unflushed: dict[str, bytes] = {}
 
     # -- loading ---------------------------------------------------------------------------------
 
     def clear(self) -> None:
         self.active.clear()
+        self.unflushed = {}
         self.active_per_task.clear()
         self.backfill_per_task.clear()
 
@@ -192,7 +201,15 @@ class RunBook:
         """Every run record is written here: to the store, and (unfinished) kept in memory."""
         if unfinished:
             self.active[run_id] = data
+        unflushed = self.unflushed
+        if len(unflushed) >= UNFLUSHED_MAX:
+            unflushed.clear()  # nobody commits (a bare state in a test or bench): a bound
+        unflushed[run_id] = data
         self.store.put(key, data)
+
+    def flushed(self) -> None:
+        """The store committed every write so far: readers find the records there now."""
+        self.unflushed = {}
 
     def write(self, run_id: str, data: bytes, unfinished: bool, key: bytes = b"") -> None:
         """Store the serialised run ``run_id`` under its key (``key``, if the caller has it: the

@@ -245,6 +245,11 @@ class SchedulerState(LockedReads):
             self.store.replace_all(iter([(e.key, e.value) for e in snap.entries]), applied_index)
             self._load()
 
+    def committed(self) -> None:
+        """The store committed everything applied so far (the applier's thread, after
+        ``store.commit``): store readers see every run record now (see :meth:`read_run`)."""
+        self.runs.flushed()
+
     def reload(self) -> None:
         """Rebuild in-memory state from the store (after the store was replaced underneath)."""
         with self.lock:

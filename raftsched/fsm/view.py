@@ -480,6 +480,31 @@ class LockedReads:
             run = self.hot.synthesise(seq) if seq else None
         return timeline.expand(run) if run is not None else None
 
+    def read_run(self, run_id: str) -> pb.Run | None:
+        """The run ``run_id`` (unfinished or retained) as a read shows it, or None; raises
+        ValueError if ``run_id`` is not a run id (as :func:`queries.stored_run` does).
+
+        A live hot run has no stored record (:meth:`live_hot_run`), and the record a run gets
+        when it ends or is promoted is written in the applier's open batch, which a store reader
+        on another thread sees only once the applier commits it (``Replica.end_of_tick``, every
+        64 entries of a backlog or when it runs dry; between two entries it gives the lock to
+        waiting readers). Reading the store first and the live runs next lost a run that ended
+        in between: so the state's own view comes first (live, or written since the last
+        commit: ``RunBook.unflushed``), under the lock, and the committed store only then (what
+        is not there was committed before that batch)."""
+        with self.lock:
+            run = None
+            if self.runs.slots.state:
+                seq = seq_of(self.runs.slots, self.tasks, run_id)
+                run = self.hot.synthesise(seq) if seq else None
+            raw = self.runs.unflushed.get(run_id) if run is None else None
+        if run is not None:
+            return timeline.expand(run)
+        if raw is not None:
+            return timeline.expand(pb.Run.FromString(raw))
+        with self.store.reader() as r:
+            return queries.stored_run(r, run_id)
+
     def live_hot_runs(self, tasks: Iterable[str], since_ms: int, until_ms: int, state: int) -> list[pb.Run]:
         """The live hot runs of ``tasks`` with a nominal time in ``[since_ms, until_ms]`` (0: no
         end) in state ``state`` (0: any), as reads show them (see :meth:`live_hot_run`)."""

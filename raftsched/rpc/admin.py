@@ -797,11 +797,8 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         await self._consistent(context)
         run = None
         if "@" in request.run_id:
-            try:
-                with self.node.store.reader() as r:
-                    run = queries.stored_run(r, request.run_id)
-                if run is None:  # a live run of the columnar hot path: no stored record yet
-                    run = self.node.state.live_hot_run(request.run_id)
+            try:  # (a live run of the columnar hot path has no stored record yet: read_run)
+                run = self.node.state.read_run(request.run_id)
             except ValueError:  # not a run id (its nominal part is not a number)
                 run = None
         if run is None or not authz.visible(self.node.state.task_namespace(run.task)):

@@ -23,7 +23,6 @@ import grpc
 
 from raftsched import bounds
 from raftsched.errors import NotFound, RaftschedError, Unavailable, quote
-from raftsched.fsm import queries
 from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.leader.dispatch.logrelay import MAX_READERS
 from raftsched.rpc.plumbing import NodeServices, abort
@@ -121,11 +120,8 @@ class LogsServicer(pb_grpc.LogsServicer):  # type: ignore[misc]
         node = self.node
         run = None
         if "@" in request.run_id:
-            try:
-                with node.store.reader() as r:
-                    run = queries.stored_run(r, request.run_id)
-                if run is None:  # a live run of the columnar hot path: no stored record yet
-                    run = node.state.live_hot_run(request.run_id)
+            try:  # (a live run of the columnar hot path has no stored record yet: read_run)
+                run = node.state.read_run(request.run_id)
             except ValueError:
                 run = None
         if run is None or not authz.visible(node.state.task_namespace(run.task)):

@@ -525,6 +525,34 @@ class LockedReads:
             out.append(timeline.expand(run))
         return out
 
+    def runs_in_memory(
+        self, tasks: Iterable[str], since_ms: int, until_ms: int, state: int
+    ) -> tuple[list[pb.Run], set[str]]:
+        """For a list of runs (ListRuns): the runs of ``tasks`` the committed store may not show
+        as they are, as :meth:`live_hot_runs` filters them - the live hot runs, and the runs whose
+        record was written since the store's last commit (see :meth:`read_run`) - and the ids of
+        all of those whatever the filter (their stored records, if any, are older: leave them out).
+        Read this before the store: a run that leaves this set afterwards is committed by then."""
+        wanted = set(tasks)
+        with self.lock:
+            raws = self.hot.live_runs() if self.runs.slots.state else {}
+            for run_id, raw in self.runs.unflushed.items():
+                if run_id not in raws and run_id.rpartition("@")[0] in wanted:
+                    raws[run_id] = raw
+        seen: set[str] = set()
+        out = []
+        for run_id in sorted(raws):
+            if run_id.rpartition("@")[0] not in wanted:
+                continue
+            seen.add(run_id)
+            run = pb.Run.FromString(raws[run_id])
+            if run.nominal_ms < since_ms or (until_ms and run.nominal_ms > until_ms):
+                continue
+            if state and run.state != state:
+                continue
+            out.append(timeline.expand(run))
+        return out, seen
+
     def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]:
         """Unfinished attempts in run-id order: ``AttemptReady`` for those waiting for an executor,
         ``DispatchAttempt`` for those assigned (a new leader re-sends these to the same executor,

@@ -772,16 +772,21 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
                 tasks = self.node.state.user_task_names()
             else:
                 tasks = [t.spec.name for t in self.node.state.list_tasks() if authz.visible(t.spec.namespace)]
+            # Live runs of the columnar hot path have no stored record yet (raftsched.fsm.hot),
+            # and a run that just ended has its record in the applier's uncommitted batch: read
+            # those first, then the store (SchedulerState.runs_in_memory).
+            live, seen = self.node.state.runs_in_memory(
+                tasks, request.since_ms, request.until_ms, request.state
+            )
             with self.node.store.reader() as r:
                 runs = queries.list_runs(
-                    r, tasks, request.since_ms, request.until_ms, request.state, size + 1, before
+                    r, tasks, request.since_ms, request.until_ms, request.state, size + 1 + len(seen), before
                 )
-            # Live runs of the columnar hot path have no stored record yet (raftsched.fsm.hot).
-            live = self.node.state.live_hot_runs(tasks, request.since_ms, request.until_ms, request.state)
             if before is not None:
                 live = [run for run in live if (run.nominal_ms, run.run_id) < before]
-            if not live:
-                return runs
+            if not seen:
+                return runs[: size + 1]
+            runs = [run for run in runs if run.run_id not in seen]
             runs = sorted([*runs, *live], key=lambda x: (x.nominal_ms, x.run_id), reverse=True)
             return runs[: size + 1]
 

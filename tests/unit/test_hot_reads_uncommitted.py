@@ -96,3 +96,31 @@ def test_the_replica_empties_the_unflushed_records_after_its_commit(tmp_path: Pa
     replica.end_of_tick()
     assert state.runs.unflushed == {}
     assert read_elsewhere(state, f"a@{at}") is not None
+
+
+def test_a_list_of_runs_reads_the_runs_that_ended_in_an_uncommitted_batch(tmp_path: Path) -> None:
+    """ListRuns reads the state's own runs first (live hot, or written since the last commit),
+    then the store without them: a run that ended in between is listed once, as it is now."""
+    state = hot_on_lmdb(tmp_path / "s")
+    at = T0 + S
+    assert apply(state, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(state, assign_cols(at + 10, [(1, 1, 1)])).accounted == 1
+    assert apply(state, fire_cols(at + S, [(1, 1, at + S, at + 2 * S)])).fired == 1
+    state.store.commit(state.applied_commands)
+    state.committed()
+    assert apply(state, result_cols(at + 500, [(1, 1, 1, 300, 40)])).accounted == 1
+    with state.store.reader() as r:
+        stored = queries.list_runs(r, ["a"], 0, 0, 0, 10)
+    assert stored == []  # (nothing of it committed)
+    assert [r.run_id for r in state.live_hot_runs(["a"], 0, 0, 0)] == [f"a@{at + S}"]  # the other ended
+    runs, seen = state.runs_in_memory(["a"], 0, 0, 0)
+    assert seen == {f"a@{at}", f"a@{at + S}"}
+    assert {r.run_id: r.state for r in runs} == {f"a@{at}": pb.SUCCEEDED, f"a@{at + S}": pb.PENDING}
+    succeeded, _ = state.runs_in_memory(["a"], 0, 0, pb.SUCCEEDED)
+    assert [r.run_id for r in succeeded] == [f"a@{at}"]
+    assert state.runs_in_memory(["b"], 0, 0, 0) == ([], set())
+    state.store.commit(state.applied_commands)
+    state.committed()
+    with state.store.reader() as r:
+        assert [r.run_id for r in queries.list_runs(r, ["a"], 0, 0, 0, 10)] == [f"a@{at}"]
+    assert state.runs_in_memory(["a"], 0, 0, 0)[1] == {f"a@{at + S}"}

@@ -190,8 +190,10 @@ def fire_records(
     A range record starting before ``since_ms`` but reaching into the window is included.
     ``newest``: the last ``limit`` of them rather than the first (read backwards from the end).
     A fire of the columnar hot path (raftsched.fsm.hot) stores no fire record: its FIRED record
-    is synthesised from its run's stored record (:func:`synthesised_fires`), or from the live
-    hot runs ``live`` (``SchedulerState.live_hot_runs``: they have no stored record yet).
+    is synthesised from its run's stored record (:func:`synthesised_fires`), or from ``live``:
+    the live hot runs (no stored record yet) and the runs written since the store's last commit
+    (``SchedulerState.runs_in_memory``, read before the store; a stored record of one of them is
+    older and left out).
     """
     stored = _stored_fire_records(reader, task, since_ms, until_ms, limit, newest)
     extra = synthesised_fires(reader, task, since_ms, until_ms, limit, newest, stored, live)
@@ -226,16 +228,19 @@ def synthesised_fires(
     covered = {rec.nominal_ms for rec in stored}
     out: list[pb.FireRecord] = []
     head = len(keys.per_task_prefix(keys.RUN, task))
-    found = [
-        pb.Run.FromString(value)
-        for key, value in reader.scan(lo, hi, reverse=newest, limit=limit + len(stored))
-        if b"~" not in key[head:]  # a manual run (or a workflow's): not a fire
-    ]
-    found += [
+    mine = [
         run
         for run in live
         if run.task == task and since_ms <= run.nominal_ms and (not until_ms or run.nominal_ms <= until_ms)
     ]
+    newer = {run.run_id for run in live}  # read before the store: their stored records are older
+    found = [
+        run
+        for key, value in reader.scan(lo, hi, reverse=newest, limit=limit + len(stored) + len(newer))
+        if b"~" not in key[head:]  # a manual run (or a workflow's): not a fire
+        and (run := pb.Run.FromString(value)).run_id not in newer
+    ]
+    found += mine
     for run in found:
         if run.nominal_ms in covered or run.manual or run.backfill or run.backfill_id:
             continue

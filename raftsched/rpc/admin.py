@@ -739,10 +739,13 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         def recent(reply: pb.ListTasksReply) -> None:
             # One read for a page of tasks with their recent fires (the console's task list).
             count = min(request.recent_fires, MAX_RECENT_FIRES)
+            # The state's own runs first (no stored record yet, or not committed), then the store.
+            names = [rec.spec.name for rec in reply.tasks]
+            mine, _ = self.node.state.runs_in_memory(names, 0, 0, 0)
             with self.node.store.reader() as r:
                 for rec in reply.tasks:
                     fires = reply.recent.add(task=rec.spec.name)
-                    live = self.node.state.live_hot_runs([rec.spec.name], 0, 0, 0)
+                    live = [run for run in mine if run.task == rec.spec.name]
                     for fire, state in queries.recent_fires(r, rec.spec.name, count, live):
                         fires.fires.append(fire)
                         fires.run_states.append(state)  # type: ignore[arg-type]  # a RunState value
@@ -818,7 +821,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
         self._task(request.task)
         limit = request.limit or 10 * DEFAULT_LIST_LIMIT
         out = pb.FireAccountingReply()
-        live = self.node.state.live_hot_runs([request.task], 0, 0, 0)  # no stored record yet
+        live, _ = self.node.state.runs_in_memory([request.task], 0, 0, 0)  # no stored record yet
         with self.node.store.reader() as r:
             out.fires.extend(
                 queries.fire_records(
@@ -831,7 +834,7 @@ class AdminServicer(pb_grpc.AdminServicer):  # type: ignore[misc]
     async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainReply:
         await self._consistent(context)
         rec = self._task(request.task)
-        live = self.node.state.live_hot_runs([request.task], 0, 0, 0)  # no stored record yet
+        live, _ = self.node.state.runs_in_memory([request.task], 0, 0, 0)  # no stored record yet
         with self.node.store.reader() as r:
             around, run = queries.fires_around(r, request.task, request.at_ms, live)
         calendars = [c for n in rec.spec.exclude if (c := self.node.state.calendar_for(n)) is not None]

@@ -124,3 +124,33 @@ def test_a_list_of_runs_reads_the_runs_that_ended_in_an_uncommitted_batch(tmp_pa
     with state.store.reader() as r:
         assert [r.run_id for r in queries.list_runs(r, ["a"], 0, 0, 0, 10)] == [f"a@{at}"]
     assert state.runs_in_memory(["a"], 0, 0, 0)[1] == {f"a@{at + S}"}
+
+
+def test_fire_reads_show_the_fire_of_a_run_that_ended_in_an_uncommitted_batch(tmp_path: Path) -> None:
+    """FireAccounting, recent fires and Explain synthesise a hot fire's FIRED record from its run:
+    given the state's own runs (read first), a run that ended in the uncommitted batch still
+    shows its fire, once, with its run's state."""
+    state = hot_on_lmdb(tmp_path / "s")
+    at = T0 + S
+    run_id = f"a@{at}"
+    assert apply(state, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(state, assign_cols(at + 10, [(1, 1, 1)])).accounted == 1
+    state.store.commit(state.applied_commands)
+    state.committed()
+    assert apply(state, result_cols(at + 500, [(1, 1, 1, 300, 40)])).accounted == 1
+    old_live = state.live_hot_runs(["a"], 0, 0, 0)
+    mine, _ = state.runs_in_memory(["a"], 0, 0, 0)
+    with state.store.reader() as r:
+        assert queries.fire_records(r, "a", 0, 0, 10, live=old_live) == []  # (the old reads)
+        fires = queries.fire_records(r, "a", 0, 0, 10, live=mine)
+        assert [(f.nominal_ms, f.outcome, f.run_id) for f in fires] == [(at, pb.FIRED, run_id)]
+        assert [(f.run_id, s) for f, s in queries.recent_fires(r, "a", 5, mine)] == [(run_id, pb.SUCCEEDED)]
+        around, run = queries.fires_around(r, "a", at, mine)
+        assert [f.run_id for f in around] == [run_id] and run is not None and run.run_id == run_id
+    # Committed, with the record still in memory (before Replica.end_of_tick empties it): once.
+    state.store.commit(state.applied_commands)
+    with state.store.reader() as r:
+        assert [f.run_id for f in queries.fire_records(r, "a", 0, 0, 10, live=mine)] == [run_id]
+    state.committed()
+    with state.store.reader() as r:
+        assert [f.run_id for f in queries.fire_records(r, "a", 0, 0, 10)] == [run_id]

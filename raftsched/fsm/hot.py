@@ -90,7 +90,7 @@ class HotRef(NamedTuple):
 class Numbering:
     """Task and executor numbers (derived from the records: rebuilt on load)."""
 
-    __slots__ = ("executor_no", "executors", "next_executor_no", "next_task_no", "tasks")
+    __slots__ = ("executor_no", "executors", "next_executor_no", "next_task_no", "numbered_ms", "tasks")
 
     def __init__(self) -> None:
         self.tasks: list[TaskState | None] = [None]  # by number; [0] never a task
@@ -98,12 +98,14 @@ class Numbering:
         self.executor_no: dict[str, int] = {}
         self.next_task_no = 0  # Meta.next_task_no (0: numbering off)
         self.next_executor_no = 0
+        self.numbered_ms = 0  # Meta.numbered_ms: leader time numbering turned on
 
     def clear(self) -> None:
         self.tasks[:] = [None]
         self.executors[:] = [None]
         self.executor_no.clear()
         self.next_task_no = self.next_executor_no = 0
+        self.numbered_ms = 0
 
     @property
     def on(self) -> bool:
@@ -380,6 +382,7 @@ class HotBook:
         numbering, host = self.numbering, self.host
         if not numbering.on:
             numbering.next_task_no = numbering.next_executor_no = 1
+            numbering.numbered_ms = now
         count = 0
         for name in sorted(host.tasks):
             st = host.tasks[name]

@@ -217,12 +217,31 @@ def synthesised_fires(
     fire writes none; its run record says all a FIRED record would: nominal, run, version, when
     and by which epoch it was decided). Manual and backfill runs are not fires.
 
-    Only from the task's oldest fire record on (if it has one): a cold fire always has its
-    record, and older runs than that are those whose records were pruned (reads of a state the
-    hot path never touched are as they were)."""
+    Only in a state that numbered (``Meta.numbered_ms``: before, no fire was hot, and reads are as
+    they were). A run created before numbering was fired on the cold path, so it had a fire
+    record: if that is older than the task's oldest fire record, it was pruned and the run is
+    left out, as today. A run created since is shown whatever the task's oldest record (a task
+    that fired hot and later stored a skipped or disabled fire keeps its hot fires). A run at or
+    before the task's creation (an earlier task of the same name's, deleted with its fire
+    records) is not one of its fires."""
+    raw_meta = reader.get(keys.META)
+    numbered_ms = pb.Meta.FromString(raw_meta).numbered_ms if raw_meta else 0
+    if not numbered_ms:
+        return []
+    first_ms = -1  # the task's oldest fire record's nominal time (-1: none)
     first = keys.per_task_prefix(keys.FIRE, task)
     for _, value in reader.scan(first, keys.per_task_end(keys.FIRE, task), limit=1):
-        since_ms = max(since_ms, pb.FireRecord.FromString(value).nominal_ms)
+        first_ms = pb.FireRecord.FromString(value).nominal_ms
+
+    raw_task = reader.get(keys.task_key(task))
+    born_ms = pb.TaskRecord.FromString(raw_task).created_ms if raw_task else 0
+
+    def pruned(run: pb.Run) -> bool:
+        # A run of an earlier task of this name (its fire records went with that task: every fire
+        # of this task is after its creation, its first watermark), or a cold fire's run whose
+        # record was pruned.
+        return run.nominal_ms <= born_ms or (run.nominal_ms < first_ms and run.created_ms < numbered_ms)
+
     lo = keys.time_key(keys.RUN, task, max(since_ms, 0))
     hi = keys.time_key(keys.RUN, task, until_ms + 1) if until_ms else keys.per_task_end(keys.RUN, task)
     covered = {rec.nominal_ms for rec in stored}
@@ -231,15 +250,24 @@ def synthesised_fires(
     mine = [
         run
         for run in live
-        if run.task == task and since_ms <= run.nominal_ms and (not until_ms or run.nominal_ms <= until_ms)
+        if run.task == task
+        and since_ms <= run.nominal_ms
+        and (not until_ms or run.nominal_ms <= until_ms)
+        and not pruned(run)
     ]
     newer = {run.run_id for run in live}  # read before the store: their stored records are older
-    found = [
-        run
-        for key, value in reader.scan(lo, hi, reverse=newest, limit=limit + len(stored) + len(newer))
-        if b"~" not in key[head:]  # a manual run (or a workflow's): not a fire
-        and (run := pb.Run.FromString(value)).run_id not in newer
-    ]
+    found: list[pb.Run] = []
+    wanted = limit + len(stored) + len(newer)
+    # No scan limit: runs left out as pruned do not count (a task's runs are bounded by retention).
+    for key, value in reader.scan(lo, hi, reverse=newest):
+        if b"~" in key[head:]:  # a manual run (or a workflow's): not a fire
+            continue
+        run = pb.Run.FromString(value)
+        if run.run_id in newer or pruned(run):
+            continue
+        found.append(run)
+        if len(found) >= wanted:
+            break
     found += mine
     for run in found:
         if run.nominal_ms in covered or run.manual or run.backfill or run.backfill_id:

@@ -164,6 +164,7 @@ class SchedulerState(LockedReads):
             self.numbering.clear()
             self.numbering.next_task_no = meta.next_task_no
             self.numbering.next_executor_no = meta.next_executor_no
+            self.numbering.numbered_ms = meta.numbered_ms
             self.hot.next_seq = meta.next_seq or 1
             hot_checkpoint_index = meta.hot_checkpoint_index
             snapshot.refuse_newer("the stored state has format", meta.state_format)
@@ -204,6 +205,7 @@ class SchedulerState(LockedReads):
             meta.next_task_no = numbering.next_task_no
             meta.next_executor_no = numbering.next_executor_no
             meta.hot_checkpoint_index = self.hot.checkpoint_index
+            meta.numbered_ms = numbering.numbered_ms
         self.state_format = meta.state_format
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
 

@@ -866,6 +866,15 @@ def tables(out: Json) -> str:
                 f"{r['log_health']['leader_elections']} |"
             )
         lines.append("")
+        for r in out["scale"]:
+            ph = r.get("follower_restart_phases") or {}
+            if "spawn_to_state_loaded_s" in ph:
+                lines.append(
+                    f"restart of a follower at {r['tasks']:,} tasks: spawn -> state loaded "
+                    f"{ph['spawn_to_state_loaded_s']} s ({ph['state_load_phases']}); Raft journal opened in "
+                    f"{ph['raft_journal_open']}; started -> caught up {ph['raft_started_to_caught_up_s']} s"
+                )
+        lines.append("")
     fo = out.get("failover", {})
     if "failover_ms" in fo:
         fm, ex = fo["failover_ms"], fo.get("kill_to_first_execution_ms") or {}

@@ -7,7 +7,9 @@ something fires); then
 
 * RSS per node, and the increase per task;
 * Raft snapshot (LMDB copy) size and time, as logged by the nodes;
-* cold restart of a follower (SIGKILL, restart) until it serves and has caught up;
+* cold restart of a follower (SIGKILL, restart) until it serves and has caught up, phase by
+  phase from its log: the process start to the state loaded (store open and verify, then the
+  state machine's books, each with its CPU time), the Raft journal opened, and the catch-up;
 * SIGKILL of the leader until the first fire committed by the new leader (which must rebuild its
   timing wheel from N tasks).
 """
@@ -15,6 +17,7 @@ something fires); then
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 import signal
@@ -48,6 +51,39 @@ def log_health(cluster: LocalCluster) -> dict[str, object]:
         "tick_stalls_over_200ms": len(stalls),
         "max_tick_stall_ms": max(stalls, default=0),
         "truncations_of_applied_entries": text.count("truncating already-applied"),
+    }
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def _stamp(line: str) -> float | None:
+    m = _STAMP.match(line)
+    if m is None:
+        return None
+    return datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def restart_phases(log: Path, spawned: float, caught_up: float) -> dict[str, object]:
+    """The phases of the restart of the node whose log is ``log``, spawned at ``spawned`` and
+    caught up at ``caught_up`` (wall-clock seconds): from its last start-up lines."""
+    loaded_at = started_at = None
+    phases = journal = ""
+    for line in log.read_text().splitlines():
+        if "state loaded at index" in line:
+            loaded_at, phases = _stamp(line), line.split("): ", 1)[-1]
+        elif " started: raft " in line:
+            started_at = _stamp(line)
+            m = re.search(r"opened in (\d+) ms", line)
+            journal = f"{m.group(1)} ms" if m else "?"
+    if loaded_at is None or started_at is None:
+        return {"error": "no start-up lines in the log"}
+    return {
+        "spawn_to_state_loaded_s": round(loaded_at - spawned, 2),
+        "state_load_phases": phases,
+        "raft_journal_open": journal,
+        "state_loaded_to_raft_started_s": round(started_at - loaded_at, 2),
+        "raft_started_to_caught_up_s": round(caught_up - started_at, 2),
     }
 
 
@@ -94,7 +130,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             follower = next(nid for nid in cluster.alive() if nid != leader)
             target = cluster.status(leader, timeout=10).applied_index
             cluster.kill(follower, signal.SIGKILL)
-            t0 = time.monotonic()
+            t0, spawned = time.monotonic(), time.time()
             cluster.start(follower)
             wait_until(
                 lambda: cluster.status(follower, timeout=2).applied_index >= target,
@@ -103,6 +139,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
                 "restarted follower to serve and catch up",
             )
             restart_s = time.monotonic() - t0
+            phases = restart_phases(cluster.log_dir / f"{follower}.log", spawned, time.time())
 
             # Leader kill until the first fire by the new leader.
             leader = cluster.wait_for_leader(30)
@@ -135,6 +172,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
                 "slowest_ms": max((t for _, t in snaps), default=0),
             },
             "follower_cold_restart_s": round(restart_s, 2),
+            "follower_restart_phases": phases,
             "leader_kill_to_first_fire_s": round(failover_s, 2),
             "log_health": health,
         }

@@ -71,7 +71,12 @@ loading an older state migrates its runs (:meth:`RunBook.migrate_timelines`)."""
 class SchedulerState(LockedReads):
     """The FSM. Build with :meth:`load` over a store (empty or not)."""
 
-    def __init__(self, store: StateStore, retention: Retention | None = None) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        retention: Retention | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
         self.retention = retention or Retention()
         self.lock = threading.RLock()
@@ -124,14 +129,30 @@ class SchedulerState(LockedReads):
         self.calendars: CalendarBook = CalendarBook(store)
         self.membership: MembershipBook = MembershipBook(store)
         self.events: EventBook = EventBook(self)
+        # Called with the name of each loading phase as it ends (the node times them: this
+        # module reads no clock); None outside the first load.
+        self._on_phase = on_phase
         self._load()
+        self._on_phase = None
 
     # -----------------------------------------------------------------------------------------
     # loading, snapshot, restore
 
     @classmethod
-    def load(cls, store: StateStore, retention: Retention | None = None) -> SchedulerState:
-        return cls(store, retention)
+    def load(
+        cls,
+        store: StateStore,
+        retention: Retention | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> SchedulerState:
+        """The state held in ``store`` (empty or not). ``on_phase(name)``, if given, is called as
+        each phase of loading ends (``small books``, ``tasks``, ``runs``, ``workflows``,
+        ``usage``), so the caller can time a restart phase by phase."""
+        return cls(store, retention, on_phase)
+
+    def _phase(self, name: str) -> None:
+        if self._on_phase is not None:
+            self._on_phase(name)
 
     def _load(self) -> None:
         self.runs.clear()
@@ -161,12 +182,17 @@ class SchedulerState(LockedReads):
             self.max_epoch = self.max_now_ms = self.manual_seq = self.applied_commands = 0
             self.alert_seq = self.event_seq = 0
             self.chain = b""
+        self._phase("small books")
         self.task_book.load()
+        self._phase("tasks")
         self.events.invalidate()
         self.runs.load()
+        self._phase("runs")
         self.wf.load()
         self.executor_book.load_flags()
+        self._phase("workflows")
         self.runs.load_usage()
+        self._phase("usage")
 
     def _save_meta(self) -> None:
         meta = pb.Meta(

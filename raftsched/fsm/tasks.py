@@ -9,6 +9,7 @@ the :class:`TaskBookHost` protocol.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Protocol
 
 from raftsched import codec
@@ -17,11 +18,11 @@ from raftsched.errors import InvalidSpec
 from raftsched.fsm import keys
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Effect, TaskArmed
-from raftsched.fsm.records import TaskState, armed, spec_bytes
+from raftsched.fsm.records import STORED_FIELDS, TaskState, armed, spec_bytes, stored_spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.timeline import expand
-from raftsched.fsm.workflows import is_internal, spec_from_record
+from raftsched.fsm.workflows import is_internal
 from raftsched.model import validate_params
 from raftsched.v1 import log_pb2 as pb
 
@@ -52,6 +53,30 @@ CHECKPOINT_EVERY = 1024
 CHECKPOINT_TASKS = 4096
 
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
+
+# The stored fields of a TaskRecord in the order TaskBook.load unpacks them; every stored
+# TaskState field exactly once (checked here, so a field added to one and not the other fails
+# at import instead of loading as its default).
+_LOADED = (
+    "version",
+    "enabled",
+    "created_ms",
+    "updated_ms",
+    "watermark_ms",
+    "next_fire_ms",
+    "active_runs",
+    "fires_total",
+    "runs_total",
+    "kept_fires",
+    "kept_runs",
+    "unplaceable",
+    "held_run",
+    "last_success_ms",
+    "last_success_run",
+)
+if sorted(_LOADED) != sorted(STORED_FIELDS):
+    raise RuntimeError(f"TaskBook.load unpacks {sorted(_LOADED)}, TaskState stores {sorted(STORED_FIELDS)}")
+_READ_RECORD = attrgetter(*_LOADED)
 
 
 class TaskBookHost(Protocol):
@@ -94,17 +119,40 @@ class TaskBook:
         changed them, or stored its record)."""
         self.tasks.clear()
         self.dirty.clear()
+        tasks = self.tasks
+        read = _READ_RECORD
+        # Equal timestamps (a bulk import's created, updated and watermark times, the next fire
+        # of tasks on one schedule) share one int object instead of one each (32 bytes).
+        shared: dict[int, int] = {}
+        one = shared.setdefault
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
-            rec = pb.TaskRecord()
-            rec.ParseFromString(value)
-            st = TaskState(spec_from_record(rec.spec), spec_bytes(rec.spec))
-            for name in TaskState.__slots__:
-                if name not in TaskState.NOT_STORED:
-                    setattr(st, name, getattr(rec, name))
-            self.tasks[st.spec.name] = st
+            rec = pb.TaskRecord.FromString(value)
+            # The spec stays bytes until something reads it (TaskState.stored).
+            st = TaskState.stored(stored_spec_bytes(value) or spec_bytes(rec.spec))
+            (
+                st.version,
+                st.enabled,
+                created,
+                updated,
+                watermark,
+                next_fire,
+                st.active_runs,
+                st.fires_total,
+                st.runs_total,
+                st.kept_fires,
+                st.kept_runs,
+                st.unplaceable,
+                st.held_run,
+                st.last_success_ms,
+                st.last_success_run,
+            ) = read(rec)
+            st.created_ms = one(created, created)
+            st.updated_ms = one(updated, updated)
+            st.watermark_ms = one(watermark, watermark)
+            st.next_fire_ms = one(next_fire, next_fire)
+            tasks[rec.spec.name] = st
         self.last_key = b""
         self.since_checkpoint.clear()
-        tasks = self.tasks
         for key, value in self.store.scan(keys.TASK_COUNTERS, keys.TASK_COUNTERS + keys.END):
             counters = pb.TaskCounters.FromString(value)
             self.last_key = key

@@ -867,6 +867,10 @@ def tables(out: Json) -> str:
             )
         lines.append("")
         for r in out["scale"]:
+            split = r.get("rss_split_mb") or {}
+            if split:
+                parts = ", ".join(f"{k} {v['anon_mb']} + {v['file_mb']} MB" for k, v in sorted(split.items()))
+                lines.append(f"RSS at {r['tasks']:,} tasks as anonymous + mapped-file (LMDB) memory: {parts}")
             ph = r.get("follower_restart_phases") or {}
             if "spawn_to_state_loaded_s" in ph:
                 lines.append(

@@ -64,6 +64,26 @@ def _stamp(line: str) -> float | None:
     return datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
+def rss_split(cluster: LocalCluster) -> dict[str, dict[str, int]]:
+    """Per node, RSS in MB as anonymous memory (the Python heap: tasks, wheel, caches) and as
+    mapped file pages (LMDB's map: the pages of the store this process has read, which the kernel
+    may drop and read again; counted in RSS all the same), from /proc/<pid>/status."""
+    out: dict[str, dict[str, int]] = {}
+    for nid, proc in cluster.procs.items():
+        if proc.poll() is not None:
+            continue
+        try:
+            text = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(re.findall(r"^(RssAnon|RssFile|RssShmem):\s+(\d+) kB", text, re.M))
+        out[nid] = {
+            "anon_mb": int(fields.get("RssAnon", 0)) // 1024,
+            "file_mb": int(fields.get("RssFile", 0)) // 1024,
+        }
+    return out
+
+
 def restart_phases(log: Path, spawned: float, caught_up: float) -> dict[str, object]:
     """The phases of the restart of the node whose log is ``log``, spawned at ``spawned`` and
     caught up at ``caught_up`` (wall-clock seconds): from its last start-up lines."""
@@ -124,6 +144,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             time.sleep(2)
             rss = {nid: cluster.status(nid, timeout=10).rss_bytes for nid in cluster.alive()}
             per_task = {nid: round((rss[nid] - rss0[nid]) / n) for nid in rss}
+            split = rss_split(cluster)
 
             # Cold restart of a follower.
             leader = cluster.wait_for_leader(30)
@@ -166,6 +187,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             "import_tasks_per_s": round(n / import_s),
             "rss_mb": {k: round(v / 2**20) for k, v in rss.items()},
             "rss_bytes_per_task": per_task,
+            "rss_split_mb": split,
             "snapshot": {
                 "count": len(snaps),
                 "largest_mb": round(max((s for s, _ in snaps), default=0) / 2**20, 1),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched.client import Client
+from raftsched.errors import Unavailable
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.testing.cluster import LocalCluster, wait_until
 
@@ -107,6 +108,24 @@ def restart_phases(log: Path, spawned: float, caught_up: float) -> dict[str, obj
     }
 
 
+def add_chunk(client: Client, specs: list[TaskSpec], attempts: int = 5) -> None:
+    """Add ``specs``; a chunk the cluster could not take while its leadership changed (a loaded
+    machine) is sent again, and a task the first try added is then refused as already existing,
+    which is what was wanted."""
+    for attempt in range(attempts):
+        try:
+            results = client.add_tasks(specs)
+        except Unavailable:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2.0)  # the election under way: the client already retried within it
+            continue
+        bad = [r for r in results if not r.ok and not (attempt and r.code == "already_exists")]
+        if bad:
+            raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
+        return
+
+
 def run_one(n: int, base: Path) -> dict[str, object]:
     cluster = LocalCluster.create(base, 3, extra_config=EXTRA)
     try:
@@ -127,9 +146,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
                     TaskSpec(f"daily-{i:07d}", CronTrigger("0 3 * * *", "Europe/Berlin"), command="true")
                     for i in range(start, min(n, start + step))
                 ]
-                bad = [r for r in client.add_tasks(specs) if not r.ok]
-                if bad:
-                    raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
+                add_chunk(client, specs)
             import_s = time.monotonic() - t0
             for i in range(20):
                 client.add_task(

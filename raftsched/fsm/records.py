@@ -232,6 +232,9 @@ def stored_spec_bytes(record: bytes) -> bytes | None:
     deterministic serialisation puts field 1 first), so the slice equals ``spec_bytes(rec.spec)``."""
     if record[:1] != b"\x0a":
         return None
+    if len(record) > 2 and record[1] < 0x80:  # the common case: a spec under 128 bytes
+        end = 2 + record[1]
+        return record[:end] if end <= len(record) else None
     length, shift, i = 0, 0, 1
     while i < len(record):
         byte = record[i]

@@ -866,6 +866,19 @@ def tables(out: Json) -> str:
                 f"{r['log_health']['leader_elections']} |"
             )
         lines.append("")
+        for r in out["scale"]:
+            split = r.get("rss_split_mb") or {}
+            if split:
+                parts = ", ".join(f"{k} {v['anon_mb']} + {v['file_mb']} MB" for k, v in sorted(split.items()))
+                lines.append(f"RSS at {r['tasks']:,} tasks as anonymous + mapped-file (LMDB) memory: {parts}")
+            ph = r.get("follower_restart_phases") or {}
+            if "spawn_to_state_loaded_s" in ph:
+                lines.append(
+                    f"restart of a follower at {r['tasks']:,} tasks: spawn -> state loaded "
+                    f"{ph['spawn_to_state_loaded_s']} s ({ph['state_load_phases']}); Raft journal opened in "
+                    f"{ph['raft_journal_open']}; started -> caught up {ph['raft_started_to_caught_up_s']} s"
+                )
+        lines.append("")
     fo = out.get("failover", {})
     if "failover_ms" in fo:
         fm, ex = fo["failover_ms"], fo.get("kill_to_first_execution_ms") or {}

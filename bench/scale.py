@@ -7,7 +7,9 @@ something fires); then
 
 * RSS per node, and the increase per task;
 * Raft snapshot (LMDB copy) size and time, as logged by the nodes;
-* cold restart of a follower (SIGKILL, restart) until it serves and has caught up;
+* cold restart of a follower (SIGKILL, restart) until it serves and has caught up, phase by
+  phase from its log: the process start to the state loaded (store open and verify, then the
+  state machine's books, each with its CPU time), the Raft journal opened, and the catch-up;
 * SIGKILL of the leader until the first fire committed by the new leader (which must rebuild its
   timing wheel from N tasks).
 """
@@ -15,6 +17,7 @@ something fires); then
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 import signal
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched.client import Client
+from raftsched.errors import Unavailable
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.testing.cluster import LocalCluster, wait_until
 
@@ -51,6 +55,77 @@ def log_health(cluster: LocalCluster) -> dict[str, object]:
     }
 
 
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def _stamp(line: str) -> float | None:
+    m = _STAMP.match(line)
+    if m is None:
+        return None
+    return datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def rss_split(cluster: LocalCluster) -> dict[str, dict[str, int]]:
+    """Per node, RSS in MB as anonymous memory (the Python heap: tasks, wheel, caches) and as
+    mapped file pages (LMDB's map: the pages of the store this process has read, which the kernel
+    may drop and read again; counted in RSS all the same), from /proc/<pid>/status."""
+    out: dict[str, dict[str, int]] = {}
+    for nid, proc in cluster.procs.items():
+        if proc.poll() is not None:
+            continue
+        try:
+            text = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(re.findall(r"^(RssAnon|RssFile|RssShmem):\s+(\d+) kB", text, re.M))
+        out[nid] = {
+            "anon_mb": int(fields.get("RssAnon", 0)) // 1024,
+            "file_mb": int(fields.get("RssFile", 0)) // 1024,
+        }
+    return out
+
+
+def restart_phases(log: Path, spawned: float, caught_up: float) -> dict[str, object]:
+    """The phases of the restart of the node whose log is ``log``, spawned at ``spawned`` and
+    caught up at ``caught_up`` (wall-clock seconds): from its last start-up lines."""
+    loaded_at = started_at = None
+    phases = journal = ""
+    for line in log.read_text().splitlines():
+        if "state loaded at index" in line:
+            loaded_at, phases = _stamp(line), line.split("): ", 1)[-1]
+        elif " started: raft " in line:
+            started_at = _stamp(line)
+            m = re.search(r"opened in (\d+) ms", line)
+            journal = f"{m.group(1)} ms" if m else "?"
+    if loaded_at is None or started_at is None:
+        return {"error": "no start-up lines in the log"}
+    return {
+        "spawn_to_state_loaded_s": round(loaded_at - spawned, 2),
+        "state_load_phases": phases,
+        "raft_journal_open": journal,
+        "state_loaded_to_raft_started_s": round(started_at - loaded_at, 2),
+        "raft_started_to_caught_up_s": round(caught_up - started_at, 2),
+    }
+
+
+def add_chunk(client: Client, specs: list[TaskSpec], attempts: int = 5) -> None:
+    """Add ``specs``; a chunk the cluster could not take while its leadership changed (a loaded
+    machine) is sent again, and a task the first try added is then refused as already existing,
+    which is what was wanted."""
+    for attempt in range(attempts):
+        try:
+            results = client.add_tasks(specs)
+        except Unavailable:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2.0)  # the election under way: the client already retried within it
+            continue
+        bad = [r for r in results if not r.ok and not (attempt and r.code == "already_exists")]
+        if bad:
+            raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
+        return
+
+
 def run_one(n: int, base: Path) -> dict[str, object]:
     cluster = LocalCluster.create(base, 3, extra_config=EXTRA)
     try:
@@ -71,9 +146,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
                     TaskSpec(f"daily-{i:07d}", CronTrigger("0 3 * * *", "Europe/Berlin"), command="true")
                     for i in range(start, min(n, start + step))
                 ]
-                bad = [r for r in client.add_tasks(specs) if not r.ok]
-                if bad:
-                    raise RuntimeError(f"{len(bad)} tasks refused, e.g. {bad[0]}")
+                add_chunk(client, specs)
             import_s = time.monotonic() - t0
             for i in range(20):
                 client.add_task(
@@ -88,13 +161,14 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             time.sleep(2)
             rss = {nid: cluster.status(nid, timeout=10).rss_bytes for nid in cluster.alive()}
             per_task = {nid: round((rss[nid] - rss0[nid]) / n) for nid in rss}
+            split = rss_split(cluster)
 
             # Cold restart of a follower.
             leader = cluster.wait_for_leader(30)
             follower = next(nid for nid in cluster.alive() if nid != leader)
             target = cluster.status(leader, timeout=10).applied_index
             cluster.kill(follower, signal.SIGKILL)
-            t0 = time.monotonic()
+            t0, spawned = time.monotonic(), time.time()
             cluster.start(follower)
             wait_until(
                 lambda: cluster.status(follower, timeout=2).applied_index >= target,
@@ -103,6 +177,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
                 "restarted follower to serve and catch up",
             )
             restart_s = time.monotonic() - t0
+            phases = restart_phases(cluster.log_dir / f"{follower}.log", spawned, time.time())
 
             # Leader kill until the first fire by the new leader.
             leader = cluster.wait_for_leader(30)
@@ -129,12 +204,14 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             "import_tasks_per_s": round(n / import_s),
             "rss_mb": {k: round(v / 2**20) for k, v in rss.items()},
             "rss_bytes_per_task": per_task,
+            "rss_split_mb": split,
             "snapshot": {
                 "count": len(snaps),
                 "largest_mb": round(max((s for s, _ in snaps), default=0) / 2**20, 1),
                 "slowest_ms": max((t for _, t in snaps), default=0),
             },
             "follower_cold_restart_s": round(restart_s, 2),
+            "follower_restart_phases": phases,
             "leader_kill_to_first_fire_s": round(failover_s, 2),
             "log_health": health,
         }

@@ -501,7 +501,9 @@ def sla_tasks(state: SchedulerState) -> tuple[list[SlaTask], list[pb.Run]]:
     tasks: list[SlaTask] = []
     with state.view() as v:
         for name, st in v.tasks.items():
-            spec = st.spec
+            # peek: a spec not decoded yet stays bytes (decoding a million specs here held the
+            # state lock for ~20 s on a new leader; TaskState.peek)
+            spec = st.peek()
             if not (spec.sla_start_within_ms or spec.sla_finish_within_ms or spec.freshness_ms):
                 continue
             if is_internal(name):

@@ -182,8 +182,9 @@ class EventBook:
         if index is None:
             index = {}
             for task, st in self.host.tasks.items():
-                if st.spec.on_event:
-                    index.setdefault(st.spec.on_event, ([], []))[0].append(task)
+                on_event = st.peek().on_event  # peek: reads no spec into memory to keep
+                if on_event:
+                    index.setdefault(on_event, ([], []))[0].append(task)
             for workflow, wf in self.host.wf.workflows.items():
                 if wf.spec.on_event:
                     index.setdefault(wf.spec.on_event, ([], []))[1].append(workflow)

@@ -263,15 +263,17 @@ def seq_of(slots: SlotTable, tasks: Mapping[str, TaskState], run_id: str) -> int
     return 0
 
 
-def is_hot(st: TaskState, policy: PolicyBook) -> bool:
-    """Whether ``st``'s single on-time fires may take the hot path: numbered, enabled, one
-    shard, ``overlap = allow``, nothing an attempt holds besides its slot (locks, pool, quota,
-    resources, selector), no calendar, jitter, SLA, freshness or events, not a workflow's task."""
-    s = st.spec
+def is_hot(st: TaskState, policy: PolicyBook, name: str) -> bool:
+    """Whether ``st`` (task ``name``)'s single on-time fires may take the hot path: numbered,
+    enabled, one shard, ``overlap = allow``, nothing an attempt holds besides its slot (locks,
+    pool, quota, resources, selector), no calendar, jitter, SLA, freshness or events, not a
+    workflow's task (an internal name; a workflow's trigger has one too). Reads the spec through
+    ``peek``: deciding every task's bit at load decodes no task's own spec."""
+    if not (st.number and st.enabled) or is_internal(name):
+        return False
+    s = st.peek()
     return bool(
-        st.number
-        and st.enabled
-        and s.shards == 1
+        s.shards == 1
         and s.overlap == Overlap.ALLOW
         and not s.locks
         and not s.pool
@@ -285,10 +287,24 @@ def is_hot(st: TaskState, policy: PolicyBook) -> bool:
         and not s.freshness_ms
         and not s.emits
         and not s.on_event
-        and not is_internal(s.name)
-        and not is_trigger(s)
         and policy.need(s.owner, s.namespace, ()) is None
     )
+
+
+def add_seq(st: TaskState, seq: int) -> None:
+    """``seq`` is a live hot run of ``st`` now."""
+    seqs = st.hot_seqs
+    if isinstance(seqs, list):
+        seqs.append(seq)
+    else:
+        st.hot_seqs = [seq]
+
+
+def drop_seq(st: TaskState, seq: int) -> None:
+    """``seq`` is no longer a live hot run of ``st`` (finished or promoted)."""
+    seqs = st.hot_seqs
+    if isinstance(seqs, list) and seq in seqs:
+        seqs.remove(seq)
 
 
 StartSink = Callable[[int, str, int], None]
@@ -416,10 +432,10 @@ class HotBook:
 
     # -- the hot bit ---------------------------------------------------------------------------
 
-    def refresh(self, st: TaskState) -> None:
-        """Recompute ``st.hot``; a task that stops being hot has its live hot runs promoted, so
-        every run of a task that is not hot is on the cold path."""
-        hot = is_hot(st, self.host.policy)
+    def refresh(self, st: TaskState, name: str) -> None:
+        """Recompute ``st.hot`` (task ``name``); a task that stops being hot has its live hot runs
+        promoted, so every run of a task that is not hot is on the cold path."""
+        hot = is_hot(st, self.host.policy, name)
         if st.hot and not hot:
             self.promote_task(st)
         st.hot = hot
@@ -427,7 +443,7 @@ class HotBook:
     def refresh_all(self) -> None:
         tasks = self.host.tasks
         for name in sorted(tasks):
-            self.refresh(tasks[name])
+            self.refresh(tasks[name], name)
 
     def forget_task(self, st: TaskState) -> None:
         """``st`` is being deleted: its live hot runs go to the cold path (delete keeps unfinished
@@ -496,7 +512,7 @@ class HotBook:
             st.runs_total += 1
             name = st.spec.name
             per_task[name] = per_task.get(name, 0) + 1
-            st.hot_seqs.append(seq)
+            add_seq(st, seq)
             seq += 1
         self.next_seq = seq
         slots = self.slots
@@ -702,7 +718,7 @@ class HotBook:
             ename = names[e] or ""
             st.active_runs -= 1
             st.kept_runs += 1
-            st.hot_seqs.remove(seq)
+            drop_seq(st, seq)
             left = per_task[name] - 1
             if left:
                 per_task[name] = left
@@ -875,8 +891,7 @@ class HotBook:
             runs.usage.take((run_id, 0), ename, NO_NEED)
         slots.state[j] = PROMOTED
         slots.finished += 1
-        if seq in st.hot_seqs:
-            st.hot_seqs.remove(seq)
+        drop_seq(st, seq)
         return pb.Run.FromString(data)
 
     def promote_id(self, run_id: str) -> pb.Run | None:
@@ -958,14 +973,13 @@ class HotBook:
         numbering.tasks[:] = [None]
         numbering.executors[:] = [None]
         numbering.executor_no.clear()
-        for st in host.tasks.values():
+        policy = host.policy
+        for name, st in host.tasks.items():
             numbering.set_task(st)
-            st.hot_seqs = []
+            st.hot_seqs = ()
+            st.hot = is_hot(st, policy, name)
         for name, rec in host.executors.items():
             numbering.set_executor(name, rec.number)
-        for name in sorted(host.tasks):
-            st = host.tasks[name]
-            st.hot = is_hot(st, host.policy)
         slots.clear(self.next_seq)
         raw = store.get(keys.HOT_SLOTS_KEY)
         if raw is not None:
@@ -1003,7 +1017,7 @@ class HotBook:
             if owner is None or store.get(keys.run_key_for_id(run_id)) is not None:
                 slots.state[j] = PROMOTED
                 continue
-            owner.hot_seqs.append(slots.base + j)
+            add_seq(owner, slots.base + j)
             name = owner.spec.name
             runs.active_per_task[name] = runs.active_per_task.get(name, 0) + 1
             if state == RUNNING:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
+from raftsched import codec
 from raftsched.abc import StateStore
 from raftsched.fsm.effects import TaskArmed
 from raftsched.model import MAX_KEEP_RUNS, MAX_TIME_MS, TaskSpec
@@ -89,7 +90,13 @@ def keeps(retention: Retention, keep_runs: int, keep_for_ms: int) -> tuple[int, 
 
 
 class TaskState:
-    """Mutable per-task state owned by the FSM (the only mutable state in the domain)."""
+    """Mutable per-task state owned by the FSM (the only mutable state in the domain).
+
+    A task loaded from the store (:meth:`stored`) holds its spec as the stored bytes only, and
+    decodes :attr:`spec` the first time something reads it: loading a million tasks then costs a
+    record parse each, not a spec decode each, and a task nothing has read since (a daily task
+    between its fires, on a follower) holds no decoded spec (issue 31: restart time and memory
+    per task). Reading ``spec`` is a plain slot read once decoded."""
 
     __slots__ = (
         "active_runs",
@@ -146,7 +153,42 @@ class TaskState:
         # the spec and state: raftsched.fsm.hot.is_hot), and the seqs of its unfinished hot runs.
         self.number = 0
         self.hot = False
-        self.hot_seqs: list[int] = []
+        # () until the task has a live hot run (an empty list per task would cost 56 bytes each
+        # at a million tasks); raftsched.fsm.hot adds and drops seqs through add_seq / drop_seq.
+        self.hot_seqs: list[int] | tuple[()] = ()
+
+    @classmethod
+    def stored(cls, spec_bytes: bytes) -> TaskState:
+        """A task loaded from its record: ``spec_bytes`` (``TaskRecord{spec}`` serialised, as
+        :func:`spec_bytes` gives) is decoded into :attr:`spec` when first read. The caller sets
+        every stored field (:data:`STORED_FIELDS`)."""
+        st = cls.__new__(cls)
+        st.spec_bytes = spec_bytes
+        st.run_template = st.fire_template = None
+        st.hot = False
+        st.hot_seqs = ()
+        return st
+
+    if not TYPE_CHECKING:  # hidden from mypy: it would type every misspelt attribute as a TaskSpec
+
+        def __getattr__(self, name: str) -> TaskSpec:
+            # Called only when a slot is unset: ``spec`` of a task loaded by ``stored``.
+            if name != "spec":
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            spec = decode_spec(self.spec_bytes)
+            self.spec = spec
+            return spec
+
+    def peek(self) -> TaskSpec:
+        """The task's spec, or one equal to it in every field but ``name``, without decoding and
+        keeping this task's own spec when it is not decoded yet: for reading a field other than
+        the name over every task (a new leader reads each armed task's trigger; pool and calendar
+        deletes look for users), which must not decode and keep a million specs."""
+        try:
+            spec: TaskSpec = _SPEC_SLOT.__get__(self, TaskState)
+        except AttributeError:
+            return spec_shape(self.spec_bytes)
+        return spec
 
     def record(self) -> pb.TaskRecord:
         """The task's record as a fresh message (the caller may keep and mutate it)."""
@@ -188,9 +230,84 @@ class TaskState:
         return self.spec_bytes + tail
 
 
+_SPEC_SLOT = TaskState.__dict__["spec"]  # the slot itself: reading it never decodes
+
+STORED_FIELDS: Final = tuple(name for name in TaskState.__slots__ if name not in TaskState.NOT_STORED)
+"""The TaskState slots that are fields of the stored TaskRecord, in slot order."""
+
+
 def spec_bytes(spec_pb: pb.TaskSpec) -> bytes:
     """``TaskRecord{spec}`` serialised: the prefix of every record and version of the task."""
     return pb.TaskRecord(spec=spec_pb).SerializeToString(deterministic=True)
+
+
+def stored_spec_bytes(record: bytes) -> bytes | None:
+    """The :func:`spec_bytes` prefix of a stored TaskRecord's bytes, sliced without a re-encoding,
+    or None if the record does not start with its spec (field 1, length-delimited).
+
+    Every TaskRecord is stored as ``spec_bytes + the other fields`` (:meth:`TaskState.record_bytes`;
+    deterministic serialisation puts field 1 first), so the slice equals ``spec_bytes(rec.spec)``."""
+    if record[:1] != b"\x0a":
+        return None
+    if len(record) > 2 and record[1] < 0x80:  # the common case: a spec under 128 bytes
+        end = 2 + record[1]
+        return record[:end] if end <= len(record) else None
+    length, shift, i = 0, 0, 1
+    while i < len(record):
+        byte = record[i]
+        i += 1
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            end = i + length
+            return record[:end] if end <= len(record) else None
+        shift += 7
+    return None
+
+
+def decode_spec(data: bytes) -> TaskSpec:
+    """The spec in ``data`` (:func:`spec_bytes`), as stored: not validated again (see
+    :func:`raftsched.codec.stored_spec_from_pb`)."""
+    return codec.stored_spec_from_pb(pb.TaskRecord.FromString(data).spec)
+
+
+def _name_end(data: bytes) -> int:
+    """Where the name ends in ``data`` (:func:`spec_bytes`): the spec's first field is its name
+    (field 1), so what follows is the same for two tasks that differ only in their names."""
+    # 0x0a <record length varint> 0x0a <name length varint> name ...
+    i = 1
+    while data[i] & 0x80:
+        i += 1
+    i += 1
+    if data[i : i + 1] != b"\x0a":
+        return i  # no name: the whole rest
+    i += 1
+    length, shift = 0, 0
+    while True:
+        byte = data[i]
+        i += 1
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return i + length
+        shift += 7
+
+
+# Specs decoded from stored spec bytes, by the bytes after the name (see _name_end): tasks
+# created in bulk share everything but their names. Memoisation of a pure function; bounded.
+_SHAPES: dict[bytes, TaskSpec] = {}
+_SHAPES_MAX: Final = 4096
+
+
+def spec_shape(data: bytes) -> TaskSpec:
+    """The spec in ``data`` (:func:`spec_bytes`) in every field but ``name``, which may be
+    another task's: decoded once per distinct rest of spec (see :meth:`TaskState.peek`)."""
+    rest = data[_name_end(data) :]
+    found = _SHAPES.get(rest)
+    if found is None:
+        found = decode_spec(data)
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[rest] = found
+    return found
 
 
 def pending_shards(count: int) -> list[pb.ShardAttempt]:

@@ -75,7 +75,12 @@ raftsched.fsm.hot): written from the NumberEntities on; before it, DERIVED_TIMEL
 class SchedulerState(LockedReads):
     """The FSM. Build with :meth:`load` over a store (empty or not)."""
 
-    def __init__(self, store: StateStore, retention: Retention | None = None) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        retention: Retention | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
         self.retention = retention or Retention()
         self.lock = threading.RLock()
@@ -133,14 +138,30 @@ class SchedulerState(LockedReads):
         self.calendars: CalendarBook = CalendarBook(store)
         self.membership: MembershipBook = MembershipBook(store)
         self.events: EventBook = EventBook(self)
+        # Called with the name of each loading phase as it ends (the node times them: this
+        # module reads no clock); None outside the first load.
+        self._on_phase = on_phase
         self._load()
+        self._on_phase = None
 
     # -----------------------------------------------------------------------------------------
     # loading, snapshot, restore
 
     @classmethod
-    def load(cls, store: StateStore, retention: Retention | None = None) -> SchedulerState:
-        return cls(store, retention)
+    def load(
+        cls,
+        store: StateStore,
+        retention: Retention | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> SchedulerState:
+        """The state held in ``store`` (empty or not). ``on_phase(name)``, if given, is called as
+        each phase of loading ends (``small books``, ``tasks``, ``runs``, ``workflows``,
+        ``usage``, ``hot path``), so the caller can time a restart phase by phase."""
+        return cls(store, retention, on_phase)
+
+    def _phase(self, name: str) -> None:
+        if self._on_phase is not None:
+            self._on_phase(name)
 
     def _load(self) -> None:
         self.runs.clear()
@@ -180,13 +201,19 @@ class SchedulerState(LockedReads):
             self.hot.next_seq = 1
             hot_checkpoint_index = 0
             self.state_format = DERIVED_TIMELINES_FORMAT
+        self._phase("small books")
         self.task_book.load()
+        self._phase("tasks")
         self.events.invalidate()
         self.runs.load()
+        self._phase("runs")
         self.wf.load()
         self.executor_book.load_flags()
+        self._phase("workflows")
         self.runs.load_usage()
+        self._phase("usage")
         self.hot.load(self.task_book.counter_index, hot_checkpoint_index)
+        self._phase("hot path")
 
     def _save_meta(self) -> None:
         meta = pb.Meta(
@@ -390,7 +417,7 @@ class SchedulerState(LockedReads):
         for name in names:
             st = self.tasks.get(name)
             if st is not None:
-                self.hot.refresh(st)
+                self.hot.refresh(st, name)
 
     def _prune_idempotency(self) -> None:
         horizon = self.max_now_ms - self.retention.idempotency_keep_ms

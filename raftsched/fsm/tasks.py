@@ -9,6 +9,7 @@ the :class:`TaskBookHost` protocol.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Protocol
 
 from raftsched import codec
@@ -17,11 +18,11 @@ from raftsched.errors import InvalidSpec
 from raftsched.fsm import keys
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import Effect, TaskArmed
-from raftsched.fsm.records import TaskState, armed, spec_bytes
+from raftsched.fsm.records import STORED_FIELDS, TaskState, armed, spec_bytes, stored_spec_bytes
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.timeline import expand
-from raftsched.fsm.workflows import is_internal, spec_from_record
+from raftsched.fsm.workflows import is_internal
 from raftsched.model import validate_params
 from raftsched.v1 import log_pb2 as pb
 
@@ -52,6 +53,31 @@ CHECKPOINT_EVERY = 1024
 CHECKPOINT_TASKS = 4096
 
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
+
+# The stored fields of a TaskRecord in the order TaskBook.load unpacks them; every stored
+# TaskState field exactly once (checked here, so a field added to one and not the other fails
+# at import instead of loading as its default).
+_LOADED = (
+    "version",
+    "enabled",
+    "created_ms",
+    "updated_ms",
+    "watermark_ms",
+    "next_fire_ms",
+    "active_runs",
+    "fires_total",
+    "runs_total",
+    "kept_fires",
+    "kept_runs",
+    "unplaceable",
+    "held_run",
+    "last_success_ms",
+    "last_success_run",
+    "number",
+)
+if sorted(_LOADED) != sorted(STORED_FIELDS):
+    raise RuntimeError(f"TaskBook.load unpacks {sorted(_LOADED)}, TaskState stores {sorted(STORED_FIELDS)}")
+_READ_RECORD = attrgetter(*_LOADED)
 
 
 class TaskBookHost(Protocol):
@@ -112,18 +138,42 @@ class TaskBook:
         changed them, or stored its record)."""
         self.tasks.clear()
         self.dirty.clear()
+        tasks = self.tasks
+        read = _READ_RECORD
+        # Equal timestamps (a bulk import's created, updated and watermark times, the next fire
+        # of tasks on one schedule) share one int object instead of one each (32 bytes).
+        shared: dict[int, int] = {}
+        one = shared.setdefault
         for _, value in self.store.scan(keys.TASK, keys.task_prefix_end()):
-            rec = pb.TaskRecord()
-            rec.ParseFromString(value)
-            st = TaskState(spec_from_record(rec.spec), spec_bytes(rec.spec))
-            for name in TaskState.__slots__:
-                if name not in TaskState.NOT_STORED:
-                    setattr(st, name, getattr(rec, name))
-            self.tasks[st.spec.name] = st
+            rec = pb.TaskRecord.FromString(value)
+            # The spec stays bytes until something reads it (TaskState.stored).
+            st = TaskState.stored(stored_spec_bytes(value) or spec_bytes(rec.spec))
+            (
+                st.version,
+                st.enabled,
+                created,
+                updated,
+                watermark,
+                next_fire,
+                st.active_runs,
+                st.fires_total,
+                st.runs_total,
+                st.kept_fires,
+                st.kept_runs,
+                st.unplaceable,
+                st.held_run,
+                st.last_success_ms,
+                st.last_success_run,
+                st.number,
+            ) = read(rec)
+            st.created_ms = one(created, created)
+            st.updated_ms = one(updated, updated)
+            st.watermark_ms = one(watermark, watermark)
+            st.next_fire_ms = one(next_fire, next_fire)
+            tasks[rec.spec.name] = st
         self.last_key = b""
         self.since_checkpoint.clear()
         self.hot_since.clear()
-        tasks = self.tasks
         index = self.counter_index
         index.clear()
         start = len(keys.TASK_COUNTERS)
@@ -183,10 +233,11 @@ class TaskBook:
             self.checkpoint()
 
     def _write_counters(self, applied: int) -> None:
+        names = list(self.dirty)  # the keys: a task's spec may be bytes only (TaskState.stored)
         rows = list(self.dirty.values())
         self.dirty.clear()
         rec = pb.TaskCounters(
-            task=[st.spec.name for st in rows],
+            task=names,
             watermark_ms=[st.watermark_ms for st in rows],
             next_fire_ms=[st.next_fire_ms for st in rows],
             active_runs=[st.active_runs for st in rows],
@@ -274,6 +325,9 @@ class TaskBook:
             else:
                 result.items.add(name=st.spec.name, ok=True, version=st.version, next_fire_ms=st.next_fire_ms)
                 effects.append(armed(st))
+                # A bulk import's tasks keep their specs as bytes, as loaded ones do, until read
+                # (TaskState.stored): a million imported tasks would otherwise hold ~700 B each.
+                del st.spec
         return result, tuple(effects)
 
     def _create_one(self, body: pb.CreateTask, now: int) -> TaskState:

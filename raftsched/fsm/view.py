@@ -662,7 +662,7 @@ class LockedReads:
         """The tasks and workflows whose tasks name pool ``name``, sorted."""
         users: set[str] = set()
         for task, st in self.tasks.items():
-            if st.spec.pool != name:
+            if st.peek().pool != name:
                 continue
             users.add(f"workflow {split_internal(task)[0]}" if is_internal(task) else f"task {task}")
         return sorted(users)
@@ -670,7 +670,7 @@ class LockedReads:
     def _calendar_users(self, name: str) -> list[str]:
         users: set[str] = set()
         for task, st in self.tasks.items():
-            if name not in st.spec.exclude:
+            if name not in st.peek().exclude:
                 continue
             if is_internal(task):
                 users.add(f"workflow {split_internal(task)[0]}")

@@ -89,11 +89,6 @@ def internal_spec(name: str, **fields: object) -> TaskSpec:
     return spec
 
 
-def spec_from_record(msg: pb.TaskSpec) -> TaskSpec:
-    """Decode a stored TaskSpec, internal names included (not validated again: it was accepted)."""
-    return codec.stored_spec_from_pb(msg)
-
-
 class TaskHost(Protocol):
     """What the workflow book needs from the task side of the state machine (the FSM implements it).
 

@@ -76,11 +76,10 @@ def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
     re-interpreting them silently. The check is cached per expression.
     """
     with state.view() as v:  # one pass over the tasks (a million at ~0.3 us each), as armed_tasks does
-        armed = [
-            (name, st.spec.trigger.expr)
-            for name, st in v.tasks.items()
-            if st.enabled and st.next_fire_ms and isinstance(st.spec.trigger, CronTrigger)
-        ]
+        # peek: a spec not decoded yet (a task loaded at start, never read since) stays bytes.
+        armed_now = [(name, st) for name, st in v.tasks.items() if st.enabled and st.next_fire_ms]
+        triggers = [(name, st.peek().trigger) for name, st in armed_now]
+    armed = [(name, t.expr) for name, t in triggers if isinstance(t, CronTrigger)]
     warnings: dict[str, str | None] = {}  # many tasks share an expression
     flagged: list[str] = []
     for name, expr in armed:

@@ -15,6 +15,7 @@ import logging
 import random
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -112,6 +113,27 @@ PEER_CHECK_FIRST_S = 10.0  # the first comparison with the peers, after start-up
 FORMAT_POLL_S = 2.0
 
 
+class StartPhases:
+    """Wall and CPU time of each phase of a node's start, for its start-up log lines: a restart's
+    time is read there phase by phase (bench/scale.py does), not guessed from the total."""
+
+    def __init__(self) -> None:
+        self._wall = time.monotonic()
+        self._cpu = time.process_time()
+        # The interpreter's start, the imports and the config, before the node is built.
+        self.ended: list[str] = [f"before the node ({self._cpu * 1000:.0f} ms CPU)"]
+
+    def __call__(self, name: str) -> None:
+        """The phase ``name`` ended now."""
+        wall, cpu = time.monotonic(), time.process_time()
+        took, cpu_took = (wall - self._wall) * 1000, (cpu - self._cpu) * 1000
+        self.ended.append(f"{name} {took:.0f} ms ({cpu_took:.0f} ms CPU)")
+        self._wall, self._cpu = wall, cpu
+
+    def text(self) -> str:
+        return ", ".join(self.ended)
+
+
 def rebuild_remedy(node_id: str) -> str:
     """The way out of a damaged store, as a node's error says it."""
     return (
@@ -160,6 +182,7 @@ class Node:
             all_window_ms=s.misfire_all_window_seconds * 1000,
         )
         self.me.data_dir.mkdir(parents=True, exist_ok=True)
+        phases = StartPhases()
         # No fsync on the apply thread: a commit per Raft tick must not block heartbeats on the
         # disk (that caused elections under load). Commits keep LMDB's ACI properties and survive
         # a process kill; a flusher thread fsyncs every second against power loss. pysyncobj's
@@ -177,9 +200,11 @@ class Node:
             )
         except StoreDamaged as exc:
             raise exc.with_remedy(rebuild_remedy(node_id)) from None
+        phases("store open")
         try:
-            self.store.verify()
-            self.state = SchedulerState.load(self.store, self.retention)
+            verified = self.store.verify()
+            phases("store verify")
+            self.state = SchedulerState.load(self.store, self.retention, on_phase=phases)
         except StoreDamaged as exc:
             self.store.close()
             raise exc.with_remedy(rebuild_remedy(node_id)) from None
@@ -193,6 +218,14 @@ class Node:
                 f"the stored state does not load: {exc!r}",
                 rebuild_remedy(node_id),
             ) from None
+        log.info(
+            "node %s: state loaded at index %d (%d entries, %d tasks): %s",
+            node_id,
+            verified.applied_index,
+            verified.pairs,
+            len(self.state.tasks),
+            phases.text(),
+        )
         # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
         self.failure: BaseException | None = None
         # Why the stored state is damaged, found while running ("" = sound as last verified):
@@ -347,6 +380,7 @@ class Node:
                 mismatch,
             )
         joining = self.joining and not self.state.membership.seeded
+        raft_started = time.monotonic()
         try:
             check_raft_files(self.me.data_dir)
         except StoreDamaged as exc:
@@ -385,13 +419,15 @@ class Node:
         with self.state.view() as v:
             loaded = len(v.tasks)
         log.info(
-            "node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d",
+            "node %s started: raft %s, grpc %s, data %s, %d tasks loaded at index %d (Raft journal "
+            "and snapshot opened in %.0f ms)",
             self.node_id,
             self.me.raft,
             self.me.grpc,
             self.me.data_dir,
             loaded,
             self.replica.last_applied,
+            (time.monotonic() - raft_started) * 1000,
         )
 
     async def serve(self, stop: asyncio.Event | None = None) -> None:

@@ -218,12 +218,14 @@ class Node:
                 f"the stored state does not load: {exc!r}",
                 rebuild_remedy(node_id),
             ) from None
+        with self.state.view() as v:
+            loaded_tasks = len(v.tasks)
         log.info(
             "node %s: state loaded at index %d (%d entries, %d tasks): %s",
             node_id,
             verified.applied_index,
             verified.pairs,
-            len(self.state.tasks),
+            loaded_tasks,
             phases.text(),
         )
         # Set when the store cannot take writes: the node has left the cluster (see _store_failed).

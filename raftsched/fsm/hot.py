@@ -75,7 +75,6 @@ class HotRef(NamedTuple):
     seq: int
     run_id: str
     task: str
-    task_number: int
     nominal_ms: int
     version: int  # the task version it fired with (Run.task_version)
     state: int  # PENDING or RUNNING
@@ -232,7 +231,6 @@ def hot_ref(slots: SlotTable, numbering: Numbering, seq: int) -> HotRef | None:
         seq=seq,
         run_id=run_id_of(name, nominal),
         task=name,
-        task_number=t,
         nominal_ms=nominal,
         version=slots.version[j],
         state=slots.state[j],

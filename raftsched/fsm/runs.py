@@ -441,7 +441,7 @@ class RunBook:
             if run_id in seen:
                 continue
             seen.add(run_id)
-            run = self.get(run_id)
+            run = self.peek(run_id)  # nothing changes until every run is checked (not promoted)
             if run is None:
                 raw = self.store.get(keys.run_key_for_id(run_id)) if "@" in run_id else None
                 if body.skip_finished:
@@ -482,6 +482,8 @@ class RunBook:
                         f"({_RUN_STATE_NAMES.get(target.state, 'unknown')}): there is nothing to cancel",
                     )
             chosen.append(run)
+        # Every run checked: a live hot run goes to the cold path now (get promotes it).
+        chosen = [self.get(run.run_id) or run for run in chosen]
         who = cmd.audit.principal or "anonymous"
         reason = body.reason or "cancelled"
         effects: list[Effect] = []

@@ -49,7 +49,7 @@ from raftsched.fsm.executors import ExecutorBook
 from raftsched.fsm.fires import FireBook
 from raftsched.fsm.hot import HotBook, Numbering, seq_of
 from raftsched.fsm.membership import MembershipBook
-from raftsched.fsm.policy import PolicyBook
+from raftsched.fsm.policy import PolicyBook, validate_quota
 from raftsched.fsm.records import Retention, TaskState
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.runs import RunBook, StartSink
@@ -370,10 +370,6 @@ class SchedulerState(LockedReads):
             now = cmd.now_ms
         if body in EventBook.CHANGES_TASKS:
             self.events.invalidate()  # before: a rejection may have changed nothing, or part
-        if body == "set_quota" and self.runs.slots.state:
-            # A new quota counts the running attempts of its owner or namespace (hold_for_quota
-            # walks the cold runs): the hot ones go to the cold path first.
-            self.hot.promote_all()
         result, effects = handler(self, cmd, now)
         if body in _HOT_BIT_BODIES and self.numbering.on:
             self._refresh_hot(cmd, body or "")
@@ -586,7 +582,13 @@ class SchedulerState(LockedReads):
     def _set_quota(self, cmd: pb.Command, now: int) -> Handled:
         """Create or replace a quota. A new one counts the attempts of its owner or namespace
         that are running already (they hold a place from now, given back when they end)."""
-        q, new = self.policy.set_quota(cmd.set_quota.quota, now)
+        body = cmd.set_quota.quota
+        validate_quota(body)  # before anything changes: a refused quota promotes nothing
+        if self.runs.slots.state:
+            # A new quota counts the running attempts of its owner or namespace (hold_for_quota
+            # walks the cold runs): the hot ones go to the cold path first.
+            self.hot.promote_all()
+        q, new = self.policy.set_quota(body, now)
         if new:
             self.runs.hold_for_quota(q)
         return pb.CommandResult(ok=True, quota=q), ()

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from raftsched import codec
 from raftsched.fsm.state import SchedulerState
-from raftsched.model import IntervalTrigger, TaskSpec
+from raftsched.model import IntervalTrigger, Overlap, TaskSpec
 from raftsched.security.auth import Role
 from raftsched.security.tokens import create_command, new_token, token_id
 from raftsched.storage.memory import MemoryStore
@@ -50,7 +50,10 @@ def _ok(state: SchedulerState, now: int, **body: Message) -> None:
 
 
 def _task_spec(name: str) -> pb.TaskSpec:
-    return codec.spec_to_pb(TaskSpec(name, IntervalTrigger(1000), command="true", max_retries=2))
+    # overlap=allow: its fires may take the columnar hot path (raftsched.fsm.hot.is_hot).
+    return codec.spec_to_pb(
+        TaskSpec(name, IntervalTrigger(1000), command="true", max_retries=2, overlap=Overlap.ALLOW)
+    )
 
 
 def _workflow() -> pb.WorkflowSpec:
@@ -61,8 +64,8 @@ def _workflow() -> pb.WorkflowSpec:
 
 
 def seeded() -> SchedulerState:
-    """Task t (run t@NOMINAL running on executor a), workflow w, a token, a quota, a calendar, a
-    pool."""
+    """Task t (run t@NOMINAL running on executor a, and the hot run t@NOMINAL+1000 too),
+    workflow w, a token, a quota, a calendar, a pool; tasks and executors numbered."""
     state = SchedulerState(MemoryStore())
     _ok(state, T, executor_join=pb.ExecutorJoin(name="a", slots=4))
     _ok(state, T, create_task=pb.CreateTask(spec=_task_spec("t"), next_fire_ms=NOMINAL))
@@ -79,6 +82,12 @@ def seeded() -> SchedulerState:
     _ok(state, NOMINAL, set_quota=pb.SetQuota(quota=pb.QuotaRecord(kind="owner", name="o", rate_milli=1000)))
     _ok(state, NOMINAL, set_calendar=pb.SetCalendar(spec=pb.CalendarSpec(name="c", weekdays=1), offset_s=[0]))
     _ok(state, NOMINAL, set_pool=pb.SetPool(pool=pb.PoolRecord(name="p", slots=2)))
+    # The columnar hot path (command format 18): numbers on, task t's next fire (hot run seq 1,
+    # t@NOMINAL+1000) taken by the hot path and assigned to executor a.
+    _ok(state, NOMINAL, number_entities=pb.NumberEntities())
+    hot = NOMINAL + 1000
+    _ok(state, hot, fire_columns=pb.FireColumns(task=[1], version=[1], nominal_delta=[0], next_delta=[1000]))
+    _ok(state, hot, assign_columns=pb.AssignColumns(seq=[1], shard=[0], attempt=[1], executor=[1]))
     return state
 
 
@@ -174,6 +183,15 @@ def _bodies() -> dict[str, Callable[[], Message]]:
         "delete_pool": lambda: pb.DeletePool(name="p"),
         "start_task_backfill": lambda: pb.StartTaskBackfill(task="t", nominal_ms=[NOMINAL - 1000, NOMINAL]),
         "cancel_runs": lambda: pb.CancelRuns(run_ids=[RUN], reason="r", shard=0),
+        "number_entities": pb.NumberEntities,
+        # Commands are stamped at NOMINAL + 5000: t's next fire is NOMINAL + 2000.
+        "fire_columns": lambda: pb.FireColumns(
+            task=[1], version=[1], nominal_delta=[3000], next_delta=[1000]
+        ),
+        "assign_columns": lambda: pb.AssignColumns(seq=[1], shard=[0], attempt=[1], executor=[1]),
+        "result_columns": lambda: pb.ResultColumns(
+            seq=[1], attempt=[1], executor=[1], duration_ms=[5], lateness_ms=[3]
+        ),
     }
 
 

@@ -368,6 +368,27 @@ def unchanged(state: SchedulerState, data: bytes, code: str) -> None:
     assert domain(state) == before and tables(state) == image
 
 
+@pytest.mark.parametrize("event", ["cancel_then_unknown", "bad_quota"])
+def test_a_refused_cold_command_promotes_no_hot_run(event: str) -> None:
+    # A cold command that names a live hot run (or, for a quota, all of them) promotes it only once
+    # nothing can refuse the command any more: a refusal leaves the state as it was.
+    state = hot_state("a")
+    at = T0 + S
+    assert apply(state, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+    assert apply(state, assign_cols(at + 10, [(1, 1, 1)])).accounted == 1
+    cmd = pb.Command(epoch=1, now_ms=at + 50, origin="n1")
+    if event == "cancel_then_unknown":
+        cmd.cancel_runs.run_ids.extend([f"a@{at}", "a@1"])
+        code = "not_found"
+    else:
+        cmd.set_quota.quota.kind = "namespace"
+        cmd.set_quota.quota.name = "default"
+        cmd.set_quota.quota.burst = 3  # a burst with no rate: refused
+        code = "invalid_argument"
+    unchanged(state, codec.encode_command(cmd), code)
+    assert state.runs.slots.live(1) >= 0  # still a live hot run
+
+
 def test_malformed_fire_columns_are_refused_whole() -> None:
     state = hot_state("a", "b")
     at = T0 + S

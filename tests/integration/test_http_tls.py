@@ -61,14 +61,16 @@ def start_tls_node(base: Path, certs: Pki) -> TlsNode:
         cluster.wait_for_leader(60)
 
         def serving() -> bool:
+            # A leader-gated read: elected is not yet leading, and until its first entry applies
+            # the node answers 503 "taking over as leader" (a write right after it failed under load).
             try:
                 return (
-                    call(node.http, "GET", "/api/v1/node", token=admin, context=node.context()).status == 200
+                    call(node.http, "GET", "/api/v1/tasks", token=admin, context=node.context()).status == 200
                 )
             except OSError:
                 return False
 
-        wait_until(serving, 60, 0.1, "the HTTPS listener and the admin token")
+        wait_until(serving, 60, 0.1, "the HTTPS listener, the admin token and the leader taking over")
     except BaseException:
         cluster.stop()
         raise

@@ -1,7 +1,7 @@
 """Settings for the whole suite.
 
 Hypothesis's default 200 ms deadline per example is a timing check, not a property of the code:
-on a shared 2-core machine, and with the suite on several xdist workers (``.ci/run``), a
+on a shared 2-core machine, and with the suite on several pytest-xdist workers, a
 descheduled process trips it (``DeadlineExceeded``, or ``Flaky`` when the retry is fast) on
 examples that take microseconds. The suite's profile turns it off; every other setting, and each
 test's own ``@settings`` (example counts included), stays as written.

@@ -1085,6 +1085,27 @@ class HotBook:
             return None
         return pb.Run.FromString(self._run_bytes(j, st, run_id_of(st.spec.name, slots.nominal[j])))
 
+    def live_count(self) -> int:
+        """How many hot runs are live (pending or running): O(1), for status counts (synthesising
+        them all is O(live runs), and a leader with no executor holds a growing backlog)."""
+        slots = self.slots
+        return len(slots) - slots.finished
+
+    def live_runs_of(self, names: Iterable[str]) -> dict[str, bytes]:
+        """The live hot runs of tasks ``names`` (as :meth:`live_runs`), found through each task's
+        live seqs: a read of a few tasks costs their runs, not every live run."""
+        slots, tasks, out = self.slots, self.host.tasks, {}
+        for name in names:
+            st = tasks.get(name)
+            if st is None or not st.hot_seqs:
+                continue
+            for seq in st.hot_seqs:
+                j = slots.live(seq)
+                if j >= 0:
+                    run_id = run_id_of(name, slots.nominal[j])
+                    out[run_id] = self._run_bytes(j, st, run_id)
+        return out
+
     def live_runs(self) -> dict[str, bytes]:
         """Every live hot run, serialised as the cold path would hold it, by run id."""
         slots, out = self.slots, {}

@@ -122,6 +122,12 @@ class StateView:
         return self._s.executors
 
     @property
+    def active_count(self) -> int:
+        """How many runs are unfinished (live hot runs included) without building :attr:`active`."""
+        s = self._s
+        return len(s.active) + (s.hot.live_count() if s.runs.slots.state else 0)
+
+    @property
     def active(self) -> Mapping[str, bytes]:
         """Unfinished runs, serialized, by run id (the live hot runs synthesised, as the cold path
         would hold them: a copy then, built per call)."""
@@ -512,7 +518,7 @@ class LockedReads:
             if not self.runs.slots.state:
                 return []
             wanted = set(tasks)
-            live = self.hot.live_runs()
+            live = self.hot.live_runs_of(wanted)
         out = []
         for run_id in sorted(live):
             if run_id.rpartition("@")[0] not in wanted:
@@ -535,7 +541,7 @@ class LockedReads:
         Read this before the store: a run that leaves this set afterwards is committed by then."""
         wanted = set(tasks)
         with self.lock:
-            raws = self.hot.live_runs() if self.runs.slots.state else {}
+            raws = self.hot.live_runs_of(wanted) if self.runs.slots.state else {}
             for run_id, raw in self.runs.unflushed.items():
                 if run_id not in raws and run_id.rpartition("@")[0] in wanted:
                     raws[run_id] = raw

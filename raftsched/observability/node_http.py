@@ -226,7 +226,7 @@ class NodeObservability:
         with node.state.view() as v:
             slots_alive = [e.slots for e in v.executors.values() if e.alive]
             executors = len(v.executors)
-            tasks, active_runs = len(v.tasks), len(v.active)
+            tasks, active_runs = len(v.tasks), v.active_count
             run_states = v.workflow_run_states()
         workflow_runs: dict[str, int] = {}
         for state in run_states:

@@ -1159,7 +1159,7 @@ class Node:
                 commit_index=raft.commit_index,
                 applied_index=self.replica.last_applied,
                 tasks=len(v.tasks),
-                active_runs=len(v.active),
+                active_runs=v.active_count,
                 max_leader_now_ms=v.max_now_ms,
                 max_epoch=self.state.max_epoch,
                 log_len=raft.log_len,

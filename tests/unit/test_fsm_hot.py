@@ -91,8 +91,14 @@ def cold_success(now: int, run_id: str, executor: str, duration: int, lateness: 
 
 
 def tables(state: SchedulerState) -> tuple[object, ...]:
-    """The in-memory state the hot path derives (equal on replicas and after a reload)."""
+    """The in-memory state the hot path derives (equal on replicas and after a reload). Checks on
+    the way that the O(1) live count and the per-task live runs agree with the full scan."""
     slots = state.runs.slots
+    every = state.hot.live_runs()
+    assert state.hot.live_count() == len(every)
+    assert state.hot.live_runs_of(list(state.tasks)) == every
+    with state.view() as v:
+        assert v.active_count == len(v.active)
     k = 0
     while k < len(slots.state) and slots.state[k] not in (hot.PENDING, hot.RUNNING):
         k += 1

@@ -92,7 +92,11 @@ def restart_phases(log: Path, spawned: float, caught_up: float) -> dict[str, obj
     phases = journal = ""
     for line in log.read_text().splitlines():
         if "state loaded at index" in line:
-            loaded_at, phases = _stamp(line), line.split("): ", 1)[-1]
+            # "... state loaded at index I (E entries, T tasks) at <unix time>: <phases>" (logged
+            # once the node started, with the time the load ended).
+            m = re.search(r"\) at (\d+\.\d+): (.*)$", line)
+            if m:
+                loaded_at, phases = float(m.group(1)), m.group(2)
         elif " started: raft " in line:
             started_at = _stamp(line)
             m = re.search(r"opened in (\d+) ms", line)

@@ -220,14 +220,8 @@ class Node:
             ) from None
         with self.state.view() as v:
             loaded_tasks = len(v.tasks)
-        log.info(
-            "node %s: state loaded at index %d (%d entries, %d tasks): %s",
-            node_id,
-            verified.applied_index,
-            verified.pairs,
-            loaded_tasks,
-            phases.text(),
-        )
+        # Logged once the node has started (start()): a node that cannot start says one line only.
+        self._load_report = (verified.applied_index, verified.pairs, loaded_tasks, phases.text(), time.time())
         # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
         self.failure: BaseException | None = None
         # Why the stored state is damaged, found while running ("" = sound as last verified):
@@ -418,6 +412,16 @@ class Node:
                 self.node_id,
                 self.node_id,
             )
+        index, entries, tasks, text, loaded_at = self._load_report
+        log.info(
+            "node %s: state loaded at index %d (%d entries, %d tasks) at %.3f: %s",
+            self.node_id,
+            index,
+            entries,
+            tasks,
+            loaded_at,
+            text,
+        )
         with self.state.view() as v:
             loaded = len(v.tasks)
         log.info(

@@ -49,10 +49,9 @@ def _ok(state: SchedulerState, now: int, **body: Message) -> None:
     assert res.ok, res
 
 
-def _task_spec(name: str) -> pb.TaskSpec:
-    # overlap=allow: its fires may take the columnar hot path (raftsched.fsm.hot.is_hot).
+def _task_spec(name: str, overlap: Overlap = Overlap.SKIP) -> pb.TaskSpec:
     return codec.spec_to_pb(
-        TaskSpec(name, IntervalTrigger(1000), command="true", max_retries=2, overlap=Overlap.ALLOW)
+        TaskSpec(name, IntervalTrigger(1000), command="true", max_retries=2, overlap=overlap)
     )
 
 
@@ -63,12 +62,15 @@ def _workflow() -> pb.WorkflowSpec:
     return spec
 
 
-def seeded() -> SchedulerState:
-    """Task t (run t@NOMINAL running on executor a, and the hot run t@NOMINAL+1000 too),
-    workflow w, a token, a quota, a calendar, a pool; tasks and executors numbered."""
+def seeded(hot: bool = False) -> SchedulerState:
+    """Task t (run t@NOMINAL running on executor a), workflow w, a token, a quota, a calendar, a
+    pool; with ``hot``, tasks and executors numbered and t's next fire (t@NOMINAL+1000) a hot run
+    on executor a too."""
     state = SchedulerState(MemoryStore())
     _ok(state, T, executor_join=pb.ExecutorJoin(name="a", slots=4))
-    _ok(state, T, create_task=pb.CreateTask(spec=_task_spec("t"), next_fire_ms=NOMINAL))
+    # hot: overlap=allow, so its fires may take the columnar hot path (raftsched.fsm.hot.is_hot).
+    spec = _task_spec("t", Overlap.ALLOW if hot else Overlap.SKIP)
+    _ok(state, T, create_task=pb.CreateTask(spec=spec, next_fire_ms=NOMINAL))
     fires = pb.FireBatch()
     fires.tasks.add(task="t", version=1, watermark_ms=NOMINAL, next_fire_ms=NOMINAL + 1000).fires.add(
         nominal_ms=NOMINAL, outcome=pb.FIRED
@@ -82,12 +84,14 @@ def seeded() -> SchedulerState:
     _ok(state, NOMINAL, set_quota=pb.SetQuota(quota=pb.QuotaRecord(kind="owner", name="o", rate_milli=1000)))
     _ok(state, NOMINAL, set_calendar=pb.SetCalendar(spec=pb.CalendarSpec(name="c", weekdays=1), offset_s=[0]))
     _ok(state, NOMINAL, set_pool=pb.SetPool(pool=pb.PoolRecord(name="p", slots=2)))
+    if not hot:
+        return state
     # The columnar hot path (command format 18): numbers on, task t's next fire (hot run seq 1,
     # t@NOMINAL+1000) taken by the hot path and assigned to executor a.
     _ok(state, NOMINAL, number_entities=pb.NumberEntities())
-    hot = NOMINAL + 1000
-    _ok(state, hot, fire_columns=pb.FireColumns(task=[1], version=[1], nominal_delta=[0], next_delta=[1000]))
-    _ok(state, hot, assign_columns=pb.AssignColumns(seq=[1], shard=[0], attempt=[1], executor=[1]))
+    at = NOMINAL + 1000
+    _ok(state, at, fire_columns=pb.FireColumns(task=[1], version=[1], nominal_delta=[0], next_delta=[1000]))
+    _ok(state, at, assign_columns=pb.AssignColumns(seq=[1], shard=[0], attempt=[1], executor=[1]))
     return state
 
 
@@ -205,7 +209,7 @@ def test_every_command_type_has_a_body_here() -> None:
     assert set(BODIES) == set(SchedulerState._HANDLERS)
 
 
-_BASE = seeded()
+_BASE = seeded(hot=True)
 _BASE_SNAPSHOT = _BASE.snapshot()
 
 

@@ -369,6 +369,11 @@ _hot = attrgetter("hot")
 _watermark = attrgetter("watermark_ms")
 
 
+def _rows(keep: list[int], *columns: list[int]) -> list[list[int]]:
+    """Rows ``keep`` of each column (the rows of an entry its per-row check accepted)."""
+    return [[column[i] for i in keep] for column in columns]
+
+
 def _invalid(message: str) -> Handled:
     """A malformed entry: refused whole, before anything changed (a value: apply catches it)."""
     raise Reject("invalid_argument", message)
@@ -487,11 +492,7 @@ class HotBook:
         if not fast:
             keep = _check_fires(sts, versions, deltas, nexts, nominals)
             refused = n - len(keep)
-            tasks = [tasks[i] for i in keep]
-            versions = [versions[i] for i in keep]
-            deltas = [deltas[i] for i in keep]
-            nexts = [nexts[i] for i in keep]
-            nominals = [nominals[i] for i in keep]
+            tasks, versions, deltas, nexts, nominals = _rows(keep, tasks, versions, deltas, nexts, nominals)
             sts = [sts[i] for i in keep]
             n = len(tasks)
             if not n:
@@ -592,9 +593,7 @@ class HotBook:
         if not fast:
             keep = self._check_assigns(seqs, shards, attempts, execs, records)
             refused = n - len(keep)
-            seqs = [seqs[i] for i in keep]
-            attempts = [attempts[i] for i in keep]
-            execs = [execs[i] for i in keep]
+            seqs, attempts, execs = _rows(keep, seqs, attempts, execs)
             n = len(seqs)
             if not n:
                 return pb.CommandResult(ok=True, refused=refused), ()
@@ -689,11 +688,9 @@ class HotBook:
         if not fast:
             keep = self._check_results(seqs, attempts, execs)
             refused = n - len(keep)
-            seqs = [seqs[i] for i in keep]
-            attempts = [attempts[i] for i in keep]
-            execs = [execs[i] for i in keep]
-            durations = [durations[i] for i in keep]
-            lateness = [lateness[i] for i in keep]
+            seqs, attempts, execs, durations, lateness = _rows(
+                keep, seqs, attempts, execs, durations, lateness
+            )
             n = len(seqs)
             if not n:
                 return pb.CommandResult(ok=True, refused=refused), ()

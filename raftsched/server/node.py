@@ -221,7 +221,9 @@ class Node:
         with self.state.view() as v:
             loaded_tasks = len(v.tasks)
         # Logged once the node has started (start()): a node that cannot start says one line only.
-        self._load_report = (verified.applied_index, verified.pairs, loaded_tasks, phases.text(), time.time())
+        # The time is the node's clock (skew included), in unix seconds: bench/scale.py reads it.
+        loaded_at = self.clock.now_ms() / 1000.0
+        self._load_report = (verified.applied_index, verified.pairs, loaded_tasks, phases.text(), loaded_at)
         # Set when the store cannot take writes: the node has left the cluster (see _store_failed).
         self.failure: BaseException | None = None
         # Why the stored state is damaged, found while running ("" = sound as last verified):

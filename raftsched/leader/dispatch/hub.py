@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from raftsched.abc import CommitHook, ProposeCallback
@@ -65,6 +65,8 @@ class ExecutorHub:
     def __init__(self, node: HubNode, dispatcher: Dispatcher) -> None:
         self.node = node
         self.dispatcher = dispatcher  # built with the node's other parts (raftsched.server.core)
+        # An executor's open stream: a DispatchBatch stream's queue, or a Session's sink (an
+        # asyncio.Queue too: raftsched.leader.dispatch.session); one put per flush either way.
         self.streams: dict[str, asyncio.Queue[list[pb.WorkItem]]] = {}
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.log_channels: set[str] = set()  # executors whose open stream takes log requests
@@ -77,6 +79,9 @@ class ExecutorHub:
         self._holding: tuple[int, int, int] | None = None
         # Called on the loop with every batch of results an executor reports (the node's metrics).
         self.on_results: Callable[[Sequence[pb.ExecResult]], None] | None = None
+        # ... and with the start lateness of every row of a session's report (its successes
+        # that carry nothing else; issue 31 P2), in ms.
+        self.on_lateness: Callable[[Iterable[int]], None] | None = None
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()

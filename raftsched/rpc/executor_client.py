@@ -174,8 +174,10 @@ class _GrpcSession:
             await self._call.write(message)
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None
-        except asyncio.InvalidStateError:  # written after the call ended: read() says why
-            raise TransportError("cancelled", "the session ended") from None
+        except asyncio.InvalidStateError:  # written after the call ended: its status says why
+            code = await self._call.code()
+            details = await self._call.details()
+            raise TransportError(code.name.lower(), details or "the session ended") from None
 
     async def __aiter__(self) -> AsyncIterator[pb.SessionDown]:
         try:

@@ -41,7 +41,7 @@ from raftsched.abc import StateStore
 from raftsched.fsm import queries, timeline
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
-from raftsched.fsm.hot import HotBook, HotRef, Numbering, hot_ref, seq_of
+from raftsched.fsm.hot import HotBook, HotRef, Numbering, SlotTable, hot_ref, seq_of
 from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
@@ -171,6 +171,18 @@ class StateView:
         """The seq of the live hot run ``run_id`` (0: it is not one: report it the cold way)."""
         s = self._s
         return seq_of(s.runs.slots, s.tasks, run_id)
+
+    def hot_live(self, seq: int) -> bool:
+        """Whether ``seq`` is a live (pending or running) hot run. Seqs are never reused, so a
+        reader that learnt a run's seq (from the entry that made it) asks this instead of
+        :meth:`hot_seq`: the same answer for that run, without parsing its id."""
+        return self._s.runs.slots.live(seq) >= 0
+
+    def hot_tables(self) -> tuple[SlotTable, Numbering]:
+        """The hot path's slot table and numbering themselves, for a reader's loop over many rows
+        (:func:`raftsched.leader.columns.dispatched_rows`): live, read-only, valid in this view."""
+        s = self._s
+        return s.runs.slots, s.numbering
 
     # -- tasks -----------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from raftsched import codec
-from raftsched.fsm.effects import DispatchAttempt, DispatchColumns, Effect
+from raftsched.fsm.effects import DispatchAttempt, DispatchColumns, Effect, ReadyColumns
 from raftsched.fsm.hot import hot_ref
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
@@ -272,3 +272,30 @@ def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
             ref, ref_rest = columns.split_results(v, executor, results, ids, at, 1)
             assert rest == ref_rest
             assert (cmd.SerializeToString() if cmd else b"") == (ref.SerializeToString() if ref else b"")
+
+
+def test_ready_rows_wait_as_each_would_have_waited() -> None:
+    state = world()
+    one, many = leader(state).term, leader(state).term
+    assert one is not None and many is not None
+    at = T0 + S
+    applied = state.apply(fire_columns(state, HOT, at))
+    [eff] = [e for e in applied.effects if isinstance(e, ReadyColumns)]
+    # h1 declares memory since (no longer hot: its waiting run is promoted and waits as any other).
+    h1 = TaskSpec("h1", EVERY_SECOND, overlap=Overlap.ALLOW, handler="noop", resource_memory_mb=64)
+    assert update(state, h1, now=at).ok
+    with state.view() as v:
+        rows = columns.ready_rows(v, eff, 1)
+        assert [seq for _, seq in rows] == list(range(eff.seq_base, eff.seq_base + len(HOT)))
+        for ready, seq in rows:
+            one.placement.wait(v, ready, seq)
+        many.placement.wait_rows(v, rows)
+        many.placement.wait_rows(v, rows[:3])  # waiting already: replaced, as wait replaces
+        for ready, seq in rows[:3]:
+            one.placement.wait(v, ready, seq)
+    assert len(many.placement.waiting) == len(HOT)
+    assert many.placement.waiting == one.placement.waiting
+    assert many.placement.sized == one.placement.sized
+    assert {o: list(q) for o, q in many.placement.queues.items()} == {
+        o: list(q) for o, q in one.placement.queues.items()
+    }

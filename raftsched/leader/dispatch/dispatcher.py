@@ -281,8 +281,11 @@ class Dispatcher:
             elif isinstance(eff, ReadyColumns):
                 # The hot runs a FireColumns entry made (the columnar path): each waits as the
                 # AttemptReady it stands for. Such an entry is proposed by this leadership only.
-                for ready, seq in columns.ready_rows(v, eff, t.epoch):
-                    self._ready(t, v, ready, now_ms, seq)
+                rows = columns.ready_rows(v, eff, t.epoch)
+                t.placement.wait_rows(v, rows)
+                if t.liveness.unconfirmed:
+                    for ready, _seq in rows:
+                        self._unconfirmed(t, ready, now_ms)
             elif isinstance(eff, DispatchColumns):
                 self._dispatch_columns(t, v, eff, now_ms)
             elif isinstance(eff, RunCancelled):
@@ -298,8 +301,11 @@ class Dispatcher:
                     for exec_id in t.holdings.void(eff.name):
                         t.takeover.known(exec_id, "applied")  # the state is current for it
 
-    def _ready(self, t: Term, v: StateView, eff: AttemptReady, now_ms: int, seq: int = 0) -> None:
-        t.placement.wait(v, eff, seq)
+    def _ready(self, t: Term, v: StateView, eff: AttemptReady, now_ms: int) -> None:
+        t.placement.wait(v, eff)
+        self._unconfirmed(t, eff, now_ms)
+
+    def _unconfirmed(self, t: Term, eff: AttemptReady, now_ms: int) -> None:
         if t.liveness.unconfirmed and eff.not_before_ms <= now_ms < t.takeover.until_ms:
             # An executor has not found this leader yet: the attempt may wait for it.
             t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms)

@@ -25,6 +25,7 @@ from typing import Literal
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
+from raftsched.fsm.workflows import is_internal
 from raftsched.fsm.view import StateView
 from raftsched.leader.dispatch.leases import Holdings, Key
 from raftsched.leader.dispatch.settings import MAX_WAITS_PER_COMMAND
@@ -241,6 +242,50 @@ class Placement:
             self._queue(w.owner).add(key, w)
         if ready.backfill_share:
             self.backfill_waiting += 1
+
+    def wait_rows(self, v: StateView, rows: Iterable[tuple[AttemptReady, int]]) -> None:
+        """Each ``(ready, seq)`` waits, as :meth:`wait` makes it wait (the rows of a ReadyColumns:
+        first attempts of shard 0). One loop for the entry: a row of a plain task (no declared
+        need, not a workflow's, not in the ring's restricted namespaces, not waiting already,
+        not backfill, a first attempt) waits without :meth:`wait`'s general steps; any other
+        goes through :meth:`wait`."""
+        tasks, waiting, pooled = v.tasks, self.waiting, self.pooled
+        restricted = bool(self.restricted)
+        for ready, seq in rows:
+            run_id, task = ready.run_id, ready.task
+            st = tasks.get(task)
+            key = (run_id, ready.shard)
+            if st is None or restricted or ready.attempt > 1 or ready.backfill_share or key in waiting:
+                self.wait(v, ready, seq)
+                continue
+            spec = st.spec
+            # StateView.need_hint's test: a declared need, or a workflow task's, is read from the run.
+            if spec.resource_cpu or spec.resource_memory_mb or spec.selector or is_internal(task):
+                self.wait(v, ready, seq)
+                continue
+            owner = self._owner(v, task, ready.shard)
+            w = Waiting(
+                ready,
+                start_order(spec.priority, ready.nominal_ms, run_id, ready.shard),
+                owner,
+                "",
+                NO_NEED,
+                (),
+                spec.owner,
+                spec.namespace,
+                spec.locks,
+                spec.pool,
+                "",
+                frozenset(),
+                seq,
+            )
+            waiting[key] = w
+            if w.pool:
+                pooled[key] = w
+            queue = self.queues.get(owner)
+            if queue is None:
+                queue = self._queue(owner)
+            queue.add(key, w)
 
     def unwait(self, key: Key) -> None:
         """The attempt at ``key`` waits no more (assigned, replaced or cancelled): give back what

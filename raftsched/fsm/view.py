@@ -302,6 +302,10 @@ class StateView:
         """Whether ``run_id``'s ``shard`` ended CANCELLED at ``attempt`` (its run cancelled,
         killed or replaced; a finished run is read from committed data)."""
         s = self._s
+        if shard == 0 and seq_of(s.runs.slots, s.tasks, run_id):
+            # A live hot run (pending or running: never cancelled), not built to be read: an
+            # executor's heartbeat may list a run just reported, whose result is on its way.
+            return False
         run = s.active_run(run_id)
         if run is None:
             with s.store.reader() as r:

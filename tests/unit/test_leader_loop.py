@@ -19,7 +19,7 @@ import pytest
 
 from raftsched import codec
 from raftsched.fsm.effects import DispatchAttempt, DispatchColumns, Effect, ReadyColumns
-from raftsched.fsm.hot import hot_ref
+from raftsched.fsm.hot import HotBook, hot_ref
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
 from raftsched.leader import columns
@@ -299,3 +299,27 @@ def test_ready_rows_wait_as_each_would_have_waited() -> None:
     assert {o: list(q) for o, q in many.placement.queues.items()} == {
         o: list(q) for o, q in one.placement.queues.items()
     }
+
+
+def test_a_heartbeat_listing_runs_just_reported_builds_no_copy_of_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = world()
+    d = leader(state)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), d, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    sent = d.take_outbox()
+    executor = sent[0][0]
+    mine = [item.execution_id for ex, item in sent if ex == executor]
+    results = [pb.ExecResult(execution_id=e, success=True, start_lateness_ms=1) for e in mine]
+    proposals = d.report(executor, results, at + 10)  # leases dropped; not applied yet
+    assert proposals and all(e not in d.leases for e in mine)
+    built: list[int] = []
+    real = HotBook.synthesise
+    monkeypatch.setattr(HotBook, "synthesise", lambda self, seq: built.append(seq) or real(self, seq))
+    # The heartbeat was built while they ran: they are strays here, still live hot runs.
+    assert d.heartbeat(executor, mine, at + 11, started=mine, partial=True)
+    assert built == []
+    assert d.take_outbox() == []  # nothing to stop: none is cancelled

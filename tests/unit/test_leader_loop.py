@@ -318,7 +318,12 @@ def test_a_heartbeat_listing_runs_just_reported_builds_no_copy_of_them(
     assert proposals and all(e not in d.leases for e in mine)
     built: list[int] = []
     real = HotBook.synthesise
-    monkeypatch.setattr(HotBook, "synthesise", lambda self, seq: built.append(seq) or real(self, seq))
+
+    def spy(self: HotBook, seq: int) -> logpb.Run | None:
+        built.append(seq)
+        return real(self, seq)
+
+    monkeypatch.setattr(HotBook, "synthesise", spy)
     # The heartbeat was built while they ran: they are strays here, still live hot runs.
     assert d.heartbeat(executor, mine, at + 11, started=mine, partial=True)
     assert built == []

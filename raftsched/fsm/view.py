@@ -41,7 +41,7 @@ from raftsched.abc import StateStore
 from raftsched.fsm import queries, timeline
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
-from raftsched.fsm.hot import HotBook, HotRef, Numbering, hot_ref, seq_of
+from raftsched.fsm.hot import HotBook, HotRef, Numbering, SlotTable, hot_ref, seq_of
 from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
@@ -172,6 +172,18 @@ class StateView:
         s = self._s
         return seq_of(s.runs.slots, s.tasks, run_id)
 
+    def hot_live(self, seq: int) -> bool:
+        """Whether ``seq`` is a live (pending or running) hot run. Seqs are never reused, so a
+        reader that learnt a run's seq (from the entry that made it) asks this instead of
+        :meth:`hot_seq`: the same answer for that run, without parsing its id."""
+        return self._s.runs.slots.live(seq) >= 0
+
+    def hot_tables(self) -> tuple[SlotTable, Numbering]:
+        """The hot path's slot table and numbering themselves, for a reader's loop over many rows
+        (:func:`raftsched.leader.columns.dispatched_rows`): live, read-only, valid in this view."""
+        s = self._s
+        return s.runs.slots, s.numbering
+
     # -- tasks -----------------------------------------------------------------------------------
 
     def task_spec(self, name: str) -> TaskSpec | None:
@@ -290,6 +302,10 @@ class StateView:
         """Whether ``run_id``'s ``shard`` ended CANCELLED at ``attempt`` (its run cancelled,
         killed or replaced; a finished run is read from committed data)."""
         s = self._s
+        if shard == 0 and seq_of(s.runs.slots, s.tasks, run_id):
+            # A live hot run (pending or running: never cancelled), not built to be read: an
+            # executor's heartbeat may list a run just reported, whose result is on its way.
+            return False
         run = s.active_run(run_id)
         if run is None:
             with s.store.reader() as r:

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, ReadyColumns
-from raftsched.fsm.hot import run_id_of
+from raftsched.fsm.hot import PENDING, RUNNING, run_id_of
 from raftsched.fsm.view import StateView
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpb
@@ -36,13 +36,17 @@ from raftsched.v1 import raftsched_pb2 as rpb
 __all__ = [
     "armed_rows",
     "dispatched_attempts",
+    "dispatched_rows",
     "hot_result",
     "number_entities",
     "ready_attempts",
+    "ready_rows",
     "split_assignments",
     "split_result_columns",
     "split_results",
 ]
+
+_LIVE = (PENDING, RUNNING)  # a hot slot's states while its run is unfinished (SlotTable.live)
 
 # Column value bounds (ResultColumns: duration_ms is uint32, lateness_ms sint32).
 _U32 = 2**32 - 1
@@ -71,21 +75,67 @@ def ready_attempts(v: StateView, eff: ReadyColumns, epoch: int) -> list[AttemptR
     """The first attempts ``eff`` made ready, as the ``AttemptReady`` each would have been (shard 0,
     attempt 1, no backoff). ``epoch``: the entry's (the leadership that proposed it). Rows of a
     task deleted since are left out (its runs were cancelled with it)."""
-    out: list[AttemptReady] = []
+    return [ready for ready, _seq in ready_rows(v, eff, epoch)]
+
+
+def ready_rows(v: StateView, eff: ReadyColumns, epoch: int) -> list[tuple[AttemptReady, int]]:
+    """:func:`ready_attempts`, each with its run's seq (``eff.seq_base`` + its row): the
+    dispatcher keeps it, so the run's assignment and result need not find the seq from the run
+    id again (:meth:`StateView.hot_live` tells whether it is still a live hot run)."""
+    out: list[tuple[AttemptReady, int]] = []
     append = out.append
+    seq = eff.seq_base
     for number, nominal in zip(eff.tasks, eff.nominals, strict=True):
         st = v.task_by_number(number)
         if st is not None:
             name = st.spec.name
-            append(AttemptReady(run_id_of(name, nominal), name, nominal, 0, 1, epoch))
+            append((AttemptReady(run_id_of(name, nominal), name, nominal, 0, 1, epoch), seq))
+        seq += 1
     return out
+
+
+# A row of a DispatchColumns that is still a live hot run on its assignment (see
+# :func:`dispatched_rows`): (seq, run id, task, nominal, attempt, executor, task version,
+# assigned ms). A plain tuple: one is read per attempt, on the leader's loop.
+HotDispatch = tuple[int, str, str, int, int, str, int, int]
 
 
 def dispatched_attempts(
     v: StateView, eff: DispatchColumns, epoch: int, proposed: Mapping[int, str] | None = None
 ) -> list[DispatchAttempt]:
     """The assignments ``eff`` committed, as ``DispatchAttempt`` values carrying the run's facts
-    (``known``: a hot run has no command, params or environment of its own).
+    (``known``: a hot run has no command, params or environment of its own): the rows of
+    :func:`dispatched_rows`, each as the dispatch it stands for."""
+    out: list[DispatchAttempt] = []
+    for row in dispatched_rows(v, eff, epoch, proposed):
+        if isinstance(row, DispatchAttempt):
+            out.append(row)
+            continue
+        _seq, run_id, task, nominal, attempt, executor, version, assigned_ms = row
+        out.append(
+            DispatchAttempt(
+                run_id,
+                task,
+                nominal,
+                0,
+                attempt,
+                executor,
+                epoch,
+                known=True,
+                task_version=version,
+                backfill=False,
+                assigned_ms=assigned_ms,
+            )
+        )
+    return out
+
+
+def dispatched_rows(
+    v: StateView, eff: DispatchColumns, epoch: int, proposed: Mapping[int, str] | None = None
+) -> Iterator[HotDispatch | DispatchAttempt]:
+    """The assignments ``eff`` committed, in row order: a row still a live hot run on that
+    attempt and executor as a :data:`HotDispatch` (what its work item and lease need; a hot
+    run has no command, params or environment of its own), read straight from the slot table.
 
     A row whose seq is no longer a live hot run may have been promoted to the cold path after
     the entry applied and before this reads it (an update, a quota...): it is still assigned,
@@ -93,31 +143,30 @@ def dispatched_attempts(
     names its run; it is sent if the log still has that attempt running on that executor (a
     ``DispatchAttempt`` the dispatcher completes from the run). A row finished or cancelled
     since is left out: nothing is sent for it."""
-    out: list[DispatchAttempt] = []
+    slots, numbering = v.hot_tables()
+    base, state, tasks, names = slots.base, slots.state, numbering.tasks, numbering.executors
+    n_slots, n_tasks, n_names = len(state), len(tasks), len(names)
     for seq, attempt, executor in zip(eff.seqs, eff.attempts, eff.executors, strict=True):
-        ref = v.hot_run(seq)
-        if ref is None or ref.attempt != attempt or ref.executor_number != executor or not ref.executor:
-            run_id = proposed.get(seq) if proposed is not None and ref is None else None
+        # hot_ref's checks, inline: a live slot, of a numbered task, on this attempt and a
+        # numbered executor.
+        j = seq - base
+        live = 0 <= j < n_slots and state[j] in _LIVE
+        t = slots.task[j] if live else 0
+        st = tasks[t] if 0 < t < n_tasks else None
+        if st is None:
+            run_id = proposed.get(seq) if proposed is not None else None
             cold = _promoted(v, run_id, attempt, executor, epoch) if run_id else None
             if cold is not None:
-                out.append(cold)
+                yield cold
             continue
-        out.append(
-            DispatchAttempt(
-                ref.run_id,
-                ref.task,
-                ref.nominal_ms,
-                0,
-                attempt,
-                ref.executor,
-                epoch,
-                known=True,
-                task_version=ref.version,
-                backfill=False,
-                assigned_ms=ref.assigned_ms,
-            )
-        )
-    return out
+        e = slots.executor[j]
+        name = names[e] if 0 < e < n_names else None
+        if slots.attempt[j] != attempt or e != executor or not name:
+            continue  # a live hot run, but no longer on this assignment
+        task = st.spec.name
+        nominal = slots.nominal[j]
+        version, assigned_ms = slots.version[j], slots.assigned[j]
+        yield (seq, run_id_of(task, nominal), task, nominal, attempt, name, version, assigned_ms)
 
 
 def _promoted(v: StateView, run_id: str, attempt: int, executor: int, epoch: int) -> DispatchAttempt | None:
@@ -184,13 +233,17 @@ def split_results(
     ids: Sequence[tuple[str | None, int, int]],
     now_ms: int,
     epoch: int,
+    known: Sequence[int] | None = None,
 ) -> tuple[pb.Command | None, list[int]]:
     """A ``ResultColumns`` command for the results of live hot runs that :func:`hot_result`
     allows, and the positions in ``results`` of the others (to report as today). ``ids``: each
-    result's ``(run id, shard, attempt)``."""
+    result's ``(run id, shard, attempt)``. ``known``: each result's hot seq if the caller knows
+    it (the lease of that execution id kept it), else 0: a known seq still live is that run's
+    (seqs are never reused), so the run id is looked up only for the others."""
     number = v.executor_number(executor)
     if not number:
         return None, list(range(len(results)))
+    hot_live, hot_seq = v.hot_live, v.hot_seq
     seqs: list[int] = []
     attempts: list[int] = []
     durations: list[int] = []
@@ -198,7 +251,10 @@ def split_results(
     rest: list[int] = []
     for i, res in enumerate(results):
         run_id, shard, attempt = ids[i]
-        seq = v.hot_seq(run_id) if run_id is not None and shard == 0 and hot_result(res) else 0
+        seq = 0
+        if run_id is not None and shard == 0 and hot_result(res):
+            hint = known[i] if known is not None else 0
+            seq = hint if hint and hot_live(hint) else hot_seq(run_id)
         if not seq:
             rest.append(i)
             continue

@@ -63,10 +63,11 @@ from raftsched.fsm.view import StateView
 from raftsched.leader import columns
 from raftsched.leader.dispatch.leases import Holdings, Key, Lease
 from raftsched.leader.dispatch.liveness import ExecutorHealth, Liveness
-from raftsched.leader.dispatch.placement import Placement, Waiting
+from raftsched.leader.dispatch.placement import HotAssignments, Placement, Waiting
 from raftsched.leader.dispatch.settings import EFFECTS_PER_VIEW, DispatchSettings
 from raftsched.leader.dispatch.takeover import Takeover
 from raftsched.model import execution_id
+from raftsched.sharding.placement import NO_NEED, Need
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -280,14 +281,13 @@ class Dispatcher:
             elif isinstance(eff, ReadyColumns):
                 # The hot runs a FireColumns entry made (the columnar path): each waits as the
                 # AttemptReady it stands for. Such an entry is proposed by this leadership only.
-                for ready in columns.ready_attempts(v, eff, t.epoch):
-                    self._ready(t, v, ready, now_ms)
+                rows = columns.ready_rows(v, eff, t.epoch)
+                t.placement.wait_rows(v, rows)
+                if t.liveness.unconfirmed:
+                    for ready, _seq in rows:
+                        self._unconfirmed(t, ready, now_ms)
             elif isinstance(eff, DispatchColumns):
-                for dispatch in columns.dispatched_attempts(v, eff, t.epoch, t.hot_assigned):
-                    t.placement.unwait((dispatch.run_id, dispatch.shard))
-                    self._lease_and_send(t, v, dispatch, now_ms)
-                for seq in eff.seqs:
-                    t.hot_assigned.pop(seq, None)
+                self._dispatch_columns(t, v, eff, now_ms)
             elif isinstance(eff, RunCancelled):
                 self._cancel(t, eff, now_ms)
             elif isinstance(eff, ExecutorChanged):
@@ -303,6 +303,9 @@ class Dispatcher:
 
     def _ready(self, t: Term, v: StateView, eff: AttemptReady, now_ms: int) -> None:
         t.placement.wait(v, eff)
+        self._unconfirmed(t, eff, now_ms)
+
+    def _unconfirmed(self, t: Term, eff: AttemptReady, now_ms: int) -> None:
         if t.liveness.unconfirmed and eff.not_before_ms <= now_ms < t.takeover.until_ms:
             # An executor has not found this leader yet: the attempt may wait for it.
             t.takeover.unresolved(eff.task, eff.run_id, eff.shard, eff.attempt, t.takeover.until_ms)
@@ -327,6 +330,43 @@ class Dispatcher:
                 t.outbox.append((executor, item))
                 t.cancels_sent[exec_id] = now_ms
 
+    def _dispatch_columns(self, t: Term, v: StateView, eff: DispatchColumns, now_ms: int) -> None:
+        """The assignments a DispatchColumns committed: each row still a live hot run is leased
+        and sent from the slot table's facts (:func:`columns.dispatched_rows`), as a known
+        ``DispatchAttempt`` of it would be; one promoted to the cold path since, from its run."""
+        unwait = t.placement.unwait
+        for row in columns.dispatched_rows(v, eff, t.epoch, t.hot_assigned):
+            if isinstance(row, DispatchAttempt):
+                unwait((row.run_id, row.shard))
+                self._lease_and_send(t, v, row, now_ms)
+                continue
+            seq, run_id, task, nominal, attempt, executor, version, assigned_ms = row
+            unwait((run_id, 0))
+            # A live hot run's task is hot (raftsched.fsm.hot.is_hot; a task that stops being
+            # hot has its hot runs promoted): it declares no cpu, memory or labels, so its need
+            # is NO_NEED, what StateView.need_hint would answer.
+            self._send(
+                t,
+                v,
+                run_id,
+                task,
+                nominal,
+                0,
+                attempt,
+                executor,
+                version,
+                False,
+                assigned_ms,
+                None,
+                now_ms,
+                False,
+                NO_NEED,
+                seq,
+            )
+        hot_assigned = t.hot_assigned
+        for seq in eff.seqs:
+            hot_assigned.pop(seq, None)
+
     def _lease_and_send(
         self, t: Term, v: StateView, eff: DispatchAttempt, now_ms: int, started: bool | None = False
     ) -> None:
@@ -344,45 +384,86 @@ class Dispatcher:
             version = run.task_version if run is not None else 0
             backfill = run is not None and run.backfill
             assigned_ms = shard.assigned_ms if shard is not None else 0
-        spec, fields = self._spec(v, eff.task, version)
-        exec_id = execution_id(eff.run_id, eff.shard, eff.attempt)
-        key = (eff.run_id, eff.shard)
+        self._send(
+            t,
+            v,
+            eff.run_id,
+            eff.task,
+            eff.nominal_ms,
+            eff.shard,
+            eff.attempt,
+            eff.executor,
+            version,
+            backfill,
+            assigned_ms,
+            run,
+            now_ms,
+            started,
+        )
+
+    def _send(
+        self,
+        t: Term,
+        v: StateView,
+        run_id: str,
+        task: str,
+        nominal_ms: int,
+        shard: int,
+        attempt: int,
+        executor: str,
+        version: int,
+        backfill: bool,
+        assigned_ms: int,
+        run: pb.Run | None,
+        now_ms: int,
+        started: bool | None,
+        need: Need | None = None,
+        seq: int = 0,
+    ) -> None:
+        """:meth:`_lease_and_send` once the run's facts are known (``run``: its copy, when the
+        work item takes its command, params or environment from it). ``need``: what the attempt
+        holds besides its slot, when the caller knows it (None: :meth:`StateView.need_hint`);
+        ``seq``: a hot run's seq (kept in the lease for its report)."""
+        spec, fields = self._spec(v, task, version)
+        exec_id = execution_id(run_id, shard, attempt)
+        key = (run_id, shard)
         timeout = spec.timeout_ms if spec is not None else 0
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
         old = t.holdings.leases.get(exec_id)
         if old is None:
-            t.holdings.take(key, eff.executor, v.need_hint(eff.task, eff.run_id))
+            t.holdings.take(key, executor, v.need_hint(task, run_id) if need is None else need)
         elif old.started is not None:
             started = old.started  # a re-send: what the executor said of it still holds
         # Silence counts from the assignment, or from the end of the executor's takeover grace if
         # this leader has not heard from it yet: an attempt assigned while its executor is still
         # finding the new leader must not expire before the executor itself would be declared dead
         # (the chaos soak lost a no-retry fire that way, 100 ms before the executor registered).
-        heard = t.liveness.last_seen.get(eff.executor, now_ms)
+        heard = t.liveness.last_seen.get(executor, now_ms)
         t.holdings.lease(
             Lease(
                 exec_id,
-                eff.run_id,
-                eff.task,
-                eff.shard,
-                eff.attempt,
-                eff.executor,
+                run_id,
+                task,
+                shard,
+                attempt,
+                executor,
                 max(now_ms, heard) + self.settings.lease_ms,
                 deadline,
                 backfill,
                 assigned_ms or now_ms,
                 started,
+                seq,
             )
         )
         if backfill:
             t.holdings.backfill_busy.add(key)
         item = pb.WorkItem(
             execution_id=exec_id,
-            run_id=eff.run_id,
-            task=eff.task,
-            nominal_ms=eff.nominal_ms,
-            shard=eff.shard,
-            attempt=eff.attempt,
+            run_id=run_id,
+            task=task,
+            nominal_ms=nominal_ms,
+            shard=shard,
+            attempt=attempt,
             epoch=t.epoch,
             task_version=version,  # the executor parses params once per task version
             **fields,  # the spec's: shards, command, handler, params, timeout, runner
@@ -394,7 +475,7 @@ class Dispatcher:
                 item.params_json = run.params_json
             for name, value in run.env.items():
                 item.env[name] = value
-        t.outbox.append((eff.executor, item))
+        t.outbox.append((executor, item))
 
     def _spec(self, v: StateView, task: str, version: int) -> tuple[pb.TaskSpec | None, dict[str, Any]]:
         """The spec a run of ``task`` at ``version`` executes and its work-item fields
@@ -668,19 +749,26 @@ class Dispatcher:
             cold = self.results(executor, results, now_ms, ids)
             return [cold] if cold is not None else []
         split = [_split(r.execution_id) for r in results] if ids is None else list(ids)
+        t = self._term
+        known: list[int] | None = None
+        if t is not None:
+            # The seqs the leases kept (a hot run dispatched from its AssignColumns row).
+            leases = t.holdings.leases
+            known = [lease.seq if (lease := leases.get(r.execution_id)) is not None else 0 for r in results]
         with self.state.view() as v:
-            hot, rest = columns.split_results(v, executor, results, split, now_ms, self.epoch)
+            hot, rest = columns.split_results(v, executor, results, split, now_ms, self.epoch, known)
         out: list[DispatchProposal] = []
         if hot is not None:
-            t = self._term
-            taken = set(range(len(results))).difference(rest)
+            others = set(rest)
+            taken = [i for i in range(len(results)) if i not in others]
             if t is not None:
-                for i in sorted(taken):
+                inherited = t.takeover.inherited
+                for i in taken:
                     exec_id = results[i].execution_id
                     t.holdings.drop(exec_id)
-                    if t.takeover.inherited:
+                    if inherited:
                         t.takeover.proposed(exec_id, now_ms, self.settings.lease_ms)
-            out.append(DispatchProposal("results", hot, rows=tuple(sorted(taken))))
+            out.append(DispatchProposal("results", hot, rows=tuple(taken)))
         if rest:
             if len(rest) == len(results):
                 cold = self.results(executor, results, now_ms, ids)
@@ -827,19 +915,22 @@ class Dispatcher:
             if t.placement.waiting:
                 cmd = logpb.Command(epoch=t.epoch, now_ms=now_ms)
                 cmd.assign_attempts.SetInParent()
+                # The hot runs' assignments go straight into AssignColumns rows (what
+                # columns.split_assignments would move out of the command); each proposal gives
+                # back its own.
+                rows = HotAssignments() if self.columns_allowed() else None
                 assigned = t.placement.assign(
-                    v, now_ms, t.liveness.declared_dead, self.settings.max_assign_per_command, cmd
+                    v, now_ms, t.liveness.declared_dead, self.settings.max_assign_per_command, cmd, rows
                 )
-                hot = columns.split_assignments(v, cmd) if assigned and self.columns_allowed() else None
-                if hot is not None:
-                    # The hot runs' assignments as AssignColumns; each proposal gives back its own.
-                    kept = {(a.run_id, a.shard) for a in cmd.assign_attempts.assignments}
-                    moved = tuple(p for p in assigned if p[0] not in kept)
-                    # (split_assignments keeps the command's order: row i is moved[i])
-                    seqs = hot.assign_columns.seq
-                    t.hot_assigned.update(zip(seqs, (key[0] for key, _ in moved), strict=True))
-                    out.append(DispatchProposal("assign", hot, moved))
-                    assigned = [p for p in assigned if p[0] in kept]
+                if rows is not None and rows.seqs:
+                    hot = logpb.Command(epoch=cmd.epoch, now_ms=cmd.now_ms, origin=cmd.origin)
+                    cols = hot.assign_columns
+                    cols.seq.extend(rows.seqs)
+                    cols.shard.extend([0] * len(rows.seqs))
+                    cols.attempt.extend(rows.attempts)
+                    cols.executor.extend(rows.executors)
+                    t.hot_assigned.update(zip(rows.seqs, (key[0] for key, _ in rows.assigned), strict=True))
+                    out.append(DispatchProposal("assign", hot, tuple(rows.assigned)))
                 if assigned or cmd.assign_attempts.waits:
                     out.append(DispatchProposal("assign", cmd, tuple(assigned)))
         return out

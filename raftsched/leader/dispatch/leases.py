@@ -42,6 +42,9 @@ class Lease:
     # heartbeat lists it as started; None when unknown (re-sent after a takeover). Only False
     # makes a loss "unstarted" (not a try); True never goes back.
     started: bool | None = None
+    # A hot run's seq (raftsched.fsm.hot) when the dispatch came from its AssignColumns row; 0
+    # otherwise. Its report then need not find the seq from the run id again.
+    seq: int = 0
 
 
 class Holdings:

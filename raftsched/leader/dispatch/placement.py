@@ -25,6 +25,7 @@ from typing import Literal
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
+from raftsched.fsm.workflows import is_internal
 from raftsched.fsm.view import StateView
 from raftsched.leader.dispatch.leases import Holdings, Key
 from raftsched.leader.dispatch.settings import MAX_WAITS_PER_COMMAND
@@ -55,6 +56,8 @@ class Waiting:
     # A retry (issue 29 §3): the executors earlier attempts of its shard were assigned to; it goes
     # to another executor when one may take it (empty: the ring's choice, as for a first attempt).
     avoid: frozenset[str] = frozenset()
+    # A hot run's seq (raftsched.fsm.hot), from the entry that made it ready; 0 when not known.
+    seq: int = 0
 
 
 class Admission:
@@ -206,8 +209,9 @@ class Placement:
         candidates = _elsewhere_first(self._candidates(v, task, shard), avoid)
         return candidates[0] if candidates else ""
 
-    def wait(self, v: StateView, ready: AttemptReady) -> None:
-        """``ready`` waits for an executor (replacing what waited in its place)."""
+    def wait(self, v: StateView, ready: AttemptReady, seq: int = 0) -> None:
+        """``ready`` waits for an executor (replacing what waited in its place). ``seq``: its
+        run's hot seq when the caller knows it (a ReadyColumns row)."""
         key = (ready.run_id, ready.shard)
         self.unwait(key)
         spec = v.task_spec(ready.task)
@@ -221,6 +225,7 @@ class Placement:
             ),
             self._owner(v, ready.task, ready.shard, avoid),
             avoid=avoid,
+            seq=seq,
         )
         if spec is not None:
             w.task_owner, w.namespace, w.locks, w.pool = spec.owner, spec.namespace, spec.locks, spec.pool
@@ -237,6 +242,50 @@ class Placement:
             self._queue(w.owner).add(key, w)
         if ready.backfill_share:
             self.backfill_waiting += 1
+
+    def wait_rows(self, v: StateView, rows: Iterable[tuple[AttemptReady, int]]) -> None:
+        """Each ``(ready, seq)`` waits, as :meth:`wait` makes it wait (the rows of a ReadyColumns:
+        first attempts of shard 0). One loop for the entry: a row of a plain task (no declared
+        need, not a workflow's, not in the ring's restricted namespaces, not waiting already,
+        not backfill, a first attempt) waits without :meth:`wait`'s general steps; any other
+        goes through :meth:`wait`."""
+        tasks, waiting, pooled = v.tasks, self.waiting, self.pooled
+        restricted = bool(self.restricted)
+        for ready, seq in rows:
+            run_id, task = ready.run_id, ready.task
+            st = tasks.get(task)
+            key = (run_id, ready.shard)
+            if st is None or restricted or ready.attempt > 1 or ready.backfill_share or key in waiting:
+                self.wait(v, ready, seq)
+                continue
+            spec = st.spec
+            # StateView.need_hint's test: a declared need, or a workflow task's, is read from the run.
+            if spec.resource_cpu or spec.resource_memory_mb or spec.selector or is_internal(task):
+                self.wait(v, ready, seq)
+                continue
+            owner = self._owner(v, task, ready.shard)
+            w = Waiting(
+                ready,
+                start_order(spec.priority, ready.nominal_ms, run_id, ready.shard),
+                owner,
+                "",
+                NO_NEED,
+                (),
+                spec.owner,
+                spec.namespace,
+                spec.locks,
+                spec.pool,
+                "",
+                frozenset(),
+                seq,
+            )
+            waiting[key] = w
+            if w.pool:
+                pooled[key] = w
+            queue = self.queues.get(owner)
+            if queue is None:
+                queue = self._queue(owner)
+            queue.add(key, w)
 
     def unwait(self, key: Key) -> None:
         """The attempt at ``key`` waits no more (assigned, replaced or cancelled): give back what
@@ -275,12 +324,23 @@ class Placement:
                         self.pooled.pop(key, None)
 
     def assign(
-        self, v: StateView, now_ms: int, dead: set[str], budget: int, cmd: logpb.Command
+        self,
+        v: StateView,
+        now_ms: int,
+        dead: set[str],
+        budget: int,
+        cmd: logpb.Command,
+        hot: HotAssignments | None = None,
     ) -> list[tuple[Key, str]]:
         """Add to ``cmd`` (an AssignAttempts) assignments of waiting attempts to executors with a
         free slot (at most ``budget``), and the wait reasons of those the admission holds back;
         reserve what each assignment takes. Returns the ``(attempt, executor)`` pairs reserved, in
-        the command's order (what :meth:`release` gives back if the proposal fails)."""
+        the command's order (what :meth:`release` gives back if the proposal fails).
+
+        ``hot`` (the columnar bodies allowed): an assignment of a live hot run to a numbered
+        executor goes there instead, as an AssignColumns row (its pair in ``hot.assigned``, not
+        in the list returned), exactly as
+        :func:`raftsched.leader.columns.split_assignments` would move it out of ``cmd``."""
         assigned: list[tuple[Key, str]] = []
         placeable = v.placeable_executors()
         free = self.holdings.free_slots(placeable, dead)
@@ -311,7 +371,7 @@ class Placement:
                         continue
                     if backfill and len(self.holdings.backfill_busy) >= _share(total_slots, r):
                         break
-                    self._reserve(w, owner, policy, cmd, assigned)
+                    self._reserve(v, w, owner, policy, cmd, assigned, hot)
                     slots -= 1
                     budget -= 1
                     if slots <= 0 or budget <= 0:
@@ -322,7 +382,7 @@ class Placement:
             if budget <= 0:
                 break
         if self.sized and budget > 0:
-            self._assign_sized(v, now_ms, free, total_slots, budget, cmd, admission, assigned)
+            self._assign_sized(v, now_ms, free, total_slots, budget, cmd, admission, assigned, hot)
         return assigned
 
     def _assign_sized(
@@ -335,6 +395,7 @@ class Placement:
         cmd: logpb.Command,
         admission: Admission,
         assigned: list[tuple[Key, str]],
+        hot: HotAssignments | None,
     ) -> None:
         """Attempts with a declared need, oldest first: each goes to the first executor in ring
         order from its shard's position that has a free slot and the cpu, memory and labels it
@@ -365,7 +426,7 @@ class Placement:
                     break
             if not target:
                 continue
-            self._reserve(w, target, policy, cmd, assigned)
+            self._reserve(v, w, target, policy, cmd, assigned, hot)
             free[target] -= 1
             budget -= 1
             if budget <= 0:
@@ -373,20 +434,49 @@ class Placement:
 
     def _reserve(
         self,
+        v: StateView,
         w: Waiting,
         executor: str,
         policy: PolicyNeed | None,
         cmd: logpb.Command,
         assigned: list[tuple[Key, str]],
+        hot: HotAssignments | None,
     ) -> None:
         r = w.ready
         key = (r.run_id, r.shard)
         self.holdings.reserve(key, executor, w.need, policy, r.backfill_share > 0)
-        assigned.append((key, executor))
         w.reserved_for = executor
+        if hot is not None:
+            # split_assignments' test: a live hot run (shard 0) on a numbered executor. A seq
+            # learnt from the run's fire entry answers it without parsing the run id (seqs are
+            # never reused: live means that run); otherwise (an attempt a takeover inherited,
+            # or a seq no longer live) the run id is looked up as before.
+            seq = w.seq if w.seq and v.hot_live(w.seq) else v.hot_seq(r.run_id) if r.shard == 0 else 0
+            number = v.executor_number(executor) if seq else 0
+            if number:
+                hot.seqs.append(seq)
+                hot.attempts.append(r.attempt)
+                hot.executors.append(number)
+                hot.assigned.append((key, executor))
+                return
+        assigned.append((key, executor))
         cmd.assign_attempts.assignments.add(
             run_id=r.run_id, shard=r.shard, attempt=r.attempt, executor=executor
         )
+
+
+class HotAssignments:
+    """The AssignColumns rows of one placement walk (:meth:`Placement.assign`): row i assigns
+    the run of ``seqs[i]`` (shard 0, attempt ``attempts[i]``) to executor number
+    ``executors[i]``; ``assigned[i]`` is its ``(attempt, executor)`` pair, as reserved."""
+
+    __slots__ = ("assigned", "attempts", "executors", "seqs")
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self.attempts: list[int] = []
+        self.executors: list[int] = []
+        self.assigned: list[tuple[Key, str]] = []
 
 
 def _elsewhere_first(candidates: tuple[str, ...], avoid: frozenset[str]) -> tuple[str, ...]:

@@ -1,0 +1,330 @@
+"""The leader's loop on the columnar hot path (issue 31 stage 3): what it no longer recomputes per
+attempt, and that each shortcut gives exactly what the longer way gave.
+
+* a hot run's seq, learnt from its ReadyColumns row, goes with the waiting attempt: its
+  assignment becomes an AssignColumns row during the placement walk, byte for byte the command
+  :func:`columns.split_assignments` made out of the AssignAttempts (which read the run id again);
+* a DispatchColumns row is leased and sent from the slot table (no HotRef, no DispatchAttempt per
+  row): the same work items and leases as :func:`columns.dispatched_attempts` gave;
+* the lease keeps the seq, so a report of its success needs no look-up of the run id: the same
+  ResultColumns as without it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from raftsched import codec
+from raftsched.fsm.effects import DispatchAttempt, DispatchColumns, Effect, ReadyColumns
+from raftsched.fsm.hot import HotBook, hot_ref
+from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.view import StateView
+from raftsched.leader import columns
+from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.model import Overlap, TaskSpec
+from raftsched.v1 import log_pb2 as logpb
+from raftsched.v1 import raftsched_pb2 as pb
+from tests.support.fsm import EVERY_SECOND, T0, S, batch, create, entry, fire, fresh, join, update
+
+SETTINGS = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
+HOT = [f"h{i}" for i in range(12)]
+COLD = ["c0", "c1"]  # two shards each: never hot
+
+
+def hot_spec(name: str, shards: int = 1) -> TaskSpec:
+    return TaskSpec(name, EVERY_SECOND, overlap=Overlap.ALLOW, timeout_ms=0, handler="noop", shards=shards)
+
+
+def world() -> SchedulerState:
+    state = fresh()
+    for name in HOT:
+        assert create(state, hot_spec(name)).ok
+    for name in COLD:
+        assert create(state, hot_spec(name, shards=2)).ok
+    for i in range(3):
+        assert state.apply(join(f"ex{i + 1}", 64)).result.ok
+    numbering = logpb.Command(epoch=1, now_ms=T0, origin="n1")
+    numbering.number_entities.SetInParent()
+    assert state.apply(codec.encode_command(numbering)).result.ok
+    with state.view() as v:
+        assert all(v.tasks[name].hot for name in HOT) and not any(v.tasks[name].hot for name in COLD)
+    return state
+
+
+def leader(state: SchedulerState, columns_allowed: bool = True) -> Dispatcher:
+    d = Dispatcher(state, SETTINGS, random.Random(7))
+    d.columns_allowed = lambda: columns_allowed
+    d.become_leader(1, T0)
+    for i in range(3):
+        d.heartbeat(f"ex{i + 1}", [], T0)
+    return d
+
+
+def fire_columns(state: SchedulerState, names: list[str], at: int) -> bytes:
+    cmd = logpb.Command(epoch=1, now_ms=at, origin="n1")
+    fc = cmd.fire_columns
+    with state.view() as v:
+        fc.task.extend(v.tasks[name].number for name in names)
+        fc.version.extend(v.tasks[name].version for name in names)
+    fc.nominal_delta.extend([0] * len(names))
+    fc.next_delta.extend([S] * len(names))
+    return codec.encode_command(cmd)
+
+
+def cold_fires(names: list[str], at: int) -> bytes:
+    return batch(at, *(entry(n, 1, [fire(at)], watermark=at, next_fire=at + S) for n in names))
+
+
+def apply(state: SchedulerState, data: bytes, *dispatchers: Dispatcher, now: int) -> tuple[Effect, ...]:
+    applied = state.apply(data)
+    assert applied.result.ok, applied.result
+    for d in dispatchers:
+        d.on_effects(applied.effects, now)
+    return applied.effects
+
+
+def old_poll(d: Dispatcher, now: int) -> list[DispatchProposal]:
+    """What the dispatcher proposed before stage 3: the whole AssignAttempts, then the hot runs'
+    assignments split off it by run id (columns.split_assignments)."""
+    [proposal] = [p for p in d.poll(now) if p.kind == "assign"]  # columns not allowed: one command
+    cmd = logpb.Command()
+    cmd.CopyFrom(proposal.command)
+    with d.state.view() as v:
+        hot = columns.split_assignments(v, cmd)
+    out = []
+    if hot is not None:
+        kept = {(a.run_id, a.shard) for a in cmd.assign_attempts.assignments}
+        out.append(DispatchProposal("assign", hot, tuple(p for p in proposal.assigned if p[0] not in kept)))
+        rest = tuple(p for p in proposal.assigned if p[0] in kept)
+        if rest or cmd.assign_attempts.waits:
+            out.append(DispatchProposal("assign", cmd, rest))
+    else:
+        out.append(proposal)
+    return out
+
+
+def same(new: list[DispatchProposal], old: list[DispatchProposal]) -> None:
+    assert [p.encode() for p in new] == [p.encode() for p in old]
+    assert [p.assigned for p in new] == [p.assigned for p in old]
+
+
+@pytest.fixture
+def no_run_id_lookup(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Record every StateView.hot_seq call (the look-up of a run's seq by its id)."""
+    calls: list[str] = []
+    real = StateView.hot_seq
+
+    def spy(self: StateView, run_id: str) -> int:
+        calls.append(run_id)
+        return real(self, run_id)
+
+    monkeypatch.setattr(StateView, "hot_seq", spy)
+    yield calls
+
+
+def test_hot_assignments_are_built_during_the_walk_as_the_split_made_them(
+    no_run_id_lookup: list[str],
+) -> None:
+    state = world()
+    new, old = leader(state), leader(state, columns_allowed=False)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), new, old, now=at)
+    apply(state, cold_fires(COLD, at), new, old, now=at)
+    got = [p for p in new.poll(at) if p.kind == "assign"]
+    assert [p.command.WhichOneof("body") for p in got] == ["assign_columns", "assign_attempts"]
+    assert len(got[0].command.assign_columns.seq) == len(HOT)
+    # Every hot run's seq came from its fire entry (only the cold runs' shard 0 is looked up).
+    assert sorted(no_run_id_lookup) == [f"c0@{at}", f"c1@{at}"]
+    same(got, old_poll(old, at))
+    assert new.term is not None and sorted(new.term.hot_assigned.values()) == sorted(
+        key[0] for key, _ in got[0].assigned
+    )
+
+
+def test_a_hot_run_promoted_while_it_waits_is_assigned_the_cold_way() -> None:
+    state = world()
+    new, old = leader(state), leader(state, columns_allowed=False)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), new, old, now=at)
+    # h0 gets a second shard: no longer hot, its waiting run is promoted to the cold path.
+    assert update(state, hot_spec("h0", shards=2), now=at + 1).ok
+    with state.view() as v:
+        assert not v.tasks["h0"].hot and v.hot_seq(f"h0@{at}") == 0
+    got = [p for p in new.poll(at + 2) if p.kind == "assign"]
+    same(got, old_poll(old, at + 2))
+    cold = got[1].command.assign_attempts.assignments
+    assert [a.run_id for a in cold] == [f"h0@{at}"]
+
+
+def test_attempts_a_takeover_inherited_are_found_by_run_id_as_before() -> None:
+    state = world()
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), now=at)
+    new, old = leader(state), leader(state, columns_allowed=False)  # waiting from the state: no seq
+    same([p for p in new.poll(at) if p.kind == "assign"], old_poll(old, at))
+
+
+def reference_dispatches(
+    v: StateView, eff: DispatchColumns, epoch: int, proposed: dict[int, str]
+) -> list[DispatchAttempt]:
+    """dispatched_attempts as it was (a HotRef per row), for the rows still live and hot."""
+    slots, numbering = v.hot_tables()
+    out = []
+    for seq, attempt, executor in zip(eff.seqs, eff.attempts, eff.executors, strict=True):
+        ref = hot_ref(slots, numbering, seq)
+        if ref is None:
+            assert proposed.get(seq) is None  # (the promoted rows are checked apart)
+            continue
+        if ref.attempt != attempt or ref.executor_number != executor or not ref.executor:
+            continue
+        out.append(
+            DispatchAttempt(
+                ref.run_id, ref.task, ref.nominal_ms, 0, attempt, ref.executor, epoch, known=True,
+                task_version=ref.version, backfill=False, assigned_ms=ref.assigned_ms,
+            )
+        )  # fmt: skip
+    return out
+
+
+def test_dispatch_rows_are_read_from_the_slot_table_as_the_hot_refs_were() -> None:
+    state = world()
+    d = leader(state)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), d, now=at)
+    [hot] = [p for p in d.poll(at) if p.command.WhichOneof("body") == "assign_columns"]
+    applied = state.apply(hot.encode())
+    [eff] = [e for e in applied.effects if isinstance(e, DispatchColumns)]
+    # A row on another attempt and one on another executor: not sent.
+    wrong = DispatchColumns([eff.seqs[0], eff.seqs[1]], [2, eff.attempts[1]], [eff.executors[0], 99])
+    with state.view() as v:
+        for e in (eff, wrong):
+            assert columns.dispatched_attempts(v, e, 1) == reference_dispatches(v, e, 1, {})
+            got = columns.dispatched_attempts(v, e, 1)
+            assert [(a.task_version, a.assigned_ms, a.known) for a in got] == [
+                (r.task_version, r.assigned_ms, r.known) for r in reference_dispatches(v, e, 1, {})
+            ]
+        assert columns.dispatched_attempts(v, wrong, 1) == []
+    d.on_effects(applied.effects, at)
+    sent = d.take_outbox()
+    assert len(sent) == len(HOT)
+    leases = d.leases
+    for executor, item in sent:
+        lease = leases[item.execution_id]
+        assert lease.executor == executor and lease.seq and lease.started is False
+        assert item.handler == "noop" and item.task_version == 1 and item.epoch == 1
+        with state.view() as v:
+            assert v.hot_seq(item.run_id) == lease.seq
+    assert d.waiting == {}
+
+
+def test_a_success_is_reported_by_the_seq_its_lease_kept(no_run_id_lookup: list[str]) -> None:
+    state = world()
+    d = leader(state)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), d, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    by_executor: dict[str, list[pb.ExecResult]] = {}
+    for executor, item in d.take_outbox():
+        by_executor.setdefault(executor, []).append(
+            pb.ExecResult(execution_id=item.execution_id, success=True, duration_ms=3, start_lateness_ms=7)
+        )
+    no_run_id_lookup.clear()
+    for executor, results in sorted(by_executor.items()):
+        ids = [(r.execution_id.split("/")[0], 0, 1) for r in results]
+        with state.view() as v:
+            # Without the leases' seqs, what the report made before: the same command.
+            before, rest_before = columns.split_results(v, executor, results, ids, at + 50, 1)
+        looked_up = len(no_run_id_lookup)
+        [proposal] = d.report(executor, results, at + 50, ids)
+        assert len(no_run_id_lookup) == looked_up  # the report itself looked no run id up
+        assert before is not None and rest_before == []
+        assert proposal.encode() == DispatchProposal("results", before).encode()
+        assert proposal.rows == tuple(range(len(results)))
+        apply(state, proposal.encode(), d, now=at + 50)
+    assert d.leases == {}
+    with state.view() as v:
+        assert v.active_count == 0
+
+
+def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
+    state = world()
+    at = T0 + S
+    d = leader(state)
+    apply(state, fire_columns(state, HOT[:2], at), d, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    sent = d.take_outbox()
+    results = [
+        pb.ExecResult(execution_id=item.execution_id, success=True, start_lateness_ms=1) for _, item in sent
+    ]
+    ids = [(r.execution_id.split("/")[0], 0, 1) for r in results]
+    executor = sent[0][0]
+    with state.view() as v:
+        seqs = [v.hot_seq(i[0]) for i in ids]
+        stale = [s + 10_000 for s in seqs]  # never live: the run id decides
+        for known in (seqs, stale, [0] * len(seqs)):
+            cmd, rest = columns.split_results(v, executor, results, ids, at, 1, known)
+            ref, ref_rest = columns.split_results(v, executor, results, ids, at, 1)
+            assert rest == ref_rest
+            assert (cmd.SerializeToString() if cmd else b"") == (ref.SerializeToString() if ref else b"")
+
+
+def test_ready_rows_wait_as_each_would_have_waited() -> None:
+    state = world()
+    one, many = leader(state).term, leader(state).term
+    assert one is not None and many is not None
+    at = T0 + S
+    applied = state.apply(fire_columns(state, HOT, at))
+    [eff] = [e for e in applied.effects if isinstance(e, ReadyColumns)]
+    # h1 declares memory since (no longer hot: its waiting run is promoted and waits as any other).
+    h1 = TaskSpec("h1", EVERY_SECOND, overlap=Overlap.ALLOW, handler="noop", resource_memory_mb=64)
+    assert update(state, h1, now=at).ok
+    with state.view() as v:
+        rows = columns.ready_rows(v, eff, 1)
+        assert [seq for _, seq in rows] == list(range(eff.seq_base, eff.seq_base + len(HOT)))
+        for ready, seq in rows:
+            one.placement.wait(v, ready, seq)
+        many.placement.wait_rows(v, rows)
+        many.placement.wait_rows(v, rows[:3])  # waiting already: replaced, as wait replaces
+        for ready, seq in rows[:3]:
+            one.placement.wait(v, ready, seq)
+    assert len(many.placement.waiting) == len(HOT)
+    assert many.placement.waiting == one.placement.waiting
+    assert many.placement.sized == one.placement.sized
+    assert {o: list(q) for o, q in many.placement.queues.items()} == {
+        o: list(q) for o, q in one.placement.queues.items()
+    }
+
+
+def test_a_heartbeat_listing_runs_just_reported_builds_no_copy_of_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = world()
+    d = leader(state)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), d, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    sent = d.take_outbox()
+    executor = sent[0][0]
+    mine = [item.execution_id for ex, item in sent if ex == executor]
+    results = [pb.ExecResult(execution_id=e, success=True, start_lateness_ms=1) for e in mine]
+    proposals = d.report(executor, results, at + 10)  # leases dropped; not applied yet
+    assert proposals and all(e not in d.leases for e in mine)
+    built: list[int] = []
+    real = HotBook.synthesise
+
+    def spy(self: HotBook, seq: int) -> logpb.Run | None:
+        built.append(seq)
+        return real(self, seq)
+
+    monkeypatch.setattr(HotBook, "synthesise", spy)
+    # The heartbeat was built while they ran: they are strays here, still live hot runs.
+    assert d.heartbeat(executor, mine, at + 11, started=mine, partial=True)
+    assert built == []
+    assert d.take_outbox() == []  # nothing to stop: none is cancelled

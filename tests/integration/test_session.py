@@ -76,6 +76,7 @@ class Embedded:
     def __init__(self, cluster: LocalCluster, data: Path, session: bool = True) -> None:
         self.ex = Executor(cluster.targets(), "emb", slots=64, data_dir=data, session=session)
         self.ran: list[str] = []
+        self.long_started: list[str] = []
 
         @self.ex.handler("quick", eager=True)
         async def quick(ctx: AttemptContext) -> None:
@@ -90,6 +91,22 @@ class Embedded:
         @self.ex.handler("plain")
         def plain(ctx: AttemptContext) -> None:
             self.ran.append(ctx.execution_id)
+
+        @self.ex.handler("guarded", eager=True)
+        async def guarded(ctx: AttemptContext) -> None:
+            # Before its first await an eager handler has no current task: asyncio.timeout
+            # refuses to work there (RuntimeError), and the agent's own task is never touched.
+            async with asyncio.timeout(5):
+                await asyncio.sleep(0)
+
+        @self.ex.handler("overrun", eager=True)
+        async def overrun(ctx: AttemptContext) -> None:
+            await asyncio.sleep(30)  # suspends: the rest runs in a Task, under the timeout
+
+        @self.ex.handler("long", eager=True)
+        async def long(ctx: AttemptContext) -> None:
+            self.long_started.append(ctx.execution_id)
+            await asyncio.sleep(60)  # suspends: cancelled when its run is
 
         self.loop = asyncio.new_event_loop()
         self.stop = asyncio.Event()
@@ -180,3 +197,40 @@ def test_a_new_leader_serves_an_executor_that_never_opens_a_session(
     emb = run_tasks(cluster, tmp_path / "emb", tasks, session=False)
     assert emb.ex.sessions_opened == 0 and emb.ex.eager_rows == 0
     assert len(emb.ran) == len(set(emb.ran))
+
+
+def test_eager_handlers_that_suspend_keep_their_timeout_and_cancel_and_a_guarded_one_fails_alone(
+    make_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    cluster = make_cluster()
+    cluster.wait_for_leader(60)
+    every_second = CronTrigger("* * * * * *")
+    with Embedded(cluster, tmp_path / "emb") as emb, Client(cluster.targets()) as client:
+        wait_until(lambda: emb.ex._registered, 30, 0.1, "registered")
+        client.add_task(TaskSpec("guarded", every_second, handler="guarded"))
+        client.add_task(TaskSpec("overrun", every_second, handler="overrun", timeout_ms=300))
+        client.add_task(TaskSpec("long", every_second, handler="long"))
+        client.add_task(TaskSpec("quick", every_second, handler="quick"))
+
+        def failed(task: str) -> list[pb.Run]:
+            return [r for r in client.runs(task) if r.state == pb.FAILED]
+
+        wait_until(lambda: len(failed("guarded")) >= 2, 60, 0.2, "guarded runs fail")
+        wait_until(lambda: len(failed("overrun")) >= 2, 60, 0.2, "overrun runs time out")
+        wait_until(lambda: len(emb.long_started) >= 1, 60, 0.2, "a long run starts")
+        long_run = emb.long_started[0].rsplit("/", 2)[0]
+        client.cancel_run(long_run, "test")
+        wait_until(
+            lambda: any(r.run_id == long_run and r.state == pb.CANCELLED for r in client.runs("long")),
+            60,
+            0.2,
+            "the long run is cancelled",
+        )
+        wait_for_successes(client, "quick", 3)  # the agent goes on
+        for task in ("guarded", "overrun", "long", "quick"):
+            client.disable_task(task)
+        guarded_error = failed("guarded")[0].shards[0].error
+        overrun_shard = failed("overrun")[0].shards[0]
+    assert "RuntimeError" in guarded_error and "inside a task" in guarded_error, guarded_error
+    assert overrun_shard.timed_out and "timed out after 300 ms" in overrun_shard.error, overrun_shard
+    assert emb.ex.suspended_rows >= 3

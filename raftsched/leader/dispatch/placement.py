@@ -25,8 +25,8 @@ from typing import Literal
 from raftsched.fsm.effects import AttemptReady
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
-from raftsched.fsm.workflows import is_internal
 from raftsched.fsm.view import StateView
+from raftsched.fsm.workflows import is_internal
 from raftsched.leader.dispatch.leases import Holdings, Key
 from raftsched.leader.dispatch.settings import MAX_WAITS_PER_COMMAND
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order

@@ -289,6 +289,7 @@ def start_noop_executor(
     keep: str | None = None,
     tls_args: Sequence[str] = (),
     token: str | None = None,
+    extra: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m bench.noop_executor`` (an embedded executor with the handler ``noop``
     that records every start; see that module) dialling ``targets``, its output in
@@ -314,6 +315,7 @@ def start_noop_executor(
                 *([] if log_sync else ["--no-log-sync"]),
                 *(["--execution-log-keep", keep] if keep else []),
                 *tls_args,
+                *extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

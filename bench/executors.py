@@ -134,6 +134,8 @@ def run(
     auth: bool = False,
     policies: bool = False,
     keep_count: int = 0,
+    protocol: str = "session",
+    eager: bool = False,
 ) -> dict[str, object]:
     if keep_count:
         warmup = max(warmup, keep_count + PRUNE_BATCH + 1.0)  # every task's history prunes in batches
@@ -142,6 +144,8 @@ def run(
         "executors": n_executors,
         "slots": slots,
         "handler": kind,
+        "protocol": protocol,
+        "eager": eager,
         "execution_log_fsync": log_sync,
         "tls": "mutual" if tls else "off",
         "window_s": seconds,
@@ -198,6 +202,7 @@ def run(
                 log_sync=log_sync,
                 tls_args=cluster.tls_arguments(),
                 token=executor_token,
+                extra=[*(["--no-session"] if protocol == "old" else []), *(["--eager"] if eager else [])],
             )
         wait_registered(cluster.log_dir, executors)
         if idle_seconds > 0:
@@ -455,6 +460,14 @@ def main() -> int:
         default=0,
         help="[scheduler] history_keep_count of the cluster (0: its default); warm-up at least N + 65 s",
     )
+    ap.add_argument(
+        "--protocol",
+        choices=["session", "old"],
+        default="session",
+        help="session: the executors open a Session stream (issue 31 P2); old: DispatchBatch, "
+        "Report and Heartbeat, as before it (for an A/B in one tree)",
+    )
+    ap.add_argument("--eager", action="store_true", help="--kind async: the handler is registered eager=True")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.keep_count < 0:
@@ -477,6 +490,8 @@ def main() -> int:
             auth=args.auth,
             policies=args.policies,
             keep_count=args.keep_count,
+            protocol=args.protocol,
+            eager=args.eager,
         )
     provenance.emit(result, args.json)
     return 0

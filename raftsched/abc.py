@@ -345,6 +345,27 @@ class LogUploader(Protocol):
     async def send_logs(self, target: str, parts: AsyncIterator[pb.LogUpload]) -> None: ...
 
 
+class SessionStream(Protocol):
+    """One open ``Session`` stream (issue 31 P2): ``send`` a message up (in order), iterate the
+    messages down. Iterating ends when the node closes the stream and raises
+    :class:`TransportError` if the call fails (``unimplemented``: a node older than sessions).
+    ``cancel`` hangs up (idempotent)."""
+
+    async def send(self, message: pb.SessionUp) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[pb.SessionDown]: ...
+
+    def cancel(self) -> None: ...
+
+
+@runtime_checkable
+class SessionTransport(Protocol):
+    """An :class:`ExecutorTransport` that can open a ``Session`` stream (the gRPC one). An
+    executor whose transport is not one keeps DispatchBatch, Report and Heartbeat."""
+
+    def session(self, target: str) -> SessionStream: ...
+
+
 class ExecutorTransport(Protocol):
     """How an executor reaches the scheduler nodes: the executor RPCs, addressed to a target.
 

@@ -163,6 +163,12 @@ def executor_parser() -> ArgParser:
         help="when an attempt times out or its run is cancelled: how long its command's process "
         "group has between SIGTERM and SIGKILL, and a handler to return (default: 5s)",
     )
+    parser.add_argument(
+        "--no-session",
+        action="store_true",
+        help="never open the Session stream (work and results as packed columns on one stream); "
+        "use DispatchBatch, Report and Heartbeat as releases before it did, whatever the leader serves",
+    )
     add_tls_options(parser)
     parser.add_argument("--token", metavar="TOKEN", help="executor token (prefer --token-file)")
     parser.add_argument("--token-file", metavar="FILE", help="read the executor token from FILE")
@@ -235,6 +241,7 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 ),
                 full_at=args.full_at,
                 resume_at=args.resume_at,
+                session=not args.no_session,
             )
 
             async def serve() -> None:

@@ -51,14 +51,25 @@ import dataclasses
 import functools
 import logging
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raftsched.abc import Clock, DispatchStream, ExecutionLog, ExecutorTransport, LogUploader, TransportError
+from raftsched.abc import (
+    Clock,
+    DispatchStream,
+    ExecutionLog,
+    ExecutorTransport,
+    LogUploader,
+    SessionStream,
+    SessionTransport,
+    TransportError,
+)
 from raftsched.config.values import DEFAULT_MAP_SIZE, parse_address, parse_map_size
 from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.aio import wait_event
+from raftsched.executor.batched import BatchRunner
+from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.logfiles import FOLLOW_POLL_S, PRUNE_EVERY_S, LogFiles, LogSettings, read_log
 from raftsched.executor.runners import (
@@ -95,6 +106,7 @@ _WATCH_POLL_S = 0.05  # how often the leader watch looks at the heartbeat in fli
 _WATCH_SUSPECT_CAP_S = 0.5  # a heartbeat unanswered this long (at most) makes it ask the others
 _FIND_TIMEOUT_S = 0.3  # each node's answer to "who leads?" after the leader was lost
 _FIND_FOR_S = 7.0  # how long to keep asking every node before trying them one by one
+SESSION_VERSION = 1  # the Session stream version this agent speaks
 
 DEFAULT_EXECUTION_LOG_KEEP = "10m"
 """How long the execution log keeps an id after the cluster acknowledged its result.
@@ -151,7 +163,7 @@ class PruneCutoff:
         return cutoff
 
 
-class Executor:
+class Executor(BatchRunner):
     """One executor; see the module docstring for its contract.
 
     ``transport`` defaults to gRPC (over TLS with ``tls``; give one or the other);
@@ -213,6 +225,7 @@ class Executor:
         full_at: float = DEFAULT_FULL_AT,
         resume_at: float = DEFAULT_RESUME_AT,
         health_probe: Callable[[], tuple[float, float]] | None = None,
+        session: bool = True,
     ) -> None:
         validate_name(name, "executor.name")
         if not (isinstance(full_at, (int, float)) and 0.0 < full_at <= 1.0):
@@ -315,6 +328,16 @@ class Executor:
         self._params = ParamsCache()  # each task version's params, parsed once
         self.observability = ExecutorObservability(name, http, self._observed) if http is not None else None
         self._log_senders: set[asyncio.Task[None]] = set()  # answers to log requests under way
+        # The Session stream (issue 31 P2): used with a leader that serves it (RegisterReply.
+        # session_version) unless ``session`` is False (raftsched-executor --no-session).
+        self.session = session
+        self._session_version = 0  # what the leader we registered with serves (0: none)
+        self._batch_init()
+        self.sessions_opened = 0
+        self._session_out: SessionStream | None = None
+        self._hb_waiters: list[asyncio.Future[pb.HeartbeatReply]] = []
+        self._report_acked = 0  # the open session's acked_through
+        self._ack_wake: asyncio.Event | None = None
 
     def _observed(self) -> ExecutorSample:
         # Read at scrape time, on this agent's event loop.
@@ -347,9 +370,11 @@ class Executor:
         at_wall = self.clock.now_ms() - round((now_mono - sent_mono) * 500)  # our clock half-way
         self.clock_offset_ms = at_wall - leader_now_ms
 
-    def handler(self, name: str) -> Callable[[H], H]:
-        """Register a Python callable run for tasks whose ``handler`` is ``name``."""
-        return self.callables.handler(name)
+    def handler(self, name: str, *, eager: bool = False) -> Callable[[H], H]:
+        """Register a Python callable run for tasks whose ``handler`` is ``name``. ``eager``: an
+        async handler started at once in the batch that delivered it, over a Session stream
+        (see :meth:`CallableRunner.register` for what it must not do before its first await)."""
+        return self.callables.handler(name, eager=eager)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -491,6 +516,7 @@ class Executor:
             self._clock_sample(reply.leader_now_ms, sent)
             self.health_drained = reply.health_drained  # its own drain survives a restart
             self._partial_ok = reply.partial_heartbeats  # an older leader leaves it false
+            self._session_version = reply.session_version  # an older leader leaves it 0
             self._heartbeat_s = max(0.1, reply.heartbeat_ms / 1000)
             self._lease_s = max(0.1, reply.lease_ms / 1000)
             # A leader that does not answer within a third of the lease is treated as gone: we
@@ -513,6 +539,14 @@ class Executor:
         raise LeaderLost(f"no leader found among {self.targets}")
 
     async def _serve(self, target: str, stop: asyncio.Event) -> None:
+        transport = self.transport
+        if (
+            self.session
+            and self._session_version >= 1
+            and isinstance(transport, SessionTransport)
+            and await self._serve_session(transport, target, stop)
+        ):
+            return
         logs = isinstance(self.transport, LogUploader)
         stream = self.transport.dispatch(target, pb.DispatchRequest(name=self.name, log_channel=logs))
         self._stream_gen += 1
@@ -541,6 +575,144 @@ class Executor:
             # even when cancelled (one disconnect fails several loops at once), and an outcome
             # nobody retrieves is logged by asyncio as an ERROR.
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the Session stream (issue 31 P2) ------------------------------------------------------------
+
+    async def _serve_session(self, transport: SessionTransport, target: str, stop: asyncio.Event) -> bool:
+        """Serve ``target`` over one Session stream; False (at once) if it has none (an older
+        build answers UNIMPLEMENTED): the caller serves it as before. Raises as :meth:`_serve`."""
+        stream = transport.session(target)
+        logs = isinstance(transport, LogUploader)
+        try:
+            await stream.send(
+                pb.SessionUp(
+                    open=pb.SessionOpen(name=self.name, session_version=SESSION_VERSION, log_channel=logs)
+                )
+            )
+            downs = aiter(stream)
+            first = await asyncio.wait_for(anext(downs, None), timeout=max(1.0, self._rpc_timeout_s * 3))
+        except TransportError as exc:
+            stream.cancel()
+            if exc.code == "unimplemented":
+                log.info(
+                    "%s: %s has no Session stream; using DispatchBatch, Report and Heartbeat",
+                    self.name,
+                    target,
+                )
+                return False
+            raise
+        except TimeoutError:
+            stream.cancel()
+            raise LeaderLost("no answer to the session's open") from None
+        if first is None or first.WhichOneof("body") != "accept":
+            stream.cancel()
+            raise LeaderLost("session ended before it was accepted")
+        self._max_epoch = max(self._max_epoch, first.accept.epoch)
+        self.sessions_opened += 1
+        self._stream_gen += 1
+        self._connected = True
+        self._session_out = stream
+        self._report_acked = 0
+        self._ack_wake = asyncio.Event()
+        self._hb_waiters = []
+        self._session_opened()
+        log.info(
+            "%s: session %d open with %s (version %d)",
+            self.name,
+            self.sessions_opened,
+            target,
+            first.accept.session_version,
+        )
+        tasks = [
+            asyncio.ensure_future(self._session_read(downs)),
+            asyncio.ensure_future(self._heartbeats(target, self._session_heartbeat)),
+            asyncio.ensure_future(self._session_reports()),
+            asyncio.ensure_future(self._watch(target)),
+            asyncio.ensure_future(self._health(target)),
+            asyncio.ensure_future(stop.wait()),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            if not stop.is_set():
+                raise LeaderLost("session ended")
+        finally:
+            self._connected = False
+            self._session_out = None
+            stream.cancel()
+            for task in tasks:
+                task.cancel()
+            for waiter in self._hb_waiters:
+                waiter.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return True
+
+    async def _session_read(self, downs: AsyncIterator[pb.SessionDown]) -> None:
+        async for down in downs:
+            work = down.work
+            if work.HasField("heartbeat") and self._hb_waiters:
+                waiter = self._hb_waiters.pop(0)
+                if not waiter.done():
+                    waiter.set_result(work.heartbeat)
+            if work.acked_through > self._report_acked:
+                self._report_acked = work.acked_through
+                assert self._ack_wake is not None
+                self._ack_wake.set()
+            if work.task_ref or work.cold or work.defs:
+                self._session_work(work)
+
+    async def _session_heartbeat(
+        self, target: str, request: pb.HeartbeatRequest, *, timeout_s: float
+    ) -> pb.HeartbeatReply:
+        """A heartbeat over the open session, answered in order (as the Heartbeat RPC)."""
+        stream = self._session_out
+        if stream is None:
+            raise TransportError("cancelled", "the session ended")
+        waiter: asyncio.Future[pb.HeartbeatReply] = asyncio.get_running_loop().create_future()
+        self._hb_waiters.append(waiter)
+        await stream.send(pb.SessionUp(heartbeat=request))
+        try:
+            return await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            raise TransportError(
+                "deadline_exceeded", f"no heartbeat answer within {timeout_s:.1f} s"
+            ) from None
+
+    async def _session_reports(self) -> None:
+        """Report committed results over the session, one report in flight (as the Report RPC):
+        acknowledged once the leader has committed it (``acked_through``)."""
+        assert self._log is not None and self._report_wake is not None and self._ack_wake is not None
+        stream = self._session_out
+        assert stream is not None
+        report_id = 0
+        while True:
+            pending = self._log.pending_reports(500)
+            if not pending:
+                self._report_wake.clear()
+                await wait_event(self._report_wake, 1.0)
+                continue
+            report_id += 1
+            await stream.send(
+                pb.SessionUp(report=batched_report(self.name, report_id, pending, self._start_late))
+            )
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 15
+            while self._report_acked < report_id:
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise TransportError(
+                        "deadline_exceeded", "a session report was not acknowledged within 15 s"
+                    )
+                self._ack_wake.clear()
+                await wait_event(self._ack_wake, left)
+            acknowledged = [r.execution_id for r in pending]
+            self._log.acknowledge(acknowledged, self.clock.now_ms())
+            for execution_id in acknowledged:
+                self._start_late.pop(execution_id, None)
+            if self.observability is not None:
+                self.observability.on_log_write("acknowledge", len(acknowledged))
 
     # -- draining ------------------------------------------------------------------------------------
 
@@ -1175,7 +1347,11 @@ class Executor:
             return False
         return True
 
-    async def _heartbeats(self, target: str) -> None:
+    async def _heartbeats(
+        self, target: str, call: Callable[..., Awaitable[pb.HeartbeatReply]] | None = None
+    ) -> None:
+        """Heartbeat ``target`` (with ``call``: over the open session) until it fails."""
+        send = call or self.transport.heartbeat
         loop = asyncio.get_running_loop()
         full_at: float | None = None  # loop time of the last full heartbeat to ``target``
         woken = False
@@ -1189,9 +1365,7 @@ class Executor:
                 full_at = now
                 self._started_since = []  # the full one lists them
             try:
-                reply = await self.transport.heartbeat(
-                    target, self._heartbeat_request(partial), timeout_s=self._rpc_timeout_s
-                )
+                reply = await send(target, self._heartbeat_request(partial), timeout_s=self._rpc_timeout_s)
             finally:
                 self._hb_sent_at = None
             if not reply.registered:

@@ -32,8 +32,9 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
@@ -908,11 +909,20 @@ class CallableRunner:
         self.tail_bytes = tail_bytes
         self.grace_s = grace_s
         self._monotonic = monotonic
+        self.monotonic = monotonic  # the clock durations are measured on
         self._handlers: dict[str, Handler] = {}
         self._async: dict[str, bool] = {}  # per handler, resolved once at registration (inspect)
+        self._eager: dict[str, Handler] = {}  # async handlers registered eager=True
 
-    def register(self, name: str, fn: Handler) -> None:
-        """Register ``fn`` as handler ``name``. A bad or already used name raises :class:`InvalidSpec`."""
+    def register(self, name: str, fn: Handler, *, eager: bool = False) -> None:
+        """Register ``fn`` as handler ``name``. A bad or already used name raises :class:`InvalidSpec`.
+
+        ``eager`` (an async handler only): over a Session stream the agent starts it at once,
+        inside the batch that delivered it (``coro.send(None)``: no Task unless it suspends;
+        :mod:`raftsched.executor.batched`). Until its first ``await`` it then runs with no
+        current task: ``asyncio.current_task()`` is None there, so an ``asyncio.timeout`` or a
+        ``TaskGroup`` opened before the first ``await`` fails the attempt (RuntimeError) instead
+        of cancelling the agent. Leave it off for such handlers."""
         if not isinstance(name, str) or not name.strip():
             raise InvalidSpec("handler", "required (a non-empty string)")
         if len(name) > MAX_LABEL:
@@ -923,23 +933,42 @@ class CallableRunner:
             raise InvalidSpec("handler", f"{name!r} is already registered")
         self._handlers[name] = fn
         self._async[name] = _is_async(fn)
+        if eager and not self._async[name]:
+            raise InvalidSpec("handler", f"{name!r}: only an async handler may be eager")
+        if eager:
+            self._eager[name] = fn
 
-    def handler(self, name: str) -> Callable[[H], H]:
+    def handler(self, name: str, *, eager: bool = False) -> Callable[[H], H]:
         """Decorator form of :meth:`register`: ``@runner.handler("name")``; returns the function as is."""
 
         def decorate(fn: H) -> H:
-            self.register(name, fn)
+            self.register(name, fn, eager=eager)
             return fn
 
         return decorate
+
+    def eager(self, name: str) -> Handler | None:
+        """The handler ``name`` if it was registered ``eager=True``, else None."""
+        return self._eager.get(name)
 
     def names(self) -> list[str]:
         """Registered handler names, sorted."""
         return sorted(self._handlers)
 
-    async def run(self, handler: str, ctx: AttemptContext) -> AttemptResult:
-        """Run handler ``handler`` for ``ctx``; never raises except on cancellation."""
-        started = self._monotonic()
+    async def run(
+        self,
+        handler: str,
+        ctx: AttemptContext,
+        call: asyncio.Future[object] | None = None,
+        started: float | None = None,
+    ) -> AttemptResult:
+        """Run handler ``handler`` for ``ctx``; never raises except on cancellation.
+
+        ``call``: the handler already started (an eager start that suspended, see
+        :meth:`register`) at ``started`` (this runner's monotonic clock): wait for it as for
+        one started here, with the rest of its timeout."""
+        if started is None:
+            started = self._monotonic()
         fn = self._handlers.get(handler)
         if fn is None:
             registered = ", ".join(self.names()) or "none"
@@ -950,9 +979,11 @@ class CallableRunner:
                 duration_ms=self._elapsed_ms(started),
             )
         timeout = ctx.timeout_ms / 1000 if ctx.timeout_ms > 0 else None
+        if timeout is not None and call is not None:
+            timeout = max(0.0, timeout - (self._monotonic() - started))
         is_async = self._async[handler]
         try:
-            value = await self._call(fn, ctx, timeout, is_async)
+            value = await self._call(fn, ctx, timeout, is_async, call)
         except _Stopped:
             what = "cancelled" if is_async else "its thread did not return within the grace and runs on"
             log.info(
@@ -1004,7 +1035,14 @@ class CallableRunner:
             duration_ms=self._elapsed_ms(started),
         )
 
-    async def _call(self, fn: Handler, ctx: AttemptContext, timeout: float | None, is_async: bool) -> object:
+    async def _call(
+        self,
+        fn: Handler,
+        ctx: AttemptContext,
+        timeout: float | None,
+        is_async: bool,
+        call: asyncio.Future[object] | None = None,
+    ) -> object:
         """The handler's value. Raises TimeoutError at the timeout (an async handler cancelled, a
         thread's ``ctx.cancel_requested()`` set), :class:`_Stopped` on a cancel (an async
         handler is cancelled; a thread gets ``grace_s`` to notice and return), or what the handler
@@ -1014,8 +1052,11 @@ class CallableRunner:
         ~10 us less per attempt): on Python 3.11, code a handler runs before its first await
         would see the agent's task as ``asyncio.current_task()``, so an ``asyncio.timeout`` or a
         ``TaskGroup`` opened there would cancel the agent's task instead of the handler's
-        (Python 3.12's ``eager_task_factory`` swaps the current task; adopt it with 3.12)."""
-        call = asyncio.ensure_future(_exits_wrapped(fn, ctx, is_async))
+        (Python 3.12's ``eager_task_factory`` swaps the current task; adopt it with 3.12).
+        Handlers registered ``eager=True`` are, over a Session (:mod:`raftsched.executor.batched`),
+        with no current task until their first await: ``call`` is then the rest of one."""
+        if call is None:
+            call = asyncio.ensure_future(_exits_wrapped(fn, ctx, is_async))
         stopper = ctx.cancellation.stopped()
         try:
             done, _ = await asyncio.wait(
@@ -1082,3 +1123,60 @@ async def _invoke(fn: Handler, ctx: AttemptContext, is_async: bool) -> object:
         awaited: Awaitable[object] = value
         return await awaited
     return value
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """The rest of a coroutine that already ran up to its first suspension (it yielded
+    ``yielded``): driven inside a Task, which waits on what it yielded, then goes on.
+    Cancellation (a timeout, a cancel) is thrown into the coroutine, as a Task would."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            yielded = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value
+
+
+async def resume_started(coro: Coroutine[Any, Any, Any], yielded: Any) -> object:
+    """The rest of an eagerly started handler (see :meth:`CallableRunner.register`), for
+    ``CallableRunner.run(..., call=ensure_future(resume_started(coro, yielded)))``: its
+    ``SystemExit`` is carried out as the runner expects."""
+    try:
+        return await _resume(coro, yielded)
+    except SystemExit as exc:
+        raise _HandlerExit(exc) from None
+
+
+def handler_failure(
+    exc: BaseException, tail_bytes: int, duration_ms: int, execution_id: str
+) -> AttemptResult:
+    """The result of a handler that raised ``exc`` (as :meth:`CallableRunner.run` reports it)."""
+    trace = "".join(traceback.format_exception(exc))
+    return AttemptResult(
+        execution_id,
+        False,
+        error=_cap_error(f"{type(exc).__name__}: {exc}"),
+        stderr_tail=_cap_text(trace, tail_bytes),
+        duration_ms=duration_ms,
+    )
+
+
+def handler_success(value: object, tail_bytes: int, duration_ms: int, execution_id: str) -> AttemptResult:
+    """The result of a handler that returned ``value`` (as :meth:`CallableRunner.run` reports it)."""
+    return AttemptResult(
+        execution_id,
+        True,
+        stdout_tail="" if value is None else _cap_text(str(value), tail_bytes),
+        duration_ms=duration_ms,
+    )

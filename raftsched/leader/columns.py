@@ -42,6 +42,7 @@ __all__ = [
     "ready_attempts",
     "ready_rows",
     "split_assignments",
+    "split_result_columns",
     "split_results",
 ]
 
@@ -270,4 +271,48 @@ def split_results(
     cols.executor.extend([number] * len(seqs))
     cols.duration_ms.extend(durations)
     cols.lateness_ms.extend(lateness)
+    return cmd, rest
+
+
+def split_result_columns(
+    v: StateView,
+    executor: str,
+    ids: Sequence[tuple[str, int, int]],
+    durations: Sequence[int],
+    lateness: Sequence[int],
+    now_ms: int,
+    epoch: int,
+) -> tuple[pb.Command | None, list[int]]:
+    """:func:`split_results` for the rows of a ``SessionReport`` (successes that say nothing
+    besides their duration and start lateness, so :func:`hot_result` holds for each one whose
+    values fit the columns): a ``ResultColumns`` command for the rows of live hot runs, and the
+    positions of the others (to report as today)."""
+    number = v.executor_number(executor)
+    if not number:
+        return None, list(range(len(ids)))
+    seqs: list[int] = []
+    attempts: list[int] = []
+    durs: list[int] = []
+    late: list[int] = []
+    rest: list[int] = []
+    hot_seq = v.hot_seq
+    for i, (run_id, shard, attempt) in enumerate(ids):
+        duration, lateness_ms = durations[i], lateness[i]
+        seq = hot_seq(run_id) if shard == 0 and duration <= _U32 and -_S32 <= lateness_ms <= _S32 else 0
+        if not seq:
+            rest.append(i)
+            continue
+        seqs.append(seq)
+        attempts.append(attempt)
+        durs.append(duration)
+        late.append(lateness_ms)
+    if not seqs:
+        return None, rest
+    cmd = pb.Command(epoch=epoch, now_ms=now_ms)
+    cols = cmd.result_columns
+    cols.seq.extend(seqs)
+    cols.attempt.extend(attempts)
+    cols.executor.extend([number] * len(seqs))
+    cols.duration_ms.extend(durs)
+    cols.lateness_ms.extend(late)
     return cmd, rest

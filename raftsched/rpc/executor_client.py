@@ -125,6 +125,10 @@ class GrpcExecutorTransport:
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None
 
+    def session(self, target: str) -> _GrpcSession:
+        """Open a ``Session`` stream at ``target`` (issue 31 P2): the caller sends SessionOpen first."""
+        return _GrpcSession(self._stub(target).Session())
+
     async def close(self) -> None:
         channels, self._channels = self._channels, {}
         for ch in channels.values():
@@ -153,4 +157,34 @@ class _GrpcDispatch:
         except grpc.aio.AioRpcError as exc:
             if self._batched and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 self._transport.batched = False  # a node older than DispatchBatch
+            raise _error(exc) from None
+
+
+class _GrpcSession:
+    """One open Session call: ``send`` writes up, iterating reads down."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def send(self, message: pb.SessionUp) -> None:
+        try:
+            await self._call.write(message)
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from None
+        except asyncio.InvalidStateError:  # written after the call ended: its status says why
+            code = await self._call.code()
+            details = await self._call.details()
+            raise TransportError(code.name.lower(), details or "the session ended") from None
+
+    async def __aiter__(self) -> AsyncIterator[pb.SessionDown]:
+        try:
+            while True:
+                message = await self._call.read()
+                if message is grpc.aio.EOF:
+                    return
+                yield message
+        except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None

@@ -18,6 +18,7 @@ from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedE
 from raftsched.leader import writes
 from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
 from raftsched.leader.dispatch.liveness import executor_health
+from raftsched.leader.dispatch.session import SESSION_VERSION, SessionSink, encode_work, report_rows
 from raftsched.logfields import attempt_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import abort, caller, propose_and_wait, rpc
@@ -93,6 +94,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             leader_now_ms=self.hub.node.gate.clock_ms(),
             health_drained=d.health_drained(request.name),
             partial_heartbeats=True,
+            session_version=SESSION_VERSION,
         )
 
     async def Dispatch(
@@ -168,11 +170,199 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                 # gives it a short grace to reconnect before declaring it dead.
                 hub.dispatcher.stream_closed(request.name, hub.now_ms())
 
-    @rpc
-    async def Heartbeat(
-        self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
-    ) -> pb.HeartbeatReply:
-        self._require_bound(request.name)
+    async def Session(
+        self, requests: AsyncIterator[pb.SessionUp], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SessionDown]:
+        """An executor's Session stream (issue 31 P2; :mod:`raftsched.leader.dispatch.session`):
+        work down as columns, results and heartbeats up, on one bidirectional stream. Opened
+        and refused as a ``DispatchBatch`` stream is (the same statuses); the dispatcher sees
+        the same stream events (opened, re-sent to, closed), heartbeats and results."""
+        hub = self.hub
+        ups = aiter(requests)
+        first = await anext(ups, None)
+        try:
+            if first is None or first.WhichOneof("body") != "open":
+                raise InvalidSpec("SessionUp", "the first message of a session must be open (SessionOpen)")
+            opened = first.open
+            validate_name(opened.name, "open.name")
+            if opened.session_version < 1:
+                raise InvalidSpec("open.session_version", f"{opened.session_version} (versions start at 1)")
+            self._require_bound(opened.name)
+        except RaftschedError as exc:
+            await abort(context, exc)
+        name = opened.name
+        try:
+            hub.require_leader()
+            if name not in hub.dispatcher.members:
+                raise NotFound(f"executor {quote(name)} is not registered; call Register first")
+        except RaftschedError as exc:
+            not_leader = exc.code == "not_leader"
+            status = grpc.StatusCode.FAILED_PRECONDITION if not_leader else grpc.StatusCode.NOT_FOUND
+            await abort(context, exc, status)
+        d = hub.dispatcher
+        epoch = d.epoch
+        sink = SessionSink()
+        old = hub.streams.get(name)
+        if old is not None:
+            old.put_nowait(CLOSE)  # a newer stream of the same executor replaces the old one
+        hub.streams[name] = sink
+        hub.peers[name] = context.peer()
+        if opened.log_channel:
+            hub.log_channels.add(name)
+        else:
+            hub.log_channels.discard(name)
+        d.stream_opened(name)
+        replies: list[pb.HeartbeatReply] = []
+        failed: list[RaftschedError] = []
+        reader = asyncio.ensure_future(self._session_read(name, ups, sink, replies, failed))
+        try:
+            yield pb.SessionDown(
+                accept=pb.SessionAccept(
+                    session_version=min(SESSION_VERSION, opened.session_version), epoch=epoch
+                )
+            )
+            resent = d.resend_to(name, hub.now_ms())
+            for start in range(0, len(resent), MAX_BATCH):
+                yield pb.SessionDown(work=encode_work(resent[start : start + MAX_BATCH], sink.defs, epoch))
+            while True:
+                items = await sink.get()
+                closed = items is CLOSE
+                batch = [] if closed else items
+                while not closed and len(batch) < MAX_BATCH and not sink.empty():
+                    more = sink.get_nowait()
+                    if more is CLOSE:
+                        closed = True
+                        break
+                    batch.extend(more)
+                for start in range(0, max(1, len(batch)), MAX_BATCH):
+                    work = encode_work(batch[start : start + MAX_BATCH], sink.defs, epoch)
+                    if sink.acked_through != sink.ack_sent:
+                        work.acked_through = sink.ack_sent = sink.acked_through
+                    if replies:
+                        work.heartbeat.CopyFrom(replies.pop(0))
+                    if work.task_ref or work.cold or work.acked_through or work.HasField("heartbeat"):
+                        yield pb.SessionDown(work=work)
+                while replies:  # (one heartbeat is in flight at a time: rarely more than one)
+                    yield pb.SessionDown(work=pb.SessionWork(epoch=epoch, heartbeat=replies.pop(0)))
+                if closed:
+                    break
+            if failed:
+                await abort(context, failed[0])
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            if hub.streams.get(name) is sink:
+                del hub.streams[name]
+                hub.peers.pop(name, None)
+                hub.log_channels.discard(name)
+                hub.dispatcher.stream_closed(name, hub.now_ms())
+
+    async def _session_read(
+        self,
+        name: str,
+        ups: AsyncIterator[pb.SessionUp],
+        sink: SessionSink,
+        replies: list[pb.HeartbeatReply],
+        failed: list[RaftschedError],
+    ) -> None:
+        """Read a session's messages until it ends; a bad message (or a report that cannot be
+        committed) ends the session with that error (the executor opens another and reports
+        again what was not acknowledged)."""
+        previous: asyncio.Future[None] | None = None
+        reports: set[asyncio.Future[None]] = set()
+        try:
+            async for up in ups:
+                kind = up.WhichOneof("body")
+                if kind == "report":
+                    previous = asyncio.ensure_future(
+                        self._session_report(name, up.report, sink, previous, failed)
+                    )
+                    reports.add(previous)
+                    previous.add_done_callback(reports.discard)
+                elif kind == "heartbeat":
+                    hb = up.heartbeat
+                    if hb.name != name:
+                        raise InvalidSpec(
+                            "heartbeat.name", f"{quote(hb.name)} on the session of {quote(name)}"
+                        )
+                    bounds.check(hb)
+                    replies.append(self._heartbeat(hb))
+                    sink.put_nowait([])  # wake the writer: the reply goes at once
+                else:
+                    raise InvalidSpec("SessionUp", f"unexpected {kind or 'empty'} message on an open session")
+        except RaftschedError as exc:
+            failed.append(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the call broke (the executor went away): the writer ends with it
+            pass
+        if reports:
+            await asyncio.gather(*reports, return_exceptions=True)
+        sink.put_nowait(CLOSE)
+
+    async def _session_report(
+        self,
+        name: str,
+        report: pb.SessionReport,
+        sink: SessionSink,
+        previous: asyncio.Future[None] | None,
+        failed: list[RaftschedError],
+    ) -> None:
+        """Commit one SessionReport (as :meth:`Report` commits a ReportRequest), then acknowledge
+        it once every earlier report of the session is acknowledged (in report-id order)."""
+        hub = self.hub
+        try:
+            rows = report_rows(report)
+            cold_ids: list[tuple[str, int, int]] = []
+            for i, r in enumerate(report.cold):
+                cold_ids.append(_check_execution_id(i, r.execution_id))
+                _cap(r)
+            if report.cold:
+                bounds.check(report)
+            if hub.on_results is not None and report.cold:
+                hub.on_results(report.cold)
+            if hub.on_lateness is not None and rows:
+                hub.on_lateness(report.start_lateness_ms)
+            _log_results(name, report.cold)
+            d = hub.dispatcher
+            now = hub.now_ms()
+            exec_ids = report.execution_id
+            proposals = d.results_columns(
+                name, rows, exec_ids, report.duration_ms, report.start_lateness_ms, report.cold, cold_ids, now
+            )
+            if proposals:
+                outcomes = await asyncio.gather(*(propose_and_wait(hub.node, p.encode()) for p in proposals))
+                refused = 0
+                for proposal, outcome in zip(proposals, outcomes, strict=True):
+                    refused += outcome.refused
+                    if proposal.rows and outcome.refused:
+                        again = d.refused_hot(
+                            proposal, outcome.refused, name, _row_results(report), now, rows
+                        )
+                        if again is not None:
+                            retried = await propose_and_wait(hub.node, again.encode())
+                            refused += retried.refused - outcome.refused
+                if refused:
+                    log.info(
+                        "%s: %d of %d results from %s refused as stale (attempt superseded, run finished, "
+                        "or not assigned to it)",
+                        hub.node.node_id,
+                        refused,
+                        len(rows) + len(report.cold),
+                        name,
+                    )
+            if previous is not None:
+                await previous
+            if failed:
+                return
+            sink.acked_through = max(sink.acked_through, report.report_id)
+            sink.put_nowait([])  # wake the writer: the acknowledgement goes at once
+        except RaftschedError as exc:
+            failed.append(exc)
+            sink.put_nowait(CLOSE)
+
+    def _heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+        """The body of :meth:`Heartbeat` (the caller checked who sends it)."""
         self.hub.require_leader()
         d = self.hub.dispatcher
         started = request.started if request.reports_started else None
@@ -189,18 +379,20 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         return pb.HeartbeatReply(epoch=d.epoch, registered=ok, leader_now_ms=self.hub.node.gate.clock_ms())
 
     @rpc
+    async def Heartbeat(
+        self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> pb.HeartbeatReply:
+        self._require_bound(request.name)
+        return self._heartbeat(request)
+
+    @rpc
     async def Report(self, request: pb.ReportRequest, context: grpc.aio.ServicerContext) -> pb.ReportReply:
         self._require_bound(request.name)
         self.hub.require_leader()
         ids: list[tuple[str, int, int]] = []
         for i, r in enumerate(request.results):
             ids.append(_check_execution_id(i, r.execution_id))
-            if len(r.stdout_tail) > MAX_TAIL_CHARS:
-                r.stdout_tail = r.stdout_tail[-MAX_TAIL_CHARS:]
-            if len(r.stderr_tail) > MAX_TAIL_CHARS:
-                r.stderr_tail = r.stderr_tail[-MAX_TAIL_CHARS:]
-            if len(r.error) > MAX_TAIL_CHARS:
-                r.error = r.error[:MAX_TAIL_CHARS]
+            _cap(r)
         if self.hub.on_results is not None:
             self.hub.on_results(request.results)
         _log_results(request.name, request.results)
@@ -293,6 +485,25 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                     return pb.SendLogsReply()
         finally:
             gone.cancel()
+
+
+def _cap(r: pb.ExecResult) -> None:
+    """Cap ``r``'s tails and error (see :data:`MAX_TAIL_CHARS`)."""
+    if len(r.stdout_tail) > MAX_TAIL_CHARS:
+        r.stdout_tail = r.stdout_tail[-MAX_TAIL_CHARS:]
+    if len(r.stderr_tail) > MAX_TAIL_CHARS:
+        r.stderr_tail = r.stderr_tail[-MAX_TAIL_CHARS:]
+    if len(r.error) > MAX_TAIL_CHARS:
+        r.error = r.error[:MAX_TAIL_CHARS]
+
+
+def _row_results(report: pb.SessionReport) -> list[pb.ExecResult]:
+    """The rows of ``report`` as the ExecResults they stand for (only when a ResultColumns of
+    them was refused in part: they are reported again by run id)."""
+    return [
+        pb.ExecResult(execution_id=e, success=True, duration_ms=d, start_lateness_ms=late)
+        for e, d, late in zip(report.execution_id, report.duration_ms, report.start_lateness_ms, strict=True)
+    ]
 
 
 def _check_execution_id(position: int, exec_id: str) -> tuple[str, int, int]:

@@ -483,6 +483,7 @@ class Node:
             self.http_api.attach(LocalCalls(admin, local, logs))
         if obs is not None:
             self.hub.on_results = obs.observe_results
+            self.hub.on_lateness = obs.metrics.observe_start_lateness
         pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(self.hub), server)
         pb_grpc.add_LogsServicer_to_server(logs, server)
         self.hub.start()

@@ -1055,20 +1055,22 @@ class RegisterRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu: _Optional[float] = ..., memory_mb: _Optional[int] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("epoch", "lease_ms", "heartbeat_ms", "leader_now_ms", "health_drained", "partial_heartbeats")
+    __slots__ = ("epoch", "lease_ms", "heartbeat_ms", "leader_now_ms", "health_drained", "partial_heartbeats", "session_version")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
     LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_DRAINED_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_VERSION_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     lease_ms: int
     heartbeat_ms: int
     leader_now_ms: int
     health_drained: bool
     partial_heartbeats: bool
-    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ..., health_drained: _Optional[bool] = ..., partial_heartbeats: _Optional[bool] = ...) -> None: ...
+    session_version: int
+    def __init__(self, epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heartbeat_ms: _Optional[int] = ..., leader_now_ms: _Optional[int] = ..., health_drained: _Optional[bool] = ..., partial_heartbeats: _Optional[bool] = ..., session_version: _Optional[int] = ...) -> None: ...
 
 class DispatchRequest(_message.Message):
     __slots__ = ("name", "log_channel")
@@ -1226,6 +1228,100 @@ class DrainRequest(_message.Message):
 class DrainReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class SessionOpen(_message.Message):
+    __slots__ = ("name", "session_version", "log_channel")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SESSION_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOG_CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    session_version: int
+    log_channel: bool
+    def __init__(self, name: _Optional[str] = ..., session_version: _Optional[int] = ..., log_channel: _Optional[bool] = ...) -> None: ...
+
+class SessionAccept(_message.Message):
+    __slots__ = ("session_version", "epoch")
+    SESSION_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    session_version: int
+    epoch: int
+    def __init__(self, session_version: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class SessionTaskDef(_message.Message):
+    __slots__ = ("ref", "task", "version", "shards", "command", "handler", "params_json", "timeout_ms", "runner")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
+    ref: int
+    task: str
+    version: int
+    shards: int
+    command: str
+    handler: str
+    params_json: str
+    timeout_ms: int
+    runner: str
+    def __init__(self, ref: _Optional[int] = ..., task: _Optional[str] = ..., version: _Optional[int] = ..., shards: _Optional[int] = ..., command: _Optional[str] = ..., handler: _Optional[str] = ..., params_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., runner: _Optional[str] = ...) -> None: ...
+
+class SessionWork(_message.Message):
+    __slots__ = ("epoch", "defs", "task_ref", "nominal_ms", "shard", "attempt", "cold", "acked_through", "heartbeat")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DEFS_FIELD_NUMBER: _ClassVar[int]
+    TASK_REF_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    COLD_FIELD_NUMBER: _ClassVar[int]
+    ACKED_THROUGH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    defs: _containers.RepeatedCompositeFieldContainer[SessionTaskDef]
+    task_ref: _containers.RepeatedScalarFieldContainer[int]
+    nominal_ms: _containers.RepeatedScalarFieldContainer[int]
+    shard: _containers.RepeatedScalarFieldContainer[int]
+    attempt: _containers.RepeatedScalarFieldContainer[int]
+    cold: _containers.RepeatedCompositeFieldContainer[WorkItem]
+    acked_through: int
+    heartbeat: HeartbeatReply
+    def __init__(self, epoch: _Optional[int] = ..., defs: _Optional[_Iterable[_Union[SessionTaskDef, _Mapping]]] = ..., task_ref: _Optional[_Iterable[int]] = ..., nominal_ms: _Optional[_Iterable[int]] = ..., shard: _Optional[_Iterable[int]] = ..., attempt: _Optional[_Iterable[int]] = ..., cold: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ..., acked_through: _Optional[int] = ..., heartbeat: _Optional[_Union[HeartbeatReply, _Mapping]] = ...) -> None: ...
+
+class SessionReport(_message.Message):
+    __slots__ = ("report_id", "execution_id", "duration_ms", "start_lateness_ms", "cold")
+    REPORT_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    START_LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    COLD_FIELD_NUMBER: _ClassVar[int]
+    report_id: int
+    execution_id: _containers.RepeatedScalarFieldContainer[str]
+    duration_ms: _containers.RepeatedScalarFieldContainer[int]
+    start_lateness_ms: _containers.RepeatedScalarFieldContainer[int]
+    cold: _containers.RepeatedCompositeFieldContainer[ExecResult]
+    def __init__(self, report_id: _Optional[int] = ..., execution_id: _Optional[_Iterable[str]] = ..., duration_ms: _Optional[_Iterable[int]] = ..., start_lateness_ms: _Optional[_Iterable[int]] = ..., cold: _Optional[_Iterable[_Union[ExecResult, _Mapping]]] = ...) -> None: ...
+
+class SessionUp(_message.Message):
+    __slots__ = ("open", "report", "heartbeat")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    open: SessionOpen
+    report: SessionReport
+    heartbeat: HeartbeatRequest
+    def __init__(self, open: _Optional[_Union[SessionOpen, _Mapping]] = ..., report: _Optional[_Union[SessionReport, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ...) -> None: ...
+
+class SessionDown(_message.Message):
+    __slots__ = ("accept", "work")
+    ACCEPT_FIELD_NUMBER: _ClassVar[int]
+    WORK_FIELD_NUMBER: _ClassVar[int]
+    accept: SessionAccept
+    work: SessionWork
+    def __init__(self, accept: _Optional[_Union[SessionAccept, _Mapping]] = ..., work: _Optional[_Union[SessionWork, _Mapping]] = ...) -> None: ...
 
 class LogRequest(_message.Message):
     __slots__ = ("request_id", "execution_id", "stderr", "follow", "since_line", "tail_bytes")

@@ -2556,6 +2556,11 @@ class ExecutorServiceStub:
                 request_serializer=raftsched_dot_v1_dot_raftsched__pb2.LogUpload.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SendLogsReply.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/raftsched.v1.ExecutorService/Session',
+                request_serializer=raftsched_dot_v1_dot_raftsched__pb2.SessionUp.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SessionDown.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -2612,6 +2617,16 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """One bidirectional stream per executor (issue 31 P2): work down and results up as packed
+        columns, task definitions once per stream, heartbeats on the same stream. An executor opens
+        it after Register when RegisterReply.session_version says the leader serves it; an older
+        leader answers UNIMPLEMENTED and the executor keeps DispatchBatch, Report and Heartbeat.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -2654,6 +2669,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.SendLogs,
                     request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.LogUpload.FromString,
                     response_serializer=raftsched_dot_v1_dot_raftsched__pb2.SendLogsReply.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=raftsched_dot_v1_dot_raftsched__pb2.SessionUp.FromString,
+                    response_serializer=raftsched_dot_v1_dot_raftsched__pb2.SessionDown.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2872,6 +2892,33 @@ class ExecutorService:
             '/raftsched.v1.ExecutorService/SendLogs',
             raftsched_dot_v1_dot_raftsched__pb2.LogUpload.SerializeToString,
             raftsched_dot_v1_dot_raftsched__pb2.SendLogsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/raftsched.v1.ExecutorService/Session',
+            raftsched_dot_v1_dot_raftsched__pb2.SessionUp.SerializeToString,
+            raftsched_dot_v1_dot_raftsched__pb2.SessionDown.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,7 +1,8 @@
 """The execution log per batch with real processes: an executor SIGKILLed while a batch of
 attempts runs, restarted on the same data dir within its lease, is sent the same attempts again
 by the leader and runs none of them again (exactly-once start): it reports them failed as
-interrupted, and its log holds batch records, not one entry per id."""
+interrupted, and its log holds batch records, not one entry per id. Over the Session stream
+(issue 31 P2, the default) and over DispatchBatch, Report and Heartbeat (``--no-session``)."""
 
 from __future__ import annotations
 
@@ -39,15 +40,17 @@ def long_lease_fleet(tmp_path: Path) -> Iterator[Fleet]:
         f.stop()
 
 
+@pytest.mark.parametrize("session", [True, False], ids=["session", "no-session"])
 def test_an_executor_killed_mid_batch_and_restarted_runs_no_begun_attempt_again(
-    long_lease_fleet: Fleet,
+    long_lease_fleet: Fleet, session: bool
 ) -> None:
     fleet = long_lease_fleet
+    extra = () if session else ("--no-session",)
     m = fleet.marker
     command = (
         f'echo "$RAFTSCHED_EXECUTION_ID start" >> {m}; sleep 4; echo "$RAFTSCHED_EXECUTION_ID end" >> {m}'
     )
-    fleet.start_executor("ex1", SHARDS)
+    fleet.start_executor("ex1", SHARDS, *extra)
     with Client(fleet.cluster.targets()) as client:
         wait_until(lambda: fleet.registered() == 1, 30, what="ex1 registered")
         client.add_task(TaskSpec("job", ManualTrigger(), command=command, shards=SHARDS, max_retries=2))
@@ -57,7 +60,7 @@ def test_an_executor_killed_mid_batch_and_restarted_runs_no_begun_attempt_again(
             lambda: sum(1 for x in fleet.lines() if x[1] == "start") >= SHARDS, 30, 0.1, "attempts started"
         )
         fleet.kill_executor("ex1")  # each attempt begun, none finished
-        fleet.start_executor("ex1", SHARDS)  # the same data dir: its execution log survives
+        fleet.start_executor("ex1", SHARDS, *extra)  # the same data dir: its execution log survives
         wait_until(lambda: fleet.registered() == 2, 30, what="ex1 registered again")
         wait_until(
             lambda: (
@@ -77,6 +80,7 @@ def test_an_executor_killed_mid_batch_and_restarted_runs_no_begun_attempt_again(
     assert final.state == pb.SUCCEEDED, final
     assert all(s.attempt == 2 for s in final.shards), final  # each first attempt reported failed
     log_text = (fleet.base / "ex1.log").read_text()
+    assert log_text.count("session 1 open with") == (2 if session else 0), log_text[-3000:]
     # Interrupted attempts are recovered from the begin record by the restarted agent.
     assert log_text.count("was interrupted by a restart") == SHARDS, log_text[-3000:]
     with LmdbExecutionLog(fleet.base / "ex1") as raw:

@@ -778,6 +778,60 @@ class Dispatcher:
                 out.append(cold)
         return out
 
+    def results_columns(
+        self,
+        executor: str,
+        ids: Sequence[tuple[str, int, int]],
+        exec_ids: Sequence[str],
+        durations: Sequence[int],
+        lateness: Sequence[int],
+        cold: Sequence[pb.ExecResult],
+        cold_ids: Sequence[tuple[str, int, int]],
+        now_ms: int,
+    ) -> list[DispatchProposal]:
+        """:meth:`report` for the results of a ``SessionReport`` (the one seam where a session's
+        batch of results enters): its rows (successes with nothing to say but ``durations`` and
+        start ``lateness``; ``ids`` their execution ids ``exec_ids`` split) and its ``cold``
+        results (split as ``cold_ids``). While every voting member applies the columns, the rows
+        of live hot runs go as one ``ResultColumns`` straight from the columns (no result object
+        per row; its ``rows`` are positions among the rows); everything else as a ReportResults
+        (:meth:`results`). Leases are dropped as :meth:`results` drops them."""
+        out: list[DispatchProposal] = []
+        rest: Sequence[int] = range(len(ids))
+        if ids and self.columns_allowed():
+            with self.state.view() as v:
+                hot, rest = columns.split_result_columns(
+                    v, executor, ids, durations, lateness, now_ms, self.epoch
+                )
+            if hot is not None:
+                t = self._term
+                taken = sorted(set(range(len(ids))).difference(rest))
+                if t is not None:
+                    drop = t.holdings.drop
+                    inherited = t.takeover.inherited
+                    for i in taken:
+                        drop(exec_ids[i])
+                        if inherited:
+                            t.takeover.proposed(exec_ids[i], now_ms, self.settings.lease_ms)
+                out.append(DispatchProposal("results", hot, rows=tuple(taken)))
+        if rest or cold:
+            results = [
+                pb.ExecResult(
+                    execution_id=exec_ids[i],
+                    success=True,
+                    duration_ms=durations[i],
+                    start_lateness_ms=lateness[i],
+                )
+                for i in rest
+            ]
+            results.extend(cold)
+            split: list[tuple[str | None, int, int]] = [ids[i] for i in rest]
+            split.extend(cold_ids)
+            proposal = self.results(executor, results, now_ms, split)
+            if proposal is not None:
+                out.append(proposal)
+        return out
+
     def refused_hot(
         self,
         proposal: DispatchProposal,

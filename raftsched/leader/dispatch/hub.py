@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from raftsched.abc import CommitHook, ProposeCallback
@@ -68,6 +68,8 @@ class ExecutorHub:
     def __init__(self, node: HubNode, dispatcher: Dispatcher) -> None:
         self.node = node
         self.dispatcher = dispatcher  # built with the node's other parts (raftsched.server.core)
+        # An executor's open stream: a DispatchBatch stream's queue, or a Session's sink (an
+        # asyncio.Queue too: raftsched.leader.dispatch.session); one put per flush either way.
         self.streams: dict[str, asyncio.Queue[list[pb.WorkItem]]] = {}
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.log_channels: set[str] = set()  # executors whose open stream takes log requests
@@ -80,6 +82,9 @@ class ExecutorHub:
         self._holding: tuple[int, int, int] | None = None
         # Called on the loop with every batch of results an executor reports (the node's metrics).
         self.on_results: Callable[[Sequence[pb.ExecResult]], None] | None = None
+        # ... and with the start lateness of every row of a session's report (its successes
+        # that carry nothing else; issue 31 P2), in ms.
+        self.on_lateness: Callable[[Iterable[int]], None] | None = None
         # What the applier's thread hands the loop, in order (see _to_loop).
         self._inbox: deque[tuple[Effect, ...] | object] = deque()
         self._wake_pending = False

@@ -1,0 +1,150 @@
+"""The leader's side of an executor's ``Session`` stream (issue 31 P2; docs/dev/batched-executor.md).
+
+The dispatcher decides exactly as for a ``DispatchBatch`` stream: it queues work items in its
+outbox and the hub puts each flush's list in the executor's sink. A :class:`SessionSink` is that
+sink for an executor with a session (an ``asyncio.Queue`` of lists, like the dispatch stream's,
+so the hub and the dispatcher need not know which one an executor has). What differs is the
+encoding on the wire, done here once per message by :func:`encode_work`:
+
+* a *row* (five packed columns: task ref, nominal time, shard, attempt) per work item whose
+  every field follows from its task definition and its key: the execution id and run id are
+  ``run_id_for(task, nominal)`` and ``run_id/shard/attempt``, no env, no cancel, no log
+  request. The definition (task, version and the six fields a work item copies from the spec)
+  goes once per stream, the first time a row uses it;
+* a *cold* ``WorkItem``, unchanged, for everything else (cancels, log requests, workflow tasks'
+  rendered command, params or env, manual runs).
+
+The executor rebuilds the same work item from a row, so nothing the executor sees changes.
+Results come back as :func:`report_rows` (the rows of a ``SessionReport``), which enter the
+dispatcher through :meth:`~raftsched.leader.dispatch.dispatcher.Dispatcher.results_columns`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from raftsched import bounds
+from raftsched.errors import InvalidSpec, quote
+from raftsched.v1 import raftsched_pb2 as pb
+
+SESSION_VERSION = 1
+"""The Session stream version this build serves and speaks (``RegisterReply.session_version``)."""
+
+# A definition key: (task, version, shards, command, handler, params_json, timeout_ms, runner).
+DefKey = tuple[str, int, int, str, str, str, int, str]
+
+
+class SessionSink(asyncio.Queue[list[pb.WorkItem]]):
+    """An executor's session, as the hub sees its dispatch stream (``put_nowait`` of one list per
+    flush; the hub's ``CLOSE`` ends it), plus what the stream has sent so far: the definitions
+    (key -> ref) and the report ids acknowledged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.defs: dict[DefKey, int] = {}
+        self.acked_through = 0  # every report up to this id is committed (sent with the next work)
+        self.ack_sent = 0
+
+
+def encode_work(items: Sequence[pb.WorkItem], defs: dict[DefKey, int], epoch: int) -> pb.SessionWork:
+    """One ``SessionWork`` for ``items`` (see the module docstring); ``defs`` is the stream's
+    definitions so far, extended with those this message sends."""
+    out = pb.SessionWork(epoch=epoch)
+    refs: list[int] = []
+    nominals: list[int] = []
+    shards: list[int] = []
+    attempts: list[int] = []
+    cold: list[pb.WorkItem] = []
+    for item in items:
+        task = item.task
+        nominal = item.nominal_ms
+        shard = item.shard
+        attempt = item.attempt
+        if (
+            item.cancel
+            or item.env
+            or item.epoch != epoch
+            or item.HasField("log_request")
+            or item.execution_id != f"{task}@{nominal}/{shard}/{attempt}"
+        ):
+            cold.append(item)
+            continue
+        key = (
+            task,
+            item.task_version,
+            item.shards,
+            item.command,
+            item.handler,
+            item.params_json,
+            item.timeout_ms,
+            item.runner,
+        )
+        ref = defs.get(key)
+        if ref is None:
+            ref = defs[key] = len(defs) + 1
+            out.defs.add(
+                ref=ref,
+                task=task,
+                version=key[1],
+                shards=key[2],
+                command=key[3],
+                handler=key[4],
+                params_json=key[5],
+                timeout_ms=key[6],
+                runner=key[7],
+            )
+        refs.append(ref)
+        nominals.append(nominal)
+        shards.append(shard)
+        attempts.append(attempt)
+    if refs:
+        out.task_ref.extend(refs)
+        out.nominal_ms.extend(nominals)
+        out.shard.extend(shards)
+        out.attempt.extend(attempts)
+    if cold:
+        out.cold.extend(cold)
+    return out
+
+
+def report_rows(report: pb.SessionReport) -> list[tuple[str, int, int]]:
+    """``(run id, shard, attempt)`` of each row of ``report``, or :class:`InvalidSpec` naming the
+    first bad one (a column whose length differs from the ids', an id that is not
+    ``run_id/shard/attempt`` with both in range). Nothing of a bad report is used."""
+    ids = report.execution_id
+    n = len(ids)
+    if len(report.duration_ms) != n or len(report.start_lateness_ms) != n:
+        raise InvalidSpec(
+            "report",
+            f"{n} execution ids but {len(report.duration_ms)} durations and "
+            f"{len(report.start_lateness_ms)} start latenesses (one each per row)",
+        )
+    out: list[tuple[str, int, int]] = []
+    for i, exec_id in enumerate(ids):
+        out.append(check_execution_id(f"report.execution_id[{i}]", exec_id))
+    return out
+
+
+def check_execution_id(where: str, exec_id: str) -> tuple[str, int, int]:
+    """``(run id, shard, attempt)`` of a reported id; refuse one that is not
+    ``run_id/shard/attempt`` with shard and attempt in their ranges (:mod:`raftsched.bounds`)."""
+    run_id, _, rest = exec_id.partition("/")
+    shard, _, attempt = rest.partition("/")
+    if (
+        run_id
+        and shard.isascii()
+        and shard.isdigit()
+        and attempt.isascii()
+        and attempt.isdigit()
+        and len(shard) <= 20
+        and len(attempt) <= 20
+    ):
+        shard_no, attempt_no = int(shard), int(attempt)
+        if shard_no <= bounds.SHARD.high and attempt_no <= bounds.ATTEMPT.high:
+            return run_id, shard_no, attempt_no
+    raise InvalidSpec(
+        where,
+        f"{quote(exec_id)} is not run_id/shard/attempt "
+        f"(shard {bounds.SHARD.text()}, attempt {bounds.ATTEMPT.text()})",
+    )

@@ -378,3 +378,26 @@ def test_the_applier_wakes_the_loop_once_per_batch_of_entries_and_keeps_their_or
     wakes = asyncio.run(scenario())
     assert seen == [*entries[:5], "lost", entries[5], entries[7], entries[6]]
     assert wakes == 3  # the first burst, the entry queued while it drained, the later burst
+
+
+def test_a_session_report_finds_its_rows_by_the_seqs_the_leases_kept(no_run_id_lookup: list[str]) -> None:
+    state = world()
+    d, old = leader(state), leader(state)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), d, old, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    sent = d.take_outbox()
+    executor = sent[0][0]
+    exec_ids = [item.execution_id for ex, item in sent if ex == executor]
+    ids = [(e.split("/")[0], 0, 1) for e in exec_ids]
+    durations, lateness = [3] * len(ids), [7] * len(ids)
+    with state.view() as v:  # without the leases' seqs: what the session's report made before
+        before, rest = columns.split_result_columns(v, executor, ids, durations, lateness, at + 50, 1)
+    assert before is not None and rest == []
+    no_run_id_lookup.clear()
+    [proposal] = d.results_columns(executor, ids, exec_ids, durations, lateness, [], [], at + 50)
+    assert no_run_id_lookup == []
+    assert proposal.encode() == DispatchProposal("results", before).encode()
+    assert proposal.rows == tuple(range(len(ids)))
+    assert all(e not in d.leases for e in exec_ids)

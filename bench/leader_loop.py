@@ -12,7 +12,8 @@ waits or is leased, the dispatcher polls (its AssignColumns are encoded, applied
 fed back and the proposal released), the outbox goes out as one ``WorkBatch`` per executor
 (serialised, as the dispatch stream does), and every attempt reports success in batches of
 ``--batch`` results per executor (the servicer's id check, :meth:`Dispatcher.report`, the
-encoding; the ResultColumns applied and fed back).
+encoding; the ResultColumns applied and fed back). ``--session``: the results go in as a
+``Session``'s report does (:meth:`Dispatcher.results_columns`: ids and columns, no result objects).
 
 ``dispatcher_us_per_attempt``: ``process_time`` summed over the leader loop's own calls only
 (``on_effects``, ``poll``, ``release``, the outbox flush and ``report``, with every read of the
@@ -54,7 +55,7 @@ def _check_id(exec_id: str) -> tuple[str, int, int]:
     return run_id, int(shard), int(attempt)
 
 
-def run(tasks: int, seconds: int, executors: int, batch: int) -> dict[str, object]:
+def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = False) -> dict[str, object]:
     state = SchedulerState.load(MemoryStore())
     names = [f"ex{i + 1}" for i in range(executors)]
     for name in names:
@@ -115,7 +116,14 @@ def run(tasks: int, seconds: int, executors: int, batch: int) -> dict[str, objec
 
     def report(executor: str, request: pb.ReportRequest, now: int) -> list[bytes]:
         ids = [_check_id(r.execution_id) for r in request.results]
-        return [p.encode() for p in d.report(executor, request.results, now, ids)]
+        if session:  # a Session's report: its successes as columns (Dispatcher.results_columns)
+            exec_ids = [r.execution_id for r in request.results]
+            durations = [r.duration_ms for r in request.results]
+            lateness = [r.start_lateness_ms for r in request.results]
+            proposals = d.results_columns(executor, ids, exec_ids, durations, lateness, [], [], now)
+        else:
+            proposals = d.report(executor, request.results, now, ids)
+        return [p.encode() for p in proposals]
 
     for second in range(1, seconds + 1):
         now = T0 + second * 1000
@@ -156,6 +164,7 @@ def run(tasks: int, seconds: int, executors: int, batch: int) -> dict[str, objec
         "seconds": seconds,
         "executors": executors,
         "batch": batch,
+        "session": session,
         "attempts": started,
         "dispatcher_us_per_attempt": round(cpu / per * 1e6, 2),
         "apply_us_per_attempt": round(apply_cpu / per * 1e6, 2),
@@ -169,10 +178,13 @@ def main() -> None:
     p.add_argument("--executors", type=int, default=2)
     p.add_argument("--batch", type=int, default=100, help="results per report")
     p.add_argument("--repeat", type=int, default=1, help="runs; the least disturbed is kept")
+    p.add_argument(
+        "--session", action="store_true", help="results as a Session's report (Dispatcher.results_columns)"
+    )
     p.add_argument("--json", type=Path, help="also write the result here")
     a = p.parse_args()
     provenance = Provenance.start()
-    results = [run(a.tasks, a.seconds, a.executors, a.batch) for _ in range(a.repeat)]
+    results = [run(a.tasks, a.seconds, a.executors, a.batch, a.session) for _ in range(a.repeat)]
     best = min(results, key=lambda r: float(r["dispatcher_us_per_attempt"]))  # type: ignore[arg-type]
     provenance.emit(best, a.json)
 

@@ -282,11 +282,12 @@ def split_result_columns(
     lateness: Sequence[int],
     now_ms: int,
     epoch: int,
+    known: Sequence[int] | None = None,
 ) -> tuple[pb.Command | None, list[int]]:
     """:func:`split_results` for the rows of a ``SessionReport`` (successes that say nothing
     besides their duration and start lateness, so :func:`hot_result` holds for each one whose
     values fit the columns): a ``ResultColumns`` command for the rows of live hot runs, and the
-    positions of the others (to report as today)."""
+    positions of the others (to report as today). ``known``: as :func:`split_results`'s."""
     number = v.executor_number(executor)
     if not number:
         return None, list(range(len(ids)))
@@ -295,10 +296,13 @@ def split_result_columns(
     durs: list[int] = []
     late: list[int] = []
     rest: list[int] = []
-    hot_seq = v.hot_seq
+    hot_live, hot_seq = v.hot_live, v.hot_seq
     for i, (run_id, shard, attempt) in enumerate(ids):
         duration, lateness_ms = durations[i], lateness[i]
-        seq = hot_seq(run_id) if shard == 0 and duration <= _U32 and -_S32 <= lateness_ms <= _S32 else 0
+        seq = 0
+        if shard == 0 and duration <= _U32 and -_S32 <= lateness_ms <= _S32:
+            hint = known[i] if known is not None else 0
+            seq = hint if hint and hot_live(hint) else hot_seq(run_id)
         if not seq:
             rest.append(i)
             continue

@@ -12,18 +12,22 @@ attempt, and that each shortcut gives exactly what the longer way gave.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from raftsched import codec
-from raftsched.fsm.effects import DispatchAttempt, DispatchColumns, Effect, ReadyColumns
+from raftsched.fsm.effects import BarrierCommitted, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
 from raftsched.fsm.hot import HotBook, hot_ref
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
 from raftsched.leader import columns
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
+from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.model import Overlap, TaskSpec
 from raftsched.v1 import log_pb2 as logpb
@@ -328,3 +332,72 @@ def test_a_heartbeat_listing_runs_just_reported_builds_no_copy_of_them(
     assert d.heartbeat(executor, mine, at + 11, started=mine, partial=True)
     assert built == []
     assert d.take_outbox() == []  # nothing to stop: none is cancelled
+
+
+def test_the_applier_wakes_the_loop_once_per_batch_of_entries_and_keeps_their_order() -> None:
+    state = world()
+    d = leader(state)
+    gate = SimpleNamespace(now_ms=lambda: T0)
+    hub = ExecutorHub(SimpleNamespace(node_id="n1", state=state, gate=gate), d)
+    seen: list[object] = []
+    entries = [(BarrierCommitted("n1", i),) for i in range(8)]
+
+    def on_effects(effects: tuple[Effect, ...]) -> None:
+        seen.append(effects)
+        if effects is entries[1]:
+            hub.effects_threadsafe(entries[7])  # queued while a drain runs: taken in its turn
+
+    hub._on_effects = on_effects  # type: ignore[method-assign]
+    hub._lost_leadership = lambda: seen.append("lost")  # type: ignore[method-assign]
+
+    async def scenario() -> int:
+        loop = asyncio.get_running_loop()
+        hub.loop = loop
+        wakes = 0
+        real = loop.call_soon_threadsafe
+
+        def counting(callback: Any, *args: Any) -> asyncio.Handle:
+            nonlocal wakes
+            wakes += 1
+            return real(callback, *args)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign,assignment]
+        for effects in entries[:5]:  # one apply burst: the loop is busy meanwhile
+            hub.effects_threadsafe(effects)
+        hub.leadership_threadsafe(True)  # (only a loss is handed over)
+        hub.leadership_threadsafe(False)
+        hub.effects_threadsafe(entries[5])
+        deadline = loop.time() + 5
+        while (len(seen) < 8 or hub._wake_pending) and loop.time() < deadline:
+            await asyncio.sleep(0)
+        hub.effects_threadsafe(entries[6])  # a later burst: a wake-up of its own
+        while len(seen) < 9 and loop.time() < deadline:
+            await asyncio.sleep(0)
+        return wakes
+
+    wakes = asyncio.run(scenario())
+    assert seen == [*entries[:5], "lost", entries[5], entries[7], entries[6]]
+    assert wakes == 3  # the first burst, the entry queued while it drained, the later burst
+
+
+def test_a_session_report_finds_its_rows_by_the_seqs_the_leases_kept(no_run_id_lookup: list[str]) -> None:
+    state = world()
+    d, old = leader(state), leader(state)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), d, old, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    sent = d.take_outbox()
+    executor = sent[0][0]
+    exec_ids = [item.execution_id for ex, item in sent if ex == executor]
+    ids = [(e.split("/")[0], 0, 1) for e in exec_ids]
+    durations, lateness = [3] * len(ids), [7] * len(ids)
+    with state.view() as v:  # without the leases' seqs: what the session's report made before
+        before, rest = columns.split_result_columns(v, executor, ids, durations, lateness, at + 50, 1)
+    assert before is not None and rest == []
+    no_run_id_lookup.clear()
+    [proposal] = d.results_columns(executor, ids, exec_ids, durations, lateness, [], [], at + 50)
+    assert no_run_id_lookup == []
+    assert proposal.encode() == DispatchProposal("results", before).encode()
+    assert proposal.rows == tuple(range(len(ids)))
+    assert all(e not in d.leases for e in exec_ids)

@@ -799,13 +799,18 @@ class Dispatcher:
         out: list[DispatchProposal] = []
         rest: Sequence[int] = range(len(ids))
         if ids and self.columns_allowed():
+            t = self._term
+            known: list[int] | None = None
+            if t is not None:  # the seqs the leases kept (as in report)
+                leases = t.holdings.leases
+                known = [lease.seq if (lease := leases.get(e)) is not None else 0 for e in exec_ids]
             with self.state.view() as v:
                 hot, rest = columns.split_result_columns(
-                    v, executor, ids, durations, lateness, now_ms, self.epoch
+                    v, executor, ids, durations, lateness, now_ms, self.epoch, known
                 )
             if hot is not None:
-                t = self._term
-                taken = sorted(set(range(len(ids))).difference(rest))
+                others = set(rest)
+                taken = [i for i in range(len(ids)) if i not in others]
                 if t is not None:
                     drop = t.holdings.drop
                     inherited = t.takeover.inherited

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -40,6 +41,8 @@ TICK_S = 0.05
 # A stream's queue holds lists of work items (one per flush, not one put per item); this list,
 # by identity, is the sentinel that ends the stream (leadership lost, or a newer stream).
 CLOSE: list[pb.WorkItem] = [pb.WorkItem()]
+# In the hub's inbox: the leadership was lost (everything queued before it is handled first).
+_LOST = object()
 
 
 class HubNode(Protocol):
@@ -82,6 +85,9 @@ class ExecutorHub:
         # ... and with the start lateness of every row of a session's report (its successes
         # that carry nothing else; issue 31 P2), in ms.
         self.on_lateness: Callable[[Iterable[int]], None] | None = None
+        # What the applier's thread hands the loop, in order (see _to_loop).
+        self._inbox: deque[tuple[Effect, ...] | object] = deque()
+        self._wake_pending = False
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -103,14 +109,40 @@ class ExecutorHub:
     # -- from other threads ----------------------------------------------------------------------
 
     def effects_threadsafe(self, effects: tuple[Effect, ...]) -> None:
-        if self.loop is not None and not self.loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed under us (shutting down)
-                self.loop.call_soon_threadsafe(self._on_effects, effects)
+        self._to_loop(effects)
 
     def leadership_threadsafe(self, is_leader: bool) -> None:
-        if self.loop is not None and not is_leader and not self.loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                self.loop.call_soon_threadsafe(self._lost_leadership)
+        if not is_leader:
+            self._to_loop(_LOST)
+
+    def _to_loop(self, item: tuple[Effect, ...] | object) -> None:
+        """Queue ``item`` (an entry's effects, or the leadership lost) for the loop, in order.
+
+        One wake-up of the loop per batch, not per entry: an entry applied while a drain is
+        already scheduled joins it (the applier wakes the loop per entry otherwise, a write to
+        its self-pipe and a switch of the GIL each). Effects are never taken later than before,
+        and everything the applier hands over stays in its order."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        self._inbox.append(item)  # (deque: append and popleft are atomic)
+        if self._wake_pending:
+            return  # the scheduled drain takes it
+        self._wake_pending = True
+        with contextlib.suppress(RuntimeError):  # the loop closed under us (shutting down)
+            loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        # Cleared before draining: an item queued from now on schedules a drain of its own.
+        self._wake_pending = False
+        inbox = self._inbox
+        while inbox:
+            item = inbox.popleft()
+            if item is _LOST:
+                self._lost_leadership()
+            else:
+                assert isinstance(item, tuple)
+                self._on_effects(item)
 
     # -- on the loop -----------------------------------------------------------------------------
 

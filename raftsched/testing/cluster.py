@@ -54,6 +54,26 @@ _SKEWED = (sys.executable, "-m", "raftsched.testing.cluster")
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _handed_out: set[int] = set()
 
+TEST_PORT_SLICE_ENV = "RAFTSCHED_TEST_PORT_SLICE"
+"""``k/n`` (``0 <= k < n``): :func:`free_ports` in this process draws only from the ``k``-th of
+``n`` equal slices of its range, so ``n`` processes allocating at once never hand out the same
+port (each remembers only its own). The suite's ``tests/conftest.py`` sets it on each
+pytest-xdist worker (``gw0`` -> ``0/2``, ``gw1`` -> ``1/2``)."""
+
+
+def _port_slice() -> tuple[int, int]:
+    """``(k, n)`` from :data:`TEST_PORT_SLICE_ENV`; ``(0, 1)`` (the whole range) when unset."""
+    raw = os.environ.get(TEST_PORT_SLICE_ENV, "").strip()
+    if not raw:
+        return 0, 1
+    try:
+        k, n = (int(v) for v in raw.split("/"))
+    except ValueError:
+        k, n = -1, 0
+    if not 0 <= k < n:
+        raise ValueError(f"{TEST_PORT_SLICE_ENV}={raw!r}: expected k/n with 0 <= k < n, like 0/2")
+    return k, n
+
 
 def _ephemeral_low() -> int | None:
     """The lowest port the kernel hands out by itself (bind to port 0, or connect), if known."""
@@ -74,12 +94,17 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     node that never started. So where the kernel's ephemeral range is known, ports are drawn from
     just below it, which the kernel never assigns by itself; each is checked free by binding it,
     and none is handed out twice by this process. Elsewhere they are OS-assigned.
+
+    Processes that allocate at the same time (the suite's pytest-xdist workers) would not know
+    each other's ports: each is given its own slice of the range (:data:`TEST_PORT_SLICE_ENV`).
     """
+    k, n = _port_slice()
     low = _ephemeral_low()
     if low is None or low <= 11000:
         return _os_assigned_ports(count, host)
     ports: list[int] = []
-    candidates = list(range(10000, low))
+    width = (low - 10000) // n
+    candidates = list(range(10000 + k * width, 10000 + (k + 1) * width))
     random.Random().shuffle(candidates)  # tests only: distinct runs should not all probe one port
     for port in candidates:
         if len(ports) == count:
@@ -95,7 +120,10 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         _handed_out.add(port)
         ports.append(port)
     if len(ports) < count:
-        raise RuntimeError(f"no {count} free ports below the ephemeral range (from {low})")
+        raise RuntimeError(
+            f"no {count} free ports below the ephemeral range (from {low})"
+            + (f" in slice {k}/{n} ({TEST_PORT_SLICE_ENV})" if n > 1 else "")
+        )
     return ports
 
 

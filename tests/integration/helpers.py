@@ -85,7 +85,7 @@ def set_aside_known_noise(cluster: LocalCluster, keep: Path) -> None:
     """Move pysyncobj's known spurious-truncation line out of the node logs the suite checks for
     errors (into ``keep``/<node>.noise.log). Call it only after the apply chains were found equal
     (``cluster.chains_agree()``): that, not the absence of the line, is what shows no divergence."""
-    for log in sorted(cluster.log_dir.glob("n*.log")):
+    for log in sorted(cluster.log_dir.glob("*.log")):
         lines = log.read_text(errors="replace").splitlines(keepends=True)
         noise = [line for line in lines if KNOWN_LIBRARY_NOISE in line]
         if noise:

@@ -10,7 +10,7 @@ test's own ``@settings`` (example counts included), stays as written.
 On pytest-xdist workers (``-n 2 --dist loadscope``, what ``.ci/run`` runs):
 
 * each worker draws the loopback ports of its clusters from its own slice of ``free_ports``'s
-  range (``RAFTSCHED_TEST_PORT_SLICE``): a port one worker handed out, not yet bound by its node
+  range (``set_port_slice``): a port one worker handed out, not yet bound by its node
   (or whose node is down for a restart), is otherwise free in the other worker's eyes;
 * a module stays on one worker (its module-scoped cluster or chaos run is made once), and all of
   ``tests/chaos/`` is one unit of work that goes first: one worker runs the chaos runs one after
@@ -27,7 +27,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from raftsched.testing.cluster import TEST_PORT_SLICE_ENV
+from raftsched.testing.cluster import set_port_slice
 
 settings.register_profile("raftsched-suite", deadline=None)
 settings.register_profile("hypothesis-default", settings.get_profile("default"))
@@ -36,7 +36,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "raftsched-suite"))
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... (unset in a serial run)
 _workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
 if _worker.startswith("gw") and _workers:
-    os.environ[TEST_PORT_SLICE_ENV] = f"{int(_worker[2:])}/{int(_workers)}"
+    # In this process only, not its environment: commands the executors run see their own
+    # environment exactly (tests compare it).
+    set_port_slice(int(_worker[2:]), int(_workers))
 
 
 _CHAOS = "tests/chaos/"

@@ -54,25 +54,17 @@ _SKEWED = (sys.executable, "-m", "raftsched.testing.cluster")
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _handed_out: set[int] = set()
 
-TEST_PORT_SLICE_ENV = "RAFTSCHED_TEST_PORT_SLICE"
-"""``k/n`` (``0 <= k < n``): :func:`free_ports` in this process draws only from the ``k``-th of
-``n`` equal slices of its range, so ``n`` processes allocating at once never hand out the same
-port (each remembers only its own). The suite's ``tests/conftest.py`` sets it on each
-pytest-xdist worker (``gw0`` -> ``0/2``, ``gw1`` -> ``1/2``)."""
+_port_slice = {"k": 0, "n": 1}
 
 
-def _port_slice() -> tuple[int, int]:
-    """``(k, n)`` from :data:`TEST_PORT_SLICE_ENV`; ``(0, 1)`` (the whole range) when unset."""
-    raw = os.environ.get(TEST_PORT_SLICE_ENV, "").strip()
-    if not raw:
-        return 0, 1
-    try:
-        k, n = (int(v) for v in raw.split("/"))
-    except ValueError:
-        k, n = -1, 0
+def set_port_slice(k: int, n: int) -> None:
+    """From now on, :func:`free_ports` in this process draws only from the ``k``-th of ``n``
+    equal slices of its range (``0 <= k < n``), so ``n`` processes allocating at once never hand
+    out the same port (each remembers only its own). The suite's ``tests/conftest.py`` calls it
+    on each pytest-xdist worker (``gw0`` -> ``0, 2``, ``gw1`` -> ``1, 2``)."""
     if not 0 <= k < n:
-        raise ValueError(f"{TEST_PORT_SLICE_ENV}={raw!r}: expected k/n with 0 <= k < n, like 0/2")
-    return k, n
+        raise ValueError(f"port slice {k}/{n}: expected 0 <= k < n, like 0/2")
+    _port_slice.update(k=k, n=n)
 
 
 def _ephemeral_low() -> int | None:
@@ -96,9 +88,9 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     and none is handed out twice by this process. Elsewhere they are OS-assigned.
 
     Processes that allocate at the same time (the suite's pytest-xdist workers) would not know
-    each other's ports: each is given its own slice of the range (:data:`TEST_PORT_SLICE_ENV`).
+    each other's ports: each is given its own slice of the range (:func:`set_port_slice`).
     """
-    k, n = _port_slice()
+    k, n = _port_slice["k"], _port_slice["n"]
     low = _ephemeral_low()
     if low is None or low <= 11000:
         return _os_assigned_ports(count, host)
@@ -122,7 +114,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     if len(ports) < count:
         raise RuntimeError(
             f"no {count} free ports below the ephemeral range (from {low})"
-            + (f" in slice {k}/{n} ({TEST_PORT_SLICE_ENV})" if n > 1 else "")
+            + (f" in slice {k}/{n} (set_port_slice)" if n > 1 else "")
         )
     return ports
 

@@ -51,17 +51,19 @@ def test_each_slice_draws_only_from_its_own_part_of_the_range(monkeypatch: pytes
     if low is None or low <= 11000:
         pytest.skip("no usable ephemeral range on this machine")
     width = (low - 10000) // 2
+    monkeypatch.setattr(localcluster, "_port_slice", {"k": 0, "n": 1})  # restored afterwards
     drawn = {}
     for k in (0, 1):
-        monkeypatch.setenv(localcluster.TEST_PORT_SLICE_ENV, f"{k}/2")
+        localcluster.set_port_slice(k, 2)
         monkeypatch.setattr(localcluster, "_handed_out", set())  # as a separate process would
         drawn[k] = free_ports(50)
     assert all(10000 <= p < 10000 + width for p in drawn[0])
     assert all(10000 + width <= p < 10000 + 2 * width for p in drawn[1])
 
 
-@pytest.mark.parametrize("value", ["2/2", "x", "1/0", "-1/2", "0/2/3"])
-def test_a_bad_slice_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv(localcluster.TEST_PORT_SLICE_ENV, value)
-    with pytest.raises(ValueError, match=f"RAFTSCHED_TEST_PORT_SLICE='{value}': expected k/n"):
-        free_ports(1)
+@pytest.mark.parametrize(("k", "n"), [(2, 2), (1, 0), (-1, 2), (0, 0)])
+def test_a_bad_slice_is_refused(monkeypatch: pytest.MonkeyPatch, k: int, n: int) -> None:
+    monkeypatch.setattr(localcluster, "_port_slice", {"k": 0, "n": 1})
+    with pytest.raises(ValueError, match=f"port slice {k}/{n}: expected 0 <= k < n"):
+        localcluster.set_port_slice(k, n)
+    assert localcluster._port_slice == {"k": 0, "n": 1}

@@ -133,6 +133,15 @@ class Fleet:
         logs = [self.base / f"{n}.log" for n in self.executors]
         return "".join(log.read_text() for log in logs if log.exists()).count("registered with")
 
+    def all_registered(self) -> bool:
+        """Whether every executor started has registered with a leader (once or more: a leader
+        change under load makes an executor register again, so counting the lines of
+        :meth:`registered` against the number of executors can stay above it for ever)."""
+        if self.cluster.leader() is None:
+            return False
+        logs = [self.base / f"{n}.log" for n in self.executors]
+        return all(log.exists() and "registered with" in log.read_text() for log in logs)
+
     def kill_executor(self, name: str) -> None:
         proc = self.executors[name]
         proc.send_signal(signal.SIGKILL)

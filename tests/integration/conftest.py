@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.testing.cluster import LocalCluster
+from raftsched.testing.cluster import LocalCluster, wait_until
 from tests.integration.helpers import KNOWN_LIBRARY_NOISE, Fleet, set_aside_known_noise
 
 ClusterFactory = Callable[..., LocalCluster]
@@ -54,7 +54,7 @@ def _log_tails(cluster: LocalCluster) -> str:
     return "\n".join(parts)
 
 
-def _noise_unproven(cluster: LocalCluster) -> str | None:
+def _noise_unproven(cluster: LocalCluster, wait_s: float = 20.0) -> str | None:
     """Whether pysyncobj's spurious-truncation line (``KNOWN_LIBRARY_NOISE``, LIBRARY-NOTES 1.11)
     in ``cluster``'s node logs may be set aside: ``None`` when it is absent or the live replicas
     are shown not to have diverged, else why it stays a problem. Asked while the nodes run.
@@ -75,15 +75,25 @@ def _noise_unproven(cluster: LocalCluster) -> str | None:
         return f"pysyncobj's truncation notice, and {len(live)} live node to compare"
     for nid in live:
         cluster.procs[nid].send_signal(signal.SIGCONT)  # a node the test left paused
+    differ: list[str] = []
+
+    def compared() -> bool:
+        # An unreachable node (one still starting) or a missing chain record raises: asked again.
+        try:
+            cluster.chains_agree(live, timeout=min(10.0, wait_s))
+        except AssertionError as exc:  # an answer: they differ
+            differ.append(str(exc))
+        return True
+
     try:
-        cluster.chains_agree(live, timeout=15)
-    except AssertionError as exc:
-        return f"pysyncobj's truncation notice, and the apply chains differ: {exc}"
-    except Exception:  # a node has no chain record at the lowest applied index: compare digests
+        wait_until(compared, wait_s, 0.2, "the live nodes' apply chains")
+    except TimeoutError:  # no chain record at the lowest applied index: compare the digests
         try:
             cluster.wait_converged(30, live)
         except Exception as exc:
             return f"pysyncobj's truncation notice, and the replicas were not shown equal: {exc!r}"
+    if differ:
+        return f"pysyncobj's truncation notice, and the apply chains differ: {differ[0]}"
     return None
 
 

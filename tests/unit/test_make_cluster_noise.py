@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+import grpc
 import pytest
 
 from raftsched.testing.cluster import LocalCluster
@@ -75,11 +76,26 @@ def test_unequal_apply_chains_keep_it_a_problem(tmp_path: Path) -> None:
 
 
 def test_without_chain_records_equal_digests_prove_it(tmp_path: Path) -> None:
-    assert _noise_unproven(cast(LocalCluster, _cluster(tmp_path, chains="unrecorded"))) is None
+    assert _noise_unproven(cast(LocalCluster, _cluster(tmp_path, chains="unrecorded")), 0.3) is None
     why = _noise_unproven(
-        cast(LocalCluster, _cluster(tmp_path / "b", chains="unrecorded", digests_equal=False))
+        cast(LocalCluster, _cluster(tmp_path / "b", chains="unrecorded", digests_equal=False)), 0.3
     )
     assert why is not None and "not shown equal" in why
+
+
+def test_a_node_not_yet_answering_is_asked_again(tmp_path: Path) -> None:
+    fake = _cluster(tmp_path)
+    answers = iter([grpc.RpcError(), grpc.RpcError()])
+
+    def flaky(nodes: list[str], timeout: float) -> tuple[int, str]:
+        failure = next(answers, None)
+        if failure is not None:
+            raise failure  # "connection refused": its gRPC port is not up yet
+        return 40, "c"
+
+    fake.chains_agree = flaky  # type: ignore[method-assign]
+    fake.digests_equal = False  # so only the chains can prove it
+    assert _noise_unproven(cast(LocalCluster, fake), 5) is None
 
 
 def test_one_live_node_proves_nothing(tmp_path: Path) -> None:

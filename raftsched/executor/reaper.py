@@ -5,14 +5,14 @@ executor that started it: an executor killed with SIGKILL (or by the OOM killer,
 leave it running as an orphan while the leader, once the executor's lease expires, runs the
 attempt again elsewhere - two copies of one attempt at once. The reaper closes that gap.
 
-:class:`raftsched.executor.runners.SubprocessRunner` starts one reaper per executor (on its first
-command), in a session of its own (a signal to the executor's process group does not reach it),
-and keeps the write end of a pipe to the reaper's stdin. For each command it writes ``+PGID`` once
-the process exists and ``-PGID`` once the attempt is over. When the executor process ends - in
-any way, SIGKILL included - the kernel closes that pipe, the reaper reads end-of-file, sends
-SIGTERM to every process group still registered, waits the grace given as its argument, sends
-SIGKILL to the groups still alive, and exits. A normal stop closes the pipe with nothing
-registered: the reaper just exits.
+:class:`raftsched.executor.runners.SubprocessRunner` starts one reaper per executor (before its
+first command is forked), in a session of its own (a signal to the executor's process group does
+not reach it), and keeps the write end of a pipe to the reaper's stdin. For each command it writes
+``+PGID`` once the process exists and ``-PGID`` once the attempt is over. When the executor
+process ends - in any way, SIGKILL included - the kernel closes that pipe, the reaper reads
+end-of-file, sends SIGTERM to every process group still registered, waits the grace given as its
+argument, sends SIGKILL to the groups still alive, and exits. A normal stop closes the pipe with
+nothing registered: the reaper just exits.
 
 It works wherever a pipe reports end-of-file when its writer dies (Linux, macOS, the BSDs). A
 command is registered by the executor's event loop right after it starts, which under load can

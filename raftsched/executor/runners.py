@@ -620,7 +620,7 @@ class SubprocessRunner:
     With ``log_files``, the whole of each stream is also written to the attempt's log file
     (:mod:`raftsched.executor.logfiles`, capped per attempt), as it is read.
     ``supervise`` (default on): a command does not outlive its executor. One reaper process per
-    runner (:mod:`raftsched.executor.reaper`, started with the first command) kills the process
+    runner (:mod:`raftsched.executor.reaper`, started before the first command) kills the process
     groups of the commands still running when this process ends in any way, SIGKILL included.
     :meth:`close` stops it.
     """
@@ -665,6 +665,10 @@ class SubprocessRunner:
         env = {**without_secret_env(os.environ), **self.extra_env, **ctx.env()}
         if self.supervise:
             env[REAPER_TOKEN_ENV] = self._token  # the reaper finds it even if never registered
+            # Before the fork: the reaper started after the first command left a window (the
+            # fork to asyncio's return, long under load) in which an executor SIGKILLed had no
+            # reaper at all and its command ran on as an orphan.
+            self._ensure_reaper()
         # Our own pipes rather than asyncio's: asyncio's Process.wait() also waits for its pipes
         # to close, which a background child of the command can delay for ever.
         out_r, out_w = os.pipe()
@@ -743,6 +747,28 @@ class SubprocessRunner:
             timed_out=timed_out,
         )
 
+    def _ensure_reaper(self) -> subprocess.Popen[bytes] | None:
+        """The running reaper, started first if there is none or it died; ``None`` (logged) when
+        it cannot start: the command runs either way."""
+        reaper = self._reaper
+        if reaper is not None and reaper.poll() is None:
+            return reaper
+        try:
+            reaper = self._reaper = subprocess.Popen(
+                [sys.executable, "-I", "-S", _REAPER, f"{self.grace_s:g}", self._token],
+                stdin=subprocess.PIPE,
+                bufsize=0,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # a signal to the executor's group must not reach it
+            )
+        except OSError as exc:
+            log.warning("cannot start the command reaper (%s): commands may outlive this executor", exc)
+            self._reaper = None
+            return None
+        assert reaper.stdin is not None
+        os.set_blocking(reaper.stdin.fileno(), False)
+        return reaper
+
     def _tell_reaper(self, line: bytes) -> None:
         """Register (``+PGID``) or forget (``-PGID``) a command's process group with the reaper,
         starting it first if needed. A reaper that cannot start or died is logged and started
@@ -753,20 +779,9 @@ class SubprocessRunner:
         if reaper is None or reaper.poll() is not None:
             if line.startswith(b"-"):
                 return  # a new reaper never knew that group
-            try:
-                reaper = self._reaper = subprocess.Popen(
-                    [sys.executable, "-I", "-S", _REAPER, f"{self.grace_s:g}", self._token],
-                    stdin=subprocess.PIPE,
-                    bufsize=0,
-                    stdout=subprocess.DEVNULL,
-                    start_new_session=True,  # a signal to the executor's group must not reach it
-                )
-            except OSError as exc:
-                log.warning("cannot start the command reaper (%s): commands may outlive this executor", exc)
-                self._reaper = None
+            reaper = self._ensure_reaper()
+            if reaper is None:
                 return
-            assert reaper.stdin is not None
-            os.set_blocking(reaper.stdin.fileno(), False)
         assert reaper.stdin is not None
         try:
             # Non-blocking: a stalled reaper (stopped, 8,000 lines behind) must not stall the loop.

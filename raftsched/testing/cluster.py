@@ -54,6 +54,18 @@ _SKEWED = (sys.executable, "-m", "raftsched.testing.cluster")
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _handed_out: set[int] = set()
 
+_port_slice = {"k": 0, "n": 1}
+
+
+def set_port_slice(k: int, n: int) -> None:
+    """From now on, :func:`free_ports` in this process draws only from the ``k``-th of ``n``
+    equal slices of its range (``0 <= k < n``), so ``n`` processes allocating at once never hand
+    out the same port (each remembers only its own). The suite's ``tests/conftest.py`` calls it
+    on each pytest-xdist worker (``gw0`` -> ``0, 2``, ``gw1`` -> ``1, 2``)."""
+    if not 0 <= k < n:
+        raise ValueError(f"port slice {k}/{n}: expected 0 <= k < n, like 0/2")
+    _port_slice.update(k=k, n=n)
+
 
 def _ephemeral_low() -> int | None:
     """The lowest port the kernel hands out by itself (bind to port 0, or connect), if known."""
@@ -74,12 +86,17 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     node that never started. So where the kernel's ephemeral range is known, ports are drawn from
     just below it, which the kernel never assigns by itself; each is checked free by binding it,
     and none is handed out twice by this process. Elsewhere they are OS-assigned.
+
+    Processes that allocate at the same time (the suite's pytest-xdist workers) would not know
+    each other's ports: each is given its own slice of the range (:func:`set_port_slice`).
     """
+    k, n = _port_slice["k"], _port_slice["n"]
     low = _ephemeral_low()
     if low is None or low <= 11000:
         return _os_assigned_ports(count, host)
     ports: list[int] = []
-    candidates = list(range(10000, low))
+    width = (low - 10000) // n
+    candidates = list(range(10000 + k * width, 10000 + (k + 1) * width))
     random.Random().shuffle(candidates)  # tests only: distinct runs should not all probe one port
     for port in candidates:
         if len(ports) == count:
@@ -95,7 +112,10 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         _handed_out.add(port)
         ports.append(port)
     if len(ports) < count:
-        raise RuntimeError(f"no {count} free ports below the ephemeral range (from {low})")
+        raise RuntimeError(
+            f"no {count} free ports below the ephemeral range (from {low})"
+            + (f" in slice {k}/{n} (set_port_slice)" if n > 1 else "")
+        )
     return ports
 
 

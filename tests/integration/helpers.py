@@ -85,7 +85,7 @@ def set_aside_known_noise(cluster: LocalCluster, keep: Path) -> None:
     """Move pysyncobj's known spurious-truncation line out of the node logs the suite checks for
     errors (into ``keep``/<node>.noise.log). Call it only after the apply chains were found equal
     (``cluster.chains_agree()``): that, not the absence of the line, is what shows no divergence."""
-    for log in sorted(cluster.log_dir.glob("n*.log")):
+    for log in sorted(cluster.log_dir.glob("*.log")):
         lines = log.read_text(errors="replace").splitlines(keepends=True)
         noise = [line for line in lines if KNOWN_LIBRARY_NOISE in line]
         if noise:
@@ -132,6 +132,15 @@ class Fleet:
             return 0
         logs = [self.base / f"{n}.log" for n in self.executors]
         return "".join(log.read_text() for log in logs if log.exists()).count("registered with")
+
+    def all_registered(self) -> bool:
+        """Whether every executor started has registered with a leader (once or more: a leader
+        change under load makes an executor register again, so counting the lines of
+        :meth:`registered` against the number of executors can stay above it for ever)."""
+        if self.cluster.leader() is None:
+            return False
+        logs = [self.base / f"{n}.log" for n in self.executors]
+        return all(log.exists() and "registered with" in log.read_text() for log in logs)
 
     def kill_executor(self, name: str) -> None:
         proc = self.executors[name]

@@ -80,7 +80,7 @@ def _kill_all(pids: list[int]) -> None:
 def test_a_bulk_cancel_lists_with_dry_run_then_cancels_and_stops_the_commands(fleet: Fleet) -> None:
     fleet.start_executor("ex1", 4, "--kill-grace", "2s")
     with Client(fleet.cluster.targets()) as client:
-        wait_until(lambda: fleet.registered() >= 1, 30, what="ex1 registered")
+        wait_until(fleet.all_registered, 30, what="ex1 registered")
         client.add_task(_hang(fleet, "bulk-a"))
         client.add_task(_hang(fleet, "bulk-b"))
         runs = [client.trigger("bulk-a").run_id, client.trigger("bulk-b").run_id]
@@ -131,7 +131,7 @@ def test_a_cancel_committed_before_the_leader_dies_is_carried_out_by_the_next_le
     fleet.start_executor("ex2", 4, "--kill-grace", "2s")
     ex2 = fleet.executors["ex2"]
     with Client(fleet.cluster.targets()) as client:
-        wait_until(lambda: fleet.registered() >= 2, 30, what="ex2 registered")
+        wait_until(fleet.all_registered, 30, what="ex2 registered")
         client.add_task(_hang(fleet, "failover"))
         run_id = client.trigger("failover").run_id
         wait_until(lambda: len(_pids(fleet, run_id)) == 2, 30, what="the command started")

@@ -58,7 +58,7 @@ def test_hot_tasks_fire_run_and_finish_through_columns_and_a_failure_goes_cold(f
     cluster = fleet.cluster
     fleet.start_executor("ex1", 8)
     fleet.start_executor("ex2", 8)
-    wait_until(lambda: fleet.registered() >= 2, 60, 0.2, "both executors registered")
+    wait_until(fleet.all_registered, 60, 0.2, "both executors registered")
     leader = cluster.wait_for_leader(30)
     wait_until(
         lambda: "proposing the columnar bodies" in (cluster.log_dir / f"{leader}.log").read_text(),

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.integration
 CONFIG = "[scheduler]\nlease_ms = 1500\nheartbeat_ms = 300\nretry_backoff_ms = 200\nkill_grace_ms = 1000\n"
 
 
-def executor(cluster: LocalCluster, base: Path, name: str) -> subprocess.Popen[bytes]:
-    return cluster.start_executor(name, 2, base / name, cluster.log_dir / f"{name}.log")
+def executor(cluster: LocalCluster, base: Path, name: str, *extra: str) -> subprocess.Popen[bytes]:
+    return cluster.start_executor(name, 2, base / name, cluster.log_dir / f"{name}.log", extra=extra)
 
 
 def info(client: Client, name: str) -> pb.ExecutorInfo | None:
@@ -53,13 +53,18 @@ def test_sigterm_lets_the_running_attempt_finish_sends_new_work_elsewhere_and_ex
     cluster = make_cluster(extra_config=CONFIG)
     cluster.wait_for_leader(60)
     marker = tmp_path / "marker.log"
-    ex1 = executor(cluster, tmp_path, "ex1")
+    release = tmp_path / "release"
+    # The slow attempt runs until the test releases it, so ex1 is draining for as long as the
+    # test looks (a fixed 4 s sleep could end, on a loaded machine, before the draining state was
+    # even seen); the grace outlasts any wait below.
+    ex1 = executor(cluster, tmp_path, "ex1", "--grace", "120s")
     ex2: subprocess.Popen[bytes] | None = None
     try:
         with Client(cluster.targets()) as client:
             wait_until(lambda: info(client, "ex1") is not None, 30, 0.1, "ex1 registered")
             mark = f'echo "$RAFTSCHED_EXECUTOR {{}}" >> {marker}'
-            slow = f"{mark.format('start')}; sleep 4; {mark.format('end')}"
+            hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
+            slow = f"{mark.format('start')}; {hold}; {mark.format('end')}"
             client.add_task(TaskSpec("slow", ManualTrigger(), command=slow))
             client.add_task(TaskSpec("quick", ManualTrigger(), command="true"))
             first = client.trigger("slow")
@@ -80,7 +85,9 @@ def test_sigterm_lets_the_running_attempt_finish_sends_new_work_elsewhere_and_ex
             for run in others:
                 done = wait_run(client, run.run_id)
                 assert done.state == pb.SUCCEEDED and done.shards[0].executor == "ex2", done
+            assert ex1.poll() is None, "it still waits for its attempt"
 
+            release.touch()
             assert ex1.wait(timeout=30) == 0
             assert marker.read_text().split("\n")[:2] == ["ex1 start", "ex1 end"]
             finished = wait_run(client, first.run_id)

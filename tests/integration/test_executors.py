@@ -31,7 +31,7 @@ def test_a_killed_executors_attempts_run_elsewhere_after_its_lease_expires(fleet
     )
     with Client(fleet.cluster.targets()) as client:
         wait_until(lambda: len(fleet.cluster.status(fleet.cluster.wait_for_leader(10)).leader_id) > 0, 30)
-        wait_until(lambda: fleet.registered() == 2, 30, what="both executors registered")
+        wait_until(fleet.all_registered, 30, what="both executors registered")
         client.add_task(TaskSpec("job", ManualTrigger(), command=command, shards=6, max_retries=3))
         run = client.trigger("job")
         wait_until(lambda: sum(1 for x in fleet.lines() if x[1] == "start") >= 4, 30, what="attempts started")
@@ -55,7 +55,7 @@ def test_leader_sigkill_with_attempts_in_flight_loses_and_doubles_nothing(fleet:
     fleet.start_executor("ex2")
     m = fleet.marker
     with Client(fleet.cluster.targets()) as client:
-        wait_until(lambda: fleet.registered() == 2, 30, what="both executors registered")
+        wait_until(fleet.all_registered, 30, what="both executors registered")
         client.add_task(
             TaskSpec(
                 "tick",
@@ -99,7 +99,7 @@ def test_a_paused_executors_late_reports_are_ignored_and_nothing_runs_twice(flee
         f'echo "$RAFTSCHED_EXECUTION_ID start" >> {m}; sleep 3; echo "$RAFTSCHED_EXECUTION_ID end" >> {m}'
     )
     with Client(fleet.cluster.targets()) as client:
-        wait_until(lambda: fleet.registered() == 2, 30, what="both executors registered")
+        wait_until(fleet.all_registered, 30, what="both executors registered")
         client.add_task(TaskSpec("job", ManualTrigger(), command=command, shards=6, max_retries=3))
         run = client.trigger("job")
         wait_until(
@@ -135,7 +135,7 @@ def test_a_burst_never_exceeds_the_fleets_slots_and_the_rest_queue_visibly(fleet
         f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR end $(date +%s%N)" >> {m}'
     )
     with Client(fleet.cluster.targets()) as client:
-        wait_until(lambda: fleet.registered() == 2, 30, what="both executors registered")
+        wait_until(fleet.all_registered, 30, what="both executors registered")
         at = (fleet.cluster.status(fleet.cluster.wait_for_leader(10)).max_leader_now_ms // 1000 + 3) * 1000
         specs = [TaskSpec(f"burst-{i:03d}", OnceTrigger(at), command=command) for i in range(60)]
         assert all(r.ok for r in client.add_tasks(specs))

@@ -22,7 +22,7 @@ def test_a_failed_then_retried_run_has_every_transition(
     # Attempt 1 fails with exit 3, attempt 2 succeeds; both print a line.
     command = 'case "$RAFTSCHED_EXECUTION_ID" in */1) echo first; exit 3;; *) echo "second ok";; esac'
     with Client(fleet.cluster.targets()) as client:
-        wait_until(lambda: fleet.registered() == 1, 30, what="executor registered")
+        wait_until(fleet.all_registered, 30, what="executor registered")
         client.add_task(TaskSpec("flaky", ManualTrigger(), command=command, max_retries=1))
         run_id = client.trigger("flaky").run_id
         wait_until(lambda: client.get_run(run_id).state in (pb.SUCCEEDED, pb.FAILED), 60, 0.2, "run finished")

@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,6 +191,29 @@ def test_a_command_does_not_outlive_the_process_that_started_it(tmp_path: Path) 
         for pid in [int(p) for p in marker.read_text().split()] if marker.exists() else []:
             if not _gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_reaper_runs_before_the_first_command_is_forked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An executor SIGKILLed between its first command's fork and asyncio's return (long under
+    load) must already have a reaper: one started only after the fork left that command running
+    as an orphan (the test above timed out so on a loaded machine)."""
+    runner = SubprocessRunner(grace_s=1)
+    at_fork: list[int | None] = []
+    spawn = asyncio.create_subprocess_exec
+
+    async def spawn_and_record(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        at_fork.append(runner.reaper_pid())
+        return await spawn(*args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_and_record)
+    try:
+        result = asyncio.run(runner.run("true", _ctx(Cancellation())))
+        assert result.success
+        assert len(at_fork) == 1 and at_fork[0] is not None, "no reaper ran when the command was forked"
+    finally:
+        runner.close()
 
 
 _UNREGISTERED_HOST = textwrap.dedent(

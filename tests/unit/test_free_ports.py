@@ -42,3 +42,28 @@ def test_without_a_known_range_ports_are_os_assigned(monkeypatch: pytest.MonkeyP
     assert localcluster._ephemeral_low() is None
     ports = free_ports(3)
     assert len(set(ports)) == 3 and all(p > 0 for p in ports)
+
+
+def test_each_slice_draws_only_from_its_own_part_of_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two pytest-xdist workers allocate at once and neither knows the other's ports: the slices
+    # keep them apart (a port one worker handed out and not yet bound was free to the other).
+    low = localcluster._ephemeral_low()
+    if low is None or low <= 11000:
+        pytest.skip("no usable ephemeral range on this machine")
+    width = (low - 10000) // 2
+    monkeypatch.setattr(localcluster, "_port_slice", {"k": 0, "n": 1})  # restored afterwards
+    drawn = {}
+    for k in (0, 1):
+        localcluster.set_port_slice(k, 2)
+        monkeypatch.setattr(localcluster, "_handed_out", set())  # as a separate process would
+        drawn[k] = free_ports(50)
+    assert all(10000 <= p < 10000 + width for p in drawn[0])
+    assert all(10000 + width <= p < 10000 + 2 * width for p in drawn[1])
+
+
+@pytest.mark.parametrize(("k", "n"), [(2, 2), (1, 0), (-1, 2), (0, 0)])
+def test_a_bad_slice_is_refused(monkeypatch: pytest.MonkeyPatch, k: int, n: int) -> None:
+    monkeypatch.setattr(localcluster, "_port_slice", {"k": 0, "n": 1})
+    with pytest.raises(ValueError, match=f"port slice {k}/{n}: expected 0 <= k < n"):
+        localcluster.set_port_slice(k, n)
+    assert localcluster._port_slice == {"k": 0, "n": 1}

@@ -422,3 +422,33 @@ def test_an_executor_registering_again_keeps_the_ring_and_its_owners() -> None:
     assert sorted(t.placement.ring.members) == ["ex1", "ex2", "ex3", "ex4"]
     assert sum(len(q) for q in t.placement.queues.values()) == len(HOT)
     assert all(w.owner == t.placement.ring.owner(w.ready.task, 0) for w in t.placement.waiting.values())
+
+
+def test_effects_that_fail_do_not_hold_up_the_ones_queued_behind_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = world()
+    hub = ExecutorHub(SimpleNamespace(node_id="n1", state=state, gate=None), leader(state))
+    seen: list[int] = []
+
+    def on_effects(effects: tuple[Effect, ...]) -> None:
+        [barrier] = effects
+        assert isinstance(barrier, BarrierCommitted)
+        if barrier.epoch == 1:
+            raise RuntimeError("a bug")
+        seen.append(barrier.epoch)
+
+    hub._on_effects = on_effects  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        hub.loop = loop
+        for epoch in (1, 2, 3):
+            hub.effects_threadsafe((BarrierCommitted("n1", epoch),))
+        deadline = loop.time() + 5
+        while len(seen) < 2 and loop.time() < deadline:
+            await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert seen == [2, 3]
+    assert "handling applied effects failed" in caplog.text

@@ -237,7 +237,10 @@ class BatchRunner:
                 coro = fn(ctx)
                 yielded = coro.send(None)
             except StopIteration as stop:
-                done.append(handler_success(stop.value, tail, _ms(mono() - t0), exec_id))
+                try:
+                    done.append(handler_success(stop.value, tail, _ms(mono() - t0), exec_id))
+                except Exception as exc:  # e.g. a return value whose str() raises
+                    done.append(_failed(exec_id, f"runner error: {type(exc).__name__}: {exc}"))
                 continue
             except (Exception, SystemExit, asyncio.CancelledError) as exc:
                 done.append(handler_failure(exc, tail, _ms(mono() - t0), exec_id))
@@ -293,6 +296,9 @@ class BatchRunner:
                 if exec_id not in self._cancelled:
                     raise  # the agent is stopping
                 result = _failed(exec_id, "cancelled: its run was cancelled or killed")
+            except Exception as exc:  # a runner bug must not leave the attempt begun and never finished
+                log.exception("%s: attempt %s crashed the runner", self.name, exec_id)
+                result = _failed(exec_id, f"runner error: {type(exc).__name__}: {exc}")
             result = self._mask(result)
             finished = self._finish_soon(result)
             try:

@@ -124,6 +124,7 @@ TABLE: Final[Mapping[str, Permission | str]] = {
     _E + "Leave": Permission.EXECUTE,
     _E + "Drain": Permission.EXECUTE,
     _E + "SendLogs": Permission.EXECUTE,
+    _E + "Session": Permission.EXECUTE,
     # Full logs: reading an attempt's output is reading the run (and its namespace is checked).
     "/raftsched.v1.Logs/ReadLogs": Permission.TASKS_READ,
     _H + "Check": PUBLIC,
@@ -357,7 +358,22 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 response_serializer=handler.response_serializer,
             )
 
-        # Bidi-streaming RPCs do not exist in the API; refuse rather than pass unchecked.
+        if handler.stream_stream is not None:  # ExecutorService.Session (issue 31 P2)
+            inner_session = handler.stream_stream
+
+            async def session(requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                who = await self._admit(method, need, None, context)  # once per stream
+                _CALLER.set(who)
+                async for item in inner_session(requests, context):
+                    yield item
+
+            return grpc.stream_stream_rpc_method_handler(
+                session,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+
+        # Any other shape does not exist in the API; refuse rather than pass unchecked.
         async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
             await _abort(
                 context,

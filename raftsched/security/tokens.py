@@ -324,6 +324,19 @@ class _AioStreamUnary(grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[mi
         return await continuation(_aio_details(details, self._value), request_iterator)
 
 
+class _AioStreamStream(grpc.aio.StreamStreamClientInterceptor):  # type: ignore[misc]
+    """The executor's bidirectional ``Session`` stream (issue 31 P2)."""
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def __repr__(self) -> str:
+        return "BearerInterceptor(<token>)"
+
+    async def intercept_stream_stream(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
+        return await continuation(_aio_details(details, self._value), request_iterator)
+
+
 def _aio_details(details: Any, value: str) -> Any:
     metadata = grpc.aio.Metadata(*_with_token(details.metadata, value))
     return grpc.aio.ClientCallDetails(
@@ -337,7 +350,7 @@ def aio_interceptors(token: str | None) -> list[Any]:
     if not token:
         return []
     value = f"Bearer {token}"
-    return [_AioUnary(value), _AioStream(value), _AioStreamUnary(value)]
+    return [_AioUnary(value), _AioStream(value), _AioStreamUnary(value), _AioStreamStream(value)]
 
 
 def resolve_token(token: str | None = None, token_file: str | Path | None = None) -> str | None:

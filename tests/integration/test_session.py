@@ -69,6 +69,11 @@ def start_build(cluster: LocalCluster, script: Path) -> None:
         log.close()
 
 
+class Unprintable:
+    def __str__(self) -> str:
+        raise ValueError("no text for this value")
+
+
 class Embedded:
     """An embedded executor on its own thread and event loop, with an eager async handler
     ``quick`` (returns at once), an eager one ``slow`` that suspends, and a plain ``plain``."""
@@ -102,6 +107,10 @@ class Embedded:
         @self.ex.handler("overrun", eager=True)
         async def overrun(ctx: AttemptContext) -> None:
             await asyncio.sleep(30)  # suspends: the rest runs in a Task, under the timeout
+
+        @self.ex.handler("badvalue", eager=True)
+        async def badvalue(ctx: AttemptContext) -> object:
+            return Unprintable()  # its str() raises: the attempt fails, the batch goes on
 
         @self.ex.handler("long", eager=True)
         async def long(ctx: AttemptContext) -> None:
@@ -211,12 +220,14 @@ def test_eager_handlers_that_suspend_keep_their_timeout_and_cancel_and_a_guarded
         client.add_task(TaskSpec("overrun", every_second, handler="overrun", timeout_ms=300))
         client.add_task(TaskSpec("long", every_second, handler="long"))
         client.add_task(TaskSpec("quick", every_second, handler="quick"))
+        client.add_task(TaskSpec("badvalue", every_second, handler="badvalue"))
 
         def failed(task: str) -> list[pb.Run]:
             return [r for r in client.runs(task) if r.state == pb.FAILED]
 
         wait_until(lambda: len(failed("guarded")) >= 2, 60, 0.2, "guarded runs fail")
         wait_until(lambda: len(failed("overrun")) >= 2, 60, 0.2, "overrun runs time out")
+        wait_until(lambda: len(failed("badvalue")) >= 2, 60, 0.2, "badvalue runs fail")
         wait_until(lambda: len(emb.long_started) >= 1, 60, 0.2, "a long run starts")
         long_run = emb.long_started[0].rsplit("/", 2)[0]
         client.cancel_run(long_run, "test")
@@ -227,10 +238,13 @@ def test_eager_handlers_that_suspend_keep_their_timeout_and_cancel_and_a_guarded
             "the long run is cancelled",
         )
         wait_for_successes(client, "quick", 3)  # the agent goes on
-        for task in ("guarded", "overrun", "long", "quick"):
+        for task in ("guarded", "overrun", "long", "quick", "badvalue"):
             client.disable_task(task)
         guarded_error = failed("guarded")[0].shards[0].error
         overrun_shard = failed("overrun")[0].shards[0]
+        badvalue_error = failed("badvalue")[0].shards[0].error
     assert "RuntimeError" in guarded_error and "inside a task" in guarded_error, guarded_error
     assert overrun_shard.timed_out and "timed out after 300 ms" in overrun_shard.error, overrun_shard
+    assert "runner error: ValueError: no text for this value" in badvalue_error, badvalue_error
+    assert "runner error: ValueError: no text for this value" in badvalue_error, badvalue_error
     assert emb.ex.suspended_rows >= 3

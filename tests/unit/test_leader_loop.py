@@ -401,3 +401,54 @@ def test_a_session_report_finds_its_rows_by_the_seqs_the_leases_kept(no_run_id_l
     assert proposal.encode() == DispatchProposal("results", before).encode()
     assert proposal.rows == tuple(range(len(ids)))
     assert all(e not in d.leases for e in exec_ids)
+
+
+def test_an_executor_registering_again_keeps_the_ring_and_its_owners() -> None:
+    state = world()
+    d = leader(state)
+    at = T0 + S
+    apply(state, fire_columns(state, HOT, at), d, now=at)
+    t = d.term
+    assert t is not None
+    ring, owners = t.placement.ring, dict(t.placement._owners)
+    queues = {o: list(q) for o, q in t.placement.queues.items()}
+    assert len(owners) == len(HOT)
+    apply(state, join("ex2", 64, now=at + 1), d, now=at + 1)  # registers again: same executors
+    assert t.placement.ring is ring and t.placement._owners == owners
+    assert {o: list(q) for o, q in t.placement.queues.items()} == queues
+    apply(state, join("ex4", 64, now=at + 2), d, now=at + 2)  # a new one: a new ring, owners anew
+    new = t.placement.ring
+    assert new != ring and t.placement._owners == {key: new.owner(*key) for key in owners}
+    assert sorted(t.placement.ring.members) == ["ex1", "ex2", "ex3", "ex4"]
+    assert sum(len(q) for q in t.placement.queues.values()) == len(HOT)
+    assert all(w.owner == t.placement.ring.owner(w.ready.task, 0) for w in t.placement.waiting.values())
+
+
+def test_effects_that_fail_do_not_hold_up_the_ones_queued_behind_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = world()
+    hub = ExecutorHub(SimpleNamespace(node_id="n1", state=state, gate=None), leader(state))
+    seen: list[int] = []
+
+    def on_effects(effects: tuple[Effect, ...]) -> None:
+        [barrier] = effects
+        assert isinstance(barrier, BarrierCommitted)
+        if barrier.epoch == 1:
+            raise RuntimeError("a bug")
+        seen.append(barrier.epoch)
+
+    hub._on_effects = on_effects  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        hub.loop = loop
+        for epoch in (1, 2, 3):
+            hub.effects_threadsafe((BarrierCommitted("n1", epoch),))
+        deadline = loop.time() + 5
+        while len(seen) < 2 and loop.time() < deadline:
+            await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert seen == [2, 3]
+    assert "handling applied effects failed" in caplog.text

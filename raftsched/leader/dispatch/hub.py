@@ -138,11 +138,16 @@ class ExecutorHub:
         inbox = self._inbox
         while inbox:
             item = inbox.popleft()
-            if item is _LOST:
-                self._lost_leadership()
-            else:
-                assert isinstance(item, tuple)
-                self._on_effects(item)
+            try:
+                if item is _LOST:
+                    self._lost_leadership()
+                else:
+                    assert isinstance(item, tuple)
+                    self._on_effects(item)
+            except Exception:
+                # As the loop logged a callback that raised (one per entry before): the rest of
+                # the inbox is still handled, now, not whenever the next entry wakes the loop.
+                log.exception("handling applied effects failed")
 
     # -- on the loop -----------------------------------------------------------------------------
 

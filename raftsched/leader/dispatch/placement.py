@@ -166,10 +166,20 @@ class Placement:
 
     def rebuild(self, v: StateView) -> None:
         """The membership changed: derive the ring from it again (identical on every node) and
-        requeue every waiting attempt."""
-        self.ring = ShardRing(v.placeable_executors())
+        requeue every waiting attempt.
+
+        An executor that registers again, drains or resumes without changing which executors
+        are placeable (and none is restricted to namespaces) leaves the ring as it was: every
+        waiting attempt keeps its owner, so the ring, the owners remembered and the queues are
+        kept (a re-registration emptied the owner cache: an md5 and a ring walk per attempt
+        until it refilled, and every queue was rebuilt)."""
+        placeable = v.placeable_executors()
         self.members = frozenset(v.live_executors())
-        self.restricted = v.restricted_executors()
+        restricted = v.restricted_executors()
+        if not restricted and not self.restricted and self._ring.members == tuple(sorted(placeable)):
+            return
+        self.ring = ShardRing(placeable)
+        self.restricted = restricted
         self.queues.clear()
         for key, w in self.waiting.items():
             if w.need is not NO_NEED:

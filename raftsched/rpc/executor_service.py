@@ -317,8 +317,6 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             for i, r in enumerate(report.cold):
                 cold_ids.append(_check_execution_id(i, r.execution_id))
                 _cap(r)
-            if report.cold:
-                bounds.check(report)
             if hub.on_results is not None and report.cold:
                 hub.on_results(report.cold)
             if hub.on_lateness is not None and rows:

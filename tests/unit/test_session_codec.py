@@ -114,6 +114,9 @@ def test_a_reports_rows_are_successes_with_nothing_else_to_say() -> None:
         (lambda r: r.start_lateness_ms.pop(), "report"),
         (lambda r: r.execution_id.__setitem__(1, "no-slashes"), "report.execution_id[1]"),
         (lambda r: r.execution_id.__setitem__(0, f"a@{T0}/0/99999999999999999999"), "report.execution_id[0]"),
+        # a column's values have the ranges of raftsched.bounds (as an ExecResult's do)
+        (lambda r: r.start_lateness_ms.__setitem__(1, 10**17), "start_lateness_ms[1]"),
+        (lambda r: r.cold.add(execution_id=f"a@{T0}/0/2", duration_ms=-1), "cold[0].duration_ms"),
     ],
 )
 def test_a_malformed_report_is_refused_whole_naming_what_is_wrong(change: object, where: str) -> None:

@@ -111,7 +111,8 @@ def encode_work(items: Sequence[pb.WorkItem], defs: dict[DefKey, int], epoch: in
 def report_rows(report: pb.SessionReport) -> list[tuple[str, int, int]]:
     """``(run id, shard, attempt)`` of each row of ``report``, or :class:`InvalidSpec` naming the
     first bad one (a column whose length differs from the ids', an id that is not
-    ``run_id/shard/attempt`` with both in range). Nothing of a bad report is used."""
+    ``run_id/shard/attempt`` with both in range, a value outside its :mod:`raftsched.bounds`
+    range). Nothing of a bad report is used."""
     ids = report.execution_id
     n = len(ids)
     if len(report.duration_ms) != n or len(report.start_lateness_ms) != n:
@@ -120,6 +121,7 @@ def report_rows(report: pb.SessionReport) -> list[tuple[str, int, int]]:
             f"{n} execution ids but {len(report.duration_ms)} durations and "
             f"{len(report.start_lateness_ms)} start latenesses (one each per row)",
         )
+    bounds.check(report)  # every column's values and the cold results' (min/max per column: cheap)
     out: list[tuple[str, int, int]] = []
     for i, exec_id in enumerate(ids):
         out.append(check_execution_id(f"report.execution_id[{i}]", exec_id))

@@ -216,6 +216,7 @@ def raftsched_cron(
     keep_count: int = 0,
     tick: float | None = None,
     idle_seconds: float = 0.0,
+    eager: bool = True,
 ) -> Json:
     r: Json = executors.run(
         n,
@@ -229,6 +230,7 @@ def raftsched_cron(
         baseline_seconds=0,
         extra_config=cluster_extra(keep_count, tick),
         idle_seconds=idle_seconds,
+        eager=eager,
     )
     all_due = r["fire_to_start_ms_all_due_lower_bound"]
     return {
@@ -237,6 +239,10 @@ def raftsched_cron(
         "tasks": n,
         "executors": n_executors,
         "slots": slots,
+        # The no-op handler: async, registered eager=True (started in the message's pass, see
+        # docs/explanation/execution.md) unless --cron-handler async.
+        "handler": "async, eager" if eager else "async",
+        "protocol": r.get("protocol", ""),
         "window_s": seconds,
         "fires_due": r["fires_due_in_window"],
         "fires_committed_per_s": r["fires_committed_per_s"],
@@ -398,6 +404,7 @@ def run(args: argparse.Namespace) -> Json:
                     keep_count=keep,
                     tick=tick,
                     idle_seconds=idle_s,
+                    eager=args.cron_handler == "eager",
                 ),
                 ours,
                 "raftsched",
@@ -997,6 +1004,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latest.json")
     ap.add_argument("--only", help=f"comma-separated sections of {','.join(SECTIONS)}")
     ap.add_argument("--cron-tasks", type=int, nargs="+")
+    ap.add_argument(
+        "--cron-handler",
+        choices=("eager", "async"),
+        default="eager",
+        help="raftsched's no-op handler in the cron ladder: async registered eager=True (the default), "
+        "or plain async (a Task per attempt)",
+    )
     ap.add_argument(
         "--durable-tasks", type=int, nargs="+", help="cron ladder of APScheduler with its SQLite job store"
     )

@@ -1114,6 +1114,24 @@ class HotBook:
                     out[run_id] = self._run_bytes(j, st, run_id)
         return out
 
+    def running_runs(self) -> dict[str, bytes]:
+        """The live hot runs with their attempt RUNNING (as :meth:`live_runs`), found with a scan
+        of the state column in C (``list.index``): a leader's periodic checks need only these,
+        and synthesising every live run held the state lock ~1 s on a leader with a backlog of
+        300,000 pending runs (bench.run cron at 12,000 tasks), so firing fell behind."""
+        slots, out = self.slots, dict[str, bytes]()
+        state = slots.state
+        j = -1
+        while True:
+            try:
+                j = state.index(RUNNING, j + 1)
+            except ValueError:
+                return out
+            st = self.numbering.task(slots.task[j])
+            if st is not None:
+                run_id = run_id_of(st.spec.name, slots.nominal[j])
+                out[run_id] = self._run_bytes(j, st, run_id)
+
     def pending_attempts(self) -> list[AttemptReady | DispatchAttempt]:
         """The live hot attempts as the cold path's ``pending_attempts`` gives them (a new leader
         re-queues them: it may place and report them the cold way, which promotes them)."""

@@ -695,6 +695,35 @@ def test_reads_of_live_hot_runs_show_what_the_cold_path_stores() -> None:
     assert cols.live_hot_runs(["b"], at + 1, 0, 0) == []
 
 
+def test_running_runs_synthesise_only_the_running_hot_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader's zombie check reads the runs with a RUNNING attempt every few seconds, under
+    the state lock: with a backlog of pending hot runs it must not synthesise them (a leader
+    with 300,000 pending held the lock ~1 s, firing fell behind and the cluster lost its leader)."""
+    names = [f"t{i}" for i in range(40)]
+    cols, cold = twins(*names)
+    at = T0 + S
+    rows = [(i + 1, 1, at, at + S) for i in range(len(names))]
+    assert apply(cols, fire_cols(at, rows)).fired == len(names)
+    for name in names:
+        assert apply(cold, tick(name, 1, at)).fired == 1
+    assert apply(cols, assign_cols(at + 10, [(3, 1, 1), (7, 1, 2)])).accounted == 2
+    assert apply(cold, assign(at + 10, (f"t2@{at}", 0, 1, "ex1"), (f"t6@{at}", 0, 1, "ex2"))).accounted == 2
+    built: list[int] = []
+    real = hot.HotBook._run_bytes
+
+    def counted(self: hot.HotBook, j: int, st: object, run_id: str) -> bytes:
+        built.append(j)
+        return real(self, j, st, run_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hot.HotBook, "_run_bytes", counted)
+    with cols.view() as v:
+        running = v.running_runs()
+    with cold.view() as v:
+        assert running == v.running_runs()  # what the cold path holds
+    assert [r.run_id for r in running] == [f"t2@{at}", f"t6@{at}"]
+    assert len(built) == 2  # not one per live run (40)
+
+
 @pytest.mark.parametrize("seed", range(16))
 def test_random_streams_of_hot_and_cold_events_keep_the_cold_paths_state(seed: int) -> None:
     """Seeded random streams: hot attempts as columns on one state, as today's bodies on its

@@ -35,7 +35,13 @@ from raftsched.leader.window import FiringWindow
 from raftsched.logfields import leadership_fields
 from raftsched.model import CronTrigger, Overlap
 from raftsched.timing.cron import changed_meaning_warning
-from raftsched.timing.schedule import MisfireSettings, next_fire_after, plan_fires, single_on_time_fire
+from raftsched.timing.schedule import (
+    MisfireSettings,
+    next_fire_after,
+    on_time_catch_up,
+    plan_fires,
+    single_on_time_fire,
+)
 from raftsched.timing.wheel import TimingWheel
 from raftsched.v1 import log_pb2 as pb
 
@@ -388,6 +394,19 @@ class LeaderDriver:
                     fires += 1
                     in_flight.add(name)
                     continue
+                number = numbers.get(name, 0) if hot else 0
+                catch_up = on_time_catch_up(spec.trigger, next_fire, now, grace) if number else None
+                if catch_up is not None:
+                    # A planner a few seconds behind (a long stall of this node): the fires due
+                    # are all on time, as catch-up rows of one FireColumns entry. Through
+                    # plan_fires they took the cold path, ~10x the apply cost on every node,
+                    # exactly when the cluster was already behind (12,000 tasks: it never
+                    # caught up, and lost its leader to the stalls).
+                    nominals, following = catch_up
+                    batches.add_hot_rows(name, number, version, nominals, following)
+                    fires += len(nominals)
+                    in_flight.add(name)
+                    continue
                 tf = plan_fires(spec, version, next_fire, now, self.misfire)
             except InvalidSpec as exc:  # e.g. a cron schedule with no fire before year 9999
                 log.error("cannot plan fires of task %s: %s", name, exc)
@@ -510,6 +529,27 @@ class BatchBuilder:
         self.hot_task.append(number)
         self.hot_version.append(version)
         self.hot_nominal.append(nominal)
+        self.hot_next.append(following)
+
+    def add_hot_rows(self, name: str, number: int, version: int, nominals: list[int], following: int) -> None:
+        """The on-time catch-up of hot task ``name``: one FireColumns row per fire of
+        ``nominals`` (in order, each row's next fire the one after it, the last's ``following``),
+        all in one entry (a task's rows split over two entries would end the first with a next
+        fire that is not after ``now``: the state machine refuses that)."""
+        names = self.hot_names
+        k = len(nominals)
+        if names and (
+            len(names) + k > self.driver.max_fires_per_batch
+            or (len(names) + k) * HOT_ROW_BYTES > MAX_ENTRY_BYTES
+        ):
+            self._flush_hot()
+            self._start_hot()
+            names = self.hot_names
+        names.extend([name] * k)
+        self.hot_task.extend([number] * k)
+        self.hot_version.extend([version] * k)
+        self.hot_nominal.extend(nominals)
+        self.hot_next.extend(nominals[1:])
         self.hot_next.append(following)
 
     def _flush_hot(self) -> None:

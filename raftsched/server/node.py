@@ -224,6 +224,9 @@ class Node:
             ) from None
         with self.state.view() as v:
             loaded_tasks = len(v.tasks)
+        # The verify and the load read every page of the store: drop them from the resident set
+        # now, not between the two (the load would map them all again).
+        self.store.release_pages()
         # Logged once the node has started (start()): a node that cannot start says one line only.
         # The time is the node's clock (skew included), in unix seconds: bench/scale.py reads it.
         loaded_at = self.clock.now_ms() / 1000.0
@@ -787,6 +790,8 @@ class Node:
         except StoreDamaged as exc:
             self._damaged(exc.with_remedy(rebuild_remedy(self.node_id)))
             return False
+        finally:
+            self.store.release_pages()  # the verify read every page
         log.debug(
             "node %s: store verified at index %d (%d entries)",
             self.node_id,

@@ -767,7 +767,6 @@ class LmdbStore:
                             pass
         except (lmdb_env.Error, CorruptRecord) as exc:
             raise self._damaged(exc) from None
-        self.release_pages()  # the verify read every page of the store
         if stored is not None and stored != total:
             raise StoreDamaged(
                 str(self._dir / "data.mdb"),

@@ -166,6 +166,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             rss = {nid: cluster.status(nid, timeout=10).rss_bytes for nid in cluster.alive()}
             per_task = {nid: round((rss[nid] - rss0[nid]) / n) for nid in rss}
             split = rss_split(cluster)
+            leader_at_rss = cluster.leader()  # the leader arms every task: its RSS is the largest
 
             # Cold restart of a follower.
             leader = cluster.wait_for_leader(30)
@@ -209,6 +210,7 @@ def run_one(n: int, base: Path) -> dict[str, object]:
             "rss_mb": {k: round(v / 2**20) for k, v in rss.items()},
             "rss_bytes_per_task": per_task,
             "rss_split_mb": split,
+            "leader_at_rss": leader_at_rss,
             "snapshot": {
                 "count": len(snaps),
                 "largest_mb": round(max((s for s, _ in snaps), default=0) / 2**20, 1),

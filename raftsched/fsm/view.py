@@ -268,9 +268,7 @@ class StateView:
         found = (s.active.get(run_id) for run_id in running)
         runs = [pb.Run.FromString(data) for data in found if data is not None]
         if s.usage.hot:
-            runs.extend(
-                run for run in map(pb.Run.FromString, s.hot.live_runs().values()) if run.state == pb.RUNNING
-            )
+            runs.extend(map(pb.Run.FromString, s.hot.running_runs().values()))
             runs.sort(key=lambda run: run.run_id)
         return runs
 

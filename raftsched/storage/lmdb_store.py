@@ -48,11 +48,14 @@ process writing through lmdb) shows as a mismatch, damaged LMDB pages as an LMDB
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
 import logging
 import os
 import shutil
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -404,6 +407,37 @@ class LmdbReader:
             return _read_range(self._txn_or_raise(), self._db, s, e, r, n, after)
 
         return _chunked_scan(fetch, start, end, reverse, limit, self._chunk)
+
+
+_MADV_DONTNEED = 4  # Linux <sys/mman.h>
+_libc: Any = None
+
+
+def _drop_mapped_pages(path: str) -> int:
+    """``madvise(MADV_DONTNEED)`` every mapping of file ``path`` in this process: its pages leave
+    the process's resident set and stay in the page cache (the next read maps them again, a minor
+    fault, from the same file). Returns the bytes of the ranges advised. Linux only (0 elsewhere).
+
+    The caller must keep the mapping alive meanwhile (the environment open): advising a range
+    that was unmapped and reused would drop whatever lives there now."""
+    global _libc
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return 0
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    total = 0
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == path:
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if _libc.madvise(lo, hi - lo, _MADV_DONTNEED) == 0:
+                total += hi - lo
+    return total
 
 
 class LmdbStore:
@@ -811,6 +845,17 @@ class LmdbStore:
                 "applied_index": self._applied,
             }
 
+    def release_pages(self) -> int:
+        """Drop the store's mapped file pages from this process's resident set (they stay in the
+        page cache; a read maps them again). LMDB reads through a shared read-only map, so every
+        page a scan, a verify, a snapshot copy or a B-tree walk has touched counts in the node's
+        RSS: ~400 B per task at 1,000,000 tasks, more than the task book itself. Returns the
+        bytes of the map advised (0 when closed, or not on Linux). Any thread."""
+        with self._guard.shared():
+            if self._closed:
+                return 0
+            return _drop_mapped_pages(str((self._dir / "data.mdb").resolve()))
+
     def flush(self) -> None:
         """Force committed data to disk (fsync). With ``sync=False`` a node calls this periodically
         from a background thread, so the apply thread never waits on the disk."""
@@ -846,6 +891,7 @@ class LmdbStore:
                 env.copyfd(fd, compact=True, txn=rtxn)
         # copyfd wrote through the fd; resynchronise the file object's idea of its position.
         fileobj.seek(os.lseek(fd, 0, os.SEEK_CUR))
+        self.release_pages()  # the copy read every page of the store
         return index
 
     def load_snapshot_copy(self, src: Path, offset: int, validate: CopyCheck | None = None) -> int:

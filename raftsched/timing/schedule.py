@@ -124,6 +124,34 @@ def single_on_time_fire(trigger: Trigger, next_fire_ms: int, now_ms: int, grace_
     return None
 
 
+# At most this many fires of one task in one catch-up of :func:`on_time_catch_up` (a task that
+# fires more often than this per grace period goes through :func:`plan_fires`).
+MAX_CATCH_UP_FIRES = 64
+
+
+def on_time_catch_up(
+    trigger: Trigger, next_fire_ms: int, now_ms: int, grace_ms: int
+) -> tuple[list[int], int] | None:
+    """The case a planner that fell a little behind takes: two or more fires are due since
+    ``next_fire_ms`` and *every* one is on time (within ``grace_ms`` of ``now_ms``), at most
+    :data:`MAX_CATCH_UP_FIRES` of them, and the trigger fires again after ``now_ms``. Returns
+    ``(nominals, following)``: :func:`plan_fires` then fires each of ``nominals`` (outcome
+    FIRED, no reason), with watermark ``now_ms`` and next fire ``following``. None when the case
+    does not apply (:func:`single_on_time_fire`'s case included)."""
+    if not next_fire_ms or next_fire_ms > now_ms or next_fire_ms < now_ms - grace_ms:
+        return None
+    nominals = [next_fire_ms]
+    t = next_fire_after(trigger, next_fire_ms)
+    while t and t <= now_ms:
+        if len(nominals) >= MAX_CATCH_UP_FIRES:
+            return None
+        nominals.append(t)
+        t = next_fire_after(trigger, t)
+    if len(nominals) < 2 or not t:
+        return None
+    return nominals, t
+
+
 def single_fire(task: str, version: int, nominal_ms: int, now_ms: int, following: int) -> pb.TaskFires:
     """What :func:`plan_fires` returns in the case :func:`single_on_time_fire` recognises.
 

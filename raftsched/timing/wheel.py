@@ -44,28 +44,22 @@ __all__ = ["TimingWheel"]
 
 K = TypeVar("K", bound=Hashable)
 
-# Level code of keys that were already due when inserted; they wait in ``_ready``.
-_READY = -1
-
-# Fired items are collected as (due_ms, seq, key); ordering must never fall through to the key,
+# Fired items are collected as (packed, key); ordering must never fall through to the key,
 # which need not be comparable (seq is unique, so it never would, but say so explicitly).
-_FIRE_ORDER = itemgetter(0, 1)
+_FIRE_ORDER = itemgetter(0)
 
 
-class _Entry:
-    """One armed key: its exact due time, insertion sequence and current location.
-
-    The same object is referenced from the key index and from the slot that holds the key, so
-    cascading a key only rewrites ``level``/``slot`` here instead of rebuilding index entries.
-    """
-
-    __slots__ = ("due", "level", "seq", "slot")
-
-    def __init__(self, due: int, seq: int) -> None:
-        self.due = due
-        self.seq = seq
-        self.level = _READY
-        self.slot = 0
+# An armed key is one int: its exact due time and its insertion sequence, packed as
+# ``due << _SEQ_BITS | seq``. Packed ints order as ``(due, seq)`` (negative dues included: the
+# shift is arithmetic), and the same int object is held by the key index and by the slot that
+# holds the key, so a key costs one int and two dict entries (an object per key with due, seq,
+# level and slot cost ~110 B more: ~210 B per armed key measured with tracemalloc, ~100 now).
+# A key's level and slot are not stored: its due time says which slot of each level it would
+# be in, and :meth:`TimingWheel.cancel` looks there.
+_SEQ_BITS = 48
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+# Sequences are renumbered (order kept) before they would need more bits: after 2**48 inserts.
+_SEQ_LIMIT = 1 << _SEQ_BITS
 
 
 def _is_int(value: object) -> bool:
@@ -123,7 +117,8 @@ class TimingWheel(Generic[K]):
         # _blocks[l] = current tick // W**l, cached because every placement compares against it.
         self._blocks = [self._tick // p for p in self._pow]
 
-        self._slots: list[list[dict[K, _Entry]]] = [[{} for _ in range(wheel_size)] for _ in range(levels)]
+        # Each slot maps its keys to their packed (due, seq).
+        self._slots: list[list[dict[K, int]]] = [[{} for _ in range(wheel_size)] for _ in range(levels)]
         # Earliest exact due per slot, or None when unknown (a cancel removed the earliest key) or
         # the slot is empty. Lets next_due_ms be exact without rescanning a busy slot every call.
         self._slot_min: list[list[int | None]] = [[None] * wheel_size for _ in range(levels)]
@@ -131,14 +126,16 @@ class TimingWheel(Generic[K]):
         # occupied slot, or all occupied slots in a range, is then a few big-int operations.
         self._occupied: list[int] = [0] * levels
 
-        self._ready: dict[K, _Entry] = {}
-        # Overflow heap of (due_ms, seq, key). Cancel is lazy (O(1)): a heap item is live only
-        # while the index still maps its key to an entry with the same seq.
-        self._overflow: list[tuple[int, int, K]] = []
+        # Keys that were already due when inserted (they fire on the next advance).
+        self._ready: dict[K, int] = {}
+        # Overflow heap of (packed, key). Cancel is lazy (O(1)): a heap item is live only while
+        # the index still maps its key to the same packed value (its seq is unique).
+        self._overflow: list[tuple[int, K]] = []
         self._overflow_live = 0
 
-        self._index: dict[K, _Entry] = {}
+        self._index: dict[K, int] = {}
         self._seq = 0
+        self._seq_limit = _SEQ_LIMIT
         # Cached answer of next_due_ms; kept exact through inserts, dropped by advance and by
         # cancelling the earliest key.
         self._next_valid = True
@@ -161,8 +158,8 @@ class TimingWheel(Generic[K]):
 
     def due_of(self, key: K) -> int | None:
         """The exact due time of ``key`` in ms, or None if it is not armed."""
-        entry = self._index.get(key)
-        return None if entry is None else entry.due
+        packed = self._index.get(key)
+        return None if packed is None else packed >> _SEQ_BITS
 
     def next_due_ms(self) -> int | None:
         """The earliest due time among armed keys, or None when the wheel is empty.
@@ -192,13 +189,15 @@ class TimingWheel(Generic[K]):
         """
         if key in self._index:
             self.cancel(key)
-        entry = _Entry(due_ms, self._seq)
+        if self._seq >= self._seq_limit:
+            self._renumber()
+        packed = due_ms << _SEQ_BITS | self._seq
         self._seq += 1
-        self._index[key] = entry
+        self._index[key] = packed
         if due_ms <= self._now:
-            self._ready[key] = entry
+            self._ready[key] = packed
         else:
-            self._place(key, entry)
+            self._place(key, packed, due_ms)
         # Adding a key can only lower the minimum, so an exact cached answer stays exact.
         if self._next_valid and (self._next is None or due_ms < self._next):
             self._next = due_ms
@@ -206,31 +205,35 @@ class TimingWheel(Generic[K]):
     def cancel(self, key: K) -> bool:
         """Disarm ``key``. Returns True if it was armed, False if unknown (already fired or cancelled).
 
-        O(1): the index knows the key's slot; overflow keys are dropped from the heap lazily.
+        O(levels): the key's due time says which slot of each level may hold it; overflow keys
+        are dropped from the heap lazily.
         """
-        entry = self._index.pop(key, None)
-        if entry is None:
+        packed = self._index.pop(key, None)
+        if packed is None:
             return False
-        level = entry.level
-        if level == _READY:
-            del self._ready[key]
-        elif level == self._levels:
-            self._overflow_live -= 1
-            # Lazy deletion leaves dead heap items; rebuild once they outnumber the live ones so
-            # memory stays proportional to the armed keys under insert/cancel churn.
-            if len(self._overflow) > 2 * self._overflow_live + 64:
-                self._compact_overflow()
-        else:
-            bucket = self._slots[level][entry.slot]
-            del bucket[key]
-            if not bucket:
-                self._occupied[level] &= ~(1 << entry.slot)
-                self._slot_min[level][entry.slot] = None
-            elif self._slot_min[level][entry.slot] == entry.due:
-                self._slot_min[level][entry.slot] = None
+        due = packed >> _SEQ_BITS
+        if self._ready.pop(key, None) is None:
+            due_tick = due // self._tick_ms
+            pow_, size = self._pow, self._size
+            for level in range(self._levels):
+                slot = (due_tick // pow_[level]) % size
+                bucket = self._slots[level][slot]
+                if bucket.pop(key, None) is not None:
+                    if not bucket:
+                        self._occupied[level] &= ~(1 << slot)
+                        self._slot_min[level][slot] = None
+                    elif self._slot_min[level][slot] == due:
+                        self._slot_min[level][slot] = None
+                    break
+            else:  # in the overflow heap
+                self._overflow_live -= 1
+                # Lazy deletion leaves dead heap items; rebuild once they outnumber the live ones
+                # so memory stays proportional to the armed keys under insert/cancel churn.
+                if len(self._overflow) > 2 * self._overflow_live + 64:
+                    self._compact_overflow()
         if not self._index:
             self._next_valid, self._next = True, None
-        elif self._next_valid and entry.due == self._next:
+        elif self._next_valid and due == self._next:
             self._next_valid = False
         return True
 
@@ -248,11 +251,11 @@ class TimingWheel(Generic[K]):
         """
         if now_ms < self._now:
             now_ms = self._now
-        fired: list[tuple[int, int, K]] = []
+        fired: list[tuple[int, K]] = []
         index = self._index
         if self._ready:
-            for key, entry in self._ready.items():
-                fired.append((entry.due, entry.seq, key))
+            for key, packed in self._ready.items():
+                fired.append((packed, key))
                 del index[key]
             self._ready.clear()
 
@@ -288,9 +291,32 @@ class TimingWheel(Generic[K]):
                     self._cascade(h, new_digit, fired)
         self._next_valid = False
         fired.sort(key=_FIRE_ORDER)
-        return [(key, due) for due, _, key in fired]
+        return [(key, packed >> _SEQ_BITS) for packed, key in fired]
 
     # ---------------------------------------------------------------- internals
+
+    def _renumber(self) -> None:
+        """Give every armed key a new sequence from 0, in (due, seq) order: the fire order stays,
+        and sequences fit their bits again (after 2**48 inserts)."""
+        armed = sorted(self._index.items(), key=itemgetter(1))
+        for level in range(self._levels):
+            self._slots[level] = [{} for _ in range(self._size)]
+            self._slot_min[level] = [None] * self._size
+            self._occupied[level] = 0
+        self._ready.clear()
+        self._overflow = []
+        self._overflow_live = 0
+        self._index.clear()
+        self._seq = 0
+        for key, packed in armed:
+            due = packed >> _SEQ_BITS
+            new = due << _SEQ_BITS | self._seq
+            self._seq += 1
+            self._index[key] = new
+            if due <= self._now:
+                self._ready[key] = new
+            else:
+                self._place(key, new, due)
 
     def _locate(self, due_tick: int) -> int:
         """The level for a key due in ``due_tick`` (> current tick, or == with due > now);
@@ -302,44 +328,42 @@ class TimingWheel(Generic[K]):
                 return level
         return self._levels
 
-    def _place(self, key: K, entry: _Entry) -> None:
-        """Bucket an entry that is not yet due (``entry.due > now``) relative to the current tick."""
-        due_tick = entry.due // self._tick_ms
+    def _place(self, key: K, packed: int, due: int) -> None:
+        """Bucket a key that is not yet due (``due > now``) relative to the current tick."""
+        due_tick = due // self._tick_ms
         level = self._locate(due_tick)
         if level == self._levels:
-            entry.level = level
-            heapq.heappush(self._overflow, (entry.due, entry.seq, key))
+            heapq.heappush(self._overflow, (packed, key))
             self._overflow_live += 1
             return
         slot = (due_tick // self._pow[level]) % self._size
-        entry.level = level
-        entry.slot = slot
         bucket = self._slots[level][slot]
         mins = self._slot_min[level]
         if not bucket:
             self._occupied[level] |= 1 << slot
-            mins[slot] = entry.due
+            mins[slot] = due
         else:
             current = mins[slot]
-            if current is not None and entry.due < current:
-                mins[slot] = entry.due
-        bucket[key] = entry
+            if current is not None and due < current:
+                mins[slot] = due
+        bucket[key] = packed
 
-    def _fire_or_place(self, key: K, entry: _Entry, fired: list[tuple[int, int, K]]) -> None:
-        if entry.due <= self._now:
-            fired.append((entry.due, entry.seq, key))
+    def _fire_or_place(self, key: K, packed: int, fired: list[tuple[int, K]]) -> None:
+        due = packed >> _SEQ_BITS
+        if due <= self._now:
+            fired.append((packed, key))
             del self._index[key]
         else:
-            self._place(key, entry)
+            self._place(key, packed, due)
 
-    def _fire_bucket(self, bucket: dict[K, _Entry], fired: list[tuple[int, int, K]]) -> None:
+    def _fire_bucket(self, bucket: dict[K, int], fired: list[tuple[int, K]]) -> None:
         index = self._index
-        for key, entry in bucket.items():
-            fired.append((entry.due, entry.seq, key))
+        for key, packed in bucket.items():
+            fired.append((packed, key))
             del index[key]
         bucket.clear()
 
-    def _fire_level(self, level: int, fired: list[tuple[int, int, K]]) -> None:
+    def _fire_level(self, level: int, fired: list[tuple[int, K]]) -> None:
         mask = self._occupied[level]
         slots = self._slots[level]
         mins = self._slot_min[level]
@@ -351,7 +375,7 @@ class TimingWheel(Generic[K]):
             mins[slot] = None
         self._occupied[level] = 0
 
-    def _fire_slots(self, level: int, start: int, stop: int, fired: list[tuple[int, int, K]]) -> None:
+    def _fire_slots(self, level: int, start: int, stop: int, fired: list[tuple[int, K]]) -> None:
         """Fire every key in slots ``[start, stop)`` of ``level``."""
         bits = self._occupied[level] & ((1 << stop) - (1 << start))
         if not bits:
@@ -366,7 +390,7 @@ class TimingWheel(Generic[K]):
             self._fire_bucket(slots[slot], fired)
             mins[slot] = None
 
-    def _drain_current_slot(self, fired: list[tuple[int, int, K]]) -> None:
+    def _drain_current_slot(self, fired: list[tuple[int, K]]) -> None:
         """Fire the keys of the current tick's level-0 slot whose exact due time has passed."""
         slot = self._tick % self._size
         bucket = self._slots[0][slot]
@@ -379,12 +403,13 @@ class TimingWheel(Generic[K]):
             return
         gone: list[K] = []
         remaining_min: int | None = None
-        for key, entry in bucket.items():
-            if entry.due <= now:
-                fired.append((entry.due, entry.seq, key))
+        for key, packed in bucket.items():
+            due = packed >> _SEQ_BITS
+            if due <= now:
+                fired.append((packed, key))
                 gone.append(key)
-            elif remaining_min is None or entry.due < remaining_min:
-                remaining_min = entry.due
+            elif remaining_min is None or due < remaining_min:
+                remaining_min = due
         index = self._index
         for key in gone:
             del bucket[key]
@@ -393,7 +418,7 @@ class TimingWheel(Generic[K]):
         if not bucket:
             self._occupied[0] &= ~(1 << slot)
 
-    def _cascade(self, level: int, slot: int, fired: list[tuple[int, int, K]]) -> None:
+    def _cascade(self, level: int, slot: int, fired: list[tuple[int, K]]) -> None:
         """Re-bucket the slot of ``level`` that the current tick just entered.
 
         Its keys now share the current tick's level-``level`` block, so each either fires or
@@ -405,43 +430,38 @@ class TimingWheel(Generic[K]):
         self._slots[level][slot] = {}
         self._slot_min[level][slot] = None
         self._occupied[level] &= ~(1 << slot)
-        for key, entry in bucket.items():
-            self._fire_or_place(key, entry, fired)
+        for key, packed in bucket.items():
+            self._fire_or_place(key, packed, fired)
 
-    def _drain_overflow(self, fired: list[tuple[int, int, K]]) -> None:
+    def _drain_overflow(self, fired: list[tuple[int, K]]) -> None:
         """Pull every overflow key that falls in the current top-level block (or before it)."""
         heap = self._overflow
         index = self._index
         # Due times below this bound are in the current level-``levels`` block or earlier.
-        bound = (self._blocks[self._levels] + 1) * self._pow[self._levels] * self._tick_ms
+        bound = ((self._blocks[self._levels] + 1) * self._pow[self._levels] * self._tick_ms) << _SEQ_BITS
         while heap and heap[0][0] < bound:
-            _, seq, key = heapq.heappop(heap)
-            entry = index.get(key)
-            if entry is None or entry.seq != seq:
+            packed, key = heapq.heappop(heap)
+            if index.get(key) != packed:
                 continue  # cancelled or replaced since it was pushed
             self._overflow_live -= 1
-            self._fire_or_place(key, entry, fired)
+            self._fire_or_place(key, packed, fired)
 
     def _compact_overflow(self) -> None:
         index = self._index
-        live: list[tuple[int, int, K]] = []
-        for item in self._overflow:
-            entry = index.get(item[2])
-            if entry is not None and entry.seq == item[1]:
-                live.append(item)
+        live = [item for item in self._overflow if index.get(item[1]) == item[0]]
         heapq.heapify(live)
         self._overflow = live
 
     def _slot_earliest(self, level: int, slot: int) -> int:
         earliest = self._slot_min[level][slot]
         if earliest is None:
-            earliest = min(entry.due for entry in self._slots[level][slot].values())
+            earliest = min(self._slots[level][slot].values()) >> _SEQ_BITS
             self._slot_min[level][slot] = earliest
         return earliest
 
     def _compute_next(self) -> int | None:
         if self._ready:
-            return min(entry.due for entry in self._ready.values())
+            return min(self._ready.values()) >> _SEQ_BITS
         # Levels, and slots within a level, are ordered by time: every occupied slot of level l
         # is at or after the current digit, and all of level l precedes all of level l + 1.
         # So the lowest occupied slot of the lowest occupied level holds the earliest key.
@@ -452,10 +472,9 @@ class TimingWheel(Generic[K]):
         heap = self._overflow
         index = self._index
         while heap:
-            due, seq, key = heap[0]
-            entry = index.get(key)
-            if entry is not None and entry.seq == seq:
-                return due
+            packed, key = heap[0]
+            if index.get(key) == packed:
+                return packed >> _SEQ_BITS
             heapq.heappop(heap)  # dead item (cancelled or replaced); drop it now
         return None
 
@@ -469,41 +488,46 @@ class TimingWheel(Generic[K]):
             raise AssertionError(message)
 
         seen = 0
-        for key, entry in self._ready.items():
+        for key, packed in self._ready.items():
             seen += 1
-            if self._index.get(key) is not entry or entry.level != _READY:
+            if self._index.get(key) != packed:
                 fail(f"ready key {key!r} not indexed as ready")
+            if any(key in bucket for slots in self._slots for bucket in slots):
+                fail(f"ready key {key!r} also in a slot")
         for level in range(self._levels):
             mask = 0
             for slot, bucket in enumerate(self._slots[level]):
                 if bucket:
                     mask |= 1 << slot
                     known = self._slot_min[level][slot]
-                    true_min = min(entry.due for entry in bucket.values())
+                    true_min = min(bucket.values()) >> _SEQ_BITS
                     if known is not None and known != true_min:
                         fail(f"slot min of level {level} slot {slot} is {known}, true {true_min}")
                 elif self._slot_min[level][slot] is not None:
                     fail(f"empty slot {level}/{slot} has a min")
-                for key, entry in bucket.items():
+                for key, packed in bucket.items():
                     seen += 1
-                    if self._index.get(key) is not entry or (entry.level, entry.slot) != (level, slot):
+                    due = packed >> _SEQ_BITS
+                    if self._index.get(key) != packed:
                         fail(f"key {key!r} in level {level} slot {slot} but indexed elsewhere")
-                    if entry.due <= self._now:
-                        fail(f"key {key!r} due {entry.due} <= now {self._now} still in the wheel")
-                    due_tick = entry.due // self._tick_ms
+                    if due <= self._now:
+                        fail(f"key {key!r} due {due} <= now {self._now} still in the wheel")
+                    due_tick = due // self._tick_ms
                     if self._locate(due_tick) != level:
                         fail(f"key {key!r} due tick {due_tick} belongs to level {self._locate(due_tick)}")
                     if (due_tick // self._pow[level]) % self._size != slot:
                         fail(f"key {key!r} due tick {due_tick} in wrong slot {slot} of level {level}")
+                    if (packed & _SEQ_MASK) >= self._seq:
+                        fail(f"key {key!r} has a sequence not yet given out")
             if mask != self._occupied[level]:
                 fail(f"occupied mask of level {level} is stale")
         live = 0
-        for due, seq, key in self._overflow:
-            indexed = self._index.get(key)
-            if indexed is None or indexed.seq != seq:
+        for packed, key in self._overflow:
+            if self._index.get(key) != packed:
                 continue
             live += 1
-            if indexed.level != self._levels or indexed.due != due:
+            due = packed >> _SEQ_BITS
+            if key in self._ready or any(key in bucket for slots in self._slots for bucket in slots):
                 fail(f"overflow key {key!r} indexed elsewhere")
             if self._locate(due // self._tick_ms) != self._levels or due <= self._now:
                 fail(f"overflow key {key!r} due {due} belongs in the wheel")

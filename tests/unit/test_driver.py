@@ -266,3 +266,42 @@ def test_commit_lateness_is_reported_once_per_nominal_time_of_a_batch() -> None:
     finally:
         thread.stop()
     assert reported[0] == [(T0, 40, 5)]
+
+
+def test_a_seconds_batches_leave_four_at_a_time() -> None:
+    """The pipeline holds MAX_IN_FLIGHT (4) fire batches proposed and not committed: a second's
+    10,000 fires in 10 batches commit in 3 rounds, not 5 (commit p99 at 10,000 fires/s)."""
+    from raftsched.leader.driver import MAX_IN_FLIGHT
+
+    every_second = CronTrigger("* * * * * *")
+    specs = [TaskSpec(f"t{i}", every_second, overlap=Overlap.ALLOW, command="x") for i in range(10)]
+    driver = leader_with(specs, T0 - 500, max_fires_per_batch=1)
+    clock = ManualClock(T0 + 40)
+    held: list[tuple[bytes, ProposeCallback, CommitHook | None]] = []
+    lock = threading.Lock()
+
+    def propose(data: bytes, done: ProposeCallback, committed: CommitHook | None) -> None:
+        with lock:
+            held.append((data, done, committed))  # not committed until the test says so
+
+    def proposed() -> int:
+        with lock:
+            return len(held)
+
+    thread = DriverThread(driver, clock, propose, max_sleep_s=0.05)
+    thread.start()
+    try:
+        thread.effects_applied(())  # wake the loop: ten tasks are due
+        wait_until(lambda: proposed() >= MAX_IN_FLIGHT, 10, what="the pipeline to fill")
+        with lock:
+            data, done, committed = held[0]
+        applied = driver.state.apply(data)
+        assert committed is not None
+        committed()  # one commit frees one place
+        thread.effects_applied(applied.effects)
+        done(applied.encode(), None)
+        wait_until(lambda: proposed() >= MAX_IN_FLIGHT + 1, 10, what="the next batch")
+        assert proposed() == MAX_IN_FLIGHT + 1
+    finally:
+        thread.stop()
+    assert MAX_IN_FLIGHT == 4

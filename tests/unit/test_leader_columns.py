@@ -92,3 +92,38 @@ def test_fire_columns_is_a_command_body() -> None:
     cmd.fire_columns.task.append(1)
     assert codec.command_format(cmd) == codec.COLUMNS_FORMAT
     assert isinstance(LeaderDriver, type)
+
+
+def test_a_planner_seconds_behind_catches_up_on_time_fires_as_columns() -> None:
+    """A leader that plans 2.5 s late (a stall) has three on-time fires due per every-second
+    task: catch-up rows of one FireColumns entry, not a FireBatch (whose cold apply costs ~10x,
+    on every node, when the cluster is already behind). Applied, they mean what plan_fires says."""
+    from tests.unit.test_driver import reference
+
+    driver = leader_with(every_second(3), T0 - 5000)
+    driver.columns_allowed = lambda: True
+    for p in driver.poll(T0 + 5):  # numbering, and the first fires (before numbering: a FireBatch)
+        applied = driver.state.apply(p.data)
+        assert applied.result.ok
+        driver.on_effects(applied.effects)
+        driver.on_proposal_committed(p)
+    with driver.state.view() as v:
+        assert v.numbering_on()
+    now = T0 + 3500  # fires at T0+1000, +2000, +3000 are due, all within the 5 s grace
+    want = reference(driver, ["t0", "t1", "t2"], now)
+    assert [[f.nominal_ms for f in tf.fires] for tf in want] == [[T0 + 1000, T0 + 2000, T0 + 3000]] * 3
+    out = driver.poll(now)
+    assert bodies(out) == ["fire_columns"]
+    (cmd,) = decoded(out)
+    cols = cmd.fire_columns
+    assert len(cols.task) == 9
+    assert [now - d for d in cols.nominal_delta] == [T0 + 1000, T0 + 2000, T0 + 3000] * 3
+    assert [now - d + n for d, n in zip(cols.nominal_delta, cols.next_delta, strict=True)] == [
+        T0 + 2000, T0 + 3000, T0 + 4000
+    ] * 3  # fmt: skip
+    assert dict(out[0].fired) == {T0 + 1000: 3, T0 + 2000: 3, T0 + 3000: 3}
+    applied = driver.state.apply(out[0].data)
+    assert applied.result.ok and applied.result.fired == 9
+    for tf in want:
+        st = driver.state.tasks[tf.task]
+        assert (st.watermark_ms, st.next_fire_ms) == (tf.watermark_ms, tf.next_fire_ms)

@@ -345,3 +345,41 @@ def test_any_backlog_is_accounted_once_and_by_policy(
         eligible = [f for f in missed if f >= now - window_s * S]
         expected = eligible[max(0, len(eligible) - cap) :] + on_time
     assert fired == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    trigger=st.sampled_from(
+        [EVERY_SECOND, IntervalTrigger(2 * S), IntervalTrigger(3 * S), EVERY_MINUTE, OnceTrigger(T0)]
+    ),
+    late=st.integers(-2 * S, 70 * S),
+    grace=st.sampled_from([0, S, 5 * S, 60 * S]),
+    misfire=st.sampled_from(list(Misfire)),
+)
+def test_on_time_catch_up_is_what_plan_fires_decides(
+    trigger: Trigger, late: int, grace: int, misfire: Misfire
+) -> None:
+    """``on_time_catch_up`` (the leader's columnar catch-up) is exactly plan_fires' answer when it
+    answers: every due fire FIRED, watermark now, the next fire after now."""
+    spec = task(trigger, misfire)
+    first = next_fire_after(trigger, T0 - 1)
+    now = first + late
+    got = schedule.on_time_catch_up(trigger, first, now, grace)
+    tf = plan_fires(spec, 1, first, now, MisfireSettings(grace_ms=grace, all_cap=100, all_window_ms=3600 * S))
+    if got is None:
+        # Not the case: nothing due, one fire (single_on_time_fire's), a missed one, or no next.
+        assert (
+            tf is None
+            or len(tf.fires) == 1
+            or any(f.outcome != pb.FIRED or f.reason for f in tf.fires)
+            or not tf.next_fire_ms
+            or len(tf.fires) > schedule.MAX_CATCH_UP_FIRES
+        )
+        return
+    nominals, following = got
+    assert tf is not None and len(nominals) >= 2
+    assert [(f.nominal_ms, f.outcome, f.count, f.reason) for f in tf.fires] == [
+        (n, pb.FIRED, 1, "") for n in nominals
+    ]
+    assert (tf.watermark_ms, tf.next_fire_ms) == (now, following)
+    assert following > now >= nominals[-1]

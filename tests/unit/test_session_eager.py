@@ -1,0 +1,96 @@
+"""Eager rows of a Session message (issue 31 P2, :mod:`raftsched.executor.batched`), driven
+straight through the agent's ``_session_work`` inside a reader task, with an in-memory
+execution log (no network): what a handler started in the batch may and may not touch."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from pathlib import Path
+
+from raftsched.executor.agent import Executor
+from raftsched.executor.dedupe import DedupeLog
+from raftsched.executor.runners import AttemptContext
+from raftsched.storage.memory import MemoryExecutionLog
+from raftsched.v1 import raftsched_pb2 as pb
+from tests.support.wait import until
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def executor(tmp_path: Path) -> Executor:
+    ex = Executor(
+        ["127.0.0.1:1"],
+        "eager",
+        transport=object(),  # type: ignore[arg-type]  # never called: no session is opened
+        execution_log=MemoryExecutionLog(),
+        data_dir=tmp_path,
+    )
+    return ex
+
+
+def ready(ex: Executor) -> None:
+    """What ``Executor.run`` sets up before it serves (the parts ``_session_work`` uses)."""
+    assert ex._store is not None
+    ex._log = DedupeLog(ex._store, batched=True)
+    ex._report_wake = asyncio.Event()
+    ex._hb_wake = asyncio.Event()
+
+
+def rows(ex: Executor, handlers: list[str]) -> pb.SessionWork:
+    """One message: a row per handler, each of its own task, all due."""
+    now = ex.clock.now_ms()
+    work = pb.SessionWork(epoch=1)
+    for ref, handler in enumerate(handlers, 1):
+        work.defs.add(ref=ref, task=f"t{ref}", version=1, shards=1, handler=handler)
+        work.task_ref.append(ref)
+        work.nominal_ms.append(now - 5)
+        work.shard.append(0)
+        work.attempt.append(1)
+    return work
+
+
+async def in_reader(ex: Executor, work: pb.SessionWork) -> str:
+    """``_session_work`` as the agent's session reader runs it (in a task of its own); the
+    reader's value of VAR afterwards."""
+
+    async def reader() -> str:
+        ex._session_work(work)
+        return VAR.get()
+
+    return await asyncio.ensure_future(reader())
+
+
+def test_a_context_variable_an_eager_handler_sets_stays_its_own(tmp_path: Path) -> None:
+    """Before the fix the handler's code before its first await ran in the reader task's context:
+    the next handler of the batch and the agent's reader saw what it set."""
+    seen: dict[str, str] = {}
+    resumed: dict[str, str] = {}
+
+    async def main() -> str:
+        ex = executor(tmp_path)
+
+        @ex.handler("setter", eager=True)
+        async def setter(ctx: AttemptContext) -> None:
+            VAR.set(f"set by {ctx.task}")
+
+        @ex.handler("reader", eager=True)
+        async def reader(ctx: AttemptContext) -> None:
+            seen[ctx.task] = VAR.get()
+
+        @ex.handler("suspends", eager=True)
+        async def suspends(ctx: AttemptContext) -> None:
+            VAR.set(f"set by {ctx.task}")
+            await asyncio.sleep(0)  # the rest runs in a Task: still its own context
+            resumed[ctx.task] = VAR.get()
+
+        ready(ex)
+        after = await in_reader(ex, rows(ex, ["setter", "reader", "suspends", "reader"]))
+        await until(lambda: "t3" in resumed, 5, "the suspended handler resumes")
+        assert ex.eager_rows == 4 and ex.suspended_rows == 1
+        return after
+
+    after = asyncio.run(main())
+    assert after == "unset"  # the agent's reader task
+    assert seen == {"t2": "unset", "t4": "unset"}  # the other handlers of the batch
+    assert resumed == {"t3": "set by t3"}  # the handler itself, across its first await

@@ -210,6 +210,10 @@ FIELDS: Final[dict[str, Range]] = {
         "ExecResult.exit_code": EXIT_CODE,
         "ExecResult.duration_ms": DURATION,
         "ExecResult.start_lateness_ms": LATENESS,
+        "SessionOpen.session_version": Range(0, UINT32_MAX, "", "none: refused (versions start at 1)"),
+        "SessionReport.report_id": COUNTER,
+        "SessionReport.duration_ms": Range(0, UINT32_MAX, " ms"),  # (a longer one goes cold)
+        "SessionReport.start_lateness_ms": LATENESS,
         # -- replicated commands (log.proto) ---------------------------------------------------
         "Command.format": FORMAT,
         "Command.epoch": COUNTER,

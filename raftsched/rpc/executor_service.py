@@ -183,6 +183,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         try:
             if first is None or first.WhichOneof("body") != "open":
                 raise InvalidSpec("SessionUp", "the first message of a session must be open (SessionOpen)")
+            bounds.check(first)
             opened = first.open
             validate_name(opened.name, "open.name")
             if opened.session_version < 1:
@@ -272,6 +273,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         reports: set[asyncio.Future[None]] = set()
         try:
             async for up in ups:
+                bounds.check(up)  # every integer in its range, as the unary calls' requests
                 kind = up.WhichOneof("body")
                 if kind == "report":
                     previous = asyncio.ensure_future(
@@ -285,7 +287,6 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                         raise InvalidSpec(
                             "heartbeat.name", f"{quote(hb.name)} on the session of {quote(name)}"
                         )
-                    bounds.check(hb)
                     replies.append(self._heartbeat(hb))
                     sink.put_nowait([])  # wake the writer: the reply goes at once
                 else:
@@ -317,8 +318,6 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             for i, r in enumerate(report.cold):
                 cold_ids.append(_check_execution_id(i, r.execution_id))
                 _cap(r)
-            if report.cold:
-                bounds.check(report)
             if hub.on_results is not None and report.cold:
                 hub.on_results(report.cold)
             if hub.on_lateness is not None and rows:

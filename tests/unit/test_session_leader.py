@@ -1,0 +1,152 @@
+"""The leader's side of an executor's Session stream (issue 31 P2,
+:meth:`ExecutorServicer.Session`), driven in process: a real hub and dispatcher, a fake Raft
+that commits when the test says, a fake gRPC context. What a peer's messages may make the
+leader do: nothing unbounded, and a clear refusal for what is wrong."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from raftsched import bounds
+from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.rpc.executor_service import ExecutorServicer
+from raftsched.v1 import raftsched_pb2 as pb
+from tests.support.fsm import T0
+from tests.support.wait import until
+from tests.unit.test_dispatch_hot_loop import leading_hub
+
+
+class Aborted(Exception):
+    """What grpc.aio's ``context.abort`` raises."""
+
+
+class Context:
+    """The part of ``grpc.aio.ServicerContext`` the Session handler uses."""
+
+    def __init__(self) -> None:
+        self.status: grpc.StatusCode | None = None
+        self.details = ""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    def set_trailing_metadata(self, metadata: object) -> None:
+        pass
+
+    async def abort(self, status: grpc.StatusCode, details: str) -> None:
+        self.status, self.details = status, details
+        raise Aborted(details)
+
+
+class Session:
+    """One Session call: ``ups`` feeds the executor's messages (counting what the handler took),
+    ``downs`` collects the leader's; ``proposals`` holds every proposal's ``done`` callback, not
+    called: nothing commits unless the test commits it."""
+
+    def __init__(self, patch: Callable[[Dispatcher], None] | None = None) -> None:
+        _, hub = leading_hub()
+        self.proposals: list[Callable[[bytes | None, Exception | None], None]] = []
+        proposals = self.proposals
+
+        def propose(data: bytes, done: Callable[[bytes | None, Exception | None], None]) -> None:
+            proposals.append(done)
+
+        node: Any = hub.node
+        node.propose = propose
+        if patch is not None:
+            patch(hub.dispatcher)
+        self.hub = hub
+        self.servicer = ExecutorServicer(hub)
+        self.context = Context()
+        self.queue: asyncio.Queue[pb.SessionUp | None] = asyncio.Queue()
+        self.taken = 0
+        self.downs: list[pb.SessionDown] = []
+        self.error: BaseException | None = None
+
+    async def _ups(self) -> AsyncIterator[pb.SessionUp]:
+        while (up := await self.queue.get()) is not None:
+            self.taken += 1
+            yield up
+
+    async def run(self, read: bool = True) -> None:
+        """Serve the call; ``read``: take the leader's messages as they come (else only the
+        first, the accept: the executor does not read, its window is full)."""
+        call: Any = self.servicer.Session(self._ups(), self.context)
+        try:
+            self.downs.append(await anext(call))
+            if read:
+                async for down in call:
+                    self.downs.append(down)
+            else:
+                await asyncio.Event().wait()  # never reads again
+        except Aborted as exc:
+            self.error = exc
+
+    def send(self, up: pb.SessionUp) -> None:
+        self.queue.put_nowait(up)
+
+
+def opening() -> pb.SessionUp:
+    return pb.SessionUp(open=pb.SessionOpen(name="ex1", session_version=1))
+
+
+def a_report(report_id: int, lateness: int = 3) -> pb.SessionUp:
+    return pb.SessionUp(
+        report=pb.SessionReport(
+            report_id=report_id,
+            execution_id=[f"t@{T0 + report_id}/0/1"],
+            duration_ms=[5],
+            start_lateness_ms=[lateness],
+        )
+    )
+
+
+def heartbeat() -> pb.HeartbeatRequest:
+    return pb.HeartbeatRequest(name="ex1", free_slots=2)
+
+
+def test_a_row_whose_lateness_is_out_of_range_refuses_the_report_naming_the_field() -> None:
+    """As the Report RPC refuses a ReportRequest (every integer checked, :mod:`raftsched.bounds`);
+    before, the rows' columns were not checked and the report was proposed and acknowledged."""
+
+    async def main() -> Session:
+        s = Session()
+        served = asyncio.ensure_future(s.run())
+        s.send(opening())
+        s.send(a_report(1, lateness=bounds.LATENESS.high + 1))
+        await asyncio.wait_for(served, 5)
+        return s
+
+    s = asyncio.run(main())
+    assert s.context.status == grpc.StatusCode.INVALID_ARGUMENT, (s.context.status, s.context.details)
+    assert "report.start_lateness_ms[0]" in s.context.details and "out of range" in s.context.details
+    assert not any(d.work.acked_through for d in s.downs)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_committed_reports_are_acknowledged_in_order(n: int) -> None:
+    """The ordinary path (so the tests above do not pass for a session that acknowledges
+    nothing): n reports, committed, acknowledged through the last."""
+
+    async def main() -> Session:
+        s = Session()
+        served = asyncio.ensure_future(s.run())
+        s.send(opening())
+        for i in range(1, n + 1):
+            s.send(a_report(i))
+        await until(lambda: len(s.proposals) >= n, 5, "proposals")
+        ok = b"\x08\x01"  # CommandResult(ok=True)
+        for done in s.proposals:
+            done(ok, None)
+        await until(lambda: any(d.work.acked_through == n for d in s.downs), 5, "acknowledged")
+        s.send(None)  # type: ignore[arg-type]  # the executor hangs up
+        await asyncio.wait_for(served, 5)
+        return s
+
+    s = asyncio.run(main())
+    assert s.error is None

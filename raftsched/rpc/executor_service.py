@@ -30,6 +30,11 @@ from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000  # work items per DispatchBatch message
+# A Session's reader stops reading (the executor's gRPC window fills) while this many of its
+# reports wait to commit, or this many heartbeat answers wait to be written: an agent has one
+# report and one heartbeat in flight, so only a peer that ignores that is held back.
+MAX_SESSION_REPORTS = 4
+MAX_SESSION_UNANSWERED = 4
 # Output tails and errors are capped here, whatever an executor sends: the agent keeps 8 KiB of
 # each stream; a forged 3 MiB tail would otherwise be replicated and stored.
 MAX_TAIL_CHARS = 16 * 1024
@@ -245,6 +250,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                         yield pb.SessionDown(work=work)
                 while replies:  # (one heartbeat is in flight at a time: rarely more than one)
                     yield pb.SessionDown(work=pb.SessionWork(epoch=epoch, heartbeat=replies.pop(0)))
+                sink.replied.set()  # the reader may read on (see MAX_SESSION_UNANSWERED)
                 if closed:
                     break
             if failed:
@@ -291,6 +297,13 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                     sink.put_nowait([])  # wake the writer: the reply goes at once
                 else:
                     raise InvalidSpec("SessionUp", f"unexpected {kind or 'empty'} message on an open session")
+                # Backpressure: read no further while the peer has too much waiting here (its
+                # messages then wait in its gRPC window, and its sends block).
+                while len(reports) >= MAX_SESSION_REPORTS:
+                    await asyncio.wait(set(reports), return_when=asyncio.FIRST_COMPLETED)
+                while len(replies) >= MAX_SESSION_UNANSWERED:
+                    sink.replied.clear()
+                    await sink.replied.wait()
         except RaftschedError as exc:
             failed.append(exc)
         except asyncio.CancelledError:

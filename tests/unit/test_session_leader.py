@@ -14,7 +14,7 @@ import pytest
 
 from raftsched import bounds
 from raftsched.leader.dispatch.dispatcher import Dispatcher
-from raftsched.rpc.executor_service import ExecutorServicer
+from raftsched.rpc.executor_service import MAX_SESSION_REPORTS, MAX_SESSION_UNANSWERED, ExecutorServicer
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.support.fsm import T0
 from tests.support.wait import until
@@ -126,6 +126,52 @@ def test_a_row_whose_lateness_is_out_of_range_refuses_the_report_naming_the_fiel
     assert s.context.status == grpc.StatusCode.INVALID_ARGUMENT, (s.context.status, s.context.details)
     assert "report.start_lateness_ms[0]" in s.context.details and "out of range" in s.context.details
     assert not any(d.work.acked_through for d in s.downs)
+
+
+def test_reports_waiting_to_commit_stop_the_leader_reading_more() -> None:
+    """Backpressure: an executor sending reports faster than they commit is not read further
+    (its gRPC window fills) beyond MAX_SESSION_REPORTS in flight; before, each report became a
+    proposal at once, without bound."""
+
+    async def main() -> Session:
+        s = Session()
+        served = asyncio.ensure_future(s.run())
+        s.send(opening())
+        for i in range(1, 41):
+            s.send(a_report(i))
+        await until(lambda: len(s.proposals) >= MAX_SESSION_REPORTS, 5, "proposals")
+        for _ in range(50):  # the loop runs everything that is ready (no wall-clock wait)
+            await asyncio.sleep(0)
+        taken, proposed = s.taken, len(s.proposals)
+        assert proposed == MAX_SESSION_REPORTS, proposed
+        assert taken <= 1 + MAX_SESSION_REPORTS + 1, taken
+        served.cancel()
+        await asyncio.gather(served, return_exceptions=True)
+        return s
+
+    asyncio.run(main())
+
+
+def test_heartbeats_a_peer_does_not_read_the_answers_to_stop_the_leader_reading_more() -> None:
+    """An executor sends one heartbeat at a time; one that sends them without reading the
+    answers gets no more read than MAX_SESSION_UNANSWERED (before: a reply queued per
+    heartbeat, without bound)."""
+
+    async def main() -> Session:
+        s = Session()
+        served = asyncio.ensure_future(s.run(read=False))
+        s.send(opening())
+        for _ in range(40):
+            s.send(pb.SessionUp(heartbeat=heartbeat()))
+        await until(lambda: s.taken > MAX_SESSION_UNANSWERED, 5, "heartbeats read")
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert s.taken <= 1 + MAX_SESSION_UNANSWERED + 1, s.taken
+        served.cancel()
+        await asyncio.gather(served, return_exceptions=True)
+        return s
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("n", [1, 3])

@@ -372,6 +372,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         except RaftschedError as exc:
             failed.append(exc)
             sink.put_nowait(CLOSE)
+        except Exception as exc:  # a bug: end the session now (INTERNAL), not at the executor's deadline
+            log.exception("%s: a session report of %s could not be taken", hub.node.node_id, name)
+            failed.append(RaftschedError(f"the report could not be taken: {type(exc).__name__}: {exc}"))
+            sink.put_nowait(CLOSE)
 
     def _heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
         """The body of :meth:`Heartbeat` (the caller checked who sends it)."""

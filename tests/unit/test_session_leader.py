@@ -174,6 +174,31 @@ def test_heartbeats_a_peer_does_not_read_the_answers_to_stop_the_leader_reading_
     asyncio.run(main())
 
 
+def test_a_failure_inside_a_report_ends_the_session_at_once_as_internal() -> None:
+    """A bug while taking a report (here: the dispatcher raises) ends the session with INTERNAL
+    (the executor opens another and reports again); before, the report's task died unseen and
+    the session stayed open with the report never acknowledged, until the executor's 15 s
+    deadline."""
+
+    def broken(d: Dispatcher) -> None:
+        def results_columns(*_: object, **__: object) -> list[object]:
+            raise RuntimeError("a bug")
+
+        d.results_columns = results_columns  # type: ignore[method-assign,assignment]
+
+    async def main() -> Session:
+        s = Session(broken)
+        served = asyncio.ensure_future(s.run())
+        s.send(opening())
+        s.send(a_report(1))
+        await asyncio.wait_for(served, 5)
+        return s
+
+    s = asyncio.run(main())
+    assert s.context.status == grpc.StatusCode.INTERNAL, (s.context.status, s.context.details)
+    assert "a bug" in s.context.details
+
+
 @pytest.mark.parametrize("n", [1, 3])
 def test_committed_reports_are_acknowledged_in_order(n: int) -> None:
     """The ordinary path (so the tests above do not pass for a session that acknowledges

@@ -80,6 +80,7 @@ from raftsched.executor.runners import (
     ParamsCache,
     SubprocessRunner,
     attempt_context,
+    describe,
     python_command,
 )
 from raftsched.executor.secrets import Masker, MaskingFilter, MissingSecret, SecretStore, resolve_attempt
@@ -1080,7 +1081,7 @@ class Executor(BatchRunner):
                 item.execution_id,
                 extra=_item_fields(item, self.name),
             )
-            return _failed(item.execution_id, f"runner error: {type(exc).__name__}: {exc}")
+            return _failed(item.execution_id, f"runner error: {describe(exc)}")
 
     def _know_secrets(self, used: list[str]) -> None:
         """Mask ``used`` (and every value the store knows now) in results and log lines."""

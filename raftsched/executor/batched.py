@@ -46,6 +46,7 @@ from raftsched.executor.runners import (
     AttemptResult,
     Cancellation,
     attempt_context,
+    describe,
     handler_failure,
     handler_success,
     resume_started,
@@ -244,7 +245,7 @@ class BatchRunner:
                 try:
                     done.append(handler_success(stop.value, tail, _ms(mono() - t0), exec_id))
                 except Exception as exc:  # e.g. a return value whose str() raises
-                    done.append(_failed(exec_id, f"runner error: {type(exc).__name__}: {exc}"))
+                    done.append(_failed(exec_id, f"runner error: {describe(exc)}"))
                 continue
             except (Exception, SystemExit, asyncio.CancelledError) as exc:
                 done.append(handler_failure(exc, tail, _ms(mono() - t0), exec_id))
@@ -302,7 +303,7 @@ class BatchRunner:
                 result = _failed(exec_id, "cancelled: its run was cancelled or killed")
             except Exception as exc:  # a runner bug must not leave the attempt begun and never finished
                 log.exception("%s: attempt %s crashed the runner", self.name, exec_id)
-                result = _failed(exec_id, f"runner error: {type(exc).__name__}: {exc}")
+                result = _failed(exec_id, f"runner error: {describe(exc)}")
             result = self._mask(result)
             finished = self._finish_soon(result)
             try:

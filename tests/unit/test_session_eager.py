@@ -94,3 +94,35 @@ def test_a_context_variable_an_eager_handler_sets_stays_its_own(tmp_path: Path) 
     assert after == "unset"  # the agent's reader task
     assert seen == {"t2": "unset", "t4": "unset"}  # the other handlers of the batch
     assert resumed == {"t3": "set by t3"}  # the handler itself, across its first await
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text for this exception")
+
+
+def test_an_eager_handler_raising_an_exception_whose_str_raises_fails_alone(tmp_path: Path) -> None:
+    """Before, formatting its error raised out of the batch: the session reader died, and every
+    row of the message stayed begun and never finished (the one that had succeeded too)."""
+
+    async def main() -> Executor:
+        ex = executor(tmp_path)
+
+        @ex.handler("ok", eager=True)
+        async def ok(ctx: AttemptContext) -> None:
+            pass
+
+        @ex.handler("unprintable", eager=True)
+        async def unprintable(ctx: AttemptContext) -> None:
+            raise Unprintable()
+
+        ready(ex)
+        await in_reader(ex, rows(ex, ["ok", "unprintable", "ok"]))
+        return ex
+
+    ex = asyncio.run(main())
+    assert ex._log is not None
+    results = {r.execution_id.split("@")[0]: r for r in ex._log.pending_reports(10)}
+    assert sorted(results) == ["t1", "t2", "t3"]
+    assert results["t1"].success and results["t3"].success
+    assert not results["t2"].success and results["t2"].error.startswith("Unprintable: <str() failed"), results

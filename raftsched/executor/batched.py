@@ -247,7 +247,9 @@ class BatchRunner:
                 except Exception as exc:  # e.g. a return value whose str() raises
                     done.append(_failed(exec_id, f"runner error: {describe(exc)}"))
                 continue
-            except (Exception, SystemExit, asyncio.CancelledError) as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # SystemExit, CancelledError, a library's own: this row only
                 done.append(handler_failure(exc, tail, _ms(mono() - t0), exec_id))
                 continue
             finally:

@@ -126,3 +126,33 @@ def test_an_eager_handler_raising_an_exception_whose_str_raises_fails_alone(tmp_
     assert sorted(results) == ["t1", "t2", "t3"]
     assert results["t1"].success and results["t3"].success
     assert not results["t2"].success and results["t2"].error.startswith("Unprintable: <str() failed"), results
+
+
+class Outcome(BaseException):
+    """Not an Exception (as pytest's own outcomes, trio's Cancelled, gevent's GreenletExit)."""
+
+
+def test_an_eager_handler_raising_a_base_exception_fails_alone(tmp_path: Path) -> None:
+    """Before, it escaped the batch as above: the reader died and the message's rows stayed
+    begun, never finished."""
+
+    async def main() -> Executor:
+        ex = executor(tmp_path)
+
+        @ex.handler("ok", eager=True)
+        async def ok(ctx: AttemptContext) -> None:
+            pass
+
+        @ex.handler("outcome", eager=True)
+        async def outcome(ctx: AttemptContext) -> None:
+            raise Outcome("stop")
+
+        ready(ex)
+        await in_reader(ex, rows(ex, ["outcome", "ok"]))
+        return ex
+
+    ex = asyncio.run(main())
+    assert ex._log is not None
+    results = {r.execution_id.split("@")[0]: r for r in ex._log.pending_reports(10)}
+    assert sorted(results) == ["t1", "t2"] and results["t2"].success
+    assert not results["t1"].success and results["t1"].error == "Outcome: stop", results

@@ -156,3 +156,38 @@ def test_an_eager_handler_raising_a_base_exception_fails_alone(tmp_path: Path) -
     results = {r.execution_id.split("@")[0]: r for r in ex._log.pending_reports(10)}
     assert sorted(results) == ["t1", "t2"] and results["t2"].success
     assert not results["t1"].success and results["t1"].error == "Outcome: stop", results
+
+
+def test_a_cancel_stops_a_suspended_eager_handler_itself(tmp_path: Path) -> None:
+    """tests/integration/test_session.py checks the run ends CANCELLED, which the leader decides
+    whatever the executor does; this checks the handler's own coroutine is cancelled, its
+    result recorded as such and nothing of it left in the agent's maps."""
+    seen: list[str] = []
+
+    async def main() -> Executor:
+        ex = executor(tmp_path)
+
+        @ex.handler("long", eager=True)
+        async def long(ctx: AttemptContext) -> None:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                seen.append(ctx.execution_id)
+                raise
+
+        ready(ex)
+        await in_reader(ex, rows(ex, ["long"]))
+        [exec_id] = ex._running
+        cancel = pb.SessionWork(epoch=1)
+        cancel.cold.add(execution_id=exec_id, epoch=1, cancel=True, cancel_reason="test")
+        await in_reader(ex, cancel)
+        assert ex._log is not None
+        await until(lambda: ex._log is not None and ex._log.pending_reports(10), 5, "the result")
+        return ex
+
+    ex = asyncio.run(main())
+    assert ex._log is not None
+    [result] = ex._log.pending_reports(10)
+    assert seen == [result.execution_id]
+    assert not result.success and result.error == "cancelled (test): handler 'long' cancelled"
+    assert not (ex._running or ex._stops or ex._cancelled or ex._started_ids or ex._item_gen)

@@ -18,12 +18,12 @@ from tests.support.wait import until
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
 
-def executor(tmp_path: Path) -> Executor:
+def executor(tmp_path: Path, store: MemoryExecutionLog | None = None) -> Executor:
     ex = Executor(
         ["127.0.0.1:1"],
         "eager",
         transport=object(),  # type: ignore[arg-type]  # never called: no session is opened
-        execution_log=MemoryExecutionLog(),
+        execution_log=store if store is not None else MemoryExecutionLog(),
         data_dir=tmp_path,
     )
     return ex
@@ -191,3 +191,44 @@ def test_a_cancel_stops_a_suspended_eager_handler_itself(tmp_path: Path) -> None
     assert seen == [result.execution_id]
     assert not result.success and result.error == "cancelled (test): handler 'long' cancelled"
     assert not (ex._running or ex._stops or ex._cancelled or ex._started_ids or ex._item_gen)
+
+
+def test_eager_rows_begun_before_a_crash_are_not_started_again_after_it(tmp_path: Path) -> None:
+    """Exactly-once start for eager rows across a kill (test_batch_execlog's SIGKILL runs a
+    command of a manual run: cold items, never the eager batch): the batch's begin record is
+    written before any handler starts, so a restarted agent on the same log recovers them as
+    interrupted and starts none of them again when the leader sends them again."""
+    store = MemoryExecutionLog()
+    started: list[str] = []
+
+    def agent() -> Executor:
+        ex = executor(tmp_path, store)
+
+        @ex.handler("hang", eager=True)
+        async def hang(ctx: AttemptContext) -> None:
+            started.append(ctx.execution_id)
+            await asyncio.Event().wait()  # never returns: killed with its loop
+
+        return ex
+
+    async def main() -> Executor:
+        first = agent()
+        ready(first)
+        work = rows(first, ["hang", "hang"])
+        await in_reader(first, work)
+        assert len(started) == 2
+        # Killed here: the first agent is never touched again (its handlers hang, nothing of
+        # them finishes); a second one opens the same execution log, as after a restart.
+        ex = agent()
+        ready(ex)
+        assert ex._log is not None
+        recovered = ex._log.recover()
+        assert sorted(r.execution_id for r in recovered) == sorted(started)
+        await in_reader(ex, work)  # the leader sends them again
+        return ex
+
+    again = asyncio.run(main())
+    assert len(started) == 2  # none started again
+    assert again.eager_rows == 0 and not again._running
+    assert again._log is not None
+    assert {r.execution_id for r in again._log.pending_reports(10)} == set(started)

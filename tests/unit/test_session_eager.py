@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
+from raftsched.abc import TransportError
+from raftsched.executor import agent as agent_module
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog
-from raftsched.executor.runners import AttemptContext
+from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.storage.memory import MemoryExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.support.wait import until
@@ -232,3 +237,49 @@ def test_eager_rows_begun_before_a_crash_are_not_started_again_after_it(tmp_path
     assert again.eager_rows == 0 and not again._running
     assert again._log is not None
     assert {r.execution_id for r in again._log.pending_reports(10)} == set(started)
+
+
+class StuckStream:
+    """A session whose sends never complete (the leader does not read: its window is full)."""
+
+    async def send(self, message: pb.SessionUp) -> None:
+        await asyncio.Event().wait()
+
+    def __aiter__(self) -> AsyncIterator[pb.SessionDown]:
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_a_heartbeat_or_report_whose_send_never_completes_fails_by_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unary Heartbeat and Report calls had a deadline over the whole call; over the session
+    it started only once the message was written, so a send stuck behind a full window hung
+    the heartbeat loop (no lease renewed, nothing noticed) and the report loop for ever."""
+    monkeypatch.setattr(agent_module, "SESSION_REPORT_TIMEOUT_S", 0.2)
+
+    async def main() -> list[BaseException]:
+        ex = executor(tmp_path)
+        ready(ex)
+        assert ex._log is not None
+        ex._log.begin("t@1/0/1")
+        ex._log.finish("t@1/0/1", AttemptResult("t@1/0/1", True))
+        ex._session_out = StuckStream()
+        ex._ack_wake = asyncio.Event()
+        calls = [
+            ex._session_heartbeat("leader", pb.HeartbeatRequest(name="eager"), timeout_s=0.2),
+            ex._session_reports(),
+        ]
+        out: list[BaseException] = []
+        for call in calls:
+            try:
+                await asyncio.wait_for(call, 5)
+            except BaseException as exc:
+                out.append(exc)
+        return out
+
+    errors = asyncio.run(main())
+    assert [type(e).__name__ for e in errors] == ["TransportError", "TransportError"], errors
+    assert all(isinstance(e, TransportError) and e.code == "deadline_exceeded" for e in errors), errors

@@ -184,8 +184,8 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         the same stream events (opened, re-sent to, closed), heartbeats and results."""
         hub = self.hub
         ups = aiter(requests)
-        first = await anext(ups, None)
         try:
+            first = await anext(ups, None)  # (one that does not parse: InvalidSpec, DecodeGuard)
             if first is None or first.WhichOneof("body") != "open":
                 raise InvalidSpec("SessionUp", "the first message of a session must be open (SessionOpen)")
             bounds.check(first)

@@ -15,7 +15,9 @@ import pytest
 from raftsched import bounds
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.rpc.executor_service import MAX_SESSION_REPORTS, MAX_SESSION_UNANSWERED, ExecutorServicer
+from raftsched.rpc.plumbing import DecodeGuard
 from raftsched.v1 import raftsched_pb2 as pb
+from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from tests.support.fsm import T0
 from tests.support.wait import until
 from tests.unit.test_dispatch_hot_loop import leading_hub
@@ -221,3 +223,36 @@ def test_committed_reports_are_acknowledged_in_order(n: int) -> None:
 
     s = asyncio.run(main())
     assert s.error is None
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-message", "later-message"])
+def test_a_message_that_does_not_parse_ends_the_session_as_invalid_argument(first: bool) -> None:
+    """As DecodeGuard answers a unary request that does not parse. Before, it did not guard a
+    bidirectional stream: a bad first message ended the call with UNKNOWN (and a traceback),
+    a bad later one closed the session with OK, as if the executor had hung up, no reason given."""
+    bad = b"\x12\x05\x12\x03\xff\xfe\xfd"  # SessionUp.report.execution_id: not UTF-8
+
+    async def main() -> tuple[grpc.StatusCode, str]:
+        _, hub = leading_hub()
+        server = grpc.aio.server(interceptors=[DecodeGuard()])
+        pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(hub), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = channel.stream_stream("/raftsched.v1.ExecutorService/Session")()
+                if not first:
+                    await call.write(opening().SerializeToString())
+                await call.write(bad)
+                await call.done_writing()
+                async for _ in call:
+                    pass
+                return await call.code(), await call.details()
+        except grpc.aio.AioRpcError as exc:
+            return exc.code(), exc.details() or ""
+        finally:
+            await server.stop(0)
+
+    code, details = asyncio.run(main())
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
+    assert "cannot be decoded" in details and "UTF-8" in details, details

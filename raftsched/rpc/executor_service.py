@@ -279,24 +279,36 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         reports: set[asyncio.Future[None]] = set()
         try:
             async for up in ups:
-                bounds.check(up)  # every integer in its range, as the unary calls' requests
-                kind = up.WhichOneof("body")
-                if kind == "report":
-                    previous = asyncio.ensure_future(
-                        self._session_report(name, up.report, sink, previous, failed)
-                    )
-                    reports.add(previous)
-                    previous.add_done_callback(reports.discard)
-                elif kind == "heartbeat":
-                    hb = up.heartbeat
-                    if hb.name != name:
-                        raise InvalidSpec(
-                            "heartbeat.name", f"{quote(hb.name)} on the session of {quote(name)}"
+                try:
+                    bounds.check(up)  # every integer in its range, as the unary calls' requests
+                    kind = up.WhichOneof("body")
+                    if kind == "report":
+                        previous = asyncio.ensure_future(
+                            self._session_report(name, up.report, sink, previous, failed)
                         )
-                    replies.append(self._heartbeat(hb))
-                    sink.put_nowait([])  # wake the writer: the reply goes at once
-                else:
-                    raise InvalidSpec("SessionUp", f"unexpected {kind or 'empty'} message on an open session")
+                        reports.add(previous)
+                        previous.add_done_callback(reports.discard)
+                    elif kind == "heartbeat":
+                        hb = up.heartbeat
+                        if hb.name != name:
+                            raise InvalidSpec(
+                                "heartbeat.name", f"{quote(hb.name)} on the session of {quote(name)}"
+                            )
+                        replies.append(self._heartbeat(hb))
+                        sink.put_nowait([])  # wake the writer: the reply goes at once
+                    else:
+                        raise InvalidSpec(
+                            "SessionUp", f"unexpected {kind or 'empty'} message on an open session"
+                        )
+                except RaftschedError:
+                    raise
+                except Exception as exc:  # a bug: end the session now (INTERNAL), not silently
+                    log.exception(
+                        "%s: a session message of %s could not be taken", self.hub.node.node_id, name
+                    )
+                    raise RaftschedError(
+                        f"the message could not be taken: {type(exc).__name__}: {exc}"
+                    ) from None
                 # Backpressure: read no further while the peer has too much waiting here (its
                 # messages then wait in its gRPC window, and its sends block).
                 while len(reports) >= MAX_SESSION_REPORTS:
@@ -309,7 +321,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         except asyncio.CancelledError:
             raise
         except Exception:  # the call broke (the executor went away): the writer ends with it
-            pass
+            pass  # (what the reader itself raises is a RaftschedError above)
         if reports:
             await asyncio.gather(*reports, return_exceptions=True)
         sink.put_nowait(CLOSE)

@@ -256,3 +256,25 @@ def test_a_message_that_does_not_parse_ends_the_session_as_invalid_argument(firs
     code, details = asyncio.run(main())
     assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
     assert "cannot be decoded" in details and "UTF-8" in details, details
+
+
+def test_a_failure_taking_a_heartbeat_ends_the_session_as_internal() -> None:
+    """A bug in the reader's own work (here: the heartbeat's) ends the session with INTERNAL and
+    a log line; before, the reader took it for a broken call and closed the session with OK."""
+
+    async def main() -> Session:
+        s = Session()
+
+        def broken(request: pb.HeartbeatRequest) -> pb.HeartbeatReply:
+            raise RuntimeError("a bug")
+
+        s.servicer._heartbeat = broken  # type: ignore[method-assign]
+        served = asyncio.ensure_future(s.run())
+        s.send(opening())
+        s.send(pb.SessionUp(heartbeat=heartbeat()))
+        await asyncio.wait_for(served, 5)
+        return s
+
+    s = asyncio.run(main())
+    assert s.context.status == grpc.StatusCode.INTERNAL, (s.context.status, s.context.details)
+    assert "a bug" in s.context.details

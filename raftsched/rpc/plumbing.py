@@ -409,4 +409,16 @@ class DamagedGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ha
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_stream is not None:  # ExecutorService.Session
+            return grpc.stream_stream_rpc_method_handler(
+                refuse_stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary is not None:  # ExecutorService.SendLogs
+            return grpc.stream_unary_rpc_method_handler(
+                refuse,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
         return handler

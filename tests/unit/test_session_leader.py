@@ -6,6 +6,7 @@ leader do: nothing unbounded, and a clear refusal for what is wrong."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from raftsched import bounds
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.rpc.executor_service import MAX_SESSION_REPORTS, MAX_SESSION_UNANSWERED, ExecutorServicer
-from raftsched.rpc.plumbing import DecodeGuard
+from raftsched.rpc.plumbing import DamagedGuard, DecodeGuard
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 from tests.support.fsm import T0
@@ -278,3 +279,44 @@ def test_a_failure_taking_a_heartbeat_ends_the_session_as_internal() -> None:
     s = asyncio.run(main())
     assert s.context.status == grpc.StatusCode.INTERNAL, (s.context.status, s.context.details)
     assert "a bug" in s.context.details
+
+
+def test_a_node_whose_stored_state_is_damaged_refuses_a_session_as_it_refuses_dispatch() -> None:
+    """DamagedGuard refuses every call but status and health with UNAVAILABLE ("its executor
+    streams would place work from it"); it passed a bidirectional stream through, so a damaged
+    node went on serving an executor's Session."""
+    damaged = ["a record does not decode"]
+
+    async def main() -> tuple[grpc.StatusCode, str]:
+        _, hub = leading_hub()
+        server = grpc.aio.server(interceptors=[DecodeGuard(), DamagedGuard(lambda: damaged[0])])
+        pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(hub), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = channel.stream_stream(
+                    "/raftsched.v1.ExecutorService/Session",
+                    request_serializer=pb.SessionUp.SerializeToString,
+                    response_deserializer=pb.SessionDown.FromString,
+                )()
+                await call.write(opening())
+                await call.done_writing()
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    async for _ in call:
+                        pass
+                logs = channel.stream_unary(
+                    "/raftsched.v1.ExecutorService/SendLogs",
+                    request_serializer=pb.LogUpload.SerializeToString,
+                    response_deserializer=pb.SendLogsReply.FromString,
+                )
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await logs(iter([pb.LogUpload()]))
+                assert refused.value.code() == grpc.StatusCode.UNAVAILABLE  # (SendLogs, likewise)
+                return await call.code(), await call.details()
+        finally:
+            await server.stop(0)
+
+    code, details = asyncio.run(main())
+    assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
+    assert "stored state is damaged" in details, details

@@ -210,9 +210,9 @@ FIELDS: Final[dict[str, Range]] = {
         "ExecResult.exit_code": EXIT_CODE,
         "ExecResult.duration_ms": DURATION,
         "ExecResult.start_lateness_ms": LATENESS,
-        "SessionOpen.session_version": Range(0, UINT32_MAX, "", "required: 1 (versions start at 1)"),
-        "SessionReport.report_id": Range(0, UINT64_MAX, "", "none (the stream's reports count from 1)"),
-        "SessionReport.duration_ms": Range(0, UINT32_MAX, " ms", "0 ms (longer runs report as ExecResult)"),
+        "SessionOpen.session_version": Range(0, UINT32_MAX, "", "none: refused (versions start at 1)"),
+        "SessionReport.report_id": COUNTER,
+        "SessionReport.duration_ms": Range(0, UINT32_MAX, " ms"),  # (a longer one goes cold)
         "SessionReport.start_lateness_ms": LATENESS,
         # -- replicated commands (log.proto) ---------------------------------------------------
         "Command.format": FORMAT,

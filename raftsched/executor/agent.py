@@ -80,6 +80,7 @@ from raftsched.executor.runners import (
     ParamsCache,
     SubprocessRunner,
     attempt_context,
+    describe,
     python_command,
 )
 from raftsched.executor.secrets import Masker, MaskingFilter, MissingSecret, SecretStore, resolve_attempt
@@ -107,6 +108,9 @@ _WATCH_SUSPECT_CAP_S = 0.5  # a heartbeat unanswered this long (at most) makes i
 _FIND_TIMEOUT_S = 0.3  # each node's answer to "who leads?" after the leader was lost
 _FIND_FOR_S = 7.0  # how long to keep asking every node before trying them one by one
 SESSION_VERSION = 1  # the Session stream version this agent speaks
+# A session report's deadline, from the start of its send to its acknowledgement (the unary
+# Report call's timeout).
+SESSION_REPORT_TIMEOUT_S = 15.0
 
 DEFAULT_EXECUTION_LOG_KEEP = "10m"
 """How long the execution log keeps an id after the cluster acknowledged its result.
@@ -672,9 +676,12 @@ class Executor(BatchRunner):
             raise TransportError("cancelled", "the session ended")
         waiter: asyncio.Future[pb.HeartbeatReply] = asyncio.get_running_loop().create_future()
         self._hb_waiters.append(waiter)
-        await stream.send(pb.SessionUp(heartbeat=request))
         try:
-            return await asyncio.wait_for(waiter, timeout_s)
+            # The deadline covers the send too, as the unary call's did: a send stuck behind a
+            # full window is a leader that does not answer (and the session then ends with it).
+            async with asyncio.timeout(timeout_s):
+                await stream.send(pb.SessionUp(heartbeat=request))
+                return await waiter
         except TimeoutError:
             raise TransportError(
                 "deadline_exceeded", f"no heartbeat answer within {timeout_s:.1f} s"
@@ -694,19 +701,18 @@ class Executor(BatchRunner):
                 await wait_event(self._report_wake, 1.0)
                 continue
             report_id += 1
-            await stream.send(
-                pb.SessionUp(report=batched_report(self.name, report_id, pending, self._start_late))
-            )
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 15
-            while self._report_acked < report_id:
-                left = deadline - loop.time()
-                if left <= 0:
-                    raise TransportError(
-                        "deadline_exceeded", "a session report was not acknowledged within 15 s"
-                    )
-                self._ack_wake.clear()
-                await wait_event(self._ack_wake, left)
+            message = pb.SessionUp(report=batched_report(self.name, report_id, pending, self._start_late))
+            try:
+                async with asyncio.timeout(SESSION_REPORT_TIMEOUT_S):  # the send included
+                    await stream.send(message)
+                    while self._report_acked < report_id:
+                        self._ack_wake.clear()
+                        await self._ack_wake.wait()
+            except TimeoutError:
+                raise TransportError(
+                    "deadline_exceeded",
+                    f"a session report was not acknowledged within {SESSION_REPORT_TIMEOUT_S:g} s",
+                ) from None
             acknowledged = [r.execution_id for r in pending]
             self._log.acknowledge(acknowledged, self.clock.now_ms())
             for execution_id in acknowledged:
@@ -1080,7 +1086,7 @@ class Executor(BatchRunner):
                 item.execution_id,
                 extra=_item_fields(item, self.name),
             )
-            return _failed(item.execution_id, f"runner error: {type(exc).__name__}: {exc}")
+            return _failed(item.execution_id, f"runner error: {describe(exc)}")
 
     def _know_secrets(self, used: list[str]) -> None:
         """Mask ``used`` (and every value the store knows now) in results and log lines."""

@@ -35,6 +35,7 @@ handler. Python 3.12's ``eager_task_factory`` would remove the restriction.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 from asyncio import tasks as _tasks
@@ -45,6 +46,7 @@ from raftsched.executor.runners import (
     AttemptResult,
     Cancellation,
     attempt_context,
+    describe,
     handler_failure,
     handler_success,
     resume_started,
@@ -230,19 +232,24 @@ class BatchRunner:
                 done.append(_failed(exec_id, f"bad dispatch: {exc}"))
                 continue
             fn: Any = callables.eager(d.handler)
+            # Its own copy of the context, as a Task of its own would have: a context variable
+            # the handler sets is not seen by the agent's reader or by the next handler.
+            context = contextvars.copy_context()
             t0 = mono()
             if current is not None:
                 _leave_task(loop, current)
             try:
                 coro = fn(ctx)
-                yielded = coro.send(None)
+                yielded = context.run(coro.send, None)
             except StopIteration as stop:
                 try:
                     done.append(handler_success(stop.value, tail, _ms(mono() - t0), exec_id))
                 except Exception as exc:  # e.g. a return value whose str() raises
-                    done.append(_failed(exec_id, f"runner error: {type(exc).__name__}: {exc}"))
+                    done.append(_failed(exec_id, f"runner error: {describe(exc)}"))
                 continue
-            except (Exception, SystemExit, asyncio.CancelledError) as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # SystemExit, CancelledError, a library's own: this row only
                 done.append(handler_failure(exc, tail, _ms(mono() - t0), exec_id))
                 continue
             finally:
@@ -250,7 +257,7 @@ class BatchRunner:
                     _enter_task(loop, current)
             # Suspended: the rest in a Task, as the agent's other attempts run.
             self.suspended_rows += 1
-            call: asyncio.Future[object] = asyncio.ensure_future(resume_started(coro, yielded))
+            call: asyncio.Future[object] = loop.create_task(resume_started(coro, yielded), context=context)
             self._started_ids.add(exec_id)
             self._item_gen[exec_id] = self._stream_gen
             self._stops[exec_id] = cancellation
@@ -298,7 +305,7 @@ class BatchRunner:
                 result = _failed(exec_id, "cancelled: its run was cancelled or killed")
             except Exception as exc:  # a runner bug must not leave the attempt begun and never finished
                 log.exception("%s: attempt %s crashed the runner", self.name, exec_id)
-                result = _failed(exec_id, f"runner error: {type(exc).__name__}: {exc}")
+                result = _failed(exec_id, f"runner error: {describe(exc)}")
             result = self._mask(result)
             finished = self._finish_soon(result)
             try:

@@ -1039,7 +1039,7 @@ class CallableRunner:
             return AttemptResult(
                 ctx.execution_id,
                 False,
-                error=_cap_error(f"{type(exc).__name__}: {exc}"),
+                error=_cap_error(describe(exc)),
                 stderr_tail=_cap_text(trace, self.tail_bytes),
                 duration_ms=self._elapsed_ms(started),
             )
@@ -1173,6 +1173,15 @@ async def resume_started(coro: Coroutine[Any, Any, Any], yielded: Any) -> object
         raise _HandlerExit(exc) from None
 
 
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of ``exc``, for an attempt's error; never raises (a handler's exception
+    whose ``str()`` raises is described as such, as :mod:`traceback` does)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception as inner:
+        return f"{type(exc).__name__}: <str() failed: {type(inner).__name__}>"
+
+
 def handler_failure(
     exc: BaseException, tail_bytes: int, duration_ms: int, execution_id: str
 ) -> AttemptResult:
@@ -1181,7 +1190,7 @@ def handler_failure(
     return AttemptResult(
         execution_id,
         False,
-        error=_cap_error(f"{type(exc).__name__}: {exc}"),
+        error=_cap_error(describe(exc)),
         stderr_tail=_cap_text(trace, tail_bytes),
         duration_ms=duration_ms,
     )

@@ -52,7 +52,13 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
-        return handler  # client or bidirectional streams: none in the raftsched API
+        if handler.stream_stream is not None:  # ExecutorService.Session: counted when it ends
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream(handler.stream_stream, service, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # client streams (SendLogs): not counted
 
     def _unary(
         self, behavior: Callable[[Any, Any], Awaitable[Any]], service: str, method: str

@@ -161,17 +161,24 @@ class _GrpcDispatch:
 
 
 class _GrpcSession:
-    """One open Session call: ``send`` writes up, iterating reads down."""
+    """One open Session call: ``send`` writes up, iterating reads down.
+
+    Sends wait their turn: gRPC takes one message at a time per call, and a second ``write``
+    while the first waits for the peer's flow-control window ends the whole call with INTERNAL
+    (``GRPC_CALL_ERROR_TOO_MANY_OPERATIONS``); the agent's report and heartbeat tasks send
+    on the same call."""
 
     def __init__(self, call: Any) -> None:
         self._call = call
+        self._writing = asyncio.Lock()
 
     def cancel(self) -> None:
         self._call.cancel()
 
     async def send(self, message: pb.SessionUp) -> None:
         try:
-            await self._call.write(message)
+            async with self._writing:
+                await self._call.write(message)
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None
         except asyncio.InvalidStateError:  # written after the call ended: its status says why

@@ -30,6 +30,11 @@ from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000  # work items per DispatchBatch message
+# A Session's reader stops reading (the executor's gRPC window fills) while this many of its
+# reports wait to commit, or this many heartbeat answers wait to be written: an agent has one
+# report and one heartbeat in flight, so only a peer that ignores that is held back.
+MAX_SESSION_REPORTS = 4
+MAX_SESSION_UNANSWERED = 4
 # Output tails and errors are capped here, whatever an executor sends: the agent keeps 8 KiB of
 # each stream; a forged 3 MiB tail would otherwise be replicated and stored.
 MAX_TAIL_CHARS = 16 * 1024
@@ -179,10 +184,11 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         the same stream events (opened, re-sent to, closed), heartbeats and results."""
         hub = self.hub
         ups = aiter(requests)
-        first = await anext(ups, None)
         try:
+            first = await anext(ups, None)  # (one that does not parse: InvalidSpec, DecodeGuard)
             if first is None or first.WhichOneof("body") != "open":
                 raise InvalidSpec("SessionUp", "the first message of a session must be open (SessionOpen)")
+            bounds.check(first)
             opened = first.open
             validate_name(opened.name, "open.name")
             if opened.session_version < 1:
@@ -244,6 +250,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                         yield pb.SessionDown(work=work)
                 while replies:  # (one heartbeat is in flight at a time: rarely more than one)
                     yield pb.SessionDown(work=pb.SessionWork(epoch=epoch, heartbeat=replies.pop(0)))
+                sink.replied.set()  # the reader may read on (see MAX_SESSION_UNANSWERED)
                 if closed:
                     break
             if failed:
@@ -272,30 +279,49 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         reports: set[asyncio.Future[None]] = set()
         try:
             async for up in ups:
-                kind = up.WhichOneof("body")
-                if kind == "report":
-                    previous = asyncio.ensure_future(
-                        self._session_report(name, up.report, sink, previous, failed)
-                    )
-                    reports.add(previous)
-                    previous.add_done_callback(reports.discard)
-                elif kind == "heartbeat":
-                    hb = up.heartbeat
-                    if hb.name != name:
-                        raise InvalidSpec(
-                            "heartbeat.name", f"{quote(hb.name)} on the session of {quote(name)}"
+                try:
+                    bounds.check(up)  # every integer in its range, as the unary calls' requests
+                    kind = up.WhichOneof("body")
+                    if kind == "report":
+                        previous = asyncio.ensure_future(
+                            self._session_report(name, up.report, sink, previous, failed)
                         )
-                    bounds.check(hb)
-                    replies.append(self._heartbeat(hb))
-                    sink.put_nowait([])  # wake the writer: the reply goes at once
-                else:
-                    raise InvalidSpec("SessionUp", f"unexpected {kind or 'empty'} message on an open session")
+                        reports.add(previous)
+                        previous.add_done_callback(reports.discard)
+                    elif kind == "heartbeat":
+                        hb = up.heartbeat
+                        if hb.name != name:
+                            raise InvalidSpec(
+                                "heartbeat.name", f"{quote(hb.name)} on the session of {quote(name)}"
+                            )
+                        replies.append(self._heartbeat(hb))
+                        sink.put_nowait([])  # wake the writer: the reply goes at once
+                    else:
+                        raise InvalidSpec(
+                            "SessionUp", f"unexpected {kind or 'empty'} message on an open session"
+                        )
+                except RaftschedError:
+                    raise
+                except Exception as exc:  # a bug: end the session now (INTERNAL), not silently
+                    log.exception(
+                        "%s: a session message of %s could not be taken", self.hub.node.node_id, name
+                    )
+                    raise RaftschedError(
+                        f"the message could not be taken: {type(exc).__name__}: {exc}"
+                    ) from None
+                # Backpressure: read no further while the peer has too much waiting here (its
+                # messages then wait in its gRPC window, and its sends block).
+                while len(reports) >= MAX_SESSION_REPORTS:
+                    await asyncio.wait(set(reports), return_when=asyncio.FIRST_COMPLETED)
+                while len(replies) >= MAX_SESSION_UNANSWERED:
+                    sink.replied.clear()
+                    await sink.replied.wait()
         except RaftschedError as exc:
             failed.append(exc)
         except asyncio.CancelledError:
             raise
         except Exception:  # the call broke (the executor went away): the writer ends with it
-            pass
+            pass  # (what the reader itself raises is a RaftschedError above)
         if reports:
             await asyncio.gather(*reports, return_exceptions=True)
         sink.put_nowait(CLOSE)
@@ -357,6 +383,10 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             sink.put_nowait([])  # wake the writer: the acknowledgement goes at once
         except RaftschedError as exc:
             failed.append(exc)
+            sink.put_nowait(CLOSE)
+        except Exception as exc:  # a bug: end the session now (INTERNAL), not at the executor's deadline
+            log.exception("%s: a session report of %s could not be taken", hub.node.node_id, name)
+            failed.append(RaftschedError(f"the report could not be taken: {type(exc).__name__}: {exc}"))
             sink.put_nowait(CLOSE)
 
     def _heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatReply:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
@@ -275,7 +275,26 @@ class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc has
             return grpc.unary_stream_rpc_method_handler(
                 stream, request_deserializer=deserialize, response_serializer=handler.response_serializer
             )
-        return handler  # client or bidirectional streams: none in the raftsched API
+        if handler.stream_stream is not None:  # ExecutorService.Session
+            inner_bidi = handler.stream_stream
+
+            async def bidi(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                async for item in inner_bidi(_decoded(requests), context):
+                    yield item
+
+            return grpc.stream_stream_rpc_method_handler(
+                bidi, request_deserializer=deserialize, response_serializer=handler.response_serializer
+            )
+        return handler  # client streams (SendLogs): its handler checks what it reads
+
+
+async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """A stream's requests; one that does not parse raises its :class:`InvalidSpec` to the
+    handler reading them (which ends the call with it)."""
+    async for request in requests:
+        if isinstance(request, Undecodable):
+            raise request.problem
+        yield request
 
 
 S = TypeVar("S")
@@ -387,6 +406,18 @@ class DamagedGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ha
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 refuse_stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:  # ExecutorService.Session
+            return grpc.stream_stream_rpc_method_handler(
+                refuse_stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary is not None:  # ExecutorService.SendLogs
+            return grpc.stream_unary_rpc_method_handler(
+                refuse,
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )

@@ -156,6 +156,12 @@ class Caller:
     target: str = ""  # what the request names (audit log)
 
 
+STREAM_RECHECK_S = 1.0
+"""A bidirectional stream (an executor's ``Session``) is admitted at open, and its credentials
+checked again with the first message it sends after each such interval: the unary Heartbeat and
+Report calls it replaces were admitted one by one, so a revoked or expired token (or a role that
+lost the permission) must stop it as soon as it stopped them."""
+
 _CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("raftsched_caller")
 _NO_AUTH: Final = Caller(ANONYMOUS, "", "")
 
@@ -288,13 +294,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     ) -> Caller:
         peer = context.peer() or ""
         try:
-            if need is None:
-                raise PermissionDenied(f"{method} is not in the authorization table; refused")
-            principal = await self.authenticator.principal(context)
-            if not principal.may(Permission(need)):
-                raise PermissionDenied(
-                    f"{principal.id} (role {principal.role}) lacks permission {need} needed by {method}"
-                )
+            principal = await self._permitted(method, need, context)
         except (Unauthenticated, PermissionDenied) as exc:
             status = (
                 grpc.StatusCode.UNAUTHENTICATED
@@ -306,6 +306,43 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         except Unavailable as exc:  # a follower that has not applied the token yet: retry elsewhere
             await _abort(context, exc, grpc.StatusCode.UNAVAILABLE)
         return Caller(principal, method, peer, target_of(request))
+
+    async def _permitted(
+        self, method: str, need: Permission | str | None, context: grpc.aio.ServicerContext
+    ) -> Principal:
+        """The caller's principal if it may call ``method``; else :class:`Unauthenticated` or
+        :class:`PermissionDenied` (or :class:`Unavailable`) saying why."""
+        if need is None:
+            raise PermissionDenied(f"{method} is not in the authorization table; refused")
+        principal = await self.authenticator.principal(context)
+        if not principal.may(Permission(need)):
+            raise PermissionDenied(
+                f"{principal.id} (role {principal.role}) lacks permission {need} needed by {method}"
+            )
+        return principal
+
+    async def _rechecked(
+        self, requests: AsyncIterator[Any], method: str, need: Permission | str | None, context: Any
+    ) -> AsyncIterator[Any]:
+        """``requests``, the caller's credentials checked again before the first message after
+        each :data:`STREAM_RECHECK_S`: a refusal is raised to the handler as the error
+        (:class:`Unauthenticated` or :class:`PermissionDenied`), which ends the stream with it."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + STREAM_RECHECK_S
+        async for message in requests:
+            if loop.time() >= due:
+                try:
+                    await self._permitted(method, need, context)
+                except (Unauthenticated, PermissionDenied) as exc:
+                    status = (
+                        grpc.StatusCode.UNAUTHENTICATED
+                        if isinstance(exc, Unauthenticated)
+                        else grpc.StatusCode.PERMISSION_DENIED
+                    )
+                    self.refusals.refused(status, method, context.peer() or "", str(exc))
+                    raise
+                due = loop.time() + STREAM_RECHECK_S
+            yield message
 
     def _wrap(
         self, handler: grpc.RpcMethodHandler, method: str, need: Permission | str | None
@@ -362,9 +399,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             inner_session = handler.stream_stream
 
             async def session(requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                who = await self._admit(method, need, None, context)  # once per stream
+                who = await self._admit(method, need, None, context)  # at open, then as it goes on
                 _CALLER.set(who)
-                async for item in inner_session(requests, context):
+                async for item in inner_session(self._rechecked(requests, method, need, context), context):
                     yield item
 
             return grpc.stream_stream_rpc_method_handler(

@@ -543,3 +543,61 @@ def test_the_executor_transport_sends_the_bearer_token(monkeypatch: pytest.Monke
 
     assert asyncio.run(scenario()) == [f"Bearer {tok}", f"Bearer {tok}"]
     assert "<token>" in repr(BearerInterceptor(tok)) and tok not in repr(BearerInterceptor(tok))
+
+
+# -- a Session stream is admitted at open, and again while it lives ------------------------------
+
+
+class StreamContext(FakeContext):
+    def __init__(self, metadata: list[tuple[str, str]]) -> None:
+        super().__init__(metadata)
+        self.status: grpc.StatusCode | None = None
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:9"
+
+    def set_trailing_metadata(self, metadata: object) -> None:
+        pass
+
+    async def abort(self, status: grpc.StatusCode, details: str) -> None:
+        self.status = status
+        raise RuntimeError(f"aborted: {details}")
+
+
+def test_a_session_stream_takes_no_message_after_its_token_is_revoked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The unary Heartbeat and Report calls it replaces were admitted one by one, so a revoked
+    executor token stopped working within a heartbeat; a Session was admitted once, at open,
+    and went on heartbeating and reporting for as long as it stayed open."""
+    monkeypatch.setattr(authz, "STREAM_RECHECK_S", 0.0)  # every message (the default: each second)
+    tok = new_token()
+    records = {token_id(tok): _record(tok, Role.EXECUTOR)}
+    interceptor = authz.AuthInterceptor(authz.Authenticator(TokenVerifier(records.get, Clock())))
+    got: list[str] = []
+
+    async def inner(requests: Any, context: Any) -> Any:
+        async for message in requests:
+            got.append(message)
+            yield message
+
+    wrapped = interceptor._wrap(
+        grpc.stream_stream_rpc_method_handler(inner), authz._E + "Session", Permission.EXECUTE
+    )
+    revoked = asyncio.Event()
+
+    async def ups() -> Any:
+        yield "first"
+        await revoked.wait()
+        yield "second"
+
+    async def main() -> None:
+        call = wrapped.stream_stream(ups(), StreamContext([("authorization", f"Bearer {tok}")]))
+        assert await anext(call) == "first"
+        records[token_id(tok)].info.revoked = True
+        revoked.set()
+        with pytest.raises(Unauthenticated, match="revoked"):
+            await anext(call)
+
+    asyncio.run(main())
+    assert got == ["first"]

@@ -9,7 +9,7 @@ import random
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
@@ -226,6 +226,38 @@ def test_interceptor_counts_grpc_calls_by_method_and_code() -> None:
     assert metrics.grpc_requests.value(service, "Check", "OK") == 2
     assert metrics.grpc_requests.value(service, "Check", "NOT_FOUND") == 1
     assert metrics.grpc_seconds.count(service, "Check") == 3
+
+
+def test_interceptor_counts_a_bidirectional_stream_once_when_it_ends() -> None:
+    """The executor's Session stream carries what the Heartbeat and Report calls did; it was not
+    counted at all before (only unary calls and server streams were wrapped)."""
+    metrics = busy_node_metrics()
+    clock = ManualClock()
+
+    async def echo(requests: AsyncIterator[bytes], context: object) -> AsyncIterator[bytes]:
+        async for message in requests:
+            yield message
+
+    async def scenario() -> list[bytes]:
+        interceptor = MetricsInterceptor(metrics.grpc_requests, metrics.grpc_seconds, clock.monotonic)
+        server = grpc.aio.server(interceptors=[interceptor])
+        handler = grpc.stream_stream_rpc_method_handler(echo)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.S", {"Session": handler}),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = channel.stream_stream("/t.S/Session")()
+                await call.write(b"a")
+                await call.write(b"b")
+                await call.done_writing()
+                return [m async for m in call]
+        finally:
+            await server.stop(None)
+
+    assert asyncio.run(scenario()) == [b"a", b"b"]
+    assert metrics.grpc_requests.value("t.S", "Session", "OK") == 1
+    assert metrics.grpc_seconds.count("t.S", "Session") == 0  # a stream's lifetime is not a latency
 
 
 # --------------------------------------------------------------------------------------------

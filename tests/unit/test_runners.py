@@ -438,3 +438,23 @@ def test_register_rejects_bad_names_and_duplicates() -> None:
     with pytest.raises(InvalidSpec, match="not callable"):
         runner.register("c", "nope")  # type: ignore[arg-type]
     assert runner.names() == ["a"]
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text for this exception")
+
+
+def test_an_exception_whose_str_raises_is_still_a_failure_of_its_attempt() -> None:
+    """Before, formatting the error raised out of ``run`` (the agent's safety net then reported
+    "runner error: ValueError" instead of the handler's own exception; the eager path of a
+    Session had no such net: tests/unit/test_session_eager.py)."""
+    runner = CallableRunner()
+
+    @runner.handler("unprintable")
+    async def unprintable(ctx: AttemptContext) -> None:
+        raise _Unprintable()
+
+    res = run(runner.run("unprintable", make_ctx()))
+    assert not res.success and res.error.startswith("_Unprintable: <str() failed: ValueError"), res.error
+    assert "_Unprintable" in res.stderr_tail

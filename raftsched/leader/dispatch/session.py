@@ -45,6 +45,7 @@ class SessionSink(asyncio.Queue[list[pb.WorkItem]]):
         self.defs: dict[DefKey, int] = {}
         self.acked_through = 0  # every report up to this id is committed (sent with the next work)
         self.ack_sent = 0
+        self.replied = asyncio.Event()  # set when the writer has sent the heartbeat answers it had
 
 
 def encode_work(items: Sequence[pb.WorkItem], defs: dict[DefKey, int], epoch: int) -> pb.SessionWork:

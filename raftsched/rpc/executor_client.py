@@ -161,17 +161,25 @@ class _GrpcDispatch:
 
 
 class _GrpcSession:
-    """One open Session call: ``send`` writes up, iterating reads down."""
+    """One open Session call: ``send`` writes up, iterating reads down.
+
+    ``send`` may be called from several tasks at once (the agent's heartbeat loop and its
+    report loop share the session); they write one after the other, in the order they called.
+    A gRPC call takes ONE write at a time: a second ``write`` while the first waits for the
+    peer's flow-control window is refused by gRPC core (``GRPC_CALL_ERROR_TOO_MANY_OPERATIONS``),
+    and grpc.aio then ends the whole call as ``INTERNAL: Internal error from Core``."""
 
     def __init__(self, call: Any) -> None:
         self._call = call
+        self._writing = asyncio.Lock()  # FIFO: writes keep their callers' order
 
     def cancel(self) -> None:
         self._call.cancel()
 
     async def send(self, message: pb.SessionUp) -> None:
         try:
-            await self._call.write(message)
+            async with self._writing:
+                await self._call.write(message)
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None
         except asyncio.InvalidStateError:  # written after the call ended: its status says why

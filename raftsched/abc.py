@@ -346,8 +346,9 @@ class LogUploader(Protocol):
 
 
 class SessionStream(Protocol):
-    """One open ``Session`` stream (issue 31 P2): ``send`` a message up (in order), iterate the
-    messages down. Iterating ends when the node closes the stream and raises
+    """One open ``Session`` stream (issue 31 P2): ``send`` a message up (in order; several
+    tasks may send at once, and the stream writes them one at a time in the order they called),
+    iterate the messages down. Iterating ends when the node closes the stream and raises
     :class:`TransportError` if the call fails (``unimplemented``: a node older than sessions).
     ``cancel`` hangs up (idempotent)."""
 

@@ -33,6 +33,9 @@ from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration
 
+LOAD_TASKS = 400  # every-second tasks of the steady-load test
+LOAD_SECONDS = 8
+
 # A leader of a build from before the Session stream: no Session method (the generated base
 # class answers UNIMPLEMENTED) and nothing in RegisterReply.session_version.
 OLD_LEADER = """
@@ -78,8 +81,8 @@ class Embedded:
     """An embedded executor on its own thread and event loop, with an eager async handler
     ``quick`` (returns at once), an eager one ``slow`` that suspends, and a plain ``plain``."""
 
-    def __init__(self, cluster: LocalCluster, data: Path, session: bool = True) -> None:
-        self.ex = Executor(cluster.targets(), "emb", slots=64, data_dir=data, session=session)
+    def __init__(self, cluster: LocalCluster, data: Path, session: bool = True, slots: int = 64) -> None:
+        self.ex = Executor(cluster.targets(), "emb", slots=slots, data_dir=data, session=session)
         self.ran: list[str] = []
         self.long_started: list[str] = []
 
@@ -248,3 +251,38 @@ def test_eager_handlers_that_suspend_keep_their_timeout_and_cancel_and_a_guarded
     assert "runner error: ValueError: no text for this value" in badvalue_error, badvalue_error
     assert "runner error: ValueError: no text for this value" in badvalue_error, badvalue_error
     assert emb.ex.suspended_rows >= 3
+
+
+def test_a_session_under_steady_load_stays_open_and_runs_every_fire_once(
+    make_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """Hundreds of every-second fires for several seconds: the heartbeat loop and the report
+    loop write to the one session at the same moments. Before the writes were taken one at a
+    time, gRPC refused the second (``INTERNAL: Internal error from Core``) and the executor
+    lost its session and registered again several times a second."""
+    cluster = make_cluster()
+    cluster.wait_for_leader(60)
+    every_second = CronTrigger("* * * * * *")
+    names = [f"load-{i:03d}" for i in range(LOAD_TASKS)]
+    with Embedded(cluster, tmp_path / "emb", slots=512) as emb, Client(cluster.targets()) as client:
+        wait_until(lambda: emb.ex._registered, 30, 0.1, "registered")
+        client.add_tasks([TaskSpec(name, every_second, handler="quick") for name in names])
+        wait_until(lambda: len(emb.ran) >= LOAD_TASKS * LOAD_SECONDS, 120, 0.2, "the load runs")
+        for name in names:
+            client.disable_task(name)
+
+        def unfinished() -> list[pb.Run]:
+            return [r for r in client.runs(limit=100_000) if r.state in (pb.PENDING, pb.RUNNING)]
+
+        # Nothing lost: every run of the load finishes, successfully (its result was reported
+        # and committed) ...
+        wait_until(lambda: not unfinished(), 120, 0.5, "every run of the load finishes")
+        runs = client.runs(limit=100_000)
+        opened = emb.ex.sessions_opened
+        ran = list(emb.ran)
+    assert opened == 1, f"the session was opened {opened} times under load"
+    assert len(ran) == len(set(ran)), "an attempt ran twice"
+    assert len(runs) >= LOAD_TASKS * LOAD_SECONDS
+    assert [r.run_id for r in runs if r.state != pb.SUCCEEDED] == []
+    # ... and ran here exactly once (one attempt each: no retry after a lost lease).
+    assert sorted(r.run_id for r in runs) == sorted(e.rsplit("/", 2)[0] for e in ran)

@@ -505,7 +505,11 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                 if not step.done():
                     step.cancel()
                     return pb.SendLogsReply()
-                part = step.result()
+                try:
+                    part = step.result()
+                except RaftschedError as exc:  # a part that does not parse (DecodeGuard)
+                    await pending.put(None)  # the reader sees the upload broken off
+                    await abort(context, exc)
                 if part is None:
                     await pending.put(None)  # ended without an end: the executor broke off
                     return pb.SendLogsReply()

@@ -285,7 +285,18 @@ class DecodeGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc has
             return grpc.stream_stream_rpc_method_handler(
                 bidi, request_deserializer=deserialize, response_serializer=handler.response_serializer
             )
-        return handler  # client streams (SendLogs): its handler checks what it reads
+        if handler.stream_unary is not None:  # ExecutorService.SendLogs
+            inner_client = handler.stream_unary
+
+            async def client_stream(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                return await inner_client(_decoded(requests), context)
+
+            return grpc.stream_unary_rpc_method_handler(
+                client_stream,
+                request_deserializer=deserialize,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
 
 
 async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:

@@ -259,6 +259,34 @@ def test_a_message_that_does_not_parse_ends_the_session_as_invalid_argument(firs
     assert "cannot be decoded" in details and "UTF-8" in details, details
 
 
+def test_a_log_upload_that_does_not_parse_is_refused_as_invalid_argument() -> None:
+    """SendLogs (a client stream) too: before, a header that did not parse escaped as UNKNOWN,
+    with a DecodeError traceback in the node log (found by test_fuzz's random part)."""
+    bad = b"\x0a\x05\x0a\x03\xff\xfe\xfd"  # LogUpload.header.request_id: not UTF-8
+
+    async def main() -> tuple[grpc.StatusCode, str]:
+        _, hub = leading_hub()
+        server = grpc.aio.server(interceptors=[DecodeGuard()])
+        pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(hub), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                call = channel.stream_unary("/raftsched.v1.ExecutorService/SendLogs")()
+                await call.write(bad)
+                await call.done_writing()
+                await call
+                return await call.code(), await call.details()
+        except grpc.aio.AioRpcError as exc:
+            return exc.code(), exc.details() or ""
+        finally:
+            await server.stop(0)
+
+    code, details = asyncio.run(main())
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
+    assert "cannot be decoded" in details and "UTF-8" in details, details
+
+
 def test_a_failure_taking_a_heartbeat_ends_the_session_as_internal() -> None:
     """A bug in the reader's own work (here: the heartbeat's) ends the session with INTERNAL and
     a log line; before, the reader took it for a broken call and closed the session with OK."""

@@ -352,12 +352,19 @@ def executor_data_dir(base: Path, name: str) -> Path:
 
 @contextlib.contextmanager
 def noop_cluster(
-    base: Path, executors: int, *, slots: int, kind: str = "sync", keep: str | None = None
+    base: Path,
+    executors: int,
+    *,
+    slots: int,
+    kind: str = "sync",
+    keep: str | None = None,
+    extra: Sequence[str] = (),
 ) -> Iterator[tuple[LocalCluster, dict[str, subprocess.Popen[bytes]]]]:
     """A started 3-node cluster under ``base/cluster`` with a leader, and ``executors`` no-op
     executors ``ex1``, ``ex2``, ... (:func:`start_noop_executor`, data in
-    :func:`executor_data_dir`) registered with it. On exit the executors are stopped (so their
-    samples are written), then the cluster."""
+    :func:`executor_data_dir`) registered with it, ``extra`` appended to each executor's
+    arguments (``["--eager"]``: the handler registered eager=True, as ``bench.run``'s). On exit
+    the executors are stopped (so their samples are written), then the cluster."""
     from raftsched.testing.cluster import LocalCluster, stop_processes
 
     cluster = LocalCluster.create(base / "cluster", 3)
@@ -374,6 +381,7 @@ def noop_cluster(
                 log_dir=cluster.log_dir,
                 kind=kind,
                 keep=keep,
+                extra=extra,
             )
         wait_registered(cluster.log_dir, procs)
         yield cluster, procs

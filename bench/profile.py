@@ -1,7 +1,7 @@
 """Profile a raftsched process under load with py-spy (sampling; the process is not paused).
 
     python -m bench.profile [--tasks 10000] [--seconds 15] [--executors 0|N] [--target leader|ex1]
-                            [--kind sync|async] [--top 30] [--raw FILE]
+                            [--kind sync|async] [--eager] [--top 30] [--raw FILE]
 
 Starts 3 nodes on loopback (and N executor processes with the no-op Python handler of
 bench/noop_executor.py), bulk-imports N every-second cron tasks, waits for the steady state and
@@ -140,6 +140,11 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=256)
     ap.add_argument("--target", default="leader", help="'leader', 'follower' or an executor name (ex1)")
     ap.add_argument("--kind", choices=["sync", "async"], default="sync", help="the executors' no-op handler")
+    ap.add_argument(
+        "--eager",
+        action="store_true",
+        help="--kind async: register the handler eager=True, as bench.run's cron ladder does",
+    )
     ap.add_argument("--rate", type=int, default=200, help="samples per second")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
@@ -152,7 +157,13 @@ def main() -> int:
     print(provenance.header())
     with (
         tempfile.TemporaryDirectory(prefix="raftsched-profile-") as tmp,
-        noop_cluster(Path(tmp), args.executors, slots=args.slots, kind=args.kind) as (cluster, procs),
+        noop_cluster(
+            Path(tmp),
+            args.executors,
+            slots=args.slots,
+            kind=args.kind,
+            extra=["--eager"] if args.eager else [],
+        ) as (cluster, procs),
     ):
         targets = cluster.targets()
         names = list(procs)

@@ -15,7 +15,8 @@ attempt starts first (placement by resources, overlap policies) should extend :f
 rather than sort elsewhere.
 
 Cost: insertion is a binary search plus a list insert (attempts mostly arrive in order, at the
-end); removal is O(1) (lazy, compacted when half the entries are dead); a walk is a list
+end); removal is O(1) (lazy, compacted when half the entries are dead: the dead prefix a walk skipped
+and an emptied queue need no look-up each); a walk is a list
 iteration with one dict look-up per entry.
 """
 
@@ -81,9 +82,15 @@ class WaitQueue(Generic[W]):
 
     def _compact(self) -> None:
         items = self._items
-        self._order = [
-            o for o in self._order if (it := items.get((o[2], o[3]))) is not None and it.order is o
-        ]
+        if not items:
+            self._order = []  # the steady state: every attempt that waited has left
+        else:
+            # Entries before the head are dead (known without a look-up each).
+            self._order = [
+                o
+                for o in islice(self._order, self._head, None)
+                if (it := items.get((o[2], o[3]))) is not None and it.order is o
+            ]
         self._dead = 0
         self._head = 0
 

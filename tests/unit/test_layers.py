@@ -271,6 +271,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "consensus",
                 "replica",
                 "leader",
+                "loopcalls",
                 "clockwatch",
                 "membership",
                 "backup",

@@ -3,6 +3,8 @@ replica the same), their release on every way an attempt ends, and the start ord
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from raftsched import codec
@@ -333,6 +335,41 @@ def test_wait_queue_lazy_removal_and_re_adding_keep_one_entry_per_key() -> None:
     assert walked[0] == "r001" and walked.count("r003") == 1
     assert walked == ["r001"] + [f"r{i:03}" for i in range(3, 200, 2)]
     assert len(queue) == 100
+
+
+class _CountingGets(dict[tuple[str, int], _Item]):
+    gets = 0
+
+    def get(self, key: tuple[str, int], default: Any = None) -> Any:
+        self.gets += 1
+        return super().get(key, default)
+
+
+def test_wait_queue_compaction_looks_up_no_entry_of_the_dead_prefix_nor_of_an_emptied_queue() -> None:
+    # The prefix a walk skipped is known dead; the steady state empties a queue between bursts
+    # (compaction was a dict look-up per entry, ~3 % of the leader loop's samples; issue 31).
+    queue: WaitQueue[_Item] = WaitQueue()
+    for i in range(200):
+        queue.add((f"r{i:03}", 0), _Item(5, i, f"r{i:03}"))
+    for i in range(60):
+        queue.remove((f"r{i:03}", 0))
+    assert next(iter(queue)).order[2] == "r060"  # the walk moves the head past the dead prefix
+    counting = queue._items = _CountingGets(queue._items)
+    for i in range(60, 101):  # the 101st dead entry, with 99 live ones: a compaction
+        queue.remove((f"r{i:03}", 0))
+    assert counting.gets == 140  # before: 200 (every entry, the 60 of the dead prefix too)
+    queue.add(("r000", 0), _Item(5, 0, "r000"))  # in front again, after the compaction
+    assert [i.order[2] for i in queue] == ["r000"] + [f"r{i:03}" for i in range(101, 200)]
+
+    emptied: WaitQueue[_Item] = WaitQueue()
+    for i in range(65):
+        emptied.add((f"r{i:03}", 0), _Item(5, i, f"r{i:03}"))
+    counting = emptied._items = _CountingGets(emptied._items)
+    for i in range(65):  # the 65th removal compacts an empty queue
+        emptied.remove((f"r{i:03}", 0))
+    assert counting.gets == 0 and not emptied and list(emptied) == []  # before: 65 look-ups
+    emptied.add(("r100", 0), _Item(5, 100, "r100"))
+    assert [i.order[2] for i in emptied] == ["r100"]
 
 
 # -- the CLI -------------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from raftsched.errors import InvalidSpec, NotLeader, RaftschedError, clip
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.gate import LeaderGate
 from raftsched.leader.reads import ReadIndex
-from raftsched.loopcalls import loop_calls
 from raftsched.readinfo import ReadInfo
 from raftsched.security import authz
 from raftsched.v1 import log_pb2 as logpb
@@ -344,19 +343,17 @@ async def propose_and_wait(node: Proposer, data: bytes) -> logpb.CommandResult:
     """
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[bytes] = loop.create_future()
-    calls = loop_calls(loop)
-
-    def settle(result: bytes | None, error: Exception | None) -> None:
-        if fut.done():
-            return
-        if error is not None:
-            fut.set_exception(error)
-        else:
-            fut.set_result(result or b"")
 
     def done(result: bytes | None, error: Exception | None) -> None:
-        # From the applier's thread: one wake-up of the loop per burst (raftsched.loopcalls).
-        calls.call(settle, result, error)
+        def settle() -> None:
+            if fut.done():
+                return
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(result or b"")
+
+        loop.call_soon_threadsafe(settle)
 
     node.propose(data, done)
     try:

@@ -271,7 +271,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "consensus",
                 "replica",
                 "leader",
-                "loopcalls",
                 "clockwatch",
                 "membership",
                 "backup",

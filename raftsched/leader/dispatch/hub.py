@@ -29,7 +29,6 @@ from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.logrelay import LogRelay
 from raftsched.leader.gate import LeaderGate
 from raftsched.logfields import leadership_fields, run_fields
-from raftsched.loopcalls import call_soon_batched
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 
@@ -131,9 +130,7 @@ class ExecutorHub:
             return  # the scheduled drain takes it
         self._wake_pending = True
         with contextlib.suppress(RuntimeError):  # the loop closed under us (shutting down)
-            # In the loop's one queue of calls from other threads (raftsched.loopcalls): the
-            # proposals' outcomes and releases of the same burst share this wake-up.
-            call_soon_batched(loop, self._drain)
+            loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
         # Cleared before draining: an item queued from now on schedules a drain of its own.
@@ -296,7 +293,7 @@ class ExecutorHub:
             if proposal.kind == "assign":
                 # Effects of the entry are applied before this callback: whatever it did not
                 # turn into a lease can be placed again.
-                call_soon_batched(loop, self.dispatcher.release, proposal)
+                loop.call_soon_threadsafe(self.dispatcher.release, proposal)
 
         self.node.propose(proposal.encode(), done)
 

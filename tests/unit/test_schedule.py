@@ -383,3 +383,55 @@ def test_on_time_catch_up_is_what_plan_fires_decides(
     ]
     assert (tf.watermark_ms, tf.next_fire_ms) == (now, following)
     assert following > now >= nominals[-1]
+
+
+# DST transitions of 2026 (UTC): Europe/London spring forward and fall back, America/New_York's.
+_DST_EDGES = (
+    int(dt.datetime(2026, 3, 29, 1, tzinfo=dt.UTC).timestamp() * 1000),
+    int(dt.datetime(2026, 10, 25, 1, tzinfo=dt.UTC).timestamp() * 1000),
+    int(dt.datetime(2026, 3, 8, 7, tzinfo=dt.UTC).timestamp() * 1000),
+    int(dt.datetime(2026, 11, 1, 6, tzinfo=dt.UTC).timestamp() * 1000),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    trigger=st.sampled_from(
+        [
+            CronTrigger("*/15 * * * *", "Europe/London"),
+            CronTrigger("30 1 * * *", "Europe/London"),
+            CronTrigger("* * * * *", "America/New_York"),
+            CronTrigger("0,30 1,2 * * *", "America/New_York"),
+            CronTrigger("*/10 * * * * *", "Europe/London"),
+        ]
+    ),
+    edge=st.sampled_from(_DST_EDGES),
+    offset=st.integers(-4 * 3600 * S, 4 * 3600 * S),
+    behind=st.integers(0, 12),
+    jitter=st.sampled_from([-1, 0, 0, 1, 999]),
+    grace=st.sampled_from([MINUTE, 10 * MINUTE, 3600 * S, 2 * 3600 * S]),
+    misfire=st.sampled_from(list(Misfire)),
+)
+def test_on_time_catch_up_matches_plan_fires_across_dst(
+    trigger: Trigger, edge: int, offset: int, behind: int, jitter: int, grace: int, misfire: Misfire
+) -> None:
+    """The leader's columnar catch-up around a DST change (a skipped and a repeated wall hour),
+    with now on, just before or just after a fire: the same fires, next fire and watermark as
+    plan_fires whenever it answers, and the next fire strictly after now (a repeated wall time
+    still fires once)."""
+    first = next_fire_after(trigger, edge + offset)
+    now = first
+    for _ in range(behind):
+        now = next_fire_after(trigger, now)
+    now += jitter
+    got = schedule.on_time_catch_up(trigger, first, now, grace)
+    if got is None:
+        return
+    nominals, following = got
+    tf = plan_fires(task(trigger, misfire), 1, first, now, MisfireSettings(grace_ms=grace))
+    assert tf is not None
+    assert [(f.nominal_ms, f.outcome, f.count, f.reason) for f in tf.fires] == [
+        (n, pb.FIRED, 1, "") for n in nominals
+    ]
+    assert (tf.watermark_ms, tf.next_fire_ms) == (now, following)
+    assert nominals == sorted(set(nominals)) and following > now >= nominals[-1] >= now - grace

@@ -380,3 +380,39 @@ def test_sequences_are_renumbered_in_fire_order_when_they_run_out() -> None:
     assert wheel._seq == 6  # renumbered before f (4 armed keys: f is 4) and before g (g is 5)
     assert checked_advance(wheel, 9) == [("e", 3), ("g", 3), ("a", 9), ("c", 9), ("f", 9)]
     assert checked_advance(wheel, 100) == [("d", 40)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_packed_keys_fire_as_a_plain_model_with_ties_and_renumbering(seed: int) -> None:
+    """Random inserts (re-inserts, past and far dues, many ties), cancels and advances against a
+    plain dict: fired keys in exact (due, insertion) order, never early, with sequences renumbered
+    every few inserts (a tiny limit) and keys in the overflow heap (one or two levels)."""
+    import random
+
+    rnd = random.Random(seed)
+    wheel: TimingWheel[int] = TimingWheel(
+        tick_ms=rnd.choice([1, 10]), wheel_size=rnd.choice([2, 4, 8]), levels=rnd.choice([1, 2, 3])
+    )
+    wheel._seq_limit = rnd.choice([3, 5, 8])
+    model: dict[int, tuple[int, int]] = {}  # key -> (due, insertion number)
+    inserted = 0
+    now = wheel.now_ms
+    for _ in range(200):
+        op = rnd.random()
+        if op < 0.5:
+            key, due = rnd.randint(0, 30), now + rnd.choice([-5, 0, 3, 3, 50, 5000])
+            wheel.insert(key, due)
+            model[key] = (due, inserted)
+            inserted += 1
+        elif op < 0.65:
+            key = rnd.randint(0, 30)
+            assert wheel.cancel(key) == (key in model)
+            model.pop(key, None)
+        else:
+            now = max(now, now + rnd.choice([0, 1, 7, 50, 300, 10_000]))
+            want = sorted((due, n, key) for key, (due, n) in model.items() if due <= now)
+            assert wheel.advance(now) == [(key, due) for due, _n, key in want]
+            for _due, _n, key in want:
+                del model[key]
+        wheel._check_invariants()
+        assert wheel.next_due_ms() == min((due for due, _n in model.values()), default=None)

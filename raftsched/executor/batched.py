@@ -120,6 +120,8 @@ class BatchRunner:
         if work.epoch < self._max_epoch:
             n = len(work.task_ref) + len(work.cold)
             self.refused_stale += n
+            if self.observability is not None:
+                self.observability.on_refused_stale(n)
             log.warning(
                 "%s: refused %d attempt(s) from stale epoch %d (newest seen %d)",
                 self.name,

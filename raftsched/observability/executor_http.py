@@ -64,8 +64,9 @@ class ExecutorObservability:
 
     # -- the attempt path --------------------------------------------------------------------------
 
-    def on_refused_stale(self) -> None:
-        self.metrics.attempts.inc("refused_stale")
+    def on_refused_stale(self, n: int = 1) -> None:
+        """``n`` attempts refused: they came from an epoch older than the newest seen."""
+        self.metrics.attempts.inc("refused_stale", amount=n)
 
     def on_duplicate(self) -> None:
         self.metrics.attempts.inc("duplicate")

@@ -283,3 +283,39 @@ def test_a_heartbeat_or_report_whose_send_never_completes_fails_by_its_deadline(
     errors = asyncio.run(main())
     assert [type(e).__name__ for e in errors] == ["TransportError", "TransportError"], errors
     assert all(isinstance(e, TransportError) and e.code == "deadline_exceeded" for e in errors), errors
+
+
+class Counting:
+    """The one ``ExecutorObservability`` hook a refused stale message calls."""
+
+    def __init__(self) -> None:
+        self.refused_stale = 0
+
+    def on_refused_stale(self, n: int = 1) -> None:
+        self.refused_stale += n
+
+
+def test_a_message_from_a_stale_epoch_is_refused_and_counted_in_the_metric(tmp_path: Path) -> None:
+    """Each refused row (and cold item) counts in ``raftsched_executor_attempts_total{outcome=
+    "refused_stale"}`` as a stale DispatchBatch item does; before, a session's were counted only
+    in the agent's own counter, so the metric undercounted over sessions."""
+    ran: list[str] = []
+
+    async def main() -> tuple[int, int]:
+        ex = executor(tmp_path)
+        counting = Counting()
+        ex.observability = counting  # type: ignore[assignment]
+
+        @ex.handler("h", eager=True)
+        async def h(ctx: AttemptContext) -> None:
+            ran.append(ctx.task)
+
+        ready(ex)
+        ex._max_epoch = 2
+        work = rows(ex, ["h", "h"])  # epoch 1: older than the newest seen
+        work.cold.add(execution_id="c@1/0/1", epoch=1)
+        await in_reader(ex, work)
+        return ex.refused_stale, counting.refused_stale
+
+    assert asyncio.run(main()) == (3, 3)
+    assert ran == []

@@ -296,7 +296,7 @@ class Counting:
 
 
 def test_a_message_from_a_stale_epoch_is_refused_and_counted_in_the_metric(tmp_path: Path) -> None:
-    """Each refused row (and cold item) counts in ``raftsched_executor_attempts_total{outcome=
+    """Each refused row (and cold item) counts in ``raftsched_executor_attempts_total{result=
     "refused_stale"}`` as a stale DispatchBatch item does; before, a session's were counted only
     in the agent's own counter, so the metric undercounted over sessions."""
     ran: list[str] = []

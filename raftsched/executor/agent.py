@@ -68,7 +68,7 @@ from raftsched.abc import (
 from raftsched.config.values import DEFAULT_MAP_SIZE, parse_address, parse_map_size
 from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.aio import wait_event
-from raftsched.executor.batched import BatchRunner
+from raftsched.executor.batched import BatchRunner, exec_result
 from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.logfiles import FOLLOW_POLL_S, PRUNE_EVERY_S, LogFiles, LogSettings, read_log
@@ -564,12 +564,7 @@ class Executor(BatchRunner):
             asyncio.ensure_future(stop.wait()),
         ]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
-            if not stop.is_set():
-                raise LeaderLost("dispatch stream ended")
+            await _until_one_ends(tasks, stop, "dispatch stream ended")
         finally:
             self._connected = False
             stream.cancel()
@@ -636,12 +631,7 @@ class Executor(BatchRunner):
             asyncio.ensure_future(stop.wait()),
         ]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
-            if not stop.is_set():
-                raise LeaderLost("session ended")
+            await _until_one_ends(tasks, stop, "session ended")
         finally:
             self._connected = False
             self._session_out = None
@@ -1504,7 +1494,7 @@ class Executor(BatchRunner):
                     target,
                     pb.ReportRequest(
                         name=self.name,
-                        results=[_to_pb(r, self._start_late.get(r.execution_id)) for r in pending],
+                        results=[exec_result(r, self._start_late.get(r.execution_id)) for r in pending],
                     ),
                     timeout_s=15,
                 )
@@ -1535,20 +1525,6 @@ def _item_fields(item: pb.WorkItem, executor: str) -> dict[str, object]:
     return attempt_fields(item.execution_id, item.run_id, item.task, attempt=item.attempt, executor=executor)
 
 
-def _to_pb(r: AttemptResult, start_lateness_ms: int | None) -> pb.ExecResult:
-    return pb.ExecResult(
-        execution_id=r.execution_id,
-        success=r.success,
-        exit_code=r.exit_code or 0,
-        error=r.error,
-        stdout_tail=r.stdout_tail,
-        stderr_tail=r.stderr_tail,
-        timed_out=r.timed_out,
-        duration_ms=r.duration_ms,
-        start_lateness_ms=start_lateness_ms,
-    )
-
-
 def _failed(execution_id: str, error: str) -> AttemptResult:
     return AttemptResult(
         execution_id=execution_id,
@@ -1564,3 +1540,14 @@ def _failed(execution_id: str, error: str) -> AttemptResult:
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
     await wait_event(stop, seconds)
+
+
+async def _until_one_ends(tasks: Sequence[asyncio.Future[Any]], stop: asyncio.Event, what: str) -> None:
+    """Wait until one of a connection's ``tasks`` ends: re-raise what it raised, or
+    :class:`LeaderLost` (``what``) unless ``stop`` was set (the caller cancels the others)."""
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        if task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    if not stop.is_set():
+        raise LeaderLost(what)

@@ -347,17 +347,7 @@ def report(
             durations.append(r.duration_ms)
             lateness.append(late)
             continue
-        cold.add(
-            execution_id=r.execution_id,
-            success=r.success,
-            exit_code=r.exit_code or 0,
-            error=r.error,
-            stdout_tail=r.stdout_tail,
-            stderr_tail=r.stderr_tail,
-            timed_out=r.timed_out,
-            duration_ms=r.duration_ms,
-            start_lateness_ms=late,
-        )
+        cold.append(exec_result(r, late))
     if ids:
         out.execution_id.extend(ids)
         out.duration_ms.extend(durations)
@@ -393,3 +383,18 @@ def _ms(seconds: float) -> int:
 
 def _failed(execution_id: str, error: str) -> AttemptResult:
     return AttemptResult(execution_id, False, error=error)
+
+
+def exec_result(r: AttemptResult, start_lateness_ms: int | None) -> pb.ExecResult:
+    """``r`` as the ``ExecResult`` a report carries (a session's cold results, ReportRequest's)."""
+    return pb.ExecResult(
+        execution_id=r.execution_id,
+        success=r.success,
+        exit_code=r.exit_code or 0,
+        error=r.error,
+        stdout_tail=r.stdout_tail,
+        stderr_tail=r.stderr_tail,
+        timed_out=r.timed_out,
+        duration_ms=r.duration_ms,
+        start_lateness_ms=start_lateness_ms,
+    )

@@ -264,14 +264,7 @@ def split_results(
         lateness.append(res.start_lateness_ms)
     if not seqs:
         return None, rest
-    cmd = pb.Command(epoch=epoch, now_ms=now_ms)
-    cols = cmd.result_columns
-    cols.seq.extend(seqs)
-    cols.attempt.extend(attempts)
-    cols.executor.extend([number] * len(seqs))
-    cols.duration_ms.extend(durations)
-    cols.lateness_ms.extend(lateness)
-    return cmd, rest
+    return _result_columns(epoch, now_ms, number, seqs, attempts, durations, lateness), rest
 
 
 def split_result_columns(
@@ -312,11 +305,24 @@ def split_result_columns(
         late.append(lateness_ms)
     if not seqs:
         return None, rest
+    return _result_columns(epoch, now_ms, number, seqs, attempts, durs, late), rest
+
+
+def _result_columns(
+    epoch: int,
+    now_ms: int,
+    number: int,
+    seqs: list[int],
+    attempts: list[int],
+    durations: list[int],
+    lateness: list[int],
+) -> pb.Command:
+    """The ResultColumns command of one executor's (``number``) plain successes."""
     cmd = pb.Command(epoch=epoch, now_ms=now_ms)
     cols = cmd.result_columns
     cols.seq.extend(seqs)
     cols.attempt.extend(attempts)
     cols.executor.extend([number] * len(seqs))
-    cols.duration_ms.extend(durs)
-    cols.lateness_ms.extend(late)
-    return cmd, rest
+    cols.duration_ms.extend(durations)
+    cols.lateness_ms.extend(lateness)
+    return cmd

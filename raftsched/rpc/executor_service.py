@@ -18,7 +18,13 @@ from raftsched.errors import InvalidSpec, NotFound, PermissionDenied, RaftschedE
 from raftsched.leader import writes
 from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
 from raftsched.leader.dispatch.liveness import executor_health
-from raftsched.leader.dispatch.session import SESSION_VERSION, SessionSink, encode_work, report_rows
+from raftsched.leader.dispatch.session import (
+    SESSION_VERSION,
+    SessionSink,
+    check_execution_id,
+    encode_work,
+    report_rows,
+)
 from raftsched.logfields import attempt_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import abort, caller, propose_and_wait, rpc
@@ -539,28 +545,9 @@ def _row_results(report: pb.SessionReport) -> list[pb.ExecResult]:
 
 
 def _check_execution_id(position: int, exec_id: str) -> tuple[str, int, int]:
-    """``(run id, shard, attempt)`` of a reported id; refuse one that is not
-    ``run_id/shard/attempt`` with shard and attempt in their ranges (:mod:`raftsched.bounds`; an
-    out-of-range shard used to escape as a ValueError)."""
-    run_id, _, rest = exec_id.partition("/")
-    shard, _, attempt = rest.partition("/")
-    if (
-        run_id
-        and shard.isascii()
-        and shard.isdigit()
-        and attempt.isascii()
-        and attempt.isdigit()
-        and len(shard) <= 20
-        and len(attempt) <= 20
-    ):
-        shard_no, attempt_no = int(shard), int(attempt)
-        if shard_no <= bounds.SHARD.high and attempt_no <= bounds.ATTEMPT.high:
-            return run_id, shard_no, attempt_no
-    raise InvalidSpec(
-        f"results[{position}].execution_id",
-        f"{quote(exec_id)} is not run_id/shard/attempt "
-        f"(shard {bounds.SHARD.text()}, attempt {bounds.ATTEMPT.text()})",
-    )
+    """``(run id, shard, attempt)`` of the reported id at ``results[position]``, or InvalidSpec
+    naming it (:func:`~raftsched.leader.dispatch.session.check_execution_id`)."""
+    return check_execution_id(f"results[{position}].execution_id", exec_id)
 
 
 def _log_results(executor: str, results: Sequence[pb.ExecResult]) -> None:

@@ -94,6 +94,21 @@ class Session:
         self.queue.put_nowait(up)
 
 
+@contextlib.asynccontextmanager
+async def served(*interceptors: grpc.aio.ServerInterceptor) -> AsyncIterator[grpc.aio.Channel]:
+    """A leader's ExecutorService on a loopback port behind ``interceptors``, and a channel to it."""
+    _, hub = leading_hub()
+    server = grpc.aio.server(interceptors=list(interceptors))
+    pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(hub), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield channel
+    finally:
+        await server.stop(0)
+
+
 def opening() -> pb.SessionUp:
     return pb.SessionUp(open=pb.SessionOpen(name="ex1", session_version=1))
 
@@ -234,13 +249,8 @@ def test_a_message_that_does_not_parse_ends_the_session_as_invalid_argument(firs
     bad = b"\x12\x05\x12\x03\xff\xfe\xfd"  # SessionUp.report.execution_id: not UTF-8
 
     async def main() -> tuple[grpc.StatusCode, str]:
-        _, hub = leading_hub()
-        server = grpc.aio.server(interceptors=[DecodeGuard()])
-        pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(hub), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
         try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            async with served(DecodeGuard()) as channel:
                 call = channel.stream_stream("/raftsched.v1.ExecutorService/Session")()
                 if not first:
                     await call.write(opening().SerializeToString())
@@ -251,8 +261,6 @@ def test_a_message_that_does_not_parse_ends_the_session_as_invalid_argument(firs
                 return await call.code(), await call.details()
         except grpc.aio.AioRpcError as exc:
             return exc.code(), exc.details() or ""
-        finally:
-            await server.stop(0)
 
     code, details = asyncio.run(main())
     assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
@@ -265,13 +273,8 @@ def test_a_log_upload_that_does_not_parse_is_refused_as_invalid_argument() -> No
     bad = b"\x0a\x05\x0a\x03\xff\xfe\xfd"  # LogUpload.header.request_id: not UTF-8
 
     async def main() -> tuple[grpc.StatusCode, str]:
-        _, hub = leading_hub()
-        server = grpc.aio.server(interceptors=[DecodeGuard()])
-        pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(hub), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
         try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            async with served(DecodeGuard()) as channel:
                 call = channel.stream_unary("/raftsched.v1.ExecutorService/SendLogs")()
                 await call.write(bad)
                 await call.done_writing()
@@ -279,8 +282,6 @@ def test_a_log_upload_that_does_not_parse_is_refused_as_invalid_argument() -> No
                 return await call.code(), await call.details()
         except grpc.aio.AioRpcError as exc:
             return exc.code(), exc.details() or ""
-        finally:
-            await server.stop(0)
 
     code, details = asyncio.run(main())
     assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
@@ -316,34 +317,26 @@ def test_a_node_whose_stored_state_is_damaged_refuses_a_session_as_it_refuses_di
     damaged = ["a record does not decode"]
 
     async def main() -> tuple[grpc.StatusCode, str]:
-        _, hub = leading_hub()
-        server = grpc.aio.server(interceptors=[DecodeGuard(), DamagedGuard(lambda: damaged[0])])
-        pb_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(hub), server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-                call = channel.stream_stream(
-                    "/raftsched.v1.ExecutorService/Session",
-                    request_serializer=pb.SessionUp.SerializeToString,
-                    response_deserializer=pb.SessionDown.FromString,
-                )()
-                await call.write(opening())
-                await call.done_writing()
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    async for _ in call:
-                        pass
-                logs = channel.stream_unary(
-                    "/raftsched.v1.ExecutorService/SendLogs",
-                    request_serializer=pb.LogUpload.SerializeToString,
-                    response_deserializer=pb.SendLogsReply.FromString,
-                )
-                with pytest.raises(grpc.aio.AioRpcError) as refused:
-                    await logs(iter([pb.LogUpload()]))
-                assert refused.value.code() == grpc.StatusCode.UNAVAILABLE  # (SendLogs, likewise)
-                return await call.code(), await call.details()
-        finally:
-            await server.stop(0)
+        async with served(DecodeGuard(), DamagedGuard(lambda: damaged[0])) as channel:
+            call = channel.stream_stream(
+                "/raftsched.v1.ExecutorService/Session",
+                request_serializer=pb.SessionUp.SerializeToString,
+                response_deserializer=pb.SessionDown.FromString,
+            )()
+            await call.write(opening())
+            await call.done_writing()
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                async for _ in call:
+                    pass
+            logs = channel.stream_unary(
+                "/raftsched.v1.ExecutorService/SendLogs",
+                request_serializer=pb.LogUpload.SerializeToString,
+                response_deserializer=pb.SendLogsReply.FromString,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await logs(iter([pb.LogUpload()]))
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE  # (SendLogs, likewise)
+            return await call.code(), await call.details()
 
     code, details = asyncio.run(main())
     assert code == grpc.StatusCode.UNAVAILABLE, (code, details)

@@ -46,6 +46,7 @@ ones the same agent runs inside a simulation (:mod:`raftsched.testing`) or a uni
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -111,6 +112,11 @@ SESSION_VERSION = 1  # the Session stream version this agent speaks
 # A session report's deadline, from the start of its send to its acknowledgement (the unary
 # Report call's timeout).
 SESSION_REPORT_TIMEOUT_S = 15.0
+# Session reports in flight at once: the leader's limit (raftsched.rpc.executor_service.
+# MAX_SESSION_REPORTS, which this program does not import: it loads no leader module). More would
+# only wait in the stream's window; one at a time left every result finished during a commit
+# round waiting for the next (the slot stays taken on the leader until the report arrives).
+MAX_SESSION_REPORTS = 4
 
 DEFAULT_EXECUTION_LOG_KEEP = "10m"
 """How long the execution log keeps an id after the cluster acknowledged its result.
@@ -341,7 +347,6 @@ class Executor(BatchRunner):
         self._session_out: SessionStream | None = None
         self._hb_waiters: list[asyncio.Future[pb.HeartbeatReply]] = []
         self._report_acked = 0  # the open session's acked_through
-        self._ack_wake: asyncio.Event | None = None
 
     def _observed(self) -> ExecutorSample:
         # Read at scrape time, on this agent's event loop.
@@ -612,7 +617,6 @@ class Executor(BatchRunner):
         self._connected = True
         self._session_out = stream
         self._report_acked = 0
-        self._ack_wake = asyncio.Event()
         self._hb_waiters = []
         self._session_opened()
         log.info(
@@ -652,8 +656,8 @@ class Executor(BatchRunner):
                     waiter.set_result(work.heartbeat)
             if work.acked_through > self._report_acked:
                 self._report_acked = work.acked_through
-                assert self._ack_wake is not None
-                self._ack_wake.set()
+                assert self._report_wake is not None
+                self._report_wake.set()  # the report loop forgets what is acknowledged
             if work.task_ref or work.cold or work.defs:
                 self._session_work(work)
 
@@ -678,37 +682,59 @@ class Executor(BatchRunner):
             ) from None
 
     async def _session_reports(self) -> None:
-        """Report committed results over the session, one report in flight (as the Report RPC):
-        acknowledged once the leader has committed it (``acked_through``)."""
-        assert self._log is not None and self._report_wake is not None and self._ack_wake is not None
+        """Report finished results over the session, up to :data:`MAX_SESSION_REPORTS` reports in
+        flight (the leader commits them concurrently and acknowledges them cumulatively, in
+        report-id order, with ``acked_through``). Each report carries only results in no other
+        unacknowledged report of this session, and a report's results are acknowledged in the
+        execution log (forgotten) only once ``acked_through`` covers it: the cluster committed
+        them. A report not acknowledged within :data:`SESSION_REPORT_TIMEOUT_S` of the start of
+        its send ends the session (:class:`TransportError`); whatever was in flight is still
+        pending then, and the next session reports it again (the leader refuses what it had
+        already committed as stale, and acknowledges it all the same)."""
+        assert self._log is not None and self._report_wake is not None
         stream = self._session_out
         assert stream is not None
+        wake = self._report_wake  # set by finished results and by acknowledgements alike
+        loop = asyncio.get_running_loop()
+        in_flight: collections.deque[tuple[int, float, list[str]]] = collections.deque()  # id, deadline, ids
+        sent: set[str] = set()  # the results of the reports in flight
         report_id = 0
         while True:
-            pending = self._log.pending_reports(500)
-            if not pending:
-                self._report_wake.clear()
-                await wait_event(self._report_wake, 1.0)
-                continue
-            report_id += 1
-            message = pb.SessionUp(report=batched_report(self.name, report_id, pending, self._start_late))
-            try:
-                async with asyncio.timeout(SESSION_REPORT_TIMEOUT_S):  # the send included
-                    await stream.send(message)
-                    while self._report_acked < report_id:
-                        self._ack_wake.clear()
-                        await self._ack_wake.wait()
-            except TimeoutError:
-                raise TransportError(
-                    "deadline_exceeded",
-                    f"a session report was not acknowledged within {SESSION_REPORT_TIMEOUT_S:g} s",
-                ) from None
-            acknowledged = [r.execution_id for r in pending]
-            self._log.acknowledge(acknowledged, self.clock.now_ms())
-            for execution_id in acknowledged:
-                self._start_late.pop(execution_id, None)
-            if self.observability is not None:
-                self.observability.on_log_write("acknowledge", len(acknowledged))
+            wake.clear()  # (before looking: whatever happens from now on wakes the wait below)
+            acked = self._report_acked
+            if in_flight and in_flight[0][0] <= acked:
+                done: list[str] = []
+                while in_flight and in_flight[0][0] <= acked:
+                    done.extend(in_flight.popleft()[2])
+                sent.difference_update(done)
+                self._log.acknowledge(done, self.clock.now_ms())
+                for execution_id in done:
+                    self._start_late.pop(execution_id, None)
+                if self.observability is not None:
+                    self.observability.on_log_write("acknowledge", len(done))
+            if in_flight and in_flight[0][1] <= loop.time():
+                raise _report_overdue()
+            if len(in_flight) < MAX_SESSION_REPORTS:
+                pending = self._log.pending_reports(500, sent)
+                if pending:
+                    report_id += 1
+                    message = pb.SessionUp(
+                        report=batched_report(self.name, report_id, pending, self._start_late)
+                    )
+                    deadline = loop.time() + SESSION_REPORT_TIMEOUT_S
+                    ids = [r.execution_id for r in pending]
+                    in_flight.append((report_id, deadline, ids))
+                    sent.update(ids)
+                    try:
+                        async with asyncio.timeout_at(deadline):  # the send included
+                            await stream.send(message)
+                    except TimeoutError:
+                        raise _report_overdue() from None
+                    continue
+            # An acknowledgement, new results (with room for a report), or the oldest report's
+            # deadline; at least once a second (results a wake-up missed are picked up then).
+            until = 1.0 if not in_flight else min(1.0, in_flight[0][1] - loop.time())
+            await wait_event(wake, max(0.0, until))
 
     # -- draining ------------------------------------------------------------------------------------
 
@@ -1486,6 +1512,9 @@ class Executor(BatchRunner):
             await asyncio.gather(*asks, return_exceptions=True)
 
     async def _reports(self, target: str) -> None:
+        """Report finished results with the unary Report RPC (a leader without sessions, or
+        ``--no-session``): one call at a time, its results acknowledged by its reply. Not
+        pipelined as the session's reports are: that path is the fallback, not the fast one."""
         assert self._log is not None and self._report_wake is not None
         while True:
             pending = self._log.pending_reports(500)
@@ -1506,6 +1535,13 @@ class Executor(BatchRunner):
                 continue
             self._report_wake.clear()
             await wait_event(self._report_wake, 1.0)
+
+
+def _report_overdue() -> TransportError:
+    return TransportError(
+        "deadline_exceeded",
+        f"a session report was not acknowledged within {SESSION_REPORT_TIMEOUT_S:g} s",
+    )
 
 
 def _keep_ms(keep: str | float | None) -> int | None:

@@ -66,7 +66,7 @@ import json
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -787,15 +787,19 @@ class DedupeLog:
             self._pending_last = next(reversed(self._pending.values()), -1)
         return self._pending
 
-    def pending_reports(self, limit: int | None = None) -> list[AttemptResult]:
+    def pending_reports(self, limit: int | None = None, skip: Container[str] = ()) -> list[AttemptResult]:
         """Results finished but not yet acknowledged by the cluster, to report (again), in begin
-        order; the first ``limit`` of them if given. Costs what it returns, not what is open."""
+        order; the first ``limit`` of them if given, passing over the ids in ``skip`` (reports in
+        flight: they count neither in the result nor against ``limit``). Costs what it returns
+        and what it passes over, not what is open."""
         with self._lock:
             out: list[AttemptResult] = []
             results = self._results
             for execution_id in self._pending_in_order():
                 if limit is not None and len(out) >= limit:
                     break
+                if execution_id in skip:
+                    continue
                 result = results.get(execution_id)
                 if result is None:
                     record = self._lookup(execution_id)

@@ -267,7 +267,6 @@ def test_a_heartbeat_or_report_whose_send_never_completes_fails_by_its_deadline(
         ex._log.begin("t@1/0/1")
         ex._log.finish("t@1/0/1", AttemptResult("t@1/0/1", True))
         ex._session_out = StuckStream()
-        ex._ack_wake = asyncio.Event()
         calls = [
             ex._session_heartbeat("leader", pb.HeartbeatRequest(name="eager"), timeout_s=0.2),
             ex._session_reports(),

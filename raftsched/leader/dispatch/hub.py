@@ -198,8 +198,21 @@ class ExecutorHub:
         d.on_effects(effects, self.now_ms())
         self._flush_outbox()
         self._hold_done()
-        if ready and not self._kicked:
-            # Place new attempts now rather than at the next timer tick (up to TICK_S later).
+        if ready:
+            self._kick_soon()  # place new attempts now, not at the next timer tick
+
+    def slots_freed(self) -> None:
+        """Reported results gave their slots back (:meth:`Dispatcher.report`, ``results_columns``
+        dropped their leases): if attempts wait, place them on the next pass of the loop rather
+        than at the next timer tick (up to TICK_S later). A slot is held from an attempt's
+        reservation until its result arrives here, so this wait was part of every slot's cycle.
+        However many reports free slots in one pass of the loop, one tick places them all."""
+        if self.dispatcher.waiting:
+            self._kick_soon()
+
+    def _kick_soon(self) -> None:
+        """One dispatcher tick on the next pass of the loop (however often this is called before)."""
+        if not self._kicked:
             self._kicked = True
             assert self.loop is not None
             self.loop.call_soon(self._kick)

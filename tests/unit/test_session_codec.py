@@ -165,3 +165,34 @@ def test_results_columns_proposes_what_report_proposes_for_the_same_results(hot:
         run = state.read_run(sent.run_id)
         assert run is not None and run.state == pb.SUCCEEDED
     assert proposals[0] == proposals[1]
+
+
+@pytest.mark.parametrize("hot", [False, True], ids=["report-results", "result-columns"])
+def test_a_result_reported_again_after_a_broken_session_is_refused_as_stale(hot: bool) -> None:
+    """A session broke with a report in flight that had committed: the next session reports its
+    results again (the executor forgets nothing unacknowledged). The leader proposes them, they
+    apply refused as stale (the leader acknowledges them all the same), and the run keeps the
+    one result it had."""
+    if hot:
+        state = hot_state("t")
+        d = Dispatcher(state, SETTINGS, random.Random(7))
+        d.become_leader(1, T0)
+        d.columns_allowed = lambda: True
+        assert step(
+            state, d, fire_cols(T0 + S, [(state.tasks["t"].number, 1, T0 + S, T0 + 2 * S)]), T0 + S
+        ).ok
+    else:
+        state, d = setup(executors=1)
+        step(state, d, tick("t", 1, T0 + S), T0 + S)
+    for data in d.poll(T0 + S):
+        step(state, d, data, T0 + S)
+    [(executor, sent)] = d.take_outbox()
+    split = [(sent.run_id, sent.shard, sent.attempt)]
+    first = d.results_columns(executor, split, [sent.execution_id], [5], [2], [], [], T0 + 2 * S)
+    assert [step(state, d, p, T0 + 2 * S).refused for p in first] == [0]
+    before = state.read_run(sent.run_id)
+    again = d.results_columns(executor, split, [sent.execution_id], [7], [9], [], [], T0 + 3 * S)
+    assert sum(step(state, d, p, T0 + 3 * S).refused for p in again) == 1
+    after = state.read_run(sent.run_id)
+    assert after is not None and after.state == pb.SUCCEEDED
+    assert after == before  # the second report changed nothing (duration 5 ms, not 7)

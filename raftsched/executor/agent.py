@@ -117,6 +117,11 @@ SESSION_REPORT_TIMEOUT_S = 15.0
 # only wait in the stream's window; one at a time left every result finished during a commit
 # round waiting for the next (the slot stays taken on the leader until the report arrives).
 MAX_SESSION_REPORTS = 4
+# While reports are in flight, the next one goes at least this long after the previous send
+# (unless 500 results wait: a full report goes at once): a result finished meanwhile waits at
+# most this, not a commit round, and a burst of results shares one report (each is a Raft entry
+# on the leader). With none in flight a result is reported at once.
+REPORT_GAP_S = 0.01
 
 DEFAULT_EXECUTION_LOG_KEEP = "10m"
 """How long the execution log keeps an id after the cluster acknowledged its result.
@@ -687,10 +692,12 @@ class Executor(BatchRunner):
         report-id order, with ``acked_through``). Each report carries only results in no other
         unacknowledged report of this session, and a report's results are acknowledged in the
         execution log (forgotten) only once ``acked_through`` covers it: the cluster committed
-        them. A report not acknowledged within :data:`SESSION_REPORT_TIMEOUT_S` of the start of
-        its send ends the session (:class:`TransportError`); whatever was in flight is still
-        pending then, and the next session reports it again (the leader refuses what it had
-        already committed as stale, and acknowledges it all the same)."""
+        them. While reports are in flight the next waits :data:`REPORT_GAP_S` after the previous
+        send (a burst of results shares one report). A report not acknowledged within
+        :data:`SESSION_REPORT_TIMEOUT_S` of the start of its send ends the session
+        (:class:`TransportError`); whatever was in flight is still pending then, and the next
+        session reports it again (the leader refuses what it had already committed as stale, and
+        acknowledges it all the same)."""
         assert self._log is not None and self._report_wake is not None
         stream = self._session_out
         assert stream is not None
@@ -699,6 +706,7 @@ class Executor(BatchRunner):
         in_flight: collections.deque[tuple[int, float, list[str]]] = collections.deque()  # id, deadline, ids
         sent: set[str] = set()  # the results of the reports in flight
         report_id = 0
+        last_sent = 0.0
         while True:
             wake.clear()  # (before looking: whatever happens from now on wakes the wait below)
             acked = self._report_acked
@@ -715,13 +723,19 @@ class Executor(BatchRunner):
             if in_flight and in_flight[0][1] <= loop.time():
                 raise _report_overdue()
             if len(in_flight) < MAX_SESSION_REPORTS:
+                if in_flight and self._log.pending_count() - len(sent) < 500:
+                    hold = last_sent + REPORT_GAP_S - loop.time()
+                    if hold > 0:
+                        await asyncio.sleep(hold)
+                        continue
                 pending = self._log.pending_reports(500, sent)
                 if pending:
                     report_id += 1
                     message = pb.SessionUp(
                         report=batched_report(self.name, report_id, pending, self._start_late)
                     )
-                    deadline = loop.time() + SESSION_REPORT_TIMEOUT_S
+                    last_sent = loop.time()
+                    deadline = last_sent + SESSION_REPORT_TIMEOUT_S
                     ids = [r.execution_id for r in pending]
                     in_flight.append((report_id, deadline, ids))
                     sent.update(ids)

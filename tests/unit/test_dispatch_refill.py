@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from raftsched import codec
+from raftsched.leader.dispatch import hub as hub_module
 from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.rpc.executor_service import ExecutorServicer
 from raftsched.v1 import raftsched_pb2 as pb
@@ -139,3 +140,35 @@ def test_a_report_with_nothing_waiting_asks_for_no_tick(monkeypatch: pytest.Monk
         return len(polls)
 
     assert asyncio.run(main()) == 0
+
+
+def test_refills_are_at_least_the_refill_gap_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slots freed just after a tick: the refill waits until ``REFILL_GAP_S`` after that tick
+    (each tick may propose an assignment entry), then places the waiting attempts."""
+    monkeypatch.setattr(hub_module, "REFILL_GAP_S", 0.2)
+
+    async def main() -> tuple[float, int]:
+        hub, leased, proposed = busy_hub()
+        loop = asyncio.get_running_loop()
+        hub.loop = loop
+        hub._tick()  # a tick (nothing to place: every slot is taken)
+        ticked = loop.time()
+        polls = counting(monkeypatch, type(hub.dispatcher), "poll")
+        servicer = ExecutorServicer(hub)
+        call = asyncio.ensure_future(servicer.Report(report("ex1", leased["ex1"][:2]), Context()))
+        await settled()
+        assert assignments(proposed) == 0 and not polls  # not yet: within the gap
+        await until(lambda: assignments(proposed) >= 2, 5, "the waiting attempts assigned")
+        waited = loop.time() - ticked
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        return waited, len(polls)
+
+    waited, ticks = asyncio.run(main())
+    assert waited >= 0.15
+    assert ticks == 1
+
+
+async def settled() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)

@@ -217,3 +217,35 @@ def test_a_report_never_acknowledged_ends_the_session_by_its_deadline_and_keeps_
 
     error = asyncio.run(main())
     assert isinstance(error, TransportError) and error.code == "deadline_exceeded", error
+
+
+def test_while_reports_are_in_flight_the_next_waits_the_report_gap_and_takes_what_finished_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reports in flight: a burst of results finishing within ``REPORT_GAP_S`` of the last send
+    goes in ONE report, not one each (every report is a Raft entry on the leader); with none in
+    flight a result goes at once."""
+    monkeypatch.setattr(agent_module, "REPORT_GAP_S", 0.3)
+
+    async def main() -> None:
+        ex = executor(tmp_path)
+        ready(ex)
+        loop = asyncio.get_running_loop()
+        first = finish(ex, 0, 5)
+        s = Open(ex)
+        await until(lambda: len(s.stream.reports) == 1, 5, "the first report, at once")
+        sent = loop.time()
+        burst = finish(ex, 5, 5)
+        await settled()
+        burst += finish(ex, 10, 5)
+        await until(lambda: len(s.stream.reports) == 2, 5, "the second report")
+        assert loop.time() - sent >= 0.25
+        assert (s.ids(1), s.ids(2)) == (first, burst)
+        s.ack(2)
+        await until(lambda: not pending(ex), 5, "all acknowledged")
+        late = finish(ex, 15, 1)
+        await until(lambda: len(s.stream.reports) == 3, 0.2, "a report at once: none in flight")
+        assert s.ids(3) == late
+        await s.close()
+
+    asyncio.run(main())

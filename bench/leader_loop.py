@@ -38,8 +38,9 @@ from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import columns, writes
 from raftsched.leader.dispatch.dispatcher import Dispatcher
-from raftsched.leader.dispatch.session import DefKey, encode_work
+from raftsched.leader.dispatch.session import encode_work
 from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.leader.dispatch.work import DefKey, Work, work_items
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
@@ -112,8 +113,8 @@ def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = Fa
     def flush() -> dict[str, bytes]:
         # As the hub's flush groups the outbox per executor, and the stream encodes each list:
         # a Session's SessionWork (--session), else a DispatchBatch stream's WorkBatch.
-        by_executor: dict[str, list[pb.WorkItem]] = {}
-        for executor, item in d.take_outbox():
+        by_executor: dict[str, list[Work]] = {}
+        for executor, item in d.take_work():
             by_executor.setdefault(executor, []).append(item)
         out: dict[str, bytes] = {}
         for executor, items in by_executor.items():
@@ -121,7 +122,7 @@ def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = Fa
                 work = encode_work(items, defs[executor], 1)
                 out[executor] = pb.SessionDown(work=work).SerializeToString()
             else:
-                out[executor] = pb.WorkBatch(items=items).SerializeToString()
+                out[executor] = pb.WorkBatch(items=work_items(items)).SerializeToString()
         return out
 
     tasks_by_ref: dict[str, dict[int, str]] = {name: {} for name in names}

@@ -28,6 +28,7 @@ from raftsched.leader.dispatch import leases as leases_module
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.leader.dispatch.work import Work, execution_id_of
 from raftsched.leader.gate import LeaderGate
 from raftsched.model import Overlap, TaskSpec
 from raftsched.observability.lateness import LatenessLog
@@ -431,14 +432,14 @@ def test_a_flush_puts_one_list_per_executor_on_its_stream() -> None:
     for name, lists in sent.items():
         assert len(lists) <= 1  # one put per executor for the whole flush
         for item in (item for items in lists for item in items):
-            assert d.leases[item.execution_id].executor == name
+            assert d.leases[execution_id_of(item)].executor == name
     assert sum(len(items) for lists in sent.values() for items in lists) == 6
 
 
 def test_a_stream_sends_what_is_queued_together_in_messages_of_at_most_max_batch() -> None:
     _, hub = leading_hub()
     servicer = ExecutorServicer(hub)
-    items = [pb.WorkItem(execution_id=f"r{i}/0/1") for i in range(MAX_BATCH + 500)]
+    items: list[Work] = [pb.WorkItem(execution_id=f"r{i}/0/1") for i in range(MAX_BATCH + 500)]
 
     async def messages() -> list[list[str]]:
         context = SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:1")
@@ -457,5 +458,5 @@ def test_a_stream_sends_what_is_queued_together_in_messages_of_at_most_max_batch
         out.extend([[i.execution_id for i in batch] async for batch in stream])
         return out
 
-    ids = [i.execution_id for i in items]
+    ids = [execution_id_of(i) for i in items]
     assert asyncio.run(messages()) == [ids[:MAX_BATCH], ids[MAX_BATCH:], ids[:1]]

@@ -345,7 +345,8 @@ class Dispatcher:
                 self._lease_and_send(t, v, row, now_ms)
                 continue
             seq, run_id, task, nominal, attempt, executor, version, assigned_ms = row
-            unwait((run_id, 0))
+            # Its reservation's slot on that executor becomes its lease's (Placement.unwait).
+            kept = unwait((run_id, 0), executor)
             # A live hot run's task is hot (raftsched.fsm.hot.is_hot; a task that stops being
             # hot has its hot runs promoted): it declares no cpu, memory or labels, so its need
             # is NO_NEED, what StateView.need_hint would answer.
@@ -366,6 +367,7 @@ class Dispatcher:
                 False,
                 NO_NEED,
                 seq,
+                kept,
             )
         hot_assigned = t.hot_assigned
         for seq in eff.seqs:
@@ -423,11 +425,13 @@ class Dispatcher:
         started: bool | None,
         need: Need | None = None,
         seq: int = 0,
+        slot_kept: bool = False,
     ) -> None:
         """:meth:`_lease_and_send` once the run's facts are known (``run``: its copy, when the
         work item takes its command, params or environment from it). ``need``: what the attempt
         holds besides its slot, when the caller knows it (None: :meth:`StateView.need_hint`);
-        ``seq``: a hot run's seq (kept in the lease for its report).
+        ``seq``: a hot run's seq (kept in the lease for its report); ``slot_kept``: its
+        reservation's slot on ``executor`` was kept for this lease (:meth:`Placement.unwait`).
 
         A plain attempt (run id ``task@nominal``, nothing taken from the run) is queued as a
         row (:mod:`.work`), anything else as its work item."""
@@ -438,9 +442,13 @@ class Dispatcher:
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
         old = t.holdings.leases.get(exec_id)
         if old is None:
-            t.holdings.take(key, executor, v.need_hint(task, run_id) if need is None else need)
-        elif old.started is not None:
-            started = old.started  # a re-send: what the executor said of it still holds
+            if not slot_kept:
+                t.holdings.take(key, executor, v.need_hint(task, run_id) if need is None else need)
+        else:
+            if slot_kept:
+                t.holdings.give_back_slot(executor)  # the lease holds one already
+            if old.started is not None:
+                started = old.started  # a re-send: what the executor said of it still holds
         # Silence counts from the assignment, or from the end of the executor's takeover grace if
         # this leader has not heard from it yet: an attempt assigned while its executor is still
         # finding the new leader must not expire before the executor itself would be declared dead

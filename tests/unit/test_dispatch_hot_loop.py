@@ -28,7 +28,7 @@ from raftsched.leader.dispatch import leases as leases_module
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
-from raftsched.leader.dispatch.work import Work, execution_id_of
+from raftsched.leader.dispatch.work import Work
 from raftsched.leader.gate import LeaderGate
 from raftsched.model import Overlap, TaskSpec
 from raftsched.observability.lateness import LatenessLog
@@ -404,6 +404,11 @@ def test_run_length_histogram_counts_as_fire_by_fire() -> None:
 
 
 # -- work items to the executors' streams ----------------------------------------------------------
+
+
+def execution_id_of(work: Work) -> str:
+    """The execution id of a work item or a hot row on a stream's queue."""
+    return work[0] if isinstance(work, tuple) else work.execution_id
 
 
 def leading_hub(executors: int = 2) -> tuple[SchedulerState, ExecutorHub]:

@@ -77,8 +77,3 @@ def to_item(row: HotRow) -> pb.WorkItem:
 def work_items(work: list[Work]) -> list[pb.WorkItem]:
     """``work`` as work items, in order."""
     return [to_item(w) if isinstance(w, tuple) else w for w in work]
-
-
-def execution_id_of(work: Work) -> str:
-    """The execution id ``work`` is about ("" for a log request)."""
-    return work[0] if isinstance(work, tuple) else work.execution_id

@@ -9,11 +9,13 @@ leading it with the columnar bodies allowed, as the leader's event loop runs it 
 (``bench.profile --target leader``). For each simulated second: FireColumns rows of every task
 are applied and their effects (``ReadyColumns``) fed to the dispatcher; then, until nothing
 waits or is leased, the dispatcher polls (its AssignColumns are encoded, applied, their effects
-fed back and the proposal released), the outbox goes out as one ``WorkBatch`` per executor
-(serialised, as the dispatch stream does), and every attempt reports success in batches of
+fed back and the proposal released), the outbox goes out as one message per executor (a
+``WorkBatch``, or with ``--session`` a ``Session``'s ``SessionWork``, definitions once per
+executor; serialised, as the stream does), and every attempt reports success in batches of
 ``--batch`` results per executor (the servicer's id check, :meth:`Dispatcher.report`, the
-encoding; the ResultColumns applied and fed back). ``--session``: the results go in as a
-``Session``'s report does (:meth:`Dispatcher.results_columns`: ids and columns, no result objects).
+encoding; the ResultColumns applied and fed back). ``--session``: the work goes out as a
+``Session``'s (:func:`raftsched.leader.dispatch.session.encode_work`) and the results come in as
+its report does (:meth:`Dispatcher.results_columns`: ids and columns, no result objects).
 
 ``dispatcher_us_per_attempt``: ``process_time`` summed over the leader loop's own calls only
 (``on_effects``, ``poll``, ``release``, the outbox flush and ``report``, with every read of the
@@ -36,7 +38,9 @@ from raftsched import codec
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import columns, writes
 from raftsched.leader.dispatch.dispatcher import Dispatcher
+from raftsched.leader.dispatch.session import encode_work
 from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.leader.dispatch.work import DefKey, Work, work_items
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as logpb
@@ -104,15 +108,40 @@ def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = Fa
     def poll(now: int) -> list[tuple[bytes, object]]:
         return [(p.encode(), p) for p in d.poll(now)]
 
-    def flush() -> dict[str, list[str]]:
-        by_executor: dict[str, list[pb.WorkItem]] = {}
-        for executor, item in d.take_outbox():
+    defs: dict[str, dict[DefKey, int]] = {name: {} for name in names}  # each session's so far
+
+    def flush() -> dict[str, bytes]:
+        # As the hub's flush groups the outbox per executor, and the stream encodes each list:
+        # a Session's SessionWork (--session), else a DispatchBatch stream's WorkBatch.
+        by_executor: dict[str, list[Work]] = {}
+        for executor, item in d.take_work():
             by_executor.setdefault(executor, []).append(item)
-        out: dict[str, list[str]] = {}
+        out: dict[str, bytes] = {}
         for executor, items in by_executor.items():
-            pb.WorkBatch(items=items).SerializeToString()  # the dispatch stream's message
-            out[executor] = [item.execution_id for item in items]
+            if session:
+                work = encode_work(items, defs[executor], 1)
+                out[executor] = pb.SessionDown(work=work).SerializeToString()
+            else:
+                out[executor] = pb.WorkBatch(items=work_items(items)).SerializeToString()
         return out
+
+    tasks_by_ref: dict[str, dict[int, str]] = {name: {} for name in names}
+
+    def received(executor: str, message: bytes) -> list[str]:
+        """The execution ids an executor reads in ``message`` (its side: not timed)."""
+        if not session:
+            return [item.execution_id for item in pb.WorkBatch.FromString(message).items]
+        work = pb.SessionDown.FromString(message).work
+        refs = tasks_by_ref[executor]
+        for definition in work.defs:
+            refs[definition.ref] = definition.task
+        ids = [
+            f"{refs[ref]}@{nominal}/{shard}/{attempt}"
+            for ref, nominal, shard, attempt in zip(
+                work.task_ref, work.nominal_ms, work.shard, work.attempt, strict=True
+            )
+        ]
+        return ids + [item.execution_id for item in work.cold]
 
     def report(executor: str, request: pb.ReportRequest, now: int) -> list[bytes]:
         ids = [_check_id(r.execution_id) for r in request.results]
@@ -144,7 +173,7 @@ def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = Fa
             for data, proposal in timed(poll, now):
                 feed(data, now)
                 timed(d.release, proposal)
-            sent = timed(flush)
+            sent = {executor: received(executor, message) for executor, message in timed(flush).items()}
             for executor, ids in sorted(sent.items()):
                 for start in range(0, len(ids), batch):
                     request = pb.ReportRequest(name=executor)

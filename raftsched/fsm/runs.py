@@ -128,7 +128,9 @@ class RunBook:
         # Derived from the active runs (never stored): slots, cpu and memory each executor's
         # running attempts hold, so an assignment that would over-commit one is refused.
         self.usage = ExecutorUsage()
-        self.needs: dict[tuple[str, int], Need] = {}  # (task, version) -> need (versions are immutable)
+        # (task, version) -> need. A version's spec never changes, but a task deleted and created
+        # again numbers its versions from 1 anew: :meth:`forget_needs` drops the old ones.
+        self.needs: dict[tuple[str, int], Need] = {}
         # The unfinished runs of the columnar hot path (raftsched.fsm.hot), by seq: not in
         # `active` (derived from the hot records on load).
         self.slots = SlotTable()
@@ -362,6 +364,14 @@ class RunBook:
             return True  # a live hot run: no record under its key yet
         fire = self.store.get(keys.time_key(keys.FIRE, task, nominal))
         return fire is not None and pb.FireRecord.FromString(fire).outcome == pb.FIRED
+
+    def forget_needs(self, task: str, versions: int) -> None:
+        """Task ``task`` (at version ``versions``) is deleted: forget the needs of its versions,
+        so a task created again under its name, from version 1, is not read the old ones (a
+        restarted node has none: the cache must not make the two differ)."""
+        needs = self.needs
+        for version in range(1, versions + 1):
+            needs.pop((task, version), None)
 
     def need_for_run(self, run: pb.Run) -> Need:
         """What each attempt of ``run`` holds on its executor besides its slot."""

@@ -550,6 +550,9 @@ class SchedulerState(LockedReads):
     def forget_hot_task(self, st: TaskState) -> None:
         self.hot.forget_task(st)
 
+    def forget_unplaceable(self, name: str) -> None:
+        self.executor_book.unplaceable.discard(name)
+
     def number_executor(self, rec: pb.ExecutorRecord) -> None:
         self.hot.number_executor(rec)
 

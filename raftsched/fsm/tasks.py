@@ -109,6 +109,10 @@ class TaskBookHost(Protocol):
         """A task being deleted: its live hot runs go to the cold path first (raftsched.fsm.hot)."""
         ...
 
+    def forget_unplaceable(self, name: str) -> None:
+        """A task being deleted: its name leaves the unplaceable flags (raftsched.fsm.executors)."""
+        ...
+
 
 class TaskBook:
     """The tasks and the task commands (see module doc)."""
@@ -287,7 +291,12 @@ class TaskBook:
     def remove(self, name: str) -> None:
         """Forget task ``name`` with its history; its active runs are left to finish (their
         results are still accepted) but nothing new is created."""
-        self.host.forget_hot_task(self.tasks[name])
+        st = self.tasks[name]
+        self.host.forget_hot_task(st)
+        # What the apply thread derived from it goes too: a task created again under this name
+        # starts at version 1, and a node restarted meanwhile has none of it.
+        self.host.runs.forget_needs(name, st.version)
+        self.host.forget_unplaceable(name)
         del self.tasks[name]
         self.dirty.pop(name, None)
         store, active = self.store, self.host.runs.active

@@ -25,6 +25,7 @@ from raftsched.leader.dispatch.session import (
     encode_work,
     report_rows,
 )
+from raftsched.leader.dispatch.work import Work, work_items
 from raftsched.logfields import attempt_fields
 from raftsched.model import validate_name
 from raftsched.rpc.plumbing import abort, caller, propose_and_wait, rpc
@@ -125,7 +126,9 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         self, request: pb.DispatchRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[list[pb.WorkItem]]:
         """The executor's work items, as they come: everything queued when the stream is ready for
-        the next message goes out together (at most MAX_BATCH items)."""
+        the next message goes out together (at most MAX_BATCH items). The hub's rows become
+        their work items here (:func:`~raftsched.leader.dispatch.work.work_items`): such an
+        executor has no session to read them as rows."""
         hub = self.hub
         try:
             self._require_bound(request.name)
@@ -140,7 +143,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
             not_leader = exc.code == "not_leader"
             status = grpc.StatusCode.FAILED_PRECONDITION if not_leader else grpc.StatusCode.NOT_FOUND
             await abort(context, exc, status)
-        queue: asyncio.Queue[list[pb.WorkItem]] = asyncio.Queue()
+        queue: asyncio.Queue[list[Work]] = asyncio.Queue()
         old = hub.streams.get(request.name)
         if old is not None:
             old.put_nowait(CLOSE)  # a newer stream of the same executor replaces the old one
@@ -168,7 +171,7 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                         break
                     batch.extend(more)
                 for start in range(0, len(batch), MAX_BATCH):
-                    yield batch[start : start + MAX_BATCH] if len(batch) > MAX_BATCH else batch
+                    yield work_items(batch[start : start + MAX_BATCH] if len(batch) > MAX_BATCH else batch)
                 if closed:
                     return
         finally:

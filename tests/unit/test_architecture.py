@@ -32,6 +32,7 @@ PURE = [
     "leader/dispatch/liveness.py",
     "leader/dispatch/takeover.py",
     "leader/dispatch/settings.py",
+    "leader/dispatch/work.py",
     "fsm/membership.py",
     "workflow/layout.py",
     "leader/gate.py",

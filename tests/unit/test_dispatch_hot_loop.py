@@ -28,11 +28,13 @@ from raftsched.leader.dispatch import leases as leases_module
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.hub import CLOSE, ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
+from raftsched.leader.dispatch.work import Work
 from raftsched.leader.gate import LeaderGate
 from raftsched.model import Overlap, TaskSpec
 from raftsched.observability.lateness import LatenessLog
 from raftsched.observability.metrics import Histogram
 from raftsched.rpc.executor_service import MAX_BATCH, ExecutorServicer, _check_execution_id
+from raftsched.sharding.placement import NO_NEED
 from raftsched.sharding.ring import ShardRing
 from raftsched.timing.clock import ManualClock
 from raftsched.v1 import log_pb2 as logpb
@@ -404,6 +406,11 @@ def test_run_length_histogram_counts_as_fire_by_fire() -> None:
 # -- work items to the executors' streams ----------------------------------------------------------
 
 
+def execution_id_of(work: Work) -> str:
+    """The execution id of a work item or a hot row on a stream's queue."""
+    return work[0] if isinstance(work, tuple) else work.execution_id
+
+
 def leading_hub(executors: int = 2) -> tuple[SchedulerState, ExecutorHub]:
     state, d = setup(executors=executors)
     driver = SimpleNamespace(leading=True, ready=True, epoch=1)
@@ -431,14 +438,14 @@ def test_a_flush_puts_one_list_per_executor_on_its_stream() -> None:
     for name, lists in sent.items():
         assert len(lists) <= 1  # one put per executor for the whole flush
         for item in (item for items in lists for item in items):
-            assert d.leases[item.execution_id].executor == name
+            assert d.leases[execution_id_of(item)].executor == name
     assert sum(len(items) for lists in sent.values() for items in lists) == 6
 
 
 def test_a_stream_sends_what_is_queued_together_in_messages_of_at_most_max_batch() -> None:
     _, hub = leading_hub()
     servicer = ExecutorServicer(hub)
-    items = [pb.WorkItem(execution_id=f"r{i}/0/1") for i in range(MAX_BATCH + 500)]
+    items: list[Work] = [pb.WorkItem(execution_id=f"r{i}/0/1") for i in range(MAX_BATCH + 500)]
 
     async def messages() -> list[list[str]]:
         context = SimpleNamespace(peer=lambda: "ipv4:127.0.0.1:1")
@@ -457,5 +464,66 @@ def test_a_stream_sends_what_is_queued_together_in_messages_of_at_most_max_batch
         out.extend([[i.execution_id for i in batch] async for batch in stream])
         return out
 
-    ids = [i.execution_id for i in items]
+    ids = [execution_id_of(i) for i in items]
     assert asyncio.run(messages()) == [ids[:MAX_BATCH], ids[MAX_BATCH:], ids[:1]]
+
+
+# -- a hot attempt's reservation slot becomes its lease's ------------------------------------------
+
+
+def test_a_hot_dispatch_keeps_its_reservation_slot_for_its_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stage 4: the slot a hot attempt's reservation took on its executor is the one its lease
+    holds (no release and take again per attempt); what each executor holds is as before:
+    one slot per reservation, then per lease, none once reported."""
+    from tests.unit.test_fsm_hot import fire_cols
+    from tests.unit.test_session_rows import SPECS, hot_leader
+
+    state, d = hot_leader()
+    calls: Counter[str] = Counter()
+    for name in ("take", "release", "hand_over"):
+        original = getattr(leases_module.Holdings, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls[_name] += 1
+            return _original(*args)
+
+        monkeypatch.setattr(leases_module.Holdings, name, counted)
+    at = T0 + S
+    rows = [(state.tasks[s.name].number, 1, at, at + S) for s in SPECS]
+    step(state, d, fire_cols(at, rows), at)
+    [assign] = d.poll(at)
+    reserved = dict(d.used)
+    assert sum(reserved.values()) == len(SPECS) and calls["take"] == len(SPECS)  # the reservations
+    calls.clear()
+    step(state, d, assign, at)
+    d.release(assign)
+    assert dict(d.used) == reserved == dict(Counter(lease.executor for lease in d.leases.values()))
+    assert (calls["take"], calls["release"], calls["hand_over"]) == (0, 0, len(SPECS))
+    for executor, work in d.take_work():
+        assert isinstance(work, tuple)
+        out = d.results_columns(executor, [(work[1], 0, 1)], [work[0]], [1], [1], [], [], at + 10)
+        for proposal in out:
+            step(state, d, proposal, at + 10)
+    assert not d.leases and sum(d.used.values()) == 0
+
+
+def test_a_kept_slot_is_given_back_when_the_attempt_already_holds_a_lease() -> None:
+    from tests.unit.test_fsm_hot import fire_cols
+    from tests.unit.test_session_rows import SPECS, hot_leader
+
+    state, d = hot_leader()
+    t = d.term
+    assert t is not None
+    at = T0 + S
+    rows = [(state.tasks[s.name].number, 1, at, at + S) for s in SPECS]
+    step(state, d, fire_cols(at, rows), at)
+    [assign] = d.poll(at)
+    (run_id, shard), executor = assign.assigned[0]
+    exec_id = f"{run_id}/{shard}/1"
+    # An attempt leased already (as a re-send's) and reserved: it holds one slot, not two.
+    t.holdings.take((run_id, shard), executor, NO_NEED)
+    t.holdings.lease(leases_module.Lease(exec_id, run_id, run_id.split("@")[0], 0, 1, executor, at + S, 0))
+    step(state, d, assign, at)
+    d.release(assign)
+    assert dict(d.used) == dict(Counter(lease.executor for lease in d.leases.values()))
+    assert sum(d.used.values()) == len(SPECS)

@@ -41,6 +41,7 @@ CORE = (
     "raftsched.leader.dispatch.liveness",
     "raftsched.leader.dispatch.takeover",
     "raftsched.leader.dispatch.settings",
+    "raftsched.leader.dispatch.work",
 )
 CORE_FORBIDDEN_LIBRARIES = {"grpc", "grpc_health", "grpc_reflection", "pysyncobj", "lmdb", "aiohttp"}
 CORE_FORBIDDEN_PACKAGES = (

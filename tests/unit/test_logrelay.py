@@ -7,12 +7,13 @@ import asyncio
 from dataclasses import dataclass, field
 
 from raftsched.leader.dispatch.logrelay import MAX_READERS, QUEUE_PARTS, LogRelay
+from raftsched.leader.dispatch.work import Work
 from raftsched.v1 import raftsched_pb2 as pb
 
 
 @dataclass
 class FakeHub:
-    streams: dict[str, asyncio.Queue[list[pb.WorkItem]]] = field(default_factory=dict)
+    streams: dict[str, asyncio.Queue[list[Work]]] = field(default_factory=dict)
     log_channels: set[str] = field(default_factory=set)
 
     def dispatch_epoch(self) -> int:
@@ -31,6 +32,7 @@ def test_only_a_connected_executor_that_serves_logs_is_asked() -> None:
         pending = relay.open("ex1", ask)
         assert pending is not None
         [item] = hub.streams["ex1"].get_nowait()  # one list per put
+        assert isinstance(item, pb.WorkItem)
         assert item.epoch == 7 and item.log_request.execution_id == "t@1/0/1" and item.log_request.follow
         assert item.log_request.request_id == pending.request_id and not item.execution_id
         # Only the executor asked may answer, once.

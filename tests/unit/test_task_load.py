@@ -12,7 +12,6 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,9 +121,11 @@ SPECS = [
     TaskSpec("a", EVERY_SECOND, command="true"),
     TaskSpec("a", DAILY, command="true", owner="ops", description="nightly", priority=7),
     TaskSpec("b", IntervalTrigger(5 * S), command="echo hi", shards=2, max_retries=1, timeout_ms=3000),
-    # No selector: a task no executor fits is flagged unplaceable, and a flag does not survive a
-    # restart alike (test_the_unplaceable_flag_of_a_recreated_task_survives_a_restart, xfail).
-    TaskSpec("b", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, owner="ops"),
+    # A selector no executor fits: the task is flagged unplaceable (and alerted) at its fires,
+    # also after it was deleted and created again (test_the_unplaceable_flag_of_a_recreated_...).
+    TaskSpec(
+        "b", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, owner="ops", selector=(("zone", "a"),)
+    ),
     TaskSpec("c", CHANGED, handler="pkg.mod:fn", locks=(Lock("db", LockMode.EXCLUSIVE),), keep_runs=3),
     TaskSpec("c", ManualTrigger(), command="true", retry_delays_ms=(1000, 5000), namespace="prod"),
 ]
@@ -237,15 +238,12 @@ def test_a_bulk_imported_task_costs_well_under_a_kilobyte_of_python_objects(tmp_
     assert per_task <= 640, f"{per_task:.0f} bytes per imported task"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the restart-equivalence property, already on 610ca7b: a task with a selector "
-    "no executor fits, fired, deleted and created again without one, is flagged unplaceable (and "
-    "alerted) at its next trigger by a node that ran all along, not by one restarted meanwhile "
-    "(cause not investigated yet); not fixed here: "
-    "fsm/executors.py is being changed on r15-p1fsm",
-)
 def test_the_unplaceable_flag_of_a_recreated_task_survives_a_restart() -> None:
+    # Found by the restart-equivalence property: a task with a selector no executor fits, fired,
+    # deleted and created again without one, was flagged unplaceable (and alerted) at its next
+    # trigger by a node that ran all along, not by one restarted meanwhile. The apply thread's
+    # cache of needs was keyed by (task, version), and a task created again starts at version 1:
+    # the node that ran all along read the deleted task's selector.
     specs = {
         0: TaskSpec("b", IntervalTrigger(5 * S), command="echo hi", shards=2, max_retries=1, timeout_ms=3000),
         1: TaskSpec("b", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, selector=(("zone", "a"),)),

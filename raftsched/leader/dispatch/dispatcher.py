@@ -15,7 +15,8 @@ Pure core (no IO, no clock; randomness enters as an injected ``random.Random``),
   and locks allow (:mod:`raftsched.fsm.policy`; an attempt held back is named in the command with
   the reason; :mod:`.placement`);
   :meth:`release` ← an assignment proposal that failed;
-* :meth:`take_outbox` → work items to push to executor streams.
+* :meth:`take_work` → work to push to executor streams (a ``WorkItem``, or a hot row that a
+  ``Session`` stream encodes as it is: :mod:`.work`); :meth:`take_outbox` the same as work items.
 
 Commit before dispatch: a work item is produced only from a ``DispatchAttempt`` effect, i.e.
 after the ``AssignAttempts`` entry naming that executor is committed and applied here. Leases
@@ -66,6 +67,7 @@ from raftsched.leader.dispatch.liveness import ExecutorHealth, Liveness
 from raftsched.leader.dispatch.placement import HotAssignments, Placement, Waiting
 from raftsched.leader.dispatch.settings import EFFECTS_PER_VIEW, DispatchSettings
 from raftsched.leader.dispatch.takeover import Takeover
+from raftsched.leader.dispatch.work import Work, WorkDef, to_item
 from raftsched.model import execution_id
 from raftsched.sharding.placement import NO_NEED, Need
 from raftsched.v1 import log_pb2 as logpb
@@ -125,7 +127,8 @@ class Term:
         self.placement = Placement(self.holdings)
         self.liveness = Liveness()
         self.takeover = Takeover(takeover_until_ms)
-        self.outbox: list[tuple[str, pb.WorkItem]] = []  # work items for executor streams
+        # Work for executor streams, in order: work items, and rows of plain attempts (.work).
+        self.outbox: list[tuple[str, Work]] = []
         # Cancels sent to executors that still listed a cancelled attempt: execution id -> when.
         self.cancels_sent: dict[str, int] = {}
         # Seqs of the AssignColumns rows proposed and not yet seen applied -> their run ids (a
@@ -148,8 +151,9 @@ class Dispatcher:
         self.rng = rng or random.Random(0)
         self.epoch = 0  # of the last leadership taken (kept after stepping down)
         self._term: Term | None = None
-        # task -> (its current version's stored spec bytes, the spec parsed from them): see _spec.
-        self._specs: dict[str, tuple[bytes, pb.TaskSpec, dict[str, Any]]] = {}
+        # task -> (its current version's stored spec bytes, the spec parsed from them, the work
+        # items' fields from it): see _spec.
+        self._specs: dict[str, tuple[bytes, pb.TaskSpec, WorkDef]] = {}
         # Every voting member applies the columnar bodies (raftsched.leader.formats); asked once
         # per poll and per report. The node's core sets it; alone, a dispatcher builds today's.
         self.columns_allowed: Callable[[], bool] = _never
@@ -341,7 +345,8 @@ class Dispatcher:
                 self._lease_and_send(t, v, row, now_ms)
                 continue
             seq, run_id, task, nominal, attempt, executor, version, assigned_ms = row
-            unwait((run_id, 0))
+            # Its reservation's slot on that executor becomes its lease's (Placement.unwait).
+            kept = unwait((run_id, 0), executor)
             # A live hot run's task is hot (raftsched.fsm.hot.is_hot; a task that stops being
             # hot has its hot runs promoted): it declares no cpu, memory or labels, so its need
             # is NO_NEED, what StateView.need_hint would answer.
@@ -362,6 +367,7 @@ class Dispatcher:
                 False,
                 NO_NEED,
                 seq,
+                kept,
             )
         hot_assigned = t.hot_assigned
         for seq in eff.seqs:
@@ -419,21 +425,30 @@ class Dispatcher:
         started: bool | None,
         need: Need | None = None,
         seq: int = 0,
+        slot_kept: bool = False,
     ) -> None:
         """:meth:`_lease_and_send` once the run's facts are known (``run``: its copy, when the
         work item takes its command, params or environment from it). ``need``: what the attempt
         holds besides its slot, when the caller knows it (None: :meth:`StateView.need_hint`);
-        ``seq``: a hot run's seq (kept in the lease for its report)."""
-        spec, fields = self._spec(v, task, version)
+        ``seq``: a hot run's seq (kept in the lease for its report); ``slot_kept``: its
+        reservation's slot on ``executor`` was kept for this lease (:meth:`Placement.unwait`).
+
+        A plain attempt (run id ``task@nominal``, nothing taken from the run) is queued as a
+        row (:mod:`.work`), anything else as its work item."""
+        spec, wdef = self._spec(v, task, version)
         exec_id = execution_id(run_id, shard, attempt)
         key = (run_id, shard)
         timeout = spec.timeout_ms if spec is not None else 0
         deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
         old = t.holdings.leases.get(exec_id)
         if old is None:
-            t.holdings.take(key, executor, v.need_hint(task, run_id) if need is None else need)
-        elif old.started is not None:
-            started = old.started  # a re-send: what the executor said of it still holds
+            if not slot_kept:
+                t.holdings.take(key, executor, v.need_hint(task, run_id) if need is None else need)
+        else:
+            if slot_kept:
+                t.holdings.give_back_slot(executor)  # the lease holds one already
+            if old.started is not None:
+                started = old.started  # a re-send: what the executor said of it still holds
         # Silence counts from the assignment, or from the end of the executor's takeover grace if
         # this leader has not heard from it yet: an attempt assigned while its executor is still
         # finding the new leader must not expire before the executor itself would be declared dead
@@ -457,17 +472,12 @@ class Dispatcher:
         )
         if backfill:
             t.holdings.backfill_busy.add(key)
-        item = pb.WorkItem(
-            execution_id=exec_id,
-            run_id=run_id,
-            task=task,
-            nominal_ms=nominal_ms,
-            shard=shard,
-            attempt=attempt,
-            epoch=t.epoch,
-            task_version=version,  # the executor parses params once per task version
-            **fields,  # the spec's: shards, command, handler, params, timeout, runner
-        )
+        row = (exec_id, run_id, nominal_ms, shard, attempt, t.epoch, wdef)
+        plain = run is None or not (run.command or run.params_json or run.env)
+        if plain and run_id == f"{task}@{nominal_ms}":
+            t.outbox.append((executor, row))
+            return
+        item = to_item(row)
         if run is not None:
             if run.command:  # a workflow task: its templates rendered for this run
                 item.command = run.command
@@ -477,35 +487,42 @@ class Dispatcher:
                 item.env[name] = value
         t.outbox.append((executor, item))
 
-    def _spec(self, v: StateView, task: str, version: int) -> tuple[pb.TaskSpec | None, dict[str, Any]]:
-        """The spec a run of ``task`` at ``version`` executes and its work-item fields
-        (:func:`_item_fields`), parsed once per task version: the current version's are kept,
-        checked by the identity of its stored bytes (:meth:`StateView.current_spec_bytes`: a new
-        version or a task created again under the same name brings new bytes). An older version
-        is read as before (runs that span an update). Never to be changed by the caller: shared."""
+    def _spec(self, v: StateView, task: str, version: int) -> tuple[pb.TaskSpec | None, WorkDef]:
+        """The spec a run of ``task`` at ``version`` executes and its work items' part of it (a
+        :class:`~.work.WorkDef` of :func:`_item_fields`), parsed once per task version: the
+        current version's are kept, checked by the identity of its stored bytes
+        (:meth:`StateView.current_spec_bytes`: a new version or a task created again under the
+        same name brings new bytes). An older version is read as before (runs that span an
+        update). Never to be changed by the caller: shared."""
         current = v.current_spec_bytes(task)
         if current is None or current[0] != version:
             spec = v.spec_for(task, version)
-            return spec, _item_fields(spec)
+            return spec, WorkDef(task, version, _item_fields(spec))
         raw = current[1]
         hit = self._specs.get(task)
         if hit is not None and hit[0] is raw:
             return hit[1], hit[2]
         spec = v.spec_for(task, version)
         if spec is None:
-            return None, {}
-        fields = _item_fields(spec)
+            return None, WorkDef(task, version, {})
+        wdef = WorkDef(task, version, _item_fields(spec))
         if len(self._specs) >= SPEC_CACHE_MAX:
             self._specs = {}  # a bound: a miss costs what every dispatch cost before
-        self._specs[task] = (raw, spec, fields)
-        return spec, fields
+        self._specs[task] = (raw, spec, wdef)
+        return spec, wdef
 
-    def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
+    def take_work(self) -> list[tuple[str, Work]]:
+        """The outbox, emptied: ``(executor, work)`` in the order decided (:mod:`.work`: a row
+        stays a row; the hub hands each executor's to its stream, which encodes them)."""
         t = self._term
         if t is None:
             return []
         out, t.outbox = t.outbox, []
         return out
+
+    def take_outbox(self) -> list[tuple[str, pb.WorkItem]]:
+        """:meth:`take_work` with every row as its work item (:func:`.work.to_item`)."""
+        return [(executor, to_item(w) if isinstance(w, tuple) else w) for executor, w in self.take_work()]
 
     # -- executor events ---------------------------------------------------------------------------
 
@@ -533,7 +550,7 @@ class Dispatcher:
             # lease.started stays as it was: the heartbeat may have left before the attempt
             # arrived on a newly opened stream, and a loss is a try unless known unstarted.
             self._lease_and_send(t, v, eff, now_ms, None)
-        items = [item for _, item in t.outbox[before:]]
+        items = [to_item(w) if isinstance(w, tuple) else w for _, w in t.outbox[before:]]
         del t.outbox[before:]
         return items
 

@@ -27,6 +27,7 @@ from raftsched.fsm.effects import (
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.logrelay import LogRelay
+from raftsched.leader.dispatch.work import Work
 from raftsched.leader.gate import LeaderGate
 from raftsched.logfields import leadership_fields, run_fields
 from raftsched.v1 import log_pb2 as logpb
@@ -42,9 +43,10 @@ TICK_S = 0.05
 # each tick may propose an assignment entry, and one per report (4 per commit round and
 # executor) doubled the Raft entries per attempt (issue 31 stage 4); 10 ms is a fifth of TICK_S.
 REFILL_GAP_S = 0.01
-# A stream's queue holds lists of work items (one per flush, not one put per item); this list,
-# by identity, is the sentinel that ends the stream (leadership lost, or a newer stream).
-CLOSE: list[pb.WorkItem] = [pb.WorkItem()]
+# A stream's queue holds lists of work (work items and hot rows: raftsched.leader.dispatch.work;
+# one list per flush, not one put per item); this list, by identity, is the sentinel that ends
+# the stream (leadership lost, or a newer stream).
+CLOSE: list[Work] = [pb.WorkItem()]
 # In the hub's inbox: the leadership was lost (everything queued before it is handled first).
 _LOST = object()
 
@@ -74,7 +76,7 @@ class ExecutorHub:
         self.dispatcher = dispatcher  # built with the node's other parts (raftsched.server.core)
         # An executor's open stream: a DispatchBatch stream's queue, or a Session's sink (an
         # asyncio.Queue too: raftsched.leader.dispatch.session); one put per flush either way.
-        self.streams: dict[str, asyncio.Queue[list[pb.WorkItem]]] = {}
+        self.streams: dict[str, asyncio.Queue[list[Work]]] = {}
         self.peers: dict[str, str] = {}  # executor -> peer address of its open dispatch stream
         self.log_channels: set[str] = set()  # executors whose open stream takes log requests
         self.logs = LogRelay(self)  # full logs: readers waiting for executors' answers
@@ -329,10 +331,10 @@ class ExecutorHub:
         self.node.propose(proposal.encode(), done)
 
     def _flush_outbox(self) -> None:
-        out = self.dispatcher.take_outbox()
+        out = self.dispatcher.take_work()  # (rows stay rows: each stream encodes its own)
         if not out:
             return
-        by_executor: dict[str, list[pb.WorkItem]] = {}
+        by_executor: dict[str, list[Work]] = {}
         for executor, item in out:
             items = by_executor.get(executor)
             if items is None:

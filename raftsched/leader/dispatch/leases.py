@@ -114,9 +114,21 @@ class Holdings:
     def release(self, key: Key, executor: str) -> None:
         """Give back everything ``key`` held on ``executor`` (harmless for what it did not hold)."""
         self._use(executor, -1)
+        self.hand_over(key)
+
+    def hand_over(self, key: Key) -> None:
+        """:meth:`release` but for the slot: ``key``'s reservation became its lease on the same
+        executor, which keeps the slot the reservation took (rather than give it back and take
+        it again: issue 31 stage 4). Its cpu and memory, backfill place, quotas and locks are
+        given back as :meth:`release` gives them back (the lease takes none of them again: only
+        an attempt with no declared need is handed over)."""
         self.held.release(key)
         self.backfill_busy.discard(key)
         self.reserved.remove(key)
+
+    def give_back_slot(self, executor: str) -> None:
+        """One slot on ``executor`` a handed-over reservation kept and no lease took."""
+        self._use(executor, -1)
 
     def drop(self, exec_id: str) -> Lease | None:
         """End the lease of ``exec_id`` (if any), giving back what it held."""

@@ -24,6 +24,7 @@ import asyncio
 import uuid
 from typing import Final, Protocol
 
+from raftsched.leader.dispatch.work import Work
 from raftsched.v1 import raftsched_pb2 as pb
 
 QUEUE_PARTS: Final = 16
@@ -37,7 +38,7 @@ class Streams(Protocol):
     """What the relay uses of the hub: the open dispatch streams and the epoch."""
 
     @property
-    def streams(self) -> dict[str, asyncio.Queue[list[pb.WorkItem]]]: ...
+    def streams(self) -> dict[str, asyncio.Queue[list[Work]]]: ...
 
     @property
     def log_channels(self) -> set[str]: ...

@@ -297,12 +297,15 @@ class Placement:
                 queue = self._queue(owner)
             queue.add(key, w)
 
-    def unwait(self, key: Key) -> None:
+    def unwait(self, key: Key, lease_to: str = "") -> bool:
         """The attempt at ``key`` waits no more (assigned, replaced or cancelled): give back what
-        its reservation held."""
+        its reservation held. ``lease_to``: the executor it is about to be leased to; when its
+        reservation was for that executor and it declares no need, the slot is kept for the
+        lease (:meth:`Holdings.hand_over`) and True returned: the caller's lease must not take
+        another (:meth:`Holdings.give_back_slot` if it takes none)."""
         w = self.waiting.pop(key, None)
         if w is None:
-            return
+            return False
         self.pooled.pop(key, None)
         if w.need is not NO_NEED:
             del self.sized[key]
@@ -313,7 +316,11 @@ class Placement:
         if w.ready.backfill_share:
             self.backfill_waiting -= 1
         if w.reserved_for:
+            if w.reserved_for == lease_to and w.need is NO_NEED:
+                self.holdings.hand_over(key)
+                return True
             self.holdings.release(key, w.reserved_for)
+        return False
 
     def release(self, v: StateView, assignments: Iterable[tuple[Key, str]]) -> None:
         """These ``(attempt, executor)`` assignments were proposed and failed or were refused:

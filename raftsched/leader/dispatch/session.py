@@ -1,16 +1,18 @@
 """The leader's side of an executor's ``Session`` stream (issue 31 P2; docs/dev/batched-executor.md).
 
-The dispatcher decides exactly as for a ``DispatchBatch`` stream: it queues work items in its
-outbox and the hub puts each flush's list in the executor's sink. A :class:`SessionSink` is that
-sink for an executor with a session (an ``asyncio.Queue`` of lists, like the dispatch stream's,
-so the hub and the dispatcher need not know which one an executor has). What differs is the
-encoding on the wire, done here once per message by :func:`encode_work`:
+The dispatcher decides exactly as for a ``DispatchBatch`` stream: it queues work in its outbox
+(work items, and hot rows that stand for one: :mod:`raftsched.leader.dispatch.work`) and the
+hub puts each flush's list in the executor's sink. A :class:`SessionSink` is that sink for an
+executor with a session (an ``asyncio.Queue`` of lists, like the dispatch stream's, so the hub
+and the dispatcher need not know which one an executor has). What differs is the encoding on
+the wire, done here once per message by :func:`encode_work`:
 
 * a *row* (five packed columns: task ref, nominal time, shard, attempt) per work item whose
   every field follows from its task definition and its key: the execution id and run id are
   ``run_id_for(task, nominal)`` and ``run_id/shard/attempt``, no env, no cancel, no log
   request. The definition (task, version and the six fields a work item copies from the spec)
-  goes once per stream, the first time a row uses it;
+  goes once per stream, the first time a row uses it. The dispatcher's hot rows are such
+  attempts already (read as they are: no work item is built for them); a work item is checked;
 * a *cold* ``WorkItem``, unchanged, for everything else (cancels, log requests, workflow tasks'
   rendered command, params or env, manual runs).
 
@@ -26,16 +28,14 @@ from collections.abc import Sequence
 
 from raftsched import bounds
 from raftsched.errors import InvalidSpec, quote
+from raftsched.leader.dispatch.work import DefKey, Work, to_item
 from raftsched.v1 import raftsched_pb2 as pb
 
 SESSION_VERSION = 1
 """The Session stream version this build serves and speaks (``RegisterReply.session_version``)."""
 
-# A definition key: (task, version, shards, command, handler, params_json, timeout_ms, runner).
-DefKey = tuple[str, int, int, str, str, str, int, str]
 
-
-class SessionSink(asyncio.Queue[list[pb.WorkItem]]):
+class SessionSink(asyncio.Queue[list[Work]]):
     """An executor's session, as the hub sees its dispatch stream (``put_nowait`` of one list per
     flush; the hub's ``CLOSE`` ends it), plus what the stream has sent so far: the definitions
     (key -> ref) and the report ids acknowledged."""
@@ -48,9 +48,10 @@ class SessionSink(asyncio.Queue[list[pb.WorkItem]]):
         self.replied = asyncio.Event()  # set when the writer has sent the heartbeat answers it had
 
 
-def encode_work(items: Sequence[pb.WorkItem], defs: dict[DefKey, int], epoch: int) -> pb.SessionWork:
+def encode_work(items: Sequence[Work], defs: dict[DefKey, int], epoch: int) -> pb.SessionWork:
     """One ``SessionWork`` for ``items`` (see the module docstring); ``defs`` is the stream's
-    definitions so far, extended with those this message sends."""
+    definitions so far, extended with those this message sends. A hot row and the work item
+    it stands for (:func:`~raftsched.leader.dispatch.work.to_item`) encode alike."""
     out = pb.SessionWork(epoch=epoch)
     refs: list[int] = []
     nominals: list[int] = []
@@ -58,35 +59,42 @@ def encode_work(items: Sequence[pb.WorkItem], defs: dict[DefKey, int], epoch: in
     attempts: list[int] = []
     cold: list[pb.WorkItem] = []
     for item in items:
-        task = item.task
-        nominal = item.nominal_ms
-        shard = item.shard
-        attempt = item.attempt
-        if (
-            item.cancel
-            or item.env
-            or item.epoch != epoch
-            or item.HasField("log_request")
-            or item.execution_id != f"{task}@{nominal}/{shard}/{attempt}"
-        ):
-            cold.append(item)
-            continue
-        key = (
-            task,
-            item.task_version,
-            item.shards,
-            item.command,
-            item.handler,
-            item.params_json,
-            item.timeout_ms,
-            item.runner,
-        )
+        if isinstance(item, tuple):  # a hot row (raftsched.leader.dispatch.work.HotRow)
+            _, _, nominal, shard, attempt, row_epoch, wdef = item
+            if row_epoch != epoch:
+                cold.append(to_item(item))
+                continue
+            key = wdef.key
+        else:
+            task = item.task
+            nominal = item.nominal_ms
+            shard = item.shard
+            attempt = item.attempt
+            if (
+                item.cancel
+                or item.env
+                or item.epoch != epoch
+                or item.HasField("log_request")
+                or item.execution_id != f"{task}@{nominal}/{shard}/{attempt}"
+            ):
+                cold.append(item)
+                continue
+            key = (
+                task,
+                item.task_version,
+                item.shards,
+                item.command,
+                item.handler,
+                item.params_json,
+                item.timeout_ms,
+                item.runner,
+            )
         ref = defs.get(key)
         if ref is None:
             ref = defs[key] = len(defs) + 1
             out.defs.add(
                 ref=ref,
-                task=task,
+                task=key[0],
                 version=key[1],
                 shards=key[2],
                 command=key[3],

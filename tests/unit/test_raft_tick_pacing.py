@@ -3,6 +3,7 @@ every proposal made before its tick, and a leader sends on time whatever the tic
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import threading
 import time
@@ -40,9 +41,7 @@ def manual() -> Iterator[list[_Raft]]:
     ports = free_ports(3)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     conf = {"autoTick": False, "appendEntriesPeriod": 0.02, "raftMinTimeout": 0.3, "raftMaxTimeout": 0.6}
-    nodes = [
-        _Raft(lambda _i, _d: None, a, [o for o in addrs if o != a], SyncObjConf(**conf)) for a in addrs
-    ]
+    nodes = [_Raft(lambda _i, _d: None, a, [o for o in addrs if o != a], SyncObjConf(**conf)) for a in addrs]
     yield nodes
     for n in nodes:
         n.destroy()
@@ -128,7 +127,7 @@ def test_a_leader_sends_its_appends_on_time_with_a_long_tick(slow_tick: dict[str
     for i in range(10):
         done = threading.Event()
 
-        def answered(_result: bytes | None, error: ProposeError | None) -> None:
+        def answered(_result: bytes | None, error: ProposeError | None, done: threading.Event = done) -> None:
             errors.append(error)
             done.set()
 
@@ -138,7 +137,7 @@ def test_a_leader_sends_its_appends_on_time_with_a_long_tick(slow_tick: dict[str
         took.append(time.monotonic() - start)
     assert errors == [None] * 10  # a tick late for the heartbeats would cost the leader its term
     to_one = [at for at, (to, _m) in sent if to == sorted({to for _a, (to, _m) in sent})[0]]
-    gaps = [b - a for a, b in zip(to_one, to_one[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(to_one)]
     # A tick of 0.5 s: before the pacing, a leader sent every 0.5 s (its deadline passed while it
     # waited) and a proposal waited for a tick to be taken in, then for the append after it.
     assert statistics.median(gaps) < 0.1, gaps

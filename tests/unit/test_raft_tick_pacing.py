@@ -101,7 +101,7 @@ def slow_tick(tmp_path: Path) -> Iterator[dict[str, PySyncObjNode]]:
             apply_fn=lambda _i, _d: b"",
             on_tick=lambda: None,
             on_leadership=leaderships.append,
-            write_snapshot=lambda f: f.write(b""),
+            write_snapshot=lambda _f: None,
             load_snapshot=lambda _p, _o: None,
             applied_index=lambda: 0,
             addr_to_id={a: n for n, a in addrs.items()}.get,

@@ -117,8 +117,11 @@ KEYS: Final[tuple[Key, ...]] = (
     Key(
         "raft.auto_tick_period",
         "duration",
-        "0.005",
-        "Raft loop period, s",
+        "0.02",
+        (
+            "longest wait of a node's Raft loop for network events, s (a leader also wakes when"
+            " its next append is due)"
+        ),
     ),
     Key(
         "raft.raft_min_timeout",

@@ -110,7 +110,7 @@ class RaftTuning:
     """
 
     append_entries_period: float = 0.02
-    auto_tick_period: float = 0.005
+    auto_tick_period: float = 0.02
     raft_min_timeout: float = 0.4
     raft_max_timeout: float = 1.4
     connection_timeout: float = 3.5

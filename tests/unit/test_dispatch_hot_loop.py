@@ -51,6 +51,7 @@ from tests.support.fsm import (
     fire,
     fresh,
     join,
+    leave,
     runs_of,
     tick,
     update,
@@ -527,3 +528,46 @@ def test_a_kept_slot_is_given_back_when_the_attempt_already_holds_a_lease() -> N
     d.release(assign)
     assert dict(d.used) == dict(Counter(lease.executor for lease in d.leases.values()))
     assert sum(d.used.values()) == len(SPECS)
+
+
+def test_an_executor_that_leaves_and_joins_again_keeps_the_slots_of_assignments_in_flight() -> None:
+    """An executor's Leave and a new Register are in the log before an assignment the leader had
+    already reserved on it (proposed while it was still a member): its death voids its leases
+    but not those reservations, which become its leases when the assignment applies after the
+    join (or are given back if it is refused). Forgetting their slots there left the executor's
+    leases uncounted (one per reservation: a slot hand-over keeps the reservation's slot), so
+    it was given more attempts than it has slots."""
+    from tests.unit.test_fsm_hot import fire_cols
+    from tests.unit.test_session_rows import SPECS, hot_leader
+
+    state, d = hot_leader()
+    at = T0 + S
+    rows = [(state.tasks[s.name].number, 1, at, at + S) for s in SPECS]
+    step(state, d, fire_cols(at, rows), at)
+    [assign] = d.poll(at)
+    on_ex2 = sum(1 for _, executor in assign.assigned if executor == "ex2")
+    assert on_ex2 and d.used["ex2"] == on_ex2
+    step(state, d, leave("ex2", at + 1), at + 1)  # its Leave, then its new Register
+    step(state, d, join("ex2", 100, at + 2), at + 2)
+    step(state, d, assign, at + 3)  # the assignment, proposed before them, applies after
+    d.release(assign)
+    leased = Counter(lease.executor for lease in d.leases.values())
+    assert leased["ex2"] == on_ex2
+    assert dict(d.used) == dict(leased)
+
+
+def test_a_reservation_on_an_executor_that_left_is_given_back_when_its_assignment_is_refused() -> None:
+    from tests.unit.test_fsm_hot import fire_cols
+    from tests.unit.test_session_rows import SPECS, hot_leader
+
+    state, d = hot_leader()
+    at = T0 + S
+    rows = [(state.tasks[s.name].number, 1, at, at + S) for s in SPECS]
+    step(state, d, fire_cols(at, rows), at)
+    [assign] = d.poll(at)
+    step(state, d, leave("ex2", at + 1), at + 1)
+    step(state, d, assign, at + 2)  # its rows on ex2 are refused: ex2 is gone
+    d.release(assign)
+    leased = Counter(lease.executor for lease in d.leases.values())
+    assert "ex2" not in leased and d.used.get("ex2", 0) == 0
+    assert {executor: n for executor, n in d.used.items() if n} == dict(leased)

@@ -22,7 +22,7 @@ from pysyncobj.tcp_server import TcpServer
 from pysyncobj.transport import TCPTransport
 
 from raftsched.consensus.pysyncobj.node import PySyncObjNode, _Raft
-from raftsched.consensus.pysyncobj.patches import PATCHES, PINNED_VERSION, cap_unverified_commit
+from raftsched.consensus.pysyncobj.patches import PATCHES, PINNED_VERSION, cap_unverified_commit, leader_wait
 from raftsched.consensus.pysyncobj.transport import MAX_PREAUTH_FRAME, GuardedConnection, RaftPortGuard
 from raftsched.testing.cluster import free_ports
 
@@ -153,6 +153,13 @@ def test_the_real_syncobj_runs_our_transport_and_handlers(raft: _Raft) -> None:
     transport = raft._SyncObj__transport
     assert type(transport) is GuardedTransport and type(transport._server) is GuardedServer
     assert all(type(c) is GuardedConnection for c in transport._connections.values())
+
+
+def test_a_leader_waits_no_longer_than_its_next_append() -> None:
+    assert leader_wait(0.5, 0.012, 0.02) == 0.012  # due in 12 ms: wake then
+    assert leader_wait(0.5, 0.0, 0.02) == 0.02  # sent in this tick: the next one is a period away
+    assert leader_wait(0.5, -0.003, 0.02) == 0.02
+    assert leader_wait(0.005, 0.012, 0.02) == 0.005  # never longer than the tick's own bound
 
 
 def test_an_unverified_append_never_raises_the_commit_index() -> None:

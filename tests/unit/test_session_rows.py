@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -255,3 +256,39 @@ def test_what_a_row_cannot_say_is_still_queued_as_its_work_item() -> None:
     assert "~m" in with_params.run_id and "~m" in manual.run_id
     assert {with_params.params_json, manual.params_json} == {'{"x": 1}', ""}
     assert with_params.command == manual.command == "true" and with_params.task_version == 1
+
+
+def test_a_cancel_that_follows_its_attempt_in_one_message_stops_it_on_the_executor(tmp_path: Path) -> None:
+    """A run cancelled right after its attempt was dispatched: the stream's writer takes both
+    flushes into one message (it drains what is queued), the attempt a row, its cancel a cold
+    item. The executor reads a message's cold items before its rows, so the cancel found nothing
+    to stop and the attempt then started (it ran on, cancelled, until the leader's stray check
+    a lease later). The attempt must reach the executor before its cancel, as it does on a
+    ``DispatchBatch`` stream."""
+    from tests.unit.test_session_eager import executor, ready
+
+    state, d = hot_leader()
+    at = T0 + S
+    fire_all(state, d, at)
+    run_id = f"d@{at}"
+    [cmd] = writes.cancel_runs([run_id], "stop", now_ms=at + 5, epoch=1, origin="n1", key="c")
+    assert step(state, d, cmd, at + 5).ok
+    mine = [w for _, w in d.take_work() if (w[1] if isinstance(w, tuple) else w.run_id) == run_id]
+    assert [isinstance(w, tuple) for w in mine] == [True, False]  # the row, then its cancel
+    exec_id = f"{run_id}/0/1"
+    work = encode_work(mine, {}, 1)
+    assert [item.execution_id for item in work_items(mine)] == [exec_id, exec_id]
+
+    async def main() -> tuple[bool, bool]:
+        ex = executor(tmp_path)
+        ready(ex)
+        ex._session_work(work)
+        running = ex._running.get(exec_id)
+        stopping = exec_id in ex._cancelled  # the cancel found it (and cancelled it: not started)
+        if running is not None:
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+        return stopping, running is not None
+
+    stopped, received = asyncio.run(main())
+    assert received and stopped

@@ -48,7 +48,7 @@ from raftsched.abc import (
 from raftsched.clockwatch import ClockWatch
 from raftsched.config.types import RaftTuning
 from raftsched.consensus.applier import Applier
-from raftsched.consensus.pysyncobj.patches import cap_unverified_commit, release_covered
+from raftsched.consensus.pysyncobj.patches import cap_unverified_commit, leader_wait, release_covered
 from raftsched.consensus.pysyncobj.snapshot import SnapshotWriter, read_header
 from raftsched.consensus.pysyncobj.status import LEADER, RAFT_STATES, decode_status, propose_error
 from raftsched.consensus.pysyncobj.transport import CLOCK_KEY, GuardedTransport, RaftPortGuard, bind_address
@@ -104,6 +104,22 @@ class _Raft(SyncObj):  # type: ignore[misc]
         # leader is heard; then the leader's commit index it must apply before it votes again.
         self._raftsched_votes_after: int | None = -1 if rebuilding else None
         super().__init__(*args, transportClass=GuardedTransport, **kwargs)
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        # patches.py: leader-tick-pacing. pysyncobj's tick drains the proposal queue after it
+        # sends the appends, and a leader sends only on the first tick past its append deadline:
+        # so the tick had to be short (5 ms) for a proposal to wait little for the next append,
+        # and every node woke 200 times a second for it. A leader now drains the queue at the
+        # start of its tick too (an append sent in this tick carries every entry proposed so
+        # far), and waits for socket events at most until its next append is due: it sends on
+        # time whatever ``raft.auto_tick_period`` is, which then bounds only what is not paced
+        # by messages (election timers, a follower's forwarding of a proposal, a 1-node commit).
+        if self._isLeader():
+            self._checkCommandsToApply()
+            if timeToWait > 0:
+                due_in = self._SyncObj__newAppendEntriesTime - time.monotonic()
+                timeToWait = leader_wait(timeToWait, due_in, self._SyncObj__conf.appendEntriesPeriod)
+        super()._onTick(timeToWait)
 
     def _SyncObj__connectedToAnyone(self) -> bool:
         # patches.py: campaign-hold. pysyncobj campaigns only while this is true. A node that

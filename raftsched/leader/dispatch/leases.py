@@ -139,11 +139,17 @@ class Holdings:
 
     def void(self, executor: str) -> list[str]:
         """``executor`` is dead: end every lease it had (the state machine re-queued or failed their
-        attempts) and forget its slot count. Returns the execution ids whose lease ended."""
+        attempts). Returns the execution ids whose lease ended.
+
+        Its slot count keeps the reservations still in flight on it (assignments proposed while
+        it was a member): each is given back when its proposal completes (refused: it is gone),
+        or becomes a lease that keeps its slot if the executor joined again before it applied
+        (:meth:`hand_over`). Forgetting them left such leases uncounted."""
         ended = [exec_id for exec_id, lease in self.leases.items() if lease.executor == executor]
         for exec_id in ended:
             self.drop(exec_id)
-        self.used.pop(executor, None)
+        if not self.used.get(executor):
+            self.used.pop(executor, None)
         return ended
 
     def unstarted_of(self, executor: str) -> list[str]:

@@ -58,6 +58,11 @@ def encode_work(items: Sequence[Work], defs: dict[DefKey, int], epoch: int) -> p
     shards: list[int] = []
     attempts: list[int] = []
     cold: list[pb.WorkItem] = []
+    # A cancel of an attempt a row earlier in the message dispatches: that row goes as its cold
+    # work item just before the cancel. An executor reads a message's cold items before its
+    # rows: the cancel would find nothing to stop, then the row would start a cancelled attempt.
+    rows_by_id: _RowIndex | None = None
+    moved = False
     for item in items:
         if isinstance(item, tuple):  # a hot row (raftsched.leader.dispatch.work.HotRow)
             _, _, nominal, shard, attempt, row_epoch, wdef = item
@@ -77,6 +82,13 @@ def encode_work(items: Sequence[Work], defs: dict[DefKey, int], epoch: int) -> p
                 or item.HasField("log_request")
                 or item.execution_id != f"{task}@{nominal}/{shard}/{attempt}"
             ):
+                if item.cancel and refs:
+                    if rows_by_id is None:
+                        rows_by_id = _RowIndex()
+                    row = rows_by_id.take(item.execution_id, refs, nominals, shards, attempts, defs, epoch)
+                    if row is not None:
+                        cold.append(row)
+                        moved = True
                 cold.append(item)
                 continue
             key = (
@@ -107,6 +119,10 @@ def encode_work(items: Sequence[Work], defs: dict[DefKey, int], epoch: int) -> p
         nominals.append(nominal)
         shards.append(shard)
         attempts.append(attempt)
+    if moved:  # (a ref is never 0: refs start at 1)
+        keep = [j for j, ref in enumerate(refs) if ref]
+        refs, nominals = [refs[j] for j in keep], [nominals[j] for j in keep]
+        shards, attempts = [shards[j] for j in keep], [attempts[j] for j in keep]
     if refs:
         out.task_ref.extend(refs)
         out.nominal_ms.extend(nominals)
@@ -115,6 +131,59 @@ def encode_work(items: Sequence[Work], defs: dict[DefKey, int], epoch: int) -> p
     if cold:
         out.cold.extend(cold)
     return out
+
+
+class _RowIndex:
+    """The rows of one message by execution id, built at its first cancel (see
+    :func:`encode_work`) and extended with the rows added since at each later one: a cancel
+    is rare, a row is not, so rows are looked at only when a message has a cancel."""
+
+    __slots__ = ("by_id", "indexed", "keys")
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, int] = {}
+        self.indexed = 0  # rows indexed so far
+        self.keys: dict[int, DefKey] = {}  # ref -> definition key
+
+    def take(
+        self,
+        exec_id: str,
+        refs: list[int],
+        nominals: list[int],
+        shards: list[int],
+        attempts: list[int],
+        defs: dict[DefKey, int],
+        epoch: int,
+    ) -> pb.WorkItem | None:
+        """The cold work item of the row that dispatches ``exec_id`` in this message (no longer
+        to be sent as a row), or None if there is none."""
+        if len(self.keys) != len(defs):
+            self.keys = {ref: key for key, ref in defs.items()}
+        keys, by_id = self.keys, self.by_id
+        for j in range(self.indexed, len(refs)):
+            by_id[f"{keys[refs[j]][0]}@{nominals[j]}/{shards[j]}/{attempts[j]}"] = j
+        self.indexed = len(refs)
+        j = by_id.pop(exec_id, -1)
+        if j < 0:
+            return None
+        key, nominal = keys[refs[j]], nominals[j]
+        refs[j] = 0  # (dropped from the columns once the message is done)
+        return pb.WorkItem(
+            execution_id=exec_id,
+            run_id=f"{key[0]}@{nominal}",
+            task=key[0],
+            nominal_ms=nominal,
+            shard=shards[j],
+            attempt=attempts[j],
+            epoch=epoch,
+            task_version=key[1],
+            shards=key[2],
+            command=key[3],
+            handler=key[4],
+            params_json=key[5],
+            timeout_ms=key[6],
+            runner=key[7],
+        )
 
 
 def report_rows(report: pb.SessionReport) -> list[tuple[str, int, int]]:

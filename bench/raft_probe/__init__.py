@@ -1,0 +1,1 @@
+"""The Raft tick-thread probe (``sitecustomize.py``) and its report (``report.py``)."""

@@ -364,7 +364,6 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
                 name, rows, exec_ids, report.duration_ms, report.start_lateness_ms, report.cold, cold_ids, now
             )
             if proposals:
-                hub.slots_freed()  # their leases are dropped: waiting attempts may take the slots
                 outcomes = await asyncio.gather(*(propose_and_wait(hub.node, p.encode()) for p in proposals))
                 refused = 0
                 for proposal, outcome in zip(proposals, outcomes, strict=True):
@@ -440,7 +439,6 @@ class ExecutorServicer(pb_grpc.ExecutorServiceServicer):  # type: ignore[misc]
         now = self.hub.now_ms()
         proposals = d.report(request.name, request.results, now, ids)
         if proposals:
-            self.hub.slots_freed()  # their leases are dropped: waiting attempts may take the slots
             outcomes = await asyncio.gather(*(propose_and_wait(self.hub.node, p.encode()) for p in proposals))
             refused = sum(outcome.refused for outcome in outcomes)
             for proposal, outcome in zip(proposals, outcomes, strict=True):

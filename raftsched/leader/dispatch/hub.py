@@ -39,10 +39,6 @@ from raftsched.v1 import raftsched_pb2 as pb
 log = logging.getLogger("raftsched.rpc.executor_service")
 
 TICK_S = 0.05
-# A tick that refills slots freed by reports comes at least this long after the previous tick:
-# each tick may propose an assignment entry, and one per report (4 per commit round and
-# executor) doubled the Raft entries per attempt (issue 31 stage 4); 10 ms is a fifth of TICK_S.
-REFILL_GAP_S = 0.01
 # A stream's queue holds lists of work (work items and hot rows: raftsched.leader.dispatch.work;
 # one list per flush, not one put per item); this list, by identity, is the sentinel that ends
 # the stream (leadership lost, or a newer stream).
@@ -83,8 +79,6 @@ class ExecutorHub:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._kicked = False
-        self._refill: asyncio.TimerHandle | None = None
-        self._last_tick = 0.0
         # (leader time of the takeover, inherited attempts, tasks) while a new leader's overlap
         # decisions wait for inherited attempts (Dispatcher.overlap_unknown); None otherwise.
         self._holding: tuple[int, int, int] | None = None
@@ -206,28 +200,8 @@ class ExecutorHub:
         d.on_effects(effects, self.now_ms())
         self._flush_outbox()
         self._hold_done()
-        if ready:
-            self._kick_soon()  # place new attempts now, not at the next timer tick
-
-    def slots_freed(self) -> None:
-        """Reported results gave their slots back (:meth:`Dispatcher.report`, ``results_columns``
-        dropped their leases): if attempts wait, place them on the next pass of the loop rather
-        than at the next timer tick (up to TICK_S later). A slot is held from an attempt's
-        reservation until its result arrives here, so this wait was part of every slot's cycle.
-        However many reports free slots meanwhile, one tick places them all, and it comes at
-        least ``REFILL_GAP_S`` after the previous tick (at once if that was long enough ago)."""
-        if self._kicked or self._refill is not None or not self.dispatcher.waiting:
-            return
-        assert self.loop is not None
-        delay = self._last_tick + REFILL_GAP_S - self.loop.time()
-        if delay <= 0:
-            self._kick_soon()
-        else:
-            self._refill = self.loop.call_later(delay, self._kick)
-
-    def _kick_soon(self) -> None:
-        """One dispatcher tick on the next pass of the loop (however often this is called before)."""
-        if not self._kicked:
+        if ready and not self._kicked:
+            # Place new attempts now rather than at the next timer tick (up to TICK_S later).
             self._kicked = True
             assert self.loop is not None
             self.loop.call_soon(self._kick)
@@ -291,11 +265,6 @@ class ExecutorHub:
                 log.exception("dispatcher tick failed")
 
     def _tick(self) -> None:
-        if self.loop is not None:
-            self._last_tick = self.loop.time()
-        if self._refill is not None:  # this tick does the refill's work
-            self._refill.cancel()
-            self._refill = None
         d = self.dispatcher
         if not d.leading or self.node.gate.clock_faulty() or self.node.gate.damaged():
             return  # a faulty clock would expire every lease at once (+10 min), or none

@@ -481,7 +481,7 @@ def test_a_hot_dispatch_keeps_its_reservation_slot_for_its_lease(monkeypatch: py
 
     state, d = hot_leader()
     calls: Counter[str] = Counter()
-    for name in ("take", "release", "hand_over"):
+    for name in ("reserve", "take", "release", "hand_over"):
         original = getattr(leases_module.Holdings, name)
 
         def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
@@ -494,7 +494,7 @@ def test_a_hot_dispatch_keeps_its_reservation_slot_for_its_lease(monkeypatch: py
     step(state, d, fire_cols(at, rows), at)
     [assign] = d.poll(at)
     reserved = dict(d.used)
-    assert sum(reserved.values()) == len(SPECS) and calls["take"] == len(SPECS)  # the reservations
+    assert sum(reserved.values()) == len(SPECS) and calls["reserve"] == len(SPECS)  # the reservations
     calls.clear()
     step(state, d, assign, at)
     d.release(assign)

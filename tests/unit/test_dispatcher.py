@@ -318,3 +318,31 @@ def test_holdings_give_back_everything_a_reservation_or_a_lease_took() -> None:
     h.take(key, "ex1", need)
     h.leases["r/0/1"] = Lease("r/0/1", "r", "t", 0, 1, "ex1", expires_ms=1, deadline_ms=0)
     assert h.void("ex1") == ["r/0/1"] and empty(h) and not h.leases  # its executor died
+
+
+def test_holdings_give_back_a_plain_attempt_without_touching_what_others_hold() -> None:
+    """A plain attempt (no declared need, not backfill, no quota or lock) is handed over and
+    dropped by the fast paths (nothing of those kinds checked for it while nothing is held, and
+    only its own key while something is): another attempt's cpu, memory, backfill place and
+    locks stay held until its own release."""
+    from raftsched.fsm.policy import Need as PolicyNeed
+    from raftsched.leader.dispatch.leases import Holdings, Lease
+    from raftsched.sharding.placement import NO_NEED, Need
+
+    h = Holdings()
+    plain, sized = ("p", 0), ("s", 0)
+    h.reserve(plain, "ex1", NO_NEED, None, backfill=False)
+    h.hand_over(plain)  # nothing else held: the fast path
+    assert h.used == {"ex1": 1} and not h.held.running and not h.reserved.by_key
+    h.reserve(sized, "ex1", Need(cpu=1.0, memory_mb=64), PolicyNeed((), (Lock("db"),)), backfill=True)
+    h.leases["p/0/1"] = Lease("p/0/1", "p", "t", 0, 1, "ex1", expires_ms=5, deadline_ms=3)
+    h.check_at = 10
+    h.lease(h.leases["p/0/1"])
+    assert h.check_at == 3  # its deadline comes before its expiry
+    assert h.drop("p/0/1") is not None
+    assert h.used == {"ex1": 1} and h.held.used("ex1") == (1, 1.0, 64)
+    assert h.backfill_busy == {sized} and h.reserved.exclusive == {"db": 1}
+    h.hand_over(plain)  # again, while another holds: harmless
+    assert h.backfill_busy == {sized} and sized in h.reserved.by_key and sized in h.held.running
+    h.release(sized, "ex1")
+    assert not any(h.used.values()) and not h.held.running and not h.backfill_busy and not h.reserved.by_key

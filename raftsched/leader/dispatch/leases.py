@@ -73,7 +73,12 @@ class Holdings:
     def lease(self, lease: Lease) -> None:
         """Hold ``lease`` (replacing any lease of its execution id)."""
         self.leases[lease.execution_id] = lease
-        self.check_at = min(self.check_at, _first_due(lease))
+        # _first_due, inline (one call per attempt on the leader's loop)
+        due, deadline = lease.expires_ms, lease.deadline_ms
+        if deadline and deadline < due:
+            due = deadline
+        if due < self.check_at:
+            self.check_at = due
 
     def renewed(self, expires_ms: int) -> None:
         """Leases were renewed to expire at ``expires_ms`` (possibly earlier than before: a lease
@@ -98,7 +103,8 @@ class Holdings:
 
     def take(self, key: Key, executor: str, need: Need) -> None:
         """``key`` holds a slot on ``executor``, and the cpu and memory of ``need``."""
-        self._use(executor, +1)
+        used = self.used  # _use(executor, +1), inline: a count is never negative
+        used[executor] = used.get(executor, 0) + 1
         if need is not NO_NEED:
             self.held.take(key, executor, need)
 
@@ -109,7 +115,10 @@ class Holdings:
             self.backfill_busy.add(key)
         if policy is not None:
             self.reserved.add(key, policy)
-        self.take(key, executor, need)
+        used = self.used  # take, inline (once per attempt on the leader's loop)
+        used[executor] = used.get(executor, 0) + 1
+        if need is not NO_NEED:
+            self.held.take(key, executor, need)
 
     def release(self, key: Key, executor: str) -> None:
         """Give back everything ``key`` held on ``executor`` (harmless for what it did not hold)."""
@@ -122,9 +131,15 @@ class Holdings:
         it again: issue 31 stage 4). Its cpu and memory, backfill place, quotas and locks are
         given back as :meth:`release` gives them back (the lease takes none of them again: only
         an attempt with no declared need is handed over)."""
-        self.held.release(key)
-        self.backfill_busy.discard(key)
-        self.reserved.remove(key)
+        # Each only when something of its kind is held at all: a plain attempt (the common case:
+        # no declared need, not backfill, no quota or lock) holds none, and this runs twice per
+        # attempt on the leader's loop (its assignment applied, its result reported).
+        if self.held.running:
+            self.held.release(key)
+        if self.backfill_busy:
+            self.backfill_busy.discard(key)
+        if self.reserved.by_key:
+            self.reserved.remove(key)
 
     def give_back_slot(self, executor: str) -> None:
         """One slot on ``executor`` a handed-over reservation kept and no lease took."""
@@ -134,7 +149,10 @@ class Holdings:
         """End the lease of ``exec_id`` (if any), giving back what it held."""
         lease = self.leases.pop(exec_id, None)
         if lease is not None:
-            self.release((lease.run_id, lease.shard), lease.executor)
+            # release, inline (one call per attempt on the leader's loop)
+            used, executor = self.used, lease.executor
+            used[executor] = max(0, used.get(executor, 0) - 1)
+            self.hand_over((lease.run_id, lease.shard))
         return lease
 
     def void(self, executor: str) -> list[str]:

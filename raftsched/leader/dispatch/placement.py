@@ -306,7 +306,8 @@ class Placement:
         w = self.waiting.pop(key, None)
         if w is None:
             return False
-        self.pooled.pop(key, None)
+        if self.pooled:
+            self.pooled.pop(key, None)
         if w.need is not NO_NEED:
             del self.sized[key]
         else:

@@ -207,7 +207,13 @@ class _Raft(SyncObj):  # type: ignore[misc]
 
         A leader: the age of the newest answer it holds from a majority, itself included (read
         from pysyncobj's ``__lastResponseTime``, which its own ``leaderFallbackTimeout`` check
-        uses, syncobj.py:_onTick); a follower: since the leader's last ``append_entries``."""
+        uses, syncobj.py:_onTick); a follower: since the leader's last ``append_entries``.
+        ``now``: ``time.monotonic()``, the follower's clock; a leader's answers are timed by
+        pysyncobj's own clock (:func:`_raft_clock`, which drifts from ``time.monotonic``), so
+        their age is taken on that one (on ``now`` it was off by the drift, growing with
+        uptime: 0.256 s too old after 18 h here, and from a drift of ``LEADER_CONTACT_MAX_MS``
+        on, a healthy leader's Leader health would say NOT_SERVING; or always 0 if the drift
+        goes the other way)."""
         if not leading:
             heard: float | None = self._raftsched_heard_at
             return None if heard is None else max(0.0, now - heard)
@@ -221,7 +227,7 @@ class _Raft(SyncObj):  # type: ignore[misc]
             return 0.0
         if len(times) < need:
             return None
-        return max(0.0, now - times[need - 1])
+        return max(0.0, _raft_clock() - times[need - 1])
 
     def _raftsched_may_vote(self, message: Any) -> bool:
         """A rebuilt node (its journal moved aside) has forgotten the entries it acknowledged and

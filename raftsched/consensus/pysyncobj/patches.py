@@ -197,10 +197,15 @@ PATCHES: tuple[Patch, ...] = (
         ),
         reason=(
             "The voters as this node dials them (member_addresses) and how recently a majority "
-            "answered the leader (contact_age, a report only, never a decision) have no public API."
+            "answered the leader (contact_age, a report only, never a decision) have no public API. "
+            "__lastResponseTime is on pysyncobj's own clock (syncobj.monotonicTime: "
+            "CLOCK_MONOTONIC_RAW on Linux, drifting from time.monotonic), so its age is too."
         ),
-        reference="LIBRARY-NOTES.md 1.5",
-        tests=("tests/unit/test_raft_patches.py::test_the_raft_view_reads_a_real_syncobj",),
+        reference="LIBRARY-NOTES.md 1.5; pysyncobj 0.3.17 monotonic.py",
+        tests=(
+            "tests/unit/test_raft_patches.py::test_the_raft_view_reads_a_real_syncobj",
+            "tests/unit/test_raft_patches.py::test_a_leader_s_contact_age_is_timed_by_pysyncobj_s_clock",
+        ),
     ),
     Patch(
         name="frame-guard",

@@ -79,18 +79,21 @@ def test_an_append_carries_the_proposals_made_before_its_tick(manual: list[_Raft
     assert len(carried) == 2  # both carry the entry proposed before the tick
 
 
+# pysyncobj's clock behind time.monotonic (as on the dev machine) or ahead of it (less than the
+# leader's 30 s fallback timeout here, or it would step down).
+@pytest.mark.parametrize("shift", [-1000.0, 10.0])
 def test_a_leader_waits_until_its_next_append_by_pysyncobj_s_own_clock(
-    manual: list[_Raft], monkeypatch: pytest.MonkeyPatch
+    manual: list[_Raft], monkeypatch: pytest.MonkeyPatch, shift: float
 ) -> None:
     """pysyncobj times its appends with its own clock (``pysyncobj.monotonic``: CLOCK_MONOTONIC_RAW
     on Linux), which drifts from ``time.monotonic`` (NTP-slewed CLOCK_MONOTONIC) with uptime: on
     the dev machine it was 0.256 s behind after 18 h. Reading the deadline against
     ``time.monotonic`` made the wait wrong by that much: always "overdue" (a whole append period
     from whenever the tick started: appends up to a period late) when pysyncobj's clock is behind,
-    always the full tick bound when it is ahead. Here pysyncobj's clock is 1,000 s behind."""
+    always the full tick bound when it is ahead (0.5 s here: appends every 0.5 s)."""
     leader = _caught_up_leader(manual)
     raw = syncobj.monotonicTime
-    monkeypatch.setattr(syncobj, "monotonicTime", lambda: raw() - 1000.0)
+    monkeypatch.setattr(syncobj, "monotonicTime", lambda: raw() + shift)
     waits: list[float] = []
     poll = leader._poller.poll
 
@@ -101,7 +104,7 @@ def test_a_leader_waits_until_its_next_append_by_pysyncobj_s_own_clock(
     monkeypatch.setattr(leader._poller, "poll", spy)
     leader._SyncObj__newAppendEntriesTime = syncobj.monotonicTime() + 0.012  # due in 12 ms
     leader.doTick(0.5)
-    assert len(waits) == 1 and 0 < waits[0] <= 0.012, waits  # (was 0.02: one append period)
+    assert len(waits) == 1 and 0 < waits[0] <= 0.012, waits  # (was 0.02 behind, 0.5 ahead)
 
 
 @pytest.fixture

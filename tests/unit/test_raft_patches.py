@@ -8,13 +8,14 @@ import importlib
 import inspect
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pysyncobj
 import pytest
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, syncobj
 from pysyncobj.poller import createPoller
 from pysyncobj.serializer import Serializer
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
@@ -210,3 +211,18 @@ def test_the_raft_view_reads_a_real_syncobj(raft: _Raft) -> None:
     assert raft.member_addresses() == sorted([self_addr, *peers])
     assert raft.contact_age(0.0, leading=False) is None  # no leader heard yet
     assert raft.contact_age(0.0, leading=True) is None  # no answer from a majority yet
+
+
+def test_a_leader_s_contact_age_is_timed_by_pysyncobj_s_clock(
+    raft: _Raft, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pysyncobj stamps ``__lastResponseTime`` with its own clock (``pysyncobj.monotonic``,
+    CLOCK_MONOTONIC_RAW on Linux), which drifts from ``time.monotonic`` with uptime (0.256 s
+    after 18 h on the dev machine); the age must be taken on that clock. Here it is 1,000 s
+    behind ``time.monotonic``: the age read against ``time.monotonic`` was 1,000.25 s."""
+    raw = syncobj.monotonicTime
+    monkeypatch.setattr(syncobj, "monotonicTime", lambda: raw() - 1000.0)
+    answered = syncobj.monotonicTime() - 0.25
+    monkeypatch.setattr(raft, "_SyncObj__lastResponseTime", dict.fromkeys(raft.otherNodes, answered))
+    age = raft.contact_age(time.monotonic(), leading=True)  # as PySyncObjNode.status calls it
+    assert age is not None and 0.25 <= age < 5.0, age

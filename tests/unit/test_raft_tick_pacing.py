@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pysyncobj import SyncObjConf
+from pysyncobj import SyncObjConf, syncobj
 
 from raftsched.abc import Leadership, ProposeError
 from raftsched.config.types import RaftTuning
@@ -52,7 +52,7 @@ def _tick_all(nodes: list[_Raft]) -> None:
         n.doTick(0.001)
 
 
-def test_an_append_carries_the_proposals_made_before_its_tick(manual: list[_Raft]) -> None:
+def _caught_up_leader(manual: list[_Raft]) -> _Raft:
     def caught_up() -> _Raft | None:
         _tick_all(manual)
         leaders = [n for n in manual if n.leads()]
@@ -60,7 +60,11 @@ def test_an_append_carries_the_proposals_made_before_its_tick(manual: list[_Raft
             return None
         return leaders[0] if leaders[0].raftCommitIndex > 0 else None
 
-    leader = wait_until(caught_up, 30, 0.0, "a leader whose followers applied its no-op")
+    return wait_until(caught_up, 30, 0.0, "a leader whose followers applied its no-op")
+
+
+def test_an_append_carries_the_proposals_made_before_its_tick(manual: list[_Raft]) -> None:
+    leader = _caught_up_leader(manual)
     sent = _appends(leader)
     leader.propose_entry(b"proposed-before-the-tick", lambda _r, _e: None)
     leader._SyncObj__newAppendEntriesTime = 0.0  # this tick sends the appends
@@ -73,6 +77,34 @@ def test_an_append_carries_the_proposals_made_before_its_tick(manual: list[_Raft
     ]
     assert len(sent) == 2, sent  # one append to each follower, in this tick
     assert len(carried) == 2  # both carry the entry proposed before the tick
+
+
+# pysyncobj's clock behind time.monotonic (as on the dev machine) or ahead of it (less than the
+# leader's 30 s fallback timeout here, or it would step down).
+@pytest.mark.parametrize("shift", [-1000.0, 10.0])
+def test_a_leader_waits_until_its_next_append_by_pysyncobj_s_own_clock(
+    manual: list[_Raft], monkeypatch: pytest.MonkeyPatch, shift: float
+) -> None:
+    """pysyncobj times its appends with its own clock (``pysyncobj.monotonic``: CLOCK_MONOTONIC_RAW
+    on Linux), which drifts from ``time.monotonic`` (NTP-slewed CLOCK_MONOTONIC) with uptime: on
+    the dev machine it was 0.256 s behind after 18 h. Reading the deadline against
+    ``time.monotonic`` made the wait wrong by that much: always "overdue" (a whole append period
+    from whenever the tick started: appends up to a period late) when pysyncobj's clock is behind,
+    always the full tick bound when it is ahead (0.5 s here: appends every 0.5 s)."""
+    leader = _caught_up_leader(manual)
+    raw = syncobj.monotonicTime
+    monkeypatch.setattr(syncobj, "monotonicTime", lambda: raw() + shift)
+    waits: list[float] = []
+    poll = leader._poller.poll
+
+    def spy(timeout: float) -> None:
+        waits.append(timeout)
+        poll(0)
+
+    monkeypatch.setattr(leader._poller, "poll", spy)
+    leader._SyncObj__newAppendEntriesTime = syncobj.monotonicTime() + 0.012  # due in 12 ms
+    leader.doTick(0.5)
+    assert len(waits) == 1 and 0 < waits[0] <= 0.012, waits  # (was 0.02 behind, 0.5 ahead)
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjException, replicated
+from pysyncobj import syncobj as _syncobj
 from pysyncobj.node import TCPNode
 
 from raftsched.abc import (
@@ -56,6 +57,15 @@ from raftsched.errors import CannotStart, SnapshotFormatError
 from raftsched.logfields import leadership_fields
 
 log = logging.getLogger(__name__)
+
+
+def _raft_clock() -> float:
+    """pysyncobj's own clock, which times its tick (append deadlines, ``__lastResponseTime``,
+    election timers): ``pysyncobj.monotonic``, CLOCK_MONOTONIC_RAW on Linux, not the NTP-slewed
+    CLOCK_MONOTONIC of ``time.monotonic``. The two drift apart with uptime (measured: 0.256 s
+    after 18 h on the dev machine), so a time pysyncobj stored is compared with this only.
+    Looked up at each call, as pysyncobj's tick does (``syncobj.monotonicTime``)."""
+    return float(_syncobj.monotonicTime())
 
 
 class _NoBindTraceback(logging.Filter):
@@ -117,7 +127,8 @@ class _Raft(SyncObj):  # type: ignore[misc]
         if self._isLeader():
             self._checkCommandsToApply()
             if timeToWait > 0:
-                due_in = self._SyncObj__newAppendEntriesTime - time.monotonic()
+                # pysyncobj's deadline is on its own clock (_raft_clock), not time.monotonic.
+                due_in = self._SyncObj__newAppendEntriesTime - _raft_clock()
                 timeToWait = leader_wait(timeToWait, due_in, self._SyncObj__conf.appendEntriesPeriod)
         super()._onTick(timeToWait)
 
@@ -196,7 +207,13 @@ class _Raft(SyncObj):  # type: ignore[misc]
 
         A leader: the age of the newest answer it holds from a majority, itself included (read
         from pysyncobj's ``__lastResponseTime``, which its own ``leaderFallbackTimeout`` check
-        uses, syncobj.py:_onTick); a follower: since the leader's last ``append_entries``."""
+        uses, syncobj.py:_onTick); a follower: since the leader's last ``append_entries``.
+        ``now``: ``time.monotonic()``, the follower's clock; a leader's answers are timed by
+        pysyncobj's own clock (:func:`_raft_clock`, which drifts from ``time.monotonic``), so
+        their age is taken on that one (on ``now`` it was off by the drift, growing with
+        uptime: 0.256 s too old after 18 h here, and from a drift of ``LEADER_CONTACT_MAX_MS``
+        on, a healthy leader's Leader health would say NOT_SERVING; or always 0 if the drift
+        goes the other way)."""
         if not leading:
             heard: float | None = self._raftsched_heard_at
             return None if heard is None else max(0.0, now - heard)
@@ -210,7 +227,7 @@ class _Raft(SyncObj):  # type: ignore[misc]
             return 0.0
         if len(times) < need:
             return None
-        return max(0.0, now - times[need - 1])
+        return max(0.0, _raft_clock() - times[need - 1])
 
     def _raftsched_may_vote(self, message: Any) -> bool:
         """A rebuilt node (its journal moved aside) has forgotten the entries it acknowledged and

@@ -197,10 +197,15 @@ PATCHES: tuple[Patch, ...] = (
         ),
         reason=(
             "The voters as this node dials them (member_addresses) and how recently a majority "
-            "answered the leader (contact_age, a report only, never a decision) have no public API."
+            "answered the leader (contact_age, a report only, never a decision) have no public API. "
+            "__lastResponseTime is on pysyncobj's own clock (syncobj.monotonicTime: "
+            "CLOCK_MONOTONIC_RAW on Linux, drifting from time.monotonic), so its age is too."
         ),
-        reference="LIBRARY-NOTES.md 1.5",
-        tests=("tests/unit/test_raft_patches.py::test_the_raft_view_reads_a_real_syncobj",),
+        reference="LIBRARY-NOTES.md 1.5; pysyncobj 0.3.17 monotonic.py",
+        tests=(
+            "tests/unit/test_raft_patches.py::test_the_raft_view_reads_a_real_syncobj",
+            "tests/unit/test_raft_patches.py::test_a_leader_s_contact_age_is_timed_by_pysyncobj_s_clock",
+        ),
     ),
     Patch(
         name="frame-guard",
@@ -296,7 +301,9 @@ PATCHES: tuple[Patch, ...] = (
             "times a second (the tick thread's fixed cost: 7-11.5 us per fire on the leader at "
             "4,000 fires/s). A leader's tick drains the queue first and waits at most until its "
             "next append is due (leader_wait), so appends leave on time with every proposal "
-            "made before them, and raft.auto_tick_period can be longer."
+            "made before them, and raft.auto_tick_period can be longer. The deadline is on "
+            "pysyncobj's own clock (syncobj.monotonicTime: CLOCK_MONOTONIC_RAW on Linux), and "
+            "is read against it, never time.monotonic (they drift apart with uptime)."
         ),
         reference=(
             "docs/explanation/performance.md, stage 4: the Raft thread and the leader's apply; "
@@ -306,6 +313,7 @@ PATCHES: tuple[Patch, ...] = (
             "tests/unit/test_raft_patches.py::test_a_leader_waits_no_longer_than_its_next_append",
             "tests/unit/test_raft_tick_pacing.py::test_an_append_carries_the_proposals_made_before_its_tick",
             "tests/unit/test_raft_tick_pacing.py::test_a_leader_sends_its_appends_on_time_with_a_long_tick",
+            "tests/unit/test_raft_tick_pacing.py::test_a_leader_waits_until_its_next_append_by_pysyncobj_s_own_clock",
         ),
     ),
     Patch(

@@ -273,7 +273,7 @@ class LeaderDriver:
             elif isinstance(effect, ReadyColumns):
                 # Each accepted FireColumns row re-arms its task (a TaskArmed of the current version).
                 with self.state.view() as v:
-                    rows = list(columns.armed_rows(v, effect))
+                    rows = columns.armed_rows(v, effect)
                 in_flight, wheel = self.in_flight, self.wheel
                 in_flight.difference_update([name for name, _ in rows])
                 if all(next_fire for _, next_fire in rows):

@@ -115,6 +115,12 @@ class Numbering:
         tasks = self.tasks
         return tasks[number] if 0 < number < len(tasks) else None
 
+    def tasks_of(self, numbers: Iterable[int]) -> list[TaskState | None]:
+        """:meth:`task` of each of ``numbers``, in order (one call for an entry's rows)."""
+        tasks = self.tasks
+        n = len(tasks)
+        return [tasks[k] if 0 < k < n else None for k in numbers]
+
     def task_name(self, number: int) -> str | None:
         st = self.task(number)
         return st.spec.name if st is not None else None

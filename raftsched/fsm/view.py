@@ -154,6 +154,10 @@ class StateView:
         """The task numbered ``number`` (live object: read, never keep), or None."""
         return self._s.numbering.task(number)
 
+    def tasks_by_numbers(self, numbers: Iterable[int]) -> list[TaskState | None]:
+        """:meth:`task_by_number` of each of ``numbers``, in order (live objects: read, never keep)."""
+        return self._s.numbering.tasks_of(numbers)
+
     def executor_name(self, number: int) -> str | None:
         """The executor numbered ``number``, or None."""
         return self._s.numbering.executor_name(number)

@@ -61,14 +61,16 @@ def number_entities(now_ms: int, epoch: int, origin: str) -> bytes:
     return codec.encode_command(cmd)
 
 
-def armed_rows(v: StateView, eff: ReadyColumns) -> Iterator[tuple[str, int]]:
+def armed_rows(v: StateView, eff: ReadyColumns) -> list[tuple[str, int]]:
     """``(task name, next fire)`` of each row of ``eff``, in row order (a task that caught up on
     two fires has two rows: the last one counts, as a later ``TaskArmed`` would). Rows of a task
     deleted since are left out."""
-    for number, next_fire in zip(eff.tasks, eff.next_fires, strict=True):
-        st = v.task_by_number(number)
-        if st is not None:
-            yield st.spec.name, next_fire
+    states = v.tasks_by_numbers(eff.tasks)
+    return [
+        (st.spec.name, next_fire)
+        for st, next_fire in zip(states, eff.next_fires, strict=True)
+        if st is not None
+    ]
 
 
 def ready_attempts(v: StateView, eff: ReadyColumns, epoch: int) -> list[AttemptReady]:

@@ -273,10 +273,13 @@ class LeaderDriver:
             elif isinstance(effect, ReadyColumns):
                 # Each accepted FireColumns row re-arms its task (a TaskArmed of the current version).
                 with self.state.view() as v:
-                    rows = list(columns.armed_rows(v, effect))
+                    rows = columns.armed_rows(v, effect)
                 in_flight, wheel = self.in_flight, self.wheel
+                in_flight.difference_update([name for name, _ in rows])
+                if all(next_fire for _, next_fire in rows):
+                    wheel.insert_many(rows)  # the common case: every task fires again
+                    continue
                 for name, next_fire in rows:
-                    in_flight.discard(name)
                     if next_fire:
                         wheel.insert(name, next_fire)
                     else:

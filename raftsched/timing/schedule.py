@@ -118,7 +118,10 @@ def single_on_time_fire(trigger: Trigger, next_fire_ms: int, now_ms: int, grace_
     :func:`single_fire`; None when the case does not apply (use :func:`plan_fires`)."""
     if not next_fire_ms or next_fire_ms > now_ms or next_fire_ms < now_ms - grace_ms:
         return None
-    following = next_fire_after(trigger, next_fire_ms)
+    if type(trigger) is CronTrigger:  # next_fire_after's first case, without the match (per fire)
+        following = _cron_next(trigger.expr, trigger.timezone, next_fire_ms)
+    else:
+        following = next_fire_after(trigger, next_fire_ms)
     if not following or following > now_ms:
         return following
     return None

@@ -59,6 +59,14 @@ class WheelVersusOracle(RuleBasedStateMachine):
         self.oracle[key] = (due, self.seq)  # replacing takes a fresh sequence, like the wheel
         self.seq += 1
 
+    @rule(pairs=st.lists(st.tuples(KEYS, OFFSETS), max_size=8))
+    def insert_many(self, pairs: list[tuple[int, int]]) -> None:
+        # The same as inserting each pair in order (a key twice: the last due time counts).
+        self.wheel.insert_many([(key, self.now + offset) for key, offset in pairs])
+        for key, offset in pairs:
+            self.oracle[key] = (self.now + offset, self.seq)
+            self.seq += 1
+
     @rule(key=KEYS)
     def cancel(self, key: int) -> None:
         assert self.wheel.cancel(key) == (key in self.oracle)
@@ -138,3 +146,37 @@ def test_batch_then_monotonic_advances(
         fired.extend(step)
     assert fired == sorted(enumerate(dues), key=lambda item: (item[1], item[0]))
     assert len(wheel) == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tick_ms=TICKS,
+    wheel_size=SIZES,
+    levels=LEVELS,
+    before=st.lists(st.tuples(KEYS, OFFSETS), max_size=12),
+    pairs=st.lists(st.tuples(KEYS, OFFSETS), max_size=20),
+    seq_left=st.sampled_from([None, 0, 1, 5]),
+)
+def test_insert_many_is_inserts_in_order(
+    tick_ms: int,
+    wheel_size: int,
+    levels: int,
+    before: list[tuple[int, int]],
+    pairs: list[tuple[int, int]],
+    seq_left: int | None,
+) -> None:
+    """``insert_many`` leaves the wheel exactly as the same ``insert`` calls (fire order, due
+    times, next_due_ms), also when the sequences run out in the middle (a renumbering)."""
+    one, many = (TimingWheel[int](tick_ms=tick_ms, wheel_size=wheel_size, levels=levels) for _ in range(2))
+    for wheel in (one, many):
+        for key, offset in before:
+            wheel.insert(key, offset)
+        if seq_left is not None:
+            wheel._seq_limit = wheel._seq + seq_left  # renumber after seq_left more inserts
+    for key, offset in pairs:
+        one.insert(key, offset)
+    many.insert_many(pairs)
+    many._check_invariants()
+    assert many.next_due_ms() == one.next_due_ms()
+    assert [(k, many.due_of(k)) for k in range(12)] == [(k, one.due_of(k)) for k in range(12)]
+    assert many.advance(10**16) == one.advance(10**16)

@@ -184,6 +184,12 @@ def test_number_entities_numbers_in_key_order_and_then_at_creation_and_join() ->
         assert v.numbering_on()
         st = v.task_by_number(2)
         assert st is not None and st.spec.name == "b"
+        # In bulk (the driver's re-arm of an entry's rows): the same, unknown numbers None.
+        numbers = [2, 0, 1, 3, 4, -1, 2]
+        assert v.tasks_by_numbers(numbers) == [v.task_by_number(k) for k in numbers]
+        assert [t.spec.name if t else None for t in v.tasks_by_numbers(numbers)] == [
+            "b", None, "a", "c", None, None, "b"
+        ]  # fmt: skip
         assert (v.executor_name(3), v.executor_number("ex3"), v.executor_number("nope")) == ("ex3", 3, 0)
     assert tables(reloaded(state)) == tables(state)
 

@@ -567,13 +567,25 @@ def test_checkpoint_keeps_load_identical(monkeypatch: pytest.MonkeyPatch) -> Non
     assert saw_checkpoint and state.hot.checkpoint_index > 0
 
 
-def test_history_is_pruned_by_hot_results_as_by_the_cold_path() -> None:
+@pytest.mark.parametrize(
+    ("keep_count", "keep_runs", "keep_for_ms"),
+    [(3, 0, 0), (3, 5, 0), (1000, 2, 0), (1000, 0, 10 * S), (1000, 2, 3_600_000)],
+    ids=["cluster", "own-count-above", "own-count-below", "own-age", "own-both"],
+)
+def test_history_is_pruned_by_hot_results_as_by_the_cold_path(
+    keep_count: int, keep_runs: int, keep_for_ms: int
+) -> None:
+    """The cluster's retention, and a task's own (``keep_runs`` / ``keep_for``, issue 29 §5):
+    the hot results apply decides when to prune from either (records.keeps)."""
     from raftsched.fsm.records import Retention
 
-    cols = SchedulerState.load(MemoryStore(), Retention(keep_count=3))
-    cold = SchedulerState.load(MemoryStore(), Retention(keep_count=3))
+    cols = SchedulerState.load(MemoryStore(), Retention(keep_count=keep_count))
+    cold = SchedulerState.load(MemoryStore(), Retention(keep_count=keep_count))
+    spec = TaskSpec(
+        "a", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, keep_runs=keep_runs, keep_for_ms=keep_for_ms
+    )
     for state in (cols, cold):
-        assert create(state, allow("a")).ok
+        assert create(state, spec).ok
         assert apply(state, join("ex1")).ok
         assert apply(state, number_entities()).ok
     for k in range(1, 80):

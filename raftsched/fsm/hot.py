@@ -47,7 +47,7 @@ from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention, TaskS
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import is_internal
-from raftsched.model import Overlap, run_id_for
+from raftsched.model import Overlap, TaskSpec, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage
 from raftsched.v1 import log_pb2 as pb
 
@@ -536,9 +536,7 @@ class HotBook:
         host.hot_touched(st.spec.name for st in sts if st is not None)
         tally = host.tally
         if tally is not None:
-            for st in sts:
-                if st is not None:
-                    tally.fire("fired", st.spec.owner, st.spec.namespace, st.spec.name)
+            tally.hot_fired(st.spec for st in sts if st is not None)
         effects: tuple[Effect, ...] = ()
         if host.leader_effects:
             effects = (ReadyColumns(seq_base, tasks, nominals, next_fires),)
@@ -705,6 +703,7 @@ class HotBook:
         state, task_col, nominal_col = slots.state, slots.task, slots.nominal
         sink, tally, retention = host.on_start, host.tally, host.retention
         touched: list[str] = []
+        finished: list[TaskSpec] = []  # counted in the tally once per entry
         # The per-row work below is inlined and its lookups hoisted (drop_seq, run_id_of, the
         # default branch of keeps, the end-of-run record of _finished): each is the computation
         # it replaces. Applying results is most of the apply's CPU on every node (issue 31).
@@ -737,8 +736,7 @@ class HotBook:
             if sink is not None:
                 sink(now, spec.namespace, late if late > 0 else 0)
             if tally is not None:
-                tally.attempt("succeeded", spec.owner, spec.namespace, name)
-                tally.run_finished("succeeded", spec.owner, spec.namespace, name)
+                finished.append(spec)
             nominal = nominal_col[j]
             run_id = f"{name}@{nominal}"  # run_id_of(name, nominal)
             # RunBook.prune decides nothing below this (the count rule deletes only past
@@ -782,6 +780,8 @@ class HotBook:
             write(run_id, data, False, time_key(run_kind, name, nominal))
             touched.append(name)
         host.hot_touched(touched)
+        if tally is not None:
+            tally.hot_succeeded(finished)
         for e, c in Counter(execs).items():
             ename = names[e] or ""
             left = hot_usage[ename] - c

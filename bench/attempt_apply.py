@@ -20,6 +20,9 @@ case, since an applier commits whenever its queue runs dry; 0: once per simulate
 time (``process_time``) per attempt is reported for each entry kind and for the commits, on the
 leader's state and on the follower's, and the two states' digests are compared at the end.
 
+``--tally`` sets an ``ApplyTally`` on each state, as a node with http does (the applier's
+counts for ``/metrics``); without it nothing is counted.
+
 ``--keep-count N`` keeps N finished runs and N fire records per task (``Retention.keep_count``,
 the cluster's ``[scheduler] history_keep_count``; default 1000, which a short window never
 reaches) and first runs ``--prefill-seconds`` simulated seconds unmeasured (default N), so the
@@ -51,6 +54,7 @@ from raftsched.fsm.effects import AttemptReady, Effect, ReadyColumns
 from raftsched.fsm.executors import MAX_EXECUTOR_SLOTS
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
+from raftsched.fsm.tally import ApplyTally
 from raftsched.leader import writes
 from raftsched.leader.driver import LeaderDriver
 from raftsched.model import CronTrigger, Overlap, TaskSpec
@@ -121,10 +125,13 @@ class _Node:
         commit_every: int,
         retention: Retention,
         prefill: tuple[int, int] = (0, 0),
+        tally: bool = False,
     ) -> None:
         self.store = LmdbStore(path, sync=False)
         _prefill(self.store, *prefill)
         self.state = SchedulerState.load(self.store, retention)
+        if tally:  # as raftsched.server.node with http: the applier counts for /metrics
+            self.state.tally = ApplyTally()
         # As raftsched.server.node: every replica keeps the reported starts for the start-delay alert.
         self.start_delays = StartDelays(StartDelayConfig())
         self.state.on_start = self.start_delays.record
@@ -176,6 +183,7 @@ def run(
     keep_count: int = 0,
     prefill_seconds: int = 0,
     hot: bool = False,
+    tally: bool = False,
 ) -> dict[str, object]:
     """Today's apply; ``keep`` (if given) receives the leader's state, its store still open.
 
@@ -187,8 +195,8 @@ def run(
     if tasks > executors * MAX_EXECUTOR_SLOTS:
         raise SystemExit(f"{tasks} tasks need at least {-(-tasks // MAX_EXECUTOR_SLOTS)} executors")
     retention = Retention(keep_count=keep_count) if keep_count else Retention()
-    leader = _Node(base / "leader", True, commit_every, retention, (tasks, history))
-    follower = _Node(base / "follower", False, commit_every, retention, (tasks, history))
+    leader = _Node(base / "leader", True, commit_every, retention, (tasks, history), tally)
+    follower = _Node(base / "follower", False, commit_every, retention, (tasks, history), tally)
     nodes = (leader, follower)
 
     def both(kind: str, data: bytes) -> None:
@@ -384,7 +392,12 @@ def _hot_main(args: argparse.Namespace, base: Path, prefill: int) -> dict[str, o
     """``--hot``: today's apply and the hot path through SchedulerState, in one process, on the
     same workload; the stored run records must be byte-identical (checked)."""
     kept: list[SchedulerState] = []
-    common = {"history": args.history, "keep_count": args.keep_count, "prefill_seconds": prefill}
+    common = {
+        "history": args.history,
+        "keep_count": args.keep_count,
+        "prefill_seconds": prefill,
+        "tally": args.tally,
+    }
     result: dict[str, object] = {}
     if not args.no_baseline:
         result["today"] = run(
@@ -711,6 +724,11 @@ def main() -> int:
     )
     ap.add_argument("--no-baseline", action="store_true", help="with --columnar or --hot: skip today's apply")
     ap.add_argument(
+        "--tally",
+        action="store_true",
+        help="count what is applied in an ApplyTally on each state, as a node with http does for /metrics",
+    )
+    ap.add_argument(
         "--check-tasks",
         type=int,
         default=50,
@@ -736,6 +754,7 @@ def main() -> int:
                 history=args.history,
                 keep_count=args.keep_count,
                 prefill_seconds=prefill,
+                tally=args.tally,
             )
         else:
             if args.keep_count:

@@ -47,7 +47,7 @@ from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention, TaskS
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.workflows import is_internal
-from raftsched.model import Overlap, run_id_for
+from raftsched.model import Overlap, TaskSpec, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage
 from raftsched.v1 import log_pb2 as pb
 
@@ -542,9 +542,7 @@ class HotBook:
         host.hot_touched(st.spec.name for st in sts if st is not None)
         tally = host.tally
         if tally is not None:
-            for st in sts:
-                if st is not None:
-                    tally.fire("fired", st.spec.owner, st.spec.namespace, st.spec.name)
+            tally.hot_fired(st.spec for st in sts if st is not None)
         effects: tuple[Effect, ...] = ()
         if host.leader_effects:
             effects = (ReadyColumns(seq_base, tasks, nominals, next_fires),)
@@ -711,46 +709,85 @@ class HotBook:
         state, task_col, nominal_col = slots.state, slots.task, slots.nominal
         sink, tally, retention = host.on_start, host.tally, host.retention
         touched: list[str] = []
+        finished: list[TaskSpec] = []  # counted in the tally once per entry
+        # The per-row work below is inlined and its lookups hoisted (drop_seq, run_id_of, the
+        # default branch of keeps, the end-of-run record of _finished): each is the computation
+        # it replaces. Applying results is most of the apply's CPU on every node (issue 31).
+        version_col, created_col, epoch_col, assigned_col = (
+            slots.version,
+            slots.created,
+            slots.epoch,
+            slots.assigned,
+        )
+        heads, params_of = self.finished_heads, self._params
+        write, prune, touch = runs.write, runs.prune, host.touch_task
+        run_kind, time_key = keys.RUN, keys.time_key
+        keep_count, slack = retention.keep_count, PRUNE_BATCH // 2
         for j, seq, e, dur, late in zip(idx, seqs, execs, durations, lateness, strict=True):
             state[j] = SUCCEEDED
             st = by_number[task_col[j]]
             assert st is not None  # a deleted task's slots were promoted
-            name = st.spec.name
-            ename = names[e] or ""
+            spec = st.spec
+            name = spec.name
             st.active_runs -= 1
-            st.kept_runs += 1
-            drop_seq(st, seq)
+            kept = st.kept_runs = st.kept_runs + 1
+            live = st.hot_seqs
+            if isinstance(live, list) and seq in live:
+                live.remove(seq)
             left = per_task[name] - 1
             if left:
                 per_task[name] = left
             else:
                 del per_task[name]
             if sink is not None:
-                sink(now, st.spec.namespace, max(0, late))
+                sink(now, spec.namespace, late if late > 0 else 0)
             if tally is not None:
-                spec = st.spec
-                tally.attempt("succeeded", spec.owner, spec.namespace, name)
-                tally.run_finished("succeeded", spec.owner, spec.namespace, name)
-            run_id = run_id_of(name, nominal_col[j])
-            kept = st.kept_runs
-            spec = st.spec
+                finished.append(spec)
+            nominal = nominal_col[j]
+            run_id = f"{name}@{nominal}"  # run_id_of(name, nominal)
             # RunBook.prune decides nothing below this (the count rule deletes only past
             # keep_count + PRUNE_BATCH - phase, phase < PRUNE_BATCH / 2; the age rule runs on
-            # every AGE_PRUNE_EVERY-th finish): the call is left out then.
+            # every AGE_PRUNE_EVERY-th finish): the call is left out then. (The count is
+            # records.keeps's first half: the cluster's keep_count unless the task sets its own.)
+            keep_runs, keep_for_ms = spec.keep_runs, spec.keep_for_ms
             if (
                 kept % AGE_PRUNE_EVERY == 0
-                or kept - keeps(retention, spec.keep_runs, spec.keep_for_ms)[0] > PRUNE_BATCH // 2
+                or kept
+                - (keeps(retention, keep_runs, keep_for_ms)[0] if keep_runs or keep_for_ms else keep_count)
+                > slack
             ):
-                runs.prune(st, now, run_id)
+                prune(st, now, run_id)
                 if st.kept_runs != kept:
                     # Pruning is not replayed from the hot records: the task's counters are
                     # stored as of the end of this command instead (a TaskCounters row, which
                     # loading prefers over the hot records up to it).
-                    host.touch_task(st)
-            key = keys.time_key(keys.RUN, name, nominal_col[j])
-            runs.write(run_id, self._finished(j, st, run_id, ename, dur, late, now), False, key)
+                    touch(st)
+            # The end-of-run record of slot j (stage B): the bytes today's cold path stores for
+            # the same run when it succeeds on its first attempt, built from wire pieces
+            # (finished_run_bytes; tests/unit/test_fsm_hot.py checks it against protobuf).
+            version = version_col[j]
+            head = heads.get((st.number, version))
+            if head is None:
+                if len(heads) > 4096:
+                    heads.clear()
+                head = heads[(st.number, version)] = _finished_head(name, version, params_of(st, version))
+            data = finished_run_bytes(
+                head,
+                run_id,
+                nominal,
+                created_col[j],
+                now,
+                epoch_col[j],
+                names[e] or "",
+                assigned_col[j],
+                nominal + late,
+                dur,
+            )
+            write(run_id, data, False, time_key(run_kind, name, nominal))
             touched.append(name)
         host.hot_touched(touched)
+        if tally is not None:
+            tally.hot_succeeded(finished)
         for e, c in Counter(execs).items():
             ename = names[e] or ""
             left = hot_usage[ename] - c
@@ -789,35 +826,6 @@ class HotBook:
             seen.add(j)
             keep.append(i)
         return keep
-
-    def _finished(
-        self, j: int, st: TaskState, run_id: str, executor: str, duration: int, lateness: int, now: int
-    ) -> bytes:
-        """The end-of-run record of slot ``j`` (stage B): the bytes today's cold path stores for
-        the same run when it succeeds on its first attempt (a derived timeline, fsm.timeline),
-        built from wire pieces (:func:`finished_run_bytes`; tests/unit/test_fsm_hot.py checks it
-        against protobuf's own deterministic serialisation)."""
-        slots = self.slots
-        version = slots.version[j]
-        key = (st.number, version)
-        head = self.finished_heads.get(key)
-        if head is None:
-            if len(self.finished_heads) > 4096:
-                self.finished_heads.clear()
-            head = self.finished_heads[key] = _finished_head(st.spec.name, version, self._params(st, version))
-        nominal = slots.nominal[j]
-        return finished_run_bytes(
-            head,
-            run_id,
-            nominal,
-            slots.created[j],
-            now,
-            slots.epoch[j],
-            executor,
-            slots.assigned[j],
-            nominal + lateness,
-            duration,
-        )
 
     def _params(self, st: TaskState, version: int) -> str:
         if version == st.version:

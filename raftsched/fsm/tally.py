@@ -15,9 +15,13 @@ is the only one); readers take :meth:`snapshot`, which copies under the GIL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from raftsched.model import TaskSpec
 
 __all__ = ["ATTEMPT_RESULTS", "FIRE_OUTCOMES", "RUN_STATES", "ApplyTally", "TallySnapshot"]
 
@@ -73,6 +77,27 @@ class ApplyTally:
         """An attempt of ``task`` ended with ``result`` (one of ATTEMPT_RESULTS)."""
         key = self._key(result, owner, namespace, task)
         self.attempts[key] = self.attempts.get(key, 0) + 1
+
+    def _counts(self, what: str, specs: Iterable[TaskSpec]) -> Counter[Key]:
+        if self.per_task:
+            return Counter((what, s.owner, s.namespace, s.name) for s in specs)
+        return Counter((what, s.owner, s.namespace) for s in specs)
+
+    def hot_fired(self, specs: Iterable[TaskSpec]) -> None:
+        """One fire "fired" per spec in ``specs`` (a hot fire entry's rows, repeats counted):
+        what :meth:`fire` per row counts, with one dict update per key instead of per row."""
+        fires = self.fires
+        for key, count in self._counts("fired", specs).items():
+            fires[key] = fires.get(key, 0) + count
+
+    def hot_succeeded(self, specs: Iterable[TaskSpec]) -> None:
+        """One attempt "succeeded" and one run "succeeded" per spec in ``specs`` (a hot results
+        entry's rows, repeats counted): what :meth:`attempt` and :meth:`run_finished` per row
+        count, with one dict update per key instead of per row."""
+        attempts, runs = self.attempts, self.runs_finished
+        for key, count in self._counts("succeeded", specs).items():
+            attempts[key] = attempts.get(key, 0) + count
+            runs[key] = runs.get(key, 0) + count
 
     def snapshot(self) -> TallySnapshot:
         # dict() of a dict copies in one C call, atomic under the GIL against the applier.

@@ -296,6 +296,41 @@ def test_hot_attempts_store_what_the_cold_path_stores() -> None:
     assert tables(reloaded(cols)) == tables(cols)
 
 
+@pytest.mark.parametrize("per_task", [False, True])
+def test_hot_entries_tally_what_the_cold_path_tallies(per_task: bool) -> None:
+    """The node-local counts (/metrics) of hot fires and results, counted per entry, are the
+    cold path's per-row counts: tasks of two owners and namespaces, two sharing their labels."""
+    from raftsched.fsm.tally import ApplyTally
+
+    specs = [
+        TaskSpec("a", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, owner="alice", namespace="etl"),
+        TaskSpec("b", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, owner="bob", namespace="web"),
+        TaskSpec("c", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, owner="alice", namespace="etl"),
+    ]
+    cols, cold = numbered(slots=8), numbered(slots=8)
+    for state in (cols, cold):
+        for spec in specs:
+            assert create(state, spec).ok
+        assert apply(state, number_entities()).ok
+        state.tally = ApplyTally(per_task=per_task)
+    seq = 0
+    for k in range(1, 4):
+        at = T0 + k * S
+        assert apply(cols, fire_cols(at, [(t, 1, at, at + S) for t in (1, 2, 3)])).fired == 3
+        assert apply(cols, assign_cols(at, [(seq + t, 1, 1) for t in (1, 2, 3)])).accounted == 3
+        assert apply(cols, result_cols(at + 1, [(seq + t, 1, 1, 1, 0) for t in (1, 2, 3)])).accounted == 3
+        seq += 3
+        for spec in specs:
+            assert apply(cold, tick(spec.name, 1, at)).fired == 1
+            assert apply(cold, assign(at, (f"{spec.name}@{at}", 0, 1, "ex1"))).accounted == 1
+            assert apply(cold, cold_success(at + 1, f"{spec.name}@{at}", "ex1", 1, 0)).accounted == 1
+    assert cols.tally is not None and cold.tally is not None
+    counts, expected = cols.tally.snapshot(), cold.tally.snapshot()
+    assert counts == expected
+    assert list(counts.attempts) == list(expected.attempts)  # the same series, in the same order
+    assert sum(counts.runs_finished.values()) == sum(counts.fires.values()) == 9
+
+
 def test_failure_of_a_hot_run_promotes_it_and_goes_on_as_the_cold_path() -> None:
     cols, cold = twins("a")
     at = T0 + S
@@ -573,13 +608,25 @@ def test_checkpoint_keeps_load_identical(monkeypatch: pytest.MonkeyPatch) -> Non
     assert saw_checkpoint and state.hot.checkpoint_index > 0
 
 
-def test_history_is_pruned_by_hot_results_as_by_the_cold_path() -> None:
+@pytest.mark.parametrize(
+    ("keep_count", "keep_runs", "keep_for_ms"),
+    [(3, 0, 0), (3, 5, 0), (1000, 2, 0), (1000, 0, 10 * S), (1000, 2, 3_600_000)],
+    ids=["cluster", "own-count-above", "own-count-below", "own-age", "own-both"],
+)
+def test_history_is_pruned_by_hot_results_as_by_the_cold_path(
+    keep_count: int, keep_runs: int, keep_for_ms: int
+) -> None:
+    """The cluster's retention, and a task's own (``keep_runs`` / ``keep_for``, issue 29 §5):
+    the hot results apply decides when to prune from either (records.keeps)."""
     from raftsched.fsm.records import Retention
 
-    cols = SchedulerState.load(MemoryStore(), Retention(keep_count=3))
-    cold = SchedulerState.load(MemoryStore(), Retention(keep_count=3))
+    cols = SchedulerState.load(MemoryStore(), Retention(keep_count=keep_count))
+    cold = SchedulerState.load(MemoryStore(), Retention(keep_count=keep_count))
+    spec = TaskSpec(
+        "a", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, keep_runs=keep_runs, keep_for_ms=keep_for_ms
+    )
     for state in (cols, cold):
-        assert create(state, allow("a")).ok
+        assert create(state, spec).ok
         assert apply(state, join("ex1")).ok
         assert apply(state, number_entities()).ok
     for k in range(1, 80):

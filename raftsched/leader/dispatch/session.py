@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from raftsched import bounds
 from raftsched.errors import InvalidSpec, quote
-from raftsched.leader.dispatch.work import DefKey, Work, to_item
+from raftsched.leader.dispatch.work import DefKey, Work, key_fields, to_item
 from raftsched.v1 import raftsched_pb2 as pb
 
 SESSION_VERSION = 1
@@ -104,17 +104,7 @@ def encode_work(items: Sequence[Work], defs: dict[DefKey, int], epoch: int) -> p
         ref = defs.get(key)
         if ref is None:
             ref = defs[key] = len(defs) + 1
-            out.defs.add(
-                ref=ref,
-                task=key[0],
-                version=key[1],
-                shards=key[2],
-                command=key[3],
-                handler=key[4],
-                params_json=key[5],
-                timeout_ms=key[6],
-                runner=key[7],
-            )
+            out.defs.add(ref=ref, task=key[0], version=key[1], **key_fields(key))
         refs.append(ref)
         nominals.append(nominal)
         shards.append(shard)
@@ -177,12 +167,7 @@ class _RowIndex:
             attempt=attempts[j],
             epoch=epoch,
             task_version=key[1],
-            shards=key[2],
-            command=key[3],
-            handler=key[4],
-            params_json=key[5],
-            timeout_ms=key[6],
-            runner=key[7],
+            **key_fields(key),
         )
 
 

@@ -74,6 +74,19 @@ def to_item(row: HotRow) -> pb.WorkItem:
     )
 
 
+def key_fields(key: DefKey) -> dict[str, Any]:
+    """The fields ``key`` decides besides the task and its version (``SessionTaskDef`` and
+    ``WorkItem`` name them alike): shards, command, handler, params, timeout, runner."""
+    return {
+        "shards": key[2],
+        "command": key[3],
+        "handler": key[4],
+        "params_json": key[5],
+        "timeout_ms": key[6],
+        "runner": key[7],
+    }
+
+
 def work_items(work: list[Work]) -> list[pb.WorkItem]:
     """``work`` as work items, in order."""
     return [to_item(w) if isinstance(w, tuple) else w for w in work]

@@ -24,27 +24,15 @@ import struct
 import time
 from pathlib import Path
 
+from bench.leader_loop import T0, add_hot_tasks
 from raftsched.fsm.state import SchedulerState
-from raftsched.leader import columns, writes
 from raftsched.leader.driver import LeaderDriver
-from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
-
-T0 = 1_800_000_000_000  # a whole second
 
 
 def _setup(tasks: int) -> SchedulerState:
     state = SchedulerState.load(MemoryStore())
-    specs = [
-        (TaskSpec(f"t{i:06d}", CronTrigger("* * * * * *"), handler="noop", overlap=Overlap.ALLOW), False)
-        for i in range(tasks)
-    ]
-    commands, refused = writes.create_tasks(specs, now_ms=T0 - 2000, epoch=1, origin="n1", key="k")
-    if refused:
-        raise RuntimeError(f"tasks refused: {refused}")
-    for data in [*commands, columns.number_entities(T0 - 1500, 1, "n1")]:
-        if not state.apply(data).result.ok:
-            raise RuntimeError("the bench's setup was refused")
+    add_hot_tasks(state, tasks)
     return state
 
 

@@ -59,13 +59,9 @@ def _check_id(exec_id: str) -> tuple[str, int, int]:
     return run_id, int(shard), int(attempt)
 
 
-def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = False) -> dict[str, object]:
-    state = SchedulerState.load(MemoryStore())
-    names = [f"ex{i + 1}" for i in range(executors)]
-    for name in names:
-        joined = state.apply(writes.executor_join(name, 10_000, {}, now_ms=T0 - 3000, epoch=1, origin="n1"))
-        if not joined.result.ok:
-            raise RuntimeError(f"executor {name} refused: {joined.result}")
+def add_hot_tasks(state: SchedulerState, tasks: int) -> list[str]:
+    """Create ``tasks`` every-second tasks (noop handler, overlap allow) in ``state`` before
+    ``T0`` and number them (the columnar hot path); return their names. Also bench.driver_plan's."""
     specs = [
         (TaskSpec(f"t{i:06d}", CronTrigger("* * * * * *"), handler="noop", overlap=Overlap.ALLOW), False)
         for i in range(tasks)
@@ -76,9 +72,20 @@ def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = Fa
     for data in [*commands, columns.number_entities(T0 - 1500, 1, "n1")]:
         if not state.apply(data).result.ok:
             raise RuntimeError("the bench's setup was refused")
+    return [spec.name for spec, _ in specs]
+
+
+def run(tasks: int, seconds: int, executors: int, batch: int, session: bool = False) -> dict[str, object]:
+    state = SchedulerState.load(MemoryStore())
+    names = [f"ex{i + 1}" for i in range(executors)]
+    for name in names:
+        joined = state.apply(writes.executor_join(name, 10_000, {}, now_ms=T0 - 3000, epoch=1, origin="n1"))
+        if not joined.result.ok:
+            raise RuntimeError(f"executor {name} refused: {joined.result}")
+    task_names = add_hot_tasks(state, tasks)
     with state.view() as v:
-        numbers = [v.tasks[spec.name].number for spec, _ in specs]
-        if not all(v.tasks[spec.name].hot for spec, _ in specs):
+        numbers = [v.tasks[name].number for name in task_names]
+        if not all(v.tasks[name].hot for name in task_names):
             raise RuntimeError("the bench's tasks are not hot")
     d = Dispatcher(state, DispatchSettings(), random.Random(0))
     d.columns_allowed = lambda: True

@@ -13,6 +13,7 @@ from raftsched.errors import InvalidSpec
 from raftsched.executor.batched import _item
 from raftsched.executor.batched import report as session_report
 from raftsched.executor.runners import AttemptResult
+from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.leader.dispatch.session import encode_work, report_rows
 from raftsched.v1 import raftsched_pb2 as pb
@@ -132,24 +133,32 @@ def test_a_malformed_report_is_refused_whole_naming_what_is_wrong(change: object
     assert info.value.field == where
 
 
+def _one_dispatched(hot: bool) -> tuple[SchedulerState, Dispatcher, str, pb.WorkItem]:
+    """A leader's dispatcher with one attempt of task "t" dispatched: a hot task fired as columns
+    (every member applies them), or a cold one fired by a FireBatch. Returns the state, the
+    dispatcher, the executor and the work item sent to it."""
+    if hot:
+        state = hot_state("t")
+        d = Dispatcher(state, SETTINGS, random.Random(7))
+        d.become_leader(1, T0)
+        d.columns_allowed = lambda: True
+        assert step(
+            state, d, fire_cols(T0 + S, [(state.tasks["t"].number, 1, T0 + S, T0 + 2 * S)]), T0 + S
+        ).ok
+    else:
+        state, d = setup(executors=1)
+        step(state, d, tick("t", 1, T0 + S), T0 + S)
+    for data in d.poll(T0 + S):
+        step(state, d, data, T0 + S)
+    [(executor, sent)] = d.take_outbox()
+    return state, d, executor, sent
+
+
 @pytest.mark.parametrize("hot", [False, True], ids=["report-results", "result-columns"])
 def test_results_columns_proposes_what_report_proposes_for_the_same_results(hot: bool) -> None:
     proposals = []
     for seam in ("report", "columns"):
-        if hot:  # every member applies the columns: a hot task, fired as columns
-            state = hot_state("t")
-            d = Dispatcher(state, SETTINGS, random.Random(7))
-            d.become_leader(1, T0)
-            d.columns_allowed = lambda: True
-            assert step(
-                state, d, fire_cols(T0 + S, [(state.tasks["t"].number, 1, T0 + S, T0 + 2 * S)]), T0 + S
-            ).ok
-        else:
-            state, d = setup(executors=1)
-            step(state, d, tick("t", 1, T0 + S), T0 + S)
-        for data in d.poll(T0 + S):
-            step(state, d, data, T0 + S)
-        [(executor, sent)] = d.take_outbox()
+        state, d, executor, sent = _one_dispatched(hot)
         assert sent.execution_id in d.leases
         ok = pb.ExecResult(execution_id=sent.execution_id, success=True, duration_ms=5, start_lateness_ms=2)
         split = [(sent.run_id, sent.shard, sent.attempt)]
@@ -173,20 +182,7 @@ def test_a_result_reported_again_after_a_broken_session_is_refused_as_stale(hot:
     results again (the executor forgets nothing unacknowledged). The leader proposes them, they
     apply refused as stale (the leader acknowledges them all the same), and the run keeps the
     one result it had."""
-    if hot:
-        state = hot_state("t")
-        d = Dispatcher(state, SETTINGS, random.Random(7))
-        d.become_leader(1, T0)
-        d.columns_allowed = lambda: True
-        assert step(
-            state, d, fire_cols(T0 + S, [(state.tasks["t"].number, 1, T0 + S, T0 + 2 * S)]), T0 + S
-        ).ok
-    else:
-        state, d = setup(executors=1)
-        step(state, d, tick("t", 1, T0 + S), T0 + S)
-    for data in d.poll(T0 + S):
-        step(state, d, data, T0 + S)
-    [(executor, sent)] = d.take_outbox()
+    state, d, executor, sent = _one_dispatched(hot)
     split = [(sent.run_id, sent.shard, sent.attempt)]
     first = d.results_columns(executor, split, [sent.execution_id], [5], [2], [], [], T0 + 2 * S)
     assert [step(state, d, p, T0 + 2 * S).refused for p in first] == [0]

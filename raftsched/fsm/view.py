@@ -54,6 +54,8 @@ from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
 Planning = tuple[TaskSpec, int, int, int]
+# What the leader's driver reads of a due task (StateView.planning_inputs).
+PlanningInput = tuple[TaskSpec, int, int, bool, int]
 """``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task."""
 
 
@@ -203,17 +205,26 @@ class StateView:
         """``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task, or None."""
         return queries.task_for_planning(self._s.tasks, name)
 
-    def planning_inputs(self, names: Iterable[str]) -> dict[str, tuple[Planning | None, bool]]:
-        """For each of ``names``: what :meth:`task_for_planning` says and whether the task has a
-        run still active, in one pass (the leader driver reads a chunk of due tasks at once: once
-        per fire)."""
+    def planning_inputs(self, names: Iterable[str], numbers: bool = False) -> dict[str, PlanningInput | None]:
+        """For each of ``names``: ``(spec, version, next_fire_ms, active, number)`` of an enabled
+        task (``active``: it has a run still active; ``number``, with ``numbers``, its number if
+        it is a hot task, else 0), None for one disabled or gone, in one pass (the leader driver
+        reads a chunk of due tasks at once: once per fire)."""
         s = self._s
         tasks, active = s.tasks, s.active_per_task
-        out: dict[str, tuple[Planning | None, bool]] = {}
+        out: dict[str, PlanningInput | None] = {}
         for name in names:
             st = tasks.get(name)
-            planning = (st.spec, st.version, st.watermark_ms, st.next_fire_ms) if st and st.enabled else None
-            out[name] = (planning, name in active)
+            if st is None or not st.enabled:
+                out[name] = None
+            else:
+                out[name] = (
+                    st.spec,
+                    st.version,
+                    st.next_fire_ms,
+                    name in active,
+                    st.number if numbers and st.hot else 0,
+                )
         return out
 
     def current_spec_bytes(self, task: str) -> tuple[int, bytes] | None:

@@ -21,6 +21,8 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter, sub
 
 from raftsched import codec
 from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
@@ -28,7 +30,7 @@ from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.effects import BarrierCommitted, Effect, ReadyColumns, TaskArmed
 from raftsched.fsm.state import SchedulerState
-from raftsched.fsm.view import Planning, StateView
+from raftsched.fsm.view import PlanningInput
 from raftsched.leader import columns, writes
 from raftsched.leader.gate import leader_time
 from raftsched.leader.window import FiringWindow
@@ -66,18 +68,9 @@ MAX_IN_FLIGHT = 4
 # bytes, and the packed fields' tags and lengths amortised): rows per entry stay within
 # MAX_ENTRY_BYTES with room to spare.
 HOT_ROW_BYTES = 36
-
-
-def _hot_numbers(v: StateView, names: Iterable[str]) -> dict[str, int]:
-    """The numbers of the hot tasks among ``names`` (numbered and ``hot``: their single on-time
-    fires go into FireColumns)."""
-    tasks = v.tasks
-    out: dict[str, int] = {}
-    for name in names:
-        st = tasks.get(name)
-        if st is not None and st.hot and st.number:
-            out[name] = st.number
-    return out
+# A FireColumns row being built: (task name, task number, version, nominal ms, next fire ms).
+HotRow = tuple[str, int, int, int, int]
+_ROW_TASK = itemgetter(0)
 
 
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
@@ -275,9 +268,11 @@ class LeaderDriver:
                 with self.state.view() as v:
                     rows = columns.armed_rows(v, effect)
                 in_flight, wheel = self.in_flight, self.wheel
-                in_flight.difference_update([name for name, _ in rows])
-                if all(next_fire for _, next_fire in rows):
-                    wheel.insert_many(rows)  # the common case: every task fires again
+                in_flight.difference_update(map(_ROW_TASK, rows))
+                # Every row's task fires again (the common case; a row of a task deleted since
+                # is not in ``rows``, and its 0 only sends them the one-by-one way below).
+                if all(effect.next_fires):
+                    wheel.insert_many(rows)
                     continue
                 for name, next_fire in rows:
                     if next_fire:
@@ -288,6 +283,8 @@ class LeaderDriver:
     def on_proposal_committed(self, proposal: Proposal) -> None:
         """A batch applied. Tasks it covered that were not re-armed by an effect (their entry was
         refused: version changed, task deleted...) are re-armed from the state as it is now."""
+        if self.in_flight.isdisjoint(proposal.tasks):
+            return  # the common case: every task was re-armed (one C call, not a loop per task)
         for name in proposal.tasks:
             if name in self.in_flight:
                 self.on_proposal_failed(Proposal(b"", (name,)))
@@ -349,7 +346,7 @@ class LeaderDriver:
         waits = self._waits_due(now)
         hot, numbering = self._columns(now)
         due = self._due
-        due.extend(name for name, _ in self.wheel.advance(now))
+        due.extend(self.wheel.advance_keys(now))
         batches = BatchBuilder(self, now)
         wheel, in_flight, state = self.wheel, self.in_flight, self.state
         if self._rearm:
@@ -360,23 +357,32 @@ class LeaderDriver:
         grace = self.misfire.grace_ms
         hold = self.hold_fires
         fires = 0
-        reads: dict[str, tuple[Planning | None, bool]] = {}
-        numbers: dict[str, int] = {}  # hot tasks of the chunk read -> their numbers
+        reads: dict[str, PlanningInput | None] = {}
+        armed = wheel.armed()
+        popleft = due.popleft
+        # Single on-time fires of hot tasks, (name, number, version, nominal, following), handed
+        # to ``batches`` in order (BatchBuilder.add_hot_many) before a catch-up and at the end.
+        hot_rows: list[HotRow] = []
+        # The last cron question single_on_time_fire answered in this poll: (expr, zone, next
+        # fire) and its answer. The answer is pure in those and the poll's ``now`` and ``grace``,
+        # and every-second tasks share their expression and next fire: one of a thousand asks.
+        last_expr: str | None = None
+        last_zone: str | None = None
+        last_fire = 0
+        last_following: int | None = None
         while due and (not max_fires or fires < max_fires):
-            name = due.popleft()
-            if name in wheel:
+            name = popleft()
+            if name in armed:
                 continue  # re-armed by a newer effect since it fell due: the wheel has it
             if name not in reads:  # read this task's and the next due tasks' inputs in one view
                 chunk = min(PLAN_READ_CHUNK, max_fires - fires if max_fires else PLAN_READ_CHUNK)
                 names = [name, *itertools.islice(due, chunk - 1)]
                 with state.view() as v:
-                    reads = v.planning_inputs(names)
-                    if hot:
-                        numbers = _hot_numbers(v, names)
-            planning, active = reads.pop(name)
-            if planning is None:
+                    reads = v.planning_inputs(names, numbers=hot)
+            read = reads.pop(name)
+            if read is None:
                 continue
-            spec, version, _watermark, next_fire = planning
+            spec, version, next_fire, active, number = read
             if (
                 hold is not None
                 and spec.overlap != Overlap.ALLOW
@@ -387,13 +393,19 @@ class LeaderDriver:
                 wheel.insert(name, now + HOLD_RECHECK_MS)
                 continue
             try:
-                following = single_on_time_fire(spec.trigger, next_fire, now, grace)
+                trigger = spec.trigger
+                if type(trigger) is not CronTrigger:
+                    following = single_on_time_fire(trigger, next_fire, now, grace)
+                elif next_fire == last_fire and trigger.expr == last_expr and trigger.timezone == last_zone:
+                    following = last_following
+                else:
+                    following = single_on_time_fire(trigger, next_fire, now, grace)
+                    last_expr, last_zone, last_fire = trigger.expr, trigger.timezone, next_fire
+                    last_following = following
                 if following is not None:
-                    number = numbers.get(name, 0) if hot else 0
                     if number and following > now:
-                        batches.add_hot(name, number, version, next_fire, following)
+                        hot_rows.append((name, number, version, next_fire, following))
                         fires += 1
-                        in_flight.add(name)
                         continue
                     batches.add_single(name, version, next_fire, following)
                     if spec.overlap == Overlap.REPLACE:
@@ -403,8 +415,7 @@ class LeaderDriver:
                     fires += 1
                     in_flight.add(name)
                     continue
-                number = numbers.get(name, 0) if hot else 0
-                catch_up = on_time_catch_up(spec.trigger, next_fire, now, grace) if number else None
+                catch_up = on_time_catch_up(trigger, next_fire, now, grace) if number else None
                 if catch_up is not None:
                     # A planner a few seconds behind (a long stall of this node): the fires due
                     # are all on time, as catch-up rows of one FireColumns entry. Through
@@ -412,6 +423,10 @@ class LeaderDriver:
                     # exactly when the cluster was already behind (12,000 tasks: it never
                     # caught up, and lost its leader to the stalls).
                     nominals, following = catch_up
+                    if hot_rows:  # the rows before it first, in order
+                        batches.add_hot_many(hot_rows)
+                        in_flight.update(map(_ROW_TASK, hot_rows))
+                        hot_rows = []
                     batches.add_hot_rows(name, number, version, nominals, following)
                     fires += len(nominals)
                     in_flight.add(name)
@@ -429,6 +444,9 @@ class LeaderDriver:
                 batches.cmd.format = max(codec.command_format(batches.cmd), codec.REPLACE_RELEASES_FORMAT)
             fires += len(tf.fires)
             in_flight.add(name)
+        if hot_rows:
+            batches.add_hot_many(hot_rows)
+            in_flight.update(map(_ROW_TASK, hot_rows))
         return numbering + waits + batches.finish()
 
     def _columns(self, now: int) -> tuple[bool, list[Proposal]]:
@@ -495,11 +513,8 @@ class BatchBuilder:
         "driver",
         "fired",
         "fires",
-        "hot_names",
-        "hot_next",
-        "hot_nominal",
-        "hot_task",
-        "hot_version",
+        "hot",
+        "hot_cap",
         "names",
         "now",
         "out",
@@ -511,71 +526,60 @@ class BatchBuilder:
         self.driver = driver
         self.now = now
         self.out: list[Proposal] = []
+        # FireColumns rows of hot tasks, in order; at most ``hot_cap`` in one entry (one
+        # task's catch-up rows excepted: add_hot_rows): a new entry before a row when
+        # ``len >= max_fires_per_batch`` or ``(len + 1) * HOT_ROW_BYTES > MAX_ENTRY_BYTES``,
+        # i.e. from ``len >= MAX_ENTRY_BYTES // HOT_ROW_BYTES``; a row always fits an empty entry.
+        self.hot_cap = max(1, min(driver.max_fires_per_batch, MAX_ENTRY_BYTES // HOT_ROW_BYTES))
         self._start()
-        self._start_hot()
+        self.hot: list[HotRow] = []
 
-    def _start_hot(self) -> None:
-        # FireColumns rows of hot tasks, as plain lists (one extend per column at the flush).
-        self.hot_names: list[str] = []
-        self.hot_task: list[int] = []
-        self.hot_version: list[int] = []
-        self.hot_nominal: list[int] = []
-        self.hot_next: list[int] = []
-
-    def add_hot(self, name: str, number: int, version: int, nominal: int, following: int) -> None:
-        """The single on-time fire of hot task ``name`` (numbered ``number``) as a FireColumns
-        row: the same fire :meth:`add_single` would put in the FireBatch (``following`` is after
-        ``now``, and ``nominal`` is not)."""
-        names = self.hot_names
-        if names and (
-            len(names) >= self.driver.max_fires_per_batch
-            or (len(names) + 1) * HOT_ROW_BYTES > MAX_ENTRY_BYTES
-        ):
-            self._flush_hot()
-            self._start_hot()
-            names = self.hot_names
-        names.append(name)
-        self.hot_task.append(number)
-        self.hot_version.append(version)
-        self.hot_nominal.append(nominal)
-        self.hot_next.append(following)
+    def add_hot_many(self, rows: list[HotRow]) -> None:
+        """The single on-time fires of hot tasks, ``(name, number, version, nominal, following)``
+        each, as FireColumns rows in order: the same fires :meth:`add_single` would put in the
+        FireBatch (each ``following`` is after ``now``, and its ``nominal`` is not). The driver's
+        poll hands its rows over at once (slices, not a call per row)."""
+        cap = self.hot_cap
+        hot = self.hot
+        done, total = 0, len(rows)
+        while done < total:
+            if len(hot) >= cap:
+                self._flush_hot()
+                hot = self.hot = []
+            take = cap - len(hot)
+            hot.extend(rows[done : done + take])
+            done += take
 
     def add_hot_rows(self, name: str, number: int, version: int, nominals: list[int], following: int) -> None:
         """The on-time catch-up of hot task ``name``: one FireColumns row per fire of
         ``nominals`` (in order, each row's next fire the one after it, the last's ``following``),
         all in one entry (a task's rows split over two entries would end the first with a next
         fire that is not after ``now``: the state machine refuses that)."""
-        names = self.hot_names
+        hot = self.hot
         k = len(nominals)
-        if names and (
-            len(names) + k > self.driver.max_fires_per_batch
-            or (len(names) + k) * HOT_ROW_BYTES > MAX_ENTRY_BYTES
+        if hot and (
+            len(hot) + k > self.driver.max_fires_per_batch or (len(hot) + k) * HOT_ROW_BYTES > MAX_ENTRY_BYTES
         ):
             self._flush_hot()
-            self._start_hot()
-            names = self.hot_names
-        names.extend([name] * k)
-        self.hot_task.extend([number] * k)
-        self.hot_version.extend([version] * k)
-        self.hot_nominal.extend(nominals)
-        self.hot_next.extend(nominals[1:])
-        self.hot_next.append(following)
+            hot = self.hot = []
+        hot.extend(
+            (name, number, version, nominal, after)
+            for nominal, after in zip(nominals, [*nominals[1:], following], strict=True)
+        )
 
     def _flush_hot(self) -> None:
-        names = self.hot_names
-        if not names:
+        rows = self.hot
+        if not rows:
             return
         d, now = self.driver, self.now
+        names, numbers, versions, nominals, nexts = zip(*rows, strict=True)
         cmd = pb.Command(epoch=d.epoch, now_ms=now, origin=d.node_id)
         cols = cmd.fire_columns
-        cols.task.extend(self.hot_task)
-        cols.version.extend(self.hot_version)
-        nominals = self.hot_nominal
-        cols.nominal_delta.extend([now - n for n in nominals])
-        cols.next_delta.extend([f - n for f, n in zip(self.hot_next, nominals, strict=True)])
-        self.out.append(
-            Proposal(codec.encode_command(cmd), tuple(names), fired=tuple(Counter(nominals).items()))
-        )
+        cols.task.extend(numbers)
+        cols.version.extend(versions)
+        cols.nominal_delta.extend(map(sub, repeat(now), nominals))
+        cols.next_delta.extend(map(sub, nexts, nominals))
+        self.out.append(Proposal(codec.encode_command(cmd), names, fired=tuple(Counter(nominals).items())))
 
     def _start(self) -> None:
         d = self.driver

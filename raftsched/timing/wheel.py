@@ -36,7 +36,8 @@ jumps: a jump of years costs the same as a jump of one tick with the same keys.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+from collections import deque
+from collections.abc import Hashable, Iterator, KeysView
 from operator import itemgetter
 from typing import Generic, TypeVar
 
@@ -47,6 +48,7 @@ K = TypeVar("K", bound=Hashable)
 # Fired items are collected as (packed, key); ordering must never fall through to the key,
 # which need not be comparable (seq is unique, so it never would, but say so explicitly).
 _FIRE_ORDER = itemgetter(0)
+_FIRED_KEY = itemgetter(1)
 
 
 # An armed key is one int: its exact due time and its insertion sequence, packed as
@@ -60,6 +62,12 @@ _SEQ_BITS = 48
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 # Sequences are renumbered (order kept) before they would need more bits: after 2**48 inserts.
 _SEQ_LIMIT = 1 << _SEQ_BITS
+
+
+def _consume(iterator: Iterator[object]) -> None:
+    """Run ``iterator`` to its end in C (a ``deque`` of length 0), keeping nothing: the keys of a
+    fired slot are dropped from the index this way, a thousand at a time."""
+    deque(iterator, maxlen=0)
 
 
 def _is_int(value: object) -> bool:
@@ -156,6 +164,11 @@ class TimingWheel(Generic[K]):
         """Whether ``key`` is armed (inserted, not cancelled, not yet returned by :meth:`advance`)."""
         return key in self._index
 
+    def armed(self) -> KeysView[K]:
+        """A live, read-only view of the armed keys: ``key in view`` is ``key in wheel`` without
+        a method call (the leader's driver asks once per fire)."""
+        return self._index.keys()
+
     def due_of(self, key: K) -> int | None:
         """The exact due time of ``key`` in ms, or None if it is not armed."""
         packed = self._index.get(key)
@@ -207,7 +220,8 @@ class TimingWheel(Generic[K]):
 
         The leader re-arms a committed batch's tasks (a thousand at a time) with this: one call,
         the wheel's fields read once, and the placement of a key due within the current level-1
-        block (the next fire of an every-second task) done inline.
+        block (the next fire of an every-second task) done inline; a key due when the one before
+        it was (every-second tasks share their next fire) goes where that one went.
         """
         if self._seq + len(items) >= self._seq_limit:
             for key, due_ms in items:  # a renumbering may come in the middle: one at a time
@@ -218,14 +232,26 @@ class TimingWheel(Generic[K]):
         block1, pow1 = self._blocks[1], self._pow[1]
         slots0, mins0 = self._slots[0], self._slot_min[0]
         seq = self._seq
+        shift = _SEQ_BITS
+        # The due time of the previous key and the dict it went into (the ready set or a slot,
+        # non-empty since), None after a cancel (which may empty a slot or drop the cached
+        # earliest due) or a placement in the overflow heap. A key due at the same time goes
+        # there too; the slot's earliest due and next_due_ms's cache already allow for it.
+        last_due: int | None = None
+        last: dict[K, int] = ready
         for key, due_ms in items:
             if key in index:
                 self.cancel(key)
-            packed = due_ms << _SEQ_BITS | seq
+                last_due = None
+            packed = due_ms << shift | seq
             seq += 1
             index[key] = packed
+            if due_ms == last_due:
+                last[key] = packed
+                continue
             if due_ms <= now:
                 ready[key] = packed
+                last_due, last = due_ms, ready
             else:
                 due_tick = due_ms // tick_ms
                 if due_tick // pow1 == block1:  # level 0 (what _locate answers first)
@@ -239,8 +265,13 @@ class TimingWheel(Generic[K]):
                         if current is not None and due_ms < current:
                             mins0[slot] = due_ms
                     bucket[key] = packed
+                    last_due, last = due_ms, bucket
                 else:
-                    self._place(key, packed, due_ms)
+                    placed = self._place(key, packed, due_ms)
+                    if placed is None:  # the overflow heap
+                        last_due = None
+                    else:
+                        last_due, last = due_ms, placed
             if self._next_valid and (self._next is None or due_ms < self._next):
                 self._next = due_ms
         self._seq = seq
@@ -292,6 +323,15 @@ class TimingWheel(Generic[K]):
         Cost: O(levels + keys fired or cascaded + occupied slots visited) plus sorting the result;
         independent of how many ticks elapsed.
         """
+        return [(key, packed >> _SEQ_BITS) for packed, key in self._advance(now_ms)]
+
+    def advance_keys(self, now_ms: int) -> list[K]:
+        """:meth:`advance` without the due times: the same keys in the same order (the leader's
+        driver, which reads each key's due time from its state, takes these)."""
+        return list(map(_FIRED_KEY, self._advance(now_ms)))
+
+    def _advance(self, now_ms: int) -> list[tuple[int, K]]:
+        """:meth:`advance`'s work: the fired ``(packed, key)`` pairs, sorted."""
         if now_ms < self._now:
             now_ms = self._now
         fired: list[tuple[int, K]] = []
@@ -334,7 +374,7 @@ class TimingWheel(Generic[K]):
                     self._cascade(h, new_digit, fired)
         self._next_valid = False
         fired.sort(key=_FIRE_ORDER)
-        return [(key, packed >> _SEQ_BITS) for packed, key in fired]
+        return fired
 
     # ---------------------------------------------------------------- internals
 
@@ -371,16 +411,17 @@ class TimingWheel(Generic[K]):
                 return level
         return self._levels
 
-    def _place(self, key: K, packed: int, due: int) -> None:
-        """Bucket a key that is not yet due (``due > now``) relative to the current tick."""
+    def _place(self, key: K, packed: int, due: int) -> dict[K, int] | None:
+        """Bucket a key that is not yet due (``due > now``) relative to the current tick; return
+        its slot (None: the overflow heap)."""
         due_tick = due // self._tick_ms
         level = self._locate(due_tick)
         if level == self._levels:
             heapq.heappush(self._overflow, (packed, key))
             self._overflow_live += 1
-            return
+            return None
         slot = (due_tick // self._pow[level]) % self._size
-        bucket = self._slots[level][slot]
+        bucket: dict[K, int] = self._slots[level][slot]
         mins = self._slot_min[level]
         if not bucket:
             self._occupied[level] |= 1 << slot
@@ -390,6 +431,7 @@ class TimingWheel(Generic[K]):
             if current is not None and due < current:
                 mins[slot] = due
         bucket[key] = packed
+        return bucket
 
     def _fire_or_place(self, key: K, packed: int, fired: list[tuple[int, K]]) -> None:
         due = packed >> _SEQ_BITS
@@ -400,10 +442,9 @@ class TimingWheel(Generic[K]):
             self._place(key, packed, due)
 
     def _fire_bucket(self, bucket: dict[K, int], fired: list[tuple[int, K]]) -> None:
-        index = self._index
-        for key, packed in bucket.items():
-            fired.append((packed, key))
-            del index[key]
+        # In C, not a Python loop per key: a slot of every-second tasks holds thousands.
+        fired.extend(zip(bucket.values(), bucket, strict=True))
+        _consume(map(self._index.__delitem__, bucket))
         bucket.clear()
 
     def _fire_level(self, level: int, fired: list[tuple[int, K]]) -> None:
@@ -444,6 +485,11 @@ class TimingWheel(Generic[K]):
         known_min = mins[slot]
         if known_min is not None and known_min > now:
             return
+        if max(bucket.values()) >> _SEQ_BITS <= now:  # the common case: the whole slot is due
+            self._fire_bucket(bucket, fired)
+            mins[slot] = None
+            self._occupied[0] &= ~(1 << slot)
+            return
         gone: list[K] = []
         remaining_min: int | None = None
         for key, packed in bucket.items():
@@ -473,6 +519,9 @@ class TimingWheel(Generic[K]):
         self._slots[level][slot] = {}
         self._slot_min[level][slot] = None
         self._occupied[level] &= ~(1 << slot)
+        if max(bucket.values()) >> _SEQ_BITS <= self._now:  # every key fires (none is re-bucketed)
+            self._fire_bucket(bucket, fired)
+            return
         for key, packed in bucket.items():
             self._fire_or_place(key, packed, fired)
 

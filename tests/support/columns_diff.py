@@ -8,7 +8,7 @@ silent (lost attempts), leaving and joining, and client writes (cancels, updates
 overlap or the trigger, disables, enables, deletes, creates) and reloads of the state from its
 store. One world's leader may build columns (``columns=True``: its members' format gate open),
 the other builds today's bodies only. The columnar bodies are thus built by the leader's own code
-(:mod:`raftsched.leader.columns`, ``BatchBuilder.add_hot``), not by a copy of it.
+(:mod:`raftsched.leader.columns`, ``BatchBuilder.add_hot_many``), not by a copy of it.
 
 :func:`differences` compares what the API shows of the two: task records and counters as reads
 see them (``number`` aside: only the numbering world numbers), run show with its timeline for

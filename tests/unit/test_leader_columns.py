@@ -1,4 +1,4 @@
-"""The leader's columnar bodies (raftsched.leader.columns, BatchBuilder.add_hot): what it builds
+"""The leader's columnar bodies (raftsched.leader.columns, BatchBuilder.add_hot_many): what it builds
 for hot tasks, and that it builds nothing of the kind while the members' gate is closed."""
 
 from __future__ import annotations
@@ -24,14 +24,13 @@ def bodies(proposals: list[Proposal]) -> list[str]:
     return [cmd.WhichOneof("body") or "" for cmd in decoded(proposals)]
 
 
-def test_add_hot_builds_fire_columns_next_to_the_fire_batch() -> None:
+def test_add_hot_many_builds_fire_columns_next_to_the_fire_batch() -> None:
     driver = leader_with(every_second(3), T0 - 5000, max_fires_per_batch=2)
     now = T0 + 40
     b = BatchBuilder(driver, now)
     b.add_single("t0", 1, T0, T0 + 1000)  # a cold task: TaskFires
-    b.add_hot("t1", 7, 2, T0, T0 + 1000)
-    b.add_hot("t2", 8, 3, T0 - 1000, T0 + 1000)
-    b.add_hot("t3", 9, 1, T0, T0 + 2000)  # a third row: over max_fires_per_batch, a second entry
+    b.add_hot_many([("t1", 7, 2, T0, T0 + 1000), ("t2", 8, 3, T0 - 1000, T0 + 1000)])
+    b.add_hot_many([("t3", 9, 1, T0, T0 + 2000)])  # a third row: over max_fires_per_batch, a second entry
     out = b.finish()
     assert sorted(bodies(out)) == ["fire_batch", "fire_columns", "fire_columns"]
     hot = [p for p in out if codec.decode_command(p.data).WhichOneof("body") == "fire_columns"]

@@ -416,3 +416,26 @@ def test_packed_keys_fire_as_a_plain_model_with_ties_and_renumbering(seed: int) 
                 del model[key]
         wheel._check_invariants()
         assert wheel.next_due_ms() == min((due for due, _n in model.values()), default=None)
+
+
+@pytest.mark.parametrize("due", [-5, 0, 700, 3_000, 40_000, 10**13])  # ready, level 0, 1, 2, overflow
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        [("a", 0), ("a", 0)],  # re-armed twice at the same time: the cancel empties its slot
+        [("a", 0), ("b", 0), ("a", 0), ("a", 0), ("c", 0)],
+        [("a", 0), ("b", 0), ("b", 1), ("c", 0), ("a", 0)],
+    ],
+)
+def test_insert_many_of_keys_sharing_a_due_time_is_inserts_in_order(
+    due: int, pairs: list[tuple[str, int]]
+) -> None:
+    one = TimingWheel[str](tick_ms=10, wheel_size=4, levels=3)
+    many = TimingWheel[str](tick_ms=10, wheel_size=4, levels=3)
+    items = [(key, due + offset) for key, offset in pairs]
+    for key, due_ms in items:
+        one.insert(key, due_ms)
+    many.insert_many(items)
+    many._check_invariants()
+    assert many.next_due_ms() == one.next_due_ms()
+    assert many.advance(10**16) == one.advance(10**16)

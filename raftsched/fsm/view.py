@@ -54,9 +54,9 @@ from raftsched.timing.calendar import Calendar
 from raftsched.v1 import log_pb2 as pb
 
 Planning = tuple[TaskSpec, int, int, int]
+"""``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task."""
 # What the leader's driver reads of a due task (StateView.planning_inputs).
 PlanningInput = tuple[TaskSpec, int, int, bool, int]
-"""``(spec, version, watermark_ms, next_fire_ms)`` of an enabled task."""
 
 
 class ViewHost(Protocol):

@@ -73,6 +73,14 @@ HotRow = tuple[str, int, int, int, int]
 _ROW_TASK = itemgetter(0)
 
 
+def _hand_over(batches: BatchBuilder, in_flight: set[str], rows: list[HotRow]) -> None:
+    """The hot rows a poll has planned so far go into ``batches`` (and their tasks in flight):
+    before any cold fire is added, so every entry leaves in the order its fires were planned
+    (the rows were added one by one, each as it was planned, before they were held back)."""
+    batches.add_hot_many(rows)
+    in_flight.update(map(_ROW_TASK, rows))
+
+
 def _warn_changed_cron_meanings(state: SchedulerState) -> list[str]:
     """Log a warning for every armed task whose cron expression changed meaning; return their names.
 
@@ -407,6 +415,9 @@ class LeaderDriver:
                         hot_rows.append((name, number, version, next_fire, following))
                         fires += 1
                         continue
+                    if hot_rows:  # the hot rows planned before it first: entries keep plan order
+                        _hand_over(batches, in_flight, hot_rows)
+                        hot_rows = []
                     batches.add_single(name, version, next_fire, following)
                     if spec.overlap == Overlap.REPLACE:
                         batches.cmd.format = max(
@@ -424,8 +435,7 @@ class LeaderDriver:
                     # caught up, and lost its leader to the stalls).
                     nominals, following = catch_up
                     if hot_rows:  # the rows before it first, in order
-                        batches.add_hot_many(hot_rows)
-                        in_flight.update(map(_ROW_TASK, hot_rows))
+                        _hand_over(batches, in_flight, hot_rows)
                         hot_rows = []
                     batches.add_hot_rows(name, number, version, nominals, following)
                     fires += len(nominals)
@@ -439,14 +449,16 @@ class LeaderDriver:
                 if next_fire:
                     wheel.insert(name, next_fire)
                 continue
+            if hot_rows:
+                _hand_over(batches, in_flight, hot_rows)
+                hot_rows = []
             batches.add(tf)
             if spec.overlap == Overlap.REPLACE:
                 batches.cmd.format = max(codec.command_format(batches.cmd), codec.REPLACE_RELEASES_FORMAT)
             fires += len(tf.fires)
             in_flight.add(name)
         if hot_rows:
-            batches.add_hot_many(hot_rows)
-            in_flight.update(map(_ROW_TASK, hot_rows))
+            _hand_over(batches, in_flight, hot_rows)
         return numbering + waits + batches.finish()
 
     def _columns(self, now: int) -> tuple[bool, list[Proposal]]:

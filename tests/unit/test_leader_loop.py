@@ -23,7 +23,7 @@ import pytest
 
 from raftsched import codec
 from raftsched.fsm.effects import BarrierCommitted, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
-from raftsched.fsm.hot import HotBook, hot_ref
+from raftsched.fsm.hot import HotBook, hot_ref, run_id_of
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
 from raftsched.leader import columns
@@ -273,11 +273,44 @@ def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
     with state.view() as v:
         seqs = [v.hot_seq(i[0]) for i in ids]
         stale = [s + 10_000 for s in seqs]  # never live: the run id decides
-        for known in (seqs, stale, [0] * len(seqs)):
+        durations, lateness = [0] * len(ids), [1] * len(ids)
+        for known in (seqs, stale, [0] * len(seqs), [seqs[0], stale[1]]):
             cmd, rest = columns.split_results(v, executor, results, ids, at, 1, known)
             ref, ref_rest = columns.split_results(v, executor, results, ids, at, 1)
             assert rest == ref_rest
             assert (cmd.SerializeToString() if cmd else b"") == (ref.SerializeToString() if ref else b"")
+            # A session's report: the same rows, the same command.
+            cmd, rest = columns.split_result_columns(v, executor, ids, durations, lateness, at, 1, known)
+            assert rest == ref_rest
+            assert (cmd.SerializeToString() if cmd else b"") == (ref.SerializeToString() if ref else b"")
+
+
+def test_a_known_seq_finished_since_is_looked_up_by_run_id() -> None:
+    state = world()
+    at = T0 + S
+    d = leader(state)
+    apply(state, fire_columns(state, HOT[:3], at), d, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    sent = [item for _, item in d.take_outbox()]
+    with state.view() as v:
+        seqs = [v.hot_seq(item.run_id) for item in sent]
+    last = max(range(len(sent)), key=lambda i: seqs[i])  # finished, not at the table's head: kept
+    lease = d.leases[sent[last].execution_id]
+    result = pb.ExecResult(execution_id=lease.execution_id, success=True, start_lateness_ms=1)
+    for proposal in d.report(lease.executor, [result], at + 10):
+        apply(state, proposal.encode(), d, now=at + 10)
+    ids = [(item.run_id, 0, 1) for item in sent]
+    results = [pb.ExecResult(execution_id=i.execution_id, success=True, start_lateness_ms=1) for i in sent]
+    with state.view() as v:
+        assert not v.hot_live(seqs[last]) and v.hot_seq(sent[last].run_id) == 0
+        assert v.hot_tables()[0].index(seqs[last]) >= 0
+        number = v.executor_number(lease.executor)
+        ref, ref_rest = columns.split_results(v, lease.executor, results, ids, at, 1)
+        cmd, rest = columns.split_result_columns(v, lease.executor, ids, [0] * 3, [1] * 3, at, 1, seqs)
+    assert rest == ref_rest and last in rest
+    assert cmd is not None and ref is not None and cmd.SerializeToString() == ref.SerializeToString()
+    assert number and seqs[last] not in cmd.result_columns.seq
 
 
 def test_ready_rows_wait_as_each_would_have_waited() -> None:
@@ -293,6 +326,7 @@ def test_ready_rows_wait_as_each_would_have_waited() -> None:
     with state.view() as v:
         rows = columns.ready_rows(v, eff, 1)
         assert [seq for _, seq in rows] == list(range(eff.seq_base, eff.seq_base + len(HOT)))
+        assert [ready.run_id for ready, _ in rows] == [run_id_of(r.task, r.nominal_ms) for r, _ in rows]
         for ready, seq in rows:
             one.placement.wait(v, ready, seq)
         many.placement.wait_rows(v, rows)
@@ -597,3 +631,9 @@ def test_dispatch_columns_leases_and_sends_its_common_rows_as_send_did(
     feed(kept[-1], T0 + 4 * S + 1)
     assert all(e in new.leases for e in sent)
     assert not {e.split("/")[0] for e in sent} & set(calls)  # the loop's way: no lease, no slot kept
+    # Rows on another attempt, on another executor, of a seq never made: nothing sent.
+    [eff] = [e for e in kept[-1] if isinstance(e, DispatchColumns)]
+    seqs, attempts, executors = eff.seqs, eff.attempts, eff.executors
+    feed(
+        (DispatchColumns([seqs[0], seqs[1], 10**6], [2, attempts[1], 1], [executors[0], 99, 1]),), T0 + 5 * S
+    )

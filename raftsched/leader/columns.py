@@ -291,13 +291,17 @@ def split_result_columns(
     durs: list[int] = []
     late: list[int] = []
     rest: list[int] = []
-    hot_live, hot_seq = v.hot_live, v.hot_seq
+    hot_seq = v.hot_seq
+    slots = v.hot_tables()[0]
+    base, state = slots.base, slots.state  # StateView.hot_live's, inline below (once per row)
+    n_slots = len(state)
     for i, (run_id, shard, attempt) in enumerate(ids):
         duration, lateness_ms = durations[i], lateness[i]
         seq = 0
         if shard == 0 and duration <= _U32 and -_S32 <= lateness_ms <= _S32:
             hint = known[i] if known is not None else 0
-            seq = hint if hint and hot_live(hint) else hot_seq(run_id)
+            live = hint and 0 <= hint - base < n_slots and state[hint - base] in _LIVE
+            seq = hint if live else hot_seq(run_id)
         if not seq:
             rest.append(i)
             continue

@@ -13,6 +13,7 @@ attempt, and that each shortcut gives exactly what the longer way gave.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -22,7 +23,7 @@ import pytest
 
 from raftsched import codec
 from raftsched.fsm.effects import BarrierCommitted, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
-from raftsched.fsm.hot import HotBook, hot_ref
+from raftsched.fsm.hot import HotBook, hot_ref, run_id_of
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
 from raftsched.leader import columns
@@ -30,6 +31,7 @@ from raftsched.leader.dispatch.dispatcher import Dispatcher, DispatchProposal
 from raftsched.leader.dispatch.hub import ExecutorHub
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.model import Overlap, TaskSpec
+from raftsched.sharding.placement import NO_NEED
 from raftsched.v1 import log_pb2 as logpb
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.support.fsm import EVERY_SECOND, T0, S, batch, create, entry, fire, fresh, join, update
@@ -271,11 +273,44 @@ def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
     with state.view() as v:
         seqs = [v.hot_seq(i[0]) for i in ids]
         stale = [s + 10_000 for s in seqs]  # never live: the run id decides
-        for known in (seqs, stale, [0] * len(seqs)):
+        durations, lateness = [0] * len(ids), [1] * len(ids)
+        for known in (seqs, stale, [0] * len(seqs), [seqs[0], stale[1]]):
             cmd, rest = columns.split_results(v, executor, results, ids, at, 1, known)
             ref, ref_rest = columns.split_results(v, executor, results, ids, at, 1)
             assert rest == ref_rest
             assert (cmd.SerializeToString() if cmd else b"") == (ref.SerializeToString() if ref else b"")
+            # A session's report: the same rows, the same command.
+            cmd, rest = columns.split_result_columns(v, executor, ids, durations, lateness, at, 1, known)
+            assert rest == ref_rest
+            assert (cmd.SerializeToString() if cmd else b"") == (ref.SerializeToString() if ref else b"")
+
+
+def test_a_known_seq_finished_since_is_looked_up_by_run_id() -> None:
+    state = world()
+    at = T0 + S
+    d = leader(state)
+    apply(state, fire_columns(state, HOT[:3], at), d, now=at)
+    for proposal in d.poll(at):
+        apply(state, proposal.encode(), d, now=at)
+    sent = [item for _, item in d.take_outbox()]
+    with state.view() as v:
+        seqs = [v.hot_seq(item.run_id) for item in sent]
+    last = max(range(len(sent)), key=lambda i: seqs[i])  # finished, not at the table's head: kept
+    lease = d.leases[sent[last].execution_id]
+    result = pb.ExecResult(execution_id=lease.execution_id, success=True, start_lateness_ms=1)
+    for proposal in d.report(lease.executor, [result], at + 10):
+        apply(state, proposal.encode(), d, now=at + 10)
+    ids = [(item.run_id, 0, 1) for item in sent]
+    results = [pb.ExecResult(execution_id=i.execution_id, success=True, start_lateness_ms=1) for i in sent]
+    with state.view() as v:
+        assert not v.hot_live(seqs[last]) and v.hot_seq(sent[last].run_id) == 0
+        assert v.hot_tables()[0].index(seqs[last]) >= 0
+        number = v.executor_number(lease.executor)
+        ref, ref_rest = columns.split_results(v, lease.executor, results, ids, at, 1)
+        cmd, rest = columns.split_result_columns(v, lease.executor, ids, [0] * 3, [1] * 3, at, 1, seqs)
+    assert rest == ref_rest and last in rest
+    assert cmd is not None and ref is not None and cmd.SerializeToString() == ref.SerializeToString()
+    assert number and seqs[last] not in cmd.result_columns.seq
 
 
 def test_ready_rows_wait_as_each_would_have_waited() -> None:
@@ -291,6 +326,7 @@ def test_ready_rows_wait_as_each_would_have_waited() -> None:
     with state.view() as v:
         rows = columns.ready_rows(v, eff, 1)
         assert [seq for _, seq in rows] == list(range(eff.seq_base, eff.seq_base + len(HOT)))
+        assert [ready.run_id for ready, _ in rows] == [run_id_of(r.task, r.nominal_ms) for r, _ in rows]
         for ready, seq in rows:
             one.placement.wait(v, ready, seq)
         many.placement.wait_rows(v, rows)
@@ -452,3 +488,152 @@ def test_effects_that_fail_do_not_hold_up_the_ones_queued_behind_them(
     asyncio.run(scenario())
     assert seen == [2, 3]
     assert "handling applied effects failed" in caplog.text
+
+
+class Reference(Dispatcher):
+    """The dispatcher as it was before its DispatchColumns loop leased and queued the common row
+    itself: every live hot row through ``_send``."""
+
+    def _dispatch_columns(self, t: Any, v: StateView, eff: DispatchColumns, now_ms: int) -> None:
+        unwait = t.placement.unwait
+        for row in columns.dispatched_rows(v, eff, t.epoch, t.hot_assigned):
+            if isinstance(row, DispatchAttempt):
+                unwait((row.run_id, row.shard))
+                self._lease_and_send(t, v, row, now_ms)
+                continue
+            seq, run_id, task, nominal, attempt, executor, version, assigned_ms = row
+            kept = unwait((run_id, 0), executor)
+            self._send(
+                t, v, run_id, task, nominal, 0, attempt, executor, version, False, assigned_ms, None,
+                now_ms, False, NO_NEED, seq, kept,
+            )  # fmt: skip
+        for seq in eff.seqs:
+            t.hot_assigned.pop(seq, None)
+
+
+def _sent(work: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """An outbox, comparable: a row with its definition's key and fields, an item as its bytes."""
+    return [(ex, _work(w)) for ex, w in work]
+
+
+def _work(w: Any) -> Any:
+    if isinstance(w, tuple):
+        return (w[:6], w[6].key, w[6].fields, w[6].timeout_ms)
+    return w.SerializeToString()
+
+
+def _holdings(d: Dispatcher) -> tuple[Any, ...]:
+    t = d.term
+    assert t is not None
+    h = t.holdings
+    return (
+        [(i, dataclasses.astuple(lease)) for i, lease in h.leases.items()],  # every field, in order
+        dict(h.used),
+        h.check_at,
+        h.held.running,
+        set(h.backfill_busy),
+        h.reserved.by_key,
+        [(key, w.reserved_for) for key, w in t.placement.waiting.items()],
+        {o: [w.ready.run_id for w in q] for o, q in t.placement.queues.items()},
+        dict(t.hot_assigned),
+        {task: (raw, wdef.key, wdef.timeout_ms) for task, (raw, _spec, wdef) in d._specs.items()},
+    )
+
+
+def test_dispatch_columns_leases_and_sends_its_common_rows_as_send_did(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The DispatchColumns loop's own lease-and-queue of a first dispatch gives what ``_send``
+    gave, on varied input: rows hot and promoted, a cache miss then hits, a task with a timeout,
+    a live run of an older version, re-sends over existing leases, slots kept and not kept, an
+    executor heard from after the dispatch's time."""
+    state = world()
+    new = leader(state)
+    ref = Reference(state, SETTINGS, random.Random(7))
+    ref.columns_allowed = lambda: True
+    ref.become_leader(1, T0)
+    for d in (new, ref):
+        d.heartbeat("ex1", [], T0)
+        # Later than every dispatch below: their leases count from it (and expire after the
+        # timeouts' deadlines).
+        d.heartbeat("ex2", [], T0 + 60 * S)
+        d.heartbeat("ex3", [], T0 + 60 * S)
+    calls: list[str] = []
+    real = Dispatcher._send
+
+    def spy(self: Dispatcher, t: Any, v: StateView, run_id: str, *args: Any) -> None:
+        if self is new:
+            calls.append(run_id)
+        real(self, t, v, run_id, *args)
+
+    monkeypatch.setattr(Dispatcher, "_send", spy)
+
+    def same_state() -> None:
+        assert _holdings(new) == _holdings(ref)
+
+    def feed(effects: tuple[Effect, ...], now: int) -> None:
+        for d in (new, ref):
+            d.on_effects(effects, now)
+        assert _sent(new.take_work()) == _sent(ref.take_work())
+        same_state()
+
+    kept: list[tuple[Effect, ...]] = []
+    for second in (1, 2, 3):
+        at = T0 + second * S
+        for d in (new, ref):  # in the last second too late for the timeouts' deadlines
+            d.heartbeat("ex1", [], at if second < 3 else T0 + 60 * S)
+        applied = state.apply(fire_columns(state, HOT, at))
+        assert applied.result.ok
+        feed(applied.effects, at)
+        got, want = new.poll(at), ref.poll(at)
+        same(got, want)
+        for proposal, theirs in zip(got, want, strict=True):
+            applied = state.apply(proposal.encode())
+            assert applied.result.ok
+            if second == 1 and proposal.command.WhichOneof("body") == "assign_columns":
+                # Before the loop reads the entry's rows: h0 stops being hot (its run is promoted,
+                # sent the cold way), h1-h3 get a timeout (a new version: their live runs keep the
+                # old one).
+                assert update(state, hot_spec("h0", shards=2), now=at + 1).ok
+                for name in ("h1", "h2", "h3"):
+                    spec = hot_spec(name)
+                    assert update(state, dataclasses.replace(spec, timeout_ms=4000), now=at + 1).ok
+            if second == 3:
+                for d in (new, ref):  # as if no lease were due earlier: these leases decide it
+                    assert d.term is not None
+                    d.term.holdings.check_at = 2**63
+            calls.clear()
+            feed(applied.effects, at + 2)
+            if proposal.command.WhichOneof("body") == "assign_columns":
+                kept.append(applied.effects)
+                if second == 3:  # the task versions parsed: every first dispatch took the loop's way
+                    assert calls == []
+            ref.release(theirs)
+            new.release(proposal)
+    timed = [lease for lease in new.leases.values() if lease.deadline_ms]  # h1-h3's timeout
+    assert any(lease.deadline_ms < lease.expires_ms for lease in timed)
+    assert any(lease.deadline_ms > lease.expires_ms for lease in timed)
+    # Re-sends: the same rows again, over their leases (no reservation: no slot kept).
+    calls.clear()
+    feed(kept[-1], T0 + 4 * S)
+    assert calls  # through _send
+    # A lease ended (its result reported, not applied yet) while its run is still live: sent again
+    # with a new lease taking a slot (none kept).
+    last = [lease for lease in new.leases.values() if lease.run_id.endswith(f"@{T0 + 3 * S}")]
+    sent = [lease.execution_id for lease in last[:3]]
+    for d in (new, ref):
+        for lease in last[:3]:
+            result = pb.ExecResult(execution_id=lease.execution_id, success=True, start_lateness_ms=1)
+            d.report(lease.executor, [result], T0 + 4 * S)
+    assert not any(e in new.leases for e in sent)
+    same_state()
+    calls.clear()
+    feed(kept[-1], T0 + 4 * S + 1)
+    assert all(e in new.leases for e in sent)
+    assert not {e.split("/")[0] for e in sent} & set(calls)  # the loop's way: no lease, no slot kept
+    # Rows on another attempt, on another executor, of a seq never made: nothing sent.
+    [eff] = [e for e in kept[-1] if isinstance(e, DispatchColumns)]
+    seqs, attempts, executors = eff.seqs, eff.attempts, eff.executors
+    feed(
+        (DispatchColumns([seqs[0], seqs[1], 10**6], [2, attempts[1], 1], [executors[0], 99, 1]),), T0 + 5 * S
+    )

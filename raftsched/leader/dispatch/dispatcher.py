@@ -337,9 +337,24 @@ class Dispatcher:
     def _dispatch_columns(self, t: Term, v: StateView, eff: DispatchColumns, now_ms: int) -> None:
         """The assignments a DispatchColumns committed: each row still a live hot run is leased
         and sent from the slot table's facts (:func:`columns.dispatched_rows`), as a known
-        ``DispatchAttempt`` of it would be; one promoted to the cold path since, from its run."""
+        ``DispatchAttempt`` of it would be; one promoted to the cold path since, from its run.
+
+        The common row (a first dispatch of a live hot run whose task's current version is the
+        run's and already parsed) is leased and queued here, doing exactly what :meth:`_send`
+        does for it with what is the same for every row read once per entry (issue 31: one call
+        of 17 arguments and a dozen look-ups per attempt on the leader's loop); any other row
+        (a re-send over an existing lease, an older task version, a spec not parsed yet) goes
+        through :meth:`_send`."""
         unwait = t.placement.unwait
-        for row in columns.dispatched_rows(v, eff, t.epoch, t.hot_assigned):
+        holdings = t.holdings
+        leases, used = holdings.leases, holdings.used
+        last_seen = t.liveness.last_seen
+        append = t.outbox.append
+        tasks = v.tasks
+        lease_ms = self.settings.lease_ms
+        grace_ms = self.settings.grace_ms + lease_ms
+        epoch = t.epoch
+        for row in columns.dispatched_rows(v, eff, epoch, t.hot_assigned):
             if isinstance(row, DispatchAttempt):
                 unwait((row.run_id, row.shard))
                 self._lease_and_send(t, v, row, now_ms)
@@ -347,28 +362,68 @@ class Dispatcher:
             seq, run_id, task, nominal, attempt, executor, version, assigned_ms = row
             # Its reservation's slot on that executor becomes its lease's (Placement.unwait).
             kept = unwait((run_id, 0), executor)
-            # A live hot run's task is hot (raftsched.fsm.hot.is_hot; a task that stops being
-            # hot has its hot runs promoted): it declares no cpu, memory or labels, so its need
-            # is NO_NEED, what StateView.need_hint would answer.
-            self._send(
-                t,
-                v,
+            exec_id = f"{run_id}/0/{attempt}"  # execution_id(run_id, 0, attempt)
+            # _spec's cache hit, inline (self._specs is read per row: _send may replace it).
+            st = tasks.get(task)
+            hit = self._specs.get(task)
+            if (
+                hit is None
+                or st is None
+                or st.version != version
+                or hit[0] is not st.spec_bytes
+                or exec_id in leases
+            ):
+                # A live hot run's task is hot (raftsched.fsm.hot.is_hot; a task that stops
+                # being hot has its hot runs promoted): it declares no cpu, memory or labels, so
+                # its need is NO_NEED, what StateView.need_hint would answer.
+                self._send(
+                    t,
+                    v,
+                    run_id,
+                    task,
+                    nominal,
+                    0,
+                    attempt,
+                    executor,
+                    version,
+                    False,
+                    assigned_ms,
+                    None,
+                    now_ms,
+                    False,
+                    NO_NEED,
+                    seq,
+                    kept,
+                )
+                continue
+            # _send for a first dispatch (no lease yet) of a plain, not backfill attempt:
+            wdef = hit[2]
+            timeout = wdef.timeout_ms  # the spec's (WorkDef: the same value)
+            if not kept:
+                used[executor] = used.get(executor, 0) + 1  # Holdings.take, need NO_NEED
+            heard = last_seen.get(executor, now_ms)
+            expires = (heard if heard > now_ms else now_ms) + lease_ms
+            deadline = now_ms + timeout + grace_ms if timeout else 0
+            leases[exec_id] = Lease(
+                exec_id,
                 run_id,
                 task,
-                nominal,
                 0,
                 attempt,
                 executor,
-                version,
+                expires,
+                deadline,
                 False,
-                assigned_ms,
-                None,
-                now_ms,
+                assigned_ms or now_ms,
                 False,
-                NO_NEED,
                 seq,
-                kept,
             )
+            # Holdings.lease's check_at, inline
+            due = deadline if deadline and deadline < expires else expires
+            if due < holdings.check_at:
+                holdings.check_at = due
+            # A hot run's id is task@nominal (run_id_of) and it has nothing of its own: a row.
+            append((executor, (exec_id, run_id, nominal, 0, attempt, epoch, wdef)))
         hot_assigned = t.hot_assigned
         for seq in eff.seqs:
             hot_assigned.pop(seq, None)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from raftsched.fsm.effects import AttemptReady
+from raftsched.fsm.hot import PENDING, RUNNING, SlotTable
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.view import StateView
@@ -38,6 +39,8 @@ from raftsched.v1 import log_pb2 as logpb
 # Ring owners remembered per leadership at most (an entry is ~200 bytes: a million tasks would
 # otherwise keep ~200 MB on the leader for a cache that mostly misses).
 OWNER_CACHE_MAX = 100_000
+
+_LIVE = (PENDING, RUNNING)  # a hot slot's states while its run is unfinished (SlotTable.live)
 
 
 @dataclass(slots=True)
@@ -373,6 +376,8 @@ class Placement:
             total_slots=total_slots,
         )
         admission = Admission(v, now_ms, self.holdings.reserved, cmd, turns)
+        if hot is not None:
+            hot.slots = v.hot_tables()[0]  # valid in this view, which the walk holds
         for owner in sorted(free):
             slots = free[owner]
             queue = self.queues.get(owner)
@@ -469,7 +474,15 @@ class Placement:
             # learnt from the run's fire entry answers it without parsing the run id (seqs are
             # never reused: live means that run); otherwise (an attempt a takeover inherited,
             # or a seq no longer live) the run id is looked up as before.
-            seq = w.seq if w.seq and v.hot_live(w.seq) else v.hot_seq(r.run_id) if r.shard == 0 else 0
+            seq = w.seq
+            if seq:  # StateView.hot_live, inline (once per attempt on the leader's loop)
+                slots = hot.slots
+                j = seq - slots.base
+                state = slots.state
+                if not (0 <= j < len(state) and state[j] in _LIVE):
+                    seq = 0
+            if not seq and r.shard == 0:
+                seq = v.hot_seq(r.run_id)
             number = v.executor_number(executor) if seq else 0
             if number:
                 hot.seqs.append(seq)
@@ -488,9 +501,11 @@ class HotAssignments:
     the run of ``seqs[i]`` (shard 0, attempt ``attempts[i]``) to executor number
     ``executors[i]``; ``assigned[i]`` is its ``(attempt, executor)`` pair, as reserved."""
 
-    __slots__ = ("assigned", "attempts", "executors", "seqs")
+    __slots__ = ("assigned", "attempts", "executors", "seqs", "slots")
 
     def __init__(self) -> None:
+        # The state's slot table while a walk fills these (Placement.assign sets it).
+        self.slots: SlotTable = SlotTable()
         self.seqs: list[int] = []
         self.attempts: list[int] = []
         self.executors: list[int] = []

@@ -32,13 +32,15 @@ class WorkDef:
     once per task version (the dispatcher keeps the current version's) and shared by every row
     of it: never to be changed."""
 
-    __slots__ = ("fields", "key", "task", "version")
+    __slots__ = ("fields", "key", "task", "timeout_ms", "version")
 
     def __init__(self, task: str, version: int, fields: dict[str, Any]) -> None:
         self.task = task
         self.version = version
         # The work item's fields from the spec, those not at their default (constructor kwargs).
         self.fields = fields
+        # The spec's timeout (0: none), what a lease's deadline is computed from.
+        self.timeout_ms: int = fields.get("timeout_ms", 0)
         self.key: DefKey = (
             task,
             version,
@@ -46,7 +48,7 @@ class WorkDef:
             fields.get("command", ""),
             fields.get("handler", ""),
             fields.get("params_json", ""),
-            fields.get("timeout_ms", 0),
+            self.timeout_ms,
             fields.get("runner", ""),
         )
 

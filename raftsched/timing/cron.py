@@ -417,8 +417,12 @@ def _dom_parts(f: CronFields) -> list[str]:
     if not f.dom_restricted:
         return ["*"]
     parts = [f"{w}w" for w in sorted(f.nearest_weekday)]
-    if f.days or f.last_day:
-        parts.append(",".join([*(str(d) for d in sorted(f.days)), *(["l"] if f.last_day else [])]))
+    if f.days:
+        parts.append(",".join(str(d) for d in sorted(f.days)))
+    if f.last_day:
+        # 'l' is a side of its own: croniter reads a day list of 31 entries as '*', so '2-31,L'
+        # handed over as one list fired on every 1st as well (found by the cronsim differential).
+        parts.append("l")
     return parts
 
 

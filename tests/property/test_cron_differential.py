@@ -123,6 +123,9 @@ def cronsim_fires(expr: str, zone: str, start: dt.datetime) -> list[int] | None:
         lambda d: d.replace(microsecond=0, tzinfo=dt.UTC)
     ),
 )
+# Found by this test: croniter read the list '2,...,31,l' (31 entries) as '*', so every 1st fired.
+@example("* * 2-31,L * sun#1 *", dt.datetime(2000, 12, 31, 23, 58, tzinfo=dt.UTC))
+@example("0 0 2-31,L * * 0", dt.datetime(2001, 1, 1, tzinfo=dt.UTC))
 def test_fires_agree_with_cronsim(expr: str, start: dt.datetime) -> None:
     after_ms = int(start.timestamp()) * 1000
     for zone in ZONES:

@@ -1073,3 +1073,49 @@ def test_a_checkpoint_encodes_a_big_slot_table_in_chunks(monkeypatch: pytest.Mon
     assert 0 < biggest[0] <= hot.CHECKPOINT_CHUNK
     raw = state.store.get(keys.HOT_SLOTS_KEY)
     assert raw is not None and len(pb.HotCheckpoint.FromString(raw).task) == 2 * hot.CHECKPOINT_CHUNK + 1
+
+
+@pytest.mark.parametrize(
+    ("aged", "head"),
+    [
+        (0, ()),
+        (2, ()),
+        (0, ("active",)),
+        (3, ("active", "finishing")),
+        (5, ("finishing", "active", "active")),
+    ],
+)
+def test_the_age_rule_deletes_the_aged_finished_runs_at_the_head(aged: int, head: tuple[str, ...]) -> None:
+    """RunBook.prune's age rule (every AGE_PRUNE_EVERY-th finish) looks for the oldest finished
+    run among the first keys first: unfinished runs and the run finishing now at the head of the
+    task's range are skipped, the aged finished runs behind them deleted, the rest kept."""
+    from raftsched.fsm.records import AGE_PRUNE_EVERY
+
+    state = fresh()
+    assert create(state, TaskSpec("a", EVERY_SECOND, command="true", keep_for_ms=10 * S)).ok
+    st = state.tasks["a"]
+    now = T0 + 100 * S
+    finishing = ""
+    for i, kind in enumerate(head):
+        run_id = f"a@{T0 + i * S}"
+        if kind == "finishing":
+            finishing = run_id
+            state.store.put(keys.run_key_for_id(run_id), b"")  # stored after the prune, in apply
+        else:
+            state.runs.active[run_id] = b""
+            state.store.put(keys.run_key_for_id(run_id), b"")
+    finished = []
+    for i in range(len(head), len(head) + 8):
+        run_id = f"a@{T0 + i * S}"
+        ended = now - 20 * S if i - len(head) < aged else now - S  # the first `aged` have aged out
+        run = pb.Run(run_id=run_id, task="a", state=pb.SUCCEEDED, finished_ms=ended)
+        state.store.put(keys.run_key_for_id(run_id), run.SerializeToString())
+        finished.append(keys.run_key_for_id(run_id))
+    st.kept_runs = AGE_PRUNE_EVERY
+    st.active_runs = head.count("active")
+    state.batched_prune = True  # as a hot results entry's format (>= BATCHED_PRUNE_FORMAT) sets
+    before = stored_runs(state)
+    state.runs.prune(st, now, finishing)
+    gone = set(finished[:aged])
+    assert stored_runs(state) == {k: v for k, v in before.items() if k not in gone}
+    assert st.kept_runs == AGE_PRUNE_EVERY - aged

@@ -721,7 +721,9 @@ class HotBook:
         )
         heads, params_of = self.finished_heads, self._params
         write, prune, touch = runs.write, runs.prune, host.touch_task
-        run_kind, time_key = keys.RUN, keys.time_key
+        nominals: dict[int, tuple[bytes, bytes]] = {}  # Run.nominal_ms, the key's time
+        times_of: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # by (created, epoch)
+        shards: dict[tuple[int, int, int, int], bytes] = {}  # by (executor, assigned, started, duration)
         keep_count, slack = retention.keep_count, PRUNE_BATCH // 2
         for j, seq, e, dur, late in zip(idx, seqs, execs, durations, lateness, strict=True):
             state[j] = SUCCEEDED
@@ -764,26 +766,48 @@ class HotBook:
                     touch(st)
             # The end-of-run record of slot j (stage B): the bytes today's cold path stores for
             # the same run when it succeeds on its first attempt, built from wire pieces
-            # (finished_run_bytes; tests/unit/test_fsm_hot.py checks it against protobuf).
+            # (see FinishedHead; tests/unit/test_fsm_hot.py checks them against protobuf).
             version = version_col[j]
             head = heads.get((st.number, version))
             if head is None:
                 if len(heads) > 4096:
                     heads.clear()
                 head = heads[(st.number, version)] = _finished_head(name, version, params_of(st, version))
-            data = finished_run_bytes(
-                head,
+            # With keys.time_key inlined: the pieces the rows of one entry share (their nominal
+            # times, created times and epochs, shards) are built once per entry.
+            nom = nominals.get(nominal)
+            if nom is None:
+                nom = nominals[nominal] = (_int_field(3, nominal), f"{nominal:016x}".encode())
+            created, epoch = created_col[j], epoch_col[j]
+            times = times_of.get((created, epoch))
+            if times is None:
+                times = times_of[(created, epoch)] = _finished_times(created, now, epoch)
+            assigned, started = assigned_col[j], nominal + late
+            shard = shards.get((e, assigned, started, dur))
+            if shard is None:
+                shard = shards[(e, assigned, started, dur)] = _shard_field(
+                    now, names[e] or "", assigned, started, dur
+                )
+            rid = run_id.encode()
+            size = len(rid)
+            write(
                 run_id,
-                nominal,
-                created_col[j],
-                now,
-                epoch_col[j],
-                names[e] or "",
-                assigned_col[j],
-                nominal + late,
-                dur,
+                b"".join(
+                    (
+                        _ID_TAGS[size] if size < 128 else _id_tag(size),
+                        rid,
+                        head.task_field,
+                        nom[0],
+                        head.version_field,
+                        times[0],
+                        shard,
+                        head.params_field,
+                        times[1],
+                    )
+                ),
+                False,
+                head.key_prefix + nom[1],
             )
-            write(run_id, data, False, time_key(run_kind, name, nominal))
             touched.append(name)
         host.hot_touched(touched)
         if tally is not None:
@@ -1290,12 +1314,22 @@ def _cached_field(field: int, value: int) -> bytes:
     return _int_field(field, value)
 
 
+# A hot run that succeeded on its first attempt is stored as its ``pb.Run`` serialised
+# deterministically, built in HotBook.result_columns by concatenating, in field order: _id_tag
+# and the run id (1), FinishedHead's task (2), the nominal time (3), FinishedHead's version (4),
+# _finished_times's first part (state SUCCEEDED, created, finished, epoch: 5 to 8), _shard_field
+# (10: attempt 1, SUCCEEDED, finished, executor, assigned, started, duration), FinishedHead's
+# params (11) and _finished_times's tail (the "created" timeline entry, timeline_derived).
+# tests/unit/test_fsm_hot.py checks the pieces and the stored records against protobuf.
+
+
 class FinishedHead(NamedTuple):
     """The per-version pieces of a finished hot run's record."""
 
     task_field: bytes  # Run.task (2)
     version_field: bytes  # Run.task_version (4)
     params_field: bytes  # Run.params_json (11)
+    key_prefix: bytes  # the run key's up to its time (keys.time_key(keys.RUN, task, ...))
 
 
 def _finished_head(task: str, version: int, params_json: str) -> FinishedHead:
@@ -1303,7 +1337,25 @@ def _finished_head(task: str, version: int, params_json: str) -> FinishedHead:
         _len_field(2, task.encode()),
         _int_field(4, version),
         _len_field(11, params_json.encode()) if params_json else b"",
+        keys.per_task_prefix(keys.RUN, task),
     )
+
+
+def _finished_times(created_ms: int, finished_ms: int, epoch: int) -> tuple[bytes, bytes]:
+    """Of a finished hot run's record (see FinishedHead): Run.state to Run.epoch (5 to 8), and
+    its tail after params_json (the "created" timeline entry and timeline_derived)."""
+    return (
+        _SUCCEEDED_STATE
+        + _cached_field(6, created_ms)
+        + _cached_field(7, finished_ms)
+        + _cached_field(8, epoch),
+        _created_entry(created_ms) + _DERIVED,
+    )
+
+
+def _id_tag(size: int) -> bytes:
+    """Run.run_id's tag and length (of a finished hot run's record, see FinishedHead)."""
+    return wire.varint(1 << 3 | 2) + wire.varint(size)
 
 
 @lru_cache(maxsize=64)
@@ -1312,43 +1364,8 @@ def _created_entry(created_ms: int) -> bytes:
     return _len_field(16, entry)
 
 
-def finished_run_bytes(
-    head: FinishedHead,
-    run_id: str,
-    nominal_ms: int,
-    created_ms: int,
-    finished_ms: int,
-    epoch: int,
-    executor: str,
-    assigned_ms: int,
-    started_ms: int,
-    duration_ms: int,
-) -> bytes:
-    """``pb.Run`` of a hot run that succeeded on its first attempt, serialised deterministically:
-    run_id, task, nominal, task_version, state SUCCEEDED, created, finished, epoch, the shard
-    (attempt 1, SUCCEEDED, finished, executor, assigned, started, duration), params, the
-    "created" timeline entry and timeline_derived. The rows of one entry share most pieces
-    (their times, executors and durations), so those are cached."""
-    data = run_id.encode()
-    size = len(data)
-    return (
-        (b"\x0a" + _SMALL[size] if size < 128 else _len_field(1, data))
-        + data
-        + head.task_field
-        + _cached_field(3, nominal_ms)
-        + head.version_field
-        + _SUCCEEDED_STATE
-        + _cached_field(6, created_ms)
-        + _cached_field(7, finished_ms)
-        + _cached_field(8, epoch)
-        + _shard_field(finished_ms, executor, assigned_ms, started_ms, duration_ms)
-        + head.params_field
-        + _created_entry(created_ms)
-        + _DERIVED
-    )
-
-
 _SMALL: Final = tuple(bytes((i,)) for i in range(128))
+_ID_TAGS: Final = tuple(b"\x0a" + b for b in _SMALL)  # _id_tag of a run id shorter than 128 bytes
 
 
 @lru_cache(maxsize=1024)

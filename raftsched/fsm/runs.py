@@ -989,6 +989,22 @@ class RunBook:
         finishing_key = keys.run_key_for_id(finishing) if finishing else b""
         # Unfinished runs (and the one finishing now) are skipped, not pruned: the pass reads up
         # to their number more keys, so runs stuck at the head never shield the finished ones.
+        horizon = now - keep_ms
+        if not excess:
+            # The age rule stops at the oldest finished run that has not aged out, usually the
+            # first: that one is found among the first keys (at most active_runs + 1 of them are
+            # not finished runs) before the full pass reads the rest. The same first key as the
+            # full pass's (the same filter over a prefix of the same keys), so the same decision.
+            first = [
+                k
+                for k in store.scan_keys(lo, hi, limit=st.active_runs + 2)
+                if k != finishing_key and keys.run_id_from_key(keys.RUN, k) not in active
+            ]
+            if first:
+                run = pb.Run()
+                run.ParseFromString(store.get(first[0]) or b"")
+                if run.finished_ms >= horizon:
+                    return
         want = excess or PRUNE_BATCH
         finished = [
             k
@@ -1000,7 +1016,6 @@ class RunBook:
                 store.delete(k)
             st.kept_runs -= min(excess, len(finished))
             return
-        horizon = now - keep_ms
         for k in finished[:want]:
             run = pb.Run()
             run.ParseFromString(store.get(k) or b"")

@@ -704,8 +704,75 @@ def test_the_end_of_run_record_from_wire_pieces_is_protobufs_deterministic_bytes
             attempt=1, state=pb.SUCCEEDED, finished_ms=now, executor=ex, assigned_ms=assigned, duration_ms=dur
         ).started_ms = started
         head = hot._finished_head(task, version, params)
-        got = hot.finished_run_bytes(head, rid, nominal, created, now, epoch, ex, assigned, started, dur)
+        got = finished_run_bytes(head, rid, nominal, created, now, epoch, ex, assigned, started, dur)
         assert got == run.SerializeToString(deterministic=True)
+        assert head.key_prefix + b"%016x" % nominal == keys.time_key(keys.RUN, task, nominal)
+
+
+def finished_run_bytes(
+    head: hot.FinishedHead,
+    run_id: str,
+    nominal_ms: int,
+    created_ms: int,
+    finished_ms: int,
+    epoch: int,
+    executor: str,
+    assigned_ms: int,
+    started_ms: int,
+    duration_ms: int,
+) -> bytes:
+    """A finished hot run's record from its wire pieces, in the order HotBook.result_columns
+    concatenates them (see hot.FinishedHead)."""
+    data = run_id.encode()
+    times = hot._finished_times(created_ms, finished_ms, epoch)
+    return b"".join(
+        (
+            hot._id_tag(len(data)),
+            data,
+            head.task_field,
+            hot._int_field(3, nominal_ms),
+            head.version_field,
+            times[0],
+            hot._shard_field(finished_ms, executor, assigned_ms, started_ms, duration_ms),
+            head.params_field,
+            times[1],
+        )
+    )
+
+
+def test_a_results_entry_of_varied_rows_stores_what_the_cold_path_stores() -> None:
+    """The rows of one results entry share their pieces where they can (nominal times, created
+    times, shards): rows that share some and differ in others, long run ids (a two-byte length),
+    params, durations of 0, negative start lateness, two executors and two fire entries."""
+    long_name = "t" * 120  # its run ids are over 127 bytes
+    names = ("a", "b", long_name, "p")
+    cols, cold = twins(*names)
+    for state in (cols, cold):
+        spec = TaskSpec("p", EVERY_SECOND, command="true", overlap=Overlap.ALLOW, params_json='{"k": "v"}')
+        assert update(state, spec, now=T0).ok
+    at, later = T0 + S, T0 + 2 * S
+    numbers = {name: cols.tasks[name].number for name in names}
+    versions = {name: cols.tasks[name].version for name in names}
+    fires = [(numbers[n], versions[n], at, at + S) for n in names]
+    assert cols.apply(fire_cols(at, fires)).result.fired == 4
+    assert cols.apply(fire_cols(later, [(numbers["a"], versions["a"], later, later + S)])).result.fired == 1
+    for n in names:
+        assert apply(cold, tick(n, versions[n], at)).fired == 1
+    assert apply(cold, tick("a", versions["a"], later)).fired == 1
+    rows = [(1, 1, 1), (2, 1, 2), (3, 1, 1), (4, 1, 2), (5, 1, 1)]
+    assert cols.apply(assign_cols(later + 10, rows)).result.accounted == 5
+    runs = [(f"{n}@{at}", 0, 1, "ex1" if i % 2 == 0 else "ex2") for i, n in enumerate(names)]
+    runs.append((f"a@{later}", 0, 1, "ex1"))
+    assert apply(cold, assign(later + 10, *runs)).accounted == 5
+    # (duration, lateness): rows 1 and 3 share executor, assigned time, start and duration; row
+    # 4 differs from them in its executor only, row 5 in its fire (nominal and created times).
+    times = [(300, 40), (0, -7), (300, 40), (300, 40), (300, 40)]
+    got = cols.apply(result_cols(later + 500, [(*r, *t) for r, t in zip(rows, times, strict=True)]))
+    assert got.result.accounted == 5
+    for (run_id, _, _, ex), (dur, late) in zip(runs, times, strict=True):
+        assert apply(cold, cold_success(later + 500, run_id, ex, dur, late)).accounted == 1
+    assert stored_runs(cols) == stored_runs(cold)  # byte for byte
+    assert cols.runs.unflushed == cold.runs.unflushed
 
 
 def test_state_format_4_is_written_from_numbering_on_and_refused_by_a_format_3_build(
@@ -1006,3 +1073,49 @@ def test_a_checkpoint_encodes_a_big_slot_table_in_chunks(monkeypatch: pytest.Mon
     assert 0 < biggest[0] <= hot.CHECKPOINT_CHUNK
     raw = state.store.get(keys.HOT_SLOTS_KEY)
     assert raw is not None and len(pb.HotCheckpoint.FromString(raw).task) == 2 * hot.CHECKPOINT_CHUNK + 1
+
+
+@pytest.mark.parametrize(
+    ("aged", "head"),
+    [
+        (0, ()),
+        (2, ()),
+        (0, ("active",)),
+        (3, ("active", "finishing")),
+        (5, ("finishing", "active", "active")),
+    ],
+)
+def test_the_age_rule_deletes_the_aged_finished_runs_at_the_head(aged: int, head: tuple[str, ...]) -> None:
+    """RunBook.prune's age rule (every AGE_PRUNE_EVERY-th finish) looks for the oldest finished
+    run among the first keys first: unfinished runs and the run finishing now at the head of the
+    task's range are skipped, the aged finished runs behind them deleted, the rest kept."""
+    from raftsched.fsm.records import AGE_PRUNE_EVERY
+
+    state = fresh()
+    assert create(state, TaskSpec("a", EVERY_SECOND, command="true", keep_for_ms=10 * S)).ok
+    st = state.tasks["a"]
+    now = T0 + 100 * S
+    finishing = ""
+    for i, kind in enumerate(head):
+        run_id = f"a@{T0 + i * S}"
+        if kind == "finishing":
+            finishing = run_id
+            state.store.put(keys.run_key_for_id(run_id), b"")  # stored after the prune, in apply
+        else:
+            state.runs.active[run_id] = b""
+            state.store.put(keys.run_key_for_id(run_id), b"")
+    finished = []
+    for i in range(len(head), len(head) + 8):
+        run_id = f"a@{T0 + i * S}"
+        ended = now - 20 * S if i - len(head) < aged else now - S  # the first `aged` have aged out
+        run = pb.Run(run_id=run_id, task="a", state=pb.SUCCEEDED, finished_ms=ended)
+        state.store.put(keys.run_key_for_id(run_id), run.SerializeToString())
+        finished.append(keys.run_key_for_id(run_id))
+    st.kept_runs = AGE_PRUNE_EVERY
+    st.active_runs = head.count("active")
+    state.batched_prune = True  # as a hot results entry's format (>= BATCHED_PRUNE_FORMAT) sets
+    before = stored_runs(state)
+    state.runs.prune(st, now, finishing)
+    gone = set(finished[:aged])
+    assert stored_runs(state) == {k: v for k, v in before.items() if k not in gone}
+    assert st.kept_runs == AGE_PRUNE_EVERY - aged

@@ -997,7 +997,7 @@ class RunBook:
             # full pass's (the same filter over a prefix of the same keys), so the same decision.
             first = [
                 k
-                for k in store.scan_keys(lo, hi, limit=st.active_runs + 2)
+                for k in store.scan_keys(lo, hi, limit=max(st.active_runs, 0) + 2)
                 if k != finishing_key and keys.run_id_from_key(keys.RUN, k) not in active
             ]
             if first:

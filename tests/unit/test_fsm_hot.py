@@ -60,9 +60,9 @@ def fire_cols(now: int, rows: Sequence[tuple[int, int, int, int]], epoch: int = 
     return codec.encode_command(cmd)
 
 
-def assign_cols(now: int, rows: Sequence[tuple[int, int, int]], shard: int = 0) -> bytes:
+def assign_cols(now: int, rows: Sequence[tuple[int, int, int]], shard: int = 0, epoch: int = 1) -> bytes:
     """``rows``: ``(seq, attempt, executor number)``."""
-    cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+    cmd = pb.Command(epoch=epoch, now_ms=now, origin="n1")
     ac = cmd.assign_columns
     ac.SetInParent()
     ac.seq.extend(r[0] for r in rows)
@@ -72,9 +72,9 @@ def assign_cols(now: int, rows: Sequence[tuple[int, int, int]], shard: int = 0) 
     return codec.encode_command(cmd)
 
 
-def result_cols(now: int, rows: Sequence[tuple[int, int, int, int, int]]) -> bytes:
+def result_cols(now: int, rows: Sequence[tuple[int, int, int, int, int]], epoch: int = 1) -> bytes:
     """``rows``: ``(seq, attempt, executor number, duration_ms, lateness_ms)``."""
-    cmd = pb.Command(epoch=1, now_ms=now, origin="n1")
+    cmd = pb.Command(epoch=epoch, now_ms=now, origin="n1")
     rc = cmd.result_columns
     rc.SetInParent()
     rc.seq.extend(r[0] for r in rows)
@@ -82,6 +82,13 @@ def result_cols(now: int, rows: Sequence[tuple[int, int, int, int, int]]) -> byt
     rc.executor.extend(r[2] for r in rows)
     rc.duration_ms.extend(r[3] for r in rows)
     rc.lateness_ms.extend(r[4] for r in rows)
+    return codec.encode_command(cmd)
+
+
+def _at_epoch(data: bytes, epoch: int) -> bytes:
+    """The command ``data`` as the leader of ``epoch`` proposes it."""
+    cmd = codec.decode_command(data)
+    cmd.epoch = epoch
     return codec.encode_command(cmd)
 
 
@@ -685,6 +692,8 @@ def test_the_end_of_run_record_from_wire_pieces_is_protobufs_deterministic_bytes
         ("a", 1, "", "a@5", 5, 6, 9, 1, "ex1", 7, 5 + 40, 300),
         ("t" * 200, 1 << 40, '{"k": "v"}', "t@1", T0, T0 + 1, T0 + 99, 1 << 33, "é" * 70, T0 + 2, 0, 0),
         ("b", 3, "{}", "b@0", 0, 0, 0, 0, "", 0, -7, 1 << 31),
+        # A run id of 128 bytes or more (a two-byte length): the record before 6a2a4b6 wrote it twice.
+        ("u" * 120, 2, "", "u" * 120 + f"@{T0}", T0, T0, T0 + 5, 3, "ex2", T0 + 1, T0 + 2, 7),
     ]
     for task, version, params, rid, nominal, created, now, epoch, ex, assigned, started, dur in cases:
         run = pb.Run(
@@ -771,6 +780,39 @@ def test_a_results_entry_of_varied_rows_stores_what_the_cold_path_stores() -> No
     assert got.result.accounted == 5
     for (run_id, _, _, ex), (dur, late) in zip(runs, times, strict=True):
         assert apply(cold, cold_success(later + 500, run_id, ex, dur, late)).accounted == 1
+    assert stored_runs(cols) == stored_runs(cold)  # byte for byte
+    assert cols.runs.unflushed == cold.runs.unflushed
+
+
+def test_results_rows_that_differ_in_one_shared_piece_each_store_what_the_cold_path_stores() -> None:
+    """The pieces one results entry shares between its rows are keyed by everything they hold:
+    rows that differ from another *only* in their duration, *only* in their assignment's time
+    (two assign entries), or *only* in their fire's epoch (two fire entries) each get their own."""
+    names = ("a", "b", "c", "d")
+    cols, cold = twins(*names)
+    at, later = T0 + S, T0 + 2 * S
+    numbers = {name: cols.tasks[name].number for name in names}
+    versions = {name: cols.tasks[name].version for name in names}
+    fires = [(numbers[n], versions[n], at, at + S) for n in names]
+    # a, b, c fire in an entry of epoch 1, d in one of epoch 2 at the same time.
+    assert cols.apply(fire_cols(at, fires[:3], epoch=1)).result.fired == 3
+    assert cols.apply(fire_cols(at, fires[3:], epoch=2)).result.fired == 1
+    for n in names:
+        assert apply(cold, tick(n, versions[n], at, epoch=2 if n == "d" else 1)).fired == 1
+    # a, b, d assigned at later + 10 and c at later + 20, all to ex1 (by the leader of epoch 2).
+    rows_first = [(1, 1, 1), (2, 1, 1), (4, 1, 1)]
+    assert cols.apply(assign_cols(later + 10, rows_first, epoch=2)).result.accounted == 3
+    assert cols.apply(assign_cols(later + 20, [(3, 1, 1)], epoch=2)).result.accounted == 1
+    first = [(f"{n}@{at}", 0, 1, "ex1") for n in ("a", "b", "d")]
+    assert apply(cold, _at_epoch(assign(later + 10, *first), 2)).accounted == 3
+    assert apply(cold, _at_epoch(assign(later + 20, (f"c@{at}", 0, 1, "ex1")), 2)).accounted == 1
+    # b differs from a only in its duration, c only in its assignment, d only in its epoch.
+    times = {"a": (300, 40), "b": (301, 40), "c": (300, 40), "d": (300, 40)}
+    rows = [(seq, 1, 1, *times[n]) for seq, n in enumerate(names, start=1)]
+    assert cols.apply(result_cols(later + 500, rows, epoch=2)).result.accounted == 4
+    for n in names:
+        success = cold_success(later + 500, f"{n}@{at}", "ex1", *times[n])
+        assert apply(cold, _at_epoch(success, 2)).accounted == 1
     assert stored_runs(cols) == stored_runs(cold)  # byte for byte
     assert cols.runs.unflushed == cold.runs.unflushed
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -285,7 +285,10 @@ def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
             assert (cmd.SerializeToString() if cmd else b"") == (ref.SerializeToString() if ref else b"")
 
 
-def test_a_known_seq_finished_since_is_looked_up_by_run_id() -> None:
+@pytest.mark.parametrize("pick", [max, min], ids=["newest", "oldest"])
+def test_a_known_seq_finished_since_is_looked_up_by_run_id(pick: Callable[..., int]) -> None:
+    """The newest seq finished, or the oldest (its slot followed by live ones: a wrong offset
+    into the slot table would read a live neighbour's state for it)."""
     state = world()
     at = T0 + S
     d = leader(state)
@@ -295,7 +298,7 @@ def test_a_known_seq_finished_since_is_looked_up_by_run_id() -> None:
     sent = [item for _, item in d.take_outbox()]
     with state.view() as v:
         seqs = [v.hot_seq(item.run_id) for item in sent]
-    last = max(range(len(sent)), key=lambda i: seqs[i])  # finished, not at the table's head: kept
+    last = pick(range(len(sent)), key=lambda i: seqs[i])  # finished, not trimmed: kept in the table
     lease = d.leases[sent[last].execution_id]
     result = pb.ExecResult(execution_id=lease.execution_id, success=True, start_lateness_ms=1)
     for proposal in d.report(lease.executor, [result], at + 10):

@@ -581,6 +581,7 @@ def test_dispatch_columns_leases_and_sends_its_common_rows_as_send_did(
         same_state()
 
     kept: list[tuple[Effect, ...]] = []
+    kept_at: dict[int, list[tuple[Effect, ...]]] = {}
     for second in (1, 2, 3):
         at = T0 + second * S
         for d in (new, ref):  # in the last second too late for the timeouts' deadlines
@@ -609,6 +610,7 @@ def test_dispatch_columns_leases_and_sends_its_common_rows_as_send_did(
             feed(applied.effects, at + 2)
             if proposal.command.WhichOneof("body") == "assign_columns":
                 kept.append(applied.effects)
+                kept_at.setdefault(second, []).append(applied.effects)
                 if second == 3:  # the task versions parsed: every first dispatch took the loop's way
                     assert calls == []
             ref.release(theirs)
@@ -634,6 +636,24 @@ def test_dispatch_columns_leases_and_sends_its_common_rows_as_send_did(
     feed(kept[-1], T0 + 4 * S + 1)
     assert all(e in new.leases for e in sent)
     assert not {e.split("/")[0] for e in sent} & set(calls)  # the loop's way: no lease, no slot kept
+    # The same for live runs of h1-h3's first version, now that their second version is the one
+    # parsed and cached: their rows must not take the cached definition (the loop's version test).
+    old_version = [
+        lease
+        for lease in new.leases.values()
+        if lease.run_id.endswith(f"@{T0 + S}") and lease.task in ("h1", "h2", "h3")
+    ]
+    assert old_version
+    for d in (new, ref):
+        for lease in old_version:
+            result = pb.ExecResult(execution_id=lease.execution_id, success=True, start_lateness_ms=1)
+            d.report(lease.executor, [result], T0 + 4 * S + 2)
+    same_state()
+    calls.clear()
+    for effects in kept_at[1]:
+        feed(effects, T0 + 4 * S + 3)
+    assert all(lease.execution_id in new.leases for lease in old_version)
+    assert {lease.run_id for lease in old_version} <= set(calls)  # through _send: an older version
     # Rows on another attempt, on another executor, of a seq never made: nothing sent.
     [eff] = [e for e in kept[-1] if isinstance(e, DispatchColumns)]
     seqs, attempts, executors = eff.seqs, eff.attempts, eff.executors

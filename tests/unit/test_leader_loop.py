@@ -257,13 +257,20 @@ def test_a_success_is_reported_by_the_seq_its_lease_kept(no_run_id_lookup: list[
         assert v.active_count == 0
 
 
-def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
+def _first_second_dispatched(tasks: int) -> tuple[SchedulerState, Dispatcher, int]:
+    """A state and its leader whose first ``tasks`` hot tasks fired, were assigned and dispatched
+    (their work still in the outbox), and the second they fired in."""
     state = world()
     at = T0 + S
     d = leader(state)
-    apply(state, fire_columns(state, HOT[:2], at), d, now=at)
+    apply(state, fire_columns(state, HOT[:tasks], at), d, now=at)
     for proposal in d.poll(at):
         apply(state, proposal.encode(), d, now=at)
+    return state, d, at
+
+
+def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
+    state, d, at = _first_second_dispatched(2)
     sent = d.take_outbox()
     results = [
         pb.ExecResult(execution_id=item.execution_id, success=True, start_lateness_ms=1) for _, item in sent
@@ -289,12 +296,7 @@ def test_a_seq_no_longer_live_is_looked_up_by_run_id() -> None:
 def test_a_known_seq_finished_since_is_looked_up_by_run_id(pick: Callable[..., int]) -> None:
     """The newest seq finished, or the oldest (its slot followed by live ones: a wrong offset
     into the slot table would read a live neighbour's state for it)."""
-    state = world()
-    at = T0 + S
-    d = leader(state)
-    apply(state, fire_columns(state, HOT[:3], at), d, now=at)
-    for proposal in d.poll(at):
-        apply(state, proposal.encode(), d, now=at)
+    state, d, at = _first_second_dispatched(3)
     sent = [item for _, item in d.take_outbox()]
     with state.view() as v:
         seqs = [v.hot_seq(item.run_id) for item in sent]

@@ -394,10 +394,14 @@ class HotBook:
         self.numbering = host.numbering
         self.slots: SlotTable = host.runs.slots
         self.next_seq = 1  # Meta.next_seq (0 stored: numbering off, nothing hot yet)
-        self.templates: dict[tuple[int, int], bytes] = {}  # (task number, version) -> pending Run head
+        # Both caches are keyed by (task number, the run's version, the task's current version):
+        # what they hold is read through _params, whose answer for a version no longer kept is
+        # the *current* spec's params, so it changes with the current version. Keyed so, a cache
+        # hit is what a replica that restarted (its caches empty) reads: replicas cannot differ.
+        self.templates: dict[tuple[int, int, int], bytes] = {}  # -> the pending Run's head
         self.checkpoint_index = 0  # Meta.hot_checkpoint_index
-        # (task number, version) -> the finished run's per-version wire pieces (_finished_head)
-        self.finished_heads: dict[tuple[int, int], FinishedHead] = {}
+        # -> the finished run's per-version wire pieces (_finished_head)
+        self.finished_heads: dict[tuple[int, int, int], FinishedHead] = {}
 
     # -- numbers -------------------------------------------------------------------------------
 
@@ -768,11 +772,13 @@ class HotBook:
             # the same run when it succeeds on its first attempt, built from wire pieces
             # (see FinishedHead; tests/unit/test_fsm_hot.py checks them against protobuf).
             version = version_col[j]
-            head = heads.get((st.number, version))
+            head = heads.get((st.number, version, st.version))
             if head is None:
                 if len(heads) > 4096:
                     heads.clear()
-                head = heads[(st.number, version)] = _finished_head(name, version, params_of(st, version))
+                head = heads[(st.number, version, st.version)] = _finished_head(
+                    name, version, params_of(st, version)
+                )
             # With keys.time_key inlined: the pieces the rows of one entry share (their nominal
             # times, created times and epochs, shards) are built once per entry.
             nom = nominals.get(nominal)
@@ -861,7 +867,7 @@ class HotBook:
 
     def _template(self, st: TaskState, version: int) -> bytes:
         """``TaskState.run_template`` of ``st`` at ``version`` (the version a slot fired with)."""
-        key = (st.number, version)
+        key = (st.number, version, st.version)
         found = self.templates.get(key)
         if found is None:
             found = pb.Run(

@@ -7,6 +7,7 @@ task counters and, after any cold event promotes a hot run, the same cold state.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 
@@ -815,6 +816,33 @@ def test_results_rows_that_differ_in_one_shared_piece_each_store_what_the_cold_p
         assert apply(cold, _at_epoch(success, 2)).accounted == 1
     assert stored_runs(cols) == stored_runs(cold)  # byte for byte
     assert cols.runs.unflushed == cold.runs.unflushed
+
+
+def test_a_run_of_a_version_no_longer_kept_stores_what_a_restarted_replica_stores() -> None:
+    """A run of version 1 finishes after its task has moved 21 versions on (version 1's spec no
+    longer kept: its params fall back to the current spec's). A replica whose caches were filled
+    while version 1 was kept (it finished a run of it then) stores the same bytes as one that
+    restarted since (its caches empty): the caches are keyed by the task's current version."""
+    warm, restarted = twins("a")
+    at, later = T0 + S, T0 + 2 * S
+    number = warm.tasks["a"].number
+    for state in (warm, restarted):
+        assert state.apply(fire_cols(at, [(number, 1, at, later)])).result.fired == 1
+        assert state.apply(fire_cols(later, [(number, 1, later, later + S)])).result.fired == 1
+        assert state.apply(assign_cols(later + 10, [(1, 1, 1), (2, 1, 1)])).result.accounted == 2
+        # The first run finishes while version 1 is current: the heads of (a, 1) are cached.
+        assert state.apply(result_cols(later + 20, [(1, 1, 1, 5, 0)])).result.accounted == 1
+        for i in range(21):
+            spec = dataclasses.replace(allow("a"), params_json=f'{{"i": {i}}}')
+            assert update(state, spec, now=later + 30 + i).ok
+        assert state.tasks["a"].version == 22
+    restarted.hot.finished_heads.clear()  # as after a restart
+    restarted.hot.templates.clear()
+    for state in (warm, restarted):
+        assert state.apply(result_cols(later + 100, [(2, 1, 1, 5, 0)])).result.accounted == 1
+    assert stored_runs(warm) == stored_runs(restarted)  # byte for byte
+    [run] = [pb.Run.FromString(v) for k, v in stored_runs(warm).items() if b"%016x" % later in k]
+    assert run.task_version == 1 and run.params_json == '{"i": 20}'  # the current spec's
 
 
 def test_state_format_4_is_written_from_numbering_on_and_refused_by_a_format_3_build(

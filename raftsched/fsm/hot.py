@@ -59,6 +59,8 @@ RUNNING: Final = int(pb.RUNNING)
 SUCCEEDED: Final = int(pb.SUCCEEDED)
 PROMOTED: Final = 100
 """A slot whose run moved to the cold path (a ``pb.Run`` in ``RunBook.active``): finished here."""
+LIVE: Final = (PENDING, RUNNING)
+"""A slot's states while its run is unfinished (SlotTable.live; the leader's loops test them inline)."""
 
 TRIM_EVERY: Final = 4096
 """Finished slots at the head of the slot table before it is trimmed."""
@@ -203,7 +205,7 @@ class SlotTable:
     def live(self, seq: int) -> int:
         """The position of ``seq`` if it is an unfinished slot (pending or running), else -1."""
         j = self.index(seq)
-        return j if j >= 0 and self.state[j] in (PENDING, RUNNING) else -1
+        return j if j >= 0 and self.state[j] in LIVE else -1
 
     def _head(self) -> int:
         """How many slots at the head are finished."""

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, ReadyColumns
-from raftsched.fsm.hot import PENDING, RUNNING, run_id_of
+from raftsched.fsm.hot import LIVE, run_id_of
 from raftsched.fsm.view import StateView
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpb
@@ -45,8 +45,6 @@ __all__ = [
     "split_result_columns",
     "split_results",
 ]
-
-_LIVE = (PENDING, RUNNING)  # a hot slot's states while its run is unfinished (SlotTable.live)
 
 # Column value bounds (ResultColumns: duration_ms is uint32, lateness_ms sint32).
 _U32 = 2**32 - 1
@@ -152,7 +150,7 @@ def dispatched_rows(
         # hot_ref's checks, inline: a live slot, of a numbered task, on this attempt and a
         # numbered executor.
         j = seq - base
-        live = 0 <= j < n_slots and state[j] in _LIVE
+        live = 0 <= j < n_slots and state[j] in LIVE
         t = slots.task[j] if live else 0
         st = tasks[t] if 0 < t < n_tasks else None
         if st is None:
@@ -300,7 +298,7 @@ def split_result_columns(
         seq = 0
         if shard == 0 and duration <= _U32 and -_S32 <= lateness_ms <= _S32:
             hint = known[i] if known is not None else 0
-            live = hint and 0 <= hint - base < n_slots and state[hint - base] in _LIVE
+            live = hint and 0 <= hint - base < n_slots and state[hint - base] in LIVE
             seq = hint if live else hot_seq(run_id)
         if not seq:
             rest.append(i)

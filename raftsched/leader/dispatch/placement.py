@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from raftsched.fsm.effects import AttemptReady
-from raftsched.fsm.hot import PENDING, RUNNING, SlotTable
+from raftsched.fsm.hot import LIVE, SlotTable
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.view import StateView
@@ -39,8 +39,6 @@ from raftsched.v1 import log_pb2 as logpb
 # Ring owners remembered per leadership at most (an entry is ~200 bytes: a million tasks would
 # otherwise keep ~200 MB on the leader for a cache that mostly misses).
 OWNER_CACHE_MAX = 100_000
-
-_LIVE = (PENDING, RUNNING)  # a hot slot's states while its run is unfinished (SlotTable.live)
 
 
 @dataclass(slots=True)
@@ -479,7 +477,7 @@ class Placement:
                 slots = hot.slots
                 j = seq - slots.base
                 state = slots.state
-                if not (0 <= j < len(state) and state[j] in _LIVE):
+                if not (0 <= j < len(state) and state[j] in LIVE):
                     seq = 0
             if not seq and r.shard == 0:
                 seq = v.hot_seq(r.run_id)

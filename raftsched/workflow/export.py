@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from typing import Any
 
 from raftsched.errors import InvalidSpec
@@ -34,8 +35,17 @@ def _iso(ms: int) -> str:
     return _dt.datetime.fromtimestamp(ms / 1000, _dt.UTC).isoformat().replace("+00:00", "Z")
 
 
+# What YAML does not allow in a stream even inside a quoted string (DEL, the C1 controls,
+# U+FFFE/U+FFFF, lone surrogates) or reads as a line break there (NEL, U+2028, U+2029: folded
+# into a space): JSON leaves them raw with ensure_ascii off, so they are written as \\uXXXX
+# escapes, which YAML reads back as the character.
+_NOT_YAML_PRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+
+
 def _leaf(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return _NOT_YAML_PRINTABLE.sub(
+        lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False)
+    )
 
 
 def _block(mapping: dict[str, Any], indent: str = "") -> list[str]:

@@ -108,3 +108,16 @@ def test_a_cross_workflow_dependency_is_refused() -> None:
     spec.tasks.add(name="a", command="true").depends_on.add(workflow="up", task="")
     with pytest.raises(NotExportable, match="cross-workflow dependency"):
         workflow_file_text(spec)
+
+
+@pytest.mark.parametrize("char", ["\x7f", "\x85", "\x9f", "\u2028", "\u2029", "\ufffe"])
+def test_characters_yaml_will_not_read_raw_are_escaped(char: str) -> None:
+    """DEL, C1 controls and U+FFFE are not allowed raw in a YAML stream, and NEL and the Unicode
+    line separators fold to a space inside a quoted string: the console's edit page showed a
+    definition holding one as text its own parser refused (found by tests/property/
+    test_export_property.py)."""
+    spec = TaskSpec("t", command=f"echo a{char}b", description=f"x{char}y", params_json=f'{{"k":"{char}"}}')
+    text = task_file_text(spec)
+    assert char not in text
+    [(back, _)] = parse_task_text(text, "yaml", "x.yaml").tasks
+    assert back == spec

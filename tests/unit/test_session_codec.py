@@ -192,3 +192,32 @@ def test_a_result_reported_again_after_a_broken_session_is_refused_as_stale(hot:
     after = state.read_run(sent.run_id)
     assert after is not None and after.state == pb.SUCCEEDED
     assert after == before  # the second report changed nothing (duration 5 ms, not 7)
+
+
+def test_a_stream_forgets_its_definitions_at_the_bound_and_rows_still_decode_right(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream's definitions are bounded (MAX_SESSION_DEFS): at the bound the leader starts its
+    refs over, defining each again in the message that first uses it; the executor's table (never
+    cleared: an executor of any session version) rebuilds every row as the work item it was."""
+    import raftsched.leader.dispatch.session as session
+
+    monkeypatch.setattr(session, "MAX_SESSION_DEFS", 8)
+    rng = random.Random(7)
+    stream: dict[tuple[str, int, int, str, str, str, int, str], int] = {}
+    executor: dict[int, pb.SessionTaskDef] = {}
+    cleared = 0
+    for n in range(60):
+        # Tasks and versions come and go: more definitions than the bound, some used again.
+        items = []
+        for i in range(rng.randrange(1, 7)):
+            w = item(f"t{rng.randrange(12)}", T0 + n * S + i, shard=rng.randrange(4))
+            w.task_version = rng.randrange(1, 3)
+            items.append(w)
+        before = len(stream)
+        work = encode_work(items, stream, epoch=3)
+        cleared += len(stream) < before
+        assert decode(work, executor) == items, n
+        assert len(stream) <= 8 + len(items)
+        assert max(executor) <= 8 + 6  # the executor's table is bounded by the refs in use too
+    assert cleared >= 3

@@ -34,6 +34,15 @@ from raftsched.v1 import raftsched_pb2 as pb
 SESSION_VERSION = 1
 """The Session stream version this build serves and speaks (``RegisterReply.session_version``)."""
 
+MAX_SESSION_DEFS = 65_536
+"""Definitions a stream remembers (a key per task version and work fields, ≈ 0.2 KB here and
+≈ 0.5 KB on the executor each). A message that begins with this many forgets them all: refs
+start at 1 again and each is defined anew in the message before a row uses it, which an
+executor of any session version takes as it is (a definition replaces the one its ref had; a
+message's definitions are read before its rows, and a ref is never used again until it is
+defined again). A long-lived stream of a cluster with many tasks, or tasks updated often, so
+stays bounded instead of growing with every version ever dispatched."""
+
 
 class SessionSink(asyncio.Queue[list[Work]]):
     """An executor's session, as the hub sees its dispatch stream (``put_nowait`` of one list per
@@ -53,6 +62,8 @@ def encode_work(items: Sequence[Work], defs: dict[DefKey, int], epoch: int) -> p
     definitions so far, extended with those this message sends. A hot row and the work item
     it stands for (:func:`~raftsched.leader.dispatch.work.to_item`) encode alike."""
     out = pb.SessionWork(epoch=epoch)
+    if len(defs) >= MAX_SESSION_DEFS:
+        defs.clear()  # (between messages only: see MAX_SESSION_DEFS)
     refs: list[int] = []
     nominals: list[int] = []
     shards: list[int] = []

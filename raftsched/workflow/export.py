@@ -150,14 +150,14 @@ def _workflow_task(task: pb.WorkflowTaskSpec, workflow: str) -> dict[str, Any]:
     for dep in task.depends_on:
         if dep.workflow or dep.logical_offset_ms or dep.timeout_ms or dep.warn_after_ms or dep.on_timeout:
             raise NotExportable(f"workflow {workflow!r} task {task.name!r} has a cross-workflow dependency")
-        if dep.condition in (pb.CONDITION_UNSPECIFIED, pb.ON_SUCCESS):
+        if dep.condition == pb.CONDITION_UNSPECIFIED:
             deps.append(dep.task)
         else:
             deps.append({"task": dep.task, "condition": _choice(pb.EdgeCondition, dep.condition, "ON_")})
     if deps:
         out["depends_on"] = deps
-    if task.trigger_rule == pb.RULE_ANY:
-        out["trigger_rule"] = "any"
+    if task.trigger_rule:  # all (the default) too when the definition says it
+        out["trigger_rule"] = _choice(pb.TriggerRule, task.trigger_rule, "RULE_")
     if task.not_before:
         out["not_before"] = task.not_before
     if task.max_retries:
@@ -166,8 +166,7 @@ def _workflow_task(task: pb.WorkflowTaskSpec, workflow: str) -> dict[str, Any]:
         out["timeout"] = format_duration(task.timeout_ms)
     if task.shards > 1:
         out["shards"] = task.shards
-    if task.priority:
-        out["priority"] = task.priority
+    out["priority"] = task.priority  # always: 0 is the lowest, and a file without one means 5
     if task.locks:
         out["locks"] = [
             {"name": lock.name, "mode": "shared" if lock.shared else "exclusive"} for lock in task.locks

@@ -197,7 +197,7 @@ def _located(node: yaml.Node) -> Node:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise SyntaxProblem(key_at, "mapping keys must be plain strings, not lists or mappings")
             _single_line(key_node, key_at)
-            key = str(key_node.value)
+            key = _text(key_node.value, key_at)
             if not key and key_node.style is None:
                 raise SyntaxProblem(key_at, "empty key")
             if key in seen:
@@ -230,11 +230,33 @@ def _single_line(node: yaml.ScalarNode, line: int | None) -> None:
         )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: object, line: int | None) -> str:
+    """A scalar's text as Unicode: PyYAML reads each ``\\uXXXX`` escape as its own code point, so
+    a pair a JSON writer escapes an emoji as (``"\\ud83d\\ude00"``) is joined as JSON joins it,
+    and a lone surrogate (not Unicode text) is refused at its line."""
+    text = str(value)
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    try:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        bad = _SURROGATE.search(text)
+        assert bad is not None
+        raise SyntaxProblem(
+            line,
+            f"\\u{ord(bad.group()):04x} is a lone surrogate (U+D800 to U+DFFF), not a character: "
+            "write the character itself, or a \\U00XXXXXX escape",
+        ) from None
+
+
 def _scalar(node: yaml.ScalarNode, line: int | None) -> Scalar:
     if node.style == ">":
         raise SyntaxProblem(line, "folded scalars ('>') are not supported; use a literal block ('|')")
     _single_line(node, line)
-    text = str(node.value)
+    text = _text(node.value, line)
     if node.style is not None:
         return text
     if text in _NULL:

@@ -94,9 +94,10 @@ def test_a_workflow_round_trips_through_its_file_text() -> None:
     c.selector["zone"] = "eu"
     text = workflow_file_text(spec)
     back = parse_workflow_text(text, "yaml", "etl.yaml")
-    # The parser fills defaults the spec left unset (priority 5); from then on it is exact.
+    # The parser fills defaults the spec left unset; from then on it is exact. A priority is
+    # always written: the protobuf's 0 is the lowest, and a file without one means 5.
     assert parse_workflow_text(workflow_file_text(back), "yaml", "etl.yaml") == back
-    assert text.count("priority") == 1
+    assert [t.priority for t in back.tasks] == [0, 7, 0]
     assert [t.name for t in back.tasks] == ["a", "b", "c"]
     assert back.tasks[1].locks[0].shared and back.tasks[2].trigger_rule == pb.RULE_ANY
     assert dict(back.tasks[0].env) == {"PW": "{{ secret.pw }}", "B": "1"}
@@ -121,3 +122,17 @@ def test_characters_yaml_will_not_read_raw_are_escaped(char: str) -> None:
     assert char not in text
     [(back, _)] = parse_task_text(text, "yaml", "x.yaml").tasks
     assert back == spec
+
+
+def test_a_workflow_task_of_priority_0_and_explicit_defaults_read_back_as_they_were() -> None:
+    """A workflow task of priority 0 (the lowest) was exported without its priority, and a file
+    without one means 5: a console edit raised it. ``trigger_rule: all`` and a ``success``
+    condition written out are kept as written (found by tests/property/test_export_property.py)."""
+    text = (
+        "name: wf\ntasks:\n  - name: a\n    command: x\n    priority: 0\n"
+        "  - name: b\n    command: y\n    depends_on: [{task: a, condition: success}]\n"
+        "    trigger_rule: all\n"
+    )
+    wf = parse_workflow_text(text, "yaml", "wf.yaml")
+    assert wf.tasks[0].priority == 0
+    assert parse_workflow_text(workflow_file_text(wf), "yaml", "wf.yaml") == wf

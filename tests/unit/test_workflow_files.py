@@ -483,3 +483,16 @@ def test_task_timeout_refusals_name_the_field_and_line(value: str, fragment: str
     assert where == "wf.yaml:5" and message.startswith('tasks[0].timeout ("a"): ') and fragment in message, (
         found
     )
+
+
+def test_escaped_surrogates_are_joined_as_json_joins_them_and_a_lone_one_is_an_error_with_its_line() -> None:
+    """PyYAML reads each \\u escape as its own code point: a pair (as a JSON writer escapes an
+    emoji) was two lone surrogates and the parser stopped with a bare UnicodeEncodeError."""
+    pair = 'name: w\ntasks:\n  - name: a\n    command: "echo \\ud83d\\ude00"\n'
+    assert parse_workflow_text(pair, "yaml", "w.yaml").tasks[0].command == "echo \U0001f600"
+    for where, text in (
+        ("w.yaml:2", 'name: w\ndescription: "x\\udc00"\ntasks:\n  - name: a\n    command: x\n'),
+        ("w.yaml:4", 'name: w\ntasks:\n  - name: a\n    env: {"K\\ud800": "1"}\n    command: x\n'),
+    ):
+        with pytest.raises(InvalidWorkflow, match=rf"{where}: \\u(dc00|d800) is a lone surrogate"):
+            parse_workflow_text(text, "yaml", "w.yaml")

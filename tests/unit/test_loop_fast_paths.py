@@ -7,7 +7,8 @@ backfill, declared needs, unknown tasks, restricted executors and attempts waiti
   placement walk afterwards (commands, reservations, AssignColumns rows);
 * :meth:`Placement.assign`'s inline admission test against :meth:`Admission.admit` asked of
   every attempt;
-* :meth:`Placement._reserve`'s plain reservation against :meth:`Holdings.reserve`.
+* :meth:`Placement._reserve`'s plain reservation against :meth:`Holdings.reserve`;
+* :func:`columns.ready_rows` against the rows read one by one (``StateView.task_by_number``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import random
 
 import pytest
 
-from raftsched.fsm.effects import AttemptReady
+from raftsched.fsm.effects import AttemptReady, ReadyColumns
 from raftsched.fsm.hot import run_id_of
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
-from raftsched.leader import writes
+from raftsched.leader import columns, writes
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.leader.dispatch.leases import Holdings
 from raftsched.leader.dispatch.placement import Admission, HotAssignments, Placement
@@ -30,6 +31,7 @@ from raftsched.model import Lock, LockMode, ManualTrigger, Overlap, TaskSpec
 from raftsched.sharding.placement import NO_NEED
 from raftsched.v1 import log_pb2 as pb
 from tests.support.fsm import T0, S, apply, create, fresh, join, trigger
+from tests.unit.test_leader_loop import fire_columns, world
 
 SETTINGS = DispatchSettings(lease_ms=3000, retry_base_ms=1000, retry_cap_ms=8000, retry_jitter=0.2)
 EXECUTORS = ("ex1", "ex2", "ex3")
@@ -207,3 +209,28 @@ def test_a_plain_reservation_holds_what_holdings_reserve_holds(
     assert h.held.running == reference.held.running
     assert [key for key, _ in assigned] == sorted(t.placement.waiting)
 
+
+def test_ready_rows_reads_each_row_as_task_by_number_does() -> None:
+    state = world()
+    at = T0 + S
+    applied = state.apply(fire_columns(state, [f"h{i}" for i in range(12)], at))
+    assert applied.result.ok
+    [eff] = [e for e in applied.effects if isinstance(e, ReadyColumns)]
+    with state.view() as v:
+        # numbers no task has (0 and past the last): left out, their seqs skipped
+        unknown = eff._replace(
+            tasks=[0, *eff.tasks, 10_000],
+            nominals=[at, *eff.nominals, at],
+            next_fires=[0, *eff.next_fires, 0],
+        )
+        for e in (eff, unknown):
+            expected = []
+            for i, (number, nominal) in enumerate(zip(e.tasks, e.nominals, strict=True)):
+                st = v.task_by_number(number)
+                if st is not None:
+                    name = st.spec.name
+                    expected.append(
+                        (AttemptReady(run_id_of(name, nominal), name, nominal, 0, 1, 4), e.seq_base + i)
+                    )
+            rows = columns.ready_rows(v, e, 4)
+            assert rows == expected and all(type(ready) is AttemptReady for ready, _ in rows)

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, ReadyColumns
-from raftsched.fsm.hot import LIVE, run_id_of
+from raftsched.fsm.hot import LIVE
 from raftsched.fsm.view import StateView
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpb
@@ -85,11 +85,16 @@ def ready_rows(v: StateView, eff: ReadyColumns, epoch: int) -> list[tuple[Attemp
     out: list[tuple[AttemptReady, int]] = []
     append = out.append
     seq = eff.seq_base
-    for number, nominal in zip(eff.tasks, eff.nominals, strict=True):
-        st = v.task_by_number(number)
+    # One look-up for the entry's rows (StateView.task_by_number per row: two calls each), and
+    # run_id_of inline (task@nominal: model.run_id_for of a fire that is not manual). Each
+    # AttemptReady is built as its NamedTuple constructor builds it, without the Python-level
+    # __new__ that constructor is (every field given: shard 0, attempt 1, no backoff, not backfill).
+    states = v.tasks_by_numbers(eff.tasks)
+    new = tuple.__new__
+    for st, nominal in zip(states, eff.nominals, strict=True):
         if st is not None:
             name = st.spec.name
-            append((AttemptReady(run_id_of(name, nominal), name, nominal, 0, 1, epoch), seq))
+            append((new(AttemptReady, (f"{name}@{nominal}", name, nominal, 0, 1, epoch, 0, 0)), seq))
         seq += 1
     return out
 
@@ -166,7 +171,8 @@ def dispatched_rows(
         task = st.spec.name
         nominal = slots.nominal[j]
         version, assigned_ms = slots.version[j], slots.assigned[j]
-        yield (seq, run_id_of(task, nominal), task, nominal, attempt, name, version, assigned_ms)
+        # run_id_of(task, nominal), inline (model.run_id_for of a fire that is not manual)
+        yield (seq, f"{task}@{nominal}", task, nominal, attempt, name, version, assigned_ms)
 
 
 def _promoted(v: StateView, run_id: str, attempt: int, executor: int, epoch: int) -> DispatchAttempt | None:

@@ -494,12 +494,14 @@ def test_a_hot_dispatch_keeps_its_reservation_slot_for_its_lease(monkeypatch: py
     step(state, d, fire_cols(at, rows), at)
     [assign] = d.poll(at)
     reserved = dict(d.used)
-    assert sum(reserved.values()) == len(SPECS) and calls["reserve"] == len(SPECS)  # the reservations
+    # The reservations: a plain attempt's (a slot, no need, policy or backfill) is taken inline
+    # (Placement._reserve), and its hand-over gives back nothing, so neither is called for it.
+    assert sum(reserved.values()) == len(SPECS) and calls["reserve"] == 0
     calls.clear()
     step(state, d, assign, at)
     d.release(assign)
     assert dict(d.used) == reserved == dict(Counter(lease.executor for lease in d.leases.values()))
-    assert (calls["take"], calls["release"], calls["hand_over"]) == (0, 0, len(SPECS))
+    assert (calls["take"], calls["release"], calls["hand_over"]) == (0, 0, 0)
     for executor, work in d.take_work():
         assert isinstance(work, tuple)
         out = d.results_columns(executor, [(work[1], 0, 1)], [work[0]], [1], [1], [], [], at + 10)

@@ -152,7 +152,13 @@ class Holdings:
             # release, inline (one call per attempt on the leader's loop)
             used, executor = self.used, lease.executor
             used[executor] = max(0, used.get(executor, 0) - 1)
-            self.hand_over((lease.run_id, lease.shard))
+            # hand_over, inline: a plain attempt holds none of these, and no key is built then
+            if self.held.running:
+                self.held.release((lease.run_id, lease.shard))
+            if self.backfill_busy:
+                self.backfill_busy.discard((lease.run_id, lease.shard))
+            if self.reserved.by_key:
+                self.reserved.remove((lease.run_id, lease.shard))
         return lease
 
     def void(self, executor: str) -> list[str]:

@@ -274,10 +274,14 @@ class Placement:
             if spec.resource_cpu or spec.resource_memory_mb or spec.selector or is_internal(task):
                 self.wait(v, ready, seq)
                 continue
-            owner = self._owner(v, task, ready.shard)
+            # _owner's cache hit, inline (no retry, no restricted executors: a plain lookup)
+            shard = ready.shard
+            owner = self._owners.get((task, shard))
+            if owner is None:
+                owner = self._owner(v, task, shard)
             w = Waiting(
                 ready,
-                start_order(spec.priority, ready.nominal_ms, run_id, ready.shard),
+                (-spec.priority, ready.nominal_ms, run_id, shard),  # start_order(...), inline
                 owner,
                 "",
                 NO_NEED,
@@ -318,10 +322,15 @@ class Placement:
         if w.ready.backfill_share:
             self.backfill_waiting -= 1
         if w.reserved_for:
+            holdings = self.holdings
             if w.reserved_for == lease_to and w.need is NO_NEED:
-                self.holdings.hand_over(key)
+                # Holdings.hand_over, called only when it has anything to give back (its own
+                # tests, inline: once per attempt on the leader's loop, and a plain attempt
+                # holds none of them).
+                if holdings.held.running or holdings.backfill_busy or holdings.reserved.by_key:
+                    holdings.hand_over(key)
                 return True
-            self.holdings.release(key, w.reserved_for)
+            holdings.release(key, w.reserved_for)
         return False
 
     def release(self, v: StateView, assignments: Iterable[tuple[Key, str]]) -> None:
@@ -374,8 +383,10 @@ class Placement:
             total_slots=total_slots,
         )
         admission = Admission(v, now_ms, self.holdings.reserved, cmd, turns)
+        admit, has_quotas = admission.admit, v.has_quotas
         if hot is not None:
             hot.slots = v.hot_tables()[0]  # valid in this view, which the walk holds
+            hot.numbers = {}
         for owner in sorted(free):
             slots = free[owner]
             queue = self.queues.get(owner)
@@ -387,7 +398,9 @@ class Placement:
                     r = w.ready
                     if w.reserved_for or r.not_before_ms > now_ms or (r.backfill_share > 0) != backfill:
                         continue
-                    policy = admission.admit(w)
+                    # Admission.admit's first test, inline: no quota, lock or pool applies (the
+                    # common case) admits with nothing to reserve.
+                    policy = admit(w) if has_quotas or w.locks or w.pool else None
                     if policy is False:
                         continue
                     if backfill and len(self.holdings.backfill_busy) >= _share(total_slots, r):
@@ -465,7 +478,14 @@ class Placement:
     ) -> None:
         r = w.ready
         key = (r.run_id, r.shard)
-        self.holdings.reserve(key, executor, w.need, policy, r.backfill_share > 0)
+        need = w.need
+        if policy is None and need is NO_NEED and not r.backfill_share:
+            # Holdings.reserve of a plain attempt, inline (once per attempt on the leader's
+            # loop): it takes only a slot.
+            used = self.holdings.used
+            used[executor] = used.get(executor, 0) + 1
+        else:
+            self.holdings.reserve(key, executor, need, policy, r.backfill_share > 0)
         w.reserved_for = executor
         if hot is not None:
             # split_assignments' test: a live hot run (shard 0) on a numbered executor. A seq
@@ -481,7 +501,12 @@ class Placement:
                     seq = 0
             if not seq and r.shard == 0:
                 seq = v.hot_seq(r.run_id)
-            number = v.executor_number(executor) if seq else 0
+            number = 0
+            if seq:  # the executor's number, looked up once per walk (its view's numbering)
+                numbers = hot.numbers
+                number = numbers.get(executor, -1)
+                if number < 0:
+                    number = numbers[executor] = v.executor_number(executor)
             if number:
                 hot.seqs.append(seq)
                 hot.attempts.append(r.attempt)
@@ -499,11 +524,13 @@ class HotAssignments:
     the run of ``seqs[i]`` (shard 0, attempt ``attempts[i]``) to executor number
     ``executors[i]``; ``assigned[i]`` is its ``(attempt, executor)`` pair, as reserved."""
 
-    __slots__ = ("assigned", "attempts", "executors", "seqs", "slots")
+    __slots__ = ("assigned", "attempts", "executors", "numbers", "seqs", "slots")
 
     def __init__(self) -> None:
-        # The state's slot table while a walk fills these (Placement.assign sets it).
+        # The state's slot table while a walk fills these (Placement.assign sets it), and the
+        # numbers of the executors it assigned to (valid in the walk's view only: reset with it).
         self.slots: SlotTable = SlotTable()
+        self.numbers: dict[str, int] = {}
         self.seqs: list[int] = []
         self.attempts: list[int] = []
         self.executors: list[int] = []

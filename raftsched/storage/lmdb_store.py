@@ -659,7 +659,7 @@ class LmdbStore:
         else:
             txn, fresh = self._batch()
         try:
-            old = txn.replace(key, value, db=self._state_db)
+            old = txn.replace(key, value, self._state_db)  # db positional: no keyword parsing
         except BaseException as exc:
             self._abort_batch(exc, fresh)
             raise
@@ -667,7 +667,7 @@ class LmdbStore:
             h = (_PREFIXED[n] or _prefixed(n)).copy()  # content_hash(key, value), inlined
             h.update(key)
             h.update(value)
-            total = self._sum + _from_bytes(h.digest(), "big")
+            total = self._sum + _from_bytes(h.digest())  # big-endian, the default (no argument to parse)
             if old is not None:
                 total -= content_hash(key, old)
             self._sum = total & _SUM_MASK
@@ -678,7 +678,7 @@ class LmdbStore:
             return
         txn, fresh = self._batch()
         try:
-            old = txn.pop(key, db=self._state_db)
+            old = txn.pop(key, self._state_db)
         except BaseException as exc:
             self._abort_batch(exc, fresh)
             raise

@@ -330,6 +330,7 @@ class HotRuns(Protocol):
     def slots(self) -> SlotTable: ...
     def prune(self, st: TaskState, now: int, finishing: str = "") -> None: ...
     def write(self, run_id: str, data: bytes, unfinished: bool, key: bytes = b"") -> None: ...
+    def write_keyed(self, run_id: str, data: bytes, key: bytes, unfinished: bool) -> None: ...
 
 
 class HotHost(Protocol):
@@ -514,6 +515,8 @@ class HotBook:
         per_task = runs.active_per_task
         seq = seq_base = self.next_seq
         next_fires = list(map(int.__add__, nominals, nexts))
+        specs: list[TaskSpec] = []
+        names: list[str] = []
         for st, nf in zip(sts, next_fires, strict=True):
             assert st is not None
             st.watermark_ms = stamp
@@ -521,7 +524,10 @@ class HotBook:
             st.active_runs += 1
             st.fires_total += 1
             st.runs_total += 1
-            name = st.spec.name
+            spec = st.spec
+            specs.append(spec)
+            name = spec.name
+            names.append(name)
             per_task[name] = per_task.get(name, 0) + 1
             add_seq(st, seq)
             seq += 1
@@ -545,10 +551,10 @@ class HotBook:
             record.SerializeToString(deterministic=True),
         )
         host = self.host
-        host.hot_touched(st.spec.name for st in sts if st is not None)
+        host.hot_touched(names)
         tally = host.tally
         if tally is not None:
-            tally.hot_fired(st.spec for st in sts if st is not None)
+            tally.hot_fired(specs)
         effects: tuple[Effect, ...] = ()
         if host.leader_effects:
             effects = (ReadyColumns(seq_base, tasks, nominals, next_fires),)
@@ -726,7 +732,7 @@ class HotBook:
             slots.assigned,
         )
         heads, params_of = self.finished_heads, self._params
-        write, prune, touch = runs.write, runs.prune, host.touch_task
+        write, prune, touch = runs.write_keyed, runs.prune, host.touch_task
         nominals: dict[int, tuple[bytes, bytes]] = {}  # Run.nominal_ms, the key's time
         times_of: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # by (created, epoch)
         shards: dict[tuple[int, int, int, int], bytes] = {}  # by (executor, assigned, started, duration)
@@ -813,8 +819,8 @@ class HotBook:
                         times[1],
                     )
                 ),
-                False,
                 head.key_prefix + nom[1],
+                False,
             )
             touched.append(name)
         host.hot_touched(touched)

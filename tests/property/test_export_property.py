@@ -218,7 +218,7 @@ def workflow_task(draw: st.DrawFn, name: str, earlier: list[str]) -> dict[str, A
     else:
         task["command"] = draw(commands)
         task["runner"] = runner
-    if earlier and draw(st.booleans()):
+    if len(earlier) > 0 and draw(st.booleans()):
         ups = draw(st.lists(st.sampled_from(earlier), min_size=1, unique=True))
         task["depends_on"] = [
             up

@@ -231,6 +231,10 @@ def _single_line(node: yaml.ScalarNode, line: int | None) -> None:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A surrogate that is not half of a pair: a high one not followed by a low one, or a low one not
+# preceded by a high one (the alternation matches a pair's high half first, so its low half is
+# never looked at alone).
+_LONE = re.compile("[\ud800-\udbff][\udc00-\udfff]|([\ud800-\udfff])")
 
 
 def _text(value: object, line: int | None) -> str:
@@ -243,11 +247,10 @@ def _text(value: object, line: int | None) -> str:
     try:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
     except UnicodeDecodeError:
-        bad = _SURROGATE.search(text)
-        assert bad is not None
+        bad = next(m.group(1) for m in _LONE.finditer(text) if m.group(1))
         raise SyntaxProblem(
             line,
-            f"\\u{ord(bad.group()):04x} is a lone surrogate (U+D800 to U+DFFF), not a character: "
+            f"\\u{ord(bad):04x} is a lone surrogate (U+D800 to U+DFFF), not a character: "
             "write the character itself, or a \\U00XXXXXX escape",
         ) from None
 

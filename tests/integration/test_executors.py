@@ -46,9 +46,9 @@ def test_a_killed_executors_attempts_run_elsewhere_after_its_lease_expires(fleet
         assert shard.state == pb.SUCCEEDED
         assert f"{run.run_id}/{shard.shard}/{shard.attempt}" in ends
         if shard.attempt > 1:
-            # Moved because its executor died, not because it failed: a loss, or a free
-            # re-placement when the leader knew the attempt had not started yet.
-            assert shard.lost + shard.unstarted >= 1, shard
+            # Moved because its executor died, not because it failed: each move a loss, or a
+            # free re-placement when the leader knew the attempt had not started yet.
+            assert shard.lost + shard.unstarted == shard.attempt - 1, shard
     assert any(s.attempt > 1 for s in final.shards), "no shard was on the killed executor"
 
 

@@ -493,6 +493,8 @@ def test_escaped_surrogates_are_joined_as_json_joins_them_and_a_lone_one_is_an_e
     for where, text in (
         ("w.yaml:2", 'name: w\ndescription: "x\\udc00"\ntasks:\n  - name: a\n    command: x\n'),
         ("w.yaml:4", 'name: w\ntasks:\n  - name: a\n    env: {"K\\ud800": "1"}\n    command: x\n'),
+        # the lone one is named, not the pair before it
+        ("w.yaml:2", 'name: w\ndescription: "\\ud83d\\ude00\\ud800"\ntasks:\n  - name: a\n    command: x\n'),
     ):
         with pytest.raises(InvalidWorkflow, match=rf"{where}: \\u(dc00|d800) is a lone surrogate"):
             parse_workflow_text(text, "yaml", "w.yaml")

@@ -37,7 +37,7 @@ def _iso(ms: int) -> str:
 
 # What YAML does not allow in a stream even inside a quoted string (DEL, the C1 controls,
 # U+FFFE/U+FFFF, lone surrogates) or reads as a line break there (NEL, U+2028, U+2029: folded
-# into a space): JSON leaves them raw with ensure_ascii off, so they are written as \\uXXXX
+# into a space): JSON leaves them raw with ensure_ascii off, so they are written as \uXXXX
 # escapes, which YAML reads back as the character.
 _NOT_YAML_PRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 

@@ -22,7 +22,9 @@ measured over a window aligned to whole seconds:
   write, worker thread) and handler start → done (result write);
 * safety: no execution id started twice (across all executors), and no executor ever held more
   attempts than its slots (the agent's own largest running set, and a sweep over accept → done
-  intervals);
+  intervals); with ``--prefetch N``, none ever ran more than its slots at once (the running set
+  less the attempts waiting for a slot, and a sweep over start → done) nor held more than slots +
+  N;
 * CPU (utime+stime from /proc): leader per attempt, executors per attempt, and the dispatch
   overhead per attempt = (leader CPU here - fires committed here x leader CPU per fire in the
   fires-only run) / attempts started; when every fire starts, that is leader CPU per attempt here
@@ -136,6 +138,7 @@ def run(
     keep_count: int = 0,
     protocol: str = "session",
     eager: bool = False,
+    prefetch: int = 0,
 ) -> dict[str, object]:
     if keep_count:
         warmup = max(warmup, keep_count + PRUNE_BATCH + 1.0)  # every task's history prunes in batches
@@ -143,6 +146,7 @@ def run(
         "tasks": n_tasks,
         "executors": n_executors,
         "slots": slots,
+        "prefetch": prefetch,
         "handler": kind,
         "protocol": protocol,
         "eager": eager,
@@ -202,7 +206,11 @@ def run(
                 log_sync=log_sync,
                 tls_args=cluster.tls_arguments(),
                 token=executor_token,
-                extra=[*(["--no-session"] if protocol == "old" else []), *(["--eager"] if eager else [])],
+                extra=[
+                    *(["--no-session"] if protocol == "old" else []),
+                    *(["--eager"] if eager else []),
+                    *(["--prefetch", str(prefetch)] if prefetch else []),
+                ],
             )
         wait_registered(cluster.log_dir, executors)
         if idle_seconds > 0:
@@ -257,7 +265,9 @@ def run(
         stop_processes(executors.values(), resume=True)
         samples = [Samples.read(name, data_dirs[name] / "samples.txt") for name in names]
         result.update(
-            analyse(samples, w0, w1, stop_ms, n_tasks, slots, cpu0, cpu1, leader, names, fired, baseline)
+            analyse(
+                samples, w0, w1, stop_ms, n_tasks, slots, cpu0, cpu1, leader, names, fired, baseline, prefetch
+            )
         )
         result["machine_busy_pct"] = round(100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]), 1)
         result["leader"] = leader
@@ -334,6 +344,7 @@ def analyse(
     names: list[str],
     fired: int,
     baseline: dict[str, object] | None,
+    prefetch: int = 0,
 ) -> dict[str, object]:
     seconds = (w1 - w0) / 1000
     all_starts = [(ex.name, e, n, t) for ex in samples for e, n, t in ex.starts]
@@ -389,7 +400,15 @@ def analyse(
         "attempts_after_a_retry": len(retried),
         "max_running_by_agent": {ex.name: ex.max_running for ex in samples},
         "max_concurrency_accept_to_done": {ex.name: ex.max_concurrency() for ex in samples},
-        "slots_respected": all(ex.max_running <= slots and ex.max_concurrency() <= slots for ex in samples),
+        "max_concurrency_start_to_done": {ex.name: ex.max_concurrency(from_start=True) for ex in samples},
+        # Started at once: at most the slots; held at once (accepted, not done): at most the
+        # slots plus the prefetch (the same without it).
+        "slots_respected": all(
+            ex.max_running <= slots
+            and ex.max_concurrency(from_start=True) <= slots
+            and ex.max_concurrency() <= slots + prefetch
+            for ex in samples
+        ),
         "refused_stale": sum(ex.refused_stale for ex in samples),
         "leader_cpu_us_per_attempt": round(leader_us, 1),
         "executor_cpu_us_per_attempt": round(sum(exec_cpu.values()) / max(started, 1) * 1e6, 1),
@@ -468,6 +487,12 @@ def main() -> int:
         "Report and Heartbeat, as before it (for an A/B in one tree)",
     )
     ap.add_argument("--eager", action="store_true", help="--kind async: the handler is registered eager=True")
+    ap.add_argument(
+        "--prefetch",
+        type=int,
+        default=0,
+        help="each executor's prefetch: it registers slots + N and runs at most --slots at once",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.keep_count < 0:
@@ -492,6 +517,7 @@ def main() -> int:
             keep_count=args.keep_count,
             protocol=args.protocol,
             eager=args.eager,
+            prefetch=args.prefetch,
         )
     provenance.emit(result, args.json)
     return 0

@@ -10,8 +10,9 @@ Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) 
 * ``A <execution_id> <accept_ns>``: the agent's event loop took the work item off the dispatch
   stream (``Executor._accept``, before its execution-log write) and it was new (it now holds a slot);
 * ``D <execution_id> <done_ns>``: the attempt left the agent's running set (result logged);
-* ``M <max_running> <started> <refused_stale>``: the agent's largest running set seen right after
-  accepting a dispatch, and its counters.
+* ``M <max_running> <started> <refused_stale>``: the agent's largest running set (less the
+  attempts waiting for a slot, with ``--prefetch``) seen right after accepting a dispatch, and its
+  counters.
 
 Samples are appended to in-memory lists (one tuple append, well under a microsecond) and written
 once at exit, so recording costs next to nothing at thousands of attempts per second;
@@ -74,9 +75,12 @@ class Samples:
                     out.max_running, out.started, out.refused_stale = (int(p) for p in parts[1:4])
         return out
 
-    def max_concurrency(self) -> int:
-        """Largest number of attempts between accept and done at once (unfinished: until the end)."""
-        events = [(t, 1) for t in self.accepted.values()]
+    def max_concurrency(self, *, from_start: bool = False) -> int:
+        """Largest number of attempts between accept (``from_start``: the handler's start) and
+        done at once (unfinished: until the end). With prefetch an accepted attempt may wait for
+        a slot: the attempts held are bounded by slots + prefetch, those started by the slots."""
+        began = {e: t for e, _, t in self.starts} if from_start else self.accepted
+        events = [(t, 1) for e, t in began.items() if e in self.accepted]
         events += [(t, -1) for e, t in self.done.items() if e in self.accepted]
         events.sort(key=lambda ev: (ev[0], ev[1]))  # a slot freed at t is free for an accept at t
         level = peak = 0
@@ -100,6 +104,7 @@ class BenchExecutor(Executor):
         tls: TlsConfig | None = None,
         execution_log_keep: str | None = None,
         session: bool = True,
+        prefetch: int = 0,
     ) -> None:
         # Passed only when given, so this script also runs against a raftsched without the option.
         keep: dict[str, Any] = (
@@ -107,6 +112,8 @@ class BenchExecutor(Executor):
         )
         if not session:
             keep["session"] = False
+        if prefetch:
+            keep["prefetch"] = prefetch
         super().__init__(targets, name, slots=slots, data_dir=data_dir, execution_log=log, tls=tls, **keep)
         self.accepted: list[tuple[str, int]] = []
         self.done: list[tuple[str, int]] = []
@@ -116,9 +123,10 @@ class BenchExecutor(Executor):
         now = time.time_ns()  # before super()._accept's execution-log write
         before = len(self._running)
         super()._accept(item)
-        running = len(self._running)
-        if running > before:
+        held = len(self._running)
+        if held > before:
             self.accepted.append((item.execution_id, now))
+        running = held - (self._gate.waiting if self._gate is not None else 0)  # not the prefetched
         if running > self.max_running:
             self.max_running = running
 
@@ -142,6 +150,7 @@ def main() -> int:
     ap.add_argument("--cluster", required=True)
     ap.add_argument("--name", required=True)
     ap.add_argument("--slots", type=int, default=256)
+    ap.add_argument("--prefetch", type=int, default=0, help="the agent's prefetch (0: none)")
     ap.add_argument("--data-dir", required=True, type=Path)
     ap.add_argument("--kind", choices=["sync", "async"], default="sync")
     ap.add_argument(
@@ -171,6 +180,7 @@ def main() -> int:
         tls=tls,
         execution_log_keep=args.execution_log_keep,
         session=not args.no_session,
+        prefetch=args.prefetch,
     )
     eager: dict[str, Any] = {"eager": True} if args.eager else {}
     starts: list[tuple[str, int, int]] = []

@@ -63,6 +63,14 @@ def executor_parser() -> ArgParser:
     parser.add_argument("--name", required=True, help="this executor's unique name")
     parser.add_argument("--slots", type=int, default=4, help="attempts run at once (default: 4)")
     parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=0,
+        metavar="N",
+        help="attempts the cluster may assign beyond --slots; they wait here, unstarted, for a slot "
+        "(keeps slots busy through the commit round between two short attempts; default: 0)",
+    )
+    parser.add_argument(
         "--cpu", type=float, default=0.0, help="cpu capacity for tasks' declared cpu (default: not declared)"
     )
     parser.add_argument(
@@ -220,6 +228,7 @@ def executor_main(argv: Sequence[str] | None = None, clock_for: ClockFor | None 
                 targets,
                 args.name,
                 slots=args.slots,
+                prefetch=args.prefetch,
                 data_dir=args.data_dir,
                 labels=labels,
                 map_size=args.map_size,

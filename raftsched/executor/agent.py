@@ -3,7 +3,9 @@
 ``raftsched.Executor`` (embedded, with ``@executor.handler("name")`` Python callables) and
 ``raftsched-executor`` (standalone) are this class. Contract:
 
-* at most ``slots`` attempts run at once (the leader never sends more; the agent enforces it too);
+* at most ``slots`` attempts run at once (the leader never assigns more than it registered);
+  with ``prefetch`` P it registers ``slots + P`` and the attempts assigned while every slot runs
+  wait, unstarted, in arrival order (:mod:`raftsched.executor.rungate`);
 * a dispatch from an epoch older than the newest seen is refused (a deposed leader);
 * nothing starts before its nominal time by the executor's own clock either (a leader whose
   clock runs ahead cannot make work start early; it waits until its nominal time);
@@ -73,6 +75,7 @@ from raftsched.executor.batched import BatchRunner, exec_result
 from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.logfiles import FOLLOW_POLL_S, PRUNE_EVERY_S, LogFiles, LogSettings, read_log
+from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import (
     AttemptResult,
     CallableRunner,
@@ -241,6 +244,7 @@ class Executor(BatchRunner):
         resume_at: float = DEFAULT_RESUME_AT,
         health_probe: Callable[[], tuple[float, float]] | None = None,
         session: bool = True,
+        prefetch: int = 0,
     ) -> None:
         validate_name(name, "executor.name")
         if not (isinstance(full_at, (int, float)) and 0.0 < full_at <= 1.0):
@@ -275,6 +279,11 @@ class Executor(BatchRunner):
         self.map_size = parse_map_size(map_size, "executor.map_size")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 10_000:
             raise InvalidSpec("executor.slots", f"{slots!r} out of range (1-10000)")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 0 <= prefetch <= 10_000 - slots:
+            most = 10_000 - slots
+            raise InvalidSpec(
+                "executor.prefetch", f"{prefetch!r} out of range (0-{most}: slots + prefetch <= 10000)"
+            )
         raw = targets.split(",") if isinstance(targets, str) else list(targets)
         self.targets = [t.strip() for t in raw if t.strip()]
         if not self.targets:
@@ -283,6 +292,12 @@ class Executor(BatchRunner):
             parse_address(t, "targets")
         self.name = name
         self.slots = slots
+        # Attempts the cluster may assign beyond the slots; they wait here for a run slot (the
+        # gate; None without prefetch: the leader never sends more than the slots).
+        self.prefetch = prefetch
+        self._gate = RunGate(slots) if prefetch else None
+        self._placed: set[str] = set()  # attempts holding a place of the gate
+        self._tickets: dict[str, asyncio.Future[None]] = {}  # attempts waiting for one
         self.labels = dict(labels or {})
         self.data_dir = Path(data_dir)
         self.callables = CallableRunner(grace_s=grace_s)
@@ -355,9 +370,17 @@ class Executor(BatchRunner):
 
     def _observed(self) -> ExecutorSample:
         # Read at scrape time, on this agent's event loop.
+        waiting = self._gate.waiting if self._gate is not None else 0
+        running = len(self._running) - waiting
         if self._log is None:
             return ExecutorSample(
-                self._connected, self._registered, self.slots, len(self._running), 0, self.clock_offset_ms
+                self._connected,
+                self._registered,
+                self.slots,
+                running,
+                0,
+                self.clock_offset_ms,
+                prefetched=waiting,
             )
         pending = self._log.pending_count()
         entries, size = self._log.sizes()  # one short read transaction
@@ -365,7 +388,7 @@ class Executor(BatchRunner):
             self._connected,
             self._registered,
             self.slots,
-            len(self._running),
+            running,
             pending,
             self.clock_offset_ms,
             log_entries=entries,
@@ -373,6 +396,7 @@ class Executor(BatchRunner):
             disk_used=self.disk_used,
             log_used=self.log_used,
             unhealthy=self.health_drained,
+            prefetched=waiting,
         )
 
     def _clock_sample(self, leader_now_ms: int, sent_mono: float) -> None:
@@ -509,7 +533,7 @@ class Executor(BatchRunner):
                     target,
                     pb.RegisterRequest(
                         name=self.name,
-                        slots=self.slots,
+                        slots=self.slots + self.prefetch,
                         labels=self.labels,
                         cpu=self.cpu,
                         memory_mb=self.memory_mb,
@@ -541,11 +565,12 @@ class Executor(BatchRunner):
             self._registered_once = True
             self._registered = True
             log.info(
-                "%s: registered with %s (epoch %d, %d slots)",
+                "%s: registered with %s (epoch %d, %d slots%s)",
                 self.name,
                 target,
                 reply.epoch,
                 self.slots,
+                f" + {self.prefetch} prefetched" if self.prefetch else "",
                 extra=leadership_fields(reply.epoch, executor=self.name, leader=target),
             )
             self._leader = target
@@ -899,6 +924,12 @@ class Executor(BatchRunner):
         self._item_gen[item.execution_id] = self._stream_gen
         if item.handler or isinstance(self.subprocess, SubprocessRunner):
             self._stops[item.execution_id] = Cancellation()
+        if self._gate is not None:  # a run slot now, or a place in the queue for one (in order)
+            ticket = self._gate.ticket()
+            if ticket is None:
+                self._placed.add(item.execution_id)
+            else:
+                self._tickets[item.execution_id] = ticket
         task = self._running[item.execution_id] = asyncio.ensure_future(self._execute(item))
         task.add_done_callback(functools.partial(self._forget, item.execution_id))
 
@@ -920,9 +951,23 @@ class Executor(BatchRunner):
             await asyncio.sleep(_RESEND_POLL_S)
         return True
 
+    def _release(self, execution_id: str) -> None:
+        """Give back ``execution_id``'s run slot, or its place in the queue for one (prefetch)."""
+        gate = self._gate
+        if gate is None:
+            return
+        if execution_id in self._placed:
+            self._placed.discard(execution_id)
+            gate.give()
+            return
+        ticket = self._tickets.pop(execution_id, None)
+        if ticket is not None:
+            gate.drop(ticket)
+
     def _forget(self, execution_id: str, task: asyncio.Task[None]) -> None:
         # Normally _execute removes itself; this covers a task cancelled before it started.
         if self._running.get(execution_id) is task:
+            self._release(execution_id)
             del self._running[execution_id]
             self._cancelled.discard(execution_id)
             self._started_ids.discard(execution_id)
@@ -999,6 +1044,27 @@ class Executor(BatchRunner):
                 fut.set_result(None)
 
     async def _execute(self, item: pb.WorkItem) -> None:
+        if self._gate is None:
+            await self._execute_placed(item)
+            return
+        execution_id = item.execution_id
+        try:
+            ticket = self._tickets.get(execution_id)
+            if ticket is not None:  # prefetched while every run slot was taken: wait for one
+                try:
+                    await ticket
+                except asyncio.CancelledError:
+                    if execution_id not in self._cancelled:
+                        raise  # the agent is stopping
+                    # Its run was cancelled while it waited: it never starts (recorded as such).
+                else:
+                    del self._tickets[execution_id]
+                    self._placed.add(execution_id)
+            await self._execute_placed(item)
+        finally:
+            self._release(execution_id)
+
+    async def _execute_placed(self, item: pb.WorkItem) -> None:
         assert self._log is not None and self._report_wake is not None
         execution_id = item.execution_id
         try:
@@ -1285,7 +1351,7 @@ class Executor(BatchRunner):
             request = pb.HeartbeatRequest(
                 name=self.name,
                 running=since,
-                free_slots=max(0, self.slots - len(running)),
+                free_slots=max(0, self.slots + self.prefetch - len(running)),
                 started=since,
                 reports_started=True,
                 finished=[e for e in since if e not in running],
@@ -1302,7 +1368,7 @@ class Executor(BatchRunner):
         request = pb.HeartbeatRequest(
             name=self.name,
             running=[*self._running, *done],
-            free_slots=max(0, self.slots - len(self._running)),
+            free_slots=max(0, self.slots + self.prefetch - len(self._running)),
             started=[*self._started_ids, *done],
             reports_started=True,
             finished=done,

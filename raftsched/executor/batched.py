@@ -56,11 +56,15 @@ from raftsched.v1 import raftsched_pb2 as pb
 if TYPE_CHECKING:
     from raftsched.abc import Clock
     from raftsched.executor.dedupe import DedupeLog
+    from raftsched.executor.rungate import RunGate
     from raftsched.executor.runners import CallableRunner, ParamsCache
     from raftsched.executor.secrets import Masker
     from raftsched.observability.executor_http import ExecutorObservability
 
 log = logging.getLogger("raftsched.executor.agent")
+
+_Row = tuple[pb.SessionTaskDef, str, str, int, int, int]
+"""An eager row: its definition, execution id, run id, nominal time, shard and attempt."""
 
 _enter_task: Any = getattr(_tasks, "_enter_task")  # noqa: B009 - private, as 3.12's eager tasks use it
 _leave_task: Any = getattr(_tasks, "_leave_task")  # noqa: B009
@@ -91,6 +95,8 @@ class BatchRunner:
     _cancelled: set[str]
     _masker: Masker
     _params: ParamsCache
+    _gate: RunGate | None
+    _placed: set[str]
 
     def _accept(self, item: pb.WorkItem) -> None:
         raise NotImplementedError
@@ -102,6 +108,9 @@ class BatchRunner:
         raise NotImplementedError
 
     def _leave(self, execution_id: str) -> None:
+        raise NotImplementedError
+
+    def _release(self, execution_id: str) -> None:
         raise NotImplementedError
 
     def _finish_soon(self, result: AttemptResult) -> asyncio.Future[None]:
@@ -145,7 +154,7 @@ class BatchRunner:
         now = self.clock.now_ms()
         defs = self._session_defs
         callables = self.callables
-        eager: list[tuple[pb.SessionTaskDef, str, str, int, int, int]] = []
+        eager: list[_Row] = []
         for ref, nominal, shard, attempt in zip(refs, nominals, shards, attempts, strict=True):
             found = defs.get(ref)
             if found is None:
@@ -163,16 +172,19 @@ class BatchRunner:
             ):
                 eager.append((d, exec_id, run_id, nominal, shard, attempt))
             else:
+                if eager and self._gate is not None:  # prefetch: the rows before it go first
+                    self._run_eager(eager, work.epoch)
+                    eager = []
                 self._accept(_item(d, exec_id, run_id, nominal, shard, attempt, work.epoch))
         if eager:
             self._run_eager(eager, work.epoch)
 
-    def _run_eager(self, rows: list[tuple[pb.SessionTaskDef, str, str, int, int, int]], epoch: int) -> None:
+    def _run_eager(self, rows: list[_Row], epoch: int) -> None:
         dedupe = self._log
         assert dedupe is not None and self._report_wake is not None
         running = self._running
         obs = self.observability
-        fresh: list[tuple[pb.SessionTaskDef, str, str, int, int, int]] = []
+        fresh: list[_Row] = []
         for row in rows:
             exec_id = row[1]
             if exec_id in running:
@@ -188,11 +200,42 @@ class BatchRunner:
                     self._report_wake.set()
                 continue
             fresh.append(row)
-        if not fresh:
+        gate = self._gate
+        if gate is None:
+            if fresh:
+                self._run_eager_rows(fresh, epoch)
             return
+        # Prefetch: a row runs here only with a run slot free and nobody waiting for one, as many
+        # at a time as slots are free (one execution-log record each time); a row that ends in
+        # its batch gives its slot back at once. The rest wait in order, as work items (the
+        # agent's path, which queues them).
+        i = 0
+        while i < len(fresh):
+            k = 0
+            while i + k < len(fresh) and gate.try_take():
+                k += 1
+            if not k:
+                break
+            self._run_eager_rows(fresh[i : i + k], epoch)
+            i += k
+        for d, exec_id, run_id, nominal, shard, attempt in fresh[i:]:
+            self._accept(_item(d, exec_id, run_id, nominal, shard, attempt, epoch))
+
+    def _run_eager_rows(self, fresh: list[_Row], epoch: int) -> None:
+        """Begin ``fresh`` (new rows) in one execution-log record, then start each eagerly. With
+        prefetch, each holds a run slot taken by the caller: given back here unless it goes on
+        in a Task (then when that ends)."""
+        dedupe = self._log
+        assert dedupe is not None and self._report_wake is not None
+        running = self._running
+        obs = self.observability
+        gate = self._gate
         try:
             outcomes = dedupe.begin_many([row[1] for row in fresh])  # ONE record, before any start
         except Exception:  # e.g. an id too long for a key: each through the agent's own path
+            if gate is not None:
+                for _ in fresh:
+                    gate.give()  # (each _accept below takes its own place or queues)
             for d, exec_id, run_id, nominal, shard, attempt in fresh:
                 self._accept(_item(d, exec_id, run_id, nominal, shard, attempt, epoch))
             return
@@ -266,6 +309,13 @@ class BatchRunner:
             task = running[exec_id] = asyncio.ensure_future(self._eager_rest(d.handler, ctx, call, t0))
             task.add_done_callback(functools.partial(self._forget, exec_id))
         self.eager_rows += len(fresh)
+        if gate is not None:  # the rows that ended here (all but those going on in a Task)
+            placed_ids = self._placed
+            for row in fresh:
+                if row[1] in running and row[1] not in placed_ids:
+                    placed_ids.add(row[1])  # suspended: it holds its slot until _eager_rest ends
+                else:
+                    gate.give()
         if self._hb_wake is not None:
             self._hb_wake.set()  # tell the leader they started (the early heartbeat)
         if done:
@@ -320,6 +370,7 @@ class BatchRunner:
                 call.cancel()
         self._cancelled.discard(exec_id)
         self._leave(exec_id)
+        self._release(exec_id)
         assert self._report_wake is not None
         self._report_wake.set()
 

@@ -35,6 +35,7 @@ class ExecutorSample:
     disk_used: float = 0.0  # fraction of the data directory's filesystem in use
     log_used: float = 0.0  # fraction of the execution log's map in use
     unhealthy: bool = False  # it drained itself: disk or execution log nearly full
+    prefetched: int = 0  # assigned here, waiting for one of its slots (--prefetch)
 
 
 class ExecutorMetrics:
@@ -70,6 +71,12 @@ class ExecutorMetrics:
                 ("free",): max(0, s().slots - s().running),
             },
             ("state",),
+        )
+        m.gauge(
+            "raftsched_executor_prefetched",
+            "Attempts assigned to this executor that wait, unstarted, for one of its slots "
+            "(--prefetch; 0 without).",
+            lambda: s().prefetched,
         )
         m.gauge(
             "raftsched_executor_pending_reports",

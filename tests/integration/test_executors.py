@@ -154,3 +154,59 @@ def test_a_burst_never_exceeds_the_fleets_slots_and_the_rest_queue_visibly(fleet
     # The queue is visible: later attempts were assigned (started) later than their nominal time.
     waits = sorted(r.shards[0].assigned_ms - r.nominal_ms for r in runs)
     assert waits[-1] > 1000, f"nothing queued? waits {waits[:3]}..{waits[-3:]}"
+
+
+def test_a_prefetching_executor_runs_its_slots_and_its_waiting_attempts_move_unstarted_when_it_dies(
+    fleet: Fleet,
+) -> None:
+    """``--prefetch``: ex1 registers 1 + 5 slots, runs one attempt at a time and holds the rest
+    unstarted; SIGKILLed, its running attempt is lost (a try) and the waiting ones are placed again
+    on ex2 without consuming one."""
+    fleet.start_executor("ex1", 1, "--prefetch", "5")
+    m = fleet.marker
+    command = (
+        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR start $(date +%s%N)" >> {m}; sleep 2; '
+        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR end $(date +%s%N)" >> {m}'
+    )
+    with Client(fleet.cluster.targets()) as client:
+        wait_until(fleet.all_registered, 30, what="ex1 registered")
+        [ex1] = [e for e in client.list_executors().executors if e.name == "ex1"]
+        assert ex1.slots == 6
+        client.add_task(TaskSpec("job", ManualTrigger(), command=command, shards=6, max_retries=1))
+        run = client.trigger("job")
+        wait_until(lambda: any(x[2] == "start" for x in fleet.lines()), 30, 0.1, "the first attempt started")
+        wait_until(lambda: client.get_run(run.run_id).shards[5].executor == "ex1", 30, 0.1, "all assigned")
+        fleet.start_executor("ex2")
+        wait_until(fleet.all_registered, 30, what="ex2 registered")
+        started_on_ex1 = {x[0] for x in fleet.lines() if x[1] == "ex1" and x[2] == "start"}
+        fleet.kill_executor("ex1")
+        ended = (pb.SUCCEEDED, pb.FAILED)
+        wait_until(lambda: client.get_run(run.run_id).state in ended, 60, 0.2, "run ended")
+        final = client.get_run(run.run_id)
+    assert final.state == pb.SUCCEEDED, final
+    lines = fleet.lines()
+    starts = Counter(x[0] for x in lines if x[2] == "start")
+    assert all(n == 1 for n in starts.values()), f"an execution id ran twice: {starts}"
+    ex1_starts = {x[0] for x in lines if x[1] == "ex1" and x[2] == "start"}
+    # One at a time on ex1 (its one slot): every start there after the previous one's end.
+    ex1_events = sorted((int(x[3]), x[2]) for x in lines if x[1] == "ex1")
+    level = peak = 0
+    for _, what in ex1_events:
+        level += 1 if what == "start" else -1
+        peak = max(peak, level)
+    assert peak == 1, ex1_events
+    assert started_on_ex1 <= ex1_starts and len(ex1_starts) < 6
+    ex1_ends = {x[0] for x in lines if x[1] == "ex1" and x[2] == "end"}
+    moved_free = 0
+    for shard in final.shards:
+        first = f"{run.run_id}/{shard.shard}/1"
+        got = (shard.attempt, shard.lost, shard.unstarted, shard.executor)
+        assert shard.state == pb.SUCCEEDED, shard
+        if first in ex1_ends:  # ran there (its report may not have made it before the kill)
+            assert got in ((1, 0, 0, "ex1"), (2, 1, 0, "ex2")), shard
+        elif first in ex1_starts:
+            assert got == (2, 1, 0, "ex2"), shard  # it ran when ex1 died: a try
+        else:
+            assert got == (2, 0, 1, "ex2"), shard  # it waited for ex1's slot: placed again, free
+            moved_free += 1
+    assert moved_free >= 1, "no attempt was waiting on ex1 when it died"

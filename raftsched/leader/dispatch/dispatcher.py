@@ -403,7 +403,8 @@ class Dispatcher:
                 used[executor] = used.get(executor, 0) + 1  # Holdings.take, need NO_NEED
             heard = last_seen.get(executor, now_ms)
             expires = (heard if heard > now_ms else now_ms) + lease_ms
-            deadline = now_ms + timeout + grace_ms if timeout else 0
+            budget = timeout + grace_ms if timeout else 0
+            deadline = now_ms + budget if timeout else 0
             leases[exec_id] = Lease(
                 exec_id,
                 run_id,
@@ -417,6 +418,7 @@ class Dispatcher:
                 assigned_ms or now_ms,
                 False,
                 seq,
+                budget,
             )
             # Holdings.lease's check_at, inline
             due = deadline if deadline and deadline < expires else expires
@@ -494,7 +496,8 @@ class Dispatcher:
         exec_id = execution_id(run_id, shard, attempt)
         key = (run_id, shard)
         timeout = spec.timeout_ms if spec is not None else 0
-        deadline = now_ms + timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
+        budget = timeout + self.settings.grace_ms + self.settings.lease_ms if timeout else 0
+        deadline = now_ms + budget if timeout else 0
         old = t.holdings.leases.get(exec_id)
         if old is None:
             if not slot_kept:
@@ -523,6 +526,7 @@ class Dispatcher:
                 assigned_ms or now_ms,
                 started,
                 seq,
+                budget,
             )
         )
         if backfill:
@@ -655,9 +659,17 @@ class Dispatcher:
                 if t.takeover.inherited and exec_id not in ended and is_started:
                     t.takeover.known(exec_id, "running")  # it runs: an overlap with it is real
                 if is_started:
+                    if lease.started is not True and lease.budget_ms:
+                        # The timeout backstop counts from the start this leader learns of (a
+                        # prefetched attempt waits for a slot of its executor: rungate).
+                        later = now_ms + lease.budget_ms
+                        if later > lease.deadline_ms:
+                            lease.deadline_ms = later
                     lease.started = True
-                elif lease.started is None:
+                elif lease.started is not True:
                     lease.started = False  # it holds the attempt and says it has not started it
+                    if lease.budget_ms:
+                        lease.deadline_ms = now_ms + lease.budget_ms  # no backstop before a start
         strays = [e for e in held if e not in ended and (e not in leases or leases[e].executor != executor)]
         if strays:
             self._stop_cancelled(t, executor, strays, now_ms)

@@ -45,6 +45,11 @@ class Lease:
     # A hot run's seq (raftsched.fsm.hot) when the dispatch came from its AssignColumns row; 0
     # otherwise. Its report then need not find the seq from the run id again.
     seq: int = 0
+    # The timeout backstop's length (deadline_ms - the dispatch's time; 0 = none). While its
+    # executor's heartbeats say it holds the attempt unstarted, and from the first that says it
+    # started, the backstop counts from that heartbeat (an executor that prefetches starts it only
+    # when a slot of its own frees: raftsched.executor.rungate).
+    budget_ms: int = 0
 
 
 class Holdings:

@@ -217,6 +217,7 @@ def raftsched_cron(
     tick: float | None = None,
     idle_seconds: float = 0.0,
     eager: bool = True,
+    prefetch: int = 0,
 ) -> Json:
     r: Json = executors.run(
         n,
@@ -231,6 +232,7 @@ def raftsched_cron(
         extra_config=cluster_extra(keep_count, tick),
         idle_seconds=idle_seconds,
         eager=eager,
+        prefetch=prefetch,
     )
     all_due = r["fire_to_start_ms_all_due_lower_bound"]
     return {
@@ -239,6 +241,7 @@ def raftsched_cron(
         "tasks": n,
         "executors": n_executors,
         "slots": slots,
+        "prefetch": prefetch,
         # The no-op handler: async, registered eager=True (started in the message's pass, see
         # docs/explanation/execution.md) unless --cron-handler async.
         "handler": "async, eager" if eager else "async",
@@ -368,6 +371,7 @@ def run(args: argparse.Namespace) -> Json:
         "history_keep_count": keep or "default",
         "auto_tick_period": tick if tick is not None else "default",
         "idle_seconds": idle_s,
+        "cron_prefetch": args.cron_prefetch,
     }
     tmp_root = Path(tempfile.mkdtemp(prefix="raftsched-benchrun-"))
     try:
@@ -405,6 +409,7 @@ def run(args: argparse.Namespace) -> Json:
                     tick=tick,
                     idle_seconds=idle_s,
                     eager=args.cron_handler == "eager",
+                    prefetch=args.cron_prefetch,
                 ),
                 ours,
                 "raftsched",
@@ -794,7 +799,9 @@ def tables(out: Json) -> str:
             continue
         lines += [
             f"**{title}** (lateness = job function start - nominal time; raftsched: 3 nodes and "
-            f"{EXECUTORS} executor processes x {SLOTS} slots, history_keep_count "
+            f"{EXECUTORS} executor processes x {SLOTS} slots"
+            + (f" + prefetch {out['cron_prefetch']}" if out.get("cron_prefetch") else "")
+            + ", history_keep_count "
             f"{out.get('history_keep_count', 'default')}, auto_tick_period "
             f"{out.get('auto_tick_period', 'default')}; APScheduler: one process, 10 threads, memory "
             "job store; apscheduler-sqlite: its SQLAlchemy job store on a SQLite file)",
@@ -1010,6 +1017,14 @@ def main() -> int:
         default="eager",
         help="raftsched's no-op handler in the cron ladder: async registered eager=True (the default), "
         "or plain async (a Task per attempt)",
+    )
+    ap.add_argument(
+        "--cron-prefetch",
+        type=int,
+        default=0,
+        metavar="N",
+        help="each raftsched executor's --prefetch in the cron ladder (default 0: none; it still runs "
+        f"at most {SLOTS} attempts at once)",
     )
     ap.add_argument(
         "--durable-tasks", type=int, nargs="+", help="cron ladder of APScheduler with its SQLite job store"

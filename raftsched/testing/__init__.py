@@ -166,6 +166,7 @@ class SimExecutorProcess:
     # in use. Set them to fill its disk: at 0.9 it drains itself, below 0.8 it takes work again.
     disk_used: float = 0.0
     log_used: float = 0.0
+    prefetch: int = 0  # the agent's prefetch: attempts assigned beyond its slots wait for one
     agent: Executor | None = None
     loop: _SimLoop | None = None
     task: asyncio.Task[None] | None = None
@@ -601,11 +602,13 @@ class SimHarness:
         labels: dict[str, str] | None = None,
         execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
         failing: set[str] | None = None,
+        prefetch: int = 0,
     ) -> SimExecutorProcess:
         """Start an executor process (it registers with the leader at once, if there is one),
         declaring ``cpu``/``memory_mb`` capacity and ``labels`` if given; its execution log
         forgets acknowledged ids after ``execution_log_keep`` (the agent's option); the commands
-        of ``failing`` fail on it (exit 1)."""
+        of ``failing`` fail on it (exit 1); ``prefetch``: the agent's (slots + prefetch
+        registered, at most ``slots`` run at once)."""
         proc = SimExecutorProcess(
             name,
             slots,
@@ -615,6 +618,7 @@ class SimHarness:
             labels=dict(labels or {}),
             execution_log_keep=execution_log_keep,
             failing=failing if failing is not None else set(),
+            prefetch=prefetch,
         )
         self.executors[name] = proc
         self._start(proc)
@@ -635,6 +639,7 @@ class SimHarness:
             command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions, proc.failing),
             execution_log_keep=proc.execution_log_keep,
             health_probe=lambda: (proc.disk_used, proc.log_used),
+            prefetch=proc.prefetch,
         )
         proc.agent, proc.loop = agent, loop
         proc.task = loop.create_task(agent.run())

@@ -22,8 +22,10 @@ import os
 import platform
 import random
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -180,6 +182,24 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def end_on_sigterm() -> None:
+    """Make SIGTERM end this process as Ctrl-C does, through its cleanup: the ``with`` and
+    ``finally`` blocks that stop the clusters and executors a benchmark started run, instead of the
+    process dying and leaving them running (``timeout 600 python -m bench.executors ...`` used to
+    orphan three nodes and the executors, which then loaded every later measurement). A second
+    SIGTERM during the cleanup kills it. Only the main thread's default handler is replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 @dataclass
 class Provenance:
     """Where a result came from: taken when a benchmark starts (:meth:`start`), completed with
@@ -196,7 +216,9 @@ class Provenance:
     @classmethod
     def start(cls) -> Provenance:
         """Start a benchmark run: the processes it starts from now on (nodes, executors, helpers)
-        import raftsched and bench from this checkout, and the record begins."""
+        import raftsched and bench from this checkout, a SIGTERM ends it through its cleanup
+        (:func:`end_on_sigterm`), and the record begins."""
+        end_on_sigterm()
         others = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO)]
         os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *others])
         checkout = checkout_state(REPO)

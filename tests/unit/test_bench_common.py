@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,8 +33,31 @@ def test_percentiles_summarise_or_say_there_were_none() -> None:
     assert summary == {"p50": 2.0, "p90": 4.0, "p99": 4.0, "max": 4.0, "mean": 2.5, "count": 4}
 
 
+@pytest.fixture
+def sigterm_restored() -> Iterator[None]:
+    before = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_benchmark_ends_through_its_cleanup_on_sigterm_and_dies_on_a_second(sigterm_restored: None) -> None:
+    Provenance.start()
+    handler = signal.getsignal(signal.SIGTERM)
+    assert callable(handler)
+    with pytest.raises(SystemExit) as ended:
+        handler(signal.SIGTERM, None)
+    assert ended.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # a second one kills it
+
+
 def test_a_written_result_records_commit_command_and_machine(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sigterm_restored: None,
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     provenance = Provenance.start()

@@ -29,7 +29,8 @@
 * draining (``run(drain=...)`` set, or :meth:`Executor.request_drain`; ``raftsched-executor``
   on SIGTERM): the agent asks the leader to place nothing new on it (replicated), lets the
   attempts it runs finish and their results be acknowledged, then leaves the membership and
-  ``run`` returns. Attempts still running after ``drain_grace_s`` are killed and left to the
+  ``run`` returns (prefetched attempts still waiting for a slot do not start: they go back
+  unstarted with the Leave). Attempts still running after ``drain_grace_s`` are killed and left to the
   leader's rules for a leaving executor (lost, retried by policy).
 
 * health (issue 36 §3): before each heartbeat it reads the fraction in use of its data
@@ -782,27 +783,34 @@ class Executor(BatchRunner):
         assert self._drain is not None and self._log is not None
         await self._drain.wait()
         self.draining = True
+        waiting = 0
+        if self._gate is not None:
+            # Prefetched attempts still waiting for a slot never start here: they go back to the
+            # cluster unstarted with the Leave (placed again elsewhere without a try).
+            self._gate.close()
+            waiting = self._gate.waiting
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.drain_grace_s
         log.info(
-            "%s: draining: no new attempts; %d running, %.0f s grace",
+            "%s: draining: no new attempts; %d running, %.0f s grace%s",
             self.name,
-            len(self._running),
+            self._busy(),
             self.drain_grace_s,
+            f"; {waiting} waiting for a slot go back unstarted" if waiting else "",
         )
         request = pb.DrainRequest(name=self.name, reason="executor shutting down")
         if not await self._to_leader(lambda t, s: self.transport.drain(t, request, timeout_s=s), deadline):
             log.warning("%s: no leader confirmed the drain; waiting for running attempts anyway", self.name)
         # Running attempts finish, and their results are acknowledged, within the grace.
-        while (self._running or self._log.pending_count()) and loop.time() < deadline:
+        while (self._busy() or self._log.pending_count()) and loop.time() < deadline:
             await asyncio.sleep(0.05)
-        if self._running:
+        if self._busy():
             log.warning(
                 "%s: grace of %.0f s over with %d attempt(s) still running: killing them; the leader "
                 "declares them lost when this executor leaves",
                 self.name,
                 self.drain_grace_s,
-                len(self._running),
+                self._busy(),
             )
         stop.set()
 
@@ -950,6 +958,10 @@ class Executor(BatchRunner):
                 return False
             await asyncio.sleep(_RESEND_POLL_S)
         return True
+
+    def _busy(self) -> int:
+        """Attempts held here less those waiting for a slot (prefetch): running, or on their way."""
+        return len(self._running) - (self._gate.waiting if self._gate is not None else 0)
 
     def _release(self, execution_id: str) -> None:
         """Give back ``execution_id``'s run slot, or its place in the queue for one (prefetch)."""

@@ -34,13 +34,14 @@ class RunGate:
     a waiter); :meth:`ticket` takes one or queues for one; :meth:`give` hands a place to the first
     waiter still waiting, else frees it."""
 
-    __slots__ = ("_waiters", "free", "slots")
+    __slots__ = ("_waiters", "closed", "free", "slots")
 
     def __init__(self, slots: int) -> None:
         if slots < 1:
             raise ValueError(f"a run gate needs at least one slot, not {slots}")
         self.slots = slots
         self.free = slots
+        self.closed = False  # draining: no place is taken or handed over any more (see close)
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     @property
@@ -58,7 +59,7 @@ class RunGate:
         waiters = self._waiters
         while waiters and waiters[0].done():  # a dropped ticket (see drop)
             waiters.popleft()
-        if self.free > 0 and not waiters:
+        if self.free > 0 and not waiters and not self.closed:
             self.free -= 1
             return True
         return False
@@ -81,10 +82,15 @@ class RunGate:
         elif not ticket.cancelled():
             self.give()
 
+    def close(self) -> None:
+        """Hand out no place any more (the executor drains before it leaves): what waits goes on
+        waiting, unstarted, until its owner drops it; places given back stay free."""
+        self.closed = True
+
     def give(self) -> None:
         """Give a place back: to the first waiter still waiting, else to the free places."""
         waiters = self._waiters
-        while waiters:
+        while waiters and not self.closed:
             w = waiters.popleft()
             if not w.done():
                 w.set_result(None)

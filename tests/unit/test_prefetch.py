@@ -15,6 +15,7 @@ import pytest
 
 from raftsched.errors import InvalidSpec
 from raftsched.executor.agent import Executor
+from raftsched.executor.dedupe import BeginOutcome
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import AttemptContext
@@ -85,6 +86,21 @@ def test_a_ticket_cancelled_behind_another_does_not_block_a_free_place() -> None
         gate.drop(a)
         gate.give()  # nobody left waiting: the place is free again
         assert gate.try_take()
+
+    asyncio.run(main())
+
+
+def test_a_closed_gate_hands_out_no_place_and_keeps_given_back_ones_free() -> None:
+    async def main() -> None:
+        gate = RunGate(1)
+        assert gate.ticket() is None
+        waiting = gate.ticket()
+        assert waiting is not None
+        gate.close()
+        gate.give()  # the running one ends: its place is not handed to the waiter
+        assert not waiting.done() and gate.free == 1 and gate.waiting == 1
+        assert not gate.try_take() and gate.ticket() is not None
+        gate.drop(waiting)
 
     asyncio.run(main())
 
@@ -216,6 +232,88 @@ def test_an_executor_stopped_with_attempts_waiting_leaves_nothing_started() -> N
     assert not ex._running and not ex._tickets
 
 
+def test_a_cancel_after_a_slot_was_handed_over_but_before_the_attempt_resumed_passes_it_on() -> None:
+    ex, endpoint, hold = prefetching(slots=1, prefetch=2)
+    a, b, c = "t@1000/0/1", "t@1000/1/1", "t@1000/2/1"
+
+    async def scenario() -> None:
+        async with endpoint.serving(ex):
+            await endpoint.until(lambda: ex._connected)
+            for e in (a, b, c):
+                ex._accept(work(e))
+            # b's cancel arrives right after a's slot is handed to b, before b's task resumes.
+            ex._tickets[b].add_done_callback(lambda _: ex._accept(work(b, cancel=True)))
+            await endpoint.until(lambda: hold.started == [a])
+            hold.event(a).set()
+            await endpoint.until(lambda: hold.started == [a, c])
+            hold.event(c).set()
+            await endpoint.until(lambda: len(endpoint.reports) == 3)
+            [rb] = [r for r in endpoint.reports if r.execution_id == b]
+            assert not rb.success and "cancelled" in rb.error
+
+    asyncio.run(scenario())
+    assert b not in hold.started and hold.most == 1
+    assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+
+
+def test_a_drain_lets_the_running_attempts_finish_and_starts_none_of_those_waiting_for_a_slot() -> None:
+    """The waiting ones go back unstarted with the Leave (placed again elsewhere, no try): started
+    during the drain, they would be killed as tries at the end of its grace."""
+    endpoint = LoopbackEndpoint(epoch=1, heartbeat_ms=50)
+    ex = Executor(
+        "loopback:1",
+        "ex1",
+        slots=1,
+        prefetch=2,
+        drain_grace_s=30.0,
+        transport=MemoryTransport(endpoint),
+        execution_log=MemoryExecutionLog(),
+    )
+    hold = Holding()
+    ex.handler("hold")(hold)
+    a, b, c = "t@1000/0/1", "t@1000/1/1", "t@1000/2/1"
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        drain = asyncio.Event()
+        runner = asyncio.ensure_future(ex.run(stop, drain=drain))
+        await endpoint.until(lambda: "ex1" in endpoint.streams)
+        endpoint.push("ex1", [work(a), work(b), work(c)])
+        await endpoint.until(lambda: hold.started == [a])
+        drain.set()
+        await endpoint.until(lambda: bool(endpoint.drained))
+        hold.event(a).set()
+        # It leaves once a is reported: not after the 30 s grace, waiting for b and c.
+        await endpoint.until(lambda: bool(endpoint.left), timeout_s=10)
+        await asyncio.wait_for(runner, 10)
+
+    asyncio.run(scenario())
+    assert hold.started == ["t@1000/0/1"]
+    assert [r.execution_id for r in endpoint.reports] == [a]
+    assert not ex._running and not ex._tickets
+
+
+def test_an_agent_stopped_before_its_waiting_attempts_took_a_step_gives_back_their_tickets(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        ex = eager_executor(tmp_path, slots=1, prefetch=3)
+        hold = Holding()
+        ex.handler("hold", eager=True)(hold)
+        ready(ex)
+        ex._connected = True
+        ex._session_work(rows(ex, ["hold", "hold", "hold"]))
+        tasks = list(ex._running.values())
+        for t in tasks:  # as the agent stopping does: the waiting ones have not taken a step yet
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0)
+        assert not ex._running and not ex._placed and not ex._tickets
+        assert ex._gate is not None and ex._gate.free == 1 and ex._gate.try_take()
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize(
     ("slots", "prefetch", "why"),
     [(4, -1, "-1 out of range"), (4, True, "True out of range"), (4, 9_997, "9997 out of range (0-9996")],
@@ -227,6 +325,18 @@ def test_a_bad_prefetch_is_refused_naming_it(slots: int, prefetch: int, why: str
 
 
 # -- eager rows of a Session message ------------------------------------------------------------
+
+
+def eager_executor(tmp_path: Path, slots: int, prefetch: int) -> Executor:
+    return Executor(
+        ["127.0.0.1:1"],
+        "eager",
+        slots=slots,
+        prefetch=prefetch,
+        transport=object(),  # type: ignore[arg-type]  # never called: no session is opened
+        execution_log=MemoryExecutionLog(),
+        data_dir=tmp_path,
+    )
 
 
 def test_eager_rows_beyond_the_free_slots_wait_in_order_and_run_as_slots_free(tmp_path: Path) -> None:
@@ -291,6 +401,110 @@ def test_eager_rows_run_in_their_batch_while_slots_are_free(tmp_path: Path) -> N
         assert ex.eager_rows == 4 and not ex._running
         assert ex._gate is not None and ex._gate.free == 2
         return ex
+
+    asyncio.run(main())
+
+
+def test_the_same_row_twice_in_one_message_holds_one_slot(tmp_path: Path) -> None:
+    async def main() -> None:
+        ex = eager_executor(tmp_path, slots=2, prefetch=2)
+        hold = Holding()
+        ex.handler("hold", eager=True)(hold)
+        ready(ex)
+        ex._connected = True
+        message = rows(ex, ["hold"])
+        message.task_ref.append(1)
+        message.nominal_ms.append(message.nominal_ms[0])
+        message.shard.append(0)
+        message.attempt.append(1)
+        ex._session_work(message)
+        assert ex._gate is not None and ex._gate.free == 1
+        [only] = list(ex._running)
+        hold.event(only).set()
+        await until(lambda: not ex._running, 5, "it ends")
+        assert ex._gate.free == 2 and not ex._placed and hold.started == [only]
+
+    asyncio.run(main())
+
+
+def test_eager_rows_whose_begin_record_fails_go_the_agents_way_in_order_holding_no_extra_slot(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        ex = eager_executor(tmp_path, slots=2, prefetch=3)
+        hold = Holding()
+        ex.handler("hold", eager=True)(hold)
+        ready(ex)
+        ex._connected = True
+        assert ex._log is not None
+        real = ex._log.begin_many
+        calls: list[int] = []
+
+        def failing_once(ids: list[str]) -> list[BeginOutcome]:
+            calls.append(len(ids))
+            if len(calls) == 1:
+                raise ValueError("an id too long for a key")
+            return real(ids)
+
+        ex._log.begin_many = failing_once  # type: ignore[method-assign,assignment]
+        message = rows(ex, ["hold", "hold", "hold", "hold"])
+        ids = [f"t{ref}@{message.nominal_ms[0]}/0/1" for ref in range(1, 5)]
+        ex._session_work(message)
+        await until(lambda: len(hold.started) == 2, 5, "two start")
+        for e in ids:
+            hold.event(e).set()
+        await until(lambda: not ex._running, 5, "all end")
+        assert hold.started == ids and hold.most <= 2
+        assert ex._gate is not None and ex._gate.free == 2 and not ex._placed and not ex._tickets
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_suspended_eager_row_gives_its_slot_to_the_next(tmp_path: Path) -> None:
+    async def main() -> None:
+        ex = eager_executor(tmp_path, slots=1, prefetch=2)
+        hold = Holding()
+        ex.handler("hold", eager=True)(hold)
+
+        @ex.handler("quick", eager=True)
+        async def quick(ctx: AttemptContext) -> None:
+            hold.started.append(ctx.execution_id)
+
+        ready(ex)
+        ex._connected = True
+        message = rows(ex, ["hold", "quick"])
+        ids = [f"t{ref}@{message.nominal_ms[0]}/0/1" for ref in range(1, 3)]
+        ex._session_work(message)
+        assert hold.started == ids[:1]
+        ex._accept(pb.WorkItem(execution_id=ids[0], epoch=1, cancel=True))
+        await until(lambda: not ex._running, 5, "both end")
+        assert hold.started == ids
+        assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+
+    asyncio.run(main())
+
+
+def test_a_plain_row_after_an_eager_one_in_a_message_waits_behind_it(tmp_path: Path) -> None:
+    async def main() -> None:
+        ex = eager_executor(tmp_path, slots=1, prefetch=2)
+        hold = Holding()
+        ex.handler("hold", eager=True)(hold)
+
+        @ex.handler("plain")
+        async def plain(ctx: AttemptContext) -> None:
+            hold.started.append(ctx.execution_id)
+
+        ready(ex)
+        ex._connected = True
+        message = rows(ex, ["hold", "plain"])
+        ids = [f"t{ref}@{message.nominal_ms[0]}/0/1" for ref in range(1, 3)]
+        ex._session_work(message)
+        for _ in range(5):
+            await asyncio.sleep(0)  # the plain row's task gets its turns: it waits for the slot
+        assert hold.started == ids[:1]
+        hold.event(ids[0]).set()
+        await until(lambda: not ex._running, 5, "both end")
+        assert hold.started == ids
 
     asyncio.run(main())
 

@@ -1,7 +1,7 @@
 """The chaos soak: many leader and executor SIGKILLs against a real cluster, then the outside checker.
 
     python -m bench.chaos --leader-kills 100 --executor-kills 100 [--nodes 3|5] [--other-rounds N]
-                          [--skew] [--json FILE] [--keep DIR]
+                          [--skew] [--slots N] [--prefetch N] [--json FILE] [--keep DIR]
 
 3 (or 5) ``raftsched-node`` processes and 2 executors on loopback run per-second tasks (sharded,
 with retries and a timeout) whose commands log every execution; every Raft link and gRPC port
@@ -44,12 +44,14 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, choices=(3, 5), default=3)
     ap.add_argument("--skew", action="store_true", help="also run the +/-2 s leader clock skew faults")
     ap.add_argument("--other-rounds", type=int, default=1, help="rounds of every other fault (0: only kills)")
+    ap.add_argument("--slots", type=int, default=8, help="each executor's slots (default 8)")
+    ap.add_argument("--prefetch", type=int, default=0, help="each executor's --prefetch (default 0)")
     ap.add_argument("--keep", type=Path, help="run in this directory and keep it (logs, marker file)")
     ap.add_argument("--json", type=Path, help="also write the figures and the report here")
     args = ap.parse_args()
     provenance = Provenance.start()
     schedule = soak_schedule(args.leader_kills, args.executor_kills, args.other_rounds, args.skew)
-    settings = ChaosSettings(nodes=args.nodes)
+    settings = ChaosSettings(nodes=args.nodes, slots=args.slots, prefetch=args.prefetch)
     t0 = time.monotonic()
 
     def progress(msg: str) -> None:

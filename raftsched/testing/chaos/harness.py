@@ -177,6 +177,7 @@ class ChaosSettings:
     nodes: int = 3
     executors: int = 2
     slots: int = 8
+    prefetch: int = 0  # each executor's --prefetch (0: none)
     lease_ms: int = 2000
     heartbeat_ms: int = 400
     retry_backoff_ms: int = 300
@@ -427,6 +428,7 @@ class ChaosHarness:
                 name,
                 "--slots",
                 str(self.settings.slots),
+                *(["--prefetch", str(self.settings.prefetch)] if self.settings.prefetch else []),
                 "--data-dir",
                 str(self.base / name),
             ],

@@ -452,6 +452,10 @@ class Executor(BatchRunner):
             )
         self._report_wake = asyncio.Event()
         self._hb_wake = asyncio.Event()
+        if self.prefetch:  # all slots free, none closed by an earlier run's drain
+            self._gate = RunGate(self.slots)
+            self._placed.clear()
+            self._tickets.clear()
         stop = stop or asyncio.Event()
         self._drain = drain or asyncio.Event()
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None

@@ -293,6 +293,31 @@ def test_a_drain_lets_the_running_attempts_finish_and_starts_none_of_those_waiti
     assert not ex._running and not ex._tickets
 
 
+def test_an_executor_run_again_after_a_drain_starts_work_again() -> None:
+    """The drain closed the run gate; the next ``run`` starts with every slot free and open."""
+    ex, endpoint, hold = prefetching(slots=1, prefetch=1)
+    a, b = "t@1000/0/1", "t@1000/1/1"
+
+    async def scenario() -> None:
+        drain = asyncio.Event()
+        first = asyncio.ensure_future(ex.run(asyncio.Event(), drain=drain))
+        await endpoint.until(lambda: "ex1" in endpoint.streams)
+        endpoint.push("ex1", [work(a)])
+        await endpoint.until(lambda: hold.started == [a])
+        drain.set()
+        hold.event(a).set()
+        await asyncio.wait_for(first, 10)
+        endpoint.streams.clear()
+        async with endpoint.serving(ex):
+            endpoint.push("ex1", [work(b)])
+            await endpoint.until(lambda: hold.started == [a, b])
+            hold.event(b).set()
+            await endpoint.until(lambda: len(endpoint.reports) == 2)
+
+    asyncio.run(scenario())
+    assert ex._gate is not None and not ex._gate.closed and ex._gate.free == 1
+
+
 def test_an_agent_stopped_before_its_waiting_attempts_took_a_step_gives_back_their_tickets(
     tmp_path: Path,
 ) -> None:

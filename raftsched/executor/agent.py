@@ -936,7 +936,9 @@ class Executor(BatchRunner):
         self._item_gen[item.execution_id] = self._stream_gen
         if item.handler or isinstance(self.subprocess, SubprocessRunner):
             self._stops[item.execution_id] = Cancellation()
-        if self._gate is not None:  # a run slot now, or a place in the queue for one (in order)
+        if self._gate is not None and item.nominal_ms <= self.clock.now_ms():
+            # A run slot now, or a place in the queue for one, in arrival order. (One early by our
+            # clock queues when it is due, in _execute: it holds no slot it may not use yet.)
             ticket = self._gate.ticket()
             if ticket is None:
                 self._placed.add(item.execution_id)
@@ -1065,6 +1067,8 @@ class Executor(BatchRunner):
             return
         execution_id = item.execution_id
         try:
+            if execution_id not in self._placed and execution_id not in self._tickets:
+                await self._queue_when_due(item)
             ticket = self._tickets.get(execution_id)
             if ticket is not None:  # prefetched while every run slot was taken: wait for one
                 try:
@@ -1079,6 +1083,24 @@ class Executor(BatchRunner):
             await self._execute_placed(item)
         finally:
             self._release(execution_id)
+
+    async def _queue_when_due(self, item: pb.WorkItem) -> None:
+        """Wait until ``item`` is due by our clock, then take a run slot or a ticket for one. A
+        cancel meanwhile takes neither: the attempt is recorded cancelled, never started."""
+        early_ms = item.nominal_ms - self.clock.now_ms()
+        try:
+            if early_ms > 0:
+                await asyncio.sleep(early_ms / 1000)
+        except asyncio.CancelledError:
+            if item.execution_id not in self._cancelled:
+                raise  # the agent is stopping
+            return
+        assert self._gate is not None
+        ticket = self._gate.ticket()
+        if ticket is None:
+            self._placed.add(item.execution_id)
+        else:
+            self._tickets[item.execution_id] = ticket
 
     async def _execute_placed(self, item: pb.WorkItem) -> None:
         assert self._log is not None and self._report_wake is not None

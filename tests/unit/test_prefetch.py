@@ -293,6 +293,47 @@ def test_a_drain_lets_the_running_attempts_finish_and_starts_none_of_those_waiti
     assert not ex._running and not ex._tickets
 
 
+def test_an_attempt_early_by_the_executors_clock_holds_no_slot_until_it_is_due() -> None:
+    ex, endpoint, hold = prefetching(slots=1, prefetch=1)
+
+    async def scenario() -> None:
+        async with endpoint.serving(ex):
+            due_at = ex.clock.now_ms() + 400  # a leader whose clock runs ahead sent it early
+            early, now = f"t@{due_at}/0/1", "t@1000/1/1"
+            endpoint.push("ex1", [work(early), work(now)])
+            # The due one takes the slot at once; the early one waits for its time, then queues.
+            await endpoint.until(lambda: hold.started == [now])
+            assert ex._gate is not None and early not in ex._placed and early not in ex._tickets
+            await endpoint.until(lambda: early in ex._tickets)  # due: queued behind the slot
+            assert ex.clock.now_ms() >= due_at and hold.started == [now]
+            hold.event(now).set()
+            await endpoint.until(lambda: hold.started == [now, early])
+            hold.event(early).set()
+            await endpoint.until(lambda: len(endpoint.reports) == 2)
+
+    asyncio.run(scenario())
+    assert hold.most == 1
+    assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+
+
+def test_a_cancel_of_an_attempt_waiting_for_its_time_ends_it_unstarted_holding_nothing() -> None:
+    ex, endpoint, hold = prefetching(slots=1, prefetch=1)
+
+    async def scenario() -> None:
+        async with endpoint.serving(ex):
+            early = f"t@{ex.clock.now_ms() + 5_000}/0/1"
+            endpoint.push("ex1", [work(early)])
+            await endpoint.until(lambda: early in ex._running)
+            endpoint.push("ex1", [work(early, cancel=True)])
+            await endpoint.until(lambda: len(endpoint.reports) == 1)
+            [r] = endpoint.reports
+            assert r.execution_id == early and not r.success and "cancelled" in r.error
+
+    asyncio.run(scenario())
+    assert hold.started == []
+    assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+
+
 def test_an_executor_run_again_after_a_drain_starts_work_again() -> None:
     """The drain closed the run gate; the next ``run`` starts with every slot free and open."""
     ex, endpoint, hold = prefetching(slots=1, prefetch=1)

@@ -192,7 +192,7 @@ def test_an_executor_registers_slots_plus_prefetch_and_runs_at_most_its_slots_in
         assert all(r.success for r in endpoint.reports)
 
     asyncio.run(scenario())
-    assert ex._gate is not None and ex._gate.free == 2 and not ex._placed and not ex._tickets
+    assert all_given_back(ex, 2)
 
 
 def test_a_cancel_ends_a_waiting_attempt_unstarted_and_its_place_goes_to_the_next() -> None:
@@ -215,7 +215,7 @@ def test_a_cancel_ends_a_waiting_attempt_unstarted_and_its_place_goes_to_the_nex
 
     asyncio.run(scenario())
     assert b not in hold.started and hold.most == 1
-    assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+    assert all_given_back(ex, 1)
 
 
 def test_an_executor_stopped_with_attempts_waiting_leaves_nothing_started() -> None:
@@ -253,7 +253,7 @@ def test_a_cancel_after_a_slot_was_handed_over_but_before_the_attempt_resumed_pa
 
     asyncio.run(scenario())
     assert b not in hold.started and hold.most == 1
-    assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+    assert all_given_back(ex, 1)
 
 
 def test_a_drain_lets_the_running_attempts_finish_and_starts_none_of_those_waiting_for_a_slot() -> None:
@@ -313,7 +313,7 @@ def test_an_attempt_early_by_the_executors_clock_holds_no_slot_until_it_is_due()
 
     asyncio.run(scenario())
     assert hold.most == 1
-    assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+    assert all_given_back(ex, 1)
 
 
 def test_a_cancel_of_an_attempt_waiting_for_its_time_ends_it_unstarted_holding_nothing() -> None:
@@ -331,7 +331,7 @@ def test_a_cancel_of_an_attempt_waiting_for_its_time_ends_it_unstarted_holding_n
 
     asyncio.run(scenario())
     assert hold.started == []
-    assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+    assert all_given_back(ex, 1)
 
 
 def test_an_executor_run_again_after_a_drain_starts_work_again() -> None:
@@ -363,11 +363,7 @@ def test_an_agent_stopped_before_its_waiting_attempts_took_a_step_gives_back_the
     tmp_path: Path,
 ) -> None:
     async def main() -> None:
-        ex = eager_executor(tmp_path, slots=1, prefetch=3)
-        hold = Holding()
-        ex.handler("hold", eager=True)(hold)
-        ready(ex)
-        ex._connected = True
+        ex, _ = eager_ready(tmp_path, slots=1, prefetch=3)
         ex._session_work(rows(ex, ["hold", "hold", "hold"]))
         tasks = list(ex._running.values())
         for t in tasks:  # as the agent stopping does: the waiting ones have not taken a step yet
@@ -393,8 +389,11 @@ def test_a_bad_prefetch_is_refused_naming_it(slots: int, prefetch: int, why: str
 # -- eager rows of a Session message ------------------------------------------------------------
 
 
-def eager_executor(tmp_path: Path, slots: int, prefetch: int) -> Executor:
-    return Executor(
+def eager_ready(tmp_path: Path, slots: int, prefetch: int) -> tuple[Executor, Holding]:
+    """An executor ready for ``_session_work`` as on an open stream (a queued row may start when
+    its turn comes), with eager handlers ``hold`` (runs until released) and ``quick`` (ends at
+    once), both recording their starts in the returned :class:`Holding`."""
+    ex = Executor(
         ["127.0.0.1:1"],
         "eager",
         slots=slots,
@@ -403,30 +402,34 @@ def eager_executor(tmp_path: Path, slots: int, prefetch: int) -> Executor:
         execution_log=MemoryExecutionLog(),
         data_dir=tmp_path,
     )
+    hold = Holding()
+    ex.handler("hold", eager=True)(hold)
+
+    @ex.handler("quick", eager=True)
+    async def quick(ctx: AttemptContext) -> None:
+        hold.started.append(ctx.execution_id)
+
+    ready(ex)
+    ex._connected = True
+    return ex, hold
+
+
+def row_ids(message: pb.SessionWork) -> list[str]:
+    """The execution ids of :func:`rows`' message, in its order."""
+    pairs = zip(message.task_ref, message.nominal_ms, strict=True)
+    return [f"t{ref}@{nominal}/0/1" for ref, nominal in pairs]
+
+
+def all_given_back(ex: Executor, slots: int) -> bool:
+    """Every run slot free again and nothing left holding or waiting for one."""
+    return ex._gate is not None and ex._gate.free == slots and not ex._placed and not ex._tickets
 
 
 def test_eager_rows_beyond_the_free_slots_wait_in_order_and_run_as_slots_free(tmp_path: Path) -> None:
     async def main() -> tuple[Executor, Holding]:
-        ex = Executor(
-            ["127.0.0.1:1"],
-            "eager",
-            slots=1,
-            prefetch=3,
-            transport=object(),  # type: ignore[arg-type]  # never called: no session is opened
-            execution_log=MemoryExecutionLog(),
-            data_dir=tmp_path,
-        )
-        hold = Holding()
-        ex.handler("hold", eager=True)(hold)
-
-        @ex.handler("quick", eager=True)
-        async def quick(ctx: AttemptContext) -> None:
-            hold.started.append(ctx.execution_id)
-
-        ready(ex)
-        ex._connected = True  # as on an open stream: a queued row may start when its turn comes
+        ex, hold = eager_ready(tmp_path, slots=1, prefetch=3)
         message = rows(ex, ["hold", "quick", "hold", "quick"])
-        ids = [f"t{ref}@{message.nominal_ms[0]}/0/1" for ref in range(1, 5)]
+        ids = row_ids(message)
         ex._session_work(message)
         # The first suspends holding the only slot; the rest wait (none ran eagerly).
         assert hold.started == ids[:1] and ex.eager_rows == 1 and ex.suspended_rows == 1
@@ -438,7 +441,7 @@ def test_eager_rows_beyond_the_free_slots_wait_in_order_and_run_as_slots_free(tm
         hold.event(ids[2]).set()
         await until(lambda: len(hold.started) == 4 and not ex._running, 5, "all four end")
         assert hold.started == ids and hold.most == 1
-        assert ex._gate.free == 1 and not ex._placed and not ex._tickets
+        assert all_given_back(ex, 1)
         return ex, hold
 
     ex, _ = asyncio.run(main())
@@ -448,21 +451,7 @@ def test_eager_rows_beyond_the_free_slots_wait_in_order_and_run_as_slots_free(tm
 
 def test_eager_rows_run_in_their_batch_while_slots_are_free(tmp_path: Path) -> None:
     async def main() -> Executor:
-        ex = Executor(
-            ["127.0.0.1:1"],
-            "eager",
-            slots=2,
-            prefetch=2,
-            transport=object(),  # type: ignore[arg-type]
-            execution_log=MemoryExecutionLog(),
-            data_dir=tmp_path,
-        )
-
-        @ex.handler("quick", eager=True)
-        async def quick(ctx: AttemptContext) -> None:
-            pass
-
-        ready(ex)
+        ex, _ = eager_ready(tmp_path, slots=2, prefetch=2)
         ex._session_work(rows(ex, ["quick"] * 4))  # each ends at once: its slot is free again
         assert ex.eager_rows == 4 and not ex._running
         assert ex._gate is not None and ex._gate.free == 2
@@ -473,11 +462,7 @@ def test_eager_rows_run_in_their_batch_while_slots_are_free(tmp_path: Path) -> N
 
 def test_the_same_row_twice_in_one_message_holds_one_slot(tmp_path: Path) -> None:
     async def main() -> None:
-        ex = eager_executor(tmp_path, slots=2, prefetch=2)
-        hold = Holding()
-        ex.handler("hold", eager=True)(hold)
-        ready(ex)
-        ex._connected = True
+        ex, hold = eager_ready(tmp_path, slots=2, prefetch=2)
         message = rows(ex, ["hold"])
         message.task_ref.append(1)
         message.nominal_ms.append(message.nominal_ms[0])
@@ -497,11 +482,7 @@ def test_eager_rows_whose_begin_record_fails_go_the_agents_way_in_order_holding_
     tmp_path: Path,
 ) -> None:
     async def main() -> None:
-        ex = eager_executor(tmp_path, slots=2, prefetch=3)
-        hold = Holding()
-        ex.handler("hold", eager=True)(hold)
-        ready(ex)
-        ex._connected = True
+        ex, hold = eager_ready(tmp_path, slots=2, prefetch=3)
         assert ex._log is not None
         real = ex._log.begin_many
         calls: list[int] = []
@@ -514,56 +495,43 @@ def test_eager_rows_whose_begin_record_fails_go_the_agents_way_in_order_holding_
 
         ex._log.begin_many = failing_once  # type: ignore[method-assign,assignment]
         message = rows(ex, ["hold", "hold", "hold", "hold"])
-        ids = [f"t{ref}@{message.nominal_ms[0]}/0/1" for ref in range(1, 5)]
+        ids = row_ids(message)
         ex._session_work(message)
         await until(lambda: len(hold.started) == 2, 5, "two start")
         for e in ids:
             hold.event(e).set()
         await until(lambda: not ex._running, 5, "all end")
         assert hold.started == ids and hold.most <= 2
-        assert ex._gate is not None and ex._gate.free == 2 and not ex._placed and not ex._tickets
+        assert all_given_back(ex, 2)
 
     asyncio.run(main())
 
 
 def test_a_cancelled_suspended_eager_row_gives_its_slot_to_the_next(tmp_path: Path) -> None:
     async def main() -> None:
-        ex = eager_executor(tmp_path, slots=1, prefetch=2)
-        hold = Holding()
-        ex.handler("hold", eager=True)(hold)
-
-        @ex.handler("quick", eager=True)
-        async def quick(ctx: AttemptContext) -> None:
-            hold.started.append(ctx.execution_id)
-
-        ready(ex)
-        ex._connected = True
+        ex, hold = eager_ready(tmp_path, slots=1, prefetch=2)
         message = rows(ex, ["hold", "quick"])
-        ids = [f"t{ref}@{message.nominal_ms[0]}/0/1" for ref in range(1, 3)]
+        ids = row_ids(message)
         ex._session_work(message)
         assert hold.started == ids[:1]
         ex._accept(pb.WorkItem(execution_id=ids[0], epoch=1, cancel=True))
         await until(lambda: not ex._running, 5, "both end")
         assert hold.started == ids
-        assert ex._gate is not None and ex._gate.free == 1 and not ex._placed and not ex._tickets
+        assert all_given_back(ex, 1)
 
     asyncio.run(main())
 
 
 def test_a_plain_row_after_an_eager_one_in_a_message_waits_behind_it(tmp_path: Path) -> None:
     async def main() -> None:
-        ex = eager_executor(tmp_path, slots=1, prefetch=2)
-        hold = Holding()
-        ex.handler("hold", eager=True)(hold)
+        ex, hold = eager_ready(tmp_path, slots=1, prefetch=2)
 
         @ex.handler("plain")
         async def plain(ctx: AttemptContext) -> None:
             hold.started.append(ctx.execution_id)
 
-        ready(ex)
-        ex._connected = True
         message = rows(ex, ["hold", "plain"])
-        ids = [f"t{ref}@{message.nominal_ms[0]}/0/1" for ref in range(1, 3)]
+        ids = row_ids(message)
         ex._session_work(message)
         for _ in range(5):
             await asyncio.sleep(0)  # the plain row's task gets its turns: it waits for the slot

@@ -139,6 +139,7 @@ def run(
     protocol: str = "session",
     eager: bool = False,
     prefetch: int = 0,
+    max_dispatch_backlog: int | None = None,
 ) -> dict[str, object]:
     if keep_count:
         warmup = max(warmup, keep_count + PRUNE_BATCH + 1.0)  # every task's history prunes in batches
@@ -157,6 +158,7 @@ def run(
         "auth": auth,
         "policies": policies,
         "history_keep_count": keep_count or "default",
+        "max_dispatch_backlog": "default" if max_dispatch_backlog is None else max_dispatch_backlog,
         "warmup_s": warmup,
     }
     baseline: dict[str, object] | None = None
@@ -180,8 +182,11 @@ def run(
     extra = (extra_config + (tls_config(base / "pki") if tls else "")) + (
         '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
     )
-    if keep_count:
-        extra += f"[scheduler]\nhistory_keep_count = {keep_count}\n"
+    scheduler = f"history_keep_count = {keep_count}\n" if keep_count else ""
+    if max_dispatch_backlog is not None:
+        scheduler += f"max_dispatch_backlog = {max_dispatch_backlog}\n"
+    if scheduler:
+        extra += f"[scheduler]\n{scheduler}"
     cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
     cluster.token = admin
     executors: dict[str, subprocess.Popen[bytes]] = {}
@@ -492,6 +497,11 @@ def main() -> int:
         default=0,
         help="each executor's prefetch: it registers slots + N and runs at most --slots at once",
     )
+    ap.add_argument(
+        "--max-dispatch-backlog",
+        type=int,
+        help="the cluster's [scheduler] max_dispatch_backlog (0: no limit; default: the cluster's)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.keep_count < 0:
@@ -517,6 +527,7 @@ def main() -> int:
             protocol=args.protocol,
             eager=args.eager,
             prefetch=args.prefetch,
+            max_dispatch_backlog=args.max_dispatch_backlog,
         )
     provenance.emit(result, args.json)
     return 0

@@ -285,6 +285,16 @@ KEYS: Final[tuple[Key, ...]] = (
         "fires per log entry (entries are also split at 60 KB)",
     ),
     Key(
+        "scheduler.max_dispatch_backlog",
+        "integer",
+        "100000",
+        (
+            "attempts waiting for an executor slot at which the leader holds fire planning until "
+            "they are down to three quarters of it; 0: no limit "
+            "([Overload](../explanation/semantics.md#overload))"
+        ),
+    ),
+    Key(
         "scheduler.lease_ms",
         "duration",
         "10000",

@@ -145,6 +145,7 @@ class SchedulerSettings:
     idempotency_keep_seconds: int = 3600
     event_dedupe_window_seconds: int = 7 * 24 * 3600
     max_fires_per_batch: int = 1000
+    max_dispatch_backlog: int = 100_000
     lease_ms: int = 10_000
     heartbeat_ms: int = 2_000
     kill_grace_ms: int = 5_000
@@ -438,6 +439,7 @@ SCHEDULER_RULES: Final[Mapping[str, Rule]] = {
     "idempotency_keep_seconds": _POSITIVE,
     "event_dedupe_window_seconds": _POSITIVE,
     "max_fires_per_batch": Rule(lambda v: 1 <= v <= 100_000, "between 1 and 100000"),
+    "max_dispatch_backlog": Rule(lambda v: 0 <= v <= 10_000_000, "between 0 (no limit) and 10000000"),
     "lease_ms": Rule(lambda v: 500 <= v <= 3_600_000, "between 500 and 3600000"),
     "heartbeat_ms": Rule(lambda v: 100 <= v <= 600_000, "between 100 and 600000"),
     "kill_grace_ms": _NON_NEGATIVE,

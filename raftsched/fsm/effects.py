@@ -60,6 +60,15 @@ class TaskArmed(NamedTuple):
     next_fire_ms: int
 
 
+class FiresWanted(NamedTuple):
+    """A write to ``task`` (disable, update) was refused because fires of it are due and not
+    accounted yet: the leader plans them at once, even while its planning is held for the
+    dispatch backlog (``[scheduler] max_dispatch_backlog``), so the write's retry is accepted.
+    Carried by the rejection; it changes no state."""
+
+    task: str
+
+
 @dataclass(frozen=True, slots=True)
 class BarrierCommitted:
     """A leader's barrier applied: everything before it (all older leaders' entries) is applied."""
@@ -118,6 +127,7 @@ Effect = (
     AttemptReady
     | DispatchAttempt
     | TaskArmed
+    | FiresWanted
     | BarrierCommitted
     | ExecutorChanged
     | RunCancelled

@@ -6,15 +6,18 @@ into a rejection value (``ok=False, code, message``) on every replica.
 
 from __future__ import annotations
 
+from raftsched.fsm.effects import Effect, FiresWanted
 from raftsched.fsm.records import TaskState
 
 
 class Reject(Exception):
-    """Abort the current command with a rejection (raised before any mutation)."""
+    """Abort the current command with a rejection (raised before any mutation). ``effects``: what
+    the rejection tells the leader (:class:`FiresWanted`); they change no state."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, effects: tuple[Effect, ...] = ()) -> None:
         self.code = code
         self.message = message
+        self.effects = effects
 
 
 def check_next_fire(next_fire_ms: int, watermark_ms: int) -> None:
@@ -41,11 +44,14 @@ def check_nothing_due(st: TaskState, now: int) -> None:
     Disabling (then enabling) or updating moves the watermark to "now" without a fire record, so
     fires already due under the current definition — e.g. the backlog a new leader has not
     planned yet on its first tick — would vanish silently (invariant 1). The leader accounts them
-    on its next tick; the refusal is transient ("unavailable", retried by the SDK).
+    on its next tick, and at once when its planning is held for the dispatch backlog (the
+    rejection's :class:`FiresWanted`); the refusal is transient ("unavailable", retried by the
+    SDK).
     """
     if st.enabled and st.next_fire_ms and st.next_fire_ms <= now:
         raise Reject(
             "unavailable",
             f"task {st.spec.name!r} has a fire due at {st.next_fire_ms} that the leader has not "
             f"accounted yet (now {now}); retry shortly",
+            (FiresWanted(st.spec.name),),
         )

@@ -322,7 +322,7 @@ class SchedulerState(LockedReads):
             try:
                 applied = self._apply(cmd)
             except Reject as rej:
-                applied = Applied(rejected(rej.code, rej.message))
+                applied = Applied(rejected(rej.code, rej.message), rej.effects)
             except RaftschedError as exc:  # InvalidSpec, NotFound, Conflict... raised before mutating
                 applied = Applied(rejected(exc.code, str(exc)))
             except Exception as exc:  # a bug: log loudly, but never wedge every replica

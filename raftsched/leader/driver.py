@@ -28,7 +28,7 @@ from raftsched import codec
 from raftsched.abc import Clock, CommitHook, ProposeCallback, ProposeError
 from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS
 from raftsched.errors import InvalidSpec
-from raftsched.fsm.effects import BarrierCommitted, Effect, ReadyColumns, TaskArmed
+from raftsched.fsm.effects import BarrierCommitted, Effect, FiresWanted, ReadyColumns, TaskArmed
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import PlanningInput
 from raftsched.leader import columns, writes
@@ -53,6 +53,12 @@ log = logging.getLogger(__name__)
 MAX_ENTRY_BYTES = 60_000
 WAITS_RETRY_MS = 1000  # a WorkflowWaitsDue whose deadline is still there is proposed again after this
 HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at again this often
+# While planning is held for the dispatch backlog (LeaderDriver.max_dispatch_backlog), the
+# backlog is looked at again this often; planning resumes once it is down to RESUME_FRACTION of
+# the limit, so a resumed poll plans at least a quarter of the limit (never a trickle of tiny
+# batches, which cost more per fire).
+BACKLOG_RECHECK_MS = 50
+RESUME_FRACTION = 0.75
 # Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
 # per task; planning itself, croniter included, runs off the lock).
 PLAN_READ_CHUNK = 1000
@@ -147,6 +153,7 @@ class LeaderDriver:
         max_fires_per_batch: int = 1000,
         tick_ms: int = 10,
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
+        max_dispatch_backlog: int = 0,
     ) -> None:
         self.state = state
         self.node_id = node_id
@@ -178,6 +185,18 @@ class LeaderDriver:
         # ``columns_allowed()``: every voting member applies the columnar bodies
         # (raftsched.leader.formats); asked once per poll. None: never (today's bodies only).
         self.columns_allowed: Callable[[], bool] | None = None
+        # Overload (``[scheduler] max_dispatch_backlog``, 0: no limit): while ``dispatch_backlog()``
+        # (attempts committed and waiting for an executor slot) is at the limit, no fire is
+        # planned; due tasks wait here, once each, in due order, and are planned when the backlog
+        # is down to RESUME_FRACTION of it (late ones by their misfire policy, as after an
+        # outage). Without it an overloaded cluster commits every fire and the waiting attempts
+        # grow on every node without bound, their cost taken from the attempts it could start.
+        self.max_dispatch_backlog = max_dispatch_backlog
+        self.dispatch_backlog: Callable[[], int] | None = None
+        self.held_since_ms = 0  # leader time planning was held for the backlog; 0: not held
+        self.holds = 0  # times planning was held for the backlog (this node, any leadership)
+        # Tasks a refused write needs accounted (FiresWanted): planned even while held.
+        self.wanted: set[str] = set()
         self._numbering_sent_ms = 0  # leader time a NumberEntities was proposed (this leadership)
         self._paused_for_clock = False
         # (deadline, WorkflowWaitsDue applied so far, leader time) when one was last proposed
@@ -194,6 +213,8 @@ class LeaderDriver:
         self.in_flight.clear()
         self._due.clear()
         self._paused_for_clock = False
+        self.held_since_ms = 0
+        self.wanted.clear()
         self._numbering_sent_ms = 0
         # Leader time is monotonic within a leadership; across leaderships the committed time
         # carries it (our barrier applies after every older entry). A time this node stamped
@@ -253,6 +274,8 @@ class LeaderDriver:
         self.ready = False
         self.in_flight.clear()
         self._due.clear()
+        self.held_since_ms = 0
+        self.wanted.clear()
         self._rearm = []
         self.wheel = TimingWheel(tick_ms=self.tick_ms)
 
@@ -287,6 +310,8 @@ class LeaderDriver:
                         wheel.insert(name, next_fire)
                     else:
                         wheel.cancel(name)
+            elif isinstance(effect, FiresWanted):
+                self.wanted.add(effect.task)
 
     def on_proposal_committed(self, proposal: Proposal) -> None:
         """A batch applied. Tasks it covered that were not re-armed by an effect (their entry was
@@ -362,6 +387,17 @@ class LeaderDriver:
                 batches.add(rearm)
                 in_flight.add(rearm.task)
             self._rearm = []
+        room = self._backlog_room(now)
+        if room == 0:
+            # Held: only the due tasks a refused write is waiting for (FiresWanted).
+            due = self._take_wanted()
+            if not due:
+                return numbering + waits + batches.finish()
+            max_fires = 0
+        else:
+            self.wanted.clear()  # planned in their turn
+            if room > 0:
+                max_fires = min(max_fires, room) if max_fires else room
         grace = self.misfire.grace_ms
         hold = self.hold_fires
         fires = 0
@@ -461,6 +497,58 @@ class LeaderDriver:
             _hand_over(batches, in_flight, hot_rows)
         return numbering + waits + batches.finish()
 
+    def _take_wanted(self) -> deque[str]:
+        """The due tasks of :attr:`wanted`, taken out of the due queue (in due order)."""
+        wanted, self.wanted = self.wanted, set()
+        if not wanted:
+            return deque()
+        due = self._due
+        taken = deque(name for name in due if name in wanted)
+        if taken:
+            rest = [name for name in due if name not in wanted]
+            due.clear()
+            due.extend(rest)
+        return taken
+
+    def _backlog_room(self, now: int) -> int:
+        """How many fires this poll may plan for the dispatch backlog: -1 without a limit, 0 while
+        planning is held (the backlog reached the limit and is not down to RESUME_FRACTION of
+        it yet). Says so in the log when a hold starts and when it ends."""
+        limit, backlog_of = self.max_dispatch_backlog, self.dispatch_backlog
+        if not limit or backlog_of is None:
+            return -1
+        backlog = backlog_of()
+        if self.held_since_ms:
+            if backlog > limit * RESUME_FRACTION:
+                return 0
+            log.warning(
+                "leader %s: %d attempts wait for an executor slot (down from the limit, "
+                "scheduler.max_dispatch_backlog = %d); fire planning resumes after %.1f s held, "
+                "%d tasks due (fires late by more than misfire_grace go by their misfire policy)",
+                self.node_id,
+                backlog,
+                limit,
+                (now - self.held_since_ms) / 1000,
+                len(self._due),
+                extra=leadership_fields(self.epoch, node=self.node_id),
+            )
+            self.held_since_ms = 0
+        elif backlog >= limit:
+            self.held_since_ms = now
+            self.holds += 1
+            log.warning(
+                "leader %s: %d attempts wait for an executor slot, the limit "
+                "(scheduler.max_dispatch_backlog); no fire is planned until they are down to "
+                "%d: the executors cannot start what is due (add slots or executors, or see "
+                "`raftsched-admin status`)",
+                self.node_id,
+                backlog,
+                int(limit * RESUME_FRACTION),
+                extra=leadership_fields(self.epoch, node=self.node_id),
+            )
+            return 0
+        return max(1, limit - backlog)
+
     def _columns(self, now: int) -> tuple[bool, list[Proposal]]:
         """Whether this poll builds columns for hot tasks, and a ``NumberEntities`` to propose
         first (once per leadership, again after :data:`NUMBERING_RETRY_MS` if its numbering has
@@ -502,9 +590,12 @@ class LeaderDriver:
     def next_wakeup_ms(self) -> int | None:
         if not (self.leading and self.ready) or self._paused_for_clock:
             return None  # paused for the clock: looked at again after the longest sleep
-        if self._due:
+        if self.held_since_ms:
+            wheel: int | None = self.last_now_ms + BACKLOG_RECHECK_MS  # due tasks wait for the backlog
+        elif self._due:
             return self.last_now_ms
-        wheel = self.wheel.next_due_ms()
+        else:
+            wheel = self.wheel.next_due_ms()
         deadline = self._waits_deadline  # read by poll (a run started since: the next poll sees it)
         if deadline and self._waits_proposed[0] == deadline:
             # Proposed: its commit wakes the loop (and the next poll proposes the rest at once);

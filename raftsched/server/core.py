@@ -60,6 +60,7 @@ class Core:
         max_skew_ms: int,
         members: Callable[[], int],
         max_fires_per_batch: int = 1000,
+        max_dispatch_backlog: int = 0,
         leader_address: Callable[[], str | None] = lambda: None,
         damaged: Callable[[], str] = lambda: "",
         content_sum: Callable[[], int] | None = None,
@@ -71,10 +72,19 @@ class Core:
         # This node's view of the others' clocks (raftsched.clockwatch): a leader whose clock is
         # off the majority's plans and stamps nothing.
         self.clock_watch = ClockWatch(clock.now_ms, clock.monotonic, max_skew_ms, members=members)
-        self.driver = LeaderDriver(state, node_id, misfire, max_fires_per_batch, max_skew_ms=max_skew_ms)
+        self.driver = LeaderDriver(
+            state,
+            node_id,
+            misfire,
+            max_fires_per_batch,
+            max_skew_ms=max_skew_ms,
+            max_dispatch_backlog=max_dispatch_backlog,
+        )
         # Jitter randomness enters with ``rng``, at the edge; what it decides is written into the log.
         self.dispatcher = Dispatcher(state, dispatch, rng)
         self.driver.hold_fires = self.dispatcher.overlap_unknown
+        dispatcher = self.dispatcher
+        self.driver.dispatch_backlog = lambda: dispatcher.backlog  # any thread may ask (one len)
         self.driver.clock_faulty = self.clock_watch.faulty
         self.driver.damaged = lambda: bool(damaged())
         # The columnar hot-path bodies only while every voting member applies them

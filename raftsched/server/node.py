@@ -264,6 +264,7 @@ class Node:
             members=lambda: self._members,
             member_formats=MemberFormats(lambda: [node_id for node_id, _ in self._peer_list()]),
             max_fires_per_batch=s.max_fires_per_batch,
+            max_dispatch_backlog=s.max_dispatch_backlog,
             leader_address=self.leader_grpc,
             damaged=lambda: self.store_damaged,
             content_sum=self.store.content_sum,

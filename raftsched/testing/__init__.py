@@ -360,7 +360,11 @@ class SimHarness:
         max_skew_ms: int = DEFAULT_MAX_SKEW_MS,
         health: HealthSettings | None = None,
         columns: bool = False,
+        max_dispatch_backlog: int = 0,
     ) -> None:
+        # ``max_dispatch_backlog``: the leader holds fire planning at this many waiting attempts
+        # ([scheduler] max_dispatch_backlog; 0, no limit, unless asked for: old scenarios stay).
+        self.max_dispatch_backlog = max_dispatch_backlog
         # ``columns``: every node is of this build and reports its command format, so a leader
         # builds the columnar hot-path bodies (raftsched.leader.formats); off unless asked for
         # (old scenarios' logs and the golden digests stay).
@@ -406,6 +410,7 @@ class SimHarness:
             rng=random.Random(self.seed),
             misfire=self.misfire,
             max_skew_ms=self.max_skew_ms,
+            max_dispatch_backlog=self.max_dispatch_backlog,
             members=lambda: len(self.nodes),
             member_formats=MemberFormats(lambda: (), own_format=lambda: codec.COMMAND_FORMAT)
             if self.columns

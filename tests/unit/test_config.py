@@ -505,6 +505,11 @@ CASES: list[tuple[str, Mutation, str]] = [
         _set(("scheduler", "max_fires_per_batch"), 100001),
         "scheduler.max_fires_per_batch: must be between 1 and 100000, got 100001",
     ),
+    (
+        "negative dispatch backlog",
+        _set(("scheduler", "max_dispatch_backlog"), -1),
+        "scheduler.max_dispatch_backlog: must be between 0 (no limit) and 10000000, got -1",
+    ),
     # nodes
     ("no nodes", _delete(("nodes",)), "nodes: required (at least one [[nodes]] table)"),
     ("empty nodes", _set(("nodes",), []), "nodes: at least one node is required"),
@@ -638,8 +643,8 @@ def test_unknown_keys_at_every_level_with_a_suggestion() -> None:
         "raft.raft_min_timout: unknown key (did you mean 'raft_min_timeout'?)",
         "scheduler.zzz: unknown key (expected one of: misfire_grace_seconds, misfire_all_cap, "
         "misfire_all_window_seconds, history_keep_count, history_keep_seconds, idempotency_keep_seconds, "
-        "event_dedupe_window_seconds, max_fires_per_batch, lease_ms, heartbeat_ms, kill_grace_ms, "
-        "retry_backoff_ms, retry_backoff_cap_ms, "
+        "event_dedupe_window_seconds, max_fires_per_batch, max_dispatch_backlog, lease_ms, heartbeat_ms, "
+        "kill_grace_ms, retry_backoff_ms, retry_backoff_cap_ms, "
         "max_clock_skew_ms)",
         "nodes[1].grcp: unknown key (did you mean 'grpc'?)",
         'nodes[2]."weird key": unknown key '

@@ -539,8 +539,8 @@ class LeaderDriver:
             log.warning(
                 "leader %s: %d attempts wait for an executor slot, the limit "
                 "(scheduler.max_dispatch_backlog); no fire is planned until they are down to "
-                "%d: the executors cannot start what is due (add slots or executors, or see "
-                "`raftsched-admin status`)",
+                "%d: the executors cannot start what is due (add slots or executors; the "
+                "metrics raftsched_dispatch_backlog and raftsched_planning_held_seconds)",
                 self.node_id,
                 backlog,
                 int(limit * RESUME_FRACTION),

@@ -234,6 +234,7 @@ class NodeObservability:
             workflow_runs[name] = workflow_runs.get(name, 0) + 1
         (backlog, oldest_ms, zombies, busy), offsets = self._dispatch_sample()
         clock = node.clock_watch.view(leading=raft is not None and raft.role == "leader")
+        held_since = node.driver.held_since_ms if node.driver.leading else 0  # one read each
         return NodeSample(
             is_leader=raft is not None and raft.role == "leader",
             leader_known=consensus is not None and consensus.leader_id() is not None,
@@ -243,6 +244,7 @@ class NodeObservability:
             tasks=tasks,
             active_runs=active_runs,
             dispatch_backlog=backlog,
+            planning_held_seconds=max(0, node.clock.now_ms() - held_since) / 1000.0 if held_since else 0.0,
             oldest_waiting_seconds=oldest_ms / 1000.0,
             zombie_attempts=zombies,
             executors_alive=len(slots_alive),

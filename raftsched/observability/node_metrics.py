@@ -42,6 +42,7 @@ class NodeSample:
     tasks: int = 0
     active_runs: int = 0
     dispatch_backlog: int = 0
+    planning_held_seconds: float = 0.0  # how long fire planning has been held for the backlog
     oldest_waiting_seconds: float = 0.0
     zombie_attempts: int = 0
     executors_alive: int = 0
@@ -189,6 +190,12 @@ class NodeMetrics:
             "raftsched_dispatch_backlog",
             "Attempts due and waiting for an executor slot (leader only).",
             lambda: s().dispatch_backlog,
+        )
+        m.gauge(
+            "raftsched_planning_held_seconds",
+            "How long the leader has held fire planning because scheduler.max_dispatch_backlog "
+            "attempts wait for a slot; 0 while it plans (leader only).",
+            lambda: s().planning_held_seconds,
         )
         m.gauge(
             "raftsched_oldest_waiting_seconds",

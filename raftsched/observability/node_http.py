@@ -61,6 +61,16 @@ class _Applied(Protocol):
     def last_applied(self) -> int: ...
 
 
+class _Planner(Protocol):
+    """The part of :class:`raftsched.leader.driver.LeaderDriver` a scrape reads."""
+
+    @property
+    def leading(self) -> bool: ...
+
+    @property
+    def held_since_ms(self) -> int: ...
+
+
 class _Reads(Protocol):
     """The read index's counters (:class:`raftsched.leader.reads.ReadIndex`)."""
 
@@ -107,6 +117,9 @@ class ObservedNode(Protocol):
 
     @property
     def reads(self) -> _Reads: ...
+
+    @property
+    def driver(self) -> _Planner: ...
 
     @property
     def store_damaged(self) -> str: ...

@@ -381,15 +381,17 @@ def noop_cluster(
     kind: str = "sync",
     keep: str | None = None,
     extra: Sequence[str] = (),
+    extra_config: str = "",
 ) -> Iterator[tuple[LocalCluster, dict[str, subprocess.Popen[bytes]]]]:
     """A started 3-node cluster under ``base/cluster`` with a leader, and ``executors`` no-op
     executors ``ex1``, ``ex2``, ... (:func:`start_noop_executor`, data in
     :func:`executor_data_dir`) registered with it, ``extra`` appended to each executor's
-    arguments (``["--eager"]``: the handler registered eager=True, as ``bench.run``'s). On exit
+    arguments (``["--eager"]``: the handler registered eager=True, as ``bench.run``'s);
+    ``extra_config`` appended to the nodes' config file. On exit
     the executors are stopped (so their samples are written), then the cluster."""
     from raftsched.testing.cluster import LocalCluster, stop_processes
 
-    cluster = LocalCluster.create(base / "cluster", 3)
+    cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra_config)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         cluster.start()

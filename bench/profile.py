@@ -2,6 +2,7 @@
 
     python -m bench.profile [--tasks 10000] [--seconds 15] [--executors 0|N] [--target leader|ex1]
                             [--kind sync|async] [--eager] [--top 30] [--raw FILE]
+                            [--max-dispatch-backlog N]
 
 Starts 3 nodes on loopback (and N executor processes with the no-op Python handler of
 bench/noop_executor.py), bulk-imports N every-second cron tasks, waits for the steady state and
@@ -145,6 +146,11 @@ def main() -> int:
         action="store_true",
         help="--kind async: register the handler eager=True, as bench.run's cron ladder does",
     )
+    ap.add_argument(
+        "--max-dispatch-backlog",
+        type=int,
+        help="the cluster's [scheduler] max_dispatch_backlog (0: no limit; default: the cluster's)",
+    )
     ap.add_argument("--rate", type=int, default=200, help="samples per second")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
@@ -163,6 +169,9 @@ def main() -> int:
             slots=args.slots,
             kind=args.kind,
             extra=["--eager"] if args.eager else [],
+            extra_config=""
+            if args.max_dispatch_backlog is None
+            else f"[scheduler]\nmax_dispatch_backlog = {args.max_dispatch_backlog}\n",
         ) as (cluster, procs),
     ):
         targets = cluster.targets()

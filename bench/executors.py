@@ -64,7 +64,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import fires
+from bench import fires, scale
 from bench.common import (
     Provenance,
     cpu_seconds,
@@ -257,6 +257,9 @@ def run(
             st = cluster.status(leader, timeout=10, lateness_since_ms=w0)
             fired = st.fires_committed - fired0
             leader_after = cluster.leader()
+            # Memory at the end of the window (an overloaded cluster's waiting attempts live on
+            # every node: the Python heap, RssAnon).
+            result["node_rss_at_window_end_mb"] = scale.rss_split(cluster)
             time.sleep(drain)
 
             # Cross-check with the cluster's view: run states of a few tasks over the window.

@@ -289,8 +289,9 @@ KEYS: Final[tuple[Key, ...]] = (
         "integer",
         "100000",
         (
-            "attempts waiting for an executor slot at which the leader holds fire planning until "
-            "they are down to three quarters of it; 0: no limit "
+            "attempts waiting for an executor slot at which the leader holds fire planning of "
+            "the tasks that have attempts waiting until they are down to three quarters of it; "
+            "0: no limit "
             "([Overload](../explanation/semantics.md#overload))"
         ),
     ),

@@ -19,7 +19,7 @@ import itertools
 import logging
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter, sub
@@ -42,6 +42,7 @@ from raftsched.timing.schedule import (
     next_fire_after,
     on_time_catch_up,
     plan_fires,
+    plan_missed,
     single_on_time_fire,
 )
 from raftsched.timing.wheel import TimingWheel
@@ -57,7 +58,7 @@ HOLD_RECHECK_MS = 100  # a held fire (see LeaderDriver.hold_fires) is looked at 
 # backlog is looked at again this often; planning resumes once it is down to RESUME_FRACTION of
 # the limit, so a resumed poll plans at least a quarter of the limit (never a trickle of tiny
 # batches, which cost more per fire).
-BACKLOG_RECHECK_MS = 50
+BACKLOG_RECHECK_MS = 100
 RESUME_FRACTION = 0.75
 # Due tasks whose planning inputs are read in one state view (the lock once per chunk, never once
 # per task; planning itself, croniter included, runs off the lock).
@@ -185,14 +186,18 @@ class LeaderDriver:
         # ``columns_allowed()``: every voting member applies the columnar bodies
         # (raftsched.leader.formats); asked once per poll. None: never (today's bodies only).
         self.columns_allowed: Callable[[], bool] | None = None
-        # Overload (``[scheduler] max_dispatch_backlog``, 0: no limit): while ``dispatch_backlog()``
-        # (attempts committed and waiting for an executor slot) is at the limit, no fire is
-        # planned; due tasks wait here, once each, in due order, and are planned when the backlog
-        # is down to RESUME_FRACTION of it (late ones by their misfire policy, as after an
-        # outage). Without it an overloaded cluster commits every fire and the waiting attempts
-        # grow on every node without bound, their cost taken from the attempts it could start.
+        # Overload (``[scheduler] max_dispatch_backlog``, 0: no limit): once ``dispatch_backlog()``
+        # (attempts committed and waiting for an executor slot) reaches the limit, a due task
+        # that has attempts waiting is not planned; it waits here, once, in due order, until
+        # they have started or the backlog is down to RESUME_FRACTION of the limit (late fires
+        # then go by their misfire policy, as after an outage). Without it an overloaded cluster
+        # commits every fire and the waiting attempts grow on every node without bound.
         self.max_dispatch_backlog = max_dispatch_backlog
         self.dispatch_backlog: Callable[[], int] | None = None
+        # ``dispatch_waiting()``: tasks with attempts waiting for a slot (Dispatcher.waiting_tasks,
+        # read a key at a time): while held, those wait and the others are planned, so one task
+        # whose attempts can never be placed (a selector no executor matches) holds only itself.
+        self.dispatch_waiting: Callable[[], Mapping[str, int]] | None = None
         self.held_since_ms = 0  # leader time planning was held for the backlog; 0: not held
         self.holds = 0  # times planning was held for the backlog (this node, any leadership)
         # Tasks a refused write needs accounted (FiresWanted): planned even while held.
@@ -389,8 +394,10 @@ class LeaderDriver:
             self._rearm = []
         room = self._backlog_room(now)
         if room == 0:
-            # Held: only the due tasks a refused write is waiting for (FiresWanted).
-            due = self._take_wanted()
+            # Held: a task with attempts waiting for a slot waits too (in due order, looked at
+            # again on the next poll); one whose attempts all started is planned, and so is one a
+            # refused write is waiting for (FiresWanted).
+            due = self._eligible_while_held()
             if not due:
                 return numbering + waits + batches.finish()
             max_fires = 0
@@ -477,7 +484,13 @@ class LeaderDriver:
                     fires += len(nominals)
                     in_flight.add(name)
                     continue
-                tf = plan_fires(spec, version, next_fire, now, self.misfire)
+                # Missed fires with on-time ones after them (a leader that was down or held for
+                # the backlog longer than the grace): the missed ones first, alone (one range
+                # record, no run); the task is re-armed at its first on-time fire, which the next
+                # poll plans as above, on the hot path, not as runs of the general path.
+                tf = plan_missed(spec, version, next_fire, now, self.misfire) if number else None
+                if tf is None:
+                    tf = plan_fires(spec, version, next_fire, now, self.misfire)
             except InvalidSpec as exc:  # e.g. a cron schedule with no fire before year 9999
                 log.error("cannot plan fires of task %s: %s", name, exc)
                 continue
@@ -497,23 +510,29 @@ class LeaderDriver:
             _hand_over(batches, in_flight, hot_rows)
         return numbering + waits + batches.finish()
 
-    def _take_wanted(self) -> deque[str]:
-        """The due tasks of :attr:`wanted`, taken out of the due queue (in due order)."""
+    def _eligible_while_held(self) -> deque[str]:
+        """The due tasks a held poll plans, taken out of the due queue in due order: those with no
+        attempt waiting for a slot (:attr:`dispatch_waiting`) and those of :attr:`wanted`. The
+        others stay due. Only names are looked at: no planning input is read for a held task."""
         wanted, self.wanted = self.wanted, set()
-        if not wanted:
-            return deque()
+        waiting = self.dispatch_waiting() if self.dispatch_waiting is not None else {}
         due = self._due
-        taken = deque(name for name in due if name in wanted)
-        if taken:
-            rest = [name for name in due if name not in wanted]
-            due.clear()
-            due.extend(rest)
-        return taken
+        eligible = deque(name for name in due if name in wanted or name not in waiting)
+        if eligible:
+            if len(eligible) == len(due):
+                due.clear()
+            else:
+                taken = set(eligible)
+                rest = [name for name in due if name not in taken]
+                due.clear()
+                due.extend(rest)
+        return eligible
 
     def _backlog_room(self, now: int) -> int:
         """How many fires this poll may plan for the dispatch backlog: -1 without a limit, 0 while
         planning is held (the backlog reached the limit and is not down to RESUME_FRACTION of
-        it yet). Says so in the log when a hold starts and when it ends."""
+        it yet: tasks with attempts waiting are not planned). Says so in the log when a hold
+        starts and when it ends."""
         limit, backlog_of = self.max_dispatch_backlog, self.dispatch_backlog
         if not limit or backlog_of is None:
             return -1
@@ -538,8 +557,9 @@ class LeaderDriver:
             self.holds += 1
             log.warning(
                 "leader %s: %d attempts wait for an executor slot, the limit "
-                "(scheduler.max_dispatch_backlog); no fire is planned until they are down to "
-                "%d: the executors cannot start what is due (add slots or executors; the "
+                "(scheduler.max_dispatch_backlog); no fire of a task with attempts waiting is "
+                "planned until they are down to %d: the executors cannot start what is due "
+                "(add slots or executors; the "
                 "metrics raftsched_dispatch_backlog and raftsched_planning_held_seconds)",
                 self.node_id,
                 backlog,

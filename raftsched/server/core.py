@@ -85,6 +85,7 @@ class Core:
         self.driver.hold_fires = self.dispatcher.overlap_unknown
         dispatcher = self.dispatcher
         self.driver.dispatch_backlog = lambda: dispatcher.backlog  # any thread may ask (one len)
+        self.driver.dispatch_waiting = dispatcher.waiting_tasks
         self.driver.clock_faulty = self.clock_watch.faulty
         self.driver.damaged = lambda: bool(damaged())
         # The columnar hot-path bodies only while every voting member applies them

@@ -19,6 +19,7 @@ from raftsched.v1 import raftsched_pb2 as pb
 
 TASKS = [f"t{i}" for i in range(4)]
 LIMIT = 12
+GRACE_S = 5  # MisfireSettings' default grace
 
 
 def _overloaded(seed: int, limit: int) -> SimHarness:
@@ -34,13 +35,17 @@ def _overloaded(seed: int, limit: int) -> SimHarness:
 
 
 def _run_sampling(sim: SimHarness, ms: int) -> int:
-    """Run ``ms`` and return the most attempts the leader's dispatcher had waiting."""
+    """Run ``ms`` and return the most attempts the leader's dispatcher had waiting (checking its
+    count per task each time)."""
     peak = 0
     for _ in range(ms // 100):
         sim.run_for(100)
         leader = sim.leader
         if leader is not None:
-            peak = max(peak, sim.nodes[leader].dispatcher.backlog)
+            d = sim.nodes[leader].dispatcher
+            peak = max(peak, d.backlog)
+            # The per-task counts the hold reads agree with what waits.
+            assert d.waiting_tasks() == Counter(w.ready.task for w in d.waiting.values())
     return peak
 
 
@@ -105,10 +110,10 @@ def test_held_planning_bounds_the_backlog_and_accounts_every_fire(seed: int) -> 
     sim.close()
 
     assert held >= 2, "planning was never held (both leaders)"
-    # The limit, plus what was planned before the backlog it read had applied (at most a fire of
-    # each task), the attempt that ran on the crashed executor (back to waiting, as a retry) and
-    # the fire the write wanted.
-    assert peak <= LIMIT + len(TASKS) + 1 + 1, peak
+    # The limit, plus what a task with no attempt waiting adds when it is planned while held (its
+    # fires of the misfire grace, and one more), the attempt that ran on the crashed executor
+    # (back to waiting, as a retry) and the fire the write wanted.
+    assert peak <= LIMIT + len(TASKS) * (GRACE_S + 1) + 1 + 1, peak
     coalesced = 0
     for name in TASKS:
         record = sim.nodes["n2"].state.get_task(name)
@@ -133,10 +138,48 @@ def test_held_planning_bounds_the_backlog_and_accounts_every_fire(seed: int) -> 
 
 def test_without_a_limit_the_waiting_attempts_grow() -> None:
     """The control: the same load with no limit commits every fire, and the attempts waiting for
-    the one slot grow by about three a second."""
+    the one slot grow by about three a second (with the limit they stay at it: 60 s below)."""
     sim = _overloaded(1, 0)
     peak = _run_sampling(sim, 30_000)
     holds = sim.nodes["n1"].driver.holds
     sim.close()
     assert holds == 0
-    assert peak > 4 * LIMIT, peak
+    assert peak > 2 * (LIMIT + len(TASKS) * (GRACE_S + 1)), peak
+    limited = _overloaded(1, LIMIT)
+    first, second = _run_sampling(limited, 30_000), _run_sampling(limited, 30_000)
+    limited.close()
+    assert second <= first <= LIMIT + len(TASKS) * (GRACE_S + 1), (first, second)
+
+
+def test_a_task_whose_attempts_never_start_holds_only_itself() -> None:
+    """One task's attempts wait for an executor that does not exist (a selector none matches):
+    they fill the backlog, and the leader holds that task, not the others: they fire on time."""
+    sim = SimHarness(["n1", "n2", "n3"], seed=4, columns=True, max_dispatch_backlog=LIMIT)
+    sim.elect("n1")
+    sim.add_executor("ex1", slots=4, duration_ms=100)
+    sim.add_task(
+        TaskSpec(
+            "stuck",
+            CronTrigger("* * * * * *"),
+            command="work",
+            overlap=Overlap.ALLOW,
+            selector=(("gpu", "yes"),),
+        )
+    )
+    sim.add_task(TaskSpec("fine", CronTrigger("* * * * * *"), command="work"))
+    peak = _run_sampling(sim, 40_000)
+    driver = sim.nodes["n1"].driver
+    held, now = driver.held_since_ms, driver.last_now_ms
+    stuck = sim.nodes["n1"].state.get_task("stuck")
+    fine = sim.runs("fine")
+    fine_records = sim.fires("fine")
+    sim.close()
+
+    assert held, "never held"
+    assert peak <= LIMIT + GRACE_S + 1, peak
+    assert stuck is not None and stuck.next_fire_ms < now - 20_000, "the stuck task was not held"
+    assert not [r for r in fine_records if r.outcome != lpb.FIRED], "a fire of the other task was not run"
+    nominals = [r.nominal_ms for r in fine]
+    assert nominals == list(range(nominals[0], nominals[0] + 1000 * len(nominals), 1000))
+    assert nominals[-1] >= now - 1000, "the other task fell behind"
+    assert all(r.state == pb.SUCCEEDED for r in fine[:-1])

@@ -311,39 +311,51 @@ def test_a_seconds_batches_leave_four_at_a_time() -> None:
 # -- overload: planning held for the dispatch backlog ([scheduler] max_dispatch_backlog) ----------
 
 
-def held_leader(limit: int, tasks: int = 10) -> tuple[LeaderDriver, list[int]]:
+def held_leader(limit: int, tasks: int = 10) -> tuple[LeaderDriver, list[int], dict[str, int]]:
+    """A driver of ``tasks`` every-second tasks whose dispatch backlog is ``backlog[0]`` and
+    whose tasks with attempts waiting are ``waiting`` (all of them to begin with)."""
     specs = [
         TaskSpec(f"t{i}", CronTrigger("* * * * * *"), overlap=Overlap.ALLOW, command="true")
         for i in range(tasks)
     ]
     driver = leader_with(specs, T0 - 500)
     backlog = [0]
+    waiting = {s.name: 1 for s in specs}
     driver.max_dispatch_backlog = limit
     driver.dispatch_backlog = lambda: backlog[0]
-    return driver, backlog
+    driver.dispatch_waiting = lambda: waiting
+    return driver, backlog, waiting
+
+
+def planned_tasks(proposals: list[Proposal]) -> list[str]:
+    return sorted({tf.task for cmd in decoded(proposals) for tf in cmd.fire_batch.tasks})
 
 
 def test_planning_stops_at_the_backlog_limit_and_resumes_at_three_quarters_of_it() -> None:
-    driver, backlog = held_leader(limit=100)
+    driver, backlog, waiting = held_leader(limit=100)
     backlog[0] = 95
     # Room for 5: at most that many fires are planned (the rest stay due, in order).
     assert sum(fire_count(p) for p in driver.poll(T0 + 1)) == 5
     assert not driver.held_since_ms and driver.backlog == 5
     backlog[0] = 100
-    assert driver.poll(T0 + 2) == []  # held: nothing planned
+    assert driver.poll(T0 + 2) == []  # held: every task due has attempts waiting
     assert driver.held_since_ms == T0 + 2 and driver.holds == 1
     # Held, it wakes to look at the backlog again, not for the tasks due (they are due now).
-    assert driver.next_wakeup_ms() == T0 + 2 + 50
+    assert driver.next_wakeup_ms() == T0 + 2 + 100
+    # A task whose attempts have all started is planned while held; the others stay due.
+    del waiting["t7"]
+    assert planned_tasks(driver.poll(T0 + 60)) == ["t7"]
+    assert driver.held_since_ms == T0 + 2 and driver.backlog == 4
     backlog[0] = 76  # above three quarters: still held
-    assert driver.poll(T0 + 60) == [] and driver.held_since_ms == T0 + 2
+    assert driver.poll(T0 + 80) == [] and driver.held_since_ms == T0 + 2
     backlog[0] = 75
-    assert sum(fire_count(p) for p in driver.poll(T0 + 70)) == 5  # the five due, in their turn
+    assert planned_tasks(driver.poll(T0 + 90)) == ["t5", "t6", "t8", "t9"]  # in their turn
     assert not driver.held_since_ms and driver.holds == 1
 
 
 def test_without_a_limit_or_a_backlog_reader_nothing_is_held() -> None:
     for limit, reader in ((0, True), (10, False)):
-        driver, backlog = held_leader(limit=limit)
+        driver, backlog, _ = held_leader(limit=limit)
         backlog[0] = 1_000_000
         if not reader:
             driver.dispatch_backlog = None
@@ -352,7 +364,7 @@ def test_without_a_limit_or_a_backlog_reader_nothing_is_held() -> None:
 
 
 def test_a_held_task_a_refused_write_wants_is_planned_alone() -> None:
-    driver, backlog = held_leader(limit=10)
+    driver, backlog, _ = held_leader(limit=10)
     backlog[0] = 10
     assert driver.poll(T0 + 1) == [] and driver.held_since_ms
     # A write to t3 was refused for its due fire: the rejection carries FiresWanted("t3").
@@ -363,12 +375,11 @@ def test_a_held_task_a_refused_write_wants_is_planned_alone() -> None:
     assert not refused.result.ok and refused.result.code == "unavailable"
     assert refused.effects == (FiresWanted("t3"),)
     driver.on_effects(refused.effects)
-    (proposal,) = driver.poll(T0 + 10)
-    (cmd,) = decoded([proposal])
-    assert fire_count(proposal) == 1 and "t3" in str(cmd)
+    proposals = driver.poll(T0 + 10)
+    assert planned_tasks(proposals) == ["t3"] and sum(fire_count(p) for p in proposals) == 1
     assert driver.held_since_ms  # still held for the others
-    for effect_batch in (state.apply(proposal.data).effects,):
-        driver.on_effects(effect_batch)
+    for proposal in proposals:
+        driver.on_effects(state.apply(proposal.data).effects)
     assert state.apply(
         writes.set_enabled(state, "t3", False, now_ms=T0 + 20, epoch=1, origin="n1", key="w2")
     ).result.ok
@@ -376,3 +387,4 @@ def test_a_held_task_a_refused_write_wants_is_planned_alone() -> None:
     backlog[0] = 0
     planned = driver.poll(T0 + 30)
     assert sum(fire_count(p) for p in planned) == 9
+    assert "t3" not in planned_tasks(planned)

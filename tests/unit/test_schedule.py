@@ -435,3 +435,61 @@ def test_on_time_catch_up_matches_plan_fires_across_dst(
     ]
     assert (tf.watermark_ms, tf.next_fire_ms) == (now, following)
     assert nominals == sorted(set(nominals)) and following > now >= nominals[-1] >= now - grace
+
+
+# --------------------------------------------------------------------------- plan_missed
+
+
+def outcomes(tf: pb.TaskFires, trigger: Trigger) -> list[tuple[int, int, str]]:
+    """(nominal, outcome, reason) of every nominal fire the plan accounts, ranges expanded."""
+    out: list[tuple[int, int, str]] = []
+    for f in tf.fires:
+        out += [(x, f.outcome, f.reason) for x in expand(pb.TaskFires(fires=[f]), trigger)]
+    return out
+
+
+@given(
+    trigger=st.sampled_from(
+        [EVERY_SECOND, CronTrigger("*/5 * * * * *"), EVERY_MINUTE, IntervalTrigger(7 * S, T0)]
+    ),
+    misfire=st.sampled_from(list(Misfire)),
+    late_s=st.integers(min_value=0, max_value=400),
+    grace_s=st.integers(min_value=0, max_value=10),
+    extra_ms=st.integers(min_value=0, max_value=999),
+)
+@settings(max_examples=300, deadline=None)
+def test_plan_missed_then_the_on_time_fires_account_as_plan_fires_does(
+    trigger: Trigger, misfire: Misfire, late_s: int, grace_s: int, extra_ms: int
+) -> None:
+    spec = task(trigger, misfire)
+    settings_ = MisfireSettings(grace_ms=grace_s * S, all_cap=100, all_window_ms=3600 * S)
+    now = T0 + late_s * S + extra_ms
+    whole = plan_fires(spec, 3, T0, now, settings_)
+    missed = schedule.plan_missed(spec, 3, T0, now, settings_)
+    if missed is None:
+        # Not its shape: another policy, nothing missed, or no on-time fire after the missed ones.
+        on_time = whole is not None and any(f.outcome == pb.FIRED and not f.reason for f in whole.fires)
+        missed_some = whole is not None and any(f.reason for f in whole.fires)
+        assert misfire == Misfire.ALL or not (on_time and missed_some)
+        return
+    assert misfire in (Misfire.LATEST, Misfire.SKIP) and whole is not None
+    assert len(missed.fires) == 1 and missed.fires[0].outcome != pb.FIRED
+    assert missed.watermark_ms < missed.next_fire_ms <= now  # re-armed at its first on-time fire
+    assert missed.next_fire_ms >= now - settings_.grace_ms
+    rest = plan_fires(spec, 3, missed.next_fire_ms, now, settings_)
+    assert rest is not None and all(f.outcome == pb.FIRED and not f.reason for f in rest.fires)
+    assert outcomes(missed, trigger) + outcomes(rest, trigger) == outcomes(whole, trigger)
+    assert (rest.watermark_ms, rest.next_fire_ms) == (whole.watermark_ms, whole.next_fire_ms)
+
+
+def test_plan_missed_of_a_per_second_task_twenty_seconds_behind() -> None:
+    spec = task(EVERY_SECOND)
+    missed = schedule.plan_missed(spec, 3, T0, T0 + 20 * S, SETTINGS)
+    assert missed is not None and rows(missed) == [(0, "COALESCED", 14, 15)]
+    assert (missed.watermark_ms, missed.next_fire_ms) == (T0 + 14 * S, T0 + 15 * S)
+    skip = schedule.plan_missed(task(EVERY_SECOND, Misfire.SKIP), 3, T0, T0 + 20 * S, SETTINGS)
+    assert skip is not None and rows(skip) == [(0, "SKIPPED_MISFIRE", 14, 15)]
+    # latest with no on-time fire (a minutely task 20 s late) runs the newest missed: not this shape
+    assert schedule.plan_missed(task(EVERY_MINUTE), 3, T0, T0 + 20 * S, SETTINGS) is None
+    assert schedule.plan_missed(task(EVERY_SECOND, Misfire.ALL), 3, T0, T0 + 20 * S, SETTINGS) is None
+    assert schedule.plan_missed(spec, 3, T0, T0 + 4 * S, SETTINGS) is None  # nothing missed

@@ -262,6 +262,13 @@ class Dispatcher:
         """Attempts waiting for an executor slot (their lateness is visible in run state)."""
         return len(self.waiting)
 
+    def waiting_tasks(self) -> Mapping[str, int]:
+        """Tasks with attempts waiting for a slot, and how many (empty while not leading). The
+        leader driver asks it from its own thread and reads it a key at a time (one dict lookup,
+        atomic under the GIL); it never iterates it."""
+        t = self._term  # one read: the loop's thread may replace it meanwhile
+        return t.placement.waiting_per_task if t is not None else {}
+
     # -- effects of applied commands -------------------------------------------------------------
 
     def on_effects(self, effects: Iterable[Effect], now_ms: int) -> None:

@@ -129,6 +129,7 @@ class Placement:
         "restricted",
         "sized",
         "waiting",
+        "waiting_per_task",
     )
 
     def __init__(self, holdings: Holdings) -> None:
@@ -144,6 +145,9 @@ class Placement:
         # others take any task. Empty in a cluster without auth, so placement pays nothing for it.
         self.restricted: dict[str, frozenset[str]] = {}
         self.waiting: dict[Key, Waiting] = {}
+        # How many of them each task has (the leader driver's overload hold reads it from its own
+        # thread, a key at a time: LeaderDriver.dispatch_waiting).
+        self.waiting_per_task: dict[str, int] = {}
         # The same attempts by executor, in start order: a tick looks only at executors with free
         # slots and at the head of their queues (sorting and hashing every waiting attempt on every
         # tick made dispatch slow down as a backlog grew: bench/executors.py).
@@ -241,6 +245,8 @@ class Placement:
         if spec is not None:
             w.task_owner, w.namespace, w.locks, w.pool = spec.owner, spec.namespace, spec.locks, spec.pool
         self.waiting[key] = w
+        per_task = self.waiting_per_task
+        per_task[ready.task] = per_task.get(ready.task, 0) + 1
         if w.pool:
             self.pooled[key] = w
         need = v.need_hint(ready.task, ready.run_id)
@@ -260,7 +266,7 @@ class Placement:
         need, not a workflow's, not in the ring's restricted namespaces, not waiting already,
         not backfill, a first attempt) waits without :meth:`wait`'s general steps; any other
         goes through :meth:`wait`."""
-        tasks, waiting, pooled = v.tasks, self.waiting, self.pooled
+        tasks, waiting, pooled, per_task = v.tasks, self.waiting, self.pooled, self.waiting_per_task
         restricted = bool(self.restricted)
         for ready, seq in rows:
             run_id, task = ready.run_id, ready.task
@@ -295,6 +301,7 @@ class Placement:
                 seq,
             )
             waiting[key] = w
+            per_task[task] = per_task.get(task, 0) + 1
             if w.pool:
                 pooled[key] = w
             queue = self.queues.get(owner)
@@ -311,6 +318,12 @@ class Placement:
         w = self.waiting.pop(key, None)
         if w is None:
             return False
+        per_task, task = self.waiting_per_task, w.ready.task
+        left = per_task[task] - 1
+        if left:
+            per_task[task] = left
+        else:
+            del per_task[task]
         if self.pooled:
             self.pooled.pop(key, None)
         if w.need is not NO_NEED:

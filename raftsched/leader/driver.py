@@ -611,7 +611,11 @@ class LeaderDriver:
         if not (self.leading and self.ready) or self._paused_for_clock:
             return None  # paused for the clock: looked at again after the longest sleep
         if self.held_since_ms:
-            wheel: int | None = self.last_now_ms + BACKLOG_RECHECK_MS  # due tasks wait for the backlog
+            # The due tasks wait for the backlog (looked at again soon); a task falling due on
+            # the wheel before that may have no attempt waiting, and is planned on time.
+            recheck = self.last_now_ms + BACKLOG_RECHECK_MS
+            wheel_due = self.wheel.next_due_ms()
+            wheel: int | None = recheck if wheel_due is None else min(recheck, wheel_due)
         elif self._due:
             return self.last_now_ms
         else:

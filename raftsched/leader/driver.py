@@ -15,6 +15,7 @@ propose batch → (on commit, the FSM's effects re-arm the wheel and feed the di
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -202,6 +203,12 @@ class LeaderDriver:
         self.holds = 0  # times planning was held for the backlog (this node, any leadership)
         # Tasks a refused write needs accounted (FiresWanted): planned even while held.
         self.wanted: set[str] = set()
+        # Tasks whose missed fires were planned alone (plan_missed), and the leader time of that
+        # plan: their fires then on time stay on time in their next plan (one commit round
+        # later), and they are not split twice in a row (a round trip longer than the grace
+        # would otherwise coalesce every fire of theirs, for ever).
+        self._split_at: dict[str, int] = {}
+        self._held_scan_ms = 0  # leader time of the last scan of the due queue while held
         self._numbering_sent_ms = 0  # leader time a NumberEntities was proposed (this leadership)
         self._paused_for_clock = False
         # (deadline, WorkflowWaitsDue applied so far, leader time) when one was last proposed
@@ -220,6 +227,7 @@ class LeaderDriver:
         self._paused_for_clock = False
         self.held_since_ms = 0
         self.wanted.clear()
+        self._split_at.clear()
         self._numbering_sent_ms = 0
         # Leader time is monotonic within a leadership; across leaderships the committed time
         # carries it (our barrier applies after every older entry). A time this node stamped
@@ -281,6 +289,7 @@ class LeaderDriver:
         self._due.clear()
         self.held_since_ms = 0
         self.wanted.clear()
+        self._split_at.clear()
         self._rearm = []
         self.wheel = TimingWheel(tick_ms=self.tick_ms)
 
@@ -393,20 +402,25 @@ class LeaderDriver:
                 in_flight.add(rearm.task)
             self._rearm = []
         room = self._backlog_room(now)
+        # Tasks a refused write waits for: planned now even while held, and whole (not split by
+        # plan_missed), so the write's retry finds nothing due.
+        wanted, self.wanted = self.wanted, set()
         if room == 0:
             # Held: a task with attempts waiting for a slot waits too (in due order, looked at
-            # again on the next poll); one whose attempts all started is planned, and so is one a
-            # refused write is waiting for (FiresWanted).
-            due = self._eligible_while_held()
+            # again every BACKLOG_RECHECK_MS, not on every applied entry); one whose attempts all
+            # started is planned, and so is one a refused write is waiting for (FiresWanted).
+            if not wanted and now - self._held_scan_ms < BACKLOG_RECHECK_MS:
+                return numbering + waits + batches.finish()
+            self._held_scan_ms = now
+            due = self._eligible_while_held(wanted)
             if not due:
                 return numbering + waits + batches.finish()
-            max_fires = 0
         else:
-            self.wanted.clear()  # planned in their turn
             if room > 0:
                 max_fires = min(max_fires, room) if max_fires else room
         grace = self.misfire.grace_ms
         hold = self.hold_fires
+        split_at = self._split_at
         fires = 0
         reads: dict[str, PlanningInput | None] = {}
         armed = wheel.armed()
@@ -434,6 +448,10 @@ class LeaderDriver:
             if read is None:
                 continue
             spec, version, next_fire, active, number = read
+            split = split_at.pop(name, None) if split_at else None
+            task_grace = grace
+            if split is not None and now - split <= grace:
+                task_grace = grace + (now - split)  # the fires on time at the split still are
             if (
                 hold is not None
                 and spec.overlap != Overlap.ALLOW
@@ -445,7 +463,9 @@ class LeaderDriver:
                 continue
             try:
                 trigger = spec.trigger
-                if type(trigger) is not CronTrigger:
+                if task_grace != grace:
+                    following = single_on_time_fire(trigger, next_fire, now, task_grace)
+                elif type(trigger) is not CronTrigger:
                     following = single_on_time_fire(trigger, next_fire, now, grace)
                 elif next_fire == last_fire and trigger.expr == last_expr and trigger.timezone == last_zone:
                     following = last_following
@@ -469,7 +489,7 @@ class LeaderDriver:
                     fires += 1
                     in_flight.add(name)
                     continue
-                catch_up = on_time_catch_up(trigger, next_fire, now, grace) if number else None
+                catch_up = on_time_catch_up(trigger, next_fire, now, task_grace) if number else None
                 if catch_up is not None:
                     # A planner a few seconds behind (a long stall of this node): the fires due
                     # are all on time, as catch-up rows of one FireColumns entry. Through
@@ -488,9 +508,15 @@ class LeaderDriver:
                 # the backlog longer than the grace): the missed ones first, alone (one range
                 # record, no run); the task is re-armed at its first on-time fire, which the next
                 # poll plans as above, on the hot path, not as runs of the general path.
-                tf = plan_missed(spec, version, next_fire, now, self.misfire) if number else None
-                if tf is None:
-                    tf = plan_fires(spec, version, next_fire, now, self.misfire)
+                misfire = self.misfire
+                if task_grace != grace:
+                    misfire = dataclasses.replace(misfire, grace_ms=task_grace)
+                splits = number and split is None and name not in wanted
+                tf = plan_missed(spec, version, next_fire, now, misfire) if splits else None
+                if tf is not None:
+                    split_at[name] = now
+                else:
+                    tf = plan_fires(spec, version, next_fire, now, misfire)
             except InvalidSpec as exc:  # e.g. a cron schedule with no fire before year 9999
                 log.error("cannot plan fires of task %s: %s", name, exc)
                 continue
@@ -508,13 +534,15 @@ class LeaderDriver:
             in_flight.add(name)
         if hot_rows:
             _hand_over(batches, in_flight, hot_rows)
+        if due is not self._due and due:  # held: what this poll had no room for goes back first
+            self._due.extendleft(reversed(due))
         return numbering + waits + batches.finish()
 
-    def _eligible_while_held(self) -> deque[str]:
+    def _eligible_while_held(self, wanted: set[str]) -> deque[str]:
         """The due tasks a held poll plans, taken out of the due queue in due order: those with no
-        attempt waiting for a slot (:attr:`dispatch_waiting`) and those of :attr:`wanted`. The
-        others stay due. Only names are looked at: no planning input is read for a held task."""
-        wanted, self.wanted = self.wanted, set()
+        attempt waiting for a slot (:attr:`dispatch_waiting`) and those ``wanted`` (FiresWanted).
+        The others stay due. Only names are looked at: no planning input is read for a held
+        task."""
         waiting = self.dispatch_waiting() if self.dispatch_waiting is not None else {}
         due = self._due
         eligible = deque(name for name in due if name in wanted or name not in waiting)
@@ -607,15 +635,18 @@ class LeaderDriver:
         """Tasks due but not planned yet."""
         return len(self._due)
 
-    def next_wakeup_ms(self) -> int | None:
+    def next_wakeup_ms(self, for_window: bool = False) -> int | None:
+        """When to poll next. ``for_window``: when a batch may next be planned, for the firing
+        window (:mod:`raftsched.leader.window`), which a hold's rechecks of the backlog leave
+        out (they rarely plan anything, and each would hold the HTTP API back)."""
         if not (self.leading and self.ready) or self._paused_for_clock:
             return None  # paused for the clock: looked at again after the longest sleep
         if self.held_since_ms:
-            # The due tasks wait for the backlog (looked at again soon); a task falling due on
-            # the wheel before that may have no attempt waiting, and is planned on time.
-            recheck = self.last_now_ms + BACKLOG_RECHECK_MS
-            wheel_due = self.wheel.next_due_ms()
-            wheel: int | None = recheck if wheel_due is None else min(recheck, wheel_due)
+            # The due tasks wait for the backlog: looked at again at the next scan.
+            wheel = self.wheel.next_due_ms()
+            if not for_window:
+                recheck = max(self.last_now_ms, self._held_scan_ms + BACKLOG_RECHECK_MS)
+                wheel = recheck if wheel is None else min(recheck, wheel)
         elif self._due:
             return self.last_now_ms
         else:
@@ -851,7 +882,7 @@ class DriverThread:
             except Exception:  # keep the loop alive; a bug here must not silence the scheduler
                 log.exception("leader loop step failed")
             if self.window is not None:
-                self.window.publish(self.driver.next_wakeup_ms(), self._in_flight)
+                self.window.publish(self.driver.next_wakeup_ms(for_window=True), self._in_flight)
 
     def _sleep_s(self) -> float:
         if self._in_flight >= self.max_in_flight:

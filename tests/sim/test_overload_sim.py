@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from raftsched.errors import Unavailable
+from raftsched.fsm.workflows import is_internal, split_internal, trigger_name
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as lpb
@@ -44,8 +45,11 @@ def _run_sampling(sim: SimHarness, ms: int) -> int:
         if leader is not None:
             d = sim.nodes[leader].dispatcher
             peak = max(peak, d.backlog)
-            # The per-task counts the hold reads agree with what waits.
-            assert d.waiting_tasks() == Counter(w.ready.task for w in d.waiting.values())
+            # The per-task counts the hold reads agree with what waits (a workflow step's under
+            # its workflow's trigger task too).
+            tasks = [w.ready.task for w in d.waiting.values()]
+            triggers = [trigger_name(split_internal(t)[0]) for t in tasks if is_internal(t)]
+            assert d.waiting_tasks() == Counter(tasks + triggers)
     return peak
 
 
@@ -183,3 +187,21 @@ def test_a_task_whose_attempts_never_start_holds_only_itself() -> None:
     assert nominals == list(range(nominals[0], nominals[0] + 1000 * len(nominals), 1000))
     assert nominals[-1] >= now - 1000, "the other task fell behind"
     assert all(r.state == pb.SUCCEEDED for r in fine[:-1])
+
+
+def test_a_workflow_whose_steps_wait_is_held() -> None:
+    """A workflow's schedule (its trigger task) has no attempts of its own; its steps' attempts
+    count under it, so with overlap allow its runs stop being started while they wait."""
+    sim = SimHarness(["n1", "n2", "n3"], seed=1, columns=True, max_dispatch_backlog=LIMIT)
+    sim.elect("n1")
+    sim.add_executor("ex1", slots=1, duration_ms=900)
+    spec = pb.WorkflowSpec(name="wf", schedule=pb.CronTrigger(expr="* * * * * *"), overlap=pb.OVERLAP_ALLOW)
+    spec.tasks.add(name="a", command="work")
+    spec.tasks.add(name="b", command="work")
+    assert sim.write("apply_workflow", spec).ok
+    first, second = _run_sampling(sim, 45_000), _run_sampling(sim, 45_000)
+    holds = sim.nodes["n1"].driver.holds
+    sim.close()
+    assert holds >= 1
+    # the limit plus one grace of fires of the trigger (each run: two steps, one waiting at once)
+    assert second <= first <= LIMIT + 2 * (GRACE_S + 1), (first, second)

@@ -12,6 +12,7 @@ from raftsched.abc import CommitHook, ProposeCallback
 from raftsched.fsm.effects import FiresWanted
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import writes
+from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.leader.driver import MAX_ENTRY_BYTES, BatchBuilder, DriverThread, LeaderDriver, Proposal
 from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
@@ -342,14 +343,18 @@ def test_planning_stops_at_the_backlog_limit_and_resumes_at_three_quarters_of_it
     assert driver.held_since_ms == T0 + 2 and driver.holds == 1
     # Held, it wakes to look at the backlog again, not for the tasks due (they are due now).
     assert driver.next_wakeup_ms() == T0 + 2 + 100
-    # A task whose attempts have all started is planned while held; the others stay due.
+    # A task whose attempts have all started is planned while held, at the next scan of the due
+    # queue (every 100 ms, not on every applied entry); the others stay due.
     del waiting["t7"]
-    assert planned_tasks(driver.poll(T0 + 60)) == ["t7"]
+    assert driver.poll(T0 + 60) == []
+    assert planned_tasks(driver.poll(T0 + 102)) == ["t7"]
     assert driver.held_since_ms == T0 + 2 and driver.backlog == 4
+    # The firing window sees no batch coming at the recheck (the HTTP API is not held back).
+    assert driver.next_wakeup_ms() == T0 + 202 and driver.next_wakeup_ms(for_window=True) is None
     backlog[0] = 76  # above three quarters: still held
-    assert driver.poll(T0 + 80) == [] and driver.held_since_ms == T0 + 2
+    assert driver.poll(T0 + 300) == [] and driver.held_since_ms == T0 + 2
     backlog[0] = 75
-    assert planned_tasks(driver.poll(T0 + 90)) == ["t5", "t6", "t8", "t9"]  # in their turn
+    assert planned_tasks(driver.poll(T0 + 310)) == ["t5", "t6", "t8", "t9"]  # in their turn
     assert not driver.held_since_ms and driver.holds == 1
 
 
@@ -388,3 +393,44 @@ def test_a_held_task_a_refused_write_wants_is_planned_alone() -> None:
     planned = driver.poll(T0 + 30)
     assert sum(fire_count(p) for p in planned) == 9
     assert "t3" not in planned_tasks(planned)
+
+
+def test_the_retry_of_a_write_refused_for_a_task_held_past_the_grace_is_accepted() -> None:
+    """Held 20 s (past the grace): the refused write's task is planned whole, not split into
+    its missed fires and, a round later, its on-time ones, so the first retry finds nothing due."""
+    driver, _, _ = held_leader(limit=10, tasks=3)
+    driver.dispatch_backlog = lambda: 10
+    assert driver.poll(T0 + 1) == [] and driver.held_since_ms
+    state = driver.state
+    now = T0 + 20_000
+    assert driver.poll(now) == []
+    refused = state.apply(
+        writes.set_enabled(state, "t1", False, now_ms=now + 5, epoch=1, origin="n1", key="w")
+    )
+    assert refused.result.code == "unavailable"
+    driver.on_effects(refused.effects)
+    for p in driver.poll(now + 10):
+        driver.on_effects(state.apply(p.data).effects)
+    retry = state.apply(
+        writes.set_enabled(state, "t1", False, now_ms=now + 200, epoch=1, origin="n1", key="w2")
+    )
+    assert retry.result.ok, retry.result.message
+
+
+def test_the_backlog_is_read_once_when_the_dispatcher_steps_down_meanwhile() -> None:
+    """The driver's thread reads the dispatcher's backlog while its loop may step down: its term
+    is read once (a second read could see None and raise inside the poll)."""
+
+    class Term:
+        class placement:
+            waiting = {("r@1", 0): None, ("r@2", 0): None, ("r@3", 0): None}
+
+    class Flipping:
+        reads = 0
+
+        @property
+        def _term(self) -> object:
+            self.reads += 1
+            return Term if self.reads == 1 else None
+
+    assert Dispatcher.backlog.fget(Flipping()) == 3  # type: ignore[attr-defined]

@@ -27,10 +27,11 @@ from raftsched.leader.driver import (
     LeaderDriver,
     Proposal,
 )
-from raftsched.model import CronTrigger, IntervalTrigger, OnceTrigger, Overlap, TaskSpec
+from raftsched.model import CronTrigger, IntervalTrigger, Misfire, OnceTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.timing.schedule import MisfireSettings, next_fire_after
 from raftsched.timing.wheel import TimingWheel
+from raftsched.v1 import log_pb2 as lpb
 from tests.unit.test_driver import T0, decoded, due_at
 
 
@@ -284,7 +285,7 @@ def test_planning_inputs_read_what_task_for_planning_and_the_numbers_say() -> No
 # on-time fires after them are planned alone since (plan_missed, the overload hold): with it
 # swapped out the script still plans the recorded entries; with it, the second digest.
 PLANNED_BEFORE_THE_SHORTCUTS = "e3f040175c3297e881a425bd72233663e0e2694eb7c7c4a2b5d599fb90aeacfb"
-PLANNED_WITH_MISSED_ALONE = "1d5202f9e1e46424fe4c54b51a4079bcae44d55cc6f22b8693ea6bcfa8fc2e2f"
+PLANNED_WITH_MISSED_ALONE = "cef89a9a86b6a20749a275bee3ba59b2c7ddb39bcd68872d91401a00a7518e59"
 
 
 def _planned_digest() -> str:
@@ -310,3 +311,57 @@ def test_polls_plan_the_entries_the_driver_planned_before_its_shortcuts(
     assert _planned_digest() == PLANNED_WITH_MISSED_ALONE
     monkeypatch.setattr(driver_module, "plan_missed", lambda *args: None)
     assert _planned_digest() == PLANNED_BEFORE_THE_SHORTCUTS
+
+
+# -- plan_missed in the driver: the on-time fires of a split task stay on time ---------------------
+
+
+def _fired(proposals: list[Proposal]) -> int:
+    n = 0
+    for cmd in decoded(proposals):
+        n += sum(1 for tf in cmd.fire_batch.tasks for f in tf.fires if f.outcome == lpb.FIRED)
+        n += len(cmd.fire_columns.task)
+    return n
+
+
+@pytest.mark.parametrize("misfire", [Misfire.LATEST, Misfire.SKIP])
+@pytest.mark.parametrize("round_trip_ms", [300, 1200, 6000])
+def test_a_hot_task_behind_by_more_than_the_grace_runs_whatever_the_round_trip(
+    misfire: Misfire, round_trip_ms: int
+) -> None:
+    """30 s behind: its missed fires are planned alone, and its on-time ones in the next poll,
+    one round trip later. A round trip longer than the period must not turn them into missed
+    ones (split again, and again: the task would never run), nor one longer than the grace."""
+    spec = TaskSpec("t", CronTrigger("* * * * * *"), command="x", overlap=Overlap.ALLOW, misfire=misfire)
+    d = leader([spec], T0 - 500, grace_ms=5_000, max_fires_per_batch=1000)
+    now, runs = T0 + 30_000, 0
+    for _ in range(50):  # each poll one round trip after the last one's commit
+        proposals = d.poll(now)
+        runs += _fired(proposals)
+        settle(d, proposals, set())
+        now += round_trip_ms
+    # plan_fires would have run the on-time fires of the first poll, then one a second
+    assert runs >= 40 * round_trip_ms // 1000, runs
+
+
+def test_an_on_time_fire_of_an_hourly_skip_task_runs_when_its_missed_one_is_planned_first() -> None:
+    """Back 1 h + 4.99 s after a fire: the missed fire alone (skipped), then, 20 ms later, the
+    one of 4.99 s ago (5.01 s old by then) still runs: it was on time when the split was made."""
+    spec = TaskSpec(
+        "h", IntervalTrigger(3_600_000, T0), command="x", overlap=Overlap.ALLOW, misfire=Misfire.SKIP
+    )
+    d = leader([spec], T0 - 500, grace_ms=5_000, max_fires_per_batch=1000)
+    now = T0 + 3_600_000 + 4_990
+    outcomes: list[tuple[int, str]] = []
+    for _ in range(3):
+        proposals = d.poll(now)
+        for cmd in decoded(proposals):
+            outcomes += [
+                (f.nominal_ms - T0, lpb.FireOutcome.Name(f.outcome))
+                for tf in cmd.fire_batch.tasks
+                for f in tf.fires
+            ]
+            outcomes += [(now - delta - T0, "FIRED") for delta in cmd.fire_columns.nominal_delta]
+        settle(d, proposals, set())
+        now += 20
+    assert outcomes == [(0, "SKIPPED_MISFIRE"), (3_600_000, "FIRED")], outcomes

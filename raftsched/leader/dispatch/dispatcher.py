@@ -259,8 +259,10 @@ class Dispatcher:
 
     @property
     def backlog(self) -> int:
-        """Attempts waiting for an executor slot (their lateness is visible in run state)."""
-        return len(self.waiting)
+        """Attempts waiting for an executor slot (their lateness is visible in run state). Any
+        thread may ask (the leader driver's does)."""
+        t = self._term  # one read: the loop's thread may replace it meanwhile
+        return len(t.placement.waiting) if t is not None else 0
 
     def waiting_tasks(self) -> Mapping[str, int]:
         """Tasks with attempts waiting for a slot, and how many (empty while not leading). The

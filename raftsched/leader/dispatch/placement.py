@@ -27,7 +27,7 @@ from raftsched.fsm.hot import LIVE, SlotTable
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.view import StateView
-from raftsched.fsm.workflows import is_internal
+from raftsched.fsm.workflows import SEP, is_internal, split_internal, trigger_name
 from raftsched.leader.dispatch.leases import Holdings, Key
 from raftsched.leader.dispatch.settings import MAX_WAITS_PER_COMMAND
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order
@@ -39,6 +39,12 @@ from raftsched.v1 import log_pb2 as logpb
 # Ring owners remembered per leadership at most (an entry is ~200 bytes: a million tasks would
 # otherwise keep ~200 MB on the leader for a cache that mostly misses).
 OWNER_CACHE_MAX = 100_000
+
+
+def _trigger_of(step: str) -> str:
+    """``wf#step`` → ``wf#``: the trigger task whose fires start the workflow's runs (the
+    overload hold holds it while its steps' attempts wait)."""
+    return trigger_name(split_internal(step)[0])
 
 
 @dataclass(slots=True)
@@ -146,7 +152,8 @@ class Placement:
         self.restricted: dict[str, frozenset[str]] = {}
         self.waiting: dict[Key, Waiting] = {}
         # How many of them each task has (the leader driver's overload hold reads it from its own
-        # thread, a key at a time: LeaderDriver.dispatch_waiting).
+        # thread, a key at a time: LeaderDriver.dispatch_waiting); a workflow step's count under
+        # its workflow's trigger task too (``wf#``: the task whose fires start its runs).
         self.waiting_per_task: dict[str, int] = {}
         # The same attempts by executor, in start order: a tick looks only at executors with free
         # slots and at the head of their queues (sorting and hashing every waiting attempt on every
@@ -247,6 +254,9 @@ class Placement:
         self.waiting[key] = w
         per_task = self.waiting_per_task
         per_task[ready.task] = per_task.get(ready.task, 0) + 1
+        if is_internal(ready.task):
+            trigger = _trigger_of(ready.task)
+            per_task[trigger] = per_task.get(trigger, 0) + 1
         if w.pool:
             self.pooled[key] = w
         need = v.need_hint(ready.task, ready.run_id)
@@ -324,6 +334,13 @@ class Placement:
             per_task[task] = left
         else:
             del per_task[task]
+        if SEP in task:  # a workflow step: its trigger's count too (is_internal, inline)
+            trigger = _trigger_of(task)
+            left = per_task[trigger] - 1
+            if left:
+                per_task[trigger] = left
+            else:
+                del per_task[trigger]
         if self.pooled:
             self.pooled.pop(key, None)
         if w.need is not NO_NEED:

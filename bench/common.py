@@ -123,6 +123,16 @@ def covered_exactly_once(fires: Sequence[pb.FireRecord], first: int, last: int) 
 # -- CPU -------------------------------------------------------------------------------------------
 
 
+def with_scheduler_setting(extra_config: str, key: str, value: int) -> str:
+    """``extra_config`` (TOML appended to a cluster's config) with ``[scheduler] key = value``
+    added: into its ``[scheduler]`` table if it has one (TOML allows a table once)."""
+    line = f"{key} = {value}\n"
+    header = "[scheduler]\n"
+    if header in extra_config:
+        return extra_config.replace(header, header + line, 1)
+    return extra_config + header + line
+
+
 def cpu_seconds(pid: int, tid: int | None = None) -> float:
     """utime + stime of process ``pid`` (of its thread ``tid`` if given) so far, from /proc."""
     path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"

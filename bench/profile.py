@@ -149,7 +149,8 @@ def main() -> int:
     ap.add_argument(
         "--max-dispatch-backlog",
         type=int,
-        help="the cluster's [scheduler] max_dispatch_backlog (0: no limit; default: the cluster's)",
+        help="the cluster's [scheduler] max_dispatch_backlog (0: no limit; default: the cluster's, "
+        "0 with no executor: its attempts wait by design, as in bench/fires.py)",
     )
     ap.add_argument("--rate", type=int, default=200, help="samples per second")
     ap.add_argument("--top", type=int, default=30)
@@ -159,6 +160,8 @@ def main() -> int:
     if pyspy is None:
         print("py-spy is not installed: pip install -e '.[bench]'", file=sys.stderr)
         return 2
+    if args.max_dispatch_backlog is None and not args.executors:
+        args.max_dispatch_backlog = 0
     provenance = Provenance.start()
     print(provenance.header())
     with (

@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.common import REPO, Provenance, bootstrap_ratio, percentile, percentiles
+from bench.common import REPO, Provenance, bootstrap_ratio, percentile, percentiles, with_scheduler_setting
 
 
 def test_percentile_is_the_nearest_rank() -> None:
@@ -119,3 +120,21 @@ def test_a_bootstrap_ratio_brackets_the_ratio_and_is_seeded() -> None:
 def test_a_bootstrap_ratio_of_nothing_is_none() -> None:
     assert bootstrap_ratio([], [1.0], 0.99)["ratio"] is None
     assert bootstrap_ratio([1.0], [0.0, 0.0], 0.99)["ratio"] is None
+
+
+def test_with_scheduler_setting_adds_the_key_to_the_one_scheduler_table() -> None:
+    for extra, expected in [
+        ("", {"scheduler": {"max_dispatch_backlog": 0}}),
+        (
+            "[scheduler]\nhistory_keep_count = 10\n[raft]\nauto_tick_period = 0.01\n",
+            {
+                "scheduler": {"max_dispatch_backlog": 0, "history_keep_count": 10},
+                "raft": {"auto_tick_period": 0.01},
+            },
+        ),
+        (
+            "[raft]\nauto_tick_period = 0.01\n",
+            {"raft": {"auto_tick_period": 0.01}, "scheduler": {"max_dispatch_backlog": 0}},
+        ),
+    ]:
+        assert tomllib.loads(with_scheduler_setting(extra, "max_dispatch_backlog", 0)) == expected

@@ -72,6 +72,7 @@ from bench.common import (
     percentiles,
     start_noop_executor,
     wait_registered,
+    with_scheduler_setting,
 )
 from bench.noop_executor import Samples
 from raftsched.client import Client
@@ -182,11 +183,10 @@ def run(
     extra = (extra_config + (tls_config(base / "pki") if tls else "")) + (
         '[auth]\nbootstrap_token_file = "admin.token"\n' if auth else ""
     )
-    scheduler = f"history_keep_count = {keep_count}\n" if keep_count else ""
+    if keep_count:
+        extra = with_scheduler_setting(extra, "history_keep_count", keep_count)
     if max_dispatch_backlog is not None:
-        scheduler += f"max_dispatch_backlog = {max_dispatch_backlog}\n"
-    if scheduler:
-        extra += f"[scheduler]\n{scheduler}"
+        extra = with_scheduler_setting(extra, "max_dispatch_backlog", max_dispatch_backlog)
     cluster = LocalCluster.create(base / "cluster", 3, extra_config=extra)
     cluster.token = admin
     executors: dict[str, subprocess.Popen[bytes]] = {}

@@ -30,7 +30,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from bench.common import Provenance, cpu_seconds, noop_cluster
+from bench.common import Provenance, cpu_seconds, noop_cluster, with_scheduler_setting
 from raftsched.client import Client
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 
@@ -174,7 +174,7 @@ def main() -> int:
             extra=["--eager"] if args.eager else [],
             extra_config=""
             if args.max_dispatch_backlog is None
-            else f"[scheduler]\nmax_dispatch_backlog = {args.max_dispatch_backlog}\n",
+            else with_scheduler_setting("", "max_dispatch_backlog", args.max_dispatch_backlog),
         ) as (cluster, procs),
     ):
         targets = cluster.targets()

@@ -121,6 +121,12 @@ class Fleet:
         self.executors: dict[str, subprocess.Popen[bytes]] = {}
         self.marker = base / "marker.log"
 
+    def timed_command(self, seconds: float) -> str:
+        """A command that sleeps ``seconds`` between two lines in :attr:`marker`: execution id,
+        executor, ``start``/``end`` and the time in ns (:meth:`lines` reads them back)."""
+        stamp = f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR %s $(date +%%s%%N)" >> {self.marker}'
+        return f"{stamp % 'start'}; sleep {seconds}; {stamp % 'end'}"
+
     def start_executor(self, name: str, slots: int = 4, *extra: str) -> None:
         self.executors[name] = self.cluster.start_executor(
             name, slots, self.base / name, self.base / f"{name}.log", extra=extra

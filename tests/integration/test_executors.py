@@ -131,11 +131,7 @@ def test_a_paused_executors_late_reports_are_ignored_and_nothing_runs_twice(flee
 def test_a_burst_never_exceeds_the_fleets_slots_and_the_rest_queue_visibly(fleet: Fleet) -> None:
     fleet.start_executor("ex1", slots=3)
     fleet.start_executor("ex2", slots=3)
-    m = fleet.marker
-    command = (
-        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR start $(date +%s%N)" >> {m}; sleep 0.3; '
-        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR end $(date +%s%N)" >> {m}'
-    )
+    command = fleet.timed_command(0.3)
     with Client(fleet.cluster.targets()) as client:
         wait_until(fleet.all_registered, 30, what="both executors registered")
         at = (fleet.cluster.status(fleet.cluster.wait_for_leader(10)).max_leader_now_ms // 1000 + 3) * 1000
@@ -163,11 +159,7 @@ def test_a_prefetching_executor_runs_its_slots_and_its_waiting_attempts_move_uns
     unstarted; SIGKILLed, its running attempt is lost (a try) and the waiting ones are placed again
     on ex2 without consuming one."""
     fleet.start_executor("ex1", 1, "--prefetch", "5")
-    m = fleet.marker
-    command = (
-        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR start $(date +%s%N)" >> {m}; sleep 2; '
-        f'echo "$RAFTSCHED_EXECUTION_ID $RAFTSCHED_EXECUTOR end $(date +%s%N)" >> {m}'
-    )
+    command = fleet.timed_command(2)
     with Client(fleet.cluster.targets()) as client:
         wait_until(fleet.all_registered, 30, what="ex1 registered")
         [ex1] = [e for e in client.list_executors().executors if e.name == "ex1"]

@@ -20,7 +20,8 @@ from raftsched.v1 import raftsched_pb2 as pb
 from tests.support.wait import until
 
 
-def item(exec_id: str, epoch: int) -> pb.WorkItem:
+def item(exec_id: str, epoch: int, shards: int = 2, handler: str = "count", **fields: object) -> pb.WorkItem:
+    """The work item of ``exec_id`` (``<task>@<nominal>/<shard>/<attempt>``)."""
     run_id, shard, attempt = exec_id.split("/")
     return pb.WorkItem(
         execution_id=exec_id,
@@ -28,10 +29,11 @@ def item(exec_id: str, epoch: int) -> pb.WorkItem:
         task=run_id.split("@")[0],
         nominal_ms=int(run_id.split("@")[1]),
         shard=int(shard),
-        shards=2,
+        shards=shards,
         attempt=int(attempt),
         epoch=epoch,
-        handler="count",
+        handler=handler,
+        **fields,  # type: ignore[arg-type]
     )
 
 

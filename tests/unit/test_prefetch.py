@@ -27,6 +27,7 @@ from raftsched.storage.memory import MemoryExecutionLog
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.support.fsm import EVERY_SECOND, T0, S, create, fresh, join, tick
 from tests.support.wait import until
+from tests.unit.test_agent import item
 from tests.unit.test_session_eager import ready, rows
 
 # -- the gate --------------------------------------------------------------------------------
@@ -109,19 +110,7 @@ def test_a_closed_gate_hands_out_no_place_and_keeps_given_back_ones_free() -> No
 
 
 def work(exec_id: str, epoch: int = 1, **fields: object) -> pb.WorkItem:
-    run_id, shard, attempt = exec_id.split("/")
-    return pb.WorkItem(
-        execution_id=exec_id,
-        run_id=run_id,
-        task=run_id.split("@")[0],
-        nominal_ms=int(run_id.split("@")[1]),
-        shard=int(shard),
-        shards=4,
-        attempt=int(attempt),
-        epoch=epoch,
-        handler="hold",
-        **fields,  # type: ignore[arg-type]
-    )
+    return item(exec_id, epoch, shards=4, handler="hold", **fields)
 
 
 class Holding:

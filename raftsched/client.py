@@ -54,6 +54,7 @@ import grpc
 from google.protobuf.message import Message
 
 from raftsched import codec
+from raftsched.bounds import MAX_POOL_SLOTS
 from raftsched.config.values import parse_address
 from raftsched.errors import (
     AlreadyExists,
@@ -869,6 +870,8 @@ class Client:
         of tasks naming it (``pool``) run at once, any owner; the rest wait, by priority then age.
         Shrinking stops no attempt: new ones wait until enough have finished. Needs the
         ``pools.manage`` permission (admin) with auth on."""
+        if not 1 <= slots <= MAX_POOL_SLOTS:  # before the uint32 field refuses it with a ValueError
+            raise InvalidSpec("pool.slots", f"{slots} is not in 1-{MAX_POOL_SLOTS}")
         pool = pb.PoolRecord(name=name, slots=slots, description=description)
         validate_pool(pool)
         reply: pb.PoolReply = self._call(

@@ -12,9 +12,10 @@ from raftsched.security.auth import Permission, Principal
 from raftsched.security.authz import PUBLIC, required_permission
 from raftsched.web.sessions import Session
 
-__all__ = ["Ctx", "Redirect", "View", "local_path"]
+__all__ = ["REFRESH_S", "Ctx", "Redirect", "View", "local_path"]
 
 _ADMIN: Final = "/raftsched.v1.Admin/"
+REFRESH_S: Final = 3  # how often a live page polls (seconds)
 T = TypeVar("T")
 
 

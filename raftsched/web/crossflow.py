@@ -25,7 +25,7 @@ from typing import Any, Final
 from raftsched.display import duration_text, iso
 from raftsched.errors import NotFound, RaftschedError
 from raftsched.v1 import raftsched_pb2 as pb
-from raftsched.web.base import Ctx, Redirect, View, local_path
+from raftsched.web.base import REFRESH_S, Ctx, Redirect, View, local_path
 from raftsched.web.graph import external_label, offset_text
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
 PAGE_SIZE: Final = 50
 EVENTS_SHOWN: Final = 1000  # newest accepted events the Events page reads (then pages through)
 UNUSED_READ: Final = 1_000_000  # accepted events read to find names never seen (as `events --unused`)
-REFRESH_S: Final = 3
 LIVE_WAITS_RUNS: Final = 1000
 """Above this many active workflow runs the Waits page (which reads them all) is not refreshed
 by itself: each refresh would read them all again."""

@@ -35,7 +35,7 @@ from raftsched.workflow.export import task_file_text, workflow_file_text
 from raftsched.workflow.files import parse_workflow_text
 from raftsched.workflow.taskfiles import normalize_for, parse_task_text
 
-__all__ = ["ROUTES"]
+__all__ = ["ROUTES", "refused_status"]
 
 SOURCE: Final = "console"
 """How the posted text is named in messages (``console:3: ...``), as a file name is in the CLI's."""
@@ -82,7 +82,7 @@ def _form_view(
     )
 
 
-def _status(exc: RaftschedError) -> int:
+def refused_status(exc: RaftschedError) -> int:
     """The status of a refused edit; a refusal the console pages answer themselves (signed out,
     permission, gone) is raised again, so it gets the console's 401/403/404 page."""
     if isinstance(exc, Unauthenticated | PermissionDenied | NotFound):
@@ -128,7 +128,7 @@ def create(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     except RaftschedError as exc:
         # A task file of several tasks: say which were created before the refusal.
         error = f"created {', '.join(created)}; then: {exc}" if created else str(exc)
-        return _form_view(ctx, kind=kind, text=text, fmt=fmt, error=error, status=_status(exc))
+        return _form_view(ctx, kind=kind, text=text, fmt=fmt, error=error, status=refused_status(exc))
     where = f"/tasks/{_q(created[0])}" if len(created) == 1 else "/tasks"
     return Redirect(where, ("ok", f"created task{'s' if len(created) > 1 else ''} {', '.join(created)}"))
 
@@ -171,7 +171,7 @@ def edit_task(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             version=version,
             namespace=namespace,
             error=_conflict_hint(exc),
-            status=_status(exc),
+            status=refused_status(exc),
         )
     return Redirect(f"/tasks/{_q(name)}", ("ok", f"task {name} updated"))
 
@@ -217,7 +217,7 @@ def edit_workflow(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
             version=version,
             namespace=namespace,
             error=_conflict_hint(exc),
-            status=_status(exc),
+            status=refused_status(exc),
         )
     said = f"workflow {name} is now version {record.version}" if changed else f"workflow {name} unchanged"
     return Redirect(f"/workflows/{_q(name)}", ("ok", said))

@@ -22,8 +22,8 @@ from raftsched.display import duration_text, enum_name, iso, schedule_text
 from raftsched.errors import InvalidSpec, NotFound, RaftschedError, Unauthenticated, Unavailable
 from raftsched.explain import sla_details, workflow_sla_details
 from raftsched.v1 import raftsched_pb2 as pb
-from raftsched.web import crossflow
-from raftsched.web.base import Ctx, Redirect, View, local_path
+from raftsched.web import crossflow, pools
+from raftsched.web.base import REFRESH_S, Ctx, Redirect, View, local_path
 from raftsched.web.editing import ROUTES as EDIT_ROUTES
 from raftsched.web.graph import dag_geometry, gantt_geometry
 from raftsched.web.templating import trusted_html
@@ -33,7 +33,6 @@ __all__ = ["FILTERS", "PAGE_SIZE", "ROUTES"]
 PAGE_SIZE: Final = 50
 TASKS_PER_PAGE: Final = 25  # each row costs two reads (its strip)
 STRIP: Final = 10  # fires in a task's strip on the task list
-REFRESH_S: Final = 3  # how often a live page polls
 _FIRE_WINDOWS: Final = {"10m": 600_000, "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000}
 # Reads for the rows of one page run side by side (loopback gRPC, each a short local read).
 # Two at a time: the reads are served on the node's event loop, which also carries dispatch.
@@ -651,11 +650,6 @@ def audit(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
     )
 
 
-def pools(ctx: Ctx, m: re.Match[str]) -> View | Redirect:
-    found = ctx.client.list_pools()
-    return View("pools.html", {"pools": found, "refresh": REFRESH_S}, title="Pools")
-
-
 # -- helpers -----------------------------------------------------------------------------------
 
 
@@ -725,7 +719,7 @@ ROUTES: Final[list[tuple[str, str, Callable[[Ctx, re.Match[str]], View | Redirec
     ("POST", rf"/alerts/{_ID}/ack", ack, False),
     ("GET", r"/audit", audit, False),
     *EDIT_ROUTES,
-    ("GET", r"/pools", pools, False),
+    *pools.ROUTES,
     ("POST", rf"/tasks/{_NAME}/backfill", start_task_backfill, False),
     ("POST", rf"/runs/{_ID}/cancel", cancel_run, False),
     ("POST", rf"/tasks/{_NAME}/cancel-runs", cancel_task_runs, False),

@@ -298,6 +298,41 @@ def test_rerun_a_failed_branch_from_the_console(
     wait_until(lambda: "accepted event orders-ready" in browser.page_source, 15, 0.1, "the emit")
     assert "on-order@" in browser.find_element(By.ID, "event-list").text
 
+    # Pools (an admin): what is typed in the form holds the live refresh, a bad size gets the
+    # CLI's message with the values kept, a resize saves, and the refresh resumes.
+    with Client(cluster.targets(), tls=cluster.tls, token=cluster.token) as admin:
+        admin.set_pool("warehouse", 2, description="db connections")
+    _sign_in(browser, base, cluster.token or "")
+    browser.get(base + "/pools")
+    wait_until(lambda: browser.find_elements(By.ID, "pool-warehouse"), 15, 0.1, "the pool's row")
+    browser.find_element(By.ID, "pool-name").send_keys("warehouse")
+    browser.find_element(By.ID, "pool-slots").send_keys("lots")
+    browser.find_element(By.TAG_NAME, "h1").click()  # focus leaves the form; the values stay
+    live = browser.find_element(By.ID, "live")
+    wait_until(lambda: live.get_attribute("data-held") == "edited", 15, 0.1, "a refresh held by the form")
+    assert browser.find_element(By.ID, "pool-slots").get_attribute("value") == "lots"
+    assert "unsaved input" in browser.find_element(By.ID, "live-status").text
+    browser.find_element(By.ID, "pool-set").click()
+    wait_until(lambda: browser.find_elements(By.ID, "pool-error"), 15, 0.1, "the refusal")
+    assert "pool.slots: 'lots' is not a whole number" in browser.find_element(By.ID, "pool-error").text
+    assert browser.find_element(By.ID, "pool-slots").get_attribute("value") == "lots"
+    browser.save_screenshot(str(shots / "pools-refused.png"))
+    slots = browser.find_element(By.ID, "pool-slots")
+    slots.clear()
+    slots.send_keys("6")
+    browser.find_element(By.ID, "pool-set").click()
+    wait_until(lambda: "resized from 2 to 6 slots" in browser.page_source, 15, 0.1, "the resize")
+    with Client(cluster.targets(), tls=cluster.tls, token=cluster.token) as admin:
+        assert [(i.pool.name, i.pool.slots) for i in admin.list_pools()] == [("warehouse", 6)]
+        admin.set_pool("warehouse", 6, description="changed elsewhere")
+    wait_until(
+        lambda: "changed elsewhere" in _retrying(lambda: browser.find_element(By.ID, "pool-warehouse").text),
+        30,
+        0.2,
+        "the live refresh to show a change made elsewhere",
+    )
+    browser.save_screenshot(str(shots / "pools.png"))
+
     # A viewer: no action buttons, and a forged POST (its own session and CSRF token) is refused.
     _sign_in(browser, base, tokens["viewer"])
     browser.get(run_url)
@@ -328,6 +363,7 @@ def test_rerun_a_failed_branch_from_the_console(
         base + "/cluster",
         base + "/waits",
         base + "/events",
+        base + "/pools",
         base + "/workflows/reconcile",
     ):
         browser.get(path)

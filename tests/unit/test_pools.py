@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from raftsched import codec
+from raftsched.client import Client
 from raftsched.errors import InvalidSpec
 from raftsched.fsm.policy import PolicyBook, pool_of_reason, pool_reason, validate_pool
 from raftsched.fsm.state import SchedulerState
@@ -14,6 +15,7 @@ from raftsched.leader import writes
 from raftsched.model import ManualTrigger, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
 from raftsched.v1 import log_pb2 as pb
+from raftsched.web.pools import parse_slots
 from tests.support.fsm import T0, apply, assign, create, domain, fresh, join, result, run_of, trigger
 
 
@@ -131,6 +133,31 @@ def test_pool_validation_names_the_field() -> None:
     state = fresh()
     res = apply(state, pool_cmd(T0, "wh", 0))  # a hand-made entry: refused as a value
     assert not res.ok and "pool.slots" in res.message
+
+
+@pytest.mark.parametrize("slots", [-1, 0, 1_000_001, 2**32, 2**40])
+def test_the_sdk_refuses_a_slot_count_out_of_range_before_building_the_record(slots: int) -> None:
+    # protobuf's uint32 field would raise ValueError ("Value out of range") for some of these.
+    client = Client.__new__(Client)  # refused before any call: no channel needed
+    with pytest.raises(InvalidSpec, match=rf"^pool\.slots: {slots} is not in 1-1000000$"):
+        client.set_pool("wh", slots)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lots", "'lots' is not a whole number (1-1000000)"),
+        ("2.5", "'2.5' is not a whole number (1-1000000)"),
+        ("", "'' is not a whole number (1-1000000)"),
+        ("0", "0 is not in 1-1000000"),
+        ("1000001", "1000001 is not in 1-1000000"),
+    ],
+)
+def test_the_consoles_slot_field_is_refused_naming_it(text: str, message: str) -> None:
+    with pytest.raises(InvalidSpec) as refused:
+        parse_slots(text)
+    assert str(refused.value) == f"pool.slots: {message}"
+    assert parse_slots(" 7 ") == 7
 
 
 def test_reasons_name_the_pool_and_a_missing_pool_says_how_to_set_it() -> None:

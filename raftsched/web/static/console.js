@@ -23,8 +23,38 @@
     return a && live.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName);
   }
 
+  // A form of the live region holding what the user entered (a value changed from the page's):
+  // a refresh would throw it away, so the region waits until it is posted or the page reloaded.
+  function edited() {
+    var fields = live.querySelectorAll("input, textarea, select");
+    for (var i = 0; i < fields.length; i++) {
+      var f = fields[i];
+      if (f.tagName === "SELECT") {
+        var first = 0;  // the option shown at load: the one marked selected, else the first
+        for (var j = 0; j < f.options.length; j++) {
+          if (f.options[j].defaultSelected) { first = j; }
+        }
+        if (f.options.length && f.selectedIndex !== first) { return true; }
+      } else if (f.type === "checkbox" || f.type === "radio") {
+        if (f.checked !== f.defaultChecked) { return true; }
+      } else if (f.type !== "hidden" && f.value !== f.defaultValue) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   function refresh() {
-    if (busy || document.hidden || typing()) { return; }
+    if (busy || document.hidden) { return; }
+    var held = typing() ? "typing" : edited() ? "edited" : "";
+    if (held) {
+      live.setAttribute("data-held", held);  // why this tick did not refresh (tests read it)
+      if (status) {
+        status.textContent = held === "edited" ? "refresh paused: a form holds unsaved input" : "";
+      }
+      return;
+    }
+    live.removeAttribute("data-held");
     busy = true;
     var focusedId = document.activeElement && document.activeElement.id;
     fetch(window.location.href, {

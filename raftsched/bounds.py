@@ -309,6 +309,7 @@ FIELDS: Final[dict[str, Range]] = {
         "ResultColumns.executor": Range(0, UINT32_MAX, "", "refused: executor numbers start at 1"),
         "ResultColumns.duration_ms": Range(0, UINT32_MAX, " ms"),
         "ResultColumns.lateness_ms": Range(INT32_MIN, INT32_MAX, " ms"),
+        "PromoteHotRuns.before_seq": Range(0, MAX_COUNTER, "", "refused: 1-next_seq"),
     }.items()
 }
 

@@ -90,7 +90,11 @@ from raftsched.v1 import log_pb2 as pb
 #      AssignColumns and ResultColumns. An older node would record them as rejected (unknown
 #      body) where a newer one creates, places and finishes runs; it halts instead
 #      (format_too_new). The leader proposes them only once every member reports format 18.
-COMMAND_FORMAT = 18
+#  19  PromoteHotRuns (issue 31): the leader moves hot runs older than MAX_HOT_SPAN seqs to the
+#      cold path, so one long attempt no longer pins the slot table. An older node would record
+#      it as rejected (unknown body) where a newer one promotes; it halts instead
+#      (format_too_new). The leader proposes it only once every member reports format 19.
+COMMAND_FORMAT = 19
 """The newest log command format this build applies (``Command.format``). Each command is
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
@@ -181,6 +185,9 @@ COLUMNS_FORMAT = 18
 ResultColumns (see the history)."""
 COLUMNS_BODIES = frozenset({"fire_columns", "assign_columns", "result_columns", "number_entities"})
 """The ``Command`` bodies of :data:`COLUMNS_FORMAT`."""
+PROMOTE_FORMAT = 19
+"""The format of PromoteHotRuns (see the history)."""
+_BODY_FORMAT["promote_hot_runs"] = PROMOTE_FORMAT
 FORMAT_TOO_NEW = "format_too_new"
 """Rejection code of a command whose format is newer than :data:`COMMAND_FORMAT`: the replica
 stops applying rather than record a rejection that an upgraded node would not (see

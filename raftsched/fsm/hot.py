@@ -65,6 +65,17 @@ LIVE: Final = (PENDING, RUNNING)
 TRIM_EVERY: Final = 4096
 """Finished slots at the head of the slot table before it is trimmed."""
 
+MAX_HOT_SPAN: Final = 1 << 18
+"""How many seqs a live hot run may fall behind ``next_seq`` before the leader promotes it to
+the cold path (``PromoteHotRuns``, command format 19). The table is trimmed only at its head, so
+without it one long attempt would keep every later slot in memory and in each hot checkpoint
+(4,000 attempts a second for an hour: 14 million slots, gigabytes). Above the default
+``max_dispatch_backlog`` (100,000), so waiting attempts are not promoted in an overload."""
+
+PROMOTE_BATCH: Final = 1 << 14
+"""How far past :data:`MAX_HOT_SPAN` the oldest live hot run may be before the leader proposes a
+``PromoteHotRuns``: promotions (and the trim after them) come in batches, not one per fire."""
+
 
 def run_id_of(task: str, nominal_ms: int) -> str:
     """The run id of the hot run of ``task`` at ``nominal_ms``: the cold path's id of that fire."""
@@ -206,6 +217,18 @@ class SlotTable:
         """The position of ``seq`` if it is an unfinished slot (pending or running), else -1."""
         j = self.index(seq)
         return j if j >= 0 and self.state[j] in LIVE else -1
+
+    def oldest_live(self) -> int:
+        """The seq of the oldest unfinished slot, or 0 if there is none. The same on every replica
+        (which slots are live is replicated state; where each table starts is not)."""
+        state = self.state
+        first = len(state)
+        for live in LIVE:
+            try:
+                first = min(first, state.index(live, 0, first))
+            except ValueError:
+                continue
+        return self.base + first if first < len(state) else 0
 
     def _head(self) -> int:
         """How many slots at the head are finished."""
@@ -954,6 +977,35 @@ class HotBook:
         for j, state in enumerate(list(slots.state)):
             if state in (PENDING, RUNNING):
                 self.promote(slots.base + j)
+
+    def promote_bound(self) -> int:
+        """The ``before_seq`` of the ``PromoteHotRuns`` the leader should propose now, or 0: once
+        the oldest live hot run is more than :data:`MAX_HOT_SPAN` + :data:`PROMOTE_BATCH` seqs
+        behind ``next_seq``, every live one more than ``MAX_HOT_SPAN`` behind. O(1) unless the
+        table reaches that far back."""
+        floor = self.next_seq - MAX_HOT_SPAN
+        slots = self.slots
+        if slots.base >= floor - PROMOTE_BATCH:
+            return 0  # nothing in the table is that old (its base is at most the oldest live seq)
+        oldest = slots.oldest_live()
+        return floor if 0 < oldest < floor - PROMOTE_BATCH else 0
+
+    def promote_hot_runs(self, cmd: pb.Command, now: int) -> Handled:
+        """PromoteHotRuns: every live hot run with a seq below ``before_seq`` moves to the cold
+        path (:meth:`promote`), then the table's finished head is trimmed. Idempotent: a second
+        one finds nothing live below the bound. The leader's dispatcher already handles a run
+        promoted under it (a refused row of its AssignColumns or ResultColumns goes the cold way)."""
+        before = cmd.promote_hot_runs.before_seq
+        if not 0 < before <= self.next_seq:
+            return _invalid(f"promote_hot_runs.before_seq: {before} is not in 1-{self.next_seq} (next_seq)")
+        slots = self.slots
+        state, base = slots.state, slots.base
+        live = [base + j for j in range(min(len(state), before - base)) if state[j] in LIVE]
+        for seq in live:
+            self.promote(seq)
+        if live:
+            slots.trim()
+        return pb.CommandResult(ok=True, accounted=len(live)), ()
 
     def promote_task(self, st: TaskState) -> None:
         for seq in list(st.hot_seqs):

@@ -701,6 +701,7 @@ class SchedulerState(LockedReads):
         "fire_columns": lambda s, cmd, now: s.hot.fire_columns(cmd, now),
         "assign_columns": lambda s, cmd, now: s.hot.assign_columns(cmd, now),
         "result_columns": lambda s, cmd, now: s.hot.result_columns(cmd, now),
+        "promote_hot_runs": lambda s, cmd, now: s.hot.promote_hot_runs(cmd, now),
     }
 
 

@@ -152,6 +152,10 @@ class StateView:
         """Whether tasks and executors are numbered (a NumberEntities applied): columns may be proposed."""
         return self._s.numbering.on
 
+    def hot_promote_bound(self) -> int:
+        """The ``before_seq`` of a ``PromoteHotRuns`` due now, or 0 (:meth:`HotBook.promote_bound`)."""
+        return self._s.hot.promote_bound()
+
     def task_by_number(self, number: int) -> TaskState | None:
         """The task numbered ``number`` (live object: read, never keep), or None."""
         return self._s.numbering.task(number)

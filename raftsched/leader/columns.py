@@ -39,6 +39,7 @@ __all__ = [
     "dispatched_rows",
     "hot_result",
     "number_entities",
+    "promote_hot_runs",
     "ready_attempts",
     "ready_rows",
     "split_assignments",
@@ -56,6 +57,14 @@ def number_entities(now_ms: int, epoch: int, origin: str) -> bytes:
     columns; see :class:`~raftsched.leader.driver.LeaderDriver`)."""
     cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
     cmd.number_entities.SetInParent()
+    return codec.encode_command(cmd)
+
+
+def promote_hot_runs(now_ms: int, epoch: int, origin: str, before_seq: int) -> bytes:
+    """The ``PromoteHotRuns`` command: the live hot runs below ``before_seq`` go to the cold path
+    (:data:`raftsched.fsm.hot.MAX_HOT_SPAN`; see :class:`~raftsched.leader.driver.LeaderDriver`)."""
+    cmd = pb.Command(epoch=epoch, now_ms=now_ms, origin=origin)
+    cmd.promote_hot_runs.before_seq = before_seq
     return codec.encode_command(cmd)
 
 

@@ -66,6 +66,8 @@ RESUME_FRACTION = 0.75
 PLAN_READ_CHUNK = 1000
 # A NumberEntities proposed whose numbering has not applied after this is proposed again.
 NUMBERING_RETRY_MS = 5000
+# A PromoteHotRuns proposed whose promotions have not applied after this is proposed again.
+PROMOTE_RETRY_MS = 1000
 # Fire batches proposed and not yet committed, at most: a second's 10,000 fires (10 batches) go
 # out in 3 commit rounds instead of 5. Measured with 2 and 4 alternating (bench.ab --only fires,
 # 10,000 tasks, 3 rounds): commit p99 177 / 715 / 1,325 ms with 2 against 127 / 446 / 459 ms with
@@ -187,6 +189,9 @@ class LeaderDriver:
         # ``columns_allowed()``: every voting member applies the columnar bodies
         # (raftsched.leader.formats); asked once per poll. None: never (today's bodies only).
         self.columns_allowed: Callable[[], bool] | None = None
+        # ``promote_allowed()``: every voting member applies PromoteHotRuns (command format 19).
+        # None: never proposed (a long attempt then keeps the later slots in the hot table).
+        self.promote_allowed: Callable[[], bool] | None = None
         # Overload (``[scheduler] max_dispatch_backlog``, 0: no limit): once ``dispatch_backlog()``
         # (attempts committed and waiting for an executor slot) reaches the limit, a due task
         # that has attempts waiting is not planned; it waits here, once, in due order, until
@@ -210,6 +215,7 @@ class LeaderDriver:
         self._split_at: dict[str, int] = {}
         self._held_scan_ms = 0  # leader time of the last scan of the due queue while held
         self._numbering_sent_ms = 0  # leader time a NumberEntities was proposed (this leadership)
+        self._promote_sent: tuple[int, int] = (0, 0)  # (before_seq, leader time) of the last PromoteHotRuns
         self._paused_for_clock = False
         # (deadline, WorkflowWaitsDue applied so far, leader time) when one was last proposed
         self._waits_proposed: tuple[int, int, int] = (0, 0, 0)
@@ -605,14 +611,28 @@ class LeaderDriver:
         allowed = self.columns_allowed
         if allowed is None or not allowed():
             return False, []
+        promote = self.promote_allowed
         with self.state.view() as v:
             on = v.numbering_on()
+            bound = v.hot_promote_bound() if on and promote is not None and promote() else 0
         if on:
-            return True, []
+            return True, self._promote(now, bound)
         if self._numbering_sent_ms and now - self._numbering_sent_ms < NUMBERING_RETRY_MS:
             return False, []
         self._numbering_sent_ms = now
         return False, [Proposal(columns.number_entities(now, self.epoch, self.node_id), ())]
+
+    def _promote(self, now: int, bound: int) -> list[Proposal]:
+        """A ``PromoteHotRuns`` up to ``bound`` (0: none due; :meth:`HotBook.promote_bound`): the
+        oldest live hot run is so far behind that it pins the slot table. Proposed once, again
+        after :data:`PROMOTE_RETRY_MS` if it has not applied by then (lost)."""
+        if not bound:
+            return []
+        last, at = self._promote_sent
+        if bound >= last > 0 and now - at < PROMOTE_RETRY_MS:
+            return []  # proposed, not applied yet
+        self._promote_sent = (bound, now)
+        return [Proposal(columns.promote_hot_runs(now, self.epoch, self.node_id, bound), ())]
 
     def _waits_due(self, now: int) -> list[Proposal]:
         """A ``WorkflowWaitsDue`` when a cross-workflow deadline (timeout, warn_after) has come.

@@ -25,7 +25,11 @@ from raftsched import codec
 # has one; a build without it never opens the gate.
 COLUMNS_FORMAT: int = getattr(codec, "COLUMNS_FORMAT", 18)
 
-__all__ = ["COLUMNS_FORMAT", "MemberFormats"]
+# The format of PromoteHotRuns (the leader moves hot runs that pin the slot table to the cold
+# path; raftsched.fsm.hot.MAX_HOT_SPAN): proposed only while every voting member applies it.
+PROMOTE_FORMAT: int = codec.PROMOTE_FORMAT
+
+__all__ = ["COLUMNS_FORMAT", "PROMOTE_FORMAT", "MemberFormats"]
 
 
 class MemberFormats:

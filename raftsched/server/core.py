@@ -26,7 +26,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.leader.dispatch.settings import DispatchSettings
 from raftsched.leader.driver import LeaderDriver
-from raftsched.leader.formats import MemberFormats
+from raftsched.leader.formats import PROMOTE_FORMAT, MemberFormats
 from raftsched.leader.gate import LeaderGate
 from raftsched.replica import Replica
 from raftsched.timing.schedule import MisfireSettings
@@ -93,6 +93,8 @@ class Core:
         self.member_formats = member_formats
         columns = member_formats.all_apply if member_formats is not None else _never
         self.driver.columns_allowed = columns
+        if member_formats is not None:  # PromoteHotRuns, once every voting member applies it
+            self.driver.promote_allowed = lambda: member_formats.all_apply(PROMOTE_FORMAT)
         self.dispatcher.columns_allowed = columns
         self.gate = LeaderGate(
             node_id,

@@ -117,8 +117,8 @@ class _SimLoop(asyncio.SelectorEventLoop):
 
 
 class _SimCommands:
-    """The simulated part of an executor: a command takes ``duration_ms`` and succeeds, unless
-    it is one of ``failing`` (then it exits 1)."""
+    """The simulated part of an executor: a command takes ``duration_ms`` (those of
+    ``durations``: their own) and succeeds, unless it is one of ``failing`` (then it exits 1)."""
 
     def __init__(
         self,
@@ -126,20 +126,21 @@ class _SimCommands:
         duration_ms: int,
         executions: list[tuple[str, int]],
         failing: set[str] | None = None,
+        durations: dict[str, int] | None = None,
     ) -> None:
         self.clock = clock
         self.duration_ms = duration_ms
         self.executions = executions
         self.failing = failing if failing is not None else set()
+        self.durations = durations if durations is not None else {}
 
     async def run(self, command: str, ctx: AttemptContext) -> AttemptResult:
         self.executions.append((ctx.execution_id, self.clock.now_ms()))
-        await asyncio.sleep(self.duration_ms / 1000)
+        took = self.durations.get(command, self.duration_ms)
+        await asyncio.sleep(took / 1000)
         if command in self.failing:
-            return AttemptResult(
-                ctx.execution_id, False, 1, error="exit code 1", duration_ms=self.duration_ms
-            )
-        return AttemptResult(ctx.execution_id, True, 0, duration_ms=self.duration_ms)
+            return AttemptResult(ctx.execution_id, False, 1, error="exit code 1", duration_ms=took)
+        return AttemptResult(ctx.execution_id, True, 0, duration_ms=took)
 
 
 @dataclass
@@ -167,6 +168,7 @@ class SimExecutorProcess:
     disk_used: float = 0.0
     log_used: float = 0.0
     prefetch: int = 0  # the agent's prefetch: attempts assigned beyond its slots wait for one
+    durations: dict[str, int] = field(default_factory=dict)  # commands that take their own time (ms)
     agent: Executor | None = None
     loop: _SimLoop | None = None
     task: asyncio.Task[None] | None = None
@@ -608,12 +610,14 @@ class SimHarness:
         execution_log_keep: str | float | None = DEFAULT_EXECUTION_LOG_KEEP,
         failing: set[str] | None = None,
         prefetch: int = 0,
+        durations: dict[str, int] | None = None,
     ) -> SimExecutorProcess:
         """Start an executor process (it registers with the leader at once, if there is one),
         declaring ``cpu``/``memory_mb`` capacity and ``labels`` if given; its execution log
         forgets acknowledged ids after ``execution_log_keep`` (the agent's option); the commands
-        of ``failing`` fail on it (exit 1); ``prefetch``: the agent's (slots + prefetch
-        registered, at most ``slots`` run at once)."""
+        of ``failing`` fail on it (exit 1); those of ``durations`` take their own time, not
+        ``duration_ms``; ``prefetch``: the agent's (slots + prefetch registered, at most ``slots``
+        run at once)."""
         proc = SimExecutorProcess(
             name,
             slots,
@@ -624,6 +628,7 @@ class SimHarness:
             execution_log_keep=execution_log_keep,
             failing=failing if failing is not None else set(),
             prefetch=prefetch,
+            durations=dict(durations or {}),
         )
         self.executors[name] = proc
         self._start(proc)
@@ -641,7 +646,9 @@ class SimHarness:
             clock=self.clock,
             transport=MemoryTransport(self.endpoint, silent=self._silent),
             execution_log=proc.log,
-            command_runner=_SimCommands(self.clock, proc.duration_ms, proc.executions, proc.failing),
+            command_runner=_SimCommands(
+                self.clock, proc.duration_ms, proc.executions, proc.failing, proc.durations
+            ),
             execution_log_keep=proc.execution_log_keep,
             health_probe=lambda: (proc.disk_used, proc.log_used),
             prefetch=proc.prefetch,

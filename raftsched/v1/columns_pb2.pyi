@@ -64,6 +64,7 @@ from raftsched.v1.log_pb2 import FireColumns as FireColumns
 from raftsched.v1.log_pb2 import AssignColumns as AssignColumns
 from raftsched.v1.log_pb2 import ResultColumns as ResultColumns
 from raftsched.v1.log_pb2 import NumberEntities as NumberEntities
+from raftsched.v1.log_pb2 import PromoteHotRuns as PromoteHotRuns
 from raftsched.v1.log_pb2 import HotFires as HotFires
 from raftsched.v1.log_pb2 import HotAssigns as HotAssigns
 from raftsched.v1.log_pb2 import HotResults as HotResults

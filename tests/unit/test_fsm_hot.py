@@ -36,6 +36,7 @@ from tests.support.fsm import (
     leave,
     report,
     result,
+    run_of,
     tick,
     update,
 )
@@ -413,6 +414,82 @@ def test_a_pending_hot_run_promoted_by_a_cancel() -> None:
     assert stored_runs(cols) == stored_runs(cold)
 
 
+# --------------------------------------------------------------------------- a long attempt pins no slots
+
+
+def promote_cmd(now: int, before_seq: int, epoch: int = 1) -> bytes:
+    cmd = pb.Command(epoch=epoch, now_ms=now, origin="n1")
+    cmd.promote_hot_runs.before_seq = before_seq
+    return codec.encode_command(cmd)
+
+
+def pinned(short_runs: int) -> tuple[SchedulerState, int]:
+    """Task ``long`` (number 1) runs at seq 1 on ex1; then ``short`` (number 2) fires, runs and
+    succeeds ``short_runs`` times (seqs 2...), then fires once more (pending) and once more
+    (running). Returns the state and the time of the last entry."""
+    state = hot_state("long", "short")
+    at = T0 + S
+    assert apply(state, fire_cols(at, [(1, 1, at, at + 3600 * S)])).fired == 1
+    assert apply(state, assign_cols(at + 1, [(1, 1, 1)])).accounted == 1
+    for seq in range(2, short_runs + 2):
+        at += S
+        assert apply(state, fire_cols(at, [(2, 1, at, at + S)])).fired == 1
+        assert apply(state, assign_cols(at + 1, [(seq, 1, 2)])).accounted == 1
+        assert apply(state, result_cols(at + 2, [(seq, 1, 2, 5, 1)])).accounted == 1
+    at += S
+    assert apply(state, fire_cols(at, [(2, 1, at, at + S)])).fired == 1  # left pending
+    at += S
+    assert apply(state, fire_cols(at, [(2, 1, at, at + S)])).fired == 1
+    assert apply(state, assign_cols(at + 1, [(short_runs + 3, 1, 2)])).accounted == 1
+    return state, at + 2
+
+
+def test_one_long_attempt_keeps_every_later_slot_until_it_is_promoted() -> None:
+    state, at = pinned(300)
+    slots = state.runs.slots
+    assert slots.oldest_live() == 1 and len(slots) == 303  # pinned: the finished ones stay
+    pending, running = 302, 303
+    twin, _ = pinned(300)
+    res = apply(state, promote_cmd(at, running))
+    assert (res.ok, res.accounted) == (True, 2)  # the long run and the pending short one
+    # What the cold events' promotion stores for the same runs, with the last short run left hot.
+    twin.hot.promote(1)
+    twin.hot.promote(pending)
+    assert stored_runs(state) == stored_runs(twin)
+    assert state.active == twin.active and dict(state.usage.running) == dict(twin.usage.running)
+    assert slots.oldest_live() == running and slots.base == running and len(slots) == 1
+    assert list(state.hot.live_runs()) == [f"short@{at - 2}"]
+    assert tables(reloaded(state)) == tables(state)
+    assert reloaded(state).digest() == state.digest()
+    # Idempotent: nothing live is left below the bound.
+    assert (apply(state, promote_cmd(at + 1, running)).accounted, len(slots)) == (0, 1)
+    # The long attempt's success: refused as a hot row (no longer a live hot run), accepted as
+    # the cold report the leader sends for a refused row.
+    long_run = f"long@{T0 + S}"
+    assert apply(state, result_cols(at + 2, [(1, 1, 1, 9, 0)])).refused == 1
+    assert apply(state, cold_success(at + 3, long_run, "ex1", 9, 0)).accounted == 1
+    assert run_of(state, long_run).state == pb.SUCCEEDED
+    assert tables(reloaded(state)) == tables(state)
+
+
+@pytest.mark.parametrize("before_seq", [0, 7, 1 << 40])  # next_seq is 6
+def test_a_promotion_bound_out_of_range_is_refused_whole(before_seq: int) -> None:
+    state, at = pinned(2)
+    assert state.hot.next_seq == 6
+    unchanged(state, promote_cmd(at, before_seq), "invalid_argument")
+
+
+def test_an_older_build_halts_on_a_promotion(monkeypatch: pytest.MonkeyPatch) -> None:
+    state, at = pinned(2)
+    data = promote_cmd(at, 2)
+    assert pb.Command.FromString(data).format == codec.PROMOTE_FORMAT == codec.COMMAND_FORMAT == 19
+    monkeypatch.setattr(codec, "COMMAND_FORMAT", 18)
+    before, chain = domain(state), state.chain
+    res = apply(state, data)
+    assert (res.ok, res.code) == (False, codec.FORMAT_TOO_NEW)
+    assert domain(state) == before and state.chain == chain
+
+
 # --------------------------------------------------------------------------- refusals
 
 
@@ -540,7 +617,7 @@ def test_result_refusals() -> None:
 def test_an_older_build_halts_on_a_columns_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     state = hot_state("a")
     data = fire_cols(T0 + S, [(1, 1, T0 + S, T0 + 2 * S)])
-    assert pb.Command.FromString(data).format == codec.COLUMNS_FORMAT == codec.COMMAND_FORMAT == 18
+    assert pb.Command.FromString(data).format == codec.COLUMNS_FORMAT == 18
     monkeypatch.setattr(codec, "COMMAND_FORMAT", 17)
     before, chain = domain(state), state.chain
     res = apply(state, data)

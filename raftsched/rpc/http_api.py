@@ -32,30 +32,38 @@ import json
 import logging
 import re
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from http import HTTPStatus
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 import grpc
-from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from raftsched import bounds
 from raftsched.config.eventhooks import EventHook
-from raftsched.errors import InvalidSpec, RaftschedError
+from raftsched.errors import InvalidSpec
 from raftsched.leader.window import FiringWindow
 from raftsched.observability.listener import HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import routes, webhooks
+from raftsched.rpc.http_requests import (
+    ADMIN,
+    BOOLS,
+    FOLLOW_PARAM,
+    STALE_PARAM,
+    BadRequest,
+    body_object,
+    build_request,
+    merge_patch,
+    request_header,
+)
+from raftsched.rpc.local_calls import Aborted, LocalCalls, LocalContext
 from raftsched.rpc.plumbing import CODE_KEY, LEADER_KEY
 from raftsched.rpc.rendering import JsonCache, join, message_to_json, render
 from raftsched.rpc.routes import Merge, Route, Stream
 from raftsched.security import authz
-from raftsched.security.auth import Principal
 from raftsched.timing.clock import SystemClock
 from raftsched.v1 import raftsched_pb2 as pb
-from raftsched.v1 import raftsched_pb2_grpc as pb_grpc
 
 __all__ = [
     "FULL_LOGS",
@@ -74,8 +82,6 @@ log = logging.getLogger("raftsched.http_api")
 JSON: Final = "application/json"
 PROBLEM: Final = "application/problem+json"
 SERVICE: Final = "/raftsched.v1.Admin/"
-STALE_PARAM: Final = "stale"
-FOLLOW_PARAM: Final = "follow"
 FULL_LOGS: Final = ("GET", "/runs/{run_id}/logs:full")
 """Full logs (:meth:`HttpApi._logs`): the one route outside the route table (a byte stream of
 the Logs service, not an Admin RPC's JSON)."""
@@ -104,7 +110,6 @@ FIRING_HOLD_MS: Final = 100
 """How long a call waits at most for the leader's firing window to close (see
 :meth:`HttpApi._give_way`); 0 never waits."""
 PROBLEM_TYPE: Final = "urn:raftsched:error:"
-ADMIN: Final = pb.DESCRIPTOR.services_by_name["Admin"]
 
 HTTP_STATUS: Final[Mapping[grpc.StatusCode, int]] = {
     grpc.StatusCode.OK: 200,
@@ -135,159 +140,7 @@ def full_logs_maximum(name: str) -> int:
     return 2**32 - 1 if fd.cpp_type == FieldDescriptor.CPPTYPE_UINT32 else 2**64 - 1
 
 
-# -- the in-process call path ----------------------------------------------------------------------
-
-
-class Aborted(Exception):
-    """What :meth:`LocalContext.abort` raises (gRPC's ``context.abort`` raises too)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
-class LocalContext:
-    """The part of ``grpc.aio.ServicerContext`` the interceptors and servicers use, for a call
-    made in process: invocation metadata, peer, trailing metadata, abort (raises
-    :class:`Aborted`), and :meth:`note_error` (called by :func:`raftsched.rpc.plumbing.abort`
-    with the error being answered, so the field path of an invalid argument is known)."""
-
-    def __init__(
-        self,
-        metadata: Sequence[tuple[str, str]],
-        peer: str,
-        cert_names: Sequence[str] = (),
-        verified_principal: Principal | None = None,
-    ) -> None:
-        self._metadata = tuple(metadata)
-        self._peer = peer
-        self._cert_names = tuple(cert_names)
-        self.verified_principal = verified_principal
-        """A caller the HTTP layer authenticated itself (a signed webhook): the authorization
-        interceptor takes it as the call's principal (:meth:`authz.Authenticator.principal`)."""
-        self.trailing: dict[str, str] = {}
-        self.error: RaftschedError | None = None
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    def peer(self) -> str:
-        return self._peer
-
-    def auth_context(self) -> dict[str, list[bytes]]:
-        """As gRPC gives it: the verified client certificate's common names (``[auth.subjects]``
-        grants them roles, on the HTTP listener as on the gRPC port)."""
-        return {"x509_common_name": [n.encode() for n in self._cert_names]} if self._cert_names else {}
-
-    def set_trailing_metadata(self, metadata: Sequence[tuple[str, str | bytes]]) -> None:
-        for key, value in metadata:
-            self.trailing[key] = value.decode() if isinstance(value, bytes) else value
-
-    def note_error(self, exc: RaftschedError) -> None:
-        self.error = exc
-
-    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
-        """Accepted and not called: an in-process stream ends when the HTTP layer closes its
-        generator (the handler's own ``finally`` runs then)."""
-
-    async def abort(self, code: grpc.StatusCode, details: str = "", *_: object) -> NoReturn:
-        raise Aborted(code, details)
-
-    def cancelled(self) -> bool:
-        return False
-
-    def done(self) -> bool:
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class _Details:
-    """A ``grpc.HandlerCallDetails`` for the interceptors."""
-
-    method: str
-    invocation_metadata: tuple[tuple[str, str], ...]
-
-
-class _Capture:
-    """A stand-in server that keeps the method handlers the generated ``add_*_to_server`` gives."""
-
-    def __init__(self) -> None:
-        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
-
-    def add_generic_rpc_handlers(self, handlers: Sequence[Any]) -> None:
-        pass
-
-    def add_registered_method_handlers(self, service: str, handlers: Mapping[str, Any]) -> None:
-        for name, handler in handlers.items():
-            self.handlers[f"/{service}/{name}"] = handler
-
-
-Continuation = Callable[[Any], Awaitable[Any]]
-
-
-class LocalCalls:
-    """Calls the Admin RPCs of ``servicer`` in process, through ``interceptors`` (outermost
-    first, the list the node's gRPC server runs, less what only counts gRPC traffic)."""
-
-    def __init__(
-        self,
-        servicer: pb_grpc.AdminServicer,
-        interceptors: Sequence[Any] = (),
-        logs: pb_grpc.LogsServicer | None = None,
-    ) -> None:
-        capture = _Capture()
-        pb_grpc.add_AdminServicer_to_server(servicer, capture)
-        if logs is not None:  # full logs: GET /api/v1/runs/{id}/logs:full (streamed, see HttpApi)
-            pb_grpc.add_LogsServicer_to_server(logs, capture)
-        self._handlers = capture.handlers
-        self._interceptors = tuple(interceptors)
-
-    async def _handler(self, method: str, metadata: tuple[tuple[str, str], ...]) -> Any:
-        async def base(details: Any) -> Any:
-            return self._handlers.get(details.method)
-
-        call: Continuation = base
-        for interceptor in reversed(self._interceptors):
-            call = _layer(interceptor, call)
-        return await call(_Details(method, metadata))
-
-    async def call(self, method: str, request: Message, context: LocalContext) -> Message | list[Message]:
-        """The reply of RPC ``method`` (``/raftsched.v1.Admin/GetTask``); a server-streaming
-        RPC's messages as a list. Raises :class:`Aborted` as the call ends with a status."""
-        handler = await self._handler(method, context.invocation_metadata())
-        if handler is None:
-            raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
-        if handler.unary_unary is not None:
-            reply: Message = await handler.unary_unary(request, context)
-            return reply
-        stream: AsyncIterator[Message] = handler.unary_stream(request, context)
-        return [item async for item in stream]
-
-    async def stream(
-        self, method: str, request: Message, context: LocalContext
-    ) -> AsyncGenerator[Message, None]:
-        """A server-streaming RPC's messages one by one, as the handler yields them (never
-        collected: a full log may be gigabytes). Raises :class:`Aborted` as :meth:`call`."""
-        handler = await self._handler(method, context.invocation_metadata())
-        if handler is None or handler.unary_stream is None:
-            raise Aborted(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served")
-        async for item in handler.unary_stream(request, context):
-            yield item
-
-
-def _layer(interceptor: Any, inner: Continuation) -> Continuation:
-    async def call(details: Any) -> Any:
-        return await interceptor.intercept_service(inner, details)
-
-    return call
-
-
 # -- HTTP ------------------------------------------------------------------------------------------
-
-
-class BadRequest(InvalidSpec):
-    """The HTTP request cannot become the RPC's request (bad JSON, an unknown parameter)."""
 
 
 def _problem(
@@ -322,203 +175,6 @@ def _problem(
 
 def _ok(text: str) -> HttpResponse:
     return HttpResponse(200, text.encode(), JSON)
-
-
-_BOOLS: Final = {"true": True, "1": True, "false": False, "0": False}
-
-
-def _query_value(fd: FieldDescriptor, name: str, raw: str) -> Any:
-    """A query parameter's text as the JSON value ParseDict takes for field ``fd``."""
-    if fd.type == FieldDescriptor.TYPE_BOOL:
-        if raw.lower() not in _BOOLS:
-            raise BadRequest(name, f"{raw[:50]!r} is not a boolean (true or false)")
-        return _BOOLS[raw.lower()]
-    if fd.type == FieldDescriptor.TYPE_ENUM and raw.lstrip("-").isdigit():
-        return int(raw)
-    if fd.cpp_type in (FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64) or fd.cpp_type in (
-        FieldDescriptor.CPPTYPE_UINT32,
-        FieldDescriptor.CPPTYPE_UINT64,
-    ):
-        try:
-            return int(raw)
-        except ValueError:
-            raise BadRequest(name, f"{raw[:50]!r} is not an integer") from None
-    return raw
-
-
-def query_fields(route: routes.Route) -> list[FieldDescriptor]:
-    """The request fields ``route`` takes as query parameters: the scalar (and repeated scalar)
-    top-level fields no path parameter, body or fixed value sets."""
-    if route.body:
-        return []
-    taken = {route.field_of(p).split(".")[0] for p in route.params} | set(route.fixed)
-    method = ADMIN.methods_by_name[route.rpc]
-    return [
-        fd
-        for fd in method.input_type.fields
-        if fd.name not in taken and fd.message_type is None and fd.name != "idempotency_key"
-    ]
-
-
-def body_object(request: HttpRequest) -> dict[str, Any]:
-    """The request's JSON body (``{}`` when empty); raises :class:`BadRequest` unless an object."""
-    text = request.body.decode("utf-8", "replace").strip() if request.body else ""
-    try:
-        data = json.loads(text) if text else {}
-    except ValueError as exc:
-        raise BadRequest("body", f"not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise BadRequest("body", "must be a JSON object")
-    return data
-
-
-def merge_patch(current: Mapping[str, Any], patch: Mapping[str, Any], descriptor: Any) -> dict[str, Any]:
-    """``patch`` merged onto ``current`` (both a message of ``descriptor`` in the API's JSON,
-    proto field names or JSON names) as RFC 7396 says, aware of the message: a null removes the
-    field (its default) or the map key, an object merges into the message or map it names, a
-    member of a ``oneof`` removes its siblings, anything else (a list too) replaces. Unknown
-    names are kept for the parser to refuse."""
-    out = dict(current)
-    for key, value in patch.items():
-        fd = descriptor.fields_by_name.get(key) or _by_json_name(descriptor, key)
-        if fd is None:
-            out[key] = {} if value is None else value  # the parser names the unknown field
-            continue
-        prior = out.get(fd.name, out.get(fd.json_name))
-        out.pop(fd.name, None)
-        out.pop(fd.json_name, None)
-        if value is None:  # removing a field: a oneof's other members stay as they are
-            continue
-        for sibling in fd.containing_oneof.fields if fd.containing_oneof is not None else ():
-            out.pop(sibling.name, None)
-            out.pop(sibling.json_name, None)
-        base = prior if isinstance(prior, dict) else {}
-        if not isinstance(value, dict) or fd.message_type is None:
-            out[fd.name] = value
-        elif fd.message_type.GetOptions().map_entry:
-            out[fd.name] = {k: v for k, v in {**base, **value}.items() if v is not None}
-        elif fd.is_repeated:
-            out[fd.name] = value
-        else:
-            out[fd.name] = merge_patch(base, value, fd.message_type)
-    return out
-
-
-def _by_json_name(descriptor: Any, key: str) -> FieldDescriptor | None:
-    found: FieldDescriptor | None = next((f for f in descriptor.fields if f.json_name == key), None)
-    return found
-
-
-def build_request(route: routes.Route, params: Mapping[str, str], request: HttpRequest) -> Message:
-    """The RPC's request message for ``request`` on ``route`` (raises :class:`BadRequest`)."""
-    method = ADMIN.methods_by_name[route.rpc]
-    message: Message = getattr(pb, method.input_type.name)()
-    if route.body:
-        data = body_object(request)
-        null = _null_path(data)
-        if null is not None:
-            raise BadRequest(null, "null is not a value here: leave the field out for its default")
-        target_descriptor = (
-            message.DESCRIPTOR if route.body == "*" else getattr(message, route.body).DESCRIPTOR
-        )
-        bad_enum = _float_enum_path(data, target_descriptor)
-        if bad_enum is not None:
-            raise BadRequest(bad_enum, "an enum value is a name or an integer")
-        target = message if route.body == "*" else getattr(message, route.body)
-        try:
-            json_format.ParseDict(data, target)
-        except json_format.ParseError as exc:
-            raise BadRequest("body" if route.body == "*" else route.body, str(exc)) from None
-    elif request.body.strip():
-        raise BadRequest("body", f"{route.method} {routes.PREFIX}{route.path} takes no body")
-    fields = {fd.name: fd for fd in query_fields(route)}
-    for name, raw in request.query.items():
-        if name == STALE_PARAM or (name == FOLLOW_PARAM and route.stream is not None and route.stream.follow):
-            if raw.lower() not in _BOOLS:
-                raise BadRequest(name, f"{raw[:50]!r} is not a boolean (true or false)")
-            if name not in fields:
-                continue  # stale: the servicer reads it from the metadata; follow: the gateway
-        fd = fields.get(name)
-        if fd is None:
-            known = ", ".join([*sorted(fields), STALE_PARAM]) if not route.write else ""
-            raise BadRequest(
-                name,
-                "not a query parameter of this route" + (f" (it takes: {known})" if known else ""),
-            )
-        try:
-            json_format.ParseDict({name: _query_value(fd, name, raw)}, message, ignore_unknown_fields=False)
-        except json_format.ParseError as exc:
-            raise BadRequest(name, str(exc)) from None
-    for path, value in params.items():
-        _set_path(message, path, value)
-    for name, fixed in route.fixed.items():
-        setattr(message, name, fixed)
-    key = _header(request.headers, "idempotency-key")
-    if key is not None and "idempotency_key" in method.input_type.fields_by_name:
-        current = getattr(message, "idempotency_key")  # noqa: B009  (Message has no such attribute)
-        if current and current != key:
-            raise BadRequest("idempotency_key", "the body and the Idempotency-Key header differ")
-        setattr(message, "idempotency_key", key)  # noqa: B010
-    return message
-
-
-def _null_path(value: Any, path: str = "") -> str | None:
-    """The path of the first JSON null in ``value`` (protobuf's parser would take it silently as
-    the field's default, which the document does not allow)."""
-    if value is None:
-        return path or "body"
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _null_path(item, f"{path}.{key}" if path else str(key))
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found = _null_path(item, f"{path}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
-def _float_enum_path(value: Any, descriptor: Any, path: str = "") -> str | None:
-    """The path of the first enum field in ``value`` (JSON for ``descriptor``) given as a
-    non-integer number or a boolean: protobuf's parser takes 2.5e-42 as the enum's value 0."""
-    if not isinstance(value, dict):
-        return None
-    for key, item in value.items():
-        fd = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
-        if fd is None:
-            continue
-        where = f"{path}.{key}" if path else str(key)
-        items = item if fd.is_repeated and isinstance(item, list) else [item]
-        if fd.enum_type is not None:
-            for one in items:
-                if isinstance(one, bool) or (isinstance(one, float) and not one.is_integer()):
-                    return where
-        elif fd.message_type is not None and not fd.message_type.GetOptions().map_entry:
-            for i, one in enumerate(items):
-                found = _float_enum_path(one, fd.message_type, f"{where}[{i}]" if fd.is_repeated else where)
-                if found is not None:
-                    return found
-    return None
-
-
-def _set_path(message: Message, path: str, value: str) -> None:
-    *parents, leaf = path.split(".")
-    target = message
-    for name in parents:
-        target = getattr(target, name)
-    current = getattr(target, leaf)
-    if current and current != value:
-        raise BadRequest(path, f"the path names {value!r}, the body {current!r}")
-    setattr(target, leaf, value)
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value
-    return None
 
 
 _TRUE: Final = ("true", "1")
@@ -724,7 +380,8 @@ class HttpApi:
                 )
             return _problem(404, f"no API route {raw}", raw, code="not_found")
         route, params = found
-        metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
+        auth = request_header(request.headers, "authorization")
+        metadata = [("authorization", auth)] if auth else []
         if request.query.get(STALE_PARAM, "").lower() in _TRUE:
             metadata.append(("raftsched-allow-stale", "1"))
         peer = f"http:{request.remote}" if request.remote else "http"
@@ -791,7 +448,7 @@ class HttpApi:
                 raise BadRequest("stream", f"{stream_name[:50]!r} is neither stdout nor stderr")
             message.stderr = stream_name == "stderr"
             follow = q.get(FOLLOW_PARAM, "false").lower()
-            if follow not in _BOOLS:
+            if follow not in BOOLS:
                 raise BadRequest(FOLLOW_PARAM, f"{follow[:50]!r} is not a boolean (true or false)")
             message.follow = follow in _TRUE
             unknown = sorted(set(q) - set(FULL_LOGS_QUERY))
@@ -802,7 +459,8 @@ class HttpApi:
             return _problem(400, str(exc), raw, "invalid_argument", {"field": exc.field})
         if self._calls is None:
             return _problem(503, "this node is starting; try again", raw, "unavailable")
-        metadata = [(k, v) for k, v in (("authorization", _header(request.headers, "authorization")),) if v]
+        auth = request_header(request.headers, "authorization")
+        metadata = [("authorization", auth)] if auth else []
         peer = f"http:{request.remote}" if request.remote else "http"
         context = LocalContext(metadata, peer, request.peer_names)
         method = "/raftsched.v1.Logs/ReadLogs"

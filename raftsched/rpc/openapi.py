@@ -14,15 +14,8 @@ from typing import Any, Final
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
 from raftsched.rpc import routes
-from raftsched.rpc.http_api import (
-    ADMIN,
-    FOLLOW_PARAM,
-    FULL_LOGS,
-    FULL_LOGS_INTS,
-    STALE_PARAM,
-    full_logs_maximum,
-    query_fields,
-)
+from raftsched.rpc.http_api import FULL_LOGS, FULL_LOGS_INTS, full_logs_maximum
+from raftsched.rpc.http_requests import ADMIN, FOLLOW_PARAM, STALE_PARAM, query_fields
 from raftsched.v1 import raftsched_pb2 as pb
 
 __all__ = ["build", "document_bytes", "render"]

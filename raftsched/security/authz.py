@@ -227,7 +227,7 @@ class Authenticator:
         """Raises :class:`Unauthenticated` if the call carries no acceptable credentials.
 
         A call the HTTP layer made in process for a caller it authenticated itself (a signed
-        webhook: :class:`raftsched.rpc.http_api.LocalContext` with ``verified_principal`` set)
+        webhook: :class:`raftsched.rpc.local_calls.LocalContext` with ``verified_principal`` set)
         is that principal; a gRPC context has no such attribute, so nothing a network client
         sends can set it."""
         verified = getattr(context, "verified_principal", None)

@@ -74,7 +74,8 @@ from raftsched.observability.node_http import NodeObservability
 from raftsched.readinfo import ReadInfo
 from raftsched.rpc.admin import AdminServicer
 from raftsched.rpc.executor_service import ExecutorServicer
-from raftsched.rpc.http_api import HttpApi, LocalCalls
+from raftsched.rpc.http_api import HttpApi
+from raftsched.rpc.local_calls import LocalCalls
 from raftsched.rpc.logs_service import LogsServicer
 from raftsched.rpc.openapi import document_bytes as openapi_document
 from raftsched.rpc.peercheck import PeerCheck

@@ -19,19 +19,9 @@ from raftsched.errors import InvalidSpec, NotFound, NotLeader
 from raftsched.leader.window import FiringWindow
 from raftsched.observability.listener import HttpListener, HttpRequest, HttpResponse, HttpStream
 from raftsched.rpc import openapi, routes
-from raftsched.rpc.http_api import (
-    ADMIN,
-    FULL_LOGS,
-    FULL_LOGS_QUERY,
-    HTTP_STATUS,
-    BadRequest,
-    HttpApi,
-    LocalCalls,
-    build_request,
-    merge_patch,
-    message_to_json,
-    query_fields,
-)
+from raftsched.rpc.http_api import FULL_LOGS, FULL_LOGS_QUERY, HTTP_STATUS, HttpApi, message_to_json
+from raftsched.rpc.http_requests import ADMIN, BadRequest, build_request, merge_patch, query_fields
+from raftsched.rpc.local_calls import LocalCalls
 from raftsched.rpc.plumbing import rpc
 from raftsched.security.auth import Principal, Role
 from raftsched.security.authz import Authenticator, AuthInterceptor, caller

@@ -426,6 +426,11 @@ class HotBook:
         # hit is what a replica that restarted (its caches empty) reads: replicas cannot differ.
         self.templates: dict[tuple[int, int, int], bytes] = {}  # -> the pending Run's head
         self.checkpoint_index = 0  # Meta.hot_checkpoint_index
+        # Meta.promotions_logged: the seqs each command promotes are stored (hp/, flush), so a
+        # replica that loads its store knows them once their run records are pruned. Turned on
+        # by the first PromoteHotRuns (command format 19), so a format-18 cluster keeps its bytes.
+        self.promotions_logged = False
+        self._promoted: list[int] = []  # seqs this command promoted (stored by flush)
         # -> the finished run's per-version wire pieces (_finished_head)
         self.finished_heads: dict[tuple[int, int, int], FinishedHead] = {}
 
@@ -938,8 +943,14 @@ class HotBook:
     def promote(self, seq: int) -> pb.Run | None:
         """Move the live hot run ``seq`` to the cold path: its ``pb.Run`` (the bytes the cold path
         would hold for it now) is stored under its key and kept in ``RunBook.active``, a running
-        attempt's slot is held in the usage as a cold attempt's, and the slot is finished here.
-        Pure: every replica promotes the same runs at the same entries. Returns the run."""
+        attempt's slot is held in the usage as a cold attempt's, and the slot is finished here
+        (with :attr:`promotions_logged`, its seq is stored by :meth:`flush`). Pure: every replica
+        promotes the same runs at the same entries. Returns the run."""
+        data = self._promote(seq)
+        return None if data is None else pb.Run.FromString(data)
+
+    def _promote(self, seq: int) -> bytes | None:
+        """:meth:`promote`, returning the run's bytes (None: ``seq`` is not a live hot run)."""
         slots = self.slots
         j = slots.live(seq)
         if j < 0:
@@ -962,7 +973,9 @@ class HotBook:
         slots.state[j] = PROMOTED
         slots.finished += 1
         drop_seq(st, seq)
-        return pb.Run.FromString(data)
+        if self.promotions_logged:
+            self._promoted.append(seq)
+        return data
 
     def promote_id(self, run_id: str) -> pb.Run | None:
         """Promote the live hot run ``run_id`` if there is one (a cold event names it)."""
@@ -976,13 +989,16 @@ class HotBook:
         slots = self.slots
         for j, state in enumerate(list(slots.state)):
             if state in (PENDING, RUNNING):
-                self.promote(slots.base + j)
+                self._promote(slots.base + j)
 
     def promote_bound(self) -> int:
-        """The ``before_seq`` of the ``PromoteHotRuns`` the leader should propose now, or 0: once
-        the oldest live hot run is more than :data:`MAX_HOT_SPAN` + :data:`PROMOTE_BATCH` seqs
-        behind ``next_seq``, every live one more than ``MAX_HOT_SPAN`` behind. O(1) unless the
-        table reaches that far back."""
+        """The ``before_seq`` of the ``PromoteHotRuns`` the leader should propose now, or 0: 1
+        until one has applied (it turns :attr:`promotions_logged` on and promotes nothing);
+        then, once the oldest live hot run is more than :data:`MAX_HOT_SPAN` +
+        :data:`PROMOTE_BATCH` seqs behind ``next_seq``, every live one more than
+        ``MAX_HOT_SPAN`` behind. O(1) unless the table reaches that far back."""
+        if not self.promotions_logged:
+            return 1  # the first one (it promotes nothing below seq 1) turns the hp/ records on
         floor = self.next_seq - MAX_HOT_SPAN
         slots = self.slots
         if slots.base >= floor - PROMOTE_BATCH:
@@ -998,18 +1014,28 @@ class HotBook:
         before = cmd.promote_hot_runs.before_seq
         if not 0 < before <= self.next_seq:
             return _invalid(f"promote_hot_runs.before_seq: {before} is not in 1-{self.next_seq} (next_seq)")
+        self.promotions_logged = True
         slots = self.slots
         state, base = slots.state, slots.base
-        live = [base + j for j in range(min(len(state), before - base)) if state[j] in LIVE]
-        for seq in live:
-            self.promote(seq)
-        if live:
-            slots.trim()
+        end = min(len(state), before - base)
+        live: list[int] = []
+        for mark in LIVE:  # found by list.index (C), not a Python loop over the span
+            j = 0
+            while j < end:
+                try:
+                    j = state.index(mark, j, end)
+                except ValueError:
+                    break
+                live.append(j)
+                j += 1
+        live.sort()
+        for j in live:
+            self._promote(base + j)
         return pb.CommandResult(ok=True, accounted=len(live)), ()
 
     def promote_task(self, st: TaskState) -> None:
         for seq in list(st.hot_seqs):
-            self.promote(seq)
+            self._promote(seq)
 
     def promote_executor(self, name: str) -> None:
         """Every live hot run with an attempt running on executor ``name`` (it leaves or dies)."""
@@ -1023,7 +1049,24 @@ class HotBook:
             if state == RUNNING and e == number
         ]
         for seq in running:
-            self.promote(seq)
+            self._promote(seq)
+
+    def flush(self) -> None:
+        """End of a command (before the task book's flush, whose checkpoint folds the record in):
+        the seqs it promoted in one ``hp/`` record (with :attr:`promotions_logged`), and the
+        table's finished head trimmed once :data:`TRIM_EVERY` slots have finished (promotions
+        and cold reports finish slots too, not only ResultColumns)."""
+        if self._promoted:
+            seqs, self._promoted = self._promoted, []
+            key = keys.hot_key(keys.HOT_PROMOTED, self.host.applied_commands)
+            rec = pb.HotPromoted()
+            prior = self.store.get(key)  # a refused command that promoted shares the key before it
+            if prior is not None:
+                rec.ParseFromString(prior)
+            rec.seq.extend(seqs)
+            self.store.put(key, rec.SerializeToString(deterministic=True))
+        if self.slots.finished >= TRIM_EVERY:
+            self.slots.trim()
 
     # -- checkpoint and load -----------------------------------------------------------------------
 
@@ -1044,7 +1087,7 @@ class HotBook:
             keys.HOT_SLOTS_KEY,
             checkpoint_bytes(slots.base + k if k < len(state) else self.next_seq, slots.columns(), k),
         )
-        for prefix in (keys.HOT_FIRES, keys.HOT_ASSIGNS, keys.HOT_RESULTS):
+        for prefix in (keys.HOT_FIRES, keys.HOT_ASSIGNS, keys.HOT_RESULTS, keys.HOT_PROMOTED):
             while stale := store.scan_keys(prefix, prefix + keys.END, limit=4096):
                 for key in stale:
                     store.delete(key)
@@ -1058,6 +1101,7 @@ class HotBook:
         the counters at the end of its command, those rows included)."""
         host, numbering, slots, store = self.host, self.numbering, self.slots, self.store
         self.checkpoint_index = checkpoint_index
+        self._promoted = []
         self.templates.clear()
         self.finished_heads.clear()
         numbering.tasks[:] = [None]
@@ -1097,6 +1141,13 @@ class HotBook:
             else:
                 self._replay_results(index, pb.HotResults.FromString(value), counter_index, touched)
         host.hot_touched(sorted(touched))
+        # Promoted since the checkpoint (hp/ records, once promotions are logged): their run
+        # records may be pruned already, so they are not inferred from those.
+        promoted = {
+            seq
+            for _, value in store.scan(keys.HOT_PROMOTED, keys.HOT_PROMOTED + keys.END)
+            for seq in pb.HotPromoted.FromString(value).seq
+        }
         # A live slot whose run has a record under its key was promoted (a live hot run has none).
         runs = host.runs
         for j, state in enumerate(slots.state):
@@ -1104,7 +1155,11 @@ class HotBook:
                 continue
             owner = numbering.task(slots.task[j])
             run_id = run_id_of(owner.spec.name, slots.nominal[j]) if owner is not None else ""
-            if owner is None or store.get(keys.run_key_for_id(run_id)) is not None:
+            if (
+                owner is None
+                or slots.base + j in promoted
+                or store.get(keys.run_key_for_id(run_id)) is not None
+            ):
                 slots.state[j] = PROMOTED
                 continue
             add_seq(owner, slots.base + j)

@@ -74,6 +74,7 @@ TASK_COUNTERS = b"tc/"  # a command's task counters (TaskCounters), until the ne
 HOT_FIRES = b"h/"
 HOT_ASSIGNS = b"ha/"
 HOT_RESULTS = b"hf/"
+HOT_PROMOTED = b"hp/"  # the seqs a command promoted to the cold path (Meta.promotions_logged)
 HOT_CHECKPOINT = b"hc/"
 HOT_SLOTS_KEY = HOT_CHECKPOINT + b"s"
 LOCAL_PREFIX = b"~"

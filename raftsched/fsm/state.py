@@ -187,6 +187,7 @@ class SchedulerState(LockedReads):
             self.numbering.next_executor_no = meta.next_executor_no
             self.numbering.numbered_ms = meta.numbered_ms
             self.hot.next_seq = meta.next_seq or 1
+            self.hot.promotions_logged = meta.promotions_logged
             hot_checkpoint_index = meta.hot_checkpoint_index
             snapshot.refuse_newer("the stored state has format", meta.state_format)
             if self.state_format < DERIVED_TIMELINES_FORMAT and self.runs.migrate_timelines():
@@ -199,6 +200,7 @@ class SchedulerState(LockedReads):
             self.chain = b""
             self.numbering.clear()
             self.hot.next_seq = 1
+            self.hot.promotions_logged = False
             hot_checkpoint_index = 0
             self.state_format = DERIVED_TIMELINES_FORMAT
         self._phase("small books")
@@ -233,6 +235,7 @@ class SchedulerState(LockedReads):
             meta.next_executor_no = numbering.next_executor_no
             meta.hot_checkpoint_index = self.hot.checkpoint_index
             meta.numbered_ms = numbering.numbered_ms
+        meta.promotions_logged = self.hot.promotions_logged  # false (unwritten) until format 19
         self.state_format = meta.state_format
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
 
@@ -331,6 +334,7 @@ class SchedulerState(LockedReads):
                 log.critical("apply failed on a %s command: %r", cmd.WhichOneof("body"), exc, exc_info=True)
                 applied = Applied(rejected("internal", f"internal error applying command: {exc!r}"))
             self.wf.flush()  # workflow runs changed by this command, written once
+            self.hot.flush()  # the hot runs it promoted (before the task book's checkpoint)
             self.task_book.flush()  # the counters of the tasks it changed, one record
             self.policy.flush()  # quota records changed by this command, written once
             # The apply chain: a cheap fingerprint of everything applied so far, comparable between

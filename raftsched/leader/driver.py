@@ -66,8 +66,9 @@ RESUME_FRACTION = 0.75
 PLAN_READ_CHUNK = 1000
 # A NumberEntities proposed whose numbering has not applied after this is proposed again.
 NUMBERING_RETRY_MS = 5000
-# A PromoteHotRuns proposed whose promotions have not applied after this is proposed again.
-PROMOTE_RETRY_MS = 1000
+# A PromoteHotRuns proposed whose promotions have not applied after this is proposed again
+# (longer than a commit round under load: an early duplicate is harmless, and wasted).
+PROMOTE_RETRY_MS = 5000
 # Fire batches proposed and not yet committed, at most: a second's 10,000 fires (10 batches) go
 # out in 3 commit rounds instead of 5. Measured with 2 and 4 alternating (bench.ab --only fires,
 # 10,000 tasks, 3 rounds): commit p99 177 / 715 / 1,325 ms with 2 against 127 / 446 / 459 ms with
@@ -235,6 +236,7 @@ class LeaderDriver:
         self.wanted.clear()
         self._split_at.clear()
         self._numbering_sent_ms = 0
+        self._promote_sent = (0, 0)
         # Leader time is monotonic within a leadership; across leaderships the committed time
         # carries it (our barrier applies after every older entry). A time this node stamped
         # when it led before (perhaps with a clock that was wrong then) is not a floor.
@@ -623,13 +625,17 @@ class LeaderDriver:
         return False, [Proposal(columns.number_entities(now, self.epoch, self.node_id), ())]
 
     def _promote(self, now: int, bound: int) -> list[Proposal]:
-        """A ``PromoteHotRuns`` up to ``bound`` (0: none due; :meth:`HotBook.promote_bound`): the
-        oldest live hot run is so far behind that it pins the slot table. Proposed once, again
-        after :data:`PROMOTE_RETRY_MS` if it has not applied by then (lost)."""
+        """A ``PromoteHotRuns`` up to ``bound`` (0: none due; :meth:`HotBook.promote_bound`): 1,
+        the first one, turns the logging of promotions on; a larger one promotes the live hot
+        runs so far behind that they pin the slot table. Proposed once, again after
+        :data:`PROMOTE_RETRY_MS` if it has not applied by then (lost). The bound grows with every
+        fire, so a larger one than the last proposed is the same promotion still in flight
+        (unless the last was the first one: the bound is past 1 once that applied)."""
         if not bound:
             return []
         last, at = self._promote_sent
-        if bound >= last > 0 and now - at < PROMOTE_RETRY_MS:
+        in_flight = bound == 1 if last == 1 else bound >= last > 0
+        if in_flight and now - at < PROMOTE_RETRY_MS:
             return []  # proposed, not applied yet
         self._promote_sent = (bound, now)
         return [Proposal(columns.promote_hot_runs(now, self.epoch, self.node_id, bound), ())]

@@ -68,6 +68,7 @@ from raftsched.v1.log_pb2 import PromoteHotRuns as PromoteHotRuns
 from raftsched.v1.log_pb2 import HotFires as HotFires
 from raftsched.v1.log_pb2 import HotAssigns as HotAssigns
 from raftsched.v1.log_pb2 import HotResults as HotResults
+from raftsched.v1.log_pb2 import HotPromoted as HotPromoted
 from raftsched.v1.log_pb2 import HotCheckpoint as HotCheckpoint
 
 DESCRIPTOR: _descriptor.FileDescriptor

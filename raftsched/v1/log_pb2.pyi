@@ -803,7 +803,7 @@ class TaskCounters(_message.Message):
     def __init__(self, task: _Optional[_Iterable[str]] = ..., watermark_ms: _Optional[_Iterable[int]] = ..., next_fire_ms: _Optional[_Iterable[int]] = ..., active_runs: _Optional[_Iterable[int]] = ..., fires_total: _Optional[_Iterable[int]] = ..., runs_total: _Optional[_Iterable[int]] = ..., kept_fires: _Optional[_Iterable[int]] = ..., kept_runs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain", "alert_seq", "state_format", "event_seq", "next_seq", "next_task_no", "next_executor_no", "hot_checkpoint_index", "numbered_ms")
+    __slots__ = ("max_epoch", "max_leader_now_ms", "manual_seq", "applied_commands", "chain", "alert_seq", "state_format", "event_seq", "next_seq", "next_task_no", "next_executor_no", "hot_checkpoint_index", "numbered_ms", "promotions_logged")
     MAX_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_LEADER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     MANUAL_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -817,6 +817,7 @@ class Meta(_message.Message):
     NEXT_EXECUTOR_NO_FIELD_NUMBER: _ClassVar[int]
     HOT_CHECKPOINT_INDEX_FIELD_NUMBER: _ClassVar[int]
     NUMBERED_MS_FIELD_NUMBER: _ClassVar[int]
+    PROMOTIONS_LOGGED_FIELD_NUMBER: _ClassVar[int]
     max_epoch: int
     max_leader_now_ms: int
     manual_seq: int
@@ -830,7 +831,8 @@ class Meta(_message.Message):
     next_executor_no: int
     hot_checkpoint_index: int
     numbered_ms: int
-    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ..., alert_seq: _Optional[int] = ..., state_format: _Optional[int] = ..., event_seq: _Optional[int] = ..., next_seq: _Optional[int] = ..., next_task_no: _Optional[int] = ..., next_executor_no: _Optional[int] = ..., hot_checkpoint_index: _Optional[int] = ..., numbered_ms: _Optional[int] = ...) -> None: ...
+    promotions_logged: bool
+    def __init__(self, max_epoch: _Optional[int] = ..., max_leader_now_ms: _Optional[int] = ..., manual_seq: _Optional[int] = ..., applied_commands: _Optional[int] = ..., chain: _Optional[bytes] = ..., alert_seq: _Optional[int] = ..., state_format: _Optional[int] = ..., event_seq: _Optional[int] = ..., next_seq: _Optional[int] = ..., next_task_no: _Optional[int] = ..., next_executor_no: _Optional[int] = ..., hot_checkpoint_index: _Optional[int] = ..., numbered_ms: _Optional[int] = ..., promotions_logged: _Optional[bool] = ...) -> None: ...
 
 class AlertCursor(_message.Message):
     __slots__ = ("target", "through_seq", "at_ms")
@@ -959,6 +961,12 @@ class HotResults(_message.Message):
     now_ms: int
     rows: ResultColumns
     def __init__(self, now_ms: _Optional[int] = ..., rows: _Optional[_Union[ResultColumns, _Mapping]] = ...) -> None: ...
+
+class HotPromoted(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, seq: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HotCheckpoint(_message.Message):
     __slots__ = ("seq_base", "task", "version", "nominal_ms", "state", "executor", "attempt", "assigned_ms", "created_ms", "epoch")

@@ -24,10 +24,9 @@ __all__ = ["ROUTES", "parse_slots"]
 def parse_slots(text: str) -> int:
     """The posted slot count, or InvalidSpec naming the field and saying what was posted."""
     text = text.strip()
-    try:
-        slots = int(text, 10)
-    except ValueError:
-        raise InvalidSpec("pool.slots", f"{text!r} is not a whole number (1-{MAX_POOL_SLOTS})") from None
+    if not re.fullmatch(r"[+-]?[0-9]+", text):  # not int()'s "1_000" or other scripts' digits
+        raise InvalidSpec("pool.slots", f"{text!r} is not a whole number (1-{MAX_POOL_SLOTS})")
+    slots = int(text)
     if not 1 <= slots <= MAX_POOL_SLOTS:
         raise InvalidSpec("pool.slots", f"{slots} is not in 1-{MAX_POOL_SLOTS}")
     return slots

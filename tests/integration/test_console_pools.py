@@ -49,7 +49,9 @@ def _set(web: WebSession, name: str, slots: str, description: str = "") -> tuple
 
 
 def _field(page: str, name: str) -> str:
-    found = re.search(rf'<input id="pool-{name}" name="{name}" value="([^"]*)"', page)
+    found = re.search(rf'<input id="pool-{name}" name="{name}" value="([^"]*)"', page) or re.search(
+        rf'<textarea id="pool-{name}" name="{name}"[^>]*>(.*?)</textarea>', page, re.S
+    )
     assert found is not None, name
     return html.unescape(found.group(1))
 
@@ -78,8 +80,10 @@ def test_an_admin_creates_edits_and_resizes_a_pool(node: Running, tokens: dict[s
     assert status == 303
     assert "pool warehouse resized from 3 to 5 slots" in web.get("/pools").text
     assert (_pools(node)["warehouse"].slots, _pools(node)["warehouse"].description) == (5, "five now")
-    _set(web, "warehouse", "5", "same size")
+    _set(web, "warehouse", "5", "same size\nsecond line")
     assert "pool warehouse updated (5 slots)" in web.get("/pools").text
+    # A description of two lines comes back whole in the form (a textarea keeps line breaks).
+    assert _field(web.get("/pools?edit=warehouse").text, "description") == "same size\nsecond line"
 
 
 @pytest.mark.parametrize(

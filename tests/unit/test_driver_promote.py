@@ -13,6 +13,7 @@ from raftsched.fsm.state import SchedulerState
 from raftsched.leader import driver as driver_module
 from raftsched.leader.driver import LeaderDriver, Proposal
 from raftsched.timing.schedule import MisfireSettings
+from raftsched.v1 import log_pb2 as pb
 from tests.unit.test_fsm_hot import pinned
 
 SPAN, BATCH = 64, 16
@@ -42,29 +43,45 @@ def promotions(proposals: list[Proposal]) -> list[int]:
     return out
 
 
-def test_the_leader_promotes_what_pins_the_table_once_per_bound() -> None:
+def _apply_promotion(state: SchedulerState, proposals: list[Proposal]) -> pb.CommandResult:
+    promote = next(p for p in proposals if promotions([p]))
+    res = state.apply(promote.data).result
+    assert res.ok, res
+    return res
+
+
+def test_the_leader_turns_logging_on_then_promotes_what_pins_the_table_once_per_bound() -> None:
     state, at = pinned(300)  # the long run at seq 1, next_seq 304
     d = leading(state, at, allowed=True)
+    retry = driver_module.PROMOTE_RETRY_MS
+    # First the one that only turns the hp/ records on (before_seq 1 promotes nothing).
+    assert not state.hot.promotions_logged and state.hot.promote_bound() == 1
+    first = d.poll(at + 10)
+    assert promotions(first) == [1]
+    assert promotions(d.poll(at + 20)) == []  # in flight
+    assert _apply_promotion(state, first).accounted == 0 and state.hot.promotions_logged
+    # Then the one that unpins the table: proposed at once (the first applied).
     bound = state.hot.next_seq - SPAN
     assert state.hot.promote_bound() == bound == 240
-    first = d.poll(at + 10)
-    assert promotions(first) == [bound]
-    assert promotions(d.poll(at + 20)) == []  # proposed, not applied yet
+    second = d.poll(at + 30)
+    assert promotions(second) == [bound]
+    assert promotions(d.poll(at + 40)) == []  # proposed, not applied yet
     # Lost (never applied): proposed again after the retry interval.
-    again = d.poll(at + 20 + driver_module.PROMOTE_RETRY_MS)
+    again = d.poll(at + 30 + retry)
     assert promotions(again) == [bound]
-    promote = next(p for p in again if promotions([p]))
-    res = state.apply(promote.data).result
-    assert res.ok and res.accounted == 1  # the long run; the short ones live are recent
+    assert _apply_promotion(state, again).accounted == 1  # the long run; the live short ones are recent
     assert state.hot.promote_bound() == 0 and state.runs.slots.oldest_live() == 302
-    assert promotions(d.poll(at + 30 + 2 * driver_module.PROMOTE_RETRY_MS)) == []
+    assert promotions(d.poll(at + 40 + 2 * retry)) == []
+    # A new leadership forgets what the last one proposed.
+    d.become_leader(2, at + 50)
+    assert d._promote_sent == (0, 0)
 
 
 @pytest.mark.parametrize("allowed", [None, False])
 def test_no_promotion_unless_every_member_applies_format_19(allowed: bool | None) -> None:
     state, at = pinned(300)
     d = leading(state, at, allowed=allowed)
-    assert state.hot.promote_bound() == 240
+    assert state.hot.promote_bound() == 1  # even the first one waits for format 19
     assert promotions(d.poll(at + 10)) == []
     assert promotions(d.poll(at + 10 + driver_module.PROMOTE_RETRY_MS)) == []
 
@@ -72,5 +89,6 @@ def test_no_promotion_unless_every_member_applies_format_19(allowed: bool | None
 def test_nothing_is_promoted_while_the_oldest_live_run_is_within_span_and_batch() -> None:
     state, at = pinned(SPAN + BATCH - 4)  # next_seq - oldest live = SPAN + BATCH - 1
     d = leading(state, at, allowed=True)
+    assert _apply_promotion(state, d.poll(at + 10)).accounted == 0  # logging on
     assert state.hot.promote_bound() == 0
-    assert promotions(d.poll(at + 10)) == []
+    assert promotions(d.poll(at + 20 + driver_module.PROMOTE_RETRY_MS)) == []

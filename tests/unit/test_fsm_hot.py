@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from raftsched import codec
 from raftsched.fsm import hot, keys
 from raftsched.fsm.effects import DispatchColumns, ReadyColumns
+from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.model import Lock, Overlap, TaskSpec
 from raftsched.storage.memory import MemoryStore
@@ -148,8 +149,9 @@ def tables(state: SchedulerState) -> tuple[object, ...]:
 
 
 def reloaded(state: SchedulerState) -> SchedulerState:
-    """A replica restarted from ``state``'s store (a snapshot restored into a new store)."""
-    other = SchedulerState.load(MemoryStore())
+    """A replica restarted from ``state``'s store (a snapshot restored into a new store), with
+    the same retention (every node of a cluster has the same)."""
+    other = SchedulerState.load(MemoryStore(), state.retention)
     other.restore(state.snapshot(), state.store.applied_index())
     return other
 
@@ -444,7 +446,10 @@ def pinned(short_runs: int) -> tuple[SchedulerState, int]:
     return state, at + 2
 
 
-def test_one_long_attempt_keeps_every_later_slot_until_it_is_promoted() -> None:
+def test_one_long_attempt_keeps_every_later_slot_until_it_is_promoted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hot, "TRIM_EVERY", 16)  # trimmed at the end of the command that promoted
     state, at = pinned(300)
     slots = state.runs.slots
     assert slots.oldest_live() == 1 and len(slots) == 303  # pinned: the finished ones stay
@@ -470,6 +475,63 @@ def test_one_long_attempt_keeps_every_later_slot_until_it_is_promoted() -> None:
     assert apply(state, cold_success(at + 3, long_run, "ex1", 9, 0)).accounted == 1
     assert run_of(state, long_run).state == pb.SUCCEEDED
     assert tables(reloaded(state)) == tables(state)
+
+
+@pytest.mark.parametrize("logged", [True, False])
+def test_a_promoted_run_pruned_before_the_next_checkpoint_stays_promoted_on_reload(logged: bool) -> None:
+    """A promoted run that finishes on the cold path and is pruned (the oldest of its task, keep
+    count 5) before the next hot checkpoint: a replica that loads its store must not take the
+    checkpoint's live slot for a live hot run again (its usage would hold an executor slot for
+    ever, and a leader restarted from it would send the finished attempt again). With
+    promotions logged (after the first PromoteHotRuns) its hp/ record says so; a format-18
+    cluster (logged False) only has the run record, which is gone: the case this fixes."""
+    state = fresh(Retention(keep_count=5))
+    assert create(state, allow("t")).ok
+    assert apply(state, join("ex1", 4)).ok
+    assert apply(state, number_entities()).ok
+    at = T0 + S
+    assert apply(state, fire_cols(at, [(1, 1, at, at + S)])).fired == 1  # seq 1: a long attempt
+    assert apply(state, assign_cols(at + 1, [(1, 1, 1)])).accounted == 1
+    long_run = f"t@{at}"
+
+    def short_runs(seqs: range) -> None:
+        nonlocal at
+        for seq in seqs:
+            at += S
+            assert apply(state, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+            assert apply(state, assign_cols(at + 1, [(seq, 1, 1)])).accounted == 1
+            assert apply(state, result_cols(at + 2, [(seq, 1, 1, 5, 1)])).accounted == 1
+
+    short_runs(range(2, 345))  # past a hot checkpoint (every 1,024 commands): it holds seq 1 live
+    assert state.store.get(keys.HOT_SLOTS_KEY) is not None
+    if logged:
+        assert apply(state, promote_cmd(at + 3, 2)).accounted == 1  # logging on, seq 1 promoted
+        assert state.store.get(keys.hot_key(keys.HOT_PROMOTED, state.applied_commands)) is not None
+    else:
+        assert state.hot.promote(1) is not None  # as a cold event promotes it, format 18
+    assert apply(state, cold_success(at + 4, long_run, "ex1", 9, 0)).accounted == 1
+    short_runs(range(345, 445))
+    assert state.store.get(keys.run_key_for_id(long_run)) is None  # pruned: the oldest of t
+    other = reloaded(state)
+    if not logged:
+        assert list(other.hot.live_runs()) == [long_run]  # the format-18 case (not fixed there)
+        return
+    assert list(other.hot.live_runs()) == list(state.hot.live_runs()) == []
+    assert dict(other.usage.hot) == dict(state.usage.hot) == {}
+    assert tables(other) == tables(state) and other.digest() == state.digest()
+    with other.view() as v:
+        assert v.pending_attempts() == []
+    # Both apply the same log on, through the next checkpoint (which folds the hp/ record in).
+    for seq in range(445, 800):
+        at += S
+        for s in (state, other):
+            assert apply(s, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+            assert apply(s, assign_cols(at + 1, [(seq, 1, 1)])).accounted == 1
+            assert apply(s, result_cols(at + 2, [(seq, 1, 1, 5, 1)])).accounted == 1
+    assert list(state.store.scan(keys.HOT_PROMOTED, keys.HOT_PROMOTED + keys.END)) == []
+    assert other.digest() == state.digest() and tables(other) == tables(state)
+    # The attempt sent again by a leader restarted from either store is refused as a hot row.
+    assert apply(other, result_cols(at + 5, [(1, 1, 1, 9, 0)])).refused == 1
 
 
 @pytest.mark.parametrize("before_seq", [0, 7, 1 << 40])  # next_seq is 6

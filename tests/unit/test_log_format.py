@@ -83,6 +83,7 @@ STORED: dict[bytes, str | None] = {
     keys.HOT_FIRES: "HotFires",
     keys.HOT_ASSIGNS: "HotAssigns",
     keys.HOT_RESULTS: "HotResults",
+    keys.HOT_PROMOTED: "HotPromoted",
     keys.HOT_CHECKPOINT: "HotCheckpoint",
     keys.EVENT_EXPIRY: None,
 }

@@ -149,6 +149,8 @@ def test_the_sdk_refuses_a_slot_count_out_of_range_before_building_the_record(sl
         ("lots", "'lots' is not a whole number (1-1000000)"),
         ("2.5", "'2.5' is not a whole number (1-1000000)"),
         ("", "'' is not a whole number (1-1000000)"),
+        ("1_000", "'1_000' is not a whole number (1-1000000)"),
+        ("\u0663", "'\u0663' is not a whole number (1-1000000)"),
         ("0", "0 is not in 1-1000000"),
         ("1000001", "1000001 is not in 1-1000000"),
     ],

@@ -23,10 +23,12 @@
     return a && live.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName);
   }
 
-  // A form of the live region holding what the user entered (a value changed from the page's):
-  // a refresh would throw it away, so the region waits until it is posted or the page reloaded.
+  // A form of the live region that posts (an action, not a filter) holding what the user
+  // entered: a refresh would throw it away, so the region waits until it is posted or the page
+  // reloaded. A text input's value has no line breaks (the browser strips them); its default
+  // may: compared without them.
   function edited() {
-    var fields = live.querySelectorAll("input, textarea, select");
+    var fields = live.querySelectorAll("form[method=post] input, form[method=post] textarea, form[method=post] select");
     for (var i = 0; i < fields.length; i++) {
       var f = fields[i];
       if (f.tagName === "SELECT") {
@@ -37,7 +39,9 @@
         if (f.options.length && f.selectedIndex !== first) { return true; }
       } else if (f.type === "checkbox" || f.type === "radio") {
         if (f.checked !== f.defaultChecked) { return true; }
-      } else if (f.type !== "hidden" && f.value !== f.defaultValue) {
+      } else if (f.tagName === "TEXTAREA") {
+        if (f.value !== f.defaultValue) { return true; }
+      } else if (f.type !== "hidden" && f.value !== f.defaultValue.replace(/[\r\n]/g, "")) {
         return true;
       }
     }

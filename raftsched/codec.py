@@ -99,9 +99,15 @@ COMMAND_FORMAT = 19
 stamped with the *oldest* format that can apply it (:func:`command_format`), so a cluster in
 the middle of a rolling upgrade keeps applying everything but the commands that need the new
 format."""
-SNAPSHOT_FORMAT = 4
+SNAPSHOT_FORMAT = 5
 """Format of the replicated state and snapshots this build writes and the newest it reads
 (``Snapshot.format``, ``Meta.state_format``; 0, as written before the field existed, reads as 1).
+
+5: promotions logged (issue 31; command format 19): ``Meta.promotions_logged`` and the ``hp/``
+records of the hot runs each command promoted (raftsched.fsm.hot.HotBook.flush), until the next
+hot checkpoint. Written from the first PromoteHotRuns on: a state before it stays format 4, byte
+for byte. An older build refuses a format-5 state or snapshot (it would neither write nor fold
+those records, and would take a promoted run whose record was pruned for a live one).
 
 4: the columnar hot path (issue 31 P1, raftsched.fsm.hot): task and executor numbers, the
 ``h/``, ``ha/``, ``hf/`` entry records and the ``hc/s`` checkpoint, whose unfinished hot runs

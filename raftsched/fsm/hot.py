@@ -391,6 +391,10 @@ class HotHost(Protocol):
         records are re-put at the next checkpoint)."""
         ...
 
+    def checkpoint_at_end(self) -> None:
+        """Take the task and hot checkpoint at the end of this command."""
+        ...
+
 
 Handled = tuple[pb.CommandResult, tuple[Effect, ...]]
 
@@ -1006,6 +1010,14 @@ class HotBook:
         oldest = slots.oldest_live()
         return floor if 0 < oldest < floor - PROMOTE_BATCH else 0
 
+    def promotion_applied(self, before_seq: int) -> bool:
+        """Whether a ``PromoteHotRuns`` up to ``before_seq`` has applied (or was made moot): the
+        first one (1) once promotions are logged; another once no live hot run is below it."""
+        if before_seq <= 1:
+            return self.promotions_logged
+        oldest = self.slots.oldest_live()
+        return not 0 < oldest < before_seq
+
     def promote_hot_runs(self, cmd: pb.Command, now: int) -> Handled:
         """PromoteHotRuns: every live hot run with a seq below ``before_seq`` moves to the cold
         path (:meth:`promote`), then the table's finished head is trimmed. Idempotent: a second
@@ -1014,7 +1026,11 @@ class HotBook:
         before = cmd.promote_hot_runs.before_seq
         if not 0 < before <= self.next_seq:
             return _invalid(f"promote_hot_runs.before_seq: {before} is not in 1-{self.next_seq} (next_seq)")
-        self.promotions_logged = True
+        if not self.promotions_logged:
+            # Promotions before this command have no hp/ record: the checkpoint at its end holds
+            # them as promoted, so none is taken for live on load once its run record is pruned.
+            self.promotions_logged = True
+            self.host.checkpoint_at_end()
         slots = self.slots
         state, base = slots.state, slots.base
         end = min(len(state), before - base)

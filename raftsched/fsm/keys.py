@@ -30,6 +30,7 @@
 ``h/<applied:016x>``                         HotFires (a FireColumns entry's accepted rows, raftsched.fsm.hot)
 ``ha/<applied:016x>``                        HotAssigns (an AssignColumns entry's accepted rows)
 ``hf/<applied:016x>``                        HotResults (a ResultColumns entry's accepted rows)
+``hp/<applied:016x>``                        HotPromoted (the hot runs a command promoted, once logged)
 ``hc/s``                                     HotCheckpoint (the live hot slots at the last hot checkpoint)
 ``~...``                                    node-local (applied index); never part of a snapshot
 ==========================================  ===================================================

@@ -70,6 +70,9 @@ loading an older state migrates its runs (:meth:`RunBook.migrate_timelines`)."""
 HOT_STATE_FORMAT: Final = 4
 """The stored state format of a state that numbered its tasks (the columnar hot path,
 raftsched.fsm.hot): written from the NumberEntities on; before it, DERIVED_TIMELINES_FORMAT."""
+PROMOTIONS_STATE_FORMAT: Final = 5
+"""The stored state format of a state that logs its hot promotions (``Meta.promotions_logged``,
+``hp/`` records): written from the first PromoteHotRuns on; before it, HOT_STATE_FORMAT."""
 
 
 class SchedulerState(LockedReads):
@@ -240,8 +243,11 @@ class SchedulerState(LockedReads):
         self.store.put(keys.META, meta.SerializeToString(deterministic=True))
 
     def _written_format(self) -> int:
-        """The state format this build writes for this state: HOT_STATE_FORMAT once it numbered
-        (a NumberEntities applied), else DERIVED_TIMELINES_FORMAT (the bytes of the builds before)."""
+        """The state format this build writes for this state: PROMOTIONS_STATE_FORMAT once it
+        logs hot promotions (a PromoteHotRuns applied), HOT_STATE_FORMAT once it numbered (a
+        NumberEntities applied), else DERIVED_TIMELINES_FORMAT (the bytes of the builds before)."""
+        if self.hot.promotions_logged:
+            return PROMOTIONS_STATE_FORMAT
         return HOT_STATE_FORMAT if self.numbering.on else DERIVED_TIMELINES_FORMAT
 
     def snapshot(self) -> bytes:
@@ -547,6 +553,10 @@ class SchedulerState(LockedReads):
 
     def hot_checkpoint(self, applied: int) -> None:
         self.hot.checkpoint(applied)
+
+    def checkpoint_at_end(self) -> None:
+        """Take the task and hot checkpoint at the end of this command (TaskBook.flush)."""
+        self.task_book.checkpoint_due = True
 
     def number_task(self, st: TaskState) -> None:
         self.hot.number_task(st)

@@ -132,6 +132,8 @@ class TaskBook:
         # records on load): re-put at the next checkpoint too, but they do not bring it forward
         # (CHECKPOINT_TASKS bounds the work of the counter records' replay, which these have not).
         self.hot_since: set[str] = set()
+        # A command asked for a checkpoint at its end (the hot path turning its promotion log on).
+        self.checkpoint_due = False
         # Loading: the command index of each task's last counter record (the hot path's replay
         # takes a hot record's rows for a task only if they are newer, raftsched.fsm.hot).
         self.counter_index: dict[str, int] = {}
@@ -233,7 +235,10 @@ class TaskBook:
         if self.dirty:
             self._write_counters(applied)
         since = self.since_checkpoint
-        if (since or self.hot_since) and (applied % CHECKPOINT_EVERY == 0 or len(since) >= CHECKPOINT_TASKS):
+        due, self.checkpoint_due = self.checkpoint_due, False
+        if due or (
+            (since or self.hot_since) and (applied % CHECKPOINT_EVERY == 0 or len(since) >= CHECKPOINT_TASKS)
+        ):
             self.checkpoint()
 
     def _write_counters(self, applied: int) -> None:

@@ -156,6 +156,11 @@ class StateView:
         """The ``before_seq`` of a ``PromoteHotRuns`` due now, or 0 (:meth:`HotBook.promote_bound`)."""
         return self._s.hot.promote_bound()
 
+    def hot_promotion_applied(self, before_seq: int) -> bool:
+        """Whether a ``PromoteHotRuns`` up to ``before_seq`` has applied
+        (:meth:`HotBook.promotion_applied`)."""
+        return self._s.hot.promotion_applied(before_seq)
+
     def task_by_number(self, number: int) -> TaskState | None:
         """The task numbered ``number`` (live object: read, never keep), or None."""
         return self._s.numbering.task(number)

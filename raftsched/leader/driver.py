@@ -617,25 +617,25 @@ class LeaderDriver:
         with self.state.view() as v:
             on = v.numbering_on()
             bound = v.hot_promote_bound() if on and promote is not None and promote() else 0
+            last = self._promote_sent[0]
+            applied = v.hot_promotion_applied(last) if bound and last else True
         if on:
-            return True, self._promote(now, bound)
+            return True, self._promote(now, bound, applied)
         if self._numbering_sent_ms and now - self._numbering_sent_ms < NUMBERING_RETRY_MS:
             return False, []
         self._numbering_sent_ms = now
         return False, [Proposal(columns.number_entities(now, self.epoch, self.node_id), ())]
 
-    def _promote(self, now: int, bound: int) -> list[Proposal]:
+    def _promote(self, now: int, bound: int, last_applied: bool) -> list[Proposal]:
         """A ``PromoteHotRuns`` up to ``bound`` (0: none due; :meth:`HotBook.promote_bound`): 1,
         the first one, turns the logging of promotions on; a larger one promotes the live hot
-        runs so far behind that they pin the slot table. Proposed once, again after
-        :data:`PROMOTE_RETRY_MS` if it has not applied by then (lost). The bound grows with every
-        fire, so a larger one than the last proposed is the same promotion still in flight
-        (unless the last was the first one: the bound is past 1 once that applied)."""
+        runs so far behind that they pin the slot table. While the last one proposed has not
+        applied (``last_applied``, read with the bound), none is proposed, except again after
+        :data:`PROMOTE_RETRY_MS` (it was lost)."""
         if not bound:
             return []
-        last, at = self._promote_sent
-        in_flight = bound == 1 if last == 1 else bound >= last > 0
-        if in_flight and now - at < PROMOTE_RETRY_MS:
+        _, at = self._promote_sent
+        if not last_applied and now - at < PROMOTE_RETRY_MS:
             return []  # proposed, not applied yet
         self._promote_sent = (bound, now)
         return [Proposal(columns.promote_hot_runs(now, self.epoch, self.node_id, bound), ())]

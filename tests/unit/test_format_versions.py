@@ -72,8 +72,8 @@ def test_a_format_1_state_keeps_applying_and_is_marked_with_the_current_format()
     assert res.result.ok, res.result.message
     meta = pb.Meta.FromString(state.store.get(keys.META) or b"")
     # The format of a state the columnar hot path never numbered (4 is written only from a
-    # NumberEntities on: tests/unit/test_fsm_hot.py).
-    assert meta.state_format == DERIVED_TIMELINES_FORMAT == state.state_format == codec.SNAPSHOT_FORMAT - 1
+    # NumberEntities on, 5 from a PromoteHotRuns on: tests/unit/test_fsm_hot.py).
+    assert meta.state_format == DERIVED_TIMELINES_FORMAT == state.state_format == codec.SNAPSHOT_FORMAT - 2
     assert meta.applied_commands == 23  # the fixture's 22, and this one
 
 

@@ -477,14 +477,15 @@ def test_one_long_attempt_keeps_every_later_slot_until_it_is_promoted(
     assert tables(reloaded(state)) == tables(state)
 
 
-@pytest.mark.parametrize("logged", [True, False])
-def test_a_promoted_run_pruned_before_the_next_checkpoint_stays_promoted_on_reload(logged: bool) -> None:
-    """A promoted run that finishes on the cold path and is pruned (the oldest of its task, keep
-    count 5) before the next hot checkpoint: a replica that loads its store must not take the
-    checkpoint's live slot for a live hot run again (its usage would hold an executor slot for
-    ever, and a leader restarted from it would send the finished attempt again). With
-    promotions logged (after the first PromoteHotRuns) its hp/ record says so; a format-18
-    cluster (logged False) only has the run record, which is gone: the case this fixes."""
+@pytest.mark.parametrize("case", ["logged", "before_logging", "format_18"])
+def test_a_promoted_run_pruned_before_the_next_checkpoint_stays_promoted_on_reload(case: str) -> None:
+    """A hot run promoted by a cold event (here its success reported the cold way) and pruned
+    (the oldest of its task, keep count 5) before the next hot checkpoint: a replica that loads
+    its store must not take the checkpoint's live slot for a live hot run again (its usage would
+    hold an executor slot for ever, and a leader restarted from it would send the finished
+    attempt again). Once promotions are logged (the first PromoteHotRuns), the command's hp/
+    record says so; one promoted before that is held as promoted by the checkpoint the first
+    PromoteHotRuns takes. A format-18 cluster only has the run record, which is gone."""
     state = fresh(Retention(keep_count=5))
     assert create(state, allow("t")).ok
     assert apply(state, join("ex1", 4)).ok
@@ -494,44 +495,56 @@ def test_a_promoted_run_pruned_before_the_next_checkpoint_stays_promoted_on_relo
     assert apply(state, assign_cols(at + 1, [(1, 1, 1)])).accounted == 1
     long_run = f"t@{at}"
 
-    def short_runs(seqs: range) -> None:
+    def short_runs(seqs: range, *states: SchedulerState) -> None:
         nonlocal at
         for seq in seqs:
             at += S
-            assert apply(state, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
-            assert apply(state, assign_cols(at + 1, [(seq, 1, 1)])).accounted == 1
-            assert apply(state, result_cols(at + 2, [(seq, 1, 1, 5, 1)])).accounted == 1
+            for s in states or (state,):
+                assert apply(s, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
+                assert apply(s, assign_cols(at + 1, [(seq, 1, 1)])).accounted == 1
+                assert apply(s, result_cols(at + 2, [(seq, 1, 1, 5, 1)])).accounted == 1
 
     short_runs(range(2, 345))  # past a hot checkpoint (every 1,024 commands): it holds seq 1 live
     assert state.store.get(keys.HOT_SLOTS_KEY) is not None
-    if logged:
-        assert apply(state, promote_cmd(at + 3, 2)).accounted == 1  # logging on, seq 1 promoted
-        assert state.store.get(keys.hot_key(keys.HOT_PROMOTED, state.applied_commands)) is not None
-    else:
-        assert state.hot.promote(1) is not None  # as a cold event promotes it, format 18
-    assert apply(state, cold_success(at + 4, long_run, "ex1", 9, 0)).accounted == 1
+    if case == "logged":
+        assert apply(state, promote_cmd(at + 3, 1)).accounted == 0  # logging on, nothing promoted
+        assert state.state_format == 5
+    assert apply(state, cold_success(at + 4, long_run, "ex1", 9, 0)).accounted == 1  # promotes seq 1
+    promoted = list(state.store.scan(keys.HOT_PROMOTED, keys.HOT_PROMOTED + keys.END))
+    assert [pb.HotPromoted.FromString(v).seq for _, v in promoted] == ([[1]] if case == "logged" else [])
+    if case == "before_logging":
+        assert apply(state, promote_cmd(at + 5, 1)).accounted == 0  # its checkpoint holds seq 1
     short_runs(range(345, 445))
     assert state.store.get(keys.run_key_for_id(long_run)) is None  # pruned: the oldest of t
     other = reloaded(state)
-    if not logged:
-        assert list(other.hot.live_runs()) == [long_run]  # the format-18 case (not fixed there)
+    if case == "format_18":
+        assert list(other.hot.live_runs()) == [long_run]  # the old behaviour, kept for format 18
         return
     assert list(other.hot.live_runs()) == list(state.hot.live_runs()) == []
     assert dict(other.usage.hot) == dict(state.usage.hot) == {}
     assert tables(other) == tables(state) and other.digest() == state.digest()
     with other.view() as v:
         assert v.pending_attempts() == []
-    # Both apply the same log on, through the next checkpoint (which folds the hp/ record in).
-    for seq in range(445, 800):
-        at += S
-        for s in (state, other):
-            assert apply(s, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
-            assert apply(s, assign_cols(at + 1, [(seq, 1, 1)])).accounted == 1
-            assert apply(s, result_cols(at + 2, [(seq, 1, 1, 5, 1)])).accounted == 1
+    # Both apply the same log on, through the next checkpoint (which folds any hp/ record in).
+    short_runs(range(445, 800), state, other)
     assert list(state.store.scan(keys.HOT_PROMOTED, keys.HOT_PROMOTED + keys.END)) == []
     assert other.digest() == state.digest() and tables(other) == tables(state)
     # The attempt sent again by a leader restarted from either store is refused as a hot row.
     assert apply(other, result_cols(at + 5, [(1, 1, 1, 9, 0)])).refused == 1
+
+
+def test_a_state_that_logs_promotions_is_format_5_and_a_format_4_build_refuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state, at = pinned(2)
+    assert state.state_format == 4
+    assert apply(state, promote_cmd(at, 1)).ok
+    assert state.state_format == 5 and state.hot.promotions_logged
+    image = state.snapshot()
+    assert reloaded(state).hot.promotions_logged
+    monkeypatch.setattr(codec, "SNAPSHOT_FORMAT", 4)
+    with pytest.raises(Exception, match="newer than this build reads"):
+        SchedulerState.load(MemoryStore(), state.retention).restore(image, state.store.applied_index())
 
 
 @pytest.mark.parametrize("before_seq", [0, 7, 1 << 40])  # next_seq is 6
@@ -996,7 +1009,7 @@ def test_state_format_4_is_written_from_numbering_on_and_refused_by_a_format_3_b
     assert pb.Snapshot.FromString(plain.snapshot()).format == DERIVED_TIMELINES_FORMAT
     assert apply(plain, number_entities()).ok
     assert pb.Meta.FromString(plain.store.get(keys.META) or b"").state_format == HOT_STATE_FORMAT
-    assert pb.Snapshot.FromString(plain.snapshot()).format == HOT_STATE_FORMAT == codec.SNAPSHOT_FORMAT
+    assert pb.Snapshot.FromString(plain.snapshot()).format == HOT_STATE_FORMAT == codec.SNAPSHOT_FORMAT - 1
     data = plain.snapshot()
     monkeypatch.setattr(codec, "SNAPSHOT_FORMAT", DERIVED_TIMELINES_FORMAT)  # a build before it
     with pytest.raises(SnapshotFormatError):

@@ -1020,9 +1020,10 @@ class HotBook:
 
     def promote_hot_runs(self, cmd: pb.Command, now: int) -> Handled:
         """PromoteHotRuns: every live hot run with a seq below ``before_seq`` moves to the cold
-        path (:meth:`promote`), then the table's finished head is trimmed. Idempotent: a second
-        one finds nothing live below the bound. The leader's dispatcher already handles a run
-        promoted under it (a refused row of its AssignColumns or ResultColumns goes the cold way)."""
+        path (:meth:`promote`; the table's finished head is trimmed by :meth:`flush`). The first
+        one also turns :attr:`promotions_logged` on. Idempotent: a second one finds nothing live
+        below the bound. The leader's dispatcher already handles a run promoted under it (a
+        refused row of its AssignColumns or ResultColumns goes the cold way)."""
         before = cmd.promote_hot_runs.before_seq
         if not 0 < before <= self.next_seq:
             return _invalid(f"promote_hot_runs.before_seq: {before} is not in 1-{self.next_seq} (next_seq)")

@@ -638,6 +638,14 @@ class LeaderDriver:
         if not last_applied and now - at < PROMOTE_RETRY_MS:
             return []  # proposed, not applied yet
         self._promote_sent = (bound, now)
+        log.info(
+            "leader %s: %s",
+            self.node_id,
+            "every voter applies command format 19: turning the record of hot promotions on"
+            if bound == 1
+            else f"moving the hot runs below seq {bound} to the cold path (they pin the slot table)",
+            extra=leadership_fields(self.epoch, node=self.node_id),
+        )
         return [Proposal(columns.promote_hot_runs(now, self.epoch, self.node_id, bound), ())]
 
     def _waits_due(self, now: int) -> list[Proposal]:

@@ -353,7 +353,11 @@ def settle(
 
     try:
         digest = cluster.wait_converged(timeout_s, nodes=ids)
-        notes.append(f"full state digests of {', '.join(ids)} equal: {digest[:16]}")
+        formats = sorted({cluster.status(n, timeout=30).state_format for n in ids})
+        notes.append(
+            f"full state digests of {', '.join(ids)} equal: {digest[:16]} "
+            f"(stored state format {', '.join(map(str, formats))})"
+        )
     except TimeoutError:
         digests = {n: cluster.status(n, timeout=30, digest=True) for n in ids}
         problems.append(

@@ -4,6 +4,7 @@ A 3-node cluster of this build with two executors: every-second hot tasks fire, 
 through the columnar bodies (the stores of all three nodes hold the FireColumns, AssignColumns
 and ResultColumns records, so the log carried them and every replica applied them); a hot task
 whose command fails is promoted to the cold path and its runs end failed, retried as before;
+the first PromoteHotRuns turns the record of promotions on (stored state format 5 everywhere);
 the replicas agree (apply chains at one index).
 
 The gate (raftsched.leader.formats) end to end is in tests/integration/test_upgrade.py."""
@@ -65,6 +66,20 @@ def test_hot_tasks_fire_run_and_finish_through_columns_and_a_failure_goes_cold(f
         30,
         0.2,
         "the leader heard every voter report the columns' format",
+    )
+    # Format 19 (every node of this build): the first PromoteHotRuns turns the record of hot
+    # promotions on, and every replica's stored state becomes format 5.
+    wait_until(
+        lambda: "turning the record of hot promotions on" in (cluster.log_dir / f"{leader}.log").read_text(),
+        30,
+        0.2,
+        "the leader turning the record of hot promotions on",
+    )
+    wait_until(
+        lambda: {cluster.status(n).state_format for n in ("n1", "n2", "n3")} == {5},
+        30,
+        0.2,
+        "every replica at stored state format 5",
     )
     hot = [f"hot{i}" for i in range(6)]
     with Client(cluster.targets()) as client:

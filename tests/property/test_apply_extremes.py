@@ -196,6 +196,8 @@ def _bodies() -> dict[str, Callable[[], Message]]:
         "result_columns": lambda: pb.ResultColumns(
             seq=[1], attempt=[1], executor=[1], duration_ms=[5], lateness_ms=[3]
         ),
+        # Hot run seq 1 (t@NOMINAL+1000, assigned to a) is live: the bound 2 promotes it.
+        "promote_hot_runs": lambda: pb.PromoteHotRuns(before_seq=2),
     }
 
 

@@ -269,6 +269,9 @@ def test_a_skip_against_a_run_that_had_not_started_or_had_long_ended_is_a_false_
     report = _check_overlap(obs, executions)
     assert report.of("false skip") and report.false_skips == 1, report.violations
     assert report.skipped_overlap == 1
+    # The report says what it was judged against: the earlier run, its epoch and executions.
+    (said,) = report.of("false skip")
+    assert "earlier runs: ov@" in said and "epoch 2 created" in said and "executions [0#1@" in said, said
     # Its result lost with the leader of epoch 2: the run ended at T0+20 ms, before the next
     # leader's first decision; committed finished at T0+6 s.
     obs, executions = _overlap_history(T0 + S + 20, [20], T0 + 6000, skip_epoch=3)

@@ -568,9 +568,30 @@ def _overlap_skips(
             report.false_skips += 1
             problems.append(
                 f"false skip: {obs.name}: {_describe_record(rec)}: no earlier run was in progress "
-                "(each had not started, or had ended)"
+                "(each had not started, or had ended); " + _skip_context(rec, obs.runs, by_run, since)
             )
     return problems
+
+
+def _skip_context(
+    rec: pb.FireRecord, runs: Sequence[pb.Run], by_run: dict[str, list[Execution]], led_from: int
+) -> str:
+    """What a false skip was judged against, for the report (the runs before it, newest three:
+    their creating epoch and time, state and executions; the deciding epoch's first decision)."""
+    earlier = sorted(
+        (r for r in runs if not r.manual and r.nominal_ms < rec.nominal_ms), key=lambda r: r.nominal_ms
+    )[-3:]
+    parts = []
+    for r in earlier:
+        starts = ", ".join(
+            f"{e.shard}#{e.attempt}@{e.executor} {_iso(e.start_ms)}"
+            for e in sorted(by_run.get(r.run_id, []), key=lambda e: e.start_ns)
+        )
+        parts.append(
+            f"{_describe_run(r)} epoch {r.epoch} created {_iso(r.created_ms)} "
+            f"finished {_iso(r.finished_ms) if r.finished_ms else '-'} executions [{starts or 'none'}]"
+        )
+    return f"epoch {rec.epoch} first decided {_iso(led_from)}; earlier runs: " + "; ".join(parts or ["none"])
 
 
 def _in_progress(

@@ -128,3 +128,55 @@ def test_the_leader_builds_columns_only_once_every_member_reports_their_format(
     assert all(cluster.procs[n].poll() is None for n in ("n1", "n2", "n3"))
     cluster.chains_agree()
     set_aside_known_noise(cluster, tmp_path)  # (nodes started apart; the chains agree)
+
+
+FORMAT_18_BUILD = """
+import runpy
+from raftsched import codec
+codec.COMMAND_FORMAT = codec.PROMOTE_FORMAT - 1  # a build with the columns, before PromoteHotRuns
+runpy.run_module("raftsched.cli.node", run_name="__main__")
+"""
+
+
+def test_promotions_are_recorded_only_once_every_member_reports_format_19(
+    make_cluster: ClusterFactory, tmp_path: Path
+) -> None:
+    """With one node of a format-18 build the leader proposes the columns (every voter applies
+    them) but no PromoteHotRuns (that node would halt on it): the stored state stays format 4 on
+    every node and the older one keeps applying. Once it runs this build, the leader turns the
+    record of hot promotions on and every replica reaches stored state format 5."""
+    script = tmp_path / "format18_node.py"
+    script.write_text(FORMAT_18_BUILD)
+    cluster = make_cluster(start=False)
+    cluster.start("n1")
+    cluster.start("n2")
+    start_newer(cluster, "n3", script)  # (its helper starts any script: here a format-18 build)
+    cluster.wait_for_leader(60)
+    nodes = ("n1", "n2", "n3")
+    with Client(cluster.targets()) as client:
+        client.add_task(TaskSpec("hot0", CronTrigger("* * * * * *"), command="true", overlap=Overlap.ALLOW))
+        gate = "proposing the columnar bodies"
+        wait_until(lambda: _leader_logged(cluster, gate), 60, 0.2, "the columns' gate open")
+        wait_until(lambda: client.get_task("hot0").fires_total >= 4, 60, 0.2, "hot0 fired on the hot path")
+        assert {cluster.status(n).state_format for n in nodes} == {4}
+        assert cluster.procs["n3"].poll() is None  # it applies everything proposed
+        assert not _leader_logged(cluster, "turning the record of hot promotions on")
+        # n3 runs this build now: every voter reports format 19.
+        cluster.procs["n3"].terminate()
+        assert cluster.procs["n3"].wait(timeout=30) == 0
+        (cluster.log_dir / "n3.log").rename(tmp_path / "n3-format18.log")
+        cluster.start("n3")
+        wait_until(
+            lambda: _leader_logged(cluster, "turning the record of hot promotions on"),
+            60,
+            0.2,
+            "the leader turning the record of hot promotions on once every voter reports format 19",
+        )
+        wait_until(
+            lambda: {cluster.status(n).state_format for n in nodes} == {5}, 60, 0.2, "stored state format 5"
+        )
+        fired = client.get_task("hot0").fires_total
+        wait_until(lambda: client.get_task("hot0").fires_total >= fired + 3, 60, 0.2, "hot0 fires on")
+    assert all(cluster.procs[n].poll() is None for n in nodes)
+    cluster.chains_agree()
+    set_aside_known_noise(cluster, tmp_path)  # (nodes started apart; the chains agree)

@@ -152,6 +152,11 @@ class StateView:
         """Whether tasks and executors are numbered (a NumberEntities applied): columns may be proposed."""
         return self._s.numbering.on
 
+    def hot_slots(self) -> int:
+        """Slots in the hot path's in-memory table (unfinished hot runs, and the finished ones
+        after the oldest of them not trimmed yet): its memory, for the metrics."""
+        return len(self._s.hot.slots)
+
     def hot_promote_bound(self) -> int:
         """The ``before_seq`` of a ``PromoteHotRuns`` due now, or 0 (:meth:`HotBook.promote_bound`)."""
         return self._s.hot.promote_bound()

@@ -240,6 +240,7 @@ class NodeObservability:
             slots_alive = [e.slots for e in v.executors.values() if e.alive]
             executors = len(v.executors)
             tasks, active_runs = len(v.tasks), v.active_count
+            hot_slots = v.hot_slots()
             run_states = v.workflow_run_states()
         workflow_runs: dict[str, int] = {}
         for state in run_states:
@@ -256,6 +257,7 @@ class NodeObservability:
             applied_index=node.replica.last_applied,
             tasks=tasks,
             active_runs=active_runs,
+            hot_slots=hot_slots,
             dispatch_backlog=backlog,
             planning_held_seconds=max(0, node.clock.now_ms() - held_since) / 1000.0 if held_since else 0.0,
             oldest_waiting_seconds=oldest_ms / 1000.0,

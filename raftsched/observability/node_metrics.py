@@ -41,6 +41,7 @@ class NodeSample:
     applied_index: int = 0
     tasks: int = 0
     active_runs: int = 0
+    hot_slots: int = 0  # the hot path's in-memory slot table (raftsched.fsm.hot.SlotTable)
     dispatch_backlog: int = 0
     planning_held_seconds: float = 0.0  # how long fire planning has been held for the backlog
     oldest_waiting_seconds: float = 0.0
@@ -155,6 +156,12 @@ class NodeMetrics:
         )
         m.gauge("raftsched_tasks", "Task definitions in the replicated state.", lambda: s().tasks)
         m.gauge("raftsched_active_runs", "Runs not yet finished.", lambda: s().active_runs)
+        m.gauge(
+            "raftsched_hot_slots",
+            "Slots in the hot path's in-memory table: its unfinished hot runs and the finished ones "
+            "after the oldest of them (a long attempt keeps them until the leader promotes it).",
+            lambda: s().hot_slots,
+        )
         labels = (*_OWNER, "task") if tally.per_task else _OWNER
         m.counter_view(
             "raftsched_fires_total",

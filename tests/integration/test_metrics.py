@@ -174,6 +174,10 @@ def test_scraped_counters_move_as_the_work_does(fleet: Fleet) -> None:
             assert s.value("raftsched_attempts_total", result="failed", owner="bob") == 2 * failed, nid
             assert s.value("raftsched_attempts_total", result="retried", owner="bob") == failed, nid
             assert s.value("raftsched_apply_lag_entries") >= 0
+            # Drained: no hot run is live, so the table holds at most the finished slots not
+            # trimmed yet (trimmed every 4,096).
+            assert any(name == "raftsched_hot_slots" for name, _ in s.samples), nid
+            assert 0 <= s.value("raftsched_hot_slots") < 4096, nid
             assert all("task" not in dict(labels) for _, labels in s.samples), "no per-task label by default"
             check_metrics(s.text)
         followers = [nid for nid in NODES if nid != leader]

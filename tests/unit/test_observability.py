@@ -141,6 +141,7 @@ def busy_node_metrics(per_task: bool = False) -> NodeMetrics:
             applied_index=100,
             tasks=2,
             active_runs=1,
+            hot_slots=4096,
             dispatch_backlog=3,
             oldest_waiting_seconds=1.5,
             zombie_attempts=1,
@@ -171,6 +172,7 @@ def test_node_metrics_carry_owner_and_namespace_but_no_task_by_default() -> None
     assert value(text, "raftsched_fire_commit_lateness_seconds_bucket", le="2.0") == 1
     assert value(text, "raftsched_fire_commit_lateness_seconds_count") == 2
     assert value(text, "raftsched_oldest_waiting_seconds") == 1.5
+    assert value(text, "raftsched_hot_slots") == 4096
 
 
 def test_a_per_task_label_is_opt_in() -> None:

@@ -105,11 +105,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 @pytest.fixture(scope="module")
 def tokens(secured: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    out: dict[str, str] = {"admin": secured.admin or ""}
     with secured.client() as c:
-        wait_until(lambda: _admin_ok(c), 30, 0.2, "the bootstrap admin token")
-        for role in ("viewer", "maintainer", "executor"):
-            out[role], _ = c.create_token(role, description=f"console test {role}")
+        out = role_tokens(c, secured.admin or "", ("viewer", "maintainer", "executor"), "console test")
         c.add_task(
             TaskSpec(
                 "etl-nightly", CronTrigger("0 3 * * *"), command="echo etl", description="<script>x</script>"
@@ -154,6 +151,15 @@ def _admin_ok(c: Client) -> bool:
         return True
     except Exception:
         return False
+
+
+def role_tokens(c: Client, admin: str, roles: tuple[str, ...], purpose: str) -> dict[str, str]:
+    """Once the bootstrap ``admin`` token works through ``c``: ``admin`` and a new token per role."""
+    wait_until(lambda: _admin_ok(c), 30, 0.2, "the bootstrap admin token")
+    out = {"admin": admin}
+    for role in roles:
+        out[role], _ = c.create_token(role, description=f"{purpose} {role}")
+    return out
 
 
 def signed_in(running: Running, token: str) -> WebSession:

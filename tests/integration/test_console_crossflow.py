@@ -23,7 +23,7 @@ from raftsched.testing.cluster import wait_until
 from raftsched.v1 import raftsched_pb2 as pb
 from raftsched.web.crossflow import gate_of
 from tests.integration.console_support import WebSession, csrf_of
-from tests.integration.test_console import Running, _admin_ok, _run_node, signed_in
+from tests.integration.test_console import Running, _run_node, role_tokens, signed_in
 from tests.support.procs import executor_argv, start_executor
 
 pytestmark = pytest.mark.integration
@@ -38,11 +38,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 @pytest.fixture(scope="module")
 def tokens(node: Running) -> dict[str, str]:
-    out = {"admin": node.admin or ""}
     with node.client() as c:
-        wait_until(lambda: _admin_ok(c), 30, 0.2, "the bootstrap admin token")
-        for role in ("viewer", "maintainer", "executor"):
-            out[role], _ = c.create_token(role, description=f"crossflow test {role}")
+        out = role_tokens(c, node.admin or "", ("viewer", "maintainer", "executor"), "crossflow test")
         out["etl"], _ = c.create_token("maintainer", ["etl"], description="crossflow test, etl only")
         up = pb.WorkflowSpec(name="orders-sync")
         up.tasks.add(name="load", command="true")

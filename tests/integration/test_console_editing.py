@@ -13,7 +13,7 @@ import pytest
 from raftsched.errors import InvalidWorkflow
 from raftsched.workflow.taskfiles import parse_task_text
 from tests.integration.console_support import WebSession, csrf_of
-from tests.integration.test_console import Running, _admin_ok, _run_node, signed_in
+from tests.integration.test_console import Running, _run_node, role_tokens, signed_in
 
 pytestmark = pytest.mark.integration
 
@@ -42,13 +42,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 @pytest.fixture(scope="module")
 def tokens(node: Running) -> dict[str, str]:
-    from raftsched.testing.cluster import wait_until
-
-    out = {"admin": node.admin or ""}
     with node.client() as c:
-        wait_until(lambda: _admin_ok(c), 30, 0.2, "the bootstrap admin token")
-        for role in ("viewer", "maintainer"):
-            out[role], _ = c.create_token(role, description=f"editing test {role}")
+        out = role_tokens(c, node.admin or "", ("viewer", "maintainer"), "editing test")
         out["etl"], _ = c.create_token("maintainer", ["etl"], description="editing test, etl only")
     return out
 

@@ -15,7 +15,7 @@ import pytest
 from raftsched.model import CronTrigger, TaskSpec
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.integration.console_support import WebSession, csrf_of
-from tests.integration.test_console import Running, _admin_ok, _run_node, signed_in
+from tests.integration.test_console import Running, _run_node, role_tokens, signed_in
 
 pytestmark = pytest.mark.integration
 
@@ -27,14 +27,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 @pytest.fixture(scope="module")
 def tokens(node: Running) -> dict[str, str]:
-    from raftsched.testing.cluster import wait_until
-
-    out = {"admin": node.admin or ""}
     with node.client() as c:
-        wait_until(lambda: _admin_ok(c), 30, 0.2, "the bootstrap admin token")
-        for role in ("viewer", "maintainer"):
-            out[role], _ = c.create_token(role, description=f"pools test {role}")
-    return out
+        return role_tokens(c, node.admin or "", ("viewer", "maintainer"), "pools test")
 
 
 def _pools(node: Running) -> dict[str, pb.PoolRecord]:

@@ -82,6 +82,14 @@ runpy.run_module("raftsched.cli.node", run_name="__main__")
 """
 
 
+def upgrade(cluster: LocalCluster, node_id: str, old_log: Path) -> None:
+    """Stop ``node_id`` (an older build) cleanly, keep its log at ``old_log``, start it on this one."""
+    cluster.procs[node_id].terminate()
+    assert cluster.procs[node_id].wait(timeout=30) == 0
+    (cluster.log_dir / f"{node_id}.log").rename(old_log)
+    cluster.start(node_id)
+
+
 def _leader_logged(cluster: LocalCluster, text: str) -> bool:
     return any(
         text in log.read_text(errors="replace") for log in cluster.log_dir.glob("n*.log") if log.exists()
@@ -113,10 +121,7 @@ def test_the_leader_builds_columns_only_once_every_member_reports_their_format(
         assert cluster.procs["n3"].poll() is None
         assert not _leader_logged(cluster, "proposing the columnar bodies")
         # n3 runs this build now: the leader hears format 18 from every voter.
-        cluster.procs["n3"].terminate()
-        assert cluster.procs["n3"].wait(timeout=30) == 0
-        (cluster.log_dir / "n3.log").rename(tmp_path / "n3-older.log")
-        cluster.start("n3")
+        upgrade(cluster, "n3", tmp_path / "n3-older.log")
         wait_until(
             lambda: _leader_logged(cluster, "proposing the columnar bodies"),
             60,
@@ -162,10 +167,7 @@ def test_promotions_are_recorded_only_once_every_member_reports_format_19(
         assert cluster.procs["n3"].poll() is None  # it applies everything proposed
         assert not _leader_logged(cluster, "turning the record of hot promotions on")
         # n3 runs this build now: every voter reports format 19.
-        cluster.procs["n3"].terminate()
-        assert cluster.procs["n3"].wait(timeout=30) == 0
-        (cluster.log_dir / "n3.log").rename(tmp_path / "n3-format18.log")
-        cluster.start("n3")
+        upgrade(cluster, "n3", tmp_path / "n3-format18.log")
         wait_until(
             lambda: _leader_logged(cluster, "turning the record of hot promotions on"),
             60,

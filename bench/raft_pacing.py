@@ -8,7 +8,7 @@ elected and 1 s of settling, for ``--seconds``: one proposal at a time on the le
 waited for (its commit and apply), and every ``append_entries`` the leader sends, timed. Prints
 one JSON line per run: appends per second to one follower, the gap between two of them (p50,
 max) and the proposals' latency (p50, p90), then the provenance. Before the pacing of
-stage 4 (docs/explanation/performance.md), a longer tick delayed a proposal by up to one tick
+stage 4 (docs/dev/performance-history.md), a longer tick delayed a proposal by up to one tick
 and the append after it; with it, the appends leave every period whatever the tick.
 """
 

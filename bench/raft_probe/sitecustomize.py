@@ -11,7 +11,7 @@ wraps pysyncobj's ``SyncObj._onTick``, ``__sendAppendEntries``, ``_checkCommands
 steps), counting thread CPU time (``time.thread_time``, the tick thread's own), and every 2 s
 appends the running totals as a JSON line to ``$RAFT_PROBE.<pid>.jsonl``. The wrappers cost a few
 µs per call: compare runs that all carry the probe. Used for stage 4 of issue 31
-(docs/explanation/performance.md).
+(docs/dev/performance-history.md, "Stage 4: the Raft thread and the leader's apply").
 """
 
 from __future__ import annotations

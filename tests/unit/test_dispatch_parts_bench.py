@@ -1,5 +1,5 @@
 """bench/dispatch_parts.py runs on this checkout (a small smoke run: the figures themselves are
-quoted in docs/explanation/performance.md)."""
+quoted in docs/dev/performance-history.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """bench/driver_plan.py runs on this checkout (a small smoke run: the figures themselves are
-quoted in docs/explanation/performance.md), and its replay applies what its recording proposed."""
+quoted in docs/dev/performance-history.md), and its replay applies what its recording proposed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """bench/leader_loop.py runs on this checkout, both ways results come in (a small smoke run: the
-figures themselves are quoted in docs/explanation/performance.md)."""
+figures themselves are quoted in docs/dev/performance-history.md)."""
 
 from __future__ import annotations
 

@@ -306,7 +306,7 @@ PATCHES: tuple[Patch, ...] = (
             "is read against it, never time.monotonic (they drift apart with uptime)."
         ),
         reference=(
-            "docs/explanation/performance.md, stage 4: the Raft thread and the leader's apply; "
+            "docs/dev/performance-history.md, stage 4: the Raft thread and the leader's apply; "
             "pysyncobj 0.3.17 syncobj.py SyncObj._onTick and _autoTickThread"
         ),
         tests=(

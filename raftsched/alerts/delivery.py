@@ -49,7 +49,7 @@ from raftsched.errors import RaftschedError
 from raftsched.fsm import alerts as outbox
 from raftsched.fsm.queries import list_runs
 from raftsched.fsm.state import SchedulerState
-from raftsched.fsm.workflows import is_internal
+from raftsched.fsm.workflow_model import is_internal
 from raftsched.leader import writes
 from raftsched.leader.gate import Stamp
 from raftsched.logfields import attempt_fields

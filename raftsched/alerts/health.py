@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from raftsched.alerts.config import HealthSettings
 from raftsched.clockwatch import ClockView
-from raftsched.fsm.workflows import is_internal, split_internal
+from raftsched.fsm.workflow_model import is_internal, split_internal
 from raftsched.leader.dispatch.dispatcher import Dispatcher
 from raftsched.model import CLOCK_SKEW, HEARTBEAT_MISSING, NO_EXECUTOR, WAITING_TOO_LONG, execution_id
 from raftsched.v1 import log_pb2 as pb

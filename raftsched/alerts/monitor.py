@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from raftsched.alerts.config import AlertsConfig, StartDelayConfig, StartDelayLevels
-from raftsched.fsm.workflows import is_internal, split_internal
+from raftsched.fsm.workflow_model import is_internal, split_internal
 from raftsched.model import FRESHNESS, SLA_MISSED, START_DELAY, ZOMBIE, execution_id
 from raftsched.timing import sla
 from raftsched.timing.quantile import WindowedQuantile, ppm

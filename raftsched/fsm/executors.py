@@ -23,7 +23,8 @@ from raftsched.fsm.records import BookHost, TaskState
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.timeline import hot_assigned, note
-from raftsched.fsm.workflows import WorkflowBook, is_internal, split_internal
+from raftsched.fsm.workflow_model import is_internal, split_internal
+from raftsched.fsm.workflows import WorkflowBook
 from raftsched.model import execution_id, validate_name
 from raftsched.sharding.placement import Need, could_ever_fit, fits_now, need_of, validate_capacity
 from raftsched.v1 import log_pb2 as pb

@@ -33,7 +33,8 @@ from raftsched.fsm.records import (
 )
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.tally import ApplyTally
-from raftsched.fsm.workflows import WorkflowBook, is_internal, is_trigger, split_internal
+from raftsched.fsm.workflow_model import is_internal, is_trigger, split_internal
+from raftsched.fsm.workflows import WorkflowBook
 from raftsched.model import Overlap
 from raftsched.v1 import log_pb2 as pb
 

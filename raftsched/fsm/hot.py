@@ -46,7 +46,7 @@ from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns
 from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention, TaskState, keeps, pending_shards
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
-from raftsched.fsm.workflows import is_internal
+from raftsched.fsm.workflow_model import is_internal
 from raftsched.model import Overlap, TaskSpec, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage
 from raftsched.v1 import log_pb2 as pb

@@ -19,7 +19,8 @@ from raftsched.fsm import keys
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
 from raftsched.fsm.records import TaskState
 from raftsched.fsm.timeline import expand
-from raftsched.fsm.workflows import WorkflowBook, is_internal
+from raftsched.fsm.workflow_model import is_internal
+from raftsched.fsm.workflows import WorkflowBook
 from raftsched.model import TaskSpec
 from raftsched.v1 import log_pb2 as pb
 

@@ -36,7 +36,8 @@ from raftsched.fsm.records import (
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.timeline import canonical, expand, hot_outcome, materialise, note
-from raftsched.fsm.workflows import WorkflowBook, split_internal
+from raftsched.fsm.workflow_model import split_internal
+from raftsched.fsm.workflows import WorkflowBook
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
 from raftsched.timing import jitter, sla

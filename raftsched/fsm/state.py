@@ -594,7 +594,7 @@ class SchedulerState(LockedReads):
     def _apply_workflow(self, cmd: pb.Command, now: int) -> Handled:
         spec = cmd.apply_workflow.spec
         self.calendars.require(spec.exclude, f"workflow {spec.name!r}")
-        return self.wf.apply_workflow(cmd, now)
+        return self.wf.defs.apply_workflow(cmd, now)
 
     def _set_quota(self, cmd: pb.Command, now: int) -> Handled:
         """Create or replace a quota. A new one counts the attempts of its owner or namespace
@@ -678,12 +678,12 @@ class SchedulerState(LockedReads):
         "assign_attempts": lambda s, cmd, now: s.executor_book.assign(cmd, now),
         "barrier": _barrier,
         "apply_workflow": _apply_workflow,
-        "stage_workflow_tasks": lambda s, cmd, now: s.wf.stage_tasks(cmd, now),
+        "stage_workflow_tasks": lambda s, cmd, now: s.wf.defs.stage_tasks(cmd, now),
         "start_workflow_run": lambda s, cmd, now: s.wf.start_run_cmd(cmd, now),
         "workflow_run_op": lambda s, cmd, now: s.wf.run_op(cmd, now),
         "start_backfill": lambda s, cmd, now: s.wf.start_backfill(cmd, now),
         "workflow_waits_due": lambda s, cmd, now: s.wf.waits_due(cmd, now),
-        "set_workflow_paused": lambda s, cmd, now: s.wf.set_paused(cmd, now),
+        "set_workflow_paused": lambda s, cmd, now: s.wf.defs.set_paused(cmd, now),
         "delete_workflow": lambda s, cmd, now: s.wf.delete(cmd, now),
         "raise_alerts": lambda s, cmd, now: (
             pb.CommandResult(ok=True, accounted=s.alerts.raise_leader_alerts(cmd.raise_alerts, now)),

@@ -22,7 +22,7 @@ from raftsched.errors import InvalidSpec
 from raftsched.fsm import keys
 from raftsched.fsm.effects import Effect
 from raftsched.fsm.records import TaskState
-from raftsched.fsm.workflows import DEFAULT_BACKFILL_SHARE, MAX_BACKFILL_RUNS
+from raftsched.fsm.workflow_model import DEFAULT_BACKFILL_SHARE, MAX_BACKFILL_RUNS
 from raftsched.model import validate_params
 from raftsched.v1 import log_pb2 as pb
 

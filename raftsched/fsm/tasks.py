@@ -22,7 +22,7 @@ from raftsched.fsm.records import STORED_FIELDS, TaskState, armed, spec_bytes, s
 from raftsched.fsm.rules import Reject, check_next_fire, check_nothing_due
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.timeline import expand
-from raftsched.fsm.workflows import is_internal
+from raftsched.fsm.workflow_model import is_internal
 from raftsched.model import validate_params
 from raftsched.v1 import log_pb2 as pb
 

@@ -47,7 +47,8 @@ from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState
 from raftsched.fsm.runs import RunBook
 from raftsched.fsm.taskbackfill import BACKFILL_ID_MARK
-from raftsched.fsm.workflows import WorkflowBook, is_internal, split_internal
+from raftsched.fsm.workflow_model import is_internal, split_internal
+from raftsched.fsm.workflows import WorkflowBook
 from raftsched.model import Lock, TaskSpec
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need
 from raftsched.timing.calendar import Calendar

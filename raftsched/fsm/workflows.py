@@ -1,11 +1,12 @@
-"""Workflows inside the replicated state machine: definitions, versions, runs and backfills.
+"""Workflow runs inside the replicated state machine: starting them (scheduled, manual, by an
+event, as a backfill), moving their tasks, settling them, and the operator's run operations.
 
-A workflow's tasks run as ordinary runs of internal tasks named ``<workflow>#<task>`` (``#`` is
-not allowed in user task names), so every workflow task gets what a task gets: shards, leases,
-retries with backoff, timeouts, fencing, executor dedupe and commit-before-dispatch. A workflow
-with a schedule also owns an internal *trigger task* ``<workflow>#`` with the cron trigger: the
-leader's timing wheel, misfire policy, DST rules and fire accounting apply to it unchanged, and
-each of its fires starts a workflow run instead of an executor run.
+Every workflow task runs as an ordinary run of its internal task (:mod:`raftsched.fsm.workflow_model`),
+so it gets what a task gets: shards, leases, retries with backoff, timeouts, fencing, executor
+dedupe and commit-before-dispatch; a scheduled workflow's trigger task fires through the leader's
+timing wheel, misfire policy, DST rules and fire accounting unchanged. The definitions and their
+versions are :mod:`raftsched.fsm.workflow_defs`; dependencies on other workflows' runs are
+:mod:`raftsched.fsm.crossdeps`.
 
 The :class:`WorkflowBook` tracks the runs (states, waiting counters, timelines — the pure
 transitions are in :mod:`raftsched.workflow.run`) and moves READY tasks to RUNNING as the
@@ -18,247 +19,37 @@ from __future__ import annotations
 import heapq
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 
-from raftsched import codec
-from raftsched.abc import StateStore, StoreReader
+from raftsched.abc import StoreReader
 from raftsched.errors import Conflict, InvalidSpec, NotFound, TemplateError
 from raftsched.fsm import keys
 from raftsched.fsm.alerts import BACKFILL_FAILED, FRESHNESS, SLA_MISSED, WORKFLOW_RUN_FAILED
-from raftsched.fsm.crossdeps import CrossDeps, check_upstreams, upstreams
+from raftsched.fsm.crossdeps import CrossDeps, upstreams
 from raftsched.fsm.effects import AttemptReady, Effect, TaskArmed
-from raftsched.fsm.records import AGE_PRUNE_EVERY, Retention, TaskState, keeps, spec_bytes
-from raftsched.fsm.rules import check_next_fire, check_nothing_due
-from raftsched.model import Runner, TaskSpec, validate_name, validate_params
-from raftsched.sharding.placement import Need
+from raftsched.fsm.records import AGE_PRUNE_EVERY, TaskState, keeps
+from raftsched.fsm.workflow_defs import WorkflowDefinitions
+from raftsched.fsm.workflow_model import (
+    DEFAULT_BACKFILL_SHARE,
+    MAX_BACKFILL_RUNS,
+    SEP,
+    TERMINAL_RUN,
+    TaskHost,
+    WorkflowState,
+    split_internal,
+    task_name,
+    trigger_name,
+)
+from raftsched.model import validate_params
 from raftsched.timing import jitter, sla
 from raftsched.timing.gates import Zone, gate_ms, is_wall_clock
 from raftsched.v1 import log_pb2 as pb
 from raftsched.workflow import run as wfrun
 from raftsched.workflow.dag import Dag, compile_dag
 from raftsched.workflow.template import TemplateContext, render, render_params_json
-from raftsched.workflow.validate import (
-    MAX_WORKFLOW_TASKS,
-    chunk_problems,
-    graph_problems,
-    raise_problems,
-    validate_workflow,
-    workflow_version_conflict,
-)
 
-SEP = "#"
-TRIGGER_HANDLER = "workflow"
-"""The handler of a workflow's trigger task: its fires start workflow runs, not executor runs."""
-DEFAULT_BACKFILL_SHARE = 30
-MAX_BACKFILL_RUNS = 1000
 RECENT_RUNS_KEPT = 4096  # finished runs kept in memory for readers (see WorkflowBook.recent)
-_TERMINAL_RUN = (pb.WORKFLOW_SUCCESS, pb.WORKFLOW_FAILED, pb.WORKFLOW_KILLED)
-
-
-def task_name(workflow: str, task: str) -> str:
-    """The internal task whose runs execute ``task`` of ``workflow``."""
-    return f"{workflow}{SEP}{task}"
-
-
-def trigger_name(workflow: str) -> str:
-    """The internal task that carries ``workflow``'s schedule."""
-    return f"{workflow}{SEP}"
-
-
-def is_trigger(spec: TaskSpec) -> bool:
-    """Whether ``spec`` is a workflow's trigger task (see :func:`trigger_name`)."""
-    return spec.handler == TRIGGER_HANDLER and spec.name.endswith(SEP)
-
-
-def is_internal(name: str) -> bool:
-    return SEP in name
-
-
-def split_internal(name: str) -> tuple[str, str]:
-    """``<workflow>#<task>`` → ``(workflow, task)`` (task is ``""`` for a trigger task)."""
-    workflow, _, task = name.partition(SEP)
-    return workflow, task
-
-
-def internal_spec(name: str, **fields: object) -> TaskSpec:
-    """A TaskSpec for an internal name (user-name validation would refuse the ``#``)."""
-    spec = TaskSpec(name="internal", **fields)  # type: ignore[arg-type]
-    object.__setattr__(spec, "name", name)
-    return spec
-
-
-class TaskHost(Protocol):
-    """What the workflow book needs from the task side of the state machine (the FSM implements it).
-
-    Called on the apply thread only, while a command applies; every method is deterministic and
-    writes through the same store batch as the book.
-    """
-
-    @property
-    def store(self) -> StateStore:
-        """The state store (the apply thread's open batch)."""
-        ...
-
-    @property
-    def retention(self) -> Retention:
-        """The cluster's retention policy (workflow runs are kept like task runs)."""
-        ...
-
-    def task_state(self, name: str) -> TaskState | None:
-        """The in-memory state of task ``name`` (internal tasks included), or None."""
-        ...
-
-    def add_task(self, st: TaskState) -> None:
-        """Register a task new to the state machine (not yet stored: :meth:`put_task` does that).
-        It counts the still-active runs of an earlier task of the same name."""
-        ...
-
-    def put_task(self, st: TaskState) -> None:
-        """Store the task's record as it is now."""
-        ...
-
-    def put_version(self, st: TaskState) -> None:
-        """Store the spec of the task's current version (runs execute the version they fired with)."""
-        ...
-
-    def add_run(self, st: TaskState, run_id: str, data: bytes) -> None:
-        """A new unfinished run of ``st`` (``data``: the serialised run): counted and stored, with
-        the task's record."""
-        ...
-
-    def active_run(self, run_id: str) -> pb.Run | None:
-        """A fresh copy of the unfinished run ``run_id``, or None."""
-        ...
-
-    def cancel_run(self, run: pb.Run, reason: str, now: int, epoch: int, effects: list[Effect]) -> None:
-        """Cancel the unfinished ``run``: its shards stop (quota places and locks given back, the
-        leader stops the running attempts) and it is stored as history."""
-        ...
-
-    def next_sequence(self) -> int:
-        """The next value of the replicated sequence that makes manual run ids unique."""
-        ...
-
-    def need_for_run(self, run: pb.Run) -> Need:
-        """What each attempt of ``run`` holds on its executor besides its slot."""
-        ...
-
-    def check_placeable(self, st: TaskState, need: Need, now: int) -> None:
-        """Flag ``st`` unplaceable (and alert once) if no live executor could ever fit ``need``."""
-        ...
-
-    def emit_for_workflow_run(
-        self, spec: pb.WorkflowSpec, wr: pb.WorkflowRun, now: int, effects: list[Effect]
-    ) -> None:
-        """A run of the workflow succeeded: emit the events its spec declares (``emits``)."""
-        ...
-
-    def emit_task_events(
-        self,
-        task: str,
-        names: Sequence[str],
-        namespace: str,
-        logical_ms: int,
-        now: int,
-        epoch: int,
-        effects: list[Effect],
-    ) -> None:
-        """Internal task ``task`` (a workflow task marked succeeded by hand) emits ``names``, keyed
-        by ``logical_ms``, in ``namespace``, as its task run succeeding would have."""
-        ...
-
-    def raise_alert(self, kind: str, reason: str, now: int, **fields: str) -> None:
-        """Record an alert event (see :mod:`raftsched.fsm.alerts`)."""
-        ...
-
-    def raise_event(self, alert: pb.AlertRecord, now: int) -> None:
-        """Record ``alert`` as an event (dropped if its dedupe key was raised before)."""
-        ...
-
-    def task_names(self, prefix: str) -> list[str]:
-        """Names of the tasks (internal ones included) that start with ``prefix``, sorted."""
-        ...
-
-    def remove_task(self, name: str) -> None:
-        """Forget task ``name`` with its history (fires, finished runs, versions); its unfinished
-        runs are left to finish (their results are still accepted)."""
-        ...
-
-
-class WorkflowState:
-    """In-memory state of one workflow (its record, the compiled DAG of its current version)."""
-
-    __slots__ = (
-        "active_runs",
-        "created_ms",
-        "dag",
-        "gates_free_slots",
-        "kept_runs",
-        "last_success_ms",
-        "last_success_run",
-        "paused",
-        "running_tasks",
-        "runs_total",
-        "spec",
-        "spec_bytes",
-        "updated_ms",
-        "version",
-    )
-
-    def __init__(self, spec: pb.WorkflowSpec, version: int, dag: Dag | None = None) -> None:
-        self.spec = spec
-        # WorkflowRecord{spec} serialised once: a big DAG's spec is not re-encoded on every save.
-        self.spec_bytes = pb.WorkflowRecord(spec=spec).SerializeToString(deterministic=True)
-        self.version = version
-        self.dag = dag if dag is not None else compile_dag(spec)
-        self.created_ms = 0
-        self.updated_ms = 0
-        self.runs_total = 0
-        self.active_runs = 0
-        self.running_tasks = 0
-        self.kept_runs = 0
-        self.paused = False
-        self.last_success_ms = 0  # kept only with an SLA or freshness (issue 36)
-        self.last_success_run = ""
-        self.gates_free_slots = False
-
-    def record(self) -> pb.WorkflowRecord:
-        return pb.WorkflowRecord.FromString(self.record_bytes())
-
-    def record_bytes(self) -> bytes:
-        # Serialised messages concatenate into one; the spec (field 1) first keeps the bytes
-        # identical to serialising the whole record deterministically.
-        return (
-            self.spec_bytes
-            + pb.WorkflowRecord(
-                version=self.version,
-                created_ms=self.created_ms,
-                updated_ms=self.updated_ms,
-                runs_total=self.runs_total,
-                active_runs=self.active_runs,
-                running_tasks=self.running_tasks,
-                paused=self.paused,
-                gates_free_slots=self.gates_free_slots,
-            ).SerializeToString(deterministic=True)
-            + (
-                # Fields 900-901 come last: appended only when set, so other records keep their bytes.
-                pb.WorkflowRecord(
-                    last_success_ms=self.last_success_ms, last_success_run=self.last_success_run
-                ).SerializeToString(deterministic=True)
-                if self.last_success_ms
-                else b""
-            )
-        )
-
-    @property
-    def backfill_share(self) -> int:
-        return self.spec.backfill_share_pct or DEFAULT_BACKFILL_SHARE
-
-
-def _canonical(spec: pb.WorkflowSpec) -> bytes:
-    return spec.SerializeToString(deterministic=True)
 
 
 class WorkflowBook:
@@ -286,6 +77,7 @@ class WorkflowBook:
         # The dirty runs by (workflow, logical time): cross-workflow edges look runs up by that.
         self._dirty_at: dict[tuple[str, int], set[str]] = {}
         self.deps = CrossDeps(self)  # cross-workflow dependencies (issue 28 §1)
+        self.defs = WorkflowDefinitions(self)  # applying, staging and pausing workflows
         # (gate, workflow) of READY tasks held by their earliest start outside the parallelism
         # limits (workflows with gates_free_slots): WorkflowWaitsDue starts them when it has
         # come. Derived (load() finds them again); stale entries are harmless.
@@ -321,7 +113,7 @@ class WorkflowBook:
             owner = self.workflows.get(wr.workflow)
             if owner is None:
                 continue
-            if wr.state in _TERMINAL_RUN:
+            if wr.state in TERMINAL_RUN:
                 owner.kept_runs += 1
                 continue
             self.runs[wr.run_id] = wr
@@ -385,246 +177,9 @@ class WorkflowBook:
 
     # -- commands ----------------------------------------------------------------------------------
 
-    # -- staged workflows: a big workflow's tasks arrive in chunks, each applied on its own --------
-
-    def stage_tasks(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        """Check and keep one chunk of a workflow's tasks (see ``StageWorkflowTasks``). Refused
-        (changing nothing) if out of order, of another stage, or if any of its tasks is invalid."""
-        body = cmd.stage_workflow_tasks
-        validate_name(body.workflow, "workflow")
-        if not body.stage or len(body.stage) > 128:
-            raise InvalidSpec("stage", "1-128 characters")
-        store = self.host.store
-        if body.seq == 0:
-            if body.header.name != body.workflow or body.header.tasks:
-                raise InvalidSpec("header", "the workflow's own fields, without its tasks")
-            if not 0 < len(body.names) <= MAX_WORKFLOW_TASKS:
-                raise InvalidSpec("names", f"{len(body.names)} tasks (1-{MAX_WORKFLOW_TASKS} allowed)")
-            if self.host.task_state(body.workflow) is not None:
-                raise Conflict(f"{body.workflow!r} is the name of a task; a workflow needs its own name")
-            current = self.workflows.get(body.workflow)
-            head = pb.WorkflowStage(
-                stage=body.stage, names=body.names, version=current.version + 1 if current else 1
-            )
-            head.header.CopyFrom(body.header)
-        else:
-            raw = store.get(keys.stage_key(body.workflow))
-            head = pb.WorkflowStage.FromString(raw) if raw is not None else pb.WorkflowStage()
-            if raw is None or head.stage != body.stage or head.chunks != body.seq:
-                raise Conflict(f"chunk {body.seq} of stage {body.stage!r} is out of order (restage it)")
-            current = self.workflows.get(body.workflow)
-            if head.version != (current.version + 1 if current else 1):
-                raise Conflict(f"workflow {body.workflow!r} changed while staged (restage it)")
-        if head.staged_tasks + len(body.tasks) > len(head.names):
-            raise InvalidSpec("tasks", "more tasks than the stage names")
-        raise_problems(
-            chunk_problems(head.header, head.names, head.staged_tasks, body.tasks), head.header, head.names
-        )
-        if body.seq == 0:
-            self._drop_stage(body.workflow)  # an earlier stage that never finished
-            if current is None:
-                # Internal tasks that an unfinished stage of a workflow never created left.
-                for internal in self.host.task_names(body.workflow + SEP):
-                    self.host.remove_task(internal)
-        # Installed now, disabled, at the staged version (runs pin theirs, so none sees them):
-        # the final entry then only makes the version current.
-        for t in body.tasks:
-            tspec = self._internal(head.header, t)
-            self._put_internal(tspec, head.version, now, enabled=False, next_fire_ms=0)
-        chunk = pb.WorkflowSpec(tasks=body.tasks)
-        store.put(
-            keys.stage_chunk_key(body.workflow, head.chunks), chunk.SerializeToString(deterministic=True)
-        )
-        head.chunks += 1
-        head.staged_tasks += len(body.tasks)
-        store.put(keys.stage_key(body.workflow), head.SerializeToString(deterministic=True))
-        return pb.CommandResult(ok=True, accounted=len(body.tasks)), ()
-
-    def _staged_spec(self, body: pb.ApplyWorkflow) -> pb.WorkflowSpec:
-        """The workflow ``body`` names, assembled from its stage (raises if the stage is not
-        complete, or was made for other workflow fields)."""
-        name = body.spec.name
-        raw = self.host.store.get(keys.stage_key(name))
-        head = pb.WorkflowStage.FromString(raw) if raw is not None else None
-        if head is None or head.stage != body.stage:
-            raise Conflict(f"workflow {name!r} has no stage {body.stage!r} (restage it)")
-        if head.staged_tasks != len(head.names) or head.staged_tasks != body.staged_tasks:
-            raise Conflict(f"stage {body.stage!r} holds {head.staged_tasks} of {body.staged_tasks} tasks")
-        if body.spec.tasks or _canonical(body.spec) != _canonical(head.header):
-            raise InvalidSpec("spec", "differs from the staged workflow's fields")
-        current = self.workflows.get(name)
-        if head.version != (current.version + 1 if current else 1):
-            raise Conflict(f"workflow {name!r} changed while staged (restage it)")
-        spec = pb.WorkflowSpec()
-        spec.CopyFrom(head.header)
-        for chunk in range(head.chunks):
-            data = self.host.store.get(keys.stage_chunk_key(name, chunk))
-            if data is None:
-                raise Conflict(f"stage {body.stage!r} lost chunk {chunk} (restage it)")
-            spec.MergeFromString(data)  # appends the chunk's tasks
-        return spec
-
-    def _drop_stage(self, name: str) -> None:
-        raw = self.host.store.get(keys.stage_key(name))
-        if raw is None:
-            return
-        for chunk in range(pb.WorkflowStage.FromString(raw).chunks):
-            self.host.store.delete(keys.stage_chunk_key(name, chunk))
-        self.host.store.delete(keys.stage_key(name))
-
-    def apply_workflow(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        body = cmd.apply_workflow
-        spec = self._staged_spec(body) if body.stage else body.spec
-        # Structure only: the leader validated the schedule (cron + time zone) against its tz
-        # database before proposing; apply must not consult tzdata, which may differ per host.
-        unscheduled = pb.WorkflowSpec()
-        unscheduled.CopyFrom(spec)
-        unscheduled.ClearField("schedule")
-        dag: Dag | None = None
-        if body.stage:
-            # Each task was checked when its chunk was staged: only what spans tasks is left,
-            # and compiling finds any cycle (then checked again, for a message naming it).
-            names = [t.name for t in spec.tasks]
-            raise_problems(graph_problems(unscheduled, cycles=False), spec, names)
-            try:
-                dag = compile_dag(unscheduled)
-            except ValueError as exc:
-                raise_problems(graph_problems(unscheduled), spec, names)
-                raise InvalidSpec("tasks", str(exc)) from None
-        else:
-            validate_workflow(unscheduled)
-        name = spec.name
-        if self.host.task_state(name) is not None:
-            raise Conflict(f"{name!r} is the name of a task; a workflow needs its own name")
-        if upstreams(spec):
-            check_upstreams(spec, {n: w.spec for n, w in self.workflows.items() if n != name})
-        wf = self.workflows.get(name)
-        at = wf.version if wf is not None else 0
-        if body.expected_version and at != body.expected_version:
-            raise Conflict(workflow_version_conflict(name, at, body.expected_version))
-        # A staged definition equal to the current one still makes a version (its chunks wrote
-        # the internal tasks at that version); the leader does not stage an unchanged one.
-        if wf is not None and not body.stage and _canonical(wf.spec) == _canonical(spec):
-            return pb.CommandResult(ok=True, workflow=self.record(wf), changed=False), ()
-        trig_name = trigger_name(name)
-        trig = self.host.task_state(trig_name)
-        has_schedule = bool(spec.schedule.expr)
-        # Check everything that can refuse before mutating anything.
-        if has_schedule:
-            check_next_fire(body.next_fire_ms, max(trig.watermark_ms if trig else 0, now))
-            schedule = codec.trigger_from_pb(pb.Trigger(cron=spec.schedule))  # its structure
-        if trig is not None:
-            check_nothing_due(trig, now)
-        zone = _stamped_zone(spec, body)
-        version = wf.version + 1 if wf is not None else 1
-        new = WorkflowState(spec, version, dag)
-        if wf is not None:
-            new.created_ms, new.runs_total = wf.created_ms, wf.runs_total
-            new.active_runs, new.running_tasks, new.kept_runs = wf.active_runs, wf.running_tasks, wf.kept_runs
-            new.paused = wf.paused  # a new version of a paused workflow stays paused
-            new.last_success_ms, new.last_success_run = wf.last_success_ms, wf.last_success_run
-        else:
-            new.created_ms = now
-        new.updated_ms = now
-        new.gates_free_slots = body.gates_free_slots
-        self.workflows[name] = new
-        store = self.host.store
-        store.put(keys.workflow_version_key(name, version), _canonical(spec))
-        if zone is not None:  # with the version: runs pin versions
-            zrec = pb.WorkflowZone(zone=zone.name, transition_ms=zone.transitions_ms, offset_s=zone.offsets_s)
-            store.put(keys.workflow_zone_key(name, version), zrec.SerializeToString())
-            self._zones[(name, version)] = zone
-        # The internal tasks: one per workflow task, at the workflow's version (a staged
-        # workflow's chunks wrote them already).
-        if not body.stage:
-            for t in spec.tasks:
-                self._put_internal(self._internal(spec, t), version, now, enabled=False, next_fire_ms=0)
-        effects: list[Effect] = []
-        if has_schedule:
-            tspec = internal_spec(
-                trig_name,
-                trigger=schedule,
-                command="",
-                handler=TRIGGER_HANDLER,
-                misfire=codec.MISFIRE_FROM_PB[spec.misfire],
-                overlap=codec.OVERLAP_FROM_PB[spec.overlap],
-                owner=spec.owner,
-                namespace=spec.namespace or "default",
-                exclude=tuple(spec.exclude),
-            )
-            st = self._put_internal(
-                tspec, version, now, enabled=not new.paused, next_fire_ms=body.next_fire_ms
-            )
-            effects.append(TaskArmed(st.spec.name, st.version, st.next_fire_ms if st.enabled else 0))
-        elif trig is not None:
-            # The schedule was removed: the trigger stops (its history stays with the workflow).
-            trig.enabled = False
-            trig.next_fire_ms = 0
-            trig.updated_ms = now
-            self.host.put_task(trig)
-            effects.append(TaskArmed(trig.spec.name, trig.version, 0))
-        self._save(new)
-        if body.stage:
-            self._drop_stage(name)
-        return pb.CommandResult(ok=True, workflow=self.record(new), changed=True), tuple(effects)
-
-    @staticmethod
-    def _internal(spec: pb.WorkflowSpec, t: pb.WorkflowTaskSpec) -> TaskSpec:
-        """The internal task that runs workflow task ``t`` of ``spec``."""
-        return internal_spec(
-            task_name(spec.name, t.name),
-            trigger=codec.trigger_from_pb(pb.Trigger(manual=pb.ManualTrigger())),
-            command=t.command,
-            handler=t.handler,
-            shards=t.shards or 1,
-            max_retries=t.max_retries,
-            timeout_ms=t.timeout_ms,
-            priority=t.priority,
-            locks=codec.locks_from_pb(t.locks),
-            owner=spec.owner,
-            namespace=spec.namespace or "default",
-            description=t.description,
-            resource_cpu=t.resource_cpu,
-            resource_memory_mb=t.resource_memory_mb,
-            runner=Runner.PYTHON if t.runner == "python" else Runner.SHELL,
-            emits=tuple(t.emits),
-            # Issue 29: placement reads retry_elsewhere here; the retry timing is read from the
-            # workflow version a run is pinned to. The task runs are kept like the workflow's.
-            retry_delays_ms=tuple(t.retry_delays_ms),
-            retry_backoff=codec.retry_backoff_from_pb(t),
-            retry_elsewhere=not t.retry_same_executor,
-            keep_runs=spec.keep_runs,
-            keep_for_ms=spec.keep_for_ms,
-            pool=t.pool,
-        )
-
-    def _put_internal(
-        self, spec: TaskSpec, version: int, now: int, *, enabled: bool, next_fire_ms: int
-    ) -> TaskState:
-        st = self.host.task_state(spec.name)
-        pb_spec = codec.spec_to_pb(spec)
-        pb_spec.name = spec.name
-        if st is None:
-            st = TaskState(spec, spec_bytes(pb_spec))
-            st.created_ms = now
-            st.watermark_ms = now
-            self.host.add_task(st)
-        else:
-            st.spec = spec
-            st.spec_bytes = spec_bytes(pb_spec)
-            st.run_template = st.fire_template = None
-            st.watermark_ms = max(st.watermark_ms, now)
-        st.version = version
-        st.enabled = enabled
-        st.updated_ms = now
-        st.next_fire_ms = next_fire_ms
-        self.host.put_task(st)
-        self.host.put_version(st)
-        return st
-
     def start_run_cmd(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.start_workflow_run
-        wf = self._workflow(body.workflow)
+        wf = self.workflow_named(body.workflow)
         if body.params_json:
             validate_params(body.params_json, "params")
         seq = self.host.next_sequence()
@@ -661,7 +216,7 @@ class WorkflowBook:
 
     def start_backfill(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         body = cmd.start_backfill
-        wf = self._workflow(body.workflow)
+        wf = self.workflow_named(body.workflow)
         times = sorted(set(body.logical_ms))
         if not times:
             raise InvalidSpec("backfill", "the date range holds no logical time of the workflow")
@@ -698,35 +253,6 @@ class WorkflowBook:
         assert got is not None
         return pb.CommandResult(ok=True, backfill=pb.BackfillRecord.FromString(got)), tuple(effects)
 
-    def set_paused(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
-        """Pause or resume the workflow's schedule: its trigger task is disabled or enabled, as
-        ``task disable|enable`` does to a task (a resume fires from now on: nothing owed for the
-        paused time). Runs in flight, manual runs and backfills are not affected. Asking for the
-        state it is in changes nothing (``changed`` false)."""
-        body = cmd.set_workflow_paused
-        wf = self._workflow(body.workflow)
-        if wf.paused == body.paused:
-            return pb.CommandResult(ok=True, workflow=self.record(wf), changed=False), ()
-        trig = self.host.task_state(trigger_name(wf.spec.name))
-        effects: list[Effect] = []
-        if trig is not None and wf.spec.schedule.expr:
-            if body.paused:
-                check_nothing_due(trig, now)
-                trig.enabled = False
-            else:
-                check_next_fire(body.next_fire_ms, max(trig.watermark_ms, now))
-                trig.enabled = True
-                # Fires that fell due while paused are not owed: accounting starts from now.
-                trig.watermark_ms = max(trig.watermark_ms, now)
-                trig.next_fire_ms = body.next_fire_ms
-            trig.updated_ms = now
-            self.host.put_task(trig)
-            effects.append(TaskArmed(trig.spec.name, trig.version, trig.next_fire_ms if trig.enabled else 0))
-        wf.paused = body.paused
-        wf.updated_ms = now
-        self._save(wf)
-        return pb.CommandResult(ok=True, workflow=self.record(wf), changed=True), tuple(effects)
-
     def delete(self, cmd: pb.Command, now: int) -> tuple[pb.CommandResult, tuple[Effect, ...]]:
         """Delete a workflow with its versions, runs, backfills and internal tasks.
 
@@ -734,7 +260,7 @@ class WorkflowBook:
         as ``workflow kill`` does (running attempts cancelled). Task runs still unfinished after
         that are left to finish, as for a deleted task."""
         body = cmd.delete_workflow
-        wf = self._workflow(body.workflow)
+        wf = self.workflow_named(body.workflow)
         name = wf.spec.name
         dependents = sorted(n for n, w in self.workflows.items() if n != name and name in upstreams(w.spec))
         if dependents and not body.force:
@@ -799,7 +325,7 @@ class WorkflowBook:
         dag = got[1]
         effects: list[Effect] = []
         if body.op == pb.WorkflowRunOp.KILL:
-            if wr.state in _TERMINAL_RUN:
+            if wr.state in TERMINAL_RUN:
                 raise Conflict(f"workflow run {wr.run_id!r} already finished ({_run_state(wr)})")
             for running in wfrun.kill(wr, now, body.reason or "killed by an operator"):
                 self._cancel_task_run(wr, running, now, cmd.epoch, effects)
@@ -832,7 +358,7 @@ class WorkflowBook:
                     )
         else:
             raise InvalidSpec("op", f"unknown workflow run operation {body.op}")
-        if not was_active and wr.state not in _TERMINAL_RUN:
+        if not was_active and wr.state not in TERMINAL_RUN:
             self._reactivate(wr, previous)
         elif not was_active and wr.backfill_id and wr.state != previous:
             # A finished backfill run changed outcome without running again (mark-success).
@@ -974,7 +500,7 @@ class WorkflowBook:
 
     # -- internals ----------------------------------------------------------------------------------
 
-    def _workflow(self, name: str) -> WorkflowState:
+    def workflow_named(self, name: str) -> WorkflowState:
         wf = self.workflows.get(name)
         if wf is None:
             raise NotFound(f"workflow {name!r} does not exist")
@@ -1049,7 +575,7 @@ class WorkflowBook:
                 if wr.backfill_id:
                     self._backfill_progress(wr, 0, undo=previous)
             wr.finished_ms = 0
-            self._save(wf)
+            self.save(wf)
 
     def _enqueue(self, wr: pb.WorkflowRun, indices: Iterable[int]) -> None:
         bucket = self.ready.setdefault(wr.workflow, set())
@@ -1183,12 +709,12 @@ class WorkflowBook:
         """Store the run; when it just finished, release it (counters, backfill, trigger overlap).
         Then decide the cross-workflow edges waiting on what it now decides."""
         self._settle_run(wr, now, effects)
-        if self.deps.waits or wr.state in _TERMINAL_RUN:
+        if self.deps.waits or wr.state in TERMINAL_RUN:
             self.deps.upstream_changed(wr, now, epoch, effects)
 
     def _settle_run(self, wr: pb.WorkflowRun, now: int, effects: list[Effect]) -> None:
         # wr.state is kept current by raftsched.workflow.run (hinted: no full scan per completion)
-        if wr.state in _TERMINAL_RUN and wr.run_id in self.runs:
+        if wr.state in TERMINAL_RUN and wr.run_id in self.runs:
             wf = self.workflows[wr.workflow]
             del self.runs[wr.run_id]
             self.running.pop(wr.run_id, None)
@@ -1218,7 +744,7 @@ class WorkflowBook:
                     run_id=wr.run_id,
                     owner=wf.spec.owner,
                 )
-            self._save(wf)
+            self.save(wf)
             self._put_run(wr)
             self._prune(wf, now)
             self.recent[wr.run_id] = wr
@@ -1228,7 +754,7 @@ class WorkflowBook:
             return
         self._put_run(wr)
         if wr.run_id in self.runs:
-            self._save(self.workflows[wr.workflow])
+            self.save(self.workflows[wr.workflow])
 
     def _sla_finished(self, wf: WorkflowState, wr: pb.WorkflowRun, now: int) -> None:
         """A run (not a backfill's) of a workflow with an SLA or freshness finished: its finish
@@ -1319,7 +845,7 @@ class WorkflowBook:
             if keys.run_id_from_key(keys.WORKFLOW_RUN, k) in self.runs:
                 continue
             wr = pb.WorkflowRun.FromString(v)
-            if wr.state not in _TERMINAL_RUN:
+            if wr.state not in TERMINAL_RUN:
                 continue
             if wf.kept_runs <= keep_count and wr.finished_ms >= horizon:
                 break
@@ -1366,21 +892,15 @@ class WorkflowBook:
             rec.next_fire_ms = trig.next_fire_ms
         return rec
 
-    def _save(self, wf: WorkflowState) -> None:
+    def save(self, wf: WorkflowState) -> None:
+        """Write ``wf``'s record when the command being applied ends (:meth:`flush`)."""
         self._dirty_workflows[wf.spec.name] = wf
+
+    def remember_zone(self, workflow: str, version: int, zone: Zone) -> None:
+        self._zones[(workflow, version)] = zone
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _stamped_zone(spec: pb.WorkflowSpec, body: pb.ApplyWorkflow) -> Zone | None:
-    """The zone offsets the leader stamped for wall-clock not_before gates (None when no task has
-    one). Raises InvalidSpec when they are needed but missing or malformed."""
-    if not any(is_wall_clock(t.not_before) for t in spec.tasks):
-        return None
-    if not body.zone_offset_s:
-        raise InvalidSpec("not_before", "a wall-clock not_before needs the zone offsets the leader stamps")
-    return Zone.build(spec.schedule.timezone or "UTC", body.zone_transition_ms, body.zone_offset_s)
 
 
 def _gate_ms(

@@ -18,8 +18,8 @@ from raftsched.errors import InvalidSpec, NotFound, quote
 from raftsched.fsm.events import check_event
 from raftsched.fsm.runs import MAX_CANCEL_PER_COMMAND
 from raftsched.fsm.state import SchedulerState
-from raftsched.fsm.workflows import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
-from raftsched.fsm.workflows import is_internal, trigger_name
+from raftsched.fsm.workflow_model import MAX_BACKFILL_RUNS as MAX_BACKFILL_RUNS
+from raftsched.fsm.workflow_model import is_internal, trigger_name
 from raftsched.model import (
     MAX_TIME_MS,
     CronTrigger,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from raftsched.fsm.workflows import trigger_name
+from raftsched.fsm.workflow_model import trigger_name
 from raftsched.model import CronTrigger, Misfire, Overlap, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as pb

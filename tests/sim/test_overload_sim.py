@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from raftsched.errors import Unavailable
-from raftsched.fsm.workflows import is_internal, split_internal, trigger_name
+from raftsched.fsm.workflow_model import is_internal, split_internal, trigger_name
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.testing import SimHarness
 from raftsched.v1 import log_pb2 as lpb

@@ -9,7 +9,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from raftsched.fsm.workflows import task_name
+from raftsched.fsm.workflow_model import task_name
 from raftsched.testing import SimHarness
 from raftsched.timing import jitter
 from raftsched.v1 import raftsched_pb2 as pb

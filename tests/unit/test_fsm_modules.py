@@ -12,7 +12,7 @@ from raftsched.fsm.executors import ExecutorHost
 from raftsched.fsm.fires import FireHost
 from raftsched.fsm.runs import RunHost
 from raftsched.fsm.tasks import TaskBookHost
-from raftsched.fsm.workflows import TaskHost
+from raftsched.fsm.workflow_model import TaskHost
 from tests.support.fsm import fresh
 from tests.unit.test_architecture import FORBIDDEN_IN_PURE, imported_roots
 

@@ -5,8 +5,7 @@ nothing of a deleted workflow remains, and that replay gives the same state."""
 from __future__ import annotations
 
 from raftsched import codec
-from raftsched.fsm import keys
-from raftsched.fsm import workflows as wf_mod
+from raftsched.fsm import keys, workflow_model
 from raftsched.fsm.effects import RunCancelled, TaskArmed
 from raftsched.fsm.state import SchedulerState
 from raftsched.storage.memory import MemoryStore
@@ -26,7 +25,7 @@ from tests.support.fsm import (
     start,
 )
 
-TRIGGER = wf_mod.trigger_name(W)
+TRIGGER = workflow_model.trigger_name(W)
 
 
 def set_paused(state: SchedulerState, paused: bool, now: int = T0, next_fire: int = 0) -> pb.CommandResult:
@@ -180,7 +179,7 @@ def test_forced_delete_kills_the_active_runs_and_leaves_nothing() -> None:
     assert state.get_workflow_run(live.run_id) is None
     assert state.get_workflow_run(finished.run_id) is None
     assert TRIGGER not in dict(state.armed_tasks())
-    assert state.task_names(W + wf_mod.SEP) == []
+    assert state.task_names(W + workflow_model.SEP) == []
     prefixes = (
         keys.WORKFLOW,
         keys.WORKFLOW_VERSION,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from raftsched import codec
-from raftsched.fsm import workflows as wf_mod
+from raftsched.fsm import workflow_model
 from raftsched.fsm.effects import AttemptReady, RunCancelled
 from raftsched.fsm.state import SchedulerState
 from raftsched.v1 import log_pb2 as pb
@@ -212,7 +212,7 @@ def test_schedule_fires_start_workflow_runs_through_the_trigger_task() -> None:
     spec = etl_spec(schedule=pb.CronTrigger(expr="* * * * * *"))
     res = apply_wf(state, spec, next_fire=T0 + S)
     assert res.ok and res.workflow.next_fire_ms == T0 + S
-    trig = wf_mod.trigger_name(W)
+    trig = workflow_model.trigger_name(W)
     assert (trig, T0 + S) in state.armed_tasks()
     cmd = command(T0 + S)
     tf = cmd.fire_batch.tasks.add(task=trig, version=1, next_fire_ms=T0 + 2 * S, watermark_ms=T0 + S)

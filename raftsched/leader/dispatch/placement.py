@@ -27,7 +27,7 @@ from raftsched.fsm.hot import LIVE, SlotTable
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.view import StateView
-from raftsched.fsm.workflows import SEP, is_internal, split_internal, trigger_name
+from raftsched.fsm.workflow_model import SEP, is_internal, split_internal, trigger_name
 from raftsched.leader.dispatch.leases import Holdings, Key
 from raftsched.leader.dispatch.settings import MAX_WAITS_PER_COMMAND
 from raftsched.leader.queue import StartOrder, WaitQueue, start_order

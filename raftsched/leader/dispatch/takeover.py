@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftsched.fsm.view import StateView
-from raftsched.fsm.workflows import is_internal, split_internal, trigger_name
+from raftsched.fsm.workflow_model import is_internal, split_internal, trigger_name
 from raftsched.model import execution_id
 from raftsched.v1 import raftsched_pb2 as pb
 

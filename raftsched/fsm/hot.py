@@ -6,7 +6,8 @@ the hot path: the leader proposes its single on-time fires as one ``FireColumns`
 their assignments as ``AssignColumns`` and their first-try successes as ``ResultColumns``
 (command format :data:`raftsched.codec.COLUMNS_FORMAT`). Their unfinished runs are not
 ``pb.Run`` records in ``RunBook.active``: each is a *slot* of the :class:`SlotTable`, indexed
-by the run's ``seq`` (allocated at apply, ``Meta.next_seq``).
+by the run's ``seq`` (allocated at apply, ``Meta.next_seq``). The numbers and the slot table
+are :mod:`raftsched.fsm.hot_slots`; the records built from wire pieces :mod:`raftsched.fsm.hot_wire`.
 
 Numbers. Tasks and executors have dense numbers from 1 (``TaskRecord.number``,
 ``ExecutorRecord.number``; 0 = none), never reused. They are given by the ``NumberEntities``
@@ -19,12 +20,12 @@ How the leader maps what the columns name (pure, under a state view; see
 * task number ``n`` -> its :class:`TaskState` (name ``st.spec.name``, version ``st.version``):
   ``view.task_by_number(n)``; name -> number: ``view.tasks[name].number``;
 * executor number -> name: ``view.executor_name(n)``; name -> number: ``view.executor_number(name)``;
-* run ``seq`` -> run id: :func:`run_id_of` ``(task name, nominal_ms)`` -- the same id today's
-  ``FireBatch`` gives the run of that fire (``raftsched.model.run_id_for``), so run ids, run keys
-  and execution ids (:func:`raftsched.model.execution_id` ``(run_id, 0, attempt)``) are those of
-  the cold path. For a :class:`~raftsched.fsm.effects.ReadyColumns`, run ``seq_base + i`` is the
-  run of ``tasks[i]`` at ``nominals[i]``; for any live seq, ``view.hot_run(seq)`` returns its
-  :class:`HotRef`;
+* run ``seq`` -> run id: :func:`~raftsched.fsm.hot_slots.run_id_of` ``(task name, nominal_ms)``
+  -- the same id today's ``FireBatch`` gives the run of that fire (``raftsched.model.run_id_for``),
+  so run ids, run keys and execution ids (:func:`raftsched.model.execution_id` ``(run_id, 0,
+  attempt)``) are those of the cold path. For a :class:`~raftsched.fsm.effects.ReadyColumns`,
+  run ``seq_base + i`` is the run of ``tasks[i]`` at ``nominals[i]``; for any live seq,
+  ``view.hot_run(seq)`` returns its :class:`~raftsched.fsm.hot_slots.HotRef`;
 * run id -> seq (a reported result): ``view.hot_seq(run_id)`` (0: not a live hot run -- it
   finished, was promoted to the cold path, or was never hot: report it as today).
 
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from functools import lru_cache
 from operator import attrgetter, gt, lt
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
@@ -43,298 +43,42 @@ from raftsched import bounds
 from raftsched.abc import StateStore
 from raftsched.fsm import keys, wire
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
+from raftsched.fsm.hot_slots import (
+    LIVE,
+    MAX_HOT_SPAN,
+    PENDING,
+    PROMOTE_BATCH,
+    PROMOTED,
+    RUNNING,
+    SUCCEEDED,
+    TRIM_EVERY,
+    Numbering,
+    SlotTable,
+    add_seq,
+    drop_seq,
+    is_hot,
+    run_id_of,
+    seq_of,
+)
+from raftsched.fsm.hot_wire import (
+    ID_TAGS,
+    FinishedHead,
+    checkpoint_bytes,
+    finished_head,
+    finished_times,
+    id_tag,
+    int_field,
+    shard_field,
+)
 from raftsched.fsm.records import AGE_PRUNE_EVERY, PRUNE_BATCH, Retention, TaskState, keeps, pending_shards
 from raftsched.fsm.rules import Reject
 from raftsched.fsm.tally import ApplyTally
-from raftsched.fsm.workflow_model import is_internal
-from raftsched.model import Overlap, TaskSpec, run_id_for
+from raftsched.model import TaskSpec
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage
 from raftsched.v1 import log_pb2 as pb
 
 if TYPE_CHECKING:
     from raftsched.fsm.policy import PolicyBook
-
-PENDING: Final = int(pb.PENDING)
-RUNNING: Final = int(pb.RUNNING)
-SUCCEEDED: Final = int(pb.SUCCEEDED)
-PROMOTED: Final = 100
-"""A slot whose run moved to the cold path (a ``pb.Run`` in ``RunBook.active``): finished here."""
-LIVE: Final = (PENDING, RUNNING)
-"""A slot's states while its run is unfinished (SlotTable.live; the leader's loops test them inline)."""
-
-TRIM_EVERY: Final = 4096
-"""Finished slots at the head of the slot table before it is trimmed."""
-
-MAX_HOT_SPAN: Final = 1 << 18
-"""How many seqs a live hot run may fall behind ``next_seq`` before the leader promotes it to
-the cold path (``PromoteHotRuns``, command format 19). The table is trimmed only at its head, so
-without it one long attempt would keep every later slot in memory and in each hot checkpoint
-(4,000 attempts a second for an hour: 14 million slots, gigabytes). Above the default
-``max_dispatch_backlog`` (100,000), so waiting attempts are not promoted in an overload."""
-
-PROMOTE_BATCH: Final = 1 << 14
-"""How far past :data:`MAX_HOT_SPAN` the oldest live hot run may be before the leader proposes a
-``PromoteHotRuns``: promotions (and the trim after them) come in batches, not one per fire."""
-
-
-def run_id_of(task: str, nominal_ms: int) -> str:
-    """The run id of the hot run of ``task`` at ``nominal_ms``: the cold path's id of that fire."""
-    return run_id_for(task, nominal_ms)
-
-
-class HotRef(NamedTuple):
-    """What the leader needs of one live hot run (a copy: valid after the view closed)."""
-
-    seq: int
-    run_id: str
-    task: str
-    nominal_ms: int
-    version: int  # the task version it fired with (Run.task_version)
-    state: int  # PENDING or RUNNING
-    attempt: int
-    executor: str  # "" while pending
-    executor_number: int  # 0 while pending
-    assigned_ms: int
-    created_ms: int
-    epoch: int
-
-
-class Numbering:
-    """Task and executor numbers (derived from the records: rebuilt on load)."""
-
-    __slots__ = ("executor_no", "executors", "next_executor_no", "next_task_no", "numbered_ms", "tasks")
-
-    def __init__(self) -> None:
-        self.tasks: list[TaskState | None] = [None]  # by number; [0] never a task
-        self.executors: list[str | None] = [None]
-        self.executor_no: dict[str, int] = {}
-        self.next_task_no = 0  # Meta.next_task_no (0: numbering off)
-        self.next_executor_no = 0
-        self.numbered_ms = 0  # Meta.numbered_ms: leader time numbering turned on
-
-    def clear(self) -> None:
-        self.tasks[:] = [None]
-        self.executors[:] = [None]
-        self.executor_no.clear()
-        self.next_task_no = self.next_executor_no = 0
-        self.numbered_ms = 0
-
-    @property
-    def on(self) -> bool:
-        """Whether numbering is on (a NumberEntities applied)."""
-        return self.next_task_no > 0
-
-    def task(self, number: int) -> TaskState | None:
-        tasks = self.tasks
-        return tasks[number] if 0 < number < len(tasks) else None
-
-    def tasks_of(self, numbers: Iterable[int]) -> list[TaskState | None]:
-        """:meth:`task` of each of ``numbers``, in order (one call for an entry's rows)."""
-        tasks = self.tasks
-        n = len(tasks)
-        return [tasks[k] if 0 < k < n else None for k in numbers]
-
-    def task_name(self, number: int) -> str | None:
-        st = self.task(number)
-        return st.spec.name if st is not None else None
-
-    def executor_name(self, number: int) -> str | None:
-        names = self.executors
-        return names[number] if 0 < number < len(names) else None
-
-    def executor_number(self, name: str) -> int:
-        return self.executor_no.get(name, 0)
-
-    def set_task(self, st: TaskState) -> None:
-        """Index ``st`` by its number (0: nothing)."""
-        n = st.number
-        if n:
-            tasks = self.tasks
-            if n >= len(tasks):
-                tasks.extend([None] * (n + 1 - len(tasks)))
-            tasks[n] = st
-
-    def drop_task(self, st: TaskState) -> None:
-        n = st.number
-        if n and n < len(self.tasks) and self.tasks[n] is st:
-            self.tasks[n] = None
-
-    def set_executor(self, name: str, number: int) -> None:
-        if number:
-            names = self.executors
-            if number >= len(names):
-                names.extend([None] * (number + 1 - len(names)))
-            names[number] = name
-            self.executor_no[name] = number
-
-
-class SlotTable:
-    """Per run seq (from ``base``): task number, version, nominal, state, executor number,
-    attempt, assigned, created times and epoch. Finished slots at the head are trimmed in bulk
-    (every :data:`TRIM_EVERY`)."""
-
-    def __init__(self) -> None:
-        self.base = 1  # seqs start at 1 (Meta.next_seq)
-        self.task: list[int] = []
-        self.version: list[int] = []
-        self.nominal: list[int] = []
-        self.state: list[int] = []
-        self.executor: list[int] = []
-        self.attempt: list[int] = []
-        self.assigned: list[int] = []
-        self.created: list[int] = []
-        self.epoch: list[int] = []
-        self.finished = 0  # finished slots not trimmed yet
-
-    def columns(self) -> tuple[list[int], ...]:
-        return (
-            self.task,
-            self.version,
-            self.nominal,
-            self.state,
-            self.executor,
-            self.attempt,
-            self.assigned,
-            self.created,
-            self.epoch,
-        )
-
-    def clear(self, base: int = 1) -> None:
-        for col in self.columns():
-            col.clear()
-        self.base = base
-        self.finished = 0
-
-    def __len__(self) -> int:
-        return len(self.state)
-
-    def index(self, seq: int) -> int:
-        """The position of live-or-finished slot ``seq``, or -1 if there is none."""
-        j = seq - self.base
-        return j if 0 <= j < len(self.state) else -1
-
-    def live(self, seq: int) -> int:
-        """The position of ``seq`` if it is an unfinished slot (pending or running), else -1."""
-        j = self.index(seq)
-        return j if j >= 0 and self.state[j] in LIVE else -1
-
-    def oldest_live(self) -> int:
-        """The seq of the oldest unfinished slot, or 0 if there is none. The same on every replica
-        (which slots are live is replicated state; where each table starts is not)."""
-        state = self.state
-        first = len(state)
-        for live in LIVE:
-            try:
-                first = min(first, state.index(live, 0, first))
-            except ValueError:
-                continue
-        return self.base + first if first < len(state) else 0
-
-    def _head(self) -> int:
-        """How many slots at the head are finished."""
-        state, k, n = self.state, 0, len(self.state)
-        while k < n and state[k] not in (PENDING, RUNNING):
-            k += 1
-        return k
-
-    def trim(self) -> None:
-        k = self._head()
-        if k:
-            for col in self.columns():
-                del col[:k]
-            self.base += k
-            self.finished -= k
-
-
-def hot_ref(slots: SlotTable, numbering: Numbering, seq: int) -> HotRef | None:
-    """The live hot run ``seq`` (pending or running), or None."""
-    j = slots.live(seq)
-    if j < 0:
-        return None
-    t = slots.task[j]
-    st = numbering.task(t)
-    if st is None:
-        return None
-    nominal = slots.nominal[j]
-    e = slots.executor[j]
-    name = st.spec.name
-    return HotRef(
-        seq=seq,
-        run_id=run_id_of(name, nominal),
-        task=name,
-        nominal_ms=nominal,
-        version=slots.version[j],
-        state=slots.state[j],
-        attempt=slots.attempt[j],
-        executor=numbering.executor_name(e) or "",
-        executor_number=e,
-        assigned_ms=slots.assigned[j],
-        created_ms=slots.created[j],
-        epoch=slots.epoch[j],
-    )
-
-
-def seq_of(slots: SlotTable, tasks: Mapping[str, TaskState], run_id: str) -> int:
-    """The seq of the live hot run ``run_id``, or 0 (not hot, finished, promoted, or no such run).
-
-    Found through its task's unfinished hot seqs (``TaskState.hot_seqs``), by nominal time."""
-    task, sep, rest = run_id.rpartition("@")
-    if not sep or not rest.isdigit():
-        return 0
-    st = tasks.get(task)
-    if st is None or not st.hot_seqs:
-        return 0
-    nominal = int(rest)
-    for seq in st.hot_seqs:
-        j = slots.live(seq)
-        if j >= 0 and slots.nominal[j] == nominal:
-            return seq
-    return 0
-
-
-def is_hot(st: TaskState, policy: PolicyBook, name: str) -> bool:
-    """Whether ``st`` (task ``name``)'s single on-time fires may take the hot path: numbered,
-    enabled, one shard, ``overlap = allow``, nothing an attempt holds besides its slot (locks,
-    pool, quota, resources, selector), no calendar, jitter, SLA, freshness or events, not a
-    workflow's task (an internal name; a workflow's trigger has one too). Reads the spec through
-    ``peek``: deciding every task's bit at load decodes no task's own spec."""
-    if not (st.number and st.enabled) or is_internal(name):
-        return False
-    s = st.peek()
-    return bool(
-        s.shards == 1
-        and s.overlap == Overlap.ALLOW
-        and not s.locks
-        and not s.pool
-        and not s.resource_cpu
-        and not s.resource_memory_mb
-        and not s.selector
-        and not s.exclude
-        and not s.jitter_ms
-        and not s.sla_start_within_ms
-        and not s.sla_finish_within_ms
-        and not s.freshness_ms
-        and not s.emits
-        and not s.on_event
-        and policy.need(s.owner, s.namespace, ()) is None
-    )
-
-
-def add_seq(st: TaskState, seq: int) -> None:
-    """``seq`` is a live hot run of ``st`` now."""
-    seqs = st.hot_seqs
-    if isinstance(seqs, list):
-        seqs.append(seq)
-    else:
-        st.hot_seqs = [seq]
-
-
-def drop_seq(st: TaskState, seq: int) -> None:
-    """``seq`` is no longer a live hot run of ``st`` (finished or promoted)."""
-    seqs = st.hot_seqs
-    if isinstance(seqs, list) and seq in seqs:
-        seqs.remove(seq)
-
 
 StartSink = Callable[[int, str, int], None]
 """``raftsched.fsm.runs.StartSink``: a reported start's leader time, namespace and lateness."""
@@ -435,7 +179,7 @@ class HotBook:
         # by the first PromoteHotRuns (command format 19), so a format-18 cluster keeps its bytes.
         self.promotions_logged = False
         self._promoted: list[int] = []  # seqs this command promoted (stored by flush)
-        # -> the finished run's per-version wire pieces (_finished_head)
+        # -> the finished run's per-version wire pieces (finished_head)
         self.finished_heads: dict[tuple[int, int, int], FinishedHead] = {}
 
     # -- numbers -------------------------------------------------------------------------------
@@ -816,22 +560,22 @@ class HotBook:
             if head is None:
                 if len(heads) > 4096:
                     heads.clear()
-                head = heads[(st.number, version, st.version)] = _finished_head(
+                head = heads[(st.number, version, st.version)] = finished_head(
                     name, version, params_of(st, version)
                 )
             # With keys.time_key inlined: the pieces the rows of one entry share (their nominal
             # times, created times and epochs, shards) are built once per entry.
             nom = nominals.get(nominal)
             if nom is None:
-                nom = nominals[nominal] = (_int_field(3, nominal), f"{nominal:016x}".encode())
+                nom = nominals[nominal] = (int_field(3, nominal), f"{nominal:016x}".encode())
             created, epoch = created_col[j], epoch_col[j]
             times = times_of.get((created, epoch))
             if times is None:
-                times = times_of[(created, epoch)] = _finished_times(created, now, epoch)
+                times = times_of[(created, epoch)] = finished_times(created, now, epoch)
             assigned, started = assigned_col[j], nominal + late
             shard = shards.get((e, assigned, started, dur))
             if shard is None:
-                shard = shards[(e, assigned, started, dur)] = _shard_field(
+                shard = shards[(e, assigned, started, dur)] = shard_field(
                     now, names[e] or "", assigned, started, dur
                 )
             rid = run_id.encode()
@@ -840,7 +584,7 @@ class HotBook:
                 run_id,
                 b"".join(
                     (
-                        _ID_TAGS[size] if size < 128 else _id_tag(size),
+                        ID_TAGS[size] if size < 128 else id_tag(size),
                         rid,
                         head.task_field,
                         nom[0],
@@ -1333,52 +1077,6 @@ class HotBook:
         return out
 
 
-# Rows per protobuf call when a checkpoint is encoded (:func:`checkpoint_bytes`).
-CHECKPOINT_CHUNK: Final = 8192
-
-# HotCheckpoint's repeated fields, in field-number order, as SlotTable.columns() gives them.
-_CHECKPOINT_FIELDS: Final = (
-    "task",
-    "version",
-    "nominal_ms",
-    "state",
-    "executor",
-    "attempt",
-    "assigned_ms",
-    "created_ms",
-    "epoch",
-)
-
-
-def _packed_payload(name: str, column: list[int], start: int) -> bytes:
-    """The packed varints of ``column[start:]`` as field ``name`` of a HotCheckpoint holds them,
-    encoded :data:`CHECKPOINT_CHUNK` rows per protobuf call (varints need no framing, so the
-    chunks' payloads concatenate to the whole field's)."""
-    parts = []
-    for i in range(start, len(column), CHECKPOINT_CHUNK):
-        rec = pb.HotCheckpoint()
-        getattr(rec, name).extend(column[i : i + CHECKPOINT_CHUNK])
-        data = rec.SerializeToString()
-        j = 1  # one tag byte (fields 2-10), then the length's varint
-        while data[j] & 0x80:
-            j += 1
-        parts.append(data[j + 1 :])
-    return b"".join(parts)
-
-
-def checkpoint_bytes(seq_base: int, columns: tuple[list[int], ...], start: int) -> bytes:
-    """``HotCheckpoint(seq_base=seq_base, task=columns[0][start:], ...).SerializeToString(
-    deterministic=True)``, byte for byte, without one protobuf call over every live slot: that
-    held the GIL ~0.7 s at 400,000 slots (a leader 30 s behind at 12,000 every-second tasks), on
-    every node at once, and their Raft tick threads stalled past the election timeout."""
-    out = [wire.varint(1 << 3) + wire.varint(seq_base)] if seq_base else []
-    for number, (name, column) in enumerate(zip(_CHECKPOINT_FIELDS, columns, strict=True), start=2):
-        if len(column) > start:
-            payload = _packed_payload(name, column, start)
-            out.append(wire.varint(number << 3 | 2) + wire.varint(len(payload)) + payload)
-    return b"".join(out)
-
-
 def _check_fires(
     sts: list[TaskState | None],
     versions: list[int],
@@ -1427,97 +1125,3 @@ def _hot_records(store: StateStore) -> list[_Replay]:
         out.extend(_Replay(_index(k, prefix), kind, v) for k, v in store.scan(prefix, prefix + keys.END))
     out.sort()
     return out
-
-
-# -- the end-of-run record, from wire pieces (records.proto's Run and ShardAttempt field numbers) --
-
-_SUCCEEDED_STATE: Final = wire.varint(5 << 3) + wire.varint(SUCCEEDED)  # Run.state
-_SHARD_HEAD: Final = wire.varint(2 << 3) + b"\x01" + wire.varint(3 << 3) + wire.varint(SUCCEEDED)
-_STARTED_TAG: Final = wire.varint(1400 << 3)  # ShardAttempt.started_ms (optional: always written)
-_DURATION_TAG: Final = wire.varint(1401 << 3)
-_DERIVED: Final = wire.varint(1400 << 3) + b"\x01"  # Run.timeline_derived
-
-
-def _int_field(field: int, value: int) -> bytes:
-    return wire.varint(field << 3) + wire.varint(value) if value else b""
-
-
-def _len_field(field: int, data: bytes) -> bytes:
-    return wire.varint(field << 3 | 2) + wire.varint(len(data)) + data
-
-
-@lru_cache(maxsize=64)
-def _cached_field(field: int, value: int) -> bytes:
-    # Times shared by the rows of one entry (created, finished, assigned, nominal).
-    return _int_field(field, value)
-
-
-# A hot run that succeeded on its first attempt is stored as its ``pb.Run`` serialised
-# deterministically, built in HotBook.result_columns by concatenating, in field order: _id_tag
-# and the run id (1), FinishedHead's task (2), the nominal time (3), FinishedHead's version (4),
-# _finished_times's first part (state SUCCEEDED, created, finished, epoch: 5 to 8), _shard_field
-# (10: attempt 1, SUCCEEDED, finished, executor, assigned, started, duration), FinishedHead's
-# params (11) and _finished_times's tail (the "created" timeline entry, timeline_derived).
-# tests/unit/test_fsm_hot.py checks the pieces and the stored records against protobuf.
-
-
-class FinishedHead(NamedTuple):
-    """The per-version pieces of a finished hot run's record."""
-
-    task_field: bytes  # Run.task (2)
-    version_field: bytes  # Run.task_version (4)
-    params_field: bytes  # Run.params_json (11)
-    key_prefix: bytes  # the run key's up to its time (keys.time_key(keys.RUN, task, ...))
-
-
-def _finished_head(task: str, version: int, params_json: str) -> FinishedHead:
-    return FinishedHead(
-        _len_field(2, task.encode()),
-        _int_field(4, version),
-        _len_field(11, params_json.encode()) if params_json else b"",
-        keys.per_task_prefix(keys.RUN, task),
-    )
-
-
-def _finished_times(created_ms: int, finished_ms: int, epoch: int) -> tuple[bytes, bytes]:
-    """Of a finished hot run's record (see FinishedHead): Run.state to Run.epoch (5 to 8), and
-    its tail after params_json (the "created" timeline entry and timeline_derived)."""
-    return (
-        _SUCCEEDED_STATE
-        + _cached_field(6, created_ms)
-        + _cached_field(7, finished_ms)
-        + _cached_field(8, epoch),
-        _created_entry(created_ms) + _DERIVED,
-    )
-
-
-def _id_tag(size: int) -> bytes:
-    """Run.run_id's tag and length (of a finished hot run's record, see FinishedHead)."""
-    return wire.varint(1 << 3 | 2) + wire.varint(size)
-
-
-@lru_cache(maxsize=64)
-def _created_entry(created_ms: int) -> bytes:
-    entry = _int_field(2, created_ms) + _len_field(3, b"fire") + _len_field(4, b"created")
-    return _len_field(16, entry)
-
-
-_SMALL: Final = tuple(bytes((i,)) for i in range(128))
-_ID_TAGS: Final = tuple(b"\x0a" + b for b in _SMALL)  # _id_tag of a run id shorter than 128 bytes
-
-
-@lru_cache(maxsize=1024)
-def _shard_field(
-    finished_ms: int, executor: str, assigned_ms: int, started_ms: int, duration_ms: int
-) -> bytes:
-    """Run.shards[0] (field 10) of a finished hot run."""
-    shard = (
-        _SHARD_HEAD
-        + _int_field(5, finished_ms)
-        + (_len_field(6, executor.encode()) if executor else b"")
-        + _int_field(8, assigned_ms)
-        + _STARTED_TAG
-        + wire.varint(started_ms)
-        + (_DURATION_TAG + wire.varint(duration_ms) if duration_ms else b"")
-    )
-    return _len_field(10, shard)

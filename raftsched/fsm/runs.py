@@ -19,7 +19,7 @@ from raftsched.fsm import alerts as alerts_mod
 from raftsched.fsm import keys, taskbackfill, wire
 from raftsched.fsm.alerts import BACKFILL_FAILED
 from raftsched.fsm.effects import AttemptReady, Effect, RunCancelled
-from raftsched.fsm.hot import SlotTable
+from raftsched.fsm.hot_slots import SlotTable
 from raftsched.fsm.policy import PolicyBook
 from raftsched.fsm.records import (
     AGE_PRUNE_EVERY,

@@ -47,7 +47,8 @@ from raftsched.fsm.effects import Applied, BarrierCommitted, Effect, rejected
 from raftsched.fsm.events import EventBook
 from raftsched.fsm.executors import ExecutorBook
 from raftsched.fsm.fires import FireBook
-from raftsched.fsm.hot import HotBook, Numbering, seq_of
+from raftsched.fsm.hot import HotBook
+from raftsched.fsm.hot_slots import Numbering, seq_of
 from raftsched.fsm.membership import MembershipBook
 from raftsched.fsm.policy import PolicyBook, validate_quota
 from raftsched.fsm.records import Retention, TaskState

@@ -41,7 +41,8 @@ from raftsched.abc import StateStore
 from raftsched.fsm import queries, timeline
 from raftsched.fsm.calendars import CalendarBook
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt
-from raftsched.fsm.hot import HotBook, HotRef, Numbering, SlotTable, hot_ref, seq_of
+from raftsched.fsm.hot import HotBook
+from raftsched.fsm.hot_slots import HotRef, Numbering, SlotTable, hot_ref, seq_of
 from raftsched.fsm.policy import LockView, PolicyBook, PoolView, Reservations, pool_reason
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.records import TaskState

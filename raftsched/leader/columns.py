@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from raftsched import codec
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, ReadyColumns
-from raftsched.fsm.hot import LIVE
+from raftsched.fsm.hot_slots import LIVE
 from raftsched.fsm.view import StateView
 from raftsched.v1 import log_pb2 as pb
 from raftsched.v1 import raftsched_pb2 as rpb

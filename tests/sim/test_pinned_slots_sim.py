@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from raftsched.fsm import hot
+from raftsched.fsm import hot, hot_slots
 from raftsched.model import CronTrigger, Overlap, TaskSpec
 from raftsched.server import core
 from raftsched.testing import SimHarness
@@ -66,7 +66,7 @@ def test_a_long_hot_attempt_is_promoted_and_pins_no_slots(monkeypatch: pytest.Mo
     # Promoted: its Run is a cold record now, and no node's table reaches back to it.
     for name, node in sim.nodes.items():
         assert node.state is not None
-        assert hot.seq_of(node.state.runs.slots, node.state.tasks, first.run_id) == 0, name
+        assert hot_slots.seq_of(node.state.runs.slots, node.state.tasks, first.run_id) == 0, name
     # A leader crash after the promotion: the new leader takes the cold attempt over.
     sim.crash("n1")
     sim.run_for(1_000)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftsched import codec
-from raftsched.fsm import hot, keys
+from raftsched.fsm import hot, hot_slots, hot_wire, keys
 from raftsched.fsm.effects import DispatchColumns, ReadyColumns
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
@@ -112,7 +112,7 @@ def tables(state: SchedulerState) -> tuple[object, ...]:
     with state.view() as v:
         assert v.active_count == len(v.active)
     k = 0
-    while k < len(slots.state) and slots.state[k] not in (hot.PENDING, hot.RUNNING):
+    while k < len(slots.state) and slots.state[k] not in (hot_slots.PENDING, hot_slots.RUNNING):
         k += 1
     live = tuple(tuple(col[k:]) for col in slots.columns())
     counters = {
@@ -280,7 +280,7 @@ def test_hot_attempts_store_what_the_cold_path_stores() -> None:
     assert apply(cold, tick("a", 1, at)).fired == 1 and apply(cold, tick("b", 1, at)).fired == 1
     with cols.view() as v:
         ref = v.hot_run(2)
-        assert ref is not None and (ref.run_id, ref.state, ref.version) == (f"b@{at}", hot.PENDING, 1)
+        assert ref is not None and (ref.run_id, ref.state, ref.version) == (f"b@{at}", hot_slots.PENDING, 1)
         assert v.hot_seq(f"a@{at}") == 1 and v.hot_seq("a@1") == 0 and v.hot_seq("zzz") == 0
         # Readers see the hot run as the cold path holds it.
         assert v.active_run(f"a@{at}") == cold.runs.get(f"a@{at}")
@@ -865,14 +865,14 @@ def test_the_end_of_run_record_from_wire_pieces_is_protobufs_deterministic_bytes
         run.shards.add(
             attempt=1, state=pb.SUCCEEDED, finished_ms=now, executor=ex, assigned_ms=assigned, duration_ms=dur
         ).started_ms = started
-        head = hot._finished_head(task, version, params)
+        head = hot_wire.finished_head(task, version, params)
         got = finished_run_bytes(head, rid, nominal, created, now, epoch, ex, assigned, started, dur)
         assert got == run.SerializeToString(deterministic=True)
         assert head.key_prefix + b"%016x" % nominal == keys.time_key(keys.RUN, task, nominal)
 
 
 def finished_run_bytes(
-    head: hot.FinishedHead,
+    head: hot_wire.FinishedHead,
     run_id: str,
     nominal_ms: int,
     created_ms: int,
@@ -884,18 +884,18 @@ def finished_run_bytes(
     duration_ms: int,
 ) -> bytes:
     """A finished hot run's record from its wire pieces, in the order HotBook.result_columns
-    concatenates them (see hot.FinishedHead)."""
+    concatenates them (see hot_wire.FinishedHead)."""
     data = run_id.encode()
-    times = hot._finished_times(created_ms, finished_ms, epoch)
+    times = hot_wire.finished_times(created_ms, finished_ms, epoch)
     return b"".join(
         (
-            hot._id_tag(len(data)),
+            hot_wire.id_tag(len(data)),
             data,
             head.task_field,
-            hot._int_field(3, nominal_ms),
+            hot_wire.int_field(3, nominal_ms),
             head.version_field,
             times[0],
-            hot._shard_field(finished_ms, executor, assigned_ms, started_ms, duration_ms),
+            hot_wire.shard_field(finished_ms, executor, assigned_ms, started_ms, duration_ms),
             head.params_field,
             times[1],
         )
@@ -1266,11 +1266,11 @@ def test_checkpoint_bytes_are_the_messages_deterministic_bytes(
     columns = tuple(data.draw(st.lists(values, min_size=rows, max_size=rows)) for values in _COLUMN_VALUES)
     want = pb.HotCheckpoint(
         seq_base=seq_base,
-        **{name: col[start:] for name, col in zip(hot._CHECKPOINT_FIELDS, columns, strict=True)},
+        **{name: col[start:] for name, col in zip(hot_wire.CHECKPOINT_FIELDS, columns, strict=True)},
     ).SerializeToString(deterministic=True)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hot, "CHECKPOINT_CHUNK", chunk)
-        assert hot.checkpoint_bytes(seq_base, columns, start) == want
+        mp.setattr(hot_wire, "CHECKPOINT_CHUNK", chunk)
+        assert hot_wire.checkpoint_bytes(seq_base, columns, start) == want
 
 
 def test_a_checkpoint_encodes_a_big_slot_table_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1281,7 +1281,7 @@ def test_a_checkpoint_encodes_a_big_slot_table_in_chunks(monkeypatch: pytest.Mon
     assert apply(state, fire_cols(at, [(1, 1, at, at + S)])).fired == 1
     slots = state.runs.slots
     for col in slots.columns():  # a backlog of live slots (copies of the one live run)
-        col.extend([col[-1]] * 2 * hot.CHECKPOINT_CHUNK)
+        col.extend([col[-1]] * 2 * hot_wire.CHECKPOINT_CHUNK)
     biggest = [0]
     real_serialise = pb.HotCheckpoint.SerializeToString
 
@@ -1292,9 +1292,9 @@ def test_a_checkpoint_encodes_a_big_slot_table_in_chunks(monkeypatch: pytest.Mon
     monkeypatch.setattr(pb.HotCheckpoint, "SerializeToString", counting)
     state.hot.checkpoint(state.applied_commands)
     monkeypatch.undo()
-    assert 0 < biggest[0] <= hot.CHECKPOINT_CHUNK
+    assert 0 < biggest[0] <= hot_wire.CHECKPOINT_CHUNK
     raw = state.store.get(keys.HOT_SLOTS_KEY)
-    assert raw is not None and len(pb.HotCheckpoint.FromString(raw).task) == 2 * hot.CHECKPOINT_CHUNK + 1
+    assert raw is not None and len(pb.HotCheckpoint.FromString(raw).task) == 2 * hot_wire.CHECKPOINT_CHUNK + 1
 
 
 @pytest.mark.parametrize(

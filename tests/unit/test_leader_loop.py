@@ -23,7 +23,8 @@ import pytest
 
 from raftsched import codec
 from raftsched.fsm.effects import BarrierCommitted, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
-from raftsched.fsm.hot import HotBook, hot_ref, run_id_of
+from raftsched.fsm.hot import HotBook
+from raftsched.fsm.hot_slots import hot_ref, run_id_of
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView
 from raftsched.leader import columns

@@ -18,7 +18,7 @@ import random
 import pytest
 
 from raftsched.fsm.effects import AttemptReady, ReadyColumns
-from raftsched.fsm.hot import run_id_of
+from raftsched.fsm.hot_slots import run_id_of
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.state import SchedulerState
 from raftsched.fsm.view import StateView

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from raftsched.fsm.effects import AttemptReady
-from raftsched.fsm.hot import LIVE, SlotTable
+from raftsched.fsm.hot_slots import LIVE, SlotTable
 from raftsched.fsm.policy import Need as PolicyNeed
 from raftsched.fsm.policy import Reservations, lock_reason
 from raftsched.fsm.view import StateView

@@ -34,13 +34,13 @@ from raftsched.fsm.records import (
     prune_phase,
 )
 from raftsched.fsm.rules import Reject
+from raftsched.fsm.run_alerts import alert_subject, attempt_alert, run_failed_alert, sla_finished, start_sla
 from raftsched.fsm.tally import ApplyTally
 from raftsched.fsm.timeline import canonical, expand, hot_outcome, materialise, note
-from raftsched.fsm.workflow_model import split_internal
 from raftsched.fsm.workflows import WorkflowBook
 from raftsched.model import MAX_RETRIES, execution_id, run_id_for
 from raftsched.sharding.placement import NO_NEED, ExecutorUsage, Need, need_of
-from raftsched.timing import jitter, sla
+from raftsched.timing import jitter
 from raftsched.timing import retry as retry_timing
 from raftsched.v1 import log_pb2 as pb
 
@@ -514,7 +514,7 @@ class RunBook:
                     alerts_mod.RUN_CANCELLED,
                     f"by {who}: {reason}",
                     now,
-                    **self._alert_subject(run, first, st),
+                    **alert_subject(run, first, st),
                 )
                 self._after_cancel(run, st, now, effects)
             last = run
@@ -543,11 +543,9 @@ class RunBook:
         run.finished_ms = now
         run.held = False
         if failed:
-            self._run_failed_alert(run, failed[0], st, now)
+            run_failed_alert(self.host, run, failed[0], st, now)
         else:
-            self.host.raise_alert(
-                alerts_mod.RUN_CANCELLED, reason, now, **self._alert_subject(run, shard, st)
-            )
+            self.host.raise_alert(alerts_mod.RUN_CANCELLED, reason, now, **alert_subject(run, shard, st))
         self.finish(run, now)
         self._after_cancel(run, st, now, effects)
 
@@ -686,14 +684,14 @@ class RunBook:
                     gated = max(0, shard.not_before_ms - run.nominal_ms)
                     sink(now, st.spec.namespace, max(0, res.start_lateness_ms - gated))
                 if st.spec.sla_start_within_ms:
-                    self._start_sla(run, shard, res.start_lateness_ms, st, now)
+                    start_sla(self.host, run, shard, res.start_lateness_ms, st, now)
             # The hot shape (a derived timeline, no retry to follow) keeps the start and the
             # duration on the shard instead of two timeline entries.
             final = res.success or shard.attempt - shard.retry_base > max_retries
             if not hot_outcome(run, shard, res, final):
                 _note_outcome(run, shard, res, now)
         if not free and (res.lost or res.timed_out) and not res.success:
-            self._attempt_alert(run, shard, res, st, now)
+            attempt_alert(self.host, run, shard, res, st, now)
         retry = not res.success and shard.attempt - shard.retry_base <= max_retries
         if host.tally is not None:
             _tally_attempt(host.tally, st, run.task, res, retry)
@@ -728,7 +726,7 @@ class RunBook:
             run.state = pb.FAILED if failed else pb.CANCELLED if cancelled else pb.SUCCEEDED
             run.finished_ms = now
             if failed:
-                self._run_failed_alert(run, failed[0], st, now)
+                run_failed_alert(self.host, run, failed[0], st, now)
             self.finish(run, now)
             if st is not None and st.spec.emits and run.state == pb.SUCCEEDED:
                 host.emit_for_run(st, run, now, epoch, effects)
@@ -773,7 +771,7 @@ class RunBook:
             spec = st.spec
             sla_task = bool(spec.sla_finish_within_ms or spec.freshness_ms or spec.sla_start_within_ms)
             if sla_task:
-                self._sla_finished(st, run, now)  # may move last_success: not a counter
+                sla_finished(self.host, self.store, st, run, now)  # may move last_success: not a counter
             self.prune(st, now, run.run_id)
             if sla_task:
                 host.put_task(st)
@@ -800,78 +798,6 @@ class RunBook:
                 run_id=failed.backfill_id,
                 owner=st.spec.owner if st is not None else "",
                 namespace=st.spec.namespace if st is not None else "",
-            )
-
-    # -- SLAs and freshness (raftsched.timing.sla) ---------------------------------------------------
-
-    def _sla_alert(self, st: TaskState, run: pb.Run, key: str, reason: str, now: int) -> None:
-        self.host.raise_event(
-            pb.AlertRecord(
-                kind=alerts_mod.SLA_MISSED,
-                dedupe=key,
-                error=reason,
-                task=run.task,
-                run_id=run.run_id,
-                owner=st.spec.owner,
-                namespace=st.spec.namespace,
-            ),
-            now,
-        )
-
-    def _start_sla(self, run: pb.Run, shard: pb.ShardAttempt, lateness: int, st: TaskState, now: int) -> None:
-        """An attempt's start was reported: the run's start SLA (its first start counts)."""
-        within = st.spec.sla_start_within_ms
-        if lateness > within and not run.workflow_run and not run.backfill_id and not sla.first_start_ms(run):
-            late = sla.late_text(lateness - within)
-            self._sla_alert(
-                st,
-                run,
-                sla.start_key(run.run_id),
-                f"run started {late} late: {sla.late_text(lateness)} after its nominal time "
-                f"(sla.start_within {sla.late_text(within)}, on {shard.executor or 'an executor'})",
-                now,
-            )
-
-    def _sla_finished(self, st: TaskState, run: pb.Run, now: int) -> None:
-        """A run of a task with an SLA or freshness finished: its finish SLA; its success moves
-        the freshness clock (and resolves a freshness miss raised for the stretch it ends)."""
-        spec = st.spec
-        if run.backfill_id:
-            return  # a backfill's run: its nominal time is past by design (as for workflows)
-        within = spec.sla_finish_within_ms
-        asked = run.state == pb.CANCELLED and any(e.event == "cancel_requested" for e in run.timeline)
-        if within and not run.workflow_run and not asked:  # someone cancelled it: no page for that
-            state = sla.finish_state(run, within, now)
-            if state != sla.MET:
-                shown = pb.RunState.Name(run.state)
-                self._sla_alert(
-                    st,
-                    run,
-                    sla.finish_key(run.run_id),
-                    f"run finished {shown} {sla.late_text(run.finished_ms - run.nominal_ms)} after its "
-                    f"nominal time: sla.finish_within {sla.late_text(within)} {state}",
-                    now,
-                )
-        if run.state != pb.SUCCEEDED or run.finished_ms < st.last_success_ms:
-            return
-        base = sla.freshness_base(st.created_ms, st.last_success_ms)
-        st.last_success_ms = run.finished_ms
-        st.last_success_run = run.run_id
-        key = sla.freshness_key(spec.name, base)
-        if spec.freshness_ms and self.store.get(keys.alert_dedupe_key(key)) is not None:
-            self.host.raise_event(
-                pb.AlertRecord(
-                    kind=alerts_mod.FRESHNESS,
-                    dedupe=key + "/resolved",
-                    resolved=True,
-                    error=f"run {run.run_id} succeeded: fresh again after "
-                    f"{sla.late_text(run.finished_ms - base)} without a success",
-                    task=run.task,
-                    run_id=run.run_id,
-                    owner=spec.owner,
-                    namespace=spec.namespace,
-                ),
-                now,
             )
 
     def retry_run(self, cmd: pb.Command, now: int) -> Handled:
@@ -1028,34 +954,6 @@ class RunBook:
                 break
             store.delete(k)
             st.kept_runs -= 1
-
-    # -- alerts ----------------------------------------------------------------------------------
-
-    def _alert_subject(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None) -> dict[str, str]:
-        workflow = split_internal(run.task)[0] if run.workflow_run else ""
-        return {
-            "task": run.task,
-            "workflow": workflow,
-            "workflow_run": run.workflow_run,
-            "owner": st.spec.owner if st is not None else "",
-            "namespace": st.spec.namespace if st is not None else "",
-            "run_id": run.run_id,
-            "execution_id": execution_id(run.run_id, shard.shard, shard.attempt),
-            "output_tail": alerts_mod.output_tail(shard.stdout_tail, shard.stderr_tail),
-        }
-
-    def _attempt_alert(
-        self, run: pb.Run, shard: pb.ShardAttempt, res: pb.AttemptResult, st: TaskState | None, now: int
-    ) -> None:
-        """An attempt timed out or was lost with its executor (whether or not a retry follows)."""
-        kind = alerts_mod.LOST if res.lost else alerts_mod.TIMEOUT
-        reason = res.error or ("attempt lost" if res.lost else "attempt timed out")
-        self.host.raise_alert(kind, reason, now, **self._alert_subject(run, shard, st))
-
-    def _run_failed_alert(self, run: pb.Run, shard: pb.ShardAttempt, st: TaskState | None, now: int) -> None:
-        """A run failed after its last retry: owner, execution id of the failed attempt, last error."""
-        reason = shard.error or (f"exit code {shard.exit_code}" if shard.exit_code else "failed")
-        self.host.raise_alert(alerts_mod.RUN_FAILED, reason, now, **self._alert_subject(run, shard, st))
 
 
 def result_in_range(res: pb.AttemptResult) -> bool:

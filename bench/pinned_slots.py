@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench.common import Provenance
 from raftsched import codec
-from raftsched.fsm import hot_slots, keys
+from raftsched.fsm import hot, keys
 from raftsched.fsm.records import Retention
 from raftsched.fsm.state import SchedulerState
 from raftsched.leader import columns, writes
@@ -175,8 +175,8 @@ def main() -> int:
     result = {
         "tasks": args.tasks,
         "seconds": args.seconds,
-        "max_hot_span": hot_slots.MAX_HOT_SPAN,
-        "promote_batch": hot_slots.PROMOTE_BATCH,
+        "max_hot_span": hot.MAX_HOT_SPAN,
+        "promote_batch": hot.PROMOTE_BATCH,
         "without_promotion": off,
         "with_promotion": on,
         "ratios_on_over_off": {

@@ -4,9 +4,9 @@ what the cluster assigned it wait here in the order they arrived (``raftsched-ex
 
 Why prefetch: a slot the cluster accounts for is taken from the moment the leader reserves it for
 an attempt (before the assignment commits) until the executor's report of its result reaches the
-leader, a cycle of a Raft commit round, the attempt itself and the report (≈ 60-130 ms on the
-benchmarks' machines, docs/explanation/performance.md, "Prefetch"). For attempts that take a few milliseconds
-that cycle, not the executor, bounds the attempts per second: ``slots / cycle``. An executor with
+leader, a cycle of a Raft commit round, the attempt itself and the report (≈ 85-130 ms on the
+benchmarks' machines, docs/explanation/performance.md, "Prefetch"). For attempts that take a few
+milliseconds that cycle, not the executor, bounds the attempts per second: ``slots / cycle``. An executor with
 ``prefetch = P`` registers ``slots + P`` with the cluster, so the leader keeps up to ``P`` more
 attempts in flight to it, and runs at most ``slots`` of them at once; an attempt assigned while
 every slot runs waits here until one ends.

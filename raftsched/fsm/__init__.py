@@ -6,8 +6,12 @@
 * The books, each over a narrow host protocol the state implements:
   :mod:`~raftsched.fsm.tasks` (task records and commands), :mod:`~raftsched.fsm.fires` (fire
   batches, overlap, fire records), :mod:`~raftsched.fsm.runs` (unfinished runs, results,
-  retries, run history: the one writer of a run record), :mod:`~raftsched.fsm.executors`
-  (membership, draining, placement flags, assignments), :mod:`~raftsched.fsm.workflows`,
+  retries, run history: the one writer of a run record; what a run raises is
+  :mod:`~raftsched.fsm.run_alerts`), :mod:`~raftsched.fsm.executors`
+  (membership, draining, placement flags, assignments), :mod:`~raftsched.fsm.workflows` (runs;
+  with :mod:`~raftsched.fsm.workflow_defs`, definitions, and :mod:`~raftsched.fsm.workflow_model`,
+  what both share), :mod:`~raftsched.fsm.hot` (the columnar hot path; with
+  :mod:`~raftsched.fsm.hot_slots` and :mod:`~raftsched.fsm.hot_wire`),
   :mod:`~raftsched.fsm.policy` (quotas, locks), :mod:`~raftsched.fsm.calendars`,
   :mod:`~raftsched.fsm.alerts`, :mod:`~raftsched.fsm.access` (tokens, audit),
   :mod:`~raftsched.fsm.membership`.

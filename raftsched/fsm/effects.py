@@ -104,8 +104,8 @@ class ReadyColumns(NamedTuple):
 
     ``tasks`` are task numbers (``TaskState.number``); run ``seq_base + i`` is the run of task
     ``tasks[i]`` at ``nominals[i]``: its run id is
-    :func:`raftsched.fsm.hot.run_id_of` ``(name, nominals[i])``, the name from
-    :meth:`raftsched.fsm.hot.Numbering.task_name`. The command's epoch is the run's epoch."""
+    :func:`raftsched.fsm.hot_slots.run_id_of` ``(name, nominals[i])``, the name from
+    :meth:`raftsched.fsm.hot_slots.Numbering.task_name`. The command's epoch is the run's epoch."""
 
     seq_base: int
     tasks: list[int]

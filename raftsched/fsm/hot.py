@@ -45,13 +45,10 @@ from raftsched.fsm import keys, wire
 from raftsched.fsm.effects import AttemptReady, DispatchAttempt, DispatchColumns, Effect, ReadyColumns
 from raftsched.fsm.hot_slots import (
     LIVE,
-    MAX_HOT_SPAN,
     PENDING,
-    PROMOTE_BATCH,
     PROMOTED,
     RUNNING,
     SUCCEEDED,
-    TRIM_EVERY,
     Numbering,
     SlotTable,
     add_seq,
@@ -79,6 +76,21 @@ from raftsched.v1 import log_pb2 as pb
 
 if TYPE_CHECKING:
     from raftsched.fsm.policy import PolicyBook
+
+TRIM_EVERY: Final = 4096
+"""Finished slots at the head of the slot table before it is trimmed."""
+
+MAX_HOT_SPAN: Final = 1 << 18
+"""How many seqs a live hot run may fall behind ``next_seq`` before the leader promotes it to
+the cold path (``PromoteHotRuns``, command format 19). The table is trimmed only at its head, so
+without it one long attempt would keep every later slot in memory and in each hot checkpoint
+(4,000 attempts a second for an hour: 14 million slots, gigabytes). Above the default
+``max_dispatch_backlog`` (100,000), so waiting attempts are not promoted in an overload."""
+
+PROMOTE_BATCH: Final = 1 << 14
+"""How far past :data:`MAX_HOT_SPAN` the oldest live hot run may be before the leader proposes a
+``PromoteHotRuns``: promotions (and the trim after them) come in batches, not one per fire."""
+
 
 StartSink = Callable[[int, str, int], None]
 """``raftsched.fsm.runs.StartSink``: a reported start's leader time, namespace and lateness."""

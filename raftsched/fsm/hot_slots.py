@@ -30,20 +30,6 @@ PROMOTED: Final = 100
 LIVE: Final = (PENDING, RUNNING)
 """A slot's states while its run is unfinished (SlotTable.live; the leader's loops test them inline)."""
 
-TRIM_EVERY: Final = 4096
-"""Finished slots at the head of the slot table before it is trimmed."""
-
-MAX_HOT_SPAN: Final = 1 << 18
-"""How many seqs a live hot run may fall behind ``next_seq`` before the leader promotes it to
-the cold path (``PromoteHotRuns``, command format 19). The table is trimmed only at its head, so
-without it one long attempt would keep every later slot in memory and in each hot checkpoint
-(4,000 attempts a second for an hour: 14 million slots, gigabytes). Above the default
-``max_dispatch_backlog`` (100,000), so waiting attempts are not promoted in an overload."""
-
-PROMOTE_BATCH: Final = 1 << 14
-"""How far past :data:`MAX_HOT_SPAN` the oldest live hot run may be before the leader proposes a
-``PromoteHotRuns``: promotions (and the trim after them) come in batches, not one per fire."""
-
 
 def run_id_of(task: str, nominal_ms: int) -> str:
     """The run id of the hot run of ``task`` at ``nominal_ms``: the cold path's id of that fire."""
@@ -139,7 +125,7 @@ class Numbering:
 class SlotTable:
     """Per run seq (from ``base``): task number, version, nominal, state, executor number,
     attempt, assigned, created times and epoch. Finished slots at the head are trimmed in bulk
-    (every :data:`TRIM_EVERY`)."""
+    (every :data:`raftsched.fsm.hot.TRIM_EVERY`)."""
 
     def __init__(self) -> None:
         self.base = 1  # seqs start at 1 (Meta.next_seq)

@@ -150,7 +150,7 @@ class TaskState:
         self.last_success_run = ""
         # The columnar hot path (issue 31 P1, raftsched.fsm.hot): the task's dense number (0: not
         # numbered yet; TaskRecord.number), whether its fires may take the hot path (derived from
-        # the spec and state: raftsched.fsm.hot.is_hot), and the seqs of its unfinished hot runs.
+        # the spec and state: raftsched.fsm.hot_slots.is_hot), and the seqs of its unfinished hot runs.
         self.number = 0
         self.hot = False
         # () until the task has a live hot run (an empty list per task would cost 56 bytes each

@@ -410,7 +410,7 @@ class SchedulerState(LockedReads):
         return Applied(result, effects)
 
     def _refresh_hot(self, cmd: pb.Command, body: str) -> None:
-        """The hot bits of the tasks a command may have changed (raftsched.fsm.hot.is_hot): a task
+        """The hot bits of the tasks a command may have changed (raftsched.fsm.hot_slots.is_hot): a task
         that is no longer hot has its live hot runs promoted to the cold path."""
         if body in ("set_quota", "delete_quota"):
             self.hot.refresh_all()

@@ -41,7 +41,7 @@ class NodeSample:
     applied_index: int = 0
     tasks: int = 0
     active_runs: int = 0
-    hot_slots: int = 0  # the hot path's in-memory slot table (raftsched.fsm.hot.SlotTable)
+    hot_slots: int = 0  # the hot path's in-memory slot table (raftsched.fsm.hot_slots.SlotTable)
     dispatch_backlog: int = 0
     planning_held_seconds: float = 0.0  # how long fire planning has been held for the backlog
     oldest_waiting_seconds: float = 0.0

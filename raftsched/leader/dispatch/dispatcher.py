@@ -382,7 +382,7 @@ class Dispatcher:
                 or hit[0] is not st.spec_bytes
                 or exec_id in leases
             ):
-                # A live hot run's task is hot (raftsched.fsm.hot.is_hot; a task that stops
+                # A live hot run's task is hot (raftsched.fsm.hot_slots.is_hot; a task that stops
                 # being hot has its hot runs promoted): it declares no cpu, memory or labels, so
                 # its need is NO_NEED, what StateView.need_hint would answer.
                 self._send(

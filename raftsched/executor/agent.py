@@ -54,7 +54,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,7 +74,8 @@ from raftsched.executor.aio import wait_event
 from raftsched.executor.batched import BatchRunner, exec_result
 from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
-from raftsched.executor.logfiles import FOLLOW_POLL_S, PRUNE_EVERY_S, LogFiles, LogSettings, read_log
+from raftsched.executor.health import DEFAULT_FULL_AT, DEFAULT_RESUME_AT, DiskHealth
+from raftsched.executor.logfiles import PRUNE_EVERY_S, LogFiles, LogSettings, answer_log_request
 from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import (
     AttemptResult,
@@ -147,11 +147,6 @@ stream when the result was applied: delivered within the stream's life, normally
 Ten minutes (60 default leases) is far beyond that, and bounds the log: at 500 attempts a second
 an executor holds ~300,000 entries, ~130 MB (``bench/execlog_growth.py``).
 """
-
-DEFAULT_FULL_AT = 0.9
-"""An executor whose disk or execution-log map is this full drains itself (issue 36 §3)."""
-DEFAULT_RESUME_AT = 0.8
-"""...and takes work again once both are below this (hysteresis: no flapping at the line)."""
 
 _PRUNE_STEP = 1000  # entries per prune transaction: bounds how long a begin on the loop waits
 
@@ -248,20 +243,6 @@ class Executor(BatchRunner):
         prefetch: int = 0,
     ) -> None:
         validate_name(name, "executor.name")
-        if not (isinstance(full_at, (int, float)) and 0.0 < full_at <= 1.0):
-            raise InvalidSpec("executor.full_at", f"{full_at!r} out of range (a fraction, 0 < full_at <= 1)")
-        if not (isinstance(resume_at, (int, float)) and 0.0 < resume_at <= full_at):
-            raise InvalidSpec(
-                "executor.resume_at",
-                f"{resume_at!r} out of range (a fraction, 0 < resume_at <= full_at {full_at})",
-            )
-        self.full_at = float(full_at)
-        self.resume_at = float(resume_at)
-        # ``() -> (disk used, execution log used)`` as fractions; None reads the filesystem and the log.
-        self.health_probe = health_probe
-        self.disk_used = 0.0
-        self.log_used = 0.0
-        self.health_reason = ""  # why it is unhealthy ("" while healthy)
         self.health_drained = False  # the leader committed its own drain (and no resume since)
         # Where {{ secret.NAME }} references are resolved (raftsched.executor.secrets).
         self.secrets = secrets if isinstance(secrets, SecretStore) else SecretStore(secrets)
@@ -301,6 +282,11 @@ class Executor(BatchRunner):
         self._tickets: dict[str, asyncio.Future[None]] = {}  # attempts waiting for one
         self.labels = dict(labels or {})
         self.data_dir = Path(data_dir)
+        # How full its disk and execution log are (raftsched.executor.health); ``health_probe``
+        # replaces the reading.
+        self.health = DiskHealth(
+            name, self.data_dir, self.map_size, full_at=full_at, resume_at=resume_at, probe=health_probe
+        )
         self.callables = CallableRunner(grace_s=grace_s)
         self.log_files = LogFiles(self.data_dir / "logs", logs)
         self.subprocess: CommandRunner = command_runner or SubprocessRunner(
@@ -901,7 +887,11 @@ class Executor(BatchRunner):
             return
         self._max_epoch = item.epoch
         if item.HasField("log_request"):  # not work: a reader wants an attempt's log
-            sender = asyncio.ensure_future(self._send_log(item.log_request))
+            sender = asyncio.ensure_future(
+                answer_log_request(
+                    self.transport, self._leader, self.name, self.log_files, item.log_request, self._running
+                )
+            )
             self._log_senders.add(sender)
             sender.add_done_callback(self._log_senders.discard)
             return
@@ -1276,69 +1266,6 @@ class Executor(BatchRunner):
             except Exception:
                 log.exception("%s: log retention failed", self.name)
 
-    async def _send_log(self, req: pb.LogRequest) -> None:
-        """Answer one log request: dial SendLogs at the leader and stream the file (see
-        :mod:`raftsched.executor.logfiles`). Never raises: a reader that went away or a broken
-        connection ends the answer; the reader's side reports it."""
-        transport = self.transport
-        if not isinstance(transport, LogUploader):
-            return
-        stream = "stderr" if req.stderr else "stdout"
-        path = self.log_files.path(req.execution_id, stream) if req.execution_id else None
-
-        def running() -> bool:
-            return req.execution_id in self._running
-
-        ended = False  # the end was sent: the reader had the whole answer
-
-        async def parts() -> Any:
-            nonlocal ended
-            header = pb.LogUploadHeader(request_id=req.request_id, executor=self.name, running=running())
-            exists = path is not None and path.exists()
-            # A running attempt's file appears with its first byte of output: until then its log
-            # is empty (followed: wait for the file), not missing.
-            if path is None or (not exists and not header.running):
-                header.found = False
-                header.problem = (
-                    f"executor {self.name} has no {stream} log for {req.execution_id} (it wrote nothing "
-                    f"to {stream}, its file was deleted by the log retention, it did not run here, or it "
-                    "ran a handler, whose output is not kept)"
-                )
-                yield pb.LogUpload(header=header)
-                ended = True
-                yield pb.LogUpload(end=pb.LogEnd(complete=False))
-                return
-            header.found = True
-            yield pb.LogUpload(header=header)
-            while not path.exists() and req.follow and running():
-                await asyncio.sleep(FOLLOW_POLL_S)
-            if not path.exists():
-                ended = True
-                yield pb.LogUpload(end=pb.LogEnd(bytes=0, complete=True))
-                return
-            sent = 0
-            async for data in read_log(
-                path, since_line=req.since_line, tail_bytes=req.tail_bytes, follow=req.follow, running=running
-            ):
-                sent += len(data)
-                yield pb.LogUpload(data=data)
-            capped = path.stat().st_size >= self.log_files.settings.max_attempt_bytes
-            ended = True
-            yield pb.LogUpload(end=pb.LogEnd(bytes=sent, capped=capped, complete=True))
-
-        gen = parts()
-        try:
-            await transport.send_logs(self._leader, gen)
-            if not ended:
-                log.info("%s: log answer for %s ended: the reader went away", self.name, req.execution_id)
-        except TransportError as exc:
-            log.info("%s: log answer for %s ended: %s", self.name, req.execution_id, exc)
-        except OSError as exc:
-            log.warning("%s: cannot read the log of %s: %s", self.name, req.execution_id, exc)
-        finally:
-            with contextlib.suppress(RuntimeError):  # still being closed by the transport
-                await gen.aclose()  # the file is closed now, not when the generator is collected
-
     async def _prune_loop(self, in_thread: bool) -> None:
         """Every so often, drop the entries acknowledged more than ``execution_log_keep`` ago, in
         steps of :data:`_PRUNE_STEP` entries, each in a worker thread (off the event loop) for
@@ -1419,47 +1346,26 @@ class Executor(BatchRunner):
 
     # -- health (disk and execution log) --------------------------------------------------------
 
-    def _read_health(self) -> tuple[float, float]:
-        """``(disk used, execution log used)``: fractions of the data directory's filesystem
-        and of the execution log's map, read at the edge (a statvfs and a read transaction)."""
-        if self.health_probe is not None:
-            return self.health_probe()
-        disk = 0.0
-        try:
-            usage = shutil.disk_usage(self.data_dir)
-            disk = usage.used / usage.total if usage.total else 0.0
-        except OSError:
-            pass  # a directory we cannot stat (a log passed in, no data_dir): nothing to say
-        logged = 0.0
-        if self._log is not None:
-            logged = self._log.sizes()[1] / self.map_size
-        return disk, logged
-
     def check_health(self) -> str:
         """Read the disk and execution-log fractions and decide, with hysteresis, whether this
-        executor is unhealthy: at or over ``full_at`` it is; it stays so until both are below
-        ``resume_at``. Returns the reason ("" while healthy)."""
-        disk, logged = self._read_health()
-        self.disk_used, self.log_used = disk, logged
-        over = []
-        if disk >= self.full_at:
-            over.append(f"disk {disk:.0%} used ({self.data_dir})")
-        if logged >= self.full_at:
-            over.append(f"execution log map {logged:.0%} used (--map-size {self.map_size} bytes)")
-        if over:
-            if not self.health_reason:
-                self.health_reason = f"{' and '.join(over)}, at or over {self.full_at:.0%}"
-                log.warning("%s: %s: draining itself", self.name, self.health_reason)
-        elif self.health_reason and disk < self.resume_at and logged < self.resume_at:
-            log.info(
-                "%s: disk %.0f%%, execution log %.0f%%, below %.0f%%: taking work again",
-                self.name,
-                disk * 100,
-                logged * 100,
-                self.resume_at * 100,
-            )
-            self.health_reason = ""
-        return self.health_reason
+        executor is unhealthy (:meth:`raftsched.executor.health.DiskHealth.check`). Returns the
+        reason ("" while healthy)."""
+        return self.health.check(self._log)
+
+    @property
+    def health_reason(self) -> str:
+        """Why it is unhealthy ("" while healthy)."""
+        return self.health.reason
+
+    @property
+    def disk_used(self) -> float:
+        """The fraction of the data directory's filesystem in use, as last read."""
+        return self.health.disk_used
+
+    @property
+    def log_used(self) -> float:
+        """The fraction of the execution log's map in use, as last read."""
+        return self.health.log_used
 
     async def _health(self, target: str) -> None:
         """Make the leader's view follow :meth:`check_health`: drain this executor while it is

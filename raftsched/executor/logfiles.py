@@ -4,7 +4,7 @@ A command's stdout and stderr are written, as they come, to ``<data_dir>/logs/<i
 ``.stderr`` (``<id>`` is the execution id percent-encoded), besides the 8 KiB tails the agent
 reports (those stay the replicated record). Nothing here reaches the replicated log: a reader
 asks the leader, the leader asks this executor over its own dispatch stream, and the agent
-streams the file back (:meth:`raftsched.executor.agent.Executor` ``_send_log``).
+streams the file back (:func:`answer_log_request`).
 
 Bounds, configurable per executor (:class:`LogSettings`, keys ``logs_max_attempt``,
 ``logs_keep``, ``logs_max_total``):
@@ -24,15 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from raftsched.abc import LogUploader, TransportError
 from raftsched.errors import InvalidSpec
 from raftsched.timing.durations import parse_duration_ms
+from raftsched.v1 import raftsched_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 CHUNK: Final = 64 * 1024
 """Bytes per read and per message on the way to the reader."""
@@ -299,3 +304,74 @@ async def read_log(
             await asyncio.sleep(poll_s)
     finally:
         f.close()
+
+
+async def answer_log_request(
+    transport: object,
+    leader: str,
+    executor: str,
+    files: LogFiles,
+    req: pb.LogRequest,
+    running_ids: Container[str],
+) -> None:
+    """Answer one log request of executor ``executor``: dial SendLogs at ``leader`` and stream
+    the file (``running_ids``: the attempts running now, a live view). Nothing is sent unless
+    ``transport`` is a :class:`~raftsched.abc.LogUploader`. Never raises: a reader that went away
+    or a broken connection ends the answer; the reader's side reports it."""
+    if not isinstance(transport, LogUploader):
+        return
+    stream = "stderr" if req.stderr else "stdout"
+    path = files.path(req.execution_id, stream) if req.execution_id else None
+
+    def running() -> bool:
+        return req.execution_id in running_ids
+
+    ended = False  # the end was sent: the reader had the whole answer
+
+    async def parts() -> Any:
+        nonlocal ended
+        header = pb.LogUploadHeader(request_id=req.request_id, executor=executor, running=running())
+        exists = path is not None and path.exists()
+        # A running attempt's file appears with its first byte of output: until then its log
+        # is empty (followed: wait for the file), not missing.
+        if path is None or (not exists and not header.running):
+            header.found = False
+            header.problem = (
+                f"executor {executor} has no {stream} log for {req.execution_id} (it wrote nothing "
+                f"to {stream}, its file was deleted by the log retention, it did not run here, or it "
+                "ran a handler, whose output is not kept)"
+            )
+            yield pb.LogUpload(header=header)
+            ended = True
+            yield pb.LogUpload(end=pb.LogEnd(complete=False))
+            return
+        header.found = True
+        yield pb.LogUpload(header=header)
+        while not path.exists() and req.follow and running():
+            await asyncio.sleep(FOLLOW_POLL_S)
+        if not path.exists():
+            ended = True
+            yield pb.LogUpload(end=pb.LogEnd(bytes=0, complete=True))
+            return
+        sent = 0
+        async for data in read_log(
+            path, since_line=req.since_line, tail_bytes=req.tail_bytes, follow=req.follow, running=running
+        ):
+            sent += len(data)
+            yield pb.LogUpload(data=data)
+        capped = path.stat().st_size >= files.settings.max_attempt_bytes
+        ended = True
+        yield pb.LogUpload(end=pb.LogEnd(bytes=sent, capped=capped, complete=True))
+
+    gen = parts()
+    try:
+        await transport.send_logs(leader, gen)
+        if not ended:
+            log.info("%s: log answer for %s ended: the reader went away", executor, req.execution_id)
+    except TransportError as exc:
+        log.info("%s: log answer for %s ended: %s", executor, req.execution_id, exc)
+    except OSError as exc:
+        log.warning("%s: cannot read the log of %s: %s", executor, req.execution_id, exc)
+    finally:
+        with contextlib.suppress(RuntimeError):  # still being closed by the transport
+            await gen.aclose()  # the file is closed now, not when the generator is collected

@@ -75,6 +75,7 @@ from raftsched.executor.batched import BatchRunner, exec_result
 from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.health import DEFAULT_FULL_AT, DEFAULT_RESUME_AT, DiskHealth
+from raftsched.executor.leaders import WATCH_POLL_S, Asker, find_leader, who_leads
 from raftsched.executor.logfiles import PRUNE_EVERY_S, LogFiles, LogSettings, answer_log_request
 from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import (
@@ -108,10 +109,7 @@ H = TypeVar("H", bound=Callable[..., Any])
 _TLS_WARN_INTERVAL_S = 10.0
 _EARLY_HEARTBEAT_GAP_S = 0.05  # at most ~20 heartbeats a second, however many attempts start
 _RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether it was re-sent
-_WATCH_POLL_S = 0.05  # how often the leader watch looks at the heartbeat in flight
 _WATCH_SUSPECT_CAP_S = 0.5  # a heartbeat unanswered this long (at most) makes it ask the others
-_FIND_TIMEOUT_S = 0.3  # each node's answer to "who leads?" after the leader was lost
-_FIND_FOR_S = 7.0  # how long to keep asking every node before trying them one by one
 SESSION_VERSION = 1  # the Session stream version this agent speaks
 # A session report's deadline, from the start of its send to its acknowledgement (the unary
 # Report call's timeout).
@@ -1439,9 +1437,9 @@ class Executor(BatchRunner):
         is kept, and the heartbeat's own timeout stays the backstop."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(_WATCH_POLL_S)
+            await asyncio.sleep(WATCH_POLL_S)
             sent = self._hb_sent_at
-            suspect = max(_WATCH_POLL_S, min(self._heartbeat_s / 2, _WATCH_SUSPECT_CAP_S))
+            suspect = max(WATCH_POLL_S, min(self._heartbeat_s / 2, _WATCH_SUSPECT_CAP_S))
             others = [t for t in self.targets if t != target]
             if sent is None or loop.time() - sent < suspect or not others:
                 continue
@@ -1450,90 +1448,18 @@ class Executor(BatchRunner):
                 self._next_target = found
                 raise LeaderLost(f"{target} silent for {loop.time() - sent:.1f} s; {found} leads")
 
+    def _asker(self) -> Asker:
+        return Asker(self.transport, self.name, self._heartbeat_request, lambda: self._max_epoch)
+
     async def _find_leader(self, stop: asyncio.Event, lost: str) -> str | None:
-        """After losing ``lost``: ask every node, each again as soon as it answers that it knows
-        no leader, until one leads or names the leader (an election takes a second or so); None
-        after :data:`_FIND_FOR_S`, and :meth:`run` goes through the nodes one by one as before.
-        Asking them one by one alone let a paused node hold each pass for a whole register
-        timeout; asking them in rounds let it hold each round for :data:`_FIND_TIMEOUT_S`, so a
-        leader elected meanwhile was found up to that much later. ``lost`` is asked too, even if
-        it is not among the configured nodes (it joined later): it counts as the leader of a
-        newer epoch only (see :meth:`_who_leads`). A leader that steps down and is elected again
-        in a newer term (a resumed node's campaign forces that; pysyncobj has no pre-vote) was
-        otherwise not found: the others' answers naming it are discarded, and when it was not
-        configured it was never asked, for :data:`_FIND_FOR_S`, while it expired the leases of
-        the attempts running here and ran them again (the chaos CI duplicates)."""
-        timeout = min(self._rpc_timeout_s, _FIND_TIMEOUT_S)
-        nodes = list(self.targets) if lost in self.targets else [*self.targets, lost]
-        finding = asyncio.ensure_future(self._who_leads(nodes, timeout, silent=lost, for_s=_FIND_FOR_S))
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait([finding, stopped], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (finding, stopped):
-                task.cancel()
-            await asyncio.gather(finding, stopped, return_exceptions=True)
-        return finding.result() if finding.done() and not finding.cancelled() else None
+        """After losing ``lost``: who leads now (:func:`raftsched.executor.leaders.find_leader`)."""
+        return await find_leader(self._asker(), self.targets, self._rpc_timeout_s, stop, lost)
 
     async def _who_leads(
         self, nodes: list[str], timeout_s: float, silent: str = "", for_s: float = 0.0
     ) -> str | None:
-        """Ask ``nodes`` at once, with a heartbeat, who leads: the first that accepts it (it
-        leads, whether or not it knows this executor yet), or a leader other than ``silent`` that
-        one names and that accepts it in turn; None if none does within ``timeout_s`` (an
-        election under way). One that accepts it in an epoch older than one served already is a
-        deposed leader, and ``silent`` itself (if among ``nodes``) counts in the epoch served
-        only once another node names it (a hiccup, not a new leadership), in a newer one always.
-        With ``for_s``, each node is asked again
-        :data:`_WATCH_POLL_S` after each answer that names no leader (or after its own timeout)
-        until ``for_s`` has passed: a node that does not answer holds up only its own questions."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + for_s
-        vouched = False  # another node named ``silent`` as the leader
-
-        async def ask(node: str, follow: bool = True) -> str | None:
-            nonlocal vouched
-            try:
-                reply = await self.transport.heartbeat(node, self._heartbeat_request(), timeout_s=timeout_s)
-            except TransportError as exc:
-                vouched = vouched or (bool(silent) and exc.leader == silent)
-                if not (follow and exc.leader and exc.leader != silent):
-                    return None
-                # A lagging node may name a leader that is gone: only one that accepts counts.
-                # One naming ``silent`` is not followed: a paused node would hold this node's
-                # questions for the whole timeout; ``silent`` is asked on its own if it may lead.
-                return await ask(exc.leader, follow=False)
-            # A leader of an older epoch than one we have served is deposed and has not noticed
-            # yet: one resumed from a SIGSTOP answers until its Raft tick steps it down; so may
-            # ``silent`` be in the epoch we served it in. Following it left the real leader. But
-            # ``silent`` still leads that epoch (its loop stalled, its stream broke) when the
-            # others name it: a newer leader they would name instead. Refusing it then left the
-            # executor without a leader until it declared the executor dead (review of §1).
-            if reply.epoch < self._max_epoch or (
-                node == silent and reply.epoch == self._max_epoch and not vouched
-            ):
-                return None
-            log.info("%s: %s answers as the leader (epoch %d)", self.name, node, reply.epoch)
-            return node
-
-        async def keep_asking(node: str) -> str | None:
-            while True:
-                found = await ask(node)
-                if found is not None or loop.time() + _WATCH_POLL_S >= until:
-                    return found
-                await asyncio.sleep(_WATCH_POLL_S)
-
-        asks = [asyncio.ensure_future(keep_asking(n)) for n in nodes]
-        try:
-            for done in asyncio.as_completed(asks):
-                answer = await done
-                if answer is not None:
-                    return answer
-            return None
-        finally:
-            for a in asks:
-                a.cancel()
-            await asyncio.gather(*asks, return_exceptions=True)
+        """Ask ``nodes`` who leads (:func:`raftsched.executor.leaders.who_leads`)."""
+        return await who_leads(self._asker(), nodes, timeout_s, silent=silent, for_s=for_s)
 
     async def _reports(self, target: str) -> None:
         """Report finished results with the unary Report RPC (a leader without sessions, or

@@ -17,7 +17,9 @@ from pathlib import Path
 from raftsched.errors import InvalidSpec
 from raftsched.executor.dedupe import DedupeLog
 
-log = logging.getLogger(__name__)
+# The agent's own logger, as batched.py: an executor's lines keep one name (log filters, and
+# the tests that read an executor's log, match it).
+log = logging.getLogger("raftsched.executor.agent")
 
 DEFAULT_FULL_AT = 0.9
 DEFAULT_RESUME_AT = 0.8

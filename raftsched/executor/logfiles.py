@@ -37,7 +37,9 @@ from raftsched.errors import InvalidSpec
 from raftsched.timing.durations import parse_duration_ms
 from raftsched.v1 import raftsched_pb2 as pb
 
-log = logging.getLogger(__name__)
+# The agent's own logger, as batched.py: an executor's lines keep one name (log filters, and
+# the tests that read an executor's log, match it).
+log = logging.getLogger("raftsched.executor.agent")
 
 CHUNK: Final = 64 * 1024
 """Bytes per read and per message on the way to the reader."""

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from raftsched.abc import TransportError
-from raftsched.executor import agent as agent_module
+from raftsched.executor import leaders as leaders_module
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
@@ -219,9 +219,9 @@ class _Electing(_WhoLeads):
 
 def test_finding_the_new_leader_is_not_held_up_by_the_paused_one() -> None:
     """After losing a paused leader, the agent asks every node who leads. A node that says it
-    knows none is asked again at once (every _WATCH_POLL_S), not when the paused leader's
+    knows none is asked again at once (every WATCH_POLL_S), not when the paused leader's
     question has timed out too: a leader elected meanwhile is found within a poll, not up to
-    _FIND_TIMEOUT_S later (issue 35 §1: the run of second S waited for that)."""
+    FIND_TIMEOUT_S later (issue 35 §1: the run of second S waited for that)."""
 
     async def scenario() -> float:
         loop = asyncio.get_running_loop()
@@ -294,7 +294,7 @@ def _find_after_losing_a(
     ex = Executor("b:1,c:1", "ex1", transport=MemoryTransport(endpoint), execution_log=MemoryExecutionLog())
     ex._log = DedupeLog(MemoryExecutionLog())
     ex._max_epoch = 14  # it served a in epoch 14, then a's stream ended
-    monkeypatch.setattr(agent_module, "_FIND_FOR_S", 0.3)
+    monkeypatch.setattr(leaders_module, "FIND_FOR_S", 0.3)
     return asyncio.run(ex._find_leader(asyncio.Event(), "a:1"))
 
 

@@ -30,7 +30,8 @@ runpy.run_module("raftsched.cli.node", run_name="__main__")
 """
 
 
-def start_newer(cluster: LocalCluster, node_id: str, script: Path) -> None:
+def start_build(cluster: LocalCluster, node_id: str, script: Path) -> None:
+    """Start ``node_id`` from ``script``: this build with its formats changed (newer or older)."""
     log = open(cluster.log_dir / f"{node_id}.log", "ab")  # noqa: SIM115 - owned by the child
     cluster.procs[node_id] = subprocess.Popen(
         [sys.executable, str(script), "--config", str(cluster.config_path), "--node-id", node_id],
@@ -46,8 +47,8 @@ def test_a_node_refuses_a_newer_command_exits_4_and_catches_up_once_upgraded(
     script = tmp_path / "newer_node.py"
     script.write_text(NEWER_BUILD)
     cluster = make_cluster(start=False)
-    start_newer(cluster, "n1", script)
-    start_newer(cluster, "n2", script)
+    start_build(cluster, "n1", script)
+    start_build(cluster, "n2", script)
     leader = cluster.wait_for_leader(60, among=["n1", "n2"])
     cluster.start("n3")  # the current build
     with Client(cluster.targets()) as client:
@@ -69,7 +70,7 @@ def test_a_node_refuses_a_newer_command_exits_4_and_catches_up_once_upgraded(
         client.add_task(TaskSpec("after", ManualTrigger(), command="true"))
         assert sorted(t.spec.name for t in client.list_tasks()) == ["after", "old-format"]
         # Upgraded: n3 restarts on its data dir with the newer build and catches up.
-        start_newer(cluster, "n3", script)
+        start_build(cluster, "n3", script)
         wait_until(lambda: cluster.status("n3").tasks == 2, 60, 0.2, "n3 replays and catches up")
         cluster.chains_agree()
 
@@ -80,6 +81,16 @@ from raftsched import codec
 codec.COMMAND_FORMAT = codec.COLUMNS_FORMAT - 1  # a build from before the columnar hot path
 runpy.run_module("raftsched.cli.node", run_name="__main__")
 """
+
+
+def with_older_n3(make_cluster: ClusterFactory, script: Path, build: str) -> LocalCluster:
+    """A cluster whose n1 and n2 run this build and n3 the older ``build`` (written to ``script``)."""
+    script.write_text(build)
+    cluster = make_cluster(start=False)
+    cluster.start("n1")
+    cluster.start("n2")
+    start_build(cluster, "n3", script)
+    return cluster
 
 
 def upgrade(cluster: LocalCluster, node_id: str, old_log: Path) -> None:
@@ -102,12 +113,7 @@ def test_the_leader_builds_columns_only_once_every_member_reports_their_format(
     """With one node of a build before the columns, the leader keeps today's bodies (that node
     would halt on a columnar entry: it keeps applying); once it runs this build, the leader
     hears its format and proposes the columns, and every node applies them."""
-    script = tmp_path / "older_node.py"
-    script.write_text(OLDER_BUILD)
-    cluster = make_cluster(start=False)
-    cluster.start("n1")
-    cluster.start("n2")
-    start_newer(cluster, "n3", script)  # (its helper starts any script: here an older build)
+    cluster = with_older_n3(make_cluster, tmp_path / "older_node.py", OLDER_BUILD)
     leader = cluster.wait_for_leader(60)
     every_second = CronTrigger("* * * * * *")
     with Client(cluster.targets()) as client:
@@ -150,12 +156,7 @@ def test_promotions_are_recorded_only_once_every_member_reports_format_19(
     them) but no PromoteHotRuns (that node would halt on it): the stored state stays format 4 on
     every node and the older one keeps applying. Once it runs this build, the leader turns the
     record of hot promotions on and every replica reaches stored state format 5."""
-    script = tmp_path / "format18_node.py"
-    script.write_text(FORMAT_18_BUILD)
-    cluster = make_cluster(start=False)
-    cluster.start("n1")
-    cluster.start("n2")
-    start_newer(cluster, "n3", script)  # (its helper starts any script: here a format-18 build)
+    cluster = with_older_n3(make_cluster, tmp_path / "format18_node.py", FORMAT_18_BUILD)
     cluster.wait_for_leader(60)
     nodes = ("n1", "n2", "n3")
     with Client(cluster.targets()) as client:

@@ -35,7 +35,7 @@ from raftsched.errors import CannotStart, ConfigError, InvalidSpec, RaftschedErr
 __all__ = ["executor_main"]
 
 
-DEFAULT_KEEP_MS = 600_000  # raftsched.executor.agent.DEFAULT_EXECUTION_LOG_KEEP, not imported at startup
+DEFAULT_KEEP_MS = 600_000  # raftsched.executor.retention.DEFAULT_EXECUTION_LOG_KEEP, not imported at startup
 
 
 def keep_arg(text: str) -> int | None:

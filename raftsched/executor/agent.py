@@ -12,7 +12,8 @@
 * an ``execution_id`` already running or done is never run again (the execution log, which
   survives restarts); a done one has its stored result reported again. The log forgets an id
   ``execution_log_keep`` after the cluster acknowledged its result (default 10 minutes; None
-  keeps everything): by then no leader can send it again (see :data:`DEFAULT_EXECUTION_LOG_KEEP`);
+  keeps everything): by then no leader can send it again (see
+  :data:`raftsched.executor.retention.DEFAULT_EXECUTION_LOG_KEEP`);
 * results are reported until the cluster acknowledges them (committed), across leader changes;
 * heartbeats renew the leases of running attempts and say which have started (one is sent at
   once when an attempt starts), so the leader can tell an attempt it may re-place without
@@ -76,7 +77,8 @@ from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.health import DEFAULT_FULL_AT, DEFAULT_RESUME_AT, DiskHealth
 from raftsched.executor.leaders import WATCH_POLL_S, Asker, find_leader, who_leads
-from raftsched.executor.logfiles import PRUNE_EVERY_S, LogFiles, LogSettings, answer_log_request
+from raftsched.executor.logfiles import LogFiles, LogSettings, answer_log_request, prune_log_files
+from raftsched.executor.retention import DEFAULT_EXECUTION_LOG_KEEP, LogPruner, keep_ms
 from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import (
     AttemptResult,
@@ -98,7 +100,6 @@ from raftsched.rpc.executor_client import TLS_CODE, GrpcExecutorTransport
 from raftsched.security.tls import TlsConfig
 from raftsched.sharding.placement import validate_capacity
 from raftsched.timing.clock import SystemClock
-from raftsched.timing.durations import parse_duration_ms
 from raftsched.v1 import raftsched_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -125,54 +126,9 @@ MAX_SESSION_REPORTS = 4
 # on the leader). With none in flight a result is reported at once.
 REPORT_GAP_S = 0.01
 
-DEFAULT_EXECUTION_LOG_KEEP = "10m"
-"""How long the execution log keeps an id after the cluster acknowledged its result.
-
-Why forgetting an id then is safe (the full argument is in ``docs/architecture.md``, "The
-execution log's retention"): the cluster acknowledges a result only once the command carrying it
-is committed and applied on the leader (``ExecutorServicer.Report``; a command refused whole is
-not acknowledged). From then on the replicated state holds that attempt finished, or superseded
-by a later attempt or a finished run, and every way a leader sends an execution id reads that
-state: a first dispatch comes from applying its assignment (once per id, before any result); a
-re-send on a new stream, a takeover's re-send and a lease renewal only cover attempts the
-applied state still has RUNNING on this executor with that attempt number; a new leader reads
-the state after its barrier, so it has applied every acknowledged result (Raft's leader
-completeness). A deposed leader whose state lags is fenced: this agent refuses items from an
-epoch older than the newest it has seen, it registers (a committed join) before it opens a
-stream, so after a restart it only streams from a leader that can commit, and it cancels the old
-stream before it registers elsewhere. What is left is an item already queued on the current
-stream when the result was applied: delivered within the stream's life, normally milliseconds.
-Ten minutes (60 default leases) is far beyond that, and bounds the log: at 500 attempts a second
-an executor holds ~300,000 entries, ~130 MB (``bench/execlog_growth.py``).
-"""
-
-_PRUNE_STEP = 1000  # entries per prune transaction: bounds how long a begin on the loop waits
-
 
 class LeaderLost(Exception):
     """The stream or an RPC says this target no longer leads; find the leader again."""
-
-
-class PruneCutoff:
-    """Where the execution log's pruning may cut: entries acknowledged before ``now - keep``.
-
-    Acknowledgements are stamped with the wall clock, but the retention argument (no leader
-    sends an id again ``keep`` after its result was acknowledged) is about time that really
-    passed. So the cutoff never moves faster than the monotonic clock: a wall clock stepped
-    forward (an NTP step, a VM resumed) does not prune every acknowledged id at once; entries are
-    then kept longer by the step instead, which is safe."""
-
-    def __init__(self, keep_ms: int) -> None:
-        self.keep_ms = keep_ms
-        self._last: tuple[int, float] | None = None  # (cutoff ms, monotonic s) of the last call
-
-    def next(self, now_ms: int, monotonic_s: float) -> int:
-        cutoff = now_ms - self.keep_ms
-        if self._last is not None:
-            last_cutoff, last_mono = self._last
-            cutoff = min(cutoff, last_cutoff + max(0, round((monotonic_s - last_mono) * 1000)))
-        self._last = (cutoff, monotonic_s)
-        return cutoff
 
 
 class Executor(BatchRunner):
@@ -197,9 +153,9 @@ class Executor(BatchRunner):
     gets SIGTERM, then SIGKILL after this long; a cancelled handler has this long to return.
     ``execution_log_keep`` (a duration such as ``"10m"``, or seconds; 1 s to 1 year; None keeps
     every entry) is how long an execution id stays in the log after the cluster acknowledged its
-    result: a worker thread drops older entries, :data:`_PRUNE_STEP` per transaction, so the log
-    (and its LMDB file, whose freed pages are reused) stays flat under a steady load. Why the
-    default is safe: :data:`DEFAULT_EXECUTION_LOG_KEEP`.
+    result: a worker thread drops older entries (:class:`~raftsched.executor.retention.LogPruner`),
+    so the log (and its LMDB file, whose freed pages are reused) stays flat under a steady load.
+    Why the default is safe: :data:`~raftsched.executor.retention.DEFAULT_EXECUTION_LOG_KEEP`.
     ``secrets`` (a :class:`~raftsched.executor.secrets.SecretStore`, or the path of a secrets
     file or directory for one) resolves ``{{ secret.NAME }}`` in params and env just before an
     attempt starts; every value it knows is masked as ``***`` in what the agent reports and logs.
@@ -246,7 +202,7 @@ class Executor(BatchRunner):
         self.secrets = secrets if isinstance(secrets, SecretStore) else SecretStore(secrets)
         self._masking = MaskingFilter(self.secrets)
         self._masker = Masker(self.secrets.values())
-        self.execution_log_keep_ms = _keep_ms(execution_log_keep)
+        self.execution_log_keep_ms = keep_ms(execution_log_keep)
         # Its execution log was moved aside (raftsched-executor --rebuild): it leaves the
         # membership before it registers again (see _leave_before_rebuilt_start).
         self.rebuilt = rebuilt
@@ -309,7 +265,6 @@ class Executor(BatchRunner):
         self._stops: dict[str, Cancellation] = {}
         self._max_epoch = 0
         self._report_wake: asyncio.Event | None = None
-        self._prune_step: asyncio.Future[int] | None = None  # the prune transaction under way, if any
         self.clock: Clock = clock or SystemClock()
         self.started = 0
         self.refused_stale = 0
@@ -443,14 +398,23 @@ class Executor(BatchRunner):
         stop = stop or asyncio.Event()
         self._drain = drain or asyncio.Event()
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
-        pruner = (
-            asyncio.ensure_future(self._prune_loop(in_thread=own_log))
-            if self.execution_log_keep_ms is not None
-            else None
-        )
+        pruner = None
+        if self.execution_log_keep_ms is not None:
+            on_removed = None if obs is None else functools.partial(obs.on_log_write, "prune")
+            pruner = LogPruner(
+                self._log,
+                self.execution_log_keep_ms,
+                self.clock,
+                name=self.name,
+                in_thread=own_log,
+                on_removed=on_removed,
+            )
+        pruning = asyncio.ensure_future(pruner.run()) if pruner is not None else None
         drainer = asyncio.ensure_future(self._drain_when_asked(stop))
         masked_handlers = self._masking.install()  # secret values never reach a log line
-        log_pruner = asyncio.ensure_future(self._log_prune_loop())
+        log_pruner = asyncio.ensure_future(
+            prune_log_files(self.log_files, self.clock.now_ms, lambda: list(self._running), self.name)
+        )
         try:
             if obs is not None:
                 await obs.start()
@@ -484,11 +448,9 @@ class Executor(BatchRunner):
         finally:
             if flusher is not None:
                 flusher.cancel()
-            if pruner is not None:
-                pruner.cancel()
-                # A step under way runs to its end in its thread: wait for it before closing the log.
-                if self._prune_step is not None:
-                    await asyncio.gather(self._prune_step, return_exceptions=True)
+            if pruner is not None and pruning is not None:
+                pruning.cancel()
+                await pruner.settled()  # a step in its thread runs to its end before the log closes
             drainer.cancel()
             log_pruner.cancel()
             for sender in list(self._log_senders):
@@ -1250,52 +1212,6 @@ class Executor(BatchRunner):
                 extra=_item_fields(item, self.name),
             )
 
-    # -- full logs -----------------------------------------------------------------------------------
-
-    async def _log_prune_loop(self) -> None:
-        """Apply the log retention (age, size, count) every PRUNE_EVERY_S."""
-        while True:
-            await asyncio.sleep(PRUNE_EVERY_S)
-            try:
-                running = list(self._running)
-                deleted = await asyncio.to_thread(self.log_files.prune, self.clock.now_ms(), running)
-                if deleted:
-                    log.info("%s: log retention deleted %d file(s)", self.name, len(deleted))
-            except Exception:
-                log.exception("%s: log retention failed", self.name)
-
-    async def _prune_loop(self, in_thread: bool) -> None:
-        """Every so often, drop the entries acknowledged more than ``execution_log_keep`` ago, in
-        steps of :data:`_PRUNE_STEP` entries, each in a worker thread (off the event loop) for
-        the agent's own LMDB log; on the loop for a log passed in."""
-        assert self._log is not None and self.execution_log_keep_ms is not None
-        log_ = self._log
-        keep_ms = self.execution_log_keep_ms
-        every_s = min(60.0, max(0.5, keep_ms / 4000))
-        cutoffs = PruneCutoff(keep_ms)
-        while True:
-            await asyncio.sleep(every_s)
-            cutoff = cutoffs.next(self.clock.now_ms(), self.clock.monotonic())
-            while True:
-                try:
-                    if in_thread:
-                        # Shielded: a cancel (the agent stopping) lets the step in its thread
-                        # finish, and run() waits for it before it closes the log.
-                        self._prune_step = asyncio.ensure_future(
-                            asyncio.to_thread(log_.prune_older_than, cutoff, _PRUNE_STEP)
-                        )
-                        removed = await asyncio.shield(self._prune_step)
-                    else:  # a log passed in (a simulation's): on the loop, so it stays deterministic
-                        removed = log_.prune_older_than(cutoff, _PRUNE_STEP)
-                        await asyncio.sleep(0)
-                except Exception:
-                    log.exception("%s: pruning the execution log failed; retrying later", self.name)
-                    break
-                if removed and self.observability is not None:
-                    self.observability.on_log_write("prune", removed)
-                if removed < _PRUNE_STEP:
-                    break
-
     async def _flush_loop(self) -> None:
         assert self._log is not None
         while True:
@@ -1492,19 +1408,6 @@ def _report_overdue() -> TransportError:
         "deadline_exceeded",
         f"a session report was not acknowledged within {SESSION_REPORT_TIMEOUT_S:g} s",
     )
-
-
-def _keep_ms(keep: str | float | None) -> int | None:
-    """``execution_log_keep`` as ms (None: keep everything), or InvalidSpec naming it."""
-    where = "executor.execution_log_keep"
-    if keep is None:
-        return None
-    if isinstance(keep, bool) or not isinstance(keep, str | int | float):
-        raise InvalidSpec(where, f"must be a duration such as '10m', or seconds, got {keep!r}")
-    ms = parse_duration_ms(keep, where) if isinstance(keep, str) else keep * 1000
-    if not 1000 <= ms <= 366 * 86_400_000:
-        raise InvalidSpec(where, f"{keep!r} out of range (1s to 366d; None keeps every entry)")
-    return int(ms)
 
 
 def _item_fields(item: pb.WorkItem, executor: str) -> dict[str, object]:

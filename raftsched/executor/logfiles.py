@@ -308,6 +308,22 @@ async def read_log(
         f.close()
 
 
+async def prune_log_files(
+    files: LogFiles, now_ms: Callable[[], int], running: Callable[[], Sequence[str]], name: str
+) -> None:
+    """Apply ``files``' retention (age, size, count) every :data:`PRUNE_EVERY_S`, in a worker
+    thread, sparing the logs of the attempts ``running()`` names (``name``: the executor's, for
+    its log lines). Runs until cancelled."""
+    while True:
+        await asyncio.sleep(PRUNE_EVERY_S)
+        try:
+            deleted = await asyncio.to_thread(files.prune, now_ms(), running())
+            if deleted:
+                log.info("%s: log retention deleted %d file(s)", name, len(deleted))
+        except Exception:
+            log.exception("%s: log retention failed", name)
+
+
 async def answer_log_request(
     transport: object,
     leader: str,

@@ -29,8 +29,9 @@ from raftsched.alerts.health import HealthMonitor, fleet_view
 from raftsched.clockwatch import DEFAULT_MAX_SKEW_MS, ClockWatch
 from raftsched.consensus.memory import SimCluster
 from raftsched.errors import error_for_code
-from raftsched.executor.agent import DEFAULT_EXECUTION_LOG_KEEP, Executor
+from raftsched.executor.agent import Executor
 from raftsched.executor.memory import MemoryStream, MemoryTransport
+from raftsched.executor.retention import DEFAULT_EXECUTION_LOG_KEEP
 from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.fsm import keys
 from raftsched.fsm.records import Retention

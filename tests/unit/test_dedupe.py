@@ -343,7 +343,7 @@ def test_the_dedupe_rules_hold_over_the_memory_store_across_a_restart() -> None:
 def test_the_pruning_cutoff_never_moves_faster_than_real_time() -> None:
     """A wall clock stepped ten minutes forward must not prune every acknowledged id at once:
     the retention argument is about time that really passed (review of the merged work)."""
-    from raftsched.executor.agent import PruneCutoff
+    from raftsched.executor.retention import PruneCutoff
 
     keep = 600_000
     cut = PruneCutoff(keep)

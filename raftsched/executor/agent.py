@@ -50,12 +50,11 @@ ones the same agent runs inside a simulation (:mod:`raftsched.testing`) or a uni
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,7 +64,6 @@ from raftsched.abc import (
     ExecutionLog,
     ExecutorTransport,
     LogUploader,
-    SessionStream,
     SessionTransport,
     TransportError,
 )
@@ -73,7 +71,6 @@ from raftsched.config.values import DEFAULT_MAP_SIZE, parse_address, parse_map_s
 from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.aio import wait_event
 from raftsched.executor.batched import BatchRunner, exec_result
-from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.health import DEFAULT_FULL_AT, DEFAULT_RESUME_AT, DiskHealth
 from raftsched.executor.leaders import WATCH_POLL_S, Asker, find_leader, who_leads
@@ -92,6 +89,7 @@ from raftsched.executor.runners import (
     python_command,
 )
 from raftsched.executor.secrets import Masker, MaskingFilter, MissingSecret, SecretStore, resolve_attempt
+from raftsched.executor.session import SESSION_VERSION, SessionLink
 from raftsched.logfields import attempt_fields, leadership_fields
 from raftsched.model import validate_name
 from raftsched.observability.executor_http import ExecutorObservability
@@ -111,20 +109,6 @@ _TLS_WARN_INTERVAL_S = 10.0
 _EARLY_HEARTBEAT_GAP_S = 0.05  # at most ~20 heartbeats a second, however many attempts start
 _RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether it was re-sent
 _WATCH_SUSPECT_CAP_S = 0.5  # a heartbeat unanswered this long (at most) makes it ask the others
-SESSION_VERSION = 1  # the Session stream version this agent speaks
-# A session report's deadline, from the start of its send to its acknowledgement (the unary
-# Report call's timeout).
-SESSION_REPORT_TIMEOUT_S = 15.0
-# Session reports in flight at once: the leader's limit (raftsched.rpc.executor_service.
-# MAX_SESSION_REPORTS, which this program does not import: it loads no leader module). More would
-# only wait in the stream's window; one at a time left every result finished during a commit
-# round waiting for the next (the slot stays taken on the leader until the report arrives).
-MAX_SESSION_REPORTS = 4
-# While reports are in flight, the next one goes at least this long after the previous send
-# (unless 500 results wait: a full report goes at once): a result finished meanwhile waits at
-# most this, not a commit round, and a burst of results shares one report (each is a Raft entry
-# on the leader). With none in flight a result is reported at once.
-REPORT_GAP_S = 0.01
 
 
 class LeaderLost(Exception):
@@ -304,9 +288,7 @@ class Executor(BatchRunner):
         self._session_version = 0  # what the leader we registered with serves (0: none)
         self._batch_init()
         self.sessions_opened = 0
-        self._session_out: SessionStream | None = None
-        self._hb_waiters: list[asyncio.Future[pb.HeartbeatReply]] = []
-        self._report_acked = 0  # the open session's acked_through
+        self.session_link: SessionLink | None = None  # the open session's, if any
 
     def _observed(self) -> ExecutorSample:
         # Read at scrape time, on this agent's event loop.
@@ -596,9 +578,18 @@ class Executor(BatchRunner):
         self.sessions_opened += 1
         self._stream_gen += 1
         self._connected = True
-        self._session_out = stream
-        self._report_acked = 0
-        self._hb_waiters = []
+        assert self._log is not None and self._report_wake is not None
+        obs = self.observability
+        link = self.session_link = SessionLink(
+            stream,
+            self._log,
+            self.clock,
+            self._report_wake,  # set by finished results and by acknowledgements alike
+            name=self.name,
+            start_late=self._start_late,
+            on_work=self._session_work,
+            on_acknowledged=None if obs is None else functools.partial(obs.on_log_write, "acknowledge"),
+        )
         self._session_opened()
         log.info(
             "%s: session %d open with %s (version %d)",
@@ -608,9 +599,9 @@ class Executor(BatchRunner):
             first.accept.session_version,
         )
         tasks = [
-            asyncio.ensure_future(self._session_read(downs)),
-            asyncio.ensure_future(self._heartbeats(target, self._session_heartbeat)),
-            asyncio.ensure_future(self._session_reports()),
+            asyncio.ensure_future(link.read(downs)),
+            asyncio.ensure_future(self._heartbeats(target, link.heartbeat)),
+            asyncio.ensure_future(link.report()),
             asyncio.ensure_future(self._watch(target)),
             asyncio.ensure_future(self._health(target)),
             asyncio.ensure_future(stop.wait()),
@@ -619,112 +610,13 @@ class Executor(BatchRunner):
             await _until_one_ends(tasks, stop, "session ended")
         finally:
             self._connected = False
-            self._session_out = None
+            self.session_link = None
+            link.close()
             stream.cancel()
             for task in tasks:
                 task.cancel()
-            for waiter in self._hb_waiters:
-                waiter.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         return True
-
-    async def _session_read(self, downs: AsyncIterator[pb.SessionDown]) -> None:
-        async for down in downs:
-            work = down.work
-            if work.HasField("heartbeat") and self._hb_waiters:
-                waiter = self._hb_waiters.pop(0)
-                if not waiter.done():
-                    waiter.set_result(work.heartbeat)
-            if work.acked_through > self._report_acked:
-                self._report_acked = work.acked_through
-                assert self._report_wake is not None
-                self._report_wake.set()  # the report loop forgets what is acknowledged
-            if work.task_ref or work.cold or work.defs:
-                self._session_work(work)
-
-    async def _session_heartbeat(
-        self, target: str, request: pb.HeartbeatRequest, *, timeout_s: float
-    ) -> pb.HeartbeatReply:
-        """A heartbeat over the open session, answered in order (as the Heartbeat RPC)."""
-        stream = self._session_out
-        if stream is None:
-            raise TransportError("cancelled", "the session ended")
-        waiter: asyncio.Future[pb.HeartbeatReply] = asyncio.get_running_loop().create_future()
-        self._hb_waiters.append(waiter)
-        try:
-            # The deadline covers the send too, as the unary call's did: a send stuck behind a
-            # full window is a leader that does not answer (and the session then ends with it).
-            async with asyncio.timeout(timeout_s):
-                await stream.send(pb.SessionUp(heartbeat=request))
-                return await waiter
-        except TimeoutError:
-            raise TransportError(
-                "deadline_exceeded", f"no heartbeat answer within {timeout_s:.1f} s"
-            ) from None
-
-    async def _session_reports(self) -> None:
-        """Report finished results over the session, up to :data:`MAX_SESSION_REPORTS` reports in
-        flight (the leader commits them concurrently and acknowledges them cumulatively, in
-        report-id order, with ``acked_through``). Each report carries only results in no other
-        unacknowledged report of this session, and a report's results are acknowledged in the
-        execution log (forgotten) only once ``acked_through`` covers it: the cluster committed
-        them. While reports are in flight the next waits :data:`REPORT_GAP_S` after the previous
-        send (a burst of results shares one report). A report not acknowledged within
-        :data:`SESSION_REPORT_TIMEOUT_S` of the start of its send ends the session
-        (:class:`TransportError`); whatever was in flight is still pending then, and the next
-        session reports it again (the leader refuses what it had already committed as stale, and
-        acknowledges it all the same)."""
-        assert self._log is not None and self._report_wake is not None
-        stream = self._session_out
-        assert stream is not None
-        wake = self._report_wake  # set by finished results and by acknowledgements alike
-        loop = asyncio.get_running_loop()
-        in_flight: collections.deque[tuple[int, float, list[str]]] = collections.deque()  # id, deadline, ids
-        sent: set[str] = set()  # the results of the reports in flight
-        report_id = 0
-        last_sent = 0.0
-        while True:
-            wake.clear()  # (before looking: whatever happens from now on wakes the wait below)
-            acked = self._report_acked
-            if in_flight and in_flight[0][0] <= acked:
-                done: list[str] = []
-                while in_flight and in_flight[0][0] <= acked:
-                    done.extend(in_flight.popleft()[2])
-                sent.difference_update(done)
-                self._log.acknowledge(done, self.clock.now_ms())
-                for execution_id in done:
-                    self._start_late.pop(execution_id, None)
-                if self.observability is not None:
-                    self.observability.on_log_write("acknowledge", len(done))
-            if in_flight and in_flight[0][1] <= loop.time():
-                raise _report_overdue()
-            if len(in_flight) < MAX_SESSION_REPORTS:
-                if in_flight and self._log.pending_count() - len(sent) < 500:
-                    hold = last_sent + REPORT_GAP_S - loop.time()
-                    if hold > 0:
-                        await asyncio.sleep(hold)
-                        continue
-                pending = self._log.pending_reports(500, sent)
-                if pending:
-                    report_id += 1
-                    message = pb.SessionUp(
-                        report=batched_report(self.name, report_id, pending, self._start_late)
-                    )
-                    last_sent = loop.time()
-                    deadline = last_sent + SESSION_REPORT_TIMEOUT_S
-                    ids = [r.execution_id for r in pending]
-                    in_flight.append((report_id, deadline, ids))
-                    sent.update(ids)
-                    try:
-                        async with asyncio.timeout_at(deadline):  # the send included
-                            await stream.send(message)
-                    except TimeoutError:
-                        raise _report_overdue() from None
-                    continue
-            # An acknowledgement, new results (with room for a report), or the oldest report's
-            # deadline; at least once a second (results a wake-up missed are picked up then).
-            until = 1.0 if not in_flight else min(1.0, in_flight[0][1] - loop.time())
-            await wait_event(wake, max(0.0, until))
 
     # -- draining ------------------------------------------------------------------------------------
 
@@ -1401,13 +1293,6 @@ class Executor(BatchRunner):
                 continue
             self._report_wake.clear()
             await wait_event(self._report_wake, 1.0)
-
-
-def _report_overdue() -> TransportError:
-    return TransportError(
-        "deadline_exceeded",
-        f"a session report was not acknowledged within {SESSION_REPORT_TIMEOUT_S:g} s",
-    )
 
 
 def _item_fields(item: pb.WorkItem, executor: str) -> dict[str, object]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.abc import TransportError
-from raftsched.executor import agent as agent_module
+from raftsched.executor import session as session_module
 from raftsched.executor.agent import Executor
 from raftsched.executor.dedupe import DedupeLog
 from raftsched.executor.runners import AttemptContext, AttemptResult
@@ -258,7 +258,7 @@ def test_a_heartbeat_or_report_whose_send_never_completes_fails_by_its_deadline(
     """The unary Heartbeat and Report calls had a deadline over the whole call; over the session
     it started only once the message was written, so a send stuck behind a full window hung
     the heartbeat loop (no lease renewed, nothing noticed) and the report loop for ever."""
-    monkeypatch.setattr(agent_module, "SESSION_REPORT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(session_module, "SESSION_REPORT_TIMEOUT_S", 0.2)
 
     async def main() -> list[BaseException]:
         ex = executor(tmp_path)
@@ -266,10 +266,19 @@ def test_a_heartbeat_or_report_whose_send_never_completes_fails_by_its_deadline(
         assert ex._log is not None
         ex._log.begin("t@1/0/1")
         ex._log.finish("t@1/0/1", AttemptResult("t@1/0/1", True))
-        ex._session_out = StuckStream()
+        assert ex._report_wake is not None
+        link = session_module.SessionLink(
+            StuckStream(),
+            ex._log,
+            ex.clock,
+            ex._report_wake,
+            name=ex.name,
+            start_late=ex._start_late,
+            on_work=ex._session_work,
+        )
         calls = [
-            ex._session_heartbeat("leader", pb.HeartbeatRequest(name="eager"), timeout_s=0.2),
-            ex._session_reports(),
+            link.heartbeat("leader", pb.HeartbeatRequest(name="eager"), timeout_s=0.2),
+            link.report(),
         ]
         out: list[BaseException] = []
         for call in calls:

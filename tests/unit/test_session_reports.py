@@ -1,8 +1,8 @@
 """The executor's session reports (issue 31 stage 4, the slot cycle): several reports in flight
 on one session, each with results in no other unacknowledged report, and a result forgotten
 (acknowledged in the execution log) only once the leader's cumulative ``acked_through`` covers
-its report. Driven straight through the agent's ``_session_reports`` and ``_session_read`` with
-an in-memory execution log and a stream that records what is sent (no network)."""
+its report. Driven straight through a :class:`SessionLink`'s ``report`` and ``read`` over the
+agent's execution log, with a stream that records what is sent (no network)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from raftsched.abc import TransportError
-from raftsched.executor import agent as agent_module
-from raftsched.executor.agent import MAX_SESSION_REPORTS, Executor
+from raftsched.executor import session as session_module
+from raftsched.executor.agent import Executor
 from raftsched.executor.runners import AttemptResult
+from raftsched.executor.session import MAX_SESSION_REPORTS, SessionLink
 from raftsched.rpc import executor_service
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.support.wait import until
@@ -43,14 +44,22 @@ class Open:
     ``_serve_session`` runs them; :meth:`close` breaks it as a lost connection does."""
 
     def __init__(self, ex: Executor) -> None:
+        assert ex._log is not None and ex._report_wake is not None
         self.ex = ex
         self.stream = Recording()
         self.downs: asyncio.Queue[pb.SessionDown | None] = asyncio.Queue()
-        ex._session_out = self.stream
-        ex._report_acked = 0
+        self.link = SessionLink(
+            self.stream,
+            ex._log,
+            ex.clock,
+            ex._report_wake,
+            name=ex.name,
+            start_late=ex._start_late,
+            on_work=ex._session_work,
+        )
         self.tasks = [
-            asyncio.ensure_future(ex._session_read(self._downs())),
-            asyncio.ensure_future(ex._session_reports()),
+            asyncio.ensure_future(self.link.read(self._downs())),
+            asyncio.ensure_future(self.link.report()),
         ]
 
     async def _downs(self) -> AsyncIterator[pb.SessionDown]:
@@ -70,7 +79,7 @@ class Open:
         ]
 
     async def close(self) -> None:
-        self.ex._session_out = None
+        self.link.close()
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -194,7 +203,7 @@ def test_a_report_never_acknowledged_ends_the_session_by_its_deadline_and_keeps_
 ) -> None:
     """Reports in flight do not push a deadline back: the oldest one's passing ends the session
     (deadline_exceeded) though later reports were sent since; nothing is forgotten."""
-    monkeypatch.setattr(agent_module, "SESSION_REPORT_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(session_module, "SESSION_REPORT_TIMEOUT_S", 0.3)
 
     async def main() -> BaseException:
         ex = executor(tmp_path)
@@ -225,7 +234,7 @@ def test_while_reports_are_in_flight_the_next_waits_the_report_gap_and_takes_wha
     """Reports in flight: a burst of results finishing within ``REPORT_GAP_S`` of the last send
     goes in ONE report, not one each (every report is a Raft entry on the leader); with none in
     flight a result goes at once."""
-    monkeypatch.setattr(agent_module, "REPORT_GAP_S", 0.3)
+    monkeypatch.setattr(session_module, "REPORT_GAP_S", 0.3)
 
     async def main() -> None:
         ex = executor(tmp_path)

@@ -73,7 +73,7 @@ from raftsched.executor.aio import wait_event
 from raftsched.executor.batched import BatchRunner, exec_result
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
 from raftsched.executor.health import DEFAULT_FULL_AT, DEFAULT_RESUME_AT, DiskHealth
-from raftsched.executor.leaders import WATCH_POLL_S, Asker, find_leader, who_leads
+from raftsched.executor.leaders import WATCH_POLL_S, Asker, call_leader, find_leader, who_leads
 from raftsched.executor.logfiles import LogFiles, LogSettings, answer_log_request, prune_log_files
 from raftsched.executor.retention import DEFAULT_EXECUTION_LOG_KEEP, LogPruner, keep_ms
 from raftsched.executor.rungate import RunGate
@@ -691,29 +691,9 @@ class Executor(BatchRunner):
             log.warning("%s: rebuilt execution log: no leader answered the leave yet; retrying", self.name)
             await _sleep_or_stop(stop, 1.0)
 
-    async def _to_leader(self, call: Callable[[str, float], Any], deadline: float) -> bool:
-        """``await call(target, timeout_s)`` at the leader, following redirects and trying each
-        target in turn, until it succeeds (True) or ``deadline`` (loop time) passes (False). A
-        leader that does not know this executor (``not_found``) counts as done: it is no member,
-        so there is nothing to drain or leave."""
-        loop = asyncio.get_running_loop()
-        target, tried = self._leader, 0
-        while True:
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            try:
-                await call(target, max(0.2, min(left, self._rpc_timeout_s * 3)))
-                return True
-            except TransportError as exc:
-                if exc.code == "not_found":
-                    return True
-                if exc.leader and exc.leader != target:
-                    target = exc.leader
-                    continue
-                tried += 1
-                target = self.targets[tried % len(self.targets)]
-                await asyncio.sleep(0.1)
+    async def _to_leader(self, call: Callable[[str, float], Awaitable[object]], deadline: float) -> bool:
+        """:func:`~raftsched.executor.leaders.call_leader` from where we registered last."""
+        return await call_leader(call, self._leader, self.targets, self._rpc_timeout_s, deadline)
 
     # -- work ----------------------------------------------------------------------------------------
 

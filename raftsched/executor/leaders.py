@@ -7,13 +7,14 @@ in an epoch older than the one the executor served is a deposed leader that has 
 a set of nodes at once; :func:`find_leader` keeps asking every node after the leader was lost,
 each again as soon as it answers that it knows none. The agent's leader watch
 (:meth:`raftsched.executor.agent.Executor._watch`) and its registration loop call them.
+:func:`call_leader` makes one call at the leader (a drain, a leave), following redirects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from raftsched.abc import ExecutorTransport, TransportError
@@ -125,3 +126,34 @@ async def who_leads(
         for a in asks:
             a.cancel()
         await asyncio.gather(*asks, return_exceptions=True)
+
+
+async def call_leader(
+    call: Callable[[str, float], Awaitable[object]],
+    first: str,
+    targets: Sequence[str],
+    rpc_timeout_s: float,
+    deadline: float,
+) -> bool:
+    """``await call(target, timeout_s)`` at the leader, from ``first`` on, following redirects
+    and trying each of ``targets`` in turn, until it succeeds (True) or ``deadline`` (loop time)
+    passes (False). A leader that does not know this executor (``not_found``) counts as done: it
+    is no member, so there is nothing to drain or leave."""
+    loop = asyncio.get_running_loop()
+    target, tried = first, 0
+    while True:
+        left = deadline - loop.time()
+        if left <= 0:
+            return False
+        try:
+            await call(target, max(0.2, min(left, rpc_timeout_s * 3)))
+            return True
+        except TransportError as exc:
+            if exc.code == "not_found":
+                return True
+            if exc.leader and exc.leader != target:
+                target = exc.leader
+                continue
+            tried += 1
+            target = targets[tried % len(targets)]
+            await asyncio.sleep(0.1)

@@ -123,9 +123,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[ChaosResult, Seen]:
 
 
 def test_a_second_concurrent_change_is_refused(run: tuple[ChaosResult, Seen]) -> None:
+    """One of two concurrent adds is refused; which guard refuses it depends on when the second
+    reaches the leader. While the first change is in progress the state machine refuses it (one
+    change at a time: tests/unit/test_fsm_membership.py pins that message on its own). Once the
+    first has ended, its node has not started yet (the schedule starts it after both calls
+    return), so the second would leave five members with three connected: the leader refuses it
+    before proposing anything. CI on a loaded 2-core machine has seen both."""
     _, seen = run
     assert len(seen.refused) == 1, seen.refused
-    assert "in progress" in seen.refused[0] and "one change at a time" in seen.refused[0]
+    refusal = seen.refused[0]
+    in_progress = "in progress" in refusal and "one change at a time" in refusal
+    no_quorum = "is not connected" in refusal and "without a quorum" in refusal
+    assert in_progress or no_quorum, refusal
 
 
 def test_a_disagreeing_config_is_reported(run: tuple[ChaosResult, Seen]) -> None:

@@ -8,7 +8,7 @@ Runs until SIGTERM/SIGINT, then writes ``DIR/samples.txt`` (one write, at exit) 
 * ``S <execution_id> <nominal_ms> <start_ns>``: the handler started (wall clock, inside the handler;
   one line per handler call, so a second start of one id shows up as a second line);
 * ``A <execution_id> <accept_ns>``: the agent's event loop took the work item off the dispatch
-  stream (``Executor._accept``, before its execution-log write) and it was new (it now holds a slot);
+  stream (``Attempts.accept``, before its execution-log write) and it was new (it now holds a slot);
 * ``D <execution_id> <done_ns>``: the attempt left the agent's running set (result logged);
 * ``M <max_running> <started> <refused_stale>``: the agent's largest running set (less the
   attempts waiting for a slot, with ``--prefetch``) seen right after accepting a dispatch, and its
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from raftsched.executor.agent import Executor
+from raftsched.executor.attempts import Attempts
 from raftsched.executor.runners import AttemptContext
 from raftsched.security.tls import TlsConfig
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
@@ -90,8 +91,45 @@ class Samples:
         return peak
 
 
-class BenchExecutor(Executor):
+class BenchAttempts(Attempts):
     """Records when each attempt was accepted and left the running set (the slot it held)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.accepted: list[tuple[str, int]] = []
+        self.done: list[tuple[str, int]] = []
+        self.max_running = 0
+
+    def accept(self, item: pb.WorkItem) -> None:
+        now = time.time_ns()  # before super().accept's execution-log write
+        before = len(self.running)
+        super().accept(item)
+        held = len(self.running)
+        if held > before:
+            self.accepted.append((item.execution_id, now))
+        running = held - (self.gate.waiting if self.gate is not None else 0)  # not the prefetched
+        if running > self.max_running:
+            self.max_running = running
+
+    async def execute(self, item: pb.WorkItem) -> None:
+        await super().execute(item)
+        self.done.append((item.execution_id, time.time_ns()))
+
+    def _run_eager(self, rows: list[Any], epoch: int) -> None:
+        # Rows of a session message started in their batch (no accept): accepted as they
+        # arrive, done when they did not go on in a Task (an eager no-op never does).
+        now = time.time_ns()
+        fresh = [row[1] for row in rows if row[1] not in self.running]
+        super()._run_eager(rows, epoch)
+        self.accepted.extend((e, now) for e in fresh)
+        end = time.time_ns()
+        self.done.extend((e, end) for e in fresh if e not in self.running)
+
+
+class BenchExecutor(Executor):
+    """The agent, its attempts recorded by :class:`BenchAttempts`."""
+
+    attempts_type = BenchAttempts
 
     def __init__(
         self,
@@ -115,34 +153,8 @@ class BenchExecutor(Executor):
         if prefetch:
             keep["prefetch"] = prefetch
         super().__init__(targets, name, slots=slots, data_dir=data_dir, execution_log=log, tls=tls, **keep)
-        self.accepted: list[tuple[str, int]] = []
-        self.done: list[tuple[str, int]] = []
-        self.max_running = 0
-
-    def _accept(self, item: pb.WorkItem) -> None:
-        now = time.time_ns()  # before super()._accept's execution-log write
-        before = len(self._running)
-        super()._accept(item)
-        held = len(self._running)
-        if held > before:
-            self.accepted.append((item.execution_id, now))
-        running = held - (self._gate.waiting if self._gate is not None else 0)  # not the prefetched
-        if running > self.max_running:
-            self.max_running = running
-
-    async def _execute(self, item: pb.WorkItem) -> None:
-        await super()._execute(item)
-        self.done.append((item.execution_id, time.time_ns()))
-
-    def _run_eager(self, rows: list[Any], epoch: int) -> None:
-        # Rows of a session message started in their batch (no _accept): accepted as they
-        # arrive, done when they did not go on in a Task (an eager no-op never does).
-        now = time.time_ns()
-        fresh = [row[1] for row in rows if row[1] not in self._running]
-        super()._run_eager(rows, epoch)
-        self.accepted.extend((e, now) for e in fresh)
-        end = time.time_ns()
-        self.done.extend((e, end) for e in fresh if e not in self._running)
+        assert isinstance(self.attempts, BenchAttempts)
+        self.recorded: BenchAttempts = self.attempts
 
 
 def main() -> int:
@@ -209,9 +221,10 @@ def main() -> int:
         asyncio.run(serve())
     finally:
         lines = [f"S {e} {n} {t}\n" for e, n, t in list(starts)]
-        lines += [f"A {e} {t}\n" for e, t in ex.accepted]
-        lines += [f"D {e} {t}\n" for e, t in ex.done]
-        lines.append(f"M {ex.max_running} {ex.started} {ex.refused_stale}\n")
+        rec = ex.recorded
+        lines += [f"A {e} {t}\n" for e, t in rec.accepted]
+        lines += [f"D {e} {t}\n" for e, t in rec.done]
+        lines.append(f"M {rec.max_running} {rec.started} {rec.refused_stale}\n")
         tmp = args.data_dir / "samples.txt.tmp"
         tmp.write_text("".join(lines))
         tmp.rename(args.data_dir / "samples.txt")

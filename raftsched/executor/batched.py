@@ -6,8 +6,8 @@ work in as packed columns, eager async handlers, results out as columns.
 * definitions (``SessionTaskDef``) are kept for the stream, by ref; each names a task version's
   command or handler, params, timeout, runner and shards, as the work items of today's stream
   carry them per attempt;
-* cold ``WorkItem`` values (cancels, log requests, workflow tasks, manual runs) go to the agent's
-  :meth:`~raftsched.executor.agent.Executor._accept`, unchanged;
+* cold ``WorkItem`` values (cancels, log requests, workflow tasks, manual runs) go to
+  :meth:`~raftsched.executor.attempts.Attempts.accept`, unchanged;
 * a row whose handler was registered ``eager=True`` (:meth:`CallableRunner.register`), due now
   by the executor's own clock, and whose params hold no secret reference, runs here, in the
   batch that delivered it: every such row of the message is begun in ONE execution-log record
@@ -15,7 +15,7 @@ work in as packed columns, eager async handlers, results out as columns.
   then each handler is started eagerly (``coro.send(None)``, no Task); those that return at
   once are finished in ONE record and reported. One that suspends continues in a Task of its
   own, under the runner's timeout and cancel rules, as the agent's other attempts do;
-* every other row becomes the work item it stands for and goes to ``_accept`` (a row due later,
+* every other row becomes the work item it stands for and goes to ``accept`` (a row due later,
   a command, a plain or non-eager handler): today's path, with its never-early wait, its
   stream-generation rule and its thread-pool hop for plain functions.
 
@@ -71,49 +71,49 @@ _leave_task: Any = getattr(_tasks, "_leave_task")  # noqa: B009
 
 
 class BatchRunner:
-    """The agent's runner of session rows (see the module docstring): a base class of
-    :class:`~raftsched.executor.self.Executor`, which provides what is declared here."""
+    """The runner of session rows (see the module docstring): a base class of
+    :class:`~raftsched.executor.attempts.Attempts`, which provides what is declared here."""
 
-    # Provided by the self.
+    # Provided by the attempts (its subclass).
     name: str
     clock: Clock
     callables: CallableRunner
     observability: ExecutorObservability | None
     started: int
     refused_stale: int
-    _max_epoch: int
-    _log: DedupeLog | None
-    _report_wake: asyncio.Event | None
-    _hb_wake: asyncio.Event | None
-    _running: dict[str, asyncio.Task[None]]
-    _item_gen: dict[str, int]
-    _stream_gen: int
-    _started_ids: set[str]
-    _started_since: list[str]
-    _start_late: dict[str, int]
-    _stops: dict[str, Cancellation]
-    _cancelled: set[str]
-    _masker: Masker
-    _params: ParamsCache
-    _gate: RunGate | None
-    _placed: set[str]
+    max_epoch: int
+    dedupe: DedupeLog | None
+    report_wake: asyncio.Event | None
+    hb_wake: asyncio.Event | None
+    running: dict[str, asyncio.Task[None]]
+    item_gen: dict[str, int]
+    stream_gen: int
+    started_ids: set[str]
+    started_since: list[str]
+    start_late: dict[str, int]
+    stops: dict[str, Cancellation]
+    cancelled: set[str]
+    masker: Masker
+    params: ParamsCache
+    gate: RunGate | None
+    placed: set[str]
 
-    def _accept(self, item: pb.WorkItem) -> None:
+    def accept(self, item: pb.WorkItem) -> None:
         raise NotImplementedError
 
-    def _mask(self, result: AttemptResult) -> AttemptResult:
+    def mask(self, result: AttemptResult) -> AttemptResult:
         raise NotImplementedError
 
-    def _forget(self, execution_id: str, task: asyncio.Task[None]) -> None:
+    def forget(self, execution_id: str, task: asyncio.Task[None]) -> None:
         raise NotImplementedError
 
-    def _leave(self, execution_id: str) -> None:
+    def leave(self, execution_id: str) -> None:
         raise NotImplementedError
 
-    def _release(self, execution_id: str) -> None:
+    def release(self, execution_id: str) -> None:
         raise NotImplementedError
 
-    def _finish_soon(self, result: AttemptResult) -> asyncio.Future[None]:
+    def finish_soon(self, result: AttemptResult) -> asyncio.Future[None]:
         raise NotImplementedError
 
     def _batch_init(self) -> None:
@@ -121,12 +121,12 @@ class BatchRunner:
         self.eager_rows = 0  # rows started eagerly (a test and bench figure)
         self.suspended_rows = 0  # of those, rows that suspended and went on in a Task
 
-    def _session_opened(self) -> None:
+    def session_opened(self) -> None:
         self._session_defs = {}
 
-    def _session_work(self, work: pb.SessionWork) -> None:
+    def session_work(self, work: pb.SessionWork) -> None:
         """Take one message's work (on the agent's loop, inside its session reader)."""
-        if work.epoch < self._max_epoch:
+        if work.epoch < self.max_epoch:
             n = len(work.task_ref) + len(work.cold)
             self.refused_stale += n
             if self.observability is not None:
@@ -136,14 +136,14 @@ class BatchRunner:
                 self.name,
                 n,
                 work.epoch,
-                self._max_epoch,
+                self.max_epoch,
             )
             return
-        self._max_epoch = work.epoch
+        self.max_epoch = work.epoch
         for d in work.defs:
             self._session_defs[d.ref] = d
         for item in work.cold:
-            self._accept(item)
+            self.accept(item)
         refs = work.task_ref
         if not refs:
             return
@@ -172,23 +172,23 @@ class BatchRunner:
             ):
                 eager.append((d, exec_id, run_id, nominal, shard, attempt))
             else:
-                if eager and self._gate is not None:  # prefetch: the rows before it go first
+                if eager and self.gate is not None:  # prefetch: the rows before it go first
                     self._run_eager(eager, work.epoch)
                     eager = []
-                self._accept(_item(d, exec_id, run_id, nominal, shard, attempt, work.epoch))
+                self.accept(_item(d, exec_id, run_id, nominal, shard, attempt, work.epoch))
         if eager:
             self._run_eager(eager, work.epoch)
 
     def _run_eager(self, rows: list[_Row], epoch: int) -> None:
-        dedupe = self._log
-        assert dedupe is not None and self._report_wake is not None
-        running = self._running
+        dedupe = self.dedupe
+        assert dedupe is not None and self.report_wake is not None
+        running = self.running
         obs = self.observability
         fresh: list[_Row] = []
         for row in rows:
             exec_id = row[1]
             if exec_id in running:
-                self._item_gen[exec_id] = self._stream_gen  # sent again: still ours
+                self.item_gen[exec_id] = self.stream_gen  # sent again: still ours
                 if obs is not None:
                     obs.on_duplicate()
                 continue
@@ -197,10 +197,10 @@ class BatchRunner:
                 if obs is not None:
                     obs.on_duplicate()
                 if seen.status is BeginStatus.DONE:
-                    self._report_wake.set()
+                    self.report_wake.set()
                 continue
             fresh.append(row)
-        gate = self._gate
+        gate = self.gate
         if gate is None:
             if fresh:
                 self._run_eager_rows(fresh, epoch)
@@ -219,25 +219,25 @@ class BatchRunner:
             self._run_eager_rows(fresh[i : i + k], epoch)
             i += k
         for d, exec_id, run_id, nominal, shard, attempt in fresh[i:]:
-            self._accept(_item(d, exec_id, run_id, nominal, shard, attempt, epoch))
+            self.accept(_item(d, exec_id, run_id, nominal, shard, attempt, epoch))
 
     def _run_eager_rows(self, fresh: list[_Row], epoch: int) -> None:
         """Begin ``fresh`` (new rows) in one execution-log record, then start each eagerly. With
         prefetch, each holds a run slot taken by the caller: given back here unless it goes on
         in a Task (then when that ends)."""
-        dedupe = self._log
-        assert dedupe is not None and self._report_wake is not None
-        running = self._running
+        dedupe = self.dedupe
+        assert dedupe is not None and self.report_wake is not None
+        running = self.running
         obs = self.observability
-        gate = self._gate
+        gate = self.gate
         try:
             outcomes = dedupe.begin_many([row[1] for row in fresh])  # ONE record, before any start
         except Exception:  # e.g. an id too long for a key: each through the agent's own path
             if gate is not None:
                 for _ in fresh:
-                    gate.give()  # (each _accept below takes its own place or queues)
+                    gate.give()  # (each accept below takes its own place or queues)
             for d, exec_id, run_id, nominal, shard, attempt in fresh:
-                self._accept(_item(d, exec_id, run_id, nominal, shard, attempt, epoch))
+                self.accept(_item(d, exec_id, run_id, nominal, shard, attempt, epoch))
             return
         if obs is not None:
             obs.on_log_write("begin", len(fresh))
@@ -245,18 +245,18 @@ class BatchRunner:
         tail = callables.tail_bytes
         mono = callables.monotonic
         now_ms = self.clock.now_ms()
-        secrets = self._masker.values
-        params_cache = self._params
+        secrets = self.masker.values
+        params_cache = self.params
         loop = asyncio.get_running_loop()
         current = asyncio.current_task(loop)
         done: list[AttemptResult] = []
-        started_since = self._started_since
+        started_since = self.started_since
         for (d, exec_id, run_id, nominal, shard, attempt), outcome in zip(fresh, outcomes, strict=True):
             if outcome.status is not BeginStatus.NEW:  # (only when the same id came twice in one message)
                 continue
             self.started += 1
             started_since.append(exec_id)
-            self._start_late[exec_id] = max(0, now_ms - nominal)
+            self.start_late[exec_id] = max(0, now_ms - nominal)
             cancellation = Cancellation()
             try:
                 ctx = attempt_context(
@@ -303,29 +303,29 @@ class BatchRunner:
             # Suspended: the rest in a Task, as the agent's other attempts run.
             self.suspended_rows += 1
             call: asyncio.Future[object] = loop.create_task(resume_started(coro, yielded), context=context)
-            self._started_ids.add(exec_id)
-            self._item_gen[exec_id] = self._stream_gen
-            self._stops[exec_id] = cancellation
+            self.started_ids.add(exec_id)
+            self.item_gen[exec_id] = self.stream_gen
+            self.stops[exec_id] = cancellation
             task = running[exec_id] = asyncio.ensure_future(self._eager_rest(d.handler, ctx, call, t0))
-            task.add_done_callback(functools.partial(self._forget, exec_id))
+            task.add_done_callback(functools.partial(self.forget, exec_id))
         self.eager_rows += len(fresh)
         if gate is not None:  # the rows that ended here (all but those going on in a Task)
-            placed_ids = self._placed
+            placed_ids = self.placed
             for row in fresh:
                 if row[1] in running and row[1] not in placed_ids:
                     placed_ids.add(row[1])  # suspended: it holds its slot until _eager_rest ends
                 else:
                     gate.give()
-        if self._hb_wake is not None:
-            self._hb_wake.set()  # tell the leader they started (the early heartbeat)
+        if self.hb_wake is not None:
+            self.hb_wake.set()  # tell the leader they started (the early heartbeat)
         if done:
             self._finish_eager(done)
 
     def _finish_eager(self, results: list[AttemptResult]) -> None:
         """Record ``results`` in ONE execution-log record, then let them be reported."""
-        dedupe = self._log
-        assert dedupe is not None and self._report_wake is not None
-        results = [self._mask(r) for r in results]
+        dedupe = self.dedupe
+        assert dedupe is not None and self.report_wake is not None
+        results = [self.mask(r) for r in results]
         obs = self.observability
         if obs is not None:
             obs.on_finished(results)
@@ -343,7 +343,7 @@ class BatchRunner:
         for r in results:
             if not r.success:
                 log.info("%s: %s failed in %d ms: %s", self.name, r.execution_id, r.duration_ms, r.error)
-        self._report_wake.set()
+        self.report_wake.set()
 
     async def _eager_rest(self, handler: str, ctx: Any, call: asyncio.Future[object], started: float) -> None:
         """An eager row that suspended: its outcome under the runner's rules, then recorded."""
@@ -352,27 +352,27 @@ class BatchRunner:
             try:
                 result = await self.callables.run(handler, ctx, call, started)
             except asyncio.CancelledError:
-                if exec_id not in self._cancelled:
+                if exec_id not in self.cancelled:
                     raise  # the agent is stopping
                 result = _failed(exec_id, "cancelled: its run was cancelled or killed")
             except Exception as exc:  # a runner bug must not leave the attempt begun and never finished
                 log.exception("%s: attempt %s crashed the runner", self.name, exec_id)
                 result = _failed(exec_id, f"runner error: {describe(exc)}")
-            result = self._mask(result)
-            finished = self._finish_soon(result)
+            result = self.mask(result)
+            finished = self.finish_soon(result)
             try:
                 await finished
             except asyncio.CancelledError:
-                if exec_id not in self._cancelled:
+                if exec_id not in self.cancelled:
                     raise
         finally:
             if not call.done():
                 call.cancel()
-        self._cancelled.discard(exec_id)
-        self._leave(exec_id)
-        self._release(exec_id)
-        assert self._report_wake is not None
-        self._report_wake.set()
+        self.cancelled.discard(exec_id)
+        self.leave(exec_id)
+        self.release(exec_id)
+        assert self.report_wake is not None
+        self.report_wake.set()
 
 
 def report(

@@ -71,7 +71,7 @@ def test_stale_epochs_are_refused_and_an_execution_id_runs_once() -> None:
 
     asyncio.run(scenario())
     assert calls == ["t@1000/0/1", "t@1000/1/2"]
-    assert ex.refused_stale == 1
+    assert ex.attempts.refused_stale == 1
 
 
 def test_an_unknown_handler_fails_the_attempt_with_a_clear_error() -> None:
@@ -183,8 +183,8 @@ def _who_leads(
         transport=MemoryTransport(endpoint, silent=lambda t: t in paused),
         execution_log=MemoryExecutionLog(),
     )
-    ex._log = DedupeLog(MemoryExecutionLog())
-    ex._max_epoch = endpoint.epoch  # it served the silent leader in that leader's epoch
+    ex.attempts.dedupe = DedupeLog(MemoryExecutionLog())
+    ex.attempts.max_epoch = endpoint.epoch  # it served the silent leader in that leader's epoch
     return asyncio.run(ex._who_leads(ask, 0.2, silent=silent))
 
 
@@ -232,7 +232,7 @@ def test_finding_the_new_leader_is_not_held_up_by_the_paused_one() -> None:
             transport=MemoryTransport(endpoint, silent=lambda t: t == "a:1"),
             execution_log=MemoryExecutionLog(),
         )
-        ex._log = DedupeLog(MemoryExecutionLog())
+        ex.attempts.dedupe = DedupeLog(MemoryExecutionLog())
         found = await ex._find_leader(asyncio.Event(), "a:1")
         assert found == "c:1"
         return loop.time() - endpoint.elected_at
@@ -264,10 +264,10 @@ def test_the_leader_watch_does_not_follow_a_deposed_leader_that_still_answers() 
         transport=MemoryTransport(_Deposed({"a": "leads", "b": "leads", "c": "a"})),
         execution_log=MemoryExecutionLog(),
     )
-    ex._log = DedupeLog(MemoryExecutionLog())
-    ex._max_epoch = 3  # serving a, the leader of epoch 3
+    ex.attempts.dedupe = DedupeLog(MemoryExecutionLog())
+    ex.attempts.max_epoch = 3  # serving a, the leader of epoch 3
     assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) is None
-    ex._max_epoch = 2  # b's own epoch (or a newer one): it leads
+    ex.attempts.max_epoch = 2  # b's own epoch (or a newer one): it leads
     assert asyncio.run(ex._who_leads(["b", "c"], 0.2, silent="a")) == "b"
 
 
@@ -292,8 +292,8 @@ def _find_after_losing_a(
     endpoint.epoch = epoch
     endpoint.newer = {leads: 15} if leads else {}
     ex = Executor("b:1,c:1", "ex1", transport=MemoryTransport(endpoint), execution_log=MemoryExecutionLog())
-    ex._log = DedupeLog(MemoryExecutionLog())
-    ex._max_epoch = 14  # it served a in epoch 14, then a's stream ended
+    ex.attempts.dedupe = DedupeLog(MemoryExecutionLog())
+    ex.attempts.max_epoch = 14  # it served a in epoch 14, then a's stream ended
     monkeypatch.setattr(leaders_module, "FIND_FOR_S", 0.3)
     return asyncio.run(ex._find_leader(asyncio.Event(), "a:1"))
 

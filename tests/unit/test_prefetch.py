@@ -1,7 +1,7 @@
 """Prefetch (``raftsched-executor --prefetch``, :mod:`raftsched.executor.rungate`): an executor
 registers ``slots + prefetch``, runs at most ``slots`` attempts at once and the rest of what it was
 assigned waits, unstarted, in arrival order; the leader's timeout backstop counts from the start it
-learns of. Driven through the in-memory transport and straight through ``_session_work`` (no
+learns of. Driven through the in-memory transport and straight through ``session_work`` (no
 network), and on the dispatcher with a real state machine."""
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def test_an_executor_stopped_with_attempts_waiting_leaves_nothing_started() -> N
 
     asyncio.run(scenario())
     assert hold.started == ["t@1000/0/1"]
-    assert not ex._running and not ex._tickets
+    assert not ex.attempts.running and not ex.attempts.tickets
 
 
 def test_a_cancel_after_a_slot_was_handed_over_but_before_the_attempt_resumed_passes_it_on() -> None:
@@ -227,11 +227,11 @@ def test_a_cancel_after_a_slot_was_handed_over_but_before_the_attempt_resumed_pa
 
     async def scenario() -> None:
         async with endpoint.serving(ex):
-            await endpoint.until(lambda: ex._connected)
+            await endpoint.until(lambda: ex.attempts.connected)
             for e in (a, b, c):
-                ex._accept(work(e))
+                ex.attempts.accept(work(e))
             # b's cancel arrives right after a's slot is handed to b, before b's task resumes.
-            ex._tickets[b].add_done_callback(lambda _: ex._accept(work(b, cancel=True)))
+            ex.attempts.tickets[b].add_done_callback(lambda _: ex.attempts.accept(work(b, cancel=True)))
             await endpoint.until(lambda: hold.started == [a])
             hold.event(a).set()
             await endpoint.until(lambda: hold.started == [a, c])
@@ -279,7 +279,7 @@ def test_a_drain_lets_the_running_attempts_finish_and_starts_none_of_those_waiti
     asyncio.run(scenario())
     assert hold.started == ["t@1000/0/1"]
     assert [r.execution_id for r in endpoint.reports] == [a]
-    assert not ex._running and not ex._tickets
+    assert not ex.attempts.running and not ex.attempts.tickets
 
 
 def test_an_attempt_early_by_the_executors_clock_holds_no_slot_until_it_is_due() -> None:
@@ -292,8 +292,12 @@ def test_an_attempt_early_by_the_executors_clock_holds_no_slot_until_it_is_due()
             endpoint.push("ex1", [work(early), work(now)])
             # The due one takes the slot at once; the early one waits for its time, then queues.
             await endpoint.until(lambda: hold.started == [now])
-            assert ex._gate is not None and early not in ex._placed and early not in ex._tickets
-            await endpoint.until(lambda: early in ex._tickets)  # due: queued behind the slot
+            assert (
+                ex.attempts.gate is not None
+                and early not in ex.attempts.placed
+                and early not in ex.attempts.tickets
+            )
+            await endpoint.until(lambda: early in ex.attempts.tickets)  # due: queued behind the slot
             assert ex.clock.now_ms() >= due_at and hold.started == [now]
             hold.event(now).set()
             await endpoint.until(lambda: hold.started == [now, early])
@@ -312,7 +316,7 @@ def test_a_cancel_of_an_attempt_waiting_for_its_time_ends_it_unstarted_holding_n
         async with endpoint.serving(ex):
             early = f"t@{ex.clock.now_ms() + 5_000}/0/1"
             endpoint.push("ex1", [work(early)])
-            await endpoint.until(lambda: early in ex._running)
+            await endpoint.until(lambda: early in ex.attempts.running)
             endpoint.push("ex1", [work(early, cancel=True)])
             await endpoint.until(lambda: len(endpoint.reports) == 1)
             [r] = endpoint.reports
@@ -345,7 +349,7 @@ def test_an_executor_run_again_after_a_drain_starts_work_again() -> None:
             await endpoint.until(lambda: len(endpoint.reports) == 2)
 
     asyncio.run(scenario())
-    assert ex._gate is not None and not ex._gate.closed and ex._gate.free == 1
+    assert ex.attempts.gate is not None and not ex.attempts.gate.closed and ex.attempts.gate.free == 1
 
 
 def test_an_agent_stopped_before_its_waiting_attempts_took_a_step_gives_back_their_tickets(
@@ -353,14 +357,14 @@ def test_an_agent_stopped_before_its_waiting_attempts_took_a_step_gives_back_the
 ) -> None:
     async def main() -> None:
         ex, _ = eager_ready(tmp_path, slots=1, prefetch=3)
-        ex._session_work(rows(ex, ["hold", "hold", "hold"]))
-        tasks = list(ex._running.values())
+        ex.attempts.session_work(rows(ex, ["hold", "hold", "hold"]))
+        tasks = list(ex.attempts.running.values())
         for t in tasks:  # as the agent stopping does: the waiting ones have not taken a step yet
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.sleep(0)
-        assert not ex._running and not ex._placed and not ex._tickets
-        assert ex._gate is not None and ex._gate.free == 1 and ex._gate.try_take()
+        assert not ex.attempts.running and not ex.attempts.placed and not ex.attempts.tickets
+        assert ex.attempts.gate is not None and ex.attempts.gate.free == 1 and ex.attempts.gate.try_take()
 
     asyncio.run(main())
 
@@ -379,7 +383,7 @@ def test_a_bad_prefetch_is_refused_naming_it(slots: int, prefetch: int, why: str
 
 
 def eager_ready(tmp_path: Path, slots: int, prefetch: int) -> tuple[Executor, Holding]:
-    """An executor ready for ``_session_work`` as on an open stream (a queued row may start when
+    """An executor ready for ``session_work`` as on an open stream (a queued row may start when
     its turn comes), with eager handlers ``hold`` (runs until released) and ``quick`` (ends at
     once), both recording their starts in the returned :class:`Holding`."""
     ex = Executor(
@@ -399,7 +403,7 @@ def eager_ready(tmp_path: Path, slots: int, prefetch: int) -> tuple[Executor, Ho
         hold.started.append(ctx.execution_id)
 
     ready(ex)
-    ex._connected = True
+    ex.attempts.connected = True
     return ex, hold
 
 
@@ -411,7 +415,12 @@ def row_ids(message: pb.SessionWork) -> list[str]:
 
 def all_given_back(ex: Executor, slots: int) -> bool:
     """Every run slot free again and nothing left holding or waiting for one."""
-    return ex._gate is not None and ex._gate.free == slots and not ex._placed and not ex._tickets
+    return (
+        ex.attempts.gate is not None
+        and ex.attempts.gate.free == slots
+        and not ex.attempts.placed
+        and not ex.attempts.tickets
+    )
 
 
 def test_eager_rows_beyond_the_free_slots_wait_in_order_and_run_as_slots_free(tmp_path: Path) -> None:
@@ -419,31 +428,31 @@ def test_eager_rows_beyond_the_free_slots_wait_in_order_and_run_as_slots_free(tm
         ex, hold = eager_ready(tmp_path, slots=1, prefetch=3)
         message = rows(ex, ["hold", "quick", "hold", "quick"])
         ids = row_ids(message)
-        ex._session_work(message)
+        ex.attempts.session_work(message)
         # The first suspends holding the only slot; the rest wait (none ran eagerly).
-        assert hold.started == ids[:1] and ex.eager_rows == 1 and ex.suspended_rows == 1
-        assert ex._gate is not None and ex._gate.waiting == 3
-        assert sorted(ex._running) == sorted(ids)
+        assert hold.started == ids[:1] and ex.attempts.eager_rows == 1 and ex.attempts.suspended_rows == 1
+        assert ex.attempts.gate is not None and ex.attempts.gate.waiting == 3
+        assert sorted(ex.attempts.running) == sorted(ids)
         hold.event(ids[0]).set()
         await until(lambda: len(hold.started) == 3, 5, "the quick one and the next hold start")
         assert hold.started == ids[:3]
         hold.event(ids[2]).set()
-        await until(lambda: len(hold.started) == 4 and not ex._running, 5, "all four end")
+        await until(lambda: len(hold.started) == 4 and not ex.attempts.running, 5, "all four end")
         assert hold.started == ids and hold.most == 1
         assert all_given_back(ex, 1)
         return ex, hold
 
     ex, _ = asyncio.run(main())
-    assert ex._log is not None
-    assert len([r for r in ex._log.pending_reports(10) if r.success]) == 4
+    assert ex.attempts.dedupe is not None
+    assert len([r for r in ex.attempts.dedupe.pending_reports(10) if r.success]) == 4
 
 
 def test_eager_rows_run_in_their_batch_while_slots_are_free(tmp_path: Path) -> None:
     async def main() -> Executor:
         ex, _ = eager_ready(tmp_path, slots=2, prefetch=2)
-        ex._session_work(rows(ex, ["quick"] * 4))  # each ends at once: its slot is free again
-        assert ex.eager_rows == 4 and not ex._running
-        assert ex._gate is not None and ex._gate.free == 2
+        ex.attempts.session_work(rows(ex, ["quick"] * 4))  # each ends at once: its slot is free again
+        assert ex.attempts.eager_rows == 4 and not ex.attempts.running
+        assert ex.attempts.gate is not None and ex.attempts.gate.free == 2
         return ex
 
     asyncio.run(main())
@@ -457,12 +466,12 @@ def test_the_same_row_twice_in_one_message_holds_one_slot(tmp_path: Path) -> Non
         message.nominal_ms.append(message.nominal_ms[0])
         message.shard.append(0)
         message.attempt.append(1)
-        ex._session_work(message)
-        assert ex._gate is not None and ex._gate.free == 1
-        [only] = list(ex._running)
+        ex.attempts.session_work(message)
+        assert ex.attempts.gate is not None and ex.attempts.gate.free == 1
+        [only] = list(ex.attempts.running)
         hold.event(only).set()
-        await until(lambda: not ex._running, 5, "it ends")
-        assert ex._gate.free == 2 and not ex._placed and hold.started == [only]
+        await until(lambda: not ex.attempts.running, 5, "it ends")
+        assert ex.attempts.gate.free == 2 and not ex.attempts.placed and hold.started == [only]
 
     asyncio.run(main())
 
@@ -472,8 +481,8 @@ def test_eager_rows_whose_begin_record_fails_go_the_agents_way_in_order_holding_
 ) -> None:
     async def main() -> None:
         ex, hold = eager_ready(tmp_path, slots=2, prefetch=3)
-        assert ex._log is not None
-        real = ex._log.begin_many
+        assert ex.attempts.dedupe is not None
+        real = ex.attempts.dedupe.begin_many
         calls: list[int] = []
 
         def failing_once(ids: list[str]) -> list[BeginOutcome]:
@@ -482,14 +491,14 @@ def test_eager_rows_whose_begin_record_fails_go_the_agents_way_in_order_holding_
                 raise ValueError("an id too long for a key")
             return real(ids)
 
-        ex._log.begin_many = failing_once  # type: ignore[method-assign,assignment]
+        ex.attempts.dedupe.begin_many = failing_once  # type: ignore[method-assign,assignment]
         message = rows(ex, ["hold", "hold", "hold", "hold"])
         ids = row_ids(message)
-        ex._session_work(message)
+        ex.attempts.session_work(message)
         await until(lambda: len(hold.started) == 2, 5, "two start")
         for e in ids:
             hold.event(e).set()
-        await until(lambda: not ex._running, 5, "all end")
+        await until(lambda: not ex.attempts.running, 5, "all end")
         assert hold.started == ids and hold.most <= 2
         assert all_given_back(ex, 2)
 
@@ -501,10 +510,10 @@ def test_a_cancelled_suspended_eager_row_gives_its_slot_to_the_next(tmp_path: Pa
         ex, hold = eager_ready(tmp_path, slots=1, prefetch=2)
         message = rows(ex, ["hold", "quick"])
         ids = row_ids(message)
-        ex._session_work(message)
+        ex.attempts.session_work(message)
         assert hold.started == ids[:1]
-        ex._accept(pb.WorkItem(execution_id=ids[0], epoch=1, cancel=True))
-        await until(lambda: not ex._running, 5, "both end")
+        ex.attempts.accept(pb.WorkItem(execution_id=ids[0], epoch=1, cancel=True))
+        await until(lambda: not ex.attempts.running, 5, "both end")
         assert hold.started == ids
         assert all_given_back(ex, 1)
 
@@ -521,12 +530,12 @@ def test_a_plain_row_after_an_eager_one_in_a_message_waits_behind_it(tmp_path: P
 
         message = rows(ex, ["hold", "plain"])
         ids = row_ids(message)
-        ex._session_work(message)
+        ex.attempts.session_work(message)
         for _ in range(5):
             await asyncio.sleep(0)  # the plain row's task gets its turns: it waits for the slot
         assert hold.started == ids[:1]
         hold.event(ids[0]).set()
-        await until(lambda: not ex._running, 5, "both end")
+        await until(lambda: not ex.attempts.running, 5, "both end")
         assert hold.started == ids
 
     asyncio.run(main())

@@ -1,5 +1,5 @@
 """Eager rows of a Session message (issue 31 P2, :mod:`raftsched.executor.batched`), driven
-straight through the agent's ``_session_work`` inside a reader task, with an in-memory
+straight through the agent's ``attempts.session_work`` inside a reader task, with an in-memory
 execution log (no network): what a handler started in the batch may and may not touch."""
 
 from __future__ import annotations
@@ -35,11 +35,9 @@ def executor(tmp_path: Path, store: MemoryExecutionLog | None = None) -> Executo
 
 
 def ready(ex: Executor) -> None:
-    """What ``Executor.run`` sets up before it serves (the parts ``_session_work`` uses)."""
+    """What ``Executor.run`` sets up before it serves (the parts ``session_work`` uses)."""
     assert ex._store is not None
-    ex._log = DedupeLog(ex._store, batched=True)
-    ex._report_wake = asyncio.Event()
-    ex._hb_wake = asyncio.Event()
+    ex.attempts.open(DedupeLog(ex._store, batched=True))
 
 
 def rows(ex: Executor, handlers: list[str]) -> pb.SessionWork:
@@ -56,11 +54,11 @@ def rows(ex: Executor, handlers: list[str]) -> pb.SessionWork:
 
 
 async def in_reader(ex: Executor, work: pb.SessionWork) -> str:
-    """``_session_work`` as the agent's session reader runs it (in a task of its own); the
+    """``session_work`` as the agent's session reader runs it (in a task of its own); the
     reader's value of VAR afterwards."""
 
     async def reader() -> str:
-        ex._session_work(work)
+        ex.attempts.session_work(work)
         return VAR.get()
 
     return await asyncio.ensure_future(reader())
@@ -92,7 +90,7 @@ def test_a_context_variable_an_eager_handler_sets_stays_its_own(tmp_path: Path) 
         ready(ex)
         after = await in_reader(ex, rows(ex, ["setter", "reader", "suspends", "reader"]))
         await until(lambda: "t3" in resumed, 5, "the suspended handler resumes")
-        assert ex.eager_rows == 4 and ex.suspended_rows == 1
+        assert ex.attempts.eager_rows == 4 and ex.attempts.suspended_rows == 1
         return after
 
     after = asyncio.run(main())
@@ -126,8 +124,8 @@ def test_an_eager_handler_raising_an_exception_whose_str_raises_fails_alone(tmp_
         return ex
 
     ex = asyncio.run(main())
-    assert ex._log is not None
-    results = {r.execution_id.split("@")[0]: r for r in ex._log.pending_reports(10)}
+    assert ex.attempts.dedupe is not None
+    results = {r.execution_id.split("@")[0]: r for r in ex.attempts.dedupe.pending_reports(10)}
     assert sorted(results) == ["t1", "t2", "t3"]
     assert results["t1"].success and results["t3"].success
     assert not results["t2"].success and results["t2"].error.startswith("Unprintable: <str() failed"), results
@@ -157,8 +155,8 @@ def test_an_eager_handler_raising_a_base_exception_fails_alone(tmp_path: Path) -
         return ex
 
     ex = asyncio.run(main())
-    assert ex._log is not None
-    results = {r.execution_id.split("@")[0]: r for r in ex._log.pending_reports(10)}
+    assert ex.attempts.dedupe is not None
+    results = {r.execution_id.split("@")[0]: r for r in ex.attempts.dedupe.pending_reports(10)}
     assert sorted(results) == ["t1", "t2"] and results["t2"].success
     assert not results["t1"].success and results["t1"].error == "Outcome: stop", results
 
@@ -182,20 +180,28 @@ def test_a_cancel_stops_a_suspended_eager_handler_itself(tmp_path: Path) -> None
 
         ready(ex)
         await in_reader(ex, rows(ex, ["long"]))
-        [exec_id] = ex._running
+        [exec_id] = ex.attempts.running
         cancel = pb.SessionWork(epoch=1)
         cancel.cold.add(execution_id=exec_id, epoch=1, cancel=True, cancel_reason="test")
         await in_reader(ex, cancel)
-        assert ex._log is not None
-        await until(lambda: ex._log is not None and ex._log.pending_reports(10), 5, "the result")
+        assert ex.attempts.dedupe is not None
+        await until(
+            lambda: ex.attempts.dedupe is not None and ex.attempts.dedupe.pending_reports(10), 5, "the result"
+        )
         return ex
 
     ex = asyncio.run(main())
-    assert ex._log is not None
-    [result] = ex._log.pending_reports(10)
+    assert ex.attempts.dedupe is not None
+    [result] = ex.attempts.dedupe.pending_reports(10)
     assert seen == [result.execution_id]
     assert not result.success and result.error == "cancelled (test): handler 'long' cancelled"
-    assert not (ex._running or ex._stops or ex._cancelled or ex._started_ids or ex._item_gen)
+    assert not (
+        ex.attempts.running
+        or ex.attempts.stops
+        or ex.attempts.cancelled
+        or ex.attempts.started_ids
+        or ex.attempts.item_gen
+    )
 
 
 def test_eager_rows_begun_before_a_crash_are_not_started_again_after_it(tmp_path: Path) -> None:
@@ -226,17 +232,17 @@ def test_eager_rows_begun_before_a_crash_are_not_started_again_after_it(tmp_path
         # them finishes); a second one opens the same execution log, as after a restart.
         ex = agent()
         ready(ex)
-        assert ex._log is not None
-        recovered = ex._log.recover()
+        assert ex.attempts.dedupe is not None
+        recovered = ex.attempts.dedupe.recover()
         assert sorted(r.execution_id for r in recovered) == sorted(started)
         await in_reader(ex, work)  # the leader sends them again
         return ex
 
     again = asyncio.run(main())
     assert len(started) == 2  # none started again
-    assert again.eager_rows == 0 and not again._running
-    assert again._log is not None
-    assert {r.execution_id for r in again._log.pending_reports(10)} == set(started)
+    assert again.attempts.eager_rows == 0 and not again.attempts.running
+    assert again.attempts.dedupe is not None
+    assert {r.execution_id for r in again.attempts.dedupe.pending_reports(10)} == set(started)
 
 
 class StuckStream:
@@ -263,18 +269,18 @@ def test_a_heartbeat_or_report_whose_send_never_completes_fails_by_its_deadline(
     async def main() -> list[BaseException]:
         ex = executor(tmp_path)
         ready(ex)
-        assert ex._log is not None
-        ex._log.begin("t@1/0/1")
-        ex._log.finish("t@1/0/1", AttemptResult("t@1/0/1", True))
-        assert ex._report_wake is not None
+        assert ex.attempts.dedupe is not None
+        ex.attempts.dedupe.begin("t@1/0/1")
+        ex.attempts.dedupe.finish("t@1/0/1", AttemptResult("t@1/0/1", True))
+        assert ex.attempts.report_wake is not None
         link = session_module.SessionLink(
             StuckStream(),
-            ex._log,
+            ex.attempts.dedupe,
             ex.clock,
-            ex._report_wake,
+            ex.attempts.report_wake,
             name=ex.name,
-            start_late=ex._start_late,
-            on_work=ex._session_work,
+            start_late=ex.attempts.start_late,
+            on_work=ex.attempts.session_work,
         )
         calls = [
             link.heartbeat("leader", pb.HeartbeatRequest(name="eager"), timeout_s=0.2),
@@ -312,18 +318,18 @@ def test_a_message_from_a_stale_epoch_is_refused_and_counted_in_the_metric(tmp_p
     async def main() -> tuple[int, int]:
         ex = executor(tmp_path)
         counting = Counting()
-        ex.observability = counting  # type: ignore[assignment]
+        ex.attempts.observability = counting  # type: ignore[assignment]
 
         @ex.handler("h", eager=True)
         async def h(ctx: AttemptContext) -> None:
             ran.append(ctx.task)
 
         ready(ex)
-        ex._max_epoch = 2
+        ex.attempts.max_epoch = 2
         work = rows(ex, ["h", "h"])  # epoch 1: older than the newest seen
         work.cold.add(execution_id="c@1/0/1", epoch=1)
         await in_reader(ex, work)
-        return ex.refused_stale, counting.refused_stale
+        return ex.attempts.refused_stale, counting.refused_stale
 
     assert asyncio.run(main()) == (3, 3)
     assert ran == []

@@ -44,18 +44,18 @@ class Open:
     ``_serve_session`` runs them; :meth:`close` breaks it as a lost connection does."""
 
     def __init__(self, ex: Executor) -> None:
-        assert ex._log is not None and ex._report_wake is not None
+        assert ex.attempts.dedupe is not None and ex.attempts.report_wake is not None
         self.ex = ex
         self.stream = Recording()
         self.downs: asyncio.Queue[pb.SessionDown | None] = asyncio.Queue()
         self.link = SessionLink(
             self.stream,
-            ex._log,
+            ex.attempts.dedupe,
             ex.clock,
-            ex._report_wake,
+            ex.attempts.report_wake,
             name=ex.name,
-            start_late=ex._start_late,
-            on_work=ex._session_work,
+            start_late=ex.attempts.start_late,
+            on_work=ex.attempts.session_work,
         )
         self.tasks = [
             asyncio.ensure_future(self.link.read(self._downs())),
@@ -87,18 +87,18 @@ class Open:
 
 def finish(ex: Executor, first: int, n: int) -> list[str]:
     """``n`` results finished (successes, and every seventh a failure: a cold result), woken."""
-    assert ex._log is not None and ex._report_wake is not None
+    assert ex.attempts.dedupe is not None and ex.attempts.report_wake is not None
     ids = [f"t{i:05d}@1/0/1" for i in range(first, first + n)]
     for i, execution_id in enumerate(ids):
-        ex._log.begin(execution_id)
-        ex._log.finish(execution_id, AttemptResult(execution_id, (first + i) % 7 != 0))
-    ex._report_wake.set()
+        ex.attempts.dedupe.begin(execution_id)
+        ex.attempts.dedupe.finish(execution_id, AttemptResult(execution_id, (first + i) % 7 != 0))
+    ex.attempts.report_wake.set()
     return ids
 
 
 def pending(ex: Executor) -> set[str]:
-    assert ex._log is not None
-    return set(ex._log.pending_ids())
+    assert ex.attempts.dedupe is not None
+    return set(ex.attempts.dedupe.pending_ids())
 
 
 async def settled() -> None:

@@ -282,9 +282,9 @@ def test_a_cancel_that_follows_its_attempt_in_one_message_stops_it_on_the_execut
     async def main() -> tuple[bool, bool]:
         ex = executor(tmp_path)
         ready(ex)
-        ex._session_work(work)
-        running = ex._running.get(exec_id)
-        stopping = exec_id in ex._cancelled  # the cancel found it (and cancelled it: not started)
+        ex.attempts.session_work(work)
+        running = ex.attempts.running.get(exec_id)
+        stopping = exec_id in ex.attempts.cancelled  # the cancel found it (and cancelled it: not started)
         if running is not None:
             running.cancel()
             await asyncio.gather(running, return_exceptions=True)

@@ -86,7 +86,7 @@ from raftsched.executor.runners import (
     SubprocessRunner,
 )
 from raftsched.executor.secrets import SecretStore
-from raftsched.executor.session import SESSION_VERSION, SessionLink
+from raftsched.executor.session import SESSION_VERSION
 from raftsched.logfields import attempt_fields, leadership_fields
 from raftsched.model import validate_name
 from raftsched.observability.executor_http import ExecutorObservability
@@ -548,17 +548,9 @@ class Executor:
         self.attempts.max_epoch = max(self.attempts.max_epoch, first.accept.epoch)
         self.sessions_opened += 1
         self.attempts.stream_opened()
-        assert self.attempts.dedupe is not None and self.attempts.report_wake is not None
         obs = self.observability
-        link = SessionLink(
-            stream,
-            self.attempts.dedupe,
-            self.clock,
-            self.attempts.report_wake,  # set by finished results and by acknowledgements alike
-            name=self.name,
-            start_late=self.attempts.start_late,
-            on_work=self.attempts.session_work,
-            on_acknowledged=None if obs is None else functools.partial(obs.on_log_write, "acknowledge"),
+        link = self.attempts.session_link(
+            stream, None if obs is None else functools.partial(obs.on_log_write, "acknowledge")
         )
         self.attempts.session_opened()
         log.info(

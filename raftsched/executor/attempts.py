@@ -25,7 +25,7 @@ import functools
 import logging
 from collections.abc import Callable
 
-from raftsched.abc import Clock
+from raftsched.abc import Clock, SessionStream
 from raftsched.errors import InvalidSpec
 from raftsched.executor.batched import BatchRunner
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
@@ -42,6 +42,7 @@ from raftsched.executor.runners import (
     python_command,
 )
 from raftsched.executor.secrets import Masker, MaskingFilter, MissingSecret, SecretStore, resolve_attempt
+from raftsched.executor.session import SessionLink
 from raftsched.logfields import attempt_fields
 from raftsched.observability.executor_http import ExecutorObservability
 from raftsched.v1 import raftsched_pb2 as pb
@@ -131,6 +132,23 @@ class Attempts(BatchRunner):
             self.gate = RunGate(self.slots)
             self.placed.clear()
             self.tickets.clear()
+
+    def session_link(
+        self, stream: SessionStream, on_acknowledged: Callable[[int], None] | None = None
+    ) -> SessionLink:
+        """The link over an open session ``stream``: it reports the results this table's
+        execution log holds and hands each message's work to :meth:`session_work`."""
+        assert self.dedupe is not None and self.report_wake is not None
+        return SessionLink(
+            stream,
+            self.dedupe,
+            self.clock,
+            self.report_wake,  # set by finished results and by acknowledgements alike
+            name=self.name,
+            start_late=self.start_late,
+            on_work=self.session_work,
+            on_acknowledged=on_acknowledged,
+        )
 
     def stream_opened(self) -> None:
         """A dispatch stream (or session) opened: attempts sent on it may start."""

@@ -273,15 +273,7 @@ def test_a_heartbeat_or_report_whose_send_never_completes_fails_by_its_deadline(
         ex.attempts.dedupe.begin("t@1/0/1")
         ex.attempts.dedupe.finish("t@1/0/1", AttemptResult("t@1/0/1", True))
         assert ex.attempts.report_wake is not None
-        link = session_module.SessionLink(
-            StuckStream(),
-            ex.attempts.dedupe,
-            ex.clock,
-            ex.attempts.report_wake,
-            name=ex.name,
-            start_late=ex.attempts.start_late,
-            on_work=ex.attempts.session_work,
-        )
+        link = ex.attempts.session_link(StuckStream())
         calls = [
             link.heartbeat("leader", pb.HeartbeatRequest(name="eager"), timeout_s=0.2),
             link.report(),

@@ -16,7 +16,7 @@ from raftsched.abc import TransportError
 from raftsched.executor import session as session_module
 from raftsched.executor.agent import Executor
 from raftsched.executor.runners import AttemptResult
-from raftsched.executor.session import MAX_SESSION_REPORTS, SessionLink
+from raftsched.executor.session import MAX_SESSION_REPORTS
 from raftsched.rpc import executor_service
 from raftsched.v1 import raftsched_pb2 as pb
 from tests.support.wait import until
@@ -48,15 +48,7 @@ class Open:
         self.ex = ex
         self.stream = Recording()
         self.downs: asyncio.Queue[pb.SessionDown | None] = asyncio.Queue()
-        self.link = SessionLink(
-            self.stream,
-            ex.attempts.dedupe,
-            ex.clock,
-            ex.attempts.report_wake,
-            name=ex.name,
-            start_late=ex.attempts.start_late,
-            on_work=ex.attempts.session_work,
-        )
+        self.link = ex.attempts.session_link(self.stream)
         self.tasks = [
             asyncio.ensure_future(self.link.read(self._downs())),
             asyncio.ensure_future(self.link.report()),

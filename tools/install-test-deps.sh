@@ -74,4 +74,4 @@ python -m pip install -q -e '.[test]'
 # nothing is cached at import either: every node and executor a test starts (~480 per
 # run, besides the CLI calls) would compile the package from source again, ~0.45 s of CPU each.
 # Bytecode compiled now is used (and checked against each source's mtime) by every process.
-python -m compileall -q -j 0 raftsched >/dev/null
+python -m compileall -q -j 0 raftsched

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -104,7 +103,6 @@ H = TypeVar("H", bound=Callable[..., Any])
 
 _TLS_WARN_INTERVAL_S = 10.0
 _EARLY_HEARTBEAT_GAP_S = 0.05  # at most ~20 heartbeats a second, however many attempts start
-_RESEND_POLL_S = 0.05  # how often an attempt whose stream broke checks whether it was re-sent
 _WATCH_SUSPECT_CAP_S = 0.5  # a heartbeat unanswered this long (at most) makes it ask the others
 
 
@@ -233,7 +231,6 @@ class Executor:
         self._registered_once = False
         self._tls_warned = -_TLS_WARN_INTERVAL_S
         self._store = execution_log
-        self.clock: Clock = clock or SystemClock()
         # Our clock minus the leader's, from the leader's time on each register and heartbeat
         # reply with the round trip halved (None until the first reply).
         self.clock_offset_ms: int | None = None
@@ -247,18 +244,18 @@ class Executor:
         self._drain: asyncio.Event | None = None  # set: drain, then leave and return from run()
         self.draining = False  # a drain has begun
         self.left = False  # the drain ended with a committed Leave
-        self.observability = ExecutorObservability(name, http, self._observed) if http is not None else None
         self._log_senders: set[asyncio.Task[None]] = set()  # answers to log requests under way
         # What it holds, each attempt from its arrival to its result (raftsched.executor.attempts).
+        # Its clock and observability are the attempts' (the properties below): one of each.
         self.attempts = self.attempts_type(
             name,
             slots=slots,
             prefetch=prefetch,
-            clock=self.clock,
+            clock=clock or SystemClock(),
             secrets=self.secrets,
             callables=self.callables,
             subprocess=self.subprocess,
-            observability=self.observability,
+            observability=ExecutorObservability(name, http, self._observed) if http is not None else None,
             on_log_request=self._answer_log_request,
         )
         # The Session stream (issue 31 P2): used with a leader that serves it (RegisterReply.
@@ -307,6 +304,53 @@ class Executor:
         at_wall = self.clock.now_ms() - round((now_mono - sent_mono) * 500)  # our clock half-way
         self.clock_offset_ms = at_wall - leader_now_ms
 
+    @property
+    def clock(self) -> Clock:
+        """This executor's clock: the one its attempts read too (assignable, as a test does)."""
+        return self.attempts.clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self.attempts.clock = clock
+
+    @property
+    def observability(self) -> ExecutorObservability | None:
+        """Its ``/metrics`` and probes (None without ``http``): the one its attempts report to."""
+        return self.attempts.observability
+
+    @observability.setter
+    def observability(self, observability: ExecutorObservability | None) -> None:
+        self.attempts.observability = observability
+
+    @property
+    def started(self) -> int:
+        """Attempts started here since the agent was made."""
+        return self.attempts.started
+
+    @property
+    def refused_stale(self) -> int:
+        """Work refused as sent by a deposed leader (an epoch older than the newest seen)."""
+        return self.attempts.refused_stale
+
+    @property
+    def eager_rows(self) -> int:
+        """Session rows started eagerly, in the batch that delivered them."""
+        return self.attempts.eager_rows
+
+    @property
+    def suspended_rows(self) -> int:
+        """Of the eager rows, those that suspended and went on in a Task."""
+        return self.attempts.suspended_rows
+
+    def _count_log_writes(self, op: str) -> Callable[[int], None]:
+        """A callback counting execution-log writes of ``op`` in the metrics (if any, then)."""
+
+        def count(records: int) -> None:
+            if self.observability is not None:
+                self.observability.on_log_write(op, records)
+
+        return count
+
     def handler(self, name: str, *, eager: bool = False) -> Callable[[H], H]:
         """Register a Python callable run for tasks whose ``handler`` is ``name``. ``eager``: an
         async handler started at once in the batch that delivered it, over a Session stream
@@ -354,20 +398,22 @@ class Executor:
         flusher = asyncio.ensure_future(self._flush_loop()) if own_log else None
         pruner = None
         if self.execution_log_keep_ms is not None:
-            on_removed = None if obs is None else functools.partial(obs.on_log_write, "prune")
             pruner = LogPruner(
                 dedupe,
                 self.execution_log_keep_ms,
-                self.clock,
+                lambda: self.clock.now_ms(),
+                lambda: self.clock.monotonic(),
                 name=self.name,
                 in_thread=own_log,
-                on_removed=on_removed,
+                on_removed=self._count_log_writes("prune"),
             )
         pruning = asyncio.ensure_future(pruner.run()) if pruner is not None else None
         drainer = asyncio.ensure_future(self._drain_when_asked(stop))
         masked_handlers = self.attempts.masking.install()  # secret values never reach a log line
         log_pruner = asyncio.ensure_future(
-            prune_log_files(self.log_files, self.clock.now_ms, lambda: list(self.attempts.running), self.name)
+            prune_log_files(
+                self.log_files, lambda: self.clock.now_ms(), lambda: list(self.attempts.running), self.name
+            )
         )
         try:
             if obs is not None:
@@ -548,10 +594,7 @@ class Executor:
         self.attempts.max_epoch = max(self.attempts.max_epoch, first.accept.epoch)
         self.sessions_opened += 1
         self.attempts.stream_opened()
-        obs = self.observability
-        link = self.attempts.session_link(
-            stream, None if obs is None else functools.partial(obs.on_log_write, "acknowledge")
-        )
+        link = self.attempts.session_link(stream, self._count_log_writes("acknowledge"))
         self.attempts.session_opened()
         log.info(
             "%s: session %d open with %s (version %d)",
@@ -654,7 +697,7 @@ class Executor:
 
     async def _to_leader(self, call: Callable[[str, float], Awaitable[object]], deadline: float) -> bool:
         """:func:`~raftsched.executor.leaders.call_leader` from where we registered last."""
-        return await call_leader(call, self._leader, self.targets, self._rpc_timeout_s, deadline)
+        return await call_leader(call, self._leader, self.targets, lambda: self._rpc_timeout_s, deadline)
 
     # -- work ----------------------------------------------------------------------------------------
 

@@ -142,7 +142,7 @@ class Attempts(BatchRunner):
         return SessionLink(
             stream,
             self.dedupe,
-            self.clock,
+            lambda: self.clock.now_ms(),  # the clock of the moment (a test may swap it)
             self.report_wake,  # set by finished results and by acknowledgements alike
             name=self.name,
             start_late=self.start_late,

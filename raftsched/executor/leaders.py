@@ -132,13 +132,15 @@ async def call_leader(
     call: Callable[[str, float], Awaitable[object]],
     first: str,
     targets: Sequence[str],
-    rpc_timeout_s: float,
+    rpc_timeout_s: Callable[[], float],
     deadline: float,
 ) -> bool:
     """``await call(target, timeout_s)`` at the leader, from ``first`` on, following redirects
     and trying each of ``targets`` in turn, until it succeeds (True) or ``deadline`` (loop time)
-    passes (False). A leader that does not know this executor (``not_found``) counts as done: it
-    is no member, so there is nothing to drain or leave."""
+    passes (False), each try bounded by three ``rpc_timeout_s()`` (read at each try: a
+    registration meanwhile sets it from the leader's lease). A leader that does not know this
+    executor (``not_found``) counts as done: it is no member, so there is nothing to drain or
+    leave."""
     loop = asyncio.get_running_loop()
     target, tried = first, 0
     while True:
@@ -146,7 +148,7 @@ async def call_leader(
         if left <= 0:
             return False
         try:
-            await call(target, max(0.2, min(left, rpc_timeout_s * 3)))
+            await call(target, max(0.2, min(left, rpc_timeout_s() * 3)))
             return True
         except TransportError as exc:
             if exc.code == "not_found":

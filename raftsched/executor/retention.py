@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from raftsched.abc import Clock
 from raftsched.errors import InvalidSpec
 from raftsched.executor.dedupe import DedupeLog
 from raftsched.timing.durations import parse_duration_ms
@@ -91,7 +90,8 @@ class LogPruner:
         self,
         log_: DedupeLog,
         keep_ms: int,
-        clock: Clock,
+        now_ms: Callable[[], int],
+        monotonic: Callable[[], float],
         *,
         name: str,
         in_thread: bool,
@@ -99,7 +99,8 @@ class LogPruner:
     ) -> None:
         self.log = log_
         self.keep_ms = keep_ms
-        self.clock = clock
+        self.now_ms = now_ms  # the wall clock (ms) and the monotonic one (s), read at each round
+        self.monotonic = monotonic
         self.name = name
         self.in_thread = in_thread
         self.on_removed = on_removed
@@ -110,7 +111,7 @@ class LogPruner:
         cutoffs = PruneCutoff(self.keep_ms)
         while True:
             await asyncio.sleep(self.every_s)
-            cutoff = cutoffs.next(self.clock.now_ms(), self.clock.monotonic())
+            cutoff = cutoffs.next(self.now_ms(), self.monotonic())
             while True:
                 try:
                     removed = await self._prune(cutoff)

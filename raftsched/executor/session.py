@@ -13,7 +13,7 @@ import asyncio
 import collections
 from collections.abc import AsyncIterator, Callable
 
-from raftsched.abc import Clock, SessionStream, TransportError
+from raftsched.abc import SessionStream, TransportError
 from raftsched.executor.aio import wait_event
 from raftsched.executor.batched import report as batched_report
 from raftsched.executor.dedupe import DedupeLog
@@ -48,7 +48,7 @@ class SessionLink:
         self,
         stream: SessionStream,
         log_: DedupeLog,
-        clock: Clock,
+        now_ms: Callable[[], int],
         wake: asyncio.Event,
         *,
         name: str,
@@ -58,7 +58,7 @@ class SessionLink:
     ) -> None:
         self.stream = stream
         self.log = log_
-        self.clock = clock
+        self.now_ms = now_ms  # the wall clock, ms: when the log records an acknowledgement
         self.wake = wake
         self.name = name
         self.start_late = start_late
@@ -134,7 +134,7 @@ class SessionLink:
                 while in_flight and in_flight[0][0] <= acked:
                     done.extend(in_flight.popleft()[2])
                 sent.difference_update(done)
-                log_.acknowledge(done, self.clock.now_ms())
+                log_.acknowledge(done, self.now_ms())
                 for execution_id in done:
                     self.start_late.pop(execution_id, None)
                 if self.on_acknowledged is not None:

@@ -37,7 +37,8 @@ class Seen:
 
 
 def concurrent_adds(h: ChaosHarness, seen: Seen) -> None:
-    """Two add-node calls at once: one is in progress when the other reaches the state machine."""
+    """Two add-node calls at once: the second is refused, as a change in progress or for the
+    quorum (see test_a_second_concurrent_change_is_refused)."""
     ids = ["n4", "n5"]
     for nid in ids:
         h.cluster.add_node_entry(nid)
@@ -123,12 +124,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[ChaosResult, Seen]:
 
 
 def test_a_second_concurrent_change_is_refused(run: tuple[ChaosResult, Seen]) -> None:
-    """One of two concurrent adds is refused; which guard refuses it depends on when the second
-    reaches the leader. While the first change is in progress the state machine refuses it (one
-    change at a time: tests/unit/test_fsm_membership.py pins that message on its own). Once the
-    first has ended, its node has not started yet (the schedule starts it after both calls
-    return), so the second would leave five members with three connected: the leader refuses it
-    before proposing anything. CI on a loaded 2-core machine has seen both."""
+    """One of two concurrent adds is refused; which guard refuses it depends on how far the first
+    has got when the second reaches the leader. Before the first's node is in Raft's membership,
+    the state machine refuses the second as a change in progress (one change at a time:
+    tests/unit/test_fsm_membership.py pins that message on its own). Once it is (the change still
+    finishing, or ended), that node is a peer not yet connected (the schedule starts it only after
+    both calls return), and the leader refuses the second before proposing anything: it could
+    leave the cluster without a quorum. CI on a loaded 2-core machine has seen both."""
     _, seen = run
     assert len(seen.refused) == 1, seen.refused
     refusal = seen.refused[0]

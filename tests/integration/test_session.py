@@ -169,8 +169,8 @@ def test_a_new_executor_works_over_a_session_with_eager_and_suspending_handlers(
     cluster.wait_for_leader(60)
     emb = run_tasks(cluster, tmp_path / "emb", tasks)
     assert emb.ex.sessions_opened >= 1
-    assert emb.ex.attempts.eager_rows >= 6  # quick and slow ran in their batches
-    assert emb.ex.attempts.suspended_rows >= 3  # slow went on in a Task
+    assert emb.ex.eager_rows >= 6  # quick and slow ran in their batches
+    assert emb.ex.suspended_rows >= 3  # slow went on in a Task
     assert len(emb.ran) == len(set(emb.ran))  # nothing ran twice
 
 
@@ -183,7 +183,7 @@ def test_a_new_executor_keeps_the_old_rpcs_with_an_old_leader(
     start_build(cluster, script)
     cluster.wait_for_leader(60)
     emb = run_tasks(cluster, tmp_path / "emb", tasks)
-    assert emb.ex.sessions_opened == 0 and emb.ex.attempts.eager_rows == 0
+    assert emb.ex.sessions_opened == 0 and emb.ex.eager_rows == 0
     assert len(emb.ran) == len(set(emb.ran))
 
 
@@ -197,7 +197,7 @@ def test_a_new_executor_falls_back_when_the_leader_answers_unimplemented(
     cluster.wait_for_leader(60)
     with caplog.at_level("INFO", logger="raftsched.executor.agent"):
         emb = run_tasks(cluster, tmp_path / "emb", tasks[:1])
-    assert emb.ex.sessions_opened == 0 and emb.ex.attempts.eager_rows == 0
+    assert emb.ex.sessions_opened == 0 and emb.ex.eager_rows == 0
     assert "has no Session stream; using DispatchBatch, Report and Heartbeat" in caplog.text
 
 
@@ -207,7 +207,7 @@ def test_a_new_leader_serves_an_executor_that_never_opens_a_session(
     cluster = make_cluster()
     cluster.wait_for_leader(60)
     emb = run_tasks(cluster, tmp_path / "emb", tasks, session=False)
-    assert emb.ex.sessions_opened == 0 and emb.ex.attempts.eager_rows == 0
+    assert emb.ex.sessions_opened == 0 and emb.ex.eager_rows == 0
     assert len(emb.ran) == len(set(emb.ran))
 
 
@@ -250,7 +250,7 @@ def test_eager_handlers_that_suspend_keep_their_timeout_and_cancel_and_a_guarded
     assert overrun_shard.timed_out and "timed out after 300 ms" in overrun_shard.error, overrun_shard
     assert "runner error: ValueError: no text for this value" in badvalue_error, badvalue_error
     assert "runner error: ValueError: no text for this value" in badvalue_error, badvalue_error
-    assert emb.ex.attempts.suspended_rows >= 3
+    assert emb.ex.suspended_rows >= 3
 
 
 def test_a_session_under_steady_load_stays_open_and_runs_every_fire_once(

@@ -37,7 +37,7 @@ def _cluster(max_retries: int = 0) -> SimHarness:
     sim.elect("n1")
     slow = sim.add_executor("slow", slots=8)
     assert slow.agent is not None
-    slow.agent.clock = slow.agent.attempts.clock = _Behind(sim.clock)  # the agent and its attempts
+    slow.agent.clock = _Behind(sim.clock)
     sim.add_executor("fast", slots=8)
     sim.add_task(
         TaskSpec(

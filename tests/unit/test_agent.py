@@ -71,7 +71,7 @@ def test_stale_epochs_are_refused_and_an_execution_id_runs_once() -> None:
 
     asyncio.run(scenario())
     assert calls == ["t@1000/0/1", "t@1000/1/2"]
-    assert ex.attempts.refused_stale == 1
+    assert ex.refused_stale == 1
 
 
 def test_an_unknown_handler_fails_the_attempt_with_a_clear_error() -> None:

@@ -430,7 +430,7 @@ def test_eager_rows_beyond_the_free_slots_wait_in_order_and_run_as_slots_free(tm
         ids = row_ids(message)
         ex.attempts.session_work(message)
         # The first suspends holding the only slot; the rest wait (none ran eagerly).
-        assert hold.started == ids[:1] and ex.attempts.eager_rows == 1 and ex.attempts.suspended_rows == 1
+        assert hold.started == ids[:1] and ex.eager_rows == 1 and ex.suspended_rows == 1
         assert ex.attempts.gate is not None and ex.attempts.gate.waiting == 3
         assert sorted(ex.attempts.running) == sorted(ids)
         hold.event(ids[0]).set()
@@ -451,7 +451,7 @@ def test_eager_rows_run_in_their_batch_while_slots_are_free(tmp_path: Path) -> N
     async def main() -> Executor:
         ex, _ = eager_ready(tmp_path, slots=2, prefetch=2)
         ex.attempts.session_work(rows(ex, ["quick"] * 4))  # each ends at once: its slot is free again
-        assert ex.attempts.eager_rows == 4 and not ex.attempts.running
+        assert ex.eager_rows == 4 and not ex.attempts.running
         assert ex.attempts.gate is not None and ex.attempts.gate.free == 2
         return ex
 

@@ -90,7 +90,7 @@ def test_a_context_variable_an_eager_handler_sets_stays_its_own(tmp_path: Path) 
         ready(ex)
         after = await in_reader(ex, rows(ex, ["setter", "reader", "suspends", "reader"]))
         await until(lambda: "t3" in resumed, 5, "the suspended handler resumes")
-        assert ex.attempts.eager_rows == 4 and ex.attempts.suspended_rows == 1
+        assert ex.eager_rows == 4 and ex.suspended_rows == 1
         return after
 
     after = asyncio.run(main())
@@ -310,7 +310,7 @@ def test_a_message_from_a_stale_epoch_is_refused_and_counted_in_the_metric(tmp_p
     async def main() -> tuple[int, int]:
         ex = executor(tmp_path)
         counting = Counting()
-        ex.attempts.observability = counting  # type: ignore[assignment]
+        ex.observability = counting  # type: ignore[assignment]
 
         @ex.handler("h", eager=True)
         async def h(ctx: AttemptContext) -> None:
@@ -321,7 +321,7 @@ def test_a_message_from_a_stale_epoch_is_refused_and_counted_in_the_metric(tmp_p
         work = rows(ex, ["h", "h"])  # epoch 1: older than the newest seen
         work.cold.add(execution_id="c@1/0/1", epoch=1)
         await in_reader(ex, work)
-        return ex.attempts.refused_stale, counting.refused_stale
+        return ex.refused_stale, counting.refused_stale
 
     assert asyncio.run(main()) == (3, 3)
     assert ran == []

@@ -1,19 +1,16 @@
 """The executor side: runners that carry out attempts, and the dedupe log that runs each once.
 
-``runners`` runs a shell command or a registered Python handler and turns every outcome into an
-:class:`AttemptResult`; ``dedupe`` records execution ids durably (in an
+``commands`` runs a shell command and ``handlers`` a registered Python handler, each turning
+every outcome into an :class:`AttemptResult` (``runners``: their contract and the attempt's
+context and result); ``dedupe`` records execution ids durably (in an
 :class:`raftsched.abc.ExecutionLog`) so a re-delivered attempt is not run again and its result is
 re-reported; ``memory`` is the in-process :class:`raftsched.abc.ExecutorTransport`.
 """
 
+from raftsched.executor.commands import SubprocessRunner
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog, ExecutionRecord, ExecutionState
-from raftsched.executor.runners import (
-    AttemptContext,
-    AttemptResult,
-    CallableRunner,
-    CommandRunner,
-    SubprocessRunner,
-)
+from raftsched.executor.handlers import CallableRunner
+from raftsched.executor.runners import AttemptContext, AttemptResult, CommandRunner
 
 __all__ = [
     "AttemptContext",

@@ -74,16 +74,14 @@ from raftsched.errors import InvalidSpec, TlsError
 from raftsched.executor.aio import wait_event
 from raftsched.executor.attempts import Attempts
 from raftsched.executor.batched import exec_result
+from raftsched.executor.commands import SubprocessRunner
 from raftsched.executor.dedupe import DedupeLog
+from raftsched.executor.handlers import CallableRunner
 from raftsched.executor.health import DEFAULT_FULL_AT, DEFAULT_RESUME_AT, DiskHealth
 from raftsched.executor.leaders import WATCH_POLL_S, Asker, call_leader, find_leader, who_leads
 from raftsched.executor.logfiles import LogFiles, LogSettings, answer_log_request, prune_log_files
 from raftsched.executor.retention import DEFAULT_EXECUTION_LOG_KEEP, LogPruner, keep_ms
-from raftsched.executor.runners import (
-    CallableRunner,
-    CommandRunner,
-    SubprocessRunner,
-)
+from raftsched.executor.runners import CommandRunner
 from raftsched.executor.secrets import SecretStore
 from raftsched.executor.session import SESSION_VERSION
 from raftsched.logfields import attempt_fields, leadership_fields

@@ -28,18 +28,17 @@ from collections.abc import Callable
 from raftsched.abc import Clock, SessionStream
 from raftsched.errors import InvalidSpec
 from raftsched.executor.batched import BatchRunner
+from raftsched.executor.commands import SubprocessRunner, python_command
 from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
+from raftsched.executor.handlers import CallableRunner
 from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import (
     AttemptResult,
-    CallableRunner,
     Cancellation,
     CommandRunner,
     ParamsCache,
-    SubprocessRunner,
     attempt_context,
     describe,
-    python_command,
 )
 from raftsched.executor.secrets import Masker, MaskingFilter, MissingSecret, SecretStore, resolve_attempt
 from raftsched.executor.session import SessionLink

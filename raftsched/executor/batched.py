@@ -42,22 +42,16 @@ from asyncio import tasks as _tasks
 from typing import TYPE_CHECKING, Any
 
 from raftsched.executor.dedupe import BeginStatus
-from raftsched.executor.runners import (
-    AttemptResult,
-    Cancellation,
-    attempt_context,
-    describe,
-    handler_failure,
-    handler_success,
-    resume_started,
-)
+from raftsched.executor.handlers import handler_failure, handler_success, resume_started
+from raftsched.executor.runners import AttemptResult, Cancellation, attempt_context, describe
 from raftsched.v1 import raftsched_pb2 as pb
 
 if TYPE_CHECKING:
     from raftsched.abc import Clock
     from raftsched.executor.dedupe import DedupeLog
+    from raftsched.executor.handlers import CallableRunner
     from raftsched.executor.rungate import RunGate
-    from raftsched.executor.runners import CallableRunner, ParamsCache
+    from raftsched.executor.runners import ParamsCache
     from raftsched.executor.secrets import Masker
     from raftsched.observability.executor_http import ExecutorObservability
 

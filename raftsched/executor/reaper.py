@@ -5,7 +5,7 @@ executor that started it: an executor killed with SIGKILL (or by the OOM killer,
 leave it running as an orphan while the leader, once the executor's lease expires, runs the
 attempt again elsewhere - two copies of one attempt at once. The reaper closes that gap.
 
-:class:`raftsched.executor.runners.SubprocessRunner` starts one reaper per executor (before its
+:class:`raftsched.executor.commands.SubprocessRunner` starts one reaper per executor (before its
 first command is forked), in a session of its own (a signal to the executor's process group does
 not reach it), and keeps the write end of a pipe to the reaper's stdin. For each command it writes
 ``+PGID`` once the process exists and ``-PGID`` once the attempt is over. When the executor

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from raftsched.executor.runners import AttemptContext, CallableRunner, Cancellation, SubprocessRunner
+from raftsched.executor.commands import SubprocessRunner
+from raftsched.executor.handlers import CallableRunner
+from raftsched.executor.runners import AttemptContext, Cancellation
 from raftsched.testing.cluster import wait_until
 
 
@@ -154,7 +156,8 @@ def test_a_plain_handler_sees_the_flag_at_its_timeout_too() -> None:
 _HOST = textwrap.dedent(
     """
     import asyncio, sys
-    from raftsched.executor.runners import AttemptContext, SubprocessRunner
+    from raftsched.executor.commands import SubprocessRunner
+    from raftsched.executor.runners import AttemptContext
 
     async def main():
         runner = SubprocessRunner(grace_s=1)
@@ -219,7 +222,8 @@ def test_the_reaper_runs_before_the_first_command_is_forked(
 _UNREGISTERED_HOST = textwrap.dedent(
     """
     import asyncio, sys
-    from raftsched.executor.runners import AttemptContext, SubprocessRunner
+    from raftsched.executor.commands import SubprocessRunner
+    from raftsched.executor.runners import AttemptContext
 
     class Unregistered(SubprocessRunner):
         def _tell_reaper(self, line):  # the executor dies before it registers the group

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from raftsched.errors import InvalidSpec, StoreDamaged
-from raftsched.executor import runners
+from raftsched.executor import handlers
 from raftsched.executor.dedupe import (
     FORMAT_VERSION,
     INTERRUPTED_ERROR,
@@ -29,10 +29,10 @@ from raftsched.executor.dedupe import (
     _decode,
     _encode_done,
 )
+from raftsched.executor.handlers import CallableRunner
 from raftsched.executor.runners import (
     AttemptContext,
     AttemptResult,
-    CallableRunner,
     Cancellation,
     FrozenParams,
     ParamsCache,
@@ -322,7 +322,7 @@ def test_a_handlers_kind_is_resolved_at_registration_not_per_attempt(monkeypatch
         calls.append(fn)
         return True
 
-    monkeypatch.setattr(runners, "_is_async", counting)
+    monkeypatch.setattr(handlers, "_is_async", counting)
     ctx = AttemptContext(**FIELDS)
 
     async def both() -> list[AttemptResult]:

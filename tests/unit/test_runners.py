@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 import pytest
 
 from raftsched.errors import InvalidSpec
-from raftsched.executor.runners import AttemptContext, AttemptResult, CallableRunner, SubprocessRunner
+from raftsched.executor.commands import SubprocessRunner
+from raftsched.executor.handlers import CallableRunner
+from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.testing.cluster import wait_until
 from tests.support.wait import until
 

@@ -17,8 +17,9 @@ import pytest
 from raftsched import codec
 from raftsched.errors import InvalidSpec
 from raftsched.executor.agent import Executor
+from raftsched.executor.commands import SubprocessRunner
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
-from raftsched.executor.runners import AttemptContext, SubprocessRunner
+from raftsched.executor.runners import AttemptContext
 from raftsched.executor.secrets import (
     MASK,
     Masker,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from raftsched.errors import InvalidWorkflow
-from raftsched.executor.runners import python_command
+from raftsched.executor.commands import python_command
 from raftsched.workflow.files import parse_workflow_text
 
 SEED = """\

@@ -8,7 +8,8 @@ re-reported; ``memory`` is the in-process :class:`raftsched.abc.ExecutorTranspor
 """
 
 from raftsched.executor.commands import SubprocessRunner
-from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog, ExecutionRecord, ExecutionState
+from raftsched.executor.dedupe import DedupeLog
+from raftsched.executor.execlog_records import BeginOutcome, BeginStatus, ExecutionRecord, ExecutionState
 from raftsched.executor.handlers import CallableRunner
 from raftsched.executor.runners import AttemptContext, AttemptResult, CommandRunner
 

@@ -29,7 +29,8 @@ from raftsched.abc import Clock, SessionStream
 from raftsched.errors import InvalidSpec
 from raftsched.executor.batched import BatchRunner
 from raftsched.executor.commands import SubprocessRunner, python_command
-from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
+from raftsched.executor.dedupe import DedupeLog
+from raftsched.executor.execlog_records import BeginOutcome, BeginStatus
 from raftsched.executor.handlers import CallableRunner
 from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import (

@@ -41,7 +41,7 @@ import logging
 from asyncio import tasks as _tasks
 from typing import TYPE_CHECKING, Any
 
-from raftsched.executor.dedupe import BeginStatus
+from raftsched.executor.execlog_records import BeginStatus
 from raftsched.executor.handlers import handler_failure, handler_success, resume_started
 from raftsched.executor.runners import AttemptResult, Cancellation, attempt_context, describe
 from raftsched.v1 import raftsched_pb2 as pb

@@ -15,18 +15,9 @@ names the attempt, and this log makes an executor run each id at most once, acro
 Storage is any :class:`raftsched.abc.ExecutionLog`: on disk the LMDB one
 (:class:`raftsched.storage.lmdb_execlog.LmdbExecutionLog`, one LMDB write per ``begin`` and per
 ``finish`` batch), in simulation :class:`raftsched.storage.memory.MemoryExecutionLog`. Entries
-are versioned JSON; an entry is *settled* in the store once acknowledged, with the time it was
-acknowledged. A bounded in-process cache keeps hot entries decoded.
-
-Entry encoding (format 2, binary, written since the executor hot-path work of issue 31): a
-version byte 2, a state byte (``R`` running, ``D`` done), and for a done entry a fixed
-little-endian header (flags: success, timed out, has an exit code; exit code; duration; the
-UTF-8 lengths of error, stdout tail and stderr tail) followed by those three texts. The key is
-the execution id, so the entry does not repeat it. Format 1 entries (JSON objects with ``"v": 1``,
-written by earlier releases) are still read, so an upgraded executor opens its old log and
-recovers it; entries are never rewritten in place, they age out by the retention. An older
-release cannot read format 2 entries: it refuses the log as damaged (downgrade needs a new data
-dir once the executor has run on this release).
+are versioned (binary since format 2; the JSON of format 1 is still read); an entry is *settled*
+in the store once acknowledged, with the time it was acknowledged. A bounded in-process cache
+keeps hot entries decoded.
 
 Batch records (format 3, written by the agent since issue 31 P2; ``DedupeLog(batched=True)``):
 instead of one entry per id, each :meth:`DedupeLog.begin_many` writes ONE begin record naming
@@ -41,12 +32,11 @@ a finish record was running: interrupted, as above. A begin record is settled on
 it is acknowledged, a finish record once every begin record its rows come from is settled (so
 an unsettled begin record always finds its results); acknowledgements of part of a batch are
 kept in memory only, so after a restart those results are reported again (reports are
-idempotent). Keys start with ``\x01`` (no execution id may hold it), then ``b`` or ``f`` and a
-hexadecimal counter; values start with the version byte 3. Before its first record the log
-gets a marker entry (``\x01format``, never settled): an older release reads unsettled entries
-at open and refuses the log as "written by a newer release" on it. The index costs memory for
-every id held (about 150 bytes each: 300,000 ids at 500 attempts/s and the default 10-minute
-keep are ~45 MB).
+idempotent). The index costs memory for every id held (about 150 bytes each: 300,000 ids at
+500 attempts/s and the default 10-minute keep are ~45 MB).
+
+How entries and records are encoded (formats 1, 2 and 3, and the marker entry by which an older
+release refuses a batched log): :mod:`raftsched.executor.execlog_records`.
 
 Retention: :meth:`DedupeLog.prune_older_than` drops entries acknowledged before a cutoff, a bounded
 number per transaction (the agent calls it from a worker thread; see
@@ -62,306 +52,48 @@ applied, which the age covers.
 
 from __future__ import annotations
 
-import json
 import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Container, Iterable
-from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple
 
 from raftsched.abc import ExecutionLog
 from raftsched.errors import StoreDamaged
+from raftsched.executor.execlog_records import (
+    BEGIN_KIND,
+    MARKER,
+    MARKER_KEY,
+    RECORD_PREFIX,
+    RUNNING_RAW,
+    BeginOutcome,
+    BeginStatus,
+    ExecutionRecord,
+    ExecutionState,
+    NewerFormat,
+    decode,
+    decode_finish,
+    encode,
+    encode_begin,
+    encode_finish,
+    record_head,
+)
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.timing.clock import SystemClock
 
-FORMAT_VERSION = 2  # the binary encoding (module docstring); 1 is the JSON one, still read
-_JSON_VERSION = 1
 INTERRUPTED_ERROR = "executor restarted while the attempt ran"
 
 
-class BeginStatus(StrEnum):
-    """What :meth:`DedupeLog.begin` found."""
-
-    NEW = "new"  # recorded as running now: run the attempt, then finish() it
-    RUNNING = "running"  # already running (here, or interrupted until recover()): do not run again
-    DONE = "done"  # already finished: do not run again; report the stored result again
-
-
-class ExecutionState(StrEnum):
-    RUNNING = "running"
-    DONE = "done"
-
-
-class BeginOutcome(NamedTuple):
-    """``status``, and for ``DONE`` the stored ``result`` (None otherwise)."""
-
-    status: BeginStatus
-    result: AttemptResult | None = None
-
-
-class ExecutionRecord(NamedTuple):
-    """One entry of the log. ``result`` is set when ``state`` is DONE; ``acknowledged`` means the
-    cluster has committed the report (only a DONE entry can be acknowledged)."""
-
-    execution_id: str
-    state: ExecutionState
-    result: AttemptResult | None = None
-    acknowledged: bool = False
-
-
-# Format 2 (module docstring): version, state, flags, exit code, duration, three text lengths.
-_BINARY = FORMAT_VERSION
-_RUNNING_RAW = bytes((_BINARY, ord("R")))
-_DONE = struct.Struct("<BBBqqIII")
-_DONE_STATE = ord("D")
-_SUCCESS, _TIMED_OUT, _HAS_EXIT = 1, 2, 4
-_JSON_START = ord("{")
 _NEW = BeginOutcome(BeginStatus.NEW)
 _RUNNING = BeginOutcome(BeginStatus.RUNNING)
-
-
-def _text(value: str) -> bytes:
-    return value.encode("utf-8", "surrogatepass") if value else b""
-
-
-def _encode_done(result: AttemptResult) -> bytes:
-    """A done entry, format 2; ``ValueError`` naming the id for a result it cannot hold."""
-    try:
-        error, out, err = _text(result.error), _text(result.stdout_tail), _text(result.stderr_tail)
-        exit_code = result.exit_code
-        flags = (
-            (_SUCCESS if result.success else 0)
-            | (_TIMED_OUT if result.timed_out else 0)
-            | (0 if exit_code is None else _HAS_EXIT)
-        )
-        head = _DONE.pack(
-            _BINARY, _DONE_STATE, flags, exit_code or 0, result.duration_ms, len(error), len(out), len(err)
-        )
-    except (struct.error, TypeError, AttributeError, UnicodeError) as exc:
-        raise ValueError(f"result of {result.execution_id!r} cannot be recorded: {exc}") from None
-    return b"".join((head, error, out, err)) if error or out or err else head
-
-
-def _encode(record: ExecutionRecord) -> bytes:
-    if record.result is None:
-        return _RUNNING_RAW
-    return _encode_done(record.result)
-
-
-class NewerFormat(ValueError):
-    """An entry written by a newer release: not damage (an upgrade reads it)."""
-
-
-def _newer(where: str, version: int) -> NewerFormat:
-    return NewerFormat(
-        f"{where} has format version {version}, newer than this raftsched reads"
-        f" ({FORMAT_VERSION}): it was written by a newer release; upgrade, or use a new data dir"
-    )
-
-
-def _decode(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
-    if not raw:
-        raise ValueError(f"execution log entry {execution_id!r} is empty")
-    version = raw[0]
-    if version == _JSON_START:
-        return _decode_v1(execution_id, raw, settled)
-    if version != _BINARY:
-        where = f"execution log entry {execution_id!r}"
-        if _BINARY < version < _JSON_START:
-            raise _newer(where, version)
-        raise ValueError(f"{where} has an unknown encoding (first byte {version})")
-    if raw == _RUNNING_RAW:
-        return ExecutionRecord(execution_id, ExecutionState.RUNNING, None, settled)
-    where = f"execution log entry {execution_id!r}"
-    if len(raw) < _DONE.size or raw[1] != _DONE_STATE:
-        raise ValueError(f"{where} is truncated or has an unknown state")
-    _, _, flags, exit_code, duration_ms, n_error, n_out, n_err = _DONE.unpack_from(raw)
-    end_error = _DONE.size + n_error
-    end_out = end_error + n_out
-    if end_out + n_err != len(raw) or flags > 7:
-        raise ValueError(f"{where} is malformed (its lengths do not add up)")
-    try:
-        result = AttemptResult(
-            execution_id,
-            bool(flags & _SUCCESS),
-            exit_code if flags & _HAS_EXIT else None,
-            raw[_DONE.size : end_error].decode("utf-8", "surrogatepass") if n_error else "",
-            raw[end_error:end_out].decode("utf-8", "surrogatepass") if n_out else "",
-            raw[end_out:].decode("utf-8", "surrogatepass") if n_err else "",
-            duration_ms,
-            bool(flags & _TIMED_OUT),
-        )
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{where} holds text that is not UTF-8: {exc}") from None
-    return ExecutionRecord(execution_id, ExecutionState.DONE, result, settled)
-
-
-def _decode_v1(execution_id: str, raw: bytes, settled: bool) -> ExecutionRecord:
-    where = f"execution log entry {execution_id!r}"
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ValueError(f"{where} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("v"), int):
-        raise ValueError(f"{where} has no format version")
-    if data["v"] > _JSON_VERSION:
-        raise _newer(where, data["v"])
-    try:
-        state = ExecutionState(str(data.get("state")))
-    except ValueError:
-        raise ValueError(f"{where} has unknown state {data.get('state')!r}") from None
-    result = None
-    if state is ExecutionState.DONE:
-        if not isinstance(data.get("result"), dict):
-            raise ValueError(f"{where} is done but holds no result")
-        result = AttemptResult.from_json_dict(data["result"])
-    return ExecutionRecord(execution_id, state, result, acknowledged=settled)
 
 
 def _outcome(record: ExecutionRecord) -> BeginOutcome:
     if record.state is ExecutionState.RUNNING:
         return _RUNNING
     return BeginOutcome(BeginStatus.DONE, record.result)
-
-
-# -- batch records (format 3) ------------------------------------------------------------------
-#
-# One record for the begins of a batch and one for its results (module docstring, "Batch
-# records"). Keys start with _RECORD, which no execution id may contain; values start with the
-# version byte 3 and a kind byte. A begin record: header, then the ids joined by NUL. A finish
-# record: header, the ids joined by NUL, then the columns (flags, exit code, duration and the three
-# text lengths of each row) and the texts.
-
-BATCH_FORMAT = 3
-_RECORD = "\x01"
-MARKER_KEY = _RECORD + "format"
-_MARKER = bytes((BATCH_FORMAT, ord("M")))
-_BEGIN, _FINISH = ord("B"), ord("F")
-_HEAD = struct.Struct("<BBII")  # version, kind, rows, bytes of the ids
-_MAX_ID = 511  # bytes, as the store's keys
-
-
-def _check_ids(ids: list[str], blob: bytes) -> None:
-    """``ValueError`` (nothing is recorded) for an id a batch record cannot hold."""
-    if blob.count(b"\x00") != len(ids) - 1 or b"\x01" in blob or not all(ids):
-        bad = next(i for i in ids if not i or "\x00" in i or "\x01" in i)
-        raise ValueError(f"execution id {bad!r} cannot be recorded (empty, or holds NUL or \\x01)")
-    if max(map(len, ids)) > _MAX_ID // 4:  # only then may an id exceed the limit in UTF-8
-        for i in ids:
-            n = len(i.encode("utf-8", "surrogatepass"))
-            if n > _MAX_ID:
-                raise ValueError(f"execution ids must be 1 to {_MAX_ID} UTF-8 bytes, got {n}")
-
-
-def _encode_begin(ids: list[str]) -> bytes:
-    blob = "\x00".join(ids).encode("utf-8", "surrogatepass")
-    _check_ids(ids, blob)
-    return _HEAD.pack(BATCH_FORMAT, _BEGIN, len(ids), len(blob)) + blob
-
-
-def _encode_finish(results: list[AttemptResult]) -> bytes:
-    """A finish record; ``ValueError`` naming the id for a result it cannot hold."""
-    n = len(results)
-    ids = [r.execution_id for r in results]
-    blob = "\x00".join(ids).encode("utf-8", "surrogatepass")
-    _check_ids(ids, blob)
-    flags: list[int] = []
-    exits: list[int] = []
-    durations: list[int] = []
-    lengths: list[int] = []
-    texts: list[bytes] = []
-    try:
-        for r in results:
-            exit_code = r.exit_code
-            flags.append(
-                (_SUCCESS if r.success else 0)
-                | (_TIMED_OUT if r.timed_out else 0)
-                | (0 if exit_code is None else _HAS_EXIT)
-            )
-            exits.append(exit_code or 0)
-            durations.append(r.duration_ms)
-            if r.error or r.stdout_tail or r.stderr_tail:
-                three = (_text(r.error), _text(r.stdout_tail), _text(r.stderr_tail))
-                lengths.extend(len(t) for t in three)
-                texts.extend(three)
-            else:
-                lengths.extend((0, 0, 0))
-        columns = struct.pack(f"<{n}B{n}q{n}q{3 * n}I", *flags, *exits, *durations, *lengths)
-    except (struct.error, TypeError, AttributeError, UnicodeError):
-        for r in results:  # name the row that cannot be recorded
-            _encode_done(r)
-        raise ValueError(f"results of {ids[:3]!r}... cannot be recorded") from None
-    return b"".join((_HEAD.pack(BATCH_FORMAT, _FINISH, n, len(blob)), blob, columns, *texts))
-
-
-def _record_head(key: str, raw: bytes) -> tuple[int, int, list[str]]:
-    """A batch record's kind, rows and ids; ``NewerFormat`` or ``ValueError`` naming the key."""
-    where = f"execution log record {key!r}"
-    if not raw:
-        raise ValueError(f"{where} is empty")
-    if raw[0] != BATCH_FORMAT:
-        if BATCH_FORMAT < raw[0] < _JSON_START:
-            raise NewerFormat(
-                f"{where} has format version {raw[0]}, newer than this raftsched reads"
-                f" ({BATCH_FORMAT}): it was written by a newer release; upgrade, or use a new data dir"
-            )
-        raise ValueError(f"{where} has an unknown encoding (first byte {raw[0]})")
-    if raw == _MARKER:
-        return ord("M"), 0, []
-    if len(raw) < _HEAD.size:
-        raise ValueError(f"{where} is truncated")
-    _, kind, n, n_ids = _HEAD.unpack_from(raw)
-    end = _HEAD.size + n_ids
-    if kind not in (_BEGIN, _FINISH) or end > len(raw) or (kind == _BEGIN and end != len(raw)) or n < 1:
-        raise ValueError(f"{where} is malformed (unknown kind, or its lengths do not add up)")
-    ids = raw[_HEAD.size : end].decode("utf-8", "surrogatepass").split("\x00")
-    if len(ids) != n:
-        raise ValueError(f"{where} is malformed (it names {len(ids)} ids for {n} rows)")
-    return kind, n, ids
-
-
-def _decode_finish(key: str, raw: bytes) -> list[AttemptResult]:
-    """The results of a finish record; ``ValueError`` naming the key if it is damaged."""
-    kind, n, ids = _record_head(key, raw)
-    where = f"execution log record {key!r}"
-    if kind != _FINISH:
-        raise ValueError(f"{where} is not a finish record")
-    columns = struct.Struct(f"<{n}B{n}q{n}q{3 * n}I")
-    start = _HEAD.size + _HEAD.unpack_from(raw)[3]
-    if start + columns.size > len(raw):
-        raise ValueError(f"{where} is truncated")
-    values = columns.unpack_from(raw, start)
-    flags, exits, durations, lengths = values[:n], values[n : 2 * n], values[2 * n : 3 * n], values[3 * n :]
-    at = start + columns.size
-    if at + sum(lengths) != len(raw) or max(flags) > 7:
-        raise ValueError(f"{where} is malformed (its lengths do not add up)")
-    out: list[AttemptResult] = []
-    try:
-        for i, execution_id in enumerate(ids):
-            f = flags[i]
-            texts = []
-            for length in lengths[3 * i : 3 * i + 3]:
-                texts.append(raw[at : at + length].decode("utf-8", "surrogatepass") if length else "")
-                at += length
-            out.append(
-                AttemptResult(
-                    execution_id,
-                    bool(f & _SUCCESS),
-                    exits[i] if f & _HAS_EXIT else None,
-                    texts[0],
-                    texts[1],
-                    texts[2],
-                    durations[i],
-                    bool(f & _TIMED_OUT),
-                )
-            )
-    except (UnicodeError, ValueError, TypeError) as exc:
-        raise ValueError(f"{where} is malformed: {exc}") from None
-    return out
 
 
 class _Begin:
@@ -439,13 +171,13 @@ class DedupeLog:
                 raise ValueError(f"cache_size must be >= 0, got {cache_size}")
             for key, raw, settled in self._store.items():
                 try:
-                    if key[:1] == _RECORD:
+                    if key[:1] == RECORD_PREFIX:
                         self._load_record(key, raw, settled)
                         continue
                     if settled:  # an acknowledged per-id entry: indexed, read when asked
                         self._begun_in[key] = ""
                         continue
-                    record = _decode(key, raw, settled=False)
+                    record = decode(key, raw, settled=False)
                 except NewerFormat:
                     raise
                 except (ValueError, KeyError, TypeError, struct.error) as exc:  # damaged: what ran?
@@ -464,7 +196,7 @@ class DedupeLog:
         self._interrupted = list(self._running)
 
     def _load_record(self, key: str, raw: bytes, settled: bool) -> None:
-        kind, _, ids = _record_head(key, raw)
+        kind, _, ids = record_head(key, raw)
         try:
             self._next_record = max(self._next_record, int(key[2:], 16) + 1)
         except ValueError:
@@ -473,7 +205,7 @@ class DedupeLog:
         if kind == ord("M"):
             self._marked = True
             return
-        if kind == _BEGIN:
+        if kind == BEGIN_KIND:
             self._records[key] = _Begin(ids, settled)
             self._batch_ids += len(ids)
             for execution_id in ids:
@@ -491,7 +223,7 @@ class DedupeLog:
             record.finishes.append(key)
         if settled:
             return  # every row acknowledged: the results are read when asked
-        for result in _decode_finish(key, raw):
+        for result in decode_finish(key, raw):
             execution_id = result.execution_id
             number = self._running.pop(execution_id, None)
             if number is None:  # its begin record is settled: acknowledged
@@ -543,7 +275,7 @@ class DedupeLog:
         found = self._store.get(execution_id)
         if found is None:
             return None
-        record = _decode(execution_id, *found)
+        record = decode(execution_id, *found)
         self._remember(record)
         return record
 
@@ -560,7 +292,7 @@ class DedupeLog:
             found = self._store.get(key)
             if found is None:
                 continue
-            for result in _decode_finish(key, found[0]):
+            for result in decode_finish(key, found[0]):
                 if result.execution_id == execution_id:
                     record = ExecutionRecord(execution_id, ExecutionState.DONE, result, True)
                     self._remember(record)
@@ -620,7 +352,7 @@ class DedupeLog:
             if fresh and self._batched:
                 self._begin_batch_locked(execution_ids, fresh, out)
             elif fresh:
-                found = self._store.insert_many([(execution_ids[i], _RUNNING_RAW) for i in fresh])
+                found = self._store.insert_many([(execution_ids[i], RUNNING_RAW) for i in fresh])
                 for i, existing in zip(fresh, found, strict=True):
                     execution_id = execution_ids[i]
                     if existing is None:
@@ -629,7 +361,7 @@ class DedupeLog:
                         self._remember(ExecutionRecord(execution_id, ExecutionState.RUNNING))
                         out[i] = _NEW
                     else:
-                        record = _decode(execution_id, *existing)
+                        record = decode(execution_id, *existing)
                         self._remember(record)
                         out[i] = _outcome(record)
             return [o for o in out if o is not None]
@@ -638,9 +370,9 @@ class DedupeLog:
         self, execution_ids: list[str], fresh: list[int], out: list[BeginOutcome | None]
     ) -> None:
         ids = list(dict.fromkeys(execution_ids[i] for i in fresh))  # a repeat finds it running
-        value = _encode_begin(ids)  # ValueError: nothing recorded
-        key = f"{_RECORD}b{self._next_record:x}"
-        items = [(key, value)] if self._marked else [(MARKER_KEY, _MARKER), (key, value)]
+        value = encode_begin(ids)  # ValueError: nothing recorded
+        key = f"{RECORD_PREFIX}b{self._next_record:x}"
+        items = [(key, value)] if self._marked else [(MARKER_KEY, MARKER), (key, value)]
         if any(self._store.insert_many(items)):
             raise RuntimeError(f"execution log record {key!r} exists already: two logs over one store?")
         self._marked = True
@@ -695,14 +427,14 @@ class DedupeLog:
                         raise ValueError(f"{execution_id!r} is finished already; its first result stands")
                     single.append(ExecutionRecord(execution_id, ExecutionState.DONE, result))
                 seen.add(execution_id)
-            value = _encode_finish(batch) if batch else b""  # ValueError before anything is written
+            value = encode_finish(batch) if batch else b""  # ValueError before anything is written
             if single:
                 self._finish_locked(single)
             if batch:
                 self._finish_batch_locked(batch, value)
 
     def _finish_batch_locked(self, results: list[AttemptResult], value: bytes) -> None:
-        key = f"{_RECORD}f{self._next_record:x}"
+        key = f"{RECORD_PREFIX}f{self._next_record:x}"
         if any(self._store.insert_many([(key, value)])):
             raise RuntimeError(f"execution log record {key!r} exists already: two logs over one store?")
         self._next_record += 1
@@ -727,7 +459,7 @@ class DedupeLog:
             record.finishes.append(key)
 
     def _finish_locked(self, records: list[ExecutionRecord]) -> None:
-        self._store.update([(r.execution_id, _encode(r), False) for r in records])
+        self._store.update([(r.execution_id, encode(r), False) for r in records])
         for record in records:
             execution_id = record.execution_id
             number = self._running.pop(execution_id, None)
@@ -775,7 +507,7 @@ class DedupeLog:
             if single:
                 self._finish_locked(single)
             if batch:
-                self._finish_batch_locked(batch, _encode_finish(batch))
+                self._finish_batch_locked(batch, encode_finish(batch))
             return results
 
     # -- reporting -------------------------------------------------------------------------------
@@ -902,7 +634,7 @@ class DedupeLog:
         if removed:
             with self._lock:
                 for key in removed:
-                    if key[:1] != _RECORD:
+                    if key[:1] != RECORD_PREFIX:
                         self._cache.pop(key, None)
                         self._begun_in.pop(key, None)
                         dropped += 1

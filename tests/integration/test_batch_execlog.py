@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from raftsched.client import Client
-from raftsched.executor.dedupe import MARKER_KEY, _record_head
+from raftsched.executor.execlog_records import MARKER_KEY, record_head
 from raftsched.model import ManualTrigger, TaskSpec
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.testing.cluster import LocalCluster, wait_until
@@ -86,6 +86,6 @@ def test_an_executor_killed_mid_batch_and_restarted_runs_no_begun_attempt_again(
     assert log_text.count("was interrupted by a restart") == SHARDS, log_text[-3000:]
     with LmdbExecutionLog(fleet.base / "ex1") as raw:
         keys = [key for key, _, _ in raw.items()]
-        kinds = Counter(chr(_record_head(k, v)[0]) for k, v, _ in raw.items() if k != MARKER_KEY)
+        kinds = Counter(chr(record_head(k, v)[0]) for k, v, _ in raw.items() if k != MARKER_KEY)
     assert keys[0] == MARKER_KEY and all(k.startswith("\x01") for k in keys), keys  # no per-id entries
     assert kinds["B"] >= 1 and kinds["F"] >= 1

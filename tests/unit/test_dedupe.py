@@ -17,14 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raftsched.abc import ExecutionLog
-from raftsched.executor.dedupe import (
-    INTERRUPTED_ERROR,
-    BeginOutcome,
-    BeginStatus,
-    DedupeLog,
-    ExecutionState,
-    _decode,
-)
+from raftsched.executor.dedupe import INTERRUPTED_ERROR, DedupeLog
+from raftsched.executor.execlog_records import BeginOutcome, BeginStatus, ExecutionState, decode
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.memory import MemoryExecutionLog
@@ -104,7 +98,7 @@ def test_values_are_versioned(tmp_path: Path) -> None:
     assert found is not None
     value, settled = found
     assert not settled
-    assert value[0] == 2 and _decode("a/0/1", value, settled).result == ok("a/0/1", "hi")
+    assert value[0] == 2 and decode("a/0/1", value, settled).result == ok("a/0/1", "hi")
 
 
 def test_refuses_entries_from_a_newer_format(tmp_path: Path) -> None:

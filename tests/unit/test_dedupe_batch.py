@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.executor.agent import Executor
-from raftsched.executor.dedupe import MARKER_KEY, BeginStatus, DedupeLog, ExecutionState, _record_head
+from raftsched.executor.dedupe import DedupeLog
+from raftsched.executor.execlog_records import MARKER_KEY, BeginStatus, ExecutionState, record_head
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.runners import AttemptContext, AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
@@ -54,7 +55,7 @@ class CountingLog(MemoryExecutionLog):
         records = [(key, value) for key, value in items if key.startswith("\x01") and key != MARKER_KEY]
         finishing = False
         for key, value in records:
-            kind, rows, _ = _record_head(key, value)
+            kind, rows, _ = record_head(key, value)
             finishing = finishing or chr(kind) == "F"
             (self.finish_records if chr(kind) == "F" else self.begin_records).append(rows)
         if not records:

@@ -21,16 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raftsched.errors import StoreDamaged
-from raftsched.executor.dedupe import (
-    INTERRUPTED_ERROR,
+from raftsched.executor.dedupe import INTERRUPTED_ERROR, DedupeLog
+from raftsched.executor.execlog_records import (
     MARKER_KEY,
     BeginOutcome,
     BeginStatus,
-    DedupeLog,
     NewerFormat,
-    _decode,
-    _decode_finish,
-    _encode_finish,
+    decode,
+    decode_finish,
+    encode_finish,
 )
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
@@ -118,7 +117,7 @@ def test_results_round_trip_through_a_finish_record() -> None:
         AttemptResult("c@1/0/1", False, None, INTERRUPTED_ERROR),
         AttemptResult("d@1/0/1", True, None, duration_ms=2**62),
     ]
-    assert _decode_finish("\x01f0", _encode_finish(results)) == results
+    assert decode_finish("\x01f0", encode_finish(results)) == results
 
 
 def test_a_result_a_record_cannot_hold_records_none_of_the_batch(tmp_path: Path) -> None:
@@ -136,7 +135,7 @@ def test_a_result_a_record_cannot_hold_records_none_of_the_batch(tmp_path: Path)
 
 def test_an_older_release_refuses_a_log_with_batch_records(tmp_path: Path) -> None:
     """The previous release reads the unsettled entries at open with the per-id decoder (this
-    module's ``_decode``, unchanged): the marker, inserted before the first record and never
+    module's ``decode``, unchanged): the marker, inserted before the first record and never
     settled, makes it refuse the log as written by a newer release, not as damaged, and not by
     forgetting the ids in records it cannot read."""
     with DedupeLog.open(tmp_path, batched=True) as log:
@@ -148,7 +147,7 @@ def test_an_older_release_refuses_a_log_with_batch_records(tmp_path: Path) -> No
     assert unsettled == [(MARKER_KEY, b"\x03M")]
     with pytest.raises(NewerFormat, match="format version 3, newer"):
         for key, value in unsettled:
-            _decode(key, value, False)
+            decode(key, value, False)
 
 
 def test_a_record_of_a_newer_format_is_refused_as_newer_and_a_damaged_one_as_damage(tmp_path: Path) -> None:
@@ -158,7 +157,7 @@ def test_a_record_of_a_newer_format_is_refused_as_newer_and_a_damaged_one_as_dam
         DedupeLog.open(tmp_path, batched=True)
     other = tmp_path / "other"
     with LmdbExecutionLog(other) as raw:
-        raw.insert_many([("\x01f0", _encode_finish([ok("a/0/1")])[:-3])])
+        raw.insert_many([("\x01f0", encode_finish([ok("a/0/1")])[:-3])])
     with pytest.raises(StoreDamaged, match="f0"):
         DedupeLog.open(other, batched=True)
 
@@ -191,9 +190,9 @@ def test_a_log_of_the_previous_release_opens_in_batched_mode(tmp_path: Path) -> 
 
 
 def _encode_finish_single(result: AttemptResult) -> bytes:
-    from raftsched.executor.dedupe import _encode_done
+    from raftsched.executor.execlog_records import encode_done
 
-    return _encode_done(result)
+    return encode_done(result)
 
 
 def test_an_id_is_kept_until_the_last_of_its_batch_is_acknowledged_long_enough(tmp_path: Path) -> None:

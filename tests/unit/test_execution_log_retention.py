@@ -15,7 +15,8 @@ from raftsched.abc import ExecutionLog
 from raftsched.cli.executor import keep_arg
 from raftsched.errors import InvalidSpec
 from raftsched.executor.agent import Executor
-from raftsched.executor.dedupe import BeginOutcome, BeginStatus, DedupeLog
+from raftsched.executor.dedupe import DedupeLog
+from raftsched.executor.execlog_records import BeginOutcome, BeginStatus
 from raftsched.executor.runners import AttemptResult
 from raftsched.storage.lmdb_execlog import LmdbExecutionLog
 from raftsched.storage.memory import MemoryExecutionLog

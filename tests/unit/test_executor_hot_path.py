@@ -19,15 +19,14 @@ from hypothesis import strategies as st
 
 from raftsched.errors import InvalidSpec, StoreDamaged
 from raftsched.executor import handlers
-from raftsched.executor.dedupe import (
+from raftsched.executor.dedupe import INTERRUPTED_ERROR, DedupeLog
+from raftsched.executor.execlog_records import (
     FORMAT_VERSION,
-    INTERRUPTED_ERROR,
     BeginStatus,
-    DedupeLog,
     ExecutionState,
     NewerFormat,
-    _decode,
-    _encode_done,
+    decode,
+    encode_done,
 )
 from raftsched.executor.handlers import CallableRunner
 from raftsched.executor.runners import (
@@ -73,9 +72,9 @@ results = st.builds(
 
 @given(results, st.booleans())
 def test_a_result_round_trips_through_the_binary_encoding(result: AttemptResult, settled: bool) -> None:
-    raw = _encode_done(result)
+    raw = encode_done(result)
     assert raw[0] == FORMAT_VERSION == 2
-    record = _decode(result.execution_id, raw, settled)
+    record = decode(result.execution_id, raw, settled)
     assert (record.state, record.result, record.acknowledged) == (ExecutionState.DONE, result, settled)
 
 
@@ -137,8 +136,8 @@ def test_a_binary_entry_of_a_newer_format_is_refused_as_newer(tmp_path: Path) ->
         b"\x02",
         b"\x02X",
         b"\x02D\x01",  # a header cut short
-        _encode_done(ok("a/0/1", "hi"))[:-1],  # a text cut short
-        _encode_done(ok("a/0/1", "hi")) + b"x",
+        encode_done(ok("a/0/1", "hi"))[:-1],  # a text cut short
+        encode_done(ok("a/0/1", "hi")) + b"x",
         b"",
         b"\x00R",
     ],
@@ -167,7 +166,7 @@ def _old_walk(store: MemoryExecutionLog) -> list[AttemptResult]:
     """What pending_reports() answered before: every unsettled DONE entry, in insertion order."""
     out = []
     for key, raw in store.unsettled():
-        record = _decode(key, raw, False)
+        record = decode(key, raw, False)
         if record.result is not None:
             out.append(record.result)
     return out

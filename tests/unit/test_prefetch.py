@@ -15,7 +15,7 @@ import pytest
 
 from raftsched.errors import InvalidSpec
 from raftsched.executor.agent import Executor
-from raftsched.executor.dedupe import BeginOutcome
+from raftsched.executor.execlog_records import BeginOutcome
 from raftsched.executor.memory import LoopbackEndpoint, MemoryTransport
 from raftsched.executor.rungate import RunGate
 from raftsched.executor.runners import AttemptContext

@@ -3,8 +3,9 @@
 ``commands`` runs a shell command and ``handlers`` a registered Python handler, each turning
 every outcome into an :class:`AttemptResult` (``runners``: their contract and the attempt's
 context and result); ``dedupe`` records execution ids durably (in an
-:class:`raftsched.abc.ExecutionLog`) so a re-delivered attempt is not run again and its result is
-re-reported; ``memory`` is the in-process :class:`raftsched.abc.ExecutorTransport`.
+:class:`raftsched.abc.ExecutionLog`; ``execlog_records``: how its entries are encoded) so a
+re-delivered attempt is not run again and its result is re-reported; ``memory`` is the
+in-process :class:`raftsched.abc.ExecutorTransport`.
 """
 
 from raftsched.executor.commands import SubprocessRunner

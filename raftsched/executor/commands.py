@@ -31,13 +31,11 @@ from raftsched.executor.runners import (
     AttemptContext,
     AttemptResult,
     cap_error,
+    log,
     tail_text,
 )
 from raftsched.executor.secrets import Masker, StreamMasker, without_secret_env
 from raftsched.logfields import attempt_fields
-
-# The runners' logger, as before they were split: a log filter on one name still sees them all.
-log = logging.getLogger("raftsched.executor.runners")
 
 # How long output pipes may stay open after the main process exited (a background child still
 # holding them) before the runner stops reading and reports what it has.

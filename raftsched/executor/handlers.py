@@ -29,13 +29,10 @@ from raftsched.executor.runners import (
     cap_error,
     cap_text,
     describe,
+    log,
 )
 from raftsched.logfields import attempt_fields
 from raftsched.model import MAX_LABEL
-
-# The runners' logger, as before they were split: a log filter on one name still sees them all.
-log = logging.getLogger("raftsched.executor.runners")
-
 
 Handler = Callable[[AttemptContext], object]
 H = TypeVar("H", bound=Handler)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,10 @@ from typing import Any, Protocol
 
 from raftsched.errors import InvalidSpec
 from raftsched.model import MAX_SHARDS, MAX_TIME_MS, MAX_TIMEOUT_MS
+
+# The runners' logger: commands.py and handlers.py log through it, so a filter on this one name
+# still sees both runners (as before they had modules of their own).
+log = logging.getLogger(__name__)
 
 DEFAULT_TAIL_BYTES = 8 * 1024
 DEFAULT_GRACE_S = 5.0

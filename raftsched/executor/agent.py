@@ -851,6 +851,7 @@ class Executor:
         pipelined as the session's reports are: that path is the fallback, not the fast one."""
         dedupe, wake, start_late = self.attempts.dedupe, self.attempts.report_wake, self.attempts.start_late
         assert dedupe is not None and wake is not None
+        acknowledged = self._count_log_writes("acknowledge")
         while True:
             pending = dedupe.pending_reports(500)
             if pending:
@@ -865,8 +866,7 @@ class Executor:
                 dedupe.acknowledge(reply.acknowledged, self.clock.now_ms())
                 for execution_id in reply.acknowledged:
                     start_late.pop(execution_id, None)
-                if self.observability is not None:
-                    self.observability.on_log_write("acknowledge", len(reply.acknowledged))
+                acknowledged(len(reply.acknowledged))
                 continue
             wake.clear()
             await wait_event(wake, 1.0)
